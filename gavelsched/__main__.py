@@ -1,0 +1,5 @@
+import sys
+
+from gavelsched.cli import main
+
+sys.exit(main())

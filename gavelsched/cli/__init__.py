@@ -1,0 +1,76 @@
+"""The ``gavelsched`` console script: one sub-command per module in this package.
+
+Every bad input ends the same way (DESIGN.md, CLI): exit code 2 and one line on stderr that
+says what is wrong and where, with no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+# Sub-command modules; each exposes ``register(subparsers)`` and sets ``func`` on its parser.
+COMMANDS = ("solve", "trace", "simulate")
+
+EXIT_BAD_INPUT = 2
+
+
+class InputError(Exception):
+    """A user-facing error: bad arguments, a missing file, malformed input."""
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """The exception types that mean 'bad input' rather than a bug in gavelsched."""
+    from policies.errors import PolicyError
+
+    errors: list[type[BaseException]] = [InputError, PolicyError, FileNotFoundError,
+                                         IsADirectoryError, PermissionError]
+    try:
+        from traces.errors import TraceError
+        errors.append(TraceError)
+    except ImportError:  # pragma: no cover - traces is part of the package
+        pass
+    return tuple(errors)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gavelsched",
+        description="Heterogeneity-aware scheduling of deep-learning jobs on mixed GPU "
+                    "clusters (Gavel, thesis chapter 5): solve policies, generate traces, "
+                    "replay them in a simulator.",
+    )
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="more logging (-v info, -vv debug)")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers.required = True
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"gavelsched.cli.{name}")
+        except ModuleNotFoundError as err:
+            if err.name == f"gavelsched.cli.{name}":
+                continue  # a command not built yet
+            raise
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.func(args) or 0)
+    except _user_errors() as err:
+        message = str(err).splitlines()[0] if str(err) else type(err).__name__
+        if isinstance(err, OSError) and err.filename:
+            message = f"{err.filename}: {err.strerror}"
+        print(f"gavelsched {args.command}: error: {message}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,16 @@
+"""gavelsched policies: scheduling objectives as cvxpy programs over effective throughput.
+
+Thesis chapter 5 (§5.3.1, §5.4) and chapter 6 (§6.4). ``get_policy(name).solve(problem)``
+returns an ``Allocation``.
+"""
+
+from .base import Policy
+from .errors import Infeasible, PolicyError, ProblemError, SolverFailed, UnknownPolicy
+from .problem import Allocation, Entity, Job, Pair, Problem, pair_key
+from .registry import REGISTRY, get_policy, policy_names
+
+__all__ = [
+    "Allocation", "Entity", "Infeasible", "Job", "Pair", "Policy", "PolicyError", "Problem",
+    "ProblemError", "REGISTRY", "SolverFailed", "UnknownPolicy", "get_policy", "pair_key",
+    "policy_names",
+]

@@ -1,0 +1,97 @@
+"""What every policy is, and the one place that calls a solver.
+
+A policy is a pure function from ``Problem`` to ``Allocation`` (DESIGN.md, The flow): no
+clock, no I/O, no state kept between calls. ``evaluate`` scores any allocation by the
+policy's own objective, so a caller (or a test) can compare allocations made elsewhere,
+e.g. the isolated one for the sharing-incentive property of thesis §5.4.4.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Mapping
+
+import cvxpy as cp
+import numpy as np
+
+from .columns import Columns
+from .errors import Infeasible, SolverFailed
+from .problem import Allocation, Problem
+
+log = logging.getLogger(__name__)
+
+# Clarabel (interior point) solves our LPs several times faster than HiGHS's simplex at
+# 2,048+ jobs (see BENCHMARKS.md), and its duals are strictly complementary, which water
+# filling relies on. HiGHS stays the choice for mixed-integer programs.
+DEFAULT_LP_SOLVER = "CLARABEL"
+MILP_SOLVER = "HIGHS"
+
+
+@dataclass(frozen=True)
+class Solution:
+    """What a policy's ``_solve`` hands back to ``Policy.solve``."""
+
+    rows: Mapping[str, Mapping[str, float]]
+    objective: float | None
+    solver: str | None
+
+
+class Policy(ABC):
+    """Base of every policy. Subclasses implement ``_solve`` and ``evaluate``."""
+
+    name: str = "policy"
+
+    def __init__(self, name: str | None = None, *, solver: str = DEFAULT_LP_SOLVER) -> None:
+        if name is not None:
+            self.name = name
+        self.solver = solver.upper()
+
+    def solve(self, problem: Problem) -> Allocation:
+        """Compute the allocation; raises ``Infeasible`` or ``SolverFailed``, never returns {}
+        for a failed solve. A problem with no jobs gets an empty allocation."""
+        start = time.perf_counter()
+        if not problem.jobs:
+            return Allocation(policy=self.name, allocation={}, objective=None,
+                              solve_s=time.perf_counter() - start)
+        solution = self._solve(problem)
+        elapsed = time.perf_counter() - start
+        log.debug("%s: %d jobs solved in %.3fs", self.name, len(problem.jobs), elapsed)
+        return Allocation(policy=self.name, allocation=solution.rows,
+                          objective=solution.objective, solve_s=elapsed, solver=solution.solver)
+
+    @abstractmethod
+    def _solve(self, problem: Problem) -> Solution:
+        """Solve a problem with at least one job."""
+
+    @abstractmethod
+    def evaluate(self, problem: Problem, allocation: Allocation) -> float | None:
+        """This policy's objective value for ``allocation`` (None if undefined)."""
+
+    def __repr__(self) -> str:
+        return f"<policy {self.name} solver={self.solver}>"
+
+
+def run(program: cp.Problem, solver: str, what: str) -> float:
+    """Solve ``program`` and return its value, or raise a typed error saying why not."""
+    try:
+        program.solve(solver=solver)
+    except cp.SolverError as err:
+        raise SolverFailed(f"{what}: solver {solver} failed: {err}") from None
+    status = program.status
+    if status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
+        raise Infeasible(f"{what}: the constraints cannot all hold")
+    if status in (cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE):
+        raise SolverFailed(f"{what}: the program is unbounded")
+    if status == cp.OPTIMAL_INACCURATE:
+        log.warning("%s: solver %s reports an inaccurate optimum", what, solver)
+    elif status != cp.OPTIMAL:
+        raise SolverFailed(f"{what}: solver {solver} ended with status {status!r}")
+    return float(program.value)
+
+
+def no_columns(cols: Columns) -> Solution:
+    """The answer when no job can run anywhere: everyone gets nothing."""
+    return Solution(rows=cols.to_rows(np.zeros(cols.num_columns)), objective=None, solver=None)

@@ -1,0 +1,348 @@
+"""The data a policy reads (``Problem``) and the data it returns (``Allocation``).
+
+Both mirror the Problem JSON and Allocation JSON of DESIGN.md and round-trip through
+``from_dict`` / ``to_dict``. Records are frozen: policies receive values, never shared state
+(STYLE.md §1).
+
+Allocations follow thesis §5.3.1: for every job, or co-located pair of jobs, the fraction of
+wall-clock time it should spend on each worker type until the next recomputation.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from .errors import ProblemError
+
+PAIR_SEPARATOR = "+"
+ENTITY_POLICIES = ("fairness", "fifo")
+
+
+def pair_key(a: str, b: str) -> str:
+    """The allocation key of a co-located pair, e.g. ``"0+1"`` (DESIGN.md, Allocation JSON)."""
+    return f"{a}{PAIR_SEPARATOR}{b}"
+
+
+def _frozen(mapping: Mapping) -> Mapping:
+    return MappingProxyType(dict(mapping))
+
+
+@dataclass(frozen=True)
+class Job:
+    """One job as a policy sees it.
+
+    ``throughputs`` holds steps/s per worker type when the job runs alone on ``scale_factor``
+    workers of that type; a missing or zero entry means the job cannot run there.
+    ``isolated_elapsed_s`` is Themis's t^isolated (thesis §5.4.2): the time the job would have
+    needed so far with a 1/n share of the cluster. The scheduler core tracks it; it defaults
+    to 0, which is right for a job that has made no progress yet.
+    """
+
+    id: str
+    throughputs: Mapping[str, float]
+    scale_factor: int = 1
+    weight: float = 1.0
+    remaining_steps: float = 0.0
+    elapsed_s: float = 0.0
+    slo_s: float | None = None
+    entity: str | None = None
+    isolated_elapsed_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "throughputs", _frozen(self.throughputs))
+
+    def runs_on(self, worker_type: str) -> bool:
+        return self.throughputs.get(worker_type, 0.0) > 0.0
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Two jobs space-sharing the same workers (thesis §5.3.1, Space Sharing).
+
+    ``throughputs[type] = (steps/s of jobs[0], steps/s of jobs[1])`` while co-located.
+    """
+
+    jobs: tuple[str, str]
+    throughputs: Mapping[str, tuple[float, float]]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "jobs", tuple(self.jobs))
+        object.__setattr__(
+            self, "throughputs", _frozen({k: tuple(v) for k, v in self.throughputs.items()})
+        )
+
+    @property
+    def key(self) -> str:
+        return pair_key(*self.jobs)
+
+
+@dataclass(frozen=True)
+class Entity:
+    """A tenant of a hierarchical policy (thesis §5.4.3): a weight and an inner policy."""
+
+    name: str
+    weight: float = 1.0
+    policy: str = "fairness"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Everything a policy needs: the cluster, its prices, the jobs, pairs and entities.
+
+    ``previous`` is the last allocation in force, for the policies that keep decisions
+    between recomputations (FIFO's running jobs stay put, Gandiva keeps pairs that help).
+    Jobs are listed in arrival order; order-based policies (FIFO) rely on it.
+    """
+
+    cluster: Mapping[str, float]
+    jobs: tuple[Job, ...] = ()
+    prices: Mapping[str, float] = field(default_factory=dict)
+    pairs: tuple[Pair, ...] = ()
+    entities: Mapping[str, Entity] = field(default_factory=dict)
+    previous: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cluster", _frozen(self.cluster))
+        object.__setattr__(self, "jobs", tuple(self.jobs))
+        object.__setattr__(self, "prices", _frozen(self.prices))
+        object.__setattr__(self, "pairs", tuple(self.pairs))
+        object.__setattr__(self, "entities", _frozen(self.entities))
+        object.__setattr__(
+            self, "previous", _frozen({k: _frozen(v) for k, v in self.previous.items()})
+        )
+
+    @property
+    def worker_types(self) -> tuple[str, ...]:
+        return tuple(self.cluster)
+
+    @property
+    def job_ids(self) -> tuple[str, ...]:
+        return tuple(job.id for job in self.jobs)
+
+    def job(self, job_id: str) -> Job:
+        for job in self.jobs:
+            if job.id == job_id:
+                return job
+        raise KeyError(job_id)
+
+    def with_jobs(self, jobs, pairs=None) -> "Problem":
+        """A copy holding only ``jobs`` (and the pairs among them unless ``pairs`` is given)."""
+        jobs = tuple(jobs)
+        ids = {job.id for job in jobs}
+        if pairs is None:
+            pairs = tuple(p for p in self.pairs if p.jobs[0] in ids and p.jobs[1] in ids)
+        return Problem(
+            cluster=self.cluster, jobs=jobs, prices=self.prices, pairs=pairs,
+            entities=self.entities,
+            previous={k: v for k, v in self.previous.items() if _key_jobs(k) <= ids},
+        )
+
+    # ---- JSON -------------------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, data: Any) -> "Problem":
+        """Parse and validate the Problem JSON; raise ``ProblemError`` naming the bad field."""
+        return _parse_problem(data)
+
+    def to_dict(self) -> dict:
+        out: dict[str, Any] = {"cluster": dict(self.cluster), "jobs": []}
+        if self.prices:
+            out["prices"] = dict(self.prices)
+        for job in self.jobs:
+            out["jobs"].append({
+                "id": job.id, "throughputs": dict(job.throughputs),
+                "scale_factor": job.scale_factor, "weight": job.weight,
+                "remaining_steps": job.remaining_steps, "elapsed_s": job.elapsed_s,
+                "slo_s": job.slo_s, "entity": job.entity,
+                "isolated_elapsed_s": job.isolated_elapsed_s,
+            })
+        if self.pairs:
+            out["pairs"] = [
+                {"jobs": list(p.jobs), "throughputs": {k: list(v) for k, v in p.throughputs.items()}}
+                for p in self.pairs
+            ]
+        if self.entities:
+            out["entities"] = {
+                name: {"weight": e.weight, "policy": e.policy} for name, e in self.entities.items()
+            }
+        if self.previous:
+            out["previous"] = {k: dict(v) for k, v in self.previous.items()}
+        return out
+
+
+def _key_jobs(key: str) -> set[str]:
+    return set(key.split(PAIR_SEPARATOR))
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """A policy's answer: time fractions per job (or ``"a+b"`` pair) and worker type."""
+
+    policy: str
+    allocation: Mapping[str, Mapping[str, float]]
+    objective: float | None = None
+    solve_s: float = 0.0
+    solver: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "allocation", _frozen({k: _frozen(v) for k, v in self.allocation.items()})
+        )
+
+    def share(self, key: str, worker_type: str) -> float:
+        return self.allocation.get(key, {}).get(worker_type, 0.0)
+
+    def job_time(self, job_id: str) -> float:
+        """Total time fraction job ``job_id`` runs, alone or in any pair."""
+        return sum(
+            sum(row.values()) for key, row in self.allocation.items()
+            if job_id in _key_jobs(key)
+        )
+
+    def to_dict(self) -> dict:
+        out = {
+            "policy": self.policy,
+            "allocation": {k: dict(v) for k, v in self.allocation.items()},
+            "objective": self.objective,
+            "solve_s": self.solve_s,
+        }
+        if self.solver is not None:
+            out["solver"] = self.solver
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Allocation":
+        try:
+            return cls(
+                policy=str(data["policy"]),
+                allocation={str(k): {str(t): float(f) for t, f in v.items()}
+                            for k, v in data["allocation"].items()},
+                objective=None if data.get("objective") is None else float(data["objective"]),
+                solve_s=float(data.get("solve_s", 0.0)),
+                solver=data.get("solver"),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            raise ProblemError(f"allocation: malformed ({err!r})") from None
+
+
+# ---- parsing --------------------------------------------------------------------------
+
+def _number(value: Any, where: str, *, minimum: float | None = None,
+            strict: bool = False, integer: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ProblemError(f"{where}: must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise ProblemError(f"{where}: must be finite, got {value!r}")
+    if integer and int(value) != value:
+        raise ProblemError(f"{where}: must be a whole number, got {value!r}")
+    if minimum is not None and (value <= minimum if strict else value < minimum):
+        cmp = ">" if strict else ">="
+        raise ProblemError(f"{where}: must be {cmp} {minimum:g}, got {value!r}")
+    return int(value) if integer else float(value)
+
+
+def _mapping(value: Any, where: str) -> Mapping:
+    if not isinstance(value, Mapping):
+        raise ProblemError(f"{where}: must be an object, got {type(value).__name__}")
+    return value
+
+
+def _parse_problem(data: Any) -> Problem:
+    data = _mapping(data, "problem")
+    if "cluster" not in data:
+        raise ProblemError("problem: missing field 'cluster'")
+    cluster = {
+        str(t): _number(n, f"cluster.{t}", minimum=0)
+        for t, n in _mapping(data["cluster"], "cluster").items()
+    }
+    prices = {
+        str(t): _number(p, f"prices.{t}", minimum=0)
+        for t, p in _mapping(data.get("prices") or {}, "prices").items()
+    }
+    unknown_prices = set(prices) - set(cluster)
+    if unknown_prices:
+        raise ProblemError(f"prices: unknown worker type {sorted(unknown_prices)[0]!r}")
+    raw_jobs = data.get("jobs", [])
+    if not isinstance(raw_jobs, list):
+        raise ProblemError("jobs: must be a list")
+    jobs = [_parse_job(j, i, cluster) for i, j in enumerate(raw_jobs)]
+    seen: set[str] = set()
+    for i, job in enumerate(jobs):
+        if job.id in seen:
+            raise ProblemError(f"jobs[{i}].id: duplicate id {job.id!r}")
+        if PAIR_SEPARATOR in job.id:
+            raise ProblemError(f"jobs[{i}].id: must not contain {PAIR_SEPARATOR!r}, got {job.id!r}")
+        seen.add(job.id)
+    by_id = {job.id: job for job in jobs}
+    pairs = [_parse_pair(p, i, by_id, cluster) for i, p in enumerate(data.get("pairs") or [])]
+    entities = {}
+    for name, e in _mapping(data.get("entities") or {}, "entities").items():
+        e = _mapping(e, f"entities.{name}")
+        policy = e.get("policy", "fairness")
+        if policy not in ENTITY_POLICIES:
+            raise ProblemError(
+                f"entities.{name}.policy: must be one of {', '.join(ENTITY_POLICIES)}, got {policy!r}")
+        entities[str(name)] = Entity(
+            name=str(name), weight=_number(e.get("weight", 1.0), f"entities.{name}.weight",
+                                           minimum=0, strict=True),
+            policy=policy)
+    for i, job in enumerate(jobs):
+        if entities and job.entity is not None and job.entity not in entities:
+            raise ProblemError(f"jobs[{i}].entity: unknown entity {job.entity!r}")
+    previous = {
+        str(k): {str(t): _number(f, f"previous.{k}.{t}", minimum=0) for t, f in
+                 _mapping(v, f"previous.{k}").items()}
+        for k, v in _mapping(data.get("previous") or {}, "previous").items()
+    }
+    return Problem(cluster=cluster, jobs=tuple(jobs), prices=prices, pairs=tuple(pairs),
+                   entities=entities, previous=previous)
+
+
+def _parse_job(raw: Any, i: int, cluster: Mapping[str, float]) -> Job:
+    where = f"jobs[{i}]"
+    raw = _mapping(raw, where)
+    for required in ("id", "throughputs"):
+        if required not in raw:
+            raise ProblemError(f"{where}: missing field {required!r}")
+    throughputs = {}
+    for t, v in _mapping(raw["throughputs"], f"{where}.throughputs").items():
+        if t not in cluster:
+            raise ProblemError(f"{where}.throughputs: unknown worker type {t!r}")
+        throughputs[str(t)] = 0.0 if v is None else _number(v, f"{where}.throughputs.{t}", minimum=0)
+    slo = raw.get("slo_s")
+    return Job(
+        id=str(raw["id"]),
+        throughputs=throughputs,
+        scale_factor=_number(raw.get("scale_factor", 1), f"{where}.scale_factor", minimum=1, integer=True),
+        weight=_number(raw.get("weight", 1.0), f"{where}.weight", minimum=0, strict=True),
+        remaining_steps=_number(raw.get("remaining_steps", 0.0), f"{where}.remaining_steps", minimum=0),
+        elapsed_s=_number(raw.get("elapsed_s", 0.0), f"{where}.elapsed_s", minimum=0),
+        slo_s=None if slo is None else _number(slo, f"{where}.slo_s", minimum=0, strict=True),
+        entity=None if raw.get("entity") is None else str(raw["entity"]),
+        isolated_elapsed_s=_number(raw.get("isolated_elapsed_s", 0.0),
+                                   f"{where}.isolated_elapsed_s", minimum=0),
+    )
+
+
+def _parse_pair(raw: Any, i: int, by_id: Mapping[str, Job], cluster: Mapping[str, float]) -> Pair:
+    where = f"pairs[{i}]"
+    raw = _mapping(raw, where)
+    ids = raw.get("jobs")
+    if not isinstance(ids, list) or len(ids) != 2 or ids[0] == ids[1]:
+        raise ProblemError(f"{where}.jobs: must list two different job ids, got {ids!r}")
+    ids = [str(x) for x in ids]
+    for x in ids:
+        if x not in by_id:
+            raise ProblemError(f"{where}.jobs: unknown job id {x!r}")
+    if by_id[ids[0]].scale_factor != by_id[ids[1]].scale_factor:
+        raise ProblemError(f"{where}: jobs {ids[0]!r} and {ids[1]!r} have different scale factors")
+    throughputs = {}
+    for t, v in _mapping(raw.get("throughputs", {}), f"{where}.throughputs").items():
+        if t not in cluster:
+            raise ProblemError(f"{where}.throughputs: unknown worker type {t!r}")
+        if not isinstance(v, (list, tuple)) or len(v) != 2:
+            raise ProblemError(f"{where}.throughputs.{t}: must be [first, second], got {v!r}")
+        throughputs[str(t)] = tuple(_number(x, f"{where}.throughputs.{t}", minimum=0) for x in v)
+    return Pair(jobs=(ids[0], ids[1]), throughputs=throughputs)
