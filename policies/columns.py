@@ -83,11 +83,11 @@ class Columns:
     @cached_property
     def isolated_share(self) -> np.ndarray:
         """X^isolated (§5.4.1, §5.4.2): 1/n of every type's workers for each of the n jobs,
-        as a time fraction on the job's ``scale_factor`` workers, capped at 1 per job."""
+        as a time fraction on the job's ``scale_factor`` workers. When that asks more than
+        full time of some job, every share shrinks by the same factor, as in Gavel."""
         x = np.outer(1.0 / self.scale_factor, self.workers) / max(self.num_jobs, 1)
         x = np.where(self.T > 0, x, 0.0)
-        rows = x.sum(axis=1, keepdims=True)
-        return x / np.maximum(rows, 1.0)
+        return x / max(x.sum(axis=1).max(initial=0.0), 1.0)
 
     @cached_property
     def isolated_throughput(self) -> np.ndarray:
@@ -135,8 +135,8 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
             T[i, j] = job.throughputs.get(t, 0.0)
     sf = np.array([job.scale_factor for job in problem.jobs], dtype=float)
     workers = np.array([problem.cluster[t] for t in types], dtype=float)
-    too_big = np.nonzero(sf[:, None] > workers[None, :])
-    T[too_big] = 0.0  # a job larger than a whole type cannot run there
+    largest = np.array([problem.largest_job(t) for t in types], dtype=float)
+    T[np.nonzero(sf[:, None] > largest[None, :])] = 0.0  # too big for that type
     if agnostic:
         counts = (T > 0).sum(axis=1)
         means = T.sum(axis=1) / np.maximum(counts, 1)
@@ -171,7 +171,8 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
         weight=np.array([j.weight for j in job], dtype=float),
         remaining=np.array([j.remaining_steps for j in job], dtype=float),
         elapsed=np.array([j.elapsed_s for j in job], dtype=float),
-        isolated_elapsed=np.array([j.isolated_elapsed_s for j in job], dtype=float),
+        isolated_elapsed=np.array([j.elapsed_s if j.isolated_elapsed_s is None
+                                   else j.isolated_elapsed_s for j in job], dtype=float),
         workers=workers,
         prices=np.array([problem.prices.get(t, 0.0) for t in types], dtype=float),
         keys=tuple(keys), col_type=np.array(col_type, dtype=int),

@@ -37,8 +37,8 @@ class Job:
     ``throughputs`` holds steps/s per worker type when the job runs alone on ``scale_factor``
     workers of that type; a missing or zero entry means the job cannot run there.
     ``isolated_elapsed_s`` is Themis's t^isolated (thesis §5.4.2): the time the job would have
-    needed so far with a 1/n share of the cluster. The scheduler core tracks it; it defaults
-    to 0, which is right for a job that has made no progress yet.
+    needed so far with a 1/n share of the cluster. When None, finish-time fairness uses
+    ``elapsed_s`` in its place, as Gavel's implementation does.
     """
 
     id: str
@@ -49,7 +49,7 @@ class Job:
     elapsed_s: float = 0.0
     slo_s: float | None = None
     entity: str | None = None
-    isolated_elapsed_s: float = 0.0
+    isolated_elapsed_s: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "throughputs", _frozen(self.throughputs))
@@ -94,6 +94,8 @@ class Problem:
 
     ``previous`` is the last allocation in force, for the policies that keep decisions
     between recomputations (FIFO's running jobs stay put, Gandiva keeps pairs that help).
+    ``max_scale_factor`` caps the job size each type can host (default: its worker count);
+    POP sub-problems keep the whole cluster's caps while holding a fraction of its workers.
     Jobs are listed in arrival order; order-based policies (FIFO) rely on it.
     """
 
@@ -103,9 +105,11 @@ class Problem:
     pairs: tuple[Pair, ...] = ()
     entities: Mapping[str, Entity] = field(default_factory=dict)
     previous: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    max_scale_factor: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cluster", _frozen(self.cluster))
+        object.__setattr__(self, "max_scale_factor", _frozen(self.max_scale_factor))
         object.__setattr__(self, "jobs", tuple(self.jobs))
         object.__setattr__(self, "prices", _frozen(self.prices))
         object.__setattr__(self, "pairs", tuple(self.pairs))
@@ -128,16 +132,22 @@ class Problem:
                 return job
         raise KeyError(job_id)
 
-    def with_jobs(self, jobs, pairs=None) -> "Problem":
-        """A copy holding only ``jobs`` (and the pairs among them unless ``pairs`` is given)."""
+    def largest_job(self, worker_type: str) -> float:
+        """The largest scale factor that can run on ``worker_type``."""
+        return self.max_scale_factor.get(worker_type, self.cluster[worker_type])
+
+    def with_jobs(self, jobs, cluster: Mapping[str, float] | None = None) -> "Problem":
+        """A copy holding only ``jobs`` and the pairs among them, optionally on ``cluster``
+        (a share of this one: the largest job each type can host stays the same)."""
         jobs = tuple(jobs)
         ids = {job.id for job in jobs}
-        if pairs is None:
-            pairs = tuple(p for p in self.pairs if p.jobs[0] in ids and p.jobs[1] in ids)
         return Problem(
-            cluster=self.cluster, jobs=jobs, prices=self.prices, pairs=pairs,
+            cluster=self.cluster if cluster is None else cluster, jobs=jobs,
+            prices=self.prices,
+            pairs=tuple(p for p in self.pairs if p.jobs[0] in ids and p.jobs[1] in ids),
             entities=self.entities,
             previous={k: v for k, v in self.previous.items() if _key_jobs(k) <= ids},
+            max_scale_factor={t: self.largest_job(t) for t in self.cluster},
         )
 
     # ---- JSON -------------------------------------------------------------------------
@@ -156,8 +166,9 @@ class Problem:
                 "scale_factor": job.scale_factor, "weight": job.weight,
                 "remaining_steps": job.remaining_steps, "elapsed_s": job.elapsed_s,
                 "slo_s": job.slo_s, "entity": job.entity,
-                "isolated_elapsed_s": job.isolated_elapsed_s,
             })
+            if job.isolated_elapsed_s is not None:
+                out["jobs"][-1]["isolated_elapsed_s"] = job.isolated_elapsed_s
         if self.pairs:
             out["pairs"] = [
                 {"jobs": list(p.jobs), "throughputs": {k: list(v) for k, v in p.throughputs.items()}}
@@ -321,8 +332,8 @@ def _parse_job(raw: Any, i: int, cluster: Mapping[str, float]) -> Job:
         elapsed_s=_number(raw.get("elapsed_s", 0.0), f"{where}.elapsed_s", minimum=0),
         slo_s=None if slo is None else _number(slo, f"{where}.slo_s", minimum=0, strict=True),
         entity=None if raw.get("entity") is None else str(raw["entity"]),
-        isolated_elapsed_s=_number(raw.get("isolated_elapsed_s", 0.0),
-                                   f"{where}.isolated_elapsed_s", minimum=0),
+        isolated_elapsed_s=None if raw.get("isolated_elapsed_s") is None else _number(
+            raw["isolated_elapsed_s"], f"{where}.isolated_elapsed_s", minimum=0),
     )
 
 

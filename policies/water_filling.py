@@ -1,0 +1,150 @@
+"""Water filling: Pareto-efficient max-min fairness, and hierarchical (entity) policies.
+
+Thesis §5.4.3. Every job's normalised effective throughput rises at a rate given by its
+weight until it is *bottlenecked*, i.e. it cannot rise further without another job falling;
+then it is frozen and its weight is redistributed inside its entity (fairness: among the
+entity's other jobs in proportion to their weights; FIFO: to the next job in arrival
+order). Entities share the cluster in proportion to their weights.
+
+Each iteration solves one LP,  max t  s.t.  u(z) >= level + w * t,  with ``level`` and ``w``
+cvxpy parameters so the program is compiled once. Bottlenecks come from that LP's duals
+instead of Gavel's MILP: an interior-point solver returns a strictly complementary dual
+(Goldman-Tucker), whose positive entries are exactly the constraints that are tight in
+*every* optimal allocation, i.e. the jobs that cannot rise. A job improvable in some optimal
+allocation always has a zero dual there, so a job is never frozen too early, and each
+iteration freezes at least one job (the duals of the rising jobs sum to 1/Σw > 0).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import cvxpy as cp
+import numpy as np
+import scipy.sparse as sp
+
+from .base import Policy, Solution, no_columns, run
+from .columns import Columns, build_columns
+from .fairness import base_constraints
+from .problem import Allocation, Problem
+
+log = logging.getLogger(__name__)
+
+# A dual at most this fraction of the largest dual is treated as zero (solver noise).
+DUAL_ZERO = 1e-5
+
+
+def entity_groups(problem: Problem) -> list[tuple[float, str, np.ndarray]]:
+    """(entity weight, inner policy, job rows in arrival order) for every entity.
+
+    Without entities the whole problem is one fairness entity. Jobs with no entity (or when
+    entities exist but a job names none) form a default fairness entity of weight 1.
+    """
+    if not problem.entities:
+        return [(1.0, "fairness", np.arange(len(problem.jobs)))]
+    groups = []
+    members: dict[str | None, list[int]] = {}
+    for i, job in enumerate(problem.jobs):
+        members.setdefault(job.entity if job.entity in problem.entities else None, []).append(i)
+    for name, rows in members.items():
+        entity = problem.entities.get(name) if name is not None else None
+        weight, policy = (entity.weight, entity.policy) if entity else (1.0, "fairness")
+        groups.append((weight, policy, np.array(rows)))
+    return groups
+
+
+def rising_weights(groups, job_weight: np.ndarray, frozen: np.ndarray) -> np.ndarray:
+    """Rate at which each job's normalised throughput rises in the next iteration (§5.4.3)."""
+    w = np.zeros(len(job_weight))
+    for entity_weight, policy, rows in groups:
+        live = rows[~frozen[rows]]
+        if live.size == 0:
+            continue
+        if policy == "fifo":
+            w[live[0]] = entity_weight
+        else:
+            w[live] = entity_weight * job_weight[live] / job_weight[live].sum()
+    return w
+
+
+class WaterFilling(Policy):
+    """``max_min_fairness_water_filling[_perf|_packed]``, hierarchical when the problem has
+    entities. The objective reported is the lowest weighted normalised throughput."""
+
+    def __init__(self, name=None, *, agnostic: bool = False, packed: bool = False,
+                 max_partners: int | None = None, max_iterations: int | None = None,
+                 **kwargs) -> None:
+        super().__init__(name, **kwargs)
+        self.agnostic, self.packed, self.max_partners = agnostic, packed, max_partners
+        self.max_iterations = max_iterations
+
+    def columns(self, problem: Problem) -> Columns:
+        return build_columns(problem, agnostic=self.agnostic, pairs=self.packed,
+                             max_partners=self.max_partners)
+
+    @staticmethod
+    def utility(cols: Columns) -> tuple[np.ndarray, sp.csr_matrix]:
+        """Rows of runnable jobs and U with U @ z = scale_factor * throughput / throughput
+        under X^equal (§5.4.1, without the weight, which sets the rising rate instead)."""
+        rows = np.nonzero(cols.runnable)[0]
+        coef = cols.scale_factor[rows] / cols.equal_throughput[rows]
+        return rows, sp.diags(coef) @ cols.throughput[rows]
+
+    def _solve(self, problem: Problem) -> Solution:
+        cols = self.columns(problem)
+        if cols.num_columns == 0:
+            return no_columns(cols)
+        rows, U = self.utility(cols)
+        sub = problem.with_jobs([problem.jobs[i] for i in rows]) if rows.size < cols.num_jobs \
+            else problem
+        groups = entity_groups(sub)
+        job_weight = cols.weight[rows]
+        k = rows.size
+        level = cp.Parameter(k)
+        rate = cp.Parameter(k, nonneg=True)
+        z = cp.Variable(cols.num_columns, nonneg=True)
+        t = cp.Variable()
+        rise = U @ z >= level + cp.multiply(rate, t)
+        program = cp.Problem(cp.Maximize(t), [rise, *base_constraints(cols, z)])
+        frozen = np.zeros(k, dtype=bool)
+        floor = np.zeros(k)
+        iterations = 0
+        limit = self.max_iterations or 4 * k + 10
+        while not frozen.all() and iterations < limit:
+            w = rising_weights(groups, job_weight, frozen)
+            if not (w > 0).any():
+                break
+            level.value, rate.value = floor, w
+            step = max(run(program, self.solver, self.name), 0.0)
+            iterations += 1
+            floor = floor + w * step
+            stuck = self._bottlenecked(rise.dual_value, w)
+            frozen |= stuck
+            log.debug("%s: iteration %d raised by %.4g, froze %d jobs (%d left)", self.name,
+                      iterations, step, stuck.sum(), (~frozen).sum())
+        if not frozen.all():
+            log.warning("%s: stopped after %d iterations with %d jobs not bottlenecked",
+                        self.name, iterations, (~frozen).sum())
+        return Solution(cols.to_rows(z.value), self._objective(U, z.value, job_weight),
+                        self.solver)
+
+    @staticmethod
+    def _bottlenecked(dual: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """Rising jobs whose constraint carries a positive dual: they cannot rise further."""
+        dual = np.where(w > 0, np.maximum(dual, 0.0), 0.0)
+        top = dual.max()
+        stuck = dual > DUAL_ZERO * top
+        if not stuck.any():  # cannot happen in exact arithmetic; keep progress guaranteed
+            stuck[np.argmax(dual)] = True
+        return stuck
+
+    @staticmethod
+    def _objective(U, z: np.ndarray, weight: np.ndarray) -> float:
+        return float(np.min((U @ z) / weight))
+
+    def evaluate(self, problem: Problem, allocation: Allocation) -> float | None:
+        cols = self.columns(problem)
+        if cols.num_columns == 0:
+            return None
+        rows, U = self.utility(cols)
+        return self._objective(U, cols.z_from(allocation), cols.weight[rows])
