@@ -51,16 +51,20 @@ class MinTotalDuration(Policy):
         rows = _pending(cols)
         if cols.num_columns == 0 or rows.size == 0:
             return no_columns(cols)
+        # rate = σ/makespan with σ the longest job's best-case time: a number near 1, so the
+        # solver's tolerances are relative to the answer, whatever the jobs' lengths.
+        sigma = float(np.max(cols.remaining[rows] / cols.fastest_throughput[rows]))
         z = cp.Variable(cols.num_columns, nonneg=True)
-        rate = cp.Variable(nonneg=True)  # λ = 1 / makespan
-        constraints = [cols.throughput[rows] @ z >= cp.multiply(cols.remaining[rows], rate),
-                       *base_constraints(cols, z)]
+        rate = cp.Variable(nonneg=True)
+        constraints = [
+            cols.throughput[rows] @ z >= cp.multiply(cols.remaining[rows] / sigma, rate),
+            *base_constraints(cols, z)]
         if self.budget is not None:
-            constraints.append(cols.price @ z / SECONDS_PER_HOUR <= self.budget * rate)
+            constraints.append(cols.price @ z / SECONDS_PER_HOUR <= self.budget / sigma * rate)
         value = run(cp.Problem(cp.Maximize(rate), constraints), self.solver, self.name)
         if value <= 0:
             raise Infeasible(f"{self.name}: no allocation finishes the jobs within budget")
-        return Solution(cols.to_rows(z.value), 1.0 / value, self.solver)
+        return Solution(cols.to_rows(z.value), sigma / value, self.solver)
 
     def evaluate(self, problem: Problem, allocation: Allocation) -> float | None:
         cols = self.columns(problem)

@@ -32,6 +32,9 @@ log = logging.getLogger(__name__)
 
 # A dual at most this fraction of the largest dual is treated as zero (solver noise).
 DUAL_ZERO = 1e-5
+# Levels reached are kept as floors this much below what the solver reported, so that the
+# next LP stays feasible despite the interior-point tolerance.
+BACKOFF = 1e-6
 
 
 def entity_groups(problem: Problem) -> list[tuple[float, str, np.ndarray]]:
@@ -117,7 +120,7 @@ class WaterFilling(Policy):
             level.value, rate.value = floor, w
             step = max(run(program, self.solver, self.name), 0.0)
             iterations += 1
-            floor = floor + w * step
+            floor = np.minimum(floor + w * step, U @ z.value) * (1 - BACKOFF)
             stuck = self._bottlenecked(rise.dual_value, w)
             frozen |= stuck
             log.debug("%s: iteration %d raised by %.4g, froze %d jobs (%d left)", self.name,

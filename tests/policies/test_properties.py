@@ -1,0 +1,135 @@
+"""Property tests over random problems (thesis §5.4.4: properties of Gavel's policies)."""
+
+from __future__ import annotations
+
+import cvxpy as cp
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from policies import Problem, get_policy
+from policies.columns import build_columns
+from policies.errors import Infeasible
+
+from .conftest import assert_valid, effective_throughput, problems
+
+SETTINGS = dict(max_examples=25, deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+ALL_POLICIES = [
+    "max_min_fairness", "max_min_fairness_perf", "max_min_fairness_packed",
+    "max_min_fairness_water_filling", "max_min_fairness_water_filling_perf",
+    "max_min_fairness_water_filling_packed",
+    "finish_time_fairness", "finish_time_fairness_perf", "finish_time_fairness_packed",
+    "min_total_duration", "min_total_duration_perf", "min_total_duration_packed",
+    "fifo", "fifo_perf", "fifo_packed", "shortest_job_first_perf",
+    "max_sum_throughput_perf", "max_sum_throughput_normalized_by_cost_perf",
+    "isolated", "gandiva",
+]
+
+
+@pytest.mark.parametrize("name", ALL_POLICIES)
+@settings(**SETTINGS)
+@given(problem=problems(pairs=True))
+def test_allocations_never_oversubscribe(name, problem):
+    """Σ_m X_mj · scale_factor_m <= workers_j, Σ_j X_mj <= 1, 0 <= X <= 1 (5.1-5.3)."""
+    assert_valid(problem, get_policy(name).solve(problem))
+
+
+@settings(**SETTINGS)
+@given(problem=problems(multi_gpu=False, pairs=False))
+def test_allox_never_oversubscribes(problem):
+    assert_valid(problem, get_policy("allox").solve(problem))
+
+
+@settings(**SETTINGS)
+@given(problem=problems(pairs=False))
+def test_min_cost_with_slos_meets_every_slo_or_names_jobs(problem):
+    jobs = [j.__class__(**{**j.__dict__, "slo_s": j.elapsed_s + 5 * j.remaining_steps
+                           / max(j.throughputs.values())}) for j in problem.jobs]
+    problem = problem.with_jobs(jobs)
+    try:
+        allocation = get_policy("max_sum_throughput_normalized_by_cost_perf_SLOs").solve(problem)
+    except Infeasible as err:
+        assert err.jobs and set(err.jobs) <= set(problem.job_ids)
+        return
+    assert_valid(problem, allocation)
+    eff = effective_throughput(problem, allocation)
+    for job in problem.jobs:
+        need = job.remaining_steps / (job.slo_s - job.elapsed_s)
+        assert eff[job.id] >= need * (1 - 1e-5)
+
+
+TWINS = ["max_min_fairness", "max_min_fairness_water_filling", "finish_time_fairness",
+         "min_total_duration", "fifo"]
+
+
+@pytest.mark.parametrize("agnostic", TWINS)
+@settings(**SETTINGS)
+@given(problem=problems(types=("v100",), pairs=False))
+def test_one_type_cluster_perf_equals_agnostic(agnostic, problem):
+    """§5.4.4 Homogeneous Clusters: on one type, the heterogeneity-aware policy reduces to
+    its agnostic twin, so both reach the same objective."""
+    perf = get_policy(agnostic + "_perf").solve(problem)
+    base = get_policy(agnostic).solve(problem)
+    if perf.objective is None:
+        assert base.objective is None
+    else:
+        assert perf.objective == pytest.approx(base.objective, rel=1e-5, abs=1e-7)
+
+
+@pytest.mark.parametrize("name", ["max_min_fairness_perf", "max_min_fairness_packed",
+                                  "max_min_fairness_water_filling_perf"])
+@settings(**SETTINGS)
+@given(problem=problems(pairs=True))
+def test_sharing_incentive(name, problem):
+    """§5.4.4 Sharing Incentive: the max-min objective is at least that of giving every job
+    1/n of each type (the isolated allocation is feasible)."""
+    policy = get_policy(name)
+    isolated = get_policy("isolated").solve(problem)
+    ours = policy.solve(problem)
+    assert ours.objective >= policy.evaluate(problem, isolated) * (1 - 1e-5) - 1e-7
+
+
+def pareto_slack(problem: Problem, allocation, packed: bool) -> float:
+    """Largest total gain in normalised throughput (summed over jobs) that some allocation
+    offers while no job loses anything: 0 when ``allocation`` is Pareto-efficient."""
+    cols = build_columns(problem, pairs=packed)
+    rows = np.nonzero(cols.runnable)[0]
+    scale = cols.scale_factor[rows] / cols.equal_throughput[rows]
+    now = scale * cols.effective_throughput(cols.z_from(allocation))[rows]
+    z = cp.Variable(cols.num_columns, nonneg=True)
+    gain = cp.multiply(scale, cols.throughput[rows] @ z) - now
+    program = cp.Problem(cp.Maximize(cp.sum(gain)),
+                         [gain >= 0, cols.member @ z <= 1, cols.usage @ z <= cols.workers])
+    program.solve(solver="HIGHS")
+    return program.value / max(now.sum(), 1e-9)
+
+
+@pytest.mark.parametrize("name,packed", [("max_min_fairness_water_filling_perf", False),
+                                         ("max_min_fairness_water_filling_packed", True)])
+@settings(**SETTINGS)
+@given(problem=problems(pairs=True))
+def test_water_filling_is_pareto_efficient(name, packed, problem):
+    """§5.4.4 Pareto Efficiency: no job can gain without another losing (checked by an LP
+    that maximises the total gain subject to no job losing)."""
+    allocation = get_policy(name).solve(problem)
+    assert pareto_slack(problem, allocation, packed) < 1e-4
+
+
+@settings(**SETTINGS)
+@given(problem=problems(pairs=True))
+def test_space_sharing_never_hurts(problem):
+    """§5.4.4 Colocation: with pairs the max-min objective is at least as good."""
+    packed = get_policy("max_min_fairness_packed").solve(problem).objective
+    alone = get_policy("max_min_fairness_perf").solve(problem).objective
+    assert packed >= alone * (1 - 1e-5) - 1e-7
+
+
+@settings(**SETTINGS)
+@given(problem=problems(pairs=False))
+def test_water_filling_keeps_the_max_min_level(problem):
+    """Water filling only lifts jobs above the max-min level; the minimum stays optimal."""
+    level = get_policy("max_min_fairness_perf").solve(problem).objective
+    filled = get_policy("max_min_fairness_water_filling_perf").solve(problem).objective
+    assert filled == pytest.approx(level, rel=1e-4)
