@@ -10,6 +10,7 @@ wall-clock time it should spend on each worker type until the next recomputation
 
 from __future__ import annotations
 
+import copyreg
 import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -28,6 +29,10 @@ def pair_key(a: str, b: str) -> str:
 
 def _frozen(mapping: Mapping) -> Mapping:
     return MappingProxyType(dict(mapping))
+
+
+# Read-only mappings pickle as copies, so problems can be solved in worker processes (POP).
+copyreg.pickle(MappingProxyType, lambda proxy: (_frozen, (dict(proxy),)))
 
 
 @dataclass(frozen=True)

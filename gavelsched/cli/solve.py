@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from policies import Problem, get_policy, policy_names
+from policies import Problem, ProblemError, get_policy, policy_names
 
 from . import InputError
 
@@ -15,7 +15,7 @@ from . import InputError
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "solve", help="solve one scheduling problem with a policy",
-        description="Read a Problem JSON (DESIGN.md), solve it with a policy and print the "
+        description="Read a Problem JSON (see DESIGN.md), solve it with a policy and print the "
                     "Allocation JSON: for every job (or 'a+b' pair) the fraction of time on "
                     "each worker type.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -24,23 +24,48 @@ def register(subparsers) -> None:
                         help=f"one of: {', '.join(policy_names())}")
     parser.add_argument("--partitions", type=int, default=1, metavar="K",
                         help="POP: split into K random sub-problems solved independently")
-    parser.add_argument("--solver", default=None, help="cvxpy solver to use (e.g. HIGHS)")
+    parser.add_argument("--solver", default=None,
+                        help="cvxpy solver (default: CLARABEL; HIGHS also works for LPs)")
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                        help="a policy option, e.g. budget=500 for min_makespan_with_budget, "
+                             "seed=1, max_partners=8; repeat for several")
     parser.add_argument("--json", type=Path, default=None, metavar="OUT",
                         help="write the Allocation JSON here instead of stdout")
     parser.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    text = sys.stdin.read() if str(args.problem) == "-" else args.problem.read_text()
+def parse_options(pairs: list[str]) -> dict:
+    """``["budget=100", "seed=2"]`` -> ``{"budget": 100, "seed": 2}`` (values as JSON)."""
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise InputError(f"--option {pair!r}: expected KEY=VALUE")
+        try:
+            options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key] = value
+    return options
+
+
+def read_problem(path: Path) -> Problem:
+    text = sys.stdin.read() if str(path) == "-" else path.read_text()
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
-        raise InputError(f"{args.problem}: not valid JSON (line {err.lineno}: {err.msg})") from None
-    problem = Problem.from_dict(data)
-    options = {"partitions": args.partitions}
+        raise InputError(f"{path}: not valid JSON (line {err.lineno}: {err.msg})") from None
+    try:
+        return Problem.from_dict(data)
+    except ProblemError as err:
+        raise InputError(f"{path}: {err}") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    options = {"partitions": args.partitions, **parse_options(args.option)}
     if args.solver:
         options["solver"] = args.solver
-    allocation = get_policy(args.policy, **options).solve(problem)
+    policy = get_policy(args.policy, **options)
+    allocation = policy.solve(read_problem(args.problem))
     out = json.dumps(allocation.to_dict(), indent=2)
     if args.json:
         args.json.write_text(out + "\n")

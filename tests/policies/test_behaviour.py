@@ -1,0 +1,254 @@
+"""Behaviour of individual policies beyond their objectives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.optimize import linprog
+
+from policies import (Infeasible, Job, Pair, Problem, UnknownPolicy, get_policy, pair_key,
+                      policy_names)
+from policies.columns import build_columns
+from policies.errors import ProblemError
+
+from .conftest import assert_valid, effective_throughput, table_6_1_throughputs
+
+CLUSTER = {"v100": 2, "p100": 2, "k80": 2}
+
+
+def jobs_from(models, **kw):
+    return [Job(str(i), table_6_1_throughputs(m), remaining_steps=1000.0 * (i + 1), **kw)
+            for i, m in enumerate(models)]
+
+
+@pytest.mark.parametrize("name", policy_names())
+def test_empty_problem_gives_empty_allocation(name):
+    options = {"budget": 10.0} if name == "min_makespan_with_budget" else {}
+    allocation = get_policy(name, **options).solve(Problem(cluster=CLUSTER))
+    assert allocation.allocation == {} and allocation.policy == name
+
+
+@pytest.mark.parametrize("name", ["max_min_fairness_perf", "finish_time_fairness_perf",
+                                  "min_total_duration_perf", "fifo_perf", "max_sum_throughput_perf",
+                                  "max_min_fairness_water_filling_perf", "isolated", "allox"])
+def test_job_gets_nothing_where_it_cannot_run(name):
+    jobs = [Job("a", {"v100": 10.0, "p100": 0.0}, remaining_steps=100.0),
+            Job("b", {"v100": 5.0, "p100": 4.0, "k80": 2.0}, remaining_steps=100.0)]
+    allocation = get_policy(name).solve(Problem(cluster=CLUSTER, jobs=jobs))
+    assert allocation.share("a", "p100") == 0.0 and allocation.share("a", "k80") == 0.0
+
+
+def test_job_larger_than_a_type_gets_nothing_there():
+    jobs = [Job("big", {"v100": 10.0, "k80": 2.0}, scale_factor=4)]
+    allocation = get_policy("max_min_fairness_perf").solve(
+        Problem(cluster={"v100": 2, "k80": 4}, jobs=jobs))
+    assert allocation.share("big", "v100") == 0.0
+    assert allocation.share("big", "k80") == pytest.approx(1.0, abs=1e-6)
+
+
+def test_infeasible_slos_name_the_jobs():
+    jobs = [Job("fast", {"v100": 10.0, "k80": 1.0}, remaining_steps=1000.0, slo_s=110.0),
+            Job("also", {"v100": 10.0, "k80": 1.0}, remaining_steps=1000.0, slo_s=110.0),
+            Job("easy", {"v100": 10.0, "k80": 1.0}, remaining_steps=10.0, slo_s=1e6)]
+    problem = Problem(cluster={"v100": 1, "k80": 1}, jobs=jobs, prices={"v100": 3, "k80": 1})
+    with pytest.raises(Infeasible) as err:
+        get_policy("max_sum_throughput_normalized_by_cost_perf_SLOs").solve(problem)
+    assert set(err.value.jobs) == {"fast", "also"}
+    assert "fast" in str(err.value) and "also" in str(err.value)
+
+
+def test_slo_already_missed_is_named():
+    jobs = [Job("late", {"v100": 1.0}, remaining_steps=10.0, elapsed_s=50.0, slo_s=40.0)]
+    with pytest.raises(Infeasible, match="late"):
+        get_policy("max_sum_throughput_normalized_by_cost_perf_SLOs").solve(
+            Problem(cluster={"v100": 1}, jobs=jobs, prices={"v100": 1.0}))
+
+
+def test_cost_policy_prefers_cost_effective_types():
+    """Chapter 6 / Table 6.1: A3C is most cost-effective on a K80, ResNet-50 on a V100."""
+    jobs = [Job("a3c", table_6_1_throughputs("A3C")),
+            Job("resnet", table_6_1_throughputs("ResNet-50"))]
+    problem = Problem(cluster={"v100": 1, "k80": 1, "p100": 0},
+                      prices={"v100": 2.48, "p100": 1.46, "k80": 0.45}, jobs=jobs)
+    allocation = get_policy("max_sum_throughput_normalized_by_cost_perf").solve(problem)
+    assert allocation.share("a3c", "k80") == pytest.approx(1.0, abs=1e-5)
+    assert allocation.share("resnet", "v100") == pytest.approx(1.0, abs=1e-5)
+
+
+def test_unknown_policy_and_bad_option():
+    with pytest.raises(UnknownPolicy, match="no_such"):
+        get_policy("no_such")
+    with pytest.raises(UnknownPolicy, match="bad option"):
+        get_policy("max_min_fairness_perf", colour="red")
+    with pytest.raises(ProblemError, match="budget"):
+        get_policy("min_makespan_with_budget")
+
+
+# ---- FIFO and SJF ---------------------------------------------------------------------
+
+def test_fifo_perf_gives_jobs_their_fastest_free_type_in_arrival_order():
+    jobs = jobs_from(["ResNet-50", "ResNet-18", "A3C", "Transformer"])
+    allocation = get_policy("fifo_perf").solve(Problem(cluster={"v100": 1, "p100": 1, "k80": 1},
+                                                       jobs=jobs))
+    assert allocation.share("0", "v100") == 1.0
+    assert allocation.share("1", "p100") == 1.0
+    assert allocation.share("2", "k80") == 1.0
+    assert allocation.job_time("3") == 0.0
+
+
+def test_fifo_head_of_line_blocks():
+    """Nobody overtakes the head of the queue, even when a later job would fit."""
+    jobs = [Job("0", {"v100": 1.0}), Job("1", {"v100": 1.0}, scale_factor=2),
+            Job("2", {"v100": 1.0})]
+    for name in ["fifo", "fifo_perf"]:
+        allocation = get_policy(name).solve(Problem(cluster={"v100": 2}, jobs=jobs))
+        assert allocation.share("0", "v100") == 1.0
+        assert allocation.job_time("1") == 0.0 and allocation.job_time("2") == 0.0
+
+
+def test_fifo_keeps_running_jobs_and_hands_freed_type_to_next():
+    jobs = [Job(str(i), {"v100": 2.0, "k80": 1.0}) for i in range(1, 4)]
+    previous = {"0": {"v100": 1.0, "k80": 0.0}, "1": {"v100": 0.0, "k80": 1.0}}
+    problem = Problem(cluster={"v100": 1, "k80": 1}, jobs=jobs, previous=previous)
+    allocation = get_policy("fifo").solve(problem)
+    assert allocation.share("1", "k80") == 1.0  # stays where it was
+    assert allocation.share("2", "v100") == 1.0  # takes the finished job's V100
+    assert allocation.job_time("3") == 0.0
+
+
+def test_fifo_random_choice_is_deterministic_per_seed():
+    jobs = [Job(str(i), {"v100": 2.0, "p100": 1.5, "k80": 1.0}) for i in range(30)]
+    problem = Problem(cluster={"v100": 10, "p100": 10, "k80": 10}, jobs=jobs)
+    one, two = get_policy("fifo", seed=3).solve(problem), get_policy("fifo", seed=3).solve(problem)
+    assert one.allocation == two.allocation
+    used = {t for row in one.allocation.values() for t, x in row.items() if x > 0}
+    assert used == {"v100", "p100", "k80"}
+
+
+def test_shortest_job_first_runs_shortest_on_fastest_type():
+    jobs = [Job("long", {"v100": 10.0, "k80": 5.0}, remaining_steps=1e6),
+            Job("short", {"v100": 10.0, "k80": 5.0}, remaining_steps=10.0)]
+    allocation = get_policy("shortest_job_first_perf").solve(
+        Problem(cluster={"v100": 1, "k80": 1}, jobs=jobs))
+    assert allocation.share("short", "v100") == 1.0
+    assert allocation.share("long", "k80") == 1.0
+
+
+# ---- space sharing ------------------------------------------------------------------
+
+def packing_problem(gain: float) -> Problem:
+    jobs = [Job(str(i), {"v100": 10.0}) for i in range(4)]
+    pairs = [Pair((str(a), str(b)), {"v100": (10.0 * gain / 2, 10.0 * gain / 2)})
+             for a in range(4) for b in range(a + 1, 4)]
+    return Problem(cluster={"v100": 2}, jobs=jobs, pairs=pairs)
+
+
+def test_packed_uses_pairs_that_beat_time_slicing():
+    problem = packing_problem(gain=1.5)
+    allocation = get_policy("max_min_fairness_packed").solve(problem)
+    assert_valid(problem, allocation)
+    assert any("+" in key and sum(row.values()) > 0.1 for key, row in allocation.allocation.items())
+    alone = get_policy("max_min_fairness_perf").solve(problem)
+    eff, eff_alone = effective_throughput(problem, allocation), effective_throughput(problem, alone)
+    assert min(eff.values()) == pytest.approx(1.5 * min(eff_alone.values()), rel=1e-4)
+
+
+def test_pairs_that_do_not_beat_time_slicing_are_left_out():
+    cols = build_columns(packing_problem(gain=0.9), pairs=True)
+    assert all("+" not in key for key in cols.keys)
+
+
+def test_max_partners_caps_pairs_per_job():
+    cols = build_columns(packing_problem(gain=1.5), pairs=True, max_partners=1)
+    pairs = [key for key in cols.keys if "+" in key]
+    members = [job for key in pairs for job in key.split("+")]
+    assert len(pairs) == 2 and len(set(members)) == 4
+
+
+def test_gandiva_pairs_only_when_oversubscribed_and_keeps_helpful_pairs():
+    problem = packing_problem(gain=1.5)
+    under = get_policy("gandiva").solve(problem.with_jobs(problem.jobs[:2]))
+    assert all("+" not in key for key, row in under.allocation.items() if sum(row.values()) > 0)
+    over = get_policy("gandiva").solve(problem)
+    assert_valid(problem, over)
+    combos = [key for key, row in over.allocation.items() if sum(row.values()) > 0]
+    assert len(combos) == 2 and all("+" in key for key in combos)
+    shares = {sum(over.allocation[key].values()) for key in combos}
+    assert len(shares) == 1  # equal time per combination
+    kept = Problem(cluster=problem.cluster, jobs=problem.jobs, pairs=problem.pairs,
+                   previous={pair_key("0", "3"): {"v100": 1.0}})
+    again = get_policy("gandiva", seed=7).solve(kept)
+    assert sum(again.allocation[pair_key("0", "3")].values()) > 0
+
+
+def test_allox_rejects_multi_gpu_jobs():
+    with pytest.raises(ProblemError, match="single-GPU"):
+        get_policy("allox").solve(Problem(cluster={"v100": 4},
+                                          jobs=[Job("x", {"v100": 1.0}, scale_factor=2)]))
+
+
+def test_allox_runs_a_job_per_gpu_minimising_completion_time():
+    jobs = [Job("slow", {"v100": 1.0, "k80": 1.0}, remaining_steps=100.0),
+            Job("quick", {"v100": 10.0, "k80": 1.0}, remaining_steps=100.0)]
+    allocation = get_policy("allox").solve(Problem(cluster={"v100": 1, "k80": 1}, jobs=jobs))
+    assert allocation.share("quick", "v100") == 1.0
+    assert allocation.share("slow", "k80") == 1.0
+
+
+# ---- finish-time fairness --------------------------------------------------------------
+
+def test_finish_time_fairness_is_optimal_by_bisection():
+    """ρ* is optimal: an LP (scipy, independent) finds an allocation with every job within
+    ρ*(1 + 1e-5), and none within ρ*(1 - 1e-4)."""
+    rng = np.random.default_rng(4)
+    types = ["v100", "p100", "k80"]
+    jobs = [Job(str(i), dict(zip(types, rng.uniform(1, 10, 3))), remaining_steps=rng.uniform(1e3, 1e5),
+                elapsed_s=rng.uniform(0, 1e3)) for i in range(12)]
+    problem = Problem(cluster={"v100": 3, "p100": 3, "k80": 3}, jobs=jobs)
+    rho = get_policy("finish_time_fairness_perf").solve(problem).objective
+
+    T = np.array([[j.throughputs[t] for t in types] for j in jobs])
+    W = np.array([3.0, 3.0, 3.0])
+    iso_share = W / len(jobs)
+    iso_share = iso_share / max(iso_share.sum(), 1.0)
+    s = np.array([j.remaining_steps for j in jobs])
+    t = np.array([j.elapsed_s for j in jobs])
+    reference = t + s / (T @ iso_share)
+
+    def feasible(r):
+        need = s / (r * reference - t)  # throughput each job needs to reach ρ = r
+        if (need < 0).any():
+            return False
+        m, n = T.shape
+        A = [np.kron(np.eye(m)[i], np.ones(n)) for i in range(m)]  # rows <= 1
+        A += [np.kron(np.ones(m), np.eye(n)[j]) for j in range(n)]  # types <= W
+        A += [-np.kron(np.eye(m)[i], T[i]) for i in range(m)]  # throughput >= need
+        b = np.concatenate([np.ones(m), W, -need])
+        return linprog(np.zeros(m * n), A_ub=np.array(A), b_ub=b, bounds=(0, 1),
+                       method="highs").status == 0
+
+    assert feasible(rho * (1 + 1e-5)) and not feasible(rho * (1 - 1e-4))
+
+
+# ---- POP -------------------------------------------------------------------------------
+
+def test_partitions_stay_close_to_optimal_and_valid():
+    rng = np.random.default_rng(0)
+    models = list(["ResNet-50", "A3C", "Transformer", "CycleGAN", "ResNet-18"])
+    jobs = [Job(str(i), table_6_1_throughputs(models[rng.integers(5)])) for i in range(400)]
+    problem = Problem(cluster={"v100": 100, "p100": 100, "k80": 100}, jobs=jobs)
+    exact = get_policy("max_min_fairness_perf").solve(problem)
+    pop = get_policy("max_min_fairness_perf", partitions=4).solve(problem)
+    assert_valid(problem, pop)
+    assert pop.objective >= exact.objective * (1 - 0.015)
+    assert set(pop.allocation) == set(exact.allocation)
+
+
+def test_placement_sensitivity_as_two_worker_types():
+    """§5.3.1: consolidated and unconsolidated placements are two worker types."""
+    jobs = [Job("comm-heavy", {"v100-packed": 10.0, "v100-spread": 4.0}, scale_factor=4),
+            Job("compute", {"v100-packed": 10.0, "v100-spread": 9.5}, scale_factor=4)]
+    problem = Problem(cluster={"v100-packed": 4, "v100-spread": 4}, jobs=jobs)
+    allocation = get_policy("max_sum_throughput_perf").solve(problem)
+    assert allocation.share("comm-heavy", "v100-packed") == pytest.approx(1.0, abs=1e-5)
+    assert allocation.share("compute", "v100-spread") == pytest.approx(1.0, abs=1e-5)
