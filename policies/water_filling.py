@@ -25,6 +25,7 @@ import scipy.sparse as sp
 
 from .base import Policy, Solution, no_columns, run
 from .columns import Columns, build_columns
+from .errors import Infeasible, SolverFailed
 from .fairness import base_constraints
 from .problem import Allocation, Problem
 
@@ -32,9 +33,9 @@ log = logging.getLogger(__name__)
 
 # A dual at most this fraction of the largest dual is treated as zero (solver noise).
 DUAL_ZERO = 1e-5
-# Levels reached are kept as floors this much below what the solver reported, so that the
-# next LP stays feasible despite the interior-point tolerance.
-BACKOFF = 1e-6
+# When an LP fails for numerical reasons (floors right at the edge of feasibility), it is
+# retried with every floor lowered by these relative amounts in turn.
+BACKOFFS = (1e-6, 1e-5, 1e-4)
 
 
 def entity_groups(problem: Problem) -> list[tuple[float, str, np.ndarray]]:
@@ -117,10 +118,10 @@ class WaterFilling(Policy):
             w = rising_weights(groups, job_weight, frozen)
             if not (w > 0).any():
                 break
-            level.value, rate.value = floor, w
-            step = max(run(program, self.solver, self.name), 0.0)
+            rate.value = w
+            step = self._raise(program, level, floor)
             iterations += 1
-            floor = np.minimum(floor + w * step, U @ z.value) * (1 - BACKOFF)
+            floor = np.minimum(floor + w * step, U @ z.value)
             stuck = self._bottlenecked(rise.dual_value, w)
             frozen |= stuck
             log.debug("%s: iteration %d raised by %.4g, froze %d jobs (%d left)", self.name,
@@ -130,6 +131,18 @@ class WaterFilling(Policy):
                         self.name, iterations, (~frozen).sum())
         return Solution(cols.to_rows(z.value), self._objective(U, z.value, job_weight),
                         self.solver)
+
+    def _raise(self, program: cp.Problem, level: cp.Parameter, floor: np.ndarray) -> float:
+        """Solve one iteration's LP, backing the floors off a little if it fails numerically."""
+        for backoff in (0.0, *BACKOFFS):
+            level.value = floor * (1 - backoff)
+            try:
+                return max(run(program, self.solver, self.name), 0.0)
+            except (Infeasible, SolverFailed):
+                if backoff == BACKOFFS[-1]:
+                    raise
+                log.debug("%s: retrying with floors lowered by %g", self.name, BACKOFFS[0])
+        raise AssertionError("unreachable")
 
     @staticmethod
     def _bottlenecked(dual: np.ndarray, w: np.ndarray) -> np.ndarray:

@@ -96,6 +96,8 @@ def pareto_slack(problem: Problem, allocation, packed: bool) -> float:
     offers while no job loses anything: 0 when ``allocation`` is Pareto-efficient."""
     cols = build_columns(problem, pairs=packed)
     rows = np.nonzero(cols.runnable)[0]
+    if rows.size == 0:
+        return 0.0  # nobody can run: nothing to improve
     scale = cols.scale_factor[rows] / cols.equal_throughput[rows]
     now = scale * cols.effective_throughput(cols.z_from(allocation))[rows]
     z = cp.Variable(cols.num_columns, nonneg=True)
