@@ -17,7 +17,7 @@ from typing import Mapping
 import cvxpy as cp
 import numpy as np
 
-from .columns import Columns
+from .columns import Columns, build_columns
 from .errors import Infeasible, SolverFailed
 from .problem import Allocation, Problem
 
@@ -72,6 +72,20 @@ class Policy(ABC):
 
     def __repr__(self) -> str:
         return f"<policy {self.name} solver={self.solver}>"
+
+
+class ColumnPolicy(Policy):
+    """A policy over the column model (policies/columns.py). ``agnostic`` hides the
+    differences between types, ``packed`` adds co-located pairs, ``max_partners`` caps them."""
+
+    def __init__(self, name: str | None = None, *, agnostic: bool = False, packed: bool = False,
+                 max_partners: int | None = None, **kwargs) -> None:
+        super().__init__(name, **kwargs)
+        self.agnostic, self.packed, self.max_partners = agnostic, packed, max_partners
+
+    def columns(self, problem: Problem) -> Columns:
+        return build_columns(problem, agnostic=self.agnostic, pairs=self.packed,
+                             max_partners=self.max_partners)
 
 
 def run(program: cp.Problem, solver: str, what: str) -> float:

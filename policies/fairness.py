@@ -11,16 +11,19 @@ import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
-from .base import Policy, Solution, no_columns, run
-from .columns import Columns, build_columns
+from .base import ColumnPolicy, Solution, no_columns, run
+from .columns import Columns
 from .problem import Allocation, Problem
 
 
-def fairness_utility(cols: Columns) -> tuple[np.ndarray, sp.csr_matrix]:
-    """Rows of the jobs that can run, and U with ``U @ z`` their weighted normalised
-    effective throughputs, the quantity max-min fairness equalises (§5.4.1)."""
+def fairness_utility(cols: Columns, *, weighted: bool = True) -> tuple[np.ndarray, sp.csr_matrix]:
+    """Rows of the jobs that can run, and U with ``U @ z`` their normalised effective
+    throughputs scale_factor * throughput(m, X) / throughput(m, X^equal), divided by the job
+    weight when ``weighted``: the quantity max-min fairness equalises (§5.4.1)."""
     rows = np.nonzero(cols.runnable)[0]
-    coef = cols.scale_factor[rows] / (cols.weight[rows] * cols.equal_throughput[rows])
+    coef = cols.scale_factor[rows] / cols.equal_throughput[rows]
+    if weighted:
+        coef = coef / cols.weight[rows]
     return rows, sp.diags(coef) @ cols.throughput[rows]
 
 
@@ -30,17 +33,8 @@ def base_constraints(cols: Columns, z: cp.Variable) -> list:
     return [cols.member @ z <= 1, cols.usage @ z <= cols.workers]
 
 
-class MaxMinFairness(Policy):
+class MaxMinFairness(ColumnPolicy):
     """``max_min_fairness[_perf|_packed]``: one LP."""
-
-    def __init__(self, name=None, *, agnostic: bool = False, packed: bool = False,
-                 max_partners: int | None = None, **kwargs) -> None:
-        super().__init__(name, **kwargs)
-        self.agnostic, self.packed, self.max_partners = agnostic, packed, max_partners
-
-    def columns(self, problem: Problem) -> Columns:
-        return build_columns(problem, agnostic=self.agnostic, pairs=self.packed,
-                             max_partners=self.max_partners)
 
     def _solve(self, problem: Problem) -> Solution:
         cols = self.columns(problem)

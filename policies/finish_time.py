@@ -11,8 +11,8 @@ from __future__ import annotations
 import cvxpy as cp
 import numpy as np
 
-from .base import Policy, Solution, no_columns, run
-from .columns import Columns, build_columns
+from .base import ColumnPolicy, Solution, no_columns, run
+from .columns import Columns
 from .fairness import base_constraints
 from .problem import Allocation, Problem
 
@@ -25,17 +25,8 @@ def _terms(cols: Columns) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return rows, cols.remaining[rows] * scale, cols.elapsed[rows] * scale
 
 
-class FinishTimeFairness(Policy):
+class FinishTimeFairness(ColumnPolicy):
     """``finish_time_fairness[_perf|_packed]``."""
-
-    def __init__(self, name=None, *, agnostic: bool = False, packed: bool = False,
-                 max_partners: int | None = None, **kwargs) -> None:
-        super().__init__(name, **kwargs)
-        self.agnostic, self.packed, self.max_partners = agnostic, packed, max_partners
-
-    def columns(self, problem: Problem) -> Columns:
-        return build_columns(problem, agnostic=self.agnostic, pairs=self.packed,
-                             max_partners=self.max_partners)
 
     def _solve(self, problem: Problem) -> Solution:
         cols = self.columns(problem)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import cvxpy as cp
 import numpy as np
 
-from .base import Policy, Solution, no_columns, run
-from .columns import Columns, build_columns
+from .base import ColumnPolicy, Solution, no_columns, run
+from .columns import Columns
 from .errors import Infeasible, ProblemError
 from .fairness import base_constraints
 from .problem import Allocation, Problem
@@ -25,26 +25,20 @@ def _pending(cols: Columns) -> np.ndarray:
     return np.nonzero(cols.runnable & (cols.remaining > 0))[0]
 
 
-class MinTotalDuration(Policy):
+class MinTotalDuration(ColumnPolicy):
     """``min_total_duration[_perf|_packed]`` and, with ``budget``, ``min_makespan_with_budget``.
 
     The objective reported is the makespan in seconds.
     """
 
-    def __init__(self, name=None, *, agnostic: bool = False, packed: bool = False,
-                 budget: float | None = None, max_partners: int | None = None,
-                 require_budget: bool = False, **kwargs) -> None:
+    def __init__(self, name=None, *, budget: float | None = None, require_budget: bool = False,
+                 **kwargs) -> None:
         super().__init__(name, **kwargs)
         if require_budget and budget is None:
             raise ProblemError(f"{self.name}: needs the option budget=DOLLARS")
         if budget is not None and budget <= 0:
             raise ProblemError(f"{self.name}: budget must be > 0 dollars, got {budget!r}")
-        self.agnostic, self.packed, self.max_partners = agnostic, packed, max_partners
         self.budget = budget
-
-    def columns(self, problem: Problem) -> Columns:
-        return build_columns(problem, agnostic=self.agnostic, pairs=self.packed,
-                             max_partners=self.max_partners)
 
     def _solve(self, problem: Problem) -> Solution:
         cols = self.columns(problem)

@@ -19,7 +19,7 @@ import random
 import cvxpy as cp
 import numpy as np
 
-from .base import Policy, Solution, no_columns, run
+from .base import ColumnPolicy, Policy, Solution, no_columns, run
 from .columns import Columns, build_columns
 from .fairness import base_constraints
 from .problem import PAIR_SEPARATOR, Allocation, Problem
@@ -45,16 +45,10 @@ def order_objective(cols: Columns, rank: np.ndarray):
     return (normalized_throughput(cols).T @ (cols.num_jobs - rank)).T
 
 
-class OrderedThroughput(Policy):
+class OrderedThroughput(ColumnPolicy):
     """``fifo_packed``: the FIFO LP of §5.4.2, with space sharing."""
 
-    def __init__(self, name=None, *, packed: bool = False, max_partners: int | None = None,
-                 **kwargs) -> None:
-        super().__init__(name, **kwargs)
-        self.rank, self.packed, self.max_partners = arrival_rank, packed, max_partners
-
-    def columns(self, problem: Problem) -> Columns:
-        return build_columns(problem, pairs=self.packed, max_partners=self.max_partners)
+    rank = staticmethod(arrival_rank)
 
     def _solve(self, problem: Problem) -> Solution:
         cols = self.columns(problem)

@@ -21,12 +21,10 @@ import logging
 
 import cvxpy as cp
 import numpy as np
-import scipy.sparse as sp
 
-from .base import Policy, Solution, no_columns, run
-from .columns import Columns, build_columns
+from .base import ColumnPolicy, Solution, no_columns, run
 from .errors import Infeasible, SolverFailed
-from .fairness import base_constraints
+from .fairness import base_constraints, fairness_utility
 from .problem import Allocation, Problem
 
 log = logging.getLogger(__name__)
@@ -71,34 +69,19 @@ def rising_weights(groups, job_weight: np.ndarray, frozen: np.ndarray) -> np.nda
     return w
 
 
-class WaterFilling(Policy):
+class WaterFilling(ColumnPolicy):
     """``max_min_fairness_water_filling[_perf|_packed]``, hierarchical when the problem has
     entities. The objective reported is the lowest weighted normalised throughput."""
 
-    def __init__(self, name=None, *, agnostic: bool = False, packed: bool = False,
-                 max_partners: int | None = None, max_iterations: int | None = None,
-                 **kwargs) -> None:
+    def __init__(self, name=None, *, max_iterations: int | None = None, **kwargs) -> None:
         super().__init__(name, **kwargs)
-        self.agnostic, self.packed, self.max_partners = agnostic, packed, max_partners
         self.max_iterations = max_iterations
-
-    def columns(self, problem: Problem) -> Columns:
-        return build_columns(problem, agnostic=self.agnostic, pairs=self.packed,
-                             max_partners=self.max_partners)
-
-    @staticmethod
-    def utility(cols: Columns) -> tuple[np.ndarray, sp.csr_matrix]:
-        """Rows of runnable jobs and U with U @ z = scale_factor * throughput / throughput
-        under X^equal (§5.4.1, without the weight, which sets the rising rate instead)."""
-        rows = np.nonzero(cols.runnable)[0]
-        coef = cols.scale_factor[rows] / cols.equal_throughput[rows]
-        return rows, sp.diags(coef) @ cols.throughput[rows]
 
     def _solve(self, problem: Problem) -> Solution:
         cols = self.columns(problem)
         if cols.num_columns == 0:
             return no_columns(cols)
-        rows, U = self.utility(cols)
+        rows, U = fairness_utility(cols, weighted=False)  # weights set the rising rates
         sub = problem.with_jobs([problem.jobs[i] for i in rows]) if rows.size < cols.num_jobs \
             else problem
         groups = entity_groups(sub)
@@ -141,7 +124,7 @@ class WaterFilling(Policy):
             except (Infeasible, SolverFailed):
                 if backoff == BACKOFFS[-1]:
                     raise
-                log.debug("%s: retrying with floors lowered by %g", self.name, BACKOFFS[0])
+                log.debug("%s: LP failed; retrying with lower floors", self.name)
         raise AssertionError("unreachable")
 
     @staticmethod
@@ -162,5 +145,5 @@ class WaterFilling(Policy):
         cols = self.columns(problem)
         if cols.num_columns == 0:
             return None
-        rows, U = self.utility(cols)
+        rows, U = fairness_utility(cols, weighted=False)
         return self._objective(U, cols.z_from(allocation), cols.weight[rows])

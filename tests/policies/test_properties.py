@@ -87,8 +87,11 @@ def test_sharing_incentive(name, problem):
     1/n of each type (the isolated allocation is feasible)."""
     policy = get_policy(name)
     isolated = get_policy("isolated").solve(problem)
-    ours = policy.solve(problem)
-    assert ours.objective >= policy.evaluate(problem, isolated) * (1 - 1e-5) - 1e-7
+    ours, theirs = policy.solve(problem).objective, policy.evaluate(problem, isolated)
+    if ours is None:  # no job can run anywhere
+        assert theirs is None
+        return
+    assert ours >= theirs * (1 - 1e-5) - 1e-7
 
 
 def pareto_slack(problem: Problem, allocation, packed: bool) -> float:
@@ -125,6 +128,9 @@ def test_space_sharing_never_hurts(problem):
     """§5.4.4 Colocation: with pairs the max-min objective is at least as good."""
     packed = get_policy("max_min_fairness_packed").solve(problem).objective
     alone = get_policy("max_min_fairness_perf").solve(problem).objective
+    if alone is None:
+        assert packed is None
+        return
     assert packed >= alone * (1 - 1e-5) - 1e-7
 
 
@@ -134,4 +140,4 @@ def test_water_filling_keeps_the_max_min_level(problem):
     """Water filling only lifts jobs above the max-min level; the minimum stays optimal."""
     level = get_policy("max_min_fairness_perf").solve(problem).objective
     filled = get_policy("max_min_fairness_water_filling_perf").solve(problem).objective
-    assert filled == pytest.approx(level, rel=1e-4)
+    assert filled == (None if level is None else pytest.approx(level, rel=1e-4))
