@@ -83,15 +83,22 @@ class ColumnPolicy(Policy):
         super().__init__(name, **kwargs)
         self.agnostic, self.packed, self.max_partners = agnostic, packed, max_partners
 
-    def columns(self, problem: Problem) -> Columns:
+    def columns(self, problem: Problem, *, merge: bool = False) -> Columns:
+        """The column model; ``merge`` gives identical jobs one row (only for policies that
+        treat identical jobs alike, and never with pairs)."""
         return build_columns(problem, agnostic=self.agnostic, pairs=self.packed,
-                             max_partners=self.max_partners)
+                             max_partners=self.max_partners, merge=merge and not self.packed)
 
 
-def run(program: cp.Problem, solver: str, what: str) -> float:
+# Tolerances for solves whose duals must be accurate (water filling's bottleneck test).
+PRECISE = {"CLARABEL": {"tol_gap_abs": 1e-9, "tol_gap_rel": 1e-9, "tol_feas": 1e-9}}
+
+
+def run(program: cp.Problem, solver: str, what: str, *, precise: bool = False) -> float:
     """Solve ``program`` and return its value, or raise a typed error saying why not."""
+    options = PRECISE.get(solver, {}) if precise else {}
     try:
-        program.solve(solver=solver)
+        program.solve(solver=solver, **options)
     except cp.SolverError as err:
         raise SolverFailed(f"{what}: solver {solver} failed: {err}") from None
     status = program.status
@@ -100,10 +107,24 @@ def run(program: cp.Problem, solver: str, what: str) -> float:
     if status in (cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE):
         raise SolverFailed(f"{what}: the program is unbounded")
     if status == cp.OPTIMAL_INACCURATE:
+        if precise:
+            raise SolverFailed(f"{what}: solver {solver} reports an inaccurate optimum")
         log.warning("%s: solver %s reports an inaccurate optimum", what, solver)
     elif status != cp.OPTIMAL:
         raise SolverFailed(f"{what}: solver {solver} ended with status {status!r}")
     return float(program.value)
+
+
+def run_precise(program: cp.Problem, solver: str, what: str) -> float:
+    """``run`` for solves whose duals or exact optimum matter: tight tolerances, and an
+    inaccurate interior-point answer is solved again by simplex (HiGHS)."""
+    try:
+        return run(program, solver, what, precise=True)
+    except SolverFailed as err:
+        if solver == MILP_SOLVER:
+            raise
+        log.debug("%s; solving again with %s", err, MILP_SOLVER)
+        return run(program, MILP_SOLVER, what, precise=True)
 
 
 def no_columns(cols: Columns) -> Solution:

@@ -13,6 +13,12 @@ pair only where it beats time slicing. Every policy is then a vectorised cvxpy p
   ``throughput @ z`` is throughput(m, X), the effective throughput of §5.3.1.
 - ``price`` (columns): dollars per hour the column costs (chapter 6, cost(m, X)).
 
+With ``merge=True`` identical jobs (same throughputs, scale factor and weight) share one
+row: the row's columns are each job's own time fractions, and ``usage`` counts every job of
+the class. Max-min fairness and water filling treat identical jobs alike, so some optimal
+allocation gives them equal shares (average any optimum over their permutations), and the
+merged LP finds it with n/k fewer variables.
+
 This replaces Gavel's ``flatten()`` side channel (STYLE.md, Hidden state) with plain data.
 """
 
@@ -35,7 +41,7 @@ ZERO = 1e-7
 class Columns:
     """The column model of one problem (see the module docstring)."""
 
-    job_ids: tuple[str, ...]
+    job_ids: tuple[str, ...]   # (m,) one id per row: the job, or the first of its class
     types: tuple[str, ...]
     T: np.ndarray              # (m, n) single-job steps/s, 0 where the job cannot run
     scale_factor: np.ndarray   # (m,)
@@ -50,10 +56,17 @@ class Columns:
     member: sp.csr_matrix      # (m, c)
     throughput: sp.csr_matrix  # (m, c)
     usage: sp.csr_matrix       # (n, c)
+    classes: tuple[tuple[str, ...], ...] | None = None  # (m,) the jobs of each merged row
 
     @property
     def num_jobs(self) -> int:
+        """Rows of the model: jobs, or classes of identical jobs when merged."""
         return len(self.job_ids)
+
+    @property
+    def total_jobs(self) -> int:
+        """Jobs in the problem, whether or not rows are merged."""
+        return self.num_jobs if self.classes is None else sum(map(len, self.classes))
 
     @property
     def num_columns(self) -> int:
@@ -73,7 +86,7 @@ class Columns:
     def equal_share(self) -> np.ndarray:
         """X^equal (thesis §5.4.1): every job the same share of each type, no row above 1."""
         total = self.workers.sum()
-        return self.workers / max(self.num_jobs, total, 1e-12)
+        return self.workers / max(self.total_jobs, total, 1e-12)
 
     @cached_property
     def equal_throughput(self) -> np.ndarray:
@@ -85,7 +98,7 @@ class Columns:
         """X^isolated (§5.4.1, §5.4.2): 1/n of every type's workers for each of the n jobs,
         as a time fraction on the job's ``scale_factor`` workers. When that asks more than
         full time of some job, every share shrinks by the same factor, as in Gavel."""
-        x = np.outer(1.0 / self.scale_factor, self.workers) / max(self.num_jobs, 1)
+        x = np.outer(1.0 / self.scale_factor, self.workers) / max(self.total_jobs, 1)
         x = np.where(self.T > 0, x, 0.0)
         return x / max(x.sum(axis=1).max(initial=0.0), 1.0)
 
@@ -106,26 +119,46 @@ class Columns:
         return np.array([allocation.share(key, self.types[j])
                          for key, j in zip(self.keys, self.col_type)])
 
+    def repaired(self, z: np.ndarray) -> np.ndarray:
+        """``z`` scaled down where solver tolerance left a job above 1 or a type above its
+        workers, so that (5.1)-(5.3) hold exactly."""
+        z = np.where(z > ZERO, np.minimum(z, 1.0), 0.0)
+        job_shrink = 1.0 / np.maximum(np.asarray(self.member @ z).ravel(), 1.0)
+        column_shrink = np.ones_like(z)  # the largest overload among the column's jobs
+        entries = self.member.tocoo()
+        np.minimum.at(column_shrink, entries.col, job_shrink[entries.row])
+        z = z * column_shrink
+        type_load = np.asarray(self.usage @ z).ravel()
+        type_shrink = np.where(type_load > self.workers,
+                               self.workers / np.maximum(type_load, 1e-300), 1.0)
+        return z * type_shrink[self.col_type]
+
     def to_rows(self, z: np.ndarray) -> dict[str, dict[str, float]]:
         """Allocation rows: every job with every type, plus the pairs that got time."""
-        z = np.where(z > ZERO, np.minimum(z, 1.0), 0.0)
+        z = self.repaired(z)
         rows = {job_id: dict.fromkeys(self.types, 0.0) for job_id in self.job_ids}
         for key, j, value in zip(self.keys, self.col_type.tolist(), z.tolist()):
-            if value == 0.0 and key not in rows:
-                continue
-            rows.setdefault(key, dict.fromkeys(self.types, 0.0))[self.types[j]] = value
+            if key not in rows:
+                if value == 0.0:
+                    continue
+                rows[key] = dict.fromkeys(self.types, 0.0)
+            rows[key][self.types[j]] = value
+        if self.classes is not None:
+            rows = {job_id: dict(rows[first]) for first, members in zip(self.job_ids, self.classes)
+                    for job_id in members}
         return rows
 
 
 def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = False,
-                  max_partners: int | None = None) -> Columns:
+                  max_partners: int | None = None, merge: bool = False) -> Columns:
     """Build the column model of ``problem``.
 
     ``agnostic`` makes every type look equally fast to the policy, as Gavel's baselines do
     (§5.4.4): each job's throughput row becomes its mean over the types it can run on, so
     on a one-type cluster nothing changes. ``pairs`` adds a column for each co-located pair
     and type where the pair beats time slicing (its normalised throughputs sum above 1,
-    §5.3.1); ``max_partners`` keeps only each job's best partners by that gain.
+    §5.3.1); ``max_partners`` keeps only each job's best partners by that gain. ``merge``
+    gives identical jobs one row (see the module docstring; not with ``pairs``).
     """
     types = problem.worker_types
     n, m = len(types), len(problem.jobs)
@@ -141,11 +174,27 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
         counts = (T > 0).sum(axis=1)
         means = T.sum(axis=1) / np.maximum(counts, 1)
         T = np.where(T > 0, means[:, None], 0.0)
+    jobs = problem.jobs
+    weight = np.array([j.weight for j in jobs], dtype=float)
+    classes, multiplicity = None, np.ones(m)
+    if merge and not pairs and m:
+        signature = np.column_stack([T, sf, weight])
+        _, first, inverse, multiplicity = np.unique(
+            signature, axis=0, return_index=True, return_inverse=True, return_counts=True)
+        order = np.argsort(first)  # rows in order of each class's first job
+        inverse = np.argsort(order)[inverse.ravel()]
+        first, multiplicity = first[order], multiplicity[order].astype(float)
+        members: list[list[str]] = [[] for _ in first]
+        for job, c in zip(jobs, inverse):
+            members[c].append(job.id)
+        classes = tuple(map(tuple, members))
+        jobs = tuple(jobs[i] for i in first)
+        T, sf, weight, m = T[first], sf[first], weight[first], len(first)
     rows, cols = np.nonzero(T > 0)
-    keys = [problem.jobs[i].id for i in rows]
+    keys = [jobs[i].id for i in rows]
     member_rows, member_cols = list(rows), list(range(len(rows)))
     thr_rows, thr_cols, thr_vals = list(rows), list(range(len(rows))), list(T[rows, cols])
-    use_rows, use_vals = list(cols), list(sf[rows])
+    use_rows, use_vals = list(cols), list(sf[rows] * multiplicity[rows])
     col_type = list(cols)
     if pairs:
         if agnostic:
@@ -165,18 +214,16 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
     member = sp.csr_matrix((np.ones(len(member_rows)), (member_rows, member_cols)), shape=(m, c))
     throughput = sp.csr_matrix((thr_vals, (thr_rows, thr_cols)), shape=(m, c))
     usage = sp.csr_matrix((use_vals, (use_rows, range(c))), shape=(n, c))
-    job = problem.jobs
     return Columns(
-        job_ids=tuple(j.id for j in job), types=types, T=T, scale_factor=sf,
-        weight=np.array([j.weight for j in job], dtype=float),
-        remaining=np.array([j.remaining_steps for j in job], dtype=float),
-        elapsed=np.array([j.elapsed_s for j in job], dtype=float),
+        job_ids=tuple(j.id for j in jobs), types=types, T=T, scale_factor=sf, weight=weight,
+        remaining=np.array([j.remaining_steps for j in jobs], dtype=float),
+        elapsed=np.array([j.elapsed_s for j in jobs], dtype=float),
         isolated_elapsed=np.array([j.elapsed_s if j.isolated_elapsed_s is None
-                                   else j.isolated_elapsed_s for j in job], dtype=float),
+                                   else j.isolated_elapsed_s for j in jobs], dtype=float),
         workers=workers,
         prices=np.array([problem.prices.get(t, 0.0) for t in types], dtype=float),
         keys=tuple(keys), col_type=np.array(col_type, dtype=int),
-        member=member, throughput=throughput, usage=usage,
+        member=member, throughput=throughput, usage=usage, classes=classes,
     )
 
 

@@ -37,7 +37,7 @@ class MaxMinFairness(ColumnPolicy):
     """``max_min_fairness[_perf|_packed]``: one LP."""
 
     def _solve(self, problem: Problem) -> Solution:
-        cols = self.columns(problem)
+        cols = self.columns(problem, merge=True)
         if cols.num_columns == 0:
             return no_columns(cols)
         _, U = fairness_utility(cols)

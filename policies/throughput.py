@@ -37,6 +37,11 @@ def slo_requirements(problem: Problem, cols: Columns) -> tuple[np.ndarray, np.nd
     if late.size:
         names = tuple(cols.job_ids[i] for i in late)
         raise Infeasible(f"SLOs already missed by jobs {', '.join(names)}", names)
+    stuck = rows[~cols.runnable[rows]]
+    if stuck.size:
+        names = tuple(cols.job_ids[i] for i in stuck)
+        raise Infeasible(f"jobs with SLOs that cannot run on any worker type: {', '.join(names)}",
+                         names)
     return rows, cols.remaining[rows] / time_left
 
 
@@ -60,14 +65,13 @@ class MaxSumThroughput(Policy):
 
     def _solve(self, problem: Problem) -> Solution:
         cols = build_columns(problem)
+        rows, need = slo_requirements(problem, cols) if self.slos else ((), ())
         if cols.num_columns == 0:
             return no_columns(cols)
         z = cp.Variable(cols.num_columns, nonneg=True)
         constraints = base_constraints(cols, z)
-        if self.slos:
-            rows, need = slo_requirements(problem, cols)
-            if rows.size:
-                constraints.append(cols.throughput[rows] @ z >= need)
+        if len(rows):
+            constraints.append(cols.throughput[rows] @ z >= need)
         program = cp.Problem(cp.Maximize(self._weights(problem, cols) @ z), constraints)
         try:
             value = run(program, self.solver, self.name)

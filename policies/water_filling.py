@@ -22,7 +22,8 @@ import logging
 import cvxpy as cp
 import numpy as np
 
-from .base import ColumnPolicy, Solution, no_columns, run
+from .base import ColumnPolicy, Solution, no_columns, run_precise
+from .columns import Columns
 from .errors import Infeasible, SolverFailed
 from .fairness import base_constraints, fairness_utility
 from .problem import Allocation, Problem
@@ -34,20 +35,26 @@ DUAL_ZERO = 1e-5
 # When an LP fails for numerical reasons (floors right at the edge of feasibility), it is
 # retried with every floor lowered by these relative amounts in turn.
 BACKOFFS = (1e-6, 1e-5, 1e-4)
+# The final polish may lower a level by at most this relative amount (solver tolerance).
+POLISH_SLACK = 1e-8
 
 
-def entity_groups(problem: Problem) -> list[tuple[float, str, np.ndarray]]:
-    """(entity weight, inner policy, job rows in arrival order) for every entity.
+def entity_groups(problem: Problem, row_ids) -> list[tuple[float, str, np.ndarray]]:
+    """(entity weight, inner policy, row indices in arrival order) for every entity, where
+    ``row_ids`` names the job of each row.
 
-    Without entities the whole problem is one fairness entity. Jobs with no entity (or when
-    entities exist but a job names none) form a default fairness entity of weight 1.
+    Without entities the whole problem is one fairness entity. Jobs that name no entity form
+    a default fairness entity of weight 1.
     """
+    row_ids = list(row_ids)
     if not problem.entities:
-        return [(1.0, "fairness", np.arange(len(problem.jobs)))]
+        return [(1.0, "fairness", np.arange(len(row_ids)))]
+    entity_of = {job.id: job.entity for job in problem.jobs}
     groups = []
     members: dict[str | None, list[int]] = {}
-    for i, job in enumerate(problem.jobs):
-        members.setdefault(job.entity if job.entity in problem.entities else None, []).append(i)
+    for i, job_id in enumerate(row_ids):
+        entity = entity_of[job_id]
+        members.setdefault(entity if entity in problem.entities else None, []).append(i)
     for name, rows in members.items():
         entity = problem.entities.get(name) if name is not None else None
         weight, policy = (entity.weight, entity.policy) if entity else (1.0, "fairness")
@@ -78,13 +85,11 @@ class WaterFilling(ColumnPolicy):
         self.max_iterations = max_iterations
 
     def _solve(self, problem: Problem) -> Solution:
-        cols = self.columns(problem)
+        cols = self.columns(problem, merge=not problem.entities)
         if cols.num_columns == 0:
             return no_columns(cols)
         rows, U = fairness_utility(cols, weighted=False)  # weights set the rising rates
-        sub = problem.with_jobs([problem.jobs[i] for i in rows]) if rows.size < cols.num_jobs \
-            else problem
-        groups = entity_groups(sub)
+        groups = entity_groups(problem, [cols.job_ids[i] for i in rows])
         job_weight = cols.weight[rows]
         k = rows.size
         level = cp.Parameter(k)
@@ -112,19 +117,36 @@ class WaterFilling(ColumnPolicy):
         if not frozen.all():
             log.warning("%s: stopped after %d iterations with %d jobs not bottlenecked",
                         self.name, iterations, (~frozen).sum())
-        return Solution(cols.to_rows(z.value), self._objective(U, z.value, job_weight),
-                        self.solver)
+        final = self._polish(cols, U, z.value)
+        return Solution(cols.to_rows(final), self._objective(U, final, job_weight), self.solver)
+
+    def _polish(self, cols: Columns, U, z: np.ndarray) -> np.ndarray:
+        """Hand out what the last LP left unused without lowering anyone: maximise the total
+        normalised throughput subject to every job keeping its level. This only removes
+        solver slack (the levels are already max-min), and makes Pareto efficiency hold to
+        the solver's tolerance rather than to the accuracy of the bottleneck test."""
+        keep = (U @ z) * (1 - POLISH_SLACK)
+        polished = cp.Variable(cols.num_columns, nonneg=True)
+        program = cp.Problem(cp.Maximize(cp.sum(U @ polished)),
+                             [U @ polished >= keep, *base_constraints(cols, polished)])
+        try:
+            run_precise(program, self.solver, f"{self.name} (polish)")
+        except (Infeasible, SolverFailed) as err:
+            log.debug("%s: polish skipped (%s)", self.name, err)
+            return z
+        return polished.value
 
     def _raise(self, program: cp.Problem, level: cp.Parameter, floor: np.ndarray) -> float:
-        """Solve one iteration's LP, backing the floors off a little if it fails numerically."""
+        """Solve one iteration's LP precisely (its duals decide who is frozen), backing the
+        floors off a little if they sit exactly on the edge of feasibility."""
         for backoff in (0.0, *BACKOFFS):
             level.value = floor * (1 - backoff)
             try:
-                return max(run(program, self.solver, self.name), 0.0)
-            except (Infeasible, SolverFailed):
+                return max(run_precise(program, self.solver, self.name), 0.0)
+            except (Infeasible, SolverFailed) as err:
                 if backoff == BACKOFFS[-1]:
                     raise
-                log.debug("%s: LP failed; retrying with lower floors", self.name)
+                log.debug("%s: %s; lowering the floors", self.name, err)
         raise AssertionError("unreachable")
 
     @staticmethod

@@ -113,7 +113,7 @@ def pareto_slack(problem: Problem, allocation, packed: bool) -> float:
 
 @pytest.mark.parametrize("name,packed", [("max_min_fairness_water_filling_perf", False),
                                          ("max_min_fairness_water_filling_packed", True)])
-@settings(**SETTINGS)
+@settings(**{**SETTINGS, "max_examples": 60})
 @given(problem=problems(pairs=True))
 def test_water_filling_is_pareto_efficient(name, packed, problem):
     """§5.4.4 Pareto Efficiency: no job can gain without another losing (checked by an LP

@@ -1,0 +1,96 @@
+"""Simulator speed: generated §5.7.1 traces on the 36:36:36 cluster of the thesis.
+
+Each case runs in a fresh process (so peak memory is its own) and prints one row: wall
+and CPU time, the CPU time spent in the policy (``policy.solve``) and the rest (core +
+planner + executor), rounds, re-solves, the average JCT and peak RSS. Usage::
+
+    python benchmarks/simulate.py            # all cases
+    python benchmarks/simulate.py --case continuous-1500
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import subprocess
+import sys
+import time
+
+CASES = {
+    # name: (jobs, rate per hour, policy, multi-GPU, window)
+    "continuous-1500": (1500, 6.0, "max_min_fairness_perf", False, None),
+    "continuous-1500-las": (1500, 6.0, "max_min_fairness", False, None),
+    "paper-5200-window": (5200, 5.0, "max_min_fairness_perf", False, (4000, 5000)),
+    "multi-gpu-1500": (1500, 2.6, "max_min_fairness_perf", True, None),
+}
+CLUSTER = {"v100": 36, "p100": 36, "k80": 36}
+
+
+def run_case(name: str) -> dict:
+    from simulator import SimConfig, make_policy, simulate
+    from traces.catalog import default_table
+    from traces.generator import generate_trace
+
+    jobs_n, rate, policy_name, multi, window = CASES[name]
+    table = default_table()
+    jobs = generate_trace(jobs_n, rate, table=table, seed=0, multi_gpu=multi)
+    policy = make_policy(policy_name)
+    solver_cpu = [0.0]
+    solve = policy.solve
+
+    def timed_solve(problem):  # CPU time of the policy alone (wall time is noisy on shared machines)
+        start = time.process_time()
+        try:
+            return solve(problem)
+        finally:
+            solver_cpu[0] += time.process_time() - start
+
+    policy.solve = timed_solve
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = simulate(jobs, table, CLUSTER, policy, sim=SimConfig(window=window))
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    return {
+        "case": name, "jobs": jobs_n, "rate": rate, "policy": policy_name,
+        "window": f"{window[0]}:{window[1]}" if window else "all",
+        "wall_s": wall, "cpu_s": cpu, "solver_cpu_s": solver_cpu[0],
+        "rest_cpu_s": cpu - solver_cpu[0], "rounds": result.rounds,
+        "resolves": result.resolves,
+        "avg_jct_h": (result.avg_jct_s or 0.0) / 3600,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--case", choices=sorted(CASES), action="append",
+                        help="run only these cases (repeatable)")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(run_case(args.child)))
+        return 0
+    names = args.case or list(CASES)
+    print(f"# {platform.processor() or platform.machine()}, "
+          f"{platform.python_implementation()} {platform.python_version()}, "
+          f"cluster 36:36:36, round 360 s")
+    header = (f"{'case':<20} {'policy':<22} {'jobs':>5} {'rate':>5} {'window':>10} "
+              f"{'wall s':>7} {'cpu s':>6} {'solver cpu':>10} {'rest cpu':>8} {'rounds':>7} "
+              f"{'solves':>6} {'JCT h':>7} {'RSS MiB':>8}")
+    print(header)
+    print("-" * len(header))
+    for name in names:
+        out = subprocess.run([sys.executable, __file__, "--child", name],
+                             capture_output=True, text=True, check=True)
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        print(f"{r['case']:<20} {r['policy']:<22} {r['jobs']:>5} {r['rate']:>5g} "
+              f"{r['window']:>10} {r['wall_s']:>7.2f} {r['cpu_s']:>6.2f} "
+              f"{r['solver_cpu_s']:>10.2f} {r['rest_cpu_s']:>8.2f} {r['rounds']:>7} "
+              f"{r['resolves']:>6} {r['avg_jct_h']:>7.2f} {r['peak_rss_mib']:>8.0f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

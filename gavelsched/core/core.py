@@ -1,0 +1,513 @@
+"""The scheduler core: an event-driven state machine (DESIGN.md, The flow).
+
+Events are method calls that carry the time as an argument; the core never reads a clock,
+so the simulator (virtual time) and the daemon (wall-clock time) drive the same object:
+
+- ``submit(job, now)``: a job arrives; it is admitted at the next round boundary, and its
+  completion time counts from ``now``;
+- ``cancel(job_id, now)``, ``add_workers(...)``, ``fail_workers(...)``,
+  ``restore_workers(...)``, ``set_prices(...)``: reset events;
+- ``start_round(now) -> Round``: a round boundary: admit, re-solve if due, plan;
+- ``end_round(reports, now) -> RoundOutcome``: the round's progress reports.
+
+Re-solving follows Gavel: a reset event marks the allocation stale; at the next boundary it
+is recomputed if ``min_resolve_interval_s`` has passed since the last re-solve. A re-solve
+starts a new allocation period: received times go back to their seed and each
+combination's deficit grows by what it was owed (X x period) minus what it got.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from policies import Allocation, Entity, Job, Pair, Policy, PolicyError, Problem
+
+from ..mechanism import ClusterView, Demand, PlannerConfig, plan_round
+from .config import CoreConfig
+from .records import JobSpec, Period, Report, Round, RoundOutcome, RoundReport, TaskBatch, ThroughputSource
+from .rows import Rows
+
+log = logging.getLogger(__name__)
+
+
+class CoreError(ValueError):
+    """A bad event: unknown job, duplicate id, a report for a task that did not run."""
+
+
+@dataclass
+class _Job:
+    """Mutable per-job state, private to the core."""
+
+    spec: JobSpec
+    arrival_s: float
+    order: int
+    T: np.ndarray                      # steps/s per core type (0: cannot run there)
+    throughputs: dict[str, float]      # the same, by type name (for Problems)
+    isolated_elapsed_s: float = 0.0
+
+
+@dataclass
+class _RoundInFlight:
+    index: int
+    start_s: float
+    batch: TaskBatch
+
+
+class SchedulerCore:
+    """One policy, one cluster view, one throughput source (see the module docstring)."""
+
+    def __init__(self, policy: Policy, view: ClusterView, throughputs: ThroughputSource,
+                 config: CoreConfig | None = None, *, prices: Mapping[str, float] | None = None,
+                 entities: Mapping[str, Entity] | None = None) -> None:
+        config = config or CoreConfig()
+        self.policy = policy
+        self.config = config
+        self._view = view
+        self._source = throughputs
+        self._prices = dict(prices or {})
+        self._entities = dict(entities or {})
+        self._rng = random.Random(config.seed)
+        self._types: tuple[str, ...] = view.worker_types
+        self._type_index = {t: j for j, t in enumerate(self._types)}
+        self._jobs: dict[str, _Job] = {}
+        self._pending: list[tuple[JobSpec, float]] = []
+        self._known: set[str] = set()
+        self._order = 0
+        self._rows = Rows(len(self._types))
+        self._last_allocation: Allocation | None = None
+        self._assignments: dict[str, tuple[int, ...]] = {}
+        self._stale = False
+        self._force = False
+        self._last_resolve_s = 0.0
+        self._rounds = 0
+        self._in_flight: _RoundInFlight | None = None
+        self._solo_cache: dict[tuple[str, int], np.ndarray] = {}
+        self._pair_cache: dict[tuple[tuple[str, int], tuple[str, int]], np.ndarray | None] = {}
+        # Closed periods wait here for take_closed_periods(); bounded for executors that
+        # never take them.
+        self._closed_periods: deque[Period] = deque(maxlen=64)
+
+    # ---- queries ----------------------------------------------------------------------
+    @property
+    def view(self) -> ClusterView:
+        return self._view
+
+    @property
+    def worker_types(self) -> tuple[str, ...]:
+        return self._types
+
+    @property
+    def active_jobs(self) -> tuple[str, ...]:
+        return tuple(self._jobs)
+
+    @property
+    def pending_jobs(self) -> tuple[str, ...]:
+        return tuple(spec.id for spec, _ in self._pending)
+
+    @property
+    def has_jobs(self) -> bool:
+        return bool(self._jobs or self._pending)
+
+    @property
+    def allocation(self) -> Allocation | None:
+        """The allocation in force (None before the first re-solve)."""
+        return self._last_allocation
+
+    @property
+    def prices(self) -> Mapping[str, float]:
+        return dict(self._prices)
+
+    @property
+    def last_resolve_s(self) -> float:
+        return self._last_resolve_s
+
+    def remaining_steps(self, job_id: str) -> int:
+        self._job(job_id)
+        return int(self._rows.left[self._rows.index[job_id]])
+
+    def next_resolve_allowed_s(self) -> float:
+        """Earliest time a pending reset event may trigger a re-solve."""
+        if self._force or self._last_resolve_s == 0.0:
+            return -math.inf
+        return self._last_resolve_s + self.config.min_resolve_interval_s
+
+    def take_closed_periods(self) -> list[Period]:
+        """Allocation periods closed since the last call (for metrics; cleared here)."""
+        out = list(self._closed_periods)
+        self._closed_periods.clear()
+        return out
+
+    # ---- reset events -----------------------------------------------------------------
+    def submit(self, job: JobSpec, now: float) -> None:
+        """A job arrives at ``now``; it is admitted at the next round boundary."""
+        if job.id in self._known:
+            raise CoreError(f"job {job.id!r} submitted twice")
+        self._known.add(job.id)
+        self._pending.append((job, float(now)))
+
+    def cancel(self, job_id: str, now: float) -> None:
+        for i, (spec, _) in enumerate(self._pending):
+            if spec.id == job_id:
+                del self._pending[i]
+                return
+        self._job(job_id)
+        self._remove((job_id,))
+
+    def add_workers(self, worker_type: str, count: int, now: float,
+                    gpus_per_server: int = 1) -> ClusterView:
+        self._view = self._view.with_workers(worker_type, count, gpus_per_server)
+        self._sync_types()
+        self._stale = True
+        return self._view
+
+    def fail_workers(self, worker_ids: Iterable[int], now: float) -> ClusterView:
+        self._view = self._view.without(worker_ids)
+        self._stale = True
+        return self._view
+
+    def restore_workers(self, worker_ids: Iterable[int], now: float) -> ClusterView:
+        self._view = self._view.restored(worker_ids)
+        self._stale = True
+        return self._view
+
+    def set_prices(self, prices: Mapping[str, float], now: float) -> None:
+        new = {**self._prices, **prices}
+        if new != self._prices:
+            self._prices = new
+            self._stale = True
+
+    def force_resolve(self) -> None:
+        """Re-solve at the next boundary whatever the interval (Gavel does this when
+        nothing runs and no job is left to arrive)."""
+        self._force = True
+        self._stale = True
+
+    # ---- rounds -----------------------------------------------------------------------
+    def start_round(self, now: float) -> Round:
+        """A round boundary at ``now``: admit arrivals, re-solve if due, plan the round."""
+        if self._in_flight is not None:
+            raise CoreError(f"round {self._in_flight.index} has not ended")
+        admitted = self._admit()
+        resolved = self._maybe_resolve(now)
+        plan = plan_round(self._demand(), self._view, self._planner_config())
+        batch = self._batch(plan)
+        self._assignments = dict(zip(batch.keys, batch.workers))
+        self._in_flight = _RoundInFlight(self._rounds, float(now), batch)
+        self._rounds += 1
+        return Round(index=self._in_flight.index, start_s=float(now),
+                     round_seconds=self.config.round_seconds, batch=batch,
+                     held_idle=plan.held_idle, resolved=resolved,
+                     lease_opportunities=plan.lease_opportunities,
+                     lease_extensions=plan.lease_extensions, admitted=admitted)
+
+    def end_round(self, reports: RoundReport | Sequence[Report], now: float) -> RoundOutcome:
+        """Apply the round's progress (a ``RoundReport`` aligned with ``Round.batch``, or
+        one ``Report`` per task that ran); return the jobs that finished."""
+        if self._in_flight is None:
+            raise CoreError("end_round without start_round")
+        flight, self._in_flight = self._in_flight, None
+        batch = flight.batch
+        if not isinstance(reports, RoundReport):
+            reports = self._align(reports, batch, flight.index)
+        rows = self._rows
+        if len(batch) == 0:
+            return RoundOutcome(completed=())
+        index = rows.index
+        where = np.array([index.get(k, -1) for k in batch.keys], dtype=int)
+        ok = where >= 0
+        # Each combination and each job runs at most once a round: no repeated indices.
+        rows.received[where[ok], batch.type_index[ok]] += np.asarray(reports.seconds,
+                                                                    dtype=float)[ok]
+        members = rows.member_rows[where[ok]]
+        steps = np.asarray(reports.steps, dtype=float)[ok]
+        has = members >= 0
+        if self.config.isolated_time:
+            self._add_isolated_time(members[has], steps[has])
+        touched = members[has]
+        rows.left[touched] -= steps[has]
+        finished = np.sort(touched[rows.left[touched] <= 1e-9])
+        done = tuple(rows.keys[i] for i in finished.tolist())
+        if done:
+            self._remove(done)
+        return RoundOutcome(completed=done)
+
+    # ---- internals --------------------------------------------------------------------
+    def _job(self, job_id: str) -> _Job:
+        try:
+            return self._jobs[job_id]
+        except KeyError:
+            raise CoreError(f"unknown job {job_id!r}") from None
+
+    def _admit(self) -> tuple[str, ...]:
+        admitted, rows = [], []
+        for spec, arrival in self._pending:
+            T = self._solo(spec.key).copy()
+            job = _Job(spec, arrival, self._order, T, dict(zip(self._types, T.tolist())))
+            self._order += 1
+            self._jobs[spec.id] = job
+            rows.append((spec.id, (spec.id,), spec.scale_factor, job.T))
+            admitted.append(spec.id)
+        self._rows.add_many(rows, self.config.seed_seconds,
+                            left=[self._jobs[j].spec.total_steps for j in admitted])
+        if admitted:
+            self._stale = True
+        self._pending.clear()
+        return tuple(admitted)
+
+    def _remove(self, job_ids: Sequence[str]) -> None:
+        gone = set(job_ids)
+        for job_id in job_ids:
+            del self._jobs[job_id]
+        rows = self._rows
+        rows.drop([k for k, m in zip(rows.keys, rows.members) if gone.intersection(m)])
+        self._assignments = {k: v for k, v in self._assignments.items()
+                             if not gone.intersection(k.split("+"))}
+        self._stale = True
+
+    def _solo(self, key: tuple[str, int]) -> np.ndarray:
+        row = self._solo_cache.get(key)
+        if row is None:
+            job_type, sf = key
+            row = np.array([max(0.0, float(self._source.get(t, job_type, sf)))
+                            for t in self._types])
+            self._solo_cache[key] = row
+        return row
+
+    def _pair(self, a: tuple[str, int], b: tuple[str, int]) -> np.ndarray | None:
+        """(n, 2) co-located steps/s of (a, b), or None when unknown on every type."""
+        if (a, b) not in self._pair_cache:
+            rows = []
+            for t in self._types:
+                got = self._source.pair(t, a, b)
+                rows.append((0.0, 0.0) if got is None else (float(got[0]), float(got[1])))
+            arr = np.array(rows, dtype=float)
+            self._pair_cache[(a, b)] = arr if (arr > 0).all(axis=1).any() else None
+        return self._pair_cache[(a, b)]
+
+    def _sync_types(self) -> None:
+        types = self._view.worker_types
+        if types == self._types:
+            return
+        old, self._types = self._types, types
+        self._type_index = {t: j for j, t in enumerate(types)}
+        self._rows.widen(old, types, self.config.seed_seconds)
+        self._solo_cache.clear()
+        self._pair_cache.clear()
+        for job in self._jobs.values():
+            job.T = self._solo(job.spec.key).copy()
+            job.throughputs = dict(zip(types, job.T.tolist()))
+        gone = []
+        for row, (key, members) in enumerate(zip(self._rows.keys, self._rows.members)):
+            if len(members) == 1:
+                self._rows.rate[row, :, 0] = self._jobs[key].T
+            else:
+                pt = self._pair(*(self._jobs[m].spec.key for m in members))
+                if pt is None:
+                    gone.append(key)
+                else:
+                    self._rows.rate[row] = pt
+        self._rows.drop(gone)
+
+    # -- re-solving
+    def _maybe_resolve(self, now: float) -> Allocation | None:
+        cfg = self.config
+        periodic = (cfg.resolve_period_s is not None and bool(self._jobs)
+                    and now - self._last_resolve_s >= cfg.resolve_period_s)
+        allowed = (self._force or self._last_resolve_s == 0.0
+                   or now - self._last_resolve_s >= cfg.min_resolve_interval_s)
+        if not ((self._stale or periodic) and allowed):
+            return None
+        self._close_period(now)
+        self._force = False
+        self._stale = False
+        problem = self._problem(now)
+        try:
+            allocation = self.policy.solve(problem)
+        except PolicyError as err:
+            if cfg.on_solve_error == "raise":
+                raise
+            log.warning("re-solve at %.0fs failed, keeping the last allocation: %s", now, err)
+            self._stale = True
+            return None
+        self._install(allocation)
+        log.debug("re-solved at %.0fs: %d jobs, %.3fs", now, len(problem.jobs),
+                  allocation.solve_s)
+        return allocation
+
+    def _close_period(self, now: float) -> None:
+        """Gavel's reset: deficits absorb the period, received times go back to the seed."""
+        elapsed = now - self._last_resolve_s
+        seed = self.config.seed_seconds
+        rows = self._rows
+        got = rows.received - seed
+        if not self.config.reset_received_on_resolve:
+            self._last_resolve_s = float(now)
+            return
+        rows.deficit += rows.allocation * elapsed - got
+        if elapsed > 0 and rows.allocated.any():
+            mask = rows.allocated
+            self._closed_periods.append(Period(
+                self._last_resolve_s, float(now), self._types,
+                tuple(k for k, ok in zip(rows.keys, mask.tolist()) if ok),
+                rows.allocation[mask].copy(), got[mask]))
+        rows.received[:] = seed
+        self._last_resolve_s = float(now)
+
+    def _problem(self, now: float) -> Problem:
+        rows = self._rows
+        left = {k: rows.left[rows.index[k]] for k in self._jobs}
+        jobs = []
+        for job_id, job in self._jobs.items():
+            spec = job.spec
+            jobs.append(Job(
+                id=job_id, throughputs=job.throughputs,
+                scale_factor=spec.scale_factor, weight=spec.weight,
+                remaining_steps=float(left[job_id]), elapsed_s=max(0.0, now - job.arrival_s),
+                slo_s=spec.slo_s, entity=spec.entity,
+                isolated_elapsed_s=job.isolated_elapsed_s if self.config.isolated_time else None,
+            ))
+        pairs = self._problem_pairs() if self.config.pairs else ()
+        previous = {}
+        if self._last_allocation is not None:
+            for key, row in self._last_allocation.allocation.items():
+                if all(m in self._jobs for m in key.split("+")):
+                    previous[key] = dict(row)
+        return Problem(cluster=dict(self._view.counts), jobs=tuple(jobs), prices=self._prices,
+                       pairs=pairs, entities=self._entities, previous=previous)
+
+    def _problem_pairs(self) -> tuple[Pair, ...]:
+        ids = list(self._jobs)
+        out = []
+        for i, a in enumerate(ids):
+            ka = self._jobs[a].spec.key
+            for b in ids[i + 1:]:
+                kb = self._jobs[b].spec.key
+                if ka[1] != kb[1]:
+                    continue
+                pt = self._pair(ka, kb)
+                if pt is None:
+                    continue
+                out.append(Pair(jobs=(a, b), throughputs={
+                    t: (float(pt[j, 0]), float(pt[j, 1]))
+                    for j, t in enumerate(self._types) if pt[j, 0] > 0 and pt[j, 1] > 0}))
+        return tuple(out)
+
+    def _install(self, allocation: Allocation) -> None:
+        """Make ``allocation`` the one in force: rows for the pairs it gives time to,
+        X rows for every combination it covers."""
+        self._last_allocation = allocation
+        rows = self._rows
+        types = self._types
+        new_pairs, keys, xs = [], [], []
+        for key, row in allocation.allocation.items():
+            if key in self._jobs:
+                keys.append(key)
+                xs.append([row.get(t, 0.0) for t in types])
+                continue
+            members = tuple(key.split("+"))
+            if len(members) != 2 or not all(m in self._jobs for m in members):
+                continue
+            x = [row.get(t, 0.0) for t in types]
+            if key not in rows:
+                if max(x) <= 0:
+                    continue
+                a, b = (self._jobs[m] for m in members)
+                pt = self._pair(a.spec.key, b.spec.key)
+                if pt is None:
+                    log.warning("allocation gives time to pair %s with no co-located "
+                                "throughputs; ignored", key)
+                    continue
+                new_pairs.append((key, members, a.spec.scale_factor, pt))
+            keys.append(key)
+            xs.append(x)
+        rows.add_many(new_pairs, self.config.seed_seconds)
+        rows.allocation[:] = 0.0
+        rows.allocated[:] = False
+        if keys:
+            at = np.array([rows.index[k] for k in keys], dtype=int)
+            rows.allocation[at] = np.array(xs, dtype=float).reshape(len(keys), len(types))
+            rows.allocated[at] = True
+
+    # -- planning
+    def _planner_config(self) -> PlannerConfig:
+        cfg = self.config
+        order = list(cfg.type_order) + [t for t in self._types if t not in cfg.type_order]
+        order = [t for t in order if t in self._types]
+        if cfg.shuffle_type_order:
+            self._rng.shuffle(order)
+        return PlannerConfig(type_order=tuple(order), global_queue=cfg.global_queue,
+                             backfill=cfg.backfill, hold_unallocated=cfg.hold_unallocated)
+
+    def _demand(self) -> Demand:
+        rows = self._rows
+        return Demand(
+            keys=tuple(rows.keys), members=tuple(rows.members), types=self._types,
+            scale_factor=rows.scale_factor.copy(), allocation=rows.allocation.copy(),
+            received=rows.received.copy(), deficit=rows.deficit.copy(),
+            runnable=rows.runnable, allocated=rows.allocated.copy(),
+            previous=dict(self._assignments), member_rows=rows.member_rows.copy(),
+        )
+
+    def _batch(self, plan) -> TaskBatch:
+        """The round's micro-tasks: lease = floor(rate x round) steps, at least 1, at most
+        what is left (Gavel); rate x round when ``whole_step_leases`` is off."""
+        rows = self._rows
+        r, j = plan.combo_index, plan.type_index
+        members = rows.member_rows[r]
+        has = members >= 0
+        rates = np.where(has, rows.rate[r, j], 0.0)
+        remaining = np.where(has, rows.left[np.where(has, members, 0)], 0.0)
+        if self.config.whole_step_leases:
+            lease = np.maximum(1.0, np.floor(rates * self.config.round_seconds))
+            steps = np.where(has, np.minimum(lease, remaining), 0).astype(np.int64)
+            remaining = remaining.astype(np.int64)
+        else:
+            steps = np.where(has, np.minimum(rates * self.config.round_seconds, remaining), 0.0)
+        keys = plan.keys
+        return TaskBatch(
+            keys=tuple(keys[i] for i in r.tolist()),
+            members=tuple(plan.members[i] for i in r.tolist()),
+            types=self._types, type_index=j, workers=plan.workers,
+            size=rows.scale_factor[r].copy(), extended=plan.extended,
+            steps=steps, rates=rates, remaining=remaining,
+            n_members=has.sum(axis=1))
+
+    def _align(self, reports: Sequence[Report], batch: TaskBatch, index: int) -> RoundReport:
+        position = {k: i for i, k in enumerate(batch.keys)}
+        steps = np.zeros((len(batch), 2))
+        seconds = np.zeros(len(batch))
+        for report in reports:
+            i = position.get(report.key)
+            if i is None:
+                raise CoreError(f"report for {report.key!r}, which did not run in round {index}")
+            steps[i, :len(report.steps)] = report.steps
+            seconds[i] = report.seconds
+        return RoundReport(steps=steps, seconds=seconds)
+
+    def _add_isolated_time(self, member_rows: np.ndarray, steps: np.ndarray) -> None:
+        n_active = len(self._jobs)
+        for row, done in zip(member_rows.tolist(), steps.tolist()):
+            job = self._jobs.get(self._rows.keys[row])
+            if job is None or done <= 0:
+                continue
+            iso = self._isolated_throughput(job, n_active)
+            if iso > 0:
+                job.isolated_elapsed_s += done / iso
+
+    def _isolated_throughput(self, job: _Job, n_active: int) -> float:
+        """throughput(m, X^isolated): 1/n of every type's workers, as time on the job's
+        scale_factor workers, capped at 1 (thesis §5.4.2)."""
+        counts = np.array([self._view.count(t) for t in self._types], dtype=float)
+        sf = job.spec.scale_factor
+        x = np.where((job.T > 0) & (counts >= sf), counts / (max(n_active, 1) * sf), 0.0)
+        total = x.sum()
+        if total > 1.0:
+            x = x / total
+        return float(job.T @ x)

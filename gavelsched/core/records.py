@@ -1,0 +1,158 @@
+"""Records the scheduler core takes and returns. All frozen: executors get values."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Protocol
+
+import numpy as np
+
+from policies import Allocation
+
+
+class ThroughputSource(Protocol):
+    """Steps/s of a job type on a worker type, alone and co-located.
+
+    ``traces.ThroughputTable`` satisfies this; the daemon plugs in its estimator.
+    """
+
+    def get(self, worker_type: str, job_type: str, scale_factor: int = 1) -> float: ...
+
+    def pair(self, worker_type: str, a: tuple[str, int],
+             b: tuple[str, int]) -> tuple[float, float] | None: ...
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A job as submitted. ``slo_s`` is a duration from arrival."""
+
+    id: str
+    job_type: str
+    scale_factor: int
+    total_steps: int
+    weight: float = 1.0
+    slo_s: float | None = None
+    entity: str | None = None
+
+    def __post_init__(self) -> None:
+        if "+" in self.id:
+            raise ValueError(f"job id must not contain '+', got {self.id!r}")
+        if self.scale_factor < 1:
+            raise ValueError(f"job {self.id}: scale_factor must be >= 1, got {self.scale_factor}")
+        if self.total_steps < 1:
+            raise ValueError(f"job {self.id}: total_steps must be >= 1, got {self.total_steps}")
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.job_type, self.scale_factor)
+
+
+@dataclass(frozen=True)
+class MicroTask:
+    """One combination's work for one round (thesis §5.5: a micro-task).
+
+    ``steps[i]`` is the lease of ``job_ids[i]``: floor(throughput x round) steps, capped at
+    what it has left (a float when whole-step leases are off); ``throughputs[i]`` the
+    steps/s the core expects it to make.
+    ``extended``: the same workers as last round, so no checkpoint/restore is needed.
+    """
+
+    key: str
+    job_ids: tuple[str, ...]
+    worker_type: str
+    workers: tuple[int, ...]
+    steps: tuple[int | float, ...]
+    throughputs: tuple[float, ...]
+    extended: bool
+
+
+@dataclass(frozen=True)
+class TaskBatch:
+    """A round's micro-tasks as aligned arrays (k tasks, up to 2 members each), for
+    executors that work on a whole round at once. Column 1 is 0 for single jobs."""
+
+    keys: tuple[str, ...]
+    members: tuple[tuple[str, ...], ...]
+    types: tuple[str, ...]          # the core's worker types; type_index points into it
+    type_index: np.ndarray          # (k,)
+    workers: tuple[tuple[int, ...], ...]
+    size: np.ndarray                # (k,) workers held
+    extended: np.ndarray            # (k,) bool
+    steps: np.ndarray               # (k, 2) lease in steps per member
+    rates: np.ndarray               # (k, 2) expected steps/s per member
+    remaining: np.ndarray           # (k, 2) steps each member had left before the round
+    n_members: np.ndarray           # (k,) 1 or 2
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def task(self, i: int) -> MicroTask:
+        n = int(self.n_members[i])
+        return MicroTask(key=self.keys[i], job_ids=self.members[i],
+                         worker_type=self.types[int(self.type_index[i])],
+                         workers=self.workers[i],
+                         steps=tuple(self.steps[i, :n].tolist()),
+                         throughputs=tuple(float(x) for x in self.rates[i, :n]),
+                         extended=bool(self.extended[i]))
+
+
+@dataclass(frozen=True)
+class Round:
+    """What the core decided at a round boundary."""
+
+    index: int
+    start_s: float
+    round_seconds: float
+    batch: TaskBatch
+    held_idle: tuple[tuple[str, str, int], ...]  # (key, type, workers) picked but unallocated
+    resolved: Allocation | None                 # the new allocation if this round re-solved
+    lease_opportunities: int
+    lease_extensions: int
+    admitted: tuple[str, ...]
+
+    @cached_property
+    def tasks(self) -> tuple[MicroTask, ...]:
+        return tuple(self.batch.task(i) for i in range(len(self.batch)))
+
+
+@dataclass(frozen=True)
+class Report:
+    """Progress of one micro-task at the end of its round: ``steps[i]`` done by member i,
+    and ``seconds`` the combination held its workers (received time)."""
+
+    key: str
+    steps: tuple[int, ...]
+    seconds: float
+
+
+@dataclass(frozen=True)
+class RoundReport:
+    """Progress of a whole round, aligned with ``Round.batch``: ``steps[i, m]`` done by
+    member m of task i, ``seconds[i]`` the time task i held its workers."""
+
+    steps: np.ndarray
+    seconds: np.ndarray
+
+
+@dataclass(frozen=True)
+class Period:
+    """A closed allocation period (between two re-solves): for each combination the
+    allocation covered, row by row, the X that was in force and the seconds it received
+    on each type (seed removed)."""
+
+    start_s: float
+    end_s: float
+    types: tuple[str, ...]
+    keys: tuple[str, ...]
+    allocation: np.ndarray   # (k, n)
+    received: np.ndarray     # (k, n)
+
+    def row(self, key: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        i = self.keys.index(key)
+        return tuple(self.allocation[i].tolist()), tuple(self.received[i].tolist())
+
+
+@dataclass(frozen=True)
+class RoundOutcome:
+    completed: tuple[str, ...]

@@ -1,0 +1,110 @@
+"""Per-combination state of the core as numpy rows, kept between rounds.
+
+One row per job or co-located pair, in insertion order (which breaks priority ties, as
+Gavel's dict order does). Rows are appended on admission or when an allocation first gives
+a pair time, deleted when a member finishes; received times change in place after each
+round. The planner receives copies, so the core stays the only writer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class Rows:
+    def __init__(self, n_types: int) -> None:
+        self.n = n_types
+        self.keys: list[str] = []
+        self.members: list[tuple[str, ...]] = []
+        self.index: dict[str, int] = {}
+        self.scale_factor = np.zeros(0, dtype=int)
+        self.rate = np.zeros((0, n_types, 2))        # steps/s of member 0 and 1 per type
+        self.received = np.zeros((0, n_types))
+        self.deficit = np.zeros((0, n_types))
+        self.allocation = np.zeros((0, n_types))
+        self.allocated = np.zeros(0, dtype=bool)
+        self.left = np.zeros(0)                      # steps a job row has left (pairs: 0)
+        self._member_rows: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.index
+
+    @property
+    def member_rows(self) -> np.ndarray:
+        """(c, 2) the job rows of each combination's members (-1: no second member)."""
+        if self._member_rows is None:
+            idx = self.index
+            self._member_rows = np.array(
+                [(idx[m[0]], idx[m[1]] if len(m) > 1 else -1) for m in self.members],
+                dtype=int).reshape(-1, 2)
+        return self._member_rows
+
+    @property
+    def runnable(self) -> np.ndarray:
+        """(c, n): every member makes progress on the type."""
+        single = self.member_rows[:, 1] < 0
+        ok0 = self.rate[:, :, 0] > 0
+        ok1 = self.rate[:, :, 1] > 0
+        return ok0 & (ok1 | single[:, None])
+
+    def add_many(self, entries, seed: float, left=None) -> None:
+        """Append rows for (key, members, scale factor, rate) entries; ``left`` gives the
+        steps each new job row has to do (pairs: 0)."""
+        entries = list(entries)
+        if not entries:
+            return
+        self._member_rows = None
+        rates = []
+        for key, members, _, rate in entries:
+            if key in self.index:
+                raise KeyError(f"combination {key!r} already tracked")
+            self.index[key] = len(self.keys)
+            self.keys.append(key)
+            self.members.append(members)
+            rate = np.asarray(rate, dtype=float)
+            if rate.ndim == 1:
+                rate = np.stack([rate, np.zeros_like(rate)], axis=1)
+            rates.append(rate)
+        k = len(entries)
+        self.scale_factor = np.concatenate([self.scale_factor, [e[2] for e in entries]])
+        self.rate = np.concatenate([self.rate, np.stack(rates)], axis=0)
+        self.received = np.vstack([self.received, np.full((k, self.n), seed)])
+        self.deficit = np.vstack([self.deficit, np.zeros((k, self.n))])
+        self.allocation = np.vstack([self.allocation, np.zeros((k, self.n))])
+        self.allocated = np.concatenate([self.allocated, np.zeros(k, dtype=bool)])
+        self.left = np.concatenate([self.left, np.zeros(k) if left is None
+                                    else np.asarray(left, dtype=float)])
+
+    def drop(self, keys) -> None:
+        """Delete the rows of ``keys`` (unknown keys are ignored)."""
+        gone = {self.index[k] for k in keys if k in self.index}
+        if not gone:
+            return
+        self._member_rows = None
+        keep = np.array([i not in gone for i in range(len(self.keys))], dtype=bool)
+        self.keys = [k for k, ok in zip(self.keys, keep) if ok]
+        self.members = [m for m, ok in zip(self.members, keep) if ok]
+        self.index = {k: i for i, k in enumerate(self.keys)}
+        for name in ("scale_factor", "rate", "received", "deficit", "allocation", "allocated",
+                     "left"):
+            setattr(self, name, getattr(self, name)[keep])
+
+    def widen(self, old_types: tuple[str, ...], new_types: tuple[str, ...], seed: float) -> None:
+        """Re-index the type axis (a worker type joined)."""
+        pos = [old_types.index(t) if t in old_types else -1 for t in new_types]
+
+        def remap(arr: np.ndarray, fill: float) -> np.ndarray:
+            out = np.full((arr.shape[0], len(new_types)) + arr.shape[2:], fill, dtype=arr.dtype)
+            for j, p in enumerate(pos):
+                if p >= 0:
+                    out[:, j] = arr[:, p]
+            return out
+
+        self.n = len(new_types)
+        self.received = remap(self.received, seed)
+        self.deficit = remap(self.deficit, 0.0)
+        self.allocation = remap(self.allocation, 0.0)
+        self.rate = remap(self.rate, 0.0)

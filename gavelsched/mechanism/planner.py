@@ -1,0 +1,178 @@
+"""The round planner: one round's placements from an allocation (thesis §5.5).
+
+Pure: ``plan_round(demand, view, config)`` reads frozen values and returns a new frozen
+``RoundPlan``. It keeps no state between rounds; the scheduler core owns the received
+times and deficits and passes them in ``Demand``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import NamedTuple
+
+import numpy as np
+
+from .placement import place
+from .priorities import priorities
+from .selection import order_entries, select
+from .view import ClusterView
+
+
+@dataclass(frozen=True)
+class Demand:
+    """Every combination (job or co-located pair) that may run this round.
+
+    Arrays have one row per combination (in admission order, which breaks ties) and one
+    column per entry of ``types``:
+
+    - ``allocation``: X^opt, the time fraction the policy asked for;
+    - ``received``: seconds received on each type since the last re-solve (seeded);
+    - ``deficit``: Gavel's deficit, X * elapsed - received, summed over past periods;
+    - ``runnable``: False where a member cannot run on the type (throughput 0).
+
+    ``allocated`` is False for combinations the current allocation does not cover (jobs
+    admitted after the last re-solve). ``previous`` maps a combination key to the workers
+    it held last round. ``member_rows`` (c, 2) numbers each combination's jobs (-1: no
+    second member); derived from ``keys`` and ``members`` when not given.
+    """
+
+    keys: tuple[str, ...]
+    members: tuple[tuple[str, ...], ...]
+    types: tuple[str, ...]
+    scale_factor: np.ndarray
+    allocation: np.ndarray
+    received: np.ndarray
+    deficit: np.ndarray
+    runnable: np.ndarray
+    allocated: np.ndarray
+    previous: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    member_rows: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.member_rows is None:
+            object.__setattr__(self, "member_rows", _member_rows(self.keys, self.members))
+        c, n = len(self.keys), len(self.types)
+        for name in ("allocation", "received", "deficit", "runnable"):
+            arr = getattr(self, name)
+            if arr.shape != (c, n):
+                raise ValueError(f"demand.{name}: shape {arr.shape}, expected {(c, n)}")
+        for name in ("scale_factor", "allocated"):
+            if getattr(self, name).shape != (c,):
+                raise ValueError(f"demand.{name}: shape {getattr(self, name).shape}, "
+                                 f"expected {(c,)}")
+
+
+@dataclass(frozen=True)
+class PlannerConfig:
+    """How the planner orders and fills queues (defaults: Gavel's mechanism).
+
+    - ``type_order``: the order in which per-type queues are served (types missing from
+      it come after, in ``Demand.types`` order); Gavel serves v100, p100, k80.
+    - ``global_queue``: one queue sorted across types instead of one per type.
+    - ``backfill``: let combinations of priority 0 (X = 0 on a type) use workers nobody
+      with priority wants; Gavel's FIFO turns this off.
+    - ``hold_unallocated``: combinations not yet covered by the allocation compete with
+      priority 0 and, when picked, keep their workers idle for the round (Gavel's
+      behaviour); when False they are simply skipped.
+    """
+
+    type_order: tuple[str, ...] = ()
+    global_queue: bool = False
+    backfill: bool = True
+    hold_unallocated: bool = True
+
+
+class Placement(NamedTuple):
+    """Combination ``key`` runs on ``workers`` of ``worker_type`` this round.
+
+    (A NamedTuple: immutable and cheap, as the planner makes one per task per round.)
+    """
+
+    key: str
+    members: tuple[str, ...]
+    worker_type: str
+    workers: tuple[int, ...]
+    extended: bool  # same workers as last round: the lease is renewed, no checkpoint
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    """The round, as arrays aligned task by task: ``combo_index`` (rows of the demand),
+    ``type_index`` (columns of ``Demand.types``), ``workers`` and ``extended`` (same
+    workers as last round). ``placements`` gives the same as records."""
+
+    keys: tuple[str, ...]
+    members: tuple[tuple[str, ...], ...]
+    types: tuple[str, ...]
+    combo_index: np.ndarray
+    type_index: np.ndarray
+    workers: tuple[tuple[int, ...], ...]
+    extended: np.ndarray
+    held_idle: tuple[tuple[str, str, int], ...]  # (key, type, workers) picked, not placed
+    priorities: np.ndarray                     # (c, n), for inspection
+    lease_opportunities: int                   # combinations of last round still present
+    lease_extensions: int
+
+    @cached_property
+    def placements(self) -> tuple[Placement, ...]:
+        return tuple(Placement(self.keys[i], self.members[i], self.types[j], w, bool(e))
+                     for i, j, w, e in zip(self.combo_index.tolist(), self.type_index.tolist(),
+                                           self.workers, self.extended.tolist()))
+
+    @property
+    def busy_workers(self) -> int:
+        return sum(len(w) for w in self.workers)
+
+
+def plan_round(demand: Demand, view: ClusterView, config: PlannerConfig = PlannerConfig()) -> RoundPlan:
+    """Priorities, then greedy selection, then placement (thesis §5.5, Algorithm 2)."""
+    types, keys = demand.types, demand.keys
+    prio = priorities(demand.allocation, demand.received, demand.runnable, demand.allocated)
+    order = _type_order(types, config.type_order)
+    runs = order_entries(prio, demand.deficit, demand.allocation, order, config.global_queue)
+    runnable = demand.runnable if config.hold_unallocated else (
+        demand.runnable & demand.allocated[:, None])
+    combos, type_idx = select(runs, prio, runnable, demand.scale_factor, demand.member_rows,
+                              [view.count(t) for t in types], config.backfill)
+    allocated = demand.allocated.tolist()
+    sizes = demand.scale_factor.tolist()
+    placed = [(i, j) for i, j in zip(combos, type_idx) if allocated[i]]
+    held = tuple((keys[i], types[j], sizes[i]) for i, j in zip(combos, type_idx)
+                 if not allocated[i])
+    previous = demand.previous
+    got = place([(keys[i], types[j], sizes[i], previous.get(keys[i])) for i, j in placed],
+                view)  # Request-shaped plain tuples
+    chosen = [got[keys[i]] for i, _ in placed]
+    extended = np.array([e for _, e in chosen], dtype=bool)
+    present = set(keys)
+    return RoundPlan(
+        keys=keys, members=demand.members, types=types,
+        combo_index=np.array([i for i, _ in placed], dtype=int),
+        type_index=np.array([j for _, j in placed], dtype=int),
+        workers=tuple(w for w, _ in chosen), extended=extended,
+        held_idle=held, priorities=prio,
+        lease_opportunities=sum(1 for k in previous if k in present),
+        lease_extensions=int(extended.sum()),
+    )
+
+
+def _member_rows(keys, members) -> np.ndarray:
+    index = {k: i for i, k in enumerate(keys)}
+    extra: dict[str, int] = {}
+
+    def number(m: str) -> int:
+        if m in index:
+            return index[m]
+        return extra.setdefault(m, len(keys) + len(extra))
+
+    rows = [(number(m[0]), number(m[1]) if len(m) > 1 else -1) for m in members]
+    return np.array(rows, dtype=int).reshape(-1, 2)
+
+
+def _type_order(types: tuple[str, ...], preferred: tuple[str, ...]) -> list[int]:
+    index = {t: j for j, t in enumerate(types)}
+    order = [index[t] for t in preferred if t in index]
+    order += [j for j, t in enumerate(types) if t not in preferred]
+    return order

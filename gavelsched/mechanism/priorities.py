@@ -1,0 +1,30 @@
+"""Priorities of thesis §5.5: the computed allocation X^opt divided by the time fraction each
+job (or pair) has received on each type since the last re-solve.
+
+f_mj = t_mj / sum_m' t_m'j is the fraction of type j's time that combination m received;
+priority_mj = X_mj / f_mj. A combination that has received nothing on a type where X > 0
+gets X * 1e9 (large, yet still ordered by X), as Gavel's mechanism does. Entries are zero
+where X is zero, where the combination cannot run, and for combinations the allocation does
+not cover yet (admitted after the last re-solve).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# Priority of a combination with X > 0 that has received no time yet (Gavel: X * 1e9, so
+# that 2 * p > p keeps holding, unlike infinity).
+UNSERVED_SCALE = 1e9
+
+
+def priorities(allocation: np.ndarray, received: np.ndarray, runnable: np.ndarray,
+               allocated: np.ndarray) -> np.ndarray:
+    """(c, n) priorities from (c, n) X, received seconds and runnable flags, and (c,)
+    ``allocated`` flags (combinations the current allocation covers)."""
+    total = received.sum(axis=0)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        fraction = np.where(total > 0, received / np.where(total > 0, total, 1.0), 0.0)
+        prio = np.where(fraction > 0, allocation / np.where(fraction > 0, fraction, 1.0),
+                        allocation * UNSERVED_SCALE)
+    prio = np.where((allocation > 0) & runnable & allocated[:, None], prio, 0.0)
+    return prio

@@ -1,0 +1,85 @@
+"""Greedy selection without conflicts (thesis §5.5, Algorithm 2).
+
+Entries (combination, type) are visited in decreasing priority; ties go to the larger
+deficit, then the larger allocation, then the earlier combination (a stable sort). An entry
+is taken when its type still has room for its scale factor and none of its jobs is already
+taken this round: a job runs at most once per round, and a pair conflicts with its members.
+A multi-GPU job takes all its workers on one type, so it is never split.
+
+By default each type's queue is served in turn, in ``type_order`` (Gavel's per-type
+queues); ``global_queue`` merges them into one list sorted across types.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def order_entries(prio: np.ndarray, deficit: np.ndarray, allocation: np.ndarray,
+                  type_order: list[int], global_queue: bool) -> list[tuple[int, np.ndarray]]:
+    """The visiting order: a list of (type index, combination indices) runs.
+
+    Per-type mode gives one run per type in ``type_order``; global mode splits the merged
+    sort into runs of consecutive entries of the same type.
+    """
+    if not global_queue:
+        runs = []
+        for j in type_order:
+            order = np.lexsort((-allocation[:, j], -deficit[:, j], -prio[:, j]))
+            runs.append((j, order))
+        return runs
+    cols = np.array(type_order, dtype=int)
+    p, d, x = prio[:, cols], deficit[:, cols], allocation[:, cols]
+    # Flattened row-major: combination-major, then type in type_order (stable tie-break).
+    flat = np.lexsort((-x.ravel(), -d.ravel(), -p.ravel()))
+    combos, type_pos = np.divmod(flat, len(cols))
+    cuts = np.flatnonzero(np.diff(type_pos)) + 1
+    starts = np.concatenate(([0], cuts)).tolist()
+    ends = np.concatenate((cuts, [len(flat)])).tolist()
+    return [(int(cols[type_pos[a]]), combos[a:b]) for a, b in zip(starts, ends) if b > a]
+
+
+def select(runs, prio: np.ndarray, runnable: np.ndarray, scale_factor: np.ndarray,
+           member_rows: np.ndarray, free: list[int], backfill: bool) -> tuple[list[int], list[int]]:
+    """Walk ``runs`` and take every entry that fits and conflicts with nothing taken.
+
+    ``member_rows[i]`` holds the job indices of combination i's members (-1: none);
+    ``free[j]`` is the number of live workers of type j. Without ``backfill``, entries of
+    priority <= 0 never run (Gavel's FIFO rule). Returns aligned lists of combination and
+    type indices, in the order they were taken.
+    """
+    left = list(free)
+    first = member_rows[:, 0].tolist()
+    second = member_rows[:, 1].tolist()
+    taken = bytearray(max(len(first), int(member_rows.max(initial=-1)) + 1))
+    sf = scale_factor.tolist()
+    combos: list[int] = []
+    types: list[int] = []
+    for j, order in runs:
+        room = left[j]
+        if room <= 0:
+            continue
+        usable = runnable[:, j] if backfill else runnable[:, j] & (prio[:, j] > 0)
+        ok = usable.tolist()
+        for i in order.tolist():
+            if not ok[i]:
+                continue
+            a = first[i]
+            if taken[a]:
+                continue
+            b = second[i]
+            if b >= 0 and taken[b]:
+                continue
+            size = sf[i]
+            if size > room:
+                continue
+            room -= size
+            taken[a] = 1
+            if b >= 0:
+                taken[b] = 1
+            combos.append(i)
+            types.append(j)
+            if room == 0:
+                break
+        left[j] = room
+    return combos, types

@@ -1,0 +1,69 @@
+"""``SimConfig``: how the virtual-clock executor runs rounds (Gavel's simulator by default)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Executor semantics.
+
+    - ``round_ends_at_last_finish``: a round ends when its last micro-task ends (Gavel:
+      the next round starts at the latest finish time, a little before round_seconds
+      because leases are whole steps, or early when every job finished). False: rounds
+      last exactly round_seconds.
+    - ``idle_jumps_to_arrival``: when a round places nothing, the clock jumps to the next
+      arrival (Gavel). False: to the earlier of the next arrival and the time a pending
+      re-solve becomes allowed.
+    - ``preemption_overhead_s``: seconds of checkpoint save + restore charged, per job type,
+      to a micro-task whose lease was not extended (it starts on new workers); the job
+      makes floor(throughput x (round - overhead)) steps. Gavel charges nothing.
+    - ``window``: job ids [first, last) whose completion times are averaged; the run stops
+      once they have all finished (Gavel's ``jobs_to_complete``).
+    - ``record_timeline``: keep per-round data for plots.
+    """
+
+    round_ends_at_last_finish: bool = True
+    idle_jumps_to_arrival: bool = True
+    preemption_overhead_s: Mapping[str, float] = field(default_factory=dict)
+    window: tuple[int, int] | None = None
+    record_timeline: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "preemption_overhead_s",
+                           MappingProxyType(dict(self.preemption_overhead_s)))
+        for job_type, seconds in self.preemption_overhead_s.items():
+            if not seconds >= 0:
+                raise ValueError(f"preemption overhead of {job_type!r} must be >= 0, "
+                                 f"got {seconds}")
+        if self.window is not None:
+            first, last = self.window
+            if not 0 <= first < last:
+                raise ValueError(f"window must be FIRST:LAST with 0 <= FIRST < LAST, "
+                                 f"got {first}:{last}")
+
+
+def preemption_overheads(spec: str, job_types) -> dict[str, float]:
+    """Per-job-type preemption overhead from a CLI-style spec: seconds for every type, or
+    ``"catalog"`` for each type's checkpoint save + load time in the shipped catalog.
+    Raises ``ValueError`` naming the bad spec."""
+    if spec == "catalog":
+        from traces.catalog import default_catalog
+        catalog = default_catalog()
+        out = {}
+        for t in set(job_types):
+            if t in catalog.job_types:
+                save, load = catalog.checkpoint_seconds(t)
+                out[t] = save + load
+        return out
+    try:
+        seconds = float(spec)
+    except ValueError:
+        raise ValueError(f"preemption overhead: expected seconds or 'catalog', "
+                         f"got {spec!r}") from None
+    if not seconds >= 0:
+        raise ValueError(f"preemption overhead: must be >= 0, got {spec}")
+    return {t: seconds for t in set(job_types)} if seconds else {}

@@ -1,0 +1,244 @@
+"""The virtual-clock executor: it owns time and drives the scheduler core round by round.
+
+There are no per-step events. In a round, a micro-task of throughput r and lease s steps
+runs for s / r seconds (plus a preemption overhead when its lease was not extended); a
+job that finishes mid-round finishes at that exact time and leaves its workers idle until
+the round ends. Arrivals wait for the next round boundary; their completion time counts
+from arrival. This is Gavel's ``Scheduler.simulate`` loop (stanford-futuredata/gavel,
+``scheduler/scheduler.py``), re-expressed over ``gavelsched.core``:
+
+1. at a boundary, apply price changes and submit every job that has arrived;
+2. ``core.start_round(now)``: admit, re-solve if due, plan the round;
+3. if nothing runs: jump to the next arrival (or force a re-solve when none is left);
+4. run every micro-task; the round ends at its last finish (or after round_seconds);
+5. ``core.end_round(reports, end)``; record completions; repeat until done.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sys
+import time
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from gavelsched.core import CoreConfig, JobSpec, RoundReport, SchedulerCore
+from gavelsched.mechanism import ClusterView
+from policies import Policy, UnknownPolicy, get_policy
+from traces import ThroughputTable, TraceJob
+
+from .config import SimConfig
+from .metrics import Metrics
+from .prices import PriceTrace
+from .result import SimulationResult
+
+log = logging.getLogger(__name__)
+
+
+# Jobs whose allocation over time the timeline keeps for plots (the window's first ones).
+PLOTTED_JOBS = 40
+
+
+class SimulationError(ValueError):
+    """The simulation cannot proceed: a job can never run, an empty cluster, ..."""
+
+
+def make_policy(name: str, seed: int = 0, **options) -> Policy:
+    """``get_policy(name)``, passing ``seed`` to the policies that take one."""
+    try:
+        return get_policy(name, seed=seed, **options)
+    except UnknownPolicy as err:
+        if "bad option" not in str(err):
+            raise
+        return get_policy(name, **options)
+
+
+def fastest_first(table: ThroughputTable, types: Sequence[str]) -> tuple[str, ...]:
+    """Worker types from fastest to slowest: by the geometric mean, over the job kinds the
+    table has on every type, of their throughput (v100, p100, k80 for Gavel's table)."""
+    keys = [k for k in table.job_keys if all(table.get(t, *k) > 0 for t in types)]
+    if not keys:
+        return tuple(types)
+    score = {t: float(np.mean([math.log(table.get(t, *k)) for k in keys])) for t in types}
+    return tuple(sorted(types, key=lambda t: (-score[t], list(types).index(t))))
+
+
+def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[str, int],
+             policy: str | Policy, *, core_config: CoreConfig | None = None,
+             sim: SimConfig | None = None, gpus_per_server: Mapping[str, int] | int | None = None,
+             prices: Mapping[str, float] | None = None, price_trace: PriceTrace | None = None,
+             seed: int = 0, progress: bool = False) -> SimulationResult:
+    """Replay ``jobs`` (job ``i`` gets id ``str(i)``) on ``cluster`` under ``policy``.
+
+    ``core_config`` defaults to ``CoreConfig.for_policy`` (Gavel's rules) with the types
+    served fastest first; ``prices`` are $/GPU-hour per type, ``price_trace`` changes them
+    over time.
+    """
+    wall_start = time.perf_counter()
+    sim = sim or SimConfig()
+    if isinstance(policy, str):
+        policy_name, policy = policy, make_policy(policy, seed=seed)
+    else:
+        policy_name = policy.name
+    view = ClusterView.build(cluster, gpus_per_server)
+    if view.total == 0:
+        raise SimulationError("the cluster has no workers")
+    if sim.window is not None and sim.window[0] >= len(jobs):
+        raise SimulationError(f"window {sim.window[0]}:{sim.window[1]} starts past the last "
+                              f"job ({len(jobs)} jobs)")
+    if core_config is None:
+        core_config = CoreConfig.for_policy(policy_name, seed=seed,
+                                            type_order=fastest_first(table, view.worker_types))
+    specs = [_spec(i, job) for i, job in enumerate(jobs)]
+    _check_runnable(specs, table, view)
+    run = _Run(jobs, specs, SchedulerCore(policy, view, table, core_config), sim,
+               Metrics(policy_name, view.worker_types, sim.record_timeline,
+                       frozenset(str(i) for i in _plotted(sim.window, len(jobs)))),
+               dict(prices or {}), price_trace)
+    end = run.loop(_progress_bar(run.targets_left, progress))
+    return run.metrics.result(end_s=end, capacity=run.core.view.counts,
+                              wall_s=time.perf_counter() - wall_start, window=sim.window,
+                              order=[s.id for s in specs])
+
+
+class _Run:
+    """One simulation's mutable state; ``loop`` is the round recipe of the module docstring."""
+
+    def __init__(self, jobs, specs, core: SchedulerCore, sim: SimConfig, metrics: Metrics,
+                 prices: dict[str, float], price_trace: PriceTrace | None) -> None:
+        self.jobs, self.specs, self.core, self.sim, self.metrics = jobs, specs, core, sim, metrics
+        self.base_prices, self.price_trace = prices, price_trace
+        self.prices = price_trace.at(0.0, prices) if price_trace else prices
+        core.set_prices(self.prices, 0.0)
+        self.arrivals = sorted(range(len(jobs)), key=lambda i: (jobs[i].arrival_s, i))
+        self.next = 0                       # index into arrivals of the next job to arrive
+        window = sim.window
+        self.targets = ({str(i) for i in range(*window) if i < len(jobs)} if window else None)
+        self.targets_left = len(self.targets) if self.targets is not None else len(jobs)
+        for spec, job in zip(specs, jobs):
+            metrics.on_arrival(spec.id, job.job_type, job.scale_factor, job.arrival_s, job.slo_s)
+
+    def loop(self, bar) -> float:
+        now = self.jobs[self.arrivals[0]].arrival_s if self.jobs else 0.0
+        stalled = False
+        while self.targets_left > 0:
+            self.submit_arrivals(now)
+            self.update_prices(now)
+            rnd = self.core.start_round(now)
+            self.record_resolve(rnd, now)
+            if len(rnd.batch) == 0:
+                self.core.end_round((), now)
+                if self.next < len(self.arrivals):
+                    now = self.idle_until(now)
+                    continue
+                if not self.core.active_jobs:
+                    break
+                if stalled:
+                    raise SimulationError("jobs " + ", ".join(self.core.active_jobs[:10])
+                                          + " can never be placed")
+                self.core.force_resolve()  # Gavel: nothing runs, nothing left to arrive
+                stalled = True
+                continue
+            stalled = False
+            now = self.execute(rnd, now, bar)
+        if bar is not None:
+            bar.close()
+        return now
+
+    def submit_arrivals(self, now: float) -> None:
+        jobs, arrivals = self.jobs, self.arrivals
+        while self.next < len(arrivals) and jobs[arrivals[self.next]].arrival_s <= now:
+            i = arrivals[self.next]
+            self.core.submit(self.specs[i], jobs[i].arrival_s)
+            self.next += 1
+
+    def update_prices(self, now: float) -> None:
+        if self.price_trace is not None:
+            self.prices = self.price_trace.at(now, self.base_prices)
+            self.core.set_prices(self.prices, now)
+
+    def record_resolve(self, rnd, now: float) -> None:
+        if rnd.resolved is not None:
+            self.metrics.on_resolve(now, rnd.resolved)
+            self.metrics.on_periods(self.core.take_closed_periods())
+
+    def idle_until(self, now: float) -> float:
+        """Nothing runs: the next arrival (Gavel), or an earlier allowed re-solve."""
+        upcoming = self.jobs[self.arrivals[self.next]].arrival_s
+        if not self.sim.idle_jumps_to_arrival and self.core.active_jobs:
+            upcoming = min(upcoming, max(self.core.next_resolve_allowed_s(), now + 1e-9))
+        return max(now, upcoming)
+
+    def execute(self, rnd, now: float, bar) -> float:
+        """Run the round's micro-tasks, report them, record completions; the round's end."""
+        batch, R = rnd.batch, rnd.round_seconds
+        overhead = self.sim.preemption_overhead_s
+        pause = _pauses(batch, overhead, self.specs) if overhead else None
+        seconds, took, steps = _run_tasks(batch, R, pause)
+        end = now + float(seconds.max()) if self.sim.round_ends_at_last_finish else now + R
+        self.metrics.on_round(rnd, end, seconds, self.prices)
+        finishing = (steps >= batch.remaining) & (batch.remaining > 0)
+        outcome = self.core.end_round(RoundReport(steps=steps, seconds=seconds), end)
+        if outcome.completed:
+            at = {batch.members[i][m]: now + float(took[i, m])
+                  for i, m in zip(*np.nonzero(finishing))}
+            for job_id in outcome.completed:
+                self.metrics.on_complete(job_id, at[job_id])
+                if self.targets is None or job_id in self.targets:
+                    self.targets_left -= 1
+                    if bar is not None:
+                        bar.update(1)
+        return end
+
+
+def _plotted(window: tuple[int, int] | None, n: int) -> range:
+    return (range(*window) if window else range(n))[:PLOTTED_JOBS]
+
+
+def _run_tasks(batch, R: float, pause: np.ndarray | None):
+    """Run a round: (seconds each task held its workers, (k, 2) seconds until each member
+    stopped, (k, 2) steps each member made)."""
+    steps = batch.steps
+    rates = batch.rates
+    if pause is not None:
+        # A task that starts on new workers first restores its checkpoint.
+        budget = np.floor(rates * np.maximum(R - pause, 0.0)[:, None])
+        steps = np.where(pause[:, None] > 0, np.minimum(steps, budget), steps).astype(steps.dtype)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        took = np.where(rates > 0, steps / np.where(rates > 0, rates, 1.0), 0.0)
+    if pause is not None:
+        took = took + pause[:, None]
+    return took.max(axis=1), took, steps
+
+
+def _pauses(batch, overhead: Mapping[str, float], specs) -> np.ndarray:
+    """Preemption overhead of each task: 0 when its lease was extended, else the largest
+    checkpoint save + restore time of its members' job types."""
+    out = np.zeros(len(batch))
+    for i in np.nonzero(~batch.extended)[0].tolist():
+        out[i] = max(overhead.get(specs[int(m)].job_type, 0.0) for m in batch.members[i])
+    return out
+
+
+def _spec(i: int, job: TraceJob) -> JobSpec:
+    return JobSpec(id=str(i), job_type=job.job_type, scale_factor=int(job.scale_factor),
+                   total_steps=int(job.total_steps), weight=float(job.priority_weight),
+                   slo_s=job.slo_s, entity=job.entity)
+
+
+def _check_runnable(specs: Sequence[JobSpec], table: ThroughputTable, view: ClusterView) -> None:
+    for spec in specs:
+        if not any(table.get(t, spec.job_type, spec.scale_factor) > 0
+                   and view.count(t) >= spec.scale_factor for t in view.worker_types):
+            raise SimulationError(
+                f"job {spec.id} ({spec.job_type}, scale factor {spec.scale_factor}) cannot run "
+                f"on any worker type of the cluster {dict(view.counts)}")
+
+
+def _progress_bar(total: int, enabled: bool):
+    if not enabled or not sys.stderr.isatty():
+        return None
+    from tqdm import tqdm
+    return tqdm(total=total, unit="job", file=sys.stderr, desc="simulating", leave=False)

@@ -1,0 +1,147 @@
+"""Metrics of a simulation, collected outside the core (STYLE.md: no reporting in the core).
+
+``Metrics`` is the simulator's sink: the engine calls ``on_round`` once per executed round
+and ``on_complete`` per finished job; ``result()`` turns what it saw into a
+``SimulationResult``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gavelsched.core import Period, Round
+from policies import Allocation
+
+from .result import JobRecord, SimulationResult, Timeline
+
+
+@dataclass
+class _JobInfo:
+    id: str
+    job_type: str
+    scale_factor: int
+    arrival_s: float
+    slo_s: float | None
+    completion_s: float | None = None
+
+
+@dataclass
+class Metrics:
+    policy: str
+    types: tuple[str, ...]
+    record_timeline: bool = False
+    tracked: frozenset[str] | None = None   # jobs whose allocation the timeline keeps
+    jobs: dict[str, _JobInfo] = field(default_factory=dict)
+    rounds: int = 0
+    busy_gpu_s: float = 0.0
+    cost_usd: float = 0.0
+    lease_opportunities: int = 0
+    lease_extensions: int = 0
+    resolves: int = 0
+    solve_s: float = 0.0
+    gap_weighted: float = 0.0
+    shortfall_weighted: float = 0.0
+    gap_weight: float = 0.0
+    _starts: list = field(default_factory=list)
+    _ends: list = field(default_factory=list)
+    _busy: list = field(default_factory=list)
+    _allocs: list = field(default_factory=list)
+
+    def on_arrival(self, job_id: str, job_type: str, scale_factor: int, arrival_s: float,
+                   slo_s: float | None) -> None:
+        self.jobs[job_id] = _JobInfo(job_id, job_type, scale_factor, arrival_s, slo_s)
+
+    def on_resolve(self, now: float, allocation: Allocation) -> None:
+        self.resolves += 1
+        self.solve_s += allocation.solve_s
+        if self.record_timeline:
+            shares: dict[str, float] = {}
+            tracked = self.tracked
+            for key, row in allocation.allocation.items():
+                for job_id in key.split("+"):
+                    if tracked is not None and job_id not in tracked:
+                        continue
+                    info = self.jobs.get(job_id)
+                    sf = info.scale_factor if info else 1
+                    shares[job_id] = shares.get(job_id, 0.0) + sf * sum(row.values())
+            self._allocs.append((now, shares))
+
+    def on_round(self, rnd: Round, end_s: float, seconds: np.ndarray,
+                 prices: Mapping[str, float]) -> None:
+        """A round ran; ``seconds[i]`` is how long task i of ``rnd.batch`` held its workers."""
+        self.rounds += 1
+        self.lease_opportunities += rnd.lease_opportunities
+        self.lease_extensions += rnd.lease_extensions
+        batch = rnd.batch
+        gpu_s = batch.size * seconds
+        self.busy_gpu_s += float(gpu_s.sum())
+        if prices:
+            price = np.array([prices.get(t, 0.0) for t in batch.types])
+            self.cost_usd += float((price[batch.type_index] * gpu_s).sum()) / 3600.0
+        if self.record_timeline:
+            busy = np.bincount(batch.type_index, weights=batch.size, minlength=len(batch.types))
+            by_type = dict(zip(batch.types, busy.tolist()))
+            self._starts.append(rnd.start_s)
+            self._ends.append(end_s)
+            self._busy.append(tuple(int(by_type.get(t, 0)) for t in self.types))
+
+    def on_periods(self, periods: Sequence[Period]) -> None:
+        for period in periods:
+            length = period.end_s - period.start_s
+            if length <= 0 or not period.keys:
+                continue
+            diff = period.allocation - period.received / length
+            self.gap_weighted += float(np.abs(diff).sum()) * length
+            self.shortfall_weighted += float(np.maximum(diff, 0.0).sum()) * length
+            self.gap_weight += len(period.keys) * length
+
+    def on_complete(self, job_id: str, at_s: float) -> None:
+        self.jobs[job_id].completion_s = at_s
+
+    def result(self, *, end_s: float, capacity: Mapping[str, int], wall_s: float,
+               window: tuple[int, int] | None, order: Sequence[str]) -> SimulationResult:
+        records = []
+        for job_id in order:
+            info = self.jobs[job_id]
+            done = info.completion_s
+            records.append(JobRecord(info.id, info.job_type, info.scale_factor, info.arrival_s,
+                                     done, None if done is None else done - info.arrival_s,
+                                     info.slo_s))
+        measured = [r for r in records if _in_window(r.id, window)]
+        jcts = [r.jct_s for r in measured if r.jct_s is not None]
+        start = min((r.arrival_s for r in records), default=0.0)
+        finished = [r.completion_s for r in records if r.completion_s is not None]
+        makespan = (max(finished) - start) if finished else 0.0
+        span = max(end_s - start, 0.0)
+        total_gpus = sum(capacity.values())
+        utilization = self.busy_gpu_s / (total_gpus * span) if total_gpus and span > 0 else 0.0
+        violations = sum(1 for r in records if r.slo_s is not None and (
+            (r.jct_s is not None and r.jct_s > r.slo_s)
+            or (r.jct_s is None and end_s - r.arrival_s > r.slo_s)))
+        timeline = None
+        if self.record_timeline:
+            timeline = Timeline(self.types, tuple(capacity.get(t, 0) for t in self.types),
+                                tuple(self._starts), tuple(self._ends), tuple(self._busy),
+                                tuple(self._allocs))
+        return SimulationResult(
+            policy=self.policy,
+            avg_jct_s=sum(jcts) / len(jcts) if jcts else None,
+            makespan_s=makespan, utilization=utilization, cost_usd=self.cost_usd,
+            slo_violations=violations, rounds=self.rounds, wall_s=wall_s,
+            jobs=tuple(records), window=window,
+            lease_extension_rate=(self.lease_extensions / self.lease_opportunities
+                                  if self.lease_opportunities else None),
+            allocation_gap=(self.gap_weighted / self.gap_weight if self.gap_weight else None),
+            allocation_shortfall=(self.shortfall_weighted / self.gap_weight
+                                  if self.gap_weight else None),
+            resolves=self.resolves, solve_s=self.solve_s, end_s=end_s, timeline=timeline,
+        )
+
+
+def _in_window(job_id: str, window: tuple[int, int] | None) -> bool:
+    if window is None:
+        return True
+    return window[0] <= int(job_id) < window[1]

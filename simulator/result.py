@@ -1,0 +1,123 @@
+"""The Simulation result (DESIGN.md, Simulation result JSON)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    id: str
+    job_type: str
+    scale_factor: int
+    arrival_s: float
+    completion_s: float | None
+    jct_s: float | None
+    slo_s: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "job_type": self.job_type, "scale_factor": self.scale_factor,
+                "arrival_s": self.arrival_s, "completion_s": self.completion_s,
+                "jct_s": self.jct_s}
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Per-round data kept for plots (``SimConfig.record_timeline``)."""
+
+    types: tuple[str, ...]
+    capacity: tuple[int, ...]                 # live workers per type (at the end)
+    round_start: tuple[float, ...]
+    round_end: tuple[float, ...]
+    busy: tuple[tuple[int, ...], ...]         # per round: busy workers per type
+    allocations: tuple[tuple[float, dict[str, float]], ...]  # (time, job id -> GPUs share)
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    """Everything ``gavelsched simulate --json`` writes, plus what the summary prints.
+
+    ``avg_jct_s`` averages the jobs of ``window`` (all jobs without one) that finished.
+    ``utilization`` is busy GPU-seconds over GPU-seconds available from the first arrival
+    to the end; ``cost_usd`` charges each micro-task's GPUs at its type's price for the
+    time it ran. ``lease_extension_rate`` is extensions over opportunities (Gavel's
+    definition); ``allocation_gap`` is the time-weighted mean, over allocation periods and
+    combinations, of sum_j |received fraction - X| (0 means the mechanism realised X
+    exactly) and ``allocation_shortfall`` the same of sum_j max(0, X - received fraction),
+    the time asked for but not given (receiving more than X on an idle cluster is not a
+    shortfall).
+    """
+
+    policy: str
+    avg_jct_s: float | None
+    makespan_s: float
+    utilization: float
+    cost_usd: float
+    slo_violations: int
+    rounds: int
+    wall_s: float
+    jobs: tuple[JobRecord, ...]
+    window: tuple[int, int] | None = None
+    lease_extension_rate: float | None = None
+    allocation_gap: float | None = None
+    allocation_shortfall: float | None = None
+    resolves: int = 0
+    solve_s: float = 0.0
+    end_s: float = 0.0
+    timeline: Timeline | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def completed(self) -> int:
+        return sum(1 for j in self.jobs if j.completion_s is not None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "policy": self.policy,
+            "avg_jct_s": _num(self.avg_jct_s),
+            "makespan_s": self.makespan_s,
+            "utilization": self.utilization,
+            "cost_usd": self.cost_usd,
+            "slo_violations": self.slo_violations,
+            "rounds": self.rounds,
+            "wall_s": self.wall_s,
+            "window": list(self.window) if self.window else None,
+            "lease_extension_rate": _num(self.lease_extension_rate),
+            "allocation_gap": _num(self.allocation_gap),
+            "allocation_shortfall": _num(self.allocation_shortfall),
+            "resolves": self.resolves,
+            "solve_s": self.solve_s,
+            "jobs": [j.to_dict() for j in self.jobs],
+        }
+
+    def summary(self) -> str:
+        """A readable multi-line summary for the terminal."""
+        lines = [f"policy              {self.policy}"]
+        scope = (f"jobs {self.window[0]}..{self.window[1] - 1}" if self.window
+                 else f"{len(self.jobs)} jobs")
+        jct = "n/a" if self.avg_jct_s is None else \
+            f"{self.avg_jct_s:,.0f} s ({self.avg_jct_s / 3600:.2f} h)"
+        lines += [
+            f"average JCT         {jct}  [{scope}]",
+            f"makespan            {self.makespan_s:,.0f} s ({self.makespan_s / 3600:.2f} h)",
+            f"completed           {self.completed}/{len(self.jobs)} jobs",
+            f"utilization         {self.utilization:.1%}",
+            f"cost                ${self.cost_usd:,.2f}",
+            f"SLO violations      {self.slo_violations}",
+            (f"rounds              {self.rounds}  (re-solves: {self.resolves}, "
+             f"solver {self.solve_s:.2f} s)"),
+        ]
+        if self.lease_extension_rate is not None:
+            lines.append(f"lease extensions    {self.lease_extension_rate:.1%}")
+        if self.allocation_gap is not None:
+            lines.append(f"allocation gap      {self.allocation_gap:.3f} sum_j |received - X|, "
+                         f"shortfall {self.allocation_shortfall:.3f} sum_j max(0, X - received)")
+        lines.append(f"wall time           {self.wall_s:.2f} s")
+        return "\n".join(lines)
+
+
+def _num(x: float | None) -> float | None:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return None
+    return x

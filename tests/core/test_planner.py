@@ -1,0 +1,202 @@
+"""The round planner (thesis §5.5): priorities, Algorithm 2, placement."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gavelsched.mechanism import ClusterView, Demand, PlannerConfig, plan_round, priorities
+
+R = 360.0
+
+
+def demand(X, *, sf=None, members=None, keys=None, received=None, deficit=None,
+           runnable=None, allocated=None, previous=None, types=("a", "b")):
+    X = np.asarray(X, dtype=float)
+    c, n = X.shape
+    keys = keys or tuple(str(i) for i in range(c))
+    return Demand(
+        keys=tuple(keys), members=tuple(members or ((k,) for k in keys)), types=tuple(types),
+        scale_factor=np.asarray(sf if sf is not None else [1] * c, dtype=int),
+        allocation=X,
+        received=np.full((c, n), R / 2) if received is None else np.asarray(received, float),
+        deficit=np.zeros((c, n)) if deficit is None else np.asarray(deficit, float),
+        runnable=np.ones((c, n), bool) if runnable is None else np.asarray(runnable, bool),
+        allocated=np.ones(c, bool) if allocated is None else np.asarray(allocated, bool),
+        previous=previous or {})
+
+
+def run_rounds(X, view, rounds, *, sf=None, types=("a", "b"), config=None):
+    """Drive the planner with a fixed allocation; return received seconds per row/type
+    (seed removed) and the plans."""
+    X = np.asarray(X, float)
+    received = np.full(X.shape, R / 2)
+    previous, plans = {}, []
+    for _ in range(rounds):
+        d = demand(X, sf=sf, received=received, previous=previous, types=types)
+        plan = plan_round(d, view, config or PlannerConfig())
+        for p in plan.placements:
+            received[int(p.key), types.index(p.worker_type)] += R
+        previous = {p.key: p.workers for p in plan.placements}
+        plans.append(plan)
+    return received - R / 2, plans
+
+
+def test_mechanism_realises_a_fixed_allocation():
+    X = [[.5, .2], [.3, .4], [.4, .3], [.2, .5], [.3, .3], [.3, .3]]
+    view = ClusterView.build({"a": 2, "b": 2})
+    rounds = 400
+    got, _ = run_rounds(X, view, rounds)
+    fraction = got / (rounds * R)
+    assert np.abs(fraction - np.asarray(X)).max() < 0.03
+
+
+def test_fixed_allocation_with_multi_gpu_jobs():
+    # 8 workers of one type: a 4-GPU job and a 2-GPU job share with 1-GPU jobs.
+    X = [[.5]] * 12
+    sf = [4, 2] + [1] * 10
+    # usage: 4*.5 + 2*.5 + 10*.5 = 8: the allocation is tight
+    view = ClusterView.build({"a": 8})
+    got, _ = run_rounds(X, view, 300, sf=sf, types=("a",))
+    fraction = got[:, 0] / (300 * R)
+    assert np.abs(fraction - 0.5).max() < 0.05
+
+
+def test_scale_factor_8_jobs_are_not_starved():
+    X = [[.5]] + [[.5]] * 8
+    sf = [8] + [1] * 8
+    view = ClusterView.build({"a": 8})
+    got, plans = run_rounds(X, view, 200, sf=sf, types=("a",))
+    share = got[0, 0] / (200 * R)
+    assert share == pytest.approx(0.5, abs=0.05)
+    # It never waited more than a couple of rounds in a row.
+    gaps, last = [], -1
+    for i, plan in enumerate(plans):
+        if any(p.key == "0" for p in plan.placements):
+            gaps.append(i - last)
+            last = i
+    assert max(gaps) <= 3
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_no_job_runs_twice_and_no_worker_is_shared(data):
+    n_jobs = data.draw(st.integers(1, 12))
+    types = ("a", "b", "c")
+    counts = {t: data.draw(st.integers(0, 6)) for t in types}
+    if sum(counts.values()) == 0:
+        counts["a"] = 1
+    per_server = data.draw(st.sampled_from([1, 2, 4]))
+    view = ClusterView.build(counts, per_server)
+    sfs = [data.draw(st.sampled_from([1, 1, 1, 2, 4])) for _ in range(n_jobs)]
+    keys, members, sf = [str(i) for i in range(n_jobs)], [(str(i),) for i in range(n_jobs)], list(sfs)
+    for a in range(n_jobs):
+        for b in range(a + 1, n_jobs):
+            if sfs[a] == sfs[b] and data.draw(st.booleans()):
+                keys.append(f"{a}+{b}")
+                members.append((str(a), str(b)))
+                sf.append(sfs[a])
+    c = len(keys)
+    X = np.array(data.draw(st.lists(st.lists(st.floats(0, 1), min_size=3, max_size=3),
+                                    min_size=c, max_size=c)))
+    received = np.array(data.draw(st.lists(st.lists(st.floats(0, 5000), min_size=3, max_size=3),
+                                           min_size=c, max_size=c)))
+    runnable = np.array(data.draw(st.lists(st.lists(st.booleans(), min_size=3, max_size=3),
+                                           min_size=c, max_size=c)))
+    d = demand(X, sf=sf, keys=keys, members=members, received=received, runnable=runnable,
+               types=types)
+    config = PlannerConfig(type_order=types, global_queue=data.draw(st.booleans()))
+    plan = plan_round(d, view, config)
+    jobs = [m for p in plan.placements for m in p.members]
+    assert len(jobs) == len(set(jobs)), "a job runs twice in one round"
+    workers = [w for p in plan.placements for w in p.workers]
+    assert len(workers) == len(set(workers)), "a worker is shared"
+    for p in plan.placements:
+        row = keys.index(p.key)
+        # Multi-GPU jobs get all their workers, all of one type.
+        assert len(p.workers) == sf[row]
+        assert {view.worker_type_of[w] for w in p.workers} == {p.worker_type}
+        assert runnable[row, types.index(p.worker_type)]
+    for t in types:
+        assert sum(len(p.workers) for p in plan.placements if p.worker_type == t) <= counts[t]
+
+
+def test_priorities_follow_x_over_received_fraction():
+    X = np.array([[.5, 0.], [.25, .5]])
+    received = np.array([[100., 0.], [300., 200.]])
+    prio = priorities(X, received, np.ones((2, 2), bool), np.ones(2, bool))
+    # type a: fractions .25 and .75; type b: job 0 has X = 0 there.
+    assert prio[0, 0] == pytest.approx(.5 / .25)
+    assert prio[1, 0] == pytest.approx(.25 / .75)
+    assert prio[0, 1] == 0.0
+    assert prio[1, 1] == pytest.approx(.5 / 1.0)
+
+
+def test_ties_go_to_larger_deficit_then_earlier_job():
+    view = ClusterView.build({"a": 1})
+    d = demand([[.5], [.5], [.5]], deficit=[[0.], [10.], [10.]], types=("a",))
+    plan = plan_round(d, view)
+    assert [p.key for p in plan.placements] == ["1"]
+
+
+def test_lease_is_extended_when_a_job_keeps_its_type():
+    view = ClusterView.build({"a": 4}, 2)
+    d1 = demand([[1.], [1.]], sf=[2, 1], types=("a",))
+    first = plan_round(d1, view)
+    held = {p.key: p.workers for p in first.placements}
+    assert not any(p.extended for p in first.placements)
+    d2 = demand([[1.], [1.]], sf=[2, 1], types=("a",), previous=held)
+    second = plan_round(d2, view)
+    assert all(p.extended for p in second.placements)
+    assert {p.key: p.workers for p in second.placements} == held
+    assert second.lease_opportunities == 2 and second.lease_extensions == 2
+
+
+def test_placement_packs_a_job_onto_one_server():
+    view = ClusterView.build({"a": 8}, 4)
+    d = demand([[1.], [1.], [1.]], sf=[1, 4, 2], types=("a",))
+    plan = plan_round(d, view)
+    by_key = {p.key: p for p in plan.placements}
+    servers = {k: {view.server_of[w] for w in p.workers} for k, p in by_key.items()}
+    assert all(len(s) == 1 for s in servers.values())
+    # The 1- and 2-GPU jobs share the server the 4-GPU job does not use.
+    assert servers["0"] == servers["2"] != servers["1"]
+
+
+def test_what_if_is_the_same_call_on_an_edited_view():
+    view = ClusterView.build({"a": 2, "b": 2})
+    d = demand([[.5, .5], [.5, .5], [.5, .5], [.5, .5]])
+    full = plan_round(d, view, PlannerConfig(type_order=("a", "b")))
+    smaller = view.without([0, 1])
+    assert smaller.count("a") == 0 and view.count("a") == 2  # the original is untouched
+    cut = plan_round(d, smaller, PlannerConfig(type_order=("a", "b")))
+    assert full.busy_workers == 4 and cut.busy_workers == 2
+    assert all(p.worker_type == "b" for p in cut.placements)
+
+
+def test_unallocated_jobs_hold_workers_idle_like_gavel():
+    view = ClusterView.build({"a": 2})
+    d = demand([[1.], [0.]], allocated=[True, False], types=("a",))
+    plan = plan_round(d, view)
+    assert [p.key for p in plan.placements] == ["0"]
+    assert plan.held_idle == (("1", "a", 1),)
+    plan = plan_round(d, view, PlannerConfig(hold_unallocated=False))
+    assert plan.held_idle == ()
+
+
+def test_backfill_runs_zero_priority_jobs_unless_disabled():
+    view = ClusterView.build({"a": 2})
+    d = demand([[1.], [0.]], types=("a",))
+    assert len(plan_round(d, view).placements) == 2
+    assert len(plan_round(d, view, PlannerConfig(backfill=False)).placements) == 1
+
+
+def test_pair_conflicts_with_its_members():
+    view = ClusterView.build({"a": 3})
+    d = demand([[.5], [.5], [.5]], keys=("0", "1", "0+1"),
+               members=(("0",), ("1",), ("0", "1")), types=("a",),
+               received=[[500.], [500.], [10.]])
+    plan = plan_round(d, view)
+    assert [p.key for p in plan.placements] == ["0+1"]

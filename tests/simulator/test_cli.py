@@ -1,0 +1,91 @@
+"""``gavelsched simulate``: the CLI contract (DESIGN.md)."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from gavelsched.cli import main
+
+
+def test_a_small_generated_run_prints_a_summary(capsys):
+    assert main(["simulate", "--jobs", "12", "--rate", "30", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "average JCT" in out and "max_min_fairness_perf" in out
+
+
+def test_json_and_plots(tmp_path, capsys):
+    out = tmp_path / "result.json"
+    plots = tmp_path / "plots"
+    code = main(["simulate", "--jobs", "10", "--rate", "20", "--policy", "max_min_fairness",
+                 "--cluster", "2:2:2", "--window", "2:8", "--json", str(out),
+                 "--plot", str(plots), "--quiet"])
+    assert code == 0
+    data = json.loads(out.read_text())
+    assert data["policy"] == "max_min_fairness" and data["window"] == [2, 8]
+    measured = [j["jct_s"] for j in data["jobs"] if 2 <= int(j["id"]) < 8]
+    assert data["avg_jct_s"] == pytest.approx(sum(measured) / len(measured))
+    assert {p.name for p in plots.iterdir()} == {"jct_cdf.png", "allocation.png",
+                                                   "utilization.png"}
+
+
+def test_trace_file_round_trip(tmp_path, capsys):
+    trace = tmp_path / "t.jsonl"
+    lines = [{"job_type": "ResNet-18 (batch size 64)", "scale_factor": 1, "total_steps": 5000,
+              "arrival_s": 60.0 * i} for i in range(4)]
+    trace.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    pytest.importorskip("traces.catalog")
+    from traces.catalog import default_table
+    if not default_table().has("ResNet-18 (batch size 64)", 1):
+        pytest.skip("catalog lacks the job type used here")
+    assert main(["simulate", "--trace", str(trace), "--cluster", "v100=1,k80=1",
+                 "--json", "-", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    data = json.loads(out)  # the summary goes to stderr when the JSON goes to stdout
+    assert len(data["jobs"]) == 4 and all(j["completion_s"] for j in data["jobs"])
+
+
+def test_bad_trace_exits_2_with_one_line_naming_file_line_and_field(tmp_path, capsys):
+    trace = tmp_path / "bad.jsonl"
+    trace.write_text('{"job_type": "ResNet-50 (batch size 64)", "scale_factor": 1, '
+                     '"total_steps": 10, "arrival_s": 0}\n'
+                     '{"job_type": "ResNet-50 (batch size 64)", "scale_factor": 1, '
+                     '"total_steps": -5, "arrival_s": 0}\n')
+    assert main(["simulate", "--trace", str(trace), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "bad.jsonl:2" in err[0] and "total_steps" in err[0]
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--window", "5:2"], "--window"),
+    (["--cluster", "v100=x"], "--cluster"),
+    (["--policy", "nope"], "nope"),
+    (["--trace", "/does/not/exist.jsonl"], "exist"),
+    (["--preemption-overhead", "soon"], "--preemption-overhead"),
+])
+def test_bad_arguments_exit_2(argv, needle, capsys):
+    assert main(["simulate", "--jobs", "5", "--quiet", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0]
+
+
+def test_sweep_writes_csv_and_plot(tmp_path, capsys):
+    code = main(["simulate", "sweep", "--rates", "10,20", "--seeds", "0",
+                 "--policies", "max_min_fairness_perf", "--jobs", "8", "--processes", "1",
+                 "--cluster", "2:2:2", "-o", str(tmp_path), "--quiet"])
+    assert code == 0
+    with open(tmp_path / "sweep.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [float(r["rate"]) for r in rows] == [10.0, 20.0]
+    assert (tmp_path / "jct_vs_rate.png").stat().st_size > 0
+
+
+def test_bad_price_trace_exits_2(tmp_path, capsys):
+    bad = tmp_path / "p.json"
+    bad.write_text('{"v100": 3}')
+    assert main(["simulate", "--jobs", "4", "--quiet", "--price-trace", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "p.json" in err[0]

@@ -1,0 +1,125 @@
+"""Synthetic traces generated as in thesis §5.7.1 (Experiment Setup, Traces).
+
+- Job types are drawn uniformly from the throughput table (the 26 types of Table 5.2).
+- A job's duration on one V100 is 10^x minutes, with x ~ U[1.5, 3] with probability 0.8
+  and x ~ U[3, 4] otherwise; its total steps are that duration times its V100 steps/s at its
+  scale factor (as in Gandiva and Gavel).
+- Arrivals form a Poisson process of ``rate_per_hour`` jobs an hour: the first job arrives
+  at t = 0 (as in Gavel's generator) and the gaps are exponential with mean 3600 / rate
+  seconds. A rate of 0 is a static trace: every job arrives at t = 0.
+- ``multi_gpu`` ("continuous-multiple"): scale factors 1, 2, 4, 8 with probabilities
+  70%, 10%, 15%, 5% (the thesis' 25% "between 2 and 4" split as 10% + 15%).
+- ``priorities``: 20% of jobs get priority weight 5, the rest 1.
+- ``slos``: an SLO of 1.2x, 2x or 10x the job's V100 duration, uniformly (§5.7.3, Cost).
+
+Randomness comes only from ``numpy.random.default_rng``: the seed is split into one
+independent stream per attribute, so a trace is a pure function of its arguments and turning
+on e.g. ``priorities`` leaves every other attribute of the trace unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from .types import ThroughputTable, TraceJob
+
+log = logging.getLogger(__name__)
+
+LONG_JOB_PROBABILITY = 0.2
+SHORT_LOG10_MINUTES = (1.5, 3.0)
+LONG_LOG10_MINUTES = (3.0, 4.0)
+SCALE_FACTOR_MIX = {1: 0.70, 2: 0.10, 4: 0.15, 8: 0.05}
+HIGH_PRIORITY_PROBABILITY = 0.2
+HIGH_PRIORITY_WEIGHT = 5.0
+SLO_FACTORS = (1.2, 2.0, 10.0)
+REFERENCE_WORKER = "v100"
+
+_STREAMS = ("job_type", "duration", "scale_factor", "arrival", "priority", "slo")
+
+
+def sample_durations_s(rng: np.random.Generator, n: int) -> np.ndarray:
+    """``n`` V100 durations in seconds: 10^U(1.5, 3) minutes w.p. 0.8, else 10^U(3, 4)."""
+    long = rng.random(n) < LONG_JOB_PROBABILITY
+    low = np.where(long, LONG_LOG10_MINUTES[0], SHORT_LOG10_MINUTES[0])
+    high = np.where(long, LONG_LOG10_MINUTES[1], SHORT_LOG10_MINUTES[1])
+    return 60.0 * np.power(10.0, rng.uniform(low, high))
+
+
+def sample_arrivals_s(rng: np.random.Generator, n: int, rate_per_hour: float) -> np.ndarray:
+    """Arrival times: 0, then exponential gaps of mean 3600 / rate; all 0 when rate is 0."""
+    if rate_per_hour == 0 or n == 0:
+        return np.zeros(n)
+    gaps = rng.exponential(3600.0 / rate_per_hour, size=n - 1)
+    return np.concatenate(([0.0], np.cumsum(gaps)))
+
+
+def generate_trace(num_jobs: int, rate_per_hour: float, *,
+                   table: ThroughputTable | None = None, seed: int = 0,
+                   multi_gpu: bool = False, priorities: bool = False, slos: bool = False,
+                   job_types: Sequence[str] | None = None,
+                   reference_worker: str = REFERENCE_WORKER) -> list[TraceJob]:
+    """A §5.7.1 trace of ``num_jobs`` jobs, sorted by arrival. ``table`` defaults to the
+    catalog; ``job_types`` restricts the uniform draw; durations are measured on
+    ``reference_worker``. Raises ``ValueError`` for bad arguments."""
+    if isinstance(num_jobs, bool) or not isinstance(num_jobs, (int, np.integer)) or num_jobs < 0:
+        raise ValueError(f"num_jobs must be an integer >= 0, got {num_jobs!r}")
+    if not math.isfinite(rate_per_hour) or rate_per_hour < 0:
+        raise ValueError(f"rate_per_hour must be finite and >= 0, got {rate_per_hour!r}")
+    if table is None:
+        from .catalog import default_table
+        table = default_table()
+    types = _job_types(table, job_types, reference_worker)
+    n = int(num_jobs)
+    rng = dict(zip(_STREAMS, (np.random.default_rng(s)
+                              for s in np.random.SeedSequence(seed).spawn(len(_STREAMS)))))
+
+    type_index = rng["job_type"].integers(len(types), size=n)
+    durations = sample_durations_s(rng["duration"], n)
+    if multi_gpu:
+        scale_factors = rng["scale_factor"].choice(
+            list(SCALE_FACTOR_MIX), p=list(SCALE_FACTOR_MIX.values()), size=n)
+    else:
+        scale_factors = np.ones(n, dtype=int)
+    arrivals = sample_arrivals_s(rng["arrival"], n, rate_per_hour)
+    weights = (np.where(rng["priority"].random(n) < HIGH_PRIORITY_PROBABILITY,
+                        HIGH_PRIORITY_WEIGHT, 1.0) if priorities else np.ones(n))
+    slo_factors = rng["slo"].choice(SLO_FACTORS, size=n) if slos else None
+
+    jobs, fallbacks = [], 0
+    for i in range(n):
+        job_type, sf = types[type_index[i]], int(scale_factors[i])
+        if table.get(reference_worker, job_type, sf) <= 0:
+            fallbacks, sf = fallbacks + 1, 1
+        rate = table.get(reference_worker, job_type, sf)
+        jobs.append(TraceJob(
+            job_type=job_type, scale_factor=sf,
+            total_steps=max(1, round(float(durations[i]) * rate)),
+            arrival_s=float(arrivals[i]), priority_weight=float(weights[i]),
+            slo_s=None if slo_factors is None else float(slo_factors[i] * durations[i])))
+    if fallbacks:
+        log.info("%d jobs drew a scale factor their job type lacks on %s; they use 1",
+                 fallbacks, reference_worker)
+    log.debug("generated %d jobs at %g jobs/hour (seed %s)", n, rate_per_hour, seed)
+    return jobs
+
+
+def _job_types(table: ThroughputTable, job_types: Sequence[str] | None,
+               reference_worker: str) -> list[str]:
+    if reference_worker not in table.solo:
+        raise ValueError(f"the throughput table has no {reference_worker!r} worker type, "
+                         "which job durations are measured on (§5.7.1)")
+    if job_types is None:
+        types = [t for t in table.job_types if table.get(reference_worker, t, 1) > 0]
+    else:
+        types = list(dict.fromkeys(job_types))
+        bad = [t for t in types if table.get(reference_worker, t, 1) <= 0]
+        if bad:
+            raise ValueError(f"job type {bad[0]!r} has no throughput on {reference_worker} at "
+                             "scale factor 1 in the table")
+    if not types:
+        raise ValueError(f"no job type runs on {reference_worker} at scale factor 1")
+    return types

@@ -1,0 +1,77 @@
+"""Records shared by traces, the simulator and the scheduler core."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
+
+JobKey = tuple[str, int]  # (job type, scale factor)
+
+
+@dataclass(frozen=True)
+class TraceJob:
+    """One job of a trace (DESIGN.md, Trace files). ``slo_s`` is a duration from arrival."""
+
+    job_type: str
+    scale_factor: int
+    total_steps: int
+    arrival_s: float
+    priority_weight: float = 1.0
+    slo_s: float | None = None
+    entity: str | None = None
+    command: str = ""
+    working_dir: str = ""
+    num_steps_arg: str = ""
+    needs_data_dir: bool = False
+
+
+@dataclass(frozen=True)
+class ThroughputTable:
+    """Steps/s of each (job type, scale factor) on each worker type, alone and co-located.
+
+    ``solo[worker_type][(job_type, sf)] = steps/s``;
+    ``pairs[worker_type][((type_a, sf), (type_b, sf))] = (steps/s of a, steps/s of b)``.
+    """
+
+    solo: Mapping[str, Mapping[JobKey, float]]
+    pairs: Mapping[str, Mapping[tuple[JobKey, JobKey], tuple[float, float]]] = field(
+        default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "solo", MappingProxyType(
+            {w: MappingProxyType(dict(t)) for w, t in self.solo.items()}))
+        object.__setattr__(self, "pairs", MappingProxyType(
+            {w: MappingProxyType(dict(t)) for w, t in self.pairs.items()}))
+
+    @property
+    def worker_types(self) -> tuple[str, ...]:
+        return tuple(self.solo)
+
+    @property
+    def job_keys(self) -> tuple[JobKey, ...]:
+        keys: dict[JobKey, None] = {}
+        for table in self.solo.values():
+            keys.update(dict.fromkeys(table))
+        return tuple(keys)
+
+    @property
+    def job_types(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(k[0] for k in self.job_keys))
+
+    def has(self, job_type: str, scale_factor: int = 1) -> bool:
+        return any((job_type, scale_factor) in t for t in self.solo.values())
+
+    def get(self, worker_type: str, job_type: str, scale_factor: int = 1) -> float:
+        """Steps/s; 0.0 when the job cannot run on that type (or is not in the table)."""
+        return self.solo.get(worker_type, {}).get((job_type, scale_factor), 0.0)
+
+    def pair(self, worker_type: str, a: JobKey, b: JobKey) -> tuple[float, float] | None:
+        """Co-located steps/s of (a, b) on ``worker_type``, in that order; None if unknown."""
+        table = self.pairs.get(worker_type, {})
+        if (a, b) in table:
+            return table[(a, b)]
+        if (b, a) in table:
+            ta, tb = table[(b, a)]
+            return (tb, ta)
+        return None
