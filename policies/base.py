@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Mapping
@@ -98,7 +99,9 @@ def run(program: cp.Problem, solver: str, what: str, *, precise: bool = False) -
     """Solve ``program`` and return its value, or raise a typed error saying why not."""
     options = PRECISE.get(solver, {}) if precise else {}
     try:
-        program.solve(solver=solver, **options)
+        with warnings.catch_warnings():  # cvxpy warns of inaccuracy; the status says it too
+            warnings.filterwarnings("ignore", message="Solution may be inaccurate")
+            program.solve(solver=solver, **options)
     except cp.SolverError as err:
         raise SolverFailed(f"{what}: solver {solver} failed: {err}") from None
     status = program.status
