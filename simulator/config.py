@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from gavelsched.estimator import EstimatorConfig
+
 
 @dataclass(frozen=True)
 class SimConfig:
@@ -24,6 +26,11 @@ class SimConfig:
     - ``window``: job ids [first, last) whose completion times are averaged; the run stops
       once they have all finished (Gavel's ``jobs_to_complete``).
     - ``record_timeline``: keep per-round data for plots.
+    - ``estimate_pairs``: space-sharing policies plan on *estimated* co-located
+      throughputs (``gavelsched.estimator.estimated_table`` with ``estimator``, seeded by
+      the run's seed) while jobs progress at the oracle rates; a pair's throughputs on a
+      type become the measured ones once it has run there (thesis §5.3.3, §5.7.6, Figure
+      5.16). Policies without pairs are unaffected.
     """
 
     round_ends_at_last_finish: bool = True
@@ -31,6 +38,8 @@ class SimConfig:
     preemption_overhead_s: Mapping[str, float] = field(default_factory=dict)
     window: tuple[int, int] | None = None
     record_timeline: bool = False
+    estimate_pairs: bool = False
+    estimator: EstimatorConfig = EstimatorConfig()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "preemption_overhead_s",

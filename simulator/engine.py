@@ -25,8 +25,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from gavelsched.core import CoreConfig, JobSpec, RoundReport, SchedulerCore
+from gavelsched.estimator import estimated_table
 from gavelsched.mechanism import ClusterView
-from policies import Policy, UnknownPolicy, get_policy
+from policies import Entity, Policy, UnknownPolicy, get_policy
 from traces import ThroughputTable, TraceJob
 
 from .config import SimConfig
@@ -69,12 +70,14 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
              policy: str | Policy, *, core_config: CoreConfig | None = None,
              sim: SimConfig | None = None, gpus_per_server: Mapping[str, int] | int | None = None,
              prices: Mapping[str, float] | None = None, price_trace: PriceTrace | None = None,
+             entities: Mapping[str, Entity] | None = None,
              seed: int = 0, progress: bool = False) -> SimulationResult:
     """Replay ``jobs`` (job ``i`` gets id ``str(i)``) on ``cluster`` under ``policy``.
 
     ``core_config`` defaults to ``CoreConfig.for_policy`` (Gavel's rules) with the types
     served fastest first; ``prices`` are $/GPU-hour per type, ``price_trace`` changes them
-    over time.
+    over time; ``entities`` (by name) make water-filling policies hierarchical (thesis
+    §5.4.3: jobs name their entity in the trace).
     """
     wall_start = time.perf_counter()
     sim = sim or SimConfig()
@@ -93,7 +96,11 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
                                             type_order=fastest_first(table, view.worker_types))
     specs = [_spec(i, job) for i, job in enumerate(jobs)]
     _check_runnable(specs, table, view)
-    run = _Run(jobs, specs, SchedulerCore(policy, view, table, core_config), sim,
+    planned = (estimated_table(table, sim.estimator, rng=np.random.default_rng(seed))
+               if sim.estimate_pairs and core_config.pairs else None)
+    core = SchedulerCore(policy, view, table, core_config, entities=entities,
+                         planned_pairs=planned)
+    run = _Run(jobs, specs, core, sim,
                Metrics(policy_name, view.worker_types, sim.record_timeline,
                        frozenset(str(i) for i in _plotted(sim.window, len(jobs)))),
                dict(prices or {}), price_trace)
@@ -182,7 +189,9 @@ class _Run:
         finishing = (steps >= batch.remaining) & (batch.remaining > 0)
         outcome = self.core.end_round(RoundReport(steps=steps, seconds=seconds), end)
         if outcome.completed:
-            at = {batch.members[i][m]: now + float(took[i, m])
+            # A job finishes when its micro-task does: for a co-located pair, when the
+            # later of the two stops (Gavel's completion time for both members).
+            at = {batch.members[i][m]: now + float(seconds[i])
                   for i, m in zip(*np.nonzero(finishing))}
             for job_id in outcome.completed:
                 self.metrics.on_complete(job_id, at[job_id])

@@ -5,7 +5,8 @@
   scale factor), stacked; the first ``max_jobs`` jobs (or the window's) are drawn;
 - ``utilization.png``: busy workers per type over time, as a share of the type's workers;
 - ``jct_vs_rate.png`` (sweeps): average JCT against input job rate, one line per policy,
-  mean over seeds with a band of one standard deviation (Figures 5.9a-5.11a).
+  mean over seeds with a band of one standard deviation (Figures 5.9a-5.11a);
+- ``plot_cdfs``: JCT CDFs of several policies on one axis (Figures 5.9b-5.10b).
 """
 
 from __future__ import annotations
@@ -129,6 +130,28 @@ def plot_sweep(rows: Sequence[Mapping], path: str | Path) -> Path:
         ax.fill_between(rates, mean - std, mean + std, alpha=0.2)
     ax.set_xlabel("input job rate (jobs/hour)")
     ax.set_ylabel("average JCT (hours)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_cdfs(series: Mapping[str, Sequence[float]], path: str | Path, *,
+              title: str = "JCT CDF") -> Path:
+    """One CDF per label of completion times in seconds, drawn in hours on a log axis."""
+    plt = _pyplot()
+    path = Path(path)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for label, seconds in series.items():
+        hours = np.sort(np.asarray(seconds, dtype=float)) / 3600
+        if len(hours):
+            ax.plot(hours, np.arange(1, len(hours) + 1) / len(hours), label=label)
+    ax.set_xscale("log")
+    ax.set_xlabel("job completion time (hours)")
+    ax.set_ylabel("fraction of jobs")
+    ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()

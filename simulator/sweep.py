@@ -1,7 +1,15 @@
 """Sweeps: input job rate x seed x policy, in parallel processes (thesis Figures 5.9-5.11).
 
-Each point generates a §5.7.1 trace (``traces.generator``) and simulates it. Results go to
-``sweep.csv`` (one row per point) and ``jct_vs_rate.png`` in the output folder.
+Each point generates a §5.7.1 trace (``traces.generator``, or ``SweepSpec.trace``) and
+simulates it. ``run_points`` runs any list of (point, spec) pairs in one process pool;
+``run_sweep`` runs a grid and writes ``sweep.csv`` (one row per point) and
+``jct_vs_rate.png`` in the output folder.
+
+Besides the CSV fields, a row carries ``jcts_s``, the completion times of the window's
+jobs (for CDFs). Its ``unarrived`` field counts the jobs of the trace that had not arrived
+when the run stopped: 0 means arrivals ran out before the window's jobs finished, so they
+finished in a draining cluster (the thesis keeps adding jobs), which understates the JCT
+of a saturated one.
 """
 
 from __future__ import annotations
@@ -10,13 +18,14 @@ import csv
 import itertools
 import logging
 import multiprocessing
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from gavelsched.core import CoreConfig
 from gavelsched.mechanism import ClusterView
-from traces import ThroughputTable
+from traces import ThroughputTable, TraceJob
 from traces.catalog import default_table
 from traces.generator import generate_trace
 
@@ -28,7 +37,7 @@ log = logging.getLogger(__name__)
 
 FIELDS = ("policy", "rate", "seed", "jobs", "window", "avg_jct_s", "makespan_s",
           "utilization", "cost_usd", "slo_violations", "rounds", "resolves",
-          "lease_extension_rate", "wall_s")
+          "lease_extension_rate", "unarrived", "wall_s")
 
 
 @dataclass(frozen=True)
@@ -40,7 +49,13 @@ class SweepPoint:
 
 @dataclass(frozen=True)
 class SweepSpec:
-    """Everything but the grid: what each point simulates."""
+    """Everything but the grid: what each point simulates.
+
+    ``trace``, when given, replaces the §5.7.1 generator: ``trace(rate, seed)`` returns
+    the jobs (a module-level function or a ``functools.partial`` of one, so that worker
+    processes can receive it). ``core_options`` override fields of
+    ``CoreConfig.for_policy`` (e.g. ``{"backfill": False}``).
+    """
 
     jobs: int
     cluster: Mapping[str, int]
@@ -52,6 +67,8 @@ class SweepSpec:
     prices: Mapping[str, float] | None = None
     preemption_overhead: str = "0"          # seconds, or "catalog"
     table: ThroughputTable | None = None
+    trace: Callable[[float, int], list[TraceJob]] | None = None
+    core_options: Mapping[str, Any] = field(default_factory=dict)
 
 
 def default_window(jobs: int) -> tuple[int, int]:
@@ -63,31 +80,85 @@ def default_window(jobs: int) -> tuple[int, int]:
 
 def run_point(point: SweepPoint, spec: SweepSpec) -> dict:
     table = spec.table or default_table()
-    jobs = generate_trace(spec.jobs, point.rate, table=table, seed=point.seed,
-                          multi_gpu=spec.multi_gpu)
-    window = spec.window or default_window(spec.jobs)
+    if spec.trace is not None:
+        jobs = spec.trace(point.rate, point.seed)
+    else:
+        jobs = generate_trace(spec.jobs, point.rate, table=table, seed=point.seed,
+                              multi_gpu=spec.multi_gpu)
+    window = spec.window or default_window(len(jobs))
     types = ClusterView.build(spec.cluster).worker_types
-    core = CoreConfig.for_policy(point.policy, seed=point.seed,
-                                 round_seconds=spec.round_seconds,
-                                 min_resolve_interval_s=spec.min_resolve_interval_s,
-                                 type_order=fastest_first(table, types))
+    options = {"round_seconds": spec.round_seconds,
+               "min_resolve_interval_s": spec.min_resolve_interval_s,
+               "type_order": fastest_first(table, types), **spec.core_options}
+    core = CoreConfig.for_policy(point.policy, seed=point.seed, **options)
     result = simulate(jobs, table, spec.cluster, point.policy, core_config=core,
                       sim=SimConfig(window=window, preemption_overhead_s=preemption_overheads(
                           spec.preemption_overhead, (j.job_type for j in jobs))),
                       gpus_per_server=spec.gpus_per_server,
                       prices=spec.prices, seed=point.seed)
     return {
-        "policy": point.policy, "rate": point.rate, "seed": point.seed, "jobs": spec.jobs,
+        "policy": point.policy, "rate": point.rate, "seed": point.seed, "jobs": len(jobs),
         "window": f"{window[0]}:{window[1]}", "avg_jct_s": result.avg_jct_s,
         "makespan_s": result.makespan_s, "utilization": result.utilization,
         "cost_usd": result.cost_usd, "slo_violations": result.slo_violations,
         "rounds": result.rounds, "resolves": result.resolves,
-        "lease_extension_rate": result.lease_extension_rate, "wall_s": result.wall_s,
+        "lease_extension_rate": result.lease_extension_rate,
+        "unarrived": sum(1 for j in result.jobs if j.arrival_s > result.end_s),
+        "wall_s": result.wall_s,
+        "jcts_s": [j.jct_s for j in result.jobs[window[0]:window[1]] if j.jct_s is not None],
     }
 
 
 def _run(args):
     return run_point(*args)
+
+
+def run_points(tasks: Sequence[tuple[SweepPoint, SweepSpec]], *, processes: int | None = None,
+               progress: bool = False) -> list[dict]:
+    """Run every (point, spec) in a pool of ``processes`` (1: in this process); return the
+    rows in the order of ``tasks``. Put the longest runs first: they start early."""
+    bar = None
+    if progress:
+        import sys
+        if sys.stderr.isatty():
+            from tqdm import tqdm
+            bar = tqdm(total=len(tasks), unit="run", file=sys.stderr, desc="sweep")
+    rows: list[dict | None] = [None] * len(tasks)
+    indexed = list(enumerate(tasks))
+    if processes == 1 or len(tasks) <= 1:
+        results = map(_run_indexed, indexed)
+        pool = None
+    else:
+        pool = multiprocessing.Pool(processes)
+        results = pool.imap_unordered(_run_indexed, indexed)
+    try:
+        for i, row in results:
+            rows[i] = row
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if pool is not None:
+            pool.close()
+            pool.join()
+        if bar is not None:
+            bar.close()
+    return rows  # type: ignore[return-value]
+
+
+def _run_indexed(item):
+    i, task = item
+    return i, _run(task)
+
+
+def write_csv(rows: Sequence[Mapping], path: str | Path) -> Path:
+    """Write rows (``FIELDS`` columns, None as empty) to a CSV file."""
+    path = Path(path)
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: ("" if row[k] is None else row[k]) for k in FIELDS})
+    return path
 
 
 def run_sweep(policies: Sequence[str], rates: Sequence[float], seeds: Sequence[int],
@@ -100,33 +171,9 @@ def run_sweep(policies: Sequence[str], rates: Sequence[float], seeds: Sequence[i
               itertools.product(policies, rates, seeds)]
     # Highest rates first: the longest runs start early (as Gavel's sweep does).
     points.sort(key=lambda pt: -pt.rate)
-    tasks = [(pt, spec) for pt in points]
-    rows: list[dict] = []
-    bar = None
-    if progress:
-        import sys
-        if sys.stderr.isatty():
-            from tqdm import tqdm
-            bar = tqdm(total=len(tasks), unit="run", file=sys.stderr, desc="sweep")
-    if processes == 1 or len(tasks) <= 1:
-        for task in tasks:
-            rows.append(_run(task))
-            if bar is not None:
-                bar.update(1)
-    else:
-        with multiprocessing.Pool(processes) as pool:
-            for row in pool.imap_unordered(_run, tasks):
-                rows.append(row)
-                if bar is not None:
-                    bar.update(1)
-    if bar is not None:
-        bar.close()
+    rows = run_points([(pt, spec) for pt in points], processes=processes, progress=progress)
     rows.sort(key=lambda r: (list(policies).index(r["policy"]), r["rate"], r["seed"]))
-    with open(out / "sweep.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=FIELDS)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: ("" if row[k] is None else row[k]) for k in FIELDS})
+    write_csv(rows, out / "sweep.csv")
     plot_sweep(rows, out / "jct_vs_rate.png")
     return rows
 

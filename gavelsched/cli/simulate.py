@@ -51,6 +51,17 @@ def register(subparsers) -> None:
     p.add_argument("--price-trace", type=Path, metavar="PATH",
                    help="JSON/YAML {type: [[time_s, $/h], ...]}: prices that change over "
                         "time; each change re-solves the policy")
+    p.add_argument("--estimate-pairs", action="store_true",
+                   help="space-sharing policies plan on estimated co-located throughputs "
+                        "(matrix completion from a few profiled pairs, thesis §5.3.3) while "
+                        "jobs progress at the table's rates")
+    p.add_argument("--profiled-fraction", type=float, default=0.2, metavar="F",
+                   help="with --estimate-pairs: share of reference jobs each job is "
+                        "profiled beside")
+    p.add_argument("--entities", metavar="SPEC",
+                   help="hierarchical policies (thesis §5.4.3): NAME=WEIGHT[:fifo|fairness],"
+                        "... or a YAML/JSON file {NAME: {weight: W, policy: fifo}}; trace "
+                        "jobs name their entity (.jsonl 'entity')")
     p.set_defaults(func=run)
 
     sub = p.add_subparsers(dest="simulate_command", metavar="sweep")
@@ -119,15 +130,20 @@ def _run(args: argparse.Namespace) -> int:
     if window is not None and window[0] >= len(jobs):
         raise InputError(f"--window {args.window}: the trace has {len(jobs)} jobs")
     price_trace = PriceTrace.load(args.price_trace) if args.price_trace else None
+    entities = parse_entities(args.entities) if args.entities else None
+    if entities is not None:
+        _check_entities(jobs, entities)
     sim = SimConfig(window=window, record_timeline=args.plot is not None,
-                    preemption_overhead_s=_overheads(args.preemption_overhead, jobs))
+                    preemption_overhead_s=_overheads(args.preemption_overhead, jobs),
+                    estimate_pairs=args.estimate_pairs,
+                    estimator=_estimator(args.profiled_fraction))
     core = _core_config(args, table, cluster)
     if not args.quiet:
         print(f"{source} on {_cluster_text(cluster)}, policy {args.policy}", file=sys.stderr)
     result = simulate(jobs, table, cluster, args.policy, core_config=core, sim=sim,
                       gpus_per_server=parse_per_type(args.gpus_per_server, "--gpus-per-server"),
                       prices=_prices(args.prices, cluster), price_trace=price_trace,
-                      seed=args.seed, progress=not args.quiet)
+                      entities=entities, seed=args.seed, progress=not args.quiet)
     to_stdout = args.json is not None and str(args.json) == "-"
     print(result.summary(), file=sys.stderr if to_stdout else sys.stdout)
     if args.json is not None:
@@ -243,6 +259,54 @@ def parse_window(spec: str) -> tuple[int, int]:
     if not sep or not 0 <= window[0] < window[1]:
         raise InputError(f"--window: expected FIRST:LAST with 0 <= FIRST < LAST, got {spec!r}")
     return window
+
+
+def parse_entities(spec: str) -> dict:
+    """``NAME=WEIGHT[:fifo|fairness],...`` or a YAML/JSON file of the Problem JSON's
+    ``entities`` object, as ``{name: policies.Entity}``."""
+    from policies import Problem, ProblemError
+
+    path = Path(spec)
+    if path.suffix.lower() in (".yaml", ".yml", ".json") or path.is_file():
+        from traces.throughputs import read_document
+        try:
+            raw = read_document(path)
+        except OSError as err:
+            raise InputError(f"--entities: cannot read {spec}: {err.strerror}") from None
+        except ValueError as err:
+            raise InputError(f"--entities: {err}") from None
+    else:
+        raw = {}
+        for part in spec.split(","):
+            name, sep, rest = part.strip().partition("=")
+            weight, _, policy = rest.partition(":")
+            if not sep or not name:
+                raise InputError(f"--entities: expected NAME=WEIGHT[:fifo|fairness], got "
+                                 f"{part.strip()!r}")
+            try:
+                raw[name] = {"weight": float(weight), "policy": policy or "fairness"}
+            except ValueError:
+                raise InputError(f"--entities: {name}: weight {weight!r} is not a number") \
+                    from None
+    try:
+        return dict(Problem.from_dict({"cluster": {}, "entities": raw}).entities)
+    except ProblemError as err:
+        raise InputError(f"--entities: {err}") from None
+
+
+def _check_entities(jobs, entities) -> None:
+    for i, job in enumerate(jobs):
+        if job.entity is not None and job.entity not in entities:
+            raise InputError(f"--entities: job {i} names entity {job.entity!r}, which is not "
+                             f"defined (defined: {', '.join(sorted(entities))})")
+
+
+def _estimator(fraction: float):
+    from gavelsched.estimator import EstimatorConfig
+    try:
+        return EstimatorConfig(profiled_fraction=fraction)
+    except ValueError as err:
+        raise InputError(f"--profiled-fraction: {err}") from None
 
 
 def _prices(spec: str | None, cluster) -> dict[str, float]:

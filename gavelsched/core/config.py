@@ -43,8 +43,10 @@ class CoreConfig:
     - ``hold_unallocated``: a job admitted after the last re-solve competes with priority 0
       and, when picked, keeps its workers idle for the round (Gavel). False skips it.
     - ``pairs``: list co-located pairs in the Problem (space-sharing policies).
-    - ``isolated_time``: track Themis t^isolated (steps done / isolated throughput) for
-      finish-time fairness; False passes None, so the policy uses elapsed time (Gavel).
+    - ``isolated_time``: track Themis t^isolated for finish-time fairness: at each
+      re-solve, the steps made since the previous one over the isolated throughput then
+      (Gavel's FinishTimeFairness policy); False passes None (the policy then uses the
+      elapsed time). On by default for ``finish_time_fairness*``.
     - ``seed``: seeds the core's own RNG (type-order shuffles).
     - ``on_solve_error``: ``"raise"`` or ``"keep"`` (keep the last allocation and retry at
       the next boundary).
@@ -93,7 +95,8 @@ class CoreConfig:
           gandiva, allox or min_makespan_with_budget) shuffle the type order every round
           (Gavel: no 'Perf' and no 'Packing' in the class name);
         - FIFO policies never run priority-0 jobs (Gavel: name starts with 'FIFO');
-        - space-sharing policies (``_packed``, gandiva) get pairs in their Problem.
+        - space-sharing policies (``_packed``, gandiva) get pairs in their Problem;
+        - finish-time fairness gets Themis t^isolated (Gavel keeps it in the policy).
         """
         aware = ("_perf" in policy_name or "_packed" in policy_name
                  or policy_name in AWARE_WITHOUT_SUFFIX)
@@ -101,6 +104,7 @@ class CoreConfig:
             "shuffle_type_order": not aware,
             "backfill": not policy_name.startswith("fifo"),
             "pairs": _needs_pairs(policy_name),
+            "isolated_time": policy_name.startswith("finish_time_fairness"),
         }
         rules.update(overrides)
         return cls(**rules)

@@ -50,7 +50,9 @@ class _Job:
     order: int
     T: np.ndarray                      # steps/s per core type (0: cannot run there)
     throughputs: dict[str, float]      # the same, by type name (for Problems)
-    isolated_elapsed_s: float = 0.0
+    isolated_elapsed_s: float = 0.0    # Themis t^isolated (``CoreConfig.isolated_time``)
+    isolated_rate: float = 0.0         # throughput(m, X^isolated) at the last re-solve
+    left_at_resolve: float | None = None
 
 
 @dataclass
@@ -58,6 +60,8 @@ class _RoundInFlight:
     index: int
     start_s: float
     batch: TaskBatch
+    rows: np.ndarray       # the row of each task's combination, valid while version holds
+    version: int
 
 
 class SchedulerCore:
@@ -65,7 +69,11 @@ class SchedulerCore:
 
     def __init__(self, policy: Policy, view: ClusterView, throughputs: ThroughputSource,
                  config: CoreConfig | None = None, *, prices: Mapping[str, float] | None = None,
-                 entities: Mapping[str, Entity] | None = None) -> None:
+                 entities: Mapping[str, Entity] | None = None,
+                 planned_pairs: ThroughputSource | None = None) -> None:
+        """``throughputs`` gives the steps/s jobs make (leases, progress). ``planned_pairs``
+        gives the co-located throughputs policies see for a pair until it has run on a
+        worker type (thesis §5.3.3: estimated, then measured); None: ``throughputs``."""
         config = config or CoreConfig()
         self.policy = policy
         self.config = config
@@ -90,6 +98,8 @@ class SchedulerCore:
         self._in_flight: _RoundInFlight | None = None
         self._solo_cache: dict[tuple[str, int], np.ndarray] = {}
         self._pair_cache: dict[tuple[tuple[str, int], tuple[str, int]], np.ndarray | None] = {}
+        self._planned_source = planned_pairs
+        self._planned_cache: dict[tuple[tuple[str, int], tuple[str, int]], np.ndarray | None] = {}
         # Closed periods wait here for take_closed_periods(); bounded for executors that
         # never take them.
         self._closed_periods: deque[Period] = deque(maxlen=64)
@@ -199,7 +209,8 @@ class SchedulerCore:
         plan = plan_round(self._demand(), self._view, self._planner_config())
         batch = self._batch(plan)
         self._assignments = dict(zip(batch.keys, batch.workers))
-        self._in_flight = _RoundInFlight(self._rounds, float(now), batch)
+        self._in_flight = _RoundInFlight(self._rounds, float(now), batch, plan.combo_index,
+                                         self._rows.version)
         self._rounds += 1
         return Round(index=self._in_flight.index, start_s=float(now),
                      round_seconds=self.config.round_seconds, batch=batch,
@@ -219,17 +230,19 @@ class SchedulerCore:
         rows = self._rows
         if len(batch) == 0:
             return RoundOutcome(completed=())
-        index = rows.index
-        where = np.array([index.get(k, -1) for k in batch.keys], dtype=int)
+        if flight.version == rows.version:
+            where = flight.rows
+        else:  # a cancel moved rows mid-round
+            index = rows.index
+            where = np.array([index.get(k, -1) for k in batch.keys], dtype=int)
         ok = where >= 0
         # Each combination and each job runs at most once a round: no repeated indices.
         rows.received[where[ok], batch.type_index[ok]] += np.asarray(reports.seconds,
                                                                     dtype=float)[ok]
+        rows.ran[where[ok], batch.type_index[ok]] = True
         members = rows.member_rows[where[ok]]
         steps = np.asarray(reports.steps, dtype=float)[ok]
         has = members >= 0
-        if self.config.isolated_time:
-            self._add_isolated_time(members[has], steps[has])
         touched = members[has]
         rows.left[touched] -= steps[has]
         finished = np.sort(touched[rows.left[touched] <= 1e-9])
@@ -280,16 +293,21 @@ class SchedulerCore:
             self._solo_cache[key] = row
         return row
 
-    def _pair(self, a: tuple[str, int], b: tuple[str, int]) -> np.ndarray | None:
-        """(n, 2) co-located steps/s of (a, b), or None when unknown on every type."""
-        if (a, b) not in self._pair_cache:
+    def _pair(self, a: tuple[str, int], b: tuple[str, int], *,
+              planned: bool = False) -> np.ndarray | None:
+        """(n, 2) co-located steps/s of (a, b), or None when unknown on every type; from the
+        planning source when ``planned`` (and there is one)."""
+        source, cache = self._source, self._pair_cache
+        if planned and self._planned_source is not None:
+            source, cache = self._planned_source, self._planned_cache
+        if (a, b) not in cache:
             rows = []
             for t in self._types:
-                got = self._source.pair(t, a, b)
+                got = source.pair(t, a, b)
                 rows.append((0.0, 0.0) if got is None else (float(got[0]), float(got[1])))
             arr = np.array(rows, dtype=float)
-            self._pair_cache[(a, b)] = arr if (arr > 0).all(axis=1).any() else None
-        return self._pair_cache[(a, b)]
+            cache[(a, b)] = arr if (arr > 0).all(axis=1).any() else None
+        return cache[(a, b)]
 
     def _sync_types(self) -> None:
         types = self._view.worker_types
@@ -300,6 +318,7 @@ class SchedulerCore:
         self._rows.widen(old, types, self.config.seed_seconds)
         self._solo_cache.clear()
         self._pair_cache.clear()
+        self._planned_cache.clear()
         for job in self._jobs.values():
             job.T = self._solo(job.spec.key).copy()
             job.throughputs = dict(zip(types, job.T.tolist()))
@@ -313,6 +332,7 @@ class SchedulerCore:
                     gone.append(key)
                 else:
                     self._rows.rate[row] = pt
+        self._rows.changed()
         self._rows.drop(gone)
 
     # -- re-solving
@@ -327,6 +347,8 @@ class SchedulerCore:
         self._close_period(now)
         self._force = False
         self._stale = False
+        if cfg.isolated_time:
+            self._advance_isolated_time()
         problem = self._problem(now)
         try:
             allocation = self.policy.solve(problem)
@@ -362,28 +384,30 @@ class SchedulerCore:
 
     def _problem(self, now: float) -> Problem:
         rows = self._rows
-        left = {k: rows.left[rows.index[k]] for k in self._jobs}
-        jobs = []
-        for job_id, job in self._jobs.items():
-            spec = job.spec
-            jobs.append(Job(
-                id=job_id, throughputs=job.throughputs,
-                scale_factor=spec.scale_factor, weight=spec.weight,
-                remaining_steps=float(left[job_id]), elapsed_s=max(0.0, now - job.arrival_s),
-                slo_s=spec.slo_s, entity=spec.entity,
-                isolated_elapsed_s=job.isolated_elapsed_s if self.config.isolated_time else None,
-            ))
+        index = rows.index
+        left = rows.left[[index[k] for k in self._jobs]].tolist()
+        isolated = self.config.isolated_time
+        jobs = [Job(id=job_id, throughputs=job.throughputs,
+                    scale_factor=job.spec.scale_factor, weight=job.spec.weight,
+                    remaining_steps=steps, elapsed_s=max(0.0, now - job.arrival_s),
+                    slo_s=job.spec.slo_s, entity=job.spec.entity,
+                    isolated_elapsed_s=job.isolated_elapsed_s if isolated else None)
+                for (job_id, job), steps in zip(self._jobs.items(), left)]
         pairs = self._problem_pairs() if self.config.pairs else ()
-        previous = {}
-        if self._last_allocation is not None:
-            for key, row in self._last_allocation.allocation.items():
-                if all(m in self._jobs for m in key.split("+")):
-                    previous[key] = dict(row)
+        # The whole allocation in force, finished jobs included: FIFO hands a finished
+        # job's type to the head of its queue (Gavel's FIFOPolicy keeps that state itself).
+        previous = ({} if self._last_allocation is None
+                    else self._last_allocation.allocation)
         return Problem(cluster=dict(self._view.counts), jobs=tuple(jobs), prices=self._prices,
                        pairs=pairs, entities=self._entities, previous=previous)
 
     def _problem_pairs(self) -> tuple[Pair, ...]:
+        """Every pair of active jobs with the same scale factor that can share a worker
+        somewhere, with the co-located throughputs the policy plans on: the planning
+        source's (an estimate), replaced by the measured (oracle) ones on the types where
+        the pair has already run (Gavel updates a pair's throughputs once it ran)."""
         ids = list(self._jobs)
+        rows = self._rows
         out = []
         for i, a in enumerate(ids):
             ka = self._jobs[a].spec.key
@@ -391,12 +415,17 @@ class SchedulerCore:
                 kb = self._jobs[b].spec.key
                 if ka[1] != kb[1]:
                     continue
-                pt = self._pair(ka, kb)
+                pt = self._pair(ka, kb, planned=True)
+                row = rows.index.get(f"{a}+{b}") if self._planned_source is not None else None
+                if row is not None and rows.ran[row].any():
+                    pt = np.where(rows.ran[row][:, None], rows.rate[row],
+                                  pt if pt is not None else 0.0)
                 if pt is None:
                     continue
-                out.append(Pair(jobs=(a, b), throughputs={
-                    t: (float(pt[j, 0]), float(pt[j, 1]))
-                    for j, t in enumerate(self._types) if pt[j, 0] > 0 and pt[j, 1] > 0}))
+                thr = {t: (float(pt[j, 0]), float(pt[j, 1]))
+                       for j, t in enumerate(self._types) if pt[j, 0] > 0 and pt[j, 1] > 0}
+                if thr:
+                    out.append(Pair(jobs=(a, b), throughputs=thr))
         return tuple(out)
 
     def _install(self, allocation: Allocation) -> None:
@@ -470,10 +499,11 @@ class SchedulerCore:
             remaining = remaining.astype(np.int64)
         else:
             steps = np.where(has, np.minimum(rates * self.config.round_seconds, remaining), 0.0)
-        keys = plan.keys
+        keys, all_members = plan.keys, plan.members
+        at = r.tolist()
         return TaskBatch(
-            keys=tuple(keys[i] for i in r.tolist()),
-            members=tuple(plan.members[i] for i in r.tolist()),
+            keys=tuple([keys[i] for i in at]),
+            members=tuple([all_members[i] for i in at]),
             types=self._types, type_index=j, workers=plan.workers,
             size=rows.scale_factor[r].copy(), extended=plan.extended,
             steps=steps, rates=rates, remaining=remaining,
@@ -491,15 +521,20 @@ class SchedulerCore:
             seconds[i] = report.seconds
         return RoundReport(steps=steps, seconds=seconds)
 
-    def _add_isolated_time(self, member_rows: np.ndarray, steps: np.ndarray) -> None:
+    def _advance_isolated_time(self) -> None:
+        """Themis t^isolated (thesis §5.4.2), kept as Gavel's FinishTimeFairness policy
+        keeps it: at each re-solve a job's isolated time grows by the steps it made since
+        the previous re-solve over its isolated throughput at that re-solve, with 1/n of
+        the cluster for each of the n jobs active then. A job admitted since has made no
+        steps (unallocated jobs do not run), so it starts at 0."""
+        rows = self._rows
         n_active = len(self._jobs)
-        for row, done in zip(member_rows.tolist(), steps.tolist()):
-            job = self._jobs.get(self._rows.keys[row])
-            if job is None or done <= 0:
-                continue
-            iso = self._isolated_throughput(job, n_active)
-            if iso > 0:
-                job.isolated_elapsed_s += done / iso
+        for job_id, job in self._jobs.items():
+            left = float(rows.left[rows.index[job_id]])
+            if job.left_at_resolve is not None and job.isolated_rate > 0:
+                job.isolated_elapsed_s += (job.left_at_resolve - left) / job.isolated_rate
+            job.left_at_resolve = left
+            job.isolated_rate = self._isolated_throughput(job, n_active)
 
     def _isolated_throughput(self, job: _Job, n_active: int) -> float:
         """throughput(m, X^isolated): 1/n of every type's workers, as time on the job's

@@ -23,8 +23,11 @@ class Rows:
         self.deficit = np.zeros((0, n_types))
         self.allocation = np.zeros((0, n_types))
         self.allocated = np.zeros(0, dtype=bool)
+        self.ran = np.zeros((0, n_types), dtype=bool)  # has run on the type (measured)
         self.left = np.zeros(0)                      # steps a job row has left (pairs: 0)
+        self.version = 0                             # bumped whenever rows move
         self._member_rows: np.ndarray | None = None
+        self._runnable: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -44,11 +47,20 @@ class Rows:
 
     @property
     def runnable(self) -> np.ndarray:
-        """(c, n): every member makes progress on the type."""
-        single = self.member_rows[:, 1] < 0
-        ok0 = self.rate[:, :, 0] > 0
-        ok1 = self.rate[:, :, 1] > 0
-        return ok0 & (ok1 | single[:, None])
+        """(c, n): every member makes progress on the type (read-only; cached)."""
+        if self._runnable is None:
+            single = self.member_rows[:, 1] < 0
+            ok0 = self.rate[:, :, 0] > 0
+            ok1 = self.rate[:, :, 1] > 0
+            self._runnable = ok0 & (ok1 | single[:, None])
+            self._runnable.flags.writeable = False
+        return self._runnable
+
+    def changed(self) -> None:
+        """Rows were added, dropped or re-typed, or rates changed: drop derived caches."""
+        self.version += 1
+        self._member_rows = None
+        self._runnable = None
 
     def add_many(self, entries, seed: float, left=None) -> None:
         """Append rows for (key, members, scale factor, rate) entries; ``left`` gives the
@@ -56,7 +68,7 @@ class Rows:
         entries = list(entries)
         if not entries:
             return
-        self._member_rows = None
+        self.changed()
         rates = []
         for key, members, _, rate in entries:
             if key in self.index:
@@ -75,6 +87,7 @@ class Rows:
         self.deficit = np.vstack([self.deficit, np.zeros((k, self.n))])
         self.allocation = np.vstack([self.allocation, np.zeros((k, self.n))])
         self.allocated = np.concatenate([self.allocated, np.zeros(k, dtype=bool)])
+        self.ran = np.vstack([self.ran, np.zeros((k, self.n), dtype=bool)])
         self.left = np.concatenate([self.left, np.zeros(k) if left is None
                                     else np.asarray(left, dtype=float)])
 
@@ -83,13 +96,13 @@ class Rows:
         gone = {self.index[k] for k in keys if k in self.index}
         if not gone:
             return
-        self._member_rows = None
+        self.changed()
         keep = np.array([i not in gone for i in range(len(self.keys))], dtype=bool)
         self.keys = [k for k, ok in zip(self.keys, keep) if ok]
         self.members = [m for m, ok in zip(self.members, keep) if ok]
         self.index = {k: i for i, k in enumerate(self.keys)}
         for name in ("scale_factor", "rate", "received", "deficit", "allocation", "allocated",
-                     "left"):
+                     "ran", "left"):
             setattr(self, name, getattr(self, name)[keep])
 
     def widen(self, old_types: tuple[str, ...], new_types: tuple[str, ...], seed: float) -> None:
@@ -104,7 +117,9 @@ class Rows:
             return out
 
         self.n = len(new_types)
+        self.changed()
         self.received = remap(self.received, seed)
         self.deficit = remap(self.deficit, 0.0)
         self.allocation = remap(self.allocation, 0.0)
+        self.ran = remap(self.ran, False)
         self.rate = remap(self.rate, 0.0)

@@ -12,7 +12,7 @@ would like to keep.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 from .view import ClusterView
@@ -40,11 +40,42 @@ def place(requests: Sequence[Request], view: ClusterView) -> dict[str, tuple[tup
         by_type.setdefault(r[1], []).append(r)
     for worker_type, reqs in by_type.items():
         if view.one_worker_per_server(worker_type):
-            out.update(_place_singles(worker_type, reqs, view.live_workers(worker_type)))
+            out.update(_place_singles(worker_type, reqs, view.live_workers(worker_type),
+                                      view.live_set(worker_type)))
         else:
             out.update(_place_type(worker_type, [Request(*r) for r in reqs],
                                    view.live_servers.get(worker_type, ())))
     return out
+
+
+def place_units(keys: Sequence[str], worker_types: Sequence[str],
+                previous: Mapping[str, tuple[int, ...]],
+                view: ClusterView) -> tuple[list[tuple[int, ...]], list[bool]]:
+    """``place`` for one-worker requests on types whose servers hold one worker each (the
+    common case, without building ``Request`` records): aligned lists of (worker ids,
+    lease extended). Same rules as ``_place_singles``."""
+    workers: list = [None] * len(keys)
+    extended = [False] * len(keys)
+    kept: set[int] = set()
+    fresh: dict[str, list[int]] = {}
+    live = {t: view.live_set(t) for t in set(worker_types)}
+    for pos, (key, t) in enumerate(zip(keys, worker_types)):
+        prev = previous.get(key)
+        if prev is not None and len(prev) == 1 and prev[0] in live[t]:
+            workers[pos] = prev
+            extended[pos] = True
+            kept.add(prev[0])
+        else:
+            fresh.setdefault(t, []).append(pos)
+    for t, positions in fresh.items():
+        ids = view.live_workers(t)
+        spare = [w for w in ids if w not in kept] if kept else ids
+        if len(positions) > len(spare):
+            need = len(positions) + len(ids) - len(spare)
+            raise ValueError(f"placement: {need} {t} workers requested, {len(ids)} live")
+        for pos, w in zip(positions, spare):
+            workers[pos] = (w,)
+    return workers, extended
 
 
 def _keepable(r: Request, free) -> bool:
@@ -66,11 +97,11 @@ def _by_size(reqs: list[Request]) -> list[list[Request]]:
     return [groups[s] for s in sorted(groups, reverse=True)]
 
 
-def _place_singles(worker_type: str, reqs: list[Request], ids: Sequence[int]):
+def _place_singles(worker_type: str, reqs: list[Request], ids: Sequence[int],
+                   live: frozenset[int]):
     """The rules when every server holds one worker. Any ``size`` workers then use ``size``
     servers, so packing cannot improve: every request that can keep its workers does (last
     round's assignments are disjoint), and the others take the first other free workers."""
-    live = set(ids)
     out: dict[str, tuple[tuple[int, ...], bool]] = {}
     fresh: list[tuple[str, int]] = []
     kept: set[int] = set()
@@ -85,7 +116,7 @@ def _place_singles(worker_type: str, reqs: list[Request], ids: Sequence[int]):
     if need > len(live):
         raise ValueError(f"placement: {need} {worker_type} workers requested, {len(live)} live")
     if fresh:
-        spare = [w for w in ids if w not in kept]
+        spare = [w for w in ids if w not in kept] if kept else ids
         at = 0
         for key, size in fresh:
             out[key] = (tuple(spare[at:at + size]), False)

@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .placement import place
+from .placement import place, place_units
 from .priorities import priorities
 from .selection import order_entries, select
 from .view import ClusterView
@@ -136,24 +136,31 @@ def plan_round(demand: Demand, view: ClusterView, config: PlannerConfig = Planne
         demand.runnable & demand.allocated[:, None])
     combos, type_idx = select(runs, prio, runnable, demand.scale_factor, demand.member_rows,
                               [view.count(t) for t in types], config.backfill)
-    allocated = demand.allocated.tolist()
+    allocated = demand.allocated
     sizes = demand.scale_factor.tolist()
-    placed = [(i, j) for i, j in zip(combos, type_idx) if allocated[i]]
-    held = tuple((keys[i], types[j], sizes[i]) for i, j in zip(combos, type_idx)
-                 if not allocated[i])
+    held: tuple = ()
+    if combos and not allocated[combos].all():
+        held = tuple((keys[i], types[j], sizes[i]) for i, j in zip(combos, type_idx)
+                     if not allocated[i])
+        kept = [(i, j) for i, j in zip(combos, type_idx) if allocated[i]]
+        combos, type_idx = [i for i, _ in kept], [j for _, j in kept]
     previous = demand.previous
-    got = place([(keys[i], types[j], sizes[i], previous.get(keys[i])) for i, j in placed],
-                view)  # Request-shaped plain tuples
-    chosen = [got[keys[i]] for i, _ in placed]
-    extended = np.array([e for _, e in chosen], dtype=bool)
-    present = set(keys)
+    if all(view.one_worker_per_server(t) for t in types) and (
+            not combos or (demand.scale_factor[combos] == 1).all()):
+        workers, extended = place_units([keys[i] for i in combos],
+                                        [types[j] for j in type_idx], previous, view)
+        workers = tuple(workers)
+    else:
+        got = place([(keys[i], types[j], sizes[i], previous.get(keys[i]))
+                     for i, j in zip(combos, type_idx)], view)  # Request-shaped plain tuples
+        chosen = [got[keys[i]] for i in combos]
+        workers, extended = (tuple(x) for x in zip(*chosen)) if chosen else ((), ())
+    extended = np.array(extended, dtype=bool)
     return RoundPlan(
         keys=keys, members=demand.members, types=types,
-        combo_index=np.array([i for i, _ in placed], dtype=int),
-        type_index=np.array([j for _, j in placed], dtype=int),
-        workers=tuple(w for w, _ in chosen), extended=extended,
-        held_idle=held, priorities=prio,
-        lease_opportunities=sum(1 for k in previous if k in present),
+        combo_index=np.array(combos, dtype=int), type_index=np.array(type_idx, dtype=int),
+        workers=workers, extended=extended, held_idle=held, priorities=prio,
+        lease_opportunities=len(previous.keys() & set(keys)) if previous else 0,
         lease_extensions=int(extended.sum()),
     )
 

@@ -22,9 +22,9 @@ def priorities(allocation: np.ndarray, received: np.ndarray, runnable: np.ndarra
     """(c, n) priorities from (c, n) X, received seconds and runnable flags, and (c,)
     ``allocated`` flags (combinations the current allocation covers)."""
     total = received.sum(axis=0)
+    # X / f with f = received / total; f > 0 exactly when received > 0.
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        fraction = np.where(total > 0, received / np.where(total > 0, total, 1.0), 0.0)
-        prio = np.where(fraction > 0, allocation / np.where(fraction > 0, fraction, 1.0),
+        prio = np.where(received > 0, allocation * (total / received),
                         allocation * UNSERVED_SCALE)
-    prio = np.where((allocation > 0) & runnable & allocated[:, None], prio, 0.0)
+    prio[~((allocation > 0) & runnable & allocated[:, None])] = 0.0
     return prio

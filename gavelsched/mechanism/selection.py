@@ -23,11 +23,9 @@ def order_entries(prio: np.ndarray, deficit: np.ndarray, allocation: np.ndarray,
     sort into runs of consecutive entries of the same type.
     """
     if not global_queue:
-        runs = []
-        for j in type_order:
-            order = np.lexsort((-allocation[:, j], -deficit[:, j], -prio[:, j]))
-            runs.append((j, order))
-        return runs
+        # One lexsort sorts every type's column at once.
+        order = np.lexsort((-allocation, -deficit, -prio), axis=0)
+        return [(j, order[:, j]) for j in type_order]
     cols = np.array(type_order, dtype=int)
     p, d, x = prio[:, cols], deficit[:, cols], allocation[:, cols]
     # Flattened row-major: combination-major, then type in type_order (stable tie-break).
@@ -48,6 +46,13 @@ def select(runs, prio: np.ndarray, runnable: np.ndarray, scale_factor: np.ndarra
     priority <= 0 never run (Gavel's FIFO rule). Returns aligned lists of combination and
     type indices, in the order they were taken.
     """
+    if (scale_factor == 1).all() and not (member_rows[:, 1] >= 0).any():
+        return _select_unit(runs, prio, runnable, member_rows[:, 0], free, backfill)
+    return _select_walk(runs, prio, runnable, scale_factor, member_rows, free, backfill)
+
+
+def _select_walk(runs, prio, runnable, scale_factor, member_rows, free, backfill):
+    """The general walk: entries one by one, in order."""
     left = list(free)
     first = member_rows[:, 0].tolist()
     second = member_rows[:, 1].tolist()
@@ -82,4 +87,27 @@ def select(runs, prio: np.ndarray, runnable: np.ndarray, scale_factor: np.ndarra
             if room == 0:
                 break
         left[j] = room
+    return combos, types
+
+
+def _select_unit(runs, prio, runnable, first, free, backfill):
+    """``select`` when every combination is a single job on one worker: nothing in a run
+    conflicts with anything else in it, so each run takes its first ``room`` usable entries
+    whose job is not yet taken (same result as the general walk, vectorised)."""
+    left = list(free)
+    taken = np.zeros(int(first.max(initial=-1)) + 1, dtype=bool)
+    combos: list[int] = []
+    types: list[int] = []
+    for j, order in runs:
+        room = left[j]
+        if room <= 0:
+            continue
+        usable = runnable[:, j] if backfill else runnable[:, j] & (prio[:, j] > 0)
+        ok = usable[order]
+        ok &= ~taken[first[order]]
+        pick = order[ok][:room]
+        taken[first[pick]] = True
+        combos += pick.tolist()
+        types += [j] * len(pick)
+        left[j] = room - len(pick)
     return combos, types

@@ -132,6 +132,14 @@ class ClusterView:
         """True when every live server of ``worker_type`` has a single live worker."""
         return self._one_per_server.get(worker_type, True)
 
+    @cached_property
+    def _live_sets(self) -> Mapping[str, frozenset[int]]:
+        return {t: frozenset(ws) for t, ws in self._live_workers.items()}
+
+    def live_set(self, worker_type: str) -> frozenset[int]:
+        """``live_workers(worker_type)`` as a set."""
+        return self._live_sets.get(worker_type, frozenset())
+
     def live_workers(self, worker_type: str) -> tuple[int, ...]:
         """Live worker ids of ``worker_type``, in server order."""
         return self._live_workers.get(worker_type, ())

@@ -175,7 +175,7 @@ def test_problem_carries_elapsed_remaining_weights_and_previous():
     assert j0.elapsed_s == pytest.approx(360.0)
     assert j0.remaining_steps == 10_000 - 3600
     assert j0.weight == 2.0 and j0.slo_s == 9000.0
-    assert j0.isolated_elapsed_s is None  # Gavel: FTF uses elapsed time
+    assert j0.isolated_elapsed_s is None  # isolated_time is off: policies use elapsed time
     assert dict(j0.throughputs) == {"v100": 10.0, "k80": 2.0}
     assert set(p.previous) == {"0"}
 
@@ -193,6 +193,74 @@ def test_isolated_time_accumulates_steps_over_isolated_throughput():
     # One job: X^isolated = all of both types, capped at 1 in total -> half each.
     iso = 0.5 * 10.0 + 0.5 * 2.0
     assert policy.problems[-1].job("0").isolated_elapsed_s == pytest.approx(steps / iso)
+
+
+def test_previous_keeps_finished_jobs_for_fifo():
+    """A finished job stays in Problem.previous at the next re-solve: FIFO hands its type to
+    the head of the queue (Gavel's FIFOPolicy remembers it itself)."""
+    policy = Recording()
+    core = make_core(policy, config=CoreConfig(min_resolve_interval_s=0))
+    core.submit(job(0, steps=100), 0.0)
+    core.submit(job(1, steps=10**6), 0.0)
+    outcome = finish(core, core.start_round(0.0), R)
+    assert outcome.completed == ("0",)
+    core.start_round(R)
+    problem = policy.problems[-1]
+    assert problem.job_ids == ("1",) and set(problem.previous) == {"0", "1"}
+
+
+def test_isolated_time_uses_the_isolated_throughput_of_the_previous_resolve():
+    """Gavel's FinishTimeFairness: at each re-solve, t^isolated += steps since the last
+    re-solve / throughput(m, X^isolated) computed then (with the jobs active then)."""
+    policy = Recording()
+    core = make_core(policy, counts={"v100": 2, "k80": 2},
+                     config=CoreConfig.for_policy("finish_time_fairness_perf",
+                                                  min_resolve_interval_s=0))
+    assert core.config.isolated_time
+    core.submit(job(0, steps=10**6), 0.0)
+    core.submit(job(1, steps=10**6), 0.0)
+    rnd = core.start_round(0.0)
+    assert policy.problems[-1].job("0").isolated_elapsed_s == 0.0
+    done = {t.job_ids[0]: t.steps[0] for t in rnd.tasks}
+    finish(core, rnd, R)
+    core.submit(job(2), R)  # a third job: the isolated share shrinks from now on
+    core.start_round(R)
+    # Two jobs at the first re-solve: each 1/2 of 2 V100s and 2 K80s = 1 + 1 worker-share,
+    # capped at full time: half time on each type.
+    iso = 0.5 * 10.0 + 0.5 * 2.0
+    assert policy.problems[-1].job("0").isolated_elapsed_s == pytest.approx(done["0"] / iso)
+    assert policy.problems[-1].job("2").isolated_elapsed_s == 0.0
+
+
+class Planned(Table):
+    """Pair estimates: 90% of each job's solo rate (the oracle ``Table`` says 60%)."""
+
+    def pair(self, worker_type, a, b):
+        ra, rb = self.get(worker_type, *a), self.get(worker_type, *b)
+        return (0.9 * ra, 0.9 * rb) if ra and rb else None
+
+
+def test_policies_plan_on_estimated_pairs_until_a_pair_has_run():
+    policy = get_policy("max_min_fairness_packed")
+    seen = []
+    solve = policy.solve
+    policy.solve = lambda problem: (seen.append(problem), solve(problem))[1]
+    core = SchedulerCore(policy, ClusterView.build({"v100": 1}), Table(RATES, pairs=True),
+                         CoreConfig.for_policy("max_min_fairness_packed",
+                                               min_resolve_interval_s=0),
+                         planned_pairs=Planned(RATES))
+    core.submit(job(0, kind="fast", steps=10**6), 0.0)
+    core.submit(job(1, kind="slow", steps=10**6), 0.0)
+    rnd = core.start_round(0.0)
+    assert dict(seen[-1].pairs[0].throughputs)["v100"] == pytest.approx((9.0, 3.6))
+    assert rnd.tasks[0].key == "0+1"
+    assert rnd.tasks[0].throughputs == (6.0, 2.4)  # jobs progress at the oracle rates
+    finish(core, rnd, R)
+    core.submit(job(2, kind="fast", steps=10**6), R)
+    core.start_round(R)
+    pairs = {p.key: dict(p.throughputs) for p in seen[-1].pairs}
+    assert pairs["0+1"]["v100"] == pytest.approx((6.0, 2.4))   # measured on the v100
+    assert pairs["0+2"]["v100"] == pytest.approx((9.0, 9.0))   # never ran: the estimate
 
 
 def test_pairs_are_listed_for_space_sharing_policies():
@@ -261,6 +329,8 @@ def test_config_for_policy_follows_gavel_rules():
     assert CoreConfig.for_policy("gandiva").pairs
     assert CoreConfig.for_policy("max_min_fairness_packed").pairs
     assert not CoreConfig.for_policy("max_min_fairness_perf").pairs
+    assert CoreConfig.for_policy("finish_time_fairness_perf").isolated_time
+    assert not CoreConfig.for_policy("max_min_fairness_perf").isolated_time
     assert CoreConfig().seed_seconds == 180.0
     with pytest.raises(ValueError):
         CoreConfig(round_seconds=0)

@@ -200,3 +200,48 @@ def test_pair_conflicts_with_its_members():
                received=[[500.], [500.], [10.]])
     plan = plan_round(d, view)
     assert [p.key for p in plan.placements] == ["0+1"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 12), st.integers(1, 3), st.booleans(), st.booleans(),
+       st.integers(0, 2**31 - 1))
+def test_vectorised_selection_of_single_jobs_matches_the_walk(c, n, backfill, global_queue,
+                                                               seed):
+    from gavelsched.mechanism.selection import _select_unit, _select_walk, order_entries
+
+    rng = np.random.default_rng(seed)
+    prio = np.where(rng.random((c, n)) < 0.3, 0.0, rng.integers(0, 4, (c, n)).astype(float))
+    deficit = rng.integers(-2, 3, (c, n)).astype(float)
+    X = rng.random((c, n))
+    runnable = rng.random((c, n)) < 0.8
+    free = rng.integers(0, c + 1, n).tolist()
+    runs = order_entries(prio, deficit, X, list(rng.permutation(n)), global_queue)
+    members = np.stack([np.arange(c), -np.ones(c, dtype=int)], axis=1)
+    walk = _select_walk(runs, prio, runnable, np.ones(c, dtype=int), members, free, backfill)
+    unit = _select_unit(runs, prio, runnable, members[:, 0], free, backfill)
+    assert unit == walk
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**31 - 1))
+def test_unit_placement_matches_the_general_rules(seed):
+    from gavelsched.mechanism.placement import place, place_units
+
+    rng = np.random.default_rng(seed)
+    view = ClusterView.build({"a": 5, "b": 3}).without(
+        [int(w) for w in rng.choice(8, size=int(rng.integers(0, 3)), replace=False)])
+    free = {t: list(view.live_workers(t)) for t in ("a", "b")}
+    keys, types, previous = [], [], {}
+    for i in range(12):
+        t = ("a", "b")[int(rng.integers(2))]
+        if len([x for x in types if x == t]) >= len(free[t]):
+            continue
+        keys.append(str(i))
+        types.append(t)
+        if rng.random() < 0.6:  # held one worker last round (maybe of the other type)
+            pool = [w for w in range(8) if all(p != (w,) for p in previous.values())]
+            if pool:
+                previous[str(i)] = (int(rng.choice(pool)),)
+    got = place([(k, t, 1, previous.get(k)) for k, t in zip(keys, types)], view)
+    workers, extended = place_units(keys, types, previous, view)
+    assert [got[k] for k in keys] == list(zip(workers, extended))

@@ -1,0 +1,73 @@
+"""Smoke tests of benchmarks/headline.py and the sweep features it uses (no full run)."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from simulator.sweep import SweepPoint, SweepSpec, run_points
+from traces.catalog import default_table
+
+PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "headline.py"
+
+
+@pytest.fixture(scope="module")
+def headline():
+    spec = importlib.util.spec_from_file_location("headline", PATH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["headline"] = module  # dataclasses look their module up there
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.modules.pop("headline", None)
+
+
+def test_fluid_capacity_aware_exceeds_agnostic(headline):
+    cluster = {"v100": 36, "p100": 36, "k80": 36}
+    agnostic, aware = headline.fluid_capacity(default_table(), cluster, multi_gpu=False)
+    # 108 GPUs over a mean V100 job of ~16.8 h: at most 6.4 jobs/h if every GPU were a V100.
+    assert 0 < agnostic < aware < 108 / headline.mean_v100_hours()
+    multi = headline.fluid_capacity(default_table(), cluster, multi_gpu=True)
+    assert multi[0] < agnostic and multi[1] < aware  # multi-GPU jobs need more GPUs
+
+
+def test_cost_trace_follows_the_thesis_workload(headline):
+    jobs = headline.cost_trace(1.0, 3, jobs=200, day_s=100.0)
+    assert {j.job_type for j in jobs} == set(headline.COST_JOB_TYPES)
+    table = default_table()
+    for j in jobs:
+        seconds = j.total_steps / table.get("v100", j.job_type, 1)
+        assert min(abs(seconds - 100.0 * d) for d in headline.COST_DAYS) < 1.0
+        assert round(j.slo_s / (j.total_steps / table.get("v100", j.job_type, 1)), 1) in (
+            1.2, 2.0, 10.0)
+    assert jobs == headline.cost_trace(1.0, 3, jobs=200, day_s=100.0)
+
+
+@pytest.mark.parametrize("jct, expected", [
+    ([10, 12, 30, 80], 2 + 8 / 18),  # reaches 2 x 10 between rates 2 and 3
+    ([10, 11, 12, 13], None),        # never saturates in the swept range
+])
+def test_saturation_interpolates_the_knee(headline, jct, expected):
+    got = headline.saturation([1.0, 2.0, 3.0, 4.0], jct)
+    assert got == (None if expected is None else pytest.approx(expected))
+
+
+def test_run_points_keeps_task_order_and_uses_custom_traces(headline):
+    cluster = {"v100": 2, "p100": 2, "k80": 2}
+    spec = SweepSpec(jobs=6, cluster=cluster, window=(0, 6), prices={"v100": 2.48,
+                     "p100": 1.46, "k80": 0.45},
+                     trace=functools.partial(headline.cost_trace, jobs=6, day_s=600.0))
+    no_backfill = dataclasses.replace(spec, core_options={"backfill": False})
+    tasks = [(SweepPoint("max_sum_throughput_normalized_by_cost_perf", 6.0, 0), no_backfill),
+             (SweepPoint("max_sum_throughput_perf", 6.0, 0), spec)]
+    rows = run_points(tasks, processes=1)
+    assert [r["policy"] for r in rows] == [t[0].policy for t in tasks]
+    assert all(r["jobs"] == 6 and len(r["jcts_s"]) == 6 for r in rows)
+    # Without backfill, the cost policy keeps A3C on its K80 even when V100s are idle.
+    assert rows[0]["cost_usd"] <= rows[1]["cost_usd"]
