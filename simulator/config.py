@@ -39,7 +39,7 @@ class SimConfig:
     window: tuple[int, int] | None = None
     record_timeline: bool = False
     estimate_pairs: bool = False
-    estimator: EstimatorConfig = EstimatorConfig()
+    estimator: EstimatorConfig = field(default_factory=EstimatorConfig)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "preemption_overhead_s",

@@ -14,6 +14,12 @@ Re-solving follows Gavel: a reset event marks the allocation stale; at the next 
 is recomputed if ``min_resolve_interval_s`` has passed since the last re-solve. A re-solve
 starts a new allocation period: received times go back to their seed and each
 combination's deficit grows by what it was owed (X x period) minus what it got.
+
+State a policy keeps in Gavel is passed in the ``Problem`` instead (policies stay pure):
+``previous`` is the whole allocation in force, finished jobs included (FIFO hands a finished
+job's type on; Gandiva keeps pairs); ``isolated_elapsed_s`` is Themis t^isolated as Gavel's
+finish-time fairness accumulates it (``CoreConfig.isolated_time``). Space-sharing policies
+may plan on estimated pair throughputs (``planned_pairs``) until a pair has run on a type.
 """
 
 from __future__ import annotations
@@ -235,13 +241,16 @@ class SchedulerCore:
         else:  # a cancel moved rows mid-round
             index = rows.index
             where = np.array([index.get(k, -1) for k in batch.keys], dtype=int)
+        seconds = np.asarray(reports.seconds, dtype=float)
+        steps = np.asarray(reports.steps, dtype=float)
+        type_index = batch.type_index
         ok = where >= 0
+        if not ok.all():
+            where, type_index, seconds, steps = where[ok], type_index[ok], seconds[ok], steps[ok]
         # Each combination and each job runs at most once a round: no repeated indices.
-        rows.received[where[ok], batch.type_index[ok]] += np.asarray(reports.seconds,
-                                                                    dtype=float)[ok]
-        rows.ran[where[ok], batch.type_index[ok]] = True
-        members = rows.member_rows[where[ok]]
-        steps = np.asarray(reports.steps, dtype=float)[ok]
+        rows.received[where, type_index] += seconds
+        rows.ran[where, type_index] = True
+        members = rows.member_rows[where]
         has = members >= 0
         touched = members[has]
         rows.left[touched] -= steps[has]
@@ -259,6 +268,8 @@ class SchedulerCore:
             raise CoreError(f"unknown job {job_id!r}") from None
 
     def _admit(self) -> tuple[str, ...]:
+        if not self._pending:
+            return ()
         admitted, rows = [], []
         for spec, arrival in self._pending:
             T = self._solo(spec.key).copy()
@@ -275,13 +286,15 @@ class SchedulerCore:
         return tuple(admitted)
 
     def _remove(self, job_ids: Sequence[str]) -> None:
-        gone = set(job_ids)
         for job_id in job_ids:
             del self._jobs[job_id]
         rows = self._rows
-        rows.drop([k for k, m in zip(rows.keys, rows.members) if gone.intersection(m)])
-        self._assignments = {k: v for k, v in self._assignments.items()
-                             if not gone.intersection(k.split("+"))}
+        gone_rows = [rows.index[j] for j in job_ids]
+        hit = np.isin(rows.member_rows, gone_rows).any(axis=1)
+        dropped = [rows.keys[i] for i in np.flatnonzero(hit).tolist()]
+        rows.drop(dropped)
+        for key in dropped:  # every combination that ran last round has a row
+            self._assignments.pop(key, None)
         self._stale = True
 
     def _solo(self, key: tuple[str, int]) -> np.ndarray:

@@ -97,7 +97,8 @@ class Rows:
         if not gone:
             return
         self.changed()
-        keep = np.array([i not in gone for i in range(len(self.keys))], dtype=bool)
+        keep = np.ones(len(self.keys), dtype=bool)
+        keep[list(gone)] = False
         self.keys = [k for k, ok in zip(self.keys, keep) if ok]
         self.members = [m for m, ok in zip(self.members, keep) if ok]
         self.index = {k: i for i, k in enumerate(self.keys)}

@@ -49,15 +49,6 @@ def test_cost_trace_follows_the_thesis_workload(headline):
     assert jobs == headline.cost_trace(1.0, 3, jobs=200, day_s=100.0)
 
 
-@pytest.mark.parametrize("jct, expected", [
-    ([10, 12, 30, 80], 2 + 8 / 18),  # reaches 2 x 10 between rates 2 and 3
-    ([10, 11, 12, 13], None),        # never saturates in the swept range
-])
-def test_saturation_interpolates_the_knee(headline, jct, expected):
-    got = headline.saturation([1.0, 2.0, 3.0, 4.0], jct)
-    assert got == (None if expected is None else pytest.approx(expected))
-
-
 def test_run_points_keeps_task_order_and_uses_custom_traces(headline):
     cluster = {"v100": 2, "p100": 2, "k80": 2}
     spec = SweepSpec(jobs=6, cluster=cluster, window=(0, 6), prices={"v100": 2.48,
