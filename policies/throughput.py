@@ -11,6 +11,9 @@ job's throughput is normalised by its throughput alone on its fastest type befor
 
 from __future__ import annotations
 
+import logging
+from dataclasses import dataclass
+
 import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
@@ -21,6 +24,8 @@ from .errors import Infeasible, ProblemError
 from .fairness import base_constraints
 from .problem import Allocation, Problem
 
+log = logging.getLogger(__name__)
+
 
 def normalized_throughput(cols: Columns):
     """Sparse (jobs x columns): throughput over the job's fastest throughput."""
@@ -28,29 +33,43 @@ def normalized_throughput(cols: Columns):
     return sp.diags(scale) @ cols.throughput
 
 
-def slo_requirements(problem: Problem, cols: Columns) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of jobs with an SLO and the steps/s each needs to meet it."""
+@dataclass(frozen=True)
+class SloNeeds:
+    """What the SLOs ask: rows of jobs with a reachable SLO and the steps/s each needs,
+    and the jobs whose SLO can no longer be met (already late, or unable to run)."""
+
+    rows: np.ndarray
+    need: np.ndarray
+    lost: tuple[str, ...]
+
+
+def slo_needs(problem: Problem, cols: Columns) -> SloNeeds:
+    """throughput(m, X) >= s_m / (SLO_m - t_m) for every job with an SLO (§6.4.3)."""
     slo = np.array([np.nan if job.slo_s is None else job.slo_s for job in problem.jobs])
     rows = np.nonzero(~np.isnan(slo) & (cols.remaining > 0))[0]
     time_left = slo[rows] - cols.elapsed[rows]
-    late = rows[time_left <= 0]
-    if late.size:
-        names = tuple(cols.job_ids[i] for i in late)
-        raise Infeasible(f"SLOs already missed by jobs {', '.join(names)}", names)
-    stuck = rows[~cols.runnable[rows]]
-    if stuck.size:
-        names = tuple(cols.job_ids[i] for i in stuck)
-        raise Infeasible(f"jobs with SLOs that cannot run on any worker type: {', '.join(names)}",
-                         names)
-    return rows, cols.remaining[rows] / time_left
+    reachable = (time_left > 0) & cols.runnable[rows]
+    lost = tuple(cols.job_ids[i] for i in rows[~reachable])
+    rows, time_left = rows[reachable], time_left[reachable]
+    return SloNeeds(rows, cols.remaining[rows] / time_left, lost)
 
 
 class MaxSumThroughput(Policy):
-    """``max_sum_throughput_perf`` and the cost policies (``cost=True``, ``slos=True``)."""
+    """``max_sum_throughput_perf`` and the cost policies (``cost=True``, ``slos=True``).
 
-    def __init__(self, name=None, *, cost: bool = False, slos: bool = False, **kwargs) -> None:
+    ``slo_mode="strict"`` (the default) raises ``Infeasible`` naming the jobs when the SLOs
+    cannot all be met; ``"best_effort"`` (what a running scheduler wants) drops the SLOs
+    that are already lost, meets the others as closely as possible (least total relative
+    shortfall) and only then minimises cost.
+    """
+
+    def __init__(self, name=None, *, cost: bool = False, slos: bool = False,
+                 slo_mode: str = "strict", **kwargs) -> None:
         super().__init__(name, **kwargs)
-        self.cost, self.slos = cost, slos
+        if slo_mode not in ("strict", "best_effort"):
+            raise ProblemError(f"{self.name}: slo_mode must be 'strict' or 'best_effort', "
+                               f"got {slo_mode!r}")
+        self.cost, self.slos, self.slo_mode = cost, slos, slo_mode
 
     def _weights(self, problem: Problem, cols: Columns) -> np.ndarray:
         """Objective coefficient of every column."""
@@ -65,34 +84,47 @@ class MaxSumThroughput(Policy):
 
     def _solve(self, problem: Problem) -> Solution:
         cols = build_columns(problem)
-        rows, need = slo_requirements(problem, cols) if self.slos else ((), ())
+        needs = slo_needs(problem, cols) if self.slos else None
+        if needs is not None and needs.lost:
+            if self.slo_mode == "strict":
+                raise Infeasible(f"{self.name}: SLOs that can no longer be met (late, or the "
+                                 f"job cannot run): {', '.join(needs.lost)}", needs.lost)
+            log.warning("%s: dropping SLOs already lost: %s", self.name, ", ".join(needs.lost))
         if cols.num_columns == 0:
             return no_columns(cols)
         z = cp.Variable(cols.num_columns, nonneg=True)
         constraints = base_constraints(cols, z)
-        if len(rows):
-            constraints.append(cols.throughput[rows] @ z >= need)
+        if needs is not None and needs.rows.size:
+            constraints.append(cols.throughput[needs.rows] @ z >= needs.need)
         program = cp.Problem(cp.Maximize(self._weights(problem, cols) @ z), constraints)
         try:
             value = run(program, self.solver, self.name)
         except Infeasible:
-            raise self._explain_infeasible(problem, cols) from None
+            shortfall, conflicting = self._least_shortfall(cols, needs)
+            if self.slo_mode == "strict":
+                raise Infeasible(f"{self.name}: SLOs cannot all be met; conflicting jobs: "
+                                 f"{', '.join(conflicting)}", conflicting) from None
+            log.warning("%s: SLOs cannot all be met; best effort for %s", self.name,
+                        ", ".join(conflicting))
+            constraints[-1] = (cols.throughput[needs.rows] @ z
+                               >= needs.need - shortfall * (1 + 1e-6) - 1e-9)
+            program = cp.Problem(cp.Maximize(self._weights(problem, cols) @ z), constraints)
+            value = run(program, self.solver, self.name)
         return Solution(cols.to_rows(z.value), value, self.solver)
 
-    def _explain_infeasible(self, problem: Problem, cols: Columns) -> Infeasible:
-        """Name the jobs whose SLOs conflict. An elastic LP minimises the relative shortfall;
-        the SLO constraints with a positive dual are the ones competing for the bottleneck."""
-        rows, need = slo_requirements(problem, cols)
+    def _least_shortfall(self, cols: Columns, needs: SloNeeds) -> tuple[np.ndarray, tuple]:
+        """The elastic LP: the least total relative shortfall of the SLO throughputs, and
+        the conflicting jobs (SLO constraints with a positive dual compete for the
+        bottleneck)."""
         z = cp.Variable(cols.num_columns, nonneg=True)
-        short = cp.Variable(rows.size, nonneg=True)
-        meet = cols.throughput[rows] @ z + short >= need
-        program = cp.Problem(cp.Minimize(cp.sum(cp.multiply(short, 1.0 / need))),
+        short = cp.Variable(needs.rows.size, nonneg=True)
+        meet = cols.throughput[needs.rows] @ z + short >= needs.need
+        program = cp.Problem(cp.Minimize(cp.sum(cp.multiply(short, 1.0 / needs.need))),
                              [meet, *base_constraints(cols, z)])
-        run(program, self.solver, f"{self.name} (diagnosis)")
-        dual = meet.dual_value * need
-        conflicting = tuple(cols.job_ids[i] for i, d in zip(rows, dual) if d > 1e-6)
-        return Infeasible(f"{self.name}: SLOs cannot all be met; conflicting jobs: "
-                          f"{', '.join(conflicting)}", conflicting)
+        run(program, self.solver, f"{self.name} (least SLO shortfall)")
+        dual = meet.dual_value * needs.need
+        conflicting = tuple(cols.job_ids[i] for i, d in zip(needs.rows, dual) if d > 1e-6)
+        return short.value, conflicting
 
     def evaluate(self, problem: Problem, allocation: Allocation) -> float | None:
         cols = build_columns(problem)

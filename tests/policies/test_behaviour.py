@@ -64,6 +64,25 @@ def test_slo_already_missed_is_named():
             Problem(cluster={"v100": 1}, jobs=jobs, prices={"v100": 1.0}))
 
 
+def test_best_effort_slos_drop_lost_slos_and_meet_the_rest_as_well_as_possible():
+    """A running scheduler must not stop on an SLO it cannot meet (issue #3's simulator)."""
+    jobs = [Job("late", {"v100": 10.0, "k80": 1.0}, remaining_steps=10.0, elapsed_s=50.0,
+                slo_s=40.0),
+            Job("fast", {"v100": 10.0, "k80": 1.0}, remaining_steps=1000.0, slo_s=110.0),
+            Job("also", {"v100": 10.0, "k80": 1.0}, remaining_steps=1000.0, slo_s=110.0)]
+    problem = Problem(cluster={"v100": 1, "k80": 1}, jobs=jobs, prices={"v100": 3, "k80": 1})
+    name = "max_sum_throughput_normalized_by_cost_perf_SLOs"
+    with pytest.raises(Infeasible, match="late"):
+        get_policy(name).solve(problem)
+    allocation = get_policy(name, slo_mode="best_effort").solve(problem)
+    assert_valid(problem, allocation)
+    eff = effective_throughput(problem, allocation)
+    # the two competing SLOs (9.09 steps/s each) share the V100 and the K80: 11 steps/s in all
+    assert eff["fast"] + eff["also"] == pytest.approx(11.0, rel=1e-4)
+    with pytest.raises(ProblemError, match="slo_mode"):
+        get_policy(name, slo_mode="sometimes")
+
+
 def test_cost_policy_prefers_cost_effective_types():
     """Chapter 6 / Table 6.1: A3C is most cost-effective on a K80, ResNet-50 on a V100."""
     jobs = [Job("a3c", table_6_1_throughputs("A3C")),
