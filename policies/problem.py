@@ -42,8 +42,9 @@ class Job:
     ``throughputs`` holds steps/s per worker type when the job runs alone on ``scale_factor``
     workers of that type; a missing or zero entry means the job cannot run there.
     ``isolated_elapsed_s`` is Themis's t^isolated (thesis §5.4.2): the time the job would have
-    needed so far with a 1/n share of the cluster. When None, finish-time fairness uses
-    ``elapsed_s`` in its place, as Gavel's implementation does.
+    needed so far with a 1/n share of the cluster (the scheduler core accumulates it, as
+    Gavel does: steps done over the isolated throughput in force). When None,
+    finish-time fairness uses ``elapsed_s`` in its place.
     """
 
     id: str

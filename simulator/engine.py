@@ -56,7 +56,10 @@ class SimulationError(ValueError):
 
 
 def make_policy(name: str, seed: int = 0, **options) -> Policy:
-    """``get_policy(name)``, passing ``seed`` to the policies that take one."""
+    """``get_policy(name)``, passing ``seed`` to the policies that take one. SLO policies
+    run best effort: a simulation keeps going when an SLO can no longer be met."""
+    if name.endswith("_SLOs"):
+        options.setdefault("slo_mode", "best_effort")
     try:
         return get_policy(name, seed=seed, **options)
     except UnknownPolicy as err:

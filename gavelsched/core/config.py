@@ -94,7 +94,9 @@ class CoreConfig:
         - heterogeneity-agnostic policies (no ``_perf``/``_packed`` in the name, and not
           gandiva, allox or min_makespan_with_budget) shuffle the type order every round
           (Gavel: no 'Perf' and no 'Packing' in the class name);
-        - FIFO policies never run priority-0 jobs (Gavel: name starts with 'FIFO');
+        - FIFO policies never run priority-0 jobs (Gavel: name starts with 'FIFO'), nor do
+          the cost policies: backfilling an idle V100 with a job the policy put on a K80
+          would undo the cost saving they exist for (chapter 6);
         - space-sharing policies (``_packed``, gandiva) get pairs in their Problem;
         - finish-time fairness gets Themis t^isolated (Gavel keeps it in the policy).
         """
@@ -102,7 +104,8 @@ class CoreConfig:
                  or policy_name in AWARE_WITHOUT_SUFFIX)
         rules = {
             "shuffle_type_order": not aware,
-            "backfill": not policy_name.startswith("fifo"),
+            "backfill": not (policy_name.startswith("fifo")
+                             or policy_name.startswith("max_sum_throughput_normalized_by_cost")),
             "pairs": _needs_pairs(policy_name),
             "isolated_time": policy_name.startswith("finish_time_fairness"),
         }

@@ -26,7 +26,7 @@ class Rows:
         self.ran = np.zeros((0, n_types), dtype=bool)  # has run on the type (measured)
         self.left = np.zeros(0)                      # steps a job row has left (pairs: 0)
         self.version = 0                             # bumped whenever rows move
-        self._member_rows: np.ndarray | None = None
+        self._member_rows = np.zeros((0, 2), dtype=int)   # kept up to date
         self._runnable: np.ndarray | None = None
 
     def __len__(self) -> int:
@@ -38,11 +38,6 @@ class Rows:
     @property
     def member_rows(self) -> np.ndarray:
         """(c, 2) the job rows of each combination's members (-1: no second member)."""
-        if self._member_rows is None:
-            idx = self.index
-            self._member_rows = np.array(
-                [(idx[m[0]], idx[m[1]] if len(m) > 1 else -1) for m in self.members],
-                dtype=int).reshape(-1, 2)
         return self._member_rows
 
     @property
@@ -59,7 +54,6 @@ class Rows:
     def changed(self) -> None:
         """Rows were added, dropped or re-typed, or rates changed: drop derived caches."""
         self.version += 1
-        self._member_rows = None
         self._runnable = None
 
     def add_many(self, entries, seed: float, left=None) -> None:
@@ -81,6 +75,10 @@ class Rows:
                 rate = np.stack([rate, np.zeros_like(rate)], axis=1)
             rates.append(rate)
         k = len(entries)
+        idx = self.index
+        new_members = np.array([(idx[m[0]], idx[m[1]] if len(m) > 1 else -1)
+                                for _, m, _, _ in entries], dtype=int).reshape(-1, 2)
+        self._member_rows = np.concatenate([self._member_rows, new_members])
         self.scale_factor = np.concatenate([self.scale_factor, [e[2] for e in entries]])
         self.rate = np.concatenate([self.rate, np.stack(rates)], axis=0)
         self.received = np.vstack([self.received, np.full((k, self.n), seed)])
@@ -99,6 +97,9 @@ class Rows:
         self.changed()
         keep = np.ones(len(self.keys), dtype=bool)
         keep[list(gone)] = False
+        moved = np.where(keep, np.cumsum(keep) - 1, -1)
+        kept = self._member_rows[keep]
+        self._member_rows = np.where(kept >= 0, moved[kept], -1)
         self.keys = [k for k, ok in zip(self.keys, keep) if ok]
         self.members = [m for m, ok in zip(self.members, keep) if ok]
         self.index = {k: i for i, k in enumerate(self.keys)}
