@@ -51,6 +51,10 @@ def register(subparsers) -> None:
     p.add_argument("--price-trace", type=Path, metavar="PATH",
                    help="JSON/YAML {type: [[time_s, $/h], ...]}: prices that change over "
                         "time; each change re-solves the policy")
+    p.add_argument("--ftf", action="store_true",
+                   help="also replay the trace under 'isolated' (1/n of each type per job) "
+                        "and report each job's finish-time fairness rho = JCT / isolated JCT "
+                        "(thesis §5.4.2)")
     p.add_argument("--estimate-pairs", action="store_true",
                    help="space-sharing policies plan on estimated co-located throughputs "
                         "(matrix completion from a few profiled pairs, thesis §5.3.3) while "
@@ -146,8 +150,21 @@ def _run(args: argparse.Namespace) -> int:
                       entities=entities, seed=args.seed, progress=not args.quiet)
     to_stdout = args.json is not None and str(args.json) == "-"
     print(result.summary(), file=sys.stderr if to_stdout else sys.stdout)
+    output = result.to_dict()
+    if args.ftf:
+        from simulator.fairness import finish_time_fairness
+        alone = simulate(jobs, table, cluster, "isolated", sim=SimConfig(window=window),
+                         gpus_per_server=parse_per_type(args.gpus_per_server,
+                                                        "--gpus-per-server"),
+                         seed=args.seed, progress=not args.quiet)
+        ftf = finish_time_fairness(result, alone, window)
+        output["ftf"] = ftf.to_dict()
+        if ftf.per_job:
+            print(f"finish-time fairness rho: mean {ftf.mean:.3f}, max {ftf.worst:.3f}, "
+                  f"{ftf.unfair_share:.1%} of jobs above 1 (vs isolated)",
+                  file=sys.stderr if to_stdout else sys.stdout)
     if args.json is not None:
-        text = json.dumps(result.to_dict(), indent=2)
+        text = json.dumps(output, indent=2)
         if str(args.json) == "-":
             print(text)
         else:

@@ -40,3 +40,14 @@ def test_window_limits_the_jobs(runs):
     ours, alone = runs
     ftf = finish_time_fairness(ours, alone, window=(10, 20))
     assert set(ftf.per_job) == {str(i) for i in range(10, 20)}
+
+
+def test_cli_reports_ftf(tmp_path, capsys):
+    from gavelsched.cli import main
+    out = tmp_path / "result.json"
+    assert main(["simulate", "--jobs", "20", "--rate", "6", "--ftf", "--quiet",
+                 "--json", str(out)]) == 0
+    import json
+    ftf = json.loads(out.read_text())["ftf"]
+    assert len(ftf["per_job"]) == 20 and ftf["max"] >= ftf["mean"] > 0
+    assert "finish-time fairness rho" in capsys.readouterr().out
