@@ -51,10 +51,7 @@ def _jct_cdf(plt, result: SimulationResult, path: Path) -> Path:
     ax.set_title("JCT CDF" + (f" (jobs {window[0]}-{window[1] - 1})" if window else ""))
     ax.grid(alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def _allocation(plt, result: SimulationResult, path: Path, max_jobs: int) -> Path:
@@ -82,10 +79,7 @@ def _allocation(plt, result: SimulationResult, path: Path, max_jobs: int) -> Pat
     ax.set_ylabel("allocation (GPUs)")
     ax.set_title(f"computed allocation, {len(chosen)} jobs ({result.policy})")
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def _utilization(plt, result: SimulationResult, path: Path) -> Path:
@@ -103,10 +97,7 @@ def _utilization(plt, result: SimulationResult, path: Path) -> Path:
     ax.set_title(f"cluster utilisation ({result.utilization:.0%} overall)")
     ax.legend()
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def plot_sweep(rows: Sequence[Mapping], path: str | Path) -> Path:
@@ -132,10 +123,7 @@ def plot_sweep(rows: Sequence[Mapping], path: str | Path) -> Path:
     ax.set_ylabel("average JCT (hours)")
     ax.grid(alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def plot_cdfs(series: Mapping[str, Sequence[float]], path: str | Path, *,
@@ -154,6 +142,11 @@ def plot_cdfs(series: Mapping[str, Sequence[float]], path: str | Path, *,
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend()
+    return _save(plt, fig, path)
+
+
+def _save(plt, fig, path: Path) -> Path:
+    """Lay out, write and close one figure."""
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
