@@ -20,7 +20,7 @@ import cvxpy as cp
 import numpy as np
 
 from .base import ColumnPolicy, Policy, Solution, no_columns, run
-from .columns import Columns, build_columns
+from .columns import ZERO, Columns, build_columns
 from .fairness import base_constraints
 from .problem import PAIR_SEPARATOR, Allocation, Problem
 from .throughput import normalized_throughput
@@ -66,36 +66,59 @@ class OrderedThroughput(ColumnPolicy):
 
 
 class GreedyOrdered(Policy):
-    """``fifo`` (random type, sticky), ``fifo_perf`` (``fastest=True``) and
-    ``shortest_job_first_perf`` (``fastest=True, rank=shortest_rank``)."""
+    """``fifo`` (agnostic, sticky), ``fifo_perf`` (``fastest=True``) and
+    ``shortest_job_first_perf`` (``fastest=True, rank=shortest_rank``).
+
+    ``type_choice`` says which type an agnostic ``fifo`` job gets when it starts:
+    ``"random"`` draws one among the types with room (the thesis's description);
+    ``"gavel"`` (the default) does what Gavel's ``FIFOPolicy`` code does, so that results
+    replicate Gavel's (see ``_gavel_types``)."""
+
+    TYPE_CHOICES = ("gavel", "random")
 
     def __init__(self, name=None, *, fastest: bool = False, rank=arrival_rank, seed: int = 0,
-                 **kwargs) -> None:
+                 type_choice: str = "gavel", **kwargs) -> None:
         super().__init__(name, **kwargs)
-        self.fastest, self.rank, self.seed = fastest, rank, seed
+        if type_choice not in self.TYPE_CHOICES:
+            raise TypeError(f"type_choice must be one of {', '.join(self.TYPE_CHOICES)}, "
+                            f"not {type_choice!r}")
+        self.fastest, self.rank, self.seed, self.type_choice = fastest, rank, seed, type_choice
 
     def _solve(self, problem: Problem) -> Solution:
         cols = build_columns(problem)
+        if self.fastest or self.type_choice == "random":
+            placed = self._greedy(problem, cols)
+        else:
+            placed = self._gavel_types(problem, cols)
+        z = np.zeros(cols.num_columns)
+        column_of = {(cols.keys[c], cols.col_type[c]): c for c in range(cols.num_columns)}
+        for i, (j, share) in placed.items():
+            z[column_of[(cols.job_ids[i], j)]] = share
+        return Solution(cols.to_rows(z), self._score(cols, z), None)
+
+    def _greedy(self, problem: Problem, cols: Columns) -> dict[int, tuple[int, float]]:
+        """Jobs in rank order each get a whole type with room (the fastest, or a random
+        one); running jobs of ``fifo`` keep theirs; the first job that fits nowhere ends it."""
         available = dict(zip(range(len(cols.types)), cols.workers))
-        placed: dict[int, int] = {}
+        placed: dict[int, tuple[int, float]] = {}
 
         def place(i: int, j: int) -> None:
-            placed[i] = j
+            placed[i] = (j, 1.0)
             available[j] -= cols.scale_factor[i]
 
         def fits(i: int, j: int) -> bool:
             return cols.T[i, j] > 0 and available[j] >= cols.scale_factor[i]
 
-        if not self.fastest:
-            for i, j in self._still_running(problem, cols):
-                if fits(i, j):
-                    place(i, j)
+        present = {job_id: i for i, job_id in enumerate(cols.job_ids)}
+        held = [] if self.fastest else list(self._held(problem, cols))
+        for key, j in held:
+            if key in present and fits(present[key], j):
+                place(present[key], j)
         order = np.argsort(self.rank(cols), kind="stable")
         queue = [int(i) for i in order if i not in placed and cols.runnable[i]]
-        if not self.fastest:  # a finished job's workers go to the head of the queue
-            for j in self._freed_types(problem, cols):
-                if queue and fits(queue[0], j):
-                    place(queue.pop(0), j)
+        for key, j in held:  # a finished job's workers go to the head of the queue
+            if key not in present and queue and fits(queue[0], j):
+                place(queue.pop(0), j)
         for i in queue:
             options = [j for j in sorted(available, key=lambda j: cols.types[j]) if fits(i, j)]
             if not options:
@@ -105,32 +128,67 @@ class GreedyOrdered(Policy):
             else:
                 rng = random.Random(f"{self.seed}/{cols.job_ids[i]}")
                 place(i, options[rng.randrange(len(options))])
-        z = np.zeros(cols.num_columns)
-        column_of = {(cols.keys[c], cols.col_type[c]): c for c in range(cols.num_columns)}
-        for i, j in placed.items():
-            z[column_of[(cols.job_ids[i], j)]] = 1.0
-        return Solution(cols.to_rows(z), self._score(cols, z), None)
+        return placed
+
+    def _gavel_types(self, problem: Problem, cols: Columns) -> dict[int, tuple[int, float]]:
+        """Agnostic FIFO as Gavel's ``FIFOPolicy`` (mode ``base``) computes it.
+
+        Its code keeps the sorted list of types with free workers and draws a random index
+        among those with room for the job, but the job gets the type a loop variable leaked:
+        the *last* type of that list, room or not. The draw only decides which type leaves
+        the list when the job's type fills up exactly. So jobs pile onto the alphabetically
+        last type (v100 for k80/p100/v100) beyond its workers, and Gavel's mechanism then
+        shares it among them in turns. Here every job gets the type Gavel's code gives it,
+        and an oversubscribed type's shares are scaled to fit it: equal X on a type keeps
+        the mechanism's order among its jobs, so the rounds are the same as Gavel's. Running
+        jobs keep their type, and a finished job's type goes to the head of the queue if it
+        fits, subtracting the workers of the jobs before it in arrival order, as there. The
+        draws are seeded by the call (``seed``, its first queued job), as Gavel's policy
+        draws from one seeded generator."""
+        present = {job_id: i for i, job_id in enumerate(cols.job_ids)}
+        sf = cols.scale_factor
+        available = dict(zip(range(len(cols.types)), cols.workers.tolist()))
+        previous = list(self._held(problem, cols))
+        held = {present[key]: j for key, j in previous if key in present}
+        queue = [i for i in range(cols.num_jobs) if i not in held and cols.runnable[i]]
+        for key, j in previous:
+            if key in present:
+                available[j] -= sf[present[key]]
+            elif queue and sf[queue[0]] <= available[j] and cols.T[queue[0], j] > 0:
+                i = queue.pop(0)
+                held[i] = j
+                available[j] -= sf[i]
+        listed = sorted((j for j in available if available[j] > 0), key=lambda j: cols.types[j])
+        rng = random.Random(f"{self.seed}/{cols.job_ids[queue[0]] if queue else ''}")
+        while queue and listed:
+            i = queue.pop(0)
+            room = [k for k, j in enumerate(listed) if available[j] >= sf[i]]
+            if not room:
+                break
+            drawn = room[rng.randrange(len(room))]
+            j = listed[-1]  # Gavel's leaked loop variable, not listed[drawn]
+            if cols.T[i, j] > 0:
+                held[i] = j
+                available[j] -= sf[i]
+                if available[j] == 0:
+                    listed.pop(drawn)
+        demand = np.zeros(len(cols.types))
+        for i, j in held.items():
+            demand[j] += sf[i]
+        scale = np.minimum(1.0, cols.workers / np.maximum(demand, 1e-300))
+        return {i: (j, float(scale[j])) for i, j in held.items()}
 
     @staticmethod
-    def _still_running(problem: Problem, cols: Columns):
-        """(job row, type index) of jobs that held a whole type in the last allocation."""
-        for i, job_id in enumerate(cols.job_ids):
-            row = problem.previous.get(job_id, {})
-            for j, t in enumerate(cols.types):
-                if row.get(t, 0.0) >= 1.0 - 1e-9:
-                    yield i, j
-                    break
-
-    @staticmethod
-    def _freed_types(problem: Problem, cols: Columns):
-        """Type indices held by jobs of the last allocation that are gone now."""
-        present = set(cols.job_ids)
+    def _held(problem: Problem, cols: Columns):
+        """(job id, type index) of every single job with time in the last allocation, on
+        its largest share, in the order the allocation lists them (arrival order)."""
         for key, row in problem.previous.items():
-            if PAIR_SEPARATOR in key or key in present:
+            if PAIR_SEPARATOR in key:
                 continue
-            for j, t in enumerate(cols.types):
-                if row.get(t, 0.0) >= 1.0 - 1e-9:
-                    yield j
+            shares = [row.get(t, 0.0) for t in cols.types]
+            best = int(np.argmax(shares)) if shares else 0
+            if shares and shares[best] > ZERO:
+                yield key, best
 
     def _score(self, cols: Columns, z: np.ndarray) -> float:
         return float(order_objective(cols, self.rank(cols)) @ z)

@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from gavelsched.core import CoreConfig
+from gavelsched.estimator import EstimatorConfig
 from gavelsched.mechanism import ClusterView
+from policies import Entity
 from traces import ThroughputTable, TraceJob
 from traces.catalog import default_table
 from traces.generator import generate_trace
@@ -54,7 +56,9 @@ class SweepSpec:
     ``trace``, when given, replaces the §5.7.1 generator: ``trace(rate, seed)`` returns
     the jobs (a module-level function or a ``functools.partial`` of one, so that worker
     processes can receive it). ``core_options`` override fields of
-    ``CoreConfig.for_policy`` (e.g. ``{"backfill": False}``).
+    ``CoreConfig.for_policy`` (e.g. ``{"backfill": False}``). ``entities`` make water
+    filling hierarchical (generated jobs join one uniformly); ``estimate_pairs`` and
+    ``estimator`` are those of ``SimConfig``.
     """
 
     jobs: int
@@ -69,6 +73,9 @@ class SweepSpec:
     table: ThroughputTable | None = None
     trace: Callable[[float, int], list[TraceJob]] | None = None
     core_options: Mapping[str, Any] = field(default_factory=dict)
+    entities: Mapping[str, Entity] | None = None
+    estimate_pairs: bool = False
+    estimator: EstimatorConfig = field(default_factory=EstimatorConfig)
 
 
 def default_window(jobs: int) -> tuple[int, int]:
@@ -84,7 +91,7 @@ def run_point(point: SweepPoint, spec: SweepSpec) -> dict:
         jobs = spec.trace(point.rate, point.seed)
     else:
         jobs = generate_trace(spec.jobs, point.rate, table=table, seed=point.seed,
-                              multi_gpu=spec.multi_gpu)
+                              multi_gpu=spec.multi_gpu, entities=tuple(spec.entities or ()))
     window = spec.window or default_window(len(jobs))
     types = ClusterView.build(spec.cluster).worker_types
     options = {"round_seconds": spec.round_seconds,
@@ -93,9 +100,10 @@ def run_point(point: SweepPoint, spec: SweepSpec) -> dict:
     core = CoreConfig.for_policy(point.policy, seed=point.seed, **options)
     result = simulate(jobs, table, spec.cluster, point.policy, core_config=core,
                       sim=SimConfig(window=window, preemption_overhead_s=preemption_overheads(
-                          spec.preemption_overhead, (j.job_type for j in jobs))),
-                      gpus_per_server=spec.gpus_per_server,
-                      prices=spec.prices, seed=point.seed)
+                          spec.preemption_overhead, (j.job_type for j in jobs)),
+                          estimate_pairs=spec.estimate_pairs, estimator=spec.estimator),
+                      gpus_per_server=spec.gpus_per_server, prices=spec.prices,
+                      entities=spec.entities, seed=point.seed)
     return {
         "policy": point.policy, "rate": point.rate, "seed": point.seed, "jobs": len(jobs),
         "window": f"{window[0]}:{window[1]}", "avg_jct_s": result.avg_jct_s,

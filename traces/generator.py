@@ -11,6 +11,8 @@
   70%, 10%, 15%, 5% (the thesis' 25% "between 2 and 4" split as 10% + 15%).
 - ``priorities``: 20% of jobs get priority weight 5, the rest 1.
 - ``slos``: an SLO of 1.2x, 2x or 10x the job's V100 duration, uniformly (§5.7.3, Cost).
+- ``entities``: each job belongs to one of these entities, uniformly (the hierarchical
+  policies of §5.4.3).
 
 Randomness comes only from ``numpy.random.default_rng``: the seed is split into one
 independent stream per attribute, so a trace is a pure function of its arguments and turning
@@ -38,7 +40,7 @@ HIGH_PRIORITY_WEIGHT = 5.0
 SLO_FACTORS = (1.2, 2.0, 10.0)
 REFERENCE_WORKER = "v100"
 
-_STREAMS = ("job_type", "duration", "scale_factor", "arrival", "priority", "slo")
+_STREAMS = ("job_type", "duration", "scale_factor", "arrival", "priority", "slo", "entity")
 
 
 def sample_durations_s(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -61,6 +63,7 @@ def generate_trace(num_jobs: int, rate_per_hour: float, *,
                    table: ThroughputTable | None = None, seed: int = 0,
                    multi_gpu: bool = False, priorities: bool = False, slos: bool = False,
                    job_types: Sequence[str] | None = None,
+                   entities: Sequence[str] = (),
                    reference_worker: str = REFERENCE_WORKER) -> list[TraceJob]:
     """A §5.7.1 trace of ``num_jobs`` jobs, sorted by arrival. ``table`` defaults to the
     catalog; ``job_types`` restricts the uniform draw; durations are measured on
@@ -88,6 +91,8 @@ def generate_trace(num_jobs: int, rate_per_hour: float, *,
     weights = (np.where(rng["priority"].random(n) < HIGH_PRIORITY_PROBABILITY,
                         HIGH_PRIORITY_WEIGHT, 1.0) if priorities else np.ones(n))
     slo_factors = rng["slo"].choice(SLO_FACTORS, size=n) if slos else None
+    entity_names = list(dict.fromkeys(entities))
+    entity_index = rng["entity"].integers(len(entity_names), size=n) if entity_names else None
 
     jobs, fallbacks = [], 0
     for i in range(n):
@@ -99,7 +104,8 @@ def generate_trace(num_jobs: int, rate_per_hour: float, *,
             job_type=job_type, scale_factor=sf,
             total_steps=max(1, round(float(durations[i]) * rate)),
             arrival_s=float(arrivals[i]), priority_weight=float(weights[i]),
-            slo_s=None if slo_factors is None else float(slo_factors[i] * durations[i])))
+            slo_s=None if slo_factors is None else float(slo_factors[i] * durations[i]),
+            entity=None if entity_index is None else entity_names[entity_index[i]]))
     if fallbacks:
         log.info("%d jobs drew a scale factor their job type lacks on %s; they use 1",
                  fallbacks, reference_worker)

@@ -55,17 +55,6 @@ def register(subparsers) -> None:
                    help="also replay the trace under 'isolated' (1/n of each type per job) "
                         "and report each job's finish-time fairness rho = JCT / isolated JCT "
                         "(thesis §5.4.2)")
-    p.add_argument("--estimate-pairs", action="store_true",
-                   help="space-sharing policies plan on estimated co-located throughputs "
-                        "(matrix completion from a few profiled pairs, thesis §5.3.3) while "
-                        "jobs progress at the table's rates")
-    p.add_argument("--profiled-fraction", type=float, default=0.2, metavar="F",
-                   help="with --estimate-pairs: share of reference jobs each job is "
-                        "profiled beside")
-    p.add_argument("--entities", metavar="SPEC",
-                   help="hierarchical policies (thesis §5.4.3): NAME=WEIGHT[:fifo|fairness],"
-                        "... or a YAML/JSON file {NAME: {weight: W, policy: fifo}}; trace "
-                        "jobs name their entity (.jsonl 'entity')")
     p.set_defaults(func=run)
 
     sub = p.add_subparsers(dest="simulate_command", metavar="sweep")
@@ -111,6 +100,18 @@ def _common(p) -> None:
                    help="checkpoint save+restore charged when a lease is not extended: "
                         "seconds for every job, or 'catalog' for per-job-type times")
     p.add_argument("--quiet", action="store_true", help="no progress bar or notes")
+    p.add_argument("--estimate-pairs", action="store_true",
+                   help="space-sharing policies plan on estimated co-located throughputs "
+                        "(matrix completion from a few profiled pairs, thesis §5.3.3) while "
+                        "jobs progress at the table's rates")
+    p.add_argument("--profiled-fraction", type=float, default=0.2, metavar="F",
+                   help="with --estimate-pairs: share of reference jobs each job is "
+                        "profiled beside")
+    p.add_argument("--entities", metavar="SPEC",
+                   help="hierarchical policies (thesis §5.4.3): NAME=WEIGHT[:fifo|fairness],"
+                        "... or a YAML/JSON file {NAME: {weight: W, policy: fifo}}; trace "
+                        "jobs name their entity (.jsonl 'entity'), generated jobs get one "
+                        "uniformly")
 
 
 # ---- simulate ---------------------------------------------------------------------------
@@ -130,11 +131,11 @@ def _run(args: argparse.Namespace) -> int:
     cluster = parse_cluster(args.cluster)
     table = _table(args.throughputs)
     window = parse_window(args.window) if args.window else None
-    jobs, source = _jobs(args, table, cluster)
+    entities = parse_entities(args.entities) if args.entities else None
+    jobs, source = _jobs(args, table, cluster, entities)
     if window is not None and window[0] >= len(jobs):
         raise InputError(f"--window {args.window}: the trace has {len(jobs)} jobs")
     price_trace = PriceTrace.load(args.price_trace) if args.price_trace else None
-    entities = parse_entities(args.entities) if args.entities else None
     if entities is not None:
         _check_entities(jobs, entities)
     sim = SimConfig(window=window, record_timeline=args.plot is not None,
@@ -198,7 +199,10 @@ def run_sweep(args: argparse.Namespace) -> int:
                      gpus_per_server=parse_per_type(args.gpus_per_server, "--gpus-per-server"),
                      prices=_prices(args.prices, cluster),
                      preemption_overhead=args.preemption_overhead,
-                     table=_table(args.throughputs) if args.throughputs else None)
+                     table=_table(args.throughputs) if args.throughputs else None,
+                     entities=parse_entities(args.entities) if args.entities else None,
+                     estimate_pairs=args.estimate_pairs,
+                     estimator=_estimator(args.profiled_fraction))
     _overheads(args.preemption_overhead, [])  # a bad spec fails before any process starts
     rows = sweep(args.policies, args.rates, args.seeds, spec, args.output,
                  processes=args.processes, progress=not args.quiet)
@@ -350,7 +354,7 @@ def _table(path: Path | None):
     return load_table(path)
 
 
-def _jobs(args, table, cluster):
+def _jobs(args, table, cluster, entities=None):
     from traces.formats import load_trace
     from traces.generator import generate_trace
 
@@ -367,7 +371,7 @@ def _jobs(args, table, cluster):
         raise InputError(f"--rate: must be >= 0, got {args.rate}")
     try:
         jobs = generate_trace(args.jobs, args.rate, table=table, seed=args.seed,
-                              multi_gpu=args.multi_gpu)
+                              multi_gpu=args.multi_gpu, entities=tuple(entities or ()))
     except ValueError as err:
         raise InputError(f"generating a trace: {err}") from None
     from traces.formats import validate_trace

@@ -54,6 +54,9 @@ def _add_generate(commands) -> None:
                    help="give 20%% of jobs priority weight 5 (others 1)")
     p.add_argument("--slos", action="store_true",
                    help="give every job an SLO of 1.2x, 2x or 10x its V100 duration")
+    p.add_argument("--entities", metavar="NAME,...",
+                   help="put every job in one of these entities, uniformly (hierarchical "
+                        "policies, thesis §5.4.3; .jsonl only)")
     p.add_argument("--seed", type=int, default=0, help="random seed; same seed, same trace")
     p.add_argument("--throughputs", type=Path, metavar="PATH",
                    help="throughput table (native YAML/JSON or Gavel JSON) whose job types "
@@ -110,12 +113,18 @@ def run_generate(args: argparse.Namespace) -> int:
         raise InputError(f"--jobs must be >= 0, got {args.jobs}")
     if not math.isfinite(args.rate) or args.rate < 0:
         raise InputError(f"--rate must be >= 0 jobs per hour, got {args.rate:g}")
-    trace_format(args.output)  # fail on a bad extension before doing any work
+    fmt = trace_format(args.output)  # fail on a bad extension before doing any work
+    entities = [e.strip() for e in (args.entities or "").split(",") if e.strip()]
+    if args.entities is not None and not entities:
+        raise InputError("--entities: expected NAME,NAME,...")
+    if entities and fmt != "jsonl":
+        raise InputError(f"--entities: {args.output}: Gavel's .trace format has no entity "
+                         "field; write a .jsonl trace")
     table = _table(args.throughputs)
     try:
         jobs = generate_trace(args.jobs, args.rate, table=table, seed=args.seed,
                               multi_gpu=args.multi_gpu, priorities=args.priorities,
-                              slos=args.slos)
+                              slos=args.slos, entities=entities)
     except ValueError as err:
         raise InputError(str(err)) from None
     write_trace(args.output, jobs)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pytest
 from scipy.optimize import linprog
@@ -138,10 +140,50 @@ def test_fifo_keeps_running_jobs_and_hands_freed_type_to_next():
 def test_fifo_random_choice_is_deterministic_per_seed():
     jobs = [Job(str(i), {"v100": 2.0, "p100": 1.5, "k80": 1.0}) for i in range(30)]
     problem = Problem(cluster={"v100": 10, "p100": 10, "k80": 10}, jobs=jobs)
-    one, two = get_policy("fifo", seed=3).solve(problem), get_policy("fifo", seed=3).solve(problem)
+    fifo = partial(get_policy, "fifo", type_choice="random")
+    one, two = fifo(seed=3).solve(problem), fifo(seed=3).solve(problem)
     assert one.allocation == two.allocation
     used = {t for row in one.allocation.values() for t, x in row.items() if x > 0}
     assert used == {"v100", "p100", "k80"}
+
+
+def test_fifo_gavel_type_choice_gives_new_jobs_the_last_listed_type():
+    """Gavel's FIFOPolicy code gives a new job the last type (by name) of its list of types
+    with free workers, whatever type it drew; a type that fills up exactly leaves the list."""
+    jobs = [Job(str(i), {"v100": 2.0, "p100": 1.5, "k80": 1.0}) for i in range(3)]
+    allocation = get_policy("fifo").solve(
+        Problem(cluster={"v100": 3, "p100": 3, "k80": 3}, jobs=jobs))
+    assert all(allocation.share(str(i), "v100") == 1.0 for i in range(3))
+
+
+def test_fifo_gavel_type_choice_shares_an_oversubscribed_type_equally():
+    """Once the last listed type is full but still listed (another type left the list in
+    its place), later jobs pile onto it too; its shares are scaled to fit its workers, as
+    Gavel's mechanism shares it among them in turns. Which type leaves is a seeded draw."""
+    jobs = [Job(str(i), {"v100": 2.0, "p100": 1.5, "k80": 1.0}) for i in range(3)]
+    problem = Problem(cluster={"v100": 1, "p100": 1, "k80": 1}, jobs=jobs)
+    piled = 0
+    for seed in range(20):
+        allocation = get_policy("fifo", seed=seed).solve(problem)
+        assert_valid(problem, allocation)
+        assert allocation.share("0", "v100") > 0
+        if all(allocation.share(str(i), "v100") == pytest.approx(1 / 3) for i in range(3)):
+            piled += 1
+    assert 0 < piled < 20
+
+
+def test_fifo_gavel_type_choice_keeps_shared_jobs_where_they_are():
+    jobs = [Job(str(i), {"v100": 2.0, "k80": 1.0}) for i in range(3)]
+    previous = {"0": {"v100": 0.5, "k80": 0.0}, "1": {"v100": 0.5, "k80": 0.0}}
+    allocation = get_policy("fifo").solve(
+        Problem(cluster={"v100": 1, "k80": 1}, jobs=jobs, previous=previous))
+    assert allocation.share("0", "v100") == allocation.share("1", "v100") == 0.5
+    assert allocation.share("2", "k80") == 1.0
+
+
+def test_fifo_rejects_an_unknown_type_choice():
+    with pytest.raises(UnknownPolicy, match="type_choice"):
+        get_policy("fifo", type_choice="best")
 
 
 def test_shortest_job_first_runs_shortest_on_fastest_type():

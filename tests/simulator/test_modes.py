@@ -140,3 +140,34 @@ def test_a_job_in_a_pair_finishes_when_the_pair_does():
     a, b = result.jobs
     assert b.completion_s == pytest.approx(250.0)
     assert a.completion_s == pytest.approx(250.0)
+
+
+def test_sweep_points_get_entities_and_estimated_pairs(monkeypatch):
+    """``simulate sweep`` hands entities (generated jobs join them) and the estimator to
+    every simulation, as ``simulate`` does."""
+    import simulator.sweep as sweep
+    from gavelsched.estimator import EstimatorConfig
+
+    seen = {}
+
+    def spy(jobs, *args, **kwargs):
+        seen.update(kwargs, jobs=jobs)
+        return simulate(jobs, *args, **kwargs)
+
+    monkeypatch.setattr(sweep, "simulate", spy)
+    entities = {"x": Entity("x", 3.0), "y": Entity("y", 1.0, "fifo")}
+    spec = sweep.SweepSpec(jobs=12, cluster={"v100": 2, "p100": 2, "k80": 2}, entities=entities,
+                           estimate_pairs=True, estimator=EstimatorConfig(profiled_fraction=0.5))
+    row = sweep.run_point(sweep.SweepPoint("max_min_fairness_water_filling_perf", 6.0, 0), spec)
+    assert row["avg_jct_s"] > 0
+    assert seen["entities"] == entities
+    assert {j.entity for j in seen["jobs"]} == {"x", "y"}
+    assert seen["sim"].estimate_pairs and seen["sim"].estimator.profiled_fraction == 0.5
+
+
+def test_cli_sweep_takes_entities_and_estimate_pairs(tmp_path, capsys):
+    assert main(["simulate", "sweep", "--rates", "6", "--jobs", "10", "--cluster", "2:2:2",
+                 "--policies", "max_min_fairness_water_filling_perf", "max_min_fairness_packed",
+                 "--entities", "x=1,y=2:fifo", "--estimate-pairs", "--processes", "1",
+                 "--quiet", "-o", str(tmp_path)]) == 0
+    assert (tmp_path / "sweep.csv").exists()

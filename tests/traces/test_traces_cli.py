@@ -42,6 +42,17 @@ def test_generate_with_a_gavel_throughputs_file(tmp_path):
     assert {j.job_type for j in load_trace(out)} == {"A3C"}
 
 
+def test_generate_with_entities(tmp_path, capsys):
+    out = tmp_path / "t.jsonl"
+    assert main(["trace", "generate", "--jobs", "40", "--rate", "2", "--entities", "lab,prod",
+                 "-o", str(out)]) == 0
+    assert {j.entity for j in load_trace(out)} == {"lab", "prod"}
+    assert main(["trace", "generate", "--jobs", "4", "--rate", "2", "--entities", "lab",
+                 "-o", str(tmp_path / "t.trace")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--entities" in err and ".trace" in err and "\n" not in err
+
+
 def test_show_prints_a_summary(tmp_path, capsys):
     out = tmp_path / "t.jsonl"
     main(["trace", "generate", "--jobs", "30", "--rate", "2", "-o", str(out)])

@@ -104,9 +104,17 @@ def test_options_do_not_perturb_other_attributes(table):
     """Each attribute has its own random stream."""
     plain = generate_trace(300, 3.0, table=table, seed=9, multi_gpu=True)
     fancy = generate_trace(300, 3.0, table=table, seed=9, multi_gpu=True, priorities=True,
-                           slos=True)
+                           slos=True, entities=("a", "b"))
     key = [(j.job_type, j.scale_factor, j.total_steps, j.arrival_s) for j in plain]
     assert key == [(j.job_type, j.scale_factor, j.total_steps, j.arrival_s) for j in fancy]
+
+
+def test_entities_are_drawn_uniformly(table):
+    jobs = generate_trace(3000, 3.0, table=table, seed=2, entities=("a", "b", "c"))
+    counts = Counter(j.entity for j in jobs)
+    assert set(counts) == {"a", "b", "c"}
+    assert all(abs(n / 3000 - 1 / 3) < 0.03 for n in counts.values())
+    assert all(j.entity is None for j in generate_trace(10, 3.0, table=table, seed=2))
 
 
 def test_default_table_is_the_catalog(table):
