@@ -32,7 +32,7 @@ from traces.catalog import default_table
 from traces.generator import generate_trace
 
 from .config import SimConfig, preemption_overheads
-from .engine import fastest_first, simulate
+from .engine import fastest_first, make_policy, simulate
 from .plots import plot_sweep
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ class SweepSpec:
     processes can receive it). ``core_options`` override fields of
     ``CoreConfig.for_policy`` (e.g. ``{"backfill": False}``). ``entities`` make water
     filling hierarchical (generated jobs join one uniformly); ``estimate_pairs`` and
-    ``estimator`` are those of ``SimConfig``.
+    ``estimator`` are those of ``SimConfig``; ``policy_options`` go to every policy.
     """
 
     jobs: int
@@ -76,6 +76,7 @@ class SweepSpec:
     entities: Mapping[str, Entity] | None = None
     estimate_pairs: bool = False
     estimator: EstimatorConfig = field(default_factory=EstimatorConfig)
+    policy_options: Mapping[str, Any] = field(default_factory=dict)
 
 
 def default_window(jobs: int) -> tuple[int, int]:
@@ -98,7 +99,8 @@ def run_point(point: SweepPoint, spec: SweepSpec) -> dict:
                "min_resolve_interval_s": spec.min_resolve_interval_s,
                "type_order": fastest_first(table, types), **spec.core_options}
     core = CoreConfig.for_policy(point.policy, seed=point.seed, **options)
-    result = simulate(jobs, table, spec.cluster, point.policy, core_config=core,
+    policy = make_policy(point.policy, seed=point.seed, **spec.policy_options)
+    result = simulate(jobs, table, spec.cluster, policy, core_config=core,
                       sim=SimConfig(window=window, preemption_overhead_s=preemption_overheads(
                           spec.preemption_overhead, (j.job_type for j in jobs)),
                           estimate_pairs=spec.estimate_pairs, estimator=spec.estimator),

@@ -99,6 +99,9 @@ def _common(p) -> None:
     p.add_argument("--preemption-overhead", default="0", metavar="SECONDS|catalog",
                    help="checkpoint save+restore charged when a lease is not extended: "
                         "seconds for every job, or 'catalog' for per-job-type times")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a policy option, e.g. type_choice=random for fifo; repeat for "
+                        "several")
     p.add_argument("--quiet", action="store_true", help="no progress bar or notes")
     p.add_argument("--estimate-pairs", action="store_true",
                    help="space-sharing policies plan on estimated co-located throughputs "
@@ -125,8 +128,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from simulator import PriceTrace, SimConfig, simulate
+    from simulator import PriceTrace, SimConfig, make_policy, simulate
     from simulator.plots import write_plots
+
+    from .solve import parse_options
 
     cluster = parse_cluster(args.cluster)
     table = _table(args.throughputs)
@@ -143,9 +148,10 @@ def _run(args: argparse.Namespace) -> int:
                     estimate_pairs=args.estimate_pairs,
                     estimator=_estimator(args.profiled_fraction))
     core = _core_config(args, table, cluster)
+    policy = make_policy(args.policy, seed=args.seed, **parse_options(args.option))
     if not args.quiet:
         print(f"{source} on {_cluster_text(cluster)}, policy {args.policy}", file=sys.stderr)
-    result = simulate(jobs, table, cluster, args.policy, core_config=core, sim=sim,
+    result = simulate(jobs, table, cluster, policy, core_config=core, sim=sim,
                       gpus_per_server=parse_per_type(args.gpus_per_server, "--gpus-per-server"),
                       prices=_prices(args.prices, cluster), price_trace=price_trace,
                       entities=entities, seed=args.seed, progress=not args.quiet)
@@ -190,8 +196,11 @@ def run_sweep(args: argparse.Namespace) -> int:
     if any(r <= 0 for r in args.rates):
         raise InputError("--rates: every rate must be > 0 jobs/hour")
     from policies import get_policy
+
+    from .solve import parse_options
+    options = parse_options(args.option)
     for name in args.policies:
-        get_policy(name)  # unknown names fail before any process starts
+        get_policy(name, **options)  # unknown names and options fail before any process starts
     spec = SweepSpec(jobs=args.jobs, cluster=cluster, multi_gpu=args.multi_gpu,
                      round_seconds=args.round_seconds,
                      min_resolve_interval_s=args.min_resolve_interval,
@@ -202,7 +211,7 @@ def run_sweep(args: argparse.Namespace) -> int:
                      table=_table(args.throughputs) if args.throughputs else None,
                      entities=parse_entities(args.entities) if args.entities else None,
                      estimate_pairs=args.estimate_pairs,
-                     estimator=_estimator(args.profiled_fraction))
+                     estimator=_estimator(args.profiled_fraction), policy_options=options)
     _overheads(args.preemption_overhead, [])  # a bad spec fails before any process starts
     rows = sweep(args.policies, args.rates, args.seeds, spec, args.output,
                  processes=args.processes, progress=not args.quiet)

@@ -65,6 +65,8 @@ def test_bad_trace_exits_2_with_one_line_naming_file_line_and_field(tmp_path, ca
     (["--policy", "nope"], "nope"),
     (["--trace", "/does/not/exist.jsonl"], "exist"),
     (["--preemption-overhead", "soon"], "--preemption-overhead"),
+    (["--policy", "fifo", "--option", "type_choice=best"], "type_choice"),
+    (["--option", "colour"], "KEY=VALUE"),
 ])
 def test_bad_arguments_exit_2(argv, needle, capsys):
     assert main(["simulate", "--jobs", "5", "--quiet", *argv]) == 2
@@ -81,6 +83,16 @@ def test_sweep_writes_csv_and_plot(tmp_path, capsys):
         rows = list(csv.DictReader(f))
     assert [float(r["rate"]) for r in rows] == [10.0, 20.0]
     assert (tmp_path / "jct_vs_rate.png").stat().st_size > 0
+
+
+def test_policy_options_reach_the_simulated_policy(capsys):
+    """``--option`` configures the policy: fifo's two type choices give different runs."""
+    runs = {}
+    for choice in ("gavel", "random"):
+        assert main(["simulate", "--jobs", "30", "--rate", "0", "--cluster", "4:4:4", "--policy",
+                     "fifo", "--option", f"type_choice={choice}", "--quiet", "--json", "-"]) == 0
+        runs[choice] = json.loads(capsys.readouterr().out)
+    assert runs["gavel"]["avg_jct_s"] != runs["random"]["avg_jct_s"]
 
 
 def test_bad_price_trace_exits_2(tmp_path, capsys):
