@@ -38,6 +38,7 @@ class Solution:
     rows: Mapping[str, Mapping[str, float]]
     objective: float | None
     solver: str | None
+    state: Mapping | None = None  # Allocation.policy_state: see Problem.policy_state
 
 
 class Policy(ABC):
@@ -61,7 +62,8 @@ class Policy(ABC):
         elapsed = time.perf_counter() - start
         log.debug("%s: %d jobs solved in %.3fs", self.name, len(problem.jobs), elapsed)
         return Allocation(policy=self.name, allocation=solution.rows,
-                          objective=solution.objective, solve_s=elapsed, solver=solution.solver)
+                          objective=solution.objective, solve_s=elapsed, solver=solution.solver,
+                          policy_state=solution.state or {})
 
     @abstractmethod
     def _solve(self, problem: Problem) -> Solution:

@@ -96,11 +96,11 @@ class Columns:
     @cached_property
     def isolated_share(self) -> np.ndarray:
         """X^isolated (§5.4.1, §5.4.2): 1/n of every type's workers for each of the n jobs,
-        as a time fraction on the job's ``scale_factor`` workers. When that asks more than
-        full time of some job, every share shrinks by the same factor, as in Gavel."""
+        as a time fraction on the job's ``scale_factor`` workers. A job asked more than full
+        time has its row scaled down to 1, as Gavel's ``IsolatedPolicy`` does."""
         x = np.outer(1.0 / self.scale_factor, self.workers) / max(self.total_jobs, 1)
         x = np.where(self.T > 0, x, 0.0)
-        return x / max(x.sum(axis=1).max(initial=0.0), 1.0)
+        return x / np.maximum(x.sum(axis=1), 1.0)[:, None]
 
     @cached_property
     def isolated_throughput(self) -> np.ndarray:
@@ -119,23 +119,27 @@ class Columns:
         return np.array([allocation.share(key, self.types[j])
                          for key, j in zip(self.keys, self.col_type)])
 
-    def repaired(self, z: np.ndarray) -> np.ndarray:
-        """``z`` scaled down where solver tolerance left a job above 1 or a type above its
-        workers, so that (5.1)-(5.3) hold exactly."""
+    def repaired(self, z: np.ndarray, *, fit_types: bool = True) -> np.ndarray:
+        """``z`` scaled down where solver tolerance left a job above 1 or (``fit_types``) a
+        type above its workers, so that (5.1)-(5.3) hold exactly."""
         z = np.where(z > ZERO, np.minimum(z, 1.0), 0.0)
         job_shrink = 1.0 / np.maximum(np.asarray(self.member @ z).ravel(), 1.0)
         column_shrink = np.ones_like(z)  # the largest overload among the column's jobs
         entries = self.member.tocoo()
         np.minimum.at(column_shrink, entries.col, job_shrink[entries.row])
         z = z * column_shrink
+        if not fit_types:
+            return z
         type_load = np.asarray(self.usage @ z).ravel()
         type_shrink = np.where(type_load > self.workers,
                                self.workers / np.maximum(type_load, 1e-300), 1.0)
         return z * type_shrink[self.col_type]
 
-    def to_rows(self, z: np.ndarray) -> dict[str, dict[str, float]]:
-        """Allocation rows: every job with every type, plus the pairs that got time."""
-        z = self.repaired(z)
+    def to_rows(self, z: np.ndarray, *, fit_types: bool = True) -> dict[str, dict[str, float]]:
+        """Allocation rows: every job with every type, plus the pairs that got time.
+        ``fit_types=False`` keeps a type asked beyond its workers as it is (only Gavel's
+        FIFO does that on purpose, see ``policies.ordering``)."""
+        z = self.repaired(z, fit_types=fit_types)
         rows = {job_id: dict.fromkeys(self.types, 0.0) for job_id in self.job_ids}
         for key, j, value in zip(self.keys, self.col_type.tolist(), z.tolist()):
             if key not in rows:

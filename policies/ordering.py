@@ -22,6 +22,7 @@ import numpy as np
 from .base import ColumnPolicy, Policy, Solution, no_columns, run
 from .columns import ZERO, Columns, build_columns
 from .fairness import base_constraints
+from .errors import ProblemError
 from .problem import PAIR_SEPARATOR, Allocation, Problem
 from .throughput import normalized_throughput
 
@@ -86,24 +87,41 @@ class GreedyOrdered(Policy):
 
     def _solve(self, problem: Problem) -> Solution:
         cols = build_columns(problem)
-        if self.fastest or self.type_choice == "random":
-            placed = self._greedy(problem, cols)
+        state = None
+        gavel = not self.fastest and self.type_choice == "gavel"
+        if gavel:
+            rng = self._generator(problem)
+            placed = self._gavel_types(problem, cols, rng)
+            state = {"rng": _state_to_json(rng.getstate())}
         else:
-            placed = self._gavel_types(problem, cols)
+            placed = self._greedy(problem, cols)
         z = np.zeros(cols.num_columns)
         column_of = {(cols.keys[c], cols.col_type[c]): c for c in range(cols.num_columns)}
-        for i, (j, share) in placed.items():
-            z[column_of[(cols.job_ids[i], j)]] = share
-        return Solution(cols.to_rows(z), self._score(cols, z), None)
+        for i, j in placed.items():
+            z[column_of[(cols.job_ids[i], j)]] = 1.0
+        return Solution(cols.to_rows(z, fit_types=not gavel), self._score(cols, z), None, state)
 
-    def _greedy(self, problem: Problem, cols: Columns) -> dict[int, tuple[int, float]]:
+    def _generator(self, problem: Problem) -> random.Random:
+        """Gavel's FIFOPolicy draws from one generator seeded once; it continues from the
+        state handed back with the previous allocation (``Problem.policy_state``)."""
+        rng = random.Random(self.seed)
+        saved = problem.policy_state.get("rng")
+        if saved is not None:
+            try:
+                rng.setstate(_state_from_json(saved))
+            except (TypeError, ValueError) as err:
+                raise ProblemError(f"policy_state.rng: not a random generator state ({err})") \
+                    from None
+        return rng
+
+    def _greedy(self, problem: Problem, cols: Columns) -> dict[int, int]:
         """Jobs in rank order each get a whole type with room (the fastest, or a random
         one); running jobs of ``fifo`` keep theirs; the first job that fits nowhere ends it."""
         available = dict(zip(range(len(cols.types)), cols.workers))
-        placed: dict[int, tuple[int, float]] = {}
+        placed: dict[int, int] = {}
 
         def place(i: int, j: int) -> None:
-            placed[i] = (j, 1.0)
+            placed[i] = j
             available[j] -= cols.scale_factor[i]
 
         def fits(i: int, j: int) -> bool:
@@ -130,7 +148,8 @@ class GreedyOrdered(Policy):
                 place(i, options[rng.randrange(len(options))])
         return placed
 
-    def _gavel_types(self, problem: Problem, cols: Columns) -> dict[int, tuple[int, float]]:
+    def _gavel_types(self, problem: Problem, cols: Columns,
+                     rng: random.Random) -> dict[int, int]:
         """Agnostic FIFO as Gavel's ``FIFOPolicy`` (mode ``base``) computes it.
 
         Its code keeps the sorted list of types with free workers and draws a random index
@@ -138,13 +157,15 @@ class GreedyOrdered(Policy):
         the *last* type of that list, room or not. The draw only decides which type leaves
         the list when the job's type fills up exactly. So jobs pile onto the alphabetically
         last type (v100 for k80/p100/v100) beyond its workers, and Gavel's mechanism then
-        shares it among them in turns. Here every job gets the type Gavel's code gives it,
-        and an oversubscribed type's shares are scaled to fit it: equal X on a type keeps
-        the mechanism's order among its jobs, so the rounds are the same as Gavel's. Running
-        jobs keep their type, and a finished job's type goes to the head of the queue if it
-        fits, subtracting the workers of the jobs before it in arrival order, as there. The
-        draws are seeded by the call (``seed``, its first queued job), as Gavel's policy
-        draws from one seeded generator."""
+        shares it among them in turns. This returns exactly that allocation, whole types
+        asked beyond their workers included: it is the one policy output that may
+        oversubscribe a type, because Gavel's rounds depend on it (scaling the type's shares
+        to fit changes the deficits that break the mechanism's ties, and with them the
+        rounds). ``type_choice="random"`` never oversubscribes. Running jobs keep their
+        type, and a finished job's type goes to the head of the queue if it fits,
+        subtracting the workers of the jobs before it in arrival order, as there. The draws
+        come from ``rng``, one generator over all calls as in Gavel, so a run with Gavel's
+        seed makes Gavel's choices."""
         present = {job_id: i for i, job_id in enumerate(cols.job_ids)}
         sf = cols.scale_factor
         available = dict(zip(range(len(cols.types)), cols.workers.tolist()))
@@ -159,7 +180,6 @@ class GreedyOrdered(Policy):
                 held[i] = j
                 available[j] -= sf[i]
         listed = sorted((j for j in available if available[j] > 0), key=lambda j: cols.types[j])
-        rng = random.Random(f"{self.seed}/{cols.job_ids[queue[0]] if queue else ''}")
         while queue and listed:
             i = queue.pop(0)
             room = [k for k, j in enumerate(listed) if available[j] >= sf[i]]
@@ -172,11 +192,7 @@ class GreedyOrdered(Policy):
                 available[j] -= sf[i]
                 if available[j] == 0:
                     listed.pop(drawn)
-        demand = np.zeros(len(cols.types))
-        for i, j in held.items():
-            demand[j] += sf[i]
-        scale = np.minimum(1.0, cols.workers / np.maximum(demand, 1e-300))
-        return {i: (j, float(scale[j])) for i, j in held.items()}
+        return held
 
     @staticmethod
     def _held(problem: Problem, cols: Columns):
@@ -196,3 +212,14 @@ class GreedyOrdered(Policy):
     def evaluate(self, problem: Problem, allocation: Allocation) -> float | None:
         cols = build_columns(problem)
         return self._score(cols, cols.z_from(allocation))
+
+
+def _state_to_json(state: tuple) -> list:
+    """``random.Random.getstate()`` as JSON data: [version, [625 ints], gauss_next]."""
+    version, internal, gauss_next = state
+    return [version, list(internal), gauss_next]
+
+
+def _state_from_json(data) -> tuple:
+    version, internal, gauss_next = data
+    return (version, tuple(internal), gauss_next)

@@ -102,7 +102,11 @@ class Problem:
     between recomputations (FIFO's running jobs stay put, Gandiva keeps pairs that help).
     ``max_scale_factor`` caps the job size each type can host (default: its worker count);
     POP sub-problems keep the whole cluster's caps while holding a fraction of its workers.
-    Jobs are listed in arrival order; order-based policies (FIFO) rely on it.
+    ``policy_state`` is what the policy handed back with that allocation
+    (``Allocation.policy_state``, JSON data): a policy that must remember something between
+    solves, such as Gavel-compatible FIFO's random generator, gets it back as input and so
+    stays a pure function. Jobs are listed in arrival order; order-based policies (FIFO)
+    rely on it.
     """
 
     cluster: Mapping[str, float]
@@ -112,9 +116,11 @@ class Problem:
     entities: Mapping[str, Entity] = field(default_factory=dict)
     previous: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     max_scale_factor: Mapping[str, float] = field(default_factory=dict)
+    policy_state: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cluster", _frozen(self.cluster))
+        object.__setattr__(self, "policy_state", _frozen(self.policy_state))
         object.__setattr__(self, "max_scale_factor", _frozen(self.max_scale_factor))
         object.__setattr__(self, "jobs", tuple(self.jobs))
         object.__setattr__(self, "prices", _frozen(self.prices))
@@ -154,6 +160,7 @@ class Problem:
             entities=self.entities,
             previous={k: v for k, v in self.previous.items() if _key_jobs(k) <= ids},
             max_scale_factor={t: self.largest_job(t) for t in self.cluster},
+            policy_state=self.policy_state,
         )
 
     # ---- JSON -------------------------------------------------------------------------
@@ -186,6 +193,8 @@ class Problem:
             }
         if self.previous:
             out["previous"] = {k: dict(v) for k, v in self.previous.items()}
+        if self.policy_state:
+            out["policy_state"] = dict(self.policy_state)
         return out
 
 
@@ -202,11 +211,13 @@ class Allocation:
     objective: float | None = None
     solve_s: float = 0.0
     solver: str | None = None
+    policy_state: Mapping[str, Any] = field(default_factory=dict)  # see Problem
 
     def __post_init__(self) -> None:
         object.__setattr__(
             self, "allocation", _frozen({k: _frozen(v) for k, v in self.allocation.items()})
         )
+        object.__setattr__(self, "policy_state", _frozen(self.policy_state))
 
     def share(self, key: str, worker_type: str) -> float:
         return self.allocation.get(key, {}).get(worker_type, 0.0)
@@ -227,6 +238,8 @@ class Allocation:
         }
         if self.solver is not None:
             out["solver"] = self.solver
+        if self.policy_state:
+            out["policy_state"] = dict(self.policy_state)
         return out
 
     @classmethod
@@ -239,6 +252,7 @@ class Allocation:
                 objective=None if data.get("objective") is None else float(data["objective"]),
                 solve_s=float(data.get("solve_s", 0.0)),
                 solver=data.get("solver"),
+                policy_state=dict(data.get("policy_state", {})),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise ProblemError(f"allocation: malformed ({err!r})") from None
@@ -314,7 +328,8 @@ def _parse_problem(data: Any) -> Problem:
         for k, v in _mapping(data.get("previous") or {}, "previous").items()
     }
     return Problem(cluster=cluster, jobs=tuple(jobs), prices=prices, pairs=tuple(pairs),
-                   entities=entities, previous=previous)
+                   entities=entities, previous=previous,
+                   policy_state=_mapping(data.get("policy_state") or {}, "policy_state"))
 
 
 def _parse_job(raw: Any, i: int, cluster: Mapping[str, float]) -> Job:

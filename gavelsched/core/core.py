@@ -409,10 +409,11 @@ class SchedulerCore:
         pairs = self._problem_pairs() if self.config.pairs else ()
         # The whole allocation in force, finished jobs included: FIFO hands a finished
         # job's type to the head of its queue (Gavel's FIFOPolicy keeps that state itself).
-        previous = ({} if self._last_allocation is None
-                    else self._last_allocation.allocation)
+        last = self._last_allocation
         return Problem(cluster=dict(self._view.counts), jobs=tuple(jobs), prices=self._prices,
-                       pairs=pairs, entities=self._entities, previous=previous)
+                       pairs=pairs, entities=self._entities,
+                       previous={} if last is None else last.allocation,
+                       policy_state={} if last is None else last.policy_state)
 
     def _problem_pairs(self) -> tuple[Pair, ...]:
         """Every pair of active jobs with the same scale factor that can share a worker

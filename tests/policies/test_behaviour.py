@@ -156,28 +156,29 @@ def test_fifo_gavel_type_choice_gives_new_jobs_the_last_listed_type():
     assert all(allocation.share(str(i), "v100") == 1.0 for i in range(3))
 
 
-def test_fifo_gavel_type_choice_shares_an_oversubscribed_type_equally():
+def test_fifo_gavel_type_choice_oversubscribes_as_gavel_does():
     """Once the last listed type is full but still listed (another type left the list in
-    its place), later jobs pile onto it too; its shares are scaled to fit its workers, as
-    Gavel's mechanism shares it among them in turns. Which type leaves is a seeded draw."""
+    its place), later jobs pile onto it too, beyond its workers: Gavel's mechanism then
+    shares it among them in turns. Which type leaves the list is a seeded draw."""
     jobs = [Job(str(i), {"v100": 2.0, "p100": 1.5, "k80": 1.0}) for i in range(3)]
     problem = Problem(cluster={"v100": 1, "p100": 1, "k80": 1}, jobs=jobs)
     piled = 0
     for seed in range(20):
         allocation = get_policy("fifo", seed=seed).solve(problem)
-        assert_valid(problem, allocation)
-        assert allocation.share("0", "v100") > 0
-        if all(allocation.share(str(i), "v100") == pytest.approx(1 / 3) for i in range(3)):
+        assert allocation.share("0", "v100") == 1.0
+        if all(allocation.share(str(i), "v100") == 1.0 for i in range(3)):
             piled += 1
+        else:
+            assert_valid(problem, allocation)
     assert 0 < piled < 20
 
 
-def test_fifo_gavel_type_choice_keeps_shared_jobs_where_they_are():
+def test_fifo_gavel_type_choice_keeps_running_jobs_where_they_are():
     jobs = [Job(str(i), {"v100": 2.0, "k80": 1.0}) for i in range(3)]
-    previous = {"0": {"v100": 0.5, "k80": 0.0}, "1": {"v100": 0.5, "k80": 0.0}}
+    previous = {"0": {"v100": 1.0, "k80": 0.0}, "1": {"v100": 1.0, "k80": 0.0}}
     allocation = get_policy("fifo").solve(
         Problem(cluster={"v100": 1, "k80": 1}, jobs=jobs, previous=previous))
-    assert allocation.share("0", "v100") == allocation.share("1", "v100") == 0.5
+    assert allocation.share("0", "v100") == allocation.share("1", "v100") == 1.0
     assert allocation.share("2", "k80") == 1.0
 
 
@@ -313,3 +314,47 @@ def test_placement_sensitivity_as_two_worker_types():
     allocation = get_policy("max_sum_throughput_perf").solve(problem)
     assert allocation.share("comm-heavy", "v100-packed") == pytest.approx(1.0, abs=1e-5)
     assert allocation.share("compute", "v100-spread") == pytest.approx(1.0, abs=1e-5)
+
+
+def test_isolated_scales_each_job_to_full_time_on_its_own():
+    """X^isolated gives each of n jobs 1/n of every type; a job asked more than full time is
+    scaled down to 1 alone, leaving the others' shares (Gavel's IsolatedPolicy)."""
+    jobs = [Job("small", {"v100": 1.0}), Job("big", {"v100": 4.0}, scale_factor=4)]
+    problem = Problem(cluster={"v100": 4}, jobs=jobs)
+    allocation = get_policy("isolated").solve(problem)
+    assert allocation.share("small", "v100") == pytest.approx(1.0)  # 2 GPUs' worth, capped
+    assert allocation.share("big", "v100") == pytest.approx(0.5)    # 2 of its 4 GPUs
+    assert_valid(problem, allocation)
+
+
+def test_fifo_gavel_type_choice_draws_from_one_generator_across_solves():
+    """Gavel's FIFOPolicy draws from one generator seeded once. The policy stays pure by
+    handing the generator's state back (``Allocation.policy_state``) and continuing from
+    the state it is given (``Problem.policy_state``)."""
+    import random
+
+    jobs = [Job(str(i), {"v100": 1.0}) for i in range(2)]
+    first = get_policy("fifo", seed=7).solve(Problem(cluster={"v100": 2}, jobs=jobs))
+    expected = random.Random(7)
+    expected.randrange(1), expected.randrange(1)  # one draw per job placed
+    assert first.policy_state["rng"][1] == list(expected.getstate()[1])
+    # The next solve continues from that state (a third job finds no room: no draw).
+    more = Problem(cluster={"v100": 2}, jobs=[*jobs, Job("2", {"v100": 1.0})],
+                   previous=first.allocation, policy_state=first.policy_state)
+    second = get_policy("fifo", seed=7).solve(more)
+    assert second.policy_state == first.policy_state
+    with pytest.raises(ProblemError, match="policy_state.rng"):
+        get_policy("fifo").solve(Problem(cluster={"v100": 2}, jobs=jobs,
+                                         policy_state={"rng": [3, [1, 2], None]}))
+
+
+def test_policy_state_round_trips_through_json():
+    problem = Problem.from_dict({"cluster": {"v100": 1}, "jobs": [],
+                                 "policy_state": {"rng": [3, [1], None]}})
+    assert problem.to_dict()["policy_state"] == {"rng": [3, [1], None]}
+    allocation = get_policy("fifo").solve(Problem(cluster={"v100": 1},
+                                                  jobs=[Job("0", {"v100": 1.0})]))
+    again = type(allocation).from_dict(allocation.to_dict())
+    assert again.policy_state["rng"] == allocation.policy_state["rng"]
+    with pytest.raises(ProblemError, match="policy_state"):
+        Problem.from_dict({"cluster": {"v100": 1}, "policy_state": [1]})

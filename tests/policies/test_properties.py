@@ -28,12 +28,35 @@ ALL_POLICIES = [
 ]
 
 
+# Options per policy in the tests below: fifo's default replicates Gavel's FIFOPolicy,
+# which oversubscribes on purpose (see the test after next).
+OPTIONS = {"fifo": {"type_choice": "random"}}
+
+
 @pytest.mark.parametrize("name", ALL_POLICIES)
 @settings(**SETTINGS)
 @given(problem=problems(pairs=True))
 def test_allocations_never_oversubscribe(name, problem):
     """Σ_m X_mj · scale_factor_m <= workers_j, Σ_j X_mj <= 1, 0 <= X <= 1 (5.1-5.3)."""
-    assert_valid(problem, get_policy(name).solve(problem))
+    assert_valid(problem, get_policy(name, **OPTIONS.get(name, {})).solve(problem))
+
+
+@settings(**SETTINGS)
+@given(problem=problems(pairs=False))
+def test_gavel_fifo_oversubscribes_at_most_the_last_listed_type(problem):
+    """Gavel's FIFOPolicy code gives every new job the last type of its list of types with
+    free workers, so one type at most (once full but still listed) is asked beyond its
+    workers; every job gets one whole type or nothing, and only where it can run."""
+    allocation = get_policy("fifo").solve(problem)
+    sf = {job.id: job.scale_factor for job in problem.jobs}
+    used = dict.fromkeys(problem.cluster, 0.0)
+    for key, row in allocation.allocation.items():
+        shares = [x for x in row.values() if x > 0]
+        assert shares in ([], [1.0]), (key, row)
+        for t, x in row.items():
+            used[t] += x * sf[key]
+            assert x == 0 or problem.job(key).runs_on(t)
+    assert sum(u > problem.cluster[t] for t, u in used.items()) <= 1, used
 
 
 @settings(**SETTINGS)
