@@ -10,7 +10,19 @@ from .problem import Allocation, Entity, Job, Pair, Problem, pair_key
 from .registry import REGISTRY, get_policy, policy_names
 
 __all__ = [
-    "Allocation", "Entity", "Infeasible", "Job", "Pair", "Policy", "PolicyError", "Problem",
-    "ProblemError", "REGISTRY", "SolverFailed", "UnknownPolicy", "get_policy", "pair_key",
+    "REGISTRY",
+    "Allocation",
+    "Entity",
+    "Infeasible",
+    "Job",
+    "Pair",
+    "Policy",
+    "PolicyError",
+    "Problem",
+    "ProblemError",
+    "SolverFailed",
+    "UnknownPolicy",
+    "get_policy",
+    "pair_key",
     "policy_names",
 ]

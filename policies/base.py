@@ -12,8 +12,8 @@ import logging
 import time
 import warnings
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import cvxpy as cp
 import numpy as np

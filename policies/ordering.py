@@ -1,10 +1,11 @@
 """Order-based policies: FIFO and shortest job first (thesis §5.4.2).
 
 - ``fifo`` / ``fifo_perf`` keep Gavel's semantics: jobs, in arrival order, get a whole type
-  each (random among those with room, or the fastest one with room) until the head of the
-  queue no longer fits; no job jumps the queue. ``fifo`` keeps running jobs where they are
-  (read from ``Problem.previous``) and hands a finished job's type to the next in line;
-  ``fifo_perf`` re-places every job on the fastest type with room, as Gavel's does.
+  each until the head of the queue no longer fits; no job jumps the queue. ``fifo`` keeps
+  running jobs where they are (read from ``Problem.previous``) and hands a finished job's
+  type to the next in line; which type a new job gets is Gavel's code's choice by default
+  (see ``GreedyOrdered._gavel_types``) or a random one with room. ``fifo_perf`` re-places
+  every job on the fastest type with room, as Gavel's does.
 - ``shortest_job_first_perf`` is the same greedy in order of remaining time on the fastest
   type, each job on the fastest type with room: the shortest job runs alone on its fastest
   type, which minimises its duration (§5.4.2), then the next shortest, and so on.
@@ -21,8 +22,8 @@ import numpy as np
 
 from .base import ColumnPolicy, Policy, Solution, no_columns, run
 from .columns import ZERO, Columns, build_columns
-from .fairness import base_constraints
 from .errors import ProblemError
+from .fairness import base_constraints
 from .problem import PAIR_SEPARATOR, Allocation, Problem
 from .throughput import normalized_throughput
 

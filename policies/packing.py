@@ -12,7 +12,7 @@ result is O(n · max_partners) pairs, chosen deterministically. On the default c
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 
 from .problem import Job, Pair
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import copyreg
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 from .errors import ProblemError
 
@@ -148,7 +149,7 @@ class Problem:
         """The largest scale factor that can run on ``worker_type``."""
         return self.max_scale_factor.get(worker_type, self.cluster[worker_type])
 
-    def with_jobs(self, jobs, cluster: Mapping[str, float] | None = None) -> "Problem":
+    def with_jobs(self, jobs, cluster: Mapping[str, float] | None = None) -> Problem:
         """A copy holding only ``jobs`` and the pairs among them, optionally on ``cluster``
         (a share of this one: the largest job each type can host stays the same)."""
         jobs = tuple(jobs)
@@ -165,7 +166,7 @@ class Problem:
 
     # ---- JSON -------------------------------------------------------------------------
     @classmethod
-    def from_dict(cls, data: Any) -> "Problem":
+    def from_dict(cls, data: Any) -> Problem:
         """Parse and validate the Problem JSON; raise ``ProblemError`` naming the bad field."""
         return _parse_problem(data)
 
@@ -243,7 +244,7 @@ class Allocation:
         return out
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Allocation":
+    def from_dict(cls, data: Mapping[str, Any]) -> Allocation:
         try:
             return cls(
                 policy=str(data["policy"]),
@@ -294,7 +295,7 @@ def _parse_problem(data: Any) -> Problem:
     }
     unknown_prices = set(prices) - set(cluster)
     if unknown_prices:
-        raise ProblemError(f"prices: unknown worker type {sorted(unknown_prices)[0]!r}")
+        raise ProblemError(f"prices: unknown worker type {min(unknown_prices)!r}")
     raw_jobs = data.get("jobs", [])
     if not isinstance(raw_jobs, list):
         raise ProblemError("jobs: must be a list")

@@ -7,8 +7,8 @@ adds space sharing over the problem's ``pairs``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
-from typing import Callable
 
 from .base import Policy
 from .baselines import AlloX, Gandiva, Isolated

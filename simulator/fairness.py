@@ -7,8 +7,8 @@ its private share; Figure 5.11 plots the CDF of ρ.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import numpy as np
 

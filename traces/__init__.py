@@ -1,7 +1,14 @@
 """Traces, throughput tables and the default job catalog (thesis §5.7.1, Table 5.2)."""
 
-from .catalog import (Catalog, JobTypeInfo, checkpoint_seconds, default_catalog, default_prices,
-                      default_table, load_catalog)
+from .catalog import (
+                      Catalog,
+                      JobTypeInfo,
+                      checkpoint_seconds,
+                      default_catalog,
+                      default_prices,
+                      default_table,
+                      load_catalog,
+)
 from .errors import TraceError
 from .formats import load_trace, read_trace, sort_by_arrival, validate_trace, write_trace
 from .generator import generate_trace

@@ -83,17 +83,17 @@ PREEMPTIBLE_PRICES = {"k80": 0.135, "p100": 0.43, "v100": 0.74}
 
 # Global model constants (all stated assumptions, see the file header for their use).
 MODEL = {
-    "allreduce_gb_per_s": (10.0, "estimate", "NCCL ring all-reduce over PCIe 3.0 x16 "
-                           "(15.75 GB/s theoretical, ~10 GB/s achieved)"),
-    "allreduce_overlap": (0.5, "estimate", "fraction of the all-reduce hidden behind the "
-                          "backward pass by bucketed data-parallel training"),
-    "interference": (0.10, "estimate", "throughput lost by each of two co-located jobs to "
-                     "cache/memory-bandwidth contention and MPS context switching (F5.4)"),
-    "usable_memory_fraction": (0.90, "estimate", "share of GPU memory two co-located jobs "
-                               "may fill (allocator fragmentation, driver reserve)"),
+    "allreduce_gb_per_s": (10.0, "estimate", ("NCCL ring all-reduce over PCIe 3.0 x16 "
+                           "(15.75 GB/s theoretical, ~10 GB/s achieved)")),
+    "allreduce_overlap": (0.5, "estimate", ("fraction of the all-reduce hidden behind the "
+                          "backward pass by bucketed data-parallel training")),
+    "interference": (0.10, "estimate", ("throughput lost by each of two co-located jobs to "
+                     "cache/memory-bandwidth contention and MPS context switching (F5.4)")),
+    "usable_memory_fraction": (0.90, "estimate", ("share of GPU memory two co-located jobs "
+                               "may fill (allocator fragmentation, driver reserve)")),
     "cuda_context_gb": (0.5, "estimate", "CUDA context plus cuDNN/cuBLAS workspaces, per job"),
-    "checkpoint_fixed_s": (1.0, "estimate", "serialization and file open/close per "
-                           "checkpoint"),
+    "checkpoint_fixed_s": (1.0, "estimate", ("serialization and file open/close per "
+                           "checkpoint")),
     "checkpoint_write_mb_per_s": (250.0, "estimate", "persistent-SSD class write bandwidth"),
     "checkpoint_read_mb_per_s": (500.0, "estimate", "persistent-SSD class read bandwidth"),
 }
@@ -365,8 +365,8 @@ def _meta_lines() -> list[str]:
             f"      task: {_q(f.task)}",
             f"      dataset: {_q(f.dataset)}",
             f"      batch_sizes: [{', '.join(map(str, f.batch_sizes))}]  # source T5.2",
-            f"      speedup_vs_k80: {{p100: {_num(f.speedup['p100'])}, "
-            f"v100: {_num(f.speedup['v100'])}}}",
+            (f"      speedup_vs_k80: {{p100: {_num(f.speedup['p100'])}, "
+            f"v100: {_num(f.speedup['v100'])}}}"),
             f"      speedup_source: {_q(f.speedup_source)}",
             f"      k80_ms_per_sample: {_num(f.k80_ms_per_sample)}",
             f"      k80_ms_per_sample_note: {_q(f.k80_ms_note)}",

@@ -59,8 +59,8 @@ class TraceSummary:
             ("entities", entities),
         ]
         if self.work_gpu_hours is not None:
-            rows.append(("work", f"{self.work_gpu_hours:,.1f} {self.reference_worker} "
-                         "GPU-hours"))
+            rows.append(("work", (f"{self.work_gpu_hours:,.1f} {self.reference_worker} "
+                         "GPU-hours")))
         return rows
 
 

@@ -186,7 +186,7 @@ def _native_pairs(section: Any, solo: Mapping[str, Mapping[JobKey, float]], path
                 raise TraceError(path, None, where, "expected {a, b, steps_per_s}")
             unknown = set(entry) - {"a", "b", "a_sf", "b_sf", "steps_per_s"}
             if unknown:
-                raise TraceError(path, None, f"{where}/{sorted(unknown)[0]}", "unknown key "
+                raise TraceError(path, None, f"{where}/{min(unknown)}", "unknown key "
                                  "(expected a, b, a_sf, b_sf, steps_per_s)")
             keys = []
             for side in ("a", "b"):

@@ -104,8 +104,7 @@ class CoreConfig:
                  or policy_name in AWARE_WITHOUT_SUFFIX)
         rules = {
             "shuffle_type_order": not aware,
-            "backfill": not (policy_name.startswith("fifo")
-                             or policy_name.startswith("max_sum_throughput_normalized_by_cost")),
+            "backfill": not (policy_name.startswith(("fifo", "max_sum_throughput_normalized_by_cost"))),
             "pairs": _needs_pairs(policy_name),
             "isolated_time": policy_name.startswith("finish_time_fairness"),
         }

@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 from scipy.optimize import linprog
 
-from policies import (Infeasible, Job, Pair, Problem, UnknownPolicy, get_policy, pair_key,
-                      policy_names)
+from policies import Infeasible, Job, Pair, Problem, UnknownPolicy, get_policy, pair_key, policy_names
 from policies.columns import build_columns
 from policies.errors import ProblemError
 
@@ -296,7 +295,7 @@ def test_finish_time_fairness_is_optimal_by_bisection():
 
 def test_partitions_stay_close_to_optimal_and_valid():
     rng = np.random.default_rng(0)
-    models = list(["ResNet-50", "A3C", "Transformer", "CycleGAN", "ResNet-18"])
+    models = ["ResNet-50", "A3C", "Transformer", "CycleGAN", "ResNet-18"]
     jobs = [Job(str(i), table_6_1_throughputs(models[rng.integers(5)])) for i in range(400)]
     problem = Problem(cluster={"v100": 100, "p100": 100, "k80": 100}, jobs=jobs)
     exact = get_policy("max_min_fairness_perf").solve(problem)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -95,7 +97,7 @@ def test_figure_5_13_fifo_within_entities(num_jobs):
     for k in range(3):
         ids = [str(i) for i in range(6 * k, min(6 * k + 6, num_jobs))]
         times = [allocation.job_time(j) for j in ids]
-        for before, after in zip(times, times[1:]):
+        for before, after in itertools.pairwise(times):
             if after > 1e-6:
                 assert before == pytest.approx(1.0, abs=1e-5)
     if num_jobs == 18:

@@ -14,8 +14,8 @@ from policies import Problem, get_policy
 
 from .conftest import problems
 
-SETTINGS = dict(max_examples=30, deadline=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = {"max_examples": 30, "deadline": None,
+                "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large]}
 REL = 1e-6
 
 

@@ -29,7 +29,7 @@ def test_pairs_beat_time_slicing_share_a_scale_factor_and_stay_few():
     by_id = {j.id: (j, k) for j, k in zip(jobs, kinds)}
     assert 0 < len(pairs) <= 4 * len(jobs)
     for pair in pairs:
-        (a, ka), (b, kb) = by_id[pair.jobs[0]], by_id[pair.jobs[1]]
+        (a, _ka), (b, _kb) = by_id[pair.jobs[0]], by_id[pair.jobs[1]]
         assert a.scale_factor == b.scale_factor and a.id != b.id
         assert pair_gain(a.throughputs, b.throughputs, pair.throughputs) > 1.0
     assert pairs == select_pairs(jobs, kinds, together, max_partners=4)  # deterministic

@@ -13,8 +13,8 @@ from policies.errors import Infeasible
 
 from .conftest import assert_valid, effective_throughput, problems
 
-SETTINGS = dict(max_examples=25, deadline=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = {"max_examples": 25, "deadline": None,
+                "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large]}
 
 ALL_POLICIES = [
     "max_min_fairness", "max_min_fairness_perf", "max_min_fairness_packed",

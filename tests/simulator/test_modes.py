@@ -145,8 +145,8 @@ def test_a_job_in_a_pair_finishes_when_the_pair_does():
 def test_sweep_points_get_entities_and_estimated_pairs(monkeypatch):
     """``simulate sweep`` hands entities (generated jobs join them) and the estimator to
     every simulation, as ``simulate`` does."""
-    import simulator.sweep as sweep
     from gavelsched.estimator import EstimatorConfig
+    from simulator import sweep
 
     seen = {}
 

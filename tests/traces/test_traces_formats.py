@@ -7,8 +7,17 @@ import logging
 
 import pytest
 
-from traces import (ThroughputTable, TraceError, TraceJob, generate_trace, load_trace,
-                    read_trace, sort_by_arrival, validate_trace, write_trace)
+from traces import (
+    ThroughputTable,
+    TraceError,
+    TraceJob,
+    generate_trace,
+    load_trace,
+    read_trace,
+    sort_by_arrival,
+    validate_trace,
+    write_trace,
+)
 from traces.catalog import default_table
 
 GOOD_JSONL = json.dumps({"job_type": "A3C", "scale_factor": 1, "total_steps": 1000,

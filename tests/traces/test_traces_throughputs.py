@@ -10,8 +10,14 @@ import pytest
 
 from traces import ThroughputTable, TraceError
 from traces.catalog import default_table
-from traces.throughputs import (dump_table, is_gavel_format, load_table, parse_gavel_key,
-                                table_to_gavel_dict, table_to_native_dict)
+from traces.throughputs import (
+    dump_table,
+    is_gavel_format,
+    load_table,
+    parse_gavel_key,
+    table_to_gavel_dict,
+    table_to_native_dict,
+)
 
 # A tiny file in Gavel's format, with our own numbers.
 GAVEL_DOC = {
@@ -163,15 +169,15 @@ BAD_DOCUMENTS = [
     ("sf.yaml", "v100: {A3C: {x: 1.0}}\n", "v100/A3C/x"),
     ("sf0.yaml", "v100: {A3C: {0: 1.0}}\n", "v100/A3C/0"),
     ("jobs.yaml", "v100: [1, 2]\n", "v100"),
-    ("pair_unknown.yaml", "v100: {A3C: 1}\npairs: {v100: [{a: A3C, b: CycleGAN, "
-                          "steps_per_s: [1, 1]}]}\n", "pairs/v100[0]/b"),
+    ("pair_unknown.yaml", ("v100: {A3C: 1}\npairs: {v100: [{a: A3C, b: CycleGAN, "
+                          "steps_per_s: [1, 1]}]}\n"), "pairs/v100[0]/b"),
     ("pair_len.yaml", "v100: {A3C: 1}\npairs: {v100: [{a: A3C, b: A3C, steps_per_s: [1]}]}\n",
      "pairs/v100[0]/steps_per_s"),
-    ("pair_dup.yaml", "v100: {A3C: 1, B: 1}\npairs: {v100: [{a: A3C, b: B, steps_per_s: [1, 1]},"
-                      " {a: B, b: A3C, steps_per_s: [1, 1]}]}\n", "pairs/v100[1]"),
+    ("pair_dup.yaml", ("v100: {A3C: 1, B: 1}\npairs: {v100: [{a: A3C, b: B, steps_per_s: [1, 1]},"
+                      " {a: B, b: A3C, steps_per_s: [1, 1]}]}\n"), "pairs/v100[1]"),
     ("pair_worker.yaml", "v100: {A3C: 1}\npairs: {k80: []}\n", "pairs/k80"),
-    ("pair_key.yaml", "v100: {A3C: 1}\npairs: {v100: [{a: A3C, b: A3C, steps_per_s: [1, 1], "
-                      "c: 1}]}\n", "pairs/v100[0]/c"),
+    ("pair_key.yaml", ("v100: {A3C: 1}\npairs: {v100: [{a: A3C, b: A3C, steps_per_s: [1, 1], "
+                      "c: 1}]}\n"), "pairs/v100[0]/c"),
     ("gavel_null.json", json.dumps({"v100": {"('A3C', 1)": {"('A3C', 1)": [1, 1]}}}),
      "v100/('A3C', 1)"),
     ("gavel_key.json", json.dumps({"v100": {"('A3C', 1)": {"null": 1.0},
