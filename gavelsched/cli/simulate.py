@@ -90,6 +90,10 @@ def _common(p) -> None:
                    help="round length")
     p.add_argument("--min-resolve-interval", type=float, default=1920.0, metavar="S",
                    help="re-solve the policy at most this often (Gavel: 1920 s)")
+    p.add_argument("--resolve-period", type=float, default=None, metavar="S",
+                   help="also re-solve this often when nothing happened, still at most once "
+                        "per --min-resolve-interval (default: only on arrivals, completions, "
+                        "worker changes and price changes)")
     p.add_argument("--gpus-per-server", default="1", metavar="SPEC",
                    help="GPUs per server: N for every type, TYPE=N,..., or V100:P100:K80")
     p.add_argument("--prices", metavar="SPEC",
@@ -195,6 +199,7 @@ def run_sweep(args: argparse.Namespace) -> int:
         raise InputError(f"--jobs: must be >= 1, got {args.jobs}")
     if any(r <= 0 for r in args.rates):
         raise InputError("--rates: every rate must be > 0 jobs/hour")
+    _check_resolve_flags(args)
     from policies import get_policy
 
     from .solve import parse_options
@@ -211,7 +216,9 @@ def run_sweep(args: argparse.Namespace) -> int:
                      table=_table(args.throughputs) if args.throughputs else None,
                      entities=parse_entities(args.entities) if args.entities else None,
                      estimate_pairs=args.estimate_pairs,
-                     estimator=_estimator(args.profiled_fraction), policy_options=options)
+                     estimator=_estimator(args.profiled_fraction), policy_options=options,
+                     core_options=({} if args.resolve_period is None
+                                   else {"resolve_period_s": args.resolve_period}))
     _overheads(args.preemption_overhead, [])  # a bad spec fails before any process starts
     rows = sweep(args.policies, args.rates, args.seeds, spec, args.output,
                  processes=args.processes, progress=not args.quiet)
@@ -407,11 +414,18 @@ def _core_config(args, table, cluster):
     from policies import get_policy
     get_policy(args.policy)  # an unknown name fails here, with the list of known ones
     types = tuple(t for t, n in cluster.items())
-    if args.min_resolve_interval < 0:
-        raise InputError(f"--min-resolve-interval: must be >= 0, got {args.min_resolve_interval}")
+    _check_resolve_flags(args)
     return CoreConfig.for_policy(args.policy, seed=args.seed, round_seconds=args.round_seconds,
                                  min_resolve_interval_s=args.min_resolve_interval,
+                                 resolve_period_s=args.resolve_period,
                                  type_order=fastest_first(table, types))
+
+
+def _check_resolve_flags(args) -> None:
+    if args.min_resolve_interval < 0:
+        raise InputError(f"--min-resolve-interval: must be >= 0, got {args.min_resolve_interval}")
+    if args.resolve_period is not None and not args.resolve_period > 0:
+        raise InputError(f"--resolve-period: must be > 0 seconds, got {args.resolve_period}")
 
 
 def _cluster_text(cluster) -> str:

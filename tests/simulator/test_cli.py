@@ -67,6 +67,7 @@ def test_bad_trace_exits_2_with_one_line_naming_file_line_and_field(tmp_path, ca
     (["--preemption-overhead", "soon"], "--preemption-overhead"),
     (["--policy", "fifo", "--option", "type_choice=best"], "type_choice"),
     (["--option", "colour"], "KEY=VALUE"),
+    (["--resolve-period", "0"], "--resolve-period"),
 ])
 def test_bad_arguments_exit_2(argv, needle, capsys):
     assert main(["simulate", "--jobs", "5", "--quiet", *argv]) == 2
@@ -93,6 +94,15 @@ def test_policy_options_reach_the_simulated_policy(capsys):
                      "fifo", "--option", f"type_choice={choice}", "--quiet", "--json", "-"]) == 0
         runs[choice] = json.loads(capsys.readouterr().out)
     assert runs["gavel"]["avg_jct_s"] != runs["random"]["avg_jct_s"]
+
+
+def test_resolve_period_adds_periodic_resolves(capsys):
+    resolves = []
+    for extra in ([], ["--resolve-period", "720"]):
+        assert main(["simulate", "--jobs", "10", "--rate", "0", "--cluster", "2:2:2", "--quiet",
+                     "--min-resolve-interval", "0", "--json", "-", *extra]) == 0
+        resolves.append(json.loads(capsys.readouterr().out)["resolves"])
+    assert resolves[1] > resolves[0]
 
 
 def test_bad_price_trace_exits_2(tmp_path, capsys):
