@@ -103,7 +103,9 @@ def run(program: cp.Problem, solver: str, what: str, *, precise: bool = False) -
     try:
         with warnings.catch_warnings():  # cvxpy warns of inaccuracy; the status says it too
             warnings.filterwarnings("ignore", message="Solution may be inaccurate")
-            program.solve(solver=solver, **options)
+            # No warm start: Clarabel would reuse the last solve's solver object, whose
+            # scaling was set by other data, and the answer would depend on the history.
+            program.solve(solver=solver, warm_start=False, **options)
     except cp.SolverError as err:
         raise SolverFailed(f"{what}: solver {solver} failed: {err}") from None
     status = program.status
