@@ -9,12 +9,14 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 
 # Sub-command modules; each exposes ``register(subparsers)`` and sets ``func`` on its parser.
 COMMANDS = ("solve", "trace", "simulate")
 
 EXIT_BAD_INPUT = 2
+EXIT_BROKEN_PIPE = 141  # what a shell reports for a process killed by SIGPIPE
 
 
 class InputError(Exception):
@@ -64,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         return int(args.func(args) or 0)
+    except BrokenPipeError:  # the reader left early (`... | head`): stop quietly, as on SIGPIPE
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except _user_errors() as err:
         message = str(err).splitlines()[0] if str(err) else type(err).__name__
         if isinstance(err, OSError) and err.filename:

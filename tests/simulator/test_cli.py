@@ -111,3 +111,16 @@ def test_bad_price_trace_exits_2(tmp_path, capsys):
     assert main(["simulate", "--jobs", "4", "--quiet", "--price-trace", str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "p.json" in err[0]
+
+
+def test_a_reader_that_leaves_early_is_not_an_error():
+    """``gavelsched simulate | head -1``: the closed pipe ends the command quietly."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from gavelsched.cli import main; sys.exit(main())",
+         "simulate", "--jobs", "5", "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # before anything is written
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 141 and b"Traceback" not in err
