@@ -62,3 +62,18 @@ def test_run_points_keeps_task_order_and_uses_custom_traces(headline):
     assert all(r["jobs"] == 6 and len(r["jcts_s"]) == 6 for r in rows)
     # Without backfill, the cost policy keeps A3C on its K80 even when V100s are idle.
     assert rows[0]["cost_usd"] <= rows[1]["cost_usd"]
+
+
+def test_throughput_estimation_benchmark_runs_its_three_lines(tmp_path, capsys):
+    """benchmarks/throughput_estimation.py (Figure 5.16) on a tiny trace."""
+    path = PATH.parent / "throughput_estimation.py"
+    spec = importlib.util.spec_from_file_location("throughput_estimation", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(["--out", str(tmp_path), "--jobs", "12", "--rates", "0.5",
+                        "--window", "2", "8", "--processes", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "estimated vs oracle" in out
+    lines = (tmp_path / "estimation.csv").read_text().splitlines()
+    assert {line.split(",")[0] for line in lines[1:]} == {
+        module.NO_SHARING, module.SHARING, module.ESTIMATED}
