@@ -97,6 +97,9 @@ class ColumnPolicy(Policy):
 PRECISE = {"CLARABEL": {"tol_gap_abs": 1e-9, "tol_gap_rel": 1e-9, "tol_feas": 1e-9}}
 
 
+_warned_inaccurate: set[str] = set()
+
+
 def run(program: cp.Problem, solver: str, what: str, *, precise: bool = False) -> float:
     """Solve ``program`` and return its value, or raise a typed error saying why not."""
     options = PRECISE.get(solver, {}) if precise else {}
@@ -116,7 +119,11 @@ def run(program: cp.Problem, solver: str, what: str, *, precise: bool = False) -
     if status == cp.OPTIMAL_INACCURATE:
         if precise:
             raise SolverFailed(f"{what}: solver {solver} reports an inaccurate optimum")
-        log.warning("%s: solver %s reports an inaccurate optimum", what, solver)
+        # Once per policy at warning level: a long simulation re-solves thousands of times.
+        level = logging.DEBUG if what in _warned_inaccurate else logging.WARNING
+        _warned_inaccurate.add(what)
+        log.log(level, "%s: solver %s reports an inaccurate optimum (used as is; further "
+                "ones are logged at debug level)", what, solver)
     elif status != cp.OPTIMAL:
         raise SolverFailed(f"{what}: solver {solver} ended with status {status!r}")
     return float(program.value)
