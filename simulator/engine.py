@@ -57,9 +57,14 @@ class SimulationError(ValueError):
 
 def make_policy(name: str, seed: int = 0, **options) -> Policy:
     """``get_policy(name)``, passing ``seed`` to the policies that take one. SLO policies
-    run best effort: a simulation keeps going when an SLO can no longer be met."""
+    run best effort: a simulation keeps going when an SLO can no longer be met. Makespan
+    policies search as Gavel's simulator does (``search="bisection"``, see
+    ``policies.makespan``), so that replayed traces give Gavel's results; pass
+    ``search="exact"`` for the optimum."""
     if name.endswith("_SLOs"):
         options.setdefault("slo_mode", "best_effort")
+    if name.startswith("min_total_duration"):
+        options.setdefault("search", "bisection")
     try:
         return get_policy(name, seed=seed, **options)
     except UnknownPolicy as err:

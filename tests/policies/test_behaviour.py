@@ -375,3 +375,38 @@ def test_compiled_max_min_answer_does_not_depend_on_earlier_solves():
     policy.solve(problem(7.0))  # same shape, other numbers
     assert _compiled_for_shape.cache_info().hits >= 1
     assert policy.solve(problem(2.0)).allocation == first
+
+
+# ---- makespan: Gavel's bisection --------------------------------------------------------
+
+@pytest.mark.parametrize("optimum", [30.0, 104.0, 5_000.0, 123_456.0, 999_999.0, 3.2e6, 4e7])
+def test_gavel_bisection_ends_within_5_percent_above_the_optimum(optimum):
+    from policies.makespan import gavel_bisection_end
+
+    end = gavel_bisection_end(optimum)
+    assert end >= optimum
+    assert end <= 1.05 * max(optimum, 100.0)
+
+
+def test_bisection_search_is_gavels_feasible_point_near_the_optimum():
+    """search=bisection returns a feasible allocation whose makespan lies between the
+    optimum and Gavel's bisection end point, from ECOS (Gavel's solver)."""
+    from policies.makespan import gavel_bisection_end
+
+    jobs = [Job(str(i), {"v100": 3.0 + i, "p100": 2.0, "k80": 1.0 + i / 3},
+                remaining_steps=1e4 * (1 + i % 4), scale_factor=1 + i % 2) for i in range(8)]
+    problem = Problem(cluster={"v100": 2, "p100": 3, "k80": 4}, jobs=jobs)
+    exact = get_policy("min_total_duration_perf").solve(problem)
+    gavel = get_policy("min_total_duration_perf", search="bisection").solve(problem)
+    assert_valid(problem, gavel)
+    assert gavel.solver == "ECOS"
+    assert exact.objective <= gavel.objective * (1 + 1e-6)
+    assert gavel.objective <= gavel_bisection_end(exact.objective) * (1 + 1e-6)
+    assert gavel.allocation != exact.allocation
+
+
+def test_bad_search_options():
+    with pytest.raises(ProblemError, match="search"):
+        get_policy("min_total_duration_perf", search="fast")
+    with pytest.raises(ProblemError, match="budget"):
+        get_policy("min_makespan_with_budget", budget=10.0, search="bisection")

@@ -171,3 +171,11 @@ def test_cli_sweep_takes_entities_and_estimate_pairs(tmp_path, capsys):
                  "--entities", "x=1,y=2:fifo", "--estimate-pairs", "--processes", "1",
                  "--quiet", "-o", str(tmp_path)]) == 0
     assert (tmp_path / "sweep.csv").exists()
+
+
+def test_simulator_runs_makespan_policies_as_gavel_does():
+    from simulator import make_policy
+
+    assert make_policy("min_total_duration_perf").search == "bisection"
+    assert make_policy("min_total_duration_perf", search="exact").search == "exact"
+    assert get_policy("min_total_duration_perf").search == "exact"
