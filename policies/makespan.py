@@ -18,9 +18,11 @@ than the exact LP's. Here the bisection's end point is computed from the exact o
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import cvxpy as cp
 import numpy as np
+import scipy.sparse as sp
 
 from .base import ColumnPolicy, Solution, no_columns, run
 from .columns import Columns
@@ -97,18 +99,30 @@ class MinTotalDuration(ColumnPolicy):
         exact = Solution(cols.to_rows(z.value), sigma / value, self.solver)
         if self.search == "bisection":
             try:
-                return self._gavel_point(cols, rows, gavel_bisection_end(sigma / value))
+                return self._gavel_point(problem, cols, rows,
+                                         gavel_bisection_end(sigma / value))
             except PolicyError as err:  # T a hair above the optimum: numerically infeasible
                 log.debug("%s: bisection end point failed (%s); using the optimum", self.name,
                           err)
         return exact
 
-    def _gavel_point(self, cols: Columns, rows: np.ndarray, makespan_s: float) -> Solution:
-        """ECOS's answer to Gavel's feasibility program at ``makespan_s`` (module docstring)."""
+    def _gavel_point(self, problem: Problem, cols: Columns, rows: np.ndarray,
+                     makespan_s: float) -> Solution:
+        """ECOS's answer to Gavel's feasibility program at ``makespan_s`` (module docstring).
+
+        Gavel's program has a variable for every (job, type), also where the job cannot run
+        (no throughput there, or a type smaller than the job). ECOS's interior point gives
+        those some time too, which the other jobs then lack, so they get *phantom* columns
+        here (with whatever throughput the job lists there) that take part in the program
+        and are dropped from the allocation: the mechanism could not use them anyway."""
+        phantom = _phantom_columns(problem, cols)
         z = cp.Variable(cols.num_columns, nonneg=True)
+        w = cp.Variable(phantom.count, nonneg=True)
         feasible = cp.Problem(cp.Maximize(0), [
-            cols.throughput[rows] @ z >= cols.remaining[rows] / makespan_s,
-            *base_constraints(cols, z)])
+            cols.throughput[rows] @ z + phantom.throughput[rows] @ w
+            >= cols.remaining[rows] / makespan_s,
+            cols.member @ z + phantom.member @ w <= 1,
+            cols.usage @ z + phantom.usage @ w <= cols.workers])
         run(feasible, BISECTION_SOLVER, self.name)
         z = cols.repaired(z.value)
         with np.errstate(divide="ignore"):
@@ -123,3 +137,31 @@ class MinTotalDuration(ColumnPolicy):
         throughput = cols.effective_throughput(cols.z_from(allocation))[rows]
         with np.errstate(divide="ignore"):
             return float(np.max(cols.remaining[rows] / throughput))
+
+
+@dataclass(frozen=True)
+class _Phantoms:
+    """Columns for the (job, type) entries the column model leaves out (``_gavel_point``)."""
+
+    count: int
+    member: sp.csr_matrix      # (jobs, count)
+    usage: sp.csr_matrix       # (types, count)
+    throughput: sp.csr_matrix  # (jobs, count)
+
+
+def _phantom_columns(problem: Problem, cols: Columns) -> _Phantoms:
+    present = set(zip(cols.member.tocoo().row.tolist(), cols.col_type.tolist()))
+    entries = [(i, j) for i in range(cols.num_jobs) for j in range(len(cols.types))
+               if (i, j) not in present]
+    count = len(entries)
+    job_rows = [i for i, _ in entries]
+    type_rows = [j for _, j in entries]
+    listed = [problem.jobs[i].throughputs.get(cols.types[j], 0.0) for i, j in entries]
+    ones = np.ones(count)
+    return _Phantoms(
+        count=count,
+        member=sp.csr_matrix((ones, (job_rows, range(count))), shape=(cols.num_jobs, count)),
+        usage=sp.csr_matrix((cols.scale_factor[job_rows], (type_rows, range(count))),
+                            shape=(len(cols.types), count)),
+        throughput=sp.csr_matrix((listed, (job_rows, range(count))),
+                                 shape=(cols.num_jobs, count)))
