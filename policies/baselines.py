@@ -34,8 +34,8 @@ def _whole_rows(cols: Columns, choice: dict[str, np.ndarray]) -> dict:
 class Isolated(Policy):
     def _solve(self, problem: Problem) -> Solution:
         cols = build_columns(problem)
-        return Solution(_whole_rows(cols, dict(zip(cols.job_ids, cols.isolated_share))),
-                        None, None)
+        usable = np.where(cols.T > 0, cols.isolated_share, 0.0)  # the rest is lost to it
+        return Solution(_whole_rows(cols, dict(zip(cols.job_ids, usable))), None, None)
 
     def evaluate(self, problem: Problem, allocation: Allocation) -> float | None:
         return None

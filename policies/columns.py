@@ -96,10 +96,10 @@ class Columns:
     @cached_property
     def isolated_share(self) -> np.ndarray:
         """X^isolated (§5.4.1, §5.4.2): 1/n of every type's workers for each of the n jobs,
-        as a time fraction on the job's ``scale_factor`` workers. A job asked more than full
-        time has its row scaled down to 1, as Gavel's ``IsolatedPolicy`` does."""
+        as a time fraction on the job's ``scale_factor`` workers, also on types it cannot
+        use (its throughput there is zero). A job asked more than full time has its row
+        scaled down to 1. Both as Gavel's ``IsolatedPolicy``."""
         x = np.outer(1.0 / self.scale_factor, self.workers) / max(self.total_jobs, 1)
-        x = np.where(self.T > 0, x, 0.0)
         return x / np.maximum(x.sum(axis=1), 1.0)[:, None]
 
     @cached_property

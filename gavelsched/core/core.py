@@ -552,11 +552,11 @@ class SchedulerCore:
 
     def _isolated_throughput(self, job: _Job, n_active: int) -> float:
         """throughput(m, X^isolated): 1/n of every type's workers, as time on the job's
-        scale_factor workers, capped at 1 (thesis §5.4.2)."""
+        scale_factor workers, capped at 1 (thesis §5.4.2); a type the job cannot use (no
+        throughput, or fewer workers than it needs) still takes its share, as in
+        ``policies.columns.Columns.isolated_share``."""
         counts = np.array([self._view.count(t) for t in self._types], dtype=float)
         sf = job.spec.scale_factor
-        x = np.where((job.T > 0) & (counts >= sf), counts / (max(n_active, 1) * sf), 0.0)
-        total = x.sum()
-        if total > 1.0:
-            x = x / total
-        return float(job.T @ x)
+        x = counts / (max(n_active, 1) * sf)
+        x = x / max(x.sum(), 1.0)
+        return float(np.where(counts >= sf, job.T, 0.0) @ x)

@@ -87,7 +87,11 @@ def approx(expected):
 
 
 def solve(c, A, b, bounds):
-    res = linprog(c, A_ub=np.array(A), b_ub=np.array(b), bounds=bounds, method="highs")
+    # Tight tolerances: HiGHS's defaults (1e-7, absolute) leave optima with large step
+    # counts a few 1e-6 off, more than these tests allow.
+    res = linprog(c, A_ub=np.array(A), b_ub=np.array(b), bounds=bounds, method="highs",
+                  options={"primal_feasibility_tolerance": 1e-10,
+                           "dual_feasibility_tolerance": 1e-10})
     assert res.status == 0, res.message
     return res
 
