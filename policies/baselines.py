@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import math
-import random
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
@@ -20,7 +19,8 @@ from scipy.optimize import linear_sum_assignment
 from .base import Policy, Solution
 from .columns import Columns, build_columns
 from .errors import ProblemError
-from .problem import PAIR_SEPARATOR, Allocation, Problem, pair_key
+from .problem import Allocation, Problem
+from .state import generator_state, seeded_generator
 
 
 def _whole_rows(cols: Columns, choice: dict[str, np.ndarray]) -> dict:
@@ -42,60 +42,82 @@ class Isolated(Policy):
 
 
 class Gandiva(Policy):
-    """Random pairing with equal time per combination (see the module docstring)."""
+    """Gandiva's ad-hoc space sharing [172], as Gavel's ``GandivaPolicy`` runs it (§5.7.3).
+
+    While the jobs fit in the cluster each one is a combination of its own. Otherwise the
+    jobs not in a pair are paired at random: up to as many draws as there are such jobs,
+    each draw two of them, kept when their scale factors agree (whether or not they can
+    share a worker: a pair that cannot gets time it cannot use, as in Gavel). A pair stays
+    until one of its jobs leaves or its normalised packed throughput, summed over the
+    types, falls below 1 (0 if it cannot share on some type). Every combination gets
+    workers / (number of combinations) of each type on its scale factor, scaled down to 1
+    per combination; time on a type a combination cannot run on is dropped. The generator
+    and the pairs carry over between solves in ``policy_state``, so a run with Gavel's seed
+    makes Gavel's draws."""
 
     def __init__(self, name=None, *, seed: int = 0, **kwargs) -> None:
         super().__init__(name, **kwargs)
         self.seed = seed
 
     def _solve(self, problem: Problem) -> Solution:
-        cols = build_columns(problem, pairs=True)
-        demand = cols.scale_factor[cols.runnable].sum()
-        singles = [job_id for job_id, ok in zip(cols.job_ids, cols.runnable) if ok]
-        if demand <= cols.workers.sum():
-            combos = [(job_id,) for job_id in singles]
+        cols = build_columns(problem)
+        rng = seeded_generator(self.seed, problem.policy_state)
+        by_jobs = {frozenset(p.jobs): p for p in problem.pairs}
+        present = set(cols.job_ids)
+        pairs = [tuple(p) for p in problem.policy_state.get("pairs", ())
+                 if set(p) <= present and _packed_gain(problem, by_jobs.get(frozenset(p))) >= 1]
+        sf = dict(zip(cols.job_ids, cols.scale_factor.tolist()))
+        if sum(sf.values()) <= cols.workers.sum():
+            combos = [(job_id,) for job_id in cols.job_ids]
         else:
-            combos = self._pair_up(problem, cols, singles)
-        return Solution(self._equal_time(cols, combos), None, None)
-
-    def _pair_up(self, problem: Problem, cols: Columns, singles: list[str]) -> list[tuple]:
-        helpful = {cols.keys[c] for c in range(cols.num_columns) if PAIR_SEPARATOR in cols.keys[c]}
-        kept = [tuple(k.split(PAIR_SEPARATOR)) for k, row in problem.previous.items()
-                if k in helpful and sum(row.values()) > 0]
-        paired = {job for pair in kept for job in pair}
-        pool = [job for job in singles if job not in paired]
-        rng = random.Random(f"{self.seed}/{','.join(pool)}")
-        sf = dict(zip(cols.job_ids, cols.scale_factor))
-        combos: list[tuple] = list(kept)
-        for _ in range(len(pool)):  # Gandiva's bounded random exploration
-            if len(pool) < 2:
-                break
-            a, b = rng.sample(pool, 2)
-            key = pair_key(a, b) if pair_key(a, b) in helpful else pair_key(b, a)
-            if sf[a] != sf[b] or key not in helpful:
-                continue
-            pool.remove(a)
-            pool.remove(b)
-            combos.append(tuple(key.split(PAIR_SEPARATOR)))
-        return combos + [(job,) for job in pool]
+            paired = {job_id for pair in pairs for job_id in pair}
+            pool = [job_id for job_id in cols.job_ids if job_id not in paired]
+            for _ in range(len(pool)):  # Gandiva's bounded random exploration
+                if len(pool) < 2:
+                    break
+                a, b = rng.sample(pool, 2)
+                if sf[a] != sf[b]:
+                    continue
+                pool.remove(a)
+                pool.remove(b)
+                pairs.append((a, b))
+            combos = pairs + [(job_id,) for job_id in pool]
+        state = {"rng": generator_state(rng), "pairs": [list(pair) for pair in pairs]}
+        return Solution(self._equal_time(cols, combos, by_jobs), None, None, state)
 
     @staticmethod
-    def _equal_time(cols: Columns, combos: list[tuple]) -> dict:
-        """Every combination gets workers/len(combos) of each type (on its scale factor)."""
-        sf = dict(zip(cols.job_ids, cols.scale_factor))
-        runs = {(k, t) for k, t in zip(cols.keys, cols.col_type)}
+    def _equal_time(cols: Columns, combos: list[tuple], by_jobs: dict) -> dict:
+        index = {job_id: i for i, job_id in enumerate(cols.job_ids)}
         shares = {}
         for combo in combos:
-            key = pair_key(*combo) if len(combo) == 2 else combo[0]
-            mask = np.array([(key, j) in runs for j in range(len(cols.types))])
-            shares[key] = np.where(mask, cols.workers / len(combos) / sf[combo[0]], 0.0)
-        if shares:
-            biggest = max(v.sum() for v in shares.values())
-            shares = {k: v / max(biggest, 1.0) for k, v in shares.items()}
+            x = cols.workers / len(combos) / cols.scale_factor[index[combo[0]]]
+            x = x / max(x.sum(), 1.0)
+            if len(combo) == 1:
+                shares[combo[0]] = np.where(cols.T[index[combo[0]]] > 0, x, 0.0)
+            elif (pair := by_jobs.get(frozenset(combo))) is not None:
+                runs = [min(pair.throughputs.get(t, (0.0, 0.0))) > 0 for t in cols.types]
+                shares[pair.key] = np.where(runs, x, 0.0)
         return _whole_rows(cols, shares)
 
     def evaluate(self, problem: Problem, allocation: Allocation) -> float | None:
         return None
+
+
+def _packed_gain(problem: Problem, pair) -> float:
+    """Gavel's test of a pair: its normalised packed throughputs summed over every type,
+    0 if it cannot share on some type."""
+    if pair is None:
+        return 0.0
+    jobs = [problem.job(job_id) for job_id in pair.jobs]
+    total = 0.0
+    for t in problem.worker_types:
+        packed = pair.throughputs.get(t, (0.0, 0.0))
+        for job, rate in zip(jobs, packed):
+            alone = job.throughputs.get(t, 0.0)
+            if rate <= 0 or alone <= 0:
+                return 0.0
+            total += rate / alone
+    return total
 
 
 class AlloX(Policy):

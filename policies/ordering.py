@@ -22,9 +22,9 @@ import numpy as np
 
 from .base import ColumnPolicy, Policy, Solution, no_columns, run
 from .columns import ZERO, Columns, build_columns
-from .errors import ProblemError
 from .fairness import base_constraints
 from .problem import PAIR_SEPARATOR, Allocation, Problem
+from .state import generator_state, seeded_generator
 from .throughput import normalized_throughput
 
 
@@ -91,9 +91,9 @@ class GreedyOrdered(Policy):
         state = None
         gavel = not self.fastest and self.type_choice == "gavel"
         if gavel:
-            rng = self._generator(problem)
+            rng = seeded_generator(self.seed, problem.policy_state)
             placed = self._gavel_types(problem, cols, rng)
-            state = {"rng": _state_to_json(rng.getstate())}
+            state = {"rng": generator_state(rng)}
         else:
             placed = self._greedy(problem, cols)
         z = np.zeros(cols.num_columns)
@@ -101,19 +101,6 @@ class GreedyOrdered(Policy):
         for i, j in placed.items():
             z[column_of[(cols.job_ids[i], j)]] = 1.0
         return Solution(cols.to_rows(z, fit_types=not gavel), self._score(cols, z), None, state)
-
-    def _generator(self, problem: Problem) -> random.Random:
-        """Gavel's FIFOPolicy draws from one generator seeded once; it continues from the
-        state handed back with the previous allocation (``Problem.policy_state``)."""
-        rng = random.Random(self.seed)
-        saved = problem.policy_state.get("rng")
-        if saved is not None:
-            try:
-                rng.setstate(_state_from_json(saved))
-            except (TypeError, ValueError) as err:
-                raise ProblemError(f"policy_state.rng: not a random generator state ({err})") \
-                    from None
-        return rng
 
     def _greedy(self, problem: Problem, cols: Columns) -> dict[int, int]:
         """Jobs in rank order each get a whole type with room (the fastest, or a random
@@ -214,13 +201,3 @@ class GreedyOrdered(Policy):
         cols = build_columns(problem)
         return self._score(cols, cols.z_from(allocation))
 
-
-def _state_to_json(state: tuple) -> list:
-    """``random.Random.getstate()`` as JSON data: [version, [625 ints], gauss_next]."""
-    version, internal, gauss_next = state
-    return [version, list(internal), gauss_next]
-
-
-def _state_from_json(data) -> tuple:
-    version, internal, gauss_next = data
-    return (version, tuple(internal), gauss_next)

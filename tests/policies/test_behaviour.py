@@ -236,10 +236,42 @@ def test_gandiva_pairs_only_when_oversubscribed_and_keeps_helpful_pairs():
     assert len(combos) == 2 and all("+" in key for key in combos)
     shares = {sum(over.allocation[key].values()) for key in combos}
     assert len(shares) == 1  # equal time per combination
-    kept = Problem(cluster=problem.cluster, jobs=problem.jobs, pairs=problem.pairs,
-                   previous={pair_key("0", "3"): {"v100": 1.0}})
-    again = get_policy("gandiva", seed=7).solve(kept)
-    assert sum(again.allocation[pair_key("0", "3")].values()) > 0
+    assert sorted(map(sorted, over.policy_state["pairs"])) == sorted(
+        sorted(key.split("+")) for key in combos)
+    # A pair handed back in the state stays while it helps, whatever the generator draws.
+    for seed in range(5):
+        kept = Problem(cluster=problem.cluster, jobs=problem.jobs, pairs=problem.pairs,
+                       policy_state={"pairs": [["0", "3"]]})
+        again = get_policy("gandiva", seed=seed).solve(kept)
+        assert sum(again.allocation[pair_key("0", "3")].values()) > 0
+
+
+def test_gandiva_keeps_a_pair_by_gavels_test():
+    """A pair stays while its normalised packed throughputs, summed over the types, reach 1
+    (Gavel's test: on two types, 0.6 of time slicing on each passes)."""
+    def kept(pair_rates, types=("v100",)):
+        jobs = [Job(str(i), dict.fromkeys(types, 10.0)) for i in range(3)]
+        pairs = [Pair(("0", "1"), pair_rates)] if pair_rates else []
+        # Room for every job: no new pairs are drawn, kept ones are tested all the same.
+        problem = Problem(cluster=dict.fromkeys(types, 3), jobs=jobs, pairs=pairs,
+                          policy_state={"pairs": [["0", "1"]]})
+        return ["0", "1"] in get_policy("gandiva", seed=3).solve(problem).policy_state["pairs"]
+
+    assert kept({"v100": (6.0, 6.0)})                         # 1.2 on one type
+    assert not kept({"v100": (4.5, 4.5)})                     # 0.9
+    assert kept({"v100": (3.0, 3.0), "k80": (3.0, 3.0)}, ("v100", "k80"))  # 0.6 + 0.6
+    assert not kept({"v100": (6.0, 6.0)}, ("v100", "k80"))    # cannot share on k80
+    assert not kept(None)                                     # cannot share anywhere
+
+
+def test_gandiva_time_on_a_type_a_pair_cannot_share_is_dropped():
+    jobs = [Job(str(i), {"v100": 10.0, "k80": 5.0}) for i in range(3)]
+    pairs = [Pair(("0", "1"), {"v100": (6.0, 6.0)})]  # no co-located run on k80
+    problem = Problem(cluster={"v100": 1, "k80": 1}, jobs=jobs, pairs=pairs,
+                      policy_state={"pairs": [["0", "1"]]})
+    allocation = get_policy("gandiva").solve(problem)
+    assert_valid(problem, allocation)
+    assert allocation.share(pair_key("0", "1"), "k80") == 0.0
 
 
 def test_allox_rejects_multi_gpu_jobs():
