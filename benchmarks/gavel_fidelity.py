@@ -8,8 +8,9 @@ ours in-process on the same trace, throughputs, cluster and round length, then p
 
     policy  case  seed  Gavel JCT  ours  diff%  Gavel makespan  ours  diff%
 
-and, per (policy, case), the mean over seeds (random choices of Gandiva and agnostic FIFO
-only agree on average). Both makespans are last completion - first arrival.
+and, per (policy, case), the mean over seeds. Both sides get the same seed, so the random
+choices of Gandiva and agnostic FIFO, which draw from Gavel's generator, are the same.
+Both makespans are last completion - first arrival.
 
 Usage::
 
