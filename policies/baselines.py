@@ -64,7 +64,7 @@ class Gandiva(Policy):
         rng = seeded_generator(self.seed, problem.policy_state)
         by_jobs = {frozenset(p.jobs): p for p in problem.pairs}
         present = set(cols.job_ids)
-        pairs = [tuple(p) for p in problem.policy_state.get("pairs", ())
+        pairs = [p for p in _saved_pairs(problem.policy_state)
                  if set(p) <= present and _packed_gain(problem, by_jobs.get(frozenset(p))) >= 1]
         sf = dict(zip(cols.job_ids, cols.scale_factor.tolist()))
         if sum(sf.values()) <= cols.workers.sum():
@@ -101,6 +101,15 @@ class Gandiva(Policy):
 
     def evaluate(self, problem: Problem, allocation: Allocation) -> float | None:
         return None
+
+
+def _saved_pairs(policy_state) -> list[tuple[str, str]]:
+    saved = policy_state.get("pairs", ())
+    if not isinstance(saved, (list, tuple)) or not all(
+            isinstance(p, (list, tuple)) and len(p) == 2 and all(isinstance(j, str) for j in p)
+            for p in saved):
+        raise ProblemError("policy_state.pairs: expected a list of [job id, job id] pairs")
+    return [tuple(p) for p in saved]
 
 
 def _packed_gain(problem: Problem, pair) -> float:

@@ -264,6 +264,13 @@ def test_gandiva_keeps_a_pair_by_gavels_test():
     assert not kept(None)                                     # cannot share anywhere
 
 
+def test_gandiva_rejects_malformed_state():
+    problem = Problem(cluster={"v100": 1}, jobs=[Job("0", {"v100": 1.0})],
+                      policy_state={"pairs": [["0"]]})
+    with pytest.raises(ProblemError, match="policy_state.pairs"):
+        get_policy("gandiva").solve(problem)
+
+
 def test_gandiva_time_on_a_type_a_pair_cannot_share_is_dropped():
     jobs = [Job(str(i), {"v100": 10.0, "k80": 5.0}) for i in range(3)]
     pairs = [Pair(("0", "1"), {"v100": (6.0, 6.0)})]  # no co-located run on k80
