@@ -57,6 +57,7 @@ class Columns:
     throughput: sp.csr_matrix  # (m, c)
     usage: sp.csr_matrix       # (n, c)
     classes: tuple[tuple[str, ...], ...] | None = None  # (m,) the jobs of each merged row
+    unusable: np.ndarray | None = None  # (m, n) planned by an agnostic policy, lost to the job
 
     @property
     def num_jobs(self) -> int:
@@ -147,6 +148,9 @@ class Columns:
                     continue
                 rows[key] = dict.fromkeys(self.types, 0.0)
             rows[key][self.types[j]] = value
+        if self.unusable is not None:
+            for i, j in zip(*np.nonzero(self.unusable)):
+                rows[self.job_ids[i]][self.types[j]] = 0.0
         if self.classes is not None:
             rows = {job_id: dict(rows[first]) for first, members in zip(self.job_ids, self.classes)
                     for job_id in members}
@@ -158,8 +162,11 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
     """Build the column model of ``problem``.
 
     ``agnostic`` makes every type look equally fast to the policy, as Gavel's baselines do
-    (§5.4.4): each job's throughput row becomes its mean over the types it can run on, so
-    on a one-type cluster nothing changes. ``pairs`` adds a column for each co-located pair
+    (§5.4.4): each job's throughput row becomes its mean over the types it can run on, on
+    every type big enough for it, so on a one-type cluster nothing changes. An agnostic
+    policy does not know that a job cannot use some type (no throughput there): it plans
+    time there as on any other type, and that time is lost to the job (``to_rows`` drops
+    it; Gavel's mechanism cannot run it either). ``pairs`` adds a column for each co-located pair
     and type where the pair beats time slicing (its normalised throughputs sum above 1,
     §5.3.1); ``max_partners`` keeps only each job's best partners by that gain. ``merge``
     gives identical jobs one row (see the module docstring; not with ``pairs``).
@@ -174,15 +181,18 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
     workers = np.array([problem.cluster[t] for t in types], dtype=float)
     largest = np.array([problem.largest_job(t) for t in types], dtype=float)
     T[np.nonzero(sf[:, None] > largest[None, :])] = 0.0  # too big for that type
+    unusable = np.zeros((m, n), dtype=bool)
     if agnostic:
         counts = (T > 0).sum(axis=1)
         means = T.sum(axis=1) / np.maximum(counts, 1)
-        T = np.where(T > 0, means[:, None], 0.0)
+        fits = sf[:, None] <= largest[None, :]
+        unusable = fits & (T <= 0) & (counts > 0)[:, None]
+        T = np.where(fits & (counts > 0)[:, None], means[:, None], 0.0)
     jobs = problem.jobs
     weight = np.array([j.weight for j in jobs], dtype=float)
     classes, multiplicity = None, np.ones(m)
     if merge and not pairs and m:
-        signature = np.column_stack([T, sf, weight])
+        signature = np.column_stack([T, sf, weight, unusable])
         _, first, inverse, multiplicity = np.unique(
             signature, axis=0, return_index=True, return_inverse=True, return_counts=True)
         order = np.argsort(first)  # rows in order of each class's first job
@@ -194,6 +204,7 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
         classes = tuple(map(tuple, members))
         jobs = tuple(jobs[i] for i in first)
         T, sf, weight, m = T[first], sf[first], weight[first], len(first)
+        unusable = unusable[first]
     rows, cols = np.nonzero(T > 0)
     keys = [jobs[i].id for i in rows]
     member_rows, member_cols = list(rows), list(range(len(rows)))
@@ -228,6 +239,7 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
         prices=np.array([problem.prices.get(t, 0.0) for t in types], dtype=float),
         keys=tuple(keys), col_type=np.array(col_type, dtype=int),
         member=member, throughput=throughput, usage=usage, classes=classes,
+        unusable=unusable if unusable.any() else None,
     )
 
 

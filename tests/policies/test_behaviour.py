@@ -449,3 +449,17 @@ def test_bad_search_options():
         get_policy("min_total_duration_perf", search="fast")
     with pytest.raises(ProblemError, match="budget"):
         get_policy("min_makespan_with_budget", budget=10.0, search="bisection")
+
+
+def test_agnostic_policies_lose_time_planned_on_a_type_a_job_cannot_use():
+    """An agnostic policy sees every type as equally fast, also one a job cannot run on
+    (as Gavel's baselines do): it plans time there, which is dropped from the allocation."""
+    jobs = [Job("a", {"v100": 4.0, "k80": 0.0}), Job("b", {"v100": 4.0, "k80": 2.0})]
+    problem = Problem(cluster={"v100": 1, "k80": 2}, jobs=jobs)
+    blind = get_policy("max_min_fairness").solve(problem)
+    assert_valid(problem, blind)
+    assert blind.share("a", "k80") == 0.0
+    # Each job was planned full time (3 workers, 2 jobs), spread evenly over the types.
+    assert blind.job_time("b") == pytest.approx(1.0, abs=1e-6)
+    assert blind.job_time("a") == pytest.approx(blind.share("b", "v100"), abs=1e-6)
+    assert blind.job_time("a") < 0.5

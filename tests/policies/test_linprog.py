@@ -29,10 +29,11 @@ class Dense:
         T = np.array([[j.throughputs.get(t, 0.0) for t in self.types] for j in problem.jobs])
         self.sf = np.array([j.scale_factor for j in problem.jobs], dtype=float)
         self.W = np.array([problem.cluster[t] for t in self.types], dtype=float)
-        T[self.sf[:, None] > self.W[None, :]] = 0.0
-        if agnostic:
+        fits = self.sf[:, None] <= self.W[None, :]
+        T[~fits] = 0.0
+        if agnostic:  # the mean on every type big enough, usable or not (columns.py)
             mean = T.sum(1) / np.maximum((T > 0).sum(1), 1)
-            T = np.where(T > 0, mean[:, None], 0.0)
+            T = np.where(fits & (mean > 0)[:, None], mean[:, None], 0.0)
         self.T = T
         ids = {j.id: i for i, j in enumerate(problem.jobs)}
         self.pairs = []  # (a, b, type, ta, tb)
