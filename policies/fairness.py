@@ -69,7 +69,7 @@ class _CompiledMaxMin:
     ``U @ z = rows @ (u * z)`` and ``usage @ z = by_type @ (use * z)`` with 0/1 constants.
     A scheduler re-solves the same shape many times (merged rows are job classes, whose
     number changes slowly), and a re-solve skips most of cvxpy's work: the 1,500-job
-    simulation spends 35% less time in the policy (BENCHMARKS.md)."""
+    simulation spends about 40% less time in the policy (BENCHMARKS.md)."""
 
     def __init__(self, col_row: np.ndarray, col_type: np.ndarray, num_rows: int,
                  num_types: int) -> None:
