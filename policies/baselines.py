@@ -17,7 +17,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from .base import Policy, Solution
-from .columns import Columns, build_columns
+from .columns import Columns, build_columns, equal_split
 from .errors import ProblemError
 from .problem import Allocation, Problem
 from .state import generator_state, seeded_generator
@@ -89,9 +89,9 @@ class Gandiva(Policy):
     def _equal_time(cols: Columns, combos: list[tuple], by_jobs: dict) -> dict:
         index = {job_id: i for i, job_id in enumerate(cols.job_ids)}
         shares = {}
-        for combo in combos:
-            x = cols.workers / len(combos) / cols.scale_factor[index[combo[0]]]
-            x = x / max(x.sum(), 1.0)
+        split = equal_split(cols.workers, [cols.scale_factor[index[c[0]]] for c in combos],
+                            len(combos))
+        for combo, x in zip(combos, split):
             if len(combo) == 1:
                 shares[combo[0]] = np.where(cols.T[index[combo[0]]] > 0, x, 0.0)
             elif (pair := by_jobs.get(frozenset(combo))) is not None:

@@ -100,8 +100,7 @@ class Columns:
         as a time fraction on the job's ``scale_factor`` workers, also on types it cannot
         use (its throughput there is zero). A job asked more than full time has its row
         scaled down to 1. Both as Gavel's ``IsolatedPolicy``."""
-        x = np.outer(1.0 / self.scale_factor, self.workers) / max(self.total_jobs, 1)
-        return x / np.maximum(x.sum(axis=1), 1.0)[:, None]
+        return equal_split(self.workers, self.scale_factor, self.total_jobs)
 
     @cached_property
     def isolated_throughput(self) -> np.ndarray:
@@ -155,6 +154,14 @@ class Columns:
             rows = {job_id: dict(rows[first]) for first, members in zip(self.job_ids, self.classes)
                     for job_id in members}
         return rows
+
+
+def equal_split(workers: np.ndarray, scale_factor: np.ndarray, n: int) -> np.ndarray:
+    """(len(scale_factor), types) time fractions giving each of ``n`` shares 1/n of every
+    type's workers, on its scale factor's workers, each row scaled down to at most 1: the
+    X^isolated of §5.4.2, and Gandiva's equal time per combination (as Gavel computes them)."""
+    x = np.outer(1.0 / np.asarray(scale_factor, dtype=float), workers) / max(n, 1)
+    return x / np.maximum(x.sum(axis=1), 1.0)[:, None]
 
 
 def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = False,

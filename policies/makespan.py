@@ -96,7 +96,6 @@ class MinTotalDuration(ColumnPolicy):
         value = run(cp.Problem(cp.Maximize(rate), constraints), self.solver, self.name)
         if value <= 0:
             raise Infeasible(f"{self.name}: no allocation finishes the jobs within budget")
-        exact = Solution(cols.to_rows(z.value), sigma / value, self.solver)
         if self.search == "bisection":
             try:
                 return self._gavel_point(problem, cols, rows,
@@ -104,7 +103,7 @@ class MinTotalDuration(ColumnPolicy):
             except PolicyError as err:  # T a hair above the optimum: numerically infeasible
                 log.debug("%s: bisection end point failed (%s); using the optimum", self.name,
                           err)
-        return exact
+        return Solution(cols.to_rows(z.value), sigma / value, self.solver)
 
     def _gavel_point(self, problem: Problem, cols: Columns, rows: np.ndarray,
                      makespan_s: float) -> Solution:

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from policies import Allocation, Entity, Job, Pair, Policy, PolicyError, Problem
+from policies.columns import equal_split
 
 from ..mechanism import ClusterView, Demand, PlannerConfig, plan_round
 from .config import CoreConfig
@@ -557,6 +558,5 @@ class SchedulerCore:
         ``policies.columns.Columns.isolated_share``."""
         counts = np.array([self._view.count(t) for t in self._types], dtype=float)
         sf = job.spec.scale_factor
-        x = counts / (max(n_active, 1) * sf)
-        x = x / max(x.sum(), 1.0)
+        x = equal_split(counts, [sf], n_active)[0]
         return float(np.where(counts >= sf, job.T, 0.0) @ x)

@@ -64,7 +64,7 @@ def _select_walk(runs, prio, runnable, scale_factor, member_rows, free, backfill
         room = left[j]
         if room <= 0:
             continue
-        usable = runnable[:, j] if backfill else runnable[:, j] & (prio[:, j] > 0)
+        usable = _usable(runnable, prio, j, backfill)
         ok = usable.tolist()
         for i in order.tolist():
             if not ok[i]:
@@ -102,7 +102,7 @@ def _select_unit(runs, prio, runnable, first, free, backfill):
         room = left[j]
         if room <= 0:
             continue
-        usable = runnable[:, j] if backfill else runnable[:, j] & (prio[:, j] > 0)
+        usable = _usable(runnable, prio, j, backfill)
         ok = usable[order]
         ok &= ~taken[first[order]]
         pick = order[ok][:room]
@@ -111,3 +111,9 @@ def _select_unit(runs, prio, runnable, first, free, backfill):
         types += [j] * len(pick)
         left[j] = room - len(pick)
     return combos, types
+
+
+def _usable(runnable: np.ndarray, prio: np.ndarray, j: int, backfill: bool) -> np.ndarray:
+    """Combinations that may run on type j: runnable there, and (without backfill) with a
+    positive priority (Gavel's FIFO rule)."""
+    return runnable[:, j] if backfill else runnable[:, j] & (prio[:, j] > 0)
