@@ -13,7 +13,8 @@ import os
 import sys
 
 # Sub-command modules; each exposes ``register(subparsers)`` and sets ``func`` on its parser.
-COMMANDS = ("solve", "trace", "simulate")
+COMMANDS = ("solve", "trace", "simulate", "scheduler", "worker", "client", "local_cluster",
+            "vn", "pipeline")
 
 EXIT_BAD_INPUT = 2
 EXIT_BROKEN_PIPE = 141  # what a shell reports for a process killed by SIGPIPE

@@ -1,0 +1,312 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Ack(_message.Message):
+    __slots__ = ("ok", "message")
+    OK_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    ok: bool
+    message: str
+    def __init__(self, ok: _Optional[bool] = ..., message: _Optional[str] = ...) -> None: ...
+
+class RegisterWorkerRequest(_message.Message):
+    __slots__ = ("worker_type", "gpus", "address", "hostname", "previous_server_id")
+    WORKER_TYPE_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    worker_type: str
+    gpus: int
+    address: str
+    hostname: str
+    previous_server_id: int
+    def __init__(self, worker_type: _Optional[str] = ..., gpus: _Optional[int] = ..., address: _Optional[str] = ..., hostname: _Optional[str] = ..., previous_server_id: _Optional[int] = ...) -> None: ...
+
+class RegisterWorkerResponse(_message.Message):
+    __slots__ = ("server_id", "worker_ids", "round_seconds", "heartbeat_seconds")
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKER_IDS_FIELD_NUMBER: _ClassVar[int]
+    ROUND_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    server_id: int
+    worker_ids: _containers.RepeatedScalarFieldContainer[int]
+    round_seconds: float
+    heartbeat_seconds: float
+    def __init__(self, server_id: _Optional[int] = ..., worker_ids: _Optional[_Iterable[int]] = ..., round_seconds: _Optional[float] = ..., heartbeat_seconds: _Optional[float] = ...) -> None: ...
+
+class HeartbeatRequest(_message.Message):
+    __slots__ = ("server_id", "running_job_ids")
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    server_id: int
+    running_job_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, server_id: _Optional[int] = ..., running_job_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class HeartbeatResponse(_message.Message):
+    __slots__ = ("known",)
+    KNOWN_FIELD_NUMBER: _ClassVar[int]
+    known: bool
+    def __init__(self, known: _Optional[bool] = ...) -> None: ...
+
+class RoundReportRequest(_message.Message):
+    __slots__ = ("server_id", "job_id", "round", "rank", "steps", "seconds", "exit_code", "failed", "reason")
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    server_id: int
+    job_id: str
+    round: int
+    rank: int
+    steps: int
+    seconds: float
+    exit_code: int
+    failed: bool
+    reason: str
+    def __init__(self, server_id: _Optional[int] = ..., job_id: _Optional[str] = ..., round: _Optional[int] = ..., rank: _Optional[int] = ..., steps: _Optional[int] = ..., seconds: _Optional[float] = ..., exit_code: _Optional[int] = ..., failed: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class Lease(_message.Message):
+    __slots__ = ("max_steps", "max_seconds", "round", "extended")
+    MAX_STEPS_FIELD_NUMBER: _ClassVar[int]
+    MAX_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    EXTENDED_FIELD_NUMBER: _ClassVar[int]
+    max_steps: int
+    max_seconds: float
+    round: int
+    extended: bool
+    def __init__(self, max_steps: _Optional[int] = ..., max_seconds: _Optional[float] = ..., round: _Optional[int] = ..., extended: _Optional[bool] = ...) -> None: ...
+
+class InitJobRequest(_message.Message):
+    __slots__ = ("job_id", "round", "rank", "server_id")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    round: int
+    rank: int
+    server_id: int
+    def __init__(self, job_id: _Optional[str] = ..., round: _Optional[int] = ..., rank: _Optional[int] = ..., server_id: _Optional[int] = ...) -> None: ...
+
+class InitJobResponse(_message.Message):
+    __slots__ = ("lease", "steps_done", "total_steps")
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    STEPS_DONE_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_STEPS_FIELD_NUMBER: _ClassVar[int]
+    lease: Lease
+    steps_done: int
+    total_steps: int
+    def __init__(self, lease: _Optional[_Union[Lease, _Mapping]] = ..., steps_done: _Optional[int] = ..., total_steps: _Optional[int] = ...) -> None: ...
+
+class RenewLeaseRequest(_message.Message):
+    __slots__ = ("job_id", "round", "rank", "steps", "seconds")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    round: int
+    rank: int
+    steps: int
+    seconds: float
+    def __init__(self, job_id: _Optional[str] = ..., round: _Optional[int] = ..., rank: _Optional[int] = ..., steps: _Optional[int] = ..., seconds: _Optional[float] = ...) -> None: ...
+
+class RenewLeaseResponse(_message.Message):
+    __slots__ = ("lease",)
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    lease: Lease
+    def __init__(self, lease: _Optional[_Union[Lease, _Mapping]] = ...) -> None: ...
+
+class ReportStepsRequest(_message.Message):
+    __slots__ = ("job_id", "round", "rank", "steps", "seconds", "checkpointed")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINTED_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    round: int
+    rank: int
+    steps: int
+    seconds: float
+    checkpointed: bool
+    def __init__(self, job_id: _Optional[str] = ..., round: _Optional[int] = ..., rank: _Optional[int] = ..., steps: _Optional[int] = ..., seconds: _Optional[float] = ..., checkpointed: _Optional[bool] = ...) -> None: ...
+
+class RunJobRequest(_message.Message):
+    __slots__ = ("job_id", "round", "job_type", "workload", "command", "total_steps", "steps_done", "lease", "gpus", "rank", "world_size", "master_addr", "master_port", "scheduler_address", "env", "expected_steps_per_s", "checkpoint_dir")
+    class EnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
+    WORKLOAD_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_STEPS_FIELD_NUMBER: _ClassVar[int]
+    STEPS_DONE_FIELD_NUMBER: _ClassVar[int]
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    WORLD_SIZE_FIELD_NUMBER: _ClassVar[int]
+    MASTER_ADDR_FIELD_NUMBER: _ClassVar[int]
+    MASTER_PORT_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_STEPS_PER_S_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_DIR_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    round: int
+    job_type: str
+    workload: str
+    command: str
+    total_steps: int
+    steps_done: int
+    lease: Lease
+    gpus: _containers.RepeatedScalarFieldContainer[int]
+    rank: int
+    world_size: int
+    master_addr: str
+    master_port: int
+    scheduler_address: str
+    env: _containers.ScalarMap[str, str]
+    expected_steps_per_s: float
+    checkpoint_dir: str
+    def __init__(self, job_id: _Optional[str] = ..., round: _Optional[int] = ..., job_type: _Optional[str] = ..., workload: _Optional[str] = ..., command: _Optional[str] = ..., total_steps: _Optional[int] = ..., steps_done: _Optional[int] = ..., lease: _Optional[_Union[Lease, _Mapping]] = ..., gpus: _Optional[_Iterable[int]] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., master_addr: _Optional[str] = ..., master_port: _Optional[int] = ..., scheduler_address: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., expected_steps_per_s: _Optional[float] = ..., checkpoint_dir: _Optional[str] = ...) -> None: ...
+
+class KillJobRequest(_message.Message):
+    __slots__ = ("job_id", "reason")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    reason: str
+    def __init__(self, job_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ShutdownRequest(_message.Message):
+    __slots__ = ("reason",)
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+
+class JobRequest(_message.Message):
+    __slots__ = ("job_type", "scale_factor", "total_steps", "priority_weight", "slo_s", "entity", "workload", "command")
+    JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
+    SCALE_FACTOR_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_STEPS_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    SLO_S_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_FIELD_NUMBER: _ClassVar[int]
+    WORKLOAD_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    job_type: str
+    scale_factor: int
+    total_steps: int
+    priority_weight: float
+    slo_s: float
+    entity: str
+    workload: str
+    command: str
+    def __init__(self, job_type: _Optional[str] = ..., scale_factor: _Optional[int] = ..., total_steps: _Optional[int] = ..., priority_weight: _Optional[float] = ..., slo_s: _Optional[float] = ..., entity: _Optional[str] = ..., workload: _Optional[str] = ..., command: _Optional[str] = ...) -> None: ...
+
+class SubmitResponse(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class CancelRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class StatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class JobStatus(_message.Message):
+    __slots__ = ("id", "state", "steps_done", "total_steps", "job_type", "scale_factor", "worker_type", "reason", "allocation", "received", "arrival_s", "completion_s")
+    class AllocationEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class ReceivedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    STEPS_DONE_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_STEPS_FIELD_NUMBER: _ClassVar[int]
+    JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
+    SCALE_FACTOR_FIELD_NUMBER: _ClassVar[int]
+    WORKER_TYPE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_FIELD_NUMBER: _ClassVar[int]
+    RECEIVED_FIELD_NUMBER: _ClassVar[int]
+    ARRIVAL_S_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_S_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    state: str
+    steps_done: int
+    total_steps: int
+    job_type: str
+    scale_factor: int
+    worker_type: str
+    reason: str
+    allocation: _containers.ScalarMap[str, float]
+    received: _containers.ScalarMap[str, float]
+    arrival_s: float
+    completion_s: float
+    def __init__(self, id: _Optional[str] = ..., state: _Optional[str] = ..., steps_done: _Optional[int] = ..., total_steps: _Optional[int] = ..., job_type: _Optional[str] = ..., scale_factor: _Optional[int] = ..., worker_type: _Optional[str] = ..., reason: _Optional[str] = ..., allocation: _Optional[_Mapping[str, float]] = ..., received: _Optional[_Mapping[str, float]] = ..., arrival_s: _Optional[float] = ..., completion_s: _Optional[float] = ...) -> None: ...
+
+class WorkerStatus(_message.Message):
+    __slots__ = ("id", "type", "gpus", "alive", "address")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    ALIVE_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    type: str
+    gpus: int
+    alive: bool
+    address: str
+    def __init__(self, id: _Optional[str] = ..., type: _Optional[str] = ..., gpus: _Optional[int] = ..., alive: _Optional[bool] = ..., address: _Optional[str] = ...) -> None: ...
+
+class StatusResponse(_message.Message):
+    __slots__ = ("round", "jobs", "workers", "policy", "round_seconds")
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    ROUND_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    round: int
+    jobs: _containers.RepeatedCompositeFieldContainer[JobStatus]
+    workers: _containers.RepeatedCompositeFieldContainer[WorkerStatus]
+    policy: str
+    round_seconds: float
+    def __init__(self, round: _Optional[int] = ..., jobs: _Optional[_Iterable[_Union[JobStatus, _Mapping]]] = ..., workers: _Optional[_Iterable[_Union[WorkerStatus, _Mapping]]] = ..., policy: _Optional[str] = ..., round_seconds: _Optional[float] = ...) -> None: ...
