@@ -60,6 +60,7 @@ class _Job:
     isolated_elapsed_s: float = 0.0    # Themis t^isolated (``CoreConfig.isolated_time``)
     isolated_rate: float = 0.0         # throughput(m, X^isolated) at the last re-solve
     left_at_resolve: float | None = None
+    measured: dict[str, float] | None = None  # online steps/s by type (daemon, §5.3.3)
 
 
 @dataclass
@@ -93,6 +94,7 @@ class SchedulerCore:
         self._type_index = {t: j for j, t in enumerate(self._types)}
         self._jobs: dict[str, _Job] = {}
         self._pending: list[tuple[JobSpec, float]] = []
+        self._restored_steps: dict[str, int] = {}
         self._known: set[str] = set()
         self._order = 0
         self._rows = Rows(len(self._types))
@@ -162,17 +164,24 @@ class SchedulerCore:
         return out
 
     # ---- reset events -----------------------------------------------------------------
-    def submit(self, job: JobSpec, now: float) -> None:
-        """A job arrives at ``now``; it is admitted at the next round boundary."""
+    def submit(self, job: JobSpec, now: float, steps_done: int = 0) -> None:
+        """A job arrives at ``now``; it is admitted at the next round boundary.
+        ``steps_done``: durable steps it already made (a daemon restoring its state)."""
         if job.id in self._known:
             raise CoreError(f"job {job.id!r} submitted twice")
+        if not 0 <= steps_done < job.total_steps:
+            raise CoreError(f"job {job.id!r}: steps_done {steps_done} outside "
+                            f"[0, {job.total_steps})")
         self._known.add(job.id)
         self._pending.append((job, float(now)))
+        if steps_done:
+            self._restored_steps[job.id] = int(steps_done)
 
     def cancel(self, job_id: str, now: float) -> None:
         for i, (spec, _) in enumerate(self._pending):
             if spec.id == job_id:
                 del self._pending[i]
+                self._restored_steps.pop(job_id, None)
                 return
         self._job(job_id)
         self._remove((job_id,))
@@ -205,6 +214,42 @@ class SchedulerCore:
         nothing runs and no job is left to arrive)."""
         self._force = True
         self._stale = True
+
+    def add_progress(self, job_id: str, steps: float, now: float) -> RoundOutcome:
+        """Durable progress of an admitted job that arrives outside ``end_round`` (a daemon
+        learns a round's checkpointed steps after it planned the next round, thesis §5.6);
+        returns the job as completed when nothing is left."""
+        self._job(job_id)
+        rows = self._rows
+        row = rows.index[job_id]
+        rows.left[row] -= float(steps)
+        if rows.left[row] <= 1e-9:
+            self._remove((job_id,))
+            return RoundOutcome(completed=(job_id,))
+        return RoundOutcome(completed=())
+
+    def set_job_throughputs(self, job_id: str, measured: Mapping[str, float],
+                            now: float) -> None:
+        """Online throughputs (thesis §5.3.3): ``measured`` steps/s of this job by worker
+        type replace the source's priors for it; the allocation becomes stale (re-solved
+        under the usual ``min_resolve_interval_s`` rule). Types not named keep their value."""
+        job = self._job(job_id)
+        job.measured = {**(job.measured or {}), **{t: float(v) for t, v in measured.items()}}
+        self._apply_measured(job)
+        self._rows.changed()
+        self._stale = True
+
+    def _apply_measured(self, job: _Job) -> None:
+        if not job.measured:
+            return
+        for t, v in job.measured.items():
+            j = self._type_index.get(t)
+            if j is not None:
+                job.T[j] = max(0.0, v)
+        job.throughputs = dict(zip(self._types, job.T.tolist()))
+        row = self._rows.index.get(job.spec.id)
+        if row is not None:
+            self._rows.rate[row, :, 0] = job.T
 
     # ---- rounds -----------------------------------------------------------------------
     def start_round(self, now: float) -> Round:
@@ -279,8 +324,10 @@ class SchedulerCore:
             self._jobs[spec.id] = job
             rows.append((spec.id, (spec.id,), spec.scale_factor, job.T))
             admitted.append(spec.id)
+        done = self._restored_steps
         self._rows.add_many(rows, self.config.seed_seconds,
-                            left=[self._jobs[j].spec.total_steps for j in admitted])
+                            left=[self._jobs[j].spec.total_steps - done.pop(j, 0)
+                                  for j in admitted])
         if admitted:
             self._stale = True
         self._pending.clear()
@@ -336,6 +383,11 @@ class SchedulerCore:
         for job in self._jobs.values():
             job.T = self._solo(job.spec.key).copy()
             job.throughputs = dict(zip(types, job.T.tolist()))
+            if job.measured:
+                for t, v in job.measured.items():
+                    if t in self._type_index:
+                        job.T[self._type_index[t]] = max(0.0, v)
+                job.throughputs = dict(zip(types, job.T.tolist()))
         gone = []
         for row, (key, members) in enumerate(zip(self._rows.keys, self._rows.members)):
             if len(members) == 1:
