@@ -7,7 +7,8 @@ returns an ``Allocation``.
 from .base import Policy
 from .errors import Infeasible, PolicyError, ProblemError, SolverFailed, UnknownPolicy
 from .problem import Allocation, Entity, Job, Pair, Problem, pair_key
-from .registry import REGISTRY, get_policy, policy_names
+from .registry import REGISTRY, UnknownOption, get_policy, policy_class, policy_names, policy_options
+from .traits import Traits
 
 __all__ = [
     "REGISTRY",
@@ -21,8 +22,12 @@ __all__ = [
     "Problem",
     "ProblemError",
     "SolverFailed",
+    "Traits",
+    "UnknownOption",
     "UnknownPolicy",
     "get_policy",
     "pair_key",
+    "policy_class",
     "policy_names",
+    "policy_options",
 ]

@@ -13,7 +13,8 @@ import time
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import ClassVar
 
 import cvxpy as cp
 import numpy as np
@@ -21,6 +22,7 @@ import numpy as np
 from .columns import Columns, build_columns
 from .errors import Infeasible, SolverFailed
 from .problem import Allocation, Problem
+from .traits import Traits
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +31,7 @@ log = logging.getLogger(__name__)
 # filling relies on. HiGHS stays the choice for mixed-integer programs.
 DEFAULT_LP_SOLVER = "CLARABEL"
 MILP_SOLVER = "HIGHS"
+SOLVER_OPTION = "cvxpy solver name (default CLARABEL; HIGHS also solves LPs)"
 
 
 @dataclass(frozen=True)
@@ -42,9 +45,18 @@ class Solution:
 
 
 class Policy(ABC):
-    """Base of every policy. Subclasses implement ``_solve`` and ``evaluate``."""
+    """Base of every policy. Subclasses implement ``_solve`` and ``evaluate``, and declare
+    ``TRAITS`` (policies/traits.py); one whose traits depend on its constructor flags
+    refines them in the ``traits`` property. ``TRAITS.options`` are the options
+    ``get_policy`` accepts."""
 
     name: str = "policy"
+    TRAITS: ClassVar[Traits] = Traits()
+
+    @property
+    def traits(self) -> Traits:
+        """What this policy declares: the one way the core and the simulator learn it."""
+        return self.TRAITS
 
     def __init__(self, name: str | None = None, *, solver: str = DEFAULT_LP_SOLVER) -> None:
         if name is not None:
@@ -80,6 +92,15 @@ class Policy(ABC):
 class ColumnPolicy(Policy):
     """A policy over the column model (policies/columns.py). ``agnostic`` hides the
     differences between types, ``packed`` adds co-located pairs, ``max_partners`` caps them."""
+
+    TRAITS: ClassVar[Traits] = Traits(options={
+        "solver": SOLVER_OPTION,
+        "max_partners": "space sharing: at most this many partners per job (default: all)"})
+
+    @property
+    def traits(self) -> Traits:
+        return replace(self.TRAITS, agnostic=self.agnostic, needs_pairs=self.packed,
+                       reads=self.TRAITS.reads | ({"pairs"} if self.packed else set()))
 
     def __init__(self, name: str | None = None, *, agnostic: bool = False, packed: bool = False,
                  max_partners: int | None = None, **kwargs) -> None:

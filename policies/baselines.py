@@ -21,6 +21,7 @@ from .columns import Columns, build_columns, equal_split
 from .errors import ProblemError
 from .problem import Allocation, Problem
 from .state import generator_state, seeded_generator
+from .traits import Traits
 
 
 def _whole_rows(cols: Columns, choice: dict[str, np.ndarray]) -> dict:
@@ -32,6 +33,11 @@ def _whole_rows(cols: Columns, choice: dict[str, np.ndarray]) -> dict:
 
 
 class Isolated(Policy):
+    """X^isolated: 1/n of every type for each of n jobs; agnostic (Gavel serves its type
+    queues in a shuffled order)."""
+
+    TRAITS = Traits(agnostic=True)
+
     def _solve(self, problem: Problem) -> Solution:
         cols = build_columns(problem)
         usable = np.where(cols.T > 0, cols.isolated_share, 0.0)  # the rest is lost to it
@@ -53,7 +59,12 @@ class Gandiva(Policy):
     workers / (number of combinations) of each type on its scale factor, scaled down to 1
     per combination; time on a type a combination cannot run on is dropped. The generator
     and the pairs carry over between solves in ``policy_state``, so a run with Gavel's seed
-    makes Gavel's draws."""
+    makes Gavel's draws. Gandiva is heterogeneity-agnostic, but Gavel serves its type
+    queues in the fixed order (its class, ``Gandiva_Packing``, counts as packing)."""
+
+    TRAITS = Traits(agnostic=True, shuffle_type_order=False, needs_pairs=True,
+                    carries_state=True, reads=frozenset({"pairs", "policy_state"}),
+                    options={"seed": "seeds the random pairing (carried in policy_state)"})
 
     def __init__(self, name=None, *, seed: int = 0, **kwargs) -> None:
         super().__init__(name, **kwargs)
@@ -131,6 +142,8 @@ def _packed_gain(problem: Problem, pair) -> float:
 
 class AlloX(Policy):
     """Min-cost matching of single-GPU jobs to (GPU, queue position), AlloX [106]."""
+
+    TRAITS = Traits(reads=frozenset({"remaining_steps"}))
 
     def _solve(self, problem: Problem) -> Solution:
         cols = build_columns(problem)

@@ -40,6 +40,8 @@ class MaxMinFairness(ColumnPolicy):
     """``max_min_fairness[_perf|_packed]``: one LP. Without pairs the LP is compiled once
     per shape and re-solved with new numbers (``_CompiledMaxMin``)."""
 
+    TRAITS = ColumnPolicy.TRAITS.but(reads={"weight"})
+
     def _solve(self, problem: Problem) -> Solution:
         cols = self.columns(problem, merge=True)
         if cols.num_columns == 0:

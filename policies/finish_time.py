@@ -28,6 +28,10 @@ def _terms(cols: Columns) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 class FinishTimeFairness(ColumnPolicy):
     """``finish_time_fairness[_perf|_packed]``."""
 
+    TRAITS = ColumnPolicy.TRAITS.but(
+        isolated_time=True,
+        reads={"weight", "remaining_steps", "elapsed_s", "isolated_elapsed_s"})
+
     def _solve(self, problem: Problem) -> Solution:
         cols = self.columns(problem)
         if cols.num_columns == 0:

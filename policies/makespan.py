@@ -64,6 +64,18 @@ class MinTotalDuration(ColumnPolicy):
     The objective reported is the makespan in seconds.
     """
 
+    TRAITS = ColumnPolicy.TRAITS.but(reads={"remaining_steps"}, options={
+        "budget": "dollars the whole collection may cost (min_makespan_with_budget)",
+        "search": "'exact' (the LP optimum) or 'bisection' (Gavel's search and ECOS point)"})
+
+    @property
+    def traits(self):
+        """A simulation replays Gavel's bisection (``search="bisection"``) unless there is a
+        budget; a budget reads the prices."""
+        base, budgeted = super().traits, self.budget is not None
+        return base.but(reads=base.reads | ({"prices"} if budgeted else set()),
+                        simulation_defaults={} if budgeted else {"search": "bisection"})
+
     def __init__(self, name=None, *, budget: float | None = None, require_budget: bool = False,
                  search: str = "exact", **kwargs) -> None:
         super().__init__(name, **kwargs)

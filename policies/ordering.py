@@ -22,10 +22,12 @@ import numpy as np
 
 from .base import ColumnPolicy, Policy, Solution, no_columns, run
 from .columns import ZERO, Columns, build_columns
+from .errors import ProblemError
 from .fairness import base_constraints
 from .problem import PAIR_SEPARATOR, Allocation, Problem
 from .state import generator_state, seeded_generator
 from .throughput import normalized_throughput
+from .traits import Traits
 
 
 def arrival_rank(cols: Columns) -> np.ndarray:
@@ -48,7 +50,10 @@ def order_objective(cols: Columns, rank: np.ndarray):
 
 
 class OrderedThroughput(ColumnPolicy):
-    """``fifo_packed``: the FIFO LP of §5.4.2, with space sharing."""
+    """``fifo_packed``: the FIFO LP of §5.4.2, with space sharing. No backfill: idle
+    workers go to no job out of queue order (Gavel's rule for every FIFO policy)."""
+
+    TRAITS = ColumnPolicy.TRAITS.but(backfill=False)
 
     rank = staticmethod(arrival_rank)
 
@@ -74,15 +79,35 @@ class GreedyOrdered(Policy):
     ``type_choice`` says which type an agnostic ``fifo`` job gets when it starts:
     ``"random"`` draws one among the types with room (the thesis's description);
     ``"gavel"`` (the default) does what Gavel's ``FIFOPolicy`` code does, so that results
-    replicate Gavel's (see ``_gavel_types``)."""
+    replicate Gavel's (see ``_gavel_types``).
+
+    None of them backfills: the mechanism giving idle workers to a job the greedy left
+    waiting would let it overtake the head of the queue, against the order the policy
+    exists for. For FIFO that is Gavel's rule; for shortest job first it is our choice,
+    for the same reason (the shortest job must not be slowed by a longer one placed
+    beside it out of order)."""
 
     TYPE_CHOICES = ("gavel", "random")
+    TRAITS = Traits(backfill=False, options={
+        "seed": "fifo: seeds the type draws (carried in policy_state between solves)",
+        "type_choice": "fifo: the type a starting job gets, 'gavel' (Gavel's code) or "
+                       "'random' (the thesis's description)"})
+
+    @property
+    def traits(self) -> Traits:
+        """``fifo`` is agnostic, keeps running jobs where they are (``previous``) and, with
+        Gavel's type choice, carries its generator; shortest job first reads the steps."""
+        state = not self.fastest and self.type_choice == "gavel"
+        reads = (({"previous"} if not self.fastest else set())
+                 | ({"policy_state"} if state else set())
+                 | ({"remaining_steps"} if self.rank is shortest_rank else set()))
+        return self.TRAITS.but(agnostic=not self.fastest, carries_state=state, reads=reads)
 
     def __init__(self, name=None, *, fastest: bool = False, rank=arrival_rank, seed: int = 0,
                  type_choice: str = "gavel", **kwargs) -> None:
         super().__init__(name, **kwargs)
         if type_choice not in self.TYPE_CHOICES:
-            raise TypeError(f"type_choice must be one of {', '.join(self.TYPE_CHOICES)}, "
+            raise ProblemError(f"type_choice must be one of {', '.join(self.TYPE_CHOICES)}, "
                             f"not {type_choice!r}")
         self.fastest, self.rank, self.seed, self.type_choice = fastest, rank, seed, type_choice
 

@@ -39,6 +39,11 @@ class Partitioned(Policy):
         super().__init__(inner.name, solver=inner.solver)
         self.inner, self.partitions, self.seed, self.processes = inner, partitions, seed, processes
 
+    @property
+    def traits(self):
+        """The wrapped policy's: partitioning changes how it solves, not what it is."""
+        return self.inner.traits
+
     def _solve(self, problem: Problem) -> Solution:
         subs = split(problem, self.partitions, self.seed)
         work = [(self.inner, sub) for sub in subs]

@@ -2,7 +2,9 @@
 
 Names follow Gavel's so its users can switch (DESIGN.md, Policy names). ``_perf`` means
 heterogeneity-aware, the plain name is the heterogeneity-agnostic baseline, and ``_packed``
-adds space sharing over the problem's ``pairs``.
+adds space sharing over the problem's ``pairs``. What a policy *is* (agnostic, needs pairs,
+backfills, ...) is not read from its name: each class declares its ``Traits``
+(policies/traits.py), and ``get_policy`` accepts exactly the options they declare.
 """
 
 from __future__ import annotations
@@ -49,27 +51,60 @@ REGISTRY: dict[str, Callable[..., Policy]] = {
     "allox": AlloX,
 }
 
-# Policies whose problems must list co-located pairs (``Problem.pairs``).
-NEEDS_PAIRS = frozenset(name for name in REGISTRY if name.endswith("_packed")) | {"gandiva"}
+# Options of the POP wrapper (``policies.partition``), accepted by every policy.
+WRAPPER_OPTIONS = {
+    "partitions": "POP: split into this many random sub-problems solved independently",
+    "processes": "POP: solve the sub-problems in this many worker processes",
+}
+
+
+class UnknownOption(UnknownPolicy):
+    """An option the policy does not declare (``Traits.options``)."""
 
 
 def policy_names() -> list[str]:
     return sorted(REGISTRY)
 
 
+def policy_class(name: str) -> type[Policy]:
+    """The class registered as ``name`` (its ``TRAITS`` are known before construction)."""
+    factory = _factory(name)
+    while isinstance(factory, partial):
+        factory = factory.func
+    return factory
+
+
+def policy_options(name: str) -> dict[str, str]:
+    """Option name -> meaning of every option ``get_policy(name, ...)`` accepts."""
+    return {**policy_class(name).TRAITS.options, **WRAPPER_OPTIONS}
+
+
 def get_policy(name: str, **options) -> Policy:
-    """Make the policy registered as ``name``. ``partitions=k`` (k > 1) wraps it in POP,
-    solving the k sub-problems in ``processes`` worker processes."""
-    if name not in REGISTRY:
-        raise UnknownPolicy(f"unknown policy {name!r}; known: {', '.join(policy_names())}")
+    """Make the policy registered as ``name``, with ``options`` among those it declares
+    (``policy_options``); an unknown one raises ``UnknownOption`` naming it and the accepted
+    ones. ``partitions=k`` (k > 1) wraps it in POP, solving the k sub-problems in
+    ``processes`` worker processes (``seed`` then also seeds the split)."""
+    accepted = policy_options(name)
     partitions = options.pop("partitions", 1)
     processes = options.pop("processes", 1)
+    pop = bool(partitions and partitions > 1)
+    if pop:
+        accepted.setdefault("seed", "POP: seeds the random split")
+    for option in options:
+        if option not in accepted:
+            raise UnknownOption(f"policy {name!r}: unknown option {option!r}; accepted: "
+                                f"{', '.join(sorted(accepted))}")
     seed = options.get("seed", 0)
-    try:
-        policy = REGISTRY[name](name, **options)
-    except TypeError as err:
-        raise UnknownPolicy(f"policy {name!r}: bad option ({err})") from None
-    if partitions and partitions > 1:
+    if "seed" not in policy_class(name).TRAITS.options:
+        options.pop("seed", None)
+    policy = REGISTRY[name](name, **options)
+    if pop:
         from .partition import Partitioned
         policy = Partitioned(policy, partitions=partitions, seed=seed, processes=processes)
     return policy
+
+
+def _factory(name: str) -> Callable[..., Policy]:
+    if name not in REGISTRY:
+        raise UnknownPolicy(f"unknown policy {name!r}; known: {', '.join(policy_names())}")
+    return REGISTRY[name]

@@ -1,12 +1,23 @@
 """Throughput and cost policies: thesis chapter 6, §6.4.1-§6.4.3 (and Table 5.1's cost rows).
 
-Throughputs of different models are in different units (steps of different sizes), so each
-job's throughput is normalised by its throughput alone on its fastest type before summing.
-- ``max_sum_throughput_perf``: maximise Σ_m throughput(m, X) / throughput(m, X^fastest).
-- ``max_sum_throughput_normalized_by_cost_perf``: maximise the same quantity per dollar,
-  column by column: Σ_c normalised throughput_c / price_c (§6.4.2), so every job runs where
-  it is most cost-effective.
-- ``..._SLOs``: the same, subject to throughput(m, X) >= s_m / (SLO_m - t_m) (§6.4.3).
+- ``max_sum_throughput_perf``: maximise Σ_m throughput(m, X), in steps/s (§6.4.1, Gavel's
+  ``ThroughputSumWithPerf``).
+- ``max_sum_throughput_normalized_by_cost_perf``: maximise Σ_m Σ_j T_mj X_mj / c_j, each
+  column's throughput per dollar-hour (§6.4.2 as Gavel's ``ThroughputNormalizedByCostSum``
+  computes it). The thesis writes Σ_m throughput(m, X) / cost(m, X); for a job on one type
+  the two agree, but the literal sum of ratios does not change when a job's X is scaled
+  (1% of a V100 scores as much as all of it) and is not a linear program, so gavelsched,
+  like Gavel, uses the column form.
+- ``..._SLOs``: the same, subject to throughput(m, X) >= s_m / (SLO_m - t_m) (§6.4.3) with
+  s_m the steps left and t_m the time since arrival, i.e. num_iterations_m / SLO_m at
+  arrival and the same deadline at every later re-solve.
+
+``normalize="fastest"`` (a departure, off by default) divides each job's throughput by its
+throughput alone on its fastest type before summing, so that every job counts in the same
+unit (its fraction of its best rate). Steps/s of different models are steps of different
+sizes: with ``"none"`` a job whose steps are small (many steps/s) outweighs one whose steps
+are large, and the sum favours it. A user who mixes job types of very different step sizes
+and wants each job to count alike picks ``"fastest"``.
 """
 
 from __future__ import annotations
@@ -18,11 +29,12 @@ import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
-from .base import Policy, Solution, no_columns, run
+from .base import SOLVER_OPTION, Policy, Solution, no_columns, run
 from .columns import Columns, build_columns
 from .errors import Infeasible, ProblemError
 from .fairness import base_constraints
 from .problem import Allocation, Problem
+from .traits import Traits
 
 log = logging.getLogger(__name__)
 
@@ -57,29 +69,67 @@ def slo_needs(problem: Problem, cols: Columns) -> SloNeeds:
 class MaxSumThroughput(Policy):
     """``max_sum_throughput_perf`` and the cost policies (``cost=True``, ``slos=True``).
 
-    ``slo_mode="strict"`` (the default) raises ``Infeasible`` naming the jobs when the SLOs
-    cannot all be met; ``"best_effort"`` (what a running scheduler wants) drops the SLOs
-    that are already lost, meets the others as closely as possible (least total relative
-    shortfall) and only then minimises cost.
+    ``normalize``: ``"none"`` (thesis §6.4.1 and Gavel: steps/s) or ``"fastest"`` (each job
+    over its fastest throughput; see the module docstring). ``cost_unit``: a column of a
+    job of scale factor k on type j costs k c_j per hour (``"job"``, what the job pays) or
+    c_j (``"worker"``, Gavel's objective, which is the same for single-GPU jobs). ``slo_mode="strict"`` (the
+    default) raises ``Infeasible`` naming the jobs when the SLOs cannot all be met;
+    ``"best_effort"`` (what a running scheduler wants) drops the SLOs that are already
+    lost, meets the others as closely as possible (least total relative shortfall) and only
+    then minimises cost; ``"gavel"`` drops every SLO when they cannot all be met, as
+    Gavel's policy does.
     """
 
+    NORMALIZE = ("none", "fastest")
+    COST_UNITS = ("job", "worker")
+    SLO_MODES = ("strict", "best_effort", "gavel")
+    TRAITS = Traits(options={
+        "solver": SOLVER_OPTION,
+        "normalize": "'none' (steps/s, thesis §6.4.1) or 'fastest' (each job over its "
+                     "fastest throughput)",
+        "slo_mode": "SLO policies, when SLOs cannot all be met: 'strict' (raise), "
+                    "'best_effort' (least shortfall) or 'gavel' (drop them all)",
+        "cost_unit": "cost policies: 'job' (a column costs its type's price x the workers "
+                     "it holds) or 'worker' (one worker's price, as Gavel)"})
+
+    @property
+    def traits(self) -> Traits:
+        """Cost policies never backfill: an idle V100 given to a job the policy put on a K80
+        would undo the saving they exist for (chapter 6). A simulation keeps going when an
+        SLO is lost (``slo_mode="best_effort"``)."""
+        reads = ({"prices"} if self.cost else set()) | (
+            {"slo_s", "remaining_steps", "elapsed_s"} if self.slos else set())
+        return self.TRAITS.but(backfill=not self.cost, reads=reads, simulation_defaults=(
+            {"slo_mode": "best_effort"} if self.slos else {}))
+
     def __init__(self, name=None, *, cost: bool = False, slos: bool = False,
-                 slo_mode: str = "strict", **kwargs) -> None:
+                 slo_mode: str = "strict", normalize: str = "none", cost_unit: str = "job",
+                 **kwargs) -> None:
         super().__init__(name, **kwargs)
-        if slo_mode not in ("strict", "best_effort"):
-            raise ProblemError(f"{self.name}: slo_mode must be 'strict' or 'best_effort', "
-                               f"got {slo_mode!r}")
+        if slo_mode not in self.SLO_MODES:
+            raise ProblemError(f"{self.name}: slo_mode must be one of "
+                               f"{', '.join(self.SLO_MODES)}, got {slo_mode!r}")
+        if normalize not in self.NORMALIZE:
+            raise ProblemError(f"{self.name}: normalize must be one of "
+                               f"{', '.join(self.NORMALIZE)}, got {normalize!r}")
+        if cost_unit not in self.COST_UNITS:
+            raise ProblemError(f"{self.name}: cost_unit must be one of "
+                               f"{', '.join(self.COST_UNITS)}, got {cost_unit!r}")
         self.cost, self.slos, self.slo_mode = cost, slos, slo_mode
+        self.normalize, self.cost_unit = normalize, cost_unit
 
     def _weights(self, problem: Problem, cols: Columns) -> np.ndarray:
         """Objective coefficient of every column."""
-        gain = np.asarray(normalized_throughput(cols).sum(axis=0)).ravel()
+        per_job = normalized_throughput(cols) if self.normalize == "fastest" else cols.throughput
+        gain = np.asarray(per_job.sum(axis=0)).ravel()
         if not self.cost:
             return gain
         unpriced = [t for t in cols.types if problem.prices.get(t, 0.0) <= 0]
         if unpriced:
             raise ProblemError(f"prices.{unpriced[0]}: {self.name} needs a price > 0 for every "
                                "worker type")
+        if self.cost_unit == "worker":
+            return gain / cols.prices[cols.col_type]
         return gain / cols.price
 
     def _solve(self, problem: Problem) -> Solution:
@@ -100,6 +150,12 @@ class MaxSumThroughput(Policy):
         try:
             value = run(program, self.solver, self.name)
         except Infeasible:
+            if self.slo_mode == "gavel":
+                log.warning("%s: SLOs cannot all be met; solving without them (Gavel)",
+                            self.name)
+                program = cp.Problem(program.objective, constraints[:-1])
+                value = run(program, self.solver, self.name)
+                return Solution(cols.to_rows(z.value), value, self.solver)
             shortfall, conflicting = self._least_shortfall(cols, needs)
             if self.slo_mode == "strict":
                 raise Infeasible(f"{self.name}: SLOs cannot all be met; conflicting jobs: "

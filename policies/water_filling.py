@@ -80,6 +80,9 @@ class WaterFilling(ColumnPolicy):
     """``max_min_fairness_water_filling[_perf|_packed]``, hierarchical when the problem has
     entities. The objective reported is the lowest weighted normalised throughput."""
 
+    TRAITS = ColumnPolicy.TRAITS.but(reads={"weight", "entities", "entity"}, options={
+        "max_iterations": "stop after this many water-filling LPs (default: until all frozen)"})
+
     def __init__(self, name=None, *, max_iterations: int | None = None, **kwargs) -> None:
         super().__init__(name, **kwargs)
         self.max_iterations = max_iterations

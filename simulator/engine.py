@@ -36,7 +36,7 @@ import numpy as np
 from gavelsched.core import CoreConfig, JobSpec, RoundReport, SchedulerCore
 from gavelsched.estimator import estimated_table
 from gavelsched.mechanism import ClusterView
-from policies import Entity, Policy, UnknownPolicy, get_policy
+from policies import Entity, Policy, get_policy, policy_class
 from traces import ThroughputTable, TraceJob
 
 from .config import SimConfig
@@ -56,21 +56,17 @@ class SimulationError(ValueError):
 
 
 def make_policy(name: str, seed: int = 0, **options) -> Policy:
-    """``get_policy(name)``, passing ``seed`` to the policies that take one. SLO policies
-    run best effort: a simulation keeps going when an SLO can no longer be met. Makespan
-    policies search as Gavel's simulator does (``search="bisection"``, see
-    ``policies.makespan``), so that replayed traces give Gavel's results; pass
-    ``search="exact"`` for the optimum."""
-    if name.endswith("_SLOs"):
-        options.setdefault("slo_mode", "best_effort")
-    if name.startswith("min_total_duration"):
-        options.setdefault("search", "bisection")
-    try:
-        return get_policy(name, seed=seed, **options)
-    except UnknownPolicy as err:
-        if "bad option" not in str(err):
-            raise
-        return get_policy(name, **options)
+    """``get_policy(name, **options)`` as a simulation runs it: ``seed`` goes to the
+    policies that declare a ``seed`` option, and the policy's declared
+    ``Traits.simulation_defaults`` apply unless ``options`` set them (SLO policies run best
+    effort, so that a simulation goes on when an SLO can no longer be met; makespan
+    policies search as Gavel's simulator does, ``search="bisection"``: pass
+    ``search="exact"`` for the optimum)."""
+    if "seed" in policy_class(name).TRAITS.options:
+        options.setdefault("seed", seed)
+    policy = get_policy(name, **options)
+    defaults = {k: v for k, v in policy.traits.simulation_defaults.items() if k not in options}
+    return get_policy(name, **options, **defaults) if defaults else policy
 
 
 def fastest_first(table: ThroughputTable, types: Sequence[str]) -> tuple[str, ...]:
@@ -91,17 +87,16 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
              seed: int = 0, progress: bool = False) -> SimulationResult:
     """Replay ``jobs`` (job ``i`` gets id ``str(i)``) on ``cluster`` under ``policy``.
 
-    ``core_config`` defaults to ``CoreConfig.for_policy`` (Gavel's rules) with the types
-    served fastest first; ``prices`` are $/GPU-hour per type, ``price_trace`` changes them
+    ``core_config`` defaults to ``CoreConfig.for_policy(policy)`` (Gavel's rules, read from
+    the policy's declared traits) with the types served fastest first; ``prices`` are $/GPU-hour per type, ``price_trace`` changes them
     over time; ``entities`` (by name) make water-filling policies hierarchical (thesis
     §5.4.3: jobs name their entity in the trace).
     """
     wall_start = time.perf_counter()
     sim = sim or SimConfig()
     if isinstance(policy, str):
-        policy_name, policy = policy, make_policy(policy, seed=seed)
-    else:
-        policy_name = policy.name
+        policy = make_policy(policy, seed=seed)
+    policy_name = policy.name
     view = ClusterView.build(cluster, gpus_per_server)
     if view.total == 0:
         raise SimulationError("the cluster has no workers")
@@ -109,7 +104,7 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
         raise SimulationError(f"window {sim.window[0]}:{sim.window[1]} starts past the last "
                               f"job ({len(jobs)} jobs)")
     if core_config is None:
-        core_config = CoreConfig.for_policy(policy_name, seed=seed,
+        core_config = CoreConfig.for_policy(policy, seed=seed,
                                             type_order=fastest_first(table, view.worker_types))
     specs = [_spec(i, job) for i, job in enumerate(jobs)]
     _check_runnable(specs, table, view)

@@ -56,7 +56,7 @@ class SweepSpec:
     ``trace``, when given, replaces the §5.7.1 generator: ``trace(rate, seed)`` returns
     the jobs (a module-level function or a ``functools.partial`` of one, so that worker
     processes can receive it). ``core_options`` override fields of
-    ``CoreConfig.for_policy`` (e.g. ``{"backfill": False}``). ``entities`` make water
+    ``CoreConfig.for_policy(policy)`` (e.g. ``{"backfill": False}``). ``entities`` make water
     filling hierarchical (generated jobs join one uniformly); ``estimate_pairs`` and
     ``estimator`` are those of ``SimConfig``; ``policy_options`` go to every policy.
     """
@@ -98,8 +98,8 @@ def run_point(point: SweepPoint, spec: SweepSpec) -> dict:
     options = {"round_seconds": spec.round_seconds,
                "min_resolve_interval_s": spec.min_resolve_interval_s,
                "type_order": fastest_first(table, types), **spec.core_options}
-    core = CoreConfig.for_policy(point.policy, seed=point.seed, **options)
     policy = make_policy(point.policy, seed=point.seed, **spec.policy_options)
+    core = CoreConfig.for_policy(policy, seed=point.seed, **options)
     result = simulate(jobs, table, spec.cluster, policy, core_config=core,
                       sim=SimConfig(window=window, preemption_overhead_s=preemption_overheads(
                           spec.preemption_overhead, (j.job_type for j in jobs)),

@@ -151,8 +151,8 @@ def _run(args: argparse.Namespace) -> int:
                     preemption_overhead_s=_overheads(args.preemption_overhead, jobs),
                     estimate_pairs=args.estimate_pairs,
                     estimator=_estimator(args.profiled_fraction))
-    core = _core_config(args, table, cluster)
     policy = make_policy(args.policy, seed=args.seed, **parse_options(args.option))
+    core = _core_config(args, table, cluster, policy)
     if not args.quiet:
         print(f"{source} on {_cluster_text(cluster)}, policy {args.policy}", file=sys.stderr)
     result = simulate(jobs, table, cluster, policy, core_config=core, sim=sim,
@@ -405,17 +405,16 @@ def _overheads(spec: str, jobs) -> dict[str, float]:
         raise InputError(f"--preemption-overhead: {err}") from None
 
 
-def _core_config(args, table, cluster):
+def _core_config(args, table, cluster, policy):
+    """The core's config for ``policy``, from the traits it declares."""
     from gavelsched.core import CoreConfig
     from simulator import fastest_first
 
     if not args.round_seconds > 0:
         raise InputError(f"--round-seconds: must be > 0, got {args.round_seconds}")
-    from policies import get_policy
-    get_policy(args.policy)  # an unknown name fails here, with the list of known ones
     types = tuple(t for t, n in cluster.items())
     _check_resolve_flags(args)
-    return CoreConfig.for_policy(args.policy, seed=args.seed, round_seconds=args.round_seconds,
+    return CoreConfig.for_policy(policy, seed=args.seed, round_seconds=args.round_seconds,
                                  min_resolve_interval_s=args.min_resolve_interval,
                                  resolve_period_s=args.resolve_period,
                                  type_order=fastest_first(table, types))

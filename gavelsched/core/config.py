@@ -8,9 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-# Heterogeneity-aware policies whose names carry no _perf/_packed suffix (Gavel's classes
-# are Gandiva_Packing and AlloX_Perf).
-AWARE_WITHOUT_SUFFIX = frozenset({"gandiva", "allox", "min_makespan_with_budget"})
+from policies import Policy, Traits
 
 
 @dataclass(frozen=True)
@@ -36,17 +34,17 @@ class CoreConfig:
     - ``type_order``: order in which per-type queues are served (Gavel: v100, p100, k80);
       types not listed follow in cluster order.
     - ``shuffle_type_order``: shuffle that order every round with the core's seeded RNG
-      (Gavel does this for heterogeneity-agnostic policies).
+      (Gavel does this for heterogeneity-agnostic policies: ``Traits.shuffles_type_order``).
     - ``global_queue``: one priority queue across types (Gavel ``enable_global_queue``).
     - ``backfill``: workers nobody with priority wants go to priority-0 combinations, by
-      deficit (Gavel; off for FIFO, whose queue order must hold).
+      deficit (Gavel; off when the policy declares ``backfill=False``).
     - ``hold_unallocated``: a job admitted after the last re-solve competes with priority 0
       and, when picked, keeps its workers idle for the round (Gavel). False skips it.
-    - ``pairs``: list co-located pairs in the Problem (space-sharing policies).
+    - ``pairs``: list co-located pairs in the Problem (policies that declare ``needs_pairs``).
     - ``isolated_time``: track Themis t^isolated for finish-time fairness: at each
       re-solve, the steps made since the previous one over the isolated throughput then
       (Gavel's FinishTimeFairness policy); False passes None (the policy then uses the
-      elapsed time). On by default for ``finish_time_fairness*``.
+      elapsed time). On when the policy declares ``isolated_time``.
     - ``seed``: seeds the core's own RNG (type-order shuffles).
     - ``on_solve_error``: ``"raise"`` or ``"keep"`` (keep the last allocation and retry at
       the next boundary).
@@ -88,25 +86,31 @@ class CoreConfig:
         return self.round_seconds / 2.0
 
     @classmethod
-    def for_policy(cls, policy_name: str, **overrides) -> CoreConfig:
-        """Gavel's per-policy mechanism rules, in one place:
+    def for_policy(cls, policy: Policy, **overrides) -> CoreConfig:
+        """The config a core running ``policy`` needs: ``for_traits(policy.traits)``."""
+        if not isinstance(policy, Policy):
+            raise TypeError(f"CoreConfig.for_policy takes a Policy (its traits say what it "
+                            f"needs), not {type(policy).__name__} {policy!r}")
+        return cls.for_traits(policy.traits, **overrides)
 
-        - heterogeneity-agnostic policies (no ``_perf``/``_packed`` in the name, and not
-          gandiva, allox or min_makespan_with_budget) shuffle the type order every round
-          (Gavel: no 'Perf' and no 'Packing' in the class name);
-        - FIFO policies never run priority-0 jobs (Gavel: name starts with 'FIFO'), nor do
-          the cost policies: backfilling an idle V100 with a job the policy put on a K80
-          would undo the cost saving they exist for (chapter 6);
-        - space-sharing policies (``_packed``, gandiva) get pairs in their Problem;
-        - finish-time fairness gets Themis t^isolated (Gavel keeps it in the policy).
+    @classmethod
+    def for_traits(cls, traits: Traits, **overrides) -> CoreConfig:
+        """Gavel's per-policy mechanism rules, read from what the policy declares
+        (policies/traits.py), never from its name; ``overrides`` win:
+
+        - ``shuffle_type_order``: heterogeneity-agnostic policies (Gavel: neither 'Perf'
+          nor 'Packing' in the class name, so not Gandiva);
+        - ``backfill``: off for policies whose queue order or cost saving idle workers
+          would undo (FIFO, shortest job first, the cost policies);
+        - ``pairs``: space-sharing policies get co-located pairs in their Problem;
+        - ``isolated_time``: finish-time fairness gets Themis t^isolated (Gavel keeps it
+          in the policy).
         """
-        aware = ("_perf" in policy_name or "_packed" in policy_name
-                 or policy_name in AWARE_WITHOUT_SUFFIX)
         rules = {
-            "shuffle_type_order": not aware,
-            "backfill": not (policy_name.startswith(("fifo", "max_sum_throughput_normalized_by_cost"))),
-            "pairs": _needs_pairs(policy_name),
-            "isolated_time": policy_name.startswith("finish_time_fairness"),
+            "shuffle_type_order": traits.shuffles_type_order,
+            "backfill": traits.backfill,
+            "pairs": traits.needs_pairs,
+            "isolated_time": traits.isolated_time,
         }
         rules.update(overrides)
         return cls(**rules)
@@ -114,10 +118,3 @@ class CoreConfig:
     def but(self, **changes) -> CoreConfig:
         return replace(self, **changes)
 
-
-def _needs_pairs(policy_name: str) -> bool:
-    try:
-        from policies.registry import NEEDS_PAIRS
-    except ImportError:  # pragma: no cover - older policies package
-        return policy_name.endswith("_packed") or policy_name == "gandiva"
-    return policy_name in NEEDS_PAIRS

@@ -203,23 +203,40 @@ def test_min_makespan_with_budget(problem, slack):
     assert ours == approx(makespan(problem, budget=budget))
 
 
+GAIN = {  # §6.4.1: steps/s; normalize="fastest": over the job's fastest throughput
+    "none": lambda i, j, norm, d: d.T[i, j],
+    "fastest": lambda i, j, norm, d: norm,
+}
+
+
+@pytest.mark.parametrize("normalize", sorted(GAIN))
 @settings(**SETTINGS)
 @given(problem=problems(pairs=False))
-def test_max_sum_throughput(problem):
-    ours = get_policy("max_sum_throughput_perf").solve(problem).objective
-    assert ours == approx(weighted_sum(problem, lambda i, j, norm, d: norm))
+def test_max_sum_throughput(normalize, problem):
+    ours = get_policy("max_sum_throughput_perf", normalize=normalize).solve(problem).objective
+    assert ours == approx(weighted_sum(problem, GAIN[normalize]))
 
 
-def per_dollar(problem):
+def per_dollar(problem, normalize="none", cost_unit="job"):
+    """§6.4.2 column by column: throughput per dollar-hour of the column (k workers of a job
+    of scale factor k, or one worker with cost_unit="worker", as Gavel)."""
     prices = [problem.prices[t] for t in problem.cluster]
-    return lambda i, j, norm, d: norm / (prices[j] * d.sf[i])
+    gain = GAIN[normalize]
+
+    def coef(i, j, norm, d):
+        workers = d.sf[i] if cost_unit == "job" else 1.0
+        return gain(i, j, norm, d) / (prices[j] * workers)
+    return coef
 
 
+@pytest.mark.parametrize("normalize,cost_unit", [("none", "job"), ("fastest", "job"),
+                                                 ("none", "worker")])
 @settings(**SETTINGS)
 @given(problem=problems(pairs=False))
-def test_min_cost(problem):
-    ours = get_policy("max_sum_throughput_normalized_by_cost_perf").solve(problem).objective
-    assert ours == approx(weighted_sum(problem, per_dollar(problem)))
+def test_min_cost(normalize, cost_unit, problem):
+    ours = get_policy("max_sum_throughput_normalized_by_cost_perf", normalize=normalize,
+                      cost_unit=cost_unit).solve(problem).objective
+    assert ours == approx(weighted_sum(problem, per_dollar(problem, normalize, cost_unit)))
 
 
 @settings(**SETTINGS)
