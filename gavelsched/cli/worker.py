@@ -1,0 +1,104 @@
+"""``gavelsched worker``: run a worker daemon on a GPU server (thesis §5.6), or emulate a GPU
+type on a CPU-only machine (docs/runtime.md, "Emulation")."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import socket
+from pathlib import Path
+
+from . import InputError
+
+log = logging.getLogger(__name__)
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "worker", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        help="run a worker daemon: register GPUs with a scheduler and run its jobs",
+        description="Register this server's GPUs of one type with a gavelsched scheduler, "
+                    "send heartbeats, and launch the jobs the scheduler places here (one "
+                    "process per GPU, killed when they outlive their lease). On a machine "
+                    "without NVIDIA GPUs the named type is emulated: each job's steps are "
+                    "paced to that type's speed from the throughput table, times "
+                    "--emulation-speed.")
+    p.add_argument("--scheduler", required=True, metavar="HOST:PORT",
+                   help="the scheduler's address")
+    p.add_argument("--type", required=True, dest="worker_type", metavar="TYPE",
+                   help="this server's GPU type, e.g. v100, p100, k80")
+    p.add_argument("--gpus", required=True, type=int, metavar="N", help="GPUs on this server")
+    p.add_argument("--token-file", metavar="F", help="file holding the cluster's auth token")
+    p.add_argument("--tls-ca", metavar="F", help="CA certificate that signed the scheduler's")
+    p.add_argument("--tls-cert", metavar="F", help="this worker's own server certificate")
+    p.add_argument("--tls-key", metavar="F", help="the key of --tls-cert")
+    p.add_argument("--work-dir", default="gavel-worker", metavar="D",
+                   help="job logs and (without shared storage) checkpoints")
+    p.add_argument("--listen", default=f"{socket.gethostname()}:0", metavar="HOST:PORT",
+                   help="address of this worker's service (port 0: any free port)")
+    p.add_argument("--throughputs", metavar="PATH",
+                   help="throughput table for emulation (default: the built-in catalog)")
+    p.add_argument("--emulation-speed", type=float, default=1.0, metavar="X",
+                   help="time dilation of emulated speeds: each job runs at X times its "
+                        "table steps/s")
+    p.add_argument("--emulate", choices=("auto", "on", "off"), default="auto",
+                   help="emulate the GPU type (auto: when the machine has no NVIDIA GPU)")
+    p.add_argument("--grace", type=float, default=30.0, metavar="S",
+                   help="seconds a job may outlive its lease (to save its checkpoint) "
+                        "before it is killed")
+    p.set_defaults(func=run)
+    p.error = lambda message: p.exit(2, f"gavelsched worker: error: {message}\n")
+
+
+def _address(value: str, flag: str) -> str:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise InputError(f"{flag} {value!r}: expected HOST:PORT")
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    from gavelsched.rpc.security import SecurityError, TlsFiles, read_token
+    from traces.errors import TraceError
+    from workers.daemon.emulation import EmulationError, load_emulation, machine_has_gpus
+    from workers.daemon.worker import Worker, WorkerConfig, WorkerError
+
+    _address(args.scheduler, "--scheduler")
+    _address(args.listen, "--listen")
+    if args.gpus <= 0:
+        raise InputError(f"--gpus must be positive, got {args.gpus}")
+    if args.grace < 0:
+        raise InputError(f"--grace must be >= 0, got {args.grace}")
+    if not args.worker_type.strip():
+        raise InputError("--type is empty")
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise InputError("--tls-cert and --tls-key go together")
+    emulate = args.emulate == "on" or (args.emulate == "auto" and not machine_has_gpus())
+    try:
+        token = read_token(args.token_file)
+        for flag, path in (("--tls-ca", args.tls_ca), ("--tls-cert", args.tls_cert),
+                           ("--tls-key", args.tls_key)):
+            if path and not Path(path).is_file():
+                raise InputError(f"{flag} {path}: no such file")
+        emulation = load_emulation(args.worker_type, args.throughputs,
+                                   args.emulation_speed) if emulate else None
+    except (SecurityError, EmulationError, TraceError) as err:
+        raise InputError(str(err)) from None
+    tls = TlsFiles(cert=Path(args.tls_cert), key=Path(args.tls_key)) if args.tls_cert else None
+    worker = Worker(WorkerConfig(
+        scheduler=args.scheduler, worker_type=args.worker_type, gpus=args.gpus,
+        work_dir=Path(args.work_dir).resolve(), listen=args.listen, token=token,
+        token_file=args.token_file, tls_ca=args.tls_ca, tls=tls, emulation=emulation,
+        grace_s=args.grace))
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: worker.stop("worker received a signal"))
+    try:
+        worker.start()
+    except WorkerError as err:
+        raise InputError(str(err)) from None
+    log.info("worker %d (%s x%d%s) serving on %s", worker.server_id, args.worker_type,
+             args.gpus, ", emulated" if emulation else "", worker.address)
+    while not worker.wait(0.5):
+        pass
+    return 0

@@ -1,0 +1,459 @@
+"""GavelIterator: the job side of Gavel's round-based leases (thesis §5.6).
+
+A training script wraps its data loader::
+
+    loader = GavelIterator(loader, None, load_checkpoint, save_checkpoint)
+    for epoch in range(epochs):
+        for batch in loader:
+            ...
+        if loader.done:
+            break
+
+Without ``GAVEL_SCHEDULER`` in the environment it is a no-op: iterating it iterates the
+loader unchanged. Under a gavelsched worker it reads its context from the environment the
+worker sets (``JobContext``), and:
+
+- at start asks the scheduler for its lease (``InitJob``) and loads the job's checkpoint
+  through the user's ``load_checkpoint(checkpoint_dir)`` when one exists; when the scheduler
+  has counted durable steps but the checkpoint is missing or cannot be loaded, the job fails
+  with a one-line reason (the last line of stderr) and a nonzero exit;
+- counts the job's *absolute* steps (one step = one batch yielded on every rank);
+- at ``renew_at`` of its lease (a fraction of the lease's time, or of its steps, whichever
+  comes first) rank 0 asks for a renewal (``RenewLease``);
+- at the end of the lease all ranks agree on the same stop step (an all-reduce over the
+  default process group); then rank 0 saves through ``save_checkpoint(checkpoint_dir)``,
+  writes the absolute step count beside it (``gavel_progress.json``, atomically) and reports
+  it as durable (``ReportSteps(checkpointed=true)``). An extended lease continues in the same
+  process after that save (at most one round of progress can ever be lost); otherwise
+  iteration stops and ``done`` is True. Reaching ``total_steps`` ends the job the same way.
+- with ``GAVEL_EMULATE_STEPS_PER_S`` set, paces steps to that rate (GPU-type emulation on
+  CPU-only machines, docs/runtime.md "Emulation").
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+PROGRESS_FILE = "gavel_progress.json"
+EXIT_JOB_FAILED = 3
+DEFAULT_RENEW_AT = 0.75
+RPC_TIMEOUT_S = 10.0
+INIT_RETRY_S = 30.0
+SYNC_INTERVAL_S = 0.25   # target seconds between the ranks' agreement all-reduces
+
+
+class JobFailed(RuntimeError):
+    """The job cannot go on (missing or corrupt checkpoint, no scheduler); one-line reason."""
+
+
+@dataclass(frozen=True)
+class JobContext:
+    """What the worker tells a job through its environment (docs/runtime.md, protocol)."""
+
+    scheduler: str
+    job_id: str
+    round: int
+    total_steps: int
+    steps_done: int
+    checkpoint_dir: str | None
+    server_id: int
+    rank: int
+    world_size: int
+    token_file: str | None = None
+    tls_ca: str | None = None
+    emulate_steps_per_s: float | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> JobContext | None:
+        """The context in ``env`` (default ``os.environ``); None without GAVEL_SCHEDULER."""
+        env = os.environ if env is None else env
+        scheduler = env.get("GAVEL_SCHEDULER", "").strip()
+        if not scheduler:
+            return None
+
+        def number(name: str, default: str, kind: type = int) -> Any:
+            raw = env.get(name, default) or default
+            try:
+                return kind(raw)
+            except ValueError:
+                raise JobFailed(f"bad environment variable {name}={raw!r}") from None
+
+        pace = number("GAVEL_EMULATE_STEPS_PER_S", "0", float)
+        if pace < 0 or not math.isfinite(pace):
+            raise JobFailed(f"bad environment variable GAVEL_EMULATE_STEPS_PER_S={pace!r}")
+        return cls(scheduler=scheduler, job_id=env.get("GAVEL_JOB_ID", ""),
+                   round=number("GAVEL_ROUND", "0"),
+                   total_steps=number("GAVEL_TOTAL_STEPS", "0"),
+                   steps_done=number("GAVEL_STEPS_DONE", "0"),
+                   checkpoint_dir=env.get("GAVEL_CHECKPOINT_DIR") or None,
+                   server_id=number("GAVEL_SERVER_ID", "-1"),
+                   rank=number("RANK", "0"), world_size=number("WORLD_SIZE", "1"),
+                   token_file=env.get("GAVEL_TOKEN_FILE") or None,
+                   tls_ca=env.get("GAVEL_TLS_CA") or None,
+                   emulate_steps_per_s=pace or None)
+
+
+# ---- the durable step count beside the user's checkpoint -----------------------------------
+
+def read_progress(checkpoint_dir: str | os.PathLike) -> int | None:
+    """The absolute step count saved in ``checkpoint_dir``; None when there is none.
+    Raises JobFailed when the file exists but is unreadable."""
+    path = Path(checkpoint_dir) / PROGRESS_FILE
+    try:
+        data = json.loads(path.read_text())
+        steps = data["steps"]
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise JobFailed(f"corrupt progress file {path}: {err}") from None
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+        raise JobFailed(f"corrupt progress file {path}: steps={steps!r}")
+    return steps
+
+
+def write_progress(checkpoint_dir: str | os.PathLike, steps: int, **extra: Any) -> Path:
+    """Write the absolute step count atomically (temp file, fsync, rename)."""
+    directory = Path(checkpoint_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / PROGRESS_FILE
+    tmp = path.with_name(f".{PROGRESS_FILE}.{os.getpid()}.tmp")
+    with open(tmp, "w") as fh:
+        json.dump({"steps": int(steps), "time": time.time(), **extra}, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    return path
+
+
+def process_elapsed_s() -> float:
+    """Seconds since this process started (the lease's clock: the worker starts its kill
+    timer at launch, so the iterator counts from the same moment, not from its import)."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME) - _process_start()
+
+
+@functools.lru_cache(maxsize=1)
+def _process_start() -> float:
+    """This process's start on the CLOCK_BOOTTIME scale (Linux /proc; else import time)."""
+    try:
+        with open("/proc/self/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+# ---- the lease --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LeaseTerms:
+    """A lease in the iterator's terms: absolute step limit, seconds since process start."""
+
+    max_steps: int
+    max_seconds: float
+    round: int
+    extended: bool = False
+
+    @classmethod
+    def from_pb(cls, lease: Any, total_steps: int) -> LeaseTerms:
+        max_steps = int(lease.max_steps) if lease.max_steps > 0 else total_steps
+        max_seconds = float(lease.max_seconds) if lease.max_seconds > 0 else math.inf
+        return cls(min(max_steps, total_steps), max_seconds, int(lease.round),
+                   bool(lease.extended))
+
+
+class _SchedulerClient:
+    """The iterator's three calls (IteratorToScheduler), with timeouts."""
+
+    def __init__(self, ctx: JobContext) -> None:
+        from gavelsched.rpc import pb, pb_grpc
+        from gavelsched.rpc.security import SecurityError, channel, read_token
+
+        try:
+            token = read_token(ctx.token_file)
+            self._channel = channel(ctx.scheduler, token=token, ca=ctx.tls_ca)
+        except SecurityError as err:
+            raise JobFailed(str(err)) from None
+        self._stub = pb_grpc.IteratorToSchedulerStub(self._channel)
+        self._pb = pb
+        self._ctx = ctx
+
+    def init(self) -> Any:
+        import grpc
+
+        request = self._pb.InitJobRequest(job_id=self._ctx.job_id, round=self._ctx.round,
+                                          rank=self._ctx.rank, server_id=self._ctx.server_id)
+        deadline = time.monotonic() + INIT_RETRY_S
+        while True:
+            try:
+                return self._stub.InitJob(request, timeout=RPC_TIMEOUT_S)
+            except grpc.RpcError as err:
+                code = err.code()
+                retry = code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+                if not retry or time.monotonic() > deadline:
+                    raise JobFailed(f"InitJob to scheduler {self._ctx.scheduler} failed: "
+                                    f"{code.name}: {err.details()}") from None
+                time.sleep(0.5)
+
+    def renew(self, round_: int, steps: int, seconds: float) -> Any | None:
+        import grpc
+
+        try:
+            return self._stub.RenewLease(self._pb.RenewLeaseRequest(
+                job_id=self._ctx.job_id, round=round_, rank=self._ctx.rank, steps=steps,
+                seconds=seconds), timeout=RPC_TIMEOUT_S).lease
+        except grpc.RpcError as err:
+            log.warning("RenewLease failed (%s); treating the lease as not renewed",
+                        err.code().name)
+            return None
+
+    def report(self, round_: int, steps: int, seconds: float) -> None:
+        import grpc
+
+        try:
+            self._stub.ReportSteps(self._pb.ReportStepsRequest(
+                job_id=self._ctx.job_id, round=round_, rank=self._ctx.rank, steps=steps,
+                seconds=seconds, checkpointed=True), timeout=RPC_TIMEOUT_S)
+        except grpc.RpcError as err:  # the worker's round report still carries the count
+            log.warning("ReportSteps failed (%s); the checkpoint holds %d steps",
+                        err.code().name, steps)
+
+    def close(self) -> None:
+        self._channel.close()
+
+
+class _Ranks:
+    """Agreement among the ranks of a data-parallel job: an elementwise MAX all-reduce over
+    the default torch.distributed process group, or the identity for one process."""
+
+    def __init__(self) -> None:
+        self._dist = None
+        if "torch" in sys.modules:
+            import torch.distributed as dist
+
+            if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+                self._dist = dist
+
+    @property
+    def distributed(self) -> bool:
+        return self._dist is not None
+
+    def max(self, values: list[float]) -> list[float]:
+        if self._dist is None:
+            return values
+        import torch
+
+        backend = self._dist.get_backend()
+        device = "cuda" if backend == "nccl" else "cpu"
+        tensor = torch.tensor(values, dtype=torch.float64, device=device)
+        self._dist.all_reduce(tensor, op=self._dist.ReduceOp.MAX)
+        return tensor.cpu().tolist()
+
+
+class GavelIterator:
+    """Wrap ``data_loader`` so that the job runs under gavelsched's leases (thesis §5.6).
+
+    ``checkpoint_dir`` defaults to ``GAVEL_CHECKPOINT_DIR``; ``load_checkpoint(dir)`` and
+    ``save_checkpoint(dir)`` are the user's (a few lines of ``torch.load``/``torch.save``).
+    ``renew_at`` is the fraction of the lease at which rank 0 asks for a renewal
+    (BENCHMARKS.md, "Lease renewal point"). ``save_on_all_ranks`` makes every rank save
+    (default: rank 0 only, the usual data-parallel practice; all ranks load).
+    """
+
+    def __init__(self, data_loader: Iterable, checkpoint_dir: str | os.PathLike | None = None,
+                 load_checkpoint: Callable[[str], Any] | None = None,
+                 save_checkpoint: Callable[[str], Any] | None = None, *,
+                 renew_at: float = DEFAULT_RENEW_AT, save_on_all_ranks: bool = False,
+                 env: Mapping[str, str] | None = None,
+                 clock: Callable[[], float] = process_elapsed_s) -> None:
+        if not 0.0 < renew_at <= 1.0:
+            raise ValueError(f"renew_at must be in (0, 1], got {renew_at!r}")
+        self._loader = data_loader
+        self._load = load_checkpoint
+        self._save = save_checkpoint
+        self._renew_at = renew_at
+        self._save_all = save_on_all_ranks
+        self._clock = clock
+        self.done = False
+        self.finished = False
+        self.steps = 0
+        self.checkpoints = 0
+        try:
+            self._ctx = JobContext.from_env(env)
+        except JobFailed as err:
+            _fail(str(err))
+        if self._ctx is None:
+            self.checkpoint_dir = str(checkpoint_dir) if checkpoint_dir else None
+            return
+        directory = checkpoint_dir or self._ctx.checkpoint_dir
+        if not directory:
+            _fail("no checkpoint directory: pass checkpoint_dir or set GAVEL_CHECKPOINT_DIR")
+        self.checkpoint_dir = str(directory)
+        self._ranks = _Ranks()
+        try:
+            self._client = _SchedulerClient(self._ctx)
+            reply = self._client.init()
+            self.total_steps = int(reply.total_steps) or self._ctx.total_steps
+            durable = max(int(reply.steps_done), self._ctx.steps_done)
+            self.steps = self._restore(durable)
+        except JobFailed as err:
+            _fail(str(err))
+        self._lease = LeaseTerms.from_pb(reply.lease, self.total_steps)
+        self._lease_start = (self._clock(), self.steps)
+        self._pending: LeaseTerms | None = None
+        self._asked = False
+        self._next_sync = self.steps
+        self._sync_k = 1
+        self._last_sync = (self._clock(), self.steps)
+        self._yielded = False
+        self._it: Iterator | None = None
+        self._pace = self._ctx.emulate_steps_per_s
+        self._pace_origin = (time.monotonic(), self.steps)
+        if self.steps >= self.total_steps:
+            self.done = self.finished = True
+        log.info("job %s rank %d: starts at step %d of %d, lease %s", self._ctx.job_id,
+                 self._ctx.rank, self.steps, self.total_steps, self._lease)
+
+    # -- start -------------------------------------------------------------------------------
+    def _restore(self, durable: int) -> int:
+        saved = read_progress(self.checkpoint_dir)
+        if saved is None:
+            if durable > 0:
+                raise JobFailed(f"checkpoint missing in {self.checkpoint_dir} (the scheduler "
+                                f"counted {durable} durable steps)")
+            return 0
+        if self._load is not None:
+            try:
+                self._load(self.checkpoint_dir)
+            except Exception as err:  # noqa: BLE001 - any failure of the user's loader
+                first = str(err).splitlines()[0] if str(err) else type(err).__name__
+                raise JobFailed(f"corrupt checkpoint in {self.checkpoint_dir}: {first}") \
+                    from None
+        if saved < durable:
+            log.warning("checkpoint holds %d steps, the scheduler counted %d; resuming from "
+                        "the checkpoint", saved, durable)
+        return saved
+
+    # -- iteration ---------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._loader)  # type: ignore[arg-type]
+
+    def __iter__(self) -> Iterator:
+        if self._ctx is None:
+            return iter(self._loader)
+        self._it = iter(self._loader)
+        self._yielded = False
+        return self
+
+    def __next__(self) -> Any:
+        if self._yielded:
+            self.steps += 1
+            self._yielded = False
+        if self.done:
+            raise StopIteration
+        if self.steps >= self._next_sync:
+            self._sync_point()
+            if self.done:
+                raise StopIteration
+        if self._pace:
+            self._wait_for_pace()
+        batch = next(self._it)  # type: ignore[arg-type]  # StopIteration ends the epoch
+        self._yielded = True
+        return batch
+
+    def _wait_for_pace(self) -> None:
+        t0, s0 = self._pace_origin
+        delay = t0 + (self.steps - s0) / self._pace - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+
+    # -- leases ------------------------------------------------------------------------------
+    def _lease_fraction(self, now: float) -> float:
+        t0, s0 = self._lease_start
+        lease = self._lease
+        by_time = (now - t0) / (lease.max_seconds - t0) if lease.max_seconds > t0 else 1.0
+        span = lease.max_steps - s0
+        by_steps = (self.steps - s0) / span if span > 0 else 1.0
+        return max(by_time, by_steps)
+
+    def _sync_point(self) -> None:
+        """Decide, identically on every rank, whether the lease ends at this step."""
+        now = self._clock()
+        lease = self._lease
+        ctx = self._ctx
+        time_up = now >= lease.max_seconds
+        if ctx.rank == 0 and not self._asked and self.steps < self.total_steps and (
+                time_up or self.steps >= lease.max_steps
+                or self._lease_fraction(now) >= self._renew_at):
+            self._asked = True
+            reply = self._client.renew(lease.round, self.steps, now)
+            if reply is not None and reply.extended:
+                self._pending = LeaseTerms.from_pb(reply, self.total_steps)
+        # Steps to the next agreement: about SYNC_INTERVAL_S of work, the same on every rank.
+        t_last, s_last = self._last_sync
+        rate = (self.steps - s_last) / (now - t_last) if now > t_last else 0.0
+        want_k = max(1, min(10_000, int(rate * SYNC_INTERVAL_S))) if self._ranks.distributed \
+            else 1
+        ext = self._pending
+        agreed = self._ranks.max([
+            float(time_up), float(-want_k), float(-lease.max_steps),
+            float(ext is not None), float(ext.max_steps if ext else 0),
+            float(ext.max_seconds if ext and math.isfinite(ext.max_seconds) else 0),
+            float(ext.round if ext else 0)])
+        self._last_sync = (now, self.steps)
+        max_steps = int(-agreed[2])
+        if agreed[0] or self.steps >= max_steps or self.steps >= self.total_steps:
+            extended = agreed[3] > 0 and self.steps < self.total_steps
+            self._checkpoint(lease.round, now)
+            if not extended:
+                self.done = True
+                self.finished = self.steps >= self.total_steps
+                log.info("job %s rank %d: lease of round %d ends at step %d%s", ctx.job_id,
+                         ctx.rank, lease.round, self.steps,
+                         " (finished)" if self.finished else "")
+                return
+            self._lease = LeaseTerms(int(agreed[4]), agreed[5] or math.inf, int(agreed[6]),
+                                     True)
+            self._lease_start = (now, self.steps)
+            self._pending, self._asked = None, False
+            max_steps = self._lease.max_steps
+            log.info("job %s rank %d: lease extended to round %d at step %d", ctx.job_id,
+                     ctx.rank, self._lease.round, self.steps)
+        self._next_sync = min(self.steps + int(-agreed[1]), max_steps, self.total_steps)
+
+    def _checkpoint(self, round_: int, now: float) -> None:
+        """Save through the user's function, then the step count, then report it durable."""
+        rank0 = self._ctx.rank == 0
+        if rank0 or self._save_all:
+            if self._save is not None:
+                self._save(self.checkpoint_dir)
+        if rank0:
+            write_progress(self.checkpoint_dir, self.steps, job_id=self._ctx.job_id,
+                           round=round_)
+            self._client.report(round_, self.steps, now)
+        self.checkpoints += 1
+
+    def close(self) -> None:
+        """Close the connection to the scheduler (the process is about to exit)."""
+        if self._ctx is not None:
+            self._client.close()
+
+
+def _fail(reason: str) -> None:
+    """End the job: the reason as the last line of stderr, exit code EXIT_JOB_FAILED."""
+    line = " ".join(reason.split())
+    log.error("job failed: %s", line)
+    sys.stderr.write(f"gavel: {line}\n")
+    sys.stderr.flush()
+    raise SystemExit(EXIT_JOB_FAILED)

@@ -1,0 +1,119 @@
+"""A small scheduler for the worker-side tests: real gRPC over real sockets, speaking the
+protocol of docs/runtime.md (WorkerToScheduler and IteratorToScheduler), with leases and
+renewals decided by the test. It keeps durable steps as the real one must:
+``steps_done = max(steps_done, reported)`` over checkpointed reports only."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gavelsched.rpc import pb, pb_grpc
+from gavelsched.rpc.security import channel, serve
+
+
+@dataclass
+class FakeJob:
+    total_steps: int
+    steps_done: int = 0
+    # (job id, rank) -> the lease InitJob hands out
+    lease: Callable[[str, int], pb.Lease] | None = None
+    # RenewLeaseRequest -> the lease RenewLease answers (extended or not)
+    renew: Callable[[pb.RenewLeaseRequest], pb.Lease] | None = None
+
+
+@dataclass
+class Log:
+    registrations: list = field(default_factory=list)
+    heartbeats: list = field(default_factory=list)
+    rounds: list = field(default_factory=list)
+    inits: list = field(default_factory=list)
+    renewals: list = field(default_factory=list)
+    steps: list = field(default_factory=list)
+
+
+class FakeScheduler(pb_grpc.WorkerToSchedulerServicer, pb_grpc.IteratorToSchedulerServicer):
+    def __init__(self, *, token: str | None = None, round_seconds: float = 2.0,
+                 heartbeat_seconds: float = 0.2) -> None:
+        self.token = token
+        self.round_seconds = round_seconds
+        self.heartbeat_seconds = heartbeat_seconds
+        self.jobs: dict[str, FakeJob] = {}
+        self.log = Log()
+        self.known = True
+        self._lock = threading.Lock()
+        self._next_server = 0
+        self._server = None
+        self.address = ""
+
+    def start(self) -> str:
+        self._server, port = serve("127.0.0.1:0", [
+            lambda s: pb_grpc.add_WorkerToSchedulerServicer_to_server(self, s),
+            lambda s: pb_grpc.add_IteratorToSchedulerServicer_to_server(self, s)],
+            token=self.token)
+        self.address = f"127.0.0.1:{port}"
+        return self.address
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop(0)
+
+    def worker_stub(self, address: str, token: str | None = "same"):
+        tok = self.token if token == "same" else token
+        return pb_grpc.SchedulerToWorkerStub(channel(address, token=tok))
+
+    def wait_for(self, predicate: Callable[[], object], timeout: float = 60.0) -> object:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = predicate()
+            if value:
+                return value
+            time.sleep(0.05)
+        raise AssertionError(f"timed out after {timeout} s waiting for {predicate}")
+
+    # -- WorkerToScheduler ---------------------------------------------------------------
+    def RegisterWorker(self, request, context):  # noqa: N802
+        with self._lock:
+            self.log.registrations.append(request)
+            if request.previous_server_id >= 0:
+                sid = request.previous_server_id
+            else:
+                sid, self._next_server = self._next_server, self._next_server + 1
+            self.known = True
+        return pb.RegisterWorkerResponse(server_id=sid, worker_ids=list(range(request.gpus)),
+                                         round_seconds=self.round_seconds,
+                                         heartbeat_seconds=self.heartbeat_seconds)
+
+    def Heartbeat(self, request, context):  # noqa: N802
+        self.log.heartbeats.append(request)
+        return pb.HeartbeatResponse(known=self.known)
+
+    def ReportRound(self, request, context):  # noqa: N802
+        self.log.rounds.append(request)
+        return pb.Ack(ok=True)
+
+    # -- IteratorToScheduler -------------------------------------------------------------
+    def InitJob(self, request, context):  # noqa: N802
+        self.log.inits.append(request)
+        job = self.jobs[request.job_id]
+        lease = job.lease(request.job_id, request.rank) if job.lease else \
+            pb.Lease(max_steps=job.total_steps, max_seconds=self.round_seconds,
+                     round=request.round)
+        return pb.InitJobResponse(lease=lease, steps_done=job.steps_done,
+                                  total_steps=job.total_steps)
+
+    def RenewLease(self, request, context):  # noqa: N802
+        self.log.renewals.append(request)
+        job = self.jobs[request.job_id]
+        lease = job.renew(request) if job.renew else pb.Lease(round=request.round)
+        return pb.RenewLeaseResponse(lease=lease)
+
+    def ReportSteps(self, request, context):  # noqa: N802
+        with self._lock:
+            self.log.steps.append(request)
+            if request.checkpointed:
+                job = self.jobs[request.job_id]
+                job.steps_done = max(job.steps_done, request.steps)
+        return pb.Ack(ok=True)

@@ -1,0 +1,61 @@
+"""GPU-type emulation on CPU-only machines (docs/runtime.md, "Emulation").
+
+A worker started as ``--type k80`` on a machine without GPUs makes its jobs run at a K80's
+speed *relative to the other types*: each job gets ``GAVEL_EMULATE_STEPS_PER_S`` =
+(the table's steps/s for this worker type, job type and scale factor) x ``speed``, and
+GavelIterator sleeps so that its steps never run faster than that. ``speed`` (the time
+dilation, ``--emulation-speed``) scales every type alike, so ratios between types are the
+table's (thesis Table 5.2 / Figure 1.4) while the absolute rates fit this CPU.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from traces.types import ThroughputTable
+
+
+class EmulationError(ValueError):
+    """A worker type or speed the emulation cannot use."""
+
+
+@dataclass(frozen=True)
+class Emulation:
+    """The pacing rule of one emulated worker type."""
+
+    worker_type: str
+    table: ThroughputTable
+    speed: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not self.speed > 0:
+            raise EmulationError(f"emulation speed must be > 0, got {self.speed!r}")
+        if self.worker_type not in self.table.worker_types:
+            raise EmulationError(f"worker type {self.worker_type!r} is not in the throughput "
+                                 f"table; known: {', '.join(self.table.worker_types)}")
+
+    def steps_per_s(self, job_type: str, scale_factor: int,
+                    expected: float = 0.0) -> float | None:
+        """The paced rate of a job, or None (unpaced) when neither the table nor the
+        scheduler's ``expected`` steps/s knows it."""
+        rate = self.table.get(self.worker_type, job_type, scale_factor)
+        if rate <= 0:
+            rate = expected
+        return rate * self.speed if rate > 0 else None
+
+
+def machine_has_gpus() -> bool:
+    """Whether an NVIDIA GPU device node exists (no torch import needed)."""
+    return any(Path("/dev").glob("nvidia[0-9]*"))
+
+
+def load_emulation(worker_type: str, throughputs: str | os.PathLike | None,
+                   speed: float) -> Emulation:
+    """The emulation of ``worker_type`` from a table file (default: the catalog's)."""
+    from traces.catalog import default_table
+    from traces.throughputs import load_table
+
+    table = load_table(throughputs) if throughputs else default_table()
+    return Emulation(worker_type, table, speed)

@@ -1,0 +1,277 @@
+"""Launch a job's ranks as subprocesses under a lease, kill what outlives it, and say how
+each job's processes ended (thesis §5.6; docs/runtime.md, protocol).
+
+One process per GPU (rank) the job holds on this server, each in its own session so a kill
+takes its whole process tree. A job's environment carries the GAVEL_* context GavelIterator
+reads plus torchrun-style RANK/LOCAL_RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, and
+CUDA_VISIBLE_DEVICES = the job's GPUs on this server.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gavelsched.iterator import JobFailed, read_progress
+
+log = logging.getLogger(__name__)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TERM_WAIT_S = 3.0      # SIGTERM, then SIGKILL this long after
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """Everything needed to start one job's ranks on this server (from a RunJob)."""
+
+    job_id: str
+    round: int
+    job_type: str
+    argv: tuple[str, ...]           # the command, already resolved
+    gpus: tuple[int, ...]
+    rank: int
+    world_size: int
+    master_addr: str
+    master_port: int
+    total_steps: int
+    steps_done: int
+    max_seconds: float              # the lease's time limit, since the processes started
+    checkpoint_dir: str
+    scheduler_address: str
+    env: Mapping[str, str] = field(default_factory=dict)
+    emulate_steps_per_s: float | None = None
+
+
+@dataclass(frozen=True)
+class JobExit:
+    """How a job's processes on this server ended (becomes a RoundReportRequest)."""
+
+    job_id: str
+    round: int
+    rank: int
+    steps: int                      # absolute steps in the job's progress file; -1: unknown
+    seconds: float
+    exit_code: int
+    failed: bool
+    reason: str
+
+
+@dataclass
+class _Running:
+    spec: LaunchSpec
+    procs: list[subprocess.Popen]
+    stderr_paths: list[Path]
+    started: float
+    deadline: float
+    round: int
+    kill_reason: str = ""
+    killed_at: float | None = None
+    failed: bool = False
+
+
+def job_env(spec: LaunchSpec, local_rank: int, context: Mapping[str, str]) -> dict[str, str]:
+    """The environment of one rank (protocol: GAVEL_* and torchrun-style variables)."""
+    env = dict(os.environ)
+    env.update(context)
+    env.update(spec.env)
+    path = env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = f"{REPO_ROOT}{os.pathsep}{path}" if path else str(REPO_ROOT)
+    env.update({
+        "GAVEL_SCHEDULER": spec.scheduler_address,
+        "GAVEL_JOB_ID": spec.job_id,
+        "GAVEL_JOB_TYPE": spec.job_type,
+        "GAVEL_ROUND": str(spec.round),
+        "GAVEL_TOTAL_STEPS": str(spec.total_steps),
+        "GAVEL_STEPS_DONE": str(spec.steps_done),
+        "GAVEL_CHECKPOINT_DIR": spec.checkpoint_dir,
+        "RANK": str(spec.rank + local_rank),
+        "LOCAL_RANK": str(local_rank),
+        "WORLD_SIZE": str(spec.world_size),
+        "MASTER_ADDR": spec.master_addr or "127.0.0.1",
+        "MASTER_PORT": str(spec.master_port or 29500),
+        "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in spec.gpus),
+    })
+    if spec.emulate_steps_per_s:
+        env["GAVEL_EMULATE_STEPS_PER_S"] = repr(spec.emulate_steps_per_s)
+    else:
+        env.pop("GAVEL_EMULATE_STEPS_PER_S", None)
+    return env
+
+
+def command_for(workload: str, command: str) -> tuple[str, ...]:
+    """``python -m workers.workloads.<workload>``, or the job's shell command."""
+    if command:
+        return ("/bin/sh", "-c", command)
+    return (sys.executable, "-m", f"workers.workloads.{workload}")
+
+
+def last_line(path: Path, limit: int = 8192) -> str:
+    """The last non-empty line of a file (a failed job's reason), at most 300 characters."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - limit))
+            lines = [ln.strip() for ln in fh.read().decode(errors="replace").splitlines()]
+    except OSError:
+        return ""
+    lines = [ln for ln in lines if ln]
+    return lines[-1][:300] if lines else ""
+
+
+class Launcher:
+    """The jobs running on this server; ``poll()`` enforces leases and collects exits.
+
+    ``context`` holds the environment shared by every job (server id, token file, TLS CA).
+    Thread-safe: RPC handlers call launch/extend/kill, a monitor thread calls poll.
+    """
+
+    def __init__(self, work_dir: Path, grace_s: float = 30.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.work_dir = Path(work_dir)
+        self.grace_s = grace_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._running: dict[str, _Running] = {}
+        self.context: dict[str, str] = {}
+
+    # -- queries ---------------------------------------------------------------------------
+    def running_jobs(self) -> list[str]:
+        with self._lock:
+            return sorted(self._running)
+
+    def busy_gpus(self) -> dict[int, str]:
+        with self._lock:
+            return {g: job for job, run in self._running.items() for g in run.spec.gpus}
+
+    def gpus_of(self, job_id: str) -> tuple[int, ...] | None:
+        with self._lock:
+            run = self._running.get(job_id)
+            return run.spec.gpus if run else None
+
+    # -- commands --------------------------------------------------------------------------
+    def launch(self, spec: LaunchSpec) -> None:
+        """Start one process per GPU of ``spec``; stdout/stderr go to files in work_dir."""
+        logs = self.work_dir / "logs" / _safe(spec.job_id)
+        logs.mkdir(parents=True, exist_ok=True)
+        Path(spec.checkpoint_dir).mkdir(parents=True, exist_ok=True)
+        procs, errs = [], []
+        started = self._clock()
+        try:
+            for local, _gpu in enumerate(spec.gpus):
+                stem = logs / f"round{spec.round}-rank{spec.rank + local}"
+                err_path = stem.with_suffix(".err")
+                with open(stem.with_suffix(".out"), "ab") as out, open(err_path, "ab") as err:
+                    procs.append(subprocess.Popen(
+                        spec.argv, env=job_env(spec, local, self.context), stdout=out,
+                        stderr=err, stdin=subprocess.DEVNULL, start_new_session=True,
+                        cwd=self.work_dir))
+                errs.append(err_path)
+        except OSError:
+            for proc in procs:
+                _signal(proc, signal.SIGKILL)
+            raise
+        with self._lock:
+            self._running[spec.job_id] = _Running(
+                spec, procs, errs, started, started + spec.max_seconds + self.grace_s,
+                spec.round)
+        log.info("job %s round %d: launched %s on GPUs %s (ranks %d..%d of %d)", spec.job_id,
+                 spec.round, shlex.join(spec.argv), list(spec.gpus), spec.rank,
+                 spec.rank + len(spec.gpus) - 1, spec.world_size)
+
+    def extend(self, job_id: str, round_: int, max_seconds: float, round_seconds: float) -> bool:
+        """A RunJob for a job already running here: move its kill deadline (no relaunch).
+        ``max_seconds`` counts from the processes' start; a per-round value (shorter than
+        the time already held) extends the old deadline by ``round_seconds`` instead."""
+        with self._lock:
+            run = self._running.get(job_id)
+            if run is None or run.kill_reason:
+                return False
+            old = run.deadline - self.grace_s
+            run.deadline = max(run.started + max_seconds, old + round_seconds) + self.grace_s
+            run.round = max(run.round, round_)
+        log.info("job %s: lease extended to round %d", job_id, round_)
+        return True
+
+    def kill(self, job_id: str, reason: str) -> bool:
+        """SIGTERM the job's process groups (SIGKILL after TERM_WAIT_S)."""
+        with self._lock:
+            run = self._running.get(job_id)
+            if run is None:
+                return False
+            self._terminate(run, reason)
+        return True
+
+    def kill_all(self, reason: str) -> None:
+        with self._lock:
+            for run in self._running.values():
+                self._terminate(run, reason)
+
+    def _terminate(self, run: _Running, reason: str) -> None:
+        if run.killed_at is None:
+            run.kill_reason = reason
+            run.killed_at = self._clock()
+            for proc in run.procs:
+                _signal(proc, signal.SIGTERM)
+
+    # -- monitoring ------------------------------------------------------------------------
+    def poll(self) -> list[JobExit]:
+        """Kill jobs past their deadline, escalate to SIGKILL, and return the jobs whose
+        processes have all exited on this server."""
+        now = self._clock()
+        exits = []
+        with self._lock:
+            for job_id, run in list(self._running.items()):
+                codes = [proc.poll() for proc in run.procs]
+                if run.killed_at is None:
+                    if any(c not in (None, 0) for c in codes):
+                        run.failed = True   # one rank failed: the others cannot go on
+                        self._terminate(run, "")
+                    elif now > run.deadline:
+                        self._terminate(run, f"killed: outlived its lease by more than "
+                                             f"{self.grace_s:g} s")
+                elif now - run.killed_at > TERM_WAIT_S:
+                    for proc, code in zip(run.procs, codes):
+                        if code is None:
+                            _signal(proc, signal.SIGKILL)
+                if all(c is not None for c in codes):
+                    del self._running[job_id]
+                    exits.append(self._exit(run, codes, now))
+        return exits
+
+    def _exit(self, run: _Running, codes: list[int | None], now: float) -> JobExit:
+        bad = [(c, p) for c, p in zip(codes, run.stderr_paths) if c != 0]
+        code, err_path = bad[0] if bad else (0, run.stderr_paths[0])
+        failed = run.failed or (bool(bad) and not run.kill_reason)
+        if failed:
+            reason = last_line(err_path) or f"exit code {code}"
+        else:
+            reason = run.kill_reason
+        try:
+            steps = read_progress(run.spec.checkpoint_dir)
+        except JobFailed:
+            steps = None
+        log.info("job %s round %d: exited %s after %.1f s%s", run.spec.job_id, run.round,
+                 code, now - run.started, f" ({reason})" if reason else "")
+        return JobExit(run.spec.job_id, run.round, run.spec.rank,
+                       -1 if steps is None else steps, now - run.started, int(code or 0),
+                       failed, reason)
+
+
+def _signal(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "job"

@@ -1,0 +1,290 @@
+"""The worker daemon (thesis §5.6): registers its GPUs with the scheduler, heartbeats, serves
+``SchedulerToWorker`` (RunJob, KillJob, Shutdown) through the same token/TLS helpers as the
+scheduler, launches jobs (``launcher``) and reports each job's exit (``ReportRound``).
+
+Threads: gRPC handlers (launch, extend, kill), one heartbeat thread (registers, re-registers
+with ``previous_server_id`` when the scheduler answers ``known=false``, flushes unsent round
+reports) and one monitor thread (``Launcher.poll``: leases, exits, queued launches).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+
+from gavelsched.rpc import pb, pb_grpc
+from gavelsched.rpc.security import TlsFiles, channel, serve
+from traces.workloads import UnknownWorkload, check_workload, workload_for
+
+from .emulation import Emulation
+from .launcher import JobExit, Launcher, LaunchSpec, command_for
+
+log = logging.getLogger(__name__)
+
+RPC_TIMEOUT_S = 10.0
+POLL_S = 0.1
+
+
+class WorkerError(RuntimeError):
+    """The worker cannot start or go on (e.g. the scheduler refused its token)."""
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """How one worker daemon runs (the ``gavelsched worker`` flags)."""
+
+    scheduler: str
+    worker_type: str
+    gpus: int
+    work_dir: Path
+    listen: str = "127.0.0.1:0"
+    token: str | None = None
+    token_file: str | None = None
+    tls_ca: str | None = None
+    tls: TlsFiles | None = None
+    emulation: Emulation | None = None
+    grace_s: float = 30.0
+    hostname: str = field(default_factory=socket.gethostname)
+
+
+@dataclass
+class _Pending:
+    """A RunJob waiting for its GPUs (the job before it is still saving its checkpoint)."""
+
+    spec: LaunchSpec
+    since: float
+
+
+class Worker:
+    """One worker daemon: ``start()``, then ``wait()`` until Shutdown or ``stop()``."""
+
+    def __init__(self, config: WorkerConfig) -> None:
+        self.config = config
+        self.launcher = Launcher(config.work_dir, grace_s=config.grace_s)
+        self.server_id = -1
+        self.round_seconds = 0.0
+        self.heartbeat_seconds = 1.0
+        self.address = ""
+        self._stub = pb_grpc.WorkerToSchedulerStub(
+            channel(config.scheduler, token=config.token, ca=config.tls_ca))
+        self._lock = threading.Lock()
+        self._pending: dict[str, _Pending] = {}
+        self._outbox: list[pb.RoundReportRequest] = []
+        self._stopped = threading.Event()
+        self._server: grpc.Server | None = None
+        self._threads: list[threading.Thread] = []
+
+    # -- life cycle ------------------------------------------------------------------------
+    def start(self, register_timeout_s: float = 60.0) -> None:
+        """Serve SchedulerToWorker, register (retrying while the scheduler is unreachable),
+        then start the heartbeat and monitor threads."""
+        self.config.work_dir.mkdir(parents=True, exist_ok=True)
+        servicer = _Servicer(self)
+        self._server, port = serve(
+            self.config.listen,
+            [lambda s: pb_grpc.add_SchedulerToWorkerServicer_to_server(servicer, s)],
+            token=self.config.token, tls=self.config.tls)
+        host = self.config.listen.rsplit(":", 1)[0].strip("[]")
+        if host in ("", "0.0.0.0", "::"):
+            host = self.config.hostname
+        self.address = f"{host}:{port}"
+        try:
+            self._register(previous=-1, timeout_s=register_timeout_s)
+        except Exception:
+            self._server.stop(0)
+            raise
+        for target, name in ((self._heartbeats, "heartbeat"), (self._monitor, "monitor")):
+            thread = threading.Thread(target=target, name=f"worker-{name}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the worker stops; True when it has."""
+        return self._stopped.wait(timeout)
+
+    def stop(self, reason: str = "worker stopping") -> None:
+        """Kill every job, report their exits, stop serving."""
+        if self._stopped.is_set():
+            return
+        self.launcher.kill_all(reason)
+        deadline = time.monotonic() + 10
+        while self.launcher.running_jobs() and time.monotonic() < deadline:
+            self._report(self.launcher.poll())
+            time.sleep(POLL_S)
+        self._report(self.launcher.poll())
+        self._stopped.set()
+        if self._server is not None:
+            self._server.stop(1)
+        log.info("worker %d stopped: %s", self.server_id, reason)
+
+    # -- scheduler side ---------------------------------------------------------------------
+    def _register(self, previous: int, timeout_s: float) -> None:
+        request = pb.RegisterWorkerRequest(worker_type=self.config.worker_type,
+                                           gpus=self.config.gpus, address=self.address,
+                                           hostname=self.config.hostname,
+                                           previous_server_id=previous)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                reply = self._stub.RegisterWorker(request, timeout=RPC_TIMEOUT_S)
+                break
+            except grpc.RpcError as err:
+                code = err.code()
+                if code == grpc.StatusCode.UNAUTHENTICATED:
+                    raise WorkerError(f"scheduler {self.config.scheduler} refused this "
+                                      "worker: missing or wrong auth token") from None
+                if time.monotonic() > deadline or self._stopped.is_set():
+                    raise WorkerError(f"cannot register with scheduler "
+                                      f"{self.config.scheduler}: {code.name}") from None
+                time.sleep(0.5)
+        self.server_id = int(reply.server_id)
+        self.round_seconds = float(reply.round_seconds)
+        self.heartbeat_seconds = float(reply.heartbeat_seconds) or 1.0
+        self.launcher.context["GAVEL_SERVER_ID"] = str(self.server_id)
+        if self.config.token_file:
+            self.launcher.context["GAVEL_TOKEN_FILE"] = str(Path(self.config.token_file)
+                                                            .resolve())
+        if self.config.tls_ca:
+            self.launcher.context["GAVEL_TLS_CA"] = str(Path(self.config.tls_ca).resolve())
+        log.info("registered as server %d (%s, %d GPUs, %s)", self.server_id,
+                 self.config.worker_type, self.config.gpus, self.address)
+
+    def _heartbeats(self) -> None:
+        while not self._stopped.wait(self.heartbeat_seconds):
+            try:
+                reply = self._stub.Heartbeat(pb.HeartbeatRequest(
+                    server_id=self.server_id, running_job_ids=self.launcher.running_jobs()),
+                    timeout=RPC_TIMEOUT_S)
+                if not reply.known:
+                    log.warning("scheduler does not know server %d; registering again",
+                                self.server_id)
+                    self._register(previous=self.server_id, timeout_s=RPC_TIMEOUT_S)
+                self._flush()
+            except grpc.RpcError as err:
+                log.warning("heartbeat failed: %s", err.code().name)
+            except WorkerError as err:
+                log.warning("%s", err)
+
+    def _report(self, exits: list[JobExit]) -> None:
+        with self._lock:
+            self._outbox.extend(pb.RoundReportRequest(
+                server_id=self.server_id, job_id=e.job_id, round=e.round, rank=e.rank,
+                steps=e.steps, seconds=e.seconds, exit_code=e.exit_code, failed=e.failed,
+                reason=e.reason) for e in exits)
+        if exits:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Send the unsent round reports, oldest first; keep the rest for the next try."""
+        with self._lock:
+            outbox, self._outbox = self._outbox, []
+        for i, report in enumerate(outbox):
+            try:
+                report.server_id = self.server_id
+                self._stub.ReportRound(report, timeout=RPC_TIMEOUT_S)
+            except grpc.RpcError as err:
+                log.warning("ReportRound for job %s failed: %s", report.job_id,
+                            err.code().name)
+                with self._lock:
+                    self._outbox[:0] = outbox[i:]
+                return
+
+    def _monitor(self) -> None:
+        while not self._stopped.wait(POLL_S):
+            self._report(self.launcher.poll())
+            self._start_pending()
+
+    # -- RunJob ------------------------------------------------------------------------------
+    def run_job(self, request: pb.RunJobRequest) -> pb.Ack:
+        """Launch, extend or queue a job (see the protocol in docs/runtime.md)."""
+        gpus = tuple(request.gpus)
+        bad = [g for g in gpus if not 0 <= g < self.config.gpus]
+        if not request.job_id or not gpus or bad or len(set(gpus)) != len(gpus):
+            return pb.Ack(ok=False, message=f"bad RunJob for job {request.job_id!r}: gpus "
+                                            f"{list(gpus)} (this server has {self.config.gpus})")
+        held = self.launcher.gpus_of(request.job_id)
+        if held is not None:
+            if set(held) != set(gpus):
+                return pb.Ack(ok=False, message=f"job {request.job_id} already runs here on "
+                                                f"GPUs {list(held)}")
+            if self.launcher.extend(request.job_id, int(request.round),
+                                    request.lease.max_seconds, self.round_seconds):
+                return pb.Ack(ok=True, message="lease extended")
+        try:
+            spec = self._spec(request)
+        except UnknownWorkload as err:
+            return pb.Ack(ok=False, message=str(err))
+        with self._lock:
+            self._pending[request.job_id] = _Pending(spec, time.monotonic())
+        self._start_pending()
+        return pb.Ack(ok=True, message="launched" if self.launcher.gpus_of(request.job_id)
+                      else "queued until its GPUs are free")
+
+    def _spec(self, request: pb.RunJobRequest) -> LaunchSpec:
+        workload = request.workload
+        if not request.command:
+            workload = check_workload(workload) if workload else workload_for(request.job_type)
+        world = int(request.world_size) or len(request.gpus)
+        pace = None
+        if self.config.emulation is not None:
+            pace = self.config.emulation.steps_per_s(request.job_type, world,
+                                                     request.expected_steps_per_s)
+        directory = request.checkpoint_dir or str(
+            self.config.work_dir / "checkpoints" / request.job_id)
+        max_seconds = request.lease.max_seconds if request.lease.max_seconds > 0 else \
+            (self.round_seconds or 3600.0)
+        return LaunchSpec(
+            job_id=request.job_id, round=int(request.round), job_type=request.job_type,
+            argv=command_for(workload, request.command), gpus=tuple(request.gpus),
+            rank=int(request.rank), world_size=world, master_addr=request.master_addr,
+            master_port=int(request.master_port), total_steps=int(request.total_steps),
+            steps_done=int(request.steps_done), max_seconds=max_seconds,
+            checkpoint_dir=directory, scheduler_address=request.scheduler_address or
+            self.config.scheduler, env=dict(request.env), emulate_steps_per_s=pace)
+
+    def _start_pending(self) -> None:
+        """Launch each queued job whose GPUs are free now."""
+        with self._lock:
+            busy = self.launcher.busy_gpus()
+            ready = [p for p in self._pending.values()
+                     if not any(g in busy for g in p.spec.gpus)]
+            for p in ready:
+                del self._pending[p.spec.job_id]
+                busy.update(dict.fromkeys(p.spec.gpus, p.spec.job_id))
+        for p in ready:
+            try:
+                self.launcher.launch(p.spec)
+            except OSError as err:
+                self._report([JobExit(p.spec.job_id, p.spec.round, p.spec.rank, -1, 0.0, 127,
+                                      True, f"cannot start {p.spec.argv[0]}: {err.strerror}")])
+
+    def kill_job(self, job_id: str, reason: str) -> bool:
+        with self._lock:
+            queued = self._pending.pop(job_id, None)
+        return self.launcher.kill(job_id, reason or "killed by the scheduler") or \
+            queued is not None
+
+
+class _Servicer(pb_grpc.SchedulerToWorkerServicer):
+    """SchedulerToWorker over the worker (the token check runs before any of these)."""
+
+    def __init__(self, worker: Worker) -> None:
+        self._worker = worker
+
+    def RunJob(self, request, context):  # noqa: N802 - gRPC method name
+        return self._worker.run_job(request)
+
+    def KillJob(self, request, context):  # noqa: N802
+        found = self._worker.kill_job(request.job_id, request.reason)
+        return pb.Ack(ok=found, message="" if found else f"job {request.job_id} not here")
+
+    def Shutdown(self, request, context):  # noqa: N802
+        threading.Thread(target=self._worker.stop, args=(request.reason or "shutdown",),
+                         daemon=True).start()
+        return pb.Ack(ok=True)

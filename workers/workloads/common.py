@@ -1,0 +1,207 @@
+"""What every reference workload shares (thesis §5.6, §5.7.1): process-group setup, device,
+checkpoint I/O, synthetic batches and the training loop around GavelIterator.
+
+A workload module only defines a ``Workload``: its model, one synthetic batch, its loss and
+how the catalog's batch size shrinks to keep a CPU step in the milliseconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from gavelsched.iterator import GavelIterator
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_FILE = "checkpoint.pt"
+SYNTHETIC_BATCHES = 8   # distinct batches in one synthetic epoch
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint file that cannot be read; the message names the file."""
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One reference workload: a tiny model of its family on synthetic data.
+
+    ``batch_divisor`` maps the catalog's per-GPU batch size to the one trained on CPU
+    (``max(1, catalog // batch_divisor)``), so bigger job types still do more work per step.
+    """
+
+    name: str
+    default_batch: int
+    batch_divisor: int
+    build: Callable[[], nn.Module]
+    batch: Callable[[torch.Generator, int], tuple[torch.Tensor, ...]]
+    loss: Callable[[nn.Module, tuple[torch.Tensor, ...]], torch.Tensor]
+    lr: float = 0.01
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What one run of a workload did: absolute steps at exit, and this run's losses."""
+
+    steps: int
+    losses: tuple[float, ...]
+    finished: bool
+    done: bool
+
+
+def batch_size_for(workload: Workload, job_type: str | None) -> int:
+    """The CPU batch size for ``job_type`` (from the catalog's batch size), or the default."""
+    if not job_type:
+        return workload.default_batch
+    from traces.catalog import default_catalog
+
+    info = default_catalog().job_types.get(job_type)
+    if info is None:
+        return workload.default_batch
+    return max(1, info.batch_size // workload.batch_divisor)
+
+
+# ---- distributed setup ----------------------------------------------------------------------
+
+def device_for_rank() -> torch.device:
+    """cuda:LOCAL_RANK when CUDA is present, else the CPU."""
+    if torch.cuda.is_available():
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        torch.cuda.set_device(local)
+        return torch.device("cuda", local)
+    return torch.device("cpu")
+
+
+def init_distributed() -> bool:
+    """Join the job's process group (torchrun-style env; nccl with CUDA, else gloo) when
+    WORLD_SIZE > 1. Returns whether a group was made."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or dist.is_initialized():
+        return dist.is_initialized()
+    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    dist.init_process_group(backend=backend, init_method="env://")
+    return True
+
+
+# ---- checkpoints ---------------------------------------------------------------------------
+
+def save_checkpoint(path: str | os.PathLike, model: nn.Module, optimizer: torch.optim.Optimizer,
+                    step: int) -> Path:
+    """torch.save model + optimizer + step to a temp file, then rename it into place."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    torch.save({"model": _unwrap(model).state_dict(), "optimizer": optimizer.state_dict(),
+                "step": int(step)}, tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def load_checkpoint(path: str | os.PathLike, model: nn.Module,
+                    optimizer: torch.optim.Optimizer) -> int:
+    """Load what ``save_checkpoint`` wrote; returns the saved step. Raises CheckpointError
+    (one line naming the file) when it is missing, truncated or not a checkpoint."""
+    path = Path(path)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        _unwrap(model).load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        return int(state["step"])
+    except FileNotFoundError:
+        raise CheckpointError(f"checkpoint file {path} is missing") from None
+    except Exception as err:  # noqa: BLE001 - unpickling errors come in many types
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise CheckpointError(f"checkpoint file {path} is corrupt: {first}") from None
+
+
+def _unwrap(model: nn.Module) -> nn.Module:
+    return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
+
+
+# ---- the training loop ---------------------------------------------------------------------
+
+def train(workload: Workload, *, steps: int | None = None, batch_size: int | None = None,
+          seed: int = 0, checkpoint_dir: str | None = None,
+          iterator_options: dict[str, Any] | None = None) -> TrainResult:
+    """Train ``workload`` under GavelIterator until its lease ends (under a scheduler) or for
+    ``steps`` steps (standalone). Returns the absolute steps and this run's losses."""
+    distributed = init_distributed()
+    device = device_for_rank()
+    torch.manual_seed(seed)
+    model: nn.Module = workload.build().to(device)
+    if distributed:
+        ids = [device.index] if device.type == "cuda" else None
+        model = nn.parallel.DistributedDataParallel(model, device_ids=ids)
+    optimizer = torch.optim.SGD(model.parameters(), lr=workload.lr, momentum=0.9)
+    rank = dist.get_rank() if distributed else 0
+    gen = torch.Generator().manual_seed(seed + 1000 * rank)
+    size = batch_size or workload.default_batch
+    batches = [tuple(t.to(device) for t in workload.batch(gen, size))
+               for _ in range(SYNTHETIC_BATCHES)]
+    ckpt_dir = checkpoint_dir or os.environ.get("GAVEL_CHECKPOINT_DIR") or None
+    iterator = GavelIterator(
+        batches, ckpt_dir,
+        lambda d: load_checkpoint(Path(d) / CHECKPOINT_FILE, model, optimizer),
+        lambda d: save_checkpoint(Path(d) / CHECKPOINT_FILE, model, optimizer,
+                                  iterator.steps),
+        **(iterator_options or {}))
+    standalone = not os.environ.get("GAVEL_SCHEDULER")
+    if standalone and steps is None:
+        steps = SYNTHETIC_BATCHES
+    losses: list[float] = []
+    while not iterator.done and not (standalone and len(losses) >= steps):
+        for batch in iterator:
+            optimizer.zero_grad(set_to_none=True)
+            loss = workload.loss(model, batch)
+            loss.backward()
+            optimizer.step()
+            value = float(loss.detach())
+            if not math.isfinite(value):
+                raise FloatingPointError(f"{workload.name}: loss is {value} at step "
+                                         f"{len(losses)}")
+            losses.append(value)
+            if standalone and len(losses) >= steps:
+                break
+    iterator.close()
+    if distributed:
+        dist.destroy_process_group()
+    absolute = iterator.steps if not standalone else len(losses)
+    return TrainResult(absolute, tuple(losses), iterator.finished, iterator.done)
+
+
+def main(workload: Workload, argv: Sequence[str] | None = None) -> int:
+    """``python -m workers.workloads.<name>``: train, log the outcome, exit 0."""
+    parser = argparse.ArgumentParser(
+        prog=f"python -m workers.workloads.{workload.name}",
+        description=f"Reference workload '{workload.name}' (synthetic data). Under a "
+                    "gavelsched worker it runs until its lease ends; alone, --steps steps.")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="steps to train without a scheduler (default: one epoch)")
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="per-rank batch size (default: from --job-type or GAVEL_JOB_TYPE)")
+    parser.add_argument("--job-type", default=os.environ.get("GAVEL_JOB_TYPE"),
+                        help="catalog job type whose batch size to scale down")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.steps is not None and args.steps <= 0:
+        parser.error(f"--steps must be positive, got {args.steps}")
+    if args.batch_size is not None and args.batch_size <= 0:
+        parser.error(f"--batch-size must be positive, got {args.batch_size}")
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    size = args.batch_size or batch_size_for(workload, args.job_type)
+    result = train(workload, steps=args.steps, batch_size=size, seed=args.seed)
+    log.info("%s: at step %d, %d steps this run, last loss %s%s", workload.name, result.steps,
+             len(result.losses), f"{result.losses[-1]:.4f}" if result.losses else "-",
+             " (finished)" if result.finished else "")
+    return 0
