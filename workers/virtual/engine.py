@@ -1,0 +1,112 @@
+"""Virtual-node execution of one data-parallel training step (VirtualFlow §3.2, §5.2).
+
+A process runs its virtual nodes one after another. Node j's loss (a mean over its samples)
+is scaled by the node's share of the global batch, so the gradients that accumulate in the
+process's gradient buffer are the share-weighted sum; one all-reduce (a sum) over all
+processes then gives the gradient of the global batch mean under any split, also an uneven
+one (the paper's 6:2 example). The optimizer and the LR schedule step once per global batch.
+
+The gradient buffer is one flat tensor: every parameter's ``.grad`` is a view into it, so
+accumulation writes there directly and the all-reduce needs no copy (the only overhead over
+a plain step is the batch-norm running statistics and the loss, a few numbers). Data comes
+from ``VirtualSampler``, randomness from ``node_stream``, and batch norm follows
+``RunningStats``: none depends on the mapping.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from .batchnorm import RunningStats
+from .data import VirtualSampler
+from .rng import node_stream
+
+log = logging.getLogger(__name__)
+
+Fetch = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+class VirtualNodeTrainer:
+    """Trains ``model`` on this process's virtual ``nodes`` of a job's global batch.
+
+    ``fetch(indices)`` returns the (inputs, targets) of those dataset indices on the
+    device; ``loss_fn`` returns the mean loss of a batch. ``group`` is the process group of
+    the job's processes (``None``: the default group if one exists, else this process
+    alone). All processes must hold identical model, optimizer and schedule states.
+    """
+
+    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: LossFn,
+                 fetch: Fetch, sampler: VirtualSampler, nodes: Sequence[int], *,
+                 scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+                 group: dist.ProcessGroup | None = None,
+                 device: torch.device | None = None, global_step: int = 0) -> None:
+        bad = [n for n in nodes if not 0 <= n < sampler.layout.nodes]
+        if bad or len(set(nodes)) != len(nodes):
+            raise ValueError(f"nodes {list(nodes)} are not distinct nodes of a layout of "
+                             f"{sampler.layout.nodes}")
+        self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
+        self.loss_fn, self.fetch, self.sampler = loss_fn, fetch, sampler
+        self.nodes = tuple(nodes)
+        self.group = group
+        self.device = device or torch.device("cpu")
+        self.global_step = global_step
+        self._stats = RunningStats(model)
+        self._params = [p for p in model.parameters() if p.requires_grad]
+        self._flat = self._make_buffer()
+
+    def _make_buffer(self) -> torch.Tensor:
+        dtypes = {p.dtype for p in self._params}
+        if len(dtypes) != 1:
+            raise ValueError(f"virtual nodes need one parameter dtype, got {sorted(map(str, dtypes))}")
+        total = sum(p.numel() for p in self._params)
+        flat = torch.zeros(total + self._stats.numel + 1, dtype=dtypes.pop(), device=self.device)
+        offset = 0
+        for p in self._params:
+            p.grad = flat[offset:offset + p.numel()].view_as(p)
+            offset += p.numel()
+        return flat
+
+    @property
+    def _world(self) -> int:
+        if not dist.is_available() or not dist.is_initialized():
+            return 1
+        return dist.get_world_size(self.group)
+
+    def step(self) -> float:
+        """One global step: this process's nodes, one all-reduce, one optimizer step.
+        Returns the global batch's mean loss (the same on every process)."""
+        sampler, step = self.sampler, self.global_step
+        position = sampler.position(step)
+        samples = sampler.step_samples(step)
+        counts = sampler.layout.node_samples(samples)
+        grads_end = self._flat.numel() - self._stats.numel - 1
+        stats_view = self._flat[grads_end:-1]
+        self._flat.zero_()
+        snapshot = self._stats.snapshot()
+        self.model.train()
+        for node in self.nodes:
+            if counts[node] == 0:
+                continue
+            weight = counts[node] / samples
+            inputs, targets = self.fetch(sampler.node_indices(step, node))
+            self._stats.restore(snapshot)
+            with node_stream(sampler.seed, position.epoch, position.step_in_epoch, node,
+                             self.device):
+                loss = self.loss_fn(self.model(inputs), targets)
+                (loss * weight).backward()
+            self._flat[-1] += weight * loss.detach()
+            self._stats.accumulate(stats_view, weight)
+        if self._world > 1:
+            dist.all_reduce(self._flat, group=self.group)
+        self._stats.finish(stats_view, snapshot)
+        self.optimizer.step()
+        if self.scheduler is not None:
+            self.scheduler.step()
+        self.global_step += 1
+        return float(self._flat[-1])
