@@ -13,7 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from .problem import Allocation, Problem
 
 # Problem fields every policy reads: they define the columns (policies/columns.py).
 ALWAYS_READ = frozenset({"cluster", "max_scale_factor", "throughputs", "scale_factor"})
@@ -92,3 +95,18 @@ class Traits:
                 "carries_state": self.carries_state, "isolated_time": self.isolated_time,
                 "reads": sorted(self.reads), "options": dict(self.options),
                 "simulation_defaults": dict(self.simulation_defaults)}
+
+
+@runtime_checkable
+class PolicyProtocol(Protocol):
+    """What the core, the simulator and the daemon need of a policy (STYLE.md §3: one
+    Protocol per extension point); ``policies.base.Policy`` implements it."""
+
+    name: str
+
+    @property
+    def traits(self) -> Traits: ...
+
+    def solve(self, problem: Problem) -> Allocation: ...
+
+    def evaluate(self, problem: Problem, allocation: Allocation) -> float | None: ...
