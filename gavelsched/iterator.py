@@ -435,9 +435,8 @@ class GavelIterator:
     def _checkpoint(self, round_: int, now: float) -> None:
         """Save through the user's function, then the step count, then report it durable."""
         rank0 = self._ctx.rank == 0
-        if rank0 or self._save_all:
-            if self._save is not None:
-                self._save(self.checkpoint_dir)
+        if (rank0 or self._save_all) and self._save is not None:
+            self._save(self.checkpoint_dir)
         if rank0:
             write_progress(self.checkpoint_dir, self.steps, job_id=self._ctx.job_id,
                            round=round_)

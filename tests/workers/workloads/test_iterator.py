@@ -1,0 +1,199 @@
+"""GavelIterator against a fake scheduler over real gRPC (thesis §5.6; docs/runtime.md)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gavelsched import GavelIterator
+from gavelsched.iterator import EXIT_JOB_FAILED, PROGRESS_FILE, read_progress
+from gavelsched.rpc import pb
+from tests.workers.fake_scheduler import FakeJob, FakeScheduler
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture
+def sched():
+    fake = FakeScheduler()
+    fake.start()
+    yield fake
+    fake.stop()
+
+
+def job_env(sched: FakeScheduler, ckpt: Path, job: str = "j1", **extra: str) -> dict[str, str]:
+    return {"GAVEL_SCHEDULER": sched.address, "GAVEL_JOB_ID": job, "GAVEL_ROUND": "0",
+            "GAVEL_CHECKPOINT_DIR": str(ckpt), "RANK": "0", "WORLD_SIZE": "1", **extra}
+
+
+class Saver:
+    """A user's save/load pair: the state is the list of steps seen."""
+
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+        self.saves = 0
+        self.loads = 0
+
+    def save(self, directory: str) -> None:
+        self.saves += 1
+        Path(directory, "user.json").write_text(json.dumps(self.seen))
+
+    def load(self, directory: str) -> None:
+        self.loads += 1
+        self.seen = json.loads(Path(directory, "user.json").read_text())
+
+
+def run(iterator: GavelIterator, saver: Saver) -> None:
+    while not iterator.done:
+        for item in iterator:
+            saver.seen.append(item)
+
+
+def test_without_a_scheduler_the_loader_is_unchanged(monkeypatch):
+    monkeypatch.delenv("GAVEL_SCHEDULER", raising=False)
+    loader = [object(), object(), object()]
+    iterator = GavelIterator(loader)
+    assert list(iterator) == loader
+    assert list(iterator) == loader      # every epoch, as the loader itself
+    assert iterator.done is False and len(iterator) == 3
+
+
+def test_stops_at_the_lease_checkpoints_and_resumes(sched, tmp_path):
+    sched.jobs["j1"] = FakeJob(total_steps=12, lease=lambda job, rank: pb.Lease(
+        max_steps=sched.jobs[job].steps_done + 5, max_seconds=600))
+    first = Saver()
+    it = GavelIterator(range(4), None, first.load, first.save, env=job_env(sched, tmp_path))
+    run(it, first)
+    assert it.done and not it.finished and it.steps == 5
+    assert first.saves == 1 and first.loads == 0
+    assert read_progress(tmp_path) == 5 and sched.jobs["j1"].steps_done == 5
+    assert [r.checkpointed for r in sched.log.steps] == [True]
+
+    # A second process resumes from the checkpoint; the absolute steps add up.
+    second = Saver()
+    it = GavelIterator(range(4), None, second.load, second.save, env=job_env(sched, tmp_path))
+    assert second.loads == 1 and it.steps == 5
+    run(it, second)
+    assert it.steps == 10 and sched.jobs["j1"].steps_done == 10
+    third = Saver()
+    it = GavelIterator(range(4), None, third.load, third.save, env=job_env(sched, tmp_path))
+    run(it, third)
+    assert it.finished and it.steps == 12 and sched.jobs["j1"].steps_done == 12
+    assert len(third.seen) == 12    # every step ran once over the three processes
+    # each process starts a fresh loader (data position is the user's state, not ours)
+    assert third.seen == [0, 1, 2, 3, 0] * 2 + [0, 1]
+
+
+def test_time_lease_ends_iteration(sched, tmp_path):
+    sched.jobs["j1"] = FakeJob(total_steps=10**6, lease=lambda job, rank: pb.Lease(
+        max_steps=10**6, max_seconds=5.0))
+    ticks = iter(range(10**6))
+    saver = Saver()
+    it = GavelIterator(range(100), None, saver.load, saver.save, env=job_env(sched, tmp_path),
+                       clock=lambda: next(ticks) * 0.1)
+    run(it, saver)
+    assert it.done and saver.saves == 1
+    assert 40 <= it.steps <= 50                  # about 5 s of 0.1 s clock ticks
+    assert read_progress(tmp_path) == it.steps
+    # rank 0 asked for a renewal with its absolute step count before the end
+    assert len(sched.log.renewals) == 1 and 0 < sched.log.renewals[0].steps <= it.steps
+
+
+def test_extended_lease_continues_but_checkpoints_at_the_round_boundary(sched, tmp_path):
+    def renew(request):
+        if request.round == 0:
+            return pb.Lease(max_steps=12, max_seconds=600, round=1, extended=True)
+        return pb.Lease(round=request.round)
+
+    sched.jobs["j1"] = FakeJob(total_steps=100, renew=renew, lease=lambda job, rank: pb.Lease(
+        max_steps=6, max_seconds=600, round=0))
+    saver = Saver()
+    it = GavelIterator(range(100), None, saver.load, saver.save, env=job_env(sched, tmp_path))
+    epochs = 0
+    while not it.done:
+        epochs += 1
+        for item in it:
+            saver.seen.append(item)
+    assert epochs == 1                      # no restart at the boundary
+    assert it.steps == 12 and saver.seen == list(range(12))
+    assert saver.saves == 2                 # the boundary save and the final one
+    assert [(r.round, r.steps) for r in sched.log.steps] == [(0, 6), (1, 12)]
+    assert [r.round for r in sched.log.renewals] == [0, 1]
+    assert sched.jobs["j1"].steps_done == 12
+
+
+def fail_reason(capfd, build) -> str:
+    with pytest.raises(SystemExit) as exc:
+        build()
+    assert exc.value.code == EXIT_JOB_FAILED
+    lines = [ln for ln in capfd.readouterr().err.splitlines() if ln.strip()]
+    return lines[-1]
+
+
+def test_missing_checkpoint_fails_with_one_line(sched, tmp_path, capfd):
+    sched.jobs["j1"] = FakeJob(total_steps=10, steps_done=4)
+    saver = Saver()
+    line = fail_reason(capfd, lambda: GavelIterator(range(3), None, saver.load, saver.save,
+                                                    env=job_env(sched, tmp_path)))
+    assert "checkpoint missing" in line and "4 durable steps" in line
+
+
+def test_corrupt_checkpoint_fails_with_one_line(sched, tmp_path, capfd):
+    sched.jobs["j1"] = FakeJob(total_steps=10, steps_done=4)
+    (tmp_path / PROGRESS_FILE).write_text(json.dumps({"steps": 4}))
+    (tmp_path / "user.json").write_text("{not json")
+    saver = Saver()
+    line = fail_reason(capfd, lambda: GavelIterator(range(3), None, saver.load, saver.save,
+                                                    env=job_env(sched, tmp_path)))
+    assert line.startswith("gavel: corrupt checkpoint in") and "Expecting" in line
+    (tmp_path / PROGRESS_FILE).write_text("garbage")
+    line = fail_reason(capfd, lambda: GavelIterator(range(3), None, saver.load, saver.save,
+                                                    env=job_env(sched, tmp_path)))
+    assert "corrupt progress file" in line
+
+
+TWO_RANKS = """
+import json, sys, time, torch.distributed as dist
+from gavelsched import GavelIterator
+dist.init_process_group("gloo", init_method="env://")
+t0 = time.monotonic()   # lease seconds from here, not from the (slow) torch import
+it = GavelIterator(range(10**6), None, lambda d: None, lambda d: None,
+                   clock=lambda: time.monotonic() - t0)
+while not it.done:
+    for _ in it:
+        pass
+json.dump({"rank": dist.get_rank(), "steps": it.steps}, open(sys.argv[1], "w"))
+dist.destroy_process_group()
+"""
+
+
+def test_two_gloo_ranks_with_different_lease_timing_stop_at_the_same_step(sched, tmp_path):
+    # Rank 1's lease ends after 1.5 s, rank 0's after 60 s: both must stop at one step.
+    sched.jobs["j1"] = FakeJob(total_steps=10**6, lease=lambda job, rank: pb.Lease(
+        max_steps=10**6, max_seconds=60.0 if rank == 0 else 1.5))
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = []
+    for rank in (0, 1):
+        env = {**job_env(sched, tmp_path), "RANK": str(rank), "WORLD_SIZE": "2",
+               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "PYTHONPATH": str(REPO),
+               "GAVEL_EMULATE_STEPS_PER_S": "200", "PATH": "/usr/bin:/bin"}
+        procs.append(subprocess.Popen([sys.executable, "-c", TWO_RANKS,
+                                       str(tmp_path / f"rank{rank}.json")], env=env,
+                                      stderr=subprocess.PIPE, text=True))
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    steps = [json.loads((tmp_path / f"rank{r}.json").read_text())["steps"] for r in (0, 1)]
+    assert steps[0] == steps[1] > 0
+    assert steps[0] < 60 * 200 / 4     # rank 0 stopped long before its own lease end
+    assert read_progress(tmp_path) == steps[0] == sched.jobs["j1"].steps_done
+    # only rank 0 reports
+    assert {r.rank for r in sched.log.steps} == {0}

@@ -1,0 +1,106 @@
+"""The reference workloads train real steps, checkpoint model + optimizer + step, and run
+under GavelIterator's leases (thesis §5.6, Table 5.2)."""
+
+from __future__ import annotations
+
+import importlib
+import math
+
+import pytest
+import torch
+
+from gavelsched.rpc import pb
+from tests.workers.fake_scheduler import FakeJob, FakeScheduler
+from traces.workloads import WORKLOADS
+from workers.workloads import common
+
+TORCH_WORKLOADS = [name for name in WORKLOADS if name != "steps"]
+
+
+def workload(name: str) -> common.Workload:
+    return importlib.import_module(f"workers.workloads.{name}").WORKLOAD
+
+
+@pytest.fixture(autouse=True)
+def no_scheduler(monkeypatch):
+    for var in ("GAVEL_SCHEDULER", "GAVEL_CHECKPOINT_DIR", "WORLD_SIZE", "RANK"):
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.mark.parametrize("name", TORCH_WORKLOADS)
+def test_workload_trains_real_steps_with_finite_loss(name):
+    result = common.train(workload(name), steps=3)
+    assert result.steps == 3 and len(result.losses) == 3
+    assert all(math.isfinite(v) for v in result.losses)
+
+
+def test_every_workload_name_has_a_module():
+    for name in WORKLOADS:
+        assert importlib.import_module(f"workers.workloads.{name}")
+
+
+def test_batch_size_follows_the_job_type():
+    resnet = workload("resnet")
+    assert common.batch_size_for(resnet, "ResNet-18 (batch size 256)") == 16
+    assert common.batch_size_for(resnet, "ResNet-18 (batch size 16)") == 1
+    assert common.batch_size_for(resnet, None) == resnet.default_batch
+
+
+def test_checkpoint_round_trip_model_optimizer_step(tmp_path):
+    wl = workload("recoder")
+    torch.manual_seed(0)
+    model = wl.build()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(2):
+        opt.zero_grad()
+        wl.loss(model, wl.batch(gen, 4)).backward()
+        opt.step()
+    path = common.save_checkpoint(tmp_path / "c.pt", model, opt, 17)
+    fresh = wl.build()
+    fresh_opt = torch.optim.SGD(fresh.parameters(), lr=0.1, momentum=0.9)
+    assert common.load_checkpoint(path, fresh, fresh_opt) == 17
+    for a, b in zip(model.state_dict().values(), fresh.state_dict().values()):
+        assert torch.equal(a, b)
+    momentum = [s["momentum_buffer"] for s in opt.state_dict()["state"].values()]
+    loaded = [s["momentum_buffer"] for s in fresh_opt.state_dict()["state"].values()]
+    assert len(momentum) == len(loaded) > 0
+    assert all(torch.equal(a, b) for a, b in zip(momentum, loaded))
+    assert not list(tmp_path.glob(".*tmp"))     # written through a temp file + rename
+
+
+def test_corrupt_checkpoint_is_a_one_line_error(tmp_path):
+    wl = workload("recoder")
+    model = wl.build()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    path = common.save_checkpoint(tmp_path / "c.pt", model, opt, 1)
+    path.write_bytes(path.read_bytes()[:100])      # truncated
+    with pytest.raises(common.CheckpointError) as err:
+        common.load_checkpoint(path, model, opt)
+    message = str(err.value)
+    assert "\n" not in message and str(path) in message and "corrupt" in message
+    with pytest.raises(common.CheckpointError, match="missing"):
+        common.load_checkpoint(tmp_path / "nope.pt", model, opt)
+
+
+def test_workload_under_leases_resumes_from_its_checkpoint(tmp_path, monkeypatch):
+    sched = FakeScheduler()
+    sched.start()
+    try:
+        sched.jobs["lm"] = FakeJob(total_steps=7, lease=lambda job, rank: pb.Lease(
+            max_steps=sched.jobs[job].steps_done + 4, max_seconds=600))
+        monkeypatch.setenv("GAVEL_SCHEDULER", sched.address)
+        monkeypatch.setenv("GAVEL_JOB_ID", "lm")
+        monkeypatch.setenv("GAVEL_CHECKPOINT_DIR", str(tmp_path))
+        first = common.train(workload("lstm"))
+        assert (first.steps, len(first.losses), first.finished) == (4, 4, False)
+        assert (tmp_path / common.CHECKPOINT_FILE).exists()
+        second = common.train(workload("lstm"))
+        assert (second.steps, len(second.losses), second.finished) == (7, 3, True)
+        assert sched.jobs["lm"].steps_done == 7
+        # The resumed model continued from the saved one: its checkpoint holds step 7.
+        model = workload("lstm").build()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        assert common.load_checkpoint(tmp_path / common.CHECKPOINT_FILE, model, opt) == 7
+    finally:
+        sched.stop()
