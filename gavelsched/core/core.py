@@ -157,6 +157,22 @@ class SchedulerCore:
             return -math.inf
         return self._last_resolve_s + self.config.min_resolve_interval_s
 
+    def shares(self, now: float) -> dict[str, tuple[dict[str, float], dict[str, float]]]:
+        """Every admitted job's allocation X and the fraction of time it received on each
+        type since the last re-solve (thesis §5.5's priorities, as a query for status and
+        metrics; pairs are left out)."""
+        rows, types = self._rows, self._types
+        elapsed = now - self._last_resolve_s
+        seed = self.config.seed_seconds
+        out = {}
+        for job_id in self._jobs:
+            i = rows.index[job_id]
+            got = ((rows.received[i] - seed) / elapsed if elapsed > 0
+                   else np.zeros(len(types)))
+            out[job_id] = (dict(zip(types, rows.allocation[i].tolist())),
+                           dict(zip(types, np.clip(got, 0.0, None).tolist())))
+        return out
+
     def take_closed_periods(self) -> list[Period]:
         """Allocation periods closed since the last call (for metrics; cleared here)."""
         out = list(self._closed_periods)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gavelsched.core import CoreConfig, CoreError, JobSpec, SchedulerCore
+from gavelsched.core import CoreConfig, CoreError, JobSpec, Report, SchedulerCore
 from gavelsched.mechanism import ClusterView
 from policies import get_policy
 
@@ -86,3 +86,14 @@ def test_measured_throughputs_survive_a_new_worker_type():
     core.set_job_throughputs("a", {"v100": 3.0}, R)
     core.add_workers("k80", 1, R)
     assert core._problem(R).jobs[0].throughputs == {"v100": 3.0, "k80": 2.0}
+
+
+def test_shares_report_allocation_and_received_fraction():
+    core = make_core()
+    core.submit(JobSpec("a", "fast", 1, 10_000), 0.0)
+    rnd = core.start_round(0.0)
+    assert len(rnd.batch) == 1
+    core.end_round([Report("a", (0,), R)], R)
+    x, got = core.shares(R)["a"]
+    assert sum(x.values()) == pytest.approx(1.0)
+    assert sum(got.values()) == pytest.approx(1.0)  # it held a worker the whole period

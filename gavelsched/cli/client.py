@@ -1,0 +1,167 @@
+"""The scheduler's clients: ``submit JOB.yaml``, ``status [--json]``, ``cancel ID``.
+
+All take ``--scheduler HOST:PORT`` (default ``$GAVEL_SCHEDULER`` or 127.0.0.1:50051),
+``--token-file F`` and ``--tls-ca F``. A refused token, an unreachable scheduler and a
+refused submission each end with one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from . import InputError
+
+JOB_KEYS = ("workload", "command", "job_type", "scale_factor", "total_steps",
+            "priority_weight", "slo_s", "entity")
+DEFAULT_SCHEDULER = "127.0.0.1:50051"
+TIMEOUT_S = 30.0
+
+
+def register(subparsers) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--scheduler", metavar="HOST:PORT",
+                        default=os.environ.get("GAVEL_SCHEDULER", DEFAULT_SCHEDULER),
+                        help="the scheduler's address (default: $GAVEL_SCHEDULER or "
+                             f"{DEFAULT_SCHEDULER})")
+    common.add_argument("--token-file", metavar="F", help="file holding the cluster's token")
+    common.add_argument("--tls-ca", metavar="F", help="CA certificate to verify the "
+                                                      "scheduler's TLS certificate")
+    p = subparsers.add_parser("submit", parents=[common], help="submit a job",
+                              description="Submit a job; prints its id. JOB.yaml keys: "
+                                          "job_type, total_steps, scale_factor (default 1), "
+                                          "workload or command (neither: the job type's "
+                                          "reference workload), priority_weight, slo_s, "
+                                          "entity.")
+    p.add_argument("job", metavar="JOB.yaml")
+    p.set_defaults(func=submit)
+    p = subparsers.add_parser("status", parents=[common], help="show jobs and workers",
+                              description="A table of jobs (type, state, progress, worker "
+                                          "type, allocation vs received share) and workers.")
+    p.add_argument("--json", action="store_true", help="print JSON (DESIGN.md contract)")
+    p.set_defaults(func=status)
+    p = subparsers.add_parser("cancel", parents=[common], help="cancel a job",
+                              description="Cancel a queued or running job.")
+    p.add_argument("id", help="the job id")
+    p.set_defaults(func=cancel)
+
+
+def _stub(args: argparse.Namespace):
+    from ..rpc import pb_grpc
+    from ..rpc.security import SecurityError, channel, read_token
+    try:
+        token = read_token(args.token_file)
+        chan = channel(args.scheduler, token=token, ca=args.tls_ca)
+    except SecurityError as err:
+        raise InputError(str(err)) from None
+    return pb_grpc.ClientToSchedulerStub(chan)
+
+
+def _call(args: argparse.Namespace, method: str, request):
+    import grpc
+    try:
+        return getattr(_stub(args), method)(request, timeout=TIMEOUT_S)
+    except grpc.RpcError as err:
+        raise InputError(rpc_error_line(args.scheduler, err)) from None
+
+
+def rpc_error_line(address: str, err) -> str:
+    """One line for a failed call: refused token, unreachable scheduler, bad request."""
+    import grpc
+    code, details = err.code(), (err.details() or "").splitlines()[0:1]
+    details = details[0] if details else ""
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        return (f"the scheduler at {address} refused the call: UNAUTHENTICATED (missing or "
+                f"wrong --token-file)")
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        return f"cannot reach the scheduler at {address} ({code.name})"
+    return f"{code.name}: {details}"
+
+
+def read_job(path: str | Path):
+    """A ``JobRequest`` from a job YAML file (keys ``JOB_KEYS``)."""
+    import yaml
+
+    from ..rpc import pb
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except OSError as err:
+        raise InputError(f"{path}: {err.strerror}") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise InputError(f"{path}: bad YAML{where}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a mapping of job keys")
+    for key in data:
+        if key not in JOB_KEYS:
+            raise InputError(f"{path}: unknown key {key!r}; known: {', '.join(JOB_KEYS)}")
+    for key in ("job_type", "total_steps"):
+        if key not in data:
+            raise InputError(f"{path}: missing key {key!r}")
+    types = {"workload": str, "command": str, "job_type": str, "scale_factor": int,
+             "total_steps": int, "priority_weight": (int, float), "slo_s": (int, float),
+             "entity": str}
+    for key, value in data.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, types[key])):
+            raise InputError(f"{path}: {key} has a bad value {value!r}")
+    return pb.JobRequest(job_type=data["job_type"], scale_factor=data.get("scale_factor") or 1,
+                         total_steps=data["total_steps"],
+                         priority_weight=float(data.get("priority_weight") or 1.0),
+                         slo_s=float(data.get("slo_s") or 0.0), entity=data.get("entity") or "",
+                         workload=data.get("workload") or "", command=data.get("command") or "")
+
+
+def submit(args: argparse.Namespace) -> int:
+    reply = _call(args, "Submit", read_job(args.job))
+    print(reply.job_id)
+    return 0
+
+
+def cancel(args: argparse.Namespace) -> int:
+    from ..rpc import pb
+    ack = _call(args, "Cancel", pb.CancelRequest(job_id=args.id))
+    if not ack.ok:
+        raise InputError(ack.message)
+    print(f"cancelled {args.id}")
+    return 0
+
+
+def status_dict(reply) -> dict:
+    """``status --json``: the DESIGN.md contract."""
+    return {"round": reply.round,
+            "jobs": [{"id": j.id, "state": j.state, "steps_done": j.steps_done,
+                      "total_steps": j.total_steps, "job_type": j.job_type,
+                      "scale_factor": j.scale_factor, "worker_type": j.worker_type or None,
+                      "reason": j.reason or None} for j in reply.jobs],
+            "workers": [{"id": w.id, "type": w.type, "gpus": w.gpus, "alive": w.alive}
+                        for w in reply.workers]}
+
+
+def status(args: argparse.Namespace) -> int:
+    from ..rpc import pb
+    reply = _call(args, "Status", pb.StatusRequest())
+    if args.json:
+        json.dump(status_dict(reply), sys.stdout)
+        print()
+        return 0
+    print(f"round {reply.round}  policy {reply.policy}  rounds of {reply.round_seconds:g}s")
+    print(f"{'id':>6} {'type':<28} {'state':<9} {'progress':>20} {'on':<6} "
+          "allocation/received")
+    for j in reply.jobs:
+        share = " ".join(f"{t} {x:.2f}/{j.received.get(t, 0.0):.2f}"
+                         for t, x in sorted(j.allocation.items()) if x > 0 or j.received.get(t))
+        progress = f"{j.steps_done}/{j.total_steps} {j.steps_done / j.total_steps:4.0%}"
+        line = (f"{j.id:>6} {j.job_type[:28]:<28} {j.state:<9} {progress:>20} "
+                f"{j.worker_type or '-':<6} {share}")
+        if j.reason:
+            line += f"  ({j.reason})"
+        print(line)
+    print(f"workers: {len(reply.workers)}")
+    for w in reply.workers:
+        print(f"{w.id:>6} {w.type:<8} gpus {w.gpus}  {'alive' if w.alive else 'down'}  "
+              f"{w.address}")
+    return 0

@@ -1,0 +1,74 @@
+"""Calls from the scheduler to worker daemons (``SchedulerToWorker``: run, kill, shutdown).
+
+The executor thread never waits on the network: each call runs on a small pool, and its
+answer comes back as an event (``on_done``) on the executor's queue. One channel per
+worker address, carrying the cluster's token (thesis §5.6; ``gavelsched.rpc.security``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import grpc
+
+from ..rpc import pb, pb_grpc
+from ..rpc.security import channel
+
+log = logging.getLogger(__name__)
+
+CALL_TIMEOUT_S = 10.0
+
+
+class Dispatcher:
+    """Fire-and-report RPCs to workers. ``on_done(ok, message)`` is called from a pool
+    thread; it must only hand the answer to the executor (``DaemonExecutor.post``)."""
+
+    def __init__(self, token: str | None = None, ca: str | Path | None = None,
+                 threads: int = 8) -> None:
+        self._token, self._ca = token, ca
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="dispatch")
+        self._stubs: dict[str, pb_grpc.SchedulerToWorkerStub] = {}
+        self._channels: list[grpc.Channel] = []
+        self._lock = threading.Lock()
+
+    def _stub(self, address: str) -> pb_grpc.SchedulerToWorkerStub:
+        with self._lock:
+            stub = self._stubs.get(address)
+            if stub is None:
+                chan = channel(address, token=self._token, ca=self._ca)
+                self._channels.append(chan)
+                stub = self._stubs[address] = pb_grpc.SchedulerToWorkerStub(chan)
+            return stub
+
+    def _call(self, address: str, method: str, request,
+              on_done: Callable[[bool, str], None] | None) -> None:
+        def go() -> None:
+            try:
+                ack = getattr(self._stub(address), method)(request, timeout=CALL_TIMEOUT_S)
+                ok, message = ack.ok, ack.message
+            except grpc.RpcError as err:
+                ok, message = False, f"{address}: {err.code().name}: {err.details()}"
+            if not ok:
+                log.warning("%s to %s: %s", method, address, message)
+            if on_done is not None:
+                on_done(ok, message)
+        self._pool.submit(go)
+
+    def run_job(self, address: str, request: pb.RunJobRequest,
+                on_done: Callable[[bool, str], None] | None = None) -> None:
+        self._call(address, "RunJob", request, on_done)
+
+    def kill_job(self, address: str, job_id: str, reason: str) -> None:
+        self._call(address, "KillJob", pb.KillJobRequest(job_id=job_id, reason=reason), None)
+
+    def shutdown_worker(self, address: str, reason: str) -> None:
+        self._call(address, "Shutdown", pb.ShutdownRequest(reason=reason), None)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=False)
+        for chan in self._channels:
+            chan.close()

@@ -1,0 +1,79 @@
+"""What the scheduler sends for one planned micro-task (thesis §5.5-5.6): one RunJob per
+server hosting its GPUs, and the leases that bound a run.
+
+Pure functions over the core's ``MicroTask``, the cluster view and the daemon's job rows.
+Step counts are absolute (the job's count since submission): ``Lease.max_steps`` is the
+count to stop at, ``Lease.max_seconds`` the time since the process started.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Mapping
+
+from ..core import MicroTask
+from ..mechanism import ClusterView
+from ..rpc import pb
+from .store import JobRow
+
+
+def new_lease(round_index: int, steps_done: int, lease_steps: int, total_steps: int,
+              round_seconds: float) -> pb.Lease:
+    """A fresh run's lease: this round's steps on top of the durable count."""
+    return pb.Lease(max_steps=min(total_steps, steps_done + max(1, int(lease_steps))),
+                    max_seconds=round_seconds, round=round_index, extended=False)
+
+
+def extended_lease(old: pb.Lease, round_index: int, lease_steps: int, total_steps: int,
+                   max_seconds: float) -> pb.Lease:
+    """The next round on the same workers: the old lease plus this round's steps, and the
+    time bound moved to the end of the next round (``max_seconds`` since the run began)."""
+    return pb.Lease(max_steps=min(total_steps, old.max_steps + max(1, int(lease_steps))),
+                    max_seconds=max_seconds, round=round_index, extended=True)
+
+
+def stop_lease(steps: int, seconds: float = 0.0) -> pb.Lease:
+    """A lease that is already over: stop at the count reached (and checkpoint)."""
+    return pb.Lease(max_steps=steps, max_seconds=seconds, round=-1, extended=False)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port free on this machine now (the rendezvous port of a multi-GPU job; on a
+    remote master it is only likely free)."""
+    with socket.socket() as s:
+        s.bind((host if host in ("127.0.0.1", "localhost") else "", 0))
+        return int(s.getsockname()[1])
+
+
+def host_of(address: str) -> str:
+    return address.rpartition(":")[0].strip("[]")
+
+
+def run_requests(task: MicroTask, member: int, job: JobRow, lease: pb.Lease,
+                 view: ClusterView, addresses: Mapping[int, str], *, round_index: int,
+                 scheduler_address: str, checkpoint_dir: str,
+                 master_port: int = 0) -> dict[int, pb.RunJobRequest]:
+    """RunJob requests of member ``member`` of ``task``, by server id: local GPU indices,
+    the first global rank on each server, torchrun-style rendezvous for multi-GPU jobs."""
+    by_server: dict[int, list[int]] = {}
+    for w in task.workers:
+        by_server.setdefault(view.server_of[w], []).append(w)
+    local = {s.id: s.workers for s in view.servers if s.id in by_server}
+    world = len(task.workers)
+    first = next(iter(by_server))
+    master_addr = host_of(addresses[first]) if world > 1 else ""
+    if world > 1 and not master_port:
+        master_port = free_port(master_addr)
+    out, rank = {}, 0
+    for server_id, workers in by_server.items():
+        out[server_id] = pb.RunJobRequest(
+            job_id=job.id, round=round_index, job_type=job.job_type, workload=job.workload,
+            command=job.command, total_steps=job.total_steps, steps_done=job.steps_done,
+            lease=lease, gpus=[local[server_id].index(w) for w in workers], rank=rank,
+            world_size=world, master_addr=master_addr,
+            master_port=master_port if world > 1 else 0,
+            scheduler_address=scheduler_address,
+            expected_steps_per_s=float(task.throughputs[member]),
+            checkpoint_dir=checkpoint_dir)
+        rank += len(workers)
+    return out

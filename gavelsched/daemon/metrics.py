@@ -1,0 +1,92 @@
+"""Prometheus metrics of the scheduler daemon (prometheus-client), all named
+``gavelsched_*``:
+
+- ``gavelsched_jobs{state}``: jobs by state (queued, running, done, failed, cancelled);
+- ``gavelsched_round_duration_seconds``: histogram of the time between round starts;
+- ``gavelsched_policy_solve_seconds``: histogram of policy solve times;
+- ``gavelsched_job_allocation{job,worker_type}``: X, the time fraction the policy gives
+  each active job on each type (thesis §5.5);
+- ``gavelsched_job_received_share{job,worker_type}``: the fraction it received since the
+  last re-solve;
+- ``gavelsched_workers{worker_type,alive}``: GPUs registered;
+- ``gavelsched_rounds_total``: rounds started.
+
+Each daemon has its own registry (several can share a process in tests); the executor
+thread is the only writer.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from .store import STATES
+
+if TYPE_CHECKING:
+    from .executor import DaemonExecutor
+
+ROUND_BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 120, 360, 720, 1800)
+SOLVE_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60)
+
+
+class DaemonMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.jobs = Gauge("gavelsched_jobs", "Jobs by state", ["state"], registry=r)
+        self.round_duration = Histogram("gavelsched_round_duration_seconds",
+                                        "Time between round starts", buckets=ROUND_BUCKETS,
+                                        registry=r)
+        self.solve = Histogram("gavelsched_policy_solve_seconds", "Policy solve time",
+                               buckets=SOLVE_BUCKETS, registry=r)
+        self.allocation = Gauge("gavelsched_job_allocation",
+                                "Time fraction the allocation gives a job on a worker type",
+                                ["job", "worker_type"], registry=r)
+        self.received = Gauge("gavelsched_job_received_share",
+                              "Time fraction a job received on a worker type since the "
+                              "last re-solve", ["job", "worker_type"], registry=r)
+        self.workers = Gauge("gavelsched_workers", "GPUs registered", ["worker_type", "alive"],
+                             registry=r)
+        self.rounds = Counter("gavelsched_rounds", "Rounds started", registry=r)
+        for state in STATES:
+            self.jobs.labels(state=state).set(0)
+        self._server = None
+
+    def serve(self, address: str) -> int:
+        """Serve ``/metrics`` on ``host:port`` (port 0: a free one); returns the port."""
+        host, _, port = address.rpartition(":")
+        self._server, _ = start_http_server(int(port), addr=host or "0.0.0.0",
+                                            registry=self.registry)
+        return int(self._server.server_address[1])
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def on_solve(self, seconds: float) -> None:
+        self.solve.observe(seconds)
+
+    def on_round(self, seconds: float) -> None:
+        self.round_duration.observe(seconds)
+
+    def on_plan(self, executor: DaemonExecutor) -> None:
+        """Refresh the gauges at a round start (executor thread)."""
+        self.rounds.inc()
+        counts = dict.fromkeys(STATES, 0)
+        for job in executor.jobs.values():
+            counts[job.state] += 1
+        for state, n in counts.items():
+            self.jobs.labels(state=state).set(n)
+        self.allocation.clear()
+        self.received.clear()
+        for job_id, (x, got) in executor.core.shares(executor.now()).items():
+            for t, v in x.items():
+                self.allocation.labels(job=job_id, worker_type=t).set(v)
+            for t, v in got.items():
+                self.received.labels(job=job_id, worker_type=t).set(v)
+        self.workers.clear()
+        for s in executor.servers.values():
+            self.workers.labels(worker_type=s.row.worker_type,
+                                alive=str(s.alive).lower()).inc(len(s.row.workers))

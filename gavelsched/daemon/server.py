@@ -1,0 +1,86 @@
+"""``SchedulerDaemon``: a config in, a running scheduler out (thesis §5.6). It opens the
+store, builds the policy and the core inside a ``DaemonExecutor``, serves the gRPC services
+(token and TLS through ``gavelsched.rpc.security.serve``) and the Prometheus endpoint, and
+runs the executor on its own thread."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+
+from policies import UnknownPolicy, get_policy
+from traces import default_table, load_table
+
+from ..rpc.security import read_token, serve
+from .config import DaemonConfig
+from .dispatch import Dispatcher
+from .executor import DaemonExecutor
+from .metrics import DaemonMetrics
+from .service import health_servicer, registrations
+from .store import Store
+
+log = logging.getLogger(__name__)
+
+# gRPC handler threads: RenewLease answers wait for the next plan, one per running job.
+HANDLER_THREADS = 128
+
+
+class SchedulerDaemon:
+    """Start with ``start()``, stop with ``stop()``; ``port`` and ``metrics_port`` are the
+    bound ports (useful with port 0)."""
+
+    def __init__(self, config: DaemonConfig) -> None:
+        self.config = config
+        self.token = read_token(config.auth_token_file)
+        self.table = load_table(config.throughputs) if config.throughputs else default_table()
+        try:
+            policy = get_policy(config.policy, seed=config.seed)
+        except UnknownPolicy:
+            policy = get_policy(config.policy)
+        self.store = Store(config.state_dir)
+        config.checkpoints.mkdir(parents=True, exist_ok=True)
+        self.metrics = DaemonMetrics()
+        # Workers serve plain gRPC with the cluster's token unless ``workers_tls``.
+        ca = config.tls.ca if config.workers_tls and config.tls is not None else None
+        self.dispatcher = Dispatcher(token=self.token, ca=ca)
+        self.executor = DaemonExecutor(config, self.store, policy, self.table,
+                                       self.dispatcher, self.metrics)
+        self.health = health_servicer()
+        self.server = None
+        self.port = 0
+        self.metrics_port: int | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> SchedulerDaemon:
+        self.server, self.port = serve(self.config.listen,
+                                       registrations(self.executor, self.health),
+                                       token=self.token, tls=self.config.tls,
+                                       max_workers=HANDLER_THREADS)
+        host = self.config.listen.rpartition(":")[0].strip("[]")
+        if host in ("", "0.0.0.0", "::"):
+            host = socket.gethostname()
+        self.executor.scheduler_address = f"{host}:{self.port}"
+        if self.config.metrics_listen:
+            self.metrics_port = self.metrics.serve(self.config.metrics_listen)
+        self._thread = threading.Thread(target=self.executor.run, name="gavelsched-core",
+                                        daemon=True)
+        self._thread.start()
+        log.info("scheduler listening on %s (policy %s, rounds of %.0fs)",
+                 self.executor.scheduler_address, self.config.policy,
+                 self.config.round_seconds)
+        return self
+
+    def wait(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+
+    def stop(self, grace: float = 1.0) -> None:
+        self.executor.stop()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        if self.server is not None:
+            self.server.stop(grace).wait()
+        self.dispatcher.close()
+        self.metrics.close()
+        self.store.close()

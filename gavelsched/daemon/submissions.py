@@ -1,0 +1,65 @@
+"""Checking a submitted job before it reaches the core (issue #8: malformed submissions
+are refused with a message naming the field, and the daemon stays up)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from traces.workloads import UnknownWorkload, check_workload, workload_for
+
+from ..core import ThroughputSource
+from ..rpc import pb
+from .store import JobRow
+
+
+class SubmissionError(ValueError):
+    """A field of a submission that cannot be used; ``field`` names it."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+def check_submission(request: pb.JobRequest, table: ThroughputSource,
+                     worker_types: tuple[str, ...], gpus_by_type: Mapping[str, int]) -> JobRow:
+    """A ``JobRow`` (without id and arrival) for a valid request, or ``SubmissionError``.
+
+    ``worker_types`` are the types the throughput table knows; ``gpus_by_type`` the GPUs
+    of each registered type (empty before any worker registered: the size check waits)."""
+    job_type, sf = request.job_type, int(request.scale_factor)
+    if not job_type:
+        raise SubmissionError("job_type", "missing")
+    if sf < 1:
+        raise SubmissionError("scale_factor", f"must be >= 1, got {sf}")
+    if request.total_steps <= 0:
+        raise SubmissionError("total_steps", f"must be > 0, got {request.total_steps}")
+    if request.priority_weight < 0:
+        raise SubmissionError("priority_weight", f"must be > 0, got {request.priority_weight}")
+    types = tuple(dict.fromkeys((*worker_types, *gpus_by_type)))
+    rates = {t: table.get(t, job_type, sf) for t in types}
+    if not any(table.get(t, job_type, s) > 0 for t in types for s in (1, 2, 4, 8, sf)):
+        raise SubmissionError("job_type", f"unknown job type {job_type!r} (not in the "
+                                          "throughput table)")
+    if not any(r > 0 for r in rates.values()):
+        raise SubmissionError("scale_factor", f"job type {job_type!r} has no throughput at "
+                                              f"scale factor {sf} on any worker type")
+    if gpus_by_type and not any(rates.get(t, 0) > 0 and n >= sf
+                                for t, n in gpus_by_type.items()):
+        sizes = ", ".join(f"{t}: {n}" for t, n in gpus_by_type.items())
+        raise SubmissionError("scale_factor", f"{sf} is larger than the GPUs of any worker "
+                                              f"type that runs {job_type!r} ({sizes})")
+    workload, command = request.workload, request.command
+    if workload and command:
+        raise SubmissionError("workload", "give workload or command, not both")
+    try:
+        if workload:
+            check_workload(workload)
+        elif not command:
+            workload = workload_for(job_type)
+    except UnknownWorkload as err:
+        raise SubmissionError("workload", str(err)) from None
+    return JobRow(id="", job_type=job_type, scale_factor=sf,
+                  total_steps=int(request.total_steps),
+                  priority_weight=float(request.priority_weight or 1.0),
+                  slo_s=float(request.slo_s) if request.slo_s > 0 else None,
+                  entity=request.entity or None, workload=workload, command=command)

@@ -1,0 +1,71 @@
+"""Online throughputs (thesis §5.3.3): each job's steps/s on each worker type, learned from
+what its rounds really made, replacing the table's priors in the policy's Problem.
+
+Pure bookkeeping, no clock: ``observe`` takes the durable steps a job made and the seconds
+it held its workers. A measured type's value is an exponential average of its samples. A
+type not yet measured keeps its prior scaled by the job's mean measured/prior ratio (a
+geometric mean), so one measurement keeps the types' ratios consistent (an emulated
+cluster that runs every type 10x slower than the table still sees the table's ratios).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ..core import ThroughputSource
+
+SMOOTHING = 0.5      # weight of a new sample in the exponential average
+MIN_CHANGE = 0.10    # relative change of a type's value that is worth a re-solve
+
+
+@dataclass
+class OnlineThroughputs:
+    """Measured steps/s per job and worker type on top of a prior ``ThroughputSource``."""
+
+    prior: ThroughputSource
+    measured: dict[str, dict[str, float]] = field(default_factory=dict)
+    _published: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def restore(self, measured: Mapping[str, Mapping[str, float]]) -> None:
+        for job_id, row in measured.items():
+            self.measured[job_id] = dict(row)
+
+    def observe(self, job_id: str, worker_type: str, steps: float, seconds: float) -> float | None:
+        """Record ``steps`` made in ``seconds`` on ``worker_type``; the new average, or None
+        for a sample that carries no information (no time, or no steps)."""
+        if seconds <= 0 or steps <= 0:
+            return None
+        sample = steps / seconds
+        row = self.measured.setdefault(job_id, {})
+        old = row.get(worker_type)
+        row[worker_type] = sample if old is None else (1 - SMOOTHING) * old + SMOOTHING * sample
+        return row[worker_type]
+
+    def row(self, job_id: str, job_type: str, scale_factor: int,
+            types: Sequence[str]) -> dict[str, float]:
+        """The job's steps/s on every type: measured where measured, else the scaled prior."""
+        got = self.measured.get(job_id, {})
+        priors = {t: max(0.0, float(self.prior.get(t, job_type, scale_factor))) for t in types}
+        ratios = [math.log(v / priors[t]) for t, v in got.items()
+                  if t in priors and priors[t] > 0 and v > 0]
+        scale = math.exp(sum(ratios) / len(ratios)) if ratios else 1.0
+        return {t: got[t] if t in got else priors[t] * scale for t in types}
+
+    def changed_row(self, job_id: str, job_type: str, scale_factor: int,
+                    types: Sequence[str]) -> dict[str, float] | None:
+        """``row`` when it moved by more than ``MIN_CHANGE`` on some type since it was last
+        returned here (a re-solve is worth it), else None."""
+        new = self.row(job_id, job_type, scale_factor, types)
+        old = self._published.get(job_id)
+        if old is not None and all(
+                abs(new[t] - old.get(t, 0.0)) <= MIN_CHANGE * max(old.get(t, 0.0), 1e-9)
+                for t in types):
+            return None
+        self._published[job_id] = new
+        return new
+
+    def forget(self, job_id: str) -> None:
+        self.measured.pop(job_id, None)
+        self._published.pop(job_id, None)
