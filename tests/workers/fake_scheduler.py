@@ -74,7 +74,7 @@ class FakeScheduler(pb_grpc.WorkerToSchedulerServicer, pb_grpc.IteratorToSchedul
         raise AssertionError(f"timed out after {timeout} s waiting for {predicate}")
 
     # -- WorkerToScheduler ---------------------------------------------------------------
-    def RegisterWorker(self, request, context):  # noqa: N802
+    def RegisterWorker(self, request, context):
         with self._lock:
             self.log.registrations.append(request)
             if request.previous_server_id >= 0:
@@ -86,31 +86,31 @@ class FakeScheduler(pb_grpc.WorkerToSchedulerServicer, pb_grpc.IteratorToSchedul
                                          round_seconds=self.round_seconds,
                                          heartbeat_seconds=self.heartbeat_seconds)
 
-    def Heartbeat(self, request, context):  # noqa: N802
+    def Heartbeat(self, request, context):
         self.log.heartbeats.append(request)
         return pb.HeartbeatResponse(known=self.known)
 
-    def ReportRound(self, request, context):  # noqa: N802
+    def ReportRound(self, request, context):
         self.log.rounds.append(request)
         return pb.Ack(ok=True)
 
     # -- IteratorToScheduler -------------------------------------------------------------
-    def InitJob(self, request, context):  # noqa: N802
+    def InitJob(self, request, context):
         self.log.inits.append(request)
         job = self.jobs[request.job_id]
         lease = job.lease(request.job_id, request.rank) if job.lease else \
-            pb.Lease(max_steps=job.total_steps, max_seconds=self.round_seconds,
+            pb.Lease(max_steps=job.total_steps, max_seconds=600.0,
                      round=request.round)
         return pb.InitJobResponse(lease=lease, steps_done=job.steps_done,
                                   total_steps=job.total_steps)
 
-    def RenewLease(self, request, context):  # noqa: N802
+    def RenewLease(self, request, context):
         self.log.renewals.append(request)
         job = self.jobs[request.job_id]
         lease = job.renew(request) if job.renew else pb.Lease(round=request.round)
         return pb.RenewLeaseResponse(lease=lease)
 
-    def ReportSteps(self, request, context):  # noqa: N802
+    def ReportSteps(self, request, context):
         with self._lock:
             self.log.steps.append(request)
             if request.checkpointed:

@@ -1,0 +1,240 @@
+"""The worker daemon against a fake scheduler over real gRPC: launch environment, leases,
+failures, auth, re-registration, DDP ranks and emulated speeds (thesis §5.6)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+
+from gavelsched.iterator import read_progress
+from gavelsched.rpc import pb
+from tests.workers.fake_scheduler import FakeJob, FakeScheduler
+from traces.catalog import default_table
+from workers.daemon.emulation import Emulation
+from workers.daemon.worker import Worker, WorkerConfig
+
+TOKEN = "s3cret-token"
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    """A fake scheduler and one 2-GPU k80 worker, both requiring TOKEN."""
+    sched = FakeScheduler(token=TOKEN)
+    sched.start()
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    worker = Worker(WorkerConfig(scheduler=sched.address, worker_type="k80", gpus=2,
+                                 work_dir=tmp_path / "work", token=TOKEN,
+                                 token_file=str(token_file), grace_s=0.5))
+    worker.start()
+    yield sched, worker
+    worker.stop()
+    sched.stop()
+
+
+def run_job(job_id: str, *, command: str = "", workload: str = "", gpus=(0,), rank: int = 0,
+            world: int = 1, max_seconds: float = 30.0, total: int = 10, ckpt: str = "",
+            job_type: str = "ResNet-18 (batch size 32)", sched=None) -> pb.RunJobRequest:
+    return pb.RunJobRequest(
+        job_id=job_id, round=0, job_type=job_type, workload=workload, command=command,
+        total_steps=total, steps_done=0, gpus=list(gpus), rank=rank, world_size=world,
+        master_addr="127.0.0.1", master_port=29511, checkpoint_dir=ckpt,
+        scheduler_address=sched.address if sched else "",
+        lease=pb.Lease(max_steps=total, max_seconds=max_seconds, round=0))
+
+
+def report_of(sched: FakeScheduler, job_id: str) -> pb.RoundReportRequest:
+    return sched.wait_for(lambda: next((r for r in sched.log.rounds if r.job_id == job_id),
+                                       None))
+
+
+def test_registers_and_heartbeats(cluster):
+    sched, worker = cluster
+    reg = sched.log.registrations[0]
+    assert (reg.worker_type, reg.gpus, reg.previous_server_id) == ("k80", 2, -1)
+    assert reg.address == worker.address
+    sched.wait_for(lambda: len(sched.log.heartbeats) >= 2)
+    assert sched.log.heartbeats[-1].server_id == worker.server_id
+
+
+def test_launch_environment(cluster, tmp_path):
+    sched, worker = cluster
+    out = tmp_path / "env.json"
+    command = f"{sys.executable} -c 'import json, os; json.dump(dict(os.environ), " \
+              f"open(\"{out}\" + os.environ[\"LOCAL_RANK\"], \"w\"))'"
+    ack = sched.worker_stub(worker.address).RunJob(run_job(
+        "envjob", command=command, gpus=(1, 0), rank=4, world=8, sched=sched))
+    assert ack.ok, ack.message
+    report = report_of(sched, "envjob")
+    assert (report.exit_code, report.failed) == (0, False)
+    for local in (0, 1):
+        env = json.loads(Path(f"{out}{local}").read_text())
+        assert env["CUDA_VISIBLE_DEVICES"] == "1,0"
+        assert (env["RANK"], env["LOCAL_RANK"], env["WORLD_SIZE"]) == (str(4 + local),
+                                                                       str(local), "8")
+        assert (env["MASTER_ADDR"], env["MASTER_PORT"]) == ("127.0.0.1", "29511")
+        assert env["GAVEL_SCHEDULER"] == sched.address and env["GAVEL_JOB_ID"] == "envjob"
+        assert env["GAVEL_SERVER_ID"] == str(worker.server_id)
+        assert env["GAVEL_TOTAL_STEPS"] == "10" and env["GAVEL_STEPS_DONE"] == "0"
+        assert Path(env["GAVEL_TOKEN_FILE"]).read_text().strip() == TOKEN
+        assert "GAVEL_EMULATE_STEPS_PER_S" not in env     # this worker does not emulate
+
+
+def test_kills_a_job_that_outlives_its_lease(cluster):
+    sched, worker = cluster
+    ack = sched.worker_stub(worker.address).RunJob(run_job(
+        "sleeper", command="sleep 600", max_seconds=0.5))
+    assert ack.ok
+    report = report_of(sched, "sleeper")
+    assert report.exit_code != 0 and not report.failed
+    assert "outlived its lease" in report.reason
+    assert worker.launcher.running_jobs() == []
+
+
+def test_reports_a_failing_jobs_reason(cluster):
+    sched, worker = cluster
+    sched.worker_stub(worker.address).RunJob(run_job(
+        "bad", command="echo starting >&2; echo 'ValueError: bad input x=3' >&2; exit 4"))
+    report = report_of(sched, "bad")
+    assert (report.exit_code, report.failed) == (4, True)
+    assert report.reason == "ValueError: bad input x=3"
+
+
+def test_kill_job(cluster):
+    sched, worker = cluster
+    stub = sched.worker_stub(worker.address)
+    stub.RunJob(run_job("victim", command="sleep 600"))
+    sched.wait_for(lambda: worker.launcher.running_jobs() == ["victim"])
+    assert stub.KillJob(pb.KillJobRequest(job_id="victim", reason="preempted")).ok
+    report = report_of(sched, "victim")
+    assert not report.failed and report.reason == "preempted"
+
+
+def test_run_job_without_the_token_is_refused_and_nothing_starts(cluster, tmp_path):
+    sched, worker = cluster
+    marker = tmp_path / "ran"
+    for token in (None, "wrong"):
+        with pytest.raises(grpc.RpcError) as err:
+            sched.worker_stub(worker.address, token=token).RunJob(
+                run_job("evil", command=f"touch {marker}"))
+        assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    time.sleep(0.5)
+    assert not marker.exists() and worker.launcher.running_jobs() == []
+    assert not any(r.job_id == "evil" for r in sched.log.rounds)
+
+
+def test_re_registers_when_the_scheduler_forgets_it(cluster):
+    sched, worker = cluster
+    sched.known = False
+    again = sched.wait_for(lambda: len(sched.log.registrations) >= 2 and
+                           sched.log.registrations[1])
+    assert again.previous_server_id == worker.server_id
+
+
+def test_extension_moves_the_deadline_without_relaunch(cluster):
+    sched, worker = cluster
+    stub = sched.worker_stub(worker.address)
+    stub.RunJob(run_job("long", command="sleep 600", max_seconds=1.0))
+    ack = stub.RunJob(run_job("long", command="sleep 600", max_seconds=600.0))
+    assert ack.ok and ack.message == "lease extended"
+    time.sleep(2.0)     # past the first lease + grace: still running, same process
+    assert worker.launcher.running_jobs() == ["long"]
+    assert not any(r.job_id == "long" for r in sched.log.rounds)
+
+
+def test_data_parallel_workload_through_the_worker(cluster, tmp_path):
+    """A 2-rank DDP (gloo) reference workload launched by the worker runs to its lease."""
+    sched, worker = cluster
+    sched.jobs["ddp"] = FakeJob(total_steps=6, lease=lambda job, rank: pb.Lease(
+        max_steps=6, max_seconds=120))
+    ckpt = tmp_path / "ckpt"
+    ack = sched.worker_stub(worker.address).RunJob(run_job(
+        "ddp", workload="recoder", job_type="Recommendation (batch size 2048)", gpus=(0, 1),
+        world=2, total=6, max_seconds=120, ckpt=str(ckpt), sched=sched))
+    assert ack.ok
+    report = sched.wait_for(lambda: next((r for r in sched.log.rounds if r.job_id == "ddp"),
+                                         None), timeout=120)
+    assert (report.exit_code, report.failed) == (0, False), report.reason
+    assert report.steps == 6 == read_progress(ckpt) == sched.jobs["ddp"].steps_done
+    assert {i.rank for i in sched.log.inits if i.job_id == "ddp"} == {0, 1}
+
+
+def test_emulated_k80_is_slower_than_v100_by_about_the_table_ratio(tmp_path):
+    """The same `steps` job, paced on an emulated k80 and an emulated v100."""
+    job_type = "ResNet-50 (batch size 64)"
+    table = default_table()
+    ratio = table.get("v100", job_type) / table.get("k80", job_type)
+    assert ratio > 5
+    speed = 60.0 / table.get("v100", job_type)      # v100: 60 steps/s, k80: 60/ratio
+    sched = FakeScheduler()
+    sched.start()
+    steps = 30
+    seconds = {}
+    try:
+        for wtype in ("k80", "v100"):
+            worker = Worker(WorkerConfig(
+                scheduler=sched.address, worker_type=wtype, gpus=1,
+                work_dir=tmp_path / wtype, emulation=Emulation(wtype, table, speed)))
+            worker.start()
+            try:
+                job = f"paced-{wtype}"
+                sched.jobs[job] = FakeJob(total_steps=steps)
+                sched.worker_stub(worker.address).RunJob(run_job(
+                    job, workload="steps", job_type=job_type, total=steps, sched=sched))
+                report = report_of(sched, job)
+                assert report.exit_code == 0 and report.steps == steps
+                seconds[wtype] = report.seconds
+            finally:
+                worker.stop()
+    finally:
+        sched.stop()
+    # k80: 30 steps at 60/ratio steps/s (>= 2.5 s); v100: 0.5 s, plus the same start-up cost.
+    assert seconds["k80"] > 2 * seconds["v100"]
+    assert seconds["k80"] > 0.5 * steps / (60.0 / ratio)
+
+
+def test_cli_bad_flags_exit_2_with_one_line(capsys):
+    from gavelsched.cli import main
+
+    for argv in (["--scheduler", "nohostport", "--type", "k80", "--gpus", "1"],
+                 ["--scheduler", "a:1", "--type", "k80", "--gpus", "0"],
+                 ["--scheduler", "a:1", "--type", "k80", "--gpus", "x"],
+                 ["--scheduler", "a:1", "--type", "h100", "--gpus", "1"],
+                 ["--scheduler", "a:1", "--type", "k80", "--gpus", "1",
+                  "--emulation-speed", "-1"],
+                 ["--scheduler", "a:1", "--type", "k80", "--gpus", "1",
+                  "--token-file", "/nonexistent/token"],
+                 ["--type", "k80", "--gpus", "1"]):
+        try:
+            code = main(["worker", *argv])
+        except SystemExit as exit_:
+            code = exit_.code
+        err = capsys.readouterr().err
+        assert code == 2, err
+        assert len(err.strip().splitlines()) == 1, err
+        assert err.startswith("gavelsched worker: error:") and "Traceback" not in err
+
+
+def test_cli_refused_token_is_one_line(tmp_path):
+    sched = FakeScheduler(token=TOKEN)
+    sched.start()
+    try:
+        bad = tmp_path / "token"
+        bad.write_text("not-the-token")
+        proc = subprocess.run([sys.executable, "-m", "gavelsched", "worker", "--scheduler",
+                               sched.address, "--type", "k80", "--gpus", "1", "--listen",
+                               "127.0.0.1:0", "--token-file", str(bad), "--work-dir",
+                               str(tmp_path / "w")], capture_output=True, text=True,
+                              timeout=60, check=False)
+    finally:
+        sched.stop()
+    assert proc.returncode == 2
+    expected = (f"gavelsched worker: error: scheduler {sched.address} refused this worker: "
+                "missing or wrong auth token")
+    assert proc.stderr.strip().splitlines() == [expected]
