@@ -17,6 +17,7 @@ import multiprocessing
 import queue
 import tempfile
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -83,9 +84,9 @@ def run_check(job: ReferenceJob, mappings: list[NodeMapping], steps: int,
         if not tasks:
             return []
         world = max(t.mapping.processes for t in tasks)
-        outputs = _run_pool(job, tasks, world)
         wanted = sorted({t.end_step for t in tasks})
-        reference = _reference_states(job, wanted)
+        outputs = _run_pool(job, tasks, world, lambda: _reference_states(job, wanted))
+        reference = outputs.pop("reference")
     return [CheckResult(t.label, t.mapping.processes, tuple(len(n) for n in t.mapping.ranks),
                         t.end_step,
                         float((outputs[i] - reference[t.end_step]).abs().max()))
@@ -102,7 +103,10 @@ def _reference_states(job: ReferenceJob, steps: list[int]) -> dict[int, torch.Te
     return states
 
 
-def _run_pool(job: ReferenceJob, tasks: list[Task], world: int) -> dict[int, torch.Tensor]:
+def _run_pool(job: ReferenceJob, tasks: list[Task], world: int,
+              meanwhile: Callable[[], object]) -> dict:
+    """Task index -> final state vector, plus ``"reference"``: what ``meanwhile()``, run
+    here while the pool trains, returned."""
     import torch.distributed as dist
 
     ctx = multiprocessing.get_context("forkserver")
@@ -115,9 +119,10 @@ def _run_pool(job: ReferenceJob, tasks: list[Task], world: int) -> dict[int, tor
                          daemon=True) for rank in range(world)]
     for proc in procs:
         proc.start()
-    outputs: dict[int, torch.Tensor] = {}
+    outputs: dict = {}
     try:
-        while len(outputs) < len(tasks):
+        outputs["reference"] = meanwhile()
+        while len(outputs) < len(tasks) + 1:
             try:
                 kind, index, payload = results.get(timeout=1.0)
             except queue.Empty:
