@@ -21,6 +21,16 @@ also run with the thesis' window on a 7000-job trace. The full mode takes ~20 mi
     python benchmarks/headline.py --quick --out /tmp/headline
     python benchmarks/headline.py --out results/headline
 
+Flags select and change the continuous experiments, so that every figure in BENCHMARKS.md
+comes from a command: ``--only`` names experiments, ``--throughputs`` replays them on
+another throughput table (native YAML/JSON or Gavel's JSON format; the job types of the
+traces then come from that table, and the fluid bounds are computed on it), ``--rates``,
+``--window FIRST:LAST``, ``--jobs`` and ``--seeds`` replace the swept rates, the averaged
+window, the trace length and the seeds. E.g. the thesis window at two rates:
+
+    python benchmarks/headline.py --only continuous_single_thesis_window --rates 5 5.6 \
+        --jobs 7000 --window 4000:5000 --seeds 0 --out results/window
+
 Writes OUT/headline.md, one CSV per group of runs, the plots, and OUT/results.json (every
 row, which ``--report-only`` turns into the report again without simulating).
 """
@@ -190,7 +200,7 @@ class Continuous:
             return [r["avg_jct_s"] for r in pick(rows, policy=policy, rate=rate)]
 
         mean = {(p, r): float(np.mean(jcts(p, r))) for p in (LAS, GAVEL) for r in self.rates}
-        agnostic, aware = fluid_capacity(default_catalog().table, CLUSTER,
+        agnostic, aware = fluid_capacity(self.spec.table or default_catalog().table, CLUSTER,
                                          self.spec.multi_gpu)
         # Our high-load point: the highest swept rate within Gavel's capacity (the thesis'
         # 5.6 jobs/h lies past LAS' saturation but not Gavel's).
@@ -248,34 +258,38 @@ def _first(drained: dict, policy: str) -> str:
 
 @dataclass(frozen=True)
 class ThesisWindow:
-    """One load point measured as the thesis does: jobs 4000-4999 of a longer trace."""
+    """Load points measured as the thesis does: jobs 4000-4999 of a longer trace."""
 
     name: str
     title: str
     spec: SweepSpec
-    rate: float
+    rates: tuple[float, ...]
     seeds: tuple[int, ...]
     thesis: str
 
     def groups(self) -> list[Group]:
-        return [Group(self.name, self.spec, (LAS, GAVEL), (self.rate,), self.seeds)]
+        return [Group(self.name, self.spec, (LAS, GAVEL), self.rates, self.seeds)]
 
     def report(self, results: dict[str, list[dict]], out: Path) -> tuple[str, list[list[str]]]:
         rows = results[self.name]
-        las, gavel = ([r["avg_jct_s"] for r in pick(rows, policy=p)] for p in (LAS, GAVEL))
-        ratio = np.mean(las) / np.mean(gavel)
-        drained = [n for p, n in ((LAS, "LAS"), (GAVEL, "Gavel"))
-                   if any(r["unarrived"] == 0 for r in pick(rows, policy=p))]
+        body, ratios = [], []
+        for rate in self.rates:
+            las, gavel = ([r["avg_jct_s"] for r in pick(rows, policy=p, rate=rate)]
+                          for p in (LAS, GAVEL))
+            ratio = np.mean(las) / np.mean(gavel)
+            ratios.append(f"{ratio:.2f}x at {rate:g} jobs/h")
+            drained = [n for p, n in ((LAS, "LAS"), (GAVEL, "Gavel"))
+                       if any(r["unarrived"] == 0 for r in pick(rows, policy=p, rate=rate))]
+            body.append([f"{rate:g}", fmt(las, 3600), fmt(gavel, 3600), f"{ratio:.2f}x",
+                         " / ".join(drained) or "-", self.thesis])
         first, last = self.spec.window
         md = [f"## {self.title}",
               (f"{self.spec.jobs}-job traces, jobs {first}-{last - 1}, seeds "
               f"{', '.join(map(str, self.seeds))}."), "",
               table(["rate (jobs/h)", "LAS JCT (h)", "Gavel JCT (h)", "LAS / Gavel",
-                     "drained", "thesis"],
-                    [[f"{self.rate:g}", fmt(las, 3600), fmt(gavel, 3600), f"{ratio:.2f}x",
-                      " / ".join(drained) or "-", self.thesis]]), ""]
+                     "drained", "thesis"], body), ""]
         return "\n".join(md), [[self.title + ": LAS / Gavel JCT", self.thesis,
-                                 f"{ratio:.2f}x at {self.rate:g} jobs/h"]]
+                                 "; ".join(ratios)]]
 
 
 @dataclass(frozen=True)
@@ -368,8 +382,69 @@ class Cost:
         return "\n".join(md), summary
 
 
-# ---- the two modes ------------------------------------------------------------------------
-def experiments(quick: bool) -> list:
+# ---- the two modes, and the flags that change them -----------------------------------------
+@dataclass(frozen=True)
+class Options:
+    """What the command-line flags change (None: the mode's own value)."""
+
+    only: tuple[str, ...] = ()
+    throughputs: str | None = None
+    rates: tuple[float, ...] | None = None
+    window: tuple[int, int] | None = None
+    jobs: int | None = None
+    seeds: tuple[int, ...] | None = None
+
+    def to_dict(self) -> dict:
+        return {"only": list(self.only), "throughputs": self.throughputs,
+                "rates": None if self.rates is None else list(self.rates),
+                "window": None if self.window is None else list(self.window),
+                "jobs": self.jobs, "seeds": None if self.seeds is None else list(self.seeds)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Options:
+        def tup(key, kind):
+            return None if data.get(key) is None else tuple(kind(v) for v in data[key])
+        return cls(only=tuple(data.get("only", ())), throughputs=data.get("throughputs"),
+                   rates=tup("rates", float), window=tup("window", int),
+                   jobs=data.get("jobs"), seeds=tup("seeds", int))
+
+
+NAMES = ("continuous_single", "continuous_multi", "continuous_single_thesis_window",
+         "makespan", "cost")
+
+
+def experiments(quick: bool, options: Options = Options()) -> list:
+    """The mode's experiments, changed by ``options`` (``--throughputs`` applies to the
+    continuous and makespan experiments; the cost experiment's ResNet-50 / A3C workload
+    comes from the catalog)."""
+    exps = _mode(quick)
+    table = None
+    if options.throughputs is not None:
+        from traces import load_table
+        table = load_table(Path(options.throughputs))
+    out = []
+    for e in exps:
+        if options.only and e.name not in options.only:
+            continue
+        if isinstance(e, Cost):
+            out.append(e)
+            continue
+        spec = replace(e.spec, table=table or e.spec.table)
+        seeds = options.seeds or e.seeds
+        if isinstance(e, Makespan):
+            out.append(replace(e, spec=spec, seeds=seeds))
+            continue
+        jobs = options.jobs or spec.jobs
+        window = options.window or spec.window
+        if window[1] > jobs:
+            raise ValueError(f"--window {window[0]}:{window[1]} ends past the trace's "
+                             f"{jobs} jobs ({e.name})")
+        spec = replace(spec, jobs=jobs, window=window)
+        out.append(replace(e, spec=spec, rates=options.rates or e.rates, seeds=seeds))
+    return out
+
+
+def _mode(quick: bool) -> list:
     if quick:
         single = SweepSpec(jobs=500, cluster=CLUSTER, window=(150, 300))
         multi = SweepSpec(jobs=300, cluster=CLUSTER, multi_gpu=True, window=(100, 200))
@@ -379,7 +454,7 @@ def experiments(quick: bool) -> list:
             Continuous("continuous_multi", "Continuous-multiple", multi, (1.0, 2.6), (0,),
                        "5.10", 2.6, 2.2),
             ThesisWindow("continuous_single_thesis_window", "Continuous-single, later window",
-                         SweepSpec(jobs=500, cluster=CLUSTER, window=(300, 400)), 5.0, (0,),
+                         SweepSpec(jobs=500, cluster=CLUSTER, window=(300, 400)), (5.0,), (0,),
                          "3.5x at 5.6 jobs/h"),
             Makespan(SweepSpec(jobs=100, cluster=CLUSTER, multi_gpu=True, window=(0, 100)),
                      (0,)),
@@ -396,7 +471,7 @@ def experiments(quick: bool) -> list:
                    (0.8, 1.4, 2.0, 2.3, 2.6, 3.0), (0, 1), "5.10", 2.6, 2.2),
         ThesisWindow("continuous_single_thesis_window",
                      "Continuous-single, thesis window (jobs 4000-4999)",
-                     SweepSpec(jobs=7000, cluster=CLUSTER, window=(4000, 5000)), 5.0, (0,),
+                     SweepSpec(jobs=7000, cluster=CLUSTER, window=(4000, 5000)), (5.0,), (0,),
                      "3.5x at 5.6 jobs/h"),
         Makespan(SweepSpec(jobs=500, cluster=CLUSTER, multi_gpu=True, window=(0, 500)),
                  (0, 1, 2)),
@@ -433,10 +508,11 @@ def simulate_all(exps: list, processes: int) -> dict:
 def report(quick: bool, data: dict, out: Path) -> str:
     """headline.md (returned too), CSVs and plots from ``simulate_all``'s output."""
     results = data["results"]
+    options = Options.from_dict(data.get("options", {}))
     for label, mine in results.items():
         write_csv(mine, out / f"{label}.csv")
     sections, summary = [], []
-    for e in experiments(quick):
+    for e in experiments(quick, options):
         md, lines = e.report(results, out)
         sections.append(md)
         summary.extend(lines)
@@ -446,12 +522,33 @@ def report(quick: bool, data: dict, out: Path) -> str:
             (f"{platform.machine()}, {os.cpu_count()} cores, Python "
             f"{platform.python_version()}; {len(rows)} simulations in "
             f"{data['wall_s'] / 60:.1f} min wall ({cpu / 60:.1f} min of simulation over "
-            f"{data['processes']} processes); cluster 36:36:36, rounds of 360 s, default "
-            "catalog."), "",
+            f"{data['processes']} processes); cluster 36:36:36, rounds of 360 s, "
+            f"throughputs: {options.throughputs or 'default catalog'}."), "",
+            f"Command: `{data.get('command', 'python benchmarks/headline.py')}`", "",
             table(["experiment", "thesis", "ours"], summary), ""]
     text = "\n".join(head + sections)
     (out / "headline.md").write_text(text + "\n")
     return text
+
+
+def _window(spec: str) -> tuple[int, int]:
+    first, sep, last = spec.partition(":")
+    try:
+        window = (int(first), int(last))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected FIRST:LAST job ids, got {spec!r}") from None
+    if not sep or not 0 <= window[0] < window[1]:
+        raise argparse.ArgumentTypeError(f"expected 0 <= FIRST < LAST, got {spec!r}")
+    return window
+
+
+def _positive(kind):
+    def parse(text: str):
+        value = kind(text)
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        return value
+    return parse
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -464,6 +561,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="parallel simulations (default: all cores)")
     parser.add_argument("--report-only", action="store_true",
                         help="rewrite the report from OUT/results.json, simulating nothing")
+    parser.add_argument("--only", nargs="+", choices=NAMES, default=(), metavar="NAME",
+                        help=f"run only these experiments: {', '.join(NAMES)}")
+    parser.add_argument("--throughputs", type=Path, default=None, metavar="PATH",
+                        help="throughput table for the continuous and makespan experiments "
+                             "(native YAML/JSON or Gavel's JSON); default: the catalog")
+    parser.add_argument("--rates", nargs="+", type=_positive(float), default=None,
+                        metavar="JOBS_PER_HOUR", help="input rates of the continuous experiments")
+    parser.add_argument("--window", type=_window, default=None, metavar="FIRST:LAST",
+                        help="job ids [FIRST, LAST) averaged by the continuous experiments")
+    parser.add_argument("--jobs", type=_positive(int), default=None, metavar="N",
+                        help="trace length of the continuous experiments")
+    parser.add_argument("--seeds", nargs="+", type=int, default=None, metavar="SEED",
+                        help="seeds of every experiment but cost")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -471,7 +581,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.report_only:
         data = json.loads(saved.read_text())
     else:
-        data = simulate_all(experiments(args.quick), args.processes)
+        options = Options(only=tuple(args.only),
+                          throughputs=None if args.throughputs is None else str(args.throughputs),
+                          rates=None if args.rates is None else tuple(args.rates),
+                          window=args.window, jobs=args.jobs,
+                          seeds=None if args.seeds is None else tuple(args.seeds))
+        try:
+            exps = experiments(args.quick, options)
+        except (ValueError, OSError) as err:
+            parser.error(str(err))
+        data = simulate_all(exps, args.processes)
+        data["options"] = options.to_dict()
+        data["command"] = " ".join(["python benchmarks/headline.py",
+                                    *(sys.argv[1:] if argv is None else argv)])
         saved.write_text(json.dumps(data))
     print(report(args.quick, data, args.out))
     print(f"\nwrote {args.out / 'headline.md'}", file=sys.stderr)

@@ -77,3 +77,25 @@ def test_throughput_estimation_benchmark_runs_its_three_lines(tmp_path, capsys):
     lines = (tmp_path / "estimation.csv").read_text().splitlines()
     assert {line.split(",")[0] for line in lines[1:]} == {
         module.NO_SHARING, module.SHARING, module.ESTIMATED}
+
+
+def test_flags_select_and_change_the_experiments(headline, tmp_path):
+    """--only / --throughputs / --rates / --window / --jobs / --seeds (no simulation)."""
+    import json
+
+    from traces import table_to_gavel_dict
+
+    path = tmp_path / "gavel_table.json"  # Gavel's JSON format
+    path.write_text(json.dumps(table_to_gavel_dict(default_table())))
+    options = headline.Options(only=("continuous_single_thesis_window", "makespan"),
+                               throughputs=str(path), rates=(5.0, 5.6), window=(40, 60),
+                               jobs=80, seeds=(3,))
+    window, makespan = headline.experiments(False, options)
+    assert window.name == "continuous_single_thesis_window" and makespan.name == "makespan"
+    assert window.rates == (5.0, 5.6) and window.seeds == (3,) and makespan.seeds == (3,)
+    assert (window.spec.jobs, window.spec.window) == (80, (40, 60))
+    assert window.spec.table.job_keys == default_table().job_keys
+    assert makespan.spec.table is not None and makespan.spec.jobs == 500
+    assert headline.Options.from_dict(options.to_dict()) == options
+    with pytest.raises(ValueError, match="ends past"):
+        headline.experiments(False, headline.Options(only=("continuous_single",), jobs=50))
