@@ -16,6 +16,8 @@ DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
 
 def _documents():
     for path in sorted(DEPLOY.glob("*.yaml")):
+        if path.name == "kustomization.yaml":
+            continue
         for doc in yaml.safe_load_all(path.read_text()):
             if doc:
                 yield path.name, doc
