@@ -110,7 +110,7 @@ def parse_config(data: Any, *, base: Path = Path("."), name: str = "config") -> 
     def number(key: str, low: float, *, integer: bool = False) -> Any:
         value = data[key]
         ok = isinstance(value, int) if integer else isinstance(value, (int, float))
-        if isinstance(value, bool) or not ok or not value >= low or value != value:
+        if isinstance(value, bool) or not ok or not value >= low:
             kind = "an integer" if integer else "a number"
             raise ConfigError(f"{name}: {key} must be {kind} >= {low}, got {value!r}")
         return int(value) if integer else float(value)

@@ -26,7 +26,8 @@ def check_submission(request: pb.JobRequest, table: ThroughputSource,
 
     ``worker_types`` are the types the throughput table knows; ``gpus_by_type`` the GPUs
     of each registered type (empty before any worker registered: the size check waits)."""
-    job_type, sf = request.job_type, int(request.scale_factor)
+    job_type = request.job_type
+    sf = int(request.scale_factor) if request.scale_factor != 0 else 1   # proto3: 0 = unset
     if not job_type:
         raise SubmissionError("job_type", "missing")
     if sf < 1:

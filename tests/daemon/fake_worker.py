@@ -1,0 +1,119 @@
+"""A small in-test worker that speaks the real protocol over real sockets (docs/runtime.md):
+it serves ``SchedulerToWorker`` through ``gavelsched.rpc.security.serve``, registers and
+heartbeats, and runs each job as a thread that does what GavelIterator does over the
+iterator RPCs: InitJob, steps at ``expected_steps_per_s``, RenewLease at 75% of its lease,
+a checkpoint (a progress file) + ``ReportSteps(checkpointed)`` at each lease end, and a
+``ReportRound`` when it stops. ``silence()`` makes it hang: no heartbeats, no progress."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import grpc
+
+from gavelsched.rpc import pb, pb_grpc
+from gavelsched.rpc.security import channel, serve
+
+
+class FakeWorker(pb_grpc.SchedulerToWorkerServicer):
+    def __init__(self, scheduler: str, worker_type: str, *, token: str | None = None,
+                 speed: float = 1.0) -> None:
+        self.scheduler, self.worker_type, self.speed = scheduler, worker_type, speed
+        self.token = token
+        self.server, port = serve("127.0.0.1:0", [
+            lambda s: pb_grpc.add_SchedulerToWorkerServicer_to_server(self, s)], token=token)
+        self.address = f"127.0.0.1:{port}"
+        self.chan = channel(scheduler, token=token)
+        self.workers = pb_grpc.WorkerToSchedulerStub(self.chan)
+        self.iterator = pb_grpc.IteratorToSchedulerStub(self.chan)
+        reply = self.workers.RegisterWorker(pb.RegisterWorkerRequest(
+            worker_type=worker_type, gpus=1, address=self.address, hostname="fake",
+            previous_server_id=-1), timeout=10)
+        self.server_id = reply.server_id
+        self.heartbeat_s = reply.heartbeat_seconds
+        self.run_jobs: list[pb.RunJobRequest] = []
+        self.silent = threading.Event()
+        self.stopped = threading.Event()
+        self._jobs: dict[str, threading.Thread] = {}
+        self._extend: dict[str, pb.Lease] = {}
+        self._lock = threading.Lock()
+        threading.Thread(target=self._beat, daemon=True).start()
+
+    def silence(self) -> None:
+        self.silent.set()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.silent.set()
+        self.server.stop(0)
+        self.chan.close()
+
+    def _beat(self) -> None:
+        while not self.silent.wait(self.heartbeat_s):
+            try:
+                self.workers.Heartbeat(pb.HeartbeatRequest(server_id=self.server_id),
+                                       timeout=5)
+            except grpc.RpcError:
+                pass
+
+    # ---- SchedulerToWorker ----------------------------------------------------------------
+    def RunJob(self, request, context):
+        with self._lock:
+            self.run_jobs.append(request)
+            thread = self._jobs.get(request.job_id)
+            if thread is not None and thread.is_alive():
+                self._extend[request.job_id] = request.lease   # lease extended
+                return pb.Ack(ok=True, message="extended")
+            thread = threading.Thread(target=self._run, args=(request,), daemon=True)
+            self._jobs[request.job_id] = thread
+        thread.start()
+        return pb.Ack(ok=True)
+
+    def KillJob(self, request, context):
+        return pb.Ack(ok=True)
+
+    def Shutdown(self, request, context):
+        return pb.Ack(ok=True)
+
+    # ---- a job ----------------------------------------------------------------------------
+    def _run(self, run: pb.RunJobRequest) -> None:
+        job, ckpt = run.job_id, Path(run.checkpoint_dir)
+        init = self.iterator.InitJob(pb.InitJobRequest(job_id=job, round=run.round,
+                                                       server_id=self.server_id), timeout=10)
+        progress = ckpt / "gavel_progress.json"
+        steps = json.loads(progress.read_text())["steps"] if progress.exists() else 0
+        lease, started = init.lease, time.monotonic()
+        rate = max(run.expected_steps_per_s, 1.0) * self.speed
+        asked = False
+        while not self.silent.is_set():
+            elapsed = time.monotonic() - started
+            end = steps >= min(lease.max_steps, init.total_steps) or elapsed >= lease.max_seconds
+            if not asked and (end or elapsed >= 0.75 * lease.max_seconds):
+                asked = True
+                got = self.iterator.RenewLease(pb.RenewLeaseRequest(
+                    job_id=job, round=lease.round, steps=steps, seconds=elapsed), timeout=10)
+                if got.lease.extended:
+                    self._extend[job] = got.lease
+            if end:
+                ckpt.mkdir(parents=True, exist_ok=True)
+                progress.write_text(json.dumps({"steps": steps}))
+                self.iterator.ReportSteps(pb.ReportStepsRequest(
+                    job_id=job, round=lease.round, steps=steps, seconds=elapsed,
+                    checkpointed=True), timeout=10)
+                new = self._extend.pop(job, None)
+                if new is None or steps >= init.total_steps:
+                    break
+                lease, asked = new, False
+                continue
+            time.sleep(1.0 / rate)
+            steps += 1
+        if self.silent.is_set():
+            return
+        with self._lock:
+            self._jobs.pop(job, None)
+        self.workers.ReportRound(pb.RoundReportRequest(
+            server_id=self.server_id, job_id=job, round=lease.round, steps=steps,
+            seconds=time.monotonic() - started), timeout=10)
