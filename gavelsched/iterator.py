@@ -206,13 +206,20 @@ class _SchedulerClient:
                                     f"{code.name}: {err.details()}") from None
                 time.sleep(0.5)
 
-    def renew(self, round_: int, steps: int, seconds: float) -> Any | None:
+    def renew(self, round_: int, steps: int, seconds: float) -> Any:
+        """Ask for the next round's lease without blocking: a future whose ``result()`` is
+        the RenewLeaseResponse (the scheduler may hold the answer until it has planned)."""
+        return self._stub.RenewLease.future(self._pb.RenewLeaseRequest(
+            job_id=self._ctx.job_id, round=round_, rank=self._ctx.rank, steps=steps,
+            seconds=seconds), timeout=RPC_TIMEOUT_S)
+
+    @staticmethod
+    def renewed(future: Any) -> Any | None:
+        """The lease a renewal future brought (waits for it); None when the call failed."""
         import grpc
 
         try:
-            return self._stub.RenewLease(self._pb.RenewLeaseRequest(
-                job_id=self._ctx.job_id, round=round_, rank=self._ctx.rank, steps=steps,
-                seconds=seconds), timeout=RPC_TIMEOUT_S).lease
+            return future.result().lease
         except grpc.RpcError as err:
             log.warning("RenewLease failed (%s); treating the lease as not renewed",
                         err.code().name)
@@ -312,7 +319,9 @@ class GavelIterator:
         self._lease = LeaseTerms.from_pb(reply.lease, self.total_steps)
         self._lease_start = (self._clock(), self.steps)
         self._pending: LeaseTerms | None = None
+        self._renewal: Any = None       # rank 0's RenewLease in flight
         self._asked = False
+        self._save_s = 0.0
         self._next_sync = self.steps
         self._sync_k = 1
         self._last_sync = (self._clock(), self.steps)
@@ -392,14 +401,21 @@ class GavelIterator:
         now = self._clock()
         lease = self._lease
         ctx = self._ctx
-        time_up = now >= lease.max_seconds
-        if ctx.rank == 0 and not self._asked and self.steps < self.total_steps and (
-                time_up or self.steps >= lease.max_steps
-                or self._lease_fraction(now) >= self._renew_at):
-            self._asked = True
-            reply = self._client.renew(lease.round, self.steps, now)
-            if reply is not None and reply.extended:
-                self._pending = LeaseTerms.from_pb(reply, self.total_steps)
+        # Stop early enough that the final save ends by the lease's end (the last save's
+        # duration is the estimate), unless the lease is known to be extended.
+        margin = 0.0 if self._pending is not None else self._save_s
+        time_up = now + margin >= lease.max_seconds
+        at_end = time_up or self.steps >= lease.max_steps or self.steps >= self.total_steps
+        if ctx.rank == 0 and self.steps < self.total_steps:
+            if self._renewal is None and not self._asked and (
+                    at_end or self._lease_fraction(now) >= self._renew_at):
+                self._asked = True
+                self._renewal = self._client.renew(lease.round, self.steps, now)
+            if self._renewal is not None and (at_end or self._renewal.done()):
+                reply = self._client.renewed(self._renewal)   # waits only at the end
+                self._renewal = None
+                if reply is not None and reply.extended:
+                    self._pending = LeaseTerms.from_pb(reply, self.total_steps)
         # Steps to the next agreement: about SYNC_INTERVAL_S of work, the same on every rank.
         t_last, s_last = self._last_sync
         rate = (self.steps - s_last) / (now - t_last) if now > t_last else 0.0
@@ -435,17 +451,21 @@ class GavelIterator:
     def _checkpoint(self, round_: int, now: float) -> None:
         """Save through the user's function, then the step count, then report it durable."""
         rank0 = self._ctx.rank == 0
+        started = time.monotonic()
         if (rank0 or self._save_all) and self._save is not None:
             self._save(self.checkpoint_dir)
         if rank0:
             write_progress(self.checkpoint_dir, self.steps, job_id=self._ctx.job_id,
                            round=round_)
             self._client.report(round_, self.steps, now)
+        self._save_s = time.monotonic() - started
         self.checkpoints += 1
 
     def close(self) -> None:
         """Close the connection to the scheduler (the process is about to exit)."""
         if self._ctx is not None:
+            if self._renewal is not None:
+                self._renewal.cancel()
             self._client.close()
 
 

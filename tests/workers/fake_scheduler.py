@@ -32,6 +32,7 @@ class Log:
     inits: list = field(default_factory=list)
     renewals: list = field(default_factory=list)
     steps: list = field(default_factory=list)
+    step_times: list = field(default_factory=list)   # monotonic receipt time of each report
 
 
 class FakeScheduler(pb_grpc.WorkerToSchedulerServicer, pb_grpc.IteratorToSchedulerServicer):
@@ -113,6 +114,7 @@ class FakeScheduler(pb_grpc.WorkerToSchedulerServicer, pb_grpc.IteratorToSchedul
     def ReportSteps(self, request, context):
         with self._lock:
             self.log.steps.append(request)
+            self.log.step_times.append(time.monotonic())
             if request.checkpointed:
                 job = self.jobs[request.job_id]
                 job.steps_done = max(job.steps_done, request.steps)

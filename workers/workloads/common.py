@@ -130,11 +130,18 @@ def _unwrap(model: nn.Module) -> nn.Module:
 
 # ---- the training loop ---------------------------------------------------------------------
 
-def train(workload: Workload, *, steps: int | None = None, batch_size: int | None = None,
-          seed: int = 0, checkpoint_dir: str | None = None,
-          iterator_options: dict[str, Any] | None = None) -> TrainResult:
-    """Train ``workload`` under GavelIterator until its lease ends (under a scheduler) or for
-    ``steps`` steps (standalone). Returns the absolute steps and this run's losses."""
+@dataclass(frozen=True)
+class Setup:
+    """A rank's model (DDP-wrapped in a process group), optimizer and synthetic epoch."""
+
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    batches: list[tuple[torch.Tensor, ...]]
+    distributed: bool
+
+
+def setup(workload: Workload, batch_size: int | None = None, seed: int = 0) -> Setup:
+    """Join the process group, build the model on this rank's device, make the batches."""
     distributed = init_distributed()
     device = device_for_rank()
     torch.manual_seed(seed)
@@ -148,9 +155,31 @@ def train(workload: Workload, *, steps: int | None = None, batch_size: int | Non
     size = batch_size or workload.default_batch
     batches = [tuple(t.to(device) for t in workload.batch(gen, size))
                for _ in range(SYNTHETIC_BATCHES)]
+    return Setup(model, optimizer, batches, distributed)
+
+
+def train_step(workload: Workload, state: Setup, batch: tuple[torch.Tensor, ...]) -> float:
+    """One optimizer step; returns the loss (raises on a non-finite one)."""
+    state.optimizer.zero_grad(set_to_none=True)
+    loss = workload.loss(state.model, batch)
+    loss.backward()
+    state.optimizer.step()
+    value = float(loss.detach())
+    if not math.isfinite(value):
+        raise FloatingPointError(f"{workload.name}: loss is {value}")
+    return value
+
+
+def train(workload: Workload, *, steps: int | None = None, batch_size: int | None = None,
+          seed: int = 0, checkpoint_dir: str | None = None,
+          iterator_options: dict[str, Any] | None = None) -> TrainResult:
+    """Train ``workload`` under GavelIterator until its lease ends (under a scheduler) or for
+    ``steps`` steps (standalone). Returns the absolute steps and this run's losses."""
+    state = setup(workload, batch_size, seed)
+    model, optimizer = state.model, state.optimizer
     ckpt_dir = checkpoint_dir or os.environ.get("GAVEL_CHECKPOINT_DIR") or None
     iterator = GavelIterator(
-        batches, ckpt_dir,
+        state.batches, ckpt_dir,
         lambda d: load_checkpoint(Path(d) / CHECKPOINT_FILE, model, optimizer),
         lambda d: save_checkpoint(Path(d) / CHECKPOINT_FILE, model, optimizer,
                                   iterator.steps),
@@ -161,19 +190,11 @@ def train(workload: Workload, *, steps: int | None = None, batch_size: int | Non
     losses: list[float] = []
     while not iterator.done and not (standalone and len(losses) >= steps):
         for batch in iterator:
-            optimizer.zero_grad(set_to_none=True)
-            loss = workload.loss(model, batch)
-            loss.backward()
-            optimizer.step()
-            value = float(loss.detach())
-            if not math.isfinite(value):
-                raise FloatingPointError(f"{workload.name}: loss is {value} at step "
-                                         f"{len(losses)}")
-            losses.append(value)
+            losses.append(train_step(workload, state, batch))
             if standalone and len(losses) >= steps:
                 break
     iterator.close()
-    if distributed:
+    if state.distributed:
         dist.destroy_process_group()
     absolute = iterator.steps if not standalone else len(losses)
     return TrainResult(absolute, tuple(losses), iterator.finished, iterator.done)
