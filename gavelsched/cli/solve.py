@@ -19,7 +19,8 @@ def register(subparsers) -> None:
                     "Allocation JSON: for every job (or 'a+b' pair) the fraction of time on "
                     "each worker type.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("problem", type=Path, help="Problem JSON file ('-' reads stdin)")
+    parser.add_argument("problem", type=Path, nargs="?",
+                        help="Problem JSON file ('-' reads stdin)")
     parser.add_argument("--policy", required=True, metavar="NAME",
                         help=f"one of: {', '.join(policy_names())}")
     parser.add_argument("--partitions", type=int, default=1, metavar="K",
@@ -31,6 +32,9 @@ def register(subparsers) -> None:
                              "seed=1, max_partners=8; repeat for several")
     parser.add_argument("--json", type=Path, default=None, metavar="OUT",
                         help="write the Allocation JSON here instead of stdout")
+    parser.add_argument("--traits", action="store_true",
+                        help="print the policy's declared traits (pairs, agnostic, backfill, "
+                             "state, fields read, options) as JSON instead of solving")
     parser.set_defaults(func=run)
 
 
@@ -65,8 +69,12 @@ def run(args: argparse.Namespace) -> int:
     if args.solver:
         options["solver"] = args.solver
     policy = get_policy(args.policy, **options)
-    allocation = policy.solve(read_problem(args.problem))
-    out = json.dumps(allocation.to_dict(), indent=2)
+    if args.traits:
+        out = json.dumps(policy.traits.to_dict(), indent=2)
+    elif args.problem is None:
+        raise InputError("solve: give a PROBLEM.json file (or --traits)")
+    else:
+        out = json.dumps(policy.solve(read_problem(args.problem)).to_dict(), indent=2)
     if args.json:
         args.json.write_text(out + "\n")
     else:

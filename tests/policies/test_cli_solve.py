@@ -62,3 +62,22 @@ def test_solve_bad_input_exits_2_with_one_line(tmp_path, capsys, content, policy
 def test_solve_missing_file_exits_2(tmp_path, capsys):
     code, _, err = run(capsys, "solve", str(tmp_path / "nope.json"), "--policy", "fifo")
     assert code == 2 and "nope.json" in err and err.count("\n") == 1
+
+
+def test_solve_prints_declared_traits(capsys):
+    code, out, _ = run(capsys, "solve", "--policy", "max_min_fairness_packed", "--traits")
+    traits = json.loads(out)
+    assert code == 0 and traits["needs_pairs"] and traits["backfill"]
+    assert "pairs" in traits["reads"] and "max_partners" in traits["options"]
+
+
+@pytest.mark.parametrize("argv,expected", [
+    (("--policy", "fifo"), "give a PROBLEM.json file"),
+    (("--policy", "fifo", "--solver", "HIGHS", "--traits"),
+     "policy 'fifo': unknown option 'solver'; accepted: partitions, processes, seed, type_choice"),
+    (("--policy", "max_sum_throughput_perf", "--option", "normalize=sum", "--traits"),
+     "normalize must be one of none, fastest, got 'sum'"),
+])
+def test_solve_bad_traits_requests_are_one_line(capsys, argv, expected):
+    code, _, err = run(capsys, "solve", *argv)
+    assert code == 2 and expected in err and len(err.strip().splitlines()) == 1
