@@ -102,7 +102,7 @@ def main() -> None:
           f"{'ok':>3s} {'HiGHS s':>8s} {'HiGHS/ours':>10s}")
     for label, n, target, compare in (QUICK if args.quick else TARGETS):
         name = label.split()[0]
-        shape = {"packed": name.endswith("_packed"), "mixed": "mixed" in label}
+        shape = {"packed": get_policy(name).traits.needs_pairs, "mixed": "mixed" in label}
         catalog_s, _ = timed(get_policy(name), make_problem(n, **shape), args.repeat)
         distinct = make_problem(n, distinct=True, **shape)
         distinct_s, objective = timed(get_policy(name), distinct, args.repeat)
