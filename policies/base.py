@@ -20,7 +20,8 @@ import cvxpy as cp
 import numpy as np
 
 from .columns import Columns, build_columns
-from .errors import Infeasible, SolverFailed
+from .errors import Infeasible, ProblemError, SolverFailed
+from .lp import DIRECT_SOLVERS
 from .problem import Allocation, Problem
 from .traits import Traits
 
@@ -32,6 +33,11 @@ log = logging.getLogger(__name__)
 DEFAULT_LP_SOLVER = "CLARABEL"
 MILP_SOLVER = "HIGHS"
 SOLVER_OPTION = "cvxpy solver name (default CLARABEL; HIGHS also solves LPs)"
+# How a policy with a direct LP path solves: "direct" hands its LP to the solver as sparse
+# matrices (policies/lp.py), "cvxpy" solves its cvxpy program (the readable reference).
+BACKENDS = ("direct", "cvxpy")
+BACKEND_OPTION = ("'direct' (default: the same LP as sparse matrices, straight to the "
+                  "solver) or 'cvxpy' (the reference cvxpy program)")
 
 
 @dataclass(frozen=True)
@@ -58,10 +64,11 @@ class Policy(ABC):
         """What this policy declares: the one way the core and the simulator learn it."""
         return self.TRAITS
 
-    def __init__(self, name: str | None = None, *, solver: str = DEFAULT_LP_SOLVER) -> None:
+    def __init__(self, name: str | None = None, *, solver: str | None = None) -> None:
         if name is not None:
             self.name = name
-        self.solver = solver.upper()
+        self.solver = (solver or DEFAULT_LP_SOLVER).upper()
+        self.solver_given = solver is not None  # else a policy may pick its measured best
 
     def solve(self, problem: Problem) -> Allocation:
         """Compute the allocation; raises ``Infeasible`` or ``SolverFailed``, never returns {}
@@ -103,9 +110,22 @@ class ColumnPolicy(Policy):
                        reads=self.TRAITS.reads | ({"pairs"} if self.packed else set()))
 
     def __init__(self, name: str | None = None, *, agnostic: bool = False, packed: bool = False,
-                 max_partners: int | None = None, **kwargs) -> None:
+                 max_partners: int | None = None, backend: str = "direct", **kwargs) -> None:
         super().__init__(name, **kwargs)
+        if backend not in BACKENDS:
+            raise ProblemError(f"{self.name}: backend must be one of {', '.join(BACKENDS)}, "
+                               f"not {backend!r}")
         self.agnostic, self.packed, self.max_partners = agnostic, packed, max_partners
+        self.backend = backend
+
+    def direct_solver(self, preferred: str = DEFAULT_LP_SOLVER) -> str | None:
+        """The solver of the direct LP path (policies/lp.py): the one asked for, else
+        ``preferred`` (the policy's measured best, BENCHMARKS.md). None means "solve the cvxpy
+        program": ``backend="cvxpy"`` was asked for, or the solver has no direct path."""
+        if self.backend == "cvxpy":
+            return None
+        solver = self.solver if self.solver_given else preferred
+        return solver if solver in DIRECT_SOLVERS else None
 
     def columns(self, problem: Problem, *, merge: bool = False) -> Columns:
         """The column model; ``merge`` gives identical jobs one row (only for policies that

@@ -31,7 +31,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .errors import ProblemError
-from .problem import Problem, pair_key
+from .problem import Problem
 
 # An allocation entry below this is reported as zero: solver noise, not a decision.
 ZERO = 1e-7
@@ -77,6 +77,11 @@ class Columns:
     def price(self) -> np.ndarray:
         """$/hour each column costs: the price of its type times the workers it holds."""
         return np.asarray(self.usage.T @ self.prices).ravel()
+
+    @cached_property
+    def single(self) -> np.ndarray:
+        """(c,) True for the columns of one job (not a co-located pair)."""
+        return np.asarray(self.member.getnnz(axis=0) == 1)
 
     @cached_property
     def runnable(self) -> np.ndarray:
@@ -180,10 +185,8 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
     """
     types = problem.worker_types
     n, m = len(types), len(problem.jobs)
-    T = np.zeros((m, n))
-    for i, job in enumerate(problem.jobs):
-        for j, t in enumerate(types):
-            T[i, j] = job.throughputs.get(t, 0.0)
+    T = np.array([[job.throughputs.get(t, 0.0) for t in types] for job in problem.jobs],
+                 dtype=float).reshape(m, n)
     sf = np.array([job.scale_factor for job in problem.jobs], dtype=float)
     workers = np.array([problem.cluster[t] for t in types], dtype=float)
     largest = np.array([problem.largest_job(t) for t in types], dtype=float)
@@ -213,29 +216,27 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
         T, sf, weight, m = T[first], sf[first], weight[first], len(first)
         unusable = unusable[first]
     rows, cols = np.nonzero(T > 0)
-    keys = [jobs[i].id for i in rows]
-    member_rows, member_cols = list(rows), list(range(len(rows)))
-    thr_rows, thr_cols, thr_vals = list(rows), list(range(len(rows))), list(T[rows, cols])
-    use_rows, use_vals = list(cols), list(sf[rows] * multiplicity[rows])
-    col_type = list(cols)
+    singles = rows.size
+    keys = [jobs[i].id for i in rows.tolist()]
+    pair_a, pair_b, pair_type, thr_a, thr_b = (np.zeros(0, dtype=int),) * 3 + (np.zeros(0),) * 2
     if pairs:
         if agnostic:
             raise ProblemError("pairs: space sharing needs the heterogeneity-aware throughputs")
-        for (a, b), j, (ta, tb) in _useful_pairs(problem, T, types, max_partners):
-            c = len(keys)
-            keys.append(pair_key(problem.jobs[a].id, problem.jobs[b].id))
-            member_rows += [a, b]
-            member_cols += [c, c]
-            thr_rows += [a, b]
-            thr_cols += [c, c]
-            thr_vals += [ta, tb]
-            use_rows.append(j)
-            use_vals.append(sf[a])
-            col_type.append(j)
+        which, pair_a, pair_b, pair_type, thr_a, thr_b = _useful_pairs(problem, T, types,
+                                                                       max_partners)
+        pair_keys = [pair.key for pair in problem.pairs]
+        keys += [pair_keys[k] for k in which.tolist()]
     c = len(keys)
-    member = sp.csr_matrix((np.ones(len(member_rows)), (member_rows, member_cols)), shape=(m, c))
-    throughput = sp.csr_matrix((thr_vals, (thr_rows, thr_cols)), shape=(m, c))
-    usage = sp.csr_matrix((use_vals, (use_rows, range(c))), shape=(n, c))
+    single_cols, pair_cols = np.arange(singles), np.arange(singles, c)
+    member = sp.csr_matrix((np.ones(singles + 2 * pair_cols.size), (
+        np.concatenate([rows, pair_a, pair_b]), np.concatenate([single_cols, pair_cols, pair_cols]))),
+        shape=(m, c))
+    throughput = sp.csr_matrix((np.concatenate([T[rows, cols], thr_a, thr_b]), (
+        np.concatenate([rows, pair_a, pair_b]), np.concatenate([single_cols, pair_cols, pair_cols]))),
+        shape=(m, c))
+    col_type = np.concatenate([cols, pair_type]).astype(int)
+    usage = sp.csr_matrix((np.concatenate([sf[rows] * multiplicity[rows], sf[pair_a]]),
+                           (col_type, np.arange(c))), shape=(n, c))
     return Columns(
         job_ids=tuple(j.id for j in jobs), types=types, T=T, scale_factor=sf, weight=weight,
         remaining=np.array([j.remaining_steps for j in jobs], dtype=float),
@@ -244,36 +245,49 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
                                    else j.isolated_elapsed_s for j in jobs], dtype=float),
         workers=workers,
         prices=np.array([problem.prices.get(t, 0.0) for t in types], dtype=float),
-        keys=tuple(keys), col_type=np.array(col_type, dtype=int),
+        keys=tuple(keys), col_type=col_type,
         member=member, throughput=throughput, usage=usage, classes=classes,
         unusable=unusable if unusable.any() else None,
     )
 
 
 def _useful_pairs(problem: Problem, T: np.ndarray, types, max_partners):
-    """Yield ((a, b), type index, (thr a, thr b)) for pairs that beat time slicing."""
+    """(pair index, first job, second job, type index, steps/s of the first, of the second):
+    one entry per pair and type where the pair beats time slicing, in the order of
+    ``problem.pairs`` then of ``types`` (vectorised; only ``max_partners`` walks the
+    candidates in Python)."""
     index = {job.id: i for i, job in enumerate(problem.jobs)}
-    candidates = []
-    for pair in problem.pairs:
-        a, b = index[pair.jobs[0]], index[pair.jobs[1]]
-        for j, t in enumerate(types):
-            ta, tb = pair.throughputs.get(t, (0.0, 0.0))
-            if ta <= 0 or tb <= 0 or T[a, j] <= 0 or T[b, j] <= 0:
-                continue
-            gain = ta / T[a, j] + tb / T[b, j]
-            if gain > 1.0:
-                candidates.append((gain, a, b, j, ta, tb))
+    count, n = len(problem.pairs), len(types)
+    ab = np.array([(index[p.jobs[0]], index[p.jobs[1]]) for p in problem.pairs],
+                  dtype=int).reshape(count, 2)
+    zero = (0.0, 0.0)
+    together = np.array([[p.throughputs.get(t, zero) for t in types] for p in problem.pairs],
+                        dtype=float).reshape(count, n, 2)
+    a, b = ab[:, 0], ab[:, 1]
+    ta, tb = together[..., 0], together[..., 1]
+    solo_a, solo_b = T[a], T[b]
+    runs = (ta > 0) & (tb > 0) & (solo_a > 0) & (solo_b > 0)
+    gain = np.zeros_like(ta)
+    gain[runs] = ta[runs] / solo_a[runs] + tb[runs] / solo_b[runs]
+    p, j = np.nonzero(runs & (gain > 1.0))
     if max_partners is not None:
-        candidates.sort(key=lambda c: (-c[0], c[1], c[2], c[3]))
-        partners: dict[int, set[int]] = {}
-        kept = []
-        for cand in candidates:
-            _, a, b, *_ = cand
-            pa, pb = partners.setdefault(a, set()), partners.setdefault(b, set())
-            if (b in pa) or (len(pa) < max_partners and len(pb) < max_partners):
-                pa.add(b)
-                pb.add(a)
-                kept.append(cand)
-        candidates = sorted(kept, key=lambda c: (c[1], c[2], c[3]))
-    for _, a, b, j, ta, tb in candidates:
-        yield (a, b), j, (ta, tb)
+        p, j = _best_partners(gain[p, j], a[p], b[p], p, j, max_partners)
+    return p, a[p], b[p], j, ta[p, j], tb[p, j]
+
+
+def _best_partners(gain, a, b, p, j, max_partners: int):
+    """The candidates kept when each job may have at most ``max_partners`` partners, taken
+    greedily by decreasing gain; returned sorted by (first job, second job, type)."""
+    order = np.lexsort((j, b, a, -gain))
+    partners: dict[int, set[int]] = {}
+    kept = []
+    for k in order.tolist():
+        x, y = int(a[k]), int(b[k])
+        px, py = partners.setdefault(x, set()), partners.setdefault(y, set())
+        if (y in px) or (len(px) < max_partners and len(py) < max_partners):
+            px.add(y)
+            py.add(x)
+            kept.append(k)
+    kept = np.array(kept, dtype=int)
+    kept = kept[np.lexsort((j[kept], b[kept], a[kept]))]
+    return p[kept], j[kept]

@@ -8,14 +8,15 @@ fast; ``_packed`` adds co-located pairs (§5.3.1, Space Sharing).
 from __future__ import annotations
 
 import threading
-from functools import lru_cache
 
 import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
-from .base import ColumnPolicy, Solution, no_columns, run
+from .base import BACKEND_OPTION, DEFAULT_LP_SOLVER, ColumnPolicy, Solution, no_columns, run
+from .cache import ByteBudgetCache
 from .columns import Columns
+from .lp import maximise_level
 from .problem import Allocation, Problem
 
 
@@ -36,17 +37,43 @@ def base_constraints(cols: Columns, z: cp.Variable) -> list:
     return [cols.member @ z <= 1, cols.usage @ z <= cols.workers]
 
 
-class MaxMinFairness(ColumnPolicy):
-    """``max_min_fairness[_perf|_packed]``: one LP. Without pairs the LP is compiled once
-    per shape and re-solved with new numbers (``_CompiledMaxMin``)."""
+# With pairs, column generation re-solves a growing master LP: HiGHS keeps its simplex basis
+# from one master to the next (BENCHMARKS.md, solver comparison).
+PACKED_SOLVER = "HIGHS"
 
-    TRAITS = ColumnPolicy.TRAITS.but(reads={"weight"})
+
+def max_min_rows(cols: Columns, U: sp.spmatrix) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
+    """(A, b, e) with the max-min LP as  maximise t s.t. A @ z + e * t <= b, z >= 0
+    (``policies.lp.maximise_level``): the rows ``t - U @ z <= 0``, then (5.2) and (5.3) of
+    ``base_constraints``. The same LP as the cvxpy program of ``MaxMinFairness``."""
+    k = U.shape[0]
+    A = sp.vstack([-U, cols.member, cols.usage], format="csr")
+    b = np.concatenate([np.zeros(k), np.ones(cols.num_jobs), cols.workers])
+    e = np.concatenate([np.ones(k), np.zeros(cols.num_jobs + len(cols.types))])
+    return A, b, e
+
+
+class MaxMinFairness(ColumnPolicy):
+    """``max_min_fairness[_perf|_packed]``: one LP, maximise t subject to U z >= t and
+    (5.1)-(5.3). By default (``backend="direct"``) the LP goes to the solver as sparse
+    matrices (``max_min_rows``): Clarabel without pairs; with pairs, column generation over
+    the pair columns with HiGHS's warm-started simplex (``policies.lp.maximise_level``).
+    ``backend="cvxpy"`` solves the cvxpy program below instead; without pairs it is
+    compiled once per shape and re-solved with new numbers (``_CompiledMaxMin``)."""
+
+    TRAITS = ColumnPolicy.TRAITS.but(reads={"weight"}, options={"backend": BACKEND_OPTION})
 
     def _solve(self, problem: Problem) -> Solution:
         cols = self.columns(problem, merge=True)
         if cols.num_columns == 0:
             return no_columns(cols)
         _, U = fairness_utility(cols)
+        solver = self.direct_solver(PACKED_SOLVER if self.packed else DEFAULT_LP_SOLVER)
+        if solver is not None:
+            A, b, e = max_min_rows(cols, U)
+            start = np.nonzero(cols.single)[0] if self.packed else None
+            level = maximise_level(A, b, e, solver, self.name, start=start)
+            return Solution(cols.to_rows(level.z), level.t, level.solver)
         if not self.packed:
             z, value = _compiled_max_min(cols).solve(cols, U, self.solver, self.name)
             return Solution(cols.to_rows(z), value, self.solver)
@@ -101,16 +128,23 @@ class _CompiledMaxMin:
             return self.z.value.copy(), value
 
 
+# Compiled programs kept between solves, bounded by their estimated memory.
+COMPILED = ByteBudgetCache()
+# Resident memory one compiled max-min program keeps per column, measured as RSS growth at
+# 1,024 and 4,096 distinct jobs (~1.7 KB per column), rounded up, plus a fixed part.
+BYTES_PER_COLUMN = 2048
+BYTES_PER_PROGRAM = 64 * 1024
+
+
 def _compiled_max_min(cols: Columns) -> _CompiledMaxMin:
     col_row = cols.member.tocoo()
     order = np.argsort(col_row.col)
-    return _compiled_for_shape(col_row.row[order].astype(np.int64).tobytes(),
-                               cols.col_type.astype(np.int64).tobytes(), cols.num_jobs,
-                               len(cols.types))
+    rows, types = col_row.row[order].astype(np.int64), cols.col_type.astype(np.int64)
+    key = (rows.tobytes(), types.tobytes(), cols.num_jobs, len(cols.types))
+    return COMPILED.get(key, lambda: _CompiledMaxMin(rows, types, cols.num_jobs, len(cols.types)),
+                        compiled_bytes)
 
 
-@lru_cache(maxsize=64)
-def _compiled_for_shape(col_row: bytes, col_type: bytes, num_rows: int,
-                        num_types: int) -> _CompiledMaxMin:
-    return _CompiledMaxMin(np.frombuffer(col_row, dtype=np.int64),
-                           np.frombuffer(col_type, dtype=np.int64), num_rows, num_types)
+def compiled_bytes(program: _CompiledMaxMin) -> int:
+    """Estimated memory a compiled program holds (``BYTES_PER_COLUMN`` per column)."""
+    return BYTES_PER_PROGRAM + BYTES_PER_COLUMN * program.z.size

@@ -1,0 +1,236 @@
+"""The direct LP door: a policy's LP as scipy.sparse matrices, handed to the solver as is.
+
+cvxpy's canonicalisation costs more than the solve for the policies' LPs, and a program
+compiled with parameters (DPP) pays its compilation on the first solve of every new shape
+(a fresh ``gavelsched solve`` always does; BENCHMARKS.md, Policy solves). The fast path of
+a policy builds the *same* LP as its cvxpy program, vectorised, in the standard form
+
+    minimise  c @ x   subject to   A @ x <= b,   x[:num_nonneg] >= 0   (the rest free),
+
+and ``solve_lp`` hands it to Clarabel's or HiGHS's own API. Errors are the typed errors of
+``policies.base.run``: a failed solve never becomes an empty allocation.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from .errors import Infeasible, SolverFailed
+
+log = logging.getLogger(__name__)
+
+# Solvers the direct path speaks to; any other name goes through cvxpy.
+DIRECT_SOLVERS = ("CLARABEL", "HIGHS", "HIGHS_IPM")
+# Tight tolerances for solves whose duals or exact optimum matter (water filling).
+PRECISE_TOL = 1e-9
+
+
+@dataclass(frozen=True)
+class LinearProgram:
+    """min c @ x  s.t.  A @ x <= b,  x[:num_nonneg] >= 0."""
+
+    c: np.ndarray
+    A: sp.csr_matrix
+    b: np.ndarray
+    num_nonneg: int
+
+    def __post_init__(self) -> None:
+        rows, cols = self.A.shape
+        if self.c.shape != (cols,) or self.b.shape != (rows,) or not 0 <= self.num_nonneg <= cols:
+            raise ValueError(f"LinearProgram: c {self.c.shape}, A {self.A.shape}, "
+                             f"b {self.b.shape}, num_nonneg {self.num_nonneg} do not fit")
+
+
+@dataclass(frozen=True)
+class LPResult:
+    """The optimum: primal ``x``, objective ``value`` (of the minimisation), and ``dual``,
+    one multiplier >= 0 per row of ``A`` (c + A.T @ dual = 0 on the free variables)."""
+
+    x: np.ndarray
+    value: float
+    dual: np.ndarray
+    solver: str
+
+
+def solve_lp(lp: LinearProgram, solver: str, what: str, *, precise: bool = False) -> LPResult:
+    """Solve ``lp`` with ``solver`` (one of ``DIRECT_SOLVERS``) or raise ``Infeasible`` /
+    ``SolverFailed`` naming ``what``. ``precise`` tightens the tolerances and treats an
+    inaccurate optimum as a failure."""
+    if solver == "CLARABEL":
+        return _clarabel(lp, what, precise)
+    if solver in ("HIGHS", "HIGHS_IPM"):
+        return _highs(lp, what, solver, precise)
+    raise SolverFailed(f"{what}: the direct LP path has no solver {solver!r}; "
+                       f"known: {', '.join(DIRECT_SOLVERS)}")
+
+
+def _clarabel(lp: LinearProgram, what: str, precise: bool) -> LPResult:
+    import clarabel
+
+    n = lp.c.size
+    k = lp.num_nonneg
+    bounds = sp.csr_matrix((-np.ones(k), (np.arange(k), np.arange(k))), shape=(k, n))
+    A = sp.vstack([lp.A, bounds], format="csc")
+    b = np.concatenate([lp.b, np.zeros(k)])
+    settings = clarabel.DefaultSettings()
+    settings.verbose = False
+    if precise:
+        settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = PRECISE_TOL
+    solver = clarabel.DefaultSolver(sp.csc_matrix((n, n)), lp.c, A, b,
+                                    [clarabel.NonnegativeConeT(A.shape[0])], settings)
+    sol = solver.solve()
+    status = sol.status
+    S = clarabel.SolverStatus
+    if status in (S.PrimalInfeasible, S.AlmostPrimalInfeasible):
+        raise Infeasible(f"{what}: the constraints cannot all hold")
+    if status in (S.DualInfeasible, S.AlmostDualInfeasible):
+        raise SolverFailed(f"{what}: the program is unbounded")
+    if status == S.AlmostSolved:
+        if precise:
+            raise SolverFailed(f"{what}: solver CLARABEL reports an inaccurate optimum")
+        log.debug("%s: solver CLARABEL reports an inaccurate optimum (used as is)", what)
+    elif status != S.Solved:
+        raise SolverFailed(f"{what}: solver CLARABEL ended with status {status}")
+    dual = np.asarray(sol.z)[:lp.b.size]
+    return LPResult(np.asarray(sol.x), float(sol.obj_val), dual, "CLARABEL")
+
+
+def _highs(lp: LinearProgram, what: str, solver: str, precise: bool) -> LPResult:
+    from scipy.optimize import linprog
+
+    bounds = np.array([(0.0, None)] * lp.num_nonneg + [(None, None)] * (lp.c.size - lp.num_nonneg))
+    options = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10} \
+        if precise else {}
+    method = "highs-ipm" if solver == "HIGHS_IPM" else "highs"
+    result = linprog(lp.c, A_ub=lp.A, b_ub=lp.b, bounds=bounds, method=method, options=options)
+    if result.status == 2:
+        raise Infeasible(f"{what}: the constraints cannot all hold")
+    if result.status == 3:
+        raise SolverFailed(f"{what}: the program is unbounded")
+    if result.status != 0:
+        raise SolverFailed(f"{what}: solver {solver} failed: {result.message}")
+    return LPResult(np.asarray(result.x), float(result.fun),
+                    -np.asarray(result.ineqlin.marginals), solver)
+
+
+@dataclass(frozen=True)
+class Level:
+    """The optimum of ``maximise t s.t. A @ z + e * t <= b, z >= 0`` (``maximise_level``):
+    ``z``, ``t``, the row duals (>= 0), the solver, and how many LPs it took."""
+
+    z: np.ndarray
+    t: float
+    dual: np.ndarray
+    solver: str
+    solves: int = 1
+
+
+def maximise_level(A: sp.spmatrix, b: np.ndarray, e: np.ndarray, solver: str, what: str, *,
+                   start: np.ndarray | None = None, precise: bool = False) -> Level:
+    """Maximise a level ``t`` over ``A @ z + e * t <= b``, ``z >= 0``: the shape of every
+    max-min program here (thesis §5.4.1, §5.4.3).
+
+    With ``start`` (indices of columns of ``A``) the LP is solved by column generation: a
+    master LP over those columns only, then every other column is priced with the master's
+    duals and the ones that would raise ``t`` join, until none would. LP duality makes the
+    result the optimum of the whole LP, and the master stays small when, as with co-located
+    pairs (§5.3.1), few of many columns are worth using. HiGHS keeps its simplex basis
+    between master solves (warm start); other solvers re-solve the master from scratch."""
+    A = sp.csc_matrix(A)
+    if start is None:
+        return _level_once(A, b, e, solver, what, precise)
+    if solver == "HIGHS":
+        return _level_by_columns_highs(A, b, e, np.asarray(start), what)
+    active = np.asarray(start)
+    solves = 0
+    while True:
+        level = _level_once(A[:, active], b, e, solver, what, precise)
+        solves += 1
+        new = _columns_to_add(A, level.dual, level.t, active, A.shape[0])
+        if new.size == 0:
+            z = np.zeros(A.shape[1])
+            z[active] = level.z
+            return Level(z, level.t, level.dual, level.solver, solves)
+        active = np.sort(np.concatenate([active, new]))
+
+
+def _level_once(A: sp.csc_matrix, b, e, solver: str, what: str, precise: bool) -> Level:
+    c = np.zeros(A.shape[1] + 1)
+    c[-1] = -1.0
+    full = sp.hstack([A, sp.csc_matrix(np.asarray(e, dtype=float).reshape(-1, 1))], format="csr")
+    result = solve_lp(LinearProgram(c, full, np.asarray(b, dtype=float), A.shape[1]), solver,
+                      what, precise=precise)
+    return Level(result.x[:-1], -result.value, result.dual, result.solver)
+
+
+# Column generation: a column joins when its price beats this fraction of the level (the
+# masters' duals are accurate to the solver's tolerance, ~1e-9), at most ADD_PER_ROW columns
+# per row of the LP in one round.
+PRICE_TOL = 1e-9
+ADD_PER_ROW = 1
+
+
+def _columns_to_add(A: sp.csc_matrix, dual: np.ndarray, t: float, active: np.ndarray,
+                    rows: int) -> np.ndarray:
+    """Columns outside ``active`` whose reduced profit ``-A_j @ dual`` is positive, best
+    first, at most ``ADD_PER_ROW * rows`` of them."""
+    profit = -(A.T @ dual)
+    profit[active] = -np.inf
+    candidates = np.nonzero(profit > PRICE_TOL * max(abs(t), 1.0))[0]
+    limit = max(ADD_PER_ROW * rows, 1000)
+    if candidates.size > limit:
+        candidates = candidates[np.argpartition(-profit[candidates], limit)[:limit]]
+    return candidates
+
+
+def _level_by_columns_highs(A: sp.csc_matrix, b, e, start: np.ndarray, what: str) -> Level:
+    """``maximise_level`` by column generation on one HiGHS model whose simplex basis is
+    kept from one master to the next."""
+    import highspy
+
+    inf = highspy.kHighsInf
+    rows = A.shape[0]
+    highs = highspy._Highs()  # the public ``Highs`` prints a banner on stdout when created
+    highs.setOptionValue("output_flag", False)
+    highs.addRows(rows, np.full(rows, -inf), np.asarray(b, dtype=float), 0,
+                  np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0))
+    e = np.asarray(e, dtype=float)
+    nz = np.nonzero(e)[0]
+    highs.addCol(-1.0, -inf, inf, nz.size, nz.astype(np.int32), e[nz])  # t: column 0
+    order = [np.zeros(0, dtype=int)]
+
+    def add(columns: np.ndarray) -> None:
+        sub = A[:, columns]
+        highs.addCols(columns.size, np.zeros(columns.size), np.zeros(columns.size),
+                      np.full(columns.size, inf), sub.nnz, sub.indptr[:-1].astype(np.int32),
+                      sub.indices.astype(np.int32), sub.data.astype(float))
+        order.append(columns)
+
+    add(start)
+    in_master = np.zeros(A.shape[1], dtype=bool)
+    in_master[start] = True
+    solves = 0
+    while True:
+        highs.run()
+        solves += 1
+        status = highs.getModelStatus()
+        if status == highspy.HighsModelStatus.kInfeasible:
+            raise Infeasible(f"{what}: the constraints cannot all hold")
+        if status != highspy.HighsModelStatus.kOptimal:
+            raise SolverFailed(f"{what}: solver HIGHS ended with status "
+                               f"{highs.modelStatusToString(status)}")
+        solution = highs.getSolution()
+        dual = -np.asarray(solution.row_dual)
+        t = float(solution.col_value[0])
+        new = _columns_to_add(A, dual, t, np.nonzero(in_master)[0], rows)
+        if new.size == 0:
+            break
+        add(new)
+        in_master[new] = True
+    z = np.zeros(A.shape[1])
+    z[np.concatenate(order)] = np.asarray(solution.col_value)[1:]
+    return Level(z, t, np.maximum(dual, 0.0), "HIGHS", solves)
