@@ -1,0 +1,360 @@
+"""The pipeline runtime on one rank: a simple interpreter of a lowered schedule (STYLE.md §2;
+thesis §2.4 and §3.2 for the weight semantics, §4.2 for the P × D layout).
+
+Ranks are laid out replica-major: rank = replica·P + stage. Activations and gradients move
+point-to-point inside a replica's pipeline (non-blocking sends, blocking receives, one tag
+per (micro-batch, boundary)); weight gradients are all-reduced among the D replicas of a stage
+and tied weights are all-reduced among the stages that use them. Flush schedules (gpipe,
+1f1b, interleaved, breadth_first, varuna, advance_forward) apply W ← W − ν∇f(W) after every
+mini-batch; 2bw runs its whole no-flush schedule and makes version t+1 = W(t) − ν∇f(W(t−1))
+on each stage as soon as that stage has finished mini-batch t.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.func import functional_call
+
+from .lowering import add_communication, peer, tag
+from .model import ModelSpec, build_layers, global_names, layer_bounds, loss_sum, make_batch
+from .ops import Op, PipeOp
+from .schedules import build_schedule
+from .versions import weight_version
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One pipeline training run."""
+
+    kind: str
+    stages: int
+    microbatches: int
+    steps: int
+    replicas: int = 1
+    chunks: int = 1
+    batch: int = 0                    # global mini-batch; 0 means replicas × microbatches × 2
+    lr: float = 0.1
+    spec: ModelSpec = field(default_factory=ModelSpec)
+    recompute: bool = False
+    cuts: tuple[int, ...] | None = None   # first layer of chunks 1…; None = even split
+    advance_num: int | None = None
+    start_step: int = 0               # data offset when resuming from a checkpoint
+    load_dir: str | None = None       # layer-wise checkpoint to start from
+    save_dir: str | None = None       # write a layer-wise checkpoint at the end
+
+    @property
+    def global_batch(self) -> int:
+        return self.batch or self.replicas * self.microbatches * 2
+
+    @property
+    def micro_size(self) -> int:
+        return self.global_batch // (self.replicas * self.microbatches)
+
+    def check(self) -> None:
+        """Raise ValueError naming the first bad field."""
+        for name in ("stages", "microbatches", "steps", "replicas", "chunks"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}={value!r} must be a positive integer")
+        if self.global_batch % (self.replicas * self.microbatches):
+            raise ValueError(f"batch={self.global_batch} is not divisible by replicas × "
+                             f"microbatches = {self.replicas * self.microbatches}")
+        if self.kind == "2bw" and (self.load_dir or self.save_dir):
+            raise ValueError("checkpoints (morphing) are for flush schedules, not 2bw")
+        layer_bounds(self.spec.layers, self.stages * self.chunks,
+                     list(self.cuts) if self.cuts is not None else None)
+
+
+@dataclass(frozen=True)
+class RankStats:
+    """What one rank measured."""
+
+    rank: int
+    stage: int
+    replica: int
+    wall_s: float                     # whole training loop
+    compute_s: float                  # inside F, B and R
+    step_wall_s: tuple[float, ...]
+    peak_activation_bytes: int        # tensors saved for backward + stashed inputs
+    weight_bytes: int                 # one version of this stage's weights
+    max_versions: int
+
+
+class StageRuntime:
+    """Executes the schedule of one (stage, replica) and owns its weights."""
+
+    def __init__(self, cfg: RunConfig, rank: int) -> None:
+        self.cfg = cfg
+        self.rank = rank
+        self.stage = rank % cfg.stages
+        self.replica = rank // cfg.stages
+        self.n_chunks = cfg.stages * cfg.chunks
+        layers = build_layers(cfg.spec)
+        names = global_names(layers)
+        bounds = layer_bounds(cfg.spec.layers, self.n_chunks,
+                              list(cfg.cuts) if cfg.cuts is not None else None)
+        self.modules: dict[int, tuple[nn.Module, dict[str, str]]] = {}
+        self.layers_held: list[int] = []
+        for c in range(self.stage, self.n_chunks, cfg.stages):
+            a, b = bounds[c]
+            module = nn.Sequential(*[layers[i] for i in range(a, b)])
+            mapping = {f"{j}.{local}": names[i][local]
+                       for j, i in enumerate(range(a, b)) for local in names[i]}
+            self.modules[c] = (module, mapping)
+            self.layers_held += list(range(a, b))
+        self.stage_users = {}  # global name -> stages that use it
+        for c, (a, b) in enumerate(bounds):
+            for i in range(a, b):
+                for g in names[i].values():
+                    self.stage_users.setdefault(g, set()).add(c % cfg.stages)
+        params = {g: p for i in self.layers_held
+                  for local, g in names[i].items()
+                  for p in [dict(layers[i].named_parameters(remove_duplicate=False))[local]]}
+        if cfg.load_dir:
+            params = self._load(Path(cfg.load_dir), layers, names, params)
+        self.versions: dict[int, dict[str, torch.Tensor]] = {
+            0: {g: p.detach().clone().requires_grad_(True) for g, p in params.items()}}
+        self.names_by_layer = names
+        self.max_versions = 1
+        self._groups()
+        self._reset_buffers()
+
+    # -- set-up -------------------------------------------------------------------------
+    def _groups(self) -> None:
+        """Create every process group in the same order on every rank."""
+        cfg = self.cfg
+        self.dp_group = None
+        for s in range(cfg.stages):
+            ranks = [r * cfg.stages + s for r in range(cfg.replicas)]
+            group = dist.new_group(ranks) if cfg.replicas > 1 else None
+            if s == self.stage:
+                self.dp_group = group
+        self.tied_groups: dict[str, object] = {}
+        for g in sorted(self.stage_users):
+            stages = sorted(self.stage_users[g])
+            if len(stages) < 2:
+                continue
+            for r in range(cfg.replicas):
+                group = dist.new_group([r * cfg.stages + s for s in stages])
+                if r == self.replica and self.stage in stages:
+                    self.tied_groups[g] = group
+
+    def _load(self, folder: Path, layers: nn.ModuleList, names: dict[int, dict[str, str]],
+              params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        from .morph import load_layer
+        out = dict(params)
+        for i in self.layers_held:
+            state = load_layer(folder, i)
+            for local, g in names[i].items():
+                if local not in state:
+                    raise ValueError(f"{folder}: layer {i} checkpoint lacks {local!r}")
+                out[g] = state[local].to(self.cfg.spec.torch_dtype)
+        return out
+
+    def _reset_buffers(self) -> None:
+        self.inputs: dict[tuple[int, int], torch.Tensor] = {}
+        self.outputs: dict[tuple[int, int], torch.Tensor] = {}
+        self.out_grads: dict[tuple[int, int], torch.Tensor] = {}   # grad of chunk output
+        self.in_grads: dict[tuple[int, int], torch.Tensor] = {}    # grad of chunk input, to send
+        self.used_version: dict[tuple[int, int], int] = {}
+        self.saved_bytes: dict[tuple[int, int], int] = {}
+        self.sends: list[tuple[object, torch.Tensor]] = []
+
+    # -- data ---------------------------------------------------------------------------
+    def _data(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Tokens and targets of global micro-batch k on this replica."""
+        cfg = self.cfg
+        step, i = divmod(k, cfg.microbatches)
+        if cfg.kind != "2bw":
+            step = self.step
+        tokens, targets = make_batch(cfg.spec, cfg.start_step + step, cfg.global_batch)
+        lo = self.replica * cfg.microbatches * cfg.micro_size + i * cfg.micro_size
+        return tokens[lo:lo + cfg.micro_size], targets[lo:lo + cfg.micro_size]
+
+    # -- compute ------------------------------------------------------------------------
+    def _run_chunk(self, c: int, x: torch.Tensor, version: int) -> torch.Tensor:
+        module, mapping = self.modules[c]
+        weights = self.versions[version]
+        return functional_call(module, {local: weights[g] for local, g in mapping.items()}, (x,))
+
+    def _recomputes(self, c: int) -> bool:
+        return (self.cfg.recompute or self.cfg.kind == "varuna") and c != self.n_chunks - 1
+
+    def _forward(self, k: int, c: int, with_graph: bool, again: bool = False) -> None:
+        """Forward of (k, c); ``again`` marks a recompute, which hands nothing on."""
+        cfg = self.cfg
+        version = (weight_version(k + 1, cfg.microbatches) if cfg.kind == "2bw" else 0)
+        self.used_version[(k, c)] = version
+        tokens, targets = self._data(k)
+        if c == 0:
+            x = tokens
+        else:
+            x = self.inputs[(k, c)].detach().requires_grad_(True)
+            self.inputs[(k, c)] = x
+        saved = [x.numel() * x.element_size() if c > 0 else 0]
+
+        def pack(t: torch.Tensor) -> torch.Tensor:
+            saved[0] += t.numel() * t.element_size()
+            return t
+
+        with (torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t),
+              torch.set_grad_enabled(with_graph)):
+            y = self._run_chunk(c, x, version)
+            if c == self.n_chunks - 1:
+                tokens_total = cfg.global_batch * cfg.spec.seq
+                y = loss_sum(y, targets) / tokens_total
+        if c == 0:
+            self.inputs[(k, c)] = x
+        self.outputs[(k, c)] = y
+        self.saved_bytes[(k, c)] = saved[0]
+        if not again and c + 1 < self.n_chunks and (c + 1) % cfg.stages == self.stage:
+            self.inputs[(k, c + 1)] = y.detach()
+
+    def _backward(self, k: int, c: int) -> None:
+        cfg = self.cfg
+        if self._recomputes(c) and not self.outputs[(k, c)].requires_grad:
+            self._forward(k, c, with_graph=True, again=True)
+        y = self.outputs.pop((k, c))
+        if c == self.n_chunks - 1:
+            y.backward()
+        else:
+            y.backward(self.out_grads.pop((k, c)))
+        x = self.inputs.pop((k, c))
+        if c > 0:
+            grad = x.grad
+            if (c - 1) % cfg.stages == self.stage:
+                self.out_grads[(k, c - 1)] = grad
+            else:
+                self.in_grads[(k, c)] = grad
+        self.saved_bytes.pop((k, c), None)
+
+    # -- the interpreter ------------------------------------------------------------------
+    def execute(self, action: PipeOp, k: int) -> None:
+        """Run one lowered action for global micro-batch ``k``."""
+        cfg = self.cfg
+        c = action.chunk
+        dst = self.replica * cfg.stages + peer(action, cfg.stages) if action.op in (
+            Op.SA, Op.RA, Op.SG, Op.RG) else None
+        if action.op is Op.F:
+            self._forward(k, c, with_graph=not self._recomputes(c))
+        elif action.op is Op.R:
+            self._forward(k, c, with_graph=True, again=True)
+        elif action.op is Op.B:
+            self._backward(k, c)
+        elif action.op is Op.SA:
+            t = self.outputs[(k, c)].detach().contiguous()
+            self.sends.append((dist.isend(t, dst, tag=tag(PipeOp(Op.SA, k, c), self.n_chunks)), t))
+        elif action.op is Op.SG:
+            t = self.in_grads.pop((k, c)).contiguous()
+            self.sends.append((dist.isend(t, dst, tag=tag(PipeOp(Op.SG, k, c), self.n_chunks)), t))
+        elif action.op is Op.RA:
+            buf = torch.empty(self._boundary_shape(), dtype=cfg.spec.torch_dtype)
+            dist.recv(buf, dst, tag=tag(PipeOp(Op.RA, k, c), self.n_chunks))
+            self.inputs[(k, c)] = buf
+        elif action.op is Op.RG:
+            buf = torch.empty(self._boundary_shape(), dtype=cfg.spec.torch_dtype)
+            dist.recv(buf, dst, tag=tag(PipeOp(Op.RG, k, c), self.n_chunks))
+            self.out_grads[(k, c)] = buf
+
+    def _wait_sends(self) -> None:
+        for handle, _ in self.sends:
+            handle.wait()
+        self.sends.clear()
+
+    def _boundary_shape(self) -> tuple[int, int, int]:
+        return (self.cfg.micro_size, self.cfg.spec.seq, self.cfg.spec.hidden)
+
+    def _reduce_and_step(self, version: int, new_version: int) -> None:
+        """All-reduce this stage's gradients (replicas, then tied copies) and write
+        ``new_version`` = newest − ν·grad(version)."""
+        weights = self.versions[version]
+        newest = self.versions[max(self.versions)]
+        self._wait_sends()
+        update = {}
+        for g in sorted(weights):
+            grad = weights[g].grad
+            if grad is None:
+                grad = torch.zeros_like(weights[g])
+            if self.dp_group is not None:
+                dist.all_reduce(grad, group=self.dp_group)
+            if g in self.tied_groups:
+                dist.all_reduce(grad, group=self.tied_groups[g])
+            update[g] = grad
+            weights[g].grad = None
+        with torch.no_grad():
+            fresh = {g: (newest[g] - self.cfg.lr * update[g]).requires_grad_(True)
+                     for g in newest}
+        self.versions[new_version] = fresh
+
+    def _two_bw_update(self, batch: int) -> None:
+        """Mini-batch ``batch`` is done on this stage: make W(batch+1) from its gradient
+        (computed on W(batch−1)) and drop the version nobody needs any more (thesis §3.2.1)."""
+        self._reduce_and_step(max(batch - 1, 0), batch + 1)
+        for v in [v for v in self.versions if v < batch]:
+            del self.versions[v]
+        self.max_versions = max(self.max_versions, len(self.versions))
+        if len(self.versions) > 2:
+            raise RuntimeError(f"2bw holds {len(self.versions)} weight versions after "
+                               f"mini-batch {batch}")
+
+    def train(self) -> RankStats:
+        """Run every step; return what was measured."""
+        cfg = self.cfg
+        extra = {"advance_num": cfg.advance_num} if cfg.kind == "advance_forward" else {}
+        if cfg.kind == "2bw":
+            extra = {"batches": cfg.steps}
+        schedule = build_schedule(cfg.kind, cfg.stages, cfg.microbatches, cfg.chunks, **extra)
+        lowered = add_communication(schedule, cfg.chunks)[self.stage]
+        compute = 0.0
+        peak = 0
+        step_walls = []
+        start = time.perf_counter()
+        rounds = 1 if cfg.kind == "2bw" else cfg.steps
+        done_in_batch: dict[int, int] = {}
+        finished: list[int] = []   # 2bw mini-batches whose update waits for their last send
+        for step in range(rounds):
+            self.step = step
+            t0 = time.perf_counter()
+            for action in lowered:
+                if finished and action.op in (Op.F, Op.B, Op.R):
+                    self._two_bw_update(finished.pop())
+                c0 = time.perf_counter()
+                self.execute(action, action.mb)
+                if action.op in (Op.F, Op.B, Op.R):
+                    compute += time.perf_counter() - c0
+                    peak = max(peak, sum(self.saved_bytes.values()))
+                if cfg.kind == "2bw" and action.op is Op.B:
+                    batch = action.mb // cfg.microbatches
+                    done_in_batch[batch] = done_in_batch.get(batch, 0) + 1
+                    if done_in_batch[batch] == cfg.microbatches:
+                        finished.append(batch)
+            if finished:
+                self._two_bw_update(finished.pop())
+            self._wait_sends()
+            if cfg.kind != "2bw":
+                self._reduce_and_step(0, 1)
+                self.versions = {0: self.versions.pop(1)}
+            step_walls.append(time.perf_counter() - t0)
+        wall = time.perf_counter() - start
+        weight_bytes = sum(t.numel() * t.element_size() for t in self.final_weights().values())
+        return RankStats(self.rank, self.stage, self.replica, wall, compute, tuple(step_walls),
+                         peak, weight_bytes, self.max_versions)
+
+    def final_weights(self) -> dict[str, torch.Tensor]:
+        """The newest version of this stage's weights, by global name."""
+        return {g: t.detach() for g, t in self.versions[max(self.versions)].items()}
+
+    def layer_state(self) -> dict[int, dict[str, torch.Tensor]]:
+        """This stage's newest weights per layer, under each layer's own parameter names."""
+        weights = self.final_weights()
+        return {i: {local: weights[g] for local, g in self.names_by_layer[i].items()}
+                for i in self.layers_held}

@@ -1,0 +1,104 @@
+"""Start the P × D ranks of a pipeline run as processes and collect their results
+(thesis §3.2.3: parallel pipelines). gloo on CPU, nccl when CUDA is present.
+
+Rank 0 opens the rendezvous store on port 0 of 127.0.0.1 and hands the port to the others,
+so runs never race for a port. Each rank uses one thread (``torch.set_num_threads(1)``) so
+that P·D processes share a small machine without fighting.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import os
+import queue
+import traceback
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from .executor import RankStats, RunConfig, StageRuntime
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PipelineRun:
+    """Final weights by global name (from replica 0 of each stage) and per-rank stats."""
+
+    weights: dict[str, torch.Tensor]
+    stats: tuple[RankStats, ...]
+
+
+class PipelineFailed(RuntimeError):
+    """A rank raised; the message carries its traceback's last line."""
+
+
+def _rank_main(rank: int, cfg: RunConfig, ports: mp.Queue, results: mp.Queue) -> None:
+    try:
+        torch.set_num_threads(1)
+        world = cfg.stages * cfg.replicas
+        if rank == 0:
+            store = dist.TCPStore("127.0.0.1", 0, world, is_master=True,
+                                  timeout=timedelta(seconds=120), wait_for_workers=False)
+            for _ in range(world - 1):
+                ports.put(store.port)
+        else:
+            port = ports.get(timeout=120)
+            store = dist.TCPStore("127.0.0.1", port, world, is_master=False,
+                                  timeout=timedelta(seconds=120))
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world,
+                                timeout=timedelta(seconds=120))
+        runtime = StageRuntime(cfg, rank)
+        stats = runtime.train()
+        weights = runtime.final_weights() if runtime.replica == 0 else {}
+        if cfg.save_dir and runtime.replica == 0:
+            from .morph import save_layers
+            save_layers(Path(cfg.save_dir), runtime.layer_state())
+        results.put(("ok", rank, {g: t.numpy().copy() for g, t in weights.items()}, stats))
+        dist.barrier()
+        dist.destroy_process_group()
+    except BaseException as err:  # noqa: BLE001 - every failure goes to the parent
+        results.put(("error", rank, f"{type(err).__name__}: {err}",
+                     traceback.format_exc()))
+    finally:
+        os._exit(0)
+
+
+def run_pipeline(cfg: RunConfig, timeout_s: float = 300.0) -> PipelineRun:
+    """Train ``cfg`` across P × D processes; raise :class:`PipelineFailed` if a rank fails."""
+    cfg.check()
+    world = cfg.stages * cfg.replicas
+    ctx = mp.get_context("fork" if not torch.cuda.is_available() else "spawn")
+    ports, results = ctx.Queue(), ctx.Queue()
+    procs = [ctx.Process(target=_rank_main, args=(r, cfg, ports, results), daemon=True)
+             for r in range(world)]
+    for p in procs:
+        p.start()
+    weights: dict[str, torch.Tensor] = {}
+    stats: list[RankStats] = []
+    try:
+        for _ in range(world):
+            try:
+                item = results.get(timeout=timeout_s)
+            except queue.Empty:
+                raise PipelineFailed(f"pipeline run timed out after {timeout_s:.0f}s") from None
+            if item[0] == "error":
+                log.debug("rank %d failed:\n%s", item[1], item[3])
+                raise PipelineFailed(f"rank {item[1]}: {item[2]}")
+            weights.update({g: torch.from_numpy(a) for g, a in item[2].items()})
+            stats.append(item[3])
+    finally:
+        for p in procs:
+            p.join(timeout=10)
+            if p.is_alive():
+                p.terminate()
+                p.join()
+    if cfg.save_dir:
+        from .morph import write_meta
+        write_meta(Path(cfg.save_dir), cfg.start_step + cfg.steps, cfg.spec.layers)
+    return PipelineRun(weights, tuple(sorted(stats, key=lambda s: s.rank)))

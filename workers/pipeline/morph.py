@@ -1,0 +1,49 @@
+"""Varuna-style morphing (varuna.txt §4): layer-wise checkpoints that any layer-to-stage
+mapping can resume from.
+
+Each layer is saved in its own file, ``layer_<i>.pt``, under the layer's own parameter names
+(a tied weight is saved with every layer that uses it), next to ``meta.json`` holding the
+number of mini-batches done. A job that gets a different GPU count re-plans with the global
+batch fixed, and every new stage loads just the layers it now holds.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+META = "meta.json"
+
+
+def save_layers(folder: Path, layers: dict[int, dict[str, torch.Tensor]]) -> None:
+    """Write one file per layer (atomically: temp file, then rename)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for index, state in layers.items():
+        tmp = folder / f".layer_{index}.pt.tmp"
+        torch.save({k: v.detach().clone() for k, v in state.items()}, tmp)
+        tmp.replace(folder / f"layer_{index}.pt")
+
+
+def load_layer(folder: Path, index: int) -> dict[str, torch.Tensor]:
+    """The saved parameters of layer ``index``."""
+    path = folder / f"layer_{index}.pt"
+    if not path.is_file():
+        raise FileNotFoundError(2, "no layer checkpoint", str(path))
+    return torch.load(path, weights_only=True)
+
+
+def write_meta(folder: Path, steps_done: int, layers: int) -> None:
+    (folder / META).write_text(json.dumps({"steps_done": steps_done, "layers": layers}))
+
+
+def read_meta(folder: Path) -> dict:
+    path = folder / META
+    try:
+        meta = json.loads(path.read_text())
+        return {"steps_done": int(meta["steps_done"]), "layers": int(meta["layers"])}
+    except FileNotFoundError:
+        raise
+    except (ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"{path}: not a layer-checkpoint meta file ({err})") from None
