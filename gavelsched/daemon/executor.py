@@ -52,6 +52,7 @@ from .throughputs import OnlineThroughputs
 log = logging.getLogger(__name__)
 
 HEARTBEAT_MISSES = 3
+SNAPSHOT_EVERY_S = 0.5
 
 
 @dataclass
@@ -133,21 +134,24 @@ class DaemonExecutor:
         self._waiters: list[_Waiter] = []
         self._started_index = -1
         self._dirty = True
+        self._next_snapshot = 0.0
         self.snapshot: Snapshot = build_snapshot(self, 0.0)
 
     # ---- the thread's inbox ---------------------------------------------------------
-    def post(self, fn: Callable[[], Any]) -> Future:
-        """Run ``fn`` on the executor thread; its result (or exception) lands in the future."""
+    def post(self, fn: Callable[[], Any], *, changes: bool = True) -> Future:
+        """Run ``fn`` on the executor thread; its result (or exception) lands in the future.
+        ``changes=False``: it changes nothing ``Status`` shows (no new snapshot needed)."""
         fut: Future = Future()
-        self._events.put((fn, fut))
+        self._events.put((fn, fut, changes))
         return fut
 
-    def call(self, fn: Callable[[], Any], timeout: float = 30.0) -> Any:
-        return self.post(fn).result(timeout)
+    def call(self, fn: Callable[[], Any], timeout: float = 30.0, *,
+             changes: bool = True) -> Any:
+        return self.post(fn, changes=changes).result(timeout)
 
     def stop(self) -> None:
         self._stop.set()
-        self._events.put((lambda: None, Future()))
+        self._events.put((lambda: None, Future(), False))
 
     def now(self) -> float:
         """Seconds since the daemon first started (its state's time origin)."""
@@ -157,28 +161,32 @@ class DaemonExecutor:
         """The executor loop: events, heartbeats, round deadlines, snapshots."""
         while not self._stop.is_set():
             try:
-                fn, fut = self._events.get(timeout=self._wait())
-                self._handle(fn, fut)
+                self._handle(*self._events.get(timeout=self._wait()))
                 while True:
-                    fn, fut = self._events.get_nowait()
-                    self._handle(fn, fut)
+                    self._handle(*self._events.get_nowait())
             except queue.Empty:
                 pass
             self._tick()
-            if self._dirty:
+            mono = self._clock()
+            if self._dirty and mono >= self._next_snapshot:
+                # Large job tables are re-pictured at most every SNAPSHOT_EVERY_S.
+                self._next_snapshot = mono + (SNAPSHOT_EVERY_S if len(self.jobs) > 500
+                                              else 0.0)
                 self.snapshot = build_snapshot(self, self.now())
+                if self.metrics is not None:
+                    self.metrics.on_state(self)
                 self._dirty = False
         for waiter in self._waiters:
             waiter.future.set_result(None)
 
-    def _handle(self, fn, fut: Future) -> None:
+    def _handle(self, fn, fut: Future, changes: bool) -> None:
         try:
             result = fn()
         except Exception as err:  # noqa: BLE001 - handed back to the caller
             fut.set_exception(err)
         else:
             fut.set_result(result)
-        self._dirty = True
+        self._dirty = self._dirty or changes
 
     def _wait(self) -> float:
         deadlines = [d for d in (self._plan_at, self._next_start) if d is not None]
@@ -207,6 +215,7 @@ class DaemonExecutor:
 
     def _plan(self, mono: float) -> None:
         """Close the round in flight and plan the next one (the core's own recipe)."""
+        self._dirty = True
         now = self.now()
         if self._inflight is not None:
             flight, self._inflight = self._inflight, None
@@ -237,6 +246,7 @@ class DaemonExecutor:
     def _start_round(self, mono: float) -> None:
         """The planned round begins: launch its new runs; schedule the next plan."""
         rnd, self._planned = self._planned, None
+        self._dirty = True
         R = self.config.round_seconds
         if self.metrics is not None and self._round_started is not None:
             self.metrics.on_round(mono - self._round_started)

@@ -71,14 +71,21 @@ class DaemonMetrics:
     def on_round(self, seconds: float) -> None:
         self.round_duration.observe(seconds)
 
-    def on_plan(self, executor: DaemonExecutor) -> None:
-        """Refresh the gauges at a round start (executor thread)."""
-        self.rounds.inc()
+    def on_state(self, executor: DaemonExecutor) -> None:
+        """Jobs by state and workers, after a change (executor thread)."""
         counts = dict.fromkeys(STATES, 0)
         for job in executor.jobs.values():
             counts[job.state] += 1
         for state, n in counts.items():
             self.jobs.labels(state=state).set(n)
+        self.workers.clear()
+        for s in executor.servers.values():
+            self.workers.labels(worker_type=s.row.worker_type,
+                                alive=str(s.alive).lower()).inc(len(s.row.workers))
+
+    def on_plan(self, executor: DaemonExecutor) -> None:
+        """Allocation against received share, at a round start (executor thread)."""
+        self.rounds.inc()
         self.allocation.clear()
         self.received.clear()
         for job_id, (x, got) in executor.core.shares(executor.now()).items():
@@ -86,7 +93,3 @@ class DaemonMetrics:
                 self.allocation.labels(job=job_id, worker_type=t).set(v)
             for t, v in got.items():
                 self.received.labels(job=job_id, worker_type=t).set(v)
-        self.workers.clear()
-        for s in executor.servers.values():
-            self.workers.labels(worker_type=s.row.worker_type,
-                                alive=str(s.alive).lower()).inc(len(s.row.workers))

@@ -47,7 +47,8 @@ def wait_until(predicate: Callable[[], object], timeout: float = 90.0, what: str
 
 def _kill_tree(pid: int) -> None:
     """SIGKILL a process and every process below it (it and its jobs were started here)."""
-    children = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True)
+    children = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True,
+                              check=False)
     for child in children.stdout.split():
         _kill_tree(int(child))
     try:
@@ -82,10 +83,10 @@ class Cluster:
 
     # ---- processes ------------------------------------------------------------------------
     def start_scheduler(self) -> Cluster:
-        log = open(self.root / "scheduler.log", "ab")
-        self.scheduler = subprocess.Popen(
-            [sys.executable, "-m", "gavelsched", "-v", "scheduler", "--config",
-             str(self.config_path)], stdout=log, stderr=subprocess.STDOUT, env=ENV)
+        with open(self.root / "scheduler.log", "ab") as log:
+            self.scheduler = subprocess.Popen(
+                [sys.executable, "-m", "gavelsched", "-v", "scheduler", "--config",
+                 str(self.config_path)], stdout=log, stderr=subprocess.STDOUT, env=ENV)
         wait_until(self.healthy, 60, "the scheduler to serve")
         return self
 
@@ -96,8 +97,8 @@ class Cluster:
                "127.0.0.1:0", "--work-dir", str(self.root / f"worker{n}"), "--grace", "3"]
         if self.token_file:
             cmd += ["--token-file", str(self.token_file)]
-        log = open(self.root / f"worker{n}.log", "ab")
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=ENV)
+        with open(self.root / f"worker{n}.log", "ab") as log:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=ENV)
         self.workers.append(proc)
         return proc
 

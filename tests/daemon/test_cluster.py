@@ -5,21 +5,22 @@ throughputs (thesis §5.3.3, §5.6)."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
-import subprocess
-import sys
 import urllib.request
+from types import SimpleNamespace
 
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
+from gavelsched.cli import main
 from gavelsched.rpc import pb, pb_grpc
 from gavelsched.rpc.security import channel
 from traces import default_table
 
-from .cluster import ENV, JOB_TYPE, Cluster, free_port, wait_until
+from .cluster import JOB_TYPE, Cluster, free_port, wait_until
 
 TOKEN = "s3cret-token"
 
@@ -41,11 +42,18 @@ def cluster(tmp_path_factory):
         c.stop()
 
 
-def cli(cluster, *args, token=True):
-    cmd = [sys.executable, "-m", "gavelsched", *args, "--scheduler", cluster.address]
-    if token:
-        cmd += ["--token-file", str(cluster.token_file)]
-    return subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=60)
+@pytest.fixture
+def cli(capsys):
+    """``gavelsched ARGS --scheduler ... [--token-file ...]`` in this process: (exit code,
+    stdout, stderr)."""
+    def run(cluster, *args, token=True):
+        argv = [*args, "--scheduler", cluster.address]
+        if token:
+            argv += ["--token-file", str(cluster.token_file)]
+        code = main(argv)
+        out = capsys.readouterr()
+        return SimpleNamespace(returncode=code, stdout=out.out, stderr=out.err)
+    return run
 
 
 def test_jobs_run_to_completion_with_exact_steps(cluster):
@@ -96,19 +104,18 @@ def test_every_service_refuses_a_missing_or_wrong_token(cluster, token):
     assert len(cluster.status().workers) == 2   # the refused RegisterWorker did nothing
 
 
-def test_cli_without_token_prints_one_line_and_exits_2(cluster):
+def test_cli_without_token_prints_one_line_and_exits_2(cluster, cli):
     got = cli(cluster, "status", token=False)
     assert got.returncode == 2
     lines = got.stderr.strip().splitlines()
     assert len(lines) == 1 and "UNAUTHENTICATED" in lines[0]
 
 
-def test_cli_unreachable_scheduler_is_one_line(tmp_path):
-    got = subprocess.run([sys.executable, "-m", "gavelsched", "status", "--scheduler",
-                          f"127.0.0.1:{free_port()}"], capture_output=True, text=True,
-                         env=ENV, timeout=60)
-    assert got.returncode == 2
-    lines = got.stderr.strip().splitlines()
+def test_cli_unreachable_scheduler_is_one_line(capsys):
+    code = main(["status", "--scheduler", f"127.0.0.1:{free_port()}"])
+    got = capsys.readouterr()
+    assert code == 2
+    lines = got.err.strip().splitlines()
     assert len(lines) == 1 and "cannot reach the scheduler" in lines[0]
 
 
@@ -128,7 +135,7 @@ def test_malformed_submission_is_refused_naming_the_field(cluster, request_kw, f
     assert cluster.healthy()
 
 
-def test_cli_submit_bad_yaml_and_bad_field(cluster, tmp_path):
+def test_cli_submit_bad_yaml_and_bad_field(cluster, cli, tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("job_type: [A3C\n")
     got = cli(cluster, "submit", str(bad))
@@ -146,7 +153,7 @@ def test_cli_submit_bad_yaml_and_bad_field(cluster, tmp_path):
     assert cluster.healthy()
 
 
-def test_cli_submit_status_json_and_cancel(cluster, tmp_path):
+def test_cli_submit_status_json_and_cancel(cluster, cli, tmp_path):
     job = tmp_path / "job.yaml"
     job.write_text(f"job_type: {JOB_TYPE}\ntotal_steps: 100000\nworkload: steps\n"
                    "priority_weight: 2\nentity: team-a\n")
@@ -155,7 +162,6 @@ def test_cli_submit_status_json_and_cancel(cluster, tmp_path):
     job_id = got.stdout.strip()
     got = cli(cluster, "status", "--json")
     assert got.returncode == 0, got.stderr
-    import json
     data = json.loads(got.stdout)
     assert set(data) == {"round", "jobs", "workers"}
     mine = [j for j in data["jobs"] if j["id"] == job_id]

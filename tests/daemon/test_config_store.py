@@ -63,7 +63,8 @@ def test_cli_exits_2_naming_the_key(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump({**GOOD, "round_secs": 6}))
     got = subprocess.run([sys.executable, "-m", "gavelsched", "scheduler", "--config",
-                          str(path)], capture_output=True, text=True, env=ENV, timeout=60)
+                          str(path)], capture_output=True, text=True, env=ENV, timeout=60,
+                         check=False)
     assert got.returncode == 2
     lines = got.stderr.strip().splitlines()
     assert len(lines) == 1 and "round_secs" in lines[0] and "Traceback" not in got.stderr
@@ -95,8 +96,7 @@ def test_store_transaction_is_all_or_nothing(tmp_path):
     store = Store(tmp_path)
     job = JobRow(id="0", job_type="A3C", scale_factor=1, total_steps=100)
     store.add_job(job)
-    with pytest.raises(RuntimeError):
-        with store.transaction() as db:
-            db.execute("UPDATE jobs SET steps_done=50 WHERE id='0'")
-            raise RuntimeError("crash mid-write")
+    with pytest.raises(RuntimeError), store.transaction() as db:
+        db.execute("UPDATE jobs SET steps_done=50 WHERE id='0'")
+        raise RuntimeError("crash mid-write")
     assert store.jobs()[0].steps_done == 0

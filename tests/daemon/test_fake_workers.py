@@ -1,0 +1,68 @@
+"""The real scheduler with in-test workers that speak the protocol over real sockets
+(``fake_worker``): jobs run to completion with exact totals, a job kept on its worker gets
+its lease extended instead of a restart (thesis §5.6), and a worker that stops
+heartbeating is failed and its job re-placed from its last checkpoint."""
+
+from __future__ import annotations
+
+import pytest
+
+from .cluster import Cluster, wait_until
+from .fake_worker import FakeWorker
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = Cluster(tmp_path, round_seconds=1.5, heartbeat_seconds=0.3)
+    fakes: list[FakeWorker] = []
+    c.fakes = fakes
+    try:
+        c.start_scheduler()
+        yield c
+    finally:
+        for f in fakes:
+            f.stop()
+        c.stop()
+
+
+def add_fake(cluster, worker_type: str) -> FakeWorker:
+    fake = FakeWorker(cluster.address, worker_type)
+    cluster.fakes.append(fake)
+    return fake
+
+
+def test_fake_workers_run_jobs_to_completion_with_lease_extensions(cluster):
+    v100 = add_fake(cluster, "v100")
+    k80 = add_fake(cluster, "k80")
+    jobs = [cluster.submit(60), cluster.submit(45)]
+    done = cluster.wait_done(jobs)
+    for job_id in jobs:
+        assert done[job_id].state == "done", done[job_id].reason
+        assert done[job_id].steps_done == done[job_id].total_steps
+    runs = v100.run_jobs + k80.run_jobs
+    assert {r.job_id for r in runs} == set(jobs)
+    # A job that kept its worker had its lease extended: a RunJob with extended=True on
+    # the same GPUs, whose lease adds the new round's steps to the old one.
+    extended = [r for r in runs if r.lease.extended]
+    assert extended
+    for r in extended:
+        first = next(x for x in runs if x.job_id == r.job_id and not x.lease.extended)
+        assert r.lease.max_steps > first.lease.max_steps
+        assert list(r.gpus) == list(first.gpus)
+
+
+def test_silent_worker_is_failed_and_its_job_replaced(cluster):
+    v100 = add_fake(cluster, "v100")
+    job = cluster.submit(80)
+    wait_until(lambda: v100.run_jobs, 60, "the job to be placed on the v100")
+    # let it make durable progress on the v100 first
+    wait_until(lambda: cluster.jobs()[job].steps_done > 0, 60, "a checkpoint")
+    v100.silence()
+    held = cluster.jobs()[job].steps_done
+    k80 = add_fake(cluster, "k80")
+    wait_until(lambda: not {w.id: w for w in cluster.status().workers}[str(v100.server_id)]
+               .alive, 60, "the silent worker to be failed")
+    done = cluster.wait_done([job])[job]
+    assert done.state == "done" and done.steps_done == done.total_steps
+    resumed = [r for r in k80.run_jobs if r.job_id == job]
+    assert resumed and resumed[0].steps_done >= held   # from its last checkpoint
