@@ -1,0 +1,166 @@
+"""PipeDream-2BW's planner (thesis §3.3, Algorithm 1, §3.3.3 closed-form cost functions):
+sweep data-parallel width d and depth p, and for each the micro-batch size b, gradient
+accumulation m = B/(d·b) and activation recomputation r; keep the fastest configuration whose
+MEMORY(.) fits, with the global batch B fixed.
+
+Per micro-batch, stage i takes T_i = c·b·Σ(forward+backward per sample) + 2·b·out_i/bw_pipe
+(c = c_extra = 4/3 with recomputation, else 1; the second term only when p > 1) and
+all-reduces 2(d−1)/d·|W_i| bytes once per mini-batch. Time per mini-batch:
+
+* 2bw (no flush; thesis §3.3.3): m · max_i max(T_i, allreduce_i / m);
+* 1f1b (PipeDream-Flush): Σ_i T_i + (m−1)·max_i T_i + max_i allreduce_i — the first
+  micro-batch crosses every stage, the slowest stage then runs the other m−1, and the
+  all-reduce after the flush is not overlapped.
+
+Memory of stage i (bytes): v·|W_i| + k_i·|A_i(b)| without recomputation, or
+v·|W_i| + |A_i(b)| + k_i·|A^input_i(b)| with it, where v is 2 for 2bw and 1 for 1f1b and
+k_i = min(p−i, m) micro-batches are in flight on stage i (the thesis's formula is stage 0).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .profile import Profile
+
+SCHEDULES = ("1f1b", "2bw")
+
+
+class PlanInfeasible(ValueError):
+    """No configuration fits in memory (or the inputs admit none)."""
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What the cost model says about one configuration."""
+
+    time_s: float                       # per mini-batch
+    stage_memory_bytes: tuple[float, ...]
+    stage_activation_bytes: tuple[float, ...]
+
+    @property
+    def memory_bytes(self) -> float:
+        return max(self.stage_memory_bytes)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A chosen configuration and its prediction."""
+
+    stages: int
+    replicas: int
+    microbatch_size: int
+    microbatches: int                   # accumulation steps per mini-batch on each replica
+    recompute: bool
+    schedule: str
+    cuts: tuple[int, ...]               # first layer of stages 1…p−1
+    prediction: Prediction
+
+    def to_json(self) -> dict:
+        return {"stages": self.stages, "replicas": self.replicas,
+                "gpus": self.stages * self.replicas, "microbatch_size": self.microbatch_size,
+                "microbatches": self.microbatches, "recompute": self.recompute,
+                "schedule": self.schedule, "cuts": list(self.cuts),
+                "predicted_time_per_minibatch_s": self.prediction.time_s,
+                "predicted_memory_bytes": self.prediction.memory_bytes,
+                "stage_memory_bytes": list(self.prediction.stage_memory_bytes)}
+
+
+def balanced_cuts(costs: list[float], parts: int) -> tuple[int, ...]:
+    """Contiguous split of ``costs`` into ``parts`` non-empty groups minimising the largest
+    sum (ties: earlier cuts); returns the first index of groups 1…parts−1."""
+    n = len(costs)
+    if not 1 <= parts <= n:
+        raise PlanInfeasible(f"cannot split {n} layers into {parts} stages")
+    prefix = [0.0]
+    for c in costs:
+        prefix.append(prefix[-1] + c)
+    best = [[math.inf] * (n + 1) for _ in range(parts + 1)]
+    cut = [[0] * (n + 1) for _ in range(parts + 1)]
+    best[0][0] = 0.0
+    for k in range(1, parts + 1):
+        for j in range(k, n + 1):
+            for i in range(k - 1, j):
+                value = max(best[k - 1][i], prefix[j] - prefix[i])
+                if value < best[k][j] - 1e-15:
+                    best[k][j], cut[k][j] = value, i
+    cuts, j = [], n
+    for k in range(parts, 1, -1):
+        j = cut[k][j]
+        cuts.append(j)
+    return tuple(reversed(cuts))
+
+
+def predict(profile: Profile, stages: int, replicas: int, microbatch_size: int,
+            microbatches: int, recompute: bool, schedule: str = "1f1b",
+            cuts: tuple[int, ...] | None = None, c_extra: float = 4 / 3,
+            bandwidth_cross: float | None = None) -> Prediction:
+    """THROUGHPUT(.) and MEMORY(.) of one configuration (thesis §3.3.3)."""
+    if schedule not in SCHEDULES:
+        raise PlanInfeasible(f"schedule {schedule!r} is not one of {', '.join(SCHEDULES)}")
+    layers = profile.layers
+    if cuts is None:
+        cuts = balanced_cuts([layer.compute_s for layer in layers], stages)
+    edges = [0, *cuts, len(layers)]
+    b = microbatch_size
+    bw_pipe = profile.bandwidth_bytes_per_s
+    bw_cross = bandwidth_cross or bw_pipe
+    times, syncs, memory, acts = [], [], [], []
+    versions = 2 if schedule == "2bw" else 1
+    for i in range(stages):
+        group = layers[edges[i]:edges[i + 1]]
+        comp = b * sum(layer.compute_s for layer in group) * (c_extra if recompute else 1.0)
+        comm = 2 * b * group[-1].output_bytes / bw_pipe if stages > 1 else 0.0
+        times.append(comp + comm)
+        w = sum(layer.weight_bytes for layer in group)
+        syncs.append(2 * (replicas - 1) / replicas * w / bw_cross)
+        in_flight = min(stages - i, microbatches)
+        full = b * sum(layer.activation_bytes for layer in group)
+        inputs = b * layers[edges[i] - 1].output_bytes if i > 0 else 0.0
+        act = full + in_flight * inputs if recompute else in_flight * full
+        acts.append(act)
+        memory.append(versions * w + act)
+    slowest = max(times)
+    if schedule == "2bw":
+        time_s = microbatches * max(max(t, s / microbatches) for t, s in zip(times, syncs))
+    else:
+        time_s = sum(times) + (microbatches - 1) * slowest + max(syncs)
+    return Prediction(time_s, tuple(memory), tuple(acts))
+
+
+def plan(profile: Profile, gpus: int, batch: int, memory_bytes: float,
+         schedule: str = "1f1b", server_gpus: int | None = None,
+         inter_server_bandwidth: float | None = None, c_extra: float = 4 / 3) -> Plan:
+    """Algorithm 1: the fastest (d, p, b, r) with d·p ≤ ``gpus``, d·b·m = ``batch`` and
+    memory ≤ ``memory_bytes``. Ties go to fewer GPUs, no recomputation, larger b."""
+    for name, value in (("gpus", gpus), ("batch", batch)):
+        if not isinstance(value, int) or value < 1:
+            raise PlanInfeasible(f"{name}={value!r} must be a positive integer")
+    if not memory_bytes > 0:
+        raise PlanInfeasible(f"memory={memory_bytes!r} must be positive")
+    best: tuple | None = None
+    for d in range(1, gpus + 1):
+        if batch % d:
+            continue
+        # bwdth_cross-pipeline(d): high inside a server, low across servers (thesis §3.3.3)
+        cross = (inter_server_bandwidth if server_gpus and inter_server_bandwidth
+                 and d > server_gpus else None)
+        for p in range(1, min(gpus // d, len(profile.layers)) + 1):
+            cuts = balanced_cuts([layer.compute_s for layer in profile.layers], p)
+            per_replica = batch // d
+            for b in range(1, per_replica + 1):
+                if per_replica % b:
+                    continue
+                m = per_replica // b
+                for r in (False, True):
+                    pred = predict(profile, p, d, b, m, r, schedule, cuts, c_extra, cross)
+                    if pred.memory_bytes > memory_bytes:
+                        continue
+                    key = (pred.time_s, d * p, r, -b)
+                    if best is None or key < best[0]:
+                        best = (key, Plan(p, d, b, m, r, schedule, cuts, pred))
+    if best is None:
+        raise PlanInfeasible(f"no configuration of up to {gpus} GPUs fits in "
+                             f"{memory_bytes / 2**30:.3g} GiB for batch {batch}")
+    return best[1]

@@ -1,0 +1,142 @@
+"""Per-layer profiles: the input of the partitioner and the planner (thesis §2.4.1 "Profiler",
+§3.3.3 "Estimating T^comp", "Cost function for MEMORY").
+
+The profile JSON (documented in docs/pipelines.md)::
+
+    {"model": "gpt-tiny",
+     "microbatch_size": 4,                      # the per-layer numbers are for this many samples
+     "bandwidth_bytes_per_s": 1.0e9,            # optional: in-pipeline / all-reduce bandwidth
+     "layers": [{"name": "embed", "forward_s": 1e-4, "backward_s": 2e-4,
+                 "activation_bytes": 4096,      # bytes saved for backward by this layer
+                 "output_bytes": 1024,          # bytes of the layer's output (what a stage sends)
+                 "weight_bytes": 2048}, ...]}
+
+Times and activation sizes scale linearly with the micro-batch size; weights do not.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class ProfileError(ValueError):
+    """A profile file that is missing a field or holds a bad value."""
+
+
+@dataclass(frozen=True)
+class LayerProfile:
+    """One layer, per sample (already divided by the profiled micro-batch size)."""
+
+    name: str
+    forward_s: float
+    backward_s: float
+    activation_bytes: float
+    output_bytes: float
+    weight_bytes: float
+
+    @property
+    def compute_s(self) -> float:
+        return self.forward_s + self.backward_s
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A model's per-layer profile, per sample."""
+
+    model: str
+    layers: tuple[LayerProfile, ...]
+    bandwidth_bytes_per_s: float = math.inf
+
+    @property
+    def weight_bytes(self) -> float:
+        return sum(layer.weight_bytes for layer in self.layers)
+
+
+_FIELDS = ("forward_s", "backward_s", "activation_bytes", "output_bytes", "weight_bytes")
+
+
+def profile_from_dict(data: object, where: str = "profile") -> Profile:
+    """Parse and check the JSON form; raise :class:`ProfileError` naming the bad value."""
+    if not isinstance(data, dict):
+        raise ProfileError(f"{where}: expected a JSON object")
+    size = data.get("microbatch_size", 1)
+    if not isinstance(size, int | float) or isinstance(size, bool) or size <= 0:
+        raise ProfileError(f"{where}: microbatch_size={size!r} must be a positive number")
+    bandwidth = data.get("bandwidth_bytes_per_s", math.inf)
+    if not isinstance(bandwidth, int | float) or isinstance(bandwidth, bool) or bandwidth <= 0:
+        raise ProfileError(f"{where}: bandwidth_bytes_per_s={bandwidth!r} must be positive")
+    layers = data.get("layers")
+    if not isinstance(layers, list) or not layers:
+        raise ProfileError(f"{where}: 'layers' must be a non-empty list")
+    out = []
+    for index, layer in enumerate(layers):
+        if not isinstance(layer, dict):
+            raise ProfileError(f"{where}: layers[{index}] must be an object")
+        values = {}
+        for name in _FIELDS:
+            value = layer.get(name, 0.0 if name == "output_bytes" else None)
+            if (not isinstance(value, int | float) or isinstance(value, bool)
+                    or not math.isfinite(value) or value < 0):
+                raise ProfileError(f"{where}: layers[{index}].{name}={value!r} must be a "
+                                   "non-negative number")
+            values[name] = float(value)
+        scale = {k: (v if k == "weight_bytes" else v / size) for k, v in values.items()}
+        out.append(LayerProfile(str(layer.get("name", f"layer{index}")), **scale))
+    return Profile(str(data.get("model", "model")), tuple(out), float(bandwidth))
+
+
+def load_profile(path: Path) -> Profile:
+    """Read a profile JSON file."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as err:
+        raise ProfileError(f"{path}: not valid JSON (line {err.lineno}: {err.msg})") from None
+    return profile_from_dict(data, str(path))
+
+
+def profile_model(spec, microbatch_size: int = 4, repeats: int = 20) -> dict:
+    """Measure the reference model layer by layer on this CPU (one thread) and return the
+    profile JSON. ``activation_bytes`` is what autograd saves for backward."""
+    import torch
+
+    from .model import build_layers, make_batch
+
+    torch.set_num_threads(1)
+    layers = build_layers(spec)
+    tokens, _ = make_batch(spec, 0, microbatch_size)
+    x: torch.Tensor = tokens
+    rows = []
+    for index, layer in enumerate(layers):
+        inp = x.detach().requires_grad_(x.is_floating_point())
+        saved = [0]
+
+        def pack(t, saved=saved):
+            saved[0] += t.numel() * t.element_size()
+            return t
+
+        fwd = bwd = 0.0
+        for rep in range(repeats + 2):
+            saved[0] = 0
+            t0 = time.perf_counter()
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+                out = layer(inp)
+            t1 = time.perf_counter()
+            out.backward(torch.ones_like(out))
+            t2 = time.perf_counter()
+            if rep >= 2:  # the first calls warm caches up
+                fwd += t1 - t0
+                bwd += t2 - t1
+        weights = sum(p.numel() * p.element_size() for p in layer.parameters())
+        if index == len(layers) - 1:
+            weights = 0  # the head's weight is the embedding's (tied), counted once
+        rows.append({"name": type(layer).__name__.lower() + str(index),
+                     "forward_s": fwd / repeats, "backward_s": bwd / repeats,
+                     "activation_bytes": saved[0], "output_bytes": out.numel() * out.element_size(),
+                     "weight_bytes": weights})
+        x = out.detach()
+    return {"model": f"reference-gpt-{spec.blocks}x{spec.hidden}", "microbatch_size": microbatch_size,
+            "layers": rows}
