@@ -86,3 +86,36 @@ def emulate_profiles(measured: Mapping[int, float], base_type: str,
         profiles[name] = {"memory_gb": memory_gb[name], "comm_s": comm_s,
                           "step_s": {str(b): t * scale for b, t in sorted(measured.items())}}
     return profiles
+
+
+def model_step_factory(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                       loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+                       make_batch: Callable[[int], tuple[torch.Tensor, torch.Tensor]]
+                       ) -> StepFactory:
+    """``make_step`` for a model: forward, backward and optimizer step on synthetic data."""
+    def make_step(batch: int) -> Callable[[], None]:
+        inputs, targets = make_batch(batch)
+
+        def step() -> None:
+            optimizer.zero_grad(set_to_none=False)
+            loss_fn(model(inputs), targets).backward()
+            optimizer.step()
+        return step
+    return make_step
+
+
+def catalog_profiles(measured: Mapping[int, float], job_type: str, *, base_type: str = "k80",
+                     scale_factor: int = 1, comm_s: float = 0.0) -> dict[str, dict]:
+    """Emulated profiles of every GPU type of the default catalog for ``job_type``: the
+    catalog's steps/s give the speed ratios and its GPU list the memory sizes."""
+    from traces.catalog import DEFAULT_CATALOG_PATH, default_catalog
+    from traces.throughputs import read_document
+
+    catalog = default_catalog()
+    gpus = read_document(DEFAULT_CATALOG_PATH)["meta"]["gpus"]
+    speeds = {w: catalog.table.get(w, job_type, scale_factor) for w in catalog.table.worker_types}
+    if not any(speeds.values()):
+        raise ValueError(f"job type {job_type!r} (scale factor {scale_factor}) is not in the "
+                         f"catalog")
+    memory = {w: float(gpus[w]["memory_gb"]) for w in speeds if w in gpus}
+    return emulate_profiles(measured, base_type, speeds, memory, comm_s)
