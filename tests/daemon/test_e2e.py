@@ -1,0 +1,88 @@
+"""Crash recovery end to end, with the real worker daemon and real job processes (thesis
+§5.6; issue #8 "Reliability"): ``kill -9`` of the scheduler, ``kill -9`` of a worker, and a
+job whose checkpoint disappears."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .cluster import Cluster, wait_until
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = Cluster(tmp_path, round_seconds=2.0, heartbeat_seconds=0.3)
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def test_scheduler_kill9_and_restart_on_the_same_state_dir(cluster):
+    cluster.start_scheduler()
+    cluster.start_worker("v100")
+    cluster.start_worker("k80")
+    wait_until(lambda: cluster.alive_workers() == 2, 60, "two workers")
+    jobs = [cluster.submit(120), cluster.submit(100), cluster.submit(60)]
+    wait_until(lambda: any(j.steps_done > 0 for j in cluster.jobs().values()), 60,
+               "durable progress")
+    before = cluster.status()
+    assert not all(j.state == "done" for j in before.jobs)
+    servers = sorted((w.id, w.type) for w in before.workers)
+    cluster.kill9_scheduler()
+    cluster.start_scheduler()
+    # the workers re-register with their previous server ids
+    wait_until(lambda: cluster.alive_workers() == 2, 60, "the workers to reconnect")
+    assert sorted((w.id, w.type) for w in cluster.status().workers) == servers
+    done = cluster.wait_done(jobs)
+    for job_id in jobs:
+        assert done[job_id].state == "done", done[job_id].reason
+        assert done[job_id].steps_done == done[job_id].total_steps
+    old = {j.id: j for j in before.jobs}
+    for job_id in jobs:   # finished jobs stayed finished, progress was never lost
+        assert done[job_id].steps_done >= old[job_id].steps_done
+
+
+def progress_file(cluster, job_id):
+    return cluster.root / "state" / "checkpoints" / job_id / "gavel_progress.json"
+
+
+def test_worker_kill9_resumes_elsewhere_and_a_lost_checkpoint_fails_only_its_job(cluster):
+    cluster.start_scheduler()
+    procs = {t: cluster.start_worker(t) for t in ("v100", "p100", "k80")}
+    wait_until(lambda: cluster.alive_workers() == 3, 60, "three workers")
+    keep, lose = cluster.submit(150), cluster.submit(150)
+
+    def both_running():
+        jobs = cluster.jobs()
+        return all(jobs[j].state == "running" and jobs[j].steps_done > 0
+                   and jobs[j].worker_type for j in (keep, lose)) and jobs
+
+    jobs = wait_until(both_running, 60, "both jobs to checkpoint")
+    hosts = {j: jobs[j].worker_type for j in (keep, lose)}
+    # The machine of `lose` dies and its checkpoint is lost with it; then the machine
+    # of `keep` dies mid-round.
+    cluster.kill9_worker(procs[hosts[lose]])
+    progress_file(cluster, lose).unlink()
+    cluster.kill9_worker(procs[hosts[keep]])
+    checkpoint = json.loads(progress_file(cluster, keep).read_text())["steps"]
+    assert checkpoint > 0
+
+    def failed_over():
+        workers = {w.type: w.alive for w in cluster.status().workers}
+        return not workers[hosts[keep]] and not workers[hosts[lose]]
+
+    wait_until(failed_over, 60, "the dead workers to be failed")
+    counted = cluster.jobs()[keep].steps_done
+    # Durable steps only: the scheduler never counts past the last checkpoint, so the
+    # resumed run loses at most the steps since then (one round at most).
+    assert 0 < counted <= checkpoint
+    done = cluster.wait_done([keep, lose])
+    assert done[keep].state == "done", done[keep].reason
+    assert done[keep].steps_done == done[keep].total_steps
+    assert done[lose].state == "failed"
+    assert "checkpoint missing" in done[lose].reason
+    survivor = next(t for t in procs if t not in hosts.values())
+    assert {w.type: w.alive for w in cluster.status().workers}[survivor]
