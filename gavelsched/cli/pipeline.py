@@ -1,0 +1,148 @@
+"""``gavelsched pipeline schedule|check|plan``: pipeline-parallel schedules, the executor's
+correctness check and the 2BW planner (thesis chapters 2–4; docs/pipelines.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from . import InputError
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "pipeline", help="pipeline-parallel schedules, executor check and planner",
+        description="Pipeline-parallel training (thesis chapters 2-4): print a schedule, train "
+                    "a reference model across processes and compare with one process, or plan "
+                    "a configuration from a per-layer profile.")
+    sub = parser.add_subparsers(dest="pipeline_command", metavar="ACTION")
+    sub.required = True
+
+    sched = sub.add_parser(
+        "schedule", help="print a schedule's per-device action lists",
+        description="Print the per-device ordered actions of a schedule. Chunk c (0 … P·V−1 "
+                    "in layer order) runs on device c mod P. Prints a step × rank grid, or "
+                    "{\"stages\": [[{\"op\", \"mb\", \"chunk\"}, ...], ...]} with --json.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    _common(sched)
+    sched.add_argument("--batches", type=int, default=2,
+                       help="2bw only: mini-batches the no-flush schedule spans")
+    sched.add_argument("--json", action="store_true", help="print JSON")
+    sched.set_defaults(func=run_schedule)
+
+    check = sub.add_parser(
+        "check", help="train a reference model pipelined and in one process; compare",
+        description="Train the reference GPT-style model with the schedule across P × D "
+                    "processes (gloo point-to-point) and in one process on the full batch, and "
+                    "print the largest parameter difference. 2bw is compared with delayed SGD "
+                    "W(t+1) = W(t) − ν∇f(W(t−1)).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    _common(check)
+    check.add_argument("--steps", type=int, default=3, help="mini-batches to train")
+    check.add_argument("--replicas", type=int, default=1, help="data-parallel width D")
+    check.add_argument("--dtype", choices=("float64", "float32"), default="float64")
+    check.add_argument("--recompute", action="store_true", help="recompute activations")
+    check.add_argument("--json", action="store_true", help='print {"max_abs_diff": x}')
+    check.set_defaults(func=run_check)
+
+    plan = sub.add_parser(
+        "plan", help="choose P, D, micro-batch size and recomputation from a profile",
+        description="PipeDream-2BW's planner (thesis §3.3): the fastest configuration whose "
+                    "predicted memory fits, with the global batch fixed. The profile JSON "
+                    "format is in docs/pipelines.md.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    plan.add_argument("--profile", type=Path, required=True, help="per-layer profile JSON")
+    plan.add_argument("--gpus", type=int, required=True, help="GPUs available")
+    plan.add_argument("--batch", type=int, required=True, help="global mini-batch size")
+    plan.add_argument("--memory-gb", type=float, required=True, help="memory per GPU (GiB)")
+    plan.add_argument("--schedule", choices=("1f1b", "2bw"), default="1f1b")
+    plan.add_argument("--json", action="store_true", help="print JSON")
+    plan.set_defaults(func=run_plan)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    from workers.pipeline.schedules import KINDS
+    parser.add_argument("--kind", required=True, choices=KINDS, help="schedule kind")
+    parser.add_argument("--stages", type=int, required=True, help="pipeline stages P")
+    parser.add_argument("--microbatches", type=int, required=True, help="micro-batches M")
+    parser.add_argument("--chunks", type=int, default=None,
+                        help="model chunks per device V (interleaved, breadth_first; default 2)")
+    parser.add_argument("--advance-num", type=int, default=None,
+                        help="advance_forward: forwards on device 0 before its first backward")
+
+
+def _schedule_options(args) -> dict:
+    options = {}
+    if args.kind == "advance_forward" and args.advance_num is not None:
+        options["advance_num"] = args.advance_num
+    if args.kind == "2bw" and getattr(args, "batches", None) is not None:
+        options["batches"] = args.batches
+    return options
+
+
+def run_schedule(args) -> int:
+    from workers.pipeline.ops import ScheduleError, format_grid, schedule_to_json
+    from workers.pipeline.schedules import build_schedule
+    try:
+        schedule = build_schedule(args.kind, args.stages, args.microbatches, args.chunks,
+                                  **_schedule_options(args))
+    except ScheduleError as err:
+        raise InputError(str(err)) from None
+    print(json.dumps(schedule_to_json(schedule)) if args.json else format_grid(schedule))
+    return 0
+
+
+def run_check(args) -> int:
+    from workers.pipeline.executor import RunConfig
+    from workers.pipeline.launch import run_pipeline
+    from workers.pipeline.model import ModelSpec
+    from workers.pipeline.ops import ScheduleError
+    from workers.pipeline.reference import max_abs_diff, train_reference
+    from workers.pipeline.schedules import build_schedule
+
+    try:  # refuse a bad schedule before starting any process
+        build_schedule(args.kind, args.stages, args.microbatches, args.chunks,
+                       **_schedule_options(args))
+    except ScheduleError as err:
+        raise InputError(str(err)) from None
+    chunks = args.chunks or (2 if args.kind in ("interleaved", "breadth_first") else 1)
+    spec = ModelSpec(dtype=args.dtype, blocks=max(4, args.stages * chunks - 2))
+    cfg = RunConfig(kind=args.kind, stages=args.stages, microbatches=args.microbatches,
+                    chunks=chunks, steps=args.steps, replicas=args.replicas, spec=spec,
+                    recompute=args.recompute, advance_num=args.advance_num)
+    try:
+        cfg.check()
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    run = run_pipeline(cfg)
+    ref = train_reference(spec, cfg.steps, cfg.global_batch, cfg.lr,
+                          delay=1 if args.kind == "2bw" else 0)
+    diff = max_abs_diff(run.weights, ref)
+    if args.json:
+        print(json.dumps({"max_abs_diff": diff}))
+    else:
+        print(f"{args.kind}: P={args.stages} D={args.replicas} M={args.microbatches} V={chunks} "
+              f"steps={args.steps}: max |pipelined − reference| = {diff:.3g}")
+    return 0
+
+
+def run_plan(args) -> int:
+    from workers.pipeline.planner import PlanInfeasible, plan
+    from workers.pipeline.profile import ProfileError, load_profile
+    try:
+        profile = load_profile(args.profile)
+        chosen = plan(profile, args.gpus, args.batch, args.memory_gb * 2**30, args.schedule)
+    except (ProfileError, PlanInfeasible) as err:
+        raise InputError(str(err)) from None
+    out = chosen.to_json()
+    if args.json:
+        print(json.dumps(out))
+    else:
+        print(f"P={out['stages']} stages × D={out['replicas']} replicas ({out['gpus']} GPUs), "
+              f"micro-batch {out['microbatch_size']} × {out['microbatches']} accumulated, "
+              f"recompute={'yes' if out['recompute'] else 'no'}, schedule {out['schedule']}, "
+              f"stage cuts at layers {out['cuts']}\n"
+              f"predicted time per mini-batch: {out['predicted_time_per_minibatch_s']:.6g} s, "
+              f"peak memory {out['predicted_memory_bytes'] / 2**20:.3f} MiB")
+    return 0
