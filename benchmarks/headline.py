@@ -339,7 +339,10 @@ class Cost:
 
     def groups(self) -> list[Group]:
         policies = (THROUGHPUT, COST, COST_SLO)
-        return [Group(f"{self.name}", self.spec, policies, (self.rate,), self.seeds),
+        # Each policy declares no backfill for the cost policies (Traits.backfill); the
+        # first group sets Gavel's mechanism (backfill on) for every policy explicitly.
+        return [Group(f"{self.name}", replace(self.spec, core_options={"backfill": True}),
+                      policies, (self.rate,), self.seeds),
                 Group(f"{self.name}_no_backfill",
                       replace(self.spec, core_options={"backfill": False}),
                       policies, (self.rate,), self.seeds)]
