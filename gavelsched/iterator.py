@@ -273,19 +273,25 @@ class GavelIterator:
 
     ``checkpoint_dir`` defaults to ``GAVEL_CHECKPOINT_DIR``; ``load_checkpoint(dir)`` and
     ``save_checkpoint(dir)`` are the user's (a few lines of ``torch.load``/``torch.save``).
-    ``renew_at`` is the fraction of the lease at which rank 0 asks for a renewal
-    (BENCHMARKS.md, "Lease renewal point"). ``save_on_all_ranks`` makes every rank save
+    ``renew_at`` is the fraction of the lease at which rank 0 asks for a renewal (default
+    ``GAVEL_RENEW_AT`` or DEFAULT_RENEW_AT; BENCHMARKS.md, "Preemption overhead"). ``save_on_all_ranks`` makes every rank save
     (default: rank 0 only, the usual data-parallel practice; all ranks load).
     """
 
     def __init__(self, data_loader: Iterable, checkpoint_dir: str | os.PathLike | None = None,
                  load_checkpoint: Callable[[str], Any] | None = None,
                  save_checkpoint: Callable[[str], Any] | None = None, *,
-                 renew_at: float = DEFAULT_RENEW_AT, save_on_all_ranks: bool = False,
+                 renew_at: float | None = None, save_on_all_ranks: bool = False,
                  env: Mapping[str, str] | None = None,
                  clock: Callable[[], float] = process_elapsed_s) -> None:
+        if renew_at is None:
+            raw = (os.environ if env is None else env).get("GAVEL_RENEW_AT", "")
+            try:
+                renew_at = float(raw) if raw else DEFAULT_RENEW_AT
+            except ValueError:
+                renew_at = -1.0
         if not 0.0 < renew_at <= 1.0:
-            raise ValueError(f"renew_at must be in (0, 1], got {renew_at!r}")
+            raise ValueError(f"renew_at (or GAVEL_RENEW_AT) must be in (0, 1], got {renew_at!r}")
         self._loader = data_loader
         self._load = load_checkpoint
         self._save = save_checkpoint

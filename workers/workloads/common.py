@@ -142,6 +142,10 @@ class Setup:
 
 def setup(workload: Workload, batch_size: int | None = None, seed: int = 0) -> Setup:
     """Join the process group, build the model on this rank's device, make the batches."""
+    if "OMP_NUM_THREADS" not in os.environ:
+        # Tiny models gain nothing from intra-op threads, and several jobs (emulated GPUs)
+        # share one CPU machine: spinning OpenMP threads would slow them all down.
+        torch.set_num_threads(1)
     distributed = init_distributed()
     device = device_for_rank()
     torch.manual_seed(seed)
