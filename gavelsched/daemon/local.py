@@ -1,0 +1,183 @@
+"""``LocalCluster``: a scheduler and typed worker daemons on loopback, as subprocesses
+(``gavelsched scheduler`` / ``gavelsched worker``), and a client over real gRPC. Used by
+``gavelsched local-cluster`` (the physical demo) and by the daemon tests.
+
+Workers emulate their GPU type on a CPU-only machine (docs/runtime.md, Emulation); nothing
+here imports ``workers``: they are separate processes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import grpc
+import yaml
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from ..rpc import pb, pb_grpc
+from ..rpc.security import channel
+
+log = logging.getLogger(__name__)
+
+# The project root: worker subprocesses import ``workers`` from it.
+ROOT = Path(__file__).resolve().parent.parent.parent
+FINAL_STATES = frozenset({"done", "failed", "cancelled"})
+
+
+def subprocess_env() -> dict[str, str]:
+    """This environment, with the project root on PYTHONPATH."""
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_until(predicate: Callable[[], object], timeout: float, what: str) -> object:
+    """Poll ``predicate`` every 0.2 s until it returns something true."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = predicate()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.2)
+
+
+def kill_tree(pid: int, sig: int = signal.SIGKILL) -> None:
+    """Signal a process and every process below it (a worker and the jobs it launched)."""
+    children = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True,
+                              check=False)
+    for child in children.stdout.split():
+        kill_tree(int(child), sig)
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+class LocalCluster:
+    """A scheduler (its state in ``root/state``) and workers, all started from here;
+    ``stop()`` ends every process this object started."""
+
+    def __init__(self, root: Path, *, policy: str = "max_min_fairness_perf",
+                 round_seconds: float = 6.0, heartbeat_seconds: float = 1.0,
+                 token: str | None = None, config: Mapping | None = None) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.token = token
+        self.token_file: Path | None = None
+        data = {"listen": self.address, "policy": policy, "round_seconds": round_seconds,
+                "state_dir": str(self.root / "state"), "heartbeat_seconds": heartbeat_seconds,
+                **(config or {})}
+        if token:
+            self.token_file = self.root / "token"
+            self.token_file.write_text(token + "\n")
+            data["auth_token_file"] = str(self.token_file)
+        self.config_path = self.root / "cluster.yaml"
+        self.config_path.write_text(yaml.safe_dump(data))
+        self.scheduler: subprocess.Popen | None = None
+        self.workers: list[subprocess.Popen] = []
+        self._chan: grpc.Channel | None = None
+
+    # ---- processes ------------------------------------------------------------------------
+    def _spawn(self, args: list[str], log_name: str) -> subprocess.Popen:
+        with open(self.root / log_name, "ab") as out:
+            return subprocess.Popen([sys.executable, "-m", "gavelsched", "-v", *args],
+                                    stdout=out, stderr=subprocess.STDOUT,
+                                    env=subprocess_env())
+
+    def start_scheduler(self, timeout: float = 60.0) -> LocalCluster:
+        self.scheduler = self._spawn(["scheduler", "--config", str(self.config_path)],
+                                     "scheduler.log")
+        wait_until(lambda: self.healthy() or self.scheduler.poll() is not None, timeout,
+                   "the scheduler to serve")
+        if self.scheduler.poll() is not None:
+            raise RuntimeError(f"the scheduler exited ({self.scheduler.returncode}); see "
+                               f"{self.root / 'scheduler.log'}")
+        return self
+
+    def start_worker(self, worker_type: str, gpus: int = 1, *, emulation_speed: float = 1.0,
+                     grace_s: float = 3.0) -> subprocess.Popen:
+        n = len(self.workers)
+        args = ["worker", "--scheduler", self.address, "--type", worker_type, "--gpus",
+                str(gpus), "--listen", "127.0.0.1:0", "--work-dir", str(self.root / f"worker{n}"),
+                "--grace", str(grace_s), "--emulation-speed", str(emulation_speed)]
+        if self.token_file:
+            args += ["--token-file", str(self.token_file)]
+        proc = self._spawn(args, f"worker{n}.log")
+        self.workers.append(proc)
+        return proc
+
+    def kill9_scheduler(self) -> None:
+        assert self.scheduler is not None
+        self.scheduler.send_signal(signal.SIGKILL)
+        self.scheduler.wait()
+
+    def kill9_worker(self, proc: subprocess.Popen) -> None:
+        """The machine dies: the worker and the jobs it launched."""
+        kill_tree(proc.pid)
+        proc.wait()
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        """Ask every process to stop (SIGTERM), then kill what is left."""
+        procs = [p for p in (*self.workers, self.scheduler) if p is not None and p.poll() is None]
+        for proc in procs:
+            kill_tree(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        for proc in procs:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                kill_tree(proc.pid)
+                proc.wait()
+        if self._chan is not None:
+            self._chan.close()
+            self._chan = None
+
+    # ---- client ---------------------------------------------------------------------------
+    @property
+    def chan(self) -> grpc.Channel:
+        if self._chan is None:
+            self._chan = channel(self.address, token=self.token)
+        return self._chan
+
+    def healthy(self) -> bool:
+        try:
+            reply = health_pb2_grpc.HealthStub(self.chan).Check(
+                health_pb2.HealthCheckRequest(service=""), timeout=2)
+        except grpc.RpcError:
+            return False
+        return reply.status == health_pb2.HealthCheckResponse.SERVING
+
+    def submit(self, request: pb.JobRequest) -> str:
+        return pb_grpc.ClientToSchedulerStub(self.chan).Submit(request, timeout=30).job_id
+
+    def status(self) -> pb.StatusResponse:
+        return pb_grpc.ClientToSchedulerStub(self.chan).Status(pb.StatusRequest(), timeout=30)
+
+    def jobs(self) -> dict[str, pb.JobStatus]:
+        return {j.id: j for j in self.status().jobs}
+
+    def alive_workers(self) -> int:
+        return sum(1 for w in self.status().workers if w.alive)
+
+    def wait_done(self, job_ids, timeout: float = 120.0) -> dict[str, pb.JobStatus]:
+        def finished():
+            jobs = self.jobs()
+            return jobs if all(jobs[j].state in FINAL_STATES for j in job_ids) else None
+        return wait_until(finished, timeout, f"jobs {list(job_ids)} to finish")
