@@ -66,6 +66,8 @@ def _rank_main(rank: int, cfg: RunConfig, ports: mp.Queue, results: mp.Queue) ->
         results.put(("error", rank, f"{type(err).__name__}: {err}",
                      traceback.format_exc()))
     finally:
+        results.close()
+        results.join_thread()  # flush the queue before leaving without clean-up
         os._exit(0)
 
 
