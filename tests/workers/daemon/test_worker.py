@@ -238,3 +238,22 @@ def test_cli_refused_token_is_one_line(tmp_path):
     expected = (f"gavelsched worker: error: scheduler {sched.address} refused this worker: "
                 "missing or wrong auth token")
     assert proc.stderr.strip().splitlines() == [expected]
+
+
+def test_shutdown_kills_jobs_reports_them_and_stops(tmp_path):
+    sched = FakeScheduler()
+    sched.start()
+    worker = Worker(WorkerConfig(scheduler=sched.address, worker_type="p100", gpus=1,
+                                 work_dir=tmp_path / "w"))
+    worker.start()
+    try:
+        stub = sched.worker_stub(worker.address)
+        stub.RunJob(run_job("resident", command="sleep 600"))
+        sched.wait_for(lambda: worker.launcher.running_jobs() == ["resident"])
+        assert stub.Shutdown(pb.ShutdownRequest(reason="maintenance")).ok
+        assert worker.wait(30)
+        report = report_of(sched, "resident")
+        assert not report.failed and report.reason == "maintenance"
+    finally:
+        worker.stop()
+        sched.stop()
