@@ -12,12 +12,12 @@ from workers.pipeline.reference import max_abs_diff, train_reference
 
 # one run per kind: P ≤ 2 stages, D ≤ 2 replicas, a tiny float64 model, 2-3 steps
 RUNS = [
-    ("gpipe", dict(stages=2, microbatches=2, replicas=2)),
-    ("1f1b", dict(stages=2, microbatches=4)),
-    ("interleaved", dict(stages=2, microbatches=2, chunks=2)),
-    ("breadth_first", dict(stages=2, microbatches=2, chunks=2, recompute=True)),
-    ("varuna", dict(stages=2, microbatches=3)),
-    ("advance_forward", dict(stages=2, microbatches=3, advance_num=2)),
+    ("gpipe", {"stages": 2, "microbatches": 2, "replicas": 2}),
+    ("1f1b", {"stages": 2, "microbatches": 4}),
+    ("interleaved", {"stages": 2, "microbatches": 2, "chunks": 2}),
+    ("breadth_first", {"stages": 2, "microbatches": 2, "chunks": 2, "recompute": True}),
+    ("varuna", {"stages": 2, "microbatches": 3}),
+    ("advance_forward", {"stages": 2, "microbatches": 3, "advance_num": 2}),
 ]
 
 
@@ -77,9 +77,9 @@ def test_a_failing_rank_is_reported():
 
 
 @pytest.mark.parametrize("bad,match", [
-    (dict(kind="1f1b", stages=2, microbatches=3, steps=1, batch=4), "batch=4 is not divisible"),
-    (dict(kind="1f1b", stages=2, microbatches=2, steps=0), "steps=0"),
-    (dict(kind="gpipe", stages=2, microbatches=2, steps=1, cuts=(0,)), "do not split"),
+    ({"kind": "1f1b", "stages": 2, "microbatches": 3, "steps": 1, "batch": 4}, "batch=4 is not divisible"),
+    ({"kind": "1f1b", "stages": 2, "microbatches": 2, "steps": 0}, "steps=0"),
+    ({"kind": "gpipe", "stages": 2, "microbatches": 2, "steps": 1, "cuts": (0,)}, "do not split"),
 ])
 def test_bad_configs_are_refused(bad, match):
     with pytest.raises(ValueError, match=match):

@@ -96,7 +96,7 @@ def test_peak_stash_gpipe_m_and_1f1b_min_p_minus_d(p, m):
 @pytest.mark.parametrize("p,m", [(p, m) for p, m in SHAPES if m >= p])
 def test_advance_forward_sits_between_1f1b_and_gpipe(p, m):
     one = validate(build_schedule("1f1b", p, m), m)
-    for extra in range(0, m + 1):
+    for extra in range(m + 1):
         adv = validate(build_schedule("advance_forward", p, m, advance_num=p - 1 + extra), m)
         assert adv.peak_stash == tuple(min(p - d + extra, m) for d in range(p))
         assert adv.makespan <= one.makespan

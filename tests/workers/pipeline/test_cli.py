@@ -1,0 +1,54 @@
+"""``gavelsched pipeline``: schedule JSON, the check's JSON, plan, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gavelsched.cli import main
+
+
+def test_schedule_json(capsys):
+    assert main(["pipeline", "schedule", "--kind", "interleaved", "--stages", "2",
+                 "--microbatches", "4", "--chunks", "2", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert len(data["stages"]) == 2
+    assert all(set(e) == {"op", "mb", "chunk"} and e["chunk"] % 2 == d
+               for d, acts in enumerate(data["stages"]) for e in acts)
+    assert sum(len(acts) for acts in data["stages"]) == 2 * 4 * 4  # F and B of 4 mb × 4 chunks
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["schedule", "--kind", "interleaved", "--stages", "2", "--microbatches", "3"],
+     "interleaved: microbatches=3 is not a multiple of stages=2"),
+    (["schedule", "--kind", "gpipe", "--stages", "0", "--microbatches", "3"], "stages=0"),
+    (["check", "--kind", "1f1b", "--stages", "2", "--microbatches", "3", "--replicas", "0"],
+     "replicas=0"),
+    (["plan", "--profile", "/nonexistent.json", "--gpus", "2", "--batch", "4",
+      "--memory-gb", "1"], "/nonexistent.json"),
+])
+def test_bad_input_is_one_line_exit_2(argv, match, capsys):
+    assert main(["pipeline", *argv]) == 2
+    err = capsys.readouterr().err
+    assert match in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_check_json(capsys):
+    assert main(["pipeline", "check", "--kind", "1f1b", "--stages", "2", "--microbatches", "2",
+                 "--steps", "2", "--dtype", "float64", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["max_abs_diff"] <= 1e-9
+
+
+def test_plan_json(tmp_path, capsys):
+    profile = tmp_path / "profile.json"
+    profile.write_text(json.dumps({"microbatch_size": 1, "layers": [
+        {"forward_s": 1e-3, "backward_s": 2e-3, "activation_bytes": 1e6, "output_bytes": 1e5,
+         "weight_bytes": 1e8}] * 6}))
+    assert main(["pipeline", "plan", "--profile", str(profile), "--gpus", "4", "--batch", "8",
+                 "--memory-gb", "0.5", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["stages"] * out["replicas"] <= 4
+    assert out["replicas"] * out["microbatch_size"] * out["microbatches"] == 8
+    assert out["predicted_memory_bytes"] <= 0.5 * 2**30
+    assert out["predicted_time_per_minibatch_s"] > 0

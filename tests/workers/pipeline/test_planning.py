@@ -1,0 +1,166 @@
+"""PipeDream's partitioner against brute force (thesis §2.4.1) and the 2BW planner's cost
+model and search (thesis §3.3)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+
+import pytest
+
+from workers.pipeline.partitioner import (
+    Level,
+    TopologyError,
+    brute_force,
+    hierarchical_topology,
+    levels_of,
+    partition,
+)
+from workers.pipeline.planner import PlanInfeasible, balanced_cuts, plan, predict
+from workers.pipeline.profile import ProfileError, load_profile, profile_from_dict
+
+
+def _profile(rng: random.Random, n: int) -> dict:
+    return {"layers": [{"forward_s": rng.random(), "backward_s": 2 * rng.random(),
+                        "activation_bytes": rng.randint(1, 100),
+                        "output_bytes": rng.random() * 5, "weight_bytes": rng.random() * 5}
+                       for _ in range(n)]}
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_dp_equals_brute_force_on_small_cases(seed):
+    rng = random.Random(seed)
+    n, m = rng.randint(1, 5), rng.randint(1, 5)
+    bandwidth = rng.choice([0.5, 2.0, 50.0, 1e6])
+    prof = profile_from_dict(_profile(rng, n))
+    best = partition(prof, [Level(m, bandwidth)])
+    assert best.time_per_input_s == pytest.approx(brute_force(prof, m, bandwidth), rel=1e-12)
+    assert best.workers == m
+    assert [s.first for s in best.stages] == [0] + [s.last + 1 for s in best.stages[:-1]]
+    assert best.stages[-1].last == n - 1
+
+
+def test_pure_data_parallelism_wins_when_weights_are_tiny_and_activations_huge():
+    prof = profile_from_dict({"layers": [{"forward_s": 1, "backward_s": 2, "activation_bytes": 1,
+                                          "output_bytes": 1e9, "weight_bytes": 1e-3}] * 4})
+    best = partition(prof, [Level(4, 1e3)])
+    assert len(best.stages) == 1 and best.stages[0].replicas == 4
+    assert best.time_per_input_s == pytest.approx(12 / 4)
+
+
+def test_pipeline_wins_when_weights_are_huge():
+    prof = profile_from_dict({"layers": [{"forward_s": 1, "backward_s": 2, "activation_bytes": 1,
+                                          "output_bytes": 1e-3, "weight_bytes": 1e9}] * 4})
+    best = partition(prof, [Level(4, 1e3)])
+    assert [s.replicas for s in best.stages] == [1, 1, 1, 1]
+    assert best.time_per_input_s == pytest.approx(3.0)
+    assert best.in_flight == 4
+
+
+def test_hierarchy_with_equal_bandwidths_and_one_server_is_the_flat_problem():
+    prof = profile_from_dict(_profile(random.Random(7), 5))
+    flat = partition(prof, [Level(4, 10.0)])
+    nested = partition(prof, hierarchical_topology([(4, 10.0), (1, 10.0)]))
+    assert nested.time_per_input_s == pytest.approx(flat.time_per_input_s)
+
+
+def test_two_level_topology_replicates_inside_servers():
+    prof = profile_from_dict({"layers": [{"forward_s": 1, "backward_s": 2, "activation_bytes": 1,
+                                          "output_bytes": 1.0, "weight_bytes": 10.0}] * 4})
+    topo = hierarchical_topology([(2, 1e6), (2, 1.0)])   # fast inside a server, slow across
+    assert levels_of(topo) == [Level(2, 1e6), Level(2, 1.0)]
+    best = partition(prof, topo)
+    assert best.workers == 4
+    # across servers the weights (10 B per layer over 1 B/s) are too slow to all-reduce:
+    # the servers form a pipeline, and each server replicates its stage inside itself
+    assert all(s.replicas <= 2 for s in best.stages) and len(best.stages) >= 2
+
+
+def test_uneven_topology_is_refused():
+    topo = hierarchical_topology([(2, 1.0), (2, 1.0)])
+    topo.add_edge("0:0", "extra", bandwidth=1.0)
+    with pytest.raises(TopologyError, match="uneven topology"):
+        levels_of(topo)
+
+
+@pytest.mark.parametrize("costs,parts", [([1, 1, 1, 1], 2), ([5, 1, 1, 1, 1, 1], 2),
+                                         ([3, 1, 4, 1, 5, 9, 2, 6], 3), ([1], 1)])
+def test_balanced_cuts_is_optimal(costs, parts):
+    cuts = balanced_cuts(costs, parts)
+    def worst(cs):
+        edges = [0, *cs, len(costs)]
+        return max(sum(costs[a:b]) for a, b in itertools.pairwise(edges))
+    best = min(worst(cs) for cs in itertools.combinations(range(1, len(costs)), parts - 1))
+    assert worst(cuts) == best
+
+
+def _uniform(n=8, weight=1000.0, act=100.0):
+    return profile_from_dict({"layers": [{"forward_s": 1.0, "backward_s": 2.0,
+                                          "activation_bytes": act, "output_bytes": 10.0,
+                                          "weight_bytes": weight}] * n})
+
+
+def test_predict_flush_time_and_memory_closed_form():
+    prof = _uniform()
+    pred = predict(prof, stages=4, replicas=1, microbatch_size=2, microbatches=8,
+                   recompute=False)
+    # T_i = b·(2 layers × 3 s) = 12 s; Σ T_i + (m−1)·max T_i = 48 + 84
+    assert pred.time_s == pytest.approx(4 * 12 + 7 * 12)
+    # stage i: |W_i| + min(p−i, m)·|A_i(b)| with |A_i(b)| = 2 samples × 2 layers × 100 B
+    assert pred.stage_memory_bytes == tuple(2000 + min(4 - i, 8) * 400 for i in range(4))
+
+
+def test_predict_2bw_keeps_two_versions_and_recompute_costs_a_third_more():
+    prof = _uniform()
+    plain = predict(prof, 4, 1, 2, 8, recompute=False, schedule="2bw")
+    again = predict(prof, 4, 1, 2, 8, recompute=True, schedule="2bw")
+    assert plain.time_s == pytest.approx(8 * 12)
+    assert again.time_s == pytest.approx(8 * 12 * 4 / 3)
+    assert plain.stage_memory_bytes[0] == pytest.approx(2 * 2000 + 4 * 400)
+    # recompute: one full activation set plus p in-flight stage inputs (2 samples × 10 B)
+    assert again.stage_memory_bytes[1] == pytest.approx(2 * 2000 + 400 + 3 * 20)
+
+
+def test_planner_respects_memory_and_batch():
+    prof = _uniform()
+    roomy = plan(prof, gpus=4, batch=16, memory_bytes=1e12)
+    tight = plan(prof, gpus=4, batch=16, memory_bytes=3000)
+    for chosen in (roomy, tight):
+        assert chosen.replicas * chosen.microbatch_size * chosen.microbatches == 16
+        assert chosen.stages * chosen.replicas <= 4
+    assert tight.prediction.memory_bytes <= 3000
+    assert roomy.prediction.memory_bytes > 3000  # the roomy plan would not have fitted
+    assert tight.prediction.time_s >= roomy.prediction.time_s
+    with pytest.raises(PlanInfeasible, match="no configuration of up to 4 GPUs"):
+        plan(prof, gpus=4, batch=16, memory_bytes=10)
+
+
+def test_planner_picks_data_parallelism_for_a_small_model_with_room():
+    prof = _uniform(weight=1.0)
+    chosen = plan(prof, gpus=4, batch=16, memory_bytes=1e12)
+    assert (chosen.stages, chosen.replicas) == (1, 4)
+
+
+@pytest.mark.parametrize("data,match", [
+    ([], "expected a JSON object"),
+    ({"layers": []}, "'layers' must be a non-empty list"),
+    ({"layers": [{"forward_s": -1, "backward_s": 1, "activation_bytes": 1,
+                  "weight_bytes": 1}]}, r"layers\[0\].forward_s=-1"),
+    ({"layers": [{"forward_s": 1, "backward_s": 1, "activation_bytes": 1}]},
+     r"layers\[0\].weight_bytes=None"),
+    ({"microbatch_size": 0, "layers": [{}]}, "microbatch_size=0"),
+])
+def test_bad_profiles_name_the_value(data, match):
+    with pytest.raises(ProfileError, match=match):
+        profile_from_dict(data)
+
+
+def test_profile_file_round_trip(tmp_path):
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"microbatch_size": 2, **_profile(random.Random(1), 3)}))
+    prof = load_profile(path)
+    assert len(prof.layers) == 3
+    path.write_text("{nope")
+    with pytest.raises(ProfileError, match="not valid JSON"):
+        load_profile(path)
