@@ -32,7 +32,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from .layout import split_evenly
+from .layout import NodeMapping, VirtualLayout, split_evenly
 
 _MAX_COMBINATIONS = 4096
 _COVER_WINDOW = 64
@@ -100,6 +100,21 @@ class SplitPlan:
     @property
     def steps_per_s(self) -> float:
         return 1.0 / self.step_s
+
+    def assignment(self) -> tuple[VirtualLayout, NodeMapping, tuple[str, ...]]:
+        """What to launch: the job's node sizes, each rank's nodes and each rank's GPU type
+        (ranks ordered by type name, then GPU). With a fixed node batch the layout is the
+        same for every plan of the job, so it can move between plans on one trajectory."""
+        sizes: list[int] = []
+        counts: list[int] = []
+        types: list[str] = []
+        for name in sorted(self.types):
+            part = self.types[name]
+            for _ in range(part.gpus):
+                sizes.extend(part.node_sizes())
+                counts.append(part.virtual_nodes_per_gpu)
+                types.append(name)
+        return VirtualLayout(tuple(sizes)), NodeMapping.from_counts(tuple(counts)), tuple(types)
 
     def to_dict(self) -> dict:
         return {"types": {name: {"gpus": p.gpus, "batch_per_gpu": p.batch_per_gpu,

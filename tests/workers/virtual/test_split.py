@@ -97,6 +97,11 @@ def test_fixed_node_batch_moves_whole_nodes():
         "v100": {"gpus": 1, "batch_per_gpu": 56, "virtual_nodes_per_gpu": 7}}
     assert plan.step_s == pytest.approx(14.01)
     assert all(p.batch_per_gpu == 8 * p.virtual_nodes_per_gpu for p in plan.types.values())
+    layout, mapping, types = plan.assignment()
+    assert layout.sizes == (8,) * 8  # the job's layout, whatever the mix
+    assert mapping.label() == "1:7" and types == ("p100", "v100")
+    other, _, _ = plan_split(profiles, 64, {"v100": 2}, node_batch=8).assignment()
+    assert other == layout
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -148,6 +153,9 @@ def test_plan_properties(batch, data, types):
         fitting = [b for b in peak if peak[b] <= profiles[name].memory_gb]
         assert max(part.node_sizes()) <= max(fitting)
     assert plan.step_s == pytest.approx(recomputed_step(profiles, plan), rel=1e-9)
+    layout, mapping, ranks = plan.assignment()
+    assert layout.batch == batch and mapping.nodes == layout.nodes
+    assert len(ranks) == mapping.processes == sum(p.gpus for p in plan.types.values())
     for name in types:
         alone = plan_split(profiles, batch, {name: gpus[name]})
         assert plan.step_s <= alone.step_s * (1 + 1e-12)
