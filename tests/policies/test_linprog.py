@@ -229,8 +229,7 @@ def per_dollar(problem, normalize="none", cost_unit="job"):
     return coef
 
 
-@pytest.mark.parametrize("normalize,cost_unit", [("none", "job"), ("fastest", "job"),
-                                                 ("none", "worker")])
+@pytest.mark.parametrize("normalize,cost_unit", [("none", "job"), ("fastest", "job")])
 @settings(**SETTINGS)
 @given(problem=problems(pairs=False))
 def test_min_cost(normalize, cost_unit, problem):
