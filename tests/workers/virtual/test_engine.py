@@ -110,21 +110,22 @@ def test_batchnorm_running_stats_are_the_share_weighted_node_average():
     assert int(bn.num_batches_tracked) == 1
 
 
+def _trained(steps: int, trainer=None):
+    """The reference job on one process (all 8 nodes) after ``steps`` more steps."""
+    trainer = trainer or reference_trainer(ReferenceJob(), range(8))
+    for _ in range(steps):
+        trainer.step()
+    return trainer
+
+
 def test_resume_continues_the_same_trajectory(tmp_path):
     """Elasticity (§4.1): parameters, Adam moments, LR schedule, step counter and the
     nodes' random streams (dropout) carry over a checkpoint."""
-    job = ReferenceJob()
-    straight = reference_trainer(job, range(8))
-    for _ in range(7):
-        straight.step()
-    first = reference_trainer(job, range(8))
-    for _ in range(3):
-        first.step()
-    save_checkpoint(first, tmp_path / "ckpt.pt")
-    resumed = reference_trainer(job, range(8))
+    straight = _trained(7)
+    save_checkpoint(_trained(3), tmp_path / "ckpt.pt")
+    resumed = reference_trainer(ReferenceJob(), range(8))
     assert load_checkpoint(resumed, tmp_path / "ckpt.pt") == 3
-    for _ in range(4):
-        resumed.step()
+    _trained(4, resumed)
     assert resumed.global_step == 7
     assert torch.equal(state_vector(resumed), state_vector(straight))
     assert resumed.scheduler.get_last_lr() == straight.scheduler.get_last_lr()
@@ -133,20 +134,13 @@ def test_resume_continues_the_same_trajectory(tmp_path):
                for a, s in zip(moments, straight.optimizer.state.values()))
 
 
-def test_resume_without_restoring_state_would_diverge(tmp_path):
+def test_resume_without_restoring_state_would_diverge():
     """The resume test above can fail: a fresh optimizer after 3 steps leaves the path."""
-    job = ReferenceJob()
-    straight = reference_trainer(job, range(8))
-    for _ in range(5):
-        straight.step()
-    other = reference_trainer(job, range(8))
-    for _ in range(3):
-        other.step()
-    fresh = reference_trainer(job, range(8))
-    fresh.model.load_state_dict(other.model.state_dict())
+    straight = _trained(5)
+    fresh = reference_trainer(ReferenceJob(), range(8))
+    fresh.model.load_state_dict(_trained(3).model.state_dict())
     fresh.global_step = 3
-    for _ in range(2):
-        fresh.step()
+    _trained(2, fresh)
     assert (state_vector(fresh) - state_vector(straight)).abs().max() > 1e-6
 
 
