@@ -14,7 +14,7 @@ from functools import partial
 
 from .base import Policy
 from .baselines import AlloX, Gandiva, Isolated
-from .errors import UnknownPolicy
+from .errors import PolicyError, ProblemError, UnknownPolicy
 from .fairness import MaxMinFairness
 from .finish_time import FinishTimeFairness
 from .makespan import MinTotalDuration
@@ -97,7 +97,13 @@ def get_policy(name: str, **options) -> Policy:
     seed = options.get("seed", 0)
     if "seed" not in policy_class(name).TRAITS.options:
         options.pop("seed", None)
-    policy = REGISTRY[name](name, **options)
+    try:
+        policy = REGISTRY[name](name, **options)
+    except PolicyError:
+        raise
+    except (TypeError, ValueError) as err:  # a declared option given a value of a bad type
+        raise ProblemError(f"policy {name!r}: bad option value ({err}); options: "
+                           f"{', '.join(f'{k}=' + repr(v) for k, v in options.items())}") from None
     if pop:
         from .partition import Partitioned
         policy = Partitioned(policy, partitions=partitions, seed=seed, processes=processes)

@@ -77,6 +77,8 @@ def test_solve_prints_declared_traits(capsys):
      "policy 'fifo': unknown option 'solver'; accepted: partitions, processes, seed, type_choice"),
     (("--policy", "max_sum_throughput_perf", "--option", "normalize=sum", "--traits"),
      "normalize must be one of none, fastest, got 'sum'"),
+    (("--policy", "min_makespan_with_budget", "--option", "budget=abc", "--traits"),
+     "policy 'min_makespan_with_budget': bad option value"),
 ])
 def test_solve_bad_traits_requests_are_one_line(capsys, argv, expected):
     code, _, err = run(capsys, "solve", *argv)
