@@ -26,7 +26,6 @@ end of the last busy round); here received time is the time a task held its work
 from __future__ import annotations
 
 import logging
-import math
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -34,6 +33,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from gavelsched.core import CoreConfig, JobSpec, RoundReport, SchedulerCore
+from gavelsched.core.type_order import fastest_first
 from gavelsched.estimator import estimated_table
 from gavelsched.mechanism import ClusterView
 from policies import Entity, Policy, get_policy, policy_class
@@ -67,16 +67,6 @@ def make_policy(name: str, seed: int = 0, **options) -> Policy:
     policy = get_policy(name, **options)
     defaults = {k: v for k, v in policy.traits.simulation_defaults.items() if k not in options}
     return get_policy(name, **options, **defaults) if defaults else policy
-
-
-def fastest_first(table: ThroughputTable, types: Sequence[str]) -> tuple[str, ...]:
-    """Worker types from fastest to slowest: by the geometric mean, over the job kinds the
-    table has on every type, of their throughput (v100, p100, k80 for Gavel's table)."""
-    keys = [k for k in table.job_keys if all(table.get(t, *k) > 0 for t in types)]
-    if not keys:
-        return tuple(types)
-    score = {t: float(np.mean([math.log(table.get(t, *k)) for k in keys])) for t in types}
-    return tuple(sorted(types, key=lambda t: (-score[t], list(types).index(t))))
 
 
 def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[str, int],

@@ -38,6 +38,7 @@ from typing import Any
 from policies import Policy
 
 from ..core import CoreConfig, JobSpec, MicroTask, Report, Round, SchedulerCore
+from ..core.type_order import fastest_first
 from ..mechanism import ClusterView, Server
 from ..rpc import pb
 from .config import DaemonConfig
@@ -52,6 +53,9 @@ from .throughputs import OnlineThroughputs
 log = logging.getLogger(__name__)
 
 HEARTBEAT_MISSES = 3
+# An idle scheduler starts its first round this long after a job arrives, so that jobs
+# submitted together are planned together.
+ARRIVAL_GRACE_S = 0.5
 SNAPSHOT_EVERY_S = 0.5
 
 
@@ -76,6 +80,7 @@ class _Run:
     started: float               # monotonic time of the first RunJob
     base_steps: int              # durable count the run started from
     last: tuple[int, float] = (0, 0.0)   # (steps, seconds) of its last checkpointed report
+    started_up: bool = False             # its first InitJob arrived
 
 
 @dataclass
@@ -106,7 +111,9 @@ class DaemonExecutor:
         R = config.round_seconds
         core_config = CoreConfig.for_policy(policy, round_seconds=R,
                                             min_resolve_interval_s=config.resolve_interval,
-                                            seed=config.seed, on_solve_error="keep")
+                                            seed=config.seed, on_solve_error="keep",
+                                            type_order=fastest_first(table,
+                                                                     table.worker_types))
         self.servers: dict[int, _Server] = {}
         for row in store.servers():
             self.servers[row.id] = _Server(row, alive=False, last_seen=0.0)
@@ -133,6 +140,7 @@ class DaemonExecutor:
         self._held: dict[str, float] = {}        # task key -> seconds it held its workers
         self._waiters: list[_Waiter] = []
         self._started_index = -1
+        self._woken = self._clock()       # when an idle scheduler last got work
         self._dirty = True
         self._next_snapshot = 0.0
         self.snapshot: Snapshot = build_snapshot(self, 0.0)
@@ -200,7 +208,8 @@ class DaemonExecutor:
         mono = self._clock()
         self._check_heartbeats(mono)
         if self._next_start is None:            # idle: start as soon as there is work
-            if self.core.has_jobs and self._ready():
+            if (self.core.has_jobs and self._ready()
+                    and mono >= self._woken + ARRIVAL_GRACE_S):
                 self._plan(mono)
                 self._start_round(mono)
             return
@@ -234,10 +243,9 @@ class DaemonExecutor:
             self.core.force_resolve()     # nothing placed: re-solve at the next boundary
         index = self._round_base + rnd.index
         self.store.set_meta({"round": index + 1})
-        start = self._next_start if self._next_start is not None else mono
         for task in rnd.tasks:
             if task.extended and all(j in self._runs for j in task.job_ids):
-                self._extend(task, index, start)
+                self._extend(task, index)
         for waiter in self._waiters:
             run = self._runs.get(waiter.job_id)
             waiter.future.set_result(None if run is None else run.lease)
@@ -297,14 +305,15 @@ class DaemonExecutor:
             self.dispatcher.run_job(self.servers[server_id].row.address, request,
                                     self._on_dispatched(job_id, server_id))
 
-    def _extend(self, task: MicroTask, index: int, start: float) -> None:
-        """Lease extension: the same workers next round (RunJob on the same GPUs)."""
+    def _extend(self, task: MicroTask, index: int) -> None:
+        """Lease extension: the same workers next round (RunJob on the same GPUs), one
+        more round of time and the round's steps on top of the lease in force."""
         R = self.config.round_seconds
         for m, job_id in enumerate(task.job_ids):
             run = self._runs[job_id]
             job = self.jobs[job_id]
             run.lease = extended_lease(run.lease, index, task.steps[m], job.total_steps,
-                                       start + R - run.started)
+                                       run.lease.max_seconds + R)
             run.round = index
             for server_id, old in run.servers.items():
                 request = pb.RunJobRequest()
@@ -434,6 +443,8 @@ class DaemonExecutor:
         row = check_submission(request, self.table, tuple(self.table.worker_types), gpus)
         now = self.now()
         row = row.but(id=str(self.store.next_job_id()), arrival_s=now)
+        if self._next_start is None and not self.core.has_jobs:
+            self._woken = self._clock()
         self.store.add_job(row)
         self.jobs[row.id] = row
         self.core.submit(self._spec(row), now)
@@ -497,9 +508,31 @@ class DaemonExecutor:
         if job is None:
             raise KeyError(f"unknown job {request.job_id!r}")
         run = self._runs.get(request.job_id)
+        if run is not None and not run.started_up:
+            self._after_startup(run)
         lease = run.lease if run is not None else stop_lease(job.steps_done)
         return pb.InitJobResponse(lease=lease, steps_done=job.steps_done,
                                   total_steps=job.total_steps)
+
+    def _after_startup(self, run: _Run) -> None:
+        """A fresh run's lease counts from its process's start, which its startup (imports,
+        model build, checkpoint load) may eat: the first InitJob moves its time bound to a
+        full round after that, and tells the workers (a RunJob on the same GPUs moves the
+        kill deadline; thesis §5.6 leases count from the iterator's start)."""
+        run.started_up = True
+        if run.lease.extended:
+            return
+        startup = max(0.0, self._clock() - run.started)
+        run.lease = pb.Lease(max_steps=run.lease.max_steps,
+                             max_seconds=startup + self.config.round_seconds,
+                             round=run.lease.round, extended=False)
+        for server_id, old in list(run.servers.items()):
+            request = pb.RunJobRequest()
+            request.CopyFrom(old)           # the old one may still be on the wire
+            request.lease.CopyFrom(run.lease)
+            run.servers[server_id] = request
+            self.dispatcher.run_job(self.servers[server_id].row.address, request,
+                                    self._on_dispatched(run.job_id, server_id))
 
     def renew_lease(self, request: pb.RenewLeaseRequest) -> pb.Lease | Future:
         """The lease for the next round: extended when the job keeps its workers. Before

@@ -65,7 +65,8 @@ class FakeWorker(pb_grpc.SchedulerToWorkerServicer):
             self.run_jobs.append(request)
             thread = self._jobs.get(request.job_id)
             if thread is not None and thread.is_alive():
-                self._extend[request.job_id] = request.lease   # lease extended
+                if request.lease.extended:
+                    self._extend[request.job_id] = request.lease   # lease extended
                 return pb.Ack(ok=True, message="extended")
             thread = threading.Thread(target=self._run, args=(request,), daemon=True)
             self._jobs[request.job_id] = thread

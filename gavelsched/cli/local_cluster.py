@@ -1,0 +1,183 @@
+"""``gavelsched local-cluster``: the physical demo (thesis §5.6-5.7). A scheduler and
+emulated typed workers on loopback run a small mix of the reference torch workloads; live
+progress goes to stderr, and the end is the simulator's summary (``SimulationResult``;
+``--json`` writes its JSON with every job's ``completion_s``).
+
+Emulation (docs/runtime.md): each worker paces its jobs to the throughput table's steps/s
+for its type times ``--emulation-speed``, so a K80 is really slower than a V100 by the
+table's ratio. A job's ``total_steps`` is ``rounds x round_seconds`` of work on the fastest
+type at that pace, with ``rounds`` cycling through 1.5, 2.5 and 3.5.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from . import InputError
+
+log = logging.getLogger(__name__)
+
+# Job types of the mix, one per reference workload family (traces/workloads.py).
+MIX = ("ResNet-18 (batch size 16)", "LM (batch size 5)", "Transformer (batch size 16)",
+       "Recommendation (batch size 512)")
+ROUNDS_OF_WORK = (1.5, 2.5, 3.5)
+POLL_S = 1.0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "local-cluster", help="run a scheduler and emulated workers on loopback (demo)",
+        description="Start a scheduler and emulated typed workers on loopback (a temporary "
+                    "state dir), submit a small mix of the reference torch workloads "
+                    "(ResNet, LSTM, Transformer, recommendation autoencoder), show live "
+                    "progress on stderr and end with the simulator's summary.")
+    p.add_argument("--workers", default="k80=1,p100=1,v100=1", metavar="TYPE=N,...",
+                   help="GPUs per worker type (one worker daemon per type)")
+    p.add_argument("--jobs", type=int, default=6, metavar="N", help="jobs to submit")
+    p.add_argument("--round-seconds", type=float, default=10.0, metavar="S",
+                   help="round length")
+    p.add_argument("--policy", default="max_min_fairness_perf", help="scheduling policy")
+    p.add_argument("--emulation-speed", type=float, default=0.1, metavar="X",
+                   help="time dilation: jobs run at X times the table's steps/s (CPU-sized)")
+    p.add_argument("--workload", default=None,
+                   help="run this reference workload for every job (e.g. 'steps', no torch)")
+    p.add_argument("--json", metavar="OUT", help="write the Simulation result JSON here")
+    p.add_argument("--keep", metavar="DIR", help="keep the state and logs in DIR")
+    p.set_defaults(func=run)
+
+
+def parse_workers(text: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for part in text.split(","):
+        name, _, count = part.strip().partition("=")
+        if not name or not count.isdigit() or int(count) < 1:
+            raise InputError(f"--workers: expected TYPE=N with N >= 1, got {part.strip()!r}")
+        out[name] = int(count)
+    return out
+
+
+def job_mix(n: int, fastest_rate, round_seconds: float, speed: float,
+            workload: str | None):
+    """The demo's job requests: the MIX job types in turn, sized in rounds of work."""
+    from ..rpc import pb
+    out = []
+    for i in range(n):
+        job_type = MIX[i % len(MIX)]
+        rounds = ROUNDS_OF_WORK[i % len(ROUNDS_OF_WORK)]
+        steps = max(1, int(rounds * round_seconds * fastest_rate(job_type) * speed))
+        out.append(pb.JobRequest(job_type=job_type, scale_factor=1, total_steps=steps,
+                                 workload=workload or ""))
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from traces import default_table
+
+    workers = parse_workers(args.workers)
+    if args.jobs < 1:
+        raise InputError(f"--jobs must be >= 1, got {args.jobs}")
+    if not args.round_seconds > 0 or not args.emulation_speed > 0:
+        raise InputError("--round-seconds and --emulation-speed must be > 0")
+    table = default_table()
+    unknown = [t for t in workers if t not in table.worker_types]
+    if unknown:
+        raise InputError(f"--workers: unknown worker type {unknown[0]!r}; known: "
+                         f"{', '.join(table.worker_types)}")
+    if args.keep:
+        root = Path(args.keep)
+        return _run(args, root, workers, table)
+    with tempfile.TemporaryDirectory(prefix="gavel-local-") as tmp:
+        return _run(args, Path(tmp), workers, table)
+
+
+def _run(args, root: Path, workers: dict[str, int], table) -> int:
+    from ..daemon.local import FINAL_STATES, LocalCluster, free_port, wait_until
+    from simulator.metrics import Metrics
+
+    wall = time.perf_counter()
+    metrics_port = free_port()
+    # Re-solve at any round boundary after a change (the daemon's default waits Gavel's
+    # 1920 s scaled to the round, too long for a demo of a few minutes).
+    cluster = LocalCluster(root, policy=args.policy, round_seconds=args.round_seconds,
+                           config={"expected_workers": sum(workers.values()),
+                                   "min_resolve_interval_s": args.round_seconds,
+                                   "metrics_listen": f"127.0.0.1:{metrics_port}"})
+    try:
+        cluster.start_scheduler()
+        for worker_type, gpus in workers.items():
+            cluster.start_worker(worker_type, gpus, emulation_speed=args.emulation_speed,
+                                 grace_s=max(10.0, args.round_seconds))
+        wait_until(lambda: cluster.alive_workers() == len(workers), 120, "the workers")
+
+        def fastest(job_type: str) -> float:
+            return max(table.get(t, job_type, 1) for t in workers)
+
+        ids = [cluster.submit(r) for r in job_mix(args.jobs, fastest, args.round_seconds,
+                                                  args.emulation_speed, args.workload)]
+        metrics = Metrics(args.policy, tuple(workers))
+        status = cluster.status()
+        for job in status.jobs:
+            metrics.on_arrival(job.id, job.job_type, job.scale_factor, job.arrival_s, None)
+        last = time.monotonic()
+        while True:
+            time.sleep(POLL_S)
+            status = cluster.status()
+            now = time.monotonic()
+            # Utilization is sampled: GPUs held by running jobs between polls.
+            metrics.busy_gpu_s += (now - last) * sum(j.scale_factor for j in status.jobs
+                                                     if j.state == "running")
+            last = now
+            _show(status)
+            if all(j.state in FINAL_STATES for j in status.jobs):
+                break
+        sys.stderr.write("\n")
+        for job in status.jobs:
+            if job.state == "done":
+                metrics.on_complete(job.id, job.completion_s)
+        metrics.rounds = int(status.round) + 1
+        metrics.resolves, metrics.solve_s = _solves(metrics_port)
+        end = max((j.completion_s for j in status.jobs), default=0.0)
+        result = metrics.result(end_s=end, capacity=workers,
+                                wall_s=time.perf_counter() - wall, window=None, order=ids)
+    finally:
+        cluster.stop()
+    print(result.summary())
+    failed = [j for j in status.jobs if j.state != "done"]
+    for job in failed:
+        print(f"job {job.id} ({job.job_type}) {job.state}: {job.reason}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result.to_dict(), indent=1) + "\n")
+    return 1 if failed else 0
+
+
+def _solves(port: int) -> tuple[int, float]:
+    """Policy re-solves and their total time, from the daemon's Prometheus endpoint."""
+    from urllib.request import urlopen
+
+    from prometheus_client.parser import text_string_to_metric_families
+    text = urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    count, total = 0, 0.0
+    for family in text_string_to_metric_families(text):
+        if family.name == "gavelsched_policy_solve_seconds":
+            for sample in family.samples:
+                if sample.name.endswith("_count"):
+                    count = int(sample.value)
+                elif sample.name.endswith("_sum"):
+                    total = float(sample.value)
+    return count, total
+
+
+def _show(status) -> None:
+    """One live status line on stderr: round, jobs done, each job's progress and type."""
+    done = sum(1 for j in status.jobs if j.state == "done")
+    parts = [f"{j.id}:{j.steps_done * 100 // max(j.total_steps, 1):3d}%"
+             f"{'@' + j.worker_type if j.worker_type else ''}" for j in status.jobs]
+    line = f"round {status.round:3d}  done {done}/{len(status.jobs)}  " + " ".join(parts)
+    sys.stderr.write("\r" + line[:200].ljust(120))
+    sys.stderr.flush()
