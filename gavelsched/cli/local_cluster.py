@@ -97,8 +97,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args, root: Path, workers: dict[str, int], table) -> int:
-    from ..daemon.local import FINAL_STATES, LocalCluster, free_port, wait_until
     from simulator.metrics import Metrics
+
+    from ..daemon.local import FINAL_STATES, LocalCluster, free_port, wait_until
 
     wall = time.perf_counter()
     metrics_port = free_port()
