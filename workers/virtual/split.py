@@ -208,13 +208,26 @@ def _costs(profile: TypeProfile, units: int, node_batch: int | None) -> _TypeCos
 
 
 def _cover(caps: list[int], counts: list[int], total: int) -> list[int] | None:
-    """Loads k_i <= caps[i] with sum counts[i] * k_i == total, largest first loads; None if
-    none is found (the search tries a window of loads below each cap)."""
+    """Loads k_i <= caps[i] with sum counts[i] * k_i == total, the first types loaded as
+    much as possible; None if there are none. Exact for one or two types; with more, each
+    outer type tries a window of loads below its cap."""
     if len(caps) == 1:
         load, rest = divmod(total, counts[0])
         return [load] if rest == 0 and 0 <= load <= caps[0] else None
     top = min(caps[0], total // counts[0])
+    if len(caps) == 2:
+        # the loads of the first type that leave a multiple of counts[1] recur with this
+        # period; the largest such load leaves the second type its smallest load
+        period = counts[1] // math.gcd(counts[0], counts[1])
+        for load in range(top, max(-1, top - period), -1):
+            rest, remainder = divmod(total - counts[0] * load, counts[1])
+            if remainder == 0:
+                return [load, rest] if rest <= caps[1] else None
+        return None
+    room = sum(n * c for n, c in zip(counts[1:], caps[1:]))
     for load in range(top, max(-1, top - _COVER_WINDOW), -1):
+        if total - counts[0] * load > room:
+            break  # less load here leaves more than the other types can take
         rest = _cover(caps[1:], counts[1:], total - counts[0] * load)
         if rest is not None:
             return [load, *rest]
