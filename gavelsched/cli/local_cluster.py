@@ -17,6 +17,7 @@ import logging
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from . import InputError
@@ -98,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args, root: Path, workers: dict[str, int], table) -> int:
     from simulator.metrics import Metrics
+    from traces import default_prices
 
     from ..daemon.local import FINAL_STATES, LocalCluster, free_port, wait_until
 
@@ -125,19 +127,25 @@ def _run(args, root: Path, workers: dict[str, int], table) -> int:
         status = cluster.status()
         for job in status.jobs:
             metrics.on_arrival(job.id, job.job_type, job.scale_factor, job.arrival_s, None)
-        last = time.monotonic()
+        last = start = time.monotonic()
+        capacity = sum(workers.values())
+        prices = default_prices()
         while True:
             time.sleep(POLL_S)
             status = cluster.status()
             now = time.monotonic()
-            # Utilization is sampled: GPUs held by running jobs between polls.
-            metrics.busy_gpu_s += (now - last) * sum(j.scale_factor for j in status.jobs
-                                                     if j.state == "running")
+            # Utilization and cost are sampled: GPUs held by running jobs between polls.
+            held = [(j.worker_type, j.scale_factor) for j in status.jobs
+                    if j.state == "running" and j.worker_type]
+            metrics.busy_gpu_s += (now - last) * min(capacity, sum(n for _, n in held))
+            metrics.cost_usd += (now - last) / 3600 * sum(prices.get(t, 0.0) * n
+                                                          for t, n in held)
             last = now
             _show(status)
             if all(j.state in FINAL_STATES for j in status.jobs):
                 break
-        sys.stderr.write("\n")
+        if sys.stderr.isatty():
+            sys.stderr.write("\n")
         for job in status.jobs:
             if job.state == "done":
                 metrics.on_complete(job.id, job.completion_s)
@@ -146,6 +154,7 @@ def _run(args, root: Path, workers: dict[str, int], table) -> int:
         end = max((j.completion_s for j in status.jobs), default=0.0)
         result = metrics.result(end_s=end, capacity=workers,
                                 wall_s=time.perf_counter() - wall, window=None, order=ids)
+        result = replace(result, utilization=metrics.busy_gpu_s / (capacity * (last - start)))
     finally:
         cluster.stop()
     print(result.summary())
@@ -174,11 +183,16 @@ def _solves(port: int) -> tuple[int, float]:
     return count, total
 
 
-def _show(status) -> None:
-    """One live status line on stderr: round, jobs done, each job's progress and type."""
+def _show(status, _last: list = [""]) -> None:  # noqa: B006 - the last line shown
+    """Live progress on stderr: round, jobs done, each job's progress and worker type (one
+    line redrawn on a terminal, a new line per change otherwise)."""
     done = sum(1 for j in status.jobs if j.state == "done")
     parts = [f"{j.id}:{j.steps_done * 100 // max(j.total_steps, 1):3d}%"
              f"{'@' + j.worker_type if j.worker_type else ''}" for j in status.jobs]
     line = f"round {status.round:3d}  done {done}/{len(status.jobs)}  " + " ".join(parts)
-    sys.stderr.write("\r" + line[:200].ljust(120))
+    if sys.stderr.isatty():
+        sys.stderr.write("\r" + line[:200].ljust(120))
+    elif line != _last[0]:
+        sys.stderr.write(line + "\n")
+    _last[0] = line
     sys.stderr.flush()
