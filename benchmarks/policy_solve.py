@@ -1,156 +1,285 @@
-"""Policy solve times at scale (issue #2 targets), like the thesis's Figure 5.14.
+"""Policy solve times at scale, cold and warm, with peak memory (issues #2 and #7).
 
-n single-GPU jobs drawn uniformly from the default catalog's job types, n/4 GPUs of each of
-3 types; times are end to end (``policy.solve``: problem matrices, cvxpy compilation and
-solve), the median of ``--repeat`` runs. Jobs drawn from a catalog repeat each other, and
-fairness policies merge identical jobs into one LP row; the "distinct" column perturbs
-every throughput by a random ±10% (as measured throughputs would be) so that no two jobs
-are alike and the full-size program is solved. The HiGHS column solves the distinct
-problems with HiGHS instead of Clarabel, in the same run, so the ratio is free of machine
-noise.
+Problems are built like the thesis's Figure 5.14, with *distinct* throughputs per job (as
+measured throughputs are): n single-GPU jobs and n/4 GPUs of each of 3 types; a job's V100
+throughput is drawn from U(1, 200) steps/s, its P100 one is V100 / U(1.1, 3) and its K80 one
+V100 / U(3.3, 10). Variants (``make_problem``):
 
-    python benchmarks/policy_solve.py            # full table (several minutes)
-    python benchmarks/policy_solve.py --quick    # small sizes, a smoke test
+- ``mixed``: scale factors 1/2/4/8 at 70/10/15/5%, 20% of jobs at weight 5 and 15% of
+  (job, type) entries unable to run, so water filling's jobs saturate at many levels;
+- ``entities``: four entities of weights 1-4 with FIFO inside (hierarchical, §5.4.3);
+- ``all pairs``: every pair of jobs listed in ``Problem.pairs``, each pair's co-located
+  throughputs a U(0.35, 0.85) fraction of each job's own on every type;
+- ``8 partners``: the pairs ``policies.packing.select_pairs`` offers (8 per job) of a
+  catalog-drawn problem (pairs need a pair throughput table).
+
+Every measurement runs in a fresh process (``--child``): the *import* row is the one-time
+cost of importing numpy, scipy, cvxpy and the policies; *cold* is the first solve in the
+process (``Allocation.solve_s``: matrices, any compilation, the solve, the allocation), as
+``gavelsched solve`` or a restarted scheduler pays it; *warm* is the re-solve of a problem
+of the same shape with new numbers in the same process. Peak RSS is the process's. The
+*CLI* rows time ``gavelsched solve problem.json`` end to end (fresh interpreter, imports,
+JSON parse, solve, output). ``--solvers`` runs the comparison of solvers and backends.
+
+    python benchmarks/policy_solve.py                 # targets, CLI rows, solver table
+    python benchmarks/policy_solve.py --quick         # small sizes, a smoke test
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import platform
-import statistics
+import resource
+import subprocess
+import sys
+import tempfile
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
-from policies import Job, Problem, get_policy
-from policies.packing import select_pairs
-from traces.catalog import default_table
-
 TYPES = ("v100", "p100", "k80")
 
-# (policy, jobs, target seconds, compare with HiGHS)
+
+@dataclass(frozen=True)
+class Case:
+    """One row: a policy, a problem size and variant, options, and its target."""
+
+    policy: str
+    jobs: int
+    variant: str = "plain"
+    target_s: float | None = None
+    target_rss_mib: float | None = None
+    options: tuple[tuple[str, object], ...] = ()
+
+    @property
+    def label(self) -> str:
+        opts = ", ".join(f"{k}={v}" for k, v in self.options)
+        extra = "" if self.variant == "plain" else f" ({self.variant})"
+        return f"{self.policy}{extra}" + (f" [{opts}]" if opts else "")
+
+
 TARGETS = [
-    ("max_min_fairness_perf", 2048, 0.2, True),
-    ("max_min_fairness_perf", 16384, 3.0, True),
-    ("finish_time_fairness_perf", 2048, 1.0, False),
-    ("min_total_duration_perf", 2048, 1.0, True),
-    ("max_min_fairness_water_filling_perf", 2048, 10.0, False),
-    ("max_min_fairness_water_filling_perf (mixed)", 2048, None, False),  # beyond the issue
-    ("max_min_fairness_packed", 512, 5.0, True),
-    ("max_min_fairness_packed", 2048, 60.0, False),
+    Case("max_min_fairness_perf", 2048, target_s=0.2),
+    Case("max_min_fairness_perf", 16384, target_s=3.0, target_rss_mib=2048),
+    Case("finish_time_fairness_perf", 2048, target_s=1.0),
+    Case("min_total_duration_perf", 2048, target_s=1.0),
+    Case("max_min_fairness_water_filling_perf", 2048, target_s=10.0),
+    Case("max_min_fairness_water_filling_perf", 2048, "mixed", target_s=10.0),
+    Case("max_min_fairness_water_filling_perf", 2048, "entities", target_s=10.0),
+    Case("max_min_fairness_packed", 512, "all pairs", target_s=5.0),
+    Case("max_min_fairness_packed", 2048, "8 partners", target_s=60.0),
 ]
-QUICK = [("max_min_fairness_perf", 256, None, True),
-         ("finish_time_fairness_perf", 256, None, False),
-         ("max_min_fairness_water_filling_perf", 256, None, False),
-         ("max_min_fairness_packed", 128, None, True)]
+QUICK = [
+    Case("max_min_fairness_perf", 256),
+    Case("finish_time_fairness_perf", 256),
+    Case("max_min_fairness_water_filling_perf", 256, "entities"),
+    Case("max_min_fairness_packed", 64, "all pairs"),
+]
+# The solver comparison: each case with (backend, solver) pairs, cold and warm in a fresh
+# process each. Finish-time fairness (a cone program) and makespan have no direct path.
+COMPARED = [
+    (Case("max_min_fairness_perf", 2048), (
+        ("direct", "CLARABEL"), ("direct", "HIGHS"), ("direct", "HIGHS_IPM"),
+        ("cvxpy", "CLARABEL"), ("cvxpy", "HIGHS"))),
+    (Case("max_min_fairness_perf", 16384), (
+        ("direct", "CLARABEL"), ("direct", "HIGHS_IPM"), ("cvxpy", "CLARABEL"))),
+    (Case("max_min_fairness_packed", 512, "all pairs"), (
+        ("direct", "HIGHS"), ("direct", "HIGHS_IPM"), ("direct", "CLARABEL"))),
+    (Case("max_min_fairness_water_filling_perf", 2048, "mixed"), (
+        ("direct", "CLARABEL"), ("direct", "HIGHS_IPM"), ("cvxpy", "CLARABEL"))),
+    (Case("finish_time_fairness_perf", 2048), (("cvxpy", "CLARABEL"), ("cvxpy", "ECOS"))),
+    (Case("min_total_duration_perf", 2048), (("cvxpy", "CLARABEL"), ("cvxpy", "HIGHS"))),
+]
+HAS_DIRECT = {"max_min_fairness_perf", "max_min_fairness_packed",
+              "max_min_fairness_water_filling_perf"}
 
 
-def make_problem(num_jobs: int, *, seed: int = 0, packed: bool = False, mixed: bool = False,
-                 distinct: bool = False, max_partners: int = 8) -> Problem:
-    """A Figure 5.14-style problem drawn from the default catalog. ``mixed`` makes water
-    filling work harder: scale factors 1/2/4/8 at 70/10/15/5%, 20% of jobs at weight 5, and
-    15% of (job, type) entries unable to run, so jobs saturate at many different levels."""
+def make_problem(num_jobs: int, variant: str = "plain", *, seed: int = 0):
+    """A Figure 5.14-style problem with distinct throughputs (module docstring)."""
+    from policies import Entity, Job, Pair, Problem
+
+    if variant == "8 partners":
+        return _catalog_packed(num_jobs, seed)
+    rng = np.random.default_rng(seed)
+    v100 = rng.uniform(1, 200, num_jobs)
+    speeds = np.column_stack([v100, v100 / rng.uniform(1.1, 3, num_jobs),
+                              v100 / rng.uniform(3.3, 10, num_jobs)])
+    minutes = 10 ** rng.uniform(1.5, 3.5, num_jobs)
+    elapsed = rng.uniform(0, 3600, num_jobs)
+    sf = np.ones(num_jobs, dtype=int)
+    weight = np.ones(num_jobs)
+    entity = [None] * num_jobs
+    entities = {}
+    if variant == "mixed":
+        sf = rng.choice([1, 2, 4, 8], p=[0.7, 0.1, 0.15, 0.05], size=num_jobs)
+        weight = np.where(rng.random(num_jobs) < 0.2, 5.0, 1.0)
+        speeds = np.where(rng.random(speeds.shape) < 0.15, 0.0, speeds)
+        speeds[speeds.max(axis=1) == 0, 0] = v100[speeds.max(axis=1) == 0]
+    elif variant == "entities":
+        entities = {f"e{k}": Entity(f"e{k}", weight=float(k + 1), policy="fifo")
+                    for k in range(4)}
+        entity = [f"e{k}" for k in rng.integers(4, size=num_jobs)]
+    jobs = [Job(str(i), dict(zip(TYPES, speeds[i].tolist())), scale_factor=int(sf[i]),
+                weight=float(weight[i]), remaining_steps=float(minutes[i] * 60 * v100[i]),
+                elapsed_s=float(elapsed[i]), entity=entity[i]) for i in range(num_jobs)]
+    pairs = []
+    if variant == "all pairs":
+        a, b = np.triu_indices(num_jobs, 1)
+        fraction = rng.uniform(0.35, 0.85, (a.size, len(TYPES), 2))
+        together = np.stack([speeds[a] * fraction[..., 0], speeds[b] * fraction[..., 1]], -1)
+        pairs = [Pair((str(x), str(y)), dict(zip(TYPES, map(tuple, together[k].tolist()))))
+                 for k, (x, y) in enumerate(zip(a.tolist(), b.tolist()))]
+    return Problem(cluster={t: num_jobs / 4 for t in TYPES}, jobs=jobs, pairs=pairs,
+                   entities=entities)
+
+
+def _catalog_packed(num_jobs: int, seed: int):
+    """Catalog job types (they have pair throughputs), each throughput perturbed by ±10%,
+    with the pairs ``select_pairs`` offers (8 partners per job)."""
+    from policies import Job, Problem
+    from policies.packing import select_pairs
+    from traces.catalog import default_table
+
     table = default_table()
     rng = np.random.default_rng(seed)
     kinds = [table.job_types[k] for k in rng.integers(len(table.job_types), size=num_jobs)]
     jobs = []
     for i, kind in enumerate(kinds):
-        throughputs = {t: table.get(t, kind, 1) for t in TYPES}
-        minutes = 10 ** (rng.uniform(1.5, 3) if rng.random() < 0.8 else rng.uniform(3, 4))
-        job = Job(str(i), throughputs, remaining_steps=minutes * 60 * throughputs["v100"],
-                  elapsed_s=float(rng.uniform(0, 3600)))
-        if mixed:
-            sf = int(rng.choice([1, 2, 4, 8], p=[0.7, 0.1, 0.15, 0.05]))
-            job = Job(job.id, {t: table.get(t, kind, sf) if rng.random() > 0.15 else 0.0
-                               for t in TYPES}, scale_factor=sf,
-                      weight=5.0 if rng.random() < 0.2 else 1.0,
-                      remaining_steps=job.remaining_steps, elapsed_s=job.elapsed_s)
-        if distinct:
-            job = Job(job.id, {t: v * rng.uniform(0.9, 1.1) for t, v in job.throughputs.items()},
-                      scale_factor=job.scale_factor, weight=job.weight,
-                      remaining_steps=job.remaining_steps, elapsed_s=job.elapsed_s)
-        jobs.append(job)
-    pairs = ()
-    if packed:
-        def together(a, b):
-            out = {t: table.pair(t, (a, 1), (b, 1)) for t in TYPES}
-            return {t: v for t, v in out.items() if v}
-        pairs = select_pairs(jobs, kinds, together, max_partners=max_partners)
+        speeds = {t: table.get(t, kind, 1) * rng.uniform(0.9, 1.1) for t in TYPES}
+        jobs.append(Job(str(i), speeds, remaining_steps=600 * speeds["v100"]))
+
+    def together(a, b):
+        out = {t: table.pair(t, (a, 1), (b, 1)) for t in TYPES}
+        return {t: v for t, v in out.items() if v}
+
+    pairs = select_pairs(jobs, kinds, together, max_partners=8)
     return Problem(cluster={t: num_jobs / 4 for t in TYPES}, jobs=jobs, pairs=pairs)
 
 
-def timed(policy, problem, repeat: int) -> tuple[float, float]:
-    """(median seconds, objective)."""
-    times, objective = [], None
-    for _ in range(repeat):
+def child(case: Case) -> dict:
+    """Cold and warm solves of ``case`` in this (fresh) process."""
+    start = time.perf_counter()
+    import cvxpy  # noqa: F401  (the one-time import cost is measured on its own)
+    import scipy.sparse  # noqa: F401
+
+    from policies import get_policy
+    imported = time.perf_counter() - start
+    policy = get_policy(case.policy, **dict(case.options))
+    cold = policy.solve(make_problem(case.jobs, case.variant, seed=0))
+    warm = policy.solve(make_problem(case.jobs, case.variant, seed=1))
+    return {"import_s": imported, "cold_s": cold.solve_s, "warm_s": warm.solve_s,
+            "objective": cold.objective, "solver": cold.solver,
+            "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def fresh(case: Case) -> dict:
+    spec = json.dumps([case.policy, case.jobs, case.variant, list(case.options)])
+    out = subprocess.run([sys.executable, __file__, "--child", spec], check=False,
+                         capture_output=True, text=True)
+    if out.returncode:
+        return {"error": out.stderr.strip().splitlines()[-1]}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def cli(case: Case) -> dict:
+    """``gavelsched solve`` on the case's cold problem, end to end in a fresh process."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "problem.json")
+        with open(path, "w") as f:
+            json.dump(make_problem(case.jobs, case.variant, seed=0).to_dict(), f)
+        size = os.path.getsize(path)
+        cmd = [sys.executable, "-m", "gavelsched", "solve", path, "--policy", case.policy]
         start = time.perf_counter()
-        objective = policy.solve(problem).objective
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), objective
+        out = subprocess.run(cmd, check=False, capture_output=True, text=True)
+        wall = time.perf_counter() - start
+        if out.returncode:
+            return {"error": out.stderr.strip().splitlines()[-1]}
+        return {"wall_s": wall, "solve_s": json.loads(out.stdout)["solve_s"],
+                "json_mib": size / 2**20}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def header() -> str:
+    lscpu = subprocess.run(["lscpu"], check=False, capture_output=True, text=True).stdout
+    model = next((line.split(":", 1)[1].strip() for line in lscpu.splitlines()
+                  if line.startswith("Model name")), platform.processor())
+    return (f"# {model}, {os.cpu_count()} CPUs, python {platform.python_version()}, "
+            f"load average {os.getloadavg()[0]:.2f} at start")
+
+
+def targets(cases: list[Case]) -> None:
+    print(f"\n{'case':58s} {'jobs':>6s} {'target':>7s} {'cold s':>7s} {'warm s':>7s} {'ok':>3s} "
+          f"{'RSS MiB':>8s} {'solver':>9s} {'import s':>8s} {'objective':>10s}")
+    for case in cases:
+        r = fresh(case)
+        if "error" in r:
+            print(f"{case.label:58s} {case.jobs:6d} FAILED: {r['error']}", flush=True)
+            continue
+        ok = ""
+        if case.target_s is not None:
+            ok = "yes" if r["cold_s"] <= case.target_s and (
+                case.target_rss_mib is None or r["rss_mib"] <= case.target_rss_mib) else "NO"
+        target = "" if case.target_s is None else f"{case.target_s:g}"
+        print(f"{case.label:58s} {case.jobs:6d} {target:>7s} {r['cold_s']:7.3f} "
+              f"{r['warm_s']:7.3f} {ok:>3s} {r['rss_mib']:8.0f} {r['solver']:>9s} "
+              f"{r['import_s']:8.2f} {r['objective']:10.6g}", flush=True)
+
+
+def cli_rows(cases: list[Case]) -> None:
+    print(f"\n{'gavelsched solve problem.json --policy ...':58s} {'jobs':>6s} {'JSON MiB':>8s} "
+          f"{'wall s':>7s} {'solve_s':>7s}")
+    for case in cases:
+        r = cli(case)
+        if "error" in r:
+            print(f"{case.label:58s} {case.jobs:6d} FAILED: {r['error']}", flush=True)
+            continue
+        print(f"{case.label:58s} {case.jobs:6d} {r['json_mib']:8.1f} {r['wall_s']:7.2f} "
+              f"{r['solve_s']:7.3f}", flush=True)
+
+
+def solvers() -> None:
+    print(f"\n{'solver comparison (fresh process each)':58s} {'jobs':>6s} {'backend':>8s} "
+          f"{'solver':>9s} {'cold s':>7s} {'warm s':>7s} {'RSS MiB':>8s} {'objective':>12s}")
+    for case, runs in COMPARED:
+        for backend, solver in runs:
+            options = (("solver", solver),)
+            if backend == "cvxpy" and case.policy in HAS_DIRECT:
+                options += (("backend", "cvxpy"),)
+            r = fresh(Case(case.policy, case.jobs, case.variant, options=options))
+            if "error" in r:
+                print(f"{case.label:58s} {case.jobs:6d} {backend:>8s} {solver:>9s} "
+                      f"FAILED: {r['error'][:60]}", flush=True)
+                continue
+            print(f"{case.label:58s} {case.jobs:6d} {backend:>8s} {solver:>9s} "
+                  f"{r['cold_s']:7.3f} {r['warm_s']:7.3f} {r['rss_mib']:8.0f} "
+                  f"{r['objective']:12.8g}", flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes only")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per row (median)")
-    parser.add_argument("--pop-jobs", type=int, default=100_000,
-                        help="jobs in the POP row (0 skips it)")
+    parser.add_argument("--no-cli", action="store_true", help="skip the CLI rows")
+    parser.add_argument("--solvers", action="store_true", help="only the solver comparison")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    print(f"machine: {platform.machine()}, {platform.processor() or platform.system()}, "
-          f"python {platform.python_version()}")
-    print(f"{'policy':44s} {'jobs':>6s} {'target':>7s} {'catalog s':>10s} {'distinct s':>10s} "
-          f"{'ok':>3s} {'HiGHS s':>8s} {'HiGHS/ours':>10s}")
-    for label, n, target, compare in (QUICK if args.quick else TARGETS):
-        name = label.split()[0]
-        shape = {"packed": get_policy(name).traits.needs_pairs, "mixed": "mixed" in label}
-        catalog_s, _ = timed(get_policy(name), make_problem(n, **shape), args.repeat)
-        distinct = make_problem(n, distinct=True, **shape)
-        distinct_s, objective = timed(get_policy(name), distinct, args.repeat)
-        worst = max(catalog_s, distinct_s)
-        ok = "" if target is None else ("yes" if worst <= target else "NO")
-        highs = ratio = ""
-        if compare:
-            h_seconds, h_objective = timed(get_policy(name, solver="HIGHS"), distinct, 1)
-            assert abs(h_objective - objective) <= 1e-5 * abs(objective), (h_objective, objective)
-            highs, ratio = f"{h_seconds:8.3f}", f"{h_seconds / distinct_s:9.1f}x"
-        print(f"{label:44s} {n:6d} {target or '':>7} {catalog_s:10.3f} {distinct_s:10.3f} "
-              f"{ok:>3s} {highs:>8s} {ratio:>10s}", flush=True)
-    if not args.quick:
-        partners_gap(256)
-    if args.pop_jobs and not args.quick:
-        pop(args.pop_jobs)
-
-
-def partners_gap(n: int) -> None:
-    """What capping pairs per job (``select_pairs``) costs the packed max-min objective."""
-    print(f"\nmax_min_fairness_packed, {n} catalog jobs: pairs offered per job")
-    print(f"{'partners':>9s} {'pairs':>7s} {'seconds':>8s} {'objective':>10s} {'gap vs all':>10s}")
-    rows = []
-    for k in (4, 8, 16, n):
-        problem = make_problem(n, packed=True, max_partners=k)
-        seconds, objective = timed(get_policy("max_min_fairness_packed"), problem, 1)
-        rows.append((k, len(problem.pairs), seconds, objective))
-    best = rows[-1][3]
-    for k, pairs, seconds, objective in rows:
-        label = "all" if k == n else str(k)
-        print(f"{label:>9s} {pairs:7d} {seconds:8.2f} {objective:10.5f} "
-              f"{100 * (best - objective) / best:9.2f}%", flush=True)
-
-
-def pop(n: int) -> None:
-    """POP at ``n`` distinct jobs: time and objective gap against the exact solve, one run."""
-    problem = make_problem(n, distinct=True)
-    print(f"\nPOP, max_min_fairness_perf, {n} jobs")
-    exact_s, exact = timed(get_policy("max_min_fairness_perf"), problem, 1)
-    print(f"exact solve: {exact_s:.2f} s, objective {exact:.5f}")
-    print(f"{'partitions':>10s} {'processes':>9s} {'seconds':>9s} {'objective':>10s} "
-          f"{'gap vs exact':>12s}")
-    for k, processes in ((4, 1), (4, 2), (16, 2), (64, 2)):
-        policy = get_policy("max_min_fairness_perf", partitions=k, processes=processes)
-        seconds, objective = timed(policy, problem, 1)
-        print(f"{k:10d} {processes:9d} {seconds:9.2f} {objective:10.5f} "
-              f"{100 * (exact - objective) / exact:11.3f}%", flush=True)
+    if args.child:
+        policy, jobs, variant, options = json.loads(args.child)
+        print(json.dumps(child(Case(policy, jobs, variant,
+                                    options=tuple(map(tuple, options))))))
+        return 0
+    print(header())
+    if args.solvers:
+        solvers()
+        return 0
+    cases = QUICK if args.quick else TARGETS
+    targets(cases)
+    if not args.no_cli:
+        cli_rows(cases if args.quick else [c for c in cases if c.jobs <= 2048])
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -190,47 +190,82 @@ def _columns_to_add(A: sp.csc_matrix, dual: np.ndarray, t: float, active: np.nda
 def _level_by_columns_highs(A: sp.csc_matrix, b, e, start: np.ndarray, what: str) -> Level:
     """``maximise_level`` by column generation on one HiGHS model whose simplex basis is
     kept from one master to the next."""
-    import highspy
-
-    inf = highspy.kHighsInf
-    rows = A.shape[0]
-    highs = highspy._Highs()  # the public ``Highs`` prints a banner on stdout when created
-    highs.setOptionValue("output_flag", False)
-    highs.addRows(rows, np.full(rows, -inf), np.asarray(b, dtype=float), 0,
-                  np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0))
-    e = np.asarray(e, dtype=float)
-    nz = np.nonzero(e)[0]
-    highs.addCol(-1.0, -inf, inf, nz.size, nz.astype(np.int32), e[nz])  # t: column 0
-    order = [np.zeros(0, dtype=int)]
-
-    def add(columns: np.ndarray) -> None:
-        sub = A[:, columns]
-        highs.addCols(columns.size, np.zeros(columns.size), np.zeros(columns.size),
-                      np.full(columns.size, inf), sub.nnz, sub.indptr[:-1].astype(np.int32),
-                      sub.indices.astype(np.int32), sub.data.astype(float))
-        order.append(columns)
-
-    add(start)
-    in_master = np.zeros(A.shape[1], dtype=bool)
-    in_master[start] = True
+    model = WarmLevel(A, b, e, columns=start)
     solves = 0
     while True:
-        highs.run()
+        level = model.solve(what)
         solves += 1
-        status = highs.getModelStatus()
+        new = _columns_to_add(A, level.dual, level.t, model.columns, A.shape[0])
+        if new.size == 0:
+            return Level(level.z, level.t, level.dual, level.solver, solves)
+        model.add(new)
+
+
+class WarmLevel:
+    """``maximise t s.t. A @ z + e * t <= b, z >= 0`` as one HiGHS model that keeps its
+    simplex basis from one solve to the next (warm start), while columns are added
+    (column generation) or ``b`` and ``e`` change (water filling's iterations, §5.4.3).
+    Only the columns in ``columns`` (default: all) are in the model; ``z`` is zero on
+    the others."""
+
+    def __init__(self, A: sp.spmatrix, b: np.ndarray, e: np.ndarray, *,
+                 columns: np.ndarray | None = None, precise: bool = False) -> None:
+        import highspy
+
+        self._highspy = highspy
+        self.A = sp.csc_matrix(A)
+        self.b = np.asarray(b, dtype=float).copy()
+        self.e = np.asarray(e, dtype=float).copy()
+        rows = self.A.shape[0]
+        inf = highspy.kHighsInf
+        self.highs = highspy._Highs()  # the public ``Highs`` prints a banner on stdout
+        self.highs.setOptionValue("output_flag", False)
+        if precise:
+            for option in ("primal_feasibility_tolerance", "dual_feasibility_tolerance"):
+                self.highs.setOptionValue(option, PRECISE_TOL)
+        self.highs.addRows(rows, np.full(rows, -inf), self.b, 0, np.zeros(0, np.int32),
+                           np.zeros(0, np.int32), np.zeros(0))
+        nz = np.nonzero(self.e)[0]
+        self.highs.addCol(-1.0, -inf, inf, nz.size, nz.astype(np.int32), self.e[nz])  # t
+        self.columns = np.zeros(0, dtype=int)
+        self.add(np.arange(self.A.shape[1]) if columns is None else np.asarray(columns))
+
+    def add(self, columns: np.ndarray) -> None:
+        """Add columns of ``A`` to the model (the basis is kept)."""
+        sub = self.A[:, columns]
+        self.highs.addCols(columns.size, np.zeros(columns.size), np.zeros(columns.size),
+                           np.full(columns.size, self._highspy.kHighsInf), sub.nnz,
+                           sub.indptr[:-1].astype(np.int32), sub.indices.astype(np.int32),
+                           sub.data.astype(float))
+        self.columns = np.concatenate([self.columns, columns])
+
+    def update(self, b: np.ndarray, e: np.ndarray) -> None:
+        """New right-hand side and level coefficients; only the entries that changed are
+        sent to HiGHS."""
+        b, e = np.asarray(b, dtype=float), np.asarray(e, dtype=float)
+        changed = np.nonzero(b != self.b)[0]
+        if changed.size:
+            self.highs.changeRowsBounds(changed.size, changed.astype(np.int32),
+                                        np.full(changed.size, -self._highspy.kHighsInf),
+                                        b[changed])
+        for row in np.nonzero(e != self.e)[0].tolist():
+            self.highs.changeCoeff(row, 0, float(e[row]))
+        self.b, self.e = b.copy(), e.copy()
+
+    def solve(self, what: str) -> Level:
+        highspy = self._highspy
+        self.highs.run()
+        status = self.highs.getModelStatus()
         if status == highspy.HighsModelStatus.kInfeasible:
             raise Infeasible(f"{what}: the constraints cannot all hold")
+        if status == highspy.HighsModelStatus.kUnbounded:
+            raise SolverFailed(f"{what}: the program is unbounded")
         if status != highspy.HighsModelStatus.kOptimal:
             raise SolverFailed(f"{what}: solver HIGHS ended with status "
-                               f"{highs.modelStatusToString(status)}")
-        solution = highs.getSolution()
-        dual = -np.asarray(solution.row_dual)
-        t = float(solution.col_value[0])
-        new = _columns_to_add(A, dual, t, np.nonzero(in_master)[0], rows)
-        if new.size == 0:
-            break
-        add(new)
-        in_master[new] = True
-    z = np.zeros(A.shape[1])
-    z[np.concatenate(order)] = np.asarray(solution.col_value)[1:]
-    return Level(z, t, np.maximum(dual, 0.0), "HIGHS", solves)
+                               f"{self.highs.modelStatusToString(status)}")
+        solution = self.highs.getSolution()
+        values = np.asarray(solution.col_value)
+        z = np.zeros(self.A.shape[1])
+        z[self.columns] = values[1:]
+        dual = np.maximum(-np.asarray(solution.row_dual), 0.0)
+        return Level(z, float(values[0]), dual, "HIGHS")

@@ -18,14 +18,16 @@ iteration freezes at least one job (the duals of the rising jobs sum to 1/Σw > 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import cvxpy as cp
 import numpy as np
 
-from .base import ColumnPolicy, Solution, no_columns, run_precise
+from .base import BACKEND_OPTION, ColumnPolicy, Solution, no_columns, run_precise
 from .columns import Columns
 from .errors import Infeasible, SolverFailed
-from .fairness import base_constraints, fairness_utility
+from .fairness import base_constraints, fairness_utility, max_min_rows
+from .lp import LinearProgram, WarmLevel, maximise_level, solve_lp
 from .problem import Allocation, Problem
 
 log = logging.getLogger(__name__)
@@ -37,6 +39,17 @@ DUAL_ZERO = 1e-5
 BACKOFFS = (1e-6, 1e-5, 1e-4)
 # The final polish may lower a level by at most this relative amount (solver tolerance).
 POLISH_SLACK = 1e-8
+# The direct path's solvers (BENCHMARKS.md, solver comparison): Clarabel's interior point
+# (strictly complementary duals: every bottlenecked job frozen at once); with
+# solver="HIGHS" one warm-started simplex model, whose vertex duals may freeze fewer jobs
+# per LP (still never a job that could rise). The polish is one LP, any optimum will do.
+DIRECT_SOLVER = "CLARABEL"
+POLISH_SOLVER = "CLARABEL"
+# A level within this relative distance of a job's own cap is at the cap.
+CAP_TOL = 1e-8
+
+# One iteration: (floors, rates) -> (rise, allocation z, duals of the rising constraints).
+Step = Callable[[np.ndarray, np.ndarray], tuple[float, np.ndarray, np.ndarray]]
 
 
 def entity_groups(problem: Problem, row_ids) -> list[tuple[float, str, np.ndarray]]:
@@ -76,12 +89,37 @@ def rising_weights(groups, job_weight: np.ndarray, frozen: np.ndarray) -> np.nda
     return w
 
 
+def own_caps(U) -> np.ndarray:
+    """The highest normalised throughput each job can reach at all: full time on its best
+    column (constraint (5.2) bounds ``U_m @ z`` by the largest entry of row m)."""
+    return np.asarray(U.max(axis=1).todense()).ravel()
+
+
+def cap_events(groups, job_weight: np.ndarray, floor: np.ndarray, frozen: np.ndarray,
+               caps: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The (levels, frozen) after the next job reaches its own cap if no cluster constraint
+    binds first: rising jobs rise at ``rising_weights`` until the earliest cap (§5.4.3);
+    None when nothing rises."""
+    w = rising_weights(groups, job_weight, frozen)
+    rising = w > 0
+    if not rising.any():
+        return None
+    gap = np.full(w.shape, np.inf)
+    gap[rising] = np.maximum(caps[rising] - floor[rising], 0.0) / w[rising]
+    dt = gap.min()
+    level = np.where(rising, floor + w * dt, floor)
+    hit = rising & (gap <= dt * (1 + 1e-12) + 1e-15)
+    level[hit] = caps[hit]
+    return level, frozen | hit
+
+
 class WaterFilling(ColumnPolicy):
     """``max_min_fairness_water_filling[_perf|_packed]``, hierarchical when the problem has
     entities. The objective reported is the lowest weighted normalised throughput."""
 
     TRAITS = ColumnPolicy.TRAITS.but(reads={"weight", "entities", "entity"}, options={
-        "max_iterations": "stop after this many water-filling LPs (default: until all frozen)"})
+        "max_iterations": "stop after this many water-filling LPs (default: until all frozen)",
+        "backend": BACKEND_OPTION})
 
     def __init__(self, name=None, *, max_iterations: int | None = None, **kwargs) -> None:
         super().__init__(name, **kwargs)
@@ -95,57 +133,173 @@ class WaterFilling(ColumnPolicy):
         groups = entity_groups(problem, [cols.job_ids[i] for i in rows])
         job_weight = cols.weight[rows]
         k = rows.size
-        level = cp.Parameter(k)
-        rate = cp.Parameter(k, nonneg=True)
-        z = cp.Variable(cols.num_columns, nonneg=True)
-        t = cp.Variable()
-        rise = U @ z >= level + cp.multiply(rate, t)
-        program = cp.Problem(cp.Maximize(t), [rise, *base_constraints(cols, z)])
+        solver = self.direct_solver(DIRECT_SOLVER)
+        step = (self._cvxpy_steps(cols, U) if solver is None
+                else self._direct_steps(cols, U, solver))
         frozen = np.zeros(k, dtype=bool)
         floor = np.zeros(k)
+        caps = own_caps(U) if solver is not None else None
         iterations = 0
         limit = self.max_iterations or 4 * k + 10
         while not frozen.all() and iterations < limit:
             w = rising_weights(groups, job_weight, frozen)
             if not (w > 0).any():
                 break
-            rate.value = w
-            step = self._raise(program, level, floor)
+            rise, z, dual = self._raise(step, floor, w)
             iterations += 1
-            floor = np.minimum(floor + w * step, U @ z.value)
-            stuck = self._bottlenecked(rise.dual_value, w)
+            if caps is not None and self._ends_at_caps(floor, w, rise, dual, caps):
+                jump = self._jump(step, groups, job_weight, floor, frozen, caps)
+                if jump is not None:
+                    floor, frozen, w, (rise, z, dual), lps = jump
+                    iterations += lps
+            floor = np.minimum(floor + w * rise, U @ z)
+            stuck = self._bottlenecked(dual, w)
             frozen |= stuck
             log.debug("%s: iteration %d raised by %.4g, froze %d jobs (%d left)", self.name,
-                      iterations, step, stuck.sum(), (~frozen).sum())
+                      iterations, rise, stuck.sum(), (~frozen).sum())
         if not frozen.all():
             log.warning("%s: stopped after %d iterations with %d jobs not bottlenecked",
                         self.name, iterations, (~frozen).sum())
-        final = self._polish(cols, U, z.value)
-        return Solution(cols.to_rows(final), self._objective(U, final, job_weight), self.solver)
+        final = self._polish(cols, U, z, solver)
+        return Solution(cols.to_rows(final), self._objective(U, final, job_weight),
+                        solver or self.solver)
 
-    def _polish(self, cols: Columns, U, z: np.ndarray) -> np.ndarray:
+    def _ends_at_caps(self, floor, w, rise, dual, caps) -> bool:
+        """True when this step's bottlenecked jobs are exactly at their own caps: no
+        cluster constraint stopped the rise, so the next ones may not either."""
+        stuck = self._bottlenecked(dual, w)
+        reached = floor + w * rise
+        return bool(np.all(reached[stuck] >= caps[stuck] * (1 - CAP_TOL)))
+
+    def _jump(self, step: Step, groups, job_weight, floor, frozen, caps):
+        """Skip the steps in which jobs only reach their own caps (direct path only).
+
+        Until a cluster constraint binds, water filling is known in closed form: each
+        rising job rises at its rate until its cap, where it freezes and its weight moves
+        on (``cap_events``). The event states are increasingly high levels, so if one is
+        feasible all earlier ones are, and no cluster bottleneck came before it. A
+        galloping then binary search finds the last feasible event state in O(log events)
+        LPs, each of which is the normal step from that state; the step from the last one
+        is returned, as (floor, frozen, rates, step result, LPs solved). None when even the
+        first event after the current state is not feasible."""
+        states = [(floor, frozen)]
+        results: dict[int, tuple] = {}
+
+        def state(j: int):
+            while len(states) <= j + 1:
+                nxt = cap_events(groups, job_weight, *states[-1], caps)
+                if nxt is None:
+                    return None
+                states.append(nxt)
+            return states[j + 1]
+
+        def feasible(j: int) -> bool:
+            at = state(j)
+            if at is None:
+                return False
+            w = rising_weights(groups, job_weight, at[1])
+            if not (w > 0).any():
+                w = (at[1] & ~frozen).astype(float)  # all frozen: any bounded level will do
+            try:
+                result = step(at[0] * (1 - CAP_TOL), w)
+            except (Infeasible, SolverFailed):
+                return False
+            if result[0] < -CAP_TOL:
+                return False
+            results[j] = (w, (max(result[0], 0.0), result[1], result[2]))
+            return True
+
+        good, bad, probe = -1, None, 1
+        while bad is None:  # gallop: 1, 3, 7, ... (event 0 was this step's own end)
+            if feasible(probe):
+                good, probe = probe, 2 * probe + 1
+            else:
+                bad = probe
+        while bad - good > 1:
+            mid = (good + bad) // 2
+            if feasible(mid):
+                good = mid
+            else:
+                bad = mid
+        lps = len(results) + (bad is not None and bad not in results)
+        if good < 1:
+            return None
+        at = state(good)
+        w, result = results[good]
+        return at[0] * (1 - CAP_TOL), at[1], w, result, lps
+
+    def _cvxpy_steps(self, cols: Columns, U) -> Step:
+        """One iteration's LP as a cvxpy program with ``level`` and ``rate`` parameters, so it
+        is compiled once (the reference formulation)."""
+        k = U.shape[0]
+        level = cp.Parameter(k)
+        rate = cp.Parameter(k, nonneg=True)
+        z = cp.Variable(cols.num_columns, nonneg=True)
+        t = cp.Variable()
+        rise = U @ z >= level + cp.multiply(rate, t)
+        program = cp.Problem(cp.Maximize(t), [rise, *base_constraints(cols, z)])
+
+        def step(floor: np.ndarray, w: np.ndarray):
+            level.value, rate.value = floor, w
+            value = run_precise(program, self.solver, self.name)
+            return value, z.value, rise.dual_value
+        return step
+
+    def _direct_steps(self, cols: Columns, U, solver: str) -> Step:
+        """The same LP as sparse matrices (``max_min_rows`` with the floors on the right and
+        the rates as the level's coefficients). With HiGHS one model keeps its simplex basis
+        from one iteration to the next; its duals are a vertex's, which is enough: a
+        positive dual still proves a job bottlenecked (module docstring)."""
+        k = U.shape[0]
+        A, b, e = max_min_rows(cols, U)
+        model = WarmLevel(A, b, e, precise=True) if solver == "HIGHS" else None
+
+        def step(floor: np.ndarray, w: np.ndarray):
+            b[:k], e[:k] = -floor, w
+            if model is not None:
+                model.update(b, e)
+                level = model.solve(self.name)
+            else:
+                try:
+                    level = maximise_level(A, b, e, solver, self.name, precise=True)
+                except SolverFailed as err:  # an inaccurate interior point: simplex instead
+                    log.debug("%s; solving again with HIGHS", err)
+                    level = maximise_level(A, b, e, "HIGHS", self.name, precise=True)
+            return level.t, level.z, level.dual[:k]
+        return step
+
+    def _polish(self, cols: Columns, U, z: np.ndarray, solver: str | None) -> np.ndarray:
         """Hand out what the last LP left unused without lowering anyone: maximise the total
         normalised throughput subject to every job keeping its level. This only removes
         solver slack (the levels are already max-min), and makes Pareto efficiency hold to
         the solver's tolerance rather than to the accuracy of the bottleneck test."""
         keep = (U @ z) * (1 - POLISH_SLACK)
-        polished = cp.Variable(cols.num_columns, nonneg=True)
-        program = cp.Problem(cp.Maximize(cp.sum(U @ polished)),
-                             [U @ polished >= keep, *base_constraints(cols, polished)])
+        what = f"{self.name} (polish)"
         try:
-            run_precise(program, self.solver, f"{self.name} (polish)")
+            if solver is not None:
+                A, b, _ = max_min_rows(cols, U)
+                b[:U.shape[0]] = -keep
+                objective = -np.asarray(U.sum(axis=0)).ravel()
+                return solve_lp(LinearProgram(objective, A, b, cols.num_columns),
+                                POLISH_SOLVER if solver == "HIGHS" else solver, what,
+                                precise=True).x
+            polished = cp.Variable(cols.num_columns, nonneg=True)
+            program = cp.Problem(cp.Maximize(cp.sum(U @ polished)),
+                                 [U @ polished >= keep, *base_constraints(cols, polished)])
+            run_precise(program, self.solver, what)
+            return polished.value
         except (Infeasible, SolverFailed) as err:
             log.debug("%s: polish skipped (%s)", self.name, err)
             return z
-        return polished.value
 
-    def _raise(self, program: cp.Problem, level: cp.Parameter, floor: np.ndarray) -> float:
+    def _raise(self, step: Step, floor: np.ndarray, w: np.ndarray):
         """Solve one iteration's LP precisely (its duals decide who is frozen), backing the
-        floors off a little if they sit exactly on the edge of feasibility."""
+        floors off a little if they sit exactly on the edge of feasibility. Returns the rise
+        (>= 0), the allocation and the duals of the rising constraints."""
         for backoff in (0.0, *BACKOFFS):
-            level.value = floor * (1 - backoff)
             try:
-                return max(run_precise(program, self.solver, self.name), 0.0)
+                rise, z, dual = step(floor * (1 - backoff), w)
+                return max(rise, 0.0), z, dual
             except (Infeasible, SolverFailed) as err:
                 if backoff == BACKOFFS[-1]:
                     raise
