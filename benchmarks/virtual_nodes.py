@@ -68,7 +68,7 @@ class Job:
         if self.method == "virtual":
             self.trainer.step()
             return
-        self.optimizer.zero_grad(set_to_none=False)
+        self.optimizer.zero_grad()  # PyTorch's default: gradients set to None
         start = (self.done % 4) * self.batch * self.nodes
         for k in range(self.nodes):
             lo = start + k * self.batch

@@ -37,7 +37,8 @@ def register(subparsers) -> None:
     check.add_argument("--mappings", default=DEFAULT_MAPPINGS,
                        help="comma-separated mappings of the virtual nodes ('' for none)")
     check.add_argument("--nodes", type=int, default=8, help="virtual nodes V of the job")
-    check.add_argument("--node-batch", type=int, default=6, help="samples per virtual node")
+    check.add_argument("--node-batch", type=int, default=6,
+                       help="samples per virtual node (at least 2: the model has batch norm)")
     check.add_argument("--steps", type=int, default=5, help="training steps per run (K)")
     check.add_argument("--dtype", choices=("float64", "float32"), default="float64")
     check.add_argument("--resize", default=None, metavar="N1,N2,...",
@@ -84,8 +85,13 @@ def run_check(args: argparse.Namespace) -> int:
     from workers.virtual.reference import ReferenceJob
 
     nodes = _positive(args.nodes, "--nodes")
-    job = ReferenceJob(nodes=nodes, node_batch=_positive(args.node_batch, "--node-batch"),
-                       dtype=args.dtype, dataset_size=15 * nodes * args.node_batch // 6)
+    if args.node_batch < 2:
+        raise InputError(f"--node-batch {args.node_batch}: batch norm needs at least 2 "
+                         f"samples per virtual node")
+    # two full steps and a short one (each node at least 2 samples) per epoch
+    dataset = 2 * nodes * args.node_batch + nodes * max(2, args.node_batch // 2)
+    job = ReferenceJob(nodes=nodes, node_batch=args.node_batch, dtype=args.dtype,
+                       dataset_size=dataset)
     steps = _positive(args.steps, "--steps")
     try:
         mappings = [parse_mapping(text, nodes) for text in args.mappings.split(",")

@@ -151,12 +151,13 @@ def _worker(rank: int, world: int, port: int, job: ReferenceJob, tasks: list[Tas
     import torch.distributed as dist
 
     from .checkpoint import load_checkpoint, save_checkpoint
+    from .engine import backend_for
 
     torch.set_num_threads(1)
     try:
         store = dist.TCPStore("127.0.0.1", port, world + 1, is_master=False,
                               timeout=timedelta(seconds=_TIMEOUT_S))
-        dist.init_process_group("gloo", store=store, rank=rank, world_size=world,
+        dist.init_process_group(backend_for(torch.device("cpu")), store=store, rank=rank, world_size=world,
                                 timeout=timedelta(seconds=_TIMEOUT_S))
         for index, task in enumerate(tasks):
             members = task.mapping.processes

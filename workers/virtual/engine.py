@@ -28,6 +28,11 @@ from .rng import node_stream
 
 log = logging.getLogger(__name__)
 
+def backend_for(device: torch.device) -> str:
+    """The collective backend of a job's process group: nccl on CUDA, gloo on CPU."""
+    return "nccl" if device.type == "cuda" else "gloo"
+
+
 Fetch = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 

@@ -33,6 +33,7 @@ def test_check_all_mappings_and_resizes_match_one_process(capsys):
     (["--resize", "4,x"], "'x'"),
     (["--resize", "9"], "9 processes"),
     (["--steps", "0"], "--steps 0"),
+    (["--node-batch", "1"], "--node-batch 1"),
     (["--mappings", "", "--resize", ""], "nothing to check"),
 ])
 def test_check_bad_input(argv, fragment, capsys):
