@@ -420,8 +420,12 @@ class GavelIterator:
             if self._renewal is not None and (at_end or self._renewal.done()):
                 reply = self._client.renewed(self._renewal)   # waits only at the end
                 self._renewal = None
-                if reply is not None and reply.extended:
-                    self._pending = LeaseTerms.from_pb(reply, self.total_steps)
+                # An extension must be for a later round and reach past this point; the
+                # lease this process already holds, sent again, is not one.
+                if reply is not None and reply.extended and reply.round > lease.round:
+                    ext = LeaseTerms.from_pb(reply, self.total_steps)
+                    if ext.max_steps > self.steps and ext.max_seconds > now:
+                        self._pending = ext
         # Steps to the next agreement: about SYNC_INTERVAL_S of work, the same on every rank.
         t_last, s_last = self._last_sync
         rate = (self.steps - s_last) / (now - t_last) if now > t_last else 0.0

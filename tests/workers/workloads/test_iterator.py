@@ -197,3 +197,16 @@ def test_two_gloo_ranks_with_different_lease_timing_stop_at_the_same_step(sched,
     assert read_progress(tmp_path) == steps[0] == sched.jobs["j1"].steps_done
     # only rank 0 reports
     assert {r.rank for r in sched.log.steps} == {0}
+
+
+def test_the_same_lease_sent_again_is_not_an_extension(sched, tmp_path):
+    """A renewal answered with the lease the job already holds (same round) ends the lease:
+    the job saves and stops once, instead of 'extending' at every step."""
+    held = pb.Lease(max_steps=5, max_seconds=600, round=3, extended=True)
+    sched.jobs["j1"] = FakeJob(total_steps=100, lease=lambda job, rank: held,
+                               renew=lambda request: held)
+    saver = Saver()
+    it = GavelIterator(range(100), None, saver.load, saver.save, env=job_env(sched, tmp_path))
+    run(it, saver)
+    assert it.done and not it.finished and it.steps == 5
+    assert saver.saves == 1 and len(sched.log.renewals) == 1
