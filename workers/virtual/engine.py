@@ -71,11 +71,18 @@ class VirtualNodeTrainer:
             raise ValueError(f"virtual nodes need one parameter dtype, got {sorted(map(str, dtypes))}")
         total = sum(p.numel() for p in self._params)
         flat = torch.zeros(total + self._stats.numel + 1, dtype=dtypes.pop(), device=self.device)
-        offset = 0
+        self._views, offset = [], 0
         for p in self._params:
-            p.grad = flat[offset:offset + p.numel()].view_as(p)
+            self._views.append(flat[offset:offset + p.numel()].view_as(p))
             offset += p.numel()
         return flat
+
+    def _attach_grads(self) -> None:
+        """Point every ``.grad`` at its slice of the flat buffer (again, if a caller's
+        ``zero_grad()`` set it to None)."""
+        for p, view in zip(self._params, self._views):
+            if p.grad is not view:
+                p.grad = view
 
     @property
     def _world(self) -> int:
@@ -92,6 +99,7 @@ class VirtualNodeTrainer:
         counts = sampler.layout.node_samples(samples)
         grads_end = self._flat.numel() - self._stats.numel - 1
         stats_view = self._flat[grads_end:-1]
+        self._attach_grads()
         self._flat.zero_()
         snapshot = self._stats.snapshot()
         self.model.train()

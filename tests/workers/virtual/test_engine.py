@@ -83,6 +83,8 @@ def test_naive_average_would_be_wrong():
 def test_gradients_live_in_one_flat_buffer():
     trainer = reference_trainer(ReferenceJob(), range(8))
     trainer.step()
+    trainer.optimizer.zero_grad()  # sets .grad to None; the next step re-attaches the views
+    trainer.step()
     flat = trainer._flat
     start, end = flat.data_ptr(), flat.data_ptr() + flat.numel() * flat.element_size()
     for p in trainer.model.parameters():
