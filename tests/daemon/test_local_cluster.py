@@ -11,15 +11,15 @@ from gavelsched.cli import main
 
 def test_local_cluster_runs_a_mix_and_writes_the_result_json(tmp_path, capsys):
     out = tmp_path / "result.json"
-    code = main(["local-cluster", "--workers", "k80=1,v100=1", "--jobs", "3",
-                 "--round-seconds", "2", "--emulation-speed", "1", "--workload", "steps",
+    code = main(["local-cluster", "--workers", "k80=1,v100=1", "--jobs", "2",
+                 "--round-seconds", "1.5", "--emulation-speed", "1", "--workload", "steps",
                  "--json", str(out)])
     printed = capsys.readouterr()
     assert code == 0, printed.out + printed.err
-    assert "average JCT" in printed.out and "completed           3/3 jobs" in printed.out
+    assert "average JCT" in printed.out and "completed           2/2 jobs" in printed.out
     result = json.loads(out.read_text())
     assert result["policy"] == "max_min_fairness_perf"
-    assert len(result["jobs"]) == 3
+    assert len(result["jobs"]) == 2
     for job in result["jobs"]:
         assert job["completion_s"] is not None and job["completion_s"] > job["arrival_s"]
         assert job["jct_s"] == job["completion_s"] - job["arrival_s"]
