@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gavelsched.rpc import pb, pb_grpc
-from gavelsched.rpc.security import channel, serve
+from gavelsched.rpc.security import TlsFiles, channel, serve
 
 
 @dataclass
@@ -37,8 +37,9 @@ class Log:
 
 class FakeScheduler(pb_grpc.WorkerToSchedulerServicer, pb_grpc.IteratorToSchedulerServicer):
     def __init__(self, *, token: str | None = None, round_seconds: float = 2.0,
-                 heartbeat_seconds: float = 0.2) -> None:
+                 heartbeat_seconds: float = 0.2, tls: TlsFiles | None = None) -> None:
         self.token = token
+        self.tls = tls
         self.round_seconds = round_seconds
         self.heartbeat_seconds = heartbeat_seconds
         self.jobs: dict[str, FakeJob] = {}
@@ -53,7 +54,7 @@ class FakeScheduler(pb_grpc.WorkerToSchedulerServicer, pb_grpc.IteratorToSchedul
         self._server, port = serve("127.0.0.1:0", [
             lambda s: pb_grpc.add_WorkerToSchedulerServicer_to_server(self, s),
             lambda s: pb_grpc.add_IteratorToSchedulerServicer_to_server(self, s)],
-            token=self.token)
+            token=self.token, tls=self.tls)
         self.address = f"127.0.0.1:{port}"
         return self.address
 
@@ -61,9 +62,9 @@ class FakeScheduler(pb_grpc.WorkerToSchedulerServicer, pb_grpc.IteratorToSchedul
         if self._server is not None:
             self._server.stop(0)
 
-    def worker_stub(self, address: str, token: str | None = "same"):
+    def worker_stub(self, address: str, token: str | None = "same", ca=None):
         tok = self.token if token == "same" else token
-        return pb_grpc.SchedulerToWorkerStub(channel(address, token=tok))
+        return pb_grpc.SchedulerToWorkerStub(channel(address, token=tok, ca=ca))
 
     def wait_for(self, predicate: Callable[[], object], timeout: float = 60.0) -> object:
         deadline = time.monotonic() + timeout
