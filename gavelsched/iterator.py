@@ -52,6 +52,7 @@ DEFAULT_RENEW_AT = 0.95   # BENCHMARKS.md, "Preemption overhead": the renewal po
 RPC_TIMEOUT_S = 10.0
 INIT_RETRY_S = 30.0
 SYNC_INTERVAL_S = 0.25   # target seconds between the ranks' agreement all-reduces
+CHECK_INTERVAL_S = 0.02  # the same for one process: how late a time limit may be noticed
 
 
 class JobFailed(RuntimeError):
@@ -429,8 +430,8 @@ class GavelIterator:
         # Steps to the next agreement: about SYNC_INTERVAL_S of work, the same on every rank.
         t_last, s_last = self._last_sync
         rate = (self.steps - s_last) / (now - t_last) if now > t_last else 0.0
-        want_k = max(1, min(10_000, int(rate * SYNC_INTERVAL_S))) if self._ranks.distributed \
-            else 1
+        interval = SYNC_INTERVAL_S if self._ranks.distributed else CHECK_INTERVAL_S
+        want_k = max(1, min(10_000, int(rate * interval)))
         ext = self._pending
         agreed = self._ranks.max([
             float(time_up), float(-want_k), float(-lease.max_steps),
