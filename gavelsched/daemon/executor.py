@@ -81,6 +81,7 @@ class _Run:
     base_steps: int              # durable count the run started from
     last: tuple[int, float] = (0, 0.0)   # (steps, seconds) of its last checkpointed report
     started_up: bool = False             # its first InitJob arrived
+    orphan: bool = False                 # found running after a scheduler restart
 
 
 @dataclass
@@ -375,7 +376,7 @@ class DaemonExecutor:
         if job is None or job.final:
             return
         run = self._runs.get(job_id)
-        if run is not None and seconds is not None and steps > run.last[0]:
+        if run is not None and not run.orphan and seconds is not None and steps > run.last[0]:
             self._measure(job, run, steps - run.last[0], seconds - run.last[1])
             run.last = (steps, seconds)
         steps = min(int(steps), job.total_steps)
@@ -487,12 +488,31 @@ class DaemonExecutor:
                                          round_seconds=self.config.round_seconds,
                                          heartbeat_seconds=self.config.heartbeat_seconds)
 
-    def heartbeat(self, server_id: int, mono: float) -> bool:
+    def heartbeat(self, server_id: int, mono: float, running: tuple[str, ...] = ()) -> bool:
         server = self.servers.get(server_id)
         if server is None or not server.alive:
             return False
         server.last_seen = max(server.last_seen, mono)
+        self._reconcile(server, set(running), mono)
         return True
+
+    def _reconcile(self, server: _Server, running: set[str], mono: float) -> None:
+        """Processes this scheduler did not start (it restarted while they ran) are held
+        as *orphan* runs, so the job is not launched elsewhere while one may still write
+        its checkpoint; their next RenewLease ends them (an expired lease). An orphan run
+        ends when its exit is reported or the worker stops listing it."""
+        sid = server.row.id
+        for job_id in running:
+            job = self.jobs.get(job_id)
+            if job_id in self._runs or job is None or job.final:
+                continue
+            self._runs[job_id] = _Run(job_id, server.row.worker_type, {sid: pb.RunJobRequest()},
+                                      {sid}, stop_lease(job.steps_done), -1, mono,
+                                      job.steps_done, (job.steps_done, 0.0), started_up=True,
+                                      orphan=True)
+        for job_id, run in list(self._runs.items()):
+            if run.orphan and sid in run.left and job_id not in running:
+                self._run_exited(job_id, sid)
 
     def round_report(self, request: pb.RoundReportRequest) -> None:
         if request.steps >= 0:

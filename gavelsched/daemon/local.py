@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,8 +23,12 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ..rpc import pb, pb_grpc
 from ..rpc.security import channel
+from .leases import free_port
 
 log = logging.getLogger(__name__)
+
+__all__ = ["FINAL_STATES", "LocalCluster", "free_port", "kill_tree", "subprocess_env",
+           "wait_until"]
 
 # The project root: worker subprocesses import ``workers`` from it.
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -36,12 +39,6 @@ def subprocess_env() -> dict[str, str]:
     """This environment, with the project root on PYTHONPATH."""
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     return {**os.environ, "PYTHONPATH": path}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_until(predicate: Callable[[], object], timeout: float, what: str) -> object:

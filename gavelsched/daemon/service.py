@@ -46,7 +46,8 @@ class WorkerService(pb_grpc.WorkerToSchedulerServicer):
     def Heartbeat(self, request, context):
         mono = time.monotonic()
         return pb.HeartbeatResponse(known=self.x.call(
-            lambda: self.x.heartbeat(request.server_id, mono), changes=False))
+            lambda: self.x.heartbeat(request.server_id, mono, tuple(request.running_job_ids)),
+            changes=False))
 
     def ReportRound(self, request, context):
         self.x.call(lambda: self.x.round_report(request))
