@@ -277,14 +277,14 @@ class _Servicer(pb_grpc.SchedulerToWorkerServicer):
     def __init__(self, worker: Worker) -> None:
         self._worker = worker
 
-    def RunJob(self, request, context):  # noqa: N802 - gRPC method name
+    def RunJob(self, request, context):
         return self._worker.run_job(request)
 
-    def KillJob(self, request, context):  # noqa: N802
+    def KillJob(self, request, context):
         found = self._worker.kill_job(request.job_id, request.reason)
         return pb.Ack(ok=found, message="" if found else f"job {request.job_id} not here")
 
-    def Shutdown(self, request, context):  # noqa: N802
+    def Shutdown(self, request, context):
         threading.Thread(target=self._worker.stop, args=(request.reason or "shutdown",),
                          daemon=True).start()
         return pb.Ack(ok=True)
