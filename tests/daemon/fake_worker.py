@@ -20,17 +20,17 @@ from gavelsched.rpc.security import channel, serve
 
 class FakeWorker(pb_grpc.SchedulerToWorkerServicer):
     def __init__(self, scheduler: str, worker_type: str, *, token: str | None = None,
-                 speed: float = 1.0) -> None:
+                 speed: float = 1.0, gpus: int = 1, ca=None) -> None:
         self.scheduler, self.worker_type, self.speed = scheduler, worker_type, speed
         self.token = token
         self.server, port = serve("127.0.0.1:0", [
             lambda s: pb_grpc.add_SchedulerToWorkerServicer_to_server(self, s)], token=token)
         self.address = f"127.0.0.1:{port}"
-        self.chan = channel(scheduler, token=token)
+        self.chan = channel(scheduler, token=token, ca=ca)
         self.workers = pb_grpc.WorkerToSchedulerStub(self.chan)
         self.iterator = pb_grpc.IteratorToSchedulerStub(self.chan)
         reply = self.workers.RegisterWorker(pb.RegisterWorkerRequest(
-            worker_type=worker_type, gpus=1, address=self.address, hostname="fake",
+            worker_type=worker_type, gpus=gpus, address=self.address, hostname="fake",
             previous_server_id=-1), timeout=10)
         self.server_id = reply.server_id
         self.heartbeat_s = reply.heartbeat_seconds
