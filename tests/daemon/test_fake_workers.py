@@ -66,3 +66,15 @@ def test_silent_worker_is_failed_and_its_job_replaced(cluster):
     assert done.state == "done" and done.steps_done == done.total_steps
     resumed = [r for r in k80.run_jobs if r.job_id == job]
     assert resumed and resumed[0].steps_done >= held   # from its last checkpoint
+
+
+def test_multi_gpu_job_gets_ranks_and_a_rendezvous(cluster):
+    big = FakeWorker(cluster.address, "v100", gpus=2)
+    cluster.fakes.append(big)
+    job = cluster.submit(40, scale_factor=2)
+    done = cluster.wait_done([job])[job]
+    assert done.state == "done" and done.steps_done == 40
+    first = next(r for r in big.run_jobs if r.job_id == job)
+    assert sorted(first.gpus) == [0, 1] and first.rank == 0 and first.world_size == 2
+    assert first.master_addr == "127.0.0.1" and first.master_port > 0
+    assert first.checkpoint_dir.endswith(f"checkpoints/{job}")
