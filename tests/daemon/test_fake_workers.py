@@ -78,3 +78,22 @@ def test_multi_gpu_job_gets_ranks_and_a_rendezvous(cluster):
     assert sorted(first.gpus) == [0, 1] and first.rank == 0 and first.world_size == 2
     assert first.master_addr == "127.0.0.1" and first.master_port > 0
     assert first.checkpoint_dir.endswith(f"checkpoints/{job}")
+
+
+def test_space_sharing_policy_runs_pairs_to_completion(tmp_path):
+    c = Cluster(tmp_path, round_seconds=1.5, policy="max_min_fairness_packed")
+    try:
+        c.start_scheduler()
+        fake = FakeWorker(c.address, "v100")
+        jobs = [c.submit(40, job_type="ResNet-18 (batch size 16)"),
+                c.submit(40, job_type="LM (batch size 5)")]
+        done = c.wait_done(jobs)
+        for job_id in jobs:
+            assert done[job_id].state == "done" and done[job_id].steps_done == 40
+        rounds = {}
+        for r in fake.run_jobs:
+            rounds.setdefault(r.round, set()).add(r.job_id)
+        assert any(len(ids) == 2 for ids in rounds.values())   # co-located in a round
+        fake.stop()
+    finally:
+        c.stop()
