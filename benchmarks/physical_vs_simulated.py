@@ -1,0 +1,104 @@
+"""Physical against simulated (issue #8; the thesis reports its simulator within 8% of its
+physical cluster, §5.7.2).
+
+1. Run one small trace for real: ``gavelsched local-cluster`` (a scheduler and emulated
+   typed workers on loopback, real torch jobs), keeping its state directory.
+2. Replay the same jobs (types, steps, arrival times) in ``simulator.simulate`` with the
+   throughputs the daemon measured for each job (steps/s per worker type, from its store;
+   a type a job never ran on gets the daemon's own estimate: the table's prior scaled by
+   the job's measured/prior ratio), the same policy, cluster, round length and re-solve
+   interval, and rounds of fixed length as the daemon's.
+3. Report average JCT and makespan of both, and their difference (target: within 10%).
+
+    python benchmarks/physical_vs_simulated.py                     # ~4 min
+    python benchmarks/physical_vs_simulated.py --jobs 8 --workers k80=1,p100=1,v100=2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from gavelsched.core import CoreConfig
+from gavelsched.core.type_order import fastest_first
+from gavelsched.daemon.local import subprocess_env
+from gavelsched.daemon.store import Store
+from gavelsched.daemon.throughputs import OnlineThroughputs
+from policies import get_policy
+from simulator.config import SimConfig
+from simulator.engine import simulate
+from traces import ThroughputTable, TraceJob, default_table
+
+
+def measured_trace(state_dir: Path) -> tuple[list[TraceJob], ThroughputTable]:
+    """The finished jobs of a daemon run as a trace, each job under its own job type whose
+    steps/s are what the daemon measured for it."""
+    store = Store(state_dir)
+    try:
+        rows = sorted((j for j in store.jobs() if j.state == "done"), key=lambda j: int(j.id))
+        online = OnlineThroughputs(prior=default_table())
+        online.restore(store.throughputs())
+    finally:
+        store.close()
+    types = default_table().worker_types
+    solo: dict[str, dict] = {t: {} for t in types}
+    jobs = []
+    for row in rows:
+        name = f"{row.job_type} #{row.id}"
+        rates = online.row(row.id, row.job_type, row.scale_factor, types)
+        for t in types:
+            solo[t][(name, row.scale_factor)] = rates[t]
+        jobs.append(TraceJob(job_type=name, scale_factor=row.scale_factor,
+                             total_steps=row.total_steps, arrival_s=row.arrival_s))
+    return jobs, ThroughputTable(solo=solo)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workers", default="k80=1,p100=1,v100=1")
+    parser.add_argument("--jobs", type=int, default=6)
+    parser.add_argument("--round-seconds", type=float, default=10.0)
+    parser.add_argument("--policy", default="max_min_fairness_perf")
+    parser.add_argument("--keep", help="keep the daemon's state and logs here")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="gavel-pvs-") as tmp:
+        root = Path(args.keep or tmp)
+        out = root / "physical.json"
+        subprocess.run([sys.executable, "-m", "gavelsched", "local-cluster",
+                        "--workers", args.workers, "--jobs", str(args.jobs),
+                        "--round-seconds", str(args.round_seconds), "--policy", args.policy,
+                        "--json", str(out), "--keep", str(root / "run")],
+                       check=True, env=subprocess_env())
+        physical = json.loads(out.read_text())
+        jobs, table = measured_trace(root / "run" / "state")
+
+    cluster = {k: int(v) for k, v in (p.split("=") for p in args.workers.split(","))}
+    policy = get_policy(args.policy)
+    config = CoreConfig.for_policy(policy, round_seconds=args.round_seconds,
+                                   min_resolve_interval_s=args.round_seconds,
+                                   type_order=fastest_first(table, tuple(cluster)))
+    simulated = simulate(jobs, table, cluster, policy, core_config=config,
+                         sim=SimConfig(round_ends_at_last_finish=False)).to_dict()
+
+    def diff(key: str) -> float:
+        return 100.0 * (simulated[key] - physical[key]) / physical[key]
+
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, load average "
+          f"{os.getloadavg()[0]:.1f}; cluster {args.workers}, {len(jobs)} jobs, "
+          f"{args.round_seconds:g} s rounds, {args.policy}")
+    print("| measure | physical (local-cluster) | simulated (measured throughputs) | difference |")
+    print("|---|---|---|---|")
+    for key, name in (("avg_jct_s", "average JCT (s)"), ("makespan_s", "makespan (s)")):
+        print(f"| {name} | {physical[key]:.1f} | {simulated[key]:.1f} | {diff(key):+.1f}% |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
