@@ -22,7 +22,8 @@ def register(subparsers) -> None:
     sched = sub.add_parser(
         "schedule", help="print a schedule's per-device action lists",
         description="Print the per-device ordered actions of a schedule. Chunk c (0 … P·V−1 "
-                    "in layer order) runs on device c mod P. Prints a step × rank grid, or "
+                    "in layer order) runs on device c mod P. Prints the simulated time × rank grid "
+                    "(forward 1 unit, backward 2) with its bubble fraction, or "
                     "{\"stages\": [[{\"op\", \"mb\", \"chunk\"}, ...], ...]} with --json.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     _common(sched)
@@ -82,14 +83,24 @@ def _schedule_options(args) -> dict:
 
 
 def run_schedule(args) -> int:
-    from workers.pipeline.ops import ScheduleError, format_grid, schedule_to_json
+    from workers.pipeline.ops import ScheduleError, schedule_to_json
     from workers.pipeline.schedules import build_schedule
     try:
         schedule = build_schedule(args.kind, args.stages, args.microbatches, args.chunks,
                                   **_schedule_options(args))
     except ScheduleError as err:
         raise InputError(str(err)) from None
-    print(json.dumps(schedule_to_json(schedule)) if args.json else format_grid(schedule))
+    if args.json:
+        print(json.dumps(schedule_to_json(schedule)))
+        return 0
+    from workers.pipeline.schedules import chunks_of
+    from workers.pipeline.simulate import format_timeline, validate
+    microbatches = args.microbatches * (args.batches if args.kind == "2bw" else 1)
+    result = validate(schedule, microbatches, chunks_of(schedule))
+    print(format_timeline(result))
+    print(f"makespan {result.makespan:g} units (F=1, B=2, R=1), bubble fraction "
+          f"{result.bubble_fraction:.4f}, peak stashed micro-batches per device "
+          f"{list(result.peak_stash)}")
     return 0
 
 

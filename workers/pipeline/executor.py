@@ -98,6 +98,9 @@ class StageRuntime:
         self.stage = rank % cfg.stages
         self.replica = rank // cfg.stages
         self.n_chunks = cfg.stages * cfg.chunks
+        # nccl needs CUDA tensors: one GPU per rank on the node (untested here: CPU-only)
+        self.device = (torch.device("cuda", rank % torch.cuda.device_count())
+                       if torch.cuda.is_available() else torch.device("cpu"))
         layers = build_layers(cfg.spec)
         names = global_names(layers)
         bounds = layer_bounds(cfg.spec.layers, self.n_chunks,
@@ -122,7 +125,8 @@ class StageRuntime:
         if cfg.load_dir:
             params = self._load(Path(cfg.load_dir), layers, names, params)
         self.versions: dict[int, dict[str, torch.Tensor]] = {
-            0: {g: p.detach().clone().requires_grad_(True) for g, p in params.items()}}
+            0: {g: p.detach().to(self.device, copy=True).requires_grad_(True)
+                for g, p in params.items()}}
         self.names_by_layer = names
         self.max_versions = 1
         self._groups()
@@ -178,7 +182,8 @@ class StageRuntime:
             step = self.step
         tokens, targets = make_batch(cfg.spec, cfg.start_step + step, cfg.global_batch)
         lo = self.replica * cfg.microbatches * cfg.micro_size + i * cfg.micro_size
-        return tokens[lo:lo + cfg.micro_size], targets[lo:lo + cfg.micro_size]
+        return (tokens[lo:lo + cfg.micro_size].to(self.device),
+                targets[lo:lo + cfg.micro_size].to(self.device))
 
     # -- compute ------------------------------------------------------------------------
     def _run_chunk(self, c: int, x: torch.Tensor, version: int) -> torch.Tensor:
@@ -257,11 +262,13 @@ class StageRuntime:
             t = self.in_grads.pop((k, c)).contiguous()
             self.sends.append((dist.isend(t, dst, tag=tag(PipeOp(Op.SG, k, c), self.n_chunks)), t))
         elif action.op is Op.RA:
-            buf = torch.empty(self._boundary_shape(), dtype=cfg.spec.torch_dtype)
+            buf = torch.empty(self._boundary_shape(), dtype=cfg.spec.torch_dtype,
+                              device=self.device)
             dist.recv(buf, dst, tag=tag(PipeOp(Op.RA, k, c), self.n_chunks))
             self.inputs[(k, c)] = buf
         elif action.op is Op.RG:
-            buf = torch.empty(self._boundary_shape(), dtype=cfg.spec.torch_dtype)
+            buf = torch.empty(self._boundary_shape(), dtype=cfg.spec.torch_dtype,
+                              device=self.device)
             dist.recv(buf, dst, tag=tag(PipeOp(Op.RG, k, c), self.n_chunks))
             self.out_grads[(k, c)] = buf
 
@@ -351,7 +358,7 @@ class StageRuntime:
 
     def final_weights(self) -> dict[str, torch.Tensor]:
         """The newest version of this stage's weights, by global name."""
-        return {g: t.detach() for g, t in self.versions[max(self.versions)].items()}
+        return {g: t.detach().cpu() for g, t in self.versions[max(self.versions)].items()}
 
     def layer_state(self) -> dict[int, dict[str, torch.Tensor]]:
         """This stage's newest weights per layer, under each layer's own parameter names."""

@@ -1,7 +1,7 @@
 """Start the P × D ranks of a pipeline run as processes and collect their results
 (thesis §3.2.3: parallel pipelines). gloo on CPU, nccl when CUDA is present.
 
-Rank 0 opens the rendezvous store on port 0 of 127.0.0.1 and hands the port to the others,
+Ranks start from a fork server (see :func:`_context`). Rank 0 opens the rendezvous store on port 0 of 127.0.0.1 and hands the port to the others,
 so runs never race for a port. Each rank uses one thread (``torch.set_num_threads(1)``) so
 that P·D processes share a small machine without fighting.
 """
@@ -71,11 +71,21 @@ def _rank_main(rank: int, cfg: RunConfig, ports: mp.Queue, results: mp.Queue) ->
         os._exit(0)
 
 
+def _context() -> mp.context.BaseContext:
+    """A fork server that has imported this module but run no torch op: children start fast
+    and do not inherit a parent's OpenMP pool (forking one leaves every op ~100× slower).
+    The server also imports what torch loads on the first backward with an explicit gradient
+    (``symbolic_shapes``, pulling in sympy: ~1.4 s per process otherwise)."""
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload([__name__, "torch.fx.experimental.symbolic_shapes"])
+    return ctx
+
+
 def run_pipeline(cfg: RunConfig, timeout_s: float = 300.0) -> PipelineRun:
     """Train ``cfg`` across P × D processes; raise :class:`PipelineFailed` if a rank fails."""
     cfg.check()
     world = cfg.stages * cfg.replicas
-    ctx = mp.get_context("fork" if not torch.cuda.is_available() else "spawn")
+    ctx = _context()
     ports, results = ctx.Queue(), ctx.Queue()
     procs = [ctx.Process(target=_rank_main, args=(r, cfg, ports, results), daemon=True)
              for r in range(world)]

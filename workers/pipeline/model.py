@@ -1,7 +1,7 @@
 """A small GPT-style reference model cut into layers, for the executor and its checks
 (thesis §3.3: a model of repeated blocks; §4.2: embedding and output layers with tied weights).
 
-Layer 0 embeds tokens, layers 1…L are residual MLP blocks, layer L+1 projects back to the
+Layer 0 embeds tokens, layers 1…L are pre-norm transformer blocks (causal attention + MLP), layer L+1 projects back to the
 vocabulary with the embedding's weight (a tied weight). Parameters carry *global* names
 ``"<layer>.<name>"``; a tied parameter keeps the name of its first occurrence.
 """
@@ -45,13 +45,25 @@ class Embed(nn.Module):
 
 
 class Block(nn.Module):
+    """Pre-norm transformer block: causal single-head self-attention, then an MLP."""
+
     def __init__(self, hidden: int) -> None:
         super().__init__()
+        self.norm1 = nn.LayerNorm(hidden)
+        self.qkv = nn.Linear(hidden, 3 * hidden)
+        self.proj = nn.Linear(hidden, hidden)
+        self.norm2 = nn.LayerNorm(hidden)
         self.fc1 = nn.Linear(hidden, 2 * hidden)
         self.fc2 = nn.Linear(2 * hidden, hidden)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.fc2(torch.tanh(self.fc1(x)))
+        q, k, v = self.qkv(self.norm1(x)).chunk(3, dim=-1)
+        scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
+        seq = x.shape[-2]
+        future = torch.ones(seq, seq, dtype=torch.bool, device=x.device).triu(1)
+        attn = scores.masked_fill(future, float("-inf")).softmax(dim=-1) @ v
+        x = x + self.proj(attn)
+        return x + self.fc2(torch.tanh(self.fc1(self.norm2(x))))
 
 
 class Head(nn.Module):

@@ -3,6 +3,9 @@ executor's checks (thesis §3.2.1 for the delayed-SGD semantics of 2BW)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import torch
 
 from .model import ModelSpec, build_layers, global_names, loss_sum, make_batch
@@ -36,6 +39,18 @@ def initial_weights(spec: ModelSpec) -> dict[str, torch.Tensor]:
     return params
 
 
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """Run torch on one thread for a while: the reference model is tiny, and OpenMP threads
+    on a busy machine cost more than they give."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def train_reference(spec: ModelSpec, steps: int, batch: int, lr: float, delay: int = 0,
                     start: dict[str, torch.Tensor] | None = None,
                     start_step: int = 0) -> dict[str, torch.Tensor]:
@@ -44,9 +59,10 @@ def train_reference(spec: ModelSpec, steps: int, batch: int, lr: float, delay: i
     ``delay=0`` is plain SGD (flush schedules); ``delay=1`` is 2BW's semantics.
     """
     history = [start if start is not None else initial_weights(spec)]
-    for t in range(steps):
-        grad = full_batch_grad(spec, history[max(t - delay, 0)], start_step + t, batch)
-        history.append({g: history[-1][g] - lr * grad[g] for g in history[-1]})
+    with one_thread():
+        for t in range(steps):
+            grad = full_batch_grad(spec, history[max(t - delay, 0)], start_step + t, batch)
+            history.append({g: history[-1][g] - lr * grad[g] for g in history[-1]})
     return history[-1]
 
 

@@ -8,6 +8,7 @@ starts when its device is free and its dependencies have finished (communication
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .ops import COMPUTE, Op, PipeOp, Schedule, ScheduleError, format_grid
@@ -177,3 +178,16 @@ def _peak_stash(timeline: list[Timed], stages: int) -> tuple[int, ...]:
             peak = max(peak, held)
         peaks.append(peak)
     return tuple(peaks)
+
+
+def format_timeline(result: SimResult) -> str:
+    """The simulated time × rank grid (one row per time unit; '.' is a bubble)."""
+    rows = math.ceil(result.makespan)
+    cells = [["."] * result.stages for _ in range(rows)]
+    for t in result.timeline:
+        for unit in range(int(t.start), math.ceil(t.finish)):
+            cells[unit][t.device] = str(t.action)
+    width = max([6] + [len(str(t.action)) + 1 for t in result.timeline])
+    lines = ["time  " + "".join(f"rank{r}".ljust(width) for r in range(result.stages))]
+    lines += [f"{i:<6}" + "".join(c.ljust(width) for c in row) for i, row in enumerate(cells)]
+    return "\n".join(line.rstrip() for line in lines)
