@@ -13,6 +13,7 @@ on each stage as soon as that stage has finished mini-batch t.
 from __future__ import annotations
 
 import logging
+import resource
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,9 +85,11 @@ class RankStats:
     wall_s: float                     # whole training loop
     compute_s: float                  # inside F, B and R
     step_wall_s: tuple[float, ...]
+    step_compute_s: tuple[float, ...]  # F, B and R time inside each step
     peak_activation_bytes: int        # tensors saved for backward + stashed inputs
     weight_bytes: int                 # one version of this stage's weights
     max_versions: int
+    peak_rss_kb: int                  # this rank's peak resident set size
 
 
 class StageRuntime:
@@ -205,7 +208,8 @@ class StageRuntime:
         else:
             x = self.inputs[(k, c)].detach().requires_grad_(True)
             self.inputs[(k, c)] = x
-        saved = [x.numel() * x.element_size() if c > 0 else 0]
+        # bytes autograd saves for backward; without a graph, the stashed input instead
+        saved = [x.numel() * x.element_size() if c > 0 and not with_graph else 0]
 
         def pack(t: torch.Tensor) -> torch.Tensor:
             saved[0] += t.numel() * t.element_size()
@@ -324,6 +328,7 @@ class StageRuntime:
         compute = 0.0
         peak = 0
         step_walls = []
+        step_computes = []
         start = time.perf_counter()
         rounds = 1 if cfg.kind == "2bw" else cfg.steps
         done_in_batch: dict[int, int] = {}
@@ -351,10 +356,12 @@ class StageRuntime:
                 self._reduce_and_step(0, 1)
                 self.versions = {0: self.versions.pop(1)}
             step_walls.append(time.perf_counter() - t0)
+            step_computes.append(compute - sum(step_computes))
         wall = time.perf_counter() - start
         weight_bytes = sum(t.numel() * t.element_size() for t in self.final_weights().values())
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         return RankStats(self.rank, self.stage, self.replica, wall, compute, tuple(step_walls),
-                         peak, weight_bytes, self.max_versions)
+                         tuple(step_computes), peak, weight_bytes, self.max_versions, rss)
 
     def final_weights(self) -> dict[str, torch.Tensor]:
         """The newest version of this stage's weights, by global name."""

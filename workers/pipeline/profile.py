@@ -100,14 +100,15 @@ def load_profile(path: Path) -> Profile:
 
 def profile_model(spec, microbatch_size: int = 4, repeats: int = 20) -> dict:
     """Measure the reference model layer by layer on this CPU (one thread) and return the
-    profile JSON. ``activation_bytes`` is what autograd saves for backward."""
+    profile JSON. ``activation_bytes`` is what autograd saves for backward (counted by the
+    same hook as the executor's); the last layer includes the loss."""
     import torch
 
-    from .model import build_layers, make_batch
+    from .model import build_layers, loss_sum, make_batch
 
     torch.set_num_threads(1)
     layers = build_layers(spec)
-    tokens, _ = make_batch(spec, 0, microbatch_size)
+    tokens, targets = make_batch(spec, 0, microbatch_size)
     x: torch.Tensor = tokens
     rows = []
     for index, layer in enumerate(layers):
@@ -122,10 +123,16 @@ def profile_model(spec, microbatch_size: int = 4, repeats: int = 20) -> dict:
         for rep in range(repeats + 2):
             saved[0] = 0
             t0 = time.perf_counter()
+            last = index == len(layers) - 1
             with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
                 out = layer(inp)
+                # the last layer's profile includes the loss, as its stage computes it
+                loss = loss_sum(out, targets) if last else None
             t1 = time.perf_counter()
-            out.backward(torch.ones_like(out))
+            if last:
+                loss.backward()
+            else:
+                out.backward(torch.ones_like(out))
             t2 = time.perf_counter()
             if rep >= 2:  # the first calls warm caches up
                 fwd += t1 - t0

@@ -1,0 +1,154 @@
+"""Pipeline-parallel execution on CPU (issue #10): measured bubble against the formula, 1F1B,
+interleaved, breadth-first and 2BW against GPipe, peak activation memory per stage against
+the planner's MEMORY(.), and the planner's predicted time per mini-batch against the measured.
+
+Everything is measured in one run, so the ratios share the machine's state. To keep P
+processes from fighting over 2 cores, the pipelines have P = 2 stages (D = 1), every rank and
+the profiler run torch on one thread (``torch.set_num_threads(1)``), and the kinds are run
+round-robin ``--repeats`` times so that background load hits them alike. The layer profile
+(``workers.pipeline.profile.profile_model``) is measured first in this process; the planner
+predicts from it with the stage cuts it chose, and the executor runs with those cuts.
+
+Rows:
+- *one-time*: the first ``run_pipeline`` call (fork server start, torch import, rendezvous,
+  process groups, first step) minus its steady steps, with the ranks' peak RSS;
+- per kind: median time per mini-batch over the measured steps (the first ``--warmup``
+  steps of every run are dropped), measured bubble = (step wall − compute) / compute averaged
+  over ranks, and the formula's bubble (p−1)/m or (p−1)/(v·m);
+- memory: each stage's peak activation bytes (tensors saved for backward) against the
+  planner's prediction, for gpipe (m in flight) and 1f1b (p−d in flight);
+- planner: predicted against measured time per mini-batch for 1f1b and 2bw.
+
+    python benchmarks/pipeline.py                     # the BENCHMARKS.md table
+    python benchmarks/pipeline.py --quick             # a smoke test
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import time
+
+import torch
+
+from workers.pipeline.executor import RunConfig
+from workers.pipeline.launch import run_pipeline
+from workers.pipeline.model import ModelSpec
+from workers.pipeline.planner import balanced_cuts, predict
+from workers.pipeline.profile import profile_from_dict, profile_model
+
+KINDS = [("gpipe", 1), ("1f1b", 1), ("interleaved", 2), ("breadth_first", 2), ("2bw", 1)]
+
+
+def _machine() -> str:
+    try:
+        cpu = subprocess.run(["lscpu"], check=False, capture_output=True, text=True).stdout
+        model = next((ln.split(":", 1)[1].strip() for ln in cpu.splitlines()
+                      if ln.startswith("Model name")), platform.processor())
+    except OSError:
+        model = platform.processor()
+    return f"{os.cpu_count()} cores, {model}, torch {torch.__version__}"
+
+
+def _steady(values: tuple[float, ...], warmup: int) -> list[float]:
+    return list(values[warmup:]) or list(values)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--microbatches", type=int, default=8)
+    parser.add_argument("--batch", type=int, default=32, help="global mini-batch")
+    parser.add_argument("--steps", type=int, default=8, help="steps per run")
+    parser.add_argument("--warmup", type=int, default=2, help="steps dropped per run")
+    parser.add_argument("--repeats", type=int, default=2, help="round-robin repeats")
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--blocks", type=int, default=6)
+    parser.add_argument("--seq", type=int, default=64)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, a smoke test")
+    args = parser.parse_args()
+    if args.quick:
+        args.hidden, args.seq, args.steps, args.repeats, args.warmup = 32, 8, 3, 1, 1
+    p, m = 2, args.microbatches
+    b = args.batch // m
+    spec = ModelSpec(vocab=256, hidden=args.hidden, blocks=args.blocks, seq=args.seq,
+                     dtype="float32")
+    print(f"machine: {_machine()}; load average at start {os.getloadavg()[0]:.2f}")
+    print(f"model: {spec.layers} layers (hidden {spec.hidden}, seq {spec.seq}, float32), "
+          f"P={p} stages, M={m} micro-batches of {b}, global batch {args.batch}, "
+          f"{args.steps} steps per run ({args.warmup} warm-up), {args.repeats} repeats")
+
+    t0 = time.perf_counter()
+    profile = profile_from_dict(profile_model(spec, microbatch_size=b))
+    profile_s = time.perf_counter() - t0
+    cuts_by_chunks = {v: balanced_cuts([layer.compute_s for layer in profile.layers], p * v)
+                      for v in {v for _, v in KINDS}}
+
+    walls: dict[str, list[float]] = {k: [] for k, _ in KINDS}
+    bubbles: dict[str, list[float]] = {k: [] for k, _ in KINDS}
+    act_peak: dict[str, list[int]] = {}
+    one_time = None
+    rss = 0
+    for rep in range(args.repeats):
+        for kind, v in KINDS:
+            cfg = RunConfig(kind=kind, stages=p, microbatches=m, chunks=v, steps=args.steps,
+                            batch=args.batch, spec=spec, cuts=cuts_by_chunks[v], lr=1e-3)
+            started = time.perf_counter()
+            run = run_pipeline(cfg, timeout_s=900)
+            total = time.perf_counter() - started
+            rss = max([rss] + [s.peak_rss_kb for s in run.stats])
+            if kind == "2bw":  # one no-flush run: time per mini-batch = wall / steps
+                per_batch = [max(s.wall_s for s in run.stats) / args.steps]
+                bubble = [statistics.mean((s.wall_s - s.compute_s) / s.compute_s
+                                          for s in run.stats)]
+            else:
+                per_batch = _steady(tuple(max(x) for x in zip(*[s.step_wall_s
+                                                              for s in run.stats])),
+                                    args.warmup)
+                bubble = [statistics.mean((w - c) / c for s in run.stats
+                                          for w, c in zip(_steady(s.step_wall_s, args.warmup),
+                                                          _steady(s.step_compute_s,
+                                                                  args.warmup)))]
+            if one_time is None:
+                one_time = total - sum(max(s.step_wall_s) for s in run.stats[:1]) \
+                    - (args.steps - 1) * statistics.median(per_batch)
+            walls[kind] += per_batch
+            bubbles[kind] += bubble
+            act_peak.setdefault(kind, [0] * p)
+            for s in run.stats:
+                act_peak[kind][s.stage] = max(act_peak[kind][s.stage], s.peak_activation_bytes)
+
+    print(f"\none-time: profile {profile_s:.2f} s; first run_pipeline overhead "
+          f"{one_time:.2f} s (fork server, imports, rendezvous, first step); "
+          f"peak RSS per rank {rss / 1024:.0f} MiB")
+    gpipe = statistics.median(walls["gpipe"])
+    print(f"\n{'kind':<14}{'V':>3}{'s/mini-batch':>14}{'vs gpipe':>10}"
+          f"{'bubble meas.':>14}{'formula':>9}")
+    for kind, v in KINDS:
+        med = statistics.median(walls[kind])
+        formula = (p - 1) / (v * m) if kind != "2bw" else 0.0
+        print(f"{kind:<14}{v:>3}{med:>14.4f}{med / gpipe:>10.3f}"
+              f"{statistics.median(bubbles[kind]):>14.3f}{formula:>9.3f}")
+
+    print(f"\n{'memory':<8}{'stage':>6}{'measured B':>13}{'predicted B':>13}{'ratio':>8}")
+    for kind in ("gpipe", "1f1b"):
+        pred = predict(profile, p, 1, b, m, False, "1f1b", cuts_by_chunks[1])
+        in_flight = [m] * p if kind == "gpipe" else [min(p - d, m) for d in range(p)]
+        for d in range(p):
+            # the planner's 1f1b has min(p−d, m) in flight; GPipe holds all m
+            predicted = pred.stage_activation_bytes[d] / min(p - d, m) * in_flight[d]
+            measured = act_peak[kind][d]
+            print(f"{kind:<8}{d:>6}{measured:>13,}{predicted:>13,.0f}{measured / predicted:>8.3f}")
+
+    print(f"\n{'planner':<8}{'predicted s':>13}{'measured s':>12}{'error':>8}")
+    for kind in ("1f1b", "2bw"):
+        pred = predict(profile, p, 1, b, m, False, kind, cuts_by_chunks[1])
+        meas = statistics.median(walls[kind])
+        print(f"{kind:<8}{pred.time_s:>13.4f}{meas:>12.4f}{(pred.time_s / meas - 1):>+8.1%}")
+    print(f"\nload average at end {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
