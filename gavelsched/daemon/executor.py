@@ -199,6 +199,8 @@ class DaemonExecutor:
 
     def _wait(self) -> float:
         deadlines = [d for d in (self._plan_at, self._next_start) if d is not None]
+        if self._dirty:
+            deadlines.append(self._next_snapshot)
         wait = self.config.heartbeat_seconds / 2
         if deadlines:
             wait = min(wait, max(0.0, min(deadlines) - self._clock()))
