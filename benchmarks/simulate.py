@@ -21,14 +21,40 @@ import subprocess
 import sys
 import time
 
+import numpy as np
+
 CASES = {
     # name: (jobs, rate per hour, policy, multi-GPU, window)
     "continuous-1500": (1500, 6.0, "max_min_fairness_perf", False, None),
+    # the same trace shape on a random table of 26 job types that share nothing with the
+    # catalog (``random_table``): nothing can lean on the catalog's repeated numbers
+    "continuous-1500-random": (1500, 6.0, "max_min_fairness_perf", False, None),
     "continuous-1500-las": (1500, 6.0, "max_min_fairness", False, None),
     "paper-5200-window": (5200, 5.0, "max_min_fairness_perf", False, (4000, 5000)),
     "multi-gpu-1500": (1500, 2.6, "max_min_fairness_perf", True, None),
 }
 CLUSTER = {"v100": 36, "p100": 36, "k80": 36}
+
+
+RANDOM_TABLE_SEED = 7
+
+
+def random_table(seed: int = RANDOM_TABLE_SEED, job_types: int = 26):
+    """A throughput table like Figure 5.14's inputs but of made-up job types ``rand-00`` ..:
+    V100 steps/s ~ U(1, 200), P100 = V100 / U(1.1, 3), K80 = V100 / U(3.3, 10); on 2, 4, 8
+    workers a job runs sf * U(0.6, 0.95) times its 1-worker speed on each type."""
+    from traces.types import ThroughputTable
+
+    rng = np.random.default_rng(seed)
+    solo: dict[str, dict] = {"v100": {}, "p100": {}, "k80": {}}
+    for k in range(job_types):
+        v100 = rng.uniform(1, 200)
+        one = {"v100": v100, "p100": v100 / rng.uniform(1.1, 3), "k80": v100 / rng.uniform(3.3, 10)}
+        for sf in (1, 2, 4, 8):
+            for worker, speed in one.items():
+                scale = 1.0 if sf == 1 else sf * rng.uniform(0.6, 0.95)
+                solo[worker][(f"rand-{k:02d}", sf)] = float(speed * scale)
+    return ThroughputTable(solo)
 
 
 def run_case(name: str) -> dict:
@@ -37,7 +63,7 @@ def run_case(name: str) -> dict:
     from traces.generator import generate_trace
 
     jobs_n, rate, policy_name, multi, window = CASES[name]
-    table = default_table()
+    table = random_table() if name.endswith("-random") else default_table()
     jobs = generate_trace(jobs_n, rate, table=table, seed=0, multi_gpu=multi)
     policy = make_policy(policy_name)
     solver_cpu = [0.0]

@@ -28,7 +28,9 @@ def fairness_utility(cols: Columns, *, weighted: bool = True) -> tuple[np.ndarra
     coef = cols.scale_factor[rows] / cols.equal_throughput[rows]
     if weighted:
         coef = coef / cols.weight[rows]
-    return rows, sp.diags(coef) @ cols.throughput[rows]
+    U = (cols.throughput if rows.size == cols.num_jobs else cols.throughput[rows]).copy()
+    U.data *= np.repeat(coef, np.diff(U.indptr))  # row i scaled by coef[i]
+    return rows, U
 
 
 def base_constraints(cols: Columns, z: cp.Variable) -> list:

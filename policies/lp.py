@@ -34,7 +34,7 @@ class LinearProgram:
     """min c @ x  s.t.  A @ x <= b,  x[:num_nonneg] >= 0."""
 
     c: np.ndarray
-    A: sp.csr_matrix
+    A: sp.spmatrix
     b: np.ndarray
     num_nonneg: int
 
@@ -71,17 +71,18 @@ def solve_lp(lp: LinearProgram, solver: str, what: str, *, precise: bool = False
 def _clarabel(lp: LinearProgram, what: str, precise: bool) -> LPResult:
     import clarabel
 
-    n = lp.c.size
-    k = lp.num_nonneg
-    bounds = sp.csr_matrix((-np.ones(k), (np.arange(k), np.arange(k))), shape=(k, n))
-    A = sp.vstack([lp.A, bounds], format="csc")
+    n, k, rows = lp.c.size, lp.num_nonneg, lp.b.size
+    A = lp.A.tocoo()  # one COO -> CSC conversion: scipy's overhead dominates small LPs
+    A = sp.csc_matrix((np.concatenate([A.data, -np.ones(k)]),
+                       (np.concatenate([A.row, rows + np.arange(k)]),
+                        np.concatenate([A.col, np.arange(k)]))), shape=(rows + k, n))
     b = np.concatenate([lp.b, np.zeros(k)])
     settings = clarabel.DefaultSettings()
     settings.verbose = False
     if precise:
         settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = PRECISE_TOL
     solver = clarabel.DefaultSolver(sp.csc_matrix((n, n)), lp.c, A, b,
-                                    [clarabel.NonnegativeConeT(A.shape[0])], settings)
+                                    [clarabel.NonnegativeConeT(rows + k)], settings)
     sol = solver.solve()
     status = sol.status
     S = clarabel.SolverStatus
@@ -140,9 +141,9 @@ def maximise_level(A: sp.spmatrix, b: np.ndarray, e: np.ndarray, solver: str, wh
     result the optimum of the whole LP, and the master stays small when, as with co-located
     pairs (§5.3.1), few of many columns are worth using. HiGHS keeps its simplex basis
     between master solves (warm start); other solvers re-solve the master from scratch."""
-    A = sp.csc_matrix(A)
     if start is None:
         return _level_once(A, b, e, solver, what, precise)
+    A = sp.csc_matrix(A)
     if solver == "HIGHS":
         return _level_by_columns_highs(A, b, e, np.asarray(start), what)
     active = np.asarray(start)
@@ -158,10 +159,16 @@ def maximise_level(A: sp.spmatrix, b: np.ndarray, e: np.ndarray, solver: str, wh
         active = np.sort(np.concatenate([active, new]))
 
 
-def _level_once(A: sp.csc_matrix, b, e, solver: str, what: str, precise: bool) -> Level:
+def _level_once(A: sp.spmatrix, b, e, solver: str, what: str, precise: bool) -> Level:
     c = np.zeros(A.shape[1] + 1)
     c[-1] = -1.0
-    full = sp.hstack([A, sp.csc_matrix(np.asarray(e, dtype=float).reshape(-1, 1))], format="csr")
+    A = A.tocoo()
+    e = np.asarray(e, dtype=float)
+    nz = np.nonzero(e)[0]
+    full = sp.coo_matrix((np.concatenate([A.data, e[nz]]),
+                          (np.concatenate([A.row, nz]),
+                           np.concatenate([A.col, np.full(nz.size, A.shape[1])]))),
+                         shape=(A.shape[0], A.shape[1] + 1))
     result = solve_lp(LinearProgram(c, full, np.asarray(b, dtype=float), A.shape[1]), solver,
                       what, precise=precise)
     return Level(result.x[:-1], -result.value, result.dual, result.solver)

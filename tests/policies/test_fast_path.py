@@ -39,8 +39,11 @@ def test_max_min_direct_reaches_the_cvxpy_optimum(name, solver, data):
     options = {} if solver is None else {"solver": solver}
     direct = get_policy(name, **options).solve(problem)
     reference = get_policy(name, backend="cvxpy").solve(problem)
-    assert close(direct.objective, reference.objective), (direct.objective, reference.objective)
     assert_valid(problem, direct)
+    if reference.objective is None:  # no job can run anywhere: nothing was solved
+        assert direct.objective is None and direct.solver is None
+        return
+    assert close(direct.objective, reference.objective), (direct.objective, reference.objective)
     assert direct.solver == (solver or ("HIGHS" if name.endswith("_packed") else "CLARABEL"))
 
 
@@ -79,7 +82,7 @@ def test_water_filling_direct_gives_the_reference_levels(entities, solver, data)
     reference = get_policy(name, backend="cvxpy").solve(problem)
     assert_valid(problem, direct)
     ours, theirs = levels(problem, direct), levels(problem, reference)
-    scale = max(1.0, float(np.max(np.abs(theirs))))
+    scale = max(1.0, float(np.max(np.abs(theirs), initial=0.0)))
     assert np.allclose(ours, theirs, rtol=1e-4, atol=1e-5 * scale), (ours, theirs)
 
 
