@@ -82,6 +82,7 @@ class _Run:
     last: tuple[int, float] = (0, 0.0)   # (steps, seconds) of its last checkpointed report
     started_up: bool = False             # its first InitJob arrived
     orphan: bool = False                 # found running after a scheduler restart
+    workers: tuple[int, ...] = ()        # the core's worker ids it holds
 
 
 @dataclass
@@ -247,7 +248,7 @@ class DaemonExecutor:
         index = self._round_base + rnd.index
         self.store.set_meta({"round": index + 1})
         for task in rnd.tasks:
-            if task.extended and all(j in self._runs for j in task.job_ids):
+            if task.extended and self._continues(task, index):
                 self._extend(task, index)
         for waiter in self._waiters:
             run = self._runs.get(waiter.job_id)
@@ -271,9 +272,10 @@ class DaemonExecutor:
                 self._inflight = None
             return
         index = self._round_base + rnd.index
+        self._deferred.clear()           # this round's placements supersede older ones
         for task in rnd.tasks:
-            if not (task.extended and all(j in self._runs for j in task.job_ids)
-                    and all(self._runs[j].round == index for j in task.job_ids)):
+            if not all(j in self._runs and self._runs[j].round == index
+                       and self._runs[j].workers == task.workers for j in task.job_ids):
                 for m, job_id in enumerate(task.job_ids):
                     self._launch_or_defer(task, m, job_id, index)
         self._next_start = mono + R
@@ -300,13 +302,19 @@ class DaemonExecutor:
                                 checkpoint_dir=str(self.config.checkpoints / job_id))
         self._runs[job_id] = _Run(job_id, task.worker_type, requests, set(requests), lease,
                                   index, self._clock(), job.steps_done,
-                                  (job.steps_done, 0.0))
+                                  (job.steps_done, 0.0), workers=task.workers)
         self._held[task.key] = self.config.round_seconds
         if job.state != "running":
             self.jobs[job_id] = job.but(state="running")
         for server_id, request in requests.items():
             self.dispatcher.run_job(self.servers[server_id].row.address, request,
                                     self._on_dispatched(job_id, server_id))
+
+    def _continues(self, task: MicroTask, index: int) -> bool:
+        """Every member still runs, from last round, on exactly this task's GPUs."""
+        return all(j in self._runs and not self._runs[j].orphan
+                   and self._runs[j].round == index - 1
+                   and self._runs[j].workers == task.workers for j in task.job_ids)
 
     def _extend(self, task: MicroTask, index: int) -> None:
         """Lease extension: the same workers next round (RunJob on the same GPUs), one
