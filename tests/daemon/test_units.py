@@ -1,0 +1,94 @@
+"""Pure parts of the daemon: online throughputs (thesis §5.3.3), RunJob requests and leases
+(thesis §5.5-5.6), submission checks."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from gavelsched.core import MicroTask
+from gavelsched.daemon.leases import extended_lease, new_lease, run_requests, stop_lease
+from gavelsched.daemon.store import JobRow
+from gavelsched.daemon.submissions import SubmissionError, check_submission
+from gavelsched.daemon.throughputs import OnlineThroughputs
+from gavelsched.mechanism import ClusterView
+from gavelsched.rpc import pb
+from traces import default_table
+
+
+class Prior:
+    def get(self, worker_type, job_type, scale_factor=1):
+        return {"v100": 10.0, "k80": 2.0}.get(worker_type, 0.0)
+
+    def pair(self, worker_type, a, b):
+        return None
+
+
+def test_measured_type_replaces_prior_and_scales_the_others():
+    online = OnlineThroughputs(Prior())
+    assert online.observe("j", "v100", 0, 5.0) is None       # no steps: no information
+    assert online.observe("j", "v100", 50, 10.0) == 5.0        # 5 steps/s, half the prior
+    row = online.row("j", "A3C", 1, ("v100", "k80"))
+    assert row == {"v100": 5.0, "k80": pytest.approx(1.0)}   # the k80 prior halved too
+    assert online.observe("j", "v100", 70, 10.0) == pytest.approx(6.0)   # EWMA, weight 0.5
+
+
+def test_changed_row_only_after_a_real_change():
+    online = OnlineThroughputs(Prior())
+    online.observe("j", "k80", 20, 10.0)
+    assert online.changed_row("j", "A3C", 1, ("v100", "k80")) is not None
+    online.observe("j", "k80", 21, 10.0)       # 2.0 -> 2.05: under 10%
+    assert online.changed_row("j", "A3C", 1, ("v100", "k80")) is None
+    online.observe("j", "k80", 40, 10.0)
+    assert online.changed_row("j", "A3C", 1, ("v100", "k80")) is not None
+
+
+def test_leases_are_absolute_step_counts():
+    lease = new_lease(3, steps_done=100, lease_steps=50, total_steps=120, round_seconds=6)
+    assert (lease.max_steps, lease.max_seconds, lease.round, lease.extended) == (120, 6, 3, False)
+    more = extended_lease(new_lease(3, 0, 50, 1000, 6), 4, 50, 1000, 12.0)
+    assert (more.max_steps, more.max_seconds, more.extended) == (100, 12.0, True)
+    assert stop_lease(7).max_steps == 7
+
+
+def test_run_requests_give_each_server_its_gpus_and_first_rank():
+    view = ClusterView.build({"v100": 4}, gpus_per_server=2)   # servers 0: (0, 1), 1: (2, 3)
+    task = MicroTask(key="5", job_ids=("5",), worker_type="v100", workers=(1, 2, 3),
+                     steps=(30,), throughputs=(12.5,), extended=False)
+    job = JobRow(id="5", job_type="A3C", scale_factor=3, total_steps=99, workload="steps",
+                 steps_done=9)
+    lease = new_lease(0, 9, 30, 99, 6)
+    out = run_requests(task, 0, job, lease, view, {0: "10.0.0.1:7000", 1: "10.0.0.2:7000"},
+                       round_index=0, scheduler_address="s:1", checkpoint_dir="/ck/5",
+                       master_port=29500)
+    assert list(out) == [0, 1]
+    assert (list(out[0].gpus), out[0].rank) == ([1], 0)
+    assert (list(out[1].gpus), out[1].rank) == ([0, 1], 1)
+    for r in out.values():
+        assert (r.world_size, r.master_addr, r.master_port) == (3, "10.0.0.1", 29500)
+        assert (r.steps_done, r.total_steps, r.lease.max_steps) == (9, 99, 39)
+        assert math.isclose(r.expected_steps_per_s, 12.5) and r.checkpoint_dir == "/ck/5"
+
+
+@pytest.mark.parametrize("kw, field", [
+    ({"job_type": ""}, "job_type"),
+    ({"scale_factor": -1}, "scale_factor"),
+    ({"priority_weight": -2}, "priority_weight"),
+    ({"workload": "steps", "command": "true"}, "workload"),
+    ({"scale_factor": 8}, "scale_factor"),        # only 4 v100s registered
+])
+def test_check_submission_names_the_field(kw, field):
+    request = pb.JobRequest(**{"job_type": "A3C", "total_steps": 10, **kw})
+    table = default_table()
+    with pytest.raises(SubmissionError) as err:
+        check_submission(request, table, table.worker_types, {"v100": 4})
+    assert err.value.field == field
+
+
+def test_check_submission_defaults():
+    table = default_table()
+    row = check_submission(pb.JobRequest(job_type="LM (batch size 5)", total_steps=10), table,
+                           table.worker_types, {})
+    assert (row.scale_factor, row.workload, row.priority_weight, row.slo_s) == (1, "lstm",
+                                                                                1.0, None)
