@@ -89,6 +89,7 @@ def main() -> None:
     walls: dict[str, list[float]] = {k: [] for k, _ in KINDS}
     bubbles: dict[str, list[float]] = {k: [] for k, _ in KINDS}
     act_peak: dict[str, list[int]] = {}
+    stage_compute: dict[str, list[list[float]]] = {}
     one_time = None
     rss = 0
     for rep in range(args.repeats):
@@ -99,18 +100,15 @@ def main() -> None:
             run = run_pipeline(cfg, timeout_s=900)
             total = time.perf_counter() - started
             rss = max([rss] + [s.peak_rss_kb for s in run.stats])
-            if kind == "2bw":  # one no-flush run: time per mini-batch = wall / steps
-                per_batch = [max(s.wall_s for s in run.stats) / args.steps]
-                bubble = [statistics.mean((s.wall_s - s.compute_s) / s.compute_s
-                                          for s in run.stats)]
-            else:
-                per_batch = _steady(tuple(max(x) for x in zip(*[s.step_wall_s
-                                                              for s in run.stats])),
-                                    args.warmup)
-                bubble = [statistics.mean((w - c) / c for s in run.stats
-                                          for w, c in zip(_steady(s.step_wall_s, args.warmup),
-                                                          _steady(s.step_compute_s,
-                                                                  args.warmup)))]
+            # per mini-batch: flush kinds per step, 2bw between a stage's weight updates
+            per_batch = _steady(tuple(max(x) for x in zip(*[s.step_wall_s
+                                                          for s in run.stats])), args.warmup)
+            bubble = [statistics.mean((w - c) / c for s in run.stats
+                                      for w, c in zip(_steady(s.step_wall_s, args.warmup),
+                                                      _steady(s.step_compute_s, args.warmup)))]
+            for s in run.stats:
+                stage_compute.setdefault(kind, [[] for _ in range(p)])[s.stage] += \
+                    _steady(s.step_compute_s, args.warmup)
             if one_time is None:
                 one_time = total - sum(max(s.step_wall_s) for s in run.stats[:1]) \
                     - (args.steps - 1) * statistics.median(per_batch)
@@ -141,6 +139,15 @@ def main() -> None:
             predicted = pred.stage_activation_bytes[d] / min(p - d, m) * in_flight[d]
             measured = act_peak[kind][d]
             print(f"{kind:<8}{d:>6}{measured:>13,}{predicted:>13,.0f}{measured / predicted:>8.3f}")
+
+    print(f"\n{'compute':<8}{'stage':>6}{'measured s':>12}{'profile s':>11}{'ratio':>8}"
+          "   (F+B per mini-batch inside the pipelined run vs the profile)")
+    pred = predict(profile, p, 1, b, m, False, "1f1b", cuts_by_chunks[1])
+    edges = [0, *cuts_by_chunks[1], len(profile.layers)]
+    for d in range(p):
+        want = m * b * sum(layer.compute_s for layer in profile.layers[edges[d]:edges[d + 1]])
+        got = statistics.median(stage_compute["1f1b"][d])
+        print(f"{'1f1b':<8}{d:>6}{got:>12.4f}{want:>11.4f}{got / want:>8.3f}")
 
     print(f"\n{'planner':<8}{'predicted s':>13}{'measured s':>12}{'error':>8}")
     for kind in ("1f1b", "2bw"):

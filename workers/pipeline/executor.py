@@ -84,8 +84,8 @@ class RankStats:
     replica: int
     wall_s: float                     # whole training loop
     compute_s: float                  # inside F, B and R
-    step_wall_s: tuple[float, ...]
-    step_compute_s: tuple[float, ...]  # F, B and R time inside each step
+    step_wall_s: tuple[float, ...]    # per mini-batch (2bw: between this stage's updates)
+    step_compute_s: tuple[float, ...]  # F, B and R time inside each of those
     peak_activation_bytes: int        # tensors saved for backward + stashed inputs
     weight_bytes: int                 # one version of this stage's weights
     max_versions: int
@@ -327,18 +327,27 @@ class StageRuntime:
         lowered = add_communication(schedule, cfg.chunks)[self.stage]
         compute = 0.0
         peak = 0
-        step_walls = []
-        step_computes = []
-        start = time.perf_counter()
+        step_walls: list[float] = []
+        step_computes: list[float] = []
+        start = last_mark = time.perf_counter()
+
+        def mark() -> None:
+            """Close a mini-batch: its wall time and compute time on this rank."""
+            nonlocal last_mark
+            now = time.perf_counter()
+            step_walls.append(now - last_mark)
+            step_computes.append(compute - sum(step_computes))
+            last_mark = now
+
         rounds = 1 if cfg.kind == "2bw" else cfg.steps
         done_in_batch: dict[int, int] = {}
         finished: list[int] = []   # 2bw mini-batches whose update waits for their last send
         for step in range(rounds):
             self.step = step
-            t0 = time.perf_counter()
             for action in lowered:
                 if finished and action.op in (Op.F, Op.B, Op.R):
                     self._two_bw_update(finished.pop())
+                    mark()
                 c0 = time.perf_counter()
                 self.execute(action, action.mb)
                 if action.op in (Op.F, Op.B, Op.R):
@@ -355,8 +364,7 @@ class StageRuntime:
             if cfg.kind != "2bw":
                 self._reduce_and_step(0, 1)
                 self.versions = {0: self.versions.pop(1)}
-            step_walls.append(time.perf_counter() - t0)
-            step_computes.append(compute - sum(step_computes))
+            mark()
         wall = time.perf_counter() - start
         weight_bytes = sum(t.numel() * t.element_size() for t in self.final_weights().values())
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
