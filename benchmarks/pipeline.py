@@ -6,7 +6,8 @@ Everything is measured in one run, so the ratios share the machine's state. To k
 processes from fighting over 2 cores, the pipelines have P = 2 stages (D = 1), every rank and
 the profiler run torch on one thread (``torch.set_num_threads(1)``), and the kinds are run
 round-robin ``--repeats`` times so that background load hits them alike. The layer profile
-(``workers.pipeline.profile.profile_model``) is measured first in this process; the planner
+(``workers.pipeline.profile.profile_model``) is measured first, in P processes at once so that
+each sees the machine as a rank of a P-stage run does (``_concurrent_profile``); the planner
 predicts from it with the stage cuts it chose, and the executor runs with those cuts.
 
 Rows:
@@ -26,11 +27,13 @@ Rows:
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import platform
 import statistics
 import subprocess
 import time
+from concurrent.futures import ProcessPoolExecutor
 
 import torch
 
@@ -51,6 +54,20 @@ def _machine() -> str:
     except OSError:
         model = platform.processor()
     return f"{os.cpu_count()} cores, {model}, torch {torch.__version__}"
+
+
+def _concurrent_profile(spec: ModelSpec, microbatch_size: int, copies: int) -> dict:
+    """Profile the layers in ``copies`` processes at once and average them: each rank of a
+    P-stage run shares the machine with P−1 others, and so does each profiler (a calibrated
+    profile, as Varuna calibrates its simulator on the machine it predicts)."""
+    ctx = multiprocessing.get_context("forkserver")
+    with ProcessPoolExecutor(max_workers=copies, mp_context=ctx) as pool:
+        runs = list(pool.map(profile_model, [spec] * copies, [microbatch_size] * copies))
+    merged = dict(runs[0])
+    merged["layers"] = [
+        {**rows[0], **{k: statistics.mean(r[k] for r in rows) for k in ("forward_s", "backward_s")}}
+        for rows in zip(*[r["layers"] for r in runs])]
+    return merged
 
 
 def _steady(values: tuple[float, ...], warmup: int) -> list[float]:
@@ -81,7 +98,7 @@ def main() -> None:
           f"{args.steps} steps per run ({args.warmup} warm-up), {args.repeats} repeats")
 
     t0 = time.perf_counter()
-    profile = profile_from_dict(profile_model(spec, microbatch_size=b))
+    profile = profile_from_dict(_concurrent_profile(spec, b, p))
     profile_s = time.perf_counter() - t0
     cuts_by_chunks = {v: balanced_cuts([layer.compute_s for layer in profile.layers], p * v)
                       for v in {v for _, v in KINDS}}

@@ -60,6 +60,14 @@ class RunConfig:
     def micro_size(self) -> int:
         return self.global_batch // (self.replicas * self.microbatches)
 
+    def schedule_options(self) -> dict:
+        """Keyword options of this run's schedule generator."""
+        if self.kind == "advance_forward":
+            return {"advance_num": self.advance_num}
+        if self.kind == "2bw":
+            return {"batches": self.steps}
+        return {}
+
     def check(self) -> None:
         """Raise ValueError naming the first bad field."""
         for name in ("stages", "microbatches", "steps", "replicas", "chunks"):
@@ -69,6 +77,8 @@ class RunConfig:
         if self.global_batch % (self.replicas * self.microbatches):
             raise ValueError(f"batch={self.global_batch} is not divisible by replicas × "
                              f"microbatches = {self.replicas * self.microbatches}")
+        build_schedule(self.kind, self.stages, self.microbatches, self.chunks,
+                       **self.schedule_options())   # a ScheduleError is a ValueError
         if self.kind == "2bw" and (self.load_dir or self.save_dir):
             raise ValueError("checkpoints (morphing) are for flush schedules, not 2bw")
         layer_bounds(self.spec.layers, self.stages * self.chunks,
@@ -320,10 +330,8 @@ class StageRuntime:
     def train(self) -> RankStats:
         """Run every step; return what was measured."""
         cfg = self.cfg
-        extra = {"advance_num": cfg.advance_num} if cfg.kind == "advance_forward" else {}
-        if cfg.kind == "2bw":
-            extra = {"batches": cfg.steps}
-        schedule = build_schedule(cfg.kind, cfg.stages, cfg.microbatches, cfg.chunks, **extra)
+        schedule = build_schedule(cfg.kind, cfg.stages, cfg.microbatches, cfg.chunks,
+                                  **cfg.schedule_options())
         lowered = add_communication(schedule, cfg.chunks)[self.stage]
         compute = 0.0
         peak = 0

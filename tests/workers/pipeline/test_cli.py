@@ -52,3 +52,18 @@ def test_plan_json(tmp_path, capsys):
     assert out["replicas"] * out["microbatch_size"] * out["microbatches"] == 8
     assert out["predicted_memory_bytes"] <= 0.5 * 2**30
     assert out["predicted_time_per_minibatch_s"] > 0
+
+
+def test_schedule_grid_shows_simulated_time_and_bubble(capsys):
+    assert main(["pipeline", "schedule", "--kind", "gpipe", "--stages", "2",
+                 "--microbatches", "2"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["time", "rank0", "rank1"]
+    assert out[1].split() == ["0", "F0c0", "."]          # rank 1 waits for the first forward
+    assert out[-1].startswith("makespan 9 units") and "bubble fraction 0.5000" in out[-1]
+
+
+def test_check_refuses_a_bad_schedule_before_starting_processes(capsys):
+    assert main(["pipeline", "check", "--kind", "interleaved", "--stages", "2",
+                 "--microbatches", "3", "--steps", "1"]) == 2
+    assert "microbatches=3 is not a multiple of stages=2" in capsys.readouterr().err
