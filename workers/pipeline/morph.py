@@ -47,3 +47,24 @@ def read_meta(folder: Path) -> dict:
         raise
     except (ValueError, KeyError, TypeError) as err:
         raise ValueError(f"{path}: not a layer-checkpoint meta file ({err})") from None
+
+
+def resume_config(chosen, spec, folder: Path, kind: str = "1f1b", lr: float = 0.1,
+                  steps: int = 1):
+    """The run that continues a job from the layer checkpoint in ``folder`` under a new
+    plan (:class:`workers.pipeline.planner.Plan`, made for the new GPU count with the same
+    global batch): its depth, width, micro-batching, recomputation and stage cuts."""
+    from .executor import RunConfig
+
+    meta = read_meta(folder)
+    if meta["layers"] != spec.layers:
+        raise ValueError(f"{folder}: checkpoint has {meta['layers']} layers, model has "
+                         f"{spec.layers}")
+    if chosen.cuts and len(chosen.cuts) != chosen.stages - 1:
+        raise ValueError(f"plan has {len(chosen.cuts)} cuts for {chosen.stages} stages")
+    return RunConfig(kind=kind, stages=chosen.stages, replicas=chosen.replicas,
+                     microbatches=chosen.microbatches,
+                     batch=chosen.replicas * chosen.microbatch_size * chosen.microbatches,
+                     steps=steps, lr=lr, spec=spec, recompute=chosen.recompute,
+                     cuts=tuple(chosen.cuts) or None, start_step=meta["steps_done"],
+                     load_dir=str(folder))

@@ -8,6 +8,9 @@ import pytest
 from workers.pipeline.executor import RunConfig
 from workers.pipeline.launch import PipelineFailed, run_pipeline
 from workers.pipeline.model import ModelSpec
+from workers.pipeline.morph import resume_config
+from workers.pipeline.planner import plan
+from workers.pipeline.profile import profile_from_dict
 from workers.pipeline.reference import max_abs_diff, train_reference
 
 # one run per kind: P ≤ 2 stages, D ≤ 2 replicas, a tiny float64 model, 2-3 steps
@@ -55,14 +58,20 @@ def test_tied_weight_is_one_tensor_after_training():
 
 
 def test_morphing_resumes_the_same_trajectory(tmp_path):
-    """Varuna-style: 2 steps on 2 stages, a layer-wise checkpoint, 2 more steps on 1 stage
-    with 2 replicas and other cuts, with the global batch fixed: same as 4 steps unmorphed."""
+    """Varuna-style: 2 steps on 2 stages, a layer-wise checkpoint, then the job gets other
+    GPUs: the planner re-plans for them with the global batch fixed and 2 more steps run under
+    its layer-to-stage mapping; the result equals 4 steps that never morphed."""
     spec = ModelSpec()
     first = RunConfig(kind="1f1b", stages=2, microbatches=2, steps=2, batch=8, spec=spec,
                       cuts=(2,), save_dir=str(tmp_path / "ckpt"))
     run_pipeline(first)
-    second = RunConfig(kind="gpipe", stages=1, replicas=2, microbatches=2, steps=2, batch=8,
-                       spec=spec, start_step=2, load_dir=str(tmp_path / "ckpt"))
+    profile = profile_from_dict({"layers": [
+        {"forward_s": 1.0, "backward_s": 2.0, "activation_bytes": 100.0, "output_bytes": 1.0,
+         "weight_bytes": 10.0 * (i + 1)} for i in range(spec.layers)]})
+    chosen = plan(profile, gpus=3, batch=8, memory_bytes=1e9)
+    second = resume_config(chosen, spec, tmp_path / "ckpt", lr=first.lr, steps=2)
+    assert second.start_step == 2 and second.global_batch == 8
+    assert (second.stages, second.replicas, second.cuts) != (2, 1, (2,))  # a new mapping
     morphed = run_pipeline(second)
     never = train_reference(spec, 4, 8, first.lr)
     assert max_abs_diff(morphed.weights, never) <= 1e-9
