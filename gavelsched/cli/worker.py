@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
-import socket
 from pathlib import Path
 
 from . import InputError
@@ -35,8 +34,9 @@ def register(subparsers) -> None:
     p.add_argument("--tls-key", metavar="F", help="the key of --tls-cert")
     p.add_argument("--work-dir", default="gavel-worker", metavar="D",
                    help="job logs and (without shared storage) checkpoints")
-    p.add_argument("--listen", default=f"{socket.gethostname()}:0", metavar="HOST:PORT",
-                   help="address of this worker's service (port 0: any free port)")
+    p.add_argument("--listen", default="0.0.0.0:0", metavar="HOST:PORT",
+                   help="address of this worker's service (port 0: any free port); with "
+                        "0.0.0.0 the scheduler is told this machine's hostname")
     p.add_argument("--throughputs", metavar="PATH",
                    help="throughput table for emulation (default: the built-in catalog)")
     p.add_argument("--emulation-speed", type=float, default=1.0, metavar="X",

@@ -265,10 +265,14 @@ class Worker:
                                       True, f"cannot start {p.spec.argv[0]}: {err.strerror}")])
 
     def kill_job(self, job_id: str, reason: str) -> bool:
+        """Kill a running job, or drop a queued one (reported at once, as never started)."""
+        reason = reason or "killed by the scheduler"
         with self._lock:
             queued = self._pending.pop(job_id, None)
-        return self.launcher.kill(job_id, reason or "killed by the scheduler") or \
-            queued is not None
+        if queued is not None:
+            self._report([JobExit(job_id, queued.spec.round, queued.spec.rank, -1, 0.0, 0,
+                                  False, f"{reason} (before it started)")])
+        return self.launcher.kill(job_id, reason) or queued is not None
 
 
 class _Servicer(pb_grpc.SchedulerToWorkerServicer):

@@ -257,3 +257,18 @@ def test_shutdown_kills_jobs_reports_them_and_stops(tmp_path):
     finally:
         worker.stop()
         sched.stop()
+
+
+def test_a_job_queued_behind_a_busy_gpu_starts_when_it_frees_or_is_dropped(cluster, tmp_path):
+    sched, worker = cluster
+    stub = sched.worker_stub(worker.address)
+    stub.RunJob(run_job("first", command="sleep 600", gpus=(0,)))
+    ack = stub.RunJob(run_job("second", command=f"touch {tmp_path / 'second'}", gpus=(0,)))
+    assert ack.ok and "queued" in ack.message
+    stub.RunJob(run_job("third", command="sleep 600", gpus=(0,)))
+    assert stub.KillJob(pb.KillJobRequest(job_id="third", reason="preempted")).ok
+    dropped = report_of(sched, "third")
+    assert not dropped.failed and dropped.reason == "preempted (before it started)"
+    assert stub.KillJob(pb.KillJobRequest(job_id="first", reason="round over")).ok
+    assert report_of(sched, "second").exit_code == 0      # launched once GPU 0 was free
+    assert (tmp_path / "second").exists()
