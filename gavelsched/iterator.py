@@ -19,7 +19,8 @@ worker sets (``JobContext``), and:
   with a one-line reason (the last line of stderr) and a nonzero exit;
 - counts the job's *absolute* steps (one step = one batch yielded on every rank);
 - at ``renew_at`` of its lease (a fraction of the lease's time, or of its steps, whichever
-  comes first) rank 0 asks for a renewal (``RenewLease``);
+  comes first) rank 0 asks for a renewal (``RenewLease``, as a future: training goes on
+  while the scheduler finishes planning the next round);
 - at the end of the lease all ranks agree on the same stop step (an all-reduce over the
   default process group); then rank 0 saves through ``save_checkpoint(checkpoint_dir)``,
   writes the absolute step count beside it (``gavel_progress.json``, atomically) and reports
@@ -275,7 +276,8 @@ class GavelIterator:
     ``checkpoint_dir`` defaults to ``GAVEL_CHECKPOINT_DIR``; ``load_checkpoint(dir)`` and
     ``save_checkpoint(dir)`` are the user's (a few lines of ``torch.load``/``torch.save``).
     ``renew_at`` is the fraction of the lease at which rank 0 asks for a renewal (default
-    ``GAVEL_RENEW_AT`` or DEFAULT_RENEW_AT; BENCHMARKS.md, "Preemption overhead"). ``save_on_all_ranks`` makes every rank save
+    ``GAVEL_RENEW_AT`` or DEFAULT_RENEW_AT; BENCHMARKS.md, "Preemption overhead").
+    ``save_on_all_ranks`` makes every rank save
     (default: rank 0 only, the usual data-parallel practice; all ranks load).
     """
 
