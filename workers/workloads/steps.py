@@ -1,6 +1,10 @@
 """The light workload: no model and no torch, it only steps GavelIterator (at the pace of
 its emulated worker type). For load tests and for jobs that need no training.
-Run: ``python -m workers.workloads.steps [--steps N]``."""
+Run: ``python -m workers.workloads.steps [--steps N]``.
+
+Without torch there is no process group, so the ranks of a multi-GPU ``steps`` job do not
+agree on a stop step: each follows the same lease on its own, and only rank 0 saves and
+reports (thesis §5.6's agreement needs the reference torch workloads)."""
 
 from __future__ import annotations
 
