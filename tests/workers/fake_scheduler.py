@@ -30,6 +30,7 @@ class Log:
     heartbeats: list = field(default_factory=list)
     rounds: list = field(default_factory=list)
     inits: list = field(default_factory=list)
+    init_times: list = field(default_factory=list)   # monotonic receipt time of each InitJob
     renewals: list = field(default_factory=list)
     steps: list = field(default_factory=list)
     step_times: list = field(default_factory=list)   # monotonic receipt time of each report
@@ -99,6 +100,7 @@ class FakeScheduler(pb_grpc.WorkerToSchedulerServicer, pb_grpc.IteratorToSchedul
     # -- IteratorToScheduler -------------------------------------------------------------
     def InitJob(self, request, context):
         self.log.inits.append(request)
+        self.log.init_times.append(time.monotonic())
         job = self.jobs[request.job_id]
         lease = job.lease(request.job_id, request.rank) if job.lease else \
             pb.Lease(max_steps=job.total_steps, max_seconds=600.0,
