@@ -14,6 +14,20 @@ from gavelsched.rpc import pb, pb_grpc
 from gavelsched.rpc.security import TlsFiles, channel, serve
 
 
+def job_environment(address: str, job_id: str, checkpoint_dir: object, **extra: str
+                    ) -> dict[str, str]:
+    """The variables a worker would give a single-process job of ``job_id``."""
+    return {"GAVEL_SCHEDULER": address, "GAVEL_JOB_ID": job_id, "GAVEL_ROUND": "0",
+            "GAVEL_CHECKPOINT_DIR": str(checkpoint_dir), "RANK": "0", "WORLD_SIZE": "1",
+            **extra}
+
+
+def steps_lease(sched: FakeScheduler, per_lease: int) -> Callable[[str, int], pb.Lease]:
+    """InitJob leases of ``per_lease`` steps on top of the job's durable count."""
+    return lambda job, rank: pb.Lease(max_steps=sched.jobs[job].steps_done + per_lease,
+                                      max_seconds=600)
+
+
 @dataclass
 class FakeJob:
     total_steps: int

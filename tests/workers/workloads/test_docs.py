@@ -7,8 +7,7 @@ import re
 from pathlib import Path
 
 from gavelsched.iterator import read_progress
-from gavelsched.rpc import pb
-from tests.workers.fake_scheduler import FakeJob, FakeScheduler
+from tests.workers.fake_scheduler import FakeJob, FakeScheduler, job_environment, steps_lease
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "iterator.md"
 
@@ -38,10 +37,8 @@ def test_the_example_runs_under_leases_and_resumes(monkeypatch, tmp_path):
     sched = FakeScheduler()
     sched.start()
     try:
-        sched.jobs["doc"] = FakeJob(total_steps=30, lease=lambda job, rank: pb.Lease(
-            max_steps=sched.jobs[job].steps_done + 12, max_seconds=600))
-        for var, value in (("GAVEL_SCHEDULER", sched.address), ("GAVEL_JOB_ID", "doc"),
-                           ("GAVEL_CHECKPOINT_DIR", str(tmp_path))):
+        sched.jobs["doc"] = FakeJob(total_steps=30, lease=steps_lease(sched, 12))
+        for var, value in job_environment(sched.address, "doc", tmp_path).items():
             monkeypatch.setenv(var, value)
         code = compile(blocks("python")[0], str(DOC), "exec")
         for expected in (12, 24, 30):

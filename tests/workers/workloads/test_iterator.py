@@ -12,7 +12,7 @@ import pytest
 from gavelsched import GavelIterator
 from gavelsched.iterator import EXIT_JOB_FAILED, PROGRESS_FILE, read_progress
 from gavelsched.rpc import pb
-from tests.workers.fake_scheduler import FakeJob, FakeScheduler
+from tests.workers.fake_scheduler import FakeJob, FakeScheduler, job_environment, steps_lease
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -26,8 +26,7 @@ def sched():
 
 
 def job_env(sched: FakeScheduler, ckpt: Path, job: str = "j1", **extra: str) -> dict[str, str]:
-    return {"GAVEL_SCHEDULER": sched.address, "GAVEL_JOB_ID": job, "GAVEL_ROUND": "0",
-            "GAVEL_CHECKPOINT_DIR": str(ckpt), "RANK": "0", "WORLD_SIZE": "1", **extra}
+    return job_environment(sched.address, job, ckpt, **extra)
 
 
 class Saver:
@@ -63,8 +62,7 @@ def test_without_a_scheduler_the_loader_is_unchanged(monkeypatch):
 
 
 def test_stops_at_the_lease_checkpoints_and_resumes(sched, tmp_path):
-    sched.jobs["j1"] = FakeJob(total_steps=12, lease=lambda job, rank: pb.Lease(
-        max_steps=sched.jobs[job].steps_done + 5, max_seconds=600))
+    sched.jobs["j1"] = FakeJob(total_steps=12, lease=steps_lease(sched, 5))
     first = Saver()
     it = GavelIterator(range(4), None, first.load, first.save, env=job_env(sched, tmp_path))
     run(it, first)

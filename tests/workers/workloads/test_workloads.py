@@ -9,8 +9,7 @@ import math
 import pytest
 import torch
 
-from gavelsched.rpc import pb
-from tests.workers.fake_scheduler import FakeJob, FakeScheduler
+from tests.workers.fake_scheduler import FakeJob, FakeScheduler, job_environment, steps_lease
 from traces.workloads import WORKLOADS
 from workers.workloads import common
 
@@ -87,11 +86,9 @@ def test_workload_under_leases_resumes_from_its_checkpoint(tmp_path, monkeypatch
     sched = FakeScheduler()
     sched.start()
     try:
-        sched.jobs["lm"] = FakeJob(total_steps=7, lease=lambda job, rank: pb.Lease(
-            max_steps=sched.jobs[job].steps_done + 4, max_seconds=600))
-        monkeypatch.setenv("GAVEL_SCHEDULER", sched.address)
-        monkeypatch.setenv("GAVEL_JOB_ID", "lm")
-        monkeypatch.setenv("GAVEL_CHECKPOINT_DIR", str(tmp_path))
+        sched.jobs["lm"] = FakeJob(total_steps=7, lease=steps_lease(sched, 4))
+        for var, value in job_environment(sched.address, "lm", tmp_path).items():
+            monkeypatch.setenv(var, value)
         first = common.train(workload("lstm"))
         assert (first.steps, len(first.losses), first.finished) == (4, 4, False)
         assert (tmp_path / common.CHECKPOINT_FILE).exists()
