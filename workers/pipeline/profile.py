@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,7 +102,8 @@ def load_profile(path: Path) -> Profile:
 def profile_model(spec, microbatch_size: int = 4, repeats: int = 20) -> dict:
     """Measure the reference model layer by layer on this CPU (one thread) and return the
     profile JSON. ``activation_bytes`` is what autograd saves for backward (counted by the
-    same hook as the executor's); the last layer includes the loss."""
+    same hook as the executor's); the last layer includes the loss. Times are medians over
+    ``repeats`` calls, so a burst of load from elsewhere moves them little."""
     import torch
 
     from .model import build_layers, loss_sum, make_batch
@@ -119,7 +121,8 @@ def profile_model(spec, microbatch_size: int = 4, repeats: int = 20) -> dict:
             saved[0] += t.numel() * t.element_size()
             return t
 
-        fwd = bwd = 0.0
+        fwd: list[float] = []
+        bwd: list[float] = []
         for rep in range(repeats + 2):
             saved[0] = 0
             t0 = time.perf_counter()
@@ -135,13 +138,13 @@ def profile_model(spec, microbatch_size: int = 4, repeats: int = 20) -> dict:
                 out.backward(torch.ones_like(out))
             t2 = time.perf_counter()
             if rep >= 2:  # the first calls warm caches up
-                fwd += t1 - t0
-                bwd += t2 - t1
+                fwd.append(t1 - t0)
+                bwd.append(t2 - t1)
         weights = sum(p.numel() * p.element_size() for p in layer.parameters())
         if index == len(layers) - 1:
             weights = 0  # the head's weight is the embedding's (tied), counted once
         rows.append({"name": type(layer).__name__.lower() + str(index),
-                     "forward_s": fwd / repeats, "backward_s": bwd / repeats,
+                     "forward_s": statistics.median(fwd), "backward_s": statistics.median(bwd),
                      "activation_bytes": saved[0], "output_bytes": out.numel() * out.element_size(),
                      "weight_bytes": weights})
         x = out.detach()
