@@ -4,6 +4,8 @@ checks, and jobs of the light ``steps`` workload (real processes stepping GavelI
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from gavelsched.daemon.local import LocalCluster, free_port, subprocess_env, wait_until
@@ -12,7 +14,7 @@ from gavelsched.rpc import pb
 ENV = subprocess_env()
 JOB_TYPE = "A3C"           # 11 / 13 / 24 steps/s on k80 / p100 / v100 (catalog table)
 
-__all__ = ["ENV", "JOB_TYPE", "Cluster", "free_port", "wait_until"]
+__all__ = ["ENV", "JOB_TYPE", "Cluster", "free_port", "running", "wait_until"]
 
 
 class Cluster(LocalCluster):
@@ -30,3 +32,17 @@ class Cluster(LocalCluster):
 
     def stop(self) -> None:
         super().stop(grace_s=0.5)
+
+
+@contextmanager
+def running(cluster: Cluster) -> Iterator[Cluster]:
+    """The cluster's scheduler started; on exit, its in-test workers (``cluster.fakes``)
+    and processes stopped."""
+    cluster.fakes = []
+    try:
+        cluster.start_scheduler()
+        yield cluster
+    finally:
+        for fake in cluster.fakes:
+            fake.stop()
+        cluster.stop()

@@ -81,6 +81,13 @@ class FakeWorker(pb_grpc.SchedulerToWorkerServicer):
 
     # ---- a job ----------------------------------------------------------------------------
     def _run(self, run: pb.RunJobRequest) -> None:
+        try:
+            self._job(run)
+        except grpc.RpcError:
+            if not self.stopped.is_set():   # a closed channel at teardown is expected
+                raise
+
+    def _job(self, run: pb.RunJobRequest) -> None:
         job, ckpt = run.job_id, Path(run.checkpoint_dir)
         init = self.iterator.InitJob(pb.InitJobRequest(job_id=job, round=run.round,
                                                        server_id=self.server_id), timeout=10)

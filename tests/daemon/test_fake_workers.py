@@ -7,22 +7,14 @@ from __future__ import annotations
 
 import pytest
 
-from .cluster import Cluster, wait_until
+from .cluster import Cluster, running, wait_until
 from .fake_worker import FakeWorker
 
 
 @pytest.fixture
 def cluster(tmp_path):
-    c = Cluster(tmp_path, round_seconds=1.5, heartbeat_seconds=0.3)
-    fakes: list[FakeWorker] = []
-    c.fakes = fakes
-    try:
-        c.start_scheduler()
+    with running(Cluster(tmp_path, round_seconds=1.5, heartbeat_seconds=0.3)) as c:
         yield c
-    finally:
-        for f in fakes:
-            f.stop()
-        c.stop()
 
 
 def add_fake(cluster, worker_type: str) -> FakeWorker:
@@ -42,12 +34,14 @@ def test_fake_workers_run_jobs_to_completion_with_lease_extensions(cluster):
     runs = v100.run_jobs + k80.run_jobs
     assert {r.job_id for r in runs} == set(jobs)
     # A job that kept its worker had its lease extended: a RunJob with extended=True on
-    # the same GPUs, whose lease adds the new round's steps to the old one.
+    # the same GPUs, whose lease adds the new round's steps and time to the old one.
     extended = [r for r in runs if r.lease.extended]
     assert extended
     for r in extended:
         first = next(x for x in runs if x.job_id == r.job_id and not x.lease.extended)
-        assert r.lease.max_steps > first.lease.max_steps
+        assert r.lease.max_steps > first.lease.max_steps or \
+            r.lease.max_steps == r.total_steps      # capped at what the job has left
+        assert r.lease.max_seconds > first.lease.max_seconds
         assert list(r.gpus) == list(first.gpus)
 
 
@@ -81,10 +75,9 @@ def test_multi_gpu_job_gets_ranks_and_a_rendezvous(cluster):
 
 
 def test_space_sharing_policy_runs_pairs_to_completion(tmp_path):
-    c = Cluster(tmp_path, round_seconds=1.5, policy="max_min_fairness_packed")
-    try:
-        c.start_scheduler()
+    with running(Cluster(tmp_path, round_seconds=1.5, policy="max_min_fairness_packed")) as c:
         fake = FakeWorker(c.address, "v100")
+        c.fakes.append(fake)
         jobs = [c.submit(40, job_type="ResNet-18 (batch size 16)"),
                 c.submit(40, job_type="LM (batch size 5)")]
         done = c.wait_done(jobs)
@@ -94,6 +87,3 @@ def test_space_sharing_policy_runs_pairs_to_completion(tmp_path):
         for r in fake.run_jobs:
             rounds.setdefault(r.round, set()).add(r.job_id)
         assert any(len(ids) == 2 for ids in rounds.values())   # co-located in a round
-        fake.stop()
-    finally:
-        c.stop()

@@ -17,7 +17,7 @@ from gavelsched.cli import main
 from gavelsched.rpc import pb, pb_grpc
 from gavelsched.rpc.security import channel
 
-from .cluster import Cluster
+from .cluster import Cluster, running
 from .fake_worker import FakeWorker
 
 
@@ -62,15 +62,8 @@ def tls_cluster(tmp_path):
                 extra={"tls": {k: str(v) for k, v in paths.items()}})
     c._chan = channel(c.address, ca=paths["ca"])
     c.ca = paths["ca"]
-    fakes = []
-    c.fakes = fakes
-    try:
-        c.start_scheduler()
+    with running(c):
         yield c
-    finally:
-        for f in fakes:
-            f.stop()
-        c.stop()
 
 
 def test_tls_cluster_runs_a_job_and_refuses_plain_text(tls_cluster, capsys):
