@@ -3,11 +3,13 @@ thesis §2.4 and §3.2 for the weight semantics, §4.2 for the P × D layout).
 
 Ranks are laid out replica-major: rank = replica·P + stage. Activations and gradients move
 point-to-point inside a replica's pipeline (non-blocking sends, blocking receives, one tag
-per (micro-batch, boundary)); weight gradients are all-reduced among the D replicas of a stage
-and tied weights are all-reduced among the stages that use them. Flush schedules (gpipe,
-1f1b, interleaved, breadth_first, varuna, advance_forward) apply W ← W − ν∇f(W) after every
-mini-batch; 2bw runs its whole no-flush schedule and makes version t+1 = W(t) − ν∇f(W(t−1))
-on each stage as soon as that stage has finished mini-batch t.
+per (micro-batch, boundary)); weight gradients are all-reduced among the D replicas of a stage,
+and a tied weight over all its copies at once (every replica of every stage that uses it).
+Flush schedules (gpipe, 1f1b, interleaved, breadth_first, varuna, advance_forward) apply
+W ← W − ν∇f(W) after every mini-batch; 2bw runs its whole no-flush schedule and makes version
+t+1 = W(t) − ν∇f(W(t−1)) on each stage once that stage has finished mini-batch t: the
+all-reduce runs in the background until the first forward that needs version t+1, so a
+stage does not wait for the others at every mini-batch (thesis §3.2.1).
 """
 
 from __future__ import annotations
@@ -142,6 +144,7 @@ class StageRuntime:
                 for g, p in params.items()}}
         self.names_by_layer = names
         self.max_versions = 1
+        self.pending: tuple[int, dict[str, torch.Tensor], list] | None = None
         self._groups()
         self._reset_buffers()
 
@@ -155,15 +158,16 @@ class StageRuntime:
             group = dist.new_group(ranks) if cfg.replicas > 1 else None
             if s == self.stage:
                 self.dp_group = group
+        # a tied weight is summed over every copy at once: all replicas of all its stages
         self.tied_groups: dict[str, object] = {}
         for g in sorted(self.stage_users):
             stages = sorted(self.stage_users[g])
             if len(stages) < 2:
                 continue
-            for r in range(cfg.replicas):
-                group = dist.new_group([r * cfg.stages + s for s in stages])
-                if r == self.replica and self.stage in stages:
-                    self.tied_groups[g] = group
+            group = dist.new_group([r * cfg.stages + s for r in range(cfg.replicas)
+                                    for s in stages])
+            if self.stage in stages:
+                self.tied_groups[g] = group
 
     def _load(self, folder: Path, layers: nn.ModuleList, names: dict[int, dict[str, str]],
               params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -294,38 +298,42 @@ class StageRuntime:
     def _boundary_shape(self) -> tuple[int, int, int]:
         return (self.cfg.micro_size, self.cfg.spec.seq, self.cfg.spec.hidden)
 
-    def _reduce_and_step(self, version: int, new_version: int) -> None:
-        """All-reduce this stage's gradients (replicas, then tied copies) and write
-        ``new_version`` = newest − ν·grad(version)."""
+    def _start_update(self, version: int, new_version: int) -> None:
+        """Start all-reducing the gradients on ``version`` (a tied weight over all its copies,
+        any other over the stage's replicas) without waiting; :meth:`_finish_update` makes
+        ``new_version`` = newest − ν·grad from them."""
         weights = self.versions[version]
-        newest = self.versions[max(self.versions)]
-        self._wait_sends()
-        update = {}
+        grads, handles = {}, []
         for g in sorted(weights):
             grad = weights[g].grad
             if grad is None:
                 grad = torch.zeros_like(weights[g])
-            if self.dp_group is not None:
-                dist.all_reduce(grad, group=self.dp_group)
-            if g in self.tied_groups:
-                dist.all_reduce(grad, group=self.tied_groups[g])
-            update[g] = grad
             weights[g].grad = None
-        with torch.no_grad():
-            fresh = {g: (newest[g] - self.cfg.lr * update[g]).requires_grad_(True)
-                     for g in newest}
-        self.versions[new_version] = fresh
+            group = self.tied_groups.get(g, self.dp_group)
+            if group is not None:
+                handles.append(dist.all_reduce(grad, group=group, async_op=True))
+            grads[g] = grad
+        self.pending = (new_version, grads, handles)
 
-    def _two_bw_update(self, batch: int) -> None:
-        """Mini-batch ``batch`` is done on this stage: make W(batch+1) from its gradient
-        (computed on W(batch−1)) and drop the version nobody needs any more (thesis §3.2.1)."""
-        self._reduce_and_step(max(batch - 1, 0), batch + 1)
-        for v in [v for v in self.versions if v < batch]:
+    def _finish_update(self) -> None:
+        """Wait for the pending all-reduces and write the new weight version."""
+        if self.pending is None:
+            return
+        new_version, grads, handles = self.pending
+        self.pending = None
+        for handle in handles:
+            handle.wait()
+        newest = self.versions[max(self.versions)]
+        with torch.no_grad():
+            self.versions[new_version] = {
+                g: (newest[g] - self.cfg.lr * grads[g]).requires_grad_(True) for g in newest}
+        # 2bw: mini-batch new_version−1 is done, and the next one uses version new_version−1
+        for v in [v for v in self.versions if v < new_version - 1]:
             del self.versions[v]
         self.max_versions = max(self.max_versions, len(self.versions))
         if len(self.versions) > 2:
-            raise RuntimeError(f"2bw holds {len(self.versions)} weight versions after "
-                               f"mini-batch {batch}")
+            raise RuntimeError(f"{len(self.versions)} weight versions held after making "
+                               f"version {new_version}")
 
     def train(self) -> RankStats:
         """Run every step; return what was measured."""
@@ -354,8 +362,14 @@ class StageRuntime:
             self.step = step
             for action in lowered:
                 if finished and action.op in (Op.F, Op.B, Op.R):
-                    self._two_bw_update(finished.pop())
+                    # the mini-batch's last gradient has been sent: start its update
+                    self._finish_update()
+                    batch = finished.pop()
+                    self._start_update(max(batch - 1, 0), batch + 1)
                     mark()
+                if (self.pending is not None and action.op is Op.F
+                        and weight_version(action.mb + 1, cfg.microbatches) >= self.pending[0]):
+                    self._finish_update()   # this forward needs the version being made
                 c0 = time.perf_counter()
                 self.execute(action, action.mb)
                 if action.op in (Op.F, Op.B, Op.R):
@@ -367,11 +381,13 @@ class StageRuntime:
                     if done_in_batch[batch] == cfg.microbatches:
                         finished.append(batch)
             if finished:
-                self._two_bw_update(finished.pop())
-            self._wait_sends()
+                self._finish_update()
+                batch = finished.pop()
+                self._start_update(max(batch - 1, 0), batch + 1)
             if cfg.kind != "2bw":
-                self._reduce_and_step(0, 1)
-                self.versions = {0: self.versions.pop(1)}
+                self._start_update(0, 0)   # flush: W ← W − ν∇f(W), in place of version 0
+            self._finish_update()
+            self._wait_sends()
             mark()
         wall = time.perf_counter() - start
         weight_bytes = sum(t.numel() * t.element_size() for t in self.final_weights().values())
