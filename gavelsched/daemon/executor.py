@@ -141,6 +141,7 @@ class DaemonExecutor:
         self._round_started: float | None = None
         self._held: dict[str, float] = {}        # task key -> seconds it held its workers
         self._waiters: list[_Waiter] = []
+        self._last_period: dict[str, dict[str, float]] = {}
         self._started_index = -1
         self._woken = self._clock()       # when an idle scheduler last got work
         self._dirty = True
@@ -238,8 +239,10 @@ class DaemonExecutor:
                 self._finish(job_id, now)
         rnd = self.core.start_round(now)
         self._after_admission(rnd.admitted, now)
-        if rnd.resolved is not None and self.metrics is not None:
-            self.metrics.on_solve(rnd.resolved.solve_s)
+        if rnd.resolved is not None:
+            self._keep_last_period()
+            if self.metrics is not None:
+                self.metrics.on_solve(rnd.resolved.solve_s)
         self._planned = rnd
         self._inflight = rnd
         self._held = {}
@@ -605,6 +608,25 @@ class DaemonExecutor:
                 if deferred is not None:
                     m, task, index = deferred
                     self._launch_or_defer(task, m, job_id, index)
+
+    # ---- allocation against received share ----------------------------------------------
+    def _keep_last_period(self) -> None:
+        """The received fractions of the allocation period a re-solve just closed."""
+        for period in self.core.take_closed_periods():
+            span = period.end_s - period.start_s
+            if span > 0:
+                self._last_period = {
+                    key: dict(zip(period.types, (period.received[i] / span).tolist()))
+                    for i, key in enumerate(period.keys) if "+" not in key}
+
+    def shares(self, now: float) -> dict[str, tuple[dict[str, float], dict[str, float]]]:
+        """Each active job's X and the fraction of time it received per type (thesis §5.5):
+        over the current allocation period, or the last closed one while the current one
+        is younger than a round."""
+        shares = self.core.shares(now)
+        if now - self.core.last_resolve_s >= self.config.round_seconds:
+            return shares
+        return {job: (x, self._last_period.get(job, got)) for job, (x, got) in shares.items()}
 
     # ---- helpers --------------------------------------------------------------------------
     @staticmethod

@@ -88,7 +88,7 @@ class DaemonMetrics:
         self.rounds.inc()
         self.allocation.clear()
         self.received.clear()
-        for job_id, (x, got) in executor.core.shares(executor.now()).items():
+        for job_id, (x, got) in executor.shares(executor.now()).items():
             for t, v in x.items():
                 self.allocation.labels(job=job_id, worker_type=t).set(v)
             for t, v in got.items():

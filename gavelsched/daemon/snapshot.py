@@ -27,7 +27,7 @@ class Snapshot:
 
 def build_snapshot(executor: DaemonExecutor, now: float) -> Snapshot:
     """Jobs (with allocation vs received share, thesis §5.5) and workers, as a Status."""
-    shares = executor.core.shares(now)
+    shares = executor.shares(now)
     jobs = []
     for job in executor.jobs.values():
         run = executor._runs.get(job.id)
