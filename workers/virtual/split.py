@@ -9,12 +9,17 @@ never exceeds the largest batch that fits in the type's memory (more virtual nod
 bigger batch). ``comm`` is the largest communication overhead among the types used, and
 zero on a single GPU. The solver falls back to one type when mixing does not help.
 
-Method (exact up to the integer cover noted below): for each type, the best time of every
-per-GPU batch 0..B (over the node counts that put a pass at a profiled size or at the
-memory limit) is one numpy pass; for a choice of GPU counts, the smallest feasible time is
-a bisection over those times (a type processes at most cap_i(T) samples within T), and the
-per-type batches that cover B exactly are found near the caps. Every single-type plan is
-evaluated exhaustively, so the result is never slower than the best single-type plan.
+Method: for each type, the best time of every per-GPU batch 0..B (over the node counts
+that put the largest pass at a profiled size or at the memory limit; with affine profiles
+the fewest nodes win, so this is exact) is one numpy pass. For a choice of GPU counts, the
+smallest feasible time is a bisection over those times (within T a type takes at most
+cap_i(T) samples per GPU), and the per-type batches that cover B exactly are found below
+the caps: exactly for one or two types, in a window of 64 loads per type beyond that.
+GPU counts are enumerated in full for one type and for types with at most 8 GPUs; larger
+counts are sampled (powers of two, n, n-1, n/2, 3n/4), at most 4096 combinations per set
+of types. Every single-type plan is evaluated, so a mixed plan is never slower than the
+best single-type plan. Tests compare with a brute force over all counts, batches and node
+counts on small cases.
 
 It is a pure function (profiles + GPUs available -> plan with a predicted step time), so a
 policy can call ``effective_throughput`` to price a job on any mix of types. With
