@@ -22,7 +22,8 @@ DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 @dataclass(frozen=True)
 class ReferenceJob:
-    """The check's job: ``nodes`` virtual nodes of ``node_batch`` samples each."""
+    """The check's job: ``nodes`` virtual nodes of ``node_batch`` samples each, or of
+    ``node_sizes`` (e.g. a heterogeneous plan's layout, ``SplitPlan.assignment``)."""
 
     nodes: int = 8
     node_batch: int = 6
@@ -35,14 +36,17 @@ class ReferenceJob:
     lr: float = 0.02
     seed: int = 0
     dtype: str = "float64"
+    node_sizes: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype {self.dtype!r}: expected one of {', '.join(DTYPES)}")
+        if self.node_sizes and len(self.node_sizes) != self.nodes:
+            raise ValueError(f"node sizes {self.node_sizes} are not {self.nodes} nodes")
 
     @property
     def layout(self) -> VirtualLayout:
-        return VirtualLayout((self.node_batch,) * self.nodes)
+        return VirtualLayout(self.node_sizes or (self.node_batch,) * self.nodes)
 
 
 def reference_model(job: ReferenceJob) -> nn.Module:
