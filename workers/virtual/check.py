@@ -1,35 +1,27 @@
 """``vn check``: the same training trajectory under every mapping and across resizes
 (VirtualFlow §3, §4.1, §6.2: only the virtual nodes, never the mapping, affect training).
 
-Real multi-process training: a pool of processes started once (forkserver, torch preloaded)
-joins one gloo group on 127.0.0.1 through a TCP store on a free port. Each mapping, and each
-phase of a resize sequence, uses a sub-group of the first N processes; between resize
-phases the job checkpoints to disk and the next phase, on another number of processes,
-resumes from that file. The parent process trains the reference meanwhile: one process
+Real multi-process training: a pool of processes started once (``procs.run_group``:
+forkserver, torch preloaded) joins one gloo group on 127.0.0.1 through a TCP store on a
+free port. Each mapping, and each phase of a resize sequence, uses a sub-group of the
+first N processes; between resize phases the job checkpoints to disk and the next phase,
+on another number of processes, resumes from that file. The parent process trains the reference meanwhile: one process
 running all virtual nodes without any process group. Results are the largest absolute
 difference, over the model's parameters and batch-norm running statistics, from it.
 """
 
 from __future__ import annotations
 
-import logging
-import multiprocessing
-import queue
 import tempfile
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 
 import torch
 
 from .layout import NodeMapping
+from .procs import GroupFailed, run_group
 from .reference import ReferenceJob, reference_trainer, state_vector
-
-log = logging.getLogger(__name__)
-
-_TIMEOUT_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -85,11 +77,14 @@ def run_check(job: ReferenceJob, mappings: list[NodeMapping], steps: int,
             return []
         world = max(t.mapping.processes for t in tasks)
         wanted = sorted({t.end_step for t in tasks})
-        outputs = _run_pool(job, tasks, world, lambda: _reference_states(job, wanted))
-        reference = outputs.pop("reference")
+        try:
+            outputs, reference = run_group(_worker, world, (job, tasks), list(range(len(tasks))),
+                                           lambda: _reference_states(job, wanted))
+        except GroupFailed as err:
+            raise CheckFailed(f"check {err}") from None
     return [CheckResult(t.label, t.mapping.processes, tuple(len(n) for n in t.mapping.ranks),
-                        t.end_step,
-                        float((outputs[i] - reference[t.end_step]).abs().max()))
+                        t.end_step, float((torch.tensor(outputs[i], dtype=torch.float64)
+                                           - reference[t.end_step]).abs().max()))
             for i, t in enumerate(tasks)]
 
 
@@ -103,78 +98,24 @@ def _reference_states(job: ReferenceJob, steps: list[int]) -> dict[int, torch.Te
     return states
 
 
-def _run_pool(job: ReferenceJob, tasks: list[Task], world: int,
-              meanwhile: Callable[[], object]) -> dict:
-    """Task index -> final state vector, plus ``"reference"``: what ``meanwhile()``, run
-    here while the pool trains, returned."""
-    import torch.distributed as dist
-
-    ctx = multiprocessing.get_context("forkserver")
-    # torch._dynamo: imported on first optimizer build (~1.4 s), once here, not per process
-    multiprocessing.set_forkserver_preload(["torch", "torch._dynamo", __name__])
-    store = dist.TCPStore("127.0.0.1", 0, world + 1, is_master=True,
-                          timeout=timedelta(seconds=_TIMEOUT_S), wait_for_workers=False)
-    results = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(rank, world, store.port, job, tasks, results),
-                         daemon=True) for rank in range(world)]
-    for proc in procs:
-        proc.start()
-    outputs: dict = {}
-    try:
-        outputs["reference"] = meanwhile()
-        while len(outputs) < len(tasks) + 1:
-            try:
-                kind, index, payload = results.get(timeout=1.0)
-            except queue.Empty:
-                dead = [p for p in procs if p.exitcode not in (None, 0)]
-                if dead:
-                    raise CheckFailed(f"check process exited with code {dead[0].exitcode}")
-                if all(p.exitcode == 0 for p in procs):
-                    missing = [t.label for i, t in enumerate(tasks) if i not in outputs]
-                    raise CheckFailed(f"check processes ended without reporting {missing}")
-                continue
-            if kind == "error":
-                raise CheckFailed(f"check process {index} failed: {payload}")
-            outputs[index] = torch.tensor(payload, dtype=torch.float64)
-        for proc in procs:
-            proc.join(timeout=_TIMEOUT_S)
-    finally:
-        for proc in procs:
-            if proc.is_alive():
-                proc.terminate()
-                proc.join()
-    return outputs
-
-
-def _worker(rank: int, world: int, port: int, job: ReferenceJob, tasks: list[Task],
-            results) -> None:
+def _worker(rank: int, world: int, report: Callable[[int, list], None], job: ReferenceJob,
+            tasks: list[Task]) -> None:
+    """One process of the pool: every task in order, on the sub-group of its first N."""
     import torch.distributed as dist
 
     from .checkpoint import load_checkpoint, save_checkpoint
-    from .engine import backend_for
 
-    torch.set_num_threads(1)
-    try:
-        store = dist.TCPStore("127.0.0.1", port, world + 1, is_master=False,
-                              timeout=timedelta(seconds=_TIMEOUT_S))
-        dist.init_process_group(backend_for(torch.device("cpu")), store=store, rank=rank, world_size=world,
-                                timeout=timedelta(seconds=_TIMEOUT_S))
-        for index, task in enumerate(tasks):
-            members = task.mapping.processes
-            group = dist.new_group(ranks=list(range(members)))
-            if rank < members:
-                trainer = reference_trainer(job, task.mapping.ranks[rank], group=group)
-                if task.resume_from:
-                    load_checkpoint(trainer, task.resume_from)
-                for _ in range(task.steps):
-                    trainer.step()
-                if rank == 0:
-                    if task.save_to:
-                        save_checkpoint(trainer, task.save_to)
-                    results.put(("state", index, state_vector(trainer).tolist()))
-            dist.barrier()  # a phase's checkpoint is on disk before the next phase starts
-        dist.destroy_process_group()
-    except Exception as err:  # reported to the parent, which raises CheckFailed
-        log.debug("check process %d failed", rank, exc_info=True)
-        where = traceback.format_exc().splitlines()[-2].strip()
-        results.put(("error", rank, f"{type(err).__name__}: {err} [{where}]"))
+    for index, task in enumerate(tasks):
+        members = task.mapping.processes
+        group = dist.new_group(ranks=list(range(members)))
+        if rank < members:
+            trainer = reference_trainer(job, task.mapping.ranks[rank], group=group)
+            if task.resume_from:
+                load_checkpoint(trainer, task.resume_from)
+            for _ in range(task.steps):
+                trainer.step()
+            if rank == 0:
+                if task.save_to:
+                    save_checkpoint(trainer, task.save_to)
+                report(index, state_vector(trainer).tolist())
+        dist.barrier()  # a phase's checkpoint is on disk before the next phase starts

@@ -4,8 +4,9 @@ A job runs a few steps at each batch size of interest on one device: powers of t
 the midpoints between them (1, 2, 3, 4, 6, 8, 12, ...), up to the largest that fits (on
 CUDA an out-of-memory error ends the sweep). On a CPU-only machine the CPU is profiled and
 stands in for one GPU type; the other, emulated, types scale that profile by the throughput
-table's ratios, the rule the worker's GPU emulation uses for pacing. The result is the
-profile format the split solver reads.
+table's ratios, the rule the worker's GPU emulation uses for pacing. ``measure_comm_s``
+times the step's one all-reduce among local processes. The result is the profile format the
+split solver reads.
 """
 
 from __future__ import annotations
@@ -64,6 +65,35 @@ def profile_step_times(make_step: StepFactory, batches: list[int], *, steps: int
         result[batch] = statistics.median(times)
         log.debug("batch %d: %.6f s/step", batch, result[batch])
     return result
+
+
+def _time_all_reduce(rank: int, world: int, report, numel: int, repeats: int) -> None:
+    import torch.distributed as dist
+
+    buffer = torch.zeros(numel)
+    dist.all_reduce(buffer)  # the first one also sets up the connections
+    times = []
+    for _ in range(repeats):
+        dist.barrier()
+        start = time.perf_counter()
+        dist.all_reduce(buffer)
+        times.append(time.perf_counter() - start)
+    if rank == 0:
+        report("comm_s", statistics.median(times))
+
+
+def measure_comm_s(numel: int, processes: int = 2, repeats: int = 5) -> float:
+    """Median seconds of one all-reduce of ``numel`` float32 values (a model's gradient)
+    among ``processes`` local gloo processes: the ``comm`` of §5.1.2. The paper takes the
+    difference of distributed and single-node step times at batch 1; with virtual nodes
+    that difference is this one all-reduce per step, so it is timed directly."""
+    from .procs import run_group
+
+    if numel <= 0 or processes < 2 or repeats <= 0:
+        raise ValueError(f"need numel > 0, processes >= 2, repeats > 0; got {numel}, "
+                         f"{processes}, {repeats}")
+    outputs, _ = run_group(_time_all_reduce, processes, (numel, repeats), ["comm_s"])
+    return float(outputs["comm_s"])
 
 
 def emulate_profiles(measured: Mapping[int, float], base_type: str,

@@ -11,6 +11,7 @@ from traces.catalog import default_table
 from workers.virtual.profiler import (
     catalog_profiles,
     emulate_profiles,
+    measure_comm_s,
     model_step_factory,
     profile_batches,
     profile_step_times,
@@ -79,3 +80,10 @@ def test_emulation_errors_name_the_type():
         emulate_profiles({1: 0.1}, "v100", {"v100": 1.0, "p100": 0.5}, {"v100": 16})
     with pytest.raises(ValueError, match="not in the catalog"):
         catalog_profiles({1: 0.1}, "no such job")
+
+
+def test_comm_is_a_real_all_reduce_timing():
+    seconds = measure_comm_s(4096, processes=2, repeats=3)
+    assert 0 < seconds < 60
+    with pytest.raises(ValueError, match="processes >= 2"):
+        measure_comm_s(10, processes=1)
