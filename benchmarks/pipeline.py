@@ -18,7 +18,9 @@ Rows:
   over ranks, and the formula's bubble (p−1)/m or (p−1)/(v·m);
 - memory: each stage's peak activation bytes (tensors saved for backward) against the
   planner's prediction, for gpipe (m in flight) and 1f1b (p−d in flight);
-- planner: predicted against measured time per mini-batch for 1f1b and 2bw.
+- planner: predicted against measured time per mini-batch for 1f1b and 2bw, from the profile
+  and, to isolate the schedule and communication model, from the F+B time each stage spent
+  inside the run (the compute rows show how far the profile's compute was off).
 
     python benchmarks/pipeline.py                     # the BENCHMARKS.md table
     python benchmarks/pipeline.py --quick             # a smoke test
@@ -34,6 +36,7 @@ import statistics
 import subprocess
 import time
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 
 import torch
 
@@ -41,7 +44,7 @@ from workers.pipeline.executor import RunConfig
 from workers.pipeline.launch import run_pipeline
 from workers.pipeline.model import ModelSpec
 from workers.pipeline.planner import balanced_cuts, predict
-from workers.pipeline.profile import profile_from_dict, profile_model
+from workers.pipeline.profile import Profile, profile_from_dict, profile_model
 
 KINDS = [("gpipe", 1), ("1f1b", 1), ("interleaved", 2), ("breadth_first", 2), ("2bw", 1)]
 
@@ -68,6 +71,21 @@ def _concurrent_profile(spec: ModelSpec, microbatch_size: int, copies: int) -> d
         {**rows[0], **{k: statistics.mean(r[k] for r in rows) for k in ("forward_s", "backward_s")}}
         for rows in zip(*[r["layers"] for r in runs])]
     return merged
+
+
+def _rescaled(profile: Profile, cuts: tuple[int, ...], samples: int,
+              stage_seconds: list[float]) -> Profile:
+    """The profile with each stage's layers scaled so that the stage's F+B over ``samples``
+    samples takes ``stage_seconds`` (Varuna-style calibration on the run itself)."""
+    edges = [0, *cuts, len(profile.layers)]
+    layers = list(profile.layers)
+    for d, seconds in enumerate(stage_seconds):
+        group = layers[edges[d]:edges[d + 1]]
+        factor = seconds / (samples * sum(layer.compute_s for layer in group))
+        for i in range(edges[d], edges[d + 1]):
+            layers[i] = replace(layers[i], forward_s=layers[i].forward_s * factor,
+                                backward_s=layers[i].backward_s * factor)
+    return replace(profile, layers=tuple(layers))
 
 
 def _steady(values: tuple[float, ...], warmup: int) -> list[float]:
@@ -166,11 +184,18 @@ def main() -> None:
         got = statistics.median(stage_compute["1f1b"][d])
         print(f"{'1f1b':<8}{d:>6}{got:>12.4f}{want:>11.4f}{got / want:>8.3f}")
 
-    print(f"\n{'planner':<8}{'predicted s':>13}{'measured s':>12}{'error':>8}")
+    print(f"\n{'planner':<8}{'predicted s':>13}{'measured s':>12}{'error':>8}"
+          f"{'in-run compute':>16}{'error':>8}")
     for kind in ("1f1b", "2bw"):
         pred = predict(profile, p, 1, b, m, False, kind, cuts_by_chunks[1])
         meas = statistics.median(walls[kind])
-        print(f"{kind:<8}{pred.time_s:>13.4f}{meas:>12.4f}{(pred.time_s / meas - 1):>+8.1%}")
+        # the same cost model fed with the F+B time each stage spent inside this kind's run:
+        # what is left is the error of the schedule and communication model alone
+        per_stage = [statistics.median(stage_compute[kind][d]) for d in range(p)]
+        calibrated = _rescaled(profile, cuts_by_chunks[1], b * m, per_stage)
+        again = predict(calibrated, p, 1, b, m, False, kind, cuts_by_chunks[1]).time_s
+        print(f"{kind:<8}{pred.time_s:>13.4f}{meas:>12.4f}{(pred.time_s / meas - 1):>+8.1%}"
+              f"{again:>16.4f}{(again / meas - 1):>+8.1%}")
     print(f"\nload average at end {os.getloadavg()[0]:.2f}")
 
 
