@@ -20,6 +20,7 @@ Reported, with the machine:
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import platform
 import statistics
@@ -103,7 +104,7 @@ def main() -> int:
         finally:
             cluster.stop()
 
-    gaps = [b - a for a, b in zip(starts, starts[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"load average {os.getloadavg()[0]:.1f}; {args.jobs} jobs, {args.servers} workers x "
           f"{args.gpus_per_server} GPUs, {args.round_seconds:g} s rounds, {args.policy}")

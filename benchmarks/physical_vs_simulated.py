@@ -7,7 +7,9 @@ physical cluster, §5.7.2).
    throughputs the daemon measured for each job (steps/s per worker type, from its store;
    a type a job never ran on gets the daemon's own estimate: the table's prior scaled by
    the job's measured/prior ratio), the same policy, cluster, round length and re-solve
-   interval, and rounds of fixed length as the daemon's.
+   interval, rounds of fixed length as the daemon's, and the startup of a fresh process
+   the daemon measured per job type as the preemption overhead of a run that was not
+   extended.
 3. Report average JCT and makespan of both, and their difference (target: within 10%).
 
     python benchmarks/physical_vs_simulated.py                     # ~4 min
@@ -36,27 +38,32 @@ from simulator.engine import simulate
 from traces import ThroughputTable, TraceJob, default_table
 
 
-def measured_trace(state_dir: Path) -> tuple[list[TraceJob], ThroughputTable]:
+def measured_trace(state_dir: Path) -> tuple[list[TraceJob], ThroughputTable,
+                                            dict[str, float]]:
     """The finished jobs of a daemon run as a trace, each job under its own job type whose
-    steps/s are what the daemon measured for it."""
+    steps/s are what the daemon measured for it, and the startup seconds the daemon
+    measured for a fresh run of each (the simulator's preemption overhead)."""
     store = Store(state_dir)
     try:
         rows = sorted((j for j in store.jobs() if j.state == "done"), key=lambda j: int(j.id))
         online = OnlineThroughputs(prior=default_table())
         online.restore(store.throughputs())
+        startup = {row.job_type: float(store.get_meta(f"startup_s/{row.job_type}") or 0.0)
+                   for row in rows}
     finally:
         store.close()
     types = default_table().worker_types
     solo: dict[str, dict] = {t: {} for t in types}
-    jobs = []
+    jobs, overhead = [], {}
     for row in rows:
         name = f"{row.job_type} #{row.id}"
         rates = online.row(row.id, row.job_type, row.scale_factor, types)
         for t in types:
             solo[t][(name, row.scale_factor)] = rates[t]
+        overhead[name] = startup[row.job_type]
         jobs.append(TraceJob(job_type=name, scale_factor=row.scale_factor,
                              total_steps=row.total_steps, arrival_s=row.arrival_s))
-    return jobs, ThroughputTable(solo=solo)
+    return jobs, ThroughputTable(solo=solo), overhead
 
 
 def main() -> int:
@@ -77,7 +84,7 @@ def main() -> int:
                         "--json", str(out), "--keep", str(root / "run")],
                        check=True, env=subprocess_env())
         physical = json.loads(out.read_text())
-        jobs, table = measured_trace(root / "run" / "state")
+        jobs, table, overhead = measured_trace(root / "run" / "state")
 
     cluster = {k: int(v) for k, v in (p.split("=") for p in args.workers.split(","))}
     policy = get_policy(args.policy)
@@ -85,7 +92,8 @@ def main() -> int:
                                    min_resolve_interval_s=args.round_seconds,
                                    type_order=fastest_first(table, tuple(cluster)))
     simulated = simulate(jobs, table, cluster, policy, core_config=config,
-                         sim=SimConfig(round_ends_at_last_finish=False)).to_dict()
+                         sim=SimConfig(round_ends_at_last_finish=False,
+                                       preemption_overhead_s=overhead)).to_dict()
 
     def diff(key: str) -> float:
         return 100.0 * (simulated[key] - physical[key]) / physical[key]

@@ -48,7 +48,7 @@ from .metrics import DaemonMetrics
 from .snapshot import Snapshot, build_snapshot
 from .store import JobRow, ServerRow, Store
 from .submissions import check_submission
-from .throughputs import OnlineThroughputs
+from .throughputs import SMOOTHING, OnlineThroughputs
 
 log = logging.getLogger(__name__)
 
@@ -553,9 +553,13 @@ class DaemonExecutor:
         full round after that, and tells the workers (a RunJob on the same GPUs moves the
         kill deadline; thesis §5.6 leases count from the iterator's start)."""
         run.started_up = True
+        startup = max(0.0, self._clock() - run.started)
+        # Throughput samples start here: a fresh process's imports and model build are a
+        # per-run overhead (recorded apart, per job type), not slower steps.
+        run.last = (run.last[0], startup)
+        self._record_startup(run.job_id, startup)
         if run.lease.extended:
             return
-        startup = max(0.0, self._clock() - run.started)
         run.lease = pb.Lease(max_steps=run.lease.max_steps,
                              max_seconds=startup + self.config.round_seconds,
                              round=run.lease.round, extended=False)
@@ -566,6 +570,17 @@ class DaemonExecutor:
             run.servers[server_id] = request
             self.dispatcher.run_job(self.servers[server_id].row.address, request,
                                     self._on_dispatched(run.job_id, server_id))
+
+    def _record_startup(self, job_id: str, seconds: float) -> None:
+        """Keep a running mean of fresh-run startup seconds per job type in the store
+        (``startup_s/<job type>``): what a preemption costs beyond the lost round."""
+        job = self.jobs.get(job_id)
+        if job is None:
+            return
+        key = f"startup_s/{job.job_type}"
+        old = self.store.get_meta(key)
+        mean = seconds if old is None else (1 - SMOOTHING) * float(old) + SMOOTHING * seconds
+        self.store.set_meta({key: f"{mean:.3f}"})
 
     def renew_lease(self, request: pb.RenewLeaseRequest) -> pb.Lease | Future:
         """The lease for the next round: extended when the job keeps its workers. Before

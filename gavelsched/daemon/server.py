@@ -9,7 +9,7 @@ import logging
 import socket
 import threading
 
-from policies import UnknownPolicy, get_policy
+from policies import get_policy, policy_options
 from traces import default_table, load_table
 
 from ..rpc.security import read_token, serve
@@ -34,10 +34,8 @@ class SchedulerDaemon:
         self.config = config
         self.token = read_token(config.auth_token_file)
         self.table = load_table(config.throughputs) if config.throughputs else default_table()
-        try:
-            policy = get_policy(config.policy, seed=config.seed)
-        except UnknownPolicy:
-            policy = get_policy(config.policy)
+        seeded = "seed" in policy_options(config.policy)
+        policy = get_policy(config.policy, **({"seed": config.seed} if seeded else {}))
         self.store = Store(config.state_dir)
         config.checkpoints.mkdir(parents=True, exist_ok=True)
         self.metrics = DaemonMetrics()
