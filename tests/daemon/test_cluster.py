@@ -193,3 +193,22 @@ def test_metrics_endpoint_serves_the_gavelsched_series(cluster):
     solves = [s for s in families["gavelsched_policy_solve_seconds"].samples
               if s.name.endswith("_count")]
     assert solves[0].value >= 1
+
+
+def test_every_series_the_grafana_dashboard_queries_exists(cluster):
+    """deploy/grafana/gavelsched.json only charts series a live scheduler serves."""
+    import re
+    from pathlib import Path
+
+    cluster.wait_done(cluster.first_jobs)
+    dashboard = (Path(__file__).resolve().parents[2] / "deploy" / "grafana"
+                 / "gavelsched.json").read_text()
+    exprs = re.findall(r'"(?:expr|query)": "([^"]*)"', dashboard)
+    queried = {name for e in exprs for name in re.findall(r"\bgavelsched_[a-z_]+", e)}
+    assert {"gavelsched_jobs", "gavelsched_job_allocation",
+            "gavelsched_job_received_share"} <= queried
+    text = urllib.request.urlopen(f"http://127.0.0.1:{cluster.metrics_port}/metrics",
+                                  timeout=10).read().decode()
+    served = {s.name for f in text_string_to_metric_families(text) for s in f.samples}
+    missing = sorted(queried - served)
+    assert not missing, f"the dashboard queries series the scheduler does not serve: {missing}"
