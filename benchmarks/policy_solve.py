@@ -175,10 +175,16 @@ def child(case: Case) -> dict:
             "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
+TIMEOUT_S = 600  # a measurement that takes longer is reported as such
+
+
 def fresh(case: Case) -> dict:
     spec = json.dumps([case.policy, case.jobs, case.variant, list(case.options)])
-    out = subprocess.run([sys.executable, __file__, "--child", spec], check=False,
-                         capture_output=True, text=True)
+    try:
+        out = subprocess.run([sys.executable, __file__, "--child", spec], check=False,
+                             capture_output=True, text=True, timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return {"error": f"not done after {TIMEOUT_S} s"}
     if out.returncode:
         return {"error": out.stderr.strip().splitlines()[-1]}
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -193,7 +199,11 @@ def cli(case: Case) -> dict:
         size = os.path.getsize(path)
         cmd = [sys.executable, "-m", "gavelsched", "solve", path, "--policy", case.policy]
         start = time.perf_counter()
-        out = subprocess.run(cmd, check=False, capture_output=True, text=True)
+        try:
+            out = subprocess.run(cmd, check=False, capture_output=True, text=True,
+                                 timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            return {"error": f"not done after {TIMEOUT_S} s"}
         wall = time.perf_counter() - start
         if out.returncode:
             return {"error": out.stderr.strip().splitlines()[-1]}
@@ -262,7 +272,10 @@ def main() -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes only")
     parser.add_argument("--no-cli", action="store_true", help="skip the CLI rows")
+    parser.add_argument("--cli-only", action="store_true", help="only the CLI rows")
     parser.add_argument("--solvers", action="store_true", help="only the solver comparison")
+    parser.add_argument("--case", type=int, action="append", metavar="I",
+                        help="only the I-th target row (0-based; repeatable)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -275,7 +288,10 @@ def main() -> int:
         solvers()
         return 0
     cases = QUICK if args.quick else TARGETS
-    targets(cases)
+    if args.case:
+        cases = [cases[i] for i in args.case]
+    if not args.cli_only:
+        targets(cases)
     if not args.no_cli:
         cli_rows(cases if args.quick else [c for c in cases if c.jobs <= 2048])
     return 0

@@ -39,9 +39,12 @@ def base_constraints(cols: Columns, z: cp.Variable) -> list:
     return [cols.member @ z <= 1, cols.usage @ z <= cols.workers]
 
 
-# With pairs, column generation re-solves a growing master LP: HiGHS keeps its simplex basis
-# from one master to the next (BENCHMARKS.md, solver comparison).
+# With many pairs per job (e.g. every pair listed), the direct path solves by column
+# generation, a growing master LP that HiGHS re-solves from its last simplex basis; with
+# few (``select_pairs``'s 8 partners) the whole LP at once by Clarabel is faster
+# (BENCHMARKS.md, solver comparison).
 PACKED_SOLVER = "HIGHS"
+PAIRS_PER_JOB = 24  # pair columns per job above which column generation is used
 
 
 def max_min_rows(cols: Columns, U: sp.spmatrix) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
@@ -58,8 +61,9 @@ def max_min_rows(cols: Columns, U: sp.spmatrix) -> tuple[sp.csr_matrix, np.ndarr
 class MaxMinFairness(ColumnPolicy):
     """``max_min_fairness[_perf|_packed]``: one LP, maximise t subject to U z >= t and
     (5.1)-(5.3). By default (``backend="direct"``) the LP goes to the solver as sparse
-    matrices (``max_min_rows``): Clarabel without pairs; with pairs, column generation over
-    the pair columns with HiGHS's warm-started simplex (``policies.lp.maximise_level``).
+    matrices (``max_min_rows``): to Clarabel, or, with many pairs per job, by column
+    generation over the pair columns with HiGHS's warm-started simplex
+    (``policies.lp.maximise_level``).
     ``backend="cvxpy"`` solves the cvxpy program below instead; without pairs it is
     compiled once per shape and re-solved with new numbers (``_CompiledMaxMin``)."""
 
@@ -70,11 +74,13 @@ class MaxMinFairness(ColumnPolicy):
         if cols.num_columns == 0:
             return no_columns(cols)
         _, U = fairness_utility(cols)
-        solver = self.direct_solver(PACKED_SOLVER if self.packed else DEFAULT_LP_SOLVER)
+        singles = np.nonzero(cols.single)[0]
+        generate = cols.num_columns - singles.size > PAIRS_PER_JOB * cols.num_jobs
+        solver = self.direct_solver(PACKED_SOLVER if generate else DEFAULT_LP_SOLVER)
         if solver is not None:
             A, b, e = max_min_rows(cols, U)
-            start = np.nonzero(cols.single)[0] if self.packed else None
-            level = maximise_level(A, b, e, solver, self.name, start=start)
+            level = maximise_level(A, b, e, solver, self.name,
+                                   start=singles if generate else None)
             return Solution(cols.to_rows(level.z), level.t, level.solver)
         if not self.packed:
             z, value = _compiled_max_min(cols).solve(cols, U, self.solver, self.name)

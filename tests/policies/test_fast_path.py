@@ -44,7 +44,16 @@ def test_max_min_direct_reaches_the_cvxpy_optimum(name, solver, data):
         assert direct.objective is None and direct.solver is None
         return
     assert close(direct.objective, reference.objective), (direct.objective, reference.objective)
-    assert direct.solver == (solver or ("HIGHS" if name.endswith("_packed") else "CLARABEL"))
+    assert direct.solver == (solver or "CLARABEL")  # few pairs: no column generation
+    if name.endswith("_packed"):  # and by column generation, as with many pairs per job
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr("policies.fairness.PAIRS_PER_JOB", 0)
+            generated = get_policy(name, **options).solve(problem)
+        assert_valid(problem, generated)
+        assert close(generated.objective, reference.objective), (generated.objective,
+                                                                  reference.objective)
+        pair_columns = not build_columns(problem, pairs=True).single.all()
+        assert generated.solver == (solver or ("HIGHS" if pair_columns else "CLARABEL"))
 
 
 def levels(problem: Problem, allocation) -> np.ndarray:
@@ -82,8 +91,17 @@ def test_water_filling_direct_gives_the_reference_levels(entities, solver, data)
     reference = get_policy(name, backend="cvxpy").solve(problem)
     assert_valid(problem, direct)
     ours, theirs = levels(problem, direct), levels(problem, reference)
-    scale = max(1.0, float(np.max(np.abs(theirs), initial=0.0)))
-    assert np.allclose(ours, theirs, rtol=1e-4, atol=1e-5 * scale), (ours, theirs)
+    if theirs.size == 0:
+        assert ours.size == 0
+        return
+    # The reference backs its floors off by up to 1e-4 (relative) when an LP sits on the edge
+    # of feasibility, and its polish may hand what that frees to one job, at the exchange
+    # rate between jobs (up to ~1e3 here): single levels agree to 0.5% (or 1e-4 of the
+    # highest level, for levels near zero), the lowest (the max-min objective) to solver
+    # tolerance.
+    scale = max(1.0, float(np.max(np.abs(theirs))))
+    assert np.allclose(ours, theirs, rtol=5e-3, atol=1e-4 * scale), (ours, theirs)
+    assert abs(ours.min() - theirs.min()) <= 1e-5 * scale, (ours, theirs)
 
 
 def capped_problem(n: int) -> Problem:
