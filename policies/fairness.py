@@ -40,10 +40,11 @@ def base_constraints(cols: Columns, z: cp.Variable) -> list:
 
 
 # With many pairs per job (e.g. every pair listed), the direct path solves by column
-# generation, a growing master LP that HiGHS re-solves from its last simplex basis; with
-# few (``select_pairs``'s 8 partners) the whole LP at once by Clarabel is faster
+# generation, a growing master LP, each master by HiGHS's interior point (measured faster
+# than re-solving from the last simplex basis, solver="HIGHS"); with few pairs
+# (``select_pairs``'s 8 partners) the whole LP at once by Clarabel is faster
 # (BENCHMARKS.md, solver comparison).
-PACKED_SOLVER = "HIGHS"
+PACKED_SOLVER = "HIGHS_IPM"
 PAIRS_PER_JOB = 24  # pair columns per job above which column generation is used
 
 

@@ -53,7 +53,7 @@ def test_max_min_direct_reaches_the_cvxpy_optimum(name, solver, data):
         assert close(generated.objective, reference.objective), (generated.objective,
                                                                   reference.objective)
         pair_columns = not build_columns(problem, pairs=True).single.all()
-        assert generated.solver == (solver or ("HIGHS" if pair_columns else "CLARABEL"))
+        assert generated.solver == (solver or ("HIGHS_IPM" if pair_columns else "CLARABEL"))
 
 
 def levels(problem: Problem, allocation) -> np.ndarray:
