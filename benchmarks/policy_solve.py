@@ -138,9 +138,9 @@ def make_problem(num_jobs: int, variant: str = "plain", *, seed: int = 0):
                    entities=entities)
 
 
-def _catalog_packed(num_jobs: int, seed: int):
-    """Catalog job types (they have pair throughputs), each throughput perturbed by ±10%,
-    with the pairs ``select_pairs`` offers (8 partners per job)."""
+def _catalog_packed(num_jobs: int, seed: int, *, max_partners: int = 8, distinct: bool = True):
+    """Catalog job types (they have pair throughputs), each throughput perturbed by ±10%
+    when ``distinct``, with the pairs ``select_pairs`` offers (``max_partners`` per job)."""
     from policies import Job, Problem
     from policies.packing import select_pairs
     from traces.catalog import default_table
@@ -150,14 +150,15 @@ def _catalog_packed(num_jobs: int, seed: int):
     kinds = [table.job_types[k] for k in rng.integers(len(table.job_types), size=num_jobs)]
     jobs = []
     for i, kind in enumerate(kinds):
-        speeds = {t: table.get(t, kind, 1) * rng.uniform(0.9, 1.1) for t in TYPES}
+        speeds = {t: table.get(t, kind, 1) * (rng.uniform(0.9, 1.1) if distinct else 1.0)
+                  for t in TYPES}
         jobs.append(Job(str(i), speeds, remaining_steps=600 * speeds["v100"]))
 
     def together(a, b):
         out = {t: table.pair(t, (a, 1), (b, 1)) for t in TYPES}
         return {t: v for t, v in out.items() if v}
 
-    pairs = select_pairs(jobs, kinds, together, max_partners=8)
+    pairs = select_pairs(jobs, kinds, together, max_partners=max_partners)
     return Problem(cluster={t: num_jobs / 4 for t in TYPES}, jobs=jobs, pairs=pairs)
 
 
@@ -269,6 +270,43 @@ def solvers(big: bool = False) -> None:
                   f"{r['objective']:12.8g}", flush=True)
 
 
+def partners_gap(n: int) -> None:
+    """What capping pairs per job (``select_pairs``) costs the packed max-min objective, on
+    catalog jobs (one process, warm)."""
+    from policies import get_policy
+
+    print(f"\nmax_min_fairness_packed, {n} catalog jobs: pairs offered per job")
+    print(f"{'partners':>9s} {'pairs':>7s} {'seconds':>8s} {'objective':>10s} {'gap vs all':>10s}")
+    rows = []
+    for k in (4, 8, 16, n):
+        problem = _catalog_packed(n, 0, max_partners=k)
+        allocation = get_policy("max_min_fairness_packed").solve(problem)
+        rows.append((k, len(problem.pairs), allocation.solve_s, allocation.objective))
+    best = rows[-1][3]
+    for k, pairs, seconds, objective in rows:
+        label = "all" if k == n else str(k)
+        print(f"{label:>9s} {pairs:7d} {seconds:8.2f} {objective:10.5f} "
+              f"{100 * (best - objective) / best:9.2f}%", flush=True)
+
+
+def pop(n: int) -> None:
+    """POP at ``n`` distinct jobs: time and objective gap against the exact solve."""
+    from policies import get_policy
+
+    problem = make_problem(n)
+    print(f"\nPOP, max_min_fairness_perf, {n} jobs (one process)")
+    exact = get_policy("max_min_fairness_perf").solve(problem)
+    print(f"exact solve: {exact.solve_s:.2f} s, objective {exact.objective:.5f}")
+    print(f"{'partitions':>10s} {'processes':>9s} {'seconds':>9s} {'objective':>10s} "
+          f"{'gap vs exact':>12s}")
+    for k, processes in ((4, 1), (4, 2), (16, 2), (64, 2)):
+        policy = get_policy("max_min_fairness_perf", partitions=k, processes=processes)
+        got = policy.solve(problem)
+        print(f"{k:10d} {processes:9d} {got.solve_s:9.2f} {got.objective:10.5f} "
+              f"{100 * (exact.objective - got.objective) / exact.objective:11.3f}%",
+              flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -280,6 +318,9 @@ def main() -> int:
                         help="with --solvers: also cvxpy at 16,384 jobs (needs ~19 GB)")
     parser.add_argument("--case", type=int, action="append", metavar="I",
                         help="only the I-th target row (0-based; repeatable)")
+    parser.add_argument("--partners", type=int, metavar="N",
+                        help="only the cost of capping partners per job, at N catalog jobs")
+    parser.add_argument("--pop", type=int, metavar="N", help="only POP at N distinct jobs")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -288,6 +329,12 @@ def main() -> int:
                                     options=tuple(map(tuple, options))))))
         return 0
     print(header())
+    if args.partners:
+        partners_gap(args.partners)
+        return 0
+    if args.pop:
+        pop(args.pop)
+        return 0
     if args.solvers:
         solvers(args.with_19gb_row)
         return 0
