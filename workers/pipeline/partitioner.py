@@ -146,29 +146,39 @@ def _solve_level(level: Level, n: int, below: dict, weights: list[float],
     return {(i, j): best(i, j, level.count) for i in range(n) for j in range(i, n)}
 
 
-def brute_force(profile: Profile, workers: int, bandwidth: float) -> float:
-    """Slowest-stage time of the best flat (one-level) pipeline by enumerating every split
-    into contiguous stages and every way to hand out exactly ``workers`` replicas."""
-    n = len(profile.layers)
+def brute_force(profile: Profile, workers: int | list[Level],
+                bandwidth: float | None = None) -> float:
+    """Slowest-stage time of the best pipeline found by enumeration: at every level, every
+    split of the layers into contiguous stages and every way to hand out exactly that level's
+    components as replicas; a stage's inner time is the best such pipeline one level down.
+    ``brute_force(profile, m, B)`` is the flat case, one level of m workers."""
+    levels = [Level(workers, bandwidth)] if isinstance(workers, int) else list(workers)
     layers = profile.layers
 
-    def stage_time(i: int, j: int, m: int) -> float:
-        comp = sum(layer.compute_s for layer in layers[i:j + 1])
-        sync = 2 * (m - 1) * sum(layer.weight_bytes for layer in layers[i:j + 1]) / bandwidth
-        return max(comp, sync) / m
+    @cache
+    def best(level: int, first: int, last: int) -> float:
+        if level < 0:
+            return sum(layer.compute_s for layer in layers[first:last + 1])
+        count, bw = levels[level].count, levels[level].bandwidth
 
-    best = math.inf
+        def stage_time(i: int, j: int, m: int) -> float:
+            sync = 2 * (m - 1) * sum(layer.weight_bytes for layer in layers[i:j + 1]) / bw
+            return max(best(level - 1, i, j), sync) / m
 
-    def rec(i: int, left: int, worst: float) -> None:
-        nonlocal best
-        for j in range(i, n):
-            for m in range(1, left + 1):
-                t = max(worst, stage_time(i, j, m))
-                if j == n - 1:
-                    if m == left:
-                        best = min(best, t)
-                elif m < left:
-                    rec(j + 1, left - m, max(t, 2 * layers[j].output_bytes / bandwidth))
+        found = math.inf
 
-    rec(0, workers, 0.0)
-    return best
+        def rec(i: int, left: int, worst: float) -> None:
+            nonlocal found
+            for j in range(i, last + 1):
+                for m in range(1, left + 1):
+                    t = max(worst, stage_time(i, j, m))
+                    if j == last:
+                        if m == left:
+                            found = min(found, t)
+                    elif m < left:
+                        rec(j + 1, left - m, max(t, 2 * layers[j].output_bytes / bw))
+
+        rec(first, count, 0.0)
+        return found
+
+    return best(len(levels) - 1, 0, len(layers) - 1)

@@ -41,6 +41,18 @@ def test_dp_equals_brute_force_on_small_cases(seed):
     assert best.stages[-1].last == n - 1
 
 
+@pytest.mark.parametrize("seed", range(25))
+def test_hierarchical_dp_equals_nested_brute_force(seed):
+    rng = random.Random(100 + seed)
+    n = rng.randint(1, 4)
+    levels = [Level(rng.randint(1, 3), rng.choice([5.0, 50.0, 1e6])),
+              Level(rng.randint(1, 3), rng.choice([0.5, 5.0, 1e6]))]
+    prof = profile_from_dict(_profile(rng, n))
+    best = partition(prof, levels)
+    assert best.time_per_input_s == pytest.approx(brute_force(prof, levels), rel=1e-12)
+    assert best.workers == levels[0].count * levels[1].count
+
+
 def test_pure_data_parallelism_wins_when_weights_are_tiny_and_activations_huge():
     prof = profile_from_dict({"layers": [{"forward_s": 1, "backward_s": 2, "activation_bytes": 1,
                                           "output_bytes": 1e9, "weight_bytes": 1e-3}] * 4})
