@@ -6,13 +6,18 @@ then it is frozen and its weight is redistributed inside its entity (fairness: a
 entity's other jobs in proportion to their weights; FIFO: to the next job in arrival
 order). Entities share the cluster in proportion to their weights.
 
-Each iteration solves one LP,  max t  s.t.  u(z) >= level + w * t,  with ``level`` and ``w``
-cvxpy parameters so the program is compiled once. Bottlenecks come from that LP's duals
-instead of Gavel's MILP: an interior-point solver returns a strictly complementary dual
-(Goldman-Tucker), whose positive entries are exactly the constraints that are tight in
-*every* optimal allocation, i.e. the jobs that cannot rise. A job improvable in some optimal
-allocation always has a zero dual there, so a job is never frozen too early, and each
-iteration freezes at least one job (the duals of the rising jobs sum to 1/Σw > 0).
+Each iteration solves one LP,  max t  s.t.  u(z) >= level + w * t,  either as a cvxpy
+program with ``level`` and ``w`` parameters (``backend="cvxpy"``, the reference) or as
+sparse matrices handed to the solver (``backend="direct"``, the default, policies/lp.py).
+Bottlenecks come from that LP's duals instead of Gavel's MILP: an interior-point solver
+returns a strictly complementary dual (Goldman-Tucker), whose positive entries are exactly
+the constraints that are tight in *every* optimal allocation, i.e. the jobs that cannot
+rise. A job improvable in some optimal allocation always has a zero dual there, so a job is
+never frozen too early, and each iteration freezes at least one job (the duals of the
+rising jobs sum to 1/Σw > 0). A simplex (vertex) dual keeps the first two properties, since
+a positive dual still means the constraint is tight in every optimum, but may freeze fewer
+jobs per LP. The direct path also skips the iterations in which jobs only reach their own
+caps (``WaterFilling._jump``).
 """
 
 from __future__ import annotations
