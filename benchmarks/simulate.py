@@ -8,6 +8,7 @@ noisy; the header gives the load average when the benchmark started). Usage::
 
     python benchmarks/simulate.py            # all cases
     python benchmarks/simulate.py --case continuous-1500 --repeat 3
+    python benchmarks/simulate.py --profile continuous-1500-random   # where the time goes
 """
 
 from __future__ import annotations
@@ -91,6 +92,42 @@ def run_case(name: str) -> dict:
     }
 
 
+# Where a simulation's time goes: (label, path fragment of the functions whose cumulative
+# time the row shows). Rows overlap (the policy includes the solver).
+PROFILE_ROWS = [
+    ("policy.solve (all of the policy)", "policies/base.py", "solve"),
+    ("  column model (build_columns)", "policies/columns.py", "build_columns"),
+    ("  cvxpy: compile + solve (Problem.solve)", "cvxpy/problems/problem.py", "solve"),
+    ("  direct LP path (policies/lp.py solve_lp)", "policies/lp.py", "solve_lp"),
+    ("  Clarabel's own solve", "~", "<method 'solve' of 'builtins.DefaultSolver' objects>"),
+    ("core: start_round (planner, problem building)", "gavelsched/core/core.py", "start_round"),
+    ("core: end_round", "gavelsched/core/core.py", "end_round"),
+]
+
+
+def profile(name: str) -> None:
+    """Run ``name`` in this process under cProfile; print the rows of ``PROFILE_ROWS`` and the
+    functions with the most time of their own."""
+    import cProfile
+    import io
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    run_case(name)
+    profiler.disable()
+    stats = pstats.Stats(profiler)
+    total = max(v[3] for v in stats.stats.values())
+    print(f"# {name} under cProfile (times inflated by profiling): {total:.2f} s in all")
+    for label, path, func in PROFILE_ROWS:
+        cum = sum(v[3] for (file, _, f), v in stats.stats.items()
+                  if f == func and file.endswith(path) or (path == "~" and f == func))
+        print(f"{label:50s} {cum:7.2f} s  {100 * cum / total:5.1f}%")
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(12)
+    print("\n".join(line for line in out.getvalue().splitlines() if line.strip())[-1500:])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -98,10 +135,15 @@ def main() -> int:
                         help="run only these cases (repeatable)")
     parser.add_argument("--repeat", type=int, default=1, metavar="N",
                         help="run each case N times; report the fastest")
+    parser.add_argument("--profile", choices=sorted(CASES), metavar="CASE",
+                        help="run CASE once under cProfile and print where the time went")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(run_case(args.child)))
+        return 0
+    if args.profile:
+        profile(args.profile)
         return 0
     names = args.case or list(CASES)
     print(f"# {platform.processor() or platform.machine()}, "
