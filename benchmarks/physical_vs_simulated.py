@@ -13,7 +13,7 @@ physical cluster, §5.7.2).
 3. Report average JCT and makespan of both, and their difference (target: within 10%).
 
     python benchmarks/physical_vs_simulated.py                     # ~4 min
-    python benchmarks/physical_vs_simulated.py --jobs 8 --workers k80=1,p100=1,v100=2
+    python benchmarks/physical_vs_simulated.py --workload steps       # no torch start-up
 """
 
 from __future__ import annotations
@@ -72,6 +72,8 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=6)
     parser.add_argument("--round-seconds", type=float, default=10.0)
     parser.add_argument("--policy", default="max_min_fairness_perf")
+    parser.add_argument("--workload", help="run this reference workload for every job "
+                        "(e.g. steps: no torch, so a fresh run starts in ~1 s)")
     parser.add_argument("--keep", help="keep the daemon's state and logs here")
     args = parser.parse_args()
 
@@ -81,7 +83,8 @@ def main() -> int:
         subprocess.run([sys.executable, "-m", "gavelsched", "local-cluster",
                         "--workers", args.workers, "--jobs", str(args.jobs),
                         "--round-seconds", str(args.round_seconds), "--policy", args.policy,
-                        "--json", str(out), "--keep", str(root / "run")],
+                        "--json", str(out), "--keep", str(root / "run"),
+                        *(["--workload", args.workload] if args.workload else [])],
                        check=True, env=subprocess_env())
         physical = json.loads(out.read_text())
         jobs, table, overhead = measured_trace(root / "run" / "state")

@@ -430,10 +430,15 @@ class GavelIterator:
                     if ext.max_steps > self.steps and ext.max_seconds > now:
                         self._pending = ext
         # Steps to the next agreement: about SYNC_INTERVAL_S of work, the same on every rank.
+        # The rate is measured over the steps since the last check, at most the emulated
+        # pace, and k at most doubles per check: the first steps (before pacing or warm-up
+        # shows) can look arbitrarily fast, and one bad estimate must not skip the lease.
         t_last, s_last = self._last_sync
         rate = (self.steps - s_last) / (now - t_last) if now > t_last else 0.0
+        if self._pace:
+            rate = min(rate, self._pace)
         interval = SYNC_INTERVAL_S if self._ranks.distributed else CHECK_INTERVAL_S
-        want_k = max(1, min(10_000, int(rate * interval)))
+        want_k = max(1, min(10_000, 2 * self._sync_k, int(rate * interval)))
         ext = self._pending
         agreed = self._ranks.max([
             float(time_up), float(-want_k), float(-lease.max_steps),
@@ -459,7 +464,8 @@ class GavelIterator:
             max_steps = self._lease.max_steps
             log.info("job %s rank %d: lease extended to round %d at step %d", ctx.job_id,
                      ctx.rank, self._lease.round, self.steps)
-        self._next_sync = min(self.steps + int(-agreed[1]), max_steps, self.total_steps)
+        self._sync_k = int(-agreed[1])
+        self._next_sync = min(self.steps + self._sync_k, max_steps, self.total_steps)
 
     def _checkpoint(self, round_: int, now: float) -> None:
         """Save through the user's function, then the step count, then report it durable."""

@@ -101,6 +101,19 @@ def test_time_lease_ends_iteration(sched, tmp_path):
     assert len(sched.log.renewals) == 1 and 0 < sched.log.renewals[0].steps <= it.steps
 
 
+def test_fast_first_steps_do_not_skip_the_lease_check(sched, tmp_path):
+    """The first steps of a run (before pacing or warm-up shows) can look arbitrarily
+    fast; the check interval must not jump past the lease's end because of them."""
+    sched.jobs["j1"] = FakeJob(total_steps=10**6, lease=lambda job, rank: pb.Lease(
+        max_steps=10**6, max_seconds=5.0))
+    readings = iter([0.0, 0.0, 0.0, 1e-6, *(0.1 * k for k in range(1, 10**6))])
+    saver = Saver()
+    it = GavelIterator(range(100), None, saver.load, saver.save, env=job_env(sched, tmp_path),
+                       clock=lambda: next(readings))
+    run(it, saver)
+    assert it.done and it.steps <= 60           # ~5 s of 0.1 s steps, not a 200-step jump
+
+
 def test_extended_lease_continues_but_checkpoints_at_the_round_boundary(sched, tmp_path):
     def renew(request):
         if request.round == 0:
