@@ -75,6 +75,7 @@ class Worker:
             channel(config.scheduler, token=config.token, ca=config.tls_ca))
         self._lock = threading.Lock()
         self._pending: dict[str, _Pending] = {}
+        self._starting: dict[int, str] = {}   # GPUs of launches in progress (outside the lock)
         self._outbox: list[pb.RoundReportRequest] = []
         self._stopped = threading.Event()
         self._server: grpc.Server | None = None
@@ -221,7 +222,17 @@ class Worker:
         except UnknownWorkload as err:
             return pb.Ack(ok=False, message=str(err))
         with self._lock:
+            # A later placement on the same GPUs supersedes a launch still waiting for them
+            # (the scheduler has moved on; running both would oversubscribe a GPU).
+            superseded = [p for job, p in self._pending.items()
+                          if job != request.job_id and set(p.spec.gpus) & set(gpus)]
+            for p in superseded:
+                del self._pending[p.spec.job_id]
             self._pending[request.job_id] = _Pending(spec, time.monotonic())
+        for p in superseded:
+            self._report([JobExit(p.spec.job_id, p.spec.round, p.spec.rank, -1, 0.0, 0, False,
+                                  "superseded by a later placement on its GPUs (before it "
+                                  "started)")])
         self._start_pending()
         return pb.Ack(ok=True, message="launched" if self.launcher.gpus_of(request.job_id)
                       else "queued until its GPUs are free")
@@ -251,18 +262,25 @@ class Worker:
     def _start_pending(self) -> None:
         """Launch each queued job whose GPUs are free now."""
         with self._lock:
-            busy = self.launcher.busy_gpus()
-            ready = [p for p in self._pending.values()
-                     if not any(g in busy for g in p.spec.gpus)]
-            for p in ready:
+            busy = {**self.launcher.busy_gpus(), **self._starting}
+            ready = []
+            for p in list(self._pending.values()):    # oldest first; one job per GPU
+                if any(g in busy for g in p.spec.gpus):
+                    continue
+                ready.append(p)
                 del self._pending[p.spec.job_id]
                 busy.update(dict.fromkeys(p.spec.gpus, p.spec.job_id))
+                self._starting.update(dict.fromkeys(p.spec.gpus, p.spec.job_id))
         for p in ready:
             try:
                 self.launcher.launch(p.spec)
             except OSError as err:
                 self._report([JobExit(p.spec.job_id, p.spec.round, p.spec.rank, -1, 0.0, 127,
                                       True, f"cannot start {p.spec.argv[0]}: {err.strerror}")])
+            finally:
+                with self._lock:
+                    for g in p.spec.gpus:
+                        self._starting.pop(g, None)
 
     def kill_job(self, job_id: str, reason: str) -> bool:
         """Kill a running job, or drop a queued one (reported at once, as never started)."""

@@ -268,10 +268,26 @@ def test_a_job_queued_behind_a_busy_gpu_starts_when_it_frees_or_is_dropped(clust
     stub.RunJob(run_job("first", command="sleep 600", gpus=(0,)))
     ack = stub.RunJob(run_job("second", command=f"touch {tmp_path / 'second'}", gpus=(0,)))
     assert ack.ok and "queued" in ack.message
-    stub.RunJob(run_job("third", command="sleep 600", gpus=(0,)))
-    assert stub.KillJob(pb.KillJobRequest(job_id="third", reason="preempted")).ok
-    dropped = report_of(sched, "third")
-    assert not dropped.failed and dropped.reason == "preempted (before it started)"
     assert stub.KillJob(pb.KillJobRequest(job_id="first", reason="round over")).ok
     assert report_of(sched, "second").exit_code == 0      # launched once GPU 0 was free
     assert (tmp_path / "second").exists()
+    stub.RunJob(run_job("third", command="sleep 600", gpus=(1,)))
+    stub.RunJob(run_job("fourth", command="sleep 600", gpus=(1,)))
+    assert stub.KillJob(pb.KillJobRequest(job_id="fourth", reason="preempted")).ok
+    dropped = report_of(sched, "fourth")
+    assert not dropped.failed and dropped.reason == "preempted (before it started)"
+
+
+def test_a_later_placement_supersedes_a_launch_still_queued_on_its_gpu(cluster, tmp_path):
+    """Two queued launches for one GPU never both run: the later placement wins and the
+    earlier is reported as never started (one process per GPU at any time)."""
+    sched, worker = cluster
+    stub = sched.worker_stub(worker.address)
+    stub.RunJob(run_job("busy", command="sleep 600", gpus=(0,)))
+    stub.RunJob(run_job("stale", command=f"touch {tmp_path / 'stale'}", gpus=(0,)))
+    stub.RunJob(run_job("fresh", command=f"touch {tmp_path / 'fresh'}", gpus=(0,)))
+    stale = report_of(sched, "stale")
+    assert not stale.failed and "superseded" in stale.reason
+    assert stub.KillJob(pb.KillJobRequest(job_id="busy", reason="round over")).ok
+    assert report_of(sched, "fresh").exit_code == 0
+    assert (tmp_path / "fresh").exists() and not (tmp_path / "stale").exists()
