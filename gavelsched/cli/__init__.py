@@ -15,6 +15,12 @@ import sys
 # Sub-command modules; each exposes ``register(subparsers)`` and sets ``func`` on its parser.
 COMMANDS = ("solve", "trace", "simulate", "scheduler", "worker", "client", "local_cluster",
             "vn", "pipeline")
+# The module of each sub-command, so that one command imports only its own module (the
+# clients stay light: `gavelsched status` need not import the solvers `solve` needs).
+COMMAND_MODULES = {"solve": "solve", "trace": "trace", "simulate": "simulate",
+                   "scheduler": "scheduler", "worker": "worker", "submit": "client",
+                   "status": "client", "cancel": "client", "local-cluster": "local_cluster",
+                   "vn": "vn", "pipeline": "pipeline"}
 
 EXIT_BAD_INPUT = 2
 EXIT_BROKEN_PIPE = 141  # what a shell reports for a process killed by SIGPIPE
@@ -38,18 +44,23 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The CLI's parser; given ``argv`` whose command is known, only that command's module
+    is imported (the top-level ``--help`` and unknown commands import all of them)."""
     parser = argparse.ArgumentParser(
         prog="gavelsched",
         description="Heterogeneity-aware scheduling of deep-learning jobs on mixed GPU "
                     "clusters (Gavel, thesis chapter 5): solve policies, generate traces, "
-                    "replay them in a simulator.",
+                    "replay them in a simulator, run a scheduler and workers on a real "
+                    "cluster.",
     )
     parser.add_argument("-v", "--verbose", action="count", default=0,
                         help="more logging (-v info, -vv debug)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
-    for name in COMMANDS:
+    chosen = next((a for a in argv or () if not a.startswith("-")), None)
+    modules = (COMMAND_MODULES[chosen],) if chosen in COMMAND_MODULES else COMMANDS
+    for name in modules:
         try:
             module = importlib.import_module(f"gavelsched.cli.{name}")
         except ModuleNotFoundError as err:
@@ -61,7 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
