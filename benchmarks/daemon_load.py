@@ -113,7 +113,8 @@ def main() -> int:
     print(f"| submissions | {args.jobs / submit_s:.0f} jobs/s ({submit_s:.1f} s) |")
     print(f"| round gap, mean / worst (target {args.round_seconds:g} s) | "
           f"{statistics.mean(gaps):.2f} / {max(gaps):.2f} s over {len(gaps)} rounds |")
-    print(f"| jobs running in the last poll | {running} of {gpus} GPUs |")
+    print(f"| jobs with a run dispatched in the last poll (this round's and the next's) | "
+          f"{running} ({gpus} GPUs) |")
     print(f"| scheduler RSS: idle / after submit / end / peak | {rss_before:.0f} / "
           f"{rss_submitted:.0f} / {rss_end:.0f} / {hwm:.0f} MiB |")
     print(f"| status RPC, median / worst | {statistics.median(latencies) * 1e3:.0f} / "
