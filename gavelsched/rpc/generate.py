@@ -19,8 +19,8 @@ OUTPUTS = ("gavelsched_pb2.py", "gavelsched_pb2_grpc.py", "gavelsched_pb2.pyi")
 
 def generated_sources() -> dict[str, str]:
     """File name -> text that grpcio-tools generates from the proto now."""
-    from grpc_tools import protoc
     import grpc_tools
+    from grpc_tools import protoc
 
     include = str(Path(grpc_tools.__file__).parent / "_proto")
     with tempfile.TemporaryDirectory() as out:
@@ -33,7 +33,7 @@ def generated_sources() -> dict[str, str]:
     # The generated stub imports its sibling as a top-level module; make it package-relative.
     texts["gavelsched_pb2_grpc.py"] = re.sub(
         r"^import gavelsched_pb2 as", "from . import gavelsched_pb2 as",
-        texts["gavelsched_pb2_grpc.py"], flags=re.M)
+        texts["gavelsched_pb2_grpc.py"], flags=re.MULTILINE)
     return texts
 
 

@@ -3,8 +3,6 @@
 
 from pathlib import Path
 
-import pytest
-
 from gavelsched.rpc import generate
 
 
