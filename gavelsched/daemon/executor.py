@@ -307,8 +307,6 @@ class DaemonExecutor:
                                   index, self._clock(), job.steps_done,
                                   (job.steps_done, 0.0), workers=task.workers)
         self._held[task.key] = self.config.round_seconds
-        if job.state != "running":
-            self.jobs[job_id] = job.but(state="running")
         for server_id, request in requests.items():
             self.dispatcher.run_job(self.servers[server_id].row.address, request,
                                     self._on_dispatched(job_id, server_id))
@@ -543,6 +541,8 @@ class DaemonExecutor:
         run = self._runs.get(request.job_id)
         if run is not None and not run.started_up:
             self._after_startup(run)
+        if run is not None and job.state == "queued":   # running: its process has started
+            self.jobs[job.id] = job.but(state="running")
         lease = run.lease if run is not None else stop_lease(job.steps_done)
         return pb.InitJobResponse(lease=lease, steps_done=job.steps_done,
                                   total_steps=job.total_steps)
