@@ -81,7 +81,7 @@ def main() -> int:
             submit_s = time.perf_counter() - start
             rss_submitted, _ = rss_mib(pid)
 
-            latencies, starts = [], []
+            latencies, starts, by_round = [], [], []
             last_round = cluster.status().round
             while len(starts) < args.rounds + 1:
                 t0 = time.perf_counter()
@@ -89,6 +89,7 @@ def main() -> int:
                 latencies.append(time.perf_counter() - t0)
                 if status.round != last_round:
                     starts.append(time.monotonic())
+                    by_round.append(rss_mib(pid)[0])
                     last_round = status.round
                 time.sleep(0.5)
             cli = []
@@ -113,10 +114,12 @@ def main() -> int:
     print(f"| submissions | {args.jobs / submit_s:.0f} jobs/s ({submit_s:.1f} s) |")
     print(f"| round gap, mean / worst (target {args.round_seconds:g} s) | "
           f"{statistics.mean(gaps):.2f} / {max(gaps):.2f} s over {len(gaps)} rounds |")
-    print(f"| jobs with a run dispatched in the last poll (this round's and the next's) | "
-          f"{running} ({gpus} GPUs) |")
+    print(f"| jobs running (process started) in the last poll | {running} of {gpus} GPUs |")
     print(f"| scheduler RSS: idle / after submit / end / peak | {rss_before:.0f} / "
           f"{rss_submitted:.0f} / {rss_end:.0f} / {hwm:.0f} MiB |")
+    step = max(1, len(by_round) // 8)
+    print(f"| scheduler RSS at round starts | "
+          f"{' / '.join(f'{r:.0f}' for r in by_round[::step])} MiB |")
     print(f"| status RPC, median / worst | {statistics.median(latencies) * 1e3:.0f} / "
           f"{max(latencies) * 1e3:.0f} ms over {len(latencies)} calls |")
     print(f"| `gavelsched status --json`, fresh process, median | "
