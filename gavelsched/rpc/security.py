@@ -111,27 +111,14 @@ class _AddToken(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientIntercep
         self._header = (AUTH_HEADER, f"Bearer {token}")
 
     def _with_token(self, details):
-        metadata = list(details.metadata or []) + [self._header]
-        return details._replace(metadata=metadata) if hasattr(details, "_replace") else \
-            _Details(details.method, details.timeout, metadata, details.credentials,
-                     getattr(details, "wait_for_ready", None),
-                     getattr(details, "compression", None))
+        # grpc hands interceptors its ClientCallDetails namedtuple.
+        return details._replace(metadata=[*(details.metadata or ()), self._header])
 
     def intercept_unary_unary(self, continuation, client_call_details, request):
         return continuation(self._with_token(client_call_details), request)
 
     def intercept_unary_stream(self, continuation, client_call_details, request):
         return continuation(self._with_token(client_call_details), request)
-
-
-@dataclass(frozen=True)
-class _Details(grpc.ClientCallDetails):
-    method: str
-    timeout: float | None
-    metadata: list
-    credentials: object
-    wait_for_ready: bool | None
-    compression: object
 
 
 def channel(address: str, *, token: str | None = None, ca: str | Path | None = None,
