@@ -137,16 +137,22 @@ class StageRuntime:
         params = {g: p for i in self.layers_held
                   for local, g in names[i].items()
                   for p in [dict(layers[i].named_parameters(remove_duplicate=False))[local]]}
-        if cfg.load_dir:
-            params = self._load(Path(cfg.load_dir), layers, names, params)
         self.versions: dict[int, dict[str, torch.Tensor]] = {
             0: {g: p.detach().to(self.device, copy=True).requires_grad_(True)
                 for g, p in params.items()}}
         self.names_by_layer = names
+        if cfg.load_dir:
+            self.load_layers(Path(cfg.load_dir))
         self.max_versions = 1
         self.pending: tuple[int, dict[str, torch.Tensor], list] | None = None
         self._groups()
         self._reset_buffers()
+        self._lowered: list[PipeOp] | None = None
+        self._compute = 0.0                # F, B and R seconds so far
+        self._peak = 0                     # most activation bytes held at once
+        self._step_walls: list[float] = []
+        self._step_computes: list[float] = []
+        self._started = self._last_mark = time.perf_counter()
 
     # -- set-up -------------------------------------------------------------------------
     def _groups(self) -> None:
@@ -169,17 +175,22 @@ class StageRuntime:
             if self.stage in stages:
                 self.tied_groups[g] = group
 
-    def _load(self, folder: Path, layers: nn.ModuleList, names: dict[int, dict[str, str]],
-              params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def load_layers(self, folder: Path) -> None:
+        """Overwrite the newest weights of the layers this stage holds with a layer-wise
+        checkpoint (varuna.txt §4: any layer-to-stage mapping can resume from it)."""
         from .morph import load_layer
-        out = dict(params)
-        for i in self.layers_held:
-            state = load_layer(folder, i)
-            for local, g in names[i].items():
-                if local not in state:
-                    raise ValueError(f"{folder}: layer {i} checkpoint lacks {local!r}")
-                out[g] = state[local].to(self.cfg.spec.torch_dtype)
-        return out
+        weights = self.versions[max(self.versions)]
+        with torch.no_grad():
+            for i in self.layers_held:
+                state = load_layer(folder, i)
+                for local, g in self.names_by_layer[i].items():
+                    if local not in state:
+                        raise ValueError(f"{folder}: layer {i} checkpoint lacks {local!r}")
+                    if state[local].shape != weights[g].shape:
+                        raise ValueError(f"{folder}: layer {i} {local!r} has shape "
+                                         f"{tuple(state[local].shape)}, the model "
+                                         f"{tuple(weights[g].shape)}")
+                    weights[g].copy_(state[local])
 
     def _reset_buffers(self) -> None:
         self.inputs: dict[tuple[int, int], torch.Tensor] = {}
@@ -335,65 +346,92 @@ class StageRuntime:
             raise RuntimeError(f"{len(self.versions)} weight versions held after making "
                                f"version {new_version}")
 
-    def train(self) -> RankStats:
-        """Run every step; return what was measured."""
+    def _run(self, action: PipeOp) -> None:
+        """Execute one action, timing compute and tracking the activation peak."""
+        c0 = time.perf_counter()
+        self.execute(action, action.mb)
+        if action.op in (Op.F, Op.B, Op.R):
+            self._compute += time.perf_counter() - c0
+            self._peak = max(self._peak, sum(self.saved_bytes.values()))
+
+    def _mark(self) -> None:
+        """Close a mini-batch: its wall time and compute time on this rank."""
+        now = time.perf_counter()
+        self._step_walls.append(now - self._last_mark)
+        self._step_computes.append(self._compute - sum(self._step_computes))
+        self._last_mark = now
+
+    def _lowered_actions(self) -> list[PipeOp]:
+        if self._lowered is None:
+            cfg = self.cfg
+            schedule = build_schedule(cfg.kind, cfg.stages, cfg.microbatches, cfg.chunks,
+                                      **cfg.schedule_options())
+            self._lowered = [a for a in add_communication(schedule, cfg.chunks)[self.stage]
+                             if a is not None]
+        return self._lowered
+
+    def minibatch(self, step: int) -> None:
+        """Train mini-batch ``step`` (data offset ``cfg.start_step + step``) with a flush
+        schedule: every action of this rank, then W ← W − ν∇f(W) (thesis §3.2)."""
+        if self.cfg.kind == "2bw":
+            raise ValueError("2bw has no per-mini-batch flush; use train()")
+        self.step = step
+        for action in self._lowered_actions():
+            self._run(action)
+        self._start_update(0, 0)   # flush: W ← W − ν∇f(W), in place of version 0
+        self._finish_update()
+        self._wait_sends()
+        self._mark()
+
+    def _train_2bw(self) -> None:
+        """The whole no-flush schedule; version t+1 is made once this stage has finished
+        mini-batch t (thesis §3.2.1)."""
         cfg = self.cfg
-        schedule = build_schedule(cfg.kind, cfg.stages, cfg.microbatches, cfg.chunks,
-                                  **cfg.schedule_options())
-        lowered = add_communication(schedule, cfg.chunks)[self.stage]
-        compute = 0.0
-        peak = 0
-        step_walls: list[float] = []
-        step_computes: list[float] = []
-        start = last_mark = time.perf_counter()
-
-        def mark() -> None:
-            """Close a mini-batch: its wall time and compute time on this rank."""
-            nonlocal last_mark
-            now = time.perf_counter()
-            step_walls.append(now - last_mark)
-            step_computes.append(compute - sum(step_computes))
-            last_mark = now
-
-        rounds = 1 if cfg.kind == "2bw" else cfg.steps
+        self.step = 0
         done_in_batch: dict[int, int] = {}
-        finished: list[int] = []   # 2bw mini-batches whose update waits for their last send
-        for step in range(rounds):
-            self.step = step
-            for action in lowered:
-                if finished and action.op in (Op.F, Op.B, Op.R):
-                    # the mini-batch's last gradient has been sent: start its update
-                    self._finish_update()
-                    batch = finished.pop()
-                    self._start_update(max(batch - 1, 0), batch + 1)
-                    mark()
-                if (self.pending is not None and action.op is Op.F
-                        and weight_version(action.mb + 1, cfg.microbatches) >= self.pending[0]):
-                    self._finish_update()   # this forward needs the version being made
-                c0 = time.perf_counter()
-                self.execute(action, action.mb)
-                if action.op in (Op.F, Op.B, Op.R):
-                    compute += time.perf_counter() - c0
-                    peak = max(peak, sum(self.saved_bytes.values()))
-                if cfg.kind == "2bw" and action.op is Op.B:
-                    batch = action.mb // cfg.microbatches
-                    done_in_batch[batch] = done_in_batch.get(batch, 0) + 1
-                    if done_in_batch[batch] == cfg.microbatches:
-                        finished.append(batch)
-            if finished:
+        finished: list[int] = []   # mini-batches whose update waits for their last send
+        for action in self._lowered_actions():
+            if finished and action.op in (Op.F, Op.B, Op.R):
+                # the mini-batch's last gradient has been sent: start its update
                 self._finish_update()
                 batch = finished.pop()
                 self._start_update(max(batch - 1, 0), batch + 1)
-            if cfg.kind != "2bw":
-                self._start_update(0, 0)   # flush: W ← W − ν∇f(W), in place of version 0
+                self._mark()
+            if (self.pending is not None and action.op is Op.F
+                    and weight_version(action.mb + 1, cfg.microbatches) >= self.pending[0]):
+                self._finish_update()   # this forward needs the version being made
+            self._run(action)
+            if action.op is Op.B:
+                batch = action.mb // cfg.microbatches
+                done_in_batch[batch] = done_in_batch.get(batch, 0) + 1
+                if done_in_batch[batch] == cfg.microbatches:
+                    finished.append(batch)
+        if finished:
             self._finish_update()
-            self._wait_sends()
-            mark()
-        wall = time.perf_counter() - start
+            batch = finished.pop()
+            self._start_update(max(batch - 1, 0), batch + 1)
+        self._finish_update()
+        self._wait_sends()
+        self._mark()
+
+    def train(self) -> RankStats:
+        """Run every step; return what was measured."""
+        self._started = self._last_mark = time.perf_counter()
+        if self.cfg.kind == "2bw":
+            self._train_2bw()
+        else:
+            for step in range(self.cfg.steps):
+                self.minibatch(step)
+        return self.stats()
+
+    def stats(self) -> RankStats:
+        """What this rank measured so far."""
+        wall = time.perf_counter() - self._started
         weight_bytes = sum(t.numel() * t.element_size() for t in self.final_weights().values())
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        return RankStats(self.rank, self.stage, self.replica, wall, compute, tuple(step_walls),
-                         tuple(step_computes), peak, weight_bytes, self.max_versions, rss)
+        return RankStats(self.rank, self.stage, self.replica, wall, self._compute,
+                         tuple(self._step_walls), tuple(self._step_computes), self._peak,
+                         weight_bytes, self.max_versions, rss)
 
     def final_weights(self) -> dict[str, torch.Tensor]:
         """The newest version of this stage's weights, by global name."""
