@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-import cvxpy as cp
 import numpy as np
 
+from ._cvxpy import cp
 from .columns import Columns, build_columns
 from .errors import Infeasible, ProblemError, SolverFailed
 from .lp import DIRECT_SOLVERS

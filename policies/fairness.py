@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import threading
 
-import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
+from ._cvxpy import cp
 from .base import BACKEND_OPTION, DEFAULT_LP_SOLVER, ColumnPolicy, Solution, no_columns, run
 from .cache import ByteBudgetCache
 from .columns import Columns

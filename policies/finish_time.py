@@ -8,9 +8,9 @@ in one pass, with no bisection.
 
 from __future__ import annotations
 
-import cvxpy as cp
 import numpy as np
 
+from ._cvxpy import cp
 from .base import ColumnPolicy, Solution, no_columns, run
 from .columns import Columns
 from .fairness import base_constraints

@@ -20,10 +20,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
+from ._cvxpy import cp
 from .base import ColumnPolicy, Solution, no_columns, run
 from .columns import Columns
 from .errors import Infeasible, PolicyError, ProblemError

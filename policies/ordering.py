@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import random
 
-import cvxpy as cp
 import numpy as np
 
+from ._cvxpy import cp
 from .base import ColumnPolicy, Policy, Solution, no_columns, run
 from .columns import ZERO, Columns, build_columns
 from .errors import ProblemError

@@ -25,10 +25,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
+from ._cvxpy import cp
 from .base import SOLVER_OPTION, Policy, Solution, no_columns, run
 from .columns import Columns, build_columns
 from .errors import Infeasible, ProblemError

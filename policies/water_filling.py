@@ -25,9 +25,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-import cvxpy as cp
 import numpy as np
 
+from ._cvxpy import cp
 from .base import BACKEND_OPTION, ColumnPolicy, Solution, no_columns, run_precise
 from .columns import Columns
 from .errors import Infeasible, SolverFailed
