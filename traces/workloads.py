@@ -16,6 +16,8 @@ WORKLOADS: Mapping[str, str] = MappingProxyType({
     "lstm": "an LSTM language model on synthetic tokens",
     "transformer": "a Transformer encoder-decoder on synthetic token pairs",
     "recoder": "a recommendation autoencoder on synthetic user-item vectors",
+    "gpt": "a GPT-style model trained pipeline-parallel (P stages x D replicas), re-planned "
+           "for its GPU count at every start",
     "steps": "no model: steps the iterator at the pace of its worker type",
 })
 

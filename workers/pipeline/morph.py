@@ -34,8 +34,11 @@ def load_layer(folder: Path, index: int) -> dict[str, torch.Tensor]:
     return torch.load(path, weights_only=True)
 
 
-def write_meta(folder: Path, steps_done: int, layers: int) -> None:
-    (folder / META).write_text(json.dumps({"steps_done": steps_done, "layers": layers}))
+def write_meta(folder: Path, steps_done: int, layers: int, **extra: object) -> None:
+    """Write ``meta.json`` (atomically); ``extra`` records e.g. the layout that wrote it."""
+    tmp = folder / f".{META}.tmp"
+    tmp.write_text(json.dumps({"steps_done": steps_done, "layers": layers, **extra}))
+    tmp.replace(folder / META)
 
 
 def read_meta(folder: Path) -> dict:
@@ -49,22 +52,41 @@ def read_meta(folder: Path) -> dict:
         raise ValueError(f"{path}: not a layer-checkpoint meta file ({err})") from None
 
 
-def resume_config(chosen, spec, folder: Path, kind: str = "1f1b", lr: float = 0.1,
-                  steps: int = 1):
-    """The run that continues a job from the layer checkpoint in ``folder`` under a new
-    plan (:class:`workers.pipeline.planner.Plan`, made for the new GPU count with the same
-    global batch): its depth, width, micro-batching, recomputation and stage cuts."""
+def read_weights(folder: Path, spec) -> dict[str, torch.Tensor]:
+    """The whole model's weights in a layer checkpoint, by global parameter name (a tied
+    weight once, from the first layer that uses it)."""
+    from .model import build_layers, global_names
+
+    weights: dict[str, torch.Tensor] = {}
+    for index, names in global_names(build_layers(spec)).items():
+        state = load_layer(folder, index)
+        for local, g in names.items():
+            weights.setdefault(g, state[local])
+    return weights
+
+
+def config_for_plan(chosen, spec, kind: str = "1f1b", lr: float = 0.1, steps: int = 1,
+                    start_step: int = 0, load_dir: str | None = None):
+    """The run of plan ``chosen`` (:class:`workers.pipeline.planner.Plan`): its depth, width,
+    micro-batching, recomputation and stage cuts; the global batch is the plan's."""
     from .executor import RunConfig
 
-    meta = read_meta(folder)
-    if meta["layers"] != spec.layers:
-        raise ValueError(f"{folder}: checkpoint has {meta['layers']} layers, model has "
-                         f"{spec.layers}")
     if chosen.cuts and len(chosen.cuts) != chosen.stages - 1:
         raise ValueError(f"plan has {len(chosen.cuts)} cuts for {chosen.stages} stages")
     return RunConfig(kind=kind, stages=chosen.stages, replicas=chosen.replicas,
                      microbatches=chosen.microbatches,
                      batch=chosen.replicas * chosen.microbatch_size * chosen.microbatches,
                      steps=steps, lr=lr, spec=spec, recompute=chosen.recompute,
-                     cuts=tuple(chosen.cuts) or None, start_step=meta["steps_done"],
-                     load_dir=str(folder))
+                     cuts=tuple(chosen.cuts) or None, start_step=start_step,
+                     load_dir=load_dir)
+
+
+def resume_config(chosen, spec, folder: Path, kind: str = "1f1b", lr: float = 0.1,
+                  steps: int = 1):
+    """The run that continues a job from the layer checkpoint in ``folder`` under a new
+    plan (made for the new GPU count with the same global batch)."""
+    meta = read_meta(folder)
+    if meta["layers"] != spec.layers:
+        raise ValueError(f"{folder}: checkpoint has {meta['layers']} layers, model has "
+                         f"{spec.layers}")
+    return config_for_plan(chosen, spec, kind, lr, steps, meta["steps_done"], str(folder))

@@ -131,22 +131,28 @@ def predict(profile: Profile, stages: int, replicas: int, microbatch_size: int,
 
 def plan(profile: Profile, gpus: int, batch: int, memory_bytes: float,
          schedule: str = "1f1b", server_gpus: int | None = None,
-         inter_server_bandwidth: float | None = None, c_extra: float = 4 / 3) -> Plan:
-    """Algorithm 1: the fastest (d, p, b, r) with d·p ≤ ``gpus``, d·b·m = ``batch`` and
-    memory ≤ ``memory_bytes``. Ties go to fewer GPUs, no recomputation, larger b."""
+         inter_server_bandwidth: float | None = None, c_extra: float = 4 / 3,
+         exact: bool = False, replicas: int | None = None) -> Plan:
+    """Algorithm 1: the fastest (d, p, b, r) with d·p ≤ ``gpus`` (= with ``exact``: a job
+    that holds its GPUs uses them all), d·b·m = ``batch`` and memory ≤ ``memory_bytes``;
+    ``replicas`` pins d. Ties go to fewer GPUs, no recomputation, larger b."""
     for name, value in (("gpus", gpus), ("batch", batch)):
         if not isinstance(value, int) or value < 1:
             raise PlanInfeasible(f"{name}={value!r} must be a positive integer")
     if not memory_bytes > 0:
         raise PlanInfeasible(f"memory={memory_bytes!r} must be positive")
+    if replicas is not None and (not isinstance(replicas, int) or not 1 <= replicas <= gpus):
+        raise PlanInfeasible(f"replicas={replicas!r} must be an integer in 1..{gpus}")
     best: tuple | None = None
     for d in range(1, gpus + 1):
-        if batch % d:
+        if batch % d or (replicas is not None and d != replicas):
             continue
         # bwdth_cross-pipeline(d): high inside a server, low across servers (thesis §3.3.3)
         cross = (inter_server_bandwidth if server_gpus and inter_server_bandwidth
                  and d > server_gpus else None)
         for p in range(1, min(gpus // d, len(profile.layers)) + 1):
+            if exact and d * p != gpus:
+                continue
             cuts = balanced_cuts([layer.compute_s for layer in profile.layers], p)
             per_replica = batch // d
             for b in range(1, per_replica + 1):
@@ -161,6 +167,8 @@ def plan(profile: Profile, gpus: int, batch: int, memory_bytes: float,
                     if best is None or key < best[0]:
                         best = (key, Plan(p, d, b, m, r, schedule, cuts, pred))
     if best is None:
-        raise PlanInfeasible(f"no configuration of up to {gpus} GPUs fits in "
-                             f"{memory_bytes / 2**30:.3g} GiB for batch {batch}")
+        width = f" with {replicas} replicas" if replicas is not None else ""
+        raise PlanInfeasible(f"no configuration of {'exactly' if exact else 'up to'} {gpus} "
+                             f"GPUs{width} fits in {memory_bytes / 2**30:.3g} GiB for batch "
+                             f"{batch}")
     return best[1]
