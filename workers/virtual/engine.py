@@ -11,19 +11,25 @@ accumulation writes there directly and the all-reduce needs no copy (the only ov
 a plain step is the batch-norm running statistics and the loss, a few numbers). Data comes
 from ``VirtualSampler``, randomness from ``node_stream``, and batch norm follows
 ``RunningStats``: none depends on the mapping.
+
+With one virtual node on one process (V = 1) that bookkeeping is arithmetic with weight 1
+and nothing to all-reduce, so the step skips it and lets backward write fresh gradient
+tensors, as a plain step does; the result is bit-identical to the general path (the flat
+buffer is then never allocated). BENCHMARKS.md, "Virtual nodes", has the measured cost.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
 from .batchnorm import RunningStats
-from .data import VirtualSampler
+from .data import StepPosition, VirtualSampler
 from .rng import node_stream
 
 log = logging.getLogger(__name__)
@@ -33,21 +39,25 @@ def backend_for(device: torch.device) -> str:
     return "nccl" if device.type == "cuda" else "gloo"
 
 
-Fetch = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+Fetch = Callable[[torch.Tensor], Any]
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+BatchLoss = Callable[[nn.Module, Any], torch.Tensor]
 
 
 class VirtualNodeTrainer:
     """Trains ``model`` on this process's virtual ``nodes`` of a job's global batch.
 
     ``fetch(indices)`` returns the (inputs, targets) of those dataset indices on the
-    device; ``loss_fn`` returns the mean loss of a batch. ``group`` is the process group of
+    device; ``loss_fn(outputs, targets)`` returns the mean loss of a batch. Alternatively
+    ``batch_loss(model, batch)`` computes the mean loss of whatever ``fetch`` returns (a
+    workload's own batch tuple); ``loss_fn`` is then unused. ``group`` is the process group of
     the job's processes (``None``: the default group if one exists, else this process
     alone). All processes must hold identical model, optimizer and schedule states.
     """
 
-    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: LossFn,
-                 fetch: Fetch, sampler: VirtualSampler, nodes: Sequence[int], *,
+    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer,
+                 loss_fn: LossFn | None, fetch: Fetch, sampler: VirtualSampler,
+                 nodes: Sequence[int], *, batch_loss: BatchLoss | None = None,
                  scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
                  group: dist.ProcessGroup | None = None,
                  device: torch.device | None = None, global_step: int = 0) -> None:
@@ -55,7 +65,10 @@ class VirtualNodeTrainer:
         if bad or len(set(nodes)) != len(nodes):
             raise ValueError(f"nodes {list(nodes)} are not distinct nodes of a layout of "
                              f"{sampler.layout.nodes}")
+        if batch_loss is None and loss_fn is None:
+            raise ValueError("a trainer needs loss_fn or batch_loss")
         self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
+        self._loss = batch_loss or (lambda module, batch: loss_fn(module(batch[0]), batch[1]))
         self.loss_fn, self.fetch, self.sampler = loss_fn, fetch, sampler
         self.nodes = tuple(nodes)
         self.group = group
@@ -63,12 +76,13 @@ class VirtualNodeTrainer:
         self.global_step = global_step
         self._stats = RunningStats(model)
         self._params = [p for p in model.parameters() if p.requires_grad]
-        self._flat = self._make_buffer()
-
-    def _make_buffer(self) -> torch.Tensor:
         dtypes = {p.dtype for p in self._params}
         if len(dtypes) != 1:
             raise ValueError(f"virtual nodes need one parameter dtype, got {sorted(map(str, dtypes))}")
+        self._flat: torch.Tensor | None = None   # made by the first multi-node step
+
+    def _make_buffer(self) -> torch.Tensor:
+        dtypes = {p.dtype for p in self._params}
         total = sum(p.numel() for p in self._params)
         flat = torch.zeros(total + self._stats.numel + 1, dtype=dtypes.pop(), device=self.device)
         self._views, offset = [], 0
@@ -95,31 +109,52 @@ class VirtualNodeTrainer:
         Returns the global batch's mean loss (the same on every process)."""
         sampler, step = self.sampler, self.global_step
         position = sampler.position(step)
+        if not self.model.training:
+            self.model.train()
+        if sampler.layout.nodes == 1 and self._world == 1:
+            return self._single_node_step(position)
         samples = sampler.step_samples(step)
         counts = sampler.layout.node_samples(samples)
+        if self._flat is None:
+            self._flat = self._make_buffer()
         grads_end = self._flat.numel() - self._stats.numel - 1
         stats_view = self._flat[grads_end:-1]
         self._attach_grads()
         self._flat.zero_()
         snapshot = self._stats.snapshot()
-        self.model.train()
         for node in self.nodes:
             if counts[node] == 0:
                 continue
             weight = counts[node] / samples
-            inputs, targets = self.fetch(sampler.node_indices(step, node))
+            batch = self.fetch(sampler.node_indices(step, node))
             self._stats.restore(snapshot)
             with node_stream(sampler.seed, position.epoch, position.step_in_epoch, node,
                              self.device):
-                loss = self.loss_fn(self.model(inputs), targets)
+                loss = self._loss(self.model, batch)
                 (loss * weight).backward()
             self._flat[-1] += weight * loss.detach()
             self._stats.accumulate(stats_view, weight)
         if self._world > 1:
             dist.all_reduce(self._flat, group=self.group)
         self._stats.finish(stats_view, snapshot)
+        self._optimizer_step()
+        return float(self._flat[-1])
+
+    def _single_node_step(self, position: StepPosition) -> float:
+        """V = 1 on one process: the general step with weight 1, no other node whose batch
+        norm to isolate and nothing to all-reduce, i.e. a plain step (same bits)."""
+        for p in self._params:
+            p.grad = None
+        batch = self.fetch(self.sampler.node_indices(self.global_step, 0))
+        with node_stream(self.sampler.seed, position.epoch, position.step_in_epoch, 0,
+                         self.device):
+            loss = self._loss(self.model, batch)
+            loss.backward()
+        self._optimizer_step()
+        return float(loss.detach())
+
+    def _optimizer_step(self) -> None:
         self.optimizer.step()
         if self.scheduler is not None:
             self.scheduler.step()
         self.global_step += 1
-        return float(self._flat[-1])
