@@ -6,6 +6,13 @@ speed *relative to the other types*: each job gets ``GAVEL_EMULATE_STEPS_PER_S``
 GavelIterator sleeps so that its steps never run faster than that. ``speed`` (the time
 dilation, ``--emulation-speed``) scales every type alike, so ratios between types are the
 table's (thesis Table 5.2 / Figure 1.4) while the absolute rates fit this CPU.
+
+A job split across types with virtual nodes (``GAVEL_VN_LAYOUT``, VirtualFlow §5.1) paces
+each rank by its own share of the global batch on its own type: ``rate(type, job, W) x
+speed x (B / W) / b_r``, where ``b_r`` is the rank's samples per step, W the job's ranks
+and B its global batch. A rank holding an even share (B / W) runs at the table's rate; one
+holding more is slower in proportion. The job's steps then take the slowest rank's time,
+since every step ends in one all-reduce (docs/runtime.md, "Mixed-type jobs").
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from traces.types import ThroughputTable
+from workers.virtual.envspec import JobLayout
 
 
 class EmulationError(ValueError):
@@ -44,6 +52,18 @@ class Emulation:
         if rate <= 0:
             rate = expected
         return rate * self.speed if rate > 0 else None
+
+    def split_steps_per_s(self, job_type: str, job: JobLayout, rank: int,
+                          expected: float = 0.0) -> float | None:
+        """The paced rate of rank ``rank`` of a split job on this type: the type's rate for
+        the job at its scale factor (else at one GPU, else ``expected``) for an even share,
+        scaled by even share / the rank's share of the batch."""
+        world = job.mapping.processes
+        rate = self.table.get(self.worker_type, job_type, world) or \
+            self.table.get(self.worker_type, job_type, 1) or expected
+        if rate <= 0:
+            return None
+        return rate * self.speed * job.layout.batch / (world * job.samples_of(rank))
 
 
 def machine_has_gpus() -> bool:

@@ -49,6 +49,8 @@ class LaunchSpec:
     scheduler_address: str
     env: Mapping[str, str] = field(default_factory=dict)
     emulate_steps_per_s: float | None = None
+    # per local rank, for a job split with virtual nodes (emulation.split_steps_per_s)
+    rank_steps_per_s: tuple[float | None, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -100,8 +102,10 @@ def job_env(spec: LaunchSpec, local_rank: int, context: Mapping[str, str]) -> di
         "MASTER_PORT": str(spec.master_port or 29500),
         "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in spec.gpus),
     })
-    if spec.emulate_steps_per_s:
-        env["GAVEL_EMULATE_STEPS_PER_S"] = repr(spec.emulate_steps_per_s)
+    pace = spec.rank_steps_per_s[local_rank] if spec.rank_steps_per_s else \
+        spec.emulate_steps_per_s
+    if pace:
+        env["GAVEL_EMULATE_STEPS_PER_S"] = repr(pace)
     else:
         env.pop("GAVEL_EMULATE_STEPS_PER_S", None)
     return env

@@ -21,6 +21,7 @@ import grpc
 from gavelsched.rpc import pb, pb_grpc
 from gavelsched.rpc.security import TlsFiles, channel, serve
 from traces.workloads import UnknownWorkload, check_workload, workload_for
+from workers.virtual.envspec import LayoutEnvError, parse_layout_env
 
 from .emulation import Emulation
 from .launcher import JobExit, Launcher, LaunchSpec, command_for
@@ -219,7 +220,7 @@ class Worker:
                 return pb.Ack(ok=True, message="lease extended")
         try:
             spec = self._spec(request)
-        except UnknownWorkload as err:
+        except (UnknownWorkload, LayoutEnvError) as err:
             return pb.Ack(ok=False, message=str(err))
         with self._lock:
             # A later placement on the same GPUs supersedes a launch still waiting for them
@@ -242,10 +243,18 @@ class Worker:
         if not request.command:
             workload = check_workload(workload) if workload else workload_for(request.job_type)
         world = int(request.world_size) or len(request.gpus)
-        pace = None
+        pace, paces = None, ()
+        split = parse_layout_env(request.env, world)   # a mixed-type job (virtual nodes)
+        ranks = range(int(request.rank), int(request.rank) + len(request.gpus))
+        if split is not None and ranks.stop > world:
+            raise LayoutEnvError(f"RunJob ranks {ranks.start}..{ranks.stop - 1} are not ranks "
+                                 f"of GAVEL_VN_LAYOUT ({world} ranks)")
         if self.config.emulation is not None:
             pace = self.config.emulation.steps_per_s(request.job_type, world,
                                                      request.expected_steps_per_s)
+            if split is not None:
+                paces = tuple(self.config.emulation.split_steps_per_s(
+                    request.job_type, split, r, request.expected_steps_per_s) for r in ranks)
         directory = request.checkpoint_dir or str(
             self.config.work_dir / "checkpoints" / request.job_id)
         max_seconds = request.lease.max_seconds if request.lease.max_seconds > 0 else \
@@ -257,7 +266,8 @@ class Worker:
             master_port=int(request.master_port), total_steps=int(request.total_steps),
             steps_done=int(request.steps_done), max_seconds=max_seconds,
             checkpoint_dir=directory, scheduler_address=request.scheduler_address or
-            self.config.scheduler, env=dict(request.env), emulate_steps_per_s=pace)
+            self.config.scheduler, env=dict(request.env), emulate_steps_per_s=pace,
+            rank_steps_per_s=paces)
 
     def _start_pending(self) -> None:
         """Launch each queued job whose GPUs are free now."""
