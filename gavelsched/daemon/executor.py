@@ -16,6 +16,11 @@ of being checkpointed and restarted. Jobs placed on new workers are launched at 
 boundary, once their previous run (if any) has exited, so a checkpoint is never read while
 it is being written.
 
+Leases are round-aligned (``leases``): every lease ends when its round ends on this clock.
+A fresh run's start-up eats into its own round (its first ``InitJob`` cuts its steps to what
+it can make in the time left), so no run holds its GPUs into the next round, rounds keep
+their cadence, and a restart costs what the simulator charges as preemption overhead.
+
 Progress reaches the core only as durable step counts (``ReportSteps(checkpointed)`` and
 ``RoundReport``), through ``core.add_progress``: a job's count is the max of what was
 reported, so a report sent twice counts once and a crash loses at most the steps since the
@@ -43,12 +48,12 @@ from ..mechanism import ClusterView, Server
 from ..rpc import pb
 from .config import DaemonConfig
 from .dispatch import Dispatcher
-from .leases import extended_lease, new_lease, run_requests, stop_lease
+from .leases import extended_lease, new_lease, run_requests, startup_lease, stop_lease
 from .metrics import DaemonMetrics
 from .snapshot import Snapshot, build_snapshot
 from .store import JobRow, ServerRow, Store
 from .submissions import check_submission
-from .throughputs import SMOOTHING, OnlineThroughputs
+from .throughputs import OnlineThroughputs
 
 log = logging.getLogger(__name__)
 
@@ -78,11 +83,17 @@ class _Run:
     lease: pb.Lease
     round: int
     started: float               # monotonic time of the first RunJob
+    ends: float                  # monotonic end of its lease's round
+    steps_per_s: float           # the rate the core planned it at
     base_steps: int              # durable count the run started from
-    last: tuple[int, float] = (0, 0.0)   # (steps, seconds) of its last checkpointed report
+    # (steps, seconds on the process's clock) of its last checkpointed report; seconds None
+    # before its first one (that sample is timed on this clock, from its first InitJob)
+    last: tuple[int, float | None] = (0, 0.0)
+    init_at: float = 0.0                 # monotonic time of its first InitJob
     started_up: bool = False             # its first InitJob arrived
     orphan: bool = False                 # found running after a scheduler restart
     workers: tuple[int, ...] = ()        # the core's worker ids it holds
+    round_start: float = 0.0             # monotonic start of its first round
 
 
 @dataclass
@@ -140,6 +151,8 @@ class DaemonExecutor:
         self._plan_at: float | None = None
         self._round_started: float | None = None
         self._held: dict[str, float] = {}        # task key -> seconds it held its workers
+        self._freed: dict[int, float] = {}       # worker id -> when its last run there ended
+        self._startups: dict[str, tuple[float, int]] = {}   # job type -> (mean s, runs)
         self._waiters: list[_Waiter] = []
         self._last_period: dict[str, dict[str, float]] = {}
         self._started_index = -1
@@ -275,14 +288,18 @@ class DaemonExecutor:
                 self._inflight = None
             return
         index = self._round_base + rnd.index
+        # Rounds keep their cadence: this one ends a round after its boundary was due (the
+        # loop may wake a little late), unless the scheduler was idle or far behind.
+        due = self._next_start
+        start = due if due is not None and 0.0 <= mono - due < R / 2 else mono
+        self._next_start = start + R
+        self._plan_at = start + R - self.config.plan_lead
         self._deferred.clear()           # this round's placements supersede older ones
         for task in rnd.tasks:
             if not all(j in self._runs and self._runs[j].round == index
                        and self._runs[j].workers == task.workers for j in task.job_ids):
                 for m, job_id in enumerate(task.job_ids):
                     self._launch_or_defer(task, m, job_id, index)
-        self._next_start = mono + R
-        self._plan_at = mono + R - self.config.plan_lead
         if self.metrics is not None:
             self.metrics.on_plan(self)
 
@@ -297,15 +314,25 @@ class DaemonExecutor:
         if not all(self.core.view.server_of[w] in self.servers
                    and self.servers[self.core.view.server_of[w]].alive for w in task.workers):
             return
-        lease = new_lease(index, job.steps_done, task.steps[m], job.total_steps,
-                          self.config.round_seconds)
+        mono = self._clock()
+        ends = self._next_start if self._next_start is not None else mono + \
+            self.config.round_seconds
+        left = ends - mono
+        if left < min(self._startup(job.job_type)[0], self.config.round_seconds / 2):
+            # A launch that waited (for its last run to save) and could not start up before
+            # the round ends is not made: it would only checkpoint what it loaded.
+            log.info("job %s: %.1fs left in round %d, less than its start-up; not launched",
+                     job_id, left, index)
+            return
+        lease = new_lease(index, job.steps_done, task.steps[m], job.total_steps, left)
         addresses = {sid: s.row.address for sid, s in self.servers.items()}
         requests = run_requests(task, m, job, lease, self.core.view, addresses,
                                 round_index=index, scheduler_address=self.scheduler_address,
                                 checkpoint_dir=str(self.config.checkpoints / job_id))
         self._runs[job_id] = _Run(job_id, task.worker_type, requests, set(requests), lease,
-                                  index, self._clock(), job.steps_done,
-                                  (job.steps_done, 0.0), workers=task.workers)
+                                  index, mono, ends, float(task.throughputs[m]),
+                                  job.steps_done, (job.steps_done, 0.0), workers=task.workers,
+                                  round_start=ends - self.config.round_seconds)
         self._held[task.key] = self.config.round_seconds
         for server_id, request in requests.items():
             self.dispatcher.run_job(self.servers[server_id].row.address, request,
@@ -326,7 +353,8 @@ class DaemonExecutor:
             job = self.jobs[job_id]
             run.lease = extended_lease(run.lease, index, task.steps[m], job.total_steps,
                                        run.lease.max_seconds + R)
-            run.round = index
+            run.round, run.ends = index, run.ends + R
+            run.steps_per_s = float(task.throughputs[m])
             for server_id, old in run.servers.items():
                 request = pb.RunJobRequest()
                 request.CopyFrom(old)
@@ -359,6 +387,10 @@ class DaemonExecutor:
         if run is None:
             return
         run.left.discard(server_id)
+        mono = self._clock()
+        for w in run.workers:
+            if self.core.view.server_of[w] == server_id:
+                self._freed[w] = mono
         if run.left:
             return
         del self._runs[job_id]
@@ -388,7 +420,9 @@ class DaemonExecutor:
             return
         run = self._runs.get(job_id)
         if run is not None and not run.orphan and seconds is not None and steps > run.last[0]:
-            self._measure(job, run, steps - run.last[0], seconds - run.last[1])
+            then = run.last[1]
+            took = self._clock() - run.init_at if then is None else seconds - then
+            self._measure(job, run, steps - run.last[0], took)
             run.last = (steps, seconds)
         steps = min(int(steps), job.total_steps)
         if steps <= job.steps_done:
@@ -518,9 +552,9 @@ class DaemonExecutor:
             if job_id in self._runs or job is None or job.final:
                 continue
             self._runs[job_id] = _Run(job_id, server.row.worker_type, {sid: pb.RunJobRequest()},
-                                      {sid}, stop_lease(job.steps_done), -1, mono,
+                                      {sid}, stop_lease(job.steps_done), -1, mono, mono, 0.0,
                                       job.steps_done, (job.steps_done, 0.0), started_up=True,
-                                      orphan=True)
+                                      orphan=True, round_start=mono)
         for job_id, run in list(self._runs.items()):
             if run.orphan and sid in run.left and job_id not in running:
                 self._run_exited(job_id, sid)
@@ -548,39 +582,45 @@ class DaemonExecutor:
                                   total_steps=job.total_steps)
 
     def _after_startup(self, run: _Run) -> None:
-        """A fresh run's lease counts from its process's start, which its startup (imports,
-        model build, checkpoint load) may eat: the first InitJob moves its time bound to a
-        full round after that, and tells the workers (a RunJob on the same GPUs moves the
-        kill deadline; thesis §5.6 leases count from the iterator's start)."""
+        """A fresh run's process has started up (its first InitJob): its lease still ends
+        with its round, so its steps become what it can make in the time left at its
+        planned rate (round-aligned leases; thesis §5.6). Its start-up is thus charged to
+        its own round, as the simulator charges preemption overhead (§5.7)."""
         run.started_up = True
-        startup = max(0.0, self._clock() - run.started)
+        mono = self._clock()
+        # The process started at its dispatch, or when its GPUs were freed by the run before
+        # it (the worker queues a launch until then), whichever came later.
+        origin = max([run.started, *(self._freed.get(w, 0.0) for w in run.workers)])
+        elapsed = max(0.0, mono - origin)
         # Throughput samples start here: a fresh process's imports and model build are a
-        # per-run overhead (recorded apart, per job type), not slower steps.
-        run.last = (run.last[0], startup)
-        self._record_startup(run.job_id, startup)
-        if run.lease.extended:
-            return
-        run.lease = pb.Lease(max_steps=run.lease.max_steps,
-                             max_seconds=startup + self.config.round_seconds,
-                             round=run.lease.round, extended=False)
-        for server_id, old in list(run.servers.items()):
-            request = pb.RunJobRequest()
-            request.CopyFrom(old)           # the old one may still be on the wire
-            request.lease.CopyFrom(run.lease)
-            run.servers[server_id] = request
-            self.dispatcher.run_job(self.servers[server_id].row.address, request,
-                                    self._on_dispatched(run.job_id, server_id))
+        # per-run overhead (recorded apart, per job type), not slower steps. The first one
+        # is timed on this clock (the process's own clock at this moment is not known).
+        run.last, run.init_at = (run.last[0], None), mono
+        self._record_startup(run.job_id, max(0.0, mono - run.round_start))
+        run.lease = startup_lease(run.lease, run.base_steps, run.steps_per_s,
+                                  run.ends - mono, elapsed + max(0.0, run.ends - mono))
 
     def _record_startup(self, job_id: str, seconds: float) -> None:
-        """Keep a running mean of fresh-run startup seconds per job type in the store
-        (``startup_s/<job type>``): what a preemption costs beyond the lost round."""
+        """Keep the mean start-up of fresh runs per job type in the store
+        (``startup_s/<job type>``, over ``startup_n/<job type>`` runs): the seconds from its
+        round's start to its first InitJob, which a restart takes out of its round."""
         job = self.jobs.get(job_id)
         if job is None:
             return
-        key = f"startup_s/{job.job_type}"
-        old = self.store.get_meta(key)
-        mean = seconds if old is None else (1 - SMOOTHING) * float(old) + SMOOTHING * seconds
-        self.store.set_meta({key: f"{mean:.3f}"})
+        mean, n = self._startup(job.job_type)
+        mean = (n * mean + seconds) / (n + 1)
+        self._startups[job.job_type] = (mean, n + 1)
+        self.store.set_meta({f"startup_s/{job.job_type}": f"{mean:.3f}",
+                             f"startup_n/{job.job_type}": n + 1})
+
+    def _startup(self, job_type: str) -> tuple[float, int]:
+        """(mean start-up, fresh runs) recorded for ``job_type``; (0, 0) before the first."""
+        got = self._startups.get(job_type)
+        if got is None:
+            got = (float(self.store.get_meta(f"startup_s/{job_type}", "0") or 0.0),
+                   int(self.store.get_meta(f"startup_n/{job_type}", "0") or 0))
+            self._startups[job_type] = got
+        return got
 
     def renew_lease(self, request: pb.RenewLeaseRequest) -> pb.Lease | Future:
         """The lease for the next round: extended when the job keeps its workers. Before

@@ -4,6 +4,11 @@ server hosting its GPUs, and the leases that bound a run.
 Pure functions over the core's ``MicroTask``, the cluster view and the daemon's job rows.
 Step counts are absolute (the job's count since submission): ``Lease.max_steps`` is the
 count to stop at, ``Lease.max_seconds`` the time since the process started.
+
+Leases are *round-aligned*: every lease ends at the wall-clock end of its round, so a fresh
+run's start-up eats into its own round (``startup_lease``) and no run holds its GPUs into
+the next round. This is what the simulator models as preemption overhead (a task that
+starts on new workers makes throughput x (round - overhead) steps; thesis §5.6-5.7).
 """
 
 from __future__ import annotations
@@ -18,10 +23,22 @@ from .store import JobRow
 
 
 def new_lease(round_index: int, steps_done: int, lease_steps: int, total_steps: int,
-              round_seconds: float) -> pb.Lease:
-    """A fresh run's lease: this round's steps on top of the durable count."""
+              seconds_left: float) -> pb.Lease:
+    """A fresh run's lease: this round's steps on top of the durable count, and the time
+    left in the round (the run is launched now, so its clock starts about now)."""
     return pb.Lease(max_steps=min(total_steps, steps_done + max(1, int(lease_steps))),
-                    max_seconds=round_seconds, round=round_index, extended=False)
+                    max_seconds=seconds_left, round=round_index, extended=False)
+
+
+def startup_lease(lease: pb.Lease, steps_done: int, steps_per_s: float, seconds_left: float,
+                  max_seconds: float) -> pb.Lease:
+    """The lease a run gets once its process has started up (its first ``InitJob``): the
+    steps it can make in the ``seconds_left`` until its lease's round ends at its expected
+    ``steps_per_s`` (never more than planned, at least one step past its durable count),
+    and ``max_seconds`` since its process started, which end at that same moment."""
+    budget = steps_done + max(1, int(steps_per_s * max(0.0, seconds_left)))
+    return pb.Lease(max_steps=min(int(lease.max_steps), budget), max_seconds=max_seconds,
+                    round=lease.round, extended=lease.extended)
 
 
 def extended_lease(old: pb.Lease, round_index: int, lease_steps: int, total_steps: int,

@@ -45,7 +45,7 @@ def test_changed_row_only_after_a_real_change():
 
 
 def test_leases_are_absolute_step_counts():
-    lease = new_lease(3, steps_done=100, lease_steps=50, total_steps=120, round_seconds=6)
+    lease = new_lease(3, steps_done=100, lease_steps=50, total_steps=120, seconds_left=6)
     assert (lease.max_steps, lease.max_seconds, lease.round, lease.extended) == (120, 6, 3, False)
     more = extended_lease(new_lease(3, 0, 50, 1000, 6), 4, 50, 1000, 12.0)
     assert (more.max_steps, more.max_seconds, more.extended) == (100, 12.0, True)
