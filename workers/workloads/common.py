@@ -3,6 +3,11 @@ checkpoint I/O, synthetic batches and the training loop around GavelIterator.
 
 A workload module only defines a ``Workload``: its model, one synthetic batch, its loss and
 how the catalog's batch size shrinks to keep a CPU step in the milliseconds.
+
+With ``GAVEL_VN_LAYOUT`` in the environment (a job split across GPU types, VirtualFlow
+§5.1.2) a rank runs its virtual nodes instead of a DDP step (``workers.virtual.workload``).
+``GAVEL_WORKLOAD_DTYPE`` (float32, the default, or float64) sets the model's and the data's
+floating-point type.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import logging
 import math
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +32,8 @@ log = logging.getLogger(__name__)
 
 CHECKPOINT_FILE = "checkpoint.pt"
 SYNTHETIC_BATCHES = 8   # distinct batches in one synthetic epoch
+DTYPE_VAR = "GAVEL_WORKLOAD_DTYPE"
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
 class CheckpointError(RuntimeError):
@@ -58,6 +65,14 @@ class TrainResult:
     losses: tuple[float, ...]
     finished: bool
     done: bool
+
+
+def dtype_from_env(env: Mapping[str, str] | None = None) -> torch.dtype:
+    """The floating-point type named by ``GAVEL_WORKLOAD_DTYPE`` (default float32)."""
+    name = (os.environ if env is None else env).get(DTYPE_VAR, "") or "float32"
+    if name not in DTYPES:
+        raise ValueError(f"{DTYPE_VAR}={name!r}: expected one of {', '.join(DTYPES)}")
+    return DTYPES[name]
 
 
 def batch_size_for(workload: Workload, job_type: str | None) -> int:
@@ -114,11 +129,16 @@ def load_checkpoint(path: str | os.PathLike, model: nn.Module,
     path = Path(path)
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
+        if "format" in state:
+            raise CheckpointError(f"checkpoint file {path} was written with virtual nodes "
+                                  f"({state['format']}): run the job with its GAVEL_VN_LAYOUT")
         _unwrap(model).load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         return int(state["step"])
     except FileNotFoundError:
         raise CheckpointError(f"checkpoint file {path} is missing") from None
+    except CheckpointError:
+        raise
     except Exception as err:  # noqa: BLE001 - unpickling errors come in many types
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise CheckpointError(f"checkpoint file {path} is corrupt: {first}") from None
@@ -140,16 +160,21 @@ class Setup:
     distributed: bool
 
 
-def setup(workload: Workload, batch_size: int | None = None, seed: int = 0) -> Setup:
-    """Join the process group, build the model on this rank's device, make the batches."""
+def _one_thread() -> None:
     if "OMP_NUM_THREADS" not in os.environ:
         # Tiny models gain nothing from intra-op threads, and several jobs (emulated GPUs)
         # share one CPU machine: spinning OpenMP threads would slow them all down.
         torch.set_num_threads(1)
+
+
+def setup(workload: Workload, batch_size: int | None = None, seed: int = 0,
+          dtype: torch.dtype = torch.float32) -> Setup:
+    """Join the process group, build the model on this rank's device, make the batches."""
+    _one_thread()
     distributed = init_distributed()
     device = device_for_rank()
     torch.manual_seed(seed)
-    model: nn.Module = workload.build().to(device)
+    model: nn.Module = workload.build().to(device=device, dtype=dtype)
     if distributed:
         ids = [device.index] if device.type == "cuda" else None
         model = nn.parallel.DistributedDataParallel(model, device_ids=ids)
@@ -157,8 +182,8 @@ def setup(workload: Workload, batch_size: int | None = None, seed: int = 0) -> S
     rank = dist.get_rank() if distributed else 0
     gen = torch.Generator().manual_seed(seed + 1000 * rank)
     size = batch_size or workload.default_batch
-    batches = [tuple(t.to(device) for t in workload.batch(gen, size))
-               for _ in range(SYNTHETIC_BATCHES)]
+    batches = [tuple((t.to(dtype) if t.is_floating_point() else t).to(device)
+                     for t in workload.batch(gen, size)) for _ in range(SYNTHETIC_BATCHES)]
     return Setup(model, optimizer, batches, distributed)
 
 
@@ -176,10 +201,21 @@ def train_step(workload: Workload, state: Setup, batch: tuple[torch.Tensor, ...]
 
 def train(workload: Workload, *, steps: int | None = None, batch_size: int | None = None,
           seed: int = 0, checkpoint_dir: str | None = None,
-          iterator_options: dict[str, Any] | None = None) -> TrainResult:
+          iterator_options: dict[str, Any] | None = None,
+          dtype: torch.dtype | None = None) -> TrainResult:
     """Train ``workload`` under GavelIterator until its lease ends (under a scheduler) or for
-    ``steps`` steps (standalone). Returns the absolute steps and this run's losses."""
-    state = setup(workload, batch_size, seed)
+    ``steps`` steps (standalone). Returns the absolute steps and this run's losses.
+    ``dtype`` defaults to ``GAVEL_WORKLOAD_DTYPE``; with ``GAVEL_VN_LAYOUT`` set the rank
+    runs its virtual nodes of the layout (``batch_size`` is then the layout's)."""
+    from workers.virtual.envspec import layout_from_env
+
+    dtype = dtype or dtype_from_env()
+    part = layout_from_env(os.environ, int(os.environ.get("RANK", "0")),
+                           int(os.environ.get("WORLD_SIZE", "1")))
+    if part is not None:
+        return _train_virtual(workload, part, steps, seed, checkpoint_dir, iterator_options,
+                              dtype)
+    state = setup(workload, batch_size, seed, dtype)
     model, optimizer = state.model, state.optimizer
     ckpt_dir = checkpoint_dir or os.environ.get("GAVEL_CHECKPOINT_DIR") or None
     iterator = GavelIterator(
@@ -204,6 +240,23 @@ def train(workload: Workload, *, steps: int | None = None, batch_size: int | Non
     return TrainResult(absolute, tuple(losses), iterator.finished, iterator.done)
 
 
+def _train_virtual(workload: Workload, part: Any, steps: int | None, seed: int,
+                   checkpoint_dir: str | None, iterator_options: dict[str, Any] | None,
+                   dtype: torch.dtype) -> TrainResult:
+    from workers.virtual.workload import run_virtual
+
+    _one_thread()
+    distributed = init_distributed()
+    absolute, losses, iterator = run_virtual(
+        workload, part, checkpoint_file=CHECKPOINT_FILE, steps=steps, seed=seed, dtype=dtype,
+        device=device_for_rank(),
+        checkpoint_dir=checkpoint_dir or os.environ.get("GAVEL_CHECKPOINT_DIR") or None,
+        iterator_options=iterator_options)
+    if distributed:
+        dist.destroy_process_group()
+    return TrainResult(absolute, tuple(losses), iterator.finished, iterator.done)
+
+
 def main(workload: Workload, argv: Sequence[str] | None = None) -> int:
     """``python -m workers.workloads.<name>``: train, log the outcome, exit 0."""
     parser = argparse.ArgumentParser(
@@ -217,6 +270,9 @@ def main(workload: Workload, argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--job-type", default=os.environ.get("GAVEL_JOB_TYPE"),
                         help="catalog job type whose batch size to scale down")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dtype", choices=sorted(DTYPES), default=None,
+                        help=f"floating-point type of model and data (default {DTYPE_VAR} "
+                             "or float32)")
     args = parser.parse_args(argv)
     if args.steps is not None and args.steps <= 0:
         parser.error(f"--steps must be positive, got {args.steps}")
@@ -225,7 +281,15 @@ def main(workload: Workload, argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     size = args.batch_size or batch_size_for(workload, args.job_type)
-    result = train(workload, steps=args.steps, batch_size=size, seed=args.seed)
+    from workers.virtual.envspec import LayoutEnvError, layout_from_env
+
+    try:   # a bad environment is one line and exit code 2, before any work
+        dtype = DTYPES[args.dtype] if args.dtype else dtype_from_env()
+        layout_from_env(os.environ, int(os.environ.get("RANK", "0")),
+                        int(os.environ.get("WORLD_SIZE", "1")))
+    except (LayoutEnvError, ValueError) as err:
+        parser.error(str(err))
+    result = train(workload, steps=args.steps, batch_size=size, seed=args.seed, dtype=dtype)
     log.info("%s: at step %d, %d steps this run, last loss %s%s", workload.name, result.steps,
              len(result.losses), f"{result.losses[-1]:.4f}" if result.losses else "-",
              " (finished)" if result.finished else "")
