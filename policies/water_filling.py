@@ -30,10 +30,11 @@ import numpy as np
 from ._cvxpy import cp
 from .base import BACKEND_OPTION, ColumnPolicy, Solution, no_columns, run_precise
 from .columns import Columns
-from .errors import Infeasible, SolverFailed
+from .errors import Infeasible, ProblemError, SolverFailed
 from .fairness import base_constraints, fairness_utility, max_min_rows
 from .lp import LinearProgram, WarmLevel, maximise_level, solve_lp
 from .problem import Allocation, Problem
+from .water_filling_live import LiveSteps, column_jobs, live_caps
 
 log = logging.getLogger(__name__)
 
@@ -124,23 +125,52 @@ class WaterFilling(ColumnPolicy):
 
     TRAITS = ColumnPolicy.TRAITS.but(reads={"weight", "entities", "entity"}, options={
         "max_iterations": "stop after this many water-filling LPs (default: until all frozen)",
-        "backend": BACKEND_OPTION})
+        "backend": BACKEND_OPTION,
+        "prune": "direct path without pairs: LPs over the live columns of active jobs only "
+                 "(policies/water_filling_live.py; default true, false: every column in "
+                 "every LP, the reference it is tested against)"})
 
-    def __init__(self, name=None, *, max_iterations: int | None = None, **kwargs) -> None:
+    def __init__(self, name=None, *, max_iterations: int | None = None, prune: bool = True,
+                 **kwargs) -> None:
         super().__init__(name, **kwargs)
+        if not isinstance(prune, bool):
+            raise ProblemError(f"{self.name}: prune must be true or false, not {prune!r}")
         self.max_iterations = max_iterations
+        self.prune = prune
 
     def _solve(self, problem: Problem) -> Solution:
         cols = self.columns(problem, merge=not problem.entities)
         if cols.num_columns == 0:
             return no_columns(cols)
         rows, U = fairness_utility(cols, weighted=False)  # weights set the rising rates
+        solver = self.direct_solver(DIRECT_SOLVER)
+        _, z = self._fill(problem, cols, rows, U, solver)
+        final = self._polish(cols, U, z, solver)
+        return Solution(cols.to_rows(final), self._objective(U, final, cols.weight[rows]),
+                        solver or self.solver)
+
+    def _levels(self, problem: Problem) -> np.ndarray:
+        """Every runnable job's water-filling level (normalised effective throughput)
+        before the polish: what the tests compare between methods."""
+        cols = self.columns(problem, merge=not problem.entities)
+        rows, U = fairness_utility(cols, weighted=False)
+        return self._fill(problem, cols, rows, U, self.direct_solver(DIRECT_SOLVER))[0]
+
+    def _fill(self, problem: Problem, cols: Columns, rows: np.ndarray, U,
+              solver: str | None) -> tuple[np.ndarray, np.ndarray]:
+        """Water filling proper (module docstring): the levels and the last LP's
+        allocation."""
         groups = entity_groups(problem, [cols.job_ids[i] for i in rows])
         job_weight = cols.weight[rows]
         k = rows.size
-        solver = self.direct_solver(DIRECT_SOLVER)
-        step = (self._cvxpy_steps(cols, U) if solver is None
-                else self._direct_steps(cols, U, solver))
+        live = None
+        if solver is None:
+            step = self._cvxpy_steps(cols, U)
+        elif self.prune and cols.single.all():
+            live = np.ones(cols.num_columns, dtype=bool)
+            step = LiveSteps(*max_min_rows(cols, U), column_jobs(U), live, solver, self.name)
+        else:
+            step = self._direct_steps(cols, U, solver)
         frozen = np.zeros(k, dtype=bool)
         floor = np.zeros(k)
         caps = own_caps(U) if solver is not None else None
@@ -160,14 +190,23 @@ class WaterFilling(ColumnPolicy):
             floor = np.minimum(floor + w * rise, U @ z)
             stuck = self._bottlenecked(dual, w)
             frozen |= stuck
+            if live is not None and not frozen.all() and np.any(
+                    floor[stuck] < caps[stuck] * (1 - CAP_TOL)):  # a cluster constraint bound
+                caps = self._prune(step, floor, frozen, live, U)
             log.debug("%s: iteration %d raised by %.4g, froze %d jobs (%d left)", self.name,
                       iterations, rise, stuck.sum(), (~frozen).sum())
         if not frozen.all():
             log.warning("%s: stopped after %d iterations with %d jobs not bottlenecked",
                         self.name, iterations, (~frozen).sum())
-        final = self._polish(cols, U, z, solver)
-        return Solution(cols.to_rows(final), self._objective(U, final, job_weight),
-                        solver or self.solver)
+        return floor, z
+
+    def _prune(self, step: LiveSteps, floor, frozen, live, U) -> np.ndarray:
+        """Mark the columns no unfrozen job can use any more as dead (in ``live``) and
+        return every job's cap over its live columns (policies/water_filling_live.py)."""
+        dead = step.dead_columns(floor, frozen)
+        live[dead] = False
+        log.debug("%s: %d columns dead, %d live", self.name, dead.size, live.sum())
+        return live_caps(U, live)
 
     def _ends_at_caps(self, floor, w, rise, dual, caps) -> bool:
         """True when this step's bottlenecked jobs are exactly at their own caps: no

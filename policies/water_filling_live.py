@@ -1,0 +1,116 @@
+"""Water filling's LPs over the columns that can still matter (thesis §5.4.3).
+
+Two facts keep every LP of water filling (policies/water_filling.py) exact while it drops
+columns, and make the hierarchical policy with FIFO entities cheap:
+
+- **Only active jobs need columns.** A job that is not rising and sits at level 0 (queued
+  behind its FIFO entity's current job, or frozen with nothing) has the constraint
+  ``u_m(z) >= 0``, which z_m = 0 satisfies; its columns only take workers from others. So
+  an iteration's LP without them has the same optimum, and a constraint is tight in every
+  optimum of one exactly when it is in the other (the bottleneck test is unchanged).
+- **A dead column stays dead.** A column that is zero in every allocation meeting the
+  current levels is zero in every later one too: the levels only rise, so the set of
+  allocations only shrinks. Once the faster types are held by jobs that cannot give them
+  up, a queued job's columns there are dead, and its own cap (the highest level it can
+  reach at all) is full time on its best *live* column. With FIFO entities most jobs then
+  stop at such a cap, which ``WaterFilling._jump`` passes over in O(log) LPs instead of one
+  LP per job.
+
+``dead_columns`` finds dead columns with one LP, maximise s subject to z_c >= s for every
+candidate column c: when s = 0 a strictly complementary dual (Clarabel's interior point) is
+positive exactly on the columns that are zero in every allocation (Goldman-Tucker, as in the
+bottleneck test); a vertex dual (HiGHS) marks a subset, which is still sound.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import scipy.sparse as sp
+
+from .errors import Infeasible, SolverFailed
+from .lp import maximise_level
+
+log = logging.getLogger(__name__)
+
+# The dead-column LP's optimum s at most this (a time fraction) counts as zero.
+DEAD_LEVEL = 1e-9
+# A dual at most this fraction of the largest one is zero (as water_filling.DUAL_ZERO).
+DEAD_DUAL = 1e-5
+
+
+def column_jobs(U: sp.spmatrix) -> np.ndarray:
+    """The row of ``U`` (job) each column belongs to; every column has exactly one job
+    (no co-located pairs, where pruning is not used)."""
+    coo = sp.coo_matrix(U)
+    owner = np.full(U.shape[1], -1)
+    owner[coo.col] = coo.row
+    return owner
+
+
+def live_caps(U: sp.spmatrix, live: np.ndarray) -> np.ndarray:
+    """Each job's own cap over its live columns: full time on the best one (0 if none)."""
+    masked = sp.csr_matrix(U) @ sp.diags(live.astype(float))
+    return np.asarray(masked.max(axis=1).todense()).ravel()
+
+
+class LiveSteps:
+    """Water filling's iteration LP (``max_min_rows``: maximise t s.t. u(z) >= floor + w t,
+    (5.2), (5.3)) over the live columns of the active jobs only, solved by
+    ``maximise_level``; ``live`` is shared with the caller, who marks dead columns in it."""
+
+    def __init__(self, A: sp.spmatrix, b: np.ndarray, e: np.ndarray, owner: np.ndarray,
+                 live: np.ndarray, solver: str, what: str) -> None:
+        self.A, self.b, self.e = sp.csc_matrix(A), b.copy(), e.copy()
+        self.owner, self.live, self.solver, self.what = owner, live, solver, what
+        self.k = int(owner.max()) + 1 if owner.size else 0
+
+    def columns(self, floor: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """Indices of the columns an LP at (floor, w) needs."""
+        active = (floor > 0) | (w > 0)
+        return np.nonzero(self.live & active[self.owner])[0]
+
+    def __call__(self, floor: np.ndarray, w: np.ndarray):
+        keep = self.columns(floor, w)
+        b, e = self.b.copy(), self.e.copy()
+        b[:self.k], e[:self.k] = -floor, w
+        try:
+            level = maximise_level(self.A[:, keep], b, e, self.solver, self.what, precise=True)
+        except SolverFailed as err:  # an inaccurate interior point: simplex instead
+            if self.solver == "HIGHS":
+                raise
+            log.debug("%s; solving again with HIGHS", err)
+            level = maximise_level(self.A[:, keep], b, e, "HIGHS", self.what, precise=True)
+        z = np.zeros(self.A.shape[1])
+        z[keep] = level.z
+        return level.t, z, level.dual[:self.k]
+
+    def dead_columns(self, floor: np.ndarray, frozen: np.ndarray) -> np.ndarray:
+        """The live columns of jobs not yet frozen that are zero in every allocation
+        meeting ``floor`` (module docstring); empty when the LP cannot tell."""
+        candidates = np.nonzero(self.live & ~frozen[self.owner])[0]
+        if candidates.size == 0:
+            return candidates
+        keep = np.union1d(self.columns(floor, np.zeros_like(floor)), candidates)
+        position = np.searchsorted(keep, candidates)
+        n = keep.size
+        lower = sp.csr_matrix((-np.ones(candidates.size), (np.arange(candidates.size),
+                                                          position)), shape=(candidates.size, n))
+        A = sp.vstack([self.A[:, keep], lower], format="csc")
+        b = np.concatenate([self.b, np.zeros(candidates.size)])
+        b[:self.k] = -floor
+        e = np.concatenate([np.zeros(self.b.size), np.ones(candidates.size)])
+        what = f"{self.what} (dead columns)"
+        try:
+            level = maximise_level(A, b, e, self.solver, what, precise=True)
+        except (Infeasible, SolverFailed) as err:
+            log.debug("%s: %s; no columns dropped", what, err)
+            return candidates[:0]
+        if level.t > DEAD_LEVEL:
+            return candidates[:0]
+        dual = np.maximum(level.dual[self.b.size:], 0.0)
+        top = dual.max() if dual.size else 0.0
+        if top <= 0:
+            return candidates[:0]
+        return candidates[dual > DEAD_DUAL * top]
