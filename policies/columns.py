@@ -19,6 +19,12 @@ the class. Max-min fairness and water filling treat identical jobs alike, so som
 allocation gives them equal shares (average any optimum over their permutations), and the
 merged LP finds it with n/k fewer variables.
 
+With ``configurations=True`` a job's ``Configuration``s (several worker types at once,
+VirtualFlow §5) become columns too: one per job and configuration, in ``member`` like any
+of the job's columns, using ``count`` workers of *each* type it names in ``usage`` and
+making its steps/s in ``throughput``. ``col_type`` then indexes ``labels`` (the types,
+then the configuration names), and an allocation row keys such a column by its name.
+
 This replaces Gavel's ``flatten()`` side channel (STYLE.md, Hidden state) with plain data.
 """
 
@@ -52,12 +58,18 @@ class Columns:
     workers: np.ndarray        # (n,)
     prices: np.ndarray         # (n,) $/hour per worker, 0 when unpriced
     keys: tuple[str, ...]      # (c,) combination key of each column: job id or "a+b"
-    col_type: np.ndarray       # (c,) worker-type index of each column
+    col_type: np.ndarray       # (c,) index of each column's type (or configuration) in labels
     member: sp.csr_matrix      # (m, c)
     throughput: sp.csr_matrix  # (m, c)
     usage: sp.csr_matrix       # (n, c)
     classes: tuple[tuple[str, ...], ...] | None = None  # (m,) the jobs of each merged row
     unusable: np.ndarray | None = None  # (m, n) planned by an agnostic policy, lost to the job
+    config_names: tuple[str, ...] = ()  # configurations with a column, after the types
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """What ``col_type`` indexes: the worker types, then the configuration names."""
+        return self.types + self.config_names if self.config_names else self.types
 
     @property
     def num_jobs(self) -> int:
@@ -121,7 +133,8 @@ class Columns:
 
     def z_from(self, allocation) -> np.ndarray:
         """The column vector of an ``Allocation`` (entries without a column are dropped)."""
-        return np.array([allocation.share(key, self.types[j])
+        labels = self.labels
+        return np.array([allocation.share(key, labels[j])
                          for key, j in zip(self.keys, self.col_type)])
 
     def repaired(self, z: np.ndarray, *, fit_types: bool = True) -> np.ndarray:
@@ -138,7 +151,12 @@ class Columns:
         type_load = np.asarray(self.usage @ z).ravel()
         type_shrink = np.where(type_load > self.workers,
                                self.workers / np.maximum(type_load, 1e-300), 1.0)
-        return z * type_shrink[self.col_type]
+        if not self.config_names:
+            return z * type_shrink[self.col_type]
+        shrink = np.ones_like(z)  # a configuration column: the largest overload of its types
+        used = self.usage.tocoo()
+        np.minimum.at(shrink, used.col, type_shrink[used.row])
+        return z * shrink
 
     def to_rows(self, z: np.ndarray, *, fit_types: bool = True) -> dict[str, dict[str, float]]:
         """Allocation rows: every job with every type, plus the pairs that got time.
@@ -146,12 +164,14 @@ class Columns:
         FIFO does that on purpose, see ``policies.ordering``)."""
         z = self.repaired(z, fit_types=fit_types)
         rows = {job_id: dict.fromkeys(self.types, 0.0) for job_id in self.job_ids}
+        labels, n = self.labels, len(self.types)
         for key, j, value in zip(self.keys, self.col_type.tolist(), z.tolist()):
             if key not in rows:
                 if value == 0.0:
                     continue
                 rows[key] = dict.fromkeys(self.types, 0.0)
-            rows[key][self.types[j]] = value
+            if j < n or value != 0.0:  # configurations appear only when they get time
+                rows[key][labels[j]] = value
         if self.unusable is not None:
             for i, j in zip(*np.nonzero(self.unusable)):
                 rows[self.job_ids[i]][self.types[j]] = 0.0
@@ -170,7 +190,8 @@ def equal_split(workers: np.ndarray, scale_factor: np.ndarray, n: int) -> np.nda
 
 
 def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = False,
-                  max_partners: int | None = None, merge: bool = False) -> Columns:
+                  max_partners: int | None = None, merge: bool = False,
+                  configurations: bool = False) -> Columns:
     """Build the column model of ``problem``.
 
     ``agnostic`` makes every type look equally fast to the policy, as Gavel's baselines do
@@ -182,6 +203,8 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
     and type where the pair beats time slicing (its normalised throughputs sum above 1,
     §5.3.1); ``max_partners`` keeps only each job's best partners by that gain. ``merge``
     gives identical jobs one row (see the module docstring; not with ``pairs``).
+    ``configurations`` adds a column per job and ``Configuration`` that fits the cluster
+    (every count at most what its type can host), after the pair columns.
     """
     types = problem.worker_types
     n, m = len(types), len(problem.jobs)
@@ -200,9 +223,17 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
         T = np.where(fits & (counts > 0)[:, None], means[:, None], 0.0)
     jobs = problem.jobs
     weight = np.array([j.weight for j in jobs], dtype=float)
+    configs = _fitting_configurations(problem, T) if configurations else None
+    if configs is not None and agnostic:
+        raise ProblemError("configurations: mixed configurations need the "
+                           "heterogeneity-aware throughputs")
     classes, multiplicity = None, np.ones(m)
     if merge and not pairs and m:
-        first, inverse = _classes(np.column_stack([T, sf, weight, unusable]) + 0.0)
+        signature = [T, sf, weight, unusable]
+        if configs is not None:
+            kinds: dict[tuple, int] = {}
+            signature.append([kinds.setdefault(c, len(kinds)) for c in configs])
+        first, inverse = _classes(np.column_stack(signature) + 0.0)
         multiplicity = np.bincount(inverse).astype(float)
         members: list[list[str]] = [[] for _ in first]
         for job, c in zip(jobs, inverse):
@@ -211,6 +242,8 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
         jobs = tuple(jobs[i] for i in first)
         T, sf, weight, m = T[first], sf[first], weight[first], len(first)
         unusable = unusable[first]
+        if configs is not None:
+            configs = [configs[i] for i in first.tolist()]
     rows, cols = np.nonzero(T > 0)
     singles = rows.size
     keys = [jobs[i].id for i in rows.tolist()]
@@ -222,17 +255,22 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
                                                                        max_partners)
         pair_keys = [pair.key for pair in problem.pairs]
         keys += [pair_keys[k] for k in which.tolist()]
+    mixed = _MixedColumns.of(configs, jobs, types, multiplicity, len(keys))
+    keys += mixed.keys
     c = len(keys)
-    single_cols, pair_cols = np.arange(singles), np.arange(singles, c)
-    member = sp.csr_matrix((np.ones(singles + 2 * pair_cols.size), (
-        np.concatenate([rows, pair_a, pair_b]), np.concatenate([single_cols, pair_cols, pair_cols]))),
-        shape=(m, c))
-    throughput = sp.csr_matrix((np.concatenate([T[rows, cols], thr_a, thr_b]), (
-        np.concatenate([rows, pair_a, pair_b]), np.concatenate([single_cols, pair_cols, pair_cols]))),
-        shape=(m, c))
-    col_type = np.concatenate([cols, pair_type]).astype(int)
-    usage = sp.csr_matrix((np.concatenate([sf[rows] * multiplicity[rows], sf[pair_a]]),
-                           (col_type, np.arange(c))), shape=(n, c))
+    single_cols, pair_cols = np.arange(singles), np.arange(singles, c - len(mixed.keys))
+    member = sp.csr_matrix((np.ones(singles + 2 * pair_cols.size + mixed.rows.size), (
+        np.concatenate([rows, pair_a, pair_b, mixed.rows]),
+        np.concatenate([single_cols, pair_cols, pair_cols, mixed.cols]))), shape=(m, c))
+    throughput = sp.csr_matrix((np.concatenate([T[rows, cols], thr_a, thr_b, mixed.rates]), (
+        np.concatenate([rows, pair_a, pair_b, mixed.rows]),
+        np.concatenate([single_cols, pair_cols, pair_cols, mixed.cols]))), shape=(m, c))
+    col_type = np.concatenate([cols, pair_type, mixed.label]).astype(int)
+    plain = np.arange(c - len(mixed.keys))
+    usage = sp.csr_matrix((np.concatenate([sf[rows] * multiplicity[rows], sf[pair_a],
+                                           mixed.use_count]),
+                           (np.concatenate([col_type[plain], mixed.use_type]),
+                            np.concatenate([plain, mixed.use_col]))), shape=(n, c))
     return Columns(
         job_ids=tuple(j.id for j in jobs), types=types, T=T, scale_factor=sf, weight=weight,
         remaining=np.array([j.remaining_steps for j in jobs], dtype=float),
@@ -243,8 +281,59 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
         prices=np.array([problem.prices.get(t, 0.0) for t in types], dtype=float),
         keys=tuple(keys), col_type=col_type,
         member=member, throughput=throughput, usage=usage, classes=classes,
-        unusable=unusable if unusable.any() else None,
+        unusable=unusable if unusable.any() else None, config_names=mixed.names,
     )
+
+
+def _fitting_configurations(problem: Problem, T: np.ndarray) -> list[tuple]:
+    """Per job, its configurations that fit the cluster, as (name, ((type, count), ...),
+    steps/s) tuples (hashable, so identical jobs can share a row). A job that runs on no
+    single type gets none: its fairness normaliser, throughput(m, X^equal), would be 0."""
+    largest = {t: problem.largest_job(t) for t in problem.worker_types}
+    runs = T.max(axis=1) > 0 if T.size else np.zeros(len(problem.jobs), dtype=bool)
+    return [tuple((c.name, tuple(c.gpus.items()), c.throughput) for c in job.configurations
+                  if all(0 < count <= largest[t] for t, count in c.gpus.items()))
+            if ok else () for job, ok in zip(problem.jobs, runs.tolist())]
+
+
+@dataclass(frozen=True)
+class _MixedColumns:
+    """The configuration columns of ``build_columns`` as coordinate arrays."""
+
+    keys: list
+    names: tuple[str, ...]
+    rows: np.ndarray       # job row of each configuration column
+    cols: np.ndarray       # its column index
+    rates: np.ndarray      # its steps/s
+    label: np.ndarray      # its index in Columns.labels
+    use_type: np.ndarray   # usage entries: type, column, workers
+    use_col: np.ndarray
+    use_count: np.ndarray
+
+    @classmethod
+    def of(cls, configs, jobs, types, multiplicity, start: int) -> _MixedColumns:
+        empty_i, empty_f = np.zeros(0, dtype=int), np.zeros(0)
+        if not configs or not any(configs):
+            return cls([], (), empty_i, empty_i, empty_f, empty_i, empty_i, empty_i, empty_f)
+        type_index = {t: j for j, t in enumerate(types)}
+        names: dict[str, int] = {}
+        keys, rows, rates, label, use_type, use_col, use_count = [], [], [], [], [], [], []
+        for i, job_configs in enumerate(configs):
+            for name, gpus, rate in job_configs:
+                col = start + len(keys)
+                keys.append(jobs[i].id)
+                rows.append(i)
+                rates.append(rate)
+                label.append(len(types) + names.setdefault(name, len(names)))
+                for t, count in gpus:
+                    use_type.append(type_index[t])
+                    use_col.append(col)
+                    use_count.append(count * multiplicity[i])
+        cols = np.arange(start, start + len(keys))
+        return cls(keys, tuple(names), np.array(rows, dtype=int), cols,
+                   np.array(rates, dtype=float), np.array(label, dtype=int),
+                   np.array(use_type, dtype=int), np.array(use_col, dtype=int),
+                   np.array(use_count, dtype=float))
 
 
 def _classes(signature: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

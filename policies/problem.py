@@ -21,6 +21,9 @@ from .errors import ProblemError
 
 PAIR_SEPARATOR = "+"
 ENTITY_POLICIES = ("fairness", "fifo")
+# A configuration's name: "type:count" parts joined by "+", sorted by type ("k80:2+v100:1").
+CONFIG_SEPARATOR = "+"
+COUNT_SEPARATOR = ":"
 
 
 def pair_key(a: str, b: str) -> str:
@@ -30,6 +33,46 @@ def pair_key(a: str, b: str) -> str:
 
 def _frozen(mapping: Mapping) -> Mapping:
     return MappingProxyType(dict(mapping))
+
+
+def configuration_name(gpus: Mapping[str, int]) -> str:
+    """The canonical allocation key of a configuration (a multiset of worker types), e.g.
+    ``{"v100": 1, "k80": 2}`` -> ``"k80:2+v100:1"``: ``type:count`` parts sorted by type
+    name, joined by ``+`` (docs/architecture.md, Configurations)."""
+    return CONFIG_SEPARATOR.join(f"{t}{COUNT_SEPARATOR}{int(gpus[t])}" for t in sorted(gpus))
+
+
+def parse_configuration_name(name: str) -> dict[str, int]:
+    """The inverse of ``configuration_name``; raises ``ProblemError`` naming a bad name."""
+    gpus: dict[str, int] = {}
+    for part in name.split(CONFIG_SEPARATOR):
+        worker_type, sep, count = part.rpartition(COUNT_SEPARATOR)
+        if not sep or not worker_type or not count.isdigit() or int(count) < 1 \
+                or worker_type in gpus:
+            raise ProblemError(f"configuration name {name!r}: expected type:count parts "
+                               "joined by '+', e.g. 'k80:2+v100:1'")
+        gpus[worker_type] = int(count)
+    return gpus
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """A way to run a job on several worker types at once with the same global batch
+    (VirtualFlow §5, heterogeneous training): ``gpus[type]`` workers of each type, making
+    ``throughput`` steps/s together. ``name`` is its allocation key."""
+
+    gpus: Mapping[str, int]
+    throughput: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "gpus", _frozen({t: int(self.gpus[t]) for t in sorted(self.gpus)}))
+
+    @property
+    def name(self) -> str:
+        return configuration_name(self.gpus)
+
+    def to_dict(self) -> dict:
+        return {"gpus": dict(self.gpus), "throughput": self.throughput}
 
 
 # Read-only mappings pickle as copies, so problems can be solved in worker processes (POP).
@@ -46,6 +89,8 @@ class Job:
     needed so far with a 1/n share of the cluster (the scheduler core accumulates it, as
     Gavel does: steps done over the isolated throughput in force). When None,
     finish-time fairness uses ``elapsed_s`` in its place.
+    ``configurations`` are the mixes of worker types the job may also run on at once
+    (``Configuration``); only the ``*_mixed`` policies read them (policies/mixed.py).
     """
 
     id: str
@@ -57,9 +102,11 @@ class Job:
     slo_s: float | None = None
     entity: str | None = None
     isolated_elapsed_s: float | None = None
+    configurations: tuple[Configuration, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "throughputs", _frozen(self.throughputs))
+        object.__setattr__(self, "configurations", tuple(self.configurations))
 
     def runs_on(self, worker_type: str) -> bool:
         return self.throughputs.get(worker_type, 0.0) > 0.0
@@ -183,6 +230,8 @@ class Problem:
             })
             if job.isolated_elapsed_s is not None:
                 out["jobs"][-1]["isolated_elapsed_s"] = job.isolated_elapsed_s
+            if job.configurations:
+                out["jobs"][-1]["configurations"] = [c.to_dict() for c in job.configurations]
         if self.pairs:
             out["pairs"] = [
                 {"jobs": list(p.jobs), "throughputs": {k: list(v) for k, v in p.throughputs.items()}}
@@ -356,7 +405,43 @@ def _parse_job(raw: Any, i: int, cluster: Mapping[str, float]) -> Job:
         entity=None if raw.get("entity") is None else str(raw["entity"]),
         isolated_elapsed_s=None if raw.get("isolated_elapsed_s") is None else _number(
             raw["isolated_elapsed_s"], f"{where}.isolated_elapsed_s", minimum=0),
+        configurations=_parse_configurations(raw.get("configurations"), where, cluster),
     )
+
+
+def _parse_configurations(raw: Any, where: str,
+                          cluster: Mapping[str, float]) -> tuple[Configuration, ...]:
+    """A job's optional ``configurations``: ``[{"gpus": {type: count}, "throughput": s}]``."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise ProblemError(f"{where}.configurations: must be a list, got {type(raw).__name__}")
+    out, seen = [], set()
+    for k, entry in enumerate(raw):
+        at = f"{where}.configurations[{k}]"
+        entry = _mapping(entry, at)
+        unknown = set(entry) - {"gpus", "throughput"}
+        if unknown:
+            raise ProblemError(f"{at}: unknown field {min(unknown)!r}")
+        if "gpus" not in entry or "throughput" not in entry:
+            raise ProblemError(f"{at}: needs 'gpus' and 'throughput'")
+        gpus = {}
+        for t, n in _mapping(entry["gpus"], f"{at}.gpus").items():
+            if t not in cluster:
+                raise ProblemError(f"{at}.gpus: unknown worker type {t!r}")
+            if CONFIG_SEPARATOR in t or COUNT_SEPARATOR in t:
+                raise ProblemError(f"{at}.gpus: worker type {t!r} contains "
+                                   f"{CONFIG_SEPARATOR!r} or {COUNT_SEPARATOR!r}")
+            gpus[str(t)] = _number(n, f"{at}.gpus.{t}", minimum=1, integer=True)
+        if not gpus:
+            raise ProblemError(f"{at}.gpus: must name at least one worker type")
+        config = Configuration(gpus, _number(entry["throughput"], f"{at}.throughput",
+                                             minimum=0, strict=True))
+        if config.name in seen:
+            raise ProblemError(f"{at}: configuration {config.name!r} listed twice")
+        seen.add(config.name)
+        out.append(config)
+    return tuple(out)
 
 
 def _parse_pair(raw: Any, i: int, by_id: Mapping[str, Job], cluster: Mapping[str, float]) -> Pair:

@@ -18,6 +18,7 @@ from .errors import PolicyError, ProblemError, UnknownPolicy
 from .fairness import MaxMinFairness
 from .finish_time import FinishTimeFairness
 from .makespan import MinTotalDuration
+from .mixed import FinishTimeFairnessMixed, MaxMinFairnessMixed
 from .ordering import GreedyOrdered, OrderedThroughput, shortest_rank
 from .throughput import MaxSumThroughput
 from .water_filling import WaterFilling
@@ -36,6 +37,8 @@ REGISTRY: dict[str, Callable[..., Policy]] = {
     **_family(MaxMinFairness, "max_min_fairness"),
     **_family(WaterFilling, "max_min_fairness_water_filling"),
     **_family(FinishTimeFairness, "finish_time_fairness"),
+    "max_min_fairness_mixed": MaxMinFairnessMixed,
+    "finish_time_fairness_mixed": FinishTimeFairnessMixed,
     **_family(MinTotalDuration, "min_total_duration"),
     "min_makespan_with_budget": partial(MinTotalDuration, require_budget=True),
     "fifo": GreedyOrdered,

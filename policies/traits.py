@@ -24,6 +24,7 @@ ALWAYS_READ = frozenset({"cluster", "max_scale_factor", "throughputs", "scale_fa
 OPTIONAL_FIELDS = frozenset({
     "prices", "pairs", "entities", "previous", "policy_state",  # Problem
     "weight", "remaining_steps", "elapsed_s", "slo_s", "entity", "isolated_elapsed_s",  # Job
+    "configurations",  # Job: mixes of worker types (policies/mixed.py)
 })
 
 

@@ -78,12 +78,21 @@ class Metrics:
         batch = rnd.batch
         gpu_s = batch.size * seconds
         self.busy_gpu_s += float(gpu_s.sum())
+        mixed = batch.gpus_by_type() if batch.configurations else None
         if prices:
-            price = np.array([prices.get(t, 0.0) for t in batch.types])
-            self.cost_usd += float((price[batch.type_index] * gpu_s).sum()) / 3600.0
+            if mixed is None:
+                price = np.array([prices.get(t, 0.0) for t in batch.types])
+                self.cost_usd += float((price[batch.type_index] * gpu_s).sum()) / 3600.0
+            else:  # tasks on several types at once (VirtualFlow §6.5.2)
+                price = np.array([prices.get(t, 0.0) for t in batch.real_types])
+                self.cost_usd += float(seconds @ mixed @ price) / 3600.0
         if self.record_timeline:
-            busy = np.bincount(batch.type_index, weights=batch.size, minlength=len(batch.types))
-            by_type = dict(zip(batch.types, busy.tolist()))
+            if mixed is None:
+                busy = np.bincount(batch.type_index, weights=batch.size,
+                                   minlength=len(batch.types))
+            else:
+                busy = mixed.sum(axis=0)
+            by_type = dict(zip(batch.real_types, busy.tolist()))
             self._starts.append(rnd.start_s)
             self._ends.append(end_s)
             self._busy.append(tuple(int(by_type.get(t, 0)) for t in self.types))

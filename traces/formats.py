@@ -3,7 +3,8 @@
 ``.jsonl``: one JSON object a line, with ``job_type``, ``scale_factor``, ``total_steps`` and
 ``arrival_s`` (seconds from the start of the trace), and optionally ``priority_weight``
 (default 1), ``slo_s`` (seconds from arrival, or null), ``entity`` (or null), and Gavel's
-runtime fields ``command``, ``working_dir``, ``num_steps_arg``, ``needs_data_dir``. Unknown
+runtime fields ``command``, ``working_dir``, ``num_steps_arg``, ``needs_data_dir``, and
+``mixed`` (true: the job may run on several GPU types at once, VirtualFlow §5). Unknown
 fields are errors, so that a misspelt optional field is not silently dropped. Blank lines
 are skipped.
 
@@ -39,7 +40,7 @@ GAVEL_FIELDS = ("job_type", "command", "working_dir", "num_steps_arg", "needs_da
                 "total_steps", "scale_factor", "priority_weight", "SLO", "arrival_s")
 JSONL_REQUIRED = ("job_type", "scale_factor", "total_steps", "arrival_s")
 JSONL_OPTIONAL = ("priority_weight", "slo_s", "entity", "command", "working_dir",
-                  "num_steps_arg", "needs_data_dir")
+                  "num_steps_arg", "needs_data_dir", "mixed")
 
 
 def trace_format(path: str | os.PathLike, fmt: str | None = None) -> str:
@@ -203,6 +204,7 @@ def _parse_jsonl_line(text: str, path, line: int) -> TraceJob:
         working_dir=f.text("working_dir", row.get("working_dir")),
         num_steps_arg=f.text("num_steps_arg", row.get("num_steps_arg")),
         needs_data_dir=f.flag("needs_data_dir", row.get("needs_data_dir", False)),
+        mixed=f.flag("mixed", row.get("mixed", False)),
     )
 
 
@@ -243,6 +245,10 @@ def write_trace(path: str | os.PathLike, jobs: Iterable[TraceJob], *,
         if dropped:
             log.warning("%s: Gavel's .trace format has no entity; dropped the entity of %d "
                         "jobs (use .jsonl to keep them)", path, dropped)
+        dropped = sum(job.mixed for job in jobs)
+        if dropped:
+            log.warning("%s: Gavel's .trace format has no mixed flag; dropped it from %d "
+                        "jobs (use .jsonl to keep it)", path, dropped)
     write_text(Path(path), "".join(line + "\n" for line in lines))
     log.debug("%s: wrote %d jobs", path, len(jobs))
 
@@ -260,6 +266,8 @@ def job_to_dict(job: TraceJob) -> dict[str, Any]:
             row[name] = getattr(job, name)
     if job.needs_data_dir:
         row["needs_data_dir"] = True
+    if job.mixed:
+        row["mixed"] = True
     return row
 
 

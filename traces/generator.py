@@ -13,6 +13,8 @@
 - ``slos``: an SLO of 1.2x, 2x or 10x the job's V100 duration, uniformly (§5.7.3, Cost).
 - ``entities``: each job belongs to one of these entities, uniformly (the hierarchical
   policies of §5.4.3).
+- ``mixed_fraction``: this fraction of jobs, at random, may run on several GPU types at
+  once (``TraceJob.mixed``; virtual nodes, VirtualFlow §5).
 
 Randomness comes only from ``numpy.random.default_rng``: the seed is split into one
 independent stream per attribute, so a trace is a pure function of its arguments and turning
@@ -40,7 +42,8 @@ HIGH_PRIORITY_WEIGHT = 5.0
 SLO_FACTORS = (1.2, 2.0, 10.0)
 REFERENCE_WORKER = "v100"
 
-_STREAMS = ("job_type", "duration", "scale_factor", "arrival", "priority", "slo", "entity")
+_STREAMS = ("job_type", "duration", "scale_factor", "arrival", "priority", "slo", "entity",
+            "mixed")
 
 
 def sample_durations_s(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -63,7 +66,7 @@ def generate_trace(num_jobs: int, rate_per_hour: float, *,
                    table: ThroughputTable | None = None, seed: int = 0,
                    multi_gpu: bool = False, priorities: bool = False, slos: bool = False,
                    job_types: Sequence[str] | None = None,
-                   entities: Sequence[str] = (),
+                   entities: Sequence[str] = (), mixed_fraction: float = 0.0,
                    reference_worker: str = REFERENCE_WORKER) -> list[TraceJob]:
     """A §5.7.1 trace of ``num_jobs`` jobs, sorted by arrival. ``table`` defaults to the
     catalog; ``job_types`` restricts the uniform draw; durations are measured on
@@ -72,6 +75,8 @@ def generate_trace(num_jobs: int, rate_per_hour: float, *,
         raise ValueError(f"num_jobs must be an integer >= 0, got {num_jobs!r}")
     if not math.isfinite(rate_per_hour) or rate_per_hour < 0:
         raise ValueError(f"rate_per_hour must be finite and >= 0, got {rate_per_hour!r}")
+    if not 0.0 <= mixed_fraction <= 1.0:
+        raise ValueError(f"mixed_fraction must be between 0 and 1, got {mixed_fraction!r}")
     if table is None:
         from .catalog import default_table
         table = default_table()
@@ -93,6 +98,8 @@ def generate_trace(num_jobs: int, rate_per_hour: float, *,
     slo_factors = rng["slo"].choice(SLO_FACTORS, size=n) if slos else None
     entity_names = list(dict.fromkeys(entities))
     entity_index = rng["entity"].integers(len(entity_names), size=n) if entity_names else None
+    mixed = (rng["mixed"].random(n) < mixed_fraction if mixed_fraction > 0
+             else np.zeros(n, dtype=bool))
 
     jobs, fallbacks = [], 0
     for i in range(n):
@@ -105,7 +112,8 @@ def generate_trace(num_jobs: int, rate_per_hour: float, *,
             total_steps=max(1, round(float(durations[i]) * rate)),
             arrival_s=float(arrivals[i]), priority_weight=float(weights[i]),
             slo_s=None if slo_factors is None else float(slo_factors[i] * durations[i]),
-            entity=None if entity_index is None else entity_names[entity_index[i]]))
+            entity=None if entity_index is None else entity_names[entity_index[i]],
+            mixed=bool(mixed[i])))
     if fallbacks:
         log.info("%d jobs drew a scale factor their job type lacks on %s; they use 1",
                  fallbacks, reference_worker)

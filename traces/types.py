@@ -24,6 +24,7 @@ class TraceJob:
     working_dir: str = ""
     num_steps_arg: str = ""
     needs_data_dir: bool = False
+    mixed: bool = False  # may run on several GPU types at once (virtual nodes, VirtualFlow §5)
 
 
 @dataclass(frozen=True)

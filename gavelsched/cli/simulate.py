@@ -51,6 +51,12 @@ def register(subparsers) -> None:
     p.add_argument("--price-trace", type=Path, metavar="PATH",
                    help="JSON/YAML {type: [[time_s, $/h], ...]}: prices that change over "
                         "time; each change re-solves the policy")
+    p.add_argument("--mixed-jobs", choices=("flagged", "all"), default="flagged",
+                   help="with a *_mixed policy, which jobs may run on several GPU types at "
+                        "once (VirtualFlow): those whose trace line says \"mixed\": true, "
+                        "or all")
+    p.add_argument("--mixed-fraction", type=float, default=0.0, metavar="F",
+                   help="generated traces: mark this fraction of jobs mixed-capable")
     p.add_argument("--ftf", action="store_true",
                    help="also replay the trace under 'isolated' (1/n of each type per job) "
                         "and report each job's finish-time fairness rho = JCT / isolated JCT "
@@ -152,7 +158,7 @@ def _run(args: argparse.Namespace) -> int:
                     estimate_pairs=args.estimate_pairs,
                     estimator=_estimator(args.profiled_fraction))
     policy = make_policy(args.policy, seed=args.seed, **parse_options(args.option))
-    core = _core_config(args, table, cluster, policy)
+    core = _core_config(args, table, cluster, policy).but(mixed_jobs=args.mixed_jobs)
     if not args.quiet:
         print(f"{source} on {_cluster_text(cluster)}, policy {args.policy}", file=sys.stderr)
     result = simulate(jobs, table, cluster, policy, core_config=core, sim=sim,
@@ -387,7 +393,8 @@ def _jobs(args, table, cluster, entities=None):
         raise InputError(f"--rate: must be >= 0, got {args.rate}")
     try:
         jobs = generate_trace(args.jobs, args.rate, table=table, seed=args.seed,
-                              multi_gpu=args.multi_gpu, entities=tuple(entities or ()))
+                              multi_gpu=args.multi_gpu, entities=tuple(entities or ()),
+                              mixed_fraction=getattr(args, "mixed_fraction", 0.0))
     except ValueError as err:
         raise InputError(f"generating a trace: {err}") from None
     from traces.formats import validate_trace

@@ -57,6 +57,9 @@ def _add_generate(commands) -> None:
     p.add_argument("--entities", metavar="NAME,...",
                    help="put every job in one of these entities, uniformly (hierarchical "
                         "policies, thesis §5.4.3; .jsonl only)")
+    p.add_argument("--mixed-fraction", type=float, default=0.0, metavar="F",
+                   help="mark this fraction of jobs 'mixed': they may run on several GPU "
+                        "types at once under a *_mixed policy (VirtualFlow; .jsonl only)")
     p.add_argument("--seed", type=int, default=0, help="random seed; same seed, same trace")
     p.add_argument("--throughputs", type=Path, metavar="PATH",
                    help="throughput table (native YAML/JSON or Gavel JSON) whose job types "
@@ -124,7 +127,8 @@ def run_generate(args: argparse.Namespace) -> int:
     try:
         jobs = generate_trace(args.jobs, args.rate, table=table, seed=args.seed,
                               multi_gpu=args.multi_gpu, priorities=args.priorities,
-                              slos=args.slos, entities=entities)
+                              slos=args.slos, entities=entities,
+                              mixed_fraction=args.mixed_fraction)
     except ValueError as err:
         raise InputError(str(err)) from None
     write_trace(args.output, jobs)

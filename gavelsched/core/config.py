@@ -10,6 +10,9 @@ from dataclasses import dataclass, replace
 
 from policies import Policy, Traits
 
+# Which jobs may run on several worker types at once (``CoreConfig.mixed_jobs``).
+MIXED_JOBS = ("flagged", "all")
+
 
 @dataclass(frozen=True)
 class CoreConfig:
@@ -45,6 +48,13 @@ class CoreConfig:
       re-solve, the steps made since the previous one over the isolated throughput then
       (Gavel's FinishTimeFairness policy); False passes None (the policy then uses the
       elapsed time). On when the policy declares ``isolated_time``.
+    - ``configurations``: give mixed-capable jobs configurations of several worker types
+      at once (VirtualFlow §5, ``gavelsched/core/configurations.py``) in the Problem, and
+      let the planner place them. On when the policy reads ``configurations``
+      (``policies/mixed.py``).
+    - ``mixed_jobs``: which jobs are mixed-capable: ``"flagged"`` (``JobSpec.mixed``, the
+      trace's ``mixed`` field) or ``"all"`` (every job: data-parallel jobs with virtual
+      nodes can all split their batch).
     - ``seed``: seeds the core's own RNG (type-order shuffles).
     - ``on_solve_error``: ``"raise"`` or ``"keep"`` (keep the last allocation and retry at
       the next boundary).
@@ -63,6 +73,8 @@ class CoreConfig:
     hold_unallocated: bool = True
     pairs: bool = False
     isolated_time: bool = False
+    configurations: bool = False
+    mixed_jobs: str = "flagged"
     seed: int = 0
     on_solve_error: str = "raise"
 
@@ -77,6 +89,9 @@ class CoreConfig:
         if self.on_solve_error not in ("raise", "keep"):
             raise ValueError(f"on_solve_error must be 'raise' or 'keep', "
                              f"got {self.on_solve_error!r}")
+        if self.mixed_jobs not in MIXED_JOBS:
+            raise ValueError(f"mixed_jobs must be one of {', '.join(MIXED_JOBS)}, "
+                             f"got {self.mixed_jobs!r}")
         object.__setattr__(self, "type_order", tuple(self.type_order))
 
     @property
@@ -104,13 +119,15 @@ class CoreConfig:
           would undo (FIFO, shortest job first, the cost policies);
         - ``pairs``: space-sharing policies get co-located pairs in their Problem;
         - ``isolated_time``: finish-time fairness gets Themis t^isolated (Gavel keeps it
-          in the policy).
+          in the policy);
+        - ``configurations``: policies that read job configurations get them (mixed types).
         """
         rules = {
             "shuffle_type_order": traits.shuffles_type_order,
             "backfill": traits.backfill,
             "pairs": traits.needs_pairs,
             "isolated_time": traits.isolated_time,
+            "configurations": "configurations" in traits.reads,
         }
         rules.update(overrides)
         return cls(**rules)

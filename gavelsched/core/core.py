@@ -38,6 +38,7 @@ from policies.columns import equal_split
 
 from ..mechanism import ClusterView, Demand, PlannerConfig, plan_round
 from .config import CoreConfig
+from .configurations import Configurations, MixedOption
 from .records import JobSpec, Period, Report, Round, RoundOutcome, RoundReport, TaskBatch, ThroughputSource
 from .rows import Rows
 
@@ -61,6 +62,7 @@ class _Job:
     isolated_rate: float = 0.0         # throughput(m, X^isolated) at the last re-solve
     left_at_resolve: float | None = None
     measured: dict[str, float] | None = None  # online steps/s by type (daemon, §5.3.3)
+    options: tuple[MixedOption, ...] = ()  # configurations of several types (VirtualFlow)
 
 
 @dataclass
@@ -98,6 +100,11 @@ class SchedulerCore:
         self._known: set[str] = set()
         self._order = 0
         self._rows = Rows(len(self._types))
+        # Configuration columns (several types at once) follow the types in every row;
+        # self._columns names them all (VirtualFlow §6.5.2; none unless the policy mixes).
+        self._mixer = Configurations(throughputs) if config.configurations else None
+        self._config_gpus: dict[str, dict[str, int]] = {}
+        self._columns: tuple[str, ...] = self._types
         self._last_allocation: Allocation | None = None
         self._assignments: dict[str, tuple[int, ...]] = {}
         self._stale = False
@@ -265,7 +272,7 @@ class SchedulerCore:
         job.throughputs = dict(zip(self._types, job.T.tolist()))
         row = self._rows.index.get(job.spec.id)
         if row is not None:
-            self._rows.rate[row, :, 0] = job.T
+            self._rows.rate[row, :len(self._types), 0] = job.T
 
     # ---- rounds -----------------------------------------------------------------------
     def start_round(self, now: float) -> Round:
@@ -338,8 +345,13 @@ class SchedulerCore:
             job = _Job(spec, arrival, self._order, T, dict(zip(self._types, T.tolist())))
             self._order += 1
             self._jobs[spec.id] = job
-            rows.append((spec.id, (spec.id,), spec.scale_factor, job.T))
+            if self._mixer is not None and (spec.mixed or self.config.mixed_jobs == "all"):
+                job.options = self._mixer.options(spec.job_type, spec.scale_factor,
+                                                  self._view.counts)
+                self._add_configurations(job.options)
+            rows.append((spec.id, (spec.id,), spec.scale_factor, job))
             admitted.append(spec.id)
+        rows = [(key, members, sf, self._rate_row(job)) for key, members, sf, job in rows]
         done = self._restored_steps
         self._rows.add_many(rows, self.config.seed_seconds,
                             left=[self._jobs[j].spec.total_steps - done.pop(j, 0)
@@ -348,6 +360,27 @@ class SchedulerCore:
             self._stale = True
         self._pending.clear()
         return tuple(admitted)
+
+    def _add_configurations(self, options: Sequence[MixedOption]) -> None:
+        """New configuration columns for any of ``options`` not seen yet."""
+        new = {o.configuration.name: dict(o.configuration.gpus) for o in options
+               if o.configuration.name not in self._config_gpus}
+        if not new:
+            return
+        self._config_gpus.update(new)
+        old, self._columns = self._columns, self._types + tuple(self._config_gpus)
+        self._rows.widen(old, self._columns, self.config.seed_seconds)
+
+    def _rate_row(self, job: _Job) -> np.ndarray:
+        """A job's steps/s on every column: its types, then its configurations."""
+        if not self._config_gpus:
+            return job.T
+        rate = np.zeros(len(self._columns))
+        rate[:len(self._types)] = job.T
+        at = {name: j for j, name in enumerate(self._columns)}
+        for o in job.options:
+            rate[at[o.configuration.name]] = o.configuration.throughput
+        return rate
 
     def _remove(self, job_ids: Sequence[str]) -> None:
         for job_id in job_ids:
@@ -390,9 +423,10 @@ class SchedulerCore:
         types = self._view.worker_types
         if types == self._types:
             return
-        old, self._types = self._types, types
+        self._types = types
         self._type_index = {t: j for j, t in enumerate(types)}
-        self._rows.widen(old, types, self.config.seed_seconds)
+        old, self._columns = self._columns, types + tuple(self._config_gpus)
+        self._rows.widen(old, self._columns, self.config.seed_seconds)
         self._solo_cache.clear()
         self._pair_cache.clear()
         self._planned_cache.clear()
@@ -406,14 +440,15 @@ class SchedulerCore:
                 job.throughputs = dict(zip(types, job.T.tolist()))
         gone = []
         for row, (key, members) in enumerate(zip(self._rows.keys, self._rows.members)):
+            n = len(types)
             if len(members) == 1:
-                self._rows.rate[row, :, 0] = self._jobs[key].T
+                self._rows.rate[row, :n, 0] = self._jobs[key].T
             else:
                 pt = self._pair(*(self._jobs[m].spec.key for m in members))
                 if pt is None:
                     gone.append(key)
                 else:
-                    self._rows.rate[row] = pt
+                    self._rows.rate[row, :n] = pt
         self._rows.changed()
         self._rows.drop(gone)
 
@@ -458,7 +493,7 @@ class SchedulerCore:
         if elapsed > 0 and rows.allocated.any():
             mask = rows.allocated
             self._closed_periods.append(Period(
-                self._last_resolve_s, float(now), self._types,
+                self._last_resolve_s, float(now), self._columns,
                 tuple(k for k, ok in zip(rows.keys, mask.tolist()) if ok),
                 rows.allocation[mask].copy(), got[mask]))
         rows.received[:] = seed
@@ -473,7 +508,8 @@ class SchedulerCore:
                     scale_factor=job.spec.scale_factor, weight=job.spec.weight,
                     remaining_steps=steps, elapsed_s=max(0.0, now - job.arrival_s),
                     slo_s=job.spec.slo_s, entity=job.spec.entity,
-                    isolated_elapsed_s=job.isolated_elapsed_s if isolated else None)
+                    isolated_elapsed_s=job.isolated_elapsed_s if isolated else None,
+                    configurations=tuple(o.configuration for o in job.options))
                 for (job_id, job), steps in zip(self._jobs.items(), left)]
         pairs = self._problem_pairs() if self.config.pairs else ()
         # The whole allocation in force, finished jobs included: FIFO hands a finished
@@ -500,8 +536,9 @@ class SchedulerCore:
                     continue
                 pt = self._pair(ka, kb, planned=True)
                 row = rows.index.get(f"{a}+{b}") if self._planned_source is not None else None
-                if row is not None and rows.ran[row].any():
-                    pt = np.where(rows.ran[row][:, None], rows.rate[row],
+                n = len(self._types)
+                if row is not None and rows.ran[row, :n].any():
+                    pt = np.where(rows.ran[row, :n, None], rows.rate[row, :n],
                                   pt if pt is not None else 0.0)
                 if pt is None:
                     continue
@@ -516,7 +553,7 @@ class SchedulerCore:
         X rows for every combination it covers."""
         self._last_allocation = allocation
         rows = self._rows
-        types = self._types
+        types = self._columns
         new_pairs, keys, xs = [], [], []
         for key, row in allocation.allocation.items():
             if key in self._jobs:
@@ -560,11 +597,12 @@ class SchedulerCore:
     def _demand(self) -> Demand:
         rows = self._rows
         return Demand(
-            keys=tuple(rows.keys), members=tuple(rows.members), types=self._types,
+            keys=tuple(rows.keys), members=tuple(rows.members), types=self._columns,
             scale_factor=rows.scale_factor.copy(), allocation=rows.allocation.copy(),
             received=rows.received.copy(), deficit=rows.deficit.copy(),
             runnable=rows.runnable, allocated=rows.allocated.copy(),
             previous=dict(self._assignments), member_rows=rows.member_rows.copy(),
+            configurations=tuple(self._config_gpus.values()),
         )
 
     def _batch(self, plan) -> TaskBatch:
@@ -584,13 +622,27 @@ class SchedulerCore:
             steps = np.where(has, np.minimum(rates * self.config.round_seconds, remaining), 0.0)
         keys, all_members = plan.keys, plan.members
         at = r.tolist()
+        size = rows.scale_factor[r].copy()
+        task_keys = tuple([keys[i] for i in at])
+        configurations, splits = (), ()
+        mixed = np.flatnonzero(j >= len(self._types))
+        if self._config_gpus:
+            configurations = tuple(self._config_gpus.values())
+            splits = [None] * len(at)
+            for k in mixed.tolist():
+                name = self._columns[int(j[k])]
+                size[k] = sum(self._config_gpus[name].values())
+                job = self._jobs[task_keys[k]]
+                splits[k] = next(o.split for o in job.options
+                                 if o.configuration.name == name)
+            splits = tuple(splits)
         return TaskBatch(
-            keys=tuple([keys[i] for i in at]),
+            keys=task_keys,
             members=tuple([all_members[i] for i in at]),
-            types=self._types, type_index=j, workers=plan.workers,
-            size=rows.scale_factor[r].copy(), extended=plan.extended,
+            types=self._columns, type_index=j, workers=plan.workers,
+            size=size, extended=plan.extended,
             steps=steps, rates=rates, remaining=remaining,
-            n_members=has.sum(axis=1))
+            n_members=has.sum(axis=1), configurations=configurations, splits=splits)
 
     def _align(self, reports: Sequence[Report], batch: TaskBatch, index: int) -> RoundReport:
         position = {k: i for i, k in enumerate(batch.keys)}

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -25,7 +26,9 @@ class ThroughputSource(Protocol):
 
 @dataclass(frozen=True)
 class JobSpec:
-    """A job as submitted. ``slo_s`` is a duration from arrival."""
+    """A job as submitted. ``slo_s`` is a duration from arrival. ``mixed``: the job may run
+    on several worker types at once (virtual nodes, VirtualFlow §5), when the policy reads
+    configurations (``CoreConfig.mixed_jobs`` can turn this on for every job)."""
 
     id: str
     job_type: str
@@ -34,6 +37,7 @@ class JobSpec:
     weight: float = 1.0
     slo_s: float | None = None
     entity: str | None = None
+    mixed: bool = False
 
     def __post_init__(self) -> None:
         if "+" in self.id:
@@ -56,6 +60,13 @@ class MicroTask:
     what it has left (a float when whole-step leases are off); ``throughputs[i]`` the
     steps/s the core expects it to make.
     ``extended``: the same workers as last round, so no checkpoint/restore is needed.
+
+    ``worker_types[r]`` is the type of ``workers[r]``. A task on a configuration of several
+    types (VirtualFlow §6.5.2) has ``worker_type`` = ``configuration`` = its name (e.g.
+    ``"k80:2+v100:1"``), its workers ordered by type name, and ``split``, the split plan
+    its throughput assumes (``workers.virtual.split.SplitPlan.to_dict()``: per type the
+    GPUs, batch per GPU and virtual nodes per GPU; ranks in ``SplitPlan.assignment()``
+    order, i.e. the order of ``workers``).
     """
 
     key: str
@@ -65,6 +76,13 @@ class MicroTask:
     steps: tuple[int | float, ...]
     throughputs: tuple[float, ...]
     extended: bool
+    worker_types: tuple[str, ...] = ()
+    configuration: str | None = None
+    split: Mapping[str, Any] | None = None
+
+    @property
+    def mixed(self) -> bool:
+        return self.configuration is not None
 
 
 @dataclass(frozen=True)
@@ -83,18 +101,49 @@ class TaskBatch:
     rates: np.ndarray               # (k, 2) expected steps/s per member
     remaining: np.ndarray           # (k, 2) steps each member had left before the round
     n_members: np.ndarray           # (k,) 1 or 2
+    # The trailing len(configurations) entries of ``types`` are configurations (several
+    # types at once): GPUs per real type of each; ``splits[i]`` is task i's split plan
+    # (None for a single-type task). Both empty when no configuration ran.
+    configurations: tuple[Mapping[str, int], ...] = ()
+    splits: tuple[Mapping[str, Any] | None, ...] = ()
 
     def __len__(self) -> int:
         return len(self.keys)
 
+    @property
+    def real_types(self) -> tuple[str, ...]:
+        return self.types[:len(self.types) - len(self.configurations)]
+
+    def gpus_by_type(self) -> np.ndarray:
+        """(k, real types) workers each task holds of each real type."""
+        n = len(self.real_types)
+        out = np.zeros((len(self), n))
+        single = self.type_index < n
+        out[np.flatnonzero(single), self.type_index[single]] = self.size[single]
+        for i in np.flatnonzero(~single).tolist():
+            gpus = self.configurations[int(self.type_index[i]) - n]
+            out[i] = [gpus.get(t, 0) for t in self.real_types]
+        return out
+
     def task(self, i: int) -> MicroTask:
         n = int(self.n_members[i])
+        j = int(self.type_index[i])
+        name = self.types[j]
+        workers = self.workers[i]
+        configuration = None
+        if j >= len(self.types) - len(self.configurations):
+            configuration = name
+            gpus = self.configurations[j - len(self.real_types)]
+            worker_types = tuple(t for t in sorted(gpus) for _ in range(gpus[t]))
+        else:
+            worker_types = (name,) * len(workers)
         return MicroTask(key=self.keys[i], job_ids=self.members[i],
-                         worker_type=self.types[int(self.type_index[i])],
-                         workers=self.workers[i],
+                         worker_type=name, workers=workers,
                          steps=tuple(self.steps[i, :n].tolist()),
                          throughputs=tuple(float(x) for x in self.rates[i, :n]),
-                         extended=bool(self.extended[i]))
+                         extended=bool(self.extended[i]), worker_types=worker_types,
+                         configuration=configuration,
+                         split=self.splits[i] if configuration is not None else None)
 
 
 @dataclass(frozen=True)

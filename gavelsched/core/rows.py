@@ -73,6 +73,8 @@ class Rows:
             rate = np.asarray(rate, dtype=float)
             if rate.ndim == 1:
                 rate = np.stack([rate, np.zeros_like(rate)], axis=1)
+            if rate.shape[0] < self.n:  # no rate on the configuration columns
+                rate = np.vstack([rate, np.zeros((self.n - rate.shape[0], 2))])
             rates.append(rate)
         k = len(entries)
         idx = self.index

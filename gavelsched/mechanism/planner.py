@@ -16,7 +16,7 @@ import numpy as np
 
 from .placement import place, place_units
 from .priorities import priorities
-from .selection import order_entries, select
+from .selection import order_entries, order_entries_mixed, select, select_mixed
 from .view import ClusterView
 
 
@@ -36,6 +36,11 @@ class Demand:
     admitted after the last re-solve). ``previous`` maps a combination key to the workers
     it held last round. ``member_rows`` (c, 2) numbers each combination's jobs (-1: no
     second member); derived from ``keys`` and ``members`` when not given.
+
+    ``configurations`` (VirtualFlow §6.5.2) names, for each of the *last*
+    ``len(configurations)`` entries of ``types``, the workers of each real type that
+    column runs on at once (e.g. ``{"v100": 1, "k80": 2}``); such an entry is a
+    configuration's name, not a type (``policies.problem.configuration_name``).
     """
 
     keys: tuple[str, ...]
@@ -49,6 +54,12 @@ class Demand:
     allocated: np.ndarray
     previous: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     member_rows: np.ndarray | None = None
+    configurations: tuple[Mapping[str, int], ...] = ()
+
+    @property
+    def real_types(self) -> tuple[str, ...]:
+        """``types`` without the configuration columns."""
+        return self.types[:len(self.types) - len(self.configurations)]
 
     def __post_init__(self) -> None:
         if self.member_rows is None:
@@ -58,6 +69,9 @@ class Demand:
             arr = getattr(self, name)
             if arr.shape != (c, n):
                 raise ValueError(f"demand.{name}: shape {arr.shape}, expected {(c, n)}")
+        unknown = {t for gpus in self.configurations for t in gpus} - set(self.real_types)
+        if unknown:
+            raise ValueError(f"demand.configurations: unknown worker type {min(unknown)!r}")
         for name in ("scale_factor", "allocated"):
             if getattr(self, name).shape != (c,):
                 raise ValueError(f"demand.{name}: shape {getattr(self, name).shape}, "
@@ -128,6 +142,8 @@ class RoundPlan:
 
 def plan_round(demand: Demand, view: ClusterView, config: PlannerConfig = PlannerConfig()) -> RoundPlan:
     """Priorities, then greedy selection, then placement (thesis §5.5, Algorithm 2)."""
+    if demand.configurations:
+        return _plan_mixed(demand, view, config)
     types, keys = demand.types, demand.keys
     prio = priorities(demand.allocation, demand.received, demand.runnable, demand.allocated)
     order = _type_order(types, config.type_order)
@@ -163,6 +179,72 @@ def plan_round(demand: Demand, view: ClusterView, config: PlannerConfig = Planne
         lease_opportunities=len(previous.keys() & set(keys)) if previous else 0,
         lease_extensions=int(extended.sum()),
     )
+
+
+def _plan_mixed(demand: Demand, view: ClusterView, config: PlannerConfig) -> RoundPlan:
+    """``plan_round`` with configuration columns (several worker types at once, VirtualFlow
+    §6.5.2): the same priorities per column, selection by ``select_mixed`` and placement
+    per real type. A configuration task's workers are listed by type name, then as placed
+    (the rank order of ``SplitPlan.assignment``); it keeps last round's workers of a type
+    when it had exactly as many there and they are free (its lease is extended when it
+    keeps all of them)."""
+    types, keys, real = demand.types, demand.keys, demand.real_types
+    n_real = len(real)
+    prio = priorities(demand.allocation, demand.received, demand.runnable, demand.allocated)
+    order = [j for j in _type_order(types, config.type_order) if j < n_real]
+    gpus = np.array([[c.get(t, 0) for t in real] for c in demand.configurations], dtype=float)
+    position = {j: k for k, j in enumerate(order)}
+    primary = np.array([min(np.flatnonzero(row), key=position.__getitem__) for row in gpus],
+                       dtype=int)
+    runs = order_entries_mixed(prio, demand.deficit, demand.allocation, order, primary,
+                               config.global_queue)
+    runnable = demand.runnable if config.hold_unallocated else (
+        demand.runnable & demand.allocated[:, None])
+    combos, type_idx = select_mixed(runs, prio, runnable, demand.scale_factor,
+                                    demand.member_rows, [view.count(t) for t in real],
+                                    config.backfill, gpus)
+    allocated = demand.allocated
+    sizes = demand.scale_factor.tolist()
+    held = tuple((keys[i], types[j], sizes[i]) for i, j in zip(combos, type_idx)
+                 if not allocated[i])
+    kept = [(i, j) for i, j in zip(combos, type_idx) if allocated[i]]
+    combos, type_idx = [i for i, _ in kept], [j for _, j in kept]
+    previous = demand.previous
+    type_of = view.worker_type_of
+    requests = []
+    for i, j in zip(combos, type_idx):
+        prev = previous.get(keys[i])
+        if j < n_real:
+            requests.append((keys[i], types[j], sizes[i], prev))
+            continue
+        for t, count in sorted(demand.configurations[j - n_real].items()):
+            mine = None if prev is None else tuple(w for w in prev if type_of.get(w) == t)
+            requests.append((f"{keys[i]}{_PART}{t}", t, int(count), mine or None))
+    got = place(requests, view)
+    workers, extended = [], []
+    for i, j in zip(combos, type_idx):
+        if j < n_real:
+            ids, ext = got[keys[i]]
+        else:
+            parts = [got[f"{keys[i]}{_PART}{t}"]
+                     for t in sorted(demand.configurations[j - n_real])]
+            ids = tuple(w for part, _ in parts for w in part)
+            ext = all(e for _, e in parts) and previous.get(keys[i]) is not None \
+                and set(previous[keys[i]]) == set(ids)
+        workers.append(ids)
+        extended.append(ext)
+    extended_arr = np.array(extended, dtype=bool)
+    return RoundPlan(
+        keys=keys, members=demand.members, types=types,
+        combo_index=np.array(combos, dtype=int), type_index=np.array(type_idx, dtype=int),
+        workers=tuple(workers), extended=extended_arr, held_idle=held, priorities=prio,
+        lease_opportunities=len(previous.keys() & set(keys)) if previous else 0,
+        lease_extensions=int(extended_arr.sum()),
+    )
+
+
+# Joins a combination key and a type in the placement requests of a configuration task.
+_PART = "\x1f"
 
 
 def _member_rows(keys, members) -> np.ndarray:

@@ -117,3 +117,74 @@ def _usable(runnable: np.ndarray, prio: np.ndarray, j: int, backfill: bool) -> n
     """Combinations that may run on type j: runnable there, and (without backfill) with a
     positive priority (Gavel's FIFO rule)."""
     return runnable[:, j] if backfill else runnable[:, j] & (prio[:, j] > 0)
+
+
+# ---- several worker types in one column (VirtualFlow §6.5.2) ----------------------------
+
+def order_entries_mixed(prio: np.ndarray, deficit: np.ndarray, allocation: np.ndarray,
+                        type_order: list[int], primary: np.ndarray,
+                        global_queue: bool) -> list[tuple[int, np.ndarray]]:
+    """``order_entries`` when the trailing columns are configurations (several types at
+    once): a configuration joins the queue of its ``primary`` type (its first type in
+    ``type_order``), sorted with that type's entries by the same keys; the runs are maximal
+    stretches of one column, as in global mode. ``global_queue`` sorts every column at once."""
+    n_real = prio.shape[1] - len(primary)
+    configs = np.arange(n_real, prio.shape[1])
+    if global_queue:
+        groups = [np.concatenate([np.array(type_order, dtype=int), configs])]
+    else:
+        groups = [np.concatenate([[j], configs[primary == j]]).astype(int) for j in type_order]
+    runs: list[tuple[int, np.ndarray]] = []
+    for cols in groups:
+        p, d, x = prio[:, cols], deficit[:, cols], allocation[:, cols]
+        flat = np.lexsort((-x.ravel(), -d.ravel(), -p.ravel()))
+        combos, pos = np.divmod(flat, len(cols))
+        cuts = np.flatnonzero(np.diff(pos)) + 1
+        starts = np.concatenate(([0], cuts)).tolist()
+        ends = np.concatenate((cuts, [len(flat)])).tolist()
+        runs += [(int(cols[pos[a]]), combos[a:b]) for a, b in zip(starts, ends) if b > a]
+    return runs
+
+
+def select_mixed(runs, prio: np.ndarray, runnable: np.ndarray, scale_factor: np.ndarray,
+                 member_rows: np.ndarray, free: list[int], backfill: bool,
+                 gpus: np.ndarray) -> tuple[list[int], list[int]]:
+    """``select`` when the trailing columns are configurations: ``gpus[c]`` workers of each
+    real type configuration c takes. An entry is taken when every type it uses has room
+    and none of its jobs is taken yet. A configuration runs only with a positive priority
+    (time the policy gave it): idle workers are backfilled with single-type entries only."""
+    n_real = len(free)
+    left = np.array(free, dtype=float)
+    first, second = member_rows[:, 0].tolist(), member_rows[:, 1].tolist()
+    taken = bytearray(max(len(first), int(member_rows.max(initial=-1)) + 1))
+    sf = scale_factor.tolist()
+    combos: list[int] = []
+    types: list[int] = []
+    for j, order in runs:
+        mixed = j >= n_real
+        need = gpus[j - n_real] if mixed else None
+        if mixed:
+            if (left < need).any():
+                continue
+            ok = (runnable[:, j] & (prio[:, j] > 0)).tolist()
+        else:
+            if left[j] <= 0:
+                continue
+            ok = _usable(runnable, prio, j, backfill).tolist()
+        for i in order.tolist():
+            if not ok[i] or taken[first[i]] or (second[i] >= 0 and taken[second[i]]):
+                continue
+            if mixed:
+                if (left < need).any():
+                    break
+                left -= need
+            else:
+                if sf[i] > left[j]:
+                    continue
+                left[j] -= sf[i]
+            taken[first[i]] = 1
+            if second[i] >= 0:
+                taken[second[i]] = 1
+            combos.append(i)
+            types.append(j)
+    return combos, types

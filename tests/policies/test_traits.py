@@ -31,6 +31,7 @@ from policies import (
     policy_options,
 )
 from policies.base import Solution
+from policies.problem import Configuration
 from policies.traits import OPTIONAL_FIELDS, PolicyProtocol
 from simulator import make_policy
 
@@ -49,6 +50,8 @@ GAVEL_RULES = {
     "finish_time_fairness": (True, True, False, True),
     "finish_time_fairness_perf": (False, True, False, True),
     "finish_time_fairness_packed": (False, True, True, True),
+    "max_min_fairness_mixed": (False, True, False, False),  # VirtualFlow §6.5.2 (not Gavel)
+    "finish_time_fairness_mixed": (False, True, False, True),
     "min_total_duration": (True, True, False, False),
     "min_total_duration_perf": (False, True, False, False),
     "min_total_duration_packed": (False, True, True, False),
@@ -154,6 +157,8 @@ def _perturbed(problem: Problem, field: str) -> Problem:
         "slo_s": lambda j: replace(j, slo_s=j.elapsed_s + 1e6),
         "entity": lambda j: replace(j, entity="ba"[int(j.id) % 2] if j.id != "0" else "b"),
         "isolated_elapsed_s": lambda j: replace(j, isolated_elapsed_s=None),
+        "configurations": lambda j: replace(j, configurations=(
+            Configuration({"v100": 1, "k80": 1}, 50.0),)),
     }
     if field in job_changes:
         return replace(problem, jobs=tuple(job_changes[field](j) for j in jobs))
