@@ -156,3 +156,70 @@ def test_resume_on_another_mapping_stays_on_the_trajectory(cluster, tmp_path):
     assert sorted(inits) == [(0, 0), (0, 1), (0, 2), (1, 0)]
     layout = parse_layout_env(layout_env(alone), 1).layout
     assert _max_diff(ckpt, _full_batch_reference(layout, STEPS)) <= 1e-9
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"GAVEL_VN_LAYOUT": '{"sizes":[2,2],"ranks":[[0],[1]]}', "GAVEL_VN_NODES": "2",
+      "GAVEL_VN_BATCH": "4"}, "GAVEL_VN_LAYOUT has 2 ranks but WORLD_SIZE=3"),
+    ({"GAVEL_VN_LAYOUT": "not json"}, "GAVEL_VN_LAYOUT is not JSON"),
+    ({**layout_env(_plan(v100=(1, 6), k80=(2, 1))), "GAVEL_VN_NODES": "6"},
+     "GAVEL_VN_NODES='6' disagrees"),
+])
+def test_worker_refuses_a_bad_layout_before_launching(cluster, env, message):
+    sched, workers = cluster
+    ack = sched.worker_stub(workers["k80"].address).RunJob(pb.RunJobRequest(
+        job_id="bad", job_type=JOB_TYPE, workload="lstm", total_steps=1, gpus=[0, 1],
+        rank=0, world_size=3, env=env, lease=pb.Lease(max_steps=1, max_seconds=10)))
+    assert not ack.ok and message in ack.message
+    assert workers["k80"].launcher.running_jobs() == []
+
+
+def test_ranks_past_the_layout_are_refused(cluster):
+    sched, workers = cluster
+    ack = sched.worker_stub(workers["k80"].address).RunJob(pb.RunJobRequest(
+        job_id="bad", job_type=JOB_TYPE, workload="lstm", total_steps=1, gpus=[0, 1],
+        rank=2, world_size=3, env=layout_env(_plan(v100=(1, 6), k80=(2, 1))),
+        lease=pb.Lease(max_steps=1, max_seconds=10)))
+    assert not ack.ok and "RunJob ranks 2..3 are not ranks of GAVEL_VN_LAYOUT" in ack.message
+
+
+@pytest.mark.parametrize("name", ["resnet", "lstm", "transformer", "recoder"])
+def test_every_reference_workload_runs_its_virtual_nodes(name, monkeypatch, caplog):
+    """In one process (all four uneven nodes on rank 0), float64, standalone."""
+    import importlib
+
+    from workers.workloads import common
+
+    for var in ("GAVEL_SCHEDULER", "GAVEL_CHECKPOINT_DIR", "MASTER_ADDR"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("GAVEL_VN_LAYOUT", '{"sizes":[3,1,2,2],"ranks":[[0,1,2,3]]}')
+    monkeypatch.setenv("GAVEL_VN_NODES", "4")
+    monkeypatch.setenv("GAVEL_VN_BATCH", "8")
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    monkeypatch.setenv("GAVEL_WORKLOAD_DTYPE", "float64")
+    workload = importlib.import_module(f"workers.workloads.{name}").WORKLOAD
+    with caplog.at_level("INFO", logger="workers.virtual.workload"):
+        result = common.train(workload, steps=2)
+    assert "rank 0 of 1: virtual nodes [0, 1, 2, 3] (8 of 8 samples, V=4)" in caplog.text
+    assert "float64" in caplog.text
+    assert result.steps == 2 and len(result.losses) == 2
+    assert all(torch.isfinite(torch.tensor(v)) for v in result.losses)
+
+
+def test_plain_and_virtual_checkpoints_refuse_each_other(tmp_path):
+    from workers.virtual.checkpoint import CheckpointMismatch, load_checkpoint, save_checkpoint
+    from workers.virtual.envspec import layout_from_env
+    from workers.virtual.workload import virtual_trainer
+    from workers.workloads import common
+
+    env = layout_env(_plan(v100=(1, 2)))
+    trainer = virtual_trainer(WORKLOAD, layout_from_env(env, 0, 1))
+    path = save_checkpoint(trainer, tmp_path / "vn.pt")
+    model = WORKLOAD.build()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(common.CheckpointError, match="written with virtual nodes"):
+        common.load_checkpoint(path, model, optimizer)
+    plain = common.save_checkpoint(tmp_path / "plain.pt", model, optimizer, 3)
+    with pytest.raises(CheckpointMismatch, match="not a virtual-node checkpoint"):
+        load_checkpoint(trainer, plain)
