@@ -23,10 +23,12 @@ worker sets (``JobContext``), and:
   while the scheduler finishes planning the next round);
 - at the end of the lease all ranks agree on the same stop step (an all-reduce over the
   default process group); then rank 0 saves through ``save_checkpoint(checkpoint_dir)``,
-  writes the absolute step count beside it (``gavel_progress.json``, atomically) and reports
-  it as durable (``ReportSteps(checkpointed=true)``). An extended lease continues in the same
-  process after that save (at most one round of progress can ever be lost); otherwise
-  iteration stops and ``done`` is True. Reaching ``total_steps`` ends the job the same way.
+  writes the absolute step count beside it (``gavel_progress.json``, atomically) and
+  reports it as durable (``ReportSteps(checkpointed=true)``). An extended lease continues in
+  the same process after that save (at most one round of progress can ever be lost);
+  otherwise iteration stops and ``done`` is True. Reaching ``total_steps`` ends the job the
+  same way. A lease that ends before any step was made since the last checkpoint (a run
+  whose start-up took its whole round) saves nothing: the checkpoint already holds it.
 - with ``GAVEL_EMULATE_STEPS_PER_S`` set, paces steps to that rate (GPU-type emulation on
   CPU-only machines, docs/runtime.md "Emulation").
 """
@@ -327,6 +329,7 @@ class GavelIterator:
             _fail(str(err))
         self._lease = LeaseTerms.from_pb(reply.lease, self.total_steps)
         self._lease_start = (self._clock(), self.steps)
+        self._durable = self.steps      # the count the checkpoint on disk holds
         self._pending: LeaseTerms | None = None
         self._renewal: Any = None       # rank 0's RenewLease in flight
         self._asked = False
@@ -449,7 +452,8 @@ class GavelIterator:
         max_steps = int(-agreed[2])
         if agreed[0] or self.steps >= max_steps or self.steps >= self.total_steps:
             extended = agreed[3] > 0 and self.steps < self.total_steps
-            self._checkpoint(lease.round, now)
+            if self.steps > self._durable:      # else the checkpoint on disk holds it all
+                self._checkpoint(lease.round, now)
             if not extended:
                 self.done = True
                 self.finished = self.steps >= self.total_steps
@@ -478,6 +482,7 @@ class GavelIterator:
                            round=round_)
             self._client.report(round_, self.steps, now)
         self._save_s = time.monotonic() - started
+        self._durable = self.steps
         self.checkpoints += 1
 
     def close(self) -> None:
