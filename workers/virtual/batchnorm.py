@@ -20,7 +20,12 @@ from torch import nn
 
 
 class RunningStats:
-    """The running buffers of a model's batch-norm layers, as one flat vector."""
+    """The running buffers of a model's batch-norm layers, as one flat vector.
+
+    ``bind(flat)`` ties them to their slice of the step's flat buffer once; a step is then
+    ``snapshot`` (one copy), per node ``restore`` and ``accumulate`` (one fused call each,
+    ``torch._foreach_*``) and ``finish``. Buffers of another dtype than the flat one go
+    through a per-buffer loop with a conversion."""
 
     def __init__(self, model: nn.Module) -> None:
         layers = [m for m in model.modules()
@@ -30,27 +35,42 @@ class RunningStats:
         self._counters = [m.num_batches_tracked for m in layers
                           if m.num_batches_tracked is not None]
         self.numel = sum(v.numel() for v in self._values)
+        self._views: list[torch.Tensor] = []
+        self._saved: list[torch.Tensor] = []
+        self._fused = False
 
-    def snapshot(self) -> list[torch.Tensor]:
-        """The buffers as they were before the step (one small copy, not per node)."""
-        return [v.detach().clone() for v in self._values + self._counters]
-
-    def restore(self, snapshot: list[torch.Tensor]) -> None:
-        for buf, saved in zip(self._values + self._counters, snapshot):
-            buf.copy_(saved)
-
-    def accumulate(self, into: torch.Tensor, weight: float) -> None:
-        """Add ``weight`` times the node's updated buffers to the flat ``into``."""
-        offset = 0
+    def bind(self, flat: torch.Tensor) -> None:
+        """Use ``flat`` (``numel`` entries) as the buffers' accumulator from now on."""
+        self._views, offset = [], 0
         for buf in self._values:
-            into[offset:offset + buf.numel()].add_(buf.reshape(-1).to(into.dtype), alpha=weight)
+            self._views.append(flat[offset:offset + buf.numel()].view(buf.shape))
             offset += buf.numel()
+        self._saved = [t.detach().clone() for t in self._values + self._counters]
+        self._fused = all(v.dtype == flat.dtype and v.device == flat.device
+                          for v in self._values)
 
-    def finish(self, combined: torch.Tensor, snapshot: list[torch.Tensor]) -> None:
+    def snapshot(self) -> None:
+        """Keep the buffers as they were before the step (one copy, not per node)."""
+        if self._saved:
+            torch._foreach_copy_(self._saved, self._values + self._counters)
+
+    def restore(self) -> None:
+        if self._saved:
+            torch._foreach_copy_(self._values + self._counters, self._saved)
+
+    def accumulate(self, weight: float) -> None:
+        """Add ``weight`` times the node's updated buffers to the bound slice."""
+        if not self._values:
+            return
+        if self._fused:
+            torch._foreach_add_(self._views, self._values, alpha=weight)
+            return
+        for view, buf in zip(self._views, self._values):
+            view.add_(buf.to(view.dtype), alpha=weight)
+
+    def finish(self) -> None:
         """Install the share-weighted average; count one step per global batch."""
-        offset = 0
-        for buf in self._values:
-            buf.copy_(combined[offset:offset + buf.numel()].view_as(buf))
-            offset += buf.numel()
-        for buf, saved in zip(self._counters, snapshot[len(self._values):]):
+        for buf, view in zip(self._values, self._views):
+            buf.copy_(view)
+        for buf, saved in zip(self._counters, self._saved[len(self._values):]):
             buf.copy_(saved + 1)

@@ -12,6 +12,7 @@ also when the job is resized between steps, since a resumed job continues at its
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -60,10 +61,16 @@ class VirtualSampler:
 
     def node_indices(self, global_step: int, node: int) -> torch.Tensor:
         """Dataset indices read by virtual node ``node`` at ``global_step``."""
+        return self.step_indices(global_step)[node]
+
+    def step_indices(self, global_step: int) -> tuple[torch.Tensor, ...]:
+        """Every node's dataset indices at ``global_step`` (views of the epoch's order)."""
         pos = self.position(global_step)
         counts = self.layout.node_samples(self.step_samples(global_step))
-        start = pos.step_in_epoch * self.layout.batch + sum(counts[:node])
-        return _permutation(self.seed, pos.epoch, self.dataset_size)[start:start + counts[node]]
+        order = _permutation(self.seed, pos.epoch, self.dataset_size)
+        start = pos.step_in_epoch * self.layout.batch
+        return tuple(order[begin:begin + count]
+                     for begin, count in zip(itertools.accumulate(counts, initial=start), counts))
 
 
 @lru_cache(maxsize=4)

@@ -89,6 +89,8 @@ class VirtualNodeTrainer:
         for p in self._params:
             self._views.append(flat[offset:offset + p.numel()].view_as(p))
             offset += p.numel()
+        self._stats.bind(flat[total:-1])
+        self._loss_slot = flat[-1:]
         return flat
 
     def _attach_grads(self) -> None:
@@ -114,31 +116,34 @@ class VirtualNodeTrainer:
         if sampler.layout.nodes == 1 and self._world == 1:
             return self._single_node_step(position)
         samples = sampler.step_samples(step)
-        counts = sampler.layout.node_samples(samples)
+        indices = sampler.step_indices(step)
         if self._flat is None:
             self._flat = self._make_buffer()
-        grads_end = self._flat.numel() - self._stats.numel - 1
-        stats_view = self._flat[grads_end:-1]
+        loss_slot = self._loss_slot
         self._attach_grads()
         self._flat.zero_()
-        snapshot = self._stats.snapshot()
+        self._stats.snapshot()
+        first = True
         for node in self.nodes:
-            if counts[node] == 0:
+            count = len(indices[node])
+            if count == 0:
                 continue
-            weight = counts[node] / samples
-            batch = self.fetch(sampler.node_indices(step, node))
-            self._stats.restore(snapshot)
+            weight = count / samples
+            batch = self.fetch(indices[node])
+            if not first:  # the first node starts from the snapshot's buffers already
+                self._stats.restore()
+            first = False
             with node_stream(sampler.seed, position.epoch, position.step_in_epoch, node,
                              self.device):
                 loss = self._loss(self.model, batch)
                 (loss * weight).backward()
-            self._flat[-1] += weight * loss.detach()
-            self._stats.accumulate(stats_view, weight)
+            loss_slot.add_(loss.detach(), alpha=weight)
+            self._stats.accumulate(weight)
         if self._world > 1:
             dist.all_reduce(self._flat, group=self.group)
-        self._stats.finish(stats_view, snapshot)
+        self._stats.finish()
         self._optimizer_step()
-        return float(self._flat[-1])
+        return float(loss_slot)
 
     def _single_node_step(self, position: StepPosition) -> float:
         """V = 1 on one process: the general step with weight 1, no other node whose batch
