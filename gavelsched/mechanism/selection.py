@@ -26,9 +26,13 @@ def order_entries(prio: np.ndarray, deficit: np.ndarray, allocation: np.ndarray,
         # One lexsort sorts every type's column at once.
         order = np.lexsort((-allocation, -deficit, -prio), axis=0)
         return [(j, order[:, j]) for j in type_order]
-    cols = np.array(type_order, dtype=int)
+    return _merged_runs(prio, deficit, allocation, np.array(type_order, dtype=int))
+
+
+def _merged_runs(prio, deficit, allocation, cols: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """The entries of columns ``cols`` in one sorted list, cut into runs of one column."""
     p, d, x = prio[:, cols], deficit[:, cols], allocation[:, cols]
-    # Flattened row-major: combination-major, then type in type_order (stable tie-break).
+    # Flattened row-major: combination-major, then column in ``cols`` order (stable tie-break).
     flat = np.lexsort((-x.ravel(), -d.ravel(), -p.ravel()))
     combos, type_pos = np.divmod(flat, len(cols))
     cuts = np.flatnonzero(np.diff(type_pos)) + 1
@@ -134,16 +138,7 @@ def order_entries_mixed(prio: np.ndarray, deficit: np.ndarray, allocation: np.nd
         groups = [np.concatenate([np.array(type_order, dtype=int), configs])]
     else:
         groups = [np.concatenate([[j], configs[primary == j]]).astype(int) for j in type_order]
-    runs: list[tuple[int, np.ndarray]] = []
-    for cols in groups:
-        p, d, x = prio[:, cols], deficit[:, cols], allocation[:, cols]
-        flat = np.lexsort((-x.ravel(), -d.ravel(), -p.ravel()))
-        combos, pos = np.divmod(flat, len(cols))
-        cuts = np.flatnonzero(np.diff(pos)) + 1
-        starts = np.concatenate(([0], cuts)).tolist()
-        ends = np.concatenate((cuts, [len(flat)])).tolist()
-        runs += [(int(cols[pos[a]]), combos[a:b]) for a, b in zip(starts, ends) if b > a]
-    return runs
+    return [run for cols in groups for run in _merged_runs(prio, deficit, allocation, cols)]
 
 
 def select_mixed(runs, prio: np.ndarray, runnable: np.ndarray, scale_factor: np.ndarray,
