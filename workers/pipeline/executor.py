@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import logging
 import resource
+import statistics
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +34,8 @@ from .schedules import build_schedule
 from .versions import weight_version
 
 log = logging.getLogger(__name__)
+
+RECENT = 256   # durations kept per (op, chunk) for the online calibration
 
 
 @dataclass(frozen=True)
@@ -102,6 +106,21 @@ class RankStats:
     weight_bytes: int                 # one version of this stage's weights
     max_versions: int
     peak_rss_kb: int                  # this rank's peak resident set size
+    observed: StageCalibration | None = None   # F, B and update costs seen while training
+
+
+@dataclass(frozen=True)
+class StageCalibration:
+    """One rank's calibrated primitive costs (varuna.txt §4.3, Table 2), in seconds."""
+
+    rank: int
+    stage: int
+    replica: int
+    forward_s: dict[int, float]       # chunk -> F of one micro-batch
+    backward_s: dict[int, float]      # chunk -> B of one micro-batch (with any recompute
+    #                                   it does itself; varuna's R is an action of its own)
+    p2p_s: float                      # one boundary tensor to the next stage (0: last stage)
+    update_s: float                   # one flush update: all-reduces, then W − ν·g
 
 
 class StageRuntime:
@@ -152,6 +171,9 @@ class StageRuntime:
         self._peak = 0                     # most activation bytes held at once
         self._step_walls: list[float] = []
         self._step_computes: list[float] = []
+        # recent durations of F/B per chunk and of flush updates (online calibration)
+        self._op_times: dict[tuple[Op, int], deque[float]] = {}
+        self._update_times: deque[float] = deque(maxlen=RECENT)
         self._started = self._last_mark = time.perf_counter()
 
     # -- set-up -------------------------------------------------------------------------
@@ -351,7 +373,10 @@ class StageRuntime:
         c0 = time.perf_counter()
         self.execute(action, action.mb)
         if action.op in (Op.F, Op.B, Op.R):
-            self._compute += time.perf_counter() - c0
+            spent = time.perf_counter() - c0
+            self._compute += spent
+            self._op_times.setdefault((action.op, action.chunk),
+                                      deque(maxlen=RECENT)).append(spent)
             self._peak = max(self._peak, sum(self.saved_bytes.values()))
 
     def _mark(self) -> None:
@@ -378,8 +403,10 @@ class StageRuntime:
         self.step = step
         for action in self._lowered_actions():
             self._run(action)
+        u0 = time.perf_counter()
         self._start_update(0, 0)   # flush: W ← W − ν∇f(W), in place of version 0
         self._finish_update()
+        self._update_times.append(time.perf_counter() - u0)
         self._wait_sends()
         self._mark()
 
@@ -393,13 +420,17 @@ class StageRuntime:
         for action in self._lowered_actions():
             if finished and action.op in (Op.F, Op.B, Op.R):
                 # the mini-batch's last gradient has been sent: start its update
+                u0 = time.perf_counter()
                 self._finish_update()
                 batch = finished.pop()
                 self._start_update(max(batch - 1, 0), batch + 1)
+                self._update_times.append(time.perf_counter() - u0)
                 self._mark()
             if (self.pending is not None and action.op is Op.F
                     and weight_version(action.mb + 1, cfg.microbatches) >= self.pending[0]):
+                u0 = time.perf_counter()
                 self._finish_update()   # this forward needs the version being made
+                self._update_times[-1] += time.perf_counter() - u0
             self._run(action)
             if action.op is Op.B:
                 batch = action.mb // cfg.microbatches
@@ -424,6 +455,83 @@ class StageRuntime:
                 self.minibatch(step)
         return self.stats()
 
+    # -- calibration (varuna.txt §4.3) -----------------------------------------------------
+    def calibrate(self, repeats: int = 8, warmup: int = 3) -> StageCalibration:
+        """Measure this rank's primitive costs, all ranks at once (so they share the machine
+        as in training): F and B of each chunk it holds on one micro-batch of random input
+        mocking the previous stage, through the training code; one boundary tensor sent to
+        the next stage and back (half the round trip); and one flush update (all-reduces,
+        then W − ν·g). Medians over ``repeats`` after ``warmup`` calls. Leaves the weights as
+        they were (the gradients are zero)."""
+        cfg = self.cfg
+        last = self.n_chunks - 1
+        forward: dict[int, float] = {}
+        backward: dict[int, float] = {}
+        self.step = 0
+        for c in sorted(self.modules):
+            f_times, b_times = [], []
+            for rep in range(warmup + repeats):
+                if c > 0:
+                    self.inputs[(0, c)] = torch.randn(self._boundary_shape(),
+                                                      dtype=cfg.spec.torch_dtype,
+                                                      device=self.device)
+                t0 = time.perf_counter()
+                self._forward(0, c, with_graph=not self._recomputes(c))
+                t1 = time.perf_counter()
+                if c < last:
+                    self.out_grads[(0, c)] = torch.randn(self._boundary_shape(),
+                                                         dtype=cfg.spec.torch_dtype,
+                                                         device=self.device)
+                if cfg.kind == "varuna" and self._recomputes(c):
+                    self._forward(0, c, with_graph=True, again=True)   # its own R action
+                t2 = time.perf_counter()
+                self._backward(0, c)
+                t3 = time.perf_counter()
+                self._reset_buffers()
+                if rep >= warmup:
+                    f_times.append(t1 - t0)
+                    b_times.append(t3 - t2)
+            forward[c], backward[c] = statistics.median(f_times), statistics.median(b_times)
+        for t in self.versions[0].values():
+            t.grad = None
+        p2p = self._calibrate_p2p(repeats) if cfg.stages > 1 else 0.0
+        updates = []
+        for rep in range(warmup + repeats):
+            if dist.is_initialized():
+                dist.barrier()
+            t0 = time.perf_counter()
+            self._start_update(0, 0)
+            self._finish_update()
+            if rep >= warmup:
+                updates.append(time.perf_counter() - t0)
+        return StageCalibration(self.rank, self.stage, self.replica, forward, backward, p2p,
+                                statistics.median(updates))
+
+    def _calibrate_p2p(self, repeats: int) -> float:
+        """Half the round trip of one boundary tensor between this stage and the next (every
+        pair in turn, so that pairs do not share the machine's cores)."""
+        cfg = self.cfg
+        base = self.replica * cfg.stages
+        buf = torch.randn(self._boundary_shape(), dtype=cfg.spec.torch_dtype,
+                          device=self.device)
+        times: list[float] = []
+        for s in range(cfg.stages - 1):
+            dist.barrier()
+            if self.stage not in (s, s + 1):
+                continue
+            other = base + (s + 1 if self.stage == s else s)
+            for rep in range(repeats + 1):
+                t0 = time.perf_counter()
+                if self.stage == s:
+                    dist.send(buf, other)
+                    dist.recv(buf, other)
+                else:
+                    dist.recv(buf, other)
+                    dist.send(buf, other)
+                if rep and self.stage == s:
+                    times.append((time.perf_counter() - t0) / 2)
+        return statistics.median(times) if times else 0.0
+
     def stats(self) -> RankStats:
         """What this rank measured so far."""
         wall = time.perf_counter() - self._started
@@ -431,7 +539,20 @@ class StageRuntime:
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         return RankStats(self.rank, self.stage, self.replica, wall, self._compute,
                          tuple(self._step_walls), tuple(self._step_computes), self._peak,
-                         weight_bytes, self.max_versions, rss)
+                         weight_bytes, self.max_versions, rss, self.observed())
+
+    def observed(self, p2p_s: float = 0.0) -> StageCalibration | None:
+        """The costs this rank has seen while training (medians of the last RECENT): the
+        calibration measured on the run itself; None before the first mini-batch."""
+        chunks = sorted(self.modules)
+        if not all((Op.F, c) in self._op_times and (Op.B, c) in self._op_times
+                   for c in chunks):
+            return None
+        return StageCalibration(
+            self.rank, self.stage, self.replica,
+            {c: statistics.median(self._op_times[(Op.F, c)]) for c in chunks},
+            {c: statistics.median(self._op_times[(Op.B, c)]) for c in chunks}, p2p_s,
+            statistics.median(self._update_times) if self._update_times else 0.0)
 
     def final_weights(self) -> dict[str, torch.Tensor]:
         """The newest version of this stage's weights, by global name."""

@@ -20,24 +20,27 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from .executor import RankStats, RunConfig, StageRuntime
+from .executor import RankStats, RunConfig, StageCalibration, StageRuntime
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class PipelineRun:
-    """Final weights by global name (from replica 0 of each stage) and per-rank stats."""
+    """Final weights by global name (from replica 0 of each stage), per-rank stats and,
+    when asked for, per-rank calibration."""
 
     weights: dict[str, torch.Tensor]
     stats: tuple[RankStats, ...]
+    calibration: tuple[StageCalibration, ...] = ()
 
 
 class PipelineFailed(RuntimeError):
     """A rank raised; the message carries its traceback's last line."""
 
 
-def _rank_main(rank: int, cfg: RunConfig, ports: mp.Queue, results: mp.Queue) -> None:
+def _rank_main(rank: int, cfg: RunConfig, ports: mp.Queue, results: mp.Queue,
+               calibrate: bool = False) -> None:
     try:
         torch.set_num_threads(1)
         world = cfg.stages * cfg.replicas
@@ -54,12 +57,14 @@ def _rank_main(rank: int, cfg: RunConfig, ports: mp.Queue, results: mp.Queue) ->
         dist.init_process_group(backend, store=store, rank=rank, world_size=world,
                                 timeout=timedelta(seconds=120))
         runtime = StageRuntime(cfg, rank)
+        calibration = runtime.calibrate() if calibrate else None
         stats = runtime.train()
         weights = runtime.final_weights() if runtime.replica == 0 else {}
         if cfg.save_dir and runtime.replica == 0:
             from .morph import save_layers
             save_layers(Path(cfg.save_dir), runtime.layer_state())
-        results.put(("ok", rank, {g: t.numpy().copy() for g, t in weights.items()}, stats))
+        results.put(("ok", rank, {g: t.numpy().copy() for g, t in weights.items()}, stats,
+                     calibration))
         dist.barrier()
         dist.destroy_process_group()
     except BaseException as err:  # noqa: BLE001 - every failure goes to the parent
@@ -81,18 +86,22 @@ def _context() -> mp.context.BaseContext:
     return ctx
 
 
-def run_pipeline(cfg: RunConfig, timeout_s: float = 300.0) -> PipelineRun:
-    """Train ``cfg`` across P × D processes; raise :class:`PipelineFailed` if a rank fails."""
+def run_pipeline(cfg: RunConfig, timeout_s: float = 300.0,
+                 calibrate: bool = False) -> PipelineRun:
+    """Train ``cfg`` across P × D processes; raise :class:`PipelineFailed` if a rank fails.
+    With ``calibrate``, every rank first measures its primitive costs (varuna.txt §4.3:
+    :meth:`StageRuntime.calibrate`, all ranks at once, just before training)."""
     cfg.check()
     world = cfg.stages * cfg.replicas
     ctx = _context()
     ports, results = ctx.Queue(), ctx.Queue()
-    procs = [ctx.Process(target=_rank_main, args=(r, cfg, ports, results), daemon=True)
-             for r in range(world)]
+    procs = [ctx.Process(target=_rank_main, args=(r, cfg, ports, results, calibrate),
+                         daemon=True) for r in range(world)]
     for p in procs:
         p.start()
     weights: dict[str, torch.Tensor] = {}
     stats: list[RankStats] = []
+    calibration: list[StageCalibration] = []
     try:
         for _ in range(world):
             try:
@@ -104,6 +113,8 @@ def run_pipeline(cfg: RunConfig, timeout_s: float = 300.0) -> PipelineRun:
                 raise PipelineFailed(f"rank {item[1]}: {item[2]}")
             weights.update({g: torch.from_numpy(a) for g, a in item[2].items()})
             stats.append(item[3])
+            if item[4] is not None:
+                calibration.append(item[4])
     finally:
         for p in procs:
             p.join(timeout=10)
@@ -113,4 +124,5 @@ def run_pipeline(cfg: RunConfig, timeout_s: float = 300.0) -> PipelineRun:
     if cfg.save_dir:
         from .morph import write_meta
         write_meta(Path(cfg.save_dir), cfg.start_step + cfg.steps, cfg.spec.layers)
-    return PipelineRun(weights, tuple(sorted(stats, key=lambda s: s.rank)))
+    return PipelineRun(weights, tuple(sorted(stats, key=lambda s: s.rank)),
+                       tuple(sorted(calibration, key=lambda c: c.rank)))

@@ -9,6 +9,7 @@ starts when its device is free and its dependencies have finished (communication
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .ops import COMPUTE, Op, PipeOp, Schedule, ScheduleError, format_grid
@@ -53,7 +54,8 @@ def _fail(schedule: Schedule, message: str, device: int | None = None,
 
 
 def validate(schedule: Schedule, microbatches: int, chunks: int = 1,
-             durations: dict[str, float] | None = None) -> SimResult:
+             durations: dict[str, float] | Callable[[PipeOp], float] | None = None
+             ) -> SimResult:
     """Check ``schedule`` and simulate it; raise :class:`ScheduleError` with the printed grid.
 
     Checks: devices are 0…P−1; only compute actions; chunk c sits on device c mod P; every
@@ -109,9 +111,20 @@ def _deps(action: PipeOp, n_chunks: int, recomputed: bool) -> list[tuple[Op, int
 
 
 def simulate(schedule: Schedule, microbatches: int, chunks: int = 1,
-             durations: dict[str, float] | None = None) -> SimResult:
-    """Run ``schedule`` as-soon-as-possible in list order; raise on deadlock with the grid."""
-    dur = {**DEFAULT_DURATIONS, **(durations or {})}
+             durations: dict[str, float] | Callable[[PipeOp], float] | None = None,
+             comm_s: float = 0.0) -> SimResult:
+    """Run ``schedule`` as-soon-as-possible in list order; raise on deadlock with the grid.
+
+    ``durations`` is per op kind, or a function of the action (e.g. calibrated per chunk,
+    varuna.txt §4.4); a dependency on another device arrives ``comm_s`` after it finished.
+    """
+    if callable(durations):
+        duration = durations
+    else:
+        table = {**DEFAULT_DURATIONS, **(durations or {})}
+
+        def duration(action: PipeOp) -> float:
+            return table[action.op.value]
     stages = len(schedule)
     n_chunks = stages * chunks
     lists = {d: [a for a in schedule[d] if a is not None] for d in range(stages)}
@@ -129,8 +142,9 @@ def simulate(schedule: Schedule, microbatches: int, chunks: int = 1,
                 deps = _deps(action, n_chunks, (action.mb, action.chunk) in recomputes)
                 if any(dep not in finish for dep in deps):
                     break
-                start = max([free[d]] + [finish[dep] for dep in deps])
-                end = start + dur[action.op.value]
+                start = max([free[d]] + [finish[dep] + (comm_s if dep[2] % stages != d else 0.0)
+                                          for dep in deps])
+                end = start + duration(action)
                 finish[(action.op, action.mb, action.chunk)] = end
                 free[d] = end
                 timeline.append(Timed(action, d, start, end))

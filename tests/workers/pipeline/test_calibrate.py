@@ -1,0 +1,56 @@
+"""Varuna's calibrated simulator (varuna.txt §4.3–4.4): calibration in the real ranks, and the
+prediction from calibrated costs on cases worked by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from workers.pipeline.calibrate import predict_calibrated
+from workers.pipeline.executor import RunConfig, StageCalibration
+from workers.pipeline.launch import run_pipeline
+from workers.pipeline.reference import max_abs_diff, train_reference
+
+
+def cal(stages: int, f: float, b: float, p2p: float, update: float,
+        chunks: int = 1) -> list[StageCalibration]:
+    return [StageCalibration(s, s, 0, {c: f for c in range(s, stages * chunks, stages)},
+                             {c: b for c in range(s, stages * chunks, stages)},
+                             p2p if s < stages - 1 else 0.0, update) for s in range(stages)]
+
+
+@pytest.mark.parametrize("kind", ["gpipe", "1f1b"])
+def test_flush_prediction_is_the_pipeline_formula_plus_communication_and_update(kind):
+    # one micro-batch crosses 2 stages forward and back: 2 boundary trips, then the update
+    cfg = RunConfig(kind=kind, stages=2, microbatches=1, steps=1)
+    assert predict_calibrated(cfg, cal(2, 1.0, 2.0, 0.5, 0.25)) == pytest.approx(
+        2 * 3.0 + 2 * 0.5 + 0.25)
+    # no communication: (m + p − 1)(F + B) for GPipe and 1F1B
+    cfg = RunConfig(kind=kind, stages=3, microbatches=4, steps=1)
+    assert predict_calibrated(cfg, cal(3, 1.0, 2.0, 0.0, 0.0)) == pytest.approx(6 * 3.0)
+
+
+def test_2bw_steady_state_is_m_times_the_slowest_stage():
+    # no flush: once the pipeline is full, a mini-batch takes m·(F + B) on every stage
+    cfg = RunConfig(kind="2bw", stages=2, microbatches=4, steps=4)
+    assert predict_calibrated(cfg, cal(2, 1.0, 2.0, 0.0, 0.1)) == pytest.approx(4 * 3.0 + 0.1)
+
+
+def test_missing_chunks_are_refused():
+    with pytest.raises(ValueError, match=r"lacks chunks \[1\]"):
+        predict_calibrated(RunConfig(kind="1f1b", stages=2, microbatches=2, steps=1),
+                           cal(1, 1.0, 2.0, 0.0, 0.0))
+
+
+def test_calibration_in_the_ranks_then_training_is_unchanged():
+    cfg = RunConfig(kind="1f1b", stages=2, microbatches=2, steps=2, replicas=2)
+    run = run_pipeline(cfg, calibrate=True)
+    assert [c.rank for c in run.calibration] == [0, 1, 2, 3]
+    for c in run.calibration:
+        assert set(c.forward_s) == set(c.backward_s) == {c.stage}
+        assert min(c.forward_s.values()) > 0 and c.update_s > 0
+        assert (c.p2p_s > 0) == (c.stage == 0)      # stage 0 → 1 is the only boundary
+    # calibrating (zero gradients) left the weights where they were
+    ref = train_reference(cfg.spec, cfg.steps, cfg.global_batch, cfg.lr)
+    assert max_abs_diff(run.weights, ref) <= 1e-9
+    assert all(s.observed is not None and s.observed.update_s > 0 for s in run.stats)
+    assert predict_calibrated(cfg, [s.observed for s in run.stats]) > 0
