@@ -18,9 +18,20 @@ Rows:
   over ranks, and the formula's bubble (p−1)/m or (p−1)/(v·m);
 - memory: each stage's peak activation bytes (tensors saved for backward) against the
   planner's prediction, for gpipe (m in flight) and 1f1b (p−d in flight);
-- planner: predicted against measured time per mini-batch for 1f1b and 2bw, from the profile
-  and, to isolate the schedule and communication model, from the F+B time each stage spent
-  inside the run (the compute rows show how far the profile's compute was off).
+- planner: predicted against measured time per mini-batch, per kind and per run (median
+  error over the repeats, with its range):
+  * *closed form* (before): thesis §3.3.3's formula on the per-layer profile (1f1b, 2bw);
+  * *calibrated*: Varuna's calibrated simulator (varuna.txt §4.3–4.4,
+    ``workers.pipeline.calibrate``): every rank measures F and B of its chunks on mocked
+    input, a boundary tensor's trip and one update, all ranks at once and just before
+    training (``run_pipeline(calibrate=True)``), and the real schedule is simulated with them;
+  * *online*: the same simulator fed with the F/B/update costs the ranks saw while training
+    (what is left is the schedule and communication model's own error);
+  the compute rows compare the profile's per-stage compute with the run's.
+
+A shared 2-core machine's speed moves by tens of percent within seconds (other processes'
+load); the load average is printed beside each figure. Calibrated predictions are only as
+good as the machine is steady between calibration and run.
 
     python benchmarks/pipeline.py                     # the BENCHMARKS.md table
     python benchmarks/pipeline.py --quick             # a smoke test
@@ -40,11 +51,12 @@ from dataclasses import replace
 
 import torch
 
+from workers.pipeline.calibrate import predict_calibrated
 from workers.pipeline.executor import RunConfig
 from workers.pipeline.launch import run_pipeline
 from workers.pipeline.model import ModelSpec
 from workers.pipeline.planner import balanced_cuts, predict
-from workers.pipeline.profile import Profile, profile_from_dict, profile_model
+from workers.pipeline.profile import profile_from_dict, profile_model
 
 KINDS = [("gpipe", 1), ("1f1b", 1), ("interleaved", 2), ("breadth_first", 2), ("2bw", 1)]
 
@@ -71,21 +83,6 @@ def _concurrent_profile(spec: ModelSpec, microbatch_size: int, copies: int) -> d
         {**rows[0], **{k: statistics.mean(r[k] for r in rows) for k in ("forward_s", "backward_s")}}
         for rows in zip(*[r["layers"] for r in runs])]
     return merged
-
-
-def _rescaled(profile: Profile, cuts: tuple[int, ...], samples: int,
-              stage_seconds: list[float]) -> Profile:
-    """The profile with each stage's layers scaled so that the stage's F+B over ``samples``
-    samples takes ``stage_seconds`` (Varuna-style calibration on the run itself)."""
-    edges = [0, *cuts, len(profile.layers)]
-    layers = list(profile.layers)
-    for d, seconds in enumerate(stage_seconds):
-        group = layers[edges[d]:edges[d + 1]]
-        factor = seconds / (samples * sum(layer.compute_s for layer in group))
-        for i in range(edges[d], edges[d + 1]):
-            layers[i] = replace(layers[i], forward_s=layers[i].forward_s * factor,
-                                backward_s=layers[i].backward_s * factor)
-    return replace(profile, layers=tuple(layers))
 
 
 def _steady(values: tuple[float, ...], warmup: int) -> list[float]:
@@ -125,6 +122,10 @@ def main() -> None:
     bubbles: dict[str, list[float]] = {k: [] for k, _ in KINDS}
     act_peak: dict[str, list[int]] = {}
     stage_compute: dict[str, list[list[float]]] = {}
+    errors: dict[str, dict[str, list[float]]] = {k: {"calibrated": [], "online": []}
+                                                 for k, _ in KINDS}
+    loads: list[float] = []
+    calibrate_s: list[float] = []
     one_time = None
     rss = 0
     for rep in range(args.repeats):
@@ -132,8 +133,10 @@ def main() -> None:
             cfg = RunConfig(kind=kind, stages=p, microbatches=m, chunks=v, steps=args.steps,
                             batch=args.batch, spec=spec, cuts=cuts_by_chunks[v], lr=1e-3)
             started = time.perf_counter()
-            run = run_pipeline(cfg, timeout_s=900)
+            run = run_pipeline(cfg, timeout_s=900, calibrate=True)
             total = time.perf_counter() - started
+            loads.append(os.getloadavg()[0])
+            calibrate_s.append(max(c.seconds for c in run.calibration))
             rss = max([rss] + [s.peak_rss_kb for s in run.stats])
             # per mini-batch: flush kinds per step, 2bw between a stage's weight updates
             per_batch = _steady(tuple(max(x) for x in zip(*[s.step_wall_s
@@ -145,8 +148,15 @@ def main() -> None:
                 stage_compute.setdefault(kind, [[] for _ in range(p)])[s.stage] += \
                     _steady(s.step_compute_s, args.warmup)
             if one_time is None:
-                one_time = total - sum(max(s.step_wall_s) for s in run.stats[:1]) \
+                one_time = total - calibrate_s[-1] - sum(max(s.step_wall_s)
+                                                          for s in run.stats[:1]) \
                     - (args.steps - 1) * statistics.median(per_batch)
+            measured = statistics.median(per_batch)
+            online = [replace(s.observed, p2p_s=c.p2p_s)
+                      for s, c in zip(run.stats, run.calibration)]
+            errors[kind]["calibrated"].append(
+                predict_calibrated(cfg, run.calibration) / measured - 1)
+            errors[kind]["online"].append(predict_calibrated(cfg, online) / measured - 1)
             walls[kind] += per_batch
             bubbles[kind] += bubble
             act_peak.setdefault(kind, [0] * p)
@@ -154,7 +164,8 @@ def main() -> None:
                 act_peak[kind][s.stage] = max(act_peak[kind][s.stage], s.peak_activation_bytes)
 
     print(f"\none-time: profile {profile_s:.2f} s; first run_pipeline overhead "
-          f"{one_time:.2f} s (fork server, imports, rendezvous, first step); "
+          f"{one_time:.2f} s (fork server, imports, rendezvous, first step); calibration "
+          f"{statistics.median(calibrate_s):.2f} s per run (median); "
           f"peak RSS per rank {rss / 1024:.0f} MiB")
     gpipe = statistics.median(walls["gpipe"])
     print(f"\n{'kind':<14}{'V':>3}{'s/mini-batch':>14}{'vs gpipe':>10}"
@@ -184,18 +195,28 @@ def main() -> None:
         got = statistics.median(stage_compute["1f1b"][d])
         print(f"{'1f1b':<8}{d:>6}{got:>12.4f}{want:>11.4f}{got / want:>8.3f}")
 
-    print(f"\n{'planner':<8}{'predicted s':>13}{'measured s':>12}{'error':>8}"
-          f"{'in-run compute':>16}{'error':>8}")
-    for kind in ("1f1b", "2bw"):
-        pred = predict(profile, p, 1, b, m, False, kind, cuts_by_chunks[1])
+    def spread(values: list[float]) -> str:
+        return (f"{statistics.median(values):+.1%} [{min(values):+.1%}, {max(values):+.1%}]"
+                if values else "-")
+
+    print(f"\n{'planner':<14}{'measured s':>11}{'closed form':>13}"
+          f"{'calibrated (range)':>30}{'online (range)':>30}")
+    for kind, v in KINDS:
         meas = statistics.median(walls[kind])
-        # the same cost model fed with the F+B time each stage spent inside this kind's run:
-        # what is left is the error of the schedule and communication model alone
-        per_stage = [statistics.median(stage_compute[kind][d]) for d in range(p)]
-        calibrated = _rescaled(profile, cuts_by_chunks[1], b * m, per_stage)
-        again = predict(calibrated, p, 1, b, m, False, kind, cuts_by_chunks[1]).time_s
-        print(f"{kind:<8}{pred.time_s:>13.4f}{meas:>12.4f}{(pred.time_s / meas - 1):>+8.1%}"
-              f"{again:>16.4f}{(again / meas - 1):>+8.1%}")
+        closed = "-"
+        if kind in ("1f1b", "2bw"):
+            pred = predict(profile, p, 1, b, m, False, kind, cuts_by_chunks[1])
+            closed = f"{pred.time_s / meas - 1:+.1%}"
+        print(f"{kind:<14}{meas:>11.4f}{closed:>13}{spread(errors[kind]['calibrated']):>30}"
+              f"{spread(errors[kind]['online']):>30}")
+    every = {name: [e for k, _ in KINDS for e in errors[k][name]]
+             for name in ("calibrated", "online")}
+    for name, values in every.items():
+        within = sum(abs(e) <= 0.05 for e in values)
+        print(f"{name}: median |error| {statistics.median(abs(e) for e in values):.1%}, "
+              f"{within} of {len(values)} runs within 5%")
+    print(f"load average per run: median {statistics.median(loads):.2f}, "
+          f"range {min(loads):.2f}-{max(loads):.2f}")
     print(f"\nload average at end {os.getloadavg()[0]:.2f}")
 
 

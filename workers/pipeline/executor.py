@@ -121,6 +121,7 @@ class StageCalibration:
     #                                   it does itself; varuna's R is an action of its own)
     p2p_s: float                      # one boundary tensor to the next stage (0: last stage)
     update_s: float                   # one flush update: all-reduces, then W − ν·g
+    seconds: float = 0.0              # what calibrating took on this rank
 
 
 class StageRuntime:
@@ -464,6 +465,7 @@ class StageRuntime:
         then W − ν·g). Medians over ``repeats`` after ``warmup`` calls. Leaves the weights as
         they were (the gradients are zero)."""
         cfg = self.cfg
+        began = time.perf_counter()
         last = self.n_chunks - 1
         forward: dict[int, float] = {}
         backward: dict[int, float] = {}
@@ -505,7 +507,7 @@ class StageRuntime:
             if rep >= warmup:
                 updates.append(time.perf_counter() - t0)
         return StageCalibration(self.rank, self.stage, self.replica, forward, backward, p2p,
-                                statistics.median(updates))
+                                statistics.median(updates), time.perf_counter() - began)
 
     def _calibrate_p2p(self, repeats: int) -> float:
         """Half the round trip of one boundary tensor between this stage and the next (every

@@ -33,7 +33,7 @@ from workers.pipeline.morph import config_for_plan, read_meta, save_layers, writ
 from workers.pipeline.planner import Plan, PlanInfeasible, plan
 from workers.pipeline.profile import profile_from_dict, profile_model
 
-from .common import Workload, init_distributed
+from .common import Workload, device_for_rank, init_distributed
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +104,7 @@ def train(options: GptOptions, steps: int | None = None) -> GptResult:
     if "OMP_NUM_THREADS" not in os.environ:
         torch.set_num_threads(1)   # P·D ranks share the machine (see benchmarks/pipeline.py)
     distributed = init_distributed()
+    device_for_rank()    # with CUDA: this rank's GPU is the current device (nccl broadcast)
     world = dist.get_world_size() if distributed else 1
     rank = dist.get_rank() if distributed else 0
     try:
