@@ -12,7 +12,6 @@ another number and mix of ranks and continues the same trajectory.
 from __future__ import annotations
 
 import logging
-import math
 import os
 from pathlib import Path
 from typing import Any
@@ -56,12 +55,12 @@ def virtual_trainer(workload: Any, part: RankLayout, *, seed: int = 0,
                               sampler, part.nodes, batch_loss=workload.loss, device=device)
 
 
-def run_virtual(workload: Any, part: RankLayout, *, checkpoint_file: str, steps: int | None,
-                seed: int, dtype: torch.dtype, device: torch.device,
-                checkpoint_dir: str | None = None,
-                iterator_options: dict[str, Any] | None = None) -> tuple[int, list[float], Any]:
-    """Train this rank under GavelIterator (standalone: ``steps`` steps). Returns (absolute
-    steps, this run's losses, the iterator)."""
+def virtual_run(workload: Any, part: RankLayout, *, checkpoint_file: str, seed: int,
+                dtype: torch.dtype, device: torch.device, checkpoint_dir: str | None = None,
+                iterator_options: dict[str, Any] | None = None
+                ) -> tuple[VirtualNodeTrainer, GavelIterator]:
+    """This rank's trainer and the GavelIterator that drives it: one item per global step,
+    checkpoints through ``checkpoint.py`` (loaded at once when the job has one)."""
     trainer = virtual_trainer(workload, part, seed=seed, dtype=dtype, device=device)
     log.info("%s rank %d of %d: virtual nodes %s (%d of %d samples, V=%d), type %s, %s, "
              "paced at %s steps/s", workload.name, part.rank, part.job.mapping.processes,
@@ -79,17 +78,4 @@ def run_virtual(workload: Any, part: RankLayout, *, checkpoint_file: str, steps:
     if iterator.steps != trainer.global_step:
         raise RuntimeError(f"checkpoint in {iterator.checkpoint_dir} is at step "
                            f"{trainer.global_step}, its progress file at {iterator.steps}")
-    standalone = not os.environ.get("GAVEL_SCHEDULER")
-    if standalone and steps is None:
-        steps = DATASET_STEPS
-    losses: list[float] = []
-    while not iterator.done and not (standalone and len(losses) >= steps):
-        for _ in iterator:
-            loss = trainer.step()
-            if not math.isfinite(loss):
-                raise FloatingPointError(f"{workload.name}: loss is {loss}")
-            losses.append(loss)
-            if standalone and len(losses) >= steps:
-                break
-    iterator.close()
-    return (iterator.steps if not standalone else trainer.global_step), losses, iterator
+    return trainer, iterator

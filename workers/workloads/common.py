@@ -193,7 +193,10 @@ def train_step(workload: Workload, state: Setup, batch: tuple[torch.Tensor, ...]
     loss = workload.loss(state.model, batch)
     loss.backward()
     state.optimizer.step()
-    value = float(loss.detach())
+    return _finite(workload, float(loss.detach()))
+
+
+def _finite(workload: Workload, value: float) -> float:
     if not math.isfinite(value):
         raise FloatingPointError(f"{workload.name}: loss is {value}")
     return value
@@ -224,37 +227,51 @@ def train(workload: Workload, *, steps: int | None = None, batch_size: int | Non
         lambda d: save_checkpoint(Path(d) / CHECKPOINT_FILE, model, optimizer,
                                   iterator.steps),
         **(iterator_options or {}))
+    losses = _drive(iterator, lambda batch: train_step(workload, state, batch), steps)
+    if state.distributed:
+        dist.destroy_process_group()
+    return _result(iterator, losses)
+
+
+def _drive(iterator: GavelIterator, step: Callable[[Any], float],
+           steps: int | None) -> list[float]:
+    """Run ``step(batch)`` under the iterator until its lease ends, or for ``steps`` steps
+    (default one synthetic epoch) without a scheduler; this run's losses."""
     standalone = not os.environ.get("GAVEL_SCHEDULER")
     if standalone and steps is None:
         steps = SYNTHETIC_BATCHES
     losses: list[float] = []
     while not iterator.done and not (standalone and len(losses) >= steps):
         for batch in iterator:
-            losses.append(train_step(workload, state, batch))
+            losses.append(step(batch))
             if standalone and len(losses) >= steps:
                 break
     iterator.close()
-    if state.distributed:
-        dist.destroy_process_group()
-    absolute = iterator.steps if not standalone else len(losses)
+    return losses
+
+
+def _result(iterator: GavelIterator, losses: list[float]) -> TrainResult:
+    standalone = not os.environ.get("GAVEL_SCHEDULER")
+    absolute = len(losses) if standalone else iterator.steps
     return TrainResult(absolute, tuple(losses), iterator.finished, iterator.done)
 
 
 def _train_virtual(workload: Workload, part: Any, steps: int | None, seed: int,
                    checkpoint_dir: str | None, iterator_options: dict[str, Any] | None,
                    dtype: torch.dtype) -> TrainResult:
-    from workers.virtual.workload import run_virtual
+    from workers.virtual.workload import virtual_run
 
     _one_thread()
     distributed = init_distributed()
-    absolute, losses, iterator = run_virtual(
-        workload, part, checkpoint_file=CHECKPOINT_FILE, steps=steps, seed=seed, dtype=dtype,
+    trainer, iterator = virtual_run(
+        workload, part, checkpoint_file=CHECKPOINT_FILE, seed=seed, dtype=dtype,
         device=device_for_rank(),
         checkpoint_dir=checkpoint_dir or os.environ.get("GAVEL_CHECKPOINT_DIR") or None,
         iterator_options=iterator_options)
+    losses = _drive(iterator, lambda _: _finite(workload, trainer.step()), steps)
     if distributed:
         dist.destroy_process_group()
-    return TrainResult(absolute, tuple(losses), iterator.finished, iterator.done)
+    return _result(iterator, losses)
 
 
 def main(workload: Workload, argv: Sequence[str] | None = None) -> int:
