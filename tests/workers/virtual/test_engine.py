@@ -38,7 +38,7 @@ def _plain_full_batch_run(job: ReferenceJob, sampler: VirtualSampler, steps: int
     return model
 
 
-@pytest.mark.parametrize("sizes", [(6, 2), (3, 3, 3, 3, 3, 3, 3, 3), (5, 1, 7, 3)])
+@pytest.mark.parametrize("sizes", [(6, 2), (3, 3, 3, 3, 3, 3, 3, 3), (5, 1, 7, 3), (20,)])
 def test_uneven_nodes_equal_one_full_batch_pass(sizes):
     """The paper's 6:2 example and other uneven splits: share-weighted accumulation gives
     exactly the full-batch gradient (an epoch's short last step included)."""
@@ -152,3 +152,20 @@ def test_resume_refuses_another_layout(tmp_path):
     other = reference_trainer(ReferenceJob(nodes=4, node_batch=12), range(4))
     with pytest.raises(CheckpointMismatch, match="layout"):
         load_checkpoint(other, tmp_path / "ckpt.pt")
+
+
+def test_one_node_fast_path_has_the_general_paths_bits(monkeypatch):
+    """V = 1 on one process skips the per-node bookkeeping; batch norm, dropout and the
+    epoch's short last step still give bit for bit what the general path gives."""
+    from workers.virtual import engine
+
+    job = ReferenceJob(nodes=1, node_batch=16, dataset_size=40)
+    fast = reference_trainer(job, [0])
+    losses = [fast.step() for _ in range(5)]
+    # the general path: pretend to be one of two processes, with an all-reduce that adds 0
+    monkeypatch.setattr(engine.VirtualNodeTrainer, "_world", property(lambda self: 2))
+    monkeypatch.setattr(engine.dist, "all_reduce", lambda tensor, group=None: None)
+    general = reference_trainer(job, [0])
+    assert [general.step() for _ in range(5)] == losses
+    assert torch.equal(state_vector(general), state_vector(fast))
+    assert general._flat is not None and fast._flat is None
