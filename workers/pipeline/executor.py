@@ -462,8 +462,9 @@ class StageRuntime:
         as in training): F and B of each chunk it holds on one micro-batch of random input
         mocking the previous stage, through the training code; one boundary tensor sent to
         the next stage and back (half the round trip); and one flush update (all-reduces,
-        then W − ν·g). Medians over ``repeats`` after ``warmup`` calls. Leaves the weights as
-        they were (the gradients are zero)."""
+        then W − ν·g). Means over ``repeats`` after ``warmup`` calls (means, not medians: a
+        busy machine stretches some calls, and a mini-batch pays for all of them). Leaves
+        the weights as they were (the gradients are zero)."""
         cfg = self.cfg
         began = time.perf_counter()
         last = self.n_chunks - 1
@@ -493,7 +494,7 @@ class StageRuntime:
                 if rep >= warmup:
                     f_times.append(t1 - t0)
                     b_times.append(t3 - t2)
-            forward[c], backward[c] = statistics.median(f_times), statistics.median(b_times)
+            forward[c], backward[c] = statistics.fmean(f_times), statistics.fmean(b_times)
         for t in self.versions[0].values():
             t.grad = None
         p2p = self._calibrate_p2p(repeats) if cfg.stages > 1 else 0.0
@@ -507,7 +508,7 @@ class StageRuntime:
             if rep >= warmup:
                 updates.append(time.perf_counter() - t0)
         return StageCalibration(self.rank, self.stage, self.replica, forward, backward, p2p,
-                                statistics.median(updates), time.perf_counter() - began)
+                                statistics.fmean(updates), time.perf_counter() - began)
 
     def _calibrate_p2p(self, repeats: int) -> float:
         """Half the round trip of one boundary tensor between this stage and the next (every
@@ -532,7 +533,7 @@ class StageRuntime:
                     dist.send(buf, other)
                 if rep and self.stage == s:
                     times.append((time.perf_counter() - t0) / 2)
-        return statistics.median(times) if times else 0.0
+        return statistics.fmean(times) if times else 0.0
 
     def stats(self) -> RankStats:
         """What this rank measured so far."""
@@ -544,7 +545,7 @@ class StageRuntime:
                          weight_bytes, self.max_versions, rss, self.observed())
 
     def observed(self, p2p_s: float = 0.0) -> StageCalibration | None:
-        """The costs this rank has seen while training (medians of the last RECENT): the
+        """The costs this rank has seen while training (means of the last RECENT): the
         calibration measured on the run itself; None before the first mini-batch."""
         chunks = sorted(self.modules)
         if not all((Op.F, c) in self._op_times and (Op.B, c) in self._op_times
@@ -552,9 +553,9 @@ class StageRuntime:
             return None
         return StageCalibration(
             self.rank, self.stage, self.replica,
-            {c: statistics.median(self._op_times[(Op.F, c)]) for c in chunks},
-            {c: statistics.median(self._op_times[(Op.B, c)]) for c in chunks}, p2p_s,
-            statistics.median(self._update_times) if self._update_times else 0.0)
+            {c: statistics.fmean(self._op_times[(Op.F, c)]) for c in chunks},
+            {c: statistics.fmean(self._op_times[(Op.B, c)]) for c in chunks}, p2p_s,
+            statistics.fmean(self._update_times) if self._update_times else 0.0)
 
     def final_weights(self) -> dict[str, torch.Tensor]:
         """The newest version of this stage's weights, by global name."""
