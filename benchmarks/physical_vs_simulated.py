@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import platform
+import queue
 import subprocess
 import sys
 import tempfile
@@ -67,6 +69,23 @@ def measured_trace(state_dir: Path) -> tuple[list[TraceJob], ThroughputTable,
     return jobs, ThroughputTable(solo=solo), overhead
 
 
+def simulate_within(seconds: float, *args, **kw) -> dict | None:
+    """``simulate(*args, **kw).to_dict()`` in a forked process; None when it has not finished
+    after ``seconds`` (a replay whose start-ups all exceed the round can make no progress
+    in fresh runs, and the simulator has no time limit of its own)."""
+    ctx = multiprocessing.get_context("fork")
+    results = ctx.Queue()
+    proc = ctx.Process(target=lambda: results.put(simulate(*args, **kw).to_dict()))
+    proc.start()
+    try:
+        return results.get(timeout=seconds)
+    except queue.Empty:
+        return None
+    finally:
+        proc.kill()
+        proc.join()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", default="k80=1,p100=1,v100=1")
@@ -78,6 +97,8 @@ def main() -> int:
     parser.add_argument("--keep", help="keep the daemon's state and logs here")
     parser.add_argument("--replay", metavar="DIR", help="replay a run kept with --keep DIR "
                         "instead of running the cluster again")
+    parser.add_argument("--sim-timeout", type=float, default=120.0, metavar="S",
+                        help="give up on a replay after S seconds (default 120)")
     args = parser.parse_args()
 
     if args.replay:
@@ -110,10 +131,12 @@ def main() -> int:
                                        min_resolve_interval_s=args.round_seconds,
                                        type_order=fastest_first(table, tuple(cluster)))
         charged = {k: v * scale for k, v in overhead.items()}
-        simulated = runs[scale] = simulate(
-            jobs, table, cluster, policy, core_config=config,
-            sim=SimConfig(round_ends_at_last_finish=False,
-                          preemption_overhead_s=charged)).to_dict()
+        simulated = runs[scale] = simulate_within(
+            args.sim_timeout, jobs, table, cluster, policy, core_config=config,
+            sim=SimConfig(round_ends_at_last_finish=False, preemption_overhead_s=charged))
+        if simulated is None:
+            print(f"| {scale:g}x | (replay did not finish in {args.sim_timeout:g} s) | | | |")
+            continue
         for key, name in (("avg_jct_s", "average JCT (s)"), ("makespan_s", "makespan (s)")):
             diff = 100.0 * (simulated[key] - physical[key]) / physical[key]
             print(f"| {scale:g}x | {name} | {physical[key]:.1f} | {simulated[key]:.1f} | "
@@ -122,7 +145,7 @@ def main() -> int:
     print("Per job, start-up charged in full (JCT in s):")
     print("| job | type | start-up s | physical JCT | simulated JCT | difference |")
     print("|---|---|---|---|---|---|")
-    for job, real, sim in zip(jobs, physical["jobs"], runs[1.0]["jobs"]):
+    for job, real, sim in zip(jobs, physical["jobs"], (runs[1.0] or {}).get("jobs", ())):
         print(f"| {real['id']} | {real['job_type']} | {overhead[job.job_type]:.1f} | "
               f"{real['jct_s']:.1f} | {sim['jct_s']:.1f} | "
               f"{100.0 * (sim['jct_s'] - real['jct_s']) / real['jct_s']:+.1f}% |")

@@ -394,8 +394,11 @@ class GavelIterator:
         return batch
 
     def _wait_for_pace(self) -> None:
+        # The k-th step of this process (k = 1, 2, ...) is handed out no earlier than
+        # t0 + k / pace: it stands for a GPU step that takes 1 / pace, so t seconds hold
+        # floor(pace x t) steps (no free first step: a short lease would look fast).
         t0, s0 = self._pace_origin
-        delay = t0 + (self.steps - s0) / self._pace - time.monotonic()
+        delay = t0 + (self.steps - s0 + 1) / self._pace - time.monotonic()
         if delay > 0:
             time.sleep(delay)
 

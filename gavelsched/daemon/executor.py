@@ -153,6 +153,9 @@ class DaemonExecutor:
         self._held: dict[str, float] = {}        # task key -> seconds it held its workers
         self._freed: dict[int, float] = {}       # worker id -> when its last run there ended
         self._startups: dict[str, tuple[float, int]] = {}   # job type -> (mean s, runs)
+        # job -> (monotonic deadline, reason): a rank of a multi-server run exited nonzero;
+        # the job fails at the deadline unless a server of the run is found dead first
+        self._suspects: dict[str, tuple[float, str]] = {}
         self._waiters: list[_Waiter] = []
         self._last_period: dict[str, dict[str, float]] = {}
         self._started_index = -1
@@ -225,6 +228,10 @@ class DaemonExecutor:
     def _tick(self) -> None:
         mono = self._clock()
         self._check_heartbeats(mono)
+        for job_id, (deadline, reason) in list(self._suspects.items()):
+            if mono >= deadline:
+                del self._suspects[job_id]
+                self._fail_job(job_id, reason)
         if self._next_start is None:            # idle: start as soon as there is work
             if (self.core.has_jobs and self._ready()
                     and mono >= self._woken + ARRIVAL_GRACE_S):
@@ -564,8 +571,19 @@ class DaemonExecutor:
             self.durable_steps(request.job_id, int(request.steps))
         run = self._runs.get(request.job_id)
         if request.failed and run is not None and request.server_id in run.servers:
-            self._fail_job(request.job_id, request.reason or f"exit code {request.exit_code}")
-            return
+            reason = request.reason or f"exit code {request.exit_code}"
+            if len(run.servers) == 1:
+                self._fail_job(request.job_id, reason)
+                return
+            # A rank of a multi-server job also fails when a peer's machine dies under it
+            # (gloo reports the lost connection): that is not the job's fault. Wait for the
+            # heartbeat check to tell; a server of the run found dead clears the suspicion.
+            limit = (HEARTBEAT_MISSES + 1) * self.config.heartbeat_seconds
+            if request.job_id not in self._suspects:
+                log.info("job %s: a rank on server %d failed (%s); the job fails in %.1fs "
+                         "unless a server of its run is found dead", request.job_id,
+                         request.server_id, reason, limit)
+                self._suspects[request.job_id] = (self._clock() + limit, reason)
         self._run_exited(request.job_id, request.server_id)
 
     def init_job(self, request: pb.InitJobRequest) -> pb.InitJobResponse:
@@ -655,6 +673,9 @@ class DaemonExecutor:
         for job_id, run in list(self._runs.items()):
             if server_id in run.servers:
                 run.left.discard(server_id)
+                if self._suspects.pop(job_id, None) is not None:
+                    log.info("job %s: its failed rank lost its peer on server %d; the job "
+                             "goes on from its checkpoint", job_id, server_id)
                 deferred = self._deferred.pop(job_id, None)
                 self._kill_run(job_id, reason)
                 job = self.jobs[job_id]

@@ -42,27 +42,29 @@ class Recorder:
 class Scheduler:
     """An executor on a hand-moved clock with one emulated v100 server of ``gpus`` GPUs."""
 
-    def __init__(self, tmp_path, gpus: int = 1) -> None:
+    def __init__(self, tmp_path, gpus: int = 1, heartbeat_seconds: float = 1e6) -> None:
         self.t = 0.0
         self.store = Store(tmp_path / "state")
         config = DaemonConfig(listen="127.0.0.1:0", policy="max_min_fairness_perf",
                               round_seconds=R, state_dir=tmp_path / "state",
-                              heartbeat_seconds=1e6, min_resolve_interval_s=R)
+                              heartbeat_seconds=heartbeat_seconds, min_resolve_interval_s=R)
         self.sent = Recorder()
         self.x = DaemonExecutor(config, self.store, get_policy("max_min_fairness_perf"),
                                 default_table(), self.sent, clock=lambda: self.t)
-        reply = self.x.register(pb.RegisterWorkerRequest(
+        self.server = self.add_server(gpus)
+
+    def add_server(self, gpus: int = 1) -> int:
+        return self.x.register(pb.RegisterWorkerRequest(
             worker_type="v100", gpus=gpus, address="127.0.0.1:1", hostname="h",
-            previous_server_id=-1), self.t)
-        self.server = reply.server_id
+            previous_server_id=-1), self.t).server_id
 
     def at(self, t: float) -> None:
         self.t = t
         self.x._tick()                      # what the executor's loop does when it wakes
 
-    def submit(self, steps: int = 100_000) -> str:
-        return self.x.submit(pb.JobRequest(job_type="A3C", scale_factor=1, total_steps=steps,
-                                           workload="steps"))
+    def submit(self, steps: int = 100_000, scale_factor: int = 1) -> str:
+        return self.x.submit(pb.JobRequest(job_type="A3C", scale_factor=scale_factor,
+                                           total_steps=steps, workload="steps"))
 
     def init(self, job_id: str) -> pb.Lease:
         return self.x.init_job(pb.InitJobRequest(job_id=job_id, round=0, rank=0,
