@@ -13,8 +13,9 @@ V100 / U(3.3, 10). Variants (``make_problem``):
 - ``8 partners``: the pairs ``policies.packing.select_pairs`` offers (8 per job) of a
   catalog-drawn problem (pairs need a pair throughput table).
 
-Every measurement runs in a fresh process (``--child``): the *import* row is the one-time
-cost of importing numpy, scipy, cvxpy and the policies; *cold* is the first solve in the
+Every measurement runs in a fresh process (``--child``): *import* is the one-time cost of
+``import policies`` (numpy, scipy.sparse; cvxpy only on first use, timed on its own as
+*cvxpy* for the policies that build a cvxpy program); *cold* is the first solve in the
 process (``Allocation.solve_s``: matrices, any compilation, the solve, the allocation), as
 ``gavelsched solve`` or a restarted scheduler pays it; *warm* is the re-solve of a problem
 of the same shape with new numbers in the same process. Peak RSS is the process's. The
@@ -23,6 +24,7 @@ JSON parse, solve, output). ``--solvers`` runs the comparison of solvers and bac
 
     python benchmarks/policy_solve.py                 # targets, CLI rows, solver table
     python benchmarks/policy_solve.py --quick         # small sizes, a smoke test
+    python benchmarks/policy_solve.py --imports       # import policies, gavelsched solve
 """
 
 from __future__ import annotations
@@ -165,20 +167,23 @@ def _catalog_packed(num_jobs: int, seed: int, *, max_partners: int = 8, distinct
 def child(case: Case) -> dict:
     """Cold and warm solves of ``case`` in this (fresh) process."""
     start = time.perf_counter()
-    import cvxpy  # noqa: F401  (the one-time import cost is measured on its own)
-    import scipy.sparse  # noqa: F401
-
     from policies import get_policy
     imported = time.perf_counter() - start
+    cvxpy_s = None
+    if case.policy not in HAS_DIRECT or dict(case.options).get("backend") == "cvxpy":
+        start = time.perf_counter()  # cvxpy is imported on first use: time it on its own
+        import cvxpy  # noqa: F401
+        cvxpy_s = time.perf_counter() - start
     policy = get_policy(case.policy, **dict(case.options))
     cold = policy.solve(make_problem(case.jobs, case.variant, seed=0))
     warm = policy.solve(make_problem(case.jobs, case.variant, seed=1))
-    return {"import_s": imported, "cold_s": cold.solve_s, "warm_s": warm.solve_s,
-            "objective": cold.objective, "solver": cold.solver,
+    return {"import_s": imported, "cvxpy_s": cvxpy_s, "cold_s": cold.solve_s,
+            "warm_s": warm.solve_s, "objective": cold.objective, "solver": cold.solver,
             "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
 TIMEOUT_S = 600  # a measurement that takes longer is reported as such
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def fresh(case: Case) -> dict:
@@ -193,7 +198,7 @@ def fresh(case: Case) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def cli(case: Case) -> dict:
+def cli(case: Case, env: dict | None = None) -> dict:
     """``gavelsched solve`` on the case's cold problem, end to end in a fresh process."""
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "problem.json")
@@ -204,7 +209,7 @@ def cli(case: Case) -> dict:
         start = time.perf_counter()
         try:
             out = subprocess.run(cmd, check=False, capture_output=True, text=True,
-                                 timeout=TIMEOUT_S)
+                                 timeout=TIMEOUT_S, env=env, cwd=tmp if env else None)
         except subprocess.TimeoutExpired:
             return {"error": f"not done after {TIMEOUT_S} s"}
         wall = time.perf_counter() - start
@@ -224,7 +229,7 @@ def header() -> str:
 
 def targets(cases: list[Case]) -> None:
     print(f"\n{'case':58s} {'jobs':>6s} {'target':>7s} {'cold s':>7s} {'warm s':>7s} {'ok':>3s} "
-          f"{'RSS MiB':>8s} {'solver':>9s} {'import s':>8s} {'objective':>10s}")
+          f"{'RSS MiB':>8s} {'solver':>9s} {'import s':>8s} {'cvxpy s':>7s} {'objective':>10s}")
     for case in cases:
         r = fresh(case)
         if "error" in r:
@@ -237,7 +242,51 @@ def targets(cases: list[Case]) -> None:
         target = "" if case.target_s is None else f"{case.target_s:g}"
         print(f"{case.label:58s} {case.jobs:6d} {target:>7s} {r['cold_s']:7.3f} "
               f"{r['warm_s']:7.3f} {ok:>3s} {r['rss_mib']:8.0f} {r['solver']:>9s} "
-              f"{r['import_s']:8.2f} {r['objective']:10.6g}", flush=True)
+              f"{r['import_s']:8.2f} {_seconds(r['cvxpy_s']):>7s} {r['objective']:10.6g}",
+              flush=True)
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+IMPORT_PROBE = """
+import json, sys, time
+start = time.perf_counter()
+import policies
+print(json.dumps({"s": time.perf_counter() - start, "cvxpy": "cvxpy" in sys.modules,
+                  "scipy_optimize": "scipy.optimize" in sys.modules}))
+"""
+
+
+def imports(root: str, repeat: int = 5) -> None:
+    """The one-time costs a ``gavelsched solve`` on the direct path pays, each in a fresh
+    interpreter with the source tree ``root`` first on the path (``--root`` measures
+    another checkout, e.g. one from before cvxpy was imported lazily): ``import policies``
+    (median of ``repeat``), and the CLI end to end on 2,048 jobs."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    runs = []
+    for _ in range(repeat):
+        out = subprocess.run([sys.executable, "-c", IMPORT_PROBE], check=True, env=env,
+                             capture_output=True, text=True, cwd=tempfile.gettempdir())
+        runs.append(json.loads(out.stdout))
+    runs.sort(key=lambda r: r["s"])
+    median = runs[len(runs) // 2]
+    print(f"\n{'one-time cost (fresh interpreter), source ' + root:58s} {'median s':>9s} "
+          f"{'min s':>6s} {'cvxpy loaded':>12s} {'scipy.optimize':>14s}")
+    print(f"{'import policies':58s} {median['s']:9.3f} {runs[0]['s']:6.3f} "
+          f"{median['cvxpy']!s:>12s} {median['scipy_optimize']!s:>14s}", flush=True)
+    case = Case("max_min_fairness_perf", 2048)
+    walls = [cli(case, env) for _ in range(repeat)]
+    walls = sorted(walls, key=lambda r: r.get("wall_s", float("inf")))
+    r = walls[len(walls) // 2]
+    if "error" in r:
+        print(f"{'gavelsched solve, max_min_fairness_perf, 2,048 jobs':58s} FAILED: {r['error']}")
+        return
+    print(f"{'gavelsched solve, max_min_fairness_perf, 2,048 jobs (wall)':58s} "
+          f"{r['wall_s']:9.3f} {walls[0]['wall_s']:6.3f}   (solve_s inside {r['solve_s']:.3f})",
+          flush=True)
 
 
 def cli_rows(cases: list[Case]) -> None:
@@ -321,6 +370,10 @@ def main() -> int:
     parser.add_argument("--partners", type=int, metavar="N",
                         help="only the cost of capping partners per job, at N catalog jobs")
     parser.add_argument("--pop", type=int, metavar="N", help="only POP at N distinct jobs")
+    parser.add_argument("--imports", action="store_true",
+                        help="only the one-time costs: import policies, gavelsched solve")
+    parser.add_argument("--root", default=ROOT, metavar="DIR",
+                        help="with --imports: the source tree to measure (default: this one)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -337,6 +390,9 @@ def main() -> int:
         return 0
     if args.solvers:
         solvers(args.with_19gb_row)
+        return 0
+    if args.imports:
+        imports(os.path.abspath(args.root))
         return 0
     cases = QUICK if args.quick else TARGETS
     if args.case:

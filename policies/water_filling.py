@@ -17,7 +17,11 @@ never frozen too early, and each iteration freezes at least one job (the duals o
 rising jobs sum to 1/Σw > 0). A simplex (vertex) dual keeps the first two properties, since
 a positive dual still means the constraint is tight in every optimum, but may freeze fewer
 jobs per LP. The direct path also skips the iterations in which jobs only reach their own
-caps (``WaterFilling._jump``).
+caps (``WaterFilling._jump``), and, without pairs, solves each LP over the columns that can
+still matter (``prune``, policies/water_filling_live.py): a column no unfrozen job can use
+any more is dropped and lowers its job's cap, so with FIFO entities, where the weight moves
+to one job at a time, most jobs stop at such a cap and are jumped over too (2,048 jobs in
+four FIFO entities: ~70 LPs instead of ~1,500). ``prune=False`` is the method before it.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from .errors import Infeasible, ProblemError, SolverFailed
 from .fairness import base_constraints, fairness_utility, max_min_rows
 from .lp import LinearProgram, WarmLevel, maximise_level, solve_lp
 from .problem import Allocation, Problem
-from .water_filling_live import LiveSteps, column_jobs, live_caps
+from .water_filling_live import LiveSteps, column_jobs
 
 log = logging.getLogger(__name__)
 
@@ -166,9 +170,9 @@ class WaterFilling(ColumnPolicy):
         live = None
         if solver is None:
             step = self._cvxpy_steps(cols, U)
-        elif self.prune and cols.single.all():
+        elif self.prune and cols.single.all() and (column_jobs(U) >= 0).all():
             live = np.ones(cols.num_columns, dtype=bool)
-            step = LiveSteps(*max_min_rows(cols, U), column_jobs(U), live, solver, self.name)
+            step = LiveSteps(*max_min_rows(cols, U), U, live, solver, self.name)
         else:
             step = self._direct_steps(cols, U, solver)
         frozen = np.zeros(k, dtype=bool)
@@ -192,7 +196,7 @@ class WaterFilling(ColumnPolicy):
             frozen |= stuck
             if live is not None and not frozen.all() and np.any(
                     floor[stuck] < caps[stuck] * (1 - CAP_TOL)):  # a cluster constraint bound
-                caps = self._prune(step, floor, frozen, live, U)
+                caps = self._prune(step, floor, frozen, live)
             log.debug("%s: iteration %d raised by %.4g, froze %d jobs (%d left)", self.name,
                       iterations, rise, stuck.sum(), (~frozen).sum())
         if not frozen.all():
@@ -200,13 +204,14 @@ class WaterFilling(ColumnPolicy):
                         self.name, iterations, (~frozen).sum())
         return floor, z
 
-    def _prune(self, step: LiveSteps, floor, frozen, live, U) -> np.ndarray:
+    def _prune(self, step: LiveSteps, floor, frozen, live) -> np.ndarray:
         """Mark the columns no unfrozen job can use any more as dead (in ``live``) and
         return every job's cap over its live columns (policies/water_filling_live.py)."""
         dead = step.dead_columns(floor, frozen)
         live[dead] = False
+        step.refresh()
         log.debug("%s: %d columns dead, %d live", self.name, dead.size, live.sum())
-        return live_caps(U, live)
+        return step.caps
 
     def _ends_at_caps(self, floor, w, rise, dual, caps) -> bool:
         """True when this step's bottlenecked jobs are exactly at their own caps: no

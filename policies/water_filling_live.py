@@ -38,6 +38,11 @@ log = logging.getLogger(__name__)
 DEAD_LEVEL = 1e-9
 # A dual at most this fraction of the largest one is zero (as water_filling.DUAL_ZERO).
 DEAD_DUAL = 1e-5
+# A job within this relative distance of its cap is at it (the jump sets frozen jobs' floors
+# 1e-8 below their caps, water_filling.CAP_TOL) ...
+FIXED_TOL = 1e-7
+# ... and its allocation is fixed when its best live column beats the next by this much.
+UNIQUE_GAP = 1e-6
 
 
 def column_jobs(U: sp.spmatrix) -> np.ndarray:
@@ -49,32 +54,56 @@ def column_jobs(U: sp.spmatrix) -> np.ndarray:
     return owner
 
 
-def live_caps(U: sp.spmatrix, live: np.ndarray) -> np.ndarray:
-    """Each job's own cap over its live columns: full time on the best one (0 if none)."""
-    masked = sp.csr_matrix(U) @ sp.diags(live.astype(float))
-    return np.asarray(masked.max(axis=1).todense()).ravel()
-
-
 class LiveSteps:
     """Water filling's iteration LP (``max_min_rows``: maximise t s.t. u(z) >= floor + w t,
     (5.2), (5.3)) over the live columns of the active jobs only, solved by
-    ``maximise_level``; ``live`` is shared with the caller, who marks dead columns in it."""
+    ``maximise_level``. A job frozen at its own cap whose best live column is unique has
+    only one allocation left, full time there, so it leaves the LP as a constant (its
+    workers are taken off (5.3)). ``live`` is shared with the caller, who marks dead columns
+    in it and then calls ``refresh``."""
 
-    def __init__(self, A: sp.spmatrix, b: np.ndarray, e: np.ndarray, owner: np.ndarray,
+    def __init__(self, A: sp.spmatrix, b: np.ndarray, e: np.ndarray, U: sp.spmatrix,
                  live: np.ndarray, solver: str, what: str) -> None:
         self.A, self.b, self.e = sp.csc_matrix(A), b.copy(), e.copy()
-        self.owner, self.live, self.solver, self.what = owner, live, solver, what
-        self.k = int(owner.max()) + 1 if owner.size else 0
+        self.U = sp.csr_matrix(U)
+        self.owner, self.live, self.solver, self.what = column_jobs(U), live, solver, what
+        self.k = U.shape[0]
+        self.refresh()
 
-    def columns(self, floor: np.ndarray, w: np.ndarray) -> np.ndarray:
-        """Indices of the columns an LP at (floor, w) needs."""
-        active = (floor > 0) | (w > 0)
-        return np.nonzero(self.live & active[self.owner])[0]
+    def refresh(self) -> None:
+        """Recompute each job's cap over its live columns (``caps``), and which jobs at
+        their cap have a unique best live column (``best``, -1 where not)."""
+        masked = (self.U @ sp.diags(self.live.astype(float))).tocsr()
+        self.caps = np.asarray(masked.max(axis=1).todense()).ravel()
+        self.best = np.full(self.k, -1)
+        for j in range(self.k):
+            lo, hi = masked.indptr[j], masked.indptr[j + 1]
+            values = masked.data[lo:hi]
+            if values.size == 0 or values.max() <= 0:
+                continue
+            top = np.argmax(values)
+            rest = np.delete(values, top)
+            if rest.size == 0 or rest.max() < values[top] * (1 - UNIQUE_GAP):
+                self.best[j] = masked.indices[lo + top]
+
+    def _reduced(self, floor: np.ndarray, w: np.ndarray):
+        """(columns kept, b with the fixed jobs' workers taken off, fixed part of z)."""
+        fixed = (self.best >= 0) & (w == 0) & (floor >= self.caps * (1 - FIXED_TOL))
+        z0 = np.zeros(self.A.shape[1])
+        jobs = np.nonzero(fixed)[0]
+        z0[self.best[jobs]] = np.minimum(floor[jobs] / self.caps[jobs], 1.0)
+        active = ((floor > 0) | (w > 0)) & ~fixed
+        keep = np.nonzero(self.live & active[self.owner])[0]
+        b = self.b.copy()
+        b[:self.k] = -floor
+        b -= self.A @ z0
+        b[jobs] = 0.0  # the fixed job's own level row: met exactly, no column left
+        return keep, b, z0
 
     def __call__(self, floor: np.ndarray, w: np.ndarray):
-        keep = self.columns(floor, w)
-        b, e = self.b.copy(), self.e.copy()
-        b[:self.k], e[:self.k] = -floor, w
+        keep, b, z = self._reduced(floor, w)
+        e = self.e.copy()
+        e[:self.k] = w
         try:
             level = maximise_level(self.A[:, keep], b, e, self.solver, self.what, precise=True)
         except SolverFailed as err:  # an inaccurate interior point: simplex instead
@@ -82,7 +111,6 @@ class LiveSteps:
                 raise
             log.debug("%s; solving again with HIGHS", err)
             level = maximise_level(self.A[:, keep], b, e, "HIGHS", self.what, precise=True)
-        z = np.zeros(self.A.shape[1])
         z[keep] = level.z
         return level.t, z, level.dual[:self.k]
 
@@ -92,14 +120,14 @@ class LiveSteps:
         candidates = np.nonzero(self.live & ~frozen[self.owner])[0]
         if candidates.size == 0:
             return candidates
-        keep = np.union1d(self.columns(floor, np.zeros_like(floor)), candidates)
+        keep, b, _ = self._reduced(floor, np.zeros_like(floor))
+        keep = np.union1d(keep, candidates)
         position = np.searchsorted(keep, candidates)
-        n = keep.size
         lower = sp.csr_matrix((-np.ones(candidates.size), (np.arange(candidates.size),
-                                                          position)), shape=(candidates.size, n))
+                                                          position)),
+                              shape=(candidates.size, keep.size))
         A = sp.vstack([self.A[:, keep], lower], format="csc")
-        b = np.concatenate([self.b, np.zeros(candidates.size)])
-        b[:self.k] = -floor
+        b = np.concatenate([b, np.zeros(candidates.size)])
         e = np.concatenate([np.zeros(self.b.size), np.ones(candidates.size)])
         what = f"{self.what} (dead columns)"
         try:
