@@ -37,6 +37,7 @@ from policies import Allocation, Entity, Job, Pair, Policy, PolicyError, Problem
 from policies.columns import equal_split
 
 from ..mechanism import ClusterView, Demand, PlannerConfig, plan_round
+from ..mechanism.planner import configuration_matrix
 from .config import CoreConfig
 from .configurations import Configurations, MixedOption
 from .records import JobSpec, Period, Report, Round, RoundOutcome, RoundReport, TaskBatch, ThroughputSource
@@ -105,6 +106,7 @@ class SchedulerCore:
         self._mixer = Configurations(throughputs) if config.configurations else None
         self._config_gpus: dict[str, dict[str, int]] = {}
         self._columns: tuple[str, ...] = self._types
+        self._config_matrices()
         self._last_allocation: Allocation | None = None
         self._assignments: dict[str, tuple[int, ...]] = {}
         self._stale = False
@@ -370,6 +372,13 @@ class SchedulerCore:
         self._config_gpus.update(new)
         old, self._columns = self._columns, self._types + tuple(self._config_gpus)
         self._rows.widen(old, self._columns, self.config.seed_seconds)
+        self._config_matrices()
+
+    def _config_matrices(self) -> None:
+        """The configurations as the planner takes them, rebuilt when columns change."""
+        self._config_list = tuple(self._config_gpus.values())
+        self._config_matrix = (configuration_matrix(self._config_list, self._types)
+                               if self._config_list else None)
 
     def _rate_row(self, job: _Job) -> np.ndarray:
         """A job's steps/s on every column: its types, then its configurations."""
@@ -427,6 +436,7 @@ class SchedulerCore:
         self._type_index = {t: j for j, t in enumerate(types)}
         old, self._columns = self._columns, types + tuple(self._config_gpus)
         self._rows.widen(old, self._columns, self.config.seed_seconds)
+        self._config_matrices()
         self._solo_cache.clear()
         self._pair_cache.clear()
         self._planned_cache.clear()
@@ -602,7 +612,7 @@ class SchedulerCore:
             received=rows.received.copy(), deficit=rows.deficit.copy(),
             runnable=rows.runnable, allocated=rows.allocated.copy(),
             previous=dict(self._assignments), member_rows=rows.member_rows.copy(),
-            configurations=tuple(self._config_gpus.values()),
+            configurations=self._config_list, configuration_gpus=self._config_matrix,
         )
 
     def _batch(self, plan) -> TaskBatch:
@@ -627,7 +637,7 @@ class SchedulerCore:
         configurations, splits = (), ()
         mixed = np.flatnonzero(j >= len(self._types))
         if self._config_gpus:
-            configurations = tuple(self._config_gpus.values())
+            configurations = self._config_list
             splits = [None] * len(at)
             for k in mixed.tolist():
                 name = self._columns[int(j[k])]

@@ -55,6 +55,7 @@ class Demand:
     previous: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     member_rows: np.ndarray | None = None
     configurations: tuple[Mapping[str, int], ...] = ()
+    configuration_gpus: np.ndarray | None = None  # (k, real types), from configurations
 
     @property
     def real_types(self) -> tuple[str, ...]:
@@ -69,9 +70,9 @@ class Demand:
             arr = getattr(self, name)
             if arr.shape != (c, n):
                 raise ValueError(f"demand.{name}: shape {arr.shape}, expected {(c, n)}")
-        unknown = {t for gpus in self.configurations for t in gpus} - set(self.real_types)
-        if unknown:
-            raise ValueError(f"demand.configurations: unknown worker type {min(unknown)!r}")
+        if self.configurations and self.configuration_gpus is None:
+            object.__setattr__(self, "configuration_gpus",
+                               configuration_matrix(self.configurations, self.real_types))
         for name in ("scale_factor", "allocated"):
             if getattr(self, name).shape != (c,):
                 raise ValueError(f"demand.{name}: shape {getattr(self, name).shape}, "
@@ -192,12 +193,15 @@ def _plan_mixed(demand: Demand, view: ClusterView, config: PlannerConfig) -> Rou
     n_real = len(real)
     prio = priorities(demand.allocation, demand.received, demand.runnable, demand.allocated)
     order = [j for j in _type_order(types, config.type_order) if j < n_real]
-    gpus = np.array([[c.get(t, 0) for t in real] for c in demand.configurations], dtype=float)
-    position = {j: k for k, j in enumerate(order)}
-    primary = np.array([min(np.flatnonzero(row), key=position.__getitem__) for row in gpus],
-                       dtype=int)
-    runs = order_entries_mixed(prio, demand.deficit, demand.allocation, order, primary,
-                               config.global_queue)
+    gpus = demand.configuration_gpus
+    # Only configurations with time in X can run (priority > 0): the others stay out of
+    # the queues altogether. Each joins the queue of its first type in the type order.
+    live = np.flatnonzero((prio[:, n_real:] > 0).any(axis=0))
+    rank = np.empty(n_real, dtype=int)
+    rank[order] = np.arange(n_real)
+    primary = np.where(gpus[live] > 0, rank[None, :], n_real).argmin(axis=1)  # a type index
+    runs = order_entries_mixed(prio, demand.deficit, demand.allocation, order,
+                               n_real + live, primary, config.global_queue)
     runnable = demand.runnable if config.hold_unallocated else (
         demand.runnable & demand.allocated[:, None])
     combos, type_idx = select_mixed(runs, prio, runnable, demand.scale_factor,
@@ -241,6 +245,16 @@ def _plan_mixed(demand: Demand, view: ClusterView, config: PlannerConfig) -> Rou
         lease_opportunities=len(previous.keys() & set(keys)) if previous else 0,
         lease_extensions=int(extended_arr.sum()),
     )
+
+
+def configuration_matrix(configurations, real_types) -> np.ndarray:
+    """(k, real types) workers of each type each configuration uses; raises ``ValueError``
+    for a type that is not a real type."""
+    unknown = {t for gpus in configurations for t in gpus} - set(real_types)
+    if unknown:
+        raise ValueError(f"demand.configurations: unknown worker type {min(unknown)!r}")
+    return np.array([[gpus.get(t, 0) for t in real_types] for gpus in configurations],
+                    dtype=float).reshape(len(configurations), len(real_types))
 
 
 # Joins a combination key and a type in the placement requests of a configuration task.

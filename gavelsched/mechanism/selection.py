@@ -126,14 +126,12 @@ def _usable(runnable: np.ndarray, prio: np.ndarray, j: int, backfill: bool) -> n
 # ---- several worker types in one column (VirtualFlow §6.5.2) ----------------------------
 
 def order_entries_mixed(prio: np.ndarray, deficit: np.ndarray, allocation: np.ndarray,
-                        type_order: list[int], primary: np.ndarray,
+                        type_order: list[int], configs: np.ndarray, primary: np.ndarray,
                         global_queue: bool) -> list[tuple[int, np.ndarray]]:
-    """``order_entries`` when the trailing columns are configurations (several types at
-    once): a configuration joins the queue of its ``primary`` type (its first type in
+    """``order_entries`` with configuration columns ``configs`` (several types at once):
+    a configuration joins the queue of its ``primary`` type (its first type in
     ``type_order``), sorted with that type's entries by the same keys; the runs are maximal
     stretches of one column, as in global mode. ``global_queue`` sorts every column at once."""
-    n_real = prio.shape[1] - len(primary)
-    configs = np.arange(n_real, prio.shape[1])
     if global_queue:
         groups = [np.concatenate([np.array(type_order, dtype=int), configs])]
     else:
@@ -149,17 +147,22 @@ def select_mixed(runs, prio: np.ndarray, runnable: np.ndarray, scale_factor: np.
     and none of its jobs is taken yet. A configuration runs only with a positive priority
     (time the policy gave it): idle workers are backfilled with single-type entries only."""
     n_real = len(free)
-    left = np.array(free, dtype=float)
+    left = list(free)
     first, second = member_rows[:, 0].tolist(), member_rows[:, 1].tolist()
     taken = bytearray(max(len(first), int(member_rows.max(initial=-1)) + 1))
     sf = scale_factor.tolist()
     combos: list[int] = []
     types: list[int] = []
+    needs: dict[int, list[tuple[int, int]]] = {}  # (type, workers) a configuration takes
     for j, order in runs:
-        mixed = j >= n_real
-        need = gpus[j - n_real] if mixed else None
-        if mixed:
-            if (left < need).any():
+        need = None
+        if j >= n_real:
+            need = needs.get(j)
+            if need is None:
+                row = gpus[j - n_real]
+                need = needs[j] = [(t, int(row[t])) for t in np.flatnonzero(row).tolist()]
+        if need is not None:
+            if any(left[t] < k for t, k in need):
                 continue
             ok = (runnable[:, j] & (prio[:, j] > 0)).tolist()
         else:
@@ -169,10 +172,11 @@ def select_mixed(runs, prio: np.ndarray, runnable: np.ndarray, scale_factor: np.
         for i in order.tolist():
             if not ok[i] or taken[first[i]] or (second[i] >= 0 and taken[second[i]]):
                 continue
-            if mixed:
-                if (left < need).any():
+            if need is not None:
+                if any(left[t] < k for t, k in need):
                     break
-                left -= need
+                for t, k in need:
+                    left[t] -= k
             else:
                 if sf[i] > left[j]:
                     continue

@@ -124,7 +124,7 @@ def test_core_hands_out_mixed_micro_tasks_a_launcher_can_run():
     split = SplitPlan({t: TypePlan(**p) for t, p in task.split["types"].items()},
                       task.split["step_s"])
     _, mapping, rank_types = split.assignment()
-    assert rank_types == task.worker_types
+    assert rank_types == task.worker_types and mapping.processes == len(task.workers)
     assert task.throughputs[0] == pytest.approx(split.steps_per_s)
     # the job runs at the configuration's rate and its received time lands on that column
     done = core.end_round(RoundReport(steps=rnd.batch.steps, seconds=np.array([360.0])), 360.0)
