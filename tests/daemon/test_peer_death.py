@@ -13,7 +13,7 @@ from gavelsched.rpc import pb
 from .cluster import Cluster, wait_until
 from .test_round_aligned import Scheduler
 
-JOB_TYPE = "Recommendation (batch size 512)"    # v100: 79.8 steps/s at scale factor 2
+JOB_TYPE = "Recommendation (batch size 512)"   # v100, scale factor 2: 79.8 steps/s (x 0.2)
 
 
 def hosts_of(cluster: Cluster, job_id: str, workers: int) -> list[int]:
@@ -81,9 +81,9 @@ def test_a_dead_peer_ends_the_surviving_rank_and_the_job_resumes_to_its_total(tm
     cluster = Cluster(tmp_path, round_seconds=8.0, heartbeat_seconds=1.0)
     try:
         cluster.start_scheduler()
-        procs = [cluster.start_worker("v100", emulation_speed=0.1) for _ in range(3)]
+        procs = [cluster.start_worker("v100", emulation_speed=0.2) for _ in range(3)]
         wait_until(lambda: cluster.alive_workers() == 3, 60, "three workers")
-        job = cluster.submit(160, job_type=JOB_TYPE, scale_factor=2, workload="recoder")
+        job = cluster.submit(120, job_type=JOB_TYPE, scale_factor=2, workload="recoder")
 
         wait_until(lambda: cluster.jobs()[job].steps_done > 0, 120, "a first checkpoint")
         first = hosts_of(cluster, job, 3)
@@ -96,7 +96,7 @@ def test_a_dead_peer_ends_the_surviving_rank_and_the_job_resumes_to_its_total(tm
                    "the dead worker to be failed")
         done = cluster.wait_done([job], timeout=180)[job]
         assert done.state == "done", done.reason
-        assert done.steps_done == done.total_steps == 160
+        assert done.steps_done == done.total_steps == 120
         assert done.steps_done >= held
         # the survivor's process ended and the job ran again on the GPUs left
         log = (cluster.root / f"worker{survivor}.log").read_text()
