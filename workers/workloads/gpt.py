@@ -26,7 +26,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from gavelsched.iterator import GavelIterator
+from gavelsched.iterator import EXIT_JOB_FAILED, GavelIterator
 from workers.pipeline.executor import StageRuntime
 from workers.pipeline.model import ModelSpec, build_layers, loss_sum
 from workers.pipeline.morph import config_for_plan, read_meta, save_layers, write_meta
@@ -39,7 +39,8 @@ log = logging.getLogger(__name__)
 
 LAYERS_DIR = "layers"     # the layer-wise checkpoint, inside the job's checkpoint directory
 EPOCH = 1000              # synthetic mini-batches per pass of the iterator's loader
-EXIT_PLAN_FAILED = 3
+STANDALONE_STEPS = 8
+EXIT_PLAN_FAILED = EXIT_JOB_FAILED   # like a job that cannot start: one line on stderr
 
 
 @dataclass(frozen=True)
@@ -136,9 +137,10 @@ def train(options: GptOptions, steps: int | None = None) -> GptResult:
 
         iterator = GavelIterator(range(EPOCH), None, load, save, save_on_all_ranks=True)
         if not os.environ.get("GAVEL_SCHEDULER"):
-            for step in range(steps if steps is not None else 8):
+            steps = STANDALONE_STEPS if steps is None else steps
+            for step in range(steps):
                 runtime.minibatch(step)
-            return GptResult(steps if steps is not None else 8, chosen, True, False)
+            return GptResult(steps, chosen, True, False)
         while not iterator.done:
             for _ in iterator:
                 runtime.minibatch(iterator.steps)   # the absolute step picks the data
@@ -170,6 +172,7 @@ WORKLOAD = Workload("gpt", default_batch=4, batch_divisor=16,
 
 
 def parse_options(argv: Sequence[str] | None = None) -> tuple[GptOptions, int | None]:
+    default = GptOptions()
     parser = argparse.ArgumentParser(
         prog="python -m workers.workloads.gpt",
         description="Reference pipeline workload: a GPT-style model trained by the pipeline "
@@ -178,18 +181,21 @@ def parse_options(argv: Sequence[str] | None = None) -> tuple[GptOptions, int | 
                     "any layout). Under a gavelsched worker it runs until its lease ends; "
                     "alone, --steps mini-batches.")
     parser.add_argument("--steps", type=int, default=None,
-                        help="mini-batches to train without a scheduler (default 8)")
-    parser.add_argument("--batch", type=int, default=8, help="global mini-batch (fixed)")
+                        help=f"mini-batches to train without a scheduler "
+                             f"(default {STANDALONE_STEPS})")
+    parser.add_argument("--batch", type=int, default=default.batch,
+                        help="global mini-batch (fixed)")
     parser.add_argument("--replicas", type=int, default=None,
                         help="pin the data-parallel width D (default: the planner picks)")
     parser.add_argument("--memory-mb", type=float, default=None,
                         help="memory per GPU for the planner (default: unlimited)")
-    parser.add_argument("--vocab", type=int, default=64)
-    parser.add_argument("--hidden", type=int, default=32)
-    parser.add_argument("--blocks", type=int, default=4, help="transformer blocks")
-    parser.add_argument("--seq", type=int, default=16)
-    parser.add_argument("--dtype", choices=("float32", "float64"), default="float32")
-    parser.add_argument("--lr", type=float, default=0.05)
+    parser.add_argument("--vocab", type=int, default=default.spec.vocab)
+    parser.add_argument("--hidden", type=int, default=default.spec.hidden)
+    parser.add_argument("--blocks", type=int, default=default.spec.blocks,
+                        help="transformer blocks")
+    parser.add_argument("--seq", type=int, default=default.spec.seq)
+    parser.add_argument("--dtype", choices=("float32", "float64"), default=default.spec.dtype)
+    parser.add_argument("--lr", type=float, default=default.lr)
     parser.add_argument("--seed", type=int, default=0, help="initial weights and data")
     args = parser.parse_args(argv)
     for name in ("steps", "batch", "replicas", "vocab", "hidden", "blocks", "seq"):
@@ -203,7 +209,7 @@ def parse_options(argv: Sequence[str] | None = None) -> tuple[GptOptions, int | 
     spec = ModelSpec(vocab=args.vocab, hidden=args.hidden, blocks=args.blocks, seq=args.seq,
                      seed=args.seed, dtype=args.dtype)
     memory = args.memory_mb * 2**20 if args.memory_mb is not None else math.inf
-    return GptOptions(spec, args.batch, args.lr, memory, args.replicas), args.steps
+    return GptOptions(spec, args.batch, args.lr, memory, args.replicas, default.kind), args.steps
 
 
 def main(argv: Sequence[str] | None = None) -> int:
