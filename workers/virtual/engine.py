@@ -6,9 +6,13 @@ process's gradient buffer are the share-weighted sum; one all-reduce (a sum) ove
 processes then gives the gradient of the global batch mean under any split, also an uneven
 one (the paper's 6:2 example). The optimizer and the LR schedule step once per global batch.
 
-The gradient buffer is one flat tensor: every parameter's ``.grad`` is a view into it, so
-accumulation writes there directly and the all-reduce needs no copy (the only overhead over
-a plain step is the batch-norm running statistics and the loss, a few numbers). Data comes
+Across processes the gradient buffer is one flat tensor: every parameter's ``.grad`` is a
+view into it, so accumulation writes there directly and the all-reduce needs no copy (the
+only overhead over a plain step is the batch-norm running statistics and the loss, a few
+numbers, which ride along in the same tensor). A process alone has nothing to all-reduce:
+its gradients accumulate in ordinary ``.grad`` tensors, the first node's backward writing
+fresh ones, exactly as plain gradient accumulation does (no buffer to zero), and only the
+statistics and the loss use the small flat tensor. Data comes
 from ``VirtualSampler``, randomness from ``node_stream``, and batch norm follows
 ``RunningStats``: none depends on the mapping.
 
@@ -81,12 +85,13 @@ class VirtualNodeTrainer:
             raise ValueError(f"virtual nodes need one parameter dtype, got {sorted(map(str, dtypes))}")
         self._flat: torch.Tensor | None = None   # made by the first multi-node step
 
-    def _make_buffer(self) -> torch.Tensor:
+    def _make_buffer(self, grads: bool) -> torch.Tensor:
+        """Gradients (when ``grads``: they are all-reduced), batch-norm buffers and loss."""
         dtypes = {p.dtype for p in self._params}
-        total = sum(p.numel() for p in self._params)
+        total = sum(p.numel() for p in self._params) if grads else 0
         flat = torch.zeros(total + self._stats.numel + 1, dtype=dtypes.pop(), device=self.device)
         self._views, offset = [], 0
-        for p in self._params:
+        for p in self._params if grads else ():
             self._views.append(flat[offset:offset + p.numel()].view_as(p))
             offset += p.numel()
         self._stats.bind(flat[total:-1])
@@ -95,7 +100,11 @@ class VirtualNodeTrainer:
 
     def _attach_grads(self) -> None:
         """Point every ``.grad`` at its slice of the flat buffer (again, if a caller's
-        ``zero_grad()`` set it to None)."""
+        ``zero_grad()`` set it to None); alone, clear them for the first backward."""
+        if not self._views:
+            for p in self._params:
+                p.grad = None
+            return
         for p, view in zip(self._params, self._views):
             if p.grad is not view:
                 p.grad = view
@@ -118,7 +127,7 @@ class VirtualNodeTrainer:
         samples = sampler.step_samples(step)
         indices = sampler.step_indices(step)
         if self._flat is None:
-            self._flat = self._make_buffer()
+            self._flat = self._make_buffer(grads=self._world > 1)
         loss_slot = self._loss_slot
         self._attach_grads()
         self._flat.zero_()

@@ -80,15 +80,35 @@ def test_naive_average_would_be_wrong():
     assert max((w - f).abs().max() for w, f in zip(weighted, full)) < 1e-12
 
 
-def test_gradients_live_in_one_flat_buffer():
+def test_gradients_live_in_one_flat_buffer_across_processes(monkeypatch):
+    """With an all-reduce to do, every .grad is a view of the one tensor it all-reduces."""
+    from workers.virtual import engine
+
+    monkeypatch.setattr(engine.VirtualNodeTrainer, "_world", property(lambda self: 2))
+    reduced = []
+    monkeypatch.setattr(engine.dist, "all_reduce",
+                        lambda tensor, group=None: reduced.append(tensor))
     trainer = reference_trainer(ReferenceJob(), range(8))
     trainer.step()
     trainer.optimizer.zero_grad()  # sets .grad to None; the next step re-attaches the views
     trainer.step()
     flat = trainer._flat
+    assert reduced == [flat, flat]   # one all-reduce per step
     start, end = flat.data_ptr(), flat.data_ptr() + flat.numel() * flat.element_size()
     for p in trainer.model.parameters():
         assert start <= p.grad.data_ptr() < end
+
+
+def test_alone_gradients_accumulate_as_plain_accumulation_does():
+    """One process: no gradient buffer to zero; the flat tensor holds only the batch-norm
+    buffers and the loss (vn check compares this path with multi-process runs)."""
+    alone = reference_trainer(ReferenceJob(), range(8))
+    for _ in range(3):
+        alone.step()
+    assert alone._flat.numel() == 2 * ReferenceJob().hidden + 1
+    flat = alone._flat
+    for p in alone.model.parameters():
+        assert not flat.data_ptr() <= p.grad.data_ptr() < flat.data_ptr() + flat.nbytes
 
 
 def test_batchnorm_running_stats_are_the_share_weighted_node_average():
