@@ -27,7 +27,10 @@ Rows:
     training (``run_pipeline(calibrate=True)``), and the real schedule is simulated with them;
   * *online*: the same simulator fed with the F/B/update costs the ranks saw while training
     (what is left is the schedule and communication model's own error);
-  the compute rows compare the profile's per-stage compute with the run's.
+  the compute rows compare the profile's per-stage compute with the run's;
+- the calibrated error split in two: the F+B *work* (thread CPU seconds, which the machine's
+  load hardly moves) in the calibration against the run, and the *share* of a core the ranks
+  got (wall / CPU seconds) in the calibration against the run.
 
 A shared 2-core machine's speed moves by tens of percent within seconds (other processes'
 load); the load average is printed beside each figure. Calibrated predictions are only as
@@ -122,8 +125,8 @@ def main() -> None:
     bubbles: dict[str, list[float]] = {k: [] for k, _ in KINDS}
     act_peak: dict[str, list[int]] = {}
     stage_compute: dict[str, list[list[float]]] = {}
-    errors: dict[str, dict[str, list[float]]] = {k: {"calibrated": [], "online": []}
-                                                 for k, _ in KINDS}
+    errors: dict[str, dict[str, list[float]]] = {
+        k: {"calibrated": [], "online": [], "work": [], "share": []} for k, _ in KINDS}
     loads: list[float] = []
     calibrate_s: list[float] = []
     one_time = None
@@ -157,6 +160,17 @@ def main() -> None:
             errors[kind]["calibrated"].append(
                 predict_calibrated(cfg, run.calibration) / measured - 1)
             errors[kind]["online"].append(predict_calibrated(cfg, online) / measured - 1)
+            # the calibrated error, split: F+B work in CPU seconds (calibration vs the run)
+            # and the share of a core the ranks got (wall / CPU, calibration vs the run)
+            cal_wall, cal_cpu, run_wall, run_cpu = (
+                sum(sum(getattr(c, f).values()) for c in records for f in fields)
+                for records, fields in (
+                    (run.calibration, ("forward_s", "backward_s")),
+                    (run.calibration, ("forward_cpu_s", "backward_cpu_s")),
+                    (online, ("forward_s", "backward_s")),
+                    (online, ("forward_cpu_s", "backward_cpu_s"))))
+            errors[kind]["work"].append(cal_cpu / run_cpu - 1)
+            errors[kind]["share"].append((cal_wall / cal_cpu) / (run_wall / run_cpu) - 1)
             walls[kind] += per_batch
             bubbles[kind] += bubble
             act_peak.setdefault(kind, [0] * p)
@@ -209,8 +223,13 @@ def main() -> None:
             closed = f"{pred.time_s / meas - 1:+.1%}"
         print(f"{kind:<14}{meas:>11.4f}{closed:>13}{spread(errors[kind]['calibrated']):>30}"
               f"{spread(errors[kind]['online']):>30}")
+    print(f"\n{'calibrated, split':<18}{'F+B CPU work: calibration/run':>36}"
+          f"{'wall/CPU: calibration/run':>32}")
+    for kind, _ in KINDS:
+        print(f"{kind:<18}{spread(errors[kind]['work']):>36}"
+              f"{spread(errors[kind]['share']):>32}")
     every = {name: [e for k, _ in KINDS for e in errors[k][name]]
-             for name in ("calibrated", "online")}
+             for name in ("calibrated", "online", "work")}
     for name, values in every.items():
         within = sum(abs(e) <= 0.05 for e in values)
         print(f"{name}: median |error| {statistics.median(abs(e) for e in values):.1%}, "

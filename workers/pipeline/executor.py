@@ -122,6 +122,9 @@ class StageCalibration:
     p2p_s: float                      # one boundary tensor to the next stage (0: last stage)
     update_s: float                   # one flush update: all-reduces, then W − ν·g
     seconds: float = 0.0              # what calibrating took on this rank
+    # the same F and B in this thread's CPU seconds: the work, whatever the machine's load
+    forward_cpu_s: dict[int, float] = field(default_factory=dict)
+    backward_cpu_s: dict[int, float] = field(default_factory=dict)
 
 
 class StageRuntime:
@@ -173,7 +176,7 @@ class StageRuntime:
         self._step_walls: list[float] = []
         self._step_computes: list[float] = []
         # recent durations of F/B per chunk and of flush updates (online calibration)
-        self._op_times: dict[tuple[Op, int], deque[float]] = {}
+        self._op_times: dict[tuple[Op, int], deque[tuple[float, float]]] = {}  # wall, CPU
         self._update_times: deque[float] = deque(maxlen=RECENT)
         self._started = self._last_mark = time.perf_counter()
 
@@ -371,13 +374,13 @@ class StageRuntime:
 
     def _run(self, action: PipeOp) -> None:
         """Execute one action, timing compute and tracking the activation peak."""
-        c0 = time.perf_counter()
+        c0, cpu0 = time.perf_counter(), time.thread_time()
         self.execute(action, action.mb)
         if action.op in (Op.F, Op.B, Op.R):
             spent = time.perf_counter() - c0
             self._compute += spent
-            self._op_times.setdefault((action.op, action.chunk),
-                                      deque(maxlen=RECENT)).append(spent)
+            self._op_times.setdefault((action.op, action.chunk), deque(maxlen=RECENT)).append(
+                (spent, time.thread_time() - cpu0))
             self._peak = max(self._peak, sum(self.saved_bytes.values()))
 
     def _mark(self) -> None:
@@ -470,31 +473,36 @@ class StageRuntime:
         last = self.n_chunks - 1
         forward: dict[int, float] = {}
         backward: dict[int, float] = {}
+        forward_cpu: dict[int, float] = {}
+        backward_cpu: dict[int, float] = {}
         self.step = 0
         for c in sorted(self.modules):
-            f_times, b_times = [], []
+            f_times, b_times, f_cpu, b_cpu = [], [], [], []
             for rep in range(warmup + repeats):
                 if c > 0:
                     self.inputs[(0, c)] = torch.randn(self._boundary_shape(),
                                                       dtype=cfg.spec.torch_dtype,
                                                       device=self.device)
-                t0 = time.perf_counter()
+                t0, cpu0 = time.perf_counter(), time.thread_time()
                 self._forward(0, c, with_graph=not self._recomputes(c))
-                t1 = time.perf_counter()
+                t1, cpu1 = time.perf_counter(), time.thread_time()
                 if c < last:
                     self.out_grads[(0, c)] = torch.randn(self._boundary_shape(),
                                                          dtype=cfg.spec.torch_dtype,
                                                          device=self.device)
                 if cfg.kind == "varuna" and self._recomputes(c):
                     self._forward(0, c, with_graph=True, again=True)   # its own R action
-                t2 = time.perf_counter()
+                t2, cpu2 = time.perf_counter(), time.thread_time()
                 self._backward(0, c)
-                t3 = time.perf_counter()
+                t3, cpu3 = time.perf_counter(), time.thread_time()
                 self._reset_buffers()
                 if rep >= warmup:
                     f_times.append(t1 - t0)
                     b_times.append(t3 - t2)
+                    f_cpu.append(cpu1 - cpu0)
+                    b_cpu.append(cpu3 - cpu2)
             forward[c], backward[c] = statistics.fmean(f_times), statistics.fmean(b_times)
+            forward_cpu[c], backward_cpu[c] = statistics.fmean(f_cpu), statistics.fmean(b_cpu)
         for t in self.versions[0].values():
             t.grad = None
         p2p = self._calibrate_p2p(repeats) if cfg.stages > 1 else 0.0
@@ -508,7 +516,8 @@ class StageRuntime:
             if rep >= warmup:
                 updates.append(time.perf_counter() - t0)
         return StageCalibration(self.rank, self.stage, self.replica, forward, backward, p2p,
-                                statistics.fmean(updates), time.perf_counter() - began)
+                                statistics.fmean(updates), time.perf_counter() - began,
+                                forward_cpu, backward_cpu)
 
     def _calibrate_p2p(self, repeats: int) -> float:
         """Half the round trip of one boundary tensor between this stage and the next (every
@@ -551,11 +560,14 @@ class StageRuntime:
         if not all((Op.F, c) in self._op_times and (Op.B, c) in self._op_times
                    for c in chunks):
             return None
+        def mean(op: Op, c: int, which: int) -> float:
+            return statistics.fmean(t[which] for t in self._op_times[(op, c)])
+
         return StageCalibration(
-            self.rank, self.stage, self.replica,
-            {c: statistics.fmean(self._op_times[(Op.F, c)]) for c in chunks},
-            {c: statistics.fmean(self._op_times[(Op.B, c)]) for c in chunks}, p2p_s,
-            statistics.fmean(self._update_times) if self._update_times else 0.0)
+            self.rank, self.stage, self.replica, {c: mean(Op.F, c, 0) for c in chunks},
+            {c: mean(Op.B, c, 0) for c in chunks}, p2p_s,
+            statistics.fmean(self._update_times) if self._update_times else 0.0, 0.0,
+            {c: mean(Op.F, c, 1) for c in chunks}, {c: mean(Op.B, c, 1) for c in chunks})
 
     def final_weights(self) -> dict[str, torch.Tensor]:
         """The newest version of this stage's weights, by global name."""
