@@ -25,6 +25,7 @@ JSON parse, solve, output). ``--solvers`` runs the comparison of solvers and bac
     python benchmarks/policy_solve.py                 # targets, CLI rows, solver table
     python benchmarks/policy_solve.py --quick         # small sizes, a smoke test
     python benchmarks/policy_solve.py --imports       # import policies, gavelsched solve
+    python benchmarks/policy_solve.py --prune         # water filling, pruned LPs or not
 """
 
 from __future__ import annotations
@@ -95,6 +96,17 @@ COMPARED = [
     (Case("finish_time_fairness_perf", 2048), (("cvxpy", "CLARABEL"), ("cvxpy", "ECOS"))),
     (Case("min_total_duration_perf", 2048), (("cvxpy", "CLARABEL"), ("cvxpy", "HIGHS"))),
 ]
+# Water filling with and without its pruned LPs (``prune=False``: every column in every LP,
+# the method before), each in a fresh process. FIFO entities at 2,048 jobs without pruning
+# do not finish within TIMEOUT_S (BENCHMARKS.md): that run only with --prune-all.
+PRUNE = [
+    Case("max_min_fairness_water_filling_perf", 256, "entities"),
+    Case("max_min_fairness_water_filling_perf", 512, "entities"),
+    Case("max_min_fairness_water_filling_perf", 1024, "entities"),
+    Case("max_min_fairness_water_filling_perf", 2048, "mixed"),
+    Case("max_min_fairness_water_filling_perf", 2048),
+]
+PRUNE_ALL = [Case("max_min_fairness_water_filling_perf", 2048, "entities")]
 # cvxpy's DPP compilation of the 16,384-job program peaks near 19 GB: only on request.
 COMPARED_BIG = [(Case("max_min_fairness_perf", 16384), (("cvxpy", "CLARABEL"),))]
 HAS_DIRECT = {"max_min_fairness_perf", "max_min_fairness_packed",
@@ -319,6 +331,22 @@ def solvers(big: bool = False) -> None:
                   f"{r['objective']:12.8g}", flush=True)
 
 
+def prune_rows(cases: list[Case]) -> None:
+    """Each case with ``prune`` true (default) and false, a fresh process each."""
+    print(f"\n{'water filling: pruned LPs or every column':58s} {'jobs':>6s} {'prune':>6s} "
+          f"{'cold s':>7s} {'warm s':>7s} {'RSS MiB':>8s} {'objective':>12s}")
+    for case in cases:
+        for prune in (True, False):
+            options = () if prune else (("prune", False),)
+            r = fresh(Case(case.policy, case.jobs, case.variant, options=options))
+            label = f"{case.label:58s} {case.jobs:6d} {str(prune).lower():>6s}"
+            if "error" in r:
+                print(f"{label} FAILED: {r['error'][:60]}", flush=True)
+                continue
+            print(f"{label} {r['cold_s']:7.3f} {r['warm_s']:7.3f} {r['rss_mib']:8.0f} "
+                  f"{r['objective']:12.6g}", flush=True)
+
+
 def partners_gap(n: int) -> None:
     """What capping pairs per job (``select_pairs``) costs the packed max-min objective, on
     catalog jobs (one process, warm)."""
@@ -370,6 +398,10 @@ def main() -> int:
     parser.add_argument("--partners", type=int, metavar="N",
                         help="only the cost of capping partners per job, at N catalog jobs")
     parser.add_argument("--pop", type=int, metavar="N", help="only POP at N distinct jobs")
+    parser.add_argument("--prune", action="store_true",
+                        help="only water filling with and without its pruned LPs")
+    parser.add_argument("--prune-all", action="store_true",
+                        help="with --prune: also 2,048 FIFO-entity jobs unpruned (> 600 s)")
     parser.add_argument("--imports", action="store_true",
                         help="only the one-time costs: import policies, gavelsched solve")
     parser.add_argument("--root", default=ROOT, metavar="DIR",
@@ -390,6 +422,9 @@ def main() -> int:
         return 0
     if args.solvers:
         solvers(args.with_19gb_row)
+        return 0
+    if args.prune:
+        prune_rows(PRUNE + (PRUNE_ALL if args.prune_all else []))
         return 0
     if args.imports:
         imports(os.path.abspath(args.root))

@@ -55,6 +55,10 @@ POLISH_SLACK = 1e-8
 # per LP (still never a job that could rise). The polish is one LP, any optimum will do.
 DIRECT_SOLVER = "CLARABEL"
 POLISH_SOLVER = "CLARABEL"
+# Pruned LPs (``prune``) need an interior point's strictly complementary duals to find
+# every dead column at once; a vertex dual finds a few per LP, so with HiGHS it is slower
+# than the plain method, which HiGHS solvers keep.
+PRUNE_SOLVER = "CLARABEL"
 # A level within this relative distance of a job's own cap is at the cap.
 CAP_TOL = 1e-8
 
@@ -130,9 +134,9 @@ class WaterFilling(ColumnPolicy):
     TRAITS = ColumnPolicy.TRAITS.but(reads={"weight", "entities", "entity"}, options={
         "max_iterations": "stop after this many water-filling LPs (default: until all frozen)",
         "backend": BACKEND_OPTION,
-        "prune": "direct path without pairs: LPs over the live columns of active jobs only "
-                 "(policies/water_filling_live.py; default true, false: every column in "
-                 "every LP, the reference it is tested against)"})
+        "prune": "direct path with Clarabel, without pairs: LPs over the live columns of "
+                 "active jobs only (policies/water_filling_live.py; default true; false: "
+                 "every column in every LP, the reference it is tested against)"})
 
     def __init__(self, name=None, *, max_iterations: int | None = None, prune: bool = True,
                  **kwargs) -> None:
@@ -170,7 +174,8 @@ class WaterFilling(ColumnPolicy):
         live = None
         if solver is None:
             step = self._cvxpy_steps(cols, U)
-        elif self.prune and cols.single.all() and (column_jobs(U) >= 0).all():
+        elif (self.prune and solver == PRUNE_SOLVER and cols.single.all()
+              and (column_jobs(U) >= 0).all()):
             live = np.ones(cols.num_columns, dtype=bool)
             step = LiveSteps(*max_min_rows(cols, U), U, live, solver, self.name)
         else:
