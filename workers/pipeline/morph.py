@@ -81,12 +81,18 @@ def config_for_plan(chosen, spec, kind: str = "1f1b", lr: float = 0.1, steps: in
                      load_dir=load_dir)
 
 
-def resume_config(chosen, spec, folder: Path, kind: str = "1f1b", lr: float = 0.1,
-                  steps: int = 1):
-    """The run that continues a job from the layer checkpoint in ``folder`` under a new
-    plan (made for the new GPU count with the same global batch)."""
+def read_meta_for(folder: Path, spec) -> dict:
+    """``read_meta``, refusing a checkpoint of a model with another number of layers."""
     meta = read_meta(folder)
     if meta["layers"] != spec.layers:
         raise ValueError(f"{folder}: checkpoint has {meta['layers']} layers, model has "
                          f"{spec.layers}")
+    return meta
+
+
+def resume_config(chosen, spec, folder: Path, kind: str = "1f1b", lr: float = 0.1,
+                  steps: int = 1):
+    """The run that continues a job from the layer checkpoint in ``folder`` under a new
+    plan (made for the new GPU count with the same global batch)."""
+    meta = read_meta_for(folder, spec)
     return config_for_plan(chosen, spec, kind, lr, steps, meta["steps_done"], str(folder))

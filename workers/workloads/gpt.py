@@ -29,7 +29,7 @@ from torch import nn
 from gavelsched.iterator import EXIT_JOB_FAILED, GavelIterator
 from workers.pipeline.executor import StageRuntime
 from workers.pipeline.model import ModelSpec, build_layers, loss_sum
-from workers.pipeline.morph import config_for_plan, read_meta, save_layers, write_meta
+from workers.pipeline.morph import config_for_plan, read_meta_for, save_layers, write_meta
 from workers.pipeline.planner import Plan, PlanInfeasible, plan
 from workers.pipeline.profile import profile_from_dict, profile_model
 
@@ -119,10 +119,7 @@ def train(options: GptOptions, steps: int | None = None) -> GptResult:
 
         def load(directory: str) -> None:
             folder = Path(directory) / LAYERS_DIR
-            meta = read_meta(folder)
-            if meta["layers"] != options.spec.layers:
-                raise ValueError(f"{folder}: checkpoint has {meta['layers']} layers, the "
-                                 f"model {options.spec.layers}")
+            read_meta_for(folder, options.spec)
             runtime.load_layers(folder)
 
         def save(directory: str) -> None:

@@ -42,12 +42,14 @@ def test_missing_chunks_are_refused():
 
 
 def test_calibration_in_the_ranks_then_training_is_unchanged():
-    cfg = RunConfig(kind="1f1b", stages=2, microbatches=2, steps=2, replicas=2)
+    cfg = RunConfig(kind="1f1b", stages=2, microbatches=2, steps=2)
     run = run_pipeline(cfg, calibrate=True)
-    assert [c.rank for c in run.calibration] == [0, 1, 2, 3]
+    assert [c.rank for c in run.calibration] == [0, 1]
     for c in run.calibration:
         assert set(c.forward_s) == set(c.backward_s) == {c.stage}
         assert min(c.forward_s.values()) > 0 and c.update_s > 0
+        assert set(c.forward_cpu_s) == set(c.backward_cpu_s) == {c.stage}
+        assert min(c.backward_cpu_s.values()) > 0
         assert (c.p2p_s > 0) == (c.stage == 0)      # stage 0 → 1 is the only boundary
     # calibrating (zero gradients) left the weights where they were
     ref = train_reference(cfg.spec, cfg.steps, cfg.global_batch, cfg.lr)
