@@ -48,7 +48,7 @@ from ..mechanism import ClusterView, Server
 from ..rpc import pb
 from .config import DaemonConfig
 from .dispatch import Dispatcher
-from .leases import extended_lease, new_lease, run_requests, startup_lease, stop_lease
+from .leases import MIN_LEASE_FRACTION, extended_lease, new_lease, run_requests, startup_lease, stop_lease
 from .metrics import DaemonMetrics
 from .snapshot import Snapshot, build_snapshot
 from .store import JobRow, ServerRow, Store
@@ -82,7 +82,7 @@ class _Run:
     left: set[int]               # servers whose processes have not exited yet
     lease: pb.Lease
     round: int
-    started: float               # monotonic time of the first RunJob
+    started: float               # monotonic time of the first RunJob (then: its start)
     ends: float                  # monotonic end of its lease's round
     steps_per_s: float           # the rate the core planned it at
     base_steps: int              # durable count the run started from
@@ -358,9 +358,11 @@ class DaemonExecutor:
         for m, job_id in enumerate(task.job_ids):
             run = self._runs[job_id]
             job = self.jobs[job_id]
-            run.lease = extended_lease(run.lease, index, task.steps[m], job.total_steps,
-                                       run.lease.max_seconds + R)
             run.round, run.ends = index, run.ends + R
+            # ends with the next round (a run that overran its first round for its minimum
+            # lease is back on the rounds' cadence)
+            run.lease = extended_lease(run.lease, index, task.steps[m], job.total_steps,
+                                       run.ends - run.started)
             run.steps_per_s = float(task.throughputs[m])
             for server_id, old in run.servers.items():
                 request = pb.RunJobRequest()
@@ -608,15 +610,19 @@ class DaemonExecutor:
         mono = self._clock()
         # The process started at its dispatch, or when its GPUs were freed by the run before
         # it (the worker queues a launch until then), whichever came later.
-        origin = max([run.started, *(self._freed.get(w, 0.0) for w in run.workers)])
-        elapsed = max(0.0, mono - origin)
+        run.started = max([run.started, *(self._freed.get(w, 0.0) for w in run.workers)])
+        elapsed = max(0.0, mono - run.started)
         # Throughput samples start here: a fresh process's imports and model build are a
         # per-run overhead (recorded apart, per job type), not slower steps. The first one
         # is timed on this clock (the process's own clock at this moment is not known).
         run.last, run.init_at = (run.last[0], None), mono
         self._record_startup(run.job_id, max(0.0, mono - run.round_start))
-        run.lease = startup_lease(run.lease, run.base_steps, run.steps_per_s,
-                                  run.ends - mono, elapsed + max(0.0, run.ends - mono))
+        # At least MIN_LEASE_FRACTION of a round after start-up, even past the round's end:
+        # a start-up longer than the rest of its round must not leave the job without any
+        # progress (then its GPUs' next run starts that much later).
+        left = max(run.ends - mono, MIN_LEASE_FRACTION * self.config.round_seconds)
+        run.lease = startup_lease(run.lease, run.base_steps, run.steps_per_s, left,
+                                  elapsed + left)
 
     def _record_startup(self, job_id: str, seconds: float) -> None:
         """Keep the mean start-up of fresh runs per job type in the store

@@ -8,7 +8,10 @@ count to stop at, ``Lease.max_seconds`` the time since the process started.
 Leases are *round-aligned*: every lease ends at the wall-clock end of its round, so a fresh
 run's start-up eats into its own round (``startup_lease``) and no run holds its GPUs into
 the next round. This is what the simulator models as preemption overhead (a task that
-starts on new workers makes throughput x (round - overhead) steps; thesis §5.6-5.7).
+starts on new workers makes throughput x (round - overhead) steps; thesis §5.6-5.7). One
+exception keeps jobs progressing when start-up is as long as a round (short rounds on a
+busy machine): a fresh run always gets ``MIN_LEASE_FRACTION`` of a round after its
+start-up, past its round's end if need be.
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ from ..core import MicroTask
 from ..mechanism import ClusterView
 from ..rpc import pb
 from .store import JobRow
+
+# A fresh run gets at least this fraction of a round after its start-up (docs/runtime.md).
+MIN_LEASE_FRACTION = 0.5
 
 
 def new_lease(round_index: int, steps_done: int, lease_steps: int, total_steps: int,

@@ -1,8 +1,8 @@
 """Round-aligned leases (docs/runtime.md, "Leases"; thesis §5.6-5.7): every lease ends when
 its round ends on the scheduler's clock. A fresh run's start-up eats into its own round (its
-first InitJob cuts its steps to the time left), a run that waited for the GPUs' previous
-occupant counts from when they were freed, an extension adds one whole round with no
-start-up, and rounds keep their cadence when the loop wakes late.
+first InitJob cuts its steps to the time left, but never below half a round), a run that
+waited for the GPUs' previous occupant counts from when they were freed, an extension adds
+one whole round with no start-up, and rounds keep their cadence when the loop wakes late.
 
 The real ``DaemonExecutor`` (real core, real policy solves, real SQLite store) on a clock the
 test moves; its outgoing RunJobs are recorded instead of sent, so every value is exact."""
@@ -13,7 +13,7 @@ import pytest
 
 from gavelsched.daemon.config import DaemonConfig
 from gavelsched.daemon.executor import DaemonExecutor
-from gavelsched.daemon.leases import new_lease, startup_lease
+from gavelsched.daemon.leases import MIN_LEASE_FRACTION, new_lease, startup_lease
 from gavelsched.daemon.store import Store
 from gavelsched.rpc import pb
 from policies import get_policy
@@ -114,6 +114,21 @@ def test_a_fresh_runs_lease_ends_with_its_round_and_an_extension_adds_a_round(sc
     assert extension.lease.max_steps == lease.max_steps + int(rate * R)
     assert sched.x.renew_lease(pb.RenewLeaseRequest(job_id=job, round=lease.round)) \
         .max_seconds == pytest.approx(2 * R)
+
+
+def test_a_start_up_longer_than_its_round_still_gets_half_a_round(sched):
+    job = sched.submit()
+    sched.at(1.0)
+    rate = sched.sent.runs[0].expected_steps_per_s
+    sched.t = 1.0 + 8.5                       # 1.5 s of the round left after start-up
+    lease = sched.init(job)
+    half = MIN_LEASE_FRACTION * R
+    assert lease.max_seconds == pytest.approx(8.5 + half)    # past the round's end
+    assert lease.max_steps == int(rate * half)
+    sched.at(1.0 + 8.5)                       # the next round is planned: an extension
+    extension = sched.sent.runs[-1]
+    assert extension.lease.extended
+    assert extension.lease.max_seconds == pytest.approx(2 * R)   # back on the cadence
 
 
 def test_a_run_that_waited_for_its_gpus_counts_from_when_they_were_freed(sched):
