@@ -16,7 +16,7 @@ from pathlib import Path
 from . import InputError
 
 JOB_KEYS = ("workload", "command", "job_type", "scale_factor", "total_steps",
-            "priority_weight", "slo_s", "entity")
+            "priority_weight", "slo_s", "entity", "mixed")
 DEFAULT_SCHEDULER = "127.0.0.1:50051"
 TIMEOUT_S = 30.0
 
@@ -35,7 +35,9 @@ def register(subparsers) -> None:
                                           "job_type, total_steps, scale_factor (default 1), "
                                           "workload or command (neither: the job type's "
                                           "reference workload), priority_weight, slo_s, "
-                                          "entity.")
+                                          "entity, mixed (true: the job may run on "
+                                          "several GPU types at once, split with virtual "
+                                          "nodes, under a *_mixed policy).")
     p.add_argument("job", metavar="JOB.yaml")
     p.set_defaults(func=submit)
     p = subparsers.add_parser("status", parents=[common], help="show jobs and workers",
@@ -104,15 +106,17 @@ def read_job(path: str | Path):
             raise InputError(f"{path}: missing key {key!r}")
     types = {"workload": str, "command": str, "job_type": str, "scale_factor": int,
              "total_steps": int, "priority_weight": (int, float), "slo_s": (int, float),
-             "entity": str}
+             "entity": str, "mixed": bool}
     for key, value in data.items():
-        if value is not None and (isinstance(value, bool) or not isinstance(value, types[key])):
+        if value is not None and (isinstance(value, bool) != (types[key] is bool)
+                                  or not isinstance(value, types[key])):
             raise InputError(f"{path}: {key} has a bad value {value!r}")
     return pb.JobRequest(job_type=data["job_type"], scale_factor=data.get("scale_factor") or 1,
                          total_steps=data["total_steps"],
                          priority_weight=float(data.get("priority_weight") or 1.0),
                          slo_s=float(data.get("slo_s") or 0.0), entity=data.get("entity") or "",
-                         workload=data.get("workload") or "", command=data.get("command") or "")
+                         workload=data.get("workload") or "", command=data.get("command") or "",
+                         mixed=bool(data.get("mixed")))
 
 
 def submit(args: argparse.Namespace) -> int:

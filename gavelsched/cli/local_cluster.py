@@ -6,7 +6,10 @@ progress goes to stderr, and the end is the simulator's summary (``SimulationRes
 Emulation (docs/runtime.md): each worker paces its jobs to the throughput table's steps/s
 for its type times ``--emulation-speed``, so a K80 is really slower than a V100 by the
 table's ratio. A job's ``total_steps`` is ``rounds x round_seconds`` of work on the fastest
-type at that pace, with ``rounds`` cycling through 1.5, 2.5 and 3.5.
+type at that pace, with ``rounds`` cycling through 1.5, 2.5 and 3.5. The scheduler gets
+the table scaled by ``--emulation-speed`` as its priors, so what it expects is what the
+workers run. ``--mixed-jobs N`` marks the first N jobs mixed-capable (``mixed: true``): under
+a ``*_mixed`` policy they may run on several types at once, split with virtual nodes.
 """
 
 from __future__ import annotations
@@ -48,6 +51,12 @@ def register(subparsers) -> None:
                    help="time dilation: jobs run at X times the table's steps/s (CPU-sized)")
     p.add_argument("--workload", default=None,
                    help="run this reference workload for every job (e.g. 'steps', no torch)")
+    p.add_argument("--job-type", default=None, metavar="TYPE",
+                   help="submit every job as this catalog job type (default: a mix)")
+    p.add_argument("--mixed-jobs", type=int, default=0, metavar="N",
+                   help="the first N jobs may run on several GPU types at once (virtual "
+                        "nodes; with --policy max_min_fairness_mixed or "
+                        "finish_time_fairness_mixed)")
     p.add_argument("--json", metavar="OUT", help="write the Simulation result JSON here")
     p.add_argument("--keep", metavar="DIR", help="keep the state and logs in DIR")
     p.set_defaults(func=run)
@@ -64,16 +73,17 @@ def parse_workers(text: str) -> dict[str, int]:
 
 
 def job_mix(n: int, fastest_rate, round_seconds: float, speed: float,
-            workload: str | None):
-    """The demo's job requests: the MIX job types in turn, sized in rounds of work."""
+            workload: str | None, job_type: str | None = None, mixed: int = 0):
+    """The demo's job requests: the MIX job types in turn (or ``job_type``), sized in rounds
+    of work; the first ``mixed`` of them mixed-capable."""
     from ..rpc import pb
     out = []
     for i in range(n):
-        job_type = MIX[i % len(MIX)]
+        kind = job_type or MIX[i % len(MIX)]
         rounds = ROUNDS_OF_WORK[i % len(ROUNDS_OF_WORK)]
-        steps = max(1, int(rounds * round_seconds * fastest_rate(job_type) * speed))
-        out.append(pb.JobRequest(job_type=job_type, scale_factor=1, total_steps=steps,
-                                 workload=workload or ""))
+        steps = max(1, int(rounds * round_seconds * fastest_rate(kind) * speed))
+        out.append(pb.JobRequest(job_type=kind, scale_factor=1, total_steps=steps,
+                                 workload=workload or "", mixed=i < mixed))
     return out
 
 
@@ -85,7 +95,13 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--jobs must be >= 1, got {args.jobs}")
     if not args.round_seconds > 0 or not args.emulation_speed > 0:
         raise InputError("--round-seconds and --emulation-speed must be > 0")
+    if not 0 <= args.mixed_jobs <= args.jobs:
+        raise InputError(f"--mixed-jobs must be between 0 and --jobs ({args.jobs}), "
+                         f"got {args.mixed_jobs}")
     table = default_table()
+    if args.job_type is not None and not table.has(args.job_type):
+        raise InputError(f"--job-type: unknown job type {args.job_type!r} (not in the "
+                         f"throughput table)")
     unknown = [t for t in workers if t not in table.worker_types]
     if unknown:
         raise InputError(f"--workers: unknown worker type {unknown[0]!r}; known: "
@@ -100,17 +116,22 @@ def run(args: argparse.Namespace) -> int:
 def _run(args, root: Path, workers: dict[str, int], table) -> int:
     from simulator.metrics import Metrics
     from traces import default_prices
+    from traces.throughputs import dump_table
 
     from ..daemon.local import FINAL_STATES, LocalCluster, free_port, wait_until
 
     wall = time.perf_counter()
     metrics_port = free_port()
+    root.mkdir(parents=True, exist_ok=True)
+    priors = root / "throughputs.json"
+    dump_table(scaled(table, args.emulation_speed), priors)
     # Re-solve at any round boundary after a change (the daemon's default waits Gavel's
     # 1920 s scaled to the round, too long for a demo of a few minutes).
     cluster = LocalCluster(root, policy=args.policy, round_seconds=args.round_seconds,
                            config={"expected_workers": sum(workers.values()),
                                    "min_resolve_interval_s": args.round_seconds,
-                                   "metrics_listen": f"127.0.0.1:{metrics_port}"})
+                                   "metrics_listen": f"127.0.0.1:{metrics_port}",
+                                   "throughputs": str(priors)})
     try:
         cluster.start_scheduler()
         for worker_type, gpus in workers.items():
@@ -122,7 +143,8 @@ def _run(args, root: Path, workers: dict[str, int], table) -> int:
             return max(table.get(t, job_type, 1) for t in workers)
 
         ids = [cluster.submit(r) for r in job_mix(args.jobs, fastest, args.round_seconds,
-                                                  args.emulation_speed, args.workload)]
+                                                  args.emulation_speed, args.workload,
+                                                  args.job_type, args.mixed_jobs)]
         metrics = Metrics(args.policy, tuple(workers))
         status = cluster.status()
         for job in status.jobs:
@@ -164,6 +186,16 @@ def _run(args, root: Path, workers: dict[str, int], table) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(result.to_dict(), indent=1) + "\n")
     return 1 if failed else 0
+
+
+def scaled(table, speed: float):
+    """``table`` with every steps/s times ``speed`` (the emulation's time dilation)."""
+    from traces.types import ThroughputTable
+
+    return ThroughputTable(
+        {w: {k: v * speed for k, v in rows.items()} for w, rows in table.solo.items()},
+        {w: {k: (a * speed, b * speed) for k, (a, b) in rows.items()}
+         for w, rows in table.pairs.items()})
 
 
 def _solves(port: int) -> tuple[int, float]:

@@ -448,7 +448,14 @@ class DaemonExecutor:
         self.store.update_jobs([self.jobs[job_id]])
 
     def _measure(self, job: JobRow, run: _Run, steps: int, seconds: float) -> None:
-        """Online throughputs (thesis §5.3.3) from a run's checkpointed reports."""
+        """Online throughputs (thesis §5.3.3) from a run's checkpointed reports. A run on a
+        configuration of several types (VirtualFlow §6.5.2) is not recorded: its steps/s is
+        not the job's throughput on any one type; the core prices configurations from the
+        throughput table with the split solver (``core/configurations.py``), so a daemon
+        whose workers run at X times the table should get a table scaled by X
+        (``local-cluster`` writes one)."""
+        if run.worker_type not in self.core.worker_types:
+            return
         if self.online.observe(job.id, run.worker_type, steps, seconds) is None:
             return
         self.store.put_throughput(job.id, run.worker_type,
@@ -715,7 +722,7 @@ class DaemonExecutor:
     def _spec(row: JobRow) -> JobSpec:
         return JobSpec(id=row.id, job_type=row.job_type, scale_factor=row.scale_factor,
                        total_steps=row.total_steps, weight=row.priority_weight,
-                       slo_s=row.slo_s, entity=row.entity)
+                       slo_s=row.slo_s, entity=row.entity, mixed=row.mixed)
 
     @property
     def round_index(self) -> int:

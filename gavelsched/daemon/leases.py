@@ -77,7 +77,10 @@ def run_requests(task: MicroTask, member: int, job: JobRow, lease: pb.Lease,
                  scheduler_address: str, checkpoint_dir: str,
                  master_port: int = 0) -> dict[int, pb.RunJobRequest]:
     """RunJob requests of member ``member`` of ``task``, by server id: local GPU indices,
-    the first global rank on each server, torchrun-style rendezvous for multi-GPU jobs."""
+    the first global rank on each server, torchrun-style rendezvous for multi-GPU jobs.
+    A mixed-capable job's requests all carry its virtual-node layout in ``env``, dealt
+    over the task's ranks by its split plan (``mixed.mixed_env``); ranks follow
+    ``task.workers``, the plan's order, and each server launches only its own."""
     by_server: dict[int, list[int]] = {}
     for w in task.workers:
         by_server.setdefault(view.server_of[w], []).append(w)
@@ -87,6 +90,10 @@ def run_requests(task: MicroTask, member: int, job: JobRow, lease: pb.Lease,
     master_addr = host_of(addresses[first]) if world > 1 else ""
     if world > 1 and not master_port:
         master_port = free_port(master_addr)
+    env = {}
+    if job.mixed:
+        from .mixed import mixed_env
+        env = mixed_env(job, task.worker_types or (task.worker_type,) * world, task.split)
     out, rank = {}, 0
     for server_id, workers in by_server.items():
         out[server_id] = pb.RunJobRequest(
@@ -97,6 +104,6 @@ def run_requests(task: MicroTask, member: int, job: JobRow, lease: pb.Lease,
             master_port=master_port if world > 1 else 0,
             scheduler_address=scheduler_address,
             expected_steps_per_s=float(task.throughputs[member]),
-            checkpoint_dir=checkpoint_dir)
+            checkpoint_dir=checkpoint_dir, env=env)
         rank += len(workers)
     return out

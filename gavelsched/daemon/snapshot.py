@@ -37,7 +37,8 @@ def build_snapshot(executor: DaemonExecutor, now: float) -> Snapshot:
             total_steps=job.total_steps, job_type=job.job_type,
             scale_factor=job.scale_factor, worker_type=run.worker_type if run else "",
             reason=job.reason or "", allocation=x, received=got, arrival_s=job.arrival_s,
-            completion_s=job.completion_s if job.completion_s is not None else -1.0))
+            completion_s=job.completion_s if job.completion_s is not None else -1.0,
+            mixed=job.mixed))
     workers = [pb.WorkerStatus(id=str(s.row.id), type=s.row.worker_type,
                                gpus=len(s.row.workers), alive=s.alive, address=s.row.address)
                for s in executor.servers.values()]

@@ -36,7 +36,8 @@ FINAL = frozenset({"done", "failed", "cancelled"})
 
 @dataclass(frozen=True)
 class JobRow:
-    """One submitted job as stored. ``workload``/``command``: what the worker runs."""
+    """One submitted job as stored. ``workload``/``command``: what the worker runs;
+    ``mixed``: it may run on several worker types at once (``daemon/mixed.py``)."""
 
     id: str
     job_type: str
@@ -47,6 +48,7 @@ class JobRow:
     entity: str | None = None
     workload: str = ""
     command: str = ""
+    mixed: bool = False
     state: str = "queued"
     steps_done: int = 0
     reason: str | None = None
@@ -71,7 +73,7 @@ class ServerRow:
 
 
 _SPEC_FIELDS = ("job_type", "scale_factor", "total_steps", "priority_weight", "slo_s",
-                "entity", "workload", "command")
+                "entity", "workload", "command", "mixed")
 
 
 class Store:

@@ -9,6 +9,7 @@ from traces.workloads import UnknownWorkload, check_workload, workload_for
 
 from ..core import ThroughputSource
 from ..rpc import pb
+from .mixed import CPU_BATCH
 from .store import JobRow
 
 
@@ -59,8 +60,13 @@ def check_submission(request: pb.JobRequest, table: ThroughputSource,
             workload = workload_for(job_type)
     except UnknownWorkload as err:
         raise SubmissionError("workload", str(err)) from None
+    if request.mixed and workload not in CPU_BATCH:
+        what = f"workload {workload!r}" if workload else "a command job"
+        raise SubmissionError("mixed", f"{what} cannot run split across worker types (virtual "
+                                       f"nodes need one of {', '.join(CPU_BATCH)})")
     return JobRow(id="", job_type=job_type, scale_factor=sf,
                   total_steps=int(request.total_steps),
                   priority_weight=float(request.priority_weight or 1.0),
                   slo_s=float(request.slo_s) if request.slo_s > 0 else None,
-                  entity=request.entity or None, workload=workload, command=command)
+                  entity=request.entity or None, workload=workload, command=command,
+                  mixed=bool(request.mixed))

@@ -206,7 +206,7 @@ class ShutdownRequest(_message.Message):
     def __init__(self, reason: _Optional[str] = ...) -> None: ...
 
 class JobRequest(_message.Message):
-    __slots__ = ("job_type", "scale_factor", "total_steps", "priority_weight", "slo_s", "entity", "workload", "command")
+    __slots__ = ("job_type", "scale_factor", "total_steps", "priority_weight", "slo_s", "entity", "workload", "command", "mixed")
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     SCALE_FACTOR_FIELD_NUMBER: _ClassVar[int]
     TOTAL_STEPS_FIELD_NUMBER: _ClassVar[int]
@@ -215,6 +215,7 @@ class JobRequest(_message.Message):
     ENTITY_FIELD_NUMBER: _ClassVar[int]
     WORKLOAD_FIELD_NUMBER: _ClassVar[int]
     COMMAND_FIELD_NUMBER: _ClassVar[int]
+    MIXED_FIELD_NUMBER: _ClassVar[int]
     job_type: str
     scale_factor: int
     total_steps: int
@@ -223,7 +224,8 @@ class JobRequest(_message.Message):
     entity: str
     workload: str
     command: str
-    def __init__(self, job_type: _Optional[str] = ..., scale_factor: _Optional[int] = ..., total_steps: _Optional[int] = ..., priority_weight: _Optional[float] = ..., slo_s: _Optional[float] = ..., entity: _Optional[str] = ..., workload: _Optional[str] = ..., command: _Optional[str] = ...) -> None: ...
+    mixed: bool
+    def __init__(self, job_type: _Optional[str] = ..., scale_factor: _Optional[int] = ..., total_steps: _Optional[int] = ..., priority_weight: _Optional[float] = ..., slo_s: _Optional[float] = ..., entity: _Optional[str] = ..., workload: _Optional[str] = ..., command: _Optional[str] = ..., mixed: _Optional[bool] = ...) -> None: ...
 
 class SubmitResponse(_message.Message):
     __slots__ = ("job_id",)
@@ -242,7 +244,7 @@ class StatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class JobStatus(_message.Message):
-    __slots__ = ("id", "state", "steps_done", "total_steps", "job_type", "scale_factor", "worker_type", "reason", "allocation", "received", "arrival_s", "completion_s")
+    __slots__ = ("id", "state", "steps_done", "total_steps", "job_type", "scale_factor", "worker_type", "reason", "allocation", "received", "arrival_s", "completion_s", "mixed")
     class AllocationEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -269,6 +271,7 @@ class JobStatus(_message.Message):
     RECEIVED_FIELD_NUMBER: _ClassVar[int]
     ARRIVAL_S_FIELD_NUMBER: _ClassVar[int]
     COMPLETION_S_FIELD_NUMBER: _ClassVar[int]
+    MIXED_FIELD_NUMBER: _ClassVar[int]
     id: str
     state: str
     steps_done: int
@@ -281,7 +284,8 @@ class JobStatus(_message.Message):
     received: _containers.ScalarMap[str, float]
     arrival_s: float
     completion_s: float
-    def __init__(self, id: _Optional[str] = ..., state: _Optional[str] = ..., steps_done: _Optional[int] = ..., total_steps: _Optional[int] = ..., job_type: _Optional[str] = ..., scale_factor: _Optional[int] = ..., worker_type: _Optional[str] = ..., reason: _Optional[str] = ..., allocation: _Optional[_Mapping[str, float]] = ..., received: _Optional[_Mapping[str, float]] = ..., arrival_s: _Optional[float] = ..., completion_s: _Optional[float] = ...) -> None: ...
+    mixed: bool
+    def __init__(self, id: _Optional[str] = ..., state: _Optional[str] = ..., steps_done: _Optional[int] = ..., total_steps: _Optional[int] = ..., job_type: _Optional[str] = ..., scale_factor: _Optional[int] = ..., worker_type: _Optional[str] = ..., reason: _Optional[str] = ..., allocation: _Optional[_Mapping[str, float]] = ..., received: _Optional[_Mapping[str, float]] = ..., arrival_s: _Optional[float] = ..., completion_s: _Optional[float] = ..., mixed: _Optional[bool] = ...) -> None: ...
 
 class WorkerStatus(_message.Message):
     __slots__ = ("id", "type", "gpus", "alive", "address")

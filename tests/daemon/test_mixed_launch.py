@@ -1,0 +1,128 @@
+"""The scheduler daemon launches a mixed-type placement for real (issue #9; VirtualFlow
+§5.1.2, §6.5.2): a job submitted with ``mixed: true`` under ``max_min_fairness_mixed`` on
+v100 x 1 + k80 x 2 gets a configuration spanning both types, each worker daemon launches its
+own ranks from RunJobs whose env carries the job's virtual-node layout, the lstm ranks train
+split across the types (float64), and the job finishes with exactly its total steps and the
+parameters of one process training the full global batch in plain PyTorch. Real scheduler,
+real worker daemons, real gloo ranks; plus the pure parts (layout, deal, submission, YAML)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gavelsched.cli import main
+from gavelsched.cli.local_cluster import scaled
+from gavelsched.daemon.mixed import CPU_BATCH, job_layout, mixed_env, node_sizes
+from gavelsched.daemon.store import JobRow, Store
+from gavelsched.daemon.submissions import SubmissionError, check_submission
+from gavelsched.rpc import pb
+from tests.workers.virtual.test_mixed_daemon import _full_batch_reference
+from traces.catalog import default_table
+from traces.throughputs import dump_table
+from workers.virtual.envspec import parse_layout_env
+from workers.workloads.common import CHECKPOINT_FILE
+
+from .cluster import Cluster, running, wait_until
+
+JOB_TYPE = "LM (batch size 80)"   # lstm: 16 samples a step (80 // 5), 8 nodes of 2
+SPEED = 0.5                       # v100 4.2, k80 1.1, k80:1+v100:1 5.0 steps/s
+STEPS = 14
+SPLIT = {"types": {"k80": {"gpus": 1, "batch_per_gpu": 107, "virtual_nodes_per_gpu": 1},
+                   "v100": {"gpus": 1, "batch_per_gpu": 405, "virtual_nodes_per_gpu": 1}},
+         "step_s": 0.1}
+
+
+def _row(**kw) -> JobRow:
+    return JobRow(**{"id": "7", "job_type": JOB_TYPE, "scale_factor": 1, "total_steps": STEPS,
+                     "workload": "lstm", "mixed": True, **kw})
+
+
+def test_the_cpu_batches_are_the_workloads():
+    import importlib
+
+    for name, rule in CPU_BATCH.items():
+        w = importlib.import_module(f"workers.workloads.{name}").WORKLOAD
+        assert rule == (w.default_batch, w.batch_divisor), name
+
+
+def test_one_layout_dealt_by_the_split_plan():
+    job = _row()
+    assert node_sizes(job) == (2,) * 8                      # B = 16 = 1 x 80 // 5
+    mixed = job_layout(job, ("k80", "v100"), SPLIT)
+    assert mixed.mapping.ranks == ((0, 1), (2, 3, 4, 5, 6, 7))   # 107:405 of 8 nodes
+    alone = job_layout(job, ("v100",))
+    assert alone.layout == mixed.layout and alone.mapping.ranks == (tuple(range(8)),)
+    env = mixed_env(job, ("k80", "v100"), SPLIT)
+    assert parse_layout_env(env, 2).types == ("k80", "v100")
+    # a rank the deal would leave empty still gets a node
+    tiny = job_layout(_row(job_type="LM (batch size 20)"), ("k80", "v100"),
+                      {"types": {"k80": {"batch_per_gpu": 1}, "v100": {"batch_per_gpu": 500}}})
+    assert [len(r) for r in tiny.mapping.ranks] == [1, 3]
+
+
+def test_mixed_submissions_are_checked_and_kept(tmp_path):
+    table = default_table()
+    ok = check_submission(pb.JobRequest(job_type=JOB_TYPE, total_steps=5, mixed=True),
+                          table, table.worker_types, {})
+    assert ok.mixed and ok.workload == "lstm"
+    for request, field in ((pb.JobRequest(job_type=JOB_TYPE, total_steps=5, mixed=True,
+                                          workload="steps"), "workload 'steps'"),
+                           (pb.JobRequest(job_type=JOB_TYPE, total_steps=5, mixed=True,
+                                          command="true"), "a command job")):
+        with pytest.raises(SubmissionError, match=f"mixed: {field} cannot run split"):
+            check_submission(request, table, table.worker_types, {})
+    store = Store(tmp_path)
+    store.add_job(ok.but(id="0"))
+    store.close()
+    assert Store(tmp_path).jobs()[0].mixed      # a restarted scheduler keeps it
+
+
+def test_job_yaml_mixed_key(tmp_path, capsys):
+    from gavelsched.cli.client import read_job
+
+    path = tmp_path / "job.yaml"
+    path.write_text(f"job_type: {JOB_TYPE}\ntotal_steps: 5\nmixed: true\n")
+    assert read_job(path).mixed
+    path.write_text(f"job_type: {JOB_TYPE}\ntotal_steps: 5\nmixed: yes please\n")
+    assert main(["submit", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "mixed has a bad value 'yes please'" in err[0]
+
+
+def test_a_mixed_job_trains_split_across_types(tmp_path, monkeypatch):
+    monkeypatch.setenv("GAVEL_WORKLOAD_DTYPE", "float64")
+    priors = tmp_path / "priors.json"
+    dump_table(scaled(default_table(), SPEED), priors)
+    cluster = Cluster(tmp_path, policy="max_min_fairness_mixed", round_seconds=2.5,
+                      extra={"expected_workers": 3, "throughputs": str(priors)})
+    seen: set[str] = set()
+    with running(cluster):
+        cluster.start_worker("v100", 1, emulation_speed=SPEED, grace_s=3.0)
+        cluster.start_worker("k80", 2, emulation_speed=SPEED, grace_s=3.0)
+        wait_until(lambda: cluster.alive_workers() == 2, 60, "the workers")
+        job = cluster.submit(STEPS, job_type=JOB_TYPE, workload="lstm", mixed=True)
+
+        def finished():
+            state = cluster.jobs()[job]
+            if state.worker_type:
+                seen.add(state.worker_type)
+            return state if state.state in ("done", "failed", "cancelled") else None
+        final = wait_until(finished, 150, "the mixed job")
+    assert final.state == "done", final.reason
+    assert final.steps_done == final.total_steps == STEPS
+    assert final.mixed
+    assert "k80:1+v100:1" in seen, seen              # the scheduler placed a configuration
+    # ...and both worker daemons launched ranks of one round of it, with the layout env
+    rounds = {}
+    for n in (0, 1):
+        for log in (tmp_path / f"worker{n}" / "logs" / job).glob("round*-rank*.err"):
+            rounds.setdefault(log.name.split("-")[0], set()).add(n)
+    assert any(hosts == {0, 1} for hosts in rounds.values()), rounds
+    ckpt = tmp_path / "state" / "checkpoints" / job / CHECKPOINT_FILE
+    state = torch.load(ckpt, weights_only=False)
+    assert state["global_step"] == STEPS
+    layout = job_layout(_row(), ("v100",)).layout
+    reference = _full_batch_reference(layout, STEPS)
+    diff = max(float((state["model"][k] - v).abs().max()) for k, v in reference.items())
+    assert diff <= 1e-9
