@@ -16,6 +16,12 @@ columns, and make the hierarchical policy with FIFO entities cheap:
   stop at such a cap, which ``WaterFilling._jump`` passes over in O(log) LPs instead of one
   LP per job.
 
+Fixing jobs and dropping dead columns moves each LP by the solver's tolerance (a fixed job
+uses exactly its cap's column; the last LP may have left 1e-9 on a dead column). Floors
+are the last LP's own optimum, on the very edge of feasibility, so when the pruned LP finds
+them infeasible it is solved again with every column of the active jobs and nothing fixed
+(the plain method's LP), before the floors are lowered.
+
 ``dead_columns`` finds dead columns with one LP, maximise s subject to z_c >= s for every
 candidate column c: when s = 0 a strictly complementary dual (Clarabel's interior point) is
 positive exactly on the columns that are zero in every allocation (Goldman-Tucker, as in the
@@ -86,14 +92,18 @@ class LiveSteps:
             if rest.size == 0 or rest.max() < values[top] * (1 - UNIQUE_GAP):
                 self.best[j] = masked.indices[lo + top]
 
-    def _reduced(self, floor: np.ndarray, w: np.ndarray):
-        """(columns kept, b with the fixed jobs' workers taken off, fixed part of z)."""
+    def _reduced(self, floor: np.ndarray, w: np.ndarray, *, exact: bool = False):
+        """(columns kept, b with the fixed jobs' workers taken off, fixed part of z).
+        ``exact``: no job fixed and dead columns kept, the LP of every column less only
+        the inactive jobs' (for floors on the very edge of feasibility: module docstring)."""
         fixed = (self.best >= 0) & (w == 0) & (floor >= self.caps * (1 - FIXED_TOL))
+        if exact:
+            fixed[:] = False
         z0 = np.zeros(self.A.shape[1])
         jobs = np.nonzero(fixed)[0]
         z0[self.best[jobs]] = np.minimum(floor[jobs] / self.caps[jobs], 1.0)
         active = ((floor > 0) | (w > 0)) & ~fixed
-        keep = np.nonzero(self.live & active[self.owner])[0]
+        keep = np.nonzero((exact | self.live) & active[self.owner])[0]
         b = self.b.copy()
         b[:self.k] = -floor
         b -= self.A @ z0
@@ -101,16 +111,18 @@ class LiveSteps:
         return keep, b, z0
 
     def __call__(self, floor: np.ndarray, w: np.ndarray):
-        keep, b, z = self._reduced(floor, w)
         e = self.e.copy()
         e[:self.k] = w
-        try:
-            level = maximise_level(self.A[:, keep], b, e, self.solver, self.what, precise=True)
-        except SolverFailed as err:  # an inaccurate interior point: simplex instead
-            if self.solver == "HIGHS":
-                raise
-            log.debug("%s; solving again with HIGHS", err)
-            level = maximise_level(self.A[:, keep], b, e, "HIGHS", self.what, precise=True)
+        attempts = ((False, self.solver), (True, self.solver), (True, "HIGHS"))
+        for n, (exact, solver) in enumerate(attempts):
+            keep, b, z = self._reduced(floor, w, exact=exact)
+            try:
+                level = maximise_level(self.A[:, keep], b, e, solver, self.what, precise=True)
+                break
+            except (Infeasible, SolverFailed) as err:
+                if n == len(attempts) - 1:
+                    raise
+                log.debug("%s; solving again (every column %s, %s)", err, *attempts[n + 1])
         z[keep] = level.z
         return level.t, z, level.dual[:self.k]
 
