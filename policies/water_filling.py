@@ -355,6 +355,12 @@ class WaterFilling(ColumnPolicy):
                 rise, z, dual = step(floor * (1 - backoff), w)
                 return max(rise, 0.0), z, dual
             except (Infeasible, SolverFailed) as err:
+                if backoff == 0.0 and isinstance(step, LiveSteps):
+                    try:  # the pruned LP moved the edge by a tolerance: the plain one
+                        rise, z, dual = step.exact(floor, w)
+                        return max(rise, 0.0), z, dual
+                    except (Infeasible, SolverFailed):
+                        pass
                 if backoff == BACKOFFS[-1]:
                     raise
                 log.debug("%s: %s; lowering the floors", self.name, err)

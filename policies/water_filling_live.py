@@ -19,8 +19,8 @@ columns, and make the hierarchical policy with FIFO entities cheap:
 Fixing jobs and dropping dead columns moves each LP by the solver's tolerance (a fixed job
 uses exactly its cap's column; the last LP may have left 1e-9 on a dead column). Floors
 are the last LP's own optimum, on the very edge of feasibility, so when the pruned LP finds
-them infeasible it is solved again with every column of the active jobs and nothing fixed
-(the plain method's LP), before the floors are lowered.
+them infeasible, ``WaterFilling._raise`` solves it again with every column of the active
+jobs and nothing fixed (``LiveSteps.exact``, the plain method's LP) before it lowers them.
 
 ``dead_columns`` finds dead columns with one LP, maximise s subject to z_c >= s for every
 candidate column c: when s = 0 a strictly complementary dual (Clarabel's interior point) is
@@ -111,18 +111,28 @@ class LiveSteps:
         return keep, b, z0
 
     def __call__(self, floor: np.ndarray, w: np.ndarray):
+        return self._solve(floor, w, ((False, self.solver), (False, "HIGHS")))
+
+    def exact(self, floor: np.ndarray, w: np.ndarray):
+        """The same LP with every column of the active jobs and nothing fixed, for floors
+        the pruned LP finds infeasible (module docstring)."""
+        return self._solve(floor, w, ((True, self.solver), (True, "HIGHS")))
+
+    def _solve(self, floor, w, attempts):
+        """The first of ``attempts`` ((exact, solver) pairs) that solves; the last error
+        otherwise. A second attempt follows only a failed solve (inaccurate), never an
+        infeasible LP."""
         e = self.e.copy()
         e[:self.k] = w
-        attempts = ((False, self.solver), (True, self.solver), (True, "HIGHS"))
         for n, (exact, solver) in enumerate(attempts):
             keep, b, z = self._reduced(floor, w, exact=exact)
             try:
                 level = maximise_level(self.A[:, keep], b, e, solver, self.what, precise=True)
                 break
-            except (Infeasible, SolverFailed) as err:
-                if n == len(attempts) - 1:
+            except SolverFailed as err:
+                if n == len(attempts) - 1 or solver == attempts[n + 1][1]:
                     raise
-                log.debug("%s; solving again (every column %s, %s)", err, *attempts[n + 1])
+                log.debug("%s; solving again with %s", err, attempts[n + 1][1])
         z[keep] = level.z
         return level.t, z, level.dual[:self.k]
 
