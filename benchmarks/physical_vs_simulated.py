@@ -14,11 +14,13 @@ physical cluster, §5.7.2).
    minus its start-up, but for at least MIN_LEASE_FRACTION of a round; so the main row
    charges min(start-up, (1 - MIN_LEASE_FRACTION) x round). Rows with the start-up in
    full and not at all bracket it.
-3. Report average JCT and makespan of both, and their difference (target: within 10%).
+3. Report average JCT and makespan of both, their difference (target: within 10%), and
+   each job's JCT in both.
 
-    python benchmarks/physical_vs_simulated.py                     # ~4 min
-    python benchmarks/physical_vs_simulated.py --workload steps       # no torch start-up
-    python benchmarks/physical_vs_simulated.py --replay DIR          # a run kept with --keep DIR
+    python benchmarks/physical_vs_simulated.py                     # 10 s rounds, ~4 min
+    python benchmarks/physical_vs_simulated.py --round-seconds 30  # jobs 3x bigger, ~5 min
+    python benchmarks/physical_vs_simulated.py --workload steps    # no torch start-up
+    python benchmarks/physical_vs_simulated.py --replay DIR        # a run kept with --keep DIR
 """
 
 from __future__ import annotations
