@@ -255,22 +255,32 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
                                                                        max_partners)
         pair_keys = [pair.key for pair in problem.pairs]
         keys += [pair_keys[k] for k in which.tolist()]
-    mixed = _MixedColumns.of(configs, jobs, types, multiplicity, len(keys))
-    keys += mixed.keys
+    at = [rows, pair_a, pair_b]         # coordinates shared by member and throughput
+    cols_at = [np.arange(singles), np.arange(singles, len(keys))]
+    cols_at.insert(2, cols_at[1])
+    rates = [T[rows, cols], thr_a, thr_b]
+    col_type = [cols, pair_type]
+    used = [sf[rows] * multiplicity[rows], sf[pair_a]]
+    mixed = (_MixedColumns.of(configs, jobs, types, multiplicity, len(keys))
+             if configs and any(configs) else None)
+    if mixed is not None:  # configuration columns: several types each (usage entries)
+        keys += mixed.keys
+        at.append(mixed.rows)
+        cols_at.append(mixed.cols)
+        rates.append(mixed.rates)
+        col_type.append(mixed.label)
     c = len(keys)
-    single_cols, pair_cols = np.arange(singles), np.arange(singles, c - len(mixed.keys))
-    member = sp.csr_matrix((np.ones(singles + 2 * pair_cols.size + mixed.rows.size), (
-        np.concatenate([rows, pair_a, pair_b, mixed.rows]),
-        np.concatenate([single_cols, pair_cols, pair_cols, mixed.cols]))), shape=(m, c))
-    throughput = sp.csr_matrix((np.concatenate([T[rows, cols], thr_a, thr_b, mixed.rates]), (
-        np.concatenate([rows, pair_a, pair_b, mixed.rows]),
-        np.concatenate([single_cols, pair_cols, pair_cols, mixed.cols]))), shape=(m, c))
-    col_type = np.concatenate([cols, pair_type, mixed.label]).astype(int)
-    plain = np.arange(c - len(mixed.keys))
-    usage = sp.csr_matrix((np.concatenate([sf[rows] * multiplicity[rows], sf[pair_a],
-                                           mixed.use_count]),
-                           (np.concatenate([col_type[plain], mixed.use_type]),
-                            np.concatenate([plain, mixed.use_col]))), shape=(n, c))
+    at, cols_at = np.concatenate(at), np.concatenate(cols_at)
+    member = sp.csr_matrix((np.ones(at.size), (at, cols_at)), shape=(m, c))
+    throughput = sp.csr_matrix((np.concatenate(rates), (at, cols_at)), shape=(m, c))
+    col_type = np.concatenate(col_type).astype(int)
+    used_type, used_col = col_type, np.arange(c)
+    if mixed is not None:
+        plain = np.arange(c - len(mixed.keys))
+        used.append(mixed.use_count)
+        used_type = np.concatenate([col_type[plain], mixed.use_type])
+        used_col = np.concatenate([plain, mixed.use_col])
+    usage = sp.csr_matrix((np.concatenate(used), (used_type, used_col)), shape=(n, c))
     return Columns(
         job_ids=tuple(j.id for j in jobs), types=types, T=T, scale_factor=sf, weight=weight,
         remaining=np.array([j.remaining_steps for j in jobs], dtype=float),
@@ -281,7 +291,8 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
         prices=np.array([problem.prices.get(t, 0.0) for t in types], dtype=float),
         keys=tuple(keys), col_type=col_type,
         member=member, throughput=throughput, usage=usage, classes=classes,
-        unusable=unusable if unusable.any() else None, config_names=mixed.names,
+        unusable=unusable if unusable.any() else None,
+        config_names=mixed.names if mixed is not None else (),
     )
 
 
@@ -312,9 +323,6 @@ class _MixedColumns:
 
     @classmethod
     def of(cls, configs, jobs, types, multiplicity, start: int) -> _MixedColumns:
-        empty_i, empty_f = np.zeros(0, dtype=int), np.zeros(0)
-        if not configs or not any(configs):
-            return cls([], (), empty_i, empty_i, empty_f, empty_i, empty_i, empty_i, empty_f)
         type_index = {t: j for j, t in enumerate(types)}
         names: dict[str, int] = {}
         keys, rows, rates, label, use_type, use_col, use_count = [], [], [], [], [], [], []

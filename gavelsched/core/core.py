@@ -519,7 +519,8 @@ class SchedulerCore:
                     remaining_steps=steps, elapsed_s=max(0.0, now - job.arrival_s),
                     slo_s=job.spec.slo_s, entity=job.spec.entity,
                     isolated_elapsed_s=job.isolated_elapsed_s if isolated else None,
-                    configurations=tuple(o.configuration for o in job.options))
+                    configurations=tuple(o.configuration for o in job.options)
+                    if job.options else ())
                 for (job_id, job), steps in zip(self._jobs.items(), left)]
         pairs = self._problem_pairs() if self.config.pairs else ()
         # The whole allocation in force, finished jobs included: FIFO hands a finished
