@@ -157,8 +157,8 @@ def _run(args, root: Path, workers: dict[str, int], table) -> int:
             status = cluster.status()
             now = time.monotonic()
             # Utilization and cost are sampled: GPUs held by running jobs between polls.
-            held = [(j.worker_type, j.scale_factor) for j in status.jobs
-                    if j.state == "running" and j.worker_type]
+            held = [held_gpus for j in status.jobs if j.state == "running" and j.worker_type
+                    for held_gpus in gpus_held(j.worker_type, j.scale_factor)]
             metrics.busy_gpu_s += (now - last) * min(capacity, sum(n for _, n in held))
             metrics.cost_usd += (now - last) / 3600 * sum(prices.get(t, 0.0) * n
                                                           for t, n in held)
@@ -186,6 +186,16 @@ def _run(args, root: Path, workers: dict[str, int], table) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(result.to_dict(), indent=1) + "\n")
     return 1 if failed else 0
+
+
+def gpus_held(worker_type: str, scale_factor: int) -> list[tuple[str, int]]:
+    """(type, GPUs) a running job holds: its scale factor on one type, or each type's count
+    of its configuration (a mixed job, e.g. ``k80:1+v100:1``)."""
+    from policies.problem import CONFIG_SEPARATOR, parse_configuration_name
+
+    if CONFIG_SEPARATOR not in worker_type:
+        return [(worker_type, scale_factor)]
+    return list(parse_configuration_name(worker_type).items())
 
 
 def scaled(table, speed: float):

@@ -8,6 +8,9 @@
   each active job on each type (thesis §5.5);
 - ``gavelsched_job_received_share{job,worker_type}``: the fraction it received since the
   last re-solve;
+- ``gavelsched_job_gpus{job,worker_type}``: GPUs each job's live run holds, labelled with
+  the worker type it runs on, or its configuration's name for a job on several types
+  (e.g. ``k80:1+v100:1``; VirtualFlow §6.5.2);
 - ``gavelsched_workers{worker_type,alive}``: GPUs registered;
 - ``gavelsched_rounds_total``: rounds started.
 
@@ -48,6 +51,9 @@ class DaemonMetrics:
                               "last re-solve", ["job", "worker_type"], registry=r)
         self.workers = Gauge("gavelsched_workers", "GPUs registered", ["worker_type", "alive"],
                              registry=r)
+        self.running = Gauge("gavelsched_job_gpus", "GPUs a job's live run holds, by the "
+                             "worker type (or configuration) it runs on",
+                             ["job", "worker_type"], registry=r)
         self.rounds = Counter("gavelsched_rounds", "Rounds started", registry=r)
         for state in STATES:
             self.jobs.labels(state=state).set(0)
@@ -78,6 +84,11 @@ class DaemonMetrics:
             counts[job.state] += 1
         for state, n in counts.items():
             self.jobs.labels(state=state).set(n)
+        self.running.clear()
+        for run in executor._runs.values():
+            if not run.orphan:
+                self.running.labels(job=run.job_id,
+                                    worker_type=run.worker_type).set(len(run.workers))
         self.workers.clear()
         for s in executor.servers.values():
             self.workers.labels(worker_type=s.row.worker_type,

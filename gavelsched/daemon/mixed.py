@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 # of their ``Workload`` records (a test keeps the two equal), here without importing torch.
 CPU_BATCH: Mapping[str, tuple[int, int]] = {
     "resnet": (8, 16), "lstm": (4, 5), "transformer": (4, 16), "recoder": (8, 256)}
-NODES_PER_GPU = 8
+NODES_PER_GPU = 16
 
 
 class MixedJobError(ValueError):

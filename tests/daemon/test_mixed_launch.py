@@ -23,11 +23,11 @@ from traces.throughputs import dump_table
 from workers.virtual.envspec import parse_layout_env
 from workers.workloads.common import CHECKPOINT_FILE
 
-from .cluster import Cluster, running, wait_until
+from .cluster import Cluster, free_port, running, wait_until
 
-JOB_TYPE = "LM (batch size 80)"   # lstm: 16 samples a step (80 // 5), 8 nodes of 2
+JOB_TYPE = "LM (batch size 80)"   # lstm: 16 samples a step (80 // 5), 16 nodes of 1
 SPEED = 0.5                       # v100 4.2, k80 1.1, k80:1+v100:1 5.0 steps/s
-STEPS = 14
+STEPS = 10
 SPLIT = {"types": {"k80": {"gpus": 1, "batch_per_gpu": 107, "virtual_nodes_per_gpu": 1},
                    "v100": {"gpus": 1, "batch_per_gpu": 405, "virtual_nodes_per_gpu": 1}},
          "step_s": 0.1}
@@ -36,6 +36,12 @@ SPLIT = {"types": {"k80": {"gpus": 1, "batch_per_gpu": 107, "virtual_nodes_per_g
 def _row(**kw) -> JobRow:
     return JobRow(**{"id": "7", "job_type": JOB_TYPE, "scale_factor": 1, "total_steps": STEPS,
                      "workload": "lstm", "mixed": True, **kw})
+
+
+def _metrics(port: int) -> str:
+    from urllib.request import urlopen
+
+    return urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
 
 
 def test_the_cpu_batches_are_the_workloads():
@@ -48,11 +54,14 @@ def test_the_cpu_batches_are_the_workloads():
 
 def test_one_layout_dealt_by_the_split_plan():
     job = _row()
-    assert node_sizes(job) == (2,) * 8                      # B = 16 = 1 x 80 // 5
+    assert node_sizes(job) == (1,) * 16                     # B = 16 = 1 x 80 // 5
     mixed = job_layout(job, ("k80", "v100"), SPLIT)
-    assert mixed.mapping.ranks == ((0, 1), (2, 3, 4, 5, 6, 7))   # 107:405 of 8 nodes
+    assert mixed.mapping.ranks == ((0, 1, 2), tuple(range(3, 16)))   # 107:405 of 16 nodes
     alone = job_layout(job, ("v100",))
-    assert alone.layout == mixed.layout and alone.mapping.ranks == (tuple(range(8)),)
+    assert alone.layout == mixed.layout and alone.mapping.ranks == (tuple(range(16)),)
+    # a scale-factor-2 job: B = 2 x 16, V = 32; three ranks of a configuration
+    wide = job_layout(_row(scale_factor=2), ("k80", "k80", "v100"), SPLIT)
+    assert [len(r) for r in wide.mapping.ranks] == [6, 5, 21]   # 107:107:405, remainders
     env = mixed_env(job, ("k80", "v100"), SPLIT)
     assert parse_layout_env(env, 2).types == ("k80", "v100")
     # a rank the deal would leave empty still gets a node
@@ -94,9 +103,12 @@ def test_a_mixed_job_trains_split_across_types(tmp_path, monkeypatch):
     monkeypatch.setenv("GAVEL_WORKLOAD_DTYPE", "float64")
     priors = tmp_path / "priors.json"
     dump_table(scaled(default_table(), SPEED), priors)
+    port = free_port()
     cluster = Cluster(tmp_path, policy="max_min_fairness_mixed", round_seconds=2.5,
-                      extra={"expected_workers": 3, "throughputs": str(priors)})
+                      extra={"expected_workers": 3, "throughputs": str(priors),
+                             "metrics_listen": f"127.0.0.1:{port}"})
     seen: set[str] = set()
+    labelled: list[bool] = []
     with running(cluster):
         cluster.start_worker("v100", 1, emulation_speed=SPEED, grace_s=3.0)
         cluster.start_worker("k80", 2, emulation_speed=SPEED, grace_s=3.0)
@@ -107,12 +119,16 @@ def test_a_mixed_job_trains_split_across_types(tmp_path, monkeypatch):
             state = cluster.jobs()[job]
             if state.worker_type:
                 seen.add(state.worker_type)
+            if "+" in state.worker_type and not any(labelled):
+                labelled.append(f'gavelsched_job_gpus{{job="{job}",worker_type='
+                                f'"{state.worker_type}"}} 2.0' in _metrics(port))
             return state if state.state in ("done", "failed", "cancelled") else None
         final = wait_until(finished, 150, "the mixed job")
     assert final.state == "done", final.reason
     assert final.steps_done == final.total_steps == STEPS
     assert final.mixed
     assert "k80:1+v100:1" in seen, seen              # the scheduler placed a configuration
+    assert any(labelled)                             # ... and its metrics name it
     # ...and both worker daemons launched ranks of one round of it, with the layout env
     rounds = {}
     for n in (0, 1):
