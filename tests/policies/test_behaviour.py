@@ -49,6 +49,17 @@ def test_job_gets_nothing_where_it_cannot_run(name):
     assert allocation.share("a", "p100") == 0.0 and allocation.share("a", "k80") == 0.0
 
 
+@pytest.mark.parametrize("name", ["finish_time_fairness_perf", "finish_time_fairness_mixed",
+                                  "max_min_fairness_perf", "min_total_duration_perf"])
+def test_jobs_with_no_steps_left_give_a_valid_allocation(name):
+    """Themis ρ of a job with nothing left and no time yet is 0/0: it must not reach the
+    solver as NaN (it did, as a traceback from `gavelsched solve`)."""
+    jobs = [Job(str(i), {"v100": 2.0, "k80": 1.0}, remaining_steps=0.0) for i in range(2)]
+    problem = Problem(cluster={"v100": 1, "k80": 1}, jobs=jobs)
+    allocation = get_policy(name).solve(problem)
+    assert_valid(problem, allocation)
+
+
 def test_job_larger_than_a_type_gets_nothing_there():
     jobs = [Job("big", {"v100": 10.0, "k80": 2.0}, scale_factor=4)]
     allocation = get_policy("max_min_fairness_perf").solve(
