@@ -99,6 +99,17 @@ def test_job_yaml_mixed_key(tmp_path, capsys):
     assert len(err) == 1 and "mixed has a bad value 'yes please'" in err[0]
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["--jobs", "2", "--mixed-jobs", "3"], "--mixed-jobs must be between 0 and --jobs (2)"),
+    (["--workload", "steps", "--mixed-jobs", "1"], "--mixed-jobs: workload 'steps' cannot"),
+    (["--job-type", "nope"], "--job-type: unknown job type 'nope'"),
+])
+def test_local_cluster_mixed_flags_are_checked(argv, message, capsys):
+    assert main(["local-cluster", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
+
+
 def test_a_mixed_job_trains_split_across_types(tmp_path, monkeypatch):
     monkeypatch.setenv("GAVEL_WORKLOAD_DTYPE", "float64")
     priors = tmp_path / "priors.json"
@@ -142,3 +153,61 @@ def test_a_mixed_job_trains_split_across_types(tmp_path, monkeypatch):
     reference = _full_batch_reference(layout, STEPS)
     diff = max(float((state["model"][k] - v).abs().max()) for k, v in reference.items())
     assert diff <= 1e-9
+
+
+def test_the_executor_launches_each_placement_with_the_same_layout(tmp_path):
+    """The real executor (real core and policy solve) on a hand-moved clock: the mixed job's
+    first placement spans both types (one RunJob per server, each with its own ranks, the
+    configuration's steps/s, the layout dealt by the split plan); when the k80 server dies
+    the job is placed again on the v100 alone with the *same* layout, all nodes on one rank
+    (the checkpoint resumes under the new mapping)."""
+    from gavelsched.core.configurations import Configurations
+    from gavelsched.daemon.config import DaemonConfig
+    from gavelsched.daemon.executor import DaemonExecutor
+    from gavelsched.daemon.snapshot import build_snapshot
+    from policies import get_policy
+
+    from .test_round_aligned import Recorder
+
+    t = [0.0]
+    store = Store(tmp_path / "state")
+    config = DaemonConfig(listen="127.0.0.1:0", policy="max_min_fairness_mixed",
+                          round_seconds=10.0, state_dir=tmp_path / "state",
+                          heartbeat_seconds=1.0, min_resolve_interval_s=0.0,
+                          expected_workers=3)
+    sent = Recorder()
+    x = DaemonExecutor(config, store, get_policy("max_min_fairness_mixed"), default_table(),
+                       sent, clock=lambda: t[0])
+    servers = {wtype: x.register(pb.RegisterWorkerRequest(
+        worker_type=wtype, gpus=gpus, address=f"127.0.0.1:{port}", hostname="h",
+        previous_server_id=-1), 0.0).server_id
+        for wtype, gpus, port in (("v100", 1, 1), ("k80", 2, 2))}
+    job = x.submit(pb.JobRequest(job_type=JOB_TYPE, total_steps=10_000, workload="lstm",
+                                 mixed=True))
+
+    def at(when: float, *alive: str) -> None:
+        t[0] = when
+        for wtype in alive:
+            x.heartbeat(servers[wtype], when)
+        x._tick()
+
+    at(1.0, "v100", "k80")
+    first = {r.env["GAVEL_VN_LAYOUT"]: r for r in sent.runs}
+    assert len(sent.runs) == 2 and len(first) == 1       # one RunJob a server, one layout
+    by_rank = sorted(sent.runs, key=lambda r: r.rank)
+    assert [(r.rank, len(r.gpus), r.world_size) for r in by_rank] == [(0, 1, 2), (1, 1, 2)]
+    mixed = parse_layout_env(dict(by_rank[0].env), 2)
+    assert mixed.types == ("k80", "v100") and [len(n) for n in mixed.mapping.ranks] == [3, 13]
+    option = next(o for o in Configurations(default_table()).options(
+        JOB_TYPE, 1, {"v100": 1, "k80": 2}) if o.configuration.name == "k80:1+v100:1")
+    assert by_rank[0].expected_steps_per_s == pytest.approx(option.configuration.throughput)
+    assert build_snapshot(x, x.now()).response.jobs[0].mixed
+    # the k80 server goes silent: failed after 3 heartbeats, its job re-placed on the v100
+    for when in (2.0, 3.0, 4.5, 6.0, 8.5, 11.5):
+        at(when, "v100")
+    again = [r for r in sent.runs[2:] if r.job_id == job]
+    assert len(again) == 1 and again[0].world_size == 1
+    alone = parse_layout_env(dict(again[0].env), 1)
+    assert alone.layout == mixed.layout and alone.mapping.ranks == (tuple(range(16)),)
+    assert alone.types == ("v100",)
+    store.close()
