@@ -235,7 +235,8 @@ def _pauses(batch, overhead: Mapping[str, float], specs) -> np.ndarray:
 def _spec(i: int, job: TraceJob) -> JobSpec:
     return JobSpec(id=str(i), job_type=job.job_type, scale_factor=int(job.scale_factor),
                    total_steps=int(job.total_steps), weight=float(job.priority_weight),
-                   slo_s=job.slo_s, entity=job.entity, mixed=job.mixed)
+                   slo_s=job.slo_s, entity=job.entity, mixed=job.mixed,
+                   min_scale_factor=job.min_scale_factor)
 
 
 def _check_runnable(specs: Sequence[JobSpec], table: ThroughputTable, view: ClusterView) -> None:

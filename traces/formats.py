@@ -4,7 +4,9 @@
 ``arrival_s`` (seconds from the start of the trace), and optionally ``priority_weight``
 (default 1), ``slo_s`` (seconds from arrival, or null), ``entity`` (or null), and Gavel's
 runtime fields ``command``, ``working_dir``, ``num_steps_arg``, ``needs_data_dir``, and
-``mixed`` (true: the job may run on several GPU types at once, VirtualFlow §5). Unknown
+``mixed`` (true: the job may run on several GPU types at once, VirtualFlow §5) and
+``min_scale_factor`` (an elastic job: it may also run on fewer GPUs of one type, down to
+this many, 1 <= it <= scale_factor; ``gavelsched/core/configurations.py``). Unknown
 fields are errors, so that a misspelt optional field is not silently dropped. Blank lines
 are skipped.
 
@@ -40,7 +42,7 @@ GAVEL_FIELDS = ("job_type", "command", "working_dir", "num_steps_arg", "needs_da
                 "total_steps", "scale_factor", "priority_weight", "SLO", "arrival_s")
 JSONL_REQUIRED = ("job_type", "scale_factor", "total_steps", "arrival_s")
 JSONL_OPTIONAL = ("priority_weight", "slo_s", "entity", "command", "working_dir",
-                  "num_steps_arg", "needs_data_dir", "mixed")
+                  "num_steps_arg", "needs_data_dir", "mixed", "min_scale_factor")
 
 
 def trace_format(path: str | os.PathLike, fmt: str | None = None) -> str:
@@ -127,6 +129,15 @@ class _Fields:
             raise self.error("scale_factor", f"must be >= 1 (the number of GPUs), got {sf}")
         return sf
 
+    def min_scale_factor(self, value: Any, scale_factor: Any) -> int | None:
+        if value is None:
+            return None
+        low = self.integer("min_scale_factor", value)
+        if not 1 <= low <= int(scale_factor):
+            raise self.error("min_scale_factor", f"must be between 1 and scale_factor "
+                             f"({scale_factor}), got {low}")
+        return low
+
     def total_steps(self, value: Any) -> int:
         steps = self.integer("total_steps", value)
         if steps <= 0:
@@ -205,6 +216,7 @@ def _parse_jsonl_line(text: str, path, line: int) -> TraceJob:
         num_steps_arg=f.text("num_steps_arg", row.get("num_steps_arg")),
         needs_data_dir=f.flag("needs_data_dir", row.get("needs_data_dir", False)),
         mixed=f.flag("mixed", row.get("mixed", False)),
+        min_scale_factor=f.min_scale_factor(row.get("min_scale_factor"), row["scale_factor"]),
     )
 
 
@@ -249,6 +261,10 @@ def write_trace(path: str | os.PathLike, jobs: Iterable[TraceJob], *,
         if dropped:
             log.warning("%s: Gavel's .trace format has no mixed flag; dropped it from %d "
                         "jobs (use .jsonl to keep it)", path, dropped)
+        dropped = sum(job.min_scale_factor is not None for job in jobs)
+        if dropped:
+            log.warning("%s: Gavel's .trace format has no min_scale_factor; dropped it from "
+                        "%d jobs (use .jsonl to keep it)", path, dropped)
     write_text(Path(path), "".join(line + "\n" for line in lines))
     log.debug("%s: wrote %d jobs", path, len(jobs))
 
@@ -268,6 +284,8 @@ def job_to_dict(job: TraceJob) -> dict[str, Any]:
         row["needs_data_dir"] = True
     if job.mixed:
         row["mixed"] = True
+    if job.min_scale_factor is not None:
+        row["min_scale_factor"] = job.min_scale_factor
     return row
 
 

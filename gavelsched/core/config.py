@@ -49,8 +49,9 @@ class CoreConfig:
       (Gavel's FinishTimeFairness policy); False passes None (the policy then uses the
       elapsed time). On when the policy declares ``isolated_time``.
     - ``configurations``: give mixed-capable jobs configurations of several worker types
-      at once (VirtualFlow §5, ``gavelsched/core/configurations.py``) in the Problem, and
-      let the planner place them. On when the policy reads ``configurations``
+      at once (VirtualFlow §5, ``gavelsched/core/configurations.py``), and elastic jobs
+      (``JobSpec.min_scale_factor``) their smaller GPU counts of one type, in the Problem,
+      and let the planner place them. On when the policy reads ``configurations``
       (``policies/mixed.py``).
     - ``mixed_jobs``: which jobs are mixed-capable: ``"flagged"`` (``JobSpec.mixed``, the
       trace's ``mixed`` field) or ``"all"`` (every job: data-parallel jobs with virtual

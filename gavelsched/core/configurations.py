@@ -24,6 +24,14 @@ from adding a second type, not from growing a job without bound.
 A candidate holds what the solver's plan uses (it may use fewer GPUs than offered); plans
 on one type are dropped (they are not mixes), and no mix uses more GPUs of a type than the
 cluster has.
+
+Elastic jobs (``JobSpec.min_scale_factor``; varuna.txt §4, morphing) get single-type
+configurations too: ``{t: n}`` (name ``"t:n"``) for each count n in ``elastic_counts``
+(the powers of two from the minimum up to, not including, the scale factor, and the minimum
+itself) that the cluster has on t. Steps/s is the table's r_t(n) when it has one (the
+catalog has 1, 2, 4 and 8); otherwise the model ``elastic_rate``: linear between the
+nearest counts below and above n that the table has, or r_t(m) x n/m past the largest m.
+They are ordinary configuration columns: the same policies, planner and launch path.
 """
 
 from __future__ import annotations
@@ -50,13 +58,43 @@ def extra_counts(scale_factor: int) -> tuple[int, ...]:
     return tuple(sorted({max(1, scale_factor // 4), max(1, scale_factor // 2), scale_factor}))
 
 
+def elastic_counts(scale_factor: int, min_scale_factor: int) -> tuple[int, ...]:
+    """The GPU counts below ``scale_factor`` an elastic job may run on: ``min_scale_factor``
+    and every power of two between it and ``scale_factor`` (module docstring)."""
+    powers = {1 << k for k in range(scale_factor.bit_length())}
+    return tuple(sorted({n for n in powers | {min_scale_factor}
+                         if min_scale_factor <= n < scale_factor}))
+
+
+def elastic_rate(source: ThroughputSource, worker_type: str, job_type: str, n: int,
+                 known: tuple[int, ...] = (1, 2, 4, 8, 16)) -> float:
+    """Steps/s of ``job_type`` on ``n`` GPUs of ``worker_type``: the table's, or the model
+    of the module docstring over the ``known`` counts the table has; 0 when it has none
+    below ``n``."""
+    exact = float(source.get(worker_type, job_type, n))
+    if exact > 0:
+        return exact
+    have = [(m, float(source.get(worker_type, job_type, m))) for m in known if m != n]
+    have = [(m, r) for m, r in have if r > 0]
+    below = [(m, r) for m, r in have if m < n]
+    above = [(m, r) for m, r in have if m > n]
+    if not below:
+        return 0.0
+    m, r = below[-1]
+    if not above:
+        return r * n / m
+    big, r_big = above[0]
+    return r + (r_big - r) * (n - m) / (big - m)
+
+
 @dataclass(frozen=True)
 class MixedOption:
     """One configuration of a job and the split plan that achieves its throughput
-    (``SplitPlan.to_dict()``: per type GPUs, batch per GPU, virtual nodes per GPU)."""
+    (``SplitPlan.to_dict()``: per type GPUs, batch per GPU, virtual nodes per GPU); None
+    for an elastic job's single-type configuration."""
 
     configuration: Configuration
-    split: Mapping
+    split: Mapping | None
 
 
 class Configurations:
@@ -74,6 +112,22 @@ class Configurations:
         key = (job_type, scale_factor, tuple(sorted(counts.items())))
         if key not in self._cache:
             self._cache[key] = self._build(job_type, scale_factor, counts)
+        return self._cache[key]
+
+    def elastic(self, job_type: str, scale_factor: int, min_scale_factor: int,
+                counts: Mapping[str, int]) -> tuple[MixedOption, ...]:
+        """The single-type configurations of an elastic job (module docstring): ``{t: n}``
+        for each of its ``elastic_counts`` that ``counts`` has on t and the table (or the
+        model) gives a positive steps/s; ``split`` is None (one type, even ranks)."""
+        key = ("elastic", job_type, scale_factor, min_scale_factor, tuple(sorted(counts.items())))
+        if key not in self._cache:
+            out = []
+            for t in sorted(counts):
+                for n in elastic_counts(scale_factor, min_scale_factor):
+                    rate = elastic_rate(self._source, t, job_type, n) if n <= counts[t] else 0
+                    if rate > 0:
+                        out.append(MixedOption(Configuration({t: n}, rate), None))
+            self._cache[key] = tuple(sorted(out, key=lambda o: -o.configuration.throughput))
         return self._cache[key]
 
     def _build(self, job_type: str, sf: int, counts: Mapping[str, int]) -> tuple[MixedOption, ...]:

@@ -63,7 +63,7 @@ class _Job:
     isolated_rate: float = 0.0         # throughput(m, X^isolated) at the last re-solve
     left_at_resolve: float | None = None
     measured: dict[str, float] | None = None  # online steps/s by type (daemon, §5.3.3)
-    options: tuple[MixedOption, ...] = ()  # configurations of several types (VirtualFlow)
+    options: tuple[MixedOption, ...] = ()  # configurations: mixes (VirtualFlow), elastic counts
 
 
 @dataclass
@@ -350,6 +350,10 @@ class SchedulerCore:
             if self._mixer is not None and (spec.mixed or self.config.mixed_jobs == "all"):
                 job.options = self._mixer.options(spec.job_type, spec.scale_factor,
                                                   self._view.counts)
+            if self._mixer is not None and spec.elastic:
+                job.options += self._mixer.elastic(spec.job_type, spec.scale_factor,
+                                                   spec.min_scale_factor, self._view.counts)
+            if job.options:
                 self._add_configurations(job.options)
             rows.append((spec.id, (spec.id,), spec.scale_factor, job))
             admitted.append(spec.id)

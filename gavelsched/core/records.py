@@ -28,7 +28,10 @@ class ThroughputSource(Protocol):
 class JobSpec:
     """A job as submitted. ``slo_s`` is a duration from arrival. ``mixed``: the job may run
     on several worker types at once (virtual nodes, VirtualFlow §5), when the policy reads
-    configurations (``CoreConfig.mixed_jobs`` can turn this on for every job)."""
+    configurations (``CoreConfig.mixed_jobs`` can turn this on for every job).
+    ``min_scale_factor``: the job is elastic (varuna.txt §4, morphing): it may also run on
+    fewer GPUs of one type, down to this many (``core/configurations.py:elastic_counts``),
+    when the policy reads configurations; None: exactly ``scale_factor``."""
 
     id: str
     job_type: str
@@ -38,6 +41,7 @@ class JobSpec:
     slo_s: float | None = None
     entity: str | None = None
     mixed: bool = False
+    min_scale_factor: int | None = None
 
     def __post_init__(self) -> None:
         if "+" in self.id:
@@ -46,10 +50,19 @@ class JobSpec:
             raise ValueError(f"job {self.id}: scale_factor must be >= 1, got {self.scale_factor}")
         if self.total_steps < 1:
             raise ValueError(f"job {self.id}: total_steps must be >= 1, got {self.total_steps}")
+        low = self.min_scale_factor
+        if low is not None and not 1 <= low <= self.scale_factor:
+            raise ValueError(f"job {self.id}: min_scale_factor must be between 1 and "
+                             f"scale_factor ({self.scale_factor}), got {low}")
 
     @property
     def key(self) -> tuple[str, int]:
         return (self.job_type, self.scale_factor)
+
+    @property
+    def elastic(self) -> bool:
+        """It may run on fewer GPUs than its scale factor."""
+        return self.min_scale_factor is not None and self.min_scale_factor < self.scale_factor
 
 
 @dataclass(frozen=True)
