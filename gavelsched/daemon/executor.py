@@ -627,9 +627,20 @@ class DaemonExecutor:
         # At least MIN_LEASE_FRACTION of a round after start-up, even past the round's end:
         # a start-up longer than the rest of its round must not leave the job without any
         # progress (then its GPUs' next run starts that much later).
-        left = max(run.ends - mono, MIN_LEASE_FRACTION * self.config.round_seconds)
+        floor = MIN_LEASE_FRACTION * self.config.round_seconds
+        left = max(run.ends - mono, floor)
         run.lease = startup_lease(run.lease, run.base_steps, run.steps_per_s, left,
                                   elapsed + left)
+        if run.ends - mono < floor:
+            # past the round's end: the workers' kill deadlines move too (a RunJob on the
+            # same GPUs), or they would kill the run before it saves
+            for server_id, old in list(run.servers.items()):
+                request = pb.RunJobRequest()
+                request.CopyFrom(old)           # the old one may still be on the wire
+                request.lease.CopyFrom(run.lease)
+                run.servers[server_id] = request
+                self.dispatcher.run_job(self.servers[server_id].row.address, request,
+                                        self._on_dispatched(run.job_id, server_id))
 
     def _record_startup(self, job_id: str, seconds: float) -> None:
         """Keep the mean start-up of fresh runs per job type in the store

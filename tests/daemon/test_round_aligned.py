@@ -104,6 +104,7 @@ def test_a_fresh_runs_lease_ends_with_its_round_and_an_extension_adds_a_round(sc
 
     sched.t = 1.0 + 3.0                       # three seconds of start-up
     lease = sched.init(job)
+    assert len(sched.sent.runs) == 1          # within its round: nothing to tell the worker
     assert lease.max_seconds == pytest.approx(R)           # since the process started
     assert lease.max_steps == int(rate * (R - 3.0))          # start-up eats its round
 
@@ -125,6 +126,8 @@ def test_a_start_up_longer_than_its_round_still_gets_half_a_round(sched):
     half = MIN_LEASE_FRACTION * R
     assert lease.max_seconds == pytest.approx(8.5 + half)    # past the round's end
     assert lease.max_steps == int(rate * half)
+    moved = sched.sent.runs[-1]               # the worker's kill deadline moves with it
+    assert moved.job_id == job and moved.lease.max_seconds == pytest.approx(8.5 + half)
     sched.at(1.0 + 8.5)                       # the next round is planned: an extension
     extension = sched.sent.runs[-1]
     assert extension.lease.extended
