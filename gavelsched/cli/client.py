@@ -16,7 +16,7 @@ from pathlib import Path
 from . import InputError
 
 JOB_KEYS = ("workload", "command", "job_type", "scale_factor", "total_steps",
-            "priority_weight", "slo_s", "entity", "mixed")
+            "priority_weight", "slo_s", "entity", "mixed", "min_scale_factor")
 DEFAULT_SCHEDULER = "127.0.0.1:50051"
 TIMEOUT_S = 30.0
 
@@ -37,7 +37,10 @@ def register(subparsers) -> None:
                                           "reference workload), priority_weight, slo_s, "
                                           "entity, mixed (true: the job may run on "
                                           "several GPU types at once, split with virtual "
-                                          "nodes, under a *_mixed policy).")
+                                          "nodes, under a *_mixed policy), "
+                                          "min_scale_factor (an elastic job: it may also "
+                                          "run on fewer GPUs of one type, down to this "
+                                          "many, under a *_mixed policy).")
     p.add_argument("job", metavar="JOB.yaml")
     p.set_defaults(func=submit)
     p = subparsers.add_parser("status", parents=[common], help="show jobs and workers",
@@ -106,7 +109,7 @@ def read_job(path: str | Path):
             raise InputError(f"{path}: missing key {key!r}")
     types = {"workload": str, "command": str, "job_type": str, "scale_factor": int,
              "total_steps": int, "priority_weight": (int, float), "slo_s": (int, float),
-             "entity": str, "mixed": bool}
+             "entity": str, "mixed": bool, "min_scale_factor": int}
     for key, value in data.items():
         if value is not None and (isinstance(value, bool) != (types[key] is bool)
                                   or not isinstance(value, types[key])):
@@ -116,7 +119,8 @@ def read_job(path: str | Path):
                          priority_weight=float(data.get("priority_weight") or 1.0),
                          slo_s=float(data.get("slo_s") or 0.0), entity=data.get("entity") or "",
                          workload=data.get("workload") or "", command=data.get("command") or "",
-                         mixed=bool(data.get("mixed")))
+                         mixed=bool(data.get("mixed")),
+                         min_scale_factor=data.get("min_scale_factor") or 0)
 
 
 def submit(args: argparse.Namespace) -> int:

@@ -10,6 +10,9 @@ type at that pace, with ``rounds`` cycling through 1.5, 2.5 and 3.5. The schedul
 the table scaled by ``--emulation-speed`` as its priors, so what it expects is what the
 workers run. ``--mixed-jobs N`` marks the first N jobs mixed-capable (``mixed: true``): under
 a ``*_mixed`` policy they may run on several types at once, split with virtual nodes.
+``--elastic-gpt`` adds an elastic pipeline job first (issue #10; varuna.txt §4): the gpt
+workload with the scale factor of the largest type's GPUs and half of it as its minimum
+(``elastic_gpt_job``), so under a ``*_mixed`` policy it morphs as the other jobs come and go.
 """
 
 from __future__ import annotations
@@ -57,6 +60,10 @@ def register(subparsers) -> None:
                    help="the first N jobs may run on several GPU types at once (virtual "
                         "nodes; with --policy max_min_fairness_mixed or "
                         "finish_time_fairness_mixed)")
+    p.add_argument("--elastic-gpt", action="store_true",
+                   help="also submit, first, an elastic GPT pipeline job on all GPUs of the "
+                        "largest type, down to half of them (with a *_mixed policy it "
+                        "morphs: re-plans, checkpoints layer-wise, resumes)")
     p.add_argument("--json", metavar="OUT", help="write the Simulation result JSON here")
     p.add_argument("--keep", metavar="DIR", help="keep the state and logs in DIR")
     p.set_defaults(func=run)
@@ -85,6 +92,26 @@ def job_mix(n: int, fastest_rate, round_seconds: float, speed: float,
         out.append(pb.JobRequest(job_type=kind, scale_factor=1, total_steps=steps,
                                  workload=workload or "", mixed=i < mixed))
     return out
+
+
+ELASTIC_JOB_TYPE = "Transformer (batch size 16)"   # paced by the table's rates at 2, 4, 8
+
+
+def elastic_gpt_job(workers: dict[str, int], rate, round_seconds: float, speed: float):
+    """The ``--elastic-gpt`` job: ``workers.workloads.gpt`` with one replica (a pipeline of
+    P = GPUs stages, so a morph changes the layer-to-stage mapping) on the largest type's
+    n GPUs, elastic down to n // 2, with 3 rounds of work at n GPUs (``rate(type, job_type,
+    n)`` steps/s). Raises ``InputError`` when no type has 2 GPUs."""
+    from ..rpc import pb
+
+    worker_type, n = max(workers.items(), key=lambda kv: (kv[1], kv[0]))
+    if n < 2:
+        raise InputError(f"--elastic-gpt needs a worker type with >= 2 GPUs, got "
+                         f"{','.join(f'{t}={k}' for t, k in workers.items())}")
+    steps = max(1, int(3 * round_seconds * rate(worker_type, ELASTIC_JOB_TYPE, n) * speed))
+    return pb.JobRequest(job_type=ELASTIC_JOB_TYPE, scale_factor=n, min_scale_factor=n // 2,
+                         total_steps=steps,
+                         command=f"{sys.executable} -m workers.workloads.gpt --replicas 1")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -147,7 +174,9 @@ def _run(args, root: Path, workers: dict[str, int], table) -> int:
         def fastest(job_type: str) -> float:
             return max(table.get(t, job_type, 1) for t in workers)
 
-        ids = [cluster.submit(r) for r in job_mix(args.jobs, fastest, args.round_seconds,
+        ids = [cluster.submit(elastic_gpt_job(workers, table.get, args.round_seconds,
+                                              args.emulation_speed))] if args.elastic_gpt else []
+        ids += [cluster.submit(r) for r in job_mix(args.jobs, fastest, args.round_seconds,
                                                   args.emulation_speed, args.workload,
                                                   args.job_type, args.mixed_jobs)]
         metrics = Metrics(args.policy, tuple(workers))
@@ -195,10 +224,10 @@ def _run(args, root: Path, workers: dict[str, int], table) -> int:
 
 def gpus_held(worker_type: str, scale_factor: int) -> list[tuple[str, int]]:
     """(type, GPUs) a running job holds: its scale factor on one type, or each type's count
-    of its configuration (a mixed job, e.g. ``k80:1+v100:1``)."""
-    from policies.problem import CONFIG_SEPARATOR, parse_configuration_name
+    of its configuration (a mixed job, e.g. ``k80:1+v100:1``; an elastic one, ``v100:2``)."""
+    from policies.problem import COUNT_SEPARATOR, parse_configuration_name
 
-    if CONFIG_SEPARATOR not in worker_type:
+    if COUNT_SEPARATOR not in worker_type:
         return [(worker_type, scale_factor)]
     return list(parse_configuration_name(worker_type).items())
 

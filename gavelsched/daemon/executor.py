@@ -733,7 +733,8 @@ class DaemonExecutor:
     def _spec(row: JobRow) -> JobSpec:
         return JobSpec(id=row.id, job_type=row.job_type, scale_factor=row.scale_factor,
                        total_steps=row.total_steps, weight=row.priority_weight,
-                       slo_s=row.slo_s, entity=row.entity, mixed=row.mixed)
+                       slo_s=row.slo_s, entity=row.entity, mixed=row.mixed,
+                       min_scale_factor=row.min_scale_factor)
 
     @property
     def round_index(self) -> int:

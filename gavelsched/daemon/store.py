@@ -37,7 +37,8 @@ FINAL = frozenset({"done", "failed", "cancelled"})
 @dataclass(frozen=True)
 class JobRow:
     """One submitted job as stored. ``workload``/``command``: what the worker runs;
-    ``mixed``: it may run on several worker types at once (``daemon/mixed.py``)."""
+    ``mixed``: it may run on several worker types at once (``daemon/mixed.py``);
+    ``min_scale_factor``: it is elastic, down to that many GPUs (``core/configurations.py``)."""
 
     id: str
     job_type: str
@@ -49,6 +50,7 @@ class JobRow:
     workload: str = ""
     command: str = ""
     mixed: bool = False
+    min_scale_factor: int | None = None
     state: str = "queued"
     steps_done: int = 0
     reason: str | None = None
@@ -73,7 +75,7 @@ class ServerRow:
 
 
 _SPEC_FIELDS = ("job_type", "scale_factor", "total_steps", "priority_weight", "slo_s",
-                "entity", "workload", "command", "mixed")
+                "entity", "workload", "command", "mixed", "min_scale_factor")
 
 
 class Store:

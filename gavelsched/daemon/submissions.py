@@ -64,9 +64,13 @@ def check_submission(request: pb.JobRequest, table: ThroughputSource,
         what = f"workload {workload!r}" if workload else "a command job"
         raise SubmissionError("mixed", f"{what} cannot run split across worker types (virtual "
                                        f"nodes need one of {', '.join(CPU_BATCH)})")
+    low = int(request.min_scale_factor) or None     # proto3: 0 = not elastic
+    if low is not None and not 1 <= low <= sf:
+        raise SubmissionError("min_scale_factor", f"must be between 1 and scale_factor "
+                                                  f"({sf}), got {low}")
     return JobRow(id="", job_type=job_type, scale_factor=sf,
                   total_steps=int(request.total_steps),
                   priority_weight=float(request.priority_weight or 1.0),
                   slo_s=float(request.slo_s) if request.slo_s > 0 else None,
                   entity=request.entity or None, workload=workload, command=command,
-                  mixed=bool(request.mixed))
+                  mixed=bool(request.mixed), min_scale_factor=low)

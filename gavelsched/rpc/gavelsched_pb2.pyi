@@ -206,7 +206,7 @@ class ShutdownRequest(_message.Message):
     def __init__(self, reason: _Optional[str] = ...) -> None: ...
 
 class JobRequest(_message.Message):
-    __slots__ = ("job_type", "scale_factor", "total_steps", "priority_weight", "slo_s", "entity", "workload", "command", "mixed")
+    __slots__ = ("job_type", "scale_factor", "total_steps", "priority_weight", "slo_s", "entity", "workload", "command", "mixed", "min_scale_factor")
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     SCALE_FACTOR_FIELD_NUMBER: _ClassVar[int]
     TOTAL_STEPS_FIELD_NUMBER: _ClassVar[int]
@@ -216,6 +216,7 @@ class JobRequest(_message.Message):
     WORKLOAD_FIELD_NUMBER: _ClassVar[int]
     COMMAND_FIELD_NUMBER: _ClassVar[int]
     MIXED_FIELD_NUMBER: _ClassVar[int]
+    MIN_SCALE_FACTOR_FIELD_NUMBER: _ClassVar[int]
     job_type: str
     scale_factor: int
     total_steps: int
@@ -225,7 +226,8 @@ class JobRequest(_message.Message):
     workload: str
     command: str
     mixed: bool
-    def __init__(self, job_type: _Optional[str] = ..., scale_factor: _Optional[int] = ..., total_steps: _Optional[int] = ..., priority_weight: _Optional[float] = ..., slo_s: _Optional[float] = ..., entity: _Optional[str] = ..., workload: _Optional[str] = ..., command: _Optional[str] = ..., mixed: _Optional[bool] = ...) -> None: ...
+    min_scale_factor: int
+    def __init__(self, job_type: _Optional[str] = ..., scale_factor: _Optional[int] = ..., total_steps: _Optional[int] = ..., priority_weight: _Optional[float] = ..., slo_s: _Optional[float] = ..., entity: _Optional[str] = ..., workload: _Optional[str] = ..., command: _Optional[str] = ..., mixed: _Optional[bool] = ..., min_scale_factor: _Optional[int] = ...) -> None: ...
 
 class SubmitResponse(_message.Message):
     __slots__ = ("job_id",)
