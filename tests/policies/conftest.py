@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import numpy as np
 from hypothesis import strategies as st
 
@@ -101,3 +105,67 @@ def effective_throughput(problem: Problem, allocation: Allocation) -> dict[str, 
 def as_matrix(problem: Problem, allocation: Allocation) -> np.ndarray:
     return np.array([[allocation.share(j.id, t) for t in problem.worker_types]
                      for j in problem.jobs])
+
+
+# ---- comparing water-filling levels (thesis §5.4.3) between two methods -----------------
+# Both methods move levels on purpose by tolerance-sized amounts (1e-8 below a cap before a
+# jump, 1e-9 solver tolerance, the polish's 1e-8 slack, a fixed job's exact share): MOVED.
+# When an LP sat on the edge of feasibility, ``WaterFilling._raise`` lowered every floor by
+# up to 1e-4 (it logs "lowering the floors"): BACKED_OFF.
+MOVED = 1e-7
+BACKED_OFF = 1e-4
+LEVEL_TOL = 1e-6
+
+
+def level_model(problem: Problem):
+    """The column model and U (``U @ z``: each job's normalised effective throughput, the
+    level water filling raises)."""
+    from policies.columns import build_columns
+    from policies.fairness import fairness_utility
+
+    cols = build_columns(problem, merge=not problem.entities)
+    return cols, fairness_utility(cols, weighted=False)[1]
+
+
+def exchange_rate(problem: Problem) -> float:
+    """The most level one job can gain per level another gives up: the ratio of the best to
+    the worst level per worker of any column (a worker one column frees, another may use).
+    On the random problems here it is up to ~1e3 (0.5 steps/s on four workers next to 100
+    on one)."""
+    cols, U = level_model(problem)
+    per_worker = np.asarray(U.sum(axis=0)).ravel() / np.asarray(cols.usage.sum(axis=0)).ravel()
+    per_worker = per_worker[per_worker > 0]
+    return float(per_worker.max() / per_worker.min()) if per_worker.size else 1.0
+
+
+def levels_close(ours: np.ndarray, theirs: np.ndarray, *, moved: float) -> None:
+    """Equal to 1e-6 of the largest level, plus what moving every level by the relative
+    amount ``moved`` can shift at the problem's exchange rate (``moved`` times the rate
+    times the sum of the levels, given to one job)."""
+    scale = max(1.0, float(np.max(np.abs(theirs)))) if theirs.size else 1.0
+    atol = LEVEL_TOL * scale + moved * float(np.sum(np.abs(theirs)))
+    assert np.allclose(ours, theirs, rtol=0, atol=atol), (ours, theirs, atol)
+
+
+class _Backoffs(logging.Handler):
+    """Counts water filling's retries with lowered floors."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.count += "lowering the floors" in record.getMessage()
+
+
+@contextmanager
+def count_backoffs() -> Iterator[_Backoffs]:
+    """Within the block, ``.count`` counts water filling's retries with lowered floors."""
+    logger, backoffs = logging.getLogger("policies.water_filling"), _Backoffs()
+    level, logger.level = logger.level, logging.DEBUG
+    logger.addHandler(backoffs)
+    try:
+        yield backoffs
+    finally:
+        logger.removeHandler(backoffs)
+        logger.level = level

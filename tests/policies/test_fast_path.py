@@ -19,7 +19,15 @@ from policies.columns import build_columns
 from policies.fairness import fairness_utility
 from policies.lp import DIRECT_SOLVERS, LinearProgram, maximise_level, solve_lp
 
-from .conftest import assert_valid, problems
+from .conftest import (
+    BACKED_OFF,
+    MOVED,
+    assert_valid,
+    count_backoffs,
+    exchange_rate,
+    levels_close,
+    problems,
+)
 
 SETTINGS = {"max_examples": 25, "deadline": None,
             "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large]}
@@ -87,21 +95,24 @@ def test_water_filling_direct_gives_the_reference_levels(entities, solver, data)
         problem = data.draw(with_entities(problem))
     options = {} if solver is None else {"solver": solver}
     name = "max_min_fairness_water_filling_perf"
-    direct = get_policy(name, **options).solve(problem)
-    reference = get_policy(name, backend="cvxpy").solve(problem)
+    with count_backoffs() as backoffs:
+        direct = get_policy(name, **options).solve(problem)
+        reference = get_policy(name, backend="cvxpy").solve(problem)
     assert_valid(problem, direct)
     ours, theirs = levels(problem, direct), levels(problem, reference)
     if theirs.size == 0:
         assert ours.size == 0
         return
-    # The reference backs its floors off by up to 1e-4 (relative) when an LP sits on the edge
-    # of feasibility, and its polish may hand what that frees to one job, at the exchange
-    # rate between jobs (up to ~1e3 here): single levels agree to 0.5% (or 1e-4 of the
-    # highest level, for levels near zero), the lowest (the max-min objective) to solver
-    # tolerance.
-    scale = max(1.0, float(np.max(np.abs(theirs))))
-    assert np.allclose(ours, theirs, rtol=5e-3, atol=1e-4 * scale), (ours, theirs)
-    assert abs(ours.min() - theirs.min()) <= 1e-5 * scale, (ours, theirs)
+    # When an LP sat on the edge of feasibility a method backs its floors off by up to 1e-4
+    # (relative), and its polish may hand what that frees to one job at the exchange rate
+    # between jobs (conftest.levels_close). A FIFO job that waits gets such crumbs from the
+    # reference (5e-4 where the exact level is 0: found by hypothesis).
+    moved = (BACKED_OFF if backoffs.count else MOVED) * exchange_rate(problem)
+    levels_close(ours, theirs, moved=moved)
+    if not any(entity.policy == "fifo" for entity in problem.entities.values()):
+        # The lowest level is then the max-min objective: equal to solver tolerance.
+        scale = max(1.0, float(np.max(np.abs(theirs))))
+        assert abs(ours.min() - theirs.min()) <= 1e-5 * scale, (ours, theirs)
 
 
 def capped_problem(n: int) -> Problem:

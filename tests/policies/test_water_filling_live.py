@@ -8,8 +8,6 @@ the largest plus what tolerance-sized moves can shift at the problem's exchange 
 
 from __future__ import annotations
 
-import logging
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -17,13 +15,20 @@ from hypothesis import strategies as st
 
 from policies import Entity, Job, Problem, get_policy
 from policies.columns import build_columns
-from policies.fairness import fairness_utility
-from tests.policies.conftest import assert_valid, problems
+from tests.policies.conftest import (
+    BACKED_OFF,
+    MOVED,
+    assert_valid,
+    count_backoffs,
+    exchange_rate,
+    level_model,
+    levels_close,
+    problems,
+)
 
 NAME = "max_min_fairness_water_filling_perf"
 SETTINGS = {"max_examples": 40, "deadline": None,
             "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large]}
-TOL = 1e-6
 
 
 @st.composite
@@ -42,51 +47,6 @@ def hierarchical(draw) -> Problem:
     return Problem(cluster=cluster, jobs=jobs, entities=entities)
 
 
-def model(problem: Problem):
-    """The column model and U (``U @ z``: normalised effective throughput) water filling uses."""
-    cols = build_columns(problem, merge=not problem.entities)
-    return cols, fairness_utility(cols, weighted=False)[1]
-
-
-def exchange_rate(problem: Problem) -> float:
-    """The most level one job can gain per level another gives up: the ratio of the best to
-    the worst level per worker of any column (a worker one column frees, another may use)."""
-    cols, U = model(problem)
-    per_worker = np.asarray(U.sum(axis=0)).ravel() / np.asarray(cols.usage.sum(axis=0)).ravel()
-    per_worker = per_worker[per_worker > 0]
-    return float(per_worker.max() / per_worker.min())
-
-
-def assert_close(ours: np.ndarray, theirs: np.ndarray, *, moved: float) -> None:
-    """Equal to 1e-6 of the largest level, plus what moving every level by the relative
-    amount ``moved`` can shift at the problem's exchange rate (``moved`` times the rate
-    times the sum of the levels, given to one job).
-
-    Both methods move levels on purpose by tolerance-sized amounts (1e-8 below a cap before
-    a jump, 1e-9 solver tolerance, the polish's 1e-8 slack, a fixed job's exact share):
-    ``MOVED``. When an LP sat on the edge of feasibility, ``WaterFilling._raise`` lowered
-    every floor by up to 1e-4: ``BACKED_OFF``. On the random problems here the rate is up to
-    ~1e3 (0.5 steps/s on four workers next to 100 on one)."""
-    scale = max(1.0, float(np.max(np.abs(theirs)))) if theirs.size else 1.0
-    atol = TOL * scale + moved * float(np.sum(np.abs(theirs)))
-    assert np.allclose(ours, theirs, rtol=0, atol=atol), (ours, theirs, atol)
-
-
-MOVED = 1e-7
-BACKED_OFF = 1e-4
-
-
-class Backoffs(logging.Handler):
-    """Counts water filling's retries with lowered floors."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.count = 0
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.count += "lowering the floors" in record.getMessage()
-
-
 @pytest.mark.parametrize("entities", [True, False])
 @settings(**SETTINGS)
 @given(data=st.data())
@@ -95,20 +55,14 @@ def test_live_columns_give_the_levels_of_every_column(entities, data):
     pruned, full = get_policy(NAME), get_policy(NAME, prune=False)
     if not build_columns(problem).runnable.any():
         return
-    logger, backoffs = logging.getLogger("policies.water_filling"), Backoffs()
-    level, logger.level = logger.level, logging.DEBUG
-    logger.addHandler(backoffs)
-    try:
+    with count_backoffs() as backoffs:
         levels = pruned._levels(problem), full._levels(problem)
         ours, theirs = pruned.solve(problem), full.solve(problem)
-    finally:
-        logger.removeHandler(backoffs)
-        logger.level = level
     moved = (BACKED_OFF if backoffs.count else MOVED) * exchange_rate(problem)
-    assert_close(*levels, moved=moved)
+    levels_close(*levels, moved=moved)
     assert_valid(problem, ours)
-    cols, U = model(problem)
-    assert_close(U @ cols.z_from(ours), U @ cols.z_from(theirs), moved=moved)
+    cols, U = level_model(problem)
+    levels_close(U @ cols.z_from(ours), U @ cols.z_from(theirs), moved=moved)
 
 
 def fifo_phases(n: int) -> Problem:
@@ -148,7 +102,7 @@ def test_fifo_entities_need_far_fewer_lps(monkeypatch):
     levels = get_policy(NAME)._levels(problem)
     reference = get_policy(NAME, prune=False)._levels(problem)
     assert solves["full"] > 0 and solves["pruned"] < 0.6 * solves["full"], solves
-    assert_close(levels, reference, moved=MOVED * exchange_rate(problem))
+    levels_close(levels, reference, moved=MOVED * exchange_rate(problem))
     assert (reference < 1e-9).sum() >= 10  # the cluster is too small: some jobs get nothing
 
 
