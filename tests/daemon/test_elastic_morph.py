@@ -103,6 +103,9 @@ def test_an_elastic_gpt_job_morphs_and_finishes_exactly(tmp_path):
         ranks[round_] = ranks.get(round_, 0) + 1
     assert {2, 4} <= set(ranks.values()), ranks
     assert {"v100", "v100:2"} <= seen, seen               # the status named both
+    # online throughputs: only under the type's name, i.e. measured on the scale factor's
+    # 4 GPUs; a v100:2 run is not recorded as the job's v100 throughput
+    assert set(Store(tmp_path / "state").throughputs().get(job, {})) <= {"v100"}
     ckpt = tmp_path / "state" / "checkpoints" / job / gpt.LAYERS_DIR
     meta = json.loads((ckpt / "meta.json").read_text())
     assert meta["steps_done"] == STEPS and meta["replicas"] == 1
