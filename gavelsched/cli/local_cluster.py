@@ -138,14 +138,17 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         raise InputError(f"--workers: unknown worker type {unknown[0]!r}; known: "
                          f"{', '.join(table.worker_types)}")
+    first = [elastic_gpt_job(workers, table.get, args.round_seconds,
+                             args.emulation_speed)] if args.elastic_gpt else []
     if args.keep:
         root = Path(args.keep)
-        return _run(args, root, workers, table)
+        return _run(args, root, workers, table, first)
     with tempfile.TemporaryDirectory(prefix="gavel-local-") as tmp:
-        return _run(args, Path(tmp), workers, table)
+        return _run(args, Path(tmp), workers, table, first)
 
 
-def _run(args, root: Path, workers: dict[str, int], table) -> int:
+def _run(args, root: Path, workers: dict[str, int], table, first=()) -> int:
+    """The demo on ``workers``; ``first``: job requests submitted before the mix."""
     from simulator.metrics import Metrics
     from traces import default_prices
     from traces.throughputs import dump_table
@@ -174,8 +177,7 @@ def _run(args, root: Path, workers: dict[str, int], table) -> int:
         def fastest(job_type: str) -> float:
             return max(table.get(t, job_type, 1) for t in workers)
 
-        ids = [cluster.submit(elastic_gpt_job(workers, table.get, args.round_seconds,
-                                              args.emulation_speed))] if args.elastic_gpt else []
+        ids = [cluster.submit(r) for r in first]
         ids += [cluster.submit(r) for r in job_mix(args.jobs, fastest, args.round_seconds,
                                                   args.emulation_speed, args.workload,
                                                   args.job_type, args.mixed_jobs)]

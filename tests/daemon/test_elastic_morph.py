@@ -69,6 +69,9 @@ def test_job_yaml_and_local_cluster_job(tmp_path, capsys):
     with pytest.raises(InputError, match="--elastic-gpt needs a worker type with >= 2 GPUs"):
         elastic_gpt_job({"v100": 1}, lambda *a: 1.0, 5.0, 0.1)
     assert gpus_held("v100:2", 4) == [("v100", 2)] and gpus_held("v100", 4) == [("v100", 4)]
+    assert main(["local-cluster", "--workers", "v100=1", "--elastic-gpt"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--elastic-gpt needs a worker type with >= 2 GPUs" in err[0]
 
 
 def test_an_elastic_gpt_job_morphs_and_finishes_exactly(tmp_path):
