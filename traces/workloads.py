@@ -34,6 +34,19 @@ FAMILY_WORKLOAD: Mapping[str, str] = MappingProxyType({
 })
 
 
+# Workload name -> its CPU batch rule, (batch when the job type is not in the catalog,
+# divisor of the catalog's per-GPU batch): a CPU step stays in the milliseconds while
+# bigger job types still do more work per step. Here, not in the workload modules, so the
+# scheduler reads it without importing torch.
+CPU_BATCH: Mapping[str, tuple[int, int]] = MappingProxyType({
+    "resnet": (8, 16), "lstm": (4, 5), "transformer": (4, 16), "recoder": (8, 256),
+    "gpt": (4, 16)})
+
+# Workloads whose training loop runs virtual nodes (workers/workloads/common.py: ``train``),
+# so a job on several GPU types at once may use them (VirtualFlow §4).
+VIRTUAL_NODE_WORKLOADS: tuple[str, ...] = ("resnet", "lstm", "transformer", "recoder")
+
+
 class UnknownWorkload(ValueError):
     """A workload name or job type with no reference workload."""
 
@@ -53,3 +66,12 @@ def workload_for(job_type: str) -> str:
         raise UnknownWorkload(f"job type {job_type!r} has no reference workload; give "
                               f"`workload` ({', '.join(WORKLOADS)}) or `command`")
     return FAMILY_WORKLOAD[info.family]
+
+
+def cpu_batch(workload: str, job_type: str | None) -> int:
+    """The per-rank batch ``workload`` trains for ``job_type`` on CPU (``CPU_BATCH``)."""
+    from .catalog import default_catalog
+
+    default, divisor = CPU_BATCH[workload]
+    info = default_catalog().job_types.get(job_type) if job_type else None
+    return default if info is None else max(1, info.batch_size // divisor)

@@ -126,10 +126,10 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--mixed-jobs must be between 0 and --jobs ({args.jobs}), "
                          f"got {args.mixed_jobs}")
     if args.mixed_jobs and args.workload is not None:
-        from ..daemon.mixed import CPU_BATCH
-        if args.workload not in CPU_BATCH:
+        from traces.workloads import VIRTUAL_NODE_WORKLOADS
+        if args.workload not in VIRTUAL_NODE_WORKLOADS:
             raise InputError(f"--mixed-jobs: workload {args.workload!r} cannot run split "
-                             f"across types (virtual nodes need one of {', '.join(CPU_BATCH)})")
+                             f"across types (virtual nodes need one of {', '.join(VIRTUAL_NODE_WORKLOADS)})")
     table = default_table()
     if args.job_type is not None and not table.has(args.job_type):
         raise InputError(f"--job-type: unknown job type {args.job_type!r} (not in the "

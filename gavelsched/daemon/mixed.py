@@ -5,8 +5,7 @@ the ranks of the micro-task it got (docs/runtime.md, "Mixed-type jobs (virtual n
 - **The layout is fixed.** A virtual-node checkpoint only resumes under the same layout (V
   and node sizes), so a job keeps one: its global batch B is the batch it trains on one
   type, ``scale_factor`` ranks of the reference workload's CPU batch for its job type
-  (``cpu_batch``: the catalog's per-GPU batch divided by the workload's divisor, as
-  ``workers.workloads.common.batch_size_for``), and its V = min(B, ``NODES_PER_GPU`` x
+  (``traces.workloads.cpu_batch``, the rule the workload itself trains with), and its V = min(B, ``NODES_PER_GPU`` x
   scale factor) nodes are as even as possible. B is raised to the most ranks a
   configuration of the job can hold (2 x scale factor, ``core.configurations``) when it is
   smaller, so every rank holds a node.
@@ -24,16 +23,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from traces.workloads import VIRTUAL_NODE_WORKLOADS
+from traces.workloads import cpu_batch as workload_cpu_batch
+
 from .store import JobRow
 
 if TYPE_CHECKING:
     from workers.virtual.envspec import JobLayout
 
-# Workloads that run virtual nodes (workers/workloads/common.py: ``train``), and the CPU
-# batch rule of each, (default batch, divisor of the catalog's per-GPU batch): the values
-# of their ``Workload`` records (a test keeps the two equal), here without importing torch.
-CPU_BATCH: Mapping[str, tuple[int, int]] = {
-    "resnet": (8, 16), "lstm": (4, 5), "transformer": (4, 16), "recoder": (8, 256)}
 NODES_PER_GPU = 16
 
 
@@ -43,14 +40,10 @@ class MixedJobError(ValueError):
 
 def cpu_batch(workload: str, job_type: str) -> int:
     """The per-rank batch ``workload`` trains for ``job_type`` on CPU."""
-    from traces.catalog import default_catalog
-
-    if workload not in CPU_BATCH:
+    if workload not in VIRTUAL_NODE_WORKLOADS:
         raise MixedJobError(f"workload {workload!r} does not run virtual nodes; mixed jobs "
-                            f"need one of {', '.join(CPU_BATCH)}")
-    default, divisor = CPU_BATCH[workload]
-    info = default_catalog().job_types.get(job_type)
-    return default if info is None else max(1, info.batch_size // divisor)
+                            f"need one of {', '.join(VIRTUAL_NODE_WORKLOADS)}")
+    return workload_cpu_batch(workload, job_type)
 
 
 def node_sizes(job: JobRow) -> tuple[int, ...]:

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from traces.workloads import UnknownWorkload, check_workload, workload_for
+from traces.workloads import VIRTUAL_NODE_WORKLOADS, UnknownWorkload, check_workload, workload_for
 
 from ..core import ThroughputSource
 from ..rpc import pb
-from .mixed import CPU_BATCH
 from .store import JobRow
 
 
@@ -60,10 +59,10 @@ def check_submission(request: pb.JobRequest, table: ThroughputSource,
             workload = workload_for(job_type)
     except UnknownWorkload as err:
         raise SubmissionError("workload", str(err)) from None
-    if request.mixed and workload not in CPU_BATCH:
+    if request.mixed and workload not in VIRTUAL_NODE_WORKLOADS:
         what = f"workload {workload!r}" if workload else "a command job"
         raise SubmissionError("mixed", f"{what} cannot run split across worker types (virtual "
-                                       f"nodes need one of {', '.join(CPU_BATCH)})")
+                                       f"nodes need one of {', '.join(VIRTUAL_NODE_WORKLOADS)})")
     low = int(request.min_scale_factor) or None     # proto3: 0 = not elastic
     if low is not None and not 1 <= low <= sf:
         raise SubmissionError("min_scale_factor", f"must be between 1 and scale_factor "

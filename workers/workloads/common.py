@@ -27,6 +27,7 @@ import torch.distributed as dist
 from torch import nn
 
 from gavelsched.iterator import GavelIterator
+from traces.workloads import CPU_BATCH, cpu_batch
 
 log = logging.getLogger(__name__)
 
@@ -42,19 +43,18 @@ class CheckpointError(RuntimeError):
 
 @dataclass(frozen=True)
 class Workload:
-    """One reference workload: a tiny model of its family on synthetic data.
-
-    ``batch_divisor`` maps the catalog's per-GPU batch size to the one trained on CPU
-    (``max(1, catalog // batch_divisor)``), so bigger job types still do more work per step.
-    """
+    """One reference workload: a tiny model of its family on synthetic data. Its CPU batch
+    rule is ``traces.workloads.CPU_BATCH[name]``."""
 
     name: str
-    default_batch: int
-    batch_divisor: int
     build: Callable[[], nn.Module]
     batch: Callable[[torch.Generator, int], tuple[torch.Tensor, ...]]
     loss: Callable[[nn.Module, tuple[torch.Tensor, ...]], torch.Tensor]
     lr: float = 0.01
+
+    @property
+    def default_batch(self) -> int:
+        return CPU_BATCH[self.name][0]
 
 
 @dataclass(frozen=True)
@@ -77,14 +77,7 @@ def dtype_from_env(env: Mapping[str, str] | None = None) -> torch.dtype:
 
 def batch_size_for(workload: Workload, job_type: str | None) -> int:
     """The CPU batch size for ``job_type`` (from the catalog's batch size), or the default."""
-    if not job_type:
-        return workload.default_batch
-    from traces.catalog import default_catalog
-
-    info = default_catalog().job_types.get(job_type)
-    if info is None:
-        return workload.default_batch
-    return max(1, info.batch_size // workload.batch_divisor)
+    return cpu_batch(workload.name, job_type)
 
 
 # ---- distributed setup ----------------------------------------------------------------------

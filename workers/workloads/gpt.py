@@ -163,7 +163,7 @@ def _one_stage_loss(model: nn.Module, data: tuple[torch.Tensor, ...]) -> torch.T
     return loss_sum(model(tokens), targets) / targets.numel()
 
 
-WORKLOAD = Workload("gpt", default_batch=4, batch_divisor=16,
+WORKLOAD = Workload("gpt", 
                     build=lambda: nn.Sequential(*build_layers(_ONE_STAGE)),
                     batch=_one_stage_batch, loss=_one_stage_loss, lr=0.05)
 

@@ -39,7 +39,7 @@ def loss(model: nn.Module, data: tuple[torch.Tensor, ...]) -> torch.Tensor:
     return F.cross_entropy(model(inputs).reshape(-1, VOCAB), targets.reshape(-1))
 
 
-WORKLOAD = Workload("lstm", default_batch=4, batch_divisor=5, build=LanguageModel,
+WORKLOAD = Workload("lstm", build=LanguageModel,
                     batch=batch, loss=loss, lr=0.5)
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ def loss(model: nn.Module, data: tuple[torch.Tensor, ...]) -> torch.Tensor:
     return F.mse_loss(model(ratings)[mask], ratings[mask])
 
 
-WORKLOAD = Workload("recoder", default_batch=8, batch_divisor=256, build=build, batch=batch,
+WORKLOAD = Workload("recoder", build=build, batch=batch,
                     loss=loss, lr=0.01)
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ def loss(model: nn.Module, data: tuple[torch.Tensor, ...]) -> torch.Tensor:
     return F.cross_entropy(model(images), labels)
 
 
-WORKLOAD = Workload("resnet", default_batch=8, batch_divisor=16, build=build, batch=batch,
+WORKLOAD = Workload("resnet", build=build, batch=batch,
                     loss=loss, lr=0.05)
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ def loss(model: nn.Module, data: tuple[torch.Tensor, ...]) -> torch.Tensor:
     return F.cross_entropy(model(src, tgt_in).reshape(-1, VOCAB), target.reshape(-1))
 
 
-WORKLOAD = Workload("transformer", default_batch=4, batch_divisor=16, build=Translator,
+WORKLOAD = Workload("transformer", build=Translator,
                     batch=batch, loss=loss, lr=0.05)
 
 if __name__ == "__main__":
