@@ -169,8 +169,9 @@ class SchedulerCore:
     def shares(self, now: float) -> dict[str, tuple[dict[str, float], dict[str, float]]]:
         """Every admitted job's allocation X and the fraction of time it received on each
         type since the last re-solve (thesis §5.5's priorities, as a query for status and
-        metrics; pairs are left out)."""
-        rows, types = self._rows, self._types
+        metrics; pairs are left out). Configuration columns (several types at once) are
+        keyed by their names, next to the types."""
+        rows, types = self._rows, self._columns
         elapsed = now - self._last_resolve_s
         seed = self.config.seed_seconds
         out = {}
