@@ -153,14 +153,8 @@ def plan_round(demand: Demand, view: ClusterView, config: PlannerConfig = Planne
         demand.runnable & demand.allocated[:, None])
     combos, type_idx = select(runs, prio, runnable, demand.scale_factor, demand.member_rows,
                               [view.count(t) for t in types], config.backfill)
-    allocated = demand.allocated
+    combos, type_idx, held = _hold_unallocated(demand, combos, type_idx)
     sizes = demand.scale_factor.tolist()
-    held: tuple = ()
-    if combos and not allocated[combos].all():
-        held = tuple((keys[i], types[j], sizes[i]) for i, j in zip(combos, type_idx)
-                     if not allocated[i])
-        kept = [(i, j) for i, j in zip(combos, type_idx) if allocated[i]]
-        combos, type_idx = [i for i, _ in kept], [j for _, j in kept]
     previous = demand.previous
     if all(view.one_worker_per_server(t) for t in types) and (
             not combos or (demand.scale_factor[combos] == 1).all()):
@@ -172,12 +166,32 @@ def plan_round(demand: Demand, view: ClusterView, config: PlannerConfig = Planne
                      for i, j in zip(combos, type_idx)], view)  # Request-shaped plain tuples
         chosen = [got[keys[i]] for i in combos]
         workers, extended = (tuple(x) for x in zip(*chosen)) if chosen else ((), ())
+    return _round_plan(demand, prio, combos, type_idx, workers, extended, held)
+
+
+def _hold_unallocated(demand: Demand, combos: list[int], type_idx: list[int]):
+    """Split the selection: combinations the allocation covers run; the others (admitted
+    after the last re-solve) hold their workers idle, as Gavel does. Returns (combos,
+    type_idx, held) with ``held`` the (key, type, workers) of the latter."""
+    allocated = demand.allocated
+    if not combos or allocated[combos].all():
+        return combos, type_idx, ()
+    sizes = demand.scale_factor.tolist()
+    held = tuple((demand.keys[i], demand.types[j], sizes[i])
+                 for i, j in zip(combos, type_idx) if not allocated[i])
+    kept = [(i, j) for i, j in zip(combos, type_idx) if allocated[i]]
+    return [i for i, _ in kept], [j for _, j in kept], held
+
+
+def _round_plan(demand: Demand, prio: np.ndarray, combos, type_idx, workers, extended,
+                held) -> RoundPlan:
     extended = np.array(extended, dtype=bool)
+    previous = demand.previous
     return RoundPlan(
-        keys=keys, members=demand.members, types=types,
+        keys=demand.keys, members=demand.members, types=demand.types,
         combo_index=np.array(combos, dtype=int), type_index=np.array(type_idx, dtype=int),
-        workers=workers, extended=extended, held_idle=held, priorities=prio,
-        lease_opportunities=len(previous.keys() & set(keys)) if previous else 0,
+        workers=tuple(workers), extended=extended, held_idle=held, priorities=prio,
+        lease_opportunities=len(previous.keys() & set(demand.keys)) if previous else 0,
         lease_extensions=int(extended.sum()),
     )
 
@@ -207,12 +221,8 @@ def _plan_mixed(demand: Demand, view: ClusterView, config: PlannerConfig) -> Rou
     combos, type_idx = select_mixed(runs, prio, runnable, demand.scale_factor,
                                     demand.member_rows, [view.count(t) for t in real],
                                     config.backfill, gpus)
-    allocated = demand.allocated
+    combos, type_idx, held = _hold_unallocated(demand, combos, type_idx)
     sizes = demand.scale_factor.tolist()
-    held = tuple((keys[i], types[j], sizes[i]) for i, j in zip(combos, type_idx)
-                 if not allocated[i])
-    kept = [(i, j) for i, j in zip(combos, type_idx) if allocated[i]]
-    combos, type_idx = [i for i, _ in kept], [j for _, j in kept]
     previous = demand.previous
     type_of = view.worker_type_of
     requests = []
@@ -237,14 +247,7 @@ def _plan_mixed(demand: Demand, view: ClusterView, config: PlannerConfig) -> Rou
                 and set(previous[keys[i]]) == set(ids)
         workers.append(ids)
         extended.append(ext)
-    extended_arr = np.array(extended, dtype=bool)
-    return RoundPlan(
-        keys=keys, members=demand.members, types=types,
-        combo_index=np.array(combos, dtype=int), type_index=np.array(type_idx, dtype=int),
-        workers=tuple(workers), extended=extended_arr, held_idle=held, priorities=prio,
-        lease_opportunities=len(previous.keys() & set(keys)) if previous else 0,
-        lease_extensions=int(extended_arr.sum()),
-    )
+    return _round_plan(demand, prio, combos, type_idx, workers, extended, held)
 
 
 def configuration_matrix(configurations, real_types) -> np.ndarray:
