@@ -62,6 +62,7 @@ from workers.pipeline.planner import balanced_cuts, predict
 from workers.pipeline.profile import profile_from_dict, profile_model
 
 KINDS = [("gpipe", 1), ("1f1b", 1), ("interleaved", 2), ("breadth_first", 2), ("2bw", 1)]
+BEFORE = " (recv 0)"   # a row's label suffix: every receive posted at its own action
 
 
 def _machine() -> str:
@@ -102,6 +103,13 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--blocks", type=int, default=6)
     parser.add_argument("--seq", type=int, default=64)
+    parser.add_argument("--recv-ahead", type=int, default=None,
+                        help="receives each rank keeps posted ahead (default: a mini-batch's, "
+                             "RunConfig.recv_ahead)")
+    parser.add_argument("--before", action="store_true",
+                        help="also run every kind with receives posted at their own action "
+                             f"(recv_ahead 0, rows marked '{BEFORE.strip()}'), as before the "
+                             "gloo stall fix, alternating with the others")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, a smoke test")
     args = parser.parse_args()
     if args.quick:
@@ -113,7 +121,12 @@ def main() -> None:
     print(f"machine: {_machine()}; load average at start {os.getloadavg()[0]:.2f}")
     print(f"model: {spec.layers} layers (hidden {spec.hidden}, seq {spec.seq}, float32), "
           f"P={p} stages, M={m} micro-batches of {b}, global batch {args.batch}, "
-          f"{args.steps} steps per run ({args.warmup} warm-up), {args.repeats} repeats")
+          f"{args.steps} steps per run ({args.warmup} warm-up), {args.repeats} repeats, "
+          f"receives posted ahead: {args.recv_ahead or 'a mini-batch'}")
+    rows = [(label, kind, v, ahead) for kind, v in KINDS
+            for label, ahead in [(kind, args.recv_ahead)] + ([(kind + BEFORE, 0)]
+                                                               if args.before else [])]
+    labels = [label for label, *_ in rows]
 
     t0 = time.perf_counter()
     profile = profile_from_dict(_concurrent_profile(spec, b, p))
@@ -121,20 +134,21 @@ def main() -> None:
     cuts_by_chunks = {v: balanced_cuts([layer.compute_s for layer in profile.layers], p * v)
                       for v in {v for _, v in KINDS}}
 
-    walls: dict[str, list[float]] = {k: [] for k, _ in KINDS}
-    bubbles: dict[str, list[float]] = {k: [] for k, _ in KINDS}
+    walls: dict[str, list[float]] = {k: [] for k in labels}
+    bubbles: dict[str, list[float]] = {k: [] for k in labels}
     act_peak: dict[str, list[int]] = {}
     stage_compute: dict[str, list[list[float]]] = {}
     errors: dict[str, dict[str, list[float]]] = {
-        k: {"calibrated": [], "online": [], "work": [], "share": []} for k, _ in KINDS}
+        k: {"calibrated": [], "online": [], "work": [], "share": []} for k in labels}
     loads: list[float] = []
     calibrate_s: list[float] = []
     one_time = None
     rss = 0
     for rep in range(args.repeats):
-        for kind, v in KINDS:
+        for label, kind, v, ahead in rows:
             cfg = RunConfig(kind=kind, stages=p, microbatches=m, chunks=v, steps=args.steps,
-                            batch=args.batch, spec=spec, cuts=cuts_by_chunks[v], lr=1e-3)
+                            batch=args.batch, spec=spec, cuts=cuts_by_chunks[v], lr=1e-3,
+                            recv_ahead=ahead)
             started = time.perf_counter()
             run = run_pipeline(cfg, timeout_s=900, calibrate=True)
             total = time.perf_counter() - started
@@ -148,18 +162,20 @@ def main() -> None:
                                       for w, c in zip(_steady(s.step_wall_s, args.warmup),
                                                       _steady(s.step_compute_s, args.warmup)))]
             for s in run.stats:
-                stage_compute.setdefault(kind, [[] for _ in range(p)])[s.stage] += \
+                stage_compute.setdefault(label, [[] for _ in range(p)])[s.stage] += \
                     _steady(s.step_compute_s, args.warmup)
             if one_time is None:
                 one_time = total - calibrate_s[-1] - sum(max(s.step_wall_s)
                                                           for s in run.stats[:1]) \
                     - (args.steps - 1) * statistics.median(per_batch)
             measured = statistics.median(per_batch)
-            online = [replace(s.observed, p2p_s=c.p2p_s)
+            # the F and B the ranks saw while training; the p2p and the update as calibrated
+            # (an update seen in the run includes waiting for the other stages)
+            online = [replace(s.observed, p2p_s=c.p2p_s, update_s=c.update_s)
                       for s, c in zip(run.stats, run.calibration)]
-            errors[kind]["calibrated"].append(
+            errors[label]["calibrated"].append(
                 predict_calibrated(cfg, run.calibration) / measured - 1)
-            errors[kind]["online"].append(predict_calibrated(cfg, online) / measured - 1)
+            errors[label]["online"].append(predict_calibrated(cfg, online) / measured - 1)
             # the calibrated error, split: F+B work in CPU seconds (calibration vs the run)
             # and the share of a core the ranks got (wall / CPU, calibration vs the run)
             cal_wall, cal_cpu, run_wall, run_cpu = (
@@ -169,26 +185,26 @@ def main() -> None:
                     (run.calibration, ("forward_cpu_s", "backward_cpu_s")),
                     (online, ("forward_s", "backward_s")),
                     (online, ("forward_cpu_s", "backward_cpu_s"))))
-            errors[kind]["work"].append(cal_cpu / run_cpu - 1)
-            errors[kind]["share"].append((cal_wall / cal_cpu) / (run_wall / run_cpu) - 1)
-            walls[kind] += per_batch
-            bubbles[kind] += bubble
-            act_peak.setdefault(kind, [0] * p)
+            errors[label]["work"].append(cal_cpu / run_cpu - 1)
+            errors[label]["share"].append((cal_wall / cal_cpu) / (run_wall / run_cpu) - 1)
+            walls[label] += per_batch
+            bubbles[label] += bubble
+            act_peak.setdefault(label, [0] * p)
             for s in run.stats:
-                act_peak[kind][s.stage] = max(act_peak[kind][s.stage], s.peak_activation_bytes)
+                act_peak[label][s.stage] = max(act_peak[label][s.stage], s.peak_activation_bytes)
 
     print(f"\none-time: profile {profile_s:.2f} s; first run_pipeline overhead "
           f"{one_time:.2f} s (fork server, imports, rendezvous, first step); calibration "
           f"{statistics.median(calibrate_s):.2f} s per run (median); "
           f"peak RSS per rank {rss / 1024:.0f} MiB")
     gpipe = statistics.median(walls["gpipe"])
-    print(f"\n{'kind':<14}{'V':>3}{'s/mini-batch':>14}{'vs gpipe':>10}"
+    print(f"\n{'kind':<24}{'V':>3}{'s/mini-batch':>14}{'vs gpipe':>10}"
           f"{'bubble meas.':>14}{'formula':>9}")
-    for kind, v in KINDS:
-        med = statistics.median(walls[kind])
+    for label, kind, v, _ in rows:
+        med = statistics.median(walls[label])
         formula = (p - 1) / (v * m) if kind != "2bw" else 0.0
-        print(f"{kind:<14}{v:>3}{med:>14.4f}{med / gpipe:>10.3f}"
-              f"{statistics.median(bubbles[kind]):>14.3f}{formula:>9.3f}")
+        print(f"{label:<24}{v:>3}{med:>14.4f}{med / gpipe:>10.3f}"
+              f"{statistics.median(bubbles[label]):>14.3f}{formula:>9.3f}")
 
     print(f"\n{'memory':<8}{'stage':>6}{'measured B':>13}{'predicted B':>13}{'ratio':>8}")
     for kind in ("gpipe", "1f1b"):
@@ -213,27 +229,29 @@ def main() -> None:
         return (f"{statistics.median(values):+.1%} [{min(values):+.1%}, {max(values):+.1%}]"
                 if values else "-")
 
-    print(f"\n{'planner':<14}{'measured s':>11}{'closed form':>13}"
-          f"{'calibrated (range)':>30}{'online (range)':>30}")
-    for kind, v in KINDS:
-        meas = statistics.median(walls[kind])
+    print(f"\n{'planner':<24}{'measured s':>11}{'closed form':>13}"
+          f"{'calibrated (range)':>30}{'online F/B (range)':>30}")
+    for label, kind, _, _ in rows:
+        meas = statistics.median(walls[label])
         closed = "-"
         if kind in ("1f1b", "2bw"):
             pred = predict(profile, p, 1, b, m, False, kind, cuts_by_chunks[1])
             closed = f"{pred.time_s / meas - 1:+.1%}"
-        print(f"{kind:<14}{meas:>11.4f}{closed:>13}{spread(errors[kind]['calibrated']):>30}"
-              f"{spread(errors[kind]['online']):>30}")
-    print(f"\n{'calibrated, split':<18}{'F+B CPU work: calibration/run':>36}"
+        print(f"{label:<24}{meas:>11.4f}{closed:>13}{spread(errors[label]['calibrated']):>30}"
+              f"{spread(errors[label]['online']):>30}")
+    print(f"\n{'calibrated, split':<24}{'F+B CPU work: calibration/run':>36}"
           f"{'wall/CPU: calibration/run':>32}")
-    for kind, _ in KINDS:
-        print(f"{kind:<18}{spread(errors[kind]['work']):>36}"
-              f"{spread(errors[kind]['share']):>32}")
-    every = {name: [e for k, _ in KINDS for e in errors[k][name]]
-             for name in ("calibrated", "online", "work")}
-    for name, values in every.items():
-        within = sum(abs(e) <= 0.05 for e in values)
-        print(f"{name}: median |error| {statistics.median(abs(e) for e in values):.1%}, "
-              f"{within} of {len(values)} runs within 5%")
+    for label in labels:
+        print(f"{label:<24}{spread(errors[label]['work']):>36}"
+              f"{spread(errors[label]['share']):>32}")
+    for group in ("", BEFORE) if args.before else ("",):
+        chosen = [label for label in labels if label.endswith(BEFORE) == bool(group)]
+        for name in ("calibrated", "online", "work"):
+            values = [e for label in chosen for e in errors[label][name]]
+            within = sum(abs(e) <= 0.05 for e in values)
+            print(f"{name}{group}: median |error| "
+                  f"{statistics.median(abs(e) for e in values):.1%}, "
+                  f"{within} of {len(values)} runs within 5%")
     print(f"load average per run: median {statistics.median(loads):.2f}, "
           f"range {min(loads):.2f}-{max(loads):.2f}")
     print(f"\nload average at end {os.getloadavg()[0]:.2f}")

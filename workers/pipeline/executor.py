@@ -2,8 +2,11 @@
 thesis §2.4 and §3.2 for the weight semantics, §4.2 for the P × D layout).
 
 Ranks are laid out replica-major: rank = replica·P + stage. Activations and gradients move
-point-to-point inside a replica's pipeline (non-blocking sends, blocking receives, one tag
-per (micro-batch, boundary)); weight gradients are all-reduced among the D replicas of a stage,
+point-to-point inside a replica's pipeline (non-blocking sends, one tag per (micro-batch,
+boundary)). Each rank keeps its next ``recv_ahead`` receives posted (by default a whole
+mini-batch's): gloo's TCP transport holds a message sent before its receive is posted until
+a rendezvous, which cost 3-20 ms per message when the sender was busy or itself waiting
+(BENCHMARKS.md, Pipelines); weight gradients are all-reduced among the D replicas of a stage,
 and a tied weight over all its copies at once (every replica of every stage that uses it).
 Flush schedules (gpipe, 1f1b, interleaved, breadth_first, varuna, advance_forward) apply
 W ← W − ν∇f(W) after every mini-batch; 2bw runs its whole no-flush schedule and makes version
@@ -57,6 +60,8 @@ class RunConfig:
     start_step: int = 0               # data offset when resuming from a checkpoint
     load_dir: str | None = None       # layer-wise checkpoint to start from
     save_dir: str | None = None       # write a layer-wise checkpoint at the end
+    recv_ahead: int | None = None     # receives kept posted ahead of their action (0: none;
+    #                                   None: a mini-batch's, one buffer per boundary tensor)
 
     @property
     def global_batch(self) -> int:
@@ -80,6 +85,10 @@ class RunConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}={value!r} must be a positive integer")
+        if self.recv_ahead is not None and (not isinstance(self.recv_ahead, int)
+                                            or self.recv_ahead < 0):
+            raise ValueError(f"recv_ahead={self.recv_ahead!r} must be a non-negative integer "
+                             "or None (a mini-batch's receives)")
         if self.global_batch % (self.replicas * self.microbatches):
             raise ValueError(f"batch={self.global_batch} is not divisible by replicas × "
                              f"microbatches = {self.replicas * self.microbatches}")
@@ -226,6 +235,10 @@ class StageRuntime:
         self.used_version: dict[tuple[int, int], int] = {}
         self.saved_bytes: dict[tuple[int, int], int] = {}
         self.sends: list[tuple[object, torch.Tensor]] = []
+        # receives posted ahead of their action: (op, mb, chunk) -> (handle, buffer)
+        self.posted: dict[tuple[Op, int, int], tuple[object, torch.Tensor]] = {}
+        self.to_post: deque[PipeOp] = deque()   # receive actions not posted yet, in order
+        self.recv_window = 0                     # how many receives to keep posted
 
     # -- data ---------------------------------------------------------------------------
     def _data(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -316,16 +329,36 @@ class StageRuntime:
         elif action.op is Op.SG:
             t = self.in_grads.pop((k, c)).contiguous()
             self.sends.append((dist.isend(t, dst, tag=tag(PipeOp(Op.SG, k, c), self.n_chunks)), t))
-        elif action.op is Op.RA:
-            buf = torch.empty(self._boundary_shape(), dtype=cfg.spec.torch_dtype,
-                              device=self.device)
-            dist.recv(buf, dst, tag=tag(PipeOp(Op.RA, k, c), self.n_chunks))
-            self.inputs[(k, c)] = buf
-        elif action.op is Op.RG:
-            buf = torch.empty(self._boundary_shape(), dtype=cfg.spec.torch_dtype,
-                              device=self.device)
-            dist.recv(buf, dst, tag=tag(PipeOp(Op.RG, k, c), self.n_chunks))
-            self.out_grads[(k, c)] = buf
+        elif action.op in (Op.RA, Op.RG):
+            key = (action.op, k, c)
+            if key not in self.posted:
+                self._post(PipeOp(action.op, k, c), dst)
+            handle, buf = self.posted.pop(key)
+            handle.wait()
+            (self.inputs if action.op is Op.RA else self.out_grads)[(k, c)] = buf
+
+    def _post(self, action: PipeOp, src: int) -> None:
+        """Post the receive of ``action`` (its micro-batch index is global) from rank ``src``."""
+        buf = torch.empty(self._boundary_shape(), dtype=self.cfg.spec.torch_dtype,
+                          device=self.device)
+        handle = dist.irecv(buf, src, tag=tag(action, self.n_chunks))
+        self.posted[(action.op, action.mb, action.chunk)] = (handle, buf)
+
+    def _post_ahead(self) -> None:
+        """Keep the next ``recv_ahead`` receives of this rank's list posted, so that a
+        message finds its receive waiting when it is sent."""
+        while self.to_post and len(self.posted) < self.recv_window:
+            action = self.to_post.popleft()
+            self._post(action, self.replica * self.cfg.stages + peer(action, self.cfg.stages))
+
+    def _queue_receives(self, actions: list[PipeOp]) -> None:
+        """Queue the receives of ``actions`` (about to run) and post the first ones."""
+        self.to_post = deque(a for a in actions if a.op in (Op.RA, Op.RG))
+        self.recv_window = self.cfg.recv_ahead
+        if self.recv_window is None:   # a mini-batch's (2bw's list holds every mini-batch)
+            batches = self.cfg.steps if self.cfg.kind == "2bw" else 1
+            self.recv_window = len(self.to_post) // batches
+        self._post_ahead()
 
     def _wait_sends(self) -> None:
         for handle, _ in self.sends:
@@ -376,6 +409,7 @@ class StageRuntime:
         """Execute one action, timing compute and tracking the activation peak."""
         c0, cpu0 = time.perf_counter(), time.thread_time()
         self.execute(action, action.mb)
+        self._post_ahead()
         if action.op in (Op.F, Op.B, Op.R):
             spent = time.perf_counter() - c0
             self._compute += spent
@@ -405,6 +439,7 @@ class StageRuntime:
         if self.cfg.kind == "2bw":
             raise ValueError("2bw has no per-mini-batch flush; use train()")
         self.step = step
+        self._queue_receives(self._lowered_actions())
         for action in self._lowered_actions():
             self._run(action)
         u0 = time.perf_counter()
@@ -421,6 +456,7 @@ class StageRuntime:
         self.step = 0
         done_in_batch: dict[int, int] = {}
         finished: list[int] = []   # mini-batches whose update waits for their last send
+        self._queue_receives(self._lowered_actions())
         for action in self._lowered_actions():
             if finished and action.op in (Op.F, Op.B, Op.R):
                 # the mini-batch's last gradient has been sent: start its update

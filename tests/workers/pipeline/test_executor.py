@@ -13,11 +13,12 @@ from workers.pipeline.planner import plan
 from workers.pipeline.profile import profile_from_dict
 from workers.pipeline.reference import max_abs_diff, train_reference
 
-# one run per kind: P ≤ 2 stages, D ≤ 2 replicas, a tiny float64 model, 2-3 steps
+# one run per kind: P ≤ 2 stages, D ≤ 2 replicas, a tiny float64 model, 2-3 steps; receives
+# posted at their action (recv_ahead 0), two ahead, or a mini-batch's (the default, None)
 RUNS = [
-    ("gpipe", {"stages": 2, "microbatches": 2, "replicas": 2}),
-    ("1f1b", {"stages": 2, "microbatches": 4}),
-    ("interleaved", {"stages": 2, "microbatches": 2, "chunks": 2}),
+    ("gpipe", {"stages": 2, "microbatches": 2, "replicas": 2, "recv_ahead": 0}),
+    ("1f1b", {"stages": 2, "microbatches": 4, "recv_ahead": 2}),
+    ("interleaved", {"stages": 2, "microbatches": 2, "chunks": 2, "recv_ahead": 64}),
     ("breadth_first", {"stages": 2, "microbatches": 2, "chunks": 2, "recompute": True}),
     ("varuna", {"stages": 2, "microbatches": 3}),
     ("advance_forward", {"stages": 2, "microbatches": 3, "advance_num": 2}),
@@ -88,6 +89,8 @@ def test_a_failing_rank_is_reported():
 @pytest.mark.parametrize("bad,match", [
     ({"kind": "1f1b", "stages": 2, "microbatches": 3, "steps": 1, "batch": 4}, "batch=4 is not divisible"),
     ({"kind": "1f1b", "stages": 2, "microbatches": 2, "steps": 0}, "steps=0"),
+    ({"kind": "1f1b", "stages": 2, "microbatches": 2, "steps": 1, "recv_ahead": -1},
+     "recv_ahead=-1"),
     ({"kind": "gpipe", "stages": 2, "microbatches": 2, "steps": 1, "cuts": (0,)}, "do not split"),
 ])
 def test_bad_configs_are_refused(bad, match):
