@@ -58,6 +58,10 @@ def register(subparsers) -> None:
     plan.add_argument("--batch", type=int, required=True, help="global mini-batch size")
     plan.add_argument("--memory-gb", type=float, required=True, help="memory per GPU (GiB)")
     plan.add_argument("--schedule", choices=("1f1b", "2bw"), default="1f1b")
+    plan.add_argument("--timing", choices=("closed_form", "simulated"), default="closed_form",
+                      help="time per mini-batch from the thesis's closed form (§3.3.3), or "
+                           "from running the schedule through the event simulator with the "
+                           "profile's per-stage costs (varuna.txt §4.4)")
     plan.add_argument("--json", action="store_true", help="print JSON")
     plan.set_defaults(func=run_plan)
 
@@ -136,7 +140,8 @@ def run_plan(args) -> int:
     from workers.pipeline.profile import ProfileError, load_profile
     try:
         profile = load_profile(args.profile)
-        chosen = plan(profile, args.gpus, args.batch, args.memory_gb * 2**30, args.schedule)
+        chosen = plan(profile, args.gpus, args.batch, args.memory_gb * 2**30, args.schedule,
+                      timing=args.timing)
     except (ProfileError, PlanInfeasible) as err:
         raise InputError(str(err)) from None
     out = chosen.to_json()

@@ -12,6 +12,12 @@ all-reduces 2(d−1)/d·|W_i| bytes once per mini-batch. Time per mini-batch:
   micro-batch crosses every stage, the slowest stage then runs the other m−1, and the
   all-reduce after the flush is not overlapped.
 
+With ``timing="simulated"`` the time is instead Varuna's (varuna.txt §4.4): the schedule
+itself runs through the event simulator with each stage's F and B from the profile (a
+recompute adds one F to B), a boundary tensor's transfer as the delay of every cross-stage
+dependency, and the all-reduce after the flush (1f1b) or overlapped with a mini-batch
+(2bw). It sees the schedule's real bubbles, where the closed form bounds them.
+
 Memory of stage i (bytes): v·|W_i| + k_i·|A_i(b)| without recomputation, or
 v·|W_i| + |A_i(b)| + k_i·|A^input_i(b)| with it, where v is 2 for 2bw and 1 for 1f1b and
 k_i = min(p−i, m) micro-batches are in flight on stage i (the thesis's formula is stage 0).
@@ -23,8 +29,10 @@ import math
 from dataclasses import dataclass
 
 from .profile import Profile
+from .simulate import minibatch_time
 
 SCHEDULES = ("1f1b", "2bw")
+TIMINGS = ("closed_form", "simulated")
 
 
 class PlanInfeasible(ValueError):
@@ -95,10 +103,13 @@ def balanced_cuts(costs: list[float], parts: int) -> tuple[int, ...]:
 def predict(profile: Profile, stages: int, replicas: int, microbatch_size: int,
             microbatches: int, recompute: bool, schedule: str = "1f1b",
             cuts: tuple[int, ...] | None = None, c_extra: float = 4 / 3,
-            bandwidth_cross: float | None = None) -> Prediction:
-    """THROUGHPUT(.) and MEMORY(.) of one configuration (thesis §3.3.3)."""
+            bandwidth_cross: float | None = None, timing: str = "closed_form") -> Prediction:
+    """THROUGHPUT(.) and MEMORY(.) of one configuration (thesis §3.3.3); ``timing`` picks
+    the closed form or the simulated schedule (varuna.txt §4.4)."""
     if schedule not in SCHEDULES:
         raise PlanInfeasible(f"schedule {schedule!r} is not one of {', '.join(SCHEDULES)}")
+    if timing not in TIMINGS:
+        raise PlanInfeasible(f"timing {timing!r} is not one of {', '.join(TIMINGS)}")
     layers = profile.layers
     if cuts is None:
         cuts = balanced_cuts([layer.compute_s for layer in layers], stages)
@@ -122,20 +133,46 @@ def predict(profile: Profile, stages: int, replicas: int, microbatch_size: int,
         acts.append(act)
         memory.append(versions * w + act)
     slowest = max(times)
-    if schedule == "2bw":
+    if timing == "simulated":
+        time_s = _simulated_time(layers, edges, b, microbatches, recompute, schedule,
+                                 bw_pipe, max(syncs))
+    elif schedule == "2bw":
         time_s = microbatches * max(max(t, s / microbatches) for t, s in zip(times, syncs))
     else:
         time_s = sum(times) + (microbatches - 1) * slowest + max(syncs)
     return Prediction(time_s, tuple(memory), tuple(acts))
 
 
+def _simulated_time(layers, edges: list[int], b: int, microbatches: int, recompute: bool,
+                    schedule: str, bw_pipe: float, allreduce_s: float) -> float:
+    """Seconds per mini-batch of the schedule run through the event simulator with the
+    profile's per-stage costs (varuna.txt §4.4)."""
+    stages = len(edges) - 1
+    forward, backward, sends = {}, {}, []
+    for i in range(stages):
+        group = layers[edges[i]:edges[i + 1]]
+        forward[i] = b * sum(layer.forward_s for layer in group)
+        backward[i] = b * sum(layer.backward_s for layer in group) + (
+            forward[i] if recompute else 0.0)
+        if i < stages - 1:
+            sends.append(b * group[-1].output_bytes / bw_pipe)
+    comm = sum(sends) / len(sends) if sends else 0.0
+    if schedule == "2bw":   # the all-reduce overlaps the next mini-batch (thesis §3.3.3)
+        return max(minibatch_time("2bw", stages, microbatches, 1, forward, backward, comm,
+                                  0.0), allreduce_s)
+    return minibatch_time(schedule, stages, microbatches, 1, forward, backward, comm,
+                          allreduce_s)
+
+
 def plan(profile: Profile, gpus: int, batch: int, memory_bytes: float,
          schedule: str = "1f1b", server_gpus: int | None = None,
          inter_server_bandwidth: float | None = None, c_extra: float = 4 / 3,
-         exact: bool = False, replicas: int | None = None) -> Plan:
+         exact: bool = False, replicas: int | None = None,
+         timing: str = "closed_form") -> Plan:
     """Algorithm 1: the fastest (d, p, b, r) with d·p ≤ ``gpus`` (= with ``exact``: a job
     that holds its GPUs uses them all), d·b·m = ``batch`` and memory ≤ ``memory_bytes``;
-    ``replicas`` pins d. Ties go to fewer GPUs, no recomputation, larger b."""
+    ``replicas`` pins d; ``timing`` as in :func:`predict`. Ties go to fewer GPUs, no
+    recomputation, larger b."""
     for name, value in (("gpus", gpus), ("batch", batch)):
         if not isinstance(value, int) or value < 1:
             raise PlanInfeasible(f"{name}={value!r} must be a positive integer")
@@ -160,7 +197,8 @@ def plan(profile: Profile, gpus: int, batch: int, memory_bytes: float,
                     continue
                 m = per_replica // b
                 for r in (False, True):
-                    pred = predict(profile, p, d, b, m, r, schedule, cuts, c_extra, cross)
+                    pred = predict(profile, p, d, b, m, r, schedule, cuts, c_extra, cross,
+                                   timing)
                     if pred.memory_bytes > memory_bytes:
                         continue
                     key = (pred.time_s, d * p, r, -b)

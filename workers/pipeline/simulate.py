@@ -9,10 +9,12 @@ starts when its device is free and its dependencies have finished (communication
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import statistics
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from .ops import COMPUTE, Op, PipeOp, Schedule, ScheduleError, format_grid
+from .schedules import build_schedule
 
 DEFAULT_DURATIONS = {"F": 1.0, "B": 2.0, "R": 1.0}
 
@@ -160,6 +162,36 @@ def simulate(schedule: Schedule, microbatches: int, chunks: int = 1,
     busy = tuple(sum(t.finish - t.start for t in timeline if t.device == d) for d in range(stages))
     return SimResult(stages, chunks, microbatches, max(free, default=0.0), busy,
                      _peak_stash(timeline, stages), tuple(timeline))
+
+
+def minibatch_time(kind: str, stages: int, microbatches: int, chunks: int,
+                   forward: Mapping[int, float], backward: Mapping[int, float], comm_s: float,
+                   update_s: float, **options) -> float:
+    """Seconds per mini-batch of a schedule with per-chunk F and B durations (varuna.txt
+    §4.4: its simulator, fed with calibrated or profiled costs); a recompute is one more F.
+
+    * flush schedules: the makespan of one mini-batch plus the update (the next mini-batch
+      starts after it);
+    * 2bw (no flush): the steady-state interval between one mini-batch's last backward and
+      the next's, on the slowest device, plus the update, which each stage runs on its own
+      critical path once per mini-batch.
+    """
+    def duration(action: PipeOp) -> float:
+        return backward[action.chunk] if action.op is Op.B else forward[action.chunk]
+
+    if kind != "2bw":
+        schedule = build_schedule(kind, stages, microbatches, chunks, **options)
+        return simulate(schedule, microbatches, chunks, duration, comm_s).makespan + update_s
+    batches = 6
+    schedule = build_schedule("2bw", stages, microbatches, chunks, batches=batches)
+    sim = simulate(schedule, microbatches * batches, chunks, duration, comm_s)
+    ends = [[0.0] * batches for _ in range(stages)]
+    for t in sim.timeline:
+        if t.action.op is Op.B:
+            b = t.action.mb // microbatches
+            ends[t.device][b] = max(ends[t.device][b], t.finish)
+    steady = [max(e[b] - e[b - 1] for e in ends) for b in range(2, batches)]
+    return statistics.median(steady) + update_s
 
 
 def _raw_step(actions: list[PipeOp | None], compact_pos: int) -> int:

@@ -68,10 +68,10 @@ class GptResult:
 
 def choose_plan(world: int, options: GptOptions) -> Plan:
     """The plan for ``world`` GPUs from this machine's profile of the model (every GPU
-    used, global batch fixed)."""
+    used, global batch fixed), timed by simulating the schedule (varuna.txt §4.4)."""
     profile = profile_from_dict(profile_model(options.spec, microbatch_size=1, repeats=5))
     return plan(profile, world, options.batch, options.memory_bytes, exact=True,
-                replicas=options.replicas)
+                replicas=options.replicas, timing="simulated")
 
 
 def agreed_plan(world: int, rank: int, options: GptOptions) -> Plan:

@@ -52,6 +52,12 @@ def test_plan_json(tmp_path, capsys):
     assert out["replicas"] * out["microbatch_size"] * out["microbatches"] == 8
     assert out["predicted_memory_bytes"] <= 0.5 * 2**30
     assert out["predicted_time_per_minibatch_s"] > 0
+    # the simulated timing (varuna.txt §4.4) is a choice of the same command
+    assert main(["pipeline", "plan", "--profile", str(profile), "--gpus", "4", "--batch", "8",
+                 "--memory-gb", "0.5", "--timing", "simulated", "--json"]) == 0
+    simulated = json.loads(capsys.readouterr().out)
+    assert simulated["predicted_time_per_minibatch_s"] > 0
+    assert simulated["replicas"] * simulated["microbatch_size"] * simulated["microbatches"] == 8
 
 
 def test_schedule_grid_shows_simulated_time_and_bubble(capsys):

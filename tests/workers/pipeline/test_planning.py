@@ -134,6 +134,39 @@ def test_predict_2bw_keeps_two_versions_and_recompute_costs_a_third_more():
     assert again.stage_memory_bytes[1] == pytest.approx(2 * 2000 + 400 + 3 * 20)
 
 
+@pytest.mark.parametrize("schedule", ["1f1b", "2bw"])
+@pytest.mark.parametrize("recompute", [False, True])
+def test_simulated_timing_equals_the_closed_form_where_that_is_exact(schedule, recompute):
+    """Balanced stages, free communication, one replica: the closed form of thesis §3.3.3 is
+    the schedule's exact time, and the event simulator (varuna.txt §4.4) must agree."""
+    prof = _uniform()
+    closed = predict(prof, 4, 1, 2, 8, recompute, schedule)
+    simulated = predict(prof, 4, 1, 2, 8, recompute, schedule, timing="simulated")
+    assert simulated.time_s == pytest.approx(closed.time_s)
+    assert simulated.stage_memory_bytes == closed.stage_memory_bytes
+
+
+def test_simulated_timing_runs_the_schedule_with_unbalanced_stages():
+    """Stages of 1, 3 and 1 layers (F 1 s, B 2 s per layer and sample), m = 2 micro-batches
+    of 1, and 0.5 s per boundary tensor. The simulated 1F1B, by hand:
+    stage 0: F0 [0,1] F1 [1,2]; stage 1: F0 [1.5,4.5] F1 [4.5,7.5];
+    stage 2: F0 [5,6] B0 [6,8] F1 [8,9] B1 [9,11]; stage 1: B0 [8.5,14.5] B1 [14.5,20.5];
+    stage 0: B0 [15,17] B1 [21,23]. The closed form charges both transfers of a micro-batch
+    to every stage's T_i, T = (4, 10, 4): Σ T_i + (m−1)·max T_i = 28."""
+    prof = profile_from_dict({"bandwidth_bytes_per_s": 20.0, "layers": [
+        {"forward_s": 1.0, "backward_s": 2.0, "activation_bytes": 1.0, "output_bytes": 10.0,
+         "weight_bytes": 1.0}] * 5})
+    simulated = predict(prof, 3, 1, 1, 2, False, "1f1b", cuts=(1, 4), timing="simulated")
+    closed = predict(prof, 3, 1, 1, 2, False, "1f1b", cuts=(1, 4))
+    assert simulated.time_s == pytest.approx(23.0)
+    assert closed.time_s == pytest.approx(28.0)
+
+
+def test_unknown_timing_is_refused():
+    with pytest.raises(PlanInfeasible, match="timing 'guess' is not one of"):
+        predict(_uniform(), 2, 1, 1, 2, False, timing="guess")
+
+
 def test_planner_respects_memory_and_batch():
     prof = _uniform()
     roomy = plan(prof, gpus=4, batch=16, memory_bytes=1e12)
