@@ -122,7 +122,8 @@ def main() -> None:
     print(f"model: {spec.layers} layers (hidden {spec.hidden}, seq {spec.seq}, float32), "
           f"P={p} stages, M={m} micro-batches of {b}, global batch {args.batch}, "
           f"{args.steps} steps per run ({args.warmup} warm-up), {args.repeats} repeats, "
-          f"receives posted ahead: {args.recv_ahead or 'a mini-batch'}")
+          "receives posted ahead: "
+          f"{'a mini-batch' if args.recv_ahead is None else args.recv_ahead}")
     rows = [(label, kind, v, ahead) for kind, v in KINDS
             for label, ahead in [(kind, args.recv_ahead)] + ([(kind + BEFORE, 0)]
                                                                if args.before else [])]

@@ -331,7 +331,7 @@ class StageRuntime:
             self.sends.append((dist.isend(t, dst, tag=tag(PipeOp(Op.SG, k, c), self.n_chunks)), t))
         elif action.op in (Op.RA, Op.RG):
             key = (action.op, k, c)
-            if key not in self.posted:
+            if key not in self.posted:   # recv_ahead 0: nothing is posted ahead
                 self._post(PipeOp(action.op, k, c), dst)
             handle, buf = self.posted.pop(key)
             handle.wait()
@@ -439,8 +439,9 @@ class StageRuntime:
         if self.cfg.kind == "2bw":
             raise ValueError("2bw has no per-mini-batch flush; use train()")
         self.step = step
-        self._queue_receives(self._lowered_actions())
-        for action in self._lowered_actions():
+        actions = self._lowered_actions()
+        self._queue_receives(actions)
+        for action in actions:
             self._run(action)
         u0 = time.perf_counter()
         self._start_update(0, 0)   # flush: W ← W − ν∇f(W), in place of version 0
@@ -456,8 +457,9 @@ class StageRuntime:
         self.step = 0
         done_in_batch: dict[int, int] = {}
         finished: list[int] = []   # mini-batches whose update waits for their last send
-        self._queue_receives(self._lowered_actions())
-        for action in self._lowered_actions():
+        actions = self._lowered_actions()
+        self._queue_receives(actions)
+        for action in actions:
             if finished and action.op in (Op.F, Op.B, Op.R):
                 # the mini-batch's last gradient has been sent: start its update
                 u0 = time.perf_counter()

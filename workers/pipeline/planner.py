@@ -118,12 +118,18 @@ def predict(profile: Profile, stages: int, replicas: int, microbatch_size: int,
     bw_pipe = profile.bandwidth_bytes_per_s
     bw_cross = bandwidth_cross or bw_pipe
     times, syncs, memory, acts = [], [], [], []
+    forward, backward, transfers = {}, {}, []   # per stage and boundary, for the simulator
     versions = 2 if schedule == "2bw" else 1
     for i in range(stages):
         group = layers[edges[i]:edges[i + 1]]
+        forward[i] = b * sum(layer.forward_s for layer in group)
+        backward[i] = b * sum(layer.backward_s for layer in group) + (
+            forward[i] if recompute else 0.0)          # the simulator's recompute: one more F
         comp = b * sum(layer.compute_s for layer in group) * (c_extra if recompute else 1.0)
-        comm = 2 * b * group[-1].output_bytes / bw_pipe if stages > 1 else 0.0
-        times.append(comp + comm)
+        transfer = b * group[-1].output_bytes / bw_pipe
+        if i < stages - 1:
+            transfers.append(transfer)
+        times.append(comp + (2 * transfer if stages > 1 else 0.0))
         w = sum(layer.weight_bytes for layer in group)
         syncs.append(2 * (replicas - 1) / replicas * w / bw_cross)
         in_flight = min(stages - i, microbatches)
@@ -134,34 +140,18 @@ def predict(profile: Profile, stages: int, replicas: int, microbatch_size: int,
         memory.append(versions * w + act)
     slowest = max(times)
     if timing == "simulated":
-        time_s = _simulated_time(layers, edges, b, microbatches, recompute, schedule,
-                                 bw_pipe, max(syncs))
+        comm = sum(transfers) / len(transfers) if transfers else 0.0
+        if schedule == "2bw":   # the all-reduce overlaps the next mini-batch (§3.3.3)
+            time_s = max(minibatch_time("2bw", stages, microbatches, 1, forward, backward,
+                                        comm, 0.0), max(syncs))
+        else:
+            time_s = minibatch_time(schedule, stages, microbatches, 1, forward, backward,
+                                    comm, max(syncs))
     elif schedule == "2bw":
         time_s = microbatches * max(max(t, s / microbatches) for t, s in zip(times, syncs))
     else:
         time_s = sum(times) + (microbatches - 1) * slowest + max(syncs)
     return Prediction(time_s, tuple(memory), tuple(acts))
-
-
-def _simulated_time(layers, edges: list[int], b: int, microbatches: int, recompute: bool,
-                    schedule: str, bw_pipe: float, allreduce_s: float) -> float:
-    """Seconds per mini-batch of the schedule run through the event simulator with the
-    profile's per-stage costs (varuna.txt §4.4)."""
-    stages = len(edges) - 1
-    forward, backward, sends = {}, {}, []
-    for i in range(stages):
-        group = layers[edges[i]:edges[i + 1]]
-        forward[i] = b * sum(layer.forward_s for layer in group)
-        backward[i] = b * sum(layer.backward_s for layer in group) + (
-            forward[i] if recompute else 0.0)
-        if i < stages - 1:
-            sends.append(b * group[-1].output_bytes / bw_pipe)
-    comm = sum(sends) / len(sends) if sends else 0.0
-    if schedule == "2bw":   # the all-reduce overlaps the next mini-batch (thesis §3.3.3)
-        return max(minibatch_time("2bw", stages, microbatches, 1, forward, backward, comm,
-                                  0.0), allreduce_s)
-    return minibatch_time(schedule, stages, microbatches, 1, forward, backward, comm,
-                          allreduce_s)
 
 
 def plan(profile: Profile, gpus: int, batch: int, memory_bytes: float,
