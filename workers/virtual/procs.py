@@ -89,6 +89,7 @@ def _member(target: Callable[..., None], rank: int, world: int, port: int, resul
         dist.init_process_group(backend_for(torch.device("cpu")), store=store, rank=rank,
                                 world_size=world, timeout=timedelta(seconds=TIMEOUT_S))
         target(rank, world, lambda key, payload: results.put(("result", key, payload)), *args)
+        dist.barrier()   # leave together: an early teardown can abort a peer still finishing
         dist.destroy_process_group()
     except Exception as err:  # reported to the parent, which raises GroupFailed
         log.debug("process %d failed", rank, exc_info=True)

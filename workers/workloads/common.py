@@ -101,6 +101,16 @@ def init_distributed() -> bool:
     return True
 
 
+def leave_distributed(wait_for_peers: bool = True) -> None:
+    """Leave the job's process group, after every rank has reached this point unless
+    ``wait_for_peers`` is false (a failing rank must not wait). A rank that tore its gloo
+    connections down while a peer was still finishing could abort that peer ("terminate
+    called without an active exception", exit -6)."""
+    if wait_for_peers:
+        dist.barrier()
+    dist.destroy_process_group()
+
+
 # ---- checkpoints ---------------------------------------------------------------------------
 
 def save_checkpoint(path: str | os.PathLike, model: nn.Module, optimizer: torch.optim.Optimizer,
@@ -222,7 +232,7 @@ def train(workload: Workload, *, steps: int | None = None, batch_size: int | Non
         **(iterator_options or {}))
     losses = _drive(iterator, lambda batch: train_step(workload, state, batch), steps)
     if state.distributed:
-        dist.destroy_process_group()
+        leave_distributed()
     return _result(iterator, losses)
 
 
@@ -263,7 +273,7 @@ def _train_virtual(workload: Workload, part: Any, steps: int | None, seed: int,
         iterator_options=iterator_options)
     losses = _drive(iterator, lambda _: _finite(workload, trainer.step()), steps)
     if distributed:
-        dist.destroy_process_group()
+        leave_distributed()
     return _result(iterator, losses)
 
 

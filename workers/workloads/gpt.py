@@ -33,7 +33,7 @@ from workers.pipeline.morph import config_for_plan, read_meta_for, save_layers, 
 from workers.pipeline.planner import Plan, PlanInfeasible, plan
 from workers.pipeline.profile import profile_from_dict, profile_model
 
-from .common import Workload, device_for_rank, init_distributed
+from .common import Workload, device_for_rank, init_distributed, leave_distributed
 
 log = logging.getLogger(__name__)
 
@@ -144,8 +144,8 @@ def train(options: GptOptions, steps: int | None = None) -> GptResult:
         iterator.close()
         return GptResult(iterator.steps, chosen, iterator.done, iterator.finished)
     finally:
-        if distributed:
-            dist.destroy_process_group()
+        if distributed:   # a rank that is raising leaves without waiting for the others
+            leave_distributed(wait_for_peers=sys.exc_info()[0] is None)
 
 
 # ---- the same model as one data-parallel stage, for tools that treat workloads alike ------
