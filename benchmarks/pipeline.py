@@ -20,7 +20,11 @@ Rows:
   planner's prediction, for gpipe (m in flight) and 1f1b (p−d in flight);
 - planner: predicted against measured time per mini-batch, per kind and per run (median
   error over the repeats, with its range):
-  * *closed form* (before): thesis §3.3.3's formula on the per-layer profile (1f1b, 2bw);
+  * *planner* (1f1b, 2bw), on the per-layer profile: thesis §3.3.3's closed form on the
+    layers' compute only (as before the profile had a link and an update), the closed form
+    with the measured link (``measure_link``: a boundary tensor's half round trip between
+    two fresh processes) and each layer's optimizer step, and the simulated timing
+    (``predict(timing="simulated")``) on the same profile;
   * *calibrated*: Varuna's calibrated simulator (varuna.txt §4.3–4.4,
     ``workers.pipeline.calibrate``): every rank measures F and B of its chunks on mocked
     input, a boundary tensor's trip and one update, all ranks at once and just before
@@ -43,6 +47,7 @@ good as the machine is steady between calibration and run.
 from __future__ import annotations
 
 import argparse
+import math
 import multiprocessing
 import os
 import platform
@@ -56,7 +61,7 @@ import torch
 
 from workers.pipeline.calibrate import predict_calibrated
 from workers.pipeline.executor import RunConfig
-from workers.pipeline.launch import run_pipeline
+from workers.pipeline.launch import measure_link, run_pipeline
 from workers.pipeline.model import ModelSpec
 from workers.pipeline.planner import balanced_cuts, predict
 from workers.pipeline.profile import profile_from_dict, profile_model
@@ -130,8 +135,16 @@ def main() -> None:
     labels = [label for label, *_ in rows]
 
     t0 = time.perf_counter()
-    profile = profile_from_dict(_concurrent_profile(spec, b, p))
+    measured_profile = _concurrent_profile(spec, b, p)
     profile_s = time.perf_counter() - t0
+    boundary = max(row["output_bytes"] for row in measured_profile["layers"][:-1])
+    t0 = time.perf_counter()
+    link_s = measure_link(int(boundary))
+    link_wall_s = time.perf_counter() - t0
+    profile = profile_from_dict({**measured_profile, "bandwidth_bytes_per_s": boundary / link_s})
+    compute_only = replace(profile, bandwidth_bytes_per_s=math.inf, tied_weight_bytes=0.0,
+                           layers=tuple(replace(layer, update_s=0.0)
+                                        for layer in profile.layers))
     cuts_by_chunks = {v: balanced_cuts([layer.compute_s for layer in profile.layers], p * v)
                       for v in {v for _, v in KINDS}}
 
@@ -194,7 +207,8 @@ def main() -> None:
             for s in run.stats:
                 act_peak[label][s.stage] = max(act_peak[label][s.stage], s.peak_activation_bytes)
 
-    print(f"\none-time: profile {profile_s:.2f} s; first run_pipeline overhead "
+    print(f"\none-time: profile {profile_s:.2f} s; link {link_wall_s:.2f} s (a "
+          f"{boundary / 1024:.0f} KiB boundary tensor: {link_s * 1e3:.3f} ms); first run_pipeline overhead "
           f"{one_time:.2f} s (fork server, imports, rendezvous, first step); calibration "
           f"{statistics.median(calibrate_s):.2f} s per run (median); "
           f"peak RSS per rank {rss / 1024:.0f} MiB")
@@ -230,16 +244,19 @@ def main() -> None:
         return (f"{statistics.median(values):+.1%} [{min(values):+.1%}, {max(values):+.1%}]"
                 if values else "-")
 
-    print(f"\n{'planner':<24}{'measured s':>11}{'closed form':>13}"
-          f"{'calibrated (range)':>30}{'online F/B (range)':>30}")
+    print(f"\n{'planner':<24}{'measured s':>11}{'compute only':>14}{'closed form':>13}"
+          f"{'simulated':>11}{'calibrated (range)':>30}{'online F/B (range)':>30}")
     for label, kind, _, _ in rows:
         meas = statistics.median(walls[label])
-        closed = "-"
+        planned = ["-"] * 3
         if kind in ("1f1b", "2bw"):
-            pred = predict(profile, p, 1, b, m, False, kind, cuts_by_chunks[1])
-            closed = f"{pred.time_s / meas - 1:+.1%}"
-        print(f"{label:<24}{meas:>11.4f}{closed:>13}{spread(errors[label]['calibrated']):>30}"
-              f"{spread(errors[label]['online']):>30}")
+            planned = [
+                format(predict(prof, p, 1, b, m, False, kind, cuts_by_chunks[1],
+                               timing=t).time_s / meas - 1, "+.1%")
+                for prof, t in ((compute_only, "closed_form"), (profile, "closed_form"),
+                                (profile, "simulated"))]
+        print(f"{label:<24}{meas:>11.4f}{planned[0]:>14}{planned[1]:>13}{planned[2]:>11}"
+              f"{spread(errors[label]['calibrated']):>30}{spread(errors[label]['online']):>30}")
     print(f"\n{'calibrated, split':<24}{'F+B CPU work: calibration/run':>36}"
           f"{'wall/CPU: calibration/run':>32}")
     for label in labels:

@@ -12,6 +12,8 @@ import logging
 import multiprocessing as mp
 import os
 import queue
+import statistics
+import time
 import traceback
 from dataclasses import dataclass
 from datetime import timedelta
@@ -39,23 +41,27 @@ class PipelineFailed(RuntimeError):
     """A rank raised; the message carries its traceback's last line."""
 
 
+def _join(rank: int, world: int, ports: mp.Queue) -> None:
+    """Join the process group on one thread: rank 0 opens the store and hands out its port."""
+    torch.set_num_threads(1)
+    if rank == 0:
+        store = dist.TCPStore("127.0.0.1", 0, world, is_master=True,
+                              timeout=timedelta(seconds=120), wait_for_workers=False)
+        for _ in range(world - 1):
+            ports.put(store.port)
+    else:
+        port = ports.get(timeout=120)
+        store = dist.TCPStore("127.0.0.1", port, world, is_master=False,
+                              timeout=timedelta(seconds=120))
+    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world,
+                            timeout=timedelta(seconds=120))
+
+
 def _rank_main(rank: int, cfg: RunConfig, ports: mp.Queue, results: mp.Queue,
                calibrate: bool = False) -> None:
     try:
-        torch.set_num_threads(1)
-        world = cfg.stages * cfg.replicas
-        if rank == 0:
-            store = dist.TCPStore("127.0.0.1", 0, world, is_master=True,
-                                  timeout=timedelta(seconds=120), wait_for_workers=False)
-            for _ in range(world - 1):
-                ports.put(store.port)
-        else:
-            port = ports.get(timeout=120)
-            store = dist.TCPStore("127.0.0.1", port, world, is_master=False,
-                                  timeout=timedelta(seconds=120))
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
-        dist.init_process_group(backend, store=store, rank=rank, world_size=world,
-                                timeout=timedelta(seconds=120))
+        _join(rank, cfg.stages * cfg.replicas, ports)
         runtime = StageRuntime(cfg, rank)
         calibration = runtime.calibrate() if calibrate else None
         stats = runtime.train()
@@ -126,3 +132,64 @@ def run_pipeline(cfg: RunConfig, timeout_s: float = 300.0,
         write_meta(Path(cfg.save_dir), cfg.start_step + cfg.steps, cfg.spec.layers)
     return PipelineRun(weights, tuple(sorted(stats, key=lambda s: s.rank)),
                        tuple(sorted(calibration, key=lambda c: c.rank)))
+
+
+def _link_main(rank: int, nbytes: int, repeats: int, ports: mp.Queue,
+               results: mp.Queue) -> None:
+    try:
+        _join(rank, 2, ports)
+        device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
+        buf = torch.zeros(max(nbytes // 4, 1), dtype=torch.float32, device=device)
+        times = []
+        for rep in range(repeats + 3):     # the first trips set the connection up
+            t0 = time.perf_counter()
+            if rank == 0:
+                dist.send(buf, 1)
+                dist.recv(buf, 1)
+            else:
+                dist.recv(buf, 0)
+                dist.send(buf, 0)
+            if rep >= 3:
+                times.append((time.perf_counter() - t0) / 2)
+        results.put(("ok", rank, statistics.median(times)))
+        dist.barrier()
+        dist.destroy_process_group()
+    except BaseException as err:  # noqa: BLE001 - every failure goes to the parent
+        results.put(("error", rank, f"{type(err).__name__}: {err}"))
+    finally:
+        results.close()
+        results.join_thread()
+        os._exit(0)
+
+
+def measure_link(nbytes: int, repeats: int = 20, timeout_s: float = 120.0) -> float:
+    """Seconds for one ``nbytes`` tensor to go from one rank to another: the median half
+    round trip over ``repeats`` between two fresh processes (varuna.txt §4.3 calibrates
+    "activation send-receive time" per micro-batch size; a profile's
+    ``bandwidth_bytes_per_s`` is ``nbytes`` over it)."""
+    if not isinstance(nbytes, int) or nbytes < 4:
+        raise ValueError(f"nbytes={nbytes!r} must be an integer of at least 4")
+    ctx = _context()
+    ports, results = ctx.Queue(), ctx.Queue()
+    procs = [ctx.Process(target=_link_main, args=(r, nbytes, repeats, ports, results),
+                         daemon=True) for r in range(2)]
+    for p in procs:
+        p.start()
+    try:
+        replies = []
+        for _ in range(2):
+            try:
+                replies.append(results.get(timeout=timeout_s))
+            except queue.Empty:
+                raise PipelineFailed(f"link measurement timed out after {timeout_s:.0f}s") \
+                    from None
+        failed = [r for r in replies if r[0] == "error"]
+        if failed:
+            raise PipelineFailed(f"rank {failed[0][1]}: {failed[0][2]}")
+        return next(r[2] for r in replies if r[1] == 0)
+    finally:
+        for p in procs:
+            p.join(timeout=10)
+            if p.is_alive():
+                p.terminate()
+                p.join()

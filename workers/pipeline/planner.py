@@ -4,23 +4,28 @@ accumulation m = B/(d·b) and activation recomputation r; keep the fastest confi
 MEMORY(.) fits, with the global batch B fixed.
 
 Per micro-batch, stage i takes T_i = c·b·Σ(forward+backward per sample) + 2·b·out_i/bw_pipe
-(c = c_extra = 4/3 with recomputation, else 1; the second term only when p > 1) and
-all-reduces 2(d−1)/d·|W_i| bytes once per mini-batch. Time per mini-batch:
+(c = c_extra = 4/3 with recomputation, else 1; the second term only when p > 1). Once per
+mini-batch it all-reduces its gradients, s_i = 2(d−1)/d·|W_i|/bw (a weight tied between the
+first and last stages over its 2d copies), and steps its optimizer, u_i (the profile's
+per-layer ``update_s``). Time per mini-batch:
 
-* 2bw (no flush; thesis §3.3.3): m · max_i max(T_i, allreduce_i / m);
-* 1f1b (PipeDream-Flush): Σ_i T_i + (m−1)·max_i T_i + max_i allreduce_i — the first
+* 2bw (no flush; thesis §3.3.3): max_i max(m·T_i + u_i, s_i): the all-reduce overlaps the
+  next mini-batch, the step does not;
+* 1f1b (PipeDream-Flush): Σ_i T_i + (m−1)·max_i T_i + max_i (s_i + u_i): the first
   micro-batch crosses every stage, the slowest stage then runs the other m−1, and the
-  all-reduce after the flush is not overlapped.
+  all-reduce and step after the flush are not overlapped.
 
 With ``timing="simulated"`` the time is instead Varuna's (varuna.txt §4.4): the schedule
 itself runs through the event simulator with each stage's F and B from the profile (a
 recompute adds one F to B), a boundary tensor's transfer as the delay of every cross-stage
-dependency, and the all-reduce after the flush (1f1b) or overlapped with a mini-batch
-(2bw). It sees the schedule's real bubbles, where the closed form bounds them.
+dependency, and the all-reduce and step after the flush (1f1b), or the step after each
+mini-batch with the all-reduce overlapped (2bw). It sees the schedule's real bubbles, where
+the closed form bounds them.
 
-Memory of stage i (bytes): v·|W_i| + k_i·|A_i(b)| without recomputation, or
-v·|W_i| + |A_i(b)| + k_i·|A^input_i(b)| with it, where v is 2 for 2bw and 1 for 1f1b and
-k_i = min(p−i, m) micro-batches are in flight on stage i (the thesis's formula is stage 0).
+Memory of stage i (bytes; the last stage's W_i includes its copy of a tied weight):
+v·|W_i| + k_i·|A_i(b)| without recomputation, or v·|W_i| + |A_i(b)| + k_i·|A^input_i(b)|
+with it, where v is 2 for 2bw and 1 for 1f1b and k_i = min(p−i, m) micro-batches are in
+flight on stage i (the thesis's formula is stage 0).
 """
 
 from __future__ import annotations
@@ -100,6 +105,11 @@ def balanced_cuts(costs: list[float], parts: int) -> tuple[int, ...]:
     return tuple(reversed(cuts))
 
 
+def _allreduce(nbytes: float, copies: int, bandwidth: float) -> float:
+    """Ring all-reduce of ``nbytes`` over ``copies``: 2(n−1)/n·|W|/bw (thesis §3.3.3)."""
+    return 2 * (copies - 1) / copies * nbytes / bandwidth if nbytes else 0.0
+
+
 def predict(profile: Profile, stages: int, replicas: int, microbatch_size: int,
             microbatches: int, recompute: bool, schedule: str = "1f1b",
             cuts: tuple[int, ...] | None = None, c_extra: float = 4 / 3,
@@ -117,7 +127,10 @@ def predict(profile: Profile, stages: int, replicas: int, microbatch_size: int,
     b = microbatch_size
     bw_pipe = profile.bandwidth_bytes_per_s
     bw_cross = bandwidth_cross or bw_pipe
-    times, syncs, memory, acts = [], [], [], []
+    # the first and last layers share a weight; on different stages each holds and updates
+    # a copy, and its gradient is all-reduced over all 2·d copies (§4.2)
+    tied = profile.tied_weight_bytes if stages > 1 else 0.0
+    times, syncs, updates, memory, acts = [], [], [], [], []
     forward, backward, transfers = {}, {}, []   # per stage and boundary, for the simulator
     versions = 2 if schedule == "2bw" else 1
     for i in range(stages):
@@ -130,8 +143,12 @@ def predict(profile: Profile, stages: int, replicas: int, microbatch_size: int,
         if i < stages - 1:
             transfers.append(transfer)
         times.append(comp + (2 * transfer if stages > 1 else 0.0))
-        w = sum(layer.weight_bytes for layer in group)
-        syncs.append(2 * (replicas - 1) / replicas * w / bw_cross)
+        # one stage holding both ends keeps one copy: the last layer's step is not its own
+        updates.append(sum(layer.update_s for layer in (group[:-1] if stages == 1 else group)))
+        w = sum(layer.weight_bytes for layer in group) + (tied if i == stages - 1 else 0.0)
+        shared = tied if i in (0, stages - 1) else 0.0
+        syncs.append(_allreduce(max(w - shared, 0.0), replicas, bw_cross)
+                     + _allreduce(shared, 2 * replicas, bw_cross))
         in_flight = min(stages - i, microbatches)
         full = b * sum(layer.activation_bytes for layer in group)
         inputs = b * layers[edges[i] - 1].output_bytes if i > 0 else 0.0
@@ -139,18 +156,19 @@ def predict(profile: Profile, stages: int, replicas: int, microbatch_size: int,
         acts.append(act)
         memory.append(versions * w + act)
     slowest = max(times)
+    flush = max(s + u for s, u in zip(syncs, updates))   # all-reduce, then the step
     if timing == "simulated":
         comm = sum(transfers) / len(transfers) if transfers else 0.0
         if schedule == "2bw":   # the all-reduce overlaps the next mini-batch (§3.3.3)
             time_s = max(minibatch_time("2bw", stages, microbatches, 1, forward, backward,
-                                        comm, 0.0), max(syncs))
+                                        comm, max(updates)), max(syncs))
         else:
             time_s = minibatch_time(schedule, stages, microbatches, 1, forward, backward,
-                                    comm, max(syncs))
+                                    comm, flush)
     elif schedule == "2bw":
-        time_s = microbatches * max(max(t, s / microbatches) for t, s in zip(times, syncs))
+        time_s = max(max(microbatches * t + u, s) for t, s, u in zip(times, syncs, updates))
     else:
-        time_s = sum(times) + (microbatches - 1) * slowest + max(syncs)
+        time_s = sum(times) + (microbatches - 1) * slowest + flush
     return Prediction(time_s, tuple(memory), tuple(acts))
 
 

@@ -6,12 +6,16 @@ The profile JSON (documented in docs/pipelines.md)::
     {"model": "gpt-tiny",
      "microbatch_size": 4,                      # the per-layer numbers are for this many samples
      "bandwidth_bytes_per_s": 1.0e9,            # optional: in-pipeline / all-reduce bandwidth
+     "tied_weight_bytes": 2048,                 # optional: weights the first and last layers share
      "layers": [{"name": "embed", "forward_s": 1e-4, "backward_s": 2e-4,
                  "activation_bytes": 4096,      # bytes saved for backward by this layer
                  "output_bytes": 1024,          # bytes of the layer's output (what a stage sends)
-                 "weight_bytes": 2048}, ...]}
+                 "weight_bytes": 2048,
+                 "update_s": 1e-5}, ...]}       # optional: the optimizer step of its
+                                                # weights (the last layer's: its tied copy)
 
-Times and activation sizes scale linearly with the micro-batch size; weights do not.
+Times and activation sizes scale linearly with the micro-batch size; weights and the update
+do not.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ class LayerProfile:
     activation_bytes: float
     output_bytes: float
     weight_bytes: float
+    update_s: float = 0.0               # the optimizer step of its weights, per mini-batch
 
     @property
     def compute_s(self) -> float:
@@ -51,13 +56,22 @@ class Profile:
     model: str
     layers: tuple[LayerProfile, ...]
     bandwidth_bytes_per_s: float = math.inf
+    tied_weight_bytes: float = 0.0      # shared by the first and last layers (§4.2)
 
     @property
     def weight_bytes(self) -> float:
         return sum(layer.weight_bytes for layer in self.layers)
 
 
-_FIELDS = ("forward_s", "backward_s", "activation_bytes", "output_bytes", "weight_bytes")
+_FIELDS = ("forward_s", "backward_s", "activation_bytes", "output_bytes", "weight_bytes",
+           "update_s")
+_OPTIONAL = ("output_bytes", "update_s")          # default 0
+_PER_SAMPLE = ("forward_s", "backward_s", "activation_bytes", "output_bytes")
+
+
+def _number(value: object) -> bool:
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value) and value >= 0)
 
 
 def profile_from_dict(data: object, where: str = "profile") -> Profile:
@@ -70,6 +84,9 @@ def profile_from_dict(data: object, where: str = "profile") -> Profile:
     bandwidth = data.get("bandwidth_bytes_per_s", math.inf)
     if not isinstance(bandwidth, int | float) or isinstance(bandwidth, bool) or bandwidth <= 0:
         raise ProfileError(f"{where}: bandwidth_bytes_per_s={bandwidth!r} must be positive")
+    tied = data.get("tied_weight_bytes", 0.0)
+    if not _number(tied):
+        raise ProfileError(f"{where}: tied_weight_bytes={tied!r} must be a non-negative number")
     layers = data.get("layers")
     if not isinstance(layers, list) or not layers:
         raise ProfileError(f"{where}: 'layers' must be a non-empty list")
@@ -79,15 +96,14 @@ def profile_from_dict(data: object, where: str = "profile") -> Profile:
             raise ProfileError(f"{where}: layers[{index}] must be an object")
         values = {}
         for name in _FIELDS:
-            value = layer.get(name, 0.0 if name == "output_bytes" else None)
-            if (not isinstance(value, int | float) or isinstance(value, bool)
-                    or not math.isfinite(value) or value < 0):
+            value = layer.get(name, 0.0 if name in _OPTIONAL else None)
+            if not _number(value):
                 raise ProfileError(f"{where}: layers[{index}].{name}={value!r} must be a "
                                    "non-negative number")
             values[name] = float(value)
-        scale = {k: (v if k == "weight_bytes" else v / size) for k, v in values.items()}
+        scale = {k: (v / size if k in _PER_SAMPLE else v) for k, v in values.items()}
         out.append(LayerProfile(str(layer.get("name", f"layer{index}")), **scale))
-    return Profile(str(data.get("model", "model")), tuple(out), float(bandwidth))
+    return Profile(str(data.get("model", "model")), tuple(out), float(bandwidth), float(tied))
 
 
 def load_profile(path: Path) -> Profile:
@@ -102,8 +118,11 @@ def load_profile(path: Path) -> Profile:
 def profile_model(spec, microbatch_size: int = 4, repeats: int = 20) -> dict:
     """Measure the reference model layer by layer on this CPU (one thread) and return the
     profile JSON. ``activation_bytes`` is what autograd saves for backward (counted by the
-    same hook as the executor's); the last layer includes the loss. Times are medians over
-    ``repeats`` calls, so a burst of load from elsewhere moves them little."""
+    same hook as the executor's); the last layer includes the loss; ``update_s`` is the
+    executor's SGD step on the layer's weights (W − ν·g into a new tensor; the head's is
+    the step on its copy of the embedding's weight, ``tied_weight_bytes``). Times are medians over
+    ``repeats`` calls, so a burst of load from elsewhere moves them little. The link is not
+    measured here (:func:`workers.pipeline.launch.measure_link`)."""
     import torch
 
     from .model import build_layers, loss_sum, make_batch
@@ -123,10 +142,12 @@ def profile_model(spec, microbatch_size: int = 4, repeats: int = 20) -> dict:
 
         fwd: list[float] = []
         bwd: list[float] = []
+        upd: list[float] = []
+        last = index == len(layers) - 1
+        params = list(layer.parameters())
         for rep in range(repeats + 2):
             saved[0] = 0
             t0 = time.perf_counter()
-            last = index == len(layers) - 1
             with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
                 out = layer(inp)
                 # the last layer's profile includes the loss, as its stage computes it
@@ -137,16 +158,21 @@ def profile_model(spec, microbatch_size: int = 4, repeats: int = 20) -> dict:
             else:
                 out.backward(torch.ones_like(out))
             t2 = time.perf_counter()
+            with torch.no_grad():
+                _ = [(w - 1e-3 * w.grad).requires_grad_(True) for w in params]
+            t3 = time.perf_counter()
             if rep >= 2:  # the first calls warm caches up
                 fwd.append(t1 - t0)
                 bwd.append(t2 - t1)
-        weights = sum(p.numel() * p.element_size() for p in layer.parameters())
-        if index == len(layers) - 1:
-            weights = 0  # the head's weight is the embedding's (tied), counted once
+                upd.append(t3 - t2)
         rows.append({"name": type(layer).__name__.lower() + str(index),
                      "forward_s": statistics.median(fwd), "backward_s": statistics.median(bwd),
                      "activation_bytes": saved[0], "output_bytes": out.numel() * out.element_size(),
-                     "weight_bytes": weights})
+                     # the head's weight is the embedding's, counted once
+                     "weight_bytes": 0 if last else sum(w.numel() * w.element_size()
+                                                        for w in params),
+                     "update_s": statistics.median(upd)})
         x = out.detach()
+    tied = sum(w.numel() * w.element_size() for w in layers[-1].parameters())
     return {"model": f"reference-gpt-{spec.blocks}x{spec.hidden}", "microbatch_size": microbatch_size,
-            "layers": rows}
+            "tied_weight_bytes": tied, "layers": rows}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from workers.pipeline.executor import RunConfig
-from workers.pipeline.launch import PipelineFailed, run_pipeline
+from workers.pipeline.launch import PipelineFailed, measure_link, run_pipeline
 from workers.pipeline.model import ModelSpec
 from workers.pipeline.morph import resume_config
 from workers.pipeline.planner import plan
@@ -84,6 +84,14 @@ def test_a_failing_rank_is_reported():
     cfg = RunConfig(kind="1f1b", stages=2, microbatches=2, steps=1, load_dir="/nonexistent")
     with pytest.raises(PipelineFailed, match="rank .*layer_"):
         run_pipeline(cfg, timeout_s=60)
+
+
+def test_link_is_measured_between_two_processes():
+    """A boundary tensor's half round trip over gloo on loopback: a real, finite time."""
+    seconds = measure_link(64 * 1024, repeats=5)
+    assert 0 < seconds < 10
+    with pytest.raises(ValueError, match="nbytes=0"):
+        measure_link(0)
 
 
 @pytest.mark.parametrize("bad,match", [

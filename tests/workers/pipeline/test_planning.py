@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -134,6 +135,49 @@ def test_predict_2bw_keeps_two_versions_and_recompute_costs_a_third_more():
     assert again.stage_memory_bytes[1] == pytest.approx(2 * 2000 + 400 + 3 * 20)
 
 
+def _tied_profile():
+    """Four layers (F 1 s, B 2 s per sample, one boundary tensor: 2 B at 2 B/s = 1 s), each
+    stepping its weights in 0.5 s; the first and last share a 4-byte weight, which the
+    embedding's 10 bytes include and the head's 0 do not."""
+    layer = {"forward_s": 1.0, "backward_s": 2.0, "activation_bytes": 1.0, "output_bytes": 2.0,
+             "weight_bytes": 10.0, "update_s": 0.5}
+    return profile_from_dict({"bandwidth_bytes_per_s": 2.0, "tied_weight_bytes": 4.0,
+                              "layers": [layer] * 3 + [{**layer, "weight_bytes": 0.0}]})
+
+
+def test_update_and_tied_weight_in_the_closed_form():
+    """Two stages, m = 2 micro-batches of 1. T_i = 2 layers × 3 s + 2 × 1 s = 8 s. Each
+    stage steps in 1 s (the head's 0.5 s is its step on its copy of the tied weight) and
+    all-reduces the tied 4 bytes over its 2 copies: 2·(2−1)/2·4/2 = 2 s. 1f1b:
+    Σ T_i + (m−1)·max T_i + max(s_i + u_i) = 16 + 8 + 3; 2bw: m·T_i + u_i = 17. The last
+    stage holds its copy of the tied weight, 10 + 4 bytes, beside its one micro-batch of
+    2-byte activations in flight (stage 0: two)."""
+    prof = _tied_profile()
+    flush = predict(prof, 2, 1, 1, 2, False, "1f1b")
+    assert flush.time_s == pytest.approx(27.0)
+    assert predict(prof, 2, 1, 1, 2, False, "2bw").time_s == pytest.approx(17.0)
+    assert flush.stage_memory_bytes == (20.0 + 2 * 2.0, 14.0 + 2.0)
+
+
+def test_one_stage_holds_a_tied_weight_once():
+    """p = 1: no transfer, no tied all-reduce, and the head's step is not taken (one copy):
+    T = 12 s, 2 × 12 + 1.5 s of steps."""
+    pred = predict(_tied_profile(), 1, 1, 1, 2, False, "1f1b")
+    assert pred.time_s == pytest.approx(25.5)
+    assert pred.stage_memory_bytes == (30.0 + 4.0,)   # 4 layers × 1 B, one in flight
+
+
+def test_simulated_timing_adds_the_same_update():
+    """The simulated 1F1B of the tied profile: the flush, all-reduce then step, is the
+    closed form's 3 s, after the schedule's own makespan (with a 1 s delay per transfer)."""
+    prof = _tied_profile()
+    bare = replace(prof, tied_weight_bytes=0.0,
+                   layers=tuple(replace(layer, update_s=0.0) for layer in prof.layers))
+    with_update = predict(prof, 2, 1, 1, 2, False, "1f1b", timing="simulated").time_s
+    without = predict(bare, 2, 1, 1, 2, False, "1f1b", timing="simulated").time_s
+    assert with_update - without == pytest.approx(3.0)
+
+
 @pytest.mark.parametrize("schedule", ["1f1b", "2bw"])
 @pytest.mark.parametrize("recompute", [False, True])
 def test_simulated_timing_equals_the_closed_form_where_that_is_exact(schedule, recompute):
@@ -195,6 +239,9 @@ def test_planner_picks_data_parallelism_for_a_small_model_with_room():
     ({"layers": [{"forward_s": 1, "backward_s": 1, "activation_bytes": 1}]},
      r"layers\[0\].weight_bytes=None"),
     ({"microbatch_size": 0, "layers": [{}]}, "microbatch_size=0"),
+    ({"tied_weight_bytes": -4, "layers": [{}]}, "tied_weight_bytes=-4"),
+    ({"layers": [{"forward_s": 1, "backward_s": 1, "activation_bytes": 1, "weight_bytes": 1,
+                  "update_s": "fast"}]}, r"layers\[0\].update_s='fast'"),
 ])
 def test_bad_profiles_name_the_value(data, match):
     with pytest.raises(ProfileError, match=match):
@@ -209,3 +256,20 @@ def test_profile_file_round_trip(tmp_path):
     path.write_text("{nope")
     with pytest.raises(ProfileError, match="not valid JSON"):
         load_profile(path)
+
+
+def test_profile_model_measures_steps_and_the_tied_weight():
+    """The reference model's profile: every layer's step is timed, the head's weight is the
+    embedding's (counted once, and named as tied), and the per-sample numbers parse."""
+    from workers.pipeline.model import ModelSpec
+    from workers.pipeline.profile import profile_model
+
+    spec = ModelSpec(vocab=32, hidden=16, blocks=2, seq=8, dtype="float32")
+    data = profile_model(spec, microbatch_size=2, repeats=3)
+    assert data["tied_weight_bytes"] == 32 * 16 * 4
+    assert data["layers"][-1]["weight_bytes"] == 0
+    assert data["layers"][0]["weight_bytes"] == 32 * 16 * 4
+    assert all(row["update_s"] > 0 for row in data["layers"])
+    prof = profile_from_dict(data)
+    assert prof.layers[1].update_s == data["layers"][1]["update_s"]    # not per sample
+    assert prof.layers[1].forward_s == pytest.approx(data["layers"][1]["forward_s"] / 2)
