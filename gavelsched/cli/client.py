@@ -139,12 +139,14 @@ def cancel(args: argparse.Namespace) -> int:
 
 
 def status_dict(reply) -> dict:
-    """``status --json``: the DESIGN.md contract."""
+    """``status --json``: the DESIGN.md contract, plus ``gpus`` (held this round),
+    ``mixed`` and ``min_scale_factor`` (null: not elastic)."""
     return {"round": reply.round,
             "jobs": [{"id": j.id, "state": j.state, "steps_done": j.steps_done,
                       "total_steps": j.total_steps, "job_type": j.job_type,
                       "scale_factor": j.scale_factor, "worker_type": j.worker_type or None,
-                      "reason": j.reason or None} for j in reply.jobs],
+                      "reason": j.reason or None, "gpus": j.gpus, "mixed": j.mixed,
+                      "min_scale_factor": j.min_scale_factor or None} for j in reply.jobs],
             "workers": [{"id": w.id, "type": w.type, "gpus": w.gpus, "alive": w.alive}
                         for w in reply.workers]}
 
@@ -157,13 +159,16 @@ def status(args: argparse.Namespace) -> int:
         print()
         return 0
     print(f"round {reply.round}  policy {reply.policy}  rounds of {reply.round_seconds:g}s")
-    print(f"{'id':>6} {'type':<28} {'state':<9} {'progress':>20} {'on':<6} "
+    print(f"{'id':>6} {'type':<28} {'state':<9} {'progress':>20} {'gpus':>7} {'on':<6} "
           "allocation/received")
     for j in reply.jobs:
         share = " ".join(f"{t} {x:.2f}/{j.received.get(t, 0.0):.2f}"
                          for t, x in sorted(j.allocation.items()) if x > 0 or j.received.get(t))
         progress = f"{j.steps_done}/{j.total_steps} {j.steps_done / j.total_steps:4.0%}"
-        line = (f"{j.id:>6} {j.job_type[:28]:<28} {j.state:<9} {progress:>20} "
+        # held/asked, and an elastic job's floor: "1/4≥1"
+        gpus = f"{j.gpus}/{j.scale_factor}" + (f"≥{j.min_scale_factor}"
+                                                if j.min_scale_factor else "")
+        line = (f"{j.id:>6} {j.job_type[:28]:<28} {j.state:<9} {progress:>20} {gpus:>7} "
                 f"{j.worker_type or '-':<6} {share}")
         if j.reason:
             line += f"  ({j.reason})"

@@ -38,7 +38,8 @@ def build_snapshot(executor: DaemonExecutor, now: float) -> Snapshot:
             scale_factor=job.scale_factor, worker_type=run.worker_type if run else "",
             reason=job.reason or "", allocation=x, received=got, arrival_s=job.arrival_s,
             completion_s=job.completion_s if job.completion_s is not None else -1.0,
-            mixed=job.mixed))
+            mixed=job.mixed, min_scale_factor=job.min_scale_factor,
+            gpus=len(run.workers) if run else 0))
     workers = [pb.WorkerStatus(id=str(s.row.id), type=s.row.worker_type,
                                gpus=len(s.row.workers), alive=s.alive, address=s.row.address)
                for s in executor.servers.values()]

@@ -165,8 +165,12 @@ def test_cli_submit_status_json_and_cancel(cluster, cli, tmp_path):
     data = json.loads(got.stdout)
     assert set(data) == {"round", "jobs", "workers"}
     mine = [j for j in data["jobs"] if j["id"] == job_id]
+    # DESIGN.md's contract, plus the GPUs held this round and the job's flexibility
     assert mine and set(mine[0]) == {"id", "state", "steps_done", "total_steps", "job_type",
-                                     "scale_factor", "worker_type", "reason"}
+                                     "scale_factor", "worker_type", "reason", "gpus", "mixed",
+                                     "min_scale_factor"}
+    assert mine[0]["mixed"] is False and mine[0]["min_scale_factor"] is None
+    assert mine[0]["gpus"] in (0, 1)
     assert mine[0]["state"] in ("queued", "running")
     assert {w["type"] for w in data["workers"]} == {"v100", "k80"}
     assert all(set(w) == {"id", "type", "gpus", "alive"} for w in data["workers"])

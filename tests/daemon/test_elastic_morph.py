@@ -83,6 +83,7 @@ def test_an_elastic_gpt_job_morphs_and_finishes_exactly(tmp_path):
                f"--vocab {SPEC.vocab} --hidden {SPEC.hidden} --blocks {SPEC.blocks} "
                f"--seq {SPEC.seq} --batch {BATCH} --lr {LR}")
     seen: set[str] = set()
+    held: set[int] = set()
     with running(cluster):
         cluster.start_worker("v100", 4, emulation_speed=SPEED, grace_s=5.0)
         wait_until(lambda: cluster.alive_workers() == 1, 60, "the worker")
@@ -94,6 +95,8 @@ def test_an_elastic_gpt_job_morphs_and_finishes_exactly(tmp_path):
             state = cluster.jobs()[job]
             if state.worker_type:
                 seen.add(state.worker_type)
+                held.add(state.gpus)
+                assert state.min_scale_factor == 2
             return state if state.state in ("done", "failed", "cancelled") else None
         final = wait_until(finished, 90, "the elastic job")
         assert cluster.jobs()[other].state in ("done", "running", "queued")
@@ -106,6 +109,7 @@ def test_an_elastic_gpt_job_morphs_and_finishes_exactly(tmp_path):
         ranks[round_] = ranks.get(round_, 0) + 1
     assert {2, 4} <= set(ranks.values()), ranks
     assert {"v100", "v100:2"} <= seen, seen               # the status named both
+    assert {2, 4} <= held, held                           # and the GPUs it held
     # online throughputs: only under the type's name, i.e. measured on the scale factor's
     # 4 GPUs; a v100:2 run is not recorded as the job's v100 throughput
     assert set(Store(tmp_path / "state").throughputs().get(job, {})) <= {"v100"}
