@@ -15,6 +15,9 @@
   policies of §5.4.3).
 - ``mixed_fraction``: this fraction of jobs, at random, may run on several GPU types at
   once (``TraceJob.mixed``; virtual nodes, VirtualFlow §5).
+- ``elastic_fraction``: this fraction of multi-GPU jobs, at random, are elastic
+  (``TraceJob.min_scale_factor``; varuna.txt §4, morphing): they may also run on fewer GPUs
+  of one type, down to a power of two drawn uniformly from 1 … scale factor / 2.
 
 Randomness comes only from ``numpy.random.default_rng``: the seed is split into one
 independent stream per attribute, so a trace is a pure function of its arguments and turning
@@ -43,7 +46,7 @@ SLO_FACTORS = (1.2, 2.0, 10.0)
 REFERENCE_WORKER = "v100"
 
 _STREAMS = ("job_type", "duration", "scale_factor", "arrival", "priority", "slo", "entity",
-            "mixed")
+            "mixed", "elastic")
 
 
 def sample_durations_s(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -67,6 +70,7 @@ def generate_trace(num_jobs: int, rate_per_hour: float, *,
                    multi_gpu: bool = False, priorities: bool = False, slos: bool = False,
                    job_types: Sequence[str] | None = None,
                    entities: Sequence[str] = (), mixed_fraction: float = 0.0,
+                   elastic_fraction: float = 0.0,
                    reference_worker: str = REFERENCE_WORKER) -> list[TraceJob]:
     """A §5.7.1 trace of ``num_jobs`` jobs, sorted by arrival. ``table`` defaults to the
     catalog; ``job_types`` restricts the uniform draw; durations are measured on
@@ -75,8 +79,10 @@ def generate_trace(num_jobs: int, rate_per_hour: float, *,
         raise ValueError(f"num_jobs must be an integer >= 0, got {num_jobs!r}")
     if not math.isfinite(rate_per_hour) or rate_per_hour < 0:
         raise ValueError(f"rate_per_hour must be finite and >= 0, got {rate_per_hour!r}")
-    if not 0.0 <= mixed_fraction <= 1.0:
-        raise ValueError(f"mixed_fraction must be between 0 and 1, got {mixed_fraction!r}")
+    for name, fraction in (("mixed_fraction", mixed_fraction),
+                           ("elastic_fraction", elastic_fraction)):
+        if not 0.0 <= fraction <= 1.0:
+            raise ValueError(f"{name} must be between 0 and 1, got {fraction!r}")
     if table is None:
         from .catalog import default_table
         table = default_table()
@@ -100,6 +106,8 @@ def generate_trace(num_jobs: int, rate_per_hour: float, *,
     entity_index = rng["entity"].integers(len(entity_names), size=n) if entity_names else None
     mixed = (rng["mixed"].random(n) < mixed_fraction if mixed_fraction > 0
              else np.zeros(n, dtype=bool))
+    elastic = rng["elastic"].random(n) < elastic_fraction
+    floors = rng["elastic"].random(n)     # where in 1 … sf/2 an elastic job's floor falls
 
     jobs, fallbacks = [], 0
     for i in range(n):
@@ -107,13 +115,18 @@ def generate_trace(num_jobs: int, rate_per_hour: float, *,
         if table.get(reference_worker, job_type, sf) <= 0:
             fallbacks, sf = fallbacks + 1, 1
         rate = table.get(reference_worker, job_type, sf)
+        lower = [2 ** k for k in range(sf.bit_length()) if 2 ** k < sf]
+        floor = lower[int(floors[i] * len(lower))] if elastic[i] and lower else None
         jobs.append(TraceJob(
             job_type=job_type, scale_factor=sf,
             total_steps=max(1, round(float(durations[i]) * rate)),
             arrival_s=float(arrivals[i]), priority_weight=float(weights[i]),
             slo_s=None if slo_factors is None else float(slo_factors[i] * durations[i]),
             entity=None if entity_index is None else entity_names[entity_index[i]],
-            mixed=bool(mixed[i])))
+            mixed=bool(mixed[i]), min_scale_factor=floor))
+    if elastic_fraction and not multi_gpu:
+        log.warning("elastic_fraction=%g has no effect: every job uses one GPU without "
+                    "multi_gpu", elastic_fraction)
     if fallbacks:
         log.info("%d jobs drew a scale factor their job type lacks on %s; they use 1",
                  fallbacks, reference_worker)

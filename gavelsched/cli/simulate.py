@@ -57,6 +57,9 @@ def register(subparsers) -> None:
                         "or all")
     p.add_argument("--mixed-fraction", type=float, default=0.0, metavar="F",
                    help="generated traces: mark this fraction of jobs mixed-capable")
+    p.add_argument("--elastic-fraction", type=float, default=0.0, metavar="F",
+                   help="generated traces: make this fraction of multi-GPU jobs elastic "
+                        "(down to a power of two from 1 .. scale_factor/2; *_mixed policies)")
     p.add_argument("--ftf", action="store_true",
                    help="also replay the trace under 'isolated' (1/n of each type per job) "
                         "and report each job's finish-time fairness rho = JCT / isolated JCT "
@@ -394,7 +397,8 @@ def _jobs(args, table, cluster, entities=None):
     try:
         jobs = generate_trace(args.jobs, args.rate, table=table, seed=args.seed,
                               multi_gpu=args.multi_gpu, entities=tuple(entities or ()),
-                              mixed_fraction=getattr(args, "mixed_fraction", 0.0))
+                              mixed_fraction=getattr(args, "mixed_fraction", 0.0),
+                              elastic_fraction=getattr(args, "elastic_fraction", 0.0))
     except ValueError as err:
         raise InputError(f"generating a trace: {err}") from None
     from traces.formats import validate_trace

@@ -60,6 +60,10 @@ def _add_generate(commands) -> None:
     p.add_argument("--mixed-fraction", type=float, default=0.0, metavar="F",
                    help="mark this fraction of jobs 'mixed': they may run on several GPU "
                         "types at once under a *_mixed policy (VirtualFlow; .jsonl only)")
+    p.add_argument("--elastic-fraction", type=float, default=0.0, metavar="F",
+                   help="make this fraction of multi-GPU jobs elastic: they may also run on "
+                        "fewer GPUs of one type, down to a power of two drawn from 1 .. "
+                        "scale_factor/2, under a *_mixed policy (Varuna morphing; .jsonl only)")
     p.add_argument("--seed", type=int, default=0, help="random seed; same seed, same trace")
     p.add_argument("--throughputs", type=Path, metavar="PATH",
                    help="throughput table (native YAML/JSON or Gavel JSON) whose job types "
@@ -128,7 +132,8 @@ def run_generate(args: argparse.Namespace) -> int:
         jobs = generate_trace(args.jobs, args.rate, table=table, seed=args.seed,
                               multi_gpu=args.multi_gpu, priorities=args.priorities,
                               slos=args.slos, entities=entities,
-                              mixed_fraction=args.mixed_fraction)
+                              mixed_fraction=args.mixed_fraction,
+                              elastic_fraction=args.elastic_fraction)
     except ValueError as err:
         raise InputError(str(err)) from None
     write_trace(args.output, jobs)

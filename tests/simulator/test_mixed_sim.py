@@ -84,3 +84,33 @@ def test_cli_simulates_a_mixed_policy_and_generates_mixed_traces(tmp_path, capsy
                                "arrival_s": 0, "mixed": "maybe"}) + "\n")
     assert main(["simulate", "--trace", str(bad), "--quiet"]) == 2
     assert "mixed" in capsys.readouterr().err
+
+
+def test_cli_generates_elastic_traces_and_simulates_them(tmp_path, capsys):
+    """``--elastic-fraction``: multi-GPU jobs carry a min_scale_factor in the .jsonl, which
+    the loader keeps, and a *_mixed policy replays them (varuna.txt §4)."""
+    trace = tmp_path / "e.jsonl"
+    assert main(["trace", "generate", "--jobs", "40", "--rate", "20", "--multi-gpu",
+                 "--elastic-fraction", "1", "--seed", "3", "-o", str(trace)]) == 0
+    rows = [json.loads(line) for line in trace.read_text().splitlines()]
+    multi = [r for r in rows if r["scale_factor"] > 1]
+    assert multi and all(1 <= r["min_scale_factor"] < r["scale_factor"] for r in multi)
+    assert all("min_scale_factor" not in r for r in rows if r["scale_factor"] == 1)
+    assert [j.min_scale_factor for j in load_trace(trace)] == [r.get("min_scale_factor")
+                                                               for r in rows]
+    results = {}
+    for fraction in ("0", "1"):     # the same jobs, rigid and then elastic
+        out = tmp_path / f"r{fraction}.json"
+        assert main(["simulate", "--jobs", "12", "--rate", "20", "--multi-gpu",
+                     "--elastic-fraction", fraction, "--cluster", "v100=4,k80=4",
+                     "--policy", "max_min_fairness_mixed", "--json", str(out),
+                     "--quiet"]) == 0
+        results[fraction] = json.loads(out.read_text())
+    assert [j["job_type"] for j in results["0"]["jobs"]] == \
+        [j["job_type"] for j in results["1"]["jobs"]]
+    # elastic jobs run on fewer GPUs rather than wait: the replay changes
+    assert results["1"]["makespan_s"] != results["0"]["makespan_s"]
+    capsys.readouterr()
+    assert main(["trace", "generate", "--jobs", "3", "--rate", "1", "--elastic-fraction",
+                 "2", "-o", str(tmp_path / "x.jsonl")]) == 2
+    assert "elastic_fraction must be between 0 and 1, got 2" in capsys.readouterr().err

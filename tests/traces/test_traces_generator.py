@@ -104,9 +104,24 @@ def test_options_do_not_perturb_other_attributes(table):
     """Each attribute has its own random stream."""
     plain = generate_trace(300, 3.0, table=table, seed=9, multi_gpu=True)
     fancy = generate_trace(300, 3.0, table=table, seed=9, multi_gpu=True, priorities=True,
-                           slos=True, entities=("a", "b"))
+                           slos=True, entities=("a", "b"), mixed_fraction=0.5,
+                           elastic_fraction=0.5)
     key = [(j.job_type, j.scale_factor, j.total_steps, j.arrival_s) for j in plain]
     assert key == [(j.job_type, j.scale_factor, j.total_steps, j.arrival_s) for j in fancy]
+
+
+def test_elastic_jobs_have_a_power_of_two_floor_below_their_scale_factor(table):
+    jobs = generate_trace(3000, 3.0, table=table, seed=4, multi_gpu=True,
+                          elastic_fraction=0.4)
+    multi = [j for j in jobs if j.scale_factor > 1]
+    elastic = [j for j in multi if j.min_scale_factor is not None]
+    assert all(j.min_scale_factor is None for j in jobs if j.scale_factor == 1)
+    assert abs(len(elastic) / len(multi) - 0.4) < 0.05
+    for j in elastic:
+        assert j.min_scale_factor < j.scale_factor
+        assert j.min_scale_factor & (j.min_scale_factor - 1) == 0     # a power of two
+    eights = Counter(j.min_scale_factor for j in elastic if j.scale_factor == 8)
+    assert set(eights) == {1, 2, 4}                                   # every floor is drawn
 
 
 def test_entities_are_drawn_uniformly(table):
@@ -137,6 +152,7 @@ def test_job_type_subset_and_fallback_scale_factor():
     ({"rate_per_hour": float("nan")}, "rate_per_hour"),
     ({"job_types": ["BERT"]}, "BERT"),
     ({"reference_worker": "a100"}, "a100"),
+    ({"elastic_fraction": -0.1}, "elastic_fraction must be between 0 and 1"),
 ])
 def test_bad_arguments(kwargs, words):
     args = {"num_jobs": 10, "rate_per_hour": 1.0}
