@@ -117,62 +117,75 @@ def load_profile(path: Path) -> Profile:
 
 def profile_model(spec, microbatch_size: int = 4, repeats: int = 20) -> dict:
     """Measure the reference model layer by layer on this CPU (one thread) and return the
-    profile JSON. ``activation_bytes`` is what autograd saves for backward (counted by the
-    same hook as the executor's); the last layer includes the loss; ``update_s`` is the
-    executor's SGD step on the layer's weights (W − ν·g into a new tensor; the head's is
-    the step on its copy of the embedding's weight, ``tied_weight_bytes``). Times are medians over
-    ``repeats`` calls, so a burst of load from elsewhere moves them little. The link is not
-    measured here (:func:`workers.pipeline.launch.measure_link`)."""
+    profile JSON. Each repeat runs the whole model as a pipeline stage holding it would: every
+    layer's forward in order, then every layer's backward in reverse with the real upstream
+    gradient, then every step, each timed on its own (so a layer meets the caches the layers
+    before it left, not its own warm ones). ``activation_bytes`` is what autograd saves for
+    backward (counted by the same hook as the executor's); the last layer includes the loss;
+    ``update_s`` is the executor's SGD step on the layer's weights (W − ν·g into a new
+    tensor; the head's is the step on its copy of the embedding's weight,
+    ``tied_weight_bytes``). Times are medians over ``repeats``, so a burst of load from
+    elsewhere moves them little. The link is not measured here
+    (:func:`workers.pipeline.launch.measure_link`)."""
     import torch
 
     from .model import build_layers, loss_sum, make_batch
 
     torch.set_num_threads(1)
     layers = build_layers(spec)
+    n = len(layers)
     tokens, targets = make_batch(spec, 0, microbatch_size)
-    x: torch.Tensor = tokens
-    rows = []
-    for index, layer in enumerate(layers):
-        inp = x.detach().requires_grad_(x.is_floating_point())
-        saved = [0]
+    params = [list(layer.parameters()) for layer in layers]
+    times = {kind: [[] for _ in range(n)] for kind in ("forward_s", "backward_s", "update_s")}
+    saved = [0] * n
+    output_bytes = [0] * n
+    for rep in range(repeats + 2):        # the first two warm caches and allocators up
+        inputs, outputs = [], []
+        x: torch.Tensor = tokens
+        for index, layer in enumerate(layers):
+            inp = x.detach().requires_grad_(x.is_floating_point())
+            saved[index] = 0
 
-        def pack(t, saved=saved):
-            saved[0] += t.numel() * t.element_size()
-            return t
+            def pack(t, index=index):
+                saved[index] += t.numel() * t.element_size()
+                return t
 
-        fwd: list[float] = []
-        bwd: list[float] = []
-        upd: list[float] = []
-        last = index == len(layers) - 1
-        params = list(layer.parameters())
-        for rep in range(repeats + 2):
-            saved[0] = 0
             t0 = time.perf_counter()
             with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
                 out = layer(inp)
                 # the last layer's profile includes the loss, as its stage computes it
-                loss = loss_sum(out, targets) if last else None
-            t1 = time.perf_counter()
-            if last:
-                loss.backward()
-            else:
-                out.backward(torch.ones_like(out))
-            t2 = time.perf_counter()
+                result = loss_sum(out, targets) if index == n - 1 else out
+            _record(times["forward_s"][index], rep, time.perf_counter() - t0)
+            output_bytes[index] = out.numel() * out.element_size()
+            inputs.append(inp)
+            outputs.append(result)
+            x = out
+        grad = None
+        for index in reversed(range(n)):
+            t0 = time.perf_counter()
+            outputs[index].backward(grad)
+            _record(times["backward_s"][index], rep, time.perf_counter() - t0)
+            grad = inputs[index].grad
+        for index in range(n):
+            t0 = time.perf_counter()
             with torch.no_grad():
-                _ = [(w - 1e-3 * w.grad).requires_grad_(True) for w in params]
-            t3 = time.perf_counter()
-            if rep >= 2:  # the first calls warm caches up
-                fwd.append(t1 - t0)
-                bwd.append(t2 - t1)
-                upd.append(t3 - t2)
-        rows.append({"name": type(layer).__name__.lower() + str(index),
-                     "forward_s": statistics.median(fwd), "backward_s": statistics.median(bwd),
-                     "activation_bytes": saved[0], "output_bytes": out.numel() * out.element_size(),
-                     # the head's weight is the embedding's, counted once
-                     "weight_bytes": 0 if last else sum(w.numel() * w.element_size()
-                                                        for w in params),
-                     "update_s": statistics.median(upd)})
-        x = out.detach()
-    tied = sum(w.numel() * w.element_size() for w in layers[-1].parameters())
-    return {"model": f"reference-gpt-{spec.blocks}x{spec.hidden}", "microbatch_size": microbatch_size,
-            "tied_weight_bytes": tied, "layers": rows}
+                _ = [(w - 1e-3 * w.grad).requires_grad_(True) for w in params[index]]
+            _record(times["update_s"][index], rep, time.perf_counter() - t0)
+        for layer in layers:
+            layer.zero_grad(set_to_none=True)
+    rows = [{"name": type(layer).__name__.lower() + str(index),
+             **{kind: statistics.median(times[kind][index]) for kind in times},
+             "activation_bytes": saved[index], "output_bytes": output_bytes[index],
+             # the head's weight is the embedding's, counted once
+             "weight_bytes": 0 if index == n - 1 else sum(w.numel() * w.element_size()
+                                                          for w in params[index])}
+            for index, layer in enumerate(layers)]
+    return {"model": f"reference-gpt-{spec.blocks}x{spec.hidden}",
+            "microbatch_size": microbatch_size,
+            "tied_weight_bytes": sum(w.numel() * w.element_size() for w in params[-1]),
+            "layers": rows}
+
+
+def _record(samples: list[float], rep: int, seconds: float) -> None:
+    if rep >= 2:
+        samples.append(seconds)
