@@ -1,5 +1,6 @@
-"""``gavelsched pipeline schedule|check|plan``: pipeline-parallel schedules, the executor's
-correctness check and the 2BW planner (thesis chapters 2–4; docs/pipelines.md)."""
+"""``gavelsched pipeline schedule|check|profile|plan``: pipeline-parallel schedules, the
+executor's correctness check, the reference model's profile and the 2BW planner (thesis
+chapters 2–4; docs/pipelines.md)."""
 
 from __future__ import annotations
 
@@ -46,6 +47,27 @@ def register(subparsers) -> None:
     check.add_argument("--recompute", action="store_true", help="recompute activations")
     check.add_argument("--json", action="store_true", help='print {"max_abs_diff": x}')
     check.set_defaults(func=run_check)
+
+    prof = sub.add_parser(
+        "profile", help="profile the reference model layer by layer (the planner's input)",
+        description="Measure the reference GPT-style model on this machine, one thread: each "
+                    "layer's forward, backward and optimizer step, the bytes it saves for "
+                    "backward, its output and weights (thesis §2.4.1, §3.3.3), and the link: "
+                    "a boundary tensor's trip between two processes (varuna.txt §4.3). "
+                    "Writes the profile JSON of docs/pipelines.md for `pipeline plan`.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    prof.add_argument("-o", "--output", type=Path, required=True, help="profile JSON to write")
+    prof.add_argument("--microbatch-size", type=int, default=4,
+                      help="samples per measured call")
+    prof.add_argument("--repeats", type=int, default=20, help="timed passes (medians)")
+    prof.add_argument("--vocab", type=int, default=256)
+    prof.add_argument("--hidden", type=int, default=256)
+    prof.add_argument("--blocks", type=int, default=6, help="transformer blocks")
+    prof.add_argument("--seq", type=int, default=64, help="sequence length")
+    prof.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    prof.add_argument("--no-link", action="store_true",
+                      help="do not measure the link (the profile's bandwidth is then infinite)")
+    prof.set_defaults(func=run_profile)
 
     plan = sub.add_parser(
         "plan", help="choose P, D, micro-batch size and recomputation from a profile",
@@ -132,6 +154,37 @@ def run_check(args) -> int:
     else:
         print(f"{args.kind}: P={args.stages} D={args.replicas} M={args.microbatches} V={chunks} "
               f"steps={args.steps}: max |pipelined − reference| = {diff:.3g}")
+    return 0
+
+
+def run_profile(args) -> int:
+    from workers.pipeline.model import ModelSpec
+    from workers.pipeline.profile import profile_from_dict, profile_model
+
+    for name in ("microbatch_size", "repeats", "vocab", "hidden", "blocks", "seq"):
+        if getattr(args, name) < 1:
+            raise InputError(f"--{name.replace('_', '-')}: must be >= 1, got "
+                             f"{getattr(args, name)}")
+    spec = ModelSpec(vocab=args.vocab, hidden=args.hidden, blocks=args.blocks, seq=args.seq,
+                     dtype=args.dtype)
+    data = profile_model(spec, args.microbatch_size, args.repeats)
+    if not args.no_link:
+        from workers.pipeline.launch import measure_link
+        boundary = max(row["output_bytes"] for row in data["layers"][:-1])
+        data["bandwidth_bytes_per_s"] = boundary / measure_link(int(boundary))
+    try:
+        args.output.write_text(json.dumps(data, indent=1) + "\n")
+    except OSError as err:
+        raise InputError(f"{args.output}: {err.strerror or err}") from None
+    profile = profile_from_dict(data)
+    b = args.microbatch_size
+    link = (f"{profile.bandwidth_bytes_per_s / 1e9:.3g} GB/s" if not args.no_link
+            else "not measured")
+    print(f"{data['model']}: {len(profile.layers)} layers, F+B "
+          f"{b * sum(layer.compute_s for layer in profile.layers) * 1e3:.2f} ms and step "
+          f"{sum(layer.update_s for layer in profile.layers) * 1e3:.2f} ms per micro-batch of "
+          f"{b}, weights {profile.weight_bytes / 2**20:.2f} MiB, link {link}; "
+          f"wrote {args.output}")
     return 0
 
 

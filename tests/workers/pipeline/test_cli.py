@@ -73,3 +73,21 @@ def test_check_refuses_a_bad_schedule_before_starting_processes(capsys):
     assert main(["pipeline", "check", "--kind", "interleaved", "--stages", "2",
                  "--microbatches", "3", "--steps", "1"]) == 2
     assert "microbatches=3 is not a multiple of stages=2" in capsys.readouterr().err
+
+
+def test_profile_writes_what_plan_reads(tmp_path, capsys):
+    """``pipeline profile`` measures the reference model (and the link between two real
+    processes) and writes a profile that ``pipeline plan`` accepts."""
+    out = tmp_path / "profile.json"
+    assert main(["pipeline", "profile", "-o", str(out), "--vocab", "32", "--hidden", "16",
+                 "--blocks", "2", "--seq", "8", "--repeats", "3"]) == 0
+    assert "wrote" in capsys.readouterr().out
+    data = json.loads(out.read_text())
+    assert len(data["layers"]) == 4 and data["tied_weight_bytes"] == 32 * 16 * 4
+    assert 0 < data["bandwidth_bytes_per_s"] < float("inf")
+    assert main(["pipeline", "plan", "--profile", str(out), "--gpus", "2", "--batch", "8",
+                 "--memory-gb", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["predicted_time_per_minibatch_s"] > 0
+    assert main(["pipeline", "profile", "-o", str(out), "--blocks", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "--blocks: must be >= 1, got 0" in err and err.count("\n") == 1
