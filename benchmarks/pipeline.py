@@ -27,10 +27,12 @@ Rows:
     (``predict(timing="simulated")``) on the same profile;
   * *calibrated*: Varuna's calibrated simulator (varuna.txt §4.3–4.4,
     ``workers.pipeline.calibrate``): every rank measures F and B of its chunks on mocked
-    input, a boundary tensor's trip and one update, all ranks at once and just before
-    training (``run_pipeline(calibrate=True)``), and the real schedule is simulated with them;
-  * *online*: the same simulator fed with the F/B/update costs the ranks saw while training
-    (what is left is the schedule and communication model's own error);
+    input, a boundary tensor's trip and its endpoints' costs, and one update, all ranks at
+    once and just before training (``run_pipeline(calibrate=True)``), and the real schedule
+    is simulated with them;
+  * *online*: the same simulator fed with the F and B costs the ranks saw while training,
+    and the rest as calibrated (what is left is the schedule and communication model's own
+    error);
   the compute rows compare the profile's per-stage compute with the run's;
 - the calibrated error split in two: the F+B *work* (thread CPU seconds, which the machine's
   load hardly moves) in the calibration against the run, and the *share* of a core the ranks
@@ -183,10 +185,10 @@ def main() -> None:
                                                           for s in run.stats[:1]) \
                     - (args.steps - 1) * statistics.median(per_batch)
             measured = statistics.median(per_batch)
-            # the F and B the ranks saw while training; the p2p and the update as calibrated
-            # (an update seen in the run includes waiting for the other stages)
-            online = [replace(s.observed, p2p_s=c.p2p_s, update_s=c.update_s)
-                      for s, c in zip(run.stats, run.calibration)]
+            # the F and B the ranks saw while training; the boundary tensors and the update
+            # as calibrated (an update seen in the run includes waiting for the other stages)
+            online = [replace(s.observed, p2p_s=c.p2p_s, update_s=c.update_s, send_s=c.send_s,
+                              recv_s=c.recv_s) for s, c in zip(run.stats, run.calibration)]
             errors[label]["calibrated"].append(
                 predict_calibrated(cfg, run.calibration) / measured - 1)
             errors[label]["online"].append(predict_calibrated(cfg, online) / measured - 1)

@@ -5,7 +5,8 @@ primitive costs instead of the closed form of thesis §3.3.3 (the timing itself 
 
 The costs (:class:`workers.pipeline.executor.StageCalibration`, measured by
 ``run_pipeline(cfg, calibrate=True)`` in all P × D processes at once): F and B
-of each chunk on one micro-batch, one boundary tensor's trip to the next stage, and one
+of each chunk on one micro-batch, one boundary tensor's trip to the next stage and what it
+costs its two endpoints' own threads (starting the send, taking the arrived tensor), and one
 flush update (gradient all-reduces, including the tied embedding's, then W − ν·g).
 
 The update is the slowest stage's. Replicas of a stage run in parallel; a stage's cost is
@@ -21,6 +22,12 @@ from .executor import RunConfig, StageCalibration
 from .simulate import minibatch_time
 
 
+def _mean_of_recorded(values: list[float]) -> float:
+    """Mean over the ranks that measured it (0: none did, e.g. one stage)."""
+    recorded = [v for v in values if v > 0]
+    return statistics.mean(recorded) if recorded else 0.0
+
+
 def _costs(cal: Sequence[StageCalibration]) -> tuple[dict[int, float], dict[int, float],
                                                      float, float]:
     forward: dict[int, float] = {}
@@ -30,9 +37,8 @@ def _costs(cal: Sequence[StageCalibration]) -> tuple[dict[int, float], dict[int,
             forward[chunk] = max(forward.get(chunk, 0.0), t)
         for chunk, t in c.backward_s.items():
             backward[chunk] = max(backward.get(chunk, 0.0), t)
-    trips = [c.p2p_s for c in cal if c.p2p_s > 0]
-    comm = statistics.mean(trips) if trips else 0.0
-    return forward, backward, comm, max(c.update_s for c in cal)
+    return (forward, backward, _mean_of_recorded([c.p2p_s for c in cal]),
+            max(c.update_s for c in cal))
 
 
 def predict_calibrated(cfg: RunConfig, cal: Sequence[StageCalibration]) -> float:
@@ -45,4 +51,6 @@ def predict_calibrated(cfg: RunConfig, cal: Sequence[StageCalibration]) -> float
         raise ValueError(f"calibration lacks chunks {sorted(missing)}")
     options = {} if cfg.kind == "2bw" else cfg.schedule_options()
     return minibatch_time(cfg.kind, cfg.stages, cfg.microbatches, cfg.chunks, forward,
-                          backward, comm, update, **options)
+                          backward, comm, update,
+                          send_s=_mean_of_recorded([c.send_s for c in cal]),
+                          recv_s=_mean_of_recorded([c.recv_s for c in cal]), **options)

@@ -134,6 +134,10 @@ class StageCalibration:
     # the same F and B in this thread's CPU seconds: the work, whatever the machine's load
     forward_cpu_s: dict[int, float] = field(default_factory=dict)
     backward_cpu_s: dict[int, float] = field(default_factory=dict)
+    # what a boundary tensor costs its endpoints' own threads, beside the trip: starting its
+    # send (on the sender of each pair), and taking it once it has arrived (the receiver)
+    send_s: float = 0.0
+    recv_s: float = 0.0
 
 
 class StageRuntime:
@@ -339,10 +343,13 @@ class StageRuntime:
 
     def _post(self, action: PipeOp, src: int) -> None:
         """Post the receive of ``action`` (its micro-batch index is global) from rank ``src``."""
+        self.posted[(action.op, action.mb, action.chunk)] = self._post_receive(
+            src, tag(action, self.n_chunks))
+
+    def _post_receive(self, src: int, message_tag: int) -> tuple[dist.Work, torch.Tensor]:
         buf = torch.empty(self._boundary_shape(), dtype=self.cfg.spec.torch_dtype,
                           device=self.device)
-        handle = dist.irecv(buf, src, tag=tag(action, self.n_chunks))
-        self.posted[(action.op, action.mb, action.chunk)] = (handle, buf)
+        return dist.irecv(buf, src, tag=message_tag), buf
 
     def _post_ahead(self) -> None:
         """Keep the next ``recv_ahead`` receives of this rank's list posted, so that a
@@ -409,13 +416,13 @@ class StageRuntime:
         """Execute one action, timing compute and tracking the activation peak."""
         c0, cpu0 = time.perf_counter(), time.thread_time()
         self.execute(action, action.mb)
-        self._post_ahead()
         if action.op in (Op.F, Op.B, Op.R):
             spent = time.perf_counter() - c0
             self._compute += spent
             self._op_times.setdefault((action.op, action.chunk), deque(maxlen=RECENT)).append(
                 (spent, time.thread_time() - cpu0))
             self._peak = max(self._peak, sum(self.saved_bytes.values()))
+        self._post_ahead()
 
     def _mark(self) -> None:
         """Close a mini-batch: its wall time and compute time on this rank."""
@@ -543,7 +550,7 @@ class StageRuntime:
             forward_cpu[c], backward_cpu[c] = statistics.fmean(f_cpu), statistics.fmean(b_cpu)
         for t in self.versions[0].values():
             t.grad = None
-        p2p = self._calibrate_p2p(repeats) if cfg.stages > 1 else 0.0
+        p2p, send, recv = self._calibrate_p2p(repeats) if cfg.stages > 1 else (0.0, 0.0, 0.0)
         updates = []
         for rep in range(warmup + repeats):
             if dist.is_initialized():
@@ -555,32 +562,63 @@ class StageRuntime:
                 updates.append(time.perf_counter() - t0)
         return StageCalibration(self.rank, self.stage, self.replica, forward, backward, p2p,
                                 statistics.fmean(updates), time.perf_counter() - began,
-                                forward_cpu, backward_cpu)
+                                forward_cpu, backward_cpu, send, recv)
 
-    def _calibrate_p2p(self, repeats: int) -> float:
-        """Half the round trip of one boundary tensor between this stage and the next (every
-        pair in turn, so that pairs do not share the machine's cores)."""
+    def _calibrate_p2p(self, repeats: int) -> tuple[float, float, float]:
+        """Between this stage and the next (every pair in turn, so that pairs do not share
+        the machine's cores): half the round trip of one boundary tensor; then, as in
+        training, with the receive posted ahead, the sender's ``isend`` call and the
+        receiver's wait once the tensor has arrived. Returns (trip, send, receive) means;
+        a rank records only its own side."""
         cfg = self.cfg
         base = self.replica * cfg.stages
         buf = torch.randn(self._boundary_shape(), dtype=cfg.spec.torch_dtype,
                           device=self.device)
-        times: list[float] = []
+        token = torch.zeros(1, device=self.device)
+        trips: list[float] = []
+        sends: list[float] = []
+        receives: list[float] = []
         for s in range(cfg.stages - 1):
             dist.barrier()
             if self.stage not in (s, s + 1):
                 continue
-            other = base + (s + 1 if self.stage == s else s)
+            sender = self.stage == s
+            other = base + (s + 1 if sender else s)
             for rep in range(repeats + 1):
                 t0 = time.perf_counter()
-                if self.stage == s:
+                if sender:
                     dist.send(buf, other)
                     dist.recv(buf, other)
                 else:
                     dist.recv(buf, other)
                     dist.send(buf, other)
-                if rep and self.stage == s:
-                    times.append((time.perf_counter() - t0) / 2)
-        return statistics.fmean(times) if times else 0.0
+                if rep and sender:
+                    trips.append((time.perf_counter() - t0) / 2)
+            for rep in range(repeats + 1):
+                if sender:
+                    dist.recv(token, other)          # its receive is posted
+                    t0 = time.perf_counter()
+                    handle = dist.isend(buf, other)
+                    started = time.perf_counter() - t0
+                    handle.wait()
+                    dist.send(token, other)          # sent after the tensor, so behind it
+                    if rep:
+                        sends.append(started)
+                else:
+                    t0 = time.perf_counter()
+                    handle, _ = self._post_receive(other, 0)
+                    posted = time.perf_counter() - t0
+                    dist.send(token, other)
+                    dist.recv(token, other)          # the tensor has arrived
+                    t0 = time.perf_counter()
+                    handle.wait()
+                    if rep:
+                        receives.append(posted + time.perf_counter() - t0)
+        # a trip's wait is what a consumer sees (mean); the endpoints' calls are CPU work,
+        # whose rare long calls are the machine's, not theirs (median)
+        return (statistics.fmean(trips) if trips else 0.0,
+                statistics.median(sends) if sends else 0.0,
+                statistics.median(receives) if receives else 0.0)
 
     def stats(self) -> RankStats:
         """What this rank measured so far."""

@@ -166,9 +166,12 @@ def simulate(schedule: Schedule, microbatches: int, chunks: int = 1,
 
 def minibatch_time(kind: str, stages: int, microbatches: int, chunks: int,
                    forward: Mapping[int, float], backward: Mapping[int, float], comm_s: float,
-                   update_s: float, **options) -> float:
+                   update_s: float, send_s: float = 0.0, recv_s: float = 0.0,
+                   **options) -> float:
     """Seconds per mini-batch of a schedule with per-chunk F and B durations (varuna.txt
     §4.4: its simulator, fed with calibrated or profiled costs); a recompute is one more F.
+    A boundary tensor is ``comm_s`` late at its consumer, and costs its producer's device
+    ``send_s`` and its consumer's ``recv_s`` on top of the action (P > 1).
 
     * flush schedules: the makespan of one mini-batch plus the update (the next mini-batch
       starts after it);
@@ -176,8 +179,20 @@ def minibatch_time(kind: str, stages: int, microbatches: int, chunks: int,
       the next's, on the slowest device, plus the update, which each stage runs on its own
       critical path once per mini-batch.
     """
+    last = stages * chunks - 1
+
     def duration(action: PipeOp) -> float:
-        return backward[action.chunk] if action.op is Op.B else forward[action.chunk]
+        c = action.chunk
+        if action.op is Op.R:
+            return forward[c]
+        if action.op is Op.F:
+            sends, receives = c < last, c > 0
+        else:
+            sends, receives = c > 0, c < last
+        cost = backward[c] if action.op is Op.B else forward[c]
+        if stages > 1:
+            cost += send_s * sends + recv_s * receives
+        return cost
 
     if kind != "2bw":
         schedule = build_schedule(kind, stages, microbatches, chunks, **options)
