@@ -568,8 +568,9 @@ class StageRuntime:
         """Between this stage and the next (every pair in turn, so that pairs do not share
         the machine's cores): half the round trip of one boundary tensor; then, as in
         training, with the receive posted ahead, the sender's ``isend`` call and the
-        receiver's wait once the tensor has arrived. Returns (trip, send, receive) means;
-        a rank records only its own side."""
+        receiver's posting and taking of the tensor once it has arrived. Returns (trip,
+        send, receive): the trips' mean, the calls' medians; a rank records only its own
+        side (0 for the other)."""
         cfg = self.cfg
         base = self.replica * cfg.stages
         buf = torch.randn(self._boundary_shape(), dtype=cfg.spec.torch_dtype,

@@ -138,7 +138,8 @@ def _link_main(rank: int, nbytes: int, repeats: int, ports: mp.Queue,
                results: mp.Queue) -> None:
     try:
         _join(rank, 2, ports)
-        device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
+        device = (torch.device("cuda", rank % torch.cuda.device_count())
+                  if torch.cuda.is_available() else torch.device("cpu"))
         buf = torch.zeros(max(nbytes // 4, 1), dtype=torch.float32, device=device)
         times = []
         for rep in range(repeats + 3):     # the first trips set the connection up

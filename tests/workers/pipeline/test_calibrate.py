@@ -3,6 +3,8 @@ prediction from calibrated costs on cases worked by hand."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from workers.pipeline.calibrate import predict_calibrated
@@ -29,6 +31,19 @@ def test_flush_prediction_is_the_pipeline_formula_plus_communication_and_update(
     assert predict_calibrated(cfg, cal(3, 1.0, 2.0, 0.0, 0.0)) == pytest.approx(6 * 3.0)
 
 
+def test_a_boundary_tensor_costs_its_endpoints():
+    """P = 2, m = 1, F 1 s, B 2 s, a 0.5 s trip, 0.1 s to send and 0.2 s to receive: stage 0's
+    F sends (1.1), stage 1's F receives (1.2) and its B sends (2.1), stage 0's B receives
+    (2.2); with two trips and the 0.25 s update: 1.1 + 0.5 + 1.2 + 2.1 + 0.5 + 2.2 + 0.25."""
+    cfg = RunConfig(kind="1f1b", stages=2, microbatches=1, steps=1)
+    costs = [replace(c, send_s=0.1 if c.stage == 0 else 0.0,
+                     recv_s=0.2 if c.stage == 1 else 0.0) for c in cal(2, 1.0, 2.0, 0.5, 0.25)]
+    assert predict_calibrated(cfg, costs) == pytest.approx(7.85)
+    one = RunConfig(kind="1f1b", stages=1, microbatches=2, steps=1)   # nothing to send
+    assert predict_calibrated(one, [replace(cal(1, 1.0, 2.0, 0.0, 0.0)[0], send_s=0.1,
+                                            recv_s=0.2)]) == pytest.approx(6.0)
+
+
 def test_2bw_steady_state_is_m_times_the_slowest_stage():
     # no flush: once the pipeline is full, a mini-batch takes m·(F + B) on every stage
     cfg = RunConfig(kind="2bw", stages=2, microbatches=4, steps=4)
@@ -51,6 +66,8 @@ def test_calibration_in_the_ranks_then_training_is_unchanged():
         assert set(c.forward_cpu_s) == set(c.backward_cpu_s) == {c.stage}
         assert min(c.backward_cpu_s.values()) > 0
         assert (c.p2p_s > 0) == (c.stage == 0)      # stage 0 → 1 is the only boundary
+        # the sender's isend call on stage 0; posting and taking the receive on stage 1
+        assert (c.send_s > 0, c.recv_s > 0) == (c.stage == 0, c.stage == 1)
     # calibrating (zero gradients) left the weights where they were
     ref = train_reference(cfg.spec, cfg.steps, cfg.global_batch, cfg.lr)
     assert max_abs_diff(run.weights, ref) <= 1e-9
