@@ -139,7 +139,7 @@ def profile_model(spec, microbatch_size: int = 4, repeats: int = 20) -> dict:
     times = {kind: [[] for _ in range(n)] for kind in ("forward_s", "backward_s", "update_s")}
     saved = [0] * n
     output_bytes = [0] * n
-    for rep in range(repeats + 2):        # the first two warm caches and allocators up
+    for rep in range(_WARMUP + repeats):  # the first passes warm caches and allocators up
         inputs, outputs = [], []
         x: torch.Tensor = tokens
         for index, layer in enumerate(layers):
@@ -186,6 +186,9 @@ def profile_model(spec, microbatch_size: int = 4, repeats: int = 20) -> dict:
             "layers": rows}
 
 
+_WARMUP = 2
+
+
 def _record(samples: list[float], rep: int, seconds: float) -> None:
-    if rep >= 2:
+    if rep >= _WARMUP:
         samples.append(seconds)
