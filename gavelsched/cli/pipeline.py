@@ -56,15 +56,17 @@ def register(subparsers) -> None:
                     "a boundary tensor's trip between two processes (varuna.txt §4.3). "
                     "Writes the profile JSON of docs/pipelines.md for `pipeline plan`.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    prof.add_argument("-o", "--output", type=Path, required=True, help="profile JSON to write")
+    prof.add_argument("-o", "--output", type=Path, required=True, metavar="PATH",
+                      help="profile JSON to write")
     prof.add_argument("--microbatch-size", type=int, default=4,
                       help="samples per measured call")
     prof.add_argument("--repeats", type=int, default=20, help="timed passes (medians)")
-    prof.add_argument("--vocab", type=int, default=256)
-    prof.add_argument("--hidden", type=int, default=256)
+    prof.add_argument("--vocab", type=int, default=256, help="vocabulary size")
+    prof.add_argument("--hidden", type=int, default=256, help="hidden width")
     prof.add_argument("--blocks", type=int, default=6, help="transformer blocks")
     prof.add_argument("--seq", type=int, default=64, help="sequence length")
-    prof.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    prof.add_argument("--dtype", choices=("float32", "float64"), default="float32",
+                      help="parameter and activation type")
     prof.add_argument("--no-link", action="store_true",
                       help="do not measure the link (the profile's bandwidth is then infinite)")
     prof.set_defaults(func=run_profile)
