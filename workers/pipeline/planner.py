@@ -143,8 +143,10 @@ def predict(profile: Profile, stages: int, replicas: int, microbatch_size: int,
         if i < stages - 1:
             transfers.append(transfer)
         times.append(comp + (2 * transfer if stages > 1 else 0.0))
-        # one stage holding both ends keeps one copy: the last layer's step is not its own
-        updates.append(sum(layer.update_s for layer in (group[:-1] if stages == 1 else group)))
+        # one stage holding both ends of a tied weight keeps one copy: the last layer's step
+        # (on its copy) is not taken
+        own = group[:-1] if stages == 1 and profile.tied_weight_bytes else group
+        updates.append(sum(layer.update_s for layer in own))
         w = sum(layer.weight_bytes for layer in group) + (tied if i == stages - 1 else 0.0)
         shared = tied if i in (0, stages - 1) else 0.0
         syncs.append(_allreduce(max(w - shared, 0.0), replicas, bw_cross)

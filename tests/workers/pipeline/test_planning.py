@@ -167,6 +167,12 @@ def test_one_stage_holds_a_tied_weight_once():
     assert pred.stage_memory_bytes == (30.0 + 4.0,)   # 4 layers × 1 B, one in flight
 
 
+def test_without_a_tied_weight_every_step_is_taken():
+    """The same profile with no tied weight: on one stage all four steps count (2 s)."""
+    untied = replace(_tied_profile(), tied_weight_bytes=0.0)
+    assert predict(untied, 1, 1, 1, 2, False, "1f1b").time_s == pytest.approx(24.0 + 2.0)
+
+
 def test_simulated_timing_adds_the_same_update():
     """The simulated 1F1B of the tied profile: the flush, all-reduce then step, is the
     closed form's 3 s, after the schedule's own makespan (with a 1 s delay per transfer)."""
