@@ -24,7 +24,10 @@ Rows:
     layers' compute only (as before the profile had a link and an update), the closed form
     with the measured link (``measure_link``: a boundary tensor's half round trip between
     two fresh processes) and each layer's optimizer step, and the simulated timing
-    (``predict(timing="simulated")``) on the same profile;
+    (``predict(timing="simulated")``) on the same profile; then both again on the
+    *calibrated* profile (``calibrate_profile``, varuna.txt §4.3: every layer's F and B
+    measured in the executor, each layer its own chunk on P ranks at once, and the link
+    from their boundary trip), made once before the runs;
   * *calibrated*: Varuna's calibrated simulator (varuna.txt §4.3–4.4,
     ``workers.pipeline.calibrate``): every rank measures F and B of its chunks on mocked
     input, a boundary tensor's trip and its endpoints' costs, and one update, all ranks at
@@ -61,7 +64,7 @@ from dataclasses import replace
 
 import torch
 
-from workers.pipeline.calibrate import predict_calibrated
+from workers.pipeline.calibrate import calibrate_profile, predict_calibrated
 from workers.pipeline.executor import RunConfig
 from workers.pipeline.launch import measure_link, run_pipeline
 from workers.pipeline.model import ModelSpec
@@ -144,6 +147,9 @@ def main() -> None:
     link_s = measure_link(int(boundary))
     link_wall_s = time.perf_counter() - t0
     profile = profile_from_dict({**measured_profile, "bandwidth_bytes_per_s": boundary / link_s})
+    t0 = time.perf_counter()
+    calibrated_profile = profile_from_dict(calibrate_profile(measured_profile, spec, p))
+    calibrate_profile_s = time.perf_counter() - t0
     compute_only = replace(profile, bandwidth_bytes_per_s=math.inf, tied_weight_bytes=0.0,
                            layers=tuple(replace(layer, update_s=0.0)
                                         for layer in profile.layers))
@@ -210,7 +216,8 @@ def main() -> None:
                 act_peak[label][s.stage] = max(act_peak[label][s.stage], s.peak_activation_bytes)
 
     print(f"\none-time: profile {profile_s:.2f} s; link {link_wall_s:.2f} s (a "
-          f"{boundary / 1024:.0f} KiB boundary tensor: {link_s * 1e3:.3f} ms); first run_pipeline overhead "
+          f"{boundary / 1024:.0f} KiB boundary tensor: {link_s * 1e3:.3f} ms); per-layer "
+          f"calibration {calibrate_profile_s:.2f} s; first run_pipeline overhead "
           f"{one_time:.2f} s (fork server, imports, rendezvous, first step); calibration "
           f"{statistics.median(calibrate_s):.2f} s per run (median); "
           f"peak RSS per rank {rss / 1024:.0f} MiB")
@@ -246,18 +253,22 @@ def main() -> None:
         return (f"{statistics.median(values):+.1%} [{min(values):+.1%}, {max(values):+.1%}]"
                 if values else "-")
 
+    planners = ((compute_only, "closed_form"), (profile, "closed_form"),
+                (profile, "simulated"), (calibrated_profile, "closed_form"),
+                (calibrated_profile, "simulated"))
     print(f"\n{'planner':<24}{'measured s':>11}{'compute only':>14}{'closed form':>13}"
-          f"{'simulated':>11}{'calibrated (range)':>30}{'online F/B (range)':>30}")
+          f"{'simulated':>11}{'cal. closed':>13}{'cal. sim.':>11}"
+          f"{'calibrated (range)':>30}{'online F/B (range)':>30}")
     for label, kind, _, _ in rows:
         meas = statistics.median(walls[label])
-        planned = ["-"] * 3
+        planned = ["-"] * len(planners)
         if kind in ("1f1b", "2bw"):
             planned = [
                 format(predict(prof, p, 1, b, m, False, kind, cuts_by_chunks[1],
                                timing=t).time_s / meas - 1, "+.1%")
-                for prof, t in ((compute_only, "closed_form"), (profile, "closed_form"),
-                                (profile, "simulated"))]
+                for prof, t in planners]
         print(f"{label:<24}{meas:>11.4f}{planned[0]:>14}{planned[1]:>13}{planned[2]:>11}"
+              f"{planned[3]:>13}{planned[4]:>11}"
               f"{spread(errors[label]['calibrated']):>30}{spread(errors[label]['online']):>30}")
     print(f"\n{'calibrated, split':<24}{'F+B CPU work: calibration/run':>36}"
           f"{'wall/CPU: calibration/run':>32}")

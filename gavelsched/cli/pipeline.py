@@ -69,6 +69,11 @@ def register(subparsers) -> None:
                       help="parameter and activation type")
     prof.add_argument("--no-link", action="store_true",
                       help="do not measure the link (the profile's bandwidth is then infinite)")
+    prof.add_argument("--calibrate", action="store_true",
+                      help="then measure every layer's forward and backward again inside the "
+                           "executor, each layer a chunk of its own on 2 ranks at once "
+                           "(Varuna's per-cut-point calibration, varuna.txt §4.3), and the link "
+                           "from their boundary trip; the layers must split evenly in 2")
     prof.set_defaults(func=run_profile)
 
     plan = sub.add_parser(
@@ -169,8 +174,14 @@ def run_profile(args) -> int:
                              f"{getattr(args, name)}")
     spec = ModelSpec(vocab=args.vocab, hidden=args.hidden, blocks=args.blocks, seq=args.seq,
                      dtype=args.dtype)
+    if args.calibrate and spec.layers % 2:
+        raise InputError(f"--calibrate: the {spec.layers} layers (blocks + 2) do not split "
+                         "evenly on 2 ranks; use an even --blocks")
     data = profile_model(spec, args.microbatch_size, args.repeats)
-    if not args.no_link:
+    if args.calibrate:
+        from workers.pipeline.calibrate import calibrate_profile
+        data = calibrate_profile(data, spec)
+    elif not args.no_link:
         from workers.pipeline.launch import measure_link
         boundary = max(row["output_bytes"] for row in data["layers"][:-1])
         data["bandwidth_bytes_per_s"] = boundary / measure_link(int(boundary))
@@ -180,13 +191,13 @@ def run_profile(args) -> int:
         raise InputError(f"{args.output}: {err.strerror or err}") from None
     profile = profile_from_dict(data)
     b = args.microbatch_size
-    link = (f"{profile.bandwidth_bytes_per_s / 1e9:.3g} GB/s" if not args.no_link
-            else "not measured")
+    link = (f"{profile.bandwidth_bytes_per_s / 1e9:.3g} GB/s"
+            if args.calibrate or not args.no_link else "not measured")
     print(f"{data['model']}: {len(profile.layers)} layers, F+B "
           f"{b * sum(layer.compute_s for layer in profile.layers) * 1e3:.2f} ms and step "
           f"{sum(layer.update_s for layer in profile.layers) * 1e3:.2f} ms per micro-batch of "
-          f"{b}, weights {profile.weight_bytes / 2**20:.2f} MiB, link {link}; "
-          f"wrote {args.output}")
+          f"{b}{' (calibrated)' if args.calibrate else ''}, weights "
+          f"{profile.weight_bytes / 2**20:.2f} MiB, link {link}; wrote {args.output}")
     return 0
 
 

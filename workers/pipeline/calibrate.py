@@ -11,6 +11,9 @@ flush update (gradient all-reduces, including the tied embedding's, then W − �
 
 The update is the slowest stage's. Replicas of a stage run in parallel; a stage's cost is
 its slowest replica's.
+
+:func:`calibrate_profile` is Varuna's per-cut-point calibration for the planner: every layer
+is its own chunk, so the calibrated F and B are per layer and serve any layout.
 """
 
 from __future__ import annotations
@@ -54,3 +57,33 @@ def predict_calibrated(cfg: RunConfig, cal: Sequence[StageCalibration]) -> float
                           backward, comm, update,
                           send_s=_mean_of_recorded([c.send_s for c in cal]),
                           recv_s=_mean_of_recorded([c.recv_s for c in cal]), **options)
+
+
+def calibrate_profile(data: dict, spec, stages: int = 2, timeout_s: float = 300.0) -> dict:
+    """Varuna's per-cut-point calibration (varuna.txt §4.3) of a layer profile (the JSON of
+    :mod:`workers.pipeline.profile` for the reference model ``spec``): ``stages`` ranks hold
+    every layer as a chunk of its own (the interleaved layout) and calibrate at once, so each
+    layer's F and B are measured in the executor's own code on one micro-batch of the
+    profile's size, while the other ranks compute as in training. Returns ``data`` with those
+    F and B, and the bandwidth of the calibrated boundary trip."""
+    from .launch import run_pipeline
+
+    layers = spec.layers
+    size = data.get("microbatch_size")
+    if not isinstance(size, int) or size < 1:
+        raise ValueError(f"microbatch_size={size!r} must be a positive integer to calibrate")
+    if len(data.get("layers", ())) != layers:
+        raise ValueError(f"the profile has {len(data.get('layers', ()))} layers, the model "
+                         f"{layers}")
+    if not isinstance(stages, int) or stages < 2 or layers % stages:
+        raise ValueError(f"stages={stages!r} must be at least 2 and divide the {layers} "
+                         "layers")
+    cfg = RunConfig(kind="interleaved", stages=stages, microbatches=stages,
+                    chunks=layers // stages, steps=1, batch=stages * size, spec=spec,
+                    cuts=tuple(range(1, layers)))
+    run = run_pipeline(cfg, timeout_s=timeout_s, calibrate=True)
+    forward, backward, trip, _ = _costs(run.calibration)
+    rows = [{**row, "forward_s": forward[i], "backward_s": backward[i]}
+            for i, row in enumerate(data["layers"])]
+    boundary = max(row["output_bytes"] for row in rows[:-1])
+    return {**data, "layers": rows, "bandwidth_bytes_per_s": boundary / trip}

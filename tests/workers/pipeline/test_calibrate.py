@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from workers.pipeline.calibrate import predict_calibrated
+from workers.pipeline.calibrate import calibrate_profile, predict_calibrated
 from workers.pipeline.executor import RunConfig, StageCalibration
 from workers.pipeline.launch import run_pipeline
 from workers.pipeline.reference import max_abs_diff, train_reference
@@ -73,3 +73,23 @@ def test_calibration_in_the_ranks_then_training_is_unchanged():
     assert max_abs_diff(run.weights, ref) <= 1e-9
     assert all(s.observed is not None and s.observed.update_s > 0 for s in run.stats)
     assert predict_calibrated(cfg, [s.observed for s in run.stats]) > 0
+
+
+def test_calibrate_profile_measures_every_layer_in_the_ranks():
+    """Varuna's per-cut-point calibration (varuna.txt §4.3): each layer's F and B are
+    replaced by the ranks' own measurement, everything else is kept, and the link is the
+    calibrated trip. Bad inputs are refused before any process starts."""
+    from workers.pipeline.model import ModelSpec
+
+    spec = ModelSpec(vocab=32, hidden=16, blocks=2, seq=8, dtype="float32")
+    row = {"forward_s": 123.0, "backward_s": 456.0, "activation_bytes": 7, "output_bytes": 512,
+           "weight_bytes": 9, "update_s": 1e-5}
+    data = {"model": "m", "microbatch_size": 2, "tied_weight_bytes": 3, "layers": [row] * 4}
+    out = calibrate_profile(data, spec)
+    assert all(0 < r["forward_s"] < 1 and 0 < r["backward_s"] < 1 for r in out["layers"])
+    assert all(r["activation_bytes"] == 7 and r["update_s"] == 1e-5 for r in out["layers"])
+    assert out["tied_weight_bytes"] == 3 and 0 < out["bandwidth_bytes_per_s"] < float("inf")
+    with pytest.raises(ValueError, match="stages=3 must be at least 2 and divide the 4"):
+        calibrate_profile(data, spec, stages=3)
+    with pytest.raises(ValueError, match="the profile has 3 layers, the model 4"):
+        calibrate_profile({**data, "layers": [row] * 3}, spec)

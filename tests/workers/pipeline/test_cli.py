@@ -91,3 +91,19 @@ def test_profile_writes_what_plan_reads(tmp_path, capsys):
     assert main(["pipeline", "profile", "-o", str(out), "--blocks", "0"]) == 2
     err = capsys.readouterr().err
     assert "--blocks: must be >= 1, got 0" in err and err.count("\n") == 1
+    assert main(["pipeline", "profile", "-o", str(out), "--blocks", "3", "--calibrate"]) == 2
+    assert "--calibrate: the 5 layers" in capsys.readouterr().err
+
+
+def test_profile_calibrate_measures_each_layer_in_the_executor(tmp_path, capsys):
+    """``--calibrate`` (varuna.txt §4.3): each layer's F and B come from the ranks'
+    calibration, the link from their boundary trip, and the rest stays the profile's."""
+    out = tmp_path / "calibrated.json"
+    assert main(["pipeline", "profile", "-o", str(out), "--vocab", "32", "--hidden", "16",
+                 "--blocks", "2", "--seq", "8", "--repeats", "3", "--calibrate"]) == 0
+    assert "(calibrated)" in capsys.readouterr().out
+    data = json.loads(out.read_text())
+    assert len(data["layers"]) == 4
+    assert all(row["forward_s"] > 0 and row["backward_s"] > 0 for row in data["layers"])
+    assert data["layers"][-1]["weight_bytes"] == 0 and data["tied_weight_bytes"] > 0
+    assert 0 < data["bandwidth_bytes_per_s"] < float("inf")
