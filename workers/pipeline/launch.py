@@ -58,8 +58,8 @@ def _join(rank: int, world: int, ports: mp.Queue) -> None:
                             timeout=timedelta(seconds=120))
 
 
-def _rank_main(rank: int, cfg: RunConfig, ports: mp.Queue, results: mp.Queue,
-               calibrate: bool = False) -> None:
+def _rank_main(rank: int, cfg: RunConfig, calibrate: bool, ports: mp.Queue,
+               results: mp.Queue) -> None:
     try:
         _join(rank, cfg.stages * cfg.replicas, ports)
         runtime = StageRuntime(cfg, rank)
@@ -98,40 +98,51 @@ def run_pipeline(cfg: RunConfig, timeout_s: float = 300.0,
     With ``calibrate``, every rank first measures its primitive costs (varuna.txt §4.3:
     :meth:`StageRuntime.calibrate`, all ranks at once, just before training)."""
     cfg.check()
-    world = cfg.stages * cfg.replicas
-    ctx = _context()
-    ports, results = ctx.Queue(), ctx.Queue()
-    procs = [ctx.Process(target=_rank_main, args=(r, cfg, ports, results, calibrate),
-                         daemon=True) for r in range(world)]
-    for p in procs:
-        p.start()
     weights: dict[str, torch.Tensor] = {}
     stats: list[RankStats] = []
     calibration: list[StageCalibration] = []
+    for _, _, rank_weights, rank_stats, rank_calibration in _run_ranks(
+            _rank_main, cfg.stages * cfg.replicas, (cfg, calibrate), timeout_s,
+            "pipeline run"):
+        weights.update({g: torch.from_numpy(a) for g, a in rank_weights.items()})
+        stats.append(rank_stats)
+        if rank_calibration is not None:
+            calibration.append(rank_calibration)
+    if cfg.save_dir:
+        from .morph import write_meta
+        write_meta(Path(cfg.save_dir), cfg.start_step + cfg.steps, cfg.spec.layers)
+    return PipelineRun(weights, tuple(sorted(stats, key=lambda s: s.rank)),
+                       tuple(sorted(calibration, key=lambda c: c.rank)))
+
+
+def _run_ranks(target, world: int, args: tuple, timeout_s: float, what: str) -> list[tuple]:
+    """Start ``target(rank, *args, ports, results)`` for ranks 0…world−1 from the fork server
+    and return each rank's reply; raise :class:`PipelineFailed` when a rank reports an error
+    or no reply comes within ``timeout_s``. The processes are reaped either way."""
+    ctx = _context()
+    ports, results = ctx.Queue(), ctx.Queue()
+    procs = [ctx.Process(target=target, args=(r, *args, ports, results), daemon=True)
+             for r in range(world)]
+    for p in procs:
+        p.start()
+    replies = []
     try:
         for _ in range(world):
             try:
                 item = results.get(timeout=timeout_s)
             except queue.Empty:
-                raise PipelineFailed(f"pipeline run timed out after {timeout_s:.0f}s") from None
+                raise PipelineFailed(f"{what} timed out after {timeout_s:.0f}s") from None
             if item[0] == "error":
                 log.debug("rank %d failed:\n%s", item[1], item[3])
                 raise PipelineFailed(f"rank {item[1]}: {item[2]}")
-            weights.update({g: torch.from_numpy(a) for g, a in item[2].items()})
-            stats.append(item[3])
-            if item[4] is not None:
-                calibration.append(item[4])
+            replies.append(item)
     finally:
         for p in procs:
             p.join(timeout=10)
             if p.is_alive():
                 p.terminate()
                 p.join()
-    if cfg.save_dir:
-        from .morph import write_meta
-        write_meta(Path(cfg.save_dir), cfg.start_step + cfg.steps, cfg.spec.layers)
-    return PipelineRun(weights, tuple(sorted(stats, key=lambda s: s.rank)),
-                       tuple(sorted(calibration, key=lambda c: c.rank)))
+    return replies
 
 
 def _link_main(rank: int, nbytes: int, repeats: int, ports: mp.Queue,
@@ -156,7 +167,7 @@ def _link_main(rank: int, nbytes: int, repeats: int, ports: mp.Queue,
         dist.barrier()
         dist.destroy_process_group()
     except BaseException as err:  # noqa: BLE001 - every failure goes to the parent
-        results.put(("error", rank, f"{type(err).__name__}: {err}"))
+        results.put(("error", rank, f"{type(err).__name__}: {err}", traceback.format_exc()))
     finally:
         results.close()
         results.join_thread()
@@ -170,27 +181,5 @@ def measure_link(nbytes: int, repeats: int = 20, timeout_s: float = 120.0) -> fl
     ``bandwidth_bytes_per_s`` is ``nbytes`` over it)."""
     if not isinstance(nbytes, int) or nbytes < 4:
         raise ValueError(f"nbytes={nbytes!r} must be an integer of at least 4")
-    ctx = _context()
-    ports, results = ctx.Queue(), ctx.Queue()
-    procs = [ctx.Process(target=_link_main, args=(r, nbytes, repeats, ports, results),
-                         daemon=True) for r in range(2)]
-    for p in procs:
-        p.start()
-    try:
-        replies = []
-        for _ in range(2):
-            try:
-                replies.append(results.get(timeout=timeout_s))
-            except queue.Empty:
-                raise PipelineFailed(f"link measurement timed out after {timeout_s:.0f}s") \
-                    from None
-        failed = [r for r in replies if r[0] == "error"]
-        if failed:
-            raise PipelineFailed(f"rank {failed[0][1]}: {failed[0][2]}")
-        return next(r[2] for r in replies if r[1] == 0)
-    finally:
-        for p in procs:
-            p.join(timeout=10)
-            if p.is_alive():
-                p.terminate()
-                p.join()
+    replies = _run_ranks(_link_main, 2, (nbytes, repeats), timeout_s, "link measurement")
+    return next(seconds for _, rank, seconds in replies if rank == 0)
