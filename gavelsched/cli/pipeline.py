@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from . import InputError
@@ -106,6 +107,15 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         help="advance_forward: forwards on device 0 before its first backward")
 
 
+EXIT_RANKS_FAILED = 1
+
+
+def _ranks_failed(err: Exception) -> int:
+    """A rank process failed (not bad input): one line, exit 1."""
+    print(f"gavelsched pipeline: error: {str(err).splitlines()[0]}", file=sys.stderr)
+    return EXIT_RANKS_FAILED
+
+
 def _schedule_options(args) -> dict:
     options = {}
     if args.kind == "advance_forward" and args.advance_num is not None:
@@ -152,7 +162,11 @@ def run_check(args) -> int:
         cfg.check()
     except ValueError as err:
         raise InputError(str(err)) from None
-    run = run_pipeline(cfg)
+    from workers.pipeline.launch import PipelineFailed
+    try:
+        run = run_pipeline(cfg)
+    except PipelineFailed as err:
+        return _ranks_failed(err)
     ref = train_reference(spec, cfg.steps, cfg.global_batch, cfg.lr,
                           delay=1 if args.kind == "2bw" else 0)
     diff = max_abs_diff(run.weights, ref)
@@ -177,14 +191,18 @@ def run_profile(args) -> int:
     if args.calibrate and spec.layers % 2:
         raise InputError(f"--calibrate: the {spec.layers} layers (blocks + 2) do not split "
                          "evenly on 2 ranks; use an even --blocks")
+    from workers.pipeline.calibrate import calibrate_profile
+    from workers.pipeline.launch import PipelineFailed, measure_link
+
     data = profile_model(spec, args.microbatch_size, args.repeats)
-    if args.calibrate:
-        from workers.pipeline.calibrate import calibrate_profile
-        data = calibrate_profile(data, spec)
-    elif not args.no_link:
-        from workers.pipeline.launch import measure_link
-        boundary = max(row["output_bytes"] for row in data["layers"][:-1])
-        data["bandwidth_bytes_per_s"] = boundary / measure_link(int(boundary))
+    try:
+        if args.calibrate:
+            data = calibrate_profile(data, spec)
+        elif not args.no_link:
+            boundary = max(row["output_bytes"] for row in data["layers"][:-1])
+            data["bandwidth_bytes_per_s"] = boundary / measure_link(int(boundary))
+    except PipelineFailed as err:
+        return _ranks_failed(err)
     try:
         args.output.write_text(json.dumps(data, indent=1) + "\n")
     except OSError as err:

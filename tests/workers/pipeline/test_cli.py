@@ -107,3 +107,24 @@ def test_profile_calibrate_measures_each_layer_in_the_executor(tmp_path, capsys)
     assert all(row["forward_s"] > 0 and row["backward_s"] > 0 for row in data["layers"])
     assert data["layers"][-1]["weight_bytes"] == 0 and data["tied_weight_bytes"] > 0
     assert 0 < data["bandwidth_bytes_per_s"] < float("inf")
+
+
+def test_a_failed_rank_is_one_line_exit_1(tmp_path, monkeypatch, capsys):
+    """A rank that dies (not bad input) ends ``check`` and ``profile`` with one line, no
+    traceback, and exit 1; no profile file is left half-written."""
+    from workers.pipeline import launch
+
+    def dead(*args, **kwargs):
+        raise launch.PipelineFailed("rank 1: RuntimeError: connection reset\ntraceback...")
+
+    monkeypatch.setattr(launch, "run_pipeline", dead)
+    monkeypatch.setattr(launch, "measure_link", dead)
+    assert main(["pipeline", "check", "--kind", "1f1b", "--stages", "2",
+                 "--microbatches", "2", "--steps", "1"]) == 1
+    out = tmp_path / "p.json"
+    assert main(["pipeline", "profile", "-o", str(out), "--vocab", "32", "--hidden", "16",
+                 "--blocks", "2", "--seq", "8", "--repeats", "1"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("rank 1: RuntimeError: connection reset") == 2
+    assert err.count("\n") == 2 and "Traceback" not in err
+    assert not out.exists()
