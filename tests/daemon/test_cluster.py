@@ -181,6 +181,8 @@ def test_cli_submit_status_json_and_cancel(cluster, cli, tmp_path):
     assert got.returncode == 2 and "already cancelled" in got.stderr
     table = cli(cluster, "status")
     assert table.returncode == 0 and job_id in table.stdout and "cancelled" in table.stdout
+    row = next(line for line in table.stdout.splitlines() if line.split()[:1] == [job_id])
+    assert " 0/1 " in row and "gpus" in table.stdout      # none held of its one GPU
 
 
 def test_metrics_endpoint_serves_the_gavelsched_series(cluster):
