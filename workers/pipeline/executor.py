@@ -569,57 +569,67 @@ class StageRuntime:
         the machine's cores): half the round trip of one boundary tensor; then, as in
         training, with the receive posted ahead, the sender's ``isend`` call and the
         receiver's posting and taking of the tensor once it has arrived. Returns (trip,
-        send, receive): the trips' mean, the calls' medians; a rank records only its own
-        side (0 for the other)."""
+        send, receive): the trips' mean, the calls' medians (a trip's wait is what a
+        consumer sees; the calls are CPU work, whose rare long ones are the machine's); a
+        rank records only its own side (0 for the other)."""
         cfg = self.cfg
-        base = self.replica * cfg.stages
         buf = torch.randn(self._boundary_shape(), dtype=cfg.spec.torch_dtype,
                           device=self.device)
-        token = torch.zeros(1, device=self.device)
         trips: list[float] = []
-        sends: list[float] = []
-        receives: list[float] = []
+        ends: dict[bool, list[float]] = {True: [], False: []}   # sending side, receiving
         for s in range(cfg.stages - 1):
             dist.barrier()
-            if self.stage not in (s, s + 1):
-                continue
-            sender = self.stage == s
-            other = base + (s + 1 if sender else s)
-            for rep in range(repeats + 1):
-                t0 = time.perf_counter()
-                if sender:
-                    dist.send(buf, other)
-                    dist.recv(buf, other)
-                else:
-                    dist.recv(buf, other)
-                    dist.send(buf, other)
-                if rep and sender:
-                    trips.append((time.perf_counter() - t0) / 2)
-            for rep in range(repeats + 1):
-                if sender:
-                    dist.recv(token, other)          # its receive is posted
-                    t0 = time.perf_counter()
-                    handle = dist.isend(buf, other)
-                    started = time.perf_counter() - t0
-                    handle.wait()
-                    dist.send(token, other)          # sent after the tensor, so behind it
-                    if rep:
-                        sends.append(started)
-                else:
-                    t0 = time.perf_counter()
-                    handle, _ = self._post_receive(other, 0)
-                    posted = time.perf_counter() - t0
-                    dist.send(token, other)
-                    dist.recv(token, other)          # the tensor has arrived
-                    t0 = time.perf_counter()
-                    handle.wait()
-                    if rep:
-                        receives.append(posted + time.perf_counter() - t0)
-        # a trip's wait is what a consumer sees (mean); the endpoints' calls are CPU work,
-        # whose rare long calls are the machine's, not theirs (median)
+            if self.stage in (s, s + 1):
+                sender = self.stage == s
+                other = self.replica * cfg.stages + (s + 1 if sender else s)
+                trips += self._trips(buf, other, sender, repeats)
+                ends[sender] += self._endpoint_costs(buf, other, sender, repeats)
         return (statistics.fmean(trips) if trips else 0.0,
-                statistics.median(sends) if sends else 0.0,
-                statistics.median(receives) if receives else 0.0)
+                *(statistics.median(ends[side]) if ends[side] else 0.0
+                  for side in (True, False)))
+
+    @staticmethod
+    def _trips(buf: torch.Tensor, other: int, sender: bool, repeats: int) -> list[float]:
+        """Half round trips of ``buf`` (timed on the sender; the first is dropped)."""
+        times = []
+        for rep in range(repeats + 1):
+            t0 = time.perf_counter()
+            if sender:
+                dist.send(buf, other)
+                dist.recv(buf, other)
+                if rep:
+                    times.append((time.perf_counter() - t0) / 2)
+            else:
+                dist.recv(buf, other)
+                dist.send(buf, other)
+        return times
+
+    def _endpoint_costs(self, buf: torch.Tensor, other: int, sender: bool,
+                        repeats: int) -> list[float]:
+        """This side's cost of one boundary tensor, the receive posted before the send: the
+        sender's ``isend`` call, or the receiver's posting plus taking it once arrived."""
+        token = torch.zeros(1, device=self.device)
+        costs = []
+        for rep in range(repeats + 1):
+            if sender:
+                dist.recv(token, other)          # its receive is posted
+                t0 = time.perf_counter()
+                handle = dist.isend(buf, other)
+                cost = time.perf_counter() - t0
+                handle.wait()
+                dist.send(token, other)          # sent after the tensor, so behind it
+            else:
+                t0 = time.perf_counter()
+                handle, _ = self._post_receive(other, 0)
+                cost = time.perf_counter() - t0
+                dist.send(token, other)
+                dist.recv(token, other)          # the tensor has arrived
+                t0 = time.perf_counter()
+                handle.wait()
+                cost += time.perf_counter() - t0
+            if rep:
+                costs.append(cost)
+        return costs
 
     def stats(self) -> RankStats:
         """What this rank measured so far."""

@@ -58,19 +58,13 @@ def _join(rank: int, world: int, ports: mp.Queue) -> None:
                             timeout=timedelta(seconds=120))
 
 
-def _rank_main(rank: int, cfg: RunConfig, calibrate: bool, ports: mp.Queue,
-               results: mp.Queue) -> None:
+def _rank_process(work, rank: int, world: int, args: tuple, ports: mp.Queue,
+                  results: mp.Queue) -> None:
+    """A rank process: join the group, run ``work(rank, *args)`` and report ("ok", rank,
+    *its reply) or the error to the parent; the ranks leave the group together."""
     try:
-        _join(rank, cfg.stages * cfg.replicas, ports)
-        runtime = StageRuntime(cfg, rank)
-        calibration = runtime.calibrate() if calibrate else None
-        stats = runtime.train()
-        weights = runtime.final_weights() if runtime.replica == 0 else {}
-        if cfg.save_dir and runtime.replica == 0:
-            from .morph import save_layers
-            save_layers(Path(cfg.save_dir), runtime.layer_state())
-        results.put(("ok", rank, {g: t.numpy().copy() for g, t in weights.items()}, stats,
-                     calibration))
+        _join(rank, world, ports)
+        results.put(("ok", rank, *work(rank, *args)))
         dist.barrier()
         dist.destroy_process_group()
     except BaseException as err:  # noqa: BLE001 - every failure goes to the parent
@@ -80,6 +74,18 @@ def _rank_main(rank: int, cfg: RunConfig, calibrate: bool, ports: mp.Queue,
         results.close()
         results.join_thread()  # flush the queue before leaving without clean-up
         os._exit(0)
+
+
+def _train_rank(rank: int, cfg: RunConfig, calibrate: bool) -> tuple:
+    """(weights of replica 0, stats, calibration or None) of one rank of ``cfg``."""
+    runtime = StageRuntime(cfg, rank)
+    calibration = runtime.calibrate() if calibrate else None
+    stats = runtime.train()
+    weights = runtime.final_weights() if runtime.replica == 0 else {}
+    if cfg.save_dir and runtime.replica == 0:
+        from .morph import save_layers
+        save_layers(Path(cfg.save_dir), runtime.layer_state())
+    return {g: t.numpy().copy() for g, t in weights.items()}, stats, calibration
 
 
 def _context() -> mp.context.BaseContext:
@@ -102,7 +108,7 @@ def run_pipeline(cfg: RunConfig, timeout_s: float = 300.0,
     stats: list[RankStats] = []
     calibration: list[StageCalibration] = []
     for _, _, rank_weights, rank_stats, rank_calibration in _run_ranks(
-            _rank_main, cfg.stages * cfg.replicas, (cfg, calibrate), timeout_s,
+            _train_rank, cfg.stages * cfg.replicas, (cfg, calibrate), timeout_s,
             "pipeline run"):
         weights.update({g: torch.from_numpy(a) for g, a in rank_weights.items()})
         stats.append(rank_stats)
@@ -115,14 +121,14 @@ def run_pipeline(cfg: RunConfig, timeout_s: float = 300.0,
                        tuple(sorted(calibration, key=lambda c: c.rank)))
 
 
-def _run_ranks(target, world: int, args: tuple, timeout_s: float, what: str) -> list[tuple]:
-    """Start ``target(rank, *args, ports, results)`` for ranks 0…world−1 from the fork server
-    and return each rank's reply; raise :class:`PipelineFailed` when a rank reports an error
-    or no reply comes within ``timeout_s``. The processes are reaped either way."""
+def _run_ranks(work, world: int, args: tuple, timeout_s: float, what: str) -> list[tuple]:
+    """Run ``work(rank, *args)`` in ranks 0…world−1 (:func:`_rank_process`, from the fork
+    server) and return each rank's reply; raise :class:`PipelineFailed` when a rank reports
+    an error or no reply comes within ``timeout_s``. The processes are reaped either way."""
     ctx = _context()
     ports, results = ctx.Queue(), ctx.Queue()
-    procs = [ctx.Process(target=target, args=(r, *args, ports, results), daemon=True)
-             for r in range(world)]
+    procs = [ctx.Process(target=_rank_process, args=(work, r, world, args, ports, results),
+                         daemon=True) for r in range(world)]
     for p in procs:
         p.start()
     replies = []
@@ -145,33 +151,23 @@ def _run_ranks(target, world: int, args: tuple, timeout_s: float, what: str) -> 
     return replies
 
 
-def _link_main(rank: int, nbytes: int, repeats: int, ports: mp.Queue,
-               results: mp.Queue) -> None:
-    try:
-        _join(rank, 2, ports)
-        device = (torch.device("cuda", rank % torch.cuda.device_count())
-                  if torch.cuda.is_available() else torch.device("cpu"))
-        buf = torch.zeros(max(nbytes // 4, 1), dtype=torch.float32, device=device)
-        times = []
-        for rep in range(repeats + 3):     # the first trips set the connection up
-            t0 = time.perf_counter()
-            if rank == 0:
-                dist.send(buf, 1)
-                dist.recv(buf, 1)
-            else:
-                dist.recv(buf, 0)
-                dist.send(buf, 0)
-            if rep >= 3:
-                times.append((time.perf_counter() - t0) / 2)
-        results.put(("ok", rank, statistics.median(times)))
-        dist.barrier()
-        dist.destroy_process_group()
-    except BaseException as err:  # noqa: BLE001 - every failure goes to the parent
-        results.put(("error", rank, f"{type(err).__name__}: {err}", traceback.format_exc()))
-    finally:
-        results.close()
-        results.join_thread()
-        os._exit(0)
+def _link_rank(rank: int, nbytes: int, repeats: int) -> tuple[float]:
+    """(median half round trip,) of an ``nbytes`` tensor between ranks 0 and 1."""
+    device = (torch.device("cuda", rank % torch.cuda.device_count())
+              if torch.cuda.is_available() else torch.device("cpu"))
+    buf = torch.zeros(max(nbytes // 4, 1), dtype=torch.float32, device=device)
+    times = []
+    for rep in range(repeats + 3):     # the first trips set the connection up
+        t0 = time.perf_counter()
+        if rank == 0:
+            dist.send(buf, 1)
+            dist.recv(buf, 1)
+        else:
+            dist.recv(buf, 0)
+            dist.send(buf, 0)
+        if rep >= 3:
+            times.append((time.perf_counter() - t0) / 2)
+    return (statistics.median(times),)
 
 
 def measure_link(nbytes: int, repeats: int = 20, timeout_s: float = 120.0) -> float:
@@ -181,5 +177,5 @@ def measure_link(nbytes: int, repeats: int = 20, timeout_s: float = 120.0) -> fl
     ``bandwidth_bytes_per_s`` is ``nbytes`` over it)."""
     if not isinstance(nbytes, int) or nbytes < 4:
         raise ValueError(f"nbytes={nbytes!r} must be an integer of at least 4")
-    replies = _run_ranks(_link_main, 2, (nbytes, repeats), timeout_s, "link measurement")
+    replies = _run_ranks(_link_rank, 2, (nbytes, repeats), timeout_s, "link measurement")
     return next(seconds for _, rank, seconds in replies if rank == 0)

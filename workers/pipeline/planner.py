@@ -107,7 +107,7 @@ def balanced_cuts(costs: list[float], parts: int) -> tuple[int, ...]:
 
 def _allreduce(nbytes: float, copies: int, bandwidth: float) -> float:
     """Ring all-reduce of ``nbytes`` over ``copies``: 2(n−1)/n·|W|/bw (thesis §3.3.3)."""
-    return 2 * (copies - 1) / copies * nbytes / bandwidth if nbytes else 0.0
+    return 2 * (copies - 1) / copies * nbytes / bandwidth
 
 
 def predict(profile: Profile, stages: int, replicas: int, microbatch_size: int,
@@ -136,9 +136,10 @@ def predict(profile: Profile, stages: int, replicas: int, microbatch_size: int,
     for i in range(stages):
         group = layers[edges[i]:edges[i + 1]]
         forward[i] = b * sum(layer.forward_s for layer in group)
-        backward[i] = b * sum(layer.backward_s for layer in group) + (
-            forward[i] if recompute else 0.0)          # the simulator's recompute: one more F
-        comp = b * sum(layer.compute_s for layer in group) * (c_extra if recompute else 1.0)
+        plain_backward = b * sum(layer.backward_s for layer in group)
+        comp = (forward[i] + plain_backward) * (c_extra if recompute else 1.0)
+        # the simulator's recompute: one more F before B
+        backward[i] = plain_backward + (forward[i] if recompute else 0.0)
         transfer = b * group[-1].output_bytes / bw_pipe
         if i < stages - 1:
             transfers.append(transfer)

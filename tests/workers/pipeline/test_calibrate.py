@@ -75,6 +75,12 @@ def test_calibration_in_the_ranks_then_training_is_unchanged():
     assert predict_calibrated(cfg, [s.observed for s in run.stats]) > 0
 
 
+def test_a_middle_stage_calibrates_both_its_sending_and_receiving_side():
+    cfg = RunConfig(kind="1f1b", stages=3, microbatches=3, steps=1)
+    sides = [(c.send_s > 0, c.recv_s > 0) for c in run_pipeline(cfg, calibrate=True).calibration]
+    assert sides == [(True, False), (True, True), (False, True)]
+
+
 def test_calibrate_profile_measures_every_layer_in_the_ranks():
     """Varuna's per-cut-point calibration (varuna.txt §4.3): each layer's F and B are
     replaced by the ranks' own measurement, everything else is kept, and the link is the

@@ -95,9 +95,10 @@ def test_profile_writes_what_plan_reads(tmp_path, capsys):
     assert "--calibrate: the 5 layers" in capsys.readouterr().err
 
 
-def test_profile_calibrate_measures_each_layer_in_the_executor(tmp_path, capsys):
-    """``--calibrate`` (varuna.txt §4.3): each layer's F and B come from the ranks'
-    calibration, the link from their boundary trip, and the rest stays the profile's."""
+def test_profile_calibrate_writes_a_calibrated_profile_plan_can_read(tmp_path, capsys):
+    """``--calibrate`` (varuna.txt §4.3) writes a whole profile, with the link from the ranks'
+    boundary trip, that ``pipeline plan`` reads (that each layer's F and B are the ranks'
+    own is tested on ``calibrate_profile`` in test_calibrate.py)."""
     out = tmp_path / "calibrated.json"
     assert main(["pipeline", "profile", "-o", str(out), "--vocab", "32", "--hidden", "16",
                  "--blocks", "2", "--seq", "8", "--repeats", "3", "--calibrate"]) == 0
@@ -107,6 +108,9 @@ def test_profile_calibrate_measures_each_layer_in_the_executor(tmp_path, capsys)
     assert all(row["forward_s"] > 0 and row["backward_s"] > 0 for row in data["layers"])
     assert data["layers"][-1]["weight_bytes"] == 0 and data["tied_weight_bytes"] > 0
     assert 0 < data["bandwidth_bytes_per_s"] < float("inf")
+    assert main(["pipeline", "plan", "--profile", str(out), "--gpus", "2", "--batch", "8",
+                 "--memory-gb", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["predicted_time_per_minibatch_s"] > 0
 
 
 def test_a_failed_rank_is_one_line_exit_1(tmp_path, monkeypatch, capsys):
