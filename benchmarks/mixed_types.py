@@ -52,8 +52,7 @@ def run_one(spec: dict) -> dict:
     RSS."""
     if spec.get("one_time"):
         return build_all()
-    from gavelsched.core import CoreConfig
-    from gavelsched.core.type_order import fastest_first
+    from gavelsched.core.driver import config_for
     from simulator import make_policy, simulate
     from traces.catalog import default_table
     from traces.generator import generate_trace
@@ -63,8 +62,7 @@ def run_one(spec: dict) -> dict:
     jobs = generate_trace(spec["jobs"], spec["rate"], table=table, seed=spec["seed"],
                           multi_gpu=KINDS[spec["kind"]])
     policy = make_policy(spec["policy"], seed=spec["seed"])
-    config = CoreConfig.for_policy(policy, seed=spec["seed"], mixed_jobs="all",
-                                   type_order=fastest_first(table, tuple(cluster)))
+    config = config_for(policy, table, tuple(cluster), seed=spec["seed"], mixed_jobs="all")
     start = time.perf_counter()
     result = simulate(jobs, table, cluster, policy, core_config=config, seed=spec["seed"])
     return {**spec, "avg_jct_h": result.avg_jct_s / 3600, "makespan_h": result.makespan_s / 3600,

@@ -38,8 +38,7 @@ from pathlib import Path
 
 import yaml
 
-from gavelsched.core import CoreConfig
-from gavelsched.core.type_order import fastest_first
+from gavelsched.core.driver import config_for
 from gavelsched.daemon.leases import MIN_LEASE_FRACTION
 from gavelsched.daemon.local import subprocess_env
 from gavelsched.daemon.store import Store
@@ -140,9 +139,8 @@ def main() -> int:
     rules = {"capped": lambda v: min(v, cap), "in full": lambda v: v, "none": lambda v: 0.0}
     for scale, rule in rules.items():
         policy = get_policy(args.policy)
-        config = CoreConfig.for_policy(policy, round_seconds=args.round_seconds,
-                                       min_resolve_interval_s=args.round_seconds,
-                                       type_order=fastest_first(table, tuple(cluster)))
+        config = config_for(policy, table, tuple(cluster), round_seconds=args.round_seconds,
+                            min_resolve_interval_s=args.round_seconds)
         charged = {k: rule(v) for k, v in overhead.items()}
         simulated = runs[scale] = simulate_within(
             args.sim_timeout, jobs, table, cluster, policy, core_config=config,

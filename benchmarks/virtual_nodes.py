@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from workers.virtual.data import VirtualSampler
 from workers.virtual.engine import VirtualNodeTrainer
-from workers.virtual.layout import VirtualLayout
+from gavelsched.virtual.layout import VirtualLayout
 
 FEATURES, CLASSES = 256, 10
 

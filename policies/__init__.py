@@ -6,7 +6,7 @@ returns an ``Allocation``.
 
 from .base import Policy
 from .errors import Infeasible, PolicyError, ProblemError, SolverFailed, UnknownPolicy
-from .problem import Allocation, Entity, Job, Pair, Problem, pair_key
+from .problem import Allocation, Entity, Job, Pair, Problem, is_pair_key, key_members, pair_key
 from .registry import REGISTRY, UnknownOption, get_policy, policy_class, policy_names, policy_options
 from .traits import Traits
 
@@ -26,6 +26,8 @@ __all__ = [
     "UnknownOption",
     "UnknownPolicy",
     "get_policy",
+    "is_pair_key",
+    "key_members",
     "pair_key",
     "policy_class",
     "policy_names",

@@ -24,7 +24,7 @@ from .base import ColumnPolicy, Policy, Solution, no_columns, run
 from .columns import ZERO, Columns, build_columns
 from .errors import ProblemError
 from .fairness import base_constraints
-from .problem import PAIR_SEPARATOR, Allocation, Problem
+from .problem import Allocation, Problem, is_pair_key
 from .state import generator_state, seeded_generator
 from .throughput import normalized_throughput
 from .traits import Traits
@@ -212,7 +212,7 @@ class GreedyOrdered(Policy):
         """(job id, type index) of every single job with time in the last allocation, on
         its largest share, in the order the allocation lists them (arrival order)."""
         for key, row in problem.previous.items():
-            if PAIR_SEPARATOR in key:
+            if is_pair_key(key):
                 continue
             shares = [row.get(t, 0.0) for t in cols.types]
             best = int(np.argmax(shares)) if shares else 0

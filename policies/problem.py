@@ -31,6 +31,17 @@ def pair_key(a: str, b: str) -> str:
     return f"{a}{PAIR_SEPARATOR}{b}"
 
 
+def key_members(key: str) -> tuple[str, ...]:
+    """The job ids an allocation key names: ``"0+1"`` -> ``("0", "1")``, ``"0"`` -> ``("0",)``
+    (the inverse of ``pair_key``)."""
+    return tuple(key.split(PAIR_SEPARATOR))
+
+
+def is_pair_key(key: str) -> bool:
+    """Whether an allocation key names a co-located pair."""
+    return PAIR_SEPARATOR in key
+
+
 def _frozen(mapping: Mapping) -> Mapping:
     return MappingProxyType(dict(mapping))
 
@@ -249,7 +260,7 @@ class Problem:
 
 
 def _key_jobs(key: str) -> set[str]:
-    return set(key.split(PAIR_SEPARATOR))
+    return set(key_members(key))
 
 
 @dataclass(frozen=True)

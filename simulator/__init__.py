@@ -2,11 +2,11 @@
 and sweeps (DESIGN.md, The flow)."""
 
 from .config import SimConfig
-from .engine import SimulationError, fastest_first, make_policy, simulate
+from .engine import SimulationError, make_policy, simulate
 from .prices import PriceTrace, PriceTraceError
 from .result import JobRecord, SimulationResult, Timeline
 
 __all__ = [
     "JobRecord", "PriceTrace", "PriceTraceError", "SimConfig", "SimulationError",
-    "SimulationResult", "Timeline", "fastest_first", "make_policy", "simulate",
+    "SimulationResult", "Timeline", "make_policy", "simulate",
 ]

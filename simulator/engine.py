@@ -10,10 +10,16 @@ completion time counts from arrival. This is Gavel's ``Scheduler.simulate`` loop
 ``gavelsched.core``:
 
 1. at a boundary, apply price changes and submit every job that has arrived;
-2. ``core.start_round(now)``: admit, re-solve if due, plan the round;
-3. if nothing runs: jump to the next arrival (or force a re-solve when none is left);
+2. ``RoundDriver.boundary(now, seconds)``: end the last round with the time each task held
+   its workers, admit, re-solve if due, plan the round (``gavelsched/core/driver.py``, the
+   recipe the daemon shares);
+3. if nothing runs: jump to the next arrival (the driver forces a re-solve when none is
+   left, and says when nothing can ever be placed);
 4. run every micro-task; the round ends at its last finish (or after round_seconds);
-5. ``core.end_round(reports, end)``; record completions; repeat until done.
+5. ``RoundDriver.credit`` the steps each job made; record completions; repeat until done.
+
+This module keeps only what is the simulator's own: *when* the next boundary comes (a
+jump of the virtual clock) and *how tasks run* (throughput x time arithmetic).
 
 ``benchmarks/gavel_fidelity.py`` checks this loop against Gavel's own simulator (average
 JCT and makespan on the same traces, throughputs and cluster).
@@ -32,8 +38,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from gavelsched.core import CoreConfig, JobSpec, RoundReport, SchedulerCore
-from gavelsched.core.type_order import fastest_first
+from gavelsched.core import CoreConfig, JobSpec, SchedulerCore
+from gavelsched.core.driver import RoundDriver, config_for
 from gavelsched.estimator import estimated_table
 from gavelsched.mechanism import ClusterView
 from policies import Entity, Policy, get_policy, policy_class
@@ -77,8 +83,8 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
              seed: int = 0, progress: bool = False) -> SimulationResult:
     """Replay ``jobs`` (job ``i`` gets id ``str(i)``) on ``cluster`` under ``policy``.
 
-    ``core_config`` defaults to ``CoreConfig.for_policy(policy)`` (Gavel's rules, read from
-    the policy's declared traits) with the types served fastest first; ``prices`` are $/GPU-hour per type, ``price_trace`` changes them
+    ``core_config`` defaults to ``config_for(policy, ...)`` (Gavel's rules, read from
+    the policy's declared traits, with the types served fastest first); ``prices`` are $/GPU-hour per type, ``price_trace`` changes them
     over time; ``entities`` (by name) make water-filling policies hierarchical (thesis
     §5.4.3: jobs name their entity in the trace).
     """
@@ -93,14 +99,12 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
     if sim.window is not None and sim.window[0] >= len(jobs):
         raise SimulationError(f"window {sim.window[0]}:{sim.window[1]} starts past the last "
                               f"job ({len(jobs)} jobs)")
-    if core_config is None:
-        core_config = CoreConfig.for_policy(policy, seed=seed,
-                                            type_order=fastest_first(table, view.worker_types))
-    specs = [_spec(i, job) for i, job in enumerate(jobs)]
+    config = core_config or config_for(policy, table, view.worker_types, seed=seed)
+    specs = [JobSpec.from_trace(str(i), job) for i, job in enumerate(jobs)]
     _check_runnable(specs, table, view)
     planned = (estimated_table(table, sim.estimator, rng=np.random.default_rng(seed))
-               if sim.estimate_pairs and core_config.pairs else None)
-    core = SchedulerCore(policy, view, table, core_config, entities=entities,
+               if sim.estimate_pairs and config.pairs else None)
+    core = SchedulerCore(policy, view, table, config, entities=entities,
                          planned_pairs=planned)
     run = _Run(jobs, specs, core, sim,
                Metrics(policy_name, view.worker_types, sim.record_timeline,
@@ -118,6 +122,7 @@ class _Run:
     def __init__(self, jobs, specs, core: SchedulerCore, sim: SimConfig, metrics: Metrics,
                  prices: dict[str, float], price_trace: PriceTrace | None) -> None:
         self.jobs, self.specs, self.core, self.sim, self.metrics = jobs, specs, core, sim, metrics
+        self.driver = RoundDriver(core)
         self.base_prices, self.price_trace = prices, price_trace
         self.prices = price_trace.at(0.0, prices) if price_trace else prices
         core.set_prices(self.prices, 0.0)
@@ -131,27 +136,25 @@ class _Run:
 
     def loop(self, bar) -> float:
         now = self.jobs[self.arrivals[0]].arrival_s if self.jobs else 0.0
-        stalled = False
+        held = None                     # seconds each task of the last round held
         while self.targets_left > 0:
             self.submit_arrivals(now)
             self.update_prices(now)
-            rnd = self.core.start_round(now)
+            step = self.driver.boundary(now, held,
+                                        arrivals_pending=self.next < len(self.arrivals))
+            rnd, held = step.round, None
             self.record_resolve(rnd, now)
             if len(rnd.batch) == 0:
-                self.core.end_round((), now)
                 if self.next < len(self.arrivals):
                     now = self.idle_until(now)
                     continue
                 if not self.core.active_jobs:
                     break
-                if stalled:
+                if step.stalled:
                     raise SimulationError("jobs " + ", ".join(self.core.active_jobs[:10])
                                           + " can never be placed")
-                self.core.force_resolve()  # Gavel: nothing runs, nothing left to arrive
-                stalled = True
-                continue
-            stalled = False
-            now = self.execute(rnd, now, bar)
+                continue                # the driver forced a re-solve
+            now, held = self.execute(rnd, now, bar)
         if bar is not None:
             bar.close()
         return now
@@ -180,8 +183,9 @@ class _Run:
             upcoming = min(upcoming, max(self.core.next_resolve_allowed_s(), now + 1e-9))
         return max(now, upcoming)
 
-    def execute(self, rnd, now: float, bar) -> float:
-        """Run the round's micro-tasks, report them, record completions; the round's end."""
+    def execute(self, rnd, now: float, bar) -> tuple[float, np.ndarray]:
+        """Run the round's micro-tasks, credit their steps, record completions; returns the
+        round's end and the seconds each task held its workers."""
         batch, R = rnd.batch, rnd.round_seconds
         overhead = self.sim.preemption_overhead_s
         pause = _pauses(batch, overhead, self.specs) if overhead else None
@@ -189,19 +193,21 @@ class _Run:
         end = now + float(seconds.max()) if self.sim.round_ends_at_last_finish else now + R
         self.metrics.on_round(rnd, end, seconds, self.prices)
         finishing = (steps >= batch.remaining) & (batch.remaining > 0)
-        outcome = self.core.end_round(RoundReport(steps=steps, seconds=seconds), end)
-        if outcome.completed:
+        ran = np.arange(steps.shape[1]) < batch.n_members[:, None]
+        completed = self.driver.credit([j for members in batch.members for j in members],
+                                       steps[ran], end)
+        if completed:
             # A job finishes when its micro-task does: for a co-located pair, when the
             # later of the two stops (Gavel's completion time for both members).
             at = {batch.members[i][m]: now + float(seconds[i])
                   for i, m in zip(*np.nonzero(finishing))}
-            for job_id in outcome.completed:
+            for job_id in completed:
                 self.metrics.on_complete(job_id, at[job_id])
                 if self.targets is None or job_id in self.targets:
                     self.targets_left -= 1
                     if bar is not None:
                         bar.update(1)
-        return end
+        return end, seconds
 
 
 def _plotted(window: tuple[int, int] | None, n: int) -> range:
@@ -230,13 +236,6 @@ def _pauses(batch, overhead: Mapping[str, float], specs) -> np.ndarray:
     for i in np.nonzero(~batch.extended)[0].tolist():
         out[i] = max(overhead.get(specs[int(m)].job_type, 0.0) for m in batch.members[i])
     return out
-
-
-def _spec(i: int, job: TraceJob) -> JobSpec:
-    return JobSpec(id=str(i), job_type=job.job_type, scale_factor=int(job.scale_factor),
-                   total_steps=int(job.total_steps), weight=float(job.priority_weight),
-                   slo_s=job.slo_s, entity=job.entity, mixed=job.mixed,
-                   min_scale_factor=job.min_scale_factor)
 
 
 def _check_runnable(specs: Sequence[JobSpec], table: ThroughputTable, view: ClusterView) -> None:

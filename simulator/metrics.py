@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gavelsched.core import Period, Round
-from policies import Allocation
+from policies import Allocation, key_members
 
 from .result import JobRecord, SimulationResult, Timeline
 
@@ -61,7 +61,7 @@ class Metrics:
             shares: dict[str, float] = {}
             tracked = self.tracked
             for key, row in allocation.allocation.items():
-                for job_id in key.split("+"):
+                for job_id in key_members(key):
                     if tracked is not None and job_id not in tracked:
                         continue
                     info = self.jobs.get(job_id)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gavelsched.core import CoreConfig
+from gavelsched.core.driver import config_for
 from gavelsched.estimator import EstimatorConfig
 from gavelsched.mechanism import ClusterView
 from policies import Entity
@@ -32,7 +32,7 @@ from traces.catalog import default_table
 from traces.generator import generate_trace
 
 from .config import SimConfig, preemption_overheads
-from .engine import fastest_first, make_policy, simulate
+from .engine import make_policy, simulate
 from .plots import plot_sweep
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ class SweepSpec:
     ``trace``, when given, replaces the §5.7.1 generator: ``trace(rate, seed)`` returns
     the jobs (a module-level function or a ``functools.partial`` of one, so that worker
     processes can receive it). ``core_options`` override fields of
-    ``CoreConfig.for_policy(policy)`` (e.g. ``{"backfill": False}``). ``entities`` make water
+    ``config_for(policy, ...)`` (e.g. ``{"backfill": False}``). ``entities`` make water
     filling hierarchical (generated jobs join one uniformly); ``estimate_pairs`` and
     ``estimator`` are those of ``SimConfig``; ``policy_options`` go to every policy.
     """
@@ -96,10 +96,9 @@ def run_point(point: SweepPoint, spec: SweepSpec) -> dict:
     window = spec.window or default_window(len(jobs))
     types = ClusterView.build(spec.cluster).worker_types
     options = {"round_seconds": spec.round_seconds,
-               "min_resolve_interval_s": spec.min_resolve_interval_s,
-               "type_order": fastest_first(table, types), **spec.core_options}
+               "min_resolve_interval_s": spec.min_resolve_interval_s, **spec.core_options}
     policy = make_policy(point.policy, seed=point.seed, **spec.policy_options)
-    core = CoreConfig.for_policy(policy, seed=point.seed, **options)
+    core = config_for(policy, table, types, seed=point.seed, **options)
     result = simulate(jobs, table, spec.cluster, policy, core_config=core,
                       sim=SimConfig(window=window, preemption_overhead_s=preemption_overheads(
                           spec.preemption_overhead, (j.job_type for j in jobs)),

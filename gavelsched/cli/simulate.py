@@ -13,12 +13,12 @@ import sys
 from pathlib import Path
 
 from . import InputError
+from .args import parse_counts
 
 DEFAULT_CLUSTER = "v100=36,p100=36,k80=36"
 DEFAULT_POLICY = "max_min_fairness_perf"
 DEFAULT_JOBS = 100
 DEFAULT_RATE = 20.0
-GAVEL_TYPE_ORDER = ("v100", "p100", "k80")
 
 
 def register(subparsers) -> None:
@@ -165,7 +165,7 @@ def _run(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(f"{source} on {_cluster_text(cluster)}, policy {args.policy}", file=sys.stderr)
     result = simulate(jobs, table, cluster, policy, core_config=core, sim=sim,
-                      gpus_per_server=parse_per_type(args.gpus_per_server, "--gpus-per-server"),
+                      gpus_per_server=parse_gpus_per_server(args.gpus_per_server),
                       prices=_prices(args.prices, cluster), price_trace=price_trace,
                       entities=entities, seed=args.seed, progress=not args.quiet)
     to_stdout = args.json is not None and str(args.json) == "-"
@@ -174,8 +174,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.ftf:
         from simulator.fairness import finish_time_fairness
         alone = simulate(jobs, table, cluster, "isolated", sim=SimConfig(window=window),
-                         gpus_per_server=parse_per_type(args.gpus_per_server,
-                                                        "--gpus-per-server"),
+                         gpus_per_server=parse_gpus_per_server(args.gpus_per_server),
                          seed=args.seed, progress=not args.quiet)
         ftf = finish_time_fairness(result, alone, window)
         output["ftf"] = ftf.to_dict()
@@ -219,7 +218,7 @@ def run_sweep(args: argparse.Namespace) -> int:
                      round_seconds=args.round_seconds,
                      min_resolve_interval_s=args.min_resolve_interval,
                      window=parse_window(args.window) if args.window else None,
-                     gpus_per_server=parse_per_type(args.gpus_per_server, "--gpus-per-server"),
+                     gpus_per_server=parse_gpus_per_server(args.gpus_per_server),
                      prices=_prices(args.prices, cluster),
                      preemption_overhead=args.preemption_overhead,
                      table=_table(args.throughputs) if args.throughputs else None,
@@ -259,41 +258,12 @@ def _listed(items: list[str], kind, flag: str) -> list:
 
 def parse_cluster(spec: str) -> dict[str, int]:
     """``v100=36,p100=36,k80=36``, or Gavel's ``36:36:36`` (v100:p100:k80)."""
-    out = parse_per_type(spec, "--cluster")
-    if not isinstance(out, dict) or not out:
-        raise InputError(f"--cluster: expected TYPE=COUNT[,TYPE=COUNT...], got {spec!r}")
-    if sum(out.values()) == 0:
-        raise InputError("--cluster: the cluster has no workers")
-    return out
+    return parse_counts(spec, what="--cluster")
 
 
-def parse_per_type(spec: str, flag: str) -> dict[str, int] | int:
-    """``N`` (every type), ``TYPE=N,...``, or Gavel's ``V100:P100:K80``."""
-    spec = spec.strip()
-    if "=" not in spec and ":" in spec:
-        counts = spec.split(":")
-        if len(counts) != 3:
-            raise InputError(f"{flag}: Gavel's form is V100:P100:K80, got {spec!r}")
-        spec = ",".join(f"{t}={c}" for t, c in zip(GAVEL_TYPE_ORDER, counts))
-    if "=" not in spec:
-        return _count(spec, flag)
-    out: dict[str, int] = {}
-    for part in spec.split(","):
-        name, sep, count = part.partition("=")
-        if not sep or not name.strip():
-            raise InputError(f"{flag}: expected TYPE=COUNT[,TYPE=COUNT...], got {part!r}")
-        out[name.strip()] = _count(count, flag)
-    return out
-
-
-def _count(text: str, flag: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise InputError(f"{flag}: {text.strip()!r} is not a whole number") from None
-    if value < 0:
-        raise InputError(f"{flag}: counts must be >= 0, got {value}")
-    return value
+def parse_gpus_per_server(spec: str) -> dict[str, int] | int:
+    """``N`` (every type), ``TYPE=N,...``, or Gavel's ``V100:P100:K80``; each N >= 1."""
+    return parse_counts(spec, what="--gpus-per-server", allow_zero=False, every_type=True)
 
 
 def parse_window(spec: str) -> tuple[int, int]:
@@ -418,17 +388,15 @@ def _overheads(spec: str, jobs) -> dict[str, float]:
 
 def _core_config(args, table, cluster, policy):
     """The core's config for ``policy``, from the traits it declares."""
-    from gavelsched.core import CoreConfig
-    from simulator import fastest_first
+    from gavelsched.core.driver import config_for
 
     if not args.round_seconds > 0:
         raise InputError(f"--round-seconds: must be > 0, got {args.round_seconds}")
     types = tuple(t for t, n in cluster.items())
     _check_resolve_flags(args)
-    return CoreConfig.for_policy(policy, seed=args.seed, round_seconds=args.round_seconds,
-                                 min_resolve_interval_s=args.min_resolve_interval,
-                                 resolve_period_s=args.resolve_period,
-                                 type_order=fastest_first(table, types))
+    return config_for(policy, table, types, seed=args.seed, round_seconds=args.round_seconds,
+                      min_resolve_interval_s=args.min_resolve_interval,
+                      resolve_period_s=args.resolve_period)
 
 
 def _check_resolve_flags(args) -> None:

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from . import InputError
+from .args import parse_counts
 
 DEFAULT_MAPPINGS = "1x8,2x4,4x2,8x1,6:2"
 
@@ -81,7 +82,7 @@ def _positive(value: int, flag: str) -> int:
 def run_check(args: argparse.Namespace) -> int:
     from workers.virtual.check import CheckFailed
     from workers.virtual.check import run_check as check
-    from workers.virtual.layout import LayoutError, parse_mapping
+    from gavelsched.virtual.layout import LayoutError, parse_mapping
     from workers.virtual.reference import ReferenceJob
 
     nodes = _positive(args.nodes, "--nodes")
@@ -147,27 +148,8 @@ def _process_counts(text: str, nodes: int) -> list[int]:
 
 # ----------------------------------------------------------------------------- plan
 
-def parse_gpus(text: str) -> dict[str, int]:
-    """``"v100=2,p100=8"`` -> ``{"v100": 2, "p100": 8}``."""
-    gpus: dict[str, int] = {}
-    for part in text.split(","):
-        name, sep, count = part.partition("=")
-        name = name.strip()
-        if not sep or not name:
-            raise InputError(f"--gpus {text!r}: expected TYPE=N, got {part!r}")
-        try:
-            value = int(count)
-        except ValueError:
-            raise InputError(f"--gpus {text!r}: count {count!r} of {name!r} is not an "
-                             f"integer") from None
-        if value < 0 or name in gpus:
-            raise InputError(f"--gpus {text!r}: bad or repeated entry {part!r}")
-        gpus[name] = value
-    return gpus
-
-
 def run_plan(args: argparse.Namespace) -> int:
-    from workers.virtual.split import SplitError, parse_profiles, plan_split
+    from gavelsched.virtual.split import SplitError, parse_profiles, plan_split
 
     try:
         data = json.loads(args.profile.read_text())
@@ -176,7 +158,7 @@ def run_plan(args: argparse.Namespace) -> int:
             from None
     try:
         profiles = parse_profiles(data, str(args.profile))
-        plan = plan_split(profiles, args.batch, parse_gpus(args.gpus),
+        plan = plan_split(profiles, args.batch, parse_counts(args.gpus, what="--gpus"),
                           node_batch=args.node_batch)
     except SplitError as err:
         raise InputError(str(err)) from None

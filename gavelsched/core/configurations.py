@@ -13,7 +13,7 @@ The throughput table only knows a job on one type. To price a mix, each type get
   gets no configurations (its communication cost is unknown).
 
 With these profiles the split solver's step time on s GPUs of t alone is exactly the
-table's 1/r_t(s). ``workers/virtual/split.py:plan_split`` then gives the best split of the
+table's 1/r_t(s). ``gavelsched/virtual/split.py:plan_split`` then gives the best split of the
 batch over each candidate mix, and its steps/s is the configuration's throughput.
 
 Candidates (kept small, as VirtualFlow's simulation does): for each ordered pair of types
@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 from policies.problem import Configuration
 
+from ..virtual.split import SplitError, TypeProfile, plan_split
 from .records import ThroughputSource
 
 log = logging.getLogger(__name__)
@@ -131,8 +132,6 @@ class Configurations:
         return self._cache[key]
 
     def _build(self, job_type: str, sf: int, counts: Mapping[str, int]) -> tuple[MixedOption, ...]:
-        from workers.virtual.split import SplitError, plan_split
-
         profiles = {t: p for t in counts if counts[t] > 0
                     for p in [self.profile(t, job_type, sf)] if p is not None}
         out: dict[str, MixedOption] = {}
@@ -158,8 +157,6 @@ class Configurations:
     def profile(self, worker_type: str, job_type: str, sf: int):
         """The job's ``TypeProfile`` on ``worker_type`` (module docstring), or None when the
         table has no single-GPU or no multi-GPU throughput for it."""
-        from workers.virtual.split import TypeProfile
-
         one = float(self._source.get(worker_type, job_type, 1))
         wide = max(sf, 2)
         many = float(self._source.get(worker_type, job_type, wide))

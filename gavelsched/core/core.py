@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from policies import Allocation, Entity, Job, Pair, Policy, PolicyError, Problem
+from policies import Allocation, Entity, Job, Pair, Policy, PolicyError, Problem, key_members, pair_key
 from policies.columns import equal_split
 
 from ..mechanism import ClusterView, Demand, PlannerConfig, plan_round
@@ -134,6 +134,11 @@ class SchedulerCore:
     @property
     def active_jobs(self) -> tuple[str, ...]:
         return tuple(self._jobs)
+
+    @property
+    def active_ids(self):
+        """The admitted jobs' ids as a live set-like view (cheap membership tests)."""
+        return self._jobs.keys()
 
     @property
     def pending_jobs(self) -> tuple[str, ...]:
@@ -242,17 +247,27 @@ class SchedulerCore:
         self._stale = True
 
     def add_progress(self, job_id: str, steps: float, now: float) -> RoundOutcome:
-        """Durable progress of an admitted job that arrives outside ``end_round`` (a daemon
-        learns a round's checkpointed steps after it planned the next round, thesis §5.6);
-        returns the job as completed when nothing is left."""
-        self._job(job_id)
+        """``add_progress_many`` for one job."""
+        return self.add_progress_many((job_id,), (steps,), now)
+
+    def add_progress_many(self, job_ids: Sequence[str], steps: Sequence[float] | np.ndarray,
+                          now: float) -> RoundOutcome:
+        """Steps admitted jobs made (each named once), whenever the executor learns them:
+        the simulator at a round's end, a daemon at each durable checkpoint, which it
+        learns after it planned the next round (thesis §5.6); returns the jobs that
+        finished, in row order."""
         rows = self._rows
-        row = rows.index[job_id]
-        rows.left[row] -= float(steps)
-        if rows.left[row] <= 1e-9:
-            self._remove((job_id,))
-            return RoundOutcome(completed=(job_id,))
-        return RoundOutcome(completed=())
+        try:
+            where = np.fromiter((rows.index[j] for j in job_ids), dtype=int,
+                                count=len(job_ids))
+        except KeyError as err:
+            raise CoreError(f"unknown job {err.args[0]!r}") from None
+        rows.left[where] -= np.asarray(steps, dtype=float)
+        finished = np.sort(where[rows.left[where] <= 1e-9])
+        done = tuple(rows.keys[i] for i in finished.tolist())
+        if done:
+            self._remove(done)
+        return RoundOutcome(completed=done)
 
     def set_job_throughputs(self, job_id: str, measured: Mapping[str, float],
                             now: float) -> None:
@@ -314,14 +329,18 @@ class SchedulerCore:
             index = rows.index
             where = np.array([index.get(k, -1) for k in batch.keys], dtype=int)
         seconds = np.asarray(reports.seconds, dtype=float)
-        steps = np.asarray(reports.steps, dtype=float)
         type_index = batch.type_index
         ok = where >= 0
         if not ok.all():
-            where, type_index, seconds, steps = where[ok], type_index[ok], seconds[ok], steps[ok]
+            where, type_index, seconds = where[ok], type_index[ok], seconds[ok]
         # Each combination and each job runs at most once a round: no repeated indices.
         rows.received[where, type_index] += seconds
         rows.ran[where, type_index] = True
+        if reports.steps is None:
+            return RoundOutcome(completed=())
+        steps = np.asarray(reports.steps, dtype=float)
+        if not ok.all():
+            steps = steps[ok]
         members = rows.member_rows[where]
         has = members >= 0
         touched = members[has]
@@ -520,7 +539,7 @@ class SchedulerCore:
         left = rows.left[[index[k] for k in self._jobs]].tolist()
         isolated = self.config.isolated_time
         jobs = [Job(id=job_id, throughputs=job.throughputs,
-                    scale_factor=job.spec.scale_factor, weight=job.spec.weight,
+                    scale_factor=job.spec.scale_factor, weight=job.spec.priority_weight,
                     remaining_steps=steps, elapsed_s=max(0.0, now - job.arrival_s),
                     slo_s=job.spec.slo_s, entity=job.spec.entity,
                     isolated_elapsed_s=job.isolated_elapsed_s if isolated else None,
@@ -551,7 +570,7 @@ class SchedulerCore:
                 if ka[1] != kb[1]:
                     continue
                 pt = self._pair(ka, kb, planned=True)
-                row = rows.index.get(f"{a}+{b}") if self._planned_source is not None else None
+                row = rows.index.get(pair_key(a, b)) if self._planned_source is not None else None
                 n = len(self._types)
                 if row is not None and rows.ran[row, :n].any():
                     pt = np.where(rows.ran[row, :n, None], rows.rate[row, :n],
@@ -576,7 +595,7 @@ class SchedulerCore:
                 keys.append(key)
                 xs.append([row.get(t, 0.0) for t in types])
                 continue
-            members = tuple(key.split("+"))
+            members = key_members(key)
             if len(members) != 2 or not all(m in self._jobs for m in members):
                 continue
             x = [row.get(t, 0.0) for t in types]

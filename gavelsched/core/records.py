@@ -10,6 +10,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from policies import Allocation
+from traces.types import TraceJob
 
 
 class ThroughputSource(Protocol):
@@ -37,7 +38,7 @@ class JobSpec:
     job_type: str
     scale_factor: int
     total_steps: int
-    weight: float = 1.0
+    priority_weight: float = 1.0
     slo_s: float | None = None
     entity: str | None = None
     mixed: bool = False
@@ -54,6 +55,14 @@ class JobSpec:
         if low is not None and not 1 <= low <= self.scale_factor:
             raise ValueError(f"job {self.id}: min_scale_factor must be between 1 and "
                              f"scale_factor ({self.scale_factor}), got {low}")
+
+    @classmethod
+    def from_trace(cls, job_id: str, job: TraceJob) -> JobSpec:
+        """The spec of a trace's job (the one converter from ``traces.TraceJob``)."""
+        return cls(id=job_id, job_type=job.job_type, scale_factor=int(job.scale_factor),
+                   total_steps=int(job.total_steps), priority_weight=float(job.priority_weight),
+                   slo_s=job.slo_s, entity=job.entity, mixed=job.mixed,
+                   min_scale_factor=job.min_scale_factor)
 
     @property
     def key(self) -> tuple[str, int]:
@@ -77,7 +86,7 @@ class MicroTask:
     ``worker_types[r]`` is the type of ``workers[r]``. A task on a configuration of several
     types (VirtualFlow §6.5.2) has ``worker_type`` = ``configuration`` = its name (e.g.
     ``"k80:2+v100:1"``), its workers ordered by type name, and ``split``, the split plan
-    its throughput assumes (``workers.virtual.split.SplitPlan.to_dict()``: per type the
+    its throughput assumes (``gavelsched.virtual.split.SplitPlan.to_dict()``: per type the
     GPUs, batch per GPU and virtual nodes per GPU; ranks in ``SplitPlan.assignment()``
     order, i.e. the order of ``workers``).
     """
@@ -190,11 +199,12 @@ class Report:
 
 @dataclass(frozen=True)
 class RoundReport:
-    """Progress of a whole round, aligned with ``Round.batch``: ``steps[i, m]`` done by
-    member m of task i, ``seconds[i]`` the time task i held its workers."""
+    """Progress of a whole round, aligned with ``Round.batch``: ``seconds[i]`` the time
+    task i held its workers and ``steps[i, m]`` the steps member m of task i made (None:
+    no steps; the round driver credits steps on their own, ``RoundDriver.credit``)."""
 
-    steps: np.ndarray
     seconds: np.ndarray
+    steps: np.ndarray | None = None
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from ..core import MicroTask
 from ..mechanism import ClusterView
 from ..rpc import pb
+from .mixed import mixed_env
 from .store import JobRow
 
 # A fresh run gets at least this fraction of a round after its start-up (docs/runtime.md).
@@ -92,7 +93,6 @@ def run_requests(task: MicroTask, member: int, job: JobRow, lease: pb.Lease,
         master_port = free_port(master_addr)
     env = {}
     if job.mixed:
-        from .mixed import mixed_env
         env = mixed_env(job, task.worker_types or (task.worker_type,) * world, task.split)
     out, rank = {}, 0
     for server_id, workers in by_server.items():

@@ -15,21 +15,19 @@ the ranks of the micro-task it got (docs/runtime.md, "Mixed-type jobs (virtual n
   of each rank's type (largest remainder, at least one node per rank), ranks in the plan's
   order (by type name, then GPU: the order of ``MicroTask.workers``).
 
-Nothing here imports torch; ``workers.virtual`` is imported lazily.
+Nothing here imports torch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from traces.workloads import VIRTUAL_NODE_WORKLOADS
 from traces.workloads import cpu_batch as workload_cpu_batch
 
+from ..virtual.envspec import JobLayout
+from ..virtual.layout import NodeMapping, VirtualLayout, split_evenly, split_proportionally
 from .store import JobRow
-
-if TYPE_CHECKING:
-    from workers.virtual.envspec import JobLayout
 
 NODES_PER_GPU = 16
 
@@ -48,8 +46,6 @@ def cpu_batch(workload: str, job_type: str) -> int:
 
 def node_sizes(job: JobRow) -> tuple[int, ...]:
     """The job's virtual-node sizes (module docstring): sum B, V of them."""
-    from workers.virtual.layout import split_evenly
-
     sf = job.scale_factor
     batch = max(sf * cpu_batch(job.workload, job.job_type), 2 * sf)
     return split_evenly(batch, min(batch, NODES_PER_GPU * sf))
@@ -67,9 +63,6 @@ def rank_weights(split: Mapping | None, worker_types: Sequence[str]) -> tuple[in
 def job_layout(job: JobRow, worker_types: Sequence[str],
                split: Mapping | None = None) -> JobLayout:
     """The layout of ``job`` mapped onto ranks of ``worker_types`` (module docstring)."""
-    from workers.virtual.envspec import JobLayout
-    from workers.virtual.layout import NodeMapping, VirtualLayout, split_proportionally
-
     sizes = node_sizes(job)
     ranks = len(worker_types)
     if ranks > len(sizes):
@@ -86,5 +79,5 @@ def job_layout(job: JobRow, worker_types: Sequence[str],
 def mixed_env(job: JobRow, worker_types: Sequence[str],
               split: Mapping | None = None) -> dict[str, str]:
     """The ``RunJobRequest.env`` of every server of one run of ``job``
-    (``workers.virtual.envspec``)."""
+    (``gavelsched.virtual.envspec``)."""
     return job_layout(job, worker_types, split).to_env()

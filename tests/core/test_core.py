@@ -162,7 +162,7 @@ def test_received_time_resets_and_deficits_absorb_the_period():
 def test_problem_carries_elapsed_remaining_weights_and_previous():
     policy = Recording()
     core = make_core(policy, config=CoreConfig(min_resolve_interval_s=0))
-    core.submit(job(0, steps=10_000, weight=2.0, slo_s=9000.0), 100.0)
+    core.submit(job(0, steps=10_000, priority_weight=2.0, slo_s=9000.0), 100.0)
     rnd = core.start_round(100.0)
     finish(core, rnd, 100.0 + R)
     core.submit(job(1, kind="slow"), 460.0)

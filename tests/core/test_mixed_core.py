@@ -12,7 +12,7 @@ from gavelsched.core.configurations import Configurations, extra_counts
 from gavelsched.mechanism import ClusterView, Demand, PlannerConfig, plan_round
 from policies import get_policy
 from traces import ThroughputTable
-from workers.virtual.split import SplitPlan, TypePlan, plan_split
+from gavelsched.virtual.split import SplitPlan, TypePlan, plan_split
 
 # steps/s of one job type at scale factors 1, 2, 4: a V100 is 4x a K80; communication costs
 # the V100s 10% at 2 GPUs (1/14.4 - 1/16 = 6.9 ms), the K80s less in time (1.6 ms)

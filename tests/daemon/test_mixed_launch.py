@@ -21,7 +21,7 @@ from tests.workers.virtual.test_mixed_daemon import _full_batch_reference
 from traces.catalog import default_table
 from traces.throughputs import dump_table
 from traces.workloads import CPU_BATCH, VIRTUAL_NODE_WORKLOADS
-from workers.virtual.envspec import parse_layout_env
+from gavelsched.virtual.envspec import parse_layout_env
 from workers.workloads.common import CHECKPOINT_FILE
 
 from .cluster import Cluster, free_port, running, wait_until

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from .layout import NodeMapping
+from gavelsched.virtual.layout import NodeMapping
 from .procs import GroupFailed, run_group
 from .reference import ReferenceJob, reference_trainer, state_vector
 

@@ -19,7 +19,7 @@ from functools import lru_cache
 
 import torch
 
-from .layout import VirtualLayout
+from gavelsched.virtual.layout import VirtualLayout
 
 _EPOCH_SALT = 0x5EED_DA7A
 

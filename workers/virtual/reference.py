@@ -15,7 +15,7 @@ from torch import nn
 
 from .data import VirtualSampler
 from .engine import VirtualNodeTrainer
-from .layout import VirtualLayout
+from gavelsched.virtual.layout import VirtualLayout
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 

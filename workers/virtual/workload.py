@@ -19,11 +19,12 @@ from typing import Any
 import torch
 
 from gavelsched.iterator import GavelIterator
+from gavelsched.jobenv import EMULATE_STEPS_PER_S_VAR
 
 from .checkpoint import load_checkpoint, save_checkpoint
 from .data import VirtualSampler
 from .engine import VirtualNodeTrainer
-from .envspec import RankLayout
+from gavelsched.virtual.envspec import RankLayout
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ def virtual_run(workload: Any, part: RankLayout, *, checkpoint_file: str, seed: 
              "paced at %s steps/s", workload.name, part.rank, part.job.mapping.processes,
              list(part.nodes), part.job.samples_of(part.rank), part.job.layout.batch,
              part.job.layout.nodes, part.worker_type or "-", str(dtype).replace("torch.", ""),
-             os.environ.get("GAVEL_EMULATE_STEPS_PER_S", "-"))
+             os.environ.get(EMULATE_STEPS_PER_S_VAR, "-"))
 
     def save(directory: str) -> None:
         Path(directory).mkdir(parents=True, exist_ok=True)

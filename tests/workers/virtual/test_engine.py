@@ -11,7 +11,7 @@ from torch import nn
 from workers.virtual.checkpoint import CheckpointMismatch, load_checkpoint, save_checkpoint
 from workers.virtual.data import VirtualSampler
 from workers.virtual.engine import VirtualNodeTrainer
-from workers.virtual.layout import VirtualLayout
+from gavelsched.virtual.layout import VirtualLayout
 from workers.virtual.reference import (
     ReferenceJob,
     reference_data,

@@ -10,7 +10,7 @@ import pytest
 from traces.types import ThroughputTable
 from workers.daemon.emulation import Emulation
 from workers.daemon.launcher import LaunchSpec, job_env
-from workers.virtual.envspec import (
+from gavelsched.virtual.envspec import (
     BATCH_VAR,
     LAYOUT_VAR,
     NODES_VAR,
@@ -20,8 +20,8 @@ from workers.virtual.envspec import (
     layout_from_env,
     parse_layout_env,
 )
-from workers.virtual.layout import NodeMapping, VirtualLayout
-from workers.virtual.split import SplitPlan, TypePlan
+from gavelsched.virtual.layout import NodeMapping, VirtualLayout
+from gavelsched.virtual.split import SplitPlan, TypePlan
 
 # the paper's kind of uneven split: one v100 runs 6 of 8 nodes, two k80s one each
 PLAN = SplitPlan({"v100": TypePlan(gpus=1, batch_per_gpu=24, virtual_nodes_per_gpu=6),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from workers.virtual.check import run_check
 from workers.virtual.reference import ReferenceJob
-from workers.virtual.split import parse_profiles, plan_split
+from gavelsched.virtual.split import parse_profiles, plan_split
 
 
 def test_solver_plan_trains_on_the_one_process_trajectory():

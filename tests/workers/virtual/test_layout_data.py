@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from workers.virtual.data import VirtualSampler
-from workers.virtual.layout import (
+from gavelsched.virtual.layout import (
     LayoutError,
     NodeMapping,
     VirtualLayout,

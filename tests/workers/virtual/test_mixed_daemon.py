@@ -19,8 +19,8 @@ from traces.catalog import default_table
 from workers.daemon.emulation import Emulation
 from workers.daemon.worker import Worker, WorkerConfig
 from workers.virtual.data import VirtualSampler
-from workers.virtual.envspec import layout_env, parse_layout_env
-from workers.virtual.split import SplitPlan, TypePlan
+from gavelsched.virtual.envspec import layout_env, parse_layout_env
+from gavelsched.virtual.split import SplitPlan, TypePlan
 from workers.virtual.workload import DATASET_STEPS, synthetic_dataset
 from workers.workloads.common import CHECKPOINT_FILE
 from workers.workloads.lstm import WORKLOAD
@@ -209,7 +209,7 @@ def test_every_reference_workload_runs_its_virtual_nodes(name, monkeypatch, capl
 
 def test_plain_and_virtual_checkpoints_refuse_each_other(tmp_path):
     from workers.virtual.checkpoint import CheckpointMismatch, load_checkpoint, save_checkpoint
-    from workers.virtual.envspec import layout_from_env
+    from gavelsched.virtual.envspec import layout_from_env
     from workers.virtual.workload import virtual_trainer
     from workers.workloads import common
 

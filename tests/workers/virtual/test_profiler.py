@@ -17,7 +17,7 @@ from workers.virtual.profiler import (
     profile_step_times,
 )
 from workers.virtual.reference import ReferenceJob, reference_data, reference_model
-from workers.virtual.split import parse_profiles, plan_split
+from gavelsched.virtual.split import parse_profiles, plan_split
 
 
 def test_batches_are_powers_of_two_and_midpoints():

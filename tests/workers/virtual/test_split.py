@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from gavelsched.cli import main
 from workers.virtual.profiler import profile_batches
-from workers.virtual.split import SplitError, parse_profiles, plan_split
+from gavelsched.virtual.split import SplitError, parse_profiles, plan_split
 
 SIZES = profile_batches(512)
 

@@ -1,0 +1,136 @@
+"""The round recipe, written once for both executors (thesis §5.5; DESIGN.md, The flow).
+
+``RoundDriver`` is the only caller of ``SchedulerCore.start_round`` / ``end_round`` /
+``add_progress``. An executor decides *when* a boundary comes (the simulator: a jump of
+its virtual clock; the daemon: a monotonic deadline less its plan lead) and *how tasks run*
+(arithmetic, or gRPC to workers); everything else about a round happens here:
+
+1. ``boundary(now, report)``: end the round in flight with the time each of its tasks
+   held its workers (received time), then admit, re-solve if due and plan the next round;
+   durable steps credited for jobs not admitted yet are applied once they are;
+2. the empty-round rule: when nothing was placed while jobs wait and no arrival is
+   expected, the allocation is re-solved at the next boundary whatever the interval
+   (Gavel's simulator does this so that a stale X cannot idle the cluster for good); a
+   second such round in a row is ``Boundary.stalled``;
+3. ``credit(job_ids, steps, now)``: progress, in steps, whenever the executor learns it
+   (the simulator at the end of each round, the daemon at each durable checkpoint), the
+   same way for both; it returns the jobs that finished.
+
+SimPy's ``RealtimeEnvironment`` is the model (STYLE.md §4): the loop is written once, and
+real time overrides only how the next event is awaited.
+
+``config_for`` and ``JobSpec.from_trace`` are the one way each executor builds the core's
+config and its job specs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from policies import Policy
+from traces.types import ThroughputTable
+
+from .config import CoreConfig
+from .core import SchedulerCore
+from .records import Round, RoundReport
+from .type_order import fastest_first
+
+
+def config_for(policy: Policy, table: ThroughputTable, worker_types: Sequence[str],
+                **overrides) -> CoreConfig:
+    """The core's config for ``policy``: Gavel's rules read from its declared traits
+    (``CoreConfig.for_policy``), the worker types served fastest first (thesis §5.5), and
+    ``overrides`` on top."""
+    overrides.setdefault("type_order", fastest_first(table, tuple(worker_types)))
+    return CoreConfig.for_policy(policy, **overrides)
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """What a round boundary did: the round it planned, the jobs that finished on the way
+    (durable steps of a job just admitted), whether nothing was placed while jobs wait, and
+    ``stalled``: the same after a forced re-solve (nothing can ever be placed)."""
+
+    round: Round
+    completed: tuple[str, ...]
+    empty: bool
+    stalled: bool
+
+
+class RoundDriver:
+    """Drives one ``SchedulerCore`` round by round (the module docstring's recipe)."""
+
+    def __init__(self, core: SchedulerCore) -> None:
+        self.core = core
+        self._in_flight: Round | None = None
+        self._unapplied: dict[str, float] = {}   # steps of jobs submitted, not admitted
+        self._forced = False                     # the last empty round forced a re-solve
+
+    @property
+    def in_flight(self) -> Round | None:
+        """The round planned last and not yet ended."""
+        return self._in_flight
+
+    def boundary(self, now: float, seconds: Sequence[float] | np.ndarray | None = None, *,
+                 arrivals_pending: bool = False) -> Boundary:
+        """End the round in flight (``seconds[i]``: the time its task i held its workers;
+        None: nothing ran) and plan the next one at ``now``. ``arrivals_pending``: the
+        executor knows more jobs will arrive (the simulator's trace), so an empty round
+        waits for them instead of forcing a re-solve."""
+        self.end(now, seconds)
+        core = self.core
+        rnd = self._in_flight = core.start_round(now)
+        completed = self._apply_unapplied(rnd.admitted, now)
+        empty = len(rnd.batch) == 0 and bool(core.active_jobs)
+        stalled = False
+        if len(rnd.batch):
+            self._forced = False
+        elif empty and not arrivals_pending:
+            stalled = self._forced
+            core.force_resolve()
+            self._forced = True
+        return Boundary(rnd, completed, empty, stalled)
+
+    def end(self, now: float, seconds: Sequence[float] | np.ndarray | None = None) -> None:
+        """End the round in flight, if any, without planning another (an executor going
+        idle); ``seconds`` as in ``boundary``."""
+        flight, self._in_flight = self._in_flight, None
+        if flight is None:
+            return
+        held = np.zeros(len(flight.batch)) if seconds is None else seconds
+        self.core.end_round(RoundReport(seconds=held), now)
+
+    def credit(self, job_ids: Sequence[str], steps: Sequence[float] | np.ndarray,
+               now: float) -> tuple[str, ...]:
+        """Steps the jobs made (each job named once); returns those that finished. A job
+        submitted but not admitted yet (a daemon restoring its state) gets its steps at
+        admission; a job the core no longer has is ignored."""
+        core = self.core
+        active = core.active_ids
+        if all(j in active for j in job_ids):
+            return core.add_progress_many(job_ids, steps, now).completed
+        live_ids, live_steps = [], []
+        pending = set(core.pending_jobs)
+        for job_id, n in zip(job_ids, np.asarray(steps, dtype=float).tolist()):
+            if job_id in active:
+                live_ids.append(job_id)
+                live_steps.append(n)
+            elif job_id in pending:
+                self._unapplied[job_id] = self._unapplied.get(job_id, 0.0) + n
+        if not live_ids:
+            return ()
+        return core.add_progress_many(live_ids, live_steps, now).completed
+
+    def forget(self, job_id: str) -> None:
+        """A job left outside the core's own events (cancelled, failed): drop held steps."""
+        self._unapplied.pop(job_id, None)
+
+    def _apply_unapplied(self, admitted: Sequence[str], now: float) -> tuple[str, ...]:
+        held = [(j, self._unapplied.pop(j)) for j in admitted if j in self._unapplied]
+        if not held:
+            return ()
+        ids, steps = zip(*held)
+        return self.core.add_progress_many(ids, steps, now).completed
