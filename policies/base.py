@@ -20,7 +20,7 @@ import numpy as np
 
 from ._cvxpy import cp
 from .columns import Columns, build_columns
-from .errors import Infeasible, ProblemError, SolverFailed
+from .errors import Outcome, ProblemError, SolverFailed, check_outcome
 from .lp import DIRECT_SOLVERS
 from .problem import Allocation, Problem
 from .traits import Traits
@@ -151,23 +151,24 @@ def run(program: cp.Problem, solver: str, what: str, *, precise: bool = False) -
             # scaling was set by other data, and the answer would depend on the history.
             program.solve(solver=solver, warm_start=False, **options)
     except cp.SolverError as err:
-        raise SolverFailed(f"{what}: solver {solver} failed: {err}") from None
+        check_outcome(Outcome.FAILED, what, solver, message=str(err))  # raises SolverFailed
     status = program.status
-    if status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
-        raise Infeasible(f"{what}: the constraints cannot all hold")
-    if status in (cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE):
-        raise SolverFailed(f"{what}: the program is unbounded")
-    if status == cp.OPTIMAL_INACCURATE:
-        if precise:
-            raise SolverFailed(f"{what}: solver {solver} reports an inaccurate optimum")
+    if check_outcome(_cvxpy_outcome(status), what, solver, precise=precise,
+                     status=repr(status)):
         # Once per policy at warning level: a long simulation re-solves thousands of times.
         level = logging.DEBUG if what in _warned_inaccurate else logging.WARNING
         _warned_inaccurate.add(what)
         log.log(level, "%s: solver %s reports an inaccurate optimum (used as is; further "
                 "ones are logged at debug level)", what, solver)
-    elif status != cp.OPTIMAL:
-        raise SolverFailed(f"{what}: solver {solver} ended with status {status!r}")
     return float(program.value)
+
+
+def _cvxpy_outcome(status: str) -> Outcome:
+    """cvxpy's status of a solved program, in the words of ``check_outcome``."""
+    return {cp.OPTIMAL: Outcome.OPTIMAL, cp.OPTIMAL_INACCURATE: Outcome.INACCURATE,
+            cp.INFEASIBLE: Outcome.INFEASIBLE, cp.INFEASIBLE_INACCURATE: Outcome.INFEASIBLE,
+            cp.UNBOUNDED: Outcome.UNBOUNDED, cp.UNBOUNDED_INACCURATE: Outcome.UNBOUNDED,
+            }.get(status, Outcome.FAILED)
 
 
 def run_precise(program: cp.Problem, solver: str, what: str) -> float:

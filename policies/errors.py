@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from enum import Enum
+
 
 class PolicyError(Exception):
     """Base class of every error a policy raises on purpose."""
@@ -35,3 +37,38 @@ class Infeasible(PolicyError):
 
 class SolverFailed(PolicyError):
     """The solver gave up or returned an unusable status; carries the solver's own words."""
+
+
+class Outcome(Enum):
+    """What a solve ended with, in words every solver's own status is translated into
+    (cvxpy's, Clarabel's, scipy's HiGHS, highspy's; each next to its solver call)."""
+
+    OPTIMAL = "optimal"
+    INACCURATE = "inaccurate"  # an optimum the solver itself doubts
+    INFEASIBLE = "infeasible"
+    UNBOUNDED = "unbounded"
+    FAILED = "failed"  # anything else: the solver's status or message says what
+
+
+def check_outcome(outcome: Outcome, what: str, solver: str, *, precise: bool = False,
+                  status: str = "", message: str | None = None) -> bool:
+    """The one door from a solve's outcome to the typed errors: raise ``Infeasible`` or
+    ``SolverFailed`` naming ``what`` (the policy) and ``solver``, or return whether the
+    optimum is an inaccurate one used as is (``precise`` refuses it; the caller logs it).
+
+    A failure quotes the solver's own words: its ``message`` if it gave one (not None),
+    else its ``status``. Raised while a solver's exception is handled, the error replaces it
+    (``from None``): the message already says what the solver said."""
+    error: PolicyError | None = None
+    if outcome is Outcome.INFEASIBLE:
+        error = Infeasible(f"{what}: the constraints cannot all hold")
+    elif outcome is Outcome.UNBOUNDED:
+        error = SolverFailed(f"{what}: the program is unbounded")
+    elif outcome is Outcome.FAILED:
+        error = SolverFailed(f"{what}: solver {solver} failed: {message}" if message is not None
+                             else f"{what}: solver {solver} ended with status {status}")
+    elif outcome is Outcome.INACCURATE and precise:
+        error = SolverFailed(f"{what}: solver {solver} reports an inaccurate optimum")
+    if error is not None:
+        raise error from None
+    return outcome is Outcome.INACCURATE

@@ -7,8 +7,9 @@ a policy builds the *same* LP as its cvxpy program, vectorised, in the standard 
 
     minimise  c @ x   subject to   A @ x <= b,   x[:num_nonneg] >= 0   (the rest free),
 
-and ``solve_lp`` hands it to Clarabel's or HiGHS's own API. Errors are the typed errors of
-``policies.base.run``: a failed solve never becomes an empty allocation.
+and ``solve_lp`` hands it to Clarabel's or HiGHS's own API. Each solver's status goes through
+the same door as ``policies.base.run``'s (``policies.errors.check_outcome``), so the errors are
+the same typed errors: a failed solve never becomes an empty allocation.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from .errors import Infeasible, SolverFailed
+from .errors import Outcome, SolverFailed, check_outcome
 
 log = logging.getLogger(__name__)
 
@@ -84,18 +85,14 @@ def _clarabel(lp: LinearProgram, what: str, precise: bool) -> LPResult:
     solver = clarabel.DefaultSolver(sp.csc_matrix((n, n)), lp.c, A, b,
                                     [clarabel.NonnegativeConeT(rows + k)], settings)
     sol = solver.solve()
-    status = sol.status
     S = clarabel.SolverStatus
-    if status in (S.PrimalInfeasible, S.AlmostPrimalInfeasible):
-        raise Infeasible(f"{what}: the constraints cannot all hold")
-    if status in (S.DualInfeasible, S.AlmostDualInfeasible):
-        raise SolverFailed(f"{what}: the program is unbounded")
-    if status == S.AlmostSolved:
-        if precise:
-            raise SolverFailed(f"{what}: solver CLARABEL reports an inaccurate optimum")
+    outcome = {S.Solved: Outcome.OPTIMAL, S.AlmostSolved: Outcome.INACCURATE,
+               S.PrimalInfeasible: Outcome.INFEASIBLE,
+               S.AlmostPrimalInfeasible: Outcome.INFEASIBLE,
+               S.DualInfeasible: Outcome.UNBOUNDED,
+               S.AlmostDualInfeasible: Outcome.UNBOUNDED}.get(sol.status, Outcome.FAILED)
+    if check_outcome(outcome, what, "CLARABEL", precise=precise, status=str(sol.status)):
         log.debug("%s: solver CLARABEL reports an inaccurate optimum (used as is)", what)
-    elif status != S.Solved:
-        raise SolverFailed(f"{what}: solver CLARABEL ended with status {status}")
     dual = np.asarray(sol.z)[:lp.b.size]
     return LPResult(np.asarray(sol.x), float(sol.obj_val), dual, "CLARABEL")
 
@@ -108,12 +105,10 @@ def _highs(lp: LinearProgram, what: str, solver: str, precise: bool) -> LPResult
         if precise else {}
     method = "highs-ipm" if solver == "HIGHS_IPM" else "highs"
     result = linprog(lp.c, A_ub=lp.A, b_ub=lp.b, bounds=bounds, method=method, options=options)
-    if result.status == 2:
-        raise Infeasible(f"{what}: the constraints cannot all hold")
-    if result.status == 3:
-        raise SolverFailed(f"{what}: the program is unbounded")
-    if result.status != 0:
-        raise SolverFailed(f"{what}: solver {solver} failed: {result.message}")
+    # linprog's status: 0 optimal, 1 iteration limit, 2 infeasible, 3 unbounded, 4 numerical
+    outcome = {0: Outcome.OPTIMAL, 2: Outcome.INFEASIBLE,
+               3: Outcome.UNBOUNDED}.get(result.status, Outcome.FAILED)
+    check_outcome(outcome, what, solver, precise=precise, message=result.message)
     return LPResult(np.asarray(result.x), float(result.fun),
                     -np.asarray(result.ineqlin.marginals), solver)
 
@@ -263,13 +258,10 @@ class WarmLevel:
         highspy = self._highspy
         self.highs.run()
         status = self.highs.getModelStatus()
-        if status == highspy.HighsModelStatus.kInfeasible:
-            raise Infeasible(f"{what}: the constraints cannot all hold")
-        if status == highspy.HighsModelStatus.kUnbounded:
-            raise SolverFailed(f"{what}: the program is unbounded")
-        if status != highspy.HighsModelStatus.kOptimal:
-            raise SolverFailed(f"{what}: solver HIGHS ended with status "
-                               f"{self.highs.modelStatusToString(status)}")
+        M = highspy.HighsModelStatus
+        outcome = {M.kOptimal: Outcome.OPTIMAL, M.kInfeasible: Outcome.INFEASIBLE,
+                   M.kUnbounded: Outcome.UNBOUNDED}.get(status, Outcome.FAILED)
+        check_outcome(outcome, what, "HIGHS", status=self.highs.modelStatusToString(status))
         solution = self.highs.getSolution()
         values = np.asarray(solution.col_value)
         z = np.zeros(self.A.shape[1])

@@ -27,6 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from . import InputError
+from .args import parse_counts
 
 log = logging.getLogger(__name__)
 
@@ -69,16 +70,6 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def parse_workers(text: str) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for part in text.split(","):
-        name, _, count = part.strip().partition("=")
-        if not name or not count.isdigit() or int(count) < 1:
-            raise InputError(f"--workers: expected TYPE=N with N >= 1, got {part.strip()!r}")
-        out[name] = int(count)
-    return out
-
-
 def job_mix(n: int, fastest_rate, round_seconds: float, speed: float,
             workload: str | None, job_type: str | None = None, mixed: int = 0):
     """The demo's job requests: the MIX job types in turn (or ``job_type``), sized in rounds
@@ -117,7 +108,7 @@ def elastic_gpt_job(workers: dict[str, int], rate, round_seconds: float, speed: 
 def run(args: argparse.Namespace) -> int:
     from traces import default_table
 
-    workers = parse_workers(args.workers)
+    workers = parse_counts(args.workers, what="--workers", allow_zero=False)
     if args.jobs < 1:
         raise InputError(f"--jobs must be >= 1, got {args.jobs}")
     if not args.round_seconds > 0 or not args.emulation_speed > 0:

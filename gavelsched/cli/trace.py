@@ -17,6 +17,7 @@ from traces.summary import summarize
 from traces.types import ThroughputTable
 
 from . import InputError
+from .args import parse_counts
 
 _FORMATS_HELP = "the extension picks the format: .jsonl (native) or .trace (Gavel)"
 
@@ -161,7 +162,7 @@ def run_import(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    cluster = _cluster(args.cluster) if args.cluster else None
+    cluster = parse_counts(args.cluster, what="--cluster") if args.cluster else None
     checked = args.throughputs is not None or cluster is not None
     table = _table(args.throughputs)
     jobs = load_trace(args.trace, table=table if checked else None, cluster=cluster)
@@ -177,14 +178,3 @@ def run_show(args: argparse.Namespace) -> int:
 
 def _table(path: Path | None) -> ThroughputTable:
     return default_table() if path is None else load_table(path)
-
-
-def _cluster(spec: str) -> dict[str, int]:
-    """``"v100=36,p100=36"`` -> ``{"v100": 36, "p100": 36}``."""
-    cluster: dict[str, int] = {}
-    for part in spec.split(","):
-        name, sep, count = part.strip().partition("=")
-        if not sep or not name.strip() or not count.strip().isdigit():
-            raise InputError(f"--cluster: expected TYPE=COUNT[,TYPE=COUNT...], got {part!r}")
-        cluster[name.strip()] = int(count)
-    return cluster
