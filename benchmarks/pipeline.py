@@ -64,14 +64,16 @@ from dataclasses import replace
 
 import torch
 
-from workers.pipeline.calibrate import calibrate_profile, predict_calibrated
-from workers.pipeline.executor import RunConfig
+from workers.pipeline.calibrate import predict_calibrated
+from workers.pipeline.config import RunConfig
+from workers.pipeline.kinds import KINDS, build_schedule
 from workers.pipeline.launch import measure_link, run_pipeline
 from workers.pipeline.model import ModelSpec
-from workers.pipeline.planner import balanced_cuts, predict
-from workers.pipeline.profile import profile_from_dict, profile_model
+from workers.pipeline.planner import SCHEDULES, balanced_cuts, predict
+from workers.pipeline.profile import calibrate_profile, profile_from_dict, profile_model
+from workers.pipeline.simulate import simulate
 
-KINDS = [("gpipe", 1), ("1f1b", 1), ("interleaved", 2), ("breadth_first", 2), ("2bw", 1)]
+RUNS = [("gpipe", 1), ("1f1b", 1), ("interleaved", 2), ("breadth_first", 2), ("2bw", 1)]
 BEFORE = " (recv 0)"   # a row's label suffix: every receive posted at its own action
 
 
@@ -134,7 +136,7 @@ def main() -> None:
           f"{args.steps} steps per run ({args.warmup} warm-up), {args.repeats} repeats, "
           "receives posted ahead: "
           f"{'a mini-batch' if args.recv_ahead is None else args.recv_ahead}")
-    rows = [(label, kind, v, ahead) for kind, v in KINDS
+    rows = [(label, kind, v, ahead) for kind, v in RUNS
             for label, ahead in [(kind, args.recv_ahead)] + ([(kind + BEFORE, 0)]
                                                                if args.before else [])]
     labels = [label for label, *_ in rows]
@@ -154,7 +156,7 @@ def main() -> None:
                            layers=tuple(replace(layer, update_s=0.0)
                                         for layer in profile.layers))
     cuts_by_chunks = {v: balanced_cuts([layer.compute_s for layer in profile.layers], p * v)
-                      for v in {v for _, v in KINDS}}
+                      for v in {v for _, v in RUNS}}
 
     walls: dict[str, list[float]] = {k: [] for k in labels}
     bubbles: dict[str, list[float]] = {k: [] for k in labels}
@@ -226,16 +228,17 @@ def main() -> None:
           f"{'bubble meas.':>14}{'formula':>9}")
     for label, kind, v, _ in rows:
         med = statistics.median(walls[label])
-        formula = (p - 1) / (v * m) if kind != "2bw" else 0.0
+        formula = (p - 1) / (v * m) if KINDS[kind].flush else 0.0
         print(f"{label:<24}{v:>3}{med:>14.4f}{med / gpipe:>10.3f}"
               f"{statistics.median(bubbles[label]):>14.3f}{formula:>9.3f}")
 
     print(f"\n{'memory':<8}{'stage':>6}{'measured B':>13}{'predicted B':>13}{'ratio':>8}")
     for kind in ("gpipe", "1f1b"):
         pred = predict(profile, p, 1, b, m, False, "1f1b", cuts_by_chunks[1])
-        in_flight = [m] * p if kind == "gpipe" else [min(p - d, m) for d in range(p)]
+        # micro-batches in flight per stage, from the simulated schedule: GPipe holds all m
+        in_flight = simulate(build_schedule(kind, p, m), m).peak_stash
         for d in range(p):
-            # the planner's 1f1b has min(p−d, m) in flight; GPipe holds all m
+            # the planner's 1f1b has min(p−d, m) in flight
             predicted = pred.stage_activation_bytes[d] / min(p - d, m) * in_flight[d]
             measured = act_peak[kind][d]
             print(f"{kind:<8}{d:>6}{measured:>13,}{predicted:>13,.0f}{measured / predicted:>8.3f}")
@@ -262,7 +265,7 @@ def main() -> None:
     for label, kind, _, _ in rows:
         meas = statistics.median(walls[label])
         planned = ["-"] * len(planners)
-        if kind in ("1f1b", "2bw"):
+        if kind in SCHEDULES:   # the kinds the planner models
             planned = [
                 format(predict(prof, p, 1, b, m, False, kind, cuts_by_chunks[1],
                                timing=t).time_s / meas - 1, "+.1%")

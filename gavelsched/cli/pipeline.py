@@ -30,7 +30,8 @@ def register(subparsers) -> None:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     _common(sched)
     sched.add_argument("--batches", type=int, default=2,
-                       help="2bw only: mini-batches the no-flush schedule spans")
+                       help=f"{_kinds_with(lambda k: not k.flush)} only: mini-batches the "
+                            "no-flush schedule spans")
     sched.add_argument("--json", action="store_true", help="print JSON")
     sched.set_defaults(func=run_schedule)
 
@@ -87,7 +88,8 @@ def register(subparsers) -> None:
     plan.add_argument("--gpus", type=int, required=True, help="GPUs available")
     plan.add_argument("--batch", type=int, required=True, help="global mini-batch size")
     plan.add_argument("--memory-gb", type=float, required=True, help="memory per GPU (GiB)")
-    plan.add_argument("--schedule", choices=("1f1b", "2bw"), default="1f1b")
+    from workers.pipeline.planner import SCHEDULES
+    plan.add_argument("--schedule", choices=SCHEDULES, default="1f1b")
     plan.add_argument("--timing", choices=("closed_form", "simulated"), default="closed_form",
                       help="time per mini-batch from the thesis's closed form (§3.3.3), or "
                            "from running the schedule through the event simulator with the "
@@ -96,15 +98,23 @@ def register(subparsers) -> None:
     plan.set_defaults(func=run_plan)
 
 
+def _kinds_with(trait) -> str:
+    """The declared kinds that have ``trait`` (a predicate on a ScheduleKind), for help."""
+    from workers.pipeline.kinds import KINDS
+    return ", ".join(name for name, kind in KINDS.items() if trait(kind))
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
-    from workers.pipeline.schedules import KINDS
-    parser.add_argument("--kind", required=True, choices=KINDS, help="schedule kind")
+    from workers.pipeline.kinds import KINDS
+    parser.add_argument("--kind", required=True, choices=list(KINDS), help="schedule kind")
     parser.add_argument("--stages", type=int, required=True, help="pipeline stages P")
     parser.add_argument("--microbatches", type=int, required=True, help="micro-batches M")
     parser.add_argument("--chunks", type=int, default=None,
-                        help="model chunks per device V (interleaved, breadth_first; default 2)")
+                        help=f"model chunks per device V ({_kinds_with(lambda k: k.multi_chunk)}"
+                             "; default 2)")
     parser.add_argument("--advance-num", type=int, default=None,
-                        help="advance_forward: forwards on device 0 before its first backward")
+                        help=f"{_kinds_with(lambda k: 'advance_num' in k.options)}: forwards "
+                             "on device 0 before its first backward")
 
 
 EXIT_RANKS_FAILED = 1
@@ -117,17 +127,16 @@ def _ranks_failed(err: Exception) -> int:
 
 
 def _schedule_options(args) -> dict:
-    options = {}
-    if args.kind == "advance_forward" and args.advance_num is not None:
-        options["advance_num"] = args.advance_num
-    if args.kind == "2bw" and getattr(args, "batches", None) is not None:
-        options["batches"] = args.batches
-    return options
+    """The options given on the command line that the kind's generator takes."""
+    from workers.pipeline.kinds import KINDS
+    given = {"advance_num": args.advance_num, "batches": getattr(args, "batches", None)}
+    return {name: given[name] for name in KINDS[args.kind].options
+            if given.get(name) is not None}
 
 
 def run_schedule(args) -> int:
+    from workers.pipeline.kinds import KINDS, build_schedule
     from workers.pipeline.ops import ScheduleError, schedule_to_json
-    from workers.pipeline.schedules import build_schedule
     try:
         schedule = build_schedule(args.kind, args.stages, args.microbatches, args.chunks,
                                   **_schedule_options(args))
@@ -138,7 +147,8 @@ def run_schedule(args) -> int:
         return 0
     from workers.pipeline.schedules import chunks_of
     from workers.pipeline.simulate import format_timeline, validate
-    microbatches = args.microbatches * (args.batches if args.kind == "2bw" else 1)
+    # a no-flush schedule spans --batches mini-batches
+    microbatches = args.microbatches * (1 if KINDS[args.kind].flush else args.batches)
     result = validate(schedule, microbatches, chunks_of(schedule))
     print(format_timeline(result))
     print(f"makespan {result.makespan:g} units (F=1, B=2, R=1), bubble fraction "
@@ -148,12 +158,14 @@ def run_schedule(args) -> int:
 
 
 def run_check(args) -> int:
-    from workers.pipeline.executor import RunConfig
+    from workers.pipeline.config import RunConfig
+    from workers.pipeline.kinds import KINDS
     from workers.pipeline.launch import run_pipeline
     from workers.pipeline.model import ModelSpec
     from workers.pipeline.reference import max_abs_diff, train_reference
 
-    chunks = args.chunks or (2 if args.kind in ("interleaved", "breadth_first") else 1)
+    kind = KINDS[args.kind]
+    chunks = args.chunks or kind.default_chunks
     spec = ModelSpec(dtype=args.dtype, blocks=max(4, args.stages * chunks - 2))
     cfg = RunConfig(kind=args.kind, stages=args.stages, microbatches=args.microbatches,
                     chunks=chunks, steps=args.steps, replicas=args.replicas, spec=spec,
@@ -167,8 +179,7 @@ def run_check(args) -> int:
         run = run_pipeline(cfg)
     except PipelineFailed as err:
         return _ranks_failed(err)
-    ref = train_reference(spec, cfg.steps, cfg.global_batch, cfg.lr,
-                          delay=1 if args.kind == "2bw" else 0)
+    ref = train_reference(spec, cfg.steps, cfg.global_batch, cfg.lr, delay=kind.delay)
     diff = max_abs_diff(run.weights, ref)
     if args.json:
         print(json.dumps({"max_abs_diff": diff}))
@@ -191,8 +202,8 @@ def run_profile(args) -> int:
     if args.calibrate and spec.layers % 2:
         raise InputError(f"--calibrate: the {spec.layers} layers (blocks + 2) do not split "
                          "evenly on 2 ranks; use an even --blocks")
-    from workers.pipeline.calibrate import calibrate_profile
     from workers.pipeline.launch import PipelineFailed, measure_link
+    from workers.pipeline.profile import calibrate_profile
 
     data = profile_model(spec, args.microbatch_size, args.repeats)
     try:

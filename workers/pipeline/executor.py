@@ -8,11 +8,16 @@ mini-batch's): gloo's TCP transport holds a message sent before its receive is p
 a rendezvous, which cost 3-20 ms per message when the sender was busy or itself waiting
 (BENCHMARKS.md, Pipelines); weight gradients are all-reduced among the D replicas of a stage,
 and a tied weight over all its copies at once (every replica of every stage that uses it).
-Flush schedules (gpipe, 1f1b, interleaved, breadth_first, varuna, advance_forward) apply
-W ← W − ν∇f(W) after every mini-batch; 2bw runs its whole no-flush schedule and makes version
-t+1 = W(t) − ν∇f(W(t−1)) on each stage once that stage has finished mini-batch t: the
-all-reduce runs in the background until the first forward that needs version t+1, so a
-stage does not wait for the others at every mini-batch (thesis §3.2.1).
+What to do follows the kind's traits (:class:`workers.pipeline.kinds.ScheduleKind`): a
+``flush`` kind applies W ← W − ν∇f(W) after every mini-batch; a no-flush kind (2bw) runs its
+whole schedule and makes version t+1 = W(t) − ν∇f(W(t−1)) on each stage once that stage has
+finished mini-batch t: the all-reduce runs in the background until the first forward that
+needs version t+1, so a stage does not wait for the others at every mini-batch (thesis
+§3.2.1). A ``recomputes`` kind (varuna) runs forwards without a graph and has R actions.
+The calibration that drives this runtime is :mod:`workers.pipeline.calibrate`.
+
+(Over 400 lines: one rank's set-up, interpreter, weight versions and both training loops share
+its state.)
 """
 
 from __future__ import annotations
@@ -22,7 +27,6 @@ import resource
 import statistics
 import time
 from collections import deque
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -30,10 +34,13 @@ import torch.distributed as dist
 from torch import nn
 from torch.func import functional_call
 
+from .config import RunConfig
+from .kinds import build_schedule
 from .lowering import add_communication, peer, tag
-from .model import ModelSpec, build_layers, global_names, layer_bounds, loss_sum, make_batch
+from .model import build_layers, global_names, layer_bounds, loss_sum, make_batch
+from .morph import load_layer
 from .ops import Op, PipeOp
-from .schedules import build_schedule
+from .records import RankStats, StageCalibration
 from .versions import weight_version
 
 log = logging.getLogger(__name__)
@@ -41,110 +48,12 @@ log = logging.getLogger(__name__)
 RECENT = 256   # durations kept per (op, chunk) for the online calibration
 
 
-@dataclass(frozen=True)
-class RunConfig:
-    """One pipeline training run."""
-
-    kind: str
-    stages: int
-    microbatches: int
-    steps: int
-    replicas: int = 1
-    chunks: int = 1
-    batch: int = 0                    # global mini-batch; 0 means replicas × microbatches × 2
-    lr: float = 0.1
-    spec: ModelSpec = field(default_factory=ModelSpec)
-    recompute: bool = False
-    cuts: tuple[int, ...] | None = None   # first layer of chunks 1…; None = even split
-    advance_num: int | None = None
-    start_step: int = 0               # data offset when resuming from a checkpoint
-    load_dir: str | None = None       # layer-wise checkpoint to start from
-    save_dir: str | None = None       # write a layer-wise checkpoint at the end
-    recv_ahead: int | None = None     # receives kept posted ahead of their action (0: none;
-    #                                   None: a mini-batch's, one buffer per boundary tensor)
-
-    @property
-    def global_batch(self) -> int:
-        return self.batch or self.replicas * self.microbatches * 2
-
-    @property
-    def micro_size(self) -> int:
-        return self.global_batch // (self.replicas * self.microbatches)
-
-    def schedule_options(self) -> dict:
-        """Keyword options of this run's schedule generator."""
-        if self.kind == "advance_forward":
-            return {"advance_num": self.advance_num}
-        if self.kind == "2bw":
-            return {"batches": self.steps}
-        return {}
-
-    def check(self) -> None:
-        """Raise ValueError naming the first bad field."""
-        for name in ("stages", "microbatches", "steps", "replicas", "chunks"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name}={value!r} must be a positive integer")
-        if self.recv_ahead is not None and (not isinstance(self.recv_ahead, int)
-                                            or self.recv_ahead < 0):
-            raise ValueError(f"recv_ahead={self.recv_ahead!r} must be a non-negative integer "
-                             "or None (a mini-batch's receives)")
-        if self.global_batch % (self.replicas * self.microbatches):
-            raise ValueError(f"batch={self.global_batch} is not divisible by replicas × "
-                             f"microbatches = {self.replicas * self.microbatches}")
-        build_schedule(self.kind, self.stages, self.microbatches, self.chunks,
-                       **self.schedule_options())   # a ScheduleError is a ValueError
-        if self.kind == "2bw" and (self.load_dir or self.save_dir):
-            raise ValueError("checkpoints (morphing) are for flush schedules, not 2bw")
-        layer_bounds(self.spec.layers, self.stages * self.chunks,
-                     list(self.cuts) if self.cuts is not None else None)
-
-
-@dataclass(frozen=True)
-class RankStats:
-    """What one rank measured."""
-
-    rank: int
-    stage: int
-    replica: int
-    wall_s: float                     # whole training loop
-    compute_s: float                  # inside F, B and R
-    step_wall_s: tuple[float, ...]    # per mini-batch (2bw: between this stage's updates)
-    step_compute_s: tuple[float, ...]  # F, B and R time inside each of those
-    peak_activation_bytes: int        # tensors saved for backward + stashed inputs
-    weight_bytes: int                 # one version of this stage's weights
-    max_versions: int
-    peak_rss_kb: int                  # this rank's peak resident set size
-    observed: StageCalibration | None = None   # F, B and update costs seen while training
-
-
-@dataclass(frozen=True)
-class StageCalibration:
-    """One rank's calibrated primitive costs (varuna.txt §4.3, Table 2), in seconds."""
-
-    rank: int
-    stage: int
-    replica: int
-    forward_s: dict[int, float]       # chunk -> F of one micro-batch
-    backward_s: dict[int, float]      # chunk -> B of one micro-batch (with any recompute
-    #                                   it does itself; varuna's R is an action of its own)
-    p2p_s: float                      # one boundary tensor to the next stage (0: last stage)
-    update_s: float                   # one flush update: all-reduces, then W − ν·g
-    seconds: float = 0.0              # what calibrating took on this rank
-    # the same F and B in this thread's CPU seconds: the work, whatever the machine's load
-    forward_cpu_s: dict[int, float] = field(default_factory=dict)
-    backward_cpu_s: dict[int, float] = field(default_factory=dict)
-    # what a boundary tensor costs its endpoints' own threads, beside the trip: starting its
-    # send (on the sender of each pair), and taking it once it has arrived (the receiver)
-    send_s: float = 0.0
-    recv_s: float = 0.0
-
-
 class StageRuntime:
     """Executes the schedule of one (stage, replica) and owns its weights."""
 
     def __init__(self, cfg: RunConfig, rank: int) -> None:
         self.cfg = cfg
+        self.kind = cfg.schedule_kind
         self.rank = rank
         self.stage = rank % cfg.stages
         self.replica = rank // cfg.stages
@@ -182,7 +91,7 @@ class StageRuntime:
         self.max_versions = 1
         self.pending: tuple[int, dict[str, torch.Tensor], list] | None = None
         self._groups()
-        self._reset_buffers()
+        self.reset_buffers()
         self._lowered: list[PipeOp] | None = None
         self._compute = 0.0                # F, B and R seconds so far
         self._peak = 0                     # most activation bytes held at once
@@ -217,7 +126,6 @@ class StageRuntime:
     def load_layers(self, folder: Path) -> None:
         """Overwrite the newest weights of the layers this stage holds with a layer-wise
         checkpoint (varuna.txt §4: any layer-to-stage mapping can resume from it)."""
-        from .morph import load_layer
         weights = self.versions[max(self.versions)]
         with torch.no_grad():
             for i in self.layers_held:
@@ -231,7 +139,7 @@ class StageRuntime:
                                          f"{tuple(weights[g].shape)}")
                     weights[g].copy_(state[local])
 
-    def _reset_buffers(self) -> None:
+    def reset_buffers(self) -> None:
         self.inputs: dict[tuple[int, int], torch.Tensor] = {}
         self.outputs: dict[tuple[int, int], torch.Tensor] = {}
         self.out_grads: dict[tuple[int, int], torch.Tensor] = {}   # grad of chunk output
@@ -249,7 +157,7 @@ class StageRuntime:
         """Tokens and targets of global micro-batch k on this replica."""
         cfg = self.cfg
         step, i = divmod(k, cfg.microbatches)
-        if cfg.kind != "2bw":
+        if self.kind.flush:   # the schedule is one mini-batch's; a no-flush one spans them all
             step = self.step
         tokens, targets = make_batch(cfg.spec, cfg.start_step + step, cfg.global_batch)
         lo = self.replica * cfg.microbatches * cfg.micro_size + i * cfg.micro_size
@@ -262,13 +170,15 @@ class StageRuntime:
         weights = self.versions[version]
         return functional_call(module, {local: weights[g] for local, g in mapping.items()}, (x,))
 
-    def _recomputes(self, c: int) -> bool:
-        return (self.cfg.recompute or self.cfg.kind == "varuna") and c != self.n_chunks - 1
+    def recomputes(self, c: int) -> bool:
+        """Whether chunk ``c`` drops its activations and recomputes them before B."""
+        return (self.cfg.recompute or self.kind.recomputes) and c != self.n_chunks - 1
 
-    def _forward(self, k: int, c: int, with_graph: bool, again: bool = False) -> None:
+    def forward(self, k: int, c: int, with_graph: bool, again: bool = False) -> None:
         """Forward of (k, c); ``again`` marks a recompute, which hands nothing on."""
         cfg = self.cfg
-        version = (weight_version(k + 1, cfg.microbatches) if cfg.kind == "2bw" else 0)
+        version = (weight_version(k + 1, cfg.microbatches) if self.kind.weight_versions > 1
+                   else 0)
         self.used_version[(k, c)] = version
         tokens, targets = self._data(k)
         if c == 0:
@@ -296,10 +206,10 @@ class StageRuntime:
         if not again and c + 1 < self.n_chunks and (c + 1) % cfg.stages == self.stage:
             self.inputs[(k, c + 1)] = y.detach()
 
-    def _backward(self, k: int, c: int) -> None:
+    def backward(self, k: int, c: int) -> None:
         cfg = self.cfg
-        if self._recomputes(c) and not self.outputs[(k, c)].requires_grad:
-            self._forward(k, c, with_graph=True, again=True)
+        if self.recomputes(c) and not self.outputs[(k, c)].requires_grad:
+            self.forward(k, c, with_graph=True, again=True)
         y = self.outputs.pop((k, c))
         if c == self.n_chunks - 1:
             y.backward()
@@ -322,11 +232,11 @@ class StageRuntime:
         dst = self.replica * cfg.stages + peer(action, cfg.stages) if action.op in (
             Op.SA, Op.RA, Op.SG, Op.RG) else None
         if action.op is Op.F:
-            self._forward(k, c, with_graph=not self._recomputes(c))
+            self.forward(k, c, with_graph=not self.recomputes(c))
         elif action.op is Op.R:
-            self._forward(k, c, with_graph=True, again=True)
+            self.forward(k, c, with_graph=True, again=True)
         elif action.op is Op.B:
-            self._backward(k, c)
+            self.backward(k, c)
         elif action.op is Op.SA:
             t = self.outputs[(k, c)].detach().contiguous()
             self.sends.append((dist.isend(t, dst, tag=tag(PipeOp(Op.SA, k, c), self.n_chunks)), t))
@@ -343,11 +253,11 @@ class StageRuntime:
 
     def _post(self, action: PipeOp, src: int) -> None:
         """Post the receive of ``action`` (its micro-batch index is global) from rank ``src``."""
-        self.posted[(action.op, action.mb, action.chunk)] = self._post_receive(
+        self.posted[(action.op, action.mb, action.chunk)] = self.post_receive(
             src, tag(action, self.n_chunks))
 
-    def _post_receive(self, src: int, message_tag: int) -> tuple[dist.Work, torch.Tensor]:
-        buf = torch.empty(self._boundary_shape(), dtype=self.cfg.spec.torch_dtype,
+    def post_receive(self, src: int, message_tag: int) -> tuple[dist.Work, torch.Tensor]:
+        buf = torch.empty(self.boundary_shape(), dtype=self.cfg.spec.torch_dtype,
                           device=self.device)
         return dist.irecv(buf, src, tag=message_tag), buf
 
@@ -363,7 +273,7 @@ class StageRuntime:
         self.to_post = deque(a for a in actions if a.op in (Op.RA, Op.RG))
         self.recv_window = self.cfg.recv_ahead
         if self.recv_window is None:   # a mini-batch's (2bw's list holds every mini-batch)
-            batches = self.cfg.steps if self.cfg.kind == "2bw" else 1
+            batches = 1 if self.kind.flush else self.cfg.steps
             self.recv_window = len(self.to_post) // batches
         self._post_ahead()
 
@@ -372,12 +282,12 @@ class StageRuntime:
             handle.wait()
         self.sends.clear()
 
-    def _boundary_shape(self) -> tuple[int, int, int]:
+    def boundary_shape(self) -> tuple[int, int, int]:
         return (self.cfg.micro_size, self.cfg.spec.seq, self.cfg.spec.hidden)
 
-    def _start_update(self, version: int, new_version: int) -> None:
+    def start_update(self, version: int, new_version: int) -> None:
         """Start all-reducing the gradients on ``version`` (a tied weight over all its copies,
-        any other over the stage's replicas) without waiting; :meth:`_finish_update` makes
+        any other over the stage's replicas) without waiting; :meth:`finish_update` makes
         ``new_version`` = newest − ν·grad from them."""
         weights = self.versions[version]
         grads, handles = {}, []
@@ -392,7 +302,7 @@ class StageRuntime:
             grads[g] = grad
         self.pending = (new_version, grads, handles)
 
-    def _finish_update(self) -> None:
+    def finish_update(self) -> None:
         """Wait for the pending all-reduces and write the new weight version."""
         if self.pending is None:
             return
@@ -408,7 +318,7 @@ class StageRuntime:
         for v in [v for v in self.versions if v < new_version - 1]:
             del self.versions[v]
         self.max_versions = max(self.max_versions, len(self.versions))
-        if len(self.versions) > 2:
+        if len(self.versions) > self.kind.weight_versions:
             raise RuntimeError(f"{len(self.versions)} weight versions held after making "
                                f"version {new_version}")
 
@@ -443,16 +353,16 @@ class StageRuntime:
     def minibatch(self, step: int) -> None:
         """Train mini-batch ``step`` (data offset ``cfg.start_step + step``) with a flush
         schedule: every action of this rank, then W ← W − ν∇f(W) (thesis §3.2)."""
-        if self.cfg.kind == "2bw":
-            raise ValueError("2bw has no per-mini-batch flush; use train()")
+        if not self.kind.flush:
+            raise ValueError(f"{self.kind.name} has no per-mini-batch flush; use train()")
         self.step = step
         actions = self._lowered_actions()
         self._queue_receives(actions)
         for action in actions:
             self._run(action)
         u0 = time.perf_counter()
-        self._start_update(0, 0)   # flush: W ← W − ν∇f(W), in place of version 0
-        self._finish_update()
+        self.start_update(0, 0)   # flush: W ← W − ν∇f(W), in place of version 0
+        self.finish_update()
         self._update_times.append(time.perf_counter() - u0)
         self._wait_sends()
         self._mark()
@@ -470,15 +380,15 @@ class StageRuntime:
             if finished and action.op in (Op.F, Op.B, Op.R):
                 # the mini-batch's last gradient has been sent: start its update
                 u0 = time.perf_counter()
-                self._finish_update()
+                self.finish_update()
                 batch = finished.pop()
-                self._start_update(max(batch - 1, 0), batch + 1)
+                self.start_update(max(batch - 1, 0), batch + 1)
                 self._update_times.append(time.perf_counter() - u0)
                 self._mark()
             if (self.pending is not None and action.op is Op.F
                     and weight_version(action.mb + 1, cfg.microbatches) >= self.pending[0]):
                 u0 = time.perf_counter()
-                self._finish_update()   # this forward needs the version being made
+                self.finish_update()   # this forward needs the version being made
                 self._update_times[-1] += time.perf_counter() - u0
             self._run(action)
             if action.op is Op.B:
@@ -487,149 +397,22 @@ class StageRuntime:
                 if done_in_batch[batch] == cfg.microbatches:
                     finished.append(batch)
         if finished:
-            self._finish_update()
+            self.finish_update()
             batch = finished.pop()
-            self._start_update(max(batch - 1, 0), batch + 1)
-        self._finish_update()
+            self.start_update(max(batch - 1, 0), batch + 1)
+        self.finish_update()
         self._wait_sends()
         self._mark()
 
     def train(self) -> RankStats:
         """Run every step; return what was measured."""
         self._started = self._last_mark = time.perf_counter()
-        if self.cfg.kind == "2bw":
-            self._train_2bw()
-        else:
+        if self.kind.flush:
             for step in range(self.cfg.steps):
                 self.minibatch(step)
+        else:
+            self._train_2bw()
         return self.stats()
-
-    # -- calibration (varuna.txt §4.3) -----------------------------------------------------
-    def calibrate(self, repeats: int = 8, warmup: int = 3) -> StageCalibration:
-        """Measure this rank's primitive costs, all ranks at once (so they share the machine
-        as in training): F and B of each chunk it holds on one micro-batch of random input
-        mocking the previous stage, through the training code; one boundary tensor sent to
-        the next stage and back (half the round trip); and one flush update (all-reduces,
-        then W − ν·g). Means over ``repeats`` after ``warmup`` calls (means, not medians: a
-        busy machine stretches some calls, and a mini-batch pays for all of them). Leaves
-        the weights as they were (the gradients are zero)."""
-        cfg = self.cfg
-        began = time.perf_counter()
-        last = self.n_chunks - 1
-        forward: dict[int, float] = {}
-        backward: dict[int, float] = {}
-        forward_cpu: dict[int, float] = {}
-        backward_cpu: dict[int, float] = {}
-        self.step = 0
-        for c in sorted(self.modules):
-            f_times, b_times, f_cpu, b_cpu = [], [], [], []
-            for rep in range(warmup + repeats):
-                if c > 0:
-                    self.inputs[(0, c)] = torch.randn(self._boundary_shape(),
-                                                      dtype=cfg.spec.torch_dtype,
-                                                      device=self.device)
-                t0, cpu0 = time.perf_counter(), time.thread_time()
-                self._forward(0, c, with_graph=not self._recomputes(c))
-                t1, cpu1 = time.perf_counter(), time.thread_time()
-                if c < last:
-                    self.out_grads[(0, c)] = torch.randn(self._boundary_shape(),
-                                                         dtype=cfg.spec.torch_dtype,
-                                                         device=self.device)
-                if cfg.kind == "varuna" and self._recomputes(c):
-                    self._forward(0, c, with_graph=True, again=True)   # its own R action
-                t2, cpu2 = time.perf_counter(), time.thread_time()
-                self._backward(0, c)
-                t3, cpu3 = time.perf_counter(), time.thread_time()
-                self._reset_buffers()
-                if rep >= warmup:
-                    f_times.append(t1 - t0)
-                    b_times.append(t3 - t2)
-                    f_cpu.append(cpu1 - cpu0)
-                    b_cpu.append(cpu3 - cpu2)
-            forward[c], backward[c] = statistics.fmean(f_times), statistics.fmean(b_times)
-            forward_cpu[c], backward_cpu[c] = statistics.fmean(f_cpu), statistics.fmean(b_cpu)
-        for t in self.versions[0].values():
-            t.grad = None
-        p2p, send, recv = self._calibrate_p2p(repeats) if cfg.stages > 1 else (0.0, 0.0, 0.0)
-        updates = []
-        for rep in range(warmup + repeats):
-            if dist.is_initialized():
-                dist.barrier()
-            t0 = time.perf_counter()
-            self._start_update(0, 0)
-            self._finish_update()
-            if rep >= warmup:
-                updates.append(time.perf_counter() - t0)
-        return StageCalibration(self.rank, self.stage, self.replica, forward, backward, p2p,
-                                statistics.fmean(updates), time.perf_counter() - began,
-                                forward_cpu, backward_cpu, send, recv)
-
-    def _calibrate_p2p(self, repeats: int) -> tuple[float, float, float]:
-        """Between this stage and the next (every pair in turn, so that pairs do not share
-        the machine's cores): half the round trip of one boundary tensor; then, as in
-        training, with the receive posted ahead, the sender's ``isend`` call and the
-        receiver's posting and taking of the tensor once it has arrived. Returns (trip,
-        send, receive): the trips' mean, the calls' medians (a trip's wait is what a
-        consumer sees; the calls are CPU work, whose rare long ones are the machine's); a
-        rank records only its own side (0 for the other)."""
-        cfg = self.cfg
-        buf = torch.randn(self._boundary_shape(), dtype=cfg.spec.torch_dtype,
-                          device=self.device)
-        trips: list[float] = []
-        ends: dict[bool, list[float]] = {True: [], False: []}   # sending side, receiving
-        for s in range(cfg.stages - 1):
-            dist.barrier()
-            if self.stage in (s, s + 1):
-                sender = self.stage == s
-                other = self.replica * cfg.stages + (s + 1 if sender else s)
-                trips += self._trips(buf, other, sender, repeats)
-                ends[sender] += self._endpoint_costs(buf, other, sender, repeats)
-        return (statistics.fmean(trips) if trips else 0.0,
-                *(statistics.median(ends[side]) if ends[side] else 0.0
-                  for side in (True, False)))
-
-    @staticmethod
-    def _trips(buf: torch.Tensor, other: int, sender: bool, repeats: int) -> list[float]:
-        """Half round trips of ``buf`` (timed on the sender; the first is dropped)."""
-        times = []
-        for rep in range(repeats + 1):
-            t0 = time.perf_counter()
-            if sender:
-                dist.send(buf, other)
-                dist.recv(buf, other)
-                if rep:
-                    times.append((time.perf_counter() - t0) / 2)
-            else:
-                dist.recv(buf, other)
-                dist.send(buf, other)
-        return times
-
-    def _endpoint_costs(self, buf: torch.Tensor, other: int, sender: bool,
-                        repeats: int) -> list[float]:
-        """This side's cost of one boundary tensor, the receive posted before the send: the
-        sender's ``isend`` call, or the receiver's posting plus taking it once arrived."""
-        token = torch.zeros(1, device=self.device)
-        costs = []
-        for rep in range(repeats + 1):
-            if sender:
-                dist.recv(token, other)          # its receive is posted
-                t0 = time.perf_counter()
-                handle = dist.isend(buf, other)
-                cost = time.perf_counter() - t0
-                handle.wait()
-                dist.send(token, other)          # sent after the tensor, so behind it
-            else:
-                t0 = time.perf_counter()
-                handle, _ = self._post_receive(other, 0)
-                cost = time.perf_counter() - t0
-                dist.send(token, other)
-                dist.recv(token, other)          # the tensor has arrived
-                t0 = time.perf_counter()
-                handle.wait()
-                cost += time.perf_counter() - t0
-            if rep:
-                costs.append(cost)
-        return costs
 
     def stats(self) -> RankStats:
         """What this rank measured so far."""

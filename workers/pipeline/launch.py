@@ -1,9 +1,10 @@
 """Start the P × D ranks of a pipeline run as processes and collect their results
 (thesis §3.2.3: parallel pipelines). gloo on CPU, nccl when CUDA is present.
 
-Ranks start from a fork server (see :func:`_context`). Rank 0 opens the rendezvous store on port 0 of 127.0.0.1 and hands the port to the others,
-so runs never race for a port. Each rank uses one thread (``torch.set_num_threads(1)``) so
-that P·D processes share a small machine without fighting.
+Ranks start from a fork server (see :func:`_context`). Rank 0 opens the rendezvous store on
+port 0 of 127.0.0.1 and hands the port to the others, so runs never race for a port. Each
+rank uses one thread (``torch.set_num_threads(1)``) so that P·D processes share a small
+machine without fighting.
 """
 
 from __future__ import annotations
@@ -22,7 +23,11 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from .executor import RankStats, RunConfig, StageCalibration, StageRuntime
+from .calibrate import calibrate_rank
+from .config import RunConfig
+from .executor import StageRuntime
+from .morph import save_layers, write_meta
+from .records import RankStats, StageCalibration
 
 log = logging.getLogger(__name__)
 
@@ -79,11 +84,10 @@ def _rank_process(work, rank: int, world: int, args: tuple, ports: mp.Queue,
 def _train_rank(rank: int, cfg: RunConfig, calibrate: bool) -> tuple:
     """(weights of replica 0, stats, calibration or None) of one rank of ``cfg``."""
     runtime = StageRuntime(cfg, rank)
-    calibration = runtime.calibrate() if calibrate else None
+    calibration = calibrate_rank(runtime) if calibrate else None
     stats = runtime.train()
     weights = runtime.final_weights() if runtime.replica == 0 else {}
     if cfg.save_dir and runtime.replica == 0:
-        from .morph import save_layers
         save_layers(Path(cfg.save_dir), runtime.layer_state())
     return {g: t.numpy().copy() for g, t in weights.items()}, stats, calibration
 
@@ -102,7 +106,7 @@ def run_pipeline(cfg: RunConfig, timeout_s: float = 300.0,
                  calibrate: bool = False) -> PipelineRun:
     """Train ``cfg`` across P × D processes; raise :class:`PipelineFailed` if a rank fails.
     With ``calibrate``, every rank first measures its primitive costs (varuna.txt §4.3:
-    :meth:`StageRuntime.calibrate`, all ranks at once, just before training)."""
+    :func:`workers.pipeline.calibrate.calibrate_rank`, all ranks at once, just before training)."""
     cfg.check()
     weights: dict[str, torch.Tensor] = {}
     stats: list[RankStats] = []
@@ -115,7 +119,6 @@ def run_pipeline(cfg: RunConfig, timeout_s: float = 300.0,
         if rank_calibration is not None:
             calibration.append(rank_calibration)
     if cfg.save_dir:
-        from .morph import write_meta
         write_meta(Path(cfg.save_dir), cfg.start_step + cfg.steps, cfg.spec.layers)
     return PipelineRun(weights, tuple(sorted(stats, key=lambda s: s.rank)),
                        tuple(sorted(calibration, key=lambda c: c.rank)))

@@ -14,6 +14,9 @@ from pathlib import Path
 
 import torch
 
+from .config import RunConfig
+from .model import build_layers, global_names
+
 META = "meta.json"
 
 
@@ -55,8 +58,6 @@ def read_meta(folder: Path) -> dict:
 def read_weights(folder: Path, spec) -> dict[str, torch.Tensor]:
     """The whole model's weights in a layer checkpoint, by global parameter name (a tied
     weight once, from the first layer that uses it)."""
-    from .model import build_layers, global_names
-
     weights: dict[str, torch.Tensor] = {}
     for index, names in global_names(build_layers(spec)).items():
         state = load_layer(folder, index)
@@ -66,11 +67,9 @@ def read_weights(folder: Path, spec) -> dict[str, torch.Tensor]:
 
 
 def config_for_plan(chosen, spec, kind: str = "1f1b", lr: float = 0.1, steps: int = 1,
-                    start_step: int = 0, load_dir: str | None = None):
+                    start_step: int = 0, load_dir: str | None = None) -> RunConfig:
     """The run of plan ``chosen`` (:class:`workers.pipeline.planner.Plan`): its depth, width,
     micro-batching, recomputation and stage cuts; the global batch is the plan's."""
-    from .executor import RunConfig
-
     if chosen.cuts and len(chosen.cuts) != chosen.stages - 1:
         raise ValueError(f"plan has {len(chosen.cuts)} cuts for {chosen.stages} stages")
     return RunConfig(kind=kind, stages=chosen.stages, replicas=chosen.replicas,
@@ -91,7 +90,7 @@ def read_meta_for(folder: Path, spec) -> dict:
 
 
 def resume_config(chosen, spec, folder: Path, kind: str = "1f1b", lr: float = 0.1,
-                  steps: int = 1):
+                  steps: int = 1) -> RunConfig:
     """The run that continues a job from the layer checkpoint in ``folder`` under a new
     plan (made for the new GPU count with the same global batch)."""
     meta = read_meta_for(folder, spec)

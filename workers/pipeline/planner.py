@@ -33,10 +33,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .kinds import KINDS
 from .profile import Profile
 from .simulate import minibatch_time
 
-SCHEDULES = ("1f1b", "2bw")
+# the kinds whose time and memory the cost model above describes (ScheduleKind.planner)
+SCHEDULES = tuple(name for name, kind in KINDS.items() if kind.planner)
 TIMINGS = ("closed_form", "simulated")
 
 
@@ -120,6 +122,7 @@ def predict(profile: Profile, stages: int, replicas: int, microbatch_size: int,
         raise PlanInfeasible(f"schedule {schedule!r} is not one of {', '.join(SCHEDULES)}")
     if timing not in TIMINGS:
         raise PlanInfeasible(f"timing {timing!r} is not one of {', '.join(TIMINGS)}")
+    kind = KINDS[schedule]
     layers = profile.layers
     if cuts is None:
         cuts = balanced_cuts([layer.compute_s for layer in layers], stages)
@@ -132,7 +135,7 @@ def predict(profile: Profile, stages: int, replicas: int, microbatch_size: int,
     tied = profile.tied_weight_bytes if stages > 1 else 0.0
     times, syncs, updates, memory, acts = [], [], [], [], []
     forward, backward, transfers = {}, {}, []   # per stage and boundary, for the simulator
-    versions = 2 if schedule == "2bw" else 1
+    versions = kind.weight_versions
     for i in range(stages):
         group = layers[edges[i]:edges[i + 1]]
         forward[i] = b * sum(layer.forward_s for layer in group)
@@ -162,13 +165,13 @@ def predict(profile: Profile, stages: int, replicas: int, microbatch_size: int,
     flush = max(s + u for s, u in zip(syncs, updates))   # all-reduce, then the step
     if timing == "simulated":
         comm = sum(transfers) / len(transfers) if transfers else 0.0
-        if schedule == "2bw":   # the all-reduce overlaps the next mini-batch (§3.3.3)
-            time_s = max(minibatch_time("2bw", stages, microbatches, 1, forward, backward,
+        if not kind.flush:   # the all-reduce overlaps the next mini-batch (§3.3.3)
+            time_s = max(minibatch_time(schedule, stages, microbatches, 1, forward, backward,
                                         comm, max(updates)), max(syncs))
         else:
             time_s = minibatch_time(schedule, stages, microbatches, 1, forward, backward,
                                     comm, flush)
-    elif schedule == "2bw":
+    elif not kind.flush:
         time_s = max(max(microbatches * t + u, s) for t, s, u in zip(times, syncs, updates))
     else:
         time_s = sum(times) + (microbatches - 1) * slowest + flush

@@ -15,7 +15,8 @@ The profile JSON (documented in docs/pipelines.md)::
                                                 # weights (the last layer's: its tied copy)
 
 Times and activation sizes scale linearly with the micro-batch size; weights and the update
-do not.
+do not. :func:`calibrate_profile` replaces a profile's F and B with those measured inside the
+ranks (varuna.txt §4.3).
 """
 
 from __future__ import annotations
@@ -192,3 +193,36 @@ _WARMUP = 2
 def _record(samples: list[float], rep: int, seconds: float) -> None:
     if rep >= _WARMUP:
         samples.append(seconds)
+
+
+def calibrate_profile(data: dict, spec, stages: int = 2, timeout_s: float = 300.0) -> dict:
+    """Varuna's per-cut-point calibration (varuna.txt §4.3) of a layer profile (the JSON of
+    :func:`profile_model` for the reference model ``spec``): ``stages`` ranks hold every
+    layer as a chunk of its own (the interleaved layout) and calibrate at once
+    (:func:`workers.pipeline.calibrate.calibrate_rank`), so each layer's F and B are measured
+    in the executor's own code on one micro-batch of the profile's size, while the other
+    ranks compute as in training. Returns ``data`` with those F and B, and the bandwidth of
+    the calibrated boundary trip."""
+    from .calibrate import stage_costs
+    from .config import RunConfig
+    from .launch import run_pipeline
+
+    layers = spec.layers
+    size = data.get("microbatch_size")
+    if not isinstance(size, int) or size < 1:
+        raise ValueError(f"microbatch_size={size!r} must be a positive integer to calibrate")
+    if len(data.get("layers", ())) != layers:
+        raise ValueError(f"the profile has {len(data.get('layers', ()))} layers, the model "
+                         f"{layers}")
+    if not isinstance(stages, int) or stages < 2 or layers % stages:
+        raise ValueError(f"stages={stages!r} must be at least 2 and divide the {layers} "
+                         "layers")
+    cfg = RunConfig(kind="interleaved", stages=stages, microbatches=stages,
+                    chunks=layers // stages, steps=1, batch=stages * size, spec=spec,
+                    cuts=tuple(range(1, layers)))
+    run = run_pipeline(cfg, timeout_s=timeout_s, calibrate=True)
+    forward, backward, trip, _ = stage_costs(run.calibration)
+    rows = [{**row, "forward_s": forward[i], "backward_s": backward[i]}
+            for i, row in enumerate(data["layers"])]
+    boundary = max(row["output_bytes"] for row in rows[:-1])
+    return {**data, "layers": rows, "bandwidth_bytes_per_s": boundary / trip}

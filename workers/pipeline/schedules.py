@@ -1,28 +1,16 @@
 """Schedule generators: per-device ordered action lists (thesis §2.4.2, §3.2, §4.2.2;
-breadth_first_pipeline.txt §3; varuna.txt §3.2; avgpipe.txt §4.2).
+breadth_first_pipeline.txt §4.1; varuna.txt §3.2; avgpipe.txt §4.2).
 
 Every generator takes ``(stages, microbatches, chunks)`` plus keyword options and returns a
 :data:`~workers.pipeline.ops.Schedule` of compute actions only; communication is added later by
 :func:`workers.pipeline.lowering.add_communication`. Micro-batch and chunk numbers start at 0.
+A generator is declared, with its kind's traits, in :data:`workers.pipeline.kinds.KINDS`, and
+called through :func:`workers.pipeline.kinds.build_schedule`, which checks the sizes first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from .ops import Op, PipeOp, Schedule, ScheduleError
-
-KINDS = ("gpipe", "1f1b", "interleaved", "breadth_first", "2bw", "varuna", "advance_forward")
-
-
-def _check_sizes(kind: str, stages: int, microbatches: int, chunks: int,
-                 multi_chunk: bool) -> None:
-    for name, value in (("stages", stages), ("microbatches", microbatches), ("chunks", chunks)):
-        if not isinstance(value, int) or value < 1:
-            raise ScheduleError(f"{kind}: {name}={value!r} must be a positive integer")
-    if chunks != 1 and not multi_chunk:
-        raise ScheduleError(f"{kind}: chunks={chunks} but this schedule has one chunk per device "
-                            "(use interleaved or breadth_first for several)")
 
 
 def _one_f_one_b(stages: int, device: int, microbatches: int, warmup: int,
@@ -48,13 +36,11 @@ def _one_f_one_b(stages: int, device: int, microbatches: int, warmup: int,
 
 def gpipe(stages: int, microbatches: int, chunks: int = 1) -> Schedule:
     """GPipe: all forwards, then all backwards, flush (thesis §3.2, Figure 3.3)."""
-    _check_sizes("gpipe", stages, microbatches, chunks, False)
     return {d: _one_f_one_b(stages, d, microbatches, microbatches) for d in range(stages)}
 
 
 def one_f_one_b(stages: int, microbatches: int, chunks: int = 1) -> Schedule:
     """PipeDream-Flush: p−d−1 warm-up forwards on device d, then 1F1B, flush (thesis §3.2.2)."""
-    _check_sizes("1f1b", stages, microbatches, chunks, False)
     return {d: _one_f_one_b(stages, d, microbatches, stages - d - 1) for d in range(stages)}
 
 
@@ -65,7 +51,6 @@ def advance_forward(stages: int, microbatches: int, chunks: int = 1,
     ``advance_num`` is the number of forwards the first device runs before its first backward;
     p−1 (the default) is 1F1B and m+p−1 or more is GPipe. Device d runs advance_num−d.
     """
-    _check_sizes("advance_forward", stages, microbatches, chunks, False)
     advance = stages - 1 if advance_num is None else advance_num
     if not isinstance(advance, int) or advance < stages - 1:
         raise ScheduleError(f"advance_forward: advance_num={advance!r} must be an integer "
@@ -80,7 +65,6 @@ def interleaved(stages: int, microbatches: int, chunks: int = 2) -> Schedule:
     chunk 0, then chunk 1, …; backwards visit the chunks in reverse. The warm-up is
     2(p−d−1) + (v−1)p forwards. Needs m to be a multiple of p.
     """
-    _check_sizes("interleaved", stages, microbatches, chunks, True)
     if microbatches % stages:
         raise ScheduleError(f"interleaved: microbatches={microbatches} is not a multiple of "
                             f"stages={stages}")
@@ -111,10 +95,9 @@ def interleaved(stages: int, microbatches: int, chunks: int = 2) -> Schedule:
 
 
 def breadth_first(stages: int, microbatches: int, chunks: int = 2) -> Schedule:
-    """Breadth-first looped pipeline (breadth_first_pipeline.txt §3): device d holds chunks
+    """Breadth-first looped pipeline (breadth_first_pipeline.txt §4.1): device d holds chunks
     d, d+p, …; it runs the forward of every micro-batch on one chunk before moving to the
     next chunk, then the backwards chunk by chunk in reverse."""
-    _check_sizes("breadth_first", stages, microbatches, chunks, True)
     out: Schedule = {}
     for d in range(stages):
         local = [j * stages + d for j in range(chunks)]
@@ -127,7 +110,6 @@ def two_bw(stages: int, microbatches: int, chunks: int = 1, batches: int = 2) ->
     """PipeDream-2BW (thesis §3.2.1): 1F1B with no flush across ``batches`` mini-batches of m
     micro-batches (global micro-batch k = batch·m + i). Weight versions follow
     :func:`workers.pipeline.versions.weight_version`; needs m ≥ p."""
-    _check_sizes("2bw", stages, microbatches, chunks, False)
     if not isinstance(batches, int) or batches < 1:
         raise ScheduleError(f"2bw: batches={batches!r} must be a positive integer")
     if microbatches < stages:
@@ -149,7 +131,6 @@ def varuna(stages: int, microbatches: int, chunks: int = 1,
     3. a ready backward (or its recompute) goes before a forward. Forwards keep at most p−d
        micro-batches in flight on device d.
     """
-    _check_sizes("varuna", stages, microbatches, chunks, False)
     dur = {"F": 1, "B": 2, "R": 1, **(durations or {})}
     last = stages - 1
     done: dict[tuple[Op, int, int], int] = {}     # (op, mb, device) -> finish time
@@ -197,26 +178,6 @@ def varuna(stages: int, microbatches: int, chunks: int = 1,
         if now > 10 * (remaining + microbatches * stages * 4 + 10):  # pragma: no cover
             raise ScheduleError(f"varuna: rules stalled at t={now} for p={stages} m={microbatches}")
     return out
-
-
-GENERATORS: dict[str, Callable[..., Schedule]] = {
-    "gpipe": gpipe, "1f1b": one_f_one_b, "interleaved": interleaved,
-    "breadth_first": breadth_first, "2bw": two_bw, "varuna": varuna,
-    "advance_forward": advance_forward,
-}
-
-MULTI_CHUNK = ("interleaved", "breadth_first")
-
-
-def build_schedule(kind: str, stages: int, microbatches: int, chunks: int | None = None,
-                   **options) -> Schedule:
-    """The schedule of ``kind`` (one of :data:`KINDS`); ``chunks`` defaults to 2 for the
-    multi-chunk kinds and 1 otherwise."""
-    if kind not in GENERATORS:
-        raise ScheduleError(f"unknown schedule kind {kind!r} (one of: {', '.join(KINDS)})")
-    if chunks is None:
-        chunks = 2 if kind in MULTI_CHUNK else 1
-    return GENERATORS[kind](stages, microbatches, chunks, **options)
 
 
 def chunks_of(schedule: Schedule) -> int:

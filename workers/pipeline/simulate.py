@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from .ops import COMPUTE, Op, PipeOp, Schedule, ScheduleError, format_grid
-from .schedules import build_schedule
+from .kinds import build_schedule, kind_named
 
 DEFAULT_DURATIONS = {"F": 1.0, "B": 2.0, "R": 1.0}
 
@@ -173,11 +173,12 @@ def minibatch_time(kind: str, stages: int, microbatches: int, chunks: int,
     A boundary tensor is ``comm_s`` late at its consumer, and costs its producer's device
     ``send_s`` and its consumer's ``recv_s`` on top of the action (P > 1).
 
-    * flush schedules: the makespan of one mini-batch plus the update (the next mini-batch
+    * flush kinds: the makespan of one mini-batch plus the update (the next mini-batch
       starts after it);
-    * 2bw (no flush): the steady-state interval between one mini-batch's last backward and
-      the next's, on the slowest device, plus the update, which each stage runs on its own
-      critical path once per mini-batch.
+    * a no-flush kind (2bw): the steady-state interval between one mini-batch's last
+      backward and the next's, on the slowest device, over a schedule of 6 mini-batches
+      (its option ``batches``, whatever ``options`` says), plus the update, which each stage
+      runs on its own critical path once per mini-batch.
     """
     last = stages * chunks - 1
 
@@ -194,11 +195,12 @@ def minibatch_time(kind: str, stages: int, microbatches: int, chunks: int,
             cost += send_s * sends + recv_s * receives
         return cost
 
-    if kind != "2bw":
+    if kind_named(kind).flush:
         schedule = build_schedule(kind, stages, microbatches, chunks, **options)
         return simulate(schedule, microbatches, chunks, duration, comm_s).makespan + update_s
     batches = 6
-    schedule = build_schedule("2bw", stages, microbatches, chunks, batches=batches)
+    schedule = build_schedule(kind, stages, microbatches, chunks,
+                              **{**options, "batches": batches})
     sim = simulate(schedule, microbatches * batches, chunks, duration, comm_s)
     ends = [[0.0] * batches for _ in range(stages)]
     for t in sim.timeline:

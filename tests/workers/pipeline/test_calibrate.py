@@ -7,9 +7,11 @@ from dataclasses import replace
 
 import pytest
 
-from workers.pipeline.calibrate import calibrate_profile, predict_calibrated
-from workers.pipeline.executor import RunConfig, StageCalibration
+from workers.pipeline.calibrate import predict_calibrated
+from workers.pipeline.config import RunConfig
 from workers.pipeline.launch import run_pipeline
+from workers.pipeline.profile import calibrate_profile
+from workers.pipeline.records import StageCalibration
 from workers.pipeline.reference import max_abs_diff, train_reference
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from workers.pipeline.executor import RunConfig
+from workers.pipeline.config import RunConfig
 from workers.pipeline.launch import PipelineFailed, measure_link, run_pipeline
 from workers.pipeline.model import ModelSpec
 from workers.pipeline.morph import resume_config

@@ -8,7 +8,7 @@ import itertools
 import pytest
 
 from workers.pipeline.ops import Op, PipeOp, ScheduleError, format_grid, schedule_to_json
-from workers.pipeline.schedules import KINDS, build_schedule
+from workers.pipeline.kinds import KINDS, build_schedule
 from workers.pipeline.simulate import simulate, validate
 from workers.pipeline.versions import check_versions, weight_version
 
