@@ -31,12 +31,14 @@ worker sets (``JobContext``), and:
   whose start-up took its whole round) saves nothing: the checkpoint already holds it.
 - with ``GAVEL_EMULATE_STEPS_PER_S`` set, paces steps to that rate (GPU-type emulation on
   CPU-only machines, docs/runtime.md "Emulation").
+
+The job contract it reads (``GAVEL_*`` environment, progress file, failure exit) is
+``gavelsched.jobenv``'s. Over ~400 lines: the lease state machine, its RPC client and the
+ranks' agreement change together, so they stay in one file.
 """
 
 from __future__ import annotations
 
-import functools
-import json
 import logging
 import math
 import os
@@ -44,118 +46,25 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
+
+# The job contract (environment, progress file, failure exit, lease clock) is jobenv's;
+# its names stay importable from here.
+from gavelsched.jobenv import (CHECKPOINT_DIR_VAR, EXIT_JOB_FAILED, PROGRESS_FILE, RENEW_AT_VAR,
+                               JobContext, JobFailed, fail_job, process_elapsed_s,
+                               read_progress, write_progress)
+
+__all__ = ["DEFAULT_RENEW_AT", "EXIT_JOB_FAILED", "PROGRESS_FILE", "GavelIterator",
+           "JobContext", "JobFailed", "LeaseTerms", "Pacer", "process_elapsed_s",
+           "read_progress", "write_progress"]
 
 log = logging.getLogger(__name__)
 
-PROGRESS_FILE = "gavel_progress.json"
-EXIT_JOB_FAILED = 3
 DEFAULT_RENEW_AT = 0.95   # BENCHMARKS.md, "Preemption overhead": the renewal point
 RPC_TIMEOUT_S = 10.0
 INIT_RETRY_S = 30.0
 SYNC_INTERVAL_S = 0.25   # target seconds between the ranks' agreement all-reduces
 CHECK_INTERVAL_S = 0.02  # the same for one process: how late a time limit may be noticed
-
-
-class JobFailed(RuntimeError):
-    """The job cannot go on (missing or corrupt checkpoint, no scheduler); one-line reason."""
-
-
-@dataclass(frozen=True)
-class JobContext:
-    """What the worker tells a job through its environment (docs/runtime.md, protocol)."""
-
-    scheduler: str
-    job_id: str
-    round: int
-    total_steps: int
-    steps_done: int
-    checkpoint_dir: str | None
-    server_id: int
-    rank: int
-    world_size: int
-    token_file: str | None = None
-    tls_ca: str | None = None
-    emulate_steps_per_s: float | None = None
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> JobContext | None:
-        """The context in ``env`` (default ``os.environ``); None without GAVEL_SCHEDULER."""
-        env = os.environ if env is None else env
-        scheduler = env.get("GAVEL_SCHEDULER", "").strip()
-        if not scheduler:
-            return None
-
-        def number(name: str, default: str, kind: type = int) -> Any:
-            raw = env.get(name, default) or default
-            try:
-                return kind(raw)
-            except ValueError:
-                raise JobFailed(f"bad environment variable {name}={raw!r}") from None
-
-        pace = number("GAVEL_EMULATE_STEPS_PER_S", "0", float)
-        if pace < 0 or not math.isfinite(pace):
-            raise JobFailed(f"bad environment variable GAVEL_EMULATE_STEPS_PER_S={pace!r}")
-        return cls(scheduler=scheduler, job_id=env.get("GAVEL_JOB_ID", ""),
-                   round=number("GAVEL_ROUND", "0"),
-                   total_steps=number("GAVEL_TOTAL_STEPS", "0"),
-                   steps_done=number("GAVEL_STEPS_DONE", "0"),
-                   checkpoint_dir=env.get("GAVEL_CHECKPOINT_DIR") or None,
-                   server_id=number("GAVEL_SERVER_ID", "-1"),
-                   rank=number("RANK", "0"), world_size=number("WORLD_SIZE", "1"),
-                   token_file=env.get("GAVEL_TOKEN_FILE") or None,
-                   tls_ca=env.get("GAVEL_TLS_CA") or None,
-                   emulate_steps_per_s=pace or None)
-
-
-# ---- the durable step count beside the user's checkpoint -----------------------------------
-
-def read_progress(checkpoint_dir: str | os.PathLike) -> int | None:
-    """The absolute step count saved in ``checkpoint_dir``; None when there is none.
-    Raises JobFailed when the file exists but is unreadable."""
-    path = Path(checkpoint_dir) / PROGRESS_FILE
-    try:
-        data = json.loads(path.read_text())
-        steps = data["steps"]
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise JobFailed(f"corrupt progress file {path}: {err}") from None
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
-        raise JobFailed(f"corrupt progress file {path}: steps={steps!r}")
-    return steps
-
-
-def write_progress(checkpoint_dir: str | os.PathLike, steps: int, **extra: Any) -> Path:
-    """Write the absolute step count atomically (temp file, fsync, rename)."""
-    directory = Path(checkpoint_dir)
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / PROGRESS_FILE
-    tmp = path.with_name(f".{PROGRESS_FILE}.{os.getpid()}.tmp")
-    with open(tmp, "w") as fh:
-        json.dump({"steps": int(steps), "time": time.time(), **extra}, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    return path
-
-
-def process_elapsed_s() -> float:
-    """Seconds since this process started (the lease's clock: the worker starts its kill
-    timer at launch, so the iterator counts from the same moment, not from its import)."""
-    return time.clock_gettime(time.CLOCK_BOOTTIME) - _process_start()
-
-
-@functools.lru_cache(maxsize=1)
-def _process_start() -> float:
-    """This process's start on the CLOCK_BOOTTIME scale (Linux /proc; else import time)."""
-    try:
-        with open("/proc/self/stat") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-        return int(fields[19]) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
 # ---- the lease --------------------------------------------------------------------------
@@ -315,13 +224,14 @@ class GavelIterator:
                  env: Mapping[str, str] | None = None,
                  clock: Callable[[], float] = process_elapsed_s) -> None:
         if renew_at is None:
-            raw = (os.environ if env is None else env).get("GAVEL_RENEW_AT", "")
+            raw = (os.environ if env is None else env).get(RENEW_AT_VAR, "")
             try:
                 renew_at = float(raw) if raw else DEFAULT_RENEW_AT
             except ValueError:
                 renew_at = -1.0
         if not 0.0 < renew_at <= 1.0:
-            raise ValueError(f"renew_at (or GAVEL_RENEW_AT) must be in (0, 1], got {renew_at!r}")
+            raise ValueError(f"renew_at (or {RENEW_AT_VAR}) must be in (0, 1], got "
+                             f"{renew_at!r}")
         self._loader = data_loader
         self._load = load_checkpoint
         self._save = save_checkpoint
@@ -335,13 +245,13 @@ class GavelIterator:
         try:
             self._ctx = JobContext.from_env(env)
         except JobFailed as err:
-            _fail(str(err))
+            fail_job(str(err))
         if self._ctx is None:
             self.checkpoint_dir = str(checkpoint_dir) if checkpoint_dir else None
             return
         directory = checkpoint_dir or self._ctx.checkpoint_dir
         if not directory:
-            _fail("no checkpoint directory: pass checkpoint_dir or set GAVEL_CHECKPOINT_DIR")
+            fail_job(f"no checkpoint directory: pass checkpoint_dir or set {CHECKPOINT_DIR_VAR}")
         self.checkpoint_dir = str(directory)
         self._ranks = _Ranks()
         try:
@@ -351,7 +261,7 @@ class GavelIterator:
             durable = max(int(reply.steps_done), self._ctx.steps_done)
             self.steps = self._restore(durable)
         except JobFailed as err:
-            _fail(str(err))
+            fail_job(str(err))
         self._lease = LeaseTerms.from_pb(reply.lease, self.total_steps)
         self._lease_start = (self._clock(), self.steps)
         self._durable = self.steps      # the count the checkpoint on disk holds
@@ -392,6 +302,11 @@ class GavelIterator:
         return saved
 
     # -- iteration ---------------------------------------------------------------------------
+    @property
+    def standalone(self) -> bool:
+        """True without a scheduler (no ``GAVEL_SCHEDULER``): iterating is the loader's."""
+        return self._ctx is None
+
     def __len__(self) -> int:
         return len(self._loader)  # type: ignore[arg-type]
 
@@ -517,11 +432,3 @@ class GavelIterator:
                 self._renewal.cancel()
             self._client.close()
 
-
-def _fail(reason: str) -> None:
-    """End the job: the reason as the last line of stderr, exit code EXIT_JOB_FAILED."""
-    line = " ".join(reason.split())
-    log.error("job failed: %s", line)
-    sys.stderr.write(f"gavel: {line}\n")
-    sys.stderr.flush()
-    raise SystemExit(EXIT_JOB_FAILED)

@@ -13,6 +13,7 @@ import os
 import sys
 from pathlib import Path
 
+from ..jobenv import SCHEDULER_VAR
 from . import InputError
 
 JOB_KEYS = ("workload", "command", "job_type", "scale_factor", "total_steps",
@@ -24,7 +25,7 @@ TIMEOUT_S = 30.0
 def register(subparsers) -> None:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--scheduler", metavar="HOST:PORT",
-                        default=os.environ.get("GAVEL_SCHEDULER", DEFAULT_SCHEDULER),
+                        default=os.environ.get(SCHEDULER_VAR, DEFAULT_SCHEDULER),
                         help="the scheduler's address (default: $GAVEL_SCHEDULER or "
                              f"{DEFAULT_SCHEDULER})")
     common.add_argument("--token-file", metavar="F", help="file holding the cluster's token")

@@ -1,11 +1,12 @@
 """GPU-type emulation on CPU-only machines (docs/runtime.md, "Emulation").
 
 A worker started as ``--type k80`` on a machine without GPUs makes its jobs run at a K80's
-speed *relative to the other types*: each job gets ``GAVEL_EMULATE_STEPS_PER_S`` =
-(the table's steps/s for this worker type, job type and scale factor) x ``speed``, and
-GavelIterator sleeps so that its steps never run faster than that. ``speed`` (the time
-dilation, ``--emulation-speed``) scales every type alike, so ratios between types are the
-table's (thesis Table 5.2 / Figure 1.4) while the absolute rates fit this CPU.
+speed *relative to the other types*: each job gets ``GAVEL_EMULATE_STEPS_PER_S``
+(``gavelsched.jobenv``) = (the table's steps/s for this worker type, job type and scale
+factor) x ``speed``, and GavelIterator sleeps so that its steps never run faster than that.
+``speed`` (the time dilation, ``--emulation-speed``) scales every type alike, so ratios
+between types are the table's (thesis Table 5.2 / Figure 1.4) while the absolute rates fit
+this CPU.
 
 A job split across types with virtual nodes (``GAVEL_VN_LAYOUT``, VirtualFlow §5.1) paces
 each rank by its own share of the global batch on its own type: ``rate(type, job, W) x
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from traces.types import ThroughputTable
-from workers.virtual.envspec import JobLayout
+from gavelsched.virtual.envspec import JobLayout
 
 
 class EmulationError(ValueError):

@@ -2,9 +2,9 @@
 each job's processes ended (thesis §5.6; docs/runtime.md, protocol).
 
 One process per GPU (rank) the job holds on this server, each in its own session so a kill
-takes its whole process tree. A job's environment carries the GAVEL_* context GavelIterator
-reads plus torchrun-style RANK/LOCAL_RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, and
-CUDA_VISIBLE_DEVICES = the job's GPUs on this server.
+takes its whole process tree. A job's environment carries its ``JobContext`` (the GAVEL_*
+variables GavelIterator reads, ``gavelsched.jobenv``) plus torchrun-style
+LOCAL_RANK/MASTER_ADDR/MASTER_PORT, and CUDA_VISIBLE_DEVICES = the job's GPUs on this server.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gavelsched.iterator import JobFailed, read_progress
+from gavelsched.jobenv import EMULATE_STEPS_PER_S_VAR, JobContext, JobFailed, read_progress
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +52,17 @@ class LaunchSpec:
     # per local rank, for a job split with virtual nodes (emulation.split_steps_per_s)
     rank_steps_per_s: tuple[float | None, ...] = ()
 
+    def job_context(self, local_rank: int) -> JobContext:
+        """What this server's ``local_rank`` is told; the server id, token file and TLS CA
+        are left to the worker's shared context (``jobenv.worker_env``)."""
+        pace = self.rank_steps_per_s[local_rank] if self.rank_steps_per_s else \
+            self.emulate_steps_per_s
+        return JobContext(
+            scheduler=self.scheduler_address, job_id=self.job_id, job_type=self.job_type,
+            round=self.round, total_steps=self.total_steps, steps_done=self.steps_done,
+            checkpoint_dir=self.checkpoint_dir, server_id=-1, rank=self.rank + local_rank,
+            world_size=self.world_size, emulate_steps_per_s=pace or None)
+
 
 @dataclass(frozen=True)
 class JobExit:
@@ -81,33 +92,24 @@ class _Running:
 
 
 def job_env(spec: LaunchSpec, local_rank: int, context: Mapping[str, str]) -> dict[str, str]:
-    """The environment of one rank (protocol: GAVEL_* and torchrun-style variables)."""
+    """The environment of one rank: this machine's, then the worker's ``context`` (shared
+    by every job: ``jobenv.worker_env``), the job's own ``env``, then the rank's
+    ``JobContext`` and torchrun-style variables over them (docs/runtime.md, protocol)."""
     env = dict(os.environ)
     env.update(context)
     env.update(spec.env)
     path = env.get("PYTHONPATH", "")
     env["PYTHONPATH"] = f"{REPO_ROOT}{os.pathsep}{path}" if path else str(REPO_ROOT)
+    ctx = spec.job_context(local_rank)
+    env.update(ctx.to_env())
     env.update({
-        "GAVEL_SCHEDULER": spec.scheduler_address,
-        "GAVEL_JOB_ID": spec.job_id,
-        "GAVEL_JOB_TYPE": spec.job_type,
-        "GAVEL_ROUND": str(spec.round),
-        "GAVEL_TOTAL_STEPS": str(spec.total_steps),
-        "GAVEL_STEPS_DONE": str(spec.steps_done),
-        "GAVEL_CHECKPOINT_DIR": spec.checkpoint_dir,
-        "RANK": str(spec.rank + local_rank),
         "LOCAL_RANK": str(local_rank),
-        "WORLD_SIZE": str(spec.world_size),
         "MASTER_ADDR": spec.master_addr or "127.0.0.1",
         "MASTER_PORT": str(spec.master_port or 29500),
         "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in spec.gpus),
     })
-    pace = spec.rank_steps_per_s[local_rank] if spec.rank_steps_per_s else \
-        spec.emulate_steps_per_s
-    if pace:
-        env["GAVEL_EMULATE_STEPS_PER_S"] = repr(pace)
-    else:
-        env.pop("GAVEL_EMULATE_STEPS_PER_S", None)
+    if ctx.emulate_steps_per_s is None:
+        env.pop(EMULATE_STEPS_PER_S_VAR, None)    # no pace here, whatever the machine's says
     return env
 
 
@@ -134,7 +136,8 @@ def last_line(path: Path, limit: int = 8192) -> str:
 class Launcher:
     """The jobs running on this server; ``poll()`` enforces leases and collects exits.
 
-    ``context`` holds the environment shared by every job (server id, token file, TLS CA).
+    ``context`` holds the environment shared by every job (``jobenv.worker_env``: server id,
+    token file, TLS CA).
     Thread-safe: RPC handlers call launch/extend/kill, a monitor thread calls poll.
     """
 

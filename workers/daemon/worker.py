@@ -18,10 +18,11 @@ from pathlib import Path
 
 import grpc
 
+from gavelsched.jobenv import worker_env
 from gavelsched.rpc import pb, pb_grpc
 from gavelsched.rpc.security import TlsFiles, channel, serve
+from gavelsched.virtual.envspec import LAYOUT_VAR, LayoutEnvError, parse_layout_env
 from traces.workloads import UnknownWorkload, check_workload, workload_for
-from workers.virtual.envspec import LayoutEnvError, parse_layout_env
 
 from .emulation import Emulation
 from .launcher import JobExit, Launcher, LaunchSpec, command_for
@@ -148,12 +149,8 @@ class Worker:
         self.server_id = int(reply.server_id)
         self.round_seconds = float(reply.round_seconds)
         self.heartbeat_seconds = float(reply.heartbeat_seconds) or 1.0
-        self.launcher.context["GAVEL_SERVER_ID"] = str(self.server_id)
-        if self.config.token_file:
-            self.launcher.context["GAVEL_TOKEN_FILE"] = str(Path(self.config.token_file)
-                                                            .resolve())
-        if self.config.tls_ca:
-            self.launcher.context["GAVEL_TLS_CA"] = str(Path(self.config.tls_ca).resolve())
+        self.launcher.context.update(worker_env(
+            self.server_id, _absolute(self.config.token_file), _absolute(self.config.tls_ca)))
         log.info("registered as server %d (%s, %d GPUs, %s)", self.server_id,
                  self.config.worker_type, self.config.gpus, self.address)
 
@@ -248,7 +245,7 @@ class Worker:
         ranks = range(int(request.rank), int(request.rank) + len(request.gpus))
         if split is not None and ranks.stop > world:
             raise LayoutEnvError(f"RunJob ranks {ranks.start}..{ranks.stop - 1} are not ranks "
-                                 f"of GAVEL_VN_LAYOUT ({world} ranks)")
+                                 f"of {LAYOUT_VAR} ({world} ranks)")
         if self.config.emulation is not None:
             pace = self.config.emulation.steps_per_s(request.job_type, world,
                                                      request.expected_steps_per_s)
@@ -320,3 +317,8 @@ class _Servicer(pb_grpc.SchedulerToWorkerServicer):
         threading.Thread(target=self._worker.stop, args=(request.reason or "shutdown",),
                          daemon=True).start()
         return pb.Ack(ok=True)
+
+
+def _absolute(path: str | None) -> str | None:
+    """``path`` made absolute (a job runs in another directory), or None."""
+    return str(Path(path).resolve()) if path else None

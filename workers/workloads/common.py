@@ -27,13 +27,14 @@ import torch.distributed as dist
 from torch import nn
 
 from gavelsched.iterator import GavelIterator
+from gavelsched.jobenv import CHECKPOINT_DIR_VAR, JOB_TYPE_VAR, SCHEDULER_VAR, WORKLOAD_DTYPE_VAR
 from traces.workloads import CPU_BATCH, cpu_batch
 
 log = logging.getLogger(__name__)
 
 CHECKPOINT_FILE = "checkpoint.pt"
 SYNTHETIC_BATCHES = 8   # distinct batches in one synthetic epoch
-DTYPE_VAR = "GAVEL_WORKLOAD_DTYPE"
+DTYPE_VAR = WORKLOAD_DTYPE_VAR   # gavelsched.jobenv owns the name
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
@@ -213,7 +214,7 @@ def train(workload: Workload, *, steps: int | None = None, batch_size: int | Non
     ``steps`` steps (standalone). Returns the absolute steps and this run's losses.
     ``dtype`` defaults to ``GAVEL_WORKLOAD_DTYPE``; with ``GAVEL_VN_LAYOUT`` set the rank
     runs its virtual nodes of the layout (``batch_size`` is then the layout's)."""
-    from workers.virtual.envspec import layout_from_env
+    from gavelsched.virtual.envspec import layout_from_env
 
     dtype = dtype or dtype_from_env()
     part = layout_from_env(os.environ, int(os.environ.get("RANK", "0")),
@@ -223,7 +224,7 @@ def train(workload: Workload, *, steps: int | None = None, batch_size: int | Non
                               dtype)
     state = setup(workload, batch_size, seed, dtype)
     model, optimizer = state.model, state.optimizer
-    ckpt_dir = checkpoint_dir or os.environ.get("GAVEL_CHECKPOINT_DIR") or None
+    ckpt_dir = checkpoint_dir or os.environ.get(CHECKPOINT_DIR_VAR) or None
     iterator = GavelIterator(
         state.batches, ckpt_dir,
         lambda d: load_checkpoint(Path(d) / CHECKPOINT_FILE, model, optimizer),
@@ -240,7 +241,7 @@ def _drive(iterator: GavelIterator, step: Callable[[Any], float],
            steps: int | None) -> list[float]:
     """Run ``step(batch)`` under the iterator until its lease ends, or for ``steps`` steps
     (default one synthetic epoch) without a scheduler; this run's losses."""
-    standalone = not os.environ.get("GAVEL_SCHEDULER")
+    standalone = not os.environ.get(SCHEDULER_VAR)
     if standalone and steps is None:
         steps = SYNTHETIC_BATCHES
     losses: list[float] = []
@@ -254,7 +255,7 @@ def _drive(iterator: GavelIterator, step: Callable[[Any], float],
 
 
 def _result(iterator: GavelIterator, losses: list[float]) -> TrainResult:
-    standalone = not os.environ.get("GAVEL_SCHEDULER")
+    standalone = not os.environ.get(SCHEDULER_VAR)
     absolute = len(losses) if standalone else iterator.steps
     return TrainResult(absolute, tuple(losses), iterator.finished, iterator.done)
 
@@ -269,7 +270,7 @@ def _train_virtual(workload: Workload, part: Any, steps: int | None, seed: int,
     trainer, iterator = virtual_run(
         workload, part, checkpoint_file=CHECKPOINT_FILE, seed=seed, dtype=dtype,
         device=device_for_rank(),
-        checkpoint_dir=checkpoint_dir or os.environ.get("GAVEL_CHECKPOINT_DIR") or None,
+        checkpoint_dir=checkpoint_dir or os.environ.get(CHECKPOINT_DIR_VAR) or None,
         iterator_options=iterator_options)
     losses = _drive(iterator, lambda _: _finite(workload, trainer.step()), steps)
     if distributed:
@@ -286,8 +287,8 @@ def main(workload: Workload, argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=None,
                         help="steps to train without a scheduler (default: one epoch)")
     parser.add_argument("--batch-size", type=int, default=None,
-                        help="per-rank batch size (default: from --job-type or GAVEL_JOB_TYPE)")
-    parser.add_argument("--job-type", default=os.environ.get("GAVEL_JOB_TYPE"),
+                        help=f"per-rank batch size (default: from --job-type or {JOB_TYPE_VAR})")
+    parser.add_argument("--job-type", default=os.environ.get(JOB_TYPE_VAR),
                         help="catalog job type whose batch size to scale down")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dtype", choices=sorted(DTYPES), default=None,
@@ -301,7 +302,7 @@ def main(workload: Workload, argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     size = args.batch_size or batch_size_for(workload, args.job_type)
-    from workers.virtual.envspec import LayoutEnvError, layout_from_env
+    from gavelsched.virtual.envspec import LayoutEnvError, layout_from_env
 
     try:   # a bad environment is one line and exit code 2, before any work
         dtype = DTYPES[args.dtype] if args.dtype else dtype_from_env()

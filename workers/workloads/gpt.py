@@ -133,7 +133,7 @@ def train(options: GptOptions, steps: int | None = None) -> GptResult:
                 dist.barrier()   # every stage's layers are on disk before the step count
 
         iterator = GavelIterator(range(EPOCH), None, load, save, save_on_all_ranks=True)
-        if not os.environ.get("GAVEL_SCHEDULER"):
+        if iterator.standalone:
             steps = STANDALONE_STEPS if steps is None else steps
             for step in range(steps):
                 runtime.minibatch(step)

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from gavelsched.iterator import GavelIterator
+from gavelsched.jobenv import SCHEDULER_VAR
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +26,7 @@ EPOCH = 1000
 def run(steps: int | None = None) -> int:
     """Step the iterator until its lease ends (or ``steps`` steps alone); the final step."""
     iterator = GavelIterator(range(EPOCH), None, lambda d: None, lambda d: None)
-    if not os.environ.get("GAVEL_SCHEDULER"):
+    if not os.environ.get(SCHEDULER_VAR):
         count = 0
         for _ in itertools.islice(itertools.cycle(iterator), steps or EPOCH):
             count += 1
