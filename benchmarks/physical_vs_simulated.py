@@ -59,21 +59,22 @@ def measured_trace(state_dir: Path) -> tuple[list[TraceJob], ThroughputTable,
         rows = sorted((j for j in store.jobs() if j.state == "done"), key=lambda j: int(j.id))
         online = OnlineThroughputs(prior=default_table())
         online.restore(store.throughputs())
-        startup = {row.job_type: float(store.get_meta(f"startup_s/{row.job_type}") or 0.0)
-                   for row in rows}
+        startup = {row.spec.job_type: float(store.get_meta(f"startup_s/{row.spec.job_type}")
+                                            or 0.0) for row in rows}
     finally:
         store.close()
     types = default_table().worker_types
     solo: dict[str, dict] = {t: {} for t in types}
     jobs, overhead = [], {}
     for row in rows:
-        name = f"{row.job_type} #{row.id}"
-        rates = online.row(row.id, row.job_type, row.scale_factor, types)
+        spec = row.spec
+        name = f"{spec.job_type} #{row.id}"
+        rates = online.row(row.id, spec.job_type, spec.scale_factor, types)
         for t in types:
-            solo[t][(name, row.scale_factor)] = rates[t]
-        overhead[name] = startup[row.job_type]
-        jobs.append(TraceJob(job_type=name, scale_factor=row.scale_factor,
-                             total_steps=row.total_steps, arrival_s=row.arrival_s))
+            solo[t][(name, spec.scale_factor)] = rates[t]
+        overhead[name] = startup[spec.job_type]
+        jobs.append(TraceJob(job_type=name, scale_factor=spec.scale_factor,
+                             total_steps=spec.total_steps, arrival_s=row.arrival_s))
     return jobs, ThroughputTable(solo=solo), overhead
 
 

@@ -11,6 +11,7 @@ import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -23,8 +24,23 @@ log = logging.getLogger(__name__)
 CALL_TIMEOUT_S = 10.0
 
 
+# gRPC codes that say the worker was not reached (or did not answer in time): the call's
+# fate is the heartbeat check's to decide, not the job's.
+UNREACHED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """How a call to a worker ended: ``ok``; else ``unreachable`` (the worker was not
+    reached, or did not answer) or refused, with the worker's or gRPC's ``message``."""
+
+    ok: bool
+    unreachable: bool = False
+    message: str = ""
+
+
 class Dispatcher:
-    """Fire-and-report RPCs to workers. ``on_done(ok, message)`` is called from a pool
+    """Fire-and-report RPCs to workers. ``on_done(Delivery)`` is called from a pool
     thread; it must only hand the answer to the executor (``DaemonExecutor.post``)."""
 
     def __init__(self, token: str | None = None, ca: str | Path | None = None,
@@ -45,21 +61,22 @@ class Dispatcher:
             return stub
 
     def _call(self, address: str, method: str, request,
-              on_done: Callable[[bool, str], None] | None) -> None:
+              on_done: Callable[[Delivery], None] | None) -> None:
         def go() -> None:
             try:
                 ack = getattr(self._stub(address), method)(request, timeout=CALL_TIMEOUT_S)
-                ok, message = ack.ok, ack.message
+                done = Delivery(ack.ok, message=ack.message)
             except grpc.RpcError as err:
-                ok, message = False, f"{address}: {err.code().name}: {err.details()}"
-            if not ok:
-                log.warning("%s to %s: %s", method, address, message)
+                done = Delivery(False, err.code() in UNREACHED,
+                                f"{address}: {err.code().name}: {err.details()}")
+            if not done.ok:
+                log.warning("%s to %s: %s", method, address, done.message)
             if on_done is not None:
-                on_done(ok, message)
+                on_done(done)
         self._pool.submit(go)
 
     def run_job(self, address: str, request: pb.RunJobRequest,
-                on_done: Callable[[bool, str], None] | None = None) -> None:
+                on_done: Callable[[Delivery], None] | None = None) -> None:
         self._call(address, "RunJob", request, on_done)
 
     def kill_job(self, address: str, job_id: str, reason: str) -> None:

@@ -1,32 +1,29 @@
 """``DaemonExecutor``: the scheduler core run on real time (thesis §5.5-5.6).
 
 Threading contract of ``SchedulerCore`` (it has no locks): exactly one thread, the
-executor's, ever calls the core, the store and this object's private state. gRPC handlers
-and the dispatcher's pool threads never touch them; they hand the executor an event with
+executor's, ever calls the core, the store and the rooms below. gRPC handlers and the
+dispatcher's pool threads never touch them; they hand the executor an event with
 ``post(fn)`` / ``call(fn)`` (a closure put on a ``queue.Queue``, run in order on the
 executor thread; ``call`` returns a future with its result) and read only ``snapshot``, an
 immutable value the executor republishes after it changed something.
 
-The executor owns time: a monotonic clock, passed to the core as seconds since the
-daemon's first start (``now``). Each round lasts ``round_seconds``. ``plan_lead`` seconds
-before round r ends it plans round r+1 (``core.end_round`` then ``core.start_round``, the
-same calls the simulator makes), so that a job kept on the same workers gets its lease
-extended (RunJob on the same GPUs, and the answer to the iterator's ``RenewLease``) instead
-of being checkpointed and restarted. Jobs placed on new workers are launched at the round
-boundary, once their previous run (if any) has exited, so a checkpoint is never read while
-it is being written.
+The round recipe is the simulator's: ``RoundDriver`` (``gavelsched/core/driver.py``) ends
+a round, plans the next, applies the empty-round rule and takes progress in. What is the
+daemon's own lives in rooms of one job each, which this class wires together and hands
+their collaborators:
 
-Leases are round-aligned (``leases``): every lease ends when its round ends on this clock.
-A fresh run's start-up eats into its own round (its first ``InitJob`` cuts its steps to what
-it can make in the time left), so no run holds its GPUs into the next round, rounds keep
-their cadence, and a restart costs what the simulator charges as preemption overhead.
-
-Progress reaches the core only as durable step counts (``ReportSteps(checkpointed)`` and
-``RoundReport``), through ``core.add_progress``: a job's count is the max of what was
-reported, so a report sent twice counts once and a crash loses at most the steps since the
-last checkpoint. Round reports to ``end_round`` carry the time each task held its workers.
-A worker silent for 3 x ``heartbeat_seconds`` is failed (``core.fail_workers``); its jobs
-are placed again from their last checkpoint.
+- ``clock.RoundClock``: *when* boundaries come. ``plan_lead`` seconds before round r ends
+  round r+1 is planned, so that a job kept on the same workers gets its lease extended
+  instead of being checkpointed and restarted; new placements launch at the boundary;
+- ``runs.RunTable``: *how tasks run*: each job's processes (launch, defer, extend, exit,
+  kill, orphans), with round-aligned leases (``leases``): a fresh run's start-up eats into
+  its own round, as the simulator charges preemption overhead;
+- ``progress.Progress``: durable steps (``ReportSteps(checkpointed)``, ``RoundReport``)
+  credited through the driver, and online throughputs (§5.3.3);
+- ``health.Health``: heartbeats (a worker silent for 3 x ``heartbeat_seconds`` is failed
+  and its jobs placed again from their last checkpoint) and suspected jobs;
+- ``startups.Startups``: mean start-up per job type; ``view``: the frozen view that
+  ``snapshot`` and ``metrics`` read, and the allocation against received share.
 """
 
 from __future__ import annotations
@@ -40,60 +37,35 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from policies import Policy
 
-from ..core import CoreConfig, JobSpec, MicroTask, Report, Round, SchedulerCore
-from ..core.type_order import fastest_first
+from ..core import Round, SchedulerCore
+from ..core.driver import RoundDriver, config_for
 from ..mechanism import ClusterView, Server
 from ..rpc import pb
+from .clock import RoundClock
 from .config import DaemonConfig
 from .dispatch import Dispatcher
-from .leases import MIN_LEASE_FRACTION, extended_lease, new_lease, run_requests, startup_lease, stop_lease
+from .health import Health
+from .leases import stop_lease
 from .metrics import DaemonMetrics
+from .progress import Progress
+from .runs import RunTable
 from .snapshot import Snapshot, build_snapshot
+from .startups import Startups
 from .store import JobRow, ServerRow, Store
 from .submissions import check_submission
 from .throughputs import OnlineThroughputs
+from .view import DaemonView, RunView, ServerView, Shares
 
 log = logging.getLogger(__name__)
 
-HEARTBEAT_MISSES = 3
 # An idle scheduler starts its first round this long after a job arrives, so that jobs
 # submitted together are planned together.
 ARRIVAL_GRACE_S = 0.5
 SNAPSHOT_EVERY_S = 0.5
-
-
-@dataclass
-class _Server:
-    row: ServerRow
-    alive: bool
-    last_seen: float            # monotonic
-
-
-@dataclass
-class _Run:
-    """A job's live processes: started by a RunJob, extended by later ones, over when every
-    server hosting it reported its exit (or died)."""
-
-    job_id: str
-    worker_type: str
-    servers: dict[int, pb.RunJobRequest]
-    left: set[int]               # servers whose processes have not exited yet
-    lease: pb.Lease
-    round: int
-    started: float               # monotonic time of the first RunJob (then: its start)
-    ends: float                  # monotonic end of its lease's round
-    steps_per_s: float           # the rate the core planned it at
-    base_steps: int              # durable count the run started from
-    # (steps, seconds on the process's clock) of its last checkpointed report; seconds None
-    # before its first one (that sample is timed on this clock, from its first InitJob)
-    last: tuple[int, float | None] = (0, 0.0)
-    init_at: float = 0.0                 # monotonic time of its first InitJob
-    started_up: bool = False             # its first InitJob arrived
-    orphan: bool = False                 # found running after a scheduler restart
-    workers: tuple[int, ...] = ()        # the core's worker ids it holds
-    round_start: float = 0.0             # monotonic start of its first round
 
 
 @dataclass
@@ -110,7 +82,6 @@ class DaemonExecutor:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.config, self.store, self.table = config, store, table
         self.dispatcher, self.metrics = dispatcher, metrics
-        self.scheduler_address = ""
         self._clock = clock
         self._events: queue.Queue = queue.Queue()
         self._stop = threading.Event()
@@ -121,48 +92,50 @@ class DaemonExecutor:
             store.set_meta({"epoch_unix": epoch})
         self._base = max(0.0, time.time() - float(epoch))
         self._round_base = int(store.get_meta("round", "0"))
-        R = config.round_seconds
-        core_config = CoreConfig.for_policy(policy, round_seconds=R,
-                                            min_resolve_interval_s=config.resolve_interval,
-                                            seed=config.seed, on_solve_error="keep",
-                                            type_order=fastest_first(table,
-                                                                     table.worker_types))
-        self.servers: dict[int, _Server] = {}
-        for row in store.servers():
-            self.servers[row.id] = _Server(row, alive=False, last_seen=0.0)
-        view = ClusterView(tuple(Server(s.id, s.worker_type, s.workers)
-                                 for s in store.servers()),
-                           frozenset(w for s in store.servers() for w in s.workers))
-        self.core = SchedulerCore(policy, view, table, core_config)
-        self.online = OnlineThroughputs(table)
-        self.online.restore(store.throughputs())
+        servers = store.servers()
+        self.health = Health(config.heartbeat_seconds, servers)
+        view = ClusterView(tuple(Server(s.id, s.worker_type, s.workers) for s in servers),
+                           frozenset(w for s in servers for w in s.workers))
+        self.core = SchedulerCore(policy, view, table, config_for(
+            policy, table, table.worker_types, round_seconds=config.round_seconds,
+            min_resolve_interval_s=config.resolve_interval, seed=config.seed,
+            on_solve_error="keep"))
+        self.driver = RoundDriver(self.core)
         self.jobs: dict[str, JobRow] = {}
-        self._unapplied: dict[str, int] = {}   # durable steps of jobs not admitted yet
         for row in store.jobs():
             if not row.final:
                 row = row.but(state="queued")
-                self.core.submit(self._spec(row), row.arrival_s, steps_done=row.steps_done)
+                self.core.submit(row.spec, row.arrival_s, steps_done=row.steps_done)
             self.jobs[row.id] = row
-        self._runs: dict[str, _Run] = {}
-        self._deferred: dict[str, tuple[int, MicroTask, int]] = {}  # waits for a run's end
-        self._inflight: Round | None = None      # the core's round in flight
+        self.startups = Startups(store)
+        self.runs = RunTable(config, self.jobs, self.health, dispatcher, self.startups,
+                             self.core, clock=clock, round_end=lambda: self.clock.next_start,
+                             post=self.post, fail=self._fail_job)
+        online = OnlineThroughputs(table)
+        online.restore(store.throughputs())
+        self.progress = Progress(self.jobs, self.runs, self.driver, self.core, online, store,
+                                 clock=clock)
+        self.shares = Shares(self.core, config.round_seconds)
+        self.clock = RoundClock(config.round_seconds, config.plan_lead)
         self._planned: Round | None = None       # planned, not yet started
-        self._next_start: float | None = None    # monotonic boundary of the planned round
-        self._plan_at: float | None = None
-        self._round_started: float | None = None
-        self._held: dict[str, float] = {}        # task key -> seconds it held its workers
-        self._freed: dict[int, float] = {}       # worker id -> when its last run there ended
-        self._startups: dict[str, tuple[float, int]] = {}   # job type -> (mean s, runs)
-        # job -> (monotonic deadline, reason): a rank of a multi-server run exited nonzero;
-        # the job fails at the deadline unless a server of the run is found dead first
-        self._suspects: dict[str, tuple[float, str]] = {}
         self._waiters: list[_Waiter] = []
-        self._last_period: dict[str, dict[str, float]] = {}
         self._started_index = -1
         self._woken = self._clock()       # when an idle scheduler last got work
         self._dirty = True
         self._next_snapshot = 0.0
-        self.snapshot: Snapshot = build_snapshot(self, 0.0)
+        self.snapshot: Snapshot = build_snapshot(self.view(0.0))
+
+    @property
+    def servers(self):
+        return self.health.servers
+
+    @property
+    def scheduler_address(self) -> str:
+        return self.runs.scheduler_address
+
+    @scheduler_address.setter
+    def scheduler_address(self, address: str) -> None:
+        self.runs.scheduler_address = address
 
     # ---- the thread's inbox ---------------------------------------------------------
     def post(self, fn: Callable[[], Any], *, changes: bool = True) -> Future:
@@ -193,15 +166,16 @@ class DaemonExecutor:
                     self._handle(*self._events.get_nowait())
             except queue.Empty:
                 pass
-            self._tick()
+            self.tick()
             mono = self._clock()
             if self._dirty and mono >= self._next_snapshot:
                 # Large job tables are re-pictured at most every SNAPSHOT_EVERY_S.
                 self._next_snapshot = mono + (SNAPSHOT_EVERY_S if len(self.jobs) > 500
                                               else 0.0)
-                self.snapshot = build_snapshot(self, self.now())
+                view = self.view(self.now())
+                self.snapshot = build_snapshot(view)
                 if self.metrics is not None:
-                    self.metrics.on_state(self)
+                    self.metrics.on_state(view)
                 self._dirty = False
         for waiter in self._waiters:
             waiter.future.set_result(None)
@@ -216,7 +190,7 @@ class DaemonExecutor:
         self._dirty = self._dirty or changes
 
     def _wait(self) -> float:
-        deadlines = [d for d in (self._plan_at, self._next_start) if d is not None]
+        deadlines = self.clock.deadlines()
         if self._dirty:
             deadlines.append(self._next_snapshot)
         wait = self.config.heartbeat_seconds / 2
@@ -224,57 +198,57 @@ class DaemonExecutor:
             wait = min(wait, max(0.0, min(deadlines) - self._clock()))
         return wait
 
+    def view(self, now: float) -> DaemonView:
+        """The frozen view ``snapshot`` and ``metrics`` read."""
+        runs = {r.job_id: RunView(r.worker_type, len(r.workers), r.orphan)
+                for r in self.runs.live()}
+        servers = tuple(ServerView(s.row, s.alive) for s in self.health.servers.values())
+        return DaemonView(self.round_index, self.core.policy.name, self.config.round_seconds,
+                          now, tuple(self.jobs.values()), runs, servers, self.shares.at(now))
+
     # ---- time-driven ------------------------------------------------------------------
-    def _tick(self) -> None:
+    def tick(self) -> None:
+        """What the loop does each time it wakes: failures, suspects, round boundaries."""
         mono = self._clock()
         self._check_heartbeats(mono)
-        for job_id, (deadline, reason) in list(self._suspects.items()):
-            if mono >= deadline:
-                del self._suspects[job_id]
-                self._fail_job(job_id, reason)
-        if self._next_start is None:            # idle: start as soon as there is work
+        for job_id, reason in self.health.due(mono):
+            self._fail_job(job_id, reason)
+        if self.clock.idle:                     # start as soon as there is work
             if (self.core.has_jobs and self._ready()
                     and mono >= self._woken + ARRIVAL_GRACE_S):
-                self._plan(mono)
+                self._plan()
                 self._start_round(mono)
             return
-        if self._planned is None and self._plan_at is not None and mono >= self._plan_at:
-            self._plan(mono)
-        if mono >= self._next_start:
+        if self._planned is None and self.clock.plan_due(mono):
+            self._plan()
+        if self.clock.start_due(mono):
             self._start_round(mono)
 
     def _ready(self) -> bool:
-        gpus = sum(len(s.row.workers) for s in self.servers.values() if s.alive)
-        return gpus >= max(1, self.config.expected_workers)
+        return self.health.alive_gpus() >= max(1, self.config.expected_workers)
 
-    def _plan(self, mono: float) -> None:
-        """Close the round in flight and plan the next one (the core's own recipe)."""
+    def _plan(self) -> None:
+        """The round boundary of the core (``RoundDriver.boundary``), ``plan_lead`` early."""
         self._dirty = True
         now = self.now()
-        if self._inflight is not None:
-            flight, self._inflight = self._inflight, None
-            reports = [Report(t.key, (0,) * len(t.job_ids), self._held.get(t.key, 0.0))
-                       for t in flight.tasks]
-            for job_id in self.core.end_round(reports, now).completed:
-                self._finish(job_id, now)
-        rnd = self.core.start_round(now)
-        self._after_admission(rnd.admitted, now)
+        flight = self.driver.in_flight
+        held = (None if flight is None else
+                np.array([self.runs.held.get(key, 0.0) for key in flight.batch.keys]))
+        step = self.driver.boundary(now, held)
+        rnd = step.round
+        for job_id in step.completed:
+            self._finish(job_id, now)
+        self.progress.admitted(rnd.admitted, now)
         if rnd.resolved is not None:
-            self._keep_last_period()
+            self.shares.closed(self.core.take_closed_periods())
             if self.metrics is not None:
                 self.metrics.on_solve(rnd.resolved.solve_s)
         self._planned = rnd
-        self._inflight = rnd
-        self._held = {}
-        if len(rnd.batch) == 0 and self.core.active_jobs:
-            self.core.force_resolve()     # nothing placed: re-solve at the next boundary
         index = self._round_base + rnd.index
         self.store.set_meta({"round": index + 1})
-        for task in rnd.tasks:
-            if task.extended and self._continues(task, index):
-                self._extend(task, index)
+        self.runs.extend_continuing(rnd.tasks, index)
         for waiter in self._waiters:
-            run = self._runs.get(waiter.job_id)
+            run = self.runs.get(waiter.job_id)
             waiter.future.set_result(None if run is None else run.lease)
         self._waiters.clear()
 
@@ -282,205 +256,26 @@ class DaemonExecutor:
         """The planned round begins: launch its new runs; schedule the next plan."""
         rnd, self._planned = self._planned, None
         self._dirty = True
-        R = self.config.round_seconds
-        if self.metrics is not None and self._round_started is not None:
-            self.metrics.on_round(mono - self._round_started)
-        self._round_started = mono
+        since = self.clock.start(mono)
+        if self.metrics is not None and since is not None:
+            self.metrics.on_round(since)
         if rnd is not None:
             self._started_index = self._round_base + rnd.index
         if rnd is None or (not self.core.has_jobs and len(rnd.batch) == 0):
-            self._next_start = self._plan_at = None      # go idle
-            if rnd is not None and self._inflight is rnd:
-                self.core.end_round((), self.now())
-                self._inflight = None
+            self.clock.stop()                              # go idle
+            if rnd is not None and self.driver.in_flight is rnd:
+                self.driver.end(self.now())
             return
-        index = self._round_base + rnd.index
-        # Rounds keep their cadence: this one ends a round after its boundary was due (the
-        # loop may wake a little late), unless the scheduler was idle or far behind.
-        due = self._next_start
-        start = due if due is not None and 0.0 <= mono - due < R / 2 else mono
-        self._next_start = start + R
-        self._plan_at = start + R - self.config.plan_lead
-        self._deferred.clear()           # this round's placements supersede older ones
-        for task in rnd.tasks:
-            if not all(j in self._runs and self._runs[j].round == index
-                       and self._runs[j].workers == task.workers for j in task.job_ids):
-                for m, job_id in enumerate(task.job_ids):
-                    self._launch_or_defer(task, m, job_id, index)
+        self.runs.place(rnd.tasks, self._round_base + rnd.index)
         if self.metrics is not None:
-            self.metrics.on_plan(self)
+            self.metrics.on_plan(self.view(self.now()))
 
-    # ---- runs ---------------------------------------------------------------------------
-    def _launch_or_defer(self, task: MicroTask, m: int, job_id: str, index: int) -> None:
-        job = self.jobs.get(job_id)
-        if job is None or job.final:
-            return
-        if job_id in self._runs:              # its last run is still saving: wait for it
-            self._deferred[job_id] = (m, task, index)
-            return
-        if not all(self.core.view.server_of[w] in self.servers
-                   and self.servers[self.core.view.server_of[w]].alive for w in task.workers):
-            return
-        mono = self._clock()
-        ends = self._next_start if self._next_start is not None else mono + \
-            self.config.round_seconds
-        left = ends - mono
-        if left < min(self._startup(job.job_type)[0], self.config.round_seconds / 2):
-            # A launch that waited (for its last run to save) and could not start up before
-            # the round ends is not made: it would only checkpoint what it loaded.
-            log.info("job %s: %.1fs left in round %d, less than its start-up; not launched",
-                     job_id, left, index)
-            return
-        lease = new_lease(index, job.steps_done, task.steps[m], job.total_steps, left)
-        addresses = {sid: s.row.address for sid, s in self.servers.items()}
-        requests = run_requests(task, m, job, lease, self.core.view, addresses,
-                                round_index=index, scheduler_address=self.scheduler_address,
-                                checkpoint_dir=str(self.config.checkpoints / job_id))
-        self._runs[job_id] = _Run(job_id, task.worker_type, requests, set(requests), lease,
-                                  index, mono, ends, float(task.throughputs[m]),
-                                  job.steps_done, (job.steps_done, 0.0), workers=task.workers,
-                                  round_start=ends - self.config.round_seconds)
-        self._held[task.key] = self.config.round_seconds
-        for server_id, request in requests.items():
-            self.dispatcher.run_job(self.servers[server_id].row.address, request,
-                                    self._on_dispatched(job_id, server_id))
-
-    def _continues(self, task: MicroTask, index: int) -> bool:
-        """Every member still runs, from last round, on exactly this task's GPUs."""
-        return all(j in self._runs and not self._runs[j].orphan
-                   and self._runs[j].round == index - 1
-                   and self._runs[j].workers == task.workers for j in task.job_ids)
-
-    def _extend(self, task: MicroTask, index: int) -> None:
-        """Lease extension: the same workers next round (RunJob on the same GPUs), one
-        more round of time and the round's steps on top of the lease in force."""
-        R = self.config.round_seconds
-        for m, job_id in enumerate(task.job_ids):
-            run = self._runs[job_id]
-            job = self.jobs[job_id]
-            run.round, run.ends = index, run.ends + R
-            # ends with the next round (a run that overran its first round for its minimum
-            # lease is back on the rounds' cadence)
-            run.lease = extended_lease(run.lease, index, task.steps[m], job.total_steps,
-                                       run.ends - run.started)
-            run.steps_per_s = float(task.throughputs[m])
-            for server_id, old in run.servers.items():
-                request = pb.RunJobRequest()
-                request.CopyFrom(old)
-                request.round = index
-                request.lease.CopyFrom(run.lease)
-                request.steps_done = job.steps_done
-                run.servers[server_id] = request
-                self.dispatcher.run_job(self.servers[server_id].row.address, request,
-                                        self._on_dispatched(job_id, server_id))
-        self._held[task.key] = R
-
-    def _on_dispatched(self, job_id: str, server_id: int) -> Callable[[bool, str], None]:
-        def done(ok: bool, message: str) -> None:
-            if not ok:
-                self.post(lambda: self._dispatch_failed(job_id, server_id, message))
-        return done
-
-    def _dispatch_failed(self, job_id: str, server_id: int, message: str) -> None:
-        """A worker refused a RunJob (bad workload, ...) or was unreachable."""
-        server = self.servers.get(server_id)
-        if server is not None and not server.alive:
-            return
-        if "UNAVAILABLE" in message or "DEADLINE_EXCEEDED" in message:
-            self._run_exited(job_id, server_id)   # the heartbeat check decides its fate
-            return
-        self._fail_job(job_id, f"worker {server_id} refused the job: {message}")
-
-    def _run_exited(self, job_id: str, server_id: int) -> None:
-        run = self._runs.get(job_id)
-        if run is None:
-            return
-        run.left.discard(server_id)
-        mono = self._clock()
-        for w in run.workers:
-            if self.core.view.server_of[w] == server_id:
-                self._freed[w] = mono
-        if run.left:
-            return
-        del self._runs[job_id]
-        job = self.jobs.get(job_id)
-        if job is not None and job.state == "running":
-            self.jobs[job_id] = job.but(state="queued")
-        deferred = self._deferred.pop(job_id, None)
-        if deferred is not None:
-            m, task, index = deferred
-            self._launch_or_defer(task, m, job_id, index)
-
-    def _kill_run(self, job_id: str, reason: str) -> None:
-        run = self._runs.pop(job_id, None)
-        self._deferred.pop(job_id, None)
-        if run is None:
-            return
-        for server_id in run.left:
-            server = self.servers.get(server_id)
-            if server is not None and server.alive:
-                self.dispatcher.kill_job(server.row.address, job_id, reason)
-
-    # ---- progress -------------------------------------------------------------------------
-    def durable_steps(self, job_id: str, steps: int, seconds: float | None = None) -> None:
-        """A checkpoint holds ``steps`` (absolute) for the job: count what is new, once."""
-        job = self.jobs.get(job_id)
-        if job is None or job.final:
-            return
-        run = self._runs.get(job_id)
-        if run is not None and not run.orphan and seconds is not None and steps > run.last[0]:
-            then = run.last[1]
-            took = self._clock() - run.init_at if then is None else seconds - then
-            self._measure(job, run, steps - run.last[0], took)
-            run.last = (steps, seconds)
-        steps = min(int(steps), job.total_steps)
-        if steps <= job.steps_done:
-            return
-        delta = steps - job.steps_done
-        self.jobs[job_id] = job.but(steps_done=steps)
-        now = self.now()
-        if job_id in self.core.active_jobs:
-            if self.core.add_progress(job_id, delta, now).completed:
-                self._finish(job_id, now)
-                return
-        elif job_id in self.core.pending_jobs:
-            self._unapplied[job_id] = self._unapplied.get(job_id, 0) + delta
-        self.store.update_jobs([self.jobs[job_id]])
-
-    def _measure(self, job: JobRow, run: _Run, steps: int, seconds: float) -> None:
-        """Online throughputs (thesis §5.3.3) from a run's checkpointed reports. A run on a
-        configuration of several types (VirtualFlow §6.5.2) is not recorded: its steps/s is
-        not the job's throughput on any one type; the core prices configurations from the
-        throughput table with the split solver (``core/configurations.py``), so a daemon
-        whose workers run at X times the table should get a table scaled by X
-        (``local-cluster`` writes one)."""
-        if run.worker_type not in self.core.worker_types:
-            return
-        if self.online.observe(job.id, run.worker_type, steps, seconds) is None:
-            return
-        self.store.put_throughput(job.id, run.worker_type,
-                                  self.online.measured[job.id][run.worker_type])
-        if job.id in self.core.active_jobs:
-            row = self.online.changed_row(job.id, job.job_type, job.scale_factor,
-                                          self.core.worker_types)
-            if row is not None:
-                self.core.set_job_throughputs(job.id, row, self.now())
-
-    def _after_admission(self, admitted: tuple[str, ...], now: float) -> None:
-        for job_id in admitted:
-            job = self.jobs[job_id]
-            if job_id in self.online.measured:
-                self.core.set_job_throughputs(job_id, self.online.row(
-                    job_id, job.job_type, job.scale_factor, self.core.worker_types), now)
-            delta = self._unapplied.pop(job_id, 0)
-            if delta and self.core.add_progress(job_id, delta, now).completed:
-                self._finish(job_id, now)
-
+    # ---- jobs ending --------------------------------------------------------------------
     def _finish(self, job_id: str, now: float) -> None:
         job = self.jobs[job_id]
-        self.jobs[job_id] = job.but(state="done", steps_done=job.total_steps, completion_s=now)
+        self.jobs[job_id] = job.but(state="done", steps_done=job.spec.total_steps,
+                                    completion_s=now)
         self.store.update_jobs([self.jobs[job_id]])
-        self._deferred.pop(job_id, None)
         log.info("job %s done at %.1fs", job_id, now)
 
     def _fail_job(self, job_id: str, reason: str) -> None:
@@ -491,25 +286,24 @@ class DaemonExecutor:
         log.warning("job %s failed: %s", job_id, reason)
 
     def _end_job(self, job_id: str, row: JobRow) -> None:
-        if job_id in self.core.active_jobs or job_id in self.core.pending_jobs:
+        if job_id in self.core.active_ids or job_id in self.core.pending_jobs:
             self.core.cancel(job_id, self.now())
-        self._kill_run(job_id, row.reason or row.state)
+        self.driver.forget(job_id)
+        self.runs.kill(job_id, row.reason or row.state)
         self.jobs[job_id] = row
         self.store.update_jobs([row])
 
     # ---- events from handlers (run on this thread through ``call``) ---------------------
     def submit(self, request: pb.JobRequest) -> str:
-        gpus: dict[str, int] = {}
-        for s in self.servers.values():
-            gpus[s.row.worker_type] = gpus.get(s.row.worker_type, 0) + len(s.row.workers)
-        row = check_submission(request, self.table, tuple(self.table.worker_types), gpus)
+        row = check_submission(request, self.table, tuple(self.table.worker_types),
+                               self.health.gpus_by_type())
         now = self.now()
-        row = row.but(id=str(self.store.next_job_id()), arrival_s=now)
-        if self._next_start is None and not self.core.has_jobs:
+        row = row.with_id(str(self.store.next_job_id())).but(arrival_s=now)
+        if self.clock.idle and not self.core.has_jobs:
             self._woken = self._clock()
         self.store.add_job(row)
         self.jobs[row.id] = row
-        self.core.submit(self._spec(row), now)
+        self.core.submit(row.spec, now)
         return row.id
 
     def cancel(self, job_id: str) -> pb.Ack:
@@ -522,7 +316,7 @@ class DaemonExecutor:
         return pb.Ack(ok=True)
 
     def register(self, request: pb.RegisterWorkerRequest, mono: float) -> pb.RegisterWorkerResponse:
-        previous = self.servers.get(request.previous_server_id)
+        previous = self.health.servers.get(request.previous_server_id)
         if (previous is not None and previous.row.worker_type == request.worker_type
                 and len(previous.row.workers) == request.gpus):
             row = ServerRow(previous.row.id, request.worker_type, previous.row.workers,
@@ -530,7 +324,7 @@ class DaemonExecutor:
             if not previous.alive:
                 self.core.restore_workers(row.workers, self.now())
             else:  # it restarted before we noticed: its processes are gone
-                self._lost_server(previous.row.id, "worker restarted")
+                self.runs.lost_server(previous.row.id, "worker restarted")
         else:
             if request.gpus < 1:
                 raise ValueError(f"gpus must be >= 1, got {request.gpus}")
@@ -542,7 +336,7 @@ class DaemonExecutor:
             row = ServerRow(server.id, server.worker_type, server.workers, request.address,
                             request.hostname)
         self.store.put_server(row)
-        self.servers[row.id] = _Server(row, alive=True, last_seen=mono)
+        self.health.up(row, mono)
         log.info("worker %d (%s x%d) at %s registered", row.id, row.worker_type,
                  len(row.workers), row.address)
         return pb.RegisterWorkerResponse(server_id=row.id, worker_ids=list(row.workers),
@@ -550,35 +344,16 @@ class DaemonExecutor:
                                          heartbeat_seconds=self.config.heartbeat_seconds)
 
     def heartbeat(self, server_id: int, mono: float, running: tuple[str, ...] = ()) -> bool:
-        server = self.servers.get(server_id)
-        if server is None or not server.alive:
+        server = self.health.seen(server_id, mono)
+        if server is None:
             return False
-        server.last_seen = max(server.last_seen, mono)
-        self._reconcile(server, set(running), mono)
+        self.runs.adopt_orphans(server_id, server.row.worker_type, set(running), mono)
         return True
-
-    def _reconcile(self, server: _Server, running: set[str], mono: float) -> None:
-        """Processes this scheduler did not start (it restarted while they ran) are held
-        as *orphan* runs, so the job is not launched elsewhere while one may still write
-        its checkpoint; their next RenewLease ends them (an expired lease). An orphan run
-        ends when its exit is reported or the worker stops listing it."""
-        sid = server.row.id
-        for job_id in running:
-            job = self.jobs.get(job_id)
-            if job_id in self._runs or job is None or job.final:
-                continue
-            self._runs[job_id] = _Run(job_id, server.row.worker_type, {sid: pb.RunJobRequest()},
-                                      {sid}, stop_lease(job.steps_done), -1, mono, mono, 0.0,
-                                      job.steps_done, (job.steps_done, 0.0), started_up=True,
-                                      orphan=True, round_start=mono)
-        for job_id, run in list(self._runs.items()):
-            if run.orphan and sid in run.left and job_id not in running:
-                self._run_exited(job_id, sid)
 
     def round_report(self, request: pb.RoundReportRequest) -> None:
         if request.steps >= 0:
             self.durable_steps(request.job_id, int(request.steps))
-        run = self._runs.get(request.job_id)
+        run = self.runs.get(request.job_id)
         if request.failed and run is not None and request.server_id in run.servers:
             reason = request.reason or f"exit code {request.exit_code}"
             if len(run.servers) == 1:
@@ -587,93 +362,43 @@ class DaemonExecutor:
             # A rank of a multi-server job also fails when a peer's machine dies under it
             # (gloo reports the lost connection): that is not the job's fault. Wait for the
             # heartbeat check to tell; a server of the run found dead clears the suspicion.
-            limit = (HEARTBEAT_MISSES + 1) * self.config.heartbeat_seconds
-            if request.job_id not in self._suspects:
+            limit = self.health.suspect(request.job_id, reason, self._clock())
+            if limit is not None:
                 log.info("job %s: a rank on server %d failed (%s); the job fails in %.1fs "
                          "unless a server of its run is found dead", request.job_id,
                          request.server_id, reason, limit)
-                self._suspects[request.job_id] = (self._clock() + limit, reason)
-        self._run_exited(request.job_id, request.server_id)
+        self.runs.exited(request.job_id, request.server_id)
+
+    def durable_steps(self, job_id: str, steps: int, seconds: float | None = None) -> None:
+        """A checkpoint holds ``steps`` (absolute) for the job (``progress.Progress``)."""
+        now = self.now()
+        if self.progress.durable(job_id, steps, seconds, now):
+            self._finish(job_id, now)
 
     def init_job(self, request: pb.InitJobRequest) -> pb.InitJobResponse:
         job = self.jobs.get(request.job_id)
         if job is None:
             raise KeyError(f"unknown job {request.job_id!r}")
-        run = self._runs.get(request.job_id)
+        run = self.runs.get(request.job_id)
         if run is not None and not run.started_up:
-            self._after_startup(run)
+            self.runs.started_up(run)
         if run is not None and job.state == "queued":   # running: its process has started
             self.jobs[job.id] = job.but(state="running")
         lease = run.lease if run is not None else stop_lease(job.steps_done)
         return pb.InitJobResponse(lease=lease, steps_done=job.steps_done,
-                                  total_steps=job.total_steps)
-
-    def _after_startup(self, run: _Run) -> None:
-        """A fresh run's process has started up (its first InitJob): its lease still ends
-        with its round, so its steps become what it can make in the time left at its
-        planned rate (round-aligned leases; thesis §5.6). Its start-up is thus charged to
-        its own round, as the simulator charges preemption overhead (§5.7)."""
-        run.started_up = True
-        mono = self._clock()
-        # The process started at its dispatch, or when its GPUs were freed by the run before
-        # it (the worker queues a launch until then), whichever came later.
-        run.started = max([run.started, *(self._freed.get(w, 0.0) for w in run.workers)])
-        elapsed = max(0.0, mono - run.started)
-        # Throughput samples start here: a fresh process's imports and model build are a
-        # per-run overhead (recorded apart, per job type), not slower steps. The first one
-        # is timed on this clock (the process's own clock at this moment is not known).
-        run.last, run.init_at = (run.last[0], None), mono
-        self._record_startup(run.job_id, max(0.0, mono - run.round_start))
-        # At least MIN_LEASE_FRACTION of a round after start-up, even past the round's end:
-        # a start-up longer than the rest of its round must not leave the job without any
-        # progress (then its GPUs' next run starts that much later).
-        floor = MIN_LEASE_FRACTION * self.config.round_seconds
-        left = max(run.ends - mono, floor)
-        run.lease = startup_lease(run.lease, run.base_steps, run.steps_per_s, left,
-                                  elapsed + left)
-        if run.ends - mono < floor:
-            # past the round's end: the workers' kill deadlines move too (a RunJob on the
-            # same GPUs), or they would kill the run before it saves
-            for server_id, old in list(run.servers.items()):
-                request = pb.RunJobRequest()
-                request.CopyFrom(old)           # the old one may still be on the wire
-                request.lease.CopyFrom(run.lease)
-                run.servers[server_id] = request
-                self.dispatcher.run_job(self.servers[server_id].row.address, request,
-                                        self._on_dispatched(run.job_id, server_id))
-
-    def _record_startup(self, job_id: str, seconds: float) -> None:
-        """Keep the mean start-up of fresh runs per job type in the store
-        (``startup_s/<job type>``, over ``startup_n/<job type>`` runs): the seconds from its
-        round's start to its first InitJob, which a restart takes out of its round."""
-        job = self.jobs.get(job_id)
-        if job is None:
-            return
-        mean, n = self._startup(job.job_type)
-        mean = (n * mean + seconds) / (n + 1)
-        self._startups[job.job_type] = (mean, n + 1)
-        self.store.set_meta({f"startup_s/{job.job_type}": f"{mean:.3f}",
-                             f"startup_n/{job.job_type}": n + 1})
-
-    def _startup(self, job_type: str) -> tuple[float, int]:
-        """(mean start-up, fresh runs) recorded for ``job_type``; (0, 0) before the first."""
-        got = self._startups.get(job_type)
-        if got is None:
-            got = (float(self.store.get_meta(f"startup_s/{job_type}", "0") or 0.0),
-                   int(self.store.get_meta(f"startup_n/{job_type}", "0") or 0))
-            self._startups[job_type] = got
-        return got
+                                  total_steps=job.spec.total_steps)
 
     def renew_lease(self, request: pb.RenewLeaseRequest) -> pb.Lease | Future:
         """The lease for the next round: extended when the job keeps its workers. Before
         the next round is planned the answer waits for the plan (a future)."""
-        run = self._runs.get(request.job_id)
+        run = self.runs.get(request.job_id)
         job = self.jobs.get(request.job_id)
         if run is None or job is None or job.final:
             return stop_lease(int(request.steps), request.seconds)
         if run.round > request.round:          # already extended by the next plan
             return run.lease
-        if self._planned is None and run.round >= self._started_index and self._plan_at:
+        if (self._planned is None and run.round >= self._started_index
+                and self.clock.plan_at):
             waiter = _Waiter(request.job_id)   # the next round is not planned yet
             self._waiters.append(waiter)
             return waiter.future
@@ -681,60 +406,12 @@ class DaemonExecutor:
 
     # ---- failures -------------------------------------------------------------------------
     def _check_heartbeats(self, mono: float) -> None:
-        limit = HEARTBEAT_MISSES * self.config.heartbeat_seconds
-        dead = [s for s in self.servers.values() if s.alive and mono - s.last_seen > limit]
-        for server in dead:
-            server.alive = False
+        for server in self.health.newly_dead(mono):
             self.core.fail_workers(server.row.workers, self.now())
             log.warning("worker %d (%s) missed heartbeats: failed", server.row.id,
                         server.row.address)
-            self._lost_server(server.row.id, f"worker {server.row.id} failed")
+            self.runs.lost_server(server.row.id, f"worker {server.row.id} failed")
             self._dirty = True
-
-    def _lost_server(self, server_id: int, reason: str) -> None:
-        """The processes on ``server_id`` are gone: end their runs (the jobs resume from
-        their last checkpoint when placed again)."""
-        for job_id, run in list(self._runs.items()):
-            if server_id in run.servers:
-                run.left.discard(server_id)
-                if self._suspects.pop(job_id, None) is not None:
-                    log.info("job %s: its failed rank lost its peer on server %d; the job "
-                             "goes on from its checkpoint", job_id, server_id)
-                deferred = self._deferred.pop(job_id, None)
-                self._kill_run(job_id, reason)
-                job = self.jobs[job_id]
-                if job.state == "running":
-                    self.jobs[job_id] = job.but(state="queued")
-                if deferred is not None:
-                    m, task, index = deferred
-                    self._launch_or_defer(task, m, job_id, index)
-
-    # ---- allocation against received share ----------------------------------------------
-    def _keep_last_period(self) -> None:
-        """The received fractions of the allocation period a re-solve just closed."""
-        for period in self.core.take_closed_periods():
-            span = period.end_s - period.start_s
-            if span > 0:
-                self._last_period = {
-                    key: dict(zip(period.types, (period.received[i] / span).tolist()))
-                    for i, key in enumerate(period.keys) if "+" not in key}
-
-    def shares(self, now: float) -> dict[str, tuple[dict[str, float], dict[str, float]]]:
-        """Each active job's X and the fraction of time it received per type (thesis §5.5):
-        over the current allocation period, or the last closed one while the current one
-        is younger than a round."""
-        shares = self.core.shares(now)
-        if now - self.core.last_resolve_s >= self.config.round_seconds:
-            return shares
-        return {job: (x, self._last_period.get(job, got)) for job, (x, got) in shares.items()}
-
-    # ---- helpers --------------------------------------------------------------------------
-    @staticmethod
-    def _spec(row: JobRow) -> JobSpec:
-        return JobSpec(id=row.id, job_type=row.job_type, scale_factor=row.scale_factor,
-                       total_steps=row.total_steps, weight=row.priority_weight,
-                       slo_s=row.slo_s, entity=row.entity, mixed=row.mixed,
-                       min_scale_factor=row.min_scale_factor)
 
     @property
     def round_index(self) -> int:

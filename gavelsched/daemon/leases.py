@@ -92,13 +92,13 @@ def run_requests(task: MicroTask, member: int, job: JobRow, lease: pb.Lease,
     if world > 1 and not master_port:
         master_port = free_port(master_addr)
     env = {}
-    if job.mixed:
+    if job.spec.mixed:
         env = mixed_env(job, task.worker_types or (task.worker_type,) * world, task.split)
     out, rank = {}, 0
     for server_id, workers in by_server.items():
         out[server_id] = pb.RunJobRequest(
-            job_id=job.id, round=round_index, job_type=job.job_type, workload=job.workload,
-            command=job.command, total_steps=job.total_steps, steps_done=job.steps_done,
+            job_id=job.id, round=round_index, job_type=job.spec.job_type, workload=job.workload,
+            command=job.command, total_steps=job.spec.total_steps, steps_done=job.steps_done,
             lease=lease, gpus=[local[server_id].index(w) for w in workers], rank=rank,
             world_size=world, master_addr=master_addr,
             master_port=master_port if world > 1 else 0,

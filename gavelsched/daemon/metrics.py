@@ -20,14 +20,10 @@ thread is the only writer.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from .store import STATES
-
-if TYPE_CHECKING:
-    from .executor import DaemonExecutor
+from .view import DaemonView
 
 ROUND_BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 120, 360, 720, 1800)
 SOLVE_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60)
@@ -77,29 +73,28 @@ class DaemonMetrics:
     def on_round(self, seconds: float) -> None:
         self.round_duration.observe(seconds)
 
-    def on_state(self, executor: DaemonExecutor) -> None:
+    def on_state(self, view: DaemonView) -> None:
         """Jobs by state and workers, after a change (executor thread)."""
         counts = dict.fromkeys(STATES, 0)
-        for job in executor.jobs.values():
+        for job in view.jobs:
             counts[job.state] += 1
         for state, n in counts.items():
             self.jobs.labels(state=state).set(n)
         self.running.clear()
-        for run in executor._runs.values():
+        for job_id, run in view.runs.items():
             if not run.orphan:
-                self.running.labels(job=run.job_id,
-                                    worker_type=run.worker_type).set(len(run.workers))
+                self.running.labels(job=job_id, worker_type=run.worker_type).set(run.gpus)
         self.workers.clear()
-        for s in executor.servers.values():
+        for s in view.servers:
             self.workers.labels(worker_type=s.row.worker_type,
                                 alive=str(s.alive).lower()).inc(len(s.row.workers))
 
-    def on_plan(self, executor: DaemonExecutor) -> None:
+    def on_plan(self, view: DaemonView) -> None:
         """Allocation against received share, at a round start (executor thread)."""
         self.rounds.inc()
         self.allocation.clear()
         self.received.clear()
-        for job_id, (x, got) in executor.shares(executor.now()).items():
+        for job_id, (x, got) in view.shares.items():
             for t, v in x.items():
                 self.allocation.labels(job=job_id, worker_type=t).set(v)
             for t, v in got.items():

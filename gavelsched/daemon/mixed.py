@@ -46,8 +46,8 @@ def cpu_batch(workload: str, job_type: str) -> int:
 
 def node_sizes(job: JobRow) -> tuple[int, ...]:
     """The job's virtual-node sizes (module docstring): sum B, V of them."""
-    sf = job.scale_factor
-    batch = max(sf * cpu_batch(job.workload, job.job_type), 2 * sf)
+    sf = job.spec.scale_factor
+    batch = max(sf * cpu_batch(job.workload, job.spec.job_type), 2 * sf)
     return split_evenly(batch, min(batch, NODES_PER_GPU * sf))
 
 

@@ -1,16 +1,13 @@
-"""What ``Status`` answers: an immutable picture of the scheduler the executor thread
-republishes after each change, so that gRPC handlers never read live state (the core's
-threading contract, ``executor``)."""
+"""What ``Status`` answers: an immutable picture of the scheduler, built from the daemon's
+frozen view (``view.DaemonView``) after each change, so that gRPC handlers never read live
+state (the core's threading contract, ``executor``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ..rpc import pb
-
-if TYPE_CHECKING:
-    from .executor import DaemonExecutor
+from .view import DaemonView
 
 
 @dataclass(frozen=True)
@@ -25,26 +22,23 @@ class Snapshot:
         return self.response
 
 
-def build_snapshot(executor: DaemonExecutor, now: float) -> Snapshot:
+def build_snapshot(view: DaemonView) -> Snapshot:
     """Jobs (with allocation vs received share, thesis §5.5) and workers, as a Status."""
-    shares = executor.shares(now)
     jobs = []
-    for job in executor.jobs.values():
-        run = executor._runs.get(job.id)
-        x, got = shares.get(job.id, ({}, {}))
+    for job in view.jobs:
+        spec, run = job.spec, view.runs.get(job.id)
+        x, got = view.shares.get(job.id, ({}, {}))
         jobs.append(pb.JobStatus(
             id=job.id, state=job.state, steps_done=job.steps_done,
-            total_steps=job.total_steps, job_type=job.job_type,
-            scale_factor=job.scale_factor, worker_type=run.worker_type if run else "",
+            total_steps=spec.total_steps, job_type=spec.job_type,
+            scale_factor=spec.scale_factor, worker_type=run.worker_type if run else "",
             reason=job.reason or "", allocation=x, received=got, arrival_s=job.arrival_s,
             completion_s=job.completion_s if job.completion_s is not None else -1.0,
-            mixed=job.mixed, min_scale_factor=job.min_scale_factor,
-            gpus=len(run.workers) if run else 0))
+            mixed=spec.mixed, min_scale_factor=spec.min_scale_factor,
+            gpus=run.gpus if run else 0))
     workers = [pb.WorkerStatus(id=str(s.row.id), type=s.row.worker_type,
                                gpus=len(s.row.workers), alive=s.alive, address=s.row.address)
-               for s in executor.servers.values()]
-    response = pb.StatusResponse(round=executor.round_index, jobs=jobs, workers=workers,
-                                 policy=executor.core.policy.name,
-                                 round_seconds=executor.config.round_seconds)
-    return Snapshot(executor.round_index, executor.core.policy.name,
-                    executor.config.round_seconds, now, response)
+               for s in view.servers]
+    response = pb.StatusResponse(round=view.round, jobs=jobs, workers=workers,
+                                 policy=view.policy, round_seconds=view.round_seconds)
+    return Snapshot(view.round, view.policy, view.round_seconds, view.now_s, response)

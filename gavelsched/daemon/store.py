@@ -14,8 +14,10 @@ import json
 import sqlite3
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+
+from ..core import JobSpec
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -36,29 +38,28 @@ FINAL = frozenset({"done", "failed", "cancelled"})
 
 @dataclass(frozen=True)
 class JobRow:
-    """One submitted job as stored. ``workload``/``command``: what the worker runs;
-    ``mixed``: it may run on several worker types at once (``daemon/mixed.py``);
-    ``min_scale_factor``: it is elastic, down to that many GPUs (``core/configurations.py``)."""
+    """One submitted job as stored: the core's ``JobSpec`` (what the scheduler plans with)
+    and what only the daemon keeps: ``workload``/``command`` (what the worker runs), the
+    state, the *durable* step count and the times."""
 
-    id: str
-    job_type: str
-    scale_factor: int
-    total_steps: int
-    priority_weight: float = 1.0
-    slo_s: float | None = None
-    entity: str | None = None
+    spec: JobSpec
     workload: str = ""
     command: str = ""
-    mixed: bool = False
-    min_scale_factor: int | None = None
     state: str = "queued"
     steps_done: int = 0
     reason: str | None = None
     arrival_s: float = 0.0
     completion_s: float | None = None
 
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
     def but(self, **changes) -> JobRow:
         return replace(self, **changes)
+
+    def with_id(self, job_id: str) -> JobRow:
+        return replace(self, spec=replace(self.spec, id=job_id))
 
     @property
     def final(self) -> bool:
@@ -75,7 +76,8 @@ class ServerRow:
 
 
 _SPEC_FIELDS = ("job_type", "scale_factor", "total_steps", "priority_weight", "slo_s",
-                "entity", "workload", "command", "mixed", "min_scale_factor")
+                "entity", "mixed", "min_scale_factor")
+_RUN_FIELDS = ("workload", "command")
 
 
 class Store:
@@ -138,7 +140,8 @@ class Store:
                                           for j in jobs])
 
     def _put_job(self, db: sqlite3.Connection, job: JobRow, seq: int) -> None:
-        spec = json.dumps({k: getattr(job, k) for k in _SPEC_FIELDS})
+        spec = json.dumps({**{k: getattr(job.spec, k) for k in _SPEC_FIELDS},
+                           **{k: getattr(job, k) for k in _RUN_FIELDS}})
         db.execute("INSERT INTO jobs(id, seq, spec, state, steps_done, reason, arrival_s, "
                    "completion_s) VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
                    (job.id, seq, spec, job.state, job.steps_done, job.reason, job.arrival_s,
@@ -150,8 +153,11 @@ class Store:
         for (job_id, spec, state, steps, reason, arrival,
              completion) in self._db.execute("SELECT id, spec, state, steps_done, reason, "
                                              "arrival_s, completion_s FROM jobs ORDER BY seq"):
-            out.append(JobRow(id=job_id, **json.loads(spec), state=state, steps_done=steps,
-                              reason=reason, arrival_s=arrival, completion_s=completion))
+            fields = json.loads(spec)
+            run = {k: fields.pop(k, "") for k in _RUN_FIELDS}
+            out.append(JobRow(JobSpec(id=job_id, **fields), **run, state=state,
+                              steps_done=steps, reason=reason, arrival_s=arrival,
+                              completion_s=completion))
         return out
 
     # ---- servers ----------------------------------------------------------------------
@@ -181,7 +187,3 @@ class Store:
                                              "FROM throughputs"):
             out.setdefault(job_id, {})[t] = v
         return out
-
-
-def job_to_dict(job: JobRow) -> dict:
-    return asdict(job)

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from traces.workloads import VIRTUAL_NODE_WORKLOADS, UnknownWorkload, check_workload, workload_for
 
-from ..core import ThroughputSource
+from ..core import JobSpec, ThroughputSource
 from ..rpc import pb
 from .store import JobRow
 
@@ -22,7 +22,7 @@ class SubmissionError(ValueError):
 
 def check_submission(request: pb.JobRequest, table: ThroughputSource,
                      worker_types: tuple[str, ...], gpus_by_type: Mapping[str, int]) -> JobRow:
-    """A ``JobRow`` (without id and arrival) for a valid request, or ``SubmissionError``.
+    """A ``JobRow`` (its id and arrival still to be set) for a valid request, or ``SubmissionError``.
 
     ``worker_types`` are the types the throughput table knows; ``gpus_by_type`` the GPUs
     of each registered type (empty before any worker registered: the size check waits)."""
@@ -67,9 +67,10 @@ def check_submission(request: pb.JobRequest, table: ThroughputSource,
     if low is not None and not 1 <= low <= sf:
         raise SubmissionError("min_scale_factor", f"must be between 1 and scale_factor "
                                                   f"({sf}), got {low}")
-    return JobRow(id="", job_type=job_type, scale_factor=sf,
-                  total_steps=int(request.total_steps),
-                  priority_weight=float(request.priority_weight or 1.0),
-                  slo_s=float(request.slo_s) if request.slo_s > 0 else None,
-                  entity=request.entity or None, workload=workload, command=command,
-                  mixed=bool(request.mixed), min_scale_factor=low)
+    spec = JobSpec(id="", job_type=job_type, scale_factor=sf,
+                   total_steps=int(request.total_steps),
+                   priority_weight=float(request.priority_weight or 1.0),
+                   slo_s=float(request.slo_s) if request.slo_s > 0 else None,
+                   entity=request.entity or None, mixed=bool(request.mixed),
+                   min_scale_factor=low)
+    return JobRow(spec, workload=workload, command=command)

@@ -8,6 +8,7 @@ import yaml
 
 from gavelsched.cli import main
 from gavelsched.daemon.config import ConfigError, load_config, parse_config
+from gavelsched.core import JobSpec
 from gavelsched.daemon.store import JobRow, ServerRow, Store
 
 GOOD = {"listen": "127.0.0.1:0", "policy": "max_min_fairness_perf", "round_seconds": 6,
@@ -67,10 +68,10 @@ def test_cli_exits_2_naming_the_key(tmp_path, capsys):
 def test_store_round_trip_in_wal_mode(tmp_path):
     store = Store(tmp_path)
     assert store.journal_mode == "wal"
-    job = JobRow(id="0", job_type="A3C", scale_factor=1, total_steps=100, workload="steps",
-                 arrival_s=1.5, slo_s=30.0, entity="team")
+    job = JobRow(JobSpec(id="0", job_type="A3C", scale_factor=1, total_steps=100, slo_s=30.0,
+                         entity="team"), workload="steps", arrival_s=1.5)
     store.add_job(job)
-    store.add_job(job.but(id="1", command="python train.py", workload=""))
+    store.add_job(job.with_id("1").but(command="python train.py", workload=""))
     store.update_jobs([job.but(state="done", steps_done=100, completion_s=9.0)])
     store.put_server(ServerRow(3, "v100", (5, 6), "127.0.0.1:1", "h"))
     store.put_throughput("0", "v100", 12.5)
@@ -88,7 +89,7 @@ def test_store_round_trip_in_wal_mode(tmp_path):
 
 def test_store_transaction_is_all_or_nothing(tmp_path):
     store = Store(tmp_path)
-    job = JobRow(id="0", job_type="A3C", scale_factor=1, total_steps=100)
+    job = JobRow(JobSpec(id="0", job_type="A3C", scale_factor=1, total_steps=100))
     store.add_job(job)
     with pytest.raises(RuntimeError), store.transaction() as db:
         db.execute("UPDATE jobs SET steps_done=50 WHERE id='0'")

@@ -38,18 +38,18 @@ def test_elastic_submissions_are_checked_and_kept(tmp_path):
     table = default_table()
     ok = check_submission(pb.JobRequest(job_type=GPT_TYPE, scale_factor=4, total_steps=5,
                                         min_scale_factor=2), table, table.worker_types, {})
-    assert ok.min_scale_factor == 2
+    assert ok.spec.min_scale_factor == 2
     assert check_submission(pb.JobRequest(job_type=GPT_TYPE, scale_factor=4, total_steps=5),
-                            table, table.worker_types, {}).min_scale_factor is None
+                            table, table.worker_types, {}).spec.min_scale_factor is None
     for low in (5, -1):
         with pytest.raises(SubmissionError, match=rf"min_scale_factor: must be between 1 and "
                                                   rf"scale_factor \(4\), got {low}"):
             check_submission(pb.JobRequest(job_type=GPT_TYPE, scale_factor=4, total_steps=5,
                                            min_scale_factor=low), table, table.worker_types, {})
     store = Store(tmp_path)
-    store.add_job(ok.but(id="0"))
+    store.add_job(ok.with_id("0"))
     store.close()
-    assert Store(tmp_path).jobs()[0].min_scale_factor == 2    # a restarted scheduler keeps it
+    assert Store(tmp_path).jobs()[0].spec.min_scale_factor == 2    # a restarted scheduler keeps it
 
 
 def test_job_yaml_and_local_cluster_job(tmp_path, capsys):

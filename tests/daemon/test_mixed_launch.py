@@ -14,6 +14,7 @@ import torch
 from gavelsched.cli import main
 from gavelsched.cli.local_cluster import scaled
 from gavelsched.daemon.mixed import job_layout, mixed_env, node_sizes
+from gavelsched.core import JobSpec
 from gavelsched.daemon.store import JobRow, Store
 from gavelsched.daemon.submissions import SubmissionError, check_submission
 from gavelsched.rpc import pb
@@ -35,8 +36,9 @@ SPLIT = {"types": {"k80": {"gpus": 1, "batch_per_gpu": 107, "virtual_nodes_per_g
 
 
 def _row(**kw) -> JobRow:
-    return JobRow(**{"id": "7", "job_type": JOB_TYPE, "scale_factor": 1, "total_steps": STEPS,
-                     "workload": "lstm", "mixed": True, **kw})
+    spec = {"id": "7", "job_type": JOB_TYPE, "scale_factor": 1, "total_steps": STEPS,
+            "mixed": True, **kw}
+    return JobRow(JobSpec(**spec), workload="lstm")
 
 
 def _metrics(port: int) -> str:
@@ -72,7 +74,7 @@ def test_mixed_submissions_are_checked_and_kept(tmp_path):
     table = default_table()
     ok = check_submission(pb.JobRequest(job_type=JOB_TYPE, total_steps=5, mixed=True),
                           table, table.worker_types, {})
-    assert ok.mixed and ok.workload == "lstm"
+    assert ok.spec.mixed and ok.workload == "lstm"
     for request, field in ((pb.JobRequest(job_type=JOB_TYPE, total_steps=5, mixed=True,
                                           workload="steps"), "workload 'steps'"),
                            (pb.JobRequest(job_type=JOB_TYPE, total_steps=5, mixed=True,
@@ -80,9 +82,9 @@ def test_mixed_submissions_are_checked_and_kept(tmp_path):
         with pytest.raises(SubmissionError, match=f"mixed: {field} cannot run split"):
             check_submission(request, table, table.worker_types, {})
     store = Store(tmp_path)
-    store.add_job(ok.but(id="0"))
+    store.add_job(ok.with_id("0"))
     store.close()
-    assert Store(tmp_path).jobs()[0].mixed      # a restarted scheduler keeps it
+    assert Store(tmp_path).jobs()[0].spec.mixed      # a restarted scheduler keeps it
 
 
 def test_job_yaml_mixed_key(tmp_path, capsys):
@@ -187,7 +189,7 @@ def test_the_executor_launches_each_placement_with_the_same_layout(tmp_path):
         t[0] = when
         for wtype in alive:
             x.heartbeat(servers[wtype], when)
-        x._tick()
+        x.tick()
 
     at(1.0, "v100", "k80")
     first = {r.env["GAVEL_VN_LAYOUT"]: r for r in sent.runs}
@@ -199,7 +201,7 @@ def test_the_executor_launches_each_placement_with_the_same_layout(tmp_path):
     option = next(o for o in Configurations(default_table()).options(
         JOB_TYPE, 1, {"v100": 1, "k80": 2}) if o.configuration.name == "k80:1+v100:1")
     assert by_rank[0].expected_steps_per_s == pytest.approx(option.configuration.throughput)
-    assert build_snapshot(x, x.now()).response.jobs[0].mixed
+    assert build_snapshot(x.view(x.now())).response.jobs[0].mixed
     # the k80 server goes silent: failed after 3 heartbeats, its job re-placed on the v100
     for when in (2.0, 3.0, 4.5, 6.0, 8.5, 11.5):
         at(when, "v100")

@@ -60,7 +60,7 @@ class Scheduler:
 
     def at(self, t: float) -> None:
         self.t = t
-        self.x._tick()                      # what the executor's loop does when it wakes
+        self.x.tick()                      # what the executor's loop does when it wakes
 
     def submit(self, steps: int = 100_000, scale_factor: int = 1) -> str:
         return self.x.submit(pb.JobRequest(job_type="A3C", scale_factor=scale_factor,

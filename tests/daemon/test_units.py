@@ -9,6 +9,7 @@ import pytest
 
 from gavelsched.core import MicroTask
 from gavelsched.daemon.leases import extended_lease, new_lease, run_requests, stop_lease
+from gavelsched.core import JobSpec
 from gavelsched.daemon.store import JobRow
 from gavelsched.daemon.submissions import SubmissionError, check_submission
 from gavelsched.daemon.throughputs import OnlineThroughputs
@@ -56,8 +57,8 @@ def test_run_requests_give_each_server_its_gpus_and_first_rank():
     view = ClusterView.build({"v100": 4}, gpus_per_server=2)   # servers 0: (0, 1), 1: (2, 3)
     task = MicroTask(key="5", job_ids=("5",), worker_type="v100", workers=(1, 2, 3),
                      steps=(30,), throughputs=(12.5,), extended=False)
-    job = JobRow(id="5", job_type="A3C", scale_factor=3, total_steps=99, workload="steps",
-                 steps_done=9)
+    job = JobRow(JobSpec(id="5", job_type="A3C", scale_factor=3, total_steps=99),
+                 workload="steps", steps_done=9)
     lease = new_lease(0, 9, 30, 99, 6)
     out = run_requests(task, 0, job, lease, view, {0: "10.0.0.1:7000", 1: "10.0.0.2:7000"},
                        round_index=0, scheduler_address="s:1", checkpoint_dir="/ck/5",
@@ -90,5 +91,5 @@ def test_check_submission_defaults():
     table = default_table()
     row = check_submission(pb.JobRequest(job_type="LM (batch size 5)", total_steps=10), table,
                            table.worker_types, {})
-    assert (row.scale_factor, row.workload, row.priority_weight, row.slo_s) == (1, "lstm",
-                                                                                1.0, None)
+    assert (row.spec.scale_factor, row.workload, row.spec.priority_weight,
+            row.spec.slo_s) == (1, "lstm", 1.0, None)

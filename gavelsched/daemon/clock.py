@@ -1,0 +1,49 @@
+"""*When* the daemon's round boundaries come: the one thing, with how tasks run, that it
+does not share with the simulator (``gavelsched/core/driver.py``).
+
+On a monotonic clock: each round lasts ``round_seconds``; the next one is planned
+``plan_lead`` seconds before the current one ends (thesis §5.6: leases can be extended
+before they run out); it starts at its boundary. Rounds keep their cadence: a boundary the
+executor's loop wakes for a little late still ends a round after it was due, unless the
+scheduler was idle or far behind.
+"""
+
+from __future__ import annotations
+
+
+class RoundClock:
+    def __init__(self, round_seconds: float, plan_lead: float) -> None:
+        self.round_seconds, self.plan_lead = round_seconds, plan_lead
+        self.next_start: float | None = None   # monotonic boundary of the planned round
+        self.plan_at: float | None = None      # when the next round is planned
+        self.started_at: float | None = None   # when the round running now started
+
+    @property
+    def idle(self) -> bool:
+        """No round is running and none is planned."""
+        return self.next_start is None
+
+    def deadlines(self) -> list[float]:
+        return [d for d in (self.plan_at, self.next_start) if d is not None]
+
+    def plan_due(self, mono: float) -> bool:
+        return self.plan_at is not None and mono >= self.plan_at
+
+    def start_due(self, mono: float) -> bool:
+        return self.next_start is not None and mono >= self.next_start
+
+    def start(self, mono: float) -> float | None:
+        """A round starts at ``mono``: schedule its end and the next plan. Returns the
+        time since the last round started (None for the first)."""
+        R = self.round_seconds
+        since = None if self.started_at is None else mono - self.started_at
+        self.started_at = mono
+        due = self.next_start
+        start = due if due is not None and 0.0 <= mono - due < R / 2 else mono
+        self.next_start = start + R
+        self.plan_at = start + R - self.plan_lead
+        return since
+
+    def stop(self) -> None:
+        """Go idle: the next round starts when there is work again."""
+        self.next_start = self.plan_at = None

@@ -1,0 +1,78 @@
+"""Durable progress and online throughputs (thesis §5.3.3, §5.6).
+
+Progress reaches the core only as durable step counts (``ReportSteps(checkpointed)`` and
+``RoundReport``), credited through the round driver: a job's count is the max of what was
+reported, so a report sent twice counts once and a crash loses at most the steps since the
+last checkpoint. Each checkpointed report of a run also samples the job's steps/s on its
+worker type; a sample that moves the job's row enough replaces its priors in the core.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from ..core import SchedulerCore
+from ..core.driver import RoundDriver
+from .runs import Run, RunTable
+from .store import JobRow, Store
+from .throughputs import OnlineThroughputs
+
+
+class Progress:
+    def __init__(self, jobs: dict[str, JobRow], runs: RunTable, driver: RoundDriver,
+                 core: SchedulerCore, online: OnlineThroughputs, store: Store, *,
+                 clock: Callable[[], float]) -> None:
+        self.jobs, self.runs, self.driver, self.core = jobs, runs, driver, core
+        self.online, self.store, self._clock = online, store, clock
+
+    def durable(self, job_id: str, steps: int, seconds: float | None,
+                now: float) -> bool:
+        """A checkpoint holds ``steps`` (absolute) for the job: count what is new, once.
+        ``seconds``: the run's own clock at that checkpoint (None: no sample). Returns
+        whether the job has now finished."""
+        job = self.jobs.get(job_id)
+        if job is None or job.final:
+            return False
+        run = self.runs.get(job_id)
+        if run is not None and not run.orphan and seconds is not None and steps > run.last[0]:
+            then = run.last[1]
+            took = self._clock() - run.init_at if then is None else seconds - then
+            self._measure(job, run, steps - run.last[0], took, now)
+            run.last = (steps, seconds)
+        steps = min(int(steps), job.spec.total_steps)
+        if steps <= job.steps_done:
+            return False
+        delta = steps - job.steps_done
+        self.jobs[job_id] = job.but(steps_done=steps)
+        if self.driver.credit((job_id,), (delta,), now):
+            return True
+        self.store.update_jobs([self.jobs[job_id]])
+        return False
+
+    def _measure(self, job: JobRow, run: Run, steps: int, seconds: float, now: float) -> None:
+        """Online throughputs (thesis §5.3.3) from a run's checkpointed reports. A run on a
+        configuration of several types (VirtualFlow §6.5.2) is not recorded: its steps/s is
+        not the job's throughput on any one type; the core prices configurations from the
+        throughput table with the split solver (``core/configurations.py``), so a daemon
+        whose workers run at X times the table should get a table scaled by X
+        (``local-cluster`` writes one)."""
+        if run.worker_type not in self.core.worker_types:
+            return
+        if self.online.observe(job.id, run.worker_type, steps, seconds) is None:
+            return
+        self.store.put_throughput(job.id, run.worker_type,
+                                  self.online.measured[job.id][run.worker_type])
+        if job.id in self.core.active_ids:
+            row = self.online.changed_row(job.id, job.spec.job_type, job.spec.scale_factor,
+                                          self.core.worker_types)
+            if row is not None:
+                self.core.set_job_throughputs(job.id, row, now)
+
+    def admitted(self, job_ids: Sequence[str], now: float) -> None:
+        """Jobs just admitted (after a restart) plan on what was measured of them."""
+        for job_id in job_ids:
+            job = self.jobs[job_id]
+            if job_id in self.online.measured and job_id in self.core.active_ids:
+                self.core.set_job_throughputs(job_id, self.online.row(
+                    job_id, job.spec.job_type, job.spec.scale_factor, self.core.worker_types),
+                    now)

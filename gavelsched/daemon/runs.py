@@ -1,0 +1,288 @@
+"""The run table: each job's live processes on the workers (thesis §5.5-5.6).
+
+A *run* starts with the RunJobs of a micro-task on new workers, is extended by later RunJobs
+on the same GPUs (lease extension), and is over when every server hosting it reported its
+exit, died, or was told to kill it. A job placed while its last run is still saving waits
+(*deferred*) until that run exits, so a checkpoint is never read while it is written. A run
+found on a worker after a scheduler restart is an *orphan*: it is held, so the job is not
+launched elsewhere, until it exits.
+
+Everything here runs on the executor thread; the collaborators it needs (the job rows, the
+servers' health, the dispatcher, start-up statistics, the core's cluster view, the clock,
+the executor's inbox and its way to fail a job) are handed in.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..core import MicroTask, SchedulerCore
+from ..rpc import pb
+from .config import DaemonConfig
+from .dispatch import Delivery, Dispatcher
+from .health import Health
+from .leases import MIN_LEASE_FRACTION, extended_lease, new_lease, run_requests, startup_lease, stop_lease
+from .startups import Startups
+from .store import JobRow
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Run:
+    """A job's live processes: started by a RunJob, extended by later ones, over when every
+    server hosting it reported its exit (or died)."""
+
+    job_id: str
+    worker_type: str
+    servers: dict[int, pb.RunJobRequest]
+    left: set[int]               # servers whose processes have not exited yet
+    lease: pb.Lease
+    round: int
+    started: float               # monotonic time of the first RunJob (then: its start)
+    ends: float                  # monotonic end of its lease's round
+    steps_per_s: float           # the rate the core planned it at
+    base_steps: int              # durable count the run started from
+    # (steps, seconds on the process's clock) of its last checkpointed report; seconds None
+    # before its first one (that sample is timed on this clock, from its first InitJob)
+    last: tuple[int, float | None] = (0, 0.0)
+    init_at: float = 0.0                 # monotonic time of its first InitJob
+    started_up: bool = False             # its first InitJob arrived
+    orphan: bool = False                 # found running after a scheduler restart
+    workers: tuple[int, ...] = ()        # the core's worker ids it holds
+    round_start: float = 0.0             # monotonic start of its first round
+
+
+class RunTable:
+    """The live runs, by job id (module docstring)."""
+
+    def __init__(self, config: DaemonConfig, jobs: dict[str, JobRow], health: Health,
+                 dispatcher: Dispatcher, startups: Startups, core: SchedulerCore, *,
+                 clock: Callable[[], float], round_end: Callable[[], float | None],
+                 post: Callable[[Callable[[], object]], object],
+                 fail: Callable[[str, str], None]) -> None:
+        self.config, self.jobs, self.health = config, jobs, health
+        self.dispatcher, self.startups, self.core = dispatcher, startups, core
+        self._clock, self._round_end, self._post, self._fail = clock, round_end, post, fail
+        self.scheduler_address = ""
+        self._runs: dict[str, Run] = {}
+        self._deferred: dict[str, tuple[int, MicroTask, int]] = {}  # waits for a run's end
+        self.held: dict[str, float] = {}     # task key -> seconds it held its workers
+        self._freed: dict[int, float] = {}   # worker id -> when its last run there ended
+
+    def get(self, job_id: str) -> Run | None:
+        return self._runs.get(job_id)
+
+    def __contains__(self, job_id: str) -> bool:
+        return job_id in self._runs
+
+    def live(self) -> tuple[Run, ...]:
+        return tuple(self._runs.values())
+
+    # ---- placing a round ------------------------------------------------------------------
+    def place(self, tasks: tuple[MicroTask, ...], index: int) -> None:
+        """Round ``index`` begins: launch every task not already running on its GPUs (the
+        extended ones were sent at the plan); older deferred placements are superseded."""
+        self._deferred.clear()
+        for task in tasks:
+            if not all(j in self._runs and self._runs[j].round == index
+                       and self._runs[j].workers == task.workers for j in task.job_ids):
+                for m, job_id in enumerate(task.job_ids):
+                    self._launch_or_defer(task, m, job_id, index)
+
+    def extend_continuing(self, tasks: tuple[MicroTask, ...], index: int) -> None:
+        """At the plan of round ``index``: a task whose members all run, from last round,
+        on exactly its GPUs gets its leases extended (no checkpoint, no restart)."""
+        self.held = {}
+        for task in tasks:
+            if task.extended and all(j in self._runs and not self._runs[j].orphan
+                                     and self._runs[j].round == index - 1
+                                     and self._runs[j].workers == task.workers
+                                     for j in task.job_ids):
+                self._extend(task, index)
+
+    def _launch_or_defer(self, task: MicroTask, m: int, job_id: str, index: int) -> None:
+        job = self.jobs.get(job_id)
+        if job is None or job.final:
+            return
+        if job_id in self._runs:              # its last run is still saving: wait for it
+            self._deferred[job_id] = (m, task, index)
+            return
+        view = self.core.view
+        if not all(self.health.alive(view.server_of[w]) for w in task.workers):
+            return
+        mono = self._clock()
+        R = self.config.round_seconds
+        ends = self._round_end()
+        ends = ends if ends is not None else mono + R
+        left = ends - mono
+        if left < min(self.startups.mean(job.spec.job_type)[0], R / 2):
+            # A launch that waited (for its last run to save) and could not start up before
+            # the round ends is not made: it would only checkpoint what it loaded.
+            log.info("job %s: %.1fs left in round %d, less than its start-up; not launched",
+                     job_id, left, index)
+            return
+        lease = new_lease(index, job.steps_done, task.steps[m], job.spec.total_steps, left)
+        requests = run_requests(task, m, job, lease, view, self.health.addresses(),
+                                round_index=index, scheduler_address=self.scheduler_address,
+                                checkpoint_dir=str(self.config.checkpoints / job_id))
+        self._runs[job_id] = Run(job_id, task.worker_type, requests, set(requests), lease,
+                                 index, mono, ends, float(task.throughputs[m]),
+                                 job.steps_done, (job.steps_done, 0.0), workers=task.workers,
+                                 round_start=ends - R)
+        self.held[task.key] = R
+        for server_id, request in requests.items():
+            self._send(job_id, server_id, request)
+
+    def _extend(self, task: MicroTask, index: int) -> None:
+        """Lease extension: the same workers next round (RunJob on the same GPUs), one
+        more round of time and the round's steps on top of the lease in force."""
+        R = self.config.round_seconds
+        for m, job_id in enumerate(task.job_ids):
+            run = self._runs[job_id]
+            job = self.jobs[job_id]
+            run.round, run.ends = index, run.ends + R
+            # ends with the next round (a run that overran its first round for its minimum
+            # lease is back on the rounds' cadence)
+            run.lease = extended_lease(run.lease, index, task.steps[m], job.spec.total_steps,
+                                       run.ends - run.started)
+            run.steps_per_s = float(task.throughputs[m])
+            for server_id, old in run.servers.items():
+                request = pb.RunJobRequest()
+                request.CopyFrom(old)
+                request.round = index
+                request.lease.CopyFrom(run.lease)
+                request.steps_done = job.steps_done
+                self._send(job_id, server_id, request)
+        self.held[task.key] = R
+
+    def _send(self, job_id: str, server_id: int, request: pb.RunJobRequest) -> None:
+        run = self._runs[job_id]
+        run.servers[server_id] = request
+        self.dispatcher.run_job(self.health.address(server_id), request,
+                                self._on_delivered(job_id, server_id))
+
+    def _on_delivered(self, job_id: str, server_id: int) -> Callable[[Delivery], None]:
+        def done(delivery: Delivery) -> None:       # a dispatcher pool thread
+            if not delivery.ok:
+                self._post(lambda: self._refused(job_id, server_id, delivery))
+        return done
+
+    def _refused(self, job_id: str, server_id: int, delivery: Delivery) -> None:
+        """A worker refused a RunJob (bad workload, ...) or was unreachable."""
+        server = self.health.servers.get(server_id)
+        if server is not None and not server.alive:
+            return
+        if delivery.unreachable:
+            self.exited(job_id, server_id)   # the heartbeat check decides its fate
+            return
+        self._fail(job_id, f"worker {server_id} refused the job: {delivery.message}")
+
+    # ---- a run's life -------------------------------------------------------------------
+    def started_up(self, run: Run) -> None:
+        """A fresh run's process has started up (its first InitJob): its lease still ends
+        with its round, so its steps become what it can make in the time left at its
+        planned rate (round-aligned leases; thesis §5.6). Its start-up is thus charged to
+        its own round, as the simulator charges preemption overhead (§5.7)."""
+        run.started_up = True
+        mono = self._clock()
+        # The process started at its dispatch, or when its GPUs were freed by the run before
+        # it (the worker queues a launch until then), whichever came later.
+        run.started = max([run.started, *(self._freed.get(w, 0.0) for w in run.workers)])
+        elapsed = max(0.0, mono - run.started)
+        # Throughput samples start here: a fresh process's imports and model build are a
+        # per-run overhead (recorded apart, per job type), not slower steps. The first one
+        # is timed on this clock (the process's own clock at this moment is not known).
+        run.last, run.init_at = (run.last[0], None), mono
+        job = self.jobs.get(run.job_id)
+        if job is not None:
+            self.startups.record(job.spec.job_type, max(0.0, mono - run.round_start))
+        # At least MIN_LEASE_FRACTION of a round after start-up, even past the round's end:
+        # a start-up longer than the rest of its round must not leave the job without any
+        # progress (then its GPUs' next run starts that much later).
+        floor = MIN_LEASE_FRACTION * self.config.round_seconds
+        left = max(run.ends - mono, floor)
+        run.lease = startup_lease(run.lease, run.base_steps, run.steps_per_s, left,
+                                  elapsed + left)
+        if run.ends - mono < floor:
+            # past the round's end: the workers' kill deadlines move too (a RunJob on the
+            # same GPUs), or they would kill the run before it saves
+            for server_id, old in list(run.servers.items()):
+                request = pb.RunJobRequest()
+                request.CopyFrom(old)           # the old one may still be on the wire
+                request.lease.CopyFrom(run.lease)
+                self._send(run.job_id, server_id, request)
+
+    def exited(self, job_id: str, server_id: int) -> None:
+        """``server_id``'s processes of the job exited; the run ends when all have, and a
+        placement that waited for it is launched."""
+        run = self._runs.get(job_id)
+        if run is None:
+            return
+        run.left.discard(server_id)
+        mono = self._clock()
+        for w in run.workers:
+            if self.core.view.server_of[w] == server_id:
+                self._freed[w] = mono
+        if run.left:
+            return
+        del self._runs[job_id]
+        self._requeue(job_id)
+        self._launch_deferred(job_id)
+
+    def kill(self, job_id: str, reason: str) -> None:
+        """End the job's run (its placement too): KillJob to every live server of it."""
+        run = self._runs.pop(job_id, None)
+        self._deferred.pop(job_id, None)
+        if run is None:
+            return
+        for server_id in run.left:
+            if self.health.alive(server_id):
+                self.dispatcher.kill_job(self.health.address(server_id), job_id, reason)
+
+    def lost_server(self, server_id: int, reason: str) -> None:
+        """The processes on ``server_id`` are gone: end their runs (the jobs resume from
+        their last checkpoint when placed again)."""
+        for job_id, run in list(self._runs.items()):
+            if server_id in run.servers:
+                run.left.discard(server_id)
+                if self.health.clear(job_id):
+                    log.info("job %s: its failed rank lost its peer on server %d; the job "
+                             "goes on from its checkpoint", job_id, server_id)
+                deferred = self._deferred.pop(job_id, None)
+                self.kill(job_id, reason)
+                self._requeue(job_id)
+                if deferred is not None:
+                    self._deferred[job_id] = deferred
+                    self._launch_deferred(job_id)
+
+    def adopt_orphans(self, server_id: int, worker_type: str, running: set[str],
+                      mono: float) -> None:
+        """Processes this scheduler did not start (it restarted while they ran) are held
+        as *orphan* runs, so the job is not launched elsewhere while one may still write
+        its checkpoint; their next RenewLease ends them (an expired lease). An orphan run
+        ends when its exit is reported or the worker stops listing it."""
+        for job_id in running:
+            job = self.jobs.get(job_id)
+            if job_id in self._runs or job is None or job.final:
+                continue
+            self._runs[job_id] = Run(job_id, worker_type, {server_id: pb.RunJobRequest()},
+                                     {server_id}, stop_lease(job.steps_done), -1, mono, mono,
+                                     0.0, job.steps_done, (job.steps_done, 0.0),
+                                     started_up=True, orphan=True, round_start=mono)
+        for job_id, run in list(self._runs.items()):
+            if run.orphan and server_id in run.left and job_id not in running:
+                self.exited(job_id, server_id)
+
+    def _requeue(self, job_id: str) -> None:
+        job = self.jobs.get(job_id)
+        if job is not None and job.state == "running":
+            self.jobs[job_id] = job.but(state="queued")
+
+    def _launch_deferred(self, job_id: str) -> None:
+        deferred = self._deferred.pop(job_id, None)
+        if deferred is not None:
+            m, task, index = deferred
+            self._launch_or_defer(task, m, job_id, index)
