@@ -9,6 +9,12 @@ noisy; the header gives the load average when the benchmark started). Usage::
     python benchmarks/simulate.py            # all cases
     python benchmarks/simulate.py --case continuous-1500 --repeat 3
     python benchmarks/simulate.py --profile continuous-1500-random   # where the time goes
+    git worktree add /tmp/before COMMIT   # an older tree, run by this file, side by side:
+    python benchmarks/simulate.py --before /tmp/before --repeat 3
+
+With ``--before DIR`` every case also runs on the tree in DIR (its packages first on
+``PYTHONPATH``), alternating run by run with this tree, and a last column gives this
+tree's fastest wall time over the older tree's.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -35,6 +42,7 @@ CASES = {
     "multi-gpu-1500": (1500, 2.6, "max_min_fairness_perf", True, None),
 }
 CLUSTER = {"v100": 36, "p100": 36, "k80": 36}
+REPO = Path(__file__).resolve().parents[1]
 
 
 RANDOM_TABLE_SEED = 7
@@ -137,6 +145,9 @@ def main() -> int:
                         help="run each case N times; report the fastest")
     parser.add_argument("--profile", choices=sorted(CASES), metavar="CASE",
                         help="run CASE once under cProfile and print where the time went")
+    parser.add_argument("--before", metavar="DIR",
+                        help="also run every case on the tree in DIR (e.g. a git worktree of "
+                             "an older commit), alternating with this one, and compare")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -155,17 +166,25 @@ def main() -> int:
               f"{'solves':>6} {'JCT h':>7} {'RSS MiB':>8}")
     print(header)
     print("-" * len(header))
+    trees = {"": REPO} if not args.before else {"before ": Path(args.before).resolve(),
+                                                   "after ": REPO}
     for name in names:
-        runs = []
+        runs: dict[str, list[dict]] = {label: [] for label in trees}
         for _ in range(max(1, args.repeat)):
-            out = subprocess.run([sys.executable, __file__, "--child", name],
-                                 capture_output=True, text=True, check=True)
-            runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
-        r = min(runs, key=lambda x: x["wall_s"])
-        print(f"{r['case']:<20} {r['policy']:<22} {r['jobs']:>5} {r['rate']:>5g} "
-              f"{r['window']:>10} {r['wall_s']:>7.2f} {r['cpu_s']:>6.2f} "
-              f"{r['solver_cpu_s']:>10.2f} {r['rest_cpu_s']:>8.2f} {r['rounds']:>7} "
-              f"{r['resolves']:>6} {r['avg_jct_h']:>7.2f} {r['peak_rss_mib']:>8.0f}", flush=True)
+            for label, tree in trees.items():       # alternate: same load for both trees
+                env = {**os.environ, "PYTHONPATH": str(tree)}
+                out = subprocess.run([sys.executable, __file__, "--child", name],
+                                     capture_output=True, text=True, check=True, env=env)
+                runs[label].append(json.loads(out.stdout.strip().splitlines()[-1]))
+        best = {label: min(got, key=lambda x: x["wall_s"]) for label, got in runs.items()}
+        for label, r in best.items():
+            ratio = (f"  x{r['wall_s'] / best['before ']['wall_s']:.2f} of before"
+                     if label == "after " else "")
+            print(f"{label + r['case']:<20} {r['policy']:<22} {r['jobs']:>5} {r['rate']:>5g} "
+                  f"{r['window']:>10} {r['wall_s']:>7.2f} {r['cpu_s']:>6.2f} "
+                  f"{r['solver_cpu_s']:>10.2f} {r['rest_cpu_s']:>8.2f} {r['rounds']:>7} "
+                  f"{r['resolves']:>6} {r['avg_jct_h']:>7.2f} {r['peak_rss_mib']:>8.0f}"
+                  f"{ratio}", flush=True)
     return 0
 
 

@@ -1,0 +1,131 @@
+"""The round driver: the one recipe both executors run (boundary, empty-round rule, progress
+intake), the one way to build the core's config and job specs, and the rule that only the
+driver calls the core's round methods."""
+
+from __future__ import annotations
+
+import ast
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gavelsched.core import CoreConfig, JobSpec
+from gavelsched.core.driver import RoundDriver, config_for
+from policies import get_policy
+from traces import TraceJob, default_table
+
+from .test_core import R, Recording, job, make_core
+
+ROOT = Path(__file__).resolve().parents[2]
+ROUND_METHODS = ("start_round", "end_round", "add_progress", "add_progress_many")
+
+
+def test_a_boundary_ends_the_round_with_the_time_each_task_held_and_plans_the_next():
+    core = make_core(config=CoreConfig(min_resolve_interval_s=0))
+    driver = RoundDriver(core)
+    core.submit(job(0), 0.0)
+    first = driver.boundary(0.0)
+    assert first.round.admitted == ("0",) and len(first.round.batch) == 1
+    assert driver.in_flight is first.round
+    x, got = core.shares(R)["0"]
+    assert sum(got.values()) == 0.0                       # nothing reported yet
+    second = driver.boundary(R, np.array([R]))
+    assert second.round.index == first.round.index + 1
+    received = core.take_closed_periods()                 # the arrival re-solved at 0 only
+    assert received == []
+    _, got = core.shares(R + 1.0)["0"]
+    assert sum(got.values()) == pytest.approx(R / (R + 1.0))
+
+
+def test_credit_returns_finished_jobs_and_a_pending_jobs_steps_wait_for_admission():
+    core = make_core(config=CoreConfig(min_resolve_interval_s=0))
+    driver = RoundDriver(core)
+    core.submit(job(0, steps=100), 0.0)
+    core.submit(job(1, steps=100), 0.0)
+    assert driver.credit(("0", "1"), (40, 10), 0.0) == ()   # neither admitted: held
+    step = driver.boundary(0.0)
+    assert step.completed == () and core.remaining_steps("0") == 60
+    assert driver.credit(("0", "1"), (60, 50), 1.0) == ("0",)
+    assert core.active_jobs == ("1",) and core.remaining_steps("1") == 40
+    assert driver.credit(("ghost",), (5,), 2.0) == ()       # unknown: ignored
+    core.submit(job(2, steps=30), 3.0)
+    driver.credit(("2",), (30,), 3.0)
+    assert driver.boundary(4.0).completed == ("2",)         # finished on admission
+
+
+def test_nothing_placed_forces_a_resolve_unless_arrivals_are_expected_then_stalls():
+    core = make_core(config=CoreConfig(min_resolve_interval_s=1e9))
+    driver = RoundDriver(core)
+    core.submit(job(0, sf=4), 0.0)                          # 4 GPUs of one type: none
+    waiting = driver.boundary(0.0, arrivals_pending=True)
+    assert waiting.empty and not waiting.stalled
+    assert core.next_resolve_allowed_s() == -math.inf       # t=0: always allowed
+    core.submit(job(1, sf=4), 10.0)
+    driver.boundary(10.0, arrivals_pending=True)            # waits for arrivals: no force
+    assert core.next_resolve_allowed_s() == 10.0 + 1e9      # (a re-solve at 0 starts none)
+    forced = driver.boundary(20.0)
+    assert forced.empty and not forced.stalled
+    assert core.next_resolve_allowed_s() == -math.inf       # re-solve at the next boundary
+    again = driver.boundary(30.0)
+    assert again.empty and again.stalled                    # a forced re-solve did not help
+    assert again.round.resolved is not None
+
+
+def test_a_round_that_places_something_clears_the_stall():
+    core = make_core(config=CoreConfig(min_resolve_interval_s=0))
+    driver = RoundDriver(core)
+    core.submit(job(0, sf=4), 0.0)
+    assert driver.boundary(0.0).empty
+    core.submit(job(1), 1.0)
+    placed = driver.boundary(1.0)
+    assert len(placed.round.batch) == 1 and not placed.empty
+    assert not driver.boundary(2.0, np.array([1.0])).stalled
+
+
+def test_config_for_serves_the_fastest_type_first_and_keeps_overrides():
+    table = default_table()
+    policy = get_policy("max_min_fairness_perf")
+    config = config_for(policy, table, ("k80", "p100", "v100"), round_seconds=60.0)
+    assert config.type_order == ("v100", "p100", "k80") and config.round_seconds == 60.0
+    assert config == CoreConfig.for_policy(policy, round_seconds=60.0,
+                                           type_order=("v100", "p100", "k80"))
+    assert config_for(policy, table, ("k80", "v100"), type_order=("k80",)).type_order == ("k80",)
+    fifo = config_for(get_policy("fifo_perf"), table, ("v100",))
+    assert fifo.backfill is False                           # read from the declared traits
+
+
+def test_job_spec_from_a_trace_job_keeps_every_field():
+    trace_job = TraceJob(job_type="ResNet-18 (batch size 32)", scale_factor=4, total_steps=900,
+                         arrival_s=5.0, priority_weight=2.5, slo_s=60.0, entity="research",
+                         mixed=True, min_scale_factor=2)
+    spec = JobSpec.from_trace("7", trace_job)
+    assert spec == JobSpec(id="7", job_type="ResNet-18 (batch size 32)", scale_factor=4,
+                           total_steps=900, priority_weight=2.5, slo_s=60.0,
+                           entity="research", mixed=True, min_scale_factor=2)
+
+
+def test_only_the_driver_calls_the_cores_round_methods():
+    callers = []
+    for folder in ("gavelsched", "simulator", "workers", "benchmarks"):
+        for path in (ROOT / folder).rglob("*.py"):
+            if path == ROOT / "gavelsched/core/driver.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                        and node.func.attr in ROUND_METHODS
+                        and path != ROOT / "gavelsched/core/core.py"):
+                    callers.append(f"{path.relative_to(ROOT)}:{node.lineno} "
+                                   f"{node.func.attr}")
+    assert callers == [], "call these through RoundDriver: " + ", ".join(callers)
+
+
+def test_the_recording_policy_sees_one_problem_per_resolve():
+    policy = Recording()
+    core = make_core(policy, config=CoreConfig(min_resolve_interval_s=0))
+    driver = RoundDriver(core)
+    core.submit(job(0), 0.0)
+    driver.boundary(0.0)
+    driver.boundary(R, np.array([R]))
+    assert len(policy.problems) == 1                        # no event, no re-solve
