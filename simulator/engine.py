@@ -193,9 +193,7 @@ class _Run:
         end = now + float(seconds.max()) if self.sim.round_ends_at_last_finish else now + R
         self.metrics.on_round(rnd, end, seconds, self.prices)
         finishing = (steps >= batch.remaining) & (batch.remaining > 0)
-        ran = np.arange(steps.shape[1]) < batch.n_members[:, None]
-        completed = self.driver.credit([j for members in batch.members for j in members],
-                                       steps[ran], end)
+        completed = self.driver.credit(batch.keys, steps, end)
         if completed:
             # A job finishes when its micro-task does: for a co-located pair, when the
             # later of the two stops (Gavel's completion time for both members).

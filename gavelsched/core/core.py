@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import math
+import operator
 import random
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
@@ -248,22 +249,28 @@ class SchedulerCore:
 
     def add_progress(self, job_id: str, steps: float, now: float) -> RoundOutcome:
         """``add_progress_many`` for one job."""
-        return self.add_progress_many((job_id,), (steps,), now)
+        return self.add_progress_many((job_id,), ((steps,),), now)
 
-    def add_progress_many(self, job_ids: Sequence[str], steps: Sequence[float] | np.ndarray,
-                          now: float) -> RoundOutcome:
-        """Steps admitted jobs made (each named once), whenever the executor learns them:
-        the simulator at a round's end, a daemon at each durable checkpoint, which it
-        learns after it planned the next round (thesis §5.6); returns the jobs that
-        finished, in row order."""
+    def add_progress_many(self, keys: Sequence[str], steps, now: float) -> RoundOutcome:
+        """Steps made, whenever the executor learns them: ``steps[i][m]`` by member m of the
+        combination ``keys[i]`` (a job id, or a pair ``"a+b"``; each job named once), the
+        shape of a round's ``TaskBatch.keys`` and ``steps``. The simulator reports a round's
+        tasks at its end; a daemon a job's durable checkpoint, which it learns after it
+        planned the next round (thesis §5.6). Returns the jobs that finished, in row order."""
+        if not len(keys):
+            return RoundOutcome(completed=())
         rows = self._rows
         try:
-            where = np.fromiter((rows.index[j] for j in job_ids), dtype=int,
-                                count=len(job_ids))
+            where = np.array(operator.itemgetter(*keys)(rows.index) if len(keys) != 1
+                             else (rows.index[keys[0]],), dtype=int).reshape(-1)
         except KeyError as err:
-            raise CoreError(f"unknown job {err.args[0]!r}") from None
-        rows.left[where] -= np.asarray(steps, dtype=float)
-        finished = np.sort(where[rows.left[where] <= 1e-9])
+            raise CoreError(f"unknown job or pair {err.args[0]!r}") from None
+        steps = np.asarray(steps, dtype=float).reshape(len(where), -1)
+        members = rows.member_rows[where][:, :steps.shape[1]]
+        has = members >= 0
+        touched = members[has]
+        rows.left[touched] -= steps[has]
+        finished = np.sort(touched[rows.left[touched] <= 1e-9])
         done = tuple(rows.keys[i] for i in finished.tolist())
         if done:
             self._remove(done)

@@ -12,9 +12,10 @@ its virtual clock; the daemon: a monotonic deadline less its plan lead) and *how
    expected, the allocation is re-solved at the next boundary whatever the interval
    (Gavel's simulator does this so that a stale X cannot idle the cluster for good); a
    second such round in a row is ``Boundary.stalled``;
-3. ``credit(job_ids, steps, now)``: progress, in steps, whenever the executor learns it
-   (the simulator at the end of each round, the daemon at each durable checkpoint), the
-   same way for both; it returns the jobs that finished.
+3. ``credit(keys, steps, now)``: progress, in steps, whenever the executor learns it, the
+   same way for both: the simulator credits a round's tasks at its end (``batch.keys``,
+   the steps it computed), the daemon a job at each durable checkpoint (``(job_id,)``,
+   ``((steps,),)``); it returns the jobs that finished.
 
 SimPy's ``RealtimeEnvironment`` is the model (STYLE.md §4): the loop is written once, and
 real time overrides only how the next event is awaited.
@@ -30,11 +31,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from policies import Policy
+from policies import Policy, key_members
 from traces.types import ThroughputTable
 
 from .config import CoreConfig
-from .core import SchedulerCore
+from .core import CoreError, SchedulerCore
 from .records import Round, RoundReport
 from .type_order import fastest_first
 
@@ -103,34 +104,36 @@ class RoundDriver:
         held = np.zeros(len(flight.batch)) if seconds is None else seconds
         self.core.end_round(RoundReport(seconds=held), now)
 
-    def credit(self, job_ids: Sequence[str], steps: Sequence[float] | np.ndarray,
-               now: float) -> tuple[str, ...]:
-        """Steps the jobs made (each job named once); returns those that finished. A job
-        submitted but not admitted yet (a daemon restoring its state) gets its steps at
-        admission; a job the core no longer has is ignored."""
+    def credit(self, keys: Sequence[str], steps, now: float) -> tuple[str, ...]:
+        """Steps made: ``steps[i][m]`` by member m of ``keys[i]`` (a job id, or a pair
+        ``"a+b"``: the shape of a round's ``TaskBatch.keys`` and ``steps``; each job named
+        once). Returns the jobs that finished. Steps of a job submitted but not admitted yet
+        (a daemon restoring its state) wait for its admission; a key the core does not
+        know (a job that ended) is ignored."""
         core = self.core
-        active = core.active_ids
-        if all(j in active for j in job_ids):
-            return core.add_progress_many(job_ids, steps, now).completed
-        live_ids, live_steps = [], []
+        try:
+            return core.add_progress_many(keys, steps, now).completed
+        except CoreError:
+            pass                    # a key not admitted: sort them out one by one
+        live_keys, live_steps = [], []
         pending = set(core.pending_jobs)
-        for job_id, n in zip(job_ids, np.asarray(steps, dtype=float).tolist()):
-            if job_id in active:
-                live_ids.append(job_id)
-                live_steps.append(n)
-            elif job_id in pending:
-                self._unapplied[job_id] = self._unapplied.get(job_id, 0.0) + n
-        if not live_ids:
+        for key, made in zip(keys, np.asarray(steps, dtype=float).reshape(len(keys), -1)):
+            if all(j in core.active_ids for j in key_members(key)):
+                live_keys.append(key)
+                live_steps.append(made)
+            elif key in pending:
+                self._unapplied[key] = self._unapplied.get(key, 0.0) + float(made[0])
+        if not live_keys:
             return ()
-        return core.add_progress_many(live_ids, live_steps, now).completed
+        return core.add_progress_many(live_keys, live_steps, now).completed
 
     def forget(self, job_id: str) -> None:
         """A job left outside the core's own events (cancelled, failed): drop held steps."""
         self._unapplied.pop(job_id, None)
 
     def _apply_unapplied(self, admitted: Sequence[str], now: float) -> tuple[str, ...]:
-        held = [(j, self._unapplied.pop(j)) for j in admitted if j in self._unapplied]
+        held = [(j, (self._unapplied.pop(j),)) for j in admitted if j in self._unapplied]
         if not held:
             return ()
-        ids, steps = zip(*held)
-        return self.core.add_progress_many(ids, steps, now).completed
+        keys, steps = zip(*held)
+        return self.core.add_progress_many(keys, steps, now).completed

@@ -44,7 +44,7 @@ class Progress:
             return False
         delta = steps - job.steps_done
         self.jobs[job_id] = job.but(steps_done=steps)
-        if self.driver.credit((job_id,), (delta,), now):
+        if self.driver.credit((job_id,), ((delta,),), now):
             return True
         self.store.update_jobs([self.jobs[job_id]])
         return False

@@ -44,14 +44,14 @@ def test_credit_returns_finished_jobs_and_a_pending_jobs_steps_wait_for_admissio
     driver = RoundDriver(core)
     core.submit(job(0, steps=100), 0.0)
     core.submit(job(1, steps=100), 0.0)
-    assert driver.credit(("0", "1"), (40, 10), 0.0) == ()   # neither admitted: held
+    assert driver.credit(("0", "1"), ((40,), (10,)), 0.0) == ()   # neither admitted: held
     step = driver.boundary(0.0)
     assert step.completed == () and core.remaining_steps("0") == 60
-    assert driver.credit(("0", "1"), (60, 50), 1.0) == ("0",)
+    assert driver.credit(("0", "1"), ((60,), (50,)), 1.0) == ("0",)
     assert core.active_jobs == ("1",) and core.remaining_steps("1") == 40
-    assert driver.credit(("ghost",), (5,), 2.0) == ()       # unknown: ignored
+    assert driver.credit(("ghost",), ((5,),), 2.0) == ()       # unknown: ignored
     core.submit(job(2, steps=30), 3.0)
-    driver.credit(("2",), (30,), 3.0)
+    driver.credit(("2",), ((30,),), 3.0)
     assert driver.boundary(4.0).completed == ("2",)         # finished on admission
 
 
