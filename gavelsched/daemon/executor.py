@@ -3,9 +3,9 @@
 Threading contract of ``SchedulerCore`` (it has no locks): exactly one thread, the
 executor's, ever calls the core, the store and the rooms below. gRPC handlers and the
 dispatcher's pool threads never touch them; they hand the executor an event with
-``post(fn)`` / ``call(fn)`` (a closure put on a ``queue.Queue``, run in order on the
-executor thread; ``call`` returns a future with its result) and read only ``snapshot``, an
-immutable value the executor republishes after it changed something.
+``post(fn)`` / ``call(fn)`` (``inbox``: closures run in order on the executor thread) and
+read only ``snapshot``, an immutable value the executor republishes after it changed
+something.
 
 The round recipe is the simulator's: ``RoundDriver`` (``gavelsched/core/driver.py``) ends
 a round, plans the next, applies the empty-round rule and takes progress in. What is the
@@ -29,13 +29,10 @@ their collaborators:
 from __future__ import annotations
 
 import logging
-import queue
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -49,6 +46,7 @@ from .clock import RoundClock
 from .config import DaemonConfig
 from .dispatch import Dispatcher
 from .health import Health
+from .inbox import Inbox
 from .leases import stop_lease
 from .metrics import DaemonMetrics
 from .progress import Progress
@@ -83,8 +81,8 @@ class DaemonExecutor:
         self.config, self.store, self.table = config, store, table
         self.dispatcher, self.metrics = dispatcher, metrics
         self._clock = clock
-        self._events: queue.Queue = queue.Queue()
-        self._stop = threading.Event()
+        self.inbox = Inbox()
+        self.post, self.call, self.stop = self.inbox.post, self.inbox.call, self.inbox.stop
         self._mono0 = clock()
         epoch = store.get_meta("epoch_unix")
         if epoch is None:
@@ -137,35 +135,14 @@ class DaemonExecutor:
     def scheduler_address(self, address: str) -> None:
         self.runs.scheduler_address = address
 
-    # ---- the thread's inbox ---------------------------------------------------------
-    def post(self, fn: Callable[[], Any], *, changes: bool = True) -> Future:
-        """Run ``fn`` on the executor thread; its result (or exception) lands in the future.
-        ``changes=False``: it changes nothing ``Status`` shows (no new snapshot needed)."""
-        fut: Future = Future()
-        self._events.put((fn, fut, changes))
-        return fut
-
-    def call(self, fn: Callable[[], Any], timeout: float = 30.0, *,
-             changes: bool = True) -> Any:
-        return self.post(fn, changes=changes).result(timeout)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._events.put((lambda: None, Future(), False))
-
     def now(self) -> float:
         """Seconds since the daemon first started (its state's time origin)."""
         return self._base + self._clock() - self._mono0
 
     def run(self) -> None:
         """The executor loop: events, heartbeats, round deadlines, snapshots."""
-        while not self._stop.is_set():
-            try:
-                self._handle(*self._events.get(timeout=self._wait()))
-                while True:
-                    self._handle(*self._events.get_nowait())
-            except queue.Empty:
-                pass
+        while not self.inbox.stopped:
+            self._dirty = self.inbox.run_pending(self._wait()) or self._dirty
             self.tick()
             mono = self._clock()
             if self._dirty and mono >= self._next_snapshot:
@@ -179,15 +156,6 @@ class DaemonExecutor:
                 self._dirty = False
         for waiter in self._waiters:
             waiter.future.set_result(None)
-
-    def _handle(self, fn, fut: Future, changes: bool) -> None:
-        try:
-            result = fn()
-        except Exception as err:  # noqa: BLE001 - handed back to the caller
-            fut.set_exception(err)
-        else:
-            fut.set_result(result)
-        self._dirty = self._dirty or changes
 
     def _wait(self) -> float:
         deadlines = self.clock.deadlines()

@@ -1,0 +1,62 @@
+"""The executor thread's inbox: the only way other threads reach the scheduler's state
+(``executor``'s threading contract). gRPC handlers and the dispatcher's pool threads put a
+closure here with ``post`` (or ``call``, which waits for its result); the executor thread
+runs them in arrival order and hands each result, or exception, back through a ``Future``.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+
+class Inbox:
+    def __init__(self) -> None:
+        self._events: queue.Queue = queue.Queue()
+        self._stop = threading.Event()
+
+    def post(self, fn: Callable[[], Any], *, changes: bool = True) -> Future:
+        """Run ``fn`` on the executor thread; its result (or exception) lands in the future.
+        ``changes=False``: it changes nothing ``Status`` shows (no new snapshot needed)."""
+        fut: Future = Future()
+        self._events.put((fn, fut, changes))
+        return fut
+
+    def call(self, fn: Callable[[], Any], timeout: float = 30.0, *,
+             changes: bool = True) -> Any:
+        """``post`` and wait for the result (raises what ``fn`` raised)."""
+        return self.post(fn, changes=changes).result(timeout)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._events.put((lambda: None, Future(), False))
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+    def run_pending(self, wait: float) -> bool:
+        """On the executor thread: wait up to ``wait`` seconds for an event, then run it and
+        every event queued behind it. Returns whether any of them changed state."""
+        changed = False
+        try:
+            event = self._events.get(timeout=wait)
+            while True:
+                changed = self._run(*event) or changed
+                event = self._events.get_nowait()
+        except queue.Empty:
+            pass
+        return changed
+
+    @staticmethod
+    def _run(fn, fut: Future, changes: bool) -> bool:
+        try:
+            result = fn()
+        except Exception as err:  # noqa: BLE001 - handed back to the caller
+            fut.set_exception(err)
+        else:
+            fut.set_result(result)
+        return changes
