@@ -320,6 +320,40 @@ def room_violations(graph: Graph, rooms: Mapping[str, Room]) -> tuple[list[str],
     return unassigned, forbidden, unused
 
 
+GENERATED = re.compile(r"_pb2(_grpc)?\.py$")
+# namedtuple's public API happens to start with an underscore
+NAMEDTUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make"})
+
+
+def private_reaches(source: str, path: str, packages: Iterable[str] = PACKAGES) -> list[str]:
+    """``obj._private`` read anywhere but on ``self``/``cls``: one module reading another
+    object's private state (STYLE.md, "Watch for"). Private names of third-party modules
+    (``torch._foreach_add_``) are theirs to keep stable, not ours: allowed."""
+    tree = ast.parse(source, path)
+    foreign: set[str] = set()          # names bound to modules that are not ours
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            foreign.update((a.asname or a.name).split(".")[0] for a in node.names
+                           if not _ours(a.name, packages))
+        elif isinstance(node, ast.ImportFrom) and not node.level \
+                and not _ours(node.module or "", packages):
+            foreign.update(a.asname or a.name for a in node.names)
+    out = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                and not node.attr.startswith("__") and node.attr not in NAMEDTUPLE_API):
+            continue
+        root = node.value
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+            continue
+        if isinstance(root, ast.Name) and root.id in foreign:
+            continue
+        out.append(f"{path}:{node.lineno}: {ast.unparse(node)}")
+    return out
+
+
 def _report(title: str, items: Iterable[object]) -> str:
     return title + "\n" + "\n".join(f"  {item}" for item in items)
 
@@ -379,6 +413,14 @@ def test_every_import_is_allowed_by_the_rooms_table(graph: Graph, rooms: dict[st
 def test_the_rooms_table_allows_no_arrow_the_code_does_not_use(graph: Graph, rooms: dict[str, Room]) -> None:
     _, _, unused = room_violations(graph, rooms)
     assert not unused, _report("arrows of the rooms table no import uses (drop them):", unused)
+
+
+def test_no_module_reaches_into_another_objects_private_state() -> None:
+    reaches = [reach for module, path in find_modules(REPO, PACKAGES).items()
+               if not GENERATED.search(path)       # grpcio-tools' code is not ours to shape
+               for reach in private_reaches((REPO / path).read_text(encoding="utf-8"), path)]
+    assert not reaches, _report("private attributes read from outside their object (hand the "
+                                "collaborator a public method, or a frozen view):", reaches)
 
 
 # --------------------------------------------------------------------------- tests of the checker
@@ -509,3 +551,12 @@ def test_checker_reads_the_table_strictly() -> None:
         parse_rooms(SYNTHETIC_TABLE.replace("| `policies/` | policies", "| `policies` | policies"))
     with pytest.raises(TableError, match="no section"):
         parse_rooms(SYNTHETIC_TABLE.replace(ROOMS_HEADING, "## Folders"))
+
+
+def test_checker_reports_a_reach_into_private_state() -> None:
+    source = ("import torch\nfrom x import y\nfrom policies import lp\n"
+              "class A:\n    def f(self, other):\n        self._mine = 1\n"
+              "        torch._foreach_add_\n        y._theirs\n        lp._Highs\n"
+              "        other._state\n        other.inner._rows\n        t._replace(a=1)\n")
+    assert private_reaches(source, "m.py") == ["m.py:9: lp._Highs", "m.py:10: other._state",
+                                               "m.py:11: other.inner._rows"]
