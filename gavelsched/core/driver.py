@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from policies import Policy, key_members
+from policies import Policy
 from traces.types import ThroughputTable
 
 from .config import CoreConfig
@@ -115,17 +115,17 @@ class RoundDriver:
             return core.add_progress_many(keys, steps, now).completed
         except CoreError:
             pass                    # a key not admitted: sort them out one by one
-        live_keys, live_steps = [], []
+        completed: list[str] = []
         pending = set(core.pending_jobs)
         for key, made in zip(keys, np.asarray(steps, dtype=float).reshape(len(keys), -1)):
-            if all(j in core.active_ids for j in key_members(key)):
-                live_keys.append(key)
-                live_steps.append(made)
-            elif key in pending:
+            if key in pending:
                 self._unapplied[key] = self._unapplied.get(key, 0.0) + float(made[0])
-        if not live_keys:
-            return ()
-        return core.add_progress_many(live_keys, live_steps, now).completed
+                continue
+            try:
+                completed += core.add_progress_many((key,), (made,), now).completed
+            except CoreError:
+                continue            # a job (or pair) that has ended
+        return tuple(completed)
 
     def forget(self, job_id: str) -> None:
         """A job left outside the core's own events (cancelled, failed): drop held steps."""
