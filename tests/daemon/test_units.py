@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import math
+import socket
 
 import pytest
 
-from gavelsched.core import MicroTask
+from concurrent.futures import Future
+
+from gavelsched.core import JobSpec, MicroTask
+from gavelsched.daemon.dispatch import Delivery, Dispatcher
 from gavelsched.daemon.leases import extended_lease, new_lease, run_requests, stop_lease
-from gavelsched.core import JobSpec
 from gavelsched.daemon.store import JobRow
 from gavelsched.daemon.submissions import SubmissionError, check_submission
 from gavelsched.daemon.throughputs import OnlineThroughputs
@@ -93,3 +96,21 @@ def test_check_submission_defaults():
                            table.worker_types, {})
     assert (row.spec.scale_factor, row.workload, row.spec.priority_weight,
             row.spec.slo_s) == (1, "lstm", 1.0, None)
+
+
+def test_a_worker_nobody_listens_for_is_an_unreachable_delivery():
+    """A RunJob to an address where nothing listens comes back typed as unreachable (the
+    heartbeat check decides the job's fate), not as a refusal that fails the job."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]          # closed again: nothing listens there
+    got: Future = Future()
+    dispatcher = Dispatcher()
+    try:
+        dispatcher.run_job(f"127.0.0.1:{port}", pb.RunJobRequest(job_id="0"), got.set_result)
+        delivery = got.result(timeout=30)
+    finally:
+        dispatcher.close()
+    assert isinstance(delivery, Delivery)
+    assert not delivery.ok and delivery.unreachable
+    assert "UNAVAILABLE" in delivery.message and f"127.0.0.1:{port}" in delivery.message
