@@ -1,11 +1,10 @@
 """The scheduler daemon (thesis §5.6): the scheduler core run on real time, over gRPC.
 
-- ``config``: the cluster YAML (``gavelsched scheduler --config CLUSTER.yaml``);
-- ``store``: SQLite state (jobs, servers, throughputs, round counter), for restarts;
-- ``executor``: ``DaemonExecutor``, the one thread that owns the ``SchedulerCore``;
-- ``leases``: what a RunJob / lease carries, from a planned micro-task;
-- ``throughputs``: online per-job throughputs from round reports (thesis §5.3.3);
-- ``service``: the gRPC servicers (workers, iterators, clients, health);
-- ``metrics``: Prometheus series ``gavelsched_*``;
-- ``server``: wires them together (``run_scheduler``).
+The round recipe is the simulator's (``gavelsched.core.driver.RoundDriver``); what is the
+daemon's own lives in rooms of one job each (docs/architecture.md lists them):
+``executor`` (the one thread that owns the core) and its ``inbox``, ``clock`` (when
+boundaries come), ``runs`` (how tasks run: processes on workers), ``progress``, ``health``,
+``startups``, ``view`` (what ``snapshot`` and ``metrics`` read), ``leases``, ``mixed``,
+``dispatch``, ``store``, ``submissions``, ``config``, ``throughputs``, ``service``,
+``server`` (wiring: ``SchedulerDaemon``) and ``local`` (a loopback cluster).
 """
