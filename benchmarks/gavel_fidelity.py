@@ -105,7 +105,7 @@ def gavel_child(args: argparse.Namespace) -> int:
 
 # ---- our side --------------------------------------------------------------------------
 def ours(trace: Path, throughputs: Path, cluster: str, policy: str, seed: int) -> dict:
-    from gavelsched.cli.simulate import parse_cluster
+    from gavelsched.cli.simulate_flags import parse_cluster
     from simulator import simulate
     from traces.formats import load_trace
     from traces.throughputs import load_table

@@ -6,7 +6,8 @@ returns an ``Allocation``.
 
 from .base import Policy
 from .errors import Infeasible, PolicyError, ProblemError, SolverFailed, UnknownPolicy
-from .problem import Allocation, Entity, Job, Pair, Problem, is_pair_key, key_members, pair_key
+from .jobs import Entity, Job, Pair, is_pair_key, key_members, pair_key
+from .problem import Allocation, Problem
 from .registry import REGISTRY, UnknownOption, get_policy, policy_class, policy_names, policy_options
 from .traits import Traits
 

@@ -1,7 +1,7 @@
 """Policies whose allocation may run a job on several worker types at once (VirtualFlow §5,
 §6.5.2: Gavel extended with heterogeneous allocations).
 
-A job's ``Configuration`` (``policies.problem``) is a multiset of worker types, e.g. one
+A job's ``Configuration`` (``policies.jobs``) is a multiset of worker types, e.g. one
 V100 and two K80s, with the steps/s the job makes on it with its global batch split
 across them (VirtualFlow's heterogeneous solver, §5.1.2). The policies here are the
 existing LPs over a column set that also holds one column per (job, configuration)

@@ -24,7 +24,8 @@ from .base import ColumnPolicy, Policy, Solution, no_columns, run
 from .columns import ZERO, Columns, build_columns
 from .errors import ProblemError
 from .fairness import base_constraints
-from .problem import Allocation, Problem, is_pair_key
+from .jobs import is_pair_key
+from .problem import Allocation, Problem
 from .state import generator_state, seeded_generator
 from .throughput import normalized_throughput
 from .traits import Traits

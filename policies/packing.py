@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 
-from .problem import Job, Pair
+from .jobs import Job, Pair
 
 PairThroughputs = Callable[[Hashable, Hashable], Mapping[str, tuple[float, float]] | None]
 

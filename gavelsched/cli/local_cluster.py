@@ -218,7 +218,7 @@ def _run(args, root: Path, workers: dict[str, int], table, first=()) -> int:
 def gpus_held(worker_type: str, scale_factor: int) -> list[tuple[str, int]]:
     """(type, GPUs) a running job holds: its scale factor on one type, or each type's count
     of its configuration (a mixed job, e.g. ``k80:1+v100:1``; an elastic one, ``v100:2``)."""
-    from policies.problem import COUNT_SEPARATOR, parse_configuration_name
+    from policies.jobs import COUNT_SEPARATOR, parse_configuration_name
 
     if COUNT_SEPARATOR not in worker_type:
         return [(worker_type, scale_factor)]

@@ -41,7 +41,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from policies.problem import Configuration
+from policies.jobs import Configuration
 
 from ..virtual.split import SplitError, TypeProfile, plan_split
 from .records import ThroughputSource

@@ -40,7 +40,7 @@ class Demand:
     ``configurations`` (VirtualFlow §6.5.2) names, for each of the *last*
     ``len(configurations)`` entries of ``types``, the workers of each real type that
     column runs on at once (e.g. ``{"v100": 1, "k80": 2}``); such an entry is a
-    configuration's name, not a type (``policies.problem.configuration_name``).
+    configuration's name, not a type (``policies.jobs.configuration_name``).
     """
 
     keys: tuple[str, ...]

@@ -32,10 +32,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gavelsched.completion import complete
 from gavelsched.estimator import (
     EstimatorConfig,
     ThroughputEstimator,
-    complete,
     estimate_all,
     estimated_table,
     normalized_pair_error,

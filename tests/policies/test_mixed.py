@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from scipy.optimize import linprog
 
 from policies import Problem, ProblemError, get_policy
-from policies.problem import Configuration, configuration_name, parse_configuration_name
+from policies.jobs import Configuration, configuration_name, parse_configuration_name
 
 from .conftest import TYPES, problems
 

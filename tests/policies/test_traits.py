@@ -31,7 +31,7 @@ from policies import (
     policy_options,
 )
 from policies.base import Solution
-from policies.problem import Configuration
+from policies.jobs import Configuration
 from policies.traits import OPTIONAL_FIELDS, PolicyProtocol
 from simulator import make_policy
 

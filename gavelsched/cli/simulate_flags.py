@@ -1,0 +1,162 @@
+"""The flags ``gavelsched simulate`` and ``gavelsched simulate sweep`` share, and the readers
+that turn flag values into simulator inputs: cluster, GPUs per server, window, entities
+(thesis §5.4.3), prices, the throughput table, preemption overheads, the estimator's
+config (§5.3.3) and the re-solve timing. Every refusal is an ``InputError`` naming the flag.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import InputError
+from .args import parse_counts
+
+DEFAULT_CLUSTER = "v100=36,p100=36,k80=36"
+
+
+def add_common_flags(p) -> None:
+    """The flags of both ``simulate`` and ``simulate sweep``."""
+    p.add_argument("--cluster", default=DEFAULT_CLUSTER, metavar="SPEC",
+                   help="workers per type: TYPE=COUNT,... (or Gavel's V100:P100:K80)")
+    p.add_argument("--throughputs", type=Path, metavar="PATH",
+                   help="throughput table (native YAML/JSON or Gavel JSON); default: the "
+                        "shipped catalog")
+    p.add_argument("--round-seconds", type=float, default=360.0, metavar="S",
+                   help="round length")
+    p.add_argument("--min-resolve-interval", type=float, default=1920.0, metavar="S",
+                   help="re-solve the policy at most this often (Gavel: 1920 s)")
+    p.add_argument("--resolve-period", type=float, default=None, metavar="S",
+                   help="also re-solve this often when nothing happened, still at most once "
+                        "per --min-resolve-interval (default: only on arrivals, completions, "
+                        "worker changes and price changes)")
+    p.add_argument("--gpus-per-server", default="1", metavar="SPEC",
+                   help="GPUs per server: N for every type, TYPE=N,..., or V100:P100:K80")
+    p.add_argument("--prices", metavar="SPEC",
+                   help="$/GPU-hour per type: TYPE=PRICE,... (default: the catalog's)")
+    p.add_argument("--multi-gpu", action="store_true",
+                   help="generated traces: 30%% of jobs use 2, 4 or 8 GPUs")
+    p.add_argument("--preemption-overhead", default="0", metavar="SECONDS|catalog",
+                   help="checkpoint save+restore charged when a lease is not extended: "
+                        "seconds for every job, or 'catalog' for per-job-type times")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a policy option, e.g. type_choice=random for fifo; repeat for "
+                        "several")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or notes")
+    p.add_argument("--estimate-pairs", action="store_true",
+                   help="space-sharing policies plan on estimated co-located throughputs "
+                        "(matrix completion from a few profiled pairs, thesis §5.3.3) while "
+                        "jobs progress at the table's rates")
+    p.add_argument("--profiled-fraction", type=float, default=0.2, metavar="F",
+                   help="with --estimate-pairs: share of reference jobs each job is "
+                        "profiled beside")
+    p.add_argument("--entities", metavar="SPEC",
+                   help="hierarchical policies (thesis §5.4.3): NAME=WEIGHT[:fifo|fairness],"
+                        "... or a YAML/JSON file {NAME: {weight: W, policy: fifo}}; trace "
+                        "jobs name their entity (.jsonl 'entity'), generated jobs get one "
+                        "uniformly")
+
+
+def parse_cluster(spec: str) -> dict[str, int]:
+    """``v100=36,p100=36,k80=36``, or Gavel's ``36:36:36`` (v100:p100:k80)."""
+    return parse_counts(spec, what="--cluster")
+
+
+def parse_gpus_per_server(spec: str) -> dict[str, int] | int:
+    """``N`` (every type), ``TYPE=N,...``, or Gavel's ``V100:P100:K80``; each N >= 1."""
+    return parse_counts(spec, what="--gpus-per-server", allow_zero=False, every_type=True)
+
+
+def parse_window(spec: str) -> tuple[int, int]:
+    first, sep, last = spec.partition(":")
+    try:
+        window = (int(first), int(last))
+    except ValueError:
+        raise InputError(f"--window: expected FIRST:LAST job ids, got {spec!r}") from None
+    if not sep or not 0 <= window[0] < window[1]:
+        raise InputError(f"--window: expected FIRST:LAST with 0 <= FIRST < LAST, got {spec!r}")
+    return window
+
+
+def parse_entities(spec: str) -> dict:
+    """``NAME=WEIGHT[:fifo|fairness],...`` or a YAML/JSON file of the Problem JSON's
+    ``entities`` object, as ``{name: policies.Entity}``."""
+    from policies import Problem, ProblemError
+
+    path = Path(spec)
+    if path.suffix.lower() in (".yaml", ".yml", ".json") or path.is_file():
+        from traces.throughputs import read_document
+        try:
+            raw = read_document(path)
+        except OSError as err:
+            raise InputError(f"--entities: cannot read {spec}: {err.strerror}") from None
+        except ValueError as err:
+            raise InputError(f"--entities: {err}") from None
+    else:
+        raw = {}
+        for part in spec.split(","):
+            name, sep, rest = part.strip().partition("=")
+            weight, _, policy = rest.partition(":")
+            if not sep or not name:
+                raise InputError(f"--entities: expected NAME=WEIGHT[:fifo|fairness], got "
+                                 f"{part.strip()!r}")
+            try:
+                raw[name] = {"weight": float(weight), "policy": policy or "fairness"}
+            except ValueError:
+                raise InputError(f"--entities: {name}: weight {weight!r} is not a number") \
+                    from None
+    try:
+        return dict(Problem.from_dict({"cluster": {}, "entities": raw}).entities)
+    except ProblemError as err:
+        raise InputError(f"--entities: {err}") from None
+
+
+def estimator_config(fraction: float):
+    """``--profiled-fraction`` as the estimator's config (thesis §5.3.3)."""
+    from gavelsched.estimator import EstimatorConfig
+    try:
+        return EstimatorConfig(profiled_fraction=fraction)
+    except ValueError as err:
+        raise InputError(f"--profiled-fraction: {err}") from None
+
+
+def parse_prices(spec: str | None, cluster) -> dict[str, float]:
+    """``--prices TYPE=PRICE,...``; without it, the catalog's prices of ``cluster``'s types."""
+    if spec:
+        out = {}
+        for part in spec.split(","):
+            name, sep, price = part.partition("=")
+            try:
+                out[name.strip()] = float(price)
+            except ValueError:
+                raise InputError(f"--prices: expected TYPE=PRICE[,...], got {part!r}") from None
+            if not sep or out[name.strip()] < 0:
+                raise InputError(f"--prices: expected TYPE=PRICE >= 0, got {part!r}")
+        return out
+    from traces.catalog import default_prices
+    return {t: p for t, p in default_prices().items() if t in cluster}
+
+
+def load_throughputs(path: Path | None):
+    """``--throughputs PATH``'s table; without it, the shipped catalog."""
+    if path is None:
+        from traces.catalog import default_table
+        return default_table()
+    from traces.throughputs import load_table
+    return load_table(path)
+
+
+def preemption_overheads(spec: str, jobs) -> dict[str, float]:
+    """``--preemption-overhead`` (seconds or ``catalog``) per job type of ``jobs``."""
+    from simulator.config import preemption_overheads as overheads
+    try:
+        return overheads(spec, (j.job_type for j in jobs))
+    except ValueError as err:
+        raise InputError(f"--preemption-overhead: {err}") from None
+
+
+def check_resolve_flags(args) -> None:
+    """Refuse a negative ``--min-resolve-interval`` or a non-positive ``--resolve-period``."""
+    if args.min_resolve_interval < 0:
+        raise InputError(f"--min-resolve-interval: must be >= 0, got {args.min_resolve_interval}")
+    if args.resolve_period is not None and not args.resolve_period > 0:
+        raise InputError(f"--resolve-period: must be > 0 seconds, got {args.resolve_period}")

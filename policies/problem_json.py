@@ -1,0 +1,182 @@
+"""The door of the Problem JSON (DESIGN.md): read it into the records of ``jobs.py``,
+checking every field, and raise ``ProblemError`` naming the first bad one.
+
+``Problem.from_dict`` (``problem.py``) is the way in; this module only reads and checks, so
+a value is checked here, at the door, never deep inside a policy (STYLE.md).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from .errors import ProblemError
+from .jobs import (
+    CONFIG_SEPARATOR,
+    COUNT_SEPARATOR,
+    ENTITY_POLICIES,
+    PAIR_SEPARATOR,
+    Configuration,
+    Entity,
+    Job,
+    Pair,
+)
+
+
+def _number(value: Any, where: str, *, minimum: float | None = None,
+            strict: bool = False, integer: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ProblemError(f"{where}: must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise ProblemError(f"{where}: must be finite, got {value!r}")
+    if integer and int(value) != value:
+        raise ProblemError(f"{where}: must be a whole number, got {value!r}")
+    if minimum is not None and (value <= minimum if strict else value < minimum):
+        cmp = ">" if strict else ">="
+        raise ProblemError(f"{where}: must be {cmp} {minimum:g}, got {value!r}")
+    return int(value) if integer else float(value)
+
+
+def _mapping(value: Any, where: str) -> Mapping:
+    if not isinstance(value, Mapping):
+        raise ProblemError(f"{where}: must be an object, got {type(value).__name__}")
+    return value
+
+
+def problem_fields(data: Any) -> dict[str, Any]:
+    """The fields of a ``Problem`` (its keyword arguments) read from the Problem JSON
+    ``data``, every one checked; raise ``ProblemError`` naming the first bad field."""
+    data = _mapping(data, "problem")
+    if "cluster" not in data:
+        raise ProblemError("problem: missing field 'cluster'")
+    cluster = {
+        str(t): _number(n, f"cluster.{t}", minimum=0)
+        for t, n in _mapping(data["cluster"], "cluster").items()
+    }
+    prices = {
+        str(t): _number(p, f"prices.{t}", minimum=0)
+        for t, p in _mapping(data.get("prices") or {}, "prices").items()
+    }
+    unknown_prices = set(prices) - set(cluster)
+    if unknown_prices:
+        raise ProblemError(f"prices: unknown worker type {min(unknown_prices)!r}")
+    raw_jobs = data.get("jobs", [])
+    if not isinstance(raw_jobs, list):
+        raise ProblemError("jobs: must be a list")
+    jobs = [_parse_job(j, i, cluster) for i, j in enumerate(raw_jobs)]
+    seen: set[str] = set()
+    for i, job in enumerate(jobs):
+        if job.id in seen:
+            raise ProblemError(f"jobs[{i}].id: duplicate id {job.id!r}")
+        if PAIR_SEPARATOR in job.id:
+            raise ProblemError(f"jobs[{i}].id: must not contain {PAIR_SEPARATOR!r}, got {job.id!r}")
+        seen.add(job.id)
+    by_id = {job.id: job for job in jobs}
+    pairs = [_parse_pair(p, i, by_id, cluster) for i, p in enumerate(data.get("pairs") or [])]
+    entities = {}
+    for name, e in _mapping(data.get("entities") or {}, "entities").items():
+        e = _mapping(e, f"entities.{name}")
+        policy = e.get("policy", "fairness")
+        if policy not in ENTITY_POLICIES:
+            raise ProblemError(
+                f"entities.{name}.policy: must be one of {', '.join(ENTITY_POLICIES)}, got {policy!r}")
+        entities[str(name)] = Entity(
+            name=str(name), weight=_number(e.get("weight", 1.0), f"entities.{name}.weight",
+                                           minimum=0, strict=True),
+            policy=policy)
+    for i, job in enumerate(jobs):
+        if entities and job.entity is not None and job.entity not in entities:
+            raise ProblemError(f"jobs[{i}].entity: unknown entity {job.entity!r}")
+    previous = {
+        str(k): {str(t): _number(f, f"previous.{k}.{t}", minimum=0) for t, f in
+                 _mapping(v, f"previous.{k}").items()}
+        for k, v in _mapping(data.get("previous") or {}, "previous").items()
+    }
+    return dict(cluster=cluster, jobs=tuple(jobs), prices=prices, pairs=tuple(pairs),
+                entities=entities, previous=previous,
+                policy_state=_mapping(data.get("policy_state") or {}, "policy_state"))
+
+
+def _parse_job(raw: Any, i: int, cluster: Mapping[str, float]) -> Job:
+    where = f"jobs[{i}]"
+    raw = _mapping(raw, where)
+    for required in ("id", "throughputs"):
+        if required not in raw:
+            raise ProblemError(f"{where}: missing field {required!r}")
+    throughputs = {}
+    for t, v in _mapping(raw["throughputs"], f"{where}.throughputs").items():
+        if t not in cluster:
+            raise ProblemError(f"{where}.throughputs: unknown worker type {t!r}")
+        throughputs[str(t)] = 0.0 if v is None else _number(v, f"{where}.throughputs.{t}", minimum=0)
+    slo = raw.get("slo_s")
+    return Job(
+        id=str(raw["id"]),
+        throughputs=throughputs,
+        scale_factor=_number(raw.get("scale_factor", 1), f"{where}.scale_factor", minimum=1, integer=True),
+        weight=_number(raw.get("weight", 1.0), f"{where}.weight", minimum=0, strict=True),
+        remaining_steps=_number(raw.get("remaining_steps", 0.0), f"{where}.remaining_steps", minimum=0),
+        elapsed_s=_number(raw.get("elapsed_s", 0.0), f"{where}.elapsed_s", minimum=0),
+        slo_s=None if slo is None else _number(slo, f"{where}.slo_s", minimum=0, strict=True),
+        entity=None if raw.get("entity") is None else str(raw["entity"]),
+        isolated_elapsed_s=None if raw.get("isolated_elapsed_s") is None else _number(
+            raw["isolated_elapsed_s"], f"{where}.isolated_elapsed_s", minimum=0),
+        configurations=_parse_configurations(raw.get("configurations"), where, cluster),
+    )
+
+
+def _parse_configurations(raw: Any, where: str,
+                          cluster: Mapping[str, float]) -> tuple[Configuration, ...]:
+    """A job's optional ``configurations``: ``[{"gpus": {type: count}, "throughput": s}]``."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise ProblemError(f"{where}.configurations: must be a list, got {type(raw).__name__}")
+    out, seen = [], set()
+    for k, entry in enumerate(raw):
+        at = f"{where}.configurations[{k}]"
+        entry = _mapping(entry, at)
+        unknown = set(entry) - {"gpus", "throughput"}
+        if unknown:
+            raise ProblemError(f"{at}: unknown field {min(unknown)!r}")
+        if "gpus" not in entry or "throughput" not in entry:
+            raise ProblemError(f"{at}: needs 'gpus' and 'throughput'")
+        gpus = {}
+        for t, n in _mapping(entry["gpus"], f"{at}.gpus").items():
+            if t not in cluster:
+                raise ProblemError(f"{at}.gpus: unknown worker type {t!r}")
+            if CONFIG_SEPARATOR in t or COUNT_SEPARATOR in t:
+                raise ProblemError(f"{at}.gpus: worker type {t!r} contains "
+                                   f"{CONFIG_SEPARATOR!r} or {COUNT_SEPARATOR!r}")
+            gpus[str(t)] = _number(n, f"{at}.gpus.{t}", minimum=1, integer=True)
+        if not gpus:
+            raise ProblemError(f"{at}.gpus: must name at least one worker type")
+        config = Configuration(gpus, _number(entry["throughput"], f"{at}.throughput",
+                                             minimum=0, strict=True))
+        if config.name in seen:
+            raise ProblemError(f"{at}: configuration {config.name!r} listed twice")
+        seen.add(config.name)
+        out.append(config)
+    return tuple(out)
+
+
+def _parse_pair(raw: Any, i: int, by_id: Mapping[str, Job], cluster: Mapping[str, float]) -> Pair:
+    where = f"pairs[{i}]"
+    raw = _mapping(raw, where)
+    ids = raw.get("jobs")
+    if not isinstance(ids, list) or len(ids) != 2 or ids[0] == ids[1]:
+        raise ProblemError(f"{where}.jobs: must list two different job ids, got {ids!r}")
+    ids = [str(x) for x in ids]
+    for x in ids:
+        if x not in by_id:
+            raise ProblemError(f"{where}.jobs: unknown job id {x!r}")
+    if by_id[ids[0]].scale_factor != by_id[ids[1]].scale_factor:
+        raise ProblemError(f"{where}: jobs {ids[0]!r} and {ids[1]!r} have different scale factors")
+    throughputs = {}
+    for t, v in _mapping(raw.get("throughputs", {}), f"{where}.throughputs").items():
+        if t not in cluster:
+            raise ProblemError(f"{where}.throughputs: unknown worker type {t!r}")
+        if not isinstance(v, (list, tuple)) or len(v) != 2:
+            raise ProblemError(f"{where}.throughputs.{t}: must be [first, second], got {v!r}")
+        throughputs[str(t)] = tuple(_number(x, f"{where}.throughputs.{t}", minimum=0) for x in v)
+    return Pair(jobs=(ids[0], ids[1]), throughputs=throughputs)
