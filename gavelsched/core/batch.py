@@ -1,0 +1,87 @@
+"""A round's inputs and output around the planner (thesis §5.5: each round, priorities
+X / received pick the combinations that run, and the work handed to each worker is a
+micro-task; §5.6: a micro-task runs for a lease): the planner's ``Demand`` and
+``PlannerConfig`` from the core's rows, and the round's ``TaskBatch`` from its plan.
+
+Functions of their inputs; the core calls them once a round."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+
+import numpy as np
+
+from ..mechanism import Demand, PlannerConfig, RoundPlan
+from .config import CoreConfig
+from .jobs import JobState
+from .layout import ColumnLayout
+from .records import TaskBatch
+from .rows import Rows
+
+
+def planner_config(config: CoreConfig, types: tuple[str, ...],
+                   rng: random.Random) -> PlannerConfig:
+    """The configured type order (types it does not name last), shuffled with ``rng``
+    when ``shuffle_type_order``."""
+    cfg = config
+    order = list(cfg.type_order) + [t for t in types if t not in cfg.type_order]
+    order = [t for t in order if t in types]
+    if cfg.shuffle_type_order:
+        rng.shuffle(order)
+    return PlannerConfig(type_order=tuple(order), global_queue=cfg.global_queue,
+                         backfill=cfg.backfill, hold_unallocated=cfg.hold_unallocated)
+
+
+def demand(rows: Rows, layout: ColumnLayout,
+           assignments: Mapping[str, tuple[int, ...]]) -> Demand:
+    """Copies of the rows the planner reads (the core stays their only writer), with
+    last round's workers of each combination."""
+    return Demand(
+        keys=tuple(rows.keys), members=tuple(rows.members), types=layout.columns,
+        scale_factor=rows.scale_factor.copy(), allocation=rows.allocation.copy(),
+        received=rows.received.copy(), deficit=rows.deficit.copy(),
+        runnable=rows.runnable, allocated=rows.allocated.copy(),
+        previous=dict(assignments), member_rows=rows.member_rows.copy(),
+        configurations=layout.config_list, configuration_gpus=layout.config_matrix,
+    )
+
+
+def build_batch(plan: RoundPlan, rows: Rows, layout: ColumnLayout, jobs: Mapping[str, JobState],
+                config: CoreConfig) -> TaskBatch:
+    """The round's micro-tasks: lease = floor(rate x round) steps, at least 1, at most
+    what is left (Gavel); rate x round when ``whole_step_leases`` is off."""
+    r, j = plan.combo_index, plan.type_index
+    members = rows.member_rows[r]
+    has = members >= 0
+    rates = np.where(has, rows.rate[r, j], 0.0)
+    remaining = np.where(has, rows.left[np.where(has, members, 0)], 0.0)
+    if config.whole_step_leases:
+        lease = np.maximum(1.0, np.floor(rates * config.round_seconds))
+        steps = np.where(has, np.minimum(lease, remaining), 0).astype(np.int64)
+        remaining = remaining.astype(np.int64)
+    else:
+        steps = np.where(has, np.minimum(rates * config.round_seconds, remaining), 0.0)
+    keys, all_members = plan.keys, plan.members
+    at = r.tolist()
+    size = rows.scale_factor[r].copy()
+    task_keys = tuple([keys[i] for i in at])
+    configurations, splits = (), ()
+    mixed = np.flatnonzero(j >= len(layout.types))
+    if layout.config_gpus:
+        configurations = layout.config_list
+        splits = [None] * len(at)
+        for k in mixed.tolist():
+            name = layout.columns[int(j[k])]
+            size[k] = sum(layout.config_gpus[name].values())
+            job = jobs[task_keys[k]]
+            splits[k] = next(o.split for o in job.options
+                             if o.configuration.name == name)
+        splits = tuple(splits)
+    return TaskBatch(
+        keys=task_keys,
+        members=tuple([all_members[i] for i in at]),
+        types=layout.columns, type_index=j, workers=plan.workers,
+        size=size, extended=plan.extended,
+        steps=steps, rates=rates, remaining=remaining,
+        n_members=has.sum(axis=1), configurations=configurations, splits=splits)

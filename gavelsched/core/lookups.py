@@ -1,0 +1,65 @@
+"""Throughput lookups for the core, cached per worker-type layout (thesis §5.3.1's T: a
+job's steps/s on each type, a pair's co-located steps/s; §5.3.3: a pair's throughputs may
+be planned on an estimate until it has run).
+
+``Lookups`` asks the throughput sources once per job key or pair of keys and keeps the
+answer until the cluster's worker types change (``set_types``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .records import ThroughputSource
+
+
+class Lookups:
+    """Solo and pair throughputs on ``types``, from ``source`` (what jobs make) or
+    ``planned`` (what policies plan pairs on; None: ``source``)."""
+
+    def __init__(self, source: ThroughputSource, planned: ThroughputSource | None,
+                 types: tuple[str, ...]) -> None:
+        self._source = source
+        self._planned_source = planned
+        self._types = types
+        self._solo_cache: dict[tuple[str, int], np.ndarray] = {}
+        self._pair_cache: dict[tuple[tuple[str, int], tuple[str, int]], np.ndarray | None] = {}
+        self._planned_cache: dict[tuple[tuple[str, int], tuple[str, int]], np.ndarray | None] = {}
+
+    @property
+    def has_planned(self) -> bool:
+        """Whether pairs are planned on a source of their own (estimates)."""
+        return self._planned_source is not None
+
+    def set_types(self, types: tuple[str, ...]) -> None:
+        """The worker types changed: every cached row is stale."""
+        self._types = types
+        self._solo_cache.clear()
+        self._pair_cache.clear()
+        self._planned_cache.clear()
+
+    def solo(self, key: tuple[str, int]) -> np.ndarray:
+        """(n,) steps/s of a (job type, scale factor) on each type (0: cannot run there);
+        cached: callers copy before they write."""
+        row = self._solo_cache.get(key)
+        if row is None:
+            job_type, sf = key
+            row = np.array([max(0.0, float(self._source.get(t, job_type, sf)))
+                            for t in self._types])
+            self._solo_cache[key] = row
+        return row
+
+    def pair(self, a: tuple[str, int], b: tuple[str, int], *,
+             planned: bool = False) -> np.ndarray | None:
+        """(n, 2) co-located steps/s of (a, b), or None when unknown on every type; from the
+        planning source when ``planned`` (and there is one)."""
+        source, cache = self._source, self._pair_cache
+        if planned and self._planned_source is not None:
+            source, cache = self._planned_source, self._planned_cache
+        if (a, b) not in cache:
+            rows = []
+            for t in self._types:
+                got = source.pair(t, a, b)
+                rows.append((0.0, 0.0) if got is None else (float(got[0]), float(got[1])))
+            arr = np.array(rows, dtype=float)
+            cache[(a, b)] = arr if (arr > 0).all(axis=1).any() else None
+        return cache[(a, b)]

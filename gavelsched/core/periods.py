@@ -1,0 +1,95 @@
+"""Allocation periods in the core's rows (thesis §5.3.1: X holds the fraction of time each
+combination should spend on each type *between* allocation recomputations; §5.5: the
+mechanism moves the time received towards X).
+
+``install`` makes a re-solved allocation the one in force, ``close_period`` ends the period
+the previous one covered (Gavel's reset), and ``shares`` reads X against the time received
+so far. Functions of their inputs; the core keeps the period's start."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+
+from policies import Allocation, key_members
+
+from .config import CoreConfig
+from .jobs import JobState
+from .lookups import Lookups
+from .records import Period
+from .rows import Rows
+
+log = logging.getLogger(__name__)
+
+
+def install(allocation: Allocation, rows: Rows, jobs: Mapping[str, JobState],
+            columns: tuple[str, ...], lookups: Lookups, seed: float) -> None:
+    """Make ``allocation`` the one in force: rows for the pairs it gives time to,
+    X rows for every combination it covers."""
+    types = columns
+    new_pairs, keys, xs = [], [], []
+    for key, row in allocation.allocation.items():
+        if key in jobs:
+            keys.append(key)
+            xs.append([row.get(t, 0.0) for t in types])
+            continue
+        members = key_members(key)
+        if len(members) != 2 or not all(m in jobs for m in members):
+            continue
+        x = [row.get(t, 0.0) for t in types]
+        if key not in rows:
+            if max(x) <= 0:
+                continue
+            a, b = (jobs[m] for m in members)
+            pt = lookups.pair(a.spec.key, b.spec.key)
+            if pt is None:
+                log.warning("allocation gives time to pair %s with no co-located "
+                            "throughputs; ignored", key)
+                continue
+            new_pairs.append((key, members, a.spec.scale_factor, pt))
+        keys.append(key)
+        xs.append(x)
+    rows.add_many(new_pairs, seed)
+    rows.allocation[:] = 0.0
+    rows.allocated[:] = False
+    if keys:
+        at = np.array([rows.index[k] for k in keys], dtype=int)
+        rows.allocation[at] = np.array(xs, dtype=float).reshape(len(keys), len(types))
+        rows.allocated[at] = True
+
+
+def close_period(rows: Rows, start_s: float, now: float, columns: tuple[str, ...],
+                 config: CoreConfig) -> Period | None:
+    """Gavel's reset: deficits absorb the period, received times go back to the seed
+    (when ``reset_received_on_resolve``). Returns the period closed, if X gave time."""
+    elapsed = now - start_s
+    seed = config.seed_seconds
+    got = rows.received - seed
+    if not config.reset_received_on_resolve:
+        return None
+    rows.deficit += rows.allocation * elapsed - got
+    period = None
+    if elapsed > 0 and rows.allocated.any():
+        mask = rows.allocated
+        period = Period(
+            start_s, float(now), columns,
+            tuple(k for k, ok in zip(rows.keys, mask.tolist()) if ok),
+            rows.allocation[mask].copy(), got[mask])
+    rows.received[:] = seed
+    return period
+
+
+def shares(rows: Rows, job_ids: Iterable[str], columns: tuple[str, ...], elapsed: float,
+           seed: float) -> dict[str, tuple[dict[str, float], dict[str, float]]]:
+    """Each job's X and the fraction of the ``elapsed`` seconds it received, by column."""
+    types = columns
+    out = {}
+    for job_id in job_ids:
+        i = rows.index[job_id]
+        got = ((rows.received[i] - seed) / elapsed if elapsed > 0
+               else np.zeros(len(types)))
+        out[job_id] = (dict(zip(types, rows.allocation[i].tolist())),
+                       dict(zip(types, np.clip(got, 0.0, None).tolist())))
+    return out

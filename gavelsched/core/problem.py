@@ -1,0 +1,104 @@
+"""The policy's ``Problem`` built from the core's state (thesis §5.4: policies are
+optimization problems over X given T; §5.3.1: with space sharing, T has rows for pairs of
+jobs; §5.4.2: finish-time fairness needs each job's Themis t^isolated).
+
+Functions of their inputs: the core passes its jobs, rows, view and lookups, and keeps
+Themis's isolated time in the ``JobState`` records (``advance_isolated_time``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from policies import Allocation, Entity, Job, Pair, Problem, pair_key
+from policies.columns import equal_split
+
+from ..mechanism import ClusterView
+from .config import CoreConfig
+from .jobs import JobState
+from .lookups import Lookups
+from .rows import Rows
+
+
+def build_problem(now: float, jobs: Mapping[str, JobState], rows: Rows, view: ClusterView,
+                  types: tuple[str, ...], lookups: Lookups, config: CoreConfig, *,
+                  prices: Mapping[str, float], entities: Mapping[str, Entity],
+                  last: Allocation | None) -> Problem:
+    """Every admitted job, in admission order, and (``config.pairs``) the pairs the
+    policy may plan on; ``last`` is the allocation in force."""
+    index = rows.index
+    left = rows.left[[index[k] for k in jobs]].tolist()
+    isolated = config.isolated_time
+    problem_jobs = [Job(id=job_id, throughputs=job.throughputs,
+                        scale_factor=job.spec.scale_factor, weight=job.spec.priority_weight,
+                        remaining_steps=steps, elapsed_s=max(0.0, now - job.arrival_s),
+                        slo_s=job.spec.slo_s, entity=job.spec.entity,
+                        isolated_elapsed_s=job.isolated_elapsed_s if isolated else None,
+                        configurations=tuple(o.configuration for o in job.options)
+                        if job.options else ())
+                    for (job_id, job), steps in zip(jobs.items(), left)]
+    pairs = problem_pairs(jobs, rows, types, lookups) if config.pairs else ()
+    # The whole allocation in force, finished jobs included: FIFO hands a finished
+    # job's type to the head of its queue (Gavel's FIFOPolicy keeps that state itself).
+    return Problem(cluster=dict(view.counts), jobs=tuple(problem_jobs), prices=prices,
+                   pairs=pairs, entities=entities,
+                   previous={} if last is None else last.allocation,
+                   policy_state={} if last is None else last.policy_state)
+
+
+def problem_pairs(jobs: Mapping[str, JobState], rows: Rows, types: tuple[str, ...],
+                  lookups: Lookups) -> tuple[Pair, ...]:
+    """Every pair of active jobs with the same scale factor that can share a worker
+    somewhere, with the co-located throughputs the policy plans on: the planning
+    source's (an estimate), replaced by the measured (oracle) ones on the types where
+    the pair has already run (Gavel updates a pair's throughputs once it ran)."""
+    ids = list(jobs)
+    out = []
+    for i, a in enumerate(ids):
+        ka = jobs[a].spec.key
+        for b in ids[i + 1:]:
+            kb = jobs[b].spec.key
+            if ka[1] != kb[1]:
+                continue
+            pt = lookups.pair(ka, kb, planned=True)
+            row = rows.index.get(pair_key(a, b)) if lookups.has_planned else None
+            n = len(types)
+            if row is not None and rows.ran[row, :n].any():
+                pt = np.where(rows.ran[row, :n, None], rows.rate[row, :n],
+                              pt if pt is not None else 0.0)
+            if pt is None:
+                continue
+            thr = {t: (float(pt[j, 0]), float(pt[j, 1]))
+                   for j, t in enumerate(types) if pt[j, 0] > 0 and pt[j, 1] > 0}
+            if thr:
+                out.append(Pair(jobs=(a, b), throughputs=thr))
+    return tuple(out)
+
+
+def advance_isolated_time(jobs: Mapping[str, JobState], rows: Rows, view: ClusterView,
+                          types: tuple[str, ...]) -> None:
+    """Themis t^isolated (thesis §5.4.2), kept as Gavel's FinishTimeFairness policy
+    keeps it: at each re-solve a job's isolated time grows by the steps it made since
+    the previous re-solve over its isolated throughput at that re-solve, with 1/n of
+    the cluster for each of the n jobs active then. A job admitted since has made no
+    steps (unallocated jobs do not run), so it starts at 0."""
+    n_active = len(jobs)
+    for job_id, job in jobs.items():
+        left = float(rows.left[rows.index[job_id]])
+        if job.left_at_resolve is not None and job.isolated_rate > 0:
+            job.isolated_elapsed_s += (job.left_at_resolve - left) / job.isolated_rate
+        job.left_at_resolve = left
+        job.isolated_rate = isolated_throughput(job, n_active, view, types)
+
+
+def isolated_throughput(job: JobState, n_active: int, view: ClusterView,
+                        types: tuple[str, ...]) -> float:
+    """throughput(m, X^isolated): 1/n of every type's workers, as time on the job's
+    scale_factor workers, capped at 1 (thesis §5.4.2); a type the job cannot use (no
+    throughput, or fewer workers than it needs) still takes its share, as in
+    ``policies.columns.Columns.isolated_share``."""
+    counts = np.array([view.count(t) for t in types], dtype=float)
+    sf = job.spec.scale_factor
+    x = equal_split(counts, [sf], n_active)[0]
+    return float(np.where(counts >= sf, job.T, 0.0) @ x)

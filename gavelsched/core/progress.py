@@ -1,0 +1,95 @@
+"""Progress into the core's rows (thesis §5.5: Gavel keeps the time t_mj each combination
+spent on each type, from which priorities follow; §5.6: jobs report the steps they made,
+at a round's end or at a durable checkpoint).
+
+``credit_round`` applies a round's reports to the round in flight; ``credit_keys`` applies
+steps by combination key whenever an executor learns them. Both return the jobs that
+finished, in row order; the core removes them."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import CoreError
+from .records import Report, RoundReport, TaskBatch
+from .rows import Rows
+
+
+@dataclass
+class RoundInFlight:
+    """The round between ``start_round`` and ``end_round``."""
+
+    index: int
+    start_s: float
+    batch: TaskBatch
+    rows: np.ndarray       # the row of each task's combination, valid while version holds
+    version: int
+
+
+def align(reports: Sequence[Report], batch: TaskBatch, index: int) -> RoundReport:
+    """One ``Report`` per task that ran, as a ``RoundReport`` aligned with ``batch``."""
+    position = {k: i for i, k in enumerate(batch.keys)}
+    steps = np.zeros((len(batch), 2))
+    seconds = np.zeros(len(batch))
+    for report in reports:
+        i = position.get(report.key)
+        if i is None:
+            raise CoreError(f"report for {report.key!r}, which did not run in round {index}")
+        steps[i, :len(report.steps)] = report.steps
+        seconds[i] = report.seconds
+    return RoundReport(steps=steps, seconds=seconds)
+
+
+def credit_round(rows: Rows, flight: RoundInFlight,
+                 reports: RoundReport | Sequence[Report]) -> tuple[str, ...]:
+    """The round's seconds into received time, its steps (if any) into steps left."""
+    batch = flight.batch
+    if not isinstance(reports, RoundReport):
+        reports = align(reports, batch, flight.index)
+    if len(batch) == 0:
+        return ()
+    if flight.version == rows.version:
+        where = flight.rows
+    else:  # a cancel moved rows mid-round
+        index = rows.index
+        where = np.array([index.get(k, -1) for k in batch.keys], dtype=int)
+    seconds = np.asarray(reports.seconds, dtype=float)
+    type_index = batch.type_index
+    ok = where >= 0
+    if not ok.all():
+        where, type_index, seconds = where[ok], type_index[ok], seconds[ok]
+    # Each combination and each job runs at most once a round: no repeated indices.
+    rows.received[where, type_index] += seconds
+    rows.ran[where, type_index] = True
+    if reports.steps is None:
+        return ()
+    steps = np.asarray(reports.steps, dtype=float)
+    if not ok.all():
+        steps = steps[ok]
+    return _take_steps(rows, rows.member_rows[where], steps)
+
+
+def credit_keys(rows: Rows, keys: Sequence[str], steps) -> tuple[str, ...]:
+    """``steps[i][m]`` steps by member m of the combination ``keys[i]`` (non-empty) into
+    steps left."""
+    try:
+        where = np.array(operator.itemgetter(*keys)(rows.index) if len(keys) != 1
+                         else (rows.index[keys[0]],), dtype=int).reshape(-1)
+    except KeyError as err:
+        raise CoreError(f"unknown job or pair {err.args[0]!r}") from None
+    steps = np.asarray(steps, dtype=float).reshape(len(where), -1)
+    return _take_steps(rows, rows.member_rows[where][:, :steps.shape[1]], steps)
+
+
+def _take_steps(rows: Rows, members: np.ndarray, steps: np.ndarray) -> tuple[str, ...]:
+    """``steps[i, m]`` off the steps left of job row ``members[i, m]`` (-1: no member);
+    the jobs with none left, in row order."""
+    has = members >= 0
+    touched = members[has]
+    rows.left[touched] -= steps[has]
+    finished = np.sort(touched[rows.left[touched] <= 1e-9])
+    return tuple(rows.keys[i] for i in finished.tolist())
