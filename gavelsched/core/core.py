@@ -8,7 +8,12 @@ so the simulator (virtual time) and the daemon (wall-clock time) drive the same 
 - ``cancel(job_id, now)``, ``add_workers(...)``, ``fail_workers(...)``,
   ``restore_workers(...)``, ``set_prices(...)``: reset events;
 - ``start_round(now) -> Round``: a round boundary: admit, re-solve if due, plan;
-- ``end_round(reports, now) -> RoundOutcome``: the round's progress reports.
+- ``end_round(reports, now) -> RoundOutcome``: the time each task of the round held its
+  workers (and, if reported, the steps it made);
+- ``add_progress_many(keys, steps, now) -> RoundOutcome``: steps, whenever learnt.
+
+Executors do not call the last three themselves: ``driver.RoundDriver`` is the round
+recipe both share.
 
 Re-solving follows Gavel: a reset event marks the allocation stale; at the next boundary it
 is recomputed if ``min_resolve_interval_s`` has passed since the last re-solve. A re-solve
