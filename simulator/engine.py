@@ -39,7 +39,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from gavelsched.core import CoreConfig, JobSpec, SchedulerCore
-from gavelsched.core.driver import RoundDriver, config_for
+from gavelsched.core.driver import RoundDriver, config_for, spec_of
 from gavelsched.estimator import estimated_table
 from gavelsched.mechanism import ClusterView
 from policies import Entity, Policy, get_policy, policy_class
@@ -100,7 +100,7 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
         raise SimulationError(f"window {sim.window[0]}:{sim.window[1]} starts past the last "
                               f"job ({len(jobs)} jobs)")
     config = core_config or config_for(policy, table, view.worker_types, seed=seed)
-    specs = [JobSpec.from_trace(str(i), job) for i, job in enumerate(jobs)]
+    specs = [spec_of(str(i), job) for i, job in enumerate(jobs)]
     _check_runnable(specs, table, view)
     planned = (estimated_table(table, sim.estimator, rng=np.random.default_rng(seed))
                if sim.estimate_pairs and config.pairs else None)

@@ -20,8 +20,8 @@ its virtual clock; the daemon: a monotonic deadline less its plan lead) and *how
 SimPy's ``RealtimeEnvironment`` is the model (STYLE.md §4): the loop is written once, and
 real time overrides only how the next event is awaited.
 
-``config_for`` and ``JobSpec.from_trace`` are the one way each executor builds the core's
-config and its job specs.
+``config_for`` and ``spec_of`` are the one way an executor builds the core's config and the
+specs of a trace's jobs (the daemon's rows embed the spec its submission door made).
 """
 
 from __future__ import annotations
@@ -32,11 +32,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from policies import Policy
-from traces.types import ThroughputTable
+from traces.types import ThroughputTable, TraceJob
 
 from .config import CoreConfig
 from .core import CoreError, SchedulerCore
-from .records import Round, RoundReport
+from .records import JobSpec, Round, RoundReport
 from .type_order import fastest_first
 
 
@@ -47,6 +47,14 @@ def config_for(policy: Policy, table: ThroughputTable, worker_types: Sequence[st
     ``overrides`` on top."""
     overrides.setdefault("type_order", fastest_first(table, tuple(worker_types)))
     return CoreConfig.for_policy(policy, **overrides)
+
+
+def spec_of(job_id: str, job: TraceJob) -> JobSpec:
+    """The core's spec of a trace's job (the one converter from ``traces.TraceJob``)."""
+    return JobSpec(id=job_id, job_type=job.job_type, scale_factor=int(job.scale_factor),
+                   total_steps=int(job.total_steps), priority_weight=float(job.priority_weight),
+                   slo_s=job.slo_s, entity=job.entity, mixed=job.mixed,
+                   min_scale_factor=job.min_scale_factor)
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from policies import Allocation
-from traces.types import TraceJob
+from policies import Allocation, is_pair_key
 
 
 class ThroughputSource(Protocol):
@@ -45,7 +44,7 @@ class JobSpec:
     min_scale_factor: int | None = None
 
     def __post_init__(self) -> None:
-        if "+" in self.id:
+        if is_pair_key(self.id):
             raise ValueError(f"job id must not contain '+', got {self.id!r}")
         if self.scale_factor < 1:
             raise ValueError(f"job {self.id}: scale_factor must be >= 1, got {self.scale_factor}")
@@ -55,14 +54,6 @@ class JobSpec:
         if low is not None and not 1 <= low <= self.scale_factor:
             raise ValueError(f"job {self.id}: min_scale_factor must be between 1 and "
                              f"scale_factor ({self.scale_factor}), got {low}")
-
-    @classmethod
-    def from_trace(cls, job_id: str, job: TraceJob) -> JobSpec:
-        """The spec of a trace's job (the one converter from ``traces.TraceJob``)."""
-        return cls(id=job_id, job_type=job.job_type, scale_factor=int(job.scale_factor),
-                   total_steps=int(job.total_steps), priority_weight=float(job.priority_weight),
-                   slo_s=job.slo_s, entity=job.entity, mixed=job.mixed,
-                   min_scale_factor=job.min_scale_factor)
 
     @property
     def key(self) -> tuple[str, int]:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from gavelsched.core import CoreConfig, JobSpec
-from gavelsched.core.driver import RoundDriver, config_for
+from gavelsched.core.driver import RoundDriver, config_for, spec_of
 from policies import get_policy
 from traces import TraceJob, default_table
 
@@ -100,7 +100,7 @@ def test_job_spec_from_a_trace_job_keeps_every_field():
     trace_job = TraceJob(job_type="ResNet-18 (batch size 32)", scale_factor=4, total_steps=900,
                          arrival_s=5.0, priority_weight=2.5, slo_s=60.0, entity="research",
                          mixed=True, min_scale_factor=2)
-    spec = JobSpec.from_trace("7", trace_job)
+    spec = spec_of("7", trace_job)
     assert spec == JobSpec(id="7", job_type="ResNet-18 (batch size 32)", scale_factor=4,
                            total_steps=900, priority_weight=2.5, slo_s=60.0,
                            entity="research", mixed=True, min_scale_factor=2)
