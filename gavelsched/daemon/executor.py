@@ -22,6 +22,8 @@ their collaborators:
   credited through the driver, and online throughputs (§5.3.3);
 - ``health.Health``: heartbeats (a worker silent for 3 x ``heartbeat_seconds`` is failed
   and its jobs placed again from their last checkpoint) and suspected jobs;
+- ``retries.Retries``: a run killed by a signal is tried again, with backoff, up to a
+  budget; runs that never step fail their job;
 - ``startups.Startups``: mean start-up per job type; ``view``: the frozen view that
   ``snapshot`` and ``metrics`` read, and the allocation against received share.
 """
@@ -50,6 +52,7 @@ from .inbox import Inbox
 from .leases import stop_lease
 from .metrics import DaemonMetrics
 from .progress import Progress
+from .retries import Retries
 from .runs import RunTable
 from .snapshot import Snapshot, build_snapshot
 from .startups import Startups
@@ -106,9 +109,11 @@ class DaemonExecutor:
                 self.core.submit(row.spec, row.arrival_s, steps_done=row.steps_done)
             self.jobs[row.id] = row
         self.startups = Startups(store)
+        self.retries = Retries(store, config.round_seconds)
         self.runs = RunTable(config, self.jobs, self.health, dispatcher, self.startups,
-                             self.core, clock=clock, round_end=lambda: self.clock.next_start,
-                             post=self.post, fail=self._fail_job)
+                             self.retries, self.core, clock=clock,
+                             round_end=lambda: self.clock.next_start, post=self.post,
+                             fail=self._fail_job)
         online = OnlineThroughputs(table)
         online.restore(store.throughputs())
         self.progress = Progress(self.jobs, self.runs, self.driver, self.core, online, store,
@@ -179,8 +184,9 @@ class DaemonExecutor:
         """What the loop does each time it wakes: failures, suspects, round boundaries."""
         mono = self._clock()
         self._check_heartbeats(mono)
-        for job_id, reason in self.health.due(mono):
-            self._fail_job(job_id, reason)
+        for job_id, reason, exit_code in self.health.due(mono):
+            if not self._died(job_id, exit_code, reason):
+                self.runs.kill(job_id, reason)    # its other ranks cannot go on alone
         if self.clock.idle:                     # start as soon as there is work
             if (self.core.has_jobs and self._ready()
                     and mono >= self._woken + ARRIVAL_GRACE_S):
@@ -319,23 +325,46 @@ class DaemonExecutor:
         return True
 
     def round_report(self, request: pb.RoundReportRequest) -> None:
+        job_id = request.job_id
         if request.steps >= 0:
-            self.durable_steps(request.job_id, int(request.steps))
-        run = self.runs.get(request.job_id)
-        if request.failed and run is not None and request.server_id in run.servers:
-            reason = request.reason or f"exit code {request.exit_code}"
-            if len(run.servers) == 1:
-                self._fail_job(request.job_id, reason)
-                return
-            # A rank of a multi-server job also fails when a peer's machine dies under it
-            # (gloo reports the lost connection): that is not the job's fault. Wait for the
-            # heartbeat check to tell; a server of the run found dead clears the suspicion.
-            limit = self.health.suspect(request.job_id, reason, self._clock())
-            if limit is not None:
-                log.info("job %s: a rank on server %d failed (%s); the job fails in %.1fs "
-                         "unless a server of its run is found dead", request.job_id,
-                         request.server_id, reason, limit)
-        self.runs.exited(request.job_id, request.server_id)
+            self.durable_steps(job_id, int(request.steps))
+        run = self.runs.get(job_id)
+        if run is not None and request.server_id in run.servers:
+            if request.failed:
+                reason = request.reason or f"exit code {request.exit_code}"
+                if len(run.servers) == 1:
+                    if self._died(job_id, request.exit_code, reason):
+                        return
+                else:
+                    # A rank of a multi-server job also fails when a peer's machine dies
+                    # under it (gloo reports the lost connection): not the job's fault.
+                    # Wait for the heartbeat check to tell; a server of the run found dead
+                    # clears the suspicion.
+                    limit = self.health.suspect(job_id, reason, request.exit_code,
+                                                self._clock())
+                    if limit is not None:
+                        log.info("job %s: a rank on server %d failed (%s); the job fails "
+                                 "in %.1fs unless a server of its run is found dead", job_id,
+                                 request.server_id, reason, limit)
+            elif run.started_up and not run.orphan and run.left == {request.server_id}:
+                # its last process ended on its own: did the run step at all?
+                verdict = self.retries.ran(job_id, self.jobs[job_id].steps_done > run.base_steps)
+                if verdict is not None:
+                    self._fail_job(job_id, verdict)
+                    return
+        self.runs.exited(job_id, request.server_id)
+
+    def _died(self, job_id: str, exit_code: int, reason: str) -> bool:
+        """A run of the job died (``retries``): it fails (True), or waits out a backoff
+        and is placed again from its last checkpoint."""
+        verdict = self.retries.died(job_id, self.round_index, exit_code, reason, self._clock())
+        if verdict is not None:
+            self._fail_job(job_id, verdict)
+            return True
+        log.warning("job %s: %s; tried again from its last checkpoint (attempt %d of %d)",
+                    job_id, reason, len(self.retries.history(job_id)) + 1,
+                    self.retries.budget + 1)
+        return False
 
     def durable_steps(self, job_id: str, steps: int, seconds: float | None = None) -> None:
         """A checkpoint holds ``steps`` (absolute) for the job (``progress.Progress``)."""

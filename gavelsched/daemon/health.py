@@ -28,7 +28,8 @@ class Health:
         self.heartbeat_seconds = heartbeat_seconds
         # restored servers are down until they register again
         self.servers: dict[int, ServerState] = {s.id: ServerState(s, False, 0.0) for s in servers}
-        self._suspects: dict[str, tuple[float, str]] = {}   # job -> (deadline, reason)
+        # job -> (deadline, reason, exit code)
+        self._suspects: dict[str, tuple[float, str, int]] = {}
 
     # ---- servers ------------------------------------------------------------------------
     def up(self, row: ServerRow, mono: float) -> None:
@@ -72,13 +73,13 @@ class Health:
         return gpus
 
     # ---- suspects -----------------------------------------------------------------------
-    def suspect(self, job_id: str, reason: str, mono: float) -> float | None:
+    def suspect(self, job_id: str, reason: str, exit_code: int, mono: float) -> float | None:
         """A rank of ``job_id`` failed: the seconds until the job fails unless a server of
         its run is found dead first; None when it was already suspected."""
         if job_id in self._suspects:
             return None
         limit = (HEARTBEAT_MISSES + 1) * self.heartbeat_seconds
-        self._suspects[job_id] = (mono + limit, reason)
+        self._suspects[job_id] = (mono + limit, reason, exit_code)
         return limit
 
     def clear(self, job_id: str) -> bool:
@@ -86,10 +87,10 @@ class Health:
         suspected?"""
         return self._suspects.pop(job_id, None) is not None
 
-    def due(self, mono: float) -> list[tuple[str, str]]:
-        """Suspects whose deadline passed, removed: (job, reason) for each."""
-        out = [(job, reason) for job, (deadline, reason) in self._suspects.items()
+    def due(self, mono: float) -> list[tuple[str, str, int]]:
+        """Suspects whose deadline passed, removed: (job, reason, exit code) for each."""
+        out = [(job, reason, code) for job, (deadline, reason, code) in self._suspects.items()
                if mono >= deadline]
-        for job, _ in out:
+        for job, _, _ in out:
             del self._suspects[job]
         return out

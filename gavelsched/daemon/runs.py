@@ -24,6 +24,7 @@ from .config import DaemonConfig
 from .dispatch import Delivery, Dispatcher
 from .health import Health
 from .leases import MIN_LEASE_FRACTION, extended_lease, new_lease, run_requests, startup_lease, stop_lease
+from .retries import Retries
 from .startups import Startups
 from .store import JobRow
 
@@ -59,12 +60,14 @@ class RunTable:
     """The live runs, by job id (module docstring)."""
 
     def __init__(self, config: DaemonConfig, jobs: dict[str, JobRow], health: Health,
-                 dispatcher: Dispatcher, startups: Startups, core: SchedulerCore, *,
+                 dispatcher: Dispatcher, startups: Startups, retries: Retries,
+                 core: SchedulerCore, *,
                  clock: Callable[[], float], round_end: Callable[[], float | None],
                  post: Callable[[Callable[[], object]], object],
                  fail: Callable[[str, str], None]) -> None:
         self.config, self.jobs, self.health = config, jobs, health
-        self.dispatcher, self.startups, self.core = dispatcher, startups, core
+        self.dispatcher, self.startups, self.retries = dispatcher, startups, retries
+        self.core = core
         self._clock, self._round_end, self._post, self._fail = clock, round_end, post, fail
         self.scheduler_address = ""
         self._runs: dict[str, Run] = {}
@@ -114,6 +117,10 @@ class RunTable:
         if not all(self.health.alive(view.server_of[w]) for w in task.workers):
             return
         mono = self._clock()
+        if self.retries.backing_off(job_id, mono):
+            log.info("job %s: backing off after a killed run; not launched in round %d",
+                     job_id, index)
+            return
         R = self.config.round_seconds
         ends = self._round_end()
         ends = ends if ends is not None else mono + R

@@ -1,0 +1,106 @@
+"""Bounded retries (issue #17): which dead runs a job survives, and for how long.
+
+- A run whose process died by a signal (the OOM killer's ``kill -9``, a node's SIGTERM) did
+  not fail on its own: the job is tried again from its last checkpoint, after a backoff
+  that doubles with each attempt (one round, two, four, ...), up to ``budget`` restarts.
+  Then it fails, with the history of its attempts as its reason. A process that exits
+  nonzero on its own (a bug, a corrupt checkpoint: ``gavelsched.jobenv.EXIT_JOB_FAILED``)
+  fails the job at once, as before: running it again would fail again.
+- A job whose runs make no progress (no new durable step) in ``no_progress_runs`` runs in a
+  row fails, with that reason, instead of being relaunched every round for ever.
+
+The attempts are kept in the store (``attempts/<job>``), so a restarted scheduler keeps
+counting. Pure bookkeeping on a monotonic clock the caller passes in.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from dataclasses import asdict, dataclass
+
+from .store import Store
+
+RESTART_BUDGET = 3          # restarts after a run killed by a signal
+NO_PROGRESS_RUNS = 5        # runs in a row without a new durable step
+SHELL_SIGNAL_BASE = 128     # /bin/sh reports a child killed by signal N as 128 + N
+
+
+@dataclass(frozen=True)
+class Attempt:
+    round: int
+    exit_code: int
+    reason: str
+
+    def line(self) -> str:
+        return f"round {self.round}: {signal_name(self.exit_code) or self.reason}"
+
+
+def signal_of(exit_code: int) -> int | None:
+    """The signal that killed a process, from its exit code (a negative returncode, or a
+    shell's 128 + N); None when it exited on its own."""
+    if exit_code < 0:
+        return -exit_code
+    if SHELL_SIGNAL_BASE < exit_code <= SHELL_SIGNAL_BASE + 64:
+        return exit_code - SHELL_SIGNAL_BASE
+    return None
+
+
+def signal_name(exit_code: int) -> str | None:
+    sig = signal_of(exit_code)
+    if sig is None:
+        return None
+    try:
+        return f"killed by {signal.Signals(sig).name}"
+    except ValueError:
+        return f"killed by signal {sig}"
+
+
+class Retries:
+    def __init__(self, store: Store, round_seconds: float, *, budget: int = RESTART_BUDGET,
+                 no_progress_runs: int = NO_PROGRESS_RUNS) -> None:
+        self._store, self._round_seconds = store, round_seconds
+        self.budget, self.no_progress_runs = budget, no_progress_runs
+        self._not_before: dict[str, float] = {}   # job -> monotonic end of its backoff
+        self._idle_runs: dict[str, int] = {}      # job -> runs in a row without progress
+
+    def died(self, job_id: str, round_index: int, exit_code: int, reason: str,
+             mono: float) -> str | None:
+        """A run of the job failed. None: it is retried after a backoff; else the reason
+        the job fails with."""
+        if signal_of(exit_code) is None:
+            return reason
+        attempts = [*self._attempts(job_id), Attempt(round_index, exit_code, reason)]
+        self._store.set_meta({f"attempts/{job_id}": json.dumps([asdict(a) for a in attempts])})
+        if len(attempts) > self.budget:
+            return (f"failed after {len(attempts)} attempts: "
+                    + "; ".join(a.line() for a in attempts))
+        self._not_before[job_id] = mono + self._round_seconds * 2 ** (len(attempts) - 1)
+        return None
+
+    def backing_off(self, job_id: str, mono: float) -> bool:
+        """The job waits out a backoff: it is not launched now."""
+        until = self._not_before.get(job_id)
+        if until is None or mono >= until:
+            self._not_before.pop(job_id, None)
+            return False
+        return True
+
+    def ran(self, job_id: str, progressed: bool) -> str | None:
+        """A run of the job ended on its own; None, or the reason it fails with after
+        ``no_progress_runs`` runs in a row without a new durable step."""
+        if progressed:
+            self._idle_runs.pop(job_id, None)
+            return None
+        idle = self._idle_runs.get(job_id, 0) + 1
+        self._idle_runs[job_id] = idle
+        if idle >= self.no_progress_runs:
+            return f"no progress in {idle} runs in a row (its process steps nothing)"
+        return None
+
+    def history(self, job_id: str) -> tuple[Attempt, ...]:
+        return tuple(self._attempts(job_id))
+
+    def _attempts(self, job_id: str) -> list[Attempt]:
+        raw = self._store.get_meta(f"attempts/{job_id}")
+        return [Attempt(**a) for a in json.loads(raw)] if raw else []

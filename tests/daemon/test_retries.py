@@ -1,0 +1,114 @@
+"""Bounded retries (issue #17): a run killed by a signal (the OOM killer's ``kill -9``) is
+tried again from its last checkpoint after a doubling backoff, up to a budget, then the job
+fails with the history of its attempts; a process that fails on its own fails the job at
+once; runs that never step fail their job instead of being relaunched for ever. The real
+``DaemonExecutor`` on a hand-moved clock (``test_round_aligned.Scheduler``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gavelsched.daemon.retries import signal_name, signal_of
+from gavelsched.jobenv import EXIT_JOB_FAILED
+from gavelsched.rpc import pb
+
+from .test_round_aligned import R, Scheduler
+
+
+@pytest.fixture
+def sched(tmp_path):
+    s = Scheduler(tmp_path)
+    yield s
+    s.close()
+
+
+def launches(s: Scheduler, job: str) -> int:
+    return sum(r.job_id == job and not r.lease.extended for r in s.sent.runs)
+
+
+def killed(s: Scheduler, job: str, code: int = -9, reason: str = "") -> None:
+    s.x.round_report(pb.RoundReportRequest(server_id=s.server, job_id=job, steps=-1,
+                                           exit_code=code, failed=True, reason=reason))
+
+
+def run_rounds(s: Scheduler, start: float, rounds: int) -> float:
+    """Move the clock through ``rounds`` rounds (plan, then start) from ``start``."""
+    t = start
+    for _ in range(rounds):
+        s.at(t + R - s.x.config.plan_lead)
+        s.at(t + R)
+        t += R
+    return t
+
+
+@pytest.mark.parametrize("code, sig", [(-9, 9), (137, 9), (-15, 15), (143, 15), (0, None),
+                                       (1, None), (EXIT_JOB_FAILED, None), (127, None)])
+def test_a_signal_is_told_from_an_exit_code(code, sig):
+    assert signal_of(code) == sig
+    assert (signal_name(code) is None) == (sig is None)
+
+
+def test_a_killed_run_is_retried_after_a_doubling_backoff_then_the_job_fails(sched):
+    s, budget = sched, sched.x.retries.budget
+    job = s.submit()
+    s.at(1.0)
+    assert launches(s, job) == 1
+    t, waits = 1.0, []
+    for attempt in range(1, budget + 1):
+        s.init(job)
+        s.t = t + 1.0
+        killed(s, job)
+        assert s.x.jobs[job].state == "queued", s.x.jobs[job].reason
+        before, rounds = launches(s, job), 0
+        while launches(s, job) == before:             # waits out its backoff
+            t = run_rounds(s, t, 1)
+            rounds += 1
+        waits.append(rounds)
+    # backoffs of 1, 2, 4 rounds from a kill 1 s into a round: each ends 1 s past a boundary
+    assert waits == [1 + 2 ** k for k in range(budget)]
+    s.init(job)
+    killed(s, job)
+    row = s.x.jobs[job]
+    assert row.state == "failed"
+    assert row.reason.startswith(f"failed after {budget + 1} attempts: round ")
+    assert row.reason.count("killed by SIGKILL") == budget + 1
+
+
+def test_a_process_that_fails_on_its_own_fails_the_job_at_once(sched):
+    s = sched
+    job = s.submit()
+    s.at(1.0)
+    s.init(job)
+    killed(s, job, EXIT_JOB_FAILED, "checkpoint corrupt: bad magic")
+    assert s.x.jobs[job].state == "failed"
+    assert s.x.jobs[job].reason == "checkpoint corrupt: bad magic"
+
+
+def test_runs_that_never_step_fail_the_job(sched):
+    s, limit = sched, sched.x.retries.no_progress_runs
+    job = s.submit()
+    t = 1.0
+    s.at(t)
+    for run in range(limit):
+        assert s.x.jobs[job].state != "failed", run
+        before = launches(s, job)
+        s.init(job)
+        s.exited(job, 0)                             # exits 0 without a step
+        t = run_rounds(s, t, 1)
+        if run < limit - 1:
+            assert launches(s, job) == before + 1    # launched again next round
+    assert s.x.jobs[job].state == "failed"
+    assert s.x.jobs[job].reason.startswith(f"no progress in {limit} runs in a row")
+
+
+def test_a_run_that_steps_resets_the_count(sched):
+    s, limit = sched, sched.x.retries.no_progress_runs
+    job = s.submit()
+    t, steps = 1.0, 0
+    s.at(t)
+    for run in range(2 * limit):
+        s.init(job)
+        steps += run % 2                             # every other run makes a step
+        s.exited(job, steps)
+        t = run_rounds(s, t, 1)
+    assert s.x.jobs[job].state != "failed"
