@@ -20,8 +20,9 @@ their collaborators:
   its own round, as the simulator charges preemption overhead;
 - ``progress.Progress``: durable steps (``ReportSteps(checkpointed)``, ``RoundReport``)
   credited through the driver, and online throughputs (§5.3.3);
-- ``health.Health``: heartbeats (a worker silent for 3 x ``heartbeat_seconds`` is failed
-  and its jobs placed again from their last checkpoint) and suspected jobs;
+- ``servers.Servers`` and ``health.Health``: registration and heartbeats (a worker silent
+  for 3 x ``heartbeat_seconds`` is failed and its jobs placed again from their last
+  checkpoint), and suspected jobs;
 - ``retries.Retries``: a run killed by a signal is tried again, with backoff, up to a
   budget; runs that never step fail their job;
 - ``startups.Startups``: mean start-up per job type; ``view``: the frozen view that
@@ -56,10 +57,11 @@ from .retries import Retries
 from .runs import RunTable
 from .snapshot import Snapshot, build_snapshot
 from .startups import Startups
-from .store import JobRow, ServerRow, Store
+from .servers import Servers
+from .store import JobRow, Store
 from .submissions import check_submission
 from .throughputs import OnlineThroughputs
-from .view import DaemonView, RunView, ServerView, Shares
+from .view import DaemonView, Shares
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +116,8 @@ class DaemonExecutor:
                              self.retries, self.core, clock=clock,
                              round_end=lambda: self.clock.next_start, post=self.post,
                              fail=self._fail_job)
+        self.servers_room = Servers(config, self.core, store, self.health, self.runs,
+                                    now=self.now)
         online = OnlineThroughputs(table)
         online.restore(store.throughputs())
         self.progress = Progress(self.jobs, self.runs, self.driver, self.core, online, store,
@@ -173,17 +177,15 @@ class DaemonExecutor:
 
     def view(self, now: float) -> DaemonView:
         """The frozen view ``snapshot`` and ``metrics`` read."""
-        runs = {r.job_id: RunView(r.worker_type, len(r.workers), r.orphan)
-                for r in self.runs.live()}
-        servers = tuple(ServerView(s.row, s.alive) for s in self.health.servers.values())
-        return DaemonView(self.round_index, self.core.policy.name, self.config.round_seconds,
-                          now, tuple(self.jobs.values()), runs, servers, self.shares.at(now))
+        return DaemonView.of(self.round_index, self.core.policy.name,
+                             self.config.round_seconds, now, self.jobs, self.runs.live(),
+                             self.health.servers.values(), self.shares.at(now))
 
     # ---- time-driven ------------------------------------------------------------------
     def tick(self) -> None:
         """What the loop does each time it wakes: failures, suspects, round boundaries."""
         mono = self._clock()
-        self._check_heartbeats(mono)
+        self._dirty = self.servers_room.fail_silent(mono) or self._dirty
         for job_id, reason, exit_code in self.health.due(mono):
             if not self._died(job_id, exit_code, reason):
                 self.runs.kill(job_id, reason)    # its other ranks cannot go on alone
@@ -290,39 +292,10 @@ class DaemonExecutor:
         return pb.Ack(ok=True)
 
     def register(self, request: pb.RegisterWorkerRequest, mono: float) -> pb.RegisterWorkerResponse:
-        previous = self.health.servers.get(request.previous_server_id)
-        if (previous is not None and previous.row.worker_type == request.worker_type
-                and len(previous.row.workers) == request.gpus):
-            row = ServerRow(previous.row.id, request.worker_type, previous.row.workers,
-                            request.address, request.hostname)
-            if not previous.alive:
-                self.core.restore_workers(row.workers, self.now())
-            else:  # it restarted before we noticed: its processes are gone
-                self.runs.lost_server(previous.row.id, "worker restarted")
-        else:
-            if request.gpus < 1:
-                raise ValueError(f"gpus must be >= 1, got {request.gpus}")
-            if not request.worker_type:
-                raise ValueError("worker_type is empty")
-            view = self.core.add_workers(request.worker_type, request.gpus, self.now(),
-                                         gpus_per_server=request.gpus)
-            server = view.servers[-1]
-            row = ServerRow(server.id, server.worker_type, server.workers, request.address,
-                            request.hostname)
-        self.store.put_server(row)
-        self.health.up(row, mono)
-        log.info("worker %d (%s x%d) at %s registered", row.id, row.worker_type,
-                 len(row.workers), row.address)
-        return pb.RegisterWorkerResponse(server_id=row.id, worker_ids=list(row.workers),
-                                         round_seconds=self.config.round_seconds,
-                                         heartbeat_seconds=self.config.heartbeat_seconds)
+        return self.servers_room.register(request, mono)
 
     def heartbeat(self, server_id: int, mono: float, running: tuple[str, ...] = ()) -> bool:
-        server = self.health.seen(server_id, mono)
-        if server is None:
-            return False
-        self.runs.adopt_orphans(server_id, server.row.worker_type, set(running), mono)
-        return True
+        return self.servers_room.heartbeat(server_id, mono, running)
 
     def round_report(self, request: pb.RoundReportRequest) -> None:
         job_id = request.job_id
@@ -400,15 +373,6 @@ class DaemonExecutor:
             self._waiters.append(waiter)
             return waiter.future
         return run.lease
-
-    # ---- failures -------------------------------------------------------------------------
-    def _check_heartbeats(self, mono: float) -> None:
-        for server in self.health.newly_dead(mono):
-            self.core.fail_workers(server.row.workers, self.now())
-            log.warning("worker %d (%s) missed heartbeats: failed", server.row.id,
-                        server.row.address)
-            self.runs.lost_server(server.row.id, f"worker {server.row.id} failed")
-            self._dirty = True
 
     @property
     def round_index(self) -> int:

@@ -9,7 +9,7 @@ round says little.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from policies import is_pair_key
@@ -43,6 +43,16 @@ class DaemonView:
     runs: Mapping[str, RunView]
     servers: tuple[ServerView, ...]
     shares: Mapping[str, ShareRow]
+
+    @classmethod
+    def of(cls, round_index: int, policy: str, round_seconds: float, now: float,
+           jobs: Mapping[str, JobRow], runs: Iterable, servers: Iterable,
+           shares: Mapping[str, ShareRow]) -> DaemonView:
+        """A picture of live state: the job rows, the run table's ``Run``s and the servers'
+        health (``ServerState``), copied into frozen values."""
+        return cls(round_index, policy, round_seconds, now, tuple(jobs.values()),
+                   {r.job_id: RunView(r.worker_type, len(r.workers), r.orphan) for r in runs},
+                   tuple(ServerView(s.row, s.alive) for s in servers), shares)
 
 
 class Shares:

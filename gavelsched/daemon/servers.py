@@ -1,0 +1,78 @@
+"""Worker servers joining, beating and going silent (thesis §5.6).
+
+A worker daemon registers its GPUs of one type; a server that registers again (a restart)
+keeps its id and GPUs, and its old processes are gone. A heartbeat lists the jobs the
+server runs (a scheduler that restarted adopts them as orphan runs, ``runs``). A server
+silent for ``health.HEARTBEAT_MISSES`` heartbeats is failed in the core, and its runs end
+(their jobs go on from their last checkpoint). The collaborators are handed in; this room
+runs on the executor thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from ..core import SchedulerCore
+from ..rpc import pb
+from .config import DaemonConfig
+from .health import Health
+from .runs import RunTable
+from .store import ServerRow, Store
+
+log = logging.getLogger(__name__)
+
+
+class Servers:
+    def __init__(self, config: DaemonConfig, core: SchedulerCore, store: Store,
+                 health: Health, runs: RunTable, *, now: Callable[[], float]) -> None:
+        self.config, self.core, self.store = config, core, store
+        self.health, self.runs, self._now = health, runs, now
+
+    def register(self, request: pb.RegisterWorkerRequest,
+                 mono: float) -> pb.RegisterWorkerResponse:
+        previous = self.health.servers.get(request.previous_server_id)
+        if (previous is not None and previous.row.worker_type == request.worker_type
+                and len(previous.row.workers) == request.gpus):
+            row = ServerRow(previous.row.id, request.worker_type, previous.row.workers,
+                            request.address, request.hostname)
+            if not previous.alive:
+                self.core.restore_workers(row.workers, self._now())
+            else:  # it restarted before we noticed: its processes are gone
+                self.runs.lost_server(previous.row.id, "worker restarted")
+        else:
+            if request.gpus < 1:
+                raise ValueError(f"gpus must be >= 1, got {request.gpus}")
+            if not request.worker_type:
+                raise ValueError("worker_type is empty")
+            view = self.core.add_workers(request.worker_type, request.gpus, self._now(),
+                                         gpus_per_server=request.gpus)
+            server = view.servers[-1]
+            row = ServerRow(server.id, server.worker_type, server.workers, request.address,
+                            request.hostname)
+        self.store.put_server(row)
+        self.health.up(row, mono)
+        log.info("worker %d (%s x%d) at %s registered", row.id, row.worker_type,
+                 len(row.workers), row.address)
+        return pb.RegisterWorkerResponse(server_id=row.id, worker_ids=list(row.workers),
+                                         round_seconds=self.config.round_seconds,
+                                         heartbeat_seconds=self.config.heartbeat_seconds)
+
+    def heartbeat(self, server_id: int, mono: float, running: tuple[str, ...] = ()) -> bool:
+        """A server's heartbeat; False when it is unknown or was failed (it registers
+        again)."""
+        server = self.health.seen(server_id, mono)
+        if server is None:
+            return False
+        self.runs.adopt_orphans(server_id, server.row.worker_type, set(running), mono)
+        return True
+
+    def fail_silent(self, mono: float) -> bool:
+        """Fail the servers that missed their heartbeats; whether there was any."""
+        dead = self.health.newly_dead(mono)
+        for server in dead:
+            self.core.fail_workers(server.row.workers, self._now())
+            log.warning("worker %d (%s) missed heartbeats: failed", server.row.id,
+                        server.row.address)
+            self.runs.lost_server(server.row.id, f"worker {server.row.id} failed")
+        return bool(dead)
