@@ -1,7 +1,8 @@
 """``gavelsched local-cluster``: the physical demo (thesis §5.6-5.7). A scheduler and
 emulated typed workers on loopback run a small mix of the reference torch workloads; live
 progress goes to stderr, and the end is the simulator's summary (``SimulationResult``;
-``--json`` writes its JSON with every job's ``completion_s``).
+``--json`` writes its JSON with every job's ``completion_s``). The daemons share a fresh
+random token (``<state dir>/token``, mode 0600): no other local user can reach them.
 
 Emulation (docs/runtime.md): each worker paces its jobs to the throughput table's steps/s
 for its type times ``--emulation-speed``, so a K80 is really slower than a V100 by the
@@ -142,28 +143,13 @@ def _run(args, root: Path, workers: dict[str, int], table, first=()) -> int:
     """The demo on ``workers``; ``first``: job requests submitted before the mix."""
     from simulator.metrics import Metrics
     from traces import default_prices
-    from traces.throughputs import dump_table
 
-    from ..daemon.local import FINAL_STATES, LocalCluster, free_port, wait_until
+    from ..daemon.local import FINAL_STATES
 
     wall = time.perf_counter()
-    metrics_port = free_port()
-    root.mkdir(parents=True, exist_ok=True)
-    priors = root / "throughputs.json"
-    dump_table(scaled(table, args.emulation_speed), priors)
-    # Re-solve at any round boundary after a change (the daemon's default waits Gavel's
-    # 1920 s scaled to the round, too long for a demo of a few minutes).
-    cluster = LocalCluster(root, policy=args.policy, round_seconds=args.round_seconds,
-                           config={"expected_workers": sum(workers.values()),
-                                   "min_resolve_interval_s": args.round_seconds,
-                                   "metrics_listen": f"127.0.0.1:{metrics_port}",
-                                   "throughputs": str(priors)})
+    cluster, metrics_port = make_cluster(args, root, workers, table)
     try:
-        cluster.start_scheduler()
-        for worker_type, gpus in workers.items():
-            cluster.start_worker(worker_type, gpus, emulation_speed=args.emulation_speed,
-                                 grace_s=max(10.0, args.round_seconds))
-        wait_until(lambda: cluster.alive_workers() == len(workers), 120, "the workers")
+        start_daemons(cluster, args, workers)
 
         def fastest(job_type: str) -> float:
             return max(table.get(t, job_type, 1) for t in workers)
@@ -213,6 +199,43 @@ def _run(args, root: Path, workers: dict[str, int], table, first=()) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(result.to_dict(), indent=1) + "\n")
     return 1 if failed else 0
+
+
+def make_cluster(args, root: Path, workers: dict[str, int], table):
+    """The demo's ``LocalCluster`` in ``root`` (not started) and its metrics port: the
+    priors scaled to the emulation, and a fresh random token (``root/token``, mode 0600)
+    that its scheduler, workers and client use, so that no other local user can reach
+    them even on loopback."""
+    from traces.throughputs import dump_table
+
+    from ..daemon.local import LocalCluster, free_port
+    from ..rpc.security import new_token
+
+    metrics_port = free_port()
+    root.mkdir(parents=True, exist_ok=True)
+    priors = root / "throughputs.json"
+    dump_table(scaled(table, args.emulation_speed), priors)
+    # Re-solve at any round boundary after a change (the daemon's default waits Gavel's
+    # 1920 s scaled to the round, too long for a demo of a few minutes).
+    cluster = LocalCluster(root, policy=args.policy, round_seconds=args.round_seconds,
+                           token=new_token(),
+                           config={"expected_workers": sum(workers.values()),
+                                   "min_resolve_interval_s": args.round_seconds,
+                                   "metrics_listen": f"127.0.0.1:{metrics_port}",
+                                   "throughputs": str(priors)})
+    return cluster, metrics_port
+
+
+def start_daemons(cluster, args, workers: dict[str, int]) -> None:
+    """Start ``cluster``'s scheduler and one emulated worker per type; return once every
+    worker is alive."""
+    from ..daemon.local import wait_until
+
+    cluster.start_scheduler()
+    for worker_type, gpus in workers.items():
+        cluster.start_worker(worker_type, gpus, emulation_speed=args.emulation_speed,
+                             grace_s=max(10.0, args.round_seconds))
+    wait_until(lambda: cluster.alive_workers() == len(workers), 120, "the workers")
 
 
 def gpus_held(worker_type: str, scale_factor: int) -> list[tuple[str, int]]:

@@ -1,7 +1,8 @@
 """``gavelsched scheduler --config CLUSTER.yaml``: run the scheduler daemon (thesis §5.6).
 
 The YAML keys are listed in ``gavelsched.daemon.config``; a bad file or key exits with
-code 2 naming the key. The daemon runs until SIGINT or SIGTERM.
+code 2 naming the key. A ``listen`` beyond loopback without ``auth_token_file`` exits with
+code 2 too, unless ``--insecure`` (then a warning). The daemon runs until SIGINT or SIGTERM.
 """
 
 from __future__ import annotations
@@ -24,6 +25,11 @@ def register(subparsers) -> None:
                     "min_resolve_interval_s, seed (docs/runtime.md).")
     p.add_argument("--config", required=True, metavar="CLUSTER.yaml",
                    help="the cluster YAML file")
+    p.add_argument("--insecure", action="store_true",
+                   help="allow a listen address beyond loopback without auth_token_file: "
+                        "anyone who can reach the scheduler can submit jobs and run "
+                        "commands on its workers (warns at start). Make a token with: "
+                        "(umask 077; head -c 32 /dev/urandom | base64 > token)")
     p.set_defaults(func=run)
 
 
@@ -34,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         config = load_config(args.config)
-        daemon = SchedulerDaemon(config).start()
+        daemon = SchedulerDaemon(config, insecure=args.insecure).start()
     except (ConfigError, SecurityError) as err:
         raise InputError(str(err)) from None
     done = threading.Event()

@@ -28,15 +28,23 @@ def register(subparsers) -> None:
     p.add_argument("--type", required=True, dest="worker_type", metavar="TYPE",
                    help="this server's GPU type, e.g. v100, p100, k80")
     p.add_argument("--gpus", required=True, type=int, metavar="N", help="GPUs on this server")
-    p.add_argument("--token-file", metavar="F", help="file holding the cluster's auth token")
+    p.add_argument("--token-file", metavar="F",
+                   help="file holding the cluster's auth token (the scheduler's "
+                        "auth_token_file); required to listen beyond loopback. Make one "
+                        "with: (umask 077; head -c 32 /dev/urandom | base64 > token)")
+    p.add_argument("--insecure", action="store_true",
+                   help="allow listening beyond loopback without --token-file: anyone who "
+                        "can reach this worker can run commands on it (warns at start)")
     p.add_argument("--tls-ca", metavar="F", help="CA certificate that signed the scheduler's")
     p.add_argument("--tls-cert", metavar="F", help="this worker's own server certificate")
     p.add_argument("--tls-key", metavar="F", help="the key of --tls-cert")
     p.add_argument("--work-dir", default="gavel-worker", metavar="D",
                    help="job logs and (without shared storage) checkpoints")
-    p.add_argument("--listen", default="0.0.0.0:0", metavar="HOST:PORT",
-                   help="address of this worker's service (port 0: any free port); with "
-                        "0.0.0.0 the scheduler is told this machine's hostname")
+    p.add_argument("--listen", default="127.0.0.1:0", metavar="HOST:PORT",
+                   help="address of this worker's service (port 0: any free port), told to "
+                        "the scheduler (with 0.0.0.0: this machine's hostname). The default "
+                        "is loopback only: a scheduler on another host needs e.g. --listen "
+                        "0.0.0.0:50061 and --token-file")
     p.add_argument("--throughputs", metavar="PATH",
                    help="throughput table for emulation (default: the built-in catalog)")
     p.add_argument("--emulation-speed", type=float, default=1.0, metavar="X",
@@ -90,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         scheduler=args.scheduler, worker_type=args.worker_type, gpus=args.gpus,
         work_dir=Path(args.work_dir).resolve(), listen=args.listen, token=token,
         token_file=args.token_file, tls_ca=args.tls_ca, tls=tls, emulation=emulation,
-        grace_s=args.grace))
+        grace_s=args.grace, insecure=args.insecure))
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: worker.stop("worker received a signal"))
     try:

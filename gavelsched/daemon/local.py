@@ -22,7 +22,7 @@ import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ..rpc import pb, pb_grpc
-from ..rpc.security import channel
+from ..rpc.security import channel, write_token
 from .leases import free_port
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,10 @@ def kill_tree(pid: int, sig: int = signal.SIGKILL) -> None:
 
 class LocalCluster:
     """A scheduler (its state in ``root/state``) and workers, all started from here;
-    ``stop()`` ends every process this object started."""
+    ``stop()`` ends every process this object started. With ``token`` (``gavelsched
+    local-cluster`` passes a fresh random one), it is written to ``root/token`` (mode 0600)
+    and every daemon and client here uses it; without, the daemons serve loopback
+    unauthenticated (each logs a notice)."""
 
     def __init__(self, root: Path, *, policy: str = "max_min_fairness_perf",
                  round_seconds: float = 6.0, heartbeat_seconds: float = 1.0,
@@ -83,7 +86,7 @@ class LocalCluster:
                 **(config or {})}
         if token:
             self.token_file = self.root / "token"
-            self.token_file.write_text(token + "\n")
+            write_token(self.token_file, token)          # mode 0600: this user only
             data["auth_token_file"] = str(self.token_file)
         self.config_path = self.root / "cluster.yaml"
         self.config_path.write_text(yaml.safe_dump(data))

@@ -1,7 +1,9 @@
 """``SchedulerDaemon``: a config in, a running scheduler out (thesis §5.6). It opens the
 store, builds the policy and the core inside a ``DaemonExecutor``, serves the gRPC services
 (token and TLS through ``gavelsched.rpc.security.serve``) and the Prometheus endpoint, and
-runs the executor on its own thread."""
+runs the executor on its own thread. It refuses to listen beyond loopback without
+``auth_token_file`` unless made with ``insecure=True`` (``gavelsched scheduler
+--insecure``; DESIGN.md, Safety rules)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import threading
 from policies import get_policy, policy_options
 from traces import default_table, load_table
 
-from ..rpc.security import read_token, serve
+from ..rpc.security import exposure, host_of, read_token, serve
 from .config import DaemonConfig
 from .dispatch import Dispatcher
 from .executor import DaemonExecutor
@@ -28,11 +30,14 @@ HANDLER_THREADS = 128
 
 class SchedulerDaemon:
     """Start with ``start()``, stop with ``stop()``; ``port`` and ``metrics_port`` are the
-    bound ports (useful with port 0)."""
+    bound ports (useful with port 0). ``insecure``: may listen beyond loopback without a
+    token (else ``SecurityError``, before anything is opened)."""
 
-    def __init__(self, config: DaemonConfig) -> None:
+    def __init__(self, config: DaemonConfig, *, insecure: bool = False) -> None:
         self.config = config
+        self.insecure = insecure
         self.token = read_token(config.auth_token_file)
+        self._exposure(config.listen)
         self.table = load_table(config.throughputs) if config.throughputs else default_table()
         seeded = "seed" in policy_options(config.policy)
         policy = get_policy(config.policy, **({"seed": config.seed} if seeded else {}))
@@ -50,12 +55,23 @@ class SchedulerDaemon:
         self.metrics_port: int | None = None
         self._thread: threading.Thread | None = None
 
+    def _exposure(self, listen: str) -> str | None:
+        """``security.exposure`` for the scheduler: raises ``SecurityError`` beyond
+        loopback without a token unless ``insecure``; else the line to log (or None)."""
+        return exposure(listen, self.token, insecure=self.insecure, what="the scheduler",
+                        harm="submit jobs and run commands on its workers",
+                        fix="set auth_token_file: token in the config (and --token-file "
+                            "token on workers and clients)")
+
     def start(self) -> SchedulerDaemon:
         self.server, self.port = serve(self.config.listen,
                                        registrations(self.executor, self.health),
                                        token=self.token, tls=self.config.tls,
                                        max_workers=HANDLER_THREADS)
-        host = self.config.listen.rpartition(":")[0].strip("[]")
+        host = host_of(self.config.listen)
+        notice = self._exposure(f"{host}:{self.port}")
+        if notice:
+            log.warning("%s", notice)
         if host in ("", "0.0.0.0", "::"):
             host = socket.gethostname()
         self.executor.scheduler_address = f"{host}:{self.port}"

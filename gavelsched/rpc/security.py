@@ -5,11 +5,19 @@
   any handler runs: a worker never runs a command from an unauthenticated source.
 - ``channel(address, token=T, ca=...)`` adds that header to every call it makes, and
   speaks TLS when given the CA that signed the server's certificate.
+- ``exposure(address, token, insecure=...)`` is the rule every daemon applies before it
+  listens (DESIGN.md, Safety rules): beyond loopback without a token it refuses (unless
+  ``insecure``); it returns the one-line warning or notice the daemon logs otherwise.
+- ``new_token()`` / ``write_token(path)`` make a fresh random token (file mode 0600).
 """
 
 from __future__ import annotations
 
 import hmac
+import ipaddress
+import os
+import secrets
+import socket
 from collections.abc import Callable, Sequence
 from concurrent import futures
 from dataclasses import dataclass
@@ -18,6 +26,8 @@ from pathlib import Path
 import grpc
 
 AUTH_HEADER = "authorization"
+# How to make a token (any non-empty text; ``read_token`` drops surrounding whitespace).
+MAKE_TOKEN = "(umask 077; head -c 32 /dev/urandom | base64 > token)"
 
 
 class SecurityError(ValueError):
@@ -45,6 +55,84 @@ def read_token(path: str | Path | None) -> str | None:
     if not token:
         raise SecurityError(f"token file {path} is empty")
     return token
+
+
+def new_token() -> str:
+    """A fresh random token: 32 random bytes, URL-safe base64 (43 characters)."""
+    return secrets.token_urlsafe(32)
+
+
+def write_token(path: str | Path, token: str | None = None) -> str:
+    """Write ``token`` (default: a fresh ``new_token()``) to ``path``, readable by its owner
+    only (mode 0600, from creation on); returns the token."""
+    token = token or new_token()
+    path = Path(path)
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(token + "\n")
+    return token
+
+
+def host_of(address: str) -> str:
+    """The host of ``host:port`` (IPv6 brackets dropped)."""
+    return address.rpartition(":")[0].strip("[]")
+
+
+def is_loopback(host: str) -> bool:
+    """``host`` names loopback only: ``localhost``, 127.0.0.0/8 or ::1 (not 0.0.0.0, which
+    is every interface)."""
+    name = host.strip("[]").lower()
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name.split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def is_this_machine(host: str) -> bool | None:
+    """Whether ``host`` is this machine (loopback, or an address a socket here can bind);
+    None when the name does not resolve. Sends nothing on the network."""
+    if is_loopback(host):
+        return True
+    try:
+        infos = socket.getaddrinfo(host.strip("[]"), None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return None
+    for family, kind, _, _, sockaddr in infos:
+        if is_loopback(str(sockaddr[0])):
+            return True
+        try:
+            with socket.socket(family, kind) as probe:
+                probe.bind((sockaddr[0], 0, *sockaddr[2:]))
+            return True
+        except OSError:
+            continue
+    return False
+
+
+def exposure(address: str, token: str | None, *, insecure: bool, what: str, harm: str,
+             fix: str) -> str | None:
+    """The rule a daemon applies before it listens on ``address`` (DESIGN.md, Safety rules).
+
+    With a token: None (nothing to say). Without one, beyond loopback: ``SecurityError``
+    (one line) saying how to make a token, unless ``insecure``. Otherwise the one-line
+    warning (``insecure``) or notice (loopback, no token) the daemon logs at start.
+    ``what`` names the daemon ("the worker"), ``harm`` what a caller could do ("run
+    commands on this host"), ``fix`` where the token goes ("pass --token-file token")."""
+    if token:
+        return None
+    if insecure:
+        return (f"--insecure: {what} on {address} has no auth token: anyone who can reach "
+                f"it can {harm}")
+    if not is_loopback(host_of(address)):
+        raise SecurityError(
+            f"{what} would listen on {address}, beyond loopback, without an auth token "
+            f"(anyone who can reach it could {harm}): make one with `{MAKE_TOKEN}` and "
+            f"{fix}, or pass --insecure")
+    return (f"{what} on {address} has no auth token: any local user can {harm} "
+            f"(loopback only; see docs/runtime.md, Auth and TLS)")
 
 
 def _read(path: Path | None, what: str) -> bytes | None:

@@ -20,7 +20,8 @@ import grpc
 
 from gavelsched.jobenv import worker_env
 from gavelsched.rpc import pb, pb_grpc
-from gavelsched.rpc.security import TlsFiles, channel, serve
+from gavelsched.rpc.security import (SecurityError, TlsFiles, channel, exposure, host_of,
+                                     is_loopback, is_this_machine, serve)
 from gavelsched.virtual.envspec import LAYOUT_VAR, LayoutEnvError, parse_layout_env
 from traces.workloads import UnknownWorkload, check_workload, workload_for
 
@@ -53,6 +54,7 @@ class WorkerConfig:
     emulation: Emulation | None = None
     grace_s: float = 30.0
     hostname: str = field(default_factory=socket.gethostname)
+    insecure: bool = False    # serve without a token beyond loopback (--insecure)
 
 
 @dataclass
@@ -87,13 +89,18 @@ class Worker:
     def start(self, register_timeout_s: float = 60.0) -> None:
         """Serve SchedulerToWorker, register (retrying while the scheduler is unreachable),
         then start the heartbeat and monitor threads."""
+        self._check_exposure()
         self.config.work_dir.mkdir(parents=True, exist_ok=True)
         servicer = _Servicer(self)
         self._server, port = serve(
             self.config.listen,
             [lambda s: pb_grpc.add_SchedulerToWorkerServicer_to_server(servicer, s)],
             token=self.config.token, tls=self.config.tls)
-        host = self.config.listen.rsplit(":", 1)[0].strip("[]")
+        listen_host = host_of(self.config.listen)
+        notice = self._exposure(f"{listen_host}:{port}")
+        if notice:
+            log.warning("%s", notice)
+        host = listen_host
         if host in ("", "0.0.0.0", "::"):
             host = self.config.hostname
         self.address = f"{host}:{port}"
@@ -106,6 +113,30 @@ class Worker:
             thread = threading.Thread(target=target, name=f"worker-{name}", daemon=True)
             thread.start()
             self._threads.append(thread)
+
+    def _exposure(self, listen: str) -> str | None:
+        """``security.exposure`` for this worker: the warning or notice to log when it
+        serves ``listen`` without a token (None with one); ``SecurityError`` beyond
+        loopback without a token unless ``insecure``."""
+        return exposure(listen, self.config.token, insecure=self.config.insecure,
+                        what="the worker", harm="run commands on this host",
+                        fix="pass --token-file token (the scheduler's auth_token_file)")
+
+    def _check_exposure(self) -> None:
+        """Refuse (``WorkerError``) to serve beyond loopback without a token unless
+        ``insecure``, or on loopback only for a scheduler on another host (it could not
+        reach this worker at the address it is told)."""
+        try:
+            self._exposure(self.config.listen)
+        except SecurityError as err:
+            raise WorkerError(str(err)) from None
+        if (is_loopback(host_of(self.config.listen))
+                and is_this_machine(host_of(self.config.scheduler)) is False):
+            raise WorkerError(
+                f"the worker listens on {self.config.listen}, loopback only, but scheduler "
+                f"{self.config.scheduler} is on another host and could not reach it: pass "
+                f"--listen with an address it can reach (e.g. --listen 0.0.0.0:50061, with "
+                f"--token-file)")
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the worker stops; True when it has."""
