@@ -13,7 +13,14 @@ class ProblemError(PolicyError, ValueError):
     """The problem itself is malformed: a missing field, a negative count, a bad value.
 
     The message names the offending field, e.g. ``jobs[3].scale_factor: must be >= 1, got 0``.
+    ``job_id`` names the job whose value it is, when one job is to blame (the scheduler
+    core then drops that job and solves again without it: one bad job never stops the
+    others).
     """
+
+    def __init__(self, message: str, *, job_id: str | None = None) -> None:
+        super().__init__(message)
+        self.job_id = job_id
 
 
 class UnknownPolicy(PolicyError, KeyError):

@@ -91,6 +91,7 @@ class SchedulerCore:
         self._layout = ColumnLayout(view.worker_types)
         self._lookups = Lookups(throughputs, planned_pairs, view.worker_types)
         self._last_allocation: Allocation | None = None
+        self._rejected: list[tuple[str, str]] = []   # (job, why) the policy refused
         self._assignments: dict[str, tuple[int, ...]] = {}
         self._stale = False
         self._force = False
@@ -252,6 +253,7 @@ class SchedulerCore:
             raise CoreError(f"round {self._in_flight.index} has not ended")
         admitted = self._admit()
         resolved = self._maybe_resolve(now)
+        rejected, self._rejected = tuple(self._rejected), []
         plan = plan_round(self._demand(), self._view,
                           planner_config(self.config, self._layout.types, self._rng))
         batch = build_batch(plan, self._rows, self._layout, self._jobs, self.config)
@@ -263,7 +265,8 @@ class SchedulerCore:
                      round_seconds=self.config.round_seconds, batch=batch,
                      held_idle=plan.held_idle, resolved=resolved,
                      lease_opportunities=plan.lease_opportunities,
-                     lease_extensions=plan.lease_extensions, admitted=admitted)
+                     lease_extensions=plan.lease_extensions, admitted=admitted,
+                     rejected=rejected)
 
     def end_round(self, reports: RoundReport | Sequence[Report], now: float) -> RoundOutcome:
         """Apply the round's progress (a ``RoundReport`` aligned with ``Round.batch``, or
@@ -347,15 +350,24 @@ class SchedulerCore:
         self._stale = False
         if cfg.isolated_time:
             advance_isolated_time(self._jobs, self._rows, self._view, self._layout.types)
-        problem = self._problem(now)
-        try:
-            allocation = self.policy.solve(problem)
-        except PolicyError as err:
-            if cfg.on_solve_error == "raise":
-                raise
-            log.warning("re-solve at %.0fs failed, keeping the last allocation: %s", now, err)
-            self._stale = True
-            return None
+        while True:
+            problem = self._problem(now)
+            try:
+                allocation = self.policy.solve(problem)
+                break
+            except PolicyError as err:
+                if cfg.on_solve_error == "raise":
+                    raise
+                culprit = getattr(err, "job_id", None)
+                if culprit in self._jobs:       # one bad job never stops the others
+                    log.warning("job %s refused by the policy, dropped: %s", culprit, err)
+                    self._rejected.append((culprit, str(err)))
+                    self._remove((culprit,))
+                    continue
+                log.warning("re-solve at %.0fs failed, keeping the last allocation: %s",
+                            now, err)
+                self._stale = True
+                return None
         self._last_allocation = allocation
         install(allocation, self._rows, self._jobs, self._layout.columns, self._lookups,
                 cfg.seed_seconds)

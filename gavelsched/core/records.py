@@ -172,6 +172,9 @@ class Round:
     lease_opportunities: int
     lease_extensions: int
     admitted: tuple[str, ...]
+    # (job, reason): jobs the policy refused by name (a non-finite value, ...); the core
+    # dropped them and solved again without them (executors fail them with the reason)
+    rejected: tuple[tuple[str, str], ...] = ()
 
     @cached_property
     def tasks(self) -> tuple[MicroTask, ...]:

@@ -214,6 +214,8 @@ class DaemonExecutor:
         rnd = step.round
         for job_id in step.completed:
             self._finish(job_id, now)
+        for job_id, reason in rnd.rejected:
+            self._fail_job(job_id, f"refused by the policy: {reason}")
         self.progress.admitted(rnd.admitted, now)
         if rnd.resolved is not None:
             self.shares.closed(self.core.take_closed_periods())

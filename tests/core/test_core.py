@@ -7,7 +7,7 @@ import pytest
 
 from gavelsched.core import CoreConfig, CoreError, JobSpec, Report, SchedulerCore
 from gavelsched.mechanism import ClusterView
-from policies import get_policy
+from policies import ProblemError, get_policy
 from policies.base import Policy, Solution
 
 R = 360.0
@@ -352,3 +352,36 @@ def test_fractional_leases_and_unreset_received_time():
     assert rnd.resolved is not None
     demand = core._demand()
     assert demand.received[list(demand.keys).index("0"), 0] == pytest.approx(R / 2 + R)
+
+
+class RefusesJob(Recording):
+    """Refuses, by name, any problem that holds job ``bad`` (as the policies refuse a job
+    with a non-finite value); otherwise the equal share of ``Recording``."""
+
+    def __init__(self, bad: str):
+        super().__init__()
+        self.bad = bad
+
+    def _solve(self, problem):
+        if self.bad in problem.job_ids:
+            raise ProblemError(f"job {self.bad!r}: throughputs must be finite, got nan",
+                               job_id=self.bad)
+        return super()._solve(problem)
+
+
+def test_a_job_the_policy_refuses_is_dropped_and_the_others_are_planned():
+    core = make_core(RefusesJob("1"), config=CoreConfig(on_solve_error="keep"))
+    for i in range(3):
+        core.submit(job(i), 0.0)
+    rnd = core.start_round(0.0)
+    assert [j for j, _ in rnd.rejected] == ["1"] and "must be finite" in rnd.rejected[0][1]
+    assert core.active_jobs == ("0", "2")
+    assert rnd.resolved is not None and set(rnd.resolved.allocation) == {"0", "2"}
+    assert {j for t in rnd.tasks for j in t.job_ids} == {"0", "2"}
+
+
+def test_a_refused_job_raises_when_solve_errors_raise():
+    core = make_core(RefusesJob("0"))
+    core.submit(job(0), 0.0)
+    with pytest.raises(ProblemError, match="must be finite"):
+        core.start_round(0.0)
