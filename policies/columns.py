@@ -30,14 +30,17 @@ This replaces Gavel's ``flatten()`` side channel (STYLE.md, Hidden state) with p
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import chain
 
 import numpy as np
 import scipy.sparse as sp
 
 from .errors import ProblemError
 from .problem import Problem
+from .problem_json import JOB_NUMBERS, non_finite
 
 # An allocation entry below this is reported as zero: solver noise, not a decision.
 ZERO = 1e-7
@@ -208,10 +211,20 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
     """
     types = problem.worker_types
     n, m = len(types), len(problem.jobs)
-    T = np.array([[job.throughputs.get(t, 0.0) for t in types] for job in problem.jobs],
-                 dtype=float).reshape(m, n)
-    sf = np.array([job.scale_factor for job in problem.jobs], dtype=float)
+    jobs = problem.jobs
+    # Flat fromiter: faster than np.array over rows for the many small solves.
+    T = np.fromiter((j.throughputs.get(t, 0.0) for j in jobs for t in types), dtype=float,
+                    count=m * n).reshape(m, n)
+    numbers = np.fromiter(chain.from_iterable(    # (m, JOB_NUMBERS)
+        (j.scale_factor, j.weight, j.remaining_steps, j.elapsed_s,
+         j.elapsed_s if j.isolated_elapsed_s is None else j.isolated_elapsed_s, j.slo_s or 0.0)
+        for j in jobs), dtype=float, count=m * len(JOB_NUMBERS)).reshape(m, len(JOB_NUMBERS))
     workers = np.array([problem.cluster[t] for t in types], dtype=float)
+    prices = np.array([problem.prices.get(t, 0.0) for t in types], dtype=float)
+    if not (np.isfinite(T).all() and np.isfinite(numbers).all()   # DESIGN.md, Safety rules
+            and all(map(math.isfinite, workers.tolist() + prices.tolist()))):
+        raise non_finite(problem, np.hstack([T, numbers]), np.column_stack([workers, prices]))
+    sf, weight, times = numbers[:, 0].copy(), numbers[:, 1].copy(), numbers[:, 2:]
     largest = np.array([problem.largest_job(t) for t in types], dtype=float)
     T[np.nonzero(sf[:, None] > largest[None, :])] = 0.0  # too big for that type
     unusable = np.zeros((m, n), dtype=bool)
@@ -221,8 +234,6 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
         fits = sf[:, None] <= largest[None, :]
         unusable = fits & (T <= 0) & (counts > 0)[:, None]
         T = np.where(fits & (counts > 0)[:, None], means[:, None], 0.0)
-    jobs = problem.jobs
-    weight = np.array([j.weight for j in jobs], dtype=float)
     configs = _fitting_configurations(problem, T) if configurations else None
     if configs is not None and agnostic:
         raise ProblemError("configurations: mixed configurations need the "
@@ -241,7 +252,7 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
         classes = tuple(map(tuple, members))
         jobs = tuple(jobs[i] for i in first)
         T, sf, weight, m = T[first], sf[first], weight[first], len(first)
-        unusable = unusable[first]
+        unusable, times = unusable[first], times[first]
         if configs is not None:
             configs = [configs[i] for i in first.tolist()]
     rows, cols = np.nonzero(T > 0)
@@ -264,6 +275,10 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
     mixed = (_MixedColumns.of(configs, jobs, types, multiplicity, len(keys))
              if configs and any(configs) else None)
     if mixed is not None:  # configuration columns: several types each (usage entries)
+        if not np.isfinite(mixed.rates).all():
+            k = int(np.argmax(~np.isfinite(mixed.rates)))
+            raise ProblemError(f"job {mixed.keys[k]!r}: a configuration's throughput must be "
+                               "finite", job_id=mixed.keys[k])
         keys += mixed.keys
         at.append(mixed.rows)
         cols_at.append(mixed.cols)
@@ -283,12 +298,8 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
     usage = sp.csr_matrix((np.concatenate(used), (used_type, used_col)), shape=(n, c))
     return Columns(
         job_ids=tuple(j.id for j in jobs), types=types, T=T, scale_factor=sf, weight=weight,
-        remaining=np.array([j.remaining_steps for j in jobs], dtype=float),
-        elapsed=np.array([j.elapsed_s for j in jobs], dtype=float),
-        isolated_elapsed=np.array([j.elapsed_s if j.isolated_elapsed_s is None
-                                   else j.isolated_elapsed_s for j in jobs], dtype=float),
-        workers=workers,
-        prices=np.array([problem.prices.get(t, 0.0) for t in types], dtype=float),
+        remaining=times[:, 0].copy(), elapsed=times[:, 1].copy(),
+        isolated_elapsed=times[:, 2].copy(), workers=workers, prices=prices,
         keys=tuple(keys), col_type=col_type,
         member=member, throughput=throughput, usage=usage, classes=classes,
         unusable=unusable if unusable.any() else None,
@@ -368,6 +379,10 @@ def _useful_pairs(problem: Problem, T: np.ndarray, types, max_partners):
     zero = (0.0, 0.0)
     together = np.array([[p.throughputs.get(t, zero) for t in types] for p in problem.pairs],
                         dtype=float).reshape(count, n, 2)
+    if not np.isfinite(together).all():
+        k = int(np.argwhere(~np.isfinite(together))[0][0])
+        raise ProblemError(f"pairs[{k}] (pair {problem.pairs[k].key!r}).throughputs: must be "
+                           "finite")
     a, b = ab[:, 0], ab[:, 1]
     ta, tb = together[..., 0], together[..., 1]
     solo_a, solo_b = T[a], T[b]

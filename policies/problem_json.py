@@ -23,19 +23,57 @@ from .jobs import (
     Pair,
 )
 
+# A JSON integer must fit 64 bits (DESIGN.md, Safety rules); policies/ imports nothing of
+# ours, so this is not traces/checks.py's constant.
+INT64_LIMIT = 2**63
+
 
 def _number(value: Any, where: str, *, minimum: float | None = None,
             strict: bool = False, integer: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ProblemError(f"{where}: must be a number, got {value!r}")
+        raise ProblemError(f"{where}: must be a number, got {_shown(value)}")
+    if isinstance(value, int) and not -INT64_LIMIT <= value < INT64_LIMIT:
+        raise ProblemError(f"{where}: must be an integer within 64 bits, got {_shown(value)}")
     if not math.isfinite(value):
-        raise ProblemError(f"{where}: must be finite, got {value!r}")
+        raise ProblemError(f"{where}: must be finite, got {_shown(value)}")
     if integer and int(value) != value:
-        raise ProblemError(f"{where}: must be a whole number, got {value!r}")
+        raise ProblemError(f"{where}: must be a whole number, got {_shown(value)}")
     if minimum is not None and (value <= minimum if strict else value < minimum):
         cmp = ">" if strict else ">="
-        raise ProblemError(f"{where}: must be {cmp} {minimum:g}, got {value!r}")
+        raise ProblemError(f"{where}: must be {cmp} {minimum:g}, got {_shown(value)}")
     return int(value) if integer else float(value)
+
+
+# The numbers of a job that ``build_columns`` reads after its throughputs, in its order.
+JOB_NUMBERS = ("scale_factor", "weight", "remaining_steps", "elapsed_s", "isolated_elapsed_s",
+               "slo_s")
+
+
+def non_finite(problem, per_job, per_type) -> ProblemError:
+    """The ``ProblemError`` naming the job (or worker type) of the first NaN or ±inf in
+    ``per_job`` (jobs x (types, then ``JOB_NUMBERS``)) or ``per_type`` (types x (workers,
+    price)). DESIGN.md, Safety rules: the doors refuse such values; behind them
+    ``build_columns`` tests its arrays once, vectorised, and only on failure asks this
+    which job to name, so that one bad job that slipped through never fails every re-solve
+    as a solver's numerical error."""
+    import numpy as np
+
+    types = problem.worker_types
+    bad = np.argwhere(~np.isfinite(per_job))
+    if bad.size:
+        i, k = bad[0]
+        field = f"throughputs.{types[k]}" if k < len(types) else JOB_NUMBERS[k - len(types)]
+        return ProblemError(f"jobs[{i}] (job {problem.jobs[i].id!r}).{field}: must be "
+                            f"finite, got {float(per_job[i, k])!r}", job_id=problem.jobs[i].id)
+    j, k = np.argwhere(~np.isfinite(per_type))[0]
+    return ProblemError(f"{('cluster', 'prices')[k]}.{types[j]}: must be finite, got "
+                        f"{float(per_type[j, k])!r}")
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)`` cut to 60 characters: an error stays one short line."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _mapping(value: Any, where: str) -> Mapping:
@@ -73,7 +111,10 @@ def problem_fields(data: Any) -> dict[str, Any]:
             raise ProblemError(f"jobs[{i}].id: must not contain {PAIR_SEPARATOR!r}, got {job.id!r}")
         seen.add(job.id)
     by_id = {job.id: job for job in jobs}
-    pairs = [_parse_pair(p, i, by_id, cluster) for i, p in enumerate(data.get("pairs") or [])]
+    raw_pairs = data.get("pairs") or []
+    if not isinstance(raw_pairs, list):
+        raise ProblemError("pairs: must be a list")
+    pairs = [_parse_pair(p, i, by_id, cluster) for i, p in enumerate(raw_pairs)]
     entities = {}
     for name, e in _mapping(data.get("entities") or {}, "entities").items():
         e = _mapping(e, f"entities.{name}")
@@ -165,7 +206,7 @@ def _parse_pair(raw: Any, i: int, by_id: Mapping[str, Job], cluster: Mapping[str
     raw = _mapping(raw, where)
     ids = raw.get("jobs")
     if not isinstance(ids, list) or len(ids) != 2 or ids[0] == ids[1]:
-        raise ProblemError(f"{where}.jobs: must list two different job ids, got {ids!r}")
+        raise ProblemError(f"{where}.jobs: must list two different job ids, got {_shown(ids)}")
     ids = [str(x) for x in ids]
     for x in ids:
         if x not in by_id:
@@ -177,6 +218,6 @@ def _parse_pair(raw: Any, i: int, by_id: Mapping[str, Job], cluster: Mapping[str
         if t not in cluster:
             raise ProblemError(f"{where}.throughputs: unknown worker type {t!r}")
         if not isinstance(v, (list, tuple)) or len(v) != 2:
-            raise ProblemError(f"{where}.throughputs.{t}: must be [first, second], got {v!r}")
+            raise ProblemError(f"{where}.throughputs.{t}: must be [first, second], got {_shown(v)}")
         throughputs[str(t)] = tuple(_number(x, f"{where}.throughputs.{t}", minimum=0) for x in v)
     return Pair(jobs=(ids[0], ids[1]), throughputs=throughputs)

@@ -18,19 +18,22 @@ Order: jobs keep file order, and job *i* of the list is the *i*-th job of the fi
 times need not be sorted; ``sort_by_arrival`` sorts stably when a consumer needs it (the
 generator and importers write sorted traces).
 
-Every problem raises ``TraceError`` naming the file, the line and the field.
+Every problem raises ``TraceError`` naming the file, the line and the field: bytes that are
+not UTF-8 (the byte offset), a line that is not JSON, a number that is not finite, an
+integer beyond 64 bits (``checks.py``, DESIGN.md Safety rules).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from . import checks
+from .checks import BadValue, NotUtf8, shown, utf8
 from .errors import TraceError
 from .throughputs import write_text
 from .types import ThroughputTable, TraceJob
@@ -78,14 +81,27 @@ def read_trace(path: str | os.PathLike, *, fmt: str | None = None
     kind = trace_format(path, fmt)
     parse = _parse_jsonl_line if kind == "jsonl" else _parse_trace_line
     out = []
-    with open(path, encoding="utf-8") as handle:
-        for number, text in enumerate(handle, start=1):
-            text = text.rstrip("\r\n")
-            if not text.strip():
-                continue
-            out.append((number, parse(text, path, number)))
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for number, text in enumerate(handle, start=1):
+                text = text.rstrip("\r\n")
+                if not text.strip():
+                    continue
+                out.append((number, parse(text, path, number)))
+    except UnicodeDecodeError:
+        _not_utf8(path)
     log.debug("%s: read %d jobs", path, len(out))
     return out
+
+
+def _not_utf8(path) -> None:
+    """Raise the ``TraceError`` of a file that is not UTF-8: its line and byte offset."""
+    try:
+        utf8(Path(path).read_bytes())
+    except NotUtf8 as err:
+        raise TraceError(path, err.line, None, f"not UTF-8 text (byte offset {err.offset}: "
+                         f"{err.byte:#04x})") from None
+    raise TraceError(path, None, None, "not UTF-8 text")  # pragma: no cover - it changed
 
 
 class _Fields:
@@ -102,23 +118,26 @@ class _Fields:
             try:
                 value = float(value.strip())
             except ValueError:
-                raise self.error(field, f"not a number: {value!r}") from None
+                raise self.error(field, f"not a number: {shown(value)}") from None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.error(field, f"not a number: {value!r}")
-        value = float(value)
-        if not math.isfinite(value):
-            raise self.error(field, f"must be finite, got {value!r}")
-        return value
+            raise self.error(field, f"not a number: {shown(value)}")
+        try:
+            return checks.number(value, field)
+        except BadValue:
+            raise self.error(field, f"must be finite, got {shown(value)}") from None
 
     def integer(self, field: str, value: Any) -> int:
-        number = self.number(field, value)
-        if number != int(number):
-            raise self.error(field, f"must be a whole number, got {number!r}")
-        return int(number)
+        """A whole number within 64 bits; a JSON integer is taken exactly."""
+        if not isinstance(value, int) or isinstance(value, bool):
+            value = self.number(field, value)
+        try:
+            return checks.whole(value, field)
+        except BadValue as err:
+            raise self.error(field, err.reason) from None
 
     def job_type(self, value: Any) -> str:
         if not isinstance(value, str) or not value.strip():
-            raise self.error("job_type", f"must be a non-empty string, got {value!r}")
+            raise self.error("job_type", f"must be a non-empty string, got {shown(value)}")
         if "\t" in value or "\n" in value:
             raise self.error("job_type", "must not contain tabs or newlines")
         return value
@@ -127,13 +146,15 @@ class _Fields:
         sf = self.integer("scale_factor", value)
         if sf < 1:
             raise self.error("scale_factor", f"must be >= 1 (the number of GPUs), got {sf}")
+        if sf > checks.INT32_MAX:
+            raise self.error("scale_factor", f"must be <= {checks.INT32_MAX}, got {sf}")
         return sf
 
-    def min_scale_factor(self, value: Any, scale_factor: Any) -> int | None:
+    def min_scale_factor(self, value: Any, scale_factor: int) -> int | None:
         if value is None:
             return None
         low = self.integer("min_scale_factor", value)
-        if not 1 <= low <= int(scale_factor):
+        if not 1 <= low <= scale_factor:
             raise self.error("min_scale_factor", f"must be between 1 and scale_factor "
                              f"({scale_factor}), got {low}")
         return low
@@ -154,6 +175,10 @@ class _Fields:
         weight = self.number("priority_weight", value)
         if weight <= 0:
             raise self.error("priority_weight", f"must be > 0, got {weight!r}")
+        if not checks.PRIORITY_WEIGHT_MIN <= weight <= checks.PRIORITY_WEIGHT_MAX:
+            raise self.error("priority_weight", f"must be between "
+                             f"{checks.PRIORITY_WEIGHT_MIN:g} and "
+                             f"{checks.PRIORITY_WEIGHT_MAX:g}, got {weight!r}")
         return weight
 
     def slo(self, field: str, value: Any, *, none_marker: bool) -> float | None:
@@ -175,13 +200,13 @@ class _Fields:
             return True
         if text in ("0", "false"):
             return False
-        raise self.error(field, f"must be 0 or 1, got {value!r}")
+        raise self.error(field, f"must be 0 or 1, got {shown(value)}")
 
     def text(self, field: str, value: Any) -> str:
         if value is None:
             return ""
         if not isinstance(value, str):
-            raise self.error(field, f"must be a string, got {value!r}")
+            raise self.error(field, f"must be a string, got {shown(value)}")
         return value
 
 
@@ -191,6 +216,8 @@ def _parse_jsonl_line(text: str, path, line: int) -> TraceJob:
         row = json.loads(text)
     except json.JSONDecodeError as err:
         raise f.error(None, f"not valid JSON: {err.msg} (column {err.colno})") from None
+    except (ValueError, RecursionError) as err:   # an integer of > 4300 digits, deep nesting
+        raise f.error(None, f"not valid JSON: {str(err).splitlines()[0][:80]}") from None
     if not isinstance(row, dict):
         raise f.error(None, f"expected a JSON object, got {type(row).__name__}")
     for name in JSONL_REQUIRED:
@@ -198,14 +225,15 @@ def _parse_jsonl_line(text: str, path, line: int) -> TraceJob:
             raise f.error(name, "missing")
     unknown = [k for k in row if k not in JSONL_REQUIRED and k not in JSONL_OPTIONAL]
     if unknown:
-        raise f.error(unknown[0], "unknown field (known: "
+        raise f.error(unknown[0][:40], "unknown field (known: "
                       f"{', '.join(JSONL_REQUIRED + JSONL_OPTIONAL)})")
     entity = row.get("entity")
     if entity is not None and (not isinstance(entity, str) or not entity):
-        raise f.error("entity", f"must be a non-empty string or null, got {entity!r}")
+        raise f.error("entity", f"must be a non-empty string or null, got {shown(entity)}")
+    scale_factor = f.scale_factor(row["scale_factor"])
     return TraceJob(
         job_type=f.job_type(row["job_type"]),
-        scale_factor=f.scale_factor(row["scale_factor"]),
+        scale_factor=scale_factor,
         total_steps=f.total_steps(row["total_steps"]),
         arrival_s=f.arrival_s(row["arrival_s"]),
         priority_weight=f.priority_weight(row.get("priority_weight", 1.0)),
@@ -216,7 +244,7 @@ def _parse_jsonl_line(text: str, path, line: int) -> TraceJob:
         num_steps_arg=f.text("num_steps_arg", row.get("num_steps_arg")),
         needs_data_dir=f.flag("needs_data_dir", row.get("needs_data_dir", False)),
         mixed=f.flag("mixed", row.get("mixed", False)),
-        min_scale_factor=f.min_scale_factor(row.get("min_scale_factor"), row["scale_factor"]),
+        min_scale_factor=f.min_scale_factor(row.get("min_scale_factor"), scale_factor),
     )
 
 

@@ -42,6 +42,8 @@ from typing import Any
 
 import yaml
 
+from . import checks
+from .checks import BadValue, NotUtf8, shown, utf8
 from .errors import TraceError
 from .types import JobKey, ThroughputTable
 
@@ -49,7 +51,7 @@ log = logging.getLogger(__name__)
 
 RESERVED_KEYS = ("pairs", "meta")
 _GAVEL_KEY = re.compile(
-    r"""^\(\s*(?:'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)")\s*,\s*(\d+)\s*\)$""")
+    r"""^\(\s*(?:'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)")\s*,\s*([0-9]{1,10})\s*\)$""")
 _SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -63,7 +65,11 @@ def load_table(path: str | os.PathLike) -> ThroughputTable:
 def read_document(path: str | os.PathLike) -> Any:
     """Parse a ``.json``, ``.yaml`` or ``.yml`` file (other names: JSON, then YAML)."""
     path = Path(path)
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = utf8(path.read_bytes())
+    except NotUtf8 as err:
+        raise TraceError(path, err.line, None, f"not UTF-8 text (byte offset {err.offset}: "
+                         f"{err.byte:#04x})") from None
     suffix = path.suffix.lower()
     if suffix == ".json":
         return _parse_json(text, path)
@@ -71,7 +77,7 @@ def read_document(path: str | os.PathLike) -> Any:
         return _parse_yaml(text, path)
     try:
         return json.loads(text)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):   # not JSON (JSONDecodeError is a ValueError)
         return _parse_yaml(text, path)
 
 
@@ -81,6 +87,9 @@ def _parse_json(text: str, path: Path) -> Any:
     except json.JSONDecodeError as err:
         raise TraceError(path, err.lineno, None, f"not valid JSON: {err.msg} "
                          f"(column {err.colno})") from None
+    except (ValueError, RecursionError) as err:  # an integer of > 4300 digits, deep nesting
+        raise TraceError(path, None, None, "not valid JSON: "
+                         f"{str(err).splitlines()[0][:80]}") from None
 
 
 def _parse_yaml(text: str, path: Path) -> Any:
@@ -89,8 +98,10 @@ def _parse_yaml(text: str, path: Path) -> Any:
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        problem = str(getattr(err, "problem", None) or err).splitlines()[0]
         raise TraceError(path, line, None, f"not valid YAML: {problem}") from None
+    except RecursionError:
+        raise TraceError(path, None, None, "not valid YAML: nested too deeply") from None
 
 
 def is_gavel_format(data: Any) -> bool:
@@ -117,27 +128,32 @@ def table_from_dict(data: Any, path: str | os.PathLike = "<table>") -> Throughpu
 
 
 def _rate(value: Any, path, field: str) -> float:
-    """A steps/s value: a finite number >= 0."""
+    """A steps/s value: a finite number >= 0 (``checks.number``)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TraceError(path, None, field, f"steps/s must be a number, got {value!r}")
-    value = float(value)
-    if not math.isfinite(value) or value < 0:
-        raise TraceError(path, None, field, f"steps/s must be finite and >= 0, got {value!r}")
-    return value
+        raise TraceError(path, None, field, f"steps/s must be a number, got {shown(value)}")
+    try:
+        return checks.number(value, field, low=0.0)
+    except BadValue:
+        raise TraceError(path, None, field, f"steps/s must be finite and >= 0, got "
+                         f"{shown(value)}") from None
 
 
 def _scale_factor(value: Any, path, field: str) -> int:
-    if isinstance(value, str) and value.strip().isdigit():
+    """An integer >= 1 that a proto int32 holds; a key may be a string of ASCII digits
+    (``"²".isdigit()`` is true, and ``int("²")`` fails)."""
+    if isinstance(value, str) and re.fullmatch(r"\s*[0-9]{1,10}\s*", value):
         value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise TraceError(path, None, field, f"scale factor must be an integer >= 1, got "
-                         f"{value!r}")
+    if (isinstance(value, bool) or not isinstance(value, int) or value < 1
+            or value > checks.INT32_MAX):
+        raise TraceError(path, None, field, f"scale factor must be an integer between 1 and "
+                         f"{checks.INT32_MAX}, got {shown(value)}")
     return value
 
 
 def _name(value: Any, path, field: str, what: str) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise TraceError(path, None, field, f"{what} must be a non-empty string, got {value!r}")
+        raise TraceError(path, None, field, f"{what} must be a non-empty string, got "
+                         f"{shown(value)}")
     return value
 
 
@@ -186,7 +202,7 @@ def _native_pairs(section: Any, solo: Mapping[str, Mapping[JobKey, float]], path
                 raise TraceError(path, None, where, "expected {a, b, steps_per_s}")
             unknown = set(entry) - {"a", "b", "a_sf", "b_sf", "steps_per_s"}
             if unknown:
-                raise TraceError(path, None, f"{where}/{min(unknown)}", "unknown key "
+                raise TraceError(path, None, f"{where}/{min(map(str, unknown))}", "unknown key "
                                  "(expected a, b, a_sf, b_sf, steps_per_s)")
             keys = []
             for side in ("a", "b"):
@@ -226,8 +242,9 @@ def _from_gavel(data: Mapping, path) -> ThroughputTable:
     solo: dict[str, dict[JobKey, float]] = {}
     raw_pairs: dict[str, list[tuple[JobKey, JobKey, Any, str]]] = {}
     for worker, jobs in data.items():
+        worker = _name(worker, path, str(worker), "a worker type")
         if not isinstance(jobs, Mapping):
-            raise TraceError(path, None, str(worker), "expected a mapping of \"('TYPE', sf)\" "
+            raise TraceError(path, None, worker, "expected a mapping of \"('TYPE', sf)\" "
                              "keys")
         solo[worker], raw_pairs[worker] = {}, []
         for key, entry in jobs.items():
@@ -236,6 +253,7 @@ def _from_gavel(data: Mapping, path) -> ThroughputTable:
             if job is None:
                 raise TraceError(path, None, where, "not a Gavel job key like "
                                  "\"('ResNet-50 (batch size 64)', 1)\"")
+            _scale_factor(job[1], path, where)
             if not isinstance(entry, Mapping) or "null" not in entry:
                 raise TraceError(path, None, where, "missing \"null\" (the job's steps/s "
                                  "alone)")
@@ -247,6 +265,7 @@ def _from_gavel(data: Mapping, path) -> ThroughputTable:
                 if other is None:
                     raise TraceError(path, None, f"{where}/{other_key}", "not a Gavel job "
                                      "key like \"('A3C', 1)\"")
+                _scale_factor(other[1], path, f"{where}/{other_key}")
                 raw_pairs[worker].append((job, other, rates, f"{where}/{other_key}"))
     return ThroughputTable(solo=solo, pairs=_gavel_pairs(raw_pairs, solo, path))
 

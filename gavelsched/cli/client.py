@@ -88,40 +88,84 @@ def rpc_error_line(address: str, err) -> str:
 
 
 def read_job(path: str | Path):
-    """A ``JobRequest`` from a job YAML file (keys ``JOB_KEYS``)."""
+    """A ``JobRequest`` from a job YAML file (keys ``JOB_KEYS``), every field checked here,
+    at the door (``job_fields``): a bad file raises ``InputError``, one line naming it."""
     import yaml
+
+    from traces.checks import BadValue, NotUtf8, shown, utf8
 
     from ..rpc import pb
     try:
-        data = yaml.safe_load(Path(path).read_text())
+        raw = Path(path).read_bytes()
     except OSError as err:
         raise InputError(f"{path}: {err.strerror}") from None
+    try:
+        data = yaml.safe_load(utf8(raw))
+    except NotUtf8 as err:
+        raise InputError(f"{path}: not UTF-8 text at {err}") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise InputError(f"{path}: bad YAML{where}") from None
+    except RecursionError:
+        raise InputError(f"{path}: bad YAML: nested too deeply") from None
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a mapping of job keys")
+    try:
+        return pb.JobRequest(**job_fields(data))
+    except BadValue as err:
+        if not err.show:
+            raise InputError(f"{path}: {err.need}") from None
+        raise InputError(f"{path}: {err.field} has a bad value {shown(err.value)} "
+                         f"({err.need})") from None
+
+
+def job_fields(data: dict) -> dict:
+    """The ``JobRequest`` fields of a parsed job YAML mapping (DESIGN.md, Safety rules: every
+    field checked once, at the door). A key left out or null takes its default; an explicit
+    value must be good: ``scale_factor: 0`` is refused, not read as 1 (in the request 0
+    means unset, as proto3 has it). Raises ``BadValue`` naming the first bad field."""
+    from traces import checks
+    from traces.checks import BadValue, shown
+    from traces.workloads import UnknownWorkload, check_workload
+
     for key in data:
         if key not in JOB_KEYS:
-            raise InputError(f"{path}: unknown key {key!r}; known: {', '.join(JOB_KEYS)}")
+            raise BadValue(shown(key), f"unknown key {shown(key)}; known: "
+                                       f"{', '.join(JOB_KEYS)}", show=False)
     for key in ("job_type", "total_steps"):
-        if key not in data:
-            raise InputError(f"{path}: missing key {key!r}")
-    types = {"workload": str, "command": str, "job_type": str, "scale_factor": int,
-             "total_steps": int, "priority_weight": (int, float), "slo_s": (int, float),
-             "entity": str, "mixed": bool, "min_scale_factor": int}
-    for key, value in data.items():
-        if value is not None and (isinstance(value, bool) != (types[key] is bool)
-                                  or not isinstance(value, types[key])):
-            raise InputError(f"{path}: {key} has a bad value {value!r}")
-    return pb.JobRequest(job_type=data["job_type"], scale_factor=data.get("scale_factor") or 1,
-                         total_steps=data["total_steps"],
-                         priority_weight=float(data.get("priority_weight") or 1.0),
-                         slo_s=float(data.get("slo_s") or 0.0), entity=data.get("entity") or "",
-                         workload=data.get("workload") or "", command=data.get("command") or "",
-                         mixed=bool(data.get("mixed")),
-                         min_scale_factor=data.get("min_scale_factor") or 0)
+        if data.get(key) is None:
+            raise BadValue(key, f"missing key {key!r}", show=False)
+    value = {k: v for k, v in data.items() if v is not None}
+    sf = checks.integer(value.get("scale_factor", 1), "scale_factor", low=1,
+                        high=checks.INT32_MAX)
+    out = {"job_type": checks.text(value["job_type"], "job_type", empty=False),
+           "total_steps": checks.integer(value["total_steps"], "total_steps", low=1),
+           "scale_factor": sf}
+    if "priority_weight" in value:
+        out["priority_weight"] = checks.number(
+            value["priority_weight"], "priority_weight", low=checks.PRIORITY_WEIGHT_MIN,
+            high=checks.PRIORITY_WEIGHT_MAX)
+    if "slo_s" in value:
+        if not checks.number(value["slo_s"], "slo_s") > 0:
+            raise BadValue("slo_s", "must be > 0 (or null: none)", value["slo_s"])
+        out["slo_s"] = float(value["slo_s"])
+    for key in ("entity", "workload", "command"):
+        if key in value:
+            out[key] = checks.text(value[key], key, one_line=key != "command")
+    if out.get("workload"):
+        try:
+            check_workload(out["workload"])
+        except UnknownWorkload as err:
+            raise BadValue("workload", f"workload: {err}", show=False) from None
+    if "mixed" in value:
+        if not isinstance(value["mixed"], bool):
+            raise BadValue("mixed", "must be true or false", value["mixed"])
+        out["mixed"] = value["mixed"]
+    if "min_scale_factor" in value:
+        out["min_scale_factor"] = checks.integer(value["min_scale_factor"],
+                                                 "min_scale_factor", low=1, high=sf)
+    return out
 
 
 def submit(args: argparse.Namespace) -> int:

@@ -53,11 +53,22 @@ def parse_options(pairs: list[str]) -> dict:
 
 
 def read_problem(path: Path) -> Problem:
-    text = sys.stdin.read() if str(path) == "-" else path.read_text()
+    """The Problem JSON at ``path`` (``-``: stdin), refused in one line naming the file and
+    what is wrong (DESIGN.md, Safety rules): not UTF-8, not JSON, a bad field."""
+    from traces.checks import NotUtf8, utf8
+
     try:
-        data = json.loads(text)
+        raw = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
+        data = json.loads(utf8(raw))
+    except OSError as err:
+        raise InputError(f"{path}: {err.strerror}") from None
+    except NotUtf8 as err:
+        raise InputError(f"{path}: not UTF-8 text at {err}") from None
     except json.JSONDecodeError as err:
         raise InputError(f"{path}: not valid JSON (line {err.lineno}: {err.msg})") from None
+    except (ValueError, RecursionError) as err:   # > 4300-digit integers, deep nesting
+        raise InputError(f"{path}: not JSON gavelsched can read "
+                         f"({str(err).splitlines()[0][:80] or type(err).__name__})") from None
     try:
         return Problem.from_dict(data)
     except ProblemError as err:

@@ -17,12 +17,16 @@ An unknown key, a missing one or a bad value raises ``ConfigError`` naming the k
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from traces import checks
+from traces.checks import BadValue, NotUtf8, shown, utf8
 
 from ..rpc.security import TlsFiles
 
@@ -32,6 +36,9 @@ OPTIONAL = ("auth_token_file", "tls", "metrics_listen", "throughputs", "expected
             "min_resolve_interval_s", "seed", "workers_tls")
 TLS_KEYS = ("cert", "key", "ca")
 PLAN_LEAD_FRACTION = 0.3
+# The longest duration a key may give, in seconds (about 116 days): far under what a
+# thread's wait can take (threading.TIMEOUT_MAX), so no timer overflows.
+MAX_SECONDS = 1e7
 
 
 class ConfigError(ValueError):
@@ -77,43 +84,57 @@ def load_config(path: str | Path) -> DaemonConfig:
     """Read and check a cluster YAML file."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = utf8(path.read_bytes())
     except OSError as err:
         raise ConfigError(f"{path}: {err.strerror}") from None
+    except NotUtf8 as err:
+        raise ConfigError(f"{path}: not UTF-8 text at {err}") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{path}: bad YAML{where}: {getattr(err, 'problem', err)}") from None
+        problem = str(getattr(err, "problem", None) or err).splitlines()[0]
+        raise ConfigError(f"{path}: bad YAML{where}: {problem}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: bad YAML: nested too deeply") from None
     return parse_config(data, base=path.parent, name=str(path))
 
 
 def parse_config(data: Any, *, base: Path = Path("."), name: str = "config") -> DaemonConfig:
-    """Check a parsed YAML mapping; relative paths are taken from ``base``."""
+    """Check a parsed YAML mapping; relative paths are taken from ``base``. Every value is
+    checked here, once (DESIGN.md, Safety rules): finite numbers in range, integers within
+    64 bits, paths and addresses as text without control characters."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"{name}: expected a mapping of keys, got {type(data).__name__}")
     for key in data:
         if key not in REQUIRED + OPTIONAL:
-            raise ConfigError(f"{name}: unknown key {key!r}; known: "
+            raise ConfigError(f"{name}: unknown key {shown(key)}; known: "
                               f"{', '.join(REQUIRED + OPTIONAL)}")
     for key in REQUIRED:
         if key not in data or data[key] is None:
             raise ConfigError(f"{name}: missing key {key!r}")
 
     def path_of(key: str, value: Any) -> Path:
-        if not isinstance(value, str) or not value:
-            raise ConfigError(f"{name}: {key} must be a path, got {value!r}")
-        p = Path(value).expanduser()
+        if not isinstance(value, str) or not value or any(c < " " for c in value):
+            raise ConfigError(f"{name}: {key} must be a path, got {shown(value)}")
+        try:
+            p = Path(value).expanduser()
+        except RuntimeError:   # "~user" of no such user
+            raise ConfigError(f"{name}: {key}: cannot expand {shown(value)}: no such "
+                              "home directory") from None
         return p if p.is_absolute() else base / p
 
     def number(key: str, low: float, *, integer: bool = False) -> Any:
-        value = data[key]
-        ok = isinstance(value, int) if integer else isinstance(value, (int, float))
-        if isinstance(value, bool) or not ok or not value >= low:
+        try:
+            if integer:
+                return checks.integer(data[key], key, low=int(low))
+            return checks.number(data[key], key, low=low, high=MAX_SECONDS)
+        except BadValue as err:
             kind = "an integer" if integer else "a number"
-            raise ConfigError(f"{name}: {key} must be {kind} >= {low}, got {value!r}")
-        return int(value) if integer else float(value)
+            high = checks.INT64_MAX if integer else f"{MAX_SECONDS:g}"
+            raise ConfigError(f"{name}: {key} must be {kind} >= {low} and <= {high}, got "
+                              f"{shown(err.value)}") from None
 
     kw: dict[str, Any] = {}
     for key in ("listen", "metrics_listen"):
@@ -121,7 +142,7 @@ def parse_config(data: Any, *, base: Path = Path("."), name: str = "config") -> 
             kw[key] = _address(name, key, data[key])
     policy = data["policy"]
     if not isinstance(policy, str):
-        raise ConfigError(f"{name}: policy must be a policy name, got {policy!r}")
+        raise ConfigError(f"{name}: policy must be a policy name, got {shown(policy)}")
     from policies import UnknownPolicy, get_policy
     try:
         get_policy(policy)
@@ -143,7 +164,7 @@ def parse_config(data: Any, *, base: Path = Path("."), name: str = "config") -> 
     if data.get("workers_tls") is not None:
         if not isinstance(data["workers_tls"], bool):
             raise ConfigError(f"{name}: workers_tls must be true or false, "
-                              f"got {data['workers_tls']!r}")
+                              f"got {shown(data['workers_tls'])}")
         kw["workers_tls"] = data["workers_tls"]
     if data.get("tls") is not None:
         tls = data["tls"]
@@ -151,7 +172,7 @@ def parse_config(data: Any, *, base: Path = Path("."), name: str = "config") -> 
             raise ConfigError(f"{name}: tls must be a mapping with cert, key, ca")
         for key in tls:
             if key not in TLS_KEYS:
-                raise ConfigError(f"{name}: unknown key 'tls.{key}'; known: cert, key, ca")
+                raise ConfigError(f"{name}: unknown key {shown(f'tls.{key}')}; known: cert, key, ca")
         if ("cert" in tls) != ("key" in tls):
             raise ConfigError(f"{name}: tls.cert and tls.key go together")
         kw["tls"] = TlsFiles(**{k: path_of(f"tls.{k}", v) for k, v in tls.items()})
@@ -159,8 +180,11 @@ def parse_config(data: Any, *, base: Path = Path("."), name: str = "config") -> 
 
 
 def _address(name: str, key: str, value: Any) -> str:
+    """``host:port``: a host without spaces or control characters, a port of ASCII digits
+    in 0..65535 (``"²".isdigit()`` is true, so ``isdigit`` alone is not enough)."""
     if isinstance(value, str) and ":" in value:
         host, _, port = value.rpartition(":")
-        if host and port.isdigit() and 0 <= int(port) < 65536:
+        if (host and not any(c <= " " or c == "\x7f" for c in host)
+                and re.fullmatch(r"[0-9]{1,5}", port) and int(port) < 65536):
             return value
-    raise ConfigError(f"{name}: {key} must be host:port, got {value!r}")
+    raise ConfigError(f"{name}: {key} must be host:port, got {shown(value)}")

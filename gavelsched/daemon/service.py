@@ -13,6 +13,9 @@ from concurrent.futures import TimeoutError as FutureTimeout
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from traces import checks
+from traces.checks import BadValue, shown
+
 from ..rpc import pb, pb_grpc
 from .executor import DaemonExecutor
 from .leases import stop_lease
@@ -24,12 +27,40 @@ log = logging.getLogger(__name__)
 # timeout (10 s), so that it gets an answer (its current lease) rather than an error.
 RENEW_WAIT_S = 8.0
 
+# The longest a run can have been going, in a report (about 31 years): beyond it ``seconds``
+# is a lie, and a throughput measured from it would be absurdly small.
+MAX_REPORT_SECONDS = 1e9
+# The most GPUs one worker server may register: each becomes a worker of the core's view.
+MAX_GPUS_PER_SERVER = 4096
+
 SERVICES = ("gavelsched.v1.WorkerToScheduler", "gavelsched.v1.IteratorToScheduler",
             "gavelsched.v1.ClientToScheduler")
 
 
 def _abort_on(context, err: Exception, code=grpc.StatusCode.INVALID_ARGUMENT):
     context.abort(code, str(err).splitlines()[0] if str(err) else type(err).__name__)
+
+
+def bad_report(request, *, unknown_steps: bool = False) -> str | None:
+    """Why a report's ``steps`` and ``seconds`` cannot be used, or None (DESIGN.md, Safety
+    rules: checked once, at the door). ``steps`` is an absolute count >= 0 (``-1``:
+    unknown, where ``unknown_steps``); ``seconds`` a finite duration in
+    ``[0, MAX_REPORT_SECONDS]`` (NaN would become a NaN throughput, and every re-solve
+    would fail). A bad report is logged in one line and never applied (``_ignored``)."""
+    low = -1 if unknown_steps else 0
+    if request.steps < low:
+        return f"steps: must be >= {low}, got {request.steps}"
+    try:
+        checks.number(request.seconds, "seconds", low=0.0, high=MAX_REPORT_SECONDS)
+    except BadValue as err:
+        return str(err)
+    return None
+
+
+def _ignored(method: str, request, why: str) -> str:
+    line = f"{method} for job {shown(request.job_id)} ignored: {why}"
+    log.warning("%s", line)
+    return line
 
 
 class WorkerService(pb_grpc.WorkerToSchedulerServicer):
@@ -39,8 +70,12 @@ class WorkerService(pb_grpc.WorkerToSchedulerServicer):
     def RegisterWorker(self, request, context):
         mono = time.monotonic()
         try:
+            checks.text(request.worker_type, "worker_type", empty=False)
+            checks.integer(request.gpus, "gpus", low=1, high=MAX_GPUS_PER_SERVER)
+            checks.text(request.address, "address")
+            checks.text(request.hostname, "hostname")
             return self.x.call(lambda: self.x.register(request, mono))
-        except ValueError as err:
+        except ValueError as err:   # BadValue, or the executor's own refusal
             _abort_on(context, err)
 
     def Heartbeat(self, request, context):
@@ -50,6 +85,9 @@ class WorkerService(pb_grpc.WorkerToSchedulerServicer):
             changes=False))
 
     def ReportRound(self, request, context):
+        why = bad_report(request, unknown_steps=True)
+        if why is not None:   # acknowledged, so that the worker does not send it again
+            return pb.Ack(ok=False, message=_ignored("ReportRound", request, why))
         self.x.call(lambda: self.x.round_report(request))
         return pb.Ack(ok=True)
 
@@ -65,6 +103,9 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
             _abort_on(context, err, grpc.StatusCode.NOT_FOUND)
 
     def RenewLease(self, request, context):
+        why = bad_report(request)
+        if why is not None:   # the iterator takes a failed renewal as "not renewed"
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, _ignored("RenewLease", request, why))
         lease = self.x.call(lambda: self.x.renew_lease(request))
         if isinstance(lease, Future):   # wait for the next round's plan
             try:
@@ -76,6 +117,9 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
         return pb.RenewLeaseResponse(lease=lease)
 
     def ReportSteps(self, request, context):
+        why = bad_report(request)
+        if why is not None:
+            return pb.Ack(ok=False, message=_ignored("ReportSteps", request, why))
         if request.checkpointed:
             self.x.call(lambda: self.x.durable_steps(request.job_id, int(request.steps),
                                                      float(request.seconds)))

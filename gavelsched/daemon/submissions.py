@@ -1,10 +1,14 @@
 """Checking a submitted job before it reaches the core (issue #8: malformed submissions
-are refused with a message naming the field, and the daemon stays up)."""
+are refused with a message naming the field, and the daemon stays up; issue #17: NaN,
+infinite and out-of-range values are refused here, at the door, so that one bad job never
+stops the policy's re-solves for the others)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from traces import checks
+from traces.checks import BadValue, shown
 from traces.workloads import VIRTUAL_NODE_WORKLOADS, UnknownWorkload, check_workload, workload_for
 
 from ..core import JobSpec, ThroughputSource
@@ -26,21 +30,15 @@ def check_submission(request: pb.JobRequest, table: ThroughputSource,
 
     ``worker_types`` are the types the throughput table knows; ``gpus_by_type`` the GPUs
     of each registered type (empty before any worker registered: the size check waits)."""
-    job_type = request.job_type
-    sf = int(request.scale_factor) if request.scale_factor != 0 else 1   # proto3: 0 = unset
-    if not job_type:
-        raise SubmissionError("job_type", "missing")
-    if sf < 1:
-        raise SubmissionError("scale_factor", f"must be >= 1, got {sf}")
-    if request.total_steps <= 0:
-        raise SubmissionError("total_steps", f"must be > 0, got {request.total_steps}")
-    if request.priority_weight < 0:
-        raise SubmissionError("priority_weight", f"must be > 0, got {request.priority_weight}")
+    try:
+        job_type, sf, weight, slo = _fields(request)
+    except BadValue as err:
+        raise SubmissionError(err.field, err.reason) from None
     types = tuple(dict.fromkeys((*worker_types, *gpus_by_type)))
     rates = {t: table.get(t, job_type, sf) for t in types}
     if not any(table.get(t, job_type, s) > 0 for t in types for s in (1, 2, 4, 8, sf)):
-        raise SubmissionError("job_type", f"unknown job type {job_type!r} (not in the "
-                                          "throughput table)")
+        raise SubmissionError("job_type", f"unknown job type {shown(job_type)} (not in "
+                                          "the throughput table)")
     if not any(r > 0 for r in rates.values()):
         raise SubmissionError("scale_factor", f"job type {job_type!r} has no throughput at "
                                               f"scale factor {sf} on any worker type")
@@ -69,8 +67,28 @@ def check_submission(request: pb.JobRequest, table: ThroughputSource,
                                                   f"({sf}), got {low}")
     spec = JobSpec(id="", job_type=job_type, scale_factor=sf,
                    total_steps=int(request.total_steps),
-                   priority_weight=float(request.priority_weight or 1.0),
-                   slo_s=float(request.slo_s) if request.slo_s > 0 else None,
+                   priority_weight=weight, slo_s=slo,
                    entity=request.entity or None, mixed=bool(request.mixed),
                    min_scale_factor=low)
     return JobRow(spec, workload=workload, command=command)
+
+
+def _fields(request: pb.JobRequest) -> tuple[str, int, float, float | None]:
+    """(job type, scale factor, priority weight, SLO or None) of a request, and its text
+    fields checked (DESIGN.md, Safety rules: finite numbers in range, names without control
+    characters); raises ``BadValue`` naming the field. As proto3 has it, a numeric field
+    left at 0 is unset: scale factor 1, weight 1, no SLO (a negative SLO is none too)."""
+    job_type = checks.text(request.job_type, "job_type", empty=False)
+    for name in ("entity", "workload"):
+        checks.text(getattr(request, name), name)
+    checks.text(request.command, "command", one_line=False)
+    sf = int(request.scale_factor) or 1
+    if sf < 1:
+        raise BadValue("scale_factor", "must be >= 1", sf)
+    if request.total_steps <= 0:
+        raise BadValue("total_steps", "must be > 0", request.total_steps)
+    weight = float(request.priority_weight) or 1.0
+    checks.number(weight, "priority_weight", low=checks.PRIORITY_WEIGHT_MIN,
+                  high=checks.PRIORITY_WEIGHT_MAX)
+    slo = checks.number(request.slo_s, "slo_s")
+    return job_type, sf, weight, slo if slo > 0 else None
