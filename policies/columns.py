@@ -1,4 +1,5 @@
 """The allocation as a vector of *columns*, and the sparse matrices every policy shares.
+(Over 400 lines: one column model, built in one pass that every LP's speed depends on.)
 
 A column is one (combination, worker type) entry of Gavel's allocation matrix X (thesis
 §5.3.1): a single job, or a co-located pair (Space Sharing), on one type. Only entries that

@@ -112,3 +112,23 @@ def test_a_run_that_steps_resets_the_count(sched):
         s.exited(job, steps)
         t = run_rounds(s, t, 1)
     assert s.x.jobs[job].state != "failed"
+
+
+def test_a_job_the_policy_refuses_fails_and_the_others_keep_running(sched):
+    """One bad job never stops the others (issue #17): a non-finite throughput that got past
+    the doors makes the policy refuse that job by name; the daemon fails it with the
+    policy's reason and plans the rest."""
+    s = sched
+    s.x.servers_room.register(pb.RegisterWorkerRequest(
+        worker_type="v100", gpus=1, address="127.0.0.1:2", hostname="h2",
+        previous_server_id=-1), s.t)
+    good, bad = s.submit(), s.submit()
+    s.at(1.0)
+    assert {r.job_id for r in s.sent.runs} == {good, bad}
+    s.x.core.set_job_throughputs(bad, {"v100": float("inf")}, s.x.now())
+    run_rounds(s, 1.0, 2)                  # the next re-solve the interval (a round) allows
+    assert s.x.jobs[bad].state == "failed"
+    assert s.x.jobs[bad].reason.startswith("refused by the policy: ")
+    assert "must be finite, got inf" in s.x.jobs[bad].reason
+    assert s.x.jobs[good].state != "failed" and good in s.x.core.active_jobs
+    assert s.x.core.allocation is not None and good in s.x.core.allocation.allocation
