@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
@@ -45,7 +46,10 @@ log = logging.getLogger(__name__)
 # A dual at most this fraction of the largest dual is treated as zero (solver noise).
 DUAL_ZERO = 1e-5
 # When an LP fails for numerical reasons (floors right at the edge of feasibility), it is
-# retried with every floor lowered by these relative amounts in turn.
+# retried with every floor lowered by these relative amounts in turn. A last resort
+# (``WaterFilling._raise`` first tries floors the last allocation meets within capacity):
+# what 1e-6 frees an ill-conditioned problem (a job with two types nearly as fast) hands
+# to another job ~1e3 times over.
 BACKOFFS = (1e-6, 1e-5, 1e-4)
 # The final polish may lower a level by at most this relative amount (solver tolerance).
 POLISH_SLACK = 1e-8
@@ -59,7 +63,8 @@ POLISH_SOLVER = "CLARABEL"
 # every dead column at once; a vertex dual finds a few per LP, so with HiGHS it is slower
 # than the plain method, which HiGHS solvers keep.
 PRUNE_SOLVER = "CLARABEL"
-# A level within this relative distance of a job's own cap is at the cap.
+# A level within this relative distance of a job's own cap is at the cap. (A threshold only:
+# no level is set this far below its cap, see ``WaterFilling._jump``.)
 CAP_TOL = 1e-8
 
 # One iteration: (floors, rates) -> (rise, allocation z, duals of the rising constraints).
@@ -127,6 +132,36 @@ def cap_events(groups, job_weight: np.ndarray, floor: np.ndarray, frozen: np.nda
     return level, frozen | hit
 
 
+def within_capacity(cols: Columns, z: np.ndarray) -> np.ndarray:
+    """``z`` with what the solver's tolerance left beyond (5.1)-(5.3) taken off: entries
+    clipped to [0, 1], then each column shrunk by the largest overload of its job (5.2) and
+    of its types (5.3) (``Columns.repaired`` without its 1e-7 rounding to zero)."""
+    z = np.clip(z, 0.0, 1.0)
+    shrink = np.ones_like(z)
+    job_load = np.asarray(cols.member @ z).ravel()
+    entries = cols.member.tocoo()
+    np.minimum.at(shrink, entries.col, 1.0 / np.maximum(job_load, 1.0)[entries.row])
+    z = z * shrink
+    type_load = np.asarray(cols.usage @ z).ravel()
+    over = type_load > cols.workers
+    if not over.any():
+        return z
+    type_shrink = np.where(over, cols.workers / np.maximum(type_load, 1e-300), 1.0)
+    shrink = np.ones_like(z)
+    used = cols.usage.tocoo()
+    np.minimum.at(shrink, used.col, type_shrink[used.row])
+    return z * shrink
+
+
+def fitted_floors(cols: Columns, U, floor: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """``floor`` lowered to the levels of ``z`` within capacity: floors that allocation
+    meets exactly. Each LP's optimum meets (5.2)-(5.3) only to the solver's feasibility
+    tolerance (~1e-9 of the largest number), and its levels are the next LP's floors, which
+    the solver then at times finds infeasible; these floors are feasible by construction
+    and lower by that tolerance only, where a back-off lowers every floor by 1e-6."""
+    return np.minimum(floor, U @ within_capacity(cols, z))
+
+
 class WaterFilling(ColumnPolicy):
     """``max_min_fairness_water_filling[_perf|_packed]``, hierarchical when the problem has
     entities. The objective reported is the lowest weighted normalised throughput."""
@@ -182,6 +217,7 @@ class WaterFilling(ColumnPolicy):
             step = self._direct_steps(cols, U, solver)
         frozen = np.zeros(k, dtype=bool)
         floor = np.zeros(k)
+        z = None
         caps = own_caps(U) if solver is not None else None
         iterations = 0
         limit = self.max_iterations or 4 * k + 10
@@ -189,7 +225,8 @@ class WaterFilling(ColumnPolicy):
             w = rising_weights(groups, job_weight, frozen)
             if not (w > 0).any():
                 break
-            rise, z, dual = self._raise(step, floor, w)
+            fitted = None if z is None else partial(fitted_floors, cols, U, floor, z)
+            rise, z, dual = self._raise(step, floor, w, fitted)
             iterations += 1
             if caps is not None and self._ends_at_caps(floor, w, rise, dual, caps):
                 jump = self._jump(step, groups, job_weight, floor, frozen, caps)
@@ -235,7 +272,13 @@ class WaterFilling(ColumnPolicy):
         galloping then binary search finds the last feasible event state in O(log events)
         LPs, each of which is the normal step from that state; the step from the last one
         is returned, as (floor, frozen, rates, step result, LPs solved). None when even the
-        first event after the current state is not feasible."""
+        first event after the current state is not feasible.
+
+        The event levels are used as they are: a job that reached its cap stays exactly at
+        it, as in the reference's one LP per level. (Lowering every floor by ``CAP_TOL``
+        here left capped jobs 1e-8 below their caps, free to move a little time to a type
+        nearly as fast, which gave other jobs up to 1e3 times that.) Clarabel solves these
+        LPs without the margin, and a job fixed at its cap leaves the pruned LP anyway."""
         states = [(floor, frozen)]
         results: dict[int, tuple] = {}
 
@@ -255,7 +298,7 @@ class WaterFilling(ColumnPolicy):
             if not (w > 0).any():
                 w = (at[1] & ~frozen).astype(float)  # all frozen: any bounded level will do
             try:
-                result = step(at[0] * (1 - CAP_TOL), w)
+                result = step(at[0], w)
             except (Infeasible, SolverFailed):
                 return False
             if result[0] < -CAP_TOL:
@@ -280,7 +323,7 @@ class WaterFilling(ColumnPolicy):
             return None
         at = state(good)
         w, result = results[good]
-        return at[0] * (1 - CAP_TOL), at[1], w, result, lps
+        return at[0], at[1], w, result, lps
 
     def _cvxpy_steps(self, cols: Columns, U) -> Step:
         """One iteration's LP as a cvxpy program with ``level`` and ``rate`` parameters, so it
@@ -326,17 +369,26 @@ class WaterFilling(ColumnPolicy):
         """Hand out what the last LP left unused without lowering anyone: maximise the total
         normalised throughput subject to every job keeping its level. This only removes
         solver slack (the levels are already max-min), and makes Pareto efficiency hold to
-        the solver's tolerance rather than to the accuracy of the bottleneck test."""
-        keep = (U @ z) * (1 - POLISH_SLACK)
+        the solver's tolerance rather than to the accuracy of the bottleneck test. The levels
+        to keep are those of ``z`` within capacity, so they are feasible; an inaccurate
+        interior point is solved again by simplex rather than the polish skipped (one
+        method polished and the other not differ by what the polish hands out)."""
+        keep = (U @ within_capacity(cols, z)) * (1 - POLISH_SLACK)
         what = f"{self.name} (polish)"
         try:
             if solver is not None:
                 A, b, _ = max_min_rows(cols, U)
                 b[:U.shape[0]] = -keep
                 objective = -np.asarray(U.sum(axis=0)).ravel()
-                return solve_lp(LinearProgram(objective, A, b, cols.num_columns),
-                                POLISH_SOLVER if solver == "HIGHS" else solver, what,
-                                precise=True).x
+                lp = LinearProgram(objective, A, b, cols.num_columns)
+                first = POLISH_SOLVER if solver == "HIGHS" else solver
+                try:
+                    return solve_lp(lp, first, what, precise=True).x
+                except SolverFailed as err:  # an inaccurate interior point: simplex instead
+                    if first == "HIGHS":
+                        raise
+                    log.debug("%s; solving again with HIGHS", err)
+                    return solve_lp(lp, "HIGHS", what, precise=True).x
             polished = cp.Variable(cols.num_columns, nonneg=True)
             program = cp.Problem(cp.Maximize(cp.sum(U @ polished)),
                                  [U @ polished >= keep, *base_constraints(cols, polished)])
@@ -346,25 +398,44 @@ class WaterFilling(ColumnPolicy):
             log.debug("%s: polish skipped (%s)", self.name, err)
             return z
 
-    def _raise(self, step: Step, floor: np.ndarray, w: np.ndarray):
-        """Solve one iteration's LP precisely (its duals decide who is frozen), backing the
-        floors off a little if they sit exactly on the edge of feasibility. Returns the rise
-        (>= 0), the allocation and the duals of the rising constraints."""
+    def _raise(self, step: Step, floor: np.ndarray, w: np.ndarray,
+               fitted: Callable[[], np.ndarray] | None = None):
+        """Solve one iteration's LP precisely (its duals decide who is frozen). Floors on
+        the very edge of feasibility that the solver finds beyond it are tried again as
+        they are with every column (a pruned LP) and then as the levels the last
+        allocation meets within capacity (``fitted``, ``fitted_floors``), before every
+        floor is backed off (``BACKOFFS``). Returns the rise (>= 0), the allocation and the
+        duals of the rising constraints."""
         for backoff in (0.0, *BACKOFFS):
             try:
                 rise, z, dual = step(floor * (1 - backoff), w)
                 return max(rise, 0.0), z, dual
             except (Infeasible, SolverFailed) as err:
-                if backoff == 0.0 and isinstance(step, LiveSteps):
-                    try:  # the pruned LP moved the edge by a tolerance: the plain one
-                        rise, z, dual = step.exact(floor, w)
-                        return max(rise, 0.0), z, dual
-                    except (Infeasible, SolverFailed):
-                        pass
+                if backoff == 0.0:
+                    retried = self._retry(step, floor, w, fitted)
+                    if retried is not None:
+                        return retried
                 if backoff == BACKOFFS[-1]:
                     raise
                 log.debug("%s: %s; lowering the floors", self.name, err)
         raise AssertionError("unreachable")
+
+    def _retry(self, step: Step, floor: np.ndarray, w: np.ndarray,
+               fitted: Callable[[], np.ndarray] | None):
+        """``_raise``'s tries between the LP as it is and a back-off; None if all fail."""
+        tries = []
+        if isinstance(step, LiveSteps):  # the pruned LP moved the edge by a tolerance
+            tries.append((step.exact, lambda: floor))
+        if fitted is not None:  # the floors were beyond capacity by the solver's tolerance
+            tries.append((step, fitted))
+        for solve, floors in tries:
+            try:
+                rise, z, dual = solve(floors(), w)
+            except (Infeasible, SolverFailed) as err:
+                log.debug("%s: %s", self.name, err)
+                continue
+            return max(rise, 0.0), z, dual
+        return None
 
     @staticmethod
     def _bottlenecked(dual: np.ndarray, w: np.ndarray) -> np.ndarray:

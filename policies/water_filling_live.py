@@ -20,7 +20,8 @@ Fixing jobs and dropping dead columns moves each LP by the solver's tolerance (a
 uses exactly its cap's column; the last LP may have left 1e-9 on a dead column). Floors
 are the last LP's own optimum, on the very edge of feasibility, so when the pruned LP finds
 them infeasible, ``WaterFilling._raise`` solves it again with every column of the active
-jobs and nothing fixed (``LiveSteps.exact``, the plain method's LP) before it lowers them.
+jobs and nothing fixed (``LiveSteps.exact``, the plain method's LP) before it lowers them
+(first to the levels the last allocation meets within capacity, ``fitted_floors``).
 
 ``dead_columns`` finds dead columns with one LP, maximise s subject to z_c >= s for every
 candidate column c: when s = 0 a strictly complementary dual (Clarabel's interior point) is
@@ -44,8 +45,8 @@ log = logging.getLogger(__name__)
 DEAD_LEVEL = 1e-9
 # A dual at most this fraction of the largest one is zero (as water_filling.DUAL_ZERO).
 DEAD_DUAL = 1e-5
-# A job within this relative distance of its cap is at it (the jump sets frozen jobs' floors
-# 1e-8 below their caps, water_filling.CAP_TOL) ...
+# A job within this relative distance of its cap is at it (an LP stops a job within
+# water_filling.CAP_TOL, 1e-8, of its cap; the jump sets it exactly at its cap) ...
 FIXED_TOL = 1e-7
 # ... and its allocation is fixed when its best live column beats the next by this much.
 UNIQUE_GAP = 1e-6

@@ -160,12 +160,19 @@ class _Backoffs(logging.Handler):
 
 @contextmanager
 def count_backoffs() -> Iterator[_Backoffs]:
-    """Within the block, ``.count`` counts water filling's retries with lowered floors."""
+    """Within the block, ``.count`` counts water filling's retries with lowered floors.
+
+    The level is set with ``setLevel``, which clears the loggers' cached ``isEnabledFor``
+    answers: assigning ``logger.level`` does not, so once any test in the process had water
+    filling log a debug line while the logger was at its default level (WARNING), its cache
+    said DEBUG is off, ``log.debug("... lowering the floors")`` made no record, and every
+    back-off in the block went uncounted (seen with the whole suite in one process)."""
     logger, backoffs = logging.getLogger("policies.water_filling"), _Backoffs()
-    level, logger.level = logger.level, logging.DEBUG
+    level = logger.level
+    logger.setLevel(logging.DEBUG)
     logger.addHandler(backoffs)
     try:
         yield backoffs
     finally:
         logger.removeHandler(backoffs)
-        logger.level = level
+        logger.setLevel(level)
