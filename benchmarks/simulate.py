@@ -136,6 +136,39 @@ def profile(name: str) -> None:
     print("\n".join(line for line in out.getvalue().splitlines() if line.strip())[-1500:])
 
 
+# A fresh process running the README's first command, reporting its own peak RSS (KiB).
+CLI_CHILD = ("import atexit, resource, sys\n"
+             "atexit.register(lambda: print('RSS', resource.getrusage(resource.RUSAGE_SELF)"
+             ".ru_maxrss, file=sys.stderr))\n"
+             "from gavelsched.cli import main\nsys.exit(main(['simulate']))\n")
+
+
+def cli_runs(args) -> int:
+    """``gavelsched simulate`` in a fresh interpreter, per tree, alternating: wall seconds
+    (interpreter start and imports included: the one-time cost a user pays every run) and
+    peak RSS."""
+    trees = {"": REPO} if not args.before else {"before ": Path(args.before).resolve(),
+                                                   "after ": REPO}
+    got: dict[str, list[tuple[float, float]]] = {label: [] for label in trees}
+    for _ in range(max(1, args.repeat)):
+        for label, tree in trees.items():
+            env = {**os.environ, "PYTHONPATH": str(tree)}
+            start = time.perf_counter()
+            out = subprocess.run([sys.executable, "-c", CLI_CHILD], capture_output=True,
+                                 text=True, check=True, env=env)
+            wall = time.perf_counter() - start
+            rss = next(float(line.split()[1]) for line in out.stderr.splitlines()
+                       if line.startswith("RSS "))
+            got[label].append((wall, rss / 1024))
+    print(f"# fresh `gavelsched simulate` on the defaults, load average "
+          f"{os.getloadavg()[0]:.2f}, {max(1, args.repeat)} runs per tree")
+    for label, runs in got.items():
+        walls = sorted(w for w, _ in runs)
+        print(f"{label or 'this tree '}wall s {walls[0]:.2f}-{walls[-1]:.2f}  peak RSS "
+              f"{max(r for _, r in runs):.0f} MiB")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -148,6 +181,9 @@ def main() -> int:
     parser.add_argument("--before", metavar="DIR",
                         help="also run every case on the tree in DIR (e.g. a git worktree of "
                              "an older commit), alternating with this one, and compare")
+    parser.add_argument("--cli", action="store_true",
+                        help="time what a user runs: a fresh `gavelsched simulate` on the "
+                             "defaults (wall s and peak RSS, per tree with --before)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -156,6 +192,8 @@ def main() -> int:
     if args.profile:
         profile(args.profile)
         return 0
+    if args.cli:
+        return cli_runs(args)
     names = args.case or list(CASES)
     print(f"# {platform.processor() or platform.machine()}, "
           f"{platform.python_implementation()} {platform.python_version()}, "

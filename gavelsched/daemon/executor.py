@@ -116,7 +116,7 @@ class DaemonExecutor:
                              self.retries, self.core, clock=clock,
                              round_end=lambda: self.clock.next_start, post=self.post,
                              fail=self._fail_job)
-        self.servers_room = Servers(config, self.core, store, self.health, self.runs,
+        self.roster = Servers(config, self.core, store, self.health, self.runs,
                                     now=self.now)
         online = OnlineThroughputs(table)
         online.restore(store.throughputs())
@@ -185,7 +185,7 @@ class DaemonExecutor:
     def tick(self) -> None:
         """What the loop does each time it wakes: failures, suspects, round boundaries."""
         mono = self._clock()
-        self._dirty = self.servers_room.fail_silent(mono) or self._dirty
+        self._dirty = self.roster.fail_silent(mono) or self._dirty
         for job_id, reason, exit_code in self.health.due(mono):
             if not self._died(job_id, exit_code, reason):
                 self.runs.kill(job_id, reason)    # its other ranks cannot go on alone
@@ -294,10 +294,10 @@ class DaemonExecutor:
         return pb.Ack(ok=True)
 
     def register(self, request: pb.RegisterWorkerRequest, mono: float) -> pb.RegisterWorkerResponse:
-        return self.servers_room.register(request, mono)
+        return self.roster.register(request, mono)
 
     def heartbeat(self, server_id: int, mono: float, running: tuple[str, ...] = ()) -> bool:
-        return self.servers_room.heartbeat(server_id, mono, running)
+        return self.roster.heartbeat(server_id, mono, running)
 
     def round_report(self, request: pb.RoundReportRequest) -> None:
         job_id = request.job_id

@@ -119,7 +119,7 @@ def test_a_job_the_policy_refuses_fails_and_the_others_keep_running(sched):
     the doors makes the policy refuse that job by name; the daemon fails it with the
     policy's reason and plans the rest."""
     s = sched
-    s.x.servers_room.register(pb.RegisterWorkerRequest(
+    s.x.roster.register(pb.RegisterWorkerRequest(
         worker_type="v100", gpus=1, address="127.0.0.1:2", hostname="h2",
         previous_server_id=-1), s.t)
     good, bad = s.submit(), s.submit()

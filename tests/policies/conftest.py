@@ -9,7 +9,7 @@ from contextlib import contextmanager
 import numpy as np
 from hypothesis import strategies as st
 
-from policies import Allocation, Job, Pair, Problem
+from policies import Allocation, Entity, Job, Pair, Problem
 
 TYPES = ("v100", "p100", "k80")
 
@@ -176,3 +176,14 @@ def count_backoffs() -> Iterator[_Backoffs]:
     finally:
         logger.removeHandler(backoffs)
         logger.setLevel(level)
+
+
+def found(cluster: dict[str, int], jobs: list[tuple], entities: dict | None = None) -> Problem:
+    """A problem hypothesis found: ``jobs`` as (throughputs, scale factor, weight, entity),
+    ``entities`` as name -> (weight, policy)."""
+    return Problem(
+        cluster=cluster,
+        jobs=[Job(str(i), throughputs, scale_factor=sf, weight=weight, entity=entity)
+              for i, (throughputs, sf, weight, entity) in enumerate(jobs)],
+        entities={name: Entity(name, weight, policy)
+                  for name, (weight, policy) in (entities or {}).items()})

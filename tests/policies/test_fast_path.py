@@ -25,6 +25,7 @@ from .conftest import (
     assert_valid,
     count_backoffs,
     exchange_rate,
+    found,
     levels_close,
     problems,
 )
@@ -120,17 +121,6 @@ def assert_reference_levels(problem: Problem, solver: str | None) -> int:
         scale = max(1.0, float(np.max(np.abs(theirs))))
         assert abs(ours.min() - theirs.min()) <= 1e-5 * scale, (ours, theirs)
     return backoffs.count
-
-
-def found(cluster: dict[str, int], jobs: list[tuple], entities: dict | None = None) -> Problem:
-    """A problem hypothesis found: ``jobs`` as (throughputs, scale factor, weight, entity),
-    ``entities`` as name -> (weight, policy)."""
-    return Problem(
-        cluster=cluster,
-        jobs=[Job(str(i), throughputs, scale_factor=sf, weight=weight, entity=entity)
-              for i, (throughputs, sf, weight, entity) in enumerate(jobs)],
-        entities={name: Entity(name, weight, policy)
-                  for name, (weight, policy) in (entities or {}).items()})
 
 
 # Falsifying examples of test_water_filling_direct_gives_the_reference_levels (before an

@@ -23,6 +23,7 @@ from tests.policies.conftest import (
     assert_valid,
     count_backoffs,
     exchange_rate,
+    found,
     level_model,
     levels_close,
     problems,
@@ -72,17 +73,6 @@ def assert_levels_of_every_column(problem: Problem) -> int:
     cols, U = level_model(problem)
     levels_close(U @ cols.z_from(ours), U @ cols.z_from(theirs), moved=moved)
     return backoffs.count
-
-
-def found(cluster: dict[str, int], jobs: list[tuple], entities: dict | None = None) -> Problem:
-    """A problem hypothesis found: ``jobs`` as (throughputs, scale factor, weight, entity),
-    ``entities`` as name -> (weight, policy)."""
-    return Problem(
-        cluster=cluster,
-        jobs=[Job(str(i), throughputs, scale_factor=sf, weight=weight, entity=entity)
-              for i, (throughputs, sf, weight, entity) in enumerate(jobs)],
-        entities={name: Entity(name, weight, policy)
-                  for name, (weight, policy) in (entities or {}).items()})
 
 
 # Falsifying examples of test_live_columns_give_the_levels_of_every_column (before an LP
