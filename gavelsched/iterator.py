@@ -13,18 +13,25 @@ Without ``GAVEL_SCHEDULER`` in the environment it is a no-op: iterating it itera
 loader unchanged. Under a gavelsched worker it reads its context from the environment the
 worker sets (``JobContext``), and:
 
-- at start asks the scheduler for its lease (``InitJob``) and loads the job's checkpoint
-  through the user's ``load_checkpoint(checkpoint_dir)`` when one exists; when the scheduler
-  has counted durable steps but the checkpoint is missing or cannot be loaded, the job fails
-  with a one-line reason (the last line of stderr) and a nonzero exit;
+- refuses to start a multi-rank job whose default process group is not initialized yet
+  (``init_process_group`` comes first: the ranks' agreement below needs it);
+- at start asks the scheduler for its lease (``InitJob``) and loads, through the user's
+  ``load_checkpoint(directory)``, exactly the commit the scheduler counted as durable
+  (``gavelsched.checkpoints``: a commit of a fenced-out run is never loaded); when it is
+  missing or cannot be loaded, the job fails with a one-line reason (the last line of
+  stderr) and a nonzero exit;
 - counts the job's *absolute* steps (one step = one batch yielded on every rank);
 - at ``renew_at`` of its lease (a fraction of the lease's time, or of its steps, whichever
   comes first) rank 0 asks for a renewal (``RenewLease``, as a future: training goes on
   while the scheduler finishes planning the next round);
 - at the end of the lease all ranks agree on the same stop step (an all-reduce over the
-  default process group); then rank 0 saves through ``save_checkpoint(checkpoint_dir)``,
-  writes the absolute step count beside it (``gavel_progress.json``, atomically) and
-  reports it as durable (``ReportSteps(checkpointed=true)``). An extended lease continues in
+  default process group); then the saving ranks write through
+  ``save_checkpoint(directory)`` into one staging directory, rank 0 commits it (the step
+  count beside it, fsync, an atomic rename: ``gavelsched.checkpoints``) and reports it as
+  durable (``ReportSteps(checkpointed=true)`` with its run generation). A run the scheduler
+  has fenced out (a newer generation of the job was launched) stops at once with a
+  one-line reason; once the scheduler took a commit, the older ones are deleted. An
+  extended lease continues in
   the same process after that save (at most one round of progress can ever be lost);
   otherwise iteration stops and ``done`` is True. Reaching ``total_steps`` ends the job the
   same way. A lease that ends before any step was made since the last checkpoint (a run
@@ -50,9 +57,10 @@ from typing import Any
 
 # The job contract (environment, progress file, failure exit, lease clock) is jobenv's;
 # its names stay importable from here.
+from gavelsched import checkpoints
 from gavelsched.jobenv import (CHECKPOINT_DIR_VAR, EXIT_JOB_FAILED, PROGRESS_FILE, RENEW_AT_VAR,
-                               JobContext, JobFailed, fail_job, process_elapsed_s,
-                               read_progress, write_progress)
+                               WORLD_SIZE_VAR, JobContext, JobFailed, fail_job,
+                               process_elapsed_s, read_progress, write_progress)
 
 __all__ = ["DEFAULT_RENEW_AT", "EXIT_JOB_FAILED", "PROGRESS_FILE", "GavelIterator",
            "JobContext", "JobFailed", "LeaseTerms", "Pacer", "process_elapsed_s",
@@ -131,7 +139,8 @@ class _SchedulerClient:
         import grpc
 
         request = self._pb.InitJobRequest(job_id=self._ctx.job_id, round=self._ctx.round,
-                                          rank=self._ctx.rank, server_id=self._ctx.server_id)
+                                          rank=self._ctx.rank, server_id=self._ctx.server_id,
+                                          generation=self._ctx.generation)
         deadline = time.monotonic() + INIT_RETRY_S
         while True:
             try:
@@ -149,7 +158,7 @@ class _SchedulerClient:
         the RenewLeaseResponse (the scheduler may hold the answer until it has planned)."""
         return self._stub.RenewLease.future(self._pb.RenewLeaseRequest(
             job_id=self._ctx.job_id, round=round_, rank=self._ctx.rank, steps=steps,
-            seconds=seconds), timeout=RPC_TIMEOUT_S)
+            seconds=seconds, generation=self._ctx.generation), timeout=RPC_TIMEOUT_S)
 
     @staticmethod
     def renewed(future: Any) -> Any | None:
@@ -163,16 +172,23 @@ class _SchedulerClient:
                         err.code().name)
             return None
 
-    def report(self, round_: int, steps: int, seconds: float) -> None:
+    def report(self, round_: int, steps: int, seconds: float) -> bool | None:
+        """Report a commit of ``steps`` as durable: True when the scheduler took it, False
+        when it refused it (this run is fenced out), None when it was not reached."""
         import grpc
 
         try:
-            self._stub.ReportSteps(self._pb.ReportStepsRequest(
+            ack = self._stub.ReportSteps(self._pb.ReportStepsRequest(
                 job_id=self._ctx.job_id, round=round_, rank=self._ctx.rank, steps=steps,
-                seconds=seconds, checkpointed=True), timeout=RPC_TIMEOUT_S)
+                seconds=seconds, checkpointed=True, generation=self._ctx.generation),
+                timeout=RPC_TIMEOUT_S)
         except grpc.RpcError as err:  # the worker's round report still carries the count
             log.warning("ReportSteps failed (%s); the checkpoint holds %d steps",
                         err.code().name, steps)
+            return None
+        if not ack.ok:
+            log.warning("ReportSteps refused: %s", ack.message)
+        return bool(ack.ok)
 
     def close(self) -> None:
         self._channel.close()
@@ -254,12 +270,15 @@ class GavelIterator:
             fail_job(f"no checkpoint directory: pass checkpoint_dir or set {CHECKPOINT_DIR_VAR}")
         self.checkpoint_dir = str(directory)
         self._ranks = _Ranks()
+        if self._ctx.world_size > 1 and "torch" in sys.modules and not self._ranks.distributed:
+            fail_job(f"{WORLD_SIZE_VAR}={self._ctx.world_size} but the default process "
+                     "group is not initialized: call torch.distributed.init_process_group "
+                     "before building GavelIterator (docs/iterator.md)")
         try:
             self._client = _SchedulerClient(self._ctx)
             reply = self._client.init()
             self.total_steps = int(reply.total_steps) or self._ctx.total_steps
-            durable = max(int(reply.steps_done), self._ctx.steps_done)
-            self.steps = self._restore(durable)
+            self.steps = self._restore(int(reply.steps_done), int(reply.checkpoint_generation))
         except JobFailed as err:
             fail_job(str(err))
         self._lease = LeaseTerms.from_pb(reply.lease, self.total_steps)
@@ -282,24 +301,17 @@ class GavelIterator:
                  self._ctx.rank, self.steps, self.total_steps, self._lease)
 
     # -- start -------------------------------------------------------------------------------
-    def _restore(self, durable: int) -> int:
-        saved = read_progress(self.checkpoint_dir)
-        if saved is None:
-            if durable > 0:
-                raise JobFailed(f"checkpoint missing in {self.checkpoint_dir} (the scheduler "
-                                f"counted {durable} durable steps)")
-            return 0
-        if self._load is not None:
+    def _restore(self, durable: int, generation: int) -> int:
+        """Load the commit the scheduler counted (``durable`` steps by ``generation``);
+        the step count to resume from."""
+        path = checkpoints.resolve(self.checkpoint_dir, durable, generation)
+        if path is not None and self._load is not None:
             try:
-                self._load(self.checkpoint_dir)
+                self._load(str(path))
             except Exception as err:  # noqa: BLE001 - any failure of the user's loader
                 first = str(err).splitlines()[0] if str(err) else type(err).__name__
-                raise JobFailed(f"corrupt checkpoint in {self.checkpoint_dir}: {first}") \
-                    from None
-        if saved < durable:
-            log.warning("checkpoint holds %d steps, the scheduler counted %d; resuming from "
-                        "the checkpoint", saved, durable)
-        return saved
+                raise JobFailed(f"corrupt checkpoint {path}: {first}") from None
+        return max(0, durable)
 
     # -- iteration ---------------------------------------------------------------------------
     @property
@@ -412,15 +424,30 @@ class GavelIterator:
         self._next_sync = min(self.steps + self._sync_k, max_steps, self.total_steps)
 
     def _checkpoint(self, round_: int, now: float) -> None:
-        """Save through the user's function, then the step count, then report it durable."""
-        rank0 = self._ctx.rank == 0
+        """Save through the user's function into a staging directory, commit it, report it
+        durable, and delete what it supersedes (``gavelsched.checkpoints``). A run the
+        scheduler refuses (fenced out by a newer generation) ends the job's process."""
+        ctx = self._ctx
+        rank0 = ctx.rank == 0
         started = time.monotonic()
-        if (rank0 or self._save_all) and self._save is not None:
-            self._save(self.checkpoint_dir)
+        root, gen = self.checkpoint_dir, ctx.generation
         if rank0:
-            write_progress(self.checkpoint_dir, self.steps, job_id=self._ctx.job_id,
-                           round=round_)
-            self._client.report(round_, self.steps, now)
+            staging = checkpoints.begin(root, self.steps, gen)
+        if self._save_all:
+            self._ranks.max([0.0])              # the staging directory exists
+            staging = checkpoints.staging_path(root, self.steps, gen)
+        if (rank0 or self._save_all) and self._save is not None:
+            self._save(str(staging))
+        if self._save_all:
+            self._ranks.max([0.0])              # every rank's files are written
+        if rank0:
+            checkpoints.commit(root, self.steps, gen, job_id=ctx.job_id, round=round_)
+            taken = self._client.report(round_, self.steps, now)
+            if taken is False:
+                fail_job(f"fenced: run generation {gen} of job {ctx.job_id} is no longer "
+                         f"the job's newest; its checkpoint at step {self.steps} is not used")
+            if taken:
+                checkpoints.prune(root, self.steps, gen)
         self._save_s = time.monotonic() - started
         self._durable = self.steps
         self.checkpoints += 1

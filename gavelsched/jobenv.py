@@ -11,7 +11,8 @@ The worker (``workers/daemon/launcher.py``) writes it and the job side
   ``from_env()`` reads it back (GavelIterator); ``worker_env()`` is the part every job on
   a server shares (server id, token file, TLS CA);
 - the progress file (``progress_path``, ``write_progress``, ``read_progress``): the
-  absolute step count a job saves beside its checkpoint, which the worker reads at its exit;
+  absolute step count a job saves beside its checkpoint, in each commit directory
+  (``gavelsched.checkpoints``), which the worker reads at its exit;
 - how a job fails (``fail_job``): a one-line reason as the last line of stderr, which the
   worker's round report quotes, and exit code ``EXIT_JOB_FAILED``;
 - the lease's clock (``process_elapsed_s``): seconds since the job's process started, the
@@ -42,6 +43,7 @@ SCHEDULER_VAR = "GAVEL_SCHEDULER"          # HOST:PORT; unset: no scheduler (sta
 JOB_ID_VAR = "GAVEL_JOB_ID"
 JOB_TYPE_VAR = "GAVEL_JOB_TYPE"            # the catalog job type (a workload's batch size)
 ROUND_VAR = "GAVEL_ROUND"                  # the round this run was launched for
+GENERATION_VAR = "GAVEL_GENERATION"        # this run's generation (gavelsched.checkpoints)
 TOTAL_STEPS_VAR = "GAVEL_TOTAL_STEPS"
 STEPS_DONE_VAR = "GAVEL_STEPS_DONE"        # durable steps the scheduler counted
 CHECKPOINT_DIR_VAR = "GAVEL_CHECKPOINT_DIR"
@@ -56,8 +58,8 @@ WORKLOAD_DTYPE_VAR = "GAVEL_WORKLOAD_DTYPE"   # the reference workloads' float t
 RANK_VAR = "RANK"
 WORLD_SIZE_VAR = "WORLD_SIZE"
 
-VARIABLES = (SCHEDULER_VAR, JOB_ID_VAR, JOB_TYPE_VAR, ROUND_VAR, TOTAL_STEPS_VAR,
-             STEPS_DONE_VAR, CHECKPOINT_DIR_VAR, SERVER_ID_VAR, TOKEN_FILE_VAR, TLS_CA_VAR,
+VARIABLES = (SCHEDULER_VAR, JOB_ID_VAR, JOB_TYPE_VAR, ROUND_VAR, GENERATION_VAR,
+             TOTAL_STEPS_VAR, STEPS_DONE_VAR, CHECKPOINT_DIR_VAR, SERVER_ID_VAR, TOKEN_FILE_VAR, TLS_CA_VAR,
              EMULATE_STEPS_PER_S_VAR, RENEW_AT_VAR, WORKLOAD_DTYPE_VAR)
 
 PROGRESS_FILE = "gavel_progress.json"
@@ -98,6 +100,7 @@ class JobContext:
     tls_ca: str | None = None
     emulate_steps_per_s: float | None = None
     job_type: str = ""
+    generation: int = 0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> JobContext | None:
@@ -128,7 +131,8 @@ class JobContext:
                    token_file=env.get(TOKEN_FILE_VAR) or None,
                    tls_ca=env.get(TLS_CA_VAR) or None,
                    emulate_steps_per_s=pace or None,
-                   job_type=env.get(JOB_TYPE_VAR, ""))
+                   job_type=env.get(JOB_TYPE_VAR, ""),
+                   generation=number(GENERATION_VAR, "0"))
 
     def to_env(self) -> dict[str, str]:
         """The variables that tell a rank this context (``from_env`` reads them back). A
@@ -139,6 +143,7 @@ class JobContext:
             JOB_ID_VAR: self.job_id,
             JOB_TYPE_VAR: self.job_type,
             ROUND_VAR: str(self.round),
+            GENERATION_VAR: str(self.generation),
             TOTAL_STEPS_VAR: str(self.total_steps),
             STEPS_DONE_VAR: str(self.steps_done),
             CHECKPOINT_DIR_VAR: self.checkpoint_dir or "",

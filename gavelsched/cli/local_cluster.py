@@ -133,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
     first = [elastic_gpt_job(workers, table.get, args.round_seconds,
                              args.emulation_speed)] if args.elastic_gpt else []
     if args.keep:
-        root = Path(args.keep)
+        root = Path(args.keep).resolve()
         return _run(args, root, workers, table, first)
     with tempfile.TemporaryDirectory(prefix="gavel-local-") as tmp:
         return _run(args, Path(tmp), workers, table, first)

@@ -1,17 +1,22 @@
 """``gavelsched scheduler --config CLUSTER.yaml``: run the scheduler daemon (thesis §5.6).
 
 The YAML keys are listed in ``gavelsched.daemon.config``; a bad file or key exits with
-code 2 naming the key. A ``listen`` beyond loopback without ``auth_token_file`` exits with
-code 2 too, unless ``--insecure`` (then a warning). The daemon runs until SIGINT or SIGTERM.
+code 2 naming the key. A ``listen`` beyond loopback without ``auth_token_file``, or a
+``metrics_listen`` beyond loopback (``/metrics`` has no auth), exits with code 2 too, unless
+``--insecure`` or the key ``insecure: true`` (then a warning; DESIGN.md, Safety rules). The
+daemon runs until SIGINT or SIGTERM.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import threading
 
 from . import InputError
+
+log = logging.getLogger(__name__)
 
 
 def register(subparsers) -> None:
@@ -22,13 +27,16 @@ def register(subparsers) -> None:
                     "listen, policy, round_seconds, state_dir and optionally "
                     "auth_token_file, tls {cert, key, ca}, metrics_listen, throughputs, "
                     "expected_workers, checkpoint_dir, heartbeat_seconds, plan_lead_seconds, "
-                    "min_resolve_interval_s, seed (docs/runtime.md).")
+                    "min_resolve_interval_s, seed, workers_tls, insecure "
+                    "(docs/runtime.md).")
     p.add_argument("--config", required=True, metavar="CLUSTER.yaml",
                    help="the cluster YAML file")
     p.add_argument("--insecure", action="store_true",
                    help="allow a listen address beyond loopback without auth_token_file: "
                         "anyone who can reach the scheduler can submit jobs and run "
-                        "commands on its workers (warns at start). Make a token with: "
+                        "commands on its workers (warns at start), and a metrics_listen "
+                        "beyond loopback (/metrics has no auth); the config key "
+                        "'insecure: true' does the same. Make a token with: "
                         "(umask 077; head -c 32 /dev/urandom | base64 > token)")
     p.set_defaults(func=run)
 
@@ -39,10 +47,13 @@ def run(args: argparse.Namespace) -> int:
     from ..rpc.security import SecurityError
 
     try:
-        config = load_config(args.config)
-        daemon = SchedulerDaemon(config, insecure=args.insecure).start()
+        config = load_config(args.config, insecure=args.insecure)
+        daemon = SchedulerDaemon(config, insecure=config.insecure).start()
     except (ConfigError, SecurityError) as err:
         raise InputError(str(err)) from None
+    if config.metrics_exposed:
+        log.warning("insecure: /metrics on %s has no auth: anyone who can reach it can read "
+                    "the cluster's jobs and workers", config.metrics_listen)
     done = threading.Event()
 
     def stop(signum, frame) -> None:

@@ -10,9 +10,13 @@ Required: ``listen`` (host:port), ``policy``, ``round_seconds``, ``state_dir``. 
 default 30% of the round: the iterator asks for its renewal at 75% of its lease and must
 find the plan made), ``workers_tls`` (true: reach workers over TLS, verified with
 ``tls.ca``; default false), ``min_resolve_interval_s`` (default: Gavel's
-1920 s scaled by round_seconds / 360 s), ``seed``.
+1920 s scaled by round_seconds / 360 s), ``seed``, ``insecure`` (true: as
+``gavelsched scheduler --insecure``; default false).
 
-An unknown key, a missing one or a bad value raises ``ConfigError`` naming the key.
+An unknown key, a missing one or a bad value raises ``ConfigError`` naming the key. The
+metrics endpoint has no auth, so a ``metrics_listen`` beyond loopback is refused unless
+``insecure`` (DESIGN.md, Safety rules: nothing listens beyond loopback without
+authentication unless ``--insecure`` says so).
 """
 
 from __future__ import annotations
@@ -28,12 +32,12 @@ import yaml
 from traces import checks
 from traces.checks import BadValue, NotUtf8, shown, utf8
 
-from ..rpc.security import TlsFiles
+from ..rpc.security import TlsFiles, host_of, is_loopback
 
 REQUIRED = ("listen", "policy", "round_seconds", "state_dir")
 OPTIONAL = ("auth_token_file", "tls", "metrics_listen", "throughputs", "expected_workers",
             "checkpoint_dir", "heartbeat_seconds", "plan_lead_seconds",
-            "min_resolve_interval_s", "seed", "workers_tls")
+            "min_resolve_interval_s", "seed", "workers_tls", "insecure")
 TLS_KEYS = ("cert", "key", "ca")
 PLAN_LEAD_FRACTION = 0.3
 # The longest duration a key may give, in seconds (about 116 days): far under what a
@@ -62,6 +66,7 @@ class DaemonConfig:
     min_resolve_interval_s: float | None = None
     seed: int = 0
     workers_tls: bool = False
+    insecure: bool = False
 
     @property
     def checkpoints(self) -> Path:
@@ -79,9 +84,15 @@ class DaemonConfig:
             return self.min_resolve_interval_s
         return 1920.0 * self.round_seconds / 360.0
 
+    @property
+    def metrics_exposed(self) -> bool:
+        """``/metrics`` (which has no auth) listens beyond loopback."""
+        return self.metrics_listen is not None and not is_loopback(host_of(self.metrics_listen))
 
-def load_config(path: str | Path) -> DaemonConfig:
-    """Read and check a cluster YAML file."""
+
+def load_config(path: str | Path, *, insecure: bool = False) -> DaemonConfig:
+    """Read and check a cluster YAML file; ``insecure``: ``--insecure`` was given (as the
+    key ``insecure: true``)."""
     path = Path(path)
     try:
         text = utf8(path.read_bytes())
@@ -98,13 +109,16 @@ def load_config(path: str | Path) -> DaemonConfig:
         raise ConfigError(f"{path}: bad YAML{where}: {problem}") from None
     except RecursionError:
         raise ConfigError(f"{path}: bad YAML: nested too deeply") from None
-    return parse_config(data, base=path.parent, name=str(path))
+    return parse_config(data, base=path.parent, name=str(path), insecure=insecure)
 
 
-def parse_config(data: Any, *, base: Path = Path("."), name: str = "config") -> DaemonConfig:
+def parse_config(data: Any, *, base: Path = Path("."), name: str = "config",
+                 insecure: bool = False) -> DaemonConfig:
     """Check a parsed YAML mapping; relative paths are taken from ``base``. Every value is
     checked here, once (DESIGN.md, Safety rules): finite numbers in range, integers within
-    64 bits, paths and addresses as text without control characters."""
+    64 bits, paths and addresses as text without control characters. ``insecure``
+    (``--insecure``) or the key ``insecure: true`` allows ``metrics_listen`` beyond
+    loopback."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"{name}: expected a mapping of keys, got {type(data).__name__}")
     for key in data:
@@ -161,11 +175,12 @@ def parse_config(data: Any, *, base: Path = Path("."), name: str = "config") -> 
     for key in ("heartbeat_seconds", "plan_lead_seconds", "min_resolve_interval_s"):
         if data.get(key) is not None:
             kw[key] = number(key, 0.05 if key == "heartbeat_seconds" else 0.0)
-    if data.get("workers_tls") is not None:
-        if not isinstance(data["workers_tls"], bool):
-            raise ConfigError(f"{name}: workers_tls must be true or false, "
-                              f"got {shown(data['workers_tls'])}")
-        kw["workers_tls"] = data["workers_tls"]
+    for key in ("workers_tls", "insecure"):
+        if data.get(key) is not None:
+            if not isinstance(data[key], bool):
+                raise ConfigError(f"{name}: {key} must be true or false, got {shown(data[key])}")
+            kw[key] = data[key]
+    kw["insecure"] = kw.get("insecure", False) or insecure
     if data.get("tls") is not None:
         tls = data["tls"]
         if not isinstance(tls, Mapping):
@@ -176,7 +191,13 @@ def parse_config(data: Any, *, base: Path = Path("."), name: str = "config") -> 
         if ("cert" in tls) != ("key" in tls):
             raise ConfigError(f"{name}: tls.cert and tls.key go together")
         kw["tls"] = TlsFiles(**{k: path_of(f"tls.{k}", v) for k, v in tls.items()})
-    return DaemonConfig(**kw)
+    config = DaemonConfig(**kw)
+    if config.metrics_exposed and not config.insecure:
+        port = config.metrics_listen.rpartition(":")[2]
+        raise ConfigError(f"{name}: metrics_listen {config.metrics_listen} is beyond loopback "
+                          f"and /metrics has no auth: bind it to 127.0.0.1:{port}, or set "
+                          f"insecure: true (or pass --insecure) to expose it")
+    return config
 
 
 def _address(name: str, key: str, value: Any) -> str:

@@ -79,8 +79,10 @@ class Dispatcher:
                 on_done: Callable[[Delivery], None] | None = None) -> None:
         self._call(address, "RunJob", request, on_done)
 
-    def kill_job(self, address: str, job_id: str, reason: str) -> None:
-        self._call(address, "KillJob", pb.KillJobRequest(job_id=job_id, reason=reason), None)
+    def kill_job(self, address: str, job_id: str, reason: str, generation: int = 0) -> None:
+        """Kill run ``generation`` of the job there (0: whichever runs)."""
+        self._call(address, "KillJob", pb.KillJobRequest(job_id=job_id, reason=reason,
+                                                         generation=generation), None)
 
     def shutdown_worker(self, address: str, reason: str) -> None:
         self._call(address, "Shutdown", pb.ShutdownRequest(reason=reason), None)

@@ -25,6 +25,8 @@ their collaborators:
   checkpoint), and suspected jobs;
 - ``retries.Retries``: a run killed by a signal is tried again, with backoff, up to a
   budget; runs that never step fail their job;
+- ``fences.Fences``: every launch gets a new run generation; a message of an older one
+  (a late report, a cut-off worker's process) is ignored and logged, never applied;
 - ``startups.Startups``: mean start-up per job type; ``view``: the frozen view that
   ``snapshot`` and ``metrics`` read, and the allocation against received share.
 """
@@ -48,6 +50,7 @@ from ..rpc import pb
 from .clock import RoundClock
 from .config import DaemonConfig
 from .dispatch import Dispatcher
+from .fences import Fences, StaleRun
 from .health import Health
 from .inbox import Inbox
 from .leases import stop_lease
@@ -105,15 +108,16 @@ class DaemonExecutor:
             on_solve_error="keep"))
         self.driver = RoundDriver(self.core)
         self.jobs: dict[str, JobRow] = {}
-        for row in store.jobs():
+        for row in store.jobs(table):
             if not row.final:
                 row = row.but(state="queued")
                 self.core.submit(row.spec, row.arrival_s, steps_done=row.steps_done)
             self.jobs[row.id] = row
         self.startups = Startups(store)
         self.retries = Retries(store, config.round_seconds)
+        self.fences = Fences(store)
         self.runs = RunTable(config, self.jobs, self.health, dispatcher, self.startups,
-                             self.retries, self.core, clock=clock,
+                             self.retries, self.fences, self.core, clock=clock,
                              round_end=lambda: self.clock.next_start, post=self.post,
                              fail=self._fail_job)
         self.roster = Servers(config, self.core, store, self.health, self.runs,
@@ -121,7 +125,7 @@ class DaemonExecutor:
         online = OnlineThroughputs(table)
         online.restore(store.throughputs())
         self.progress = Progress(self.jobs, self.runs, self.driver, self.core, online, store,
-                                 clock=clock)
+                                 self.fences, clock=clock)
         self.shares = Shares(self.core, config.round_seconds)
         self.clock = RoundClock(config.round_seconds, config.plan_lead)
         self._planned: Round | None = None       # planned, not yet started
@@ -179,7 +183,8 @@ class DaemonExecutor:
         """The frozen view ``snapshot`` and ``metrics`` read."""
         return DaemonView.of(self.round_index, self.core.policy.name,
                              self.config.round_seconds, now, self.jobs, self.runs.live(),
-                             self.health.servers.values(), self.shares.at(now))
+                             self.health.servers.values(), self.shares.at(now),
+                             table=self.table)
 
     # ---- time-driven ------------------------------------------------------------------
     def tick(self) -> None:
@@ -296,13 +301,17 @@ class DaemonExecutor:
     def register(self, request: pb.RegisterWorkerRequest, mono: float) -> pb.RegisterWorkerResponse:
         return self.roster.register(request, mono)
 
-    def heartbeat(self, server_id: int, mono: float, running: tuple[str, ...] = ()) -> bool:
-        return self.roster.heartbeat(server_id, mono, running)
+    def heartbeat(self, server_id: int, mono: float, running: dict[str, int] | None = None
+                  ) -> bool:
+        """``running``: job -> run generation of the processes the server hosts."""
+        return self.roster.heartbeat(server_id, mono, running or {})
 
     def round_report(self, request: pb.RoundReportRequest) -> None:
         job_id = request.job_id
+        if not self.fences.admits(job_id, int(request.generation), "ReportRound"):
+            return
         if request.steps >= 0:
-            self.durable_steps(job_id, int(request.steps))
+            self.durable_steps(job_id, int(request.steps), int(request.generation))
         run = self.runs.get(job_id)
         if run is not None and request.server_id in run.servers:
             if request.failed:
@@ -341,16 +350,23 @@ class DaemonExecutor:
                     self.retries.budget + 1)
         return False
 
-    def durable_steps(self, job_id: str, steps: int, seconds: float | None = None) -> None:
-        """A checkpoint holds ``steps`` (absolute) for the job (``progress.Progress``)."""
+    def durable_steps(self, job_id: str, steps: int, generation: int,
+                      seconds: float | None = None) -> bool:
+        """A commit by run ``generation`` holds ``steps`` (absolute) for the job
+        (``progress.Progress``). False when that run is stale: the commit is not taken."""
+        if not self.fences.admits(job_id, generation, "durable steps"):
+            return False
         now = self.now()
-        if self.progress.durable(job_id, steps, seconds, now):
+        if self.progress.durable(job_id, steps, generation, seconds, now):
             self._finish(job_id, now)
+        return True
 
     def init_job(self, request: pb.InitJobRequest) -> pb.InitJobResponse:
         job = self.jobs.get(request.job_id)
         if job is None:
             raise KeyError(f"unknown job {request.job_id!r}")
+        if not self.fences.admits(job.id, int(request.generation), "InitJob"):
+            raise StaleRun(job.id, int(request.generation), self.fences.current(job.id))
         run = self.runs.get(request.job_id)
         if run is not None and not run.started_up:
             self.runs.started_up(run)
@@ -358,14 +374,16 @@ class DaemonExecutor:
             self.jobs[job.id] = job.but(state="running")
         lease = run.lease if run is not None else stop_lease(job.steps_done)
         return pb.InitJobResponse(lease=lease, steps_done=job.steps_done,
-                                  total_steps=job.spec.total_steps)
+                                  total_steps=job.spec.total_steps,
+                                  checkpoint_generation=self.fences.checkpoint(job.id))
 
     def renew_lease(self, request: pb.RenewLeaseRequest) -> pb.Lease | Future:
         """The lease for the next round: extended when the job keeps its workers. Before
         the next round is planned the answer waits for the plan (a future)."""
         run = self.runs.get(request.job_id)
         job = self.jobs.get(request.job_id)
-        if run is None or job is None or job.final:
+        if (run is None or job is None or job.final or run.generation != request.generation
+                or not self.fences.admits(job.id, int(request.generation), "RenewLease")):
             return stop_lease(int(request.steps), request.seconds)
         if run.round > request.round:          # already extended by the next plan
             return run.lease

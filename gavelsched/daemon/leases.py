@@ -75,11 +75,12 @@ def host_of(address: str) -> str:
 
 def run_requests(task: MicroTask, member: int, job: JobRow, lease: pb.Lease,
                  view: ClusterView, addresses: Mapping[int, str], *, round_index: int,
-                 scheduler_address: str, checkpoint_dir: str,
+                 scheduler_address: str, checkpoint_dir: str, generation: int,
                  master_port: int = 0) -> dict[int, pb.RunJobRequest]:
     """RunJob requests of member ``member`` of ``task``, by server id: local GPU indices,
     the first global rank on each server, torchrun-style rendezvous for multi-GPU jobs.
-    A mixed-capable job's requests all carry its virtual-node layout in ``env``, dealt
+    Every request carries the run's ``generation`` (``fences``). A mixed-capable job's
+    requests all carry its virtual-node layout in ``env``, dealt
     over the task's ranks by its split plan (``mixed.mixed_env``); ranks follow
     ``task.workers``, the plan's order, and each server launches only its own."""
     by_server: dict[int, list[int]] = {}
@@ -104,6 +105,6 @@ def run_requests(task: MicroTask, member: int, job: JobRow, lease: pb.Lease,
             master_port=master_port if world > 1 else 0,
             scheduler_address=scheduler_address,
             expected_steps_per_s=float(task.throughputs[member]),
-            checkpoint_dir=checkpoint_dir, env=env)
+            checkpoint_dir=checkpoint_dir, env=env, generation=generation)
         rank += len(workers)
     return out

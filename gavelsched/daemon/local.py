@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import grpc
+import psutil
 import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -54,15 +55,18 @@ def wait_until(predicate: Callable[[], object], timeout: float, what: str) -> ob
 
 
 def kill_tree(pid: int, sig: int = signal.SIGKILL) -> None:
-    """Signal a process and every process below it (a worker and the jobs it launched)."""
-    children = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True,
-                              check=False)
-    for child in children.stdout.split():
-        kill_tree(int(child), sig)
+    """Signal a process and every process below it (a worker and the jobs it launched),
+    the children first (psutil: no ``pgrep`` needed, which slim images lack)."""
     try:
-        os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
+        parent = psutil.Process(pid)
+        family = [*parent.children(recursive=True), parent]
+    except psutil.NoSuchProcess:
+        return
+    for proc in family:
+        try:
+            proc.send_signal(sig)
+        except psutil.NoSuchProcess:
+            pass
 
 
 class LocalCluster:
@@ -75,7 +79,7 @@ class LocalCluster:
     def __init__(self, root: Path, *, policy: str = "max_min_fairness_perf",
                  round_seconds: float = 6.0, heartbeat_seconds: float = 1.0,
                  token: str | None = None, config: Mapping | None = None) -> None:
-        self.root = Path(root)
+        self.root = Path(root).resolve()   # what goes in its config and flags is absolute
         self.root.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"

@@ -3,7 +3,8 @@
 Progress reaches the core only as durable step counts (``ReportSteps(checkpointed)`` and
 ``RoundReport``), credited through the round driver: a job's count is the max of what was
 reported, so a report sent twice counts once and a crash loses at most the steps since the
-last checkpoint. Each checkpointed report of a run also samples the job's steps/s on its
+last checkpoint. The count and the generation of the commit that holds it (``fences``) are
+written together: a relaunch loads exactly that commit. Each checkpointed report of a run also samples the job's steps/s on its
 worker type; a sample that moves the job's row enough replaces its priors in the core.
 """
 
@@ -13,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 from ..core import SchedulerCore
 from ..core.driver import RoundDriver
+from .fences import Fences
 from .runs import Run, RunTable
 from .store import JobRow, Store
 from .throughputs import OnlineThroughputs
@@ -20,16 +22,16 @@ from .throughputs import OnlineThroughputs
 
 class Progress:
     def __init__(self, jobs: dict[str, JobRow], runs: RunTable, driver: RoundDriver,
-                 core: SchedulerCore, online: OnlineThroughputs, store: Store, *,
-                 clock: Callable[[], float]) -> None:
+                 core: SchedulerCore, online: OnlineThroughputs, store: Store,
+                 fences: Fences, *, clock: Callable[[], float]) -> None:
         self.jobs, self.runs, self.driver, self.core = jobs, runs, driver, core
-        self.online, self.store, self._clock = online, store, clock
+        self.online, self.store, self.fences, self._clock = online, store, fences, clock
 
-    def durable(self, job_id: str, steps: int, seconds: float | None,
+    def durable(self, job_id: str, steps: int, generation: int, seconds: float | None,
                 now: float) -> bool:
-        """A checkpoint holds ``steps`` (absolute) for the job: count what is new, once.
-        ``seconds``: the run's own clock at that checkpoint (None: no sample). Returns
-        whether the job has now finished."""
+        """A commit by run ``generation`` (the job's newest: the caller checked) holds
+        ``steps`` (absolute): count what is new, once. ``seconds``: the run's own clock at
+        that checkpoint (None: no sample). Returns whether the job has now finished."""
         job = self.jobs.get(job_id)
         if job is None or job.final:
             return False
@@ -44,10 +46,10 @@ class Progress:
             return False
         delta = steps - job.steps_done
         self.jobs[job_id] = job.but(steps_done=steps)
-        if self.driver.credit((job_id,), ((delta,),), now):
-            return True
-        self.store.update_jobs([self.jobs[job_id]])
-        return False
+        with self.store.transaction() as db:
+            self.store.update_jobs([self.jobs[job_id]], db)
+            self.fences.took(job_id, generation, db)
+        return self.driver.credit((job_id,), ((delta,),), now)
 
     def _measure(self, job: JobRow, run: Run, steps: int, seconds: float, now: float) -> None:
         """Online throughputs (thesis §5.3.3) from a run's checkpointed reports. A run on a

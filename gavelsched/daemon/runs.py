@@ -5,7 +5,8 @@ on the same GPUs (lease extension), and is over when every server hosting it rep
 exit, died, or was told to kill it. A job placed while its last run is still saving waits
 (*deferred*) until that run exits, so a checkpoint is never read while it is written. A run
 found on a worker after a scheduler restart is an *orphan*: it is held, so the job is not
-launched elsewhere, until it exits.
+launched elsewhere, until it exits. Every launch gets a new run generation (``fences``); a
+process of an older generation found on a worker is told to stop.
 
 Everything here runs on the executor thread; the collaborators it needs (the job rows, the
 servers' health, the dispatcher, start-up statistics, the core's cluster view, the clock,
@@ -22,6 +23,7 @@ from ..core import MicroTask, SchedulerCore
 from ..rpc import pb
 from .config import DaemonConfig
 from .dispatch import Delivery, Dispatcher
+from .fences import Fences
 from .health import Health
 from .leases import MIN_LEASE_FRACTION, extended_lease, new_lease, run_requests, startup_lease, stop_lease
 from .retries import Retries
@@ -54,6 +56,7 @@ class Run:
     orphan: bool = False                 # found running after a scheduler restart
     workers: tuple[int, ...] = ()        # the core's worker ids it holds
     round_start: float = 0.0             # monotonic start of its first round
+    generation: int = 0                  # its fencing token (``fences``)
 
 
 class RunTable:
@@ -61,12 +64,13 @@ class RunTable:
 
     def __init__(self, config: DaemonConfig, jobs: dict[str, JobRow], health: Health,
                  dispatcher: Dispatcher, startups: Startups, retries: Retries,
-                 core: SchedulerCore, *,
+                 fences: Fences, core: SchedulerCore, *,
                  clock: Callable[[], float], round_end: Callable[[], float | None],
                  post: Callable[[Callable[[], object]], object],
                  fail: Callable[[str, str], None]) -> None:
         self.config, self.jobs, self.health = config, jobs, health
         self.dispatcher, self.startups, self.retries = dispatcher, startups, retries
+        self.fences = fences
         self.core = core
         self._clock, self._round_end, self._post, self._fail = clock, round_end, post, fail
         self.scheduler_address = ""
@@ -108,8 +112,8 @@ class RunTable:
 
     def _launch_or_defer(self, task: MicroTask, m: int, job_id: str, index: int) -> None:
         job = self.jobs.get(job_id)
-        if job is None or job.final:
-            return
+        if job is None or job.final or job.steps_done >= job.spec.total_steps:
+            return                            # (a run that can do no step is never sent)
         if job_id in self._runs:              # its last run is still saving: wait for it
             self._deferred[job_id] = (m, task, index)
             return
@@ -131,14 +135,18 @@ class RunTable:
             log.info("job %s: %.1fs left in round %d, less than its start-up; not launched",
                      job_id, left, index)
             return
+        # The lease counts from the durable count, which is exactly the commit the run
+        # loads (``fences``): it always allows at least one step past it.
         lease = new_lease(index, job.steps_done, task.steps[m], job.spec.total_steps, left)
+        generation = self.fences.issue(job_id)
         requests = run_requests(task, m, job, lease, view, self.health.addresses(),
                                 round_index=index, scheduler_address=self.scheduler_address,
-                                checkpoint_dir=str(self.config.checkpoints / job_id))
+                                checkpoint_dir=str(self.config.checkpoints / job_id),
+                                generation=generation)
         self._runs[job_id] = Run(job_id, task.worker_type, requests, set(requests), lease,
                                  index, mono, ends, float(task.throughputs[m]),
                                  job.steps_done, (job.steps_done, 0.0), workers=task.workers,
-                                 round_start=ends - R)
+                                 round_start=ends - R, generation=generation)
         self.held[task.key] = R
         for server_id, request in requests.items():
             self._send(job_id, server_id, request)
@@ -247,7 +255,8 @@ class RunTable:
             return
         for server_id in run.left:
             if self.health.alive(server_id):
-                self.dispatcher.kill_job(self.health.address(server_id), job_id, reason)
+                self.dispatcher.kill_job(self.health.address(server_id), job_id, reason,
+                                         run.generation)
 
     def lost_server(self, server_id: int, reason: str) -> None:
         """The processes on ``server_id`` are gone: end their runs (the jobs resume from
@@ -265,20 +274,33 @@ class RunTable:
                     self._deferred[job_id] = deferred
                     self._launch_deferred(job_id)
 
-    def adopt_orphans(self, server_id: int, worker_type: str, running: set[str],
+    def adopt_orphans(self, server_id: int, worker_type: str, running: dict[str, int],
                       mono: float) -> None:
-        """Processes this scheduler did not start (it restarted while they ran) are held
-        as *orphan* runs, so the job is not launched elsewhere while one may still write
-        its checkpoint; their next RenewLease ends them (an expired lease). An orphan run
-        ends when its exit is reported or the worker stops listing it."""
-        for job_id in running:
+        """Reconcile a heartbeat's ``running`` (job -> run generation) with the table.
+        A process of the job's newest generation that this scheduler did not start (it
+        restarted while it ran) is held as an *orphan* run, so the job is not launched
+        elsewhere while it may still write its checkpoint; its next RenewLease ends it (an
+        expired lease). A process of an older generation, or of a job that has ended, is
+        told to stop. An orphan run ends when its exit is reported or the worker stops
+        listing it."""
+        for job_id, generation in running.items():
             job = self.jobs.get(job_id)
-            if job_id in self._runs or job is None or job.final:
+            run = self._runs.get(job_id)
+            if run is not None and run.generation == generation:
+                continue
+            if job is None or job.final or generation != self.fences.current(job_id):
+                log.warning("job %s: run generation %d on server %d is stale; stopping it",
+                            job_id, generation, server_id)
+                self.dispatcher.kill_job(self.health.address(server_id), job_id,
+                                         "stale run generation", generation)
+                continue
+            if run is not None:
                 continue
             self._runs[job_id] = Run(job_id, worker_type, {server_id: pb.RunJobRequest()},
                                      {server_id}, stop_lease(job.steps_done), -1, mono, mono,
                                      0.0, job.steps_done, (job.steps_done, 0.0),
-                                     started_up=True, orphan=True, round_start=mono)
+                                     started_up=True, orphan=True, round_start=mono,
+                                     generation=generation)
         for job_id, run in list(self._runs.items()):
             if run.orphan and server_id in run.left and job_id not in running:
                 self.exited(job_id, server_id)

@@ -35,7 +35,7 @@ class SchedulerDaemon:
 
     def __init__(self, config: DaemonConfig, *, insecure: bool = False) -> None:
         self.config = config
-        self.insecure = insecure
+        self.insecure = insecure or config.insecure
         self.token = read_token(config.auth_token_file)
         self._exposure(config.listen)
         self.table = load_table(config.throughputs) if config.throughputs else default_table()

@@ -1,8 +1,10 @@
 """Worker servers joining, beating and going silent (thesis §5.6).
 
 A worker daemon registers its GPUs of one type; a server that registers again (a restart)
-keeps its id and GPUs, and its old processes are gone. A heartbeat lists the jobs the
-server runs (a scheduler that restarted adopts them as orphan runs, ``runs``). A server
+keeps its id and GPUs, and its old processes are gone (a worker daemon saves its id and
+sends it again when it restarts, and kills what its predecessor left running). A heartbeat
+lists the runs the server hosts, with their generations (a scheduler that restarted adopts
+the newest ones as orphan runs; older ones are told to stop: ``runs``). A server
 silent for ``health.HEARTBEAT_MISSES`` heartbeats is failed in the core, and its runs end
 (their jobs go on from their last checkpoint). The collaborators are handed in; this room
 runs on the executor thread.
@@ -58,13 +60,13 @@ class Servers:
                                          round_seconds=self.config.round_seconds,
                                          heartbeat_seconds=self.config.heartbeat_seconds)
 
-    def heartbeat(self, server_id: int, mono: float, running: tuple[str, ...] = ()) -> bool:
+    def heartbeat(self, server_id: int, mono: float, running: dict[str, int]) -> bool:
         """A server's heartbeat; False when it is unknown or was failed (it registers
         again)."""
         server = self.health.seen(server_id, mono)
         if server is None:
             return False
-        self.runs.adopt_orphans(server_id, server.row.worker_type, set(running), mono)
+        self.runs.adopt_orphans(server_id, server.row.worker_type, running, mono)
         return True
 
     def fail_silent(self, mono: float) -> bool:

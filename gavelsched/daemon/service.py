@@ -18,6 +18,7 @@ from traces.checks import BadValue, shown
 
 from ..rpc import pb, pb_grpc
 from .executor import DaemonExecutor
+from .fences import StaleRun
 from .leases import stop_lease
 from .submissions import SubmissionError
 
@@ -80,9 +81,9 @@ class WorkerService(pb_grpc.WorkerToSchedulerServicer):
 
     def Heartbeat(self, request, context):
         mono = time.monotonic()
+        running = {r.job_id: int(r.generation) for r in request.running}
         return pb.HeartbeatResponse(known=self.x.call(
-            lambda: self.x.heartbeat(request.server_id, mono, tuple(request.running_job_ids)),
-            changes=False))
+            lambda: self.x.heartbeat(request.server_id, mono, running), changes=False))
 
     def ReportRound(self, request, context):
         why = bad_report(request, unknown_steps=True)
@@ -101,6 +102,8 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
             return self.x.call(lambda: self.x.init_job(request))
         except KeyError as err:
             _abort_on(context, err, grpc.StatusCode.NOT_FOUND)
+        except StaleRun as err:
+            _abort_on(context, err, grpc.StatusCode.FAILED_PRECONDITION)
 
     def RenewLease(self, request, context):
         why = bad_report(request)
@@ -120,9 +123,11 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
         why = bad_report(request)
         if why is not None:
             return pb.Ack(ok=False, message=_ignored("ReportSteps", request, why))
-        if request.checkpointed:
-            self.x.call(lambda: self.x.durable_steps(request.job_id, int(request.steps),
-                                                     float(request.seconds)))
+        if request.checkpointed and not self.x.call(lambda: self.x.durable_steps(
+                request.job_id, int(request.steps), int(request.generation),
+                float(request.seconds))):
+            return pb.Ack(ok=False, message=f"run generation {request.generation} of job "
+                                            f"{shown(request.job_id)} is stale")
         return pb.Ack(ok=True)
 
 

@@ -6,18 +6,34 @@ completion times), ``servers`` (worker servers with the ids the core gave their 
 ``throughputs`` (measured steps/s per job and worker type, §5.3.3) and ``meta`` (the
 round counter, the next job id, the daemon's time origin). Only the executor thread
 writes; opening the same ``state_dir`` again restores everything.
+
+What is read back passes a door (``rows``; DESIGN.md, Safety rules): text columns are read
+as bytes and checked, a bad job row comes back ``failed`` with its reason (and is written
+so), a bad server, throughput or meta row is dropped with a warning.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
+from typing import TypeVar
 
-from ..core import JobSpec
+from traces.checks import BadValue
+
+from .rows import (COUNTERS, FINAL, RUN_FIELDS, SPEC_FIELDS, STATES, JobRow, ServerRow, Table,
+                   job_row, meta_value, server_row, throughput)
+
+__all__ = ["FINAL", "STATES", "JobRow", "ServerRow", "Store"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+# A column as read back: text as bytes, so that a row that is not UTF-8 is refused by the
+# checks (``rows``) instead of failing the whole query.
+_RAW = "CASE typeof({0}) WHEN 'text' THEN CAST({0} AS BLOB) ELSE {0} END"
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -32,53 +48,6 @@ CREATE TABLE IF NOT EXISTS throughputs (
     PRIMARY KEY (job_id, worker_type));
 """
 
-STATES = ("queued", "running", "done", "failed", "cancelled")
-FINAL = frozenset({"done", "failed", "cancelled"})
-
-
-@dataclass(frozen=True)
-class JobRow:
-    """One submitted job as stored: the core's ``JobSpec`` (what the scheduler plans with)
-    and what only the daemon keeps: ``workload``/``command`` (what the worker runs), the
-    state, the *durable* step count and the times."""
-
-    spec: JobSpec
-    workload: str = ""
-    command: str = ""
-    state: str = "queued"
-    steps_done: int = 0
-    reason: str | None = None
-    arrival_s: float = 0.0
-    completion_s: float | None = None
-
-    @property
-    def id(self) -> str:
-        return self.spec.id
-
-    def but(self, **changes) -> JobRow:
-        return replace(self, **changes)
-
-    def with_id(self, job_id: str) -> JobRow:
-        return replace(self, spec=replace(self.spec, id=job_id))
-
-    @property
-    def final(self) -> bool:
-        return self.state in FINAL
-
-
-@dataclass(frozen=True)
-class ServerRow:
-    id: int
-    worker_type: str
-    workers: tuple[int, ...]
-    address: str
-    hostname: str = ""
-
-
-_SPEC_FIELDS = ("job_type", "scale_factor", "total_steps", "priority_weight", "slo_s",
-                "entity", "mixed", "min_scale_factor")
-_RUN_FIELDS = ("workload", "command")
-
 
 class Store:
     """The SQLite file ``state_dir/gavelsched.db`` (created with its folder)."""
@@ -90,6 +59,7 @@ class Store:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(SCHEMA)
+        self._check_meta()
 
     def close(self) -> None:
         self._db.close()
@@ -119,6 +89,45 @@ class Store:
             "INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET "
             "value=excluded.value", [(k, str(v)) for k, v in values.items()])
 
+    def _check_meta(self) -> None:
+        """Meta rows checked once, at open (``rows.meta_value``): a bad one is dropped with a
+        warning, so its reader takes its default; the counters (``next_job_id``,
+        ``rows.COUNTERS``) are kept past every id they issued."""
+        meta = dict(self._checked("meta", "key, value", meta_value))
+        for counter, prefixes in COUNTERS.items():
+            self._keep_past(counter, max((int(v) for k, v in meta.items()
+                                          if k.startswith(prefixes)), default=None))
+        (top,) = self._db.execute("SELECT MAX(seq) FROM jobs "
+                                  "WHERE typeof(seq) = 'integer'").fetchone()
+        self._keep_past("next_job_id", top)
+
+    def _keep_past(self, counter: str, last: int | None) -> None:
+        stored = self.get_meta(counter)
+        if last is not None and (stored is None or int(stored) <= last):
+            log.warning("store %s: %s %s set to %d, past the last one issued", self.path,
+                        counter, stored, last + 1)
+            self.set_meta({counter: last + 1})
+
+    def _checked(self, table: str, columns: str, check: Callable[..., T], *,
+                 order: str = "rowid", delete: bool = True) -> list[T]:
+        """What ``check`` makes of each row of ``table`` (given the raw ``columns``, text as
+        bytes: ``_RAW``); a row it refuses (``BadValue``) is left out with a warning, and
+        deleted unless ``delete=False``."""
+        names = [c.strip() for c in columns.split(",")]
+        good, bad = [], []
+        for rowid, *raw in self._db.execute(
+                f"SELECT rowid, {', '.join(_RAW.format(c) for c in names)} FROM {table} "
+                f"ORDER BY {order}"):
+            try:
+                good.append(check(*raw))
+            except BadValue as err:
+                bad.append(rowid)
+                log.warning("store %s: %s row %d left out: %s", self.path, table, rowid, err)
+        if bad and delete:
+            with self.transaction() as db:
+                db.executemany(f"DELETE FROM {table} WHERE rowid=?", [(r,) for r in bad])
+        return good
+
     # ---- jobs -------------------------------------------------------------------------
     def add_job(self, job: JobRow) -> None:
         """Insert a new job and advance the job-id counter, in one transaction."""
@@ -130,35 +139,39 @@ class Store:
     def next_job_id(self) -> int:
         return int(self.get_meta("next_job_id", "0"))
 
-    def update_jobs(self, jobs: list[JobRow]) -> None:
-        """Write changed jobs (state, steps_done, reason, completion) together."""
+    def update_jobs(self, jobs: list[JobRow], db: sqlite3.Connection | None = None) -> None:
+        """Write changed jobs (state, steps_done, reason, completion) together (inside the
+        caller's transaction ``db``, when given)."""
         if not jobs:
             return
-        with self.transaction() as db:
+        with nullcontext(db) if db is not None else self.transaction() as db:
             db.executemany("UPDATE jobs SET state=?, steps_done=?, reason=?, completion_s=? "
                            "WHERE id=?", [(j.state, j.steps_done, j.reason, j.completion_s, j.id)
                                           for j in jobs])
 
     def _put_job(self, db: sqlite3.Connection, job: JobRow, seq: int) -> None:
-        spec = json.dumps({**{k: getattr(job.spec, k) for k in _SPEC_FIELDS},
-                           **{k: getattr(job, k) for k in _RUN_FIELDS}})
+        spec = json.dumps({**{k: getattr(job.spec, k) for k in SPEC_FIELDS},
+                           **{k: getattr(job, k) for k in RUN_FIELDS}})
         db.execute("INSERT INTO jobs(id, seq, spec, state, steps_done, reason, arrival_s, "
                    "completion_s) VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
                    (job.id, seq, spec, job.state, job.steps_done, job.reason, job.arrival_s,
                     job.completion_s))
 
-    def jobs(self) -> list[JobRow]:
-        """Every job, in submission order."""
-        out = []
-        for (job_id, spec, state, steps, reason, arrival,
-             completion) in self._db.execute("SELECT id, spec, state, steps_done, reason, "
-                                             "arrival_s, completion_s FROM jobs ORDER BY seq"):
-            fields = json.loads(spec)
-            run = {k: fields.pop(k, "") for k in _RUN_FIELDS}
-            out.append(JobRow(JobSpec(id=job_id, **fields), **run, state=state,
-                              steps_done=steps, reason=reason, arrival_s=arrival,
-                              completion_s=completion))
-        return out
+    def jobs(self, table: Table | None = None) -> list[JobRow]:
+        """Every job, in submission order, each row checked (``rows.job_row``; with
+        ``table``, a job it runs nowhere is refused too). A refused row comes back
+        ``failed`` with its reason and is written so; a row with no usable id is left out
+        (and kept in the file), with a warning."""
+        rows = self._checked("jobs", "id, spec, state, steps_done, reason, arrival_s, "
+                             "completion_s",
+                             lambda *raw: (job_row(*raw, table=table), (raw[2], raw[4])),
+                             order="seq", delete=False)
+        changed = [row for row, (state, reason) in rows if row.state == "failed"
+                   and (state, reason) != (b"failed", (row.reason or "").encode())]
+        for row in changed:
+            log.warning("store %s: job %s %s", self.path, row.id, row.reason)
+        self.update_jobs(changed)
+        return [row for row, _ in rows]
 
     # ---- servers ----------------------------------------------------------------------
     def put_server(self, server: ServerRow) -> None:
@@ -170,9 +183,20 @@ class Store:
                         server.address, server.hostname))
 
     def servers(self) -> list[ServerRow]:
-        return [ServerRow(i, t, tuple(json.loads(w)), a, h) for i, t, w, a, h in
-                self._db.execute("SELECT id, worker_type, workers, address, hostname "
-                                 "FROM servers ORDER BY id")]
+        """Every worker server, each row checked (``rows.server_row``); a bad one, or one
+        that names another's worker ids, is dropped with a warning (its worker registers
+        again as a new server)."""
+        seen: set[int] = set()
+
+        def check(*raw) -> ServerRow:
+            row = server_row(*raw)
+            if seen & set(row.workers):
+                raise BadValue("workers", "must not repeat another server's worker ids",
+                               list(row.workers))
+            seen.update(row.workers)
+            return row
+
+        return self._checked("servers", "id, worker_type, workers, address, hostname", check)
 
     # ---- throughputs ------------------------------------------------------------------
     def put_throughput(self, job_id: str, worker_type: str, steps_per_s: float) -> None:
@@ -182,8 +206,10 @@ class Store:
                        "steps_per_s=excluded.steps_per_s", (job_id, worker_type, steps_per_s))
 
     def throughputs(self) -> dict[str, dict[str, float]]:
+        """Measured steps/s per job and type, each row checked (``rows.throughput``: finite,
+        > 0); a bad one is dropped with a warning (the table's prior stands in)."""
         out: dict[str, dict[str, float]] = {}
-        for job_id, t, v in self._db.execute("SELECT job_id, worker_type, steps_per_s "
-                                             "FROM throughputs"):
+        for job_id, t, v in self._checked("throughputs", "job_id, worker_type, steps_per_s",
+                                          throughput):
             out.setdefault(job_id, {})[t] = v
         return out

@@ -4,7 +4,8 @@ readers never touch live state (STYLE.md §5, Kueue's snapshot).
 
 It also keeps the allocation against the received share (thesis §5.5) that both show:
 ``Shares`` remembers the last closed allocation period, because a period younger than a
-round says little.
+round says little. With the throughput table (``table``), it tells which worker types run
+a job (for the pending reasons of ``pending``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from policies import is_pair_key
 
 from ..core import Period, SchedulerCore
-from .store import JobRow, ServerRow
+from .rows import JobRow, ServerRow, Table, runs_on
 
 ShareRow = tuple[Mapping[str, float], Mapping[str, float]]   # (X, received fraction)
 
@@ -43,16 +44,30 @@ class DaemonView:
     runs: Mapping[str, RunView]
     servers: tuple[ServerView, ...]
     shares: Mapping[str, ShareRow]
+    table: Table | None = None      # immutable (``traces.ThroughputTable``); None: unknown
 
     @classmethod
     def of(cls, round_index: int, policy: str, round_seconds: float, now: float,
            jobs: Mapping[str, JobRow], runs: Iterable, servers: Iterable,
-           shares: Mapping[str, ShareRow]) -> DaemonView:
+           shares: Mapping[str, ShareRow], table: Table | None = None) -> DaemonView:
         """A picture of live state: the job rows, the run table's ``Run``s and the servers'
         health (``ServerState``), copied into frozen values."""
         return cls(round_index, policy, round_seconds, now, tuple(jobs.values()),
                    {r.job_id: RunView(r.worker_type, len(r.workers), r.orphan) for r in runs},
-                   tuple(ServerView(s.row, s.alive) for s in servers), shares)
+                   tuple(ServerView(s.row, s.alive) for s in servers), shares, table)
+
+    def gpus(self) -> dict[str, tuple[int, int]]:
+        """Worker type -> (GPUs registered, GPUs alive)."""
+        out: dict[str, tuple[int, int]] = {}
+        for s in self.servers:
+            total, alive = out.get(s.row.worker_type, (0, 0))
+            n = len(s.row.workers)
+            out[s.row.worker_type] = (total + n, alive + (n if s.alive else 0))
+        return out
+
+    def runs_on(self, job_type: str, scale_factor: int) -> tuple[str, ...] | None:
+        """The worker types that run the job (``rows.runs_on``); None without a table."""
+        return None if self.table is None else runs_on(self.table, job_type, scale_factor)
 
 
 class Shares:

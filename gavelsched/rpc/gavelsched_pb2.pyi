@@ -40,13 +40,23 @@ class RegisterWorkerResponse(_message.Message):
     heartbeat_seconds: float
     def __init__(self, server_id: _Optional[int] = ..., worker_ids: _Optional[_Iterable[int]] = ..., round_seconds: _Optional[float] = ..., heartbeat_seconds: _Optional[float] = ...) -> None: ...
 
+class RunningJob(_message.Message):
+    __slots__ = ("job_id", "generation", "round")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    generation: int
+    round: int
+    def __init__(self, job_id: _Optional[str] = ..., generation: _Optional[int] = ..., round: _Optional[int] = ...) -> None: ...
+
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("server_id", "running_job_ids")
+    __slots__ = ("server_id", "running")
     SERVER_ID_FIELD_NUMBER: _ClassVar[int]
-    RUNNING_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
     server_id: int
-    running_job_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, server_id: _Optional[int] = ..., running_job_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    running: _containers.RepeatedCompositeFieldContainer[RunningJob]
+    def __init__(self, server_id: _Optional[int] = ..., running: _Optional[_Iterable[_Union[RunningJob, _Mapping]]] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
     __slots__ = ("known",)
@@ -55,7 +65,7 @@ class HeartbeatResponse(_message.Message):
     def __init__(self, known: _Optional[bool] = ...) -> None: ...
 
 class RoundReportRequest(_message.Message):
-    __slots__ = ("server_id", "job_id", "round", "rank", "steps", "seconds", "exit_code", "failed", "reason")
+    __slots__ = ("server_id", "job_id", "round", "rank", "steps", "seconds", "exit_code", "failed", "reason", "generation")
     SERVER_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
@@ -65,6 +75,7 @@ class RoundReportRequest(_message.Message):
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     FAILED_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
     server_id: int
     job_id: str
     round: int
@@ -74,7 +85,8 @@ class RoundReportRequest(_message.Message):
     exit_code: int
     failed: bool
     reason: str
-    def __init__(self, server_id: _Optional[int] = ..., job_id: _Optional[str] = ..., round: _Optional[int] = ..., rank: _Optional[int] = ..., steps: _Optional[int] = ..., seconds: _Optional[float] = ..., exit_code: _Optional[int] = ..., failed: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+    generation: int
+    def __init__(self, server_id: _Optional[int] = ..., job_id: _Optional[str] = ..., round: _Optional[int] = ..., rank: _Optional[int] = ..., steps: _Optional[int] = ..., seconds: _Optional[float] = ..., exit_code: _Optional[int] = ..., failed: _Optional[bool] = ..., reason: _Optional[str] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class Lease(_message.Message):
     __slots__ = ("max_steps", "max_seconds", "round", "extended")
@@ -89,40 +101,46 @@ class Lease(_message.Message):
     def __init__(self, max_steps: _Optional[int] = ..., max_seconds: _Optional[float] = ..., round: _Optional[int] = ..., extended: _Optional[bool] = ...) -> None: ...
 
 class InitJobRequest(_message.Message):
-    __slots__ = ("job_id", "round", "rank", "server_id")
+    __slots__ = ("job_id", "round", "rank", "server_id", "generation")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
     SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     round: int
     rank: int
     server_id: int
-    def __init__(self, job_id: _Optional[str] = ..., round: _Optional[int] = ..., rank: _Optional[int] = ..., server_id: _Optional[int] = ...) -> None: ...
+    generation: int
+    def __init__(self, job_id: _Optional[str] = ..., round: _Optional[int] = ..., rank: _Optional[int] = ..., server_id: _Optional[int] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class InitJobResponse(_message.Message):
-    __slots__ = ("lease", "steps_done", "total_steps")
+    __slots__ = ("lease", "steps_done", "total_steps", "checkpoint_generation")
     LEASE_FIELD_NUMBER: _ClassVar[int]
     STEPS_DONE_FIELD_NUMBER: _ClassVar[int]
     TOTAL_STEPS_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_GENERATION_FIELD_NUMBER: _ClassVar[int]
     lease: Lease
     steps_done: int
     total_steps: int
-    def __init__(self, lease: _Optional[_Union[Lease, _Mapping]] = ..., steps_done: _Optional[int] = ..., total_steps: _Optional[int] = ...) -> None: ...
+    checkpoint_generation: int
+    def __init__(self, lease: _Optional[_Union[Lease, _Mapping]] = ..., steps_done: _Optional[int] = ..., total_steps: _Optional[int] = ..., checkpoint_generation: _Optional[int] = ...) -> None: ...
 
 class RenewLeaseRequest(_message.Message):
-    __slots__ = ("job_id", "round", "rank", "steps", "seconds")
+    __slots__ = ("job_id", "round", "rank", "steps", "seconds", "generation")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
     STEPS_FIELD_NUMBER: _ClassVar[int]
     SECONDS_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     round: int
     rank: int
     steps: int
     seconds: float
-    def __init__(self, job_id: _Optional[str] = ..., round: _Optional[int] = ..., rank: _Optional[int] = ..., steps: _Optional[int] = ..., seconds: _Optional[float] = ...) -> None: ...
+    generation: int
+    def __init__(self, job_id: _Optional[str] = ..., round: _Optional[int] = ..., rank: _Optional[int] = ..., steps: _Optional[int] = ..., seconds: _Optional[float] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class RenewLeaseResponse(_message.Message):
     __slots__ = ("lease",)
@@ -131,23 +149,25 @@ class RenewLeaseResponse(_message.Message):
     def __init__(self, lease: _Optional[_Union[Lease, _Mapping]] = ...) -> None: ...
 
 class ReportStepsRequest(_message.Message):
-    __slots__ = ("job_id", "round", "rank", "steps", "seconds", "checkpointed")
+    __slots__ = ("job_id", "round", "rank", "steps", "seconds", "checkpointed", "generation")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
     STEPS_FIELD_NUMBER: _ClassVar[int]
     SECONDS_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINTED_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     round: int
     rank: int
     steps: int
     seconds: float
     checkpointed: bool
-    def __init__(self, job_id: _Optional[str] = ..., round: _Optional[int] = ..., rank: _Optional[int] = ..., steps: _Optional[int] = ..., seconds: _Optional[float] = ..., checkpointed: _Optional[bool] = ...) -> None: ...
+    generation: int
+    def __init__(self, job_id: _Optional[str] = ..., round: _Optional[int] = ..., rank: _Optional[int] = ..., steps: _Optional[int] = ..., seconds: _Optional[float] = ..., checkpointed: _Optional[bool] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class RunJobRequest(_message.Message):
-    __slots__ = ("job_id", "round", "job_type", "workload", "command", "total_steps", "steps_done", "lease", "gpus", "rank", "world_size", "master_addr", "master_port", "scheduler_address", "env", "expected_steps_per_s", "checkpoint_dir")
+    __slots__ = ("job_id", "round", "job_type", "workload", "command", "total_steps", "steps_done", "lease", "gpus", "rank", "world_size", "master_addr", "master_port", "scheduler_address", "env", "expected_steps_per_s", "checkpoint_dir", "generation")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -172,6 +192,7 @@ class RunJobRequest(_message.Message):
     ENV_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_STEPS_PER_S_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_DIR_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     round: int
     job_type: str
@@ -189,15 +210,18 @@ class RunJobRequest(_message.Message):
     env: _containers.ScalarMap[str, str]
     expected_steps_per_s: float
     checkpoint_dir: str
-    def __init__(self, job_id: _Optional[str] = ..., round: _Optional[int] = ..., job_type: _Optional[str] = ..., workload: _Optional[str] = ..., command: _Optional[str] = ..., total_steps: _Optional[int] = ..., steps_done: _Optional[int] = ..., lease: _Optional[_Union[Lease, _Mapping]] = ..., gpus: _Optional[_Iterable[int]] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., master_addr: _Optional[str] = ..., master_port: _Optional[int] = ..., scheduler_address: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., expected_steps_per_s: _Optional[float] = ..., checkpoint_dir: _Optional[str] = ...) -> None: ...
+    generation: int
+    def __init__(self, job_id: _Optional[str] = ..., round: _Optional[int] = ..., job_type: _Optional[str] = ..., workload: _Optional[str] = ..., command: _Optional[str] = ..., total_steps: _Optional[int] = ..., steps_done: _Optional[int] = ..., lease: _Optional[_Union[Lease, _Mapping]] = ..., gpus: _Optional[_Iterable[int]] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., master_addr: _Optional[str] = ..., master_port: _Optional[int] = ..., scheduler_address: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., expected_steps_per_s: _Optional[float] = ..., checkpoint_dir: _Optional[str] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class KillJobRequest(_message.Message):
-    __slots__ = ("job_id", "reason")
+    __slots__ = ("job_id", "reason", "generation")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     reason: str
-    def __init__(self, job_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+    generation: int
+    def __init__(self, job_id: _Optional[str] = ..., reason: _Optional[str] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class ShutdownRequest(_message.Message):
     __slots__ = ("reason",)

@@ -2,7 +2,8 @@
 
 ``python -m gavelsched.rpc.generate`` rewrites ``gavelsched_pb2.py`` and
 ``gavelsched_pb2_grpc.py``; ``generated_sources()`` returns what it would write, so a test
-can tell when the committed modules are stale.
+can tell when the committed modules are stale. grpcio-tools is a development tool (the
+``test`` extra): without it, this says how to get it in one line.
 """
 
 from __future__ import annotations
@@ -17,10 +18,18 @@ PROTO = HERE / "gavelsched.proto"
 OUTPUTS = ("gavelsched_pb2.py", "gavelsched_pb2_grpc.py", "gavelsched_pb2.pyi")
 
 
+class MissingTool(RuntimeError):
+    """grpcio-tools is not installed."""
+
+
 def generated_sources() -> dict[str, str]:
     """File name -> text that grpcio-tools generates from the proto now."""
-    import grpc_tools
-    from grpc_tools import protoc
+    try:
+        import grpc_tools
+        from grpc_tools import protoc
+    except ImportError:
+        raise MissingTool("grpcio-tools is not installed: pip install -e '.[test]' (or "
+                          "pip install grpcio-tools)") from None
 
     include = str(Path(grpc_tools.__file__).parent / "_proto")
     with tempfile.TemporaryDirectory() as out:
@@ -38,7 +47,12 @@ def generated_sources() -> dict[str, str]:
 
 
 def main() -> int:
-    for name, text in generated_sources().items():
+    try:
+        sources = generated_sources()
+    except MissingTool as err:
+        print(f"python -m gavelsched.rpc.generate: error: {err}", file=sys.stderr)
+        return 2
+    for name, text in sources.items():
         (HERE / name).write_text(text)
         print(f"wrote {HERE / name}")
     return 0

@@ -2,18 +2,18 @@
 it serves ``SchedulerToWorker`` through ``gavelsched.rpc.security.serve``, registers and
 heartbeats, and runs each job as a thread that does what GavelIterator does over the
 iterator RPCs: InitJob, steps at ``expected_steps_per_s``, RenewLease at 75% of its lease,
-a checkpoint (a progress file) + ``ReportSteps(checkpointed)`` at each lease end, and a
-``ReportRound`` when it stops. ``silence()`` makes it hang: no heartbeats, no progress."""
+a checkpoint (a commit, ``gavelsched.checkpoints``) + ``ReportSteps(checkpointed)`` at each
+lease end, and a ``ReportRound`` when it stops, each with its run's generation. ``silence()`` makes it hang: no heartbeats, no progress."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from pathlib import Path
 
 import grpc
 
+from gavelsched import checkpoints
 from gavelsched.rpc import pb, pb_grpc
 from gavelsched.rpc.security import channel, serve
 
@@ -54,8 +54,11 @@ class FakeWorker(pb_grpc.SchedulerToWorkerServicer):
     def _beat(self) -> None:
         while not self.silent.wait(self.heartbeat_s):
             try:
-                self.workers.Heartbeat(pb.HeartbeatRequest(server_id=self.server_id),
-                                       timeout=5)
+                with self._lock:
+                    running = [pb.RunningJob(job_id=job, generation=gen)
+                               for job, (thread, gen) in self._jobs.items() if thread.is_alive()]
+                self.workers.Heartbeat(pb.HeartbeatRequest(server_id=self.server_id,
+                                                           running=running), timeout=5)
             except grpc.RpcError:
                 pass
 
@@ -63,13 +66,13 @@ class FakeWorker(pb_grpc.SchedulerToWorkerServicer):
     def RunJob(self, request, context):
         with self._lock:
             self.run_jobs.append(request)
-            thread = self._jobs.get(request.job_id)
+            thread, _ = self._jobs.get(request.job_id, (None, 0))
             if thread is not None and thread.is_alive():
                 if request.lease.extended:
                     self._extend[request.job_id] = request.lease   # lease extended
                 return pb.Ack(ok=True, message="extended")
             thread = threading.Thread(target=self._run, args=(request,), daemon=True)
-            self._jobs[request.job_id] = thread
+            self._jobs[request.job_id] = (thread, request.generation)
         thread.start()
         return pb.Ack(ok=True)
 
@@ -88,11 +91,12 @@ class FakeWorker(pb_grpc.SchedulerToWorkerServicer):
                 raise
 
     def _job(self, run: pb.RunJobRequest) -> None:
-        job, ckpt = run.job_id, Path(run.checkpoint_dir)
+        job, ckpt, gen = run.job_id, Path(run.checkpoint_dir), run.generation
         init = self.iterator.InitJob(pb.InitJobRequest(job_id=job, round=run.round,
-                                                       server_id=self.server_id), timeout=10)
-        progress = ckpt / "gavel_progress.json"
-        steps = json.loads(progress.read_text())["steps"] if progress.exists() else 0
+                                                       server_id=self.server_id,
+                                                       generation=gen), timeout=10)
+        checkpoints.resolve(ckpt, init.steps_done, init.checkpoint_generation)
+        steps = init.steps_done
         lease, started = init.lease, time.monotonic()
         rate = max(run.expected_steps_per_s, 1.0) * self.speed
         asked = False
@@ -102,15 +106,16 @@ class FakeWorker(pb_grpc.SchedulerToWorkerServicer):
             if not asked and (end or elapsed >= 0.75 * lease.max_seconds):
                 asked = True
                 got = self.iterator.RenewLease(pb.RenewLeaseRequest(
-                    job_id=job, round=lease.round, steps=steps, seconds=elapsed), timeout=10)
+                    job_id=job, round=lease.round, steps=steps, seconds=elapsed,
+                    generation=gen), timeout=10)
                 if got.lease.extended:
                     self._extend[job] = got.lease
             if end:
-                ckpt.mkdir(parents=True, exist_ok=True)
-                progress.write_text(json.dumps({"steps": steps}))
+                checkpoints.begin(ckpt, steps, gen)
+                checkpoints.commit(ckpt, steps, gen)
                 self.iterator.ReportSteps(pb.ReportStepsRequest(
                     job_id=job, round=lease.round, steps=steps, seconds=elapsed,
-                    checkpointed=True), timeout=10)
+                    checkpointed=True, generation=gen), timeout=10)
                 new = self._extend.pop(job, None)
                 if new is None or steps >= init.total_steps:
                     break
@@ -124,4 +129,4 @@ class FakeWorker(pb_grpc.SchedulerToWorkerServicer):
             self._jobs.pop(job, None)
         self.workers.ReportRound(pb.RoundReportRequest(
             server_id=self.server_id, job_id=job, round=lease.round, steps=steps,
-            seconds=time.monotonic() - started), timeout=10)
+            seconds=time.monotonic() - started, generation=gen), timeout=10)

@@ -4,9 +4,11 @@ job whose checkpoint disappears."""
 
 from __future__ import annotations
 
-import json
+import shutil
 
 import pytest
+
+from gavelsched import checkpoints
 
 from .cluster import Cluster, wait_until
 
@@ -45,8 +47,9 @@ def test_scheduler_kill9_and_restart_on_the_same_state_dir(cluster):
         assert done[job_id].steps_done >= old[job_id].steps_done
 
 
-def progress_file(cluster, job_id):
-    return cluster.root / "state" / "checkpoints" / job_id / "gavel_progress.json"
+def commit_of(cluster, job_id):
+    """The job's newest checkpoint commit (``gavelsched.checkpoints``)."""
+    return checkpoints.latest(cluster.root / "state" / "checkpoints" / job_id)
 
 
 def test_worker_kill9_resumes_elsewhere_and_a_lost_checkpoint_fails_only_its_job(cluster):
@@ -65,9 +68,9 @@ def test_worker_kill9_resumes_elsewhere_and_a_lost_checkpoint_fails_only_its_job
     # The machine of `lose` dies and its checkpoint is lost with it; then the machine
     # of `keep` dies mid-round.
     cluster.kill9_worker(procs[hosts[lose]])
-    progress_file(cluster, lose).unlink()
+    shutil.rmtree(commit_of(cluster, lose).path)
     cluster.kill9_worker(procs[hosts[keep]])
-    checkpoint = json.loads(progress_file(cluster, keep).read_text())["steps"]
+    checkpoint = commit_of(cluster, keep).steps
     assert checkpoint > 0
 
     def failed_over():

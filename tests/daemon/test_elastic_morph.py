@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from gavelsched import checkpoints
 from gavelsched.cli import InputError, main
 from gavelsched.cli.local_cluster import elastic_gpt_job, gpus_held, scaled
 from gavelsched.daemon.store import Store
@@ -113,7 +114,7 @@ def test_an_elastic_gpt_job_morphs_and_finishes_exactly(tmp_path):
     # online throughputs: only under the type's name, i.e. measured on the scale factor's
     # 4 GPUs; a v100:2 run is not recorded as the job's v100 throughput
     assert set(Store(tmp_path / "state").throughputs().get(job, {})) <= {"v100"}
-    ckpt = tmp_path / "state" / "checkpoints" / job / gpt.LAYERS_DIR
+    ckpt = checkpoints.latest(tmp_path / "state" / "checkpoints" / job).path / gpt.LAYERS_DIR
     meta = json.loads((ckpt / "meta.json").read_text())
     assert meta["steps_done"] == STEPS and meta["replicas"] == 1
     morphed = read_weights(ckpt, SPEC)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from gavelsched import checkpoints
 from gavelsched.cli import main
 from gavelsched.cli.local_cluster import scaled
 from gavelsched.daemon.mixed import job_layout, mixed_env, node_sizes
@@ -146,7 +147,7 @@ def test_a_mixed_job_trains_split_across_types(tmp_path, monkeypatch):
         for log in (tmp_path / f"worker{n}" / "logs" / job).glob("round*-rank*.err"):
             rounds.setdefault(log.name.split("-")[0], set()).add(n)
     assert any(hosts == {0, 1} for hosts in rounds.values()), rounds
-    ckpt = tmp_path / "state" / "checkpoints" / job / CHECKPOINT_FILE
+    ckpt = checkpoints.latest(tmp_path / "state" / "checkpoints" / job).path / CHECKPOINT_FILE
     state = torch.load(ckpt, weights_only=False)
     assert state["global_step"] == STEPS
     layout = job_layout(_row(), ("v100",)).layout

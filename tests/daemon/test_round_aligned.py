@@ -28,12 +28,14 @@ class Recorder:
     def __init__(self) -> None:
         self.runs: list[pb.RunJobRequest] = []
         self.kills: list[str] = []
+        self.killed_runs: list[tuple[str, int]] = []    # (job, generation)
 
     def run_job(self, address, request, on_done=None) -> None:
         self.runs.append(request)
 
-    def kill_job(self, address, job_id, reason) -> None:
+    def kill_job(self, address, job_id, reason, generation=0) -> None:
         self.kills.append(job_id)
+        self.killed_runs.append((job_id, generation))
 
     def close(self) -> None:
         pass
@@ -68,11 +70,17 @@ class Scheduler:
 
     def init(self, job_id: str) -> pb.Lease:
         return self.x.init_job(pb.InitJobRequest(job_id=job_id, round=0, rank=0,
-                                                 server_id=self.server)).lease
+                                                 server_id=self.server,
+                                                 generation=self.gen(job_id))).lease
+
+    def gen(self, job_id: str) -> int:
+        """The job's newest run generation (what its processes and worker would send)."""
+        return self.x.fences.current(job_id)
 
     def exited(self, job_id: str, steps: int) -> None:
         self.x.round_report(pb.RoundReportRequest(server_id=self.server, job_id=job_id,
-                                                  steps=steps, seconds=1.0))
+                                                  steps=steps, seconds=1.0,
+                                                  generation=self.gen(job_id)))
 
     def close(self) -> None:
         self.store.close()
@@ -113,7 +121,8 @@ def test_a_fresh_runs_lease_ends_with_its_round_and_an_extension_adds_a_round(sc
     assert extension.lease.extended and extension.lease.round == lease.round + 1
     assert extension.lease.max_seconds == pytest.approx(2 * R)   # no start-up charged
     assert extension.lease.max_steps == lease.max_steps + int(rate * R)
-    assert sched.x.renew_lease(pb.RenewLeaseRequest(job_id=job, round=lease.round)) \
+    assert sched.x.renew_lease(pb.RenewLeaseRequest(job_id=job, round=lease.round,
+                                                    generation=sched.gen(job))) \
         .max_seconds == pytest.approx(2 * R)
 
 

@@ -65,7 +65,7 @@ def test_run_requests_give_each_server_its_gpus_and_first_rank():
     lease = new_lease(0, 9, 30, 99, 6)
     out = run_requests(task, 0, job, lease, view, {0: "10.0.0.1:7000", 1: "10.0.0.2:7000"},
                        round_index=0, scheduler_address="s:1", checkpoint_dir="/ck/5",
-                       master_port=29500)
+                       generation=7, master_port=29500)
     assert list(out) == [0, 1]
     assert (list(out[0].gpus), out[0].rank) == ([1], 0)
     assert (list(out[1].gpus), out[1].rank) == ([0, 1], 1)
@@ -73,6 +73,7 @@ def test_run_requests_give_each_server_its_gpus_and_first_rank():
         assert (r.world_size, r.master_addr, r.master_port) == (3, "10.0.0.1", 29500)
         assert (r.steps_done, r.total_steps, r.lease.max_steps) == (9, 99, 39)
         assert math.isclose(r.expected_steps_per_s, 12.5) and r.checkpoint_dir == "/ck/5"
+        assert r.generation == 7
 
 
 @pytest.mark.parametrize("kw, field", [

@@ -1,6 +1,7 @@
 """The generated gRPC modules match ``gavelsched.proto`` (regenerate with
 ``python -m gavelsched.rpc.generate``)."""
 
+import sys
 from pathlib import Path
 
 from gavelsched.rpc import generate
@@ -23,3 +24,11 @@ def test_stale_module_is_detected(tmp_path, monkeypatch):
     texts = generate.generated_sources()
     assert texts["gavelsched_pb2.py"] != (Path(generate.__file__).parent
                                           / "gavelsched_pb2.py").read_text()
+
+
+def test_without_grpcio_tools_generate_says_how_to_get_it(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "grpc_tools", None)     # as if not installed
+    assert generate.main() == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["python -m gavelsched.rpc.generate: error: grpcio-tools is not installed: "
+                   "pip install -e '.[test]' (or pip install grpcio-tools)"]

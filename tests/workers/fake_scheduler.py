@@ -1,7 +1,9 @@
 """A small scheduler for the worker-side tests: real gRPC over real sockets, speaking the
 protocol of docs/runtime.md (WorkerToScheduler and IteratorToScheduler), with leases and
 renewals decided by the test. It keeps durable steps as the real one must:
-``steps_done = max(steps_done, reported)`` over checkpointed reports only."""
+``steps_done = max(steps_done, reported)`` over checkpointed reports only, with the
+generation of the commit that holds them (``checkpoint_generation``, docs/runtime.md
+"Fencing"); it takes every generation (the fencing itself is the real scheduler's)."""
 
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ def steps_lease(sched: FakeScheduler, per_lease: int) -> Callable[[str, int], pb
 class FakeJob:
     total_steps: int
     steps_done: int = 0
+    checkpoint_generation: int = 0
     # (job id, rank) -> the lease InitJob hands out
     lease: Callable[[str, int], pb.Lease] | None = None
     # RenewLeaseRequest -> the lease RenewLease answers (extended or not)
@@ -120,7 +123,8 @@ class FakeScheduler(pb_grpc.WorkerToSchedulerServicer, pb_grpc.IteratorToSchedul
             pb.Lease(max_steps=job.total_steps, max_seconds=600.0,
                      round=request.round)
         return pb.InitJobResponse(lease=lease, steps_done=job.steps_done,
-                                  total_steps=job.total_steps)
+                                  total_steps=job.total_steps,
+                                  checkpoint_generation=job.checkpoint_generation)
 
     def RenewLease(self, request, context):
         self.log.renewals.append(request)
@@ -134,5 +138,7 @@ class FakeScheduler(pb_grpc.WorkerToSchedulerServicer, pb_grpc.IteratorToSchedul
             self.log.step_times.append(time.monotonic())
             if request.checkpointed:
                 job = self.jobs[request.job_id]
-                job.steps_done = max(job.steps_done, request.steps)
+                if request.steps > job.steps_done:
+                    job.steps_done = request.steps
+                    job.checkpoint_generation = request.generation
         return pb.Ack(ok=True)

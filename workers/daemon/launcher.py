@@ -21,7 +21,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gavelsched.jobenv import EMULATE_STEPS_PER_S_VAR, JobContext, JobFailed, read_progress
+from gavelsched import checkpoints
+from gavelsched.jobenv import EMULATE_STEPS_PER_S_VAR, JobContext
+
+from . import leftovers
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +54,7 @@ class LaunchSpec:
     emulate_steps_per_s: float | None = None
     # per local rank, for a job split with virtual nodes (emulation.split_steps_per_s)
     rank_steps_per_s: tuple[float | None, ...] = ()
+    generation: int = 0             # the run's generation (gavelsched.checkpoints)
 
     def job_context(self, local_rank: int) -> JobContext:
         """What this server's ``local_rank`` is told; the server id, token file and TLS CA
@@ -61,7 +65,8 @@ class LaunchSpec:
             scheduler=self.scheduler_address, job_id=self.job_id, job_type=self.job_type,
             round=self.round, total_steps=self.total_steps, steps_done=self.steps_done,
             checkpoint_dir=self.checkpoint_dir, server_id=-1, rank=self.rank + local_rank,
-            world_size=self.world_size, emulate_steps_per_s=pace or None)
+            world_size=self.world_size, emulate_steps_per_s=pace or None,
+            generation=self.generation)
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,14 @@ class JobExit:
     exit_code: int
     failed: bool
     reason: str
+    generation: int = 0
+
+    @classmethod
+    def unstarted(cls, spec: LaunchSpec, reason: str, *, failed: bool = False,
+                  code: int = 0) -> JobExit:
+        """The exit of a launch that never started (dropped, superseded, or failed)."""
+        return cls(spec.job_id, spec.round, spec.rank, -1, 0.0, code, failed, reason,
+                   spec.generation)
 
 
 @dataclass
@@ -155,6 +168,22 @@ class Launcher:
         with self._lock:
             return sorted(self._running)
 
+    def unkilled_jobs(self) -> list[str]:
+        """The running jobs not yet told to stop."""
+        with self._lock:
+            return sorted(job for job, run in self._running.items() if run.killed_at is None)
+
+    def runs(self) -> list[tuple[str, int, int]]:
+        """(job, generation, round) of each job running here (the heartbeat lists them)."""
+        with self._lock:
+            return sorted((job, run.spec.generation, run.round)
+                          for job, run in self._running.items())
+
+    def generation_of(self, job_id: str) -> int | None:
+        with self._lock:
+            run = self._running.get(job_id)
+            return run.spec.generation if run else None
+
     def busy_gpus(self) -> dict[int, str]:
         with self._lock:
             return {g: job for job, run in self._running.items() for g in run.spec.gpus}
@@ -186,6 +215,7 @@ class Launcher:
             for proc in procs:
                 _signal(proc, signal.SIGKILL)
             raise
+        leftovers.record(self.work_dir, spec.job_id, procs)
         with self._lock:
             self._running[spec.job_id] = _Running(
                 spec, procs, errs, started, started + spec.max_seconds + self.grace_s,
@@ -194,13 +224,15 @@ class Launcher:
                  spec.round, shlex.join(spec.argv), list(spec.gpus), spec.rank,
                  spec.rank + len(spec.gpus) - 1, spec.world_size)
 
-    def extend(self, job_id: str, round_: int, max_seconds: float, round_seconds: float) -> bool:
-        """A RunJob for a job already running here: move its kill deadline (no relaunch).
-        ``max_seconds`` counts from the processes' start; a per-round value (shorter than
-        the time already held) extends the old deadline by ``round_seconds`` instead."""
+    def extend(self, job_id: str, generation: int, round_: int, max_seconds: float,
+               round_seconds: float) -> bool:
+        """A RunJob for the run of ``generation`` already running here: move its kill
+        deadline (no relaunch). ``max_seconds`` counts from the processes' start; a
+        per-round value (shorter than the time already held) extends the old deadline by
+        ``round_seconds`` instead."""
         with self._lock:
             run = self._running.get(job_id)
-            if run is None or run.kill_reason:
+            if run is None or run.kill_reason or run.spec.generation != generation:
                 return False
             old = run.deadline - self.grace_s
             run.deadline = max(run.started + max_seconds, old + round_seconds) + self.grace_s
@@ -208,11 +240,12 @@ class Launcher:
         log.info("job %s: lease extended to round %d", job_id, round_)
         return True
 
-    def kill(self, job_id: str, reason: str) -> bool:
-        """SIGTERM the job's process groups (SIGKILL after TERM_WAIT_S)."""
+    def kill(self, job_id: str, reason: str, generation: int = 0) -> bool:
+        """SIGTERM the job's process groups (SIGKILL after TERM_WAIT_S); with a
+        ``generation``, only when that run is the one here."""
         with self._lock:
             run = self._running.get(job_id)
-            if run is None:
+            if run is None or (generation and run.spec.generation != generation):
                 return False
             self._terminate(run, reason)
         return True
@@ -251,6 +284,7 @@ class Launcher:
                             _signal(proc, signal.SIGKILL)
                 if all(c is not None for c in codes):
                     del self._running[job_id]
+                    leftovers.forget(self.work_dir, job_id)
                     exits.append(self._exit(run, codes, now))
         return exits
 
@@ -263,14 +297,14 @@ class Launcher:
         else:
             reason = run.kill_reason
         try:
-            steps = read_progress(run.spec.checkpoint_dir)
-        except JobFailed:
-            steps = None
+            commit = checkpoints.latest(run.spec.checkpoint_dir, run.spec.generation)
+        except OSError:
+            commit = None
         log.info("job %s round %d: exited %s after %.1f s%s", run.spec.job_id, run.round,
                  code, now - run.started, f" ({reason})" if reason else "")
         return JobExit(run.spec.job_id, run.round, run.spec.rank,
-                       -1 if steps is None else steps, now - run.started, int(code or 0),
-                       failed, reason)
+                       -1 if commit is None else commit.steps, now - run.started,
+                       int(code or 0), failed, reason, run.spec.generation)
 
 
 def _signal(proc: subprocess.Popen, sig: int) -> None:

@@ -5,6 +5,15 @@ scheduler, launches jobs (``launcher``) and reports each job's exit (``ReportRou
 Threads: gRPC handlers (launch, extend, kill), one heartbeat thread (registers, re-registers
 with ``previous_server_id`` when the scheduler answers ``known=false``, flushes unsent round
 reports) and one monitor thread (``Launcher.poll``: leases, exits, queued launches).
+
+Fencing (docs/runtime.md): every RunJob, heartbeat and report names its run's generation;
+a RunJob of a new generation replaces a run of an older one still here. A worker that
+cannot reach its scheduler for longer than a lease stops its jobs (the scheduler has
+placed them elsewhere by then). A worker daemon keeps its identity across restarts: its
+server id is saved in its work directory and sent again at registration, and the jobs a
+killed predecessor left running are killed first (``leftovers``). Just over 400 lines: the
+three threads share the pending launches and the outbox under one lock, so they stay in
+one class.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ from gavelsched.rpc.security import (SecurityError, TlsFiles, channel, exposure,
 from gavelsched.virtual.envspec import LAYOUT_VAR, LayoutEnvError, parse_layout_env
 from traces.workloads import UnknownWorkload, check_workload, workload_for
 
+from . import leftovers
 from .emulation import Emulation
 from .launcher import JobExit, Launcher, LaunchSpec, command_for
 
@@ -84,6 +94,7 @@ class Worker:
         self._stopped = threading.Event()
         self._server: grpc.Server | None = None
         self._threads: list[threading.Thread] = []
+        self._reached = time.monotonic()   # the last time the scheduler answered
 
     # -- life cycle ------------------------------------------------------------------------
     def start(self, register_timeout_s: float = 60.0) -> None:
@@ -91,6 +102,7 @@ class Worker:
         then start the heartbeat and monitor threads."""
         self._check_exposure()
         self.config.work_dir.mkdir(parents=True, exist_ok=True)
+        leftovers.reap(self.config.work_dir)
         servicer = _Servicer(self)
         self._server, port = serve(
             self.config.listen,
@@ -105,7 +117,8 @@ class Worker:
             host = self.config.hostname
         self.address = f"{host}:{port}"
         try:
-            self._register(previous=-1, timeout_s=register_timeout_s)
+            self._register(previous=leftovers.server_id(self.config.work_dir),
+                           timeout_s=register_timeout_s)
         except Exception:
             self._server.stop(0)
             raise
@@ -180,17 +193,42 @@ class Worker:
         self.server_id = int(reply.server_id)
         self.round_seconds = float(reply.round_seconds)
         self.heartbeat_seconds = float(reply.heartbeat_seconds) or 1.0
+        self._reached = time.monotonic()
+        leftovers.keep_server_id(self.config.work_dir, self.server_id)
         self.launcher.context.update(worker_env(
             self.server_id, _absolute(self.config.token_file), _absolute(self.config.tls_ca)))
         log.info("registered as server %d (%s, %d GPUs, %s)", self.server_id,
                  self.config.worker_type, self.config.gpus, self.address)
 
+    def _cut_off(self) -> None:
+        """No answer from the scheduler for longer than a lease: its leases cannot be
+        renewed and the scheduler has placed the jobs elsewhere, so stop them (their
+        writes are fenced anyway) and drop the queued launches."""
+        limit = max(self.round_seconds, 3 * self.heartbeat_seconds)
+        silent = time.monotonic() - self._reached
+        if silent <= limit or self.server_id < 0:
+            return
+        with self._lock:
+            queued, self._pending = list(self._pending.values()), {}
+        running = self.launcher.unkilled_jobs()
+        if running or queued:
+            reason = (f"scheduler {self.config.scheduler} unreachable for {silent:.0f} s "
+                      f"(longer than a lease)")
+            log.warning("%s: stopping jobs %s", reason,
+                        sorted({*running, *(p.spec.job_id for p in queued)}))
+            self.launcher.kill_all(reason)
+            for p in queued:
+                self._report([JobExit.unstarted(p.spec, f"{reason} (before it started)")])
+
     def _heartbeats(self) -> None:
         while not self._stopped.wait(self.heartbeat_seconds):
             try:
                 reply = self._stub.Heartbeat(pb.HeartbeatRequest(
-                    server_id=self.server_id, running_job_ids=self.launcher.running_jobs()),
+                    server_id=self.server_id, running=[
+                        pb.RunningJob(job_id=job, generation=gen, round=round_)
+                        for job, gen, round_ in self.launcher.runs()]),
                     timeout=RPC_TIMEOUT_S)
+                self._reached = time.monotonic()
                 if not reply.known:
                     log.warning("scheduler does not know server %d; registering again",
                                 self.server_id)
@@ -206,7 +244,7 @@ class Worker:
             self._outbox.extend(pb.RoundReportRequest(
                 server_id=self.server_id, job_id=e.job_id, round=e.round, rank=e.rank,
                 steps=e.steps, seconds=e.seconds, exit_code=e.exit_code, failed=e.failed,
-                reason=e.reason) for e in exits)
+                reason=e.reason, generation=e.generation) for e in exits)
         if exits:
             self._flush()
 
@@ -227,6 +265,7 @@ class Worker:
 
     def _monitor(self) -> None:
         while not self._stopped.wait(POLL_S):
+            self._cut_off()
             self._report(self.launcher.poll())
             self._start_pending()
 
@@ -239,13 +278,22 @@ class Worker:
             return pb.Ack(ok=False, message=f"bad RunJob for job {request.job_id!r}: gpus "
                                             f"{list(gpus)} (this server has {self.config.gpus})")
         held = self.launcher.gpus_of(request.job_id)
-        if held is not None:
+        here = self.launcher.generation_of(request.job_id)
+        if held is not None and here == request.generation:
             if set(held) != set(gpus):
                 return pb.Ack(ok=False, message=f"job {request.job_id} already runs here on "
                                                 f"GPUs {list(held)}")
-            if self.launcher.extend(request.job_id, int(request.round),
-                                    request.lease.max_seconds, self.round_seconds):
+            if self.launcher.extend(request.job_id, int(request.generation),
+                                    int(request.round), request.lease.max_seconds,
+                                    self.round_seconds):
                 return pb.Ack(ok=True, message="lease extended")
+        elif here is not None and here > request.generation:
+            return pb.Ack(ok=False, message=f"stale RunJob for job {request.job_id}: run "
+                                            f"generation {request.generation}, generation "
+                                            f"{here} runs here")
+        elif here is not None:   # an older run of the job: the new one replaces it
+            self.launcher.kill(request.job_id, f"superseded by run generation "
+                                               f"{request.generation}", here)
         try:
             spec = self._spec(request)
         except (UnknownWorkload, LayoutEnvError) as err:
@@ -255,13 +303,16 @@ class Worker:
             # (the scheduler has moved on; running both would oversubscribe a GPU).
             superseded = [p for job, p in self._pending.items()
                           if job != request.job_id and set(p.spec.gpus) & set(gpus)]
+            older = self._pending.get(request.job_id)
+            if older is not None and older.spec.generation > request.generation:
+                return pb.Ack(ok=False, message=f"stale RunJob for job {request.job_id}: "
+                                                f"generation {older.spec.generation} waits")
             for p in superseded:
                 del self._pending[p.spec.job_id]
             self._pending[request.job_id] = _Pending(spec, time.monotonic())
         for p in superseded:
-            self._report([JobExit(p.spec.job_id, p.spec.round, p.spec.rank, -1, 0.0, 0, False,
-                                  "superseded by a later placement on its GPUs (before it "
-                                  "started)")])
+            self._report([JobExit.unstarted(
+                p.spec, "superseded by a later placement on its GPUs (before it started)")])
         self._start_pending()
         return pb.Ack(ok=True, message="launched" if self.launcher.gpus_of(request.job_id)
                       else "queued until its GPUs are free")
@@ -295,16 +346,17 @@ class Worker:
             steps_done=int(request.steps_done), max_seconds=max_seconds,
             checkpoint_dir=directory, scheduler_address=request.scheduler_address or
             self.config.scheduler, env=dict(request.env), emulate_steps_per_s=pace,
-            rank_steps_per_s=paces)
+            rank_steps_per_s=paces, generation=int(request.generation))
 
     def _start_pending(self) -> None:
         """Launch each queued job whose GPUs are free now."""
         with self._lock:
             busy = {**self.launcher.busy_gpus(), **self._starting}
             ready = []
+            running = set(self.launcher.running_jobs())
             for p in list(self._pending.values()):    # oldest first; one job per GPU
-                if any(g in busy for g in p.spec.gpus):
-                    continue
+                if any(g in busy for g in p.spec.gpus) or p.spec.job_id in running:
+                    continue   # (an older run of the same job is still exiting)
                 ready.append(p)
                 del self._pending[p.spec.job_id]
                 busy.update(dict.fromkeys(p.spec.gpus, p.spec.job_id))
@@ -313,22 +365,27 @@ class Worker:
             try:
                 self.launcher.launch(p.spec)
             except OSError as err:
-                self._report([JobExit(p.spec.job_id, p.spec.round, p.spec.rank, -1, 0.0, 127,
-                                      True, f"cannot start {p.spec.argv[0]}: {err.strerror}")])
+                self._report([JobExit.unstarted(
+                    p.spec, f"cannot start {p.spec.argv[0]}: {err.strerror}", failed=True,
+                    code=127)])
             finally:
                 with self._lock:
                     for g in p.spec.gpus:
                         self._starting.pop(g, None)
 
-    def kill_job(self, job_id: str, reason: str) -> bool:
-        """Kill a running job, or drop a queued one (reported at once, as never started)."""
+    def kill_job(self, job_id: str, reason: str, generation: int = 0) -> bool:
+        """Kill a running job, or drop a queued one (reported at once, as never started);
+        with a ``generation``, only that run of it."""
         reason = reason or "killed by the scheduler"
         with self._lock:
-            queued = self._pending.pop(job_id, None)
+            queued = self._pending.get(job_id)
+            if queued is not None and (not generation or queued.spec.generation == generation):
+                del self._pending[job_id]
+            else:
+                queued = None
         if queued is not None:
-            self._report([JobExit(job_id, queued.spec.round, queued.spec.rank, -1, 0.0, 0,
-                                  False, f"{reason} (before it started)")])
-        return self.launcher.kill(job_id, reason) or queued is not None
+            self._report([JobExit.unstarted(queued.spec, f"{reason} (before it started)")])
+        return self.launcher.kill(job_id, reason, generation) or queued is not None
 
 
 class _Servicer(pb_grpc.SchedulerToWorkerServicer):
@@ -341,7 +398,7 @@ class _Servicer(pb_grpc.SchedulerToWorkerServicer):
         return self._worker.run_job(request)
 
     def KillJob(self, request, context):
-        found = self._worker.kill_job(request.job_id, request.reason)
+        found = self._worker.kill_job(request.job_id, request.reason, int(request.generation))
         return pb.Ack(ok=found, message="" if found else f"job {request.job_id} not here")
 
     def Shutdown(self, request, context):

@@ -12,7 +12,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from gavelsched.iterator import read_progress
+from gavelsched import checkpoints
 from gavelsched.rpc import pb
 from tests.workers.fake_scheduler import FakeJob, FakeScheduler
 from traces.catalog import default_table
@@ -161,7 +161,7 @@ def test_data_parallel_workload_through_the_worker(cluster, tmp_path):
     report = sched.wait_for(lambda: next((r for r in sched.log.rounds if r.job_id == "ddp"),
                                          None), timeout=120)
     assert (report.exit_code, report.failed) == (0, False), report.reason
-    assert report.steps == 6 == read_progress(ckpt) == sched.jobs["ddp"].steps_done
+    assert report.steps == 6 == checkpoints.latest(ckpt).steps == sched.jobs["ddp"].steps_done
     assert {i.rank for i in sched.log.inits if i.job_id == "ddp"} == {0, 1}
 
 

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from gavelsched.iterator import read_progress
+from gavelsched import checkpoints
 from gavelsched.rpc import pb
 from tests.workers.fake_scheduler import FakeJob, FakeScheduler
 from workers.daemon.worker import Worker, WorkerConfig
@@ -71,8 +71,8 @@ def test_morphs_from_four_gpus_to_two_and_keeps_the_trajectory(tmp_path):
                 (x for x in sched.log.rounds if x.job_id == "gpt" and x.round == r), None),
                 timeout=120)
             assert (report.exit_code, report.failed) == (0, False), report.reason
-            assert report.steps == want == read_progress(ckpt) == sched.jobs["gpt"].steps_done
-            meta = json.loads((ckpt / gpt.LAYERS_DIR / "meta.json").read_text())
+            assert report.steps == want == checkpoints.latest(ckpt).steps == sched.jobs["gpt"].steps_done
+            meta = json.loads((checkpoints.latest(ckpt).path / gpt.LAYERS_DIR / "meta.json").read_text())
             assert meta["steps_done"] == want
             layouts.append((meta["stages"], meta["replicas"], tuple(meta["cuts"])))
     finally:
@@ -80,7 +80,7 @@ def test_morphs_from_four_gpus_to_two_and_keeps_the_trajectory(tmp_path):
         sched.stop()
     assert [layout[:2] for layout in layouts] == [(4, 1), (2, 1)]
     assert len({r.rank for r in sched.log.inits if r.round == 0}) == 4
-    morphed = read_weights(ckpt / gpt.LAYERS_DIR, SPEC)
+    morphed = read_weights(checkpoints.latest(ckpt).path / gpt.LAYERS_DIR, SPEC)
     never = train_reference(SPEC, total, BATCH, LR)
     assert max_abs_diff(morphed, never) <= 1e-9
     assert max_abs_diff(morphed, train_reference(SPEC, 0, BATCH, LR)) > 1e-3   # it trained

@@ -12,7 +12,7 @@ import socket
 import pytest
 import torch
 
-from gavelsched.iterator import read_progress
+from gavelsched import checkpoints
 from gavelsched.rpc import pb
 from tests.workers.fake_scheduler import FakeJob, FakeScheduler
 from traces.catalog import default_table
@@ -108,7 +108,7 @@ def _full_batch_reference(layout, steps: int) -> dict[str, torch.Tensor]:
 
 
 def _max_diff(ckpt, reference: dict[str, torch.Tensor]) -> float:
-    state = torch.load(ckpt / CHECKPOINT_FILE, weights_only=False)
+    state = torch.load(checkpoints.latest(ckpt).path / CHECKPOINT_FILE, weights_only=False)
     assert state["global_step"] == STEPS
     return max(float((state["model"][k] - v).abs().max()) for k, v in reference.items())
 
@@ -130,7 +130,7 @@ def test_uneven_split_across_types_equals_one_full_batch_process(cluster, tmp_pa
     sched.jobs["mixed"] = FakeJob(total_steps=STEPS)
     ckpt = tmp_path / "ckpt"
     _launch(sched, workers, "mixed", plan, ckpt, round_=0, steps_done=0, stop_at=STEPS)
-    assert read_progress(ckpt) == STEPS == sched.jobs["mixed"].steps_done
+    assert checkpoints.latest(ckpt).steps == STEPS == sched.jobs["mixed"].steps_done
     job = parse_layout_env(layout_env(plan), 3)
     assert [job.nodes_of(r) for r in range(3)] == [(0,), (1,), (2, 3, 4, 5, 6, 7)]
     assert _max_diff(ckpt, _full_batch_reference(job.layout, STEPS)) <= 1e-9
@@ -149,7 +149,7 @@ def test_resume_on_another_mapping_stays_on_the_trajectory(cluster, tmp_path):
     ckpt = tmp_path / "ckpt"
     _launch(sched, workers, "elastic", _plan(v100=(1, 4), k80=(2, 2)), ckpt, round_=0,
             steps_done=0, stop_at=2)
-    assert read_progress(ckpt) == 2 == sched.jobs["elastic"].steps_done
+    assert checkpoints.latest(ckpt).steps == 2 == sched.jobs["elastic"].steps_done
     alone = _plan(v100=(1, 8))
     _launch(sched, workers, "elastic", alone, ckpt, round_=1, steps_done=2, stop_at=STEPS)
     inits = [(i.round, i.rank) for i in sched.log.inits if i.job_id == "elastic"]

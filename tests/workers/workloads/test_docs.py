@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from gavelsched.iterator import read_progress
+from gavelsched import checkpoints
 from tests.workers.fake_scheduler import FakeJob, FakeScheduler, job_environment, steps_lease
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "iterator.md"
@@ -45,7 +45,9 @@ def test_the_example_runs_under_leases_and_resumes(monkeypatch, tmp_path):
             scope: dict = {}
             exec(code, scope)  # noqa: S102 - the documented script
             assert scope["loader"].done and scope["loader"].steps == expected
-            assert read_progress(tmp_path) == expected == sched.jobs["doc"].steps_done
-        assert scope["loader"].finished and (tmp_path / "ckpt.pt").exists()
+            assert (checkpoints.latest(tmp_path).steps == expected
+                    == sched.jobs["doc"].steps_done)
+        assert scope["loader"].finished
+        assert (checkpoints.latest(tmp_path).path / "ckpt.pt").exists()
     finally:
         sched.stop()

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from gavelsched import GavelIterator
-from gavelsched.iterator import EXIT_JOB_FAILED, PROGRESS_FILE, read_progress
+from gavelsched import checkpoints
+from gavelsched.iterator import EXIT_JOB_FAILED, PROGRESS_FILE
 from gavelsched.rpc import pb
 from tests.workers.fake_scheduler import FakeJob, FakeScheduler, job_environment, steps_lease
 
@@ -68,7 +69,8 @@ def test_stops_at_the_lease_checkpoints_and_resumes(sched, tmp_path):
     run(it, first)
     assert it.done and not it.finished and it.steps == 5
     assert first.saves == 1 and first.loads == 0
-    assert read_progress(tmp_path) == 5 and sched.jobs["j1"].steps_done == 5
+    assert checkpoints.latest(tmp_path).steps == 5 and sched.jobs["j1"].steps_done == 5
+    assert [c.path.name for c in checkpoints.commits(tmp_path)] == ["step-5-gen-0"]
     assert [r.checkpointed for r in sched.log.steps] == [True]
 
     # A second process resumes from the checkpoint; the absolute steps add up.
@@ -96,7 +98,7 @@ def test_time_lease_ends_iteration(sched, tmp_path):
     run(it, saver)
     assert it.done and saver.saves == 1
     assert 40 <= it.steps <= 50                  # about 5 s of 0.1 s clock ticks
-    assert read_progress(tmp_path) == it.steps
+    assert checkpoints.latest(tmp_path).steps == it.steps
     # rank 0 asked for a renewal with its absolute step count before the end
     assert len(sched.log.renewals) == 1 and 0 < sched.log.renewals[0].steps <= it.steps
 
@@ -155,13 +157,15 @@ def test_missing_checkpoint_fails_with_one_line(sched, tmp_path, capfd):
 
 def test_corrupt_checkpoint_fails_with_one_line(sched, tmp_path, capfd):
     sched.jobs["j1"] = FakeJob(total_steps=10, steps_done=4)
-    (tmp_path / PROGRESS_FILE).write_text(json.dumps({"steps": 4}))
-    (tmp_path / "user.json").write_text("{not json")
+    commit = checkpoints.commit_path(tmp_path, 4, 0)
+    commit.mkdir()
+    (commit / PROGRESS_FILE).write_text(json.dumps({"steps": 4}))
+    (commit / "user.json").write_text("{not json")
     saver = Saver()
     line = fail_reason(capfd, lambda: GavelIterator(range(3), None, saver.load, saver.save,
                                                     env=job_env(sched, tmp_path)))
-    assert line.startswith("gavel: corrupt checkpoint in") and "Expecting" in line
-    (tmp_path / PROGRESS_FILE).write_text("garbage")
+    assert line.startswith(f"gavel: corrupt checkpoint {commit}") and "Expecting" in line
+    (commit / PROGRESS_FILE).write_text("garbage")
     line = fail_reason(capfd, lambda: GavelIterator(range(3), None, saver.load, saver.save,
                                                     env=job_env(sched, tmp_path)))
     assert "corrupt progress file" in line
@@ -205,7 +209,7 @@ def test_two_gloo_ranks_with_different_lease_timing_stop_at_the_same_step(sched,
     steps = [json.loads((tmp_path / f"rank{r}.json").read_text())["steps"] for r in (0, 1)]
     assert steps[0] == steps[1] > 0
     assert steps[0] < 60 * 200 / 4     # rank 0 stopped long before its own lease end
-    assert read_progress(tmp_path) == steps[0] == sched.jobs["j1"].steps_done
+    assert checkpoints.latest(tmp_path).steps == steps[0] == sched.jobs["j1"].steps_done
     # only rank 0 reports
     assert {r.rank for r in sched.log.steps} == {0}
 

@@ -9,6 +9,8 @@ import math
 import pytest
 import torch
 
+from gavelsched import checkpoints
+
 from tests.workers.fake_scheduler import FakeJob, FakeScheduler, job_environment, steps_lease
 from traces.workloads import WORKLOADS
 from workers.workloads import common
@@ -91,13 +93,14 @@ def test_workload_under_leases_resumes_from_its_checkpoint(tmp_path, monkeypatch
             monkeypatch.setenv(var, value)
         first = common.train(workload("lstm"))
         assert (first.steps, len(first.losses), first.finished) == (4, 4, False)
-        assert (tmp_path / common.CHECKPOINT_FILE).exists()
+        assert (checkpoints.latest(tmp_path).path / common.CHECKPOINT_FILE).exists()
         second = common.train(workload("lstm"))
         assert (second.steps, len(second.losses), second.finished) == (7, 3, True)
         assert sched.jobs["lm"].steps_done == 7
         # The resumed model continued from the saved one: its checkpoint holds step 7.
         model = workload("lstm").build()
         opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-        assert common.load_checkpoint(tmp_path / common.CHECKPOINT_FILE, model, opt) == 7
+        newest = checkpoints.latest(tmp_path).path
+        assert common.load_checkpoint(newest / common.CHECKPOINT_FILE, model, opt) == 7
     finally:
         sched.stop()

@@ -1,0 +1,81 @@
+"""Run generations: the fencing tokens the scheduler issues (docs/runtime.md, "Fencing").
+
+Every launch of a job gets a new generation from one counter that only grows, persisted
+with the rest of the state, so it grows across restarts too. A job's newest generation is
+the only one whose messages count: a report, a lease request or a heartbeat entry of an
+older one is ignored (and logged) and never changes state, and its checkpoint commits are
+never loaded, because a run resumes from exactly the commit the scheduler counted: its
+steps and the generation that wrote it (``checkpoint``), saved together with the step
+count. Runs on the executor thread; the store writes are the caller's transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+
+from .store import Store
+
+log = logging.getLogger(__name__)
+
+NEXT_KEY = "next_generation"
+
+
+class StaleRun(RuntimeError):
+    """A message from a run of an older generation than the job's newest."""
+
+    def __init__(self, job_id: str, generation: int, newest: int) -> None:
+        super().__init__(f"run generation {generation} of job {job_id} is stale (newest: "
+                         f"{newest})")
+
+
+def _issued_key(job_id: str) -> str:
+    return f"generation/{job_id}"
+
+
+def _checkpoint_key(job_id: str) -> str:
+    return f"checkpoint_generation/{job_id}"
+
+
+class Fences:
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._next = int(store.get_meta(NEXT_KEY, "1"))
+        self._issued: dict[str, int] = {}
+        self._checkpoint: dict[str, int] = {}
+
+    def issue(self, job_id: str) -> int:
+        """A new generation for a launch of ``job_id``: from now on only its messages
+        count."""
+        generation, self._next = self._next, self._next + 1
+        self._issued[job_id] = generation
+        self._store.set_meta({NEXT_KEY: self._next, _issued_key(job_id): generation})
+        return generation
+
+    def current(self, job_id: str) -> int:
+        """The job's newest generation (0: never launched)."""
+        if job_id not in self._issued:
+            self._issued[job_id] = int(self._store.get_meta(_issued_key(job_id), "0"))
+        return self._issued[job_id]
+
+    def admits(self, job_id: str, generation: int, what: str) -> bool:
+        """Whether a message of run ``generation`` is about the job's newest run; logs the
+        ones that are not (they are ignored)."""
+        current = self.current(job_id)
+        if generation == current and generation > 0:
+            return True
+        log.warning("%s of job %s ignored: run generation %d is stale (newest: %d)", what,
+                    job_id, generation, current)
+        return False
+
+    def checkpoint(self, job_id: str) -> int:
+        """The generation that wrote the commit the job's durable count refers to."""
+        if job_id not in self._checkpoint:
+            self._checkpoint[job_id] = int(self._store.get_meta(_checkpoint_key(job_id), "0"))
+        return self._checkpoint[job_id]
+
+    def took(self, job_id: str, generation: int, db: sqlite3.Connection) -> None:
+        """The job's durable count now refers to a commit by ``generation`` (written in the
+        caller's transaction ``db``, with the count)."""
+        self._checkpoint[job_id] = generation
+        self._store.set_meta({_checkpoint_key(job_id): generation}, db)

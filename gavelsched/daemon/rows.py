@@ -1,0 +1,307 @@
+"""The store's records (``JobRow``, ``ServerRow``) and the door they pass when the store is
+read back at start (issue #17; DESIGN.md, Safety rules: the store on load is a door like
+any other, and one bad job never stops the others; thesis §5.6: the scheduler survives its
+own restart).
+
+Each raw SQLite row is checked once, here, with ``traces/checks.py``: text columns arrive
+as bytes and must be UTF-8, numbers finite and in range, integers within 64 bits, states
+and job types known. ``job_row`` turns a job row with a bad value into a ``failed`` row
+whose reason names the field (``refused at load: priority_weight: ...``); ``server_row``,
+``throughput`` and ``meta_value`` raise ``BadValue`` for the store to drop the row.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from traces import checks
+from traces.checks import BadValue, NotUtf8, utf8
+from traces.workloads import UnknownWorkload, check_workload
+
+from ..core import JobSpec
+
+STATES = ("queued", "running", "done", "failed", "cancelled")
+FINAL = frozenset({"done", "failed", "cancelled"})
+REFUSED = "refused at load"
+SPEC_FIELDS = ("job_type", "scale_factor", "total_steps", "priority_weight", "slo_s",
+               "entity", "mixed", "min_scale_factor")
+RUN_FIELDS = ("workload", "command")
+
+
+class Table(Protocol):
+    """What the load checks read of a throughput table (``traces.ThroughputTable``)."""
+
+    @property
+    def worker_types(self) -> tuple[str, ...]: ...
+
+    def get(self, worker_type: str, job_type: str, scale_factor: int = 1) -> float: ...
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """One submitted job as stored: the core's ``JobSpec`` (what the scheduler plans with)
+    and what only the daemon keeps: ``workload``/``command`` (what the worker runs), the
+    state, the *durable* step count and the times."""
+
+    spec: JobSpec
+    workload: str = ""
+    command: str = ""
+    state: str = "queued"
+    steps_done: int = 0
+    reason: str | None = None
+    arrival_s: float = 0.0
+    completion_s: float | None = None
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+    def but(self, **changes) -> JobRow:
+        return replace(self, **changes)
+
+    def with_id(self, job_id: str) -> JobRow:
+        return replace(self, spec=replace(self.spec, id=job_id))
+
+    @property
+    def final(self) -> bool:
+        return self.state in FINAL
+
+
+@dataclass(frozen=True)
+class ServerRow:
+    id: int
+    worker_type: str
+    workers: tuple[int, ...]
+    address: str
+    hostname: str = ""
+
+
+def runs_on(table: Table, job_type: str, scale_factor: int) -> tuple[str, ...]:
+    """The table's worker types that run ``job_type`` at ``scale_factor`` (steps/s > 0), as
+    the submission door decides (``submissions.check_submission``)."""
+    return tuple(t for t in table.worker_types if table.get(t, job_type, scale_factor) > 0)
+
+
+# ---- jobs ---------------------------------------------------------------------------------
+def job_row(job_id: Any, spec: Any, state: Any, steps_done: Any, reason: Any,
+            arrival_s: Any, completion_s: Any, table: Table | None = None) -> JobRow:
+    """The typed row of raw ``jobs`` columns (text columns as bytes). A bad value gives a
+    ``failed`` row whose one-line reason names the field, keeping what of the row is good;
+    with ``table``, a job it runs nowhere is bad too. Raises ``BadValue`` only for a bad id:
+    a row that cannot be named."""
+    job_id = _text(job_id, "id", empty=False)
+    if "+" in job_id:
+        raise BadValue("id", "must not contain '+'", job_id)
+    try:
+        submitted = _submission(job_id, spec)
+    except BadValue as err:
+        return _refused(_salvaged(job_id, spec), steps_done, arrival_s, err)
+    try:
+        row = _columns(submitted, state, steps_done, reason, arrival_s, completion_s)
+        if table is not None and not row.final:
+            _known(row.spec, table)
+        return row
+    except BadValue as err:
+        return _refused(submitted, steps_done, arrival_s, err)
+
+
+def _submission(job_id: str, raw: Any) -> JobRow:
+    """The ``spec`` column: the job as submitted (``JobSpec``, workload, command)."""
+    f = _spec(raw)
+    for key in ("job_type", "scale_factor", "total_steps"):
+        if key not in f:
+            raise BadValue(key, "missing from the stored spec", show=False)
+    sf = checks.integer(f["scale_factor"], "scale_factor", low=1, high=checks.INT32_MAX)
+    slo, entity, low = f.get("slo_s"), f.get("entity"), f.get("min_scale_factor")
+    if not isinstance(f.get("mixed", False), bool):
+        raise BadValue("mixed", "must be true or false", f["mixed"])
+    spec = JobSpec(
+        id=job_id, job_type=checks.text(f["job_type"], "job_type", empty=False),
+        scale_factor=sf, total_steps=checks.integer(f["total_steps"], "total_steps", low=1),
+        priority_weight=checks.number(f.get("priority_weight", 1.0), "priority_weight",
+                                      low=checks.PRIORITY_WEIGHT_MIN,
+                                      high=checks.PRIORITY_WEIGHT_MAX),
+        slo_s=None if slo is None else checks.number(slo, "slo_s", low=0.0, above=True),
+        entity=None if entity is None else checks.text(entity, "entity"),
+        mixed=f.get("mixed", False),
+        min_scale_factor=None if low is None else checks.integer(
+            low, "min_scale_factor", low=1, high=sf))
+    workload = checks.text(f.get("workload", ""), "workload")
+    if workload:
+        try:
+            check_workload(workload)
+        except UnknownWorkload as err:
+            raise BadValue("workload", str(err), show=False) from None
+    return JobRow(spec, workload=workload,
+                  command=checks.text(f.get("command", ""), "command", one_line=False))
+
+
+def _columns(job: JobRow, state: Any, steps_done: Any, reason: Any, arrival_s: Any,
+             completion_s: Any) -> JobRow:
+    """``job`` with the other columns: state, durable steps, reason and times."""
+    total = job.spec.total_steps
+    state = _text(state, "state")
+    if state not in STATES:
+        raise BadValue("state", f"must be one of {', '.join(STATES)}", state)
+    steps = checks.integer(_plain(steps_done, "steps_done"), "steps_done", low=0, high=total)
+    if state not in FINAL and steps == total:
+        raise BadValue("steps_done", f"must be < total_steps ({total}) for a {state} job",
+                       steps)
+    return job.but(state=state, steps_done=steps,
+                   reason=None if reason is None else _text(reason, "reason", one_line=False),
+                   arrival_s=checks.number(_plain(arrival_s, "arrival_s"), "arrival_s",
+                                           low=0.0),
+                   completion_s=None if completion_s is None else checks.number(
+                       _plain(completion_s, "completion_s"), "completion_s", low=0.0))
+
+
+def _spec(raw: Any) -> dict:
+    """The stored spec: a JSON object of ``SPEC_FIELDS`` and ``RUN_FIELDS``."""
+    fields = _json(raw, "spec")
+    if not isinstance(fields, dict):
+        raise BadValue("spec", "must be a JSON object", fields)
+    for key in fields:
+        if key not in SPEC_FIELDS + RUN_FIELDS:
+            raise BadValue("spec", f"unknown key {checks.shown(key)}", show=False)
+    return fields
+
+
+def _known(spec: JobSpec, table: Table) -> None:
+    """The job runs somewhere by the table, as the submission door requires."""
+    if not runs_on(table, spec.job_type, spec.scale_factor):
+        raise BadValue("job_type", f"no worker type of the throughput table runs it at "
+                                   f"scale factor {spec.scale_factor}", spec.job_type)
+
+
+def _salvaged(job_id: str, raw: Any) -> JobRow:
+    """What a bad ``spec`` column still says to show: the job type, scale factor and total
+    steps where they are good."""
+    try:
+        f = _spec(raw)
+    except BadValue:
+        f = {}
+    return JobRow(JobSpec(
+        id=job_id,
+        job_type=_or("?", checks.text, f.get("job_type"), "job_type", empty=False),
+        scale_factor=_or(1, checks.integer, f.get("scale_factor"), "scale_factor", low=1,
+                         high=checks.INT32_MAX),
+        total_steps=_or(1, checks.integer, f.get("total_steps"), "total_steps", low=1)))
+
+
+def _refused(job: JobRow, steps_done: Any, arrival_s: Any, err: BadValue) -> JobRow:
+    """``job`` as a ``failed`` row refused with ``err``, with its steps and arrival where
+    they are good."""
+    return job.but(state="failed", reason=f"{REFUSED}: {err}", completion_s=None,
+                   steps_done=_or(0, checks.integer, steps_done, "steps_done", low=0,
+                                  high=job.spec.total_steps),
+                   arrival_s=_or(0.0, checks.number, arrival_s, "arrival_s", low=0.0))
+
+
+def _or(default: Any, check: Callable[..., Any], value: Any, *args, **kw) -> Any:
+    try:
+        return check(value, *args, **kw)
+    except BadValue:
+        return default
+
+
+# ---- servers, throughputs, meta -----------------------------------------------------------
+def server_row(server_id: Any, worker_type: Any, workers: Any, address: Any,
+               hostname: Any) -> ServerRow:
+    """The typed row of raw ``servers`` columns, or ``BadValue``."""
+    ids = _json(workers, "workers")
+    if not isinstance(ids, list) or not ids:
+        raise BadValue("workers", "must be a non-empty JSON list of worker ids", ids)
+    ids = tuple(checks.integer(w, "workers", low=0) for w in ids)
+    if len(set(ids)) != len(ids):
+        raise BadValue("workers", "must not repeat a worker id", list(ids))
+    return ServerRow(checks.integer(_plain(server_id, "id"), "id", low=0),
+                     _text(worker_type, "worker_type", empty=False), ids,
+                     _text(address, "address", empty=False), _text(hostname, "hostname"))
+
+
+def throughput(job_id: Any, worker_type: Any, steps_per_s: Any) -> tuple[str, str, float]:
+    """(job, worker type, steps/s > 0) of a raw ``throughputs`` row, or ``BadValue``."""
+    return (_text(job_id, "job_id", empty=False), _text(worker_type, "worker_type", empty=False),
+            checks.number(_plain(steps_per_s, "steps_per_s"), "steps_per_s", low=0.0,
+                          above=True))
+
+
+def _count(value: str, key: str) -> None:
+    try:
+        number = int(value)
+    except ValueError:
+        raise BadValue(key, "must be an integer", value) from None
+    checks.integer(number, key, low=0)
+
+
+def _seconds(value: str, key: str) -> None:
+    try:
+        number = float(value)
+    except ValueError:
+        raise BadValue(key, "must be a number", value) from None
+    checks.number(number, key, low=0.0)
+
+
+def _attempts(value: str, key: str) -> None:
+    """``retries``' history: a JSON list of ``Attempt`` objects (round, exit code, reason)."""
+    got = _json(value, key)
+    if not isinstance(got, list):
+        raise BadValue(key, "must be a JSON list of attempts", got)
+    for a in got:
+        if not isinstance(a, dict) or set(a) != {"round", "exit_code", "reason"}:
+            raise BadValue(key, "each attempt must hold round, exit_code and reason", a)
+        checks.integer(a["round"], key, low=0)
+        checks.integer(a["exit_code"], key)
+        checks.text(a["reason"], key, one_line=False)
+
+
+# meta key (or key prefix ending in "/") -> the check of its value: the executor's, and
+# those of ``startups``, ``retries`` and ``fences`` (run generations)
+META: Mapping[str, Callable[[str, str], None]] = {
+    "round": _count, "next_job_id": _count, "epoch_unix": _seconds,
+    "startup_s/": _seconds, "startup_n/": _count, "attempts/": _attempts,
+    "next_generation": _count, "generation/": _count, "checkpoint_generation/": _count}
+# a counter the store keeps past the values already issued under these key prefixes, so
+# that a dropped or lowered one never issues a fencing token twice
+COUNTERS: Mapping[str, tuple[str, ...]] = {
+    "next_generation": ("generation/", "checkpoint_generation/")}
+
+
+def meta_value(key: Any, value: Any) -> tuple[str, str]:
+    """(key, value) of a raw ``meta`` row, its value checked for the keys ``META`` knows,
+    or ``BadValue``."""
+    key, value = _text(key, "meta key", one_line=False), _text(value, "meta value",
+                                                               one_line=False)
+    prefix = key.partition("/")[0] + "/" if "/" in key else key
+    check = META.get(prefix)
+    if check is not None:
+        check(value, key)
+    return key, value
+
+
+# ---- raw values ---------------------------------------------------------------------------
+def _text(raw: Any, field: str, *, one_line: bool = True, empty: bool = True) -> str:
+    """A text column read as bytes (``CAST(... AS BLOB)``): UTF-8, then ``checks.text``."""
+    if isinstance(raw, bytes):
+        try:
+            raw = utf8(raw)
+        except NotUtf8 as err:
+            raise BadValue(field, f"not UTF-8 text at {err}", show=False) from None
+    return checks.text(raw, field, one_line=one_line, empty=empty)
+
+
+def _plain(raw: Any, field: str) -> Any:
+    """A number column as read back: text in it (bytes) decoded, for the checks to refuse
+    by its own name."""
+    return _text(raw, field, one_line=False) if isinstance(raw, bytes) else raw
+
+
+def _json(raw: Any, field: str) -> Any:
+    text = _text(raw, field, one_line=False)
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        raise BadValue(field, "must be JSON", text) from None
