@@ -140,8 +140,9 @@ def main() -> int:
     rules = {"capped": lambda v: min(v, cap), "in full": lambda v: v, "none": lambda v: 0.0}
     for scale, rule in rules.items():
         policy = get_policy(args.policy)
+        # the daemon's re-solve rule (``resolve: responsive``) and interval (local-cluster's)
         config = config_for(policy, table, tuple(cluster), round_seconds=args.round_seconds,
-                            min_resolve_interval_s=args.round_seconds)
+                            min_resolve_interval_s=args.round_seconds, resolve="responsive")
         charged = {k: rule(v) for k, v in overhead.items()}
         simulated = runs[scale] = simulate_within(
             args.sim_timeout, jobs, table, cluster, policy, core_config=config,

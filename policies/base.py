@@ -1,6 +1,6 @@
 """What every policy is, and the one place that calls a solver.
 
-A policy is a pure function from ``Problem`` to ``Allocation`` (DESIGN.md, The flow): no
+A policy is a pure function from ``Problem`` to ``Allocation`` (docs/design.md, The flow): no
 clock, no I/O, no state kept between calls. ``evaluate`` scores any allocation by the
 policy's own objective, so a caller (or a test) can compare allocations made elsewhere,
 e.g. the isolated one for the sharing-incentive property of thesis §5.4.4.

@@ -222,7 +222,7 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
         for j in jobs), dtype=float, count=m * len(JOB_NUMBERS)).reshape(m, len(JOB_NUMBERS))
     workers = np.array([problem.cluster[t] for t in types], dtype=float)
     prices = np.array([problem.prices.get(t, 0.0) for t in types], dtype=float)
-    if not (np.isfinite(T).all() and np.isfinite(numbers).all()   # DESIGN.md, Safety rules
+    if not (np.isfinite(T).all() and np.isfinite(numbers).all()   # docs/design.md, Safety rules
             and all(map(math.isfinite, workers.tolist() + prices.tolist()))):
         raise non_finite(problem, np.hstack([T, numbers]), np.column_stack([workers, prices]))
     sf, weight, times = numbers[:, 0].copy(), numbers[:, 1].copy(), numbers[:, 2:]

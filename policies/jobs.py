@@ -24,7 +24,7 @@ COUNT_SEPARATOR = ":"
 
 
 def pair_key(a: str, b: str) -> str:
-    """The allocation key of a co-located pair, e.g. ``"0+1"`` (DESIGN.md, Allocation JSON)."""
+    """The allocation key of a co-located pair, e.g. ``"0+1"`` (docs/design.md, Allocation JSON)."""
     return f"{a}{PAIR_SEPARATOR}{b}"
 
 

@@ -1,6 +1,6 @@
 """The data a policy reads (``Problem``) and the data it returns (``Allocation``).
 
-Both mirror the Problem JSON and Allocation JSON of DESIGN.md and round-trip through
+Both mirror the Problem JSON and Allocation JSON of docs/design.md and round-trip through
 ``from_dict`` / ``to_dict``; the Problem JSON's field checks live in ``problem_json.py`` and
 the per-job records (``Job``, ``Pair``, ``Entity``, ``Configuration``) in ``jobs.py``.
 Records are frozen: policies receive values, never shared state (STYLE.md §1).

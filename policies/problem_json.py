@@ -1,4 +1,4 @@
-"""The door of the Problem JSON (DESIGN.md): read it into the records of ``jobs.py``,
+"""The door of the Problem JSON (docs/design.md): read it into the records of ``jobs.py``,
 checking every field, and raise ``ProblemError`` naming the first bad one.
 
 ``Problem.from_dict`` (``problem.py``) is the way in; this module only reads and checks, so
@@ -23,7 +23,7 @@ from .jobs import (
     Pair,
 )
 
-# A JSON integer must fit 64 bits (DESIGN.md, Safety rules); policies/ imports nothing of
+# A JSON integer must fit 64 bits (docs/design.md, Safety rules); policies/ imports nothing of
 # ours, so this is not traces/checks.py's constant.
 INT64_LIMIT = 2**63
 
@@ -52,7 +52,7 @@ JOB_NUMBERS = ("scale_factor", "weight", "remaining_steps", "elapsed_s", "isolat
 def non_finite(problem, per_job, per_type) -> ProblemError:
     """The ``ProblemError`` naming the job (or worker type) of the first NaN or ±inf in
     ``per_job`` (jobs x (types, then ``JOB_NUMBERS``)) or ``per_type`` (types x (workers,
-    price)). DESIGN.md, Safety rules: the doors refuse such values; behind them
+    price)). docs/design.md, Safety rules: the doors refuse such values; behind them
     ``build_columns`` tests its arrays once, vectorised, and only on failure asks this
     which job to name, so that one bad job that slipped through never fails every re-solve
     as a solver's numerical error."""

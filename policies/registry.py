@@ -1,6 +1,6 @@
 """The single name -> factory map of policies (STYLE.md §3: one registry).
 
-Names follow Gavel's so its users can switch (DESIGN.md, Policy names). ``_perf`` means
+Names follow Gavel's so its users can switch (docs/design.md, Policy names). ``_perf`` means
 heterogeneity-aware, the plain name is the heterogeneity-agnostic baseline, and ``_packed``
 adds space sharing over the problem's ``pairs``. What a policy *is* (agnostic, needs pairs,
 backfills, ...) is not read from its name: each class declares its ``Traits``

@@ -1,4 +1,4 @@
-"""What a policy declares about itself, as data (DESIGN.md, Conventions; STYLE.md §3).
+"""What a policy declares about itself, as data (docs/design.md, Conventions; STYLE.md §3).
 
 The scheduler core, the simulator and the CLI read a policy's ``Traits`` and never parse
 its name (Gavel's ``_compute_allocation`` dispatches on ``policy.name.startswith(...)``;

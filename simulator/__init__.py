@@ -1,5 +1,5 @@
 """The simulator: a virtual-clock executor over the scheduler core, with metrics, plots
-and sweeps (DESIGN.md, The flow)."""
+and sweeps (docs/design.md, The flow)."""
 
 from .config import SimConfig
 from .engine import SimulationError, make_policy, simulate

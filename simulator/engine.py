@@ -177,10 +177,14 @@ class _Run:
             self.metrics.on_periods(self.core.take_closed_periods())
 
     def idle_until(self, now: float) -> float:
-        """Nothing runs: the next arrival (Gavel), or an earlier allowed re-solve."""
+        """Nothing runs: the next arrival (Gavel), or an earlier allowed re-solve. A re-solve
+        already allowed at this boundary had its chance (with ``resolve="responsive"`` one
+        always is): then only an arrival can change the plan."""
         upcoming = self.jobs[self.arrivals[self.next]].arrival_s
         if not self.sim.idle_jumps_to_arrival and self.core.active_jobs:
-            upcoming = min(upcoming, max(self.core.next_resolve_allowed_s(), now + 1e-9))
+            allowed = self.core.next_resolve_allowed_s()
+            if allowed > now:
+                upcoming = min(upcoming, allowed)
         return max(now, upcoming)
 
     def execute(self, rnd, now: float, bar) -> tuple[float, np.ndarray]:

@@ -1,4 +1,4 @@
-"""The Simulation result (DESIGN.md, Simulation result JSON)."""
+"""The Simulation result (docs/design.md, Simulation result JSON)."""
 
 from __future__ import annotations
 

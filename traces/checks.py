@@ -1,6 +1,6 @@
 """Checks of values that come from outside, written once for every door.
 
-DESIGN.md, "Safety rules": every value from outside (CLI, YAML, JSON, gRPC, trace and table
+docs/design.md, "Safety rules": every value from outside (CLI, YAML, JSON, gRPC, trace and table
 files) is validated once, at the door, into typed records: finite numbers in range, 64-bit
 integers, UTF-8 text, known names; nothing behind the door re-checks or crashes on it. Each
 door (``gavelsched/cli/client.py``, ``gavelsched/daemon/submissions.py``,
@@ -52,7 +52,7 @@ def shown(value: Any) -> str:
 
 
 def utf8(data: bytes) -> str:
-    """``data`` decoded as UTF-8 (DESIGN.md, Safety rules: UTF-8 text), or ``NotUtf8``
+    """``data`` decoded as UTF-8 (docs/design.md, Safety rules: UTF-8 text), or ``NotUtf8``
     naming the line and byte offset of the first byte that is not."""
     try:
         return data.decode("utf-8")
@@ -64,7 +64,7 @@ def utf8(data: bytes) -> str:
 def number(value: Any, field: str, *, low: float | None = None, high: float | None = None,
            above: bool = False) -> float:
     """A finite float from an int or a float (not a bool), ``>= low`` (``> low`` with
-    ``above``) and ``<= high`` (DESIGN.md, Safety rules: finite numbers in range); NaN, ±inf
+    ``above``) and ``<= high`` (docs/design.md, Safety rules: finite numbers in range); NaN, ±inf
     and ints too large for a float are refused."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise BadValue(field, "must be a number", value)
@@ -84,7 +84,7 @@ def number(value: Any, field: str, *, low: float | None = None, high: float | No
 def integer(value: Any, field: str, *, low: int | None = None,
             high: int = INT64_MAX) -> int:
     """An int (not a bool, not a float) in ``[low, high]``; ``high`` defaults to the
-    largest 64-bit integer, as a proto int64 holds (DESIGN.md, Safety rules: 64-bit
+    largest 64-bit integer, as a proto int64 holds (docs/design.md, Safety rules: 64-bit
     integers)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise BadValue(field, "must be an integer", value)
@@ -109,7 +109,7 @@ def whole(value: float, field: str, *, low: int | None = None,
 
 
 def text(value: Any, field: str, *, one_line: bool = True, empty: bool = True) -> str:
-    """A str (DESIGN.md, Safety rules: text): no NUL (no process argument or path can hold
+    """A str (docs/design.md, Safety rules: text): no NUL (no process argument or path can hold
     one) and, for a name (``one_line``), no control character at all; ``empty=False``
     refuses the empty string."""
     if not isinstance(value, str):

@@ -1,4 +1,4 @@
-"""Trace files: native ``.jsonl`` and Gavel's tab-separated ``.trace`` (DESIGN.md).
+"""Trace files: native ``.jsonl`` and Gavel's tab-separated ``.trace`` (docs/design.md).
 
 ``.jsonl``: one JSON object a line, with ``job_type``, ``scale_factor``, ``total_steps`` and
 ``arrival_s`` (seconds from the start of the trace), and optionally ``priority_weight``
@@ -20,7 +20,7 @@ generator and importers write sorted traces).
 
 Every problem raises ``TraceError`` naming the file, the line and the field: bytes that are
 not UTF-8 (the byte offset), a line that is not JSON, a number that is not finite, an
-integer beyond 64 bits (``checks.py``, DESIGN.md Safety rules).
+integer beyond 64 bits (``checks.py``, docs/design.md Safety rules).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Throughput table files: gavelsched's native format and Gavel's JSON (DESIGN.md).
+"""Throughput table files: gavelsched's native format and Gavel's JSON (docs/design.md).
 
 A throughput table gives the steps/s of each (job type, scale factor) on each worker type,
 alone and, for space sharing, co-located in pairs (thesis §5.3.1: the matrix T; Figure 5.4).

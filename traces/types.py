@@ -11,7 +11,7 @@ JobKey = tuple[str, int]  # (job type, scale factor)
 
 @dataclass(frozen=True)
 class TraceJob:
-    """One job of a trace (DESIGN.md, Trace files). ``slo_s`` is a duration from arrival."""
+    """One job of a trace (docs/design.md, Trace files). ``slo_s`` is a duration from arrival."""
 
     job_type: str
     scale_factor: int

@@ -1,7 +1,12 @@
 """The ``gavelsched`` console script: one sub-command per module in this package.
 
-Every bad input ends the same way (DESIGN.md, CLI): exit code 2 and one line on stderr that
-says what is wrong and where, with no traceback.
+Every bad input ends the same way (docs/design.md, CLI): exit code 2 and one line on stderr
+that says what is wrong and where, with no traceback.
+
+Logging: a command logs at the level its parser sets as ``log_level`` (the daemons,
+``scheduler`` and ``worker``: INFO, their main events), else WARNING, so that the other
+commands print only their output. Each ``-v`` lowers that level one step (INFO, DEBUG),
+each ``-q`` raises it (WARNING, ERROR).
 """
 
 from __future__ import annotations
@@ -13,13 +18,14 @@ import os
 import sys
 
 # Sub-command modules; each exposes ``register(subparsers)`` and sets ``func`` on its parser.
-COMMANDS = ("solve", "trace", "simulate", "scheduler", "worker", "client", "local_cluster",
-            "vn", "pipeline")
+COMMANDS = ("solve", "trace", "simulate", "scheduler", "worker", "client", "logs",
+            "local_cluster", "vn", "pipeline")
 # The module of each sub-command, so that one command imports only its own module (the
 # clients stay light: `gavelsched status` need not import the solvers `solve` needs).
 COMMAND_MODULES = {"solve": "solve", "trace": "trace", "simulate": "simulate",
                    "scheduler": "scheduler", "worker": "worker", "submit": "client",
-                   "status": "client", "cancel": "client", "local-cluster": "local_cluster",
+                   "status": "client", "history": "client", "cancel": "client",
+                   "logs": "logs", "local-cluster": "local_cluster",
                    "vn": "vn", "pipeline": "pipeline"}
 
 EXIT_BAD_INPUT = 2
@@ -55,7 +61,10 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                     "cluster.",
     )
     parser.add_argument("-v", "--verbose", action="count", default=0,
-                        help="more logging (-v info, -vv debug)")
+                        help="more logging: one level per -v (the daemons log INFO by "
+                             "default, -v adds DEBUG; other commands log warnings, -v INFO)")
+    parser.add_argument("-q", "--quiet", action="count", default=0,
+                        help="less logging: one level per -q (the daemons: -q warnings only)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
     chosen = next((a for a in argv or () if not a.startswith("-")), None)
@@ -71,12 +80,19 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def log_level(args: argparse.Namespace) -> int:
+    """The command's ``log_level`` (default WARNING), one step per ``-q`` up and ``-v``
+    down, kept within DEBUG..ERROR."""
+    level = getattr(args, "log_level", logging.WARNING) + 10 * (args.quiet - args.verbose)
+    return min(max(level, logging.DEBUG), logging.ERROR)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(argv)
     args = parser.parse_args(argv)
-    level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=log_level(args),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         return int(args.func(args) or 0)
     except BrokenPipeError:  # the reader left early (`... | head`): stop quietly, as on SIGPIPE

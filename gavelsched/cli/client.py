@@ -1,4 +1,10 @@
-"""The scheduler's clients: ``submit JOB.yaml``, ``status [--json]``, ``cancel ID``.
+"""The scheduler's clients: ``submit JOB.yaml``, ``status``, ``history``, ``cancel ID``
+(and ``logs``, in its own module).
+
+``status`` shows the jobs not finished (``--all``: every job), as Slurm's ``squeue`` does;
+``history`` every job with its times, as ``sacct`` does (``jobviews``). Both filter with
+``--state S[,S]``, ``--type T`` and ``--entity E`` (the scheduler filters) and print
+``--json``.
 
 All take ``--scheduler HOST:PORT`` (default ``$GAVEL_SCHEDULER`` or 127.0.0.1:50051),
 ``--token-file F`` and ``--tls-ca F``. A refused token, an unreachable scheduler and a
@@ -10,19 +16,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from pathlib import Path
 
 from ..jobenv import SCHEDULER_VAR
 from . import InputError
+from .jobviews import history_table, status_dict, status_table
 
 JOB_KEYS = ("workload", "command", "job_type", "scale_factor", "total_steps",
             "priority_weight", "slo_s", "entity", "mixed", "min_scale_factor")
 DEFAULT_SCHEDULER = "127.0.0.1:50051"
 TIMEOUT_S = 30.0
+STATES_HELP = "queued, running, preempted, done, failed, cancelled"
 
 
-def register(subparsers) -> None:
+def connection_flags() -> argparse.ArgumentParser:
+    """The flags every client takes (a parent parser)."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--scheduler", metavar="HOST:PORT",
                         default=os.environ.get(SCHEDULER_VAR, DEFAULT_SCHEDULER),
@@ -31,6 +39,11 @@ def register(subparsers) -> None:
     common.add_argument("--token-file", metavar="F", help="file holding the cluster's token")
     common.add_argument("--tls-ca", metavar="F", help="CA certificate to verify the "
                                                       "scheduler's TLS certificate")
+    return common
+
+
+def register(subparsers) -> None:
+    common = connection_flags()
     p = subparsers.add_parser("submit", parents=[common], help="submit a job",
                               description="Submit a job; prints its id. JOB.yaml keys: "
                                           "job_type, total_steps, scale_factor (default 1), "
@@ -44,18 +57,39 @@ def register(subparsers) -> None:
                                           "many, under a *_mixed policy).")
     p.add_argument("job", metavar="JOB.yaml")
     p.set_defaults(func=submit)
-    p = subparsers.add_parser("status", parents=[common], help="show jobs and workers",
-                              description="A table of jobs (type, state, progress, worker "
-                                          "type, allocation vs received share) and workers.")
-    p.add_argument("--json", action="store_true", help="print JSON (DESIGN.md contract)")
+    filters = argparse.ArgumentParser(add_help=False)
+    filters.add_argument("--state", metavar="S[,S...]", action="append", default=[],
+                         help=f"only jobs in these states ({STATES_HELP})")
+    filters.add_argument("--type", metavar="JOB_TYPE", default="",
+                         help="only jobs of this job type (ResNet-50: all its batch sizes)")
+    filters.add_argument("--entity", metavar="E", default="", help="only jobs of this entity")
+    filters.add_argument("--json", action="store_true",
+                         help="print JSON (docs/design.md contract, plus times and shares)")
+    p = subparsers.add_parser("status", parents=[common, filters],
+                              help="show the jobs not finished, and the workers",
+                              description="A table of the jobs not finished (type, state, "
+                                          "progress, GPUs, worker type, time since the first "
+                                          "start, allocation vs received share, why it "
+                                          "waits) and the workers; --all or --state "
+                                          "show finished jobs too.")
+    p.add_argument("--all", action="store_true", help="finished jobs too")
     p.set_defaults(func=status)
+    p = subparsers.add_parser("history", parents=[common, filters],
+                              help="show every job with its times",
+                              description="A table of every job, finished ones included: "
+                                          "entity, state, when it was submitted, first "
+                                          "started and ended, elapsed time (first start "
+                                          "to end, or now), JCT (submission to completion) "
+                                          "and steps.")
+    p.set_defaults(func=history)
     p = subparsers.add_parser("cancel", parents=[common], help="cancel a job",
                               description="Cancel a queued or running job.")
     p.add_argument("id", help="the job id")
     p.set_defaults(func=cancel)
 
 
-def _stub(args: argparse.Namespace):
+def stub(args: argparse.Namespace):
+    """A ``ClientToScheduler`` stub on a channel with the flags' token and CA."""
     from ..rpc import pb_grpc
     from ..rpc.security import SecurityError, channel, read_token
     try:
@@ -69,7 +103,7 @@ def _stub(args: argparse.Namespace):
 def _call(args: argparse.Namespace, method: str, request):
     import grpc
     try:
-        return getattr(_stub(args), method)(request, timeout=TIMEOUT_S)
+        return getattr(stub(args), method)(request, timeout=TIMEOUT_S)
     except grpc.RpcError as err:
         raise InputError(rpc_error_line(args.scheduler, err)) from None
 
@@ -121,7 +155,7 @@ def read_job(path: str | Path):
 
 
 def job_fields(data: dict) -> dict:
-    """The ``JobRequest`` fields of a parsed job YAML mapping (DESIGN.md, Safety rules: every
+    """The ``JobRequest`` fields of a parsed job YAML mapping (docs/design.md, Safety rules: every
     field checked once, at the door). A key left out or null takes its default; an explicit
     value must be good: ``scale_factor: 0`` is refused, not read as 1 (in the request 0
     means unset, as proto3 has it). Raises ``BadValue`` naming the first bad field."""
@@ -183,43 +217,26 @@ def cancel(args: argparse.Namespace) -> int:
     return 0
 
 
-def status_dict(reply) -> dict:
-    """``status --json``: the DESIGN.md contract, plus ``gpus`` (held this round),
-    ``mixed`` and ``min_scale_factor`` (null: not elastic)."""
-    return {"round": reply.round,
-            "jobs": [{"id": j.id, "state": j.state, "steps_done": j.steps_done,
-                      "total_steps": j.total_steps, "job_type": j.job_type,
-                      "scale_factor": j.scale_factor, "worker_type": j.worker_type or None,
-                      "reason": j.reason or None, "gpus": j.gpus, "mixed": j.mixed,
-                      "min_scale_factor": j.min_scale_factor or None} for j in reply.jobs],
-            "workers": [{"id": w.id, "type": w.type, "gpus": w.gpus, "alive": w.alive}
-                        for w in reply.workers]}
+def _jobs(args: argparse.Namespace, *, active: bool):
+    """The scheduler's ``Status``, filtered by the flags (``active``: only jobs not
+    finished, unless states are named)."""
+    from ..rpc import pb
+    states = [s.strip() for flag in args.state for s in flag.split(",") if s.strip()]
+    return _call(args, "Status", pb.StatusRequest(
+        states=states, job_type=args.type, entity=args.entity, active=active and not states))
+
+
+def _show(args: argparse.Namespace, reply, table) -> int:
+    if args.json:   # (dumps: the C encoder; dump would encode in Python)
+        print(json.dumps(status_dict(reply)))
+    else:
+        print("\n".join(table(reply)))
+    return 0
 
 
 def status(args: argparse.Namespace) -> int:
-    from ..rpc import pb
-    reply = _call(args, "Status", pb.StatusRequest())
-    if args.json:
-        json.dump(status_dict(reply), sys.stdout)
-        print()
-        return 0
-    print(f"round {reply.round}  policy {reply.policy}  rounds of {reply.round_seconds:g}s")
-    print(f"{'id':>6} {'type':<28} {'state':<9} {'progress':>20} {'gpus':>7} {'on':<6} "
-          "allocation/received")
-    for j in reply.jobs:
-        share = " ".join(f"{t} {x:.2f}/{j.received.get(t, 0.0):.2f}"
-                         for t, x in sorted(j.allocation.items()) if x > 0 or j.received.get(t))
-        progress = f"{j.steps_done}/{j.total_steps} {j.steps_done / j.total_steps:4.0%}"
-        # held/asked, and an elastic job's floor: "1/4≥1"
-        gpus = f"{j.gpus}/{j.scale_factor}" + (f"≥{j.min_scale_factor}"
-                                                if j.min_scale_factor else "")
-        line = (f"{j.id:>6} {j.job_type[:28]:<28} {j.state:<9} {progress:>20} {gpus:>7} "
-                f"{j.worker_type or '-':<6} {share}")
-        if j.reason:
-            line += f"  ({j.reason})"
-        print(line)
-    print(f"workers: {len(reply.workers)}")
-    for w in reply.workers:
-        print(f"{w.id:>6} {w.type:<8} gpus {w.gpus}  {'alive' if w.alive else 'down'}  "
-              f"{w.address}")
-    return 0
+    return _show(args, _jobs(args, active=not args.all), status_table)
+
+
+def history(args: argparse.Namespace) -> int:
+    return _show(args, _jobs(args, active=False), history_table)

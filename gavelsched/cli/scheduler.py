@@ -3,8 +3,10 @@
 The YAML keys are listed in ``gavelsched.daemon.config``; a bad file or key exits with
 code 2 naming the key. A ``listen`` beyond loopback without ``auth_token_file``, or a
 ``metrics_listen`` beyond loopback (``/metrics`` has no auth), exits with code 2 too, unless
-``--insecure`` or the key ``insecure: true`` (then a warning; DESIGN.md, Safety rules). The
-daemon runs until SIGINT or SIGTERM.
+``--insecure`` or the key ``insecure: true`` (then a warning; docs/design.md, Safety rules).
+With ``health_listen``, the standard gRPC health service is also served there without
+token or TLS, for probes that can send neither (Kubernetes' ``grpc:`` probe). The daemon
+runs until SIGINT or SIGTERM.
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ def register(subparsers) -> None:
                     "gRPC to worker daemons (gavelsched worker). The config YAML has "
                     "listen, policy, round_seconds, state_dir and optionally "
                     "auth_token_file, tls {cert, key, ca}, metrics_listen, throughputs, "
-                    "expected_workers, checkpoint_dir, heartbeat_seconds, plan_lead_seconds, "
-                    "min_resolve_interval_s, seed, workers_tls, insecure "
+                    "expected_workers, checkpoint_dir, checkpoint_retention_s, "
+                    "health_listen, heartbeat_seconds, plan_lead_seconds, "
+                    "resolve, min_resolve_interval_s, seed, workers_tls, insecure "
                     "(docs/runtime.md).")
     p.add_argument("--config", required=True, metavar="CLUSTER.yaml",
                    help="the cluster YAML file")
@@ -38,7 +41,7 @@ def register(subparsers) -> None:
                         "beyond loopback (/metrics has no auth); the config key "
                         "'insecure: true' does the same. Make a token with: "
                         "(umask 077; head -c 32 /dev/urandom | base64 > token)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, log_level=logging.INFO)   # a daemon: its main events
 
 
 def run(args: argparse.Namespace) -> int:
@@ -54,6 +57,13 @@ def run(args: argparse.Namespace) -> int:
     if config.metrics_exposed:
         log.warning("insecure: /metrics on %s has no auth: anyone who can reach it can read "
                     "the cluster's jobs and workers", config.metrics_listen)
+    health = None
+    if config.health_listen:
+        try:
+            health = serve_health(daemon, config.health_listen)
+        except (SecurityError, RuntimeError) as err:   # RuntimeError: grpc could not bind
+            daemon.stop()
+            raise InputError(f"health_listen: {err}") from None
     done = threading.Event()
 
     def stop(signum, frame) -> None:
@@ -63,5 +73,20 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, stop)
     print(f"scheduler listening on port {daemon.port}", flush=True)
     done.wait()
+    if health is not None:
+        health.stop(0)
     daemon.stop()
     return 0
+
+
+def serve_health(daemon, address: str):
+    """The daemon's health service alone on ``address``, plain gRPC without a token: it
+    tells only whether the scheduler serves. Returns the started server."""
+    from grpc_health.v1 import health_pb2_grpc
+
+    from ..rpc.security import serve
+
+    server, port = serve(address, [
+        lambda s: health_pb2_grpc.add_HealthServicer_to_server(daemon.health, s)], max_workers=2)
+    log.info("health service (no auth) on %s:%d", address.rpartition(":")[0], port)
+    return server

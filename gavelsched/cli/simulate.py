@@ -15,7 +15,6 @@ from pathlib import Path
 from . import InputError, sweep
 from .simulate_flags import (
     add_common_flags,
-    check_resolve_flags,
     estimator_config,
     load_throughputs,
     parse_cluster,
@@ -24,6 +23,7 @@ from .simulate_flags import (
     parse_prices,
     parse_window,
     preemption_overheads,
+    resolve_options,
 )
 
 DEFAULT_POLICY = "max_min_fairness_perf"
@@ -189,10 +189,8 @@ def _core_config(args, table, cluster, policy):
     if not args.round_seconds > 0:
         raise InputError(f"--round-seconds: must be > 0, got {args.round_seconds}")
     types = tuple(t for t, n in cluster.items())
-    check_resolve_flags(args)
     return config_for(policy, table, types, seed=args.seed, round_seconds=args.round_seconds,
-                      min_resolve_interval_s=args.min_resolve_interval,
-                      resolve_period_s=args.resolve_period)
+                      **resolve_options(args))
 
 
 def _cluster_text(cluster) -> str:

@@ -1,7 +1,8 @@
 """The flags ``gavelsched simulate`` and ``gavelsched simulate sweep`` share, and the readers
 that turn flag values into simulator inputs: cluster, GPUs per server, window, entities
 (thesis §5.4.3), prices, the throughput table, preemption overheads, the estimator's
-config (§5.3.3) and the re-solve timing. Every refusal is an ``InputError`` naming the flag.
+config (§5.3.3) and the re-solve rule (``--resolve``, §5.3). Every refusal is an
+``InputError`` naming the flag.
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ from . import InputError
 from .args import parse_counts
 
 DEFAULT_CLUSTER = "v100=36,p100=36,k80=36"
+# ``gavelsched.core.resolving.RESOLVE_MODES``, spelt out so that the CLI's parser does not
+# import the core (and the solvers) for ``--help`` (a test holds the two equal).
+RESOLVE_MODES = ("gavel", "responsive")
 
 
 def add_common_flags(p) -> None:
@@ -25,10 +29,15 @@ def add_common_flags(p) -> None:
                    help="round length")
     p.add_argument("--min-resolve-interval", type=float, default=1920.0, metavar="S",
                    help="re-solve the policy at most this often (Gavel: 1920 s)")
+    p.add_argument("--resolve", choices=RESOLVE_MODES, default="gavel",
+                   help="when a reset event re-solves the policy: 'gavel', at most once per "
+                        "--min-resolve-interval (replays match Gavel); 'responsive', at the "
+                        "next round boundary while the last solve took under a tenth of a "
+                        "round (the scheduler daemon's default)")
     p.add_argument("--resolve-period", type=float, default=None, metavar="S",
                    help="also re-solve this often when nothing happened, still at most once "
-                        "per --min-resolve-interval (default: only on arrivals, completions, "
-                        "worker changes and price changes)")
+                        "per --min-resolve-interval with --resolve gavel (default: only on "
+                        "arrivals, completions, worker changes and price changes)")
     p.add_argument("--gpus-per-server", default="1", metavar="SPEC",
                    help="GPUs per server: N for every type, TYPE=N,..., or V100:P100:K80")
     p.add_argument("--prices", metavar="SPEC",
@@ -154,9 +163,14 @@ def preemption_overheads(spec: str, jobs) -> dict[str, float]:
         raise InputError(f"--preemption-overhead: {err}") from None
 
 
-def check_resolve_flags(args) -> None:
-    """Refuse a negative ``--min-resolve-interval`` or a non-positive ``--resolve-period``."""
+def resolve_options(args) -> dict:
+    """The core's re-solve fields from ``--resolve``, ``--min-resolve-interval`` and
+    ``--resolve-period``; refuses a negative interval or a non-positive period."""
     if args.min_resolve_interval < 0:
         raise InputError(f"--min-resolve-interval: must be >= 0, got {args.min_resolve_interval}")
     if args.resolve_period is not None and not args.resolve_period > 0:
         raise InputError(f"--resolve-period: must be > 0 seconds, got {args.resolve_period}")
+    out = {"resolve": args.resolve, "min_resolve_interval_s": args.min_resolve_interval}
+    if args.resolve_period is not None:
+        out["resolve_period_s"] = args.resolve_period
+    return out

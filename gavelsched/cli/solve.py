@@ -15,7 +15,7 @@ from . import InputError
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "solve", help="solve one scheduling problem with a policy",
-        description="Read a Problem JSON (see DESIGN.md), solve it with a policy and print the "
+        description="Read a Problem JSON (see docs/design.md), solve it with a policy and print the "
                     "Allocation JSON: for every job (or 'a+b' pair) the fraction of time on "
                     "each worker type.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -54,7 +54,7 @@ def parse_options(pairs: list[str]) -> dict:
 
 def read_problem(path: Path) -> Problem:
     """The Problem JSON at ``path`` (``-``: stdin), refused in one line naming the file and
-    what is wrong (DESIGN.md, Safety rules): not UTF-8, not JSON, a bad field."""
+    what is wrong (docs/design.md, Safety rules): not UTF-8, not JSON, a bad field."""
     from traces.checks import NotUtf8, utf8
 
     try:

@@ -11,7 +11,6 @@ from pathlib import Path
 from . import InputError
 from .simulate_flags import (
     add_common_flags,
-    check_resolve_flags,
     estimator_config,
     load_throughputs,
     parse_cluster,
@@ -20,6 +19,7 @@ from .simulate_flags import (
     parse_prices,
     parse_window,
     preemption_overheads,
+    resolve_options,
 )
 
 
@@ -61,7 +61,7 @@ def run_sweep(args: argparse.Namespace) -> int:
         raise InputError(f"--jobs: must be >= 1, got {args.jobs}")
     if any(r <= 0 for r in args.rates):
         raise InputError("--rates: every rate must be > 0 jobs/hour")
-    check_resolve_flags(args)
+    resolve = resolve_options(args)  # bad re-solve flags fail before any process starts
     from policies import get_policy
 
     from .solve import parse_options
@@ -79,8 +79,7 @@ def run_sweep(args: argparse.Namespace) -> int:
                      entities=parse_entities(args.entities) if args.entities else None,
                      estimate_pairs=args.estimate_pairs,
                      estimator=estimator_config(args.profiled_fraction), policy_options=options,
-                     core_options=({} if args.resolve_period is None
-                                   else {"resolve_period_s": args.resolve_period}))
+                     core_options=resolve)
     preemption_overheads(args.preemption_overhead, [])  # a bad spec fails before any process starts
     rows = sweep(args.policies, args.rates, args.seeds, spec, args.output,
                  processes=args.processes, progress=not args.quiet)

@@ -1,7 +1,7 @@
 """``gavelsched trace generate|import|show``: make, convert and inspect job traces.
 
 Traces are ``.jsonl`` (native) or ``.trace`` (Gavel's tab-separated format), chosen by the
-output file's extension (DESIGN.md, Trace files). Generation follows thesis §5.7.1.
+output file's extension (docs/design.md, Trace files). Generation follows thesis §5.7.1.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 from pathlib import Path
 
@@ -55,7 +56,7 @@ def register(subparsers) -> None:
     p.add_argument("--grace", type=float, default=30.0, metavar="S",
                    help="seconds a job may outlive its lease (to save its checkpoint) "
                         "before it is killed")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, log_level=logging.INFO)   # a daemon: its main events
     p.error = lambda message: p.exit(2, f"gavelsched worker: error: {message}\n")
 
 
@@ -66,12 +67,20 @@ def _address(value: str, flag: str) -> str:
     return value
 
 
+def _absolute(path: str | None) -> str | None:
+    """A path flag made absolute against the working directory, once, as it is read
+    (docs/design.md, Safety rules)."""
+    return os.path.abspath(path) if path else None
+
+
 def run(args: argparse.Namespace) -> int:
     from gavelsched.rpc.security import SecurityError, TlsFiles, read_token
     from traces.errors import TraceError
     from workers.daemon.emulation import EmulationError, load_emulation, machine_has_gpus
     from workers.daemon.worker import Worker, WorkerConfig, WorkerError
 
+    for name in ("token_file", "tls_ca", "tls_cert", "tls_key", "throughputs", "work_dir"):
+        setattr(args, name, _absolute(getattr(args, name)))
     _address(args.scheduler, "--scheduler")
     _address(args.listen, "--listen")
     if args.gpus <= 0:
@@ -96,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     tls = TlsFiles(cert=Path(args.tls_cert), key=Path(args.tls_key)) if args.tls_cert else None
     worker = Worker(WorkerConfig(
         scheduler=args.scheduler, worker_type=args.worker_type, gpus=args.gpus,
-        work_dir=Path(args.work_dir).resolve(), listen=args.listen, token=token,
+        work_dir=Path(args.work_dir), listen=args.listen, token=token,
         token_file=args.token_file, tls_ca=args.tls_ca, tls=tls, emulation=emulation,
         grace_s=args.grace, insecure=args.insecure))
     for sig in (signal.SIGTERM, signal.SIGINT):

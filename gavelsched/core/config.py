@@ -10,6 +10,8 @@ from dataclasses import dataclass, replace
 
 from policies import Policy, Traits
 
+from .resolving import RESOLVE_MODES
+
 # Which jobs may run on several worker types at once (``CoreConfig.mixed_jobs``).
 MIXED_JOBS = ("flagged", "all")
 
@@ -24,6 +26,10 @@ class CoreConfig:
       price change) re-solves the policy at the next round boundary, but at most once every
       this many seconds (Gavel ``minimum_time_between_allocation_resets``, 1920 s). A
       re-solve at time 0 does not start the interval (Gavel's ``last_reset_time == 0``).
+    - ``resolve``: ``"gavel"`` (the interval above always applies) or ``"responsive"``
+      (re-solve at the next boundary after any reset event while the last solve took under
+      ``cheap_solve_fraction`` x ``round_seconds``; the interval applies after an expensive
+      one). See ``resolving``.
     - ``resolve_period_s``: also re-solve this often with no event (None: never).
     - ``whole_step_leases``: a micro-task's lease is floor(throughput x round_seconds)
       steps (Gavel), so it ends a little before the round; False leases the exact
@@ -63,6 +69,8 @@ class CoreConfig:
 
     round_seconds: float = 360.0
     min_resolve_interval_s: float = 1920.0
+    resolve: str = "gavel"
+    cheap_solve_fraction: float = 0.1
     resolve_period_s: float | None = None
     whole_step_leases: bool = True
     reset_received_on_resolve: bool = True
@@ -85,6 +93,12 @@ class CoreConfig:
         if self.min_resolve_interval_s < 0:
             raise ValueError(
                 f"min_resolve_interval_s must be >= 0, got {self.min_resolve_interval_s}")
+        if self.resolve not in RESOLVE_MODES:
+            raise ValueError(f"resolve must be one of {', '.join(RESOLVE_MODES)}, "
+                             f"got {self.resolve!r}")
+        if not 0 <= self.cheap_solve_fraction <= 1:
+            raise ValueError(f"cheap_solve_fraction must be in [0, 1], "
+                             f"got {self.cheap_solve_fraction}")
         if self.resolve_period_s is not None and not self.resolve_period_s > 0:
             raise ValueError(f"resolve_period_s must be > 0, got {self.resolve_period_s}")
         if self.on_solve_error not in ("raise", "keep"):

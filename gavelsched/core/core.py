@@ -1,4 +1,4 @@
-"""The scheduler core: an event-driven state machine (DESIGN.md, The flow).
+"""The scheduler core: an event-driven state machine (docs/design.md, The flow).
 
 Events are method calls that carry the time as an argument; the core never reads a clock,
 so the simulator (virtual time) and the daemon (wall-clock time) drive the same object:
@@ -15,9 +15,10 @@ so the simulator (virtual time) and the daemon (wall-clock time) drive the same 
 Executors do not call the last three themselves: ``driver.RoundDriver`` is the round
 recipe both share.
 
-Re-solving follows Gavel: a reset event marks the allocation stale; at the next boundary it
-is recomputed if ``min_resolve_interval_s`` has passed since the last re-solve. A re-solve
-starts a new allocation period: received times go back to their seed and each
+Re-solving: a reset event marks the allocation stale; at the next boundary it is recomputed
+if ``min_resolve_interval_s`` has passed since the last re-solve (Gavel), or, with
+``CoreConfig.resolve="responsive"``, whenever the last solve was cheap (``resolving``). A
+re-solve starts a new allocation period: received times go back to their seed and each
 combination's deficit grows by what it was owed (X x period) minus what it got.
 
 State a policy keeps in Gavel is passed in the ``Problem`` instead (policies stay pure):
@@ -29,13 +30,13 @@ may plan on estimated pair throughputs (``planned_pairs``) until a pair has run 
 The state lives here; each step of its work is a module of its own: throughput lookups
 (``lookups``), the rows' columns (``layout``), per-job records (``jobs``), the policy's
 ``Problem`` (``problem``), allocation periods (``periods``), a round's planner inputs and
-batch (``batch``) and the progress reported back (``progress``).
+batch (``batch``), the progress reported back (``progress``) and when a stale allocation
+may be re-solved (``resolving``).
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import random
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
@@ -56,6 +57,8 @@ from .periods import close_period, install
 from .periods import shares as received_shares
 from .problem import advance_isolated_time, build_problem
 from .progress import RoundInFlight, credit_keys, credit_round
+from .resolving import allowed as resolve_allowed
+from .resolving import next_allowed_s
 from .records import JobSpec, Period, Report, Round, RoundOutcome, RoundReport, ThroughputSource
 from .rows import Rows
 
@@ -96,6 +99,7 @@ class SchedulerCore:
         self._stale = False
         self._force = False
         self._last_resolve_s = 0.0
+        self._last_solve_s: float | None = None     # the last solve's own time (``resolving``)
         self._rounds = 0
         self._in_flight: RoundInFlight | None = None
         # Closed periods wait here for take_closed_periods(); bounded for executors that
@@ -147,9 +151,8 @@ class SchedulerCore:
 
     def next_resolve_allowed_s(self) -> float:
         """Earliest time a pending reset event may trigger a re-solve."""
-        if self._force or self._last_resolve_s == 0.0:
-            return -math.inf
-        return self._last_resolve_s + self.config.min_resolve_interval_s
+        return next_allowed_s(self.config, self._last_resolve_s, self._last_solve_s,
+                              self._force)
 
     def shares(self, now: float) -> dict[str, tuple[dict[str, float], dict[str, float]]]:
         """Every admitted job's allocation X and the fraction of time it received on each
@@ -238,7 +241,7 @@ class SchedulerCore:
                             now: float) -> None:
         """Online throughputs (thesis §5.3.3): ``measured`` steps/s of this job by worker
         type replace the source's priors for it; the allocation becomes stale (re-solved
-        under the usual ``min_resolve_interval_s`` rule). Types not named keep their value."""
+        under the usual re-solve rule, ``resolving``). Types not named keep their value."""
         job = self._job(job_id)
         job.measured = {**(job.measured or {}), **{t: float(v) for t, v in measured.items()}}
         layout = self._layout
@@ -337,9 +340,8 @@ class SchedulerCore:
         cfg = self.config
         periodic = (cfg.resolve_period_s is not None and bool(self._jobs)
                     and now - self._last_resolve_s >= cfg.resolve_period_s)
-        allowed = (self._force or self._last_resolve_s == 0.0
-                   or now - self._last_resolve_s >= cfg.min_resolve_interval_s)
-        if not ((self._stale or periodic) and allowed):
+        if not ((self._stale or periodic) and resolve_allowed(
+                cfg, now, self._last_resolve_s, self._last_solve_s, self._force)):
             return None
         # Gavel's reset: deficits absorb the period, received times go back to the seed.
         period = close_period(self._rows, self._last_resolve_s, now, self._layout.columns, cfg)
@@ -369,6 +371,7 @@ class SchedulerCore:
                 self._stale = True
                 return None
         self._last_allocation = allocation
+        self._last_solve_s = allocation.solve_s
         install(allocation, self._rows, self._jobs, self._layout.columns, self._lookups,
                 cfg.seed_seconds)
         log.debug("re-solved at %.0fs: %d jobs, %.3fs", now, len(problem.jobs),

@@ -1,4 +1,4 @@
-"""The round recipe, written once for both executors (thesis §5.5; DESIGN.md, The flow).
+"""The round recipe, written once for both executors (thesis §5.5; docs/design.md, The flow).
 
 ``RoundDriver`` is the only caller of ``SchedulerCore.start_round`` / ``end_round`` /
 ``add_progress``. An executor decides *when* a boundary comes (the simulator: a jump of

@@ -1,26 +1,36 @@
-"""The scheduler daemon's cluster YAML (issue #8, DESIGN.md CLI contract).
+"""The scheduler daemon's cluster YAML (issue #8, docs/design.md CLI contract).
 
 Required: ``listen`` (host:port), ``policy``, ``round_seconds``, ``state_dir``. Optional:
 ``auth_token_file``, ``tls`` {``cert``, ``key``, ``ca``}, ``metrics_listen`` (host:port),
 ``throughputs`` (a table file, native or Gavel JSON; default: the catalog's table),
 ``expected_workers`` (GPUs to wait for before the first round, default 1),
 ``checkpoint_dir`` (shared storage; default ``state_dir/checkpoints``),
+``checkpoint_retention_s`` (how long the checkpoints of a job that ended, done, failed
+or cancelled, are kept; default a day; 0 keeps them forever; ``retention.py``),
+``health_listen`` (host:port of a plain gRPC health service without token or TLS, for
+probes such as Kubernetes' ``grpc:`` probe; beyond loopback only with ``insecure``),
 ``heartbeat_seconds`` (default 2; a worker silent for 3 x this is failed),
 ``plan_lead_seconds`` (how long before a round ends the next one is planned, thesis §5.6;
 default 30% of the round: the iterator asks for its renewal at 75% of its lease and must
 find the plan made), ``workers_tls`` (true: reach workers over TLS, verified with
-``tls.ca``; default false), ``min_resolve_interval_s`` (default: Gavel's
-1920 s scaled by round_seconds / 360 s), ``seed``, ``insecure`` (true: as
-``gavelsched scheduler --insecure``; default false).
+``tls.ca``; default false), ``resolve`` (``responsive``, the
+default: a change re-solves the policy at the next round boundary while the last solve took
+under a tenth of a round; ``gavel``: at most once per ``min_resolve_interval_s``;
+``gavelsched/core/resolving.py``), ``min_resolve_interval_s`` (default: Gavel's 1920 s
+scaled by round_seconds / 360 s; with ``responsive``, only after an expensive solve),
+``seed``, ``insecure`` (true: as ``gavelsched scheduler --insecure``; default false).
 
-An unknown key, a missing one or a bad value raises ``ConfigError`` naming the key. The
-metrics endpoint has no auth, so a ``metrics_listen`` beyond loopback is refused unless
-``insecure`` (DESIGN.md, Safety rules: nothing listens beyond loopback without
-authentication unless ``--insecure`` says so).
+Every path is made absolute here, once: a relative one is taken from the config file's
+folder (docs/design.md, Safety rules), so the daemon and the workers it sends paths to
+agree whatever their working directories. An unknown key, a missing one or a bad value
+raises ``ConfigError`` naming the key. The metrics and health endpoints have no auth, so
+one beyond loopback is refused unless ``insecure`` (docs/design.md, Safety rules: nothing
+listens beyond loopback without authentication unless ``--insecure`` says so).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -36,13 +46,16 @@ from ..rpc.security import TlsFiles, host_of, is_loopback
 
 REQUIRED = ("listen", "policy", "round_seconds", "state_dir")
 OPTIONAL = ("auth_token_file", "tls", "metrics_listen", "throughputs", "expected_workers",
-            "checkpoint_dir", "heartbeat_seconds", "plan_lead_seconds",
-            "min_resolve_interval_s", "seed", "workers_tls", "insecure")
+            "checkpoint_dir", "checkpoint_retention_s", "health_listen", "heartbeat_seconds",
+            "plan_lead_seconds", "min_resolve_interval_s", "resolve", "seed", "workers_tls",
+            "insecure")
 TLS_KEYS = ("cert", "key", "ca")
+RESOLVE_MODES = ("responsive", "gavel")        # gavelsched/core/resolving.py
 PLAN_LEAD_FRACTION = 0.3
 # The longest duration a key may give, in seconds (about 116 days): far under what a
 # thread's wait can take (threading.TIMEOUT_MAX), so no timer overflows.
 MAX_SECONDS = 1e7
+DAY_S = 86400.0
 
 
 class ConfigError(ValueError):
@@ -61,9 +74,12 @@ class DaemonConfig:
     throughputs: Path | None = None
     expected_workers: int = 1
     checkpoint_dir: Path | None = None
+    checkpoint_retention_s: float = DAY_S
+    health_listen: str | None = None
     heartbeat_seconds: float = 2.0
     plan_lead_seconds: float | None = None
     min_resolve_interval_s: float | None = None
+    resolve: str = "responsive"
     seed: int = 0
     workers_tls: bool = False
     insecure: bool = False
@@ -87,7 +103,16 @@ class DaemonConfig:
     @property
     def metrics_exposed(self) -> bool:
         """``/metrics`` (which has no auth) listens beyond loopback."""
-        return self.metrics_listen is not None and not is_loopback(host_of(self.metrics_listen))
+        return _exposed(self.metrics_listen)
+
+    @property
+    def health_exposed(self) -> bool:
+        """The plain health service (no auth) listens beyond loopback."""
+        return _exposed(self.health_listen)
+
+
+def _exposed(address: str | None) -> bool:
+    return address is not None and not is_loopback(host_of(address))
 
 
 def load_config(path: str | Path, *, insecure: bool = False) -> DaemonConfig:
@@ -109,16 +134,18 @@ def load_config(path: str | Path, *, insecure: bool = False) -> DaemonConfig:
         raise ConfigError(f"{path}: bad YAML{where}: {problem}") from None
     except RecursionError:
         raise ConfigError(f"{path}: bad YAML: nested too deeply") from None
-    return parse_config(data, base=path.parent, name=str(path), insecure=insecure)
+    return parse_config(data, base=path.absolute().parent, name=str(path), insecure=insecure)
 
 
-def parse_config(data: Any, *, base: Path = Path("."), name: str = "config",
+def parse_config(data: Any, *, base: str | Path = ".", name: str = "config",
                  insecure: bool = False) -> DaemonConfig:
-    """Check a parsed YAML mapping; relative paths are taken from ``base``. Every value is
-    checked here, once (DESIGN.md, Safety rules): finite numbers in range, integers within
-    64 bits, paths and addresses as text without control characters. ``insecure``
-    (``--insecure``) or the key ``insecure: true`` allows ``metrics_listen`` beyond
-    loopback."""
+    """Check a parsed YAML mapping; relative paths are taken from ``base`` (made absolute
+    against the working directory), so every path of the result is absolute. Every value
+    is checked here, once (docs/design.md, Safety rules): finite numbers in range, integers
+    within 64 bits, paths and addresses as text without control characters. ``insecure``
+    (``--insecure``) or the key ``insecure: true`` allows ``metrics_listen`` and
+    ``health_listen`` beyond loopback."""
+    base = Path(base).absolute()
     if not isinstance(data, Mapping):
         raise ConfigError(f"{name}: expected a mapping of keys, got {type(data).__name__}")
     for key in data:
@@ -137,7 +164,7 @@ def parse_config(data: Any, *, base: Path = Path("."), name: str = "config",
         except RuntimeError:   # "~user" of no such user
             raise ConfigError(f"{name}: {key}: cannot expand {shown(value)}: no such "
                               "home directory") from None
-        return p if p.is_absolute() else base / p
+        return Path(os.path.normpath(p if p.is_absolute() else base / p))
 
     def number(key: str, low: float, *, integer: bool = False) -> Any:
         try:
@@ -151,7 +178,7 @@ def parse_config(data: Any, *, base: Path = Path("."), name: str = "config",
                               f"{shown(err.value)}") from None
 
     kw: dict[str, Any] = {}
-    for key in ("listen", "metrics_listen"):
+    for key in ("listen", "metrics_listen", "health_listen"):
         if data.get(key) is not None:
             kw[key] = _address(name, key, data[key])
     policy = data["policy"]
@@ -172,9 +199,15 @@ def parse_config(data: Any, *, base: Path = Path("."), name: str = "config",
         kw["expected_workers"] = number("expected_workers", 0, integer=True)
     if data.get("seed") is not None:
         kw["seed"] = number("seed", 0, integer=True)
-    for key in ("heartbeat_seconds", "plan_lead_seconds", "min_resolve_interval_s"):
+    for key in ("heartbeat_seconds", "plan_lead_seconds", "min_resolve_interval_s",
+                "checkpoint_retention_s"):
         if data.get(key) is not None:
             kw[key] = number(key, 0.05 if key == "heartbeat_seconds" else 0.0)
+    if data.get("resolve") is not None:
+        if not isinstance(data["resolve"], str) or data["resolve"] not in RESOLVE_MODES:
+            raise ConfigError(f"{name}: resolve must be responsive or gavel, got "
+                              f"{shown(data['resolve'])}")
+        kw["resolve"] = data["resolve"]
     for key in ("workers_tls", "insecure"):
         if data.get(key) is not None:
             if not isinstance(data[key], bool):
@@ -192,11 +225,13 @@ def parse_config(data: Any, *, base: Path = Path("."), name: str = "config",
             raise ConfigError(f"{name}: tls.cert and tls.key go together")
         kw["tls"] = TlsFiles(**{k: path_of(f"tls.{k}", v) for k, v in tls.items()})
     config = DaemonConfig(**kw)
-    if config.metrics_exposed and not config.insecure:
-        port = config.metrics_listen.rpartition(":")[2]
-        raise ConfigError(f"{name}: metrics_listen {config.metrics_listen} is beyond loopback "
-                          f"and /metrics has no auth: bind it to 127.0.0.1:{port}, or set "
-                          f"insecure: true (or pass --insecure) to expose it")
+    for key, what in (("metrics_listen", "/metrics"), ("health_listen", "the health service")):
+        address = getattr(config, key)
+        if _exposed(address) and not config.insecure:
+            port = address.rpartition(":")[2]
+            raise ConfigError(f"{name}: {key} {address} is beyond loopback and {what} has "
+                              f"no auth: bind it to 127.0.0.1:{port}, or set insecure: true "
+                              f"(or pass --insecure) to expose it")
     return config
 
 

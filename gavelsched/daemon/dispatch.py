@@ -1,7 +1,9 @@
-"""Calls from the scheduler to worker daemons (``SchedulerToWorker``: run, kill, shutdown).
+"""Calls from the scheduler to worker daemons (``SchedulerToWorker``: run, kill, shutdown,
+read logs).
 
 The executor thread never waits on the network: each call runs on a small pool, and its
-answer comes back as an event (``on_done``) on the executor's queue. One channel per
+answer comes back as an event (``on_done``) on the executor's queue. ``read_logs`` alone
+waits for its answer, on the thread of the ``Logs`` handler that asks. One channel per
 worker address, carrying the cluster's token (thesis §5.6; ``gavelsched.rpc.security``).
 """
 
@@ -83,6 +85,10 @@ class Dispatcher:
         """Kill run ``generation`` of the job there (0: whichever runs)."""
         self._call(address, "KillJob", pb.KillJobRequest(job_id=job_id, reason=reason,
                                                          generation=generation), None)
+
+    def read_logs(self, address: str, request: pb.ReadLogsRequest) -> pb.ReadLogsResponse:
+        """ReadLogs on the caller's thread; raises ``grpc.RpcError``."""
+        return self._stub(address).ReadLogs(request, timeout=CALL_TIMEOUT_S)
 
     def shutdown_worker(self, address: str, reason: str) -> None:
         self._call(address, "Shutdown", pb.ShutdownRequest(reason=reason), None)

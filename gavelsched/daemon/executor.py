@@ -28,7 +28,13 @@ their collaborators:
 - ``fences.Fences``: every launch gets a new run generation; a message of an older one
   (a late report, a cut-off worker's process) is ignored and logged, never applied;
 - ``startups.Startups``: mean start-up per job type; ``view``: the frozen view that
-  ``snapshot`` and ``metrics`` read, and the allocation against received share.
+  ``snapshot`` and ``metrics`` read, and the allocation against received share;
+- ``logs.Hosts``: the servers that ran each job (where ``Logs`` reads its output).
+
+A job is ``queued`` until its first process starts (its first ``InitJob``: the job's
+``started_s``, kept in the store), ``running`` while a process of it runs, ``preempted``
+between its runs, then ``done``, ``failed`` or ``cancelled`` (``ended_s``). The log has
+one line per round start (``DaemonView.summary``).
 """
 
 from __future__ import annotations
@@ -54,8 +60,10 @@ from .fences import Fences, StaleRun
 from .health import Health
 from .inbox import Inbox
 from .leases import stop_lease
+from .logs import Hosts
 from .metrics import DaemonMetrics
 from .progress import Progress
+from .retention import Retention
 from .retries import Retries
 from .runs import RunTable
 from .snapshot import Snapshot, build_snapshot
@@ -72,6 +80,8 @@ log = logging.getLogger(__name__)
 # submitted together are planned together.
 ARRIVAL_GRACE_S = 0.5
 SNAPSHOT_EVERY_S = 0.5
+# While a job runs, the picture is taken again at least this often (its elapsed time moves).
+SNAPSHOT_MAX_AGE_S = 5.0
 
 
 @dataclass
@@ -96,7 +106,8 @@ class DaemonExecutor:
         if epoch is None:
             epoch = time.time()
             store.set_meta({"epoch_unix": epoch})
-        self._base = max(0.0, time.time() - float(epoch))
+        self.epoch_unix = float(epoch)
+        self._base = max(0.0, time.time() - self.epoch_unix)
         self._round_base = int(store.get_meta("round", "0"))
         servers = store.servers()
         self.health = Health(config.heartbeat_seconds, servers)
@@ -104,20 +115,22 @@ class DaemonExecutor:
                            frozenset(w for s in servers for w in s.workers))
         self.core = SchedulerCore(policy, view, table, config_for(
             policy, table, table.worker_types, round_seconds=config.round_seconds,
-            min_resolve_interval_s=config.resolve_interval, seed=config.seed,
-            on_solve_error="keep"))
+            min_resolve_interval_s=config.resolve_interval, resolve=config.resolve,
+            seed=config.seed, on_solve_error="keep"))
         self.driver = RoundDriver(self.core)
         self.jobs: dict[str, JobRow] = {}
         for row in store.jobs(table):
             if not row.final:
-                row = row.but(state="queued")
+                row = row.but(state=row.waiting)
                 self.core.submit(row.spec, row.arrival_s, steps_done=row.steps_done)
             self.jobs[row.id] = row
         self.startups = Startups(store)
         self.retries = Retries(store, config.round_seconds)
         self.fences = Fences(store)
+        self.retention = Retention(config.checkpoints, config.checkpoint_retention_s)
+        self.hosts = Hosts(store)
         self.runs = RunTable(config, self.jobs, self.health, dispatcher, self.startups,
-                             self.retries, self.fences, self.core, clock=clock,
+                             self.retries, self.fences, self.hosts, self.core, clock=clock,
                              round_end=lambda: self.clock.next_start, post=self.post,
                              fail=self._fail_job)
         self.roster = Servers(config, self.core, store, self.health, self.runs,
@@ -135,6 +148,7 @@ class DaemonExecutor:
         self._dirty = True
         self._next_snapshot = 0.0
         self.snapshot: Snapshot = build_snapshot(self.view(0.0))
+        self._snapshot_at = self._clock()
 
     @property
     def servers(self):
@@ -158,22 +172,31 @@ class DaemonExecutor:
             self._dirty = self.inbox.run_pending(self._wait()) or self._dirty
             self.tick()
             mono = self._clock()
+            if self._aged(mono):
+                self._dirty = True
             if self._dirty and mono >= self._next_snapshot:
                 # Large job tables are re-pictured at most every SNAPSHOT_EVERY_S.
                 self._next_snapshot = mono + (SNAPSHOT_EVERY_S if len(self.jobs) > 500
                                               else 0.0)
                 view = self.view(self.now())
                 self.snapshot = build_snapshot(view)
+                self._snapshot_at = mono
                 if self.metrics is not None:
                     self.metrics.on_state(view)
                 self._dirty = False
         for waiter in self._waiters:
             waiter.future.set_result(None)
 
+    def _aged(self, mono: float) -> bool:
+        """A job runs and the picture is older than ``SNAPSHOT_MAX_AGE_S``."""
+        return bool(self.runs.live()) and mono >= self._snapshot_at + SNAPSHOT_MAX_AGE_S
+
     def _wait(self) -> float:
         deadlines = self.clock.deadlines()
         if self._dirty:
             deadlines.append(self._next_snapshot)
+        if self.runs.live():
+            deadlines.append(self._snapshot_at + SNAPSHOT_MAX_AGE_S)
         wait = self.config.heartbeat_seconds / 2
         if deadlines:
             wait = min(wait, max(0.0, min(deadlines) - self._clock()))
@@ -184,12 +207,15 @@ class DaemonExecutor:
         return DaemonView.of(self.round_index, self.core.policy.name,
                              self.config.round_seconds, now, self.jobs, self.runs.live(),
                              self.health.servers.values(), self.shares.at(now),
-                             table=self.table)
+                             table=self.table, hosts=self.hosts.by_job,
+                             epoch_unix=self.epoch_unix)
 
     # ---- time-driven ------------------------------------------------------------------
     def tick(self) -> None:
-        """What the loop does each time it wakes: failures, suspects, round boundaries."""
+        """What the loop does each time it wakes: failures, suspects, round boundaries,
+        and (at most once a minute) the checkpoints of ended jobs past their retention."""
         mono = self._clock()
+        self.retention.tick(self.jobs, self.now())
         self._dirty = self.roster.fail_silent(mono) or self._dirty
         for job_id, reason, exit_code in self.health.due(mono):
             if not self._died(job_id, exit_code, reason):
@@ -250,14 +276,16 @@ class DaemonExecutor:
                 self.driver.end(self.now())
             return
         self.runs.place(rnd.tasks, self._round_base + rnd.index)
+        view = self.view(self.now())
+        log.info("%s", view.summary())
         if self.metrics is not None:
-            self.metrics.on_plan(self.view(self.now()))
+            self.metrics.on_plan(view)
 
     # ---- jobs ending --------------------------------------------------------------------
     def _finish(self, job_id: str, now: float) -> None:
         job = self.jobs[job_id]
         self.jobs[job_id] = job.but(state="done", steps_done=job.spec.total_steps,
-                                    completion_s=now)
+                                    completion_s=now, ended_s=now)
         self.store.update_jobs([self.jobs[job_id]])
         log.info("job %s done at %.1fs", job_id, now)
 
@@ -273,6 +301,7 @@ class DaemonExecutor:
             self.core.cancel(job_id, self.now())
         self.driver.forget(job_id)
         self.runs.kill(job_id, row.reason or row.state)
+        row = row.but(ended_s=self.now())
         self.jobs[job_id] = row
         self.store.update_jobs([row])
 
@@ -287,6 +316,9 @@ class DaemonExecutor:
         self.store.add_job(row)
         self.jobs[row.id] = row
         self.core.submit(row.spec, now)
+        log.info("job %s submitted: %s on %d GPU%s, %d steps", row.id, row.spec.job_type,
+                 row.spec.scale_factor, "s" if row.spec.scale_factor != 1 else "",
+                 row.spec.total_steps)
         return row.id
 
     def cancel(self, job_id: str) -> pb.Ack:
@@ -296,6 +328,7 @@ class DaemonExecutor:
         if job.final:
             return pb.Ack(ok=False, message=f"job {job_id} is already {job.state}")
         self._end_job(job_id, job.but(state="cancelled", reason="cancelled"))
+        log.info("job %s cancelled", job_id)
         return pb.Ack(ok=True)
 
     def register(self, request: pb.RegisterWorkerRequest, mono: float) -> pb.RegisterWorkerResponse:
@@ -313,7 +346,9 @@ class DaemonExecutor:
         if request.steps >= 0:
             self.durable_steps(job_id, int(request.steps), int(request.generation))
         run = self.runs.get(job_id)
-        if run is not None and request.server_id in run.servers:
+        job = self.jobs.get(job_id)
+        if (run is not None and request.server_id in run.servers
+                and job is not None and not job.final):   # (a finished job's exit is no failure)
             if request.failed:
                 reason = request.reason or f"exit code {request.exit_code}"
                 if len(run.servers) == 1:
@@ -370,12 +405,22 @@ class DaemonExecutor:
         run = self.runs.get(request.job_id)
         if run is not None and not run.started_up:
             self.runs.started_up(run)
-        if run is not None and job.state == "queued":   # running: its process has started
-            self.jobs[job.id] = job.but(state="running")
+        if run is not None and not job.final and job.state != "running":
+            self._started(job, run.worker_type)     # its process has started
         lease = run.lease if run is not None else stop_lease(job.steps_done)
         return pb.InitJobResponse(lease=lease, steps_done=job.steps_done,
                                   total_steps=job.spec.total_steps,
                                   checkpoint_generation=self.fences.checkpoint(job.id))
+
+    def _started(self, job: JobRow, worker_type: str) -> None:
+        """A process of the job has started: it is running; its first start is kept."""
+        if job.started_s is not None:
+            self.jobs[job.id] = job.but(state="running")
+            return
+        self.jobs[job.id] = job.but(state="running", started_s=self.now())
+        self.store.update_jobs([self.jobs[job.id]])
+        log.info("job %s started on %s, %.1fs after its submission", job.id, worker_type,
+                 self.jobs[job.id].started_s - job.arrival_s)
 
     def renew_lease(self, request: pb.RenewLeaseRequest) -> pb.Lease | Future:
         """The lease for the next round: extended when the job keeps its workers. Before

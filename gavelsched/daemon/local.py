@@ -99,15 +99,20 @@ class LocalCluster:
         self._chan: grpc.Channel | None = None
 
     # ---- processes ------------------------------------------------------------------------
-    def _spawn(self, args: list[str], log_name: str) -> subprocess.Popen:
+    def _spawn(self, args: list[str], log_name: str, cwd: Path | None = None) -> subprocess.Popen:
+        """``gavelsched ARGS`` (the daemons log INFO by default) in ``cwd``, its output
+        appended to ``root/log_name``."""
         with open(self.root / log_name, "ab") as out:
-            return subprocess.Popen([sys.executable, "-m", "gavelsched", "-v", *args],
+            return subprocess.Popen([sys.executable, "-m", "gavelsched", *args],
                                     stdout=out, stderr=subprocess.STDOUT,
-                                    env=subprocess_env())
+                                    env=subprocess_env(), cwd=cwd)
 
-    def start_scheduler(self, timeout: float = 60.0) -> LocalCluster:
-        self.scheduler = self._spawn(["scheduler", "--config", str(self.config_path)],
-                                     "scheduler.log")
+    def start_scheduler(self, timeout: float = 60.0, *, cwd: Path | None = None,
+                        config: str | None = None) -> LocalCluster:
+        """The scheduler, run in ``cwd`` with ``--config config`` (default: the absolute
+        ``config_path``; a relative one is taken from ``cwd``)."""
+        self.scheduler = self._spawn(["scheduler", "--config", config or str(self.config_path)],
+                                     "scheduler.log", cwd)
         wait_until(lambda: self.healthy() or self.scheduler.poll() is not None, timeout,
                    "the scheduler to serve")
         if self.scheduler.poll() is not None:
@@ -116,14 +121,20 @@ class LocalCluster:
         return self
 
     def start_worker(self, worker_type: str, gpus: int = 1, *, emulation_speed: float = 1.0,
-                     grace_s: float = 3.0) -> subprocess.Popen:
+                     grace_s: float = 3.0, cwd: Path | None = None, work_dir: str | None = None,
+                     token_file: str | None = None) -> subprocess.Popen:
+        """A worker, run in ``cwd`` with ``--work-dir work_dir`` (default ``root/workerN``)
+        and ``--token-file token_file`` (default the cluster's); relative ones are taken
+        from ``cwd``."""
         n = len(self.workers)
         args = ["worker", "--scheduler", self.address, "--type", worker_type, "--gpus",
-                str(gpus), "--listen", "127.0.0.1:0", "--work-dir", str(self.root / f"worker{n}"),
+                str(gpus), "--listen", "127.0.0.1:0",
+                "--work-dir", work_dir or str(self.root / f"worker{n}"),
                 "--grace", str(grace_s), "--emulation-speed", str(emulation_speed)]
-        if self.token_file:
-            args += ["--token-file", str(self.token_file)]
-        proc = self._spawn(args, f"worker{n}.log")
+        token_file = token_file or (str(self.token_file) if self.token_file else None)
+        if token_file:
+            args += ["--token-file", token_file]
+        proc = self._spawn(args, f"worker{n}.log", cwd)
         self.workers.append(proc)
         return proc
 

@@ -1,7 +1,8 @@
 """Prometheus metrics of the scheduler daemon (prometheus-client), all named
 ``gavelsched_*``:
 
-- ``gavelsched_jobs{state}``: jobs by state (queued, running, done, failed, cancelled);
+- ``gavelsched_jobs{state}``: jobs by state (queued, running, preempted, done, failed, cancelled:
+  ``store.STATES``);
 - ``gavelsched_round_duration_seconds``: histogram of the time between round starts;
 - ``gavelsched_policy_solve_seconds``: histogram of policy solve times;
 - ``gavelsched_job_allocation{job,worker_type}``: X, the time fraction the policy gives
@@ -10,7 +11,9 @@
   last re-solve;
 - ``gavelsched_job_gpus{job,worker_type}``: GPUs each job's live run holds, labelled with
   the worker type it runs on, or its configuration's name for a job on several types
-  (e.g. ``k80:1+v100:1``; VirtualFlow §6.5.2);
+  (e.g. ``k80:1+v100:1``; VirtualFlow §6.5.2); a run waiting for GPUs that the run before
+  it still holds (saving its checkpoint) holds none yet, so a server never shows more GPUs
+  held than it has (``holding``, read through the view's ``RunView.gpus``);
 - ``gavelsched_workers{worker_type,alive}``: GPUs registered;
 - ``gavelsched_rounds_total``: rounds started.
 

@@ -1,4 +1,5 @@
-"""Why a job with no run waits: the one-line reason ``Status`` shows for it (issue #17;
+"""Why a job with no run waits, never started (queued) or between its runs (preempted):
+the one-line reason ``Status`` shows for it (issues #17, #18;
 STYLE.md §5, Kueue's typed reasons). A job runs when some worker type that runs it has
 room for its scale factor on one type (the submission door's rule,
 ``submissions.check_submission``), and then when the policy's allocation and the round's
@@ -16,12 +17,15 @@ NO_WORKERS = "pending: no workers registered yet"
 
 
 def pending_reason(job_type: str, scale_factor: int, gpus: Mapping[str, tuple[int, int]],
-                   runs_on: Iterable[str] | None, allocation: Mapping[str, float] | None) -> str:
+                   runs_on: Iterable[str] | None, allocation: Mapping[str, float] | None,
+                   received: Mapping[str, float] | None = None) -> str:
     """The reason a job of ``job_type`` on ``scale_factor`` GPUs of one type waits.
 
     ``gpus``: worker type -> (GPUs registered, GPUs alive). ``runs_on``: the types whose
     throughput for the job is > 0 (None: not known, any type may). ``allocation``: the job's
-    X per type (thesis §5.3.1), or None before it is admitted."""
+    X per type (thesis §5.3.1), or None before it is admitted. ``received``: for a job that
+    ran, the fraction of time it received per type this allocation period (§5.5), shown
+    beside X: a preempted job waits while others are further below their share."""
     if not gpus:
         return NO_WORKERS
     runs = set(gpus) if runs_on is None else set(runs_on)
@@ -43,7 +47,10 @@ def pending_reason(job_type: str, scale_factor: int, gpus: Mapping[str, tuple[in
     share = ", ".join(f"{t} {x:.2f}" for t, x in sorted(allocation.items()) if x > 0)
     if not share:
         return "pending: waiting its turn (the current allocation gives it no time)"
-    return f"pending: waiting its turn (allocation: {share})"
+    got = ", ".join(f"{t} {x:.2f}" for t, x in sorted((received or {}).items())
+                    if x > 0 or (allocation.get(t) or 0) > 0)
+    return f"pending: waiting its turn (allocation: {share}" + (
+        f"; received: {got})" if got else ")")
 
 
 def _sizes(gpus: Mapping[str, tuple[int, int]]) -> str:

@@ -1,5 +1,5 @@
 """The store's records (``JobRow``, ``ServerRow``) and the door they pass when the store is
-read back at start (issue #17; DESIGN.md, Safety rules: the store on load is a door like
+read back at start (issue #17; docs/design.md, Safety rules: the store on load is a door like
 any other, and one bad job never stops the others; thesis §5.6: the scheduler survives its
 own restart).
 
@@ -23,8 +23,11 @@ from traces.workloads import UnknownWorkload, check_workload
 
 from ..core import JobSpec
 
-STATES = ("queued", "running", "done", "failed", "cancelled")
+# queued: never started; running: its process runs; preempted: started, waiting for its
+# next lease; then one of the final states
+STATES = ("queued", "running", "preempted", "done", "failed", "cancelled")
 FINAL = frozenset({"done", "failed", "cancelled"})
+ACTIVE = tuple(s for s in STATES if s not in FINAL)
 REFUSED = "refused at load"
 SPEC_FIELDS = ("job_type", "scale_factor", "total_steps", "priority_weight", "slo_s",
                "entity", "mixed", "min_scale_factor")
@@ -44,7 +47,9 @@ class Table(Protocol):
 class JobRow:
     """One submitted job as stored: the core's ``JobSpec`` (what the scheduler plans with)
     and what only the daemon keeps: ``workload``/``command`` (what the worker runs), the
-    state, the *durable* step count and the times."""
+    state, the *durable* step count and the times: submitted (``arrival_s``), its first
+    process's start (``started_s``), done (``completion_s``), ended in any final state
+    (``ended_s``); None: not (yet)."""
 
     spec: JobSpec
     workload: str = ""
@@ -54,6 +59,8 @@ class JobRow:
     reason: str | None = None
     arrival_s: float = 0.0
     completion_s: float | None = None
+    started_s: float | None = None
+    ended_s: float | None = None
 
     @property
     def id(self) -> str:
@@ -68,6 +75,12 @@ class JobRow:
     @property
     def final(self) -> bool:
         return self.state in FINAL
+
+    @property
+    def waiting(self) -> str:
+        """This job's state while it has no process: ``preempted`` once it has started (in
+        a store from before ``started_s`` was kept: once it made durable steps)."""
+        return "preempted" if self.started_s is not None or self.steps_done > 0 else "queued"
 
 
 @dataclass(frozen=True)
@@ -87,7 +100,8 @@ def runs_on(table: Table, job_type: str, scale_factor: int) -> tuple[str, ...]:
 
 # ---- jobs ---------------------------------------------------------------------------------
 def job_row(job_id: Any, spec: Any, state: Any, steps_done: Any, reason: Any,
-            arrival_s: Any, completion_s: Any, table: Table | None = None) -> JobRow:
+            arrival_s: Any, completion_s: Any, started_s: Any = None, ended_s: Any = None,
+            table: Table | None = None) -> JobRow:
     """The typed row of raw ``jobs`` columns (text columns as bytes). A bad value gives a
     ``failed`` row whose one-line reason names the field, keeping what of the row is good;
     with ``table``, a job it runs nowhere is bad too. Raises ``BadValue`` only for a bad id:
@@ -100,7 +114,8 @@ def job_row(job_id: Any, spec: Any, state: Any, steps_done: Any, reason: Any,
     except BadValue as err:
         return _refused(_salvaged(job_id, spec), steps_done, arrival_s, err)
     try:
-        row = _columns(submitted, state, steps_done, reason, arrival_s, completion_s)
+        row = _columns(submitted, state, steps_done, reason, arrival_s, completion_s,
+                       started_s, ended_s)
         if table is not None and not row.final:
             _known(row.spec, table)
         return row
@@ -140,7 +155,7 @@ def _submission(job_id: str, raw: Any) -> JobRow:
 
 
 def _columns(job: JobRow, state: Any, steps_done: Any, reason: Any, arrival_s: Any,
-             completion_s: Any) -> JobRow:
+             completion_s: Any, started_s: Any, ended_s: Any) -> JobRow:
     """``job`` with the other columns: state, durable steps, reason and times."""
     total = job.spec.total_steps
     state = _text(state, "state")
@@ -154,8 +169,13 @@ def _columns(job: JobRow, state: Any, steps_done: Any, reason: Any, arrival_s: A
                    reason=None if reason is None else _text(reason, "reason", one_line=False),
                    arrival_s=checks.number(_plain(arrival_s, "arrival_s"), "arrival_s",
                                            low=0.0),
-                   completion_s=None if completion_s is None else checks.number(
-                       _plain(completion_s, "completion_s"), "completion_s", low=0.0))
+                   completion_s=_time(completion_s, "completion_s"),
+                   started_s=_time(started_s, "started_s"), ended_s=_time(ended_s, "ended_s"))
+
+
+def _time(raw: Any, field: str) -> float | None:
+    """A time column: None (not yet), or seconds >= 0 on the daemon's clock."""
+    return None if raw is None else checks.number(_plain(raw, field), field, low=0.0)
 
 
 def _spec(raw: Any) -> dict:
@@ -227,6 +247,12 @@ def throughput(job_id: Any, worker_type: Any, steps_per_s: Any) -> tuple[str, st
     return (_text(job_id, "job_id", empty=False), _text(worker_type, "worker_type", empty=False),
             checks.number(_plain(steps_per_s, "steps_per_s"), "steps_per_s", low=0.0,
                           above=True))
+
+
+def host(job_id: Any, server_id: Any) -> tuple[str, int]:
+    """(job, server id) of a raw ``hosts`` row, or ``BadValue``."""
+    return (_text(job_id, "job_id", empty=False),
+            checks.integer(_plain(server_id, "server_id"), "server_id", low=0))
 
 
 def _count(value: str, key: str) -> None:

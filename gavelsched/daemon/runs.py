@@ -6,7 +6,10 @@ exit, died, or was told to kill it. A job placed while its last run is still sav
 (*deferred*) until that run exits, so a checkpoint is never read while it is written. A run
 found on a worker after a scheduler restart is an *orphan*: it is held, so the job is not
 launched elsewhere, until it exits. Every launch gets a new run generation (``fences``); a
-process of an older generation found on a worker is told to stop.
+process of an older generation found on a worker is told to stop. The servers of every
+launch are recorded (``logs.Hosts``: where the job's output is). A run's first ``InitJob``
+makes its job ``running``; when the run ends, the job is ``preempted`` (or still
+``queued``, if its process never started) until its next run starts.
 
 Everything here runs on the executor thread; the collaborators it needs (the job rows, the
 servers' health, the dispatcher, start-up statistics, the core's cluster view, the clock,
@@ -26,6 +29,7 @@ from .dispatch import Delivery, Dispatcher
 from .fences import Fences
 from .health import Health
 from .leases import MIN_LEASE_FRACTION, extended_lease, new_lease, run_requests, startup_lease, stop_lease
+from .logs import Hosts
 from .retries import Retries
 from .startups import Startups
 from .store import JobRow
@@ -64,13 +68,13 @@ class RunTable:
 
     def __init__(self, config: DaemonConfig, jobs: dict[str, JobRow], health: Health,
                  dispatcher: Dispatcher, startups: Startups, retries: Retries,
-                 fences: Fences, core: SchedulerCore, *,
+                 fences: Fences, hosts: Hosts, core: SchedulerCore, *,
                  clock: Callable[[], float], round_end: Callable[[], float | None],
                  post: Callable[[Callable[[], object]], object],
                  fail: Callable[[str, str], None]) -> None:
         self.config, self.jobs, self.health = config, jobs, health
         self.dispatcher, self.startups, self.retries = dispatcher, startups, retries
-        self.fences = fences
+        self.fences, self.hosts = fences, hosts
         self.core = core
         self._clock, self._round_end, self._post, self._fail = clock, round_end, post, fail
         self.scheduler_address = ""
@@ -148,6 +152,7 @@ class RunTable:
                                  job.steps_done, (job.steps_done, 0.0), workers=task.workers,
                                  round_start=ends - R, generation=generation)
         self.held[task.key] = R
+        self.hosts.add(job_id, requests)
         for server_id, request in requests.items():
             self._send(job_id, server_id, request)
 
@@ -253,6 +258,7 @@ class RunTable:
         self._deferred.pop(job_id, None)
         if run is None:
             return
+        self._requeue(job_id)
         for server_id in run.left:
             if self.health.alive(server_id):
                 self.dispatcher.kill_job(self.health.address(server_id), job_id, reason,
@@ -269,7 +275,6 @@ class RunTable:
                              "goes on from its checkpoint", job_id, server_id)
                 deferred = self._deferred.pop(job_id, None)
                 self.kill(job_id, reason)
-                self._requeue(job_id)
                 if deferred is not None:
                     self._deferred[job_id] = deferred
                     self._launch_deferred(job_id)
@@ -306,9 +311,10 @@ class RunTable:
                 self.exited(job_id, server_id)
 
     def _requeue(self, job_id: str) -> None:
+        """The job's run has ended: it waits for its next one (``JobRow.waiting``)."""
         job = self.jobs.get(job_id)
         if job is not None and job.state == "running":
-            self.jobs[job_id] = job.but(state="queued")
+            self.jobs[job_id] = job.but(state=job.waiting)
 
     def _launch_deferred(self, job_id: str) -> None:
         deferred = self._deferred.pop(job_id, None)

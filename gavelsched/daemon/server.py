@@ -3,7 +3,7 @@ store, builds the policy and the core inside a ``DaemonExecutor``, serves the gR
 (token and TLS through ``gavelsched.rpc.security.serve``) and the Prometheus endpoint, and
 runs the executor on its own thread. It refuses to listen beyond loopback without
 ``auth_token_file`` unless made with ``insecure=True`` (``gavelsched scheduler
---insecure``; DESIGN.md, Safety rules)."""
+--insecure``; docs/design.md, Safety rules)."""
 
 from __future__ import annotations
 
@@ -65,7 +65,8 @@ class SchedulerDaemon:
 
     def start(self) -> SchedulerDaemon:
         self.server, self.port = serve(self.config.listen,
-                                       registrations(self.executor, self.health),
+                                       registrations(self.executor, self.health,
+                                                     self.dispatcher.read_logs),
                                        token=self.token, tls=self.config.tls,
                                        max_workers=HANDLER_THREADS)
         host = host_of(self.config.listen)

@@ -1,11 +1,14 @@
 """The scheduler's gRPC servicers (thesis §5.6): workers, iterators and clients, plus the
 standard health service. Handlers only hand events to the executor (``call``) or read its
-snapshot; they never touch the core (``executor``'s threading contract).
+snapshot; they never touch the core (``executor``'s threading contract). ``Logs`` reads the
+job's servers from the snapshot and streams what they hold (``logs.stream_logs``), at most
+``MAX_LOG_STREAMS`` at once, so that followers never take the handler threads leases need.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -20,6 +23,8 @@ from ..rpc import pb, pb_grpc
 from .executor import DaemonExecutor
 from .fences import StaleRun
 from .leases import stop_lease
+from .logs import LogSources, Reader, stream_logs
+from .store import STATES
 from .submissions import SubmissionError
 
 log = logging.getLogger(__name__)
@@ -34,6 +39,11 @@ MAX_REPORT_SECONDS = 1e9
 # The most GPUs one worker server may register: each becomes a worker of the core's view.
 MAX_GPUS_PER_SERVER = 4096
 
+# Logs streams served at once (of the server's handler threads); more wait their turn.
+MAX_LOG_STREAMS = 16
+LOG_STREAM_WAIT_S = 10.0
+NO_SOURCES = LogSources((), ended=True)
+
 SERVICES = ("gavelsched.v1.WorkerToScheduler", "gavelsched.v1.IteratorToScheduler",
             "gavelsched.v1.ClientToScheduler")
 
@@ -43,7 +53,7 @@ def _abort_on(context, err: Exception, code=grpc.StatusCode.INVALID_ARGUMENT):
 
 
 def bad_report(request, *, unknown_steps: bool = False) -> str | None:
-    """Why a report's ``steps`` and ``seconds`` cannot be used, or None (DESIGN.md, Safety
+    """Why a report's ``steps`` and ``seconds`` cannot be used, or None (docs/design.md, Safety
     rules: checked once, at the door). ``steps`` is an absolute count >= 0 (``-1``:
     unknown, where ``unknown_steps``); ``seconds`` a finite duration in
     ``[0, MAX_REPORT_SECONDS]`` (NaN would become a NaN throughput, and every re-solve
@@ -132,8 +142,9 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
 
 
 class ClientService(pb_grpc.ClientToSchedulerServicer):
-    def __init__(self, executor: DaemonExecutor) -> None:
-        self.x = executor
+    def __init__(self, executor: DaemonExecutor, read_logs: Reader) -> None:
+        self.x, self._read_logs = executor, read_logs
+        self._streams = threading.BoundedSemaphore(MAX_LOG_STREAMS)
 
     def Submit(self, request, context):
         try:
@@ -146,16 +157,40 @@ class ClientService(pb_grpc.ClientToSchedulerServicer):
         return self.x.call(lambda: self.x.cancel(request.job_id))
 
     def Status(self, request, context):
-        return self.x.snapshot.status()
+        unknown = [s for s in request.states if s not in STATES]
+        if unknown:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                          f"states: unknown state {shown(unknown[0])} (known: "
+                          f"{', '.join(STATES)})")
+        return self.x.snapshot.status(request)
+
+    def Logs(self, request, context):
+        if self.x.snapshot.log_sources(request.job_id) is None:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"unknown job {shown(request.job_id)}")
+        if request.stream not in ("", "out", "err"):
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                          f"stream: must be out or err, got {shown(request.stream)}")
+        if not self._streams.acquire(timeout=LOG_STREAM_WAIT_S):
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                          f"{MAX_LOG_STREAMS} log streams are open; try again")
+        try:
+            yield from stream_logs(
+                request, lambda: self.x.snapshot.log_sources(request.job_id) or NO_SOURCES,
+                self._read_logs, active=context.is_active)
+        finally:
+            self._streams.release()
 
 
-def registrations(executor: DaemonExecutor, health_servicer: health.HealthServicer):
-    """The ``register`` callables ``gavelsched.rpc.security.serve`` takes."""
+def registrations(executor: DaemonExecutor, health_servicer: health.HealthServicer,
+                  read_logs: Reader):
+    """The ``register`` callables ``gavelsched.rpc.security.serve`` takes; ``read_logs``
+    calls a worker's ``ReadLogs`` (``Dispatcher.read_logs``)."""
     return [
         lambda s: pb_grpc.add_WorkerToSchedulerServicer_to_server(WorkerService(executor), s),
         lambda s: pb_grpc.add_IteratorToSchedulerServicer_to_server(
             IteratorService(executor), s),
-        lambda s: pb_grpc.add_ClientToSchedulerServicer_to_server(ClientService(executor), s),
+        lambda s: pb_grpc.add_ClientToSchedulerServicer_to_server(
+            ClientService(executor, read_logs), s),
         lambda s: health_pb2_grpc.add_HealthServicer_to_server(health_servicer, s),
     ]
 

@@ -1,15 +1,18 @@
-"""What ``Status`` answers: an immutable picture of the scheduler, built from the daemon's
-frozen view (``view.DaemonView``) after each change, so that gRPC handlers never read live
-state (the core's threading contract, ``executor``). A job that is not final, has no run
-and no reason of its own shows why it waits (``pending``)."""
+"""What ``Status`` answers, and where ``Logs`` finds a job's output: an immutable picture of
+the scheduler, built from the daemon's frozen view (``view.DaemonView``) after each change,
+so that gRPC handlers never read live state (the core's threading contract, ``executor``).
+A job that is not final, has no run and no reason of its own shows why it waits
+(``pending``); a preempted one also shows what it received against its allocation."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from ..rpc import pb
+from .logs import LogSources, Source
 from .pending import pending_reason
-from .store import JobRow
+from .store import FINAL, STATES, JobRow
 from .view import DaemonView
 
 
@@ -19,14 +22,43 @@ class Snapshot:
     policy: str
     round_seconds: float
     now_s: float
-    response: pb.StatusResponse      # built once per change; handlers copy it out
+    response: pb.StatusResponse      # built once per change; never changed after
+    ended: Mapping[str, bool] = field(default_factory=dict)   # job -> final, with no run
+    hosts: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    servers: Mapping[int, Source] = field(default_factory=dict)
 
-    def status(self) -> pb.StatusResponse:
-        return self.response
+    def status(self, request: pb.StatusRequest | None = None) -> pb.StatusResponse:
+        """The picture, or only its jobs in ``request.states`` (and not final, with
+        ``active``) of its ``job_type`` and ``entity`` (each unset: any). A job type
+        matches itself and the types it names with a batch size (``ResNet-50``: also
+        ``ResNet-50 (batch size 16)``)."""
+        if request is None or not (request.states or request.job_type or request.entity
+                                   or request.active):
+            return self.response
+        states = set(request.states or STATES) - (FINAL if request.active else set())
+        kind, entity = request.job_type, request.entity
+        sized = kind + " ("
+        r = self.response
+        return pb.StatusResponse(
+            round=r.round, policy=r.policy, round_seconds=r.round_seconds, now_s=r.now_s,
+            epoch_unix=r.epoch_unix, workers=r.workers,
+            jobs=[j for j in r.jobs if j.state in states
+                  and (not kind or j.job_type == kind or j.job_type.startswith(sized))
+                  and (not entity or j.entity == entity)])
+
+    def log_sources(self, job_id: str) -> LogSources | None:
+        """The servers that ran the job, and whether it has ended (final, its processes
+        gone); None for a job this scheduler does not know."""
+        ended = self.ended.get(job_id)
+        if ended is None:
+            return None
+        return LogSources(tuple(self.servers[s] for s in self.hosts.get(job_id, ())
+                                if s in self.servers), ended)
 
 
 def build_snapshot(view: DaemonView) -> Snapshot:
-    """Jobs (with allocation vs received share, thesis §5.5) and workers, as a Status."""
+    """Jobs (with their times, and allocation vs received share, thesis §5.5) and workers,
+    as a Status; and the servers each job ran on."""
     jobs = []
     reasons = _Reasons(view)
     for job in view.jobs:
@@ -37,16 +69,25 @@ def build_snapshot(view: DaemonView) -> Snapshot:
             total_steps=spec.total_steps, job_type=spec.job_type,
             scale_factor=spec.scale_factor, worker_type=run.worker_type if run else "",
             reason=job.reason or ("" if run else reasons.of(job)), allocation=x,
-            received=got, arrival_s=job.arrival_s,
-            completion_s=job.completion_s if job.completion_s is not None else -1.0,
+            received=got, arrival_s=job.arrival_s, completion_s=_or_never(job.completion_s),
             mixed=spec.mixed, min_scale_factor=spec.min_scale_factor,
-            gpus=run.gpus if run else 0))
+            gpus=run.gpus if run else 0, entity=spec.entity or "",
+            started_s=_or_never(job.started_s), ended_s=_or_never(job.ended_s)))
     workers = [pb.WorkerStatus(id=str(s.row.id), type=s.row.worker_type,
                                gpus=len(s.row.workers), alive=s.alive, address=s.row.address)
                for s in view.servers]
     response = pb.StatusResponse(round=view.round, jobs=jobs, workers=workers,
-                                 policy=view.policy, round_seconds=view.round_seconds)
-    return Snapshot(view.round, view.policy, view.round_seconds, view.now_s, response)
+                                 policy=view.policy, round_seconds=view.round_seconds,
+                                 now_s=view.now_s, epoch_unix=view.epoch_unix)
+    return Snapshot(view.round, view.policy, view.round_seconds, view.now_s, response,
+                    {j.id: j.final and j.id not in view.runs for j in view.jobs}, view.hosts,
+                    {s.row.id: Source(s.row.id, s.row.address, s.row.hostname or s.row.address)
+                     for s in view.servers})
+
+
+def _or_never(seconds: float | None) -> float:
+    """A time for the wire: < 0 for none (not yet)."""
+    return -1.0 if seconds is None else seconds
 
 
 class _Reasons:
@@ -63,6 +104,6 @@ class _Reasons:
         key = (job.spec.job_type, job.spec.scale_factor)
         if key not in self._runs_on:
             self._runs_on[key] = self._view.runs_on(*key)
-        share = self._view.shares.get(job.id)
-        return pending_reason(*key, self._gpus, self._runs_on[key],
-                              None if share is None else share[0])
+        x, got = self._view.shares.get(job.id, (None, None))
+        return pending_reason(*key, self._gpus, self._runs_on[key], x,
+                              got if job.state == "preempted" else None)

@@ -1,13 +1,15 @@
 """The daemon's persistent state: SQLite in WAL mode, each change in one transaction
 (thesis §5.6: the scheduler survives its own restart).
 
-Tables: ``jobs`` (the submission, state, *durable* steps_done, reason, arrival and
-completion times), ``servers`` (worker servers with the ids the core gave their GPUs),
-``throughputs`` (measured steps/s per job and worker type, §5.3.3) and ``meta`` (the
-round counter, the next job id, the daemon's time origin). Only the executor thread
-writes; opening the same ``state_dir`` again restores everything.
+Tables: ``jobs`` (the submission, state, *durable* steps_done, reason, and the times it
+was submitted, first started, done and ended), ``servers`` (worker servers with the ids
+the core gave their GPUs), ``hosts`` (which servers ran each job: where its logs are),
+``throughputs`` (measured steps/s per job and worker type, §5.3.3) and ``meta`` (the round
+counter, the next job id, the daemon's time origin). Only the executor thread writes;
+opening the same ``state_dir`` again restores everything, and a file from before a column
+or table existed gets it (``_migrate``).
 
-What is read back passes a door (``rows``; DESIGN.md, Safety rules): text columns are read
+What is read back passes a door (``rows``; docs/design.md, Safety rules): text columns are read
 as bytes and checked, a bad job row comes back ``failed`` with its reason (and is written
 so), a bad server, throughput or meta row is dropped with a warning.
 """
@@ -17,17 +19,17 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TypeVar
 
 from traces.checks import BadValue
 
-from .rows import (COUNTERS, FINAL, RUN_FIELDS, SPEC_FIELDS, STATES, JobRow, ServerRow, Table,
-                   job_row, meta_value, server_row, throughput)
+from .rows import (ACTIVE, COUNTERS, FINAL, RUN_FIELDS, SPEC_FIELDS, STATES, JobRow, ServerRow,
+                   Table, host, job_row, meta_value, server_row, throughput)
 
-__all__ = ["FINAL", "STATES", "JobRow", "ServerRow", "Store"]
+__all__ = ["ACTIVE", "FINAL", "STATES", "JobRow", "ServerRow", "Store"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -39,14 +41,23 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY, seq INTEGER NOT NULL, spec TEXT NOT NULL, state TEXT NOT NULL,
-    steps_done INTEGER NOT NULL, reason TEXT, arrival_s REAL NOT NULL, completion_s REAL);
+    steps_done INTEGER NOT NULL, reason TEXT, arrival_s REAL NOT NULL, completion_s REAL,
+    started_s REAL, ended_s REAL);
 CREATE TABLE IF NOT EXISTS servers (
     id INTEGER PRIMARY KEY, worker_type TEXT NOT NULL, workers TEXT NOT NULL,
     address TEXT NOT NULL, hostname TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS throughputs (
     job_id TEXT NOT NULL, worker_type TEXT NOT NULL, steps_per_s REAL NOT NULL,
     PRIMARY KEY (job_id, worker_type));
+CREATE TABLE IF NOT EXISTS hosts (
+    job_id TEXT NOT NULL, server_id INTEGER NOT NULL, PRIMARY KEY (job_id, server_id));
 """
+# Columns added to ``jobs`` since the first schema, with the statement that fills them in
+# an older file (done jobs ended when they were done).
+ADDED_COLUMNS = {"started_s": None,
+                 "ended_s": "UPDATE jobs SET ended_s=completion_s WHERE state='done'"}
+JOB_COLUMNS = ("id, spec, state, steps_done, reason, arrival_s, completion_s, started_s, "
+               "ended_s")
 
 
 class Store:
@@ -59,6 +70,7 @@ class Store:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(SCHEMA)
+        self._migrate()
         self._check_meta()
 
     def close(self) -> None:
@@ -88,6 +100,20 @@ class Store:
         (db or self._db).executemany(
             "INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET "
             "value=excluded.value", [(k, str(v)) for k, v in values.items()])
+
+    def _migrate(self) -> None:
+        """Add the ``jobs`` columns an older file lacks (``ADDED_COLUMNS``), in one
+        transaction: its rows load as before, with what the new columns can tell."""
+        have = {row[1] for row in self._db.execute("PRAGMA table_info(jobs)")}
+        missing = [c for c in ADDED_COLUMNS if c not in have]
+        if not missing:
+            return
+        with self.transaction() as db:
+            for column in missing:
+                db.execute(f"ALTER TABLE jobs ADD COLUMN {column} REAL")
+                if ADDED_COLUMNS[column]:
+                    db.execute(ADDED_COLUMNS[column])
+        log.info("store %s: added the jobs columns %s", self.path, ", ".join(missing))
 
     def _check_meta(self) -> None:
         """Meta rows checked once, at open (``rows.meta_value``): a bad one is dropped with a
@@ -140,30 +166,29 @@ class Store:
         return int(self.get_meta("next_job_id", "0"))
 
     def update_jobs(self, jobs: list[JobRow], db: sqlite3.Connection | None = None) -> None:
-        """Write changed jobs (state, steps_done, reason, completion) together (inside the
+        """Write changed jobs (state, steps_done, reason, times) together (inside the
         caller's transaction ``db``, when given)."""
         if not jobs:
             return
         with nullcontext(db) if db is not None else self.transaction() as db:
-            db.executemany("UPDATE jobs SET state=?, steps_done=?, reason=?, completion_s=? "
-                           "WHERE id=?", [(j.state, j.steps_done, j.reason, j.completion_s, j.id)
-                                          for j in jobs])
+            db.executemany("UPDATE jobs SET state=?, steps_done=?, reason=?, completion_s=?, "
+                           "started_s=?, ended_s=? WHERE id=?",
+                           [(j.state, j.steps_done, j.reason, j.completion_s, j.started_s,
+                             j.ended_s, j.id) for j in jobs])
 
     def _put_job(self, db: sqlite3.Connection, job: JobRow, seq: int) -> None:
         spec = json.dumps({**{k: getattr(job.spec, k) for k in SPEC_FIELDS},
                            **{k: getattr(job, k) for k in RUN_FIELDS}})
-        db.execute("INSERT INTO jobs(id, seq, spec, state, steps_done, reason, arrival_s, "
-                   "completion_s) VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
-                   (job.id, seq, spec, job.state, job.steps_done, job.reason, job.arrival_s,
-                    job.completion_s))
+        db.execute(f"INSERT INTO jobs(seq, {JOB_COLUMNS}) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   (seq, job.id, spec, job.state, job.steps_done, job.reason, job.arrival_s,
+                    job.completion_s, job.started_s, job.ended_s))
 
     def jobs(self, table: Table | None = None) -> list[JobRow]:
         """Every job, in submission order, each row checked (``rows.job_row``; with
         ``table``, a job it runs nowhere is refused too). A refused row comes back
         ``failed`` with its reason and is written so; a row with no usable id is left out
         (and kept in the file), with a warning."""
-        rows = self._checked("jobs", "id, spec, state, steps_done, reason, arrival_s, "
-                             "completion_s",
+        rows = self._checked("jobs", JOB_COLUMNS,
                              lambda *raw: (job_row(*raw, table=table), (raw[2], raw[4])),
                              order="seq", delete=False)
         changed = [row for row, (state, reason) in rows if row.state == "failed"
@@ -197,6 +222,22 @@ class Store:
             return row
 
         return self._checked("servers", "id, worker_type, workers, address, hostname", check)
+
+    # ---- hosts --------------------------------------------------------------------------
+    def add_hosts(self, job_id: str, server_ids: Iterable[int]) -> None:
+        """Servers that ran a process of the job (its logs are there)."""
+        with self.transaction() as db:
+            db.executemany("INSERT OR IGNORE INTO hosts(job_id, server_id) VALUES(?, ?)",
+                           [(job_id, int(s)) for s in server_ids])
+
+    def hosts(self) -> dict[str, tuple[int, ...]]:
+        """Job -> the servers that ran it, in id order; a bad row is dropped with a
+        warning (``rows.host``)."""
+        out: dict[str, list[int]] = {}
+        for job_id, server_id in self._checked("hosts", "job_id, server_id", host,
+                                               order="job_id, server_id"):
+            out.setdefault(job_id, []).append(server_id)
+        return {job: tuple(ids) for job, ids in out.items()}
 
     # ---- throughputs ------------------------------------------------------------------
     def put_throughput(self, job_id: str, worker_type: str, steps_per_s: float) -> None:

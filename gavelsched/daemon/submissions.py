@@ -75,7 +75,7 @@ def check_submission(request: pb.JobRequest, table: ThroughputSource,
 
 def _fields(request: pb.JobRequest) -> tuple[str, int, float, float | None]:
     """(job type, scale factor, priority weight, SLO or None) of a request, and its text
-    fields checked (DESIGN.md, Safety rules: finite numbers in range, names without control
+    fields checked (docs/design.md, Safety rules: finite numbers in range, names without control
     characters); raises ``BadValue`` naming the field. As proto3 has it, a numeric field
     left at 0 is unset: scale factor 1, weight 1, no SLO (a negative SLO is none too)."""
     job_type = checks.text(request.job_type, "job_type", empty=False)

@@ -5,18 +5,21 @@ readers never touch live state (STYLE.md §5, Kueue's snapshot).
 It also keeps the allocation against the received share (thesis §5.5) that both show:
 ``Shares`` remembers the last closed allocation period, because a period younger than a
 round says little. With the throughput table (``table``), it tells which worker types run
-a job (for the pending reasons of ``pending``).
+a job (for the pending reasons of ``pending``). ``hosts`` says which servers ran each job
+(where its logs are), and ``summary`` is the one line the executor logs at a round start.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from policies import is_pair_key
 
 from ..core import Period, SchedulerCore
-from .rows import JobRow, ServerRow, Table, runs_on
+from .holding import held_gpus
+from .rows import FINAL, JobRow, ServerRow, Table, runs_on
 
 ShareRow = tuple[Mapping[str, float], Mapping[str, float]]   # (X, received fraction)
 
@@ -45,16 +48,36 @@ class DaemonView:
     servers: tuple[ServerView, ...]
     shares: Mapping[str, ShareRow]
     table: Table | None = None      # immutable (``traces.ThroughputTable``); None: unknown
+    hosts: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # job -> servers
+    epoch_unix: float = 0.0         # Unix time of the clock's origin (``now_s`` counts from it)
 
     @classmethod
     def of(cls, round_index: int, policy: str, round_seconds: float, now: float,
            jobs: Mapping[str, JobRow], runs: Iterable, servers: Iterable,
-           shares: Mapping[str, ShareRow], table: Table | None = None) -> DaemonView:
-        """A picture of live state: the job rows, the run table's ``Run``s and the servers'
-        health (``ServerState``), copied into frozen values."""
+           shares: Mapping[str, ShareRow], table: Table | None = None, *,
+           hosts: Mapping[str, tuple[int, ...]] | None = None,
+           epoch_unix: float = 0.0) -> DaemonView:
+        """A picture of live state: the job rows, the run table's ``Run``s, the servers'
+        health (``ServerState``) and the servers that ran each job, copied into frozen
+        values."""
+        runs, servers = tuple(runs), tuple(servers)
+        held = held_gpus(runs, {w: s.row.id for s in servers for w in s.row.workers})
         return cls(round_index, policy, round_seconds, now, tuple(jobs.values()),
-                   {r.job_id: RunView(r.worker_type, len(r.workers), r.orphan) for r in runs},
-                   tuple(ServerView(s.row, s.alive) for s in servers), shares, table)
+                   {r.job_id: RunView(r.worker_type, held[r.job_id], r.orphan) for r in runs},
+                   tuple(ServerView(s.row, s.alive) for s in servers), shares, table,
+                   dict(hosts or {}), epoch_unix)
+
+    def summary(self) -> str:
+        """One line for a round's start: jobs with a run, waiting (queued, preempted) and
+        finished, and the GPUs the runs hold of those alive (and how many are down)."""
+        states = Counter("running" if j.id in self.runs else j.state for j in self.jobs)
+        finished = sum(states[s] for s in FINAL)
+        busy = sum(r.gpus for r in self.runs.values())
+        total = [sum(counts) for counts in zip(*self.gpus().values())] or [0, 0]
+        down = f" ({total[0] - total[1]} down)" if total[0] > total[1] else ""
+        return (f"round {self.round}: {states['running']} jobs running, {states['queued']} "
+                f"queued, {states['preempted']} preempted, {finished} finished; GPUs "
+                f"{busy} busy of {total[1]}{down}")
 
     def gpus(self) -> dict[str, tuple[int, int]]:
         """Worker type -> (GPUs registered, GPUs alive)."""

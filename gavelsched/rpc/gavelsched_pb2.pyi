@@ -229,6 +229,38 @@ class ShutdownRequest(_message.Message):
     reason: str
     def __init__(self, reason: _Optional[str] = ...) -> None: ...
 
+class LogFile(_message.Message):
+    __slots__ = ("round", "rank", "stream", "size")
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    round: int
+    rank: int
+    stream: str
+    size: int
+    def __init__(self, round: _Optional[int] = ..., rank: _Optional[int] = ..., stream: _Optional[str] = ..., size: _Optional[int] = ...) -> None: ...
+
+class ReadLogsRequest(_message.Message):
+    __slots__ = ("job_id", "file", "offset", "max_bytes")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    FILE_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    file: LogFile
+    offset: int
+    max_bytes: int
+    def __init__(self, job_id: _Optional[str] = ..., file: _Optional[_Union[LogFile, _Mapping]] = ..., offset: _Optional[int] = ..., max_bytes: _Optional[int] = ...) -> None: ...
+
+class ReadLogsResponse(_message.Message):
+    __slots__ = ("files", "data")
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    files: _containers.RepeatedCompositeFieldContainer[LogFile]
+    data: bytes
+    def __init__(self, files: _Optional[_Iterable[_Union[LogFile, _Mapping]]] = ..., data: _Optional[bytes] = ...) -> None: ...
+
 class JobRequest(_message.Message):
     __slots__ = ("job_type", "scale_factor", "total_steps", "priority_weight", "slo_s", "entity", "workload", "command", "mixed", "min_scale_factor")
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -266,11 +298,19 @@ class CancelRequest(_message.Message):
     def __init__(self, job_id: _Optional[str] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("states", "job_type", "entity", "active")
+    STATES_FIELD_NUMBER: _ClassVar[int]
+    JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    states: _containers.RepeatedScalarFieldContainer[str]
+    job_type: str
+    entity: str
+    active: bool
+    def __init__(self, states: _Optional[_Iterable[str]] = ..., job_type: _Optional[str] = ..., entity: _Optional[str] = ..., active: _Optional[bool] = ...) -> None: ...
 
 class JobStatus(_message.Message):
-    __slots__ = ("id", "state", "steps_done", "total_steps", "job_type", "scale_factor", "worker_type", "reason", "allocation", "received", "arrival_s", "completion_s", "mixed", "min_scale_factor", "gpus")
+    __slots__ = ("id", "state", "steps_done", "total_steps", "job_type", "scale_factor", "worker_type", "reason", "allocation", "received", "arrival_s", "completion_s", "mixed", "min_scale_factor", "gpus", "entity", "started_s", "ended_s")
     class AllocationEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -300,6 +340,9 @@ class JobStatus(_message.Message):
     MIXED_FIELD_NUMBER: _ClassVar[int]
     MIN_SCALE_FACTOR_FIELD_NUMBER: _ClassVar[int]
     GPUS_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_FIELD_NUMBER: _ClassVar[int]
+    STARTED_S_FIELD_NUMBER: _ClassVar[int]
+    ENDED_S_FIELD_NUMBER: _ClassVar[int]
     id: str
     state: str
     steps_done: int
@@ -315,7 +358,10 @@ class JobStatus(_message.Message):
     mixed: bool
     min_scale_factor: int
     gpus: int
-    def __init__(self, id: _Optional[str] = ..., state: _Optional[str] = ..., steps_done: _Optional[int] = ..., total_steps: _Optional[int] = ..., job_type: _Optional[str] = ..., scale_factor: _Optional[int] = ..., worker_type: _Optional[str] = ..., reason: _Optional[str] = ..., allocation: _Optional[_Mapping[str, float]] = ..., received: _Optional[_Mapping[str, float]] = ..., arrival_s: _Optional[float] = ..., completion_s: _Optional[float] = ..., mixed: _Optional[bool] = ..., min_scale_factor: _Optional[int] = ..., gpus: _Optional[int] = ...) -> None: ...
+    entity: str
+    started_s: float
+    ended_s: float
+    def __init__(self, id: _Optional[str] = ..., state: _Optional[str] = ..., steps_done: _Optional[int] = ..., total_steps: _Optional[int] = ..., job_type: _Optional[str] = ..., scale_factor: _Optional[int] = ..., worker_type: _Optional[str] = ..., reason: _Optional[str] = ..., allocation: _Optional[_Mapping[str, float]] = ..., received: _Optional[_Mapping[str, float]] = ..., arrival_s: _Optional[float] = ..., completion_s: _Optional[float] = ..., mixed: _Optional[bool] = ..., min_scale_factor: _Optional[int] = ..., gpus: _Optional[int] = ..., entity: _Optional[str] = ..., started_s: _Optional[float] = ..., ended_s: _Optional[float] = ...) -> None: ...
 
 class WorkerStatus(_message.Message):
     __slots__ = ("id", "type", "gpus", "alive", "address")
@@ -332,15 +378,47 @@ class WorkerStatus(_message.Message):
     def __init__(self, id: _Optional[str] = ..., type: _Optional[str] = ..., gpus: _Optional[int] = ..., alive: _Optional[bool] = ..., address: _Optional[str] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("round", "jobs", "workers", "policy", "round_seconds")
+    __slots__ = ("round", "jobs", "workers", "policy", "round_seconds", "now_s", "epoch_unix")
     ROUND_FIELD_NUMBER: _ClassVar[int]
     JOBS_FIELD_NUMBER: _ClassVar[int]
     WORKERS_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
     ROUND_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    NOW_S_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_UNIX_FIELD_NUMBER: _ClassVar[int]
     round: int
     jobs: _containers.RepeatedCompositeFieldContainer[JobStatus]
     workers: _containers.RepeatedCompositeFieldContainer[WorkerStatus]
     policy: str
     round_seconds: float
-    def __init__(self, round: _Optional[int] = ..., jobs: _Optional[_Iterable[_Union[JobStatus, _Mapping]]] = ..., workers: _Optional[_Iterable[_Union[WorkerStatus, _Mapping]]] = ..., policy: _Optional[str] = ..., round_seconds: _Optional[float] = ...) -> None: ...
+    now_s: float
+    epoch_unix: float
+    def __init__(self, round: _Optional[int] = ..., jobs: _Optional[_Iterable[_Union[JobStatus, _Mapping]]] = ..., workers: _Optional[_Iterable[_Union[WorkerStatus, _Mapping]]] = ..., policy: _Optional[str] = ..., round_seconds: _Optional[float] = ..., now_s: _Optional[float] = ..., epoch_unix: _Optional[float] = ...) -> None: ...
+
+class LogsRequest(_message.Message):
+    __slots__ = ("job_id", "follow", "ranks", "stream")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    FOLLOW_FIELD_NUMBER: _ClassVar[int]
+    RANKS_FIELD_NUMBER: _ClassVar[int]
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    follow: bool
+    ranks: _containers.RepeatedScalarFieldContainer[int]
+    stream: str
+    def __init__(self, job_id: _Optional[str] = ..., follow: _Optional[bool] = ..., ranks: _Optional[_Iterable[int]] = ..., stream: _Optional[str] = ...) -> None: ...
+
+class LogChunk(_message.Message):
+    __slots__ = ("file", "server_id", "host", "offset", "data", "error")
+    FILE_FIELD_NUMBER: _ClassVar[int]
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    file: LogFile
+    server_id: int
+    host: str
+    offset: int
+    data: bytes
+    error: str
+    def __init__(self, file: _Optional[_Union[LogFile, _Mapping]] = ..., server_id: _Optional[int] = ..., host: _Optional[str] = ..., offset: _Optional[int] = ..., data: _Optional[bytes] = ..., error: _Optional[str] = ...) -> None: ...

@@ -365,6 +365,11 @@ class SchedulerToWorkerStub:
                 request_serializer=gavelsched__pb2.ShutdownRequest.SerializeToString,
                 response_deserializer=gavelsched__pb2.Ack.FromString,
                 _registered_method=True)
+        self.ReadLogs = channel.unary_unary(
+                '/gavelsched.v1.SchedulerToWorker/ReadLogs',
+                request_serializer=gavelsched__pb2.ReadLogsRequest.SerializeToString,
+                response_deserializer=gavelsched__pb2.ReadLogsResponse.FromString,
+                _registered_method=True)
 
 
 class SchedulerToWorkerServicer:
@@ -388,6 +393,12 @@ class SchedulerToWorkerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReadLogs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerToWorkerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -405,6 +416,11 @@ def add_SchedulerToWorkerServicer_to_server(servicer, server):
                     servicer.Shutdown,
                     request_deserializer=gavelsched__pb2.ShutdownRequest.FromString,
                     response_serializer=gavelsched__pb2.Ack.SerializeToString,
+            ),
+            'ReadLogs': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReadLogs,
+                    request_deserializer=gavelsched__pb2.ReadLogsRequest.FromString,
+                    response_serializer=gavelsched__pb2.ReadLogsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -498,6 +514,33 @@ class SchedulerToWorker:
             metadata,
             _registered_method=True)
 
+    @staticmethod
+    def ReadLogs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gavelsched.v1.SchedulerToWorker/ReadLogs',
+            gavelsched__pb2.ReadLogsRequest.SerializeToString,
+            gavelsched__pb2.ReadLogsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
 
 class ClientToSchedulerStub:
     """Missing associated documentation comment in .proto file."""
@@ -523,6 +566,11 @@ class ClientToSchedulerStub:
                 request_serializer=gavelsched__pb2.StatusRequest.SerializeToString,
                 response_deserializer=gavelsched__pb2.StatusResponse.FromString,
                 _registered_method=True)
+        self.Logs = channel.unary_stream(
+                '/gavelsched.v1.ClientToScheduler/Logs',
+                request_serializer=gavelsched__pb2.LogsRequest.SerializeToString,
+                response_deserializer=gavelsched__pb2.LogChunk.FromString,
+                _registered_method=True)
 
 
 class ClientToSchedulerServicer:
@@ -546,6 +594,12 @@ class ClientToSchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Logs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClientToSchedulerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -563,6 +617,11 @@ def add_ClientToSchedulerServicer_to_server(servicer, server):
                     servicer.Status,
                     request_deserializer=gavelsched__pb2.StatusRequest.FromString,
                     response_serializer=gavelsched__pb2.StatusResponse.SerializeToString,
+            ),
+            'Logs': grpc.unary_stream_rpc_method_handler(
+                    servicer.Logs,
+                    request_deserializer=gavelsched__pb2.LogsRequest.FromString,
+                    response_serializer=gavelsched__pb2.LogChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -646,6 +705,33 @@ class ClientToScheduler:
             '/gavelsched.v1.ClientToScheduler/Status',
             gavelsched__pb2.StatusRequest.SerializeToString,
             gavelsched__pb2.StatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Logs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/gavelsched.v1.ClientToScheduler/Logs',
+            gavelsched__pb2.LogsRequest.SerializeToString,
+            gavelsched__pb2.LogChunk.FromString,
             options,
             channel_credentials,
             insecure,

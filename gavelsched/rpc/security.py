@@ -6,7 +6,7 @@
 - ``channel(address, token=T, ca=...)`` adds that header to every call it makes, and
   speaks TLS when given the CA that signed the server's certificate.
 - ``exposure(address, token, insecure=...)`` is the rule every daemon applies before it
-  listens (DESIGN.md, Safety rules): beyond loopback without a token it refuses (unless
+  listens (docs/design.md, Safety rules): beyond loopback without a token it refuses (unless
   ``insecure``); it returns the one-line warning or notice the daemon logs otherwise.
 - ``new_token()`` / ``write_token(path)`` make a fresh random token (file mode 0600).
 """
@@ -114,7 +114,7 @@ def is_this_machine(host: str) -> bool | None:
 
 def exposure(address: str, token: str | None, *, insecure: bool, what: str, harm: str,
              fix: str) -> str | None:
-    """The rule a daemon applies before it listens on ``address`` (DESIGN.md, Safety rules).
+    """The rule a daemon applies before it listens on ``address`` (docs/design.md, Safety rules).
 
     With a token: None (nothing to say). Without one, beyond loopback: ``SecurityError``
     (one line) saying how to make a token, unless ``insecure``. Otherwise the one-line

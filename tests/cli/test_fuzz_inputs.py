@@ -84,7 +84,7 @@ def _finite(x) -> bool:
 
 
 def acceptable(data) -> bool:
-    """The job YAML's rules restated on their own (DESIGN.md, Safety rules)."""
+    """The job YAML's rules restated on their own (docs/design.md, Safety rules)."""
     if not isinstance(data, dict) or set(data) - set(JOB_KEYS):
         return False
     v = {k: x for k, x in data.items() if x is not None}

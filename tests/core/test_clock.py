@@ -1,4 +1,4 @@
-"""The core and the planner never read the clock: time is an argument (DESIGN.md, The flow;
+"""The core and the planner never read the clock: time is an argument (docs/design.md, The flow;
 STYLE.md §4, one clock).
 
 Every clock Python offers is patched so that a read made while code of

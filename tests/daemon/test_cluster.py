@@ -165,10 +165,15 @@ def test_cli_submit_status_json_and_cancel(cluster, cli, tmp_path):
     data = json.loads(got.stdout)
     assert set(data) == {"round", "jobs", "workers"}
     mine = [j for j in data["jobs"] if j["id"] == job_id]
-    # DESIGN.md's contract, plus the GPUs held this round and the job's flexibility
+    # docs/design.md's contract, plus the GPUs held this round, the job's flexibility, its
+    # entity, allocation against received share and its times
     assert mine and set(mine[0]) == {"id", "state", "steps_done", "total_steps", "job_type",
                                      "scale_factor", "worker_type", "reason", "gpus", "mixed",
-                                     "min_scale_factor"}
+                                     "min_scale_factor", "entity", "allocation", "received",
+                                     "arrival_s", "started_s", "ended_s", "completion_s",
+                                     "elapsed_s", "jct_s", "submitted_at", "started_at",
+                                     "ended_at"}
+    assert mine[0]["entity"] == "team-a" and mine[0]["submitted_at"].endswith("Z")
     assert mine[0]["mixed"] is False and mine[0]["min_scale_factor"] is None
     assert mine[0]["gpus"] in (0, 1)
     assert mine[0]["state"] in ("queued", "running")
@@ -179,7 +184,10 @@ def test_cli_submit_status_json_and_cancel(cluster, cli, tmp_path):
     assert cluster.jobs()[job_id].state == "cancelled"
     got = cli(cluster, "cancel", job_id)
     assert got.returncode == 2 and "already cancelled" in got.stderr
-    table = cli(cluster, "status")
+    table = cli(cluster, "status")              # jobs not finished only, as squeue
+    assert table.returncode == 0 and job_id not in [x.split()[0] for x in
+                                                    table.stdout.splitlines()[2:] if x]
+    table = cli(cluster, "status", "--all")
     assert table.returncode == 0 and job_id in table.stdout and "cancelled" in table.stdout
     row = next(line for line in table.stdout.splitlines() if line.split()[:1] == [job_id])
     assert " 0/1 " in row and "gpus" in table.stdout      # none held of its one GPU

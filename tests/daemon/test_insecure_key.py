@@ -1,4 +1,4 @@
-"""The cluster YAML's ``insecure`` key and the metrics endpoint (issue #17; DESIGN.md, Safety
+"""The cluster YAML's ``insecure`` key and the metrics endpoint (issue #17; docs/design.md, Safety
 rules: nothing listens beyond loopback without authentication unless ``--insecure`` says
 so). ``insecure: true`` is ``gavelsched scheduler --insecure``; ``/metrics`` has no auth, so
 a ``metrics_listen`` beyond loopback needs that opt-in, or the scheduler refuses to start

@@ -59,7 +59,8 @@ def test_a_killed_run_is_retried_after_a_doubling_backoff_then_the_job_fails(sch
         s.init(job)
         s.t = t + 1.0
         killed(s, job)
-        assert s.x.jobs[job].state == "queued", s.x.jobs[job].reason
+        # it started, and waits for its next run: preempted, not queued (never started)
+        assert s.x.jobs[job].state == "preempted", s.x.jobs[job].reason
         before, rounds = launches(s, job), 0
         while launches(s, job) == before:             # waits out its backoff
             t = run_rounds(s, t, 1)

@@ -42,14 +42,17 @@ class Recorder:
 
 
 class Scheduler:
-    """An executor on a hand-moved clock with one emulated v100 server of ``gpus`` GPUs."""
+    """An executor on a hand-moved clock with one emulated v100 server of ``gpus`` GPUs;
+    ``config`` overrides ``DaemonConfig`` fields."""
 
-    def __init__(self, tmp_path, gpus: int = 1, heartbeat_seconds: float = 1e6) -> None:
+    def __init__(self, tmp_path, gpus: int = 1, heartbeat_seconds: float = 1e6,
+                 **config) -> None:
         self.t = 0.0
         self.store = Store(tmp_path / "state")
-        config = DaemonConfig(listen="127.0.0.1:0", policy="max_min_fairness_perf",
-                              round_seconds=R, state_dir=tmp_path / "state",
-                              heartbeat_seconds=heartbeat_seconds, min_resolve_interval_s=R)
+        config = DaemonConfig(**{"listen": "127.0.0.1:0", "policy": "max_min_fairness_perf",
+                                 "round_seconds": R, "state_dir": tmp_path / "state",
+                                 "heartbeat_seconds": heartbeat_seconds,
+                                 "min_resolve_interval_s": R, **config})
         self.sent = Recorder()
         self.x = DaemonExecutor(config, self.store, get_policy("max_min_fairness_perf"),
                                 default_table(), self.sent, clock=lambda: self.t)

@@ -1,4 +1,4 @@
-"""Secure by default, the scheduler's side (issue #17; DESIGN.md, Safety rules): a tokenless
+"""Secure by default, the scheduler's side (issue #17; docs/design.md, Safety rules): a tokenless
 scheduler refuses a ``listen`` beyond loopback (exit 2, one line saying how to make a token)
 unless ``--insecure`` (then it starts and warns); on loopback it starts with a notice; and
 ``gavelsched local-cluster`` gives its daemons a fresh token (mode 0600), so a plain channel

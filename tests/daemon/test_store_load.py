@@ -1,4 +1,4 @@
-"""The store on load is a door (issue #17; DESIGN.md, Safety rules): a row of a real store's
+"""The store on load is a door (issue #17; docs/design.md, Safety rules): a row of a real store's
 SQLite file corrupted behind the daemon's back (a NaN weight, steps out of range, text that
 is not UTF-8, an unknown state or job type) never crashes the daemon or reaches the core.
 A bad job row is loaded as ``failed`` with a one-line ``refused at load: FIELD: ...`` reason,
@@ -63,9 +63,11 @@ BAD_JOBS = [
     ("UPDATE jobs SET reason=CAST(X'6f6bff' AS TEXT) WHERE id='1'", (),
      "reason: not UTF-8 text at line 1, byte offset 2 (0xff)"),
     ("UPDATE jobs SET state='zombie' WHERE id='1'", (),
-     "state: must be one of queued, running, done, failed, cancelled, got 'zombie'"),
+     "state: must be one of queued, running, preempted, done, failed, cancelled, got "
+     "'zombie'"),
     ("UPDATE jobs SET state=7 WHERE id='1'", (), "state: must be one of queued, running, "
-                                                 "done, failed, cancelled, got '7'"),
+                                                 "preempted, done, failed, cancelled, got "
+                                                 "'7'"),
     ("UPDATE jobs SET steps_done=CAST(X'ff' AS TEXT) WHERE id='1'", (),
      "steps_done: not UTF-8 text at line 1, byte offset 0 (0xff)"),
     ("UPDATE jobs SET arrival_s='soon' WHERE id='1'", (),
@@ -234,8 +236,8 @@ def test_a_real_scheduler_restarts_on_a_corrupted_store(tmp_path):
         assert (done[ids[0]].state, done[ids[0]].reason) == (
             "failed", "refused at load: priority_weight: must be a finite number, got nan")
         assert (done[ids[2]].state, done[ids[2]].reason) == (
-            "failed", "refused at load: state: must be one of queued, running, done, "
-                      "failed, cancelled, got 'paused'")
+            "failed", "refused at load: state: must be one of queued, running, preempted, "
+                      "done, failed, cancelled, got 'paused'")
         assert [w.type for w in c.status().workers] == ["v100"]
     log = (tmp_path / "scheduler.log").read_text()
     assert "Traceback" not in log

@@ -1,4 +1,4 @@
-"""``gavelsched simulate``: the CLI contract (DESIGN.md)."""
+"""``gavelsched simulate``: the CLI contract (docs/design.md)."""
 
 from __future__ import annotations
 

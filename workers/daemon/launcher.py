@@ -25,6 +25,7 @@ from gavelsched import checkpoints
 from gavelsched.jobenv import EMULATE_STEPS_PER_S_VAR, JobContext
 
 from . import leftovers
+from .logfiles import log_stem
 
 log = logging.getLogger(__name__)
 
@@ -195,15 +196,15 @@ class Launcher:
 
     # -- commands --------------------------------------------------------------------------
     def launch(self, spec: LaunchSpec) -> None:
-        """Start one process per GPU of ``spec``; stdout/stderr go to files in work_dir."""
-        logs = self.work_dir / "logs" / _safe(spec.job_id)
-        logs.mkdir(parents=True, exist_ok=True)
+        """Start one process per GPU of ``spec``; stdout/stderr go to files in work_dir
+        (``logfiles.log_stem``)."""
         Path(spec.checkpoint_dir).mkdir(parents=True, exist_ok=True)
         procs, errs = [], []
         started = self._clock()
         try:
             for local, _gpu in enumerate(spec.gpus):
-                stem = logs / f"round{spec.round}-rank{spec.rank + local}"
+                stem = log_stem(self.work_dir, spec.job_id, spec.round, spec.rank + local)
+                stem.parent.mkdir(parents=True, exist_ok=True)
                 err_path = stem.with_suffix(".err")
                 with open(stem.with_suffix(".out"), "ab") as out, open(err_path, "ab") as err:
                     procs.append(subprocess.Popen(
@@ -313,6 +314,3 @@ def _signal(proc: subprocess.Popen, sig: int) -> None:
     except (ProcessLookupError, PermissionError):
         pass
 
-
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "job"

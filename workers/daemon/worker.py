@@ -1,6 +1,7 @@
 """The worker daemon (thesis §5.6): registers its GPUs with the scheduler, heartbeats, serves
-``SchedulerToWorker`` (RunJob, KillJob, Shutdown) through the same token/TLS helpers as the
-scheduler, launches jobs (``launcher``) and reports each job's exit (``ReportRound``).
+``SchedulerToWorker`` (RunJob, KillJob, Shutdown, ReadLogs) through the same token/TLS helpers
+as the scheduler, launches jobs (``launcher``), reports each job's exit (``ReportRound``)
+and hands the scheduler its jobs' output (``logfiles``).
 
 Threads: gRPC handlers (launch, extend, kill), one heartbeat thread (registers, re-registers
 with ``previous_server_id`` when the scheduler answers ``known=false``, flushes unsent round
@@ -34,7 +35,7 @@ from gavelsched.rpc.security import (SecurityError, TlsFiles, channel, exposure,
 from gavelsched.virtual.envspec import LAYOUT_VAR, LayoutEnvError, parse_layout_env
 from traces.workloads import UnknownWorkload, check_workload, workload_for
 
-from . import leftovers
+from . import leftovers, logfiles
 from .emulation import Emulation
 from .launcher import JobExit, Launcher, LaunchSpec, command_for
 
@@ -406,6 +407,12 @@ class _Servicer(pb_grpc.SchedulerToWorkerServicer):
                          daemon=True).start()
         return pb.Ack(ok=True)
 
+    def ReadLogs(self, request, context):
+        try:
+            return logfiles.answer(self._worker.config.work_dir, request)
+        except logfiles.BadLogRequest as err:
+            log.warning("ReadLogs refused: %s", err)
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
 
 def _absolute(path: str | None) -> str | None:
     """``path`` made absolute (a job runs in another directory), or None."""

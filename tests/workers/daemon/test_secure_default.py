@@ -1,4 +1,4 @@
-"""Secure by default (issue #17; DESIGN.md, Safety rules): a worker with a token runs nothing
+"""Secure by default (issue #17; docs/design.md, Safety rules): a worker with a token runs nothing
 for a caller without it, even over a plain ``grpc.insecure_channel``; a tokenless worker
 refuses to listen beyond loopback unless ``--insecure`` (then it warns); its default listen
 address is loopback, and a loopback-only worker refuses a scheduler on another host. The

@@ -1,0 +1,133 @@
+"""How ``status`` and ``history`` show a ``StatusResponse`` (issue #18): the JSON of
+``--json`` (docs/design.md's contract, plus times, entity, and allocation against received
+share) and two tables: ``status`` shows what runs and waits now, as Slurm's ``squeue``
+does, and ``history`` when each job was submitted, started and ended, as ``sacct`` does.
+
+Times on the wire count seconds on the scheduler's clock (< 0: not yet); a job's
+``elapsed`` runs from its first start to its end (or to the scheduler's ``now_s``), its
+JCT from its submission to its completion (done jobs only, as in Gavel's simulator).
+Dates are shown as Slurm shows them: local time, ``YYYY-MM-DDTHH:MM:SS``.
+"""
+
+from __future__ import annotations
+
+import time
+
+
+def seconds(value: float) -> float | None:
+    """A wire time (< 0: none) as a number or None."""
+    return None if value < 0 else value
+
+
+def elapsed_s(job, now_s: float) -> float | None:
+    started = seconds(job.started_s)
+    if started is None:
+        return None
+    end = seconds(job.ended_s)
+    return max(0.0, (now_s if end is None else end) - started)
+
+
+def jct_s(job) -> float | None:
+    done = seconds(job.completion_s)
+    return None if done is None else max(0.0, done - job.arrival_s)
+
+
+def iso(epoch_unix: float, value: float) -> str | None:
+    """A wire time as ISO 8601 UTC (``2026-11-24T10:01:02Z``), or None."""
+    if value < 0:
+        return None
+    return "%04d-%02d-%02dT%02d:%02d:%02dZ" % time.gmtime(epoch_unix + value)[:6]
+
+
+def status_dict(reply) -> dict:
+    """``status --json`` / ``history --json``: the docs/design.md contract, plus ``gpus`` (held
+    this round), ``mixed``, ``min_scale_factor`` (null: not elastic), ``entity``,
+    ``allocation`` and ``received`` (per type), the times in the scheduler's seconds
+    (``arrival_s``, ``started_s``, ``ended_s``, ``completion_s``, ``elapsed_s``,
+    ``jct_s``; null: not yet) and as dates (``submitted_at``, ``started_at``,
+    ``ended_at``)."""
+    epoch, now = reply.epoch_unix, reply.now_s
+    return {"round": reply.round,
+            "jobs": [{"id": j.id, "state": j.state, "steps_done": j.steps_done,
+                      "total_steps": j.total_steps, "job_type": j.job_type,
+                      "scale_factor": j.scale_factor, "worker_type": j.worker_type or None,
+                      "reason": j.reason or None, "gpus": j.gpus, "mixed": j.mixed,
+                      "min_scale_factor": j.min_scale_factor or None,
+                      "entity": j.entity or None, "allocation": dict(j.allocation),
+                      "received": dict(j.received), "arrival_s": j.arrival_s,
+                      "started_s": seconds(j.started_s), "ended_s": seconds(j.ended_s),
+                      "completion_s": seconds(j.completion_s),
+                      "elapsed_s": elapsed_s(j, now), "jct_s": jct_s(j),
+                      "submitted_at": iso(epoch, j.arrival_s),
+                      "started_at": iso(epoch, j.started_s),
+                      "ended_at": iso(epoch, j.ended_s)} for j in reply.jobs],
+            "workers": [{"id": w.id, "type": w.type, "gpus": w.gpus, "alive": w.alive}
+                        for w in reply.workers]}
+
+
+def clock(value: float | None) -> str:
+    """A duration as Slurm writes one: ``[D-]HH:MM:SS``; ``-`` for none."""
+    if value is None:
+        return "-"
+    s = int(value)
+    days, s = divmod(s, 86400)
+    text = f"{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
+    return f"{days}-{text}" if days else text
+
+
+def date(epoch_unix: float, value: float) -> str:
+    """A wire time as a local date (``2026-11-24T10:01:02``); ``-`` for none."""
+    if value < 0:
+        return "-"
+    return "%04d-%02d-%02dT%02d:%02d:%02d" % time.localtime(epoch_unix + value)[:6]
+
+
+def status_table(reply) -> list[str]:
+    """What runs and waits: progress, GPUs held this round over the scale factor (an
+    elastic job's floor after ``≥``), the worker type (or configuration) this round, the
+    time since its first start, allocation/received per type, and why it waits."""
+    jobs = list(reply.jobs)
+    w_id, w_type = _width(jobs, "id", lambda j: j.id), _width(jobs, "type", lambda j: j.job_type)
+    w_on = _width(jobs, "on", lambda j: j.worker_type or "-")
+    lines = [f"round {reply.round}  policy {reply.policy}  rounds of "
+             f"{reply.round_seconds:g}s  jobs {len(jobs)}",
+             f"{'id':>{w_id}} {'type':<{w_type}} {'state':<9} {'progress':>20} {'gpus':>7} "
+             f"{'on':<{w_on}} {'elapsed':>11} allocation/received"]
+    for j in jobs:
+        share = " ".join(f"{t} {x:.2f}/{j.received.get(t, 0.0):.2f}"
+                         for t, x in sorted(j.allocation.items()) if x > 0 or j.received.get(t))
+        progress = f"{j.steps_done}/{j.total_steps} {j.steps_done / j.total_steps:4.0%}"
+        gpus = f"{j.gpus}/{j.scale_factor}" + (f"≥{j.min_scale_factor}"
+                                                if j.min_scale_factor else "")
+        line = (f"{j.id:>{w_id}} {j.job_type:<{w_type}} {j.state:<9} {progress:>20} "
+                f"{gpus:>7} {j.worker_type or '-':<{w_on}} "
+                f"{clock(elapsed_s(j, reply.now_s)):>11} {share}").rstrip()
+        if j.reason:
+            line += f"  ({j.reason})"
+        lines.append(line)
+    lines.append(f"workers: {len(reply.workers)}")
+    lines.extend(f"{w.id:>6} {w.type:<8} gpus {w.gpus}  {'alive' if w.alive else 'down'}  "
+                 f"{w.address}" for w in reply.workers)
+    return lines
+
+
+def history_table(reply) -> list[str]:
+    """Each job's entity, state, dates of submission, first start and end, elapsed time
+    (first start to end, or now), JCT (done jobs) and steps."""
+    jobs = list(reply.jobs)
+    w_id, w_type = _width(jobs, "id", lambda j: j.id), _width(jobs, "type", lambda j: j.job_type)
+    w_entity = _width(jobs, "entity", lambda j: j.entity or "-")
+    epoch = reply.epoch_unix
+    lines = [f"{'id':>{w_id}} {'type':<{w_type}} {'entity':<{w_entity}} {'state':<9} "
+             f"{'submitted':<19} {'started':<19} {'ended':<19} {'elapsed':>11} "
+             f"{'jct':>11} steps"]
+    lines.extend(
+        f"{j.id:>{w_id}} {j.job_type:<{w_type}} {j.entity or '-':<{w_entity}} {j.state:<9} "
+        f"{date(epoch, j.arrival_s):<19} {date(epoch, j.started_s):<19} "
+        f"{date(epoch, j.ended_s):<19} {clock(elapsed_s(j, reply.now_s)):>11} "
+        f"{clock(jct_s(j)):>11} {j.steps_done}/{j.total_steps}" for j in jobs)
+    return lines
+
+
+def _width(jobs, title: str, text) -> int:
+    return max([len(title), *(len(text(j)) for j in jobs)])

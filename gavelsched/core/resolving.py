@@ -1,0 +1,52 @@
+"""When a stale allocation may be re-solved (thesis §5.3: reset events; §5.7.4: solve times).
+
+A reset event (arrival, completion, worker join or loss, price change, new measured
+throughputs) marks the allocation stale; it is re-solved at a round boundary once that is
+allowed. ``CoreConfig.resolve`` names the rule:
+
+- ``"gavel"``: at most once every ``min_resolve_interval_s`` (Gavel's
+  ``minimum_time_between_allocation_resets``, 1,920 s), because Gavel's solves took
+  minutes at scale (§5.7.4, Figure 5.14). Replays that must match Gavel use it.
+- ``"responsive"``: at the next boundary after any event while the last solve was
+  *cheap*: its ``Allocation.solve_s`` was under ``cheap_solve_fraction`` of a round
+  (default 10%: a third of the daemon's default plan lead, in which the next round is
+  planned). An expensive last solve falls back to Gavel's interval until a cheap one.
+
+A re-solve at time 0 never starts the interval (Gavel's ``last_reset_time == 0``), and a
+forced one (``SchedulerCore.force_resolve``) ignores it. The core never reads a clock: the
+solve time is the policy's own measurement, carried on its ``Allocation``.
+"""
+
+from __future__ import annotations
+
+import math
+
+RESOLVE_MODES = ("gavel", "responsive")
+
+
+def cheap(config, last_solve_s: float | None) -> bool:
+    """The last solve (None: none yet) took under ``cheap_solve_fraction`` of a round."""
+    return (last_solve_s is None
+            or last_solve_s < config.cheap_solve_fraction * config.round_seconds)
+
+
+def waives_interval(config, last_resolve_s: float, last_solve_s: float | None,
+                    forced: bool) -> bool:
+    """A stale allocation may be re-solved now, whatever the interval."""
+    return (forced or last_resolve_s == 0.0
+            or (config.resolve == "responsive" and cheap(config, last_solve_s)))
+
+
+def allowed(config, now: float, last_resolve_s: float, last_solve_s: float | None,
+            forced: bool) -> bool:
+    """A stale allocation may be re-solved at the boundary at ``now``."""
+    return (waives_interval(config, last_resolve_s, last_solve_s, forced)
+            or now - last_resolve_s >= config.min_resolve_interval_s)
+
+
+def next_allowed_s(config, last_resolve_s: float, last_solve_s: float | None,
+                   forced: bool) -> float:
+    """The earliest time a re-solve is allowed (-inf: at the next boundary)."""
+    if waives_interval(config, last_resolve_s, last_solve_s, forced):
+        return -math.inf
+    return last_resolve_s + config.min_resolve_interval_s

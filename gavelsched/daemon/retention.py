@@ -1,0 +1,98 @@
+"""Checkpoint retention (issue #18): the checkpoints of a job that ended (done, failed or
+cancelled), ``config.checkpoints / <job id>/``, are removed ``checkpoint_retention_s``
+after it ended; 0 keeps them forever. A job that has not ended (queued, running,
+preempted) is never touched, nor a folder that names no job of the store.
+
+When a job ended: its ``ended_s`` (any final state; ``completion_s`` for a done job of an
+older store), else when a sweep first saw it ended (a job that ended before ``ended_s``
+was kept; after a restart it is timed again from then, which only keeps it longer). ``expired`` decides (pure);
+``Retention`` sweeps at most once every ``SWEEP_EVERY_S`` and deletes in a thread of its
+own, so that a slow shared file system never holds up the executor.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from .rows import JobRow
+
+log = logging.getLogger(__name__)
+
+SWEEP_EVERY_S = 60.0
+
+
+def expired(names: Iterable[str], jobs: Mapping[str, JobRow], seen: Mapping[str, float],
+            now: float, retention_s: float) -> list[str]:
+    """The ``names`` (checkpoint folders, named by job id) to remove at ``now``: those of
+    jobs that ended ``retention_s`` or more ago, by ``completion_s`` or else by ``seen``
+    (when a sweep first saw the job ended). Sorted; none when ``retention_s`` is 0."""
+    if retention_s <= 0:
+        return []
+    due = []
+    for name in sorted(names):
+        job = jobs.get(name)
+        if job is None or not job.final:
+            continue
+        ended = _ended(job)
+        ended = ended if ended is not None else seen.get(name)
+        if ended is not None and now - ended >= retention_s:
+            due.append(name)
+    return due
+
+
+def _ended(job: JobRow) -> float | None:
+    return job.ended_s if job.ended_s is not None else job.completion_s
+
+
+class Retention:
+    """Removes expired checkpoints under ``root``; ``tick`` is called by the executor's
+    thread with its jobs and its clock (``DaemonExecutor.now``)."""
+
+    def __init__(self, root: Path, retention_s: float, every_s: float = SWEEP_EVERY_S) -> None:
+        self.root, self.retention_s, self.every_s = Path(root), retention_s, every_s
+        self._seen: dict[str, float] = {}
+        self._next = float("-inf")
+        self._remover: threading.Thread | None = None
+
+    def tick(self, jobs: Mapping[str, JobRow], now: float) -> list[str]:
+        """At most once every ``every_s``, and not while a removal still runs: start
+        removing the expired checkpoints; returns their job ids."""
+        busy = self._remover is not None and self._remover.is_alive()
+        if self.retention_s <= 0 or now < self._next or busy:
+            return []
+        self._next = now + self.every_s
+        names = self._folders()
+        for name in names:
+            job = jobs.get(name)
+            if job is not None and job.final and _ended(job) is None:
+                self._seen.setdefault(name, now)
+        due = expired(names, jobs, self._seen, now, self.retention_s)
+        if due:
+            for name in due:
+                self._seen.pop(name, None)
+            self._remover = threading.Thread(target=self._remove, args=(due,),
+                                             name="gavelsched-retention", daemon=True)
+            self._remover.start()
+        return due
+
+    def join(self) -> None:
+        """Wait for the removal in progress, if any."""
+        if self._remover is not None:
+            self._remover.join()
+
+    def _folders(self) -> list[str]:
+        try:
+            return [e.name for e in os.scandir(self.root) if e.is_dir(follow_symlinks=False)]
+        except OSError:
+            return []
+
+    def _remove(self, names: list[str]) -> None:
+        for name in names:
+            shutil.rmtree(self.root / name, ignore_errors=True)
+            log.info("job %s: checkpoints removed (ended over %.0f s ago)", name,
+                     self.retention_s)

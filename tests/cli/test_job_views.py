@@ -1,0 +1,79 @@
+"""How ``status`` and ``history`` show jobs (``gavelsched/cli/jobviews.py``; issue #18):
+times (elapsed from the first start to the end or now, JCT of done jobs, dates), a job type
+never cut, allocation against received share in ``--json``."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from gavelsched.cli.jobviews import clock, history_table, status_dict, status_table
+from gavelsched.rpc import pb
+
+LONG = "Recommendation (batch size 8192)"          # 32 characters
+EPOCH = 1_800_000_000.0
+
+
+def reply() -> pb.StatusResponse:
+    return pb.StatusResponse(
+        round=7, policy="max_min_fairness_perf", round_seconds=60, now_s=5000.0,
+        epoch_unix=EPOCH, workers=[pb.WorkerStatus(id="0", type="v100", gpus=1, alive=True)],
+        jobs=[pb.JobStatus(id="1", state="running", steps_done=10, total_steps=100,
+                           job_type=LONG, scale_factor=1, worker_type="v100", gpus=1,
+                           allocation={"v100": 0.5, "k80": 0.0}, received={"v100": 0.25},
+                           arrival_s=100.0, started_s=1400.0, ended_s=-1, completion_s=-1,
+                           entity="teamA"),
+              pb.JobStatus(id="2", state="done", steps_done=100, total_steps=100,
+                           job_type="A3C", scale_factor=1, arrival_s=200.0, started_s=300.0,
+                           ended_s=90_300.0, completion_s=90_300.0),
+              pb.JobStatus(id="3", state="queued", total_steps=100, job_type="A3C",
+                           scale_factor=2, arrival_s=400.0, started_s=-1, ended_s=-1,
+                           completion_s=-1, reason="pending: waiting its turn")])
+
+
+@pytest.mark.parametrize("seconds, text", [(None, "-"), (0, "00:00:00"), (59.9, "00:00:59"),
+                                           (3661, "01:01:01"), (90061, "1-01:01:01")])
+def test_durations_read_as_slurm_writes_them(seconds, text):
+    assert clock(seconds) == text
+
+
+def test_json_has_times_entity_and_shares():
+    jobs = {j["id"]: j for j in status_dict(reply())["jobs"]}
+    running, done, queued = jobs["1"], jobs["2"], jobs["3"]
+    assert running["job_type"] == LONG and running["entity"] == "teamA"
+    assert running["allocation"] == {"v100": 0.5, "k80": 0.0}
+    assert running["received"] == {"v100": 0.25}
+    assert (running["elapsed_s"], running["jct_s"], running["ended_s"]) == (3600.0, None, None)
+    assert running["submitted_at"] == datetime.datetime.fromtimestamp(
+        EPOCH + 100, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert (done["elapsed_s"], done["jct_s"]) == (90_000.0, 90_100.0)
+    assert done["entity"] is None and done["ended_at"].endswith("Z")
+    assert (queued["started_s"], queued["elapsed_s"], queued["started_at"]) == (None,) * 3
+
+
+def test_the_status_table_keeps_whole_job_types_and_shows_elapsed():
+    lines = status_table(reply())
+    header, rows = lines[1], lines[2:5]
+    assert header.split()[:8] == ["id", "type", "state", "progress", "gpus", "on", "elapsed",
+                                  "allocation/received"]
+    assert f" {LONG} running " in rows[0]
+    assert rows[0].split()[-2:] == ["v100", "0.50/0.25"] and " 01:00:00 " in rows[0]
+    assert rows[1].split()[1:3] == ["A3C", "done"] and " 1-01:00:00" in rows[1]
+    assert rows[2].endswith("(pending: waiting its turn)")
+    # columns line up whatever the type's length
+    assert {row.index(" running ") if "running" in row else row.index(" done ")
+            if " done " in row else row.index(" queued ") for row in rows} == \
+        {header.index(" state")}
+
+
+def test_the_history_table_has_dates_elapsed_and_jct():
+    lines = history_table(reply())
+    assert lines[0].split() == ["id", "type", "entity", "state", "submitted", "started",
+                                "ended", "elapsed", "jct", "steps"]
+    running, done, queued = (line.split() for line in lines[1:])
+    start = datetime.datetime.fromtimestamp(EPOCH + 1400).strftime("%Y-%m-%dT%H:%M:%S")
+    assert running[:2] == ["1", "Recommendation"] and start in running
+    assert running[-4:] == ["-", "01:00:00", "-", "10/100"]
+    assert done[-3:] == ["1-01:00:00", "1-01:01:40", "100/100"] and done[2] == "-"
+    assert queued[-5:] == ["-", "-", "-", "-", "0/100"]

@@ -1,0 +1,102 @@
+"""When a stale allocation is re-solved (issue #18; ``gavelsched/core/resolving.py``): Gavel's
+interval, or at the next boundary after any reset event while the last solve was cheap."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gavelsched.core import CoreConfig
+from gavelsched.core.resolving import RESOLVE_MODES, allowed, cheap, next_allowed_s
+
+from .test_core import R, Recording, finish, job, make_core
+
+
+class Timed(Recording):
+    """``Recording`` whose solves report ``solve_s`` seconds (the policy's own measurement)."""
+
+    def __init__(self, solve_s: float):
+        super().__init__()
+        self.solve_s = solve_s
+
+    def solve(self, problem):
+        return replace(super().solve(problem), solve_s=self.solve_s)
+
+
+ARRIVALS = {360.0: 1, 720.0: 2, 2880.0: 3}
+
+
+def resolved_at(policy, config) -> list[float]:
+    """Boundaries every R seconds with arrivals at ``ARRIVALS``: when the policy re-solved."""
+    core = make_core(policy, config=config)
+    core.submit(job(0, steps=10**7), 0.0)
+    out, t = [], 0.0
+    for _ in range(12):
+        if t in ARRIVALS:
+            core.submit(job(ARRIVALS[t], steps=10**7), t)
+        rnd = core.start_round(t)
+        if rnd.resolved is not None:
+            out.append(t)
+        finish(core, rnd, t + R)
+        t += R
+    return out
+
+
+def test_gavel_waits_for_its_interval():
+    # 720 waits for 360 + 1920 -> 2520 (as tests/core/test_core.py); 2880 for 4440
+    assert resolved_at(Timed(0.01), CoreConfig()) == [0.0, 360.0, 2520.0]
+
+
+def test_responsive_re_solves_at_the_boundary_after_each_event():
+    config = CoreConfig(resolve="responsive")
+    assert resolved_at(Timed(0.01), config) == [0.0, 360.0, 720.0, 2880.0]
+
+
+def test_an_expensive_solve_falls_back_to_the_interval():
+    # 36 s = 10% of a 360 s round is not cheap: Gavel's interval applies again
+    config = CoreConfig(resolve="responsive")
+    assert resolved_at(Timed(36.0), config) == [0.0, 360.0, 2520.0]
+    wider = config.but(cheap_solve_fraction=0.2)
+    assert resolved_at(Timed(36.0), wider) == [0.0, 360.0, 720.0, 2880.0]
+
+
+def test_next_allowed_time_follows_the_rule():
+    core = make_core(Timed(0.01), config=CoreConfig(resolve="responsive"))
+    core.submit(job(0), 0.0)
+    finish(core, core.start_round(10.0), 10.0 + R)
+    assert core.next_resolve_allowed_s() == -math.inf        # the last solve was cheap
+    slow = make_core(Timed(100.0), config=CoreConfig(resolve="responsive"))
+    slow.submit(job(0), 0.0)
+    finish(slow, slow.start_round(10.0), 10.0 + R)
+    assert slow.next_resolve_allowed_s() == 10.0 + 1920.0
+
+
+@pytest.mark.parametrize("change", [{"resolve": "sometimes"}, {"cheap_solve_fraction": -0.1},
+                                    {"cheap_solve_fraction": 1.5},
+                                    {"cheap_solve_fraction": math.nan}])
+def test_bad_modes_are_refused(change):
+    with pytest.raises(ValueError, match=next(iter(change))):
+        CoreConfig(**change)
+
+
+times = st.floats(0, 1e5, allow_nan=False)
+
+
+@given(now=times, last=times, solve=st.none() | st.floats(0, 1e3), forced=st.booleans(),
+       interval=st.floats(0, 4000), fraction=st.floats(0, 1))
+def test_responsive_is_never_later_than_gavel(now, last, solve, forced, interval, fraction):
+    gavel = CoreConfig(min_resolve_interval_s=interval, cheap_solve_fraction=fraction)
+    responsive = gavel.but(resolve="responsive")
+    if allowed(gavel, now, last, solve, forced):
+        assert allowed(responsive, now, last, solve, forced)
+    assert next_allowed_s(responsive, last, solve, forced) <= next_allowed_s(gavel, last, solve,
+                                                                            forced)
+    if cheap(responsive, solve):
+        assert allowed(responsive, now, last, solve, forced)
+    if now - last >= interval:
+        assert all(allowed(gavel.but(resolve=m), now, last, solve, forced)
+                   for m in RESOLVE_MODES)

@@ -1,0 +1,153 @@
+"""Job states and times (issue #18): a job is ``queued`` until its first process starts,
+``running`` while a process of it runs, ``preempted`` between its runs (not ``queued``
+again), then done, failed or cancelled; its first start is kept in the store, and every
+final state has an end time. The same states show in ``Status`` (filtered by state, type
+and entity), the Prometheus gauge and the round's log line.
+
+The real ``DaemonExecutor`` (real core, policy, SQLite store) on a hand-moved clock
+(``test_round_aligned.Scheduler``)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from gavelsched.daemon.metrics import DaemonMetrics
+from gavelsched.daemon.snapshot import build_snapshot
+from gavelsched.rpc import pb
+
+from .test_round_aligned import Scheduler
+
+
+def at(t: float):
+    """The daemon's clock at the test's ``t`` (its origin is the state's first start, a
+    moment before the clock the test moves began)."""
+    return pytest.approx(t, abs=0.5)
+
+
+def status(s: Scheduler, **filters) -> dict[str, pb.JobStatus]:
+    snap = build_snapshot(s.x.view(s.x.now()))
+    return {j.id: j for j in snap.status(pb.StatusRequest(**filters)).jobs}
+
+
+def gauge(s: Scheduler) -> dict[str, float]:
+    metrics = DaemonMetrics()
+    metrics.on_state(s.x.view(s.x.now()))
+    return {sample.labels["state"]: sample.value for family in metrics.registry.collect()
+            if family.name == "gavelsched_jobs" for sample in family.samples}
+
+
+def test_a_started_job_is_preempted_between_its_runs_and_keeps_its_first_start(tmp_path):
+    s = Scheduler(tmp_path)
+    job, never = s.submit(steps=1000), s.submit(steps=1000)
+    s.at(1.0)                                          # round 0: one job placed
+    placed = s.sent.runs[0].job_id
+    assert placed in (job, never)
+    job, never = placed, ({job, never} - {placed}).pop()
+    assert s.x.jobs[job].state == "queued"             # dispatched, its process not started
+    s.t = 3.0
+    s.init(job)
+    got = status(s)
+    assert (got[job].state, got[job].started_s, got[job].ended_s) == ("running", at(3.0), -1.0)
+    assert got[never].state == "queued" and got[never].started_s == -1.0
+    s.t = 4.0
+    s.exited(job, 50)                                  # its run ended: waits for the next
+    got = status(s)
+    assert got[job].state == "preempted" and got[job].started_s == at(3.0)
+    assert got[job].steps_done == 50 and got[job].worker_type == ""
+    # a preempted job also says why it waits, with what it received against X
+    assert got[job].reason.startswith("pending: waiting its turn (allocation: v100 ")
+    assert "; received: v100 " in got[job].reason, got[job].reason
+    assert "received" not in got[never].reason           # never ran: X only
+    assert gauge(s) == {"queued": 1, "running": 0, "preempted": 1, "done": 0, "failed": 0,
+                        "cancelled": 0}
+    assert set(status(s, states=["preempted"])) == {job}
+    assert set(status(s, active=True)) == {job, never}
+    s.close()
+
+    again = Scheduler(tmp_path)          # a restart: the first start was kept
+    assert again.x.jobs[job].state == "preempted"
+    assert again.x.jobs[job].started_s == got[job].started_s
+    assert again.x.jobs[never].state == "queued" and again.x.jobs[never].started_s is None
+    again.close()
+
+
+def test_final_states_have_an_end_time_and_done_has_its_jct(tmp_path):
+    s = Scheduler(tmp_path)
+    done = s.submit(steps=100)
+    s.at(1.0)
+    s.t = 2.0
+    s.init(done)
+    cancelled = s.submit(steps=100)
+    s.t = 5.0
+    assert s.x.cancel(cancelled).ok
+    s.t = 6.0
+    s.x.durable_steps(done, 100, s.gen(done))
+    got = status(s)
+    assert (got[cancelled].state, got[cancelled].ended_s) == ("cancelled", at(5.0))
+    assert got[cancelled].completion_s == -1.0         # completion: done jobs only
+    assert got[done].state == "done" and got[done].ended_s == got[done].completion_s == at(6.0)
+    assert set(status(s, states=["done", "cancelled"])) == {done, cancelled}
+    assert status(s, active=True) == {}
+    s.close()
+    again = Scheduler(tmp_path)
+    assert (again.x.jobs[cancelled].ended_s, again.x.jobs[done].ended_s) == (
+        got[cancelled].ended_s, got[done].ended_s)
+    again.close()
+
+
+def test_status_filters_by_type_and_entity(tmp_path):
+    s = Scheduler(tmp_path)
+    a = s.x.submit(pb.JobRequest(job_type="A3C", total_steps=10, workload="steps",
+                                 entity="teamA"))
+    b = s.x.submit(pb.JobRequest(job_type="ResNet-50 (batch size 16)", total_steps=10,
+                                 entity="teamA"))
+    c = s.x.submit(pb.JobRequest(job_type="A3C", total_steps=10, workload="steps",
+                                 entity="teamB"))
+    assert set(status(s, entity="teamA")) == {a, b}
+    assert set(status(s, job_type="A3C")) == {a, c}
+    assert set(status(s, job_type="ResNet-50")) == {b}           # its batch sizes too
+    assert status(s, job_type="ResNet-5") == {}
+    assert set(status(s, job_type="A3C", entity="teamA", states=["queued"])) == {a}
+    assert status(s, job_type="A3C", states=["running"]) == {}
+    assert status(s)[b].entity == "teamA"
+    s.close()
+
+
+def test_each_round_start_logs_one_line_at_info(tmp_path, caplog):
+    s = Scheduler(tmp_path)
+    s.submit(), s.submit()
+    with caplog.at_level(logging.INFO, logger="gavelsched.daemon.executor"):
+        s.at(1.0)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("round ")]
+    assert lines == ["round 0: 1 jobs running, 1 queued, 0 preempted, 0 finished; GPUs 1 "
+                     "busy of 1"]
+    s.close()
+
+
+@pytest.mark.parametrize("job_state, started, steps, shown", [
+    ("queued", None, 0, "queued"), ("running", 3.0, 0, "preempted"),
+    ("queued", None, 7, "preempted")])     # a store from before started_s: durable steps
+def test_a_restart_tells_a_job_that_started_from_one_that_never_did(tmp_path, job_state,
+                                                                     started, steps, shown):
+    s = Scheduler(tmp_path)
+    job = s.submit(steps=100)
+    s.x.jobs[job] = s.x.jobs[job].but(state=job_state, started_s=started, steps_done=steps)
+    s.store.update_jobs([s.x.jobs[job]])
+    s.close()
+    again = Scheduler(tmp_path)
+    assert again.x.jobs[job].state == shown
+    again.close()
+
+
+def test_a_run_the_scheduler_kills_leaves_its_job_preempted(tmp_path):
+    """(e.g. a rank failed and the job is tried again: ``retries``), not ``running``
+    without a run."""
+    s = Scheduler(tmp_path)
+    job = s.submit()
+    s.at(1.0)
+    s.init(job)
+    s.x.runs.kill(job, "tried again from its last checkpoint")
+    assert job not in s.x.runs and s.x.jobs[job].state == "preempted"
+    s.close()
