@@ -196,6 +196,8 @@ class _Run:
         seconds, steps = _run_tasks(batch, R, pause)
         end = now + float(seconds.max()) if self.sim.round_ends_at_last_finish else now + R
         self.metrics.on_round(rnd, end, seconds, self.prices)
+        self.metrics.on_started([batch.members[i][m] for i, m in zip(*np.nonzero(steps > 0))
+                                 if m < len(batch.members[i])], now)
         finishing = (steps >= batch.remaining) & (batch.remaining > 0)
         completed = self.driver.credit(batch.keys, steps, end)
         if completed:

@@ -26,6 +26,7 @@ class _JobInfo:
     arrival_s: float
     slo_s: float | None
     completion_s: float | None = None
+    started_s: float | None = None
 
 
 @dataclass
@@ -107,6 +108,13 @@ class Metrics:
             self.shortfall_weighted += float(np.maximum(diff, 0.0).sum()) * length
             self.gap_weight += len(period.keys) * length
 
+    def on_started(self, job_ids, at_s: float) -> None:
+        """Jobs that made steps in the round that started at ``at_s`` (the first counts)."""
+        for job_id in job_ids:
+            info = self.jobs[job_id]
+            if info.started_s is None:
+                info.started_s = at_s
+
     def on_complete(self, job_id: str, at_s: float) -> None:
         self.jobs[job_id].completion_s = at_s
 
@@ -118,7 +126,7 @@ class Metrics:
             done = info.completion_s
             records.append(JobRecord(info.id, info.job_type, info.scale_factor, info.arrival_s,
                                      done, None if done is None else done - info.arrival_s,
-                                     info.slo_s))
+                                     info.slo_s, info.started_s))
         measured = [r for r in records if _in_window(r.id, window)]
         jcts = [r.jct_s for r in measured if r.jct_s is not None]
         start = min((r.arrival_s for r in records), default=0.0)

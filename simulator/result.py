@@ -16,6 +16,7 @@ class JobRecord:
     completion_s: float | None
     jct_s: float | None
     slo_s: float | None = None
+    started_s: float | None = None   # the start of the first round it made steps in
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "job_type": self.job_type, "scale_factor": self.scale_factor,

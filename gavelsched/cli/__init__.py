@@ -24,7 +24,8 @@ COMMANDS = ("solve", "trace", "simulate", "scheduler", "worker", "client", "logs
 # clients stay light: `gavelsched status` need not import the solvers `solve` needs).
 COMMAND_MODULES = {"solve": "solve", "trace": "trace", "simulate": "simulate",
                    "scheduler": "scheduler", "worker": "worker", "submit": "client",
-                   "status": "client", "history": "client", "cancel": "client",
+                   "status": "client", "predict": "client", "history": "client",
+                   "cancel": "client",
                    "logs": "logs", "local-cluster": "local_cluster",
                    "vn": "vn", "pipeline": "pipeline"}
 

@@ -73,7 +73,21 @@ def register(subparsers) -> None:
                                           "waits) and the workers; --all or --state "
                                           "show finished jobs too.")
     p.add_argument("--all", action="store_true", help="finished jobs too")
+    p.add_argument("--eta", action="store_true",
+                   help="also each unfinished job's predicted start and finish: the live "
+                        "state replayed in the simulator here, in this process")
     p.set_defaults(func=status)
+    p = subparsers.add_parser("predict", parents=[common],
+                              help="if I submit this job now, when does it finish?",
+                              description="Replay the scheduler's live state in the "
+                                          "simulator with JOB.yaml added (arriving now, "
+                                          "the catalog's throughputs), without submitting "
+                                          "it: its predicted start and finish, and how "
+                                          "much later (or earlier) each other job "
+                                          "finishes.")
+    p.add_argument("job", metavar="JOB.yaml")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=predict)
     p = subparsers.add_parser("history", parents=[common, filters],
                               help="show every job with its times",
                               description="A table of every job, finished ones included: "
@@ -235,7 +249,73 @@ def _show(args: argparse.Namespace, reply, table) -> int:
 
 
 def status(args: argparse.Namespace) -> int:
-    return _show(args, _jobs(args, active=not args.all), status_table)
+    reply = _jobs(args, active=not args.all)
+    if not args.eta:
+        return _show(args, reply, status_table)
+    from . import eta
+    from ..rpc import pb
+    # The replay needs every unfinished job, whatever the filters show.
+    everything = reply if not (args.state or args.type or args.entity) else \
+        _call(args, "Status", pb.StatusRequest(active=True))
+    state = eta.state_of(everything)
+    etas, why = _replay(lambda: eta.replay(state))
+    if args.json:
+        out = status_dict(reply)
+        predicted = eta.eta_dict(state, etas)
+        for job in out["jobs"]:
+            job["eta"] = predicted.get(job["id"])
+        print(json.dumps(out))
+        return 0
+    lines = status_table(reply)
+    lines.extend([f"predicted: unavailable ({why})"] if why else eta.eta_lines(state, etas))
+    print("\n".join(lines))
+    return 0
+
+
+def _replay(run):
+    """(ETAs, None), or ({}, why) when the live state cannot be replayed."""
+    from simulator import SimulationError
+    try:
+        return run(), None
+    except (SimulationError, ValueError) as err:
+        return {}, str(err).splitlines()[0] if str(err) else type(err).__name__
+
+
+def predict(args: argparse.Namespace) -> int:
+    """``predict JOB.yaml``: the job's predicted start and finish if submitted now, and
+    the change in every other job's finish; submits nothing."""
+    from . import eta
+    from ..rpc import pb
+    request = read_job(args.job)
+    state = eta.state_of(_call(args, "Status", pb.StatusRequest(active=True)))
+    if not state.workers:
+        raise InputError("the scheduler has no alive workers: nothing to predict on")
+    new = eta.hypothetical(request, state)
+    if not any(r > 0 for r in new.steps_per_s.values()):
+        raise InputError(f"{args.job}: job type {request.job_type!r} has no throughput in "
+                         f"the catalog on the cluster's types {sorted(state.workers)}")
+    got, why = _replay(lambda: eta.predict(state, new))
+    if why:
+        raise InputError(f"cannot replay the scheduler's state: {why}")
+    before, after = got
+    mine = after[eta.NEW_ID]
+    delays = {j.id: (None if after[j.id].finish_s is None or before[j.id].finish_s is None
+                     else after[j.id].finish_s - before[j.id].finish_s) for j in state.jobs}
+    if args.json:
+        print(json.dumps({"job": eta.eta_dict(state, {eta.NEW_ID: mine})[eta.NEW_ID],
+                          "others": {j.id: {**eta.eta_dict(state, {j.id: after[j.id]})[j.id],
+                                            "delay_s": delays[j.id]} for j in state.jobs}}))
+        return 0
+    print(f"start  {eta.wall(state, mine.start_s)}")
+    print(f"finish {eta.wall(state, mine.finish_s)}")
+    if state.jobs:
+        w = max(2, *(len(j.id) for j in state.jobs))
+        print(f"{'id':>{w}} {'finish with it':<32} delay")
+        for j in state.jobs:
+            d = delays[j.id]
+            print(f"{j.id:>{w}} {eta.wall(state, after[j.id].finish_s):<32} "
+                  f"{'-' if d is None else f'{d:+.0f}s'}")
+    return 0
 
 
 def history(args: argparse.Namespace) -> int:

@@ -1,68 +1,18 @@
 """How ``status`` and ``history`` show a ``StatusResponse`` (issue #18): the JSON of
 ``--json`` (docs/design.md's contract, plus times, entity, and allocation against received
-share) and two tables: ``status`` shows what runs and waits now, as Slurm's ``squeue``
-does, and ``history`` when each job was submitted, started and ended, as ``sacct`` does.
-
-Times on the wire count seconds on the scheduler's clock (< 0: not yet); a job's
-``elapsed`` runs from its first start to its end (or to the scheduler's ``now_s``), its
-JCT from its submission to its completion (done jobs only, as in Gavel's simulator).
-Dates are shown as Slurm shows them: local time, ``YYYY-MM-DDTHH:MM:SS``.
+share; ``daemon/statusjson.py``, shared with the dashboard) and two tables: ``status``
+shows what runs and waits now, as Slurm's ``squeue`` does, and ``history`` when each job
+was submitted, started and ended, as ``sacct`` does. Dates are shown as Slurm shows them: local time, ``YYYY-MM-DDTHH:MM:SS``.
 """
 
 from __future__ import annotations
 
 import time
 
+from ..daemon.statusjson import elapsed_s, iso, jct_s, seconds, status_dict
 
-def seconds(value: float) -> float | None:
-    """A wire time (< 0: none) as a number or None."""
-    return None if value < 0 else value
-
-
-def elapsed_s(job, now_s: float) -> float | None:
-    started = seconds(job.started_s)
-    if started is None:
-        return None
-    end = seconds(job.ended_s)
-    return max(0.0, (now_s if end is None else end) - started)
-
-
-def jct_s(job) -> float | None:
-    done = seconds(job.completion_s)
-    return None if done is None else max(0.0, done - job.arrival_s)
-
-
-def iso(epoch_unix: float, value: float) -> str | None:
-    """A wire time as ISO 8601 UTC (``2026-11-24T10:01:02Z``), or None."""
-    if value < 0:
-        return None
-    return "%04d-%02d-%02dT%02d:%02d:%02dZ" % time.gmtime(epoch_unix + value)[:6]
-
-
-def status_dict(reply) -> dict:
-    """``status --json`` / ``history --json``: the docs/design.md contract, plus ``gpus`` (held
-    this round), ``mixed``, ``min_scale_factor`` (null: not elastic), ``entity``,
-    ``allocation`` and ``received`` (per type), the times in the scheduler's seconds
-    (``arrival_s``, ``started_s``, ``ended_s``, ``completion_s``, ``elapsed_s``,
-    ``jct_s``; null: not yet) and as dates (``submitted_at``, ``started_at``,
-    ``ended_at``)."""
-    epoch, now = reply.epoch_unix, reply.now_s
-    return {"round": reply.round,
-            "jobs": [{"id": j.id, "state": j.state, "steps_done": j.steps_done,
-                      "total_steps": j.total_steps, "job_type": j.job_type,
-                      "scale_factor": j.scale_factor, "worker_type": j.worker_type or None,
-                      "reason": j.reason or None, "gpus": j.gpus, "mixed": j.mixed,
-                      "min_scale_factor": j.min_scale_factor or None,
-                      "entity": j.entity or None, "allocation": dict(j.allocation),
-                      "received": dict(j.received), "arrival_s": j.arrival_s,
-                      "started_s": seconds(j.started_s), "ended_s": seconds(j.ended_s),
-                      "completion_s": seconds(j.completion_s),
-                      "elapsed_s": elapsed_s(j, now), "jct_s": jct_s(j),
-                      "submitted_at": iso(epoch, j.arrival_s),
-                      "started_at": iso(epoch, j.started_s),
-                      "ended_at": iso(epoch, j.ended_s)} for j in reply.jobs],
-            "workers": [{"id": w.id, "type": w.type, "gpus": w.gpus, "alive": w.alive}
-                        for w in reply.workers]}
+__all__ = ["clock", "date", "elapsed_s", "history_table", "iso", "jct_s", "seconds",
+           "status_dict", "status_table"]
 
 
 def clock(value: float | None) -> str:

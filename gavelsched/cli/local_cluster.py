@@ -11,7 +11,8 @@ type at that pace, with ``rounds`` cycling through 1.5, 2.5 and 3.5. The schedul
 the table scaled by ``--emulation-speed`` as its priors, so what it expects is what the
 workers run. ``--mixed-jobs N`` marks the first N jobs mixed-capable (``mixed: true``): under
 a ``*_mixed`` policy they may run on several types at once, split with virtual nodes.
-``--elastic-gpt`` adds an elastic pipeline job first (issue #10; varuna.txt §4): the gpt
+``--dashboard`` serves the web dashboard on a free loopback port (its address, with the
+demo's token, goes to stderr). ``--elastic-gpt`` adds an elastic pipeline job first (issue #10; varuna.txt §4): the gpt
 workload with the scale factor of the largest type's GPUs and half of it as its minimum
 (``elastic_gpt_job``), so under a ``*_mixed`` policy it morphs as the other jobs come and go.
 """
@@ -66,6 +67,9 @@ def register(subparsers) -> None:
                    help="also submit, first, an elastic GPT pipeline job on all GPUs of the "
                         "largest type, down to half of them (with a *_mixed policy it "
                         "morphs: re-plans, checkpoints layer-wise, resumes)")
+    p.add_argument("--dashboard", action="store_true",
+                   help="serve the web dashboard on a free loopback port and print its "
+                        "address (with the demo's token) on stderr")
     p.add_argument("--json", metavar="OUT", help="write the Simulation result JSON here")
     p.add_argument("--keep", metavar="DIR", help="keep the state and logs in DIR")
     p.set_defaults(func=run)
@@ -144,12 +148,14 @@ def _run(args, root: Path, workers: dict[str, int], table, first=()) -> int:
     from simulator.metrics import Metrics
     from traces import default_prices
 
-    from ..daemon.local import FINAL_STATES
+    from ..daemon.local import FINAL_STATES, wait_until
 
     wall = time.perf_counter()
     cluster, metrics_port = make_cluster(args, root, workers, table)
     try:
         start_daemons(cluster, args, workers)
+        if cluster.dashboard_url:
+            sys.stderr.write(f"dashboard: {cluster.dashboard_url}\n")
 
         def fastest(job_type: str) -> float:
             return max(table.get(t, job_type, 1) for t in workers)
@@ -159,7 +165,12 @@ def _run(args, root: Path, workers: dict[str, int], table, first=()) -> int:
                                                   args.emulation_speed, args.workload,
                                                   args.job_type, args.mixed_jobs)]
         metrics = Metrics(args.policy, tuple(workers))
-        status = cluster.status()
+
+        def listed():   # a status that shows every job submitted (it is republished after)
+            answer = cluster.status()
+            return answer if set(ids) <= {j.id for j in answer.jobs} else None
+
+        status = wait_until(listed, 60, "the scheduler to list the submitted jobs")
         for job in status.jobs:
             metrics.on_arrival(job.id, job.job_type, job.scale_factor, job.arrival_s, None)
         last = start = time.monotonic()
@@ -212,6 +223,8 @@ def make_cluster(args, root: Path, workers: dict[str, int], table):
     from ..rpc.security import new_token
 
     metrics_port = free_port()
+    dashboard = ({"dashboard_listen": f"127.0.0.1:{free_port()}"}
+                 if getattr(args, "dashboard", False) else {})
     root.mkdir(parents=True, exist_ok=True)
     priors = root / "throughputs.json"
     dump_table(scaled(table, args.emulation_speed), priors)
@@ -222,7 +235,7 @@ def make_cluster(args, root: Path, workers: dict[str, int], table):
                            config={"expected_workers": sum(workers.values()),
                                    "min_resolve_interval_s": args.round_seconds,
                                    "metrics_listen": f"127.0.0.1:{metrics_port}",
-                                   "throughputs": str(priors)})
+                                   "throughputs": str(priors), **dashboard})
     return cluster, metrics_port
 
 

@@ -18,6 +18,8 @@ default: a change re-solves the policy at the next round boundary while the last
 under a tenth of a round; ``gavel``: at most once per ``min_resolve_interval_s``;
 ``gavelsched/core/resolving.py``), ``min_resolve_interval_s`` (default: Gavel's 1920 s
 scaled by round_seconds / 360 s; with ``responsive``, only after an expensive solve),
+``dashboard_listen`` (host:port of the read-only web dashboard, ``dashboard.py``: it
+asks for the token; beyond loopback only with ``insecure`` and ``auth_token_file``),
 ``seed``, ``insecure`` (true: as ``gavelsched scheduler --insecure``; default false).
 
 Every path is made absolute here, once: a relative one is taken from the config file's
@@ -48,7 +50,7 @@ REQUIRED = ("listen", "policy", "round_seconds", "state_dir")
 OPTIONAL = ("auth_token_file", "tls", "metrics_listen", "throughputs", "expected_workers",
             "checkpoint_dir", "checkpoint_retention_s", "health_listen", "heartbeat_seconds",
             "plan_lead_seconds", "min_resolve_interval_s", "resolve", "seed", "workers_tls",
-            "insecure")
+            "insecure", "dashboard_listen")
 TLS_KEYS = ("cert", "key", "ca")
 RESOLVE_MODES = ("responsive", "gavel")        # gavelsched/core/resolving.py
 PLAN_LEAD_FRACTION = 0.3
@@ -83,6 +85,7 @@ class DaemonConfig:
     seed: int = 0
     workers_tls: bool = False
     insecure: bool = False
+    dashboard_listen: str | None = None
 
     @property
     def checkpoints(self) -> Path:
@@ -178,7 +181,7 @@ def parse_config(data: Any, *, base: str | Path = ".", name: str = "config",
                               f"{shown(err.value)}") from None
 
     kw: dict[str, Any] = {}
-    for key in ("listen", "metrics_listen", "health_listen"):
+    for key in ("listen", "metrics_listen", "health_listen", "dashboard_listen"):
         if data.get(key) is not None:
             kw[key] = _address(name, key, data[key])
     policy = data["policy"]
@@ -232,6 +235,13 @@ def parse_config(data: Any, *, base: str | Path = ".", name: str = "config",
             raise ConfigError(f"{name}: {key} {address} is beyond loopback and {what} has "
                               f"no auth: bind it to 127.0.0.1:{port}, or set insecure: true "
                               f"(or pass --insecure) to expose it")
+    address = config.dashboard_listen
+    if _exposed(address) and not (config.insecure and config.auth_token_file):
+        port = address.rpartition(":")[2]
+        raise ConfigError(f"{name}: dashboard_listen {address} is beyond loopback and the "
+                          f"dashboard is plain HTTP: bind it to 127.0.0.1:{port}, or set "
+                          f"insecure: true (or pass --insecure) and auth_token_file to "
+                          f"expose it")
     return config
 
 

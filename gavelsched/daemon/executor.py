@@ -175,17 +175,28 @@ class DaemonExecutor:
             if self._aged(mono):
                 self._dirty = True
             if self._dirty and mono >= self._next_snapshot:
-                # Large job tables are re-pictured at most every SNAPSHOT_EVERY_S.
-                self._next_snapshot = mono + (SNAPSHOT_EVERY_S if len(self.jobs) > 500
-                                              else 0.0)
-                view = self.view(self.now())
-                self.snapshot = build_snapshot(view)
-                self._snapshot_at = mono
-                if self.metrics is not None:
-                    self.metrics.on_state(view)
-                self._dirty = False
+                self._publish(mono)
         for waiter in self._waiters:
             waiter.future.set_result(None)
+
+    def _publish(self, mono: float) -> None:
+        """Republish ``snapshot`` (and the metrics); large job tables at most every
+        SNAPSHOT_EVERY_S."""
+        self._next_snapshot = mono + (SNAPSHOT_EVERY_S if len(self.jobs) > 500 else 0.0)
+        view = self.view(self.now())
+        self.snapshot = build_snapshot(view)
+        self._snapshot_at = mono
+        if self.metrics is not None:
+            self.metrics.on_state(view)
+        self._dirty = False
+
+    def publish(self) -> None:
+        """Republish now, unless the table is large and a picture is younger than
+        SNAPSHOT_EVERY_S: a client that just submitted or cancelled then sees it in its
+        next Status (read your writes)."""
+        mono = self._clock()
+        if mono >= self._next_snapshot:
+            self._publish(mono)
 
     def _aged(self, mono: float) -> bool:
         """A job runs and the picture is older than ``SNAPSHOT_MAX_AGE_S``."""
@@ -208,7 +219,18 @@ class DaemonExecutor:
                              self.config.round_seconds, now, self.jobs, self.runs.live(),
                              self.health.servers.values(), self.shares.at(now),
                              table=self.table, hosts=self.hosts.by_job,
-                             epoch_unix=self.epoch_unix)
+                             epoch_unix=self.epoch_unix, **self._replay_inputs())
+
+    def _replay_inputs(self) -> dict:
+        """What a client needs to replay the live state in the simulator (ETA, issue #18):
+        each unfinished job's steps/s per worker type, start-up means, the re-solve rule."""
+        types = sorted({s.row.worker_type for s in self.health.servers.values()})
+        active = [j for j in self.jobs.values() if not j.final]
+        rates = {j.id: self.progress.online.row(j.id, j.spec.job_type, j.spec.scale_factor,
+                                                types) for j in active}
+        startup = {t: self.startups.mean(t)[0] for t in {j.spec.job_type for j in active}}
+        return {"rates": rates, "startup_s": startup, "resolve": self.config.resolve,
+                "min_resolve_interval_s": self.config.resolve_interval}
 
     # ---- time-driven ------------------------------------------------------------------
     def tick(self) -> None:

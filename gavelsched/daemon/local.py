@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from urllib.parse import quote
 
 import grpc
 import psutil
@@ -92,6 +93,7 @@ class LocalCluster:
             self.token_file = self.root / "token"
             write_token(self.token_file, token)          # mode 0600: this user only
             data["auth_token_file"] = str(self.token_file)
+        self.dashboard_address: str | None = data.get("dashboard_listen")
         self.config_path = self.root / "cluster.yaml"
         self.config_path.write_text(yaml.safe_dump(data))
         self.scheduler: subprocess.Popen | None = None
@@ -163,6 +165,14 @@ class LocalCluster:
         if self._chan is not None:
             self._chan.close()
             self._chan = None
+
+    @property
+    def dashboard_url(self) -> str | None:
+        """The dashboard's address (with ``?token=`` when the cluster has one), or None."""
+        if not self.dashboard_address:
+            return None
+        query = f"?token={quote(self.token, safe='')}" if self.token else ""
+        return f"http://{self.dashboard_address}/{query}"
 
     # ---- client ---------------------------------------------------------------------------
     @property

@@ -1,7 +1,7 @@
 """``SchedulerDaemon``: a config in, a running scheduler out (thesis §5.6). It opens the
 store, builds the policy and the core inside a ``DaemonExecutor``, serves the gRPC services
-(token and TLS through ``gavelsched.rpc.security.serve``) and the Prometheus endpoint, and
-runs the executor on its own thread. It refuses to listen beyond loopback without
+(token and TLS through ``gavelsched.rpc.security.serve``), the Prometheus endpoint and the
+web dashboard (``dashboard``), and runs the executor on its own thread. It refuses to listen beyond loopback without
 ``auth_token_file`` unless made with ``insecure=True`` (``gavelsched scheduler
 --insecure``; docs/design.md, Safety rules)."""
 
@@ -16,6 +16,7 @@ from traces import default_table, load_table
 
 from ..rpc.security import exposure, host_of, read_token, serve
 from .config import DaemonConfig
+from .dashboard import Dashboard
 from .dispatch import Dispatcher
 from .executor import DaemonExecutor
 from .metrics import DaemonMetrics
@@ -29,8 +30,8 @@ HANDLER_THREADS = 128
 
 
 class SchedulerDaemon:
-    """Start with ``start()``, stop with ``stop()``; ``port`` and ``metrics_port`` are the
-    bound ports (useful with port 0). ``insecure``: may listen beyond loopback without a
+    """Start with ``start()``, stop with ``stop()``; ``port``, ``metrics_port`` and
+    ``dashboard_port`` are the bound ports (useful with port 0). ``insecure``: may listen beyond loopback without a
     token (else ``SecurityError``, before anything is opened)."""
 
     def __init__(self, config: DaemonConfig, *, insecure: bool = False) -> None:
@@ -53,6 +54,8 @@ class SchedulerDaemon:
         self.server = None
         self.port = 0
         self.metrics_port: int | None = None
+        self.dashboard = Dashboard(lambda: self.executor.snapshot, self.token)
+        self.dashboard_port: int | None = None
         self._thread: threading.Thread | None = None
 
     def _exposure(self, listen: str) -> str | None:
@@ -78,6 +81,10 @@ class SchedulerDaemon:
         self.executor.scheduler_address = f"{host}:{self.port}"
         if self.config.metrics_listen:
             self.metrics_port = self.metrics.serve(self.config.metrics_listen)
+        if self.config.dashboard_listen:
+            self.dashboard_port = self.dashboard.serve(self.config.dashboard_listen)
+            log.info("dashboard on http://%s:%d/", host_of(self.config.dashboard_listen),
+                     self.dashboard_port)
         self._thread = threading.Thread(target=self.executor.run, name="gavelsched-core",
                                         daemon=True)
         self._thread.start()
@@ -98,4 +105,5 @@ class SchedulerDaemon:
             self.server.stop(grace).wait()
         self.dispatcher.close()
         self.metrics.close()
+        self.dashboard.close()
         self.store.close()

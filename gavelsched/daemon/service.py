@@ -151,10 +151,13 @@ class ClientService(pb_grpc.ClientToSchedulerServicer):
             job_id = self.x.call(lambda: self.x.submit(request))
         except SubmissionError as err:
             _abort_on(context, err)
+        self.x.call(self.x.publish, changes=False)
         return pb.SubmitResponse(job_id=job_id)
 
     def Cancel(self, request, context):
-        return self.x.call(lambda: self.x.cancel(request.job_id))
+        ack = self.x.call(lambda: self.x.cancel(request.job_id))
+        self.x.call(self.x.publish, changes=False)
+        return ack
 
     def Status(self, request, context):
         unknown = [s for s in request.states if s not in STATES]

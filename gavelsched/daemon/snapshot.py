@@ -41,7 +41,8 @@ class Snapshot:
         r = self.response
         return pb.StatusResponse(
             round=r.round, policy=r.policy, round_seconds=r.round_seconds, now_s=r.now_s,
-            epoch_unix=r.epoch_unix, workers=r.workers,
+            epoch_unix=r.epoch_unix, workers=r.workers, resolve=r.resolve,
+            min_resolve_interval_s=r.min_resolve_interval_s,
             jobs=[j for j in r.jobs if j.state in states
                   and (not kind or j.job_type == kind or j.job_type.startswith(sized))
                   and (not entity or j.entity == entity)])
@@ -72,13 +73,17 @@ def build_snapshot(view: DaemonView) -> Snapshot:
             received=got, arrival_s=job.arrival_s, completion_s=_or_never(job.completion_s),
             mixed=spec.mixed, min_scale_factor=spec.min_scale_factor,
             gpus=run.gpus if run else 0, entity=spec.entity or "",
-            started_s=_or_never(job.started_s), ended_s=_or_never(job.ended_s)))
+            started_s=_or_never(job.started_s), ended_s=_or_never(job.ended_s),
+            steps_per_s=view.rates.get(job.id, {}), priority_weight=spec.priority_weight,
+            startup_s=view.startup_s.get(spec.job_type, 0.0)))
     workers = [pb.WorkerStatus(id=str(s.row.id), type=s.row.worker_type,
                                gpus=len(s.row.workers), alive=s.alive, address=s.row.address)
                for s in view.servers]
     response = pb.StatusResponse(round=view.round, jobs=jobs, workers=workers,
                                  policy=view.policy, round_seconds=view.round_seconds,
-                                 now_s=view.now_s, epoch_unix=view.epoch_unix)
+                                 now_s=view.now_s, epoch_unix=view.epoch_unix,
+                                 resolve=view.resolve,
+                                 min_resolve_interval_s=view.min_resolve_interval_s)
     return Snapshot(view.round, view.policy, view.round_seconds, view.now_s, response,
                     {j.id: j.final and j.id not in view.runs for j in view.jobs}, view.hosts,
                     {s.row.id: Source(s.row.id, s.row.address, s.row.hostname or s.row.address)

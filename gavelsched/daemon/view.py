@@ -50,13 +50,21 @@ class DaemonView:
     table: Table | None = None      # immutable (``traces.ThroughputTable``); None: unknown
     hosts: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # job -> servers
     epoch_unix: float = 0.0         # Unix time of the clock's origin (``now_s`` counts from it)
+    # For a client-side replay (ETA): each job not finished's steps/s per worker type
+    # (``OnlineThroughputs.row``), mean start-up seconds per job type, the re-solve rule.
+    rates: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    startup_s: Mapping[str, float] = field(default_factory=dict)
+    resolve: str = ""
+    min_resolve_interval_s: float = 0.0
 
     @classmethod
     def of(cls, round_index: int, policy: str, round_seconds: float, now: float,
            jobs: Mapping[str, JobRow], runs: Iterable, servers: Iterable,
            shares: Mapping[str, ShareRow], table: Table | None = None, *,
            hosts: Mapping[str, tuple[int, ...]] | None = None,
-           epoch_unix: float = 0.0) -> DaemonView:
+           epoch_unix: float = 0.0, rates: Mapping[str, Mapping[str, float]] | None = None,
+           startup_s: Mapping[str, float] | None = None, resolve: str = "",
+           min_resolve_interval_s: float = 0.0) -> DaemonView:
         """A picture of live state: the job rows, the run table's ``Run``s, the servers'
         health (``ServerState``) and the servers that ran each job, copied into frozen
         values."""
@@ -65,7 +73,8 @@ class DaemonView:
         return cls(round_index, policy, round_seconds, now, tuple(jobs.values()),
                    {r.job_id: RunView(r.worker_type, held[r.job_id], r.orphan) for r in runs},
                    tuple(ServerView(s.row, s.alive) for s in servers), shares, table,
-                   dict(hosts or {}), epoch_unix)
+                   dict(hosts or {}), epoch_unix, dict(rates or {}), dict(startup_s or {}),
+                   resolve, min_resolve_interval_s)
 
     def summary(self) -> str:
         """One line for a round's start: jobs with a run, waiting (queued, preempted) and

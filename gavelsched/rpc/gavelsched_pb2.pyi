@@ -310,7 +310,7 @@ class StatusRequest(_message.Message):
     def __init__(self, states: _Optional[_Iterable[str]] = ..., job_type: _Optional[str] = ..., entity: _Optional[str] = ..., active: _Optional[bool] = ...) -> None: ...
 
 class JobStatus(_message.Message):
-    __slots__ = ("id", "state", "steps_done", "total_steps", "job_type", "scale_factor", "worker_type", "reason", "allocation", "received", "arrival_s", "completion_s", "mixed", "min_scale_factor", "gpus", "entity", "started_s", "ended_s")
+    __slots__ = ("id", "state", "steps_done", "total_steps", "job_type", "scale_factor", "worker_type", "reason", "allocation", "received", "arrival_s", "completion_s", "mixed", "min_scale_factor", "gpus", "entity", "started_s", "ended_s", "steps_per_s", "priority_weight", "startup_s")
     class AllocationEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -319,6 +319,13 @@ class JobStatus(_message.Message):
         value: float
         def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     class ReceivedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class StepsPerSEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -343,6 +350,9 @@ class JobStatus(_message.Message):
     ENTITY_FIELD_NUMBER: _ClassVar[int]
     STARTED_S_FIELD_NUMBER: _ClassVar[int]
     ENDED_S_FIELD_NUMBER: _ClassVar[int]
+    STEPS_PER_S_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    STARTUP_S_FIELD_NUMBER: _ClassVar[int]
     id: str
     state: str
     steps_done: int
@@ -361,7 +371,10 @@ class JobStatus(_message.Message):
     entity: str
     started_s: float
     ended_s: float
-    def __init__(self, id: _Optional[str] = ..., state: _Optional[str] = ..., steps_done: _Optional[int] = ..., total_steps: _Optional[int] = ..., job_type: _Optional[str] = ..., scale_factor: _Optional[int] = ..., worker_type: _Optional[str] = ..., reason: _Optional[str] = ..., allocation: _Optional[_Mapping[str, float]] = ..., received: _Optional[_Mapping[str, float]] = ..., arrival_s: _Optional[float] = ..., completion_s: _Optional[float] = ..., mixed: _Optional[bool] = ..., min_scale_factor: _Optional[int] = ..., gpus: _Optional[int] = ..., entity: _Optional[str] = ..., started_s: _Optional[float] = ..., ended_s: _Optional[float] = ...) -> None: ...
+    steps_per_s: _containers.ScalarMap[str, float]
+    priority_weight: float
+    startup_s: float
+    def __init__(self, id: _Optional[str] = ..., state: _Optional[str] = ..., steps_done: _Optional[int] = ..., total_steps: _Optional[int] = ..., job_type: _Optional[str] = ..., scale_factor: _Optional[int] = ..., worker_type: _Optional[str] = ..., reason: _Optional[str] = ..., allocation: _Optional[_Mapping[str, float]] = ..., received: _Optional[_Mapping[str, float]] = ..., arrival_s: _Optional[float] = ..., completion_s: _Optional[float] = ..., mixed: _Optional[bool] = ..., min_scale_factor: _Optional[int] = ..., gpus: _Optional[int] = ..., entity: _Optional[str] = ..., started_s: _Optional[float] = ..., ended_s: _Optional[float] = ..., steps_per_s: _Optional[_Mapping[str, float]] = ..., priority_weight: _Optional[float] = ..., startup_s: _Optional[float] = ...) -> None: ...
 
 class WorkerStatus(_message.Message):
     __slots__ = ("id", "type", "gpus", "alive", "address")
@@ -378,7 +391,7 @@ class WorkerStatus(_message.Message):
     def __init__(self, id: _Optional[str] = ..., type: _Optional[str] = ..., gpus: _Optional[int] = ..., alive: _Optional[bool] = ..., address: _Optional[str] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("round", "jobs", "workers", "policy", "round_seconds", "now_s", "epoch_unix")
+    __slots__ = ("round", "jobs", "workers", "policy", "round_seconds", "now_s", "epoch_unix", "resolve", "min_resolve_interval_s")
     ROUND_FIELD_NUMBER: _ClassVar[int]
     JOBS_FIELD_NUMBER: _ClassVar[int]
     WORKERS_FIELD_NUMBER: _ClassVar[int]
@@ -386,6 +399,8 @@ class StatusResponse(_message.Message):
     ROUND_SECONDS_FIELD_NUMBER: _ClassVar[int]
     NOW_S_FIELD_NUMBER: _ClassVar[int]
     EPOCH_UNIX_FIELD_NUMBER: _ClassVar[int]
+    RESOLVE_FIELD_NUMBER: _ClassVar[int]
+    MIN_RESOLVE_INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
     round: int
     jobs: _containers.RepeatedCompositeFieldContainer[JobStatus]
     workers: _containers.RepeatedCompositeFieldContainer[WorkerStatus]
@@ -393,7 +408,9 @@ class StatusResponse(_message.Message):
     round_seconds: float
     now_s: float
     epoch_unix: float
-    def __init__(self, round: _Optional[int] = ..., jobs: _Optional[_Iterable[_Union[JobStatus, _Mapping]]] = ..., workers: _Optional[_Iterable[_Union[WorkerStatus, _Mapping]]] = ..., policy: _Optional[str] = ..., round_seconds: _Optional[float] = ..., now_s: _Optional[float] = ..., epoch_unix: _Optional[float] = ...) -> None: ...
+    resolve: str
+    min_resolve_interval_s: float
+    def __init__(self, round: _Optional[int] = ..., jobs: _Optional[_Iterable[_Union[JobStatus, _Mapping]]] = ..., workers: _Optional[_Iterable[_Union[WorkerStatus, _Mapping]]] = ..., policy: _Optional[str] = ..., round_seconds: _Optional[float] = ..., now_s: _Optional[float] = ..., epoch_unix: _Optional[float] = ..., resolve: _Optional[str] = ..., min_resolve_interval_s: _Optional[float] = ...) -> None: ...
 
 class LogsRequest(_message.Message):
     __slots__ = ("job_id", "follow", "ranks", "stream")

@@ -29,15 +29,12 @@ class FakeWorker(pb_grpc.SchedulerToWorkerServicer):
         self.chan = channel(scheduler, token=token, ca=ca)
         self.workers = pb_grpc.WorkerToSchedulerStub(self.chan)
         self.iterator = pb_grpc.IteratorToSchedulerStub(self.chan)
-        reply = self.workers.RegisterWorker(pb.RegisterWorkerRequest(
-            worker_type=worker_type, gpus=gpus, address=self.address, hostname="fake",
-            previous_server_id=-1), timeout=10)
-        self.server_id = reply.server_id
-        self.heartbeat_s = reply.heartbeat_seconds
+        self.gpus = gpus
+        self._register()
         self.run_jobs: list[pb.RunJobRequest] = []
         self.silent = threading.Event()
         self.stopped = threading.Event()
-        self._jobs: dict[str, threading.Thread] = {}
+        self._jobs: dict[str, tuple[threading.Thread, int]] = {}   # job -> (thread, generation)
         self._extend: dict[str, pb.Lease] = {}
         self._lock = threading.Lock()
         threading.Thread(target=self._beat, daemon=True).start()
@@ -57,17 +54,27 @@ class FakeWorker(pb_grpc.SchedulerToWorkerServicer):
                 with self._lock:
                     running = [pb.RunningJob(job_id=job, generation=gen)
                                for job, (thread, gen) in self._jobs.items() if thread.is_alive()]
-                self.workers.Heartbeat(pb.HeartbeatRequest(server_id=self.server_id,
-                                                           running=running), timeout=5)
+                reply = self.workers.Heartbeat(pb.HeartbeatRequest(
+                    server_id=self.server_id, running=running), timeout=5)
+                if not reply.known:   # failed (a late heartbeat on a loaded machine): back
+                    self._register(previous=self.server_id)
             except grpc.RpcError:
                 pass
+
+    def _register(self, previous: int = -1) -> None:
+        """Register (again, as ``previous``), as the real worker daemon does."""
+        reply = self.workers.RegisterWorker(pb.RegisterWorkerRequest(
+            worker_type=self.worker_type, gpus=self.gpus, address=self.address,
+            hostname="fake", previous_server_id=previous), timeout=10)
+        self.server_id = reply.server_id
+        self.heartbeat_s = reply.heartbeat_seconds
 
     # ---- SchedulerToWorker ----------------------------------------------------------------
     def RunJob(self, request, context):
         with self._lock:
             self.run_jobs.append(request)
-            thread, _ = self._jobs.get(request.job_id, (None, 0))
-            if thread is not None and thread.is_alive():
+            thread, gen = self._jobs.get(request.job_id, (None, 0))
+            if thread is not None and thread.is_alive() and gen == request.generation:
                 if request.lease.extended:
                     self._extend[request.job_id] = request.lease   # lease extended
                 return pb.Ack(ok=True, message="extended")
@@ -126,7 +133,8 @@ class FakeWorker(pb_grpc.SchedulerToWorkerServicer):
         if self.silent.is_set():
             return
         with self._lock:
-            self._jobs.pop(job, None)
+            if self._jobs.get(job, (None, -1))[1] == gen:    # not a newer run's entry
+                del self._jobs[job]
         self.workers.ReportRound(pb.RoundReportRequest(
             server_id=self.server_id, job_id=job, round=lease.round, steps=steps,
             seconds=time.monotonic() - started, generation=gen), timeout=10)

@@ -1,0 +1,187 @@
+"""Predicted start and finish of the scheduler's jobs (issue #18): the live state, as the
+scheduler's ``Status`` pictures it, replayed in the simulator in the client's process (the
+daemon never imports ``simulator/``; only ``gavelsched/cli/`` may).
+
+The translation is pure (``state_of``, ``replay_inputs``): each unfinished job becomes a
+trace job that arrives now with the steps it has left and its own job type
+(``<type>@<id>``), so that the table holds *its* steps/s per worker type (measured where
+measured, else the scaled prior: ``OnlineThroughputs.row``); the cluster is the alive GPUs
+per type; the policy, round length and re-solve rule are the daemon's
+(``resolve="responsive"``); rounds last exactly ``round_seconds`` (wall-clock rounds), and
+a lease that is not extended first pays its job type's mean start-up (the daemon's
+``Startups``), as the simulator charges preemption overhead. A job that runs now is
+replayed as starting fresh, so its first round pays one start-up more than it will.
+
+``predict`` adds a hypothetical job (prior throughputs from the shipped catalog) and
+replays twice: with and without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+FINAL = ("done", "failed", "cancelled")
+NEW_ID = "new"
+
+
+@dataclass(frozen=True)
+class LiveJob:
+    id: str
+    job_type: str
+    scale_factor: int
+    steps_left: int
+    steps_per_s: Mapping[str, float]
+    priority_weight: float = 1.0
+    startup_s: float = 0.0
+    started_s: float | None = None     # scheduler clock; None: never started
+    entity: str | None = None
+
+
+@dataclass(frozen=True)
+class LiveState:
+    now_s: float
+    epoch_unix: float
+    policy: str
+    round_seconds: float
+    workers: Mapping[str, int]                 # alive GPUs per type
+    gpus_per_server: Mapping[str, int]
+    jobs: tuple[LiveJob, ...]
+    resolve: str = "responsive"
+    min_resolve_interval_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Eta:
+    """Seconds from now (the state's ``now_s``); ``start_s`` None: it has started already
+    (or never starts); ``finish_s`` None: the replay never finishes it."""
+    start_s: float | None
+    finish_s: float | None
+
+
+@dataclass(frozen=True)
+class Replay:
+    trace: list
+    table: object
+    cluster: dict[str, int]
+    gpus_per_server: dict[str, int]
+    overheads: dict[str, float]
+    ids: list[str] = field(default_factory=list)       # trace index -> live job id
+
+
+def state_of(reply) -> LiveState:
+    """A ``StatusResponse`` (with every unfinished job) as a ``LiveState``."""
+    workers: dict[str, int] = {}
+    per: dict[str, int] = {}
+    for w in reply.workers:
+        if w.alive and w.gpus > 0:
+            workers[w.type] = workers.get(w.type, 0) + w.gpus
+            per[w.type] = max(per.get(w.type, 0), w.gpus)
+    jobs = tuple(
+        LiveJob(j.id, j.job_type, j.scale_factor, max(0, j.total_steps - j.steps_done),
+                dict(j.steps_per_s), j.priority_weight or 1.0, j.startup_s,
+                j.started_s if j.started_s >= 0 else None, j.entity or None)
+        for j in reply.jobs if j.state not in FINAL and j.total_steps > j.steps_done)
+    return LiveState(reply.now_s, reply.epoch_unix, reply.policy, reply.round_seconds,
+                     workers, per, jobs, reply.resolve or "responsive",
+                     reply.min_resolve_interval_s)
+
+
+def hypothetical(request, state: LiveState, prior=None) -> LiveJob:
+    """The job of a ``JobRequest`` (``predict``), its steps/s the prior table's (the
+    shipped catalog by default) on the state's worker types."""
+    if prior is None:
+        from traces.catalog import default_table
+        prior = default_table()
+    rates = {t: float(prior.get(t, request.job_type, request.scale_factor or 1))
+             for t in state.workers}
+    mean = [j.startup_s for j in state.jobs if j.job_type == request.job_type and j.startup_s]
+    return LiveJob(NEW_ID, request.job_type, request.scale_factor or 1, request.total_steps,
+                   rates, request.priority_weight or 1.0, mean[0] if mean else 0.0,
+                   None, request.entity or None)
+
+
+def _runnable(job: LiveJob, state: LiveState) -> bool:
+    return any(r > 0 and state.workers.get(t, 0) >= job.scale_factor
+               for t, r in job.steps_per_s.items())
+
+
+def replay_inputs(state: LiveState, extra: Sequence[LiveJob] = ()) -> Replay:
+    """The simulator's inputs for the state (and ``extra`` jobs): jobs that no alive type
+    can run are left out (they never finish)."""
+    from traces import ThroughputTable, TraceJob
+
+    solo: dict[str, dict] = {t: {} for t in state.workers}
+    trace, ids, overheads = [], [], {}
+    for job in (*state.jobs, *extra):
+        if not _runnable(job, state):
+            continue
+        name = f"{job.job_type}@{job.id}"
+        for t, rate in job.steps_per_s.items():
+            if t in solo and rate > 0:
+                solo[t][(name, job.scale_factor)] = float(rate)
+        if job.startup_s > 0:
+            overheads[name] = float(job.startup_s)
+        trace.append(TraceJob(name, job.scale_factor, job.steps_left, 0.0,
+                              priority_weight=job.priority_weight))
+        ids.append(job.id)
+    return Replay(trace, ThroughputTable(solo), dict(state.workers),
+                  dict(state.gpus_per_server), overheads, ids)
+
+
+def replay(state: LiveState, extra: Sequence[LiveJob] = ()) -> dict[str, Eta]:
+    """Each job's predicted start and finish, in seconds from now."""
+    from gavelsched.core.driver import config_for
+    from simulator import SimConfig, make_policy, simulate
+
+    inputs = replay_inputs(state, extra)
+    out = {j.id: Eta(None, None) for j in (*state.jobs, *extra)}
+    if not inputs.trace:
+        return out
+    policy = make_policy(state.policy)
+    overrides = {"round_seconds": state.round_seconds, "resolve": state.resolve}
+    if state.min_resolve_interval_s > 0:
+        overrides["min_resolve_interval_s"] = state.min_resolve_interval_s
+    config = config_for(policy, inputs.table, list(inputs.cluster), **overrides)
+    sim = SimConfig(round_ends_at_last_finish=False,
+                    preemption_overhead_s=inputs.overheads)
+    result = simulate(inputs.trace, inputs.table, inputs.cluster, policy, core_config=config,
+                      sim=sim, gpus_per_server=inputs.gpus_per_server)
+    started = {j.id: j.started_s is not None for j in (*state.jobs, *extra)}
+    for record in result.jobs:
+        job_id = inputs.ids[int(record.id)]
+        out[job_id] = Eta(None if started[job_id] else record.started_s, record.completion_s)
+    return out
+
+
+def predict(state: LiveState, job: LiveJob) -> tuple[dict[str, Eta], dict[str, Eta]]:
+    """(ETAs without the job, ETAs with it)."""
+    return replay(state), replay(state, [job])
+
+
+def wall(state: LiveState, seconds: float | None) -> str:
+    """Seconds from now as a local date and ``+HH:MM:SS``; ``-`` for none."""
+    from .jobviews import clock, date
+    if seconds is None:
+        return "-"
+    return f"{date(state.epoch_unix, state.now_s + seconds)} (+{clock(seconds)})"
+
+
+def eta_lines(state: LiveState, etas: Mapping[str, Eta]) -> list[str]:
+    """The table ``status --eta`` prints below the status table."""
+    w = max([2, *(len(j.id) for j in state.jobs)])
+    lines = [f"predicted (replayed in the simulator, policy {state.policy}):",
+             f"{'id':>{w}} {'start':<32} finish"]
+    for job in state.jobs:
+        eta = etas.get(job.id, Eta(None, None))
+        start = "started" if job.started_s is not None else wall(state, eta.start_s)
+        lines.append(f"{job.id:>{w}} {start:<32} {wall(state, eta.finish_s)}")
+    return lines
+
+
+def eta_dict(state: LiveState, etas: Mapping[str, Eta]) -> dict[str, dict]:
+    """Per job: predicted start and finish on the scheduler's clock (null: none/started)."""
+    def on_clock(v):
+        return None if v is None else state.now_s + v
+    return {job_id: {"start_s": on_clock(e.start_s), "finish_s": on_clock(e.finish_s),
+                     "finish_in_s": e.finish_s} for job_id, e in etas.items()}

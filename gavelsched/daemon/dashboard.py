@@ -1,0 +1,195 @@
+"""The read-only web dashboard on ``dashboard_listen`` (issue #18): one page
+(``static/dashboard.html``, inline script and style, no external assets) and
+``/api/status``: the ``status --json`` encoding (``statusjson``) of the latest snapshot,
+each job's predicted times when the Status carries them, and the cluster's utilisation
+per round (GPUs held over GPUs alive, a bounded ring sampled from the snapshots).
+
+With a token, every request needs it: ``Authorization: Bearer <token>``, or the cookie
+that ``/?token=<token>`` sets (HttpOnly, SameSite=Strict; its value is derived from the
+token, not the token) before redirecting to ``/``; else 401. Compared in constant time;
+requests are not logged. Without a token it answers only requests addressed to a
+loopback host name (``config`` keeps it on loopback).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import re
+import socket
+import threading
+from collections import deque
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib.resources import files
+from urllib.parse import parse_qs, urlsplit
+
+from ..rpc.security import is_loopback
+from .snapshot import Snapshot
+from .statusjson import seconds, status_dict
+
+HISTORY = 720          # rounds of utilisation kept
+SAMPLE_S = 0.5         # how often the sampler looks at the snapshot
+COOKIE = "gavel_dashboard"
+PAGE = files(__package__).joinpath("static", "dashboard.html").read_bytes()
+
+
+def _csp(page: bytes) -> str:
+    """A Content-Security-Policy that allows only the page's own inline script and style."""
+    def hashes(tag: str) -> str:
+        return " ".join(
+            "'sha256-%s'" % base64.b64encode(hashlib.sha256(body).digest()).decode()
+            for body in re.findall(rb"<%s>(.*?)</%s>" % (tag.encode(), tag.encode()), page,
+                                   re.S))
+    return (f"default-src 'none'; script-src {hashes('script')}; style-src "
+            f"{hashes('style')}; connect-src 'self'; img-src 'self'; base-uri 'none'; "
+            f"form-action 'none'; frame-ancestors 'none'")
+
+
+CSP = _csp(PAGE)
+
+
+def predicted(job) -> dict[str, float | None]:
+    """The job's ``predicted_*`` / ``eta*`` fields, when this Status has them (< 0: none)."""
+    return {f.name: seconds(getattr(job, f.name)) for f in job.DESCRIPTOR.fields
+            if f.name.startswith(("predicted", "eta")) and f.type == f.TYPE_DOUBLE}
+
+
+class Dashboard:
+    """Serve with ``serve(address)`` (port 0: a free one; returns the port), ``close()``
+    to stop. ``snapshot`` returns the executor's latest ``Snapshot``."""
+
+    def __init__(self, snapshot: Callable[[], Snapshot], token: str | None) -> None:
+        self._snapshot = snapshot
+        self._token = token.encode() if token else None
+        self._cookie = (hmac.new(self._token, b"gavelsched dashboard", hashlib.sha256)
+                        .hexdigest().encode() if self._token else None)
+        self._history: deque[dict] = deque(maxlen=HISTORY)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._server: ThreadingHTTPServer | None = None
+        self._threads: list[threading.Thread] = []
+
+    # ---- utilisation ---------------------------------------------------------------------
+    def sample(self) -> None:
+        """Record the snapshot's GPUs held / alive, one entry per round (the latest)."""
+        snap = self._snapshot()
+        r = snap.response
+        point = {"round": snap.round, "now_s": snap.now_s,
+                 "busy": sum(j.gpus for j in r.jobs),
+                 "total": sum(w.gpus for w in r.workers if w.alive)}
+        with self._lock:
+            if self._history and self._history[-1]["round"] == snap.round:
+                self._history[-1] = point
+            else:
+                self._history.append(point)
+
+    def _sampler(self) -> None:
+        while not self._stop.wait(SAMPLE_S):
+            self.sample()
+
+    def api(self) -> dict:
+        """What ``/api/status`` answers."""
+        snap = self._snapshot()
+        reply = snap.response
+        out = status_dict(reply)
+        for job, wire in zip(out["jobs"], reply.jobs):
+            job["predicted"] = predicted(wire)
+        with self._lock:
+            history = list(self._history)
+        return {**out, "policy": reply.policy, "round_seconds": reply.round_seconds,
+                "now_s": reply.now_s, "utilisation": history}
+
+    # ---- auth ----------------------------------------------------------------------------
+    def allowed(self, headers, query: dict) -> tuple[bool, bool]:
+        """(allowed, set the cookie): the bearer token, the cookie, or ``?token=``."""
+        if self._token is None:
+            host = urlsplit("//" + (headers.get("Host") or "")).hostname or ""
+            return is_loopback(host), False
+        auth = headers.get("Authorization") or ""
+        if auth.startswith("Bearer ") and hmac.compare_digest(auth[7:].strip().encode(),
+                                                              self._token):
+            return True, False
+        for part in (headers.get("Cookie") or "").split(";"):
+            name, _, value = part.strip().partition("=")
+            if name == COOKIE and hmac.compare_digest(value.encode(), self._cookie):
+                return True, False
+        given = query.get("token", [""])[0].strip().encode()
+        if given and hmac.compare_digest(given, self._token):
+            return True, True
+        return False, False
+
+    def set_cookie(self) -> str:
+        """The ``Set-Cookie`` value that admits this browser from now on."""
+        return f"{COOKIE}={self._cookie.decode()}; HttpOnly; SameSite=Strict; Path=/"
+
+    # ---- server --------------------------------------------------------------------------
+    def serve(self, address: str) -> int:
+        host, _, port = address.rpartition(":")
+        host = host.strip("[]") or "127.0.0.1"
+        server = type("Server", (ThreadingHTTPServer,), {
+            "address_family": socket.AF_INET6 if ":" in host else socket.AF_INET})
+        self._server = server((host, int(port)), _handler(self))
+        self._server.daemon_threads = True
+        self.sample()
+        self._threads = [threading.Thread(target=self._server.serve_forever,
+                                          name="gavelsched-dashboard", daemon=True),
+                         threading.Thread(target=self._sampler,
+                                          name="gavelsched-dashboard-sampler", daemon=True)]
+        for t in self._threads:
+            t.start()
+        return int(self._server.server_address[1])
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        for t in self._threads:
+            t.join(timeout=5)
+
+
+def _handler(board: Dashboard) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "gavelsched"
+        sys_version = ""
+
+        def log_message(self, format, *args) -> None:   # noqa: A002: never log a ?token=
+            pass
+
+        def _send(self, code: int, body: bytes, kind: str, extra=()) -> None:
+            self.send_response(code)
+            for name, value in (("Content-Type", kind), ("Content-Length", str(len(body))),
+                                ("Cache-Control", "no-store"),
+                                ("X-Content-Type-Options", "nosniff"),
+                                ("Referrer-Policy", "no-referrer"),
+                                ("Content-Security-Policy", CSP), *extra):
+                self.send_header(name, value)
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        def do_GET(self) -> None:   # noqa: N802
+            url = urlsplit(self.path)
+            ok, set_cookie = board.allowed(self.headers, parse_qs(url.query))
+            if not ok:
+                self._send(401, b"401 Unauthorized: the dashboard needs the cluster's token: "
+                           b"open /?token=TOKEN, or send Authorization: Bearer TOKEN\n",
+                           "text/plain; charset=utf-8",
+                           [("WWW-Authenticate", 'Bearer realm="gavelsched"')])
+            elif set_cookie:    # drop the token from the address bar and history
+                self._send(303, b"", "text/plain", [
+                    ("Location", url.path or "/"),
+                    ("Set-Cookie", board.set_cookie())])
+            elif url.path == "/":
+                self._send(200, PAGE, "text/html; charset=utf-8")
+            elif url.path == "/api/status":
+                self._send(200, json.dumps(board.api()).encode(), "application/json")
+            else:
+                self._send(404, b"404 Not Found\n", "text/plain; charset=utf-8")
+
+        do_HEAD = do_GET
+
+    return Handler

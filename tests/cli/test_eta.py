@@ -1,0 +1,88 @@
+"""ETA from the simulator (issue #18): the live state replayed client-side."""
+
+from __future__ import annotations
+
+import pytest
+
+from gavelsched.cli import eta
+from gavelsched.rpc import pb
+
+
+def state(jobs, workers=None, policy="max_min_fairness", round_seconds=10.0, now=100.0):
+    workers = workers or {"v100": 1}
+    return eta.LiveState(now, 1_700_000_000.0, policy, round_seconds, workers,
+                         {t: 1 for t in workers}, tuple(jobs), "responsive", 0.0)
+
+
+def job(job_id, steps, rate, started=True, startup=0.0, types=("v100",), weight=1.0):
+    return eta.LiveJob(job_id, "ResNet-18", 1, steps, {t: rate for t in types}, weight,
+                       startup, 5.0 if started else None)
+
+
+def test_one_job_finishes_after_steps_over_rate():
+    etas = eta.replay(state([job("a", 1000, 2.0)]))
+    assert etas["a"].finish_s == pytest.approx(500.0, abs=1.0)
+    assert etas["a"].start_s is None            # it runs already
+
+
+def test_startup_is_charged_once_per_fresh_lease():
+    etas = eta.replay(state([job("a", 1000, 2.0, startup=3.0)]))
+    # the first lease pays 3 s; every later one is extended on the same worker
+    assert 500.0 < etas["a"].finish_s <= 500.0 + 3.0 + 10.0
+
+
+def test_second_job_under_max_min_fairness_shares_the_gpu():
+    alone = eta.replay(state([job("a", 1000, 2.0)]))["a"].finish_s
+    both = eta.replay(state([job("a", 1000, 2.0), job("b", 1000, 2.0, started=False)]))
+    # two equal jobs time-share one GPU: both finish after about the sum of their work
+    assert both["a"].finish_s == pytest.approx(2 * alone, rel=0.05)
+    assert both["b"].finish_s == pytest.approx(2 * alone, rel=0.05)
+    assert both["b"].start_s is not None and both["b"].start_s < 2 * 10.0 + 1
+
+
+def test_fifo_queues_the_second_job_behind_the_first():
+    etas = eta.replay(state([job("a", 1000, 2.0), job("b", 200, 2.0, started=False)],
+                            policy="fifo"))
+    assert etas["a"].finish_s == pytest.approx(500.0, abs=10.0)
+    assert etas["b"].start_s == pytest.approx(etas["a"].finish_s, abs=10.0)
+    assert etas["b"].finish_s == pytest.approx(600.0, abs=20.0)
+
+
+def test_unrunnable_job_never_finishes_and_others_still_do():
+    etas = eta.replay(state([job("a", 100, 2.0), job("x", 100, 2.0, types=("k80",))]))
+    assert etas["x"] == eta.Eta(None, None)
+    assert etas["a"].finish_s == pytest.approx(50.0, abs=1.0)
+
+
+def test_state_of_a_status_reply():
+    reply = pb.StatusResponse(
+        now_s=50.0, epoch_unix=1.0, policy="fifo", round_seconds=6.0, resolve="responsive",
+        min_resolve_interval_s=32.0,
+        workers=[pb.WorkerStatus(id="1", type="v100", gpus=2, alive=True),
+                 pb.WorkerStatus(id="2", type="v100", gpus=2, alive=False),
+                 pb.WorkerStatus(id="3", type="k80", gpus=1, alive=True)],
+        jobs=[pb.JobStatus(id="j1", state="running", steps_done=30, total_steps=100,
+                           job_type="ResNet-18", scale_factor=1, started_s=3.0,
+                           steps_per_s={"v100": 4.0, "k80": 1.0}, priority_weight=2.0,
+                           startup_s=1.5),
+              pb.JobStatus(id="j2", state="done", steps_done=10, total_steps=10,
+                           job_type="ResNet-18", scale_factor=1)])
+    s = eta.state_of(reply)
+    assert s.workers == {"v100": 2, "k80": 1} and s.gpus_per_server == {"v100": 2, "k80": 1}
+    assert s.min_resolve_interval_s == 32.0
+    assert s.jobs == (eta.LiveJob("j1", "ResNet-18", 1, 70, {"v100": 4.0, "k80": 1.0}, 2.0,
+                                  1.5, 3.0, None),)
+    inputs = eta.replay_inputs(s)
+    assert inputs.trace[0].total_steps == 70 and inputs.trace[0].arrival_s == 0.0
+    assert inputs.table.get("v100", "ResNet-18@j1", 1) == 4.0
+    assert inputs.overheads == {"ResNet-18@j1": 1.5}
+
+
+def test_predict_reports_the_new_job_and_the_delay_it_causes():
+    s = state([job("a", 1000, 2.0)])
+    new = eta.hypothetical(pb.JobRequest(job_type="ResNet-18 (batch size 16)",
+                                         total_steps=1000, scale_factor=1), s)
+    assert new.steps_per_s["v100"] > 0
+    before, after = eta.predict(s, new)
+    assert after["new"].finish_s is not None
+    assert after["a"].finish_s > before["a"].finish_s

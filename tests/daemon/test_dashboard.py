@@ -1,0 +1,222 @@
+"""The web dashboard (issue #18; ``gavelsched/daemon/dashboard.py``), in a real headless
+Chromium against a real loopback cluster with a token: the page shows each job's state
+(and predicted times, when the Status has them) as ``status --json`` does, and refuses a
+request without the token with 401. Skips when chromium, chromedriver or selenium are
+missing (``.ci/run`` installs them). ``GAVEL_DASHBOARD_PNG=PATH`` also copies the
+screenshot there (how ``docs/dashboard.png`` was made)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from gavelsched.daemon.config import ConfigError, parse_config
+from gavelsched.rpc.security import new_token
+
+from .cluster import ENV, Cluster, free_port, running, wait_until
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+
+
+def _browser(profile: Path):
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed "
+                                    "(pip install selenium)")
+    if not (CHROMIUM and CHROMEDRIVER):
+        pytest.skip("chromium and chromedriver are not installed "
+                    "(apt-get install chromium chromium-driver)")
+    from selenium.webdriver.chrome.service import Service
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+                 "--window-size=1400,900", f"--user-data-dir={profile}"):
+        options.add_argument(flag)
+    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+
+
+def _get(url: str, token: str | None = None) -> tuple[int, bytes]:
+    request = urllib.request.Request(url)
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            return reply.status, reply.read()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read()
+
+
+def _status_json(cluster: Cluster) -> dict:
+    out = subprocess.run([sys.executable, "-m", "gavelsched", "status", "--all", "--json",
+                          "--scheduler", cluster.address, "--token-file",
+                          str(cluster.token_file)], env=ENV, capture_output=True, text=True,
+                         timeout=60, check=True)
+    return json.loads(out.stdout)
+
+
+def _page_jobs(driver) -> dict[str, dict]:
+    """Each job row of the page: its state and predicted times."""
+    return driver.execute_script("""
+        const out = {};
+        for (const tr of document.querySelectorAll('#jobs tbody tr'))
+            out[tr.dataset.job] = {state: tr.querySelector('.state').textContent,
+                                   eta: tr.querySelector('.eta').textContent,
+                                   predicted: JSON.parse(tr.dataset.predicted)};
+        return out;""")
+
+
+def _predicted(job: dict) -> dict:
+    return {k: v for k, v in job.items() if k.startswith(("predicted", "eta"))
+            and not isinstance(v, dict)}
+
+
+def test_dashboard_shows_the_status_behind_the_token(tmp_path: Path) -> None:
+    driver = _browser(tmp_path / "chromium-profile")
+    token = new_token()
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    try:
+        with running(Cluster(tmp_path / "cluster", token=token, round_seconds=1.0,
+                             extra={"dashboard_listen": f"127.0.0.1:{port}"})) as cluster:
+            cluster.start_worker("v100", 1)
+            wait_until(lambda: cluster.alive_workers() == 1, 60, "the worker")
+            short = cluster.submit(20)
+            long = cluster.submit(10**8, entity="team-a")
+            cluster.wait_done([short], timeout=120)
+            wait_until(lambda: cluster.jobs()[long].state == "running", 60, "the long job")
+
+            # Without the token (or with a wrong one): 401, for the page and the API.
+            for path in ("/", "/api/status", "/?token=wrong"):
+                assert _get(base + path)[0] == 401, path
+            assert _get(base + "/api/status", "wrong")[0] == 401
+            code, body = _get(base + "/api/status", token)
+            assert code == 200 and {j["id"] for j in json.loads(body)["jobs"]} == {short, long}
+            driver.get(base + "/")
+            assert "401" in driver.find_element("tag name", "body").text
+
+            # ?token= sets the cookie and drops the token from the address.
+            driver.get(f"{base}/?token={token}")
+            assert driver.current_url == base + "/"
+            wait_until(lambda: driver.execute_script("return document.body.dataset.loaded"),
+                       30, "the page to load the status")
+
+            def same() -> dict | None:
+                want = {j["id"]: j for j in _status_json(cluster)["jobs"]}
+                page = _page_jobs(driver)
+                if set(page) != set(want) or any(page[i]["state"] != j["state"]
+                                                 for i, j in want.items()):
+                    return None
+                for i, j in want.items():       # the ETA fields, when the Status has them
+                    eta = _predicted(j)
+                    if eta and ({k for k, v in eta.items() if v is not None}
+                                != {k for k, v in page[i]["predicted"].items()
+                                    if v is not None}):
+                        return None
+                return page
+            page = wait_until(same, 30, "the page to show what status --json shows")
+            assert page[short]["state"] == "done" and page[long]["state"] == "running"
+            for job in page.values():
+                if not any(v is not None for v in job["predicted"].values()):
+                    assert job["eta"] == "-"
+            text = driver.find_element("tag name", "body").text
+            assert "team-a" in text and "v100" in text and "alive" in text
+            # Utilisation per round: the one GPU held by the long job.
+            wait_until(lambda: driver.execute_script(
+                "return document.querySelectorAll('#chart rect.busy').length") >= 2, 30,
+                "utilisation history")
+            assert "1/1 GPUs" in driver.find_element("id", "util-now").text
+            shot = tmp_path / "dashboard.png"
+            time.sleep(0.5)
+            assert driver.save_screenshot(str(shot)) and shot.stat().st_size > 0
+            if os.environ.get("GAVEL_DASHBOARD_PNG"):
+                shutil.copyfile(shot, os.environ["GAVEL_DASHBOARD_PNG"])
+    finally:
+        driver.quit()
+
+
+def test_dashboard_listen_stays_on_loopback_unless_insecure_with_a_token() -> None:
+    base = {"listen": "127.0.0.1:1", "policy": "fifo", "round_seconds": 1,
+            "state_dir": "/tmp/s"}
+    assert parse_config({**base, "dashboard_listen": "127.0.0.1:0"}).dashboard_listen
+    with pytest.raises(ConfigError, match="dashboard_listen 0.0.0.0:8080 is beyond loopback"):
+        parse_config({**base, "dashboard_listen": "0.0.0.0:8080"})
+    with pytest.raises(ConfigError, match="auth_token_file"):
+        parse_config({**base, "dashboard_listen": "0.0.0.0:8080", "insecure": True})
+    assert parse_config({**base, "dashboard_listen": "0.0.0.0:8080", "insecure": True,
+                         "auth_token_file": "/tmp/t"}).dashboard_listen == "0.0.0.0:8080"
+
+
+def _snapshot(round_: int = 3):
+    from gavelsched.daemon.snapshot import Snapshot
+    from gavelsched.rpc import pb
+    reply = pb.StatusResponse(
+        round=round_, policy="fifo", round_seconds=2.0, now_s=10.0, epoch_unix=0.0,
+        jobs=[pb.JobStatus(id="1", state="running", steps_done=5, total_steps=10,
+                           job_type="A3C", scale_factor=2, worker_type="v100", gpus=2,
+                           started_s=1.0, ended_s=-1.0, completion_s=-1.0,
+                           reason="<img src=x onerror=alert(1)>")],
+        workers=[pb.WorkerStatus(id="0", type="v100", gpus=4, alive=True)])
+    return Snapshot(round_, "fifo", 2.0, 10.0, reply)
+
+
+def test_dashboard_http_without_a_browser() -> None:
+    """The HTTP layer alone: token by header, ``?token=`` and its cookie; no token: only
+    requests addressed to loopback; the JSON is ``status --json``'s plus utilisation."""
+    from gavelsched.cli.jobviews import status_dict
+    from gavelsched.daemon.dashboard import COOKIE, Dashboard
+
+    snap = [_snapshot()]
+    board = Dashboard(lambda: snap[0], "s3cret")
+    port = board.serve("127.0.0.1:0")
+    base = f"http://127.0.0.1:{port}"
+    try:
+        assert _get(base + "/")[0] == 401
+        assert _get(base + "/api/status", "nope")[0] == 401
+        code, page = _get(base + "/", "s3cret")
+        assert code == 200 and b"<script>" in page and b"http" not in page.split(b"<script>")[0].replace(b"http://www.w3.org", b"")
+        snap[0] = _snapshot(4)
+        board.sample()
+        data = json.loads(_get(base + "/api/status", "s3cret")[1])
+        want = status_dict(snap[0].response)
+        assert data["jobs"][0]["state"] == want["jobs"][0]["state"] == "running"
+        assert {k: v for k, v in data["jobs"][0].items() if k != "predicted"} == want["jobs"][0]
+        assert [(p["round"], p["busy"], p["total"]) for p in data["utilisation"]] == [(3, 2, 4), (4, 2, 4)]
+
+        class NoRedirect(urllib.request.HTTPRedirectHandler):
+            def redirect_request(self, *a, **k):
+                return None
+        opener = urllib.request.build_opener(NoRedirect)
+        with pytest.raises(urllib.error.HTTPError) as err:
+            opener.open(base + "/?token=s3cret", timeout=10)
+        assert err.value.code == 303 and err.value.headers["Location"] == "/"
+        cookie = err.value.headers["Set-Cookie"]
+        assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "s3cret" not in cookie
+        request = urllib.request.Request(base + "/api/status",
+                                         headers={"Cookie": cookie.split(";")[0]})
+        assert urllib.request.urlopen(request, timeout=10).status == 200
+        bad = urllib.request.Request(base + "/api/status", headers={"Cookie": f"{COOKIE}=x"})
+        with pytest.raises(urllib.error.HTTPError, match="401"):
+            urllib.request.urlopen(bad, timeout=10)
+    finally:
+        board.close()
+
+    open_board = Dashboard(lambda: snap[0], None)
+    port = open_board.serve("127.0.0.1:0")
+    try:
+        assert _get(f"http://127.0.0.1:{port}/api/status")[0] == 200
+        rebound = urllib.request.Request(f"http://127.0.0.1:{port}/api/status",
+                                         headers={"Host": f"evil.example:{port}"})
+        with pytest.raises(urllib.error.HTTPError, match="401"):
+            urllib.request.urlopen(rebound, timeout=10)
+    finally:
+        open_board.close()
