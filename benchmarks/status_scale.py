@@ -10,7 +10,11 @@ far more work than the GPUs hold, so nearly all of them wait ``queued``. Once a 
 planned them all, each command runs ``--repeat`` times, each in a fresh process: its wall
 time (median, worst; imports included), its CPU time (user + system: what the machine's
 load does not stretch), what it printed, and the peak RSS of its process (``ru_maxrss`` of
-``wait4``). Then the scheduler's RSS (now and peak).
+``wait4``). Then the dashboard (``dashboard_listen``): its ``/api/status`` over HTTP with
+the token, and the page as a person gets it: a headless Chromium (Debian's, through
+selenium; skipped without them) navigating to the page until it has drawn the status
+(``document.body.dataset.loaded``), each ``--repeat`` times (the browser's own start is
+one-time and left out). Then the scheduler's RSS (now and peak).
 
     python benchmarks/status_scale.py                       # 10,000 jobs (~2 min)
     python benchmarks/status_scale.py --jobs 500 --repeat 2  # smoke
@@ -33,7 +37,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent)]       # its neighbours; the project
 from daemon_load import JOB_TYPES, rss_mib  # noqa: E402  (the job mix, /proc RSS)
 from policy_solve import header  # noqa: E402  (the machine line)
 
-from gavelsched.daemon.local import LocalCluster, subprocess_env, wait_until  # noqa: E402
+from gavelsched.daemon.local import LocalCluster, free_port, subprocess_env, wait_until  # noqa: E402
 from gavelsched.rpc import pb  # noqa: E402
 from gavelsched.rpc.security import new_token  # noqa: E402
 
@@ -73,6 +77,60 @@ def run(cluster: LocalCluster, args: list[str]) -> tuple[float, float, int, floa
         return wall, float(user) + float(system), out.tell(), int(kib) / 1024
 
 
+def dashboard_rows(cluster: LocalCluster, repeat: int) -> list[tuple[str, int, list[float]]]:
+    """(what, bytes, wall times) of ``/api/status`` and of the page in a browser."""
+    import urllib.request
+
+    base = f"http://{cluster.dashboard_address}"
+    request = urllib.request.Request(base + "/api/status",
+                                     headers={"Authorization": f"Bearer {cluster.token}"})
+    walls, size = [], 0
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        with urllib.request.urlopen(request, timeout=60) as reply:
+            size = len(reply.read())
+        walls.append(time.perf_counter() - t0)
+    rows = [("dashboard `/api/status` (HTTP, with the token)", size, walls)]
+    browser = _browser()
+    if browser is None:
+        return rows
+    try:
+        browser.get(cluster.dashboard_url)               # sets the cookie
+        walls = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            browser.get(base + "/")
+            wait_until(lambda: browser.execute_script("return document.body.dataset.loaded"),
+                       120, "the page to draw the status")
+            walls.append(time.perf_counter() - t0)
+        rows.append(("dashboard page in headless Chromium, until drawn", 0, walls))
+    finally:
+        browser.quit()
+    return rows
+
+
+def _browser():
+    """A headless Debian Chromium through selenium, or None (said on stderr)."""
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        chromium = None
+    if not (chromium and driver):
+        print("no chromium, chromedriver or selenium: the page load is not measured",
+              file=sys.stderr)
+        return None
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+                 f"--user-data-dir={tempfile.mkdtemp(prefix='gavel-chromium-')}"):
+        options.add_argument(flag)
+    return webdriver.Chrome(service=Service(driver), options=options)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=10_000)
@@ -87,7 +145,8 @@ def main() -> int:
         cluster = LocalCluster(Path(tmp), round_seconds=args.round_seconds,
                                heartbeat_seconds=2.0, token=new_token(),
                                config={"expected_workers": args.workers,
-                                       "min_resolve_interval_s": args.round_seconds})
+                                       "min_resolve_interval_s": args.round_seconds,
+                                       "dashboard_listen": f"127.0.0.1:{free_port()}"})
         try:
             cluster.start_scheduler()
             for i in range(args.workers):
@@ -123,6 +182,7 @@ def main() -> int:
                 walls = [r[0] for r in runs]
                 rows.append((what, runs[-1][2], statistics.median(walls), max(walls),
                              statistics.median(r[1] for r in runs), max(r[3] for r in runs)))
+            pages = dashboard_rows(cluster, args.repeat)
             rss, hwm = rss_mib(cluster.scheduler.pid)
         finally:
             cluster.stop()
@@ -138,6 +198,10 @@ def main() -> int:
         shown = f"{printed:,} B" if printed < 10240 else f"{printed / 1024:,.0f} KiB"
         print(f"| {what} | {shown} | {median:.2f} | {worst:.2f} | {cpu:.2f} | "
               f"{peak:.0f} MiB | {'yes' if worst < TARGET_S else 'no'} |")
+    for what, size, walls in pages:
+        shown = f"{size / 1024:,.0f} KiB" if size else "the page"
+        print(f"| {what} | {shown} | {statistics.median(walls):.2f} | {max(walls):.2f} | | | "
+              f"{'yes' if max(walls) < TARGET_S else 'no'} |")
     print(f"| scheduler RSS, now / peak | {rss:.0f} / {hwm:.0f} MiB | | | | | |")
     return 0
 
