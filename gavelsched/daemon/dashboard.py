@@ -57,6 +57,20 @@ def predicted(job) -> dict[str, float | None]:
             if f.name.startswith(("predicted", "eta")) and f.type == f.TYPE_DOUBLE}
 
 
+def shown(reply, rows: int):
+    """A copy of the Status ``reply`` with its first ``rows`` jobs in the order the page
+    draws them: the ones that hold or wait for GPUs first (running, preempted, queued),
+    each kind in submission order. A page of 10,000 rows took seconds to fetch and draw
+    (BENCHMARKS.md, "Status, history and logs at 10,000 jobs")."""
+    rank = {"running": 0, "preempted": 1, "queued": 2}
+    first = sorted(reply.jobs, key=lambda j: rank.get(j.state, 3))[:rows]   # stable
+    out = type(reply)()
+    out.CopyFrom(reply)
+    out.ClearField("jobs")
+    out.jobs.extend(first)
+    return out
+
+
 class Dashboard:
     """Serve with ``serve(address)`` (port 0: a free one; returns the port), ``close()``
     to stop. ``snapshot`` returns the executor's latest ``Snapshot``."""
@@ -90,11 +104,16 @@ class Dashboard:
         while not self._stop.wait(SAMPLE_S):
             self.sample()
 
-    def api(self) -> dict:
-        """What ``/api/status`` answers."""
+    def api(self, rows: int | None = None) -> dict:
+        """What ``/api/status`` answers; with ``rows``, at most that many jobs (``shown``),
+        and ``jobs_total`` says how many there are."""
         snap = self._snapshot()
         reply = snap.response
+        total = len(reply.jobs)
+        if rows is not None and total > rows:
+            reply = shown(reply, rows)
         out = status_dict(reply)
+        out["jobs_total"] = total
         for job, wire in zip(out["jobs"], reply.jobs):
             job["predicted"] = predicted(wire)
         with self._lock:
@@ -186,7 +205,13 @@ def _handler(board: Dashboard) -> type[BaseHTTPRequestHandler]:
             elif url.path == "/":
                 self._send(200, PAGE, "text/html; charset=utf-8")
             elif url.path == "/api/status":
-                self._send(200, json.dumps(board.api()).encode(), "application/json")
+                rows = parse_qs(url.query).get("rows", [""])[0]
+                if rows and not (rows.isdigit() and len(rows) < 7):
+                    self._send(400, b"400: rows must be a number of rows\n",
+                               "text/plain; charset=utf-8")
+                    return
+                self._send(200, json.dumps(board.api(int(rows) if rows else None)).encode(),
+                           "application/json")
             else:
                 self._send(404, b"404 Not Found\n", "text/plain; charset=utf-8")
 

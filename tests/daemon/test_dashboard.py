@@ -220,3 +220,28 @@ def test_dashboard_http_without_a_browser() -> None:
             urllib.request.urlopen(rebound, timeout=10)
     finally:
         open_board.close()
+
+
+def test_the_page_asks_for_the_rows_it_draws_and_gets_the_busy_ones_first() -> None:
+    """``/api/status?rows=N``: at most N jobs, running, then preempted, then queued, each in
+    submission order, and ``jobs_total``; a bad ``rows`` is refused."""
+    from gavelsched.daemon.dashboard import Dashboard
+    from gavelsched.daemon.snapshot import Snapshot
+    from gavelsched.rpc import pb
+
+    states = ["done", "queued", "running", "preempted", "queued", "running"]
+    reply = pb.StatusResponse(round=1, policy="fifo", round_seconds=2.0, jobs=[
+        pb.JobStatus(id=str(i), state=s, total_steps=10, job_type="A3C", scale_factor=1)
+        for i, s in enumerate(states)])
+    board = Dashboard(lambda: Snapshot(1, "fifo", 2.0, 0.0, reply), "s3cret")
+    port = board.serve("127.0.0.1:0")
+    base = f"http://127.0.0.1:{port}/api/status"
+    try:
+        data = json.loads(_get(base + "?rows=4", "s3cret")[1])
+        assert [j["id"] for j in data["jobs"]] == ["2", "5", "3", "1"]
+        assert data["jobs_total"] == 6
+        assert len(json.loads(_get(base, "s3cret")[1])["jobs"]) == 6
+        for bad in ("-1", "x", "10000000"):
+            assert _get(f"{base}?rows={bad}", "s3cret")[0] == 400
+    finally:
+        board.close()
