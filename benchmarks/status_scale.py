@@ -40,6 +40,7 @@ from policy_solve import header  # noqa: E402  (the machine line)
 from gavelsched.daemon.local import LocalCluster, free_port, subprocess_env, wait_until  # noqa: E402
 from gavelsched.rpc import pb  # noqa: E402
 from gavelsched.rpc.security import new_token  # noqa: E402
+from tests import browser  # noqa: E402  (the headless Chromium the dashboard test uses)
 
 ENTITIES = ("teamA", "teamB", "teamC")
 TIME = shutil.which("time") or "/usr/bin/time"     # GNU time: the command's own peak RSS
@@ -110,25 +111,12 @@ def dashboard_rows(cluster: LocalCluster, repeat: int) -> list[tuple[str, int, l
 
 
 def _browser():
-    """A headless Debian Chromium through selenium, or None (said on stderr)."""
-    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        chromium = None
-    if not (chromium and driver):
-        print("no chromium, chromedriver or selenium: the page load is not measured",
-              file=sys.stderr)
+    """A headless Debian Chromium (``tests/browser.py``), or None (said on stderr)."""
+    why = browser.missing()
+    if why:
+        print(f"{why}: the page load is not measured", file=sys.stderr)
         return None
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-                 f"--user-data-dir={tempfile.mkdtemp(prefix='gavel-chromium-')}"):
-        options.add_argument(flag)
-    return webdriver.Chrome(service=Service(driver), options=options)
+    return browser.chromium(Path(tempfile.mkdtemp(prefix="gavel-chromium-")))
 
 
 def main() -> int:

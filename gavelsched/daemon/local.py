@@ -115,6 +115,10 @@ class LocalCluster:
         ``config_path``; a relative one is taken from ``cwd``)."""
         self.scheduler = self._spawn(["scheduler", "--config", config or str(self.config_path)],
                                      "scheduler.log", cwd)
+        return self.wait_serving(timeout)
+
+    def wait_serving(self, timeout: float = 60.0) -> LocalCluster:
+        """Wait until the scheduler just started serves; RuntimeError if it exited."""
         wait_until(lambda: self.healthy() or self.scheduler.poll() is not None, timeout,
                    "the scheduler to serve")
         if self.scheduler.poll() is not None:

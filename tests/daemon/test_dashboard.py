@@ -21,28 +21,15 @@ import pytest
 
 from gavelsched.daemon.config import ConfigError, parse_config
 from gavelsched.rpc.security import new_token
+from tests import browser
 
 from .cluster import ENV, Cluster, free_port, running, wait_until
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
-
-
 def _browser(profile: Path):
-    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed "
-                                    "(pip install selenium)")
-    if not (CHROMIUM and CHROMEDRIVER):
-        pytest.skip("chromium and chromedriver are not installed "
-                    "(apt-get install chromium chromium-driver)")
-    from selenium.webdriver.chrome.service import Service
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-                 "--window-size=1400,900", f"--user-data-dir={profile}"):
-        options.add_argument(flag)
-    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    why = browser.missing()
+    if why:
+        pytest.skip(why)
+    return browser.chromium(profile)
 
 
 def _get(url: str, token: str | None = None) -> tuple[int, bytes]:

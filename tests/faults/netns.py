@@ -354,13 +354,9 @@ class NetnsCluster(LocalCluster):
     def start_scheduler(self, timeout: float = 60.0) -> NetnsCluster:
         self._start_proxy()
         self.scheduler = self._spawn_in(self.sched.ns, [
-            sys.executable, "-m", "gavelsched", "-v", "scheduler", "--config",
+            sys.executable, "-m", "gavelsched", "scheduler", "--config",
             str(self.config_path)], "scheduler.log")
-        wait_until(lambda: self.healthy() or self.scheduler.poll() is not None, timeout,
-                   "the scheduler to serve")
-        if self.scheduler.poll() is not None:
-            raise RuntimeError(f"the scheduler exited ({self.scheduler.returncode}); see "
-                               f"{self.root / 'scheduler.log'}")
+        self.wait_serving(timeout)
         return self
 
     def start_host_worker(self, name: str, worker_type: str, gpus: int, *,
@@ -368,7 +364,7 @@ class NetnsCluster(LocalCluster):
         """A worker daemon on a new host ``name``, emulating ``worker_type``."""
         host = self.net.add_host(name)
         self._worker_args[name] = [
-            sys.executable, "-m", "gavelsched", "-v", "worker", "--scheduler", self.address,
+            sys.executable, "-m", "gavelsched", "worker", "--scheduler", self.address,
             "--type", worker_type, "--gpus", str(gpus), "--listen", f"{host.ip}:0",
             "--work-dir", str(self.root / f"worker-{name}"), "--grace", str(grace_s),
             "--emulation-speed", str(self.emulation_speed), "--token-file",
