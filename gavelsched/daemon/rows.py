@@ -255,20 +255,19 @@ def host(job_id: Any, server_id: Any) -> tuple[str, int]:
             checks.integer(_plain(server_id, "server_id"), "server_id", low=0))
 
 
-def _count(value: str, key: str) -> None:
-    try:
-        number = int(value)
-    except ValueError:
-        raise BadValue(key, "must be an integer", value) from None
-    checks.integer(number, key, low=0)
+def _parsed(kind: type, check, what: str):
+    """A meta value check: ``value`` parses as ``kind`` and passes ``check`` (>= 0)."""
+    def verify(value: str, key: str) -> None:
+        try:
+            number = kind(value)
+        except ValueError:
+            raise BadValue(key, f"must be {what}", value) from None
+        check(number, key, low=kind(0))
+    return verify
 
 
-def _seconds(value: str, key: str) -> None:
-    try:
-        number = float(value)
-    except ValueError:
-        raise BadValue(key, "must be a number", value) from None
-    checks.number(number, key, low=0.0)
+_count = _parsed(int, checks.integer, "an integer")
+_seconds = _parsed(float, checks.number, "a number")
 
 
 def _attempts(value: str, key: str) -> None:
