@@ -54,13 +54,16 @@ EMULATE_STEPS_PER_S_VAR = "GAVEL_EMULATE_STEPS_PER_S"   # set only when the work
 # What a user (or a test) may set for a job; the worker passes them through.
 RENEW_AT_VAR = "GAVEL_RENEW_AT"            # GavelIterator's renew_at default
 WORKLOAD_DTYPE_VAR = "GAVEL_WORKLOAD_DTYPE"   # the reference workloads' float type
+WORKLOAD_AMP_VAR = "GAVEL_WORKLOAD_AMP"       # their mixed precision: fp32 (none) or bf16
+WORKLOAD_DETERMINISTIC_VAR = "GAVEL_WORKLOAD_DETERMINISTIC"   # 1: deterministic kernels
 # torchrun's, read into JobContext as well.
 RANK_VAR = "RANK"
 WORLD_SIZE_VAR = "WORLD_SIZE"
 
 VARIABLES = (SCHEDULER_VAR, JOB_ID_VAR, JOB_TYPE_VAR, ROUND_VAR, GENERATION_VAR,
              TOTAL_STEPS_VAR, STEPS_DONE_VAR, CHECKPOINT_DIR_VAR, SERVER_ID_VAR, TOKEN_FILE_VAR, TLS_CA_VAR,
-             EMULATE_STEPS_PER_S_VAR, RENEW_AT_VAR, WORKLOAD_DTYPE_VAR)
+             EMULATE_STEPS_PER_S_VAR, RENEW_AT_VAR, WORKLOAD_DTYPE_VAR, WORKLOAD_AMP_VAR,
+             WORKLOAD_DETERMINISTIC_VAR)
 
 PROGRESS_FILE = "gavel_progress.json"
 EXIT_JOB_FAILED = 3

@@ -42,6 +42,10 @@ def register(subparsers) -> None:
                        help="samples per virtual node (at least 2: the model has batch norm)")
     check.add_argument("--steps", type=int, default=5, help="training steps per run (K)")
     check.add_argument("--dtype", choices=("float64", "float32"), default="float64")
+    check.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                       help="where every process trains: cuda puts them all on this "
+                            "machine's GPU 0 (gloo carries CUDA tensors, so one GPU runs "
+                            "every mapping)")
     check.add_argument("--resize", default=None, metavar="N1,N2,...",
                        help="also run phases of --steps steps on these process counts, "
                             "checkpointing between phases (one entry per phase)")
@@ -91,8 +95,13 @@ def run_check(args: argparse.Namespace) -> int:
                          f"samples per virtual node")
     # two full steps and a short one (each node at least 2 samples) per epoch
     dataset = 2 * nodes * args.node_batch + nodes * max(2, args.node_batch // 2)
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise InputError("--device cuda: this machine has no CUDA device")
     job = ReferenceJob(nodes=nodes, node_batch=args.node_batch, dtype=args.dtype,
-                       dataset_size=dataset)
+                       dataset_size=dataset, device=args.device)
     steps = _positive(args.steps, "--steps")
     try:
         mappings = [parse_mapping(text, nodes) for text in args.mappings.split(",")

@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from urllib.parse import quote
 
@@ -128,10 +128,11 @@ class LocalCluster:
 
     def start_worker(self, worker_type: str, gpus: int = 1, *, emulation_speed: float = 1.0,
                      grace_s: float = 3.0, cwd: Path | None = None, work_dir: str | None = None,
-                     token_file: str | None = None) -> subprocess.Popen:
+                     token_file: str | None = None, extra_args: Sequence[str] = ()
+                     ) -> subprocess.Popen:
         """A worker, run in ``cwd`` with ``--work-dir work_dir`` (default ``root/workerN``)
         and ``--token-file token_file`` (default the cluster's); relative ones are taken
-        from ``cwd``."""
+        from ``cwd``. ``extra_args`` go on its command line (e.g. ``--emulate off``)."""
         n = len(self.workers)
         args = ["worker", "--scheduler", self.address, "--type", worker_type, "--gpus",
                 str(gpus), "--listen", "127.0.0.1:0",
@@ -140,6 +141,7 @@ class LocalCluster:
         token_file = token_file or (str(self.token_file) if self.token_file else None)
         if token_file:
             args += ["--token-file", token_file]
+        args += list(extra_args)
         proc = self._spawn(args, f"worker{n}.log", cwd)
         self.workers.append(proc)
         return proc

@@ -6,6 +6,8 @@ interpreter and a torch import. They join one process group through a TCP store 
 parent opens on a free port of 127.0.0.1 (no port race). Each runs ``target(rank, world,
 report, *args)`` after ``init_process_group``; ``report(key, payload)`` sends a result to
 the parent, and an exception in any process ends the run with ``GroupFailed`` naming it.
+The group is gloo's whatever the device: gloo also all-reduces CUDA tensors, so every
+process may share one GPU (nccl refuses two ranks on one device).
 """
 
 from __future__ import annotations

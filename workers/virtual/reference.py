@@ -37,16 +37,23 @@ class ReferenceJob:
     seed: int = 0
     dtype: str = "float64"
     node_sizes: tuple[int, ...] = ()
+    device: str = "cpu"      # "cuda": every process trains on this machine's GPU 0
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype {self.dtype!r}: expected one of {', '.join(DTYPES)}")
+        if self.device not in ("cpu", "cuda"):
+            raise ValueError(f"device {self.device!r}: expected cpu or cuda")
         if self.node_sizes and len(self.node_sizes) != self.nodes:
             raise ValueError(f"node sizes {self.node_sizes} are not {self.nodes} nodes")
 
     @property
     def layout(self) -> VirtualLayout:
         return VirtualLayout(self.node_sizes or (self.node_batch,) * self.nodes)
+
+    @property
+    def torch_device(self) -> torch.device:
+        return torch.device("cuda", 0) if self.device == "cuda" else torch.device("cpu")
 
 
 def reference_model(job: ReferenceJob) -> nn.Module:
@@ -57,7 +64,7 @@ def reference_model(job: ReferenceJob) -> nn.Module:
         model = nn.Sequential(
             nn.Linear(job.features, job.hidden, bias=not job.batchnorm), *norm, nn.ReLU(),
             nn.Dropout(job.dropout), nn.Linear(job.hidden, job.classes))
-    return model.to(DTYPES[job.dtype])
+    return model.to(device=job.torch_device, dtype=DTYPES[job.dtype])
 
 
 def reference_data(job: ReferenceJob) -> tuple[torch.Tensor, torch.Tensor]:
@@ -66,7 +73,7 @@ def reference_data(job: ReferenceJob) -> tuple[torch.Tensor, torch.Tensor]:
     inputs = torch.randn(job.dataset_size, job.features, generator=generator,
                          dtype=DTYPES[job.dtype])
     mix = torch.randn(job.features, job.classes, generator=generator, dtype=DTYPES[job.dtype])
-    return inputs, (inputs @ mix).argmax(dim=1)
+    return inputs.to(job.torch_device), (inputs @ mix).argmax(dim=1).to(job.torch_device)
 
 
 def reference_trainer(job: ReferenceJob, nodes: Sequence[int],
@@ -80,10 +87,10 @@ def reference_trainer(job: ReferenceJob, nodes: Sequence[int],
     return VirtualNodeTrainer(
         model, optimizer, nn.functional.cross_entropy,
         lambda idx: (inputs[idx], labels[idx]), sampler, nodes,
-        scheduler=scheduler, group=group)
+        scheduler=scheduler, group=group, device=job.torch_device)
 
 
 def state_vector(trainer: VirtualNodeTrainer) -> torch.Tensor:
     """Every floating-point entry of the model's state (parameters and running stats)."""
-    return torch.cat([v.detach().reshape(-1).to(torch.float64)
+    return torch.cat([v.detach().reshape(-1).to("cpu", torch.float64)
                       for v in trainer.model.state_dict().values() if v.is_floating_point()])

@@ -7,12 +7,21 @@ how the catalog's batch size shrinks to keep a CPU step in the milliseconds.
 With ``GAVEL_VN_LAYOUT`` in the environment (a job split across GPU types, VirtualFlow
 §5.1.2) a rank runs its virtual nodes instead of a DDP step (``workers.virtual.workload``).
 ``GAVEL_WORKLOAD_DTYPE`` (float32, the default, or float64) sets the model's and the data's
-floating-point type.
+floating-point type; ``GAVEL_WORKLOAD_AMP=bf16`` (``--amp bf16``) runs forward and loss
+under bfloat16 autocast; ``GAVEL_WORKLOAD_DETERMINISTIC=1`` (``--deterministic``) asks for
+deterministic kernels.
+
+Preemption is exact (thesis §5.6: a preempted job resumes where it stopped): step k trains
+on synthetic batch k mod n whatever runs it, and a checkpoint holds the model, the
+optimizer, the step and the CPU and CUDA random generators. With deterministic kernels a
+job preempted any number of times ends bit for bit where an uninterrupted run does
+(``benchmarks/gpu_check.py`` checks it on CUDA).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import math
 import os
@@ -27,7 +36,8 @@ import torch.distributed as dist
 from torch import nn
 
 from gavelsched.iterator import GavelIterator
-from gavelsched.jobenv import CHECKPOINT_DIR_VAR, JOB_TYPE_VAR, SCHEDULER_VAR, WORKLOAD_DTYPE_VAR
+from gavelsched.jobenv import (CHECKPOINT_DIR_VAR, JOB_TYPE_VAR, SCHEDULER_VAR,
+                               WORKLOAD_AMP_VAR, WORKLOAD_DETERMINISTIC_VAR, WORKLOAD_DTYPE_VAR)
 from traces.workloads import CPU_BATCH, cpu_batch
 
 log = logging.getLogger(__name__)
@@ -36,6 +46,8 @@ CHECKPOINT_FILE = "checkpoint.pt"
 SYNTHETIC_BATCHES = 8   # distinct batches in one synthetic epoch
 DTYPE_VAR = WORKLOAD_DTYPE_VAR   # gavelsched.jobenv owns the name
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
+AMP_MODES = ("fp32", "bf16")   # fp32: no autocast; bf16: bfloat16 autocast of forward + loss
+CUBLAS_DETERMINISTIC = ":4096:8"   # CUBLAS_WORKSPACE_CONFIG for deterministic cuBLAS
 
 
 class CheckpointError(RuntimeError):
@@ -76,6 +88,51 @@ def dtype_from_env(env: Mapping[str, str] | None = None) -> torch.dtype:
     return DTYPES[name]
 
 
+def amp_from_env(env: Mapping[str, str] | None = None) -> str:
+    """The mixed precision named by ``GAVEL_WORKLOAD_AMP`` (default fp32: none)."""
+    name = (os.environ if env is None else env).get(WORKLOAD_AMP_VAR, "") or "fp32"
+    if name not in AMP_MODES:
+        raise ValueError(f"{WORKLOAD_AMP_VAR}={name!r}: expected one of {', '.join(AMP_MODES)}")
+    return name
+
+
+def deterministic_from_env(env: Mapping[str, str] | None = None) -> bool:
+    """Whether ``GAVEL_WORKLOAD_DETERMINISTIC`` asks for deterministic kernels (1/0)."""
+    value = (os.environ if env is None else env).get(WORKLOAD_DETERMINISTIC_VAR, "") or "0"
+    if value not in ("0", "1"):
+        raise ValueError(f"{WORKLOAD_DETERMINISTIC_VAR}={value!r}: expected 0 or 1")
+    return value == "1"
+
+
+def make_deterministic() -> None:
+    """Deterministic kernels from here on: the same inputs give the same bits, so a
+    preempted job retraces an uninterrupted one exactly. cuBLAS needs its workspace
+    setting before its first handle, so this runs before any CUDA work; an op with no
+    deterministic kernel then raises instead of drifting silently."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_DETERMINISTIC)
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = False
+
+
+def autocast(amp: str, device: torch.device) -> contextlib.AbstractContextManager:
+    """bfloat16 autocast on ``device`` for ``amp == "bf16"``; nothing for fp32."""
+    if amp == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=torch.bfloat16)
+
+
+def check_precision(dtype: torch.dtype, amp: str, *, virtual: bool = False) -> None:
+    """ValueError (one line) for a mixed precision that cannot apply: bf16 autocast over a
+    float64 model (autocast leaves float64 alone), or under virtual nodes."""
+    if amp == "fp32":
+        return
+    if dtype == torch.float64:
+        raise ValueError("--amp bf16 needs float32 parameters, not float64")
+    if virtual:
+        raise ValueError("--amp bf16 does not apply to virtual nodes (their trajectory must "
+                         "not depend on the mapping): run them in fp32")
+
+
 def batch_size_for(workload: Workload, job_type: str | None) -> int:
     """The CPU batch size for ``job_type`` (from the catalog's batch size), or the default."""
     return cpu_batch(workload.name, job_type)
@@ -114,14 +171,29 @@ def leave_distributed(wait_for_peers: bool = True) -> None:
 
 # ---- checkpoints ---------------------------------------------------------------------------
 
+def rng_state() -> dict[str, Any]:
+    """The CPU generator's state and, once CUDA is in use, every CUDA device's."""
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else []
+    return {"cpu": torch.get_rng_state(), "cuda": cuda}
+
+
+def set_rng_state(state: Mapping[str, Any]) -> None:
+    """Restore ``rng_state()``'s generators (CUDA ones when this process has as many)."""
+    torch.set_rng_state(state["cpu"])
+    cuda = list(state.get("cuda") or [])
+    if cuda and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(cuda)
+
+
 def save_checkpoint(path: str | os.PathLike, model: nn.Module, optimizer: torch.optim.Optimizer,
                     step: int) -> Path:
-    """torch.save model + optimizer + step to a temp file, then rename it into place."""
+    """torch.save model + optimizer + step + random generators to a temp file, then
+    rename it into place."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     torch.save({"model": _unwrap(model).state_dict(), "optimizer": optimizer.state_dict(),
-                "step": int(step)}, tmp)
+                "step": int(step), "rng": rng_state()}, tmp)
     os.replace(tmp, path)
     return path
 
@@ -138,6 +210,8 @@ def load_checkpoint(path: str | os.PathLike, model: nn.Module,
                                   f"({state['format']}): run the job with its GAVEL_VN_LAYOUT")
         _unwrap(model).load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
+        if "rng" in state:   # (checkpoints written before the generators were kept lack it)
+            set_rng_state(state["rng"])
         return int(state["step"])
     except FileNotFoundError:
         raise CheckpointError(f"checkpoint file {path} is missing") from None
@@ -162,6 +236,24 @@ class Setup:
     optimizer: torch.optim.Optimizer
     batches: list[tuple[torch.Tensor, ...]]
     distributed: bool
+    device: torch.device = torch.device("cpu")
+    amp: str = "fp32"
+
+
+class StepOrder:
+    """The synthetic batches in step order: step k trains on batch k mod n. ``step()``
+    is the step the next batch is for, so an epoch that starts at a resumed step S starts
+    at batch S mod n, where an uninterrupted run is at that step."""
+
+    def __init__(self, batches: Sequence[tuple[torch.Tensor, ...]],
+                 step: Callable[[], int]) -> None:
+        self.batches, self.step = list(batches), step
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __iter__(self):
+        return iter(self.batches[self.step() % len(self.batches):])
 
 
 def _one_thread() -> None:
@@ -172,9 +264,12 @@ def _one_thread() -> None:
 
 
 def setup(workload: Workload, batch_size: int | None = None, seed: int = 0,
-          dtype: torch.dtype = torch.float32) -> Setup:
+          dtype: torch.dtype = torch.float32, amp: str = "fp32",
+          deterministic: bool = False) -> Setup:
     """Join the process group, build the model on this rank's device, make the batches."""
     _one_thread()
+    if deterministic:
+        make_deterministic()
     distributed = init_distributed()
     device = device_for_rank()
     torch.manual_seed(seed)
@@ -188,13 +283,14 @@ def setup(workload: Workload, batch_size: int | None = None, seed: int = 0,
     size = batch_size or workload.default_batch
     batches = [tuple((t.to(dtype) if t.is_floating_point() else t).to(device)
                      for t in workload.batch(gen, size)) for _ in range(SYNTHETIC_BATCHES)]
-    return Setup(model, optimizer, batches, distributed)
+    return Setup(model, optimizer, batches, distributed, device, amp)
 
 
 def train_step(workload: Workload, state: Setup, batch: tuple[torch.Tensor, ...]) -> float:
     """One optimizer step; returns the loss (raises on a non-finite one)."""
     state.optimizer.zero_grad(set_to_none=True)
-    loss = workload.loss(state.model, batch)
+    with autocast(state.amp, state.device):
+        loss = workload.loss(state.model, batch)
     loss.backward()
     state.optimizer.step()
     return _finite(workload, float(loss.detach()))
@@ -209,24 +305,32 @@ def _finite(workload: Workload, value: float) -> float:
 def train(workload: Workload, *, steps: int | None = None, batch_size: int | None = None,
           seed: int = 0, checkpoint_dir: str | None = None,
           iterator_options: dict[str, Any] | None = None,
-          dtype: torch.dtype | None = None) -> TrainResult:
+          dtype: torch.dtype | None = None, amp: str | None = None,
+          deterministic: bool | None = None) -> TrainResult:
     """Train ``workload`` under GavelIterator until its lease ends (under a scheduler) or for
     ``steps`` steps (standalone). Returns the absolute steps and this run's losses.
-    ``dtype`` defaults to ``GAVEL_WORKLOAD_DTYPE``; with ``GAVEL_VN_LAYOUT`` set the rank
-    runs its virtual nodes of the layout (``batch_size`` is then the layout's)."""
+    ``dtype``, ``amp`` and ``deterministic`` default to ``GAVEL_WORKLOAD_DTYPE``,
+    ``GAVEL_WORKLOAD_AMP`` and ``GAVEL_WORKLOAD_DETERMINISTIC``; with ``GAVEL_VN_LAYOUT``
+    set the rank runs its virtual nodes of the layout (``batch_size`` is then the
+    layout's)."""
     from gavelsched.virtual.envspec import layout_from_env
 
     dtype = dtype or dtype_from_env()
+    amp = amp or amp_from_env()
+    deterministic = deterministic_from_env() if deterministic is None else deterministic
     part = layout_from_env(os.environ, int(os.environ.get("RANK", "0")),
                            int(os.environ.get("WORLD_SIZE", "1")))
+    check_precision(dtype, amp, virtual=part is not None)
     if part is not None:
+        if deterministic:
+            make_deterministic()
         return _train_virtual(workload, part, steps, seed, checkpoint_dir, iterator_options,
                               dtype)
-    state = setup(workload, batch_size, seed, dtype)
+    state = setup(workload, batch_size, seed, dtype, amp, deterministic)
     model, optimizer = state.model, state.optimizer
     ckpt_dir = checkpoint_dir or os.environ.get(CHECKPOINT_DIR_VAR) or None
     iterator = GavelIterator(
-        state.batches, ckpt_dir,
+        StepOrder(state.batches, lambda: iterator.steps), ckpt_dir,
         lambda d: load_checkpoint(Path(d) / CHECKPOINT_FILE, model, optimizer),
         lambda d: save_checkpoint(Path(d) / CHECKPOINT_FILE, model, optimizer,
                                   iterator.steps),
@@ -294,6 +398,14 @@ def main(workload: Workload, argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dtype", choices=sorted(DTYPES), default=None,
                         help=f"floating-point type of model and data (default {DTYPE_VAR} "
                              "or float32)")
+    parser.add_argument("--amp", choices=AMP_MODES, default=None,
+                        help=f"mixed precision: bf16 runs forward and loss under bfloat16 "
+                             f"autocast, parameters stay float32 (default {WORKLOAD_AMP_VAR} "
+                             "or fp32)")
+    parser.add_argument("--deterministic", action="store_true", default=None,
+                        help="deterministic kernels (torch.use_deterministic_algorithms): a "
+                             "preempted job then ends bit for bit where an uninterrupted run "
+                             f"does (default {WORKLOAD_DETERMINISTIC_VAR})")
     args = parser.parse_args(argv)
     if args.steps is not None and args.steps <= 0:
         parser.error(f"--steps must be positive, got {args.steps}")
@@ -306,11 +418,15 @@ def main(workload: Workload, argv: Sequence[str] | None = None) -> int:
 
     try:   # a bad environment is one line and exit code 2, before any work
         dtype = DTYPES[args.dtype] if args.dtype else dtype_from_env()
-        layout_from_env(os.environ, int(os.environ.get("RANK", "0")),
-                        int(os.environ.get("WORLD_SIZE", "1")))
+        amp = args.amp or amp_from_env()
+        deterministic = args.deterministic or deterministic_from_env()
+        part = layout_from_env(os.environ, int(os.environ.get("RANK", "0")),
+                               int(os.environ.get("WORLD_SIZE", "1")))
+        check_precision(dtype, amp, virtual=part is not None)
     except (LayoutEnvError, ValueError) as err:
         parser.error(str(err))
-    result = train(workload, steps=args.steps, batch_size=size, seed=args.seed, dtype=dtype)
+    result = train(workload, steps=args.steps, batch_size=size, seed=args.seed, dtype=dtype,
+                   amp=amp, deterministic=deterministic)
     log.info("%s: at step %d, %d steps this run, last loss %s%s", workload.name, result.steps,
              len(result.losses), f"{result.losses[-1]:.4f}" if result.losses else "-",
              " (finished)" if result.finished else "")

@@ -33,7 +33,8 @@ from workers.pipeline.morph import config_for_plan, read_meta_for, save_layers, 
 from workers.pipeline.planner import Plan, PlanInfeasible, plan
 from workers.pipeline.profile import profile_from_dict, profile_model
 
-from .common import Workload, device_for_rank, init_distributed, leave_distributed
+from .common import (AMP_MODES, Workload, amp_from_env, autocast, deterministic_from_env,
+                     device_for_rank, init_distributed, leave_distributed, make_deterministic)
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,8 @@ class GptOptions:
     memory_bytes: float = math.inf      # per GPU, for the planner's MEMORY(.)
     replicas: int | None = None         # pin D (then P = world / D); None: the planner picks
     kind: str = "1f1b"                  # a flush schedule (2bw cannot be checkpointed)
+    amp: str = "fp32"                   # bf16: bfloat16 autocast (with float32 parameters)
+    deterministic: bool = False         # deterministic kernels (common.make_deterministic)
 
 
 @dataclass(frozen=True)
@@ -104,8 +107,10 @@ def train(options: GptOptions, steps: int | None = None) -> GptResult:
     until the lease ends (under a scheduler) or for ``steps`` mini-batches (standalone)."""
     if "OMP_NUM_THREADS" not in os.environ:
         torch.set_num_threads(1)   # P·D ranks share the machine (see benchmarks/pipeline.py)
+    if options.deterministic:
+        make_deterministic()
     distributed = init_distributed()
-    device_for_rank()    # with CUDA: this rank's GPU is the current device (nccl broadcast)
+    device = device_for_rank()   # with CUDA: this rank's GPU is the current device (nccl)
     world = dist.get_world_size() if distributed else 1
     rank = dist.get_rank() if distributed else 0
     try:
@@ -136,11 +141,13 @@ def train(options: GptOptions, steps: int | None = None) -> GptResult:
         if iterator.standalone:
             steps = STANDALONE_STEPS if steps is None else steps
             for step in range(steps):
-                runtime.minibatch(step)
+                with autocast(options.amp, device):
+                    runtime.minibatch(step)
             return GptResult(steps, chosen, True, False)
         while not iterator.done:
             for _ in iterator:
-                runtime.minibatch(iterator.steps)   # the absolute step picks the data
+                with autocast(options.amp, device):
+                    runtime.minibatch(iterator.steps)   # the absolute step picks the data
         iterator.close()
         return GptResult(iterator.steps, chosen, iterator.done, iterator.finished)
     finally:
@@ -194,7 +201,20 @@ def parse_options(argv: Sequence[str] | None = None) -> tuple[GptOptions, int | 
     parser.add_argument("--dtype", choices=("float32", "float64"), default=default.spec.dtype)
     parser.add_argument("--lr", type=float, default=default.lr)
     parser.add_argument("--seed", type=int, default=0, help="initial weights and data")
+    parser.add_argument("--amp", choices=AMP_MODES, default=None,
+                        help="mixed precision: bf16 runs the stages under bfloat16 autocast "
+                             "(float32 parameters; default GAVEL_WORKLOAD_AMP or fp32)")
+    parser.add_argument("--deterministic", action="store_true", default=None,
+                        help="deterministic kernels (torch.use_deterministic_algorithms; "
+                             "default GAVEL_WORKLOAD_DETERMINISTIC)")
     args = parser.parse_args(argv)
+    try:
+        args.amp = args.amp or amp_from_env()
+        args.deterministic = args.deterministic or deterministic_from_env()
+    except ValueError as err:
+        parser.error(str(err))
+    if args.amp != "fp32" and args.dtype == "float64":
+        parser.error("--amp bf16 needs float32 parameters, not --dtype float64")
     for name in ("steps", "batch", "replicas", "vocab", "hidden", "blocks", "seq"):
         value = getattr(args, name)
         if value is not None and value <= 0:
@@ -206,7 +226,8 @@ def parse_options(argv: Sequence[str] | None = None) -> tuple[GptOptions, int | 
     spec = ModelSpec(vocab=args.vocab, hidden=args.hidden, blocks=args.blocks, seq=args.seq,
                      seed=args.seed, dtype=args.dtype)
     memory = args.memory_mb * 2**20 if args.memory_mb is not None else math.inf
-    return GptOptions(spec, args.batch, args.lr, memory, args.replicas, default.kind), args.steps
+    return GptOptions(spec, args.batch, args.lr, memory, args.replicas, default.kind,
+                      args.amp, args.deterministic), args.steps
 
 
 def main(argv: Sequence[str] | None = None) -> int:
