@@ -67,6 +67,10 @@ MULTI_GPU_PATHS = [
 ]
 
 
+class _Skipped(Exception):
+    """A part left out by --parts."""
+
+
 def child(*args: str, timeout: float = 600.0) -> Any:
     """Run ``gpu_runner.py ARGS`` in a fresh process; its JSON output."""
     done = subprocess.run([sys.executable, str(RUNNER), *args], capture_output=True,
@@ -121,7 +125,7 @@ def run_cluster(root: Path, worker_type: str, round_s: float, steps: dict[str, i
         cluster.start_worker(worker_type, 1, grace_s=30.0, extra_args=["--emulate", "off"])
         ids = {w: cluster.submit(pb.JobRequest(job_type=JOBS[w], scale_factor=1,
                                                total_steps=steps[w], workload=w))
-               for w in JOBS}
+               for w in steps}
         start, last = time.monotonic(), ""
         while True:
             jobs = cluster.jobs()
@@ -214,7 +218,8 @@ def markdown(result: dict[str, Any]) -> str:
     for w, job in result.get("jobs", {}).items():
         runs = result["runs"].get(w, {})
         same = result["comparison"].get(w, {})
-        lines.append(f"| {w} | {job['steps']}/{result['steps'][w]} | {job['state']} | "
+        state = job["state"] if job["state"] == "done" else f"{job['state']}: {job['reason']}"
+        lines.append(f"| {w} | {job['steps']}/{result['steps'][w]} | {state} | "
                      f"{runs.get('runs', '?')} ({max(0, runs.get('runs', 1) - 1)}) | "
                      f"{'yes' if same.get('equal') else 'NO ' + str(same)} |")
     lines += ["", "| workload | step (ms) | start-up (s) | save (s) | load (s) | overhead at "
@@ -247,10 +252,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=360.0,
                         help="seconds the cluster part may take")
     parser.add_argument("--out", type=Path, default=ROOT / "out" / "gpu_check")
+    parser.add_argument("--workloads", default=",".join(JOBS),
+                        help="the reference workloads to run (comma-separated; at least two, "
+                             "so that they preempt each other)")
+    parser.add_argument("--parts", default="preemption,vn,paths",
+                        help="which parts to run (a rerun may take only what failed)")
     parser.add_argument("--cpu", action="store_true",
                         help="try the check itself on a machine without CUDA: every part "
                              "runs on the CPU (no CUDA path is checked then)")
     args = parser.parse_args(argv)
+    chosen = [w.strip() for w in args.workloads.split(",") if w.strip()]
+    if len(chosen) < 2 or set(chosen) - set(JOBS):
+        parser.error(f"--workloads: at least two of {', '.join(JOBS)}")
+    parts = {p.strip() for p in args.parts.split(",") if p.strip()}
+    if not parts or parts - {"preemption", "vn", "paths"}:
+        parser.error("--parts: some of preemption, vn, paths")
     began = time.monotonic()
     env = environment()
     if not env["cuda_available"] and not args.cpu:
@@ -266,14 +282,16 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as tmp:
         root = Path(tmp)
         try:
+            if "preemption" not in parts:
+                raise _Skipped
             print("calibrating each workload on", env.get("device", "the CPU"), flush=True)
-            cal = {w: child("calibrate", w, JOBS[w]) for w in JOBS}
+            cal = {w: child("calibrate", w, JOBS[w]) for w in chosen}
             steps = {w: job_steps(c, args.round_seconds) for w, c in cal.items()}
             result.update(calibration=cal, steps=steps)
             print("uninterrupted reference runs:", steps, flush=True)
-            with ThreadPoolExecutor(len(JOBS)) as pool:
-                refs = dict(zip(JOBS, pool.map(lambda w: child(
-                    "reference", w, JOBS[w], str(steps[w]), str(root / "ref" / w)), JOBS)))
+            with ThreadPoolExecutor(len(chosen)) as pool:
+                refs = dict(zip(chosen, pool.map(lambda w: child(
+                    "reference", w, JOBS[w], str(steps[w]), str(root / "ref" / w)), chosen)))
             result["references"] = refs
             table = prior_table(worker_type, cal, root / "priors.yaml")
             jobs = run_cluster(root / "cluster", worker_type, args.round_seconds, steps,
@@ -287,23 +305,27 @@ def main(argv: list[str] | None = None) -> int:
             result["overhead"] = overhead_rows(cal, result["runs"], steps, args.round_seconds)
             for name in ("scheduler.log", "worker0.log"):
                 (args.out / name).write_bytes((root / "cluster" / name).read_bytes())
+        except _Skipped:
+            pass
         except Exception as err:  # noqa: BLE001 - recorded; the other parts still run
             result["errors"].append(f"preemption: {type(err).__name__}: {err}")
         try:
-            result["vn"] = vn_check("cpu" if args.cpu else "cuda")
+            if "vn" in parts:
+                result["vn"] = vn_check("cpu" if args.cpu else "cuda")
         except Exception as err:  # noqa: BLE001
             result["errors"].append(f"virtual nodes: {type(err).__name__}: {err}")
-        if not args.cpu:
+        if not args.cpu and "paths" in parts:
             try:
                 result["paths"] = child("paths")
             except Exception as err:  # noqa: BLE001
                 result["errors"].append(f"paths: {type(err).__name__}: {err}")
-    jobs_ok = bool(result.get("jobs")) and all(
+    jobs_ok = "preemption" not in parts or bool(result.get("jobs")) and all(
         j["state"] == "done" and j["steps"] == result["steps"][w]
         and result["runs"][w]["runs"] >= 3 and result["comparison"][w]["equal"]
         for w, j in result["jobs"].items())
-    result["passed"] = (jobs_ok and result.get("vn", {}).get("ok", False)
-                        and (args.cpu or bool(result.get("paths"))) and not result["errors"])
+    result["passed"] = (jobs_ok and ("vn" not in parts or result.get("vn", {}).get("ok", False))
+                        and (args.cpu or "paths" not in parts or bool(result.get("paths")))
+                        and not result["errors"])
     result["seconds"] = time.monotonic() - began
     (args.out / "gpu_check.json").write_text(json.dumps(result, indent=1, default=str))
     text = markdown(result)
