@@ -139,7 +139,8 @@ def run_cluster(root: Path, worker_type: str, round_s: float, steps: dict[str, i
             if time.monotonic() - start > timeout:
                 raise TimeoutError(f"jobs not done after {timeout:.0f} s: {line}")
             time.sleep(2.0)
-        return {w: {"id": i, "state": jobs[i].state, "steps": jobs[i].steps_done,
+        return {w: {"id": i, "job_type": JOBS[w], "state": jobs[i].state,
+                    "steps": jobs[i].steps_done,
                     "reason": jobs[i].reason} for w, i in ids.items()}
     finally:
         cluster.stop()

@@ -1,0 +1,141 @@
+"""BENCHMARKS.md's GPU tables (issue #19), from what the GPU runs wrote.
+
+Inputs, all committed: the measured rows ``traces/data/measured/TYPE-{fp32,bf16}.json``
+(``gavelsched profile``), the profile timings ``benchmarks/results/profile-TYPE.json``
+(``benchmarks/profile_row.py --out``) and the check's record
+``benchmarks/results/gpu_check-TYPE.json`` (``benchmarks/gpu_check.py``; its
+``gpu_check.json``). Prints markdown: steps/s per job type in fp32 and bf16 with the
+speed-up over the catalog's V100 beside the thesis's V100/K80 ratio (Table 6.1), the Table
+5.4 analogue on this GPU (§5.7.2), and what measuring a row costs.
+
+Run: ``python benchmarks/gpu_tables.py --type h200``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from traces.catalog import default_catalog  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results"
+MEASURED = ROOT / "traces" / "data" / "measured"
+
+
+def _read(path: Path) -> dict | None:
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _families() -> dict:
+    import yaml
+
+    return yaml.safe_load(default_catalog().path.read_text())["meta"]["families"]
+
+
+def speed_table(fp32: dict, bf16: dict | None) -> str:
+    catalog = default_catalog()
+    families = _families()
+    head = (f"{fp32['device']}, torch {fp32['torch']}, CUDA {fp32['cuda']}, measured "
+            f"{fp32['measured_at'][:10]}; steps/s at scale factor 1 (one step = one "
+            "mini-batch of the job type's batch size).")
+    lines = [head, "", "| job type | fp32 steps/s | bf16 steps/s | bf16/fp32 | V100 "
+             "(catalog) steps/s | fp32 speed-up over V100 | thesis V100/K80 |",
+             "|---|---|---|---|---|---|---|"]
+    for job_type, rate in fp32["steps_per_s"].items():
+        info = catalog.job_types.get(job_type)
+        v100 = catalog.table.get("v100", job_type, 1)
+        family = families.get(info.family, {}) if info else {}
+        thesis = family.get("speedup_vs_k80", {}).get("v100")
+        source = "T6.1" if family.get("speedup_source") == "T6.1" else "not in T6.1"
+        half = (bf16 or {}).get("steps_per_s", {}).get(job_type)
+        lines.append(
+            f"| {job_type} | {rate:.4g} | {f'{half:.4g}' if half else '-'} | "
+            f"{f'{half / rate:.2f}x' if half else '-'} | {v100:.4g} | "
+            f"{rate / v100:.1f}x | {f'{thesis}x ({source})' if thesis else '-'} |")
+    skipped = {**fp32.get("skipped", {}), **(bf16 or {}).get("skipped", {})}
+    if skipped:
+        lines += ["", "Skipped: " + "; ".join(f"{k}: {v}" for k, v in skipped.items())]
+    lines += ["", "What was run, and where it differs from what Gavel profiled:", ""]
+    lines += [f"- {family}: {text}" for family, text in fp32.get("architectures", {}).items()]
+    return "\n".join(lines)
+
+
+def overhead_table(check: dict) -> str:
+    lines = [f"Round {check['round_s']:.0f} s in the check; start-up is process start to "
+             "the first step done (imports, CUDA context, model and data on the GPU).", "",
+             "| workload | step (ms) | start-up (s) | save (s) | load (s) | overhead at 6-min "
+             "rounds, new process per round | with lease renewal | measured fixed s per run "
+             "| overhead at the check's round |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in check.get("overhead", []):
+        lines.append(f"| {r['workload']} | {r['step_ms']:.2f} | {r['startup_s']:.2f} | "
+                     f"{r['save_s']:.3f} | {r['load_s']:.3f} | "
+                     f"{100 * r['overhead_360s_restart']:.2f}% | "
+                     f"{100 * r['overhead_360s_renewed']:.3f}% | "
+                     f"{r['measured_fixed_s_per_run']:.2f} | "
+                     f"{100 * r['measured_overhead_at_round']:.1f}% |")
+    return "\n".join(lines)
+
+
+def check_table(check: dict) -> str:
+    env = check["environment"]
+    lines = [f"{env.get('device')} ({env.get('memory_gb', 0):.0f} GiB), torch {env['torch']}, "
+             f"CUDA {env['cuda']}: {'passed' if check['passed'] else 'FAILED'} in "
+             f"{check['seconds']:.0f} s.", "",
+             "| workload | job type | total steps | runs (preemptions) | final parameters vs "
+             "uninterrupted run |", "|---|---|---|---|---|"]
+    for w, job in check.get("jobs", {}).items():
+        runs, same = check["runs"][w], check["comparison"][w]
+        verdict = (f"bit-equal ({same['tensors']} tensors)" if same.get("equal")
+                   else f"differ: {same}")
+        lines.append(f"| {w} | {job.get('job_type', '')} | {job['steps']} | {runs['runs']} "
+                     f"({runs['runs'] - 1}) | {verdict} |")
+    vn = check.get("vn", {})
+    if vn:
+        lines += ["", "Virtual nodes on CUDA, float64: " + ", ".join(
+            f"{m} {d:.2g}" for m, d in vn.get("mappings", {}).items())
+            + f" (largest difference from one process running every node; limit 1e-9)."]
+    return "\n".join(lines)
+
+
+def cost_table(timings: dict) -> str:
+    lines = ["| precision | job types | wall, fresh process (s) | of which measuring (s) | "
+             "peak RSS (MiB) |", "|---|---|---|---|---|"]
+    for run in timings["runs"]:
+        lines.append(f"| {run['precision']} | {run['job_types']} | {run['wall_s']:.1f} | "
+                     f"{run['measure_s']:.1f} | {run['peak_rss_mb']:.0f} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--type", required=True, dest="worker_type")
+    parser.add_argument("--rows", type=Path, default=MEASURED)
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    fp32 = _read(args.rows / f"{args.worker_type}-fp32.json")
+    bf16 = _read(args.rows / f"{args.worker_type}-bf16.json")
+    check = _read(args.results / f"gpu_check-{args.worker_type}.json")
+    timings = _read(args.results / f"profile-{args.worker_type}.json")
+    parts = []
+    if check:
+        parts += ["### The GPU check", check_table(check),
+                  "### Per-round overhead on the GPU (thesis Table 5.4 analogue)",
+                  overhead_table(check)]
+    if fp32:
+        parts += ["### Steps/s per job type", speed_table(fp32, bf16)]
+    if timings:
+        parts += ["### Measuring a row: `gavelsched profile`", cost_table(timings)]
+    if not parts:
+        print(f"gpu_tables: nothing found for {args.worker_type}", file=sys.stderr)
+        return 2
+    print("\n\n".join(parts))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
