@@ -31,7 +31,7 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
+import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -280,46 +280,44 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {"environment": env, "worker_type": worker_type, "errors": [],
                               "round_s": args.round_seconds}
     args.out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="gpu-check-") as tmp:
-        root = Path(tmp)
+    root = args.out / "work"         # kept: the daemons' logs, job logs, checkpoints
+    shutil.rmtree(root, ignore_errors=True)
+    try:
+        if "preemption" not in parts:
+            raise _Skipped
+        print("calibrating each workload on", env.get("device", "the CPU"), flush=True)
+        cal = {w: child("calibrate", w, JOBS[w]) for w in chosen}
+        steps = {w: job_steps(c, args.round_seconds) for w, c in cal.items()}
+        result.update(calibration=cal, steps=steps)
+        print("uninterrupted reference runs:", steps, flush=True)
+        with ThreadPoolExecutor(len(chosen)) as pool:
+            refs = dict(zip(chosen, pool.map(lambda w: child(
+                "reference", w, JOBS[w], str(steps[w]), str(root / "ref" / w)), chosen)))
+        result["references"] = refs
+        table = prior_table(worker_type, cal, root / "priors.yaml")
+        jobs = run_cluster(root / "cluster", worker_type, args.round_seconds, steps,
+                           table, args.timeout)
+        result["jobs"] = jobs
+        log = root / "cluster" / "worker0.log"
+        result["runs"] = {w: runs_from_log(log, j["id"]) for w, j in jobs.items()}
+        ckpts = root / "cluster" / "state" / "checkpoints"   # the scheduler's default
+        result["comparison"] = {w: compare(ckpts / j["id"], root / "ref" / w)
+                                for w, j in jobs.items()}
+        result["overhead"] = overhead_rows(cal, result["runs"], steps, args.round_seconds)
+    except _Skipped:
+        pass
+    except Exception as err:  # noqa: BLE001 - recorded; the other parts still run
+        result["errors"].append(f"preemption: {type(err).__name__}: {err}")
+    try:
+        if "vn" in parts:
+            result["vn"] = vn_check("cpu" if args.cpu else "cuda")
+    except Exception as err:  # noqa: BLE001
+        result["errors"].append(f"virtual nodes: {type(err).__name__}: {err}")
+    if not args.cpu and "paths" in parts:
         try:
-            if "preemption" not in parts:
-                raise _Skipped
-            print("calibrating each workload on", env.get("device", "the CPU"), flush=True)
-            cal = {w: child("calibrate", w, JOBS[w]) for w in chosen}
-            steps = {w: job_steps(c, args.round_seconds) for w, c in cal.items()}
-            result.update(calibration=cal, steps=steps)
-            print("uninterrupted reference runs:", steps, flush=True)
-            with ThreadPoolExecutor(len(chosen)) as pool:
-                refs = dict(zip(chosen, pool.map(lambda w: child(
-                    "reference", w, JOBS[w], str(steps[w]), str(root / "ref" / w)), chosen)))
-            result["references"] = refs
-            table = prior_table(worker_type, cal, root / "priors.yaml")
-            jobs = run_cluster(root / "cluster", worker_type, args.round_seconds, steps,
-                               table, args.timeout)
-            result["jobs"] = jobs
-            log = root / "cluster" / "worker0.log"
-            result["runs"] = {w: runs_from_log(log, j["id"]) for w, j in jobs.items()}
-            ckpts = root / "cluster" / "state" / "checkpoints"   # the scheduler's default
-            result["comparison"] = {w: compare(ckpts / j["id"], root / "ref" / w)
-                                    for w, j in jobs.items()}
-            result["overhead"] = overhead_rows(cal, result["runs"], steps, args.round_seconds)
-            for name in ("scheduler.log", "worker0.log"):
-                (args.out / name).write_bytes((root / "cluster" / name).read_bytes())
-        except _Skipped:
-            pass
-        except Exception as err:  # noqa: BLE001 - recorded; the other parts still run
-            result["errors"].append(f"preemption: {type(err).__name__}: {err}")
-        try:
-            if "vn" in parts:
-                result["vn"] = vn_check("cpu" if args.cpu else "cuda")
+            result["paths"] = child("paths")
         except Exception as err:  # noqa: BLE001
-            result["errors"].append(f"virtual nodes: {type(err).__name__}: {err}")
-        if not args.cpu and "paths" in parts:
-            try:
-                result["paths"] = child("paths")
-            except Exception as err:  # noqa: BLE001
-                result["errors"].append(f"paths: {type(err).__name__}: {err}")
+            result["errors"].append(f"paths: {type(err).__name__}: {err}")
     jobs_ok = "preemption" not in parts or bool(result.get("jobs")) and all(
         j["state"] == "done" and j["steps"] == result["steps"][w]
         and result["runs"][w]["runs"] >= 3 and result["comparison"][w]["equal"]
