@@ -17,9 +17,10 @@ Run on a machine with one NVIDIA GPU: ``python benchmarks/gpu_check.py [--type h
 3. **Every CUDA path.** Those one GPU can run are run (``benchmarks/gpu_runner.py paths``);
    those that need several GPUs are listed with the reason.
 
-It also records the thesis Table 5.4 analogue (§5.7.2) per workload on this GPU: start-up,
-checkpoint save and load, step time, and the cluster run's measured overhead per round.
-Writes ``gpu_check.json`` and ``gpu_check.md`` to ``--out``.
+It also records the thesis Table 5.4 analogue (§5.7.2) per workload on this GPU: each
+run's start-up, training and save-and-exit seconds, read from the daemons' logs
+(``benchmarks/gpu_runs.py``). Writes ``gpu_check.json`` and ``gpu_check.md`` to ``--out``,
+and keeps the daemons' and jobs' logs under ``--out/work``.
 """
 
 from __future__ import annotations
@@ -28,10 +29,9 @@ import argparse
 import json
 import math
 import os
-import re
 import subprocess
-import sys
 import shutil
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -44,13 +44,14 @@ from gavelsched.daemon.local import FINAL_STATES, LocalCluster, subprocess_env  
 from gavelsched.jobenv import WORKLOAD_DETERMINISTIC_VAR  # noqa: E402
 from gavelsched.rpc import pb  # noqa: E402
 
+import gpu_runs  # noqa: E402  (this folder is on sys.path when run as a script)
+
 RUNNER = Path(__file__).with_name("gpu_runner.py")
 # Workload -> the catalog job type its job runs as (distinct, so each has its own prior).
 JOBS = {"resnet": "ResNet-18 (batch size 128)", "lstm": "LM (batch size 20)",
         "transformer": "Transformer (batch size 64)",
         "recoder": "Recommendation (batch size 2048)", "gpt": "LM (batch size 80)"}
-RUNS_WANTED = 4.0          # each job is sized to need about this many rounds
-REFERENCE_ROUND_S = 360.0  # the thesis's round, for the overhead extrapolation
+RUNS_WANTED = 3.5          # each job is sized to need about this many rounds
 VN_MAPPINGS = "1x8,2x4,8x1"
 VN_TOLERANCE = 1e-9
 # CUDA paths one GPU cannot run, and why.
@@ -146,16 +147,6 @@ def run_cluster(root: Path, worker_type: str, round_s: float, steps: dict[str, i
         cluster.stop()
 
 
-def runs_from_log(log: Path, job_id: str) -> dict[str, Any]:
-    """Launches, lease extensions and GPU-held seconds of one job (the worker's log)."""
-    text = log.read_text(errors="replace")
-    launched = len(re.findall(rf"job {re.escape(job_id)} round \d+: launched", text))
-    extended = len(re.findall(rf"job {re.escape(job_id)}: lease extended", text))
-    held = [float(s) for s in re.findall(
-        rf"job {re.escape(job_id)} round \d+: exited .*? after ([0-9.]+) s", text)]
-    return {"runs": launched, "extensions": extended, "held_s": sum(held)}
-
-
 def compare(job_dir: Path, reference_dir: Path) -> dict[str, Any]:
     """Bitwise comparison of the job's last commit with the uninterrupted run's."""
     import torch
@@ -189,26 +180,6 @@ def vn_check(device: str) -> dict[str, Any]:
     return {"ok": worst <= VN_TOLERANCE, "max_abs_diff": worst, "mappings": mappings}
 
 
-def overhead_rows(cal: dict[str, dict], runs: dict[str, dict], steps: dict[str, int],
-                  round_s: float) -> list[dict[str, Any]]:
-    """The Table 5.4 analogue: per-round fixed costs measured on this GPU, and the
-    overhead they make at the thesis's 6-minute rounds."""
-    rows = []
-    for w, c in cal.items():
-        fixed_restart = c["startup_s"] + c["load_s"] + c["save_s"]
-        useful = steps[w] * c["step_s"]
-        held = runs[w]["held_s"]
-        per_run = (held - useful) / runs[w]["runs"] if runs[w]["runs"] else float("nan")
-        rows.append({"workload": w, "step_ms": 1e3 * c["step_s"], "startup_s": c["startup_s"],
-                     "save_s": c["save_s"], "load_s": c["load_s"],
-                     "overhead_360s_restart": fixed_restart / REFERENCE_ROUND_S,
-                     "overhead_360s_renewed": c["save_s"] / REFERENCE_ROUND_S,
-                     "measured_fixed_s_per_run": per_run,
-                     "measured_overhead_at_round": 1 - useful / held if held else float("nan"),
-                     "round_s": round_s})
-    return rows
-
-
 def markdown(result: dict[str, Any]) -> str:
     env = result["environment"]
     lines = [f"GPU check on {env.get('device', 'no GPU')} (torch {env['torch']}, CUDA "
@@ -217,22 +188,14 @@ def markdown(result: dict[str, Any]) -> str:
              "| workload | steps | state | runs (preemptions) | bit-equal to uninterrupted |",
              "|---|---|---|---|---|"]
     for w, job in result.get("jobs", {}).items():
-        runs = result["runs"].get(w, {})
+        runs = result["runs"].get(w, 0)
         same = result["comparison"].get(w, {})
         state = job["state"] if job["state"] == "done" else f"{job['state']}: {job['reason']}"
         lines.append(f"| {w} | {job['steps']}/{result['steps'][w]} | {state} | "
-                     f"{runs.get('runs', '?')} ({max(0, runs.get('runs', 1) - 1)}) | "
+                     f"{runs} ({max(0, runs - 1)}) | "
                      f"{'yes' if same.get('equal') else 'NO ' + str(same)} |")
-    lines += ["", "| workload | step (ms) | start-up (s) | save (s) | load (s) | overhead at "
-              "360 s, restart | with renewal | measured fixed s/run | overhead at the "
-              "check's round |", "|---|---|---|---|---|---|---|---|---|"]
-    for r in result.get("overhead", []):
-        lines.append(f"| {r['workload']} | {r['step_ms']:.2f} | {r['startup_s']:.2f} | "
-                     f"{r['save_s']:.3f} | {r['load_s']:.3f} | "
-                     f"{100 * r['overhead_360s_restart']:.2f}% | "
-                     f"{100 * r['overhead_360s_renewed']:.3f}% | "
-                     f"{r['measured_fixed_s_per_run']:.2f} | "
-                     f"{100 * r['measured_overhead_at_round']:.1f}% ({r['round_s']:.0f} s) |")
+    if result.get("costs"):
+        lines += ["", result["costs"]]
     vn = result.get("vn", {})
     lines += ["", f"Virtual nodes on CUDA ({VN_MAPPINGS}, float64): max |diff| "
               f"{vn.get('max_abs_diff', vn.get('error'))}", "", "CUDA paths run:"]
@@ -249,8 +212,10 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--type", default=None, dest="worker_type",
                         help="the worker's GPU type (default: from the device name, e.g. h100)")
-    parser.add_argument("--round-seconds", type=float, default=8.0)
-    parser.add_argument("--timeout", type=float, default=360.0,
+    parser.add_argument("--round-seconds", type=float, default=12.0,
+                        help="the scheduler's round: longer than a job's start-up (about 7 s "
+                             "on an H200 machine), so that every run trains")
+    parser.add_argument("--timeout", type=float, default=420.0,
                         help="seconds the cluster part may take")
     parser.add_argument("--out", type=Path, default=ROOT / "out" / "gpu_check")
     parser.add_argument("--workloads", default=",".join(JOBS),
@@ -298,12 +263,12 @@ def main(argv: list[str] | None = None) -> int:
         jobs = run_cluster(root / "cluster", worker_type, args.round_seconds, steps,
                            table, args.timeout)
         result["jobs"] = jobs
-        log = root / "cluster" / "worker0.log"
-        result["runs"] = {w: runs_from_log(log, j["id"]) for w, j in jobs.items()}
+        costs = gpu_runs.runs(root / "cluster")
+        result["runs"] = {w: sum(c.job_id == j["id"] for c in costs) for w, j in jobs.items()}
+        result["costs"] = gpu_runs.table(costs)
         ckpts = root / "cluster" / "state" / "checkpoints"   # the scheduler's default
         result["comparison"] = {w: compare(ckpts / j["id"], root / "ref" / w)
                                 for w, j in jobs.items()}
-        result["overhead"] = overhead_rows(cal, result["runs"], steps, args.round_seconds)
     except _Skipped:
         pass
     except Exception as err:  # noqa: BLE001 - recorded; the other parts still run
@@ -320,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
             result["errors"].append(f"paths: {type(err).__name__}: {err}")
     jobs_ok = "preemption" not in parts or bool(result.get("jobs")) and all(
         j["state"] == "done" and j["steps"] == result["steps"][w]
-        and result["runs"][w]["runs"] >= 3 and result["comparison"][w]["equal"]
+        and result["runs"][w] >= 3 and result["comparison"][w]["equal"]
         for w, j in result["jobs"].items())
     result["passed"] = (jobs_ok and ("vn" not in parts or result.get("vn", {}).get("ok", False))
                         and (args.cpu or "paths" not in parts or bool(result.get("paths")))

@@ -2,9 +2,10 @@
 
 Inputs, all committed: the measured rows ``traces/data/measured/TYPE-{fp32,bf16}.json``
 (``gavelsched profile``), the profile timings ``benchmarks/results/profile-TYPE.json``
-(``benchmarks/profile_row.py --out``) and the check's record
+(``benchmarks/profile_row.py --out``), the check's record
 ``benchmarks/results/gpu_check-TYPE.json`` (``benchmarks/gpu_check.py``; its
-``gpu_check.json``). Prints markdown: steps/s per job type in fp32 and bf16 with the
+``gpu_check.json``) and its daemon and job logs ``benchmarks/results/gpu_check-TYPE-logs.tgz``
+(a tar of its ``--out``, read by ``benchmarks/gpu_runs.py``). Prints markdown: steps/s per job type in fp32 and bf16 with the
 speed-up over the catalog's V100 beside the thesis's V100/K80 ratio (Table 6.1), the Table
 5.4 analogue on this GPU (§5.7.2), and what measuring a row costs.
 
@@ -65,22 +66,6 @@ def speed_table(fp32: dict, bf16: dict | None) -> str:
     return "\n".join(lines)
 
 
-def overhead_table(check: dict) -> str:
-    lines = [f"Round {check['round_s']:.0f} s in the check; start-up is process start to "
-             "the first step done (imports, CUDA context, model and data on the GPU).", "",
-             "| workload | step (ms) | start-up (s) | save (s) | load (s) | overhead at 6-min "
-             "rounds, new process per round | with lease renewal | measured fixed s per run "
-             "| overhead at the check's round |", "|---|---|---|---|---|---|---|---|---|"]
-    for r in check.get("overhead", []):
-        lines.append(f"| {r['workload']} | {r['step_ms']:.2f} | {r['startup_s']:.2f} | "
-                     f"{r['save_s']:.3f} | {r['load_s']:.3f} | "
-                     f"{100 * r['overhead_360s_restart']:.2f}% | "
-                     f"{100 * r['overhead_360s_renewed']:.3f}% | "
-                     f"{r['measured_fixed_s_per_run']:.2f} | "
-                     f"{100 * r['measured_overhead_at_round']:.1f}% |")
-    return "\n".join(lines)
-
-
 def check_table(check: dict) -> str:
     env = check["environment"]
     lines = [f"{env.get('device')} ({env.get('memory_gb', 0):.0f} GiB), torch {env['torch']}, "
@@ -92,13 +77,13 @@ def check_table(check: dict) -> str:
         runs, same = check["runs"][w], check["comparison"][w]
         verdict = (f"bit-equal ({same['tensors']} tensors)" if same.get("equal")
                    else f"differ: {same}")
-        lines.append(f"| {w} | {job.get('job_type', '')} | {job['steps']} | {runs['runs']} "
-                     f"({runs['runs'] - 1}) | {verdict} |")
+        lines.append(f"| {w} | {job.get('job_type', '')} | {job['steps']} | {runs} "
+                     f"({runs - 1}) | {verdict} |")
     vn = check.get("vn", {})
     if vn:
         lines += ["", "Virtual nodes on CUDA, float64: " + ", ".join(
             f"{m} {d:.2g}" for m, d in vn.get("mappings", {}).items())
-            + f" (largest difference from one process running every node; limit 1e-9)."]
+            + " (largest difference from one process running every node; limit 1e-9)."]
     return "\n".join(lines)
 
 
@@ -121,11 +106,16 @@ def main(argv: list[str] | None = None) -> int:
     bf16 = _read(args.rows / f"{args.worker_type}-bf16.json")
     check = _read(args.results / f"gpu_check-{args.worker_type}.json")
     timings = _read(args.results / f"profile-{args.worker_type}.json")
+    logs = args.results / f"gpu_check-{args.worker_type}-logs.tgz"
     parts = []
+    if logs.exists():   # (a check's own record has the same table: ``costs``)
+        from gpu_runs import runs, table, unpacked
+
+        with unpacked(logs) as cluster:
+            parts += ["### Runs on the GPU under a real worker (thesis Table 5.4 analogue)",
+                      table(runs(cluster))]
     if check:
-        parts += ["### The GPU check", check_table(check),
-                  "### Per-round overhead on the GPU (thesis Table 5.4 analogue)",
-                  overhead_table(check)]
+        parts += ["### The GPU check", check_table(check)]
     if fp32:
         parts += ["### Steps/s per job type", speed_table(fp32, bf16)]
     if timings:

@@ -19,7 +19,7 @@ import itertools
 import logging
 import multiprocessing
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from policies import Entity
 from traces import ThroughputTable, TraceJob
 from traces.catalog import default_table
 from traces.generator import generate_trace
+from traces.profiles import table_for_types
 
 from .config import SimConfig, preemption_overheads
 from .engine import make_policy, simulate
@@ -59,6 +60,8 @@ class SweepSpec:
     ``config_for(policy, ...)`` (e.g. ``{"backfill": False}``). ``entities`` make water
     filling hierarchical (generated jobs join one uniformly); ``estimate_pairs`` and
     ``estimator`` are those of ``SimConfig``; ``policy_options`` go to every policy.
+    ``table`` (default: the catalog's) gets the cluster's types it lacks from their
+    shipped measured rows (``traces.profiles.table_for_types``).
     """
 
     jobs: int
@@ -86,8 +89,14 @@ def default_window(jobs: int) -> tuple[int, int]:
     return (first, max(last, first + 1))
 
 
+def spec_table(spec: SweepSpec) -> ThroughputTable:
+    """The table a point simulates on: ``spec.table`` (or the catalog's) with the cluster's
+    types it lacks filled in (``TraceError`` naming a type nothing measured)."""
+    return table_for_types(spec.table or default_table(), spec.cluster)
+
+
 def run_point(point: SweepPoint, spec: SweepSpec) -> dict:
-    table = spec.table or default_table()
+    table = spec_table(spec)
     if spec.trace is not None:
         jobs = spec.trace(point.rate, point.seed)
     else:
@@ -174,6 +183,7 @@ def run_sweep(policies: Sequence[str], rates: Sequence[float], seeds: Sequence[i
               spec: SweepSpec, out_dir: str | Path, *, processes: int | None = None,
               progress: bool = False) -> list[dict]:
     """Run the grid; write ``sweep.csv`` and ``jct_vs_rate.png``; return the rows."""
+    spec = replace(spec, table=spec_table(spec))  # here: a bad cluster fails before the pool
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     points = [SweepPoint(p, float(r), int(s)) for p, r, s in

@@ -19,7 +19,7 @@ import sys
 
 # Sub-command modules; each exposes ``register(subparsers)`` and sets ``func`` on its parser.
 COMMANDS = ("solve", "trace", "simulate", "scheduler", "worker", "client", "logs",
-            "local_cluster", "vn", "pipeline")
+            "local_cluster", "vn", "pipeline", "profile")
 # The module of each sub-command, so that one command imports only its own module (the
 # clients stay light: `gavelsched status` need not import the solvers `solve` needs).
 COMMAND_MODULES = {"solve": "solve", "trace": "trace", "simulate": "simulate",
@@ -27,7 +27,7 @@ COMMAND_MODULES = {"solve": "solve", "trace": "trace", "simulate": "simulate",
                    "status": "client", "predict": "client", "history": "client",
                    "cancel": "client",
                    "logs": "logs", "local-cluster": "local_cluster",
-                   "vn": "vn", "pipeline": "pipeline"}
+                   "vn": "vn", "pipeline": "pipeline", "profile": "profile"}
 
 EXIT_BAD_INPUT = 2
 EXIT_BROKEN_PIPE = 141  # what a shell reports for a process killed by SIGPIPE

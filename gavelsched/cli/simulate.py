@@ -93,11 +93,12 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from simulator import PriceTrace, SimConfig, make_policy, simulate
     from simulator.plots import write_plots
+    from traces.profiles import table_for_types
 
     from .solve import parse_options
 
     cluster = parse_cluster(args.cluster)
-    table = load_throughputs(args.throughputs)
+    table = table_for_types(load_throughputs(args.throughputs), cluster)
     window = parse_window(args.window) if args.window else None
     entities = parse_entities(args.entities) if args.entities else None
     jobs, source = _jobs(args, table, cluster, entities)

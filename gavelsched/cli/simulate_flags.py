@@ -7,6 +7,8 @@ config (§5.3.3) and the re-solve rule (``--resolve``, §5.3). Every refusal is 
 
 from __future__ import annotations
 
+import logging
+
 from pathlib import Path
 
 from . import InputError
@@ -142,7 +144,13 @@ def parse_prices(spec: str | None, cluster) -> dict[str, float]:
                 raise InputError(f"--prices: expected TYPE=PRICE >= 0, got {part!r}")
         return out
     from traces.catalog import default_prices
-    return {t: p for t, p in default_prices().items() if t in cluster}
+    prices = {t: p for t, p in default_prices().items() if t in cluster}
+    unpriced = [t for t in cluster if t not in prices]
+    if unpriced:
+        logging.getLogger(__name__).warning(
+            "no price for %s in the catalog: its GPU-hours add nothing to the cost (give "
+            "--prices TYPE=USD_PER_GPU_HOUR)", ", ".join(unpriced))
+    return prices
 
 
 def load_throughputs(path: Path | None):

@@ -1,12 +1,22 @@
 """``gavelsched worker``: run a worker daemon on a GPU server (thesis §5.6), or emulate a GPU
-type on a CPU-only machine (docs/runtime.md, "Emulation")."""
+type on a CPU-only machine (docs/runtime.md, "Emulation").
+
+With ``--profile`` it first measures this machine's throughputs (``gavelsched profile``, in
+a subprocess: the worker daemon never imports torch) and sends them at registration, so
+that the scheduler has priors for a type its table lacks (thesis §5.3.3; docs/runtime.md,
+"Profiling a new GPU type"); ``--profile-file`` sends one measured earlier.
+"""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import os
+import re
 import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from . import InputError
@@ -56,6 +66,18 @@ def register(subparsers) -> None:
     p.add_argument("--grace", type=float, default=30.0, metavar="S",
                    help="seconds a job may outlive its lease (to save its checkpoint) "
                         "before it is killed")
+    p.add_argument("--profile", action="store_true",
+                   help="before registering, measure this machine's steps/s for the "
+                        "catalog's job types (gavelsched profile) and send them to the "
+                        "scheduler: its priors for a type its table lacks. Kept in "
+                        "WORK_DIR/profile-TYPE.json and reused at the next start (delete it "
+                        "to measure again)")
+    p.add_argument("--profile-reduced", action="store_true",
+                   help="with --profile: a reduced measurement (gavelsched profile "
+                        "--reduced: CPU machines, tests)")
+    p.add_argument("--profile-file", metavar="F",
+                   help="send this profile, made earlier by gavelsched profile --type TYPE "
+                        "-o F, instead of measuring")
     p.set_defaults(func=run, log_level=logging.INFO)   # a daemon: its main events
     p.error = lambda message: p.exit(2, f"gavelsched worker: error: {message}\n")
 
@@ -79,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
     from workers.daemon.emulation import EmulationError, load_emulation, machine_has_gpus
     from workers.daemon.worker import Worker, WorkerConfig, WorkerError
 
-    for name in ("token_file", "tls_ca", "tls_cert", "tls_key", "throughputs", "work_dir"):
+    for name in ("token_file", "tls_ca", "tls_cert", "tls_key", "throughputs", "work_dir",
+                 "profile_file"):
         setattr(args, name, _absolute(getattr(args, name)))
     _address(args.scheduler, "--scheduler")
     _address(args.listen, "--listen")
@@ -91,6 +114,10 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--type is empty")
     if bool(args.tls_cert) != bool(args.tls_key):
         raise InputError("--tls-cert and --tls-key go together")
+    if args.profile and args.profile_file:
+        raise InputError("--profile measures, --profile-file reads one: give one of them")
+    if args.profile_reduced and not args.profile:
+        raise InputError("--profile-reduced goes with --profile")
     emulate = args.emulate == "on" or (args.emulate == "auto" and not machine_has_gpus())
     try:
         token = read_token(args.token_file)
@@ -98,8 +125,9 @@ def run(args: argparse.Namespace) -> int:
                            ("--tls-key", args.tls_key)):
             if path and not Path(path).is_file():
                 raise InputError(f"{flag} {path}: no such file")
-        emulation = load_emulation(args.worker_type, args.throughputs,
-                                   args.emulation_speed) if emulate else None
+        profile = _profile(args)
+        emulation = load_emulation(args.worker_type, args.throughputs, args.emulation_speed,
+                                   profile) if emulate else None
     except (SecurityError, EmulationError, TraceError) as err:
         raise InputError(str(err)) from None
     tls = TlsFiles(cert=Path(args.tls_cert), key=Path(args.tls_key)) if args.tls_cert else None
@@ -107,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
         scheduler=args.scheduler, worker_type=args.worker_type, gpus=args.gpus,
         work_dir=Path(args.work_dir), listen=args.listen, token=token,
         token_file=args.token_file, tls_ca=args.tls_ca, tls=tls, emulation=emulation,
-        grace_s=args.grace, insecure=args.insecure))
+        grace_s=args.grace, insecure=args.insecure, profile=profile))
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: worker.stop("worker received a signal"))
     try:
@@ -119,3 +147,93 @@ def run(args: argparse.Namespace) -> int:
     while not worker.wait(0.5):
         pass
     return 0
+
+
+# ---- the profile (docs/runtime.md, "Profiling a new GPU type") ---------------------------
+def _profile(args: argparse.Namespace):
+    """The profile this worker sends: ``--profile-file``'s, or with ``--profile`` the one
+    measured now (or cached by an earlier start); None without either, or when measuring
+    failed (the worker serves without one)."""
+    from traces.profiles import read_profile
+
+    if args.profile_file:
+        profile = read_profile(args.profile_file)
+        if profile.worker_type != args.worker_type:
+            raise InputError(f"--profile-file {args.profile_file}: a profile of "
+                             f"{profile.worker_type!r}, not of --type {args.worker_type!r}")
+        log.info("profile of %s from %s: %s", args.worker_type, args.profile_file,
+                 profile.describe())
+        return profile
+    if not args.profile:
+        return None
+    path = cache_path(Path(args.work_dir), args.worker_type)
+    cached = _usable(path, args.worker_type, args.profile_reduced)
+    if cached is not None:
+        log.info("profile of %s loaded from %s (measured %s): %s; delete the file to measure "
+                 "again", args.worker_type, path, cached.measured_at or "earlier",
+                 cached.describe())
+        return cached
+    return _measure(path, args.worker_type, args.profile_reduced)
+
+
+def cache_path(work_dir: Path, worker_type: str) -> Path:
+    """Where ``--profile`` keeps this type's profile: ``WORK_DIR/profile-TYPE.json`` (a
+    character a file name should not hold becomes ``_``)."""
+    return work_dir / f"profile-{re.sub(r'[^A-Za-z0-9._-]', '_', worker_type)}.json"
+
+
+def _usable(path: Path, worker_type: str, reduced: bool):
+    """The profile cached at ``path`` when it is valid and measured this type the same
+    way (``reduced``), else None (it is measured again)."""
+    from traces.errors import TraceError
+    from traces.profiles import read_profile
+
+    if not path.is_file():
+        return None
+    try:
+        profile = read_profile(path)
+    except (TraceError, OSError) as err:
+        log.warning("cached profile unusable, measuring again: %s", str(err).splitlines()[0])
+        return None
+    if profile.worker_type != worker_type or profile.reduced != reduced:
+        log.info("cached profile %s is of %s%s; measuring again", path, profile.worker_type,
+                 " (reduced)" if profile.reduced else "")
+        return None
+    return profile
+
+
+def _measure(path: Path, worker_type: str, reduced: bool):
+    """Run ``gavelsched profile`` in a subprocess (its output in ``path`` with ``.log``);
+    the profile it wrote (atomically), or None with a warning naming its last error line."""
+    from traces.errors import TraceError
+    from traces.profiles import read_profile
+
+    argv = [sys.executable, "-m", "gavelsched", "profile", "--type", worker_type,
+            "-o", str(path), *(["--reduced"] if reduced else [])]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    log.info("measuring this machine's %s throughputs before registering: gavelsched %s",
+             worker_type, " ".join(argv[3:]))
+    start = time.monotonic()
+    try:
+        with open(path.with_suffix(".log"), "wb") as out:
+            done = subprocess.run(argv, stdout=out, stderr=subprocess.PIPE, check=False)
+            out.write(done.stderr)
+        why = _last_line(done.stderr) or f"exit code {done.returncode}"
+        profile = read_profile(path) if done.returncode == 0 else None
+        if profile is not None and profile.worker_type != worker_type:
+            why, profile = f"it wrote a profile of {profile.worker_type!r}", None
+    except (OSError, TraceError) as err:
+        why, profile = str(err).splitlines()[0], None
+    took = time.monotonic() - start
+    if profile is None:
+        log.warning("measuring %s failed after %.1f s (%s); registering without a profile",
+                    worker_type, took, why)
+        return None
+    log.info("measured %s in %.1f s: %s; kept in %s", worker_type, took, profile.describe(),
+             path)
+    return profile
+
+
+def _last_line(data: bytes) -> str:
+    lines = [line.strip() for line in data.decode("utf-8", "replace").splitlines()]
+    return next((line for line in reversed(lines) if line), "")

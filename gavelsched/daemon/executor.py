@@ -23,6 +23,9 @@ their collaborators:
 - ``servers.Servers`` and ``health.Health``: registration and heartbeats (a worker silent
   for 3 x ``heartbeat_seconds`` is failed and its jobs placed again from their last
   checkpoint), and suspected jobs;
+- ``priors.Priors``: the throughput source of the core (the table, plus the worker types
+  it lacks, learned from the profiles their workers bring: §5.3.3's priors); ``table`` is
+  its current table;
 - ``retries.Retries``: a run killed by a signal is tried again, with backoff, up to a
   budget; runs that never step fail their job;
 - ``fences.Fences``: every launch gets a new run generation; a message of an older one
@@ -48,6 +51,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from policies import Policy
+from traces.profiles import Profile
+from traces.types import ThroughputTable
 
 from ..core import Round, SchedulerCore
 from ..core.driver import RoundDriver, config_for
@@ -62,6 +67,7 @@ from .inbox import Inbox
 from .leases import stop_lease
 from .logs import Hosts
 from .metrics import DaemonMetrics
+from .priors import Priors
 from .progress import Progress
 from .retention import Retention
 from .retries import Retries
@@ -96,7 +102,7 @@ class DaemonExecutor:
     def __init__(self, config: DaemonConfig, store: Store, policy: Policy, table,
                  dispatcher: Dispatcher, metrics: DaemonMetrics | None = None, *,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self.config, self.store, self.table = config, store, table
+        self.config, self.store = config, store
         self.dispatcher, self.metrics = dispatcher, metrics
         self._clock = clock
         self.inbox = Inbox()
@@ -110,10 +116,13 @@ class DaemonExecutor:
         self._base = max(0.0, time.time() - self.epoch_unix)
         self._round_base = int(store.get_meta("round", "0"))
         servers = store.servers()
+        self.priors = Priors(table, store)     # before the core: it caches its lookups
+        self.priors.restore(s.worker_type for s in servers)
+        table = self.priors.table
         self.health = Health(config.heartbeat_seconds, servers)
         view = ClusterView(tuple(Server(s.id, s.worker_type, s.workers) for s in servers),
                            frozenset(w for s in servers for w in s.workers))
-        self.core = SchedulerCore(policy, view, table, config_for(
+        self.core = SchedulerCore(policy, view, self.priors, config_for(
             policy, table, table.worker_types, round_seconds=config.round_seconds,
             min_resolve_interval_s=config.resolve_interval, resolve=config.resolve,
             seed=config.seed, on_solve_error="keep"))
@@ -133,9 +142,9 @@ class DaemonExecutor:
                              self.retries, self.fences, self.hosts, self.core, clock=clock,
                              round_end=lambda: self.clock.next_start, post=self.post,
                              fail=self._fail_job)
-        self.roster = Servers(config, self.core, store, self.health, self.runs,
-                                    now=self.now)
-        online = OnlineThroughputs(table)
+        self.roster = Servers(config, self.core, store, self.health, self.runs, self.priors,
+                              now=self.now)
+        online = OnlineThroughputs(self.priors)
         online.restore(store.throughputs())
         self.progress = Progress(self.jobs, self.runs, self.driver, self.core, online, store,
                                  self.fences, clock=clock)
@@ -153,6 +162,11 @@ class DaemonExecutor:
     @property
     def servers(self):
         return self.health.servers
+
+    @property
+    def table(self) -> ThroughputTable:
+        """The throughput table now: the configured one plus the types learned since."""
+        return self.priors.table
 
     @property
     def scheduler_address(self) -> str:
@@ -262,7 +276,7 @@ class DaemonExecutor:
         now = self.now()
         flight = self.driver.in_flight
         held = (None if flight is None else
-                np.array([self.runs.held.get(key, 0.0) for key in flight.batch.keys]))
+                np.array([self.runs.held_s(key) for key in flight.batch.keys]))
         step = self.driver.boundary(now, held)
         rnd = step.round
         for job_id in step.completed:
@@ -353,8 +367,9 @@ class DaemonExecutor:
         log.info("job %s cancelled", job_id)
         return pb.Ack(ok=True)
 
-    def register(self, request: pb.RegisterWorkerRequest, mono: float) -> pb.RegisterWorkerResponse:
-        return self.roster.register(request, mono)
+    def register(self, request: pb.RegisterWorkerRequest, mono: float,
+                 profile: Profile | None = None) -> pb.RegisterWorkerResponse:
+        return self.roster.register(request, mono, profile)
 
     def heartbeat(self, server_id: int, mono: float, running: dict[str, int] | None = None
                   ) -> bool:

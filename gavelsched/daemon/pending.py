@@ -22,7 +22,9 @@ def pending_reason(job_type: str, scale_factor: int, gpus: Mapping[str, tuple[in
     """The reason a job of ``job_type`` on ``scale_factor`` GPUs of one type waits.
 
     ``gpus``: worker type -> (GPUs registered, GPUs alive). ``runs_on``: the types whose
-    throughput for the job is > 0 (None: not known, any type may). ``allocation``: the job's
+    throughput for the job is > 0 (None: not known, any type may), in the scheduler's
+    table: the configured one and the types learned from workers' profiles
+    (``priors``). ``allocation``: the job's
     X per type (thesis §5.3.1), or None before it is admitted. ``received``: for a job that
     ran, the fraction of time it received per type this allocation period (§5.5), shown
     beside X: a preempted job waits while others are further below their share."""
@@ -34,7 +36,7 @@ def pending_reason(job_type: str, scale_factor: int, gpus: Mapping[str, tuple[in
         "one worker type" if runs_on is None else f"a type that runs {job_type}")
     if not mine:
         where = (f"it runs on {', '.join(sorted(runs))}" if runs
-                 else "not in the throughput table")
+                 else "in neither the throughput table nor a worker's profile")
         return (f"pending: no registered worker type runs {job_type} at scale factor "
                 f"{scale_factor} ({where}; registered: {_sizes(gpus)})")
     if max(total for total, _ in mine.values()) < scale_factor:

@@ -61,6 +61,7 @@ class Run:
     workers: tuple[int, ...] = ()        # the core's worker ids it holds
     round_start: float = 0.0             # monotonic start of its first round
     generation: int = 0                  # its fencing token (``fences``)
+    task_key: str = ""                   # the core's key of the micro-task it runs
 
 
 class RunTable:
@@ -81,6 +82,7 @@ class RunTable:
         self._runs: dict[str, Run] = {}
         self._deferred: dict[str, tuple[int, MicroTask, int]] = {}  # waits for a run's end
         self.held: dict[str, float] = {}     # task key -> seconds it held its workers
+        self._fresh: dict[str, list[str]] = {}   # task key -> jobs it launched this round
         self._freed: dict[int, float] = {}   # worker id -> when its last run there ended
 
     def get(self, job_id: str) -> Run | None:
@@ -106,13 +108,29 @@ class RunTable:
     def extend_continuing(self, tasks: tuple[MicroTask, ...], index: int) -> None:
         """At the plan of round ``index``: a task whose members all run, from last round,
         on exactly its GPUs gets its leases extended (no checkpoint, no restart)."""
-        self.held = {}
+        self.held, self._fresh = {}, {}
         for task in tasks:
             if task.extended and all(j in self._runs and not self._runs[j].orphan
                                      and self._runs[j].round == index - 1
                                      and self._runs[j].workers == task.workers
                                      for j in task.job_ids):
                 self._extend(task, index)
+
+    def held_s(self, key: str) -> float:
+        """Seconds micro-task ``key`` held its workers in the round in flight, for the
+        core's accounting (thesis §5.5: priorities divide by the time received): the round,
+        as the simulator counts it, start-up included; but nothing for a launch that is
+        still queued on its worker at the plan, its GPUs held by an older run that overran
+        (a long start-up at short rounds). That launch may be superseded before it ever
+        starts, and a round credited to it would lower its job's priority for time it
+        never had."""
+        for job_id in self._fresh.get(key, ()):
+            run = self._runs.get(job_id)
+            if run is not None and any(other.job_id != job_id
+                                       and set(other.workers) & set(run.workers)
+                                       for other in self._runs.values()):
+                return 0.0
+        return self.held.get(key, 0.0)
 
     def _launch_or_defer(self, task: MicroTask, m: int, job_id: str, index: int) -> None:
         job = self.jobs.get(job_id)
@@ -150,8 +168,10 @@ class RunTable:
         self._runs[job_id] = Run(job_id, task.worker_type, requests, set(requests), lease,
                                  index, mono, ends, float(task.throughputs[m]),
                                  job.steps_done, (job.steps_done, 0.0), workers=task.workers,
-                                 round_start=ends - R, generation=generation)
+                                 round_start=ends - R, generation=generation,
+                                 task_key=task.key)
         self.held[task.key] = R
+        self._fresh.setdefault(task.key, []).append(job_id)
         self.hosts.add(job_id, requests)
         for server_id, request in requests.items():
             self._send(job_id, server_id, request)

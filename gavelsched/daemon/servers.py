@@ -6,8 +6,10 @@ sends it again when it restarts, and kills what its predecessor left running). A
 lists the runs the server hosts, with their generations (a scheduler that restarted adopts
 the newest ones as orphan runs; older ones are told to stop: ``runs``). A server
 silent for ``health.HEARTBEAT_MISSES`` heartbeats is failed in the core, and its runs end
-(their jobs go on from their last checkpoint). The collaborators are handed in; this room
-runs on the executor thread.
+(their jobs go on from their last checkpoint). A worker may bring a profile of its type
+(``RegisterWorkerRequest.profile``): ``priors.Priors`` learns it before the core first
+sees the type's workers. The collaborators are handed in; this room runs on the executor
+thread.
 """
 
 from __future__ import annotations
@@ -15,10 +17,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from traces.profiles import Profile
+
 from ..core import SchedulerCore
 from ..rpc import pb
 from .config import DaemonConfig
 from .health import Health
+from .priors import Priors
 from .runs import RunTable
 from .store import ServerRow, Store
 
@@ -27,12 +32,16 @@ log = logging.getLogger(__name__)
 
 class Servers:
     def __init__(self, config: DaemonConfig, core: SchedulerCore, store: Store,
-                 health: Health, runs: RunTable, *, now: Callable[[], float]) -> None:
+                 health: Health, runs: RunTable, priors: Priors, *,
+                 now: Callable[[], float]) -> None:
         self.config, self.core, self.store = config, core, store
-        self.health, self.runs, self._now = health, runs, now
+        self.health, self.runs, self.priors, self._now = health, runs, priors, now
 
-    def register(self, request: pb.RegisterWorkerRequest,
-                 mono: float) -> pb.RegisterWorkerResponse:
+    def register(self, request: pb.RegisterWorkerRequest, mono: float,
+                 profile: Profile | None = None) -> pb.RegisterWorkerResponse:
+        """``profile``: the worker's own, checked at the door (``service``), or None."""
+        learned = self.priors.learn(request.worker_type, profile,
+                                    served=request.worker_type in self.core.worker_types)
         previous = self.health.servers.get(request.previous_server_id)
         if (previous is not None and previous.row.worker_type == request.worker_type
                 and len(previous.row.workers) == request.gpus):
@@ -56,9 +65,21 @@ class Servers:
         self.health.up(row, mono)
         log.info("worker %d (%s x%d) at %s registered", row.id, row.worker_type,
                  len(row.workers), row.address)
+        self._log_priors(row, profile, learned)
         return pb.RegisterWorkerResponse(server_id=row.id, worker_ids=list(row.workers),
                                          round_seconds=self.config.round_seconds,
                                          heartbeat_seconds=self.config.heartbeat_seconds)
+
+    def _log_priors(self, row: ServerRow, profile: Profile | None, learned: str | None) -> None:
+        what = f"worker {row.id} ({row.worker_type} x{len(row.workers)})"
+        if profile is not None:
+            log.info("%s brought a profile of %s: %s", what, profile.describe(), learned)
+        elif learned is not None:
+            log.info("%s brought no profile: %s", what, learned)
+        elif row.worker_type not in self.priors.worker_types:
+            log.warning("%s brought no profile, and the throughput table has no %s: no job "
+                        "runs on it until a worker of its type brings one (gavelsched worker "
+                        "--profile)", what, row.worker_type)
 
     def heartbeat(self, server_id: int, mono: float, running: dict[str, int]) -> bool:
         """A server's heartbeat; False when it is unknown or was failed (it registers

@@ -18,6 +18,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from traces import checks
 from traces.checks import BadValue, shown
+from traces.profiles import MAX_JOB_TYPES, SCHEMA, Profile, profile_from_dict
 
 from ..rpc import pb, pb_grpc
 from .executor import DaemonExecutor
@@ -68,6 +69,26 @@ def bad_report(request, *, unknown_steps: bool = False) -> str | None:
     return None
 
 
+def worker_profile(request: pb.RegisterWorkerRequest) -> Profile | None:
+    """The profile a registering worker brought, checked at the door as a profile file is
+    (``traces.profiles``: precision, job types, finite rates > 0), or None when it brought
+    none; ``ValueError`` in one line. At most ``MAX_JOB_TYPES`` rates, each job type once."""
+    if not request.HasField("profile"):
+        return None
+    wire = request.profile
+    if len(wire.rates) > MAX_JOB_TYPES:
+        raise ValueError(f"profile: at most {MAX_JOB_TYPES} rates, got {len(wire.rates)}")
+    rates: dict[str, float] = {}
+    for rate in wire.rates:
+        if rate.job_type in rates:
+            raise ValueError(f"profile: job type {shown(rate.job_type)} is listed twice")
+        rates[rate.job_type] = rate.steps_per_s
+    return profile_from_dict({"schema": SCHEMA, "worker_type": request.worker_type,
+                              "precision": wire.precision, "device": wire.device,
+                              "reduced": wire.reduced, "torch": wire.torch,
+                              "steps_per_s": rates}, "profile")
+
+
 def _ignored(method: str, request, why: str) -> str:
     line = f"{method} for job {shown(request.job_id)} ignored: {why}"
     log.warning("%s", line)
@@ -85,8 +106,9 @@ class WorkerService(pb_grpc.WorkerToSchedulerServicer):
             checks.integer(request.gpus, "gpus", low=1, high=MAX_GPUS_PER_SERVER)
             checks.text(request.address, "address")
             checks.text(request.hostname, "hostname")
-            return self.x.call(lambda: self.x.register(request, mono))
-        except ValueError as err:   # BadValue, or the executor's own refusal
+            profile = worker_profile(request)
+            return self.x.call(lambda: self.x.register(request, mono, profile))
+        except ValueError as err:   # BadValue, TraceError, or the executor's own refusal
             _abort_on(context, err)
 
     def Heartbeat(self, request, context):

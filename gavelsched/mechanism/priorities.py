@@ -15,6 +15,11 @@ import numpy as np
 # Priority of a combination with X > 0 that has received no time yet (Gavel: X * 1e9, so
 # that 2 * p > p keeps holding, unlike infinity).
 UNSERVED_SCALE = 1e9
+# Priorities this close (relatively) are equal: X comes from a solver whose answers carry
+# noise far above this (1e-10 between three identical jobs' 1/3), and a tie must fall to
+# the deficit (selection.py), not to that noise. Without it, after each re-solve the same
+# job "won" every tie and a third identical job waited until the others had finished.
+RELATIVE_TIE = 1e-6
 
 
 def priorities(allocation: np.ndarray, received: np.ndarray, runnable: np.ndarray,
@@ -27,4 +32,13 @@ def priorities(allocation: np.ndarray, received: np.ndarray, runnable: np.ndarra
         prio = np.where(received > 0, allocation * (total / received),
                         allocation * UNSERVED_SCALE)
     prio[~((allocation > 0) & runnable & allocated[:, None])] = 0.0
+    return _snapped(prio)
+
+
+def _snapped(prio: np.ndarray) -> np.ndarray:
+    """Positive priorities moved onto a geometric grid of ratio 1 + RELATIVE_TIE, so that
+    values within the solver's noise of each other compare equal."""
+    positive = prio > 0
+    grid = np.round(np.log(prio[positive]) / RELATIVE_TIE)
+    prio[positive] = np.exp(grid * RELATIVE_TIE)
     return prio

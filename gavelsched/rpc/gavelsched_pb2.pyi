@@ -15,18 +15,42 @@ class Ack(_message.Message):
     def __init__(self, ok: _Optional[bool] = ..., message: _Optional[str] = ...) -> None: ...
 
 class RegisterWorkerRequest(_message.Message):
-    __slots__ = ("worker_type", "gpus", "address", "hostname", "previous_server_id")
+    __slots__ = ("worker_type", "gpus", "address", "hostname", "previous_server_id", "profile")
     WORKER_TYPE_FIELD_NUMBER: _ClassVar[int]
     GPUS_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     PREVIOUS_SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    PROFILE_FIELD_NUMBER: _ClassVar[int]
     worker_type: str
     gpus: int
     address: str
     hostname: str
     previous_server_id: int
-    def __init__(self, worker_type: _Optional[str] = ..., gpus: _Optional[int] = ..., address: _Optional[str] = ..., hostname: _Optional[str] = ..., previous_server_id: _Optional[int] = ...) -> None: ...
+    profile: WorkerProfile
+    def __init__(self, worker_type: _Optional[str] = ..., gpus: _Optional[int] = ..., address: _Optional[str] = ..., hostname: _Optional[str] = ..., previous_server_id: _Optional[int] = ..., profile: _Optional[_Union[WorkerProfile, _Mapping]] = ...) -> None: ...
+
+class JobRate(_message.Message):
+    __slots__ = ("job_type", "steps_per_s")
+    JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
+    STEPS_PER_S_FIELD_NUMBER: _ClassVar[int]
+    job_type: str
+    steps_per_s: float
+    def __init__(self, job_type: _Optional[str] = ..., steps_per_s: _Optional[float] = ...) -> None: ...
+
+class WorkerProfile(_message.Message):
+    __slots__ = ("precision", "device", "reduced", "rates", "torch")
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    REDUCED_FIELD_NUMBER: _ClassVar[int]
+    RATES_FIELD_NUMBER: _ClassVar[int]
+    TORCH_FIELD_NUMBER: _ClassVar[int]
+    precision: str
+    device: str
+    reduced: bool
+    rates: _containers.RepeatedCompositeFieldContainer[JobRate]
+    torch: str
+    def __init__(self, precision: _Optional[str] = ..., device: _Optional[str] = ..., reduced: _Optional[bool] = ..., rates: _Optional[_Iterable[_Union[JobRate, _Mapping]]] = ..., torch: _Optional[str] = ...) -> None: ...
 
 class RegisterWorkerResponse(_message.Message):
     __slots__ = ("server_id", "worker_ids", "round_seconds", "heartbeat_seconds")

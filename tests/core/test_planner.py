@@ -141,6 +141,21 @@ def test_ties_go_to_larger_deficit_then_earlier_job():
     assert [p.key for p in plan.placements] == ["1"]
 
 
+def test_solver_noise_in_x_does_not_beat_the_deficit():
+    """Three identical jobs' X is 1/3 each up to the solver's noise; the tie must still go
+    to the job that has waited (the largest deficit), as in the daemon's H200 run."""
+    view = ClusterView.build({"a": 1})
+    noisy = [[1 / 3 + 3.4e-11], [1 / 3 - 1.7e-11], [1 / 3 - 1.7e-11]]
+    d = demand(noisy, deficit=[[-0.2], [-0.2], [1.8]], types=("a",))
+    assert [p.key for p in plan_round(d, view).placements] == ["2"]
+    prio = priorities(np.array(noisy), np.ones((3, 1)), np.ones((3, 1), bool),
+                      np.ones(3, bool))
+    assert prio[0, 0] == prio[1, 0] == prio[2, 0]
+    far = priorities(np.array([[0.5], [0.5001]]), np.ones((2, 1)), np.ones((2, 1), bool),
+                     np.ones(2, bool))
+    assert far[1, 0] > far[0, 0]          # a real difference still orders them
+
+
 def test_lease_is_extended_when_a_job_keeps_its_type():
     view = ClusterView.build({"a": 4}, 2)
     d1 = demand([[1.], [1.]], sf=[2, 1], types=("a",))

@@ -39,8 +39,8 @@ ALL = ("k80", "p100", "v100")
      "pending: no registered worker type runs ResNet-50 at scale factor 1 (it runs on k80, "
      "v100; registered: a100: 8)"),
     (1, {"a100": (8, 8)}, (), None,
-     "pending: no registered worker type runs ResNet-50 at scale factor 1 (not in the "
-     "throughput table; registered: a100: 8)"),
+     "pending: no registered worker type runs ResNet-50 at scale factor 1 (in neither the "
+     "throughput table nor a worker's profile; registered: a100: 8)"),
     (4, {"k80": (4, 2), "v100": (2, 2)}, ALL, None,
      "pending: waiting for workers to come back (needs 4 GPUs of a type that runs "
      "ResNet-50; alive: k80: 2 of 4, v100: 2 of 2)"),

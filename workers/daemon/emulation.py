@@ -22,6 +22,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from traces.profiles import Profile
 from traces.types import ThroughputTable
 from gavelsched.virtual.envspec import JobLayout
 
@@ -73,10 +74,20 @@ def machine_has_gpus() -> bool:
 
 
 def load_emulation(worker_type: str, throughputs: str | os.PathLike | None,
-                   speed: float) -> Emulation:
-    """The emulation of ``worker_type`` from a table file (default: the catalog's)."""
+                   speed: float, profile: Profile | None = None) -> Emulation:
+    """The emulation of ``worker_type`` from a table file (default: the catalog's), with
+    this worker's ``profile`` filled in, else the type's shipped measured row
+    (``traces.profiles``); EmulationError when neither knows the type."""
     from traces.catalog import default_table
+    from traces.errors import TraceError
+    from traces.profiles import table_for_types, with_profile
     from traces.throughputs import load_table
 
     table = load_table(throughputs) if throughputs else default_table()
-    return Emulation(worker_type, table, speed)
+    if profile is not None:
+        return Emulation(worker_type, with_profile(table, profile), speed)
+    try:
+        return Emulation(worker_type, table_for_types(table, [worker_type]), speed)
+    except TraceError as err:
+        raise EmulationError(f"{err}; or give this worker's own profile (--profile or "
+                             "--profile-file)") from None

@@ -12,7 +12,9 @@ a RunJob of a new generation replaces a run of an older one still here. A worker
 cannot reach its scheduler for longer than a lease stops its jobs (the scheduler has
 placed them elsewhere by then). A worker daemon keeps its identity across restarts: its
 server id is saved in its work directory and sent again at registration, and the jobs a
-killed predecessor left running are killed first (``leftovers``). Just over 400 lines: the
+killed predecessor left running are killed first (``leftovers``). A worker may carry a
+profile of its type (``gavelsched worker --profile``, ``traces.profiles``): every
+registration sends it, so a restarted scheduler gets it too. Just over 400 lines: the
 three threads share the pending launches and the outbox under one lock, so they stay in
 one class.
 """
@@ -33,6 +35,7 @@ from gavelsched.rpc import pb, pb_grpc
 from gavelsched.rpc.security import (SecurityError, TlsFiles, channel, exposure, host_of,
                                      is_loopback, is_this_machine, serve)
 from gavelsched.virtual.envspec import LAYOUT_VAR, LayoutEnvError, parse_layout_env
+from traces.profiles import Profile
 from traces.workloads import UnknownWorkload, check_workload, workload_for
 
 from . import leftovers, logfiles
@@ -66,6 +69,7 @@ class WorkerConfig:
     grace_s: float = 30.0
     hostname: str = field(default_factory=socket.gethostname)
     insecure: bool = False    # serve without a token beyond loopback (--insecure)
+    profile: Profile | None = None   # this machine's measured throughputs, sent at registration
 
 
 @dataclass
@@ -176,7 +180,8 @@ class Worker:
         request = pb.RegisterWorkerRequest(worker_type=self.config.worker_type,
                                            gpus=self.config.gpus, address=self.address,
                                            hostname=self.config.hostname,
-                                           previous_server_id=previous)
+                                           previous_server_id=previous,
+                                           profile=_wire(self.config.profile))
         deadline = time.monotonic() + timeout_s
         while True:
             try:
@@ -198,8 +203,10 @@ class Worker:
         leftovers.keep_server_id(self.config.work_dir, self.server_id)
         self.launcher.context.update(worker_env(
             self.server_id, _absolute(self.config.token_file), _absolute(self.config.tls_ca)))
-        log.info("registered as server %d (%s, %d GPUs, %s)", self.server_id,
-                 self.config.worker_type, self.config.gpus, self.address)
+        profile = self.config.profile
+        log.info("registered as server %d (%s, %d GPUs, %s)%s", self.server_id,
+                 self.config.worker_type, self.config.gpus, self.address,
+                 f", with a profile of {profile.describe()}" if profile else "")
 
     def _cut_off(self) -> None:
         """No answer from the scheduler for longer than a lease: its leases cannot be
@@ -413,6 +420,16 @@ class _Servicer(pb_grpc.SchedulerToWorkerServicer):
         except logfiles.BadLogRequest as err:
             log.warning("ReadLogs refused: %s", err)
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+
+def _wire(profile: Profile | None) -> pb.WorkerProfile | None:
+    """``profile`` as ``RegisterWorkerRequest.profile`` (None: the field stays unset)."""
+    if profile is None:
+        return None
+    return pb.WorkerProfile(precision=profile.precision, device=profile.device,
+                            reduced=profile.reduced, torch=profile.torch,
+                            rates=[pb.JobRate(job_type=job, steps_per_s=rate)
+                                   for job, rate in profile.steps_per_s.items()])
+
 
 def _absolute(path: str | None) -> str | None:
     """``path`` made absolute (a job runs in another directory), or None."""
