@@ -12,11 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import re
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 from . import InputError
@@ -95,6 +91,20 @@ def _absolute(path: str | None) -> str | None:
     return os.path.abspath(path) if path else None
 
 
+def _profile(args: argparse.Namespace):
+    """The profile this worker sends (``--profile-file``'s, or ``--profile``'s), or None."""
+    from workers.daemon import selfprofile
+
+    if args.profile_file:
+        try:
+            return selfprofile.from_file(args.profile_file, args.worker_type)
+        except selfprofile.ProfileMismatch as err:
+            raise InputError(f"--profile-file {err}") from None
+    if args.profile:
+        return selfprofile.measured(Path(args.work_dir), args.worker_type, args.profile_reduced)
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     from gavelsched.rpc.security import SecurityError, TlsFiles, read_token
     from traces.errors import TraceError
@@ -147,93 +157,3 @@ def run(args: argparse.Namespace) -> int:
     while not worker.wait(0.5):
         pass
     return 0
-
-
-# ---- the profile (docs/runtime.md, "Profiling a new GPU type") ---------------------------
-def _profile(args: argparse.Namespace):
-    """The profile this worker sends: ``--profile-file``'s, or with ``--profile`` the one
-    measured now (or cached by an earlier start); None without either, or when measuring
-    failed (the worker serves without one)."""
-    from traces.profiles import read_profile
-
-    if args.profile_file:
-        profile = read_profile(args.profile_file)
-        if profile.worker_type != args.worker_type:
-            raise InputError(f"--profile-file {args.profile_file}: a profile of "
-                             f"{profile.worker_type!r}, not of --type {args.worker_type!r}")
-        log.info("profile of %s from %s: %s", args.worker_type, args.profile_file,
-                 profile.describe())
-        return profile
-    if not args.profile:
-        return None
-    path = cache_path(Path(args.work_dir), args.worker_type)
-    cached = _usable(path, args.worker_type, args.profile_reduced)
-    if cached is not None:
-        log.info("profile of %s loaded from %s (measured %s): %s; delete the file to measure "
-                 "again", args.worker_type, path, cached.measured_at or "earlier",
-                 cached.describe())
-        return cached
-    return _measure(path, args.worker_type, args.profile_reduced)
-
-
-def cache_path(work_dir: Path, worker_type: str) -> Path:
-    """Where ``--profile`` keeps this type's profile: ``WORK_DIR/profile-TYPE.json`` (a
-    character a file name should not hold becomes ``_``)."""
-    return work_dir / f"profile-{re.sub(r'[^A-Za-z0-9._-]', '_', worker_type)}.json"
-
-
-def _usable(path: Path, worker_type: str, reduced: bool):
-    """The profile cached at ``path`` when it is valid and measured this type the same
-    way (``reduced``), else None (it is measured again)."""
-    from traces.errors import TraceError
-    from traces.profiles import read_profile
-
-    if not path.is_file():
-        return None
-    try:
-        profile = read_profile(path)
-    except (TraceError, OSError) as err:
-        log.warning("cached profile unusable, measuring again: %s", str(err).splitlines()[0])
-        return None
-    if profile.worker_type != worker_type or profile.reduced != reduced:
-        log.info("cached profile %s is of %s%s; measuring again", path, profile.worker_type,
-                 " (reduced)" if profile.reduced else "")
-        return None
-    return profile
-
-
-def _measure(path: Path, worker_type: str, reduced: bool):
-    """Run ``gavelsched profile`` in a subprocess (its output in ``path`` with ``.log``);
-    the profile it wrote (atomically), or None with a warning naming its last error line."""
-    from traces.errors import TraceError
-    from traces.profiles import read_profile
-
-    argv = [sys.executable, "-m", "gavelsched", "profile", "--type", worker_type,
-            "-o", str(path), *(["--reduced"] if reduced else [])]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    log.info("measuring this machine's %s throughputs before registering: gavelsched %s",
-             worker_type, " ".join(argv[3:]))
-    start = time.monotonic()
-    try:
-        with open(path.with_suffix(".log"), "wb") as out:
-            done = subprocess.run(argv, stdout=out, stderr=subprocess.PIPE, check=False)
-            out.write(done.stderr)
-        why = _last_line(done.stderr) or f"exit code {done.returncode}"
-        profile = read_profile(path) if done.returncode == 0 else None
-        if profile is not None and profile.worker_type != worker_type:
-            why, profile = f"it wrote a profile of {profile.worker_type!r}", None
-    except (OSError, TraceError) as err:
-        why, profile = str(err).splitlines()[0], None
-    took = time.monotonic() - start
-    if profile is None:
-        log.warning("measuring %s failed after %.1f s (%s); registering without a profile",
-                    worker_type, took, why)
-        return None
-    log.info("measured %s in %.1f s: %s; kept in %s", worker_type, took, profile.describe(),
-             path)
-    return profile
-
-
-def _last_line(data: bytes) -> str:
-    lines = [line.strip() for line in data.decode("utf-8", "replace").splitlines()]
-    return next((line for line in reversed(lines) if line), "")
