@@ -19,14 +19,14 @@ import sys
 
 # Sub-command modules; each exposes ``register(subparsers)`` and sets ``func`` on its parser.
 COMMANDS = ("solve", "trace", "simulate", "scheduler", "worker", "client", "logs",
-            "local_cluster", "vn", "pipeline", "profile")
+            "local_cluster", "replay", "vn", "pipeline", "profile")
 # The module of each sub-command, so that one command imports only its own module (the
 # clients stay light: `gavelsched status` need not import the solvers `solve` needs).
 COMMAND_MODULES = {"solve": "solve", "trace": "trace", "simulate": "simulate",
                    "scheduler": "scheduler", "worker": "worker", "submit": "client",
                    "status": "client", "predict": "client", "history": "client",
                    "cancel": "client",
-                   "logs": "logs", "local-cluster": "local_cluster",
+                   "logs": "logs", "local-cluster": "local_cluster", "replay": "replay",
                    "vn": "vn", "pipeline": "pipeline", "profile": "profile"}
 
 EXIT_BAD_INPUT = 2

@@ -20,12 +20,9 @@ workload with the scale factor of the largest type's GPUs and half of it as its 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import tempfile
-import time
-from dataclasses import replace
 from pathlib import Path
 
 from . import InputError
@@ -37,7 +34,6 @@ log = logging.getLogger(__name__)
 MIX = ("ResNet-18 (batch size 16)", "LM (batch size 5)", "Transformer (batch size 16)",
        "Recommendation (batch size 512)")
 ROUNDS_OF_WORK = (1.5, 2.5, 3.5)
-POLL_S = 1.0
 
 
 def register(subparsers) -> None:
@@ -70,6 +66,13 @@ def register(subparsers) -> None:
     p.add_argument("--dashboard", action="store_true",
                    help="serve the web dashboard on a free loopback port and print its "
                         "address (with the demo's token) on stderr")
+    p.add_argument("--trace", metavar="TRACE",
+                   help="replay this trace (.jsonl or Gavel .trace) instead of the mix: each "
+                        "job submitted at its arrival time (see gavelsched replay)")
+    p.add_argument("--time-scale", type=float, default=1.0, metavar="S",
+                   help="with --trace: arrival times x S (0.01: an hour of trace in 36 s)")
+    p.add_argument("--steps-scale", type=float, default=1.0, metavar="K",
+                   help="with --trace: every job's steps x K (at least 1)")
     p.add_argument("--json", metavar="OUT", help="write the Simulation result JSON here")
     p.add_argument("--keep", metavar="DIR", help="keep the state and logs in DIR")
     p.set_defaults(func=run)
@@ -118,6 +121,11 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--jobs must be >= 1, got {args.jobs}")
     if not args.round_seconds > 0 or not args.emulation_speed > 0:
         raise InputError("--round-seconds and --emulation-speed must be > 0")
+    if args.trace:
+        from .replay import check_scales
+
+        check_scales(args.time_scale, args.steps_scale)
+        args.trace = str(Path(args.trace).resolve())
     if not 0 <= args.mixed_jobs <= args.jobs:
         raise InputError(f"--mixed-jobs must be between 0 and --jobs ({args.jobs}), "
                          f"got {args.mixed_jobs}")
@@ -144,72 +152,41 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args, root: Path, workers: dict[str, int], table, first=()) -> int:
-    """The demo on ``workers``; ``first``: job requests submitted before the mix."""
-    from simulator.metrics import Metrics
+    """The demo on ``workers``: ``first`` (job requests submitted before the rest), then the
+    mix, or the trace's jobs at their (scaled) arrival times."""
     from traces import default_prices
 
-    from ..daemon.local import FINAL_STATES, wait_until
+    from .drive import refusal_line, report, run_schedule, show_progress
 
-    wall = time.perf_counter()
     cluster, metrics_port = make_cluster(args, root, workers, table)
     try:
         start_daemons(cluster, args, workers)
         if cluster.dashboard_url:
             sys.stderr.write(f"dashboard: {cluster.dashboard_url}\n")
-
-        def fastest(job_type: str) -> float:
-            return max(table.get(t, job_type, 1) for t in workers)
-
-        ids = [cluster.submit(r) for r in first]
-        ids += [cluster.submit(r) for r in job_mix(args.jobs, fastest, args.round_seconds,
-                                                  args.emulation_speed, args.workload,
-                                                  args.job_type, args.mixed_jobs)]
-        metrics = Metrics(args.policy, tuple(workers))
-
-        def listed():   # a status that shows every job submitted (it is republished after)
-            answer = cluster.status()
-            return answer if set(ids) <= {j.id for j in answer.jobs} else None
-
-        status = wait_until(listed, 60, "the scheduler to list the submitted jobs")
-        for job in status.jobs:
-            metrics.on_arrival(job.id, job.job_type, job.scale_factor, job.arrival_s, None)
-        last = start = time.monotonic()
-        capacity = sum(workers.values())
-        prices = default_prices()
-        while True:
-            time.sleep(POLL_S)
-            status = cluster.status()
-            now = time.monotonic()
-            # Utilization and cost are sampled: GPUs held by running jobs between polls.
-            held = [held_gpus for j in status.jobs if j.state == "running" and j.worker_type
-                    for held_gpus in gpus_held(j.worker_type, j.scale_factor)]
-            metrics.busy_gpu_s += (now - last) * min(capacity, sum(n for _, n in held))
-            metrics.cost_usd += (now - last) / 3600 * sum(prices.get(t, 0.0) * n
-                                                          for t, n in held)
-            last = now
-            _show(status)
-            if all(j.state in FINAL_STATES for j in status.jobs):
-                break
-        if sys.stderr.isatty():
-            sys.stderr.write("\n")
-        for job in status.jobs:
-            if job.state == "done":
-                metrics.on_complete(job.id, job.completion_s)
-        metrics.rounds = int(status.round) + 1
-        metrics.resolves, metrics.solve_s = _solves(metrics_port)
-        end = max((j.completion_s for j in status.jobs), default=0.0)
-        result = metrics.result(end_s=end, capacity=workers,
-                                wall_s=time.perf_counter() - wall, window=None, order=ids)
-        result = replace(result, utilization=metrics.busy_gpu_s / (capacity * (last - start)))
+        schedule = [(0.0, r) for r in first] + _schedule(args, workers, table)
+        outcome = run_schedule(cluster, schedule, prices=default_prices(),
+                               refused=refusal_line, solves=lambda: _solves(metrics_port),
+                               show=show_progress)
     finally:
         cluster.stop()
-    print(result.summary())
-    failed = [j for j in status.jobs if j.state != "done"]
-    for job in failed:
-        print(f"job {job.id} ({job.job_type}) {job.state}: {job.reason}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(result.to_dict(), indent=1) + "\n")
-    return 1 if failed else 0
+    if sys.stderr.isatty():
+        sys.stderr.write("\n")
+    return report(outcome, args.json)
+
+
+def _schedule(args, workers: dict[str, int], table) -> list:
+    """``(submit at s, JobRequest)``: the trace's jobs (``--trace``), else the demo mix."""
+    if args.trace:
+        from .replay import trace_schedule
+
+        return trace_schedule(args.trace, args.time_scale, args.steps_scale, args.workload)
+
+    def fastest(job_type: str) -> float:
+        return max(table.get(t, job_type, 1) for t in workers)
+
+    return [(0.0, r) for r in job_mix(args.jobs, fastest, args.round_seconds,
+                                      args.emulation_speed, args.workload, args.job_type,
+                                      args.mixed_jobs)]
 
 
 def make_cluster(args, root: Path, workers: dict[str, int], table):
@@ -251,16 +228,6 @@ def start_daemons(cluster, args, workers: dict[str, int]) -> None:
     wait_until(lambda: cluster.alive_workers() == len(workers), 120, "the workers")
 
 
-def gpus_held(worker_type: str, scale_factor: int) -> list[tuple[str, int]]:
-    """(type, GPUs) a running job holds: its scale factor on one type, or each type's count
-    of its configuration (a mixed job, e.g. ``k80:1+v100:1``; an elastic one, ``v100:2``)."""
-    from policies.jobs import COUNT_SEPARATOR, parse_configuration_name
-
-    if COUNT_SEPARATOR not in worker_type:
-        return [(worker_type, scale_factor)]
-    return list(parse_configuration_name(worker_type).items())
-
-
 def scaled(table, speed: float):
     """``table`` with every steps/s times ``speed`` (the emulation's time dilation)."""
     from traces.types import ThroughputTable
@@ -286,18 +253,3 @@ def _solves(port: int) -> tuple[int, float]:
                 elif sample.name.endswith("_sum"):
                     total = float(sample.value)
     return count, total
-
-
-def _show(status, _last: list = [""]) -> None:  # noqa: B006 - the last line shown
-    """Live progress on stderr: round, jobs done, each job's progress and worker type (one
-    line redrawn on a terminal, a new line per change otherwise)."""
-    done = sum(1 for j in status.jobs if j.state == "done")
-    parts = [f"{j.id}:{j.steps_done * 100 // max(j.total_steps, 1):3d}%"
-             f"{'@' + j.worker_type if j.worker_type else ''}" for j in status.jobs]
-    line = f"round {status.round:3d}  done {done}/{len(status.jobs)}  " + " ".join(parts)
-    if sys.stderr.isatty():
-        sys.stderr.write("\r" + line[:200].ljust(120))
-    elif line != _last[0]:
-        sys.stderr.write(line + "\n")
-    _last[0] = line
-    sys.stderr.flush()
