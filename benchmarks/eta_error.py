@@ -32,8 +32,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import platform
+import re
 import resource
 import signal
 import subprocess
@@ -120,13 +120,15 @@ def deadline(seconds: float):
 
 def replay_dict(reply, limit: float, what_if=None) -> tuple[dict, str | None]:
     """``status --eta --json``'s ``eta`` per job for a Status picture (``client.status``:
-    ``state_of``, ``replay``, ``eta_dict``), or ({}, why)."""
-    state = eta.state_of(reply)
+    ``state_of``, ``replay``, ``eta_dict``), or ({}, why). ``what_if(state, reply)``
+    returns the state to replay instead, and finishes it knows without a replay."""
+    state, known = eta.state_of(reply), {}
     if what_if is not None:
-        state = what_if(state, reply)
+        state, known = what_if(state, reply)
     try:
         with deadline(limit):
-            return eta.eta_dict(state, eta.replay(state)), None
+            etas = eta.eta_dict(state, eta.replay(state))
+        return {**etas, **{k: {"start_s": None, "finish_s": v} for k, v in known.items()}}, None
     except Exception as err:   # noqa: BLE001 - the CLI prints "unavailable (why)"
         return {}, f"{type(err).__name__}: {err}"
 
@@ -212,7 +214,7 @@ def running_kept(state, reply, began):
     """A job running now keeps its workers: no start-up (eta.py restarts it fresh)."""
     running = {j.id for j in reply.jobs if j.state == "running"}
     return replace(state, jobs=tuple(replace(j, startup_s=0.0) if j.id in running else j
-                                     for j in state.jobs))
+                                     for j in state.jobs)), {}
 
 
 def startup_capped(state, reply, began):
@@ -220,17 +222,56 @@ def startup_capped(state, reply, began):
     MIN_LEASE_FRACTION of a round, so it loses at most (1 - that) x round to start-up."""
     cap = (1.0 - MIN_LEASE_FRACTION) * state.round_seconds
     return replace(state, jobs=tuple(replace(j, startup_s=min(j.startup_s, cap))
-                                     for j in state.jobs))
+                                     for j in state.jobs)), {}
 
 
-def from_round_start(state, reply, began):
-    """Replay from the start of the round running now: ``steps_done`` is durable, i.e.
-    checkpointed at the last lease end, which is that round's start."""
-    return replace(state, now_s=began)
+def from_next_boundary(state, reply, began):
+    """Replay from the next round boundary: ``steps_done`` is durable (checkpointed at the
+    last lease end, i.e. this round's start), so a job running now first makes this
+    round's steps on its worker type (after its start-up): it finishes within the round
+    or goes on from the boundary without a new start-up. Nothing else starts before the
+    boundary. (eta.py replays from now, with the round-start count.)"""
+    end = began + state.round_seconds
+    on = {j.id: j.worker_type for j in reply.jobs if j.state == "running"}
+    jobs, known = [], {}
+    for job in state.jobs:
+        rate = job.steps_per_s.get(on.get(job.id), 0.0)
+        made = rate * max(0.0, end - began - job.startup_s)
+        if rate > 0 and made >= job.steps_left:
+            known[job.id] = began + job.startup_s + job.steps_left / rate
+        else:
+            jobs.append(replace(job, steps_left=job.steps_left - int(made), startup_s=0.0)
+                        if rate > 0 else job)
+    return replace(state, now_s=end, jobs=tuple(jobs)), known
 
 
-WHAT_IF = {"running kept": running_kept, "start-up capped": startup_capped,
-           "from round start": from_round_start}
+def as_shipped(state, reply, began):
+    return state, {}
+
+
+WHAT_IF = {"eta.py (same picture)": as_shipped, "running kept": running_kept,
+           "start-up capped": startup_capped, "from next boundary": from_next_boundary}
+
+
+def whole_run(root: Path, args, workers) -> dict[str, float]:
+    """Each job's finish when the whole run is replayed from its start, every arrival
+    known, with the rates and start-ups the daemon measured (physical_vs_simulated.py):
+    the simulator's own per-job fidelity on this run."""
+    from physical_vs_simulated import measured_trace
+    from gavelsched.core.driver import config_for
+    from simulator import SimConfig, make_policy, simulate
+
+    jobs, table, overhead = measured_trace(root / "state")
+    policy = make_policy(args.policy)
+    config = config_for(policy, table, list(workers), round_seconds=args.round_seconds,
+                        resolve="responsive", min_resolve_interval_s=args.round_seconds)
+    try:
+        with deadline(args.replay_timeout):
+            result = simulate(jobs, table, workers, policy, core_config=config, sim=SimConfig(
+                round_ends_at_last_finish=False, preemption_overhead_s=overhead))
+    except TimeoutError:
+        return {}
+    return {job.job_type.split("#")[-1]: rec.completion_s for job, rec in zip(jobs, result.jobs)}
 
 
 def round_starts(log: Path, epoch_unix: float) -> list[float]:
@@ -291,7 +332,7 @@ def groups(rows):
                                                               if not r["arrivals_after"]])]
 
 
-def finish_table(rows) -> list[str]:
+def finish_table(rows, whole, final) -> list[str]:
     out = ["| job left at prediction | ETAs | abs error s: median | p90 | worst | % of time "
            "left: median | p90 | worst | signed median s |", "|---|" + "---|" * 8]
     for name, group in groups([r for r in rows if r["finish"] is not None]):
@@ -299,32 +340,29 @@ def finish_table(rows) -> list[str]:
             out.append(f"| {name} | " + spread([r["finish"] - r["real_finish"] for r in group],
                                                [r["real_finish"] - r["at_s"] for r in group])
                        + " |")
-    return out
+    done = [j for j in final["jobs"] if whole.get(j["id"]) is not None]
+    return out + ["| whole run replayed from its start: did not finish |"] if not done else out + ["| whole run replayed from its start, every arrival known (% of JCT) | "
+                  + spread([whole[j["id"]] - j["completion_s"] for j in done],
+                           [j["jct_s"] for j in done]) + " |"]
 
 
 def what_if_table(rows) -> list[str]:
-    """Median |error| (signed median) of eta.py and of each what-if replay."""
-    preds = {"eta.py": lambda r: r["finish"],
-             **{k: (lambda r, k=k: r["what_if"].get(k)) for k in WHAT_IF}}
-    out = ["| job left | " + " | ".join(preds) + " |", "|---|" + "---|" * len(preds)]
-    for name, group in groups(rows):
-        cells = []
-        for pred in preds.values():
-            e = [pred(r) - r["real_finish"] for r in group if pred(r) is not None]
-            cells.append(f"{np.median(np.abs(e)):.1f} ({np.median(e):+.1f})" if e else "-")
-        out.append(f"| {name} | " + " | ".join(cells) + " |")
-    return out
-
-
-def phase_table(rows) -> list[str]:
-    out = ["| prediction made in its round at | job state | ETAs | abs error s: median | p90 | "
-           "worst | signed median s |", "|---|---|---|---|---|---|---|"]
-    for lo, hi in ((0.0, 0.5), (0.5, 9.0)):
-        for states in (("running",), ("queued", "preempted")):
-            e = [r["finish"] - r["real_finish"] for r in rows if lo <= r["phase"] < hi
-                 and r["state"] in states and r["finish"] is not None]
-            if e:
-                out.append(f"| {lo:.0%}-{min(hi, 1):.0%} | {'/'.join(states)} | {spread(e)} |")
+    """Median |error| (signed median) of each what-if replay, by when in its round the
+    prediction was made and the job's state then."""
+    out = ["| made at | job state | ETAs | " + " | ".join(WHAT_IF) + " |",
+           "|---|---|---|" + "---|" * len(WHAT_IF)]
+    cells = [(f"{lo:.0%}-{min(hi, 1):.0%} of its round", "/".join(states),
+              [r for r in rows if lo <= r["phase"] < hi and r["state"] in states])
+             for lo, hi in ((0.0, 0.5), (0.5, 9.0))
+             for states in (("running",), ("queued", "preempted"))]
+    late = ("any, none arrived later", "any", [r for r in rows if not r["arrivals_after"]])
+    for when, state, group in [*cells, ("any", "any", rows), late]:
+        line = f"| {when} | {state} | {len(group)} |"
+        for name in WHAT_IF:
+            e = [r["what_if"][name] - r["real_finish"] for r in group
+                 if r["what_if"].get(name) is not None]
+            line += f" {np.median(np.abs(e)):.1f} ({np.median(e):+.1f}) |" if e else " - |"
+        out.append(line)
     return out
 
 
@@ -353,14 +391,16 @@ def main(argv=None) -> int:
     load = [os.getloadavg()[0]]
     wall = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="gavel-eta-") as tmp:
-        snaps, starts, final = run_cluster(args, Path(args.keep or tmp).resolve())
-    wall = time.perf_counter() - wall
-    load.append(os.getloadavg()[0])
+        root = Path(args.keep or tmp).resolve()
+        snaps, starts, final = run_cluster(args, root)
+        wall = time.perf_counter() - wall
+        load.append(os.getloadavg()[0])
+        whole = whole_run(root, args, parse_counts(args.workers, what="--workers"))
     rows = predictions(snaps, starts, final, args.round_seconds)
     add_what_ifs(rows, snaps, args.replay_timeout)
     failed = [s["why"] for s in snaps if s["why"]]
-    tables = {"finish": finish_table(rows), "what-if": what_if_table(rows),
-              "phase": phase_table(rows), "start": start_table(rows),
+    tables = {"finish": finish_table(rows, whole, final), "what-if": what_if_table(rows),
+              "start": start_table(rows),
               "cost": cost_table(snaps)}
     ends = [j["completion_s"] for j in final["jobs"]]
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python "
@@ -373,7 +413,7 @@ def main(argv=None) -> int:
         print("\n" + "\n".join(lines))
     if args.json:
         dump = {"args": vars(args), "load": load, "wall_s": wall, "round_starts": starts,
-                "final": final, "rows": rows, "tables": tables,
+                "final": final, "whole_run": whole, "rows": rows, "tables": tables,
                 "snapshots": [{**{k: v for k, v in s.items() if k != "reply"},
                                "reply": MessageToDict(s["reply"])} for s in snaps]}
         Path(args.json).write_text(json.dumps(dump, indent=1) + "\n")
