@@ -15,7 +15,8 @@ import pytest
 
 from gavelsched import checkpoints
 from gavelsched.cli import InputError, main
-from gavelsched.cli.local_cluster import elastic_gpt_job, gpus_held, scaled
+from gavelsched.cli.drive import gpus_held
+from gavelsched.cli.local_cluster import elastic_gpt_job, scaled
 from gavelsched.daemon.store import Store
 from gavelsched.daemon.submissions import SubmissionError, check_submission
 from gavelsched.rpc import pb

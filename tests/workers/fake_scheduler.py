@@ -16,6 +16,11 @@ from gavelsched.rpc import pb, pb_grpc
 from gavelsched.rpc.security import TlsFiles, channel, serve
 
 
+# A lease's time bound counts from the job process's start (``jobenv.process_elapsed_s``);
+# an iterator built in a test runs in the test runner's process, alive for many minutes by
+# then: its leases must be longer than any run of the suite.
+LEASE_S = 1e9
+
 def job_environment(address: str, job_id: str, checkpoint_dir: object, **extra: str
                     ) -> dict[str, str]:
     """The variables a worker would give a single-process job of ``job_id``."""
@@ -27,7 +32,7 @@ def job_environment(address: str, job_id: str, checkpoint_dir: object, **extra: 
 def steps_lease(sched: FakeScheduler, per_lease: int) -> Callable[[str, int], pb.Lease]:
     """InitJob leases of ``per_lease`` steps on top of the job's durable count."""
     return lambda job, rank: pb.Lease(max_steps=sched.jobs[job].steps_done + per_lease,
-                                      max_seconds=600)
+                                      max_seconds=LEASE_S)
 
 
 @dataclass
@@ -120,7 +125,7 @@ class FakeScheduler(pb_grpc.WorkerToSchedulerServicer, pb_grpc.IteratorToSchedul
         self.log.init_times.append(time.monotonic())
         job = self.jobs[request.job_id]
         lease = job.lease(request.job_id, request.rank) if job.lease else \
-            pb.Lease(max_steps=job.total_steps, max_seconds=600.0,
+            pb.Lease(max_steps=job.total_steps, max_seconds=LEASE_S,
                      round=request.round)
         return pb.InitJobResponse(lease=lease, steps_done=job.steps_done,
                                   total_steps=job.total_steps,

@@ -13,7 +13,8 @@ from gavelsched import GavelIterator
 from gavelsched import checkpoints
 from gavelsched.iterator import EXIT_JOB_FAILED, PROGRESS_FILE
 from gavelsched.rpc import pb
-from tests.workers.fake_scheduler import FakeJob, FakeScheduler, job_environment, steps_lease
+from tests.workers.fake_scheduler import (LEASE_S, FakeJob, FakeScheduler, job_environment,
+                                          steps_lease)
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -119,11 +120,11 @@ def test_fast_first_steps_do_not_skip_the_lease_check(sched, tmp_path):
 def test_extended_lease_continues_but_checkpoints_at_the_round_boundary(sched, tmp_path):
     def renew(request):
         if request.round == 0:
-            return pb.Lease(max_steps=12, max_seconds=600, round=1, extended=True)
+            return pb.Lease(max_steps=12, max_seconds=LEASE_S, round=1, extended=True)
         return pb.Lease(round=request.round)
 
     sched.jobs["j1"] = FakeJob(total_steps=100, renew=renew, lease=lambda job, rank: pb.Lease(
-        max_steps=6, max_seconds=600, round=0))
+        max_steps=6, max_seconds=LEASE_S, round=0))
     saver = Saver()
     it = GavelIterator(range(100), None, saver.load, saver.save, env=job_env(sched, tmp_path))
     epochs = 0
@@ -217,7 +218,7 @@ def test_two_gloo_ranks_with_different_lease_timing_stop_at_the_same_step(sched,
 def test_the_same_lease_sent_again_is_not_an_extension(sched, tmp_path):
     """A renewal answered with the lease the job already holds (same round) ends the lease:
     the job saves and stops once, instead of 'extending' at every step."""
-    held = pb.Lease(max_steps=5, max_seconds=600, round=3, extended=True)
+    held = pb.Lease(max_steps=5, max_seconds=LEASE_S, round=3, extended=True)
     sched.jobs["j1"] = FakeJob(total_steps=100, lease=lambda job, rank: held,
                                renew=lambda request: held)
     saver = Saver()
