@@ -2,26 +2,24 @@
 what a real ``local-cluster`` run then does.
 
 1. Start a loopback cluster as ``gavelsched local-cluster`` does (its ``make_cluster`` and
-   ``start_daemons``: scheduler, one emulated worker per type, priors scaled by
-   ``--emulation-speed``, re-solve at any round boundary after a change).
-2. Submit ``--jobs`` single-GPU jobs of the catalog's job types (the demo's mix), each
-   sized 2-5 rounds of work on the fastest type; the last ``--later`` arrive one every
-   ``--gap`` rounds. Workload ``steps`` (no torch, start-up ~1 s) or ``reference``.
-3. Every ``--every`` seconds (default 1.3 rounds, so predictions fall at every phase of a
-   round) and right after each submission, take the ETA of every unfinished job by the
-   CLI's own path: ``Status`` -> ``eta.state_of`` -> ``eta.replay`` -> ``eta.eta_dict``
-   (``cli/client.py:status``) in this process, and every ``--fresh-every``-th time as the
-   user does: ``gavelsched status --eta --json`` in a fresh process (its wall time and
-   peak RSS are the cost of one call).
-4. Once every job is done, compare each predicted finish with the job's ``completion_s``
-   and each predicted start of a job still queued with its ``started_s`` (the daemon's
-   first ``InitJob``, so one start-up after the round start the simulator reports). Errors
-   by how much of the job was left, in seconds and in % of the time it really had left;
-   the what-if replays (``WHAT_IF``) of the same pictures say which simplification of
-   ``gavelsched/cli/eta.py`` an error comes from.
-
-The simulator the replay runs is the thesis's (§5.7.2 reports it within 8% of the physical
-cluster on whole traces); an ETA asks more of it: one job's finish from a mid-run state.
+   ``start_daemons``: a scheduler, one emulated worker per type, priors scaled by
+   ``--emulation-speed``, a re-solve at any round boundary after a change).
+2. Submit ``--jobs`` single-GPU jobs of the demo's catalog job types, each 1.5-4.5 rounds of
+   work on the fastest type; the last ``--later`` arrive one every ``--gap`` rounds.
+   Workload ``steps`` (no torch, start-up ~0.4 s) or ``reference`` (torch, 7-15 s here).
+3. Right after each submission and every ``--every`` s (default 1.3 rounds, so that
+   predictions fall at every point of a round), take every unfinished job's ETA by the
+   CLI's path (``cli/client.py:status``: ``Status(active)``, ``eta.state_of``,
+   ``eta.replay``, ``eta.eta_dict``) in this process, and every ``--fresh-every``-th time
+   as a user does, ``gavelsched status --eta --json`` in a fresh process.
+4. Once all jobs are done, compare each predicted finish with the job's ``completion_s``
+   (by how much of the job was left; in s and in % of the time it really had left), each
+   predicted start of a queued job with its ``started_s`` (its first ``InitJob``: one
+   start-up after the round start the simulator reports), and replay the same pictures
+   with one simplification of ``gavelsched/cli/eta.py`` changed at a time (``WHAT_IF``)
+   to see where the error comes from. For scale, the whole run is also replayed from its
+   start with every arrival known (the simulator's own per-job fidelity; the thesis
+   reports its simulator within 8% of its physical cluster on whole traces, §5.7.2).
 
     python benchmarks/eta_error.py [--round-seconds 6] [--workload steps|reference]
                                    [--json OUT] [--keep DIR]
@@ -57,9 +55,10 @@ from gavelsched.daemon.local import FINAL_STATES, subprocess_env
 from gavelsched.rpc import pb, pb_grpc
 from traces import default_table
 
-ROUNDS_OF_WORK = (2.0, 3.0, 4.0, 5.0)
+ROUNDS_OF_WORK = (1.5, 2.5, 3.5, 4.5)     # as local-cluster: never a whole number of rounds
 BUCKETS = ((">75% left", 0.75, 1.01), ("25-75% left", 0.25, 0.75), ("<25% left", 0.0, 0.25))
 POLL_S = 0.5
+WHAT_IF_TIMEOUT_S = 3.0      # a replay takes 0.01-0.05 s here; a longer one never ends
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -71,36 +70,30 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--round-seconds", type=float, default=6.0)
     p.add_argument("--policy", default="max_min_fairness_perf")
     p.add_argument("--emulation-speed", type=float, default=0.1)
-    p.add_argument("--workload", default="steps",
-                   help="'steps' (no torch) or 'reference' (each job type's torch workload)")
-    p.add_argument("--every", type=float, default=None, metavar="S",
-                   help="seconds between predictions (default 1.3 rounds)")
+    p.add_argument("--workload", default="steps", help="'steps' or 'reference' (torch)")
+    p.add_argument("--every", type=float, metavar="S", help="seconds between predictions")
     p.add_argument("--fresh-every", type=int, default=4, metavar="N",
-                   help="every Nth prediction by `gavelsched status --eta --json` in a fresh "
-                        "process (default 4; the first always)")
-    p.add_argument("--replay-timeout", type=float, default=20.0, metavar="S")
+                   help="every Nth prediction (the first too) in a fresh process")
+    p.add_argument("--replay-timeout", type=float, default=10.0, metavar="S",
+                   help="a replay still running after S counts as unavailable")
     p.add_argument("--timeout", type=float, default=330.0, metavar="S", help="give up after S")
     p.add_argument("--json", metavar="OUT", help="write every prediction and table here")
     p.add_argument("--keep", metavar="DIR", help="keep the cluster's state and logs here")
     args = p.parse_args(argv)
-    args.dashboard = False
-    args.every = args.every or 1.3 * args.round_seconds
+    args.dashboard, args.every = False, args.every or 1.3 * args.round_seconds
     return args
 
 
 def requests(args, workers) -> list[tuple[float, pb.JobRequest]]:
-    """(arrival seconds after the start, request) per job, the late ones last."""
+    """(seconds after the start, request) per job, in arrival order."""
     table, out = default_table(), []
     for i in range(args.jobs):
-        kind = MIX[i % len(MIX)]
-        fastest = max(table.get(t, kind, 1) for t in workers)
-        rounds = ROUNDS_OF_WORK[i % len(ROUNDS_OF_WORK)]
-        steps = max(1, int(rounds * args.round_seconds * fastest * args.emulation_speed))
-        late = i - (args.jobs - args.later)
-        at = (late + 1) * args.gap * args.round_seconds if late >= 0 else 0.0
-        workload = "" if args.workload == "reference" else args.workload
-        out.append((at, pb.JobRequest(job_type=kind, scale_factor=1, total_steps=steps,
-                                      workload=workload)))
+        kind, late = MIX[i % len(MIX)], i - (args.jobs - args.later)
+        rounds = ROUNDS_OF_WORK[i % len(ROUNDS_OF_WORK)] * args.round_seconds
+        steps = rounds * max(table.get(t, kind, 1) for t in workers) * args.emulation_speed
+        out.append(((late + 1) * args.gap * args.round_seconds if late >= 0 else 0.0,
+                    pb.JobRequest(job_type=kind, scale_factor=1, total_steps=max(1, int(steps)),
+                                  workload="" if args.workload == "reference" else args.workload)))
     return out
 
 
@@ -119,9 +112,8 @@ def deadline(seconds: float):
 
 
 def replay_dict(reply, limit: float, what_if=None) -> tuple[dict, str | None]:
-    """``status --eta --json``'s ``eta`` per job for a Status picture (``client.status``:
-    ``state_of``, ``replay``, ``eta_dict``), or ({}, why). ``what_if(state, reply)``
-    returns the state to replay instead, and finishes it knows without a replay."""
+    """``status --eta --json``'s ``eta`` per job of a Status picture, or ({}, why).
+    ``what_if(state, reply)``: (the state to replay instead, finishes known without it)."""
     state, known = eta.state_of(reply), {}
     if what_if is not None:
         state, known = what_if(state, reply)
@@ -134,7 +126,6 @@ def replay_dict(reply, limit: float, what_if=None) -> tuple[dict, str | None]:
 
 
 def active(cluster):
-    """``Status`` of the unfinished jobs, as ``status --eta`` asks for it."""
     return pb_grpc.ClientToSchedulerStub(cluster.chan).Status(pb.StatusRequest(active=True),
                                                               timeout=30)
 
@@ -142,31 +133,29 @@ def active(cluster):
 def in_process(cluster, limit: float) -> dict:
     start = time.perf_counter()
     reply = active(cluster)
+    age = time.time() - reply.epoch_unix - reply.now_s     # how old the picture is
     etas, why = replay_dict(reply, limit)
-    took = time.perf_counter() - start
-    out = status_dict(reply)
+    took, out = time.perf_counter() - start, status_dict(reply)
     for job in out["jobs"]:
         job["eta"] = etas.get(job["id"])
     return {"source": "in-process", "wall_s": took, "now_s": reply.now_s, "why": why,
-            "status": out, "reply": reply}
+            "status": out, "reply": reply, "age_s": age}
 
 
 def fresh(cluster, limit: float) -> dict:
-    """``gavelsched status --eta --json`` in a new process: its output, wall time and the
-    peak RSS of every such process so far (RUSAGE_CHILDREN: the daemons are not reaped
-    until the end)."""
+    """``gavelsched status --eta --json`` in a new process: output, wall time, and the peak
+    RSS of every such process so far (the daemons are reaped only at the end)."""
     reply = active(cluster)           # the picture the what-if replays start from
     cmd = [sys.executable, "-m", "gavelsched", "status", "--eta", "--json", "--scheduler",
            cluster.address, "--token-file", str(cluster.token_file)]
-    start = time.perf_counter()
+    start, why = time.perf_counter(), None
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=limit,
                               env=subprocess_env())
         why = None if done.returncode == 0 else f"exit {done.returncode}"
     except subprocess.TimeoutExpired:
         why = f"still running after {limit:g} s"
-    took = time.perf_counter() - start
-    status = {"jobs": []} if why else json.loads(done.stdout)
+    took, status = time.perf_counter() - start, {"jobs": []} if why else json.loads(done.stdout)
     nows = [j["eta"]["finish_s"] - j["eta"]["finish_in_s"] for j in status["jobs"]
             if j.get("eta") and j["eta"]["finish_s"] is not None]
     return {"source": "fresh process", "wall_s": took, "why": why, "status": status,
@@ -175,16 +164,15 @@ def fresh(cluster, limit: float) -> dict:
 
 
 def run_cluster(args, root: Path) -> tuple[list[dict], list[float], dict]:
-    """Run the jobs; (predictions taken, the rounds' starts on the scheduler's clock, the
-    final status of every job)."""
+    """(the predictions taken, the rounds' starts on the scheduler's clock, the final
+    status of every job)."""
     workers = parse_counts(args.workers, what="--workers", allow_zero=False)
     cluster, _ = make_cluster(args, root, workers, default_table())
     snaps, final = [], None
     try:
         start_daemons(cluster, args, workers)
-        todo = sorted(requests(args, workers), key=lambda r: r[0])
-        t0, next_at = time.monotonic(), 0.0
-        while time.monotonic() - t0 < args.timeout:
+        todo, t0, next_at = requests(args, workers), time.monotonic(), 0.0
+        while final is None and time.monotonic() - t0 < args.timeout:
             elapsed = time.monotonic() - t0
             due = [r for at, r in todo if at <= elapsed]
             todo = [(at, r) for at, r in todo if at > elapsed]
@@ -193,8 +181,7 @@ def run_cluster(args, root: Path) -> tuple[list[dict], list[float], dict]:
             reply = cluster.status()
             if not todo and all(j.state in FINAL_STATES for j in reply.jobs):
                 final = status_dict(reply)
-                break
-            if due or elapsed >= next_at:
+            elif due or elapsed >= next_at:
                 take = fresh if len(snaps) % args.fresh_every == 0 else in_process
                 snaps.append(take(cluster, args.replay_timeout))
                 next_at = elapsed + args.every
@@ -209,7 +196,19 @@ def run_cluster(args, root: Path) -> tuple[list[dict], list[float], dict]:
     return snaps, round_starts(root / "scheduler.log", reply.epoch_unix), final
 
 
+def round_starts(log: Path, epoch_unix: float) -> list[float]:
+    """From the scheduler's lines ``<local date> INFO ...executor: round N: ...``."""
+    line = re.compile(r"^(\S+ \S+) INFO gavelsched\.daemon\.executor: round \d+:")
+    got = (line.match(text) for text in log.read_text().splitlines())
+    return sorted(datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S,%f").timestamp() - epoch_unix
+                  for m in got if m)
+
+
 # ---- what-if replays of the same pictures (after the run, off the clock) ---------------
+def as_shipped(state, reply, began):
+    return state, {}
+
+
 def running_kept(state, reply, began):
     """A job running now keeps its workers: no start-up (eta.py restarts it fresh)."""
     running = {j.id for j in reply.jobs if j.state == "running"}
@@ -218,22 +217,20 @@ def running_kept(state, reply, began):
 
 
 def startup_capped(state, reply, began):
-    """The daemon's floor (``leases``): a fresh run makes steps for at least
-    MIN_LEASE_FRACTION of a round, so it loses at most (1 - that) x round to start-up."""
+    """The daemon's lease floor: a fresh run makes steps for at least MIN_LEASE_FRACTION
+    of a round, so it loses at most (1 - that) x round to its start-up."""
     cap = (1.0 - MIN_LEASE_FRACTION) * state.round_seconds
     return replace(state, jobs=tuple(replace(j, startup_s=min(j.startup_s, cap))
                                      for j in state.jobs)), {}
 
 
 def from_next_boundary(state, reply, began):
-    """Replay from the next round boundary: ``steps_done`` is durable (checkpointed at the
-    last lease end, i.e. this round's start), so a job running now first makes this
-    round's steps on its worker type (after its start-up): it finishes within the round
-    or goes on from the boundary without a new start-up. Nothing else starts before the
-    boundary. (eta.py replays from now, with the round-start count.)"""
-    end = began + state.round_seconds
+    """``steps_done`` is durable: checkpointed at the last lease end, this round's start.
+    So a job running now makes this round's steps on its type (after its start-up) and
+    finishes in it, or goes on from the boundary without a new start-up; nothing else
+    starts before the boundary. (eta.py replays from now with the round-start count.)"""
+    end, jobs, known = began + state.round_seconds, [], {}
     on = {j.id: j.worker_type for j in reply.jobs if j.state == "running"}
-    jobs, known = [], {}
     for job in state.jobs:
         rate = job.steps_per_s.get(on.get(job.id), 0.0)
         made = rate * max(0.0, end - began - job.startup_s)
@@ -245,73 +242,62 @@ def from_next_boundary(state, reply, began):
     return replace(state, now_s=end, jobs=tuple(jobs)), known
 
 
-def as_shipped(state, reply, began):
-    return state, {}
-
-
 WHAT_IF = {"eta.py (same picture)": as_shipped, "running kept": running_kept,
            "start-up capped": startup_capped, "from next boundary": from_next_boundary}
 
 
-def whole_run(root: Path, args, workers) -> dict[str, float]:
-    """Each job's finish when the whole run is replayed from its start, every arrival
-    known, with the rates and start-ups the daemon measured (physical_vs_simulated.py):
-    the simulator's own per-job fidelity on this run."""
+def whole_run(root: Path, args) -> dict[str, float]:
+    """Each job's finish in a replay of the whole run from its start (every arrival known,
+    the rates and start-ups the daemon measured, start-ups capped as in ``startup_capped``:
+    physical_vs_simulated.py's main row); {} if it does not end."""
     from physical_vs_simulated import measured_trace
     from gavelsched.core.driver import config_for
     from simulator import SimConfig, make_policy, simulate
 
     jobs, table, overhead = measured_trace(root / "state")
-    policy = make_policy(args.policy)
+    workers, policy = parse_counts(args.workers, what="--workers"), make_policy(args.policy)
+    cap = (1.0 - MIN_LEASE_FRACTION) * args.round_seconds
     config = config_for(policy, table, list(workers), round_seconds=args.round_seconds,
                         resolve="responsive", min_resolve_interval_s=args.round_seconds)
+    sim = SimConfig(round_ends_at_last_finish=False,
+                    preemption_overhead_s={k: min(v, cap) for k, v in overhead.items()})
     try:
-        with deadline(args.replay_timeout):
-            result = simulate(jobs, table, workers, policy, core_config=config, sim=SimConfig(
-                round_ends_at_last_finish=False, preemption_overhead_s=overhead))
+        with deadline(WHAT_IF_TIMEOUT_S * 10):
+            result = simulate(jobs, table, workers, policy, core_config=config, sim=sim)
     except TimeoutError:
         return {}
     return {job.job_type.split("#")[-1]: rec.completion_s for job, rec in zip(jobs, result.jobs)}
 
 
-def round_starts(log: Path, epoch_unix: float) -> list[float]:
-    """Each round's start on the scheduler's clock, from the scheduler's log lines
-    ``<local date> INFO gavelsched.daemon.executor: round N: ...``."""
-    line = re.compile(r"^(\S+ \S+) INFO gavelsched\.daemon\.executor: round \d+:")
-    got = (line.match(text) for text in log.read_text().splitlines())
-    return sorted(datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S,%f").timestamp() - epoch_unix
-                  for m in got if m)
-
-
 def predictions(snaps, starts, final, round_s) -> list[dict]:
-    """One row per (prediction, job): what it said and what happened."""
-    real = {j["id"]: j for j in final["jobs"]}
+    """One row per (prediction, job that ended done): what it said, what happened."""
+    real = {j["id"]: j for j in final["jobs"] if j["completion_s"] is not None}
     last_arrival = max(j["arrival_s"] for j in final["jobs"])
     rows = []
     for n, snap in enumerate(snaps):
         t = snap["now_s"]
         snap["began"] = max((s for s in starts if s <= t), default=t)
-        for job in snap["status"]["jobs"]:
+        for job in (j for j in snap["status"]["jobs"] if j["id"] in real):
             got, truth = job.get("eta") or {}, real[job["id"]]
-            if truth["completion_s"] is None:     # failed or cancelled: nothing to compare
-                continue
             rows.append({
                 "prediction": n, "source": snap["source"], "job": job["id"], "at_s": t,
                 "phase": (t - snap["began"]) / round_s, "state": job["state"],
                 "left": 1.0 - job["steps_done"] / job["total_steps"],
-                "arrivals_after": t < last_arrival,
-                "finish": got.get("finish_s"), "real_finish": truth["completion_s"],
-                "start": got.get("start_s") if job["started_s"] is None else None,
-                "real_start": truth["started_s"], "what_if": {}})
+                "arrivals_after": t < last_arrival, "finish": got.get("finish_s"),
+                "real_finish": truth["completion_s"], "real_start": truth["started_s"],
+                "start": got.get("start_s") if job["started_s"] is None else None})
     return rows
 
 
-def add_what_ifs(rows, snaps, limit: float) -> None:
+def add_what_ifs(rows, snaps) -> None:
     for n, snap in enumerate(snaps):
+        mine = [r for r in rows if r["prediction"] == n]
+        for row in mine:
+            row["what_if"] = {}
         for name, change in WHAT_IF.items():
-            etas, _ = replay_dict(snap["reply"], limit,
+            etas, _ = replay_dict(snap["reply"], WHAT_IF_TIMEOUT_S,
                                   lambda st, r, c=change: c(st, r, snap["began"]))
-            for row in (r for r in rows if r["prediction"] == n):
+            for row in mine:
                 row["what_if"][name] = (etas.get(row["job"]) or {}).get("finish_s")
 
 
@@ -323,92 +309,81 @@ def spread(errs, bases=None) -> str:
     if bases is not None:
         pct = 100.0 * e / np.maximum(np.asarray(bases, float), 1e-9)
         cells += [f"{v:.0f}%" for v in (np.median(pct), np.percentile(pct, 90), pct.max())]
-    return " | ".join(map(str, cells)) + f" | {np.median(errs):+.1f}"
-
-
-def groups(rows):
-    out = [(name, [r for r in rows if lo <= r["left"] < hi]) for name, lo, hi in BUCKETS]
-    return out + [("all", rows), ("all, none arrived later", [r for r in rows
-                                                              if not r["arrivals_after"]])]
+    return " | ".join(map(str, cells)) + f" | {np.median(errs):+.1f} |"
 
 
 def finish_table(rows, whole, final) -> list[str]:
+    rows = [r for r in rows if r["finish"] is not None]
     out = ["| job left at prediction | ETAs | abs error s: median | p90 | worst | % of time "
            "left: median | p90 | worst | signed median s |", "|---|" + "---|" * 8]
-    for name, group in groups([r for r in rows if r["finish"] is not None]):
+    groups = [(name, [r for r in rows if lo <= r["left"] < hi]) for name, lo, hi in BUCKETS]
+    for name, group in [*groups, ("all", rows), ("all, made after the last arrival",
+                                                 [r for r in rows if not r["arrivals_after"]])]:
         if group:
             out.append(f"| {name} | " + spread([r["finish"] - r["real_finish"] for r in group],
-                                               [r["real_finish"] - r["at_s"] for r in group])
-                       + " |")
+                                               [r["real_finish"] - r["at_s"] for r in group]))
     done = [j for j in final["jobs"] if whole.get(j["id"]) is not None]
-    return out + ["| whole run replayed from its start: did not finish |"] if not done else out + ["| whole run replayed from its start, every arrival known (% of JCT) | "
-                  + spread([whole[j["id"]] - j["completion_s"] for j in done],
-                           [j["jct_s"] for j in done]) + " |"]
+    return out + ["| whole run replayed from its start (% of JCT) | " + (spread(
+        [whole[j["id"]] - j["completion_s"] for j in done], [j["jct_s"] for j in done])
+        if done else "did not end |")]
 
 
 def what_if_table(rows) -> list[str]:
-    """Median |error| (signed median) of each what-if replay, by when in its round the
-    prediction was made and the job's state then."""
+    """Median |error| (signed median) of each replay, by when in its round the prediction
+    was made and the job's state then."""
     out = ["| made at | job state | ETAs | " + " | ".join(WHAT_IF) + " |",
            "|---|---|---|" + "---|" * len(WHAT_IF)]
     cells = [(f"{lo:.0%}-{min(hi, 1):.0%} of its round", "/".join(states),
               [r for r in rows if lo <= r["phase"] < hi and r["state"] in states])
-             for lo, hi in ((0.0, 0.5), (0.5, 9.0))
-             for states in (("running",), ("queued", "preempted"))]
-    late = ("any, none arrived later", "any", [r for r in rows if not r["arrivals_after"]])
+             for lo, hi in ((0.0, 0.5), (0.5, 9.0)) for states in (("running",),
+                                                                   ("queued", "preempted"))]
+    late = ("after the last arrival", "any", [r for r in rows if not r["arrivals_after"]])
     for when, state, group in [*cells, ("any", "any", rows), late]:
         line = f"| {when} | {state} | {len(group)} |"
         for name in WHAT_IF:
             e = [r["what_if"][name] - r["real_finish"] for r in group
-                 if r["what_if"].get(name) is not None]
+                 if r["what_if"][name] is not None]
             line += f" {np.median(np.abs(e)):.1f} ({np.median(e):+.1f}) |" if e else " - |"
         out.append(line)
     return out
 
 
-def start_table(rows) -> list[str]:
-    queued = [r for r in rows if r["start"] is not None and r["real_start"] is not None]
-    return ["| start of a queued job | ETAs | abs error s: median | p90 | worst | "
-            "signed median s |", "|---|---|---|---|---|---|",
-            "| predicted - real first `InitJob` | "
-            + spread([r["start"] - r["real_start"] for r in queued] or [np.nan]) + " |"]
-
-
-def cost_table(snaps) -> list[str]:
-    out = ["| one `status --eta` | calls | wall s: median | max | peak RSS MiB |",
-           "|---|---|---|---|---|"]
+def start_and_cost_tables(rows, snaps) -> list[str]:
+    queued = [r["start"] - r["real_start"] for r in rows if r["start"] is not None]
+    out = ["| start of a queued job | ETAs | abs error s: median | p90 | worst | signed "
+           "median s |", "|---|---|---|---|---|---|",
+           "| predicted - real first `InitJob` | " + spread(queued or [np.nan]), "",
+           "| one `status --eta` | calls | wall s: median | max | unavailable | peak RSS MiB |",
+           "|---|---|---|---|---|---|"]
     for source in ("fresh process", "in-process"):
-        wall = [s["wall_s"] for s in snaps if s["source"] == source]
-        rss = max((s.get("rss_mib", 0) for s in snaps if s["source"] == source), default=0)
-        if wall:
-            out.append(f"| {source} | {len(wall)} | {np.median(wall):.2f} | {max(wall):.2f} "
-                       f"| {f'{rss:.0f}' if rss else '-'} |")
+        mine = [s for s in snaps if s["source"] == source]
+        if not mine:
+            continue
+        wall, rss = [s["wall_s"] for s in mine], max(s.get("rss_mib", 0) for s in mine)
+        out.append(f"| {source} | {len(mine)} | {np.median(wall):.2f} | {max(wall):.2f} | "
+                   f"{sum(1 for s in mine if s['why'])} | {f'{rss:.0f}' if rss else '-'} |")
     return out
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
-    load = [os.getloadavg()[0]]
-    wall = time.perf_counter()
+    args, load, wall = parse_args(argv), [os.getloadavg()[0]], time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="gavel-eta-") as tmp:
         root = Path(args.keep or tmp).resolve()
         snaps, starts, final = run_cluster(args, root)
-        wall = time.perf_counter() - wall
-        load.append(os.getloadavg()[0])
-        whole = whole_run(root, args, parse_counts(args.workers, what="--workers"))
+        wall, load = time.perf_counter() - wall, [*load, os.getloadavg()[0]]
+        whole = whole_run(root, args)
     rows = predictions(snaps, starts, final, args.round_seconds)
-    add_what_ifs(rows, snaps, args.replay_timeout)
-    failed = [s["why"] for s in snaps if s["why"]]
+    add_what_ifs(rows, snaps)
     tables = {"finish": finish_table(rows, whole, final), "what-if": what_if_table(rows),
-              "start": start_table(rows),
-              "cost": cost_table(snaps)}
-    ends = [j["completion_s"] for j in final["jobs"]]
+              "start, cost": start_and_cost_tables(rows, snaps)}
+    ages = [s["age_s"] for s in snaps if "age_s" in s] or [np.nan]
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python "
           f"{platform.python_version()}, load average {load[0]:.1f} -> {load[1]:.1f}; "
           f"{args.workers}, {args.jobs} jobs ({args.later} late), {args.round_seconds:g} s "
-          f"rounds, workload {args.workload}, {args.policy}; run {wall:.0f} s wall, "
-          f"makespan {max(ends):.0f} s, {len(snaps)} predictions of {len(rows)} job ETAs"
-          f"{f', {len(failed)} unavailable ({failed[0]})' if failed else ''}")
+          f"rounds, workload {args.workload}, {args.policy}; run {wall:.0f} s wall, makespan "
+          f"{max(j['completion_s'] or 0 for j in final['jobs']):.0f} s; {len(snaps)} "
+          f"predictions, {len(rows)} job ETAs; Status picture age median {np.median(ages):.1f}"
+          f" s, max {max(ages):.1f} s")
     for lines in tables.values():
         print("\n" + "\n".join(lines))
     if args.json:

@@ -9,7 +9,8 @@ measured, else the scaled prior: ``OnlineThroughputs.row``); the cluster is the 
 per type; the policy, round length and re-solve rule are the daemon's
 (``resolve="responsive"``); rounds last exactly ``round_seconds`` (wall-clock rounds), and
 a lease that is not extended first pays its job type's mean start-up (the daemon's
-``Startups``), as the simulator charges preemption overhead. A job that runs now is
+``Startups``), at most half a round (the daemon's lease floor), as the simulator charges
+preemption overhead. A job that runs now is
 replayed as starting fresh, so its first round pays one start-up more than it will.
 
 ``predict`` adds a hypothetical job (prior throughputs from the shipped catalog) and
@@ -111,6 +112,12 @@ def replay_inputs(state: LiveState, extra: Sequence[LiveJob] = ()) -> Replay:
     can run are left out (they never finish)."""
     from traces import ThroughputTable, TraceJob
 
+    from ..daemon.leases import MIN_LEASE_FRACTION
+
+    # A fresh run always gets MIN_LEASE_FRACTION of a round after its start-up (the daemon's
+    # lease floor), so it loses at most the rest of the round; uncapped, a start-up as long
+    # as a round let no fresh task step and the replay never ended (``status --eta`` hung).
+    cap = (1.0 - MIN_LEASE_FRACTION) * state.round_seconds
     solo: dict[str, dict] = {t: {} for t in state.workers}
     trace, ids, overheads = [], [], {}
     for job in (*state.jobs, *extra):
@@ -121,7 +128,7 @@ def replay_inputs(state: LiveState, extra: Sequence[LiveJob] = ()) -> Replay:
             if t in solo and rate > 0:
                 solo[t][(name, job.scale_factor)] = float(rate)
         if job.startup_s > 0:
-            overheads[name] = float(job.startup_s)
+            overheads[name] = min(float(job.startup_s), cap)
         trace.append(TraceJob(name, job.scale_factor, job.steps_left, 0.0,
                               priority_weight=job.priority_weight))
         ids.append(job.id)

@@ -72,7 +72,11 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     print(f"scheduler listening on port {daemon.port}", flush=True)
-    done.wait()
+    # Wake up now and then: a signal the kernel hands to one of gRPC's threads only sets
+    # Python's flag, and a main thread blocked in an untimed wait would never run the
+    # handler (a SIGTERM'd scheduler then lived on: seen in the test suite).
+    while not done.wait(0.5):
+        pass
     if health is not None:
         health.stop(0)
     daemon.stop()

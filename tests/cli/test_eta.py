@@ -25,6 +25,16 @@ def test_one_job_finishes_after_steps_over_rate():
     assert etas["a"].start_s is None            # it runs already
 
 
+def test_a_startup_longer_than_half_a_round_is_charged_as_the_lease_floor():
+    # a fresh run always gets half a round after its start-up (daemon/leases.py); charged
+    # in full, a start-up of a round or more let no fresh task step: the replay never ended
+    inputs = eta.replay_inputs(state([job("a", 100, 2.0, startup=25.0)], round_seconds=10.0))
+    assert inputs.overheads == {"ResNet-18@a": 5.0}
+    two = [job("a", 100, 2.0, startup=25.0), job("b", 100, 2.0, startup=25.0)]
+    etas = eta.replay(state(two, round_seconds=10.0))
+    assert all(e.finish_s < 10_000 for e in etas.values())
+
+
 def test_startup_is_charged_once_per_fresh_lease():
     etas = eta.replay(state([job("a", 1000, 2.0, startup=3.0)]))
     # the first lease pays 3 s; every later one is extended on the same worker
