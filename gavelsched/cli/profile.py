@@ -111,6 +111,14 @@ def run(args: argparse.Namespace) -> int:
         row = measure_row(worker_type, device=device, precision=args.amp,
                           reduced=args.reduced, job_types=names, seconds_per_type=seconds,
                           progress=lambda name: bar.update())
+    from traces.errors import TraceError
+    from traces.profiles import profile_from_dict
+
+    try:   # what is written is what the scheduler's door reads (one format, one reader)
+        profile_from_dict(row, str(output))
+    except TraceError as err:
+        raise InputError(f"no usable row measured ({len(row['skipped'])} job types "
+                         f"skipped): {str(err).splitlines()[0]}") from None
     _write_atomically(output, row)
     _print_table(row)
     log.info("wrote %s: %d job types measured, %d skipped, in %.1f s", output,
