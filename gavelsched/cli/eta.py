@@ -10,8 +10,9 @@ per type; the policy, round length and re-solve rule are the daemon's
 (``resolve="responsive"``); rounds last exactly ``round_seconds`` (wall-clock rounds), and
 a lease that is not extended first pays its job type's mean start-up (the daemon's
 ``Startups``), at most half a round (the daemon's lease floor), as the simulator charges
-preemption overhead. A job that runs now is
-replayed as starting fresh, so its first round pays one start-up more than it will.
+preemption overhead. The round the daemon has placed is kept (``this_round``): a job
+that runs now makes its steps on its type until the round's end (``Status.round_ends_s``),
+and the replay starts there, the jobs that ran keeping their GPUs without a start-up.
 
 ``predict`` adds a hypothetical job (prior throughputs from the shipped catalog) and
 replays twice: with and without it.
@@ -37,6 +38,7 @@ class LiveJob:
     startup_s: float = 0.0
     started_s: float | None = None     # scheduler clock; None: never started
     entity: str | None = None
+    running_on: str | None = None      # the worker type it runs on this round; None: none
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,7 @@ class LiveState:
     jobs: tuple[LiveJob, ...]
     resolve: str = "responsive"
     min_resolve_interval_s: float = 0.0
+    round_ends_s: float | None = None          # the placed round's end; None: idle
 
 
 @dataclass(frozen=True)
@@ -81,11 +84,13 @@ def state_of(reply) -> LiveState:
     jobs = tuple(
         LiveJob(j.id, j.job_type, j.scale_factor, max(0, j.total_steps - j.steps_done),
                 dict(j.steps_per_s), j.priority_weight or 1.0, j.startup_s,
-                j.started_s if j.started_s >= 0 else None, j.entity or None)
+                j.started_s if j.started_s >= 0 else None, j.entity or None,
+                j.worker_type if j.state == "running" and j.worker_type in workers else None)
         for j in reply.jobs if j.state not in FINAL and j.total_steps > j.steps_done)
     return LiveState(reply.now_s, reply.epoch_unix, reply.policy, reply.round_seconds,
                      workers, per, jobs, reply.resolve or "responsive",
-                     reply.min_resolve_interval_s)
+                     reply.min_resolve_interval_s,
+                     reply.round_ends_s if reply.round_ends_s > reply.now_s else None)
 
 
 def hypothetical(request, state: LiveState, prior=None) -> LiveJob:
@@ -107,17 +112,52 @@ def _runnable(job: LiveJob, state: LiveState) -> bool:
                for t, r in job.steps_per_s.items())
 
 
+def startup_charge(state: LiveState, job: LiveJob) -> float:
+    """The start-up a fresh run of ``job`` loses: its type's mean, at most the rest of the
+    round after the daemon's lease floor (a fresh run always gets MIN_LEASE_FRACTION of a
+    round after its start-up). Uncapped, a start-up as long as a round let no fresh task
+    step, and the replay never ended (``status --eta`` hung)."""
+    from ..daemon.leases import MIN_LEASE_FRACTION
+
+    return min(float(job.startup_s), (1.0 - MIN_LEASE_FRACTION) * state.round_seconds)
+
+
+def this_round(state: LiveState) -> tuple[LiveState, float, dict[str, Eta]]:
+    """The round the daemon has placed already, kept (thesis §5.5: a round's placement
+    stands until its end): each job running now makes its steps on its type until the
+    round ends, from the round's start (after its start-up, when its first run began this
+    round; its durable count is the round start's). Returns the state at the round's end
+    (running jobs with the steps they still need and no start-up, as they keep their
+    GPUs when they can), the seconds to it, and the jobs that finish within it.
+    Re-planning the placed round from now made running jobs late and queued ones early
+    (BENCHMARKS.md, "ETA error against real finishes")."""
+    from dataclasses import replace
+
+    if state.round_ends_s is None:
+        return state, 0.0, {}
+    ends, begin = state.round_ends_s, state.round_ends_s - state.round_seconds
+    jobs, done = [], {}
+    for job in state.jobs:
+        rate = job.steps_per_s.get(job.running_on or "", 0.0)
+        if rate <= 0:
+            jobs.append(job)
+            continue
+        fresh = job.started_s is not None and job.started_s >= begin
+        start = begin + (startup_charge(state, job) if fresh else 0.0)
+        finish = start + job.steps_left / rate
+        if finish <= ends:
+            done[job.id] = Eta(None, max(0.0, finish - state.now_s))
+        else:
+            left = job.steps_left - int(rate * max(0.0, ends - start))
+            jobs.append(replace(job, steps_left=max(1, left), startup_s=0.0))
+    return replace(state, now_s=ends, jobs=tuple(jobs)), ends - state.now_s, done
+
+
 def replay_inputs(state: LiveState, extra: Sequence[LiveJob] = ()) -> Replay:
     """The simulator's inputs for the state (and ``extra`` jobs): jobs that no alive type
     can run are left out (they never finish)."""
     from traces import ThroughputTable, TraceJob
 
-    from ..daemon.leases import MIN_LEASE_FRACTION
-
-    # A fresh run always gets MIN_LEASE_FRACTION of a round after its start-up (the daemon's
-    # lease floor), so it loses at most the rest of the round; uncapped, a start-up as long
-    # as a round let no fresh task step and the replay never ended (``status --eta`` hung).
-    cap = (1.0 - MIN_LEASE_FRACTION) * state.round_seconds
     solo: dict[str, dict] = {t: {} for t in state.workers}
     trace, ids, overheads = [], [], {}
     for job in (*state.jobs, *extra):
@@ -128,7 +168,7 @@ def replay_inputs(state: LiveState, extra: Sequence[LiveJob] = ()) -> Replay:
             if t in solo and rate > 0:
                 solo[t][(name, job.scale_factor)] = float(rate)
         if job.startup_s > 0:
-            overheads[name] = min(float(job.startup_s), cap)
+            overheads[name] = startup_charge(state, job)
         trace.append(TraceJob(name, job.scale_factor, job.steps_left, 0.0,
                               priority_weight=job.priority_weight))
         ids.append(job.id)
@@ -137,12 +177,15 @@ def replay_inputs(state: LiveState, extra: Sequence[LiveJob] = ()) -> Replay:
 
 
 def replay(state: LiveState, extra: Sequence[LiveJob] = ()) -> dict[str, Eta]:
-    """Each job's predicted start and finish, in seconds from now."""
+    """Each job's predicted start and finish, in seconds from now: the placed round kept
+    (``this_round``), then the simulator from its end."""
     from gavelsched.core.driver import config_for
     from simulator import SimConfig, make_policy, simulate
 
-    inputs = replay_inputs(state, extra)
     out = {j.id: Eta(None, None) for j in (*state.jobs, *extra)}
+    later, offset, done = this_round(state)
+    out.update(done)
+    inputs = replay_inputs(later, extra)
     if not inputs.trace:
         return out
     policy = make_policy(state.policy)
@@ -157,7 +200,9 @@ def replay(state: LiveState, extra: Sequence[LiveJob] = ()) -> dict[str, Eta]:
     started = {j.id: j.started_s is not None for j in (*state.jobs, *extra)}
     for record in result.jobs:
         job_id = inputs.ids[int(record.id)]
-        out[job_id] = Eta(None if started[job_id] else record.started_s, record.completion_s)
+        start = None if started[job_id] or record.started_s is None else offset + record.started_s
+        finish = None if record.completion_s is None else offset + record.completion_s
+        out[job_id] = Eta(start, finish)
     return out
 
 

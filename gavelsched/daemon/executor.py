@@ -229,11 +229,14 @@ class DaemonExecutor:
 
     def view(self, now: float) -> DaemonView:
         """The frozen view ``snapshot`` and ``metrics`` read."""
+        ends = self.clock.next_start
         return DaemonView.of(self.round_index, self.core.policy.name,
                              self.config.round_seconds, now, self.jobs, self.runs.live(),
                              self.health.servers.values(), self.shares.at(now),
                              table=self.table, hosts=self.hosts.by_job,
-                             epoch_unix=self.epoch_unix, **self._replay_inputs())
+                             epoch_unix=self.epoch_unix,
+                             round_ends_s=0.0 if ends is None else now + ends - self._clock(),
+                             **self._replay_inputs())
 
     def _replay_inputs(self) -> dict:
         """What a client needs to replay the live state in the simulator (ETA, issue #18):

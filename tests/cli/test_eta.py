@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from gavelsched.cli import eta
@@ -96,3 +98,33 @@ def test_predict_reports_the_new_job_and_the_delay_it_causes():
     before, after = eta.predict(s, new)
     assert after["new"].finish_s is not None
     assert after["a"].finish_s > before["a"].finish_s
+
+
+def placed(jobs, *, now=100.0, ends=104.0, round_seconds=10.0):
+    """A state whose round (placed by the daemon) ends at ``ends``."""
+    base = state(jobs, round_seconds=round_seconds, now=now)
+    return dataclasses.replace(base, round_ends_s=ends)
+
+
+def test_a_running_job_that_ends_within_the_placed_round_finishes_there():
+    # durable count at the round's start (t = 94): 16 steps at 2/s end at t = 102
+    running = dataclasses.replace(job("a", 16, 2.0), running_on="v100")
+    etas = eta.replay(placed([running]))
+    assert etas["a"].finish_s == pytest.approx(2.0)
+
+
+def test_the_placed_round_is_kept_and_the_replay_starts_at_its_end():
+    # 100 steps at 2/s: 20 in the placed round (t = 94..104), 80 from its end: 40 s more
+    running = dataclasses.replace(job("a", 100, 2.0, startup=3.0), running_on="v100")
+    queued = job("b", 10, 2.0, started=False)
+    etas = eta.replay(placed([running, queued], round_seconds=10.0))
+    assert etas["b"].start_s is not None and etas["b"].start_s >= 4.0   # not before the end
+    alone = eta.replay(placed([running]))
+    assert alone["a"].finish_s == pytest.approx(4.0 + 40.0, abs=0.5)   # no new start-up
+
+
+def test_a_run_begun_this_round_pays_its_start_up_in_it():
+    # its first start came in this round: 3 s of start-up, then 7 s at 2/s = 14 steps
+    fresh = dataclasses.replace(job("a", 14, 2.0, startup=3.0), running_on="v100",
+                                started_s=95.0)
+    assert eta.replay(placed([fresh]))["a"].finish_s == pytest.approx(4.0)
