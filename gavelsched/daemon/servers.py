@@ -74,6 +74,9 @@ class Servers:
         what = f"worker {row.id} ({row.worker_type} x{len(row.workers)})"
         if profile is not None:
             log.info("%s brought a profile of %s: %s", what, profile.describe(), learned)
+            if profile.reduced:
+                log.warning("%s: its profile was measured at reduced sizes (--profile-reduced"
+                            "): its rates are the tool's, not the type's", what)
         elif learned is not None:
             log.info("%s brought no profile: %s", what, learned)
         elif row.worker_type not in self.priors.worker_types:
