@@ -14,8 +14,8 @@ preemption overhead. The round the daemon has placed is kept (``this_round``): a
 that runs now makes its steps on its type until the round's end (``Status.round_ends_s``),
 and the replay starts there, the jobs that ran keeping their GPUs without a start-up.
 
-``predict`` adds a hypothetical job (prior throughputs from the shipped catalog) and
-replays twice: with and without it.
+``predict`` adds a hypothetical job (prior throughputs from the shipped catalog, scaled by
+the live jobs' measured/prior ratio) and replays twice: with and without it.
 """
 
 from __future__ import annotations
@@ -94,12 +94,20 @@ def state_of(reply) -> LiveState:
 
 
 def hypothetical(request, state: LiveState, prior=None) -> LiveJob:
-    """The job of a ``JobRequest`` (``predict``), its steps/s the prior table's (the
-    shipped catalog by default) on the state's worker types."""
+    """The job of a ``JobRequest`` (``predict``): its steps/s the prior table's (the shipped
+    catalog by default) on the state's worker types, scaled by the live jobs' geometric-mean
+    ratio of their rates to that table's (``OnlineThroughputs.row``'s rule, thesis §5.3.3):
+    a cluster whose jobs run at a tenth of the catalog's rates (an emulated one, say)
+    predicts the new job at a tenth too."""
+    import math
+
     if prior is None:
         from traces.catalog import default_table
         prior = default_table()
-    rates = {t: float(prior.get(t, request.job_type, request.scale_factor or 1))
+    logs = [math.log(rate / base) for j in state.jobs for t, rate in j.steps_per_s.items()
+            if rate > 0 and (base := prior.get(t, j.job_type, j.scale_factor)) > 0]
+    scale = math.exp(sum(logs) / len(logs)) if logs else 1.0
+    rates = {t: scale * float(prior.get(t, request.job_type, request.scale_factor or 1))
              for t in state.workers}
     mean = [j.startup_s for j in state.jobs if j.job_type == request.job_type and j.startup_s]
     return LiveJob(NEW_ID, request.job_type, request.scale_factor or 1, request.total_steps,

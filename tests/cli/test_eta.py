@@ -100,6 +100,17 @@ def test_predict_reports_the_new_job_and_the_delay_it_causes():
     assert after["a"].finish_s > before["a"].finish_s
 
 
+def test_predict_scales_the_catalog_by_what_the_live_jobs_run_at():
+    from traces.catalog import default_table
+    kind = "ResNet-18 (batch size 16)"
+    catalog = default_table().get("v100", kind, 1)
+    live = dataclasses.replace(job("a", 1000, 0.1 * catalog), job_type=kind)
+    new = eta.hypothetical(pb.JobRequest(job_type="LM (batch size 5)", total_steps=10,
+                                         scale_factor=1), state([live]))
+    assert new.steps_per_s["v100"] == pytest.approx(
+        0.1 * default_table().get("v100", "LM (batch size 5)", 1))
+
+
 def placed(jobs, *, now=100.0, ends=104.0, round_seconds=10.0):
     """A state whose round (placed by the daemon) ends at ``ends``."""
     base = state(jobs, round_seconds=round_seconds, now=now)
