@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 from gavelsched.estimator import EstimatorConfig
 
@@ -31,6 +32,13 @@ class SimConfig:
       the run's seed) while jobs progress at the oracle rates; a pair's throughputs on a
       type become the measured ones once it has run there (thesis §5.3.3, §5.7.6, Figure
       5.16). Policies without pairs are unaffected.
+    - ``priors``: replay with the daemon's knowledge as it was (issue #20): the core plans,
+      and sizes leases, on ``priors`` (the table the daemon started with) until a job has
+      run, then on what its runs measured (``gavelsched.core.online``: measured rates where
+      measured, the prior scaled by the job's measured/prior ratio elsewhere), while jobs
+      progress at the trace table's rates, cut at their lease's steps as the daemon's are.
+      None: the core knows the trace table's rates from the start (Gavel). Not with
+      co-located pairs or mixed-type configurations.
     """
 
     round_ends_at_last_finish: bool = True
@@ -40,6 +48,7 @@ class SimConfig:
     record_timeline: bool = False
     estimate_pairs: bool = False
     estimator: EstimatorConfig = field(default_factory=EstimatorConfig)
+    priors: Any = None              # a ``traces.ThroughputTable``, or None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "preemption_overhead_s",

@@ -40,6 +40,7 @@ import numpy as np
 
 from gavelsched.core import CoreConfig, JobSpec, SchedulerCore
 from gavelsched.core.driver import RoundDriver, config_for, spec_of
+from gavelsched.core.online import OnlineThroughputs
 from gavelsched.estimator import estimated_table
 from gavelsched.mechanism import ClusterView
 from policies import Entity, Policy, get_policy, policy_class
@@ -104,12 +105,18 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
     _check_runnable(specs, table, view)
     planned = (estimated_table(table, sim.estimator, rng=np.random.default_rng(seed))
                if sim.estimate_pairs and config.pairs else None)
-    core = SchedulerCore(policy, view, table, config, entities=entities,
-                         planned_pairs=planned)
+    knowledge = None
+    if sim.priors is not None:
+        if config.pairs or config.configurations:
+            raise SimulationError("priors: not with co-located pairs or mixed-type "
+                                  "configurations")
+        knowledge = _Knowledge(OnlineThroughputs(sim.priors), table)
+    core = SchedulerCore(policy, view, table if knowledge is None else sim.priors, config,
+                         entities=entities, planned_pairs=planned)
     run = _Run(jobs, specs, core, sim,
                Metrics(policy_name, view.worker_types, sim.record_timeline,
                        frozenset(str(i) for i in _plotted(sim.window, len(jobs)))),
-               dict(prices or {}), price_trace)
+               dict(prices or {}), price_trace, knowledge)
     end = run.loop(_progress_bar(run.targets_left, progress))
     return run.metrics.result(end_s=end, capacity=run.core.view.counts,
                               wall_s=time.perf_counter() - wall_start, window=sim.window,
@@ -120,8 +127,10 @@ class _Run:
     """One simulation's mutable state; ``loop`` is the round recipe of the module docstring."""
 
     def __init__(self, jobs, specs, core: SchedulerCore, sim: SimConfig, metrics: Metrics,
-                 prices: dict[str, float], price_trace: PriceTrace | None) -> None:
+                 prices: dict[str, float], price_trace: PriceTrace | None,
+                 knowledge: _Knowledge | None = None) -> None:
         self.jobs, self.specs, self.core, self.sim, self.metrics = jobs, specs, core, sim, metrics
+        self.knowledge = knowledge
         self.driver = RoundDriver(core)
         self.base_prices, self.price_trace = prices, price_trace
         self.prices = price_trace.at(0.0, prices) if price_trace else prices
@@ -193,13 +202,17 @@ class _Run:
         batch, R = rnd.batch, rnd.round_seconds
         overhead = self.sim.preemption_overhead_s
         pause = _pauses(batch, overhead, self.specs) if overhead else None
-        seconds, steps = _run_tasks(batch, R, pause)
+        true = None if self.knowledge is None else self.knowledge.rates(batch, self.specs)
+        seconds, steps = _run_tasks(batch, R, pause, true)
         end = now + float(seconds.max()) if self.sim.round_ends_at_last_finish else now + R
         self.metrics.on_round(rnd, end, seconds, self.prices)
         self.metrics.on_started([batch.members[i][m] for i, m in zip(*np.nonzero(steps > 0))
                                  if m < len(batch.members[i])], now)
         finishing = (steps >= batch.remaining) & (batch.remaining > 0)
         completed = self.driver.credit(batch.keys, steps, end)
+        if self.knowledge is not None:   # a sample counts training time, not the start-up
+            trained = seconds if pause is None else seconds - pause
+            self.knowledge.learn(self.core, batch, self.specs, steps, trained, completed, end)
         if completed:
             # A job finishes when its micro-task does: for a co-located pair, when the
             # later of the two stops (Gavel's completion time for both members).
@@ -218,10 +231,16 @@ def _plotted(window: tuple[int, int] | None, n: int) -> range:
     return (range(*window) if window else range(n))[:PLOTTED_JOBS]
 
 
-def _run_tasks(batch, R: float, pause: np.ndarray | None):
-    """Run a round: (seconds each task held its workers, (k, 2) steps each member made)."""
+def _run_tasks(batch, R: float, pause: np.ndarray | None, true: np.ndarray | None = None):
+    """Run a round: (seconds each task held its workers, (k, 2) steps each member made).
+    ``true``: the (k, 2) rates jobs really make (``SimConfig.priors``), when the core
+    planned on others; a lease is then cut at its steps or at the round's end, whichever
+    comes first."""
     steps = batch.steps
     rates = batch.rates
+    if true is not None:
+        steps = np.minimum(steps, np.floor(true * R)).astype(steps.dtype)
+        rates = true
     if pause is not None:
         # A task that starts on new workers first restores its checkpoint.
         budget = np.floor(rates * np.maximum(R - pause, 0.0)[:, None])
@@ -231,6 +250,40 @@ def _run_tasks(batch, R: float, pause: np.ndarray | None):
     if pause is not None:
         took = took + pause[:, None]
     return took.max(axis=1), steps
+
+
+class _Knowledge:
+    """What the daemon knows of each job's rates (``SimConfig.priors``): the core plans on
+    the priors, then on what each job's runs measured (``OnlineThroughputs``, as the
+    daemon's ``progress`` feeds it); ``table`` is what jobs really make."""
+
+    def __init__(self, online: OnlineThroughputs, table: ThroughputTable) -> None:
+        self.online, self.table = online, table
+
+    def rates(self, batch, specs) -> np.ndarray:
+        """(k, 2) steps/s each member of the round's tasks really makes on its type."""
+        out = np.zeros_like(batch.rates)
+        for i, members in enumerate(batch.members):
+            worker_type = batch.types[int(batch.type_index[i])]
+            for m, job_id in enumerate(members):
+                spec = specs[int(job_id)]
+                out[i, m] = self.table.get(worker_type, spec.job_type, spec.scale_factor)
+        return out
+
+    def learn(self, core: SchedulerCore, batch, specs, steps, seconds, completed, now) -> None:
+        """Each run's steps over its seconds, measured (a sample per round, as the daemon's
+        durable reports give); the core gets a job's row when it moved enough to matter."""
+        types = core.view.worker_types
+        for i, members in enumerate(batch.members):
+            worker_type = batch.types[int(batch.type_index[i])]
+            for m, job_id in enumerate(members):
+                if job_id in completed or steps[i, m] <= 0 or seconds[i] <= 0:
+                    continue
+                spec = specs[int(job_id)]
+                self.online.observe(job_id, worker_type, float(steps[i, m]), float(seconds[i]))
+                row = self.online.changed_row(job_id, spec.job_type, spec.scale_factor, types)
+                if row is not None:
+                    core.set_job_throughputs(job_id, row, now)
 
 
 def _pauses(batch, overhead: Mapping[str, float], specs) -> np.ndarray:

@@ -5,7 +5,7 @@ daemon's own lives in rooms of one job each (docs/architecture.md lists them):
 ``executor`` (the one thread that owns the core) and its ``inbox``, ``clock`` (when
 boundaries come), ``runs`` (how tasks run: processes on workers), ``progress``, ``servers``, ``health``,
 ``retries``, ``startups``, ``view`` (what ``snapshot`` and ``metrics`` read), ``leases``, ``mixed``,
-``dispatch``, ``store``, ``submissions``, ``config``, ``throughputs``, ``priors`` (a
+``dispatch``, ``store``, ``submissions``, ``config``, ``priors`` (a
 worker's measured profile as its type's priors), ``logs``, ``service``,
 ``server`` (wiring: ``SchedulerDaemon``) and ``local`` (a loopback cluster).
 """

@@ -77,7 +77,7 @@ from .startups import Startups
 from .servers import Servers
 from .store import JobRow, Store
 from .submissions import check_submission
-from .throughputs import OnlineThroughputs
+from ..core.online import OnlineThroughputs
 from .view import DaemonView, Shares
 
 log = logging.getLogger(__name__)

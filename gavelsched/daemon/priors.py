@@ -1,6 +1,6 @@
 """Throughput priors for worker types the table lacks (thesis §5.3.3, "Throughput
 Estimator": a job's throughputs start from an initial estimate, and what its rounds really
-make replaces it, ``throughputs.OnlineThroughputs``).
+make replaces it, ``core.online.OnlineThroughputs``).
 
 ``Priors`` is the ``ThroughputSource`` the core, the submission door and the online
 throughputs read: the scheduler's throughput table, plus what the profiles of registering

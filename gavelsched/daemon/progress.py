@@ -17,7 +17,7 @@ from ..core.driver import RoundDriver
 from .fences import Fences
 from .runs import Run, RunTable
 from .store import JobRow, Store
-from .throughputs import OnlineThroughputs
+from ..core.online import OnlineThroughputs
 
 
 class Progress:

@@ -15,7 +15,7 @@ from gavelsched.daemon.dispatch import Delivery, Dispatcher
 from gavelsched.daemon.leases import extended_lease, new_lease, run_requests, stop_lease
 from gavelsched.daemon.store import JobRow
 from gavelsched.daemon.submissions import SubmissionError, check_submission
-from gavelsched.daemon.throughputs import OnlineThroughputs
+from gavelsched.core.online import OnlineThroughputs
 from gavelsched.mechanism import ClusterView
 from gavelsched.rpc import pb
 from traces import default_table

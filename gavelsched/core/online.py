@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..core import ThroughputSource
+from .records import ThroughputSource
 
 SMOOTHING = 0.5      # weight of a new sample in the exponential average
 MIN_CHANGE = 0.10    # relative change of a type's value that is worth a re-solve
