@@ -53,6 +53,11 @@ def add_common_flags(p) -> None:
                    help="a policy option, e.g. type_choice=random for fifo; repeat for "
                         "several")
     p.add_argument("--quiet", action="store_true", help="no progress bar or notes")
+    p.add_argument("--priors", type=Path, metavar="PATH",
+                   help="replay with a scheduler's knowledge as it was (issue #20): plan and "
+                        "size leases on this throughput table (the priors the daemon started "
+                        "with) until a job has run, then on what its runs measured, while "
+                        "jobs progress at --throughputs' rates; not with space sharing")
     p.add_argument("--estimate-pairs", action="store_true",
                    help="space-sharing policies plan on estimated co-located throughputs "
                         "(matrix completion from a few profiled pairs, thesis §5.3.3) while "

@@ -64,3 +64,22 @@ def test_a_job_faster_than_its_prior_is_cut_at_its_lease_until_measured():
 def test_not_with_co_located_pairs():
     with pytest.raises(SimulationError, match="priors: not with co-located pairs"):
         simulate(JOBS, CATALOG, CLUSTER, "max_min_fairness_packed", sim=with_priors(CATALOG))
+
+
+def test_the_cli_flag_replays_with_priors_and_refuses_pairs_in_one_line(tmp_path, capsys):
+    from gavelsched.cli import main
+    from traces.throughputs import dump_table
+
+    priors = tmp_path / "priors.yaml"      # LM 5x faster on k80 than the catalog says
+    dump_table(scaled(CATALOG, 5.0, lambda w, key: w == "k80" and key[0].startswith("LM")),
+               priors)
+    base = ["simulate", "--jobs", "12", "--seed", "3", "--quiet", "--cluster", "k80=2,v100=1"]
+    assert main([*base, "--json", str(tmp_path / "a.json")]) == 0
+    assert main([*base, "--priors", str(priors), "--json", str(tmp_path / "b.json")]) == 0
+    import json
+    a, b = (json.loads((tmp_path / f).read_text()) for f in ("a.json", "b.json"))
+    assert [j["jct_s"] for j in a["jobs"]] != [j["jct_s"] for j in b["jobs"]]
+    capsys.readouterr()
+    assert main([*base, "--priors", str(priors), "--policy", "max_min_fairness_packed"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not with co-located pairs" in err[0]
