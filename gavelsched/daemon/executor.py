@@ -279,7 +279,7 @@ class DaemonExecutor:
         now = self.now()
         flight = self.driver.in_flight
         held = (None if flight is None else
-                np.array([self.runs.held_s(key) for key in flight.batch.keys]))
+                np.array(self.runs.held_s(list(flight.batch.keys))))
         step = self.driver.boundary(now, held)
         rnd = step.round
         for job_id in step.completed:

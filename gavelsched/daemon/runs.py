@@ -116,21 +116,25 @@ class RunTable:
                                      for j in task.job_ids):
                 self._extend(task, index)
 
-    def held_s(self, key: str) -> float:
-        """Seconds micro-task ``key`` held its workers in the round in flight, for the
-        core's accounting (thesis §5.5: priorities divide by the time received): the round,
-        as the simulator counts it, start-up included; but nothing for a launch that is
-        still queued on its worker at the plan, its GPUs held by an older run that overran
-        (a long start-up at short rounds). That launch may be superseded before it ever
-        starts, and a round credited to it would lower its job's priority for time it
+    def held_s(self, keys: list[str]) -> list[float]:
+        """Seconds each micro-task of ``keys`` held its workers in the round in flight, for
+        the core's accounting (thesis §5.5: priorities divide by the time received): the
+        round, as the simulator counts it, start-up included; but nothing for a launch that
+        is still queued on its worker at the plan, its GPUs held by an older run that
+        overran (a long start-up at short rounds). That launch may be superseded before it
+        ever starts, and a round credited to it would lower its job's priority for time it
         never had."""
-        for job_id in self._fresh.get(key, ()):
+        holders: dict[int, set[str]] = {}
+        for run in self._runs.values():
+            for worker in run.workers:
+                holders.setdefault(worker, set()).add(run.job_id)
+
+        def queued(job_id: str) -> bool:
             run = self._runs.get(job_id)
-            if run is not None and any(other.job_id != job_id
-                                       and set(other.workers) & set(run.workers)
-                                       for other in self._runs.values()):
-                return 0.0
-        return self.held.get(key, 0.0)
+            return run is not None and any(holders[w] - {job_id} for w in run.workers)
+
+        return [0.0 if any(queued(j) for j in self._fresh.get(key, ())) else
+                self.held.get(key, 0.0) for key in keys]
 
     def _launch_or_defer(self, task: MicroTask, m: int, job_id: str, index: int) -> None:
         job = self.jobs.get(job_id)

@@ -15,7 +15,7 @@ import torch
 
 from gavelsched import checkpoints
 from gavelsched.iterator import EXIT_JOB_FAILED, read_progress
-from tests.workers.fake_scheduler import FakeJob, FakeScheduler, job_environment, steps_lease
+from tests.workers.fake_scheduler import FakeJob, job_environment, steps_lease
 
 REPO = Path(__file__).resolve().parents[3]
 DOC = REPO / "docs" / "iterator.md"
@@ -112,14 +112,6 @@ def assert_close(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None
     for name in a:
         assert a[name].dtype == b[name].dtype == torch.float64
         assert torch.allclose(a[name], b[name], rtol=0, atol=1e-9), name
-
-
-@pytest.fixture
-def sched():
-    fake = FakeScheduler()
-    fake.start()
-    yield fake
-    fake.stop()
 
 
 @pytest.fixture(scope="module")

@@ -29,14 +29,6 @@ def _kernels_as_they_were(monkeypatch):
     torch.use_deterministic_algorithms(before)
 
 
-@pytest.fixture
-def sched():
-    fake = FakeScheduler()
-    fake.start()
-    yield fake
-    fake.stop()
-
-
 def _workload(name: str) -> common.Workload:
     return importlib.import_module(f"workers.workloads.{name}").WORKLOAD
 

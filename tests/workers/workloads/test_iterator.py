@@ -19,14 +19,6 @@ from tests.workers.fake_scheduler import (LEASE_S, FakeJob, FakeScheduler, job_e
 REPO = Path(__file__).resolve().parents[3]
 
 
-@pytest.fixture
-def sched():
-    fake = FakeScheduler()
-    fake.start()
-    yield fake
-    fake.stop()
-
-
 def job_env(sched: FakeScheduler, ckpt: Path, job: str = "j1", **extra: str) -> dict[str, str]:
     return job_environment(sched.address, job, ckpt, **extra)
 
