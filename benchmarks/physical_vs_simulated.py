@@ -7,7 +7,8 @@ physical cluster, §5.7.2).
    throughputs the daemon measured for each job (steps/s per worker type, from its store;
    a type a job never ran on gets the daemon's own estimate: the table's prior scaled by
    the job's measured/prior ratio), the same policy, cluster, round length and re-solve
-   interval, rounds of fixed length as the daemon's, and the start-up of a fresh run the
+   interval and refills of GPUs freed mid-round, rounds of fixed length as the daemon's,
+   and the start-up of a fresh run the
    daemon measured per job type (from its round's start to its first InitJob) as the
    preemption overhead of a run that was not extended. The daemon's leases are
    round-aligned with a floor (docs/runtime.md): a fresh run makes steps for its round
@@ -46,6 +47,7 @@ from pathlib import Path
 import yaml
 
 from gavelsched.core.driver import config_for
+from gavelsched.daemon.config import DaemonConfig
 from gavelsched.daemon.leases import MIN_LEASE_FRACTION
 from gavelsched.daemon.local import subprocess_env
 from gavelsched.daemon.store import Store
@@ -136,6 +138,7 @@ def main() -> int:
         kept = yaml.safe_load((root / "run" / "cluster.yaml").read_text())
         args.round_seconds, args.policy = float(kept["round_seconds"]), kept["policy"]
         jobs, table, overhead, priors = measured_trace(root / "run" / "state")
+        refill = bool(kept.get("refill_freed", DaemonConfig.refill_freed))
     else:
         with tempfile.TemporaryDirectory(prefix="gavel-pvs-") as tmp:
             root = Path(args.keep or tmp)
@@ -151,6 +154,8 @@ def main() -> int:
                            check=True, env=subprocess_env())
             physical = json.loads(out.read_text())
             jobs, table, overhead, priors = measured_trace(root / "run" / "state")
+            kept = yaml.safe_load((root / "run" / "cluster.yaml").read_text())
+            refill = bool(kept.get("refill_freed", DaemonConfig.refill_freed))
 
     cluster = {k: int(v) for k, v in (p.split("=") for p in args.workers.split(","))}
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, load average "
@@ -164,9 +169,11 @@ def main() -> int:
              "capped, daemon's knowledge": lambda v: min(v, cap)}
     for scale, rule in rules.items():
         policy = get_policy(args.policy)
-        # the daemon's re-solve rule (``resolve: responsive``) and interval (local-cluster's)
+        # the daemon's re-solve rule (``resolve: responsive``), interval (local-cluster's)
+        # and refills of GPUs freed mid-round (``refill_freed``)
         config = config_for(policy, table, tuple(cluster), round_seconds=args.round_seconds,
-                            min_resolve_interval_s=args.round_seconds, resolve="responsive")
+                            min_resolve_interval_s=args.round_seconds, resolve="responsive",
+                            refill_freed=refill)
         charged = {k: rule(v) for k, v in overhead.items()}
         simulated = runs[scale] = simulate_within(
             args.sim_timeout, jobs, table, cluster, policy, core_config=config,

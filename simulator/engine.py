@@ -39,6 +39,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from gavelsched.core import CoreConfig, JobSpec, SchedulerCore
+from gavelsched.core.batch import worth_launching
 from gavelsched.core.driver import RoundDriver, config_for, spec_of
 from gavelsched.core.online import OnlineThroughputs
 from gavelsched.estimator import estimated_table
@@ -199,24 +200,26 @@ class _Run:
     def execute(self, rnd, now: float, bar) -> tuple[float, np.ndarray]:
         """Run the round's micro-tasks, credit their steps, record completions; returns the
         round's end and the seconds each task held its workers."""
-        batch, R = rnd.batch, rnd.round_seconds
-        overhead = self.sim.preemption_overhead_s
-        pause = _pauses(batch, overhead, self.specs) if overhead else None
-        true = None if self.knowledge is None else self.knowledge.rates(batch, self.specs)
-        seconds, steps = _run_tasks(batch, R, pause, true)
-        end = now + float(seconds.max()) if self.sim.round_ends_at_last_finish else now + R
+        R = rnd.round_seconds
+        tasks = self.run_tasks(rnd.batch, R, np.zeros(len(rnd.batch)))
+        if self.core.config.refill_freed:
+            tasks = self.refill(tasks, now, R)
+            rnd = self.driver.in_flight
+        batch, seconds, steps, pause, start = tasks
+        end = (now + float((start + seconds).max()) if self.sim.round_ends_at_last_finish
+               else now + R)
         self.metrics.on_round(rnd, end, seconds, self.prices)
         self.metrics.on_started([batch.members[i][m] for i, m in zip(*np.nonzero(steps > 0))
                                  if m < len(batch.members[i])], now)
         finishing = (steps >= batch.remaining) & (batch.remaining > 0)
         completed = self.driver.credit(batch.keys, steps, end)
         if self.knowledge is not None:   # a sample counts training time, not the start-up
-            trained = seconds if pause is None else seconds - pause
-            self.knowledge.learn(self.core, batch, self.specs, steps, trained, completed, end)
+            self.knowledge.learn(self.core, batch, self.specs, steps, seconds - pause,
+                                 completed, end)
         if completed:
             # A job finishes when its micro-task does: for a co-located pair, when the
             # later of the two stops (Gavel's completion time for both members).
-            at = {batch.members[i][m]: now + float(seconds[i])
+            at = {batch.members[i][m]: now + float(start[i] + seconds[i])
                   for i, m in zip(*np.nonzero(finishing))}
             for job_id in completed:
                 self.metrics.on_complete(job_id, at[job_id])
@@ -225,6 +228,53 @@ class _Run:
                     if bar is not None:
                         bar.update(1)
         return end, seconds
+
+
+    def run_tasks(self, batch, span: float, start: np.ndarray):
+        """Run ``batch``'s micro-tasks, started ``start`` seconds into the round, for at
+        most ``span`` seconds: (batch, seconds each held its workers, steps, its pause,
+        start)."""
+        overhead = self.sim.preemption_overhead_s
+        pause = _pauses(batch, overhead, self.specs) if overhead else np.zeros(len(batch))
+        true = None if self.knowledge is None else self.knowledge.rates(batch, self.specs)
+        seconds, steps = _run_tasks(batch, span, pause if overhead else None, true)
+        return batch, seconds, steps, pause, start
+
+    def refill(self, tasks, now: float, R: float):
+        """``CoreConfig.refill_freed``: the workers of a task whose job finishes before the
+        round ends go to waiting jobs for the rest of it (``RoundDriver.refill``), in the
+        order they are freed; a refill's own finishes free workers in turn. A refill that
+        could not start up in the time left is not made (``worth_launching``, as the
+        daemon decides). Returns ``tasks`` with the refills after the round's own."""
+        batch, seconds, steps, pause, start = tasks
+        freed = _freed_at(batch, seconds, steps, start, R)
+        while freed:
+            at = min(freed)
+            more = self.driver.refill(freed.pop(at), now + at, now + R)
+            if not len(more):
+                continue
+            _, s2, st2, p2, b2 = self.run_tasks(more, R - at, np.full(len(more), at))
+            idle = np.array([not worth_launching(R - at, float(p), R, refill=True)
+                             for p in p2], dtype=bool)
+            s2[idle], st2[idle], p2[idle] = 0.0, 0, 0.0
+            s2 = np.minimum(s2, R - at)
+            for t, workers in _freed_at(more, s2, st2, b2, R).items():
+                freed.setdefault(t, []).extend(workers)
+            batch = batch.plus(more)
+            seconds, steps = np.concatenate([seconds, s2]), np.concatenate([steps, st2])
+            pause, start = np.concatenate([pause, p2]), np.concatenate([start, b2])
+        return batch, seconds, steps, pause, start
+
+
+def _freed_at(batch, seconds, steps, start, R: float) -> dict[float, list[int]]:
+    """Seconds into the round -> the workers freed then by a task whose job finished
+    before the round's end."""
+    ends = start + seconds
+    finishing = ((steps >= batch.remaining) & (batch.remaining > 0)).any(axis=1)
+    out: dict[float, list[int]] = {}
+    for i in np.flatnonzero(finishing & (ends < R)).tolist():
+        out.setdefault(float(ends[i]), []).extend(batch.workers[i])
+    return out
 
 
 def _plotted(window: tuple[int, int] | None, n: int) -> range:

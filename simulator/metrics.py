@@ -91,6 +91,9 @@ class Metrics:
             if mixed is None:
                 busy = np.bincount(batch.type_index, weights=batch.size,
                                    minlength=len(batch.types))
+                held = [w for workers in batch.workers for w in workers]
+                if len(set(held)) < len(held):   # refills (CoreConfig.refill_freed)
+                    busy = _distinct_workers(batch)
             else:
                 busy = mixed.sum(axis=0)
             by_type = dict(zip(batch.real_types, busy.tolist()))
@@ -162,3 +165,12 @@ def _in_window(job_id: str, window: tuple[int, int] | None) -> bool:
     if window is None:
         return True
     return window[0] <= int(job_id) < window[1]
+
+
+def _distinct_workers(batch) -> np.ndarray:
+    """Workers of each type that some task of ``batch`` held (a worker freed mid-round and
+    refilled counts once)."""
+    seen: list[set[int]] = [set() for _ in batch.types]
+    for j, workers in zip(batch.type_index.tolist(), batch.workers):
+        seen[j].update(workers)
+    return np.array([len(s) for s in seen], dtype=float)

@@ -6,8 +6,8 @@ The translation is pure (``state_of``, ``replay_inputs``): each unfinished job b
 trace job that arrives now with the steps it has left and its own job type
 (``<type>@<id>``), so that the table holds *its* steps/s per worker type (measured where
 measured, else the scaled prior: ``OnlineThroughputs.row``); the cluster is the alive GPUs
-per type; the policy, round length and re-solve rule are the daemon's
-(``resolve="responsive"``); rounds last exactly ``round_seconds`` (wall-clock rounds), and
+per type; the policy, round length, re-solve rule and refills are the daemon's
+(``resolve="responsive"``, ``refill_freed``); rounds last exactly ``round_seconds`` (wall-clock rounds), and
 a lease that is not extended first pays its job type's mean start-up (the daemon's
 ``Startups``), at most half a round (the daemon's lease floor), as the simulator charges
 preemption overhead. The round the daemon has placed is kept (``this_round``): a job
@@ -53,6 +53,7 @@ class LiveState:
     resolve: str = "responsive"
     min_resolve_interval_s: float = 0.0
     round_ends_s: float | None = None          # the placed round's end; None: idle
+    refill_freed: bool = False                 # GPUs freed mid-round go to waiting jobs
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,8 @@ def state_of(reply) -> LiveState:
     return LiveState(reply.now_s, reply.epoch_unix, reply.policy, reply.round_seconds,
                      workers, per, jobs, reply.resolve or "responsive",
                      reply.min_resolve_interval_s,
-                     reply.round_ends_s if reply.round_ends_s > reply.now_s else None)
+                     reply.round_ends_s if reply.round_ends_s > reply.now_s else None,
+                     reply.refill_freed)
 
 
 def hypothetical(request, state: LiveState, prior=None) -> LiveJob:
@@ -197,7 +199,8 @@ def replay(state: LiveState, extra: Sequence[LiveJob] = ()) -> dict[str, Eta]:
     if not inputs.trace:
         return out
     policy = make_policy(state.policy)
-    overrides = {"round_seconds": state.round_seconds, "resolve": state.resolve}
+    overrides = {"round_seconds": state.round_seconds, "resolve": state.resolve,
+                 "refill_freed": state.refill_freed}
     if state.min_resolve_interval_s > 0:
         overrides["min_resolve_interval_s"] = state.min_resolve_interval_s
     config = config_for(policy, inputs.table, list(inputs.cluster), **overrides)

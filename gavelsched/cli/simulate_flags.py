@@ -36,6 +36,10 @@ def add_common_flags(p) -> None:
                         "--min-resolve-interval (replays match Gavel); 'responsive', at the "
                         "next round boundary while the last solve took under a tenth of a "
                         "round (the scheduler daemon's default)")
+    p.add_argument("--refill", action="store_true",
+                   help="give a GPU freed mid-round (its job finished) to a waiting job for "
+                        "the rest of the round, as the scheduler daemon does (default: idle "
+                        "until the round ends, as in Gavel)")
     p.add_argument("--resolve-period", type=float, default=None, metavar="S",
                    help="also re-solve this often when nothing happened, still at most once "
                         "per --min-resolve-interval with --resolve gavel (default: only on "
@@ -177,13 +181,15 @@ def preemption_overheads(spec: str, jobs) -> dict[str, float]:
 
 
 def resolve_options(args) -> dict:
-    """The core's re-solve fields from ``--resolve``, ``--min-resolve-interval`` and
-    ``--resolve-period``; refuses a negative interval or a non-positive period."""
+    """The core's re-solve and refill fields from ``--resolve``, ``--min-resolve-interval``,
+    ``--resolve-period`` and ``--refill``; refuses a negative interval or a non-positive
+    period."""
     if args.min_resolve_interval < 0:
         raise InputError(f"--min-resolve-interval: must be >= 0, got {args.min_resolve_interval}")
     if args.resolve_period is not None and not args.resolve_period > 0:
         raise InputError(f"--resolve-period: must be > 0 seconds, got {args.resolve_period}")
-    out = {"resolve": args.resolve, "min_resolve_interval_s": args.min_resolve_interval}
+    out = {"resolve": args.resolve, "min_resolve_interval_s": args.min_resolve_interval,
+           "refill_freed": args.refill}
     if args.resolve_period is not None:
         out["resolve_period_s"] = args.resolve_period
     return out

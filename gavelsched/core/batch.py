@@ -48,20 +48,22 @@ def demand(rows: Rows, layout: ColumnLayout,
 
 
 def build_batch(plan: RoundPlan, rows: Rows, layout: ColumnLayout, jobs: Mapping[str, JobState],
-                config: CoreConfig) -> TaskBatch:
+                config: CoreConfig, seconds: float | None = None) -> TaskBatch:
     """The round's micro-tasks: lease = floor(rate x round) steps, at least 1, at most
-    what is left (Gavel); rate x round when ``whole_step_leases`` is off."""
+    what is left (Gavel); rate x round when ``whole_step_leases`` is off. ``seconds``:
+    lease for that long instead of a round (the rest of a round, ``SchedulerCore.place_freed``)."""
+    span = config.round_seconds if seconds is None else seconds
     r, j = plan.combo_index, plan.type_index
     members = rows.member_rows[r]
     has = members >= 0
     rates = np.where(has, rows.rate[r, j], 0.0)
     remaining = np.where(has, rows.left[np.where(has, members, 0)], 0.0)
     if config.whole_step_leases:
-        lease = np.maximum(1.0, np.floor(rates * config.round_seconds))
+        lease = np.maximum(1.0, np.floor(rates * span))
         steps = np.where(has, np.minimum(lease, remaining), 0).astype(np.int64)
         remaining = remaining.astype(np.int64)
     else:
-        steps = np.where(has, np.minimum(rates * config.round_seconds, remaining), 0.0)
+        steps = np.where(has, np.minimum(rates * span, remaining), 0.0)
     keys, all_members = plan.keys, plan.members
     at = r.tolist()
     size = rows.scale_factor[r].copy()
@@ -85,3 +87,15 @@ def build_batch(plan: RoundPlan, rows: Rows, layout: ColumnLayout, jobs: Mapping
         size=size, extended=plan.extended,
         steps=steps, rates=rates, remaining=remaining,
         n_members=has.sum(axis=1), configurations=configurations, splits=splits)
+
+
+def worth_launching(seconds_left: float, startup_s: float, round_seconds: float,
+                    refill: bool = False) -> bool:
+    """A fresh run is made only when the time left in its round covers its start-up (or
+    half a round, which the daemon's lease floor gives a run after its start-up): one that
+    could not start up before its lease ends would only save what it loaded. A refill
+    (``SchedulerCore.place_freed``) has no floor: it must start up in the time left. The
+    daemon's launches and the simulator's refills decide with this."""
+    if refill:
+        return seconds_left > startup_s
+    return seconds_left >= min(startup_s, round_seconds / 2)

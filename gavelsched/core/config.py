@@ -49,6 +49,10 @@ class CoreConfig:
       deficit (Gavel; off when the policy declares ``backfill=False``).
     - ``hold_unallocated``: a job admitted after the last re-solve competes with priority 0
       and, when picked, keeps its workers idle for the round (Gavel). False skips it.
+    - ``refill_freed``: workers freed mid-round (a job finished or failed) go to waiting
+      jobs for the rest of the round, by the same priorities, with leases that end with
+      the round (``SchedulerCore.place_freed``; issue #18: no GPU idle while a job waits).
+      Gavel leaves them idle until the round ends (False).
     - ``pairs``: list co-located pairs in the Problem (policies that declare ``needs_pairs``).
     - ``isolated_time``: track Themis t^isolated for finish-time fairness: at each
       re-solve, the steps made since the previous one over the isolated throughput then
@@ -80,6 +84,7 @@ class CoreConfig:
     global_queue: bool = False
     backfill: bool = True
     hold_unallocated: bool = True
+    refill_freed: bool = False
     pairs: bool = False
     isolated_time: bool = False
     configurations: bool = False

@@ -8,6 +8,8 @@ so the simulator (virtual time) and the daemon (wall-clock time) drive the same 
 - ``cancel(job_id, now)``, ``add_workers(...)``, ``fail_workers(...)``,
   ``restore_workers(...)``, ``set_prices(...)``: reset events;
 - ``start_round(now) -> Round``: a round boundary: admit, re-solve if due, plan;
+- ``place_freed(workers, now, round_end_s) -> TaskBatch``: workers freed mid-round go to
+  waiting jobs for the rest of it (``CoreConfig.refill_freed``);
 - ``end_round(reports, now) -> RoundOutcome``: the time each task of the round held its
   workers (and, if reported, the steps it made);
 - ``add_progress_many(keys, steps, now) -> RoundOutcome``: steps, whenever learnt.
@@ -39,6 +41,7 @@ from __future__ import annotations
 import logging
 import random
 from collections import deque
+from dataclasses import replace
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -59,7 +62,8 @@ from .problem import advance_isolated_time, build_problem
 from .progress import RoundInFlight, credit_keys, credit_round
 from .resolving import allowed as resolve_allowed
 from .resolving import next_allowed_s
-from .records import JobSpec, Period, Report, Round, RoundOutcome, RoundReport, ThroughputSource
+from .records import (JobSpec, Period, Report, Round, RoundOutcome, RoundReport, TaskBatch,
+                      ThroughputSource)
 from .rows import Rows
 
 log = logging.getLogger(__name__)
@@ -270,6 +274,44 @@ class SchedulerCore:
                      lease_opportunities=plan.lease_opportunities,
                      lease_extensions=plan.lease_extensions, admitted=admitted,
                      rejected=rejected)
+
+    def place_freed(self, worker_ids: Iterable[int], now: float, round_end_s: float) -> TaskBatch:
+        """Workers freed mid-round (a job finished or failed; the executor, which runs the
+        tasks, says which): with ``refill_freed``, the planner gives them to waiting jobs by the round's priorities (thesis §5.5), for the
+        rest of the round: leases sized on ``round_end_s - now``, never an extension (a
+        fresh start). The new tasks join the round in flight (their received time is
+        reported with it). Jobs of the round, the policy's traits (FIFO keeps its
+        head-of-line blocking, ``backfill``) and jobs the allocation does not cover yet
+        (admitted since the last re-solve) are left as they are. Returns the new tasks."""
+        flight = self._in_flight
+        if flight is None:
+            raise CoreError("place_freed outside a round")
+        layout, rows = self._layout, self._rows
+        if (not self.config.refill_freed or round_end_s <= now
+                or flight.batch.types != layout.columns):
+            return TaskBatch.empty(layout.columns)
+        running = [j for members in flight.batch.members for j in members if j in self._jobs]
+        free = (set(worker_ids) & set(self._view.worker_type_of)) - self._view.down
+        if not free or not self._jobs:
+            return TaskBatch.empty(layout.columns)
+        view = self._view.without(set(self._view.worker_type_of) - free)
+        demand = self._demand()
+        taken = np.isin(rows.member_rows, [rows.index[j] for j in running]).any(axis=1)
+        demand = replace(demand, runnable=demand.runnable & ~taken[:, None])
+        config = replace(planner_config(self.config, layout.types, self._rng),
+                         hold_unallocated=False)
+        plan = plan_round(demand, view, config)
+        batch = build_batch(plan, rows, layout, self._jobs, self.config,
+                            seconds=round_end_s - now)
+        if not len(batch):
+            return batch
+        batch = replace(batch, extended=np.zeros(len(batch), dtype=bool))
+        flight.batch = flight.batch.plus(batch)
+        flight.rows = np.concatenate([flight.rows, plan.combo_index])
+        self._assignments.update(zip(batch.keys, batch.workers))
+        log.debug("refilled %d freed workers at %.1fs: %s", len(free), now,
+                  ", ".join(batch.keys))
+        return batch
 
     def end_round(self, reports: RoundReport | Sequence[Report], now: float) -> RoundOutcome:
         """Apply the round's progress (a ``RoundReport`` aligned with ``Round.batch``, or

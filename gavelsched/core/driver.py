@@ -12,7 +12,9 @@ its virtual clock; the daemon: a monotonic deadline less its plan lead) and *how
    expected, the allocation is re-solved at the next boundary whatever the interval
    (Gavel's simulator does this so that a stale X cannot idle the cluster for good); a
    second such round in a row is ``Boundary.stalled``;
-3. ``credit(keys, steps, now)``: progress, in steps, whenever the executor learns it, the
+3. ``refill(workers, now, round_end_s)``: workers freed mid-round go to waiting jobs for
+   the rest of the round (``CoreConfig.refill_freed``); the new tasks join the round;
+4. ``credit(keys, steps, now)``: progress, in steps, whenever the executor learns it, the
    same way for both: the simulator credits a round's tasks at its end (``batch.keys``,
    the steps it computed), the daemon a job at each durable checkpoint (``(job_id,)``,
    ``((steps,),)``); it returns the jobs that finished.
@@ -27,7 +29,7 @@ specs of a trace's jobs (the daemon's rows embed the spec its submission door ma
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -36,7 +38,7 @@ from traces.types import ThroughputTable, TraceJob
 
 from .config import CoreConfig
 from .core import CoreError, SchedulerCore
-from .records import JobSpec, Round, RoundReport
+from .records import JobSpec, Round, RoundReport, TaskBatch
 from .type_order import fastest_first
 
 
@@ -102,6 +104,19 @@ class RoundDriver:
             core.force_resolve()
             self._forced = True
         return Boundary(rnd, completed, empty, stalled)
+
+    def refill(self, workers: Sequence[int], now: float, round_end_s: float) -> TaskBatch:
+        """Workers freed at ``now`` (a job of the round finished or failed) go to waiting
+        jobs until ``round_end_s`` (``SchedulerCore.place_freed``; nothing unless
+        ``CoreConfig.refill_freed``). The new tasks join the round in flight: ``boundary``'s
+        ``seconds`` then cover them too, after the round's own."""
+        rnd = self._in_flight
+        if rnd is None:
+            return TaskBatch.empty(self.core.worker_types)
+        more = self.core.place_freed(workers, now, round_end_s)
+        if len(more):
+            self._in_flight = replace(rnd, batch=rnd.batch.plus(more))
+        return more
 
     def end(self, now: float, seconds: Sequence[float] | np.ndarray | None = None) -> None:
         """End the round in flight, if any, without planning another (an executor going

@@ -123,6 +123,37 @@ class TaskBatch:
     def __len__(self) -> int:
         return len(self.keys)
 
+    @classmethod
+    def empty(cls, types: tuple[str, ...]) -> TaskBatch:
+        """No task."""
+        return cls(keys=(), members=(), types=types, type_index=np.zeros(0, dtype=int),
+                   workers=(), size=np.zeros(0, dtype=int), extended=np.zeros(0, dtype=bool),
+                   steps=np.zeros((0, 2), dtype=np.int64), rates=np.zeros((0, 2)),
+                   remaining=np.zeros((0, 2), dtype=np.int64), n_members=np.zeros(0, dtype=int))
+
+    def plus(self, more: TaskBatch) -> TaskBatch:
+        """This batch followed by ``more`` (tasks added mid-round, ``SchedulerCore.place_freed``;
+        both over the same ``types``)."""
+        if more.types != self.types:
+            raise ValueError("TaskBatch.plus: batches over different worker types")
+        if not len(more):
+            return self
+        if not len(self):
+            return more
+        cat = np.concatenate
+        splits = ()
+        if self.splits or more.splits:
+            splits = (self.splits or (None,) * len(self)) + (more.splits or (None,) * len(more))
+        return TaskBatch(
+            keys=self.keys + more.keys, members=self.members + more.members, types=self.types,
+            type_index=cat([self.type_index, more.type_index]),
+            workers=self.workers + more.workers, size=cat([self.size, more.size]),
+            extended=cat([self.extended, more.extended]),
+            steps=cat([self.steps, more.steps]), rates=cat([self.rates, more.rates]),
+            remaining=cat([self.remaining, more.remaining]),
+            n_members=cat([self.n_members, more.n_members]),
+            configurations=self.configurations or more.configurations, splits=splits)
+
     @property
     def real_types(self) -> tuple[str, ...]:
         return self.types[:len(self.types) - len(self.configurations)]

@@ -18,6 +18,9 @@ default: a change re-solves the policy at the next round boundary while the last
 under a tenth of a round; ``gavel``: at most once per ``min_resolve_interval_s``;
 ``gavelsched/core/resolving.py``), ``min_resolve_interval_s`` (default: Gavel's 1920 s
 scaled by round_seconds / 360 s; with ``responsive``, only after an expensive solve),
+``refill_freed`` (default true: a GPU freed mid-round, by a job that finished or failed,
+goes to a waiting job for the rest of the round, ``SchedulerCore.place_freed``; false
+leaves it idle until the round ends, as Gavel does),
 ``dashboard_listen`` (host:port of the read-only web dashboard, ``dashboard.py``: it
 asks for the token; beyond loopback only with ``insecure`` and ``auth_token_file``),
 ``seed``, ``insecure`` (true: as ``gavelsched scheduler --insecure``; default false).
@@ -50,7 +53,7 @@ REQUIRED = ("listen", "policy", "round_seconds", "state_dir")
 OPTIONAL = ("auth_token_file", "tls", "metrics_listen", "throughputs", "expected_workers",
             "checkpoint_dir", "checkpoint_retention_s", "health_listen", "heartbeat_seconds",
             "plan_lead_seconds", "min_resolve_interval_s", "resolve", "seed", "workers_tls",
-            "insecure", "dashboard_listen")
+            "insecure", "dashboard_listen", "refill_freed")
 TLS_KEYS = ("cert", "key", "ca")
 RESOLVE_MODES = ("responsive", "gavel")        # gavelsched/core/resolving.py
 PLAN_LEAD_FRACTION = 0.3
@@ -82,6 +85,7 @@ class DaemonConfig:
     plan_lead_seconds: float | None = None
     min_resolve_interval_s: float | None = None
     resolve: str = "responsive"
+    refill_freed: bool = True
     seed: int = 0
     workers_tls: bool = False
     insecure: bool = False
@@ -211,7 +215,7 @@ def parse_config(data: Any, *, base: str | Path = ".", name: str = "config",
             raise ConfigError(f"{name}: resolve must be responsive or gavel, got "
                               f"{shown(data['resolve'])}")
         kw["resolve"] = data["resolve"]
-    for key in ("workers_tls", "insecure"):
+    for key in ("workers_tls", "insecure", "refill_freed"):
         if data.get(key) is not None:
             if not isinstance(data[key], bool):
                 raise ConfigError(f"{name}: {key} must be true or false, got {shown(data[key])}")

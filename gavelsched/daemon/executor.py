@@ -125,7 +125,7 @@ class DaemonExecutor:
         self.core = SchedulerCore(policy, view, self.priors, config_for(
             policy, table, table.worker_types, round_seconds=config.round_seconds,
             min_resolve_interval_s=config.resolve_interval, resolve=config.resolve,
-            seed=config.seed, on_solve_error="keep"))
+            refill_freed=config.refill_freed, seed=config.seed, on_solve_error="keep"))
         self.driver = RoundDriver(self.core)
         self.jobs: dict[str, JobRow] = {}
         for row in store.jobs(table):
@@ -247,7 +247,8 @@ class DaemonExecutor:
                                                 types) for j in active}
         startup = {t: self.startups.mean(t)[0] for t in {j.spec.job_type for j in active}}
         return {"rates": rates, "startup_s": startup, "resolve": self.config.resolve,
-                "min_resolve_interval_s": self.config.resolve_interval}
+                "min_resolve_interval_s": self.config.resolve_interval,
+                "refill_freed": self.config.refill_freed}
 
     # ---- time-driven ------------------------------------------------------------------
     def tick(self) -> None:
@@ -320,6 +321,33 @@ class DaemonExecutor:
         if self.metrics is not None:
             self.metrics.on_plan(view)
 
+    def _refill(self) -> None:
+        """GPUs idle in the running round (a job finished, failed or was cancelled, a run
+        died) go to waiting jobs for the rest of it (``RoundDriver.refill``: the core's
+        priorities and the policy's traits decide; ``refill_freed``). Not once the next
+        round is planned: its plan has taken them."""
+        flight = self.driver.in_flight
+        if (not self.config.refill_freed or self._planned is not None or self.clock.idle
+                or flight is None or self._round_base + flight.index != self._started_index):
+            return
+        mono, ends = self._clock(), self.clock.next_start
+        if ends is None or ends <= mono:
+            return
+        view = self.core.view
+        free = self.runs.idle_workers(set(view.worker_type_of) - view.down)
+        if not free:
+            return
+        now = self.now()
+        more = self.driver.refill(sorted(free), now, now + ends - mono)
+        if not len(more):
+            return
+        self._dirty = True
+        self.runs.place(tuple(more.task(i) for i in range(len(more))), self._started_index,
+                        refill=True)
+        log.info("round %d: %d freed GPU%s to job%s %s for the last %.1fs", self._started_index,
+                 int(more.size.sum()), "s" if more.size.sum() != 1 else "",
+                 "s" if len(more) != 1 else "", ", ".join(more.keys), ends - mono)
+
     # ---- jobs ending --------------------------------------------------------------------
     def _finish(self, job_id: str, now: float) -> None:
         job = self.jobs[job_id]
@@ -343,6 +371,7 @@ class DaemonExecutor:
         row = row.but(ended_s=self.now())
         self.jobs[job_id] = row
         self.store.update_jobs([row])
+        self._refill()
 
     # ---- events from handlers (run on this thread through ``call``) ---------------------
     def submit(self, request: pb.JobRequest) -> str:
@@ -412,6 +441,7 @@ class DaemonExecutor:
                     self._fail_job(job_id, verdict)
                     return
         self.runs.exited(job_id, request.server_id)
+        self._refill()
 
     def _died(self, job_id: str, exit_code: int, reason: str) -> bool:
         """A run of the job died (``retries``): it fails (True), or waits out a backoff

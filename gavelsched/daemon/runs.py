@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..core import MicroTask, SchedulerCore
+from ..core.batch import worth_launching
 from ..rpc import pb
 from .config import DaemonConfig
 from .dispatch import Delivery, Dispatcher
@@ -62,6 +63,7 @@ class Run:
     round_start: float = 0.0             # monotonic start of its first round
     generation: int = 0                  # its fencing token (``fences``)
     task_key: str = ""                   # the core's key of the micro-task it runs
+    refill: bool = False                 # placed mid-round on freed GPUs: no lease floor
 
 
 class RunTable:
@@ -80,7 +82,8 @@ class RunTable:
         self._clock, self._round_end, self._post, self._fail = clock, round_end, post, fail
         self.scheduler_address = ""
         self._runs: dict[str, Run] = {}
-        self._deferred: dict[str, tuple[int, MicroTask, int]] = {}  # waits for a run's end
+        # job -> (member, task, round, refill): a placement waiting for its last run's end
+        self._deferred: dict[str, tuple[int, MicroTask, int, bool]] = {}
         self.held: dict[str, float] = {}     # task key -> seconds it held its workers
         self._fresh: dict[str, list[str]] = {}   # task key -> jobs it launched this round
         self._freed: dict[int, float] = {}   # worker id -> when its last run there ended
@@ -95,15 +98,25 @@ class RunTable:
         return tuple(self._runs.values())
 
     # ---- placing a round ------------------------------------------------------------------
-    def place(self, tasks: tuple[MicroTask, ...], index: int) -> None:
+    def place(self, tasks: tuple[MicroTask, ...], index: int, *, refill: bool = False) -> None:
         """Round ``index`` begins: launch every task not already running on its GPUs (the
-        extended ones were sent at the plan); older deferred placements are superseded."""
-        self._deferred.clear()
+        extended ones were sent at the plan); older deferred placements are superseded.
+        ``refill``: tasks on GPUs freed mid-round (``SchedulerCore.place_freed``), launched
+        for the rest of round ``index``."""
+        if not refill:
+            self._deferred.clear()
         for task in tasks:
             if not all(j in self._runs and self._runs[j].round == index
                        and self._runs[j].workers == task.workers for j in task.job_ids):
                 for m, job_id in enumerate(task.job_ids):
-                    self._launch_or_defer(task, m, job_id, index)
+                    self._launch_or_defer(task, m, job_id, index, refill)
+
+    def idle_workers(self, live: frozenset[int] | set[int]) -> set[int]:
+        """Of the ``live`` workers, those no run holds and no deferred placement waits for
+        (what a mid-round refill may use)."""
+        taken = {w for run in self._runs.values() for w in run.workers}
+        taken.update(w for _, task, _, _ in self._deferred.values() for w in task.workers)
+        return set(live) - taken
 
     def extend_continuing(self, tasks: tuple[MicroTask, ...], index: int) -> None:
         """At the plan of round ``index``: a task whose members all run, from last round,
@@ -136,12 +149,13 @@ class RunTable:
         return [0.0 if any(queued(j) for j in self._fresh.get(key, ())) else
                 self.held.get(key, 0.0) for key in keys]
 
-    def _launch_or_defer(self, task: MicroTask, m: int, job_id: str, index: int) -> None:
+    def _launch_or_defer(self, task: MicroTask, m: int, job_id: str, index: int,
+                         refill: bool = False) -> None:
         job = self.jobs.get(job_id)
         if job is None or job.final or job.steps_done >= job.spec.total_steps:
             return                            # (a run that can do no step is never sent)
         if job_id in self._runs:              # its last run is still saving: wait for it
-            self._deferred[job_id] = (m, task, index)
+            self._deferred[job_id] = (m, task, index, refill)
             return
         view = self.core.view
         if not all(self.health.alive(view.server_of[w]) for w in task.workers):
@@ -155,7 +169,7 @@ class RunTable:
         ends = self._round_end()
         ends = ends if ends is not None else mono + R
         left = ends - mono
-        if left < min(self.startups.mean(job.spec.job_type)[0], R / 2):
+        if not worth_launching(left, self.startups.mean(job.spec.job_type)[0], R, refill):
             # A launch that waited (for its last run to save) and could not start up before
             # the round ends is not made: it would only checkpoint what it loaded.
             log.info("job %s: %.1fs left in round %d, less than its start-up; not launched",
@@ -169,12 +183,14 @@ class RunTable:
                                 round_index=index, scheduler_address=self.scheduler_address,
                                 checkpoint_dir=str(self.config.checkpoints / job_id),
                                 generation=generation)
+        # A refill's round starts at its launch (its start-up is measured from there); its
+        # received time is the rest of the round.
         self._runs[job_id] = Run(job_id, task.worker_type, requests, set(requests), lease,
                                  index, mono, ends, float(task.throughputs[m]),
                                  job.steps_done, (job.steps_done, 0.0), workers=task.workers,
-                                 round_start=ends - R, generation=generation,
-                                 task_key=task.key)
-        self.held[task.key] = R
+                                 round_start=mono if refill else ends - R,
+                                 generation=generation, task_key=task.key, refill=refill)
+        self.held[task.key] = left if refill else R
         self._fresh.setdefault(task.key, []).append(job_id)
         self.hosts.add(job_id, requests)
         for server_id, request in requests.items():
@@ -245,8 +261,9 @@ class RunTable:
             self.startups.record(job.spec.job_type, max(0.0, mono - run.round_start))
         # At least MIN_LEASE_FRACTION of a round after start-up, even past the round's end:
         # a start-up longer than the rest of its round must not leave the job without any
-        # progress (then its GPUs' next run starts that much later).
-        floor = MIN_LEASE_FRACTION * self.config.round_seconds
+        # progress (then its GPUs' next run starts that much later). A refill ends with
+        # its round: it only uses time that would otherwise be idle.
+        floor = 0.0 if run.refill else MIN_LEASE_FRACTION * self.config.round_seconds
         left = max(run.ends - mono, floor)
         run.lease = startup_lease(run.lease, run.base_steps, run.steps_per_s, left,
                                   elapsed + left)
@@ -343,5 +360,5 @@ class RunTable:
     def _launch_deferred(self, job_id: str) -> None:
         deferred = self._deferred.pop(job_id, None)
         if deferred is not None:
-            m, task, index = deferred
-            self._launch_or_defer(task, m, job_id, index)
+            m, task, index, refill = deferred
+            self._launch_or_defer(task, m, job_id, index, refill)

@@ -40,6 +40,13 @@ def test_gavel_is_the_default_and_responsive_re_solves_more(capsys):
     assert len(responsive["jobs"]) == len(default["jobs"]) == 30
 
 
+def test_refill_is_one_flag_away_and_off_by_default(capsys):
+    default = run(capsys)
+    refill = run(capsys, "--refill")
+    assert len(refill["jobs"]) == len(default["jobs"]) == 30
+    assert refill["jobs"] != default["jobs"]     # freed GPUs went to waiting jobs
+
+
 def test_a_bad_mode_exits_2(capsys):
     with pytest.raises(SystemExit) as exit_:
         main([*ARGS, "--resolve", "sometimes"])
@@ -50,7 +57,8 @@ def test_a_sweep_passes_the_mode_to_the_core():
     args = build_parser(["simulate", "sweep"]).parse_args(
         ["simulate", "sweep", "--rates", "1", "--resolve", "responsive", "-o", "x"])
     options = resolve_options(args)
-    assert options == {"resolve": "responsive", "min_resolve_interval_s": 1920.0}
+    assert options == {"resolve": "responsive", "min_resolve_interval_s": 1920.0,
+                       "refill_freed": False}
     spec = SweepSpec(jobs=20, cluster={"v100": 2, "p100": 2, "k80": 2})
     point = SweepPoint("max_min_fairness_perf", 10.0, 0)
     gavel = run_point(point, spec)
