@@ -1,9 +1,11 @@
-"""Responsive re-solving against Gavel's interval, in the simulator (issue #18; thesis §5.3,
-§5.7.4; ``gavelsched/core/resolving.py``).
+"""Responsive re-solving and refills against Gavel's rules, in the simulator (issue #18;
+thesis §5.3, §5.7.4; ``gavelsched/core/resolving.py``, ``SchedulerCore.place_freed``).
 
 ``gavel``: a reset event re-solves the policy at most once every 1,920 s (Gavel's
-``minimum_time_between_allocation_resets``); ``responsive`` (the daemon's default): at the
-next round boundary after any event while the last solve took under a tenth of a round.
+``minimum_time_between_allocation_resets``), and a GPU freed mid-round stays idle until the
+round ends; ``responsive``: re-solve at the next round boundary after any event while the
+last solve took under a tenth of a round; ``responsive+refill`` (the daemon's defaults):
+also give a GPU freed mid-round to a waiting job for the rest of the round.
 Two traces on the thesis's 36:36:36 cluster, 360 s rounds:
 
 - ``readme``: what ``gavelsched simulate`` runs with no flags (100 single-GPU jobs at 20
@@ -44,7 +46,10 @@ TRACES = {
     "multi-gpu": (1500, 2.6, True, "continuous multi-GPU: 1,500 jobs, 2.6/h"),
 }
 POLICIES = ("max_min_fairness_perf", "max_min_fairness", "finish_time_fairness_perf")
-MODES = ("gavel", "responsive")
+# mode: the core's fields (``responsive+refill``: the scheduler daemon's defaults, a GPU
+# freed mid-round also going to a waiting job for the rest of the round, ``refill_freed``)
+MODES = {"gavel": {"resolve": "gavel"}, "responsive": {"resolve": "responsive"},
+         "responsive+refill": {"resolve": "responsive", "refill_freed": True}}
 
 
 def run_one(task: tuple[str, str, str, int]) -> dict:
@@ -59,7 +64,7 @@ def run_one(task: tuple[str, str, str, int]) -> dict:
     table_ = default_table()
     jobs = generate_trace(jobs_n, rate, table=table_, seed=seed, multi_gpu=multi)
     policy = make_policy(policy_name, seed=seed)
-    config = config_for(policy, table_, tuple(CLUSTER), seed=seed, resolve=mode)
+    config = config_for(policy, table_, tuple(CLUSTER), seed=seed, **MODES[mode])
     solve, cpu, longest = policy.solve, [0.0], [0.0]
 
     def timed_solve(problem):   # CPU time (wall time is noisy on a shared machine)
@@ -92,7 +97,7 @@ def report(rows: list[dict], seeds: dict[str, list[int]]) -> str:
                 base = jct if base is None else base
                 out.append([f"`{policy}`", f"{TRACES[trace][3]} (seeds "
                             f"{','.join(map(str, seeds[trace]))})", mode, f"{jct:.2f}",
-                            "" if mode == MODES[0] else f"{jct / base - 1:+.1%}",
+                            "" if mode == "gavel" else f"{jct / base - 1:+.1%}",
                             f"{statistics.mean(r['makespan_h'] for r in got):.1f}",
                             f"{statistics.mean(r['solves'] for r in got):.0f}",
                             f"{statistics.mean(r['solve_cpu_s'] for r in got):.2f}",

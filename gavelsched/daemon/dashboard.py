@@ -2,7 +2,8 @@
 (``static/dashboard.html``, inline script and style, no external assets) and
 ``/api/status``: the ``status --json`` encoding (``statusjson``) of the latest snapshot,
 each job's predicted times when the Status carries them, and the cluster's utilisation
-per round (GPUs held over GPUs alive, a bounded ring sampled from the snapshots).
+per round (GPUs held over GPUs alive, sampled from the snapshots: ``utilisation``, kept
+across restarts in the state directory).
 
 With a token, every request needs it: ``Authorization: Bearer <token>``, or the cookie
 that ``/?token=<token>`` sets (HttpOnly, SameSite=Strict; its value is derived from the
@@ -20,17 +21,17 @@ import json
 import re
 import socket
 import threading
-from collections import deque
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib.resources import files
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from ..rpc.security import is_loopback
 from .snapshot import Snapshot
 from .statusjson import seconds, status_dict
+from .utilisation import Utilisation
 
-HISTORY = 720          # rounds of utilisation kept
 SAMPLE_S = 0.5         # how often the sampler looks at the snapshot
 COOKIE = "gavel_dashboard"
 PAGE = files(__package__).joinpath("static", "dashboard.html").read_bytes()
@@ -73,15 +74,16 @@ def shown(reply, rows: int):
 
 class Dashboard:
     """Serve with ``serve(address)`` (port 0: a free one; returns the port), ``close()``
-    to stop. ``snapshot`` returns the executor's latest ``Snapshot``."""
+    to stop. ``snapshot`` returns the executor's latest ``Snapshot``; ``history``: the file
+    that keeps the utilisation across restarts (None: memory only)."""
 
-    def __init__(self, snapshot: Callable[[], Snapshot], token: str | None) -> None:
+    def __init__(self, snapshot: Callable[[], Snapshot], token: str | None,
+                 history: Path | None = None) -> None:
         self._snapshot = snapshot
         self._token = token.encode() if token else None
         self._cookie = (hmac.new(self._token, b"gavelsched dashboard", hashlib.sha256)
                         .hexdigest().encode() if self._token else None)
-        self._history: deque[dict] = deque(maxlen=HISTORY)
-        self._lock = threading.Lock()
+        self._history = Utilisation(history)
         self._stop = threading.Event()
         self._server: ThreadingHTTPServer | None = None
         self._threads: list[threading.Thread] = []
@@ -91,14 +93,8 @@ class Dashboard:
         """Record the snapshot's GPUs held / alive, one entry per round (the latest)."""
         snap = self._snapshot()
         r = snap.response
-        point = {"round": snap.round, "now_s": snap.now_s,
-                 "busy": sum(j.gpus for j in r.jobs),
-                 "total": sum(w.gpus for w in r.workers if w.alive)}
-        with self._lock:
-            if self._history and self._history[-1]["round"] == snap.round:
-                self._history[-1] = point
-            else:
-                self._history.append(point)
+        self._history.record(snap.round, snap.now_s, sum(j.gpus for j in r.jobs),
+                             sum(w.gpus for w in r.workers if w.alive))
 
     def _sampler(self) -> None:
         while not self._stop.wait(SAMPLE_S):
@@ -116,10 +112,8 @@ class Dashboard:
         out["jobs_total"] = total
         for job, wire in zip(out["jobs"], reply.jobs):
             job["predicted"] = predicted(wire)
-        with self._lock:
-            history = list(self._history)
         return {**out, "policy": reply.policy, "round_seconds": reply.round_seconds,
-                "now_s": reply.now_s, "utilisation": history}
+                "now_s": reply.now_s, "utilisation": self._history.points()}
 
     # ---- auth ----------------------------------------------------------------------------
     def allowed(self, headers, query: dict) -> tuple[bool, bool]:
@@ -168,6 +162,7 @@ class Dashboard:
             self._server.server_close()
         for t in self._threads:
             t.join(timeout=5)
+        self._history.flush()
 
 
 def _handler(board: Dashboard) -> type[BaseHTTPRequestHandler]:

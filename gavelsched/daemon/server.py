@@ -54,7 +54,8 @@ class SchedulerDaemon:
         self.server = None
         self.port = 0
         self.metrics_port: int | None = None
-        self.dashboard = Dashboard(lambda: self.executor.snapshot, self.token)
+        self.dashboard = Dashboard(lambda: self.executor.snapshot, self.token,
+                                   config.state_dir / "utilisation.jsonl")
         self.dashboard_port: int | None = None
         self._thread: threading.Thread | None = None
 
