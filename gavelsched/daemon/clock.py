@@ -32,6 +32,11 @@ class RoundClock:
     def start_due(self, mono: float) -> bool:
         return self.next_start is not None and mono >= self.next_start
 
+    def planned(self) -> None:
+        """The next round is planned: no plan deadline until it starts (the executor's loop
+        sleeps until the boundary instead of waking for a deadline already passed)."""
+        self.plan_at = None
+
     def start(self, mono: float) -> float | None:
         """A round starts at ``mono``: schedule its end and the next plan. Returns the
         time since the last round started (None for the first)."""

@@ -293,6 +293,7 @@ class DaemonExecutor:
             if self.metrics is not None:
                 self.metrics.on_solve(rnd.resolved.solve_s)
         self._planned = rnd
+        self.clock.planned()
         index = self._round_base + rnd.index
         self.store.set_meta({"round": index + 1})
         self.runs.extend_continuing(rnd.tasks, index)
