@@ -35,6 +35,7 @@ import logging
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -201,12 +202,12 @@ class _Run:
         """Run the round's micro-tasks, credit their steps, record completions; returns the
         round's end and the seconds each task held its workers."""
         R = rnd.round_seconds
-        tasks = self.run_tasks(rnd.batch, R, np.zeros(len(rnd.batch)))
+        ran = self.run_tasks(rnd.batch, R, 0.0)
         if self.core.config.refill_freed:
-            tasks = self.refill(tasks, now, R)
+            ran = self.refill(ran, now, R)
             rnd = self.driver.in_flight
-        batch, seconds, steps, pause, start = tasks
-        end = (now + float((start + seconds).max()) if self.sim.round_ends_at_last_finish
+        batch, seconds, steps = ran.batch, ran.seconds, ran.steps
+        end = (now + float((ran.start + seconds).max()) if self.sim.round_ends_at_last_finish
                else now + R)
         self.metrics.on_round(rnd, end, seconds, self.prices)
         self.metrics.on_started([batch.members[i][m] for i, m in zip(*np.nonzero(steps > 0))
@@ -214,12 +215,12 @@ class _Run:
         finishing = (steps >= batch.remaining) & (batch.remaining > 0)
         completed = self.driver.credit(batch.keys, steps, end)
         if self.knowledge is not None:   # a sample counts training time, not the start-up
-            self.knowledge.learn(self.core, batch, self.specs, steps, seconds - pause,
+            self.knowledge.learn(self.core, batch, self.specs, steps, seconds - ran.pause,
                                  completed, end)
         if completed:
             # A job finishes when its micro-task does: for a co-located pair, when the
             # later of the two stops (Gavel's completion time for both members).
-            at = {batch.members[i][m]: now + float(start[i] + seconds[i])
+            at = {batch.members[i][m]: now + float(ran.start[i] + seconds[i])
                   for i, m in zip(*np.nonzero(finishing))}
             for job_id in completed:
                 self.metrics.on_complete(job_id, at[job_id])
@@ -229,52 +230,66 @@ class _Run:
                         bar.update(1)
         return end, seconds
 
-
-    def run_tasks(self, batch, span: float, start: np.ndarray):
+    def run_tasks(self, batch, span: float, start: float) -> _Ran:
         """Run ``batch``'s micro-tasks, started ``start`` seconds into the round, for at
-        most ``span`` seconds: (batch, seconds each held its workers, steps, its pause,
-        start)."""
+        most ``span`` seconds."""
         overhead = self.sim.preemption_overhead_s
         pause = _pauses(batch, overhead, self.specs) if overhead else np.zeros(len(batch))
         true = None if self.knowledge is None else self.knowledge.rates(batch, self.specs)
         seconds, steps = _run_tasks(batch, span, pause if overhead else None, true)
-        return batch, seconds, steps, pause, start
+        return _Ran(batch, seconds, steps, pause, np.full(len(batch), float(start)))
 
-    def refill(self, tasks, now: float, R: float):
+    def refill(self, ran: _Ran, now: float, R: float) -> _Ran:
         """``CoreConfig.refill_freed``: the workers of a task whose job finishes before the
         round ends go to waiting jobs for the rest of it (``RoundDriver.refill``), in the
         order they are freed; a refill's own finishes free workers in turn. A refill that
         could not start up in the time left is not made (``worth_launching``, as the
-        daemon decides). Returns ``tasks`` with the refills after the round's own."""
-        batch, seconds, steps, pause, start = tasks
-        freed = _freed_at(batch, seconds, steps, start, R)
+        daemon decides). Returns ``ran`` with the refills after the round's own."""
+        freed = ran.freed(R)
         while freed:
             at = min(freed)
             more = self.driver.refill(freed.pop(at), now + at, now + R)
             if not len(more):
                 continue
-            _, s2, st2, p2, b2 = self.run_tasks(more, R - at, np.full(len(more), at))
+            extra = self.run_tasks(more, R - at, at)
             idle = np.array([not worth_launching(R - at, float(p), R, refill=True)
-                             for p in p2], dtype=bool)
-            s2[idle], st2[idle], p2[idle] = 0.0, 0, 0.0
-            s2 = np.minimum(s2, R - at)
-            for t, workers in _freed_at(more, s2, st2, b2, R).items():
+                             for p in extra.pause], dtype=bool)
+            extra = extra._replace(
+                seconds=np.where(idle, 0.0, np.minimum(extra.seconds, R - at)),
+                steps=np.where(idle[:, None], 0, extra.steps).astype(extra.steps.dtype),
+                pause=np.where(idle, 0.0, extra.pause))
+            for t, workers in extra.freed(R).items():
                 freed.setdefault(t, []).extend(workers)
-            batch = batch.plus(more)
-            seconds, steps = np.concatenate([seconds, s2]), np.concatenate([steps, st2])
-            pause, start = np.concatenate([pause, p2]), np.concatenate([start, b2])
-        return batch, seconds, steps, pause, start
+            ran = ran.plus(extra)
+        return ran
 
 
-def _freed_at(batch, seconds, steps, start, R: float) -> dict[float, list[int]]:
-    """Seconds into the round -> the workers freed then by a task whose job finished
-    before the round's end."""
-    ends = start + seconds
-    finishing = ((steps >= batch.remaining) & (batch.remaining > 0)).any(axis=1)
-    out: dict[float, list[int]] = {}
-    for i in np.flatnonzero(finishing & (ends < R)).tolist():
-        out.setdefault(float(ends[i]), []).extend(batch.workers[i])
-    return out
+class _Ran(NamedTuple):
+    """Tasks of a round as run: ``seconds`` each held its workers from ``start`` seconds
+    into the round (its ``pause`` first: the start-up of a fresh run), ``steps`` (k, 2)
+    each member made."""
+
+    batch: object
+    seconds: np.ndarray
+    steps: np.ndarray
+    pause: np.ndarray
+    start: np.ndarray
+
+    def plus(self, more: _Ran) -> _Ran:
+        cat = np.concatenate
+        return _Ran(self.batch.plus(more.batch), cat([self.seconds, more.seconds]),
+                    cat([self.steps, more.steps]), cat([self.pause, more.pause]),
+                    cat([self.start, more.start]))
+
+    def freed(self, R: float) -> dict[float, list[int]]:
+        """Seconds into the round -> the workers freed then by a task whose job finished
+        before the round's end."""
+        batch, ends = self.batch, self.start + self.seconds
+        finishing = ((self.steps >= batch.remaining) & (batch.remaining > 0)).any(axis=1)
+        out: dict[float, list[int]] = {}
+        for i in np.flatnonzero(finishing & (ends < R)).tolist():
+            out.setdefault(float(ends[i]), []).extend(batch.workers[i])
+        return out
 
 
 def _plotted(window: tuple[int, int] | None, n: int) -> range:

@@ -41,8 +41,8 @@ from __future__ import annotations
 import logging
 import random
 from collections import deque
-from dataclasses import replace
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -277,12 +277,13 @@ class SchedulerCore:
 
     def place_freed(self, worker_ids: Iterable[int], now: float, round_end_s: float) -> TaskBatch:
         """Workers freed mid-round (a job finished or failed; the executor, which runs the
-        tasks, says which): with ``refill_freed``, the planner gives them to waiting jobs by the round's priorities (thesis §5.5), for the
-        rest of the round: leases sized on ``round_end_s - now``, never an extension (a
-        fresh start). The new tasks join the round in flight (their received time is
-        reported with it). Jobs of the round, the policy's traits (FIFO keeps its
-        head-of-line blocking, ``backfill``) and jobs the allocation does not cover yet
-        (admitted since the last re-solve) are left as they are. Returns the new tasks."""
+        tasks, says which): with ``refill_freed``, the planner gives them to waiting jobs
+        by the round's priorities (thesis §5.5) for the rest of the round: leases sized on
+        ``round_end_s - now``, never an extension (a fresh start). The new tasks join the
+        round in flight (their received time is reported with it). Jobs of the round, the
+        policy's traits (FIFO keeps its head-of-line blocking, ``backfill``) and jobs the
+        allocation does not cover yet (admitted since the last re-solve) are left as they
+        are. Returns the new tasks."""
         flight = self._in_flight
         if flight is None:
             raise CoreError("place_freed outside a round")
