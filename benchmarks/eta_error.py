@@ -254,7 +254,8 @@ def whole_run(root: Path, args) -> dict[str, float]:
     from gavelsched.core.driver import config_for
     from simulator import SimConfig, make_policy, simulate
 
-    jobs, table, overhead = measured_trace(root / "state")
+    measured = measured_trace(root / "state")
+    jobs, table, overhead = measured.jobs, measured.table, measured.overhead
     workers, policy = parse_counts(args.workers, what="--workers"), make_policy(args.policy)
     cap = (1.0 - MIN_LEASE_FRACTION) * args.round_seconds
     config = config_for(policy, table, list(workers), round_seconds=args.round_seconds,

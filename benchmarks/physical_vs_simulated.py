@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 import statistics
 import multiprocessing
 import os
@@ -47,7 +48,7 @@ from pathlib import Path
 import yaml
 
 from gavelsched.core.driver import config_for
-from gavelsched.daemon.config import DaemonConfig
+from gavelsched.daemon.config import load_config
 from gavelsched.daemon.leases import MIN_LEASE_FRACTION
 from gavelsched.daemon.local import subprocess_env
 from gavelsched.daemon.store import Store
@@ -58,12 +59,24 @@ from simulator.engine import simulate
 from traces import ThroughputTable, TraceJob, default_table
 
 
-def measured_trace(state_dir: Path) -> tuple[list[TraceJob], ThroughputTable,
-                                            dict[str, float], ThroughputTable]:
+@dataclass(frozen=True)
+class Measured:
+    """A daemon run's finished jobs as a trace (``measured_trace``)."""
+
+    jobs: list[TraceJob]          # each under its own job type, "<type> #<id>"
+    table: ThroughputTable        # steps/s the daemon measured for each, per worker type
+    overhead: dict[str, float]    # start-up of a fresh run, per job (its type's mean)
+    priors: ThroughputTable       # what the daemon started with, under the same names
+    waits: dict[str, float]       # seconds from arrival to its first process's start
+    cluster: dict[str, int]       # the GPUs of each type that registered
+
+
+def measured_trace(state_dir: Path) -> Measured:
     """The finished jobs of a daemon run as a trace, each job under its own job type whose
     steps/s are what the daemon measured for it, the startup seconds the daemon measured
-    for a fresh run of each (the simulator's preemption overhead), and the priors the
-    daemon started with under the same names (``local-cluster``'s ``throughputs.json``)."""
+    for a fresh run of each (the simulator's preemption overhead), the priors the daemon
+    started with under the same names (``local-cluster``'s ``throughputs.json``), and how
+    long each waited for its first start."""
     from traces.throughputs import load_table
 
     kept = state_dir.parent / "throughputs.json"
@@ -75,12 +88,15 @@ def measured_trace(state_dir: Path) -> tuple[list[TraceJob], ThroughputTable,
         online.restore(store.throughputs())
         startup = {row.spec.job_type: float(store.get_meta(f"startup_s/{row.spec.job_type}")
                                             or 0.0) for row in rows}
+        cluster: dict[str, int] = {}
+        for server in store.servers():
+            cluster[server.worker_type] = cluster.get(server.worker_type, 0) + len(server.workers)
     finally:
         store.close()
     types = default_table().worker_types
     solo: dict[str, dict] = {t: {} for t in types}
     prior: dict[str, dict] = {t: {} for t in types}
-    jobs, overhead = [], {}
+    jobs, overhead, waits = [], {}, {}
     for row in rows:
         spec = row.spec
         name = f"{spec.job_type} #{row.id}"
@@ -89,18 +105,31 @@ def measured_trace(state_dir: Path) -> tuple[list[TraceJob], ThroughputTable,
             solo[t][(name, spec.scale_factor)] = rates[t]
             prior[t][(name, spec.scale_factor)] = start.get(t, spec.job_type, spec.scale_factor)
         overhead[name] = startup[spec.job_type]
+        waits[name] = row.started_s - row.arrival_s
         jobs.append(TraceJob(job_type=name, scale_factor=spec.scale_factor,
                              total_steps=spec.total_steps, arrival_s=row.arrival_s))
-    return jobs, ThroughputTable(solo=solo), overhead, ThroughputTable(solo=prior)
+    return Measured(jobs, ThroughputTable(solo=solo), overhead, ThroughputTable(solo=prior),
+                    waits, cluster)
+
+
+def refill_rule(config_file: Path) -> dict:
+    """The core's refill fields as the daemon of ``config_file`` ran them."""
+    config = load_config(config_file)
+    return {"refill_freed": config.refill_freed, "refill_until": config.refill_until}
 
 
 def simulate_within(seconds: float, *args, **kw) -> dict | None:
-    """``simulate(*args, **kw).to_dict()`` in a forked process; None when it has not finished
-    after ``seconds`` (a replay whose start-ups all exceed the round can make no progress
-    in fresh runs, and the simulator has no time limit of its own)."""
+    """``simulate(*args, **kw).to_dict()`` in a forked process, with ``"started_s"``: each
+    job's first round with steps; None when it has not finished after ``seconds`` (a replay
+    whose start-ups all exceed the round can make no progress in fresh runs, and the
+    simulator has no time limit of its own)."""
+    def run():
+        result = simulate(*args, **kw)
+        results.put({**result.to_dict(), "started_s": [j.started_s for j in result.jobs]})
+
     ctx = multiprocessing.get_context("fork")
     results = ctx.Queue()
-    proc = ctx.Process(target=lambda: results.put(simulate(*args, **kw).to_dict()))
+    proc = ctx.Process(target=run)
     proc.start()
     try:
         return results.get(timeout=seconds)
@@ -137,8 +166,8 @@ def main() -> int:
         physical = json.loads((root / "physical.json").read_text())
         kept = yaml.safe_load((root / "run" / "cluster.yaml").read_text())
         args.round_seconds, args.policy = float(kept["round_seconds"]), kept["policy"]
-        jobs, table, overhead, priors = measured_trace(root / "run" / "state")
-        refill = bool(kept.get("refill_freed", DaemonConfig.refill_freed))
+        measured = measured_trace(root / "run" / "state")
+        refill = refill_rule(root / "run" / "cluster.yaml")
     else:
         with tempfile.TemporaryDirectory(prefix="gavel-pvs-") as tmp:
             root = Path(args.keep or tmp)
@@ -153,13 +182,13 @@ def main() -> int:
                             *(["--workload", args.workload] if args.workload else [])],
                            check=True, env=subprocess_env())
             physical = json.loads(out.read_text())
-            jobs, table, overhead, priors = measured_trace(root / "run" / "state")
-            kept = yaml.safe_load((root / "run" / "cluster.yaml").read_text())
-            refill = bool(kept.get("refill_freed", DaemonConfig.refill_freed))
+            measured = measured_trace(root / "run" / "state")
+            refill = refill_rule(root / "run" / "cluster.yaml")
 
-    cluster = {k: int(v) for k, v in (p.split("=") for p in args.workers.split(","))}
+    jobs, table, overhead = measured.jobs, measured.table, measured.overhead
+    cluster = measured.cluster          # (with --replay, the run's, whatever --workers says)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, load average "
-          f"{os.getloadavg()[0]:.1f}; cluster {args.workers}, {len(jobs)} jobs, "
+          f"{os.getloadavg()[0]:.1f}; cluster {cluster_text(cluster)}, {len(jobs)} jobs, "
           f"{args.round_seconds:g} s rounds, {args.policy}")
     print("| start-up charged | measure | physical (local-cluster) | simulated | difference |")
     print("|---|---|---|---|---|")
@@ -170,15 +199,15 @@ def main() -> int:
     for scale, rule in rules.items():
         policy = get_policy(args.policy)
         # the daemon's re-solve rule (``resolve: responsive``), interval (local-cluster's)
-        # and refills of GPUs freed mid-round (``refill_freed``)
+        # and refills of GPUs freed mid-round (``refill_freed``, until it plans)
         config = config_for(policy, table, tuple(cluster), round_seconds=args.round_seconds,
                             min_resolve_interval_s=args.round_seconds, resolve="responsive",
-                            refill_freed=refill)
+                            **refill)
         charged = {k: rule(v) for k, v in overhead.items()}
         simulated = runs[scale] = simulate_within(
             args.sim_timeout, jobs, table, cluster, policy, core_config=config,
             sim=SimConfig(round_ends_at_last_finish=False, preemption_overhead_s=charged,
-                          priors=priors if "knowledge" in scale else None))
+                          priors=measured.priors if "knowledge" in scale else None))
         if simulated is None:
             print(f"| {scale} | (replay did not finish in {args.sim_timeout:g} s) | | | |")
             continue
@@ -188,20 +217,34 @@ def main() -> int:
                   f"{diff:+.1f}% |")
     print()
     for rule in ("capped", "capped, daemon's knowledge"):
-        per_job(rule, jobs, physical, runs[rule] or {}, overhead, cap)
+        per_job(rule, measured, physical, runs[rule] or {}, cap)
     return 0
 
 
-def per_job(rule: str, jobs, physical: dict, simulated: dict, overhead, cap: float) -> None:
-    """Each job's JCT in both, and the distribution of the per-job error."""
-    print(f"\nPer job, start-up charged capped at {cap:g} s, {rule} (JCT in s):")
-    print("| job | type | start-up s | physical JCT | simulated JCT | difference |")
-    print("|---|---|---|---|---|---|")
+def cluster_text(cluster: dict[str, int]) -> str:
+    return ",".join(f"{t}={n}" for t, n in cluster.items())
+
+
+def per_job(rule: str, measured: Measured, physical: dict, simulated: dict,
+            cap: float) -> None:
+    """Each job's JCT in both, the distribution of the per-job error, and where each
+    difference comes from: waiting for the first start (the order jobs got GPUs in) or
+    running (the types and leases it got once started)."""
+    print(f"\nPer job, start-up charged capped at {cap:g} s, {rule} (seconds):")
+    print("| job | type | steps | start-up | physical wait / JCT | simulated wait / JCT | "
+          "difference | of which waiting |")
+    print("|---|---|---|---|---|---|---|---|")
     errors = []
-    for job, real, sim in zip(jobs, physical["jobs"], simulated.get("jobs", ())):
+    starts = simulated.get("started_s", ())
+    for job, real, sim, started in zip(measured.jobs, physical["jobs"],
+                                       simulated.get("jobs", ()), starts):
         errors.append(100.0 * (sim["jct_s"] - real["jct_s"]) / real["jct_s"])
-        print(f"| {real['id']} | {real['job_type']} | {overhead[job.job_type]:.1f} | "
-              f"{real['jct_s']:.1f} | {sim['jct_s']:.1f} | {errors[-1]:+.1f}% |")
+        wait = measured.waits[job.job_type]
+        sim_wait = (started if started is not None else sim["completion_s"]) - sim["arrival_s"]
+        print(f"| {real['id']} | {real['job_type']} | {job.total_steps} | "
+              f"{measured.overhead[job.job_type]:.1f} | {wait:.1f} / {real['jct_s']:.1f} | "
+              f"{sim_wait:.1f} / {sim['jct_s']:.1f} | {errors[-1]:+.1f}% | "
+              f"{sim_wait - wait:+.1f} s of {sim['jct_s'] - real['jct_s']:+.1f} s |")
     if errors:
         size = sorted(abs(e) for e in errors)
         print(f"\nPer-job JCT error ({rule}; |simulated - physical| / physical, {len(size)} "

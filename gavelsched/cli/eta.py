@@ -7,7 +7,7 @@ trace job that arrives now with the steps it has left and its own job type
 (``<type>@<id>``), so that the table holds *its* steps/s per worker type (measured where
 measured, else the scaled prior: ``OnlineThroughputs.row``); the cluster is the alive GPUs
 per type; the policy, round length, re-solve rule and refills are the daemon's
-(``resolve="responsive"``, ``refill_freed``); rounds last exactly ``round_seconds`` (wall-clock rounds), and
+(``resolve="responsive"``, ``refill_until``); rounds last exactly ``round_seconds`` (wall-clock rounds), and
 a lease that is not extended first pays its job type's mean start-up (the daemon's
 ``Startups``), at most half a round (the daemon's lease floor), as the simulator charges
 preemption overhead. The round the daemon has placed is kept (``this_round``): a job
@@ -53,7 +53,7 @@ class LiveState:
     resolve: str = "responsive"
     min_resolve_interval_s: float = 0.0
     round_ends_s: float | None = None          # the placed round's end; None: idle
-    refill_freed: bool = False                 # GPUs freed mid-round go to waiting jobs
+    refill_until: float = 0.0                  # GPUs freed before this part of a round are refilled
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ def state_of(reply) -> LiveState:
                      workers, per, jobs, reply.resolve or "responsive",
                      reply.min_resolve_interval_s,
                      reply.round_ends_s if reply.round_ends_s > reply.now_s else None,
-                     reply.refill_freed)
+                     reply.refill_until)
 
 
 def hypothetical(request, state: LiveState, prior=None) -> LiveJob:
@@ -200,7 +200,9 @@ def replay(state: LiveState, extra: Sequence[LiveJob] = ()) -> dict[str, Eta]:
         return out
     policy = make_policy(state.policy)
     overrides = {"round_seconds": state.round_seconds, "resolve": state.resolve,
-                 "refill_freed": state.refill_freed}
+                 "refill_freed": state.refill_until > 0}
+    if state.refill_until > 0:
+        overrides["refill_until"] = state.refill_until
     if state.min_resolve_interval_s > 0:
         overrides["min_resolve_interval_s"] = state.min_resolve_interval_s
     config = config_for(policy, inputs.table, list(inputs.cluster), **overrides)

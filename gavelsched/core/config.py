@@ -53,6 +53,9 @@ class CoreConfig:
       jobs for the rest of the round, by the same priorities, with leases that end with
       the round (``SchedulerCore.place_freed``; issue #18: no GPU idle while a job waits).
       Gavel leaves them idle until the round ends (False).
+    - ``refill_until``: refills are made in the first this fraction of a round only (0.7:
+      the scheduler daemon plans the next round 30% of a round before it ends, and a GPU
+      freed after that waits for that plan).
     - ``pairs``: list co-located pairs in the Problem (policies that declare ``needs_pairs``).
     - ``isolated_time``: track Themis t^isolated for finish-time fairness: at each
       re-solve, the steps made since the previous one over the isolated throughput then
@@ -85,6 +88,7 @@ class CoreConfig:
     backfill: bool = True
     hold_unallocated: bool = True
     refill_freed: bool = False
+    refill_until: float = 0.7
     pairs: bool = False
     isolated_time: bool = False
     configurations: bool = False
@@ -101,6 +105,8 @@ class CoreConfig:
         if self.resolve not in RESOLVE_MODES:
             raise ValueError(f"resolve must be one of {', '.join(RESOLVE_MODES)}, "
                              f"got {self.resolve!r}")
+        if not 0 <= self.refill_until <= 1:
+            raise ValueError(f"refill_until must be in [0, 1], got {self.refill_until}")
         if not 0 <= self.cheap_solve_fraction <= 1:
             raise ValueError(f"cheap_solve_fraction must be in [0, 1], "
                              f"got {self.cheap_solve_fraction}")

@@ -280,7 +280,8 @@ class SchedulerCore:
         tasks, says which): with ``refill_freed``, the planner gives them to waiting jobs
         by the round's priorities (thesis §5.5) for the rest of the round: leases sized on
         ``round_end_s - now``, never an extension (a fresh start). The new tasks join the
-        round in flight (their received time is reported with it). Jobs of the round, the
+        round in flight (their received time is reported with it). None after
+        ``refill_until`` of the round. Jobs of the round, the
         policy's traits (FIFO keeps its head-of-line blocking, ``backfill``) and jobs the
         allocation does not cover yet (admitted since the last re-solve) are left as they
         are. Returns the new tasks."""
@@ -288,7 +289,8 @@ class SchedulerCore:
         if flight is None:
             raise CoreError("place_freed outside a round")
         layout, rows = self._layout, self._rows
-        if (not self.config.refill_freed or round_end_s <= now
+        late = round_end_s - now < (1.0 - self.config.refill_until) * self.config.round_seconds
+        if (not self.config.refill_freed or round_end_s <= now or late
                 or flight.batch.types != layout.columns):
             return TaskBatch.empty(layout.columns)
         running = [j for members in flight.batch.members for j in members if j in self._jobs]

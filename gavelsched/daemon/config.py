@@ -102,6 +102,12 @@ class DaemonConfig:
         return PLAN_LEAD_FRACTION * self.round_seconds
 
     @property
+    def refill_until(self) -> float:
+        """The fraction of a round in which freed GPUs are refilled: until the next round
+        is planned (``CoreConfig.refill_until``)."""
+        return 1.0 - self.plan_lead / self.round_seconds
+
+    @property
     def resolve_interval(self) -> float:
         if self.min_resolve_interval_s is not None:
             return self.min_resolve_interval_s

@@ -125,7 +125,8 @@ class DaemonExecutor:
         self.core = SchedulerCore(policy, view, self.priors, config_for(
             policy, table, table.worker_types, round_seconds=config.round_seconds,
             min_resolve_interval_s=config.resolve_interval, resolve=config.resolve,
-            refill_freed=config.refill_freed, seed=config.seed, on_solve_error="keep"))
+            refill_freed=config.refill_freed, refill_until=config.refill_until, seed=config.seed,
+            on_solve_error="keep"))
         self.driver = RoundDriver(self.core)
         self.jobs: dict[str, JobRow] = {}
         for row in store.jobs(table):
@@ -248,7 +249,7 @@ class DaemonExecutor:
         startup = {t: self.startups.mean(t)[0] for t in {j.spec.job_type for j in active}}
         return {"rates": rates, "startup_s": startup, "resolve": self.config.resolve,
                 "min_resolve_interval_s": self.config.resolve_interval,
-                "refill_freed": self.config.refill_freed}
+                "refill_until": self.config.refill_until if self.config.refill_freed else 0.0}
 
     # ---- time-driven ------------------------------------------------------------------
     def tick(self) -> None:
@@ -317,6 +318,9 @@ class DaemonExecutor:
                 self.driver.end(self.now())
             return
         self.runs.place(rnd.tasks, self._round_base + rnd.index)
+        # A job planned for this round may have ended since the plan (``plan_lead`` ago):
+        # its GPUs go to waiting jobs now rather than sit out the round.
+        self._refill()
         view = self.view(self.now())
         log.info("%s", view.summary())
         if self.metrics is not None:
@@ -324,7 +328,8 @@ class DaemonExecutor:
 
     def _refill(self) -> None:
         """GPUs idle in the running round (a job finished, failed or was cancelled, a run
-        died) go to waiting jobs for the rest of it (``RoundDriver.refill``: the core's
+        died, or a job planned for the round ended before it began) go to waiting jobs for
+        the rest of it (``RoundDriver.refill``: the core's
         priorities and the policy's traits decide; ``refill_freed``). Not once the next
         round is planned: its plan has taken them."""
         flight = self.driver.in_flight

@@ -57,7 +57,7 @@ class DaemonView:
     resolve: str = ""
     min_resolve_interval_s: float = 0.0
     round_ends_s: float = 0.0       # when the round running now ends (0: idle)
-    refill_freed: bool = False      # GPUs freed mid-round go to waiting jobs
+    refill_until: float = 0.0       # GPUs freed before this fraction of a round are refilled
 
     @classmethod
     def of(cls, round_index: int, policy: str, round_seconds: float, now: float,
@@ -67,7 +67,7 @@ class DaemonView:
            epoch_unix: float = 0.0, rates: Mapping[str, Mapping[str, float]] | None = None,
            startup_s: Mapping[str, float] | None = None, resolve: str = "",
            min_resolve_interval_s: float = 0.0, round_ends_s: float = 0.0,
-           refill_freed: bool = False) -> DaemonView:
+           refill_until: float = 0.0) -> DaemonView:
         """A picture of live state: the job rows, the run table's ``Run``s, the servers'
         health (``ServerState``) and the servers that ran each job, copied into frozen
         values."""
@@ -77,7 +77,7 @@ class DaemonView:
                    {r.job_id: RunView(r.worker_type, held[r.job_id], r.orphan) for r in runs},
                    tuple(ServerView(s.row, s.alive) for s in servers), shares, table,
                    dict(hosts or {}), epoch_unix, dict(rates or {}), dict(startup_s or {}),
-                   resolve, min_resolve_interval_s, round_ends_s, refill_freed)
+                   resolve, min_resolve_interval_s, round_ends_s, refill_until)
 
     def summary(self) -> str:
         """One line for a round's start: jobs with a run, waiting (queued, preempted) and

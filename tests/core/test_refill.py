@@ -86,6 +86,16 @@ def test_only_the_freed_workers_are_given():
     assert more.workers == (freed,)
 
 
+def test_no_refill_after_refill_until():
+    """The daemon has planned the next round by then (``plan_lead``)."""
+    _, driver, rnd = first_round(ON.but(refill_until=0.5), {"v100": 1},
+                                 [job(0, steps=100), job(1)])
+    assert len(driver.refill(rnd.batch.workers[0], 0.6 * R, R)) == 0
+    assert driver.refill(rnd.batch.workers[0], 0.4 * R, R).keys == ("1",)
+    with pytest.raises(ValueError, match="refill_until"):
+        CoreConfig(refill_until=1.5)
+
+
 def test_no_time_left_no_refill():
     _, driver, rnd = first_round(ON, {"v100": 1}, [job(0, steps=100), job(1)])
     assert len(driver.refill(rnd.batch.workers[0], R, R)) == 0
