@@ -160,6 +160,7 @@ def main() -> int:
     parser.add_argument("--sim-timeout", type=float, default=120.0, metavar="S",
                         help="give up on a replay after S seconds (default 120)")
     args = parser.parse_args()
+    load_before = os.getloadavg()[0]
 
     if args.replay:
         root = Path(args.replay)
@@ -188,7 +189,7 @@ def main() -> int:
     jobs, table, overhead = measured.jobs, measured.table, measured.overhead
     cluster = measured.cluster          # (with --replay, the run's, whatever --workers says)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, load average "
-          f"{os.getloadavg()[0]:.1f}; cluster {cluster_text(cluster)}, {len(jobs)} jobs, "
+          f"{load_before:.1f} before, {os.getloadavg()[0]:.1f} after; cluster {cluster_text(cluster)}, {len(jobs)} jobs, "
           f"{args.round_seconds:g} s rounds, {args.policy}")
     print("| start-up charged | measure | physical (local-cluster) | simulated | difference |")
     print("|---|---|---|---|---|")

@@ -53,6 +53,9 @@ DUAL_ZERO = 1e-5
 BACKOFFS = (1e-6, 1e-5, 1e-4)
 # The final polish may lower a level by at most this relative amount (solver tolerance).
 POLISH_SLACK = 1e-8
+# A polish whose levels fall short of what they must keep by more than this fraction of
+# the total, priced by its duals, is solved again by simplex (``_leaky``).
+LEAK_LIMIT = 1e-7
 # The direct path's solvers (BENCHMARKS.md, solver comparison): Clarabel's interior point
 # (strictly complementary duals: every bottlenecked job frozen at once); with
 # solver="HIGHS" one warm-started simplex model, whose vertex duals may freeze fewer jobs
@@ -160,6 +163,19 @@ def fitted_floors(cols: Columns, U, floor: np.ndarray, z: np.ndarray) -> np.ndar
     the solver then at times finds infeasible; these floors are feasible by construction
     and lower by that tolerance only, where a back-off lowers every floor by 1e-6."""
     return np.minimum(floor, U @ within_capacity(cols, z))
+
+
+def _leaky(U, keep: np.ndarray, result) -> bool:
+    """The polish's optimum leaves some job below the level it must keep by the solver's
+    feasibility tolerance (an interior point's ~1e-9), and the keep rows' duals say that
+    shortfall is worth more than ``LEAK_LIMIT`` of the total to others: in an
+    ill-conditioned problem (a job ~170x faster on one type than another, in pairs) a
+    shortfall of 6e-9 frees 1e-3 for others, and the allocation is then not Pareto-efficient
+    by that much. A vertex (simplex) solution meets the rows exactly."""
+    k = U.shape[0]
+    short = np.maximum(keep - U @ result.x, 0.0)
+    worth = float(np.maximum(result.dual[:k], 0.0) @ short)
+    return worth > LEAK_LIMIT * max(float(keep.sum()), 1e-12)
 
 
 class WaterFilling(ColumnPolicy):
@@ -383,12 +399,17 @@ class WaterFilling(ColumnPolicy):
                 lp = LinearProgram(objective, A, b, cols.num_columns)
                 first = POLISH_SOLVER if solver == "HIGHS" else solver
                 try:
-                    return solve_lp(lp, first, what, precise=True).x
+                    result = solve_lp(lp, first, what, precise=True)
                 except SolverFailed as err:  # an inaccurate interior point: simplex instead
                     if first == "HIGHS":
                         raise
                     log.debug("%s; solving again with HIGHS", err)
                     return solve_lp(lp, "HIGHS", what, precise=True).x
+                if first != "HIGHS" and _leaky(U, keep, result):
+                    log.debug("%s: the interior point's levels leak; solving again with "
+                              "HIGHS", what)
+                    return solve_lp(lp, "HIGHS", what, precise=True).x
+                return result.x
             polished = cp.Variable(cols.num_columns, nonneg=True)
             program = cp.Problem(cp.Maximize(cp.sum(U @ polished)),
                                  [U @ polished >= keep, *base_constraints(cols, polished)])
