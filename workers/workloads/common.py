@@ -163,10 +163,48 @@ def leave_distributed(wait_for_peers: bool = True) -> None:
     """Leave the job's process group, after every rank has reached this point unless
     ``wait_for_peers`` is false (a failing rank must not wait). A rank that tore its gloo
     connections down while a peer was still finishing could abort that peer ("terminate
-    called without an active exception", exit -6)."""
+    called without an active exception", exit -6): a rank returns from a gloo barrier
+    before its peers have read all of its messages, so the ranks then also meet on the
+    group's store, which no gloo connection carries (``_leave_together``)."""
     if wait_for_peers:
         dist.barrier()
+        _leave_together()
     dist.destroy_process_group()
+
+
+LEAVE_TIMEOUT_S = 30.0
+
+
+def _leave_together() -> None:
+    """Every rank counts itself out on the group's TCP store, and waits until all have:
+    then no rank is inside a gloo operation. Rank 0 serves the store, so it leaves last,
+    once the others have stopped reading it. A peer that never arrives (it died) is
+    waited for ``LEAVE_TIMEOUT_S`` at most: leaving then is no worse than before."""
+    import time
+
+    from torch.distributed import distributed_c10d
+
+    try:
+        store = distributed_c10d._get_default_store()
+    except (AttributeError, RuntimeError, ValueError):
+        return
+    rank, world = dist.get_rank(), dist.get_world_size()
+
+    def until(key: str, count: int) -> None:
+        deadline = time.monotonic() + LEAVE_TIMEOUT_S
+        while int(store.add(key, 0)) < count:
+            if time.monotonic() > deadline:
+                log.warning("rank %d: leaving the group without %d peer%s", rank,
+                            count - int(store.add(key, 0)), "s" if world > 2 else "")
+                return
+            time.sleep(0.005)
+
+    store.add("gavel/out", 1)
+    until("gavel/out", world)
+    if rank == 0:
+        until("gavel/gone", world - 1)
+    else:
+        store.add("gavel/gone", 1)
 
 
 # ---- checkpoints ---------------------------------------------------------------------------
