@@ -275,7 +275,8 @@ class SchedulerCore:
                      lease_extensions=plan.lease_extensions, admitted=admitted,
                      rejected=rejected)
 
-    def place_freed(self, worker_ids: Iterable[int], now: float, round_end_s: float) -> TaskBatch:
+    def place_freed(self, worker_ids: Iterable[int], now: float, round_end_s: float, *,
+                    resolve: bool = False) -> TaskBatch:
         """Workers freed mid-round (a job finished or failed; the executor, which runs the
         tasks, says which): with ``refill_freed``, the planner gives them to waiting jobs
         by the round's priorities (thesis §5.5) for the rest of the round: leases sized on
@@ -284,7 +285,10 @@ class SchedulerCore:
         ``refill_until`` of the round. Jobs of the round, the
         policy's traits (FIFO keeps its head-of-line blocking, ``backfill``) and jobs the
         allocation does not cover yet (admitted since the last re-solve) are left as they
-        are. Returns the new tasks."""
+        are. ``resolve``: first re-solve the allocation if an event made it stale and the
+        re-solve rule allows (a daemon at a round's start, when a job it planned for the
+        round ended after the plan: the simulator, which plans at the boundary, knew).
+        Returns the new tasks."""
         flight = self._in_flight
         if flight is None:
             raise CoreError("place_freed outside a round")
@@ -297,6 +301,8 @@ class SchedulerCore:
         free = (set(worker_ids) & set(self._view.worker_type_of)) - self._view.down
         if not free or not self._jobs:
             return TaskBatch.empty(layout.columns)
+        if resolve and self._stale:
+            self._maybe_resolve(now)
         view = self._view.without(set(self._view.worker_type_of) - free)
         demand = self._demand()
         taken = np.isin(rows.member_rows, [rows.index[j] for j in running]).any(axis=1)

@@ -105,15 +105,17 @@ class RoundDriver:
             self._forced = True
         return Boundary(rnd, completed, empty, stalled)
 
-    def refill(self, workers: Sequence[int], now: float, round_end_s: float) -> TaskBatch:
+    def refill(self, workers: Sequence[int], now: float, round_end_s: float, *,
+               resolve: bool = False) -> TaskBatch:
         """Workers freed at ``now`` (a job of the round finished or failed) go to waiting
         jobs until ``round_end_s`` (``SchedulerCore.place_freed``; nothing unless
         ``CoreConfig.refill_freed``). The new tasks join the round in flight: ``boundary``'s
-        ``seconds`` then cover them too, after the round's own."""
+        ``seconds`` then cover them too, after the round's own. ``resolve``: re-solve a
+        stale allocation first (``SchedulerCore.place_freed``)."""
         rnd = self._in_flight
         if rnd is None:
             return TaskBatch.empty(self.core.worker_types)
-        more = self.core.place_freed(workers, now, round_end_s)
+        more = self.core.place_freed(workers, now, round_end_s, resolve=resolve)
         if len(more):
             self._in_flight = replace(rnd, batch=rnd.batch.plus(more))
         return more

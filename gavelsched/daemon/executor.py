@@ -320,18 +320,20 @@ class DaemonExecutor:
         self.runs.place(rnd.tasks, self._round_base + rnd.index)
         # A job planned for this round may have ended since the plan (``plan_lead`` ago):
         # its GPUs go to waiting jobs now rather than sit out the round.
-        self._refill()
+        self._refill(at_start=True)
         view = self.view(self.now())
         log.info("%s", view.summary())
         if self.metrics is not None:
             self.metrics.on_plan(view)
 
-    def _refill(self) -> None:
+    def _refill(self, *, at_start: bool = False) -> None:
         """GPUs idle in the running round (a job finished, failed or was cancelled, a run
         died, or a job planned for the round ended before it began) go to waiting jobs for
         the rest of it (``RoundDriver.refill``: the core's
         priorities and the policy's traits decide; ``refill_freed``). Not once the next
-        round is planned: its plan has taken them."""
+        round is planned: its plan has taken them. ``at_start``: the round has just begun,
+        and a change since its plan (a job that ended) re-solves the allocation first, as
+        the simulator, which plans at the boundary, would have."""
         flight = self.driver.in_flight
         if (not self.config.refill_freed or self._planned is not None or self.clock.idle
                 or flight is None or self._round_base + flight.index != self._started_index):
@@ -344,7 +346,7 @@ class DaemonExecutor:
         if not free:
             return
         now = self.now()
-        more = self.driver.refill(sorted(free), now, now + ends - mono)
+        more = self.driver.refill(sorted(free), now, now + ends - mono, resolve=at_start)
         if not len(more):
             return
         self._dirty = True

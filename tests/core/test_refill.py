@@ -123,6 +123,20 @@ def test_a_policy_without_backfill_keeps_its_idle_gpus_idle(backfill):
     assert more.keys == (("1",) if backfill else ())
 
 
+@pytest.mark.parametrize("resolve", [False, True])
+def test_a_stale_allocation_is_re_solved_first_when_asked(resolve):
+    """A daemon at a round's start: the job it planned ended after the plan. Re-solved, the
+    waiting job gets the time (FIFO's next in line); without, it has none (no backfill)."""
+    core = make_core(policy=HeadOnly(), counts={"v100": 1}, config=ON.but(backfill=False))
+    driver = RoundDriver(core)
+    for spec in (job(0, steps=100), job(1)):
+        core.submit(spec, 0.0)
+    rnd = driver.boundary(0.0).round
+    driver.credit(("0",), ((100,),), 10.0)
+    more = driver.refill(rnd.batch.workers[0], 10.0, R, resolve=resolve)
+    assert more.keys == (("1",) if resolve else ())
+
+
 def test_the_simulator_gives_a_freed_gpu_to_the_waiting_job():
     """Two GPUs, a short job and two long ones: with refills the third job starts when the
     short one ends instead of at the next round, and finishes R - (short job's time)
