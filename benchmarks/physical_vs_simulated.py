@@ -21,9 +21,16 @@ physical cluster, §5.7.2).
     python benchmarks/physical_vs_simulated.py                     # 10 s rounds, ~4 min
     python benchmarks/physical_vs_simulated.py --round-seconds 30  # jobs 3x bigger, ~5 min
     python benchmarks/physical_vs_simulated.py --workload steps    # no torch start-up
-    python benchmarks/physical_vs_simulated.py --replay DIR        # a run kept with --keep DIR
+    python benchmarks/physical_vs_simulated.py --replay DIR [DIR ...]  # runs kept with --keep
     python benchmarks/physical_vs_simulated.py --trace T.trace --time-scale 0.01 --steps-scale 0.001
                                                    # a trace of yours (gavelsched replay)
+
+Issue #20's table (BENCHMARKS.md; ~30 min): a Gavel-format trace, three policies, 30 s rounds::
+
+    gavelsched trace generate --jobs 15 --rate 30 --seed 1 -o gavel15.trace
+    python benchmarks/physical_vs_simulated.py --trace gavel15.trace --time-scale 0.1 \
+        --steps-scale 0.001 --workload steps --round-seconds 30 --workers k80=2,p100=2,v100=2 \
+        --policy max_min_fairness_perf,fifo_perf,min_total_duration_perf --keep runs
 
 With ``--trace`` the loopback cluster replays that trace (``local-cluster --trace``: each
 job at its arrival time x S, with its steps x K) instead of the demo mix, and the report adds
@@ -145,7 +152,9 @@ def main() -> int:
     parser.add_argument("--workers", default="k80=1,p100=1,v100=1")
     parser.add_argument("--jobs", type=int, default=6)
     parser.add_argument("--round-seconds", type=float, default=10.0)
-    parser.add_argument("--policy", default="max_min_fairness_perf")
+    parser.add_argument("--policy", default="max_min_fairness_perf",
+                        help="a policy, or several separated by commas (one run each, then "
+                             "a summary table)")
     parser.add_argument("--workload", help="run this reference workload for every job "
                         "(e.g. steps: no torch, so a fresh run starts in ~1 s)")
     parser.add_argument("--trace", help="replay this trace (.jsonl or Gavel .trace) instead "
@@ -154,72 +163,113 @@ def main() -> int:
                         help="with --trace: arrival times x S")
     parser.add_argument("--steps-scale", type=float, default=1.0, metavar="K",
                         help="with --trace: steps x K")
-    parser.add_argument("--keep", help="keep the daemon's state and logs here")
-    parser.add_argument("--replay", metavar="DIR", help="replay a run kept with --keep DIR "
-                        "instead of running the cluster again")
+    parser.add_argument("--keep", help="keep the daemon's state and logs here (with several "
+                        "policies, in a folder per policy)")
+    parser.add_argument("--replay", metavar="DIR", nargs="+", help="replay runs kept with "
+                        "--keep DIR instead of running the cluster again")
     parser.add_argument("--sim-timeout", type=float, default=120.0, metavar="S",
                         help="give up on a replay after S seconds (default 120)")
     args = parser.parse_args()
-    load_before = os.getloadavg()[0]
-
+    policies = args.policy.split(",")
+    summaries = []
     if args.replay:
-        root = Path(args.replay)
-        physical = json.loads((root / "physical.json").read_text())
-        kept = yaml.safe_load((root / "run" / "cluster.yaml").read_text())
-        args.round_seconds, args.policy = float(kept["round_seconds"]), kept["policy"]
-        measured = measured_trace(root / "run" / "state")
-        refill = refill_rule(root / "run" / "cluster.yaml")
-    else:
+        for folder in args.replay:
+            summaries.append(compare(Path(folder), args.sim_timeout))
+    for policy in [] if args.replay else policies:
         with tempfile.TemporaryDirectory(prefix="gavel-pvs-") as tmp:
             root = Path(args.keep or tmp)
-            out = root / "physical.json"
+            if args.keep and len(policies) > 1:
+                root = root / policy
+            load_before = os.getloadavg()[0]
             jobs_flags = (["--trace", str(Path(args.trace).resolve()), "--time-scale",
                            str(args.time_scale), "--steps-scale", str(args.steps_scale)]
                           if args.trace else ["--jobs", str(args.jobs)])
             subprocess.run([sys.executable, "-m", "gavelsched", "local-cluster",
                             "--workers", args.workers, *jobs_flags,
-                            "--round-seconds", str(args.round_seconds), "--policy", args.policy,
-                            "--json", str(out), "--keep", str(root / "run"),
+                            "--round-seconds", str(args.round_seconds), "--policy", policy,
+                            "--json", str(root / "physical.json"), "--keep", str(root / "run"),
                             *(["--workload", args.workload] if args.workload else [])],
                            check=True, env=subprocess_env())
-            physical = json.loads(out.read_text())
-            measured = measured_trace(root / "run" / "state")
-            refill = refill_rule(root / "run" / "cluster.yaml")
+            (root / "load.json").write_text(json.dumps(
+                {"before": load_before, "after": os.getloadavg()[0]}))
+            summaries.append(compare(root, args.sim_timeout))
+    if len(summaries) > 1:
+        print("\n" + summary_table(summaries))
+    return 0
 
+
+def compare(root: Path, sim_timeout: float) -> dict:
+    """Replay the run kept in ``root`` in the simulator, print the comparison, and return
+    its summary (``summary_table``); the load averages are the run's (``load.json``)."""
+    physical = json.loads((root / "physical.json").read_text())
+    kept = yaml.safe_load((root / "run" / "cluster.yaml").read_text())
+    round_seconds, policy_name = float(kept["round_seconds"]), kept["policy"]
+    measured = measured_trace(root / "run" / "state")
+    refill = refill_rule(root / "run" / "cluster.yaml")
     jobs, table, overhead = measured.jobs, measured.table, measured.overhead
-    cluster = measured.cluster          # (with --replay, the run's, whatever --workers says)
+    cluster = measured.cluster
+    load = root / "load.json"
+    load = json.loads(load.read_text()) if load.exists() else {"before": None, "after": None}
+    shown = "unknown" if load["after"] is None else \
+        f"{load['before']:.1f} before the run, {load['after']:.1f} after"
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, load average "
-          f"{load_before:.1f} before, {os.getloadavg()[0]:.1f} after; cluster {cluster_text(cluster)}, {len(jobs)} jobs, "
-          f"{args.round_seconds:g} s rounds, {args.policy}")
+          f"{shown}; cluster {cluster_text(cluster)}, {len(jobs)} jobs, "
+          f"{round_seconds:g} s rounds, {policy_name}")
     print("| start-up charged | measure | physical (local-cluster) | simulated | difference |")
     print("|---|---|---|---|---|")
     runs = {}
-    cap = (1.0 - MIN_LEASE_FRACTION) * args.round_seconds
+    cap = (1.0 - MIN_LEASE_FRACTION) * round_seconds
     rules = {"capped": lambda v: min(v, cap), "in full": lambda v: v, "none": lambda v: 0.0,
              "capped, daemon's knowledge": lambda v: min(v, cap)}
     for scale, rule in rules.items():
-        policy = get_policy(args.policy)
+        policy = get_policy(policy_name)
         # the daemon's re-solve rule (``resolve: responsive``), interval (local-cluster's)
         # and refills of GPUs freed mid-round (``refill_freed``, until it plans)
-        config = config_for(policy, table, tuple(cluster), round_seconds=args.round_seconds,
-                            min_resolve_interval_s=args.round_seconds, resolve="responsive",
+        config = config_for(policy, table, tuple(cluster), round_seconds=round_seconds,
+                            min_resolve_interval_s=round_seconds, resolve="responsive",
                             **refill)
         charged = {k: rule(v) for k, v in overhead.items()}
         simulated = runs[scale] = simulate_within(
-            args.sim_timeout, jobs, table, cluster, policy, core_config=config,
+            sim_timeout, jobs, table, cluster, policy, core_config=config,
             sim=SimConfig(round_ends_at_last_finish=False, preemption_overhead_s=charged,
                           priors=measured.priors if "knowledge" in scale else None))
         if simulated is None:
-            print(f"| {scale} | (replay did not finish in {args.sim_timeout:g} s) | | | |")
+            print(f"| {scale} | (replay did not finish in {sim_timeout:g} s) | | | |")
             continue
         for key, name in (("avg_jct_s", "average JCT (s)"), ("makespan_s", "makespan (s)")):
             diff = 100.0 * (simulated[key] - physical[key]) / physical[key]
             print(f"| {scale} | {name} | {physical[key]:.1f} | {simulated[key]:.1f} | "
                   f"{diff:+.1f}% |")
     print()
-    for rule in ("capped", "capped, daemon's knowledge"):
-        per_job(rule, measured, physical, runs[rule] or {}, cap)
-    return 0
+    errors = {rule: per_job(rule, measured, physical, runs[rule] or {}, cap)
+              for rule in ("capped", "capped, daemon's knowledge")}
+    return {"policy": policy_name, "load": (load["before"], load["after"]), "physical": physical,
+            "runs": runs, "errors": errors, "rounds": round_seconds, "jobs": len(jobs)}
+
+
+def summary_table(summaries: list[dict]) -> str:
+    """One row per run: physical, and each replay's difference (oracle: the final measured
+    rates from the start; knowledge: the daemon's priors until each job's first report)."""
+    lines = ["| policy | load avg before / after | physical avg JCT / makespan (s) | "
+             "simulated, oracle: avg JCT / makespan | per-job error, oracle: median / 90th / "
+             "worst | simulated, daemon's knowledge: avg JCT / makespan | per-job error, "
+             "daemon's knowledge: median / 90th / worst |", "|---|---|---|---|---|---|---|"]
+    for s in summaries:
+        real = s["physical"]
+        cells = []
+        for rule in ("capped", "capped, daemon's knowledge"):
+            sim = s["runs"].get(rule)
+            if sim is None:
+                cells += ["(did not finish)", ""]
+                continue
+            cells.append(" / ".join(f"{100 * (sim[k] - real[k]) / real[k]:+.1f}%"
+                                    for k in ("avg_jct_s", "makespan_s")))
+            cells.append(" / ".join(f"{v:.1f}%" for v in s["errors"][rule]))
+        load = " / ".join("-" if v is None else f"{v:.1f}" for v in s["load"])
+        lines.append(f"| `{s['policy']}` | {load} | {real['avg_jct_s']:.1f} / "
+                     f"{real['makespan_s']:.1f} | {cells[0]} | {cells[1]} | {cells[2]} | "
+                     f"{cells[3]} |")
+    return "\n".join(lines)
 
 
 def cluster_text(cluster: dict[str, int]) -> str:
@@ -227,10 +277,11 @@ def cluster_text(cluster: dict[str, int]) -> str:
 
 
 def per_job(rule: str, measured: Measured, physical: dict, simulated: dict,
-            cap: float) -> None:
+            cap: float) -> tuple[float, ...]:
     """Each job's JCT in both, the distribution of the per-job error, and where each
     difference comes from: waiting for the first start (the order jobs got GPUs in) or
-    running (the types and leases it got once started)."""
+    running (the types and leases it got once started). Returns the error's (median, 90th
+    percentile, worst) in %."""
     print(f"\nPer job, start-up charged capped at {cap:g} s, {rule} (seconds):")
     print("| job | type | steps | start-up | physical wait / JCT | simulated wait / JCT | "
           "difference | of which waiting |")
@@ -246,11 +297,14 @@ def per_job(rule: str, measured: Measured, physical: dict, simulated: dict,
               f"{measured.overhead[job.job_type]:.1f} | {wait:.1f} / {real['jct_s']:.1f} | "
               f"{sim_wait:.1f} / {sim['jct_s']:.1f} | {errors[-1]:+.1f}% | "
               f"{sim_wait - wait:+.1f} s of {sim['jct_s'] - real['jct_s']:+.1f} s |")
-    if errors:
-        size = sorted(abs(e) for e in errors)
-        print(f"\nPer-job JCT error ({rule}; |simulated - physical| / physical, {len(size)} "
-              f"jobs): median {statistics.median(size):.1f}%, 90th percentile "
-              f"{size[min(len(size) - 1, int(0.9 * len(size)))]:.1f}%, worst {size[-1]:.1f}%")
+    if not errors:
+        return ()
+    size = sorted(abs(e) for e in errors)
+    spread = (statistics.median(size), size[min(len(size) - 1, int(0.9 * len(size)))], size[-1])
+    print(f"\nPer-job JCT error ({rule}; |simulated - physical| / physical, {len(size)} "
+          f"jobs): median {spread[0]:.1f}%, 90th percentile {spread[1]:.1f}%, worst "
+          f"{spread[2]:.1f}%")
+    return spread
 
 
 if __name__ == "__main__":
