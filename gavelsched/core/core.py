@@ -254,12 +254,15 @@ class SchedulerCore:
         self._stale = True
 
     # ---- rounds -----------------------------------------------------------------------
-    def start_round(self, now: float) -> Round:
-        """A round boundary at ``now``: admit arrivals, re-solve if due, plan the round."""
+    def start_round(self, now: float, uncredited: Mapping[str, float] | None = None) -> Round:
+        """A round boundary at ``now``: admit arrivals, re-solve if due, plan the round.
+        ``uncredited``: steps per job the executor expects were made but has not credited
+        yet (``problem.build_problem``): a re-solve plans on the remaining steps net of
+        them."""
         if self._in_flight is not None:
             raise CoreError(f"round {self._in_flight.index} has not ended")
         admitted = self._admit()
-        resolved = self._maybe_resolve(now)
+        resolved = self._maybe_resolve(now, uncredited)
         rejected, self._rejected = tuple(self._rejected), []
         plan = plan_round(self._demand(), self._view,
                           planner_config(self.config, self._layout.types, self._rng))
@@ -387,7 +390,8 @@ class SchedulerCore:
         retype(self._jobs, self._rows, types, layout.type_index, self._lookups)
 
     # -- re-solving
-    def _maybe_resolve(self, now: float) -> Allocation | None:
+    def _maybe_resolve(self, now: float,
+                       uncredited: Mapping[str, float] | None = None) -> Allocation | None:
         cfg = self.config
         periodic = (cfg.resolve_period_s is not None and bool(self._jobs)
                     and now - self._last_resolve_s >= cfg.resolve_period_s)
@@ -404,7 +408,7 @@ class SchedulerCore:
         if cfg.isolated_time:
             advance_isolated_time(self._jobs, self._rows, self._view, self._layout.types)
         while True:
-            problem = self._problem(now)
+            problem = self._problem(now, uncredited)
             try:
                 allocation = self.policy.solve(problem)
                 break
@@ -429,11 +433,12 @@ class SchedulerCore:
                   allocation.solve_s)
         return allocation
 
-    def _problem(self, now: float) -> Problem:
+    def _problem(self, now: float, uncredited: Mapping[str, float] | None = None) -> Problem:
         """The policy's ``Problem`` now (module ``problem``)."""
         return build_problem(now, self._jobs, self._rows, self._view, self._layout.types,
                              self._lookups, self.config, prices=self._prices,
-                             entities=self._entities, last=self._last_allocation)
+                             entities=self._entities, last=self._last_allocation,
+                             uncredited=uncredited)
 
     def _demand(self) -> Demand:
         """The planner's ``Demand`` this round (module ``batch``)."""

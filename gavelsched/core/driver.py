@@ -28,7 +28,7 @@ specs of a trace's jobs (the daemon's rows embed the spec its submission door ma
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -86,14 +86,17 @@ class RoundDriver:
         return self._in_flight
 
     def boundary(self, now: float, seconds: Sequence[float] | np.ndarray | None = None, *,
-                 arrivals_pending: bool = False) -> Boundary:
+                 arrivals_pending: bool = False,
+                 uncredited: Mapping[str, float] | None = None) -> Boundary:
         """End the round in flight (``seconds[i]``: the time its task i held its workers;
         None: nothing ran) and plan the next one at ``now``. ``arrivals_pending``: the
         executor knows more jobs will arrive (the simulator's trace), so an empty round
-        waits for them instead of forcing a re-solve."""
+        waits for them instead of forcing a re-solve. ``uncredited``: steps per job the
+        executor expects were made but has not credited (a daemon, which plans before its
+        jobs' checkpoints at the round's end); a re-solve plans net of them."""
         self.end(now, seconds)
         core = self.core
-        rnd = self._in_flight = core.start_round(now)
+        rnd = self._in_flight = core.start_round(now, uncredited)
         completed = self._apply_unapplied(rnd.admitted, now)
         empty = len(rnd.batch) == 0 and bool(core.active_jobs)
         stalled = False

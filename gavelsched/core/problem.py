@@ -24,11 +24,18 @@ from .rows import Rows
 def build_problem(now: float, jobs: Mapping[str, JobState], rows: Rows, view: ClusterView,
                   types: tuple[str, ...], lookups: Lookups, config: CoreConfig, *,
                   prices: Mapping[str, float], entities: Mapping[str, Entity],
-                  last: Allocation | None) -> Problem:
+                  last: Allocation | None,
+                  uncredited: Mapping[str, float] | None = None) -> Problem:
     """Every admitted job, in admission order, and (``config.pairs``) the pairs the
-    policy may plan on; ``last`` is the allocation in force."""
+    policy may plan on; ``last`` is the allocation in force. ``uncredited``: steps the
+    executor expects jobs to have made by now but has not credited yet (a daemon learns
+    steps at checkpoints, after it plans); they come off the remaining steps the policy
+    sees, never below one step."""
     index = rows.index
     left = rows.left[[index[k] for k in jobs]].tolist()
+    if uncredited:
+        left = [max(steps - uncredited.get(job_id, 0.0), min(steps, 1.0))
+                for job_id, steps in zip(jobs, left)]
     isolated = config.isolated_time
     problem_jobs = [Job(id=job_id, throughputs=job.throughputs,
                         scale_factor=job.spec.scale_factor, weight=job.spec.priority_weight,

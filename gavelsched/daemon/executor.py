@@ -282,7 +282,7 @@ class DaemonExecutor:
         flight = self.driver.in_flight
         held = (None if flight is None else
                 np.array(self.runs.held_s(list(flight.batch.keys))))
-        step = self.driver.boundary(now, held)
+        step = self.driver.boundary(now, held, uncredited=self.runs.uncredited_steps())
         rnd = step.round
         for job_id in step.completed:
             self._finish(job_id, now)

@@ -111,6 +111,19 @@ class RunTable:
                 for m, job_id in enumerate(task.job_ids):
                     self._launch_or_defer(task, m, job_id, index, refill)
 
+    def uncredited_steps(self) -> dict[str, float]:
+        """Per job with a live run, the steps its lease lets it make by the end of the
+        round beyond its durable count: what it will have made at the boundary the next
+        round is planned for, which its checkpoint reports only then (policies that read
+        the remaining steps plan net of them, as the simulator, which plans at the
+        boundary, does)."""
+        out = {}
+        for job_id, run in self._runs.items():
+            job = self.jobs.get(job_id)
+            if job is not None and not run.orphan and not job.final:
+                out[job_id] = float(max(0, int(run.lease.max_steps) - job.steps_done))
+        return out
+
     def idle_workers(self, live: frozenset[int] | set[int]) -> set[int]:
         """Of the ``live`` workers, those no run holds and no deferred placement waits for
         (what a mid-round refill may use)."""

@@ -129,3 +129,22 @@ def test_the_recording_policy_sees_one_problem_per_resolve():
     driver.boundary(0.0)
     driver.boundary(R, np.array([R]))
     assert len(policy.problems) == 1                        # no event, no re-solve
+
+
+def test_a_resolve_plans_net_of_the_steps_the_executor_has_not_credited_yet():
+    """A daemon plans before its jobs' checkpoints at the round's end report their steps:
+    the policy sees the remaining steps net of what their leases will have made (never
+    below one step); credited steps are not taken off twice."""
+    policy = Recording()
+    core = make_core(policy, config=CoreConfig(min_resolve_interval_s=0, resolve="responsive"))
+    driver = RoundDriver(core)
+    core.submit(job(0, steps=100), 0.0)
+    core.submit(job(1, steps=100), 0.0)
+    driver.boundary(0.0, uncredited={"0": 40.0, "1": 500.0})
+    seen = {j.id: j.remaining_steps for j in policy.problems[-1].jobs}
+    assert seen == {"0": 60.0, "1": 1.0}
+    assert core.remaining_steps("0") == 100            # nothing credited
+    driver.credit(("0",), ((40,),), 10.0)
+    core.submit(job(2), 10.0)                          # an event: the next boundary re-solves
+    driver.boundary(R, np.array([R, R]))
+    assert {j.id: j.remaining_steps for j in policy.problems[-1].jobs}["0"] == 60.0
