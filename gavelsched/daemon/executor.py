@@ -329,11 +329,11 @@ class DaemonExecutor:
     def _refill(self, *, at_start: bool = False) -> None:
         """GPUs idle in the running round (a job finished, failed or was cancelled, a run
         died, or a job planned for the round ended before it began) go to waiting jobs for
-        the rest of it (``RoundDriver.refill``: the core's
-        priorities and the policy's traits decide; ``refill_freed``). Not once the next
-        round is planned: its plan has taken them. ``at_start``: the round has just begun,
-        and a change since its plan (a job that ended) re-solves the allocation first, as
-        the simulator, which plans at the boundary, would have."""
+        the rest of it (``RoundDriver.refill``: the core's priorities and the policy's
+        traits decide; ``refill_freed``). Not once the next round is planned: its plan has
+        taken them. ``at_start``: the round has just begun, and a change since its plan (a
+        job that ended) re-solves the allocation first, as the simulator, which plans at
+        the boundary, would have."""
         flight = self.driver.in_flight
         if (not self.config.refill_freed or self._planned is not None or self.clock.idle
                 or flight is None or self._round_base + flight.index != self._started_index):
