@@ -7,8 +7,8 @@ trace job that arrives now with the steps it has left and its own job type
 (``<type>@<id>``), so that the table holds *its* steps/s per worker type (measured where
 measured, else the scaled prior: ``OnlineThroughputs.row``); the cluster is the alive GPUs
 per type; the policy, round length, re-solve rule and refills are the daemon's
-(``resolve="responsive"``, ``refill_until``); rounds last exactly ``round_seconds`` (wall-clock rounds), and
-a lease that is not extended first pays its job type's mean start-up (the daemon's
+(``resolve="responsive"``, ``refill_until``); rounds last exactly ``round_seconds``
+(wall-clock rounds), and a lease that is not extended first pays its job type's mean start-up (the daemon's
 ``Startups``), at most half a round (the daemon's lease floor), as the simulator charges
 preemption overhead. The round the daemon has placed is kept (``this_round``): a job
 that runs now makes its steps on its type until the round's end (``Status.round_ends_s``),
@@ -53,7 +53,7 @@ class LiveState:
     resolve: str = "responsive"
     min_resolve_interval_s: float = 0.0
     round_ends_s: float | None = None          # the placed round's end; None: idle
-    refill_until: float = 0.0                  # GPUs freed before this part of a round are refilled
+    refill_until: float = 0.0                  # refills in this first part of a round
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ def state_of(reply) -> LiveState:
                      workers, per, jobs, reply.resolve or "responsive",
                      reply.min_resolve_interval_s,
                      reply.round_ends_s if reply.round_ends_s > reply.now_s else None,
-                     reply.refill_until)
+                     reply.refill_until if 0.0 <= reply.refill_until <= 1.0 else 0.0)
 
 
 def hypothetical(request, state: LiveState, prior=None) -> LiveJob:

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from . import InputError
 from .args import parse_counts
+from .replay import scale_flags
 
 log = logging.getLogger(__name__)
 
@@ -69,10 +70,7 @@ def register(subparsers) -> None:
     p.add_argument("--trace", metavar="TRACE",
                    help="replay this trace (.jsonl or Gavel .trace) instead of the mix: each "
                         "job submitted at its arrival time (see gavelsched replay)")
-    p.add_argument("--time-scale", type=float, default=1.0, metavar="S",
-                   help="with --trace: arrival times x S (0.01: an hour of trace in 36 s)")
-    p.add_argument("--steps-scale", type=float, default=1.0, metavar="K",
-                   help="with --trace: every job's steps x K (at least 1)")
+    scale_flags(p, "with --trace: ")
     p.add_argument("--json", metavar="OUT", help="write the Simulation result JSON here")
     p.add_argument("--keep", metavar="DIR", help="keep the state and logs in DIR")
     p.set_defaults(func=run)

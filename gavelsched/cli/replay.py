@@ -33,15 +33,21 @@ def register(subparsers) -> None:
                     "`gavelsched simulate` on the same trace. A job the scheduler refuses is "
                     "reported in one line and the others go on (exit code 1 at the end).")
     p.add_argument("trace", metavar="TRACE")
-    p.add_argument("--time-scale", type=float, default=1.0, metavar="S",
-                   help="arrival times x S (0.01: an hour of trace in 36 s)")
-    p.add_argument("--steps-scale", type=float, default=1.0, metavar="K",
-                   help="every job's steps x K (at least 1 step)")
+    scale_flags(p)
     p.add_argument("--workload", default=None,
                    help="run every job with this reference workload (e.g. steps) instead of "
                         "its job type's")
     p.add_argument("--json", metavar="OUT", help="write the Simulation result JSON here")
     p.set_defaults(func=run)
+
+
+def scale_flags(p, when: str = "") -> None:
+    """``--time-scale`` and ``--steps-scale`` (``when``: what they need, e.g. "with
+    --trace: "), as ``replay`` and ``local-cluster --trace`` share them."""
+    p.add_argument("--time-scale", type=float, default=1.0, metavar="S",
+                   help=f"{when}arrival times x S (0.01: an hour of trace in 36 s)")
+    p.add_argument("--steps-scale", type=float, default=1.0, metavar="K",
+                   help=f"{when}every job's steps x K (at least 1 step)")
 
 
 def check_scales(time_scale: float, steps_scale: float) -> None:
