@@ -88,6 +88,10 @@ def test_state_of_a_status_reply():
     assert inputs.trace[0].total_steps == 70 and inputs.trace[0].arrival_s == 0.0
     assert inputs.table.get("v100", "ResNet-18@j1", 1) == 4.0
     assert inputs.overheads == {"ResNet-18@j1": 1.5}
+    assert s.refill_until == 0.0                      # a scheduler that does not refill
+    for sent, taken in ((0.7, 0.7), (5.0, 0.0), (float("nan"), 0.0), (-1.0, 0.0)):
+        reply.refill_until = sent
+        assert eta.state_of(reply).refill_until == taken
 
 
 def test_predict_reports_the_new_job_and_the_delay_it_causes():
