@@ -141,10 +141,13 @@ class Columns:
         return np.array([allocation.share(key, labels[j])
                          for key, j in zip(self.keys, self.col_type)])
 
-    def repaired(self, z: np.ndarray, *, fit_types: bool = True) -> np.ndarray:
+    def repaired(self, z: np.ndarray, *, fit_types: bool = True,
+                 kept: np.ndarray | None = None) -> np.ndarray:
         """``z`` scaled down where solver tolerance left a job above 1 or (``fit_types``) a
-        type above its workers, so that (5.1)-(5.3) hold exactly."""
-        z = np.where(z > ZERO, np.minimum(z, 1.0), 0.0)
+        type above its workers, so that (5.1)-(5.3) hold exactly. Entries below ``ZERO``
+        are rounded to zero, except those ``kept`` (a mask) names as decisions."""
+        small = z <= ZERO if kept is None else (z <= ZERO) & ~kept
+        z = np.where(small, 0.0, np.clip(z, 0.0, 1.0))
         job_shrink = 1.0 / np.maximum(np.asarray(self.member @ z).ravel(), 1.0)
         column_shrink = np.ones_like(z)  # the largest overload among the column's jobs
         entries = self.member.tocoo()
@@ -162,11 +165,12 @@ class Columns:
         np.minimum.at(shrink, used.col, type_shrink[used.row])
         return z * shrink
 
-    def to_rows(self, z: np.ndarray, *, fit_types: bool = True) -> dict[str, dict[str, float]]:
+    def to_rows(self, z: np.ndarray, *, fit_types: bool = True,
+                kept: np.ndarray | None = None) -> dict[str, dict[str, float]]:
         """Allocation rows: every job with every type, plus the pairs that got time.
         ``fit_types=False`` keeps a type asked beyond its workers as it is (only Gavel's
-        FIFO does that on purpose, see ``policies.ordering``)."""
-        z = self.repaired(z, fit_types=fit_types)
+        FIFO does that on purpose, see ``policies.ordering``); ``kept`` as ``repaired``."""
+        z = self.repaired(z, fit_types=fit_types, kept=kept)
         rows = {job_id: dict.fromkeys(self.types, 0.0) for job_id in self.job_ids}
         labels, n = self.labels, len(self.types)
         for key, j, value in zip(self.keys, self.col_type.tolist(), z.tolist()):

@@ -34,7 +34,7 @@ import numpy as np
 
 from ._cvxpy import cp
 from .base import BACKEND_OPTION, ColumnPolicy, Solution, no_columns, run_precise
-from .columns import Columns
+from .columns import ZERO, Columns
 from .errors import Infeasible, ProblemError, SolverFailed
 from .fairness import base_constraints, fairness_utility, max_min_rows
 from .lp import LinearProgram, WarmLevel, maximise_level, solve_lp
@@ -53,8 +53,8 @@ DUAL_ZERO = 1e-5
 BACKOFFS = (1e-6, 1e-5, 1e-4)
 # The final polish may lower a level by at most this relative amount (solver tolerance).
 POLISH_SLACK = 1e-8
-# A polish whose levels fall short of what they must keep by more than this fraction of
-# the total, priced by its duals, is solved again by simplex (``_leaky``).
+# A polish whose levels, within capacity, fall short of what they must keep by more than
+# this fraction of the total, priced by its duals, is solved again by simplex (``_leaky``).
 LEAK_LIMIT = 1e-7
 # The direct path's solvers (BENCHMARKS.md, solver comparison): Clarabel's interior point
 # (strictly complementary duals: every bottlenecked job frozen at once); with
@@ -165,17 +165,33 @@ def fitted_floors(cols: Columns, U, floor: np.ndarray, z: np.ndarray) -> np.ndar
     return np.minimum(floor, U @ within_capacity(cols, z))
 
 
-def _leaky(U, keep: np.ndarray, result) -> bool:
-    """The polish's optimum leaves some job below the level it must keep by the solver's
-    feasibility tolerance (an interior point's ~1e-9), and the keep rows' duals say that
-    shortfall is worth more than ``LEAK_LIMIT`` of the total to others: in an
-    ill-conditioned problem (a job ~170x faster on one type than another, in pairs) a
-    shortfall of 6e-9 frees 1e-3 for others, and the allocation is then not Pareto-efficient
-    by that much. A vertex (simplex) solution meets the rows exactly."""
-    k = U.shape[0]
-    short = np.maximum(keep - U @ result.x, 0.0)
-    worth = float(np.maximum(result.dual[:k], 0.0) @ short)
+def _leaky(levels: np.ndarray, keep: np.ndarray, dual: np.ndarray) -> bool:
+    """The polish's allocation, within capacity, gives some job ``levels`` below what it
+    must ``keep`` by the solver's feasibility tolerance (an interior point's ~1e-9), and the
+    keep rows' ``dual`` says that shortfall is worth more than ``LEAK_LIMIT`` of the total
+    to others. In an ill-conditioned problem (a job ~170x faster on one type than another,
+    in pairs) a shortfall of 6e-9 freed 1e-3 for others, and the 1.3e-9 lost to taking an
+    overload of 1.7e-10 off a type freed 1e-4: the allocation was then not Pareto-efficient
+    by that much. A vertex (simplex) solution meets the rows to ~1e-15."""
+    short = np.maximum(keep - levels, 0.0)
+    worth = float(np.maximum(dual[:keep.size], 0.0) @ short)
     return worth > LEAK_LIMIT * max(float(keep.sum()), 1e-12)
+
+
+def needed_entries(U, z: np.ndarray) -> np.ndarray:
+    """The entries of the polished ``z`` below ``ZERO`` (which ``Columns.repaired`` rounds
+    to zero as solver noise) that a job needs to keep its level: without them some job of
+    theirs would lose more than ``POLISH_SLACK`` of its level. A simplex polish is exact,
+    and its vertex may hold such an entry: in an ill-conditioned problem 1.7e-8 of a column
+    lifted a job by 1e-7 of its level, and rounding it away freed 1e-4 of the total for
+    others (the allocation was then not Pareto-efficient by that much)."""
+    tiny = (z > 0.0) & (z <= ZERO)
+    if not tiny.any():
+        return tiny
+    level = U @ np.clip(z, 0.0, 1.0)
+    lost = U @ np.where(tiny, z, 0.0)
+    hurt = lost > POLISH_SLACK * np.maximum(level, 1e-12)
+    return tiny & (np.asarray(abs(U[hurt]).sum(axis=0)).ravel() > 0)
 
 
 class WaterFilling(ColumnPolicy):
@@ -205,8 +221,8 @@ class WaterFilling(ColumnPolicy):
         solver = self.direct_solver(DIRECT_SOLVER)
         _, z = self._fill(problem, cols, rows, U, solver)
         final = self._polish(cols, U, z, solver)
-        return Solution(cols.to_rows(final), self._objective(U, final, cols.weight[rows]),
-                        solver or self.solver)
+        return Solution(cols.to_rows(final, kept=needed_entries(U, final)),
+                        self._objective(U, final, cols.weight[rows]), solver or self.solver)
 
     def _levels(self, problem: Problem) -> np.ndarray:
         """Every runnable job's water-filling level (normalised effective throughput)
@@ -405,7 +421,8 @@ class WaterFilling(ColumnPolicy):
                         raise
                     log.debug("%s; solving again with HIGHS", err)
                     return solve_lp(lp, "HIGHS", what, precise=True).x
-                if first != "HIGHS" and _leaky(U, keep, result):
+                if first != "HIGHS" and _leaky(U @ within_capacity(cols, result.x), keep,
+                                               result.dual):
                     log.debug("%s: the interior point's levels leak; solving again with "
                               "HIGHS", what)
                     return solve_lp(lp, "HIGHS", what, precise=True).x

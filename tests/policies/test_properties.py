@@ -146,6 +146,17 @@ def test_water_filling_is_pareto_efficient(name, packed, problem):
     assert pareto_slack(problem, allocation, packed) < 1e-4
 
 
+def packed_problem(rates, pairs) -> Problem:
+    """v100=5, p100=2, k80=2 with ``rates`` (v100, p100, k80, scale factor, weight) per job
+    and ``pairs`` {(a, b): (v100, p100, k80) pair rates}."""
+    types = ("v100", "p100", "k80")
+    return Problem(
+        cluster={"v100": 5, "p100": 2, "k80": 2},
+        jobs=[Job(str(i), dict(zip(types, r[:3])), scale_factor=r[3], weight=r[4],
+                  remaining_steps=10.0) for i, r in enumerate(rates)],
+        pairs=[Pair((str(a), str(b)), dict(zip(types, both))) for (a, b), both in pairs.items()])
+
+
 def ill_conditioned() -> Problem:
     """Found by hypothesis: jobs ~170x faster on one type than another, in pairs. The
     polish's interior point left a job 6e-9 below the level it had to keep, which freed
@@ -164,16 +175,55 @@ def ill_conditioned() -> Problem:
              (3, 6): ((0.5625, 0.25), (0.25, 1.67578125), (17.5, 1.5)),
              (3, 7): ((0.375, 0.375), (0.25, 0.25), (17.5, 2.5)),
              (4, 5): ((5.875, 0.25), (0.25, 0.0), (0.25, 0.25))}
-    types = ("v100", "p100", "k80")
-    return Problem(
-        cluster={"v100": 5, "p100": 2, "k80": 2},
-        jobs=[Job(str(i), dict(zip(types, r[:3])), scale_factor=r[3], weight=r[4],
-                  remaining_steps=10.0) for i, r in enumerate(rates)],
-        pairs=[Pair((str(a), str(b)), dict(zip(types, both))) for (a, b), both in pairs.items()])
+    return packed_problem(rates, pairs)
 
 
-def test_water_filling_is_pareto_efficient_when_ill_conditioned():
-    problem = ill_conditioned()
+def needs_a_tiny_entry() -> Problem:
+    """Found by hypothesis: the simplex polish's vertex gives one column 1.7e-8 of a round,
+    which holds job 7 at its level. Rounding it to zero as solver noise (``Columns.ZERO``)
+    lowered job 7 by 1e-7 of its level and left a Pareto slack of 1.006e-4: water filling
+    now reports the entries its levels need (``water_filling.needed_entries``)."""
+    rates = [(0.0, 7.5, 1.0, 1, 1.0), (0.5, 0.0, 85.25, 1, 1.0), (0.5, 0.75, 0.5, 2, 1.0),
+             (25.0, 0.5, 0.5, 2, 1.0), (5.0, 0.5, 0.5, 1, 1.0), (0.5, 0.0, 0.5, 1, 1.0),
+             (0.5, 2.75, 3.0, 2, 5.0), (0.75, 0.5, 4.75, 2, 1.0)]
+    pairs = {(0, 1): ((0.0, 0.25), (3.75, 0.0), (0.5, 42.625)),
+             (0, 4): ((0.0, 2.5), (3.75, 0.25), (0.5, 0.25)),
+             (0, 5): ((0.0, 0.25), (3.75, 0.0), (0.5, 0.25)),
+             (1, 4): ((0.25, 2.5), (0.0, 0.25), (42.625, 0.25)),
+             (2, 3): ((0.25, 12.5), (0.375, 0.25), (0.25, 0.25)),
+             (2, 6): ((0.25, 0.25), (0.375, 1.375), (0.25, 2.625)),
+             (2, 7): ((0.25, 0.375), (0.375, 0.25), (0.25, 2.375)),
+             (3, 6): ((12.5, 0.25), (0.25, 1.375), (0.25, 1.5)),
+             (3, 7): ((12.5, 0.375), (0.25, 0.25), (0.25, 2.375)),
+             (4, 5): ((2.5, 0.375), (0.25, 0.0), (0.25, 0.25))}
+    return packed_problem(rates, pairs)
+
+
+def overloaded_polish() -> Problem:
+    """Found by hypothesis: the interior-point polish overloaded a type by 1.7e-10, and
+    taking that off (``within_capacity``) lowered jobs by 1.3e-9 of their levels, which
+    freed 1.2e-3 for job 0 (Pareto slack 1.02e-4): the leak test now prices the levels
+    within capacity."""
+    rates = [(0.0, 2.5, 0.5, 1, 1.0), (0.5, 0.0, 78.75, 1, 1.0), (0.5, 0.5, 0.5, 2, 1.0),
+             (38.25, 0.5, 0.5, 2, 1.0), (40.5, 0.5, 0.5, 1, 1.0), (0.5, 0.0, 0.5, 1, 1.0),
+             (0.5, 2.75, 3.0, 2, 5.0), (1.0, 0.5, 4.75, 2, 1.0)]
+    pairs = {(0, 1): ((0.0, 0.25), (1.25, 0.0), (0.25, 39.375)),
+             (0, 4): ((0.0, 20.25), (1.25, 0.25), (0.25, 0.25)),
+             (0, 5): ((0.0, 0.25), (1.25, 0.0), (0.25, 0.25)),
+             (1, 4): ((0.25, 20.25), (0.0, 0.25), (39.375, 0.25)),
+             (2, 3): ((0.25, 19.125), (0.25, 0.25), (0.25, 0.25)),
+             (2, 6): ((0.25, 0.25), (0.25, 1.375), (0.25, 1.5)),
+             (2, 7): ((0.25, 0.875), (0.25, 0.25), (0.25, 2.375)),
+             (3, 6): ((19.125, 0.25), (0.25, 1.375), (0.25, 1.5)),
+             (3, 7): ((19.125, 0.5), (0.25, 0.25), (0.4375, 2.375)),
+             (4, 5): ((30.375, 0.28125), (0.25, 0.0), (0.25, 0.25))}
+    return packed_problem(rates, pairs)
+
+
+@pytest.mark.parametrize("problem", [ill_conditioned(), needs_a_tiny_entry(),
+                                     overloaded_polish()],
+                         ids=["polish-leaks", "tiny-entry", "overloaded-polish"])
+def test_water_filling_is_pareto_efficient_when_ill_conditioned(problem):
     allocation = get_policy("max_min_fairness_water_filling_packed").solve(problem)
     assert pareto_slack(problem, allocation, True) < 1e-6
 
