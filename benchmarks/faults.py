@@ -51,7 +51,7 @@ from tests.faults.netns import (
     TITLES,
     Outcome,
     Setup,
-    netem_unavailable,
+    netem_fault_unavailable,
     netns_unavailable,
     references,
     run_fault,
@@ -104,7 +104,7 @@ def main() -> int:
     rows, notes = [], []
     try:
         for fault in faults:
-            skipped = netem_unavailable() if fault == "netem" else None
+            skipped = netem_fault_unavailable() if fault == "netem" else None
             outcomes: list[Outcome] = []
             for r in range(0 if skipped else args.runs):
                 root = base / f"{fault}-{r}"

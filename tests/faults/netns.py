@@ -20,7 +20,9 @@ checkpoint (the job's ``running-`` marker; the fault strikes that process, or it
 worker's link down for three rounds and a second (the lease is a round); ``kill -9``
 of a worker daemon (restarted with the same work dir), of a job process, and of the
 scheduler (restarted on the same state dir); 200 ms delay and 5% loss each way on a
-worker's link (``tc netem``; skipped, with the reason, where the kernel has no netem); and a
+worker's link (``tc netem``; where the kernel has no netem, every host's link is a userspace
+cable that does the same, ``tests.faults.cable``; skipped, with the reason, where neither can
+be had); and a
 checkpoint corrupted (the job's process killed, then the state file in its newest checkpoint
 directory truncated).
 
@@ -71,6 +73,7 @@ from traces.throughputs import dump_table
 log = logging.getLogger(__name__)
 
 PREFIX = "gavelfault"
+NETEM = (200.0, 0.05)           # the netem fault: ms of delay and loss, each direction
 SUBNET = "10.77.0"
 SCHEDULER_PORT = 50051
 TOLERANCE = 1e-9
@@ -136,6 +139,28 @@ def netem_unavailable() -> str | None:
     return None
 
 
+def needs_cables() -> bool:
+    """The netem fault runs on userspace cables: the kernel has no netem, and TAP devices
+    can be made (``cable_unavailable``)."""
+    return netem_unavailable() is not None and cable_unavailable() is None
+
+
+def netem_fault_unavailable() -> str | None:
+    """Why the netem fault cannot run here, by ``tc netem`` or by a cable (None: it can)."""
+    reason = netem_unavailable()
+    if reason is None:
+        return None
+    cable = cable_unavailable()
+    return f"{reason}; no userspace cable either: {cable}" if cable else None
+
+
+def cable_unavailable() -> str | None:
+    """Why a userspace cable (``tests.faults.cable``) cannot be made here (None: it can)."""
+    if not os.path.exists("/dev/net/tun"):
+        return "no /dev/net/tun (TUN/TAP) on this machine"
+    return netns_unavailable()
+
+
 def reap_stale() -> None:
     """Remove namespaces an earlier, killed run of this harness left behind (their name
     holds the id of the process that made them, which no longer exists), with the
@@ -183,13 +208,16 @@ class Host:
 
 
 class Net:
-    """A switch namespace with a bridge, and host namespaces linked to it."""
+    """A switch namespace with a bridge, and host namespaces linked to it: by veth pairs,
+    or with ``cables`` by userspace cables (``tests.faults.cable``) that can delay and drop
+    frames as netem would, for kernels without netem."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, cables: bool = False) -> None:
         reap_stale()
         self.prefix = f"{PREFIX}-{os.getpid()}-{next(_names)}"
         self.switch = f"{self.prefix}-sw"
         self.hosts: dict[str, Host] = {}
+        self.cables: dict[str, subprocess.Popen] | None = {} if cables else None
         self._made: list[str] = []
         try:
             self._add_ns(self.switch)
@@ -208,14 +236,30 @@ class Net:
         i = len(self.hosts)
         host = Host(name, f"{self.prefix}-{name}", f"{SUBNET}.{i + 1}", f"p{i}")
         self._add_ns(host.ns)
-        _ip("-n", self.switch, "link", "add", host.port, "type", "veth", "peer", "name", "eth0",
-            "netns", host.ns)
+        if self.cables is None:
+            _ip("-n", self.switch, "link", "add", host.port, "type", "veth", "peer", "name",
+                "eth0", "netns", host.ns)
+        else:
+            self.cables[name] = self._cable(host)
         _ip("-n", self.switch, "link", "set", host.port, "master", "br0")
         _ip("-n", self.switch, "link", "set", host.port, "up")
         _ip("-n", host.ns, "addr", "add", f"{host.ip}/24", "dev", "eth0")
         _ip("-n", host.ns, "link", "set", "eth0", "up")
         self.hosts[name] = host
         return host
+
+    def _cable(self, host: Host) -> subprocess.Popen:
+        """A userspace cable from the host's ``eth0`` to its switch port, unimpaired."""
+        delay_ms, loss = NETEM
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.faults.cable", f"{host.ns}:eth0",
+             f"{self.switch}:{host.port}", "--delay-ms", str(delay_ms), "--loss", str(loss)],
+            stdout=subprocess.PIPE, text=True, env=subprocess_env())
+        if proc.stdout.readline().strip() != "ready":
+            proc.kill()
+            raise RuntimeError(f"the cable of {host.name} did not start "
+                               f"(exit code {proc.wait()})")
+        return proc
 
     def link(self, host: Host, up: bool) -> None:
         """Plug the host's cable into the switch, or pull it out."""
@@ -225,21 +269,35 @@ class Net:
         return subprocess.run(["ip", "netns", "exec", ns, "tc", *args], capture_output=True,
                               text=True, check=False)
 
-    def netem(self, host: Host, spec: Sequence[str]) -> None:
-        """``tc netem`` with ``spec`` on both ends of the host's link (each direction)."""
+    def impair(self, host: Host, on: bool) -> str:
+        """``NETEM``'s delay and loss on both ends of the host's link (each direction), or
+        (``on=False``) none; says how. By the host's cable where the net has cables (with
+        the frames it has carried and dropped), else by ``tc netem`` (deleting the
+        namespaces removes it too)."""
+        if self.cables is not None:
+            cable = self.cables[host.name]
+            cable.send_signal(signal.SIGUSR1 if on else signal.SIGUSR2)
+            answer = cable.stdout.readline().strip()
+            if not answer.startswith(f"impaired: {on}"):
+                raise RuntimeError(f"the cable of {host.name} did not answer")
+            return f"the userspace cable (tests/faults/cable.py; {answer.split('(')[-1]}"
+        delay_ms, loss = NETEM
         for ns, dev in ((host.ns, "eth0"), (self.switch, host.port)):
-            got = self._tc(ns, "qdisc", "add", "dev", dev, "root", "netem", *spec)
+            if not on:
+                self._tc(ns, "qdisc", "del", "dev", dev, "root")
+                continue
+            got = self._tc(ns, "qdisc", "add", "dev", dev, "root", "netem", "delay",
+                           f"{delay_ms:g}ms", "loss", f"{100 * loss:g}%")
             if got.returncode != 0:
                 raise RuntimeError(f"tc netem on {dev} in {ns}: {got.stderr.strip()}")
-
-    def clear_netem(self, host: Host) -> None:
-        """Remove the netem of ``netem`` (deleting the namespaces removes it too)."""
-        for ns, dev in ((host.ns, "eth0"), (self.switch, host.port)):
-            self._tc(ns, "qdisc", "del", "dev", dev, "root")
+        return "tc netem"
 
     def destroy(self) -> None:
-        """Kill every process left in the namespaces, then delete them (their veths go
-        with them)."""
+        """Kill every process left in the namespaces and the cables, then delete the
+        namespaces (their veths go with them)."""
+        for cable in (self.cables or {}).values():
+            cable.kill()
+            cable.wait()
         for ns in reversed(self._made):
             _kill_namespace(ns)
         for ns in reversed(self._made):
@@ -691,24 +749,22 @@ def fault_kill_scheduler(trial: Trial) -> float:
     return time.monotonic()
 
 
-NETEM = ("delay", "200ms", "loss", "5%")
-
-
 def fault_netem(trial: Trial) -> float:
-    reason = netem_unavailable()
-    if reason:
+    if trial.net.cables is None and (reason := netem_unavailable()):
         raise Skip(reason)
     job, proc = trial.training()
     name = proc.host
     host = trial.net.hosts[name]
     window = 5 * trial.setup.round_seconds
-    trial.net.netem(host, NETEM)
-    trial.note(f"netem {' '.join(NETEM)} on both ends of {name}'s link for {window:.0f}s "
-               f"(job {job.id} trained there past {job.steps_done}/{job.total_steps} durable)")
+    how = trial.net.impair(host, True)
+    delay_ms, loss = NETEM
+    trial.note(f"{delay_ms:g} ms delay and {100 * loss:g}% loss by {how} on both ends of "
+               f"{name}'s link for {window:.0f}s (job {job.id} trained there past "
+               f"{job.steps_done}/{job.total_steps} durable)")
     try:
         time.sleep(window)
     finally:
-        trial.net.clear_netem(host)
+        trial.note(f"removed from {name}'s link: {trial.net.impair(host, False)}")
     return time.monotonic()
 
 
@@ -755,7 +811,7 @@ TITLES = {
     "kill-worker": "kill -9 worker daemon, restart",
     "kill-job": "kill -9 job process",
     "kill-scheduler": "kill -9 scheduler, restart",
-    "netem": "200 ms delay + 5% loss (netem)",
+    "netem": "200 ms delay + 5% loss each way",
     "corrupt-checkpoint": "corrupt newest checkpoint",
 }
 
@@ -767,7 +823,7 @@ def run_fault(fault: str, root: Path, refs: dict[int, list[list[float]]],
     root = Path(root)
     outcome = Outcome(fault, root)
     started = time.monotonic()
-    net = Net()
+    net = Net(cables=fault == "netem" and needs_cables())
     try:
         cluster = NetnsCluster(root, net, round_seconds=setup.round_seconds,
                                heartbeat_seconds=setup.heartbeat_seconds, policy=setup.policy,

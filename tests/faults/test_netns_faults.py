@@ -7,8 +7,8 @@ For every fault, every job ends ``done``, or ``failed`` with a one-line reason (
 corrupted job's reason says the checkpoint is corrupt). A done job has exactly its total
 steps, its parameters equal a standalone run's within 1e-9, its step log holds each step
 once, and no GPU ever held two jobs at once. The fault scenarios need root (``ip netns
-add``) and are skipped with the reason elsewhere; netem is skipped where the kernel has no
-netem. The small tests at the top check that the checks themselves can fail.
+add``) and are skipped with the reason elsewhere; netem runs on userspace cables where the
+kernel has no netem (``tests.faults.cable``), and is skipped where neither exists. The small tests at the top check that the checks themselves can fail.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ import pytest
 from gavelsched.daemon.local import subprocess_env, wait_until
 
 from . import job
-from .netns import FAULTS, Setup, log_problems, netem_unavailable, netns_unavailable, references, run_fault
+from .netns import (FAULTS, Setup, log_problems, netem_fault_unavailable, netns_unavailable,
+                    references, run_fault)
 
 # ---- the checks can fail --------------------------------------------------------------------
 
@@ -111,10 +112,8 @@ def refs(tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.parametrize("fault", list(FAULTS))
 def test_every_job_ends_done_and_exact_or_failed_with_a_reason(fault, refs, tmp_path):
-    if fault == "netem":
-        reason = netem_unavailable()
-        if reason:
-            pytest.skip(reason)
+    if fault == "netem" and (reason := netem_fault_unavailable()):
+        pytest.skip(reason)
     outcome = run_fault(fault, tmp_path / "cluster", refs)
     if outcome.skipped:
         pytest.skip(outcome.skipped)
