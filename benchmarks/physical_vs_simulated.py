@@ -7,7 +7,8 @@ physical cluster, §5.7.2).
    throughputs the daemon measured for each job (steps/s per worker type, from its store;
    a type a job never ran on gets the daemon's own estimate: the table's prior scaled by
    the job's measured/prior ratio), the same policy, cluster, round length and re-solve
-   interval and refills of GPUs freed mid-round, rounds of fixed length as the daemon's,
+   interval and refills of GPUs freed mid-round, the daemon's plan lead
+   (``SimConfig.plan_lead_s``), rounds of fixed length as the daemon's,
    and the start-up of a fresh run the
    daemon measured per job type (from its round's start to its first InitJob) as the
    preemption overhead of a run that was not extended. The daemon's leases are
@@ -119,10 +120,12 @@ def measured_trace(state_dir: Path) -> Measured:
                     waits, cluster)
 
 
-def refill_rule(config_file: Path) -> dict:
-    """The core's refill fields as the daemon of ``config_file`` ran them."""
+def daemon_rules(config_file: Path) -> tuple[dict, float]:
+    """The core's refill fields as the daemon of ``config_file`` ran them, and its plan
+    lead (``SimConfig.plan_lead_s``)."""
     config = load_config(config_file)
-    return {"refill_freed": config.refill_freed, "refill_until": config.refill_until}
+    return ({"refill_freed": config.refill_freed, "refill_until": config.refill_until},
+            config.plan_lead)
 
 
 def simulate_within(seconds: float, *args, **kw) -> dict | None:
@@ -205,7 +208,7 @@ def compare(root: Path, sim_timeout: float) -> dict:
     kept = yaml.safe_load((root / "run" / "cluster.yaml").read_text())
     round_seconds, policy_name = float(kept["round_seconds"]), kept["policy"]
     measured = measured_trace(root / "run" / "state")
-    refill = refill_rule(root / "run" / "cluster.yaml")
+    refill, plan_lead = daemon_rules(root / "run" / "cluster.yaml")
     jobs, table, overhead = measured.jobs, measured.table, measured.overhead
     cluster = measured.cluster
     load = root / "load.json"
@@ -232,7 +235,8 @@ def compare(root: Path, sim_timeout: float) -> dict:
         simulated = runs[scale] = simulate_within(
             sim_timeout, jobs, table, cluster, policy, core_config=config,
             sim=SimConfig(round_ends_at_last_finish=False, preemption_overhead_s=charged,
-                          priors=measured.priors if "knowledge" in scale else None))
+                          priors=measured.priors if "knowledge" in scale else None,
+                          plan_lead_s=plan_lead))
         if simulated is None:
             print(f"| {scale} | (replay did not finish in {sim_timeout:g} s) | | | |")
             continue

@@ -39,6 +39,11 @@ class SimConfig:
       progress at the trace table's rates, cut at their lease's steps as the daemon's are.
       None: the core knows the trace table's rates from the start (Gavel). Not with
       co-located pairs or mixed-type configurations.
+    - ``plan_lead_s``: the daemon's plan lead (thesis §5.6; ``DaemonConfig.plan_lead``): it
+      plans each round this many seconds before the last one ends, so that leases can be
+      extended, and admits the jobs that arrived by then; a job that arrives after the plan
+      waits for the next one (a round, with fixed rounds), unless nothing runs. 0: the plan
+      is made at the boundary and admits every job arrived by it (Gavel).
     """
 
     round_ends_at_last_finish: bool = True
@@ -49,6 +54,7 @@ class SimConfig:
     estimate_pairs: bool = False
     estimator: EstimatorConfig = field(default_factory=EstimatorConfig)
     priors: Any = None              # a ``traces.ThroughputTable``, or None
+    plan_lead_s: float = 0.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "preemption_overhead_s",
@@ -57,6 +63,8 @@ class SimConfig:
             if not seconds >= 0:
                 raise ValueError(f"preemption overhead of {job_type!r} must be >= 0, "
                                  f"got {seconds}")
+        if not 0.0 <= self.plan_lead_s < float("inf"):
+            raise ValueError(f"plan lead must be >= 0 seconds, got {self.plan_lead_s}")
         if self.window is not None:
             first, last = self.window
             if not 0 <= first < last:

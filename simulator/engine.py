@@ -9,7 +9,9 @@ completion time counts from arrival. This is Gavel's ``Scheduler.simulate`` loop
 (stanford-futuredata/gavel, ``scheduler/scheduler.py``), re-expressed over
 ``gavelsched.core``:
 
-1. at a boundary, apply price changes and submit every job that has arrived;
+1. at a boundary, apply price changes and submit every job that has arrived (by the plan,
+   ``SimConfig.plan_lead_s`` before the boundary when the last round ran, as the daemon
+   plans; jobs that finished after that plan end only now, ``_Run.end_after_plan``);
 2. ``RoundDriver.boundary(now, seconds)``: end the last round with the time each task held
    its workers, admit, re-solve if due, plan the round (``gavelsched/core/driver.py``, the
    recipe the daemon shares);
@@ -142,6 +144,7 @@ class _Run:
         window = sim.window
         self.targets = ({str(i) for i in range(*window) if i < len(jobs)} if window else None)
         self.targets_left = len(self.targets) if self.targets is not None else len(jobs)
+        self.after_plan: dict[str, float] = {}   # finished after the plan (plan_lead_s)
         for spec, job in zip(specs, jobs):
             metrics.on_arrival(spec.id, job.job_type, job.scale_factor, job.arrival_s, job.slo_s)
 
@@ -149,12 +152,15 @@ class _Run:
         now = self.jobs[self.arrivals[0]].arrival_s if self.jobs else 0.0
         held = None                     # seconds each task of the last round held
         while self.targets_left > 0:
-            self.submit_arrivals(now)
+            # After a round ran, its successor was planned plan_lead_s before it ended.
+            self.submit_arrivals(now if held is None else now - self.sim.plan_lead_s)
             self.update_prices(now)
             step = self.driver.boundary(now, held,
                                         arrivals_pending=self.next < len(self.arrivals))
             rnd, held = step.round, None
             self.record_resolve(rnd, now)
+            unstarted = self.end_after_plan(rnd, now) if self.after_plan else ()
+            rnd = self.driver.in_flight or rnd
             if len(rnd.batch) == 0:
                 if self.next < len(self.arrivals):
                     now = self.idle_until(now)
@@ -165,7 +171,7 @@ class _Run:
                     raise SimulationError("jobs " + ", ".join(self.core.active_jobs[:10])
                                           + " can never be placed")
                 continue                # the driver forced a re-solve
-            now, held = self.execute(rnd, now, bar)
+            now, held = self.execute(rnd, now, bar, unstarted)
         if bar is not None:
             bar.close()
         return now
@@ -198,11 +204,31 @@ class _Run:
                 upcoming = min(upcoming, allowed)
         return max(now, upcoming)
 
-    def execute(self, rnd, now: float, bar) -> tuple[float, np.ndarray]:
-        """Run the round's micro-tasks, credit their steps, record completions; returns the
-        round's end and the seconds each task held its workers."""
+    def end_after_plan(self, rnd, now: float) -> list[int]:
+        """``plan_lead_s``: the jobs that finished after the plan (in the last round's lead)
+        were still running when it was made, as in the daemon, so the plan gave them
+        workers. They end now; the daemon then re-solves a stale allocation and gives
+        their workers to waiting jobs for the round (``RoundDriver.refill``, with
+        ``refill_freed``). Returns the round's tasks that then never start."""
+        late, self.after_plan = self.after_plan, {}
+        self.driver.credit(tuple(late), [(1,)] * len(late), now)
+        unstarted = [i for i, members in enumerate(rnd.batch.members)
+                     if all(m in late for m in members)]
+        if unstarted:
+            workers = sorted(w for i in unstarted for w in rnd.batch.workers[i])
+            self.driver.refill(workers, now, now + rnd.round_seconds, resolve=True)
+        return unstarted
+
+    def execute(self, rnd, now: float, bar, unstarted=()) -> tuple[float, np.ndarray]:
+        """Run the round's micro-tasks but the ``unstarted`` ones (``end_after_plan``),
+        credit their steps, record completions; returns the round's end and the seconds
+        each task held its workers."""
         R = rnd.round_seconds
         ran = self.run_tasks(rnd.batch, R, 0.0)
+        if unstarted:
+            seconds, steps = ran.seconds.copy(), ran.steps.copy()
+            seconds[unstarted], steps[unstarted] = 0.0, 0
+            ran = ran._replace(seconds=seconds, steps=steps)
         if self.core.config.refill_freed:
             ran = self.refill(ran, now, R)
             rnd = self.driver.in_flight
@@ -213,15 +239,23 @@ class _Run:
         self.metrics.on_started([batch.members[i][m] for i, m in zip(*np.nonzero(steps > 0))
                                  if m < len(batch.members[i])], now)
         finishing = (steps >= batch.remaining) & (batch.remaining > 0)
-        completed = self.driver.credit(batch.keys, steps, end)
+        at = {batch.members[i][m]: now + float(ran.start[i] + seconds[i])
+              for i, m in zip(*np.nonzero(finishing))}
+        late = [(i, m) for i, m in zip(*np.nonzero(finishing))
+                if at[batch.members[i][m]] > end - self.sim.plan_lead_s]
+        if self.sim.plan_lead_s > 0 and late:
+            # Still running at the next round's plan: credited the last step after it.
+            steps = steps.copy()
+            for i, m in late:
+                self.after_plan[batch.members[i][m]] = at[batch.members[i][m]]
+                steps[i, m] = batch.remaining[i, m] - 1
+        completed = self.driver.credit(batch.keys, steps, end) + tuple(self.after_plan)
         if self.knowledge is not None:   # a sample counts training time, not the start-up
             self.knowledge.learn(self.core, batch, self.specs, steps, seconds - ran.pause,
                                  completed, end)
         if completed:
             # A job finishes when its micro-task does: for a co-located pair, when the
             # later of the two stops (Gavel's completion time for both members).
-            at = {batch.members[i][m]: now + float(ran.start[i] + seconds[i])
-                  for i, m in zip(*np.nonzero(finishing))}
             for job_id in completed:
                 self.metrics.on_complete(job_id, at[job_id])
                 if self.targets is None or job_id in self.targets:

@@ -59,7 +59,8 @@ class SweepSpec:
     processes can receive it). ``core_options`` override fields of
     ``config_for(policy, ...)`` (e.g. ``{"backfill": False}``). ``entities`` make water
     filling hierarchical (generated jobs join one uniformly); ``estimate_pairs`` and
-    ``estimator`` are those of ``SimConfig``; ``policy_options`` go to every policy.
+    ``estimator`` and ``plan_lead_s`` are those of ``SimConfig``; ``policy_options`` go to
+    every policy.
     ``table`` (default: the catalog's) gets the cluster's types it lacks from their
     shipped measured rows (``traces.profiles.table_for_types``).
     """
@@ -80,6 +81,7 @@ class SweepSpec:
     estimate_pairs: bool = False
     estimator: EstimatorConfig = field(default_factory=EstimatorConfig)
     policy_options: Mapping[str, Any] = field(default_factory=dict)
+    plan_lead_s: float = 0.0
 
 
 def default_window(jobs: int) -> tuple[int, int]:
@@ -111,7 +113,8 @@ def run_point(point: SweepPoint, spec: SweepSpec) -> dict:
     result = simulate(jobs, table, spec.cluster, policy, core_config=core,
                       sim=SimConfig(window=window, preemption_overhead_s=preemption_overheads(
                           spec.preemption_overhead, (j.job_type for j in jobs)),
-                          estimate_pairs=spec.estimate_pairs, estimator=spec.estimator),
+                          estimate_pairs=spec.estimate_pairs, estimator=spec.estimator,
+                          plan_lead_s=spec.plan_lead_s),
                       gpus_per_server=spec.gpus_per_server, prices=spec.prices,
                       entities=spec.entities, seed=point.seed)
     return {

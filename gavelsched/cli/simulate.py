@@ -23,6 +23,7 @@ from .simulate_flags import (
     parse_prices,
     parse_window,
     preemption_overheads,
+    plan_lead,
     resolve_options,
 )
 
@@ -107,14 +108,15 @@ def _run(args: argparse.Namespace) -> int:
     price_trace = PriceTrace.load(args.price_trace) if args.price_trace else None
     if entities is not None:
         _check_entities(jobs, entities)
+    policy = make_policy(args.policy, seed=args.seed, **parse_options(args.option))
+    core = _core_config(args, table, cluster, policy).but(mixed_jobs=args.mixed_jobs)
     sim = SimConfig(window=window, record_timeline=args.plot is not None,
                     preemption_overhead_s=preemption_overheads(args.preemption_overhead, jobs),
                     estimate_pairs=args.estimate_pairs,
                     estimator=estimator_config(args.profiled_fraction),
                     priors=(table_for_types(load_throughputs(args.priors), cluster)
-                            if args.priors else None))
-    policy = make_policy(args.policy, seed=args.seed, **parse_options(args.option))
-    core = _core_config(args, table, cluster, policy).but(mixed_jobs=args.mixed_jobs)
+                            if args.priors else None),
+                    plan_lead_s=plan_lead(args))
     if not args.quiet:
         print(f"{source} on {_cluster_text(cluster)}, policy {args.policy}", file=sys.stderr)
     result = simulate(jobs, table, cluster, policy, core_config=core, sim=sim,

@@ -40,6 +40,12 @@ def add_common_flags(p) -> None:
                    help="give a GPU freed mid-round (its job finished) to a waiting job for "
                         "the rest of the round, as the scheduler daemon does (default: idle "
                         "until the round ends, as in Gavel)")
+    p.add_argument("--plan-lead", type=float, default=0.0, metavar="S",
+                   help="plan each round S seconds before the last one ends, as the "
+                        "scheduler daemon does (its default: 30%% of a round, so that leases "
+                        "can be extended): a job that arrives or finishes after a plan is "
+                        "seen at the next one; with --refill, GPUs are refilled until the "
+                        "plan (default 0: plan at the boundary, as in Gavel)")
     p.add_argument("--resolve-period", type=float, default=None, metavar="S",
                    help="also re-solve this often when nothing happened, still at most once "
                         "per --min-resolve-interval with --resolve gavel (default: only on "
@@ -180,9 +186,20 @@ def preemption_overheads(spec: str, jobs) -> dict[str, float]:
         raise InputError(f"--preemption-overhead: {err}") from None
 
 
+def plan_lead(args) -> float:
+    """``--plan-lead`` seconds (``SimConfig.plan_lead_s``): at least 0, shorter than a
+    round."""
+    if not args.round_seconds > 0:
+        raise InputError(f"--round-seconds: must be > 0, got {args.round_seconds}")
+    if not 0.0 <= args.plan_lead < args.round_seconds:
+        raise InputError(f"--plan-lead: must be >= 0 and shorter than --round-seconds "
+                         f"({args.round_seconds:g} s), got {args.plan_lead}")
+    return args.plan_lead
+
+
 def resolve_options(args) -> dict:
     """The core's re-solve and refill fields from ``--resolve``, ``--min-resolve-interval``,
-    ``--resolve-period`` and ``--refill``; refuses a negative interval or a non-positive
+    ``--resolve-period``, ``--refill`` and ``--plan-lead``; refuses a negative interval or a non-positive
     period."""
     if args.min_resolve_interval < 0:
         raise InputError(f"--min-resolve-interval: must be >= 0, got {args.min_resolve_interval}")
@@ -190,6 +207,9 @@ def resolve_options(args) -> dict:
         raise InputError(f"--resolve-period: must be > 0 seconds, got {args.resolve_period}")
     out = {"resolve": args.resolve, "min_resolve_interval_s": args.min_resolve_interval,
            "refill_freed": args.refill}
+    lead = plan_lead(args)
+    if args.refill and lead > 0:     # the daemon refills until it plans
+        out["refill_until"] = 1.0 - lead / args.round_seconds
     if args.resolve_period is not None:
         out["resolve_period_s"] = args.resolve_period
     return out

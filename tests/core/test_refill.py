@@ -158,11 +158,14 @@ def test_the_simulator_gives_a_freed_gpu_to_the_waiting_job():
 
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 10_000), n=st.integers(2, 14), gpus=st.integers(1, 3),
-       round_s=st.sampled_from([60.0, 360.0]), overhead=st.sampled_from([0.0, 20.0]))
-def test_in_the_simulator_no_worker_ever_runs_two_tasks_at_once(seed, n, gpus,
-                                                                round_s, overhead):
-    """Every round, the intervals of the tasks holding a worker (refills included) are
-    disjoint, and every job finishes."""
+       round_s=st.sampled_from([60.0, 360.0]), overhead=st.sampled_from([0.0, 20.0]),
+       lead=st.sampled_from([0.0, 0.3]),
+       name=st.sampled_from(["max_min_fairness_perf", "fifo_perf"]))
+def test_in_the_simulator_no_worker_ever_runs_two_tasks_at_once(seed, n, gpus, round_s,
+                                                                overhead, lead, name):
+    """Every round, the intervals of the tasks holding a worker (refills included, and
+    those at a round's start for jobs that ended after a plan made ``lead`` of a round
+    early: ``SimConfig.plan_lead_s``) are disjoint, and every job finishes."""
     rng = np.random.default_rng(seed)
     table = default_table()
     types = sorted(table.job_types)[:6]
@@ -177,11 +180,12 @@ def test_in_the_simulator_no_worker_ever_runs_two_tasks_at_once(seed, n, gpus,
         seen.append(out)
         return out
 
-    policy = get_policy("max_min_fairness_perf")
+    policy = get_policy(name)
     cluster = {"v100": gpus, "k80": gpus}
     config = config_for(policy, table, tuple(cluster), round_seconds=round_s,
-                        refill_freed=True)
-    sim = engine.SimConfig(preemption_overhead_s={t: overhead for t in types})
+                        refill_freed=True, refill_until=1.0 - lead)
+    sim = engine.SimConfig(preemption_overhead_s={t: overhead for t in types},
+                           plan_lead_s=lead * round_s)
     with mock.patch.object(engine._Run, "refill", recording):
         result = simulate(jobs, table, cluster, policy, core_config=config, sim=sim)
     assert len(result.to_dict()["jobs"]) == n
