@@ -25,7 +25,7 @@ COMMANDS = ("solve", "trace", "simulate", "scheduler", "worker", "client", "logs
 COMMAND_MODULES = {"solve": "solve", "trace": "trace", "simulate": "simulate",
                    "scheduler": "scheduler", "worker": "worker", "submit": "client",
                    "status": "client", "predict": "client", "history": "client",
-                   "cancel": "client",
+                   "cancel": "client", "drain": "client",
                    "logs": "logs", "local-cluster": "local_cluster", "replay": "replay",
                    "vn": "vn", "pipeline": "pipeline", "profile": "profile"}
 

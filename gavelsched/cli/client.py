@@ -1,5 +1,6 @@
-"""The scheduler's clients: ``submit JOB.yaml``, ``status``, ``history``, ``cancel ID``
-(and ``logs``, in its own module).
+"""The scheduler's clients: ``submit JOB.yaml``, ``status``, ``history``, ``cancel ID``,
+``drain ID`` (a worker server out of service for maintenance, and back with ``--undo``;
+docs/runtime.md, "Draining a worker") and ``logs``, in its own module.
 
 ``status`` shows the jobs not finished (``--all``: every job), as Slurm's ``squeue`` does;
 ``history`` every job with its times, as ``sacct`` does (``jobviews``). Both filter with
@@ -16,6 +17,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
+import time
 from pathlib import Path
 
 from ..jobenv import SCHEDULER_VAR
@@ -26,6 +29,7 @@ JOB_KEYS = ("workload", "command", "job_type", "scale_factor", "total_steps",
             "priority_weight", "slo_s", "entity", "mixed", "min_scale_factor")
 DEFAULT_SCHEDULER = "127.0.0.1:50051"
 TIMEOUT_S = 30.0
+DRAIN_POLL_S = 1.0      # drain --wait: how often it asks whether jobs still run there
 STATES_HELP = "queued, running, preempted, done, failed, cancelled"
 
 
@@ -100,6 +104,22 @@ def register(subparsers) -> None:
                               description="Cancel a queued or running job.")
     p.add_argument("id", help="the job id")
     p.set_defaults(func=cancel)
+    p = subparsers.add_parser(
+        "drain", parents=[common], help="take a worker server out of service, or put it back",
+        description="Take a worker server (its id in `gavelsched status`) out of service for "
+                    "maintenance: nothing new is planned on it from the next round's plan, "
+                    "and the jobs on it go on to the end of their leases, checkpoint there "
+                    "as at any round's end and resume elsewhere. Stop the worker once it is "
+                    "drained (no job runs on it; --wait waits for that). It stays out of "
+                    "service when it registers again and across scheduler restarts, until "
+                    "--undo.")
+    p.add_argument("id", type=int, help="the worker server's id")
+    p.add_argument("--undo", action="store_true", help="put the server back in service")
+    p.add_argument("--wait", action="store_true",
+                   help="wait until no job runs on it (at most --timeout seconds)")
+    p.add_argument("--timeout", type=float, default=600.0, metavar="S",
+                   help="how long --wait waits (exit 1 if jobs still run on it then)")
+    p.set_defaults(func=drain)
 
 
 def stub(args: argparse.Namespace):
@@ -229,6 +249,30 @@ def cancel(args: argparse.Namespace) -> int:
         raise InputError(ack.message)
     print(f"cancelled {args.id}")
     return 0
+
+
+def drain(args: argparse.Namespace) -> int:
+    from ..rpc import pb
+    if args.wait and not args.timeout > 0:
+        raise InputError(f"--timeout: must be > 0 seconds, got {args.timeout}")
+    reply = _call(args, "Drain", pb.DrainRequest(server_id=args.id, undo=args.undo))
+    print(reply.message, flush=True)
+    if not (args.wait and reply.drained and reply.runs):
+        return 0
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline:
+        time.sleep(DRAIN_POLL_S)
+        # (the workers come with every answer; asking only for done jobs keeps it short)
+        answer = _call(args, "Status", pb.StatusRequest(states=["done"]))
+        server = next((w for w in answer.workers if w.id == str(args.id)), None)
+        if server is None or not server.drained:
+            print(f"worker {args.id} is no longer drained (put back by someone else?)")
+            return 1
+        if server.runs == 0:
+            print(f"worker {args.id} is drained: no job runs on it")
+            return 0
+    print(f"worker {args.id} still has jobs running after {args.timeout:g} s", file=sys.stderr)
+    return 1
 
 
 def _jobs(args: argparse.Namespace, *, active: bool):

@@ -143,10 +143,10 @@ def report(outcome, json_out: str | None) -> int:
 
 
 def _capacity(status: Any) -> dict[str, int]:
-    """GPUs per worker type of the alive workers the scheduler lists."""
+    """GPUs per worker type of the alive workers in service the scheduler lists."""
     out: dict[str, int] = {}
     for worker in status.workers:
-        if worker.alive:
+        if worker.alive and not worker.drained:
             out[worker.type] = out.get(worker.type, 0) + worker.gpus
     return out
 

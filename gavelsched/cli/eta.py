@@ -6,7 +6,7 @@ The translation is pure (``state_of``, ``replay_inputs``): each unfinished job b
 trace job that arrives now with the steps it has left and its own job type
 (``<type>@<id>``), so that the table holds *its* steps/s per worker type (measured where
 measured, else the scaled prior: ``OnlineThroughputs.row``); the cluster is the alive GPUs
-per type; the policy, round length, re-solve rule and refills are the daemon's
+in service (not drained) per type; the policy, round length, re-solve rule and refills are the daemon's
 (``resolve="responsive"``, ``refill_until``); rounds last exactly ``round_seconds``
 (wall-clock rounds), and a lease that is not extended first pays its job type's mean start-up (the daemon's
 ``Startups``), at most half a round (the daemon's lease floor), as the simulator charges
@@ -79,7 +79,7 @@ def state_of(reply) -> LiveState:
     workers: dict[str, int] = {}
     per: dict[str, int] = {}
     for w in reply.workers:
-        if w.alive and w.gpus > 0:
+        if w.alive and not w.drained and w.gpus > 0:
             workers[w.type] = workers.get(w.type, 0) + w.gpus
             per[w.type] = max(per.get(w.type, 0), w.gpus)
     jobs = tuple(

@@ -56,9 +56,19 @@ def status_table(reply) -> list[str]:
             line += f"  ({j.reason})"
         lines.append(line)
     lines.append(f"workers: {len(reply.workers)}")
-    lines.extend(f"{w.id:>6} {w.type:<8} gpus {w.gpus}  {'alive' if w.alive else 'down'}  "
-                 f"{w.address}" for w in reply.workers)
+    lines.extend(f"{w.id:>6} {w.type:<8} gpus {w.gpus}  {worker_state(w)}  {w.address}"
+                 for w in reply.workers)
     return lines
+
+
+def worker_state(worker) -> str:
+    """alive or down, and drained (no job on it) or draining (N runs left): ``drain``."""
+    state = "alive" if worker.alive else "down"
+    if not worker.drained:
+        return state
+    if worker.runs:
+        return f"{state}, draining ({worker.runs} run{'s' if worker.runs != 1 else ''} left)"
+    return f"{state}, drained"
 
 
 def history_table(reply) -> list[str]:

@@ -90,11 +90,12 @@ class Dashboard:
 
     # ---- utilisation ---------------------------------------------------------------------
     def sample(self) -> None:
-        """Record the snapshot's GPUs held / alive, one entry per round (the latest)."""
+        """Record the snapshot's GPUs held / in service (alive, not drained), one entry per
+        round (the latest)."""
         snap = self._snapshot()
         r = snap.response
         self._history.record(snap.round, snap.now_s, sum(j.gpus for j in r.jobs),
-                             sum(w.gpus for w in r.workers if w.alive))
+                             sum(w.gpus for w in r.workers if w.alive and not w.drained))
 
     def _sampler(self) -> None:
         while not self._stop.wait(SAMPLE_S):

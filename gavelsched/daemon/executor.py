@@ -235,6 +235,7 @@ class DaemonExecutor:
                              self.config.round_seconds, now, self.jobs, self.runs.live(),
                              self.health.servers.values(), self.shares.at(now),
                              table=self.table, hosts=self.hosts.by_job,
+                             drained=frozenset(self.roster.drained),
                              epoch_unix=self.epoch_unix,
                              round_ends_s=0.0 if ends is None else now + ends - self._clock(),
                              **self._replay_inputs())
@@ -406,6 +407,11 @@ class DaemonExecutor:
         self._end_job(job_id, job.but(state="cancelled", reason="cancelled"))
         log.info("job %s cancelled", job_id)
         return pb.Ack(ok=True)
+
+    def drain(self, server_id: int, undo: bool = False) -> pb.DrainResponse:
+        """Take a worker server out of service, or put it back (``Servers.drain``)."""
+        self._dirty = True
+        return self.roster.drain(server_id, undo)
 
     def register(self, request: pb.RegisterWorkerRequest, mono: float,
                  profile: Profile | None = None) -> pb.RegisterWorkerResponse:

@@ -15,6 +15,7 @@
   it still holds (saving its checkpoint) holds none yet, so a server never shows more GPUs
   held than it has (``holding``, read through the view's ``RunView.gpus``);
 - ``gavelsched_workers{worker_type,alive}``: GPUs registered;
+- ``gavelsched_workers_drained{worker_type}``: GPUs out of service (``gavelsched drain``);
 - ``gavelsched_rounds_total``: rounds started.
 
 Each daemon has its own registry (several can share a process in tests); the executor
@@ -49,6 +50,9 @@ class DaemonMetrics:
                               "Time fraction a job received on a worker type since the "
                               "last re-solve", ["job", "worker_type"], registry=r)
         self.workers = Gauge("gavelsched_workers", "GPUs registered", ["worker_type", "alive"],
+                             registry=r)
+        self.drained = Gauge("gavelsched_workers_drained",
+                             "GPUs out of service (gavelsched drain)", ["worker_type"],
                              registry=r)
         self.running = Gauge("gavelsched_job_gpus", "GPUs a job's live run holds, by the "
                              "worker type (or configuration) it runs on",
@@ -88,9 +92,12 @@ class DaemonMetrics:
             if not run.orphan:
                 self.running.labels(job=job_id, worker_type=run.worker_type).set(run.gpus)
         self.workers.clear()
+        self.drained.clear()
         for s in view.servers:
             self.workers.labels(worker_type=s.row.worker_type,
                                 alive=str(s.alive).lower()).inc(len(s.row.workers))
+            if s.drained:
+                self.drained.labels(worker_type=s.row.worker_type).inc(len(s.row.workers))
 
     def on_plan(self, view: DaemonView) -> None:
         """Allocation against received share, at a round start (executor thread)."""

@@ -284,11 +284,12 @@ def _attempts(value: str, key: str) -> None:
 
 
 # meta key (or key prefix ending in "/") -> the check of its value: the executor's, and
-# those of ``startups``, ``retries`` and ``fences`` (run generations)
+# those of ``startups``, ``retries``, ``fences`` (run generations) and ``servers`` (drains)
 META: Mapping[str, Callable[[str, str], None]] = {
     "round": _count, "next_job_id": _count, "epoch_unix": _seconds,
     "startup_s/": _seconds, "startup_n/": _count, "attempts/": _attempts,
-    "next_generation": _count, "generation/": _count, "checkpoint_generation/": _count}
+    "next_generation": _count, "generation/": _count, "checkpoint_generation/": _count,
+    "drained/": _count}
 # a counter the store keeps past the values already issued under these key prefixes, so
 # that a dropped or lowered one never issues a fencing token twice
 COUNTERS: Mapping[str, tuple[str, ...]] = {

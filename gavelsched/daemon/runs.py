@@ -124,6 +124,10 @@ class RunTable:
                 out[job_id] = float(max(0, int(run.lease.max_steps) - job.steps_done))
         return out
 
+    def on_server(self, server_id: int) -> int:
+        """How many runs still have processes on ``server_id``."""
+        return sum(server_id in run.left for run in self._runs.values())
+
     def idle_workers(self, live: frozenset[int] | set[int]) -> set[int]:
         """Of the ``live`` workers, those no run holds and no deferred placement waits for
         (what a mid-round refill may use)."""

@@ -10,6 +10,13 @@ silent for ``health.HEARTBEAT_MISSES`` heartbeats is failed in the core, and its
 (``RegisterWorkerRequest.profile``): ``priors.Priors`` learns it before the core first
 sees the type's workers. The collaborators are handed in; this room runs on the executor
 thread.
+
+An operator takes a server out of service for maintenance with ``gavelsched drain``
+(``drain``): its workers leave the core's view, so nothing new is planned on them, while
+the runs on them go on to the end of their leases and checkpoint there as at any round's
+end (their jobs resume elsewhere, as after a preemption). A drained server stays out of
+service when it registers again and across scheduler restarts (the store's ``drained/<id>``
+meta rows) until it is put back.
 """
 
 from __future__ import annotations
@@ -29,6 +36,8 @@ from .store import ServerRow, Store
 
 log = logging.getLogger(__name__)
 
+DRAINED = "drained/"        # meta key prefix: "1" while the server is out of service
+
 
 class Servers:
     def __init__(self, config: DaemonConfig, core: SchedulerCore, store: Store,
@@ -36,6 +45,7 @@ class Servers:
                  now: Callable[[], float]) -> None:
         self.config, self.core, self.store = config, core, store
         self.health, self.runs, self.priors, self._now = health, runs, priors, now
+        self.drained = {i for i in health.servers if store.get_meta(f"{DRAINED}{i}") == "1"}
 
     def register(self, request: pb.RegisterWorkerRequest, mono: float,
                  profile: Profile | None = None) -> pb.RegisterWorkerResponse:
@@ -48,7 +58,8 @@ class Servers:
             row = ServerRow(previous.row.id, request.worker_type, previous.row.workers,
                             request.address, request.hostname)
             if not previous.alive:
-                self.core.restore_workers(row.workers, self._now())
+                if row.id not in self.drained:
+                    self.core.restore_workers(row.workers, self._now())
             else:  # it restarted before we noticed: its processes are gone
                 self.runs.lost_server(previous.row.id, "worker restarted")
         else:
@@ -69,6 +80,36 @@ class Servers:
         return pb.RegisterWorkerResponse(server_id=row.id, worker_ids=list(row.workers),
                                          round_seconds=self.config.round_seconds,
                                          heartbeat_seconds=self.config.heartbeat_seconds)
+
+    def drain(self, server_id: int, undo: bool = False) -> pb.DrainResponse:
+        """Take server ``server_id`` out of service, or (``undo``) put it back (module
+        docstring); ``LookupError`` for a server never registered."""
+        server = self.health.servers.get(server_id)
+        if server is None:
+            raise LookupError(f"no worker server {server_id}")
+        workers, now = server.row.workers, self._now()
+        what = f"worker {server_id} ({server.row.worker_type} x{len(workers)})"
+        if undo and server_id in self.drained:
+            self.drained.discard(server_id)
+            self.store.set_meta({f"{DRAINED}{server_id}": 0})
+            if server.alive:
+                self.core.restore_workers(workers, now)
+            log.info("%s back in service", what)
+        elif not undo and server_id not in self.drained:
+            self.drained.add(server_id)
+            self.store.set_meta({f"{DRAINED}{server_id}": 1})
+            self.core.fail_workers(workers, now)
+            log.info("%s draining: nothing new is planned on it; its runs end with their "
+                     "leases", what)
+        runs = self.runs.on_server(server_id)
+        drained = server_id in self.drained
+        if not drained:
+            message = f"{what} is in service"
+        elif runs:
+            message = f"{what} is draining: {runs} run{'s' if runs != 1 else ''} left"
+        else:
+            message = f"{what} is drained: no job runs on it"
+        return pb.DrainResponse(drained=drained, runs=runs, message=message)
 
     def _log_priors(self, row: ServerRow, profile: Profile | None, learned: str | None) -> None:
         what = f"worker {row.id} ({row.worker_type} x{len(row.workers)})"

@@ -132,7 +132,7 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
     def InitJob(self, request, context):
         try:
             return self.x.call(lambda: self.x.init_job(request))
-        except KeyError as err:
+        except LookupError as err:
             _abort_on(context, err, grpc.StatusCode.NOT_FOUND)
         except StaleRun as err:
             _abort_on(context, err, grpc.StatusCode.FAILED_PRECONDITION)
@@ -180,6 +180,14 @@ class ClientService(pb_grpc.ClientToSchedulerServicer):
         ack = self.x.call(lambda: self.x.cancel(request.job_id))
         self.x.call(self.x.publish, changes=False)
         return ack
+
+    def Drain(self, request, context):
+        try:
+            reply = self.x.call(lambda: self.x.drain(int(request.server_id), request.undo))
+        except LookupError as err:
+            _abort_on(context, err, grpc.StatusCode.NOT_FOUND)
+        self.x.call(self.x.publish, changes=False)
+        return reply
 
     def Status(self, request, context):
         unknown = [s for s in request.states if s not in STATES]

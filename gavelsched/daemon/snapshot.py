@@ -78,7 +78,8 @@ def build_snapshot(view: DaemonView) -> Snapshot:
             steps_per_s=view.rates.get(job.id, {}), priority_weight=spec.priority_weight,
             startup_s=view.startup_s.get(spec.job_type, 0.0)))
     workers = [pb.WorkerStatus(id=str(s.row.id), type=s.row.worker_type,
-                               gpus=len(s.row.workers), alive=s.alive, address=s.row.address)
+                               gpus=len(s.row.workers), alive=s.alive, address=s.row.address,
+                               drained=s.drained, runs=s.runs)
                for s in view.servers]
     response = pb.StatusResponse(round=view.round, jobs=jobs, workers=workers,
                                  policy=view.policy, round_seconds=view.round_seconds,

@@ -59,5 +59,6 @@ def status_dict(reply) -> dict:
                       "submitted_at": iso(epoch, j.arrival_s),
                       "started_at": iso(epoch, j.started_s),
                       "ended_at": iso(epoch, j.ended_s)} for j in reply.jobs],
-            "workers": [{"id": w.id, "type": w.type, "gpus": w.gpus, "alive": w.alive}
+            "workers": [{"id": w.id, "type": w.type, "gpus": w.gpus, "alive": w.alive,
+                         "drained": w.drained, "runs": w.runs}
                         for w in reply.workers]}

@@ -35,6 +35,8 @@ class RunView:
 class ServerView:
     row: ServerRow
     alive: bool
+    drained: bool = False     # out of service (``Servers.drain``)
+    runs: int = 0             # runs with processes on it
 
 
 @dataclass(frozen=True)
@@ -67,15 +69,17 @@ class DaemonView:
            epoch_unix: float = 0.0, rates: Mapping[str, Mapping[str, float]] | None = None,
            startup_s: Mapping[str, float] | None = None, resolve: str = "",
            min_resolve_interval_s: float = 0.0, round_ends_s: float = 0.0,
-           refill_until: float = 0.0) -> DaemonView:
+           refill_until: float = 0.0, drained: frozenset[int] = frozenset()) -> DaemonView:
         """A picture of live state: the job rows, the run table's ``Run``s, the servers'
-        health (``ServerState``) and the servers that ran each job, copied into frozen
-        values."""
+        health (``ServerState``), the ``drained`` servers and the servers that ran each
+        job, copied into frozen values."""
         runs, servers = tuple(runs), tuple(servers)
         held = held_gpus(runs, {w: s.row.id for s in servers for w in s.row.workers})
+        on = Counter(i for r in runs for i in r.left)
         return cls(round_index, policy, round_seconds, now, tuple(jobs.values()),
                    {r.job_id: RunView(r.worker_type, held[r.job_id], r.orphan) for r in runs},
-                   tuple(ServerView(s.row, s.alive) for s in servers), shares, table,
+                   tuple(ServerView(s.row, s.alive, s.row.id in drained, on[s.row.id])
+                         for s in servers), shares, table,
                    dict(hosts or {}), epoch_unix, dict(rates or {}), dict(startup_s or {}),
                    resolve, min_resolve_interval_s, round_ends_s, refill_until)
 
@@ -86,7 +90,10 @@ class DaemonView:
         finished = sum(states[s] for s in FINAL)
         busy = sum(r.gpus for r in self.runs.values())
         total = [sum(counts) for counts in zip(*self.gpus().values())] or [0, 0]
-        down = f" ({total[0] - total[1]} down)" if total[0] > total[1] else ""
+        out = [f"{total[0] - total[1]} down"] if total[0] > total[1] else []
+        drained = sum(len(s.row.workers) for s in self.servers if s.drained and s.alive)
+        out += [f"{drained} drained"] if drained else []
+        down = f" ({', '.join(out)})" if out else ""
         return (f"round {self.round}: {states['running']} jobs running, {states['queued']} "
                 f"queued, {states['preempted']} preempted, {finished} finished; GPUs "
                 f"{busy} busy of {total[1]}{down}")

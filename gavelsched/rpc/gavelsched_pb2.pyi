@@ -401,18 +401,22 @@ class JobStatus(_message.Message):
     def __init__(self, id: _Optional[str] = ..., state: _Optional[str] = ..., steps_done: _Optional[int] = ..., total_steps: _Optional[int] = ..., job_type: _Optional[str] = ..., scale_factor: _Optional[int] = ..., worker_type: _Optional[str] = ..., reason: _Optional[str] = ..., allocation: _Optional[_Mapping[str, float]] = ..., received: _Optional[_Mapping[str, float]] = ..., arrival_s: _Optional[float] = ..., completion_s: _Optional[float] = ..., mixed: _Optional[bool] = ..., min_scale_factor: _Optional[int] = ..., gpus: _Optional[int] = ..., entity: _Optional[str] = ..., started_s: _Optional[float] = ..., ended_s: _Optional[float] = ..., steps_per_s: _Optional[_Mapping[str, float]] = ..., priority_weight: _Optional[float] = ..., startup_s: _Optional[float] = ...) -> None: ...
 
 class WorkerStatus(_message.Message):
-    __slots__ = ("id", "type", "gpus", "alive", "address")
+    __slots__ = ("id", "type", "gpus", "alive", "address", "drained", "runs")
     ID_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     GPUS_FIELD_NUMBER: _ClassVar[int]
     ALIVE_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    DRAINED_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
     id: str
     type: str
     gpus: int
     alive: bool
     address: str
-    def __init__(self, id: _Optional[str] = ..., type: _Optional[str] = ..., gpus: _Optional[int] = ..., alive: _Optional[bool] = ..., address: _Optional[str] = ...) -> None: ...
+    drained: bool
+    runs: int
+    def __init__(self, id: _Optional[str] = ..., type: _Optional[str] = ..., gpus: _Optional[int] = ..., alive: _Optional[bool] = ..., address: _Optional[str] = ..., drained: _Optional[bool] = ..., runs: _Optional[int] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
     __slots__ = ("round", "jobs", "workers", "policy", "round_seconds", "now_s", "epoch_unix", "resolve", "min_resolve_interval_s", "round_ends_s", "refill_until")
@@ -439,6 +443,24 @@ class StatusResponse(_message.Message):
     round_ends_s: float
     refill_until: float
     def __init__(self, round: _Optional[int] = ..., jobs: _Optional[_Iterable[_Union[JobStatus, _Mapping]]] = ..., workers: _Optional[_Iterable[_Union[WorkerStatus, _Mapping]]] = ..., policy: _Optional[str] = ..., round_seconds: _Optional[float] = ..., now_s: _Optional[float] = ..., epoch_unix: _Optional[float] = ..., resolve: _Optional[str] = ..., min_resolve_interval_s: _Optional[float] = ..., round_ends_s: _Optional[float] = ..., refill_until: _Optional[float] = ...) -> None: ...
+
+class DrainRequest(_message.Message):
+    __slots__ = ("server_id", "undo")
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    UNDO_FIELD_NUMBER: _ClassVar[int]
+    server_id: int
+    undo: bool
+    def __init__(self, server_id: _Optional[int] = ..., undo: _Optional[bool] = ...) -> None: ...
+
+class DrainResponse(_message.Message):
+    __slots__ = ("drained", "runs", "message")
+    DRAINED_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    drained: bool
+    runs: int
+    message: str
+    def __init__(self, drained: _Optional[bool] = ..., runs: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
 
 class LogsRequest(_message.Message):
     __slots__ = ("job_id", "follow", "ranks", "stream")

@@ -571,6 +571,11 @@ class ClientToSchedulerStub:
                 request_serializer=gavelsched__pb2.LogsRequest.SerializeToString,
                 response_deserializer=gavelsched__pb2.LogChunk.FromString,
                 _registered_method=True)
+        self.Drain = channel.unary_unary(
+                '/gavelsched.v1.ClientToScheduler/Drain',
+                request_serializer=gavelsched__pb2.DrainRequest.SerializeToString,
+                response_deserializer=gavelsched__pb2.DrainResponse.FromString,
+                _registered_method=True)
 
 
 class ClientToSchedulerServicer:
@@ -600,6 +605,12 @@ class ClientToSchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Drain(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClientToSchedulerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -622,6 +633,11 @@ def add_ClientToSchedulerServicer_to_server(servicer, server):
                     servicer.Logs,
                     request_deserializer=gavelsched__pb2.LogsRequest.FromString,
                     response_serializer=gavelsched__pb2.LogChunk.SerializeToString,
+            ),
+            'Drain': grpc.unary_unary_rpc_method_handler(
+                    servicer.Drain,
+                    request_deserializer=gavelsched__pb2.DrainRequest.FromString,
+                    response_serializer=gavelsched__pb2.DrainResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -732,6 +748,33 @@ class ClientToScheduler:
             '/gavelsched.v1.ClientToScheduler/Logs',
             gavelsched__pb2.LogsRequest.SerializeToString,
             gavelsched__pb2.LogChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Drain(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gavelsched.v1.ClientToScheduler/Drain',
+            gavelsched__pb2.DrainRequest.SerializeToString,
+            gavelsched__pb2.DrainResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -178,7 +178,9 @@ def test_cli_submit_status_json_and_cancel(cluster, cli, tmp_path):
     assert mine[0]["gpus"] in (0, 1)
     assert mine[0]["state"] in ("queued", "running")
     assert {w["type"] for w in data["workers"]} == {"v100", "k80"}
-    assert all(set(w) == {"id", "type", "gpus", "alive"} for w in data["workers"])
+    # the contract's fields, plus whether a worker is drained and the runs on it
+    assert all(set(w) == {"id", "type", "gpus", "alive", "drained", "runs"}
+               for w in data["workers"])
     got = cli(cluster, "cancel", job_id)
     assert got.returncode == 0, got.stderr
     assert cluster.jobs()[job_id].state == "cancelled"

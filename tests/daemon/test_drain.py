@@ -1,0 +1,110 @@
+"""``gavelsched drain``: an operator takes a worker server out of service for maintenance
+(``Servers.drain``). A real scheduler and two real (emulated) worker daemons: after the
+drain nothing runs on the drained server once its runs' leases end, its jobs go on on the
+other one with exactly their steps, the drain survives a scheduler restart, and ``--undo``
+puts the server back."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import signal
+import sys
+import time
+from types import SimpleNamespace
+from urllib.request import urlopen
+
+import pytest
+
+from gavelsched.cli import main
+from gavelsched.daemon.local import LocalCluster, free_port, kill_tree, wait_until
+from gavelsched.rpc import pb
+
+ROUND_S = 3.0
+COMMAND = f"exec {shlex.quote(sys.executable)} -m workers.workloads.steps"
+JOB_TYPE = "ResNet-18 (batch size 16)"        # 20.5 steps/s on a k80
+
+
+@pytest.fixture
+def cli(capsys):
+    def run(cluster, *args):
+        code = main([*args, "--scheduler", cluster.address, "--token-file",
+                     str(cluster.token_file)])
+        out = capsys.readouterr()
+        return SimpleNamespace(returncode=code, stdout=out.out, stderr=out.err)
+    return run
+
+
+def server_of(cluster: LocalCluster, index: int) -> pb.WorkerStatus:
+    """The server the ``index``-th worker daemon registered as (its log says)."""
+    log = (cluster.root / f"worker{index}.log").read_text(errors="replace")
+    server_id = re.search(r"registered as server (\d+)", log).group(1)
+    return next(w for w in cluster.status().workers if w.id == server_id)
+
+
+def test_a_drained_server_runs_nothing_new_and_stays_drained_until_undone(tmp_path, cli):
+    metrics = free_port()
+    cluster = LocalCluster(tmp_path, round_seconds=ROUND_S, token="drain-test-token",
+                           policy="max_min_fairness_perf",
+                           config={"metrics_listen": f"127.0.0.1:{metrics}"})
+    try:
+        cluster.start_scheduler()
+        for _ in range(2):
+            cluster.start_worker("k80", 1)
+        wait_until(lambda: cluster.alive_workers() == 2, 60, "two workers")
+        ids = [cluster.submit(pb.JobRequest(job_type=JOB_TYPE, scale_factor=1,
+                                            total_steps=700, command=COMMAND))
+               for _ in range(2)]
+        wait_until(lambda: all(w.runs == 1 for w in cluster.status().workers), 60,
+                   "a run on each server")
+        drained = server_of(cluster, 0)
+
+        got = cli(cluster, "drain", drained.id, "--wait", "--timeout", "60")
+        assert got.returncode == 0, got.stderr
+        assert "draining" in got.stdout and f"worker {drained.id} is drained" in got.stdout
+        # From then on nothing runs there, round after round, while the jobs go on.
+        before = {j.id: j.steps_done for j in cluster.status().jobs}
+        deadline = time.monotonic() + 4 * ROUND_S
+        while time.monotonic() < deadline:
+            server = next(w for w in cluster.status().workers if w.id == drained.id)
+            assert server.drained and server.runs == 0
+            time.sleep(0.3)
+        assert sum(j.steps_done for j in cluster.status().jobs) > sum(before.values())
+        scraped = urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=10).read().decode()
+        assert 'gavelsched_workers_drained{worker_type="k80"} 1.0' in scraped
+
+        # A restarted scheduler keeps the drain (its workers register again).
+        kill_tree(cluster.scheduler.pid, signal.SIGTERM)
+        cluster.scheduler.wait()
+        cluster.start_scheduler()
+        wait_until(lambda: cluster.alive_workers() == 2, 60, "the workers to register again")
+        for _ in range(int(3 * ROUND_S / 0.3)):
+            server = next(w for w in cluster.status().workers if w.id == drained.id)
+            assert server.drained and server.runs == 0
+            time.sleep(0.3)
+        status = cli(cluster, "status")
+        assert f"{drained.id} k80" in status.stdout and "drained" in status.stdout
+
+        got = cli(cluster, "drain", drained.id, "--undo")
+        assert got.returncode == 0 and "in service" in got.stdout
+        wait_until(lambda: next(w for w in cluster.status().workers
+                                if w.id == drained.id).runs > 0, 30,
+                   "a job to run on the server put back")
+        jobs = cluster.wait_done(ids, timeout=120)
+    finally:
+        cluster.stop()
+    for job_id in ids:
+        assert jobs[job_id].state == "done", jobs[job_id].reason
+        assert jobs[job_id].steps_done == jobs[job_id].total_steps
+
+
+def test_draining_an_unknown_server_exits_2(tmp_path, cli):
+    cluster = LocalCluster(tmp_path, round_seconds=ROUND_S, token="drain-test-token")
+    try:
+        cluster.start_scheduler()
+        got = cli(cluster, "drain", "7")
+    finally:
+        cluster.stop()
+    assert got.returncode == 2
+    assert got.stderr.strip().endswith("NOT_FOUND: no worker server 7")
+    assert len(got.stderr.strip().splitlines()) == 1
