@@ -242,8 +242,15 @@ def from_next_boundary(state, reply, began):
     return replace(state, now_s=end, jobs=tuple(jobs)), known
 
 
+def no_plan_lead(state, reply, began):
+    """Rounds planned at their boundary (``SimConfig.plan_lead_s`` 0), as before eta.py
+    replayed the daemon's plan lead."""
+    return replace(state, plan_lead_s=0.0), {}
+
+
 WHAT_IF = {"eta.py (same picture)": as_shipped, "running kept": running_kept,
-           "start-up capped": startup_capped, "from next boundary": from_next_boundary}
+           "start-up capped": startup_capped, "from next boundary": from_next_boundary,
+           "no plan lead": no_plan_lead}
 
 
 def whole_run(root: Path, args) -> dict[str, float]:

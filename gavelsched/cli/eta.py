@@ -6,11 +6,12 @@ The translation is pure (``state_of``, ``replay_inputs``): each unfinished job b
 trace job that arrives now with the steps it has left and its own job type
 (``<type>@<id>``), so that the table holds *its* steps/s per worker type (measured where
 measured, else the scaled prior: ``OnlineThroughputs.row``); the cluster is the alive GPUs
-in service (not drained) per type; the policy, round length, re-solve rule and refills are the daemon's
-(``resolve="responsive"``, ``refill_until``); rounds last exactly ``round_seconds``
-(wall-clock rounds), and a lease that is not extended first pays its job type's mean start-up (the daemon's
-``Startups``), at most half a round (the daemon's lease floor), as the simulator charges
-preemption overhead. The round the daemon has placed is kept (``this_round``): a job
+in service (not drained) per type; the policy, round length, re-solve rule, refills and
+plan lead are the daemon's (``resolve="responsive"``, ``refill_until``,
+``Status.plan_lead_s``: ``SimConfig.plan_lead_s``); rounds last exactly ``round_seconds``
+(wall-clock rounds), and a lease that is not extended first pays its job type's mean
+start-up (the daemon's ``Startups``), at most half a round (the daemon's lease floor), as
+the simulator charges preemption overhead. The round the daemon has placed is kept (``this_round``): a job
 that runs now makes its steps on its type until the round's end (``Status.round_ends_s``),
 and the replay starts there, the jobs that ran keeping their GPUs without a start-up.
 
@@ -54,6 +55,7 @@ class LiveState:
     min_resolve_interval_s: float = 0.0
     round_ends_s: float | None = None          # the placed round's end; None: idle
     refill_until: float = 0.0                  # refills in this first part of a round
+    plan_lead_s: float = 0.0                   # rounds planned this long before they start
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,9 @@ def state_of(reply) -> LiveState:
                      workers, per, jobs, reply.resolve or "responsive",
                      reply.min_resolve_interval_s,
                      reply.round_ends_s if reply.round_ends_s > reply.now_s else None,
-                     reply.refill_until if 0.0 <= reply.refill_until <= 1.0 else 0.0)
+                     reply.refill_until if 0.0 <= reply.refill_until <= 1.0 else 0.0,
+                     reply.plan_lead_s if 0.0 <= reply.plan_lead_s < reply.round_seconds
+                     else 0.0)
 
 
 def hypothetical(request, state: LiveState, prior=None) -> LiveJob:
@@ -207,7 +211,7 @@ def replay(state: LiveState, extra: Sequence[LiveJob] = ()) -> dict[str, Eta]:
         overrides["min_resolve_interval_s"] = state.min_resolve_interval_s
     config = config_for(policy, inputs.table, list(inputs.cluster), **overrides)
     sim = SimConfig(round_ends_at_last_finish=False,
-                    preemption_overhead_s=inputs.overheads)
+                    preemption_overhead_s=inputs.overheads, plan_lead_s=state.plan_lead_s)
     result = simulate(inputs.trace, inputs.table, inputs.cluster, policy, core_config=config,
                       sim=sim, gpus_per_server=inputs.gpus_per_server)
     started = {j.id: j.started_s is not None for j in (*state.jobs, *extra)}

@@ -242,7 +242,8 @@ class DaemonExecutor:
 
     def _replay_inputs(self) -> dict:
         """What a client needs to replay the live state in the simulator (ETA, issue #18):
-        each unfinished job's steps/s per worker type, start-up means, the re-solve rule."""
+        each unfinished job's steps/s per worker type, start-up means, the re-solve rule,
+        refills and the plan lead."""
         types = sorted({s.row.worker_type for s in self.health.servers.values()})
         active = [j for j in self.jobs.values() if not j.final]
         rates = {j.id: self.progress.online.row(j.id, j.spec.job_type, j.spec.scale_factor,
@@ -250,7 +251,8 @@ class DaemonExecutor:
         startup = {t: self.startups.mean(t)[0] for t in {j.spec.job_type for j in active}}
         return {"rates": rates, "startup_s": startup, "resolve": self.config.resolve,
                 "min_resolve_interval_s": self.config.resolve_interval,
-                "refill_until": self.config.refill_until if self.config.refill_freed else 0.0}
+                "refill_until": self.config.refill_until if self.config.refill_freed else 0.0,
+                "plan_lead_s": self.config.plan_lead}
 
     # ---- time-driven ------------------------------------------------------------------
     def tick(self) -> None:

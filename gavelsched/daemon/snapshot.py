@@ -43,7 +43,7 @@ class Snapshot:
             round=r.round, policy=r.policy, round_seconds=r.round_seconds, now_s=r.now_s,
             epoch_unix=r.epoch_unix, workers=r.workers, resolve=r.resolve,
             min_resolve_interval_s=r.min_resolve_interval_s, round_ends_s=r.round_ends_s,
-            refill_until=r.refill_until,
+            refill_until=r.refill_until, plan_lead_s=r.plan_lead_s,
             jobs=[j for j in r.jobs if j.state in states
                   and (not kind or j.job_type == kind or j.job_type.startswith(sized))
                   and (not entity or j.entity == entity)])
@@ -87,7 +87,8 @@ def build_snapshot(view: DaemonView) -> Snapshot:
                                  resolve=view.resolve,
                                  min_resolve_interval_s=view.min_resolve_interval_s,
                                  round_ends_s=view.round_ends_s,
-                                 refill_until=view.refill_until)
+                                 refill_until=view.refill_until,
+                                 plan_lead_s=view.plan_lead_s)
     return Snapshot(view.round, view.policy, view.round_seconds, view.now_s, response,
                     {j.id: j.final and j.id not in view.runs for j in view.jobs}, view.hosts,
                     {s.row.id: Source(s.row.id, s.row.address, s.row.hostname or s.row.address)

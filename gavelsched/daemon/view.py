@@ -60,6 +60,7 @@ class DaemonView:
     min_resolve_interval_s: float = 0.0
     round_ends_s: float = 0.0       # when the round running now ends (0: idle)
     refill_until: float = 0.0       # GPUs freed before this fraction of a round are refilled
+    plan_lead_s: float = 0.0        # each round is planned this long before the last ends
 
     @classmethod
     def of(cls, round_index: int, policy: str, round_seconds: float, now: float,
@@ -69,7 +70,8 @@ class DaemonView:
            epoch_unix: float = 0.0, rates: Mapping[str, Mapping[str, float]] | None = None,
            startup_s: Mapping[str, float] | None = None, resolve: str = "",
            min_resolve_interval_s: float = 0.0, round_ends_s: float = 0.0,
-           refill_until: float = 0.0, drained: frozenset[int] = frozenset()) -> DaemonView:
+           refill_until: float = 0.0, plan_lead_s: float = 0.0,
+           drained: frozenset[int] = frozenset()) -> DaemonView:
         """A picture of live state: the job rows, the run table's ``Run``s, the servers'
         health (``ServerState``), the ``drained`` servers and the servers that ran each
         job, copied into frozen values."""
@@ -81,7 +83,7 @@ class DaemonView:
                    tuple(ServerView(s.row, s.alive, s.row.id in drained, on[s.row.id])
                          for s in servers), shares, table,
                    dict(hosts or {}), epoch_unix, dict(rates or {}), dict(startup_s or {}),
-                   resolve, min_resolve_interval_s, round_ends_s, refill_until)
+                   resolve, min_resolve_interval_s, round_ends_s, refill_until, plan_lead_s)
 
     def summary(self) -> str:
         """One line for a round's start: jobs with a run, waiting (queued, preempted) and
