@@ -13,6 +13,7 @@ import argparse
 import logging
 import os
 import signal
+import threading
 from pathlib import Path
 
 from . import InputError
@@ -62,6 +63,11 @@ def register(subparsers) -> None:
     p.add_argument("--grace", type=float, default=30.0, metavar="S",
                    help="seconds a job may outlive its lease (to save its checkpoint) "
                         "before it is killed")
+    p.add_argument("--stop-timeout", type=float, default=None, metavar="S",
+                   help="on SIGTERM or SIGINT the worker drains itself (the scheduler plans "
+                        "nothing new on it) and waits for its jobs to end with their leases "
+                        "and checkpoint, at most S seconds (default: two rounds plus "
+                        "--grace), then kills what is left; a second signal stops it at once")
     p.add_argument("--profile", action="store_true",
                    help="before registering, measure this machine's steps/s for the "
                         "catalog's job types (gavelsched profile) and send them to the "
@@ -120,6 +126,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--gpus must be positive, got {args.gpus}")
     if args.grace < 0:
         raise InputError(f"--grace must be >= 0, got {args.grace}")
+    if args.stop_timeout is not None and not args.stop_timeout >= 0:
+        raise InputError(f"--stop-timeout must be >= 0 seconds, got {args.stop_timeout}")
     if not args.worker_type.strip():
         raise InputError("--type is empty")
     if bool(args.tls_cert) != bool(args.tls_key):
@@ -146,8 +154,19 @@ def run(args: argparse.Namespace) -> int:
         work_dir=Path(args.work_dir), listen=args.listen, token=token,
         token_file=args.token_file, tls_ca=args.tls_ca, tls=tls, emulation=emulation,
         grace_s=args.grace, insecure=args.insecure, profile=profile))
+    signals = []
+
+    def stopping(signum, _frame) -> None:
+        """The first signal drains the worker (``Worker.leave``); the next stops it now."""
+        signals.append(signum)
+        if len(signals) == 1:
+            threading.Thread(target=worker.leave, args=(args.stop_timeout,),
+                             name="worker-leave", daemon=True).start()
+        else:
+            worker.stop("worker received a second signal")
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: worker.stop("worker received a signal"))
+        signal.signal(sig, stopping)
     try:
         worker.start()
     except WorkerError as err:

@@ -419,10 +419,11 @@ class DaemonExecutor:
                  profile: Profile | None = None) -> pb.RegisterWorkerResponse:
         return self.roster.register(request, mono, profile)
 
-    def heartbeat(self, server_id: int, mono: float, running: dict[str, int] | None = None
-                  ) -> bool:
-        """``running``: job -> run generation of the processes the server hosts."""
-        return self.roster.heartbeat(server_id, mono, running or {})
+    def heartbeat(self, server_id: int, mono: float, running: dict[str, int] | None = None,
+                  leaving: bool = False) -> bool:
+        """``running``: job -> run generation of the processes the server hosts;
+        ``leaving``: its worker is stopping (``Servers.heartbeat``)."""
+        return self.roster.heartbeat(server_id, mono, running or {}, leaving)
 
     def round_report(self, request: pb.RoundReportRequest) -> None:
         job_id = request.job_id

@@ -16,7 +16,8 @@ An operator takes a server out of service for maintenance with ``gavelsched drai
 the runs on them go on to the end of their leases and checkpoint there as at any round's
 end (their jobs resume elsewhere, as after a preemption). A drained server stays out of
 service when it registers again and across scheduler restarts (the store's ``drained/<id>``
-meta rows) until it is put back.
+meta rows) until it is put back. A worker daemon that is stopping (SIGTERM) drains itself
+the same way (``heartbeat``'s ``leaving``); that drain ends when it registers again.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ from .store import ServerRow, Store
 
 log = logging.getLogger(__name__)
 
-DRAINED = "drained/"        # meta key prefix: "1" while the server is out of service
+DRAINED = "drained/"        # meta key prefix: who took the server out of service, or "0"
+BY_OPERATOR, BY_WORKER = "1", "2"   # ``gavelsched drain``; its own worker, stopping
 
 
 class Servers:
@@ -45,7 +47,11 @@ class Servers:
                  now: Callable[[], float]) -> None:
         self.config, self.core, self.store = config, core, store
         self.health, self.runs, self.priors, self._now = health, runs, priors, now
-        self.drained = {i for i in health.servers if store.get_meta(f"{DRAINED}{i}") == "1"}
+        self.drained: dict[int, str] = {}    # server id -> BY_OPERATOR or BY_WORKER
+        for i in health.servers:
+            by = store.get_meta(f"{DRAINED}{i}")
+            if by in (BY_OPERATOR, BY_WORKER):
+                self.drained[i] = by
 
     def register(self, request: pb.RegisterWorkerRequest, mono: float,
                  profile: Profile | None = None) -> pb.RegisterWorkerResponse:
@@ -57,11 +63,13 @@ class Servers:
                 and len(previous.row.workers) == request.gpus):
             row = ServerRow(previous.row.id, request.worker_type, previous.row.workers,
                             request.address, request.hostname)
-            if not previous.alive:
-                if row.id not in self.drained:
-                    self.core.restore_workers(row.workers, self._now())
-            else:  # it restarted before we noticed: its processes are gone
+            back = self.drained.get(row.id) == BY_WORKER     # from its own stop: in service
+            if back:
+                self._mark(row.id, None)
+            if previous.alive:  # it restarted before we noticed: its processes are gone
                 self.runs.lost_server(previous.row.id, "worker restarted")
+            if (back or not previous.alive) and row.id not in self.drained:
+                self.core.restore_workers(row.workers, self._now())
         else:
             if request.gpus < 1:
                 raise ValueError(f"gpus must be >= 1, got {request.gpus}")
@@ -87,29 +95,51 @@ class Servers:
         server = self.health.servers.get(server_id)
         if server is None:
             raise LookupError(f"no worker server {server_id}")
-        workers, now = server.row.workers, self._now()
-        what = f"worker {server_id} ({server.row.worker_type} x{len(workers)})"
-        if undo and server_id in self.drained:
-            self.drained.discard(server_id)
-            self.store.set_meta({f"{DRAINED}{server_id}": 0})
-            if server.alive:
-                self.core.restore_workers(workers, now)
-            log.info("%s back in service", what)
-        elif not undo and server_id not in self.drained:
-            self.drained.add(server_id)
-            self.store.set_meta({f"{DRAINED}{server_id}": 1})
-            self.core.fail_workers(workers, now)
-            log.info("%s draining: nothing new is planned on it; its runs end with their "
-                     "leases", what)
-        runs = self.runs.on_server(server_id)
-        drained = server_id in self.drained
-        if not drained:
+        if undo:
+            self._undrain(server_id)
+        elif self.drained.get(server_id) != BY_OPERATOR:
+            self._drain(server_id, BY_OPERATOR)
+        runs, by = self.runs.on_server(server_id), self.drained.get(server_id)
+        what = self._name(server_id)
+        if by is None:
             message = f"{what} is in service"
         elif runs:
-            message = f"{what} is draining: {runs} run{'s' if runs != 1 else ''} left"
+            why = " (its worker is stopping)" if by == BY_WORKER else ""
+            message = f"{what} is draining{why}: {runs} run{'s' if runs != 1 else ''} left"
         else:
             message = f"{what} is drained: no job runs on it"
-        return pb.DrainResponse(drained=drained, runs=runs, message=message)
+        return pb.DrainResponse(drained=by is not None, runs=runs, message=message)
+
+    def _drain(self, server_id: int, by: str) -> None:
+        """Out of service (``by`` whom): its workers leave the core's view; its runs go on."""
+        first = server_id not in self.drained
+        self._mark(server_id, by)
+        if first:
+            self.core.fail_workers(self.health.servers[server_id].row.workers, self._now())
+        log.info("%s draining%s: nothing new is planned on it; its runs end with their "
+                 "leases", self._name(server_id),
+                 " (its worker is stopping)" if by == BY_WORKER else "")
+
+    def _undrain(self, server_id: int) -> None:
+        if server_id not in self.drained:
+            return
+        self._mark(server_id, None)
+        server = self.health.servers[server_id]
+        if server.alive:
+            self.core.restore_workers(server.row.workers, self._now())
+        log.info("%s back in service", self._name(server_id))
+
+    def _mark(self, server_id: int, by: str | None) -> None:
+        """Who drained the server (None: in service), in memory and in the store."""
+        if by is None:
+            self.drained.pop(server_id, None)
+        else:
+            self.drained[server_id] = by
+        self.store.set_meta({f"{DRAINED}{server_id}": by or 0})
+
+    def _name(self, server_id: int) -> str:
+        row = self.health.servers[server_id].row
+        return f"worker {server_id} ({row.worker_type} x{len(row.workers)})"
 
     def _log_priors(self, row: ServerRow, profile: Profile | None, learned: str | None) -> None:
         what = f"worker {row.id} ({row.worker_type} x{len(row.workers)})"
@@ -125,13 +155,16 @@ class Servers:
                         "runs on it until a worker of its type brings one (gavelsched worker "
                         "--profile)", what, row.worker_type)
 
-    def heartbeat(self, server_id: int, mono: float, running: dict[str, int]) -> bool:
+    def heartbeat(self, server_id: int, mono: float, running: dict[str, int],
+                  leaving: bool = False) -> bool:
         """A server's heartbeat; False when it is unknown or was failed (it registers
-        again)."""
+        again). ``leaving``: its worker is stopping, so it is drained (module docstring)."""
         server = self.health.seen(server_id, mono)
         if server is None:
             return False
         self.runs.adopt_orphans(server_id, server.row.worker_type, running, mono)
+        if leaving and server_id not in self.drained:
+            self._drain(server_id, BY_WORKER)
         return True
 
     def fail_silent(self, mono: float) -> bool:

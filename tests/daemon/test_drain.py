@@ -108,3 +108,44 @@ def test_draining_an_unknown_server_exits_2(tmp_path, cli):
     assert got.returncode == 2
     assert got.stderr.strip().endswith("NOT_FOUND: no worker server 7")
     assert len(got.stderr.strip().splitlines()) == 1
+
+
+def test_a_worker_stopped_with_sigterm_drains_itself_and_loses_no_step(tmp_path):
+    """SIGTERM (a host going down for maintenance, ``systemctl stop``): the worker tells the
+    scheduler, which plans nothing new on it; its runs end with their leases, exiting
+    0 after their checkpoint instead of being killed; it then exits 0. Started again with
+    the same work dir, it is back in service at once."""
+    cluster = LocalCluster(tmp_path, round_seconds=ROUND_S, token="drain-test-token",
+                           policy="max_min_fairness_perf")
+    try:
+        cluster.start_scheduler()
+        leaving = cluster.start_worker("k80", 1)
+        cluster.start_worker("k80", 1)
+        wait_until(lambda: cluster.alive_workers() == 2, 60, "two workers")
+        ids = [cluster.submit(pb.JobRequest(job_type=JOB_TYPE, scale_factor=1,
+                                            total_steps=500, command=COMMAND))
+               for _ in range(2)]
+        wait_until(lambda: all(w.runs == 1 for w in cluster.status().workers), 60,
+                   "a run on each server")
+        server = server_of(cluster, 0)
+        leaving.send_signal(signal.SIGTERM)
+        assert leaving.wait(timeout=2 * ROUND_S + 3.0 + 15) == 0
+        log = (tmp_path / "worker0.log").read_text(errors="replace")
+        after = log.split(f"worker {server.id} stopping: drained")[1]
+        exits = re.findall(r"exited (-?\d+)", after)
+        assert exits and set(exits) == {"0"}, after       # no run was killed
+        assert f"worker {server.id} stopped: drained" in after
+        now = next(w for w in cluster.status().workers if w.id == server.id)
+        assert now.drained and now.runs == 0
+
+        cluster.start_worker("k80", 1, work_dir=str(tmp_path / "worker0"))
+        wait_until(lambda: not next(w for w in cluster.status().workers
+                                    if w.id == server.id).drained, 30,
+                   "the worker, started again, back in service")
+        assert len(cluster.status().workers) == 2       # the same server, not a new one
+        jobs = cluster.wait_done(ids, timeout=120)
+    finally:
+        cluster.stop()
+    for job_id in ids:
+        assert jobs[job_id].state == "done", jobs[job_id].reason
+        assert jobs[job_id].steps_done == jobs[job_id].total_steps

@@ -14,9 +14,10 @@ placed them elsewhere by then). A worker daemon keeps its identity across restar
 server id is saved in its work directory and sent again at registration, and the jobs a
 killed predecessor left running are killed first (``leftovers``). A worker may carry a
 profile of its type (``gavelsched worker --profile``, ``traces.profiles``): every
-registration sends it, so a restarted scheduler gets it too. Just over 400 lines: the
-three threads share the pending launches and the outbox under one lock, so they stay in
-one class.
+registration sends it, so a restarted scheduler gets it too. A worker that is stopping
+(SIGTERM) drains itself and waits for its runs to end with their leases (``leave``), so no
+step since their last checkpoint is lost. About 470 lines: the three threads share the
+pending launches and the outbox under one lock, so they stay in one class.
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ class Worker:
         self._starting: dict[int, str] = {}   # GPUs of launches in progress (outside the lock)
         self._outbox: list[pb.RoundReportRequest] = []
         self._stopped = threading.Event()
+        self._leaving = threading.Event()   # ``leave``: stopping once the runs have ended
         self._server: grpc.Server | None = None
         self._threads: list[threading.Thread] = []
         self._reached = time.monotonic()   # the last time the scheduler answered
@@ -160,6 +162,30 @@ class Worker:
         """Block until the worker stops; True when it has."""
         return self._stopped.wait(timeout)
 
+    def leave(self, timeout_s: float | None = None) -> None:
+        """Stop gracefully (SIGTERM): tell the scheduler, which drains this server (nothing
+        new is planned here; docs/runtime.md, "Draining a worker"), let the runs end with
+        their leases and checkpoint there as at any round's end, then ``stop``. Runs still
+        going after ``timeout_s`` (default: two rounds and the grace, enough for a launch
+        already planned for the next round) are killed, as by ``stop``."""
+        if self._stopped.is_set() or self._leaving.is_set():
+            return
+        self._leaving.set()
+        limit = (2 * self.round_seconds + self.config.grace_s if timeout_s is None
+                 else timeout_s)
+        log.info("worker %d stopping: drained; waiting up to %.0f s for jobs %s to end with "
+                 "their leases", self.server_id, limit, sorted(self.launcher.running_jobs()))
+        self._beat()                       # tell the scheduler now
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline and not self._stopped.is_set():
+            with self._lock:
+                waiting = bool(self._pending)
+            if not waiting and not self.launcher.running_jobs():
+                break
+            time.sleep(POLL_S)
+        self.stop("drained" if not self.launcher.running_jobs()
+                  else f"jobs still running after {limit:.0f} s")
+
     def stop(self, reason: str = "worker stopping") -> None:
         """Kill every job, report their exits, stop serving."""
         if self._stopped.is_set():
@@ -170,10 +196,10 @@ class Worker:
             self._report(self.launcher.poll())
             time.sleep(POLL_S)
         self._report(self.launcher.poll())
-        self._stopped.set()
+        log.info("worker %d stopped: %s", self.server_id, reason)
         if self._server is not None:
             self._server.stop(1)
-        log.info("worker %d stopped: %s", self.server_id, reason)
+        self._stopped.set()              # last: the daemon's main thread returns on it
 
     # -- scheduler side ---------------------------------------------------------------------
     def _register(self, previous: int, timeout_s: float) -> None:
@@ -230,22 +256,26 @@ class Worker:
 
     def _heartbeats(self) -> None:
         while not self._stopped.wait(self.heartbeat_seconds):
-            try:
-                reply = self._stub.Heartbeat(pb.HeartbeatRequest(
-                    server_id=self.server_id, running=[
-                        pb.RunningJob(job_id=job, generation=gen, round=round_)
-                        for job, gen, round_ in self.launcher.runs()]),
-                    timeout=RPC_TIMEOUT_S)
-                self._reached = time.monotonic()
-                if not reply.known:
-                    log.warning("scheduler does not know server %d; registering again",
-                                self.server_id)
-                    self._register(previous=self.server_id, timeout_s=RPC_TIMEOUT_S)
-                self._flush()
-            except grpc.RpcError as err:
-                log.warning("heartbeat failed: %s", err.code().name)
-            except WorkerError as err:
-                log.warning("%s", err)
+            self._beat()
+
+    def _beat(self) -> None:
+        """One heartbeat: the runs here, and whether this worker is leaving."""
+        try:
+            reply = self._stub.Heartbeat(pb.HeartbeatRequest(
+                server_id=self.server_id, leaving=self._leaving.is_set(), running=[
+                    pb.RunningJob(job_id=job, generation=gen, round=round_)
+                    for job, gen, round_ in self.launcher.runs()]),
+                timeout=RPC_TIMEOUT_S)
+            self._reached = time.monotonic()
+            if not reply.known:
+                log.warning("scheduler does not know server %d; registering again",
+                            self.server_id)
+                self._register(previous=self.server_id, timeout_s=RPC_TIMEOUT_S)
+            self._flush()
+        except grpc.RpcError as err:
+            log.warning("heartbeat failed: %s", err.code().name)
+        except WorkerError as err:
+            log.warning("%s", err)
 
     def _report(self, exits: list[JobExit]) -> None:
         with self._lock:
