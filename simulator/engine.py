@@ -241,10 +241,10 @@ class _Run:
         finishing = (steps >= batch.remaining) & (batch.remaining > 0)
         at = {batch.members[i][m]: now + float(ran.start[i] + seconds[i])
               for i, m in zip(*np.nonzero(finishing))}
+        lead = self.sim.plan_lead_s
         late = [(i, m) for i, m in zip(*np.nonzero(finishing))
-                if at[batch.members[i][m]] > end - self.sim.plan_lead_s]
-        if self.sim.plan_lead_s > 0 and late:
-            # Still running at the next round's plan: credited the last step after it.
+                if at[batch.members[i][m]] > end - lead] if lead > 0 else []
+        if late:    # still running at the next round's plan: the last step after it
             steps = steps.copy()
             for i, m in late:
                 self.after_plan[batch.members[i][m]] = at[batch.members[i][m]]
