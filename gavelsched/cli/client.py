@@ -253,6 +253,8 @@ def cancel(args: argparse.Namespace) -> int:
 
 def drain(args: argparse.Namespace) -> int:
     from ..rpc import pb
+    if not 0 <= args.id < 2**63:
+        raise InputError(f"id: a worker server's id is a non-negative integer, got {args.id}")
     if args.wait and not args.timeout > 0:
         raise InputError(f"--timeout: must be > 0 seconds, got {args.timeout}")
     reply = _call(args, "Drain", pb.DrainRequest(server_id=args.id, undo=args.undo))
@@ -266,7 +268,8 @@ def drain(args: argparse.Namespace) -> int:
         answer = _call(args, "Status", pb.StatusRequest(states=["done"]))
         server = next((w for w in answer.workers if w.id == str(args.id)), None)
         if server is None or not server.drained:
-            print(f"worker {args.id} is no longer drained (put back by someone else?)")
+            print(f"worker {args.id} is no longer drained (put back by someone else?)",
+                  file=sys.stderr)
             return 1
         if server.runs == 0:
             print(f"worker {args.id} is drained: no job runs on it")

@@ -149,3 +149,11 @@ def test_a_worker_stopped_with_sigterm_drains_itself_and_loses_no_step(tmp_path)
     for job_id in ids:
         assert jobs[job_id].state == "done", jobs[job_id].reason
         assert jobs[job_id].steps_done == jobs[job_id].total_steps
+
+
+@pytest.mark.parametrize("argv", [["drain", "-3"], ["drain", "99999999999999999999"],
+                                  ["drain", "0", "--wait", "--timeout", "nan"]])
+def test_a_bad_drain_exits_2_before_any_call(argv, capsys):
+    assert main([*argv, "--scheduler", "127.0.0.1:1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "reach" not in err
