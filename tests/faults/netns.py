@@ -22,9 +22,8 @@ of a worker daemon (restarted with the same work dir), of a job process, and of 
 scheduler (restarted on the same state dir); 200 ms delay and 5% loss each way on a
 worker's link (``tc netem``; where the kernel has no netem, every host's link is a userspace
 cable that does the same, ``tests.faults.cable``; skipped, with the reason, where neither can
-be had); and a
-checkpoint corrupted (the job's process killed, then the state file in its newest checkpoint
-directory truncated).
+be had); and a checkpoint corrupted (the job's process killed, then the state file in its
+newest checkpoint directory truncated).
 
 **Checks** (``Outcome.problems``): every job ends ``done``, or ``failed`` with a one-line
 reason; a done job has ``steps_done == total_steps``, and each of its final states (the
