@@ -63,7 +63,7 @@ def register(subparsers) -> None:
     p.add_argument("--grace", type=float, default=30.0, metavar="S",
                    help="seconds a job may outlive its lease (to save its checkpoint) "
                         "before it is killed")
-    p.add_argument("--stop-timeout", type=float, default=None, metavar="S",
+    p.add_argument("--stop-timeout", type=float, default=argparse.SUPPRESS, metavar="S",
                    help="on SIGTERM or SIGINT the worker drains itself (the scheduler plans "
                         "nothing new on it) and waits for its jobs to end with their leases "
                         "and checkpoint, at most S seconds (default: two rounds plus "
@@ -126,8 +126,9 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--gpus must be positive, got {args.gpus}")
     if args.grace < 0:
         raise InputError(f"--grace must be >= 0, got {args.grace}")
-    if args.stop_timeout is not None and not args.stop_timeout >= 0:
-        raise InputError(f"--stop-timeout must be >= 0 seconds, got {args.stop_timeout}")
+    stop_timeout = getattr(args, "stop_timeout", None)    # None: two rounds plus --grace
+    if stop_timeout is not None and not stop_timeout >= 0:
+        raise InputError(f"--stop-timeout must be >= 0 seconds, got {stop_timeout}")
     if not args.worker_type.strip():
         raise InputError("--type is empty")
     if bool(args.tls_cert) != bool(args.tls_key):
@@ -160,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
         """The first signal drains the worker (``Worker.leave``); the next stops it now."""
         signals.append(signum)
         if len(signals) == 1:
-            threading.Thread(target=worker.leave, args=(args.stop_timeout,),
+            threading.Thread(target=worker.leave, args=(stop_timeout,),
                              name="worker-leave", daemon=True).start()
         else:
             worker.stop("worker received a second signal")
