@@ -96,8 +96,8 @@ class DaemonMetrics:
         for s in view.servers:
             self.workers.labels(worker_type=s.row.worker_type,
                                 alive=str(s.alive).lower()).inc(len(s.row.workers))
-            if s.drained:
-                self.drained.labels(worker_type=s.row.worker_type).inc(len(s.row.workers))
+            self.drained.labels(worker_type=s.row.worker_type).inc(   # 0 when none is
+                len(s.row.workers) if s.drained else 0)
 
     def on_plan(self, view: DaemonView) -> None:
         """Allocation against received share, at a round start (executor thread)."""
