@@ -226,9 +226,7 @@ class _Run:
         R = rnd.round_seconds
         ran = self.run_tasks(rnd.batch, R, 0.0)
         if unstarted:
-            seconds, steps = ran.seconds.copy(), ran.steps.copy()
-            seconds[unstarted], steps[unstarted] = 0.0, 0
-            ran = ran._replace(seconds=seconds, steps=steps)
+            ran = ran.never_started(np.isin(np.arange(len(ran.batch)), unstarted))
         if self.core.config.refill_freed:
             ran = self.refill(ran, now, R)
             rnd = self.driver.in_flight
@@ -288,10 +286,8 @@ class _Run:
             extra = self.run_tasks(more, R - at, at)
             idle = np.array([not worth_launching(R - at, float(p), R, refill=True)
                              for p in extra.pause], dtype=bool)
-            extra = extra._replace(
-                seconds=np.where(idle, 0.0, np.minimum(extra.seconds, R - at)),
-                steps=np.where(idle[:, None], 0, extra.steps).astype(extra.steps.dtype),
-                pause=np.where(idle, 0.0, extra.pause))
+            extra = extra.never_started(idle)
+            extra = extra._replace(seconds=np.minimum(extra.seconds, R - at))
             for t, workers in extra.freed(R).items():
                 freed.setdefault(t, []).extend(workers)
             ran = ran.plus(extra)
@@ -314,6 +310,12 @@ class _Ran(NamedTuple):
         return _Ran(self.batch.plus(more.batch), cat([self.seconds, more.seconds]),
                     cat([self.steps, more.steps]), cat([self.pause, more.pause]),
                     cat([self.start, more.start]))
+
+    def never_started(self, mask: np.ndarray) -> _Ran:
+        """The tasks of ``mask`` never start: no time held, no start-up, no steps."""
+        return self._replace(
+            seconds=np.where(mask, 0.0, self.seconds), pause=np.where(mask, 0.0, self.pause),
+            steps=np.where(mask[:, None], 0, self.steps).astype(self.steps.dtype))
 
     def freed(self, R: float) -> dict[float, list[int]]:
         """Seconds into the round -> the workers freed then by a task whose job finished

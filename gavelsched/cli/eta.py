@@ -11,9 +11,10 @@ plan lead are the daemon's (``resolve="responsive"``, ``refill_until``,
 ``Status.plan_lead_s``: ``SimConfig.plan_lead_s``); rounds last exactly ``round_seconds``
 (wall-clock rounds), and a lease that is not extended first pays its job type's mean
 start-up (the daemon's ``Startups``), at most half a round (the daemon's lease floor), as
-the simulator charges preemption overhead. The round the daemon has placed is kept (``this_round``): a job
-that runs now makes its steps on its type until the round's end (``Status.round_ends_s``),
-and the replay starts there, the jobs that ran keeping their GPUs without a start-up.
+the simulator charges preemption overhead. The round the daemon has placed is kept
+(``this_round``): a job that runs now makes its steps on its type until the round's end
+(``Status.round_ends_s``), and the replay starts there, the jobs that ran keeping their
+GPUs without a start-up.
 
 ``predict`` adds a hypothetical job (prior throughputs from the shipped catalog, scaled by
 the live jobs' measured/prior ratio) and replays twice: with and without it.

@@ -191,8 +191,6 @@ def _core_config(args, table, cluster, policy):
     """The core's config for ``policy``, from the traits it declares."""
     from gavelsched.core.driver import config_for
 
-    if not args.round_seconds > 0:
-        raise InputError(f"--round-seconds: must be > 0, got {args.round_seconds}")
     types = tuple(t for t, n in cluster.items())
     return config_for(policy, table, types, seed=args.seed, round_seconds=args.round_seconds,
                       **resolve_options(args))

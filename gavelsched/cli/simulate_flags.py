@@ -188,7 +188,8 @@ def preemption_overheads(spec: str, jobs) -> dict[str, float]:
 
 def plan_lead(args) -> float:
     """``--plan-lead`` seconds (``SimConfig.plan_lead_s``): at least 0, shorter than a
-    round."""
+    round; a ``--round-seconds`` that is not positive is refused first (``simulate`` and
+    ``sweep`` both check it here, through ``resolve_options``)."""
     if not args.round_seconds > 0:
         raise InputError(f"--round-seconds: must be > 0, got {args.round_seconds}")
     if not 0.0 <= args.plan_lead < args.round_seconds:
@@ -199,8 +200,8 @@ def plan_lead(args) -> float:
 
 def resolve_options(args) -> dict:
     """The core's re-solve and refill fields from ``--resolve``, ``--min-resolve-interval``,
-    ``--resolve-period``, ``--refill`` and ``--plan-lead``; refuses a negative interval or a non-positive
-    period."""
+    ``--resolve-period``, ``--refill`` and ``--plan-lead``; refuses a negative interval or
+    a non-positive period."""
     if args.min_resolve_interval < 0:
         raise InputError(f"--min-resolve-interval: must be >= 0, got {args.min_resolve_interval}")
     if args.resolve_period is not None and not args.resolve_period > 0:

@@ -285,10 +285,9 @@ class SchedulerCore:
         by the round's priorities (thesis §5.5) for the rest of the round: leases sized on
         ``round_end_s - now``, never an extension (a fresh start). The new tasks join the
         round in flight (their received time is reported with it). None after
-        ``refill_until`` of the round. Jobs of the round, the
-        policy's traits (FIFO keeps its head-of-line blocking, ``backfill``) and jobs the
-        allocation does not cover yet (admitted since the last re-solve) are left as they
-        are. ``resolve``: first re-solve the allocation if an event made it stale and the
+        ``refill_until`` of the round. Jobs of the round, the policy's traits (FIFO keeps
+        its head-of-line blocking, ``backfill``) and jobs the allocation does not cover yet
+        (admitted since the last re-solve) are left as they are. ``resolve``: first re-solve the allocation if an event made it stale and the
         re-solve rule allows (a daemon at a round's start, when a job it planned for the
         round ended after the plan: the simulator, which plans at the boundary, knew).
         Returns the new tasks."""

@@ -420,10 +420,12 @@ class DaemonExecutor:
         return self.roster.register(request, mono, profile)
 
     def heartbeat(self, server_id: int, mono: float, running: dict[str, int] | None = None,
-                  leaving: bool = False) -> bool:
+                  leaving: bool = False, registration: int = 0) -> bool:
         """``running``: job -> run generation of the processes the server hosts;
-        ``leaving``: its worker is stopping (``Servers.heartbeat``)."""
-        return self.roster.heartbeat(server_id, mono, running or {}, leaving)
+        ``leaving``: its worker is stopping, in ``registration`` (``Servers.heartbeat``)."""
+        if leaving:
+            self._dirty = True             # status shows the drain
+        return self.roster.heartbeat(server_id, mono, running or {}, leaving, registration)
 
     def round_report(self, request: pb.RoundReportRequest) -> None:
         job_id = request.job_id

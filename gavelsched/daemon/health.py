@@ -21,6 +21,7 @@ class ServerState:
     row: ServerRow
     alive: bool
     last_seen: float            # monotonic
+    registration: int = 0       # its newest registration's fencing token (0: none yet)
 
 
 class Health:
@@ -32,9 +33,10 @@ class Health:
         self._suspects: dict[str, tuple[float, str, int]] = {}
 
     # ---- servers ------------------------------------------------------------------------
-    def up(self, row: ServerRow, mono: float) -> None:
-        """``row`` registered (again) at ``mono``."""
-        self.servers[row.id] = ServerState(row, alive=True, last_seen=mono)
+    def up(self, row: ServerRow, mono: float, registration: int = 0) -> None:
+        """``row`` registered (again) at ``mono``, with fencing token ``registration``."""
+        self.servers[row.id] = ServerState(row, alive=True, last_seen=mono,
+                                           registration=registration)
 
     def seen(self, server_id: int, mono: float) -> ServerState | None:
         """A heartbeat: the server, or None when it is unknown or was failed."""

@@ -9,11 +9,12 @@ Here each server's GPUs go to runs oldest first (earlier round, then launch orde
 holds its GPUs on a server whose processes have not exited (``Run.left``) when none of them
 is held by an older run, and waits there (holding none) otherwise. No GPU is counted twice,
 so no server shows more GPUs held than it has. Pure: runs and the worker -> server map in,
-GPUs per job out.
+GPUs per job out; and the runs still on each server (``runs_per_server``).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
@@ -49,3 +50,9 @@ def held_gpus(runs: Iterable[HeldRun], server_of: Mapping[int, int]) -> dict[str
     for job_id in holders(runs, server_of).values():
         held[job_id] += 1
     return held
+
+
+def runs_per_server(runs: Iterable[HeldRun]) -> Counter[int]:
+    """Server id -> how many runs still have processes there (``Run.left``): what a drained
+    server waits for (``servers.Servers.drain``)."""
+    return Counter(s for run in runs for s in run.left)

@@ -29,6 +29,7 @@ from .config import DaemonConfig
 from .dispatch import Delivery, Dispatcher
 from .fences import Fences
 from .health import Health
+from .holding import runs_per_server
 from .leases import MIN_LEASE_FRACTION, extended_lease, new_lease, run_requests, startup_lease, stop_lease
 from .logs import Hosts
 from .retries import Retries
@@ -126,7 +127,7 @@ class RunTable:
 
     def on_server(self, server_id: int) -> int:
         """How many runs still have processes on ``server_id``."""
-        return sum(server_id in run.left for run in self._runs.values())
+        return runs_per_server(self._runs.values())[server_id]
 
     def idle_workers(self, live: frozenset[int] | set[int]) -> set[int]:
         """Of the ``live`` workers, those no run holds and no deferred placement waits for

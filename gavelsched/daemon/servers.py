@@ -23,6 +23,7 @@ the same way (``heartbeat``'s ``leaving``); that drain ends when it registers ag
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Callable
 
 from traces.profiles import Profile
@@ -81,13 +82,15 @@ class Servers:
             row = ServerRow(server.id, server.worker_type, server.workers, request.address,
                             request.hostname)
         self.store.put_server(row)
-        self.health.up(row, mono)
+        registration = secrets.randbits(63) or 1
+        self.health.up(row, mono, registration)
         log.info("worker %d (%s x%d) at %s registered", row.id, row.worker_type,
                  len(row.workers), row.address)
         self._log_priors(row, profile, learned)
         return pb.RegisterWorkerResponse(server_id=row.id, worker_ids=list(row.workers),
                                          round_seconds=self.config.round_seconds,
-                                         heartbeat_seconds=self.config.heartbeat_seconds)
+                                         heartbeat_seconds=self.config.heartbeat_seconds,
+                                         registration=registration)
 
     def drain(self, server_id: int, undo: bool = False) -> pb.DrainResponse:
         """Take server ``server_id`` out of service, or (``undo``) put it back (module
@@ -156,15 +159,21 @@ class Servers:
                         "--profile)", what, row.worker_type)
 
     def heartbeat(self, server_id: int, mono: float, running: dict[str, int],
-                  leaving: bool = False) -> bool:
+                  leaving: bool = False, registration: int = 0) -> bool:
         """A server's heartbeat; False when it is unknown or was failed (it registers
-        again). ``leaving``: its worker is stopping, so it is drained (module docstring)."""
+        again). ``leaving``: its worker is stopping, so it is drained (module docstring),
+        if ``registration`` is the server's newest one (else the flag is a late message of
+        a worker that has registered again since, and is ignored)."""
         server = self.health.seen(server_id, mono)
         if server is None:
             return False
         self.runs.adopt_orphans(server_id, server.row.worker_type, running, mono)
         if leaving and server_id not in self.drained:
-            self._drain(server_id, BY_WORKER)
+            if registration == server.registration:
+                self._drain(server_id, BY_WORKER)
+            else:
+                log.warning("worker %d: a leaving heartbeat of an older registration "
+                            "ignored", server_id)
         return True
 
     def fail_silent(self, mono: float) -> bool:

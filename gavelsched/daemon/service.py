@@ -115,7 +115,8 @@ class WorkerService(pb_grpc.WorkerToSchedulerServicer):
         mono = time.monotonic()
         running = {r.job_id: int(r.generation) for r in request.running}
         return pb.HeartbeatResponse(known=self.x.call(
-            lambda: self.x.heartbeat(request.server_id, mono, running, request.leaving),
+            lambda: self.x.heartbeat(request.server_id, mono, running, request.leaving,
+                                     int(request.registration)),
             changes=False))
 
     def ReportRound(self, request, context):

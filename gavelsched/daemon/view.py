@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from policies import is_pair_key
 
 from ..core import Period, SchedulerCore
-from .holding import held_gpus
+from .holding import held_gpus, runs_per_server
 from .rows import FINAL, JobRow, ServerRow, Table, runs_on
 
 ShareRow = tuple[Mapping[str, float], Mapping[str, float]]   # (X, received fraction)
@@ -77,7 +77,7 @@ class DaemonView:
         job, copied into frozen values."""
         runs, servers = tuple(runs), tuple(servers)
         held = held_gpus(runs, {w: s.row.id for s in servers for w in s.row.workers})
-        on = Counter(i for r in runs for i in r.left)
+        on = runs_per_server(runs)
         return cls(round_index, policy, round_seconds, now, tuple(jobs.values()),
                    {r.job_id: RunView(r.worker_type, held[r.job_id], r.orphan) for r in runs},
                    tuple(ServerView(s.row, s.alive, s.row.id in drained, on[s.row.id])

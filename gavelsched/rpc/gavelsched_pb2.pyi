@@ -53,16 +53,18 @@ class WorkerProfile(_message.Message):
     def __init__(self, precision: _Optional[str] = ..., device: _Optional[str] = ..., reduced: _Optional[bool] = ..., rates: _Optional[_Iterable[_Union[JobRate, _Mapping]]] = ..., torch: _Optional[str] = ...) -> None: ...
 
 class RegisterWorkerResponse(_message.Message):
-    __slots__ = ("server_id", "worker_ids", "round_seconds", "heartbeat_seconds")
+    __slots__ = ("server_id", "worker_ids", "round_seconds", "heartbeat_seconds", "registration")
     SERVER_ID_FIELD_NUMBER: _ClassVar[int]
     WORKER_IDS_FIELD_NUMBER: _ClassVar[int]
     ROUND_SECONDS_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    REGISTRATION_FIELD_NUMBER: _ClassVar[int]
     server_id: int
     worker_ids: _containers.RepeatedScalarFieldContainer[int]
     round_seconds: float
     heartbeat_seconds: float
-    def __init__(self, server_id: _Optional[int] = ..., worker_ids: _Optional[_Iterable[int]] = ..., round_seconds: _Optional[float] = ..., heartbeat_seconds: _Optional[float] = ...) -> None: ...
+    registration: int
+    def __init__(self, server_id: _Optional[int] = ..., worker_ids: _Optional[_Iterable[int]] = ..., round_seconds: _Optional[float] = ..., heartbeat_seconds: _Optional[float] = ..., registration: _Optional[int] = ...) -> None: ...
 
 class RunningJob(_message.Message):
     __slots__ = ("job_id", "generation", "round")
@@ -75,14 +77,16 @@ class RunningJob(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., generation: _Optional[int] = ..., round: _Optional[int] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("server_id", "running", "leaving")
+    __slots__ = ("server_id", "running", "leaving", "registration")
     SERVER_ID_FIELD_NUMBER: _ClassVar[int]
     RUNNING_FIELD_NUMBER: _ClassVar[int]
     LEAVING_FIELD_NUMBER: _ClassVar[int]
+    REGISTRATION_FIELD_NUMBER: _ClassVar[int]
     server_id: int
     running: _containers.RepeatedCompositeFieldContainer[RunningJob]
     leaving: bool
-    def __init__(self, server_id: _Optional[int] = ..., running: _Optional[_Iterable[_Union[RunningJob, _Mapping]]] = ..., leaving: _Optional[bool] = ...) -> None: ...
+    registration: int
+    def __init__(self, server_id: _Optional[int] = ..., running: _Optional[_Iterable[_Union[RunningJob, _Mapping]]] = ..., leaving: _Optional[bool] = ..., registration: _Optional[int] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
     __slots__ = ("known",)

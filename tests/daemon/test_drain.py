@@ -18,7 +18,7 @@ import pytest
 
 from gavelsched.cli import main
 from gavelsched.daemon.local import LocalCluster, free_port, kill_tree, wait_until
-from gavelsched.rpc import pb
+from gavelsched.rpc import pb, pb_grpc
 
 ROUND_S = 3.0
 COMMAND = f"exec {shlex.quote(sys.executable)} -m workers.workloads.steps"
@@ -157,3 +157,42 @@ def test_a_bad_drain_exits_2_before_any_call(argv, capsys):
     assert main([*argv, "--scheduler", "127.0.0.1:1"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "reach" not in err
+
+
+def test_a_late_leaving_heartbeat_of_an_older_registration_drains_nothing(tmp_path):
+    """A worker that restarted registers again and gets a new registration token; a
+    leaving heartbeat still carrying the old one (a late message of the stopped process)
+    is ignored, while the same flag with the newest token drains the server."""
+    cluster = LocalCluster(tmp_path, round_seconds=ROUND_S, token="drain-test-token")
+    try:
+        cluster.start_scheduler()
+        stub = pb_grpc.WorkerToSchedulerStub(cluster.chan)
+
+        def register(previous: int = -1) -> pb.RegisterWorkerResponse:
+            return stub.RegisterWorker(pb.RegisterWorkerRequest(
+                worker_type="k80", gpus=1, address="127.0.0.1:9", hostname="w",
+                previous_server_id=previous), timeout=10)
+
+        def leaving(registration: int) -> None:
+            stub.Heartbeat(pb.HeartbeatRequest(server_id=first.server_id, leaving=True,
+                                               registration=registration), timeout=10)
+
+        def drained() -> bool:
+            return next(w for w in cluster.status().workers
+                        if w.id == str(first.server_id)).drained
+
+        def log() -> str:
+            return (tmp_path / "scheduler.log").read_text(errors="replace")
+
+        first = register()
+        again = register(first.server_id)
+        assert again.server_id == first.server_id
+        assert again.registration != first.registration
+        leaving(first.registration)
+        wait_until(lambda: "a leaving heartbeat of an older registration ignored" in log(),
+                   10, "the stale heartbeat to be logged")
+        assert not drained()
+        leaving(again.registration)
+        wait_until(drained, 10, "the server drained by its newest registration")
+    finally:
+        cluster.stop()

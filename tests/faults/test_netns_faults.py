@@ -8,7 +8,8 @@ corrupted job's reason says the checkpoint is corrupt). A done job has exactly i
 steps, its parameters equal a standalone run's within 1e-9, its step log holds each step
 once, and no GPU ever held two jobs at once. The fault scenarios need root (``ip netns
 add``) and are skipped with the reason elsewhere; netem runs on userspace cables where the
-kernel has no netem (``tests.faults.cable``), and is skipped where neither exists. The small tests at the top check that the checks themselves can fail.
+kernel has no netem (``tests.faults.cable``), and is skipped where neither exists. The small
+tests at the top check that the checks themselves can fail.
 """
 
 from __future__ import annotations

@@ -88,6 +88,7 @@ class Worker:
         self.config = config
         self.launcher = Launcher(config.work_dir, grace_s=config.grace_s)
         self.server_id = -1
+        self.registration = 0     # the scheduler's token of this registration (heartbeats)
         self.round_seconds = 0.0
         self.heartbeat_seconds = 1.0
         self.address = ""
@@ -223,6 +224,7 @@ class Worker:
                                       f"{self.config.scheduler}: {code.name}") from None
                 time.sleep(0.5)
         self.server_id = int(reply.server_id)
+        self.registration = int(reply.registration)
         self.round_seconds = float(reply.round_seconds)
         self.heartbeat_seconds = float(reply.heartbeat_seconds) or 1.0
         self._reached = time.monotonic()
@@ -262,7 +264,8 @@ class Worker:
         """One heartbeat: the runs here, and whether this worker is leaving."""
         try:
             reply = self._stub.Heartbeat(pb.HeartbeatRequest(
-                server_id=self.server_id, leaving=self._leaving.is_set(), running=[
+                server_id=self.server_id, registration=self.registration,
+                leaving=self._leaving.is_set(), running=[
                     pb.RunningJob(job_id=job, generation=gen, round=round_)
                     for job, gen, round_ in self.launcher.runs()]),
                 timeout=RPC_TIMEOUT_S)
