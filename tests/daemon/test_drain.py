@@ -42,21 +42,28 @@ def server_of(cluster: LocalCluster, index: int) -> pb.WorkerStatus:
     return next(w for w in cluster.status().workers if w.id == server_id)
 
 
+def two_jobs_on_two_workers(cluster: LocalCluster, steps: int) -> list[str]:
+    """Start the scheduler and two one-GPU k80 workers, submit two jobs of ``steps`` steps
+    and wait until each server runs one; their ids."""
+    cluster.start_scheduler()
+    for _ in range(2):
+        cluster.start_worker("k80", 1)
+    wait_until(lambda: cluster.alive_workers() == 2, 60, "two workers")
+    ids = [cluster.submit(pb.JobRequest(job_type=JOB_TYPE, scale_factor=1, total_steps=steps,
+                                        command=COMMAND))
+           for _ in range(2)]
+    wait_until(lambda: all(w.runs == 1 for w in cluster.status().workers), 60,
+               "a run on each server")
+    return ids
+
+
 def test_a_drained_server_runs_nothing_new_and_stays_drained_until_undone(tmp_path, cli):
     metrics = free_port()
     cluster = LocalCluster(tmp_path, round_seconds=ROUND_S, token="drain-test-token",
                            policy="max_min_fairness_perf",
                            config={"metrics_listen": f"127.0.0.1:{metrics}"})
     try:
-        cluster.start_scheduler()
-        for _ in range(2):
-            cluster.start_worker("k80", 1)
-        wait_until(lambda: cluster.alive_workers() == 2, 60, "two workers")
-        ids = [cluster.submit(pb.JobRequest(job_type=JOB_TYPE, scale_factor=1,
-                                            total_steps=700, command=COMMAND))
-               for _ in range(2)]
-        wait_until(lambda: all(w.runs == 1 for w in cluster.status().workers), 60,
-                   "a run on each server")
+        ids = two_jobs_on_two_workers(cluster, 700)
         drained = server_of(cluster, 0)
 
         got = cli(cluster, "drain", drained.id, "--wait", "--timeout", "60")
@@ -118,16 +125,8 @@ def test_a_worker_stopped_with_sigterm_drains_itself_and_loses_no_step(tmp_path)
     cluster = LocalCluster(tmp_path, round_seconds=ROUND_S, token="drain-test-token",
                            policy="max_min_fairness_perf")
     try:
-        cluster.start_scheduler()
-        leaving = cluster.start_worker("k80", 1)
-        cluster.start_worker("k80", 1)
-        wait_until(lambda: cluster.alive_workers() == 2, 60, "two workers")
-        ids = [cluster.submit(pb.JobRequest(job_type=JOB_TYPE, scale_factor=1,
-                                            total_steps=500, command=COMMAND))
-               for _ in range(2)]
-        wait_until(lambda: all(w.runs == 1 for w in cluster.status().workers), 60,
-                   "a run on each server")
-        server = server_of(cluster, 0)
+        ids = two_jobs_on_two_workers(cluster, 500)
+        leaving, server = cluster.workers[0], server_of(cluster, 0)
         leaving.send_signal(signal.SIGTERM)
         assert leaving.wait(timeout=2 * ROUND_S + 3.0 + 15) == 0
         log = (tmp_path / "worker0.log").read_text(errors="replace")

@@ -21,27 +21,32 @@ from .netns import NETEM, PREFIX, _ip, cable_unavailable
 DELAY_MS, LOSS = NETEM
 
 
-# Run inside namespace A: TCP round trips and UDP datagrams to B's echo server.
+# Run inside namespace A: one-way times each way over TCP (the namespaces share the
+# monotonic clock: each side stamps what it sends), then UDP datagrams to B's counter.
 PROBE = textwrap.dedent("""
-    import json, socket, sys, time
+    import json, socket, struct, sys, time
     peer, count = sys.argv[1], int(sys.argv[2])
-    rtts = []
+    a_to_b, b_to_a = [], []
     for _ in range(3):
-        began = time.monotonic()
         with socket.create_connection((peer, 7000), timeout=30) as s:
-            s.sendall(b"x")
-            s.recv(1)
-        rtts.append(time.monotonic() - began)
+            s.sendall(struct.pack("d", time.monotonic()))
+            reply = b""
+            while len(reply) < 16:
+                reply += s.recv(16 - len(reply))
+            there, sent_back = struct.unpack("dd", reply)
+            a_to_b.append(there)
+            b_to_a.append(time.monotonic() - sent_back)
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     for i in range(count):
         udp.sendto(i.to_bytes(4, "big"), (peer, 7001))
         time.sleep(0.001)
-    print(json.dumps({"rtt": rtts}))
+    print(json.dumps({"a_to_b": a_to_b, "b_to_a": b_to_a}))
 """)
 
-# Run inside namespace B: echo one byte per TCP connection; count UDP datagrams.
+# Run inside namespace B: answer each TCP stamp with its one-way time and a stamp of its
+# own; count UDP datagrams.
 SERVER = textwrap.dedent("""
-    import socket, sys, threading
+    import socket, struct, sys, threading, time
     tcp = socket.create_server(("0.0.0.0", 7000))
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     udp.bind(("0.0.0.0", 7001))
@@ -50,7 +55,11 @@ SERVER = textwrap.dedent("""
         while True:
             conn, _ = tcp.accept()
             with conn:
-                conn.sendall(conn.recv(1))
+                stamp = b""
+                while len(stamp) < 8:
+                    stamp += conn.recv(8 - len(stamp))
+                there = time.monotonic() - struct.unpack("d", stamp)[0]
+                conn.sendall(struct.pack("dd", there, time.monotonic()))
     threading.Thread(target=echo, daemon=True).start()
     print("listening", flush=True)
     seen = set()
@@ -128,7 +137,7 @@ def test_an_unimpaired_cable_carries_everything(linked):
     probe, counter, _ = linked
     out = probe(200)
     assert counter.settled(200) == 200
-    assert len(out["rtt"]) == 3
+    assert len(out["a_to_b"]) == len(out["b_to_a"]) == 3     # every exchange came back
 
 
 def test_an_impaired_cable_delays_each_way_and_drops_about_its_loss(linked):
@@ -140,8 +149,9 @@ def test_an_impaired_cable_delays_each_way_and_drops_about_its_loss(linked):
     sent = 2000
     out = probe(sent)
     got = counter.settled(base + sent) - base
-    # A round trip crosses the cable twice (a lost SYN or reply only adds to it).
-    assert min(out["rtt"]) >= 2 * DELAY_MS / 1000
+    # Each way is late by the delay at least (a lost segment only adds to it).
+    assert min(out["a_to_b"]) >= DELAY_MS / 1000, out
+    assert min(out["b_to_a"]) >= DELAY_MS / 1000, out
     # 5% of 2,000 frames is 100 +- 10 (one standard deviation): 2-9% is over 3 of them.
     assert 0.02 * sent <= sent - got <= 0.09 * sent, f"{sent - got} of {sent} lost"
     cable.send_signal(signal.SIGUSR2)
