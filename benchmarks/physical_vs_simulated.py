@@ -55,6 +55,7 @@ from pathlib import Path
 
 import yaml
 
+from gavelsched.cli.args import counts_text
 from gavelsched.core.driver import config_for
 from gavelsched.daemon.config import load_config
 from gavelsched.daemon.leases import MIN_LEASE_FRACTION
@@ -216,7 +217,7 @@ def compare(root: Path, sim_timeout: float) -> dict:
     shown = "unknown" if load["after"] is None else \
         f"{load['before']:.1f} before the run, {load['after']:.1f} after"
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, load average "
-          f"{shown}; cluster {cluster_text(cluster)}, {len(jobs)} jobs, "
+          f"{shown}; cluster {counts_text(cluster)}, {len(jobs)} jobs, "
           f"{round_seconds:g} s rounds, {policy_name}")
     print("| start-up charged | measure | physical (local-cluster) | simulated | difference |")
     print("|---|---|---|---|---|")
@@ -274,10 +275,6 @@ def summary_table(summaries: list[dict]) -> str:
                      f"{real['makespan_s']:.1f} | {cells[0]} | {cells[1]} | {cells[2]} | "
                      f"{cells[3]} |")
     return "\n".join(lines)
-
-
-def cluster_text(cluster: dict[str, int]) -> str:
-    return ",".join(f"{t}={n}" for t, n in cluster.items())
 
 
 def per_job(rule: str, measured: Measured, physical: dict, simulated: dict,

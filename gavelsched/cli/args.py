@@ -59,6 +59,11 @@ def parse_counts(text: str, *, what: str, allow_zero: bool = True,
     return out
 
 
+def counts_text(counts: dict[str, int]) -> str:
+    """``{"v100": 36, "k80": 2}`` -> ``"v100=36,k80=2"``: what ``parse_counts`` reads."""
+    return ",".join(f"{name}={n}" for name, n in counts.items())
+
+
 def _count(text: str, of: str, what: str, *, least: int) -> int:
     count = text.strip()
     if not _DIGITS.fullmatch(count) or int(count) < least:

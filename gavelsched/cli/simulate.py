@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from . import InputError, sweep
+from .args import counts_text
 from .simulate_flags import (
     add_common_flags,
     estimator_config,
@@ -118,7 +119,7 @@ def _run(args: argparse.Namespace) -> int:
                             if args.priors else None),
                     plan_lead_s=plan_lead(args))
     if not args.quiet:
-        print(f"{source} on {_cluster_text(cluster)}, policy {args.policy}", file=sys.stderr)
+        print(f"{source} on {counts_text(cluster)}, policy {args.policy}", file=sys.stderr)
     result = simulate(jobs, table, cluster, policy, core_config=core, sim=sim,
                       gpus_per_server=parse_gpus_per_server(args.gpus_per_server),
                       prices=parse_prices(args.prices, cluster), price_trace=price_trace,
@@ -194,7 +195,3 @@ def _core_config(args, table, cluster, policy):
     types = tuple(t for t, n in cluster.items())
     return config_for(policy, table, types, seed=args.seed, round_seconds=args.round_seconds,
                       **resolve_options(args))
-
-
-def _cluster_text(cluster) -> str:
-    return ",".join(f"{t}={n}" for t, n in cluster.items())

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from gavelsched.cli import InputError, main
-from gavelsched.cli.args import parse_counts
+from gavelsched.cli.args import counts_text, parse_counts
 
 ACCEPTED = [
     ("v100=36,p100=36,k80=36", {}, {"v100": 36, "p100": 36, "k80": 36}),
@@ -113,3 +113,9 @@ def test_zero_refused_where_a_count_must_be_positive(argv, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and ">= 1, got '0'" in err[0], err
+
+
+def test_counts_text_is_what_parse_counts_reads():
+    counts = {"v100": 36, "a100": 0, "k80": 2}
+    assert counts_text(counts) == "v100=36,a100=0,k80=2"
+    assert parse_counts(counts_text(counts), what="--cluster") == counts
