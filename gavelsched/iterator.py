@@ -138,6 +138,8 @@ class _SchedulerClient:
     def init(self) -> Any:
         import grpc
 
+        from gavelsched.rpc.codes import UNREACHED
+
         request = self._pb.InitJobRequest(job_id=self._ctx.job_id, round=self._ctx.round,
                                           rank=self._ctx.rank, server_id=self._ctx.server_id,
                                           generation=self._ctx.generation)
@@ -147,7 +149,7 @@ class _SchedulerClient:
                 return self._stub.InitJob(request, timeout=RPC_TIMEOUT_S)
             except grpc.RpcError as err:
                 code = err.code()
-                retry = code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+                retry = code in UNREACHED
                 if not retry or time.monotonic() > deadline:
                     raise JobFailed(f"InitJob to scheduler {self._ctx.scheduler} failed: "
                                     f"{code.name}: {err.details()}") from None

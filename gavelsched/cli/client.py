@@ -145,12 +145,14 @@ def _call(args: argparse.Namespace, method: str, request):
 def rpc_error_line(address: str, err) -> str:
     """One line for a failed call: refused token, unreachable scheduler, bad request."""
     import grpc
+
+    from ..rpc.codes import UNREACHED
     code, details = err.code(), (err.details() or "").splitlines()[0:1]
     details = details[0] if details else ""
     if code == grpc.StatusCode.UNAUTHENTICATED:
         return (f"the scheduler at {address} refused the call: UNAUTHENTICATED (missing or "
                 f"wrong --token-file)")
-    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+    if code in UNREACHED:
         return f"cannot reach the scheduler at {address} ({code.name})"
     return f"{code.name}: {details}"
 

@@ -19,16 +19,12 @@ from pathlib import Path
 import grpc
 
 from ..rpc import pb, pb_grpc
+from ..rpc.codes import UNREACHED
 from ..rpc.security import channel
 
 log = logging.getLogger(__name__)
 
 CALL_TIMEOUT_S = 10.0
-
-
-# gRPC codes that say the worker was not reached (or did not answer in time): the call's
-# fate is the heartbeat check's to decide, not the job's.
-UNREACHED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 
 
 @dataclass(frozen=True)

@@ -367,9 +367,16 @@ class StageRuntime:
         self._wait_sends()
         self._mark()
 
-    def _train_2bw(self) -> None:
-        """The whole no-flush schedule; version t+1 is made once this stage has finished
-        mini-batch t (thesis §3.2.1)."""
+    def _next_version(self, batch: int) -> None:
+        """Mini-batch ``batch`` is finished on this stage: finish the update in flight and
+        start making version ``batch + 1`` in place of the oldest one kept (thesis §3.2.1)."""
+        self.finish_update()
+        self.start_update(max(batch - 1, 0), batch + 1)
+
+    def _train_without_flush(self) -> None:
+        """The whole schedule of a kind with no per-mini-batch flush (``ScheduleKind.flush``
+        false, e.g. 2BW): version t+1 is made once this stage has finished mini-batch t
+        (thesis §3.2.1)."""
         cfg = self.cfg
         self.step = 0
         done_in_batch: dict[int, int] = {}
@@ -380,9 +387,7 @@ class StageRuntime:
             if finished and action.op in (Op.F, Op.B, Op.R):
                 # the mini-batch's last gradient has been sent: start its update
                 u0 = time.perf_counter()
-                self.finish_update()
-                batch = finished.pop()
-                self.start_update(max(batch - 1, 0), batch + 1)
+                self._next_version(finished.pop())
                 self._update_times.append(time.perf_counter() - u0)
                 self._mark()
             if (self.pending is not None and action.op is Op.F
@@ -397,9 +402,7 @@ class StageRuntime:
                 if done_in_batch[batch] == cfg.microbatches:
                     finished.append(batch)
         if finished:
-            self.finish_update()
-            batch = finished.pop()
-            self.start_update(max(batch - 1, 0), batch + 1)
+            self._next_version(finished.pop())
         self.finish_update()
         self._wait_sends()
         self._mark()
@@ -411,7 +414,7 @@ class StageRuntime:
             for step in range(self.cfg.steps):
                 self.minibatch(step)
         else:
-            self._train_2bw()
+            self._train_without_flush()
         return self.stats()
 
     def stats(self) -> RankStats:

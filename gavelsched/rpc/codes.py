@@ -1,0 +1,13 @@
+"""The gRPC status codes that say a peer was not reached, or did not answer in time.
+
+A call that ends with one of them may have had no effect at all, so whoever made it retries
+or leaves the verdict to someone who knows more (the daemon's heartbeat check), rather than
+reading it as the peer's refusal. The daemon's dispatch, the iterator's calls to the
+scheduler and the command-line client all decide by this one set.
+"""
+
+from __future__ import annotations
+
+import grpc
+
+UNREACHED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
