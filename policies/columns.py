@@ -26,7 +26,7 @@ of the job's columns, using ``count`` workers of *each* type it names in ``usage
 making its steps/s in ``throughput``. ``col_type`` then indexes ``labels`` (the types,
 then the configuration names), and an allocation row keys such a column by its name.
 
-This replaces Gavel's ``flatten()`` side channel (STYLE.md, Hidden state) with plain data.
+This replaces Gavel's ``flatten()`` side channel (docs/style.md §6.5) with plain data.
 """
 
 from __future__ import annotations

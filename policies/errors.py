@@ -1,4 +1,4 @@
-"""Typed failures of policies (STYLE.md §3: status codes, never an empty allocation)."""
+"""Typed failures of policies (docs/style.md §3: typed outcomes, never an empty allocation)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 may run on, co-located ``Pair`` throughputs, the ``Entity`` (tenant) a job belongs to, and
 the allocation keys that name jobs, pairs and configurations.
 
-Records are frozen: policies receive values, never shared state (STYLE.md §1). The Problem
+Records are frozen: policies receive values, never shared state (docs/style.md §1). The Problem
 JSON that carries them is read in ``problem_json.py``; the ``Problem`` itself is in
 ``problem.py``. Space sharing is thesis §5.3.1, hierarchical entities §5.4.3.
 """
@@ -40,7 +40,7 @@ def is_pair_key(key: str) -> bool:
 
 
 def frozen_mapping(mapping: Mapping) -> Mapping:
-    """A read-only copy of ``mapping`` (records are frozen: STYLE.md §1)."""
+    """A read-only copy of ``mapping`` (records are frozen: docs/style.md §1)."""
     return MappingProxyType(dict(mapping))
 
 

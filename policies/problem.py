@@ -3,7 +3,7 @@
 Both mirror the Problem JSON and Allocation JSON of docs/design.md and round-trip through
 ``from_dict`` / ``to_dict``; the Problem JSON's field checks live in ``problem_json.py`` and
 the per-job records (``Job``, ``Pair``, ``Entity``, ``Configuration``) in ``jobs.py``.
-Records are frozen: policies receive values, never shared state (STYLE.md §1).
+Records are frozen: policies receive values, never shared state (docs/style.md §1).
 
 Allocations follow thesis §5.3.1: for every job, or co-located pair of jobs, the fraction of
 wall-clock time it should spend on each worker type until the next recomputation.

@@ -2,7 +2,7 @@
 checking every field, and raise ``ProblemError`` naming the first bad one.
 
 ``Problem.from_dict`` (``problem.py``) is the way in; this module only reads and checks, so
-a value is checked here, at the door, never deep inside a policy (STYLE.md).
+a value is checked here, at the door, never deep inside a policy (docs/style.md §7).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The single name -> factory map of policies (STYLE.md §3: one registry).
+"""The single name -> factory map of policies (docs/style.md §3: one registry).
 
 Names follow Gavel's so its users can switch (docs/design.md, Policy names). ``_perf`` means
 heterogeneity-aware, the plain name is the heterogeneity-agnostic baseline, and ``_packed``

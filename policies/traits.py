@@ -1,8 +1,8 @@
-"""What a policy declares about itself, as data (docs/design.md, Conventions; STYLE.md §3).
+"""What a policy declares about itself, as data (docs/design.md, Conventions; docs/style.md §3).
 
 The scheduler core, the simulator and the CLI read a policy's ``Traits`` and never parse
 its name (Gavel's ``_compute_allocation`` dispatches on ``policy.name.startswith(...)``;
-STYLE.md, Anti-patterns). ``Policy.traits`` is the one way to read them; a policy class
+docs/style.md §6.3). ``Policy.traits`` is the one way to read them; a policy class
 declares them at its top, deriving the ones that depend on its constructor flags
 (``agnostic``, ``packed``, ...). ``gavelsched.core.CoreConfig.for_policy`` turns them into
 the mechanism's per-policy rules of thesis §5.5 as Gavel applies them.
@@ -100,7 +100,7 @@ class Traits:
 
 @runtime_checkable
 class PolicyProtocol(Protocol):
-    """What the core, the simulator and the daemon need of a policy (STYLE.md §3: one
+    """What the core, the simulator and the daemon need of a policy (docs/style.md §3: one
     Protocol per extension point); ``policies.base.Policy`` implements it."""
 
     name: str

@@ -1,4 +1,4 @@
-"""Metrics of a simulation, collected outside the core (STYLE.md: no reporting in the core).
+"""Metrics of a simulation, collected outside the core (docs/style.md §6.6: no reporting in the core).
 
 ``Metrics`` is the simulator's sink: the engine calls ``on_round`` once per executed round
 and ``on_complete`` per finished job; ``result()`` turns what it saw into a

@@ -327,7 +327,7 @@ NAMEDTUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make"})
 
 def private_reaches(source: str, path: str, packages: Iterable[str] = PACKAGES) -> list[str]:
     """``obj._private`` read anywhere but on ``self``/``cls``: one module reading another
-    object's private state (STYLE.md, "Watch for"). Private names of third-party modules
+    object's private state (docs/style.md §7). Private names of third-party modules
     (``torch._foreach_add_``) are theirs to keep stable, not ours: allowed."""
     tree = ast.parse(source, path)
     foreign: set[str] = set()          # names bound to modules that are not ours

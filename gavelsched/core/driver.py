@@ -19,7 +19,7 @@ its virtual clock; the daemon: a monotonic deadline less its plan lead) and *how
    the steps it computed), the daemon a job at each durable checkpoint (``(job_id,)``,
    ``((steps,),)``); it returns the jobs that finished.
 
-SimPy's ``RealtimeEnvironment`` is the model (STYLE.md §4): the loop is written once, and
+SimPy's ``RealtimeEnvironment`` is the model (docs/style.md §4): the loop is written once, and
 real time overrides only how the next event is awaited.
 
 ``config_for`` and ``spec_of`` are the one way an executor builds the core's config and the

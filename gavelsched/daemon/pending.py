@@ -1,6 +1,6 @@
 """Why a job with no run waits, never started (queued) or between its runs (preempted):
 the one-line reason ``Status`` shows for it (issues #17, #18;
-STYLE.md §5, Kueue's typed reasons). A job runs when some worker type that runs it has
+docs/style.md §5: typed reasons). A job runs when some worker type that runs it has
 room for its scale factor on one type (the submission door's rule,
 ``submissions.check_submission``), and then when the policy's allocation and the round's
 priorities give it a turn (thesis §5.5).

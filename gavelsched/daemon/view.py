@@ -1,6 +1,6 @@
 """A frozen view of the daemon's state, for the rooms that only read it (``snapshot`` for
 ``Status``, ``metrics`` for Prometheus): built by the executor thread after a change, so
-readers never touch live state (STYLE.md §5, Kueue's snapshot).
+readers never touch live state (docs/style.md §5: rooms read snapshots).
 
 It also keeps the allocation against the received share (thesis §5.5) that both show:
 ``Shares`` remembers the last closed allocation period, because a period younger than a

@@ -1,7 +1,7 @@
 """``ClusterView``: the workers the round planner may place jobs on.
 
 A view is a frozen value. A what-if ("what if this server failed?", "what if we add four
-V100s?") is the same planner call on an edited copy (STYLE.md §3, decide from the view you
+V100s?") is the same planner call on an edited copy (docs/style.md §3, decide from the view you
 are given): ``view.without({3, 4})``, ``view.with_servers("v100", 1, 4)``.
 
 Workers have integer ids, unique across the cluster; servers group workers of one type.

@@ -1,5 +1,5 @@
 """The core and the planner never read the clock: time is an argument (docs/design.md, The flow;
-STYLE.md §4, one clock).
+docs/style.md §4, one clock).
 
 Every clock Python offers is patched so that a read made while code of
 ``gavelsched.core`` or ``gavelsched.mechanism`` is on the stack fails the test. The one

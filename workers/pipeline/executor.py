@@ -1,4 +1,4 @@
-"""The pipeline runtime on one rank: a simple interpreter of a lowered schedule (STYLE.md §2;
+"""The pipeline runtime on one rank: a simple interpreter of a lowered schedule (docs/style.md §2;
 thesis §2.4 and §3.2 for the weight semantics, §4.2 for the P × D layout).
 
 Ranks are laid out replica-major: rank = replica·P + stage. Activations and gradients move

@@ -1,5 +1,5 @@
 """The communication pass: compute-only schedule in, schedule with sends and receives out
-(STYLE.md §2: "generate compute-only plans, add communication in a pass").
+(docs/style.md §2: compute-only plans, communication added in a pass).
 
 After F(i,c) whose next chunk lives on another device: SA(i,c). Before F(i,c) whose previous
 chunk lives elsewhere: RA(i,c). After B(i,c) whose previous chunk lives elsewhere: SG(i,c).

@@ -1,4 +1,4 @@
-"""Pipeline actions as data (thesis §2.4.2, §3.2; STYLE.md §2).
+"""Pipeline actions as data (thesis §2.4.2, §3.2; docs/style.md §2).
 
 A schedule is ``dict[int, list[PipeOp | None]]``: device -> its actions in execution order,
 ``None`` marking a deliberate bubble. Model chunks are numbered 0 … P·V−1 in layer order and

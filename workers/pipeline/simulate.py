@@ -1,4 +1,4 @@
-"""One validator and one unit-time event simulator for any schedule (STYLE.md §2; the
+"""One validator and one unit-time event simulator for any schedule (docs/style.md §2; the
 bubble and memory figures of thesis §2.4, §3.2 and §4.2.2).
 
 Dependencies: F(i,c) needs F(i,c−1); R(i,c) needs F(i,c); B(i,c) needs F(i,c), B(i,c+1) and,
