@@ -25,10 +25,10 @@ Rows:
     with the measured link (``measure_link``: a boundary tensor's half round trip between
     two fresh processes) and each layer's optimizer step, and the simulated timing
     (``predict(timing="simulated")``) on the same profile; then both again on the
-    *calibrated* profile (``calibrate_profile``, varuna.txt §4.3: every layer's F and B
+    *calibrated* profile (``calibrate_profile``, Varuna §4.3: every layer's F and B
     measured in the executor, each layer its own chunk on P ranks at once, and the link
     from their boundary trip), made once before the runs;
-  * *calibrated*: Varuna's calibrated simulator (varuna.txt §4.3–4.4,
+  * *calibrated*: Varuna's calibrated simulator (Varuna §4.3–4.4,
     ``workers.pipeline.calibrate``): every rank measures F and B of its chunks on mocked
     input, a boundary tensor's trip and its endpoints' costs, and one update, all ranks at
     once and just before training (``run_pipeline(calibrate=True)``), and the real schedule

@@ -16,7 +16,7 @@
 - ``mixed_fraction``: this fraction of jobs, at random, may run on several GPU types at
   once (``TraceJob.mixed``; virtual nodes, VirtualFlow §5).
 - ``elastic_fraction``: this fraction of multi-GPU jobs, at random, are elastic
-  (``TraceJob.min_scale_factor``; varuna.txt §4, morphing): they may also run on fewer GPUs
+  (``TraceJob.min_scale_factor``; Varuna §4, morphing): they may also run on fewer GPUs
   of one type, down to a power of two drawn uniformly from 1 … scale factor / 2.
 
 Randomness comes only from ``numpy.random.default_rng``: the seed is split into one

@@ -25,7 +25,7 @@ class TraceJob:
     num_steps_arg: str = ""
     needs_data_dir: bool = False
     mixed: bool = False  # may run on several GPU types at once (virtual nodes, VirtualFlow §5)
-    # elastic: may also run on this many GPUs or more, below scale_factor (varuna.txt §4)
+    # elastic: may also run on this many GPUs or more, below scale_factor (Varuna §4)
     min_scale_factor: int | None = None
 
 

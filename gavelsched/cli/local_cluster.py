@@ -12,7 +12,7 @@ the table scaled by ``--emulation-speed`` as its priors, so what it expects is w
 workers run. ``--mixed-jobs N`` marks the first N jobs mixed-capable (``mixed: true``): under
 a ``*_mixed`` policy they may run on several types at once, split with virtual nodes.
 ``--dashboard`` serves the web dashboard on a free loopback port (its address, with the
-demo's token, goes to stderr). ``--elastic-gpt`` adds an elastic pipeline job first (issue #10; varuna.txt §4): the gpt
+demo's token, goes to stderr). ``--elastic-gpt`` adds an elastic pipeline job first (issue #10; Varuna §4): the gpt
 workload with the scale factor of the largest type's GPUs and half of it as its minimum
 (``elastic_gpt_job``), so under a ``*_mixed`` policy it morphs as the other jobs come and go.
 """

@@ -55,7 +55,7 @@ def register(subparsers) -> None:
         description="Measure the reference GPT-style model on this machine, one thread: each "
                     "layer's forward, backward and optimizer step, the bytes it saves for "
                     "backward, its output and weights (thesis §2.4.1, §3.3.3), and the link: "
-                    "a boundary tensor's trip between two processes (varuna.txt §4.3). "
+                    "a boundary tensor's trip between two processes (Varuna §4.3). "
                     "Writes the profile JSON of docs/pipelines.md for `pipeline plan`.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     prof.add_argument("-o", "--output", type=Path, required=True, metavar="PATH",
@@ -74,7 +74,7 @@ def register(subparsers) -> None:
     prof.add_argument("--calibrate", action="store_true",
                       help="then measure every layer's forward and backward again inside the "
                            "executor, each layer a chunk of its own on 2 ranks at once "
-                           "(Varuna's per-cut-point calibration, varuna.txt §4.3), and the link "
+                           "(Varuna's per-cut-point calibration, Varuna §4.3), and the link "
                            "from their boundary trip; the layers must split evenly in 2")
     prof.set_defaults(func=run_profile)
 
@@ -93,7 +93,7 @@ def register(subparsers) -> None:
     plan.add_argument("--timing", choices=("closed_form", "simulated"), default="closed_form",
                       help="time per mini-batch from the thesis's closed form (§3.3.3), or "
                            "from running the schedule through the event simulator with the "
-                           "profile's per-stage costs (varuna.txt §4.4)")
+                           "profile's per-stage costs (Varuna §4.4)")
     plan.add_argument("--json", action="store_true", help="print JSON")
     plan.set_defaults(func=run_plan)
 

@@ -25,7 +25,7 @@ A candidate holds what the solver's plan uses (it may use fewer GPUs than offere
 on one type are dropped (they are not mixes), and no mix uses more GPUs of a type than the
 cluster has.
 
-Elastic jobs (``JobSpec.min_scale_factor``; varuna.txt §4, morphing) get single-type
+Elastic jobs (``JobSpec.min_scale_factor``; Varuna §4, morphing) get single-type
 configurations too: ``{t: n}`` (name ``"t:n"``) for each count n in ``elastic_counts``
 (the powers of two from the minimum up to, not including, the scale factor, and the minimum
 itself) that the cluster has on t. Steps/s is the table's r_t(n) when it has one (the

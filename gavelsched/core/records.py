@@ -29,7 +29,7 @@ class JobSpec:
     """A job as submitted. ``slo_s`` is a duration from arrival. ``mixed``: the job may run
     on several worker types at once (virtual nodes, VirtualFlow §5), when the policy reads
     configurations (``CoreConfig.mixed_jobs`` can turn this on for every job).
-    ``min_scale_factor``: the job is elastic (varuna.txt §4, morphing): it may also run on
+    ``min_scale_factor``: the job is elastic (Varuna §4, morphing): it may also run on
     fewer GPUs of one type, down to this many (``core/configurations.py:elastic_counts``),
     when the policy reads configurations; None: exactly ``scale_factor``."""
 

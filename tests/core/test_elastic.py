@@ -1,4 +1,4 @@
-"""Elastic jobs (issue #10; varuna.txt §4, morphing): a job with ``min_scale_factor`` also
+"""Elastic jobs (issue #10; Varuna §4, morphing): a job with ``min_scale_factor`` also
 gets single-type configurations of fewer GPUs (``"v100:2"``), priced from the table or the
 interpolation model, and the mixed policies, the planner and the simulator place them like
 any configuration. Real cvxpy/HiGHS solves through the real core."""

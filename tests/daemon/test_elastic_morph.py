@@ -1,4 +1,4 @@
-"""An elastic pipeline job morphs on the daemon (issue #10; varuna.txt §4): a GPT job
+"""An elastic pipeline job morphs on the daemon (issue #10; Varuna §4): a GPT job
 submitted with scale factor 4 and ``min_scale_factor`` 2 under ``max_min_fairness_mixed`` on
 one v100 x 4 worker runs on 2 GPUs next to a 2-GPU job and on 4 when it is alone (or the
 reverse), re-plans its pipeline for each count, resumes from its layer-wise checkpoint, and

@@ -88,7 +88,7 @@ def test_cli_simulates_a_mixed_policy_and_generates_mixed_traces(tmp_path, capsy
 
 def test_cli_generates_elastic_traces_and_simulates_them(tmp_path, capsys):
     """``--elastic-fraction``: multi-GPU jobs carry a min_scale_factor in the .jsonl, which
-    the loader keeps, and a *_mixed policy replays them (varuna.txt §4)."""
+    the loader keeps, and a *_mixed policy replays them (Varuna §4)."""
     trace = tmp_path / "e.jsonl"
     assert main(["trace", "generate", "--jobs", "40", "--rate", "20", "--multi-gpu",
                  "--elastic-fraction", "1", "--seed", "3", "-o", str(trace)]) == 0

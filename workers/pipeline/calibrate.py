@@ -1,4 +1,4 @@
-"""Varuna's calibration (varuna.txt §4.3–4.4): measure a rank's primitive costs inside the
+"""Varuna's calibration (Varuna §4.3–4.4): measure a rank's primitive costs inside the
 ranks (:func:`calibrate_rank`), then predict the time per mini-batch of a layout by running
 its real schedule through the event simulator with those costs (:func:`predict_calibrated`)
 instead of the closed form of thesis §3.3.3 (the timing itself is
@@ -184,7 +184,7 @@ def stage_costs(cal: Sequence[StageCalibration]) -> tuple[dict[int, float], dict
 
 
 def predict_calibrated(cfg: RunConfig, cal: Sequence[StageCalibration]) -> float:
-    """Seconds per mini-batch of ``cfg`` from its calibration (varuna.txt §4.4)."""
+    """Seconds per mini-batch of ``cfg`` from its calibration (Varuna §4.4)."""
     if not cal:
         raise ValueError("no calibration records")
     forward, backward, comm, update = stage_costs(cal)

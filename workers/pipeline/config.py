@@ -1,6 +1,6 @@
 """One pipeline training run's configuration (:class:`RunConfig`), shared by the executor,
 the launcher, morphing and the calibrated simulator (thesis §3.2, §4.2 for the P × D layout;
-varuna.txt §4 for the checkpoints)."""
+Varuna §4 for the checkpoints)."""
 
 from __future__ import annotations
 

@@ -125,7 +125,7 @@ class StageRuntime:
 
     def load_layers(self, folder: Path) -> None:
         """Overwrite the newest weights of the layers this stage holds with a layer-wise
-        checkpoint (varuna.txt §4: any layer-to-stage mapping can resume from it)."""
+        checkpoint (Varuna §4: any layer-to-stage mapping can resume from it)."""
         weights = self.versions[max(self.versions)]
         with torch.no_grad():
             for i in self.layers_held:

@@ -4,7 +4,7 @@
 A new kind is one generator in :mod:`workers.pipeline.schedules` and one declaration below.
 The executor, the simulator, the planner, the calibrated simulator and the CLI follow its
 traits: ``flush`` (thesis §3.2: a flush ends every mini-batch with all ranks idle and one
-update), ``weight_versions`` (§3.2.1: 2BW double-buffers), ``recomputes`` (varuna.txt §3.2:
+update), ``weight_versions`` (§3.2.1: 2BW double-buffers), ``recomputes`` (Varuna §3.2:
 explicit R actions), ``multi_chunk`` (thesis §4.2.2: several model chunks per rank),
 ``options`` (the generator's keyword options) and ``planner`` (PipeDream-2BW's planner,
 §3.3.3, models it). ``tests/workers/pipeline/test_kinds.py`` checks every declaration against
@@ -87,18 +87,18 @@ KINDS: dict[str, ScheduleKind] = {kind.name: kind for kind in (
                  "thesis §4.2.2", multi_chunk=True),
     ScheduleKind("breadth_first", schedules.breadth_first,
                  "looped: every micro-batch through one local chunk before the next, backwards "
-                 "in reverse", "breadth_first_pipeline.txt §4.1", multi_chunk=True),
+                 "in reverse", "Breadth-First Pipeline Parallelism §4.1", multi_chunk=True),
     ScheduleKind("2bw", schedules.two_bw,
                  "1F1B with no flush over `batches` mini-batches, two weight versions; needs "
                  "m ≥ p", "thesis §3.2.1", flush=False, weight_versions=2,
                  options=("batches",), planner=True),
     ScheduleKind("varuna", schedules.varuna,
                  "Varuna's rules (recompute just before the gradient arrives; after R wait for "
-                 "B; B before F); the last stage does not recompute", "varuna.txt §3.2",
+                 "B; B before F); the last stage does not recompute", "Varuna §3.2",
                  recomputes=True, options=("durations",)),
     ScheduleKind("advance_forward", schedules.advance_forward,
                  "AvgPipe: `advance_num` forwards on device 0 before its first backward "
-                 "(p−1 = 1F1B, m+p−1 = GPipe)", "avgpipe.txt §4.2, Algorithm 1",
+                 "(p−1 = 1F1B, m+p−1 = GPipe)", "AvgPipe §4.2, Algorithm 1",
                  options=("advance_num",)),
 )}
 

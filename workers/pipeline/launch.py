@@ -105,7 +105,7 @@ def _context() -> mp.context.BaseContext:
 def run_pipeline(cfg: RunConfig, timeout_s: float = 300.0,
                  calibrate: bool = False) -> PipelineRun:
     """Train ``cfg`` across P × D processes; raise :class:`PipelineFailed` if a rank fails.
-    With ``calibrate``, every rank first measures its primitive costs (varuna.txt §4.3:
+    With ``calibrate``, every rank first measures its primitive costs (Varuna §4.3:
     :func:`workers.pipeline.calibrate.calibrate_rank`, all ranks at once, just before training)."""
     cfg.check()
     weights: dict[str, torch.Tensor] = {}
@@ -175,7 +175,7 @@ def _link_rank(rank: int, nbytes: int, repeats: int) -> tuple[float]:
 
 def measure_link(nbytes: int, repeats: int = 20, timeout_s: float = 120.0) -> float:
     """Seconds for one ``nbytes`` tensor to go from one rank to another: the median half
-    round trip over ``repeats`` between two fresh processes (varuna.txt §4.3 calibrates
+    round trip over ``repeats`` between two fresh processes (Varuna §4.3 calibrates
     "activation send-receive time" per micro-batch size; a profile's
     ``bandwidth_bytes_per_s`` is ``nbytes`` over it)."""
     if not isinstance(nbytes, int) or nbytes < 4:

@@ -1,4 +1,4 @@
-"""Varuna-style morphing (varuna.txt §4): layer-wise checkpoints that any layer-to-stage
+"""Varuna-style morphing (Varuna §4): layer-wise checkpoints that any layer-to-stage
 mapping can resume from.
 
 Each layer is saved in its own file, ``layer_<i>.pt``, under the layer's own parameter names

@@ -15,7 +15,7 @@ per-layer ``update_s``). Time per mini-batch:
   micro-batch crosses every stage, the slowest stage then runs the other m−1, and the
   all-reduce and step after the flush are not overlapped.
 
-With ``timing="simulated"`` the time is instead Varuna's (varuna.txt §4.4): the schedule
+With ``timing="simulated"`` the time is instead Varuna's (Varuna §4.4): the schedule
 itself runs through the event simulator with each stage's F and B from the profile (a
 recompute adds one F to B), a boundary tensor's transfer as the delay of every cross-stage
 dependency, and the all-reduce and step after the flush (1f1b), or the step after each
@@ -117,7 +117,7 @@ def predict(profile: Profile, stages: int, replicas: int, microbatch_size: int,
             cuts: tuple[int, ...] | None = None, c_extra: float = 4 / 3,
             bandwidth_cross: float | None = None, timing: str = "closed_form") -> Prediction:
     """THROUGHPUT(.) and MEMORY(.) of one configuration (thesis §3.3.3); ``timing`` picks
-    the closed form or the simulated schedule (varuna.txt §4.4)."""
+    the closed form or the simulated schedule (Varuna §4.4)."""
     if schedule not in SCHEDULES:
         raise PlanInfeasible(f"schedule {schedule!r} is not one of {', '.join(SCHEDULES)}")
     if timing not in TIMINGS:

@@ -16,7 +16,7 @@ The profile JSON (documented in docs/pipelines.md)::
 
 Times and activation sizes scale linearly with the micro-batch size; weights and the update
 do not. :func:`calibrate_profile` replaces a profile's F and B with those measured inside the
-ranks (varuna.txt §4.3).
+ranks (Varuna §4.3).
 """
 
 from __future__ import annotations
@@ -196,7 +196,7 @@ def _record(samples: list[float], rep: int, seconds: float) -> None:
 
 
 def calibrate_profile(data: dict, spec, stages: int = 2, timeout_s: float = 300.0) -> dict:
-    """Varuna's per-cut-point calibration (varuna.txt §4.3) of a layer profile (the JSON of
+    """Varuna's per-cut-point calibration (Varuna §4.3) of a layer profile (the JSON of
     :func:`profile_model` for the reference model ``spec``): ``stages`` ranks hold every
     layer as a chunk of its own (the interleaved layout) and calibrate at once
     (:func:`workers.pipeline.calibrate.calibrate_rank`), so each layer's F and B are measured

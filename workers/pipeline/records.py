@@ -1,5 +1,5 @@
 """What the ranks of a pipeline run report: their measurements (:class:`RankStats`) and their
-calibrated primitive costs (:class:`StageCalibration`, varuna.txt §4.3, Table 2)."""
+calibrated primitive costs (:class:`StageCalibration`, Varuna §4.3, Table 2)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class StageCalibration:
-    """One rank's calibrated primitive costs (varuna.txt §4.3, Table 2), in seconds."""
+    """One rank's calibrated primitive costs (Varuna §4.3, Table 2), in seconds."""
 
     rank: int
     stage: int

@@ -1,5 +1,5 @@
 """Schedule generators: per-device ordered action lists (thesis §2.4.2, §3.2, §4.2.2;
-breadth_first_pipeline.txt §4.1; varuna.txt §3.2; avgpipe.txt §4.2).
+Breadth-First Pipeline Parallelism §4.1; Varuna §3.2; AvgPipe §4.2).
 
 Every generator takes ``(stages, microbatches, chunks)`` plus keyword options and returns a
 :data:`~workers.pipeline.ops.Schedule` of compute actions only; communication is added later by
@@ -46,7 +46,7 @@ def one_f_one_b(stages: int, microbatches: int, chunks: int = 1) -> Schedule:
 
 def advance_forward(stages: int, microbatches: int, chunks: int = 1,
                     advance_num: int | None = None) -> Schedule:
-    """AvgPipe's advance forward propagation (avgpipe.txt §4.2, Algorithm 1).
+    """AvgPipe's advance forward propagation (AvgPipe §4.2, Algorithm 1).
 
     ``advance_num`` is the number of forwards the first device runs before its first backward;
     p−1 (the default) is 1F1B and m+p−1 or more is GPipe. Device d runs advance_num−d.
@@ -95,7 +95,7 @@ def interleaved(stages: int, microbatches: int, chunks: int = 2) -> Schedule:
 
 
 def breadth_first(stages: int, microbatches: int, chunks: int = 2) -> Schedule:
-    """Breadth-first looped pipeline (breadth_first_pipeline.txt §4.1): device d holds chunks
+    """Breadth-first looped pipeline (Breadth-First Pipeline Parallelism §4.1): device d holds chunks
     d, d+p, …; it runs the forward of every micro-batch on one chunk before moving to the
     next chunk, then the backwards chunk by chunk in reverse."""
     out: Schedule = {}
@@ -121,7 +121,7 @@ def two_bw(stages: int, microbatches: int, chunks: int = 1, batches: int = 2) ->
 
 def varuna(stages: int, microbatches: int, chunks: int = 1,
            durations: dict[str, int] | None = None) -> Schedule:
-    """Varuna's rule-based schedule with recomputation (varuna.txt §3.2), enumerated offline
+    """Varuna's rule-based schedule with recomputation (Varuna §3.2), enumerated offline
     by a unit-time simulation of its rules (forward 1, backward 2, recompute 1 unless
     ``durations`` says otherwise):
 

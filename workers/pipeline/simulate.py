@@ -118,7 +118,7 @@ def simulate(schedule: Schedule, microbatches: int, chunks: int = 1,
     """Run ``schedule`` as-soon-as-possible in list order; raise on deadlock with the grid.
 
     ``durations`` is per op kind, or a function of the action (e.g. calibrated per chunk,
-    varuna.txt §4.4); a dependency on another device arrives ``comm_s`` after it finished.
+    Varuna §4.4); a dependency on another device arrives ``comm_s`` after it finished.
     """
     if callable(durations):
         duration = durations
@@ -168,7 +168,7 @@ def minibatch_time(kind: str, stages: int, microbatches: int, chunks: int,
                    forward: Mapping[int, float], backward: Mapping[int, float], comm_s: float,
                    update_s: float, send_s: float = 0.0, recv_s: float = 0.0,
                    **options) -> float:
-    """Seconds per mini-batch of a schedule with per-chunk F and B durations (varuna.txt
+    """Seconds per mini-batch of a schedule with per-chunk F and B durations (Varuna
     §4.4: its simulator, fed with calibrated or profiled costs); a recompute is one more F.
     A boundary tensor is ``comm_s`` late at its consumer, and costs its producer's device
     ``send_s`` and its consumer's ``recv_s`` on top of the action (P > 1).

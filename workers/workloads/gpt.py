@@ -7,7 +7,7 @@ At every start the job plans for the GPUs it holds now (WORLD_SIZE = P·D) with 
 batch fixed (thesis §3.3, Algorithm 1, with every GPU used), from a per-layer profile rank 0
 measures and broadcasts, so all ranks run the same plan. It then loads the layer-wise
 checkpoint, each stage just the layers it now holds, and trains under GavelIterator; at the
-lease's end every replica-0 rank saves its layers (varuna.txt §4: morphing). So a job that
+lease's end every replica-0 rank saves its layers (Varuna §4: morphing). So a job that
 the scheduler restarts on a different GPU count continues the same SGD trajectory.
 """
 
@@ -71,7 +71,7 @@ class GptResult:
 
 def choose_plan(world: int, options: GptOptions) -> Plan:
     """The plan for ``world`` GPUs from this machine's profile of the model (every GPU
-    used, global batch fixed), timed by simulating the schedule (varuna.txt §4.4)."""
+    used, global batch fixed), timed by simulating the schedule (Varuna §4.4)."""
     profile = profile_from_dict(profile_model(options.spec, microbatch_size=1, repeats=5))
     return plan(profile, world, options.batch, options.memory_bytes, exact=True,
                 replicas=options.replicas, timing="simulated")

@@ -1,4 +1,4 @@
-"""Varuna's calibrated simulator (varuna.txt §4.3–4.4): calibration in the real ranks, and the
+"""Varuna's calibrated simulator (Varuna §4.3–4.4): calibration in the real ranks, and the
 prediction from calibrated costs on cases worked by hand."""
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def test_a_middle_stage_calibrates_both_its_sending_and_receiving_side():
 
 
 def test_calibrate_profile_measures_every_layer_in_the_ranks():
-    """Varuna's per-cut-point calibration (varuna.txt §4.3): each layer's F and B are
+    """Varuna's per-cut-point calibration (Varuna §4.3): each layer's F and B are
     replaced by the ranks' own measurement, everything else is kept, and the link is the
     calibrated trip. Bad inputs are refused before any process starts."""
     from workers.pipeline.model import ModelSpec

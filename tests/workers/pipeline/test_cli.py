@@ -52,7 +52,7 @@ def test_plan_json(tmp_path, capsys):
     assert out["replicas"] * out["microbatch_size"] * out["microbatches"] == 8
     assert out["predicted_memory_bytes"] <= 0.5 * 2**30
     assert out["predicted_time_per_minibatch_s"] > 0
-    # the simulated timing (varuna.txt §4.4) is a choice of the same command
+    # the simulated timing (Varuna §4.4) is a choice of the same command
     assert main(["pipeline", "plan", "--profile", str(profile), "--gpus", "4", "--batch", "8",
                  "--memory-gb", "0.5", "--timing", "simulated", "--json"]) == 0
     simulated = json.loads(capsys.readouterr().out)
@@ -96,7 +96,7 @@ def test_profile_writes_what_plan_reads(tmp_path, capsys):
 
 
 def test_profile_calibrate_writes_a_calibrated_profile_plan_can_read(tmp_path, capsys):
-    """``--calibrate`` (varuna.txt §4.3) writes a whole profile, with the link from the ranks'
+    """``--calibrate`` (Varuna §4.3) writes a whole profile, with the link from the ranks'
     boundary trip, that ``pipeline plan`` reads (that each layer's F and B are the ranks'
     own is tested on ``calibrate_profile`` in test_calibrate.py)."""
     out = tmp_path / "calibrated.json"

@@ -1,5 +1,5 @@
 """The executor: real processes, gloo point-to-point, against one process on the full batch
-(thesis §3.2: flush schedules are plain SGD, 2BW is delayed SGD; varuna.txt §4: morphing)."""
+(thesis §3.2: flush schedules are plain SGD, 2BW is delayed SGD; Varuna §4: morphing)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The GPT pipeline workload under a real worker daemon: it plans for the GPUs it holds, and
-when the scheduler restarts it on a different GPU count it morphs (varuna.txt §4) and keeps
+when the scheduler restarts it on a different GPU count it morphs (Varuna §4) and keeps
 the SGD trajectory of a run that never morphed (issue #10)."""
 
 from __future__ import annotations

@@ -188,7 +188,7 @@ def test_simulated_timing_adds_the_same_update():
 @pytest.mark.parametrize("recompute", [False, True])
 def test_simulated_timing_equals_the_closed_form_where_that_is_exact(schedule, recompute):
     """Balanced stages, free communication, one replica: the closed form of thesis §3.3.3 is
-    the schedule's exact time, and the event simulator (varuna.txt §4.4) must agree."""
+    the schedule's exact time, and the event simulator (Varuna §4.4) must agree."""
     prof = _uniform()
     closed = predict(prof, 4, 1, 2, 8, recompute, schedule)
     simulated = predict(prof, 4, 1, 2, 8, recompute, schedule, timing="simulated")

@@ -1,5 +1,5 @@
 """Schedules as data: every kind over a table of shapes, the validator, the simulator's
-bubble and memory figures (thesis §2.4, §3.2, §4.2.2; breadth_first_pipeline.txt §3)."""
+bubble and memory figures (thesis §2.4, §3.2, §4.2.2; Breadth-First Pipeline Parallelism §3)."""
 
 from __future__ import annotations
 
