@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -55,15 +56,51 @@ def test_the_generated_examples_are_what_make_examples_writes():
         assert (ROOT / "examples" / name).read_text() == text, name
 
 
+# What lives beside the repository, not in it: the workspace's design notes and style guide
+# and the papers' text files. The repository has its own (docs/design.md, docs/style.md) and
+# cites a paper by its name and section (Varuna §4).
+OUTSIDE = re.compile(r"(?<![\w/.-])(DESIGN|STYLE)\.md\b|\.\./shared\b|(?<![\w.-])papers/"
+                     r"|\b(varuna|avgpipe|breadth_first_pipeline|virtualflow|narayanan_thesis\w*)\.txt\b")
+
+
+def tracked_files() -> list[Path]:
+    """Every file of the repository: git's list where there is one, else the tree."""
+    try:
+        listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True,
+                                check=True).stdout.decode().split("\0")
+        return [ROOT / name for name in listed if name and (ROOT / name).is_file()]
+    except (OSError, subprocess.CalledProcessError):
+        return [p for p in sorted(ROOT.rglob("*")) if p.is_file() and ".git" not in p.parts]
+
+
+def test_tracked_files_are_listed():
+    names = {p.relative_to(ROOT).as_posix() for p in tracked_files()}
+    assert {"README.md", "docs/style.md", "pyproject.toml", "tests/cli/test_doc_examples.py"} <= names
+
+
 def test_no_reference_points_outside_the_repository():
-    """The design notes are docs/design.md; relative links in the docs resolve."""
-    found = [f"{path.relative_to(ROOT)}:{n}"
-             for folder in ("gavelsched", "policies", "simulator", "traces", "workers", "docs",
-                            "tests", "benchmarks", "deploy")
-             for path in sorted((ROOT / folder).rglob("*")) if path.suffix in (".py", ".md")
-             for n, line in enumerate(path.read_text().splitlines(), 1)
-             if re.search(r"(?<![\w/])DESIGN\.md", line) and path != Path(__file__)]
-    assert not found, f"DESIGN.md is not in the repository (docs/design.md is): {found}"
-    for doc in (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))):
+    """No tracked file (source, docs, YAML, README, scripts) names a file outside the
+    repository; relative links of every Markdown file resolve inside it (docs/style.md §7)."""
+    found = []
+    for path in tracked_files():
+        data = path.read_bytes()
+        if b"\0" in data or path == Path(__file__):
+            continue
+        for n, line in enumerate(data.decode(errors="replace").splitlines(), 1):
+            if OUTSIDE.search(line):
+                found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()[:80]}")
+    assert not found, "files outside the repository named (docs/design.md, docs/style.md " \
+                      f"and papers cited by name are the repository's way): {found}"
+    root = ROOT.resolve()
+    for doc in (p for p in tracked_files() if p.suffix == ".md"):
         for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", doc.read_text()):
-            assert (doc.parent / target).exists(), f"{doc.name}: broken link {target}"
+            resolved = (doc.parent / target).resolve()
+            assert resolved.exists(), f"{doc.relative_to(ROOT)}: broken link {target}"
+            assert resolved.is_relative_to(root), f"{doc.relative_to(ROOT)}: {target} is outside"
+
+
+def test_the_outside_check_can_fail():
+    for line in ("see ../shared/DESIGN.md", "STYLE.md §3", "(varuna.txt §4)", "papers/avgpipe.txt"):
+        assert OUTSIDE.search(line), line
+    for line in ("docs/design.md", "docs/style.md §3", "(Varuna §4)", "/shared/checkpoints"):
+        assert not OUTSIDE.search(line), line
