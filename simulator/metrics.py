@@ -121,6 +121,24 @@ class Metrics:
     def on_complete(self, job_id: str, at_s: float) -> None:
         self.jobs[job_id].completion_s = at_s
 
+    def on_sample(self, seconds: float, held: Sequence[tuple[str, int]],
+                  prices: Mapping[str, float], capacity: int) -> None:
+        """A physical run's sample (thesis §5.7: physical against simulated): for
+        ``seconds``, running jobs held ``held`` (worker type, GPUs), at most ``capacity``
+        GPUs in all; its busy GPU-seconds and cost, as ``on_round`` counts a round's."""
+        self.busy_gpu_s += seconds * min(capacity, sum(n for _, n in held))
+        self.cost_usd += seconds / 3600 * sum(prices.get(t, 0.0) * n for t, n in held)
+
+    def on_totals(self, *, rounds: int, resolves: int | None = None,
+                  solve_s: float | None = None) -> None:
+        """A physical run's counts, read from the daemon at its end: rounds, and the
+        policy's re-solves and their total time when known."""
+        self.rounds = rounds
+        if resolves is not None:
+            self.resolves = resolves
+        if solve_s is not None:
+            self.solve_s = solve_s
+
     def result(self, *, end_s: float, capacity: Mapping[str, int], wall_s: float,
                window: tuple[int, int] | None, order: Sequence[str]) -> SimulationResult:
         records = []
