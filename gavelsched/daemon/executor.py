@@ -15,9 +15,14 @@ their collaborators:
 - ``clock.RoundClock``: *when* boundaries come. ``plan_lead`` seconds before round r ends
   round r+1 is planned, so that a job kept on the same workers gets its lease extended
   instead of being checkpointed and restarted; new placements launch at the boundary;
+- ``jobs.Jobs``: the job rows and their states, the only place a state changes (a
+  transition table: ``queued`` until its first process starts, ``running``, ``preempted``
+  between runs, then ``done``, ``failed`` or ``cancelled``); each change is written to the
+  store and republishes ``snapshot``;
 - ``runs.RunTable``: *how tasks run*: each job's processes (launch, defer, extend, exit,
   kill, orphans), with round-aligned leases (``leases``): a fresh run's start-up eats into
-  its own round, as the simulator charges preemption overhead;
+  its own round, as the simulator charges preemption overhead; and what a run's exit
+  means (``exit_verdict``: retried, suspected, or the job fails);
 - ``progress.Progress``: durable steps (``ReportSteps(checkpointed)``, ``RoundReport``)
   credited through the driver, and online throughputs (§5.3.3);
 - ``servers.Servers`` and ``health.Health``: registration and heartbeats (a worker silent
@@ -34,10 +39,7 @@ their collaborators:
   ``snapshot`` and ``metrics`` read, and the allocation against received share;
 - ``logs.Hosts``: the servers that ran each job (where ``Logs`` reads its output).
 
-A job is ``queued`` until its first process starts (its first ``InitJob``: the job's
-``started_s``, kept in the store), ``running`` while a process of it runs, ``preempted``
-between its runs, then ``done``, ``failed`` or ``cancelled`` (``ended_s``). The log has
-one line per round start (``DaemonView.summary``).
+The log has one line per round start (``DaemonView.summary``).
 """
 
 from __future__ import annotations
@@ -75,7 +77,8 @@ from .runs import RunTable
 from .snapshot import Snapshot, build_snapshot
 from .startups import Startups
 from .servers import Servers
-from .store import JobRow, Store
+from .jobs import RUNNING, Jobs
+from .store import Store
 from .submissions import check_submission
 from ..core.online import OnlineThroughputs
 from .view import DaemonView, Shares
@@ -128,12 +131,9 @@ class DaemonExecutor:
             refill_freed=config.refill_freed, refill_until=config.refill_until, seed=config.seed,
             on_solve_error="keep"))
         self.driver = RoundDriver(self.core)
-        self.jobs: dict[str, JobRow] = {}
-        for row in store.jobs(table):
-            if not row.final:
-                row = row.but(state=row.waiting)
-                self.core.submit(row.spec, row.arrival_s, steps_done=row.steps_done)
-            self.jobs[row.id] = row
+        self.jobs = Jobs(store, changed=self._changed)     # a job's state changes: republish
+        for row in self.jobs.restore(store.jobs(table)):
+            self.core.submit(row.spec, row.arrival_s, steps_done=row.steps_done)
         self.startups = Startups(store)
         self.retries = Retries(store, config.round_seconds)
         self.fences = Fences(store)
@@ -193,6 +193,9 @@ class DaemonExecutor:
                 self._publish(mono)
         for waiter in self._waiters:
             waiter.future.set_result(None)
+
+    def _changed(self) -> None:
+        self._dirty = True
 
     def _publish(self, mono: float) -> None:
         """Republish ``snapshot`` (and the metrics); large job tables at most every
@@ -262,7 +265,10 @@ class DaemonExecutor:
         self.retention.tick(self.jobs, self.now())
         self._dirty = self.roster.fail_silent(mono) or self._dirty
         for job_id, reason, exit_code in self.health.due(mono):
-            if not self._died(job_id, exit_code, reason):
+            failed = self.retries.died(job_id, self.round_index, exit_code, reason, mono)
+            if failed is not None:
+                self._fail_job(job_id, failed)
+            else:
                 self.runs.kill(job_id, reason)    # its other ranks cannot go on alone
         if self.clock.idle:                     # start as soon as there is work
             if (self.core.has_jobs and self._ready()
@@ -359,29 +365,23 @@ class DaemonExecutor:
                  int(more.size.sum()), "s" if more.size.sum() != 1 else "",
                  "s" if len(more) != 1 else "", ", ".join(more.keys), ends - mono)
 
-    # ---- jobs ending --------------------------------------------------------------------
+    # ---- jobs ending (``jobs.Jobs``: the state) -------------------------------------------
     def _finish(self, job_id: str, now: float) -> None:
-        job = self.jobs[job_id]
-        self.jobs[job_id] = job.but(state="done", steps_done=job.spec.total_steps,
-                                    completion_s=now, ended_s=now)
-        self.store.update_jobs([self.jobs[job_id]])
-        log.info("job %s done at %.1fs", job_id, now)
+        self.jobs.finish(job_id, now)
 
     def _fail_job(self, job_id: str, reason: str) -> None:
         job = self.jobs.get(job_id)
-        if job is None or job.final:
-            return
-        self._end_job(job_id, job.but(state="failed", reason=reason, completion_s=None))
-        log.warning("job %s failed: %s", job_id, reason)
+        if job is not None and not job.final:
+            self._end_job(job_id, reason, lambda now: self.jobs.fail(job_id, reason, now))
 
-    def _end_job(self, job_id: str, row: JobRow) -> None:
+    def _end_job(self, job_id: str, reason: str, end: Callable[[float], None]) -> None:
+        """The job ends before it is done: out of the core, its run killed, ``end(now)``
+        sets its final state; its GPUs go to waiting jobs."""
         if job_id in self.core.active_ids or job_id in self.core.pending_jobs:
             self.core.cancel(job_id, self.now())
         self.driver.forget(job_id)
-        self.runs.kill(job_id, row.reason or row.state)
-        row = row.but(ended_s=self.now())
-        self.jobs[job_id] = row
-        self.store.update_jobs([row])
+        self.runs.kill(job_id, reason)
+        end(self.now())
         self._refill()
 
     # ---- events from handlers (run on this thread through ``call``) ---------------------
@@ -392,8 +392,7 @@ class DaemonExecutor:
         row = row.with_id(str(self.store.next_job_id())).but(arrival_s=now)
         if self.clock.idle and not self.core.has_jobs:
             self._woken = self._clock()
-        self.store.add_job(row)
-        self.jobs[row.id] = row
+        self.jobs.submit(row)
         self.core.submit(row.spec, now)
         log.info("job %s submitted: %s on %d GPU%s, %d steps", row.id, row.spec.job_type,
                  row.spec.scale_factor, "s" if row.spec.scale_factor != 1 else "",
@@ -406,8 +405,7 @@ class DaemonExecutor:
             return pb.Ack(ok=False, message=f"unknown job {job_id!r}")
         if job.final:
             return pb.Ack(ok=False, message=f"job {job_id} is already {job.state}")
-        self._end_job(job_id, job.but(state="cancelled", reason="cancelled"))
-        log.info("job %s cancelled", job_id)
+        self._end_job(job_id, "cancelled", lambda now: self.jobs.cancel(job_id, now))
         return pb.Ack(ok=True)
 
     def drain(self, server_id: int, undo: bool = False) -> pb.DrainResponse:
@@ -433,46 +431,14 @@ class DaemonExecutor:
             return
         if request.steps >= 0:
             self.durable_steps(job_id, int(request.steps), int(request.generation))
-        run = self.runs.get(job_id)
-        job = self.jobs.get(job_id)
-        if (run is not None and request.server_id in run.servers
-                and job is not None and not job.final):   # (a finished job's exit is no failure)
-            if request.failed:
-                reason = request.reason or f"exit code {request.exit_code}"
-                if len(run.servers) == 1:
-                    if self._died(job_id, request.exit_code, reason):
-                        return
-                else:
-                    # A rank of a multi-server job also fails when a peer's machine dies
-                    # under it (gloo reports the lost connection): not the job's fault.
-                    # Wait for the heartbeat check to tell; a server of the run found dead
-                    # clears the suspicion.
-                    limit = self.health.suspect(job_id, reason, request.exit_code,
-                                                self._clock())
-                    if limit is not None:
-                        log.info("job %s: a rank on server %d failed (%s); the job fails "
-                                 "in %.1fs unless a server of its run is found dead", job_id,
-                                 request.server_id, reason, limit)
-            elif run.started_up and not run.orphan and run.left == {request.server_id}:
-                # its last process ended on its own: did the run step at all?
-                verdict = self.retries.ran(job_id, self.jobs[job_id].steps_done > run.base_steps)
-                if verdict is not None:
-                    self._fail_job(job_id, verdict)
-                    return
+        failed = self.runs.reported_exit(job_id, request.server_id, request.failed,
+                                         int(request.exit_code), request.reason,
+                                         self.round_index)   # (the run-failure verdict)
+        if failed is not None:
+            self._fail_job(job_id, failed)
+            return
         self.runs.exited(job_id, request.server_id)
         self._refill()
-
-    def _died(self, job_id: str, exit_code: int, reason: str) -> bool:
-        """A run of the job died (``retries``): it fails (True), or waits out a backoff
-        and is placed again from its last checkpoint."""
-        verdict = self.retries.died(job_id, self.round_index, exit_code, reason, self._clock())
-        if verdict is not None:
-            self._fail_job(job_id, verdict)
-            return True
-        log.warning("job %s: %s; tried again from its last checkpoint (attempt %d of %d)",
-                    job_id, reason, len(self.retries.history(job_id)) + 1,
-                    self.retries.budget + 1)
-        return False
 
     def durable_steps(self, job_id: str, steps: int, generation: int,
                       seconds: float | None = None) -> bool:
@@ -494,22 +460,12 @@ class DaemonExecutor:
         run = self.runs.get(request.job_id)
         if run is not None and not run.started_up:
             self.runs.started_up(run)
-        if run is not None and not job.final and job.state != "running":
-            self._started(job, run.worker_type)     # its process has started
+        if run is not None and not job.final and job.state != RUNNING:
+            self.jobs.start(job.id, self.now(), run.worker_type)   # its process has started
         lease = run.lease if run is not None else stop_lease(job.steps_done)
         return pb.InitJobResponse(lease=lease, steps_done=job.steps_done,
                                   total_steps=job.spec.total_steps,
                                   checkpoint_generation=self.fences.checkpoint(job.id))
-
-    def _started(self, job: JobRow, worker_type: str) -> None:
-        """A process of the job has started: it is running; its first start is kept."""
-        if job.started_s is not None:
-            self.jobs[job.id] = job.but(state="running")
-            return
-        self.jobs[job.id] = job.but(state="running", started_s=self.now())
-        self.store.update_jobs([self.jobs[job.id]])
-        log.info("job %s started on %s, %.1fs after its submission", job.id, worker_type,
-                 self.jobs[job.id].started_s - job.arrival_s)
 
     def renew_lease(self, request: pb.RenewLeaseRequest) -> pb.Lease | Future:
         """The lease for the next round: extended when the job keeps its workers. Before

@@ -25,6 +25,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ..rpc import pb, pb_grpc
 from ..rpc.security import channel, write_token
+from .jobs import FINAL as FINAL_STATES    # (re-exported: its older name)
 from .leases import free_port
 
 log = logging.getLogger(__name__)
@@ -34,7 +35,6 @@ __all__ = ["FINAL_STATES", "LocalCluster", "free_port", "kill_tree", "subprocess
 
 # The project root: worker subprocesses import ``workers`` from it.
 ROOT = Path(__file__).resolve().parent.parent.parent
-FINAL_STATES = frozenset({"done", "failed", "cancelled"})
 
 
 def subprocess_env() -> dict[str, str]:

@@ -2,7 +2,7 @@
 ``gavelsched_*``:
 
 - ``gavelsched_jobs{state}``: jobs by state (queued, running, preempted, done, failed, cancelled:
-  ``store.STATES``);
+  ``jobs.STATES``);
 - ``gavelsched_round_duration_seconds``: histogram of the time between round starts;
 - ``gavelsched_policy_solve_seconds``: histogram of policy solve times;
 - ``gavelsched_job_allocation{job,worker_type}``: X, the time fraction the policy gives
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from .store import STATES
+from .jobs import STATES
 from .view import DaemonView
 
 ROUND_BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 120, 360, 720, 1800)

@@ -15,13 +15,14 @@ from collections.abc import Callable, Sequence
 from ..core import SchedulerCore
 from ..core.driver import RoundDriver
 from .fences import Fences
+from .jobs import JobRow, Jobs
 from .runs import Run, RunTable
-from .store import JobRow, Store
+from .store import Store
 from ..core.online import OnlineThroughputs
 
 
 class Progress:
-    def __init__(self, jobs: dict[str, JobRow], runs: RunTable, driver: RoundDriver,
+    def __init__(self, jobs: Jobs, runs: RunTable, driver: RoundDriver,
                  core: SchedulerCore, online: OnlineThroughputs, store: Store,
                  fences: Fences, *, clock: Callable[[], float]) -> None:
         self.jobs, self.runs, self.driver, self.core = jobs, runs, driver, core
@@ -41,15 +42,9 @@ class Progress:
             took = self._clock() - run.init_at if then is None else seconds - then
             self._measure(job, run, steps - run.last[0], took, now)
             run.last = (steps, seconds)
-        steps = min(int(steps), job.spec.total_steps)
-        if steps <= job.steps_done:
-            return False
-        delta = steps - job.steps_done
-        self.jobs[job_id] = job.but(steps_done=steps)
-        with self.store.transaction() as db:
-            self.store.update_jobs([self.jobs[job_id]], db)
-            self.fences.took(job_id, generation, db)
-        return self.driver.credit((job_id,), ((delta,),), now)
+        delta = self.jobs.credit(job_id, steps,
+                                 lambda db: self.fences.took(job_id, generation, db))
+        return delta > 0 and self.driver.credit((job_id,), ((delta,),), now)
 
     def _measure(self, job: JobRow, run: Run, steps: int, seconds: float, now: float) -> None:
         """Online throughputs (thesis §5.3.3) from a run's checkpointed reports. A run on a

@@ -16,10 +16,13 @@ counting. Pure bookkeeping on a monotonic clock the caller passes in.
 from __future__ import annotations
 
 import json
+import logging
 import signal
 from dataclasses import asdict, dataclass
 
 from .store import Store
+
+log = logging.getLogger(__name__)
 
 RESTART_BUDGET = 3          # restarts after a run killed by a signal
 NO_PROGRESS_RUNS = 5        # runs in a row without a new durable step
@@ -66,8 +69,10 @@ class Retries:
 
     def died(self, job_id: str, round_index: int, exit_code: int, reason: str,
              mono: float) -> str | None:
-        """A run of the job failed. None: it is retried after a backoff; else the reason
-        the job fails with."""
+        """A run of the job died (its process on its one server failed, or a suspected
+        rank's deadline passed with no server of the run found dead: ``health``). None: it
+        is retried from its last checkpoint after a backoff; else the reason the job fails
+        with."""
         if signal_of(exit_code) is None:
             return reason
         attempts = [*self._attempts(job_id), Attempt(round_index, exit_code, reason)]
@@ -76,6 +81,8 @@ class Retries:
             return (f"failed after {len(attempts)} attempts: "
                     + "; ".join(a.line() for a in attempts))
         self._not_before[job_id] = mono + self._round_seconds * 2 ** (len(attempts) - 1)
+        log.warning("job %s: %s; tried again from its last checkpoint (attempt %d of %d)",
+                    job_id, reason, len(attempts) + 1, self.budget + 1)
         return None
 
     def backing_off(self, job_id: str, mono: float) -> bool:

@@ -1,5 +1,5 @@
-"""The store's records (``JobRow``, ``ServerRow``) and the door they pass when the store is
-read back at start (issue #17; docs/design.md, Safety rules: the store on load is a door like
+"""The store's records (``JobRow``, defined with its states in ``jobs``; ``ServerRow``) and
+the door they pass when the store is read back at start (issue #17; docs/design.md, Safety rules: the store on load is a door like
 any other, and one bad job never stops the others; thesis §5.6: the scheduler survives its
 own restart).
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from traces import checks
@@ -22,12 +22,8 @@ from traces.checks import BadValue, NotUtf8, utf8
 from traces.workloads import UnknownWorkload, check_workload
 
 from ..core import JobSpec
+from .jobs import FINAL, STATES, JobRow, refused, stored
 
-# queued: never started; running: its process runs; preempted: started, waiting for its
-# next lease; then one of the final states
-STATES = ("queued", "running", "preempted", "done", "failed", "cancelled")
-FINAL = frozenset({"done", "failed", "cancelled"})
-ACTIVE = tuple(s for s in STATES if s not in FINAL)
 REFUSED = "refused at load"
 SPEC_FIELDS = ("job_type", "scale_factor", "total_steps", "priority_weight", "slo_s",
                "entity", "mixed", "min_scale_factor")
@@ -41,46 +37,6 @@ class Table(Protocol):
     def worker_types(self) -> tuple[str, ...]: ...
 
     def get(self, worker_type: str, job_type: str, scale_factor: int = 1) -> float: ...
-
-
-@dataclass(frozen=True)
-class JobRow:
-    """One submitted job as stored: the core's ``JobSpec`` (what the scheduler plans with)
-    and what only the daemon keeps: ``workload``/``command`` (what the worker runs), the
-    state, the *durable* step count and the times: submitted (``arrival_s``), its first
-    process's start (``started_s``), done (``completion_s``), ended in any final state
-    (``ended_s``); None: not (yet)."""
-
-    spec: JobSpec
-    workload: str = ""
-    command: str = ""
-    state: str = "queued"
-    steps_done: int = 0
-    reason: str | None = None
-    arrival_s: float = 0.0
-    completion_s: float | None = None
-    started_s: float | None = None
-    ended_s: float | None = None
-
-    @property
-    def id(self) -> str:
-        return self.spec.id
-
-    def but(self, **changes) -> JobRow:
-        return replace(self, **changes)
-
-    def with_id(self, job_id: str) -> JobRow:
-        return replace(self, spec=replace(self.spec, id=job_id))
-
-    @property
-    def final(self) -> bool:
-        return self.state in FINAL
-
-    @property
-    def waiting(self) -> str:
-        """This job's state while it has no process: ``preempted`` once it has started (in
-        a store from before ``started_s`` was kept: once it made durable steps)."""
-        return "preempted" if self.started_s is not None or self.steps_done > 0 else "queued"
 
 
 @dataclass(frozen=True)
@@ -165,12 +121,12 @@ def _columns(job: JobRow, state: Any, steps_done: Any, reason: Any, arrival_s: A
     if state not in FINAL and steps == total:
         raise BadValue("steps_done", f"must be < total_steps ({total}) for a {state} job",
                        steps)
-    return job.but(state=state, steps_done=steps,
-                   reason=None if reason is None else _text(reason, "reason", one_line=False),
-                   arrival_s=checks.number(_plain(arrival_s, "arrival_s"), "arrival_s",
-                                           low=0.0),
-                   completion_s=_time(completion_s, "completion_s"),
-                   started_s=_time(started_s, "started_s"), ended_s=_time(ended_s, "ended_s"))
+    return stored(job, state).but(
+        steps_done=steps,
+        reason=None if reason is None else _text(reason, "reason", one_line=False),
+        arrival_s=checks.number(_plain(arrival_s, "arrival_s"), "arrival_s", low=0.0),
+        completion_s=_time(completion_s, "completion_s"),
+        started_s=_time(started_s, "started_s"), ended_s=_time(ended_s, "ended_s"))
 
 
 def _time(raw: Any, field: str) -> float | None:
@@ -214,7 +170,7 @@ def _salvaged(job_id: str, raw: Any) -> JobRow:
 def _refused(job: JobRow, steps_done: Any, arrival_s: Any, err: BadValue) -> JobRow:
     """``job`` as a ``failed`` row refused with ``err``, with its steps and arrival where
     they are good."""
-    return job.but(state="failed", reason=f"{REFUSED}: {err}", completion_s=None,
+    return refused(job, f"{REFUSED}: {err}",
                    steps_done=_or(0, checks.integer, steps_done, "steps_done", low=0,
                                   high=job.spec.total_steps),
                    arrival_s=_or(0.0, checks.number, arrival_s, "arrival_s", low=0.0))

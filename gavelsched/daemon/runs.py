@@ -9,9 +9,15 @@ launched elsewhere, until it exits. Every launch gets a new run generation (``fe
 process of an older generation found on a worker is told to stop. The servers of every
 launch are recorded (``logs.Hosts``: where the job's output is). A run's first ``InitJob``
 makes its job ``running``; when the run ends, the job is ``preempted`` (or still
-``queued``, if its process never started) until its next run starts.
+``queued``, if its process never started) until its next run starts (``jobs``).
 
-Everything here runs on the executor thread; the collaborators it needs (the job rows, the
+A server's report that its processes of a job exited is judged here (``exit_verdict``, a
+typed value): a failed process of a run on one server died (``retries``: tried again, or
+the job fails); a failed rank of a run on several servers makes the job suspected
+(``health``) until the heartbeat check tells whether a peer's machine died under it; a
+run's last process that ended on its own asks whether the run stepped at all.
+
+Everything here runs on the executor thread; the collaborators it needs (the jobs, the
 servers' health, the dispatcher, start-up statistics, the core's cluster view, the clock,
 the executor's inbox and its way to fail a job) are handed in.
 """
@@ -34,7 +40,7 @@ from .leases import MIN_LEASE_FRACTION, extended_lease, new_lease, run_requests,
 from .logs import Hosts
 from .retries import Retries
 from .startups import Startups
-from .store import JobRow
+from .jobs import JobRow, Jobs
 
 log = logging.getLogger(__name__)
 
@@ -67,10 +73,56 @@ class Run:
     refill: bool = False                 # placed mid-round on freed GPUs: no lease floor
 
 
+@dataclass(frozen=True)
+class Died:
+    """The process of a run on one server failed: it is tried again, or the job fails
+    (``Retries.died``)."""
+
+    exit_code: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class RankFailed:
+    """A rank of a run on several servers failed. It also fails when a peer's machine dies
+    under it (gloo reports the lost connection): not the job's fault. The job is suspected
+    (``Health.suspect``); a server of its run found dead clears the suspicion."""
+
+    exit_code: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Ended:
+    """The run's last process ended on its own: did the run step at all
+    (``Retries.ran``)?"""
+
+    progressed: bool
+
+
+ExitVerdict = Died | RankFailed | Ended | None
+
+
+def exit_verdict(run: Run | None, job: JobRow | None, server_id: int, failed: bool,
+                 exit_code: int, reason: str) -> ExitVerdict:
+    """What ``server_id``'s report that its processes of the job exited (``failed``, with
+    ``exit_code`` and ``reason``) says of the run (pure). None: nothing but the exit (not
+    a server of the run, or the job has ended: a finished job's exit is no failure)."""
+    if run is None or server_id not in run.servers or job is None or job.final:
+        return None
+    if failed:
+        reason = reason or f"exit code {exit_code}"
+        return (Died(exit_code, reason) if len(run.servers) == 1
+                else RankFailed(exit_code, reason))
+    if run.started_up and not run.orphan and run.left == {server_id}:
+        return Ended(job.steps_done > run.base_steps)
+    return None
+
+
 class RunTable:
     """The live runs, by job id (module docstring)."""
 
-    def __init__(self, config: DaemonConfig, jobs: dict[str, JobRow], health: Health,
+    def __init__(self, config: DaemonConfig, jobs: Jobs, health: Health,
                  dispatcher: Dispatcher, startups: Startups, retries: Retries,
                  fences: Fences, hosts: Hosts, core: SchedulerCore, *,
                  clock: Callable[[], float], round_end: Callable[[], float | None],
@@ -308,8 +360,26 @@ class RunTable:
         if run.left:
             return
         del self._runs[job_id]
-        self._requeue(job_id)
+        self.jobs.preempt(job_id)
         self._launch_deferred(job_id)
+
+    def reported_exit(self, job_id: str, server_id: int, failed: bool, exit_code: int,
+                      reason: str, round_index: int) -> str | None:
+        """A server reports its processes of the job exited (``exit_verdict``): the reason
+        the job fails with, or None (its run goes on to ``exited``)."""
+        match exit_verdict(self._runs.get(job_id), self.jobs.get(job_id), server_id, failed,
+                           exit_code, reason):
+            case Died(code, why):
+                return self.retries.died(job_id, round_index, code, why, self._clock())
+            case RankFailed(code, why):
+                limit = self.health.suspect(job_id, why, code, self._clock())
+                if limit is not None:
+                    log.info("job %s: a rank on server %d failed (%s); the job fails in "
+                             "%.1fs unless a server of its run is found dead", job_id,
+                             server_id, why, limit)
+            case Ended(progressed):
+                return self.retries.ran(job_id, progressed)
+        return None
 
     def kill(self, job_id: str, reason: str) -> None:
         """End the job's run (its placement too): KillJob to every live server of it."""
@@ -317,7 +387,7 @@ class RunTable:
         self._deferred.pop(job_id, None)
         if run is None:
             return
-        self._requeue(job_id)
+        self.jobs.preempt(job_id)
         for server_id in run.left:
             if self.health.alive(server_id):
                 self.dispatcher.kill_job(self.health.address(server_id), job_id, reason,
@@ -368,12 +438,6 @@ class RunTable:
         for job_id, run in list(self._runs.items()):
             if run.orphan and server_id in run.left and job_id not in running:
                 self.exited(job_id, server_id)
-
-    def _requeue(self, job_id: str) -> None:
-        """The job's run has ended: it waits for its next one (``JobRow.waiting``)."""
-        job = self.jobs.get(job_id)
-        if job is not None and job.state == "running":
-            self.jobs[job_id] = job.but(state=job.waiting)
 
     def _launch_deferred(self, job_id: str) -> None:
         deferred = self._deferred.pop(job_id, None)

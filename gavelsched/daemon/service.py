@@ -25,7 +25,7 @@ from .executor import DaemonExecutor
 from .fences import StaleRun
 from .leases import stop_lease
 from .logs import LogSources, Reader, stream_logs
-from .store import STATES
+from .jobs import STATES
 from .submissions import SubmissionError
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from ..rpc import pb
 from .logs import LogSources, Source
 from .pending import pending_reason
-from .store import FINAL, STATES, JobRow
+from .jobs import FINAL, PREEMPTED, STATES, JobRow
 from .view import DaemonView
 
 
@@ -116,4 +116,4 @@ class _Reasons:
             self._runs_on[key] = self._view.runs_on(*key)
         x, got = self._view.shares.get(job.id, (None, None))
         return pending_reason(*key, self._gpus, self._runs_on[key], x,
-                              got if job.state == "preempted" else None)
+                              got if job.state == PREEMPTED else None)

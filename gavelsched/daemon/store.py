@@ -26,10 +26,11 @@ from typing import TypeVar
 
 from traces.checks import BadValue
 
-from .rows import (ACTIVE, COUNTERS, FINAL, RUN_FIELDS, SPEC_FIELDS, STATES, JobRow, ServerRow,
-                   Table, host, job_row, meta_value, server_row, throughput)
+from .jobs import FAILED, JobRow
+from .rows import (COUNTERS, RUN_FIELDS, SPEC_FIELDS, ServerRow, Table, host, job_row,
+                   meta_value, server_row, throughput)
 
-__all__ = ["ACTIVE", "FINAL", "STATES", "JobRow", "ServerRow", "Store"]
+__all__ = ["JobRow", "ServerRow", "Store"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -191,8 +192,8 @@ class Store:
         rows = self._checked("jobs", JOB_COLUMNS,
                              lambda *raw: (job_row(*raw, table=table), (raw[2], raw[4])),
                              order="seq", delete=False)
-        changed = [row for row, (state, reason) in rows if row.state == "failed"
-                   and (state, reason) != (b"failed", (row.reason or "").encode())]
+        changed = [row for row, (state, reason) in rows if row.state == FAILED
+                   and (state, reason) != (FAILED.encode(), (row.reason or "").encode())]
         for row in changed:
             log.warning("store %s: job %s %s", self.path, row.id, row.reason)
         self.update_jobs(changed)

@@ -19,7 +19,8 @@ from policies import is_pair_key
 
 from ..core import Period, SchedulerCore
 from .holding import held_gpus, runs_per_server
-from .rows import FINAL, JobRow, ServerRow, Table, runs_on
+from .jobs import FINAL, PREEMPTED, QUEUED, RUNNING, JobRow
+from .rows import ServerRow, Table, runs_on
 
 ShareRow = tuple[Mapping[str, float], Mapping[str, float]]   # (X, received fraction)
 
@@ -88,7 +89,7 @@ class DaemonView:
     def summary(self) -> str:
         """One line for a round's start: jobs with a run, waiting (queued, preempted) and
         finished, and the GPUs the runs hold of those alive (and how many are down)."""
-        states = Counter("running" if j.id in self.runs else j.state for j in self.jobs)
+        states = Counter(RUNNING if j.id in self.runs else j.state for j in self.jobs)
         finished = sum(states[s] for s in FINAL)
         busy = sum(r.gpus for r in self.runs.values())
         total = [sum(counts) for counts in zip(*self.gpus().values())] or [0, 0]
@@ -96,8 +97,8 @@ class DaemonView:
         drained = sum(len(s.row.workers) for s in self.servers if s.drained and s.alive)
         out += [f"{drained} drained"] if drained else []
         down = f" ({', '.join(out)})" if out else ""
-        return (f"round {self.round}: {states['running']} jobs running, {states['queued']} "
-                f"queued, {states['preempted']} preempted, {finished} finished; GPUs "
+        return (f"round {self.round}: {states[RUNNING]} jobs running, {states[QUEUED]} "
+                f"queued, {states[PREEMPTED]} preempted, {finished} finished; GPUs "
                 f"{busy} busy of {total[1]}{down}")
 
     def gpus(self) -> dict[str, tuple[int, int]]:

@@ -1,0 +1,238 @@
+"""Job state (issue #27): the job record ``JobRow``, its states as one transition table, and
+``Jobs``, the daemon's rows by id, the only place a job's state is assigned.
+
+A job is ``queued`` until its first process starts (its first ``InitJob``: ``started_s``),
+``running`` while a process of it runs, ``preempted`` between its runs, then ``done``,
+``failed`` or ``cancelled`` (``ended_s``; thesis §5.5: a job runs in rounds, and between
+them waits for its next lease). ``TRANSITIONS`` says which state may follow which; the
+final states (none may follow), the active ones and the state a job waits in derive from
+it, and a transition it does not allow raises ``IllegalTransition``. A restart puts every
+job not final back into its waiting state (``Jobs.restore``); the store's door (``rows``)
+makes rows in their stored state (``stored``) or refused (``refused``) through here too.
+
+``Jobs`` writes each change through the store in one place and tells its owner (the
+executor republishes its view). ``running`` and ``preempted`` alone are not written: a
+restart makes every job not final wait again anyway.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+from typing import Any, Protocol
+
+from ..core import JobSpec
+
+log = logging.getLogger(__name__)
+
+QUEUED, RUNNING, PREEMPTED = "queued", "running", "preempted"
+DONE, FAILED, CANCELLED = "done", "failed", "cancelled"
+# state -> the states that may follow it (a job ends from any state not final)
+TRANSITIONS: Mapping[str, frozenset[str]] = MappingProxyType({
+    QUEUED: frozenset({RUNNING, DONE, FAILED, CANCELLED}),
+    RUNNING: frozenset({PREEMPTED, DONE, FAILED, CANCELLED}),
+    PREEMPTED: frozenset({RUNNING, DONE, FAILED, CANCELLED}),
+    DONE: frozenset(), FAILED: frozenset(), CANCELLED: frozenset()})
+STATES: tuple[str, ...] = tuple(TRANSITIONS)
+FINAL: frozenset[str] = frozenset(s for s, after in TRANSITIONS.items() if not after)
+ACTIVE: tuple[str, ...] = tuple(s for s in STATES if s not in FINAL)
+# A job with no process waits: in the first state (``FIRST``) if it never started, else in
+# the one state a run's end leads to that is not final (``BETWEEN_RUNS``).
+FIRST: str = STATES[0]
+(BETWEEN_RUNS,) = TRANSITIONS[RUNNING] - FINAL
+WAITING: tuple[str, ...] = (FIRST, BETWEEN_RUNS)
+
+
+class IllegalTransition(ValueError):
+    """A change of state the transition table does not allow (e.g. done -> running)."""
+
+    def __init__(self, job_id: str, old: str, new: str) -> None:
+        allowed = ", ".join(sorted(TRANSITIONS.get(old, ()))) or "none: it is final"
+        super().__init__(f"job {job_id}: {old} -> {new} is not a transition "
+                         f"(from {old}: {allowed})")
+        self.job_id, self.old, self.new = job_id, old, new
+
+
+def check(job_id: str, old: str, new: str) -> None:
+    """Raise ``IllegalTransition`` unless ``new`` may follow ``old``."""
+    if new not in TRANSITIONS.get(old, ()):
+        raise IllegalTransition(job_id, old, new)
+
+
+def is_final(state: str) -> bool:
+    return state in FINAL
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """One submitted job as stored: the core's ``JobSpec`` (what the scheduler plans with)
+    and what only the daemon keeps: ``workload``/``command`` (what the worker runs), the
+    state, the *durable* step count and the times: submitted (``arrival_s``), its first
+    process's start (``started_s``), done (``completion_s``), ended in any final state
+    (``ended_s``); None: not (yet)."""
+
+    spec: JobSpec
+    workload: str = ""
+    command: str = ""
+    state: str = FIRST
+    steps_done: int = 0
+    reason: str | None = None
+    arrival_s: float = 0.0
+    completion_s: float | None = None
+    started_s: float | None = None
+    ended_s: float | None = None
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+    def but(self, **changes) -> JobRow:
+        return replace(self, **changes)
+
+    def with_id(self, job_id: str) -> JobRow:
+        return replace(self, spec=replace(self.spec, id=job_id))
+
+    @property
+    def final(self) -> bool:
+        return is_final(self.state)
+
+    @property
+    def waiting(self) -> str:
+        """This job's state while it has no process: ``preempted`` once it has started (in
+        a store from before ``started_s`` was kept: once it made durable steps)."""
+        return BETWEEN_RUNS if self.started_s is not None or self.steps_done > 0 else FIRST
+
+
+# ---- rows made at the store's door (``rows``) -----------------------------------------------
+def stored(row: JobRow, state: str) -> JobRow:
+    """``row`` in the state the store holds for it (the door checked it is one of
+    ``STATES``)."""
+    return row.but(state=state)
+
+
+def refused(row: JobRow, reason: str, **changes) -> JobRow:
+    """``row`` failed at the door with ``reason`` (never done: no completion time)."""
+    return row.but(state=FAILED, reason=reason, completion_s=None, **changes)
+
+
+class JobStore(Protocol):
+    """What ``Jobs`` writes through (``store.Store``)."""
+
+    def add_job(self, job: JobRow) -> None: ...
+
+    def update_jobs(self, jobs: list[JobRow], db: Any = None) -> None: ...
+
+    def transaction(self) -> AbstractContextManager[Any]: ...
+
+
+class Jobs(Mapping[str, JobRow]):
+    """The daemon's job rows by id (read like a mapping). Each method below is a transition
+    of the table, checked, written through the store and followed by ``changed()`` (the
+    executor republishes its view)."""
+
+    def __init__(self, store: JobStore, changed: Callable[[], None] = lambda: None) -> None:
+        self._store, self._changed = store, changed
+        self._rows: dict[str, JobRow] = {}
+
+    # ---- reading --------------------------------------------------------------------------
+    def __getitem__(self, job_id: str) -> JobRow:
+        return self._rows[job_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __contains__(self, job_id: object) -> bool:
+        return job_id in self._rows
+
+    def get(self, job_id: str, default: Any = None) -> Any:
+        return self._rows.get(job_id, default)
+
+    def values(self):
+        return self._rows.values()
+
+    def items(self):
+        return self._rows.items()
+
+    # ---- transitions ----------------------------------------------------------------------
+    def restore(self, rows: Iterable[JobRow]) -> list[JobRow]:
+        """The store's rows at start: each job not final waits again (``JobRow.waiting``),
+        whatever it was doing when the daemon stopped. Returns those, for the core."""
+        waiting = []
+        for row in rows:
+            if not row.final:
+                row = row.but(state=row.waiting)
+                waiting.append(row)
+            self._rows[row.id] = row
+        self._changed()
+        return waiting
+
+    def submit(self, row: JobRow) -> None:
+        """A new job (its id and arrival set), in the first state."""
+        if row.state != FIRST or row.id in self._rows:
+            raise IllegalTransition(row.id, self._rows[row.id].state if row.id in self._rows
+                                    else row.state, FIRST)
+        self._store.add_job(row)
+        self._rows[row.id] = row
+        self._changed()
+
+    def start(self, job_id: str, now: float, where: str) -> None:
+        """A process of the job has started (on ``where``): it runs; its first start is
+        kept."""
+        job = self._rows[job_id]
+        if job.started_s is not None:
+            self._move(job, RUNNING, write=False)
+            return
+        job = self._move(job, RUNNING, started_s=now)
+        log.info("job %s started on %s, %.1fs after its submission", job_id, where,
+                 now - job.arrival_s)
+
+    def credit(self, job_id: str, steps: int,
+               together: Callable[[Any], None] | None = None) -> int:
+        """The job's durable count is now ``steps`` (absolute, capped at its total): the
+        steps new to it (0: nothing new, nothing written). ``together(db)`` is written in
+        the same transaction."""
+        job = self._rows[job_id]
+        steps = min(int(steps), job.spec.total_steps)
+        if job.final or steps <= job.steps_done:
+            return 0
+        row = self._rows[job_id] = job.but(steps_done=steps)
+        with self._store.transaction() as db:
+            self._store.update_jobs([row], db)
+            if together is not None:
+                together(db)
+        self._changed()
+        return steps - job.steps_done
+
+    def preempt(self, job_id: str) -> None:
+        """The job's run has ended: a running job waits for its next one."""
+        job = self._rows.get(job_id)
+        if job is not None and job.state == RUNNING:
+            self._move(job, job.waiting, write=False)
+
+    def finish(self, job_id: str, now: float) -> None:
+        """Every step of the job is durable."""
+        job = self._rows[job_id]
+        self._move(job, DONE, steps_done=job.spec.total_steps, completion_s=now, ended_s=now)
+        log.info("job %s done at %.1fs", job_id, now)
+
+    def fail(self, job_id: str, reason: str, now: float) -> None:
+        self._move(self._rows[job_id], FAILED, reason=reason, completion_s=None, ended_s=now)
+        log.warning("job %s failed: %s", job_id, reason)
+
+    def cancel(self, job_id: str, now: float) -> None:
+        self._move(self._rows[job_id], CANCELLED, reason="cancelled", ended_s=now)
+        log.info("job %s cancelled", job_id)
+
+    def _move(self, job: JobRow, state: str, *, write: bool = True, **changes) -> JobRow:
+        check(job.id, job.state, state)
+        row = self._rows[job.id] = job.but(state=state, **changes)
+        if write:
+            self._store.update_jobs([row])
+        self._changed()
+        return row
