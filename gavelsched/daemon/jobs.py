@@ -50,9 +50,10 @@ class IllegalTransition(ValueError):
     """A change of state the transition table does not allow (e.g. done -> running)."""
 
     def __init__(self, job_id: str, old: str, new: str) -> None:
-        allowed = ", ".join(sorted(TRANSITIONS.get(old, ()))) or "none: it is final"
-        super().__init__(f"job {job_id}: {old} -> {new} is not a transition "
-                         f"(from {old}: {allowed})")
+        after = (", ".join(sorted(TRANSITIONS[old])) or "none, it is final"
+                 if old in TRANSITIONS else f"it is not one of {', '.join(STATES)}")
+        super().__init__(f"job {job_id}: {old} -> {new} is not a transition (from {old}: "
+                         f"{after})")
         self.job_id, self.old, self.new = job_id, old, new
 
 
