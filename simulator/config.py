@@ -43,7 +43,11 @@ class SimConfig:
       plans each round this many seconds before the last one ends, so that leases can be
       extended, and admits the jobs that arrived by then; a job that arrives after the plan
       waits for the next one (a round, with fixed rounds), unless nothing runs. 0: the plan
-      is made at the boundary and admits every job arrived by it (Gavel).
+      is made at the boundary and admits every job arrived by it (Gavel). Shorter than
+      a round (``RoundDriver`` checks).
+    - ``arrival_grace_s``: an idle cluster plans its round this long after the arrival
+      that woke it, admitting every job arrived by then (the daemon waits half a second
+      so that jobs submitted together are planned together). 0: at the arrival (Gavel).
     """
 
     round_ends_at_last_finish: bool = True
@@ -55,6 +59,7 @@ class SimConfig:
     estimator: EstimatorConfig = field(default_factory=EstimatorConfig)
     priors: Any = None              # a ``traces.ThroughputTable``, or None
     plan_lead_s: float = 0.0
+    arrival_grace_s: float = 0.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "preemption_overhead_s",
@@ -65,6 +70,8 @@ class SimConfig:
                                  f"got {seconds}")
         if not 0.0 <= self.plan_lead_s < float("inf"):
             raise ValueError(f"plan lead must be >= 0 seconds, got {self.plan_lead_s}")
+        if not 0.0 <= self.arrival_grace_s < float("inf"):
+            raise ValueError(f"arrival grace must be >= 0 seconds, got {self.arrival_grace_s}")
         if self.window is not None:
             first, last = self.window
             if not 0 <= first < last:

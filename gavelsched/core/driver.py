@@ -5,16 +5,25 @@
 its virtual clock; the daemon: a monotonic deadline less its plan lead) and *how tasks run*
 (arithmetic, or gRPC to workers); everything else about a round happens here:
 
-1. ``boundary(now, report)``: end the round in flight with the time each of its tasks
-   held its workers (received time), then admit, re-solve if due and plan the next round;
-   durable steps credited for jobs not admitted yet are applied once they are;
-2. the empty-round rule: when nothing was placed while jobs wait and no arrival is
+1. ``plan(now, seconds)``: end the round in flight with the time each of its tasks held
+   its workers (received time), then admit, re-solve if due and plan the next round;
+   durable steps credited for jobs not admitted yet are applied once they are. A round
+   that follows another is planned ``plan_lead_s`` before that one ends (``plan_at``;
+   thesis §5.6: a job kept on its workers gets its lease extended before it runs out);
+   an idle cluster plans ``arrival_grace_s`` after the arrival that woke it
+   (``first_plan_at``), so that jobs submitted together are planned together. Both
+   executors admit exactly the jobs that arrived by the plan;
+2. ``start(now, ended_since_plan)``: the planned round begins. A task all of whose jobs
+   ended since the plan (they finished in the lead, or were cancelled) never starts; its
+   workers go to waiting jobs for the round, re-solving first (the plan gave them to jobs
+   that were still running). With no lead the two phases are one: ``boundary``;
+3. the empty-round rule: when nothing was placed while jobs wait and no arrival is
    expected, the allocation is re-solved at the next boundary whatever the interval
    (Gavel's simulator does this so that a stale X cannot idle the cluster for good); a
    second such round in a row is ``Boundary.stalled``;
-3. ``refill(workers, now, round_end_s)``: workers freed mid-round go to waiting jobs for
+4. ``refill(workers, now, round_end_s)``: workers freed mid-round go to waiting jobs for
    the rest of the round (``CoreConfig.refill_freed``); the new tasks join the round;
-4. ``credit(keys, steps, now)``: progress, in steps, whenever the executor learns it, the
+5. ``credit(keys, steps, now)``: progress, in steps, whenever the executor learns it, the
    same way for both: the simulator credits a round's tasks at its end (``batch.keys``,
    the steps it computed), the daemon a job at each durable checkpoint (``(job_id,)``,
    ``((steps,),)``); it returns the jobs that finished.
@@ -61,8 +70,8 @@ def spec_of(job_id: str, job: TraceJob) -> JobSpec:
 
 @dataclass(frozen=True)
 class Boundary:
-    """What a round boundary did: the round it planned, the jobs that finished on the way
-    (durable steps of a job just admitted), whether nothing was placed while jobs wait, and
+    """What a plan did: the round it planned, the jobs that finished on the way (durable
+    steps of a job just admitted), whether nothing was placed while jobs wait, and
     ``stalled``: the same after a forced re-solve (nothing can ever be placed)."""
 
     round: Round
@@ -71,32 +80,77 @@ class Boundary:
     stalled: bool
 
 
-class RoundDriver:
-    """Drives one ``SchedulerCore`` round by round (the module docstring's recipe)."""
+@dataclass(frozen=True)
+class Start:
+    """What a round's start did: the round as it runs (``start_s``/``end_s`` now set, the
+    refills after its planned tasks), the indices of its planned tasks that never start
+    (all their jobs ended since the plan) and the tasks placed on their workers."""
 
-    def __init__(self, core: SchedulerCore) -> None:
+    round: Round
+    unstarted: tuple[int, ...]
+    refilled: TaskBatch
+
+
+class RoundDriver:
+    """Drives one ``SchedulerCore`` round by round (the module docstring's recipe).
+    ``plan_lead_s``: each round after the first of a busy spell is planned this long before
+    the last one ends (the daemon's plan lead; 0: at the boundary, as Gavel's simulator).
+    ``arrival_grace_s``: an idle cluster plans this long after the arrival that woke it."""
+
+    def __init__(self, core: SchedulerCore, *, plan_lead_s: float = 0.0,
+                 arrival_grace_s: float = 0.0) -> None:
+        R = core.config.round_seconds
+        if not 0.0 <= plan_lead_s < R:
+            raise ValueError(f"plan lead must be >= 0 and shorter than a round ({R:g} s), "
+                             f"got {plan_lead_s}")
+        if not 0.0 <= arrival_grace_s < float("inf"):
+            raise ValueError(f"arrival grace must be >= 0 seconds, got {arrival_grace_s}")
         self.core = core
+        self.plan_lead_s, self.arrival_grace_s = float(plan_lead_s), float(arrival_grace_s)
         self._in_flight: Round | None = None
+        self._started = False                    # the round in flight has started
         self._unapplied: dict[str, float] = {}   # steps of jobs submitted, not admitted
         self._forced = False                     # the last empty round forced a re-solve
 
     @property
     def in_flight(self) -> Round | None:
-        """The round planned last and not yet ended."""
+        """The round planned last and not yet ended (started or not)."""
         return self._in_flight
+
+    @property
+    def planned(self) -> Round | None:
+        """The round planned and not started yet (None once it starts)."""
+        return None if self._started else self._in_flight
+
+    def plan_at(self, round_end_s: float) -> float:
+        """When the round that follows one ending at ``round_end_s`` is planned."""
+        return round_end_s - self.plan_lead_s
+
+    def first_plan_at(self, arrival_s: float) -> float:
+        """When an idle cluster that a job woke at ``arrival_s`` plans its round."""
+        return arrival_s + self.arrival_grace_s
 
     def boundary(self, now: float, seconds: Sequence[float] | np.ndarray | None = None, *,
                  arrivals_pending: bool = False,
                  uncredited: Mapping[str, float] | None = None) -> Boundary:
+        """``plan`` and ``start`` at once (no lead): the round starts at ``now``."""
+        step = self.plan(now, seconds, arrivals_pending=arrivals_pending,
+                         uncredited=uncredited)
+        return replace(step, round=self.start(now).round)
+
+    def plan(self, now: float, seconds: Sequence[float] | np.ndarray | None = None, *,
+             arrivals_pending: bool = False,
+             uncredited: Mapping[str, float] | None = None) -> Boundary:
         """End the round in flight (``seconds[i]``: the time its task i held its workers;
         None: nothing ran) and plan the next one at ``now``. ``arrivals_pending``: the
         executor knows more jobs will arrive (the simulator's trace), so an empty round
         waits for them instead of forcing a re-solve. ``uncredited``: steps per job the
-        executor expects were made but has not credited (a daemon, which plans before its
-        jobs' checkpoints at the round's end); a re-solve plans net of them."""
+        executor expects were made by the round's end but has not credited (jobs still
+        running at a plan made ``plan_lead_s`` early); a re-solve plans net of them."""
         self.end(now, seconds)
         core = self.core
         rnd = self._in_flight = core.start_round(now, uncredited)
+        self._started = False
         completed = self._apply_unapplied(rnd.admitted, now)
         empty = len(rnd.batch) == 0 and bool(core.active_jobs)
         stalled = False
@@ -107,6 +161,26 @@ class RoundDriver:
             core.force_resolve()
             self._forced = True
         return Boundary(rnd, completed, empty, stalled)
+
+    def start(self, now: float, ended_since_plan: Sequence[str] = ()) -> Start:
+        """The planned round begins at ``now`` (it ends ``round_seconds`` later). Its tasks
+        whose jobs all ended since the plan (the executor has credited or cancelled them
+        already) never start; their workers go to waiting jobs for the round
+        (``refill``, re-solving a stale allocation first: the plan counted on jobs that
+        have left since)."""
+        rnd = self._in_flight
+        if rnd is None or self._started:
+            raise CoreError("start: no round is planned")
+        rnd = self._in_flight = replace(rnd, start_s=float(now))
+        self._started = True
+        ended = set(ended_since_plan)
+        unstarted = tuple(i for i, members in enumerate(rnd.batch.members)
+                          if ended.issuperset(members)) if ended else ()
+        refilled = TaskBatch.empty(rnd.batch.types)
+        if unstarted:
+            workers = sorted(w for i in unstarted for w in rnd.batch.workers[i])
+            refilled = self.refill(workers, now, rnd.end_s, resolve=True)
+        return Start(self._in_flight, unstarted, refilled)
 
     def refill(self, workers: Sequence[int], now: float, round_end_s: float, *,
                resolve: bool = False) -> TaskBatch:
@@ -127,6 +201,7 @@ class RoundDriver:
         """End the round in flight, if any, without planning another (an executor going
         idle); ``seconds`` as in ``boundary``."""
         flight, self._in_flight = self._in_flight, None
+        self._started = False
         if flight is None:
             return
         held = np.zeros(len(flight.batch)) if seconds is None else seconds

@@ -192,7 +192,8 @@ class TaskBatch:
 
 @dataclass(frozen=True)
 class Round:
-    """What the core decided at a round boundary."""
+    """What the core decided at a round boundary. ``start_s``: when the round starts (its
+    plan's time until ``RoundDriver.start`` sets it); it lasts ``round_seconds``."""
 
     index: int
     start_s: float
@@ -206,6 +207,11 @@ class Round:
     # (job, reason): jobs the policy refused by name (a non-finite value, ...); the core
     # dropped them and solved again without them (executors fail them with the reason)
     rejected: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def end_s(self) -> float:
+        """When the round ends."""
+        return self.start_s + self.round_seconds
 
     @cached_property
     def tasks(self) -> tuple[MicroTask, ...]:
