@@ -41,10 +41,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from gavelsched.core import CoreConfig, JobSpec, SchedulerCore
+from gavelsched.core import CoreConfig, SchedulerCore
 from gavelsched.core.batch import worth_launching
 from gavelsched.core.driver import RoundDriver, config_for, spec_of
 from gavelsched.core.online import OnlineThroughputs
+from gavelsched.core.type_order import fastest_first
 from gavelsched.estimator import estimated_table
 from gavelsched.mechanism import ClusterView
 from policies import Entity, Policy, get_policy, policy_class
@@ -104,9 +105,11 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
     if sim.window is not None and sim.window[0] >= len(jobs):
         raise SimulationError(f"window {sim.window[0]}:{sim.window[1]} starts past the last "
                               f"job ({len(jobs)} jobs)")
-    config = core_config or config_for(policy, table, view.worker_types, seed=seed)
+    own = [job.throughputs for job in jobs if job.throughputs is not None]
+    config = core_config or config_for(policy, table, view.worker_types, seed=seed,
+                                       type_order=fastest_first(table, view.worker_types, own))
     specs = [spec_of(str(i), job) for i, job in enumerate(jobs)]
-    _check_runnable(specs, table, view)
+    _check_runnable(jobs, table, view)
     planned = (estimated_table(table, sim.estimator, rng=np.random.default_rng(seed))
                if sim.estimate_pairs and config.pairs else None)
     knowledge = None
@@ -114,7 +117,7 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
         if config.pairs or config.configurations:
             raise SimulationError("priors: not with co-located pairs or mixed-type "
                                   "configurations")
-        knowledge = _Knowledge(OnlineThroughputs(sim.priors), table)
+        knowledge = _Knowledge(OnlineThroughputs(sim.priors), table, jobs)
     core = SchedulerCore(policy, view, table if knowledge is None else sim.priors, config,
                          entities=entities, planned_pairs=planned)
     run = _Run(jobs, specs, core, sim,
@@ -135,6 +138,7 @@ class _Run:
                  knowledge: _Knowledge | None = None) -> None:
         self.jobs, self.specs, self.core, self.sim, self.metrics = jobs, specs, core, sim, metrics
         self.knowledge = knowledge
+        self.startups = _startups(jobs, sim.preemption_overhead_s)
         self.driver = RoundDriver(core)
         self.base_prices, self.price_trace = prices, price_trace
         self.prices = price_trace.at(0.0, prices) if price_trace else prices
@@ -180,7 +184,9 @@ class _Run:
         jobs, arrivals = self.jobs, self.arrivals
         while self.next < len(arrivals) and jobs[arrivals[self.next]].arrival_s <= now:
             i = arrivals[self.next]
-            self.core.submit(self.specs[i], jobs[i].arrival_s)
+            # a job's own rates are what the core plans on, unless it knows only priors
+            own = jobs[i].throughputs if self.knowledge is None else None
+            self.core.submit(self.specs[i], jobs[i].arrival_s, throughputs=own)
             self.next += 1
 
     def update_prices(self, now: float) -> None:
@@ -265,10 +271,10 @@ class _Run:
     def run_tasks(self, batch, span: float, start: float) -> _Ran:
         """Run ``batch``'s micro-tasks, started ``start`` seconds into the round, for at
         most ``span`` seconds."""
-        overhead = self.sim.preemption_overhead_s
-        pause = _pauses(batch, overhead, self.specs) if overhead else np.zeros(len(batch))
-        true = None if self.knowledge is None else self.knowledge.rates(batch, self.specs)
-        seconds, steps = _run_tasks(batch, span, pause if overhead else None, true)
+        startups = self.startups
+        pause = _pauses(batch, startups) if startups is not None else np.zeros(len(batch))
+        true = None if self.knowledge is None else self.knowledge.rates(batch)
+        seconds, steps = _run_tasks(batch, span, None if startups is None else pause, true)
         return _Ran(batch, seconds, steps, pause, np.full(len(batch), float(start)))
 
     def refill(self, ran: _Ran, now: float, R: float) -> _Ran:
@@ -356,19 +362,20 @@ def _run_tasks(batch, R: float, pause: np.ndarray | None, true: np.ndarray | Non
 class _Knowledge:
     """What the daemon knows of each job's rates (``SimConfig.priors``): the core plans on
     the priors, then on what each job's runs measured (``OnlineThroughputs``, as the
-    daemon's ``progress`` feeds it); ``table`` is what jobs really make."""
+    daemon's ``progress`` feeds it); what jobs really make is their own ``throughputs``,
+    else ``table``'s."""
 
-    def __init__(self, online: OnlineThroughputs, table: ThroughputTable) -> None:
-        self.online, self.table = online, table
+    def __init__(self, online: OnlineThroughputs, table: ThroughputTable,
+                 jobs: Sequence[TraceJob]) -> None:
+        self.online, self.table, self.jobs = online, table, jobs
 
-    def rates(self, batch, specs) -> np.ndarray:
+    def rates(self, batch) -> np.ndarray:
         """(k, 2) steps/s each member of the round's tasks really makes on its type."""
         out = np.zeros_like(batch.rates)
         for i, members in enumerate(batch.members):
             worker_type = batch.types[int(batch.type_index[i])]
             for m, job_id in enumerate(members):
-                spec = specs[int(job_id)]
-                out[i, m] = self.table.get(worker_type, spec.job_type, spec.scale_factor)
+                out[i, m] = self.jobs[int(job_id)].rate_on(worker_type, self.table)
         return out
 
     def learn(self, core: SchedulerCore, batch, specs, steps, seconds, completed, now) -> None:
@@ -387,21 +394,38 @@ class _Knowledge:
                     core.set_job_throughputs(job_id, row, now)
 
 
-def _pauses(batch, overhead: Mapping[str, float], specs) -> np.ndarray:
+def _startups(jobs: Sequence[TraceJob], overhead: Mapping[str, float]) -> list[float] | None:
+    """Each job's preemption overhead: its own ``startup_s``, else its job type's
+    (``SimConfig.preemption_overhead_s``); None when no job has any."""
+    if not overhead and all(job.startup_s is None for job in jobs):
+        return None
+    return [job.startup_s if job.startup_s is not None else overhead.get(job.job_type, 0.0)
+            for job in jobs]
+
+
+def _pauses(batch, startups: Sequence[float]) -> np.ndarray:
     """Preemption overhead of each task: 0 when its lease was extended, else the largest
-    checkpoint save + restore time of its members' job types."""
+    checkpoint save + restore time of its members (``_startups``)."""
     out = np.zeros(len(batch))
     for i in np.nonzero(~batch.extended)[0].tolist():
-        out[i] = max(overhead.get(specs[int(m)].job_type, 0.0) for m in batch.members[i])
+        out[i] = max(startups[int(m)] for m in batch.members[i])
     return out
 
 
-def _check_runnable(specs: Sequence[JobSpec], table: ThroughputTable, view: ClusterView) -> None:
-    for spec in specs:
-        if not any(table.get(t, spec.job_type, spec.scale_factor) > 0
-                   and view.count(t) >= spec.scale_factor for t in view.worker_types):
+def _check_runnable(jobs: Sequence[TraceJob], table: ThroughputTable,
+                    view: ClusterView) -> None:
+    """Every job runs on some type of the cluster (by its own throughputs if it has them,
+    which name only the table's or the cluster's worker types)."""
+    known = set(table.worker_types) | set(view.worker_types)
+    for i, job in enumerate(jobs):
+        unknown = sorted(set(job.throughputs or ()) - known)
+        if unknown:
+            raise SimulationError(f"job {i} ({job.job_type}): its throughputs name worker "
+                                  f"type {unknown[0]!r}, not in the table or the cluster")
+        if not any(job.rate_on(t, table) > 0 and view.count(t) >= job.scale_factor
+                   for t in view.worker_types):
             raise SimulationError(
-                f"job {spec.id} ({spec.job_type}, scale factor {spec.scale_factor}) cannot run "
+                f"job {i} ({job.job_type}, scale factor {job.scale_factor}) cannot run "
                 f"on any worker type of the cluster {dict(view.counts)}")
 
 

@@ -6,7 +6,10 @@
 runtime fields ``command``, ``working_dir``, ``num_steps_arg``, ``needs_data_dir``, and
 ``mixed`` (true: the job may run on several GPU types at once, VirtualFlow §5) and
 ``min_scale_factor`` (an elastic job: it may also run on fewer GPUs of one type, down to
-this many, 1 <= it <= scale_factor; ``gavelsched/core/configurations.py``). Unknown
+this many, 1 <= it <= scale_factor; ``gavelsched/core/configurations.py``), and a job's own
+speeds: ``throughputs`` (``{worker_type: steps/s}`` at its scale factor, finite and >= 0, in
+place of the table's row for its type; a type not named cannot run it) and ``startup_s``
+(seconds a run on new workers loses, in place of its type's preemption overhead). Unknown
 fields are errors, so that a misspelt optional field is not silently dropped. Blank lines
 are skipped.
 
@@ -45,7 +48,8 @@ GAVEL_FIELDS = ("job_type", "command", "working_dir", "num_steps_arg", "needs_da
                 "total_steps", "scale_factor", "priority_weight", "SLO", "arrival_s")
 JSONL_REQUIRED = ("job_type", "scale_factor", "total_steps", "arrival_s")
 JSONL_OPTIONAL = ("priority_weight", "slo_s", "entity", "command", "working_dir",
-                  "num_steps_arg", "needs_data_dir", "mixed", "min_scale_factor")
+                  "num_steps_arg", "needs_data_dir", "mixed", "min_scale_factor",
+                  "throughputs", "startup_s")
 
 
 def trace_format(path: str | os.PathLike, fmt: str | None = None) -> str:
@@ -202,6 +206,32 @@ class _Fields:
             return False
         raise self.error(field, f"must be 0 or 1, got {shown(value)}")
 
+    def throughputs(self, value: Any) -> dict[str, float] | None:
+        """A job's own ``{worker_type: steps/s}``: names non-empty, rates finite, >= 0."""
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            raise self.error("throughputs", f"must be an object of worker type -> steps/s, "
+                             f"got {shown(value)}")
+        out = {}
+        for worker_type, rate in value.items():
+            if not worker_type.strip():
+                raise self.error("throughputs", "a worker type must be a non-empty string")
+            out[worker_type] = self.number(f"throughputs.{worker_type[:40]}", rate)
+            if out[worker_type] < 0:
+                raise self.error(f"throughputs.{worker_type[:40]}",
+                                 f"must be >= 0, got {out[worker_type]!r}")
+        return out
+
+    def seconds(self, field: str, value: Any) -> float | None:
+        """Seconds >= 0, or None."""
+        if value is None:
+            return None
+        seconds = self.number(field, value)
+        if seconds < 0:
+            raise self.error(field, f"must be >= 0, got {seconds!r}")
+        return seconds
+
     def text(self, field: str, value: Any) -> str:
         if value is None:
             return ""
@@ -245,6 +275,8 @@ def _parse_jsonl_line(text: str, path, line: int) -> TraceJob:
         needs_data_dir=f.flag("needs_data_dir", row.get("needs_data_dir", False)),
         mixed=f.flag("mixed", row.get("mixed", False)),
         min_scale_factor=f.min_scale_factor(row.get("min_scale_factor"), scale_factor),
+        throughputs=f.throughputs(row.get("throughputs")),
+        startup_s=f.seconds("startup_s", row.get("startup_s")),
     )
 
 
@@ -289,10 +321,11 @@ def write_trace(path: str | os.PathLike, jobs: Iterable[TraceJob], *,
         if dropped:
             log.warning("%s: Gavel's .trace format has no mixed flag; dropped it from %d "
                         "jobs (use .jsonl to keep it)", path, dropped)
-        dropped = sum(job.min_scale_factor is not None for job in jobs)
-        if dropped:
-            log.warning("%s: Gavel's .trace format has no min_scale_factor; dropped it from "
-                        "%d jobs (use .jsonl to keep it)", path, dropped)
+        for name in ("min_scale_factor", "throughputs", "startup_s"):
+            dropped = sum(getattr(job, name) is not None for job in jobs)
+            if dropped:
+                log.warning("%s: Gavel's .trace format has no %s; dropped it from %d jobs "
+                            "(use .jsonl to keep it)", path, name, dropped)
     write_text(Path(path), "".join(line + "\n" for line in lines))
     log.debug("%s: wrote %d jobs", path, len(jobs))
 
@@ -314,6 +347,10 @@ def job_to_dict(job: TraceJob) -> dict[str, Any]:
         row["mixed"] = True
     if job.min_scale_factor is not None:
         row["min_scale_factor"] = job.min_scale_factor
+    if job.throughputs is not None:
+        row["throughputs"] = dict(job.throughputs)
+    if job.startup_s is not None:
+        row["startup_s"] = float(job.startup_s)
     return row
 
 
@@ -351,12 +388,19 @@ def validate_trace(jobs: Sequence[TraceJob], table: ThroughputTable,
     if cluster is not None:
         largest = max(cluster.values(), default=0)
         cluster_text = ", ".join(f"{w}={n}" for w, n in cluster.items()) or "no GPUs"
+    known_workers = set(table.worker_types) | set(cluster or {})
     for i, job in enumerate(jobs):
         line = lines[i] if lines is not None else i + 1
-        if job.job_type not in known_types:
+        own = job.throughputs
+        if own is not None:
+            unknown = sorted(set(own) - known_workers)
+            if unknown:
+                raise TraceError(path, line, "throughputs", f"unknown worker type "
+                                 f"{unknown[0]!r}: not in the throughput table or the cluster")
+        elif job.job_type not in known_types:
             raise TraceError(path, line, "job_type", f"unknown job type {job.job_type!r}: not "
                              "in the throughput table")
-        if not table.has(job.job_type, job.scale_factor):
+        elif not table.has(job.job_type, job.scale_factor):
             have = ", ".join(map(str, sorted(scale_factors[job.job_type])))
             raise TraceError(path, line, "scale_factor", f"{job.job_type!r} has no "
                              f"throughput at scale factor {job.scale_factor} (the table has "
@@ -367,7 +411,7 @@ def validate_trace(jobs: Sequence[TraceJob], table: ThroughputTable,
             raise TraceError(path, line, "scale_factor", f"scale factor {job.scale_factor} is "
                              "larger than every worker type of the cluster "
                              f"({cluster_text})")
-        if not any(n >= job.scale_factor and table.get(w, job.job_type, job.scale_factor) > 0
+        if not any(n >= job.scale_factor and job.rate_on(w, table) > 0
                    for w, n in cluster.items()):
             raise TraceError(path, line, "job_type", f"{job.job_type!r} at scale factor "
                              f"{job.scale_factor} cannot run on any worker type of the "

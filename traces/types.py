@@ -27,6 +27,25 @@ class TraceJob:
     mixed: bool = False  # may run on several GPU types at once (virtual nodes, VirtualFlow §5)
     # elastic: may also run on this many GPUs or more, below scale_factor (Varuna §4)
     min_scale_factor: int | None = None
+    # Its own steps/s per worker type at its scale factor, in place of the table's row for
+    # its job type (a type not named cannot run it); None: the table's. A measured job (a
+    # daemon's, replayed) keeps its type's name and carries its own speeds.
+    throughputs: Mapping[str, float] | None = field(default=None, hash=False)
+    # Seconds a run of it on new workers loses to its start-up, in place of its type's
+    # preemption overhead (``simulator.SimConfig``); None: its type's.
+    startup_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.throughputs is not None:
+            object.__setattr__(self, "throughputs", MappingProxyType(
+                {str(t): float(v) for t, v in self.throughputs.items()}))
+
+    def rate_on(self, worker_type: str, table: ThroughputTable) -> float:
+        """Its steps/s on ``worker_type``: its own ``throughputs`` if it has them, else the
+        table's for its job type and scale factor (0.0: it cannot run there)."""
+        if self.throughputs is not None:
+            return self.throughputs.get(worker_type, 0.0)
+        return table.get(worker_type, self.job_type, self.scale_factor)
 
 
 @dataclass(frozen=True)

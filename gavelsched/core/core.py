@@ -89,6 +89,7 @@ class SchedulerCore:
         self._jobs: dict[str, JobState] = {}
         self._pending: list[tuple[JobSpec, float]] = []
         self._restored_steps: dict[str, int] = {}
+        self._own: dict[str, dict[str, float]] = {}    # pending jobs' own steps/s
         self._known: set[str] = set()
         self._order = 0
         self._rows = Rows(len(view.worker_types))
@@ -173,9 +174,12 @@ class SchedulerCore:
         return out
 
     # ---- reset events -----------------------------------------------------------------
-    def submit(self, job: JobSpec, now: float, steps_done: int = 0) -> None:
+    def submit(self, job: JobSpec, now: float, steps_done: int = 0, *,
+               throughputs: Mapping[str, float] | None = None) -> None:
         """A job arrives at ``now``; it is admitted at the next round boundary.
-        ``steps_done``: durable steps it already made (a daemon restoring its state)."""
+        ``steps_done``: durable steps it already made (a daemon restoring its state).
+        ``throughputs``: its own steps/s per worker type in place of the source's (a type
+        not named cannot run it; a trace's ``TraceJob.throughputs``)."""
         if job.id in self._known:
             raise CoreError(f"job {job.id!r} submitted twice")
         if not 0 <= steps_done < job.total_steps:
@@ -183,6 +187,8 @@ class SchedulerCore:
                             f"[0, {job.total_steps})")
         self._known.add(job.id)
         self._pending.append((job, float(now)))
+        if throughputs is not None:
+            self._own[job.id] = {t: float(v) for t, v in throughputs.items()}
         if steps_done:
             self._restored_steps[job.id] = int(steps_done)
 
@@ -191,6 +197,7 @@ class SchedulerCore:
             if spec.id == job_id:
                 del self._pending[i]
                 self._restored_steps.pop(job_id, None)
+                self._own.pop(job_id, None)
                 return
         self._job(job_id)
         self._remove((job_id,))
@@ -350,6 +357,10 @@ class SchedulerCore:
         for spec, arrival in self._pending:
             job = new_job(spec, arrival, self._order, layout.types, self._lookups, self._mixer,
                           self._view, self.config.mixed_jobs)
+            own = self._own.pop(spec.id, None)
+            if own is not None:
+                job.measured = {t: own.get(t, 0.0) for t in layout.types}
+                apply_measured(job, layout.types, layout.type_index, self._rows)
             self._order += 1
             self._jobs[spec.id] = job
             if job.options:

@@ -11,13 +11,20 @@ cluster that runs every type 10x slower than the table still sees the table's ra
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .records import ThroughputSource
 
 SMOOTHING = 0.5      # weight of a new sample in the exponential average
 MIN_CHANGE = 0.10    # relative change of a type's value that is worth a re-solve
+
+
+def prior_scale(pairs: Iterable[tuple[float, float]]) -> float:
+    """How much faster than their priors jobs run: the geometric mean of measured / prior
+    over the (measured, prior) pairs where both are > 0; 1.0 for none."""
+    ratios = [math.log(v / p) for v, p in pairs if p > 0 and v > 0]
+    return math.exp(sum(ratios) / len(ratios)) if ratios else 1.0
 
 
 @dataclass
@@ -48,9 +55,7 @@ class OnlineThroughputs:
         """The job's steps/s on every type: measured where measured, else the scaled prior."""
         got = self.measured.get(job_id, {})
         priors = {t: max(0.0, float(self.prior.get(t, job_type, scale_factor))) for t in types}
-        ratios = [math.log(v / priors[t]) for t, v in got.items()
-                  if t in priors and priors[t] > 0 and v > 0]
-        scale = math.exp(sum(ratios) / len(ratios)) if ratios else 1.0
+        scale = prior_scale((v, priors[t]) for t, v in got.items() if t in priors)
         return {t: got[t] if t in got else priors[t] * scale for t in types}
 
     def changed_row(self, job_id: str, job_type: str, scale_factor: int,

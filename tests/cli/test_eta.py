@@ -8,12 +8,14 @@ import pytest
 
 from gavelsched.cli import eta
 from gavelsched.rpc import pb
+from simulator.twin import DaemonRules, sim_config
 
 
 def state(jobs, workers=None, policy="max_min_fairness", round_seconds=10.0, now=100.0):
     workers = workers or {"v100": 1}
-    return eta.LiveState(now, 1_700_000_000.0, policy, round_seconds, workers,
-                         {t: 1 for t in workers}, tuple(jobs), "responsive", 0.0)
+    return eta.LiveState(now, 1_700_000_000.0, policy,
+                         DaemonRules(round_seconds, "responsive", refill_freed=False), workers,
+                         {t: 1 for t in workers}, tuple(jobs))
 
 
 def job(job_id, steps, rate, started=True, startup=0.0, types=("v100",), weight=1.0):
@@ -31,7 +33,7 @@ def test_a_startup_longer_than_half_a_round_is_charged_as_the_lease_floor():
     # a fresh run always gets half a round after its start-up (daemon/leases.py); charged
     # in full, a start-up of a round or more let no fresh task step: the replay never ended
     inputs = eta.replay_inputs(state([job("a", 100, 2.0, startup=25.0)], round_seconds=10.0))
-    assert inputs.overheads == {"ResNet-18@a": 5.0}
+    assert [j.startup_s for j in inputs.trace] == [5.0]
     two = [job("a", 100, 2.0, startup=25.0), job("b", 100, 2.0, startup=25.0)]
     etas = eta.replay(state(two, round_seconds=10.0))
     assert all(e.finish_s < 10_000 for e in etas.values())
@@ -81,17 +83,19 @@ def test_state_of_a_status_reply():
                            job_type="ResNet-18", scale_factor=1)])
     s = eta.state_of(reply)
     assert s.workers == {"v100": 2, "k80": 1} and s.gpus_per_server == {"v100": 2, "k80": 1}
-    assert s.min_resolve_interval_s == 32.0
+    assert s.rules.min_resolve_interval_s == 32.0
     assert s.jobs == (eta.LiveJob("j1", "ResNet-18", 1, 70, {"v100": 4.0, "k80": 1.0}, 2.0,
-                                  1.5, 3.0, None),)
+                                  None, 3.0, None),)
+    assert s.rules.startup_s == {"ResNet-18": 1.5}
     inputs = eta.replay_inputs(s)
     assert inputs.trace[0].total_steps == 70 and inputs.trace[0].arrival_s == 0.0
-    assert inputs.table.get("v100", "ResNet-18@j1", 1) == 4.0
-    assert inputs.overheads == {"ResNet-18@j1": 1.5}
-    assert s.refill_until == 0.0                      # a scheduler that does not refill
+    assert inputs.trace[0].job_type == "ResNet-18"      # its own speeds, not a renamed type
+    assert inputs.trace[0].throughputs == {"v100": 4.0, "k80": 1.0}
+    assert sim_config(s.rules).preemption_overhead_s == {"ResNet-18": 1.5}
+    assert s.rules.published()["refill_until"] == 0.0   # a scheduler that does not refill
     for sent, taken in ((0.7, 0.7), (5.0, 0.0), (float("nan"), 0.0), (-1.0, 0.0)):
         reply.refill_until = sent
-        assert eta.state_of(reply).refill_until == taken
+        assert eta.state_of(reply).rules.published()["refill_until"] == taken
 
 
 def test_predict_reports_the_new_job_and_the_delay_it_causes():

@@ -1,0 +1,111 @@
+"""The daemon's round rules as one record (thesis §5.5-5.6): what a replay of the daemon
+must run by, and the one place each rule is stated.
+
+The daemon builds ``DaemonRules`` from its config (``DaemonConfig.rules``), runs its core
+on ``core_config`` and publishes the rules in every ``Status`` (``published``); a replay
+(``simulator/twin.py``: ``status --eta``, ``predict``, the benchmarks) reads them back
+(``of_status``) and gets the same core config, and the simulator's config from them
+(``simulator.twin.sim_config``). Pure: no clock, no I/O.
+
+The lease floor lives here too: a fresh run always gets ``MIN_LEASE_FRACTION`` of a round
+after its start-up (``gavelsched/daemon/runs.py``), so a replay charges a start-up at most
+the rest of the round (``startup_charge``), and a launch is worth making when the time left
+covers the start-up or that floor (``batch.worth_launching``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from policies import Policy
+from traces.types import ThroughputTable
+
+from .config import CoreConfig
+from .driver import config_for
+from .type_order import fastest_first
+
+# A fresh run gets at least this fraction of a round after its start-up (docs/runtime.md).
+MIN_LEASE_FRACTION = 0.5
+
+
+def startup_charge(startup_s: float, round_seconds: float) -> float:
+    """The start-up a fresh run loses: ``startup_s``, at most the rest of its round after
+    the lease floor. Uncapped, a start-up as long as a round let no fresh run step in a
+    replay, which then never ended."""
+    return min(float(startup_s), (1.0 - MIN_LEASE_FRACTION) * round_seconds)
+
+
+@dataclass(frozen=True)
+class DaemonRules:
+    """How the daemon runs rounds.
+
+    - ``round_seconds``: round length; rounds last exactly this (wall-clock rounds);
+    - ``resolve``, ``min_resolve_interval_s``: the re-solve rule and its interval
+      (``CoreConfig``; None: the core's default);
+    - ``refill_freed``, ``refill_until``: GPUs freed mid-round go to waiting jobs, in the
+      first ``refill_until`` of a round (until the next round is planned);
+    - ``plan_lead_s``: each round is planned this long before the last one ends;
+    - ``startup_s``: mean start-up of a fresh run per job type, as measured; a replay
+      charges ``startup_charges`` (capped by the lease floor).
+    """
+
+    round_seconds: float
+    resolve: str = "responsive"
+    min_resolve_interval_s: float | None = None
+    refill_freed: bool = True
+    refill_until: float = 1.0
+    plan_lead_s: float = 0.0
+    startup_s: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.round_seconds < math.inf:
+            raise ValueError(f"round_seconds must be > 0, got {self.round_seconds}")
+        if not 0.0 <= self.plan_lead_s < self.round_seconds:
+            raise ValueError(f"plan lead must be in [0, round_seconds), got {self.plan_lead_s}")
+        object.__setattr__(self, "startup_s", MappingProxyType(
+            {str(k): float(v) for k, v in self.startup_s.items()}))
+
+    @classmethod
+    def of_status(cls, reply, startup_s: Mapping[str, float] | None = None) -> DaemonRules:
+        """The rules a daemon's ``StatusResponse`` publishes (``published``), checked at
+        the door: a refill fraction outside [0, 1] or a plan lead outside [0, round) is
+        read as none (an older daemon sends neither). ``startup_s`` per job type (the
+        Status carries each job's type mean)."""
+        refill = reply.refill_until if 0.0 <= reply.refill_until <= 1.0 else 0.0
+        lead = reply.plan_lead_s if 0.0 <= reply.plan_lead_s < reply.round_seconds else 0.0
+        interval = reply.min_resolve_interval_s
+        return cls(reply.round_seconds, reply.resolve or "responsive",
+                   interval if interval > 0 else None, refill > 0,
+                   refill if refill > 0 else CoreConfig.refill_until, lead,
+                   dict(startup_s or {}))
+
+    def published(self) -> dict:
+        """The ``Status`` fields that carry the rules (``of_status`` reads them back);
+        ``refill_until`` 0: no refills."""
+        return {"resolve": self.resolve,
+                "min_resolve_interval_s": self.min_resolve_interval_s or 0.0,
+                "refill_until": self.refill_until if self.refill_freed else 0.0,
+                "plan_lead_s": self.plan_lead_s}
+
+    def core_config(self, policy: Policy, table: ThroughputTable, worker_types: Sequence[str],
+                    rows: Sequence[Mapping[str, float]] = (), **more) -> CoreConfig:
+        """The core's config under these rules: ``CoreConfig.for_policy`` with the worker
+        types served fastest first over ``table`` and ``rows`` (jobs' own steps/s per
+        type, ``traces.TraceJob.throughputs``), and ``more`` on top (seed, ...)."""
+        overrides = {"round_seconds": self.round_seconds, "resolve": self.resolve,
+                     "refill_freed": self.refill_freed, "refill_until": self.refill_until,
+                     "type_order": fastest_first(table, tuple(worker_types), rows)}
+        if self.min_resolve_interval_s is not None:
+            overrides["min_resolve_interval_s"] = self.min_resolve_interval_s
+        return config_for(policy, table, worker_types, **{**overrides, **more})
+
+    def startup_charge(self, startup_s: float) -> float:
+        """``startup_charge`` in rounds of this length."""
+        return startup_charge(startup_s, self.round_seconds)
+
+    def startup_charges(self) -> dict[str, float]:
+        """The start-up a fresh run of each job type is charged (capped: the lease floor)."""
+        return {t: self.startup_charge(s) for t, s in self.startup_s.items() if s > 0}

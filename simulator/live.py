@@ -1,0 +1,95 @@
+"""A live scheduler's state, as its ``Status`` pictures it, for a replay in the simulator
+(issue #18; ``simulator/twin.py`` replays it). The door from the wire: ``state_of`` reads
+a ``StatusResponse`` and ``hypothetical`` a ``JobRequest`` into the records below.
+
+A ``LiveJob`` holds only what a live job has beyond a trace job: what it has left, its own
+steps/s per worker type (``OnlineThroughputs.row``: measured where measured, else the
+scaled prior), whether it started and the type it runs on this round. The daemon's rules
+(round, re-solve, refills, plan lead, start-ups) are one ``DaemonRules``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from gavelsched.core.online import prior_scale
+from gavelsched.core.rules import DaemonRules
+
+FINAL = ("done", "failed", "cancelled")
+NEW_ID = "new"
+
+
+@dataclass(frozen=True)
+class LiveJob:
+    id: str
+    job_type: str
+    scale_factor: int
+    steps_left: int
+    steps_per_s: Mapping[str, float]
+    priority_weight: float = 1.0
+    startup_s: float | None = None     # its own start-up; None: its type's (DaemonRules)
+    started_s: float | None = None     # scheduler clock; None: never started
+    entity: str | None = None
+    running_on: str | None = None      # the worker type it runs on this round; None: none
+
+
+@dataclass(frozen=True)
+class LiveState:
+    now_s: float
+    epoch_unix: float
+    policy: str
+    rules: DaemonRules
+    workers: Mapping[str, int]                 # alive GPUs in service per type
+    gpus_per_server: Mapping[str, int]
+    jobs: tuple[LiveJob, ...]
+    round_ends_s: float | None = None          # the placed round's end; None: idle
+
+    @property
+    def round_seconds(self) -> float:
+        return self.rules.round_seconds
+
+    def startup_of(self, job: LiveJob) -> float:
+        """The start-up a fresh run of ``job`` is charged (``DaemonRules.startup_charge``)."""
+        seconds = job.startup_s if job.startup_s is not None else \
+            self.rules.startup_s.get(job.job_type, 0.0)
+        return self.rules.startup_charge(seconds)
+
+
+def state_of(reply) -> LiveState:
+    """A ``StatusResponse`` (with every unfinished job) as a ``LiveState``: the alive GPUs
+    not drained per type (servers as large as the largest alive one), and the rules the
+    daemon publishes (``DaemonRules.of_status``, each job's ``startup_s`` its type's)."""
+    workers: dict[str, int] = {}
+    per: dict[str, int] = {}
+    for w in reply.workers:
+        if w.alive and not w.drained and w.gpus > 0:
+            workers[w.type] = workers.get(w.type, 0) + w.gpus
+            per[w.type] = max(per.get(w.type, 0), w.gpus)
+    live = [j for j in reply.jobs if j.state not in FINAL and j.total_steps > j.steps_done]
+    jobs = tuple(
+        LiveJob(j.id, j.job_type, j.scale_factor, max(0, j.total_steps - j.steps_done),
+                dict(j.steps_per_s), j.priority_weight or 1.0, None,
+                j.started_s if j.started_s >= 0 else None, j.entity or None,
+                j.worker_type if j.state == "running" and j.worker_type in workers else None)
+        for j in live)
+    rules = DaemonRules.of_status(reply, {j.job_type: j.startup_s for j in live})
+    return LiveState(reply.now_s, reply.epoch_unix, reply.policy, rules, workers, per, jobs,
+                     reply.round_ends_s if reply.round_ends_s > reply.now_s else None)
+
+
+def hypothetical(request, state: LiveState, prior=None) -> LiveJob:
+    """The job of a ``JobRequest`` (``predict``): its steps/s the prior table's (the shipped
+    catalog by default) on the state's worker types, scaled by the live jobs' geometric-mean
+    ratio of their rates to that table's (``online.prior_scale``, as ``OnlineThroughputs``
+    scales a job's unmeasured types, thesis §5.3.3): a cluster whose jobs run at a tenth of
+    the catalog's rates (an emulated one, say) predicts the new job at a tenth too."""
+    if prior is None:
+        from traces.catalog import default_table
+        prior = default_table()
+    scale = prior_scale((rate, prior.get(t, j.job_type, j.scale_factor))
+                        for j in state.jobs for t, rate in j.steps_per_s.items())
+    sf = request.scale_factor or 1
+    rates = {t: scale * float(prior.get(t, request.job_type, sf)) for t in state.workers}
+    return LiveJob(NEW_ID, request.job_type, sf, request.total_steps, rates,
+                   request.priority_weight or 1.0, None, None, request.entity or None)
