@@ -74,7 +74,8 @@ from .progress import Progress
 from .retention import Retention
 from .retries import Retries
 from .runs import RunTable
-from .snapshot import Snapshot, build_snapshot
+from .publish import Publisher
+from .snapshot import Snapshot
 from .startups import Startups
 from .servers import Servers
 from .jobs import RUNNING, Jobs
@@ -88,9 +89,6 @@ log = logging.getLogger(__name__)
 # An idle scheduler starts its first round this long after a job arrives, so that jobs
 # submitted together are planned together.
 ARRIVAL_GRACE_S = 0.5
-SNAPSHOT_EVERY_S = 0.5
-# While a job runs, the picture is taken again at least this often (its elapsed time moves).
-SNAPSHOT_MAX_AGE_S = 5.0
 
 
 @dataclass
@@ -155,10 +153,14 @@ class DaemonExecutor:
         self._waiters: list[_Waiter] = []
         self._started_index = -1
         self._woken = self._clock()       # when an idle scheduler last got work
-        self._dirty = True
-        self._next_snapshot = 0.0
-        self.snapshot: Snapshot = build_snapshot(self.view(0.0))
-        self._snapshot_at = self._clock()
+        self.pictures = Publisher(self.view(0.0), lambda: self.view(self.now()), metrics,
+                                  jobs=lambda: len(self.jobs), clock=clock)
+        self.publish = self.pictures.now      # read your writes (``Publisher.now``)
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """The latest picture (``publish.Publisher``): what ``Status`` reads."""
+        return self.pictures.snapshot
 
     @property
     def servers(self):
@@ -184,48 +186,19 @@ class DaemonExecutor:
     def run(self) -> None:
         """The executor loop: events, heartbeats, round deadlines, snapshots."""
         while not self.inbox.stopped:
-            self._dirty = self.inbox.run_pending(self._wait()) or self._dirty
+            if self.inbox.run_pending(self._wait()):
+                self._changed()
             self.tick()
-            mono = self._clock()
-            if self._aged(mono):
-                self._dirty = True
-            if self._dirty and mono >= self._next_snapshot:
-                self._publish(mono)
+            self.pictures.due(self._clock(), bool(self.runs.live()))
         for waiter in self._waiters:
             waiter.future.set_result(None)
 
     def _changed(self) -> None:
-        self._dirty = True
-
-    def _publish(self, mono: float) -> None:
-        """Republish ``snapshot`` (and the metrics); large job tables at most every
-        SNAPSHOT_EVERY_S."""
-        self._next_snapshot = mono + (SNAPSHOT_EVERY_S if len(self.jobs) > 500 else 0.0)
-        view = self.view(self.now())
-        self.snapshot = build_snapshot(view)
-        self._snapshot_at = mono
-        if self.metrics is not None:
-            self.metrics.on_state(view)
-        self._dirty = False
-
-    def publish(self) -> None:
-        """Republish now, unless the table is large and a picture is younger than
-        SNAPSHOT_EVERY_S: a client that just submitted or cancelled then sees it in its
-        next Status (read your writes)."""
-        mono = self._clock()
-        if mono >= self._next_snapshot:
-            self._publish(mono)
-
-    def _aged(self, mono: float) -> bool:
-        """A job runs and the picture is older than ``SNAPSHOT_MAX_AGE_S``."""
-        return bool(self.runs.live()) and mono >= self._snapshot_at + SNAPSHOT_MAX_AGE_S
+        """Something ``snapshot`` shows changed: it is republished (``Publisher``)."""
+        self.pictures.changed()
 
     def _wait(self) -> float:
-        deadlines = self.clock.deadlines()
-        if self._dirty:
-            deadlines.append(self._next_snapshot)
-        if self.runs.live():
-            deadlines.append(self._snapshot_at + SNAPSHOT_MAX_AGE_S)
+        deadlines = self.clock.deadlines() + self.pictures.deadlines(bool(self.runs.live()))
         wait = self.config.heartbeat_seconds / 2
         if deadlines:
             wait = min(wait, max(0.0, min(deadlines) - self._clock()))
@@ -263,7 +236,8 @@ class DaemonExecutor:
         and (at most once a minute) the checkpoints of ended jobs past their retention."""
         mono = self._clock()
         self.retention.tick(self.jobs, self.now())
-        self._dirty = self.roster.fail_silent(mono) or self._dirty
+        if self.roster.fail_silent(mono):
+            self._changed()
         for job_id, reason, exit_code in self.health.due(mono):
             failed = self.retries.died(job_id, self.round_index, exit_code, reason, mono)
             if failed is not None:
@@ -286,7 +260,7 @@ class DaemonExecutor:
 
     def _plan(self) -> None:
         """The round boundary of the core (``RoundDriver.boundary``), ``plan_lead`` early."""
-        self._dirty = True
+        self._changed()
         now = self.now()
         flight = self.driver.in_flight
         held = (None if flight is None else
@@ -315,7 +289,7 @@ class DaemonExecutor:
     def _start_round(self, mono: float) -> None:
         """The planned round begins: launch its new runs; schedule the next plan."""
         rnd, self._planned = self._planned, None
-        self._dirty = True
+        self._changed()
         since = self.clock.start(mono)
         if self.metrics is not None and since is not None:
             self.metrics.on_round(since)
@@ -358,7 +332,7 @@ class DaemonExecutor:
         more = self.driver.refill(sorted(free), now, now + ends - mono, resolve=at_start)
         if not len(more):
             return
-        self._dirty = True
+        self._changed()
         self.runs.place(tuple(more.task(i) for i in range(len(more))), self._started_index,
                         refill=True)
         log.info("round %d: %d freed GPU%s to job%s %s for the last %.1fs", self._started_index,
@@ -410,7 +384,7 @@ class DaemonExecutor:
 
     def drain(self, server_id: int, undo: bool = False) -> pb.DrainResponse:
         """Take a worker server out of service, or put it back (``Servers.drain``)."""
-        self._dirty = True
+        self._changed()
         return self.roster.drain(server_id, undo)
 
     def register(self, request: pb.RegisterWorkerRequest, mono: float,
@@ -422,7 +396,7 @@ class DaemonExecutor:
         """``running``: job -> run generation of the processes the server hosts;
         ``leaving``: its worker is stopping, in ``registration`` (``Servers.heartbeat``)."""
         if leaving:
-            self._dirty = True             # status shows the drain
+            self._changed()             # status shows the drain
         return self.roster.heartbeat(server_id, mono, running or {}, leaving, registration)
 
     def round_report(self, request: pb.RoundReportRequest) -> None:

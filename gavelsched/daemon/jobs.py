@@ -162,15 +162,15 @@ class Jobs(Mapping[str, JobRow]):
 
     # ---- transitions ----------------------------------------------------------------------
     def restore(self, rows: Iterable[JobRow]) -> list[JobRow]:
-        """The store's rows at start: each job not final waits again (``JobRow.waiting``),
-        whatever it was doing when the daemon stopped. Returns those, for the core."""
+        """The store's rows at start (before the first picture): each job not final waits
+        again (``JobRow.waiting``), whatever it was doing when the daemon stopped. Returns
+        those, for the core."""
         waiting = []
         for row in rows:
             if not row.final:
                 row = row.but(state=row.waiting)
                 waiting.append(row)
             self._rows[row.id] = row
-        self._changed()
         return waiting
 
     def submit(self, row: JobRow) -> None:

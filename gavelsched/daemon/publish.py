@@ -1,0 +1,66 @@
+"""When the executor republishes its picture of the daemon: ``snapshot`` (what ``Status``
+and the dashboard read, never live state: the core's threading contract, ``executor``) and
+the Prometheus metrics.
+
+After a change (``changed``: an event ran, a job's state changed, a round was planned or
+began), at most every ``SNAPSHOT_EVERY_S`` once more than ``LARGE_TABLE`` jobs exist, and at
+least every ``SNAPSHOT_MAX_AGE_S`` while a job runs (its elapsed time moves). Runs on the
+executor thread, on the clock it is handed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .metrics import DaemonMetrics
+from .snapshot import Snapshot, build_snapshot
+from .view import DaemonView
+
+SNAPSHOT_EVERY_S = 0.5
+LARGE_TABLE = 500              # jobs: beyond this many, a picture at most every SNAPSHOT_EVERY_S
+SNAPSHOT_MAX_AGE_S = 5.0       # while a job runs, a picture at least this often
+
+
+class Publisher:
+    """``snapshot``, republished from ``view()`` by the rule above."""
+
+    def __init__(self, first: DaemonView, view: Callable[[], DaemonView],
+                 metrics: DaemonMetrics | None, *, jobs: Callable[[], int],
+                 clock: Callable[[], float]) -> None:
+        self._view, self._metrics, self._jobs, self._clock = view, metrics, jobs, clock
+        self.dirty = True
+        self._next = 0.0
+        self.snapshot: Snapshot = build_snapshot(first)
+        self._at = clock()
+
+    def changed(self) -> None:
+        self.dirty = True
+
+    def deadlines(self, running: bool) -> list[float]:
+        """When the executor must wake for the next picture (``running``: a job runs)."""
+        return (([self._next] if self.dirty else [])
+                + ([self._at + SNAPSHOT_MAX_AGE_S] if running else []))
+
+    def due(self, mono: float, running: bool) -> None:
+        """Republish if changed (or, while a job runs, aged) and not too soon."""
+        if running and mono >= self._at + SNAPSHOT_MAX_AGE_S:
+            self.dirty = True
+        if self.dirty and mono >= self._next:
+            self._publish(mono)
+
+    def now(self) -> None:
+        """Republish now, unless the table is large and a picture is younger than
+        SNAPSHOT_EVERY_S: a client that just submitted or cancelled then sees it in its
+        next Status (read your writes)."""
+        mono = self._clock()
+        if mono >= self._next:
+            self._publish(mono)
+
+    def _publish(self, mono: float) -> None:
+        self._next = mono + (SNAPSHOT_EVERY_S if self._jobs() > LARGE_TABLE else 0.0)
+        view = self._view()
+        self.snapshot = build_snapshot(view)
+        self._at = mono
+        if self._metrics is not None:
+            self._metrics.on_state(view)
+        self.dirty = False
