@@ -89,13 +89,25 @@ def build_batch(plan: RoundPlan, rows: Rows, layout: ColumnLayout, jobs: Mapping
         n_members=has.sum(axis=1), configurations=configurations, splits=splits)
 
 
+# The daemon's lease floor: a fresh run gets at least this fraction of a round after its
+# start-up, past its round's end if need be (``gavelsched/daemon/runs.py``, docs/runtime.md).
+MIN_LEASE_FRACTION = 0.5
+
+
+def startup_charge(startup_s: float, round_seconds: float) -> float:
+    """The start-up a fresh run loses in its round: ``startup_s``, at most the rest of the
+    round after the lease floor. A replay charges this (``core/rules.py``); uncapped, a
+    start-up as long as a round let no fresh run step, and the replay never ended."""
+    return min(float(startup_s), (1.0 - MIN_LEASE_FRACTION) * round_seconds)
+
+
 def worth_launching(seconds_left: float, startup_s: float, round_seconds: float,
                     refill: bool = False) -> bool:
     """A fresh run is made only when the time left in its round covers its start-up (or
-    half a round, which the daemon's lease floor gives a run after its start-up): one that
-    could not start up before its lease ends would only save what it loaded. A refill
+    the lease floor, which the daemon gives a run after its start-up): one that could not
+    start up before its lease ends would only save what it loaded. A refill
     (``SchedulerCore.place_freed``) has no floor: it must start up in the time left. The
     daemon's launches and the simulator's refills decide with this."""
     if refill:
         return seconds_left > startup_s
-    return seconds_left >= min(startup_s, round_seconds / 2)
+    return seconds_left >= min(startup_s, MIN_LEASE_FRACTION * round_seconds)

@@ -7,10 +7,10 @@ on ``core_config`` and publishes the rules in every ``Status`` (``published``); 
 (``of_status``) and gets the same core config, and the simulator's config from them
 (``simulator.twin.sim_config``). Pure: no clock, no I/O.
 
-The lease floor lives here too: a fresh run always gets ``MIN_LEASE_FRACTION`` of a round
-after its start-up (``gavelsched/daemon/runs.py``), so a replay charges a start-up at most
-the rest of the round (``startup_charge``), and a launch is worth making when the time left
-covers the start-up or that floor (``batch.worth_launching``).
+The lease floor (``batch.MIN_LEASE_FRACTION``, beside ``worth_launching``, which decides
+launches by it): a fresh run always gets that fraction of a round after its start-up
+(``gavelsched/daemon/runs.py``), so a replay charges a start-up at most the rest of the
+round (``startup_charge``).
 """
 
 from __future__ import annotations
@@ -23,19 +23,12 @@ from types import MappingProxyType
 from policies import Policy
 from traces.types import ThroughputTable
 
+from .batch import MIN_LEASE_FRACTION, startup_charge
 from .config import CoreConfig
 from .driver import config_for
 from .type_order import fastest_first
 
-# A fresh run gets at least this fraction of a round after its start-up (docs/runtime.md).
-MIN_LEASE_FRACTION = 0.5
-
-
-def startup_charge(startup_s: float, round_seconds: float) -> float:
-    """The start-up a fresh run loses: ``startup_s``, at most the rest of its round after
-    the lease floor. Uncapped, a start-up as long as a round let no fresh run step in a
-    replay, which then never ended."""
-    return min(float(startup_s), (1.0 - MIN_LEASE_FRACTION) * round_seconds)
+__all__ = ["MIN_LEASE_FRACTION", "DaemonRules", "startup_charge"]
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +113,14 @@ class DaemonConfig:
         if self.min_resolve_interval_s is not None:
             return self.min_resolve_interval_s
         return 1920.0 * self.round_seconds / 360.0
+
+    @cached_property
+    def rules(self):
+        """The round rules this daemon runs by, as one record (``core/rules.py``): its core's
+        config, what its ``Status`` publishes for replays, and what a replay runs by."""
+        from ..core.rules import DaemonRules
+        return DaemonRules(self.round_seconds, self.resolve, self.resolve_interval,
+                           self.refill_freed, self.refill_until, self.plan_lead)
 
     @property
     def metrics_exposed(self) -> bool:

@@ -57,7 +57,7 @@ from traces.profiles import Profile
 from traces.types import ThroughputTable
 
 from ..core import Round, SchedulerCore
-from ..core.driver import RoundDriver, config_for
+from ..core.driver import RoundDriver
 from ..mechanism import ClusterView, Server
 from ..rpc import pb
 from .clock import RoundClock
@@ -123,11 +123,8 @@ class DaemonExecutor:
         self.health = Health(config.heartbeat_seconds, servers)
         view = ClusterView(tuple(Server(s.id, s.worker_type, s.workers) for s in servers),
                            frozenset(w for s in servers for w in s.workers))
-        self.core = SchedulerCore(policy, view, self.priors, config_for(
-            policy, table, table.worker_types, round_seconds=config.round_seconds,
-            min_resolve_interval_s=config.resolve_interval, resolve=config.resolve,
-            refill_freed=config.refill_freed, refill_until=config.refill_until, seed=config.seed,
-            on_solve_error="keep"))
+        self.core = SchedulerCore(policy, view, self.priors, config.rules.core_config(
+            policy, table, table.worker_types, seed=config.seed, on_solve_error="keep"))
         self.driver = RoundDriver(self.core)
         self.jobs = Jobs(store, changed=self._changed)     # a job's state changes: republish
         for row in self.jobs.restore(store.jobs(table)):
@@ -218,17 +215,14 @@ class DaemonExecutor:
 
     def _replay_inputs(self) -> dict:
         """What a client needs to replay the live state in the simulator (ETA, issue #18):
-        each unfinished job's steps/s per worker type, start-up means, the re-solve rule,
-        refills and the plan lead."""
+        each unfinished job's steps/s per worker type, start-up means, and the daemon's rules
+        (``DaemonRules.published``: re-solve rule, refills, plan lead)."""
         types = sorted({s.row.worker_type for s in self.health.servers.values()})
         active = [j for j in self.jobs.values() if not j.final]
         rates = {j.id: self.progress.online.row(j.id, j.spec.job_type, j.spec.scale_factor,
                                                 types) for j in active}
         startup = {t: self.startups.mean(t)[0] for t in {j.spec.job_type for j in active}}
-        return {"rates": rates, "startup_s": startup, "resolve": self.config.resolve,
-                "min_resolve_interval_s": self.config.resolve_interval,
-                "refill_until": self.config.refill_until if self.config.refill_freed else 0.0,
-                "plan_lead_s": self.config.plan_lead}
+        return {"rates": rates, "startup_s": startup, **self.config.rules.published()}
 
     # ---- time-driven ------------------------------------------------------------------
     def tick(self) -> None:

@@ -20,13 +20,11 @@ import socket
 from collections.abc import Mapping
 
 from ..core import MicroTask
+from ..core.batch import MIN_LEASE_FRACTION  # noqa: F401 - the lease floor, stated once
 from ..mechanism import ClusterView
 from ..rpc import pb
 from .mixed import mixed_env
 from .store import JobRow
-
-# A fresh run gets at least this fraction of a round after its start-up (docs/runtime.md).
-MIN_LEASE_FRACTION = 0.5
 
 
 def new_lease(round_index: int, steps_done: int, lease_steps: int, total_steps: int,

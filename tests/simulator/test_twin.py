@@ -1,0 +1,159 @@
+"""The daemon's twin (issue #27): ``DaemonRules`` yields the configs the daemon runs by, and
+a job's own throughputs (``TraceJob.throughputs``) reach the simulator without renaming
+its job type."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from gavelsched.core.rules import MIN_LEASE_FRACTION, startup_charge
+from gavelsched.daemon.snapshot import build_snapshot
+from policies import get_policy
+from simulator import SimConfig, SimulationError, simulate
+from simulator.twin import DaemonRules, sim_config
+from traces import ThroughputTable, TraceJob, default_table
+from traces.errors import TraceError
+from traces.formats import load_trace, validate_trace, write_trace
+
+from ..daemon.test_round_aligned import Scheduler
+
+
+@pytest.mark.parametrize("config", [
+    {}, {"resolve": "gavel"}, {"refill_freed": False}, {"plan_lead_seconds": 1.0},
+    {"min_resolve_interval_s": 55.0, "plan_lead_seconds": 4.0}])
+def test_the_rules_a_status_publishes_give_the_daemons_core_config(tmp_path, config):
+    sched = Scheduler(tmp_path, **config)
+    try:
+        x = sched.x
+        reply = build_snapshot(x.view(0.0)).response
+        rules = DaemonRules.of_status(reply)
+        assert rules == x.config.rules
+        table = default_table()
+        replayed = rules.core_config(get_policy("max_min_fairness_perf"), table,
+                                     table.worker_types, seed=x.config.seed,
+                                     on_solve_error="keep")
+        daemon = x.core.config
+        if not daemon.refill_freed:     # refills off: the fraction is not published
+            replayed = dataclasses.replace(replayed, refill_until=daemon.refill_until)
+        assert replayed == daemon
+        assert sim_config(rules).plan_lead_s == x.driver.plan_lead_s == x.config.plan_lead
+        assert not sim_config(rules).round_ends_at_last_finish       # wall-clock rounds
+    finally:
+        sched.close()
+
+
+def test_start_ups_are_charged_at_most_the_round_after_the_lease_floor():
+    rules = DaemonRules(10.0, startup_s={"A": 25.0, "B": 2.0, "C": 0.0})
+    cap = (1.0 - MIN_LEASE_FRACTION) * 10.0
+    assert rules.startup_charges() == {"A": cap, "B": 2.0}
+    assert sim_config(rules).preemption_overhead_s == {"A": cap, "B": 2.0}
+    assert startup_charge(25.0, 10.0) == cap
+
+
+def test_rules_refuse_a_plan_lead_of_a_round():
+    with pytest.raises(ValueError, match="plan lead"):
+        DaemonRules(10.0, plan_lead_s=10.0)
+
+
+# ---- per-job throughputs -------------------------------------------------------------
+CLUSTER = {"v100": 2, "p100": 1, "k80": 2}
+OWN = [({"v100": 3.0, "p100": 1.5, "k80": 0.5}, 4000, 0.0, 2.0),
+       ({"v100": 2.0, "p100": 1.0}, 3000, 0.0, None),
+       ({"v100": 1.2, "p100": 1.1, "k80": 0.9}, 2500, 40.0, 1.0),
+       ({"v100": 4.0, "k80": 1.0}, 6000, 100.0, 0.0),
+       ({"p100": 2.0, "k80": 1.5}, 1500, 130.0, None)]
+
+
+def own_trace():
+    return [TraceJob("ResNet-18", 1, steps, arrival, throughputs=rates, startup_s=startup)
+            for rates, steps, arrival, startup in OWN]
+
+
+def renamed_trace():
+    """The same jobs as ``own_trace``, each under a job type of its own (the old way)."""
+    jobs, solo, overhead = [], {t: {} for t in CLUSTER}, {}
+    for i, (rates, steps, arrival, startup) in enumerate(OWN):
+        name = f"ResNet-18 #{i}"
+        for t, r in rates.items():
+            solo[t][(name, 1)] = r
+        overhead[name] = 3.0 if startup is None else startup
+        jobs.append(TraceJob(name, 1, steps, arrival))
+    return jobs, ThroughputTable(solo), overhead
+
+
+def test_a_job_runs_at_its_own_throughputs():
+    table = ThroughputTable({"v100": {("ResNet-18", 1): 100.0}})
+    job = TraceJob("ResNet-18", 1, 1000, 0.0, throughputs={"v100": 2.0})
+    result = simulate([job], table, {"v100": 1}, "fifo_perf")
+    assert result.jobs[0].completion_s == pytest.approx(500.0)
+    assert result.jobs[0].job_type == "ResNet-18"           # its name is kept
+    plain = simulate([dataclasses.replace(job, throughputs=None)], table, {"v100": 1},
+                     "fifo_perf")
+    assert plain.jobs[0].completion_s == pytest.approx(10.0)
+
+
+@pytest.mark.parametrize("policy", ["max_min_fairness_perf", "fifo_perf",
+                                    "finish_time_fairness_perf"])
+@pytest.mark.parametrize("fixed_rounds", [False, True])
+def test_own_throughputs_give_what_renamed_job_types_gave(policy, fixed_rounds):
+    renamed, table, overhead = renamed_trace()
+    base = dict(round_ends_at_last_finish=not fixed_rounds, plan_lead_s=3.0 * fixed_rounds)
+    old = simulate(renamed, table, CLUSTER, policy, sim=SimConfig(
+        preemption_overhead_s=overhead, **base))
+    empty = ThroughputTable({t: {} for t in CLUSTER})
+    new = simulate(own_trace(), empty, CLUSTER, policy, sim=SimConfig(
+        preemption_overhead_s={"ResNet-18": 3.0}, **base))
+    drop = ("wall_s", "solve_s")
+    got, want = new.to_dict(), old.to_dict()
+    for key in drop:
+        got.pop(key), want.pop(key)
+    for job in want["jobs"]:
+        job["job_type"] = "ResNet-18"
+    assert got == want
+
+
+def test_own_throughputs_with_the_daemons_priors_give_what_renamed_types_gave():
+    renamed, table, overhead = renamed_trace()
+    prior_rows = {t: {} for t in CLUSTER}
+    for job in renamed:
+        for t in CLUSTER:
+            prior_rows[t][(job.job_type, 1)] = 1.0
+    old = simulate(renamed, table, CLUSTER, "max_min_fairness_perf",
+                   sim=SimConfig(priors=ThroughputTable(prior_rows)))
+    priors = ThroughputTable({t: {("ResNet-18", 1): 1.0} for t in CLUSTER})
+    jobs = [dataclasses.replace(j, startup_s=None) for j in own_trace()]
+    new = simulate(jobs, ThroughputTable({t: {} for t in CLUSTER}), CLUSTER,
+                   "max_min_fairness_perf", sim=SimConfig(priors=priors))
+    assert [j.completion_s for j in new.jobs] == [j.completion_s for j in old.jobs]
+
+
+def test_a_trace_with_own_throughputs_round_trips_through_jsonl(tmp_path):
+    path = tmp_path / "own.jsonl"
+    write_trace(path, own_trace())
+    assert load_trace(path) == own_trace()
+    validate_trace(own_trace(), ThroughputTable({t: {} for t in CLUSTER}), CLUSTER)
+
+
+@pytest.mark.parametrize("bad, field", [
+    ('{"v100": -1}', "throughputs.v100"), ('{"v100": "fast"}', "throughputs.v100"),
+    ('[1, 2]', "throughputs"), ('{"v100": NaN}', "throughputs.v100")])
+def test_bad_own_throughputs_are_refused_at_the_door(tmp_path, bad, field):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"job_type": "A", "scale_factor": 1, "total_steps": 10, '
+                    f'"arrival_s": 0, "throughputs": {bad}}}\n')
+    with pytest.raises(TraceError, match=field.replace(".", r"\.")):
+        load_trace(path)
+
+
+def test_own_throughputs_must_name_known_worker_types():
+    job = TraceJob("A", 1, 10, 0.0, throughputs={"h100": 5.0, "v100": 1.0})
+    table = ThroughputTable({"v100": {}})
+    with pytest.raises(TraceError, match="h100"):
+        validate_trace([job], table, {"v100": 1})
+    with pytest.raises(SimulationError, match="h100"):
+        simulate([job], table, {"v100": 1}, "fifo_perf")
+    with pytest.raises(SimulationError, match="cannot run"):
+        simulate([TraceJob("A", 1, 10, 0.0, throughputs={"v100": 0.0})], table,
+                 {"v100": 1}, "fifo_perf")
