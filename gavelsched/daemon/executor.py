@@ -4,40 +4,20 @@ Threading contract of ``SchedulerCore`` (it has no locks): exactly one thread, t
 executor's, ever calls the core, the store and the rooms below. gRPC handlers and the
 dispatcher's pool threads never touch them; they hand the executor an event with
 ``post(fn)`` / ``call(fn)`` (``inbox``: closures run in order on the executor thread) and
-read only ``snapshot``, an immutable value the executor republishes after it changed
-something.
+read only ``snapshot``, an immutable value republished after a change (``publish``).
 
 The round recipe is the simulator's: ``RoundDriver`` (``gavelsched/core/driver.py``) ends
 a round, plans the next, applies the empty-round rule and takes progress in. What is the
-daemon's own lives in rooms of one job each, which this class wires together and hands
-their collaborators:
-
-- ``clock.RoundClock``: *when* boundaries come. ``plan_lead`` seconds before round r ends
-  round r+1 is planned, so that a job kept on the same workers gets its lease extended
-  instead of being checkpointed and restarted; new placements launch at the boundary;
-- ``jobs.Jobs``: the job rows and their states, the only place a state changes (a
-  transition table: ``queued`` until its first process starts, ``running``, ``preempted``
-  between runs, then ``done``, ``failed`` or ``cancelled``); each change is written to the
-  store and republishes ``snapshot``;
-- ``runs.RunTable``: *how tasks run*: each job's processes (launch, defer, extend, exit,
-  kill, orphans), with round-aligned leases (``leases``): a fresh run's start-up eats into
-  its own round, as the simulator charges preemption overhead; and what a run's exit
-  means (``exit_verdict``: retried, suspected, or the job fails);
-- ``progress.Progress``: durable steps (``ReportSteps(checkpointed)``, ``RoundReport``)
-  credited through the driver, and online throughputs (§5.3.3);
-- ``servers.Servers`` and ``health.Health``: registration and heartbeats (a worker silent
-  for 3 x ``heartbeat_seconds`` is failed and its jobs placed again from their last
-  checkpoint), and suspected jobs;
-- ``priors.Priors``: the throughput source of the core (the table, plus the worker types
-  it lacks, learned from the profiles their workers bring: §5.3.3's priors); ``table`` is
-  its current table;
-- ``retries.Retries``: a run killed by a signal is tried again, with backoff, up to a
-  budget; runs that never step fail their job;
-- ``fences.Fences``: every launch gets a new run generation; a message of an older one
-  (a late report, a cut-off worker's process) is ignored and logged, never applied;
-- ``startups.Startups``: mean start-up per job type; ``view``: the frozen view that
-  ``snapshot`` and ``metrics`` read, and the allocation against received share;
-- ``logs.Hosts``: the servers that ran each job (where ``Logs`` reads its output).
+daemon's own lives in rooms of one job each (docs/architecture.md, "Inside
+gavelsched/daemon/"), which this class wires together and hands their collaborators:
+*when* boundaries come (``clock``: the next round is planned ``plan_lead`` early, so that
+a job kept on its workers gets its lease extended instead of a restart); the jobs and
+their states (``jobs``: a transition table, the only place a state changes); *how tasks
+run* and what a run's exit means (``runs``, ``leases``, ``retries``, ``fences``); durable
+steps and online throughputs (``progress``, §5.3.3); the workers, their health and the
+throughput priors they bring (``servers``, ``health``, ``priors``); start-ups, the hosts
+of each job's logs and checkpoint retention; and the picture that ``snapshot`` and
+``metrics`` read (``view``, ``publish``).
 
 The log has one line per round start (``DaemonView.summary``).
 """
@@ -57,7 +37,7 @@ from traces.profiles import Profile
 from traces.types import ThroughputTable
 
 from ..core import Round, SchedulerCore
-from ..core.driver import RoundDriver
+from ..core.driver import RoundDriver, config_for
 from ..mechanism import ClusterView, Server
 from ..rpc import pb
 from .clock import RoundClock
@@ -123,8 +103,11 @@ class DaemonExecutor:
         self.health = Health(config.heartbeat_seconds, servers)
         view = ClusterView(tuple(Server(s.id, s.worker_type, s.workers) for s in servers),
                            frozenset(w for s in servers for w in s.workers))
-        self.core = SchedulerCore(policy, view, self.priors, config.rules.core_config(
-            policy, table, table.worker_types, seed=config.seed, on_solve_error="keep"))
+        self.core = SchedulerCore(policy, view, self.priors, config_for(
+            policy, table, table.worker_types, round_seconds=config.round_seconds,
+            min_resolve_interval_s=config.resolve_interval, resolve=config.resolve,
+            refill_freed=config.refill_freed, refill_until=config.refill_until, seed=config.seed,
+            on_solve_error="keep"))
         self.driver = RoundDriver(self.core)
         self.jobs = Jobs(store, changed=self._changed)     # a job's state changes: republish
         for row in self.jobs.restore(store.jobs(table)):
@@ -215,14 +198,17 @@ class DaemonExecutor:
 
     def _replay_inputs(self) -> dict:
         """What a client needs to replay the live state in the simulator (ETA, issue #18):
-        each unfinished job's steps/s per worker type, start-up means, and the daemon's rules
-        (``DaemonRules.published``: re-solve rule, refills, plan lead)."""
+        each unfinished job's steps/s per worker type, start-up means, the re-solve rule,
+        refills and the plan lead."""
         types = sorted({s.row.worker_type for s in self.health.servers.values()})
         active = [j for j in self.jobs.values() if not j.final]
         rates = {j.id: self.progress.online.row(j.id, j.spec.job_type, j.spec.scale_factor,
                                                 types) for j in active}
         startup = {t: self.startups.mean(t)[0] for t in {j.spec.job_type for j in active}}
-        return {"rates": rates, "startup_s": startup, **self.config.rules.published()}
+        return {"rates": rates, "startup_s": startup, "resolve": self.config.resolve,
+                "min_resolve_interval_s": self.config.resolve_interval,
+                "refill_until": self.config.refill_until if self.config.refill_freed else 0.0,
+                "plan_lead_s": self.config.plan_lead}
 
     # ---- time-driven ------------------------------------------------------------------
     def tick(self) -> None:
@@ -362,9 +348,6 @@ class DaemonExecutor:
             self._woken = self._clock()
         self.jobs.submit(row)
         self.core.submit(row.spec, now)
-        log.info("job %s submitted: %s on %d GPU%s, %d steps", row.id, row.spec.job_type,
-                 row.spec.scale_factor, "s" if row.spec.scale_factor != 1 else "",
-                 row.spec.total_steps)
         return row.id
 
     def cancel(self, job_id: str) -> pb.Ack:

@@ -181,6 +181,9 @@ class Jobs(Mapping[str, JobRow]):
         self._store.add_job(row)
         self._rows[row.id] = row
         self._changed()
+        log.info("job %s submitted: %s on %d GPU%s, %d steps", row.id, row.spec.job_type,
+                 row.spec.scale_factor, "s" if row.spec.scale_factor != 1 else "",
+                 row.spec.total_steps)
 
     def start(self, job_id: str, now: float, where: str) -> None:
         """A process of the job has started (on ``where``): it runs; its first start is
