@@ -14,12 +14,10 @@ from __future__ import annotations
 import logging
 import sqlite3
 
+from .meta import CHECKPOINT_GENERATION, GENERATION, NEXT_GENERATION
 from .store import Store
 
 log = logging.getLogger(__name__)
-
-NEXT_KEY = "next_generation"
-
 
 class StaleRun(RuntimeError):
     """A message from a run of an older generation than the job's newest."""
@@ -29,18 +27,10 @@ class StaleRun(RuntimeError):
                          f"{newest})")
 
 
-def _issued_key(job_id: str) -> str:
-    return f"generation/{job_id}"
-
-
-def _checkpoint_key(job_id: str) -> str:
-    return f"checkpoint_generation/{job_id}"
-
-
 class Fences:
     def __init__(self, store: Store) -> None:
         self._store = store
-        self._next = int(store.get_meta(NEXT_KEY, "1"))
+        self._next = int(store.get_meta(NEXT_GENERATION.key(), "1"))
         self._issued: dict[str, int] = {}
         self._checkpoint: dict[str, int] = {}
 
@@ -49,13 +39,13 @@ class Fences:
         count."""
         generation, self._next = self._next, self._next + 1
         self._issued[job_id] = generation
-        self._store.set_meta({NEXT_KEY: self._next, _issued_key(job_id): generation})
+        self._store.set_meta({NEXT_GENERATION.key(): self._next, GENERATION.key(job_id): generation})
         return generation
 
     def current(self, job_id: str) -> int:
         """The job's newest generation (0: never launched)."""
         if job_id not in self._issued:
-            self._issued[job_id] = int(self._store.get_meta(_issued_key(job_id), "0"))
+            self._issued[job_id] = int(self._store.get_meta(GENERATION.key(job_id), "0"))
         return self._issued[job_id]
 
     def admits(self, job_id: str, generation: int, what: str) -> bool:
@@ -71,11 +61,12 @@ class Fences:
     def checkpoint(self, job_id: str) -> int:
         """The generation that wrote the commit the job's durable count refers to."""
         if job_id not in self._checkpoint:
-            self._checkpoint[job_id] = int(self._store.get_meta(_checkpoint_key(job_id), "0"))
+            self._checkpoint[job_id] = int(self._store.get_meta(CHECKPOINT_GENERATION.key(job_id),
+                                                                   "0"))
         return self._checkpoint[job_id]
 
     def took(self, job_id: str, generation: int, db: sqlite3.Connection) -> None:
         """The job's durable count now refers to a commit by ``generation`` (written in the
         caller's transaction ``db``, with the count)."""
         self._checkpoint[job_id] = generation
-        self._store.set_meta({_checkpoint_key(job_id): generation}, db)
+        self._store.set_meta({CHECKPOINT_GENERATION.key(job_id): generation}, db)

@@ -33,9 +33,9 @@ from traces.profiles import (Profile, profile_from_dict, profile_to_dict, shippe
                              with_profile)
 from traces.types import JobKey, ThroughputTable
 
-log = logging.getLogger(__name__)
+from .meta import PROFILE
 
-META_PREFIX = "profile/"
+log = logging.getLogger(__name__)
 
 
 class Meta(Protocol):
@@ -103,7 +103,7 @@ class Priors:
             return "ignored: the throughput table has every job type it measured"
         self._learned[worker_type] = profile
         if not shipped:    # (a shipped row is read again from the package at the next start)
-            self._store.set_meta({META_PREFIX + worker_type:
+            self._store.set_meta({PROFILE.key(worker_type):
                                   json.dumps(profile_to_dict(profile))})
         if served:
             return (f"kept for the next start: the scheduler already plans with "
@@ -131,10 +131,10 @@ class Priors:
     def _kept(self, worker_type: str) -> Profile | None:
         """The profile the store kept for ``worker_type`` (checked again: it comes from
         outside), or None."""
-        raw = self._store.get_meta(META_PREFIX + worker_type)
+        raw = self._store.get_meta(PROFILE.key(worker_type))
         if raw is None:
             return None
-        where = f"store meta {META_PREFIX}{worker_type}"
+        where = f"store meta {PROFILE.key(worker_type)}"
         try:
             profile = profile_from_dict(json.loads(raw), where)
         except (TraceError, ValueError, RecursionError) as err:

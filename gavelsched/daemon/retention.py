@@ -7,7 +7,9 @@ When a job ended: its ``ended_s`` (any final state; ``completion_s`` for a done 
 older store), else when a sweep first saw it ended (a job that ended before ``ended_s``
 was kept; after a restart it is timed again from then, which only keeps it longer). ``expired`` decides (pure);
 ``Retention`` sweeps at most once every ``SWEEP_EVERY_S`` and deletes in a thread of its
-own, so that a slow shared file system never holds up the executor.
+own, so that a slow shared file system never holds up the executor. With the store, a
+retired job's meta rows go too (``meta.PER_JOB``: its attempts and run generations), at
+once, on the executor's thread.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from .meta import job_keys
 from .rows import JobRow
+from .store import Store
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +54,14 @@ def _ended(job: JobRow) -> float | None:
 
 
 class Retention:
-    """Removes expired checkpoints under ``root``; ``tick`` is called by the executor's
-    thread with its jobs and its clock (``DaemonExecutor.now``)."""
+    """Removes expired checkpoints under ``root``, and the retired jobs' meta rows from
+    ``store`` when given; ``tick`` is called by the executor's thread with its jobs and its
+    clock (``DaemonExecutor.now``)."""
 
-    def __init__(self, root: Path, retention_s: float, every_s: float = SWEEP_EVERY_S) -> None:
+    def __init__(self, root: Path, retention_s: float, store: Store | None = None, *,
+                 every_s: float = SWEEP_EVERY_S) -> None:
         self.root, self.retention_s, self.every_s = Path(root), retention_s, every_s
+        self._store = store
         self._seen: dict[str, float] = {}
         self._next = float("-inf")
         self._remover: threading.Thread | None = None
@@ -75,6 +82,8 @@ class Retention:
         if due:
             for name in due:
                 self._seen.pop(name, None)
+            if self._store is not None:
+                self._store.delete_meta(key for name in due for key in job_keys(name))
             self._remover = threading.Thread(target=self._remove, args=(due,),
                                              name="gavelsched-retention", daemon=True)
             self._remover.start()

@@ -20,6 +20,7 @@ import logging
 import signal
 from dataclasses import asdict, dataclass
 
+from .meta import ATTEMPTS
 from .store import Store
 
 log = logging.getLogger(__name__)
@@ -76,7 +77,7 @@ class Retries:
         if signal_of(exit_code) is None:
             return reason
         attempts = [*self._attempts(job_id), Attempt(round_index, exit_code, reason)]
-        self._store.set_meta({f"attempts/{job_id}": json.dumps([asdict(a) for a in attempts])})
+        self._store.set_meta({ATTEMPTS.key(job_id): json.dumps([asdict(a) for a in attempts])})
         if len(attempts) > self.budget:
             return (f"failed after {len(attempts)} attempts: "
                     + "; ".join(a.line() for a in attempts))
@@ -109,5 +110,5 @@ class Retries:
         return tuple(self._attempts(job_id))
 
     def _attempts(self, job_id: str) -> list[Attempt]:
-        raw = self._store.get_meta(f"attempts/{job_id}")
+        raw = self._store.get_meta(ATTEMPTS.key(job_id))
         return [Attempt(**a) for a in json.loads(raw)] if raw else []

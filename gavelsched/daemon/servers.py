@@ -32,14 +32,16 @@ from ..core import SchedulerCore
 from ..rpc import pb
 from .config import DaemonConfig
 from .health import Health
+from .meta import DRAINED
 from .priors import Priors
 from .runs import RunTable
 from .store import ServerRow, Store
 
 log = logging.getLogger(__name__)
 
-DRAINED = "drained/"        # meta key prefix: who took the server out of service, or "0"
-BY_OPERATOR, BY_WORKER = "1", "2"   # ``gavelsched drain``; its own worker, stopping
+# who took a server out of service (meta ``DRAINED``), or "0": ``gavelsched drain``; its own
+# worker, stopping
+BY_OPERATOR, BY_WORKER = "1", "2"
 
 
 class Servers:
@@ -50,7 +52,7 @@ class Servers:
         self.health, self.runs, self.priors, self._now = health, runs, priors, now
         self.drained: dict[int, str] = {}    # server id -> BY_OPERATOR or BY_WORKER
         for i in health.servers:
-            by = store.get_meta(f"{DRAINED}{i}")
+            by = store.get_meta(DRAINED.key(i))
             if by in (BY_OPERATOR, BY_WORKER):
                 self.drained[i] = by
 
@@ -138,7 +140,7 @@ class Servers:
             self.drained.pop(server_id, None)
         else:
             self.drained[server_id] = by
-        self.store.set_meta({f"{DRAINED}{server_id}": by or 0})
+        self.store.set_meta({DRAINED.key(server_id): by or 0})
 
     def _name(self, server_id: int) -> str:
         row = self.health.servers[server_id].row

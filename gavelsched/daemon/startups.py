@@ -8,6 +8,7 @@ The mean per job type is kept in the store's meta table (``startup_s/<job type>`
 
 from __future__ import annotations
 
+from .meta import STARTUP_N, STARTUP_S
 from .store import Store
 
 
@@ -21,8 +22,8 @@ class Startups:
         first."""
         got = self._means.get(job_type)
         if got is None:
-            got = (float(self._store.get_meta(f"startup_s/{job_type}", "0") or 0.0),
-                   int(self._store.get_meta(f"startup_n/{job_type}", "0") or 0))
+            got = (float(self._store.get_meta(STARTUP_S.key(job_type), "0") or 0.0),
+                   int(self._store.get_meta(STARTUP_N.key(job_type), "0") or 0))
             self._means[job_type] = got
         return got
 
@@ -30,5 +31,5 @@ class Startups:
         mean, n = self.mean(job_type)
         mean = (n * mean + seconds) / (n + 1)
         self._means[job_type] = (mean, n + 1)
-        self._store.set_meta({f"startup_s/{job_type}": f"{mean:.3f}",
-                              f"startup_n/{job_type}": n + 1})
+        self._store.set_meta({STARTUP_S.key(job_type): f"{mean:.3f}",
+                              STARTUP_N.key(job_type): n + 1})

@@ -27,8 +27,9 @@ from typing import TypeVar
 from traces.checks import BadValue
 
 from .jobs import FAILED, JobRow
-from .rows import (COUNTERS, RUN_FIELDS, SPEC_FIELDS, ServerRow, Table, host, job_row,
-                   meta_value, server_row, throughput)
+from .meta import COUNTERS, NEXT_JOB_ID, declared
+from .rows import (RUN_FIELDS, SPEC_FIELDS, ServerRow, Table, host, job_row, meta_value,
+                   server_row, throughput)
 
 __all__ = ["JobRow", "ServerRow", "Store"]
 
@@ -98,9 +99,18 @@ class Store:
         return default if row is None else row[0]
 
     def set_meta(self, values: Mapping[str, object], db: sqlite3.Connection | None = None) -> None:
+        """Write meta rows; every key must be declared (``meta.py``), else ``KeyError``."""
+        undeclared = [k for k in values if declared(k) is None]
+        if undeclared:
+            raise KeyError(f"meta keys declared nowhere (gavelsched/daemon/meta.py): {undeclared}")
         (db or self._db).executemany(
             "INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET "
             "value=excluded.value", [(k, str(v)) for k, v in values.items()])
+
+    def delete_meta(self, keys: Iterable[str]) -> None:
+        """Remove these meta rows (those that exist), in one transaction."""
+        with self.transaction() as db:
+            db.executemany("DELETE FROM meta WHERE key=?", [(k,) for k in keys])
 
     def _migrate(self) -> None:
         """Add the ``jobs`` columns an older file lacks (``ADDED_COLUMNS``), in one
@@ -119,14 +129,15 @@ class Store:
     def _check_meta(self) -> None:
         """Meta rows checked once, at open (``rows.meta_value``): a bad one is dropped with a
         warning, so its reader takes its default; the counters (``next_job_id``,
-        ``rows.COUNTERS``) are kept past every id they issued."""
+        ``meta.COUNTERS``) are kept past every id they issued."""
         meta = dict(self._checked("meta", "key, value", meta_value))
-        for counter, prefixes in COUNTERS.items():
-            self._keep_past(counter, max((int(v) for k, v in meta.items()
-                                          if k.startswith(prefixes)), default=None))
+        for counter, families in COUNTERS.items():
+            self._keep_past(counter.key(), max((int(v) for k, v in meta.items()
+                                                if any(f.owns(k) for f in families)),
+                                               default=None))
         (top,) = self._db.execute("SELECT MAX(seq) FROM jobs "
                                   "WHERE typeof(seq) = 'integer'").fetchone()
-        self._keep_past("next_job_id", top)
+        self._keep_past(NEXT_JOB_ID.key(), top)
 
     def _keep_past(self, counter: str, last: int | None) -> None:
         stored = self.get_meta(counter)
@@ -159,12 +170,12 @@ class Store:
     def add_job(self, job: JobRow) -> None:
         """Insert a new job and advance the job-id counter, in one transaction."""
         with self.transaction() as db:
-            seq = int(self.get_meta("next_job_id", "0"))
+            seq = int(self.get_meta(NEXT_JOB_ID.key(), "0"))
             self._put_job(db, job, seq)
-            self.set_meta({"next_job_id": seq + 1}, db)
+            self.set_meta({NEXT_JOB_ID.key(): seq + 1}, db)
 
     def next_job_id(self) -> int:
-        return int(self.get_meta("next_job_id", "0"))
+        return int(self.get_meta(NEXT_JOB_ID.key(), "0"))
 
     def update_jobs(self, jobs: list[JobRow], db: sqlite3.Connection | None = None) -> None:
         """Write changed jobs (state, steps_done, reason, times) together (inside the

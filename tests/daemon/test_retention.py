@@ -9,6 +9,8 @@ import pytest
 from gavelsched import checkpoints
 from gavelsched.core import JobSpec
 from gavelsched.daemon.config import DAY_S, ConfigError, parse_config
+from gavelsched.daemon.meta import (ATTEMPTS, CHECKPOINT_GENERATION, GENERATION,
+                                    NEXT_GENERATION, job_keys)
 from gavelsched.daemon.retention import Retention, expired
 from gavelsched.daemon.store import JobRow, Store
 
@@ -83,6 +85,25 @@ def test_a_job_that_ends_later_is_timed_from_then(store_and_root):
     assert "1" not in sweep(retention, store, 200.0)     # first seen ended at 200
     assert "1" in sweep(retention, store, 300.0)
 
+
+
+def test_a_retired_jobs_meta_keys_go_with_its_checkpoints(store_and_root):
+    """Its attempts and run generations (``meta.PER_JOB``) go when its checkpoints are
+    retired; those of the jobs kept, and the counters, stay."""
+    store, root = store_and_root
+    for job_id in ("0", "1", "6"):
+        store.set_meta({ATTEMPTS.key(job_id): "[]", GENERATION.key(job_id): 3,
+                        CHECKPOINT_GENERATION.key(job_id): 2})
+    store.set_meta({NEXT_GENERATION.key(): 4})
+    retention = Retention(root, RETENTION_S, store, every_s=0.0)
+    assert sweep(retention, store, 150.0) == ["0"]
+    assert [store.get_meta(k) for k in job_keys("0")] == [None, None, None]
+    for job_id in ("1", "6"):
+        assert None not in [store.get_meta(k) for k in job_keys(job_id)]
+    assert store.get_meta(NEXT_GENERATION.key()) == "4"
+    assert sweep(retention, store, 600.0) == ["4", "5", "6"]
+    assert [store.get_meta(k) for k in job_keys("6")] == [None, None, None]
+    assert store.get_meta(GENERATION.key("1")) == "3"   # running: never retired
 
 def test_expired_is_pure_and_ignores_unknown_names():
     rows = {"0": JobRow(JobSpec("0", "A3C", 1, 10), state="done", completion_s=0.0)}
