@@ -48,6 +48,7 @@ from .health import Health
 from .inbox import Inbox
 from .leases import stop_lease
 from .logs import Hosts
+from .meta import EPOCH_UNIX, ROUND
 from .metrics import DaemonMetrics
 from .priors import Priors
 from .progress import Progress
@@ -89,13 +90,13 @@ class DaemonExecutor:
         self.inbox = Inbox()
         self.post, self.call, self.stop = self.inbox.post, self.inbox.call, self.inbox.stop
         self._mono0 = clock()
-        epoch = store.get_meta("epoch_unix")
+        epoch = store.get_meta(EPOCH_UNIX.key())
         if epoch is None:
             epoch = time.time()
-            store.set_meta({"epoch_unix": epoch})
+            store.set_meta({EPOCH_UNIX.key(): epoch})
         self.epoch_unix = float(epoch)
         self._base = max(0.0, time.time() - self.epoch_unix)
-        self._round_base = int(store.get_meta("round", "0"))
+        self._round_base = int(store.get_meta(ROUND.key(), "0"))
         servers = store.servers()
         self.priors = Priors(table, store)     # before the core: it caches its lookups
         self.priors.restore(s.worker_type for s in servers)
@@ -115,7 +116,7 @@ class DaemonExecutor:
         self.startups = Startups(store)
         self.retries = Retries(store, config.round_seconds)
         self.fences = Fences(store)
-        self.retention = Retention(config.checkpoints, config.checkpoint_retention_s)
+        self.retention = Retention(config.checkpoints, config.checkpoint_retention_s, store)
         self.hosts = Hosts(store)
         self.runs = RunTable(config, self.jobs, self.health, dispatcher, self.startups,
                              self.retries, self.fences, self.hosts, self.core, clock=clock,
@@ -259,7 +260,7 @@ class DaemonExecutor:
         self._planned = rnd
         self.clock.planned()
         index = self._round_base + rnd.index
-        self.store.set_meta({"round": index + 1})
+        self.store.set_meta({ROUND.key(): index + 1})
         self.runs.extend_continuing(rnd.tasks, index)
         for waiter in self._waiters:
             run = self.runs.get(waiter.job_id)

@@ -13,7 +13,7 @@ whose reason names the field (``refused at load: priority_weight: ...``); ``serv
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -23,6 +23,7 @@ from traces.workloads import UnknownWorkload, check_workload
 
 from ..core import JobSpec
 from .jobs import FINAL, STATES, JobRow, refused, stored
+from .meta import declared
 
 REFUSED = "refused at load"
 SPEC_FIELDS = ("job_type", "scale_factor", "total_steps", "priority_weight", "slo_s",
@@ -211,56 +212,14 @@ def host(job_id: Any, server_id: Any) -> tuple[str, int]:
             checks.integer(_plain(server_id, "server_id"), "server_id", low=0))
 
 
-def _parsed(kind: type, check, what: str):
-    """A meta value check: ``value`` parses as ``kind`` and passes ``check`` (>= 0)."""
-    def verify(value: str, key: str) -> None:
-        try:
-            number = kind(value)
-        except ValueError:
-            raise BadValue(key, f"must be {what}", value) from None
-        check(number, key, low=kind(0))
-    return verify
-
-
-_count = _parsed(int, checks.integer, "an integer")
-_seconds = _parsed(float, checks.number, "a number")
-
-
-def _attempts(value: str, key: str) -> None:
-    """``retries``' history: a JSON list of ``Attempt`` objects (round, exit code, reason)."""
-    got = _json(value, key)
-    if not isinstance(got, list):
-        raise BadValue(key, "must be a JSON list of attempts", got)
-    for a in got:
-        if not isinstance(a, dict) or set(a) != {"round", "exit_code", "reason"}:
-            raise BadValue(key, "each attempt must hold round, exit_code and reason", a)
-        checks.integer(a["round"], key, low=0)
-        checks.integer(a["exit_code"], key)
-        checks.text(a["reason"], key, one_line=False)
-
-
-# meta key (or key prefix ending in "/") -> the check of its value: the executor's, and
-# those of ``startups``, ``retries``, ``fences`` (run generations) and ``servers`` (drains)
-META: Mapping[str, Callable[[str, str], None]] = {
-    "round": _count, "next_job_id": _count, "epoch_unix": _seconds,
-    "startup_s/": _seconds, "startup_n/": _count, "attempts/": _attempts,
-    "next_generation": _count, "generation/": _count, "checkpoint_generation/": _count,
-    "drained/": _count}
-# a counter the store keeps past the values already issued under these key prefixes, so
-# that a dropped or lowered one never issues a fencing token twice
-COUNTERS: Mapping[str, tuple[str, ...]] = {
-    "next_generation": ("generation/", "checkpoint_generation/")}
-
-
 def meta_value(key: Any, value: Any) -> tuple[str, str]:
-    """(key, value) of a raw ``meta`` row, its value checked for the keys ``META`` knows,
-    or ``BadValue``."""
+    """(key, value) of a raw ``meta`` row, its value checked by the key's declaration
+    (``meta.declared``; a key none declares passes unchecked), or ``BadValue``."""
     key, value = _text(key, "meta key", one_line=False), _text(value, "meta value",
                                                                one_line=False)
-    prefix = key.partition("/")[0] + "/" if "/" in key else key
-    check = META.get(prefix)
-    if check is not None:
-        check(value, key)
+    declaration = declared(key)
+    if declaration is not None:
+        declaration.check(value, key)
     return key, value
 
 
