@@ -60,6 +60,7 @@ from gavelsched.core.driver import config_for
 from gavelsched.daemon.config import load_config
 from gavelsched.daemon.leases import MIN_LEASE_FRACTION
 from gavelsched.daemon.local import subprocess_env
+from gavelsched.daemon.meta import STARTUP_S
 from gavelsched.daemon.store import Store
 from gavelsched.core.online import OnlineThroughputs
 from policies import get_policy
@@ -95,7 +96,7 @@ def measured_trace(state_dir: Path) -> Measured:
         rows = sorted((j for j in store.jobs() if j.state == "done"), key=lambda j: int(j.id))
         online = OnlineThroughputs(prior=default_table())
         online.restore(store.throughputs())
-        startup = {row.spec.job_type: float(store.get_meta(f"startup_s/{row.spec.job_type}")
+        startup = {row.spec.job_type: float(store.get_meta(STARTUP_S.key(row.spec.job_type))
                                             or 0.0) for row in rows}
         cluster: dict[str, int] = {}
         for server in store.servers():
