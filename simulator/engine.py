@@ -385,13 +385,11 @@ class _Knowledge:
         for i, members in enumerate(batch.members):
             worker_type = batch.types[int(batch.type_index[i])]
             for m, job_id in enumerate(members):
-                if job_id in completed or steps[i, m] <= 0 or seconds[i] <= 0:
-                    continue
-                spec = specs[int(job_id)]
-                self.online.observe(job_id, worker_type, float(steps[i, m]), float(seconds[i]))
-                row = self.online.changed_row(job_id, spec.job_type, spec.scale_factor, types)
-                if row is not None:
-                    core.set_job_throughputs(job_id, row, now)
+                if job_id not in completed:
+                    spec = specs[int(job_id)]
+                    self.online.learn(core, job_id, worker_type, float(steps[i, m]),
+                                      float(seconds[i]), spec.job_type, spec.scale_factor,
+                                      types, now)
 
 
 def _startups(jobs: Sequence[TraceJob], overhead: Mapping[str, float]) -> list[float] | None:

@@ -13,8 +13,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .records import ThroughputSource
+
+if TYPE_CHECKING:
+    from .core import SchedulerCore
 
 SMOOTHING = 0.5      # weight of a new sample in the exponential average
 MIN_CHANGE = 0.10    # relative change of a type's value that is worth a re-solve
@@ -70,6 +74,20 @@ class OnlineThroughputs:
             return None
         self._published[job_id] = new
         return new
+
+    def learn(self, core: SchedulerCore, job_id: str, worker_type: str, steps: float,
+              seconds: float, job_type: str, scale_factor: int, types: Sequence[str],
+              now: float) -> float | None:
+        """One sample of a run (the recipe both executors follow): ``observe`` it, then, if
+        the job plans in ``core``, give the core its row over ``types`` when it moved
+        enough to re-solve (``changed_row``). The new average, or None for a sample that
+        carries no information."""
+        average = self.observe(job_id, worker_type, steps, seconds)
+        if average is not None and job_id in core.active_ids:
+            row = self.changed_row(job_id, job_type, scale_factor, types)
+            if row is not None:
+                core.set_job_throughputs(job_id, row, now)
+        return average
 
     def forget(self, job_id: str) -> None:
         self.measured.pop(job_id, None)

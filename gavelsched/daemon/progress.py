@@ -55,15 +55,11 @@ class Progress:
         (``local-cluster`` writes one)."""
         if run.worker_type not in self.core.worker_types:
             return
-        if self.online.observe(job.id, run.worker_type, steps, seconds) is None:
-            return
-        self.store.put_throughput(job.id, run.worker_type,
-                                  self.online.measured[job.id][run.worker_type])
-        if job.id in self.core.active_ids:
-            row = self.online.changed_row(job.id, job.spec.job_type, job.spec.scale_factor,
-                                          self.core.worker_types)
-            if row is not None:
-                self.core.set_job_throughputs(job.id, row, now)
+        average = self.online.learn(self.core, job.id, run.worker_type, steps, seconds,
+                                    job.spec.job_type, job.spec.scale_factor,
+                                    self.core.worker_types, now)
+        if average is not None:
+            self.store.put_throughput(job.id, run.worker_type, average)
 
     def admitted(self, job_ids: Sequence[str], now: float) -> None:
         """Jobs just admitted (after a restart) plan on what was measured of them."""
