@@ -9,12 +9,14 @@ completion time counts from arrival. This is Gavel's ``Scheduler.simulate`` loop
 (stanford-futuredata/gavel, ``scheduler/scheduler.py``), re-expressed over
 ``gavelsched.core``:
 
-1. at a boundary, apply price changes and submit every job that has arrived (by the plan,
-   ``SimConfig.plan_lead_s`` before the boundary when the last round ran, as the daemon
-   plans; jobs that finished after that plan end only now, ``_Run.end_after_plan``);
-2. ``RoundDriver.boundary(now, seconds)``: end the last round with the time each task held
-   its workers, admit, re-solve if due, plan the round (``gavelsched/core/driver.py``, the
-   recipe the daemon shares);
+1. at a boundary, apply price changes and submit every job that has arrived by the plan
+   (``RoundDriver.plan_at``: ``SimConfig.plan_lead_s`` before the boundary when a round
+   ran, as the daemon plans; on an idle cluster ``SimConfig.arrival_grace_s`` after the
+   arrival that woke it, ``RoundDriver.first_plan_at``);
+2. ``RoundDriver.plan(now, seconds)``: end the last round with the time each task held its
+   workers, admit, re-solve if due, plan the round; the steps of jobs that finished after
+   the plan are credited only then, and ``RoundDriver.start(now, ended)`` begins the
+   round without their tasks (``gavelsched/core/driver.py``, the recipe the daemon shares);
 3. if nothing runs: jump to the next arrival (the driver forces a re-solve when none is
    left, and says when nothing can ever be placed);
 4. run every micro-task; the round ends at its last finish (or after round_seconds);
@@ -139,7 +141,8 @@ class _Run:
         self.jobs, self.specs, self.core, self.sim, self.metrics = jobs, specs, core, sim, metrics
         self.knowledge = knowledge
         self.startups = _startups(jobs, sim.preemption_overhead_s)
-        self.driver = RoundDriver(core)
+        self.driver = RoundDriver(core, plan_lead_s=sim.plan_lead_s,
+                                  arrival_grace_s=sim.arrival_grace_s)
         self.base_prices, self.price_trace = prices, price_trace
         self.prices = price_trace.at(0.0, prices) if price_trace else prices
         core.set_prices(self.prices, 0.0)
@@ -148,23 +151,26 @@ class _Run:
         window = sim.window
         self.targets = ({str(i) for i in range(*window) if i < len(jobs)} if window else None)
         self.targets_left = len(self.targets) if self.targets is not None else len(jobs)
-        self.after_plan: dict[str, float] = {}   # finished after the plan (plan_lead_s)
+        self.late: dict[str, float] = {}   # job -> its last steps, made after the plan
         for spec, job in zip(specs, jobs):
             metrics.on_arrival(spec.id, job.job_type, job.scale_factor, job.arrival_s, job.slo_s)
 
     def loop(self, bar) -> float:
-        now = self.jobs[self.arrivals[0]].arrival_s if self.jobs else 0.0
+        driver = self.driver
+        now = driver.first_plan_at(self.jobs[self.arrivals[0]].arrival_s) if self.jobs else 0.0
         held = None                     # seconds each task of the last round held
         while self.targets_left > 0:
-            # After a round ran, its successor was planned plan_lead_s before it ended.
-            self.submit_arrivals(now if held is None else now - self.sim.plan_lead_s)
+            # A round that follows another is planned plan_lead_s before that one ends.
+            self.submit_arrivals(now if held is None else driver.plan_at(now))
             self.update_prices(now)
-            step = self.driver.boundary(now, held,
-                                        arrivals_pending=self.next < len(self.arrivals))
-            rnd, held = step.round, None
-            self.record_resolve(rnd, now)
-            unstarted = self.end_after_plan(rnd, now) if self.after_plan else ()
-            rnd = self.driver.in_flight or rnd
+            late, self.late = self.late, {}
+            step = driver.plan(now, held, arrivals_pending=self.next < len(self.arrivals),
+                               uncredited=late or None)
+            held = None
+            self.record_resolve(step.round, now)
+            ended = driver.credit(tuple(late), [(s,) for s in late.values()], now) if late else ()
+            started = driver.start(now, ended)
+            rnd = started.round
             if len(rnd.batch) == 0:
                 if self.next < len(self.arrivals):
                     now = self.idle_until(now)
@@ -175,7 +181,7 @@ class _Run:
                     raise SimulationError("jobs " + ", ".join(self.core.active_jobs[:10])
                                           + " can never be placed")
                 continue                # the driver forced a re-solve
-            now, held = self.execute(rnd, now, bar, unstarted)
+            now, held = self.execute(rnd, now, bar, started.unstarted)
         if bar is not None:
             bar.close()
         return now
@@ -203,30 +209,15 @@ class _Run:
         """Nothing runs: the next arrival (Gavel), or an earlier allowed re-solve. A re-solve
         already allowed at this boundary had its chance (with ``resolve="responsive"`` one
         always is): then only an arrival can change the plan."""
-        upcoming = self.jobs[self.arrivals[self.next]].arrival_s
+        upcoming = self.driver.first_plan_at(self.jobs[self.arrivals[self.next]].arrival_s)
         if not self.sim.idle_jumps_to_arrival and self.core.active_jobs:
             allowed = self.core.next_resolve_allowed_s()
             if allowed > now:
                 upcoming = min(upcoming, allowed)
         return max(now, upcoming)
 
-    def end_after_plan(self, rnd, now: float) -> list[int]:
-        """``plan_lead_s``: the jobs that finished after the plan (in the last round's lead)
-        were still running when it was made, as in the daemon, so the plan gave them
-        workers. They end now; the daemon then re-solves a stale allocation and gives
-        their workers to waiting jobs for the round (``RoundDriver.refill``, with
-        ``refill_freed``). Returns the round's tasks that then never start."""
-        late, self.after_plan = self.after_plan, {}
-        self.driver.credit(tuple(late), [(1,)] * len(late), now)
-        unstarted = [i for i, members in enumerate(rnd.batch.members)
-                     if all(m in late for m in members)]
-        if unstarted:
-            workers = sorted(w for i in unstarted for w in rnd.batch.workers[i])
-            self.driver.refill(workers, now, now + rnd.round_seconds, resolve=True)
-        return unstarted
-
     def execute(self, rnd, now: float, bar, unstarted=()) -> tuple[float, np.ndarray]:
-        """Run the round's micro-tasks but the ``unstarted`` ones (``end_after_plan``),
+        """Run the round's micro-tasks but the ``unstarted`` ones (``RoundDriver.start``),
         credit their steps, record completions; returns the round's end and the seconds
         each task held its workers."""
         R = rnd.round_seconds
@@ -245,15 +236,15 @@ class _Run:
         finishing = (steps >= batch.remaining) & (batch.remaining > 0)
         at = {batch.members[i][m]: now + float(ran.start[i] + seconds[i])
               for i, m in zip(*np.nonzero(finishing))}
-        lead = self.sim.plan_lead_s
+        plan_s = self.driver.plan_at(end)
         late = [(i, m) for i, m in zip(*np.nonzero(finishing))
-                if at[batch.members[i][m]] > end - lead] if lead > 0 else []
-        if late:    # still running at the next round's plan: the last step after it
+                if at[batch.members[i][m]] > plan_s] if self.driver.plan_lead_s else []
+        if late:    # still running at the next round's plan: credited once it is made
             steps = steps.copy()
             for i, m in late:
-                self.after_plan[batch.members[i][m]] = at[batch.members[i][m]]
-                steps[i, m] = batch.remaining[i, m] - 1
-        completed = self.driver.credit(batch.keys, steps, end) + tuple(self.after_plan)
+                self.late[batch.members[i][m]] = float(steps[i, m])
+                steps[i, m] = 0
+        completed = self.driver.credit(batch.keys, steps, end) + tuple(self.late)
         if self.knowledge is not None:   # a sample counts training time, not the start-up
             self.knowledge.learn(self.core, batch, self.specs, steps, seconds - ran.pause,
                                  completed, end)

@@ -1,11 +1,11 @@
 """*When* the daemon's round boundaries come: the one thing, with how tasks run, that it
 does not share with the simulator (``gavelsched/core/driver.py``).
 
-On a monotonic clock: each round lasts ``round_seconds``; the next one is planned
-``plan_lead`` seconds before the current one ends (thesis §5.6: leases can be extended
-before they run out); it starts at its boundary. Rounds keep their cadence: a boundary the
-executor's loop wakes for a little late still ends a round after it was due, unless the
-scheduler was idle or far behind.
+On a monotonic clock: each round lasts ``round_seconds``; the next one is planned the
+round driver's ``plan_lead_s`` before the current one ends (``RoundDriver.plan_at``;
+thesis §5.6: leases can be extended before they run out); it starts at its boundary.
+Rounds keep their cadence: a boundary the executor's loop wakes for a little late still
+ends a round after it was due, unless the scheduler was idle or far behind.
 """
 
 from __future__ import annotations
@@ -46,8 +46,13 @@ class RoundClock:
         due = self.next_start
         start = due if due is not None and 0.0 <= mono - due < R / 2 else mono
         self.next_start = start + R
-        self.plan_at = start + R - self.plan_lead
+        self.plan_at = self.next_start - self.plan_lead
         return since
+
+    @property
+    def round_start(self) -> float | None:
+        """When the round running now started, on its cadence (None: idle)."""
+        return None if self.next_start is None else self.next_start - self.round_seconds
 
     def stop(self) -> None:
         """Go idle: the next round starts when there is work again."""

@@ -37,7 +37,7 @@ from traces.profiles import Profile
 from traces.types import ThroughputTable
 
 from ..core import Round, SchedulerCore
-from ..core.driver import RoundDriver, config_for
+from ..core.driver import RoundDriver
 from ..mechanism import ClusterView, Server
 from ..rpc import pb
 from .clock import RoundClock
@@ -104,12 +104,10 @@ class DaemonExecutor:
         self.health = Health(config.heartbeat_seconds, servers)
         view = ClusterView(tuple(Server(s.id, s.worker_type, s.workers) for s in servers),
                            frozenset(w for s in servers for w in s.workers))
-        self.core = SchedulerCore(policy, view, self.priors, config_for(
-            policy, table, table.worker_types, round_seconds=config.round_seconds,
-            min_resolve_interval_s=config.resolve_interval, resolve=config.resolve,
-            refill_freed=config.refill_freed, refill_until=config.refill_until, seed=config.seed,
-            on_solve_error="keep"))
-        self.driver = RoundDriver(self.core)
+        self.core = SchedulerCore(policy, view, self.priors, config.rules.core_config(
+            policy, table, table.worker_types, seed=config.seed, on_solve_error="keep"))
+        self.driver = RoundDriver(self.core, plan_lead_s=config.plan_lead,
+                                  arrival_grace_s=ARRIVAL_GRACE_S)
         self.jobs = Jobs(store, changed=self._changed)     # a job's state changes: republish
         for row in self.jobs.restore(store.jobs(table)):
             self.core.submit(row.spec, row.arrival_s, steps_done=row.steps_done)
@@ -129,8 +127,7 @@ class DaemonExecutor:
         self.progress = Progress(self.jobs, self.runs, self.driver, self.core, online, store,
                                  self.fences, clock=clock)
         self.shares = Shares(self.core, config.round_seconds)
-        self.clock = RoundClock(config.round_seconds, config.plan_lead)
-        self._planned: Round | None = None       # planned, not yet started
+        self.clock = RoundClock(config.round_seconds, self.driver.plan_lead_s)
         self._waiters: list[_Waiter] = []
         self._started_index = -1
         self._woken = self._clock()       # when an idle scheduler last got work
@@ -199,17 +196,14 @@ class DaemonExecutor:
 
     def _replay_inputs(self) -> dict:
         """What a client needs to replay the live state in the simulator (ETA, issue #18):
-        each unfinished job's steps/s per worker type, start-up means, the re-solve rule,
-        refills and the plan lead."""
+        each unfinished job's steps/s per worker type, start-up means, and the daemon's rules
+        (``DaemonRules.published``: re-solve rule, refills, plan lead)."""
         types = sorted({s.row.worker_type for s in self.health.servers.values()})
         active = [j for j in self.jobs.values() if not j.final]
         rates = {j.id: self.progress.online.row(j.id, j.spec.job_type, j.spec.scale_factor,
                                                 types) for j in active}
         startup = {t: self.startups.mean(t)[0] for t in {j.spec.job_type for j in active}}
-        return {"rates": rates, "startup_s": startup, "resolve": self.config.resolve,
-                "min_resolve_interval_s": self.config.resolve_interval,
-                "refill_until": self.config.refill_until if self.config.refill_freed else 0.0,
-                "plan_lead_s": self.config.plan_lead}
+        return {"rates": rates, "startup_s": startup, **self.config.rules.published()}
 
     # ---- time-driven ------------------------------------------------------------------
     def tick(self) -> None:
@@ -227,11 +221,11 @@ class DaemonExecutor:
                 self.runs.kill(job_id, reason)    # its other ranks cannot go on alone
         if self.clock.idle:                     # start as soon as there is work
             if (self.core.has_jobs and self._ready()
-                    and mono >= self._woken + ARRIVAL_GRACE_S):
+                    and mono >= self.driver.first_plan_at(self._woken)):
                 self._plan()
                 self._start_round(mono)
             return
-        if self._planned is None and self.clock.plan_due(mono):
+        if self.driver.planned is None and self.clock.plan_due(mono):
             self._plan()
         if self.clock.start_due(mono):
             self._start_round(mono)
@@ -240,13 +234,13 @@ class DaemonExecutor:
         return self.health.alive_gpus() >= max(1, self.config.expected_workers)
 
     def _plan(self) -> None:
-        """The round boundary of the core (``RoundDriver.boundary``), ``plan_lead`` early."""
+        """The next round's plan (``RoundDriver.plan``), ``plan_lead`` before the boundary."""
         self._changed()
         now = self.now()
         flight = self.driver.in_flight
         held = (None if flight is None else
                 np.array(self.runs.held_s(list(flight.batch.keys))))
-        step = self.driver.boundary(now, held, uncredited=self.runs.uncredited_steps())
+        step = self.driver.plan(now, held, uncredited=self.runs.uncredited_steps())
         rnd = step.round
         for job_id in step.completed:
             self._finish(job_id, now)
@@ -257,7 +251,6 @@ class DaemonExecutor:
             self.shares.closed(self.core.take_closed_periods())
             if self.metrics is not None:
                 self.metrics.on_solve(rnd.resolved.solve_s)
-        self._planned = rnd
         self.clock.planned()
         index = self._round_base + rnd.index
         self.store.set_meta({ROUND.key(): index + 1})
@@ -268,49 +261,55 @@ class DaemonExecutor:
         self._waiters.clear()
 
     def _start_round(self, mono: float) -> None:
-        """The planned round begins: launch its new runs; schedule the next plan."""
-        rnd, self._planned = self._planned, None
+        """The planned round begins (``RoundDriver.start``): launch its new runs, and give
+        the GPUs of jobs that ended since its plan (``plan_lead`` ago) to waiting jobs;
+        schedule the next plan."""
+        rnd = self.driver.planned
         self._changed()
         since = self.clock.start(mono)
         if self.metrics is not None and since is not None:
             self.metrics.on_round(since)
-        if rnd is not None:
-            self._started_index = self._round_base + rnd.index
         if rnd is None or (not self.core.has_jobs and len(rnd.batch) == 0):
             self.clock.stop()                              # go idle
-            if rnd is not None and self.driver.in_flight is rnd:
+            if rnd is not None:
+                self._started_index = self._round_base + rnd.index
                 self.driver.end(self.now())
             return
-        self.runs.place(rnd.tasks, self._round_base + rnd.index)
-        # A job planned for this round may have ended since the plan (``plan_lead`` ago):
-        # its GPUs go to waiting jobs now rather than sit out the round.
-        self._refill(at_start=True)
+        ended = [j for members in rnd.batch.members for j in members
+                 if j in self.jobs and self.jobs[j].final]
+        started = self.driver.start(self.now() - (mono - self.clock.round_start), ended)
+        index = self._started_index = self._round_base + rnd.index
+        planned = started.round.tasks[:len(rnd.batch)]
+        self.runs.place(tuple(t for i, t in enumerate(planned) if i not in started.unstarted),
+                        index)
+        self._place_refills(started.refilled)
+        self._refill()                                     # GPUs idle for other reasons
         view = self.view(self.now())
         log.info("%s", view.summary())
         if self.metrics is not None:
             self.metrics.on_plan(view)
 
-    def _refill(self, *, at_start: bool = False) -> None:
+    def _refill(self) -> None:
         """GPUs idle in the running round (a job finished, failed or was cancelled, a run
-        died, or a job planned for the round ended before it began) go to waiting jobs for
-        the rest of it (``RoundDriver.refill``: the core's priorities and the policy's
-        traits decide; ``refill_freed``). Not once the next round is planned: its plan has
-        taken them. ``at_start``: the round has just begun, and a change since its plan (a
-        job that ended) re-solves the allocation first, as the simulator, which plans at
-        the boundary, would have."""
+        died) go to waiting jobs for the rest of it (``RoundDriver.refill``: the core's
+        priorities and the policy's traits decide; ``refill_freed``). Not once the next
+        round is planned: its plan has taken them."""
         flight = self.driver.in_flight
-        if (not self.config.refill_freed or self._planned is not None or self.clock.idle
-                or flight is None or self._round_base + flight.index != self._started_index):
+        if (not self.config.refill_freed or self.driver.planned is not None
+                or self.clock.idle or flight is None
+                or self._round_base + flight.index != self._started_index):
             return
         mono, ends = self._clock(), self.clock.next_start
         if ends is None or ends <= mono:
             return
         view = self.core.view
         free = self.runs.idle_workers(set(view.worker_type_of) - view.down)
-        if not free:
-            return
-        now = self.now()
-        more = self.driver.refill(sorted(free), now, now + ends - mono, resolve=at_start)
+        if free:
+            now = self.now()
+            self._place_refills(self.driver.refill(sorted(free), now, now + ends - mono))
+
+    def _place_refills(self, more) -> None:
+        """Launch ``more`` (tasks on freed GPUs) for the rest of the round."""
         if not len(more):
             return
         self._changed()
@@ -318,7 +317,8 @@ class DaemonExecutor:
                         refill=True)
         log.info("round %d: %d freed GPU%s to job%s %s for the last %.1fs", self._started_index,
                  int(more.size.sum()), "s" if more.size.sum() != 1 else "",
-                 "s" if len(more) != 1 else "", ", ".join(more.keys), ends - mono)
+                 "s" if len(more) != 1 else "", ", ".join(more.keys),
+                 (self.clock.next_start or self._clock()) - self._clock())
 
     # ---- jobs ending (``jobs.Jobs``: the state) -------------------------------------------
     def _finish(self, job_id: str, now: float) -> None:
@@ -429,7 +429,7 @@ class DaemonExecutor:
             return stop_lease(int(request.steps), request.seconds)
         if run.round > request.round:          # already extended by the next plan
             return run.lease
-        if (self._planned is None and run.round >= self._started_index
+        if (self.driver.planned is None and run.round >= self._started_index
                 and self.clock.plan_at):
             waiter = _Waiter(request.job_id)   # the next round is not planned yet
             self._waiters.append(waiter)
