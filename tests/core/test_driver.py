@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from gavelsched.core import CoreConfig, JobSpec
+from gavelsched.core.core import CoreError
 from gavelsched.core.driver import RoundDriver, config_for, spec_of
 from policies import get_policy
 from traces import TraceJob, default_table
@@ -148,3 +149,48 @@ def test_a_resolve_plans_net_of_the_steps_the_executor_has_not_credited_yet():
     core.submit(job(2), 10.0)                          # an event: the next boundary re-solves
     driver.boundary(R, np.array([R, R]))
     assert {j.id: j.remaining_steps for j in policy.problems[-1].jobs}["0"] == 60.0
+
+
+def test_plan_then_start_a_round_whose_job_ended_since_the_plan_refills_its_gpus():
+    """The daemon's two phases (thesis §5.6): a job still running at the plan is planned
+    for the next round; it finishes in the lead; at the start its task never runs and
+    its GPU goes to the job that waits, after a re-solve (FIFO: the head job runs)."""
+    core = make_core(get_policy("fifo_perf"),
+                     config=CoreConfig(round_seconds=R, refill_freed=True, backfill=False,
+                                       min_resolve_interval_s=0, resolve="responsive"),
+                     counts={"v100": 1})
+    driver = RoundDriver(core, plan_lead_s=60.0)
+    core.submit(job(0, steps=100), 0.0)
+    core.submit(job(1), 0.0)
+    first = driver.plan(0.0)
+    assert driver.planned is first.round and first.round.batch.keys == ("0",)
+    started = driver.start(0.0)
+    assert driver.planned is None and started.unstarted == () and started.round.end_s == R
+    assert driver.plan_at(started.round.end_s) == R - 60.0
+    second = driver.plan(R - 60.0, np.array([R - 60.0]), uncredited={"0": 100.0})
+    assert second.round.batch.keys == ("0",)               # still running at the plan
+    assert driver.credit(("0",), ((100,),), R) == ("0",)   # it finished in the lead
+    begun = driver.start(R, ended_since_plan=("0",))
+    assert begun.unstarted == (0,) and begun.refilled.keys == ("1",)
+    assert begun.round.start_s == R and begun.round.end_s == 2 * R
+    assert begun.round.batch.keys == ("0", "1")            # the refill joins the round
+
+
+def test_boundary_is_plan_and_start_at_once():
+    core = make_core(config=CoreConfig(min_resolve_interval_s=0))
+    driver = RoundDriver(core)
+    core.submit(job(0), 0.0)
+    step = driver.boundary(5.0)
+    assert driver.planned is None and driver.in_flight is step.round
+    assert step.round.start_s == 5.0 and step.round.end_s == 5.0 + R
+    with pytest.raises(CoreError, match="no round is planned"):
+        driver.start(6.0)
+
+
+def test_an_idle_cluster_plans_its_grace_after_the_arrival_that_woke_it():
+    driver = RoundDriver(make_core(), plan_lead_s=30.0, arrival_grace_s=0.5)
+    assert driver.first_plan_at(10.0) == 10.5 and driver.plan_at(R) == R - 30.0
+    with pytest.raises(ValueError, match="plan lead"):
+        RoundDriver(make_core(), plan_lead_s=R)
+    with pytest.raises(ValueError, match="arrival grace"):
+        RoundDriver(make_core(), arrival_grace_s=-1.0)

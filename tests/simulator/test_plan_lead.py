@@ -99,3 +99,20 @@ def test_no_lead_is_gavels_simulator(capsys):
 def test_a_lead_outside_the_round_exits_2(lead, capsys):
     assert main(["simulate", "--jobs", "5", "--plan-lead", lead]) == 2
     assert "--plan-lead" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("grace,second_start", [(0.0, 60.0), (0.5, 0.5)])
+def test_jobs_submitted_together_are_planned_together_after_the_arrival_grace(grace, second_start):
+    """The daemon plans an idle cluster's round half a second after the job that woke it,
+    so that jobs submitted together (a trace whose jobs all arrive at t = 0, submitted one
+    RPC after another) share that round; ``SimConfig.arrival_grace_s`` replays that rule
+    (``RoundDriver.first_plan_at``). Without it the second job waits a whole round."""
+    jobs = [job(10_000), job(10_000, 0.3)]
+    policy = get_policy("max_min_fairness_perf")
+    config = config_for(policy, TABLE, ("v100",), round_seconds=R, resolve="responsive",
+                        min_resolve_interval_s=R)
+    result = simulate(jobs, TABLE, {"v100": 2}, policy, core_config=config,
+                      sim=SimConfig(round_ends_at_last_finish=False, plan_lead_s=LEAD,
+                                    arrival_grace_s=grace))
+    assert result.jobs[0].started_s == pytest.approx(grace)
+    assert result.jobs[1].started_s == pytest.approx(second_start)
