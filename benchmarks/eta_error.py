@@ -9,14 +9,14 @@ what a real ``local-cluster`` run then does.
    Workload ``steps`` (no torch, start-up ~0.4 s) or ``reference`` (torch, 7-15 s here).
 3. Right after each submission and every ``--every`` s (default 1.3 rounds, so that
    predictions fall at every point of a round), take every unfinished job's ETA by the
-   CLI's path (``cli/client.py:status``: ``Status(active)``, ``eta.state_of``,
-   ``eta.replay``, ``eta.eta_dict``) in this process, and every ``--fresh-every``-th time
+   CLI's path (``status --eta``: ``Status(active)``, ``simulator.live.state_of``,
+   ``simulator.twin.replay``, ``Eta.on_clock``) in this process, and every ``--fresh-every``-th time
    as a user does, ``gavelsched status --eta --json`` in a fresh process.
 4. Once all jobs are done, compare each predicted finish with the job's ``completion_s``
    (by how much of the job was left; in s and in % of the time it really had left), each
    predicted start of a queued job with its ``started_s`` (its first ``InitJob``: one
    start-up after the round start the simulator reports), and replay the same pictures
-   with one simplification of ``gavelsched/cli/eta.py`` changed at a time (``WHAT_IF``)
+   with one simplification of ``simulator/twin.py`` changed at a time (``WHAT_IF``)
    to see where the error comes from. For scale, the whole run is also replayed from its
    start with every arrival known (the simulator's own per-job fidelity; the thesis
    reports its simulator within 8% of its physical cluster on whole traces, §5.7.2).
@@ -46,13 +46,14 @@ from pathlib import Path
 import numpy as np
 from google.protobuf.json_format import MessageToDict
 
-from gavelsched.cli import eta
 from gavelsched.cli.args import parse_counts
 from gavelsched.cli.jobviews import status_dict
 from gavelsched.cli.local_cluster import MIX, make_cluster, start_daemons
-from gavelsched.daemon.leases import MIN_LEASE_FRACTION
-from gavelsched.daemon.local import FINAL_STATES, subprocess_env
+from gavelsched.daemon.jobs import FINAL
+from gavelsched.daemon.local import subprocess_env
 from gavelsched.rpc import pb, pb_grpc
+from simulator.live import state_of
+from simulator.twin import replay
 from traces import default_table
 
 ROUNDS_OF_WORK = (1.5, 2.5, 3.5, 4.5)     # as local-cluster: never a whole number of rounds
@@ -114,12 +115,12 @@ def deadline(seconds: float):
 def replay_dict(reply, limit: float, what_if=None) -> tuple[dict, str | None]:
     """``status --eta --json``'s ``eta`` per job of a Status picture, or ({}, why).
     ``what_if(state, reply)``: (the state to replay instead, finishes known without it)."""
-    state, known = eta.state_of(reply), {}
+    state, known = state_of(reply), {}
     if what_if is not None:
         state, known = what_if(state, reply)
     try:
         with deadline(limit):
-            etas = eta.eta_dict(state, eta.replay(state))
+            etas = {k: e.on_clock(state.now_s) for k, e in replay(state).items()}
         return {**etas, **{k: {"start_s": None, "finish_s": v} for k, v in known.items()}}, None
     except Exception as err:   # noqa: BLE001 - the CLI prints "unavailable (why)"
         return {}, f"{type(err).__name__}: {err}"
@@ -179,7 +180,7 @@ def run_cluster(args, root: Path) -> tuple[list[dict], list[float], dict]:
             for request in due:
                 cluster.submit(request)
             reply = cluster.status()
-            if not todo and all(j.state in FINAL_STATES for j in reply.jobs):
+            if not todo and all(j.state in FINAL for j in reply.jobs):
                 final = status_dict(reply)
             elif due or elapsed >= next_at:
                 take = fresh if len(snaps) % args.fresh_every == 0 else in_process
@@ -210,7 +211,7 @@ def as_shipped(state, reply, began):
 
 
 def running_kept(state, reply, began):
-    """A job running now keeps its workers: no start-up (eta.py restarts it fresh)."""
+    """A job running now keeps its workers: no start-up (twin.py restarts it fresh)."""
     running = {j.id for j in reply.jobs if j.state == "running"}
     return replace(state, jobs=tuple(replace(j, startup_s=0.0) if j.id in running else j
                                      for j in state.jobs)), {}
@@ -218,24 +219,29 @@ def running_kept(state, reply, began):
 
 def startup_capped(state, reply, began):
     """The daemon's lease floor: a fresh run makes steps for at least MIN_LEASE_FRACTION
-    of a round, so it loses at most (1 - that) x round to its start-up."""
-    cap = (1.0 - MIN_LEASE_FRACTION) * state.round_seconds
-    return replace(state, jobs=tuple(replace(j, startup_s=min(j.startup_s, cap))
-                                     for j in state.jobs)), {}
+    of a round, so it loses at most (1 - that) x round to its start-up (``DaemonRules``
+    charges this already: the column checks it)."""
+    rules = state.rules
+    return replace(state, rules=replace(rules, startup_s=rules.startup_charges()),
+                   jobs=tuple(j if j.startup_s is None else
+                              replace(j, startup_s=rules.startup_charge(j.startup_s))
+                              for j in state.jobs)), {}
 
 
 def from_next_boundary(state, reply, began):
     """``steps_done`` is durable: checkpointed at the last lease end, this round's start.
     So a job running now makes this round's steps on its type (after its start-up) and
     finishes in it, or goes on from the boundary without a new start-up; nothing else
-    starts before the boundary. (eta.py replays from now with the round-start count.)"""
+    starts before the boundary. (twin.py replays from now with the round-start count.)"""
     end, jobs, known = began + state.round_seconds, [], {}
     on = {j.id: j.worker_type for j in reply.jobs if j.state == "running"}
     for job in state.jobs:
         rate = job.steps_per_s.get(on.get(job.id), 0.0)
-        made = rate * max(0.0, end - began - job.startup_s)
+        startup = state.rules.startup_s.get(job.job_type, 0.0) if job.startup_s is None \
+            else job.startup_s
+        made = rate * max(0.0, end - began - startup)
         if rate > 0 and made >= job.steps_left:
-            known[job.id] = began + job.startup_s + job.steps_left / rate
+            known[job.id] = began + startup + job.steps_left / rate
         else:
             jobs.append(replace(job, steps_left=job.steps_left - int(made), startup_s=0.0)
                         if rate > 0 else job)
@@ -243,38 +249,36 @@ def from_next_boundary(state, reply, began):
 
 
 def no_plan_lead(state, reply, began):
-    """Rounds planned at their boundary (``SimConfig.plan_lead_s`` 0), as before eta.py
-    replayed the daemon's plan lead."""
-    return replace(state, plan_lead_s=0.0), {}
+    """Rounds planned at their boundary (``DaemonRules.plan_lead_s`` 0), as before the
+    replay had the daemon's plan lead."""
+    return replace(state, rules=replace(state.rules, plan_lead_s=0.0)), {}
 
 
-WHAT_IF = {"eta.py (same picture)": as_shipped, "running kept": running_kept,
+WHAT_IF = {"twin.py (same picture)": as_shipped, "running kept": running_kept,
            "start-up capped": startup_capped, "from next boundary": from_next_boundary,
            "no plan lead": no_plan_lead}
 
 
 def whole_run(root: Path, args) -> dict[str, float]:
     """Each job's finish in a replay of the whole run from its start (every arrival known,
-    the rates and start-ups the daemon measured, start-ups capped as in ``startup_capped``:
+    the rates and start-ups the daemon measured, under the run's own ``DaemonRules``:
     physical_vs_simulated.py's main row); {} if it does not end."""
-    from physical_vs_simulated import measured_trace
-    from gavelsched.core.driver import config_for
-    from simulator import SimConfig, make_policy, simulate
+    from physical_vs_simulated import kept_rules, measured_trace
+    from simulator import make_policy, simulate
+    from simulator.twin import sim_config
 
     measured = measured_trace(root / "state")
-    jobs, table, overhead = measured.jobs, measured.table, measured.overhead
+    rules, jobs, table = kept_rules(root, measured), measured.jobs, measured.table
     workers, policy = parse_counts(args.workers, what="--workers"), make_policy(args.policy)
-    cap = (1.0 - MIN_LEASE_FRACTION) * args.round_seconds
-    config = config_for(policy, table, list(workers), round_seconds=args.round_seconds,
-                        resolve="responsive", min_resolve_interval_s=args.round_seconds)
-    sim = SimConfig(round_ends_at_last_finish=False,
-                    preemption_overhead_s={k: min(v, cap) for k, v in overhead.items()})
+    config = rules.core_config(policy, table, list(workers),
+                               rows=[job.throughputs for job in jobs])
     try:
         with deadline(WHAT_IF_TIMEOUT_S * 10):
-            result = simulate(jobs, table, workers, policy, core_config=config, sim=sim)
+            result = simulate(jobs, table, workers, policy, core_config=config,
+                              sim=sim_config(rules))
     except TimeoutError:
         return {}
-    return {job.job_type.split("#")[-1]: rec.completion_s for job, rec in zip(jobs, result.jobs)}
+    return {job_id: rec.completion_s for job_id, rec in zip(measured.ids, result.jobs)}
 
 
 def predictions(snaps, starts, final, round_s) -> list[dict]:

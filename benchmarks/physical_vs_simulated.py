@@ -7,15 +7,14 @@ physical cluster, §5.7.2).
    throughputs the daemon measured for each job (steps/s per worker type, from its store;
    a type a job never ran on gets the daemon's own estimate: the table's prior scaled by
    the job's measured/prior ratio), the same policy, cluster, round length and re-solve
-   interval and refills of GPUs freed mid-round, the daemon's plan lead
-   (``SimConfig.plan_lead_s``), rounds of fixed length as the daemon's,
-   and the start-up of a fresh run the
-   daemon measured per job type (from its round's start to its first InitJob) as the
-   preemption overhead of a run that was not extended. The daemon's leases are
-   round-aligned with a floor (docs/runtime.md): a fresh run makes steps for its round
-   minus its start-up, but for at least MIN_LEASE_FRACTION of a round; so the main row
-   charges min(start-up, (1 - MIN_LEASE_FRACTION) x round). Rows with the start-up in
-   full and not at all bracket it.
+   interval and refills of GPUs freed mid-round, the daemon's plan lead, rounds of fixed
+   length as the daemon's, and the start-up of a fresh run the daemon measured per job
+   type (from its round's start to its first InitJob) as the preemption overhead of a run
+   that was not extended: the kept run's ``DaemonRules`` (``simulator/twin.py``). The
+   daemon's leases are round-aligned with a floor (docs/runtime.md): a fresh run makes
+   steps for its round minus its start-up, but for at least MIN_LEASE_FRACTION of a round;
+   so the main row charges the rules' capped start-up. Rows with the start-up in full and
+   not at all bracket it.
 3. Report average JCT and makespan of both, their difference (target: within 10%), and
    each job's JCT in both.
 
@@ -42,7 +41,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 import statistics
 import multiprocessing
 import os
@@ -56,16 +55,14 @@ from pathlib import Path
 import yaml
 
 from gavelsched.cli.args import counts_text
-from gavelsched.core.driver import config_for
 from gavelsched.daemon.config import load_config
-from gavelsched.daemon.leases import MIN_LEASE_FRACTION
 from gavelsched.daemon.local import subprocess_env
 from gavelsched.daemon.meta import STARTUP_S
 from gavelsched.daemon.store import Store
 from gavelsched.core.online import OnlineThroughputs
 from policies import get_policy
-from simulator.config import SimConfig
 from simulator.engine import simulate
+from simulator.twin import DaemonRules, sim_config
 from traces import ThroughputTable, TraceJob, default_table
 
 
@@ -73,20 +70,21 @@ from traces import ThroughputTable, TraceJob, default_table
 class Measured:
     """A daemon run's finished jobs as a trace (``measured_trace``)."""
 
-    jobs: list[TraceJob]          # each under its own job type, "<type> #<id>"
-    table: ThroughputTable        # steps/s the daemon measured for each, per worker type
-    overhead: dict[str, float]    # start-up of a fresh run, per job (its type's mean)
-    priors: ThroughputTable       # what the daemon started with, under the same names
-    waits: dict[str, float]       # seconds from arrival to its first process's start
+    jobs: list[TraceJob]          # each with the steps/s the daemon measured for it
+    ids: list[str]                # the daemon's id of each job
+    table: ThroughputTable        # the worker types (every job carries its own rates)
+    startup_s: dict[str, float]   # start-up of a fresh run per job type (its mean)
+    priors: ThroughputTable       # what the daemon started with
+    waits: dict[str, float]       # per job id: seconds from arrival to its first start
     cluster: dict[str, int]       # the GPUs of each type that registered
 
 
 def measured_trace(state_dir: Path) -> Measured:
-    """The finished jobs of a daemon run as a trace, each job under its own job type whose
-    steps/s are what the daemon measured for it, the startup seconds the daemon measured
-    for a fresh run of each (the simulator's preemption overhead), the priors the daemon
-    started with under the same names (``local-cluster``'s ``throughputs.json``), and how
-    long each waited for its first start."""
+    """The finished jobs of a daemon run as a trace, each job with the steps/s the daemon
+    measured for it (``TraceJob.throughputs``), the startup seconds the daemon measured
+    for a fresh run of each job type (the simulator's preemption overhead), the priors the
+    daemon started with (``local-cluster``'s ``throughputs.json``), and how long each
+    waited for its first start."""
     from traces.throughputs import load_table
 
     kept = state_dir.parent / "throughputs.json"
@@ -104,30 +102,20 @@ def measured_trace(state_dir: Path) -> Measured:
     finally:
         store.close()
     types = default_table().worker_types
-    solo: dict[str, dict] = {t: {} for t in types}
-    prior: dict[str, dict] = {t: {} for t in types}
-    jobs, overhead, waits = [], {}, {}
-    for row in rows:
-        spec = row.spec
-        name = f"{spec.job_type} #{row.id}"
-        rates = online.row(row.id, spec.job_type, spec.scale_factor, types)
-        for t in types:
-            solo[t][(name, spec.scale_factor)] = rates[t]
-            prior[t][(name, spec.scale_factor)] = start.get(t, spec.job_type, spec.scale_factor)
-        overhead[name] = startup[spec.job_type]
-        waits[name] = row.started_s - row.arrival_s
-        jobs.append(TraceJob(job_type=name, scale_factor=spec.scale_factor,
-                             total_steps=spec.total_steps, arrival_s=row.arrival_s))
-    return Measured(jobs, ThroughputTable(solo=solo), overhead, ThroughputTable(solo=prior),
-                    waits, cluster)
+    jobs = [TraceJob(job_type=row.spec.job_type, scale_factor=row.spec.scale_factor,
+                     total_steps=row.spec.total_steps, arrival_s=row.arrival_s,
+                     throughputs=online.row(row.id, row.spec.job_type, row.spec.scale_factor,
+                                            types))
+            for row in rows]
+    return Measured(jobs, [row.id for row in rows], ThroughputTable({t: {} for t in types}),
+                    startup, start, {row.id: row.started_s - row.arrival_s for row in rows},
+                    cluster)
 
 
-def daemon_rules(config_file: Path) -> tuple[dict, float]:
-    """The core's refill fields as the daemon of ``config_file`` ran them, and its plan
-    lead (``SimConfig.plan_lead_s``)."""
-    config = load_config(config_file)
-    return ({"refill_freed": config.refill_freed, "refill_until": config.refill_until},
-            config.plan_lead)
+def kept_rules(run_dir: Path, measured: Measured) -> DaemonRules:
+    """The rules the daemon of a kept run (``run_dir/cluster.yaml``) ran by, with the
+    start-ups it measured."""
+    return replace(load_config(run_dir / "cluster.yaml").rules, startup_s=measured.startup_s)
 
 
 def simulate_within(seconds: float, *args, **kw) -> dict | None:
@@ -207,11 +195,10 @@ def compare(root: Path, sim_timeout: float) -> dict:
     """Replay the run kept in ``root`` in the simulator, print the comparison, and return
     its summary (``summary_table``); the load averages are the run's (``load.json``)."""
     physical = json.loads((root / "physical.json").read_text())
-    kept = yaml.safe_load((root / "run" / "cluster.yaml").read_text())
-    round_seconds, policy_name = float(kept["round_seconds"]), kept["policy"]
+    policy_name = yaml.safe_load((root / "run" / "cluster.yaml").read_text())["policy"]
     measured = measured_trace(root / "run" / "state")
-    refill, plan_lead = daemon_rules(root / "run" / "cluster.yaml")
-    jobs, table, overhead = measured.jobs, measured.table, measured.overhead
+    rules = kept_rules(root / "run", measured)
+    round_seconds, jobs, table = rules.round_seconds, measured.jobs, measured.table
     cluster = measured.cluster
     load = root / "load.json"
     load = json.loads(load.read_text()) if load.exists() else {"before": None, "after": None}
@@ -223,22 +210,17 @@ def compare(root: Path, sim_timeout: float) -> dict:
     print("| start-up charged | measure | physical (local-cluster) | simulated | difference |")
     print("|---|---|---|---|---|")
     runs = {}
-    cap = (1.0 - MIN_LEASE_FRACTION) * round_seconds
-    rules = {"capped": lambda v: min(v, cap), "in full": lambda v: v, "none": lambda v: 0.0,
-             "capped, daemon's knowledge": lambda v: min(v, cap)}
-    for scale, rule in rules.items():
+    # the main row charges the rules' capped start-ups; the next two bracket it
+    charged = {"capped": {}, "in full": {"preemption_overhead_s": dict(rules.startup_s)},
+               "none": {"preemption_overhead_s": {}},
+               "capped, daemon's knowledge": {"priors": measured.priors}}
+    for scale, more in charged.items():
         policy = get_policy(policy_name)
-        # the daemon's re-solve rule (``resolve: responsive``), interval (local-cluster's)
-        # and refills of GPUs freed mid-round (``refill_freed``, until it plans)
-        config = config_for(policy, table, tuple(cluster), round_seconds=round_seconds,
-                            min_resolve_interval_s=round_seconds, resolve="responsive",
-                            **refill)
-        charged = {k: rule(v) for k, v in overhead.items()}
+        config = rules.core_config(policy, table, tuple(cluster),
+                                   rows=[job.throughputs for job in jobs])
         simulated = runs[scale] = simulate_within(
             sim_timeout, jobs, table, cluster, policy, core_config=config,
-            sim=SimConfig(round_ends_at_last_finish=False, preemption_overhead_s=charged,
-                          priors=measured.priors if "knowledge" in scale else None,
-                          plan_lead_s=plan_lead))
+            sim=sim_config(rules, **more))
         if simulated is None:
             print(f"| {scale} | (replay did not finish in {sim_timeout:g} s) | | | |")
             continue
@@ -247,7 +229,7 @@ def compare(root: Path, sim_timeout: float) -> dict:
             print(f"| {scale} | {name} | {physical[key]:.1f} | {simulated[key]:.1f} | "
                   f"{diff:+.1f}% |")
     print()
-    errors = {rule: per_job(rule, measured, physical, runs[rule] or {}, cap)
+    errors = {rule: per_job(rule, measured, physical, runs[rule] or {}, rules)
               for rule in ("capped", "capped, daemon's knowledge")}
     return {"policy": policy_name, "load": (load["before"], load["after"]), "physical": physical,
             "runs": runs, "errors": errors, "rounds": round_seconds, "jobs": len(jobs)}
@@ -279,24 +261,26 @@ def summary_table(summaries: list[dict]) -> str:
 
 
 def per_job(rule: str, measured: Measured, physical: dict, simulated: dict,
-            cap: float) -> tuple[float, ...]:
+            rules: DaemonRules) -> tuple[float, ...]:
     """Each job's JCT in both, the distribution of the per-job error, and where each
     difference comes from: waiting for the first start (the order jobs got GPUs in) or
     running (the types and leases it got once started). Returns the error's (median, 90th
     percentile, worst) in %."""
-    print(f"\nPer job, start-up charged capped at {cap:g} s, {rule} (seconds):")
+    print(f"\nPer job, start-up charged capped at {rules.startup_cap:g} s, {rule} "
+          "(seconds):")
     print("| job | type | steps | start-up | physical wait / JCT | simulated wait / JCT | "
           "difference | of which waiting |")
     print("|---|---|---|---|---|---|---|---|")
     errors = []
     starts = simulated.get("started_s", ())
-    for job, real, sim, started in zip(measured.jobs, physical["jobs"],
-                                       simulated.get("jobs", ()), starts):
+    for job, job_id, real, sim, started in zip(measured.jobs, measured.ids, physical["jobs"],
+                                               simulated.get("jobs", ()), starts):
         errors.append(100.0 * (sim["jct_s"] - real["jct_s"]) / real["jct_s"])
-        wait = measured.waits[job.job_type]
+        wait = measured.waits[job_id]
         sim_wait = (started if started is not None else sim["completion_s"]) - sim["arrival_s"]
         print(f"| {real['id']} | {real['job_type']} | {job.total_steps} | "
-              f"{measured.overhead[job.job_type]:.1f} | {wait:.1f} / {real['jct_s']:.1f} | "
+              f"{rules.startup_s.get(job.job_type, 0.0):.1f} | {wait:.1f} / "
+              f"{real['jct_s']:.1f} | "
               f"{sim_wait:.1f} / {sim['jct_s']:.1f} | {errors[-1]:+.1f}% | "
               f"{sim_wait - wait:+.1f} s of {sim['jct_s'] - real['jct_s']:+.1f} s |")
     if not errors:

@@ -50,6 +50,14 @@ class Eta:
     start_s: float | None
     finish_s: float | None
 
+    def on_clock(self, now_s: float) -> dict[str, float | None]:
+        """On the scheduler's clock (``status --eta --json``): ``start_s``, ``finish_s``
+        (None: none, or started) and ``finish_in_s`` (seconds from ``now_s``)."""
+        def at(v):
+            return None if v is None else now_s + v
+        return {"start_s": at(self.start_s), "finish_s": at(self.finish_s),
+                "finish_in_s": self.finish_s}
+
 
 @dataclass(frozen=True)
 class Replay:

@@ -37,7 +37,4 @@ def eta_lines(state: LiveState, etas: Mapping[str, Eta]) -> list[str]:
 
 def eta_dict(state: LiveState, etas: Mapping[str, Eta]) -> dict[str, dict]:
     """Per job: predicted start and finish on the scheduler's clock (null: none/started)."""
-    def on_clock(v):
-        return None if v is None else state.now_s + v
-    return {job_id: {"start_s": on_clock(e.start_s), "finish_s": on_clock(e.finish_s),
-                     "finish_in_s": e.finish_s} for job_id, e in etas.items()}
+    return {job_id: e.on_clock(state.now_s) for job_id, e in etas.items()}

@@ -95,6 +95,11 @@ class DaemonRules:
             overrides["min_resolve_interval_s"] = self.min_resolve_interval_s
         return config_for(policy, table, worker_types, **{**overrides, **more})
 
+    @property
+    def startup_cap(self) -> float:
+        """The most start-up a fresh run is charged: the round after the lease floor."""
+        return startup_charge(math.inf, self.round_seconds)
+
     def startup_charge(self, startup_s: float) -> float:
         """``startup_charge`` in rounds of this length."""
         return startup_charge(startup_s, self.round_seconds)
