@@ -28,7 +28,6 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -70,12 +69,6 @@ log = logging.getLogger(__name__)
 # An idle scheduler starts its first round this long after a job arrives, so that jobs
 # submitted together are planned together.
 ARRIVAL_GRACE_S = 0.5
-
-
-@dataclass
-class _Waiter:
-    job_id: str
-    future: Future = field(default_factory=Future)
 
 
 class DaemonExecutor:
@@ -128,7 +121,6 @@ class DaemonExecutor:
                                  self.fences, clock=clock)
         self.shares = Shares(self.core, config.round_seconds)
         self.clock = RoundClock(config.round_seconds, self.driver.plan_lead_s)
-        self._waiters: list[_Waiter] = []
         self._started_index = -1
         self._woken = self._clock()       # when an idle scheduler last got work
         self.pictures = Publisher(self.view(0.0), lambda: self.view(self.now()), metrics,
@@ -168,8 +160,7 @@ class DaemonExecutor:
                 self._changed()
             self.tick()
             self.pictures.due(self._clock(), bool(self.runs.live()))
-        for waiter in self._waiters:
-            waiter.future.set_result(None)
+        self.runs.answer_waiting(stopping=True)
 
     def _changed(self) -> None:
         """Something ``snapshot`` shows changed: it is republished (``Publisher``)."""
@@ -254,11 +245,7 @@ class DaemonExecutor:
         self.clock.planned()
         index = self._round_base + rnd.index
         self.store.set_meta({ROUND.key(): index + 1})
-        self.runs.extend_continuing(rnd.tasks, index)
-        for waiter in self._waiters:
-            run = self.runs.get(waiter.job_id)
-            waiter.future.set_result(None if run is None else run.lease)
-        self._waiters.clear()
+        self.runs.extend_continuing(rnd.tasks, index)   # (and answers the RenewLeases waiting)
 
     def _start_round(self, mono: float) -> None:
         """The planned round begins (``RoundDriver.start``): launch its new runs, and give
@@ -431,9 +418,7 @@ class DaemonExecutor:
             return run.lease
         if (self.driver.planned is None and run.round >= self._started_index
                 and self.clock.plan_at):
-            waiter = _Waiter(request.job_id)   # the next round is not planned yet
-            self._waiters.append(waiter)
-            return waiter.future
+            return self.runs.after_plan(request.job_id)   # the next round is not planned yet
         return run.lease
 
     @property

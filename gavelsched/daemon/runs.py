@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 from ..core import MicroTask, SchedulerCore
@@ -140,6 +141,7 @@ class RunTable:
         self.held: dict[str, float] = {}     # task key -> seconds it held its workers
         self._fresh: dict[str, list[str]] = {}   # task key -> jobs it launched this round
         self._freed: dict[int, float] = {}   # worker id -> when its last run there ended
+        self._waiting: list[tuple[str, Future]] = []   # RenewLeases waiting for the plan
 
     def get(self, job_id: str) -> Run | None:
         return self._runs.get(job_id)
@@ -190,7 +192,8 @@ class RunTable:
 
     def extend_continuing(self, tasks: tuple[MicroTask, ...], index: int) -> None:
         """At the plan of round ``index``: a task whose members all run, from last round,
-        on exactly its GPUs gets its leases extended (no checkpoint, no restart)."""
+        on exactly its GPUs gets its leases extended (no checkpoint, no restart); the
+        RenewLeases waiting for the plan are answered (``after_plan``)."""
         self.held, self._fresh = {}, {}
         for task in tasks:
             if task.extended and all(j in self._runs and not self._runs[j].orphan
@@ -198,6 +201,22 @@ class RunTable:
                                      and self._runs[j].workers == task.workers
                                      for j in task.job_ids):
                 self._extend(task, index)
+        self.answer_waiting()
+
+    def after_plan(self, job_id: str) -> Future:
+        """A RenewLease asked before the next round is planned: its answer (the job's lease
+        then; None: it has no run) waits for the plan (``extend_continuing``)."""
+        future: Future = Future()
+        self._waiting.append((job_id, future))
+        return future
+
+    def answer_waiting(self, *, stopping: bool = False) -> None:
+        """Answer the RenewLeases waiting for the plan (``stopping``: the daemon stops;
+        each gets None)."""
+        for job_id, future in self._waiting:
+            run = None if stopping else self._runs.get(job_id)
+            future.set_result(None if run is None else run.lease)
+        self._waiting.clear()
 
     def held_s(self, keys: list[str]) -> list[float]:
         """Seconds each micro-task of ``keys`` held its workers in the round in flight, for
