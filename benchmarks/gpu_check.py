@@ -40,6 +40,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from gavelsched.core.rules import startup_charge  # noqa: E402
 from gavelsched.daemon.local import FINAL_STATES, LocalCluster, subprocess_env  # noqa: E402
 from gavelsched.jobenv import WORKLOAD_DETERMINISTIC_VAR  # noqa: E402
 from gavelsched.rpc import pb  # noqa: E402
@@ -96,8 +97,8 @@ def environment() -> dict[str, Any]:
 
 def job_steps(cal: dict[str, Any], round_s: float) -> int:
     """Steps that need about RUNS_WANTED rounds: a run trains for what its round leaves
-    after start-up (at least half a round: gavelsched.daemon.leases)."""
-    train_s = max(round_s - cal["startup_s"], 0.5 * round_s)
+    after start-up (at least the daemon's lease floor: ``startup_charge``)."""
+    train_s = round_s - startup_charge(cal["startup_s"], round_s)
     return max(20, math.ceil(RUNS_WANTED * train_s / cal["step_s"]))
 
 
