@@ -49,7 +49,7 @@ from google.protobuf.json_format import MessageToDict
 from gavelsched.cli.args import parse_counts
 from gavelsched.cli.jobviews import status_dict
 from gavelsched.cli.local_cluster import MIX, make_cluster, start_daemons
-from gavelsched.daemon.jobs import FINAL
+from gavelsched.daemon.jobs import FINAL, PREEMPTED, QUEUED, RUNNING
 from gavelsched.daemon.local import subprocess_env
 from gavelsched.rpc import pb, pb_grpc
 from simulator.live import state_of
@@ -212,7 +212,7 @@ def as_shipped(state, reply, began):
 
 def running_kept(state, reply, began):
     """A job running now keeps its workers: no start-up (twin.py restarts it fresh)."""
-    running = {j.id for j in reply.jobs if j.state == "running"}
+    running = {j.id for j in reply.jobs if j.state == RUNNING}
     return replace(state, jobs=tuple(replace(j, startup_s=0.0) if j.id in running else j
                                      for j in state.jobs)), {}
 
@@ -234,7 +234,7 @@ def from_next_boundary(state, reply, began):
     finishes in it, or goes on from the boundary without a new start-up; nothing else
     starts before the boundary. (twin.py replays from now with the round-start count.)"""
     end, jobs, known = began + state.round_seconds, [], {}
-    on = {j.id: j.worker_type for j in reply.jobs if j.state == "running"}
+    on = {j.id: j.worker_type for j in reply.jobs if j.state == RUNNING}
     for job in state.jobs:
         rate = job.steps_per_s.get(on.get(job.id), 0.0)
         startup = state.rules.startup_s.get(job.job_type, 0.0) if job.startup_s is None \
@@ -347,8 +347,8 @@ def what_if_table(rows) -> list[str]:
            "|---|---|---|" + "---|" * len(WHAT_IF)]
     cells = [(f"{lo:.0%}-{min(hi, 1):.0%} of its round", "/".join(states),
               [r for r in rows if lo <= r["phase"] < hi and r["state"] in states])
-             for lo, hi in ((0.0, 0.5), (0.5, 9.0)) for states in (("running",),
-                                                                   ("queued", "preempted"))]
+             for lo, hi in ((0.0, 0.5), (0.5, 9.0))
+             for states in ((RUNNING,), (QUEUED, PREEMPTED))]
     late = ("after the last arrival", "any", [r for r in rows if not r["arrivals_after"]])
     for when, state, group in [*cells, ("any", "any", rows), late]:
         line = f"| {when} | {state} | {len(group)} |"

@@ -56,6 +56,7 @@ import yaml
 
 from gavelsched.cli.args import counts_text
 from gavelsched.daemon.config import load_config
+from gavelsched.daemon.jobs import DONE
 from gavelsched.daemon.local import subprocess_env
 from gavelsched.daemon.meta import STARTUP_S
 from gavelsched.daemon.store import Store
@@ -91,7 +92,7 @@ def measured_trace(state_dir: Path) -> Measured:
     start = load_table(kept) if kept.exists() else default_table()
     store = Store(state_dir)
     try:
-        rows = sorted((j for j in store.jobs() if j.state == "done"), key=lambda j: int(j.id))
+        rows = sorted((j for j in store.jobs() if j.state == DONE), key=lambda j: int(j.id))
         online = OnlineThroughputs(prior=default_table())
         online.restore(store.throughputs())
         startup = {row.spec.job_type: float(store.get_meta(STARTUP_S.key(row.spec.job_type))
