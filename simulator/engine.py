@@ -89,7 +89,9 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
              prices: Mapping[str, float] | None = None, price_trace: PriceTrace | None = None,
              entities: Mapping[str, Entity] | None = None,
              seed: int = 0, progress: bool = False) -> SimulationResult:
-    """Replay ``jobs`` (job ``i`` gets id ``str(i)``) on ``cluster`` under ``policy``.
+    """Replay ``jobs`` (job ``i`` gets id ``str(i)``) on ``cluster`` under ``policy``. A
+    job's own ``throughputs`` (``TraceJob``) replace ``table``'s row for it, and its own
+    ``startup_s`` its type's preemption overhead: a measured job keeps its type's name.
 
     ``core_config`` defaults to ``config_for(policy, ...)`` (Gavel's rules, read from
     the policy's declared traits, with the types served fastest first); ``prices`` are $/GPU-hour per type, ``price_trace`` changes them
