@@ -10,6 +10,12 @@ ends a round after it was due, unless the scheduler was idle or far behind.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
+from .meta import EPOCH_UNIX
+from .store import Store
+
 
 class RoundClock:
     def __init__(self, round_seconds: float, plan_lead: float) -> None:
@@ -57,3 +63,21 @@ class RoundClock:
     def stop(self) -> None:
         """Go idle: the next round starts when there is work again."""
         self.next_start = self.plan_at = None
+
+
+class Origin:
+    """The daemon's time: ``now`` is seconds since its state first started, on a monotonic
+    clock. The wall time of that start (``epoch_unix``) is kept in the store, so a
+    restarted daemon counts on from it (thesis §5.6)."""
+
+    def __init__(self, store: Store, clock: Callable[[], float]) -> None:
+        self._clock, self._mono0 = clock, clock()
+        epoch = store.get_meta(EPOCH_UNIX.key())
+        if epoch is None:
+            epoch = time.time()
+            store.set_meta({EPOCH_UNIX.key(): epoch})
+        self.epoch_unix = float(epoch)
+        self._base = max(0.0, time.time() - self.epoch_unix)
+
+    def now(self) -> float:
+        return self._base + self._clock() - self._mono0

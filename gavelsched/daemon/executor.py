@@ -35,11 +35,11 @@ from policies import Policy
 from traces.profiles import Profile
 from traces.types import ThroughputTable
 
-from ..core import Round, SchedulerCore
+from ..core import SchedulerCore
 from ..core.driver import RoundDriver
 from ..mechanism import ClusterView, Server
 from ..rpc import pb
-from .clock import RoundClock
+from .clock import Origin, RoundClock
 from .config import DaemonConfig
 from .dispatch import Dispatcher
 from .fences import Fences, StaleRun
@@ -47,7 +47,7 @@ from .health import Health
 from .inbox import Inbox
 from .leases import stop_lease
 from .logs import Hosts
-from .meta import EPOCH_UNIX, ROUND
+from .meta import ROUND
 from .metrics import DaemonMetrics
 from .priors import Priors
 from .progress import Progress
@@ -58,7 +58,7 @@ from .publish import Publisher
 from .snapshot import Snapshot
 from .startups import Startups
 from .servers import Servers
-from .jobs import RUNNING, Jobs
+from .jobs import Jobs
 from .store import Store
 from .submissions import check_submission
 from ..core.online import OnlineThroughputs
@@ -82,13 +82,8 @@ class DaemonExecutor:
         self._clock = clock
         self.inbox = Inbox()
         self.post, self.call, self.stop = self.inbox.post, self.inbox.call, self.inbox.stop
-        self._mono0 = clock()
-        epoch = store.get_meta(EPOCH_UNIX.key())
-        if epoch is None:
-            epoch = time.time()
-            store.set_meta({EPOCH_UNIX.key(): epoch})
-        self.epoch_unix = float(epoch)
-        self._base = max(0.0, time.time() - self.epoch_unix)
+        self.origin = Origin(store, clock)   # ``now``: seconds since the state's first start
+        self.epoch_unix, self.now = self.origin.epoch_unix, self.origin.now
         self._round_base = int(store.get_meta(ROUND.key(), "0"))
         servers = store.servers()
         self.priors = Priors(table, store)     # before the core: it caches its lookups
@@ -141,18 +136,6 @@ class DaemonExecutor:
         """The throughput table now: the configured one plus the types learned since."""
         return self.priors.table
 
-    @property
-    def scheduler_address(self) -> str:
-        return self.runs.scheduler_address
-
-    @scheduler_address.setter
-    def scheduler_address(self, address: str) -> None:
-        self.runs.scheduler_address = address
-
-    def now(self) -> float:
-        """Seconds since the daemon first started (its state's time origin)."""
-        return self._base + self._clock() - self._mono0
-
     def run(self) -> None:
         """The executor loop: events, heartbeats, round deadlines, snapshots."""
         while not self.inbox.stopped:
@@ -167,11 +150,10 @@ class DaemonExecutor:
         self.pictures.changed()
 
     def _wait(self) -> float:
+        """Seconds to wait for an event: to the next deadline, at most half a heartbeat."""
         deadlines = self.clock.deadlines() + self.pictures.deadlines(bool(self.runs.live()))
-        wait = self.config.heartbeat_seconds / 2
-        if deadlines:
-            wait = min(wait, max(0.0, min(deadlines) - self._clock()))
-        return wait
+        mono = self._clock()
+        return min([self.config.heartbeat_seconds / 2, *(max(0.0, d - mono) for d in deadlines)])
 
     def view(self, now: float) -> DaemonView:
         """The frozen view ``snapshot`` and ``metrics`` read."""
@@ -234,7 +216,7 @@ class DaemonExecutor:
         step = self.driver.plan(now, held, uncredited=self.runs.uncredited_steps())
         rnd = step.round
         for job_id in step.completed:
-            self._finish(job_id, now)
+            self.jobs.finish(job_id, now)
         for job_id, reason in rnd.rejected:
             self._fail_job(job_id, f"refused by the policy: {reason}")
         self.progress.admitted(rnd.admitted, now)
@@ -308,9 +290,6 @@ class DaemonExecutor:
                  (self.clock.next_start or self._clock()) - self._clock())
 
     # ---- jobs ending (``jobs.Jobs``: the state) -------------------------------------------
-    def _finish(self, job_id: str, now: float) -> None:
-        self.jobs.finish(job_id, now)
-
     def _fail_job(self, job_id: str, reason: str) -> None:
         job = self.jobs.get(job_id)
         if job is not None and not job.final:
@@ -387,7 +366,7 @@ class DaemonExecutor:
             return False
         now = self.now()
         if self.progress.durable(job_id, steps, generation, seconds, now):
-            self._finish(job_id, now)
+            self.jobs.finish(job_id, now)
         return True
 
     def init_job(self, request: pb.InitJobRequest) -> pb.InitJobResponse:
@@ -396,14 +375,8 @@ class DaemonExecutor:
             raise KeyError(f"unknown job {request.job_id!r}")
         if not self.fences.admits(job.id, int(request.generation), "InitJob"):
             raise StaleRun(job.id, int(request.generation), self.fences.current(job.id))
-        run = self.runs.get(request.job_id)
-        if run is not None and not run.started_up:
-            self.runs.started_up(run)
-        if run is not None and not job.final and job.state != RUNNING:
-            self.jobs.start(job.id, self.now(), run.worker_type)   # its process has started
-        lease = run.lease if run is not None else stop_lease(job.steps_done)
-        return pb.InitJobResponse(lease=lease, steps_done=job.steps_done,
-                                  total_steps=job.spec.total_steps,
+        return pb.InitJobResponse(lease=self.runs.init(job, self.now()),   # (a run starts up)
+                                  steps_done=job.steps_done, total_steps=job.spec.total_steps,
                                   checkpoint_generation=self.fences.checkpoint(job.id))
 
     def renew_lease(self, request: pb.RenewLeaseRequest) -> pb.Lease | Future:

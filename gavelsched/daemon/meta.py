@@ -105,7 +105,7 @@ def _profile(value: str, key: str) -> None:
 
 # ---- the declarations ---------------------------------------------------------------------
 ROUND = MetaKey("round", "executor", _count)                 # rounds run, across restarts
-EPOCH_UNIX = MetaKey("epoch_unix", "executor", _seconds)     # wall time of the daemon's t = 0
+EPOCH_UNIX = MetaKey("epoch_unix", "clock", _seconds)        # wall time of the daemon's t = 0
 NEXT_JOB_ID = MetaKey("next_job_id", "store", _count)
 STARTUP_S = MetaKey("startup_s/", "startups", _seconds)      # per job type: mean start-up
 STARTUP_N = MetaKey("startup_n/", "startups", _count)        # per job type: runs averaged

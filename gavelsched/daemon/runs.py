@@ -41,7 +41,7 @@ from .leases import MIN_LEASE_FRACTION, extended_lease, new_lease, run_requests,
 from .logs import Hosts
 from .retries import Retries
 from .startups import Startups
-from .jobs import JobRow, Jobs
+from .jobs import RUNNING, JobRow, Jobs
 
 log = logging.getLogger(__name__)
 
@@ -330,6 +330,19 @@ class RunTable:
         self._fail(job_id, f"worker {server_id} refused the job: {delivery.message}")
 
     # ---- a run's life -------------------------------------------------------------------
+    def init(self, job: JobRow, now: float) -> pb.Lease:
+        """A process of the job asks for its lease (``InitJob``): a fresh run has started
+        up (``started_up``) and its job runs (``Jobs.start``). Without a run: a lease that
+        stops at once."""
+        run = self._runs.get(job.id)
+        if run is None:
+            return stop_lease(job.steps_done)
+        if not run.started_up:
+            self.started_up(run)
+        if not job.final and job.state != RUNNING:
+            self.jobs.start(job.id, now, run.worker_type)
+        return run.lease
+
     def started_up(self, run: Run) -> None:
         """A fresh run's process has started up (its first InitJob): its lease still ends
         with its round, so its steps become what it can make in the time left at its

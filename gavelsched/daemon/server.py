@@ -79,7 +79,7 @@ class SchedulerDaemon:
             log.warning("%s", notice)
         if host in ("", "0.0.0.0", "::"):
             host = socket.gethostname()
-        self.executor.scheduler_address = f"{host}:{self.port}"
+        self.executor.runs.scheduler_address = f"{host}:{self.port}"
         if self.config.metrics_listen:
             self.metrics_port = self.metrics.serve(self.config.metrics_listen)
         if self.config.dashboard_listen:
@@ -90,7 +90,7 @@ class SchedulerDaemon:
                                         daemon=True)
         self._thread.start()
         log.info("scheduler listening on %s (policy %s, rounds of %.0fs)",
-                 self.executor.scheduler_address, self.config.policy,
+                 self.executor.runs.scheduler_address, self.config.policy,
                  self.config.round_seconds)
         return self
 
