@@ -28,6 +28,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from ..rpc.security import is_loopback
+from .jobs import PREEMPTED, QUEUED, RUNNING
 from .snapshot import Snapshot
 from .statusjson import seconds, status_dict
 from .utilisation import Utilisation
@@ -63,7 +64,7 @@ def shown(reply, rows: int):
     draws them: the ones that hold or wait for GPUs first (running, preempted, queued),
     each kind in submission order. A page of 10,000 rows took seconds to fetch and draw
     (BENCHMARKS.md, "Status, history and logs at 10,000 jobs")."""
-    rank = {"running": 0, "preempted": 1, "queued": 2}
+    rank = {RUNNING: 0, PREEMPTED: 1, QUEUED: 2}
     first = sorted(reply.jobs, key=lambda j: rank.get(j.state, 3))[:rows]   # stable
     out = type(reply)()
     out.CopyFrom(reply)
