@@ -46,15 +46,15 @@ from pathlib import Path
 import numpy as np
 from google.protobuf.json_format import MessageToDict
 
-from gavelsched.cli.args import parse_counts
-from gavelsched.cli.jobviews import status_dict
-from gavelsched.cli.local_cluster import MIX, make_cluster, start_daemons
+from gavelsched.client.local import MIX, make_cluster, start_daemons
 from gavelsched.daemon.jobs import FINAL, PREEMPTED, QUEUED, RUNNING
 from gavelsched.daemon.local import subprocess_env
+from gavelsched.daemon.statusjson import status_dict
 from gavelsched.rpc import pb, pb_grpc
 from simulator.live import state_of
 from simulator.twin import replay
 from traces import default_table
+from traces.counts import parse_counts
 
 ROUNDS_OF_WORK = (1.5, 2.5, 3.5, 4.5)     # as local-cluster: never a whole number of rounds
 BUCKETS = ((">75% left", 0.75, 1.01), ("25-75% left", 0.25, 0.75), ("<25% left", 0.0, 0.25))

@@ -105,13 +105,13 @@ def gavel_child(args: argparse.Namespace) -> int:
 
 # ---- our side --------------------------------------------------------------------------
 def ours(trace: Path, throughputs: Path, cluster: str, policy: str, seed: int) -> dict:
-    from gavelsched.cli.simulate_flags import parse_cluster
     from simulator import simulate
+    from traces.counts import parse_counts
     from traces.formats import load_trace
     from traces.throughputs import load_table
 
     table = load_table(throughputs)
-    counts = parse_cluster(cluster)
+    counts = parse_counts(cluster, what="--cluster")
     jobs = load_trace(trace, table=table, cluster=counts)
     start = time.perf_counter()
     result = simulate(jobs, table, counts, policy, seed=seed)

@@ -54,7 +54,6 @@ from pathlib import Path
 
 import yaml
 
-from gavelsched.cli.args import counts_text
 from gavelsched.daemon.config import load_config
 from gavelsched.daemon.jobs import DONE
 from gavelsched.daemon.local import subprocess_env
@@ -65,6 +64,7 @@ from policies import get_policy
 from simulator.engine import simulate
 from simulator.twin import DaemonRules, sim_config
 from traces import ThroughputTable, TraceJob, default_table
+from traces.counts import counts_text
 
 
 @dataclass(frozen=True)

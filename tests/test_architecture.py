@@ -7,12 +7,17 @@ to the deepest module the statement names (``from x import a`` is an edge to ``x
 a module, else to ``x``); the parent packages Python loads on the way are not edges.
 
 The tests fail, listing each offending ``module -> imported module (file:line)``, when
-1. a module of ``gavelsched/`` outside ``gavelsched/cli/`` imports ``simulator`` or ``workers``;
+1. a module of ``gavelsched/`` outside ``gavelsched/cli/`` imports ``workers``, or one outside
+   ``gavelsched/cli/`` and ``gavelsched/client/`` (the Python API) imports ``simulator``;
 2. ``policies/`` or ``traces/`` imports anything of ours outside itself;
 3. the module graph has an import cycle;
 4. an edge is not allowed by the rooms table (``## Rooms and what each may import`` in
    ``docs/architecture.md``, the source of truth), a module belongs to no room, an import of
-   ours names a module that does not exist, or the table allows an arrow no import uses.
+   ours names a module that does not exist, or the table allows an arrow no import uses;
+5. a module outside ``gavelsched/cli/`` (and ``gavelsched/__main__.py``, which only calls it)
+   imports the CLI, or a file of ``tests/`` (outside ``tests/cli/``, the CLI's own tests) or
+   ``benchmarks/`` imports from it more than its entry points (``CLI_ENTRY_POINTS``): the CLI
+   holds doors, and what others need lives in a library room.
 """
 
 from __future__ import annotations
@@ -33,6 +38,11 @@ ROOMS_HEADING = "## Rooms and what each may import"
 ROOM_COLUMN = "room"
 IMPORTS_COLUMN = "may import (of ours)"
 MAX_CYCLES_SHOWN = 20
+CLI = "gavelsched.cli"
+# What tests and benchmarks may import from the CLI: running it, and its door's error.
+CLI_ENTRY_POINTS = frozenset({"main", "build_parser", "COMMAND_MODULES", "InputError"})
+CLI_USERS = ("tests", "benchmarks")   # folders scanned for imports of the CLI's insides
+CLI_TESTS = "tests/cli/"              # the CLI's own tests: may test its doors
 
 
 # --------------------------------------------------------------------------- the module graph
@@ -248,19 +258,46 @@ def room_of(file: str, rooms: Mapping[str, Room]) -> Room | None:
 # --------------------------------------------------------------------------- the checks
 
 
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
 def forbidden_layer_edges(graph: Graph) -> list[Edge]:
     """Rules 1 and 2, which hold whatever the table says."""
     bad = []
     for edge in graph.edges:
         source_top, target_top = edge.source.split(".")[0], edge.target.split(".")[0]
-        if source_top == "gavelsched" and not (
-            edge.source == "gavelsched.cli" or edge.source.startswith("gavelsched.cli.")
-        ):
-            if target_top in ("simulator", "workers"):
+        if source_top == "gavelsched" and not _within(edge.source, CLI):
+            if target_top == "workers" or (
+                target_top == "simulator" and not _within(edge.source, "gavelsched.client")
+            ):
                 bad.append(edge)
         elif source_top in ("policies", "traces") and target_top != source_top:
             bad.append(edge)
     return bad
+
+
+def cli_importers(graph: Graph) -> list[Edge]:
+    """Rule 5 in the packages: imports of the CLI from outside it (``__main__`` excepted)."""
+    return [e for e in graph.edges if _within(e.target, CLI) and not _within(e.source, CLI)
+            and e.source != "gavelsched.__main__"]
+
+
+def cli_insides(source: str, path: str) -> list[str]:
+    """Rule 5 in a file of tests or benchmarks: its imports of the CLI's modules, or of
+    names of ``gavelsched.cli`` other than ``CLI_ENTRY_POINTS``, as ``path:line: name``."""
+    out = []
+    for node in ast.walk(ast.parse(source, path)):
+        if isinstance(node, ast.Import):
+            out.extend(f"{path}:{node.lineno}: {a.name}" for a in node.names
+                       if a.name.startswith(CLI + "."))
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            if node.module.startswith(CLI + "."):
+                out.append(f"{path}:{node.lineno}: {node.module}")
+            elif node.module == CLI:
+                out.extend(f"{path}:{node.lineno}: {CLI}.{a.name}" for a in node.names
+                           if a.name not in CLI_ENTRY_POINTS)
+    return out
 
 
 @dataclass(frozen=True, order=True)
@@ -380,9 +417,27 @@ def test_the_walk_sees_every_package(graph: Graph, rooms: dict[str, Room]) -> No
     assert len(rooms) > 5
 
 
-def test_gavelsched_outside_cli_imports_neither_simulator_nor_workers(graph: Graph) -> None:
+def test_gavelsched_imports_simulator_only_from_cli_and_client_and_workers_only_from_cli(
+        graph: Graph) -> None:
     bad = [e for e in forbidden_layer_edges(graph) if e.source.startswith("gavelsched")]
-    assert not bad, _report("gavelsched/ (outside cli/) imports simulator/ or workers/:", bad)
+    assert not bad, _report("gavelsched/ imports workers/ outside cli/, or simulator/ outside "
+                            "cli/ and client/:", bad)
+
+
+def test_no_module_outside_the_cli_imports_it(graph: Graph) -> None:
+    bad = cli_importers(graph)
+    assert not bad, _report("modules outside gavelsched/cli/ that import the CLI (move what "
+                            "they need to a library room):", bad)
+
+
+def test_tests_and_benchmarks_import_only_the_clis_entry_points() -> None:
+    files = [f for folder in CLI_USERS for f in sorted((REPO / folder).rglob("*.py"))]
+    bad = [hit for f in files if not f.relative_to(REPO).as_posix().startswith(CLI_TESTS)
+           for hit in cli_insides(f.read_text(encoding="utf-8"), f.relative_to(REPO).as_posix())]
+    assert len(files) > 20
+    assert not bad, _report(f"tests and benchmarks import the CLI's insides (only "
+                            f"{sorted(CLI_ENTRY_POINTS)} are theirs; move the rest to a "
+                            f"library room):", bad)
 
 
 def test_policies_and_traces_import_nothing_of_ours(graph: Graph) -> None:
@@ -536,6 +591,32 @@ def test_checker_reports_forbidden_imports(synthetic: tuple[Graph, dict[str, Roo
         "gavelsched/ -> policies/ (docs/architecture.md:7): no import uses it",
         "gavelsched/core/ -> policies/ (docs/architecture.md:8): no import uses it",
     ]
+
+
+def test_checker_keeps_the_cli_a_room_of_doors(tmp_path: Path) -> None:
+    files = {"gavelsched/__init__.py": "", "gavelsched/__main__.py": "from gavelsched.cli import main\n",
+             "gavelsched/cli/__init__.py": "import simulator\nimport workers\n",
+             "gavelsched/client/__init__.py": "import simulator\n",
+             "gavelsched/client/bad.py": "import workers\nfrom ..cli import main\n",
+             "gavelsched/core/__init__.py": "def f():\n    import simulator\n",
+             "simulator/__init__.py": "", "workers/__init__.py": "", "policies/__init__.py": "",
+             "traces/__init__.py": ""}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    graph = build_graph(tmp_path)
+    assert sorted(map(str, forbidden_layer_edges(graph))) == [
+        "gavelsched.client.bad -> workers (gavelsched/client/bad.py:1)",
+        "gavelsched.core -> simulator (gavelsched/core/__init__.py:2)",
+    ]
+    assert list(map(str, cli_importers(graph))) == [
+        "gavelsched.client.bad -> gavelsched.cli (gavelsched/client/bad.py:2)"]
+    source = ("from gavelsched.cli import InputError, main, parse_counts\n"
+              "import gavelsched.cli.args\nfrom gavelsched.cli.jobs import submit\n"
+              "from gavelsched import cli\n")
+    assert cli_insides(source, "t.py") == ["t.py:1: gavelsched.cli.parse_counts",
+                                           "t.py:2: gavelsched.cli.args",
+                                           "t.py:3: gavelsched.cli.jobs"]
 
 
 def test_checker_reads_the_table_strictly() -> None:

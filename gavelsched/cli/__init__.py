@@ -17,15 +17,19 @@ import logging
 import os
 import sys
 
+# A user-facing error (bad arguments, a missing file, malformed input), and a call the
+# scheduler refused: the API's (``gavelsched.client``), which the doors raise too.
+from ..client.errors import ClientError, InputError
+
 # Sub-command modules; each exposes ``register(subparsers)`` and sets ``func`` on its parser.
-COMMANDS = ("solve", "trace", "simulate", "scheduler", "worker", "client", "logs",
-            "local_cluster", "replay", "vn", "pipeline", "profile")
+COMMANDS = ("solve", "trace", "simulate", "scheduler", "worker", "jobs", "predict", "drain",
+            "logs", "local_cluster", "replay", "vn", "pipeline", "profile")
 # The module of each sub-command, so that one command imports only its own module (the
 # clients stay light: `gavelsched status` need not import the solvers `solve` needs).
 COMMAND_MODULES = {"solve": "solve", "trace": "trace", "simulate": "simulate",
-                   "scheduler": "scheduler", "worker": "worker", "submit": "client",
-                   "status": "client", "predict": "client", "history": "client",
-                   "cancel": "client", "drain": "client",
+                   "scheduler": "scheduler", "worker": "worker", "submit": "jobs",
+                   "status": "jobs", "predict": "predict", "history": "jobs",
+                   "cancel": "jobs", "drain": "drain",
                    "logs": "logs", "local-cluster": "local_cluster", "replay": "replay",
                    "vn": "vn", "pipeline": "pipeline", "profile": "profile"}
 
@@ -33,16 +37,13 @@ EXIT_BAD_INPUT = 2
 EXIT_BROKEN_PIPE = 141  # what a shell reports for a process killed by SIGPIPE
 
 
-class InputError(Exception):
-    """A user-facing error: bad arguments, a missing file, malformed input."""
-
-
 def _user_errors() -> tuple[type[BaseException], ...]:
     """The exception types that mean 'bad input' rather than a bug in gavelsched."""
     from policies.errors import PolicyError
 
-    errors: list[type[BaseException]] = [InputError, PolicyError, FileNotFoundError,
-                                         IsADirectoryError, PermissionError]
+    errors: list[type[BaseException]] = [InputError, ClientError, PolicyError,
+                                         FileNotFoundError, IsADirectoryError,
+                                         PermissionError]
     try:
         from traces.errors import TraceError
         errors.append(TraceError)

@@ -1,6 +1,7 @@
-"""How ``status`` and ``history`` show a ``StatusResponse`` (issue #18): the JSON of
-``--json`` (docs/design.md's contract, plus times, entity, and allocation against received
-share; ``daemon/statusjson.py``, shared with the dashboard) and two tables: ``status``
+"""How ``status`` and ``history`` show a ``ClusterStatus`` (``gavelsched.client``; or the
+``StatusResponse`` it is made of; issue #18): the JSON of ``--json`` (docs/design.md's
+contract, plus times, entity, and allocation against received share;
+``daemon/statusjson.py``, shared with the dashboard) and two tables: ``status``
 shows what runs and waits now, as Slurm's ``squeue`` does, and ``history`` when each job
 was submitted, started and ended, as ``sacct`` does. Dates are shown as Slurm shows them: local time, ``YYYY-MM-DDTHH:MM:SS``.
 """
@@ -9,10 +10,11 @@ from __future__ import annotations
 
 import time
 
+from ..client.status import ClusterStatus
 from ..daemon.statusjson import elapsed_s, iso, jct_s, seconds, status_dict
 
-__all__ = ["clock", "date", "elapsed_s", "history_table", "iso", "jct_s", "seconds",
-           "status_dict", "status_table"]
+__all__ = ["as_status", "clock", "date", "elapsed_s", "history_table", "iso", "jct_s",
+           "seconds", "status_dict", "status_table"]
 
 
 def clock(value: float | None) -> str:
@@ -25,17 +27,24 @@ def clock(value: float | None) -> str:
     return f"{days}-{text}" if days else text
 
 
-def date(epoch_unix: float, value: float) -> str:
-    """A wire time as a local date (``2026-11-24T10:01:02``); ``-`` for none."""
-    if value < 0:
+def date(epoch_unix: float, value: float | None) -> str:
+    """A time on the scheduler's clock as a local date (``2026-11-24T10:01:02``); ``-`` for
+    none (None, or < 0 on the wire)."""
+    if value is None or value < 0:
         return "-"
     return "%04d-%02d-%02dT%02d:%02d:%02d" % time.localtime(epoch_unix + value)[:6]
+
+
+def as_status(reply) -> ClusterStatus:
+    """``reply`` as a ``ClusterStatus`` (a ``StatusResponse`` is converted)."""
+    return reply if isinstance(reply, ClusterStatus) else ClusterStatus.from_pb(reply)
 
 
 def status_table(reply) -> list[str]:
     """What runs and waits: progress, GPUs held this round over the scale factor (an
     elastic job's floor after ``≥``), the worker type (or configuration) this round, the
     time since its first start, allocation/received per type, and why it waits."""
+    reply = as_status(reply)
     jobs = list(reply.jobs)
     w_id, w_type = _width(jobs, "id", lambda j: j.id), _width(jobs, "type", lambda j: j.job_type)
     w_on = _width(jobs, "on", lambda j: j.worker_type or "-")
@@ -51,7 +60,7 @@ def status_table(reply) -> list[str]:
                                                 if j.min_scale_factor else "")
         line = (f"{j.id:>{w_id}} {j.job_type:<{w_type}} {j.state:<9} {progress:>20} "
                 f"{gpus:>7} {j.worker_type or '-':<{w_on}} "
-                f"{clock(elapsed_s(j, reply.now_s)):>11} {share}").rstrip()
+                f"{clock(j.elapsed_s):>11} {share}").rstrip()
         if j.reason:
             line += f"  ({j.reason})"
         lines.append(line)
@@ -74,6 +83,7 @@ def worker_state(worker) -> str:
 def history_table(reply) -> list[str]:
     """Each job's entity, state, dates of submission, first start and end, elapsed time
     (first start to end, or now), JCT (done jobs) and steps."""
+    reply = as_status(reply)
     jobs = list(reply.jobs)
     w_id, w_type = _width(jobs, "id", lambda j: j.id), _width(jobs, "type", lambda j: j.job_type)
     w_entity = _width(jobs, "entity", lambda j: j.entity or "-")
@@ -84,8 +94,8 @@ def history_table(reply) -> list[str]:
     lines.extend(
         f"{j.id:>{w_id}} {j.job_type:<{w_type}} {j.entity or '-':<{w_entity}} {j.state:<9} "
         f"{date(epoch, j.arrival_s):<19} {date(epoch, j.started_s):<19} "
-        f"{date(epoch, j.ended_s):<19} {clock(elapsed_s(j, reply.now_s)):>11} "
-        f"{clock(jct_s(j)):>11} {j.steps_done}/{j.total_steps}" for j in jobs)
+        f"{date(epoch, j.ended_s):<19} {clock(j.elapsed_s):>11} "
+        f"{clock(j.jct_s):>11} {j.steps_done}/{j.total_steps}" for j in jobs)
     return lines
 
 

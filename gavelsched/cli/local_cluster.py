@@ -25,16 +25,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..client.local import elastic_gpt_job, job_mix, make_cluster, start_daemons
 from . import InputError
 from .args import parse_counts
 from .replay import scale_flags
 
 log = logging.getLogger(__name__)
-
-# Job types of the mix, one per reference workload family (traces/workloads.py).
-MIX = ("ResNet-18 (batch size 16)", "LM (batch size 5)", "Transformer (batch size 16)",
-       "Recommendation (batch size 512)")
-ROUNDS_OF_WORK = (1.5, 2.5, 3.5)
 
 
 def register(subparsers) -> None:
@@ -74,41 +70,6 @@ def register(subparsers) -> None:
     p.add_argument("--json", metavar="OUT", help="write the Simulation result JSON here")
     p.add_argument("--keep", metavar="DIR", help="keep the state and logs in DIR")
     p.set_defaults(func=run)
-
-
-def job_mix(n: int, fastest_rate, round_seconds: float, speed: float,
-            workload: str | None, job_type: str | None = None, mixed: int = 0):
-    """The demo's job requests: the MIX job types in turn (or ``job_type``), sized in rounds
-    of work; the first ``mixed`` of them mixed-capable."""
-    from ..rpc import pb
-    out = []
-    for i in range(n):
-        kind = job_type or MIX[i % len(MIX)]
-        rounds = ROUNDS_OF_WORK[i % len(ROUNDS_OF_WORK)]
-        steps = max(1, int(rounds * round_seconds * fastest_rate(kind) * speed))
-        out.append(pb.JobRequest(job_type=kind, scale_factor=1, total_steps=steps,
-                                 workload=workload or "", mixed=i < mixed))
-    return out
-
-
-ELASTIC_JOB_TYPE = "Transformer (batch size 16)"   # paced by the table's rates at 2, 4, 8
-
-
-def elastic_gpt_job(workers: dict[str, int], rate, round_seconds: float, speed: float):
-    """The ``--elastic-gpt`` job: ``workers.workloads.gpt`` with one replica (a pipeline of
-    P = GPUs stages, so a morph changes the layer-to-stage mapping) on the largest type's
-    n GPUs, elastic down to n // 2, with 3 rounds of work at n GPUs (``rate(type, job_type,
-    n)`` steps/s). Raises ``InputError`` when no type has 2 GPUs."""
-    from ..rpc import pb
-
-    worker_type, n = max(workers.items(), key=lambda kv: (kv[1], kv[0]))
-    if n < 2:
-        raise InputError(f"--elastic-gpt needs a worker type with >= 2 GPUs, got "
-                         f"{','.join(f'{t}={k}' for t, k in workers.items())}")
-    steps = max(1, int(3 * round_seconds * rate(worker_type, ELASTIC_JOB_TYPE, n) * speed))
-    return pb.JobRequest(job_type=ELASTIC_JOB_TYPE, scale_factor=n, min_scale_factor=n // 2,
-                         total_steps=steps,
-                         command=f"{sys.executable} -m workers.workloads.gpt --replicas 1")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -154,7 +115,8 @@ def _run(args, root: Path, workers: dict[str, int], table, first=()) -> int:
     mix, or the trace's jobs at their (scaled) arrival times."""
     from traces import default_prices
 
-    from .drive import refusal_line, report, run_schedule, show_progress
+    from ..client.schedule import refusal_line, run_schedule
+    from .drive import report, say_refused, show_progress
 
     cluster, metrics_port = make_cluster(args, root, workers, table)
     try:
@@ -164,7 +126,7 @@ def _run(args, root: Path, workers: dict[str, int], table, first=()) -> int:
         schedule = [(0.0, r) for r in first] + _schedule(args, workers, table)
         outcome = run_schedule(cluster, schedule, prices=default_prices(),
                                refused=refusal_line, solves=lambda: _solves(metrics_port),
-                               show=show_progress)
+                               show=show_progress, on_refused=say_refused)
     finally:
         cluster.stop()
     if sys.stderr.isatty():
@@ -185,55 +147,6 @@ def _schedule(args, workers: dict[str, int], table) -> list:
     return [(0.0, r) for r in job_mix(args.jobs, fastest, args.round_seconds,
                                       args.emulation_speed, args.workload, args.job_type,
                                       args.mixed_jobs)]
-
-
-def make_cluster(args, root: Path, workers: dict[str, int], table):
-    """The demo's ``LocalCluster`` in ``root`` (not started) and its metrics port: the
-    priors scaled to the emulation, and a fresh random token (``root/token``, mode 0600)
-    that its scheduler, workers and client use, so that no other local user can reach
-    them even on loopback."""
-    from traces.throughputs import dump_table
-
-    from ..daemon.local import LocalCluster, free_port
-    from ..rpc.security import new_token
-
-    metrics_port = free_port()
-    dashboard = ({"dashboard_listen": f"127.0.0.1:{free_port()}"}
-                 if getattr(args, "dashboard", False) else {})
-    root.mkdir(parents=True, exist_ok=True)
-    priors = root / "throughputs.json"
-    dump_table(scaled(table, args.emulation_speed), priors)
-    # Re-solve at any round boundary after a change (the daemon's default waits Gavel's
-    # 1920 s scaled to the round, too long for a demo of a few minutes).
-    cluster = LocalCluster(root, policy=args.policy, round_seconds=args.round_seconds,
-                           token=new_token(),
-                           config={"expected_workers": sum(workers.values()),
-                                   "min_resolve_interval_s": args.round_seconds,
-                                   "metrics_listen": f"127.0.0.1:{metrics_port}",
-                                   "throughputs": str(priors), **dashboard})
-    return cluster, metrics_port
-
-
-def start_daemons(cluster, args, workers: dict[str, int]) -> None:
-    """Start ``cluster``'s scheduler and one emulated worker per type; return once every
-    worker is alive."""
-    from ..daemon.local import wait_until
-
-    cluster.start_scheduler()
-    for worker_type, gpus in workers.items():
-        cluster.start_worker(worker_type, gpus, emulation_speed=args.emulation_speed,
-                             grace_s=max(10.0, args.round_seconds))
-    wait_until(lambda: cluster.alive_workers() == len(workers), 120, "the workers")
-
-
-def scaled(table, speed: float):
-    """``table`` with every steps/s times ``speed`` (the emulation's time dilation)."""
-    from traces.types import ThroughputTable
-
-    return ThroughputTable(
-        {w: {k: v * speed for k, v in rows.items()} for w, rows in table.solo.items()},
-        {w: {k: (a * speed, b * speed) for k, (a, b) in rows.items()}
-         for w, rows in table.pairs.items()})
 
 
 def _solves(port: int) -> tuple[int, float]:

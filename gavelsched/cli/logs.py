@@ -6,7 +6,8 @@ Files come in order: by round, rank, then stdout before stderr, across servers. 
 does with several files, a header line (``==> round 3, rank 0, stdout (server 1, host)
 <==``) comes before each file's bytes, unless ``--no-headers``. With ``--follow`` it goes
 on printing what the job writes until the job has ended (Ctrl-C stops it sooner). A server
-that cannot be read gets one warning on stderr; an unknown job exits with code 2.
+that cannot be read gets one warning on stderr; an unknown job exits with code 2. A door
+over ``Client.logs`` (docs/api.md).
 """
 
 from __future__ import annotations
@@ -15,13 +16,12 @@ import argparse
 import sys
 
 from . import InputError
+from .connection import api, connection_flags
 
-LOGS_TIMEOUT_S = 300.0      # the whole answer, without --follow
 EXIT_INTERRUPTED = 130
 
 
 def register(subparsers) -> None:
-    from .client import connection_flags
     p = subparsers.add_parser("logs", parents=[connection_flags()], help="print a job's output",
                               description="Print a job's stdout and stderr from the workers "
                                           "that ran it, round by round, rank by rank.")
@@ -37,35 +37,29 @@ def register(subparsers) -> None:
 
 
 def header(chunk) -> str:
-    f = chunk.file
-    return (f"==> round {f.round}, rank {f.rank}, {'stdout' if f.stream == 'out' else 'stderr'} "
+    """The line before a file's bytes (a ``LogChunk``)."""
+    return (f"==> round {chunk.round}, rank {chunk.rank}, "
+            f"{'stdout' if chunk.stream == 'out' else 'stderr'} "
             f"(server {chunk.server_id}, {chunk.host}) <==\n")
 
 
 def logs(args: argparse.Namespace) -> int:
-    import grpc
-
-    from ..rpc import pb
-    from .client import rpc_error_line, stub
     bad = [r for r in args.rank if r < 0]
     if bad:
         raise InputError(f"--rank must be >= 0, got {bad[0]}")
-    request = pb.LogsRequest(job_id=args.id, follow=args.follow, ranks=args.rank,
-                             stream=args.stream or "")
     out, last, newline = sys.stdout.buffer, None, True
     try:
-        for chunk in stub(args).Logs(request, timeout=None if args.follow else LOGS_TIMEOUT_S):
+        for chunk in api(args).logs(args.id, follow=args.follow, ranks=args.rank,
+                                    stream=args.stream):
             if chunk.error:
                 print(f"gavelsched logs: warning: {chunk.error}", file=sys.stderr)
                 continue
-            key = (chunk.server_id, chunk.file.round, chunk.file.rank, chunk.file.stream)
+            key = (chunk.server_id, chunk.round, chunk.rank, chunk.stream)
             if key != last and not args.no_headers:
                 out.write(("" if newline else "\n").encode() + header(chunk).encode())
             last, newline = key, chunk.data.endswith(b"\n")
             out.write(chunk.data)
             out.flush()
-    except grpc.RpcError as err:
-        raise InputError(rpc_error_line(args.scheduler, err)) from None
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     return 0

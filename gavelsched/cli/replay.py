@@ -19,7 +19,7 @@ from . import InputError
 
 
 def register(subparsers) -> None:
-    from .client import connection_flags
+    from .connection import connection_flags
 
     p = subparsers.add_parser(
         "replay", parents=[connection_flags()],
@@ -85,17 +85,13 @@ def trace_schedule(path: str, time_scale: float, steps_scale: float,
 def run(args: argparse.Namespace) -> int:
     from traces.catalog import default_prices
 
-    from .client import rpc_error_line, stub
-    from .drive import Remote, refusal_line, report, run_schedule, show_progress
+    from ..client.schedule import Remote, refusal_line, run_schedule
+    from .connection import api
+    from .drive import report, say_refused, show_progress
 
     check_scales(args.time_scale, args.steps_scale)
     schedule = trace_schedule(str(Path(args.trace)), args.time_scale, args.steps_scale,
                               args.workload)
-    import grpc
-
-    try:
-        outcome = run_schedule(Remote(stub(args)), schedule, prices=default_prices(),
-                               refused=refusal_line, show=show_progress)
-    except grpc.RpcError as err:
-        raise InputError(rpc_error_line(args.scheduler, err)) from None
+    outcome = run_schedule(Remote(api(args)), schedule, prices=default_prices(),
+                           refused=refusal_line, show=show_progress, on_refused=say_refused)
     return report(outcome, args.json)

@@ -19,8 +19,9 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from gavelsched.cli import client, main
-from gavelsched.cli.client import JOB_KEYS
+from gavelsched.cli import jobs as client
+from gavelsched.cli import main
+from gavelsched.client.request import JOB_KEYS
 from gavelsched.daemon.config import OPTIONAL, REQUIRED
 from traces.workloads import WORKLOADS
 

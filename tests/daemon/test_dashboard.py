@@ -159,7 +159,7 @@ def _snapshot(round_: int = 3):
 def test_dashboard_http_without_a_browser() -> None:
     """The HTTP layer alone: token by header, ``?token=`` and its cookie; no token: only
     requests addressed to loopback; the JSON is ``status --json``'s plus utilisation."""
-    from gavelsched.cli.jobviews import status_dict
+    from gavelsched.daemon.statusjson import status_dict
     from gavelsched.daemon.dashboard import COOKIE, Dashboard
 
     snap = [_snapshot()]

@@ -15,8 +15,8 @@ import pytest
 
 from gavelsched import checkpoints
 from gavelsched.cli import InputError, main
-from gavelsched.cli.drive import gpus_held
-from gavelsched.cli.local_cluster import elastic_gpt_job, scaled
+from gavelsched.client.local import elastic_gpt_job
+from gavelsched.client.schedule import gpus_held
 from gavelsched.daemon.store import Store
 from gavelsched.daemon.submissions import SubmissionError, check_submission
 from gavelsched.rpc import pb
@@ -55,12 +55,12 @@ def test_elastic_submissions_are_checked_and_kept(tmp_path):
 
 
 def test_job_yaml_and_local_cluster_job(tmp_path, capsys):
-    from gavelsched.cli.client import read_job
+    from gavelsched.client import JobRequest
 
     path = tmp_path / "job.yaml"
     path.write_text(f"job_type: {GPT_TYPE}\ntotal_steps: 5\nscale_factor: 4\n"
                     f"min_scale_factor: 2\nworkload: gpt\n")
-    assert read_job(path).min_scale_factor == 2
+    assert JobRequest.from_yaml(path).min_scale_factor == 2
     path.write_text(f"job_type: {GPT_TYPE}\ntotal_steps: 5\nmin_scale_factor: two\n")
     assert main(["submit", str(path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -78,7 +78,7 @@ def test_job_yaml_and_local_cluster_job(tmp_path, capsys):
 
 def test_an_elastic_gpt_job_morphs_and_finishes_exactly(tmp_path):
     priors = tmp_path / "priors.json"
-    dump_table(scaled(default_table(), SPEED), priors)
+    dump_table(default_table().scaled(SPEED), priors)
     cluster = Cluster(tmp_path, policy="max_min_fairness_mixed", round_seconds=3.0,
                       extra={"expected_workers": 4, "throughputs": str(priors)})
     command = (f"{sys.executable} -m workers.workloads.gpt --dtype float64 --replicas 1 "

@@ -13,7 +13,6 @@ import torch
 
 from gavelsched import checkpoints
 from gavelsched.cli import main
-from gavelsched.cli.local_cluster import scaled
 from gavelsched.daemon.mixed import job_layout, mixed_env, node_sizes
 from gavelsched.core import JobSpec
 from gavelsched.daemon.store import JobRow, Store
@@ -89,11 +88,11 @@ def test_mixed_submissions_are_checked_and_kept(tmp_path):
 
 
 def test_job_yaml_mixed_key(tmp_path, capsys):
-    from gavelsched.cli.client import read_job
+    from gavelsched.client import JobRequest
 
     path = tmp_path / "job.yaml"
     path.write_text(f"job_type: {JOB_TYPE}\ntotal_steps: 5\nmixed: true\n")
-    assert read_job(path).mixed
+    assert JobRequest.from_yaml(path).mixed
     path.write_text(f"job_type: {JOB_TYPE}\ntotal_steps: 5\nmixed: yes please\n")
     assert main(["submit", str(path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -114,7 +113,7 @@ def test_local_cluster_mixed_flags_are_checked(argv, message, capsys):
 def test_a_mixed_job_trains_split_across_types(tmp_path, monkeypatch):
     monkeypatch.setenv("GAVEL_WORKLOAD_DTYPE", "float64")
     priors = tmp_path / "priors.json"
-    dump_table(scaled(default_table(), SPEED), priors)
+    dump_table(default_table().scaled(SPEED), priors)
     port = free_port()
     cluster = Cluster(tmp_path, policy="max_min_fairness_mixed", round_seconds=2.5,
                       extra={"expected_workers": 3, "throughputs": str(priors),

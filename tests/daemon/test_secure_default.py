@@ -96,7 +96,7 @@ def test_tokenless_scheduler_on_loopback_starts_with_a_notice(tmp_path, caplog):
 
 
 def test_local_cluster_daemons_use_a_fresh_token(tmp_path):
-    from gavelsched.cli.local_cluster import make_cluster, start_daemons
+    from gavelsched.client.local import make_cluster, start_daemons
     from traces import default_table
 
     args = argparse.Namespace(policy="max_min_fairness_perf", round_seconds=2.0,

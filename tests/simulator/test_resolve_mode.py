@@ -1,21 +1,18 @@
 """``simulate --resolve gavel|responsive`` (issue #18): Gavel's interval stays the simulator's
-default, so replays still match Gavel; ``responsive`` is the daemon's rule."""
+default, so replays still match Gavel; ``responsive`` is the daemon's rule. (The flags'
+readers are tested with the CLI's, ``tests/cli/test_simulate_flags.py``.)"""
 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import pytest
 
-from gavelsched.cli import build_parser, main
-from gavelsched.cli.simulate_flags import RESOLVE_MODES as CLI_MODES
-from gavelsched.cli.simulate_flags import resolve_options
+from gavelsched.cli import main
 from gavelsched.core import CoreConfig
 from gavelsched.core.resolving import RESOLVE_MODES
 from policies import Traits
 from policies.base import Policy, Solution
-from simulator.sweep import SweepPoint, SweepSpec, run_point
 
 ARGS = ["simulate", "--jobs", "30", "--rate", "20", "--multi-gpu", "--cluster", "8:8:8",
         "--quiet", "--json", "-"]
@@ -26,10 +23,6 @@ def run(capsys, *extra) -> dict:
     data = json.loads(capsys.readouterr().out)
     data.pop("wall_s"), data.pop("solve_s")        # measured, not simulated
     return data
-
-
-def test_the_flag_names_the_cores_modes():
-    assert CLI_MODES == RESOLVE_MODES
 
 
 def test_gavel_is_the_default_and_responsive_re_solves_more(capsys):
@@ -51,19 +44,6 @@ def test_a_bad_mode_exits_2(capsys):
     with pytest.raises(SystemExit) as exit_:
         main([*ARGS, "--resolve", "sometimes"])
     assert exit_.value.code == 2
-
-
-def test_a_sweep_passes_the_mode_to_the_core():
-    args = build_parser(["simulate", "sweep"]).parse_args(
-        ["simulate", "sweep", "--rates", "1", "--resolve", "responsive", "-o", "x"])
-    options = resolve_options(args)
-    assert options == {"resolve": "responsive", "min_resolve_interval_s": 1920.0,
-                       "refill_freed": False}
-    spec = SweepSpec(jobs=20, cluster={"v100": 2, "p100": 2, "k80": 2})
-    point = SweepPoint("max_min_fairness_perf", 10.0, 0)
-    gavel = run_point(point, spec)
-    responsive = run_point(point, replace(spec, core_options=options))
-    assert responsive["resolves"] > gavel["resolves"]
 
 
 def test_a_new_job_runs_at_the_next_boundary_instead_of_holding_its_worker():

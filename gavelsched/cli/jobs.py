@@ -1,0 +1,141 @@
+"""The job commands, doors over ``gavelsched.client`` (docs/api.md): ``submit JOB.yaml``
+(prints the job id), ``status``, ``history`` and ``cancel ID``.
+
+``status`` shows the jobs not finished (``--all``: every job), as Slurm's ``squeue`` does;
+``history`` every job with its times, as ``sacct`` does (``jobviews``). Both filter with
+``--state S[,S]``, ``--type T`` and ``--entity E`` (the scheduler filters) and print
+``--json``; ``status --eta`` adds each job's predicted start and finish (``eta``).
+
+All take the connection flags (``connection.py``). A refused token, an unreachable
+scheduler and a refused submission each end with one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ..client.api import Client
+from ..client.request import JobRequest
+from ..client.status import ClusterStatus
+from .connection import api, connection_flags
+from .jobviews import history_table, status_table
+
+STATES_HELP = "queued, running, preempted, done, failed, cancelled"
+
+
+def register(subparsers) -> None:
+    common = connection_flags()
+    p = subparsers.add_parser("submit", parents=[common], help="submit a job",
+                              description="Submit a job; prints its id. JOB.yaml keys: "
+                                          "job_type, total_steps, scale_factor (default 1), "
+                                          "workload or command (neither: the job type's "
+                                          "reference workload), priority_weight, slo_s, "
+                                          "entity, mixed (true: the job may run on "
+                                          "several GPU types at once, split with virtual "
+                                          "nodes, under a *_mixed policy), "
+                                          "min_scale_factor (an elastic job: it may also "
+                                          "run on fewer GPUs of one type, down to this "
+                                          "many, under a *_mixed policy).")
+    p.add_argument("job", metavar="JOB.yaml")
+    p.set_defaults(func=submit)
+    filters = argparse.ArgumentParser(add_help=False)
+    filters.add_argument("--state", metavar="S[,S...]", action="append", default=[],
+                         help=f"only jobs in these states ({STATES_HELP})")
+    filters.add_argument("--type", metavar="JOB_TYPE", default="",
+                         help="only jobs of this job type (ResNet-50: all its batch sizes)")
+    filters.add_argument("--entity", metavar="E", default="", help="only jobs of this entity")
+    filters.add_argument("--json", action="store_true",
+                         help="print JSON (docs/design.md contract, plus times and shares)")
+    p = subparsers.add_parser("status", parents=[common, filters],
+                              help="show the jobs not finished, and the workers",
+                              description="A table of the jobs not finished (type, state, "
+                                          "progress, GPUs, worker type, time since the first "
+                                          "start, allocation vs received share, why it "
+                                          "waits) and the workers; --all or --state "
+                                          "show finished jobs too.")
+    p.add_argument("--all", action="store_true", help="finished jobs too")
+    p.add_argument("--eta", action="store_true",
+                   help="also each unfinished job's predicted start and finish: the live "
+                        "state replayed in the simulator here, in this process")
+    p.set_defaults(func=status)
+    p = subparsers.add_parser("history", parents=[common, filters],
+                              help="show every job with its times",
+                              description="A table of every job, finished ones included: "
+                                          "entity, state, when it was submitted, first "
+                                          "started and ended, elapsed time (first start "
+                                          "to end, or now), JCT (submission to completion) "
+                                          "and steps.")
+    p.set_defaults(func=history)
+    p = subparsers.add_parser("cancel", parents=[common], help="cancel a job",
+                              description="Cancel a queued or running job.")
+    p.add_argument("id", help="the job id")
+    p.set_defaults(func=cancel)
+
+
+def _call(args: argparse.Namespace, method: str, request):
+    """One call over the flags' connection: the way the job commands reach the scheduler."""
+    return api(args).call(method, request)
+
+
+def _client(args: argparse.Namespace) -> Client:
+    """The API, its calls made by ``_call``."""
+    return Client(lambda method, request: _call(args, method, request))
+
+
+def submit(args: argparse.Namespace) -> int:
+    job = JobRequest.from_yaml(args.job)
+    print(_client(args).submit(job))
+    return 0
+
+
+def cancel(args: argparse.Namespace) -> int:
+    _client(args).cancel(args.id)
+    print(f"cancelled {args.id}")
+    return 0
+
+
+def _filters(args: argparse.Namespace, *, active: bool) -> dict:
+    """``Client.status``'s filters from the flags (``active``: only jobs not finished,
+    unless states are named)."""
+    states = [s.strip() for flag in args.state for s in flag.split(",") if s.strip()]
+    return {"states": states, "job_type": args.type, "entity": args.entity,
+            "active": active and not states}
+
+
+def _show(args: argparse.Namespace, status: ClusterStatus, table) -> int:
+    if args.json:   # (dumps: the C encoder; dump would encode in Python)
+        print(json.dumps(status.to_dict()))
+    else:
+        print("\n".join(table(status)))
+    return 0
+
+
+def status(args: argparse.Namespace) -> int:
+    client, filters = _client(args), _filters(args, active=not args.all)
+    if not args.eta:
+        return _show(args, client.status(**filters), status_table)
+    from . import eta
+    from .predict import replayed
+    reply = client.status_reply(**filters)
+    shown = ClusterStatus.from_pb(reply)
+    # The replay needs every unfinished job, whatever the filters show.
+    everything = reply if not (args.state or args.type or args.entity) else \
+        client.status_reply(active=True)
+    state = eta.state_of(everything)
+    etas, why = replayed(lambda: eta.replay(state))
+    if args.json:
+        out = shown.to_dict()
+        predicted = eta.eta_dict(state, etas)
+        for job in out["jobs"]:
+            job["eta"] = predicted.get(job["id"])
+        print(json.dumps(out))
+        return 0
+    lines = status_table(shown)
+    lines.extend([f"predicted: unavailable ({why})"] if why else eta.eta_lines(state, etas))
+    print("\n".join(lines))
+    return 0
+
+
+def history(args: argparse.Namespace) -> int:
+    return _show(args, _client(args).status(**_filters(args, active=False)), history_table)

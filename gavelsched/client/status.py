@@ -1,0 +1,132 @@
+"""What ``Client.status`` returns: typed, frozen records of a ``StatusResponse``.
+
+``ClusterStatus.to_dict()`` is ``status --json`` (the contract of docs/architecture.md),
+exactly as ``gavelsched.daemon.statusjson.status_dict`` writes it for the dashboard: the
+records are built from that JSON, so the two never differ, and a field the JSON gains
+must be added here (``from_pb`` fails on a key it does not know). Fields marked
+``json=False`` are read by the tables and the ETA but are no part of the JSON. Times are
+seconds on the scheduler's clock (``epoch_unix`` is its origin); None: not yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
+from typing import Any
+
+from ..daemon.statusjson import status_dict
+
+__all__ = ["ClusterStatus", "JobStatus", "WorkerStatus"]
+
+EXTRA = {"json": False}     # a field no part of the ``status --json`` contract
+
+
+def _frozen(value: Mapping[str, float]) -> Mapping[str, float]:
+    return MappingProxyType(dict(value))
+
+
+def _json(record) -> dict[str, Any]:
+    out = {}
+    for f in fields(record):
+        if f.metadata.get("json", True):
+            value = getattr(record, f.name)
+            out[f.name] = dict(value) if isinstance(value, Mapping) else value
+    return out
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """One job: its state (queued, running, preempted, done, failed, cancelled), progress,
+    where it runs this round (``worker_type``: a type or a configuration such as
+    ``k80:1+v100:1``; None: nowhere), why it waits (``reason``), its allocation against
+    the share it received per type (thesis §5.5), and its times."""
+
+    id: str
+    state: str
+    steps_done: int
+    total_steps: int
+    job_type: str
+    scale_factor: int
+    worker_type: str | None
+    reason: str | None
+    gpus: int
+    mixed: bool
+    min_scale_factor: int | None
+    entity: str | None
+    allocation: Mapping[str, float]
+    received: Mapping[str, float]
+    arrival_s: float
+    started_s: float | None
+    ended_s: float | None
+    completion_s: float | None
+    elapsed_s: float | None
+    jct_s: float | None
+    submitted_at: str | None
+    started_at: str | None
+    ended_at: str | None
+    steps_per_s: Mapping[str, float] = field(default_factory=dict, metadata=EXTRA)
+    priority_weight: float = field(default=1.0, metadata=EXTRA)
+    startup_s: float = field(default=0.0, metadata=EXTRA)
+
+    def __post_init__(self) -> None:
+        for name in ("allocation", "received", "steps_per_s"):
+            object.__setattr__(self, name, _frozen(getattr(self, name)))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The job's object of ``status --json``."""
+        return _json(self)
+
+
+@dataclass(frozen=True)
+class WorkerStatus:
+    """One worker server: its type, GPUs, whether it is alive, drained (``drain``) and
+    how many job runs it holds now."""
+
+    id: str
+    type: str
+    gpus: int
+    alive: bool
+    drained: bool
+    runs: int
+    address: str = field(default="", metadata=EXTRA)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _json(self)
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    """The scheduler's answer to ``status``: the round, the jobs asked for, every worker,
+    and the daemon's rules that the ETA replays (policy, round length, re-solve rule)."""
+
+    round: int
+    jobs: tuple[JobStatus, ...]
+    workers: tuple[WorkerStatus, ...]
+    policy: str = field(default="", metadata=EXTRA)
+    round_seconds: float = field(default=0.0, metadata=EXTRA)
+    now_s: float = field(default=0.0, metadata=EXTRA)
+    epoch_unix: float = field(default=0.0, metadata=EXTRA)
+
+    @classmethod
+    def from_pb(cls, reply) -> ClusterStatus:
+        """The records of a ``pb.StatusResponse`` (through ``status_dict``, the JSON's one
+        writer)."""
+        data = status_dict(reply)
+        jobs = tuple(JobStatus(**j, steps_per_s=p.steps_per_s,
+                               priority_weight=p.priority_weight or 1.0,
+                               startup_s=p.startup_s)
+                     for j, p in zip(data["jobs"], reply.jobs))
+        workers = tuple(WorkerStatus(**w, address=p.address)
+                        for w, p in zip(data["workers"], reply.workers))
+        return cls(data["round"], jobs, workers, reply.policy, reply.round_seconds,
+                   reply.now_s, reply.epoch_unix)
+
+    def to_dict(self) -> dict[str, Any]:
+        """``status --json``: ``{"round", "jobs": [...], "workers": [...]}``."""
+        return {"round": self.round, "jobs": [j.to_dict() for j in self.jobs],
+                "workers": [w.to_dict() for w in self.workers]}
+
+    def job(self, job_id: str) -> JobStatus | None:
+        """The job of that id among those asked for, or None."""
+        return next((j for j in self.jobs if j.id == job_id), None)

@@ -1,0 +1,29 @@
+"""The re-solve flags of ``simulate`` and ``simulate sweep`` (``gavelsched/cli/simulate_flags.py``;
+issue #18): the modes the parser offers are the core's, and a sweep hands them to the core."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gavelsched.cli import build_parser
+from gavelsched.cli.simulate_flags import RESOLVE_MODES as CLI_MODES
+from gavelsched.cli.simulate_flags import resolve_options
+from gavelsched.core.resolving import RESOLVE_MODES
+from simulator.sweep import SweepPoint, SweepSpec, run_point
+
+
+def test_the_flag_names_the_cores_modes():
+    assert CLI_MODES == RESOLVE_MODES
+
+
+def test_a_sweep_passes_the_mode_to_the_core():
+    args = build_parser(["simulate", "sweep"]).parse_args(
+        ["simulate", "sweep", "--rates", "1", "--resolve", "responsive", "-o", "x"])
+    options = resolve_options(args)
+    assert options == {"resolve": "responsive", "min_resolve_interval_s": 1920.0,
+                       "refill_freed": False}
+    spec = SweepSpec(jobs=20, cluster={"v100": 2, "p100": 2, "k80": 2})
+    point = SweepPoint("max_min_fairness_perf", 10.0, 0)
+    gavel = run_point(point, spec)
+    responsive = run_point(point, replace(spec, core_options=options))
+    assert responsive["resolves"] > gavel["resolves"]
