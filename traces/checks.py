@@ -3,7 +3,7 @@
 docs/design.md, "Safety rules": every value from outside (CLI, YAML, JSON, gRPC, trace and table
 files) is validated once, at the door, into typed records: finite numbers in range, 64-bit
 integers, UTF-8 text, known names; nothing behind the door re-checks or crashes on it. Each
-door (``gavelsched/cli/client.py``, ``gavelsched/daemon/submissions.py``,
+door (``gavelsched/client/request.py``, ``gavelsched/daemon/submissions.py``,
 ``gavelsched/daemon/config.py``, ``traces/formats.py``, ``traces/throughputs.py``) calls
 these helpers and turns a ``BadValue`` into its own one-line error (``InputError``,
 ``SubmissionError``, ``ConfigError``, ``TraceError``). This module sits in ``traces/``, the
