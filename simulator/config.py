@@ -36,7 +36,8 @@ class SimConfig:
       and sizes leases, on ``priors`` (the table the daemon started with) until a job has
       run, then on what its runs measured (``gavelsched.core.online``: measured rates where
       measured, the prior scaled by the job's measured/prior ratio elsewhere), while jobs
-      progress at the trace table's rates, cut at their lease's steps as the daemon's are.
+      progress at the trace's rates (a job's own ``TraceJob.throughputs``, else the table's),
+      cut at their lease's steps as the daemon's are.
       None: the core knows the trace table's rates from the start (Gavel). Not with
       co-located pairs or mixed-type configurations.
     - ``plan_lead_s``: the daemon's plan lead (thesis §5.6; ``DaemonConfig.plan_lead``): it
