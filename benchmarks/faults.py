@@ -1,6 +1,6 @@
 """Faults on separate network hosts (issue #17): the real scheduler and two worker daemons,
 each in its own network namespace, three float64 jobs training, and one fault injected while
-they train (``tests/faults/netns.py`` runs a scenario, ``tests/faults/job.py`` is the job).
+they train (``tests/faults/faults.py`` runs a scenario, ``tests/faults/job.py`` is the job).
 Each fault is run ``--runs`` times (and "none", no fault, as the baseline); prints one
 markdown table and the machine.
 
@@ -46,16 +46,9 @@ sys.path.insert(0, str(ROOT))
 
 from preemption_overhead import machine
 
-from tests.faults.netns import (
-    FAULTS,
-    TITLES,
-    Outcome,
-    Setup,
-    netem_fault_unavailable,
-    netns_unavailable,
-    references,
-    run_fault,
-)
+from tests.faults.faults import FAULTS, TITLES, Setup, run_fault
+from tests.faults.network import netem_fault_unavailable, netns_unavailable
+from tests.faults.verdicts import Outcome, references
 
 
 def row(fault: str, outcomes: list[Outcome], skipped: str | None) -> str:

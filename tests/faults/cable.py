@@ -1,7 +1,7 @@
 """A userspace Ethernet cable with netem's delay and loss, for kernels without ``sch_netem``.
 
 The fault suite's "200 ms delay and 5% loss" fault (issue #17) is ``tc qdisc ... netem``
-where the kernel has it (``tests.faults.netns.netem_unavailable``). Where it does not, a
+where the kernel has it (``tests.faults.network.netem_unavailable``). Where it does not, a
 host's link is this cable instead of a veth pair: two TAP devices, one in the host's
 namespace (``eth0``) and one in the switch's (``pI``, on the bridge), and one process that
 carries every Ethernet frame between them. Impaired, it does what ``netem delay D loss P``

@@ -25,7 +25,7 @@ the iterator's absolute step, and:
 - **reports its end**: when it has trained ``total_steps`` it writes its final state to
   ``$FAULTS_RESULT_DIR/<job id>/final-<host>-<pid>.json``.
 
-The worker's environment carries ``FAULTS_*`` (set by ``tests.faults.netns`` when it starts a
+The worker's environment carries ``FAULTS_*`` (set by ``tests.faults.cluster`` when it starts a
 worker daemon); jobs inherit it.
 
 Standalone: ``python -m tests.faults.job --reference N --out FILE`` trains steps 1..N in one

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from .netns import NETEM, PREFIX, _ip, cable_unavailable
+from .network import NETEM, PREFIX, cable_unavailable, run_ip
 
 DELAY_MS, LOSS = NETEM
 
@@ -81,8 +81,8 @@ def linked():
     procs: list[subprocess.Popen] = []
     try:
         for ns in (a, b):
-            _ip("netns", "add", ns)
-            _ip("-n", ns, "link", "set", "lo", "up")
+            run_ip("netns", "add", ns)
+            run_ip("-n", ns, "link", "set", "lo", "up")
         cable = subprocess.Popen(
             [sys.executable, "-m", "tests.faults.cable", f"{a}:eth0", f"{b}:eth0",
              "--delay-ms", str(DELAY_MS), "--loss", str(LOSS)],
@@ -90,8 +90,8 @@ def linked():
         procs.append(cable)
         assert cable.stdout.readline().strip() == "ready"
         for ns, ip in ((a, "10.78.0.1"), (b, "10.78.0.2")):
-            _ip("-n", ns, "addr", "add", f"{ip}/24", "dev", "eth0")
-            _ip("-n", ns, "link", "set", "eth0", "up")
+            run_ip("-n", ns, "addr", "add", f"{ip}/24", "dev", "eth0")
+            run_ip("-n", ns, "link", "set", "eth0", "up")
         server = subprocess.Popen(["ip", "netns", "exec", b, sys.executable, "-c", SERVER],
                                   stdout=subprocess.PIPE, text=True)
         procs.append(server)
@@ -109,7 +109,7 @@ def linked():
             proc.kill()
             proc.wait()
         for ns in (a, b):
-            _ip("netns", "del", ns, check=False)
+            run_ip("netns", "del", ns, check=False)
 
 
 class Counter:

@@ -1,7 +1,7 @@
 """Faults on separate network hosts (issue #17): the real scheduler and two real worker
 daemons, each in its own network namespace, three float64 jobs (``tests.faults.job``)
-training, and one fault injected while they train (``tests.faults.netns``: what each fault
-is, and what is checked).
+training, and one fault injected while they train (``tests.faults.faults``: what each fault
+is; ``tests.faults.verdicts``: what is checked).
 
 For every fault, every job ends ``done``, or ``failed`` with a one-line reason (the
 corrupted job's reason says the checkpoint is corrupt). A done job has exactly its total
@@ -24,8 +24,9 @@ import pytest
 from gavelsched.daemon.local import subprocess_env, wait_until
 
 from . import job
-from .netns import (FAULTS, Setup, log_problems, netem_fault_unavailable, netns_unavailable,
-                    references, run_fault)
+from .faults import FAULTS, Setup, run_fault
+from .network import netem_fault_unavailable, netns_unavailable
+from .verdicts import log_problems, references
 
 # ---- the checks can fail --------------------------------------------------------------------
 
