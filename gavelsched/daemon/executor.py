@@ -10,10 +10,10 @@ The round recipe is the simulator's: ``RoundDriver`` (``gavelsched/core/driver.p
 a round, plans the next, applies the empty-round rule and takes progress in. What is the
 daemon's own lives in rooms of one job each (docs/architecture.md, "Inside
 gavelsched/daemon/"), which this class wires together and hands their collaborators:
-*when* boundaries come (``clock``: the next round is planned ``plan_lead`` early, so that
-a job kept on its workers gets its lease extended instead of a restart); the jobs and
-their states (``jobs``: a transition table, the only place a state changes); *how tasks
-run* and what a run's exit means (``runs``, ``leases``, ``retries``, ``fences``); durable
+*when* boundaries come, and the time (``clock``: the next round is planned ``plan_lead``
+early, so that a job kept on its workers gets its lease extended, not restarted); the jobs
+and their states (``jobs``: a transition table, the only place a state changes); *how
+tasks run* and what a run's exit means (``runs``, ``leases``, ``retries``, ``fences``); durable
 steps and online throughputs (``progress``, §5.3.3); the workers, their health and the
 throughput priors they bring (``servers``, ``health``, ``priors``); start-ups, the hosts
 of each job's logs and checkpoint retention; and the picture that ``snapshot`` and

@@ -18,7 +18,7 @@ restart makes every job not final wait again anyway.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, ItemsView, Iterable, Iterator, Mapping, ValuesView
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from types import MappingProxyType
@@ -154,10 +154,10 @@ class Jobs(Mapping[str, JobRow]):
     def get(self, job_id: str, default: Any = None) -> Any:
         return self._rows.get(job_id, default)
 
-    def values(self):
+    def values(self) -> ValuesView[JobRow]:      # (the dict's own views: fast at 10,000 jobs)
         return self._rows.values()
 
-    def items(self):
+    def items(self) -> ItemsView[str, JobRow]:
         return self._rows.items()
 
     # ---- transitions ----------------------------------------------------------------------
