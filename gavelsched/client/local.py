@@ -52,7 +52,7 @@ def job_mix(n: int, fastest_rate, round_seconds: float, speed: float,
 
 
 def elastic_gpt_job(workers: dict[str, int], rate, round_seconds: float, speed: float):
-    """The ``--elastic-gpt`` job (issue #10; varuna.txt §4): ``workers.workloads.gpt`` with
+    """The ``--elastic-gpt`` job (issue #10; Varuna §4): ``workers.workloads.gpt`` with
     one replica (a pipeline of P = GPUs stages, so a morph changes the layer-to-stage
     mapping) on the largest type's n GPUs, elastic down to n // 2, with 3 rounds of work
     at n GPUs (``rate(type, job_type, n)`` steps/s). Raises ``InputError`` when no type

@@ -27,7 +27,7 @@ class JobRequest:
     (None: 1), ``slo_s`` (seconds from submission; None: none), ``entity`` (hierarchical
     policies, thesis §5.4.3), ``mixed`` (may run on several GPU types at once under a
     ``*_mixed`` policy), ``min_scale_factor`` (elastic: may run on down to this many
-    GPUs; varuna.txt §4)."""
+    GPUs; Varuna §4)."""
 
     job_type: str
     total_steps: int
