@@ -99,6 +99,19 @@ def test_no_reference_points_outside_the_repository():
             assert resolved.is_relative_to(root), f"{doc.relative_to(ROOT)}: {target} is outside"
 
 
+
+def test_every_citation_of_the_style_guide_names_one_of_its_sections():
+    """``docs/style.md §N`` (or ``§N.M``) anywhere in the repository is a heading of it."""
+    style = ROOT / "docs" / "style.md"
+    sections = set(re.findall(r"^#{2,3} (\d+(?:\.\d+)?)\.? ", style.read_text(), re.M))
+    assert {"1", "6.5", "8"} <= sections
+    cited = [(f"{path.relative_to(ROOT)}:{n}", number)
+             for path in tracked_files() if path.suffix in (".py", ".md")
+             for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
+             for number in re.findall(r"docs/style\.md §(\d+(?:\.\d+)?)", line)]
+    assert len(cited) >= 20
+    assert [c for c in cited if c[1] not in sections] == []
+
 def test_the_outside_check_can_fail():
     for line in ("see ../shared/DESIGN.md", "STYLE.md §3", "(varuna.txt §4)", "papers/avgpipe.txt"):
         assert OUTSIDE.search(line), line
