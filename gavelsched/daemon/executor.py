@@ -162,8 +162,7 @@ class DaemonExecutor:
                              self.config.round_seconds, now, self.jobs, self.runs.live(),
                              self.health.servers.values(), self.shares.at(now),
                              table=self.table, hosts=self.hosts.by_job,
-                             drained=frozenset(self.roster.drained),
-                             epoch_unix=self.epoch_unix,
+                             drained=frozenset(self.roster.drained), epoch_unix=self.epoch_unix,
                              round_ends_s=0.0 if ends is None else now + ends - self._clock(),
                              **self._replay_inputs())
 
