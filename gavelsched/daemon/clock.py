@@ -81,3 +81,7 @@ class Origin:
 
     def now(self) -> float:
         return self._base + self._clock() - self._mono0
+
+    def monotonic(self, t: float) -> float:
+        """The monotonic clock's reading at the daemon's time ``t``."""
+        return t - self._base + self._mono0

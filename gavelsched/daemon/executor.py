@@ -106,7 +106,7 @@ class DaemonExecutor:
         self.hosts = Hosts(store)
         self.runs = RunTable(config, self.jobs, self.health, dispatcher, self.startups,
                              self.retries, self.fences, self.hosts, self.core, clock=clock,
-                             round_end=lambda: self.clock.next_start, post=self.post,
+                             monotonic=self.origin.monotonic, post=self.post,
                              fail=self._fail_job)
         self.roster = Servers(config, self.core, store, self.health, self.runs, self.priors,
                               now=self.now)
@@ -226,7 +226,7 @@ class DaemonExecutor:
         self.clock.planned()
         index = self._round_base + rnd.index
         self.store.set_meta({ROUND.key(): index + 1})
-        self.runs.extend_continuing(rnd.tasks, index)   # (and answers the RenewLeases waiting)
+        self.runs.extend_continuing(rnd, index)   # (and answers the RenewLeases waiting)
 
     def _start_round(self, mono: float) -> None:
         """The planned round begins (``RoundDriver.start``): launch its new runs, and give
@@ -239,6 +239,7 @@ class DaemonExecutor:
             self.metrics.on_round(since)
         if rnd is None or (not self.core.has_jobs and len(rnd.batch) == 0):
             self.clock.stop()                              # go idle
+            self.runs.begin(None)
             if rnd is not None:
                 self._started_index = self._round_base + rnd.index
                 self.driver.end(self.now())
@@ -247,6 +248,7 @@ class DaemonExecutor:
                  if j in self.jobs and self.jobs[j].final]
         started = self.driver.start(self.now() - (mono - self.clock.round_start), ended)
         index = self._started_index = self._round_base + rnd.index
+        self.runs.begin(started.round)
         planned = started.round.tasks[:len(rnd.batch)]
         self.runs.place(tuple(t for i, t in enumerate(planned) if i not in started.unstarted),
                         index)
@@ -267,14 +269,13 @@ class DaemonExecutor:
                 or self.clock.idle or flight is None
                 or self._round_base + flight.index != self._started_index):
             return
-        mono, ends = self._clock(), self.clock.next_start
-        if ends is None or ends <= mono:
+        now = self.now()
+        if flight.end_s <= now:
             return
         view = self.core.view
         free = self.runs.idle_workers(set(view.worker_type_of) - view.down)
         if free:
-            now = self.now()
-            self._place_refills(self.driver.refill(sorted(free), now, now + ends - mono))
+            self._place_refills(self.driver.refill(sorted(free), now, flight.end_s))
 
     def _place_refills(self, more) -> None:
         """Launch ``more`` (tasks on freed GPUs) for the rest of the round."""
@@ -286,7 +287,7 @@ class DaemonExecutor:
         log.info("round %d: %d freed GPU%s to job%s %s for the last %.1fs", self._started_index,
                  int(more.size.sum()), "s" if more.size.sum() != 1 else "",
                  "s" if len(more) != 1 else "", ", ".join(more.keys),
-                 (self.clock.next_start or self._clock()) - self._clock())
+                 self.driver.in_flight.end_s - self.now())
 
     # ---- jobs ending (``jobs.Jobs``: the state) -------------------------------------------
     def _fail_job(self, job_id: str, reason: str) -> None:

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 
-from ..core import MicroTask, SchedulerCore
+from ..core import MicroTask, Round, SchedulerCore
 from ..core.batch import worth_launching
 from ..rpc import pb
 from .config import DaemonConfig
@@ -126,14 +126,16 @@ class RunTable:
     def __init__(self, config: DaemonConfig, jobs: Jobs, health: Health,
                  dispatcher: Dispatcher, startups: Startups, retries: Retries,
                  fences: Fences, hosts: Hosts, core: SchedulerCore, *,
-                 clock: Callable[[], float], round_end: Callable[[], float | None],
+                 clock: Callable[[], float], monotonic: Callable[[float], float],
                  post: Callable[[Callable[[], object]], object],
                  fail: Callable[[str, str], None]) -> None:
         self.config, self.jobs, self.health = config, jobs, health
         self.dispatcher, self.startups, self.retries = dispatcher, startups, retries
         self.fences, self.hosts = fences, hosts
         self.core = core
-        self._clock, self._round_end, self._post, self._fail = clock, round_end, post, fail
+        self._clock, self._monotonic, self._post, self._fail = clock, monotonic, post, fail
+        self._round: Round | None = None      # the round running now (``begin``)
+        self._running = False                 # False: the daemon is idle
         self.scheduler_address = ""
         self._runs: dict[str, Run] = {}
         # job -> (member, task, round, refill): a placement waiting for its last run's end
@@ -153,6 +155,21 @@ class RunTable:
         return tuple(self._runs.values())
 
     # ---- placing a round ------------------------------------------------------------------
+    def begin(self, rnd: Round | None) -> None:
+        """Round ``rnd`` has started (``RoundDriver.start``); None: the daemon went idle.
+        Launches read the running round's length and end from it."""
+        if rnd is not None:
+            self._round = rnd
+        self._running = rnd is not None
+
+    def _window(self, mono: float) -> tuple[float, float]:
+        """(the round's length, when the running round ends on the monotonic clock); idle:
+        a round of the last length from now."""
+        R = self._round.round_seconds
+        if not self._running:
+            return R, mono + R
+        return R, self._monotonic(self._round.end_s)
+
     def place(self, tasks: tuple[MicroTask, ...], index: int, *, refill: bool = False) -> None:
         """Round ``index`` begins: launch every task not already running on its GPUs (the
         extended ones were sent at the plan); older deferred placements are superseded.
@@ -190,17 +207,18 @@ class RunTable:
         taken.update(w for _, task, _, _ in self._deferred.values() for w in task.workers)
         return set(live) - taken
 
-    def extend_continuing(self, tasks: tuple[MicroTask, ...], index: int) -> None:
-        """At the plan of round ``index``: a task whose members all run, from last round,
-        on exactly its GPUs gets its leases extended (no checkpoint, no restart); the
-        RenewLeases waiting for the plan are answered (``after_plan``)."""
+    def extend_continuing(self, rnd: Round, index: int) -> None:
+        """At the plan of ``rnd`` (round ``index``): a task whose members all run, from last
+        round, on exactly its GPUs gets its leases extended by ``rnd``'s length (no
+        checkpoint, no restart); the RenewLeases waiting for the plan are answered
+        (``after_plan``)."""
         self.held, self._fresh = {}, {}
-        for task in tasks:
+        for task in rnd.tasks:
             if task.extended and all(j in self._runs and not self._runs[j].orphan
                                      and self._runs[j].round == index - 1
                                      and self._runs[j].workers == task.workers
                                      for j in task.job_ids):
-                self._extend(task, index)
+                self._extend(task, index, rnd.round_seconds)
         self.answer_waiting()
 
     def after_plan(self, job_id: str) -> Future:
@@ -254,9 +272,7 @@ class RunTable:
             log.info("job %s: backing off after a killed run; not launched in round %d",
                      job_id, index)
             return
-        R = self.config.round_seconds
-        ends = self._round_end()
-        ends = ends if ends is not None else mono + R
+        R, ends = self._window(mono)
         left = ends - mono
         if not worth_launching(left, self.startups.mean(job.spec.job_type)[0], R, refill):
             # A launch that waited (for its last run to save) and could not start up before
@@ -285,10 +301,10 @@ class RunTable:
         for server_id, request in requests.items():
             self._send(job_id, server_id, request)
 
-    def _extend(self, task: MicroTask, index: int) -> None:
+    def _extend(self, task: MicroTask, index: int, R: float) -> None:
         """Lease extension: the same workers next round (RunJob on the same GPUs), one
-        more round of time and the round's steps on top of the lease in force."""
-        R = self.config.round_seconds
+        more round (``R`` seconds) of time and the round's steps on top of the lease in
+        force."""
         for m, job_id in enumerate(task.job_ids):
             run = self._runs[job_id]
             job = self.jobs[job_id]
@@ -365,7 +381,7 @@ class RunTable:
         # a start-up longer than the rest of its round must not leave the job without any
         # progress (then its GPUs' next run starts that much later). A refill ends with
         # its round: it only uses time that would otherwise be idle.
-        floor = 0.0 if run.refill else MIN_LEASE_FRACTION * self.config.round_seconds
+        floor = 0.0 if run.refill else MIN_LEASE_FRACTION * self._window(mono)[0]
         left = max(run.ends - mono, floor)
         run.lease = startup_lease(run.lease, run.base_steps, run.steps_per_s, left,
                                   elapsed + left)
