@@ -8,6 +8,8 @@ from __future__ import annotations
 import pytest
 
 from gavelsched.client import ClientError, ClusterStatus, InputError, JobRequest, connect
+from gavelsched.client.errors import NoRates
+from gavelsched.client.records import Prediction
 from gavelsched.daemon.local import free_port
 
 from ..daemon.cluster import Cluster, running, wait_until
@@ -75,6 +77,19 @@ def test_refused_calls_and_drains_are_one_line_or_typed(cluster):
         assert client.wait_drained(server, timeout_s=60, poll_s=0.2) == "undrained"
         with pytest.raises(InputError, match="non-negative integer, got -1"):
             client.drain(-1)
+
+
+def test_predict_replays_the_live_state_and_submits_nothing(cluster):
+    with connect(cluster.address, token=TOKEN) as client:
+        wait_until(lambda: client.status().workers, 30, "the worker")
+        long = client.submit(JobRequest(job_type="A3C", total_steps=10**5, workload="steps"))
+        got = client.predict(JobRequest(job_type="A3C", total_steps=100))
+        assert isinstance(got, Prediction) and [j.id for j in got.state.jobs] == [long]
+        assert got.job.finish_s is not None and got.job.finish_s > 0
+        assert got.delay_s(long) is not None
+        with pytest.raises(NoRates, match="job type 'Nope' has no throughput"):
+            client.predict(JobRequest(job_type="Nope", total_steps=5))
+        assert [j.id for j in client.status().jobs] == [long]
 
 
 def test_an_unreachable_scheduler_is_one_line():
