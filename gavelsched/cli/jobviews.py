@@ -1,9 +1,10 @@
 """How ``status`` and ``history`` show a ``ClusterStatus`` (``gavelsched.client``; or the
 ``StatusResponse`` it is made of; issue #18): the JSON of ``--json`` (docs/design.md's
 contract, plus times, entity, and allocation against received share;
-``daemon/statusjson.py``, shared with the dashboard) and two tables: ``status``
-shows what runs and waits now, as Slurm's ``squeue`` does, and ``history`` when each job
-was submitted, started and ended, as ``sacct`` does. Dates are shown as Slurm shows them: local time, ``YYYY-MM-DDTHH:MM:SS``.
+``daemon/statusjson.py``, shared with the dashboard) and two tables: ``status`` shows what
+runs and waits now, as Slurm's ``squeue`` does, and ``history`` when each job was
+submitted, started and ended, as ``sacct`` does. Dates are shown as Slurm shows them:
+local time, ``YYYY-MM-DDTHH:MM:SS``.
 """
 
 from __future__ import annotations
