@@ -30,6 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from gavelsched.daemon.jobs import RUNNING
 from gavelsched.daemon.local import LocalCluster, subprocess_env, wait_until
 from gavelsched.rpc import pb
 
@@ -101,7 +102,7 @@ def main() -> int:
                 cli.append(time.perf_counter() - t0)
             rss_end, hwm = rss_mib(pid)
             jobs = cluster.status().jobs
-            running = sum(1 for j in jobs if j.state == "running")
+            running = sum(1 for j in jobs if j.state == RUNNING)
         finally:
             cluster.stop()
 

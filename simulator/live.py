@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from gavelsched.core.online import prior_scale
 from gavelsched.core.rules import DaemonRules
+from gavelsched.daemon.jobs import FINAL, RUNNING
 
-FINAL = ("done", "failed", "cancelled")
 NEW_ID = "new"
 
 
@@ -71,7 +71,7 @@ def state_of(reply) -> LiveState:
         LiveJob(j.id, j.job_type, j.scale_factor, max(0, j.total_steps - j.steps_done),
                 dict(j.steps_per_s), j.priority_weight or 1.0, None,
                 j.started_s if j.started_s >= 0 else None, j.entity or None,
-                j.worker_type if j.state == "running" and j.worker_type in workers else None)
+                j.worker_type if j.state == RUNNING and j.worker_type in workers else None)
         for j in live)
     rules = DaemonRules.of_status(reply, {j.job_type: j.startup_s for j in live})
     return LiveState(reply.now_s, reply.epoch_unix, reply.policy, rules, workers, per, jobs,

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..daemon.jobs import FINAL as FINAL_STATES
+from ..daemon.jobs import DONE, FINAL as FINAL_STATES
 
 
 def say_refused(index: int, reason: str) -> None:
@@ -24,7 +24,7 @@ def report(outcome, json_out: str | None) -> int:
     when a job failed or was refused."""
     print(outcome.result.summary())
     failed = [j for j in outcome.status.jobs
-              if j.id in {r.id for r in outcome.result.jobs} and j.state != "done"]
+              if j.id in {r.id for r in outcome.result.jobs} and j.state != DONE]
     for job in failed:
         print(f"job {job.id} ({job.job_type}) {job.state}: {job.reason}")
     if json_out:
@@ -35,7 +35,7 @@ def report(outcome, json_out: str | None) -> int:
 def show_progress(status: Any, submitted: int, total: int, _last: list = [""]) -> None:  # noqa: B006
     """Live progress on stderr: round, jobs submitted and done, each job's progress and
     worker type (one line redrawn on a terminal, a new line per change otherwise)."""
-    done = sum(1 for j in status.jobs if j.state == "done")
+    done = sum(1 for j in status.jobs if j.state == DONE)
     parts = [f"{j.id}:{j.steps_done * 100 // max(j.total_steps, 1):3d}%"
              f"{'@' + j.worker_type if j.worker_type else ''}" for j in status.jobs
              if j.state not in FINAL_STATES][:40]

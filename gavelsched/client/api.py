@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..daemon.jobs import DONE, FINAL
 from ..jobenv import SCHEDULER_VAR
 from .errors import ClientError, InputError, NoRates, one_line
 from .records import Drained, LogChunk, Prediction
@@ -168,7 +169,6 @@ class Client:
         """Poll until job ``job_id`` has ended (done, failed or cancelled) and return its
         last status; ``TimeoutError`` after ``timeout_s`` seconds, ``ClientError`` for a
         job the scheduler does not know."""
-        from ..daemon.jobs import FINAL
         deadline = time.monotonic() + timeout_s
         while True:
             job = self.status().job(job_id)
@@ -207,7 +207,7 @@ class Client:
         while time.monotonic() < deadline:
             time.sleep(poll_s)
             # (the workers come with every answer; asking only for done jobs keeps it short)
-            answer = self.status(states=("done",))
+            answer = self.status(states=(DONE,))
             server = next((w for w in answer.workers if w.id == str(server_id)), None)
             if server is None or not server.drained:
                 return "undrained"

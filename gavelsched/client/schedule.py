@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..daemon.jobs import FINAL as FINAL_STATES
+from ..daemon.jobs import DONE, RUNNING, FINAL as FINAL_STATES
 from .errors import ClientError, InputError
 
 __all__ = ["Outcome", "Remote", "capacity", "gpus_held", "refusal_line", "run_schedule"]
@@ -93,7 +93,7 @@ def run_schedule(client: Any, schedule: Sequence[tuple[float, Any]], *,
                 metrics.on_arrival(job.id, job.job_type, job.scale_factor, job.arrival_s,
                                    None)
                 seen.add(job.id)
-        held = [h for j in status.jobs if j.id in seen and j.state == "running"
+        held = [h for j in status.jobs if j.id in seen and j.state == RUNNING
                 and j.worker_type for h in gpus_held(j.worker_type, j.scale_factor)]
         metrics.on_sample(now - last, held, prices, sum(gpus.values()))
         last = now
@@ -105,7 +105,7 @@ def run_schedule(client: Any, schedule: Sequence[tuple[float, Any]], *,
             break
         time.sleep(POLL_S)
     for job in status.jobs:
-        if job.id in seen and job.state == "done":
+        if job.id in seen and job.state == DONE:
             metrics.on_complete(job.id, job.completion_s)
     resolves, solve_s = solves() if solves is not None else (None, None)
     metrics.on_totals(rounds=int(status.round) + 1, resolves=resolves, solve_s=solve_s)

@@ -125,3 +125,18 @@ def test_the_scan_sees_each_way_of_assigning_a_state():
             "gauge.labels(state='done')"]
     assert [_assigns_state(ast.parse(c).body[0].value) for c in made + kept] == \
         [True] * len(made) + [False] * len(kept)
+
+
+def test_no_other_module_lists_the_final_states():
+    """The final states are defined once, by the table: a literal that names them all
+    elsewhere (a second ``FINAL``) goes out of date when a state is added."""
+    found = []
+    for folder in ("gavelsched", "simulator", "workers", "benchmarks"):
+        for path in (ROOT / folder).rglob("*.py"):
+            if path == OWNER:
+                continue
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, (ast.Tuple, ast.Set, ast.List)) and jobs.FINAL <= {
+                        e.value for e in node.elts if isinstance(e, ast.Constant)}:
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert found == [], "import FINAL from gavelsched/daemon/jobs.py: " + ", ".join(found)
