@@ -275,7 +275,7 @@ def whole_run(root: Path, args) -> dict[str, float]:
     try:
         with deadline(WHAT_IF_TIMEOUT_S * 10):
             result = simulate(jobs, table, workers, policy, core_config=config,
-                              sim=sim_config(rules))
+                              sim=sim_config(rules, arrivals=True))
     except TimeoutError:
         return {}
     return {job_id: rec.completion_s for job_id, rec in zip(measured.ids, result.jobs)}

@@ -221,7 +221,7 @@ def compare(root: Path, sim_timeout: float) -> dict:
                                    rows=[job.throughputs for job in jobs])
         simulated = runs[scale] = simulate_within(
             sim_timeout, jobs, table, cluster, policy, core_config=config,
-            sim=sim_config(rules, **more))
+            sim=sim_config(rules, arrivals=True, **more))
         if simulated is None:
             print(f"| {scale} | (replay did not finish in {sim_timeout:g} s) | | | |")
             continue

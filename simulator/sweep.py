@@ -59,7 +59,7 @@ class SweepSpec:
     processes can receive it). ``core_options`` override fields of
     ``config_for(policy, ...)`` (e.g. ``{"backfill": False}``). ``entities`` make water
     filling hierarchical (generated jobs join one uniformly); ``estimate_pairs`` and
-    ``estimator`` and ``plan_lead_s`` are those of ``SimConfig``; ``policy_options`` go to
+    ``estimator``, ``plan_lead_s`` and ``arrival_grace_s`` are those of ``SimConfig``; ``policy_options`` go to
     every policy.
     ``table`` (default: the catalog's) gets the cluster's types it lacks from their
     shipped measured rows (``traces.profiles.table_for_types``).
@@ -82,6 +82,7 @@ class SweepSpec:
     estimator: EstimatorConfig = field(default_factory=EstimatorConfig)
     policy_options: Mapping[str, Any] = field(default_factory=dict)
     plan_lead_s: float = 0.0
+    arrival_grace_s: float = 0.0
 
 
 def default_window(jobs: int) -> tuple[int, int]:
@@ -114,7 +115,8 @@ def run_point(point: SweepPoint, spec: SweepSpec) -> dict:
                       sim=SimConfig(window=window, preemption_overhead_s=preemption_overheads(
                           spec.preemption_overhead, (j.job_type for j in jobs)),
                           estimate_pairs=spec.estimate_pairs, estimator=spec.estimator,
-                          plan_lead_s=spec.plan_lead_s),
+                          plan_lead_s=spec.plan_lead_s,
+                          arrival_grace_s=spec.arrival_grace_s),
                       gpus_per_server=spec.gpus_per_server, prices=spec.prices,
                       entities=spec.entities, seed=point.seed)
     return {

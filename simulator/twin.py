@@ -34,13 +34,16 @@ __all__ = ["DaemonRules", "Eta", "Replay", "etas", "predict", "replay", "replay_
            "sim_config", "this_round"]
 
 
-def sim_config(rules: DaemonRules, **more) -> SimConfig:
+def sim_config(rules: DaemonRules, *, arrivals: bool = False, **more) -> SimConfig:
     """The simulator's config under the daemon's rules: fixed rounds, the plan lead, and
     each job type's start-up charged to a run on new workers (capped by the lease floor);
+    ``arrivals``: the jobs arrive as they did on the daemon (a whole run replayed), so an
+    idle cluster waits the daemon's arrival grace (an ETA's jobs are all there already);
     ``more`` on top (``priors``, ...)."""
     return SimConfig(**{"round_ends_at_last_finish": False,
                         "preemption_overhead_s": rules.startup_charges(),
-                        "plan_lead_s": rules.plan_lead_s, **more})
+                        "plan_lead_s": rules.plan_lead_s,
+                        "arrival_grace_s": rules.arrival_grace_s if arrivals else 0.0, **more})
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from .simulate_flags import (
     parse_prices,
     parse_window,
     preemption_overheads,
+    arrival_grace,
     plan_lead,
     resolve_options,
 )
@@ -117,7 +118,7 @@ def _run(args: argparse.Namespace) -> int:
                     estimator=estimator_config(args.profiled_fraction),
                     priors=(table_for_types(load_throughputs(args.priors), cluster)
                             if args.priors else None),
-                    plan_lead_s=plan_lead(args))
+                    plan_lead_s=plan_lead(args), arrival_grace_s=arrival_grace(args))
     if not args.quiet:
         print(f"{source} on {counts_text(cluster)}, policy {args.policy}", file=sys.stderr)
     result = simulate(jobs, table, cluster, policy, core_config=core, sim=sim,

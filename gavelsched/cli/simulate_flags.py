@@ -46,6 +46,11 @@ def add_common_flags(p) -> None:
                         "can be extended): a job that arrives or finishes after a plan is "
                         "seen at the next one; with --refill, GPUs are refilled until the "
                         "plan (default 0: plan at the boundary, as in Gavel)")
+    p.add_argument("--arrival-grace", type=float, default=0.0, metavar="S",
+                   help="an idle cluster plans its round S seconds after the job that woke "
+                        "it, admitting every job arrived by then, as the scheduler daemon "
+                        "does (0.5 s, so that jobs submitted together share a round; "
+                        "default 0: at the arrival, as in Gavel)")
     p.add_argument("--resolve-period", type=float, default=None, metavar="S",
                    help="also re-solve this often when nothing happened, still at most once "
                         "per --min-resolve-interval with --resolve gavel (default: only on "
@@ -196,6 +201,13 @@ def plan_lead(args) -> float:
         raise InputError(f"--plan-lead: must be >= 0 and shorter than --round-seconds "
                          f"({args.round_seconds:g} s), got {args.plan_lead}")
     return args.plan_lead
+
+
+def arrival_grace(args) -> float:
+    """``--arrival-grace`` seconds (``SimConfig.arrival_grace_s``): finite, at least 0."""
+    if not 0.0 <= args.arrival_grace < float("inf"):
+        raise InputError(f"--arrival-grace: must be >= 0 seconds, got {args.arrival_grace}")
+    return args.arrival_grace
 
 
 def resolve_options(args) -> dict:

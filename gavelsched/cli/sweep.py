@@ -19,6 +19,7 @@ from .simulate_flags import (
     parse_prices,
     parse_window,
     preemption_overheads,
+    arrival_grace,
     plan_lead,
     resolve_options,
 )
@@ -80,7 +81,8 @@ def run_sweep(args: argparse.Namespace) -> int:
                      entities=parse_entities(args.entities) if args.entities else None,
                      estimate_pairs=args.estimate_pairs,
                      estimator=estimator_config(args.profiled_fraction), policy_options=options,
-                     core_options=resolve, plan_lead_s=plan_lead(args))
+                     core_options=resolve, plan_lead_s=plan_lead(args),
+                     arrival_grace_s=arrival_grace(args))
     preemption_overheads(args.preemption_overhead, [])  # a bad spec fails before any process starts
     rows = sweep(args.policies, args.rates, args.seeds, spec, args.output,
                  processes=args.processes, progress=not args.quiet)

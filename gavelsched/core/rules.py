@@ -25,10 +25,16 @@ from traces.types import ThroughputTable
 
 from .batch import MIN_LEASE_FRACTION, startup_charge
 from .config import CoreConfig
-from .driver import config_for
+from .core import SchedulerCore
+from .driver import RoundDriver, config_for
 from .type_order import fastest_first
 
 __all__ = ["MIN_LEASE_FRACTION", "DaemonRules", "startup_charge"]
+
+
+# An idle daemon plans its first round this long after the job that woke it, so that jobs
+# submitted together (one RPC after another) are planned together.
+ARRIVAL_GRACE_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -42,7 +48,9 @@ class DaemonRules:
       first ``refill_until`` of a round (until the next round is planned);
     - ``plan_lead_s``: each round is planned this long before the last one ends;
     - ``startup_s``: mean start-up of a fresh run per job type, as measured; a replay
-      charges ``startup_charges`` (capped by the lease floor).
+      charges ``startup_charges`` (capped by the lease floor);
+    - ``arrival_grace_s``: an idle daemon plans this long after the arrival that woke it
+      (``RoundDriver.first_plan_at``).
     """
 
     round_seconds: float
@@ -52,6 +60,7 @@ class DaemonRules:
     refill_until: float = 1.0
     plan_lead_s: float = 0.0
     startup_s: Mapping[str, float] = field(default_factory=dict)
+    arrival_grace_s: float = ARRIVAL_GRACE_S
 
     def __post_init__(self) -> None:
         if not 0.0 < self.round_seconds < math.inf:
@@ -99,6 +108,12 @@ class DaemonRules:
     def startup_cap(self) -> float:
         """The most start-up a fresh run is charged: the round after the lease floor."""
         return startup_charge(math.inf, self.round_seconds)
+
+    def driver(self, core: SchedulerCore) -> RoundDriver:
+        """The round driver of a core under these rules: their plan lead and arrival
+        grace."""
+        return RoundDriver(core, plan_lead_s=self.plan_lead_s,
+                           arrival_grace_s=self.arrival_grace_s)
 
     def startup_charge(self, startup_s: float) -> float:
         """``startup_charge`` in rounds of this length."""

@@ -66,10 +66,6 @@ from .view import DaemonView, Shares
 
 log = logging.getLogger(__name__)
 
-# An idle scheduler starts its first round this long after a job arrives, so that jobs
-# submitted together are planned together.
-ARRIVAL_GRACE_S = 0.5
-
 
 class DaemonExecutor:
     """One thread drives ``SchedulerCore`` on real time (see the module docstring)."""
@@ -94,8 +90,7 @@ class DaemonExecutor:
                            frozenset(w for s in servers for w in s.workers))
         self.core = SchedulerCore(policy, view, self.priors, config.rules.core_config(
             policy, table, table.worker_types, seed=config.seed, on_solve_error="keep"))
-        self.driver = RoundDriver(self.core, plan_lead_s=config.plan_lead,
-                                  arrival_grace_s=ARRIVAL_GRACE_S)
+        self.driver = config.rules.driver(self.core)
         self.jobs = Jobs(store, changed=self._changed)     # a job's state changes: republish
         for row in self.jobs.restore(store.jobs(table)):
             self.core.submit(row.spec, row.arrival_s, steps_done=row.steps_done)

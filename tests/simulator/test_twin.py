@@ -39,6 +39,11 @@ def test_the_rules_a_status_publishes_give_the_daemons_core_config(tmp_path, con
             replayed = dataclasses.replace(replayed, refill_until=daemon.refill_until)
         assert replayed == daemon
         assert sim_config(rules).plan_lead_s == x.driver.plan_lead_s == x.config.plan_lead
+        # a whole run's arrivals wait the daemon's grace; an ETA's jobs are there already
+        grace = x.config.rules.arrival_grace_s
+        assert x.driver.arrival_grace_s == grace > 0
+        assert sim_config(rules, arrivals=True).arrival_grace_s == grace
+        assert sim_config(rules).arrival_grace_s == 0.0
         assert not sim_config(rules).round_ends_at_last_finish       # wall-clock rounds
     finally:
         sched.close()
