@@ -109,8 +109,8 @@ class DaemonExecutor:
         online.restore(store.throughputs())
         self.progress = Progress(self.jobs, self.runs, self.driver, self.core, online, store,
                                  self.fences, clock=clock)
-        self.shares = Shares(self.core, config.round_seconds)
-        self.clock = RoundClock(config.round_seconds, self.driver.plan_lead_s)
+        self.shares = Shares(self.core)
+        self.clock = RoundClock(self.core.config.round_seconds, self.driver.plan_lead_s)
         self._started_index = -1
         self._woken = self._clock()       # when an idle scheduler last got work
         self.pictures = Publisher(self.view(0.0), lambda: self.view(self.now()), metrics,

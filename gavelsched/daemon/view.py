@@ -120,8 +120,8 @@ class Shares:
     over the current allocation period, or the last closed one while the current one is
     younger than a round."""
 
-    def __init__(self, core: SchedulerCore, round_seconds: float) -> None:
-        self._core, self._round_seconds = core, round_seconds
+    def __init__(self, core: SchedulerCore) -> None:
+        self._core = core
         self._last: dict[str, dict[str, float]] = {}
 
     def closed(self, periods: list[Period]) -> None:
@@ -135,6 +135,6 @@ class Shares:
 
     def at(self, now: float) -> dict[str, ShareRow]:
         shares = self._core.shares(now)
-        if now - self._core.last_resolve_s >= self._round_seconds:
+        if now - self._core.last_resolve_s >= self._core.config.round_seconds:
             return shares
         return {job: (x, self._last.get(job, got)) for job, (x, got) in shares.items()}

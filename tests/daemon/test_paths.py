@@ -78,6 +78,6 @@ def test_daemons_in_different_working_dirs_agree_on_every_path(tmp_path):
     # Without -v, the daemons log their main events at INFO (issue #18).
     scheduler_log = (cluster.root / "scheduler.log").read_text()
     assert "INFO gavelsched.daemon.server: scheduler listening on" in scheduler_log
-    assert "INFO gavelsched.daemon.executor: job 0 done" in scheduler_log
+    assert "INFO gavelsched.daemon.jobs: job 0 done" in scheduler_log   # (jobs.py owns job state)
     assert "INFO workers.daemon.worker: registered as server" in (
         cluster.root / "worker0.log").read_text()
