@@ -36,7 +36,6 @@ from traces.profiles import Profile
 from traces.types import ThroughputTable
 
 from ..core import SchedulerCore
-from ..core.driver import RoundDriver
 from ..mechanism import ClusterView, Server
 from ..rpc import pb
 from .clock import Origin, RoundClock
