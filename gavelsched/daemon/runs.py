@@ -164,8 +164,9 @@ class RunTable:
 
     def _window(self, mono: float) -> tuple[float, float]:
         """(the round's length, when the running round ends on the monotonic clock); idle:
-        a round of the last length from now."""
-        R = self._round.round_seconds
+        a round of the last length (before any, the core's) from now."""
+        rnd = self._round
+        R = rnd.round_seconds if rnd is not None else self.core.config.round_seconds
         if not self._running:
             return R, mono + R
         return R, self._monotonic(self._round.end_s)
