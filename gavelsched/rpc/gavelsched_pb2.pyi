@@ -292,7 +292,7 @@ class ReadLogsResponse(_message.Message):
     def __init__(self, files: _Optional[_Iterable[_Union[LogFile, _Mapping]]] = ..., data: _Optional[bytes] = ...) -> None: ...
 
 class JobRequest(_message.Message):
-    __slots__ = ("job_type", "scale_factor", "total_steps", "priority_weight", "slo_s", "entity", "workload", "command", "mixed", "min_scale_factor")
+    __slots__ = ("job_type", "scale_factor", "total_steps", "priority_weight", "slo_s", "entity", "workload", "command", "mixed", "min_scale_factor", "max_runtime_s", "after", "count")
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     SCALE_FACTOR_FIELD_NUMBER: _ClassVar[int]
     TOTAL_STEPS_FIELD_NUMBER: _ClassVar[int]
@@ -303,6 +303,9 @@ class JobRequest(_message.Message):
     COMMAND_FIELD_NUMBER: _ClassVar[int]
     MIXED_FIELD_NUMBER: _ClassVar[int]
     MIN_SCALE_FACTOR_FIELD_NUMBER: _ClassVar[int]
+    MAX_RUNTIME_S_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
     job_type: str
     scale_factor: int
     total_steps: int
@@ -313,13 +316,20 @@ class JobRequest(_message.Message):
     command: str
     mixed: bool
     min_scale_factor: int
-    def __init__(self, job_type: _Optional[str] = ..., scale_factor: _Optional[int] = ..., total_steps: _Optional[int] = ..., priority_weight: _Optional[float] = ..., slo_s: _Optional[float] = ..., entity: _Optional[str] = ..., workload: _Optional[str] = ..., command: _Optional[str] = ..., mixed: _Optional[bool] = ..., min_scale_factor: _Optional[int] = ...) -> None: ...
+    max_runtime_s: float
+    after: _containers.RepeatedScalarFieldContainer[str]
+    count: int
+    def __init__(self, job_type: _Optional[str] = ..., scale_factor: _Optional[int] = ..., total_steps: _Optional[int] = ..., priority_weight: _Optional[float] = ..., slo_s: _Optional[float] = ..., entity: _Optional[str] = ..., workload: _Optional[str] = ..., command: _Optional[str] = ..., mixed: _Optional[bool] = ..., min_scale_factor: _Optional[int] = ..., max_runtime_s: _Optional[float] = ..., after: _Optional[_Iterable[str]] = ..., count: _Optional[int] = ...) -> None: ...
 
 class SubmitResponse(_message.Message):
-    __slots__ = ("job_id",)
+    __slots__ = ("job_id", "job_ids", "array_id")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    ARRAY_ID_FIELD_NUMBER: _ClassVar[int]
     job_id: str
-    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+    job_ids: _containers.RepeatedScalarFieldContainer[str]
+    array_id: str
+    def __init__(self, job_id: _Optional[str] = ..., job_ids: _Optional[_Iterable[str]] = ..., array_id: _Optional[str] = ...) -> None: ...
 
 class CancelRequest(_message.Message):
     __slots__ = ("job_id",)
@@ -327,20 +337,106 @@ class CancelRequest(_message.Message):
     job_id: str
     def __init__(self, job_id: _Optional[str] = ...) -> None: ...
 
+class JobControlRequest(_message.Message):
+    __slots__ = ("job_id", "reason")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    reason: str
+    def __init__(self, job_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class UpdateRequest(_message.Message):
+    __slots__ = ("job_id", "priority_weight", "entity")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    priority_weight: float
+    entity: str
+    def __init__(self, job_id: _Optional[str] = ..., priority_weight: _Optional[float] = ..., entity: _Optional[str] = ...) -> None: ...
+
+class ReloadRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class HistoryRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class HistoryEvent(_message.Message):
+    __slots__ = ("time_unix", "user", "action", "detail")
+    TIME_UNIX_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    time_unix: float
+    user: str
+    action: str
+    detail: str
+    def __init__(self, time_unix: _Optional[float] = ..., user: _Optional[str] = ..., action: _Optional[str] = ..., detail: _Optional[str] = ...) -> None: ...
+
+class HistoryResponse(_message.Message):
+    __slots__ = ("events",)
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[HistoryEvent]
+    def __init__(self, events: _Optional[_Iterable[_Union[HistoryEvent, _Mapping]]] = ...) -> None: ...
+
+class UsageRequest(_message.Message):
+    __slots__ = ("by", "since_unix")
+    BY_FIELD_NUMBER: _ClassVar[int]
+    SINCE_UNIX_FIELD_NUMBER: _ClassVar[int]
+    by: str
+    since_unix: float
+    def __init__(self, by: _Optional[str] = ..., since_unix: _Optional[float] = ...) -> None: ...
+
+class UsageLine(_message.Message):
+    __slots__ = ("key", "gpu_hours", "cost", "runs", "jobs")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    GPU_HOURS_FIELD_NUMBER: _ClassVar[int]
+    COST_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    gpu_hours: float
+    cost: float
+    runs: int
+    jobs: int
+    def __init__(self, key: _Optional[str] = ..., gpu_hours: _Optional[float] = ..., cost: _Optional[float] = ..., runs: _Optional[int] = ..., jobs: _Optional[int] = ...) -> None: ...
+
+class UsageResponse(_message.Message):
+    __slots__ = ("by", "lines", "gpu_hours", "cost", "runs")
+    BY_FIELD_NUMBER: _ClassVar[int]
+    LINES_FIELD_NUMBER: _ClassVar[int]
+    GPU_HOURS_FIELD_NUMBER: _ClassVar[int]
+    COST_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    by: str
+    lines: _containers.RepeatedCompositeFieldContainer[UsageLine]
+    gpu_hours: float
+    cost: float
+    runs: int
+    def __init__(self, by: _Optional[str] = ..., lines: _Optional[_Iterable[_Union[UsageLine, _Mapping]]] = ..., gpu_hours: _Optional[float] = ..., cost: _Optional[float] = ..., runs: _Optional[int] = ...) -> None: ...
+
 class StatusRequest(_message.Message):
-    __slots__ = ("states", "job_type", "entity", "active")
+    __slots__ = ("states", "job_type", "entity", "active", "mine", "user")
     STATES_FIELD_NUMBER: _ClassVar[int]
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     ENTITY_FIELD_NUMBER: _ClassVar[int]
     ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    MINE_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
     states: _containers.RepeatedScalarFieldContainer[str]
     job_type: str
     entity: str
     active: bool
-    def __init__(self, states: _Optional[_Iterable[str]] = ..., job_type: _Optional[str] = ..., entity: _Optional[str] = ..., active: _Optional[bool] = ...) -> None: ...
+    mine: bool
+    user: str
+    def __init__(self, states: _Optional[_Iterable[str]] = ..., job_type: _Optional[str] = ..., entity: _Optional[str] = ..., active: _Optional[bool] = ..., mine: _Optional[bool] = ..., user: _Optional[str] = ...) -> None: ...
 
 class JobStatus(_message.Message):
-    __slots__ = ("id", "state", "steps_done", "total_steps", "job_type", "scale_factor", "worker_type", "reason", "allocation", "received", "arrival_s", "completion_s", "mixed", "min_scale_factor", "gpus", "entity", "started_s", "ended_s", "steps_per_s", "priority_weight", "startup_s")
+    __slots__ = ("id", "state", "steps_done", "total_steps", "job_type", "scale_factor", "worker_type", "reason", "allocation", "received", "arrival_s", "completion_s", "mixed", "min_scale_factor", "gpus", "entity", "started_s", "ended_s", "steps_per_s", "priority_weight", "startup_s", "user", "array_id", "array_index", "max_runtime_s", "after", "run_s")
     class AllocationEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -383,6 +479,12 @@ class JobStatus(_message.Message):
     STEPS_PER_S_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_WEIGHT_FIELD_NUMBER: _ClassVar[int]
     STARTUP_S_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    ARRAY_ID_FIELD_NUMBER: _ClassVar[int]
+    ARRAY_INDEX_FIELD_NUMBER: _ClassVar[int]
+    MAX_RUNTIME_S_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    RUN_S_FIELD_NUMBER: _ClassVar[int]
     id: str
     state: str
     steps_done: int
@@ -404,7 +506,29 @@ class JobStatus(_message.Message):
     steps_per_s: _containers.ScalarMap[str, float]
     priority_weight: float
     startup_s: float
-    def __init__(self, id: _Optional[str] = ..., state: _Optional[str] = ..., steps_done: _Optional[int] = ..., total_steps: _Optional[int] = ..., job_type: _Optional[str] = ..., scale_factor: _Optional[int] = ..., worker_type: _Optional[str] = ..., reason: _Optional[str] = ..., allocation: _Optional[_Mapping[str, float]] = ..., received: _Optional[_Mapping[str, float]] = ..., arrival_s: _Optional[float] = ..., completion_s: _Optional[float] = ..., mixed: _Optional[bool] = ..., min_scale_factor: _Optional[int] = ..., gpus: _Optional[int] = ..., entity: _Optional[str] = ..., started_s: _Optional[float] = ..., ended_s: _Optional[float] = ..., steps_per_s: _Optional[_Mapping[str, float]] = ..., priority_weight: _Optional[float] = ..., startup_s: _Optional[float] = ...) -> None: ...
+    user: str
+    array_id: str
+    array_index: int
+    max_runtime_s: float
+    after: _containers.RepeatedScalarFieldContainer[str]
+    run_s: float
+    def __init__(self, id: _Optional[str] = ..., state: _Optional[str] = ..., steps_done: _Optional[int] = ..., total_steps: _Optional[int] = ..., job_type: _Optional[str] = ..., scale_factor: _Optional[int] = ..., worker_type: _Optional[str] = ..., reason: _Optional[str] = ..., allocation: _Optional[_Mapping[str, float]] = ..., received: _Optional[_Mapping[str, float]] = ..., arrival_s: _Optional[float] = ..., completion_s: _Optional[float] = ..., mixed: _Optional[bool] = ..., min_scale_factor: _Optional[int] = ..., gpus: _Optional[int] = ..., entity: _Optional[str] = ..., started_s: _Optional[float] = ..., ended_s: _Optional[float] = ..., steps_per_s: _Optional[_Mapping[str, float]] = ..., priority_weight: _Optional[float] = ..., startup_s: _Optional[float] = ..., user: _Optional[str] = ..., array_id: _Optional[str] = ..., array_index: _Optional[int] = ..., max_runtime_s: _Optional[float] = ..., after: _Optional[_Iterable[str]] = ..., run_s: _Optional[float] = ...) -> None: ...
+
+class EntityStatus(_message.Message):
+    __slots__ = ("name", "weight", "policy", "max_gpus", "gpus", "jobs")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    MAX_GPUS_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    weight: float
+    policy: str
+    max_gpus: int
+    gpus: int
+    jobs: int
+    def __init__(self, name: _Optional[str] = ..., weight: _Optional[float] = ..., policy: _Optional[str] = ..., max_gpus: _Optional[int] = ..., gpus: _Optional[int] = ..., jobs: _Optional[int] = ...) -> None: ...
 
 class WorkerStatus(_message.Message):
     __slots__ = ("id", "type", "gpus", "alive", "address", "drained", "runs")
@@ -425,7 +549,7 @@ class WorkerStatus(_message.Message):
     def __init__(self, id: _Optional[str] = ..., type: _Optional[str] = ..., gpus: _Optional[int] = ..., alive: _Optional[bool] = ..., address: _Optional[str] = ..., drained: _Optional[bool] = ..., runs: _Optional[int] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("round", "jobs", "workers", "policy", "round_seconds", "now_s", "epoch_unix", "resolve", "min_resolve_interval_s", "round_ends_s", "refill_until", "plan_lead_s")
+    __slots__ = ("round", "jobs", "workers", "policy", "round_seconds", "now_s", "epoch_unix", "resolve", "min_resolve_interval_s", "round_ends_s", "refill_until", "plan_lead_s", "entities", "caller")
     ROUND_FIELD_NUMBER: _ClassVar[int]
     JOBS_FIELD_NUMBER: _ClassVar[int]
     WORKERS_FIELD_NUMBER: _ClassVar[int]
@@ -438,6 +562,8 @@ class StatusResponse(_message.Message):
     ROUND_ENDS_S_FIELD_NUMBER: _ClassVar[int]
     REFILL_UNTIL_FIELD_NUMBER: _ClassVar[int]
     PLAN_LEAD_S_FIELD_NUMBER: _ClassVar[int]
+    ENTITIES_FIELD_NUMBER: _ClassVar[int]
+    CALLER_FIELD_NUMBER: _ClassVar[int]
     round: int
     jobs: _containers.RepeatedCompositeFieldContainer[JobStatus]
     workers: _containers.RepeatedCompositeFieldContainer[WorkerStatus]
@@ -450,7 +576,9 @@ class StatusResponse(_message.Message):
     round_ends_s: float
     refill_until: float
     plan_lead_s: float
-    def __init__(self, round: _Optional[int] = ..., jobs: _Optional[_Iterable[_Union[JobStatus, _Mapping]]] = ..., workers: _Optional[_Iterable[_Union[WorkerStatus, _Mapping]]] = ..., policy: _Optional[str] = ..., round_seconds: _Optional[float] = ..., now_s: _Optional[float] = ..., epoch_unix: _Optional[float] = ..., resolve: _Optional[str] = ..., min_resolve_interval_s: _Optional[float] = ..., round_ends_s: _Optional[float] = ..., refill_until: _Optional[float] = ..., plan_lead_s: _Optional[float] = ...) -> None: ...
+    entities: _containers.RepeatedCompositeFieldContainer[EntityStatus]
+    caller: str
+    def __init__(self, round: _Optional[int] = ..., jobs: _Optional[_Iterable[_Union[JobStatus, _Mapping]]] = ..., workers: _Optional[_Iterable[_Union[WorkerStatus, _Mapping]]] = ..., policy: _Optional[str] = ..., round_seconds: _Optional[float] = ..., now_s: _Optional[float] = ..., epoch_unix: _Optional[float] = ..., resolve: _Optional[str] = ..., min_resolve_interval_s: _Optional[float] = ..., round_ends_s: _Optional[float] = ..., refill_until: _Optional[float] = ..., plan_lead_s: _Optional[float] = ..., entities: _Optional[_Iterable[_Union[EntityStatus, _Mapping]]] = ..., caller: _Optional[str] = ...) -> None: ...
 
 class DrainRequest(_message.Message):
     __slots__ = ("server_id", "undo")

@@ -576,6 +576,36 @@ class ClientToSchedulerStub:
                 request_serializer=gavelsched__pb2.DrainRequest.SerializeToString,
                 response_deserializer=gavelsched__pb2.DrainResponse.FromString,
                 _registered_method=True)
+        self.Hold = channel.unary_unary(
+                '/gavelsched.v1.ClientToScheduler/Hold',
+                request_serializer=gavelsched__pb2.JobControlRequest.SerializeToString,
+                response_deserializer=gavelsched__pb2.Ack.FromString,
+                _registered_method=True)
+        self.Release = channel.unary_unary(
+                '/gavelsched.v1.ClientToScheduler/Release',
+                request_serializer=gavelsched__pb2.JobControlRequest.SerializeToString,
+                response_deserializer=gavelsched__pb2.Ack.FromString,
+                _registered_method=True)
+        self.Update = channel.unary_unary(
+                '/gavelsched.v1.ClientToScheduler/Update',
+                request_serializer=gavelsched__pb2.UpdateRequest.SerializeToString,
+                response_deserializer=gavelsched__pb2.Ack.FromString,
+                _registered_method=True)
+        self.Reload = channel.unary_unary(
+                '/gavelsched.v1.ClientToScheduler/Reload',
+                request_serializer=gavelsched__pb2.ReloadRequest.SerializeToString,
+                response_deserializer=gavelsched__pb2.Ack.FromString,
+                _registered_method=True)
+        self.History = channel.unary_unary(
+                '/gavelsched.v1.ClientToScheduler/History',
+                request_serializer=gavelsched__pb2.HistoryRequest.SerializeToString,
+                response_deserializer=gavelsched__pb2.HistoryResponse.FromString,
+                _registered_method=True)
+        self.Usage = channel.unary_unary(
+                '/gavelsched.v1.ClientToScheduler/Usage',
+                request_serializer=gavelsched__pb2.UsageRequest.SerializeToString,
+                response_deserializer=gavelsched__pb2.UsageResponse.FromString,
+                _registered_method=True)
 
 
 class ClientToSchedulerServicer:
@@ -611,6 +641,42 @@ class ClientToSchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Hold(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Release(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Update(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Reload(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def History(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Usage(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClientToSchedulerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -638,6 +704,36 @@ def add_ClientToSchedulerServicer_to_server(servicer, server):
                     servicer.Drain,
                     request_deserializer=gavelsched__pb2.DrainRequest.FromString,
                     response_serializer=gavelsched__pb2.DrainResponse.SerializeToString,
+            ),
+            'Hold': grpc.unary_unary_rpc_method_handler(
+                    servicer.Hold,
+                    request_deserializer=gavelsched__pb2.JobControlRequest.FromString,
+                    response_serializer=gavelsched__pb2.Ack.SerializeToString,
+            ),
+            'Release': grpc.unary_unary_rpc_method_handler(
+                    servicer.Release,
+                    request_deserializer=gavelsched__pb2.JobControlRequest.FromString,
+                    response_serializer=gavelsched__pb2.Ack.SerializeToString,
+            ),
+            'Update': grpc.unary_unary_rpc_method_handler(
+                    servicer.Update,
+                    request_deserializer=gavelsched__pb2.UpdateRequest.FromString,
+                    response_serializer=gavelsched__pb2.Ack.SerializeToString,
+            ),
+            'Reload': grpc.unary_unary_rpc_method_handler(
+                    servicer.Reload,
+                    request_deserializer=gavelsched__pb2.ReloadRequest.FromString,
+                    response_serializer=gavelsched__pb2.Ack.SerializeToString,
+            ),
+            'History': grpc.unary_unary_rpc_method_handler(
+                    servicer.History,
+                    request_deserializer=gavelsched__pb2.HistoryRequest.FromString,
+                    response_serializer=gavelsched__pb2.HistoryResponse.SerializeToString,
+            ),
+            'Usage': grpc.unary_unary_rpc_method_handler(
+                    servicer.Usage,
+                    request_deserializer=gavelsched__pb2.UsageRequest.FromString,
+                    response_serializer=gavelsched__pb2.UsageResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -775,6 +871,168 @@ class ClientToScheduler:
             '/gavelsched.v1.ClientToScheduler/Drain',
             gavelsched__pb2.DrainRequest.SerializeToString,
             gavelsched__pb2.DrainResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Hold(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gavelsched.v1.ClientToScheduler/Hold',
+            gavelsched__pb2.JobControlRequest.SerializeToString,
+            gavelsched__pb2.Ack.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Release(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gavelsched.v1.ClientToScheduler/Release',
+            gavelsched__pb2.JobControlRequest.SerializeToString,
+            gavelsched__pb2.Ack.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Update(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gavelsched.v1.ClientToScheduler/Update',
+            gavelsched__pb2.UpdateRequest.SerializeToString,
+            gavelsched__pb2.Ack.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Reload(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gavelsched.v1.ClientToScheduler/Reload',
+            gavelsched__pb2.ReloadRequest.SerializeToString,
+            gavelsched__pb2.Ack.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def History(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gavelsched.v1.ClientToScheduler/History',
+            gavelsched__pb2.HistoryRequest.SerializeToString,
+            gavelsched__pb2.HistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Usage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gavelsched.v1.ClientToScheduler/Usage',
+            gavelsched__pb2.UsageRequest.SerializeToString,
+            gavelsched__pb2.UsageResponse.FromString,
             options,
             channel_credentials,
             insecure,
