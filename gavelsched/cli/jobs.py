@@ -21,7 +21,7 @@ from ..client.status import ClusterStatus
 from .connection import api, connection_flags
 from .jobviews import history_table, status_table
 
-STATES_HELP = "queued, running, preempted, done, failed, cancelled"
+STATES_HELP = "queued, running, preempted, held, done, failed, cancelled"
 
 
 def register(subparsers) -> None:

@@ -37,7 +37,7 @@ def _json(record) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class JobStatus:
-    """One job: its state (queued, running, preempted, done, failed, cancelled), progress,
+    """One job: its state (queued, running, preempted, held, done, failed, cancelled), progress,
     where it runs this round (``worker_type``: a type or a configuration such as
     ``k80:1+v100:1``; None: nowhere), why it waits (``reason``), its allocation against
     the share it received per type (thesis §5.5), and its times."""

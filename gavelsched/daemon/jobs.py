@@ -4,7 +4,9 @@
 A job is ``queued`` until its first process starts (its first ``InitJob``: ``started_s``),
 ``running`` while a process of it runs, ``preempted`` between its runs, then ``done``,
 ``failed`` or ``cancelled`` (``ended_s``; thesis §5.5: a job runs in rounds, and between
-them waits for its next lease). ``TRANSITIONS`` says which state may follow which; the
+them waits for its next lease). ``held`` (issue #28, Slurm's ``scontrol hold``) keeps a job
+from being scheduled, with its reason; a job held while it runs stays held as its run ends
+with its lease (it may still finish then), and ``release`` puts it back where it waits. ``TRANSITIONS`` says which state may follow which; the
 final states (none may follow), the active ones and the state a job waits in derive from
 it, and a transition it does not allow raises ``IllegalTransition``. A restart puts every
 job not final back into its waiting state (``Jobs.restore``); the store's door (``rows``)
@@ -28,21 +30,22 @@ from ..core import JobSpec
 
 log = logging.getLogger(__name__)
 
-QUEUED, RUNNING, PREEMPTED = "queued", "running", "preempted"
+QUEUED, RUNNING, PREEMPTED, HELD = "queued", "running", "preempted", "held"
 DONE, FAILED, CANCELLED = "done", "failed", "cancelled"
 # state -> the states that may follow it (a job ends from any state not final)
 TRANSITIONS: Mapping[str, frozenset[str]] = MappingProxyType({
-    QUEUED: frozenset({RUNNING, DONE, FAILED, CANCELLED}),
-    RUNNING: frozenset({PREEMPTED, DONE, FAILED, CANCELLED}),
-    PREEMPTED: frozenset({RUNNING, DONE, FAILED, CANCELLED}),
+    QUEUED: frozenset({RUNNING, HELD, DONE, FAILED, CANCELLED}),
+    RUNNING: frozenset({PREEMPTED, HELD, DONE, FAILED, CANCELLED}),
+    PREEMPTED: frozenset({RUNNING, HELD, DONE, FAILED, CANCELLED}),
+    HELD: frozenset({QUEUED, PREEMPTED, DONE, FAILED, CANCELLED}),
     DONE: frozenset(), FAILED: frozenset(), CANCELLED: frozenset()})
 STATES: tuple[str, ...] = tuple(TRANSITIONS)
 FINAL: frozenset[str] = frozenset(s for s, after in TRANSITIONS.items() if not after)
 ACTIVE: tuple[str, ...] = tuple(s for s in STATES if s not in FINAL)
 # A job with no process waits: in the first state (``FIRST``) if it never started, else in
-# the one state a run's end leads to that is not final (``BETWEEN_RUNS``).
+# the one state a run's end leads to that is neither final nor held (``BETWEEN_RUNS``).
 FIRST: str = STATES[0]
-(BETWEEN_RUNS,) = TRANSITIONS[RUNNING] - FINAL
+(BETWEEN_RUNS,) = TRANSITIONS[RUNNING] - FINAL - {HELD}
 WAITING: tuple[str, ...] = (FIRST, BETWEEN_RUNS)
 
 
@@ -70,7 +73,9 @@ def is_final(state: str) -> bool:
 @dataclass(frozen=True)
 class JobRow:
     """One submitted job as stored: the core's ``JobSpec`` (what the scheduler plans with)
-    and what only the daemon keeps: ``workload``/``command`` (what the worker runs), the
+    and what only the daemon keeps: ``workload``/``command`` (what the worker runs), who
+    submitted it (``user``), the array it is a copy of (``array_id``, ``array_index``), its
+    time limit (``max_runtime_s``, None: none) and the jobs it waits for (``after``); the
     state, the *durable* step count and the times: submitted (``arrival_s``), its first
     process's start (``started_s``), done (``completion_s``), ended in any final state
     (``ended_s``); None: not (yet)."""
@@ -78,6 +83,11 @@ class JobRow:
     spec: JobSpec
     workload: str = ""
     command: str = ""
+    user: str = ""
+    array_id: str = ""
+    array_index: int = 0
+    max_runtime_s: float | None = None
+    after: tuple[str, ...] = ()
     state: str = FIRST
     steps_done: int = 0
     reason: str | None = None
@@ -126,6 +136,8 @@ class JobStore(Protocol):
 
     def update_jobs(self, jobs: list[JobRow], db: Any = None) -> None: ...
 
+    def update_spec(self, job: JobRow) -> None: ...
+
     def transaction(self) -> AbstractContextManager[Any]: ...
 
 
@@ -134,8 +146,11 @@ class Jobs(Mapping[str, JobRow]):
     of the table, checked, written through the store and followed by ``changed()`` (the
     executor republishes its view)."""
 
-    def __init__(self, store: JobStore, changed: Callable[[], None] = lambda: None) -> None:
-        self._store, self._changed = store, changed
+    def __init__(self, store: JobStore, changed: Callable[[], None] = lambda: None,
+                 ended: Callable[[JobRow], None] = lambda row: None) -> None:
+        """``changed()`` follows every change; ``ended(row)`` every job that became final
+        (its dependants wait on it: ``control``)."""
+        self._store, self._changed, self._ended = store, changed, ended
         self._rows: dict[str, JobRow] = {}
 
     # ---- reading --------------------------------------------------------------------------
@@ -162,12 +177,12 @@ class Jobs(Mapping[str, JobRow]):
 
     # ---- transitions ----------------------------------------------------------------------
     def restore(self, rows: Iterable[JobRow]) -> list[JobRow]:
-        """The store's rows at start (before the first picture): each job not final waits
-        again (``JobRow.waiting``), whatever it was doing when the daemon stopped. Returns
-        those, for the core."""
+        """The store's rows at start (before the first picture): each job neither final nor
+        held waits again (``JobRow.waiting``), whatever it was doing when the daemon
+        stopped. Returns those, for the core."""
         waiting = []
         for row in rows:
-            if not row.final:
+            if not row.final and row.state != HELD:
                 row = row.but(state=row.waiting)
                 waiting.append(row)
             self._rows[row.id] = row
@@ -189,6 +204,8 @@ class Jobs(Mapping[str, JobRow]):
         """A process of the job has started (on ``where``): it runs; its first start is
         kept."""
         job = self._rows[job_id]
+        if job.state == HELD:           # a run launched before the hold: it ends with its lease
+            return
         if job.started_s is not None:
             self._move(job, RUNNING, write=False)
             return
@@ -219,6 +236,25 @@ class Jobs(Mapping[str, JobRow]):
         if job is not None and job.state == RUNNING:
             self._move(job, job.waiting, write=False)
 
+    def hold(self, job_id: str, reason: str) -> None:
+        """The job is not scheduled until released; a run it has goes on to its lease's end."""
+        self._move(self._rows[job_id], HELD, reason=reason)
+        log.info("job %s held: %s", job_id, reason)
+
+    def release(self, job_id: str) -> None:
+        """A held job waits again (``JobRow.waiting``)."""
+        job = self._rows[job_id]
+        self._move(job, job.waiting, reason=None)
+        log.info("job %s released", job_id)
+
+    def update(self, job_id: str, **spec_changes) -> JobRow:
+        """Change fields of the job's ``JobSpec`` (priority weight, entity), written at once."""
+        job = self._rows[job_id]
+        row = self._rows[job_id] = job.but(spec=replace(job.spec, **spec_changes))
+        self._store.update_spec(row)
+        self._changed()
+        return row
+
     def finish(self, job_id: str, now: float) -> None:
         """Every step of the job is durable."""
         job = self._rows[job_id]
@@ -239,4 +275,6 @@ class Jobs(Mapping[str, JobRow]):
         if write:
             self._store.update_jobs([row])
         self._changed()
+        if row.final:
+            self._ended(row)
         return row

@@ -28,7 +28,9 @@ from .meta import declared
 REFUSED = "refused at load"
 SPEC_FIELDS = ("job_type", "scale_factor", "total_steps", "priority_weight", "slo_s",
                "entity", "mixed", "min_scale_factor")
-RUN_FIELDS = ("workload", "command")
+RUN_FIELDS = ("workload", "command", "user", "array_id", "array_index", "max_runtime_s",
+              "after")
+MAX_AFTER = 1000          # dependencies of one job
 
 
 class Table(Protocol):
@@ -107,8 +109,18 @@ def _submission(job_id: str, raw: Any) -> JobRow:
             check_workload(workload)
         except UnknownWorkload as err:
             raise BadValue("workload", str(err), show=False) from None
+    limit = f.get("max_runtime_s")
+    after = f.get("after", [])
+    if not isinstance(after, list) or len(after) > MAX_AFTER:
+        raise BadValue("after", f"must be a list of at most {MAX_AFTER} job ids", after)
     return JobRow(spec, workload=workload,
-                  command=checks.text(f.get("command", ""), "command", one_line=False))
+                  command=checks.text(f.get("command", ""), "command", one_line=False),
+                  user=checks.text(f.get("user", ""), "user"),
+                  array_id=checks.text(f.get("array_id", ""), "array_id"),
+                  array_index=checks.integer(f.get("array_index", 0), "array_index", low=0),
+                  max_runtime_s=None if limit is None else checks.number(
+                      limit, "max_runtime_s", low=0.0),
+                  after=tuple(checks.text(a, "after", empty=False) for a in after))
 
 
 def _columns(job: JobRow, state: Any, steps_done: Any, reason: Any, arrival_s: Any,

@@ -188,9 +188,13 @@ class Store:
                            [(j.state, j.steps_done, j.reason, j.completion_s, j.started_s,
                              j.ended_s, j.id) for j in jobs])
 
+    def update_spec(self, job: JobRow) -> None:
+        """Write a job's changed submission (``update``: priority weight, entity)."""
+        with self.transaction() as db:
+            db.execute("UPDATE jobs SET spec=? WHERE id=?", (_spec_json(job), job.id))
+
     def _put_job(self, db: sqlite3.Connection, job: JobRow, seq: int) -> None:
-        spec = json.dumps({**{k: getattr(job.spec, k) for k in SPEC_FIELDS},
-                           **{k: getattr(job, k) for k in RUN_FIELDS}})
+        spec = _spec_json(job)
         db.execute(f"INSERT INTO jobs(seq, {JOB_COLUMNS}) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                    (seq, job.id, spec, job.state, job.steps_done, job.reason, job.arrival_s,
                     job.completion_s, job.started_s, job.ended_s))
@@ -266,3 +270,11 @@ class Store:
                                           throughput):
             out.setdefault(job_id, {})[t] = v
         return out
+
+
+def _spec_json(job: JobRow) -> str:
+    """The ``spec`` column: the submission's fields (``SPEC_FIELDS``, ``RUN_FIELDS``)."""
+    fields = {**{k: getattr(job.spec, k) for k in SPEC_FIELDS},
+              **{k: getattr(job, k) for k in RUN_FIELDS}}
+    fields["after"] = list(job.after)
+    return json.dumps(fields)

@@ -45,7 +45,7 @@ def test_the_table_allows_a_run_to_start_end_and_a_job_to_end_from_any_active_st
 def test_the_final_states_are_those_with_no_way_out_and_the_rest_are_active():
     assert jobs.FINAL == {s for s in jobs.STATES if not jobs.TRANSITIONS[s]}
     assert jobs.FINAL == {"done", "failed", "cancelled"}
-    assert jobs.ACTIVE == ("queued", "running", "preempted")
+    assert jobs.ACTIVE == ("queued", "running", "preempted", "held")
     assert set(jobs.STATES) == set(jobs.ACTIVE) | jobs.FINAL
     assert all(after <= set(jobs.STATES) for after in jobs.TRANSITIONS.values())
     assert jobs.WAITING == ("queued", "preempted")

@@ -155,5 +155,5 @@ def test_status_and_history_filter_by_state_type_and_entity(cluster):
     bad = gavelsched(cluster, "status", "--state", "paused")
     assert bad.returncode == 2
     assert bad.stderr.decode().strip().endswith(
-        "states: unknown state 'paused' (known: queued, running, preempted, done, failed, "
+        "states: unknown state 'paused' (known: queued, running, preempted, held, done, failed, "
         "cancelled)")

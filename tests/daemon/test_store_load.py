@@ -63,10 +63,10 @@ BAD_JOBS = [
     ("UPDATE jobs SET reason=CAST(X'6f6bff' AS TEXT) WHERE id='1'", (),
      "reason: not UTF-8 text at line 1, byte offset 2 (0xff)"),
     ("UPDATE jobs SET state='zombie' WHERE id='1'", (),
-     "state: must be one of queued, running, preempted, done, failed, cancelled, got "
+     "state: must be one of queued, running, preempted, held, done, failed, cancelled, got "
      "'zombie'"),
     ("UPDATE jobs SET state=7 WHERE id='1'", (), "state: must be one of queued, running, "
-                                                 "preempted, done, failed, cancelled, got "
+                                                 "preempted, held, done, failed, cancelled, got "
                                                  "'7'"),
     ("UPDATE jobs SET steps_done=CAST(X'ff' AS TEXT) WHERE id='1'", (),
      "steps_done: not UTF-8 text at line 1, byte offset 0 (0xff)"),
@@ -237,7 +237,7 @@ def test_a_real_scheduler_restarts_on_a_corrupted_store(tmp_path):
             "failed", "refused at load: priority_weight: must be a finite number, got nan")
         assert (done[ids[2]].state, done[ids[2]].reason) == (
             "failed", "refused at load: state: must be one of queued, running, preempted, "
-                      "done, failed, cancelled, got 'paused'")
+                      "held, done, failed, cancelled, got 'paused'")
         assert [w.type for w in c.status().workers] == ["v100"]
     log = (tmp_path / "scheduler.log").read_text()
     assert "Traceback" not in log
