@@ -60,8 +60,8 @@ def test_a_started_job_is_preempted_between_its_runs_and_keeps_its_first_start(t
     assert got[job].reason.startswith("pending: waiting its turn (allocation: v100 ")
     assert "; received: v100 " in got[job].reason, got[job].reason
     assert "received" not in got[never].reason           # never ran: X only
-    assert gauge(s) == {"queued": 1, "running": 0, "preempted": 1, "done": 0, "failed": 0,
-                        "cancelled": 0}
+    assert gauge(s) == {"queued": 1, "running": 0, "preempted": 1, "held": 0, "done": 0,
+                        "failed": 0, "cancelled": 0}
     assert set(status(s, states=["preempted"])) == {job}
     assert set(status(s, active=True)) == {job, never}
     s.close()
