@@ -202,6 +202,23 @@ class SchedulerCore:
         self._job(job_id)
         self._remove((job_id,))
 
+    def withdraw(self, job_id: str, now: float) -> None:
+        """The job leaves the core but may come back (a daemon's ``hold``): as ``cancel``,
+        and a later ``submit`` of it (with the steps it has made) is its return."""
+        self.cancel(job_id, now)
+        self._known.discard(job_id)
+
+    def update_job(self, job_id: str, now: float, **changes) -> None:
+        """Change an admitted or pending job's ``JobSpec`` fields that do not change its
+        rows (``priority_weight``, ``entity``); the allocation becomes stale."""
+        for i, (spec, arrival) in enumerate(self._pending):
+            if spec.id == job_id:
+                self._pending[i] = (replace(spec, **changes), arrival)
+                return
+        job = self._job(job_id)
+        job.spec = replace(job.spec, **changes)
+        self._stale = True
+
     def add_workers(self, worker_type: str, count: int, now: float,
                     gpus_per_server: int = 1) -> ClusterView:
         self._view = self._view.with_workers(worker_type, count, gpus_per_server)

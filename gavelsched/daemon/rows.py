@@ -258,3 +258,24 @@ def _json(raw: Any, field: str) -> Any:
         return json.loads(text)
     except (ValueError, RecursionError):
         raise BadValue(field, "must be JSON", text) from None
+
+
+def event(job_id: Any, time_unix: Any, user: Any, action: Any, detail: Any) -> tuple:
+    """An ``events`` row (a job's history): (job, time, user, action, detail)."""
+    return (_text(job_id, "job_id", empty=False),
+            checks.number(_plain(time_unix, "time_unix"), "time_unix", low=0.0),
+            _text(user, "user"), _text(action, "action", empty=False),
+            _text(detail, "detail"))
+
+
+def usage(job_id: Any, generation: Any, user: Any, entity: Any, worker_type: Any,
+          gpus: Any, start_unix: Any, end_unix: Any, price: Any) -> tuple:
+    """A ``usage`` row (one ended run), checked: times in order, GPUs >= 1, price >= 0."""
+    start = checks.number(_plain(start_unix, "start_unix"), "start_unix", low=0.0)
+    end = checks.number(_plain(end_unix, "end_unix"), "end_unix", low=start)
+    return (_text(job_id, "job_id", empty=False),
+            checks.integer(_plain(generation, "generation"), "generation", low=0),
+            _text(user, "user"), _text(entity, "entity"),
+            _text(worker_type, "worker_type", empty=False),
+            checks.integer(_plain(gpus, "gpus"), "gpus", low=1), start, end,
+            checks.number(_plain(price, "price"), "price", low=0.0))

@@ -4,8 +4,11 @@
 Tables: ``jobs`` (the submission, state, *durable* steps_done, reason, and the times it
 was submitted, first started, done and ended), ``servers`` (worker servers with the ids
 the core gave their GPUs), ``hosts`` (which servers ran each job: where its logs are),
-``throughputs`` (measured steps/s per job and worker type, §5.3.3) and ``meta`` (the round
-counter, the next job id, the daemon's time origin). Only the executor thread writes;
+``throughputs`` (measured steps/s per job and worker type, §5.3.3), ``events`` (each job's
+history: who changed it, how and when; ``audit``), ``usage`` (one row per ended run: who
+and which entity, the GPUs of a type it held, from when to when, at what price;
+``accounting``) and ``meta`` (the round counter, the next job id, the daemon's time
+origin). Only the executor thread writes;
 opening the same ``state_dir`` again restores everything, and a file from before a column
 or table existed gets it (``_migrate``).
 
@@ -28,8 +31,8 @@ from traces.checks import BadValue
 
 from .jobs import FAILED, JobRow
 from .meta import COUNTERS, NEXT_JOB_ID, declared
-from .rows import (RUN_FIELDS, SPEC_FIELDS, ServerRow, Table, host, job_row, meta_value,
-                   server_row, throughput)
+from .rows import (RUN_FIELDS, SPEC_FIELDS, ServerRow, Table, event, host, job_row,
+                   meta_value, server_row, throughput, usage)
 
 __all__ = ["JobRow", "ServerRow", "Store"]
 
@@ -53,6 +56,14 @@ CREATE TABLE IF NOT EXISTS throughputs (
     PRIMARY KEY (job_id, worker_type));
 CREATE TABLE IF NOT EXISTS hosts (
     job_id TEXT NOT NULL, server_id INTEGER NOT NULL, PRIMARY KEY (job_id, server_id));
+CREATE TABLE IF NOT EXISTS events (
+    job_id TEXT NOT NULL, time_unix REAL NOT NULL, user TEXT NOT NULL, action TEXT NOT NULL,
+    detail TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS events_by_job ON events(job_id);
+CREATE TABLE IF NOT EXISTS usage (
+    job_id TEXT NOT NULL, generation INTEGER NOT NULL, user TEXT NOT NULL,
+    entity TEXT NOT NULL, worker_type TEXT NOT NULL, gpus INTEGER NOT NULL,
+    start_unix REAL NOT NULL, end_unix REAL NOT NULL, price REAL NOT NULL);
 """
 # Columns added to ``jobs`` since the first schema, with the statement that fills them in
 # an older file (done jobs ended when they were done).
@@ -147,15 +158,17 @@ class Store:
             self.set_meta({counter: last + 1})
 
     def _checked(self, table: str, columns: str, check: Callable[..., T], *,
-                 order: str = "rowid", delete: bool = True) -> list[T]:
+                 order: str = "rowid", delete: bool = True,
+                 where: tuple[str, tuple] = ("1", ())) -> list[T]:
         """What ``check`` makes of each row of ``table`` (given the raw ``columns``, text as
-        bytes: ``_RAW``); a row it refuses (``BadValue``) is left out with a warning, and
-        deleted unless ``delete=False``."""
+        bytes: ``_RAW``) that matches ``where`` (a clause and its parameters); a row it
+        refuses (``BadValue``) is left out with a warning, and deleted unless
+        ``delete=False``."""
         names = [c.strip() for c in columns.split(",")]
         good, bad = [], []
         for rowid, *raw in self._db.execute(
                 f"SELECT rowid, {', '.join(_RAW.format(c) for c in names)} FROM {table} "
-                f"ORDER BY {order}"):
+                f"WHERE {where[0]} ORDER BY {order}", where[1]):
             try:
                 good.append(check(*raw))
             except BadValue as err:
@@ -270,6 +283,37 @@ class Store:
                                           throughput):
             out.setdefault(job_id, {})[t] = v
         return out
+
+
+    # ---- events (each job's history) and usage (each ended run) -----------------------
+    def add_event(self, job_id: str, time_unix: float, user: str, action: str,
+                  detail: str) -> None:
+        with self.transaction() as db:
+            db.execute("INSERT INTO events(job_id, time_unix, user, action, detail) "
+                       "VALUES(?, ?, ?, ?, ?)", (job_id, time_unix, user, action, detail))
+
+    def events(self, job_id: str) -> list[tuple[float, str, str, str]]:
+        """The job's history, oldest first: (time_unix, user, action, detail); a bad row is
+        left out with a warning (``rows.event``)."""
+        return [row[1:] for row in self._checked(
+            "events", "job_id, time_unix, user, action, detail", event,
+            order="rowid", delete=False, where=("job_id=?", (job_id,)))]
+
+    def add_usage(self, row: tuple) -> None:
+        """One ended run: (job_id, generation, user, entity, worker_type, gpus, start_unix,
+        end_unix, price)."""
+        with self.transaction() as db:
+            db.execute("INSERT INTO usage(job_id, generation, user, entity, worker_type, "
+                       "gpus, start_unix, end_unix, price) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       row)
+
+    def usage(self, since_unix: float = 0.0) -> list[tuple]:
+        """The runs that ended after ``since_unix``, each row checked (``rows.usage``)."""
+        return self._checked("usage", USAGE_COLUMNS, usage, delete=False,
+                             where=("end_unix > ?", (since_unix,)))
+
+
+USAGE_COLUMNS = "job_id, generation, user, entity, worker_type, gpus, start_unix, end_unix, price"
 
 
 def _spec_json(job: JobRow) -> str:
