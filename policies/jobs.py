@@ -144,8 +144,13 @@ class Pair:
 
 @dataclass(frozen=True)
 class Entity:
-    """A tenant of a hierarchical policy (thesis §5.4.3): a weight and an inner policy."""
+    """A tenant of a hierarchical policy (thesis §5.4.3): a weight and an inner policy
+    (``ENTITY_POLICIES``). ``max_gpus`` (>= 1, None: no cap) caps the GPUs the entity's jobs
+    hold at once, whatever the policy: the round planner enforces it as a quota
+    (``gavelsched/mechanism/quota.py``) and the water-filling policies give what an entity
+    cannot use to the others (``policies/water_filling.py``)."""
 
     name: str
     weight: float = 1.0
     policy: str = "fairness"
+    max_gpus: int | None = None

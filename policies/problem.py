@@ -118,7 +118,9 @@ class Problem:
             ]
         if self.entities:
             out["entities"] = {
-                name: {"weight": e.weight, "policy": e.policy} for name, e in self.entities.items()
+                name: {"weight": e.weight, "policy": e.policy,
+                       **({} if e.max_gpus is None else {"max_gpus": e.max_gpus})}
+                for name, e in self.entities.items()
             }
         if self.previous:
             out["previous"] = {k: dict(v) for k, v in self.previous.items()}

@@ -115,17 +115,8 @@ def problem_fields(data: Any) -> dict[str, Any]:
     if not isinstance(raw_pairs, list):
         raise ProblemError("pairs: must be a list")
     pairs = [_parse_pair(p, i, by_id, cluster) for i, p in enumerate(raw_pairs)]
-    entities = {}
-    for name, e in _mapping(data.get("entities") or {}, "entities").items():
-        e = _mapping(e, f"entities.{name}")
-        policy = e.get("policy", "fairness")
-        if policy not in ENTITY_POLICIES:
-            raise ProblemError(
-                f"entities.{name}.policy: must be one of {', '.join(ENTITY_POLICIES)}, got {policy!r}")
-        entities[str(name)] = Entity(
-            name=str(name), weight=_number(e.get("weight", 1.0), f"entities.{name}.weight",
-                                           minimum=0, strict=True),
-            policy=policy)
+    entities = {str(name): _parse_entity(name, e) for name, e in
+                _mapping(data.get("entities") or {}, "entities").items()}
     for i, job in enumerate(jobs):
         if entities and job.entity is not None and job.entity not in entities:
             raise ProblemError(f"jobs[{i}].entity: unknown entity {job.entity!r}")
@@ -137,6 +128,33 @@ def problem_fields(data: Any) -> dict[str, Any]:
     return dict(cluster=cluster, jobs=tuple(jobs), prices=prices, pairs=tuple(pairs),
                 entities=entities, previous=previous,
                 policy_state=_mapping(data.get("policy_state") or {}, "policy_state"))
+
+
+ENTITY_FIELDS = ("weight", "policy", "max_gpus")
+
+
+def _parse_entity(name: Any, raw: Any) -> Entity:
+    """One entity of the ``entities`` object (thesis §5.4.3): ``weight`` (a finite number
+    > 0, default 1), ``policy`` (``ENTITY_POLICIES``, default fairness) and ``max_gpus``
+    (an integer >= 1: the most GPUs its jobs hold at once; absent or null: no cap)."""
+    where = f"entities.{name}"
+    raw = _mapping(raw, where)
+    unknown = [k for k in raw if k not in ENTITY_FIELDS]
+    if unknown:
+        raise ProblemError(f"{where}: unknown field {_shown(unknown[0])}; known: "
+                           f"{', '.join(ENTITY_FIELDS)}")
+    policy = raw.get("policy", "fairness")
+    if not isinstance(policy, str) or policy not in ENTITY_POLICIES:
+        raise ProblemError(f"{where}.policy: must be one of {', '.join(ENTITY_POLICIES)}, "
+                           f"got {_shown(policy)}")
+    cap = raw.get("max_gpus")
+    if cap is not None:
+        if isinstance(cap, bool) or not isinstance(cap, int):
+            raise ProblemError(f"{where}.max_gpus: must be an integer >= 1, got {_shown(cap)}")
+        cap = int(_number(cap, f"{where}.max_gpus", minimum=1, integer=True))
+    return Entity(name=str(name), weight=_number(raw.get("weight", 1.0), f"{where}.weight",
+                                                 minimum=0, strict=True),
+                  policy=policy, max_gpus=cap)
 
 
 def _parse_job(raw: Any, i: int, cluster: Mapping[str, float]) -> Job:

@@ -8,7 +8,7 @@ config (§5.3.3) and the re-solve rule (``--resolve``, §5.3). Every refusal is 
 from __future__ import annotations
 
 import logging
-
+import re
 from pathlib import Path
 
 from . import InputError
@@ -81,10 +81,11 @@ def add_common_flags(p) -> None:
                    help="with --estimate-pairs: share of reference jobs each job is "
                         "profiled beside")
     p.add_argument("--entities", metavar="SPEC",
-                   help="hierarchical policies (thesis §5.4.3): NAME=WEIGHT[:fifo|fairness],"
-                        "... or a YAML/JSON file {NAME: {weight: W, policy: fifo}}; trace "
-                        "jobs name their entity (.jsonl 'entity'), generated jobs get one "
-                        "uniformly")
+                   help="hierarchical policies (thesis §5.4.3): NAME=WEIGHT[:fifo|fairness]"
+                        "[:MAX_GPUS],... or a YAML/JSON file {NAME: {weight: W, policy: "
+                        "fifo, max_gpus: N}}; MAX_GPUS caps the GPUs an entity's jobs hold "
+                        "at once, under any policy; trace jobs name their entity (.jsonl "
+                        "'entity'), generated jobs get one uniformly")
 
 
 def parse_cluster(spec: str) -> dict[str, int]:
@@ -109,8 +110,10 @@ def parse_window(spec: str) -> tuple[int, int]:
 
 
 def parse_entities(spec: str) -> dict:
-    """``NAME=WEIGHT[:fifo|fairness],...`` or a YAML/JSON file of the Problem JSON's
-    ``entities`` object, as ``{name: policies.Entity}``."""
+    """``NAME=WEIGHT[:fifo|fairness][:MAX_GPUS],...`` or a YAML/JSON file of the Problem
+    JSON's ``entities`` object (``{NAME: {weight, policy, max_gpus}}``), as
+    ``{name: policies.Entity}``. ``MAX_GPUS`` caps the GPUs the entity's jobs hold at once
+    (the mechanism's quota, any policy)."""
     from policies import Problem, ProblemError
 
     path = Path(spec)
@@ -123,22 +126,31 @@ def parse_entities(spec: str) -> dict:
         except ValueError as err:
             raise InputError(f"--entities: {err}") from None
     else:
-        raw = {}
-        for part in spec.split(","):
-            name, sep, rest = part.strip().partition("=")
-            weight, _, policy = rest.partition(":")
-            if not sep or not name:
-                raise InputError(f"--entities: expected NAME=WEIGHT[:fifo|fairness], got "
-                                 f"{part.strip()!r}")
-            try:
-                raw[name] = {"weight": float(weight), "policy": policy or "fairness"}
-            except ValueError:
-                raise InputError(f"--entities: {name}: weight {weight!r} is not a number") \
-                    from None
+        raw = {name: entry for name, entry in map(_entity_part, spec.split(","))}
     try:
         return dict(Problem.from_dict({"cluster": {}, "entities": raw}).entities)
     except ProblemError as err:
         raise InputError(f"--entities: {err}") from None
+
+
+def _entity_part(part: str) -> tuple[str, dict]:
+    """One ``NAME=WEIGHT[:POLICY][:MAX_GPUS]`` of ``--entities``, as the Problem JSON's
+    entity (checked there): after the weight, an integer is the cap, a word the policy."""
+    name, sep, rest = part.strip().partition("=")
+    weight, *extra = rest.split(":")
+    if not sep or not name or len(extra) > 2:
+        raise InputError(f"--entities: expected NAME=WEIGHT[:fifo|fairness][:MAX_GPUS], got "
+                         f"{part.strip()!r}")
+    try:
+        entry: dict = {"weight": float(weight)}
+    except ValueError:
+        raise InputError(f"--entities: {name}: weight {weight!r} is not a number") from None
+    for word in filter(None, extra):
+        key = "max_gpus" if re.fullmatch(r"[0-9]{1,18}", word) else "policy"
+        if key in entry:
+            raise InputError(f"--entities: {name}: {key} given twice in {part.strip()!r}")
+        entry[key] = int(word) if key == "max_gpus" else word
+    return name, entry
 
 
 def estimator_config(fraction: float):
