@@ -2,7 +2,9 @@
 
 - A server made with ``serve(..., token=T)`` refuses every call whose metadata lacks
   ``authorization: Bearer T`` with UNAUTHENTICATED (the health service included), before
-  any handler runs: a worker never runs a command from an unauthenticated source.
+  any handler runs: a worker never runs a command from an unauthenticated source. With
+  ``serve(..., identities=current)`` a call must instead identify a caller: a user, the
+  daemon, a job (``gavelsched.rpc.identity``).
 - ``channel(address, token=T, ca=...)`` adds that header to every call it makes, and
   speaks TLS when given the CA that signed the server's certificate.
 - ``exposure(address, token, insecure=...)`` is the rule every daemon applies before it
@@ -25,7 +27,8 @@ from pathlib import Path
 
 import grpc
 
-AUTH_HEADER = "authorization"
+from .identity import AUTH_HEADER, AuthCheck, Identities, TokenGate
+
 # How to make a token (any non-empty text; ``read_token`` drops surrounding whitespace).
 MAKE_TOKEN = "(umask 077; head -c 32 /dev/urandom | base64 > token)"
 
@@ -144,39 +147,28 @@ def _read(path: Path | None, what: str) -> bytes | None:
         raise SecurityError(f"tls {what} {path}: {err.strerror}") from None
 
 
-class _TokenCheck(grpc.ServerInterceptor):
+class _TokenCheck(TokenGate):
+    """Admits the one ``token`` (a worker's gate: no users, no job tokens)."""
+
     def __init__(self, token: str) -> None:
-        self._expected = f"Bearer {token}".encode()
-
-        def refuse(request, context):
-            context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong auth token")
-
-        self._refuse = refuse
-
-    def intercept_service(self, continuation, handler_call_details):
-        got = dict(handler_call_details.invocation_metadata or ()).get(AUTH_HEADER, "")
-        if hmac.compare_digest(got.encode() if isinstance(got, str) else got, self._expected):
-            return continuation(handler_call_details)
-        handler = continuation(handler_call_details)
-        if handler is None:
-            return None
-        if handler.request_streaming or handler.response_streaming:
-            def refuse_stream(request, context):
-                context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong auth token")
-            return grpc.unary_stream_rpc_method_handler(
-                refuse_stream, request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer)
-        return grpc.unary_unary_rpc_method_handler(
-            self._refuse, request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer)
+        super().__init__(lambda got: got is not None and hmac.compare_digest(
+            got.encode("utf-8", "surrogatepass"), token.encode()))
 
 
 def serve(address: str, register: Sequence[Callable[[grpc.Server], None]], *,
           token: str | None = None, tls: TlsFiles | None = None,
-          max_workers: int = 16) -> tuple[grpc.Server, int]:
+          max_workers: int = 16,
+          identities: Callable[[], Identities] | None = None) -> tuple[grpc.Server, int]:
     """Start a gRPC server on ``address`` (``host:port``; port 0 picks a free one) with the
-    services ``register`` adds; returns the started server and its bound port."""
-    interceptors = [_TokenCheck(token)] if token else []
+    services ``register`` adds; returns the started server and its bound port.
+
+    ``token``: every call must carry it. ``identities`` (a callable returning the
+    ``Identities`` in force, read on every call) instead: every call must identify a
+    caller (``identity.AuthCheck``; ``token`` is then not used)."""
+    if identities is not None:
+        interceptors: list[grpc.ServerInterceptor] = [AuthCheck(identities)]
+    else:
+        interceptors = [_TokenCheck(token)] if token else []
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers),
                          interceptors=interceptors,
                          options=[("grpc.so_reuseport", 0)])
