@@ -48,7 +48,7 @@ import numpy as np
 
 from policies import Allocation, Entity, Policy, PolicyError, Problem
 
-from ..mechanism import ClusterView, Demand, plan_round
+from ..mechanism import ClusterView, Demand, entity_quota, plan_round
 from .batch import build_batch, demand, planner_config
 from .config import CoreConfig
 from .configurations import Configurations
@@ -330,7 +330,7 @@ class SchedulerCore:
         if resolve and self._stale:
             self._maybe_resolve(now)
         view = self._view.without(set(self._view.worker_type_of) - free)
-        demand = self._demand()
+        demand = self._demand(zip(flight.batch.members, flight.batch.size.tolist()))
         taken = np.isin(rows.member_rows, [rows.index[j] for j in running]).any(axis=1)
         demand = replace(demand, runnable=demand.runnable & ~taken[:, None])
         config = replace(planner_config(self.config, layout.types, self._rng),
@@ -467,6 +467,12 @@ class SchedulerCore:
                              entities=self._entities, last=self._last_allocation,
                              uncredited=uncredited)
 
-    def _demand(self) -> Demand:
-        """The planner's ``Demand`` this round (module ``batch``)."""
-        return demand(self._rows, self._layout, self._assignments)
+    def _demand(self, running=()) -> Demand:
+        """The planner's ``Demand`` this round (module ``batch``), with the entities' GPU
+        caps less what ``running`` (members, GPUs) tasks hold (``mechanism/quota.py``)."""
+        out = demand(self._rows, self._layout, self._assignments)
+        caps = {n: e.max_gpus for n, e in self._entities.items() if e.max_gpus is not None}
+        if not caps:
+            return out
+        entity_of = {j: state.spec.entity for j, state in self._jobs.items()}
+        return replace(out, quota=entity_quota(out.members, entity_of, caps, running))

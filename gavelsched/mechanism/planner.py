@@ -16,6 +16,7 @@ import numpy as np
 
 from .placement import place, place_units
 from .priorities import priorities
+from .quota import Quota
 from .selection import order_entries, order_entries_mixed, select, select_mixed
 from .view import ClusterView
 
@@ -41,6 +42,8 @@ class Demand:
     ``len(configurations)`` entries of ``types``, the workers of each real type that
     column runs on at once (e.g. ``{"v100": 1, "k80": 2}``); such an entry is a
     configuration's name, not a type (``policies.jobs.configuration_name``).
+
+    ``quota``: per-entity GPU caps (``quota.py``, built by ``entity_quota``); None: none.
     """
 
     keys: tuple[str, ...]
@@ -56,6 +59,7 @@ class Demand:
     member_rows: np.ndarray | None = None
     configurations: tuple[Mapping[str, int], ...] = ()
     configuration_gpus: np.ndarray | None = None  # (k, real types), from configurations
+    quota: Quota | None = None
 
     @property
     def real_types(self) -> tuple[str, ...]:
@@ -77,6 +81,9 @@ class Demand:
             if getattr(self, name).shape != (c,):
                 raise ValueError(f"demand.{name}: shape {getattr(self, name).shape}, "
                                  f"expected {(c,)}")
+        if self.quota is not None and self.quota.entity_of.shape != (c, 2):
+            raise ValueError(f"demand.quota.entity_of: shape {self.quota.entity_of.shape}, "
+                             f"expected {(c, 2)}")
 
 
 @dataclass(frozen=True)
@@ -142,7 +149,8 @@ class RoundPlan:
 
 
 def plan_round(demand: Demand, view: ClusterView, config: PlannerConfig = PlannerConfig()) -> RoundPlan:
-    """Priorities, then greedy selection, then placement (thesis §5.5, Algorithm 2)."""
+    """Priorities, then greedy selection, then placement (thesis §5.5, Algorithm 2); with
+    ``demand.quota``, no capped entity gets more GPUs than its room (``quota.py``)."""
     if demand.configurations:
         return _plan_mixed(demand, view, config)
     types, keys = demand.types, demand.keys
@@ -152,7 +160,7 @@ def plan_round(demand: Demand, view: ClusterView, config: PlannerConfig = Planne
     runnable = demand.runnable if config.hold_unallocated else (
         demand.runnable & demand.allocated[:, None])
     combos, type_idx = select(runs, prio, runnable, demand.scale_factor, demand.member_rows,
-                              [view.count(t) for t in types], config.backfill)
+                              [view.count(t) for t in types], config.backfill, demand.quota)
     combos, type_idx, held = _hold_unallocated(demand, combos, type_idx)
     sizes = demand.scale_factor.tolist()
     previous = demand.previous
@@ -220,7 +228,7 @@ def _plan_mixed(demand: Demand, view: ClusterView, config: PlannerConfig) -> Rou
         demand.runnable & demand.allocated[:, None])
     combos, type_idx = select_mixed(runs, prio, runnable, demand.scale_factor,
                                     demand.member_rows, [view.count(t) for t in real],
-                                    config.backfill, gpus)
+                                    config.backfill, gpus, demand.quota)
     combos, type_idx, held = _hold_unallocated(demand, combos, type_idx)
     sizes = demand.scale_factor.tolist()
     previous = demand.previous

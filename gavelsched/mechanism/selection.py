@@ -8,11 +8,16 @@ A multi-GPU job takes all its workers on one type, so it is never split.
 
 By default each type's queue is served in turn, in ``type_order`` (Gavel's per-type
 queues); ``global_queue`` merges them into one list sorted across types.
+
+With a ``Quota`` (per-entity GPU caps, ``quota.py``) an entry is also skipped when one of
+its jobs' entities has too little room left, and the walk goes on to the next entry.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from .quota import Quota, fits, take
 
 
 def order_entries(prio: np.ndarray, deficit: np.ndarray, allocation: np.ndarray,
@@ -42,21 +47,26 @@ def _merged_runs(prio, deficit, allocation, cols: np.ndarray) -> list[tuple[int,
 
 
 def select(runs, prio: np.ndarray, runnable: np.ndarray, scale_factor: np.ndarray,
-           member_rows: np.ndarray, free: list[int], backfill: bool) -> tuple[list[int], list[int]]:
+           member_rows: np.ndarray, free: list[int], backfill: bool,
+           quota: Quota | None = None) -> tuple[list[int], list[int]]:
     """Walk ``runs`` and take every entry that fits and conflicts with nothing taken.
 
     ``member_rows[i]`` holds the job indices of combination i's members (-1: none);
     ``free[j]`` is the number of live workers of type j. Without ``backfill``, entries of
-    priority <= 0 never run (Gavel's FIFO rule). Returns aligned lists of combination and
-    type indices, in the order they were taken.
+    priority <= 0 never run (Gavel's FIFO rule). ``quota``: per-entity GPU caps
+    (``quota.py``). Returns aligned lists of combination and type indices, in the order
+    they were taken.
     """
-    if (scale_factor == 1).all() and not (member_rows[:, 1] >= 0).any():
+    if quota is None and (scale_factor == 1).all() and not (member_rows[:, 1] >= 0).any():
         return _select_unit(runs, prio, runnable, member_rows[:, 0], free, backfill)
-    return _select_walk(runs, prio, runnable, scale_factor, member_rows, free, backfill)
+    return _select_walk(runs, prio, runnable, scale_factor, member_rows, free, backfill,
+                        quota)
 
 
-def _select_walk(runs, prio, runnable, scale_factor, member_rows, free, backfill):
+def _select_walk(runs, prio, runnable, scale_factor, member_rows, free, backfill,
+                 quota: Quota | None = None):
     """The general walk: entries one by one, in order."""
+    capped, ea, eb = _quota_lists(quota)
     left = list(free)
     first = member_rows[:, 0].tolist()
     second = member_rows[:, 1].tolist()
@@ -82,6 +92,10 @@ def _select_walk(runs, prio, runnable, scale_factor, member_rows, free, backfill
             size = sf[i]
             if size > room:
                 continue
+            if capped is not None:
+                if not fits(capped, ea[i], eb[i], size):
+                    continue
+                take(capped, ea[i], eb[i], size)
             room -= size
             taken[a] = 1
             if b >= 0:
@@ -117,6 +131,15 @@ def _select_unit(runs, prio, runnable, first, free, backfill):
     return combos, types
 
 
+def _quota_lists(quota: Quota | None):
+    """(room per entity, first members' entities, second members') as lists for a walk;
+    Nones without a quota."""
+    if quota is None:
+        return None, None, None
+    return (quota.room.tolist(), quota.entity_of[:, 0].tolist(),
+            quota.entity_of[:, 1].tolist())
+
+
 def _usable(runnable: np.ndarray, prio: np.ndarray, j: int, backfill: bool) -> np.ndarray:
     """Combinations that may run on type j: runnable there, and (without backfill) with a
     positive priority (Gavel's FIFO rule)."""
@@ -141,12 +164,14 @@ def order_entries_mixed(prio: np.ndarray, deficit: np.ndarray, allocation: np.nd
 
 def select_mixed(runs, prio: np.ndarray, runnable: np.ndarray, scale_factor: np.ndarray,
                  member_rows: np.ndarray, free: list[int], backfill: bool,
-                 gpus: np.ndarray) -> tuple[list[int], list[int]]:
+                 gpus: np.ndarray, quota: Quota | None = None) -> tuple[list[int], list[int]]:
     """``select`` when the trailing columns are configurations: ``gpus[c]`` workers of each
     real type configuration c takes. An entry is taken when every type it uses has room
-    and none of its jobs is taken yet. A configuration runs only with a positive priority
-    (time the policy gave it): idle workers are backfilled with single-type entries only."""
+    and none of its jobs is taken yet (and, with a ``quota``, its entity has room for all
+    its workers). A configuration runs only with a positive priority (time the policy gave
+    it): idle workers are backfilled with single-type entries only."""
     n_real = len(free)
+    capped, ea, eb = _quota_lists(quota)
     left = list(free)
     first, second = member_rows[:, 0].tolist(), member_rows[:, 1].tolist()
     taken = bytearray(max(len(first), int(member_rows.max(initial=-1)) + 1))
@@ -175,12 +200,20 @@ def select_mixed(runs, prio: np.ndarray, runnable: np.ndarray, scale_factor: np.
             if need is not None:
                 if any(left[t] < k for t, k in need):
                     break
-                for t, k in need:
-                    left[t] -= k
+                size = sum(k for _, k in need)
             else:
                 if sf[i] > left[j]:
                     continue
-                left[j] -= sf[i]
+                size = sf[i]
+            if capped is not None:
+                if not fits(capped, ea[i], eb[i], size):
+                    continue
+                take(capped, ea[i], eb[i], size)
+            if need is not None:
+                for t, k in need:
+                    left[t] -= k
+            else:
+                left[j] -= size
             taken[first[i]] = 1
             if second[i] >= 0:
                 taken[second[i]] = 1
