@@ -16,7 +16,14 @@
   held than it has (``holding``, read through the view's ``RunView.gpus``);
 - ``gavelsched_workers{worker_type,alive}``: GPUs registered;
 - ``gavelsched_workers_drained{worker_type}``: GPUs out of service (``gavelsched drain``);
-- ``gavelsched_rounds_total``: rounds started.
+- ``gavelsched_rounds_total``: rounds started;
+- ``gavelsched_gpu_seconds_total{entity,user,type}`` and
+  ``gavelsched_cost_dollars_total{entity,user}``: GPU-seconds and dollars (at the price per
+  GPU-hour in force when each ran) of the jobs' ended runs, what ``gavelsched usage``
+  reports from the store (``accounting``; ``-`` for no entity, user or type). A run counts
+  when it ends (``on_usage``); at start, ``restore_usage`` sets the counters to the sum
+  over the store's runs, so that a restarted scheduler goes on from its totals instead of
+  from zero (a scrape sees a counter reset only if the store lost rows).
 
 Each daemon has its own registry (several can share a process in tests); the executor
 thread is the only writer.
@@ -24,8 +31,11 @@ thread is the only writer.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from .accounting import UsageRun
 from .jobs import STATES
 from .view import DaemonView
 
@@ -58,6 +68,12 @@ class DaemonMetrics:
                              "worker type (or configuration) it runs on",
                              ["job", "worker_type"], registry=r)
         self.rounds = Counter("gavelsched_rounds", "Rounds started", registry=r)
+        self.gpu_seconds = Counter("gavelsched_gpu_seconds",
+                                   "GPU-seconds of the jobs' ended runs",
+                                   ["entity", "user", "type"], registry=r)
+        self.cost = Counter("gavelsched_cost_dollars", "Dollars of the jobs' ended runs, at "
+                            "the price per GPU-hour in force when each ran",
+                            ["entity", "user"], registry=r)
         for state in STATES:
             self.jobs.labels(state=state).set(0)
         self._server = None
@@ -109,3 +125,18 @@ class DaemonMetrics:
                 self.allocation.labels(job=job_id, worker_type=t).set(v)
             for t, v in got.items():
                 self.received.labels(job=job_id, worker_type=t).set(v)
+
+    def on_usage(self, run: UsageRun) -> None:
+        """A run that ended: its GPU-seconds and cost (executor thread)."""
+        entity, user = run.key("entity"), run.key("user")
+        self.gpu_seconds.labels(entity=entity, user=user, type=run.key("type")).inc(
+            run.gpu_seconds())
+        self.cost.labels(entity=entity, user=user).inc(run.cost())
+
+    def restore_usage(self, runs: Iterable[UsageRun]) -> None:
+        """At start: the usage counters become the sum over ``runs`` (the store's), whatever
+        they held before (so a second call does not count twice)."""
+        self.gpu_seconds.clear()
+        self.cost.clear()
+        for run in runs:
+            self.on_usage(run)

@@ -1,0 +1,90 @@
+"""Usage in Prometheus (``gavelsched/daemon/metrics.py``): ``gavelsched_gpu_seconds_total``
+by entity, user and type and ``gavelsched_cost_dollars_total`` by entity and user, as a
+scrape of the real ``/metrics`` reads them: each ended run adds its part, and at start the
+store's runs set them, so a restart does not take them back to zero."""
+
+from __future__ import annotations
+
+import urllib.request
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from gavelsched.daemon.accounting import UsageRun, usage_report
+from gavelsched.daemon.metrics import DaemonMetrics
+
+T0 = 1_800_000_000.0
+
+
+def run(job, user, entity, kind, gpus, seconds, price=0.0) -> UsageRun:
+    return UsageRun(job, user, entity, kind, gpus, T0, T0 + seconds, price)
+
+
+def scrape(metrics: DaemonMetrics) -> dict[tuple, float]:
+    """The usage samples of ``/metrics``: (name, sorted labels) -> value."""
+    port = metrics.serve("127.0.0.1:0")
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+            text = reply.read().decode()
+    finally:
+        metrics.close()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples
+            if s.name in ("gavelsched_gpu_seconds_total", "gavelsched_cost_dollars_total")}
+
+
+def gpu_s(entity, user, kind):
+    return ("gavelsched_gpu_seconds_total",
+            (("entity", entity), ("type", kind), ("user", user)))
+
+
+def cost(entity, user):
+    return ("gavelsched_cost_dollars_total", (("entity", entity), ("user", user)))
+
+
+def test_each_ended_run_adds_its_gpu_seconds_and_cost():
+    metrics = DaemonMetrics()
+    metrics.on_usage(run("1", "ann", "vision", "v100", 4, 1800, 3.0))    # 2 GPU-h: $6
+    metrics.on_usage(run("1", "ann", "vision", "v100", 4, 900, 3.0))     # 1 GPU-h: $3
+    metrics.on_usage(run("1", "ann", "vision", "k80", 2, 3600, 0.5))     # 2 GPU-h: $1
+    metrics.on_usage(run("2", "bob", "", "k80", 1, 60))                  # unpriced
+    assert scrape(metrics) == {
+        gpu_s("vision", "ann", "v100"): 4 * 2700.0, gpu_s("vision", "ann", "k80"): 7200.0,
+        gpu_s("-", "bob", "k80"): 60.0,
+        cost("vision", "ann"): 10.0, cost("-", "bob"): 0.0}
+
+
+def test_a_restart_goes_on_from_the_stores_totals():
+    stored = [run("1", "ann", "vision", "v100", 4, 3600, 2.0),
+              run("2", "bob", "nlp", "v100", 1, 7200, 2.0),
+              run("3", "bob", "nlp", "k80", 2, 1800, 1.0)]
+    before = DaemonMetrics()
+    for r in stored:
+        before.on_usage(r)
+    after = DaemonMetrics()                 # a new process: the counters start empty ...
+    after.restore_usage(stored)             # ... and are set from the store's rows
+    assert scrape(after) == scrape(before)
+    # the same totals as `gavelsched usage` by entity
+    totals = scrape(after)
+    for line in usage_report(stored, "entity").lines:
+        assert totals[cost(line.key, "ann" if line.key == "vision" else "bob")] == line.cost
+    # a second restore sets them again instead of counting the runs twice; a run that
+    # ends after it adds to them
+    after.restore_usage(stored)
+    after.on_usage(run("4", "ann", "vision", "v100", 1, 3600, 2.0))
+    got = scrape(after)
+    assert got[gpu_s("vision", "ann", "v100")] == 4 * 3600.0 + 3600.0
+    assert got[cost("vision", "ann")] == 8.0 + 2.0
+    assert got[cost("nlp", "bob")] == 4.0 + 1.0
+
+
+def test_the_other_series_are_still_there():
+    metrics = DaemonMetrics()
+    port = metrics.serve("127.0.0.1:0")
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+            names = {f.name for f in text_string_to_metric_families(reply.read().decode())}
+    finally:
+        metrics.close()
+    assert {"gavelsched_jobs", "gavelsched_rounds", "gavelsched_round_duration_seconds",
+            "gavelsched_policy_solve_seconds", "gavelsched_gpu_seconds",
+            "gavelsched_cost_dollars"} <= names
