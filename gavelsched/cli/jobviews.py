@@ -3,8 +3,9 @@
 contract, plus times, entity, and allocation against received share;
 ``daemon/statusjson.py``, shared with the dashboard) and two tables: ``status`` shows what
 runs and waits now, as Slurm's ``squeue`` does, and ``history`` when each job was
-submitted, started and ended, as ``sacct`` does. Dates are shown as Slurm shows them:
-local time, ``YYYY-MM-DDTHH:MM:SS``.
+submitted, started and ended, as ``sacct`` does; both name the user who submitted each job
+after its type, as ``squeue`` does (``-``: none recorded, a job of an older store). Dates
+are shown as Slurm shows them: local time, ``YYYY-MM-DDTHH:MM:SS``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from ..client.status import ClusterStatus
 from ..daemon.statusjson import elapsed_s, iso, jct_s, seconds, status_dict
 
 __all__ = ["as_status", "clock", "date", "elapsed_s", "history_table", "iso", "jct_s",
-           "seconds", "status_dict", "status_table"]
+           "seconds", "status_dict", "status_table", "user"]
 
 
 def clock(value: float | None) -> str:
@@ -41,17 +42,25 @@ def as_status(reply) -> ClusterStatus:
     return reply if isinstance(reply, ClusterStatus) else ClusterStatus.from_pb(reply)
 
 
+def user(job) -> str:
+    """Who submitted the job; ``-`` when its record has none (older data)."""
+    return getattr(job, "user", None) or "-"
+
+
 def status_table(reply) -> list[str]:
-    """What runs and waits: progress, GPUs held this round over the scale factor (an
-    elastic job's floor after ``≥``), the worker type (or configuration) this round, the
-    time since its first start, allocation/received per type, and why it waits."""
+    """What runs and waits: who submitted it, progress, GPUs held this round over the scale
+    factor (an elastic job's floor after ``≥``), the worker type (or configuration) this
+    round, the time since its first start, allocation/received per type, and why it
+    waits."""
     reply = as_status(reply)
     jobs = list(reply.jobs)
     w_id, w_type = _width(jobs, "id", lambda j: j.id), _width(jobs, "type", lambda j: j.job_type)
     w_on = _width(jobs, "on", lambda j: j.worker_type or "-")
+    w_user = _width(jobs, "user", user)
     lines = [f"round {reply.round}  policy {reply.policy}  rounds of "
              f"{reply.round_seconds:g}s  jobs {len(jobs)}",
-             f"{'id':>{w_id}} {'type':<{w_type}} {'state':<9} {'progress':>20} {'gpus':>7} "
+             f"{'id':>{w_id}} {'type':<{w_type}} {'user':<{w_user}} {'state':<9} "
+             f"{'progress':>20} {'gpus':>7} "
              f"{'on':<{w_on}} {'elapsed':>11} allocation/received"]
     for j in jobs:
         share = " ".join(f"{t} {x:.2f}/{j.received.get(t, 0.0):.2f}"
@@ -59,8 +68,8 @@ def status_table(reply) -> list[str]:
         progress = f"{j.steps_done}/{j.total_steps} {j.steps_done / j.total_steps:4.0%}"
         gpus = f"{j.gpus}/{j.scale_factor}" + (f"≥{j.min_scale_factor}"
                                                 if j.min_scale_factor else "")
-        line = (f"{j.id:>{w_id}} {j.job_type:<{w_type}} {j.state:<9} {progress:>20} "
-                f"{gpus:>7} {j.worker_type or '-':<{w_on}} "
+        line = (f"{j.id:>{w_id}} {j.job_type:<{w_type}} {user(j):<{w_user}} {j.state:<9} "
+                f"{progress:>20} {gpus:>7} {j.worker_type or '-':<{w_on}} "
                 f"{clock(j.elapsed_s):>11} {share}").rstrip()
         if j.reason:
             line += f"  ({j.reason})"
@@ -82,18 +91,20 @@ def worker_state(worker) -> str:
 
 
 def history_table(reply) -> list[str]:
-    """Each job's entity, state, dates of submission, first start and end, elapsed time
+    """Each job's user, entity, state, dates of submission, first start and end, elapsed time
     (first start to end, or now), JCT (done jobs) and steps."""
     reply = as_status(reply)
     jobs = list(reply.jobs)
     w_id, w_type = _width(jobs, "id", lambda j: j.id), _width(jobs, "type", lambda j: j.job_type)
     w_entity = _width(jobs, "entity", lambda j: j.entity or "-")
+    w_user = _width(jobs, "user", user)
     epoch = reply.epoch_unix
-    lines = [f"{'id':>{w_id}} {'type':<{w_type}} {'entity':<{w_entity}} {'state':<9} "
-             f"{'submitted':<19} {'started':<19} {'ended':<19} {'elapsed':>11} "
+    lines = [f"{'id':>{w_id}} {'type':<{w_type}} {'user':<{w_user}} {'entity':<{w_entity}} "
+             f"{'state':<9} {'submitted':<19} {'started':<19} {'ended':<19} {'elapsed':>11} "
              f"{'jct':>11} steps"]
     lines.extend(
-        f"{j.id:>{w_id}} {j.job_type:<{w_type}} {j.entity or '-':<{w_entity}} {j.state:<9} "
+        f"{j.id:>{w_id}} {j.job_type:<{w_type}} {user(j):<{w_user}} "
+        f"{j.entity or '-':<{w_entity}} {j.state:<9} "
         f"{date(epoch, j.arrival_s):<19} {date(epoch, j.started_s):<19} "
         f"{date(epoch, j.ended_s):<19} {clock(j.elapsed_s):>11} "
         f"{clock(j.jct_s):>11} {j.steps_done}/{j.total_steps}" for j in jobs)
