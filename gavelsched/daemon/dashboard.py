@@ -1,9 +1,12 @@
 """The read-only web dashboard on ``dashboard_listen`` (issue #18): one page
 (``static/dashboard.html``, inline script and style, no external assets) and
-``/api/status``: the ``status --json`` encoding (``statusjson``) of the latest snapshot,
-each job's predicted times when the Status carries them, and the cluster's utilisation
-per round (GPUs held over GPUs alive, sampled from the snapshots: ``utilisation``, kept
-across restarts in the state directory).
+``/api/status``: the ``status --json`` encoding (``statusjson``) of the latest snapshot
+(each job with its user and entity), each job's predicted times when the Status carries
+them, the entities of a hierarchical policy (``entities``: name, weight, policy, cap, GPUs
+their jobs hold now, jobs not ended; none: one implicit entity, and the page hides its
+entity views), and the cluster's utilisation per round (GPUs held over GPUs alive, and the
+GPUs each entity's jobs hold: its share over time; sampled from the snapshots:
+``utilisation``, kept across restarts in the state directory).
 
 With a token, every request needs it: ``Authorization: Bearer <token>``, or the cookie
 that ``/?token=<token>`` sets (HttpOnly, SameSite=Strict; its value is derived from the
@@ -73,6 +76,21 @@ def shown(reply, rows: int):
     return out
 
 
+def entity_gpus(reply) -> dict[str, int]:
+    """GPUs held by each entity's jobs in a Status (jobs of no entity are left out)."""
+    held: dict[str, int] = {}
+    for job in reply.jobs:
+        if job.entity and job.gpus > 0:
+            held[job.entity] = held.get(job.entity, 0) + job.gpus
+    return held
+
+
+def entities(reply) -> list[dict]:
+    """The Status's entities as the page's table reads them (``max_gpus`` 0: no cap)."""
+    return [{"name": e.name, "weight": e.weight, "policy": e.policy, "max_gpus": e.max_gpus,
+             "gpus": e.gpus, "jobs": e.jobs} for e in reply.entities]
+
+
 class Dashboard:
     """Serve with ``serve(address)`` (port 0: a free one; returns the port), ``close()``
     to stop. ``snapshot`` returns the executor's latest ``Snapshot``; ``history``: the file
@@ -91,12 +109,13 @@ class Dashboard:
 
     # ---- utilisation ---------------------------------------------------------------------
     def sample(self) -> None:
-        """Record the snapshot's GPUs held / in service (alive, not drained), one entry per
-        round (the latest)."""
+        """Record the snapshot's GPUs held / in service (alive, not drained), and held by
+        each entity, one entry per round (the latest)."""
         snap = self._snapshot()
         r = snap.response
         self._history.record(snap.round, snap.now_s, sum(j.gpus for j in r.jobs),
-                             sum(w.gpus for w in r.workers if w.alive and not w.drained))
+                             sum(w.gpus for w in r.workers if w.alive and not w.drained),
+                             entity_gpus(r))
 
     def _sampler(self) -> None:
         while not self._stop.wait(SAMPLE_S):
@@ -115,7 +134,8 @@ class Dashboard:
         for job, wire in zip(out["jobs"], reply.jobs):
             job["predicted"] = predicted(wire)
         return {**out, "policy": reply.policy, "round_seconds": reply.round_seconds,
-                "now_s": reply.now_s, "utilisation": self._history.points()}
+                "now_s": reply.now_s, "entities": entities(snap.response),
+                "utilisation": self._history.points()}
 
     # ---- auth ----------------------------------------------------------------------------
     def allowed(self, headers, query: dict) -> tuple[bool, bool]:

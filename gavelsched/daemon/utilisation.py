@@ -1,7 +1,8 @@
 """The cluster's utilisation per round, as the dashboard draws it (issue #18): GPUs held
-over GPUs alive, one point per round, kept in a bounded ring and, when the scheduler has a
-state directory, in ``utilisation.jsonl`` there, so that a restarted scheduler shows the
-history it had.
+over GPUs alive, and the GPUs each entity's jobs hold (its share over time; jobs of no
+entity are the rest of ``busy``), one point per round, kept in a bounded ring and, when the
+scheduler has a state directory, in ``utilisation.jsonl`` there, so that a restarted
+scheduler shows the history it had. A point of an older file has no ``entities``.
 
 The file is appended to once per round (the point of the round that just ended) and read
 once, at start. It is outside input: a line that is not a valid point (not UTF-8, not JSON,
@@ -17,16 +18,19 @@ import math
 import os
 import threading
 from collections import deque
+from collections.abc import Mapping
 from pathlib import Path
 
 log = logging.getLogger(__name__)
 
 HISTORY = 720          # rounds of utilisation kept
+KEYS = {"round", "now_s", "busy", "total"}      # of every point; "entities" may be there
 
 
 class Utilisation:
-    """One point per round: ``{"round", "now_s", "busy", "total"}``; the latest point of a
-    round replaces the one before it (``record``)."""
+    """One point per round: ``{"round", "now_s", "busy", "total"}`` and, when ``record`` is
+    given them, ``"entities"``: ``{name: GPUs held}``, the entities holding some; the latest
+    point of a round replaces the one before it (``record``)."""
 
     def __init__(self, path: Path | None = None, size: int = HISTORY) -> None:
         self._path, self._size = path, size
@@ -35,9 +39,12 @@ class Utilisation:
         if path is not None:
             self._points.extend(_load(path, size))
 
-    def record(self, round_index: int, now_s: float, busy: int, total: int) -> None:
+    def record(self, round_index: int, now_s: float, busy: int, total: int,
+               entities: Mapping[str, int] | None = None) -> None:
         point = {"round": int(round_index), "now_s": float(now_s), "busy": int(busy),
                  "total": int(total)}
+        if entities is not None:
+            point["entities"] = {str(k): int(v) for k, v in sorted(entities.items()) if v > 0}
         with self._lock:
             last = self._points[-1] if self._points else None
             if last is not None and last["round"] == point["round"]:
@@ -70,13 +77,17 @@ class Utilisation:
 
 
 def _valid(point) -> bool:
-    if not isinstance(point, dict) or set(point) != {"round", "now_s", "busy", "total"}:
+    if not isinstance(point, dict) or set(point) - {"entities"} != KEYS:
         return False
     whole = [point[k] for k in ("round", "busy", "total")]
+    entities = point.get("entities", {})
     return (all(type(v) is int and 0 <= v < 2**63 for v in whole)
             and point["busy"] <= point["total"]
             and type(point["now_s"]) in (int, float) and math.isfinite(point["now_s"])
-            and point["now_s"] >= 0)
+            and point["now_s"] >= 0
+            and isinstance(entities, dict)
+            and all(type(v) is int and v > 0 for v in entities.values())
+            and sum(entities.values()) <= point["busy"])
 
 
 def _load(path: Path, size: int) -> list[dict]:
