@@ -178,3 +178,16 @@ def test_a_bad_since_is_one_line(text):
                                          r"2026-11-01T12:00\), a Unix time or an age") as err:
         parse_since(text, NOW)
     assert "\n" not in str(err.value) and len(str(err.value)) < 160
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.text(max_size=40),
+                 st.from_regex(r"\d{1,400}(\.\d+)?[smhdw]?", fullmatch=True),
+                 st.datetimes().map(lambda d: d.isoformat())))
+def test_since_is_a_unix_time_or_one_line(text):
+    try:
+        value = parse_since(text, NOW)
+    except ValueError as err:
+        assert "\n" not in str(err)
+    else:
+        assert math.isfinite(value) and value >= 0
