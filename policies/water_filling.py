@@ -39,6 +39,7 @@ from .errors import Infeasible, ProblemError, SolverFailed
 from .fairness import base_constraints, fairness_utility, max_min_rows
 from .lp import LinearProgram, WarmLevel, maximise_level, solve_lp
 from .problem import Allocation, Problem
+from .water_filling_caps import EntityCaps, cap_constraints, entity_caps, shrink, with_caps
 from .water_filling_live import LiveSteps, column_jobs
 
 log = logging.getLogger(__name__)
@@ -137,34 +138,36 @@ def cap_events(groups, job_weight: np.ndarray, floor: np.ndarray, frozen: np.nda
     return level, frozen | hit
 
 
-def within_capacity(cols: Columns, z: np.ndarray) -> np.ndarray:
+def within_capacity(cols: Columns, z: np.ndarray, limits: EntityCaps | None = None) -> np.ndarray:
     """``z`` with what the solver's tolerance left beyond (5.1)-(5.3) taken off: entries
     clipped to [0, 1], then each column shrunk by the largest overload of its job (5.2) and
-    of its types (5.3) (``Columns.repaired`` without its 1e-7 rounding to zero)."""
+    of its types (5.3) (``Columns.repaired`` without its 1e-7 rounding to zero), and of
+    its entity's GPU cap (``limits``, policies/water_filling_caps.py)."""
     z = np.clip(z, 0.0, 1.0)
-    shrink = np.ones_like(z)
+    factor = np.ones_like(z)
     job_load = np.asarray(cols.member @ z).ravel()
     entries = cols.member.tocoo()
-    np.minimum.at(shrink, entries.col, 1.0 / np.maximum(job_load, 1.0)[entries.row])
-    z = z * shrink
+    np.minimum.at(factor, entries.col, 1.0 / np.maximum(job_load, 1.0)[entries.row])
+    z = z * factor
     type_load = np.asarray(cols.usage @ z).ravel()
     over = type_load > cols.workers
     if not over.any():
-        return z
+        return shrink(z, limits)
     type_shrink = np.where(over, cols.workers / np.maximum(type_load, 1e-300), 1.0)
-    shrink = np.ones_like(z)
+    factor = np.ones_like(z)
     used = cols.usage.tocoo()
-    np.minimum.at(shrink, used.col, type_shrink[used.row])
-    return z * shrink
+    np.minimum.at(factor, used.col, type_shrink[used.row])
+    return shrink(z * factor, limits)
 
 
-def fitted_floors(cols: Columns, U, floor: np.ndarray, z: np.ndarray) -> np.ndarray:
+def fitted_floors(cols: Columns, U, floor: np.ndarray, z: np.ndarray,
+                  limits: EntityCaps | None = None) -> np.ndarray:
     """``floor`` lowered to the levels of ``z`` within capacity: floors that allocation
     meets exactly. Each LP's optimum meets (5.2)-(5.3) only to the solver's feasibility
     tolerance (~1e-9 of the largest number), and its levels are the next LP's floors, which
     the solver then at times finds infeasible; these floors are feasible by construction
     and lower by that tolerance only, where a back-off lowers every floor by 1e-6."""
-    return np.minimum(floor, U @ within_capacity(cols, z))
+    return np.minimum(floor, U @ within_capacity(cols, z, limits))
 
 
 def _leaky(levels: np.ndarray, keep: np.ndarray, dual: np.ndarray) -> bool:
@@ -198,7 +201,9 @@ def needed_entries(U, z: np.ndarray) -> np.ndarray:
 
 class WaterFilling(ColumnPolicy):
     """``max_min_fairness_water_filling[_perf|_packed]``, hierarchical when the problem has
-    entities. The objective reported is the lowest weighted normalised throughput."""
+    entities; an entity's GPU cap (``Entity.max_gpus``) is a row of every LP, so what it
+    cannot use goes to the others (policies/water_filling_caps.py). The objective reported
+    is the lowest weighted normalised throughput."""
 
     TRAITS = ColumnPolicy.TRAITS.but(reads={"weight", "entities", "entity"}, options={
         "max_iterations": "stop after this many water-filling LPs (default: until all frozen)",
@@ -221,8 +226,9 @@ class WaterFilling(ColumnPolicy):
             return no_columns(cols)
         rows, U = fairness_utility(cols, weighted=False)  # weights set the rising rates
         solver = self.direct_solver(DIRECT_SOLVER)
-        _, z = self._fill(problem, cols, rows, U, solver)
-        final = self._polish(cols, U, z, solver)
+        limits = entity_caps(problem, cols)
+        _, z = self._fill(problem, cols, rows, U, solver, limits)
+        final = self._polish(cols, U, z, solver, limits)
         return Solution(cols.to_rows(final, kept=needed_entries(U, final)),
                         self._objective(U, final, cols.weight[rows]), solver or self.solver)
 
@@ -231,24 +237,28 @@ class WaterFilling(ColumnPolicy):
         before the polish: what the tests compare between methods."""
         cols = self.columns(problem, merge=not problem.entities)
         rows, U = fairness_utility(cols, weighted=False)
-        return self._fill(problem, cols, rows, U, self.direct_solver(DIRECT_SOLVER))[0]
+        return self._fill(problem, cols, rows, U, self.direct_solver(DIRECT_SOLVER),
+                          entity_caps(problem, cols))[0]
 
     def _fill(self, problem: Problem, cols: Columns, rows: np.ndarray, U,
-              solver: str | None) -> tuple[np.ndarray, np.ndarray]:
+              solver: str | None, limits: EntityCaps | None = None
+              ) -> tuple[np.ndarray, np.ndarray]:
         """Water filling proper (module docstring): the levels and the last LP's
-        allocation."""
+        allocation. ``limits``: the entities' GPU caps, rows of every LP
+        (policies/water_filling_caps.py)."""
         groups = entity_groups(problem, [cols.job_ids[i] for i in rows])
         job_weight = cols.weight[rows]
         k = rows.size
         live = None
         if solver is None:
-            step = self._cvxpy_steps(cols, U)
+            step = self._cvxpy_steps(cols, U, limits)
         elif (self.prune and solver == PRUNE_SOLVER and cols.single.all()
               and (column_jobs(U) >= 0).all()):
             live = np.ones(cols.num_columns, dtype=bool)
-            step = LiveSteps(*max_min_rows(cols, U), U, live, solver, self.name)
+            step = LiveSteps(*with_caps(*max_min_rows(cols, U), limits), U, live, solver,
+                             self.name)
         else:
-            step = self._direct_steps(cols, U, solver)
+            step = self._direct_steps(cols, U, solver, limits)
         frozen = np.zeros(k, dtype=bool)
         floor = np.zeros(k)
         z = None
@@ -259,7 +269,7 @@ class WaterFilling(ColumnPolicy):
             w = rising_weights(groups, job_weight, frozen)
             if not (w > 0).any():
                 break
-            fitted = None if z is None else partial(fitted_floors, cols, U, floor, z)
+            fitted = None if z is None else partial(fitted_floors, cols, U, floor, z, limits)
             rise, z, dual = self._raise(step, floor, w, fitted)
             iterations += 1
             if caps is not None and self._ends_at_caps(floor, w, rise, dual, caps):
@@ -359,7 +369,7 @@ class WaterFilling(ColumnPolicy):
         w, result = results[good]
         return at[0], at[1], w, result, lps
 
-    def _cvxpy_steps(self, cols: Columns, U) -> Step:
+    def _cvxpy_steps(self, cols: Columns, U, limits: EntityCaps | None = None) -> Step:
         """One iteration's LP as a cvxpy program with ``level`` and ``rate`` parameters, so it
         is compiled once (the reference formulation)."""
         k = U.shape[0]
@@ -368,7 +378,8 @@ class WaterFilling(ColumnPolicy):
         z = cp.Variable(cols.num_columns, nonneg=True)
         t = cp.Variable()
         rise = U @ z >= level + cp.multiply(rate, t)
-        program = cp.Problem(cp.Maximize(t), [rise, *base_constraints(cols, z)])
+        program = cp.Problem(cp.Maximize(t), [rise, *base_constraints(cols, z),
+                                              *cap_constraints(limits, z)])
 
         def step(floor: np.ndarray, w: np.ndarray):
             level.value, rate.value = floor, w
@@ -376,13 +387,14 @@ class WaterFilling(ColumnPolicy):
             return value, z.value, rise.dual_value
         return step
 
-    def _direct_steps(self, cols: Columns, U, solver: str) -> Step:
+    def _direct_steps(self, cols: Columns, U, solver: str,
+                      limits: EntityCaps | None = None) -> Step:
         """The same LP as sparse matrices (``max_min_rows`` with the floors on the right and
         the rates as the level's coefficients). With HiGHS one model keeps its simplex basis
         from one iteration to the next; its duals are a vertex's, which is enough: a
         positive dual still proves a job bottlenecked (module docstring)."""
         k = U.shape[0]
-        A, b, e = max_min_rows(cols, U)
+        A, b, e = with_caps(*max_min_rows(cols, U), limits)
         model = WarmLevel(A, b, e, precise=True) if solver == "HIGHS" else None
 
         def step(floor: np.ndarray, w: np.ndarray):
@@ -399,7 +411,8 @@ class WaterFilling(ColumnPolicy):
             return level.t, level.z, level.dual[:k]
         return step
 
-    def _polish(self, cols: Columns, U, z: np.ndarray, solver: str | None) -> np.ndarray:
+    def _polish(self, cols: Columns, U, z: np.ndarray, solver: str | None,
+                limits: EntityCaps | None = None) -> np.ndarray:
         """Hand out what the last LP left unused without lowering anyone: maximise the total
         normalised throughput subject to every job keeping its level. This only removes
         solver slack (the levels are already max-min), and makes Pareto efficiency hold to
@@ -407,11 +420,11 @@ class WaterFilling(ColumnPolicy):
         to keep are those of ``z`` within capacity, so they are feasible; an inaccurate
         interior point is solved again by simplex rather than the polish skipped (one
         method polished and the other not differ by what the polish hands out)."""
-        keep = (U @ within_capacity(cols, z)) * (1 - POLISH_SLACK)
+        keep = (U @ within_capacity(cols, z, limits)) * (1 - POLISH_SLACK)
         what = f"{self.name} (polish)"
         try:
             if solver is not None:
-                A, b, _ = max_min_rows(cols, U)
+                A, b, _ = with_caps(*max_min_rows(cols, U), limits)
                 b[:U.shape[0]] = -keep
                 objective = -np.asarray(U.sum(axis=0)).ravel()
                 lp = LinearProgram(objective, A, b, cols.num_columns)
@@ -423,7 +436,7 @@ class WaterFilling(ColumnPolicy):
                         raise
                     log.debug("%s; solving again with HIGHS", err)
                     return solve_lp(lp, "HIGHS", what, precise=True).x
-                if first != "HIGHS" and _leaky(U @ within_capacity(cols, result.x), keep,
+                if first != "HIGHS" and _leaky(U @ within_capacity(cols, result.x, limits), keep,
                                                result.dual):
                     log.debug("%s: the interior point's levels leak; solving again with "
                               "HIGHS", what)
@@ -431,7 +444,8 @@ class WaterFilling(ColumnPolicy):
                 return result.x
             polished = cp.Variable(cols.num_columns, nonneg=True)
             program = cp.Problem(cp.Maximize(cp.sum(U @ polished)),
-                                 [U @ polished >= keep, *base_constraints(cols, polished)])
+                                 [U @ polished >= keep, *base_constraints(cols, polished),
+                                  *cap_constraints(limits, polished)])
             run_precise(program, self.solver, what)
             return polished.value
         except (Infeasible, SolverFailed) as err:
