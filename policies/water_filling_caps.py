@@ -10,7 +10,9 @@ given to it and left idle. Each cap is one more row of every LP,
 where ``gpus_c`` is the workers column c holds (a job's scale factor; a co-located pair's
 column counts once for each member of the entity, as the planner counts it). In time
 average this is what the planner's per-round cap allows: an allocation the planner can
-realise meets it. The rows are nonnegative ``<=`` rows like (5.2) and (5.3), so every part
+realise meets it (the converse is a relaxation: two 2-GPU jobs under a cap of 3 may share
+3 GPUs on average here, but run one at a time). A column wider than its entity's cap can
+never run in a round, so one more row holds all such columns at 0. The rows are nonnegative ``<=`` rows like (5.2) and (5.3), so every part
 of water filling that reads the LP's rows (the pruned LPs, the dead-column LP, the polish)
 takes them as they are, and ``shrink`` takes a solver's tolerance off them as
 ``within_capacity`` does off (5.2) and (5.3).
@@ -29,7 +31,8 @@ from .problem import Problem
 
 @dataclass(frozen=True)
 class EntityCaps:
-    """``rows @ z <= gpus``: one row per capped entity with jobs in the columns."""
+    """``rows @ z <= gpus``: one row per capped entity with jobs in the columns, and a
+    last row ``sum z_c <= 0`` over the columns wider than their entity's cap, if any."""
 
     rows: sp.csr_matrix    # (E, c)
     gpus: np.ndarray       # (E,)
@@ -40,6 +43,15 @@ def entity_caps(problem: Problem, cols: Columns) -> EntityCaps | None:
     water filling builds them with entities); None when no entity is capped."""
     caps = {name: e.max_gpus for name, e in problem.entities.items() if e.max_gpus is not None}
     if not caps or cols.num_columns == 0:
+        return None
+    # A cap at least the GPUs of all its entity's jobs cannot bind (each job's time is at
+    # most 1, (5.2)): no row, so the LP is the one without it.
+    widest: dict[str, int] = {}
+    for job in problem.jobs:
+        if job.entity in caps:
+            widest[job.entity] = widest.get(job.entity, 0) + job.scale_factor
+    caps = {name: cap for name, cap in caps.items() if cap < widest.get(name, 0)}
+    if not caps:
         return None
     names = sorted(caps)
     index = {name: k for k, name in enumerate(names)}
@@ -52,7 +64,12 @@ def entity_caps(problem: Problem, cols: Columns) -> EntityCaps | None:
                        shape=(len(names), cols.num_jobs))
     gpus = np.asarray(cols.usage.sum(axis=0)).ravel()   # workers each column holds
     rows = sp.csr_matrix(of @ cols.member @ sp.diags(gpus))
-    return EntityCaps(rows, np.array([float(caps[n]) for n in names]))
+    bound = np.array([float(caps[n]) for n in names])
+    wide = np.asarray((sp.diags(1.0 / bound) @ rows).max(axis=0).todense()).ravel() > 1.0
+    if wide.any():   # columns that never fit their entity's cap: held at 0
+        rows = sp.vstack([rows, sp.csr_matrix(wide.astype(float))], format="csr")
+        bound = np.concatenate([bound, [0.0]])
+    return EntityCaps(rows, bound)
 
 
 def with_caps(A: sp.spmatrix, b: np.ndarray, e: np.ndarray, caps: EntityCaps | None):
