@@ -8,13 +8,14 @@ given to it and left idle. Each cap is one more row of every LP,
     sum over the entity's jobs m, columns c of m:  gpus_c z_c  <=  max_gpus,
 
 where ``gpus_c`` is the workers column c holds (a job's scale factor; a co-located pair's
-column counts once for each member of the entity, as the planner counts it). In time
-average this is what the planner's per-round cap allows: an allocation the planner can
-realise meets it (the converse is a relaxation: two 2-GPU jobs under a cap of 3 may share
-3 GPUs on average here, but run one at a time). A column wider than its entity's cap can
-never run in a round, so one more row holds all such columns at 0. The rows are nonnegative ``<=`` rows like (5.2) and (5.3), so every part
-of water filling that reads the LP's rows (the pruned LPs, the dead-column LP, the polish)
-takes them as they are, and ``shrink`` takes a solver's tolerance off them as
+column counts once for each member of the entity, as the planner counts it). Every
+schedule the planner's per-round cap allows meets this row in time average; the converse
+is a relaxation (two 2-GPU jobs under a cap of 3 may share 3 GPUs on average here, but run
+one at a time). A column wider than its entity's cap never runs in a round, so one more
+row holds all such columns at 0; a cap at least the GPUs of all its entity's jobs cannot
+bind and has no row. The rows are nonnegative ``<=`` rows like (5.2) and (5.3), so every
+part of water filling that reads the LP's rows (the pruned LPs, the dead-column LP, the
+polish) takes them as they are, and ``shrink`` takes a solver's tolerance off them as
 ``within_capacity`` does off (5.2) and (5.3).
 """
 

@@ -38,7 +38,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 from policies import (Entity, Infeasible, Policy, Problem, ProblemError, UnknownPolicy,
                       get_policy, policy_options)
@@ -205,50 +205,53 @@ def _options(raw: Any, policy: str, accepted: Mapping[str, str],
 
 def _checked_policy(settings: ClusterSettings, policy: str, name: str) -> Policy:
     """The policy made with the options and tried on a small problem (without POP, whose
-    options are checked as numbers); a failure names the option to blame."""
+    options are checked as numbers); a failure names the option to blame. A trial that
+    fails the same way without any option is no fault of the options (a policy the trial
+    does not suit), and lets them pass."""
     options = dict(settings.policy_options)
     failure = _try(policy, options)
-    if failure is None or failure == _try(policy, {}) and not failure.startswith(_MAKE):
-        return settings.policy(policy)   # (the trial is no problem for this policy)
-    failure = failure.removeprefix(_MAKE)
-    key = _culprit(policy, options, failure)
+    if failure is None or (failure.made and failure == _try(policy, {})):
+        return settings.policy(policy)
+    key = _culprit(policy, options, failure.why)
     where = f"policy_options.{key}" if key else "policy_options"
-    said = failure if policy in failure else f"{policy}: {failure}"
+    said = failure.why if policy in failure.why else f"{policy}: {failure.why}"
     raise SettingsError(f"{name}: {where}: {said}")
 
 
-_MAKE = "\0"   # starts ``_try``'s answer when the policy could not even be made
+class _Failure(NamedTuple):
+    """Why a policy failed: ``made`` if it was made and failed to solve the trial."""
+
+    made: bool
+    why: str
 
 
-def _try(policy: str, options: Mapping[str, Any]) -> str | None:
-    """Why ``policy`` with ``options`` cannot be made (the answer starts with ``_MAKE``)
-    or cannot solve ``_trial`` (one line), or None. The trial's Infeasible is no fault of
-    an option (a small budget)."""
+def _try(policy: str, options: Mapping[str, Any]) -> _Failure | None:
+    """How ``policy`` with ``options`` fails to be made or to solve ``_trial``; None when
+    it solves it. The trial's Infeasible is no fault of an option (a small budget)."""
     inner = {k: v for k, v in options.items() if k not in WRAPPER_OPTIONS}
     try:
         made = get_policy(policy, **inner)
     except Exception as err:   # noqa: BLE001 - a door: whatever a bad value raises
-        return _MAKE + (_line(err) or type(err).__name__)
+        return _Failure(False, _line(err) or type(err).__name__)
     try:
         made.solve(_trial(made.traits.needs_pairs))
     except Infeasible:
         return None
     except Exception as err:   # noqa: BLE001
-        return _line(err) or type(err).__name__
+        return _Failure(True, _line(err) or type(err).__name__)
     return None
 
 
-def _culprit(policy: str, options: Mapping[str, Any], failure: str) -> str | None:
-    """The option to blame for ``failure``: the first whose value alone fails otherwise
-    than the policy with no options does, or else the one option the message names."""
+def _culprit(policy: str, options: Mapping[str, Any], why: str) -> str | None:
+    """The option to blame for the failure ``why``: the first whose value alone fails
+    otherwise than the policy with no options does, or else the one option it names."""
     baseline = _try(policy, {})
     for key, value in options.items():
         alone = _try(policy, {key: value})
         if alone is not None and alone != baseline:
             return key
-    failure = failure.removeprefix(_MAKE)
     named = [k for k in policy_options(policy)
-             if re.search(rf"(?<![A-Za-z_]){re.escape(k)}(?![A-Za-z_])", failure)]
+             if re.search(rf"(?<![A-Za-z_]){re.escape(k)}(?![A-Za-z_])", why)]
     return named[0] if len(named) == 1 else None
 
 
