@@ -48,7 +48,7 @@ import numpy as np
 
 from policies import Allocation, Entity, Policy, PolicyError, Problem
 
-from ..mechanism import ClusterView, Demand, entity_quota, plan_round
+from ..mechanism import ClusterView, Demand, entity_quota, holding, plan_round
 from .batch import build_batch, demand, planner_config
 from .config import CoreConfig
 from .configurations import Configurations
@@ -330,7 +330,8 @@ class SchedulerCore:
         if resolve and self._stale:
             self._maybe_resolve(now)
         view = self._view.without(set(self._view.worker_type_of) - free)
-        demand = self._demand(zip(flight.batch.members, flight.batch.size.tolist()))
+        demand = self._demand(holding(flight.batch.members, flight.batch.size.tolist(),
+                                      flight.batch.workers, free))
         taken = np.isin(rows.member_rows, [rows.index[j] for j in running]).any(axis=1)
         demand = replace(demand, runnable=demand.runnable & ~taken[:, None])
         config = replace(planner_config(self.config, layout.types, self._rng),

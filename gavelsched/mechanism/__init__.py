@@ -7,11 +7,12 @@ workers it may use; a what-if is the same call on an edited copy of the view.
 from .placement import Request, place
 from .planner import Demand, Placement, PlannerConfig, RoundPlan, plan_round
 from .priorities import priorities
-from .quota import Quota, entity_quota
+from .quota import Quota, entity_quota, holding
 from .selection import order_entries, select
 from .view import ClusterView, Server
 
 __all__ = [
     "ClusterView", "Demand", "Placement", "PlannerConfig", "Quota", "Request", "RoundPlan",
-    "Server", "entity_quota", "order_entries", "place", "plan_round", "priorities", "select",
+    "Server", "entity_quota", "holding", "order_entries", "place", "plan_round", "priorities",
+    "select",
 ]

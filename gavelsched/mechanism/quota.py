@@ -8,7 +8,7 @@ whatever orders the queue: every policy's allocation goes through the same greed
 skipped for this round (the job stays pending, as Slurm leaves a job whose association is at
 its ``GrpTRES`` limit) and the next entry in priority order gets the workers. So a round's
 plan never gives an entity's jobs more GPUs than its cap, and a refill (``place_freed``)
-counts what the round in flight already holds.
+counts what the round in flight still holds (``holding``).
 
 A job counts its GPUs (its scale factor, or a configuration's workers of every type) for
 its own entity; a co-located pair counts them once for each member, each for its own entity
@@ -72,6 +72,22 @@ def entity_quota(members: Sequence[tuple[str, ...]], entity_of: Mapping[str, str
     rows = [(of(m[0]), of(m[1]) if len(m) > 1 else -1) for m in members]
     return Quota(names, np.maximum(room, 0),
                  np.array(rows, dtype=np.int64).reshape(len(rows), 2))
+
+
+def holding(members: Sequence[tuple[str, ...]], gpus: Sequence[int],
+            workers: Sequence[tuple[int, ...]], freed: Iterable[int]) -> list:
+    """The (members, GPUs) of the tasks of a round in flight (aligned ``members``, ``gpus``,
+    ``workers``, refills after the round's own) that still hold their workers at a refill:
+    none of their workers is among those just ``freed`` or was handed on to a later task of
+    the round (a task whose job ended, and whose workers were refilled, holds nothing).
+    ``entity_quota``'s ``running``."""
+    later = set(freed)
+    out = []
+    for task, n, ids in reversed(list(zip(members, gpus, workers))):
+        if later.isdisjoint(ids):
+            out.append((task, int(n)))
+        later.update(ids)
+    return out
 
 
 def fits(room: list[int], a: int, b: int, gpus: int) -> bool:
