@@ -127,7 +127,7 @@ class _SchedulerClient:
         from gavelsched.rpc.security import SecurityError, channel, read_token
 
         try:
-            token = read_token(ctx.token_file)
+            token = ctx.job_token or read_token(ctx.token_file)
             self._channel = channel(ctx.scheduler, token=token, ca=ctx.tls_ca)
         except SecurityError as err:
             raise JobFailed(str(err)) from None

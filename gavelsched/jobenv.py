@@ -51,6 +51,9 @@ SERVER_ID_VAR = "GAVEL_SERVER_ID"          # the worker's (worker_env)
 TOKEN_FILE_VAR = "GAVEL_TOKEN_FILE"        # the worker's auth token file (worker_env)
 TLS_CA_VAR = "GAVEL_TLS_CA"                # the CA the scheduler's TLS is checked with
 EMULATE_STEPS_PER_S_VAR = "GAVEL_EMULATE_STEPS_PER_S"   # set only when the worker emulates
+# What the scheduler sets in a RunJob's env (``scheduler_env``), which the worker passes on.
+JOB_TOKEN_VAR = "GAVEL_JOB_TOKEN"          # this job's own token: its calls act on it only
+ARRAY_INDEX_VAR = "GAVEL_ARRAY_INDEX"      # a copy's index in its array (0 .. count-1)
 # What a user (or a test) may set for a job; the worker passes them through.
 RENEW_AT_VAR = "GAVEL_RENEW_AT"            # GavelIterator's renew_at default
 WORKLOAD_DTYPE_VAR = "GAVEL_WORKLOAD_DTYPE"   # the reference workloads' float type
@@ -62,8 +65,8 @@ WORLD_SIZE_VAR = "WORLD_SIZE"
 
 VARIABLES = (SCHEDULER_VAR, JOB_ID_VAR, JOB_TYPE_VAR, ROUND_VAR, GENERATION_VAR,
              TOTAL_STEPS_VAR, STEPS_DONE_VAR, CHECKPOINT_DIR_VAR, SERVER_ID_VAR, TOKEN_FILE_VAR, TLS_CA_VAR,
-             EMULATE_STEPS_PER_S_VAR, RENEW_AT_VAR, WORKLOAD_DTYPE_VAR, WORKLOAD_AMP_VAR,
-             WORKLOAD_DETERMINISTIC_VAR)
+             EMULATE_STEPS_PER_S_VAR, JOB_TOKEN_VAR, ARRAY_INDEX_VAR, RENEW_AT_VAR,
+             WORKLOAD_DTYPE_VAR, WORKLOAD_AMP_VAR, WORKLOAD_DETERMINISTIC_VAR)
 
 PROGRESS_FILE = "gavel_progress.json"
 EXIT_JOB_FAILED = 3
@@ -82,6 +85,23 @@ def worker_env(server_id: int, token_file: str | None = None,
         env[TOKEN_FILE_VAR] = token_file
     if tls_ca:
         env[TLS_CA_VAR] = tls_ca
+    return env
+
+
+def scheduler_env(job_token: str | None, array_index: int | None) -> dict[str, str]:
+    """What the scheduler adds to a job's environment: its own token (issue #28: a job's
+    process may act only on its own job, so it is not given the worker's token file) and,
+    for a copy of an array, its index."""
+    env = {JOB_TOKEN_VAR: job_token} if job_token else {}
+    if array_index is not None:
+        env[ARRAY_INDEX_VAR] = str(array_index)
+    return env
+
+
+def without_worker_token(env: dict[str, str]) -> dict[str, str]:
+    """``env`` without the worker's token file when the job has a token of its own."""
+    if env.get(JOB_TOKEN_VAR):
+        env.pop(TOKEN_FILE_VAR, None)
     return env
 
 
@@ -104,6 +124,8 @@ class JobContext:
     emulate_steps_per_s: float | None = None
     job_type: str = ""
     generation: int = 0
+    job_token: str | None = None       # the job's own token (used before the token file)
+    array_index: int | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> JobContext | None:
@@ -135,7 +157,10 @@ class JobContext:
                    tls_ca=env.get(TLS_CA_VAR) or None,
                    emulate_steps_per_s=pace or None,
                    job_type=env.get(JOB_TYPE_VAR, ""),
-                   generation=number(GENERATION_VAR, "0"))
+                   generation=number(GENERATION_VAR, "0"),
+                   job_token=env.get(JOB_TOKEN_VAR) or None,
+                   array_index=number(ARRAY_INDEX_VAR, "0") if env.get(ARRAY_INDEX_VAR)
+                   else None)
 
     def to_env(self) -> dict[str, str]:
         """The variables that tell a rank this context (``from_env`` reads them back). A
@@ -156,6 +181,7 @@ class JobContext:
         }
         if self.emulate_steps_per_s:
             env[EMULATE_STEPS_PER_S_VAR] = repr(self.emulate_steps_per_s)
+        env.update(scheduler_env(self.job_token, self.array_index))
         return env
 
 

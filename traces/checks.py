@@ -20,6 +20,7 @@ INT64_MAX = 2**63 - 1         # a proto int64 field (step counts)
 # A job's priority weight: beyond this range the policies' programs lose their accuracy
 # (weights of 1e-300 or 1e300 make Clarabel fail), so one job could stop every re-solve.
 PRIORITY_WEIGHT_MIN, PRIORITY_WEIGHT_MAX = 1e-6, 1e6
+MAX_ARRAY = 10_000            # copies in one job array (submit --count)
 SHOWN_CHARS = 60              # a bad value is quoted in an error up to this many characters
 
 

@@ -22,8 +22,9 @@ import sys
 from ..client.errors import ClientError, InputError
 
 # Sub-command modules; each exposes ``register(subparsers)`` and sets ``func`` on its parser.
-COMMANDS = ("solve", "trace", "simulate", "scheduler", "worker", "jobs", "predict", "drain",
-            "logs", "local_cluster", "replay", "vn", "pipeline", "profile")
+COMMANDS = ("solve", "trace", "simulate", "scheduler", "worker", "jobs", "control", "usage",
+            "users", "predict", "drain", "logs", "local_cluster", "replay", "vn", "pipeline",
+            "profile")
 # The module of each sub-command, so that one command imports only its own module (the
 # clients stay light: `gavelsched status` need not import the solvers `solve` needs).
 COMMAND_MODULES = {"solve": "solve", "trace": "trace", "simulate": "simulate",
@@ -31,7 +32,9 @@ COMMAND_MODULES = {"solve": "solve", "trace": "trace", "simulate": "simulate",
                    "status": "jobs", "predict": "predict", "history": "jobs",
                    "cancel": "jobs", "drain": "drain",
                    "logs": "logs", "local-cluster": "local_cluster", "replay": "replay",
-                   "vn": "vn", "pipeline": "pipeline", "profile": "profile"}
+                   "vn": "vn", "pipeline": "pipeline", "profile": "profile",
+                   "hold": "control", "release": "control", "update": "control",
+                   "reload": "control", "usage": "usage", "user": "users"}
 
 EXIT_BAD_INPUT = 2
 EXIT_BROKEN_PIPE = 141  # what a shell reports for a process killed by SIGPIPE

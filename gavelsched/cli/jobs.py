@@ -1,5 +1,7 @@
 """The job commands, doors over ``gavelsched.client`` (docs/api.md): ``submit JOB.yaml``
-(prints the job id), ``status``, ``history`` and ``cancel ID``.
+(prints the job id; ``--count N``: an array, its id and its copies'), ``status``,
+``history`` (``history JOB``: who changed the job, how and when) and ``cancel ID`` (a job or
+an array).
 
 ``status`` shows the jobs not finished (``--all``: every job), as Slurm's ``squeue`` does;
 ``history`` every job with its times, as ``sacct`` does (``jobviews``). Both filter with
@@ -19,7 +21,7 @@ from ..client.api import Client
 from ..client.request import JobRequest
 from ..client.status import ClusterStatus
 from .connection import api, connection_flags
-from .jobviews import history_table, status_table
+from .jobviews import event_lines, history_table, status_table
 
 STATES_HELP = "queued, running, preempted, held, done, failed, cancelled"
 
@@ -36,8 +38,17 @@ def register(subparsers) -> None:
                                           "nodes, under a *_mixed policy), "
                                           "min_scale_factor (an elastic job: it may also "
                                           "run on fewer GPUs of one type, down to this "
-                                          "many, under a *_mixed policy).")
+                                          "many, under a *_mixed policy), max_runtime_s "
+                                          "(a time limit: the job stops at its next "
+                                          "checkpoint once it has run that long, and "
+                                          "fails with reason 'time limit'), after (a list "
+                                          "of job or array ids it waits for; it is "
+                                          "cancelled if one fails or is cancelled).")
     p.add_argument("job", metavar="JOB.yaml")
+    p.add_argument("--count", type=int, default=None, metavar="N",
+                   help="submit N copies as an array (1..10000): each is told its index "
+                        "in GAVEL_ARRAY_INDEX; prints the array's id, which cancel, hold "
+                        "and release take, then each copy's id")
     p.set_defaults(func=submit)
     filters = argparse.ArgumentParser(add_help=False)
     filters.add_argument("--state", metavar="S[,S...]", action="append", default=[],
@@ -45,6 +56,8 @@ def register(subparsers) -> None:
     filters.add_argument("--type", metavar="JOB_TYPE", default="",
                          help="only jobs of this job type (ResNet-50: all its batch sizes)")
     filters.add_argument("--entity", metavar="E", default="", help="only jobs of this entity")
+    filters.add_argument("--mine", action="store_true", help="only my jobs (my token's user)")
+    filters.add_argument("--user", metavar="NAME", default="", help="only this user's jobs")
     filters.add_argument("--json", action="store_true",
                          help="print JSON (docs/design.md contract, plus times and shares)")
     p = subparsers.add_parser("status", parents=[common, filters],
@@ -60,16 +73,21 @@ def register(subparsers) -> None:
                         "state replayed in the simulator here, in this process")
     p.set_defaults(func=status)
     p = subparsers.add_parser("history", parents=[common, filters],
-                              help="show every job with its times",
+                              help="show every job with its times, or one job's history",
                               description="A table of every job, finished ones included: "
-                                          "entity, state, when it was submitted, first "
-                                          "started and ended, elapsed time (first start "
-                                          "to end, or now), JCT (submission to completion) "
-                                          "and steps.")
+                                          "user, entity, state, when it was submitted, "
+                                          "first started and ended, elapsed time (first "
+                                          "start to end, or now), JCT (submission to "
+                                          "completion) and steps. With a JOB: who changed "
+                                          "it, how and when (submit, hold, release, "
+                                          "update, cancel, and how it ended).")
+    p.add_argument("job", nargs="?", default=None, metavar="JOB",
+                   help="show this job's history of changes instead")
     p.set_defaults(func=history)
-    p = subparsers.add_parser("cancel", parents=[common], help="cancel a job",
-                              description="Cancel a queued or running job.")
-    p.add_argument("id", help="the job id")
+    p = subparsers.add_parser("cancel", parents=[common], help="cancel a job or an array",
+                              description="Cancel a queued, held or running job, or every "
+                                          "copy of an array not ended.")
+    p.add_argument("id", help="the job id, or an array's id")
     p.set_defaults(func=cancel)
 
 
@@ -85,7 +103,11 @@ def _client(args: argparse.Namespace) -> Client:
 
 def submit(args: argparse.Namespace) -> int:
     job = JobRequest.from_yaml(args.job)
-    print(_client(args).submit(job))
+    if args.count is None:
+        print(_client(args).submit(job))
+        return 0
+    made = _client(args).submit_array(job, args.count)
+    print("\n".join((made.array_id,) * bool(made.array_id) + made.job_ids))
     return 0
 
 
@@ -100,7 +122,7 @@ def _filters(args: argparse.Namespace, *, active: bool) -> dict:
     unless states are named)."""
     states = [s.strip() for flag in args.state for s in flag.split(",") if s.strip()]
     return {"states": states, "job_type": args.type, "entity": args.entity,
-            "active": active and not states}
+            "active": active and not states, "mine": args.mine, "user": args.user}
 
 
 def _show(args: argparse.Namespace, status: ClusterStatus, table) -> int:
@@ -120,7 +142,8 @@ def status(args: argparse.Namespace) -> int:
     reply = client.status_reply(**filters)
     shown = ClusterStatus.from_pb(reply)
     # The replay needs every unfinished job, whatever the filters show.
-    everything = reply if not (args.state or args.type or args.entity) else \
+    everything = reply if not (args.state or args.type or args.entity or args.mine
+                               or args.user) else \
         client.status_reply(active=True)
     state = eta.state_of(everything)
     etas, why = replayed(lambda: eta.replay(state))
@@ -138,4 +161,12 @@ def status(args: argparse.Namespace) -> int:
 
 
 def history(args: argparse.Namespace) -> int:
-    return _show(args, _client(args).status(**_filters(args, active=False)), history_table)
+    if args.job is None:
+        return _show(args, _client(args).status(**_filters(args, active=False)),
+                     history_table)
+    events = _client(args).history(args.job)
+    if args.json:
+        print(json.dumps([e.to_dict() for e in events]))
+    else:
+        print("\n".join(event_lines(events)))
+    return 0

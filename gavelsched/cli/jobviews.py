@@ -113,3 +113,12 @@ def history_table(reply) -> list[str]:
 
 def _width(jobs, title: str, text) -> int:
     return max([len(title), *(len(text(j)) for j in jobs)])
+
+
+def event_lines(events) -> list[str]:
+    """``history JOB``: one line per event, oldest first (when, who, what, detail)."""
+    lines = [f"{'when':<20}  {'user':<16}  {'action':<10}  detail"]
+    for e in events:
+        when = "%04d-%02d-%02dT%02d:%02d:%02dZ" % time.gmtime(e.time_unix)[:6]
+        lines.append(f"{when:<20}  {e.user:<16}  {e.action:<10}  {e.detail}".rstrip())
+    return lines

@@ -6,7 +6,8 @@ code 2 naming the key. A ``listen`` beyond loopback without ``auth_token_file``,
 ``--insecure`` or the key ``insecure: true`` (then a warning; docs/design.md, Safety rules).
 With ``health_listen``, the standard gRPC health service is also served there without
 token or TLS, for probes that can send neither (Kubernetes' ``grpc:`` probe). The daemon
-runs until SIGINT or SIGTERM.
+runs until SIGINT or SIGTERM; SIGHUP re-reads the file's entities, policy options, prices
+and users (as ``gavelsched reload`` does; a file that does not load is logged and ignored).
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ def register(subparsers) -> None:
                     "auth_token_file, tls {cert, key, ca}, metrics_listen, throughputs, "
                     "expected_workers, checkpoint_dir, checkpoint_retention_s, "
                     "health_listen, heartbeat_seconds, plan_lead_seconds, "
-                    "resolve, min_resolve_interval_s, seed, workers_tls, insecure "
-                    "(docs/runtime.md).")
+                    "resolve, min_resolve_interval_s, seed, workers_tls, insecure, "
+                    "refill_freed, dashboard_listen, entities, policy_options, prices and "
+                    "users_file (docs/runtime.md). SIGHUP re-reads entities, policy_options, "
+                    "prices and users_file.")
     p.add_argument("--config", required=True, metavar="CLUSTER.yaml",
                    help="the cluster YAML file")
     p.add_argument("--insecure", action="store_true",
@@ -51,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         config = load_config(args.config, insecure=args.insecure)
-        daemon = SchedulerDaemon(config, insecure=config.insecure).start()
+        daemon = SchedulerDaemon(config, insecure=config.insecure,
+                                 config_path=args.config).start()
     except (ConfigError, SecurityError) as err:
         raise InputError(str(err)) from None
     if config.metrics_exposed:
@@ -64,19 +68,25 @@ def run(args: argparse.Namespace) -> int:
         except (SecurityError, RuntimeError) as err:   # RuntimeError: grpc could not bind
             daemon.stop()
             raise InputError(f"health_listen: {err}") from None
-    done = threading.Event()
+    done, hangup = threading.Event(), threading.Event()
 
     def stop(signum, frame) -> None:
         done.set()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGHUP, lambda signum, frame: hangup.set())
     print(f"scheduler listening on port {daemon.port}", flush=True)
     # Wake up now and then: a signal the kernel hands to one of gRPC's threads only sets
     # Python's flag, and a main thread blocked in an untimed wait would never run the
     # handler (a SIGTERM'd scheduler then lived on: seen in the test suite).
     while not done.wait(0.5):
-        pass
+        if hangup.is_set():
+            hangup.clear()
+            try:
+                daemon.reload("SIGHUP")
+            except ConfigError:
+                pass                  # (logged: the settings in force stay)
     if health is not None:
         health.stop(0)
     daemon.stop()

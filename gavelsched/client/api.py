@@ -18,10 +18,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from traces.checks import MAX_ARRAY
+
+from ..daemon.accounting import UsageReport
 from ..daemon.jobs import DONE, FINAL
 from ..jobenv import SCHEDULER_VAR
 from .errors import ClientError, InputError, NoRates, one_line
-from .records import Drained, LogChunk, Prediction
+from .records import Drained, HistoryEvent, LogChunk, Prediction, Submitted
 from .request import JobRequest
 from .status import ClusterStatus, JobStatus
 
@@ -151,19 +154,74 @@ class Client:
         """Submit ``job``; its id."""
         return self.call("Submit", job.to_pb()).job_id
 
+    def submit_array(self, job: JobRequest, count: int) -> Submitted:
+        """Submit ``count`` copies of ``job`` as an array (each told its index in
+        ``GAVEL_ARRAY_INDEX``); 1 <= count <= 10,000, else ``InputError``."""
+        if not 1 <= count <= MAX_ARRAY:
+            raise InputError(f"count: must be between 1 and {MAX_ARRAY}, got {count}")
+        request = job.to_pb()
+        request.count = count
+        reply = self.call("Submit", request)
+        return Submitted(tuple(reply.job_ids) or (reply.job_id,), reply.array_id or None)
+
     def status(self, *, states: Sequence[str] = (), job_type: str = "", entity: str = "",
-               active: bool = False) -> ClusterStatus:
+               active: bool = False, mine: bool = False, user: str = "") -> ClusterStatus:
         """The jobs (only those in ``states``, of ``job_type`` (ResNet-50: every batch
-        size), of ``entity``; ``active``: only those not finished) and every worker."""
+        size), of ``entity``; ``active``: only those not finished; ``mine``: only the
+        caller's; ``user``: only that user's) and every worker."""
         return ClusterStatus.from_pb(self.status_reply(
-            states=states, job_type=job_type, entity=entity, active=active))
+            states=states, job_type=job_type, entity=entity, active=active, mine=mine,
+            user=user))
 
     def status_reply(self, *, states: Sequence[str] = (), job_type: str = "",
-                     entity: str = "", active: bool = False):
+                     entity: str = "", active: bool = False, mine: bool = False,
+                     user: str = ""):
         """``status`` as the scheduler's ``pb.StatusResponse`` (what the ETA replays)."""
         from ..rpc import pb
         return self.call("Status", pb.StatusRequest(
-            states=list(states), job_type=job_type, entity=entity, active=active))
+            states=list(states), job_type=job_type, entity=entity, active=active,
+            mine=mine, user=user))
+
+    def hold(self, job_id: str, reason: str = "") -> str:
+        """Keep a job (or every copy of an array) from being scheduled; a running one stops
+        at its lease's end. The scheduler's one-line answer."""
+        from ..rpc import pb
+        return self.call("Hold", pb.JobControlRequest(job_id=job_id, reason=reason)).message
+
+    def release(self, job_id: str) -> str:
+        """Undo ``hold``."""
+        from ..rpc import pb
+        return self.call("Release", pb.JobControlRequest(job_id=job_id)).message
+
+    def update(self, job_id: str, *, priority_weight: float | None = None,
+               entity: str | None = None) -> str:
+        """A new priority weight or entity for a job (or an array) not ended, from the
+        next round."""
+        from ..rpc import pb
+        return self.call("Update", pb.UpdateRequest(
+            job_id=job_id, priority_weight=priority_weight or 0.0,
+            entity=entity or "")).message
+
+    def reload(self) -> str:
+        """Make the scheduler re-read its config's entities, policy options, prices and
+        users (admins only); ``ClientError`` with the key when the new file does not load
+        (the old settings stay)."""
+        from ..rpc import pb
+        return self.call("Reload", pb.ReloadRequest()).message
+
+    def history(self, job_id: str) -> tuple[HistoryEvent, ...]:
+        """Who changed the job (or an array's first copy), how and when, oldest first."""
+        from ..rpc import pb
+        reply = self.call("History", pb.HistoryRequest(job_id=job_id))
+        return tuple(HistoryEvent(e.time_unix, e.user, e.action, e.detail)
+                     for e in reply.events)
+
+    def usage(self, by: str = "user", since_unix: float = 0.0) -> UsageReport:
+        """GPU-hours and cost by ``user``, ``entity`` or ``type``, of the runs that ran
+        after ``since_unix`` (0: all)."""
+        from ..rpc import pb
+        return UsageReport.from_pb(self.call("Usage", pb.UsageRequest(
+            by=by, since_unix=since_unix)), since_unix)
 
     def wait(self, job_id: str, *, timeout_s: float = 600.0, poll_s: float = 0.5) -> JobStatus:
         """Poll until job ``job_id`` has ended (done, failed or cancelled) and return its

@@ -62,3 +62,26 @@ class Prediction:
         None when either replay never finishes it."""
         after, before = self.after[job_id].finish_s, self.before[job_id].finish_s
         return None if after is None or before is None else after - before
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """What a submission made: its jobs' ids (one, or an array's copies) and the array's
+    id (None: one job)."""
+
+    job_ids: tuple[str, ...]
+    array_id: str | None = None
+
+
+@dataclass(frozen=True)
+class HistoryEvent:
+    """One entry of a job's history (``gavelsched history JOB``): who did what, when."""
+
+    time_unix: float
+    user: str
+    action: str
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"time_unix": self.time_unix, "user": self.user, "action": self.action,
+                "detail": self.detail}

@@ -16,7 +16,9 @@ from .errors import InputError
 __all__ = ["JOB_KEYS", "JobRequest", "job_fields"]
 
 JOB_KEYS = ("workload", "command", "job_type", "scale_factor", "total_steps",
-            "priority_weight", "slo_s", "entity", "mixed", "min_scale_factor")
+            "priority_weight", "slo_s", "entity", "mixed", "min_scale_factor",
+            "max_runtime_s", "after")
+MAX_AFTER = 1000           # jobs one job may wait for
 
 
 @dataclass(frozen=True)
@@ -27,7 +29,9 @@ class JobRequest:
     (None: 1), ``slo_s`` (seconds from submission; None: none), ``entity`` (hierarchical
     policies, thesis §5.4.3), ``mixed`` (may run on several GPU types at once under a
     ``*_mixed`` policy), ``min_scale_factor`` (elastic: may run on down to this many
-    GPUs; Varuna §4)."""
+    GPUs; Varuna §4), ``max_runtime_s`` (a time limit: once it has run that long it stops
+    at its next checkpoint and fails with reason "time limit"; None: none), ``after``
+    (jobs or arrays it waits for: it is cancelled if one fails or is cancelled)."""
 
     job_type: str
     total_steps: int
@@ -39,6 +43,8 @@ class JobRequest:
     command: str | None = None
     mixed: bool = False
     min_scale_factor: int | None = None
+    max_runtime_s: float | None = None
+    after: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name, value in _checked({f.name: getattr(self, f.name)
@@ -87,13 +93,15 @@ class JobRequest:
                    slo_s=message.slo_s if message.slo_s > 0 else None,
                    entity=message.entity or None, workload=message.workload or None,
                    command=message.command or None, mixed=message.mixed,
-                   min_scale_factor=message.min_scale_factor or None)
+                   min_scale_factor=message.min_scale_factor or None,
+                   max_runtime_s=message.max_runtime_s or None, after=tuple(message.after))
 
     def to_pb(self):
         """The ``pb.JobRequest`` sent to the scheduler (None fields left unset)."""
         from ..rpc import pb
-        return pb.JobRequest(**{f.name: getattr(self, f.name) for f in fields(self)
-                                if getattr(self, f.name) is not None})
+        return pb.JobRequest(**{f.name: list(v) if isinstance(v, tuple) else v
+                                for f in fields(self)
+                                if (v := getattr(self, f.name)) is not None})
 
 
 def _checked(data: dict) -> dict:
@@ -152,4 +160,18 @@ def job_fields(data: dict) -> dict:
     if "min_scale_factor" in value:
         out["min_scale_factor"] = checks.integer(value["min_scale_factor"],
                                                  "min_scale_factor", low=1, high=sf)
+    if "max_runtime_s" in value:
+        if not checks.number(value["max_runtime_s"], "max_runtime_s") > 0:
+            raise BadValue("max_runtime_s", "must be > 0 seconds (or null: no limit)",
+                           value["max_runtime_s"])
+        out["max_runtime_s"] = float(value["max_runtime_s"])
+    if "after" in value:
+        after = value["after"]
+        after = [after] if isinstance(after, (str, int)) and not isinstance(after, bool) \
+            else after
+        if not isinstance(after, (list, tuple)) or len(after) > MAX_AFTER:
+            raise BadValue("after", f"must be a list of at most {MAX_AFTER} job ids", after)
+        out["after"] = tuple(checks.text(str(a) if isinstance(a, int)
+                                         and not isinstance(a, bool) else a, "after",
+                                         empty=False) for a in after)
     return out

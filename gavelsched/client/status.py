@@ -65,6 +65,12 @@ class JobStatus:
     submitted_at: str | None
     started_at: str | None
     ended_at: str | None
+    user: str | None = None
+    array_id: str | None = None
+    array_index: int | None = None
+    max_runtime_s: float | None = None
+    after: tuple[str, ...] = ()
+    run_s: float = 0.0
     steps_per_s: Mapping[str, float] = field(default_factory=dict, metadata=EXTRA)
     priority_weight: float = field(default=1.0, metadata=EXTRA)
     startup_s: float = field(default=0.0, metadata=EXTRA)
@@ -72,10 +78,13 @@ class JobStatus:
     def __post_init__(self) -> None:
         for name in ("allocation", "received", "steps_per_s"):
             object.__setattr__(self, name, _frozen(getattr(self, name)))
+        object.__setattr__(self, "after", tuple(self.after))
 
     def to_dict(self) -> dict[str, Any]:
         """The job's object of ``status --json``."""
-        return _json(self)
+        out = _json(self)
+        out["after"] = list(self.after)
+        return out
 
 
 @dataclass(frozen=True)
@@ -96,6 +105,22 @@ class WorkerStatus:
 
 
 @dataclass(frozen=True)
+class EntityStatus:
+    """A configured entity (cluster.yaml ``entities``): its weight, inner policy, GPU cap
+    (None: none), and the GPUs and jobs not ended it has now."""
+
+    name: str
+    weight: float
+    policy: str
+    max_gpus: int | None
+    gpus: int
+    jobs: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return _json(self)
+
+
+@dataclass(frozen=True)
 class ClusterStatus:
     """The scheduler's answer to ``status``: the round, the jobs asked for, every worker,
     and the daemon's rules that the ETA replays (policy, round length, re-solve rule)."""
@@ -107,6 +132,7 @@ class ClusterStatus:
     round_seconds: float = field(default=0.0, metadata=EXTRA)
     now_s: float = field(default=0.0, metadata=EXTRA)
     epoch_unix: float = field(default=0.0, metadata=EXTRA)
+    entities: tuple[EntityStatus, ...] = ()
 
     @classmethod
     def from_pb(cls, reply) -> ClusterStatus:
@@ -120,12 +146,15 @@ class ClusterStatus:
         workers = tuple(WorkerStatus(**w, address=p.address)
                         for w, p in zip(data["workers"], reply.workers))
         return cls(data["round"], jobs, workers, reply.policy, reply.round_seconds,
-                   reply.now_s, reply.epoch_unix)
+                   reply.now_s, reply.epoch_unix,
+                   tuple(EntityStatus(**e) for e in data["entities"]))
 
     def to_dict(self) -> dict[str, Any]:
-        """``status --json``: ``{"round", "jobs": [...], "workers": [...]}``."""
+        """``status --json``: ``{"round", "jobs": [...], "workers": [...], "entities":
+        [...]}``."""
         return {"round": self.round, "jobs": [j.to_dict() for j in self.jobs],
-                "workers": [w.to_dict() for w in self.workers]}
+                "workers": [w.to_dict() for w in self.workers],
+                "entities": [e.to_dict() for e in self.entities]}
 
     def job(self, job_id: str) -> JobStatus | None:
         """The job of that id among those asked for, or None."""

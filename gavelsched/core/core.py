@@ -242,6 +242,20 @@ class SchedulerCore:
             self._prices = new
             self._stale = True
 
+    def reconfigure(self, now: float, *, policy: Policy | None = None,
+                    entities: Mapping[str, Entity] | None = None,
+                    prices: Mapping[str, float] | None = None) -> None:
+        """New settings (a daemon's reload): the policy (its options), the entities of a
+        hierarchical policy, the prices (replacing the old ones). The next round re-solves
+        under them, whatever the re-solve interval (an operator asked for them)."""
+        if policy is not None:
+            self.policy = policy
+        if entities is not None:
+            self._entities = dict(entities)
+        if prices is not None:
+            self._prices = dict(prices)
+        self.force_resolve()
+
     def force_resolve(self) -> None:
         """Re-solve at the next boundary whatever the interval (Gavel does this when
         nothing runs and no job is left to arrive)."""

@@ -23,7 +23,12 @@ goes to a waiting job for the rest of the round, ``SchedulerCore.place_freed``; 
 leaves it idle until the round ends, as Gavel does),
 ``dashboard_listen`` (host:port of the read-only web dashboard, ``dashboard.py``: it
 asks for the token; beyond loopback only with ``insecure`` and ``auth_token_file``),
-``seed``, ``insecure`` (true: as ``gavelsched scheduler --insecure``; default false).
+``seed``, ``insecure`` (true: as ``gavelsched scheduler --insecure``; default false);
+``entities``, ``policy_options`` and ``prices`` (``settings.py``: a hierarchical policy's
+teams with their weights, inner policies and GPU caps, the policy's options, $/GPU-hour per
+type or a price trace) and ``users_file`` (``users.py``: each user's role, entities and
+token hash; it needs ``auth_token_file``, the daemon token of the workers). These five are
+what ``gavelsched reload`` and SIGHUP re-read (``reloadable``).
 
 Every path is made absolute here, once: a relative one is taken from the config file's
 folder (docs/design.md, Safety rules), so the daemon and the workers it sends paths to
@@ -38,7 +43,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -49,12 +54,13 @@ from traces import checks
 from traces.checks import BadValue, NotUtf8, shown, utf8
 
 from ..rpc.security import TlsFiles, host_of, is_loopback
+from .settings import SETTINGS_KEYS, ClusterSettings, SettingsError, parse_settings
 
 REQUIRED = ("listen", "policy", "round_seconds", "state_dir")
 OPTIONAL = ("auth_token_file", "tls", "metrics_listen", "throughputs", "expected_workers",
             "checkpoint_dir", "checkpoint_retention_s", "health_listen", "heartbeat_seconds",
             "plan_lead_seconds", "min_resolve_interval_s", "resolve", "seed", "workers_tls",
-            "insecure", "dashboard_listen", "refill_freed")
+            "insecure", "dashboard_listen", "refill_freed", "users_file", *SETTINGS_KEYS)
 TLS_KEYS = ("cert", "key", "ca")
 RESOLVE_MODES = ("responsive", "gavel")        # gavelsched/core/resolving.py
 PLAN_LEAD_FRACTION = 0.3
@@ -62,6 +68,10 @@ PLAN_LEAD_FRACTION = 0.3
 # thread's wait can take (threading.TIMEOUT_MAX), so no timer overflows.
 MAX_SECONDS = 1e7
 DAY_S = 86400.0
+
+
+# The keys ``gavelsched reload`` (and SIGHUP) put in force; others change at a restart.
+RELOADABLE = ("users_file", *SETTINGS_KEYS)
 
 
 class ConfigError(ValueError):
@@ -91,6 +101,21 @@ class DaemonConfig:
     workers_tls: bool = False
     insecure: bool = False
     dashboard_listen: str | None = None
+    users_file: Path | None = None
+    settings: ClusterSettings = ClusterSettings()
+
+    def changed_from(self, old: DaemonConfig) -> list[str]:
+        """The fields whose values differ from ``old``'s (``settings`` as its keys)."""
+        out = [f.name for f in fields(self) if f.name != "settings"
+               and getattr(self, f.name) != getattr(old, f.name)]
+        if self.settings != old.settings:
+            out += [k for k in SETTINGS_KEYS if k not in out]
+        return out
+
+    def with_fixed(self, old: DaemonConfig) -> DaemonConfig:
+        """This config's reloadable fields over ``old``'s others (what a restart would
+        change stays as it runs)."""
+        return replace(old, users_file=self.users_file, settings=self.settings)
 
     @property
     def checkpoints(self) -> Path:
@@ -206,15 +231,15 @@ def parse_config(data: Any, *, base: str | Path = ".", name: str = "config",
     policy = data["policy"]
     if not isinstance(policy, str):
         raise ConfigError(f"{name}: policy must be a policy name, got {shown(policy)}")
-    from policies import UnknownPolicy, get_policy
+    from policies import UnknownPolicy, policy_class
     try:
-        get_policy(policy)
+        policy_class(policy)       # (made with its options by ``parse_settings``)
     except UnknownPolicy as err:
         raise ConfigError(f"{name}: policy: {str(err).splitlines()[0]}") from None
     kw["policy"] = policy
     kw["round_seconds"] = number("round_seconds", 0.1)
     kw["state_dir"] = path_of("state_dir", data["state_dir"])
-    for key in ("auth_token_file", "throughputs", "checkpoint_dir"):
+    for key in ("auth_token_file", "throughputs", "checkpoint_dir", "users_file"):
         if data.get(key) is not None:
             kw[key] = path_of(key, data[key])
     if data.get("expected_workers") is not None:
@@ -236,6 +261,13 @@ def parse_config(data: Any, *, base: str | Path = ".", name: str = "config",
                 raise ConfigError(f"{name}: {key} must be true or false, got {shown(data[key])}")
             kw[key] = data[key]
     kw["insecure"] = kw.get("insecure", False) or insecure
+    if "users_file" in kw and "auth_token_file" not in kw:
+        raise ConfigError(f"{name}: users_file needs auth_token_file (the token the workers "
+                          f"and the jobs they launch use)")
+    try:
+        kw["settings"] = parse_settings(data, policy=policy, base=base, name=name)
+    except SettingsError as err:
+        raise ConfigError(str(err)) from None
     if data.get("tls") is not None:
         tls = data["tls"]
         if not isinstance(tls, Mapping):

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 
 import numpy as np
@@ -38,8 +38,12 @@ from traces.types import ThroughputTable
 from ..core import SchedulerCore
 from ..mechanism import ClusterView, Server
 from ..rpc import pb
+from ..rpc.identity import ADMIN, Caller
+from .audit import SCHEDULER, Audit
+from .calls import ClientCalls, Door
 from .clock import Origin, RoundClock
 from .config import DaemonConfig
+from .control import JobControl
 from .dispatch import Dispatcher
 from .fences import Fences, StaleRun
 from .health import Health
@@ -47,23 +51,25 @@ from .inbox import Inbox
 from .leases import stop_lease
 from .logs import Hosts
 from .meta import ROUND
+from .meter import Meter
 from .metrics import DaemonMetrics
 from .priors import Priors
 from .progress import Progress
 from .retention import Retention
 from .retries import Retries
-from .runs import RunTable
+from .runs import Run, RunTable
 from .publish import Publisher
+from .settings import ClusterSettings
 from .snapshot import Snapshot
 from .startups import Startups
 from .servers import Servers
-from .jobs import Jobs
+from .jobs import JobRow, Jobs
 from .store import Store
-from .submissions import check_submission
 from ..core.online import OnlineThroughputs
-from .view import DaemonView, Shares
+from .view import DaemonView, EntityView, Shares
 
 log = logging.getLogger(__name__)
+LOCAL_ADMIN = Caller("admin", ADMIN)     # who calls ``submit`` and ``cancel`` in-process
 
 
 class DaemonExecutor:
@@ -71,8 +77,12 @@ class DaemonExecutor:
 
     def __init__(self, config: DaemonConfig, store: Store, policy: Policy, table,
                  dispatcher: Dispatcher, metrics: DaemonMetrics | None = None, *,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 job_env: Callable[[JobRow], Mapping[str, str]] = lambda job: {}) -> None:
+        """``job_env(job)``: what a job's processes get in their environment besides the
+        job contract's own (its token)."""
         self.config, self.store = config, store
+        self.settings = config.settings
         self.dispatcher, self.metrics = dispatcher, metrics
         self._clock = clock
         self.inbox = Inbox()
@@ -88,11 +98,18 @@ class DaemonExecutor:
         view = ClusterView(tuple(Server(s.id, s.worker_type, s.workers) for s in servers),
                            frozenset(w for s in servers for w in s.workers))
         self.core = SchedulerCore(policy, view, self.priors, config.rules.core_config(
-            policy, table, table.worker_types, seed=config.seed, on_solve_error="keep"))
+            policy, table, table.worker_types, seed=config.seed, on_solve_error="keep"),
+            entities=self.settings.entities, prices=self.settings.prices_at(self.now()))
         self.driver = config.rules.driver(self.core)
-        self.jobs = Jobs(store, changed=self._changed)     # a job's state changes: republish
-        for row in self.jobs.restore(store.jobs(table)):
-            self.core.submit(row.spec, row.arrival_s, steps_done=row.steps_done)
+        self.jobs = Jobs(store, changed=self._changed, ended=self._job_ended)
+        self.audit = Audit(store)
+        self.control = JobControl(self.jobs, self.core, cancel=self._cancel_job,
+                                  running=lambda job_id: job_id in self.runs)
+        self.jobs.restore(store.jobs(table))
+        for row in list(self.jobs.values()):
+            self.control.enter(row, row.arrival_s)
+        self.meter = Meter(store, self.settings.prices_at, self.settings.next_price_change_after,
+                           self.epoch_unix, sink=metrics)
         self.startups = Startups(store)
         self.retries = Retries(store, config.round_seconds)
         self.fences = Fences(store)
@@ -101,7 +118,8 @@ class DaemonExecutor:
         self.runs = RunTable(config, self.jobs, self.health, dispatcher, self.startups,
                              self.retries, self.fences, self.hosts, self.core, clock=clock,
                              monotonic=self.origin.monotonic, post=self.post,
-                             fail=self._fail_job)
+                             fail=self._fail_job, allowed=self.meter.allowed_s,
+                             ended=self._run_ended, job_env=job_env)
         self.roster = Servers(config, self.core, store, self.health, self.runs, self.priors,
                               now=self.now)
         online = OnlineThroughputs(self.priors)
@@ -112,6 +130,8 @@ class DaemonExecutor:
         self.clock = RoundClock(self.core.config.round_seconds, self.driver.plan_lead_s)
         self._started_index = -1
         self._woken = self._clock()       # when an idle scheduler last got work
+        self.calls = ClientCalls(self.jobs, self.core, self.control, self.audit, store,
+                                 now=self.now, end_job=self._cancel_job, woken=self._wake)
         self.pictures = Publisher(self.view(0.0), lambda: self.view(self.now()), metrics,
                                   jobs=lambda: len(self.jobs), clock=clock)
         self.publish = self.pictures.now      # read your writes (``Publisher.now``)
@@ -158,7 +178,7 @@ class DaemonExecutor:
                              table=self.table, hosts=self.hosts.by_job,
                              drained=frozenset(self.roster.drained), epoch_unix=self.epoch_unix,
                              round_ends_s=0.0 if ends is None else now + ends - self._clock(),
-                             **self._replay_inputs())
+                             **self._replay_inputs(), **self._control_inputs())
 
     def _replay_inputs(self) -> dict:
         """What a client needs to replay the live state in the simulator (ETA, issue #18):
@@ -170,6 +190,20 @@ class DaemonExecutor:
                                                 types) for j in active}
         startup = {t: self.startups.mean(t)[0] for t in {j.spec.job_type for j in active}}
         return {"rates": rates, "startup_s": startup, **self.config.rules.published()}
+
+    def _control_inputs(self) -> dict:
+        """Job control and accounting for the view (issue #28): each job's time run (its
+        ended runs' and its live run's), why a job waits on its dependencies, the entities."""
+        mono = self._clock()
+        run_s = dict(self.meter.run_s())
+        for run in self.runs.live():
+            if run.started_up:
+                run_s[run.job_id] = run_s.get(run.job_id, 0.0) + max(0.0, mono - run.started)
+        waiting = {j.id: why for j in self.jobs.values() if j.after and not j.final
+                   and (why := self.control.waiting_reason(j))}
+        return {"run_s": run_s, "waiting": waiting, "entities": [
+            EntityView(e.name, e.weight, e.policy, e.max_gpus)
+            for e in self.settings.entities.values()]}
 
     # ---- time-driven ------------------------------------------------------------------
     def tick(self) -> None:
@@ -203,6 +237,7 @@ class DaemonExecutor:
         """The next round's plan (``RoundDriver.plan``), ``plan_lead`` before the boundary."""
         self._changed()
         now = self.now()
+        self.core.set_prices(self.settings.prices_at(now), now)   # (a price trace moves)
         flight = self.driver.in_flight
         held = (None if flight is None else
                 np.array(self.runs.held_s(list(flight.batch.keys))))
@@ -289,6 +324,34 @@ class DaemonExecutor:
         if job is not None and not job.final:
             self._end_job(job_id, reason, lambda now: self.jobs.fail(job_id, reason, now))
 
+    def _cancel_job(self, job_id: str, reason: str) -> None:
+        job = self.jobs.get(job_id)
+        if job is not None and not job.final:
+            self._end_job(job_id, reason,
+                          lambda now: self.jobs.cancel(job_id, now, reason))
+
+    def _job_ended(self, row: JobRow) -> None:
+        """A job became final: its history says so, and its dependants are seen to
+        (``control``) once the change that ended it is over."""
+        self.audit.record(SCHEDULER, row.state, [row.id], row.reason or "")
+        self.post(lambda: self.control.ended(row, self.now()))
+
+    def _run_ended(self, run: Run) -> None:
+        """A run's processes are gone: its usage is metered, and a job that has run to its
+        time limit ends (its last checkpoint is counted: it came before its exit)."""
+        job = self.jobs.get(run.job_id)
+        if job is None:
+            return
+        mono = self._clock()
+        now = self.now()
+        gpus = len(run.workers) or job.spec.scale_factor
+        self.meter.ended(job, run.generation, run.worker_type, gpus,
+                         now - max(0.0, mono - run.started), now)
+        if not job.final:
+            why = self.meter.out_of_time(job)
+            if why is not None:
+                self.post(lambda: self._fail_job(job.id, why))
+
     def _end_job(self, job_id: str, reason: str, end: Callable[[float], None]) -> None:
         """The job ends before it is done: out of the core, its run killed, ``end(now)``
         sets its final state; its GPUs go to waiting jobs."""
@@ -300,25 +363,31 @@ class DaemonExecutor:
         self._refill()
 
     # ---- events from handlers (run on this thread through ``call``) ---------------------
-    def submit(self, request: pb.JobRequest) -> str:
-        row = check_submission(request, self.table, tuple(self.table.worker_types),
-                               self.health.gpus_by_type())
-        now = self.now()
-        row = row.with_id(str(self.store.next_job_id())).but(arrival_s=now)
+    def door(self) -> Door:
+        """What a submission is checked against now (``calls``)."""
+        return Door(self.table, tuple(self.table.worker_types), self.health.gpus_by_type(),
+                    self.settings.entity_names)
+
+    def submit(self, request: pb.JobRequest, caller: Caller = LOCAL_ADMIN) -> str:
+        """Submit as ``caller`` (``calls.ClientCalls.submit``); the (first) job's id."""
+        return self.calls.submit(caller, request, self.door()).job_id
+
+    def cancel(self, job_id: str, caller: Caller = LOCAL_ADMIN) -> pb.Ack:
+        return self.calls.cancel(caller, job_id)
+
+    def _wake(self) -> None:
+        """A job arrives: an idle scheduler plans ``arrival_grace_s`` after it."""
         if self.clock.idle and not self.core.has_jobs:
             self._woken = self._clock()
-        self.jobs.submit(row)
-        self.core.submit(row.spec, now)
-        return row.id
 
-    def cancel(self, job_id: str) -> pb.Ack:
-        job = self.jobs.get(job_id)
-        if job is None:
-            return pb.Ack(ok=False, message=f"unknown job {job_id!r}")
-        if job.final:
-            return pb.Ack(ok=False, message=f"job {job_id} is already {job.state}")
-        self._end_job(job_id, "cancelled", lambda now: self.jobs.cancel(job_id, now))
-        return pb.Ack(ok=True)
+    def reload(self, settings: ClusterSettings, policy: Policy) -> None:
+        """New entities, policy options and prices (``SIGHUP``, ``gavelsched reload``): the
+        next round is planned under them; running jobs keep running."""
+        self.settings = settings
+        self.meter.reprice(settings.prices_at, settings.next_price_change_after)
+        self.core.reconfigure(self.now(), policy=policy, entities=settings.entities,
+                              prices=settings.prices_at(self.now()))
+        self._changed()
 
     def drain(self, server_id: int, undo: bool = False) -> pb.DrainResponse:
         """Take a worker server out of service, or put it back (``Servers.drain``)."""

@@ -132,7 +132,7 @@ def refused(row: JobRow, reason: str, **changes) -> JobRow:
 class JobStore(Protocol):
     """What ``Jobs`` writes through (``store.Store``)."""
 
-    def add_job(self, job: JobRow) -> None: ...
+    def add_jobs(self, jobs: list[JobRow]) -> None: ...
 
     def update_jobs(self, jobs: list[JobRow], db: Any = None) -> None: ...
 
@@ -188,17 +188,21 @@ class Jobs(Mapping[str, JobRow]):
             self._rows[row.id] = row
         return waiting
 
-    def submit(self, row: JobRow) -> None:
-        """A new job (its id and arrival set), in the first state."""
-        if row.state != FIRST or row.id in self._rows:
-            raise IllegalTransition(row.id, self._rows[row.id].state if row.id in self._rows
-                                    else row.state, FIRST)
-        self._store.add_job(row)
-        self._rows[row.id] = row
+    def submit(self, rows: list[JobRow]) -> None:
+        """New jobs (ids and arrival set; several: an array's copies), in the first state,
+        written together."""
+        for row in rows:
+            if row.state != FIRST or row.id in self._rows:
+                raise IllegalTransition(row.id, self._rows[row.id].state
+                                        if row.id in self._rows else row.state, FIRST)
+        self._store.add_jobs(rows)
+        self._rows.update((row.id, row) for row in rows)
         self._changed()
-        log.info("job %s submitted: %s on %d GPU%s, %d steps", row.id, row.spec.job_type,
-                 row.spec.scale_factor, "s" if row.spec.scale_factor != 1 else "",
-                 row.spec.total_steps)
+        row = rows[0]
+        log.info("job %s submitted%s: %s on %d GPU%s, %d steps", row.id,
+                 f" (array {row.array_id} of {len(rows)})" if row.array_id else "",
+                 row.spec.job_type, row.spec.scale_factor,
+                 "s" if row.spec.scale_factor != 1 else "", row.spec.total_steps)
 
     def start(self, job_id: str, now: float, where: str) -> None:
         """A process of the job has started (on ``where``): it runs; its first start is
@@ -265,9 +269,9 @@ class Jobs(Mapping[str, JobRow]):
         self._move(self._rows[job_id], FAILED, reason=reason, completion_s=None, ended_s=now)
         log.warning("job %s failed: %s", job_id, reason)
 
-    def cancel(self, job_id: str, now: float) -> None:
-        self._move(self._rows[job_id], CANCELLED, reason="cancelled", ended_s=now)
-        log.info("job %s cancelled", job_id)
+    def cancel(self, job_id: str, now: float, reason: str = "cancelled") -> None:
+        self._move(self._rows[job_id], CANCELLED, reason=reason, ended_s=now)
+        log.info("job %s cancelled: %s", job_id, reason)
 
     def _move(self, job: JobRow, state: str, *, write: bool = True, **changes) -> JobRow:
         check(job.id, job.state, state)

@@ -74,13 +74,15 @@ def host_of(address: str) -> str:
 def run_requests(task: MicroTask, member: int, job: JobRow, lease: pb.Lease,
                  view: ClusterView, addresses: Mapping[int, str], *, round_index: int,
                  scheduler_address: str, checkpoint_dir: str, generation: int,
-                 master_port: int = 0) -> dict[int, pb.RunJobRequest]:
+                 master_port: int = 0,
+                 job_env: Mapping[str, str] | None = None) -> dict[int, pb.RunJobRequest]:
     """RunJob requests of member ``member`` of ``task``, by server id: local GPU indices,
     the first global rank on each server, torchrun-style rendezvous for multi-GPU jobs.
     Every request carries the run's ``generation`` (``fences``). A mixed-capable job's
     requests all carry its virtual-node layout in ``env``, dealt
     over the task's ranks by its split plan (``mixed.mixed_env``); ranks follow
-    ``task.workers``, the plan's order, and each server launches only its own."""
+    ``task.workers``, the plan's order, and each server launches only its own. ``job_env``:
+    what else the job's processes get (its token, its array index: ``jobenv.scheduler_env``)."""
     by_server: dict[int, list[int]] = {}
     for w in task.workers:
         by_server.setdefault(view.server_of[w], []).append(w)
@@ -90,9 +92,9 @@ def run_requests(task: MicroTask, member: int, job: JobRow, lease: pb.Lease,
     master_addr = host_of(addresses[first]) if world > 1 else ""
     if world > 1 and not master_port:
         master_port = free_port(master_addr)
-    env = {}
+    env = dict(job_env or {})
     if job.spec.mixed:
-        env = mixed_env(job, task.worker_types or (task.worker_type,) * world, task.split)
+        env.update(mixed_env(job, task.worker_types or (task.worker_type,) * world, task.split))
     out, rank = {}, 0
     for server_id, workers in by_server.items():
         out[server_id] = pb.RunJobRequest(

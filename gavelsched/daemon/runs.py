@@ -25,7 +25,7 @@ the executor's inbox and its way to fail a job) are handed in.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 
@@ -39,6 +39,7 @@ from .health import Health
 from .holding import runs_per_server
 from .leases import MIN_LEASE_FRACTION, extended_lease, new_lease, run_requests, startup_lease, stop_lease
 from .logs import Hosts
+from .meter import limit_lease
 from .retries import Retries
 from .startups import Startups
 from .jobs import RUNNING, JobRow, Jobs
@@ -72,6 +73,7 @@ class Run:
     generation: int = 0                  # its fencing token (``fences``)
     task_key: str = ""                   # the core's key of the micro-task it runs
     refill: bool = False                 # placed mid-round on freed GPUs: no lease floor
+    allowed_s: float | None = None       # its job's time limit left at its launch (``meter``)
 
 
 @dataclass(frozen=True)
@@ -128,12 +130,19 @@ class RunTable:
                  fences: Fences, hosts: Hosts, core: SchedulerCore, *,
                  clock: Callable[[], float], monotonic: Callable[[float], float],
                  post: Callable[[Callable[[], object]], object],
-                 fail: Callable[[str, str], None]) -> None:
+                 fail: Callable[[str, str], None],
+                 allowed: Callable[[JobRow], float | None] = lambda job: None,
+                 ended: Callable[[Run], None] = lambda run: None,
+                 job_env: Callable[[JobRow], Mapping[str, str]] = lambda job: {}) -> None:
+        """``allowed(job)``: seconds the job may still run (its time limit; None: none),
+        which bounds each lease of its run; ``ended(run)`` follows every run's end;
+        ``job_env(job)`` is added to its processes' environment."""
         self.config, self.jobs, self.health = config, jobs, health
         self.dispatcher, self.startups, self.retries = dispatcher, startups, retries
         self.fences, self.hosts = fences, hosts
         self.core = core
         self._clock, self._monotonic, self._post, self._fail = clock, monotonic, post, fail
+        self._allowed, self._ended, self._job_env = allowed, ended, job_env
         self._round: Round | None = None      # the round running now (``begin``)
         self._running = False                 # False: the daemon is idle
         self.scheduler_address = ""
@@ -283,19 +292,22 @@ class RunTable:
             return
         # The lease counts from the durable count, which is exactly the commit the run
         # loads (``fences``): it always allows at least one step past it.
-        lease = new_lease(index, job.steps_done, task.steps[m], job.spec.total_steps, left)
+        allowed = self._allowed(job)
+        lease = limit_lease(new_lease(index, job.steps_done, task.steps[m],
+                                      job.spec.total_steps, left), allowed)
         generation = self.fences.issue(job_id)
         requests = run_requests(task, m, job, lease, view, self.health.addresses(),
                                 round_index=index, scheduler_address=self.scheduler_address,
                                 checkpoint_dir=str(self.config.checkpoints / job_id),
-                                generation=generation)
+                                generation=generation, job_env=self._job_env(job))
         # A refill's round starts at its launch (its start-up is measured from there); its
         # received time is the rest of the round.
         self._runs[job_id] = Run(job_id, task.worker_type, requests, set(requests), lease,
                                  index, mono, ends, float(task.throughputs[m]),
                                  job.steps_done, (job.steps_done, 0.0), workers=task.workers,
                                  round_start=mono if refill else ends - R,
-                                 generation=generation, task_key=task.key, refill=refill)
+                                 generation=generation, task_key=task.key, refill=refill,
+                                 allowed_s=allowed)
         self.held[task.key] = left if refill else R
         self._fresh.setdefault(task.key, []).append(job_id)
         self.hosts.add(job_id, requests)
@@ -312,8 +324,9 @@ class RunTable:
             run.round, run.ends = index, run.ends + R
             # ends with the next round (a run that overran its first round for its minimum
             # lease is back on the rounds' cadence)
-            run.lease = extended_lease(run.lease, index, task.steps[m], job.spec.total_steps,
-                                       run.ends - run.started)
+            run.lease = limit_lease(extended_lease(run.lease, index, task.steps[m],
+                                                   job.spec.total_steps,
+                                                   run.ends - run.started), run.allowed_s)
             run.steps_per_s = float(task.throughputs[m])
             for server_id, old in run.servers.items():
                 request = pb.RunJobRequest()
@@ -384,8 +397,8 @@ class RunTable:
         # its round: it only uses time that would otherwise be idle.
         floor = 0.0 if run.refill else MIN_LEASE_FRACTION * self._window(mono)[0]
         left = max(run.ends - mono, floor)
-        run.lease = startup_lease(run.lease, run.base_steps, run.steps_per_s, left,
-                                  elapsed + left)
+        run.lease = limit_lease(startup_lease(run.lease, run.base_steps, run.steps_per_s,
+                                              left, elapsed + left), run.allowed_s)
         if run.ends - mono < floor:
             # past the round's end: the workers' kill deadlines move too (a RunJob on the
             # same GPUs), or they would kill the run before it saves
@@ -410,6 +423,7 @@ class RunTable:
             return
         del self._runs[job_id]
         self.jobs.preempt(job_id)
+        self._ended(run)
         self._launch_deferred(job_id)
 
     def reported_exit(self, job_id: str, server_id: int, failed: bool, exit_code: int,
@@ -437,6 +451,7 @@ class RunTable:
         if run is None:
             return
         self.jobs.preempt(job_id)
+        self._ended(run)
         for server_id in run.left:
             if self.health.alive(server_id):
                 self.dispatcher.kill_job(self.health.address(server_id), job_id, reason,

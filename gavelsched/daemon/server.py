@@ -3,7 +3,13 @@ store, builds the policy and the core inside a ``DaemonExecutor``, serves the gR
 (token and TLS through ``gavelsched.rpc.security.serve``), the Prometheus endpoint and the
 web dashboard (``dashboard``), and runs the executor on its own thread. It refuses to listen beyond loopback without
 ``auth_token_file`` unless made with ``insecure=True`` (``gavelsched scheduler
---insecure``; docs/design.md, Safety rules)."""
+--insecure``; docs/design.md, Safety rules).
+
+Who may call is ``identities`` (``rpc.identity``): the daemon token, each user of the
+``users_file`` and each job's own token. ``reload`` (SIGHUP, ``gavelsched reload``) reads
+the config file again and puts its entities, policy options, prices and users in force for
+the next round; a file that does not load is refused with its one line, and the settings in
+force stay (issue #28)."""
 
 from __future__ import annotations
 
@@ -11,11 +17,17 @@ import logging
 import socket
 import threading
 
-from policies import get_policy, policy_options
+from pathlib import Path
+
+from policies import PolicyError
 from traces import default_table, load_table
 
+from ..jobenv import scheduler_env
+from ..rpc.identity import Identities, IdentityError
 from ..rpc.security import exposure, host_of, read_token, serve
-from .config import DaemonConfig
+from .config import RELOADABLE, ConfigError, DaemonConfig, load_config
+from .jobs import JobRow
+from .users import UsersError, load_users
 from .dashboard import Dashboard
 from .dispatch import Dispatcher
 from .executor import DaemonExecutor
@@ -34,14 +46,17 @@ class SchedulerDaemon:
     ``dashboard_port`` are the bound ports (useful with port 0). ``insecure``: may listen beyond loopback without a
     token (else ``SecurityError``, before anything is opened)."""
 
-    def __init__(self, config: DaemonConfig, *, insecure: bool = False) -> None:
-        self.config = config
+    def __init__(self, config: DaemonConfig, *, insecure: bool = False,
+                 config_path: str | Path | None = None) -> None:
+        """``config_path``: the file ``config`` was read from, which ``reload`` reads again
+        (None: this daemon cannot reload)."""
+        self.config, self.config_path = config, config_path
         self.insecure = insecure or config.insecure
         self.token = read_token(config.auth_token_file)
+        self.identities = self._identities(config)
         self._exposure(config.listen)
         self.table = load_table(config.throughputs) if config.throughputs else default_table()
-        seeded = "seed" in policy_options(config.policy)
-        policy = get_policy(config.policy, **({"seed": config.seed} if seeded else {}))
+        policy = config.settings.policy(config.policy, config.seed)
         self.store = Store(config.state_dir)
         config.checkpoints.mkdir(parents=True, exist_ok=True)
         self.metrics = DaemonMetrics()
@@ -49,7 +64,7 @@ class SchedulerDaemon:
         ca = config.tls.ca if config.workers_tls and config.tls is not None else None
         self.dispatcher = Dispatcher(token=self.token, ca=ca)
         self.executor = DaemonExecutor(config, self.store, policy, self.table,
-                                       self.dispatcher, self.metrics)
+                                       self.dispatcher, self.metrics, job_env=self._job_env)
         self.health = health_servicer()
         self.server = None
         self.port = 0
@@ -58,6 +73,46 @@ class SchedulerDaemon:
                                    config.state_dir / "utilisation.jsonl")
         self.dashboard_port: int | None = None
         self._thread: threading.Thread | None = None
+
+    def _identities(self, config: DaemonConfig) -> Identities:
+        """Who may call under ``config``: its daemon token and the users of its users file
+        (checked against its entities); ``ConfigError`` naming the file."""
+        try:
+            users = (None if config.users_file is None else
+                     load_users(config.users_file, config.settings.entity_names or None))
+            return Identities(self.token, users)
+        except (UsersError, IdentityError) as err:
+            raise ConfigError(f"users_file: {err}") from None
+
+    def _job_env(self, job: JobRow) -> dict[str, str]:
+        """A job's token (its processes act on it only) and its index in its array."""
+        return scheduler_env(self.identities.job_token(job.id),
+                             job.array_index if job.array_id else None)
+
+    def reload(self, user: str = "SIGHUP") -> str:
+        """Read the config file again and put its entities, weights, policy options, prices
+        and users in force (from the next round; running jobs keep running). Returns the
+        one line it logs; ``ConfigError`` (one line naming the key) leaves all in force."""
+        if self.config_path is None:
+            raise ConfigError("this scheduler was not started from a config file")
+        try:
+            new = load_config(self.config_path, insecure=self.insecure)
+            identities = self._identities(new)
+            policy = new.settings.policy(self.config.policy, self.config.seed)
+        except (ConfigError, PolicyError) as err:
+            log.error("reload by %s refused, the settings in force stay: %s", user, err)
+            raise ConfigError(str(err).splitlines()[0]) from None
+        ignored = [k for k in new.changed_from(self.config) if k not in RELOADABLE]
+        self.executor.call(lambda: self.executor.reload(new.settings, policy))
+        self.identities = identities
+        self.config = new.with_fixed(self.config)
+        users = "no users file" if new.users_file is None else \
+            f"{len(identities.users or ())} users"
+        line = (f"reloaded by {user}: {len(new.settings.entities)} entities, {users}, "
+                f"policy options {dict(new.settings.policy_options) or 'none'}"
+                + (f"; {', '.join(ignored)} change at a restart only" if ignored else ""))
+        log.info("%s", line)
+        return line
 
     def _exposure(self, listen: str) -> str | None:
         """``security.exposure`` for the scheduler: raises ``SecurityError`` beyond
@@ -70,9 +125,10 @@ class SchedulerDaemon:
     def start(self) -> SchedulerDaemon:
         self.server, self.port = serve(self.config.listen,
                                        registrations(self.executor, self.health,
-                                                     self.dispatcher.read_logs),
-                                       token=self.token, tls=self.config.tls,
-                                       max_workers=HANDLER_THREADS)
+                                                     self.dispatcher.read_logs,
+                                                     lambda: self.identities, self.reload),
+                                       identities=lambda: self.identities,
+                                       tls=self.config.tls, max_workers=HANDLER_THREADS)
         host = host_of(self.config.listen)
         notice = self._exposure(f"{host}:{self.port}")
         if notice:

@@ -3,6 +3,12 @@ standard health service. Handlers only hand events to the executor (``call``) or
 snapshot; they never touch the core (``executor``'s threading contract). ``Logs`` reads the
 job's servers from the snapshot and streams what they hold (``logs.stream_logs``), at most
 ``MAX_LOG_STREAMS`` at once, so that followers never take the handler threads leases need.
+
+Every handler knows its caller (``rpc.identity``; the token was checked before it ran):
+the worker daemons' calls take the daemon token (or an admin's), a job's iterator calls
+its own job's token (or the daemon's), clients a user's. What a user may do to which job
+is decided on the executor's thread (``calls``); drain and reload are for admins. A call
+its caller may not make gets PERMISSION_DENIED with one line, and changes nothing.
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 
@@ -21,12 +28,14 @@ from traces.checks import BadValue, shown
 from traces.profiles import MAX_JOB_TYPES, SCHEMA, Profile, profile_from_dict
 
 from ..rpc import pb, pb_grpc
+from ..rpc.identity import Caller, Identities, caller_of
+from .calls import Denied
+from .control import ControlError
 from .executor import DaemonExecutor
 from .fences import StaleRun
 from .leases import stop_lease
 from .logs import LogSources, Reader, stream_logs
 from .jobs import STATES
-from .submissions import SubmissionError
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +60,55 @@ SERVICES = ("gavelsched.v1.WorkerToScheduler", "gavelsched.v1.IteratorToSchedule
 
 def _abort_on(context, err: Exception, code=grpc.StatusCode.INVALID_ARGUMENT):
     context.abort(code, str(err).splitlines()[0] if str(err) else type(err).__name__)
+
+
+def _answer(context, fn):
+    """``fn()``, with a refusal as its status: PERMISSION_DENIED (``Denied``), NOT_FOUND
+    (an unknown job), INVALID_ARGUMENT (a bad request)."""
+    try:
+        return fn()
+    except Denied as err:
+        _abort_on(context, err, grpc.StatusCode.PERMISSION_DENIED)
+    except LookupError as err:
+        _abort_on(context, err, grpc.StatusCode.NOT_FOUND)
+    except ValueError as err:          # SubmissionError, ControlError, BadValue
+        _abort_on(context, err)
+
+
+class _Callers:
+    """Who called (``rpc.identity.caller_of``) under the identities in force."""
+
+    def __init__(self, identities: Callable[[], Identities]) -> None:
+        self._identities = identities
+
+    def of(self, context) -> Caller:
+        caller = caller_of(context, self._identities())
+        if caller is None:      # (the token gate let it in, then a reload removed it)
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong auth token")
+        return caller
+
+    def daemon(self, context) -> Caller:
+        """The caller, who must be a worker daemon (or an admin)."""
+        caller = self.of(context)
+        if not caller.may_act_as_daemon():
+            context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                          f"{caller.name} may not make worker calls (the daemon token does)")
+        return caller
+
+    def job(self, context, job_id: str) -> Caller:
+        """The caller, who must be job ``job_id``'s process (or the daemon)."""
+        caller = self.of(context)
+        if not (caller.may_act_as_daemon() or caller.job == job_id):
+            context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                          f"{caller.name} may not act on job {shown(job_id)}")
+        return caller
+
+    def admin(self, context, what: str) -> Caller:
+        caller = self.of(context)
+        if not caller.is_admin:
+            context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                          f"{caller.name} may not {what}: admins only")
+        return caller
 
 
 def bad_report(request, *, unknown_steps: bool = False) -> str | None:
@@ -96,10 +154,11 @@ def _ignored(method: str, request, why: str) -> str:
 
 
 class WorkerService(pb_grpc.WorkerToSchedulerServicer):
-    def __init__(self, executor: DaemonExecutor) -> None:
-        self.x = executor
+    def __init__(self, executor: DaemonExecutor, callers: _Callers) -> None:
+        self.x, self.callers = executor, callers
 
     def RegisterWorker(self, request, context):
+        self.callers.daemon(context)
         mono = time.monotonic()
         try:
             checks.text(request.worker_type, "worker_type", empty=False)
@@ -112,6 +171,7 @@ class WorkerService(pb_grpc.WorkerToSchedulerServicer):
             _abort_on(context, err)
 
     def Heartbeat(self, request, context):
+        self.callers.daemon(context)
         mono = time.monotonic()
         running = {r.job_id: int(r.generation) for r in request.running}
         return pb.HeartbeatResponse(known=self.x.call(
@@ -120,6 +180,7 @@ class WorkerService(pb_grpc.WorkerToSchedulerServicer):
             changes=False))
 
     def ReportRound(self, request, context):
+        self.callers.daemon(context)
         why = bad_report(request, unknown_steps=True)
         if why is not None:   # acknowledged, so that the worker does not send it again
             return pb.Ack(ok=False, message=_ignored("ReportRound", request, why))
@@ -128,10 +189,11 @@ class WorkerService(pb_grpc.WorkerToSchedulerServicer):
 
 
 class IteratorService(pb_grpc.IteratorToSchedulerServicer):
-    def __init__(self, executor: DaemonExecutor) -> None:
-        self.x = executor
+    def __init__(self, executor: DaemonExecutor, callers: _Callers) -> None:
+        self.x, self.callers = executor, callers
 
     def InitJob(self, request, context):
+        self.callers.job(context, request.job_id)
         try:
             return self.x.call(lambda: self.x.init_job(request))
         except LookupError as err:
@@ -140,6 +202,7 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
             _abort_on(context, err, grpc.StatusCode.FAILED_PRECONDITION)
 
     def RenewLease(self, request, context):
+        self.callers.job(context, request.job_id)
         why = bad_report(request)
         if why is not None:   # the iterator takes a failed renewal as "not renewed"
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, _ignored("RenewLease", request, why))
@@ -154,6 +217,7 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
         return pb.RenewLeaseResponse(lease=lease)
 
     def ReportSteps(self, request, context):
+        self.callers.job(context, request.job_id)
         why = bad_report(request)
         if why is not None:
             return pb.Ack(ok=False, message=_ignored("ReportSteps", request, why))
@@ -166,42 +230,86 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
 
 
 class ClientService(pb_grpc.ClientToSchedulerServicer):
-    def __init__(self, executor: DaemonExecutor, read_logs: Reader) -> None:
-        self.x, self._read_logs = executor, read_logs
+    def __init__(self, executor: DaemonExecutor, read_logs: Reader, callers: _Callers,
+                 reload: Callable[[str], str]) -> None:
+        self.x, self._read_logs, self.callers = executor, read_logs, callers
+        self._reload = reload
         self._streams = threading.BoundedSemaphore(MAX_LOG_STREAMS)
 
-    def Submit(self, request, context):
-        try:
-            job_id = self.x.call(lambda: self.x.submit(request))
-        except SubmissionError as err:
-            _abort_on(context, err)
+    def _change(self, context, fn):
+        """A call that changes jobs, on the executor's thread; answered once the picture
+        shows it (read your writes)."""
+        reply = _answer(context, lambda: self.x.call(fn))
         self.x.call(self.x.publish, changes=False)
-        return pb.SubmitResponse(job_id=job_id)
+        return reply
+
+    def Submit(self, request, context):
+        caller = self.callers.of(context)
+        return self._change(context, lambda: self.x.calls.submit(caller, request,
+                                                                 self.x.door()))
 
     def Cancel(self, request, context):
-        ack = self.x.call(lambda: self.x.cancel(request.job_id))
-        self.x.call(self.x.publish, changes=False)
-        return ack
+        caller = self.callers.of(context)
+        return self._change(context, lambda: self.x.calls.cancel(caller, request.job_id))
+
+    def Hold(self, request, context):
+        caller = self.callers.of(context)
+        return self._change(context, lambda: self.x.calls.hold(caller, request.job_id,
+                                                               request.reason))
+
+    def Release(self, request, context):
+        caller = self.callers.of(context)
+        return self._change(context, lambda: self.x.calls.release(caller, request.job_id))
+
+    def Update(self, request, context):
+        caller = self.callers.of(context)
+        return self._change(context, lambda: self.x.calls.update(
+            caller, request, self.x.settings.entity_names))
+
+    def History(self, request, context):
+        caller = self.callers.of(context)
+        return _answer(context, lambda: self.x.call(
+            lambda: self.x.calls.history(caller, request.job_id), changes=False))
+
+    def Usage(self, request, context):
+        self.callers.of(context)
+        return _answer(context, lambda: self.x.call(lambda: self.x.calls.usage(request),
+                                                    changes=False))
+
+    def Reload(self, request, context):
+        caller = self.callers.admin(context, "reload the configuration")
+        try:
+            message = self._reload(caller.name)
+        except ValueError as err:        # the new config does not load: the old one stays
+            _abort_on(context, err, grpc.StatusCode.FAILED_PRECONDITION)
+        return pb.Ack(ok=True, message=message)
 
     def Drain(self, request, context):
+        caller = self.callers.admin(context, "drain servers")
         try:
             reply = self.x.call(lambda: self.x.drain(int(request.server_id), request.undo))
         except LookupError as err:
             _abort_on(context, err, grpc.StatusCode.NOT_FOUND)
         self.x.call(self.x.publish, changes=False)
+        self.x.audit.record(caller.name, "undrain" if request.undo else "drain",
+                            detail=f"server {request.server_id}")
         return reply
 
     def Status(self, request, context):
+        caller = self.callers.of(context)
         unknown = [s for s in request.states if s not in STATES]
         if unknown:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                           f"states: unknown state {shown(unknown[0])} (known: "
                           f"{', '.join(STATES)})")
-        return self.x.snapshot.status(request)
+        return self.x.snapshot.status(request, caller.name)
 
     def Logs(self, request, context):
+        caller = self.callers.of(context)
         if self.x.snapshot.log_sources(request.job_id) is None:
             context.abort(grpc.StatusCode.NOT_FOUND, f"unknown job {shown(request.job_id)}")
+        _answer(context, lambda: self.x.call(
+            lambda: self.x.calls.may_read_logs(caller, request.job_id), changes=False))
         if request.stream not in ("", "out", "err"):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                           f"stream: must be out or err, got {shown(request.stream)}")
@@ -217,15 +325,20 @@ class ClientService(pb_grpc.ClientToSchedulerServicer):
 
 
 def registrations(executor: DaemonExecutor, health_servicer: health.HealthServicer,
-                  read_logs: Reader):
+                  read_logs: Reader, identities: Callable[[], Identities],
+                  reload: Callable[[str], str]):
     """The ``register`` callables ``gavelsched.rpc.security.serve`` takes; ``read_logs``
-    calls a worker's ``ReadLogs`` (``Dispatcher.read_logs``)."""
+    calls a worker's ``ReadLogs`` (``Dispatcher.read_logs``); ``identities()`` are those
+    in force; ``reload(user)`` re-reads the configuration (its one-line message, or
+    ``ValueError``)."""
+    callers = _Callers(identities)
     return [
-        lambda s: pb_grpc.add_WorkerToSchedulerServicer_to_server(WorkerService(executor), s),
+        lambda s: pb_grpc.add_WorkerToSchedulerServicer_to_server(
+            WorkerService(executor, callers), s),
         lambda s: pb_grpc.add_IteratorToSchedulerServicer_to_server(
-            IteratorService(executor), s),
+            IteratorService(executor, callers), s),
         lambda s: pb_grpc.add_ClientToSchedulerServicer_to_server(
-            ClientService(executor, read_logs), s),
+            ClientService(executor, read_logs, callers, reload), s),
         lambda s: health_pb2_grpc.add_HealthServicer_to_server(health_servicer, s),
     ]
 

@@ -27,26 +27,36 @@ class Snapshot:
     hosts: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     servers: Mapping[int, Source] = field(default_factory=dict)
 
-    def status(self, request: pb.StatusRequest | None = None) -> pb.StatusResponse:
+    def status(self, request: pb.StatusRequest | None = None,
+               caller: str = "") -> pb.StatusResponse:
         """The picture, or only its jobs in ``request.states`` (and not final, with
-        ``active``) of its ``job_type`` and ``entity`` (each unset: any). A job type
-        matches itself and the types it names with a batch size (``ResNet-50``: also
-        ``ResNet-50 (batch size 16)``)."""
+        ``active``) of its ``job_type``, ``entity`` and ``user`` (each unset: any; ``mine``:
+        the ``caller``'s). A job type matches itself and the types it names with a batch
+        size (``ResNet-50``: also ``ResNet-50 (batch size 16)``)."""
+        user = caller if request is not None and request.mine else (
+            request.user if request is not None else "")
         if request is None or not (request.states or request.job_type or request.entity
-                                   or request.active):
-            return self.response
+                                   or request.active or user):
+            return self._for(caller, self.response.jobs)
         states = set(request.states or STATES) - (FINAL if request.active else set())
         kind, entity = request.job_type, request.entity
         sized = kind + " ("
+        return self._for(caller, [
+            j for j in self.response.jobs if j.state in states
+            and (not kind or j.job_type == kind or j.job_type.startswith(sized))
+            and (not entity or j.entity == entity) and (not user or j.user == user)])
+
+    def _for(self, caller: str, jobs) -> pb.StatusResponse:
+        """The picture with these ``jobs``, answered to ``caller``."""
         r = self.response
+        if caller == r.caller and jobs is r.jobs:
+            return r
         return pb.StatusResponse(
             round=r.round, policy=r.policy, round_seconds=r.round_seconds, now_s=r.now_s,
             epoch_unix=r.epoch_unix, workers=r.workers, resolve=r.resolve,
             min_resolve_interval_s=r.min_resolve_interval_s, round_ends_s=r.round_ends_s,
-            refill_until=r.refill_until, plan_lead_s=r.plan_lead_s,
-            jobs=[j for j in r.jobs if j.state in states
-                  and (not kind or j.job_type == kind or j.job_type.startswith(sized))
-                  and (not entity or j.entity == entity)])
+            refill_until=r.refill_until, plan_lead_s=r.plan_lead_s, entities=r.entities,
+            caller=caller, jobs=jobs)
 
     def log_sources(self, job_id: str) -> LogSources | None:
         """The servers that ran the job, and whether it has ended (final, its processes
@@ -70,13 +80,17 @@ def build_snapshot(view: DaemonView) -> Snapshot:
             id=job.id, state=job.state, steps_done=job.steps_done,
             total_steps=spec.total_steps, job_type=spec.job_type,
             scale_factor=spec.scale_factor, worker_type=run.worker_type if run else "",
-            reason=job.reason or ("" if run else reasons.of(job)), allocation=x,
+            reason=job.reason or ("" if run else view.waiting.get(job.id) or reasons.of(job)),
+            allocation=x,
             received=got, arrival_s=job.arrival_s, completion_s=_or_never(job.completion_s),
             mixed=spec.mixed, min_scale_factor=spec.min_scale_factor,
             gpus=run.gpus if run else 0, entity=spec.entity or "",
             started_s=_or_never(job.started_s), ended_s=_or_never(job.ended_s),
             steps_per_s=view.rates.get(job.id, {}), priority_weight=spec.priority_weight,
-            startup_s=view.startup_s.get(spec.job_type, 0.0)))
+            startup_s=view.startup_s.get(spec.job_type, 0.0), user=job.user,
+            array_id=job.array_id, array_index=job.array_index,
+            max_runtime_s=job.max_runtime_s or 0.0, after=job.after,
+            run_s=view.run_s.get(job.id, 0.0)))
     workers = [pb.WorkerStatus(id=str(s.row.id), type=s.row.worker_type,
                                gpus=len(s.row.workers), alive=s.alive, address=s.row.address,
                                drained=s.drained, runs=s.runs)
@@ -88,11 +102,28 @@ def build_snapshot(view: DaemonView) -> Snapshot:
                                  min_resolve_interval_s=view.min_resolve_interval_s,
                                  round_ends_s=view.round_ends_s,
                                  refill_until=view.refill_until,
-                                 plan_lead_s=view.plan_lead_s)
+                                 plan_lead_s=view.plan_lead_s,
+                                 entities=_entities(view))
     return Snapshot(view.round, view.policy, view.round_seconds, view.now_s, response,
                     {j.id: j.final and j.id not in view.runs for j in view.jobs}, view.hosts,
                     {s.row.id: Source(s.row.id, s.row.address, s.row.hostname or s.row.address)
                      for s in view.servers})
+
+
+def _entities(view: DaemonView) -> list[pb.EntityStatus]:
+    """Each configured entity with the GPUs its jobs hold and its jobs not ended."""
+    gpus: dict[str, int] = {}
+    jobs: dict[str, int] = {}
+    for job in view.jobs:
+        name = job.spec.entity or ""
+        if not job.final:
+            jobs[name] = jobs.get(name, 0) + 1
+        run = view.runs.get(job.id)
+        if run is not None:
+            gpus[name] = gpus.get(name, 0) + run.gpus
+    return [pb.EntityStatus(name=e.name, weight=e.weight, policy=e.policy,
+                            max_gpus=e.max_gpus or 0, gpus=gpus.get(e.name, 0),
+                            jobs=jobs.get(e.name, 0)) for e in view.entities]
 
 
 def _or_never(seconds: float | None) -> float:

@@ -43,7 +43,9 @@ def status_dict(reply) -> dict:
     ``allocation`` and ``received`` (per type), the times in the scheduler's seconds
     (``arrival_s``, ``started_s``, ``ended_s``, ``completion_s``, ``elapsed_s``,
     ``jct_s``; null: not yet) and as dates (``submitted_at``, ``started_at``,
-    ``ended_at``)."""
+    ``ended_at``); who submitted it (``user``), its array (``array_id``, ``array_index``),
+    time limit (``max_runtime_s``), dependencies (``after``) and seconds run (``run_s``);
+    and the configured ``entities`` with the GPUs and jobs each has now."""
     epoch, now = reply.epoch_unix, reply.now_s
     return {"round": reply.round,
             "jobs": [{"id": j.id, "state": j.state, "steps_done": j.steps_done,
@@ -58,7 +60,14 @@ def status_dict(reply) -> dict:
                       "elapsed_s": elapsed_s(j, now), "jct_s": jct_s(j),
                       "submitted_at": iso(epoch, j.arrival_s),
                       "started_at": iso(epoch, j.started_s),
-                      "ended_at": iso(epoch, j.ended_s)} for j in reply.jobs],
+                      "ended_at": iso(epoch, j.ended_s), "user": j.user or None,
+                      "array_id": j.array_id or None,
+                      "array_index": j.array_index if j.array_id else None,
+                      "max_runtime_s": j.max_runtime_s or None, "after": list(j.after),
+                      "run_s": j.run_s} for j in reply.jobs],
             "workers": [{"id": w.id, "type": w.type, "gpus": w.gpus, "alive": w.alive,
                          "drained": w.drained, "runs": w.runs}
-                        for w in reply.workers]}
+                        for w in reply.workers],
+            "entities": [{"name": e.name, "weight": e.weight, "policy": e.policy,
+                          "max_gpus": e.max_gpus or None, "gpus": e.gpus, "jobs": e.jobs}
+                         for e in reply.entities]}

@@ -182,10 +182,16 @@ class Store:
     # ---- jobs -------------------------------------------------------------------------
     def add_job(self, job: JobRow) -> None:
         """Insert a new job and advance the job-id counter, in one transaction."""
+        self.add_jobs([job])
+
+    def add_jobs(self, jobs: list[JobRow]) -> None:
+        """Insert new jobs (an array's copies) and advance the job-id counter past them, in
+        one transaction."""
         with self.transaction() as db:
             seq = int(self.get_meta(NEXT_JOB_ID.key(), "0"))
-            self._put_job(db, job, seq)
-            self.set_meta({NEXT_JOB_ID.key(): seq + 1}, db)
+            for i, job in enumerate(jobs):
+                self._put_job(db, job, seq + i)
+            self.set_meta({NEXT_JOB_ID.key(): seq + len(jobs)}, db)
 
     def next_job_id(self) -> int:
         return int(self.get_meta(NEXT_JOB_ID.key(), "0"))
@@ -286,11 +292,11 @@ class Store:
 
 
     # ---- events (each job's history) and usage (each ended run) -----------------------
-    def add_event(self, job_id: str, time_unix: float, user: str, action: str,
-                  detail: str) -> None:
+    def add_events(self, rows: Iterable[tuple[str, float, str, str, str]]) -> None:
+        """Events (job_id, time_unix, user, action, detail), in one transaction."""
         with self.transaction() as db:
-            db.execute("INSERT INTO events(job_id, time_unix, user, action, detail) "
-                       "VALUES(?, ?, ?, ?, ?)", (job_id, time_unix, user, action, detail))
+            db.executemany("INSERT INTO events(job_id, time_unix, user, action, detail) "
+                           "VALUES(?, ?, ?, ?, ?)", list(rows))
 
     def events(self, job_id: str) -> list[tuple[float, str, str, str]]:
         """The job's history, oldest first: (time_unix, user, action, detail); a bad row is

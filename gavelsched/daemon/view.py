@@ -41,6 +41,16 @@ class ServerView:
 
 
 @dataclass(frozen=True)
+class EntityView:
+    """A configured entity (``settings``): its weight, inner policy and GPU cap."""
+
+    name: str
+    weight: float
+    policy: str
+    max_gpus: int | None
+
+
+@dataclass(frozen=True)
 class DaemonView:
     round: int
     policy: str
@@ -62,6 +72,11 @@ class DaemonView:
     round_ends_s: float = 0.0       # when the round running now ends (0: idle)
     refill_until: float = 0.0       # GPUs freed before this fraction of a round are refilled
     plan_lead_s: float = 0.0        # each round is planned this long before the last ends
+    # Job control and accounting (issue #28): seconds each job has run (ended runs and the
+    # live one), why a job waits on its dependencies, the configured entities.
+    run_s: Mapping[str, float] = field(default_factory=dict)
+    waiting: Mapping[str, str] = field(default_factory=dict)
+    entities: tuple[EntityView, ...] = ()
 
     @classmethod
     def of(cls, round_index: int, policy: str, round_seconds: float, now: float,
@@ -72,7 +87,9 @@ class DaemonView:
            startup_s: Mapping[str, float] | None = None, resolve: str = "",
            min_resolve_interval_s: float = 0.0, round_ends_s: float = 0.0,
            refill_until: float = 0.0, plan_lead_s: float = 0.0,
-           drained: frozenset[int] = frozenset()) -> DaemonView:
+           drained: frozenset[int] = frozenset(), run_s: Mapping[str, float] | None = None,
+           waiting: Mapping[str, str] | None = None,
+           entities: Iterable[EntityView] = ()) -> DaemonView:
         """A picture of live state: the job rows, the run table's ``Run``s, the servers'
         health (``ServerState``), the ``drained`` servers and the servers that ran each
         job, copied into frozen values."""
@@ -84,7 +101,8 @@ class DaemonView:
                    tuple(ServerView(s.row, s.alive, s.row.id in drained, on[s.row.id])
                          for s in servers), shares, table,
                    dict(hosts or {}), epoch_unix, dict(rates or {}), dict(startup_s or {}),
-                   resolve, min_resolve_interval_s, round_ends_s, refill_until, plan_lead_s)
+                   resolve, min_resolve_interval_s, round_ends_s, refill_until, plan_lead_s,
+                   dict(run_s or {}), dict(waiting or {}), tuple(entities))
 
     def summary(self) -> str:
         """One line for a round's start: jobs with a run, waiting (queued, preempted) and

@@ -55,11 +55,11 @@ def test_json_has_times_entity_and_shares():
 def test_the_status_table_keeps_whole_job_types_and_shows_elapsed():
     lines = status_table(reply())
     header, rows = lines[1], lines[2:5]
-    assert header.split()[:8] == ["id", "type", "state", "progress", "gpus", "on", "elapsed",
-                                  "allocation/received"]
-    assert f" {LONG} running " in rows[0]
+    assert header.split()[:9] == ["id", "type", "user", "state", "progress", "gpus", "on",
+                                  "elapsed", "allocation/received"]
+    assert rows[0].split(f" {LONG} ")[1].split()[:2] == ["-", "running"]
     assert rows[0].split()[-2:] == ["v100", "0.50/0.25"] and " 01:00:00 " in rows[0]
-    assert rows[1].split()[1:3] == ["A3C", "done"] and " 1-01:00:00" in rows[1]
+    assert rows[1].split()[1:4] == ["A3C", "-", "done"] and " 1-01:00:00" in rows[1]
     assert rows[2].endswith("(pending: waiting its turn)")
     # columns line up whatever the type's length
     assert {row.index(" running ") if "running" in row else row.index(" done ")
@@ -69,11 +69,11 @@ def test_the_status_table_keeps_whole_job_types_and_shows_elapsed():
 
 def test_the_history_table_has_dates_elapsed_and_jct():
     lines = history_table(reply())
-    assert lines[0].split() == ["id", "type", "entity", "state", "submitted", "started",
-                                "ended", "elapsed", "jct", "steps"]
+    assert lines[0].split() == ["id", "type", "user", "entity", "state", "submitted",
+                                "started", "ended", "elapsed", "jct", "steps"]
     running, done, queued = (line.split() for line in lines[1:])
     start = datetime.datetime.fromtimestamp(EPOCH + 1400).strftime("%Y-%m-%dT%H:%M:%S")
     assert running[:2] == ["1", "Recommendation"] and start in running
     assert running[-4:] == ["-", "01:00:00", "-", "10/100"]
-    assert done[-3:] == ["1-01:00:00", "1-01:01:40", "100/100"] and done[2] == "-"
+    assert done[-3:] == ["1-01:00:00", "1-01:01:40", "100/100"] and done[2:4] == ["-", "-"]
     assert queued[-5:] == ["-", "-", "-", "-", "0/100"]

@@ -163,16 +163,18 @@ def test_cli_submit_status_json_and_cancel(cluster, cli, tmp_path):
     got = cli(cluster, "status", "--json")
     assert got.returncode == 0, got.stderr
     data = json.loads(got.stdout)
-    assert set(data) == {"round", "jobs", "workers"}
+    assert set(data) == {"round", "jobs", "workers", "entities"}
     mine = [j for j in data["jobs"] if j["id"] == job_id]
     # docs/design.md's contract, plus the GPUs held this round, the job's flexibility, its
-    # entity, allocation against received share and its times
+    # entity, allocation against received share, its times, and who submitted it, its
+    # array, time limit, dependencies and time run (issue #28)
     assert mine and set(mine[0]) == {"id", "state", "steps_done", "total_steps", "job_type",
                                      "scale_factor", "worker_type", "reason", "gpus", "mixed",
                                      "min_scale_factor", "entity", "allocation", "received",
                                      "arrival_s", "started_s", "ended_s", "completion_s",
                                      "elapsed_s", "jct_s", "submitted_at", "started_at",
-                                     "ended_at"}
+                                     "ended_at", "user", "array_id", "array_index",
+                                     "max_runtime_s", "after", "run_s"}
     assert mine[0]["entity"] == "team-a" and mine[0]["submitted_at"].endswith("Z")
     assert mine[0]["mixed"] is False and mine[0]["min_scale_factor"] is None
     assert mine[0]["gpus"] in (0, 1)

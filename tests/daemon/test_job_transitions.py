@@ -66,7 +66,7 @@ def row(job_id: str = "0", **changes) -> JobRow:
 def test_jobs_checks_writes_and_tells_of_every_change(tmp_path):
     store, told = Store(tmp_path), []
     table = Jobs(store, changed=lambda: told.append(1))
-    table.submit(row())
+    table.submit([row()])
     table.start("0", 2.0, "v100")
     assert table["0"].state == "running" and table["0"].started_s == 2.0
     assert table.credit("0", 40) == 40 and table.credit("0", 30) == 0

@@ -147,8 +147,8 @@ def test_status_and_history_filter_by_state_type_and_entity(cluster):
         assert j["jct_s"] == pytest.approx(j["completion_s"] - j["arrival_s"])
         assert j["elapsed_s"] == pytest.approx(j["ended_s"] - j["started_s"])
     table = gavelsched(cluster, "history", "--entity", "teamA").stdout.decode().splitlines()
-    assert table[0].split() == ["id", "type", "entity", "state", "submitted", "started",
-                                "ended", "elapsed", "jct", "steps"]
+    assert table[0].split() == ["id", "type", "user", "entity", "state", "submitted",
+                                "started", "ended", "elapsed", "jct", "steps"]
     assert {line.split()[0] for line in table[1:]} == team_a
     assert status_ids(cluster, "--entity", "teamA") == set()      # none is active
     assert status_ids(cluster, "--all", "--entity", "teamA") == team_a

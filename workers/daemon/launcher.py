@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gavelsched import checkpoints
-from gavelsched.jobenv import EMULATE_STEPS_PER_S_VAR, JobContext
+from gavelsched.jobenv import EMULATE_STEPS_PER_S_VAR, JobContext, without_worker_token
 
 from . import leftovers
 from .logfiles import log_stem
@@ -124,7 +124,7 @@ def job_env(spec: LaunchSpec, local_rank: int, context: Mapping[str, str]) -> di
     })
     if ctx.emulate_steps_per_s is None:
         env.pop(EMULATE_STEPS_PER_S_VAR, None)    # no pace here, whatever the machine's says
-    return env
+    return without_worker_token(env)
 
 
 def command_for(workload: str, command: str) -> tuple[str, ...]:
