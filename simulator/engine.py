@@ -126,7 +126,8 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
                          entities=entities, planned_pairs=planned)
     run = _Run(jobs, specs, core, sim,
                Metrics(policy_name, view.worker_types, sim.record_timeline,
-                       frozenset(str(i) for i in _plotted(sim.window, len(jobs)))),
+                       frozenset(str(i) for i in _plotted(sim.window, len(jobs))),
+                       {s.id: s.entity or "" for s in specs} if entities else None),
                dict(prices or {}), price_trace, knowledge)
     end = run.loop(_progress_bar(run.targets_left, progress))
     return run.metrics.result(end_s=end, capacity=run.core.view.counts,

@@ -35,6 +35,10 @@ class Metrics:
     types: tuple[str, ...]
     record_timeline: bool = False
     tracked: frozenset[str] | None = None   # jobs whose allocation the timeline keeps
+    # job -> its entity, with entities (thesis §5.4.3): the GPU-seconds each entity's jobs
+    # held are counted (in all, and per round in the timeline); None: not counted
+    entity_of: Mapping[str, str] | None = None
+    entity_gpu_s: dict[str, float] = field(default_factory=dict)
     jobs: dict[str, _JobInfo] = field(default_factory=dict)
     rounds: int = 0
     busy_gpu_s: float = 0.0
@@ -50,6 +54,7 @@ class Metrics:
     _ends: list = field(default_factory=list)
     _busy: list = field(default_factory=list)
     _allocs: list = field(default_factory=list)
+    _entity_rounds: list = field(default_factory=list)
 
     def on_arrival(self, job_id: str, job_type: str, scale_factor: int, arrival_s: float,
                    slo_s: float | None) -> None:
@@ -79,6 +84,8 @@ class Metrics:
         batch = rnd.batch
         gpu_s = batch.size * seconds
         self.busy_gpu_s += float(gpu_s.sum())
+        if self.entity_of is not None:
+            self._count_entities(batch.members, gpu_s.tolist())
         mixed = batch.gpus_by_type() if batch.configurations else None
         if prices:
             if mixed is None:
@@ -100,6 +107,18 @@ class Metrics:
             self._starts.append(rnd.start_s)
             self._ends.append(end_s)
             self._busy.append(tuple(int(by_type.get(t, 0)) for t in self.types))
+
+    def _count_entities(self, members, gpu_s: list[float]) -> None:
+        """Each task's GPU-seconds to the entity of each of its jobs (a pair's to both)."""
+        this: dict[str, float] = {}
+        for jobs, held in zip(members, gpu_s):
+            for job_id in jobs:
+                entity = self.entity_of.get(job_id, "")
+                this[entity] = this.get(entity, 0.0) + held
+        for entity, held in this.items():
+            self.entity_gpu_s[entity] = self.entity_gpu_s.get(entity, 0.0) + held
+        if self.record_timeline:
+            self._entity_rounds.append(this)
 
     def on_periods(self, periods: Sequence[Period]) -> None:
         for period in periods:
@@ -163,7 +182,7 @@ class Metrics:
         if self.record_timeline:
             timeline = Timeline(self.types, tuple(capacity.get(t, 0) for t in self.types),
                                 tuple(self._starts), tuple(self._ends), tuple(self._busy),
-                                tuple(self._allocs))
+                                tuple(self._allocs), tuple(self._entity_rounds))
         return SimulationResult(
             policy=self.policy,
             avg_jct_s=sum(jcts) / len(jcts) if jcts else None,
@@ -176,6 +195,7 @@ class Metrics:
             allocation_shortfall=(self.shortfall_weighted / self.gap_weight
                                   if self.gap_weight else None),
             resolves=self.resolves, solve_s=self.solve_s, end_s=end_s, timeline=timeline,
+            entity_gpu_s=dict(self.entity_gpu_s),
         )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +35,8 @@ class Timeline:
     round_end: tuple[float, ...]
     busy: tuple[tuple[int, ...], ...]         # per round: busy workers per type
     allocations: tuple[tuple[float, dict[str, float]], ...]  # (time, job id -> GPUs share)
+    # per round, with entities: entity -> GPU-seconds its jobs held
+    entity_gpu_s: tuple[dict[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,7 @@ class SimulationResult:
     solve_s: float = 0.0
     end_s: float = 0.0
     timeline: Timeline | None = field(default=None, compare=False, repr=False)
+    entity_gpu_s: Mapping[str, float] = field(default_factory=dict)  # with entities
 
     @property
     def completed(self) -> int:
@@ -90,6 +94,8 @@ class SimulationResult:
             "resolves": self.resolves,
             "solve_s": self.solve_s,
             "jobs": [j.to_dict() for j in self.jobs],
+            **({"entity_gpu_hours": {e: s / 3600.0 for e, s in self.entity_gpu_s.items()}}
+               if self.entity_gpu_s else {}),
         }
 
     def summary(self) -> str:
@@ -114,6 +120,11 @@ class SimulationResult:
         if self.allocation_gap is not None:
             lines.append(f"allocation gap      {self.allocation_gap:.3f} sum_j |received - X|, "
                          f"shortfall {self.allocation_shortfall:.3f} sum_j max(0, X - received)")
+        total = sum(self.entity_gpu_s.values())
+        if total > 0:
+            lines.append("entity GPU-hours    " + ", ".join(
+                f"{e or '-'} {s / 3600:,.2f} ({s / total:.1%})"
+                for e, s in sorted(self.entity_gpu_s.items())))
         lines.append(f"wall time           {self.wall_s:.2f} s")
         return "\n".join(lines)
 

@@ -483,11 +483,17 @@ class SchedulerCore:
                              uncredited=uncredited)
 
     def _demand(self, running=()) -> Demand:
-        """The planner's ``Demand`` this round (module ``batch``), with the entities' GPU
-        caps less what ``running`` (members, GPUs) tasks hold (``mechanism/quota.py``)."""
+        """The planner's ``Demand`` this round (module ``batch``), with two entities or
+        more: each combination's entity (their queues interleaved, ``mechanism/shares.py``)
+        and the entities' GPU caps less what ``running`` (members, GPUs) tasks hold
+        (``mechanism/quota.py``)."""
         out = demand(self._rows, self._layout, self._assignments)
-        caps = {n: e.max_gpus for n, e in self._entities.items() if e.max_gpus is not None}
-        if not caps:
+        if len(self._entities) < 2:
             return out
         entity_of = {j: state.spec.entity for j, state in self._jobs.items()}
-        return replace(out, quota=entity_quota(out.members, entity_of, caps, running))
+        number = {name: k for k, name in enumerate(self._entities)}
+        entity = np.array([number.get(entity_of.get(m[0]), len(number)) for m in out.members],
+                          dtype=np.int64)
+        caps = {n: e.max_gpus for n, e in self._entities.items() if e.max_gpus is not None}
+        return replace(out, entity=entity, quota=entity_quota(out.members, entity_of, caps,
+                                                               running) if caps else None)

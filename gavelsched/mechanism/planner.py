@@ -18,6 +18,7 @@ from .placement import place, place_units
 from .priorities import priorities
 from .quota import Quota
 from .selection import order_entries, order_entries_mixed, select, select_mixed
+from .shares import interleave
 from .view import ClusterView
 
 
@@ -44,6 +45,9 @@ class Demand:
     configuration's name, not a type (``policies.jobs.configuration_name``).
 
     ``quota``: per-entity GPU caps (``quota.py``, built by ``entity_quota``); None: none.
+    ``entity``: (c,) the entity (numbered 0..E-1) of each combination's first member, whose
+    queues are interleaved so that entities share each round as X does (``shares.py``);
+    None: no entities.
     """
 
     keys: tuple[str, ...]
@@ -60,6 +64,7 @@ class Demand:
     configurations: tuple[Mapping[str, int], ...] = ()
     configuration_gpus: np.ndarray | None = None  # (k, real types), from configurations
     quota: Quota | None = None
+    entity: np.ndarray | None = None
 
     @property
     def real_types(self) -> tuple[str, ...]:
@@ -157,6 +162,8 @@ def plan_round(demand: Demand, view: ClusterView, config: PlannerConfig = Planne
     prio = priorities(demand.allocation, demand.received, demand.runnable, demand.allocated)
     order = _type_order(types, config.type_order)
     runs = order_entries(prio, demand.deficit, demand.allocation, order, config.global_queue)
+    if demand.entity is not None:
+        runs = interleave(runs, demand.entity, demand.allocation, demand.scale_factor)
     runnable = demand.runnable if config.hold_unallocated else (
         demand.runnable & demand.allocated[:, None])
     combos, type_idx = select(runs, prio, runnable, demand.scale_factor, demand.member_rows,
