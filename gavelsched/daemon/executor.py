@@ -66,7 +66,7 @@ from .servers import Servers
 from .jobs import JobRow, Jobs
 from .store import Store
 from ..core.online import OnlineThroughputs
-from .view import DaemonView, EntityView, Shares
+from .view import DaemonView, Shares, control_inputs
 
 log = logging.getLogger(__name__)
 LOCAL_ADMIN = Caller("admin", ADMIN)     # who calls ``submit`` and ``cancel`` in-process
@@ -192,18 +192,10 @@ class DaemonExecutor:
         return {"rates": rates, "startup_s": startup, **self.config.rules.published()}
 
     def _control_inputs(self) -> dict:
-        """Job control and accounting for the view (issue #28): each job's time run (its
-        ended runs' and its live run's), why a job waits on its dependencies, the entities."""
-        mono = self._clock()
-        run_s = dict(self.meter.run_s())
-        for run in self.runs.live():
-            if run.started_up:
-                run_s[run.job_id] = run_s.get(run.job_id, 0.0) + max(0.0, mono - run.started)
-        waiting = {j.id: why for j in self.jobs.values() if j.after and not j.final
-                   and (why := self.control.waiting_reason(j))}
-        return {"run_s": run_s, "waiting": waiting, "entities": [
-            EntityView(e.name, e.weight, e.policy, e.max_gpus)
-            for e in self.settings.entities.values()]}
+        """Job control and accounting for the view (``view.control_inputs``)."""
+        return control_inputs(self.jobs.values(), self.runs.live(), self.meter.run_s(),
+                              self.control.waiting_reason, self.settings.entities.values(),
+                              self._clock())
 
     # ---- time-driven ------------------------------------------------------------------
     def tick(self) -> None:
@@ -340,15 +332,11 @@ class DaemonExecutor:
         """A run's processes are gone: its usage is metered, and a job that has run to its
         time limit ends (its last checkpoint is counted: it came before its exit)."""
         job = self.jobs.get(run.job_id)
-        if job is None:
-            return
-        mono = self._clock()
-        now = self.now()
-        gpus = len(run.workers) or job.spec.scale_factor
-        self.meter.ended(job, run.generation, run.worker_type, gpus,
-                         now - max(0.0, mono - run.started), now)
-        if not job.final:
-            why = self.meter.out_of_time(job)
+        if job is not None:
+            now = self.now()
+            started = now - max(0.0, self._clock() - run.started)
+            why = self.meter.ended(job, run.generation, run.worker_type,
+                                   len(run.workers) or job.spec.scale_factor, started, now)
             if why is not None:
                 self.post(lambda: self._fail_job(job.id, why))
 

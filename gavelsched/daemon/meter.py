@@ -64,9 +64,10 @@ class Meter:
         self._prices, self._changes_after = prices, changes_after
 
     def ended(self, job: JobRow, generation: int, worker_type: str, gpus: int,
-              start_s: float, end_s: float) -> UsageRun:
+              start_s: float, end_s: float) -> str | None:
         """A run of ``job`` on ``gpus`` GPUs of ``worker_type`` ran from ``start_s`` to
-        ``end_s`` (the daemon's clock): one usage row, written; the job's time grows."""
+        ``end_s`` (the daemon's clock): one usage row, written; the job's time grows.
+        Returns why the job ends now (``out_of_time``), or None."""
         end_s = max(end_s, start_s)
         run = UsageRun(job.id, job.user, job.spec.entity or "", worker_type, max(1, gpus),
                        self._epoch + start_s, self._epoch + end_s,
@@ -76,7 +77,7 @@ class Meter:
         self._used[job.id] += end_s - start_s
         if self._sink is not None:
             self._sink.on_usage(run)
-        return run
+        return None if job.final else self.out_of_time(job)
 
     def mean_price(self, worker_type: str, start_s: float, end_s: float) -> float:
         """The price of ``worker_type`` averaged over ``[start_s, end_s]``."""

@@ -12,7 +12,7 @@ a job (for the pending reasons of ``pending``). ``hosts`` says which servers ran
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from policies import is_pair_key
@@ -131,6 +131,22 @@ class DaemonView:
     def runs_on(self, job_type: str, scale_factor: int) -> tuple[str, ...] | None:
         """The worker types that run the job (``rows.runs_on``); None without a table."""
         return None if self.table is None else runs_on(self.table, job_type, scale_factor)
+
+
+def control_inputs(jobs: Iterable[JobRow], runs: Iterable, run_s: Mapping[str, float],
+                   waiting: Callable[[JobRow], str | None], entities: Iterable,
+                   mono: float) -> dict:
+    """``DaemonView.of``'s job-control fields (issue #28): each job's seconds run (its
+    ended runs' ``run_s`` and its live run's, started up, to ``mono``), why the jobs with
+    dependencies wait (``waiting``), and the configured ``entities`` (``policies.Entity``)."""
+    seconds = dict(run_s)
+    for run in runs:
+        if run.started_up:
+            seconds[run.job_id] = seconds.get(run.job_id, 0.0) + max(0.0, mono - run.started)
+    why = {j.id: reason for j in jobs if j.after and not j.final
+           and (reason := waiting(j))}
+    return {"run_s": seconds, "waiting": why,
+            "entities": [EntityView(e.name, e.weight, e.policy, e.max_gpus) for e in entities]}
 
 
 class Shares:
