@@ -20,7 +20,6 @@ from typing import Any
 
 from traces.checks import MAX_ARRAY
 
-from ..daemon.accounting import UsageReport
 from ..daemon.jobs import DONE, FINAL
 from ..jobenv import SCHEDULER_VAR
 from .errors import ClientError, InputError, NoRates, one_line
@@ -216,9 +215,10 @@ class Client:
         return tuple(HistoryEvent(e.time_unix, e.user, e.action, e.detail)
                      for e in reply.events)
 
-    def usage(self, by: str = "user", since_unix: float = 0.0) -> UsageReport:
+    def usage(self, by: str = "user", since_unix: float = 0.0):
         """GPU-hours and cost by ``user``, ``entity`` or ``type``, of the runs that ran
-        after ``since_unix`` (0: all)."""
+        after ``since_unix`` (0: all): a ``UsageReport`` (``daemon/accounting.py``)."""
+        from ..daemon.accounting import UsageReport
         from ..rpc import pb
         return UsageReport.from_pb(self.call("Usage", pb.UsageRequest(
             by=by, since_unix=since_unix)), since_unix)
