@@ -377,10 +377,14 @@ class DaemonExecutor:
                               prices=settings.prices_at(self.now()))
         self._changed()
 
-    def drain(self, server_id: int, undo: bool = False) -> pb.DrainResponse:
-        """Take a worker server out of service, or put it back (``Servers.drain``)."""
+    def drain(self, server_id: int, undo: bool = False,
+              user: str = SCHEDULER) -> pb.DrainResponse:
+        """Take a worker server out of service, or put it back (``Servers.drain``), as
+        ``user`` asked (the audit log says so)."""
         self._changed()
-        return self.roster.drain(server_id, undo)
+        reply = self.roster.drain(server_id, undo)
+        self.audit.record(user, "undrain" if undo else "drain", detail=f"server {server_id}")
+        return reply
 
     def register(self, request: pb.RegisterWorkerRequest, mono: float,
                  profile: Profile | None = None) -> pb.RegisterWorkerResponse:

@@ -44,6 +44,9 @@ class Progress:
             run.last = (steps, seconds)
         delta = self.jobs.credit(job_id, steps,
                                  lambda db: self.fences.took(job_id, generation, db))
+        if delta > 0 and job_id not in self.core.active_ids \
+                and job_id not in self.core.pending_jobs:   # held: its run made the rest
+            return self.jobs[job_id].steps_done >= job.spec.total_steps
         return delta > 0 and self.driver.credit((job_id,), ((delta,),), now)
 
     def _measure(self, job: JobRow, run: Run, steps: int, seconds: float, now: float) -> None:

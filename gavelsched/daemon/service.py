@@ -287,12 +287,11 @@ class ClientService(pb_grpc.ClientToSchedulerServicer):
     def Drain(self, request, context):
         caller = self.callers.admin(context, "drain servers")
         try:
-            reply = self.x.call(lambda: self.x.drain(int(request.server_id), request.undo))
+            reply = self.x.call(lambda: self.x.drain(int(request.server_id), request.undo,
+                                                     caller.name))
         except LookupError as err:
             _abort_on(context, err, grpc.StatusCode.NOT_FOUND)
         self.x.call(self.x.publish, changes=False)
-        self.x.audit.record(caller.name, "undrain" if request.undo else "drain",
-                            detail=f"server {request.server_id}")
         return reply
 
     def Status(self, request, context):
