@@ -106,8 +106,6 @@ class DaemonExecutor:
         self.control = JobControl(self.jobs, self.core, cancel=self._cancel_job,
                                   running=lambda job_id: job_id in self.runs)
         self.jobs.restore(store.jobs(table))
-        for row in list(self.jobs.values()):
-            self.control.enter(row, row.arrival_s)
         self.meter = Meter(store, self.settings.prices_at, self.settings.next_price_change_after,
                            self.epoch_unix, sink=metrics)
         self.startups = Startups(store)
@@ -135,6 +133,10 @@ class DaemonExecutor:
         self.pictures = Publisher(self.view(0.0), lambda: self.view(self.now()), metrics,
                                   jobs=lambda: len(self.jobs), clock=clock)
         self.publish = self.pictures.now      # read your writes (``Publisher.now``)
+        # Last: entering a restored job may end it (a dependency that ended before the stop
+        # cancels it), which needs every room above.
+        for row in list(self.jobs.values()):
+            self.control.enter(row, row.arrival_s)
 
     @property
     def snapshot(self) -> Snapshot:
