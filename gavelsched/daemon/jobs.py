@@ -24,9 +24,10 @@ from collections.abc import Callable, ItemsView, Iterable, Iterator, Mapping, Va
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ..core import JobSpec
+if TYPE_CHECKING:       # (a type only: the client imports this module, not the core)
+    from ..core import JobSpec
 
 log = logging.getLogger(__name__)
 
