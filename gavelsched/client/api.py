@@ -18,8 +18,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from traces.checks import MAX_ARRAY
-
 from ..daemon.jobs import DONE, FINAL
 from ..jobenv import SCHEDULER_VAR
 from .errors import ClientError, InputError, NoRates, one_line
@@ -156,6 +154,7 @@ class Client:
     def submit_array(self, job: JobRequest, count: int) -> Submitted:
         """Submit ``count`` copies of ``job`` as an array (each told its index in
         ``GAVEL_ARRAY_INDEX``); 1 <= count <= 10,000, else ``InputError``."""
+        from traces.checks import MAX_ARRAY    # (here: ``traces`` imports numpy)
         if not 1 <= count <= MAX_ARRAY:
             raise InputError(f"count: must be between 1 and {MAX_ARRAY}, got {count}")
         request = job.to_pb()
