@@ -118,6 +118,7 @@ class ClientCalls:
         return pb.Ack(ok=True, message=f"cancelled {len(live)} job{'s' if len(live) > 1 else ''}")
 
     def hold(self, caller: Caller, job_id: str, reason: str) -> pb.Ack:
+        checks.text(reason, "reason")    # (a job's reason is one line, and it is stored)
         ids = self._acting(caller, job_id, "hold", lambda j: j.state != HELD)
         why = reason or f"held by {caller.name}"
         for one in ids:
@@ -140,7 +141,8 @@ class ClientCalls:
                           low=checks.PRIORITY_WEIGHT_MIN, high=checks.PRIORITY_WEIGHT_MAX)
             changes["priority_weight"] = float(request.priority_weight)
         if request.entity:
-            changes["entity"] = _entity(caller, request.entity, entities)
+            changes["entity"] = _entity(caller, checks.text(request.entity, "entity"),
+                                        entities)
         if not changes:
             raise ControlError("update: give a priority weight or an entity")
         ids = self._acting(caller, request.job_id, "update", lambda j: True)
