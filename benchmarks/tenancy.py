@@ -8,17 +8,26 @@ feature, since absolute times on a shared 2-core machine are noisy:
   re-solves, 360 s rounds), under ``max_min_fairness_water_filling_perf``, with 2,048
   1-GPU jobs of the catalog's 26 job types on 512 GPUs (128 v100, 192 p100, 192 k80, 4 to
   a server), the jobs spread over 8 entities of weights 1..8 (fairness inside; also FIFO
-  inside) against the same jobs with no entity. Each variant runs in a fresh process
+  inside) against the same jobs with no entity. Twice: with the catalog's steps/s (what
+  the daemon plans with when jobs arrive: the jobs of a type are alike, and water filling
+  solves for each kind of job once) and with each job's own (its type's within +-10%, as
+  once the daemon has measured them, thesis §5.3.3: 2,048 distinct jobs). Each variant
+  runs in a fresh process
   (``--child``): the one-time import of the core and the policies, submitting the jobs,
-  round 1 (admit, solve, plan), round 2 after one more job arrived (re-solve, plan), round
-  3 with no change (plan only), and the process's peak RSS (``ru_maxrss``). Each variant
-  runs ``--repeat`` times, the variants in turn; medians.
+  round 1 (``start_round``: admit, solve, plan), round 2 after one more job arrived
+  (re-solve, plan), round 3 with no change (plan only), and the process's peak RSS
+  (``ru_maxrss``). A round's solve is the policy's ``Allocation.solve_s``; the rest is
+  admitting, the policy's ``Problem``, installing the allocation and the plan. Each
+  variant runs ``--repeat`` times, the variants in turn; medians.
 - ``auth``: ``Identities.identify`` per call (``timeit``, ns, best of 5) for a user's token
   (a users file of 10 users), the daemon token, a job token, a wrong token, and the single
-  token of a cluster without a users file; then, end to end, ``Status`` calls per second
-  over gRPC (one client thread, loopback, an empty cluster: the fixed cost of a call) to two
-  real schedulers started side by side, one with only the single token and one with a users
-  file (a user's token; a wrong token, refused), in ``--repeat`` blocks of 2 s taken in turn.
+  token of a cluster without a users file. Then, end to end, ``Status`` over gRPC (one
+  client thread, loopback, an empty cluster: the fixed cost of a call) to two real
+  schedulers started side by side, one with only the single token and one with a users
+  file: calls per second, and the scheduler's CPU time per call (``psutil``; the machine's
+  load stretches it less). On the second, a user's token, the daemon token (checked as
+  cheaply as the single token: what is left is the two processes' own difference) and a
+  wrong token (refused). ``--repeat`` blocks of 2 s each, taken in turn.
 - ``mine``: a real scheduler with a users file of 10 users and one worker (1 emulated
   GPU); each user submits 1,000 ``steps`` jobs as one array (``Client.submit_array``):
   10,000 jobs. Once a round has planned them, one user runs ``gavelsched status --mine``
@@ -46,6 +55,8 @@ import timeit
 from pathlib import Path
 from types import SimpleNamespace
 
+import psutil
+
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]       # its neighbours; the project
 
@@ -53,11 +64,12 @@ POLICY = "max_min_fairness_water_filling_perf"
 CLUSTER = {"v100": 128, "p100": 192, "k80": 192}    # 512 GPUs
 ROUND_S = 360.0
 VARIANTS = ("none", "fairness", "fifo")             # no entities; 8 entities, inner policy
+RATES = ("catalog", "measured")                     # the table's priors; each job's own
 USERS = 10
 
 
 # ---- solve ---------------------------------------------------------------------------------
-def child(variant: str, jobs: int, entities: int) -> dict:
+def child(variant: str, rates: str, jobs: int, entities: int) -> dict:
     """Rounds 1-3 of a fresh core in this (fresh) process (module docstring)."""
     start = time.perf_counter()
     import numpy as np
@@ -82,19 +94,28 @@ def child(variant: str, jobs: int, entities: int) -> dict:
     steps = (10 ** rng.uniform(4, 6, jobs + 1)).astype(int)
     who = rng.integers(entities, size=jobs + 1)
 
+    noise = rng.uniform(0.9, 1.1, (jobs + 1, len(view.worker_types)))
+
     def spec(i: int) -> JobSpec:
         return JobSpec(id=str(i), job_type=kinds[i % len(kinds)], scale_factor=1,
                        total_steps=int(steps[i]), entity=f"e{who[i]}" if named else None)
 
+    def own(i: int) -> dict[str, float] | None:
+        """``measured``: the job's own steps/s, its type's prior within +-10%."""
+        if rates == "catalog":
+            return None
+        kind = kinds[i % len(kinds)]
+        return {t: table.get(t, kind) * noise[i, k] for k, t in enumerate(view.worker_types)}
+
     t0 = time.perf_counter()
     for i in range(jobs):
-        core.submit(spec(i), 0.0)
+        core.submit(spec(i), 0.0, throughputs=own(i))
     submitted = time.perf_counter() - t0
     rounds = []
     for r in range(3):
         now = r * ROUND_S
         if r == 1:
-            core.submit(spec(jobs), now)          # an arrival: a re-solve at this boundary
+            core.submit(spec(jobs), now, throughputs=own(jobs))   # an arrival: a re-solve
         t0 = time.perf_counter()
         plan = core.start_round(now)
         wall = time.perf_counter() - t0
@@ -106,44 +127,49 @@ def child(variant: str, jobs: int, entities: int) -> dict:
             "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
-def fresh(variant: str, jobs: int, entities: int) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--child", variant, str(jobs),
+def fresh(variant: str, rates: str, jobs: int, entities: int) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--child", variant, rates, str(jobs),
                           str(entities)], check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def solve_part(jobs: int, entities: int, repeat: int) -> None:
-    runs: dict[str, list[dict]] = {v: [] for v in VARIANTS}
+    cases = [(rates, variant) for rates in RATES for variant in VARIANTS]
+    runs: dict[tuple[str, str], list[dict]] = {case: [] for case in cases}
     for _ in range(repeat):
-        for variant in VARIANTS:                  # in turn: the machine's load hits each
-            runs[variant].append(fresh(variant, jobs, entities))
+        for case in cases:                        # in turn: the machine's load hits each
+            runs[case].append(fresh(case[1], case[0], jobs, entities))
 
-    def med(variant: str, pick) -> float:
-        return statistics.median(pick(r) for r in runs[variant])
+    def med(case, pick) -> float:
+        return statistics.median(pick(r) for r in runs[case])
+
+    def rounds12(r: dict) -> float:
+        return r["rounds"][0]["wall_s"] + r["rounds"][1]["wall_s"]
 
     print(f"\n## solve: {POLICY}, {jobs:,} jobs, {sum(CLUSTER.values())} GPUs "
           f"({', '.join(f'{n} {t}' for t, n in CLUSTER.items())}), {ROUND_S:g} s rounds; "
           f"median of {repeat} fresh processes each")
-    print("| entities | round 1: solve s | round 1: plan s | round 2 (an arrival): solve s | "
-          "round 2: plan s | round 3 (no change): plan s | round 1+2 vs none | peak RSS |")
-    print("|---|---|---|---|---|---|---|---|")
-    base = med("none", lambda r: r["rounds"][0]["wall_s"] + r["rounds"][1]["wall_s"])
-    for variant in VARIANTS:
+    print("| steps/s | entities | round 1: solve s | round 1: the rest s | "
+          "round 2 (an arrival): solve s | round 2: the rest s | round 3 (no change) s | "
+          "rounds 1+2 vs none | peak RSS |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for rates, variant in cases:
+        got = runs[rates, variant]
         if not all(r["rounds"][0]["resolved"] and r["rounds"][1]["resolved"]
-                   and not r["rounds"][2]["resolved"] for r in runs[variant]):
-            print(f"| {variant} | (unexpected: rounds 1 and 2 must re-solve, round 3 not) |")
+                   and not r["rounds"][2]["resolved"] for r in got):
+            print(f"| {rates} | {variant} | (unexpected: rounds 1 and 2 must re-solve, "
+                  "round 3 not) |")
         name = "none" if variant == "none" else f"{entities}, {variant} inside"
-        both = med(variant, lambda r: r["rounds"][0]["wall_s"] + r["rounds"][1]["wall_s"])
-        print(f"| {name} | {med(variant, lambda r: r['rounds'][0]['solve_s']):.3f} | "
-              f"{med(variant, lambda r: r['rounds'][0]['plan_s']):.3f} | "
-              f"{med(variant, lambda r: r['rounds'][1]['solve_s']):.3f} | "
-              f"{med(variant, lambda r: r['rounds'][1]['plan_s']):.3f} | "
-              f"{med(variant, lambda r: r['rounds'][2]['plan_s']):.3f} | "
-              f"{both / base:.2f}x | {max(r['rss_mib'] for r in runs[variant]):.0f} MiB |")
-    every = [r for v in VARIANTS for r in runs[v]]
-    print(f"| one-time: import of the core and the policies | "
+        ratio = med((rates, variant), rounds12) / med((rates, "none"), rounds12)
+        cells = [med((rates, variant), lambda r, k=k, part=part: r["rounds"][k][part])
+                 for k, part in ((0, "solve_s"), (0, "plan_s"), (1, "solve_s"), (1, "plan_s"),
+                                 (2, "plan_s"))]
+        print(f"| {rates} | {name} | " + " | ".join(f"{c:.3f}" for c in cells) +
+              f" | {ratio:.1f}x | {max(r['rss_mib'] for r in got):.0f} MiB |")
+    every = [r for case in cases for r in runs[case]]
+    print(f"| one-time: import of the core and the policies | | "
           f"{statistics.median(r['import_s'] for r in every):.2f} s | | | | | | |")
-    print(f"| one-time: submitting the {jobs:,} jobs to the core | "
+    print(f"| one-time: submitting the {jobs:,} jobs to the core | | "
           f"{statistics.median(r['submit_s'] for r in every):.2f} s | | | | | | |")
 
 
@@ -173,9 +199,11 @@ def identify_ns() -> list[tuple[str, float]]:
     return out
 
 
-def calls_per_s(stub, request, block_s: float) -> float:
-    """Status calls in ``block_s`` seconds, one after another; refusals count as calls."""
+def calls_per_s(stub, request, block_s: float, server: psutil.Process) -> tuple[float, float]:
+    """Status calls in ``block_s`` seconds, one after another (refusals count as calls):
+    (calls/s, the scheduler's CPU microseconds per call)."""
     import grpc
+    cpu0 = sum(server.cpu_times()[:2])
     calls, end = 0, time.perf_counter() + block_s
     t0 = time.perf_counter()
     while time.perf_counter() < end:
@@ -185,7 +213,8 @@ def calls_per_s(stub, request, block_s: float) -> float:
             if err.code() != grpc.StatusCode.UNAUTHENTICATED:
                 raise
         calls += 1
-    return calls / (time.perf_counter() - t0)
+    wall = time.perf_counter() - t0
+    return calls / wall, (sum(server.cpu_times()[:2]) - cpu0) / calls * 1e6
 
 
 def auth_part(repeat: int, block_s: float) -> None:
@@ -212,31 +241,37 @@ def auth_part(repeat: int, block_s: float) -> None:
             single.start_scheduler()
             filed.start_scheduler()
             wait_until(lambda: single.healthy() and filed.healthy(), 60, "the schedulers")
-            stubs = [("no users file: the single token", single.address, single.token),
-                     ("users file: a user's token", filed.address, tokens[3]),
-                     ("users file: a wrong token (refused)", filed.address, new_token())]
-            channels = [channel(address, token=token) for _, address, token in stubs]
+            cases = [("no users file: the single token", single, single.token),
+                     ("users file: a user's token", filed, tokens[3]),
+                     ("users file: the daemon token", filed, filed.token),
+                     ("users file: a wrong token (refused)", filed, new_token())]
+            channels = [channel(c.address, token=token) for _, c, token in cases]
+            calls = [(what, pb_grpc.ClientToSchedulerStub(chan), psutil.Process(c.scheduler.pid))
+                     for (what, c, _), chan in zip(cases, channels)]
             request = pb.StatusRequest()
-            rates: dict[str, list[float]] = {what: [] for what, _, _ in stubs}
-            for chan, (what, _, _) in zip(channels, stubs):
-                calls_per_s(pb_grpc.ClientToSchedulerStub(chan), request, 0.5)   # warm up
+            got: dict[str, list[tuple[float, float]]] = {what: [] for what, _, _ in calls}
+            for what, stub, server in calls:
+                calls_per_s(stub, request, 0.5, server)          # warm up
             for _ in range(repeat):
-                for chan, (what, _, _) in zip(channels, stubs):
-                    rates[what].append(calls_per_s(pb_grpc.ClientToSchedulerStub(chan),
-                                                   request, block_s))
+                for what, stub, server in calls:
+                    got[what].append(calls_per_s(stub, request, block_s, server))
             for chan in channels:
                 chan.close()
         finally:
             single.stop()
             filed.stop()
-    base = statistics.median(rates[stubs[0][0]])
-    print(f"\n## auth: `Status` over gRPC, calls/s (one client thread, an empty cluster; "
-          f"median of {repeat} blocks of {block_s:g} s, the three in turn)")
-    print("| scheduler and token | calls/s, median | min - max | vs the single token |")
-    print("|---|---|---|---|")
-    for what, got in rates.items():
-        print(f"| {what} | {statistics.median(got):,.0f} | {min(got):,.0f} - {max(got):,.0f} "
-              f"| {statistics.median(got) / base:.3f}x |")
+    base = [statistics.median(x[k] for x in got[cases[0][0]]) for k in (0, 1)]
+    print(f"\n## auth: `Status` over gRPC (one client thread, an empty cluster; "
+          f"median of {repeat} blocks of {block_s:g} s, taken in turn)")
+    print("| scheduler and token | calls/s | min - max | vs the single token | "
+          "scheduler CPU per call | vs the single token |")
+    print("|---|---|---|---|---|---|")
+    for what, runs in got.items():
+        rate = statistics.median(r[0] for r in runs)
+        cpu = statistics.median(r[1] for r in runs)
+        print(f"| {what} | {rate:,.0f} | {min(r[0] for r in runs):,.0f} - "
+              f"{max(r[0] for r in runs):,.0f} | {rate / base[0]:.3f}x | {cpu:,.0f} µs | "
+              f"{cpu / base[1]:.3f}x |")
 
 
 # ---- mine ----------------------------------------------------------------------------------
@@ -310,11 +345,11 @@ def main() -> int:
     parser.add_argument("--round-seconds", type=float, default=20.0,
                         help="rounds of the mine part's scheduler")
     parser.add_argument("--quick", action="store_true", help="small sizes, a smoke run")
-    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        variant, jobs, entities = args.child
-        print(json.dumps(child(variant, int(jobs), int(entities))))
+        variant, rates, jobs, entities = args.child
+        print(json.dumps(child(variant, rates, int(jobs), int(entities))))
         return 0
     if args.quick:
         args.jobs, args.jobs_per_user, args.repeat = 256, 50, 2
