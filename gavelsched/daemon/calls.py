@@ -112,9 +112,9 @@ class ClientCalls:
         if not live:
             return pb.Ack(ok=False, message=f"job {job_id} is already "
                                             f"{self.jobs[ids[0]].state}")
+        self.audit.record(caller.name, "cancel", live)     # (before the end it causes)
         for one in live:
             self._end_job(one, f"cancelled by {caller.name}")
-        self.audit.record(caller.name, "cancel", live)
         return pb.Ack(ok=True, message=f"cancelled {len(live)} job{'s' if len(live) > 1 else ''}")
 
     def hold(self, caller: Caller, job_id: str, reason: str) -> pb.Ack:
