@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
 import signal
 import stat
 import subprocess
@@ -504,6 +505,51 @@ def test_without_a_users_file_the_single_token_is_the_admin(tmp_path):
             assert "no users file" in admin.reload()
         with connect(c.address, token="another") as stranger:
             refused("UNAUTHENTICATED", stranger.status)
+        # turning users on: an admin first, then the key, then a reload (no restart)
+        data = config_data(c)
+        c.config_path.write_text(yaml.safe_dump({**data, "users_file": "users.yaml"}))
+        root_token = user_add(c.config_path, "root", "admin")
+        with connect(c.address, token=token) as daemon, \
+                connect(c.address, token=root_token) as root:
+            assert "1 users" in daemon.reload()
+            refused("PERMISSION_DENIED", lambda: daemon.submit(job("any-label")))
+            refused("PERMISSION_DENIED", daemon.reload)
+            assert root.status().job(job_id).user == "admin"         # its jobs stay
+            root.cancel(root.submit(job("any-label")))
+
+
+# ---- Kubernetes ----------------------------------------------------------------------------
+def test_the_kubernetes_scheduler_reads_its_users_from_a_secret(tmp_path):
+    """deploy/kubernetes/scheduler.yaml: ``users_file`` lies in the folder the
+    ``gavelsched-users`` Secret is mounted at (mode 0400, not a subPath: updates reach the
+    pod), the config folder too; ``user add`` works against the ConfigMap's entities."""
+    deploy = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
+    docs = list(yaml.safe_load_all((deploy / "scheduler.yaml").read_text()))
+    (config_map,) = [d for d in docs if d["kind"] == "ConfigMap"]
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    data = yaml.safe_load(config_map["data"]["cluster.yaml"])
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    users = Path(data["users_file"])
+    (name,) = [n for n, v in volumes.items()
+               if v.get("secret", {}).get("secretName") == "gavelsched-users"]
+    assert "subPath" not in mounts[name] and mounts[name]["readOnly"]
+    assert users.parent == Path(mounts[name]["mountPath"])
+    assert {"key": "users.yaml", "path": users.name} in volumes[name]["secret"]["items"]
+    assert volumes[name]["secret"]["defaultMode"] == 0o400
+    config = Path(container["command"][container["command"].index("--config") + 1])
+    (config_mount,) = [m for m in mounts.values() if m["name"] == "config"]
+    assert "subPath" not in config_mount and config.parent == Path(config_mount["mountPath"])
+    assert data["entities"] and data["policy_options"] and data["prices"]
+    # an operator's copy: the same entities, the users file beside it
+    local = tmp_path / "cluster.yaml"
+    local.write_text(yaml.safe_dump({**data, "users_file": "users.yaml"}))
+    team = next(iter(data["entities"]))
+    assert user_add(local, "carol", "user", (team,))
+    refused_in_one_line(gavelsched("user", "add", "dan", "--role", "user", "--entity",
+                                   "no-such-team", "--config", str(local)), "no-such-team")
 
 
 # ---- the docs ------------------------------------------------------------------------------
@@ -521,7 +567,7 @@ def test_the_docs_commands_parse():
                 commands.append(line)
     assert len(commands) >= 5
     for command in commands:
-        args = command.split()[1:]
+        args = shlex.split(command)[1:]
         try:
             build_parser(args).parse_args(args)
         except SystemExit as exit_:
