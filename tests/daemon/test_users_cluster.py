@@ -104,11 +104,9 @@ def config_data(c: Cluster) -> dict:
 
 @contextmanager
 def config_as(c: Cluster, **changes):
-    """The cluster's YAML with ``changes`` (None: the key removed) while inside; the file
-    as it was afterwards."""
+    """The cluster's YAML with ``changes`` while inside; the file as it was afterwards."""
     before = c.config_path.read_text()
-    data = {**yaml.safe_load(before), **changes}
-    c.config_path.write_text(yaml.safe_dump({k: v for k, v in data.items() if v is not None}))
+    c.config_path.write_text(yaml.safe_dump({**yaml.safe_load(before), **changes}))
     try:
         yield c.config_path
     finally:
@@ -152,8 +150,11 @@ def state(c: Cluster, job_id: str):
 
 
 def wait_state(c: Cluster, job_id: str, states, what: str):
-    return wait_until(lambda: (lambda j: j if j.state in states else None)(state(c, job_id)),
-                      60, f"job {job_id} {what}")
+    """Job ``job_id`` once it is in one of ``states``."""
+    def reached():
+        job = state(c, job_id)
+        return job if job.state in states else None
+    return wait_until(reached, 60, f"job {job_id} {what}")
 
 
 # ---- the users file ------------------------------------------------------------------------
