@@ -63,7 +63,7 @@ from .settings import ClusterSettings
 from .snapshot import Snapshot
 from .startups import Startups
 from .servers import Servers
-from .jobs import JobRow, Jobs
+from .jobs import HELD, JobRow, Jobs
 from .store import Store
 from ..core.online import OnlineThroughputs
 from .view import DaemonView, Shares, control_inputs
@@ -267,8 +267,10 @@ class DaemonExecutor:
                 self._started_index = self._round_base + rnd.index
                 self.driver.end(self.now())
             return
+        # (a job held since the plan, with no run to go on, is out of the core as these are)
         ended = [j for members in rnd.batch.members for j in members
-                 if j in self.jobs and self.jobs[j].final]
+                 if j in self.jobs and (self.jobs[j].final or (
+                     self.jobs[j].state == HELD and j not in self.runs))]
         started = self.driver.start(self.now() - (mono - self.clock.round_start), ended)
         index = self._started_index = self._round_base + rnd.index
         self.runs.begin(started.round)
