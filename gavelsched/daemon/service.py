@@ -281,7 +281,7 @@ class ClientService(pb_grpc.ClientToSchedulerServicer):
         try:
             message = self._reload(caller.name)
         except ValueError as err:        # the new config does not load: the old one stays
-            _abort_on(context, err, grpc.StatusCode.FAILED_PRECONDITION)
+            _abort_on(context, err, grpc.StatusCode.INVALID_ARGUMENT)
         return pb.Ack(ok=True, message=message)
 
     def Drain(self, request, context):

@@ -435,7 +435,7 @@ def _still_in_force(c: Cluster) -> None:
 def test_a_bad_reload_is_refused_and_the_old_settings_stay(cluster, case, changes, users,
                                                            words):
     with bad_config(cluster, changes, users):
-        err = refused("FAILED_PRECONDITION", api(cluster, "root").reload, *words)
+        err = refused("INVALID_ARGUMENT", api(cluster, "root").reload, *words)
         assert "\n" not in err.details
         if case == "NaN weight":     # the CLI: exit 2 and the same line
             refused_in_one_line(as_user(cluster, "root", "reload"), *words)
