@@ -15,11 +15,16 @@ from __future__ import annotations
 import math
 import os
 import sqlite3
+from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
+from gavelsched.cli import jobs as cli_jobs
+from gavelsched.cli import main
+from gavelsched.client.request import MAX_AFTER
 from gavelsched.daemon.calls import Denied
 from gavelsched.daemon.control import MAX_ARRAY, ControlError
 from gavelsched.daemon.submissions import SubmissionError
@@ -337,6 +342,22 @@ def test_a_chain_of_three_is_cancelled_down_from_its_head(sched):
     assert rows[g].reason in (f"dependency {d} cancelled", f"dependency {f} cancelled")
 
 
+def test_a_held_dependant_waits_for_both_its_release_and_its_dependency(sched):
+    a = submit(sched, steps=100).job_id
+    b, c = submit(sched, after=[a]).job_id, submit(sched, after=[a]).job_id
+    sched.x.calls.hold(ALICE, b, "")
+    sched.x.calls.hold(ALICE, c, "")
+    sched.x.calls.release(ALICE, b)                 # released, still waiting for a
+    assert sched.x.jobs[b].state == "queued" and not in_core(sched, b)
+    assert status(sched)[b].reason == f"waiting for {a} (after)"
+    sched.x.calls.update(ALICE, pb.UpdateRequest(job_id=b, priority_weight=4.0), ())
+    run_to_done(sched, a)
+    assert in_core(sched, b) and not in_core(sched, c)          # c is still held
+    assert sched.x.jobs[c].state == "held"
+    sched.x.calls.release(ALICE, c)
+    assert in_core(sched, c) and sched.x.jobs[c].state == "queued"
+
+
 def test_after_a_job_already_ended(sched):
     done = submit(sched, steps=5).job_id
     run_to_done(sched, done)
@@ -460,6 +481,19 @@ def test_a_run_that_ends_early_leaves_the_rest_of_the_limit(sched):
     pump(sched)
     assert sched.x.jobs[j].state == "preempted"
     assert sched.x.meter.allowed_s(sched.x.jobs[j]) == pytest.approx(17.0, abs=0.6)
+
+
+def test_the_time_run_before_a_restart_counts_against_the_limit(sched, tmp_path):
+    j = submit(sched, max_runtime_s=25).job_id
+    sched.at(LEAD_FREE)
+    sched.t = LEAD_FREE + 0.5
+    sched.init(j)
+    sched.t = LEAD_FREE + 8.5
+    sched.exited(j, 100)
+    s2 = restart(sched, tmp_path)
+    assert s2.x.meter.allowed_s(s2.x.jobs[j]) == pytest.approx(17.0, abs=0.6)
+    assert status(s2)[j].run_s == pytest.approx(8.0, abs=0.6)
+    s2.close()
 
 
 # ---- restart -----------------------------------------------------------------------------
@@ -627,3 +661,93 @@ def test_the_control_doors_refuse_in_one_line_and_change_nothing(fuzzed, name, c
         event(f"{call}: {type(err).__name__}")
         assert "\n" not in str(err) and str(err)
         assert picture(s, s.path) == before
+
+
+# ---- the job YAML's new keys and --count at the CLI's door ----------------------------------
+# Values of every kind YAML holds, leaning to the edges (as tests/cli/test_fuzz_inputs.py).
+YAML_VALUES = st.one_of(
+    st.sampled_from([0, -1, 1, 5, 2**63, 10**400, 0.0, -0.0, 1e-300, 3.5, 1e308, math.nan,
+                     math.inf, -math.inf, "", "7", "7_1", "a\nb", "x\0y", True, None,
+                     [], ["1", 2], [True], [1.5], ["ok", ""], [["nested"]], {"a": 1}]),
+    st.integers(), st.floats(), st.text(max_size=6),
+    st.lists(st.one_of(st.integers(), st.text(max_size=4)), max_size=3))
+
+
+def _id_ok(x) -> bool:
+    if type(x) is int:
+        return True
+    return type(x) is str and x != "" and not any(c < " " or c == "\x7f" for c in x)
+
+
+def acceptable(limit, after, count) -> bool:
+    """The new keys' rules restated on their own: ``max_runtime_s`` a finite number > 0
+    (or null), ``after`` one id or a list of at most ``MAX_AFTER`` (an id: a non-empty
+    one-line string, or an integer), ``--count`` 1..10,000."""
+    ok_limit = limit is None or (type(limit) in (int, float) and _finite(limit) and limit > 0)
+    if after is None:
+        ok_after = True
+    elif type(after) in (str, int):
+        ok_after = _id_ok(after)
+    else:
+        ok_after = type(after) is list and len(after) <= MAX_AFTER and all(map(_id_ok, after))
+    return ok_limit and ok_after and (count is None or 1 <= count <= MAX_ARRAY)
+
+
+def _finite(x) -> bool:
+    try:
+        return math.isfinite(float(x))
+    except OverflowError:
+        return False
+
+
+@pytest.fixture
+def sent(monkeypatch):
+    """The requests ``gavelsched submit`` would send: captured, answered as the scheduler."""
+    requests = []
+
+    class Reply:
+        job_id, job_ids, array_id = "7", ["7_0"], "7"
+
+    def call(args, method, request):
+        requests.append(request)
+        return Reply()
+
+    monkeypatch.setattr(cli_jobs, "_call", call)
+    return requests
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("yaml")
+
+
+@FUZZ
+@given(limit=st.one_of(st.none(), st.floats(0.5, 1e6), YAML_VALUES),
+       after=st.one_of(st.none(), st.lists(st.integers(0, 99) | st.sampled_from(["3", "4_1"]),
+                                           max_size=3), YAML_VALUES),
+       count=st.one_of(st.none(), st.integers(1, 5),
+                       st.sampled_from([0, MAX_ARRAY, MAX_ARRAY + 1, -1]), st.integers()))
+@example(limit=-5, after=None, count=None)
+@example(limit=math.nan, after=None, count=None)
+@example(limit=None, after=None, count=0)
+@example(limit=None, after=None, count=MAX_ARRAY + 1)
+@example(limit=None, after=["ok"] * (MAX_AFTER + 1), count=None)
+def test_the_cli_door_of_the_new_keys(limit, after, count, sent, capsys, scratch):
+    path = scratch / "job.yaml"
+    job = {"job_type": "A3C", "total_steps": 5, "max_runtime_s": limit, "after": after}
+    path.write_text(yaml.safe_dump(job, allow_unicode=True))
+    argv = ["submit", str(path), "--scheduler", "127.0.0.1:1"]
+    rc = main(argv + (["--count", str(count)] if count is not None else []))
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and rc in (0, 2), err
+    assert (rc == 0) == acceptable(limit, after, count), err
+    event("accepted" if rc == 0 else "refused")
+    if rc == 2:
+        (line,) = err.strip().splitlines()
+        assert any(k in line for k in ("max_runtime_s", "after", "count")), line
+        return
+    request = sent[-1]
+    assert request.max_runtime_s == (float(limit) if limit is not None else 0.0)
+    ids = [] if after is None else [after] if not isinstance(after, list) else after
+    assert list(request.after) == [str(a) for a in ids]
+    assert request.count == (count if count is not None else 0)

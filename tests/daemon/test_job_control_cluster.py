@@ -147,6 +147,10 @@ def test_hold_keeps_a_queued_job_out_and_stops_a_running_one_at_its_lease_end(cl
     shown = c.jobs()[queued]
     assert (shown.state, shown.reason) == ("held", "waiting for data")
     assert c.jobs()[running].reason == "held by alice"
+    got = gavel(c, "bob", "status", "--state", "held", "--json")
+    assert got.rc == 0, got.err
+    assert {(j["id"], j["reason"]) for j in json.loads(got.out)["jobs"]} == {
+        (queued, "waiting for data"), (running, "held by alice")}
 
     other = submitted(c, "bob", tmp_path, "other", total_steps=20)   # rounds go on
     assert c.wait_done([other], timeout=90)[other].state == "done"
