@@ -165,10 +165,10 @@ class ClientCalls:
 
     # ---- reading -------------------------------------------------------------------------
     def history(self, caller: Caller, job_id: str) -> pb.HistoryResponse:
-        self.owned(caller, job_id, "read the history of")
+        first = self.owned(caller, job_id, "read the history of")[0]   # (an array: its first)
         return pb.HistoryResponse(events=[
             pb.HistoryEvent(time_unix=e.time_unix, user=e.user, action=e.action,
-                            detail=e.detail) for e in self.audit.history(job_id)])
+                            detail=e.detail) for e in self.audit.history(first)])
 
     def may_read_logs(self, caller: Caller, job_id: str) -> None:
         job = self.jobs.get(job_id)
