@@ -436,6 +436,8 @@ def test_an_array_is_its_copies_for_every_call(sched):
     assert not sched.x.calls.cancel(ALICE, first).ok
     assert [e[1] for e in actions(sched, arr.job_ids[0])] == [
         "submit", "hold", "release", "update", "cancel", "cancelled"]
+    by_array = sched.x.calls.history(ALICE, first).events      # (its first copy's)
+    assert [e.action for e in by_array] == [e[1] for e in actions(sched, arr.job_ids[0])]
 
 
 def test_an_array_at_the_limit_of_copies(sched):
