@@ -30,7 +30,8 @@ def planner_config(config: CoreConfig, types: tuple[str, ...],
     if cfg.shuffle_type_order:
         rng.shuffle(order)
     return PlannerConfig(type_order=tuple(order), global_queue=cfg.global_queue,
-                         backfill=cfg.backfill, hold_unallocated=cfg.hold_unallocated)
+                         backfill=cfg.backfill, hold_unallocated=cfg.hold_unallocated,
+                         round_seconds=cfg.round_seconds, received_seed_s=cfg.seed_seconds)
 
 
 def demand(rows: Rows, layout: ColumnLayout,

@@ -103,12 +103,18 @@ class PlannerConfig:
     - ``hold_unallocated``: combinations not yet covered by the allocation compete with
       priority 0 and, when picked, keep their workers idle for the round (Gavel's
       behaviour); when False they are simply skipped.
+    - ``round_seconds``: a round's length, which weighs what entities received before
+      against what this round gives (``shares.py``); ``received_seed_s``: the seconds each
+      combination's ``received`` starts from at a re-solve (``CoreConfig.seed_seconds``),
+      which are not time it had.
     """
 
     type_order: tuple[str, ...] = ()
     global_queue: bool = False
     backfill: bool = True
     hold_unallocated: bool = True
+    round_seconds: float = 1.0
+    received_seed_s: float = 0.0
 
 
 class Placement(NamedTuple):
@@ -163,7 +169,9 @@ def plan_round(demand: Demand, view: ClusterView, config: PlannerConfig = Planne
     order = _type_order(types, config.type_order)
     runs = order_entries(prio, demand.deficit, demand.allocation, order, config.global_queue)
     if demand.entity is not None:
-        runs = interleave(runs, demand.entity, demand.allocation, demand.scale_factor)
+        had = np.maximum(demand.received - config.received_seed_s, 0.0) - demand.deficit
+        runs = interleave(runs, demand.entity, demand.allocation, demand.scale_factor,
+                          had, config.round_seconds)
     runnable = demand.runnable if config.hold_unallocated else (
         demand.runnable & demand.allocated[:, None])
     combos, type_idx = select(runs, prio, runnable, demand.scale_factor, demand.member_rows,

@@ -62,6 +62,28 @@ def test_two_entities_weighted_2_to_1_get_gpu_time_2_to_1_live(tmp_path):
     assert [(e.name, e.weight) for e in status.entities] == list(WEIGHTS.items())
 
 
+def simulated_shares(weights: dict[str, float], jobs_each: int, gpus: int,
+                     rounds: int) -> dict[str, float]:
+    """Each entity's share of the GPU time of the first ``rounds`` rounds, simulated."""
+    jobs = [TraceJob(job_type=JOB_TYPE, scale_factor=1, total_steps=4000, arrival_s=0.0,
+                     entity=e) for e in weights for _ in range(jobs_each)]
+    policy, table = get_policy(POLICY), default_table()
+    result = simulate(jobs, table, {"v100": gpus}, policy,
+                      core_config=config_for(policy, table, ("v100",), round_seconds=ROUND_S),
+                      sim=SimConfig(record_timeline=True),
+                      entities={e: Entity(e, weight=w) for e, w in weights.items()})
+    per_round = result.timeline.entity_gpu_s[:rounds]
+    total = {e: sum(r.get(e, 0.0) for r in per_round) for e in weights}
+    return {e: s / sum(total.values()) for e, s in total.items()}
+
+
+def test_four_teams_4_3_2_1_on_6_gpus_each_get_their_share_and_none_starves():
+    """Shares below a whole GPU (0.6 of 6 for the weight-1 team) come every few rounds."""
+    got = simulated_shares({"a": 4, "b": 3, "c": 2, "d": 1}, jobs_each=6, gpus=6, rounds=30)
+    for e, w in {"a": 4, "b": 3, "c": 2, "d": 1}.items():
+        assert got[e] == pytest.approx(w / 10, rel=0.10), got
+
+
 def test_the_same_trace_in_the_simulator_gives_the_same_ratio():
     # (shorter jobs than the live run's: the replay runs them to the end, and each still
     # needs many more than 10 rounds, so both teams stay backlogged through the first 10)
