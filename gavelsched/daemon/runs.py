@@ -42,7 +42,7 @@ from .logs import Hosts
 from .meter import limit_lease
 from .retries import Retries
 from .startups import Startups
-from .jobs import RUNNING, JobRow, Jobs
+from .jobs import HELD, RUNNING, JobRow, Jobs
 
 log = logging.getLogger(__name__)
 
@@ -271,6 +271,8 @@ class RunTable:
         job = self.jobs.get(job_id)
         if job is None or job.final or job.steps_done >= job.spec.total_steps:
             return                            # (a run that can do no step is never sent)
+        if job.state == HELD:                 # (held while this placement waited)
+            return
         if job_id in self._runs:              # its last run is still saving: wait for it
             self._deferred[job_id] = (m, task, index, refill)
             return
