@@ -201,6 +201,38 @@ def test_a_job_held_after_the_plan_is_not_launched_at_the_round_start(sched):
     assert sched.x.jobs[other].state == "held" and sched.x.jobs[other].started_s is None
 
 
+def test_a_job_held_while_its_move_waits_for_its_last_run_is_not_launched(sched):
+    """Round 1 swaps the jobs of a v100 and a k80 server; each new placement waits for the
+    job's last run to save and exit. The job held meanwhile is not launched when it does;
+    the other one is (and the third job gets the GPU it would have had)."""
+    k80 = sched.x.register(pb.RegisterWorkerRequest(
+        worker_type="k80", gpus=1, address="127.0.0.1:2", hostname="h2",
+        previous_server_id=-1), sched.t).server_id
+    submit(sched), submit(sched), submit(sched)
+    sched.at(LEAD_FREE)
+    first = {r.job_id: r for r in sched.x.runs.live()}
+    sched.t = LEAD_FREE + 0.5
+    for run in first.values():
+        sched.x.init_job(pb.InitJobRequest(job_id=run.job_id, server_id=min(run.servers),
+                                           generation=run.generation))
+    sched.at(LEAD_FREE + R - sched.x.config.plan_lead)
+    sched.at(LEAD_FREE + R)
+    moved = [r.job_id for r in sched.x.runs.live() if r.round == 0]
+    assert sorted(moved) == sorted(first) and not launched(sched, 2)   # both wait
+    held, other = moved
+    sched.x.calls.hold(ALICE, held, "")
+    sched.t = LEAD_FREE + R + 0.5
+    for job_id, run in first.items():
+        for server in run.servers:
+            sched.x.round_report(pb.RoundReportRequest(
+                server_id=server, job_id=job_id, steps=100, seconds=1.0,
+                generation=run.generation))
+    pump(sched)
+    assert other in launched(sched, 2) and held not in launched(sched, 2)
+    assert held not in sched.x.runs and sched.x.jobs[held].state == "held"
+    assert {sched.server, k80} == {min(r.servers) for r in first.values()}
+
+
 def test_released_before_its_lease_ends_the_run_goes_on(sched):
     a = submit(sched).job_id
     sched.at(LEAD_FREE)
