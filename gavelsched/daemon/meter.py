@@ -23,8 +23,10 @@ from .accounting import UsageRun
 from .jobs import JobRow
 from .store import Store
 
-# A job within this of its time limit is out of time: no run could make a step in what is left.
+# A job within this of its time limit (at most this fraction of the limit) is out of time:
+# a run could make hardly a step in what is left.
 TIME_LIMIT_SLACK_S = 1.0
+SLACK_FRACTION = 0.05
 
 
 class UsageSink(Protocol):
@@ -108,7 +110,7 @@ class Meter:
     def out_of_time(self, job: JobRow) -> str | None:
         """The reason a job that has run to its limit fails with, or None."""
         left = self.allowed_s(job)
-        if left is None or left > TIME_LIMIT_SLACK_S:
+        if left is None or left > min(TIME_LIMIT_SLACK_S, SLACK_FRACTION * job.max_runtime_s):
             return None
         return f"time limit ({self.used_s(job.id):.0f}s run of max_runtime_s " \
                f"{job.max_runtime_s:g})"

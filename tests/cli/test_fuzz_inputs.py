@@ -108,6 +108,12 @@ def acceptable(data) -> bool:
         checks.append(type(v["mixed"]) is bool)
     if "min_scale_factor" in v:
         checks.append(_int(sf, 1, 2**31 - 1) and _int(v["min_scale_factor"], 1, sf))
+    if "max_runtime_s" in v:
+        checks.append(_finite(v["max_runtime_s"]) and v["max_runtime_s"] > 0)
+    if "after" in v:
+        ids = [v["after"]] if type(v["after"]) in (str, int) else v["after"]
+        checks.append(type(ids) is list and len(ids) <= 1000
+                      and all(type(x) is int or _name(x, empty=False) for x in ids))
     return all(checks)
 
 
