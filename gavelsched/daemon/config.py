@@ -40,7 +40,6 @@ listens beyond loopback without authentication unless ``--insecure`` says so).
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
@@ -48,12 +47,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from traces import checks
-from traces.checks import BadValue, NotUtf8, shown, utf8
+from traces.checks import BadValue, shown
 
 from ..rpc.security import TlsFiles, host_of, is_loopback
+from .files import FileError, absolute_path, parse_yaml
 from .settings import SETTINGS_KEYS, ClusterSettings, SettingsError, parse_settings
 
 REQUIRED = ("listen", "policy", "round_seconds", "state_dir")
@@ -167,20 +166,11 @@ def load_config(path: str | Path, *, insecure: bool = False) -> DaemonConfig:
     key ``insecure: true``)."""
     path = Path(path)
     try:
-        text = utf8(path.read_bytes())
+        data = parse_yaml(path.read_bytes())
     except OSError as err:
         raise ConfigError(f"{path}: {err.strerror}") from None
-    except NotUtf8 as err:
-        raise ConfigError(f"{path}: not UTF-8 text at {err}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = str(getattr(err, "problem", None) or err).splitlines()[0]
-        raise ConfigError(f"{path}: bad YAML{where}: {problem}") from None
-    except RecursionError:
-        raise ConfigError(f"{path}: bad YAML: nested too deeply") from None
+    except FileError as err:
+        raise ConfigError(f"{path}: {err}") from None
     return parse_config(data, base=path.absolute().parent, name=str(path), insecure=insecure)
 
 
@@ -204,14 +194,10 @@ def parse_config(data: Any, *, base: str | Path = ".", name: str = "config",
             raise ConfigError(f"{name}: missing key {key!r}")
 
     def path_of(key: str, value: Any) -> Path:
-        if not isinstance(value, str) or not value or any(c < " " for c in value):
-            raise ConfigError(f"{name}: {key} must be a path, got {shown(value)}")
         try:
-            p = Path(value).expanduser()
-        except RuntimeError:   # "~user" of no such user
-            raise ConfigError(f"{name}: {key}: cannot expand {shown(value)}: no such "
-                              "home directory") from None
-        return Path(os.path.normpath(p if p.is_absolute() else base / p))
+            return absolute_path(value, base)
+        except FileError as err:
+            raise ConfigError(f"{name}: {key} {err}") from None
 
     def number(key: str, low: float, *, integer: bool = False) -> Any:
         try:

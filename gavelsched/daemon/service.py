@@ -30,7 +30,6 @@ from traces.profiles import MAX_JOB_TYPES, SCHEMA, Profile, profile_from_dict
 from ..rpc import pb, pb_grpc
 from ..rpc.identity import Caller, Identities, caller_of
 from .calls import Denied
-from .control import ControlError
 from .executor import DaemonExecutor
 from .fences import StaleRun
 from .leases import stop_lease

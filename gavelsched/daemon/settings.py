@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -46,6 +45,8 @@ from policies.registry import WRAPPER_OPTIONS
 from traces import checks
 from traces.checks import BadValue, shown
 from traces.prices import PriceTrace, PriceTraceError
+
+from .files import FileError, absolute_path
 
 log = logging.getLogger(__name__)
 
@@ -299,14 +300,10 @@ def _prices(raw: Any, base: Path, name: str):
 
 def _path(value: str, base: Path, where: str) -> Path:
     """``value`` as an absolute path, relative ones from ``base`` (as config.py's paths)."""
-    if not value or any(c < " " or c == "\x7f" for c in value):
-        raise SettingsError(f"{where}: must be a path, got {shown(value)}")
     try:
-        p = Path(value).expanduser()
-    except RuntimeError:   # "~user" of no such user
-        raise SettingsError(f"{where}: cannot expand {shown(value)}: no such home "
-                            "directory") from None
-    return Path(os.path.normpath(p if p.is_absolute() else base.absolute() / p))
+        return absolute_path(value, base)
+    except FileError as err:
+        raise SettingsError(f"{where}: {err}") from None
 
 
 def _key(key: Any) -> str:

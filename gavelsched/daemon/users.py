@@ -39,10 +39,11 @@ from typing import Any
 
 import yaml
 
-from traces.checks import NotUtf8, shown, utf8
+from traces.checks import shown
 
 from ..rpc.identity import HASH_PREFIX, USER_ROLES, UserEntry, token_hash
 from ..rpc.security import new_token
+from .files import FileError, parse_yaml
 
 log = logging.getLogger(__name__)
 
@@ -166,20 +167,9 @@ def load_users(path: str | Path,
     except OSError as err:
         raise UsersError(f"{path}: {err.strerror}") from None
     try:
-        text = utf8(data)
-    except NotUtf8 as err:
-        raise UsersError(f"{path}: not UTF-8 text at {err}") from None
-    try:
-        parsed = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = str(getattr(err, "problem", None) or err).splitlines()[0]
-        raise UsersError(f"{path}: bad YAML{where}: {problem}") from None
-    except RecursionError:
-        raise UsersError(f"{path}: bad YAML: nested too deeply") from None
-    except (ValueError, OverflowError) as err:   # a date PyYAML cannot build: 2024-13-01
-        raise UsersError(f"{path}: bad YAML: {str(err).splitlines()[0]}") from None
+        parsed = parse_yaml(data)
+    except FileError as err:
+        raise UsersError(f"{path}: {err}") from None
     return parse_users(parsed, str(path), entities)
 
 
