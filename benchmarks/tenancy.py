@@ -74,7 +74,8 @@ def child(variant: str, rates: str, jobs: int, entities: int) -> dict:
     start = time.perf_counter()
     import numpy as np
 
-    from gavelsched.core import JobSpec, RoundReport, SchedulerCore
+    from gavelsched.core import JobSpec, SchedulerCore
+    from gavelsched.core.driver import RoundDriver
     from gavelsched.core.rules import DaemonRules
     from gavelsched.mechanism import ClusterView
     from policies import Entity, get_policy
@@ -112,17 +113,20 @@ def child(variant: str, rates: str, jobs: int, entities: int) -> dict:
         core.submit(spec(i), 0.0, throughputs=own(i))
     submitted = time.perf_counter() - t0
     rounds = []
+    driver = RoundDriver(core)          # the round recipe both executors run
+    plan = None
     for r in range(3):
         now = r * ROUND_S
         if r == 1:
             core.submit(spec(jobs), now, throughputs=own(jobs))   # an arrival: a re-solve
+        if plan is not None:            # the last round ends (not timed)
+            driver.end(now, np.full(len(plan.batch), ROUND_S))
         t0 = time.perf_counter()
-        plan = core.start_round(now)
+        plan = driver.plan(now).round
         wall = time.perf_counter() - t0
         solve = plan.resolved.solve_s if plan.resolved is not None else 0.0
         rounds.append({"wall_s": wall, "solve_s": solve, "plan_s": wall - solve,
                        "resolved": plan.resolved is not None, "tasks": len(plan.batch)})
-        core.end_round(RoundReport(np.full(len(plan.batch), ROUND_S)), now + ROUND_S)
     return {"import_s": imported, "submit_s": submitted, "rounds": rounds,
             "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
