@@ -16,8 +16,10 @@ and their states (``jobs``: a transition table, the only place a state changes);
 tasks run* and what a run's exit means (``runs``, ``leases``, ``retries``, ``fences``); durable
 steps and online throughputs (``progress``, §5.3.3); the workers, their health and the
 throughput priors they bring (``servers``, ``health``, ``priors``); start-ups, the hosts
-of each job's logs and checkpoint retention; and the picture that ``snapshot`` and
-``metrics`` read (``view``, ``publish``).
+of each job's logs and checkpoint retention; teams, users and job control (``tenancy``:
+the settings in force, each job's history, holds, dependencies, arrays, usage and time
+limits, the clients' calls); and the picture that ``snapshot`` and ``metrics`` read
+(``view``, ``publish``).
 
 The log has one line per round start (``DaemonView.summary``).
 """
@@ -39,11 +41,10 @@ from ..core import SchedulerCore
 from ..mechanism import ClusterView, Server
 from ..rpc import pb
 from ..rpc.identity import ADMIN, Caller
-from .audit import SCHEDULER, Audit
-from .calls import ClientCalls, Door
+from .audit import SCHEDULER
+from .calls import Door
 from .clock import Origin, RoundClock
 from .config import DaemonConfig
-from .control import JobControl
 from .dispatch import Dispatcher
 from .fences import Fences, StaleRun
 from .health import Health
@@ -51,13 +52,12 @@ from .inbox import Inbox
 from .leases import stop_lease
 from .logs import Hosts
 from .meta import ROUND
-from .meter import Meter
 from .metrics import DaemonMetrics
 from .priors import Priors
 from .progress import Progress
 from .retention import Retention
 from .retries import Retries
-from .runs import Run, RunTable
+from .runs import RunTable
 from .publish import Publisher
 from .settings import ClusterSettings
 from .snapshot import Snapshot
@@ -65,8 +65,9 @@ from .startups import Startups
 from .servers import Servers
 from .jobs import HELD, JobRow, Jobs
 from .store import Store
+from .tenancy import Tenancy
 from ..core.online import OnlineThroughputs
-from .view import DaemonView, Shares, control_inputs
+from .view import DaemonView, Shares
 
 log = logging.getLogger(__name__)
 LOCAL_ADMIN = Caller("admin", ADMIN)     # who calls ``submit`` and ``cancel`` in-process
@@ -82,7 +83,6 @@ class DaemonExecutor:
         """``job_env(job)``: what a job's processes get in their environment besides the
         job contract's own (its token)."""
         self.config, self.store = config, store
-        self.settings = config.settings
         self.dispatcher, self.metrics = dispatcher, metrics
         self._clock = clock
         self.inbox = Inbox()
@@ -99,15 +99,16 @@ class DaemonExecutor:
                            frozenset(w for s in servers for w in s.workers))
         self.core = SchedulerCore(policy, view, self.priors, config.rules.core_config(
             policy, table, table.worker_types, seed=config.seed, on_solve_error="keep"),
-            entities=self.settings.entities, prices=self.settings.prices_at(self.now()))
+            entities=config.settings.entities, prices=config.settings.prices_at(self.now()))
         self.driver = config.rules.driver(self.core)
-        self.jobs = Jobs(store, changed=self._changed, ended=self._job_ended)
-        self.audit = Audit(store)
-        self.control = JobControl(self.jobs, self.core, cancel=self._cancel_job,
-                                  running=lambda job_id: job_id in self.runs)
+        self.jobs = Jobs(store, changed=self._changed,
+                         ended=lambda row: self.tenancy.job_ended(row))
         self.jobs.restore(store.jobs(table))
-        self.meter = Meter(store, self.settings.prices_at, self.settings.next_price_change_after,
-                           self.epoch_unix, sink=metrics)
+        self.tenancy = Tenancy(config.settings, store, self.jobs, self.core, metrics,
+                               self.epoch_unix, now=self.now, post=self.post,
+                               cancel=self._cancel_job, fail=self._fail_job,
+                               running=lambda j: j in self.runs, woken=self._wake)
+        self.calls = self.tenancy.calls          # what the client handlers call
         self.startups = Startups(store)
         self.retries = Retries(store, config.round_seconds)
         self.fences = Fences(store)
@@ -116,8 +117,9 @@ class DaemonExecutor:
         self.runs = RunTable(config, self.jobs, self.health, dispatcher, self.startups,
                              self.retries, self.fences, self.hosts, self.core, clock=clock,
                              monotonic=self.origin.monotonic, post=self.post,
-                             fail=self._fail_job, allowed=self.meter.allowed_s,
-                             ended=self._run_ended, job_env=job_env)
+                             fail=self._fail_job, allowed=self.tenancy.meter.allowed_s,
+                             ended=lambda run: self.tenancy.run_ended(run, self._clock()),
+                             job_env=job_env)
         self.roster = Servers(config, self.core, store, self.health, self.runs, self.priors,
                               now=self.now)
         online = OnlineThroughputs(self.priors)
@@ -128,15 +130,12 @@ class DaemonExecutor:
         self.clock = RoundClock(self.core.config.round_seconds, self.driver.plan_lead_s)
         self._started_index = -1
         self._woken = self._clock()       # when an idle scheduler last got work
-        self.calls = ClientCalls(self.jobs, self.core, self.control, self.audit, store,
-                                 now=self.now, end_job=self._cancel_job, woken=self._wake)
         self.pictures = Publisher(self.view(0.0), lambda: self.view(self.now()), metrics,
                                   jobs=lambda: len(self.jobs), clock=clock)
         self.publish = self.pictures.now      # read your writes (``Publisher.now``)
         # Last: entering a restored job may end it (a dependency that ended before the stop
         # cancels it), which needs every room above.
-        for row in list(self.jobs.values()):
-            self.control.enter(row, row.arrival_s)
+        self.tenancy.restore()
 
     @property
     def snapshot(self) -> Snapshot:
@@ -180,7 +179,8 @@ class DaemonExecutor:
                              table=self.table, hosts=self.hosts.by_job,
                              drained=frozenset(self.roster.drained), epoch_unix=self.epoch_unix,
                              round_ends_s=0.0 if ends is None else now + ends - self._clock(),
-                             **self._replay_inputs(), **self._control_inputs())
+                             **self._replay_inputs(),
+                             **self.tenancy.view_inputs(self.runs.live(), self._clock()))
 
     def _replay_inputs(self) -> dict:
         """What a client needs to replay the live state in the simulator (ETA, issue #18):
@@ -192,12 +192,6 @@ class DaemonExecutor:
                                                 types) for j in active}
         startup = {t: self.startups.mean(t)[0] for t in {j.spec.job_type for j in active}}
         return {"rates": rates, "startup_s": startup, **self.config.rules.published()}
-
-    def _control_inputs(self) -> dict:
-        """Job control and accounting for the view (``view.control_inputs``)."""
-        return control_inputs(self.jobs.values(), self.runs.live(), self.meter.run_s(),
-                              self.control.waiting_reason, self.settings.entities.values(),
-                              self._clock())
 
     # ---- time-driven ------------------------------------------------------------------
     def tick(self) -> None:
@@ -231,7 +225,7 @@ class DaemonExecutor:
         """The next round's plan (``RoundDriver.plan``), ``plan_lead`` before the boundary."""
         self._changed()
         now = self.now()
-        self.core.set_prices(self.settings.prices_at(now), now)   # (a price trace moves)
+        self.core.set_prices(self.tenancy.settings.prices_at(now), now)   # (a trace moves)
         flight = self.driver.in_flight
         held = (None if flight is None else
                 np.array(self.runs.held_s(list(flight.batch.keys))))
@@ -326,24 +320,6 @@ class DaemonExecutor:
             self._end_job(job_id, reason,
                           lambda now: self.jobs.cancel(job_id, now, reason))
 
-    def _job_ended(self, row: JobRow) -> None:
-        """A job became final: its history says so, and its dependants are seen to
-        (``control``) once the change that ended it is over."""
-        self.audit.record(SCHEDULER, row.state, [row.id], row.reason or "")
-        self.post(lambda: self.control.ended(row, self.now()))
-
-    def _run_ended(self, run: Run) -> None:
-        """A run's processes are gone: its usage is metered, and a job that has run to its
-        time limit ends (its last checkpoint is counted: it came before its exit)."""
-        job = self.jobs.get(run.job_id)
-        if job is not None:
-            now = self.now()
-            started = now - max(0.0, self._clock() - run.started)
-            why = self.meter.ended(job, run.generation, run.worker_type,
-                                   len(run.workers) or job.spec.scale_factor, started, now)
-            if why is not None:
-                self.post(lambda: self._fail_job(job.id, why))
-
     def _end_job(self, job_id: str, reason: str, end: Callable[[float], None]) -> None:
         """The job ends before it is done: out of the core, its run killed, ``end(now)``
         sets its final state; its GPUs go to waiting jobs."""
@@ -358,7 +334,7 @@ class DaemonExecutor:
     def door(self) -> Door:
         """What a submission is checked against now (``calls``)."""
         return Door(self.table, tuple(self.table.worker_types), self.health.gpus_by_type(),
-                    self.settings.entity_names)
+                    self.tenancy.settings.entity_names)
 
     def submit(self, request: pb.JobRequest, caller: Caller = LOCAL_ADMIN) -> str:
         """Submit as ``caller`` (``calls.ClientCalls.submit``); the (first) job's id."""
@@ -373,12 +349,8 @@ class DaemonExecutor:
             self._woken = self._clock()
 
     def reload(self, settings: ClusterSettings, policy: Policy) -> None:
-        """New entities, policy options and prices (``SIGHUP``, ``gavelsched reload``): the
-        next round is planned under them; running jobs keep running."""
-        self.settings = settings
-        self.meter.reprice(settings.prices_at, settings.next_price_change_after)
-        self.core.reconfigure(self.now(), policy=policy, entities=settings.entities,
-                              prices=settings.prices_at(self.now()))
+        """New entities, policy options and prices, from the next round (``Tenancy``)."""
+        self.tenancy.reload(settings, policy)
         self._changed()
 
     def drain(self, server_id: int, undo: bool = False,
@@ -387,7 +359,8 @@ class DaemonExecutor:
         ``user`` asked (the audit log says so)."""
         self._changed()
         reply = self.roster.drain(server_id, undo)
-        self.audit.record(user, "undrain" if undo else "drain", detail=f"server {server_id}")
+        self.tenancy.audit.record(user, "undrain" if undo else "drain",
+                                  detail=f"server {server_id}")
         return reply
 
     def register(self, request: pb.RegisterWorkerRequest, mono: float,

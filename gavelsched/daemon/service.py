@@ -263,7 +263,7 @@ class ClientService(pb_grpc.ClientToSchedulerServicer):
     def Update(self, request, context):
         caller = self.callers.of(context)
         return self._change(context, lambda: self.x.calls.update(
-            caller, request, self.x.settings.entity_names))
+            caller, request, self.x.tenancy.settings.entity_names))
 
     def History(self, request, context):
         caller = self.callers.of(context)

@@ -68,7 +68,7 @@ def in_core(s: Scheduler, job_id: str) -> bool:
 
 
 def actions(s: Scheduler, job_id: str) -> list[tuple[str, str, str]]:
-    return [(e.user, e.action, e.detail) for e in s.x.audit.history(job_id)]
+    return [(e.user, e.action, e.detail) for e in s.x.tenancy.audit.history(job_id)]
 
 
 def launched(s: Scheduler, since: int = 0) -> list[str]:
@@ -511,7 +511,7 @@ def test_a_run_that_ends_early_leaves_the_rest_of_the_limit(sched):
     sched.exited(j, 100)
     pump(sched)
     assert sched.x.jobs[j].state == "preempted"
-    assert sched.x.meter.allowed_s(sched.x.jobs[j]) == pytest.approx(17.0, abs=0.6)
+    assert sched.x.tenancy.meter.allowed_s(sched.x.jobs[j]) == pytest.approx(17.0, abs=0.6)
 
 
 def test_the_time_run_before_a_restart_counts_against_the_limit(sched, tmp_path):
@@ -522,7 +522,7 @@ def test_the_time_run_before_a_restart_counts_against_the_limit(sched, tmp_path)
     sched.t = LEAD_FREE + 8.5
     sched.exited(j, 100)
     s2 = restart(sched, tmp_path)
-    assert s2.x.meter.allowed_s(s2.x.jobs[j]) == pytest.approx(17.0, abs=0.6)
+    assert s2.x.tenancy.meter.allowed_s(s2.x.jobs[j]) == pytest.approx(17.0, abs=0.6)
     assert status(s2)[j].run_s == pytest.approx(8.0, abs=0.6)
     s2.close()
 
