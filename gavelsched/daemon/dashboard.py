@@ -9,9 +9,11 @@ GPUs each entity's jobs hold: its share over time; sampled from the snapshots:
 ``utilisation``, kept across restarts in the state directory).
 
 With a token, every request needs it: ``Authorization: Bearer <token>``, or the cookie
-that ``/?token=<token>`` sets (HttpOnly, SameSite=Strict; its value is derived from the
-token, not the token) before redirecting to ``/``; else 401. Compared in constant time;
-requests are not logged. Without a token it answers only requests addressed to a
+that ``/?token=<token>`` sets (HttpOnly, SameSite=Strict; its value is the token's hash and
+a MAC of it under the cluster's token, never the token) before redirecting to ``/``; else
+401. The cluster's token opens it, and so does the token of every user and admin of the
+users file (``identities``; issue #28); a cookie stops working when its user is removed.
+Compared in constant time; requests are not logged. Without a token it answers only requests addressed to a
 loopback host name (``config`` keeps it on loopback).
 """
 
@@ -30,6 +32,7 @@ from importlib.resources import files
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+from ..rpc.identity import ADMIN, USER, Identities, token_hash
 from ..rpc.security import is_loopback
 from .jobs import PREEMPTED, QUEUED, RUNNING
 from .snapshot import Snapshot
@@ -97,11 +100,13 @@ class Dashboard:
     that keeps the utilisation across restarts (None: memory only)."""
 
     def __init__(self, snapshot: Callable[[], Snapshot], token: str | None,
-                 history: Path | None = None) -> None:
+                 history: Path | None = None,
+                 identities: Callable[[], Identities] | None = None) -> None:
+        """``identities()``: who may call the scheduler now (its users' tokens open the
+        page too); None: the cluster's token only."""
         self._snapshot = snapshot
         self._token = token.encode() if token else None
-        self._cookie = (hmac.new(self._token, b"gavelsched dashboard", hashlib.sha256)
-                        .hexdigest().encode() if self._token else None)
+        self._identities = identities
         self._history = Utilisation(history)
         self._stop = threading.Event()
         self._server: ThreadingHTTPServer | None = None
@@ -138,27 +143,52 @@ class Dashboard:
                 "utilisation": self._history.points()}
 
     # ---- auth ----------------------------------------------------------------------------
-    def allowed(self, headers, query: dict) -> tuple[bool, bool]:
-        """(allowed, set the cookie): the bearer token, the cookie, or ``?token=``."""
+    def allowed(self, headers, query: dict) -> tuple[bool, str | None]:
+        """(allowed, the cookie to set or None): the bearer token, the cookie, or
+        ``?token=``."""
         if self._token is None:
             host = urlsplit("//" + (headers.get("Host") or "")).hostname or ""
-            return is_loopback(host), False
+            return is_loopback(host), None
         auth = headers.get("Authorization") or ""
-        if auth.startswith("Bearer ") and hmac.compare_digest(auth[7:].strip().encode(),
-                                                              self._token):
-            return True, False
+        if auth.startswith("Bearer ") and self._admits(auth[7:].strip()):
+            return True, None
         for part in (headers.get("Cookie") or "").split(";"):
             name, _, value = part.strip().partition("=")
-            if name == COOKIE and hmac.compare_digest(value.encode(), self._cookie):
-                return True, False
-        given = query.get("token", [""])[0].strip().encode()
-        if given and hmac.compare_digest(given, self._token):
-            return True, True
-        return False, False
+            if name == COOKIE and self._cookie_admits(value):
+                return True, None
+        given = query.get("token", [""])[0].strip()
+        if given and self._admits(given):
+            return True, self._cookie(token_hash(given))
+        return False, None
 
-    def set_cookie(self) -> str:
-        """The ``Set-Cookie`` value that admits this browser from now on."""
-        return f"{COOKIE}={self._cookie.decode()}; HttpOnly; SameSite=Strict; Path=/"
+    def _admits(self, token: str) -> bool:
+        """The cluster's token, or a user's or an admin's."""
+        if hmac.compare_digest(token.encode(), self._token):
+            return True
+        caller = None if self._identities is None else self._identities().identify(token)
+        return caller is not None and caller.role in (ADMIN, USER)
+
+    def _cookie(self, hashed: str) -> str:
+        """The cookie of a token whose hash is ``hashed``: the hash and its MAC."""
+        mac = hmac.new(self._token, b"gavelsched dashboard\0" + hashed.encode(),
+                       hashlib.sha256).hexdigest()
+        return f"{hashed.partition(':')[2]}.{mac}"
+
+    def _cookie_admits(self, value: str) -> bool:
+        """A cookie this dashboard set, of a token that still opens it."""
+        digest, _, _ = value.partition(".")
+        hashed = f"sha256:{digest}"
+        if not hmac.compare_digest(value.encode(), self._cookie(hashed).encode()):
+            return False
+        if hmac.compare_digest(hashed, token_hash(self._token.decode())):
+            return True
+        users = () if self._identities is None else (self._identities().users or ())
+        return any(u.token_hash == hashed and u.role in (ADMIN, USER) for u in users)
+
+    @staticmethod
+    def set_cookie(value: str) -> str:
+        """The ``Set-Cookie`` header that admits this browser from now on."""
+        return f"{COOKIE}={value}; HttpOnly; SameSite=Strict; Path=/"
 
     # ---- server --------------------------------------------------------------------------
     def serve(self, address: str) -> int:
@@ -209,16 +239,17 @@ def _handler(board: Dashboard) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:   # noqa: N802
             url = urlsplit(self.path)
-            ok, set_cookie = board.allowed(self.headers, parse_qs(url.query))
+            ok, cookie = board.allowed(self.headers, parse_qs(url.query))
             if not ok:
-                self._send(401, b"401 Unauthorized: the dashboard needs the cluster's token: "
-                           b"open /?token=TOKEN, or send Authorization: Bearer TOKEN\n",
+                self._send(401, b"401 Unauthorized: the dashboard needs a token (the "
+                           b"cluster's, or a user's): open /?token=TOKEN, or send "
+                           b"Authorization: Bearer TOKEN\n",
                            "text/plain; charset=utf-8",
                            [("WWW-Authenticate", 'Bearer realm="gavelsched"')])
-            elif set_cookie:    # drop the token from the address bar and history
+            elif cookie:    # drop the token from the address bar and history
                 self._send(303, b"", "text/plain", [
                     ("Location", url.path or "/"),
-                    ("Set-Cookie", board.set_cookie())])
+                    ("Set-Cookie", board.set_cookie(cookie))])
             elif url.path == "/":
                 self._send(200, PAGE, "text/html; charset=utf-8")
             elif url.path == "/api/status":

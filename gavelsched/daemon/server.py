@@ -70,7 +70,8 @@ class SchedulerDaemon:
         self.port = 0
         self.metrics_port: int | None = None
         self.dashboard = Dashboard(lambda: self.executor.snapshot, self.token,
-                                   config.state_dir / "utilisation.jsonl")
+                                   config.state_dir / "utilisation.jsonl",
+                                   identities=lambda: self.identities)
         self.dashboard_port: int | None = None
         self._thread: threading.Thread | None = None
 

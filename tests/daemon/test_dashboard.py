@@ -232,3 +232,40 @@ def test_the_page_asks_for_the_rows_it_draws_and_gets_the_busy_ones_first() -> N
             assert _get(f"{base}?rows={bad}", "s3cret")[0] == 400
     finally:
         board.close()
+
+
+def test_a_users_token_opens_the_dashboard_until_the_user_is_removed() -> None:
+    """With a users file, a user's or an admin's token opens the page (issue #28), and the
+    cookie ``?token=`` sets for it stops working once the user is gone; a job's token and
+    a token of no one do not open it."""
+    from gavelsched.daemon.dashboard import Dashboard
+    from gavelsched.rpc.identity import Identities, UserEntry, job_token, token_hash
+
+    alice = UserEntry("alice", "user", frozenset({"team-a"}), token_hash("alice-token"))
+    identities = [Identities("s3cret", [alice])]
+    snap = [_snapshot()]
+    board = Dashboard(lambda: snap[0], "s3cret", identities=lambda: identities[0])
+    port = board.serve("127.0.0.1:0")
+    base = f"http://127.0.0.1:{port}"
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *a, **k):
+            return None
+    try:
+        assert _get(base + "/api/status", "alice-token")[0] == 200
+        assert _get(base + "/api/status", "s3cret")[0] == 200
+        assert _get(base + "/api/status", job_token("s3cret", "0"))[0] == 401
+        assert _get(base + "/api/status", "nobody")[0] == 401
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.build_opener(NoRedirect).open(base + "/?token=alice-token",
+                                                         timeout=10)
+        cookie = err.value.headers["Set-Cookie"].split(";")[0]
+        assert err.value.code == 303 and "alice-token" not in cookie
+        with_cookie = urllib.request.Request(base + "/api/status", headers={"Cookie": cookie})
+        assert urllib.request.urlopen(with_cookie, timeout=10).status == 200
+        identities[0] = Identities("s3cret", [])          # a reload removed alice
+        with pytest.raises(urllib.error.HTTPError, match="401"):
+            urllib.request.urlopen(with_cookie, timeout=10)
+        assert _get(base + "/api/status", "alice-token")[0] == 401
+    finally:
+        board.close()
