@@ -121,6 +121,7 @@ def _run(args, root: Path, workers: dict[str, int], table, first=()) -> int:
     cluster, metrics_port = make_cluster(args, root, workers, table)
     try:
         start_daemons(cluster, args, workers)
+        sys.stderr.write(connect_line(cluster))
         if cluster.dashboard_url:
             sys.stderr.write(f"dashboard: {cluster.dashboard_url}\n")
         schedule = [(0.0, r) for r in first] + _schedule(args, workers, table)
@@ -132,6 +133,14 @@ def _run(args, root: Path, workers: dict[str, int], table, first=()) -> int:
     if sys.stderr.isatty():
         sys.stderr.write("\n")
     return report(outcome, args.json)
+
+
+def connect_line(cluster) -> str:
+    """How to reach the cluster from another shell while it runs (issue #29: a first
+    ``gavelsched status`` beside it found no scheduler at the default address)."""
+    token = f" --token-file {cluster.token_file}" if cluster.token_file else ""
+    return (f"scheduler: {cluster.address} (token file: {cluster.token_file or 'none'}); "
+            f"from another shell: gavelsched status --scheduler {cluster.address}{token}\n")
 
 
 def _schedule(args, workers: dict[str, int], table) -> list:

@@ -17,6 +17,9 @@ def test_local_cluster_runs_a_mix_and_writes_the_result_json(tmp_path, capsys):
     printed = capsys.readouterr()
     assert code == 0, printed.out + printed.err
     assert "average JCT" in printed.out and "completed           2/2 jobs" in printed.out
+    # how to reach it from another shell while it runs (issue #29): its address and token
+    (line,) = [x for x in printed.err.splitlines() if x.startswith("scheduler: 127.0.0.1:")]
+    assert "gavelsched status --scheduler 127.0.0.1:" in line and "--token-file " in line
     result = json.loads(out.read_text())
     assert result["policy"] == "max_min_fairness_perf"
     assert len(result["jobs"]) == 2
