@@ -104,12 +104,10 @@ class DaemonConfig:
     settings: ClusterSettings = ClusterSettings()
 
     def changed_from(self, old: DaemonConfig) -> list[str]:
-        """The fields whose values differ from ``old``'s (``settings`` as its keys)."""
-        out = [f.name for f in fields(self) if f.name != "settings"
-               and getattr(self, f.name) != getattr(old, f.name)]
-        if self.settings != old.settings:
-            out += [k for k in SETTINGS_KEYS if k not in out]
-        return out
+        """The fields other than ``settings`` (all of it reloadable) whose values differ
+        from ``old``'s."""
+        return [f.name for f in fields(self) if f.name != "settings"
+                and getattr(self, f.name) != getattr(old, f.name)]
 
     def with_fixed(self, old: DaemonConfig) -> DaemonConfig:
         """This config's reloadable fields over ``old``'s others (what a restart would
