@@ -88,7 +88,8 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
              sim: SimConfig | None = None, gpus_per_server: Mapping[str, int] | int | None = None,
              prices: Mapping[str, float] | None = None, price_trace: PriceTrace | None = None,
              entities: Mapping[str, Entity] | None = None,
-             seed: int = 0, progress: bool = False) -> SimulationResult:
+             seed: int = 0, progress: bool = False,
+             running: Mapping[int, str] | None = None) -> SimulationResult:
     """Replay ``jobs`` (job ``i`` gets id ``str(i)``) on ``cluster`` under ``policy``. A
     job's own ``throughputs`` (``TraceJob``) replace ``table``'s row for it, and its own
     ``startup_s`` its type's preemption overhead: a measured job keeps its type's name.
@@ -96,7 +97,9 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
     ``core_config`` defaults to ``config_for(policy, ...)`` (Gavel's rules, read from
     the policy's declared traits, with the types served fastest first); ``prices`` are $/GPU-hour per type, ``price_trace`` changes them
     over time; ``entities`` (by name) make water-filling policies hierarchical (thesis
-    §5.4.3: jobs name their entity in the trace).
+    §5.4.3: jobs name their entity in the trace). ``running``: job index -> the worker type
+    it runs on at t = 0 (a live cluster's replay, ``twin.py``): in the first round, its task
+    on that type goes on without a start-up, as the daemon extends a kept job's lease.
     """
     wall_start = time.perf_counter()
     sim = sim or SimConfig()
@@ -128,7 +131,8 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
                Metrics(policy_name, view.worker_types, sim.record_timeline,
                        frozenset(str(i) for i in _plotted(sim.window, len(jobs))),
                        {s.id: s.entity or "" for s in specs} if entities else None),
-               dict(prices or {}), price_trace, knowledge)
+               dict(prices or {}), price_trace, knowledge,
+               {str(i): t for i, t in (running or {}).items()})
     end = run.loop(_progress_bar(run.targets_left, progress))
     return run.metrics.result(end_s=end, capacity=run.core.view.counts,
                               wall_s=time.perf_counter() - wall_start, window=sim.window,
@@ -140,9 +144,11 @@ class _Run:
 
     def __init__(self, jobs, specs, core: SchedulerCore, sim: SimConfig, metrics: Metrics,
                  prices: dict[str, float], price_trace: PriceTrace | None,
-                 knowledge: _Knowledge | None = None) -> None:
+                 knowledge: _Knowledge | None = None,
+                 running: Mapping[str, str] | None = None) -> None:
         self.jobs, self.specs, self.core, self.sim, self.metrics = jobs, specs, core, sim, metrics
         self.knowledge = knowledge
+        self.running = dict(running or {})   # job -> its type at t = 0, until a round ends
         self.startups = _startups(jobs, sim.preemption_overhead_s)
         self.driver = RoundDriver(core, plan_lead_s=sim.plan_lead_s,
                                   arrival_grace_s=sim.arrival_grace_s)
@@ -225,6 +231,7 @@ class _Run:
         each task held its workers."""
         R = rnd.round_seconds
         ran = self.run_tasks(rnd.batch, R, 0.0)
+        self.running = {}           # from the second round on, the plan says who is kept
         if unstarted:
             ran = ran.never_started(np.isin(np.arange(len(ran.batch)), unstarted))
         if self.core.config.refill_freed:
@@ -267,6 +274,9 @@ class _Run:
         most ``span`` seconds."""
         startups = self.startups
         pause = _pauses(batch, startups) if startups is not None else np.zeros(len(batch))
+        for i, members in enumerate(batch.members if self.running else ()):
+            if all(self.running.get(m) == batch.types[batch.type_index[i]] for m in members):
+                pause[i] = 0.0      # kept on the type it runs on at t = 0: no start-up
         true = None if self.knowledge is None else self.knowledge.rates(batch)
         seconds, steps = _run_tasks(batch, span, None if startups is None else pause, true)
         return _Ran(batch, seconds, steps, pause, np.full(len(batch), float(start)))
