@@ -49,6 +49,9 @@ class SimConfig:
     - ``arrival_grace_s``: an idle cluster plans its round this long after the arrival
       that woke it, admitting every job arrived by then (the daemon waits half a second
       so that jobs submitted together are planned together). 0: at the arrival (Gavel).
+    - ``horizon_s``: stop at this virtual time (a forecast's replay, ``twin.py``: a job of
+      years would take as many rounds); the jobs not finished by then have no completion,
+      and ``SimulationResult.steps_left`` says what each still needs. None: to the end.
     """
 
     round_ends_at_last_finish: bool = True
@@ -61,6 +64,7 @@ class SimConfig:
     priors: Any = None              # a ``traces.ThroughputTable``, or None
     plan_lead_s: float = 0.0
     arrival_grace_s: float = 0.0
+    horizon_s: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "preemption_overhead_s",
@@ -73,6 +77,8 @@ class SimConfig:
             raise ValueError(f"plan lead must be >= 0 seconds, got {self.plan_lead_s}")
         if not 0.0 <= self.arrival_grace_s < float("inf"):
             raise ValueError(f"arrival grace must be >= 0 seconds, got {self.arrival_grace_s}")
+        if self.horizon_s is not None and not 0.0 < self.horizon_s < float("inf"):
+            raise ValueError(f"horizon must be > 0 seconds, got {self.horizon_s}")
         if self.window is not None:
             first, last = self.window
             if not 0 <= first < last:

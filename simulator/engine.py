@@ -36,9 +36,11 @@ end of the last busy round); here received time is the time a task held its work
 from __future__ import annotations
 
 import logging
+import math
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import NamedTuple
 
 import numpy as np
@@ -134,9 +136,14 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
                dict(prices or {}), price_trace, knowledge,
                {str(i): t for i, t in (running or {}).items()})
     end = run.loop(_progress_bar(run.targets_left, progress))
-    return run.metrics.result(end_s=end, capacity=run.core.view.counts,
-                              wall_s=time.perf_counter() - wall_start, window=sim.window,
-                              order=[s.id for s in specs])
+    result = run.metrics.result(end_s=end, capacity=run.core.view.counts,
+                                wall_s=time.perf_counter() - wall_start, window=sim.window,
+                                order=[s.id for s in specs])
+    if sim.horizon_s is not None:      # what the jobs not finished by the horizon still need
+        left = {j: run.core.remaining_steps(j) for j in run.core.active_jobs}
+        left.update((s.id, s.total_steps) for s in specs if s.id in run.core.pending_jobs)
+        result = replace(result, steps_left=left)
+    return result
 
 
 class _Run:
@@ -168,7 +175,8 @@ class _Run:
         driver = self.driver
         now = driver.first_plan_at(self.jobs[self.arrivals[0]].arrival_s) if self.jobs else 0.0
         held = None                     # seconds each task of the last round held
-        while self.targets_left > 0:
+        horizon = math.inf if self.sim.horizon_s is None else self.sim.horizon_s
+        while self.targets_left > 0 and now < horizon:
             # A round that follows another is planned plan_lead_s before that one ends.
             self.submit_arrivals(now if held is None else driver.plan_at(now))
             self.update_prices(now)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from gavelsched.core.online import prior_scale
 from gavelsched.core.rules import DaemonRules
-from gavelsched.daemon.jobs import FINAL, RUNNING
+from gavelsched.daemon.jobs import FINAL
 
 NEW_ID = "new"
 
@@ -32,6 +32,9 @@ class LiveJob:
     started_s: float | None = None     # scheduler clock; None: never started
     entity: str | None = None
     running_on: str | None = None      # the worker type it runs on this round; None: none
+    run_began_s: float | None = None   # its run's first round's start (kept runs: earlier)
+    run_up_s: float | None = None      # its run's process reached the scheduler; None: not yet
+    run_refill: bool = False           # its run was placed on GPUs freed mid-round
 
 
 @dataclass(frozen=True)
@@ -49,17 +52,22 @@ class LiveState:
     def round_seconds(self) -> float:
         return self.rules.round_seconds
 
+    def startup_mean(self, job: LiveJob) -> float:
+        """The mean start-up of ``job`` (its own, else its type's), from its round's start
+        to its process's first InitJob."""
+        return job.startup_s if job.startup_s is not None else \
+            self.rules.startup_s.get(job.job_type, 0.0)
+
     def startup_of(self, job: LiveJob) -> float:
         """The start-up a fresh run of ``job`` is charged (``DaemonRules.startup_charge``)."""
-        seconds = job.startup_s if job.startup_s is not None else \
-            self.rules.startup_s.get(job.job_type, 0.0)
-        return self.rules.startup_charge(seconds)
+        return self.rules.startup_charge(self.startup_mean(job))
 
 
 def state_of(reply) -> LiveState:
     """A ``StatusResponse`` (with every unfinished job) as a ``LiveState``: the alive GPUs
     not drained per type (servers as large as the largest alive one), and the rules the
-    daemon publishes (``DaemonRules.of_status``, each job's ``startup_s`` its type's)."""
+    daemon publishes (``DaemonRules.of_status``, each job's ``startup_s`` its type's). A
+    job with a run this round runs on its type, started up or not."""
     workers: dict[str, int] = {}
     per: dict[str, int] = {}
     for w in reply.workers:
@@ -71,11 +79,18 @@ def state_of(reply) -> LiveState:
         LiveJob(j.id, j.job_type, j.scale_factor, max(0, j.total_steps - j.steps_done),
                 dict(j.steps_per_s), j.priority_weight or 1.0, None,
                 j.started_s if j.started_s >= 0 else None, j.entity or None,
-                j.worker_type if j.state == RUNNING and j.worker_type in workers else None)
+                j.worker_type if j.worker_type in workers else None,
+                _time(j.run_began_s) if j.worker_type else None,
+                _time(j.run_up_s) if j.worker_type else None, j.run_refill)
         for j in live)
     rules = DaemonRules.of_status(reply, {j.job_type: j.startup_s for j in live})
     return LiveState(reply.now_s, reply.epoch_unix, reply.policy, rules, workers, per, jobs,
                      reply.round_ends_s if reply.round_ends_s > reply.now_s else None)
+
+
+def _time(value: float) -> float | None:
+    """A wire time (< 0: none)."""
+    return None if value < 0 else value
 
 
 def hypothetical(request, state: LiveState, prior=None) -> LiveJob:

@@ -72,6 +72,7 @@ class SimulationResult:
     end_s: float = 0.0
     timeline: Timeline | None = field(default=None, compare=False, repr=False)
     entity_gpu_s: Mapping[str, float] = field(default_factory=dict)  # with entities
+    steps_left: Mapping[str, int] = field(default_factory=dict)  # at ``SimConfig.horizon_s``
 
     @property
     def completed(self) -> int:

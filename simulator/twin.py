@@ -23,15 +23,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from gavelsched.core.rules import DaemonRules
+from gavelsched.core.rules import MIN_LEASE_FRACTION, DaemonRules
 from traces import ThroughputTable, TraceJob
 
 from .config import SimConfig
 from .engine import make_policy, simulate
 from .live import LiveJob, LiveState
 
-__all__ = ["DaemonRules", "Eta", "Replay", "etas", "predict", "replay", "replay_inputs",
-           "sim_config", "this_round"]
+__all__ = ["HORIZON_ROUNDS", "DaemonRules", "Eta", "Replay", "etas", "extrapolated",
+           "predict", "replay", "replay_inputs", "run_window", "sim_config", "this_round"]
 
 
 def sim_config(rules: DaemonRules, *, arrivals: bool = False, **more) -> SimConfig:
@@ -71,6 +71,7 @@ class Replay:
     cluster: dict[str, int]
     gpus_per_server: dict[str, int]
     ids: list[str] = field(default_factory=list)
+    running: dict[int, str] = field(default_factory=dict)   # trace index -> its type now
 
 
 def _runnable(job: LiveJob, state: LiveState) -> bool:
@@ -80,39 +81,58 @@ def _runnable(job: LiveJob, state: LiveState) -> bool:
 
 def this_round(state: LiveState) -> tuple[LiveState, float, dict[str, Eta]]:
     """The round the daemon has placed already, kept (thesis §5.5: a round's placement
-    stands until its end): each job running now makes its steps on its type until the
-    round ends, from the round's start (after its start-up, when its first run began this
-    round; its durable count is the round start's). Returns the state at the round's end
-    (running jobs with the steps they still need and no start-up, as they keep their
-    GPUs when they can), the seconds to it, and the jobs that finish within it.
-    Re-planning the placed round from now made running jobs late and queued ones early
-    (BENCHMARKS.md, "ETA error against real finishes"). The simulator cannot start from a
-    placed round (its first round is planned afresh), so this stays a model of its own."""
+    stands until its end): each job with a run now makes its steps on its type in its
+    run's window (``run_window``). Returns the state at the round's end (those jobs with
+    the steps they still need, still ``running_on`` their type: the replay keeps them there
+    without a start-up, ``simulate(running=...)``), the seconds to it, and the jobs that
+    finish within it. Re-planning the placed round from now made running jobs late and
+    queued ones early (BENCHMARKS.md, "ETA error against real finishes"). The simulator
+    cannot start from a placed round (its first round is planned afresh), so this stays a
+    model of its own."""
     if state.round_ends_s is None:
         return state, 0.0, {}
-    ends, begin = state.round_ends_s, state.round_ends_s - state.round_seconds
+    ends = state.round_ends_s
     jobs, done = [], {}
     for job in state.jobs:
         rate = job.steps_per_s.get(job.running_on or "", 0.0)
         if rate <= 0:
             jobs.append(job)
             continue
-        fresh = job.started_s is not None and job.started_s >= begin
-        start = begin + (state.startup_of(job) if fresh else 0.0)
+        start, end = run_window(state, job)
         finish = start + job.steps_left / rate
-        if finish <= ends:
+        if finish <= end:
             done[job.id] = Eta(None, max(0.0, finish - state.now_s))
         else:
-            left = job.steps_left - int(rate * max(0.0, ends - start))
-            jobs.append(replace(job, steps_left=max(1, left), startup_s=0.0))
+            left = job.steps_left - int(rate * max(0.0, end - start))
+            jobs.append(replace(job, steps_left=max(1, left)))
     return replace(state, now_s=ends, jobs=tuple(jobs)), ends - state.now_s, done
+
+
+def run_window(state: LiveState, job: LiveJob) -> tuple[float, float]:
+    """When the run ``job`` has this round makes steps, on the scheduler's clock (thesis
+    §5.6: leases are round-aligned, a kept job's lease is extended): a run kept from an
+    earlier round (or not known) from the round's start; a fresh one from its process's first InitJob
+    (or, still starting up, its job type's mean start-up after its round's start, and not
+    before now). A fresh run ends with the round, but gets at least the lease floor after
+    its start-up (``MIN_LEASE_FRACTION`` of a round; a refill gets none)."""
+    R, ends = state.round_seconds, state.round_ends_s
+    begin = ends - R
+    began = job.run_began_s
+    if began is None or began < begin - 1e-6:     # (None: a picture without it)
+        return begin, ends
+    if job.run_up_s is not None:
+        start = job.run_up_s
+    else:
+        start = max(state.now_s, began + state.startup_mean(job))
+    floor = 0.0 if job.run_refill else MIN_LEASE_FRACTION * R
+    return start, max(ends, start + floor)
 
 
 def replay_inputs(state: LiveState, extra: Sequence[LiveJob] = ()) -> Replay:
     """The simulator's inputs for the state (and ``extra`` jobs): each job under its own
     job type with its own steps/s on the alive types and, when it has one, its own
     start-up (capped); jobs that no alive type can run are left out (they never finish)."""
-    trace, ids = [], []
+    trace, ids, running = [], [], {}
     for job in (*state.jobs, *extra):
         if not _runnable(job, state):
             continue
@@ -121,14 +141,22 @@ def replay_inputs(state: LiveState, extra: Sequence[LiveJob] = ()) -> Replay:
         trace.append(TraceJob(job.job_type, job.scale_factor, job.steps_left, 0.0,
                               priority_weight=job.priority_weight, throughputs=rates,
                               startup_s=startup))
+        if job.running_on in rates:
+            running[len(ids)] = job.running_on
         ids.append(job.id)
     return Replay(trace, ThroughputTable({t: {} for t in state.workers}),
-                  dict(state.workers), dict(state.gpus_per_server), ids)
+                  dict(state.workers), dict(state.gpus_per_server), ids, running)
+
+
+# A replay simulates at most this many rounds; a job not finished by then is extrapolated at
+# the rate it made over them (a job of years would take as many rounds to replay).
+HORIZON_ROUNDS = 2000
 
 
 def replay(state: LiveState, extra: Sequence[LiveJob] = ()) -> dict[str, Eta]:
     """Each job's predicted start and finish, in seconds from now: the placed round kept
-    (``this_round``), then the simulator from its end, under the state's ``DaemonRules``."""
+    (``this_round``), then the simulator from its end, under the state's ``DaemonRules``,
+    for at most ``HORIZON_ROUNDS`` rounds (``extrapolated`` beyond)."""
     out = {j.id: Eta(None, None) for j in (*state.jobs, *extra)}
     later, offset, done = this_round(state)
     out.update(done)
@@ -140,14 +168,26 @@ def replay(state: LiveState, extra: Sequence[LiveJob] = ()) -> dict[str, Eta]:
     config = rules.core_config(policy, inputs.table, list(inputs.cluster),
                                rows=[job.throughputs for job in inputs.trace])
     result = simulate(inputs.trace, inputs.table, inputs.cluster, policy, core_config=config,
-                      sim=sim_config(rules), gpus_per_server=inputs.gpus_per_server)
+                      sim=sim_config(rules, horizon_s=HORIZON_ROUNDS * rules.round_seconds),
+                      gpus_per_server=inputs.gpus_per_server, running=inputs.running)
     started = {j.id: j.started_s is not None for j in (*state.jobs, *extra)}
     for record in result.jobs:
-        job_id = inputs.ids[int(record.id)]
+        i = int(record.id)
+        job_id = inputs.ids[i]
         start = None if started[job_id] or record.started_s is None else offset + record.started_s
-        finish = None if record.completion_s is None else offset + record.completion_s
-        out[job_id] = Eta(start, finish)
+        finish = record.completion_s
+        if finish is None and record.id in result.steps_left:
+            finish = extrapolated(inputs.trace[i].total_steps, result.steps_left[record.id],
+                                  result.end_s)
+        out[job_id] = Eta(start, None if finish is None else offset + finish)
     return out
+
+
+def extrapolated(steps: int, left: int, horizon_s: float) -> float | None:
+    """When a job that made ``steps - left`` steps in a replay's first ``horizon_s``
+    seconds finishes at that rate; None: it made none."""
+    made = steps - left
+    return None if made <= 0 or horizon_s <= 0 else horizon_s + left * horizon_s / made
 
 
 def etas(state: LiveState) -> dict[str, Eta]:

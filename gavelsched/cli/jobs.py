@@ -6,7 +6,8 @@ an array).
 ``status`` shows the jobs not finished (``--all``: every job), as Slurm's ``squeue`` does;
 ``history`` every job with its times, as ``sacct`` does (``jobviews``). Both filter with
 ``--state S[,S]``, ``--type T`` and ``--entity E`` (the scheduler filters) and print
-``--json``; ``status --eta`` adds each job's predicted start and finish (``eta``).
+``--json``; ``status --eta`` adds each job's predicted start and finish, as the scheduler
+computed them (``eta``; ``--json`` carries them always).
 
 All take the connection flags (``connection.py``). A refused token, an unreachable
 scheduler and a refused submission each end with one line on stderr and exit code 2.
@@ -21,7 +22,7 @@ from ..client.api import Client
 from ..client.request import JobRequest
 from ..client.status import ClusterStatus
 from .connection import api, connection_flags
-from .jobviews import event_lines, history_table, status_table
+from .jobviews import eta_lines, event_lines, history_table, status_table
 
 STATES_HELP = "queued, running, preempted, held, done, failed, cancelled"
 
@@ -69,8 +70,10 @@ def register(subparsers) -> None:
                                           "show finished jobs too.")
     p.add_argument("--all", action="store_true", help="finished jobs too")
     p.add_argument("--eta", action="store_true",
-                   help="also each unfinished job's predicted start and finish: the live "
-                        "state replayed in the simulator here, in this process")
+                   help="also each unfinished job's predicted start and finish, as the "
+                        "scheduler computed them (its live state replayed in the "
+                        "simulator after each round's plan, arrival and end); --json "
+                        "always carries them")
     p.set_defaults(func=status)
     p = subparsers.add_parser("history", parents=[common, filters],
                               help="show every job with its times, or one job's history",
@@ -134,29 +137,10 @@ def _show(args: argparse.Namespace, status: ClusterStatus, table) -> int:
 
 
 def status(args: argparse.Namespace) -> int:
-    client, filters = _client(args), _filters(args, active=not args.all)
-    if not args.eta:
-        return _show(args, client.status(**filters), status_table)
-    from . import eta
-    from .predict import replayed
-    reply = client.status_reply(**filters)
-    shown = ClusterStatus.from_pb(reply)
-    # The replay needs every unfinished job, whatever the filters show.
-    everything = reply if not (args.state or args.type or args.entity or args.mine
-                               or args.user) else \
-        client.status_reply(active=True)
-    state = eta.state_of(everything)
-    etas, why = replayed(lambda: eta.replay(state))
-    if args.json:
-        out = shown.to_dict()
-        predicted = eta.eta_dict(state, etas)
-        for job in out["jobs"]:
-            job["eta"] = predicted.get(job["id"])
-        print(json.dumps(out))
-        return 0
-    lines = status_table(shown)
-    lines.extend([f"predicted: unavailable ({why})"] if why else eta.eta_lines(state, etas))
-    print("\n".join(lines))
+    got = _client(args).status(**_filters(args, active=not args.all))
+    if not args.eta or args.json:      # (--json carries the scheduler's ETAs always)
+        return _show(args, got, status_table)
+    print("\n".join([*status_table(got), *eta_lines(got)]))
     return 0
 
 

@@ -122,3 +122,26 @@ def event_lines(events) -> list[str]:
         when = "%04d-%02d-%02dT%02d:%02d:%02dZ" % time.gmtime(e.time_unix)[:6]
         lines.append(f"{when:<20}  {e.user:<16}  {e.action:<10}  {e.detail}".rstrip())
     return lines
+
+
+def eta_lines(status: ClusterStatus) -> list[str]:
+    """The table ``status --eta`` prints below the status table: the scheduler's own
+    predictions (``eta_start_s``, ``eta_finish_s``) and when it made them."""
+    def at(seconds: float | None) -> str:
+        if seconds is None:
+            return "-"
+        return f"{date(status.epoch_unix, seconds)} (+{clock(max(0.0, seconds - status.now_s))})"
+    if status.eta_computed_s is None:
+        why = status.eta_error or "the scheduler has not replayed its state yet"
+        return [f"predicted: none yet ({why})"]
+    age = max(0.0, status.now_s - status.eta_computed_s)
+    failed = f"; its last replay failed: {status.eta_error}" if status.eta_error else ""
+    lines = [f"predicted by the scheduler {clock(age)} ago (its state replayed in the "
+             f"simulator, policy {status.policy}){failed}"]
+    jobs = [j for j in status.jobs if j.ended_s is None]
+    w = max([2, *(len(j.id) for j in jobs)])
+    lines.append(f"{'id':>{w}} {'start':<32} finish")
+    for job in jobs:
+        start = "started" if job.started_s is not None else at(job.eta_start_s)
+        lines.append(f"{job.id:>{w}} {start:<32} {at(job.eta_finish_s)}")
+    return lines

@@ -71,6 +71,9 @@ class JobStatus:
     max_runtime_s: float | None = None
     after: tuple[str, ...] = ()
     run_s: float = 0.0
+    eta_start_s: float | None = None
+    eta_finish_s: float | None = None
+    eta_finish_at: str | None = None
     steps_per_s: Mapping[str, float] = field(default_factory=dict, metadata=EXTRA)
     priority_weight: float = field(default=1.0, metadata=EXTRA)
     startup_s: float = field(default=0.0, metadata=EXTRA)
@@ -133,6 +136,8 @@ class ClusterStatus:
     now_s: float = field(default=0.0, metadata=EXTRA)
     epoch_unix: float = field(default=0.0, metadata=EXTRA)
     entities: tuple[EntityStatus, ...] = ()
+    eta_computed_s: float | None = None
+    eta_error: str | None = None
 
     @classmethod
     def from_pb(cls, reply) -> ClusterStatus:
@@ -147,14 +152,16 @@ class ClusterStatus:
                         for w, p in zip(data["workers"], reply.workers))
         return cls(data["round"], jobs, workers, reply.policy, reply.round_seconds,
                    reply.now_s, reply.epoch_unix,
-                   tuple(EntityStatus(**e) for e in data["entities"]))
+                   tuple(EntityStatus(**e) for e in data["entities"]),
+                   data["eta_computed_s"], data["eta_error"])
 
     def to_dict(self) -> dict[str, Any]:
         """``status --json``: ``{"round", "jobs": [...], "workers": [...], "entities":
-        [...]}``."""
+        [...], "eta_computed_s", "eta_error"}``."""
         return {"round": self.round, "jobs": [j.to_dict() for j in self.jobs],
                 "workers": [w.to_dict() for w in self.workers],
-                "entities": [e.to_dict() for e in self.entities]}
+                "entities": [e.to_dict() for e in self.entities],
+                "eta_computed_s": self.eta_computed_s, "eta_error": self.eta_error}
 
     def job(self, job_id: str) -> JobStatus | None:
         """The job of that id among those asked for, or None."""

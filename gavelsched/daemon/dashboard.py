@@ -60,9 +60,9 @@ CSP = _csp(PAGE)
 
 
 def predicted(job) -> dict[str, float | None]:
-    """The job's ``predicted_*`` / ``eta*`` fields, when this Status has them (< 0: none)."""
-    return {f.name: seconds(getattr(job, f.name)) for f in job.DESCRIPTOR.fields
-            if f.name.startswith(("predicted", "eta")) and f.type == f.TYPE_DOUBLE}
+    """The scheduler's ETA of the job (``forecast``): its start (of a job not started) and
+    finish on the scheduler's clock; None: none."""
+    return {"start": seconds(job.eta_start_s), "finish": seconds(job.eta_finish_s)}
 
 
 def shown(reply, rows: int):

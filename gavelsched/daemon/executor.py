@@ -47,6 +47,7 @@ from .clock import Origin, RoundClock
 from .config import DaemonConfig
 from .dispatch import Dispatcher
 from .fences import Fences, StaleRun
+from .forecast import Forecaster
 from .health import Health
 from .inbox import Inbox
 from .leases import stop_lease
@@ -87,6 +88,9 @@ class DaemonExecutor:
         self._clock = clock
         self.inbox = Inbox()
         self.post, self.call, self.stop = self.inbox.post, self.inbox.call, self.inbox.stop
+        # ETAs: replayed off this thread at each round start, arrival and end (``forecast``)
+        self.forecasts = Forecaster(lambda: self.post(self._forecast_ready))
+        self._forecast_due = False
         self.origin = Origin(store, clock)   # ``now``: seconds since the state's first start
         self.epoch_unix, self.now = self.origin.epoch_unix, self.origin.now
         self._round_base = int(store.get_meta(ROUND.key(), "0"))
@@ -101,8 +105,7 @@ class DaemonExecutor:
             policy, table, table.worker_types, seed=config.seed, on_solve_error="keep"),
             entities=config.settings.entities, prices=config.settings.prices_at(self.now()))
         self.driver = config.rules.driver(self.core)
-        self.jobs = Jobs(store, changed=self._changed,
-                         ended=lambda row: self.tenancy.job_ended(row))
+        self.jobs = Jobs(store, changed=self._changed, ended=self._job_ended)
         self.jobs.restore(store.jobs(table))
         self.tenancy = Tenancy(config.settings, store, self.jobs, self.core, metrics,
                                self.epoch_unix, now=self.now, post=self.post,
@@ -158,11 +161,25 @@ class DaemonExecutor:
                 self._changed()
             self.tick()
             self.pictures.due(self._clock(), bool(self.runs.live()))
+            if self._forecast_due and not self.pictures.dirty:
+                self._forecast_due = False
+                self.forecasts.offer(self.snapshot)
         self.runs.answer_waiting(stopping=True)
+        self.forecasts.close()
 
     def _changed(self) -> None:
         """Something ``snapshot`` shows changed: it is republished (``Publisher``)."""
         self.pictures.changed()
+
+    def _forecast_ready(self) -> None:
+        """A replay answered (``forecast``): the next snapshot carries its ETAs."""
+        self._changed()
+        if self.metrics is not None and self.forecasts.latest is not None:
+            self.metrics.on_forecast(self.forecasts.latest, self.epoch_unix)
+
+    def _job_ended(self, row: JobRow) -> None:
+        self.tenancy.job_ended(row)
+        self._forecast_due = True
 
     def _wait(self) -> float:
         """Seconds to wait for an event: to the next deadline, at most half a heartbeat."""
@@ -178,9 +195,11 @@ class DaemonExecutor:
                              self.health.servers.values(), self.shares.at(now),
                              table=self.table, hosts=self.hosts.by_job,
                              drained=frozenset(self.roster.drained), epoch_unix=self.epoch_unix,
+                             clock_offset=now - self._clock(),
                              round_ends_s=0.0 if ends is None else now + ends - self._clock(),
                              **self._replay_inputs(),
-                             **self.tenancy.view_inputs(self.runs.live(), self._clock()))
+                             **self.tenancy.view_inputs(self.runs.live(), self._clock()),
+                             forecast=self.forecasts.latest)
 
     def _replay_inputs(self) -> dict:
         """What a client needs to replay the live state in the simulator (ETA, issue #18):
@@ -273,6 +292,7 @@ class DaemonExecutor:
                         index)
         self._place_refills(started.refilled)
         self._refill()                                     # GPUs idle for other reasons
+        self._forecast_due = True
         view = self.view(self.now())
         log.info("%s", view.summary())
         if self.metrics is not None:
@@ -345,6 +365,7 @@ class DaemonExecutor:
 
     def _wake(self) -> None:
         """A job arrives: an idle scheduler plans ``arrival_grace_s`` after it."""
+        self._forecast_due = True
         if self.clock.idle and not self.core.has_jobs:
             self._woken = self._clock()
 

@@ -14,6 +14,11 @@
   (e.g. ``k80:1+v100:1``; VirtualFlow §6.5.2); a run waiting for GPUs that the run before
   it still holds (saving its checkpoint) holds none yet, so a server never shows more GPUs
   held than it has (``holding``, read through the view's ``RunView.gpus``);
+- ``gavelsched_job_eta_start_timestamp_seconds{job}`` and
+  ``gavelsched_job_eta_finish_timestamp_seconds{job}``: the scheduler's predicted start (of
+  a job not started) and finish of each unfinished job, as Unix times (``forecast``);
+  ``gavelsched_eta_computed_timestamp_seconds``: when the picture they replay was taken;
+  ``gavelsched_eta_replay_seconds``: histogram of the replay's wall time;
 - ``gavelsched_workers{worker_type,alive}``: GPUs registered;
 - ``gavelsched_workers_drained{worker_type}``: GPUs out of service (``gavelsched drain``);
 - ``gavelsched_rounds_total``: rounds started;
@@ -36,6 +41,7 @@ from collections.abc import Iterable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from .accounting import UsageRun
+from .forecast import Forecast
 from .jobs import STATES
 from .view import DaemonView
 
@@ -74,6 +80,18 @@ class DaemonMetrics:
         self.cost = Counter("gavelsched_cost_dollars", "Dollars of the jobs' ended runs, at "
                             "the price per GPU-hour in force when each ran",
                             ["entity", "user"], registry=r)
+        self.eta_start = Gauge("gavelsched_job_eta_start_timestamp_seconds",
+                               "Predicted start of a job not started (Unix time)", ["job"],
+                               registry=r)
+        self.eta_finish = Gauge("gavelsched_job_eta_finish_timestamp_seconds",
+                                "Predicted finish of an unfinished job (Unix time)", ["job"],
+                                registry=r)
+        self.eta_computed = Gauge("gavelsched_eta_computed_timestamp_seconds",
+                                  "When the picture the ETAs replay was taken (Unix time)",
+                                  registry=r)
+        self.eta_replay = Histogram("gavelsched_eta_replay_seconds",
+                                    "Wall time of the scheduler's ETA replay",
+                                    buckets=SOLVE_BUCKETS, registry=r)
         for state in STATES:
             self.jobs.labels(state=state).set(0)
         self._server = None
@@ -125,6 +143,16 @@ class DaemonMetrics:
                 self.allocation.labels(job=job_id, worker_type=t).set(v)
             for t, v in got.items():
                 self.received.labels(job=job_id, worker_type=t).set(v)
+
+    def on_forecast(self, forecast: Forecast, epoch_unix: float) -> None:
+        """A replay answered (executor thread): its ETAs as Unix times."""
+        self.eta_replay.observe(forecast.replay_s)
+        self.eta_computed.set(epoch_unix + forecast.computed_s)
+        for gauge, times in ((self.eta_start, forecast.start_s),
+                             (self.eta_finish, forecast.finish_s)):
+            gauge.clear()
+            for job_id, at in times.items():
+                gauge.labels(job=job_id).set(epoch_unix + at)
 
     def on_usage(self, run: UsageRun) -> None:
         """A run that ended: its GPU-seconds and cost (executor thread)."""

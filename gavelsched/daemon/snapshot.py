@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from ..rpc import pb
 from .logs import LogSources, Source
+from .forecast import Forecast
 from .pending import pending_reason
 from .jobs import FINAL, PREEMPTED, STATES, JobRow
 from .view import DaemonView
@@ -56,7 +57,7 @@ class Snapshot:
             epoch_unix=r.epoch_unix, workers=r.workers, resolve=r.resolve,
             min_resolve_interval_s=r.min_resolve_interval_s, round_ends_s=r.round_ends_s,
             refill_until=r.refill_until, plan_lead_s=r.plan_lead_s, entities=r.entities,
-            caller=caller, jobs=jobs)
+            caller=caller, jobs=jobs, eta_computed_s=r.eta_computed_s, eta_error=r.eta_error)
 
     def log_sources(self, job_id: str) -> LogSources | None:
         """The servers that ran the job, and whether it has ended (final, its processes
@@ -73,6 +74,7 @@ def build_snapshot(view: DaemonView) -> Snapshot:
     as a Status; and the servers each job ran on."""
     jobs = []
     reasons = _Reasons(view)
+    eta = view.forecast or _NO_FORECAST
     for job in view.jobs:
         spec, run = job.spec, view.runs.get(job.id)
         x, got = view.shares.get(job.id, ({}, {}))
@@ -90,7 +92,12 @@ def build_snapshot(view: DaemonView) -> Snapshot:
             startup_s=view.startup_s.get(spec.job_type, 0.0), user=job.user,
             array_id=job.array_id, array_index=job.array_index,
             max_runtime_s=job.max_runtime_s or 0.0, after=job.after,
-            run_s=view.run_s.get(job.id, 0.0)))
+            run_s=view.run_s.get(job.id, 0.0),
+            eta_start_s=-1.0 if job.final or job.started_s is not None else
+            eta.start_s.get(job.id, -1.0),
+            eta_finish_s=-1.0 if job.final else eta.finish_s.get(job.id, -1.0),
+            run_began_s=run.began_s if run else -1.0, run_up_s=run.up_s if run else -1.0,
+            run_refill=run.refill if run else False))
     workers = [pb.WorkerStatus(id=str(s.row.id), type=s.row.worker_type,
                                gpus=len(s.row.workers), alive=s.alive, address=s.row.address,
                                drained=s.drained, runs=s.runs)
@@ -103,11 +110,15 @@ def build_snapshot(view: DaemonView) -> Snapshot:
                                  round_ends_s=view.round_ends_s,
                                  refill_until=view.refill_until,
                                  plan_lead_s=view.plan_lead_s,
-                                 entities=_entities(view))
+                                 entities=_entities(view),
+                                 eta_computed_s=eta.computed_s, eta_error=eta.error)
     return Snapshot(view.round, view.policy, view.round_seconds, view.now_s, response,
                     {j.id: j.final and j.id not in view.runs for j in view.jobs}, view.hosts,
                     {s.row.id: Source(s.row.id, s.row.address, s.row.hostname or s.row.address)
                      for s in view.servers})
+
+
+_NO_FORECAST = Forecast(-1.0)
 
 
 def _entities(view: DaemonView) -> list[pb.EntityStatus]:

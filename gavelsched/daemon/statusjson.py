@@ -45,7 +45,10 @@ def status_dict(reply) -> dict:
     ``jct_s``; null: not yet) and as dates (``submitted_at``, ``started_at``,
     ``ended_at``); who submitted it (``user``), its array (``array_id``, ``array_index``),
     time limit (``max_runtime_s``), dependencies (``after``) and seconds run (``run_s``);
-    and the configured ``entities`` with the GPUs and jobs each has now."""
+    the scheduler's ETA (``eta_start_s`` of a job not started, ``eta_finish_s``, and
+    ``eta_finish_at`` as a date; null: none), computed at ``eta_computed_s`` (``eta_error``:
+    why there are none); and the configured ``entities`` with the GPUs and jobs each has
+    now."""
     epoch, now = reply.epoch_unix, reply.now_s
     return {"round": reply.round,
             "jobs": [{"id": j.id, "state": j.state, "steps_done": j.steps_done,
@@ -64,10 +67,14 @@ def status_dict(reply) -> dict:
                       "array_id": j.array_id or None,
                       "array_index": j.array_index if j.array_id else None,
                       "max_runtime_s": j.max_runtime_s or None, "after": list(j.after),
-                      "run_s": j.run_s} for j in reply.jobs],
+                      "run_s": j.run_s, "eta_start_s": seconds(j.eta_start_s),
+                      "eta_finish_s": seconds(j.eta_finish_s),
+                      "eta_finish_at": iso(epoch, j.eta_finish_s)} for j in reply.jobs],
             "workers": [{"id": w.id, "type": w.type, "gpus": w.gpus, "alive": w.alive,
                          "drained": w.drained, "runs": w.runs}
                         for w in reply.workers],
             "entities": [{"name": e.name, "weight": e.weight, "policy": e.policy,
                           "max_gpus": e.max_gpus or None, "gpus": e.gpus, "jobs": e.jobs}
-                         for e in reply.entities]}
+                         for e in reply.entities],
+            "eta_computed_s": seconds(reply.eta_computed_s),
+            "eta_error": reply.eta_error or None}

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from policies import is_pair_key
 
 from ..core import Period, SchedulerCore
+from .forecast import Forecast
 from .holding import held_gpus, runs_per_server
 from .jobs import FINAL, PREEMPTED, QUEUED, RUNNING, JobRow
 from .rows import ServerRow, Table, runs_on
@@ -30,6 +31,9 @@ class RunView:
     worker_type: str      # the type it runs on, or its configuration's name
     gpus: int
     orphan: bool
+    began_s: float = -1.0   # its first round's start (scheduler clock; kept runs: earlier)
+    up_s: float = -1.0      # its process's first InitJob; < 0: still starting up
+    refill: bool = False    # placed on GPUs freed mid-round
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,7 @@ class DaemonView:
     run_s: Mapping[str, float] = field(default_factory=dict)
     waiting: Mapping[str, str] = field(default_factory=dict)
     entities: tuple[EntityView, ...] = ()
+    forecast: Forecast | None = None     # the scheduler's latest ETAs (``forecast``)
 
     @classmethod
     def of(cls, round_index: int, policy: str, round_seconds: float, now: float,
@@ -88,21 +93,26 @@ class DaemonView:
            min_resolve_interval_s: float = 0.0, round_ends_s: float = 0.0,
            refill_until: float = 0.0, plan_lead_s: float = 0.0,
            drained: frozenset[int] = frozenset(), run_s: Mapping[str, float] | None = None,
-           waiting: Mapping[str, str] | None = None,
-           entities: Iterable[EntityView] = ()) -> DaemonView:
+           waiting: Mapping[str, str] | None = None, clock_offset: float = 0.0,
+           entities: Iterable[EntityView] = (),
+           forecast: Forecast | None = None) -> DaemonView:
         """A picture of live state: the job rows, the run table's ``Run``s, the servers'
         health (``ServerState``), the ``drained`` servers and the servers that ran each
-        job, copied into frozen values."""
+        job, copied into frozen values. ``clock_offset``: the scheduler's clock less the
+        monotonic clock the runs' times are on."""
         runs, servers = tuple(runs), tuple(servers)
         held = held_gpus(runs, {w: s.row.id for s in servers for w in s.row.workers})
         on = runs_per_server(runs)
         return cls(round_index, policy, round_seconds, now, tuple(jobs.values()),
-                   {r.job_id: RunView(r.worker_type, held[r.job_id], r.orphan) for r in runs},
+                   {r.job_id: RunView(r.worker_type, held[r.job_id], r.orphan,
+                                      r.round_start + clock_offset,
+                                      r.init_at + clock_offset if r.started_up else -1.0,
+                                      r.refill) for r in runs},
                    tuple(ServerView(s.row, s.alive, s.row.id in drained, on[s.row.id])
                          for s in servers), shares, table,
                    dict(hosts or {}), epoch_unix, dict(rates or {}), dict(startup_s or {}),
                    resolve, min_resolve_interval_s, round_ends_s, refill_until, plan_lead_s,
-                   dict(run_s or {}), dict(waiting or {}), tuple(entities))
+                   dict(run_s or {}), dict(waiting or {}), tuple(entities), forecast)
 
     def summary(self) -> str:
         """One line for a round's start: jobs with a run, waiting (queued, preempted) and

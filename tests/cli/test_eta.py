@@ -143,7 +143,29 @@ def test_the_placed_round_is_kept_and_the_replay_starts_at_its_end():
 
 
 def test_a_run_begun_this_round_pays_its_start_up_in_it():
-    # its first start came in this round: 3 s of start-up, then 7 s at 2/s = 14 steps
+    # its run began with this round (t = 94) and reached the scheduler at t = 97: then
+    # 7 s at 2/s = 14 steps
     fresh = dataclasses.replace(job("a", 14, 2.0, startup=3.0), running_on="v100",
-                                started_s=95.0)
+                                run_began_s=94.0, run_up_s=97.0)
     assert eta.replay(placed([fresh]))["a"].finish_s == pytest.approx(4.0)
+
+
+def test_a_run_still_starting_up_steps_after_its_type_s_mean_start_up():
+    # began at t = 94, not up yet at t = 100: up at 94 + 8 = 102 (the mean, uncapped),
+    # then the lease floor (5 s) past the round's end: 10 steps at 2/s by t = 107
+    starting = dataclasses.replace(job("a", 10, 2.0, startup=8.0), running_on="v100",
+                                   run_began_s=94.0)
+    assert eta.replay(placed([starting]))["a"].finish_s == pytest.approx(7.0)
+
+
+def test_a_kept_run_steps_from_the_round_s_start_and_later_restarts_pay_a_start_up():
+    kept = dataclasses.replace(job("a", 12, 2.0, startup=4.0), running_on="v100",
+                               run_began_s=84.0, run_up_s=87.0)
+    assert eta.replay(placed([kept]))["a"].finish_s == pytest.approx(0.0)   # at t = 100
+    # two jobs time-share the GPU: the kept one goes on without a start-up in the first
+    # replayed round, but each later fresh run of either pays its 4 s
+    long = dataclasses.replace(kept, steps_left=400)
+    other = job("b", 400, 2.0, started=False, startup=4.0)
+    both = eta.replay(placed([long, other]))
+    a_free = eta.replay(placed([dataclasses.replace(long, startup_s=0.0), other]))
+    assert both["a"].finish_s > a_free["a"].finish_s + 4.0

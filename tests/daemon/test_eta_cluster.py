@@ -1,19 +1,24 @@
-"""``status --eta`` and ``predict`` against a real loopback cluster (issue #18)."""
+"""``status --eta`` (the scheduler's own ETAs, issue #29) and ``predict`` against a real
+loopback cluster (issue #18)."""
 
 from __future__ import annotations
 
 import json
+import urllib.request
 
 import pytest
 
 from gavelsched.cli import main
 
-from .cluster import JOB_TYPE, Cluster, wait_until
+from .cluster import JOB_TYPE, Cluster, free_port, wait_until
 
 
 @pytest.fixture
 def cluster(tmp_path):
-    c = Cluster(tmp_path, round_seconds=2.0, heartbeat_seconds=0.3)
+    port = free_port()
+    c = Cluster(tmp_path, round_seconds=2.0, heartbeat_seconds=0.3,
+                extra={"metrics_listen": f"127.0.0.1:{port}"})
+    c.metrics_port = port
     try:
         yield c
     finally:
@@ -31,13 +36,28 @@ def test_status_eta_and_predict_on_a_live_cluster(cluster, tmp_path, capsys):
     assert reply.resolve == "responsive"
     assert all(j.steps_per_s.get("v100", 0) > 0 for j in reply.jobs)
 
-    assert main(["status", "--eta", "--json", "--scheduler", cluster.address]) == 0
-    out = json.loads(capsys.readouterr().out)
+    # the scheduler's own ETAs (issue #29): computed after the round's plan, off its thread
+    def predicted():
+        assert main(["status", "--json", "--scheduler", cluster.address]) == 0
+        out = json.loads(capsys.readouterr().out)
+        active = [j for j in out["jobs"] if j["state"] != "done"]
+        if out["eta_computed_s"] is None or not all(j["eta_finish_s"] for j in active):
+            return None
+        return out
+    out = wait_until(predicted, 60, "the scheduler's ETAs")
+    assert out["eta_error"] is None
     for job in out["jobs"]:
-        assert job["eta"]["finish_s"] is not None and job["eta"]["finish_s"] > out_now(reply)
+        if job["state"] != "done":
+            assert job["eta_finish_s"] > out["eta_computed_s"]
+            assert job["eta_finish_at"].endswith("Z")
     assert main(["status", "--eta", "--scheduler", cluster.address]) == 0
     text = capsys.readouterr().out
-    assert "predicted" in text and all(j in text for j in jobs)
+    assert "predicted by the scheduler" in text and all(j in text for j in jobs)
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{cluster.metrics_port}/metrics",
+                                     timeout=10).read().decode()
+    finish = [line for line in metrics.splitlines()
+              if line.startswith("gavelsched_job_eta_finish_timestamp_seconds{")]
+    assert len(finish) >= 1 and all(float(line.split()[-1]) > 1.7e9 for line in finish)
 
     spec = tmp_path / "job.yaml"
     spec.write_text(f"job_type: {JOB_TYPE}\ntotal_steps: 500\n")
@@ -49,7 +69,3 @@ def test_status_eta_and_predict_on_a_live_cluster(cluster, tmp_path, capsys):
     assert main(["predict", str(spec), "--scheduler", cluster.address]) == 0
     assert "finish" in capsys.readouterr().out
     assert len(cluster.status().jobs) == count      # predict submitted nothing
-
-
-def out_now(reply) -> float:
-    return reply.now_s - 1.0
