@@ -20,7 +20,9 @@ under a tenth of a round; ``gavel``: at most once per ``min_resolve_interval_s``
 scaled by round_seconds / 360 s; with ``responsive``, only after an expensive solve),
 ``refill_freed`` (default true: a GPU freed mid-round, by a job that finished or failed,
 goes to a waiting job for the rest of the round, ``SchedulerCore.place_freed``; false
-leaves it idle until the round ends, as Gavel does),
+leaves it idle until the round ends, as Gavel does), ``eta`` (default true: the scheduler
+predicts every unfinished job's start and finish, replaying its state in the simulator in a
+child process after each round's start, arrival and end, ``forecast.py``; false: none),
 ``dashboard_listen`` (host:port of the read-only web dashboard, ``dashboard.py``: it
 asks for the token; beyond loopback only with ``insecure`` and ``auth_token_file``),
 ``seed``, ``insecure`` (true: as ``gavelsched scheduler --insecure``; default false);
@@ -59,7 +61,8 @@ REQUIRED = ("listen", "policy", "round_seconds", "state_dir")
 OPTIONAL = ("auth_token_file", "tls", "metrics_listen", "throughputs", "expected_workers",
             "checkpoint_dir", "checkpoint_retention_s", "health_listen", "heartbeat_seconds",
             "plan_lead_seconds", "min_resolve_interval_s", "resolve", "seed", "workers_tls",
-            "insecure", "dashboard_listen", "refill_freed", "users_file", *SETTINGS_KEYS)
+            "insecure", "dashboard_listen", "refill_freed", "users_file", "eta",
+            *SETTINGS_KEYS)
 TLS_KEYS = ("cert", "key", "ca")
 RESOLVE_MODES = ("responsive", "gavel")        # gavelsched/core/resolving.py
 PLAN_LEAD_FRACTION = 0.3
@@ -101,6 +104,7 @@ class DaemonConfig:
     insecure: bool = False
     dashboard_listen: str | None = None
     users_file: Path | None = None
+    eta: bool = True
     settings: ClusterSettings = ClusterSettings()
 
     def changed_from(self, old: DaemonConfig) -> list[str]:
@@ -239,7 +243,7 @@ def parse_config(data: Any, *, base: str | Path = ".", name: str = "config",
             raise ConfigError(f"{name}: resolve must be responsive or gavel, got "
                               f"{shown(data['resolve'])}")
         kw["resolve"] = data["resolve"]
-    for key in ("workers_tls", "insecure", "refill_freed"):
+    for key in ("workers_tls", "insecure", "refill_freed", "eta"):
         if data.get(key) is not None:
             if not isinstance(data[key], bool):
                 raise ConfigError(f"{name}: {key} must be true or false, got {shown(data[key])}")

@@ -161,7 +161,7 @@ class DaemonExecutor:
                 self._changed()
             self.tick()
             self.pictures.due(self._clock(), bool(self.runs.live()))
-            if self._forecast_due and not self.pictures.dirty:
+            if self._forecast_due and self.config.eta and not self.pictures.dirty:
                 self._forecast_due = False
                 self.forecasts.offer(self.snapshot)
         self.runs.answer_waiting(stopping=True)
