@@ -1,25 +1,28 @@
-"""ETA error against real finishes (issue #18): how far ``gavelsched status --eta`` is from
-what a real ``local-cluster`` run then does.
+"""ETA error against real finishes (issues #18, #29): how far the scheduler's own ETAs
+(``status --eta``, ``--json``'s ``eta_finish_s``, the dashboard) are from what a real
+``local-cluster`` run then does.
 
 1. Start a loopback cluster as ``gavelsched local-cluster`` does (its ``make_cluster`` and
    ``start_daemons``: a scheduler, one emulated worker per type, priors scaled by
    ``--emulation-speed``, a re-solve at any round boundary after a change).
-2. Submit ``--jobs`` single-GPU jobs of the demo's catalog job types, each 1.5-4.5 rounds of
-   work on the fastest type; the last ``--later`` arrive one every ``--gap`` rounds.
-   Workload ``steps`` (no torch, start-up ~0.4 s) or ``reference`` (torch, 7-15 s here).
+2. Submit ``--jobs`` jobs of the demo's catalog job types, each 1.5-4.5 rounds of work on
+   the fastest type; the last ``--later`` arrive one every ``--gap`` rounds. Workload
+   ``steps`` (no torch, start-up ~0.4 s) or ``reference`` (torch, several seconds).
 3. Right after each submission and every ``--every`` s (default 1.3 rounds, so that
-   predictions fall at every point of a round), take every unfinished job's ETA by the
-   CLI's path (``status --eta``: ``Status(active)``, ``simulator.live.state_of``,
-   ``simulator.twin.replay``, ``Eta.on_clock``) in this process, and every ``--fresh-every``-th time
-   as a user does, ``gavelsched status --eta --json`` in a fresh process.
+   predictions fall at every point of a round), read every unfinished job's ETA as the
+   scheduler computed it (``Status``: ``eta_finish_s``, ``eta_start_s``, computed at
+   ``eta_computed_s``, ``gavelsched/daemon/forecast.py``), in this process, and every
+   ``--fresh-every``-th time as a user does, ``gavelsched status --json`` in a fresh
+   process.
 4. Once all jobs are done, compare each predicted finish with the job's ``completion_s``
-   (by how much of the job was left; in s and in % of the time it really had left), each
-   predicted start of a queued job with its ``started_s`` (its first ``InitJob``: one
-   start-up after the round start the simulator reports), and replay the same pictures
-   with one simplification of ``simulator/twin.py`` changed at a time (``WHAT_IF``)
-   to see where the error comes from. For scale, the whole run is also replayed from its
-   start with every arrival known (the simulator's own per-job fidelity; the thesis
-   reports its simulator within 8% of its physical cluster on whole traces, §5.7.2).
+   (by how much of the job was left; in s and in % of the time it really had left; the
+   share of predictions that are early), each predicted start of a queued job with its
+   ``started_s``, and each job's consecutive predictions (two forecasts in a row: how much
+   the finish moved, with or without an arrival or an end between them). The same Status
+   pictures are replayed client-side with one simplification of ``simulator/twin.py``
+   changed at a time (``WHAT_IF``) to see where the error comes from, and the whole run
+   from its start with every arrival known (the simulator's own per-job fidelity; the
+   thesis reports its simulator within 8% of its physical cluster, §5.7.2).
 
     python benchmarks/eta_error.py [--round-seconds 6] [--workload steps|reference]
                                    [--json OUT] [--keep DIR]
@@ -131,23 +134,31 @@ def active(cluster):
                                                               timeout=30)
 
 
+def scheduler_etas(jobs, computed_s) -> dict:
+    """Per job, the scheduler's ETA as ``status --json`` gives it (null: none)."""
+    return {j["id"]: {"start_s": j["eta_start_s"], "finish_s": j["eta_finish_s"],
+                      "computed_s": computed_s} for j in jobs}
+
+
 def in_process(cluster, limit: float) -> dict:
+    """One ``Status`` RPC: the scheduler's ETAs, and the picture the what-ifs replay."""
     start = time.perf_counter()
     reply = active(cluster)
     age = time.time() - reply.epoch_unix - reply.now_s     # how old the picture is
-    etas, why = replay_dict(reply, limit)
     took, out = time.perf_counter() - start, status_dict(reply)
+    etas = scheduler_etas(out["jobs"], out["eta_computed_s"])
     for job in out["jobs"]:
-        job["eta"] = etas.get(job["id"])
-    return {"source": "in-process", "wall_s": took, "now_s": reply.now_s, "why": why,
-            "status": out, "reply": reply, "age_s": age}
+        job["eta"] = etas[job["id"]]
+    return {"source": "in-process", "wall_s": took, "now_s": reply.now_s,
+            "why": out["eta_error"], "status": out, "reply": reply, "age_s": age}
 
 
 def fresh(cluster, limit: float) -> dict:
-    """``gavelsched status --eta --json`` in a new process: output, wall time, and the peak
-    RSS of every such process so far (the daemons are reaped only at the end)."""
+    """``gavelsched status --json`` in a new process, as a user runs it: output, wall
+    time, and the peak RSS of every such process so far (the daemons are reaped only at
+    the end)."""
     reply = active(cluster)           # the picture the what-if replays start from
-    cmd = [sys.executable, "-m", "gavelsched", "status", "--eta", "--json", "--scheduler",
+    cmd = [sys.executable, "-m", "gavelsched", "status", "--json", "--scheduler",
            cluster.address, "--token-file", str(cluster.token_file)]
     start, why = time.perf_counter(), None
     try:
@@ -157,11 +168,14 @@ def fresh(cluster, limit: float) -> dict:
     except subprocess.TimeoutExpired:
         why = f"still running after {limit:g} s"
     took, status = time.perf_counter() - start, {"jobs": []} if why else json.loads(done.stdout)
-    nows = [j["eta"]["finish_s"] - j["eta"]["finish_in_s"] for j in status["jobs"]
-            if j.get("eta") and j["eta"]["finish_s"] is not None]
+    if not why:
+        etas = scheduler_etas(status["jobs"], status["eta_computed_s"])
+        for job in status["jobs"]:
+            job["eta"] = etas[job["id"]]
+        why = status["eta_error"]
     return {"source": "fresh process", "wall_s": took, "why": why, "status": status,
             "rss_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
-            "now_s": nows[0] if nows else reply.now_s, "reply": reply}
+            "now_s": reply.now_s, "reply": reply}
 
 
 def run_cluster(args, root: Path) -> tuple[list[dict], list[float], dict]:
@@ -210,42 +224,19 @@ def as_shipped(state, reply, began):
     return state, {}
 
 
-def running_kept(state, reply, began):
-    """A job running now keeps its workers: no start-up (twin.py restarts it fresh)."""
-    running = {j.id for j in reply.jobs if j.state == RUNNING}
+def running_never_charged(state, reply, began):
+    """Before issue #29: a job running now paid no start-up in any later run either."""
+    running = {j.id for j in state.jobs if j.running_on}
     return replace(state, jobs=tuple(replace(j, startup_s=0.0) if j.id in running else j
                                      for j in state.jobs)), {}
 
 
-def startup_capped(state, reply, began):
-    """The daemon's lease floor: a fresh run makes steps for at least MIN_LEASE_FRACTION
-    of a round, so it loses at most (1 - that) x round to its start-up (``DaemonRules``
-    charges this already: the column checks it)."""
-    rules = state.rules
-    return replace(state, rules=replace(rules, startup_s=rules.startup_charges()),
-                   jobs=tuple(j if j.startup_s is None else
-                              replace(j, startup_s=rules.startup_charge(j.startup_s))
-                              for j in state.jobs)), {}
-
-
-def from_next_boundary(state, reply, began):
-    """``steps_done`` is durable: checkpointed at the last lease end, this round's start.
-    So a job running now makes this round's steps on its type (after its start-up) and
-    finishes in it, or goes on from the boundary without a new start-up; nothing else
-    starts before the boundary. (twin.py replays from now with the round-start count.)"""
-    end, jobs, known = began + state.round_seconds, [], {}
-    on = {j.id: j.worker_type for j in reply.jobs if j.state == RUNNING}
-    for job in state.jobs:
-        rate = job.steps_per_s.get(on.get(job.id), 0.0)
-        startup = state.rules.startup_s.get(job.job_type, 0.0) if job.startup_s is None \
-            else job.startup_s
-        made = rate * max(0.0, end - began - startup)
-        if rate > 0 and made >= job.steps_left:
-            known[job.id] = began + startup + job.steps_left / rate
-        else:
-            jobs.append(replace(job, steps_left=job.steps_left - int(made), startup_s=0.0)
-                        if rate > 0 else job)
-    return replace(state, now_s=end, jobs=tuple(jobs)), known
+def runs_as_kept(state, reply, began):
+    """Before issue #29: every run of this round taken as kept from its start (no run
+    start or start-up time: a run restarted this round made steps from the round's
+    start)."""
+    return replace(state, jobs=tuple(replace(j, run_began_s=None, run_up_s=None)
+                                     for j in state.jobs)), {}
 
 
 def no_plan_lead(state, reply, began):
@@ -254,9 +245,9 @@ def no_plan_lead(state, reply, began):
     return replace(state, rules=replace(state.rules, plan_lead_s=0.0)), {}
 
 
-WHAT_IF = {"twin.py (same picture)": as_shipped, "running kept": running_kept,
-           "start-up capped": startup_capped, "from next boundary": from_next_boundary,
-           "no plan lead": no_plan_lead}
+WHAT_IF = {"twin.py (same picture)": as_shipped,
+           "running jobs never charged": running_never_charged,
+           "runs taken as kept": runs_as_kept, "no plan lead": no_plan_lead}
 
 
 def whole_run(root: Path, args) -> dict[str, float]:
@@ -297,7 +288,8 @@ def predictions(snaps, starts, final, round_s) -> list[dict]:
                 "left": 1.0 - job["steps_done"] / job["total_steps"],
                 "arrivals_after": t < last_arrival, "finish": got.get("finish_s"),
                 "real_finish": truth["completion_s"], "real_start": truth["started_s"],
-                "start": got.get("start_s") if job["started_s"] is None else None})
+                "start": got.get("start_s") if job["started_s"] is None else None,
+                "computed_s": got.get("computed_s")})
     return rows
 
 
@@ -327,17 +319,52 @@ def spread(errs, bases=None) -> str:
 def finish_table(rows, whole, final) -> list[str]:
     rows = [r for r in rows if r["finish"] is not None]
     out = ["| job left at prediction | ETAs | abs error s: median | p90 | worst | % of time "
-           "left: median | p90 | worst | signed median s |", "|---|" + "---|" * 8]
+           "left: median | p90 | worst | signed median s | early |", "|---|" + "---|" * 9]
     groups = [(name, [r for r in rows if lo <= r["left"] < hi]) for name, lo, hi in BUCKETS]
     for name, group in [*groups, ("all", rows), ("all, made after the last arrival",
                                                  [r for r in rows if not r["arrivals_after"]])]:
         if group:
-            out.append(f"| {name} | " + spread([r["finish"] - r["real_finish"] for r in group],
-                                               [r["real_finish"] - r["at_s"] for r in group]))
+            errs = [r["finish"] - r["real_finish"] for r in group]
+            out.append(f"| {name} | " + spread(errs, [r["real_finish"] - r["at_s"]
+                                                      for r in group])
+                       + f" {np.mean(np.asarray(errs) < 0):.0%} |")
     done = [j for j in final["jobs"] if whole.get(j["id"]) is not None]
     return out + ["| whole run replayed from its start (% of JCT) | " + (spread(
         [whole[j["id"]] - j["completion_s"] for j in done], [j["jct_s"] for j in done])
-        if done else "did not end |")]
+        + " - |" if done else "did not end |")]
+
+
+def consecutive(rows, final) -> list[dict]:
+    """Each job's consecutive forecasts (distinct ``computed_s``): how far its predicted
+    finish moved, and whether a job arrived or ended between the two."""
+    events = sorted([j["arrival_s"] for j in final["jobs"]]
+                    + [j["ended_s"] for j in final["jobs"] if j["ended_s"] is not None])
+    out = []
+    for job in {r["job"] for r in rows}:
+        seen = {}
+        for r in sorted((r for r in rows if r["job"] == job and r["finish"] is not None
+                         and r["computed_s"] is not None), key=lambda r: r["at_s"]):
+            seen.setdefault(r["computed_s"], r)
+        made = sorted(seen.values(), key=lambda r: r["computed_s"])
+        for a, b in zip(made, made[1:]):
+            out.append({"job": job, "moved": b["finish"] - a["finish"],
+                        "left": b["real_finish"] - b["computed_s"],
+                        "events": any(a["computed_s"] < t <= b["computed_s"] for t in events)})
+    return out
+
+
+def stability_table(rows, final) -> list[str]:
+    """|change| between a job's consecutive forecasts, in s and in % of its time left."""
+    pairs = consecutive(rows, final)
+    out = ["| consecutive forecasts of a job | pairs | abs change s: median | p90 | worst | "
+           "% of time left: median | p90 | worst | signed median s |", "|---|" + "---|" * 8]
+    for name, group in (("a job arrived or ended between", [p for p in pairs if p["events"]]),
+                        ("nothing but time between", [p for p in pairs if not p["events"]]),
+                        ("all", pairs)):
+        if group:
+            out.append(f"| {name} | " + spread([p["moved"] for p in group],
+                                               [p["left"] for p in group]))
+    return out
 
 
 def what_if_table(rows) -> list[str]:
@@ -365,7 +392,7 @@ def start_and_cost_tables(rows, snaps) -> list[str]:
     out = ["| start of a queued job | ETAs | abs error s: median | p90 | worst | signed "
            "median s |", "|---|---|---|---|---|---|",
            "| predicted - real first `InitJob` | " + spread(queued or [np.nan]), "",
-           "| one `status --eta` | calls | wall s: median | max | unavailable | peak RSS MiB |",
+           "| one `status` | calls | wall s: median | max | no ETAs | peak RSS MiB |",
            "|---|---|---|---|---|---|"]
     for source in ("fresh process", "in-process"):
         mine = [s for s in snaps if s["source"] == source]
@@ -386,7 +413,8 @@ def main(argv=None) -> int:
         whole = whole_run(root, args)
     rows = predictions(snaps, starts, final, args.round_seconds)
     add_what_ifs(rows, snaps)
-    tables = {"finish": finish_table(rows, whole, final), "what-if": what_if_table(rows),
+    tables = {"finish": finish_table(rows, whole, final),
+              "consecutive": stability_table(rows, final), "what-if": what_if_table(rows),
               "start, cost": start_and_cost_tables(rows, snaps)}
     ages = [s["age_s"] for s in snaps if "age_s" in s] or [np.nan]
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python "

@@ -1,7 +1,7 @@
 """``gavelsched predict JOB.yaml``: if I submit this job now, when does it finish? A door over
 ``Client.predict`` (docs/api.md): the scheduler's live state replayed in the simulator with
 the job added, nothing submitted; it prints the job's predicted start and finish and how
-much later (or earlier) each other job finishes (``--json``: as JSON)."""
+much later (or earlier, and then why) each other job finishes (``--json``: as JSON)."""
 
 from __future__ import annotations
 
@@ -55,7 +55,9 @@ def predict(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"job": eta.eta_dict(state, {eta.NEW_ID: mine})[eta.NEW_ID],
                           "others": {j.id: {**eta.eta_dict(state, {j.id: got.after[j.id]})[j.id],
-                                            "delay_s": delays[j.id]} for j in state.jobs}}))
+                                            "delay_s": delays[j.id],
+                                            "why": got.why_sooner.get(j.id)}
+                                     for j in state.jobs}}))
         return 0
     print(f"start  {eta.wall(state, mine.start_s)}")
     print(f"finish {eta.wall(state, mine.finish_s)}")
@@ -64,6 +66,7 @@ def predict(args: argparse.Namespace) -> int:
         print(f"{'id':>{w}} {'finish with it':<32} delay")
         for j in state.jobs:
             d = delays[j.id]
+            why = got.why_sooner.get(j.id)
             print(f"{j.id:>{w}} {eta.wall(state, got.after[j.id].finish_s):<32} "
-                  f"{'-' if d is None else f'{d:+.0f}s'}")
+                  f"{'-' if d is None else f'{d:+.0f}s'}" + (f"  ({why})" if why else ""))
     return 0

@@ -293,7 +293,7 @@ class Client:
         cluster's types; ``ClientError`` when the state cannot be replayed."""
         from simulator import SimulationError
         from simulator.live import NEW_ID, hypothetical, state_of
-        from simulator.twin import predict
+        from simulator.twin import predict, why_sooner
 
         state = state_of(self.status_reply(active=True))
         if not state.workers:
@@ -307,4 +307,7 @@ class Client:
         except (SimulationError, ValueError) as err:
             raise ClientError(f"cannot replay the scheduler's state: {one_line(err)}") \
                 from None
-        return Prediction(state, after[NEW_ID], before, after)
+        sooner = [j.id for j in state.jobs if None not in (before[j.id].finish_s,
+                  after[j.id].finish_s) and after[j.id].finish_s < before[j.id].finish_s]
+        return Prediction(state, after[NEW_ID], before, after,
+                          {j: why_sooner(state, new, j) for j in sooner})

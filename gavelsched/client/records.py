@@ -4,7 +4,7 @@ piece of a job's output and a prediction."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["Drained", "LogChunk", "Prediction"]
@@ -50,12 +50,14 @@ class Prediction:
     (``simulator.live.LiveState``: its jobs, clock and rules); ``job`` the new job's
     ``Eta`` and ``before``/``after`` every live job's, in seconds from ``state.now_s``
     (``start_s`` None: started already, or never starts; ``finish_s`` None: never
-    finishes in the replay)."""
+    finishes in the replay). ``why_sooner``: for each live job that finishes sooner with
+    the new job (a delay below zero), why (``simulator.twin.why_sooner``)."""
 
     state: Any
     job: Any
     before: Mapping[str, Any]
     after: Mapping[str, Any]
+    why_sooner: Mapping[str, str] = field(default_factory=dict)   # jobs that finish sooner
 
     def delay_s(self, job_id: str) -> float | None:
         """How much later (< 0: earlier) live job ``job_id`` finishes with the new job;

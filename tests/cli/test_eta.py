@@ -169,3 +169,25 @@ def test_a_kept_run_steps_from_the_round_s_start_and_later_restarts_pay_a_start_
     both = eta.replay(placed([long, other]))
     a_free = eta.replay(placed([dataclasses.replace(long, startup_s=0.0), other]))
     assert both["a"].finish_s > a_free["a"].finish_s + 4.0
+
+
+def test_predict_says_why_a_job_finishes_sooner_with_the_new_one():
+    # Two live jobs on a v100 and a k80 (10 s rounds, start-ups of 4-8 s): with a third
+    # job the LM job finishes sooner in the replay, though its first allocation is smaller;
+    # the delay below zero is the replay's own, and ``why_sooner`` says where it comes from
+    from simulator.twin import why_sooner
+    rules = DaemonRules(10.0, "responsive", plan_lead_s=3.0,
+                        startup_s={"A3C": 8.0, "LM (batch size 5)": 4.0,
+                                   "Transformer (batch size 16)": 8.0})
+    live = (eta.LiveJob("0", "A3C", 1, 427, {"v100": 2.444, "k80": 1.111}, 1.0, None, 5.0,
+                        None, "v100", 90.0, 93.0),
+            eta.LiveJob("1", "LM (batch size 5)", 1, 573, {"v100": 4.633, "k80": 2.365}, 1.0,
+                        None, 5.0, None, "k80", 90.0, 93.0))
+    s = eta.LiveState(100.0, 0.0, "max_min_fairness_perf", rules, {"v100": 1, "k80": 1},
+                      {"v100": 1, "k80": 1}, live, 104.0)
+    new = eta.hypothetical(pb.JobRequest(job_type="Transformer (batch size 16)",
+                                         total_steps=219, scale_factor=1), s)
+    before, after = eta.predict(s, new)
+    assert after["0"].finish_s > before["0"].finish_s           # the A3C job is delayed
+    assert after["1"].finish_s < before["1"].finish_s           # the LM job is not
+    assert "sooner with the new job" in why_sooner(s, new, "1")

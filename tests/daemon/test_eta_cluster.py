@@ -66,6 +66,9 @@ def test_status_eta_and_predict_on_a_live_cluster(cluster, tmp_path, capsys):
     got = json.loads(capsys.readouterr().out)
     assert got["job"]["finish_in_s"] > 0
     assert set(got["others"]) >= set(j for j in jobs if cluster.jobs()[j].state != "done")
+    for other in got["others"].values():      # a delay below zero comes with its reason
+        assert (other["why"] is not None) == (other["delay_s"] is not None
+                                              and other["delay_s"] < 0)
     assert main(["predict", str(spec), "--scheduler", cluster.address]) == 0
     assert "finish" in capsys.readouterr().out
     assert len(cluster.status().jobs) == count      # predict submitted nothing
