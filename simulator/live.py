@@ -67,7 +67,9 @@ def state_of(reply) -> LiveState:
     """A ``StatusResponse`` (with every unfinished job) as a ``LiveState``: the alive GPUs
     not drained per type (servers as large as the largest alive one), and the rules the
     daemon publishes (``DaemonRules.of_status``, each job's ``startup_s`` its type's). A
-    job with a run this round runs on its type, started up or not."""
+    job with a run this round runs on its type, started up or not; one whose run is
+    ending (its lease not extended into this round) does not, and has made its lease's
+    steps."""
     workers: dict[str, int] = {}
     per: dict[str, int] = {}
     for w in reply.workers:
@@ -76,16 +78,23 @@ def state_of(reply) -> LiveState:
             per[w.type] = max(per.get(w.type, 0), w.gpus)
     live = [j for j in reply.jobs if j.state not in FINAL and j.total_steps > j.steps_done]
     jobs = tuple(
-        LiveJob(j.id, j.job_type, j.scale_factor, max(0, j.total_steps - j.steps_done),
+        LiveJob(j.id, j.job_type, j.scale_factor, _steps_left(j),
                 dict(j.steps_per_s), j.priority_weight or 1.0, None,
                 j.started_s if j.started_s >= 0 else None, j.entity or None,
-                j.worker_type if j.worker_type in workers else None,
+                j.worker_type if j.worker_type in workers and not j.run_ending else None,
                 _time(j.run_began_s) if j.worker_type else None,
                 _time(j.run_up_s) if j.worker_type else None, j.run_refill)
         for j in live)
     rules = DaemonRules.of_status(reply, {j.job_type: j.startup_s for j in live})
     return LiveState(reply.now_s, reply.epoch_unix, reply.policy, rules, workers, per, jobs,
                      reply.round_ends_s if reply.round_ends_s > reply.now_s else None)
+
+
+def _steps_left(job) -> int:
+    """What a job still needs: past its durable count, and past its lease's end when its
+    run is ending (saving the steps it made last round, not reported yet); at least one."""
+    done = max(job.steps_done, job.run_lease_steps if job.run_ending else 0)
+    return max(1, job.total_steps - done)
 
 
 def _time(value: float) -> float | None:

@@ -34,6 +34,8 @@ class RunView:
     began_s: float = -1.0   # its first round's start (scheduler clock; kept runs: earlier)
     up_s: float = -1.0      # its process's first InitJob; < 0: still starting up
     refill: bool = False    # placed on GPUs freed mid-round
+    ending: bool = False    # its lease was not extended into this round: it leaves
+    lease_steps: int = 0    # the step count its lease ends at
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,8 @@ class DaemonView:
                    {r.job_id: RunView(r.worker_type, held[r.job_id], r.orphan,
                                       r.round_start + clock_offset,
                                       r.init_at + clock_offset if r.started_up else -1.0,
-                                      r.refill) for r in runs},
+                                      r.refill, r.round < round_index,
+                                      int(r.lease.max_steps)) for r in runs},
                    tuple(ServerView(s.row, s.alive, s.row.id in drained, on[s.row.id])
                          for s in servers), shares, table,
                    dict(hosts or {}), epoch_unix, dict(rates or {}), dict(startup_s or {}),

@@ -191,3 +191,21 @@ def test_predict_says_why_a_job_finishes_sooner_with_the_new_one():
     assert after["0"].finish_s > before["0"].finish_s           # the A3C job is delayed
     assert after["1"].finish_s < before["1"].finish_s           # the LM job is not
     assert "sooner with the new job" in why_sooner(s, new, "1")
+
+
+def test_a_run_ending_at_the_round_start_holds_no_gpu_in_the_replay_and_made_its_lease():
+    # at a round's start, a run whose lease was not extended is still saving (it shows on
+    # its type); taken as running, it made a whole round more and finished early
+    reply = pb.StatusResponse(policy="max_min_fairness_perf", round_seconds=10.0, now_s=100.0,
+                              round_ends_s=110.0, epoch_unix=1.7e9)
+    reply.workers.add(id="0", type="v100", gpus=1, alive=True)
+    reply.jobs.add(id="a", state="running", steps_done=50, total_steps=100, job_type="x",
+                   scale_factor=1, worker_type="v100", steps_per_s={"v100": 2.0},
+                   started_s=10.0, run_began_s=80.0, run_up_s=82.0, run_ending=True,
+                   run_lease_steps=80)
+    reply.jobs.add(id="b", state="running", steps_done=0, total_steps=100, job_type="x",
+                   scale_factor=1, worker_type="v100", steps_per_s={"v100": 2.0},
+                   started_s=-1, run_began_s=100.0, run_up_s=-1)
+    a, b = eta.state_of(reply).jobs
+    assert a.running_on is None and a.steps_left == 20
+    assert b.running_on == "v100" and b.run_began_s == 100.0 and b.run_up_s is None
