@@ -45,7 +45,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from gavelsched.core import CoreConfig, SchedulerCore
+from gavelsched.core import CoreConfig, PeriodState, SchedulerCore
 from gavelsched.core.batch import worth_launching
 from gavelsched.core.driver import RoundDriver, config_for, spec_of
 from gavelsched.core.online import OnlineThroughputs
@@ -91,7 +91,8 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
              prices: Mapping[str, float] | None = None, price_trace: PriceTrace | None = None,
              entities: Mapping[str, Entity] | None = None,
              seed: int = 0, progress: bool = False,
-             running: Mapping[int, str] | None = None) -> SimulationResult:
+             running: Mapping[int, str] | None = None,
+             resume: PeriodState | None = None) -> SimulationResult:
     """Replay ``jobs`` (job ``i`` gets id ``str(i)``) on ``cluster`` under ``policy``. A
     job's own ``throughputs`` (``TraceJob``) replace ``table``'s row for it, and its own
     ``startup_s`` its type's preemption overhead: a measured job keeps its type's name.
@@ -102,6 +103,8 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
     §5.4.3: jobs name their entity in the trace). ``running``: job index -> the worker type
     it runs on at t = 0 (a live cluster's replay, ``twin.py``): in the first round, its task
     on that type goes on without a start-up, as the daemon extends a kept job's lease.
+    ``resume``: the allocation period the jobs arriving at t = 0 go on with (a live
+    cluster's, keyed by job index; ``SchedulerCore.resume``) instead of a first re-solve.
     """
     wall_start = time.perf_counter()
     sim = sim or SimConfig()
@@ -134,7 +137,7 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
                        frozenset(str(i) for i in _plotted(sim.window, len(jobs))),
                        {s.id: s.entity or "" for s in specs} if entities else None),
                dict(prices or {}), price_trace, knowledge,
-               {str(i): t for i, t in (running or {}).items()})
+               {str(i): t for i, t in (running or {}).items()}, resume)
     end = run.loop(_progress_bar(run.targets_left, progress))
     result = run.metrics.result(end_s=end, capacity=run.core.view.counts,
                                 wall_s=time.perf_counter() - wall_start, window=sim.window,
@@ -152,10 +155,12 @@ class _Run:
     def __init__(self, jobs, specs, core: SchedulerCore, sim: SimConfig, metrics: Metrics,
                  prices: dict[str, float], price_trace: PriceTrace | None,
                  knowledge: _Knowledge | None = None,
-                 running: Mapping[str, str] | None = None) -> None:
+                 running: Mapping[str, str] | None = None,
+                 resume: PeriodState | None = None) -> None:
         self.jobs, self.specs, self.core, self.sim, self.metrics = jobs, specs, core, sim, metrics
         self.knowledge = knowledge
         self.running = dict(running or {})   # job -> its type at t = 0, until a round ends
+        self.resume = resume
         self.startups = _startups(jobs, sim.preemption_overhead_s)
         self.driver = RoundDriver(core, plan_lead_s=sim.plan_lead_s,
                                   arrival_grace_s=sim.arrival_grace_s)
@@ -175,6 +180,9 @@ class _Run:
         driver = self.driver
         now = driver.first_plan_at(self.jobs[self.arrivals[0]].arrival_s) if self.jobs else 0.0
         held = None                     # seconds each task of the last round held
+        if self.resume is not None:     # a live cluster's period goes on (twin.py)
+            self.submit_arrivals(now)
+            self.core.resume(self.resume)
         horizon = math.inf if self.sim.horizon_s is None else self.sim.horizon_s
         while self.targets_left > 0 and now < horizon:
             # A round that follows another is planned plan_lead_s before that one ends.

@@ -13,6 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
+
+from gavelsched.core import PeriodState
 from gavelsched.core.online import prior_scale
 from gavelsched.core.rules import DaemonRules
 from gavelsched.daemon.jobs import FINAL
@@ -47,6 +50,7 @@ class LiveState:
     gpus_per_server: Mapping[str, int]
     jobs: tuple[LiveJob, ...]
     round_ends_s: float | None = None          # the placed round's end; None: idle
+    period: PeriodState | None = None          # the scheduler's allocation period; None: none
 
     @property
     def round_seconds(self) -> float:
@@ -87,7 +91,21 @@ def state_of(reply) -> LiveState:
         for j in live)
     rules = DaemonRules.of_status(reply, {j.job_type: j.startup_s for j in live})
     return LiveState(reply.now_s, reply.epoch_unix, reply.policy, rules, workers, per, jobs,
-                     reply.round_ends_s if reply.round_ends_s > reply.now_s else None)
+                     reply.round_ends_s if reply.round_ends_s > reply.now_s else None,
+                     _period(reply.period_start_s, live))
+
+
+def _period(start_s: float, live) -> PeriodState | None:
+    """The allocation period a forecast picture carries (``period_*``), or None."""
+    covered = [j for j in live if j.period_x]
+    if not covered:
+        return None
+    types = tuple(sorted({t for j in covered for t in j.period_x}))
+
+    def table(name):
+        return np.array([[getattr(j, name).get(t, 0.0) for t in types] for j in covered])
+    return PeriodState(start_s, types, tuple(j.id for j in covered), table("period_x"),
+                       table("period_received_s"), table("period_deficit_s"))
 
 
 def _steps_left(job) -> int:

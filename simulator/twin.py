@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from gavelsched.core import SchedulerCore
+from gavelsched.core import PeriodState, SchedulerCore
 from gavelsched.core.driver import spec_of
 from gavelsched.core.rules import MIN_LEASE_FRACTION, DaemonRules
 from gavelsched.mechanism import ClusterView
@@ -173,7 +173,8 @@ def replay(state: LiveState, extra: Sequence[LiveJob] = ()) -> dict[str, Eta]:
                                rows=[job.throughputs for job in inputs.trace])
     result = simulate(inputs.trace, inputs.table, inputs.cluster, policy, core_config=config,
                       sim=sim_config(rules, horizon_s=HORIZON_ROUNDS * rules.round_seconds),
-                      gpus_per_server=inputs.gpus_per_server, running=inputs.running)
+                      gpus_per_server=inputs.gpus_per_server, running=inputs.running,
+                      resume=resumed(state, inputs, offset))
     started = {j.id: j.started_s is not None for j in (*state.jobs, *extra)}
     for record in result.jobs:
         i = int(record.id)
@@ -185,6 +186,34 @@ def replay(state: LiveState, extra: Sequence[LiveJob] = ()) -> dict[str, Eta]:
                                   result.end_s)
         out[job_id] = Eta(start, None if finish is None else offset + finish)
     return out
+
+
+def resumed(state: LiveState, inputs: Replay, offset: float) -> PeriodState | None:
+    """The scheduler's allocation period (``state.period``) for the replay, which starts
+    ``offset`` s from now (at the placed round's end): keyed by trace index, on the replay's
+    clock, and with the time the placed round gives its runs on their types (thesis §5.5:
+    received time counts the round a task held its workers)."""
+    period = state.period
+    if period is None:
+        return None
+    row = {key: i for i, key in enumerate(period.keys)}
+    at = [row.get(job_id) for job_id in inputs.ids]
+    keep = [i for i, r in enumerate(at) if r is not None]
+    if not keep:
+        return None
+    rows = [at[i] for i in keep]
+    received = period.received[rows].copy()
+    jobs = {j.id: j for j in state.jobs}
+    if state.round_ends_s is not None:
+        begin = state.round_ends_s - state.round_seconds
+        for k, i in enumerate(keep):
+            job = jobs.get(inputs.ids[i])
+            if job is not None and job.running_on in period.types:
+                since = begin if job.run_began_s is None else max(begin, job.run_began_s)
+                received[k, period.types.index(job.running_on)] += state.round_ends_s - since
+    return PeriodState(period.start_s - (state.now_s + offset), period.types,
+                       tuple(str(i) for i in keep), period.allocation[rows].copy(), received,
+                       period.deficit[rows].copy())
 
 
 def extrapolated(steps: int, left: int, horizon_s: float) -> float | None:
@@ -233,7 +262,7 @@ def _effective(state: LiveState, extra: Sequence[LiveJob]) -> dict[str, float]:
                              rows=[job.throughputs for job in inputs.trace]))
     for i, job in enumerate(inputs.trace):
         core.submit(spec_of(str(i), job), 0.0, throughputs=job.throughputs)
-    core.start_round(0.0)
+    state.rules.driver(core).plan(0.0)
     allocation = core.allocation.allocation if core.allocation is not None else {}
     return {inputs.ids[int(key)]: sum(x * inputs.trace[int(key)].throughputs.get(t, 0.0)
                                       for t, x in row.items())

@@ -11,6 +11,7 @@ from .records import (
                       JobSpec,
                       MicroTask,
                       Period,
+                      PeriodState,
                       Report,
                       Round,
                       RoundOutcome,
@@ -20,6 +21,6 @@ from .records import (
 )
 
 __all__ = [
-    "CoreConfig", "CoreError", "JobSpec", "MicroTask", "Period", "Report", "Round",
+    "CoreConfig", "CoreError", "JobSpec", "MicroTask", "Period", "PeriodState", "Report", "Round",
     "RoundOutcome", "RoundReport", "SchedulerCore", "TaskBatch", "ThroughputSource",
 ]

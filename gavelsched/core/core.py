@@ -62,8 +62,8 @@ from .problem import advance_isolated_time, build_problem
 from .progress import RoundInFlight, credit_keys, credit_round
 from .resolving import allowed as resolve_allowed
 from .resolving import next_allowed_s
-from .records import (JobSpec, Period, Report, Round, RoundOutcome, RoundReport, TaskBatch,
-                      ThroughputSource)
+from .records import (JobSpec, Period, PeriodState, Report, Round, RoundOutcome, RoundReport,
+                      TaskBatch, ThroughputSource)
 from .rows import Rows
 
 log = logging.getLogger(__name__)
@@ -153,6 +153,42 @@ class SchedulerCore:
     def remaining_steps(self, job_id: str) -> int:
         self._job(job_id)
         return int(self._rows.left[self._rows.index[job_id]])
+
+    def period_state(self) -> PeriodState:
+        """The allocation period in progress, for a replay to go on from (``resume``)."""
+        rows, cols = self._rows, self._layout.columns
+        at = [i for i, key in enumerate(rows.keys) if key in self._jobs]
+        return PeriodState(self._last_resolve_s, tuple(cols), tuple(rows.keys[i] for i in at),
+                           rows.allocation[at].copy(), rows.received[at].copy(),
+                           rows.deficit[at].copy())
+
+    def resume(self, period: PeriodState) -> None:
+        """Go on with another core's allocation period (a live cluster's replay): admit the
+        jobs submitted so far now, with the X, received seconds and deficits ``period``
+        gives them, as if this core had run the period since ``period.start_s``. The next
+        boundary re-solves only by the re-solve rule, as the other core would; a job the
+        period does not cover makes the allocation stale (it had just arrived there)."""
+        self._admit()
+        rows, cols = self._rows, self._layout.columns
+        given = [cols.index(t) if t in cols else -1 for t in period.types]
+        allocation = {}
+        for i, key in enumerate(period.keys):
+            r = rows.index.get(key)
+            if r is None:
+                continue
+            for j, c in enumerate(given):
+                if c >= 0:
+                    rows.received[r, c] = period.received[i, j]
+                    rows.deficit[r, c] = period.deficit[i, j]
+            allocation[key] = {t: float(period.allocation[i, j])
+                               for j, t in enumerate(period.types) if t in cols}
+        covered = set(allocation) >= set(self._jobs)
+        if allocation:
+            self._last_allocation = Allocation(self.policy.name, allocation)
+            install(self._last_allocation, rows, self._jobs, cols, self._lookups,
+                    self.config.seed_seconds)
+        self._last_resolve_s = float(period.start_s)
+        self._stale = not covered or not allocation
 
     def next_resolve_allowed_s(self) -> float:
         """Earliest time a pending reset event may trigger a re-solve."""

@@ -259,3 +259,21 @@ class Period:
 @dataclass(frozen=True)
 class RoundOutcome:
     completed: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PeriodState:
+    """The allocation period in progress (thesis §5.5: the mechanism moves the time each
+    job receives towards X between two re-solves), as one core hands it to another (a live
+    cluster's replay, ``simulator/twin.py``): its start (the last re-solve), and per job
+    (row ``i`` is ``keys[i]``; columns ``types``) the X in force, the seconds received on
+    each type since the start (from the seed) and its deficit (§5.5, Gavel's carry-over of
+    past periods). Single jobs only: co-located pairs are not handed over."""
+
+    start_s: float
+    types: tuple[str, ...]
+    keys: tuple[str, ...]
+    allocation: np.ndarray   # (k, n)
+    received: np.ndarray     # (k, n)
+    deficit: np.ndarray      # (k, n)
+

@@ -163,7 +163,7 @@ class DaemonExecutor:
             self.pictures.due(self._clock(), bool(self.runs.live()))
             if self._forecast_due and self.config.eta and not self.pictures.dirty:
                 self._forecast_due = False
-                self.forecasts.offer(self.snapshot)
+                self.forecasts.offer(self.snapshot, self.core.period_state())
         self.runs.answer_waiting(stopping=True)
         self.forecasts.close()
 

@@ -1,11 +1,12 @@
 """The scheduler's own ETAs (issue #29; docs/runtime.md, "ETA").
 
 At each round's start, and when a job arrives or ends, the executor offers the
-``Forecaster`` its latest ``Snapshot`` (``offer``: never blocks; the latest picture wins).
-The forecaster's own thread takes that picture's unfinished jobs and has the forecast
-process (``python -m simulator.forecast``, niced) replay them in the simulator twin, the
-same replay ``status --eta`` ran in a client before (thesis §5.7: the simulator is the
-cluster's model). The answer becomes ``latest`` (a ``Forecast``) and ``ready()`` tells the
+``Forecaster`` its latest ``Snapshot`` and the core's allocation period in progress
+(``offer``: never blocks; the latest picture wins). The forecaster's own thread takes that
+picture's unfinished jobs, adds the period (``with_period``: the replay goes on with the
+scheduler's round-by-round priorities, thesis §5.5, instead of a period of its own) and
+has the forecast process (``python -m simulator.forecast``, niced) replay them in the
+simulator twin (thesis §5.7: the simulator is the cluster's model). The answer becomes ``latest`` (a ``Forecast``) and ``ready()`` tells the
 executor to republish its snapshot. No replay runs on the executor thread or in its
 process, so a round's plan never waits for a forecast (BENCHMARKS.md, "The scheduler's
 ETA replay"). The process starts at the first offer and again after it dies; a replay
@@ -23,6 +24,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ..core import PeriodState
 from ..rpc import pb
 from ..rpc.frames import FrameError, read_frame, write_frame
 
@@ -51,6 +53,27 @@ class Forecast:
                    answer.eta_error, replay_s)
 
 
+def with_period(picture: pb.StatusResponse, period: PeriodState | None) -> pb.StatusResponse:
+    """A copy of ``picture`` with the allocation period in progress (``period_*``): what a
+    replay needs to go on with the round-by-round priorities (thesis §5.5) where the
+    scheduler is, instead of starting a period of its own."""
+    if period is None:
+        return picture
+    out = pb.StatusResponse()
+    out.CopyFrom(picture)
+    out.period_start_s = period.start_s
+    row = {key: i for i, key in enumerate(period.keys)}
+    types = period.types
+    for job in out.jobs:
+        i = row.get(job.id)
+        if i is None:
+            continue
+        job.period_x.update(zip(types, period.allocation[i].tolist()))
+        job.period_received_s.update(zip(types, period.received[i].tolist()))
+        job.period_deficit_s.update(zip(types, period.deficit[i].tolist()))
+    return out
+
+
 class ForecastFailed(RuntimeError):
     """The forecast process died, said nothing sensible, or took too long."""
 
@@ -70,13 +93,14 @@ class Forecaster:
         self._last_error = ""
         self.latest: Forecast | None = None
 
-    def offer(self, snapshot) -> None:
-        """Replay this picture next (a picture offered before and not taken yet is
-        dropped); starts the thread at the first offer."""
+    def offer(self, snapshot, period: PeriodState | None = None) -> None:
+        """Replay this picture next, with the core's allocation period in progress
+        (``SchedulerCore.period_state``: the replay goes on with it); a picture offered
+        before and not taken yet is dropped. Starts the thread at the first offer."""
         with self._cond:
             if self._closed:
                 return
-            self._offered = snapshot
+            self._offered = (snapshot, period)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name="forecast",
                                                 daemon=True)
@@ -98,8 +122,8 @@ class Forecaster:
                     self._cond.wait()
                 if self._closed:
                     return
-                snapshot, self._offered = self._offered, None
-            picture = snapshot.status(pb.StatusRequest(active=True))
+                (snapshot, period), self._offered = self._offered, None
+            picture = with_period(snapshot.status(pb.StatusRequest(active=True)), period)
             began = time.monotonic()
             try:
                 forecast = Forecast.of_answer(self._ask(picture), time.monotonic() - began)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 
 from gavelsched.cli import eta
@@ -209,3 +210,21 @@ def test_a_run_ending_at_the_round_start_holds_no_gpu_in_the_replay_and_made_its
     a, b = eta.state_of(reply).jobs
     assert a.running_on is None and a.steps_left == 20
     assert b.running_on == "v100" and b.run_began_s == 100.0 and b.run_up_s is None
+
+
+def test_the_replay_goes_on_with_the_scheduler_s_allocation_period():
+    # two equal jobs share one GPU (X = 0.5 each); in the scheduler's period so far "a" has
+    # had 20 s and "b" nothing, so "b" is next (thesis §5.5); a replay that started a
+    # period of its own gave the next round to the first job, "a"
+    from gavelsched.core import CoreConfig, PeriodState
+    from simulator.twin import DaemonRules as Rules
+    seed = CoreConfig(round_seconds=10.0).seed_seconds
+    jobs = [job("a", 100, 2.0, started=False), job("b", 100, 2.0, started=False)]
+    fresh = eta.replay(state(jobs))
+    assert fresh["a"].start_s < fresh["b"].start_s
+    period = PeriodState(80.0, ("v100",), ("a", "b"), np.array([[0.5], [0.5]]),
+                         np.array([[seed + 20.0], [seed]]), np.zeros((2, 1)))
+    s = dataclasses.replace(state(jobs), period=period)
+    assert s.rules == Rules(10.0, "responsive", refill_freed=False)
+    going_on = eta.replay(s)
+    assert going_on["b"].start_s < going_on["a"].start_s
