@@ -89,7 +89,7 @@ def state_of(reply) -> LiveState:
                 _time(j.run_began_s) if j.worker_type else None,
                 _time(j.run_up_s) if j.worker_type else None, j.run_refill)
         for j in live)
-    rules = DaemonRules.of_status(reply, {j.job_type: j.startup_s for j in live})
+    rules = DaemonRules.of_status(reply, _startups(live))
     return LiveState(reply.now_s, reply.epoch_unix, reply.policy, rules, workers, per, jobs,
                      reply.round_ends_s if reply.round_ends_s > reply.now_s else None,
                      _period(reply.period_start_s, live))
@@ -106,6 +106,15 @@ def _period(start_s: float, live) -> PeriodState | None:
         return np.array([[getattr(j, name).get(t, 0.0) for t in types] for j in covered])
     return PeriodState(start_s, types, tuple(j.id for j in covered), table("period_x"),
                        table("period_received_s"), table("period_deficit_s"))
+
+
+def _startups(live) -> dict[str, float]:
+    """Each job type's mean start-up; a type none of whose runs has started up yet gets
+    the mean over the types that have (a fresh cluster's first rounds: charged nothing,
+    its first replays came out early by a round or more)."""
+    known = {j.job_type: j.startup_s for j in live if j.startup_s > 0}
+    fallback = sum(known.values()) / len(known) if known else 0.0
+    return {j.job_type: known.get(j.job_type, fallback) for j in live}
 
 
 def _steps_left(job) -> int:

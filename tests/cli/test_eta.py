@@ -228,3 +228,13 @@ def test_the_replay_goes_on_with_the_scheduler_s_allocation_period():
     assert s.rules == Rules(10.0, "responsive", refill_freed=False)
     going_on = eta.replay(s)
     assert going_on["b"].start_s < going_on["a"].start_s
+
+
+def test_a_job_type_with_no_start_up_yet_is_charged_the_others_mean():
+    reply = pb.StatusResponse(policy="fifo", round_seconds=10.0, now_s=5.0)
+    reply.workers.add(id="0", type="v100", gpus=1, alive=True)
+    for job_id, kind, startup in (("a", "x", 4.0), ("b", "y", 2.0), ("c", "z", 0.0)):
+        reply.jobs.add(id=job_id, state="queued", total_steps=10, job_type=kind,
+                       scale_factor=1, steps_per_s={"v100": 1.0}, startup_s=startup,
+                       started_s=-1, run_began_s=-1, run_up_s=-1)
+    assert dict(eta.state_of(reply).rules.startup_s) == {"x": 4.0, "y": 2.0, "z": 3.0}
