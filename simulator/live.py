@@ -81,13 +81,12 @@ def state_of(reply) -> LiveState:
             workers[w.type] = workers.get(w.type, 0) + w.gpus
             per[w.type] = max(per.get(w.type, 0), w.gpus)
     live = [j for j in reply.jobs if j.state not in FINAL and j.total_steps > j.steps_done]
+    begin = reply.round_ends_s - reply.round_seconds
     jobs = tuple(
         LiveJob(j.id, j.job_type, j.scale_factor, _steps_left(j),
                 dict(j.steps_per_s), j.priority_weight or 1.0, None,
                 j.started_s if j.started_s >= 0 else None, j.entity or None,
-                j.worker_type if j.worker_type in workers and not j.run_ending else None,
-                _time(j.run_began_s) if j.worker_type else None,
-                _time(j.run_up_s) if j.worker_type else None, j.run_refill)
+                *_run(j, workers, begin))
         for j in live)
     rules = DaemonRules.of_status(reply, _startups(live))
     return LiveState(reply.now_s, reply.epoch_unix, reply.policy, rules, workers, per, jobs,
@@ -115,6 +114,19 @@ def _startups(live) -> dict[str, float]:
     known = {j.job_type: j.startup_s for j in live if j.startup_s > 0}
     fallback = sum(known.values()) / len(known) if known else 0.0
     return {j.job_type: known.get(j.job_type, fallback) for j in live}
+
+
+def _run(job, workers, begin: float) -> tuple:
+    """``running_on``, ``run_began_s``, ``run_up_s``, ``run_refill`` of a Status job: its
+    run this round; for a run that is ending, the placement that waits for it (a fresh
+    run from the round's start, ``run_next_type``), or none."""
+    if job.run_ending:
+        if job.run_next_type in workers:
+            return job.run_next_type, begin, None, False
+        return None, None, None, False
+    if job.worker_type not in workers:
+        return None, None, None, False
+    return job.worker_type, _time(job.run_began_s), _time(job.run_up_s), job.run_refill
 
 
 def _steps_left(job) -> int:

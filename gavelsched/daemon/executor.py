@@ -199,7 +199,7 @@ class DaemonExecutor:
                              round_ends_s=0.0 if ends is None else now + ends - self._clock(),
                              **self._replay_inputs(),
                              **self.tenancy.view_inputs(self.runs.live(), self._clock()),
-                             forecast=self.forecasts.latest)
+                             forecast=self.forecasts.latest, deferred=self.runs.deferred())
 
     def _replay_inputs(self) -> dict:
         """What a client needs to replay the live state in the simulator (ETA, issue #18):

@@ -266,6 +266,11 @@ class RunTable:
         return [0.0 if any(queued(j) for j in self._fresh.get(key, ())) else
                 self.held.get(key, 0.0) for key in keys]
 
+    def deferred(self) -> dict[str, str]:
+        """Per job whose placement waits for its last run to exit, the worker type (or
+        configuration) it goes to."""
+        return {job_id: task.worker_type for job_id, (_, task, _, _) in self._deferred.items()}
+
     def _launch_or_defer(self, task: MicroTask, m: int, job_id: str, index: int,
                          refill: bool = False) -> None:
         job = self.jobs.get(job_id)

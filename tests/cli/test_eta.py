@@ -207,9 +207,15 @@ def test_a_run_ending_at_the_round_start_holds_no_gpu_in_the_replay_and_made_its
     reply.jobs.add(id="b", state="running", steps_done=0, total_steps=100, job_type="x",
                    scale_factor=1, worker_type="v100", steps_per_s={"v100": 2.0},
                    started_s=-1, run_began_s=100.0, run_up_s=-1)
-    a, b = eta.state_of(reply).jobs
+    reply.jobs.add(id="c", state="running", steps_done=10, total_steps=100, job_type="x",
+                   scale_factor=1, worker_type="k80", steps_per_s={"v100": 2.0},
+                   started_s=10.0, run_began_s=80.0, run_up_s=82.0, run_ending=True,
+                   run_lease_steps=30, run_next_type="v100")
+    a, b, c = eta.state_of(reply).jobs
     assert a.running_on is None and a.steps_left == 20
     assert b.running_on == "v100" and b.run_began_s == 100.0 and b.run_up_s is None
+    # placed on the v100 this round, waiting for its run on the k80 to exit: a fresh run
+    assert (c.running_on, c.run_began_s, c.run_up_s, c.steps_left) == ("v100", 100.0, None, 70)
 
 
 def test_the_replay_goes_on_with_the_scheduler_s_allocation_period():
