@@ -91,10 +91,10 @@ def state_of(reply) -> LiveState:
     rules = DaemonRules.of_status(reply, _startups(live))
     return LiveState(reply.now_s, reply.epoch_unix, reply.policy, rules, workers, per, jobs,
                      reply.round_ends_s if reply.round_ends_s > reply.now_s else None,
-                     _period(reply.period_start_s, live))
+                     _period(reply.period_start_s, reply.period_stale, live))
 
 
-def _period(start_s: float, live) -> PeriodState | None:
+def _period(start_s: float, stale: bool, live) -> PeriodState | None:
     """The allocation period a forecast picture carries (``period_*``), or None."""
     covered = [j for j in live if j.period_x]
     if not covered:
@@ -104,7 +104,7 @@ def _period(start_s: float, live) -> PeriodState | None:
     def table(name):
         return np.array([[getattr(j, name).get(t, 0.0) for t in types] for j in covered])
     return PeriodState(start_s, types, tuple(j.id for j in covered), table("period_x"),
-                       table("period_received_s"), table("period_deficit_s"))
+                       table("period_received_s"), table("period_deficit_s"), stale)
 
 
 def _startups(live) -> dict[str, float]:

@@ -213,7 +213,7 @@ def resumed(state: LiveState, inputs: Replay, offset: float) -> PeriodState | No
                 received[k, period.types.index(job.running_on)] += state.round_ends_s - since
     return PeriodState(period.start_s - (state.now_s + offset), period.types,
                        tuple(str(i) for i in keep), period.allocation[rows].copy(), received,
-                       period.deficit[rows].copy())
+                       period.deficit[rows].copy(), period.stale)
 
 
 def extrapolated(steps: int, left: int, horizon_s: float) -> float | None:

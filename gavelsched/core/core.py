@@ -160,14 +160,15 @@ class SchedulerCore:
         at = [i for i, key in enumerate(rows.keys) if key in self._jobs]
         return PeriodState(self._last_resolve_s, tuple(cols), tuple(rows.keys[i] for i in at),
                            rows.allocation[at].copy(), rows.received[at].copy(),
-                           rows.deficit[at].copy())
+                           rows.deficit[at].copy(), self._stale or self._force)
 
     def resume(self, period: PeriodState) -> None:
         """Go on with another core's allocation period (a live cluster's replay): admit the
         jobs submitted so far now, with the X, received seconds and deficits ``period``
         gives them, as if this core had run the period since ``period.start_s``. The next
-        boundary re-solves only by the re-solve rule, as the other core would; a job the
-        period does not cover makes the allocation stale (it had just arrived there)."""
+        boundary re-solves only by the re-solve rule, as the other core would: when the
+        other core's allocation was stale, or a job the period does not cover (it had just
+        arrived there) makes it so."""
         self._admit()
         rows, cols = self._rows, self._layout.columns
         given = [cols.index(t) if t in cols else -1 for t in period.types]
@@ -188,7 +189,7 @@ class SchedulerCore:
             install(self._last_allocation, rows, self._jobs, cols, self._lookups,
                     self.config.seed_seconds)
         self._last_resolve_s = float(period.start_s)
-        self._stale = not covered or not allocation
+        self._stale = period.stale or not covered or not allocation
 
     def next_resolve_allowed_s(self) -> float:
         """Earliest time a pending reset event may trigger a re-solve."""

@@ -276,4 +276,6 @@ class PeriodState:
     allocation: np.ndarray   # (k, n)
     received: np.ndarray     # (k, n)
     deficit: np.ndarray      # (k, n)
+    stale: bool = False      # an event since made the allocation stale: the next boundary
+                             # re-solves if the re-solve rule allows
 

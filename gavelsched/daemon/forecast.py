@@ -61,7 +61,7 @@ def with_period(picture: pb.StatusResponse, period: PeriodState | None) -> pb.St
         return picture
     out = pb.StatusResponse()
     out.CopyFrom(picture)
-    out.period_start_s = period.start_s
+    out.period_start_s, out.period_stale = period.start_s, period.stale
     row = {key: i for i, key in enumerate(period.keys)}
     types = period.types
     for job in out.jobs:

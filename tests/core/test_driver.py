@@ -194,3 +194,36 @@ def test_an_idle_cluster_plans_its_grace_after_the_arrival_that_woke_it():
         RoundDriver(make_core(), plan_lead_s=R)
     with pytest.raises(ValueError, match="arrival grace"):
         RoundDriver(make_core(), arrival_grace_s=-1.0)
+
+
+def test_a_core_that_resumes_another_s_period_plans_the_rounds_it_would_plan():
+    # thesis §5.5: which jobs run next follows X over the time received since the last
+    # re-solve (and deficits); a replay that goes on with the period (period_state ->
+    # resume) plans as the core itself does, where a fresh period would not
+    def core_with(jobs):
+        core = make_core(policy=get_policy("max_min_fairness_perf"),
+                         config=CoreConfig(min_resolve_interval_s=1e9, round_seconds=R),
+                         counts={"v100": 1})
+        for spec in jobs:
+            core.submit(spec, 0.0)
+        return core, RoundDriver(core)
+    specs = [job(i) for i in range(3)]
+    original, driver = core_with(specs)
+    planned = [driver.boundary(0.0)]
+    for k in range(1, 4):
+        planned.append(driver.boundary(k * R, np.full(len(planned[-1].round.batch), R)))
+    driver.end(4 * R, np.full(len(planned[-1].round.batch), R))
+    period = original.period_state()
+    assert period.keys == ("0", "1", "2") and not period.stale
+    following = [driver.boundary(4 * R + k * R, None if k == 0 else
+                                 np.full(1, R)).round.batch.keys for k in range(3)]
+
+    resumed, again = core_with(specs)
+    resumed.resume(period)
+    assert again.boundary(4 * R).round.resolved is None          # no re-solve of its own
+    keys = [again.in_flight.batch.keys]
+    keys += [again.boundary(4 * R + k * R, np.full(1, R)).round.batch.keys for k in (1, 2)]
+    assert keys == following
+
+    fresh, other = core_with(specs)
+    assert other.boundary(4 * R).round.batch.keys != following[0]   # (a period of its own)
