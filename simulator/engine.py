@@ -13,10 +13,13 @@ completion time counts from arrival. This is Gavel's ``Scheduler.simulate`` loop
    (``RoundDriver.plan_at``: ``SimConfig.plan_lead_s`` before the boundary when a round
    ran, as the daemon plans; on an idle cluster ``SimConfig.arrival_grace_s`` after the
    arrival that woke it, ``RoundDriver.first_plan_at``);
-2. ``RoundDriver.plan(now, seconds)``: end the last round with the time each task held its
+2. ``RoundDriver.plan(plan_s, seconds)`` at the plan's time, as the daemon calls it (its
+   re-solve rule counts from there): end the last round with the time each task held its
    workers, admit, re-solve if due, plan the round; the steps of jobs that finished after
-   the plan are credited only then, and ``RoundDriver.start(now, ended)`` begins the
-   round without their tasks (``gavelsched/core/driver.py``, the recipe the daemon shares);
+   the plan, and what the round's runs measured (``SimConfig.priors``: the daemon samples
+   a run at its checkpoint, at the round's end), are taken only then, and
+   ``RoundDriver.start(now, ended)`` begins the round at the boundary without the tasks
+   of jobs that ended (``gavelsched/core/driver.py``, the recipe the daemon shares);
 3. if nothing runs: jump to the next arrival (the driver forces a re-solve when none is
    left, and says when nothing can ever be placed);
 4. run every micro-task; the round ends at its last finish (or after round_seconds);
@@ -173,6 +176,7 @@ class _Run:
         self.targets = ({str(i) for i in range(*window) if i < len(jobs)} if window else None)
         self.targets_left = len(self.targets) if self.targets is not None else len(jobs)
         self.late: dict[str, float] = {}   # job -> its last steps, made after the plan
+        self.samples: tuple | None = None  # the last round's samples, learned after the plan
         for spec, job in zip(specs, jobs):
             metrics.on_arrival(spec.id, job.job_type, job.scale_factor, job.arrival_s, job.slo_s)
 
@@ -185,14 +189,18 @@ class _Run:
             self.core.resume(self.resume)
         horizon = math.inf if self.sim.horizon_s is None else self.sim.horizon_s
         while self.targets_left > 0 and now < horizon:
-            # A round that follows another is planned plan_lead_s before that one ends.
-            self.submit_arrivals(now if held is None else driver.plan_at(now))
-            self.update_prices(now)
+            # A round that follows another is planned plan_lead_s before that one ends, at
+            # that time (its arrivals, prices and re-solve rule: as the daemon plans); an
+            # idle cluster's round is planned when it starts.
+            plan_s = now if held is None else driver.plan_at(now)
+            self.submit_arrivals(plan_s)
+            self.update_prices(plan_s)
             late, self.late = self.late, {}
-            step = driver.plan(now, held, arrivals_pending=self.next < len(self.arrivals),
+            step = driver.plan(plan_s, held, arrivals_pending=self.next < len(self.arrivals),
                                uncredited=late or None)
             held = None
-            self.record_resolve(step.round, now)
+            self.record_resolve(step.round, plan_s)
+            self.learn_samples(now)
             ended = driver.credit(tuple(late), [(s,) for s in late.values()], now) if late else ()
             started = driver.start(now, ended)
             rnd = started.round
@@ -219,6 +227,15 @@ class _Run:
             own = jobs[i].throughputs if self.knowledge is None else None
             self.core.submit(self.specs[i], jobs[i].arrival_s, throughputs=own)
             self.next += 1
+
+    def learn_samples(self, now: float) -> None:
+        """The last round's runs measured (``_Knowledge.learn``). The daemon samples a run
+        at its checkpoint, when its lease ends with the round: after the next round's plan
+        when it plans ``plan_lead_s`` early, so that plan does not know them yet."""
+        if self.samples is not None:
+            batch, steps, seconds, completed = self.samples
+            self.samples = None
+            self.knowledge.learn(self.core, batch, self.specs, steps, seconds, completed, now)
 
     def update_prices(self, now: float) -> None:
         if self.price_trace is not None:
@@ -272,8 +289,9 @@ class _Run:
                 steps[i, m] = 0
         completed = self.driver.credit(batch.keys, steps, end) + tuple(self.late)
         if self.knowledge is not None:   # a sample counts training time, not the start-up
-            self.knowledge.learn(self.core, batch, self.specs, steps, seconds - ran.pause,
-                                 completed, end)
+            self.samples = (batch, steps, seconds - ran.pause, completed)
+            if not self.driver.plan_lead_s:
+                self.learn_samples(end)
         if completed:
             # A job finishes when its micro-task does: for a co-located pair, when the
             # later of the two stops (Gavel's completion time for both members).

@@ -116,3 +116,42 @@ def test_jobs_submitted_together_are_planned_together_after_the_arrival_grace(gr
                                     arrival_grace_s=grace))
     assert result.jobs[0].started_s == pytest.approx(grace)
     assert result.jobs[1].started_s == pytest.approx(second_start)
+
+
+def led_run(jobs, *, types=("v100",), priors=None, timeline=False):
+    """Max-min fairness on one GPU of each of ``types`` with the daemon's rules (lead,
+    grace, re-solve)."""
+    policy = get_policy("max_min_fairness_perf")
+    config = config_for(policy, TABLE, types, round_seconds=R, resolve="responsive",
+                        min_resolve_interval_s=R, refill_until=1.0 - LEAD / R)
+    return simulate(jobs, TABLE, {t: 1 for t in types}, policy, core_config=config,
+                    sim=SimConfig(round_ends_at_last_finish=False, plan_lead_s=LEAD,
+                                  arrival_grace_s=0.5, priors=priors,
+                                  record_timeline=timeline))
+
+
+def test_the_second_round_of_jobs_arriving_together_is_planned_and_resolved_at_the_lead():
+    """Issue #29: jobs that all arrive at t = 0 start at the grace (0.5 s); the next round
+    is planned LEAD before that one ends (42.5 s), as the daemon plans it, and the
+    completion of the short job in the first round is re-solved for then, not at the
+    boundary (60.5 s): the re-solve rule counts from the plan, as the daemon's does."""
+    result = led_run([job(10.0), job(10_000), job(10_000)], timeline=True)
+    assert result.jobs[0].completion_s < 42.5
+    assert [t for t, _ in result.timeline.allocations][:2] == pytest.approx([0.5, 42.5])
+
+
+def test_a_runs_sample_reaches_the_replay_after_the_plan_it_ran_through():
+    """Issue #29: with the daemon's knowledge (``SimConfig.priors``) a run is sampled at its
+    checkpoint, when its lease ends with the round: after the next round's plan, made LEAD
+    early. That plan does not re-solve on the samples, so max-min fairness gives the second
+    round to the job that had none in the first (on the simultaneous-arrival trace the
+    daemon swapped all six first-round jobs out). Learning the samples before that plan
+    re-solved, reset the received times and kept the first round's jobs for a second one:
+    job 2 started at 120.5 s."""
+    kinds = ("ResNet-50 (batch size 16)", "ResNet-50 (batch size 32)",
+             "ResNet-50 (batch size 64)", "ResNet-50 (batch size 128)")
+    jobs = [TraceJob(job_type=kind, scale_factor=1, arrival_s=0.0,
+                     total_steps=int(10_000 * TABLE.get("v100", kind))) for kind in kinds]
+    priors = TABLE.scaled(0.5)        # the jobs really run twice as fast as the priors say
+    result = led_run(jobs, types=("v100", "p100", "k80"), priors=priors)
+    assert [j.started_s for j in result.jobs] == pytest.approx([0.5, 0.5, 60.5, 0.5])
