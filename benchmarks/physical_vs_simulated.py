@@ -267,8 +267,8 @@ def per_job(rule: str, measured: Measured, physical: dict, simulated: dict,
     difference comes from: waiting for the first start (the order jobs got GPUs in) or
     running (the types and leases it got once started). Returns the error's (median, 90th
     percentile, worst) in %."""
-    print(f"\nPer job, start-up charged capped at {rules.startup_cap:g} s, {rule} "
-          "(seconds):")
+    charged = ", ".join(f"{t} {c:.1f} s" for t, c in sorted(rules.startup_charges().items()))
+    print(f"\nPer job, start-ups charged {charged or 'none'}, {rule} (seconds):")
     print("| job | type | steps | start-up | physical wait / JCT | simulated wait / JCT | "
           "difference | of which waiting |")
     print("|---|---|---|---|---|---|---|---|")

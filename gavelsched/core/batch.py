@@ -7,6 +7,8 @@ Functions of their inputs; the core calls them once a round."""
 
 from __future__ import annotations
 
+import math
+
 import random
 from collections.abc import Mapping
 
@@ -96,10 +98,23 @@ MIN_LEASE_FRACTION = 0.5
 
 
 def startup_charge(startup_s: float, round_seconds: float) -> float:
-    """The start-up a fresh run loses in its round: ``startup_s``, at most the rest of the
-    round after the lease floor. A replay charges this (``core/rules.py``); uncapped, a
-    start-up as long as a round let no fresh run step, and the replay never ended."""
-    return min(float(startup_s), (1.0 - MIN_LEASE_FRACTION) * round_seconds)
+    """What a fresh run's start-up costs its round, on average (a replay charges it as the
+    run's preemption overhead, thesis §5.7; ``core/rules.py``). Up to the lease floor, the
+    start-up itself: the run steps for the rest of its round. A longer start-up ``s`` still
+    gets the floor after it (the daemon runs it past its round's end), so it holds its GPUs
+    ``s + F`` seconds (``F`` the floor) for ``F`` of steps, and the run after it on those
+    GPUs starts that much later. It is charged the same share of the GPUs' time:
+    ``c = R s / (s + F)`` in a round of ``R`` (``(R - c) / R = F / (s + F)``). Always
+    under a round, so a replay ends; capped at the floor, runs with start-ups longer than
+    half a round came out a quarter early (BENCHMARKS.md, "ETA error against real
+    finishes")."""
+    s, R = float(startup_s), float(round_seconds)
+    floor = MIN_LEASE_FRACTION * R
+    if s <= (1.0 - MIN_LEASE_FRACTION) * R:
+        return s
+    if math.isinf(s):
+        return R
+    return R * s / (s + floor)
 
 
 def worth_launching(seconds_left: float, startup_s: float, round_seconds: float,

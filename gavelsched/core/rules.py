@@ -9,8 +9,8 @@ on ``core_config`` and publishes the rules in every ``Status`` (``published``); 
 
 The lease floor (``batch.MIN_LEASE_FRACTION``, beside ``worth_launching``, which decides
 launches by it): a fresh run always gets that fraction of a round after its start-up
-(``gavelsched/daemon/runs.py``), so a replay charges a start-up at most the rest of the
-round (``startup_charge``).
+(``gavelsched/daemon/runs.py``), so a replay charges a longer start-up the share of its
+GPUs' time it costs, always under a round (``startup_charge``).
 """
 
 from __future__ import annotations
@@ -103,11 +103,6 @@ class DaemonRules:
         if self.min_resolve_interval_s is not None:
             overrides["min_resolve_interval_s"] = self.min_resolve_interval_s
         return config_for(policy, table, worker_types, **{**overrides, **more})
-
-    @property
-    def startup_cap(self) -> float:
-        """The most start-up a fresh run is charged: the round after the lease floor."""
-        return startup_charge(math.inf, self.round_seconds)
 
     def driver(self, core: SchedulerCore) -> RoundDriver:
         """The round driver of a core under these rules: their plan lead and arrival

@@ -30,11 +30,11 @@ def test_one_job_finishes_after_steps_over_rate():
     assert etas["a"].start_s is None            # it runs already
 
 
-def test_a_startup_longer_than_half_a_round_is_charged_as_the_lease_floor():
+def test_a_startup_longer_than_half_a_round_is_charged_under_a_round():
     # a fresh run always gets half a round after its start-up (daemon/leases.py); charged
     # in full, a start-up of a round or more let no fresh task step: the replay never ended
     inputs = eta.replay_inputs(state([job("a", 100, 2.0, startup=25.0)], round_seconds=10.0))
-    assert [j.startup_s for j in inputs.trace] == [5.0]
+    assert [j.startup_s for j in inputs.trace] == [pytest.approx(10.0 * 25.0 / 30.0)]
     two = [job("a", 100, 2.0, startup=25.0), job("b", 100, 2.0, startup=25.0)]
     etas = eta.replay(state(two, round_seconds=10.0))
     assert all(e.finish_s < 10_000 for e in etas.values())

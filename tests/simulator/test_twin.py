@@ -49,12 +49,16 @@ def test_the_rules_a_status_publishes_give_the_daemons_core_config(tmp_path, con
         sched.close()
 
 
-def test_start_ups_are_charged_at_most_the_round_after_the_lease_floor():
+def test_a_start_up_past_the_lease_floor_is_charged_the_share_of_the_gpus_it_costs():
+    # up to half a round, the start-up itself; a longer one s still gets the floor F = 5 s
+    # of steps, holding the GPUs s + F: charged R s / (s + F) of a 10 s round, under R
     rules = DaemonRules(10.0, startup_s={"A": 25.0, "B": 2.0, "C": 0.0})
-    cap = (1.0 - MIN_LEASE_FRACTION) * 10.0
-    assert rules.startup_charges() == {"A": cap, "B": 2.0}
-    assert sim_config(rules).preemption_overhead_s == {"A": cap, "B": 2.0}
-    assert startup_charge(25.0, 10.0) == cap
+    floor = MIN_LEASE_FRACTION * 10.0
+    assert rules.startup_charges() == {"A": pytest.approx(10.0 * 25.0 / 30.0), "B": 2.0}
+    assert sim_config(rules).preemption_overhead_s == rules.startup_charges()
+    assert startup_charge(floor, 10.0) == floor                      # continuous there
+    assert startup_charge(7.5, 10.0) == pytest.approx(6.0)           # 5 s of steps in 12.5 s
+    assert startup_charge(1e12, 10.0) < 10.0
 
 
 def test_rules_refuse_a_plan_lead_of_a_round():
