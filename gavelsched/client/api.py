@@ -173,12 +173,14 @@ class Client:
 
     def status_reply(self, *, states: Sequence[str] = (), job_type: str = "",
                      entity: str = "", active: bool = False, mine: bool = False,
-                     user: str = ""):
-        """``status`` as the scheduler's ``pb.StatusResponse`` (what the ETA replays)."""
+                     user: str = "", period: bool = False):
+        """``status`` as the scheduler's ``pb.StatusResponse`` (what a replay reads);
+        ``period``: with the allocation period in progress, as the scheduler's own
+        forecast replays it."""
         from ..rpc import pb
         return self.call("Status", pb.StatusRequest(
             states=list(states), job_type=job_type, entity=entity, active=active,
-            mine=mine, user=user))
+            mine=mine, user=user, period=period))
 
     def hold(self, job_id: str, reason: str = "") -> str:
         """Keep a job (or every copy of an array) from being scheduled; a running one stops
@@ -287,15 +289,16 @@ class Client:
 
     def predict(self, job: JobRequest) -> Prediction:
         """If ``job`` were submitted now: when it would start and finish, and how much later
-        every other job would finish. The scheduler's live state is replayed in the
-        simulator under the daemon's rules, here, in this process (``simulator/twin.py``);
-        nothing is submitted. ``NoRates`` when the job's type has no throughput on the
+        every other job would finish. The scheduler's live state, with its allocation
+        period, is replayed in the simulator under the daemon's rules, here, in this process
+        (``simulator/twin.py``), as the scheduler's own forecast replays it; nothing is
+        submitted. ``NoRates`` when the job's type has no throughput on the
         cluster's types; ``ClientError`` when the state cannot be replayed."""
         from simulator import SimulationError
         from simulator.live import NEW_ID, hypothetical, state_of
         from simulator.twin import predict, why_sooner
 
-        state = state_of(self.status_reply(active=True))
+        state = state_of(self.status_reply(active=True, period=True))
         if not state.workers:
             raise InputError("the scheduler has no alive workers: nothing to predict on")
         new = hypothetical(job, state)

@@ -32,6 +32,7 @@ from ..rpc.identity import Caller, Identities, caller_of
 from .calls import Denied
 from .executor import DaemonExecutor
 from .fences import StaleRun
+from .forecast import with_period
 from .leases import stop_lease
 from .logs import LogSources, Reader, stream_logs
 from .jobs import STATES
@@ -300,7 +301,10 @@ class ClientService(pb_grpc.ClientToSchedulerServicer):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                           f"states: unknown state {shown(unknown[0])} (known: "
                           f"{', '.join(STATES)})")
-        return self.x.snapshot.status(request, caller.name)
+        reply = self.x.snapshot.status(request, caller.name)
+        if request.period:      # (read on the executor's thread: the core is its alone)
+            reply = with_period(reply, self.x.call(self.x.core.period_state, changes=False))
+        return reply
 
     def Logs(self, request, context):
         caller = self.callers.of(context)

@@ -420,20 +420,22 @@ class UsageResponse(_message.Message):
     def __init__(self, by: _Optional[str] = ..., lines: _Optional[_Iterable[_Union[UsageLine, _Mapping]]] = ..., gpu_hours: _Optional[float] = ..., cost: _Optional[float] = ..., runs: _Optional[int] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
-    __slots__ = ("states", "job_type", "entity", "active", "mine", "user")
+    __slots__ = ("states", "job_type", "entity", "active", "mine", "user", "period")
     STATES_FIELD_NUMBER: _ClassVar[int]
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     ENTITY_FIELD_NUMBER: _ClassVar[int]
     ACTIVE_FIELD_NUMBER: _ClassVar[int]
     MINE_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
+    PERIOD_FIELD_NUMBER: _ClassVar[int]
     states: _containers.RepeatedScalarFieldContainer[str]
     job_type: str
     entity: str
     active: bool
     mine: bool
     user: str
-    def __init__(self, states: _Optional[_Iterable[str]] = ..., job_type: _Optional[str] = ..., entity: _Optional[str] = ..., active: _Optional[bool] = ..., mine: _Optional[bool] = ..., user: _Optional[str] = ...) -> None: ...
+    period: bool
+    def __init__(self, states: _Optional[_Iterable[str]] = ..., job_type: _Optional[str] = ..., entity: _Optional[str] = ..., active: _Optional[bool] = ..., mine: _Optional[bool] = ..., user: _Optional[str] = ..., period: _Optional[bool] = ...) -> None: ...
 
 class JobStatus(_message.Message):
     __slots__ = ("id", "state", "steps_done", "total_steps", "job_type", "scale_factor", "worker_type", "reason", "allocation", "received", "arrival_s", "completion_s", "mixed", "min_scale_factor", "gpus", "entity", "started_s", "ended_s", "steps_per_s", "priority_weight", "startup_s", "user", "array_id", "array_index", "max_runtime_s", "after", "run_s", "eta_start_s", "eta_finish_s", "run_began_s", "run_up_s", "run_refill", "run_ending", "run_lease_steps", "period_x", "period_received_s", "period_deficit_s", "run_next_type")

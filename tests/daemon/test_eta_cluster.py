@@ -59,6 +59,13 @@ def test_status_eta_and_predict_on_a_live_cluster(cluster, tmp_path, capsys):
               if line.startswith("gavelsched_job_eta_finish_timestamp_seconds{")]
     assert len(finish) >= 1 and all(float(line.split()[-1]) > 1.7e9 for line in finish)
 
+    # predict replays the allocation period in progress, as the scheduler's forecast does
+    from gavelsched.rpc import pb, pb_grpc
+    with_period = pb_grpc.ClientToSchedulerStub(cluster.chan).Status(
+        pb.StatusRequest(active=True, period=True), timeout=30)
+    assert any(j.period_x for j in with_period.jobs) and with_period.period_start_s >= 0
+    assert not any(j.period_x for j in cluster.status().jobs)     # only when asked
+
     spec = tmp_path / "job.yaml"
     spec.write_text(f"job_type: {JOB_TYPE}\ntotal_steps: 500\n")
     count = len(cluster.status().jobs)
