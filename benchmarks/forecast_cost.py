@@ -21,7 +21,8 @@ round's plan (issue #29; ``gavelsched/daemon/forecast.py``, ``simulator/forecast
    policy solves, the forecasts answered and their replay seconds (from the metrics), and
    the age of the ETAs each ``Status`` carried (its ``now_s - eta_computed_s``).
 
-    python benchmarks/forecast_cost.py                       # the BENCHMARKS.md figures
+    python benchmarks/forecast_cost.py                # the BENCHMARKS.md figures (~22 min)
+    python benchmarks/forecast_cost.py --jobs 1000    # without the 10,000-job daemons (~8 min)
     python benchmarks/forecast_cost.py --sizes 100 --jobs 200 --rounds 3   # smoke
 """
 
@@ -164,8 +165,10 @@ def cost_table(rows: list[dict], args) -> None:
           "peak RSS | finishes past the horizon (extrapolated) |")
     print("|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        later = (f"{statistics.median(r['later']):.2f} / {max(r['later']):.2f} s "
-                 f"({len(r['later'])})" if r["later"] else "-")
+        later = ("-" if not r["later"] else f"{r['later'][0]:.2f} s (1)"
+                 if len(r["later"]) == 1 else
+                 f"{statistics.median(r['later']):.2f} / {max(r['later']):.2f} s "
+                 f"({len(r['later'])})")
         print(f"| {r['jobs']:,} | {r['bytes'] / 1024:,.0f} KiB | {r['serialize'] * 1e3:.1f} ms "
               f"| {r['first']:.2f} s | {later} | {r['rss']:.0f} MiB | "
               f"{r['beyond']:,} of {r['predicted']:,} |")
