@@ -93,6 +93,8 @@ class DaemonExecutor:
         self._forecast_due = False
         self.origin = Origin(store, clock)   # ``now``: seconds since the state's first start
         self.epoch_unix, self.now = self.origin.epoch_unix, self.origin.now
+        if metrics is not None:
+            metrics.watch_forecasts(lambda: self.forecasts.latest, self.epoch_unix)
         self._round_base = int(store.get_meta(ROUND.key(), "0"))
         servers = store.servers()
         self.priors = Priors(table, store)     # before the core: it caches its lookups
@@ -175,7 +177,7 @@ class DaemonExecutor:
         """A replay answered (``forecast``): the next snapshot carries its ETAs."""
         self._changed()
         if self.metrics is not None and self.forecasts.latest is not None:
-            self.metrics.on_forecast(self.forecasts.latest, self.epoch_unix)
+            self.metrics.on_forecast(self.forecasts.latest)
 
     def _job_ended(self, row: JobRow) -> None:
         self.tenancy.job_ended(row)

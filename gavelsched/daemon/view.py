@@ -121,9 +121,13 @@ class DaemonView:
                    dict(deferred or {}))
 
     def summary(self) -> str:
-        """One line for a round's start: jobs with a run, waiting (queued, preempted) and
-        finished, and the GPUs the runs hold of those alive (and how many are down)."""
-        states = Counter(RUNNING if j.id in self.runs else j.state for j in self.jobs)
+        """One line for a round's start: jobs with a run this round, jobs whose last run is
+        still saving its checkpoint (its lease was not extended), waiting (queued,
+        preempted) and finished, and the GPUs the runs hold of those alive (and how many
+        are down)."""
+        saving = {job_id for job_id, run in self.runs.items() if run.ending}
+        states = Counter(RUNNING if j.id in self.runs else j.state for j in self.jobs
+                         if j.id not in saving)
         finished = sum(states[s] for s in FINAL)
         busy = sum(r.gpus for r in self.runs.values())
         total = [sum(counts) for counts in zip(*self.gpus().values())] or [0, 0]
@@ -131,9 +135,10 @@ class DaemonView:
         drained = sum(len(s.row.workers) for s in self.servers if s.drained and s.alive)
         out += [f"{drained} drained"] if drained else []
         down = f" ({', '.join(out)})" if out else ""
-        return (f"round {self.round}: {states[RUNNING]} jobs running, {states[QUEUED]} "
-                f"queued, {states[PREEMPTED]} preempted, {finished} finished; GPUs "
-                f"{busy} busy of {total[1]}{down}")
+        return (f"round {self.round}: {states[RUNNING]} jobs running, "
+                + (f"{len(saving)} saving, " if saving else "")
+                + f"{states[QUEUED]} queued, {states[PREEMPTED]} preempted, {finished} "
+                f"finished; GPUs {busy} busy of {total[1]}{down}")
 
     def gpus(self) -> dict[str, tuple[int, int]]:
         """Worker type -> (GPUs registered, GPUs alive)."""

@@ -112,3 +112,34 @@ def test_a_dying_or_stuck_forecast_process_becomes_an_error_and_is_replaced():
         assert ready.wait(30) and "longer than" in f.latest.error
     finally:
         f.close()
+
+
+ONCE = """
+import pathlib, sys
+from gavelsched.rpc import pb
+from gavelsched.rpc.frames import read_frame, write_frame
+from simulator.forecast import forecast
+mark = pathlib.Path(sys.argv[1])
+if mark.exists():
+    sys.exit(3)
+mark.touch()
+reply = pb.StatusResponse()
+reply.ParseFromString(read_frame(sys.stdin.buffer))
+write_frame(sys.stdout.buffer, forecast(reply))
+"""
+
+
+def test_after_a_failed_replay_the_last_etas_stay_with_the_error(tmp_path):
+    # a forecast process that answers its first picture, then dies at its next start
+    f, ready = forecaster(command=(sys.executable, "-c", ONCE, str(tmp_path / "answered")))
+    try:
+        f.offer(Snap(picture()))
+        assert ready.wait(60) and f.latest.finish_s and not f.latest.error
+        good = f.latest
+        ready.clear()
+        f.offer(Snap(picture(now=101.0)))
+        assert ready.wait(30)
+        assert f.latest.error and f.latest.finish_s == good.finish_s
+        assert f.latest.computed_s == good.computed_s
+    finally:
+        f.close()
