@@ -82,6 +82,19 @@ def number(value: Any, field: str, *, low: float | None = None, high: float | No
     return result
 
 
+def slo(value: Any, field: str = "slo_s", *, none: float | None = None) -> float | None:
+    """An SLO, seconds from submission: a finite number > 0; None for no SLO, which a door
+    writes as null (YAML, JSONL) or ``none`` (0 on the wire, where unset is 0). Every door
+    that takes an SLO checks it here, so a negative one is refused everywhere."""
+    if value is None or (none is not None and not isinstance(value, bool) and value == none):
+        return None
+    result = number(value, field)
+    if result <= 0:
+        written = "null" if none is None else f"{none:g}"
+        raise BadValue(field, f"must be > 0 seconds, or {written} for no SLO", value)
+    return result
+
+
 def integer(value: Any, field: str, *, low: int | None = None,
             high: int = INT64_MAX) -> int:
     """An int (not a bool, not a float) in ``[low, high]``; ``high`` defaults to the

@@ -90,7 +90,7 @@ class JobRequest:
         return cls(job_type=message.job_type, total_steps=message.total_steps,
                    scale_factor=message.scale_factor or 1,
                    priority_weight=message.priority_weight or None,
-                   slo_s=message.slo_s if message.slo_s > 0 else None,
+                   slo_s=message.slo_s or None,
                    entity=message.entity or None, workload=message.workload or None,
                    command=message.command or None, mixed=message.mixed,
                    min_scale_factor=message.min_scale_factor or None,
@@ -142,9 +142,7 @@ def job_fields(data: dict) -> dict:
             value["priority_weight"], "priority_weight", low=checks.PRIORITY_WEIGHT_MIN,
             high=checks.PRIORITY_WEIGHT_MAX)
     if "slo_s" in value:
-        if not checks.number(value["slo_s"], "slo_s") > 0:
-            raise BadValue("slo_s", "must be > 0 (or null: none)", value["slo_s"])
-        out["slo_s"] = float(value["slo_s"])
+        out["slo_s"] = checks.slo(value["slo_s"])
     for key in ("entity", "workload", "command"):
         if key in value:
             out[key] = checks.text(value[key], key, one_line=key != "command")

@@ -77,7 +77,8 @@ def _fields(request: pb.JobRequest) -> tuple[str, int, float, float | None]:
     """(job type, scale factor, priority weight, SLO or None) of a request, and its text
     fields checked (docs/design.md, Safety rules: finite numbers in range, names without control
     characters); raises ``BadValue`` naming the field. As proto3 has it, a numeric field
-    left at 0 is unset: scale factor 1, weight 1, no SLO (a negative SLO is none too)."""
+    left at 0 is unset: scale factor 1, weight 1, no SLO (a negative one is refused, as at
+    every door: ``checks.slo``)."""
     job_type = checks.text(request.job_type, "job_type", empty=False)
     for name in ("entity", "workload"):
         checks.text(getattr(request, name), name)
@@ -90,5 +91,4 @@ def _fields(request: pb.JobRequest) -> tuple[str, int, float, float | None]:
     weight = float(request.priority_weight) or 1.0
     checks.number(weight, "priority_weight", low=checks.PRIORITY_WEIGHT_MIN,
                   high=checks.PRIORITY_WEIGHT_MAX)
-    slo = checks.number(request.slo_s, "slo_s")
-    return job_type, sf, weight, slo if slo > 0 else None
+    return job_type, sf, weight, checks.slo(request.slo_s, none=0.0)

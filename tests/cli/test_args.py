@@ -119,3 +119,17 @@ def test_counts_text_is_what_parse_counts_reads():
     counts = {"v100": 36, "a100": 0, "k80": 2}
     assert counts_text(counts) == "v100=36,a100=0,k80=2"
     assert parse_counts(counts_text(counts), what="--cluster") == counts
+
+
+def test_every_door_refuses_a_negative_slo_the_same_way():
+    # the job YAML (CLI, Python API) and the wire's JobRequest (0 there is unset: no SLO)
+    from gavelsched.client.request import JobRequest
+    from gavelsched.rpc import pb
+    from gavelsched.client.errors import InputError
+    for make in (lambda: JobRequest.from_dict({"job_type": "A3C", "total_steps": 5,
+                                               "slo_s": -5}),
+                 lambda: JobRequest.from_pb(pb.JobRequest(job_type="A3C", total_steps=5,
+                                                          slo_s=-5.0))):
+        with pytest.raises(InputError, match=r"slo_s has a bad value -5.*must be > 0 seconds"):
+            make()
+    assert JobRequest.from_pb(pb.JobRequest(job_type="A3C", total_steps=5)).slo_s is None

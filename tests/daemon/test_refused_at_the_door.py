@@ -35,7 +35,8 @@ def refused(call) -> str:
 
 
 BAD = [("priority_weight", math.nan), ("priority_weight", math.inf),
-       ("priority_weight", -1.0), ("slo_s", math.nan), ("slo_s", math.inf)]
+       ("priority_weight", -1.0), ("slo_s", math.nan), ("slo_s", math.inf),
+       ("slo_s", -5.0)]    # (issue #29: a negative SLO over gRPC was taken as none)
 
 
 def test_nan_job_is_refused_and_the_others_run_to_done(cluster):
