@@ -78,6 +78,12 @@ class SimulationResult:
     def completed(self) -> int:
         return sum(1 for j in self.jobs if j.completion_s is not None)
 
+    @property
+    def stopped_early(self) -> bool:
+        """The run ended at the window's last finish with jobs outside it unfinished
+        (``SimConfig.window``: the simulation stops there)."""
+        return self.window is not None and self.completed < len(self.jobs)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "policy": self.policy,
@@ -89,6 +95,9 @@ class SimulationResult:
             "rounds": self.rounds,
             "wall_s": self.wall_s,
             "window": list(self.window) if self.window else None,
+            "stopped": ({"at_s": self.end_s, "reason": "the window's jobs had all finished",
+                         "unfinished": len(self.jobs) - self.completed}
+                        if self.stopped_early else None),
             "lease_extension_rate": _num(self.lease_extension_rate),
             "allocation_gap": _num(self.allocation_gap),
             "allocation_shortfall": _num(self.allocation_shortfall),
@@ -109,7 +118,10 @@ class SimulationResult:
         lines += [
             f"average JCT         {jct}  [{scope}]",
             f"makespan            {self.makespan_s:,.0f} s ({self.makespan_s / 3600:.2f} h)",
-            f"completed           {self.completed}/{len(self.jobs)} jobs",
+            f"completed           {self.completed}/{len(self.jobs)} jobs" + (
+                f" (stopped at {self.end_s / 3600:.2f} h: the window's jobs had all "
+                f"finished; {len(self.jobs) - self.completed} others had not)"
+                if self.stopped_early else ""),
             f"utilization         {self.utilization:.1%}",
             f"cost                ${self.cost_usd:,.2f}",
             f"SLO violations      {self.slo_violations}",

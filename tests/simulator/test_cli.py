@@ -124,3 +124,19 @@ def test_a_reader_that_leaves_early_is_not_an_error():
     proc.stdout.close()  # before anything is written
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 141 and b"Traceback" not in err
+
+
+def test_a_window_says_where_the_run_stopped(tmp_path, capsys):
+    # issue #29: "completed 1495/1500" without a word that the run stopped at the window's
+    # end; jobs 0..1 of 10 finish long before the last ones, which are left unfinished
+    out = tmp_path / "result.json"
+    assert main(["simulate", "--jobs", "10", "--rate", "20", "--policy", "fifo",
+                 "--cluster", "1:1:1", "--window", "0:2", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    unfinished = sum(1 for j in data["jobs"] if j["completion_s"] is None)
+    assert unfinished > 0
+    assert data["stopped"] == {"at_s": pytest.approx(data["stopped"]["at_s"]),
+                               "reason": "the window's jobs had all finished",
+                               "unfinished": unfinished}
+    text = capsys.readouterr().out
+    assert "stopped at " in text and f"{unfinished} others had not" in text
