@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ..client.local import elastic_gpt_job, job_mix, make_cluster, start_daemons
 from . import InputError
-from .args import parse_counts
+from .args import needs_torch, parse_counts
 from .replay import scale_flags
 
 log = logging.getLogger(__name__)
@@ -75,6 +75,8 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from traces import default_table
 
+    if args.workload != "steps":
+        needs_torch("local-cluster's reference workloads (--workload steps runs without it)")
     workers = parse_counts(args.workers, what="--workers", allow_zero=False)
     if args.jobs < 1:
         raise InputError(f"--jobs must be >= 1, got {args.jobs}")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from . import InputError
+from .args import needs_torch
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +88,7 @@ def _device(choice: str, amp: str):
 
 
 def run(args: argparse.Namespace) -> int:
+    needs_torch("profile")
     from tqdm import tqdm
     from tqdm.contrib.logging import logging_redirect_tqdm
 

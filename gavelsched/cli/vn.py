@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from . import InputError
-from .args import parse_counts
+from .args import needs_torch, parse_counts
 
 DEFAULT_MAPPINGS = "1x8,2x4,4x2,8x1,6:2"
 
@@ -84,6 +84,7 @@ def _positive(value: int, flag: str) -> int:
 
 
 def run_check(args: argparse.Namespace) -> int:
+    needs_torch("vn check")
     from workers.virtual.check import CheckFailed
     from workers.virtual.check import run_check as check
     from gavelsched.virtual.layout import LayoutError, parse_mapping
