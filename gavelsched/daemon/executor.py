@@ -199,9 +199,16 @@ class DaemonExecutor:
                              drained=frozenset(self.roster.drained), epoch_unix=self.epoch_unix,
                              clock_offset=now - self._clock(),
                              round_ends_s=0.0 if ends is None else now + ends - self._clock(),
-                             **self._replay_inputs(),
-                             **self.tenancy.view_inputs(self.runs.live(), self._clock()),
+                             **self._replay_inputs(), **self._control_inputs(),
                              forecast=self.forecasts.latest, deferred=self.runs.deferred())
+
+    def _control_inputs(self) -> dict:
+        """Job control and accounting (``Tenancy.view_inputs``), and why a job waits out
+        a backoff after its run was killed (``Retries.waiting``)."""
+        mono = self._clock()
+        inputs = self.tenancy.view_inputs(self.runs.live(), mono)
+        inputs["waiting"] = {**self.retries.waiting(mono), **inputs["waiting"]}
+        return inputs
 
     def _replay_inputs(self) -> dict:
         """What a client needs to replay the live state in the simulator (ETA, issue #18):

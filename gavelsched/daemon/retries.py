@@ -94,6 +94,20 @@ class Retries:
             return False
         return True
 
+    def waiting(self, mono: float) -> dict[str, str]:
+        """Why each job that waits out a backoff waits: the kill and the attempt to come
+        (``status`` showed "waiting its turn")."""
+        out = {}
+        for job_id, until in self._not_before.items():
+            if until > mono:
+                attempts = self._attempts(job_id)
+                last = attempts[-1] if attempts else None
+                why = (signal_name(last.exit_code) or last.reason) if last else "its run died"
+                out[job_id] = (f"retrying after its run was {why} (attempt "
+                               f"{len(attempts) + 1} of {self.budget + 1}, in "
+                               f"{until - mono:.0f} s)")
+        return out
+
     def ran(self, job_id: str, progressed: bool) -> str | None:
         """A run of the job ended on its own; None, or the reason it fails with after
         ``no_progress_runs`` runs in a row without a new durable step."""

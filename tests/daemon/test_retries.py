@@ -61,6 +61,10 @@ def test_a_killed_run_is_retried_after_a_doubling_backoff_then_the_job_fails(sch
         killed(s, job)
         # it started, and waits for its next run: preempted, not queued (never started)
         assert s.x.jobs[job].state == "preempted", s.x.jobs[job].reason
+        s.x.publish()      # status says why it waits: the kill and the attempt to come
+        reason = next(j.reason for j in s.x.snapshot.status().jobs if j.id == job)
+        assert reason.startswith(f"retrying after its run was killed by SIGKILL (attempt "
+                                 f"{attempt + 1} of {budget + 1}, in "), reason
         before, rounds = launches(s, job), 0
         while launches(s, job) == before:             # waits out its backoff
             t = run_rounds(s, t, 1)
