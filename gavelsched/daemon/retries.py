@@ -7,7 +7,9 @@
   nonzero on its own (a bug, a corrupt checkpoint: ``gavelsched.jobenv.EXIT_JOB_FAILED``)
   fails the job at once, as before: running it again would fail again.
 - A job whose runs make no progress (no new durable step) in ``no_progress_runs`` runs in a
-  row fails, with that reason, instead of being relaunched every round for ever.
+  row fails, with that reason, instead of being relaunched every round for ever; a run
+  whose process exits without ever reaching the scheduler counts as one (issue #29: a
+  ``command: true`` job held a V100 for 40 rounds).
 
 The attempts are kept in the store (``attempts/<job>``), so a restarted scheduler keeps
 counting. Pure bookkeeping on a monotonic clock the caller passes in.
@@ -67,6 +69,7 @@ class Retries:
         self.budget, self.no_progress_runs = budget, no_progress_runs
         self._not_before: dict[str, float] = {}   # job -> monotonic end of its backoff
         self._idle_runs: dict[str, int] = {}      # job -> runs in a row without progress
+        self._unreached: dict[str, int] = {}      # of them, the last runs with no InitJob
 
     def died(self, job_id: str, round_index: int, exit_code: int, reason: str,
              mono: float) -> str | None:
@@ -108,17 +111,24 @@ class Retries:
                                f"{until - mono:.0f} s)")
         return out
 
-    def ran(self, job_id: str, progressed: bool) -> str | None:
+    def ran(self, job_id: str, progressed: bool, reached: bool = True) -> str | None:
         """A run of the job ended on its own; None, or the reason it fails with after
-        ``no_progress_runs`` runs in a row without a new durable step."""
+        ``no_progress_runs`` runs in a row without a new durable step. A run whose process
+        never reached the scheduler (``reached`` False: it exited before its first
+        ``InitJob``, e.g. a command with no ``GavelIterator``) counts as one too."""
         if progressed:
             self._idle_runs.pop(job_id, None)
+            self._unreached.pop(job_id, None)
             return None
-        idle = self._idle_runs.get(job_id, 0) + 1
-        self._idle_runs[job_id] = idle
-        if idle >= self.no_progress_runs:
-            return f"no progress in {idle} runs in a row (its process steps nothing)"
-        return None
+        idle = self._idle_runs[job_id] = self._idle_runs.get(job_id, 0) + 1
+        unreached = self._unreached[job_id] = \
+            (self._unreached.get(job_id, 0) + 1) if not reached else 0
+        if idle < self.no_progress_runs:
+            return None
+        if unreached >= idle:
+            return (f"no progress in {idle} runs in a row: its process exited each time "
+                    f"without reaching the scheduler (does it build a GavelIterator?)")
+        return f"no progress in {idle} runs in a row (its process steps nothing)"
 
     def history(self, job_id: str) -> tuple[Attempt, ...]:
         return tuple(self._attempts(job_id))

@@ -97,10 +97,11 @@ class RankFailed:
 
 @dataclass(frozen=True)
 class Ended:
-    """The run's last process ended on its own: did the run step at all
-    (``Retries.ran``)?"""
+    """The run's last process ended on its own: did the run step at all, and did its
+    process reach the scheduler (an ``InitJob``) at all (``Retries.ran``)?"""
 
     progressed: bool
+    reached: bool = True
 
 
 ExitVerdict = Died | RankFailed | Ended | None
@@ -117,7 +118,9 @@ def exit_verdict(run: Run | None, job: JobRow | None, server_id: int, failed: bo
         reason = reason or f"exit code {exit_code}"
         return (Died(exit_code, reason) if len(run.servers) == 1
                 else RankFailed(exit_code, reason))
-    if run.started_up and not run.orphan and run.left == {server_id}:
+    if not run.orphan and run.left == {server_id}:
+        if not run.started_up:          # its process never reached the scheduler
+            return Ended(False, reached=False)
         return Ended(job.steps_done > run.base_steps)
     return None
 
@@ -447,8 +450,8 @@ class RunTable:
                     log.info("job %s: a rank on server %d failed (%s); the job fails in "
                              "%.1fs unless a server of its run is found dead", job_id,
                              server_id, why, limit)
-            case Ended(progressed):
-                return self.retries.ran(job_id, progressed)
+            case Ended(progressed, reached):
+                return self.retries.ran(job_id, progressed, reached)
         return None
 
     def kill(self, job_id: str, reason: str) -> None:
