@@ -83,8 +83,14 @@ def close_period(rows: Rows, start_s: float, now: float, columns: tuple[str, ...
 
 def shares(rows: Rows, job_ids: Iterable[str], columns: tuple[str, ...], elapsed: float,
            seed: float) -> dict[str, tuple[dict[str, float], dict[str, float]]]:
-    """Each job's X and the fraction of the ``elapsed`` seconds it received, by column."""
+    """Each job's X and the fraction of the ``elapsed`` seconds it received, by column.
+    A round is credited whole at the next plan, up to a plan lead before it ends (thesis
+    §5.6), so the time credited can run ahead of ``elapsed``: the period has lasted at
+    least what any combination was credited (a job received 1.43 of a first round, 10 s
+    credited 7 s in, before)."""
     types = columns
+    if len(rows.keys):
+        elapsed = max(elapsed, float((rows.received - seed).sum(axis=1).max()))
     out = {}
     for job_id in job_ids:
         i = rows.index[job_id]

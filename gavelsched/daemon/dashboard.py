@@ -114,12 +114,14 @@ class Dashboard:
 
     # ---- utilisation ---------------------------------------------------------------------
     def sample(self) -> None:
-        """Record the snapshot's GPUs held / in service (alive, not drained), and held by
-        each entity, one entry per round (the latest)."""
+        """Record the snapshot's GPUs held / in service, and held by each entity, one entry
+        per round (the latest). In service: alive, and not drained, or draining while its
+        runs go on (their GPUs are held: the page showed 3/2 GPUs, 150%, while one drained)."""
         snap = self._snapshot()
         r = snap.response
         self._history.record(snap.round, snap.now_s, sum(j.gpus for j in r.jobs),
-                             sum(w.gpus for w in r.workers if w.alive and not w.drained),
+                             sum(w.gpus for w in r.workers
+                                 if w.alive and (not w.drained or w.runs)),
                              entity_gpus(r))
 
     def _sampler(self) -> None:

@@ -227,3 +227,17 @@ def test_a_core_that_resumes_another_s_period_plans_the_rounds_it_would_plan():
 
     fresh, other = core_with(specs)
     assert other.boundary(4 * R).round.batch.keys != following[0]   # (a period of its own)
+
+
+def test_a_received_share_never_exceeds_one_though_a_round_is_credited_a_lead_early():
+    # issue #29: status showed 1.43 in round 0 (10 s rounds, planned 3 s before the end:
+    # the whole first round was credited 7 s after the period began)
+    core = make_core(config=CoreConfig(min_resolve_interval_s=1e9))
+    driver = RoundDriver(core, plan_lead_s=100.0)
+    core.submit(job(0), 0.0)
+    driver.boundary(0.0)
+    driver.plan(R - 100.0, np.array([R]))             # the next plan, a lead early
+    _, got = core.shares(R - 100.0)["0"]
+    assert sum(got.values()) == pytest.approx(1.0)
+    _, got = core.shares(R + 50.0)["0"]               # and as the clock catches up
+    assert sum(got.values()) == pytest.approx(R / (R + 50.0))

@@ -264,3 +264,23 @@ def test_a_users_token_opens_the_dashboard_until_the_user_is_removed() -> None:
         assert _get(base + "/api/status", "alice-token")[0] == 401
     finally:
         board.close()
+
+
+def test_utilisation_counts_a_draining_worker_s_held_gpus_in_service() -> None:
+    # issue #29: "now 3/2 GPUs, 150%" while a worker drained: its runs still held GPUs
+    # that the total left out
+    from gavelsched.daemon.dashboard import Dashboard
+    from gavelsched.daemon.snapshot import Snapshot
+    from gavelsched.rpc import pb
+    reply = pb.StatusResponse(
+        round=5, policy="fifo", round_seconds=2.0, now_s=10.0,
+        jobs=[pb.JobStatus(id=str(i), state="running", gpus=1, total_steps=10,
+                           started_s=1.0, ended_s=-1.0, completion_s=-1.0) for i in range(3)],
+        workers=[pb.WorkerStatus(id="0", type="v100", gpus=2, alive=True),
+                 pb.WorkerStatus(id="1", type="v100", gpus=2, alive=True, drained=True,
+                                 runs=1),
+                 pb.WorkerStatus(id="2", type="v100", gpus=2, alive=True, drained=True)])
+    board = Dashboard(lambda: Snapshot(5, "fifo", 2.0, 10.0, reply), None)
+    board.sample()
+    point = board.api()["utilisation"][-1]
+    assert (point["busy"], point["total"]) == (3, 4)    # the drained idle one is out
