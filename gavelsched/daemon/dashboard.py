@@ -237,7 +237,10 @@ def _handler(board: Dashboard) -> type[BaseHTTPRequestHandler]:
                 self.send_header(name, value)
             self.end_headers()
             if self.command != "HEAD":
-                self.wfile.write(body)
+                try:
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True     # the page went away: nothing to say
 
         def do_GET(self) -> None:   # noqa: N802
             url = urlsplit(self.path)

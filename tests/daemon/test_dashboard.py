@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -284,3 +285,33 @@ def test_utilisation_counts_a_draining_worker_s_held_gpus_in_service() -> None:
     board.sample()
     point = board.api()["utilisation"][-1]
     assert (point["busy"], point["total"]) == (3, 4)    # the drained idle one is out
+
+
+def test_a_slow_status_shows_how_long_it_waits_then_keeps_the_last_answer(tmp_path) -> None:
+    # issue #29: the page said "loading…" for as long as /api/status took; and it asked
+    # again every 2 s whether the last answer had come or not
+    from gavelsched.daemon.dashboard import Dashboard
+    driver = _browser(tmp_path / "chromium-profile")
+    slow, asked = [4.0], []
+
+    def snapshot():
+        if "process_request" in threading.current_thread().name:   # a request of the page
+            asked.append(time.monotonic())
+            time.sleep(slow[0])
+        return _snapshot()
+    board = Dashboard(snapshot, None)
+    port = board.serve("127.0.0.1:0")
+    try:
+        driver.get(f"http://127.0.0.1:{port}/")
+        meta = lambda: driver.find_element("id", "meta").text    # noqa: E731
+        wait_until(lambda: "waiting for the scheduler's status… (" in meta(), 10,
+                   "the page to say it waits")
+        wait_until(lambda: "policy fifo" in meta(), 30, "the first answer")
+        wait_until(lambda: "refreshing (" in meta(), 30, "the page to say it refreshes")
+        assert "policy fifo" in meta()                           # the last answer stays
+        gaps = [b - a for a, b in zip(asked, asked[1:])]
+        assert gaps and min(gaps) >= slow[0]                     # one request at a time
+    finally:
+        slow[0] = 0.0
+        board.close()
+        driver.quit()
