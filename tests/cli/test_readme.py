@@ -143,6 +143,12 @@ def test_readme_block_runs(line, block, tmp_path):
             assert done.returncode == 0, (f"README.md:{line}: `{command}` exited "
                                           f"{done.returncode}\n{done.stdout[-2000:]}"
                                           f"\n{done.stderr[-2000:]}")
+        # what the block made is in tour/ (the README says so, and git ignores it); the
+        # rest is this test's: the examples, the shim, the daemons' logs, the hosts' dirs
+        ours = {"examples", "bin", "tour", "etc", "var", "shared",
+                *(f"daemon{n}.log" for n in range(len(daemons)))}
+        stray = sorted(p.name for p in tmp_path.iterdir() if p.name not in ours)
+        assert not stray, f"README.md:{line}: the block wrote {stray} outside tour/"
     finally:
         for proc in reversed(daemons):
             kill_tree(proc.pid)
@@ -159,3 +165,11 @@ def _background(command: str, ready: str, cwd: Path, env: dict, n: int) -> subpr
                f"`{command}` to start")
     assert proc.poll() is None, f"`{command}` exited {proc.returncode}:\n{log.read_text()}"
     return proc
+
+
+def test_git_ignores_what_the_tour_makes():
+    done = subprocess.run(["git", "check-ignore", "-q", "tour/trace.jsonl"], cwd=ROOT)
+    if done.returncode == 128:
+        pytest.skip("not a git checkout")
+    assert done.returncode == 0, ".gitignore does not name tour/"
+
