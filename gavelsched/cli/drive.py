@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..daemon.jobs import DONE, FINAL as FINAL_STATES
+from ..daemon.jobs import DONE, FAILED, FINAL as FINAL_STATES
 
 
 def say_refused(index: int, reason: str) -> None:
@@ -20,27 +20,33 @@ def say_refused(index: int, reason: str) -> None:
 
 
 def report(outcome, json_out: str | None) -> int:
-    """Print the summary and each job that did not finish; write ``--json``; exit code 1
-    when a job failed or was refused."""
+    """Print the summary and each job that did not finish (failed, or cancelled on
+    purpose); write ``--json``; exit code 1 when a job failed or was refused (a cancelled
+    one is no failure of the run)."""
     print(outcome.result.summary())
-    failed = [j for j in outcome.status.jobs
-              if j.id in {r.id for r in outcome.result.jobs} and j.state != DONE]
-    for job in failed:
+    ended = [j for j in outcome.status.jobs
+             if j.id in {r.id for r in outcome.result.jobs} and j.state != DONE]
+    for job in ended:
         print(f"job {job.id} ({job.job_type}) {job.state}: {job.reason}")
     if json_out:
         Path(json_out).write_text(json.dumps(outcome.result.to_dict(), indent=1) + "\n")
-    return 1 if failed or outcome.refused else 0
+    return 1 if any(j.state == FAILED for j in ended) or outcome.refused else 0
 
 
-def show_progress(status: Any, submitted: int, total: int, _last: list = [""]) -> None:  # noqa: B006
-    """Live progress on stderr: round, jobs submitted and done, each job's progress and
-    worker type (one line redrawn on a terminal, a new line per change otherwise)."""
+def show_progress(status: Any, submitted: int, refused: int, total: int,
+                  _last: list = [""]) -> None:  # noqa: B006
+    """Live progress on stderr: round, jobs submitted (and refused) of the schedule, the
+    jobs others submitted meanwhile, jobs done of all the scheduler has, each job's progress
+    and worker type (one line redrawn on a terminal, a new line per change otherwise)."""
     done = sum(1 for j in status.jobs if j.state == DONE)
     parts = [f"{j.id}:{j.steps_done * 100 // max(j.total_steps, 1):3d}%"
              f"{'@' + j.worker_type if j.worker_type else ''}" for j in status.jobs
              if j.state not in FINAL_STATES][:40]
-    line = (f"round {status.round:3d}  submitted {submitted}/{total}  done {done}  "
-            + " ".join(parts))
+    others = len(status.jobs) - submitted      # submitted from elsewhere (another shell)
+    line = (f"round {status.round:3d}  submitted {submitted + refused}/{total}"
+            + (f" ({refused} refused)" if refused else "")
+            + (f" (+{others} from elsewhere)" if others > 0 else "")
+            + f"  done {done}/{len(status.jobs)}  " + " ".join(parts))
     if sys.stderr.isatty():
         sys.stderr.write("\r" + line[:200].ljust(120))
     elif line != _last[0]:

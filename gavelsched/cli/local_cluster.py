@@ -20,6 +20,7 @@ workload with the scale factor of the largest type's GPUs and half of it as its 
 from __future__ import annotations
 
 import argparse
+import signal
 import logging
 import sys
 import tempfile
@@ -75,6 +76,10 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from traces import default_table
 
+    # SIGTERM stops the daemons and removes the temp dir, as Ctrl-C does (the default
+    # action left both behind: issue #29)
+    signal.signal(signal.SIGTERM, _terminated)
+
     if args.workload != "steps":
         needs_torch("local-cluster's reference workloads (--workload steps runs without it)")
     workers = parse_counts(args.workers, what="--workers", allow_zero=False)
@@ -129,12 +134,17 @@ def _run(args, root: Path, workers: dict[str, int], table, first=()) -> int:
         schedule = [(0.0, r) for r in first] + _schedule(args, workers, table)
         outcome = run_schedule(cluster, schedule, prices=default_prices(),
                                refused=refusal_line, solves=lambda: _solves(metrics_port),
-                               show=show_progress, on_refused=say_refused)
+                               show=show_progress, on_refused=say_refused,
+                               wait_for_others=True)   # (stopping the cluster ends them)
     finally:
         cluster.stop()
     if sys.stderr.isatty():
         sys.stderr.write("\n")
     return report(outcome, args.json)
+
+
+def _terminated(signum, frame) -> None:
+    raise SystemExit(128 + signum)
 
 
 def connect_line(cluster) -> str:

@@ -51,14 +51,17 @@ class Remote:
 def run_schedule(client: Any, schedule: Sequence[tuple[float, Any]], *,
                  prices: Mapping[str, float], refused: Callable[[Exception], str | None],
                  solves: Callable[[], tuple[int, float]] | None = None,
-                 show: Callable[[Any, int, int], None] | None = None,
-                 on_refused: Callable[[int, str], None] | None = None) -> Outcome:
+                 show: Callable[[Any, int, int, int], None] | None = None,
+                 on_refused: Callable[[int, str], None] | None = None,
+                 wait_for_others: bool = False) -> Outcome:
     """Submit each ``(at_s, JobRequest)`` of ``schedule`` ``at_s`` seconds after the start,
     poll ``client.status()`` every POLL_S until every submitted job has ended, and return
     the SimulationResult of what happened. ``refused(err)`` turns a refused submission into
     a one-line reason (None: not a refusal, re-raised), which ``on_refused(index, reason)``
     is told. Utilization and cost are sampled: the GPUs that running jobs hold between
-    polls (``Metrics.on_sample``)."""
+    polls (``Metrics.on_sample``). ``wait_for_others``: also wait for the jobs others
+    submitted meanwhile (the caller is about to stop the cluster they run on:
+    ``local-cluster``); the result covers the schedule's jobs only."""
     from simulator.metrics import Metrics
 
     wall = time.perf_counter()
@@ -99,9 +102,10 @@ def run_schedule(client: Any, schedule: Sequence[tuple[float, Any]], *,
         last = now
         mine = [j for j in status.jobs if j.id in seen]
         if show is not None:
-            show(status, len(ids) + len(bad), len(schedule))
+            show(status, len(ids), len(bad), len(schedule))
+        waited = status.jobs if wait_for_others else mine
         if not pending and len(seen) == len(ids) and all(j.state in FINAL_STATES
-                                                         for j in mine):
+                                                         for j in waited):
             break
         time.sleep(POLL_S)
     for job in status.jobs:

@@ -167,6 +167,7 @@ class DaemonExecutor:
                 self._forecast_due = False
                 self.forecasts.offer(self.snapshot, self.core.period_state())
         self.runs.answer_waiting(stopping=True)
+        self.inbox.refuse_pending()
         self.forecasts.close()
 
     def _changed(self) -> None:

@@ -13,6 +13,10 @@ from concurrent.futures import Future
 from typing import Any
 
 
+class Stopping(RuntimeError):
+    """The executor thread has stopped: an event posted now is never run."""
+
+
 class Inbox:
     def __init__(self) -> None:
         self._events: queue.Queue = queue.Queue()
@@ -22,6 +26,9 @@ class Inbox:
         """Run ``fn`` on the executor thread; its result (or exception) lands in the future.
         ``changes=False``: it changes nothing ``Status`` shows (no new snapshot needed)."""
         fut: Future = Future()
+        if self._stop.is_set():        # (a handler racing the shutdown: answered at once,
+            fut.set_exception(Stopping("the scheduler is stopping"))   # not after 30 s)
+            return fut
         self._events.put((fn, fut, changes))
         return fut
 
@@ -33,6 +40,17 @@ class Inbox:
     def stop(self) -> None:
         self._stop.set()
         self._events.put((lambda: None, Future(), False))
+
+    def refuse_pending(self) -> None:
+        """On the executor thread, as it ends: the events still queued fail with
+        ``Stopping``."""
+        while True:
+            try:
+                _, fut, _ = self._events.get_nowait()
+            except queue.Empty:
+                return
+            if not fut.done():
+                fut.set_exception(Stopping("the scheduler is stopping"))
 
     @property
     def stopped(self) -> bool:

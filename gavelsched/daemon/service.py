@@ -32,6 +32,7 @@ from ..rpc.identity import Caller, Identities, caller_of
 from .calls import Denied
 from .executor import DaemonExecutor
 from .fences import StaleRun
+from .inbox import Stopping
 from .forecast import with_period
 from .leases import stop_lease
 from .logs import LogSources, Reader, stream_logs
@@ -64,9 +65,12 @@ def _abort_on(context, err: Exception, code=grpc.StatusCode.INVALID_ARGUMENT):
 
 def _answer(context, fn):
     """``fn()``, with a refusal as its status: PERMISSION_DENIED (``Denied``), NOT_FOUND
-    (an unknown job), INVALID_ARGUMENT (a bad request)."""
+    (an unknown job), INVALID_ARGUMENT (a bad request), UNAVAILABLE (the scheduler is
+    stopping)."""
     try:
         return fn()
+    except Stopping as err:
+        _abort_on(context, err, grpc.StatusCode.UNAVAILABLE)
     except Denied as err:
         _abort_on(context, err, grpc.StatusCode.PERMISSION_DENIED)
     except LookupError as err:

@@ -5,8 +5,14 @@ with the light ``steps`` workload and short rounds; the README's demo runs torch
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 from gavelsched.cli import main
+from gavelsched.daemon.local import subprocess_env, wait_until
 
 
 def test_local_cluster_runs_a_mix_and_writes_the_result_json(tmp_path, capsys):
@@ -34,3 +40,81 @@ def test_local_cluster_bad_workers_flag_is_one_line(capsys):
     assert main(["local-cluster", "--workers", "h100=1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "h100" in err[0]
+
+
+def _start(tmp_path, *flags):
+    """``gavelsched local-cluster`` as a user runs it, with its temp dir under ``tmp_path``;
+    returns the process and the scheduler's address and token file it printed."""
+    env = {**subprocess_env(), "TMPDIR": str(tmp_path)}
+    err = open(tmp_path / "stderr.txt", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "gavelsched", "local-cluster",
+                             "--workers", "v100=1", "--workload", "steps",
+                             "--emulation-speed", "1", *flags], env=env, cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=err, text=True)
+    line = wait_until(lambda: next((x for x in (tmp_path / "stderr.txt").read_text()
+                                    .splitlines() if x.startswith("scheduler: ")), None),
+                      120, "local-cluster to print its scheduler")
+    address = line.split()[1]
+    token = line.split("(token file: ")[1].split(")")[0]
+    return proc, address, token
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "gavelsched", *args], env=subprocess_env(),
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_it_waits_for_a_job_submitted_from_elsewhere_and_a_cancel_is_no_failure(tmp_path):
+    # issue #29: it stopped its cluster while a job submitted from another shell ran
+    # (32%), exited 1 because a job was cancelled on purpose, and counted 10/10 of 11
+    proc, address, token = _start(tmp_path, "--jobs", "2", "--round-seconds", "2")
+    try:
+        spec = tmp_path / "job.yaml"
+        spec.write_text("job_type: ResNet-18 (batch size 16)\ntotal_steps: 100000000\n"
+                        "workload: steps\n")
+        flags = ("--scheduler", address, "--token-file", token)
+        mine = _cli("submit", str(spec), *flags)
+        assert mine.returncode == 0, mine.stderr
+        assert _cli("cancel", "0", *flags).returncode == 0        # one of its own
+        wait_until(lambda: '"state": "done"' in _cli("status", "--all", "--json",
+                                                     *flags).stdout, 120,
+                   "its other job to finish")
+        time.sleep(3.0)
+        assert proc.poll() is None          # still running: the job from elsewhere runs
+        other = mine.stdout.split()[-1] if mine.stdout.split() else "2"
+        assert _cli("cancel", other, *flags).returncode == 0
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    err = (tmp_path / "stderr.txt").read_text()
+    assert proc.returncode == 0, out + err
+    assert "(+1 from elsewhere)" in err
+    assert "job 0 (" in out and "cancelled" in out
+
+
+def test_sigterm_stops_the_daemons_and_removes_the_temp_dir_at_once(tmp_path):
+    proc, address, token = _start(tmp_path, "--jobs", "4", "--round-seconds", "5")
+    temp = [p for p in tmp_path.iterdir() if p.name.startswith("gavel-local-")]
+    assert len(temp) == 1
+    children = _processes_under(temp[0])
+    assert children                          # its scheduler and worker run from there
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert not temp[0].exists()
+    wait_until(lambda: not _processes_under(temp[0]), 30, "its daemons to exit")
+    assert "Traceback" not in (tmp_path / "stderr.txt").read_text()
+
+
+def _processes_under(folder) -> list[int]:
+    """Processes whose command line names ``folder`` (the daemons local-cluster started)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if str(folder) in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                    out.append(int(entry.name))
+            except OSError:
+                continue
+    return out
