@@ -32,7 +32,7 @@ from .dashboard import Dashboard
 from .dispatch import Dispatcher
 from .executor import DaemonExecutor
 from .metrics import DaemonMetrics
-from .service import health_servicer, registrations
+from .service import StoppingIsUnavailable, health_servicer, registrations
 from .store import Store
 
 log = logging.getLogger(__name__)
@@ -129,7 +129,8 @@ class SchedulerDaemon:
                                                      self.dispatcher.read_logs,
                                                      lambda: self.identities, self.reload),
                                        identities=lambda: self.identities,
-                                       tls=self.config.tls, max_workers=HANDLER_THREADS)
+                                       tls=self.config.tls, max_workers=HANDLER_THREADS,
+                                       interceptors=[StoppingIsUnavailable()])
         host = host_of(self.config.listen)
         notice = self._exposure(f"{host}:{self.port}")
         if notice:

@@ -65,18 +65,35 @@ def _abort_on(context, err: Exception, code=grpc.StatusCode.INVALID_ARGUMENT):
 
 def _answer(context, fn):
     """``fn()``, with a refusal as its status: PERMISSION_DENIED (``Denied``), NOT_FOUND
-    (an unknown job), INVALID_ARGUMENT (a bad request), UNAVAILABLE (the scheduler is
-    stopping)."""
+    (an unknown job), INVALID_ARGUMENT (a bad request)."""
     try:
         return fn()
-    except Stopping as err:
-        _abort_on(context, err, grpc.StatusCode.UNAVAILABLE)
     except Denied as err:
         _abort_on(context, err, grpc.StatusCode.PERMISSION_DENIED)
     except LookupError as err:
         _abort_on(context, err, grpc.StatusCode.NOT_FOUND)
     except ValueError as err:          # SubmissionError, ControlError, BadValue
         _abort_on(context, err)
+
+
+class StoppingIsUnavailable(grpc.ServerInterceptor):
+    """A call that races the scheduler's shutdown (``inbox.Stopping``) gets UNAVAILABLE in
+    one line, without grpc's traceback of an application error."""
+
+    def intercept_service(self, continuation, details):
+        handler = continuation(details)
+        if handler is None or handler.unary_unary is None:
+            return handler
+        inner = handler.unary_unary
+
+        def behavior(request, context):
+            try:
+                return inner(request, context)
+            except Stopping as err:
+                context.abort(grpc.StatusCode.UNAVAILABLE, str(err))
+        return grpc.unary_unary_rpc_method_handler(
+            behavior, request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer)
 
 
 class _Callers:

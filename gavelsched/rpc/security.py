@@ -158,19 +158,21 @@ class _TokenCheck(TokenGate):
 def serve(address: str, register: Sequence[Callable[[grpc.Server], None]], *,
           token: str | None = None, tls: TlsFiles | None = None,
           max_workers: int = 16,
-          identities: Callable[[], Identities] | None = None) -> tuple[grpc.Server, int]:
+          identities: Callable[[], Identities] | None = None,
+          interceptors: Sequence[grpc.ServerInterceptor] = ()) -> tuple[grpc.Server, int]:
     """Start a gRPC server on ``address`` (``host:port``; port 0 picks a free one) with the
     services ``register`` adds; returns the started server and its bound port.
 
     ``token``: every call must carry it. ``identities`` (a callable returning the
     ``Identities`` in force, read on every call) instead: every call must identify a
-    caller (``identity.AuthCheck``; ``token`` is then not used)."""
+    caller (``identity.AuthCheck``; ``token`` is then not used). ``interceptors`` run
+    after the authentication's."""
     if identities is not None:
-        interceptors: list[grpc.ServerInterceptor] = [AuthCheck(identities)]
+        gates: list[grpc.ServerInterceptor] = [AuthCheck(identities)]
     else:
-        interceptors = [_TokenCheck(token)] if token else []
+        gates = [_TokenCheck(token)] if token else []
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers),
-                         interceptors=interceptors,
+                         interceptors=[*gates, *interceptors],
                          options=[("grpc.so_reuseport", 0)])
     for add in register:
         add(server)

@@ -55,8 +55,8 @@ def test_a_refused_job_is_one_line_and_the_others_finish(cluster, tmp_path, caps
                  "--steps-scale", "0.01", "--workload", "steps"])
     printed = capsys.readouterr()
     assert code == 1
-    refused = [line for line in printed.err.splitlines() if "refused" in line]
-    assert len(refused) == 1 and "no such type" in refused[0]
+    refused = [line for line in printed.err.splitlines() if "no such type" in line]
+    assert len(refused) == 1 and "refused" in refused[0]
     assert "completed           1/1 jobs" in printed.out
 
 

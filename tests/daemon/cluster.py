@@ -21,9 +21,12 @@ class Cluster(LocalCluster):
     def __init__(self, root: Path, *, token: str | None = None, round_seconds: float = 2.0,
                  heartbeat_seconds: float = 0.3, policy: str = "max_min_fairness_perf",
                  extra: dict | None = None) -> None:
+        # No ETA forecasts unless a test asks (``extra={"eta": True}``): a forecast process
+        # per scheduler slowed the whole suite on two cores; the ETA tests turn it on.
         super().__init__(root, policy=policy, round_seconds=round_seconds,
                          heartbeat_seconds=heartbeat_seconds, token=token,
-                         config={"min_resolve_interval_s": 0.0, **(extra or {})})
+                         config={"min_resolve_interval_s": 0.0, "eta": False,
+                                 **(extra or {})})
 
     def submit(self, total_steps: int, job_type: str = JOB_TYPE, **kw) -> str:  # type: ignore[override]
         return super().submit(pb.JobRequest(

@@ -163,7 +163,8 @@ def test_cli_submit_status_json_and_cancel(cluster, cli, tmp_path):
     got = cli(cluster, "status", "--json")
     assert got.returncode == 0, got.stderr
     data = json.loads(got.stdout)
-    assert set(data) == {"round", "jobs", "workers", "entities"}
+    assert set(data) == {"round", "jobs", "workers", "entities", "eta_computed_s",
+                         "eta_error"}
     mine = [j for j in data["jobs"] if j["id"] == job_id]
     # docs/design.md's contract, plus the GPUs held this round, the job's flexibility, its
     # entity, allocation against received share, its times, and who submitted it, its
@@ -174,7 +175,8 @@ def test_cli_submit_status_json_and_cancel(cluster, cli, tmp_path):
                                      "arrival_s", "started_s", "ended_s", "completion_s",
                                      "elapsed_s", "jct_s", "submitted_at", "started_at",
                                      "ended_at", "user", "array_id", "array_index",
-                                     "max_runtime_s", "after", "run_s"}
+                                     "max_runtime_s", "after", "run_s", "eta_start_s",
+                                     "eta_finish_s", "eta_finish_at"}
     assert mine[0]["entity"] == "team-a" and mine[0]["submitted_at"].endswith("Z")
     assert mine[0]["mixed"] is False and mine[0]["min_scale_factor"] is None
     assert mine[0]["gpus"] in (0, 1)

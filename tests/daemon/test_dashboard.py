@@ -70,7 +70,8 @@ def test_dashboard_shows_the_status_behind_the_token(tmp_path: Path) -> None:
     base = f"http://127.0.0.1:{port}"
     try:
         with running(Cluster(tmp_path / "cluster", token=token, round_seconds=1.0,
-                             extra={"dashboard_listen": f"127.0.0.1:{port}"})) as cluster:
+                             extra={"dashboard_listen": f"127.0.0.1:{port}",
+                                    "eta": True})) as cluster:
             cluster.start_worker("v100", 1)
             wait_until(lambda: cluster.alive_workers() == 1, 60, "the worker")
             short = cluster.submit(20)

@@ -17,7 +17,7 @@ from .cluster import JOB_TYPE, Cluster, free_port, wait_until
 def cluster(tmp_path):
     port = free_port()
     c = Cluster(tmp_path, round_seconds=2.0, heartbeat_seconds=0.3,
-                extra={"metrics_listen": f"127.0.0.1:{port}"})
+                extra={"metrics_listen": f"127.0.0.1:{port}", "eta": True})
     c.metrics_port = port
     try:
         yield c

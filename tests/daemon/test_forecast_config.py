@@ -33,7 +33,7 @@ def forecast_children(pid: int) -> list[str]:
 
 @pytest.mark.parametrize("eta", [None, False], ids=["default", "eta-false"])
 def test_eta_in_the_cluster_yaml(tmp_path, eta):
-    extra = {} if eta is None else {"eta": eta}
+    extra = {"eta": eta}      # (None: the key is null, read as unset: the default)
     with running(Cluster(tmp_path, round_seconds=1.0, extra=extra)) as cluster:
         cluster.fakes.append(FakeWorker(cluster.address, "v100", speed=0.5))
         wait_until(lambda: cluster.alive_workers() == 1, 60, "a worker")
