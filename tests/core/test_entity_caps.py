@@ -18,7 +18,7 @@ from gavelsched.mechanism import ClusterView, Demand, entity_quota, holding, pla
 from policies import Entity, get_policy
 
 from .test_core import RATES, R, Table, job
-from .test_work_conserving import CONFIGURATIONS, TYPES, idle_workers, rounds
+from .test_work_conserving import CONFIGURATIONS, idle_workers, rounds
 
 ENTITIES = ("a", "b", "c")
 
