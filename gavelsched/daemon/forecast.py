@@ -142,11 +142,11 @@ class Forecaster:
 
     def _ask(self, picture: pb.StatusResponse) -> pb.StatusResponse:
         """The forecast process's answer to one picture."""
-        process = self._process
-        if process is None or process.poll() is not None:
-            process = self._process = subprocess.Popen(
-                self._command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
         try:
+            process = self._process
+            if process is None or process.poll() is not None:
+                process = self._process = subprocess.Popen(
+                    self._command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
             write_frame(process.stdin, picture)
             ready, _, _ = select.select([process.stdout], [], [], self._timeout_s)
             if not ready:

@@ -143,3 +143,15 @@ def test_after_a_failed_replay_the_last_etas_stay_with_the_error(tmp_path):
         assert f.latest.computed_s == good.computed_s
     finally:
         f.close()
+
+
+def test_a_forecast_command_that_cannot_start_is_an_error_not_a_dead_thread(tmp_path):
+    f, ready = forecaster(command=(str(tmp_path / "no-such-python"), "-m", "x"))
+    try:
+        f.offer(Snap(picture()))
+        assert ready.wait(30) and "the forecast process failed" in f.latest.error
+        ready.clear()
+        f.offer(Snap(picture()))             # the thread is still there to answer
+        assert ready.wait(30)
+    finally:
+        f.close()
