@@ -1,21 +1,25 @@
 """The daemon's twin: a live scheduler's state replayed in the simulator under the daemon's
-own rules (issue #18: ``status --eta``, ``predict``; the benchmarks that compare a real run
-with its replay).
+own rules (issues #18, #29: the scheduler's own ETAs, computed in ``simulator/forecast.py``;
+``predict``; the benchmarks that compare a real run with its replay).
 
 ``DaemonRules`` (``gavelsched/core/rules.py``, where the daemon builds it too) is the one
 statement of those rules: round length, re-solve rule and interval, refills, plan lead and
 start-up charging. It yields the core's config (``DaemonRules.core_config``) and the
 simulator's (``sim_config``): rounds last exactly ``round_seconds`` (wall-clock rounds), the
 next round is planned ``plan_lead_s`` before the last ends, and a run on new workers first
-pays its job type's mean start-up, capped by the daemon's lease floor.
+pays its job type's mean start-up (``startup_charge``: past the lease floor, the share of
+its GPUs' time it costs).
 
-The replay (``replay``): each unfinished job of a ``LiveState`` (``simulator/live.py``)
-becomes a trace job that arrives now with the steps it has left, its own job type and its
-own steps/s (``TraceJob.throughputs``); the cluster is the alive GPUs in service. The round
-the daemon has placed is kept (``this_round``): a job that runs now makes its steps on its
-type until the round's end (``Status.round_ends_s``), and the simulator starts there, the
-jobs that ran keeping their GPUs without a start-up. ``predict`` adds a hypothetical job
-(``live.hypothetical``) and replays twice.
+The replay (``replay``): the round the daemon has placed is kept (``this_round``: each run
+steps on its type in its window, ``run_window``) and the simulator starts at its end. Each
+unfinished job of a ``LiveState`` (``simulator/live.py``) becomes a trace job that arrives
+then with the steps it has left, its own job type and its own steps/s
+(``TraceJob.throughputs``); the cluster is the alive GPUs in service. The jobs that run
+keep their types without a start-up in the first round (``simulate(running=...)``), and
+the replay goes on with the scheduler's allocation period when the state has it
+(``resumed``, thesis §5.5). At most ``HORIZON_ROUNDS`` rounds are simulated; a job past
+them is ``extrapolated``. ``predict`` adds a hypothetical job (``live.hypothetical``),
+replays twice, and says why a job finishes sooner with it (``why_sooner``).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from .config import SimConfig
 from .engine import make_policy, simulate
 from .live import LiveJob, LiveState
 
-__all__ = ["HORIZON_ROUNDS", "DaemonRules", "Eta", "Replay", "etas", "extrapolated",
+__all__ = ["HORIZON_ROUNDS", "DaemonRules", "Eta", "Replay", "extrapolated",
            "predict", "replay", "replay_inputs", "run_window", "sim_config", "this_round",
            "why_sooner"]
 
@@ -221,11 +225,6 @@ def extrapolated(steps: int, left: int, horizon_s: float) -> float | None:
     seconds finishes at that rate; None: it made none."""
     made = steps - left
     return None if made <= 0 or horizon_s <= 0 else horizon_s + left * horizon_s / made
-
-
-def etas(state: LiveState) -> dict[str, Eta]:
-    """Every unfinished job's predicted start and finish (``status --eta``)."""
-    return replay(state)
 
 
 def predict(state: LiveState, job: LiveJob) -> tuple[dict[str, Eta], dict[str, Eta]]:
