@@ -123,7 +123,9 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
     own = [job.throughputs for job in jobs if job.throughputs is not None]
     config = core_config or config_for(policy, table, view.worker_types, seed=seed,
                                        type_order=fastest_first(table, view.worker_types, own))
-    specs = [spec_of(str(i), job) for i, job in enumerate(jobs)]
+    startups = _startups(jobs, sim.preemption_overhead_s)
+    specs = [replace(spec_of(str(i), job), restart_s=startups[i] if startups else 0.0)
+             for i, job in enumerate(jobs)]
     _check_runnable(jobs, table, view)
     planned = (estimated_table(table, sim.estimator, rng=np.random.default_rng(seed))
                if sim.estimate_pairs and config.pairs else None)
@@ -165,6 +167,10 @@ class _Run:
         self.running = dict(running or {})   # job -> its type at t = 0, until a round ends
         self.resume = resume
         self.startups = _startups(jobs, sim.preemption_overhead_s)
+        # Under the restart rule (``core/restarts.py``) a start-up longer than a round goes
+        # on into the next, where the run's lease is extended: combination -> seconds left.
+        self.carry: dict[str, float] = {}
+        self.carries = core.config.restart_rule == "tenure"
         self.driver = RoundDriver(core, plan_lead_s=sim.plan_lead_s,
                                   arrival_grace_s=sim.arrival_grace_s)
         self.base_prices, self.price_trace = prices, price_trace
@@ -311,9 +317,28 @@ class _Run:
         for i, members in enumerate(batch.members if self.running else ()):
             if all(self.running.get(m) == batch.types[batch.type_index[i]] for m in members):
                 pause[i] = 0.0      # kept on the type it runs on at t = 0: no start-up
+        if self.carries and startups is not None:
+            pause = self.carried(batch, pause, span)
         true = None if self.knowledge is None else self.knowledge.rates(batch)
         seconds, steps = _run_tasks(batch, span, None if startups is None else pause, true)
+        if self.carries:
+            seconds = np.minimum(seconds, span)
         return _Ran(batch, seconds, steps, pause, np.full(len(batch), float(start)))
+
+    def carried(self, batch, pause: np.ndarray, span: float) -> np.ndarray:
+        """Each task's start-up this round, under the restart rule: what is left of its
+        run's start-up when its lease is extended, else its own; what runs past ``span``
+        is carried to the run's next round."""
+        carry = self.carry
+        pause = np.array([carry.get(k, 0.0) if ext else p
+                          for k, ext, p in zip(batch.keys, batch.extended.tolist(),
+                                               pause.tolist())])
+        for key, p in zip(batch.keys, pause.tolist()):
+            if p > span:
+                carry[key] = p - span
+            else:
+                carry.pop(key, None)
+        return pause
 
     def refill(self, ran: _Ran, now: float, R: float) -> _Ran:
         """``CoreConfig.refill_freed``: the workers of a task whose job finishes before the

@@ -1,7 +1,8 @@
 """``CoreConfig``: the named knobs of the scheduler core, Gavel's behaviour by default.
 
 Every default below reproduces Gavel's simulator (``scheduler/scheduler.py`` of
-stanford-futuredata/gavel); each field says what it changes.
+stanford-futuredata/gavel); each field says what it changes. The one exception,
+``restart_rule``, differs from Gavel only for jobs whose restarts cost time.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from dataclasses import dataclass, replace
 from policies import Policy, Traits
 
 from .resolving import RESOLVE_MODES
+from .restarts import RESTART_RULES
 
 # Which jobs may run on several worker types at once (``CoreConfig.mixed_jobs``).
 MIXED_JOBS = ("flagged", "all")
@@ -69,6 +71,15 @@ class CoreConfig:
     - ``mixed_jobs``: which jobs are mixed-capable: ``"flagged"`` (``JobSpec.mixed``, the
       trace's ``mixed`` field) or ``"all"`` (every job: data-parallel jobs with virtual
       nodes can all split their batch).
+    - ``restart_rule``: ``"tenure"``: a fresh run keeps its GPUs until its restart
+      (``JobSpec.restart_s``) is at most ``restart_share`` of the time it held them, and
+      the policy plans on throughputs net of restarts (``core/restarts.py``; issue #32:
+      short rounds with real restart costs thrashed). ``"gavel"``: every round is dealt
+      afresh by priority and restarts are the executor's business (Gavel). Jobs whose
+      restart costs nothing are scheduled alike under both.
+    - ``restart_share``: the most of a run's time its restart may take under
+      ``"tenure"``, in (0, 0.5] (so that a run always steps at least as long as it
+      restarts).
     - ``seed``: seeds the core's own RNG (type-order shuffles).
     - ``on_solve_error``: ``"raise"`` or ``"keep"`` (keep the last allocation and retry at
       the next boundary).
@@ -93,6 +104,8 @@ class CoreConfig:
     isolated_time: bool = False
     configurations: bool = False
     mixed_jobs: str = "flagged"
+    restart_rule: str = "tenure"
+    restart_share: float = 0.2
     seed: int = 0
     on_solve_error: str = "raise"
 
@@ -115,6 +128,11 @@ class CoreConfig:
         if self.on_solve_error not in ("raise", "keep"):
             raise ValueError(f"on_solve_error must be 'raise' or 'keep', "
                              f"got {self.on_solve_error!r}")
+        if self.restart_rule not in RESTART_RULES:
+            raise ValueError(f"restart_rule must be one of {', '.join(RESTART_RULES)}, "
+                             f"got {self.restart_rule!r}")
+        if not 0.0 < self.restart_share <= 0.5:
+            raise ValueError(f"restart_share must be in (0, 0.5], got {self.restart_share}")
         if self.mixed_jobs not in MIXED_JOBS:
             raise ValueError(f"mixed_jobs must be one of {', '.join(MIXED_JOBS)}, "
                              f"got {self.mixed_jobs!r}")

@@ -59,9 +59,10 @@ from .lookups import Lookups
 from .periods import close_period, install
 from .periods import shares as received_shares
 from .problem import advance_isolated_time, build_problem
-from .progress import RoundInFlight, credit_keys, credit_round
+from .progress import RoundInFlight, align, credit_keys, credit_round
 from .resolving import allowed as resolve_allowed
 from .resolving import next_allowed_s
+from .restarts import Runs
 from .records import (JobSpec, Period, PeriodState, Report, Round, RoundOutcome, RoundReport,
                       TaskBatch, ThroughputSource)
 from .rows import Rows
@@ -101,6 +102,7 @@ class SchedulerCore:
         self._last_allocation: Allocation | None = None
         self._rejected: list[tuple[str, str]] = []   # (job, why) the policy refused
         self._assignments: dict[str, tuple[int, ...]] = {}
+        self._runs = Runs()          # runs going on, for the restart rule (``restarts``)
         self._stale = False
         self._force = False
         self._last_resolve_s = 0.0
@@ -406,6 +408,9 @@ class SchedulerCore:
         if self._in_flight is None:
             raise CoreError("end_round without start_round")
         flight, self._in_flight = self._in_flight, None
+        if not isinstance(reports, RoundReport):
+            reports = align(reports, flight.batch, flight.index)
+        self._runs.ended_round(flight.batch, np.asarray(reports.seconds, dtype=float))
         done = credit_round(self._rows, flight, reports)
         if done:
             self._remove(done)
@@ -457,6 +462,7 @@ class SchedulerCore:
         rows.drop(dropped)
         for key in dropped:  # every combination that ran last round has a row
             self._assignments.pop(key, None)
+            self._runs.drop(key)
         self._stale = True
 
     def _sync_types(self) -> None:
@@ -525,6 +531,9 @@ class SchedulerCore:
         and the entities' GPU caps less what ``running`` (members, GPUs) tasks hold
         (``mechanism/quota.py``)."""
         out = demand(self._rows, self._layout, self._assignments)
+        if self.config.restart_rule == "tenure" and self._runs:
+            out = replace(out, pinned=self._runs.pinned(
+                out.keys, out.members, out.types, self._jobs, self.config.restart_share))
         if len(self._entities) < 2:
             return out
         entity_of = {j: state.spec.entity for j, state in self._jobs.items()}

@@ -8,6 +8,7 @@ Themis's isolated time in the ``JobState`` records (``advance_isolated_time``)."
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from ..mechanism import ClusterView
 from .config import CoreConfig
 from .jobs import JobState
 from .lookups import Lookups
+from .restarts import efficiency
 from .rows import Rows
 
 
@@ -37,13 +39,12 @@ def build_problem(now: float, jobs: Mapping[str, JobState], rows: Rows, view: Cl
         left = [max(steps - uncredited.get(job_id, 0.0), min(steps, 1.0))
                 for job_id, steps in zip(jobs, left)]
     isolated = config.isolated_time
-    problem_jobs = [Job(id=job_id, throughputs=job.throughputs,
+    problem_jobs = [Job(id=job_id, throughputs=_net_of_restarts(job, config),
                         scale_factor=job.spec.scale_factor, weight=job.spec.priority_weight,
                         remaining_steps=steps, elapsed_s=max(0.0, now - job.arrival_s),
                         slo_s=job.spec.slo_s, entity=job.spec.entity,
                         isolated_elapsed_s=job.isolated_elapsed_s if isolated else None,
-                        configurations=tuple(o.configuration for o in job.options)
-                        if job.options else ())
+                        configurations=_configurations(job, config))
                     for (job_id, job), steps in zip(jobs.items(), left)]
     pairs = problem_pairs(jobs, rows, types, lookups) if config.pairs else ()
     # The whole allocation in force, finished jobs included: FIFO hands a finished
@@ -52,6 +53,30 @@ def build_problem(now: float, jobs: Mapping[str, JobState], rows: Rows, view: Cl
                    pairs=pairs, entities=entities,
                    previous={} if last is None else last.allocation,
                    policy_state={} if last is None else last.policy_state)
+
+
+def _restart_factor(job: JobState, config: CoreConfig) -> float:
+    """The share of a run of ``job`` left for training (``restarts.efficiency``) under the
+    tenure rule; 1 under Gavel's."""
+    if config.restart_rule != "tenure" or job.spec.restart_s <= 0:
+        return 1.0
+    return efficiency(job.spec.restart_s, config.round_seconds, config.restart_share)
+
+
+def _net_of_restarts(job: JobState, config: CoreConfig) -> dict[str, float]:
+    """The throughputs the policy plans on: the job's, net of its restarts."""
+    factor = _restart_factor(job, config)
+    if factor == 1.0:
+        return job.throughputs
+    return {t: rate * factor for t, rate in job.throughputs.items()}
+
+
+def _configurations(job: JobState, config: CoreConfig) -> tuple:
+    """The job's configurations (VirtualFlow §6.5.2), net of its restarts as well."""
+    factor = _restart_factor(job, config)
+    return tuple(o.configuration if factor == 1.0 else
+                 replace(o.configuration, throughput=o.configuration.throughput * factor)
+                 for o in job.options or ())
 
 
 def problem_pairs(jobs: Mapping[str, JobState], rows: Rows, types: tuple[str, ...],

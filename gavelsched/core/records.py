@@ -31,7 +31,9 @@ class JobSpec:
     configurations (``CoreConfig.mixed_jobs`` can turn this on for every job).
     ``min_scale_factor``: the job is elastic (Varuna §4, morphing): it may also run on
     fewer GPUs of one type, down to this many (``core/configurations.py:elastic_counts``),
-    when the policy reads configurations; None: exactly ``scale_factor``."""
+    when the policy reads configurations; None: exactly ``scale_factor``.
+    ``restart_s``: what a restart costs the job (start-up plus checkpoint, seconds): its
+    runs keep their GPUs until it has paid (``core/restarts.py``)."""
 
     id: str
     job_type: str
@@ -42,6 +44,7 @@ class JobSpec:
     entity: str | None = None
     mixed: bool = False
     min_scale_factor: int | None = None
+    restart_s: float = 0.0
 
     def __post_init__(self) -> None:
         if is_pair_key(self.id):
@@ -54,6 +57,9 @@ class JobSpec:
         if low is not None and not 1 <= low <= self.scale_factor:
             raise ValueError(f"job {self.id}: min_scale_factor must be between 1 and "
                              f"scale_factor ({self.scale_factor}), got {low}")
+        if not 0.0 <= self.restart_s < float("inf"):
+            raise ValueError(f"job {self.id}: restart_s must be a finite number of seconds "
+                             f">= 0, got {self.restart_s}")
 
     @property
     def key(self) -> tuple[str, int]:

@@ -31,9 +31,12 @@ class Request(NamedTuple):
     previous: tuple[int, ...] | None  # workers it held last round, if any
 
 
-def place(requests: Sequence[Request], view: ClusterView) -> dict[str, tuple[tuple[int, ...], bool]]:
-    """Map each request key to (worker ids, lease extended). Raises ``ValueError`` if the
-    requests of a type need more workers than the view has live."""
+def place(requests: Sequence[Request], view: ClusterView,
+          first: frozenset[str] = frozenset()) -> dict[str, tuple[tuple[int, ...], bool]]:
+    """Map each request key to (worker ids, lease extended). The requests keyed in
+    ``first`` (runs that must not restart, ``core/restarts.py``) keep their workers before
+    any other is placed, whatever their size. Raises ``ValueError`` if the requests of a
+    type need more workers than the view has live."""
     out: dict[str, tuple[tuple[int, ...], bool]] = {}
     by_type: dict[str, list[Request]] = {}
     for r in requests:
@@ -44,7 +47,7 @@ def place(requests: Sequence[Request], view: ClusterView) -> dict[str, tuple[tup
                                       view.live_set(worker_type)))
         else:
             out.update(_place_type(worker_type, [Request(*r) for r in reqs],
-                                   view.live_servers.get(worker_type, ())))
+                                   view.live_servers.get(worker_type, ()), first))
     return out
 
 
@@ -124,16 +127,22 @@ def _place_singles(worker_type: str, reqs: list[Request], ids: Sequence[int],
     return out
 
 
-def _place_type(worker_type: str, reqs: list[Request], servers):
+def _place_type(worker_type: str, reqs: list[Request], servers,
+                first: frozenset[str] = frozenset()):
     pool = _Pool(servers)
     need = sum(r.size for r in reqs)
     if need > pool.free_total:
         raise ValueError(f"placement: {need} {worker_type} workers requested, "
                          f"{pool.free_total} live")
     keep = {r.key: r.previous for r in reqs if _keepable(r, pool.free)}
+    out: dict[str, tuple[tuple[int, ...], bool]] = {}
+    if first:
+        for key in [k for k in keep if k in first]:
+            pool.take(keep[key])
+            out[key] = (tuple(keep.pop(key)), True)
+        reqs = [r for r in reqs if r.key not in out]
     for prev in keep.values():
         pool.want(prev)
-    out: dict[str, tuple[tuple[int, ...], bool]] = {}
     for group in _by_size(reqs):
         fresh = []
         for r in group:

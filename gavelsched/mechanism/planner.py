@@ -8,7 +8,7 @@ times and deficits and passes them in ``Demand``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import NamedTuple
 
@@ -44,6 +44,10 @@ class Demand:
     column runs on at once (e.g. ``{"v100": 1, "k80": 2}``); such an entry is a
     configuration's name, not a type (``policies.jobs.configuration_name``).
 
+    ``pinned``: (c,) the column each combination must keep this round, on the workers it
+    held last round (a run whose restart has not paid yet, ``core/restarts.py``); -1: none.
+    None: no combination is pinned (Gavel).
+
     ``quota``: per-entity GPU caps (``quota.py``, built by ``entity_quota``); None: none.
     ``entity``: (c,) the entity (numbered 0..E-1) of each combination's first member, whose
     queues are interleaved so that entities share each round as X does (``shares.py``);
@@ -65,6 +69,7 @@ class Demand:
     configuration_gpus: np.ndarray | None = None  # (k, real types), from configurations
     quota: Quota | None = None
     entity: np.ndarray | None = None
+    pinned: np.ndarray | None = None
 
     @property
     def real_types(self) -> tuple[str, ...]:
@@ -82,7 +87,9 @@ class Demand:
         if self.configurations and self.configuration_gpus is None:
             object.__setattr__(self, "configuration_gpus",
                                configuration_matrix(self.configurations, self.real_types))
-        for name in ("scale_factor", "allocated"):
+        for name in ("scale_factor", "allocated", "pinned"):
+            if name == "pinned" and self.pinned is None:
+                continue
             if getattr(self, name).shape != (c,):
                 raise ValueError(f"demand.{name}: shape {getattr(self, name).shape}, "
                                  f"expected {(c,)}")
@@ -165,7 +172,7 @@ def plan_round(demand: Demand, view: ClusterView, config: PlannerConfig = Planne
     if demand.configurations:
         return _plan_mixed(demand, view, config)
     types, keys = demand.types, demand.keys
-    prio = priorities(demand.allocation, demand.received, demand.runnable, demand.allocated)
+    demand, prio, first = _pinned_first(demand)
     order = _type_order(types, config.type_order)
     runs = order_entries(prio, demand.deficit, demand.allocation, order, config.global_queue)
     if demand.entity is not None:
@@ -186,10 +193,35 @@ def plan_round(demand: Demand, view: ClusterView, config: PlannerConfig = Planne
         workers = tuple(workers)
     else:
         got = place([(keys[i], types[j], sizes[i], previous.get(keys[i]))
-                     for i, j in zip(combos, type_idx)], view)  # Request-shaped plain tuples
+                     for i, j in zip(combos, type_idx)], view, first)  # Request-shaped tuples
         chosen = [got[keys[i]] for i in combos]
         workers, extended = (tuple(x) for x in zip(*chosen)) if chosen else ((), ())
     return _round_plan(demand, prio, combos, type_idx, workers, extended, held)
+
+
+def _pinned_first(demand: Demand) -> tuple[Demand, np.ndarray, frozenset[str]]:
+    """The round's priorities, with each pinned combination (``Demand.pinned``) first in
+    its column's queue (an infinite priority) and out of every other queue (as are the
+    other combinations of its jobs), treated as
+    covered by the allocation (it ran: it holds no workers idle). Returns the demand as
+    the selection reads it, the priorities and the pinned keys (placed first)."""
+    prio = priorities(demand.allocation, demand.received, demand.runnable, demand.allocated)
+    pinned = demand.pinned
+    if pinned is None or not (pinned >= 0).any():
+        return demand, prio, frozenset()
+    rows = np.flatnonzero(pinned >= 0)
+    cols = pinned[rows]
+    runnable = demand.runnable.copy()
+    members = demand.member_rows
+    held = members[rows][members[rows] >= 0]      # their jobs run in no other combination
+    runnable[np.isin(members, held).any(axis=1)] = False
+    runnable[rows, cols] = True
+    prio[rows] = 0.0
+    prio[rows, cols] = np.inf
+    allocated = demand.allocated.copy()
+    allocated[rows] = True
+    return (replace(demand, runnable=runnable, allocated=allocated), prio,
+            frozenset(demand.keys[i] for i in rows.tolist()))
 
 
 def _hold_unallocated(demand: Demand, combos: list[int], type_idx: list[int]):
@@ -228,7 +260,7 @@ def _plan_mixed(demand: Demand, view: ClusterView, config: PlannerConfig) -> Rou
     keeps all of them)."""
     types, keys, real = demand.types, demand.keys, demand.real_types
     n_real = len(real)
-    prio = priorities(demand.allocation, demand.received, demand.runnable, demand.allocated)
+    demand, prio, first = _pinned_first(demand)
     order = [j for j in _type_order(types, config.type_order) if j < n_real]
     gpus = demand.configuration_gpus
     # Only configurations with time in X can run (priority > 0): the others stay out of
@@ -257,7 +289,8 @@ def _plan_mixed(demand: Demand, view: ClusterView, config: PlannerConfig) -> Rou
         for t, count in sorted(demand.configurations[j - n_real].items()):
             mine = None if prev is None else tuple(w for w in prev if type_of.get(w) == t)
             requests.append((f"{keys[i]}{_PART}{t}", t, int(count), mine or None))
-    got = place(requests, view)
+    first = frozenset(r[0] for r in requests if r[0].split(_PART)[0] in first)
+    got = place(requests, view, first)
     workers, extended = [], []
     for i, j in zip(combos, type_idx):
         if j < n_real:
