@@ -1,0 +1,190 @@
+"""The restart rule (``gavelsched/core/restarts.py``, issue #32): a fresh run keeps its GPUs
+until its restart has paid, so short rounds never thrash; a run that gets GPUs always makes
+progress; fairness holds at the grain of tenures; and jobs whose restarts are free are
+scheduled exactly as under Gavel's rule."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import simulator.engine as engine
+from gavelsched.core import CoreConfig
+from gavelsched.core.driver import config_for
+from gavelsched.core.restarts import efficiency, tenure_s
+from gavelsched.mechanism import ClusterView, Demand, plan_round
+from simulator.config import SimConfig
+from simulator.engine import make_policy, simulate
+from traces import ThroughputTable, TraceJob
+
+TABLE = ThroughputTable(solo={
+    "v100": {("a", 1): 10.0, ("b", 1): 6.0, ("a", 2): 18.0, ("b", 2): 11.0},
+    "k80": {("a", 1): 3.0, ("b", 1): 4.0, ("a", 2): 5.0, ("b", 2): 7.0},
+})
+
+
+def test_tenure_is_the_restart_over_its_share():
+    assert tenure_s(50.0, 0.2) == pytest.approx(250.0)
+    assert tenure_s(0.0, 0.2) == 0.0
+
+
+def test_efficiency_is_what_a_run_keeps_when_preempted_at_its_first_chance():
+    assert efficiency(0.0, 60.0, 0.2) == 1.0
+    assert efficiency(6.0, 60.0, 0.2) == pytest.approx(0.9)       # a round, 6 s of it lost
+    assert efficiency(250.0, 60.0, 0.2) == pytest.approx(0.8)     # its tenure, a fifth lost
+
+
+def test_config_refuses_an_unknown_rule_or_a_share_that_leaves_no_progress():
+    with pytest.raises(ValueError, match="restart_rule"):
+        CoreConfig(restart_rule="sia")
+    with pytest.raises(ValueError, match="restart_share"):
+        CoreConfig(restart_share=0.6)
+    with pytest.raises(ValueError, match="restart_s"):
+        from gavelsched.core import JobSpec
+        JobSpec(id="0", job_type="a", scale_factor=1, total_steps=10, restart_s=math.nan)
+
+
+def _demand(prio_first: str, pinned=None, servers: int = 1):
+    """Two 2-GPU jobs on one type of 2 workers; ``prio_first`` is owed more."""
+    keys = ("x", "y")
+    owed = {"x": 0.0, "y": 0.0}
+    owed[prio_first] = 1000.0
+    return Demand(
+        keys=keys, members=(("x",), ("y",)), types=("v100",),
+        scale_factor=np.array([2, 2]), allocation=np.array([[0.5], [0.5]]),
+        received=np.array([[1.0 + owed["y"]], [1.0 + owed["x"]]]),
+        deficit=np.zeros((2, 1)), runnable=np.ones((2, 1), dtype=bool),
+        allocated=np.ones(2, dtype=bool), previous={"y": (0, 1)},
+        pinned=None if pinned is None else np.array(pinned))
+
+
+@pytest.mark.parametrize("per_server", [1, 2])
+def test_a_pinned_run_keeps_its_workers_over_a_job_owed_more(per_server):
+    view = ClusterView.build({"v100": 2}, per_server)
+    free = plan_round(_demand("x"), view)
+    assert [p.key for p in free.placements] == ["x"]                 # Gavel: x is owed more
+    pinned = plan_round(_demand("x", pinned=[-1, 0]), view)
+    assert [(p.key, p.workers, p.extended) for p in pinned.placements] == [("y", (0, 1), True)]
+
+
+def test_a_pinned_job_runs_in_no_other_combination():
+    view = ClusterView.build({"v100": 2}, 1)
+    demand = Demand(
+        keys=("x", "y", "x+y"), members=(("x",), ("y",), ("x", "y")), types=("v100",),
+        scale_factor=np.array([1, 1, 1]), allocation=np.array([[0.2], [0.2], [0.8]]),
+        received=np.ones((3, 1)), deficit=np.zeros((3, 1)), runnable=np.ones((3, 1), bool),
+        allocated=np.ones(3, bool), previous={"x": (0,)}, pinned=np.array([0, -1, -1]))
+    keys = {p.key for p in plan_round(demand, view).placements}
+    assert "x" in keys and "x+y" not in keys
+
+
+def _jobs(n: int, steps: int = 2000, job_type: str = "a") -> list[TraceJob]:
+    return [TraceJob(job_type=job_type, scale_factor=1, total_steps=steps, arrival_s=0.0)
+            for _ in range(n)]
+
+
+def _run(jobs, cluster, rule: str, restart_s: float, R: float = 60.0, policy="max_min_fairness_perf",
+         spy=None, monkeypatch=None):
+    pol = make_policy(policy)
+    config = config_for(pol, TABLE, ClusterView.build(cluster).worker_types).but(
+        round_seconds=R, restart_rule=rule)
+    sim = SimConfig(preemption_overhead_s={j.job_type: restart_s for j in jobs})
+    return simulate(jobs, TABLE, cluster, pol, core_config=config, sim=sim)
+
+
+def test_short_rounds_with_long_restarts_thrash_under_gavel_and_not_under_tenure():
+    """Three jobs time-share two V100s at 60 s rounds; a restart takes 150 s. Gavel's
+    rule re-deals every round: most runs are preempted before they step. Tenure keeps
+    each run for 750 s."""
+    jobs = _jobs(3, steps=6000)
+    gavel = _run(jobs, {"v100": 2}, "gavel", 150.0)
+    tenure = _run(jobs, {"v100": 2}, "tenure", 150.0)
+    free = _run(jobs, {"v100": 2}, "tenure", 0.0)
+    assert tenure.avg_jct_s < 0.5 * gavel.avg_jct_s
+    assert tenure.avg_jct_s < 1.25 * free.avg_jct_s
+
+
+def test_free_restarts_schedule_exactly_as_gavel():
+    jobs = [TraceJob(job_type=t, scale_factor=sf, total_steps=s, arrival_s=a)
+            for t, sf, s, a in [("a", 1, 3000, 0), ("b", 2, 2000, 30), ("a", 2, 5000, 400),
+                                ("b", 1, 900, 900), ("a", 1, 4000, 1000)]]
+    cluster = {"v100": 2, "k80": 3}
+    gavel = _run(jobs, cluster, "gavel", 0.0)
+    tenure = _run(jobs, cluster, "tenure", 0.0)
+    assert [j.completion_s for j in tenure.jobs] == [j.completion_s for j in gavel.jobs]
+
+
+def _spy_runs(monkeypatch):
+    """Record every round's tasks as run: (keys, extended, steps made)."""
+    seen = []
+    original = engine._Run.run_tasks
+
+    def run_tasks(self, batch, span, start):
+        ran = original(self, batch, span, start)
+        seen.append((batch.keys, batch.extended.tolist(), ran.steps.sum(axis=1).tolist()))
+        return ran
+    monkeypatch.setattr(engine._Run, "run_tasks", run_tasks)
+    return seen
+
+
+def _runs(seen) -> list[tuple[str, float]]:
+    """Each run (a fresh start and the rounds that extended its lease): (key, steps made)."""
+    out: list[list] = []
+    open_run: dict[str, int] = {}
+    for keys, extended, steps in seen:
+        now_open = {}
+        for key, ext, made in zip(keys, extended, steps):
+            if ext and key in open_run:
+                out[open_run[key]][1] += made
+                now_open[key] = open_run[key]
+            else:
+                now_open[key] = len(out)
+                out.append([key, made])
+        open_run = now_open
+    return [(k, s) for k, s in out]
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_every_run_that_gets_gpus_makes_progress(monkeypatch, data):
+    """Random traces whose restarts reach 5x the round: no run ends without a step, and
+    every job finishes."""
+    R = 60.0
+    n = data.draw(st.integers(2, 7))
+    jobs = [TraceJob(job_type=data.draw(st.sampled_from("ab")),
+                     scale_factor=data.draw(st.sampled_from([1, 1, 2])),
+                     total_steps=data.draw(st.integers(50, 4000)),
+                     arrival_s=data.draw(st.sampled_from([0.0, 0.0, 100.0, 700.0])),
+                     startup_s=data.draw(st.sampled_from([0.0, 10.0, 60.0, 150.0, 300.0])))
+            for _ in range(n)]
+    cluster = {"v100": data.draw(st.integers(2, 3)), "k80": data.draw(st.integers(0, 2))}
+    policy = data.draw(st.sampled_from(["max_min_fairness_perf", "fifo_perf",
+                                        "max_sum_throughput_perf"]))
+    seen = _spy_runs(monkeypatch)
+    pol = make_policy(policy)
+    config = config_for(pol, TABLE, ClusterView.build(cluster).worker_types).but(round_seconds=R)
+    result = simulate(jobs, TABLE, cluster, pol, core_config=config)
+    monkeypatch.undo()
+    assert all(j.completion_s is not None for j in result.jobs)
+    idle = [(key, steps) for key, steps in _runs(seen) if steps == 0]
+    assert idle == []
+
+
+def test_identical_jobs_share_evenly_at_the_grain_of_tenures():
+    """Max-min's time sharing goes on: five identical jobs on two GPUs, restarts of 2.5
+    rounds. They finish in three groups (two GPUs for five jobs), each at most a tenure and
+    a round after the last (Gavel's rule staggers them by rounds: here runs last tenures),
+    and no later than their fair share of the GPUs, net of restarts, allows."""
+    R, restart = 60.0, 150.0
+    jobs = _jobs(5, steps=30000)
+    result = _run(jobs, {"v100": 2}, "tenure", restart, R)
+    ends = [j.completion_s for j in result.jobs]
+    assert max(ends) - min(ends) <= 2 * (tenure_s(restart, 0.2) + R)
+    alone = 30000 / 10.0                                    # steps / V100 steps/s
+    fair = alone * 5 / 2 / efficiency(restart, R, 0.2)     # 2/5 of a GPU, net of restarts
+    assert max(ends) <= fair + tenure_s(restart, 0.2) + 2 * R
