@@ -258,6 +258,19 @@ class SchedulerCore:
         job.spec = replace(job.spec, **changes)
         self._stale = True
 
+    def set_restart_costs(self, restart_s: Mapping[str, float]) -> None:
+        """What a restart costs each job of these job types now (seconds, as the daemon
+        measures them: ``JobSpec.restart_s``). Not a reset event: runs are pinned by it
+        from the next plan on, and the policy sees it at its next re-solve."""
+        for i, (spec, arrival) in enumerate(self._pending):
+            if spec.job_type in restart_s:
+                self._pending[i] = (replace(spec, restart_s=float(restart_s[spec.job_type])),
+                                    arrival)
+        for job in self._jobs.values():
+            cost = restart_s.get(job.spec.job_type)
+            if cost is not None and cost != job.spec.restart_s:
+                job.spec = replace(job.spec, restart_s=float(cost))
+
     def add_workers(self, worker_type: str, count: int, now: float,
                     gpus_per_server: int = 1) -> ClusterView:
         self._view = self._view.with_workers(worker_type, count, gpus_per_server)

@@ -50,7 +50,8 @@ class DaemonRules:
     - ``startup_s``: mean start-up of a fresh run per job type, as measured; a replay
       charges ``startup_charges`` (capped by the lease floor);
     - ``arrival_grace_s``: an idle daemon plans this long after the arrival that woke it
-      (``RoundDriver.first_plan_at``).
+      (``RoundDriver.first_plan_at``);
+    - ``restart_rule``: ``CoreConfig.restart_rule`` (``core/restarts.py``).
     """
 
     round_seconds: float
@@ -61,6 +62,7 @@ class DaemonRules:
     plan_lead_s: float = 0.0
     startup_s: Mapping[str, float] = field(default_factory=dict)
     arrival_grace_s: float = ARRIVAL_GRACE_S
+    restart_rule: str = "tenure"
 
     def __post_init__(self) -> None:
         if not 0.0 < self.round_seconds < math.inf:
@@ -99,6 +101,7 @@ class DaemonRules:
         type, ``traces.TraceJob.throughputs``), and ``more`` on top (seed, ...)."""
         overrides = {"round_seconds": self.round_seconds, "resolve": self.resolve,
                      "refill_freed": self.refill_freed, "refill_until": self.refill_until,
+                     "restart_rule": self.restart_rule,
                      "type_order": fastest_first(table, tuple(worker_types), rows)}
         if self.min_resolve_interval_s is not None:
             overrides["min_resolve_interval_s"] = self.min_resolve_interval_s

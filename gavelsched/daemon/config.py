@@ -25,6 +25,9 @@ predicts every unfinished job's start and finish, replaying its state in the sim
 child process after each round's start, arrival and end, ``forecast.py``; false: none),
 ``dashboard_listen`` (host:port of the read-only web dashboard, ``dashboard.py``: it
 asks for the token; beyond loopback only with ``insecure`` and ``auth_token_file``),
+``restart_rule`` (``tenure``, the default: a fresh run keeps its GPUs until its measured
+restart, start-up plus save, is at most a fifth of the time it held them, so that short
+rounds never thrash; ``gavel``: every round is dealt afresh; ``core/restarts.py``),
 ``seed``, ``insecure`` (true: as ``gavelsched scheduler --insecure``; default false);
 ``entities``, ``policy_options`` and ``prices`` (``settings.py``: a hierarchical policy's
 teams with their weights, inner policies and GPU caps, the policy's options, $/GPU-hour per
@@ -61,10 +64,11 @@ REQUIRED = ("listen", "policy", "round_seconds", "state_dir")
 OPTIONAL = ("auth_token_file", "tls", "metrics_listen", "throughputs", "expected_workers",
             "checkpoint_dir", "checkpoint_retention_s", "health_listen", "heartbeat_seconds",
             "plan_lead_seconds", "min_resolve_interval_s", "resolve", "seed", "workers_tls",
-            "insecure", "dashboard_listen", "refill_freed", "users_file", "eta",
+            "insecure", "dashboard_listen", "refill_freed", "users_file", "eta", "restart_rule",
             *SETTINGS_KEYS)
 TLS_KEYS = ("cert", "key", "ca")
 RESOLVE_MODES = ("responsive", "gavel")        # gavelsched/core/resolving.py
+RESTART_RULES = ("tenure", "gavel")            # gavelsched/core/restarts.py
 PLAN_LEAD_FRACTION = 0.3
 # The longest duration a key may give, in seconds (about 116 days): far under what a
 # thread's wait can take (threading.TIMEOUT_MAX), so no timer overflows.
@@ -98,6 +102,7 @@ class DaemonConfig:
     plan_lead_seconds: float | None = None
     min_resolve_interval_s: float | None = None
     resolve: str = "responsive"
+    restart_rule: str = "tenure"
     refill_freed: bool = True
     seed: int = 0
     workers_tls: bool = False
@@ -146,7 +151,8 @@ class DaemonConfig:
         config, what its ``Status`` publishes for replays, and what a replay runs by."""
         from ..core.rules import DaemonRules
         return DaemonRules(self.round_seconds, self.resolve, self.resolve_interval,
-                           self.refill_freed, self.refill_until, self.plan_lead)
+                           self.refill_freed, self.refill_until, self.plan_lead,
+                           restart_rule=self.restart_rule)
 
     @property
     def metrics_exposed(self) -> bool:
@@ -243,6 +249,11 @@ def parse_config(data: Any, *, base: str | Path = ".", name: str = "config",
             raise ConfigError(f"{name}: resolve must be responsive or gavel, got "
                               f"{shown(data['resolve'])}")
         kw["resolve"] = data["resolve"]
+    if data.get("restart_rule") is not None:
+        if data["restart_rule"] not in RESTART_RULES:
+            raise ConfigError(f"{name}: restart_rule must be tenure or gavel, got "
+                              f"{shown(data['restart_rule'])}")
+        kw["restart_rule"] = data["restart_rule"]
     for key in ("workers_tls", "insecure", "refill_freed", "eta"):
         if data.get(key) is not None:
             if not isinstance(data[key], bool):

@@ -258,6 +258,8 @@ class DaemonExecutor:
         flight = self.driver.in_flight
         held = (None if flight is None else
                 np.array(self.runs.held_s(list(flight.batch.keys))))
+        self.core.set_restart_costs({t: self.startups.restart_s(t) for t in
+                                     {j.spec.job_type for j in self.jobs.values() if not j.final}})
         step = self.driver.plan(now, held, uncredited=self.runs.uncredited_steps())
         rnd = step.round
         for job_id in step.completed:

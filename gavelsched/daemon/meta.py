@@ -109,6 +109,8 @@ EPOCH_UNIX = MetaKey("epoch_unix", "clock", _seconds)        # wall time of the 
 NEXT_JOB_ID = MetaKey("next_job_id", "store", _count)
 STARTUP_S = MetaKey("startup_s/", "startups", _seconds)      # per job type: mean start-up
 STARTUP_N = MetaKey("startup_n/", "startups", _count)        # per job type: runs averaged
+SAVE_S = MetaKey("save_s/", "startups", _seconds)            # per job type: mean save + exit
+SAVE_N = MetaKey("save_n/", "startups", _count)              # per job type: runs averaged
 ATTEMPTS = MetaKey("attempts/", "retries", _attempts, per_job=True)
 NEXT_GENERATION = MetaKey("next_generation", "fences", _count)
 GENERATION = MetaKey("generation/", "fences", _count, per_job=True)
@@ -116,7 +118,8 @@ CHECKPOINT_GENERATION = MetaKey("checkpoint_generation/", "fences", _count, per_
 DRAINED = MetaKey("drained/", "servers", _count)             # per server: who drained it
 PROFILE = MetaKey("profile/", "priors", _profile)            # per worker type
 
-KEYS: tuple[MetaKey, ...] = (ROUND, EPOCH_UNIX, NEXT_JOB_ID, STARTUP_S, STARTUP_N, ATTEMPTS,
+KEYS: tuple[MetaKey, ...] = (ROUND, EPOCH_UNIX, NEXT_JOB_ID, STARTUP_S, STARTUP_N, SAVE_S,
+                             SAVE_N, ATTEMPTS,
                              NEXT_GENERATION, GENERATION, CHECKPOINT_GENERATION, DRAINED,
                              PROFILE)
 PER_JOB: tuple[MetaKey, ...] = tuple(k for k in KEYS if k.per_job)

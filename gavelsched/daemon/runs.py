@@ -70,6 +70,7 @@ class Run:
     orphan: bool = False                 # found running after a scheduler restart
     workers: tuple[int, ...] = ()        # the core's worker ids it holds
     round_start: float = 0.0             # monotonic start of its first round
+    lease_end: float = 0.0               # monotonic end of its lease past its start-up
     generation: int = 0                  # its fencing token (``fences``)
     task_key: str = ""                   # the core's key of the micro-task it runs
     refill: bool = False                 # placed mid-round on freed GPUs: no lease floor
@@ -407,6 +408,7 @@ class RunTable:
         # its round: it only uses time that would otherwise be idle.
         floor = 0.0 if run.refill else MIN_LEASE_FRACTION * self._window(mono)[0]
         left = max(run.ends - mono, floor)
+        run.lease_end = mono + left
         run.lease = limit_lease(startup_lease(run.lease, run.base_steps, run.steps_per_s,
                                               left, elapsed + left), run.allowed_s)
         if run.ends - mono < floor:
@@ -432,6 +434,11 @@ class RunTable:
         if run.left:
             return
         del self._runs[job_id]
+        job = self.jobs.get(job_id)
+        if run.started_up and job is not None and not job.final:
+            # its lease ended and it saved: what a preemption costs past the lease
+            self.startups.record_save(job.spec.job_type,
+                                      max(0.0, mono - max(run.ends, run.lease_end)))
         self.jobs.preempt(job_id)
         self._ended(run)
         self._launch_deferred(job_id)

@@ -7,7 +7,10 @@ waits on the worker, and the one after may supersede it before it ever starts. S
 held nothing, and must not be credited the round: it was, and two of five jobs on the H200
 then waited 26 rounds while three others rotated. Here: a real scheduler and a real
 (emulated) worker daemon, three jobs whose processes sleep longer than a round before they
-step, one GPU; every job starts before any job finishes."""
+step, one GPU; under Gavel's rule (``restart_rule: gavel``) every job starts before any
+job finishes. Under the default rule (``core/restarts.py``) a run keeps the GPU until its
+restart has paid: every job finishes, each run steps, and the jobs take turns of at most a
+tenure each."""
 
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ JOBS = 3
 
 
 def test_every_job_gets_the_gpu_when_start_up_outlasts_a_round(tmp_path):
-    cluster = LocalCluster(tmp_path, round_seconds=ROUND_S)
+    cluster = LocalCluster(tmp_path, round_seconds=ROUND_S, config={"restart_rule": "gavel"})
     command = (f"sleep {STARTUP_S} && exec {shlex.quote(sys.executable)} -m "
                "workers.workloads.steps")
     try:
