@@ -64,6 +64,12 @@ def add_common_flags(p) -> None:
     p.add_argument("--preemption-overhead", default="0", metavar="SECONDS|catalog",
                    help="checkpoint save+restore charged when a lease is not extended: "
                         "seconds for every job, or 'catalog' for per-job-type times")
+    p.add_argument("--restart-rule", choices=("tenure", "gavel"), default="tenure",
+                   help="'tenure': a fresh run keeps its GPUs until its restart (the "
+                        "preemption overhead) is at most a fifth of the time it held them, so "
+                        "short rounds never thrash, and policies plan net of restarts; "
+                        "'gavel': every round is dealt afresh by priority (Gavel). Jobs "
+                        "whose restarts are free are scheduled alike under both")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="a policy option, e.g. type_choice=random for fifo; repeat for "
                         "several")
@@ -223,15 +229,16 @@ def arrival_grace(args) -> float:
 
 
 def resolve_options(args) -> dict:
-    """The core's re-solve and refill fields from ``--resolve``, ``--min-resolve-interval``,
-    ``--resolve-period``, ``--refill`` and ``--plan-lead``; refuses a negative interval or
+    """The core's re-solve, refill and restart fields from ``--resolve``,
+    ``--min-resolve-interval``, ``--resolve-period``, ``--refill``, ``--plan-lead`` and
+    ``--restart-rule``; refuses a negative interval or
     a non-positive period."""
     if args.min_resolve_interval < 0:
         raise InputError(f"--min-resolve-interval: must be >= 0, got {args.min_resolve_interval}")
     if args.resolve_period is not None and not args.resolve_period > 0:
         raise InputError(f"--resolve-period: must be > 0 seconds, got {args.resolve_period}")
     out = {"resolve": args.resolve, "min_resolve_interval_s": args.min_resolve_interval,
-           "refill_freed": args.refill}
+           "refill_freed": args.refill, "restart_rule": args.restart_rule}
     lead = plan_lead(args)
     if args.refill and lead > 0:     # the daemon refills until it plans
         out["refill_until"] = 1.0 - lead / args.round_seconds

@@ -9,6 +9,7 @@ from gavelsched.cli import build_parser
 from gavelsched.cli.simulate_flags import RESOLVE_MODES as CLI_MODES
 from gavelsched.cli.simulate_flags import resolve_options
 from gavelsched.core.resolving import RESOLVE_MODES
+from gavelsched.core.restarts import RESTART_RULES
 from simulator.sweep import SweepPoint, SweepSpec, run_point
 
 
@@ -16,12 +17,19 @@ def test_the_flag_names_the_cores_modes():
     assert CLI_MODES == RESOLVE_MODES
 
 
+def test_the_restart_flag_names_the_cores_rules():
+    parser = build_parser(["simulate"])
+    action = next(a for a in parser._subparsers._group_actions[0].choices["simulate"]._actions
+                  if a.dest == "restart_rule")
+    assert tuple(action.choices) == RESTART_RULES
+
+
 def test_a_sweep_passes_the_mode_to_the_core():
     args = build_parser(["simulate", "sweep"]).parse_args(
         ["simulate", "sweep", "--rates", "1", "--resolve", "responsive", "-o", "x"])
     options = resolve_options(args)
     assert options == {"resolve": "responsive", "min_resolve_interval_s": 1920.0,
-                       "refill_freed": False}
+                       "refill_freed": False, "restart_rule": "tenure"}
     spec = SweepSpec(jobs=20, cluster={"v100": 2, "p100": 2, "k80": 2})
     point = SweepPoint("max_min_fairness_perf", 10.0, 0)
     gavel = run_point(point, spec)
