@@ -27,30 +27,43 @@ cluster has.
 
 Elastic jobs (``JobSpec.min_scale_factor``; Varuna §4, morphing) get single-type
 configurations too: ``{t: n}`` (name ``"t:n"``) for each count n in ``elastic_counts``
-(the powers of two from the minimum up to, not including, the scale factor, and the minimum
-itself) that the cluster has on t. Steps/s is the table's r_t(n) when it has one (the
-catalog has 1, 2, 4 and 8); otherwise the model ``elastic_rate``: linear between the
-nearest counts below and above n that the table has, or r_t(m) x n/m past the largest m.
-They are ordinary configuration columns: the same policies, planner and launch path.
+(from the minimum up to, not including, the scale factor: every count up to 8, then the
+multiples of 4 up to 32, then the powers of two, so a job has at most about 14 + log2(s)
+counts per type) that the cluster has on t and the scaling model covers. Steps/s is the
+table's r_t(n) where it has one; elsewhere the model of ``core/scaling.py`` fitted to the
+counts the table has for (job type, t) (every count up to ``PROBED``, or the scale factor
+if larger): a compute/communication split in the spirit of Pollux §3.2, never linear
+extrapolation, and nothing more than 2x past the largest count measured. A rate a run
+measured at a count (``Configurations.measure``) joins the table's points and refits the
+model; configurations built after it use the refit. They are ordinary configuration
+columns: the same policies, planner and launch path.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from policies.jobs import Configuration
 
 from ..virtual.split import SplitError, TypeProfile, plan_split
 from .records import ThroughputSource
+from .scaling import ScalingModel
 
 log = logging.getLogger(__name__)
 
 # Global batch, in samples, the split solver works with (the model is linear in it, so
 # only the granularity of a split, 1/BATCH, depends on it).
 BATCH = 512
+
+# Elastic counts (``elastic_counts``): all of them up to DENSE_UP_TO, then multiples of 4
+# up to FOURS_UP_TO, then powers of two. The table is asked for every count up to PROBED
+# (or the job's scale factor, if larger) to fit the scaling model.
+DENSE_UP_TO = 8
+FOURS_UP_TO = 32
+PROBED = 256
 
 
 def extra_counts(scale_factor: int) -> tuple[int, ...]:
@@ -60,32 +73,30 @@ def extra_counts(scale_factor: int) -> tuple[int, ...]:
 
 
 def elastic_counts(scale_factor: int, min_scale_factor: int) -> tuple[int, ...]:
-    """The GPU counts below ``scale_factor`` an elastic job may run on: ``min_scale_factor``
-    and every power of two between it and ``scale_factor`` (module docstring)."""
-    powers = {1 << k for k in range(scale_factor.bit_length())}
-    return tuple(sorted({n for n in powers | {min_scale_factor}
+    """The GPU counts below ``scale_factor`` an elastic job may run on: from
+    ``min_scale_factor`` on, every count up to ``DENSE_UP_TO``, the multiples of 4 up to
+    ``FOURS_UP_TO``, then the powers of two (module docstring: a bounded number of
+    columns)."""
+    dense = range(1, DENSE_UP_TO + 1)
+    fours = range(4, FOURS_UP_TO + 1, 4)
+    powers = (1 << k for k in range(scale_factor.bit_length()))
+    return tuple(sorted({n for n in (*dense, *fours, *powers, min_scale_factor)
                          if min_scale_factor <= n < scale_factor}))
 
 
+def table_model(source: ThroughputSource, worker_type: str, job_type: str,
+                known: Iterable[int] = range(1, PROBED + 1)) -> ScalingModel:
+    """The scaling model of ``job_type`` on ``worker_type`` fitted to the table's rates at
+    the ``known`` counts (``core/scaling.py``)."""
+    return ScalingModel.fit((m, float(source.get(worker_type, job_type, m))) for m in known)
+
+
 def elastic_rate(source: ThroughputSource, worker_type: str, job_type: str, n: int,
-                 known: tuple[int, ...] = (1, 2, 4, 8, 16)) -> float:
-    """Steps/s of ``job_type`` on ``n`` GPUs of ``worker_type``: the table's, or the model
-    of the module docstring over the ``known`` counts the table has; 0 when it has none
-    below ``n``."""
-    exact = float(source.get(worker_type, job_type, n))
-    if exact > 0:
-        return exact
-    have = [(m, float(source.get(worker_type, job_type, m))) for m in known if m != n]
-    have = [(m, r) for m, r in have if r > 0]
-    below = [(m, r) for m, r in have if m < n]
-    above = [(m, r) for m, r in have if m > n]
-    if not below:
-        return 0.0
-    m, r = below[-1]
-    if not above:
-        return r * n / m
-    big, r_big = above[0]
-    return r + (r_big - r) * (n - m) / (big - m)
+                 known: Iterable[int] = range(1, PROBED + 1)) -> float:
+    """Steps/s of ``job_type`` on ``n`` GPUs of ``worker_type``: the table's where it has
+    one, else the scaling model's fitted to the table's ``known`` counts (module
+    docstring); 0 where the model does not cover ``n``."""
+    return table_model(source, worker_type, job_type, known).rate(n)
 
 
 @dataclass(frozen=True)
@@ -100,11 +111,14 @@ class MixedOption:
 
 class Configurations:
     """Configurations of job types on a cluster, built once per (job type, scale factor,
-    worker counts) from a throughput source (see the module docstring)."""
+    worker counts) from a throughput source (see the module docstring); elastic ones also
+    from the rates runs measured (``measure``)."""
 
     def __init__(self, source: ThroughputSource) -> None:
         self._source = source
         self._cache: dict[tuple, tuple[MixedOption, ...]] = {}
+        self._models: dict[tuple[str, str, int], ScalingModel] = {}
+        self._runs: dict[tuple[str, str], dict[int, float]] = {}
 
     def options(self, job_type: str, scale_factor: int,
                 counts: Mapping[str, int]) -> tuple[MixedOption, ...]:
@@ -118,18 +132,42 @@ class Configurations:
     def elastic(self, job_type: str, scale_factor: int, min_scale_factor: int,
                 counts: Mapping[str, int]) -> tuple[MixedOption, ...]:
         """The single-type configurations of an elastic job (module docstring): ``{t: n}``
-        for each of its ``elastic_counts`` that ``counts`` has on t and the table (or the
-        model) gives a positive steps/s; ``split`` is None (one type, even ranks)."""
+        for each of its ``elastic_counts`` that ``counts`` has on t and the scaling model
+        covers; ``split`` is None (one type, even ranks)."""
         key = ("elastic", job_type, scale_factor, min_scale_factor, tuple(sorted(counts.items())))
         if key not in self._cache:
             out = []
             for t in sorted(counts):
+                model = self.model(t, job_type, scale_factor)
                 for n in elastic_counts(scale_factor, min_scale_factor):
-                    rate = elastic_rate(self._source, t, job_type, n) if n <= counts[t] else 0
+                    rate = model.rate(n) if n <= counts[t] else 0.0
                     if rate > 0:
                         out.append(MixedOption(Configuration({t: n}, rate), None))
             self._cache[key] = tuple(sorted(out, key=lambda o: -o.configuration.throughput))
         return self._cache[key]
+
+    def model(self, worker_type: str, job_type: str, scale_factor: int = 1) -> ScalingModel:
+        """The scaling model of ``job_type`` on ``worker_type``: the table's counts up to
+        ``PROBED`` (or ``scale_factor``), refit with what runs measured (``measure``)."""
+        known = max(PROBED, scale_factor)
+        key = (job_type, worker_type, known)
+        if key not in self._models:
+            model = table_model(self._source, worker_type, job_type, range(1, known + 1))
+            runs = self._runs.get((job_type, worker_type))
+            self._models[key] = model.refit(runs) if runs else model
+        return self._models[key]
+
+    def measure(self, worker_type: str, job_type: str, n: int, rate: float) -> None:
+        """A run of ``job_type`` on ``n`` GPUs of ``worker_type`` made ``rate`` steps/s:
+        it replaces the table's rate at ``n`` (if any) and refits the model; the elastic
+        configurations built from now on use it (those already handed out are kept)."""
+        if n < 1 or rate <= 0:
+            return
+        self._runs.setdefault((job_type, worker_type), {})[int(n)] = float(rate)
+        for key in [k for k in self._models if k[:2] == (job_type, worker_type)]:
+            del self._models[key]
+        for key in [k for k in self._cache if k[:2] == ("elastic", job_type)]:
+            del self._cache[key]
 
     def _build(self, job_type: str, sf: int, counts: Mapping[str, int]) -> tuple[MixedOption, ...]:
         profiles = {t: p for t in counts if counts[t] > 0

@@ -6,6 +6,13 @@ it held its workers. A measured type's value is an exponential average of its sa
 type not yet measured keeps its prior scaled by the job's mean measured/prior ratio (a
 geometric mean), so one measurement keeps the types' ratios consistent (an emulated
 cluster that runs every type 10x slower than the table still sees the table's ratios).
+
+A run of an elastic job on n GPUs of one type (configuration ``"t:n"``) measures the job
+type's scaling on t (``core/scaling.py``; Sia §3: throughput models refined as jobs run):
+``learn`` averages it per (job type, t, n) in ``counts`` and hands it to ``scaling``
+(the ``Configurations`` that prices elastic counts) when one is set, which refits the
+model for the configurations it builds next. Such a sample is not a per-type throughput
+of the job, so it does not enter its row.
 """
 
 from __future__ import annotations
@@ -15,9 +22,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from policies import ProblemError
+from policies.jobs import parse_configuration_name
+
 from .records import ThroughputSource
 
 if TYPE_CHECKING:
+    from .configurations import Configurations
     from .core import SchedulerCore
 
 SMOOTHING = 0.5      # weight of a new sample in the exponential average
@@ -37,6 +48,8 @@ class OnlineThroughputs:
 
     prior: ThroughputSource
     measured: dict[str, dict[str, float]] = field(default_factory=dict)
+    scaling: Configurations | None = None
+    counts: dict[tuple[str, str, int], float] = field(default_factory=dict)
     _published: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def restore(self, measured: Mapping[str, Mapping[str, float]]) -> None:
@@ -53,6 +66,21 @@ class OnlineThroughputs:
         old = row.get(worker_type)
         row[worker_type] = sample if old is None else (1 - SMOOTHING) * old + SMOOTHING * sample
         return row[worker_type]
+
+    def observe_count(self, job_type: str, worker_type: str, n: int, steps: float,
+                      seconds: float) -> float | None:
+        """Record ``steps`` in ``seconds`` of ``job_type`` on ``n`` GPUs of ``worker_type``
+        (module docstring); the new average, or None for a sample without information.
+        ``scaling``, when set, refits its model with the average."""
+        if seconds <= 0 or steps <= 0:
+            return None
+        sample = steps / seconds
+        key = (job_type, worker_type, int(n))
+        old = self.counts.get(key)
+        self.counts[key] = sample if old is None else (1 - SMOOTHING) * old + SMOOTHING * sample
+        if self.scaling is not None:
+            self.scaling.measure(worker_type, job_type, int(n), self.counts[key])
+        return self.counts[key]
 
     def row(self, job_id: str, job_type: str, scale_factor: int,
             types: Sequence[str]) -> dict[str, float]:
@@ -81,7 +109,11 @@ class OnlineThroughputs:
         """One sample of a run (the recipe both executors follow): ``observe`` it, then, if
         the job plans in ``core``, give the core its row over ``types`` when it moved
         enough to re-solve (``changed_row``). The new average, or None for a sample that
-        carries no information."""
+        carries no information. A run on an elastic count (``"t:n"``) goes to
+        ``observe_count`` instead."""
+        count = _one_type_count(worker_type, types)
+        if count is not None:
+            return self.observe_count(job_type, *count, steps, seconds)
         average = self.observe(job_id, worker_type, steps, seconds)
         if average is not None and job_id in core.active_ids:
             row = self.changed_row(job_id, job_type, scale_factor, types)
@@ -92,3 +124,18 @@ class OnlineThroughputs:
     def forget(self, job_id: str) -> None:
         self.measured.pop(job_id, None)
         self._published.pop(job_id, None)
+
+
+def _one_type_count(name: str, types: Sequence[str]) -> tuple[str, int] | None:
+    """(t, n) when ``name`` is the configuration ``"t:n"`` of one of ``types`` (an elastic
+    count), else None (a worker type, or a mix of several)."""
+    if name in types:
+        return None
+    try:
+        gpus = parse_configuration_name(name)
+    except ProblemError:
+        return None
+    if len(gpus) != 1:
+        return None
+    ((t, n),) = gpus.items()
+    return (t, n) if t in types else None

@@ -1,6 +1,6 @@
 """Elastic jobs (issue #10; Varuna §4, morphing): a job with ``min_scale_factor`` also
 gets single-type configurations of fewer GPUs (``"v100:2"``), priced from the table or the
-interpolation model, and the mixed policies, the planner and the simulator place them like
+scaling model (issue #32), and the mixed policies, the planner and the simulator place them like
 any configuration. Real cvxpy/HiGHS solves through the real core."""
 
 from __future__ import annotations
@@ -45,17 +45,29 @@ def _rounds(core: SchedulerCore, n: int):
 
 
 def test_counts_and_rates():
-    assert elastic_counts(4, 2) == (2,)
-    assert elastic_counts(8, 1) == (1, 2, 4)
-    assert elastic_counts(8, 3) == (3, 4)
+    """Issue #32: every count up to 8 (then multiples of 4 up to 32, then powers of two),
+    priced by the scaling model (``core/scaling.py``) where the table has no rate: step time
+    linear in 1/n between the neighbouring counts, the fitted curve past the top (never
+    linear extrapolation), nothing beyond twice the largest count measured."""
+    assert elastic_counts(4, 2) == (2, 3)
+    assert elastic_counts(8, 1) == (1, 2, 3, 4, 5, 6, 7)
+    assert elastic_counts(8, 3) == (3, 4, 5, 6, 7)
     assert elastic_counts(4, 4) == ()
+    assert elastic_counts(64, 1) == (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 20, 24, 28, 32)
+    assert elastic_counts(128, 40) == (40, 64)
     assert elastic_rate(TABLE, "v100", "net", 2) == 14.4                  # the table's
-    assert elastic_rate(TABLE, "v100", "net", 3) == pytest.approx(14.4 + (25.0 - 14.4) / 2)
-    assert elastic_rate(TABLE, "k80", "net", 6) == pytest.approx(7.6 * 6 / 4)  # past the top
+    t2, t4 = 1 / 14.4, 1 / 25.0
+    assert elastic_rate(TABLE, "v100", "net", 3) == pytest.approx(
+        1 / (t2 + (t4 - t2) * (1 / 3 - 1 / 2) / (1 / 4 - 1 / 2)))
+    past = elastic_rate(TABLE, "k80", "net", 6)                           # past the top
+    assert 7.6 < past < 7.6 * 6 / 4
+    assert elastic_rate(TABLE, "k80", "net", 9) == 0.0                    # past 2 x 4
     assert elastic_rate(TABLE, "v100", "other", 2) == 0.0
     options = Configurations(TABLE).elastic("net", 8, 3, {"v100": 8, "k80": 3})
+    names = ["v100:3", "v100:4", "v100:5", "v100:6", "v100:7", "k80:3"]
     assert {o.configuration.name: o.configuration.throughput for o in options} == \
-        pytest.approx({"v100:3": 19.7, "v100:4": 25.0, "k80:3": 5.75})
+        pytest.approx({name: elastic_rate(TABLE, name[:-2], "net", int(name[-1]))
+                       for name in names})
     assert all(o.split is None for o in options)
 
 
