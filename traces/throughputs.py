@@ -14,9 +14,13 @@ alone and, for space sharing, co-located in pairs (thesis §5.3.1: the matrix T;
       v100:
         - {a: "A3C", b: "LM (batch size 5)", steps_per_s: [20.1, 15.2]}
         - {a: "X", a_sf: 2, b: "Y", b_sf: 2, steps_per_s: [3.0, 4.0]}
+    restart_s: {"A3C": 40, "LM (batch size 5)": 25}   # optional: restart cost per job type
     meta: {...}                        # optional, free-form, ignored by the loader
 
-``pairs`` and ``meta`` are reserved and cannot name a worker type. Scale-factor keys are
+``pairs``, ``restart_s`` and ``meta`` are reserved and cannot name a worker type.
+``restart_s`` declares what a restart (start-up plus checkpoint) costs each job type it
+names, in seconds: finite and >= 0, for job types the table has (Sia §3.3, the restart
+penalty; ``ThroughputTable.restart_s``). Scale-factor keys are
 integers (``"2"`` in JSON). A steps/s of 0 means "cannot run there". Each unordered pair
 appears at most once per worker type; ``steps_per_s`` is ``[a's steps/s, b's steps/s]``.
 
@@ -49,7 +53,7 @@ from .types import JobKey, ThroughputTable
 
 log = logging.getLogger(__name__)
 
-RESERVED_KEYS = ("pairs", "meta")
+RESERVED_KEYS = ("pairs", "restart_s", "meta")
 _GAVEL_KEY = re.compile(
     r"""^\(\s*(?:'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)")\s*,\s*([0-9]{1,10})\s*\)$""")
 _SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -177,7 +181,31 @@ def _from_native(data: Mapping, path) -> ThroughputTable:
                 table[key] = _rate(value, path, f"{where}/{sf}")
         solo[worker] = table
     pairs = _native_pairs(data.get("pairs"), solo, path)
-    return ThroughputTable(solo=solo, pairs=pairs)
+    return ThroughputTable(solo=solo, pairs=pairs,
+                           restart_s=_native_restarts(data.get("restart_s"), solo, path))
+
+
+def _native_restarts(section: Any, solo: Mapping[str, Mapping[JobKey, float]], path
+                     ) -> dict[str, float]:
+    """``restart_s: {job type: seconds}``: finite seconds >= 0 of job types in ``solo``."""
+    if section is None:
+        return {}
+    if not isinstance(section, Mapping):
+        raise TraceError(path, None, "restart_s", "expected a mapping of job types to "
+                         f"seconds, got {type(section).__name__}")
+    known = {job_type for rows in solo.values() for job_type, _ in rows}
+    out: dict[str, float] = {}
+    for job_type, seconds in section.items():
+        where = f"restart_s/{job_type}"
+        if job_type not in known:
+            raise TraceError(path, None, where, f"job type {shown(job_type)} has no "
+                             "throughput in the table")
+        try:
+            out[job_type] = checks.number(seconds, where, low=0.0)
+        except BadValue:
+            raise TraceError(path, None, where, "restart cost must be a finite number of "
+                             f"seconds >= 0, got {shown(seconds)}") from None
+    return out
 
 
 def _native_pairs(section: Any, solo: Mapping[str, Mapping[JobKey, float]], path
@@ -335,6 +363,8 @@ def table_to_native_dict(table: ThroughputTable) -> dict[str, Any]:
             pairs[worker] = rows_
     if pairs:
         out["pairs"] = pairs
+    if table.restart_s:
+        out["restart_s"] = dict(table.restart_s)
     return out
 
 

@@ -53,18 +53,24 @@ class ThroughputTable:
     """Steps/s of each (job type, scale factor) on each worker type, alone and co-located.
 
     ``solo[worker_type][(job_type, sf)] = steps/s``;
-    ``pairs[worker_type][((type_a, sf), (type_b, sf))] = (steps/s of a, steps/s of b)``.
+    ``pairs[worker_type][((type_a, sf), (type_b, sf))] = (steps/s of a, steps/s of b)``;
+    ``restart_s[job_type] = seconds`` a restart of that job type costs (start-up plus
+    checkpoint; Sia §4, a job's restart penalty), declared by the table; a type not named
+    has none declared.
     """
 
     solo: Mapping[str, Mapping[JobKey, float]]
     pairs: Mapping[str, Mapping[tuple[JobKey, JobKey], tuple[float, float]]] = field(
         default_factory=dict)
+    restart_s: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "solo", MappingProxyType(
             {w: MappingProxyType(dict(t)) for w, t in self.solo.items()}))
         object.__setattr__(self, "pairs", MappingProxyType(
             {w: MappingProxyType(dict(t)) for w, t in self.pairs.items()}))
+        object.__setattr__(self, "restart_s", MappingProxyType(
+            {str(t): float(s) for t, s in self.restart_s.items()}))
 
     @property
     def worker_types(self) -> tuple[str, ...]:
@@ -100,8 +106,10 @@ class ThroughputTable:
 
     def scaled(self, speed: float) -> ThroughputTable:
         """This table with every steps/s, alone and co-located, times ``speed`` (an
-        emulated cluster's time dilation: ``local-cluster --emulation-speed``)."""
+        emulated cluster's time dilation: ``local-cluster --emulation-speed``); restart
+        costs are kept as declared."""
         return ThroughputTable(
             {w: {k: v * speed for k, v in rows.items()} for w, rows in self.solo.items()},
             {w: {k: (a * speed, b * speed) for k, (a, b) in rows.items()}
-             for w, rows in self.pairs.items()})
+             for w, rows in self.pairs.items()},
+            self.restart_s)
