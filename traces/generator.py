@@ -75,21 +75,12 @@ def generate_trace(num_jobs: int, rate_per_hour: float, *,
     """A §5.7.1 trace of ``num_jobs`` jobs, sorted by arrival. ``table`` defaults to the
     catalog; ``job_types`` restricts the uniform draw; durations are measured on
     ``reference_worker``. Raises ``ValueError`` for bad arguments."""
-    if isinstance(num_jobs, bool) or not isinstance(num_jobs, (int, np.integer)) or num_jobs < 0:
-        raise ValueError(f"num_jobs must be an integer >= 0, got {num_jobs!r}")
-    if not math.isfinite(rate_per_hour) or rate_per_hour < 0:
-        raise ValueError(f"rate_per_hour must be finite and >= 0, got {rate_per_hour!r}")
-    for name, fraction in (("mixed_fraction", mixed_fraction),
-                           ("elastic_fraction", elastic_fraction)):
-        if not 0.0 <= fraction <= 1.0:
-            raise ValueError(f"{name} must be between 0 and 1, got {fraction!r}")
+    n = check_arguments(num_jobs, rate_per_hour, mixed_fraction, elastic_fraction)
     if table is None:
         from .catalog import default_table
         table = default_table()
     types = _job_types(table, job_types, reference_worker)
-    n = int(num_jobs)
-    rng = dict(zip(_STREAMS, (np.random.default_rng(s)
-                              for s in np.random.SeedSequence(seed).spawn(len(_STREAMS)))))
+    rng = attribute_streams(seed)
 
     type_index = rng["job_type"].integers(len(types), size=n)
     durations = sample_durations_s(rng["duration"], n)
@@ -99,14 +90,10 @@ def generate_trace(num_jobs: int, rate_per_hour: float, *,
     else:
         scale_factors = np.ones(n, dtype=int)
     arrivals = sample_arrivals_s(rng["arrival"], n, rate_per_hour)
-    weights = (np.where(rng["priority"].random(n) < HIGH_PRIORITY_PROBABILITY,
-                        HIGH_PRIORITY_WEIGHT, 1.0) if priorities else np.ones(n))
     slo_factors = rng["slo"].choice(SLO_FACTORS, size=n) if slos else None
-    entity_names = list(dict.fromkeys(entities))
-    entity_index = rng["entity"].integers(len(entity_names), size=n) if entity_names else None
-    mixed = (rng["mixed"].random(n) < mixed_fraction if mixed_fraction > 0
-             else np.zeros(n, dtype=bool))
-    elastic = rng["elastic"].random(n) < elastic_fraction
+    weights, entity_of, mixed, elastic = draw_options(
+        rng, n, priorities=priorities, entities=entities, mixed_fraction=mixed_fraction,
+        elastic_fraction=elastic_fraction)
     floors = rng["elastic"].random(n)     # where in 1 … sf/2 an elastic job's floor falls
 
     jobs, fallbacks = [], 0
@@ -122,7 +109,7 @@ def generate_trace(num_jobs: int, rate_per_hour: float, *,
             total_steps=max(1, round(float(durations[i]) * rate)),
             arrival_s=float(arrivals[i]), priority_weight=float(weights[i]),
             slo_s=None if slo_factors is None else float(slo_factors[i] * durations[i]),
-            entity=None if entity_index is None else entity_names[entity_index[i]],
+            entity=entity_of[i],
             mixed=bool(mixed[i]), min_scale_factor=floor))
     if elastic_fraction and not multi_gpu:
         log.warning("elastic_fraction=%g has no effect: every job uses one GPU without "
@@ -132,6 +119,43 @@ def generate_trace(num_jobs: int, rate_per_hour: float, *,
                  fallbacks, reference_worker)
     log.debug("generated %d jobs at %g jobs/hour (seed %s)", n, rate_per_hour, seed)
     return jobs
+
+
+def check_arguments(num_jobs, rate_per_hour: float, mixed_fraction: float,
+                    elastic_fraction: float) -> int:
+    """``num_jobs`` as an int, once it and the rate and fractions are valid; ``ValueError``
+    naming the first that is not."""
+    if isinstance(num_jobs, bool) or not isinstance(num_jobs, (int, np.integer)) or num_jobs < 0:
+        raise ValueError(f"num_jobs must be an integer >= 0, got {num_jobs!r}")
+    if not math.isfinite(rate_per_hour) or rate_per_hour < 0:
+        raise ValueError(f"rate_per_hour must be finite and >= 0, got {rate_per_hour!r}")
+    for name, fraction in (("mixed_fraction", mixed_fraction),
+                           ("elastic_fraction", elastic_fraction)):
+        if not 0.0 <= fraction <= 1.0:
+            raise ValueError(f"{name} must be between 0 and 1, got {fraction!r}")
+    return int(num_jobs)
+
+
+def attribute_streams(seed: int) -> dict[str, np.random.Generator]:
+    """One independent generator per job attribute (``_STREAMS``), all split from ``seed``."""
+    return dict(zip(_STREAMS, (np.random.default_rng(s)
+                               for s in np.random.SeedSequence(seed).spawn(len(_STREAMS)))))
+
+
+def draw_options(rng: dict[str, np.random.Generator], n: int, *, priorities: bool,
+                 entities: Sequence[str], mixed_fraction: float, elastic_fraction: float
+                 ) -> tuple[np.ndarray, list[str | None], np.ndarray, np.ndarray]:
+    """Each job's priority weight, entity (None without ``entities``), mixed flag and
+    elastic flag, each from its own stream of ``rng`` (``attribute_streams``)."""
+    weights = (np.where(rng["priority"].random(n) < HIGH_PRIORITY_PROBABILITY,
+                        HIGH_PRIORITY_WEIGHT, 1.0) if priorities else np.ones(n))
+    names = list(dict.fromkeys(entities))
+    index = rng["entity"].integers(len(names), size=n) if names else None
+    entity_of = [None if index is None else names[index[i]] for i in range(n)]
+    mixed = (rng["mixed"].random(n) < mixed_fraction if mixed_fraction > 0
+             else np.zeros(n, dtype=bool))
+    elastic = rng["elastic"].random(n) < elastic_fraction
+    return weights, entity_of, mixed, elastic
 
 
 def _job_types(table: ThroughputTable, job_types: Sequence[str] | None,

@@ -1,7 +1,8 @@
 """``gavelsched trace generate|import|show``: make, convert and inspect job traces.
 
 Traces are ``.jsonl`` (native) or ``.trace`` (Gavel's tab-separated format), chosen by the
-output file's extension (docs/design.md, Trace files). Generation follows thesis §5.7.1.
+output file's extension (docs/design.md, Trace files). Generation follows thesis §5.7.1
+(``--mix gavel``) or Sia's workload (``--mix sia``: ``traces.sia``, Sia §4.1).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from traces import default_table, generate_trace, load_table, load_trace, write_trace
 from traces.formats import trace_format
 from traces.importers import IMPORTERS
+from traces.sia import SIA_JOBS, SIA_RATE_PER_HOUR, generate_sia_trace, sia_table
 from traces.summary import summarize
 from traces.types import ThroughputTable
 
@@ -36,18 +38,31 @@ def register(subparsers) -> None:
 
 def _add_generate(commands) -> None:
     p = commands.add_parser(
-        "generate", help="generate a synthetic trace (thesis §5.7.1)",
+        "generate", help="generate a synthetic trace (thesis §5.7.1, or Sia-like)",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        description="Generate a trace as in thesis §5.7.1: job types uniform over the "
-                    "throughput table; V100 durations of 10^x minutes, x ~ U[1.5, 3] w.p. "
-                    "0.8 and U[3, 4] otherwise; total steps = duration x V100 steps/s; "
-                    "Poisson arrivals (the first at t=0).",
-        epilog="example: gavelsched trace generate --jobs 5000 --rate 3.0 --multi-gpu "
-               "--seed 1 -o continuous-multiple.jsonl")
-    p.add_argument("--jobs", type=int, required=True, metavar="N", help="number of jobs")
-    p.add_argument("--rate", type=float, required=True, metavar="JOBS_PER_HOUR",
+        description="Generate a trace. --mix gavel, as in thesis §5.7.1: job types uniform "
+                    "over the throughput table; V100 durations of 10^x minutes, x ~ U[1.5, 3] "
+                    "w.p. 0.8 and U[3, 4] otherwise; total steps = duration x V100 steps/s; "
+                    "Poisson arrivals (the first at t=0). --mix sia, as in Sia (SOSP'23 "
+                    "§4.1): cifar10, deepspeech2, bert, yolov3 and imagenet in the shares and "
+                    "GPU counts (4-16) of Sia's Helios traces, each application's fixed total "
+                    "steps, and Poisson arrivals whose rate follows the Helios 8-hour "
+                    "profile; its table traces/data/sia.yaml (t4, a100, rtx) declares each "
+                    "application's restart cost. Sia's cluster: --cluster "
+                    "t4=24,a100=16,rtx=24.",
+        epilog="examples: gavelsched trace generate --jobs 5000 --rate 3.0 --multi-gpu "
+               "--seed 1 -o continuous-multiple.jsonl; gavelsched trace generate --mix sia "
+               "--seed 1 -o sia.jsonl")
+    p.add_argument("--mix", choices=("gavel", "sia"), default="gavel",
+                   help="the workload: 'gavel' (thesis §5.7.1) or 'sia' (Sia's five "
+                        "applications, GPU counts and restart costs)")
+    p.add_argument("--jobs", type=int, metavar="N",
+                   help=f"number of jobs (required with --mix gavel; {SIA_JOBS} with --mix "
+                        "sia)")
+    p.add_argument("--rate", type=float, metavar="JOBS_PER_HOUR",
                    help="mean arrival rate λ in jobs per hour; 0 makes a static trace (every "
-                        "job arrives at t=0)")
+                        f"job arrives at t=0) (required with --mix gavel; {SIA_RATE_PER_HOUR:g} "
+                        "with --mix sia)")
     p.add_argument("--multi-gpu", action="store_true",
                    help="scale factors 1/2/4/8 at 70/10/15/5%% ('continuous-multiple'); "
                         "otherwise every job uses one GPU")
@@ -64,11 +79,13 @@ def _add_generate(commands) -> None:
     p.add_argument("--elastic-fraction", type=float, default=0.0, metavar="F",
                    help="make this fraction of multi-GPU jobs elastic: they may also run on "
                         "fewer GPUs of one type, down to a power of two drawn from 1 .. "
-                        "scale_factor/2, under a *_mixed policy (Varuna morphing; .jsonl only)")
+                        "scale_factor/2 (--mix sia: down to 1), under a *_mixed policy "
+                        "(Varuna morphing; .jsonl only)")
     p.add_argument("--seed", type=int, default=0, help="random seed; same seed, same trace")
     p.add_argument("--throughputs", type=Path, metavar="PATH",
                    help="throughput table (native YAML/JSON or Gavel JSON) whose job types "
-                        "and V100 steps/s to use [default: the built-in catalog]")
+                        "and V100 steps/s to use [default: the built-in catalog; with --mix "
+                        "sia, traces/data/sia.yaml, which it must run the mix on]")
     p.add_argument("-o", "--output", type=Path, required=True, metavar="PATH",
                    help=f"trace file to write; {_FORMATS_HELP}")
     p.set_defaults(func=run_generate)
@@ -117,6 +134,16 @@ def _add_show(commands) -> None:
 # ----------------------------------------------------------------------------- commands
 
 def run_generate(args: argparse.Namespace) -> int:
+    if args.mix == "sia":
+        for flag, on in (("--multi-gpu", args.multi_gpu), ("--slos", args.slos)):
+            if on:
+                raise InputError(f"{flag}: not with --mix sia (its jobs have Sia's GPU counts "
+                                 "and no V100 durations)")
+        args.jobs = SIA_JOBS if args.jobs is None else args.jobs
+        args.rate = SIA_RATE_PER_HOUR if args.rate is None else args.rate
+    for flag, value in (("--jobs", args.jobs), ("--rate", args.rate)):
+        if value is None:
+            raise InputError(f"{flag} is required with --mix gavel")
     if args.jobs < 0:
         raise InputError(f"--jobs must be >= 0, got {args.jobs}")
     if not math.isfinite(args.rate) or args.rate < 0:
@@ -128,13 +155,15 @@ def run_generate(args: argparse.Namespace) -> int:
     if entities and fmt != "jsonl":
         raise InputError(f"--entities: {args.output}: Gavel's .trace format has no entity "
                          "field; write a .jsonl trace")
-    table = _table(args.throughputs)
+    options = dict(seed=args.seed, priorities=args.priorities, entities=entities,
+                   mixed_fraction=args.mixed_fraction, elastic_fraction=args.elastic_fraction)
     try:
-        jobs = generate_trace(args.jobs, args.rate, table=table, seed=args.seed,
-                              multi_gpu=args.multi_gpu, priorities=args.priorities,
-                              slos=args.slos, entities=entities,
-                              mixed_fraction=args.mixed_fraction,
-                              elastic_fraction=args.elastic_fraction)
+        if args.mix == "sia":
+            table = sia_table() if args.throughputs is None else load_table(args.throughputs)
+            jobs = generate_sia_trace(args.jobs, args.rate, table=table, **options)
+        else:
+            jobs = generate_trace(args.jobs, args.rate, table=_table(args.throughputs),
+                                  multi_gpu=args.multi_gpu, slos=args.slos, **options)
     except ValueError as err:
         raise InputError(str(err)) from None
     write_trace(args.output, jobs)
