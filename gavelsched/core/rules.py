@@ -27,6 +27,7 @@ from .batch import MIN_LEASE_FRACTION, startup_charge
 from .config import CoreConfig
 from .core import SchedulerCore
 from .driver import RoundDriver, config_for
+from .restarts import RESTART_RULES
 from .type_order import fastest_first
 
 __all__ = ["MIN_LEASE_FRACTION", "DaemonRules", "startup_charge"]
@@ -84,7 +85,9 @@ class DaemonRules:
         return cls(reply.round_seconds, reply.resolve or "responsive",
                    interval if interval > 0 else None, refill > 0,
                    refill if refill > 0 else CoreConfig.refill_until, lead,
-                   dict(startup_s or {}))
+                   dict(startup_s or {}),
+                   restart_rule=reply.restart_rule if reply.restart_rule in RESTART_RULES
+                   else "tenure")
 
     def published(self) -> dict:
         """The ``Status`` fields that carry the rules (``of_status`` reads them back);
@@ -92,7 +95,7 @@ class DaemonRules:
         return {"resolve": self.resolve,
                 "min_resolve_interval_s": self.min_resolve_interval_s or 0.0,
                 "refill_until": self.refill_until if self.refill_freed else 0.0,
-                "plan_lead_s": self.plan_lead_s}
+                "plan_lead_s": self.plan_lead_s, "restart_rule": self.restart_rule}
 
     def core_config(self, policy: Policy, table: ThroughputTable, worker_types: Sequence[str],
                     rows: Sequence[Mapping[str, float]] = (), **more) -> CoreConfig:

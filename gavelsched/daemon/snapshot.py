@@ -57,7 +57,7 @@ class Snapshot:
             epoch_unix=r.epoch_unix, workers=r.workers, resolve=r.resolve,
             min_resolve_interval_s=r.min_resolve_interval_s, round_ends_s=r.round_ends_s,
             refill_until=r.refill_until, plan_lead_s=r.plan_lead_s, entities=r.entities,
-            caller=caller, jobs=jobs, eta_computed_s=r.eta_computed_s, eta_error=r.eta_error)
+            restart_rule=r.restart_rule, caller=caller, jobs=jobs, eta_computed_s=r.eta_computed_s, eta_error=r.eta_error)
 
     def log_sources(self, job_id: str) -> LogSources | None:
         """The servers that ran the job, and whether it has ended (final, its processes
@@ -112,6 +112,7 @@ def build_snapshot(view: DaemonView) -> Snapshot:
                                  round_ends_s=view.round_ends_s,
                                  refill_until=view.refill_until,
                                  plan_lead_s=view.plan_lead_s,
+                                 restart_rule=view.restart_rule,
                                  entities=_entities(view),
                                  eta_computed_s=eta.computed_s, eta_error=eta.error)
     return Snapshot(view.round, view.policy, view.round_seconds, view.now_s, response,

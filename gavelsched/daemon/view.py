@@ -85,6 +85,7 @@ class DaemonView:
     entities: tuple[EntityView, ...] = ()
     forecast: Forecast | None = None     # the scheduler's latest ETAs (``forecast``)
     deferred: Mapping[str, str] = field(default_factory=dict)   # job -> its next run's type
+    restart_rule: str = ""          # ``DaemonRules.restart_rule`` (``core/restarts.py``)
 
     @classmethod
     def of(cls, round_index: int, policy: str, round_seconds: float, now: float,
@@ -99,7 +100,7 @@ class DaemonView:
            waiting: Mapping[str, str] | None = None, clock_offset: float = 0.0,
            entities: Iterable[EntityView] = (),
            forecast: Forecast | None = None,
-           deferred: Mapping[str, str] | None = None) -> DaemonView:
+           deferred: Mapping[str, str] | None = None, restart_rule: str = "") -> DaemonView:
         """A picture of live state: the job rows, the run table's ``Run``s, the servers'
         health (``ServerState``), the ``drained`` servers and the servers that ran each
         job, copied into frozen values. ``clock_offset``: the scheduler's clock less the
@@ -118,7 +119,7 @@ class DaemonView:
                    dict(hosts or {}), epoch_unix, dict(rates or {}), dict(startup_s or {}),
                    resolve, min_resolve_interval_s, round_ends_s, refill_until, plan_lead_s,
                    dict(run_s or {}), dict(waiting or {}), tuple(entities), forecast,
-                   dict(deferred or {}))
+                   dict(deferred or {}), restart_rule)
 
     def summary(self) -> str:
         """One line for a round's start: jobs with a run this round, jobs whose last run is

@@ -188,3 +188,14 @@ def test_identical_jobs_share_evenly_at_the_grain_of_tenures():
     alone = 30000 / 10.0                                    # steps / V100 steps/s
     fair = alone * 5 / 2 / efficiency(restart, R, 0.2)     # 2/5 of a GPU, net of restarts
     assert max(ends) <= fair + tenure_s(restart, 0.2) + 2 * R
+
+
+def test_a_daemons_status_carries_its_restart_rule_to_a_replay():
+    from gavelsched.core.rules import DaemonRules
+    from gavelsched.rpc import pb
+    published = DaemonRules(10.0, restart_rule="gavel").published()
+    reply = pb.StatusResponse(round_seconds=10.0, **published)
+    assert DaemonRules.of_status(reply).restart_rule == "gavel"
+    assert DaemonRules.of_status(pb.StatusResponse(round_seconds=10.0)).restart_rule == "tenure"
+    assert DaemonRules.of_status(reply).core_config(
+        make_policy("fifo_perf"), TABLE, ("v100",)).restart_rule == "gavel"
