@@ -79,8 +79,12 @@ def test_job_yaml_and_local_cluster_job(tmp_path, capsys):
 def test_an_elastic_gpt_job_morphs_and_finishes_exactly(tmp_path):
     priors = tmp_path / "priors.json"
     dump_table(default_table().scaled(SPEED), priors)
+    # Gavel's restart rule: under the default one (``core/restarts.py``) a run whose torch
+    # start-up is a few seconds keeps its 2 GPUs for five times that, longer than this
+    # 14-step job lives, so it would never morph (moving would not pay).
     cluster = Cluster(tmp_path, policy="max_min_fairness_mixed", round_seconds=3.0,
-                      extra={"expected_workers": 4, "throughputs": str(priors)})
+                      extra={"expected_workers": 4, "throughputs": str(priors),
+                             "restart_rule": "gavel"})
     command = (f"{sys.executable} -m workers.workloads.gpt --dtype float64 --replicas 1 "
                f"--vocab {SPEC.vocab} --hidden {SPEC.hidden} --blocks {SPEC.blocks} "
                f"--seq {SPEC.seq} --batch {BATCH} --lr {LR}")
