@@ -86,10 +86,15 @@ class SimConfig:
                                  f"got {first}:{last}")
 
 
-def preemption_overheads(spec: str, job_types) -> dict[str, float]:
-    """Per-job-type preemption overhead from a CLI-style spec: seconds for every type, or
-    ``"catalog"`` for each type's checkpoint save + load time in the shipped catalog.
-    Raises ``ValueError`` naming the bad spec."""
+def preemption_overheads(spec: str, job_types, table=None) -> dict[str, float]:
+    """Per-job-type preemption overhead from a CLI-style spec: seconds for every type,
+    ``"catalog"`` for each type's checkpoint save + load time in the shipped catalog, or
+    ``"table"`` for the restart costs ``table`` (a ``traces.ThroughputTable``) declares
+    (``restart_s``; none where it declares none). Raises ``ValueError`` naming the bad
+    spec."""
+    if spec == "table":
+        declared = dict(getattr(table, "restart_s", None) or {})
+        return {t: declared[t] for t in set(job_types) if declared.get(t, 0.0) > 0}
     if spec == "catalog":
         from traces.catalog import default_catalog
         catalog = default_catalog()
@@ -102,7 +107,7 @@ def preemption_overheads(spec: str, job_types) -> dict[str, float]:
     try:
         seconds = float(spec)
     except ValueError:
-        raise ValueError(f"preemption overhead: expected seconds or 'catalog', "
+        raise ValueError(f"preemption overhead: expected seconds, 'catalog' or 'table', "
                          f"got {spec!r}") from None
     if not seconds >= 0:
         raise ValueError(f"preemption overhead: must be >= 0, got {spec}")

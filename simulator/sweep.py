@@ -73,7 +73,7 @@ class SweepSpec:
     window: tuple[int, int] | None = None
     gpus_per_server: Mapping[str, int] | int | None = None
     prices: Mapping[str, float] | None = None
-    preemption_overhead: str = "0"          # seconds, or "catalog"
+    preemption_overhead: str = "table"      # seconds, "catalog", or the table's restart_s
     table: ThroughputTable | None = None
     trace: Callable[[float, int], list[TraceJob]] | None = None
     core_options: Mapping[str, Any] = field(default_factory=dict)
@@ -113,7 +113,7 @@ def run_point(point: SweepPoint, spec: SweepSpec) -> dict:
     core = config_for(policy, table, types, seed=point.seed, **options)
     result = simulate(jobs, table, spec.cluster, policy, core_config=core,
                       sim=SimConfig(window=window, preemption_overhead_s=preemption_overheads(
-                          spec.preemption_overhead, (j.job_type for j in jobs)),
+                          spec.preemption_overhead, (j.job_type for j in jobs), table),
                           estimate_pairs=spec.estimate_pairs, estimator=spec.estimator,
                           plan_lead_s=spec.plan_lead_s,
                           arrival_grace_s=spec.arrival_grace_s),

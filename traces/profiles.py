@@ -186,7 +186,8 @@ def with_profile(table: ThroughputTable, profile: Profile) -> ThroughputTable:
             ratio = table.get(ref, job_type, k) / table.get(ref, job_type, 1)
             if ratio > 0:
                 filled.setdefault((job_type, k), base * ratio)
-    return ThroughputTable(solo={**table.solo, worker: filled}, pairs=table.pairs)
+    return ThroughputTable(solo={**table.solo, worker: filled}, pairs=table.pairs,
+                           restart_s=table.restart_s)
 
 
 def _fastest(table: ThroughputTable, worker: str, job_type: str) -> str | None:

@@ -113,7 +113,7 @@ def _run(args: argparse.Namespace) -> int:
     policy = make_policy(args.policy, seed=args.seed, **parse_options(args.option))
     core = _core_config(args, table, cluster, policy).but(mixed_jobs=args.mixed_jobs)
     sim = SimConfig(window=window, record_timeline=args.plot is not None,
-                    preemption_overhead_s=preemption_overheads(args.preemption_overhead, jobs),
+                    preemption_overhead_s=preemption_overheads(args.preemption_overhead, jobs, table),
                     estimate_pairs=args.estimate_pairs,
                     estimator=estimator_config(args.profiled_fraction),
                     priors=(table_for_types(load_throughputs(args.priors), cluster)

@@ -61,9 +61,12 @@ def add_common_flags(p) -> None:
                    help="$/GPU-hour per type: TYPE=PRICE,... (default: the catalog's)")
     p.add_argument("--multi-gpu", action="store_true",
                    help="generated traces: 30%% of jobs use 2, 4 or 8 GPUs")
-    p.add_argument("--preemption-overhead", default="0", metavar="SECONDS|catalog",
-                   help="checkpoint save+restore charged when a lease is not extended: "
-                        "seconds for every job, or 'catalog' for per-job-type times")
+    p.add_argument("--preemption-overhead", default="table", metavar="SECONDS|catalog|table",
+                   help="what a restart costs (checkpoint save + restore, start-up), charged "
+                        "when a lease is not extended: seconds for every job, 'catalog' for "
+                        "the catalog's per-job-type times, or 'table' for the restart costs "
+                        "the throughput table declares (its restart_s; none if it declares "
+                        "none, as the built-in catalog table and Gavel's tables do)")
     p.add_argument("--restart-rule", choices=("tenure", "gavel"), default="tenure",
                    help="'tenure': a fresh run keeps its GPUs until its restart (the "
                         "preemption overhead) is at most a fifth of the time it held them, so "
@@ -200,11 +203,12 @@ def load_throughputs(path: Path | None):
     return load_table(path)
 
 
-def preemption_overheads(spec: str, jobs) -> dict[str, float]:
-    """``--preemption-overhead`` (seconds or ``catalog``) per job type of ``jobs``."""
+def preemption_overheads(spec: str, jobs, table=None) -> dict[str, float]:
+    """``--preemption-overhead`` (seconds, ``catalog`` or ``table``: ``table``'s declared
+    restart costs) per job type of ``jobs``."""
     from simulator.config import preemption_overheads as overheads
     try:
-        return overheads(spec, (j.job_type for j in jobs))
+        return overheads(spec, (j.job_type for j in jobs), table)
     except ValueError as err:
         raise InputError(f"--preemption-overhead: {err}") from None
 
