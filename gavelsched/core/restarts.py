@@ -87,10 +87,6 @@ class Runs:
     def drop(self, key: str) -> None:
         self._runs.pop(key, None)
 
-    def held_s(self, key: str) -> float | None:
-        run = self._runs.get(key)
-        return None if run is None else run[1]
-
     def pinned(self, keys: Sequence[str], members: Sequence[Sequence[str]],
                columns: Sequence[str], jobs: Mapping, restart_share: float) -> np.ndarray:
         """(c,) the column each combination of ``keys`` must keep this round (-1: none):
