@@ -5,7 +5,8 @@ A scheduler core as the daemon runs it (``max_min_fairness_perf``, 60 s rounds) 
 costs drawn from Sia's five (25-250 s) on ``--gpus`` GPUs of the catalog's three types in
 servers of 8. Each rule (``tenure`` and ``gavel``) runs in a fresh process: the first round
 (the policy's solve included: what a scheduler pays once), then ``--rounds`` rounds, each
-``start_round`` (plan) and ``end_round`` (every task held its workers the whole round).
+a ``RoundDriver`` plan and start (the last round ends, every task having held its workers
+the whole round, and this one is planned).
 Reported per rule: the first round, the median and p90 of the later rounds, the rule's
 own share (``Runs.pinned`` and ``Runs.ended_round``, timed inside the same rounds), the
 GPUs busy per round, how many tasks kept their workers, and the process's peak RSS.
@@ -37,8 +38,8 @@ def child(rule: str, jobs: int, gpus: int, rounds: int, seed: int) -> dict:
     """One rule's rounds in this (fresh) process."""
     import numpy as np
 
-    from gavelsched.core import RoundReport, SchedulerCore
-    from gavelsched.core.driver import config_for, spec_of
+    from gavelsched.core import SchedulerCore
+    from gavelsched.core.driver import RoundDriver, config_for, spec_of
     from gavelsched.core.restarts import Runs
     from gavelsched.mechanism import ClusterView
     from policies import get_policy
@@ -71,15 +72,15 @@ def child(rule: str, jobs: int, gpus: int, rounds: int, seed: int) -> dict:
     from dataclasses import replace
     for i, job in enumerate(trace):
         core.submit(replace(spec_of(str(i), job), restart_s=float(rng.choice(RESTARTS_S))), 0.0)
+    driver = RoundDriver(core)
     times, tasks, kept = [], [], []
-    now = 0.0
+    now, held = 0.0, None
     for _ in range(rounds + 1):
         rule_s[0] = 0.0
         t = time.perf_counter()
-        rnd = core.start_round(now)
-        batch = rnd.batch
-        core.end_round(RoundReport(seconds=np.full(len(batch), ROUND_S),
-                                   steps=np.zeros((len(batch), 2))), now + ROUND_S)
+        driver.plan(now, held)             # ends the last round, then plans this one
+        batch = driver.start(now).round.batch
+        held = np.full(len(batch), ROUND_S)  # every task held its workers the whole round
         times.append((time.perf_counter() - t, rule_s[0]))
         tasks.append(int(batch.size.sum()))
         kept.append(int(batch.extended.sum()))
