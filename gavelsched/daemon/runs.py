@@ -435,10 +435,11 @@ class RunTable:
             return
         del self._runs[job_id]
         job = self.jobs.get(job_id)
-        if run.started_up and job is not None and not job.final:
-            # its lease ended and it saved: what a preemption costs past the lease
-            self.startups.record_save(job.spec.job_type,
-                                      max(0.0, mono - max(run.ends, run.lease_end)))
+        lease_end = max(run.ends, run.lease_end)
+        if run.started_up and job is not None and not job.final and mono >= lease_end:
+            # its lease ended and it saved: what a preemption costs past the lease (a run
+            # that exited before its lease's end failed or finished: no save to time)
+            self.startups.record_save(job.spec.job_type, mono - lease_end)
         self.jobs.preempt(job_id)
         self._ended(run)
         self._launch_deferred(job_id)

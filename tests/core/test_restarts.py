@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import simulator.engine as engine
-from gavelsched.core import CoreConfig
+from gavelsched.core import CoreConfig, JobSpec
 from gavelsched.core.driver import config_for
 from gavelsched.core.restarts import efficiency, tenure_s
 from gavelsched.mechanism import ClusterView, Demand, plan_round
@@ -44,7 +44,6 @@ def test_config_refuses_an_unknown_rule_or_a_share_that_leaves_no_progress():
     with pytest.raises(ValueError, match="restart_share"):
         CoreConfig(restart_share=0.6)
     with pytest.raises(ValueError, match="restart_s"):
-        from gavelsched.core import JobSpec
         JobSpec(id="0", job_type="a", scale_factor=1, total_steps=10, restart_s=math.nan)
 
 
@@ -87,8 +86,8 @@ def _jobs(n: int, steps: int = 2000, job_type: str = "a") -> list[TraceJob]:
             for _ in range(n)]
 
 
-def _run(jobs, cluster, rule: str, restart_s: float, R: float = 60.0, policy="max_min_fairness_perf",
-         spy=None, monkeypatch=None):
+def _run(jobs, cluster, rule: str, restart_s: float, R: float = 60.0,
+         policy="max_min_fairness_perf"):
     pol = make_policy(policy)
     config = config_for(pol, TABLE, ClusterView.build(cluster).worker_types).but(
         round_seconds=R, restart_rule=rule)
