@@ -123,6 +123,12 @@ class SchedulerCore:
         return self._layout.types
 
     @property
+    def configurations(self) -> Configurations | None:
+        """What prices configuration columns and elastic counts (None unless the policy
+        mixes): runs on an elastic count refine its scaling model (``OnlineThroughputs``)."""
+        return self._mixer
+
+    @property
     def active_jobs(self) -> tuple[str, ...]:
         return tuple(self._jobs)
 

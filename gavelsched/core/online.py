@@ -56,6 +56,13 @@ class OnlineThroughputs:
         for job_id, row in measured.items():
             self.measured[job_id] = dict(row)
 
+    def restore_counts(self, counts: Mapping[tuple[str, str, int], float]) -> None:
+        """What runs on elastic counts measured before a restart (``observe_count``)."""
+        for (job_type, worker_type, n), rate in counts.items():
+            self.counts[job_type, worker_type, n] = rate
+            if self.scaling is not None:
+                self.scaling.measure(worker_type, job_type, n, rate)
+
     def observe(self, job_id: str, worker_type: str, steps: float, seconds: float) -> float | None:
         """Record ``steps`` made in ``seconds`` on ``worker_type``; the new average, or None
         for a sample that carries no information (no time, or no steps)."""
@@ -110,10 +117,13 @@ class OnlineThroughputs:
         the job plans in ``core``, give the core its row over ``types`` when it moved
         enough to re-solve (``changed_row``). The new average, or None for a sample that
         carries no information. A run on an elastic count (``"t:n"``) goes to
-        ``observe_count`` instead."""
-        count = _one_type_count(worker_type, types)
+        ``observe_count`` instead; one on a mix of several types (VirtualFlow §6.5.2) is
+        no type's throughput and is not recorded (None)."""
+        count = one_type_count(worker_type, types)
         if count is not None:
             return self.observe_count(job_type, *count, steps, seconds)
+        if worker_type not in types:
+            return None
         average = self.observe(job_id, worker_type, steps, seconds)
         if average is not None and job_id in core.active_ids:
             row = self.changed_row(job_id, job_type, scale_factor, types)
@@ -126,7 +136,7 @@ class OnlineThroughputs:
         self._published.pop(job_id, None)
 
 
-def _one_type_count(name: str, types: Sequence[str]) -> tuple[str, int] | None:
+def one_type_count(name: str, types: Sequence[str]) -> tuple[str, int] | None:
     """(t, n) when ``name`` is the configuration ``"t:n"`` of one of ``types`` (an elastic
     count), else None (a worker type, or a mix of several)."""
     if name in types:

@@ -127,8 +127,9 @@ class DaemonExecutor:
                              job_env=job_env)
         self.roster = Servers(config, self.core, store, self.health, self.runs, self.priors,
                               now=self.now)
-        online = OnlineThroughputs(self.priors)
+        online = OnlineThroughputs(self.priors, scaling=self.core.configurations)
         online.restore(store.throughputs())
+        online.restore_counts(store.scaling())
         self.progress = Progress(self.jobs, self.runs, self.driver, self.core, online, store,
                                  self.fences, clock=clock)
         self.shares = Shares(self.core)

@@ -18,7 +18,7 @@ from .fences import Fences
 from .jobs import JobRow, Jobs
 from .runs import Run, RunTable
 from .store import Store
-from ..core.online import OnlineThroughputs
+from ..core.online import OnlineThroughputs, one_type_count
 
 
 class Progress:
@@ -50,19 +50,23 @@ class Progress:
         return delta > 0 and self.driver.credit((job_id,), ((delta,),), now)
 
     def _measure(self, job: JobRow, run: Run, steps: int, seconds: float, now: float) -> None:
-        """Online throughputs (thesis §5.3.3) from a run's checkpointed reports. A run on a
-        configuration of several types (VirtualFlow §6.5.2) is not recorded: its steps/s is
-        not the job's throughput on any one type; the core prices configurations from the
-        throughput table with the split solver (``core/configurations.py``), so a daemon
-        whose workers run at X times the table should get a table scaled by X
-        (``local-cluster`` writes one)."""
-        if run.worker_type not in self.core.worker_types:
-            return
+        """Online throughputs (thesis §5.3.3) from a run's checkpointed reports: on one type
+        it is the job's throughput there (kept in the store); on an elastic count
+        (``"t:n"``) it refines the job type's scaling model (Sia §3; ``OnlineThroughputs``).
+        A run on a mix of several types (VirtualFlow §6.5.2) is not recorded: the core
+        prices mixes from the throughput table with the split solver
+        (``core/configurations.py``), so a daemon whose workers run at X times the table
+        should get a table scaled by X (``local-cluster`` writes one)."""
         average = self.online.learn(self.core, job.id, run.worker_type, steps, seconds,
                                     job.spec.job_type, job.spec.scale_factor,
                                     self.core.worker_types, now)
-        if average is not None:
+        if average is None:
+            return
+        if run.worker_type in self.core.worker_types:
             self.store.put_throughput(job.id, run.worker_type, average)
+        else:           # an elastic count: ``learn`` records no other name
+            t, n = one_type_count(run.worker_type, self.core.worker_types)
+            self.store.put_scaling(job.spec.job_type, t, n, average)
 
     def admitted(self, job_ids: Sequence[str], now: float) -> None:
         """Jobs just admitted (after a restart) plan on what was measured of them."""

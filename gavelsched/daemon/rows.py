@@ -218,6 +218,17 @@ def throughput(job_id: Any, worker_type: Any, steps_per_s: Any) -> tuple[str, st
                           above=True))
 
 
+def scaling_sample(job_type: Any, worker_type: Any, gpus: Any,
+                   steps_per_s: Any) -> tuple[str, str, int, float]:
+    """(job type, worker type, GPUs >= 1, steps/s > 0) of a raw ``scaling`` row, or
+    ``BadValue``."""
+    return (_text(job_type, "job_type", empty=False), _text(worker_type, "worker_type",
+                                                            empty=False),
+            checks.integer(_plain(gpus, "gpus"), "gpus", low=1),
+            checks.number(_plain(steps_per_s, "steps_per_s"), "steps_per_s", low=0.0,
+                          above=True))
+
+
 def host(job_id: Any, server_id: Any) -> tuple[str, int]:
     """(job, server id) of a raw ``hosts`` row, or ``BadValue``."""
     return (_text(job_id, "job_id", empty=False),

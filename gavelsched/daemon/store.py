@@ -4,7 +4,8 @@
 Tables: ``jobs`` (the submission, state, *durable* steps_done, reason, and the times it
 was submitted, first started, done and ended), ``servers`` (worker servers with the ids
 the core gave their GPUs), ``hosts`` (which servers ran each job: where its logs are),
-``throughputs`` (measured steps/s per job and worker type, §5.3.3), ``events`` (each job's
+``throughputs`` (measured steps/s per job and worker type, §5.3.3), ``scaling`` (measured
+steps/s per job type on n GPUs of a type: elastic counts, Sia §3), ``events`` (each job's
 history: who changed it, how and when; ``audit``), ``usage`` (one row per ended run: who
 and which entity, the GPUs of a type it held, from when to when, at what price;
 ``accounting``) and ``meta`` (the round counter, the next job id, the daemon's time
@@ -32,7 +33,7 @@ from traces.checks import BadValue
 from .jobs import FAILED, JobRow
 from .meta import COUNTERS, NEXT_JOB_ID, declared
 from .rows import (RUN_FIELDS, SPEC_FIELDS, ServerRow, Table, event, host, job_row,
-                   meta_value, server_row, throughput, usage)
+                   meta_value, scaling_sample, server_row, throughput, usage)
 
 __all__ = ["JobRow", "ServerRow", "Store"]
 
@@ -54,6 +55,9 @@ CREATE TABLE IF NOT EXISTS servers (
 CREATE TABLE IF NOT EXISTS throughputs (
     job_id TEXT NOT NULL, worker_type TEXT NOT NULL, steps_per_s REAL NOT NULL,
     PRIMARY KEY (job_id, worker_type));
+CREATE TABLE IF NOT EXISTS scaling (
+    job_type TEXT NOT NULL, worker_type TEXT NOT NULL, gpus INTEGER NOT NULL,
+    steps_per_s REAL NOT NULL, PRIMARY KEY (job_type, worker_type, gpus));
 CREATE TABLE IF NOT EXISTS hosts (
     job_id TEXT NOT NULL, server_id INTEGER NOT NULL, PRIMARY KEY (job_id, server_id));
 CREATE TABLE IF NOT EXISTS events (
@@ -290,6 +294,21 @@ class Store:
             out.setdefault(job_id, {})[t] = v
         return out
 
+    def put_scaling(self, job_type: str, worker_type: str, gpus: int,
+                    steps_per_s: float) -> None:
+        """The steps/s ``job_type`` measured on ``gpus`` GPUs of ``worker_type`` (an
+        elastic count; ``OnlineThroughputs.observe_count``)."""
+        with self.transaction() as db:
+            db.execute("INSERT INTO scaling(job_type, worker_type, gpus, steps_per_s) "
+                       "VALUES(?, ?, ?, ?) ON CONFLICT(job_type, worker_type, gpus) DO UPDATE "
+                       "SET steps_per_s=excluded.steps_per_s",
+                       (job_type, worker_type, gpus, steps_per_s))
+
+    def scaling(self) -> dict[tuple[str, str, int], float]:
+        """Measured steps/s per (job type, worker type, GPUs), each row checked
+        (``rows.scaling_sample``); a bad one is dropped with a warning."""
+        return {(job_type, t, n): v for job_type, t, n, v in self._checked(
+            "scaling", "job_type, worker_type, gpus, steps_per_s", scaling_sample)}
 
     # ---- events (each job's history) and usage (each ended run) -----------------------
     def add_events(self, rows: Iterable[tuple[str, float, str, str, str]]) -> None:

@@ -136,6 +136,14 @@ def test_a_run_on_an_elastic_count_refits_the_options_built_after_it():
     assert online.learn(core, "j", "v100", 4400.0, 100.0, "net", 8,
                         core.worker_types, 0.0) == 44.0
     assert online.measured == {"j": {"v100": 44.0}}
+    # a restarted daemon gives its store's samples back (``restore_counts``): same model
+    again = Configurations(TABLE)
+    OnlineThroughputs(TABLE, scaling=again).restore_counts(online.counts)
+    assert _names(again.elastic("net", 8, 1, {"v100": 8})) == after
+    # a run on a mix of several types is no type's throughput: nothing is recorded
+    assert online.learn(core, "j", "v100:2+k80:2", 3000.0, 100.0, "net", 8,
+                        ("v100", "k80"), 0.0) is None
+    assert online.measured == {"j": {"v100": 44.0}}
 
 
 class _Recording(MaxMinFairnessMixed):

@@ -118,7 +118,12 @@ def test_an_elastic_gpt_job_morphs_and_finishes_exactly(tmp_path):
     assert {2, 4} <= held, held                           # and the GPUs it held
     # online throughputs: only under the type's name, i.e. measured on the scale factor's
     # 4 GPUs; a v100:2 run is not recorded as the job's v100 throughput
-    assert set(Store(tmp_path / "state").throughputs().get(job, {})) <= {"v100"}
+    store = Store(tmp_path / "state")
+    assert set(store.throughputs().get(job, {})) <= {"v100"}
+    # a v100:2 run measured the job type's rate on 2 GPUs instead: it refines the scaling
+    # model that prices elastic counts (``core/scaling.py``) and outlives a restart
+    assert store.scaling()[GPT_TYPE, "v100", 2] > 0
+    store.close()
     ckpt = checkpoints.latest(tmp_path / "state" / "checkpoints" / job).path / gpt.LAYERS_DIR
     meta = json.loads((ckpt / "meta.json").read_text())
     assert meta["steps_done"] == STEPS and meta["replicas"] == 1

@@ -138,13 +138,16 @@ def test_a_row_without_a_usable_id_is_left_out_and_kept(tmp_path, caplog):
     db.close()
 
 
-def test_bad_server_throughput_and_meta_rows_are_dropped_with_a_warning(tmp_path, caplog):
+def test_bad_server_throughput_scaling_and_meta_rows_are_dropped_with_a_warning(tmp_path,
+                                                                               caplog):
     store = Store(tmp_path)
     store.put_server(ServerRow(0, "v100", (0, 1), "127.0.0.1:1", "h"))
     for sid, wtype in ((1, "k80"), (2, "p100"), (3, "k80"), (4, "v100")):
         store.put_server(ServerRow(sid, wtype, (10 + sid,), "127.0.0.1:1", "h"))
     for job, rate in (("0", 12.5), ("1", 3.0), ("2", 4.0), ("3", 5.0)):
         store.put_throughput(job, "v100", rate)
+    for gpus, rate in ((2, 20.0), (3, 27.0), (4, 33.0)):
+        store.put_scaling("A3C", "v100", gpus, rate)
     store.set_meta({"round": 7, "epoch_unix": 1.5e9, "startup_s/A3C": "2.5",
                     "startup_n/A3C": 3, "attempts/0": "[]", "attempts/1": "[]",
                     "next_generation": 6, "generation/0": 5, "checkpoint_generation/0": 4})
@@ -157,6 +160,8 @@ def test_bad_server_throughput_and_meta_rows_are_dropped_with_a_warning(tmp_path
             "UPDATE throughputs SET steps_per_s=-1.0 WHERE job_id='1'",
             "UPDATE throughputs SET steps_per_s='fast' WHERE job_id='2'",
             "UPDATE throughputs SET worker_type=CAST(X'ff' AS TEXT) WHERE job_id='3'",
+            "UPDATE scaling SET gpus=0 WHERE gpus=3",
+            "UPDATE scaling SET steps_per_s='nan' WHERE gpus=4",
             "UPDATE meta SET value='abc' WHERE key='round'",
             "UPDATE meta SET value='nan' WHERE key='epoch_unix'",
             "UPDATE meta SET value='inf' WHERE key='startup_s/A3C'",
@@ -167,9 +172,10 @@ def test_bad_server_throughput_and_meta_rows_are_dropped_with_a_warning(tmp_path
         _sql(tmp_path, statement)
     with caplog.at_level(logging.WARNING, logger="gavelsched.daemon.store"):
         store = Store(tmp_path)
-        servers, rates = store.servers(), store.throughputs()
+        servers, rates, counts = store.servers(), store.throughputs(), store.scaling()
     assert [s.id for s in servers] == [0, 4]
     assert rates == {"0": {"v100": 12.5}}
+    assert counts == {("A3C", "v100", 2): 20.0}
     meta = {k: store.get_meta(k) for k in ("round", "epoch_unix", "startup_s/A3C",
                                            "startup_n/A3C", "attempts/0", "attempts/1")}
     assert meta == {"round": None, "epoch_unix": None, "startup_s/A3C": None,
@@ -177,7 +183,7 @@ def test_bad_server_throughput_and_meta_rows_are_dropped_with_a_warning(tmp_path
     assert store.next_job_id() == 1                  # past the stored job, not 0 again
     assert store.get_meta("next_generation") == "6"  # past every generation issued
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 14 and all("\n" not in w for w in warnings), warnings
+    assert len(warnings) == 16 and all("\n" not in w for w in warnings), warnings
     assert any("servers row" in w and "workers: must be JSON" in w for w in warnings)
     assert any("must not repeat another server's worker ids" in w for w in warnings)
     assert any("meta row" in w and "round: must be an integer, got 'abc'" in w
