@@ -8,7 +8,7 @@ servers of 8. Each rule (``tenure`` and ``gavel``) runs in a fresh process: the 
 a ``RoundDriver`` plan and start (the last round ends, every task having held its workers
 the whole round, and this one is planned).
 Reported per rule: the first round, the median and p90 of the later rounds, the rule's
-own share (``Runs.pinned`` and ``Runs.ended_round``, timed inside the same rounds), the
+own share (``Runs.holds`` and ``Runs.ended_round``, timed inside the same rounds), the
 GPUs busy per round, how many tasks kept their workers, and the process's peak RSS.
 
     python benchmarks/restart_rule_cost.py                 # BENCHMARKS.md (~1 min)
@@ -57,7 +57,7 @@ def child(rule: str, jobs: int, gpus: int, rounds: int, seed: int) -> dict:
                 rule_s[0] += time.perf_counter() - t
         return wrapper
 
-    Runs.pinned = timed(Runs.pinned)
+    Runs.holds = timed(Runs.holds)
     Runs.ended_round = timed(Runs.ended_round)
     table = default_table()
     per_type = gpus // 3

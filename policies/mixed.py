@@ -12,19 +12,33 @@ Themis's X^isolated stay the single-type ones (§5.4.1, §5.4.2), so a job witho
 configurations, or a problem where mixing cannot help, gets exactly the allocation of the
 ``_perf`` policy. An allocation row names a configuration by its canonical key
 (``configuration_name``: ``"k80:2+v100:1"``) next to the plain types.
+
+Max-min fairness alone leaves GPUs idle that no job at the fair level needed: with elastic
+counts (Varuna §4, ``JobSpec.min_scale_factor``) the fair level is often reached on few,
+efficient GPUs. Where a problem has configuration columns, ``max_min_fairness_mixed``
+then gives the leftover to the jobs that can use it (``fill_leftover``): every job keeps
+at least the time max-min gave it on each column, so no one is worse off than at the
+max-min optimum, and the total of the normalised throughputs is as large as can be.
+On the Sia-like mix this lowers elastic jobs' mean JCT by about a tenth (BENCHMARKS.md).
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
+import numpy as np
+import scipy.sparse as sp
+
 from .base import DEFAULT_LP_SOLVER, Solution, no_columns, run
 from .columns import Columns, build_columns
 from .fairness import MaxMinFairness, base_constraints, fairness_utility, max_min_rows
 from .finish_time import FinishTimeFairness
-from .lp import maximise_level
+from .lp import LinearProgram, maximise_level, solve_lp
 from .problem import Problem
 from .traits import Traits
+
+
+ROOM_TOL = 1e-7     # time or workers left below this count as none (solver tolerance)
 
 
 class _Mixed:
@@ -54,14 +68,35 @@ class MaxMinFairnessMixed(_Mixed, MaxMinFairness):
         if solver is not None:
             A, b, e = max_min_rows(cols, U)
             level = maximise_level(A, b, e, solver, self.name)
-            return Solution(cols.to_rows(level.z), level.t, level.solver)
-        import cvxpy as cp
+            z, t, used = level.z, level.t, level.solver
+        else:
+            import cvxpy as cp
 
-        z = cp.Variable(cols.num_columns, nonneg=True)
-        t = cp.Variable()
-        program = cp.Problem(cp.Maximize(t), [U @ z >= t, *base_constraints(cols, z)])
-        value = run(program, self.solver, self.name)
-        return Solution(cols.to_rows(z.value), value, self.solver)
+            x = cp.Variable(cols.num_columns, nonneg=True)
+            level = cp.Variable()
+            program = cp.Problem(cp.Maximize(level), [U @ x >= level,
+                                                      *base_constraints(cols, x)])
+            t, used = run(program, self.solver, self.name), self.solver
+            z = x.value
+        if cols.config_names:
+            z = fill_leftover(cols, U, z, self.name)
+        return Solution(cols.to_rows(z), t, used)
+
+
+def fill_leftover(cols: Columns, U: sp.spmatrix, z: np.ndarray, what: str) -> np.ndarray:
+    """``z`` plus the time ``d >= 0`` that maximises the normalised throughputs' total
+    ``sum(U @ d)`` within what ``z`` leaves of each job's time (5.2) and each type's
+    workers (5.3) (module docstring). By HiGHS's simplex: the leftover is often
+    degenerate (rooms of almost nothing), where an interior point can stall."""
+    z = np.maximum(np.asarray(z, dtype=float), 0.0)
+    A = sp.vstack([cols.member, cols.usage], format="csr")
+    room = np.concatenate([np.ones(cols.num_jobs), cols.workers]) - A @ z
+    room[room < ROOM_TOL] = 0.0
+    gain = -np.asarray(U.sum(axis=0)).ravel()
+    if not (gain < 0).any() or not room.any():
+        return z
+    d = solve_lp(LinearProgram(gain, A, room, cols.num_columns), "HIGHS", what).x
+    return z + np.maximum(d, 0.0)
 
 
 class FinishTimeFairnessMixed(_Mixed, FinishTimeFairness):

@@ -49,6 +49,9 @@ class SimConfig:
     - ``arrival_grace_s``: an idle cluster plans its round this long after the arrival
       that woke it, admitting every job arrived by then (the daemon waits half a second
       so that jobs submitted together are planned together). 0: at the arrival (Gavel).
+    - ``first_start_only``: charge a job's preemption overhead on its first run only (a
+      what-if: later restarts free), to tell what start-ups alone cost from what the
+      restarts a mechanism causes do (BENCHMARKS.md, the Sia-like mix).
     - ``horizon_s``: stop at this virtual time (a forecast's replay, ``twin.py``: a job of
       years would take as many rounds); the jobs not finished by then have no completion,
       and ``SimulationResult.steps_left`` says what each still needs. None: to the end.
@@ -65,6 +68,7 @@ class SimConfig:
     plan_lead_s: float = 0.0
     arrival_grace_s: float = 0.0
     horizon_s: float | None = None
+    first_start_only: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "preemption_overhead_s",

@@ -171,6 +171,7 @@ class _Run:
         # on into the next, where the run's lease is extended: combination -> seconds left.
         self.carry: dict[str, float] = {}
         self.carries = core.config.restart_rule == "tenure"
+        self.started: set[str] = set()      # combinations that ran (``first_start_only``)
         self.driver = RoundDriver(core, plan_lead_s=sim.plan_lead_s,
                                   arrival_grace_s=sim.arrival_grace_s)
         self.base_prices, self.price_trace = prices, price_trace
@@ -317,6 +318,11 @@ class _Run:
         for i, members in enumerate(batch.members if self.running else ()):
             if all(self.running.get(m) == batch.types[batch.type_index[i]] for m in members):
                 pause[i] = 0.0      # kept on the type it runs on at t = 0: no start-up
+        if self.sim.first_start_only:
+            for i, key in enumerate(batch.keys):
+                if key in self.started:
+                    pause[i] = 0.0
+                self.started.add(key)
         if self.carries and startups is not None:
             pause = self.carried(batch, pause, span)
         true = None if self.knowledge is None else self.knowledge.rates(batch)

@@ -7,6 +7,7 @@ stanford-futuredata/gavel); each field says what it changes. The one exception,
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from policies import Policy, Traits
@@ -72,14 +73,17 @@ class CoreConfig:
       trace's ``mixed`` field) or ``"all"`` (every job: data-parallel jobs with virtual
       nodes can all split their batch).
     - ``restart_rule``: ``"tenure"``: a fresh run keeps its GPUs until its restart
-      (``JobSpec.restart_s``) is at most ``restart_share`` of the time it held them, and
-      the policy plans on throughputs net of restarts (``core/restarts.py``; issue #32:
+      (``JobSpec.restart_s``) is done and it stepped a round, is preferred until its
+      restart is at most ``restart_share`` of the time it held them, keeps them to its
+      end when its job is close to done, and the policy plans on throughputs net of
+      restarts (``core/restarts.py``; issue #32:
       short rounds with real restart costs thrashed). ``"gavel"``: every round is dealt
       afresh by priority and restarts are the executor's business (Gavel). Jobs whose
       restart costs nothing are scheduled alike under both.
-    - ``restart_share``: the most of a run's time its restart may take under
-      ``"tenure"``, in (0, 0.5] (so that a run always steps at least as long as it
-      restarts).
+    - ``restart_share``: under ``"tenure"``, a run is preferred in its column until its
+      restart is at most this share of the time it held its workers, in (0, 0.5].
+    - ``finish_restarts``: under ``"tenure"``, a run whose job would end within this
+      many restarts keeps its workers to the end (0: never).
     - ``seed``: seeds the core's own RNG (type-order shuffles).
     - ``on_solve_error``: ``"raise"`` or ``"keep"`` (keep the last allocation and retry at
       the next boundary).
@@ -106,6 +110,7 @@ class CoreConfig:
     mixed_jobs: str = "flagged"
     restart_rule: str = "tenure"
     restart_share: float = 0.2
+    finish_restarts: float = 30.0
     seed: int = 0
     on_solve_error: str = "raise"
 
@@ -133,6 +138,9 @@ class CoreConfig:
                              f"got {self.restart_rule!r}")
         if not 0.0 < self.restart_share <= 0.5:
             raise ValueError(f"restart_share must be in (0, 0.5], got {self.restart_share}")
+        if not 0.0 <= self.finish_restarts < math.inf:
+            raise ValueError(f"finish_restarts must be finite and >= 0, "
+                             f"got {self.finish_restarts}")
         if self.mixed_jobs not in MIXED_JOBS:
             raise ValueError(f"mixed_jobs must be one of {', '.join(MIXED_JOBS)}, "
                              f"got {self.mixed_jobs!r}")

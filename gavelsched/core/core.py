@@ -405,7 +405,9 @@ class SchedulerCore:
         demand = self._demand(holding(flight.batch.members, flight.batch.size.tolist(),
                                       flight.batch.workers, free))
         taken = np.isin(rows.member_rows, [rows.index[j] for j in running]).any(axis=1)
-        demand = replace(demand, runnable=demand.runnable & ~taken[:, None])
+        # runs are held (``restarts``) at round boundaries; the jobs of the round stay out
+        demand = replace(demand, runnable=demand.runnable & ~taken[:, None], pinned=None,
+                         preferred=None)
         config = replace(planner_config(self.config, layout.types, self._rng),
                          hold_unallocated=False)
         plan = plan_round(demand, view, config)
@@ -551,8 +553,9 @@ class SchedulerCore:
         (``mechanism/quota.py``)."""
         out = demand(self._rows, self._layout, self._assignments)
         if self.config.restart_rule == "tenure" and self._runs:
-            out = replace(out, pinned=self._runs.pinned(
-                out.keys, out.members, out.types, self._jobs, self.config.restart_share))
+            pinned, preferred = self._runs.holds(self._rows, out.types, self._jobs,
+                                                 self.config)
+            out = replace(out, pinned=pinned, preferred=preferred)
         if len(self._entities) < 2:
             return out
         entity_of = {j: state.spec.entity for j, state in self._jobs.items()}

@@ -11,20 +11,34 @@ The rule, *tenure*, shared by both executors through the core:
 - each job has a restart cost ``c`` (``JobSpec.restart_s``: start-up plus checkpoint, as
   the daemon measures them or a trace declares them; a pair pays the larger of its two);
 - a fresh run (a task that did not extend last round's lease) keeps its workers, at the
-  top of its type's queue, until it has held them ``c / restart_share`` seconds, so that
-  its restart is at most ``restart_share`` of the time it holds them. Then the round's
-  priorities decide again, as in Gavel. It ends earlier only when its job ends or a worker
-  it holds goes down;
-- a run makes progress whenever it gets GPUs: its tenure covers its restart and at least
-  as long again (``restart_share`` <= 1/2), and a start-up longer than a round goes on
-  into the next one, where its lease is extended (the simulator carries what is left of it;
-  the daemon runs it past the round's end).
+  top of its type's queue, until it has held them ``c`` plus one round: its restart is
+  done and it has stepped for a round at least. A start-up longer than a round goes on
+  into the next one, where its lease is extended (the simulator carries what is left of
+  it; the daemon runs it past the round's end). So a run that gets GPUs always makes
+  progress;
+- after that, until it has held them ``c / restart_share`` (its *tenure*: its restart is
+  then at most ``restart_share`` of the run), it is *preferred* in its column: its
+  priority there counts twice (``mechanism.planner.PREFERENCE``). Rotation among jobs at their due shares
+  waits for the tenure's end, but a job owed far more, or one that never ran (priority
+  X / 0), still gets in: a burst of short arrivals is not stuck behind long runs, which
+  measured as the larger part of what restarts cost a bursty trace (BENCHMARKS.md,
+  the Sia-like mix);
+- a run whose job would end within ``finish_restarts`` restarts (its steps left at the
+  run's rate take at most ``finish_restarts x c``) keeps its workers to the end:
+  preempting it would cost its job another restart, a large share of what it has left,
+  and delay the job that is closest to done, which raises the mean JCT most (the
+  shortest-remaining-time argument). The hold is bounded by the same ``finish_restarts x
+  c``.
+
+Then the round's priorities decide again, as in Gavel. A run ends earlier only when its
+job ends or a worker it holds goes down.
 
 Fairness: the rule changes *when* a job gets its time, never how much is owed. The time a
-tenured run holds counts as received time, so its priority X / f falls while it holds, and
+held run gets counts as received time, so its priority X / f falls while it holds, and
 the jobs that wait gain priority (and deficit) by the same accounting; max-min's time
-sharing goes on, at the grain of tenures instead of rounds. No job starves: a tenure is
-finite, and once it ends the waiting job of highest priority is first in its queue.
+sharing goes on, at the grain of tenures instead of rounds. No job starves: every hold is
+finite (a round plus ``c``, a tenure, or ``finish_restarts x c``), and once it ends the
+waiting job of highest priority is first in its queue.
 
 The policy sees restarts as well: a job's throughputs in the ``Problem`` are scaled by its
 *restart efficiency* at the round length, the share of a run's time left for training when
@@ -46,14 +60,14 @@ RESTART_RULES = ("tenure", "gavel")
 
 
 def tenure_s(restart_s: float, restart_share: float) -> float:
-    """How long a fresh run holds its workers before its priority counts again: the
-    restart over the share of the run it may take (0 for a free restart)."""
+    """How long a fresh run is kept or preferred before its priority counts as any
+    other's: the restart over the share of the run it may take (0 for a free restart)."""
     return restart_s / restart_share if restart_s > 0 else 0.0
 
 
 def efficiency(restart_s: float, round_seconds: float, restart_share: float) -> float:
-    """The share of a run's time left for training when it is preempted as early as the
-    rule lets it be: after a round, or after its tenure when that is longer."""
+    """The share of a run's time left for training when it is preempted as its rotation
+    goes: at its tenure's end, or after a round when that is longer."""
     if restart_s <= 0:
         return 1.0
     held = max(round_seconds, tenure_s(restart_s, restart_share))
@@ -87,19 +101,42 @@ class Runs:
     def drop(self, key: str) -> None:
         self._runs.pop(key, None)
 
-    def pinned(self, keys: Sequence[str], members: Sequence[Sequence[str]],
-               columns: Sequence[str], jobs: Mapping, restart_share: float) -> np.ndarray:
-        """(c,) the column each combination of ``keys`` must keep this round (-1: none):
-        the one it ran on last round, while its run has held its workers for more than
-        nothing but less than its tenure. A pair's restart is the larger of its jobs'
-        (``jobs``: job id -> state with a ``spec``)."""
-        out = np.full(len(keys), -1, dtype=np.int64)
+    def holds(self, rows, columns: Sequence[str], jobs: Mapping,
+              config) -> tuple[np.ndarray, np.ndarray]:
+        """(pinned, preferred), each (c,) over the combinations of ``rows`` (the core's
+        ``Rows``): the column each must keep this round, and the one where it is preferred
+        (-1: none), by the rule of the module docstring. A run is pinned while it has held
+        its workers less than its restart plus a round, or while its job would end within
+        ``finish_restarts`` restarts at the run's rate (a pair: when the later of its two
+        would); preferred while it has held them less than its tenure. A pair's restart
+        is the larger of its jobs' (``jobs``: job id -> state with a ``spec``).
+        ``config``: the ``CoreConfig``."""
+        pinned = np.full(len(rows), -1, dtype=np.int64)
+        preferred = pinned.copy()
         column_index = {c: j for j, c in enumerate(columns)}
-        for i, (key, ids) in enumerate(zip(keys, members)):
-            run = self._runs.get(key)
-            if run is None or run[0] not in column_index:
+        for key, (name, held) in self._runs.items():
+            r, column = rows.index.get(key), column_index.get(name)
+            if r is None or column is None or held <= 0.0:
                 continue
-            restart = max(jobs[m].spec.restart_s for m in ids)
-            if 0.0 < run[1] < tenure_s(restart, restart_share):
-                out[i] = column_index[run[0]]
-        return out
+            restart = max(jobs[m].spec.restart_s for m in rows.members[r])
+            if restart <= 0.0:
+                continue
+            if held < restart + config.round_seconds or \
+                    _left_s(rows, r, column) <= config.finish_restarts * restart:
+                pinned[r] = column
+            elif held < tenure_s(restart, config.restart_share):
+                preferred[r] = column
+        return pinned, preferred
+
+
+def _left_s(rows, r: int, column: int) -> float:
+    """Seconds until combination ``r`` of ``rows`` ends on ``column`` at its rates there:
+    its job's steps left over its steps/s (a pair: the later of its two; inf where a
+    member makes no progress)."""
+    out = 0.0
+    for m, job_row in enumerate(rows.member_rows[r].tolist()):
+        if job_row < 0:
+            continue
+        rate = float(rows.rate[r, column, m])
+        out = max(out, rows.left[job_row] / rate if rate > 0 else np.inf)
+    return out

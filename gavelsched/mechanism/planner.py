@@ -21,6 +21,10 @@ from .selection import order_entries, order_entries_mixed, select, select_mixed
 from .shares import interleave
 from .view import ClusterView
 
+# A preferred combination's priority counts this many times in its column (a run in its
+# tenure, ``Demand.preferred``; ``core/restarts.py``).
+PREFERENCE = 2.0
+
 
 @dataclass(frozen=True)
 class Demand:
@@ -46,7 +50,9 @@ class Demand:
 
     ``pinned``: (c,) the column each combination must keep this round, on the workers it
     held last round (a run whose restart has not paid yet, ``core/restarts.py``); -1: none.
-    None: no combination is pinned (Gavel).
+    None: no combination is pinned (Gavel). ``preferred``: (c,) the column where each
+    combination's priority counts ``PREFERENCE`` times (a run in its tenure);
+    -1: none; None: none at all.
 
     ``quota``: per-entity GPU caps (``quota.py``, built by ``entity_quota``); None: none.
     ``entity``: (c,) the entity (numbered 0..E-1) of each combination's first member, whose
@@ -70,6 +76,7 @@ class Demand:
     quota: Quota | None = None
     entity: np.ndarray | None = None
     pinned: np.ndarray | None = None
+    preferred: np.ndarray | None = None
 
     @property
     def real_types(self) -> tuple[str, ...]:
@@ -87,8 +94,8 @@ class Demand:
         if self.configurations and self.configuration_gpus is None:
             object.__setattr__(self, "configuration_gpus",
                                configuration_matrix(self.configurations, self.real_types))
-        for name in ("scale_factor", "allocated", "pinned"):
-            if name == "pinned" and self.pinned is None:
+        for name in ("scale_factor", "allocated", "pinned", "preferred"):
+            if getattr(self, name) is None:
                 continue
             if getattr(self, name).shape != (c,):
                 raise ValueError(f"demand.{name}: shape {getattr(self, name).shape}, "
@@ -200,12 +207,17 @@ def plan_round(demand: Demand, view: ClusterView, config: PlannerConfig = Planne
 
 
 def _pinned_first(demand: Demand) -> tuple[Demand, np.ndarray, frozenset[str]]:
-    """The round's priorities, with each pinned combination (``Demand.pinned``) first in
-    its column's queue (an infinite priority) and out of every other queue (as are the
-    other combinations of its jobs), treated as
-    covered by the allocation (it ran: it holds no workers idle). Returns the demand as
-    the selection reads it, the priorities and the pinned keys (placed first)."""
+    """The round's priorities, ``PREFERENCE`` times higher where a combination is
+    preferred (``Demand.preferred``), with each pinned combination (``Demand.pinned``)
+    first in its column's queue (an infinite priority) and out of every other queue (as
+    are the other combinations of its jobs), treated as covered by the allocation (it ran:
+    it holds no workers idle). Returns the demand as the selection reads it, the
+    priorities and the pinned keys (placed first)."""
     prio = priorities(demand.allocation, demand.received, demand.runnable, demand.allocated)
+    preferred = demand.preferred
+    if preferred is not None and (preferred >= 0).any():
+        rows = np.flatnonzero(preferred >= 0)
+        prio[rows, preferred[rows]] *= PREFERENCE
     pinned = demand.pinned
     if pinned is None or not (pinned >= 0).any():
         return demand, prio, frozenset()

@@ -70,6 +70,28 @@ def test_a_pinned_run_keeps_its_workers_over_a_job_owed_more(per_server):
     assert [(p.key, p.workers, p.extended) for p in pinned.placements] == [("y", (0, 1), True)]
 
 
+def _owed(x_received: float, preferred) -> Demand:
+    """Two 1-GPU jobs at equal shares of one V100; y ran on it last round and has
+    received 10 s, x has received ``x_received`` (None: never ran)."""
+    return Demand(
+        keys=("x", "y"), members=(("x",), ("y",)), types=("v100",),
+        scale_factor=np.array([1, 1]), allocation=np.array([[0.5], [0.5]]),
+        received=np.array([[0.0 if x_received is None else x_received], [10.0]]),
+        deficit=np.zeros((2, 1)), runnable=np.ones((2, 1), dtype=bool),
+        allocated=np.ones(2, dtype=bool), previous={"y": (0,)},
+        preferred=np.array(preferred))
+
+
+@pytest.mark.parametrize("x_received, runs", [(6.0, "y"), (4.0, "x"), (None, "x")])
+def test_a_preferred_run_yields_only_to_a_job_owed_twice_as_much(x_received, runs):
+    """Priority is X / received: x at 6 s is owed 1.7x what y is, at 4 s 2.5x, and a job
+    that never ran infinitely more. Preferred (its priority counts twice), y keeps the
+    GPU over the first only; not preferred, x gets it each time."""
+    view = ClusterView.build({"v100": 1})
+    assert [p.key for p in plan_round(_owed(x_received, [-1, 0]), view).placements] == [runs]
+    assert [p.key for p in plan_round(_owed(x_received, [-1, -1]), view).placements] == ["x"]
+
+
 def test_a_pinned_job_runs_in_no_other_combination():
     view = ClusterView.build({"v100": 2}, 1)
     demand = Demand(
@@ -87,10 +109,10 @@ def _jobs(n: int, steps: int = 2000, job_type: str = "a") -> list[TraceJob]:
 
 
 def _run(jobs, cluster, rule: str, restart_s: float, R: float = 60.0,
-         policy="max_min_fairness_perf"):
+         policy="max_min_fairness_perf", finish_restarts: float = 30.0):
     pol = make_policy(policy)
     config = config_for(pol, TABLE, ClusterView.build(cluster).worker_types).but(
-        round_seconds=R, restart_rule=rule)
+        round_seconds=R, restart_rule=rule, finish_restarts=finish_restarts)
     sim = SimConfig(preemption_overhead_s={j.job_type: restart_s for j in jobs})
     return simulate(jobs, TABLE, cluster, pol, core_config=config, sim=sim)
 
@@ -176,17 +198,46 @@ def test_every_run_that_gets_gpus_makes_progress(monkeypatch, data):
 
 def test_identical_jobs_share_evenly_at_the_grain_of_tenures():
     """Max-min's time sharing goes on: five identical jobs on two GPUs, restarts of 2.5
-    rounds. They finish in three groups (two GPUs for five jobs), each at most a tenure and
-    a round after the last (Gavel's rule staggers them by rounds: here runs last tenures),
-    and no later than their fair share of the GPUs, net of restarts, allows."""
+    rounds, no finish hold. They finish in three groups (two GPUs for five jobs), each at
+    most a tenure and a round after the last (Gavel's rule staggers them by rounds: here
+    runs last tenures), and no later than their fair share of the GPUs, net of restarts,
+    allows."""
     R, restart = 60.0, 150.0
     jobs = _jobs(5, steps=30000)
-    result = _run(jobs, {"v100": 2}, "tenure", restart, R)
+    result = _run(jobs, {"v100": 2}, "tenure", restart, R, finish_restarts=0.0)
     ends = [j.completion_s for j in result.jobs]
     assert max(ends) - min(ends) <= 2 * (tenure_s(restart, 0.2) + R)
     alone = 30000 / 10.0                                    # steps / V100 steps/s
     fair = alone * 5 / 2 / efficiency(restart, R, 0.2)     # 2/5 of a GPU, net of restarts
     assert max(ends) <= fair + tenure_s(restart, 0.2) + 2 * R
+
+
+def test_a_job_near_its_end_runs_to_it(monkeypatch):
+    """Five 50-minute jobs on two GPUs, restarts of 150 s: each would end within 30
+    restarts once started, so each runs once, start to end, two at a time. The mean JCT
+    falls by 40% against time sharing (no finish hold), and the last job ends no later."""
+    R, restart = 60.0, 150.0
+    jobs = _jobs(5, steps=30000)
+    seen = _spy_runs(monkeypatch)
+    held = _run(jobs, {"v100": 2}, "tenure", restart, R)
+    monkeypatch.undo()
+    shared = _run(jobs, {"v100": 2}, "tenure", restart, R, finish_restarts=0.0)
+    assert sorted(key for key, _ in _runs(seen)) == ["0", "1", "2", "3", "4"]
+    run = restart + 30000 / 10.0
+    assert sorted(j.completion_s for j in held.jobs) == [run, run, 2 * run, 2 * run, 3 * run]
+    assert held.avg_jct_s < 0.6 * shared.avg_jct_s
+    assert max(j.completion_s for j in held.jobs) <= max(j.completion_s for j in shared.jobs)
+
+
+def test_long_jobs_still_share_and_none_ends_later_than_its_fair_share():
+    """The same five jobs five times longer (250 minutes: far more than 30 restarts):
+    they time-share until each is within its finish hold, and the last ends within the
+    bound of pure time sharing (their fair share net of restarts, a tenure and two
+    rounds)."""
+    R, restart = 60.0, 150.0
+    result = _run(_jobs(5, steps=150000), {"v100": 2}, "tenure", restart, R)
+    fair = 150000 / 10.0 * 5 / 2 / efficiency(restart, R, 0.2)
+    assert max(j.completion_s for j in result.jobs) <= fair + tenure_s(restart, 0.2) + 2 * R
 
 
 def test_a_daemons_status_carries_its_restart_rule_to_a_replay():
