@@ -18,8 +18,8 @@ restart rule (``tenure``, ``gavelsched/core/restarts.py``) and under Gavel's mec
 Each cell is the mean over ``--seeds`` traces; the checks of the issue's targets follow.
 A simulation stops at ``--horizon-h``: one that thrashes would take thousands of hours.
 
-    python benchmarks/sia_like.py                   # BENCHMARKS.md (~3 min on 2 cores)
-    python benchmarks/sia_like.py --resolve gavel   # BENCHMARKS.md (~1 min)
+    python benchmarks/sia_like.py                   # BENCHMARKS.md (~2 min on 2 cores)
+    python benchmarks/sia_like.py --resolve gavel   # BENCHMARKS.md (~1.5 min)
     python benchmarks/sia_like.py --seeds 1 --rounds 360   # smoke
 """
 
@@ -75,7 +75,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=__doc__.split("\n\n", 1)[1])
-    p.add_argument("--seeds", type=int, default=3, help="traces per cell (default 3)")
+    p.add_argument("--seeds", type=int, default=6, help="traces per cell (default 6)")
     p.add_argument("--rounds", default="60,120,360", help="round lengths, seconds")
     p.add_argument("--kinds", default="rigid,elastic", help="rigid, elastic or both")
     p.add_argument("--processes", type=int, default=2)
