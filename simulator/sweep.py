@@ -1,7 +1,8 @@
 """Sweeps: input job rate x seed x policy, in parallel processes (thesis Figures 5.9-5.11).
 
 Each point generates a §5.7.1 trace (``traces.generator``, or ``SweepSpec.trace``) and
-simulates it. ``run_points`` runs any list of (point, spec) pairs in one process pool;
+simulates it. ``run_points`` runs any list of (point, spec) pairs in one process pool (or
+as tasks on a Ray cluster, ``ray_sweep``);
 ``run_sweep`` runs a grid and writes ``sweep.csv`` (one row per point) and
 ``jct_vs_rate.png`` in the output folder.
 
@@ -137,15 +138,23 @@ def _run(args):
 
 
 def run_points(tasks: Sequence[tuple[SweepPoint, SweepSpec]], *, processes: int | None = None,
-               progress: bool = False) -> list[dict]:
-    """Run every (point, spec) in a pool of ``processes`` (1: in this process); return the
-    rows in the order of ``tasks``. Put the longest runs first: they start early."""
+               progress: bool = False, ray_address: str | None = None) -> list[dict]:
+    """Run every (point, spec) in a pool of ``processes`` (1: in this process), or as tasks
+    on the Ray cluster at ``ray_address`` (``ray_sweep``); return the rows in the order of
+    ``tasks``. Put the longest runs first: they start early."""
     bar = None
     if progress:
         import sys
         if sys.stderr.isatty():
             from tqdm import tqdm
             bar = tqdm(total=len(tasks), unit="run", file=sys.stderr, desc="sweep")
+    if ray_address is not None:
+        from .ray_sweep import run_on_ray
+        try:
+            return run_on_ray(tasks, ray_address, _run_indexed, bar)
+        finally:
+            if bar is not None:
+                bar.close()
     rows: list[dict | None] = [None] * len(tasks)
     indexed = list(enumerate(tasks))
     if processes == 1 or len(tasks) <= 1:
@@ -186,8 +195,9 @@ def write_csv(rows: Sequence[Mapping], path: str | Path) -> Path:
 
 def run_sweep(policies: Sequence[str], rates: Sequence[float], seeds: Sequence[int],
               spec: SweepSpec, out_dir: str | Path, *, processes: int | None = None,
-              progress: bool = False) -> list[dict]:
-    """Run the grid; write ``sweep.csv`` and ``jct_vs_rate.png``; return the rows."""
+              progress: bool = False, ray_address: str | None = None) -> list[dict]:
+    """Run the grid (locally, or on the Ray cluster at ``ray_address``); write
+    ``sweep.csv`` and ``jct_vs_rate.png``; return the rows."""
     spec = replace(spec, table=spec_table(spec))  # here: a bad cluster fails before the pool
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -195,7 +205,8 @@ def run_sweep(policies: Sequence[str], rates: Sequence[float], seeds: Sequence[i
               itertools.product(policies, rates, seeds)]
     # Highest rates first: the longest runs start early (as Gavel's sweep does).
     points.sort(key=lambda pt: -pt.rate)
-    rows = run_points([(pt, spec) for pt in points], processes=processes, progress=progress)
+    rows = run_points([(pt, spec) for pt in points], processes=processes, progress=progress,
+                      ray_address=ray_address)
     rows.sort(key=lambda r: (list(policies).index(r["policy"]), r["rate"], r["seed"]))
     write_csv(rows, out / "sweep.csv")
     plot_sweep(rows, out / "jct_vs_rate.png")

@@ -73,7 +73,7 @@ class CoreConfig:
       trace's ``mixed`` field) or ``"all"`` (every job: data-parallel jobs with virtual
       nodes can all split their batch).
     - ``restart_rule``: ``"tenure"``: a fresh run keeps its GPUs until its restart
-      (``JobSpec.restart_s``) is done and it stepped a round, is preferred until its
+      (``JobSpec.restart_s``) is done and it stepped as long, is preferred until its
       restart is at most ``restart_share`` of the time it held them, keeps them to its
       end when its job is close to done, and the policy plans on throughputs net of
       restarts (``core/restarts.py``; issue #32:

@@ -11,18 +11,16 @@ The rule, *tenure*, shared by both executors through the core:
 - each job has a restart cost ``c`` (``JobSpec.restart_s``: start-up plus checkpoint, as
   the daemon measures them or a trace declares them; a pair pays the larger of its two);
 - a fresh run (a task that did not extend last round's lease) keeps its workers, at the
-  top of its type's queue, until it has held them ``c`` plus one round: its restart is
-  done and it has stepped for a round at least. A start-up longer than a round goes on
-  into the next one, where its lease is extended (the simulator carries what is left of
-  it; the daemon runs it past the round's end). So a run that gets GPUs always makes
-  progress;
+  top of its type's queue, until it has held them ``2c``: its restart is done and it has
+  stepped at least as long. A start-up longer than a round goes on into the next one,
+  where its lease is extended (the simulator carries what is left of it; the daemon runs
+  it past the round's end). So a run that gets GPUs always makes progress;
 - after that, until it has held them ``c / restart_share`` (its *tenure*: its restart is
   then at most ``restart_share`` of the run), it is *preferred* in its column: its
-  priority there counts twice (``mechanism.planner.PREFERENCE``). Rotation among jobs at their due shares
-  waits for the tenure's end, but a job owed far more, or one that never ran (priority
-  X / 0), still gets in: a burst of short arrivals is not stuck behind long runs, which
-  measured as the larger part of what restarts cost a bursty trace (BENCHMARKS.md,
-  the Sia-like mix);
+  priority there counts twice (``mechanism.planner.PREFERENCE``). Rotation among jobs at
+  their due shares waits for the tenure's end, but a job owed more than twice as much, or
+  one that never ran (priority X / 0), still gets in: a burst of short arrivals is not
+  stuck behind long runs;
 - a run whose job would end within ``finish_restarts`` restarts (its steps left at the
   run's rate take at most ``finish_restarts x c``) keeps its workers to the end:
   preempting it would cost its job another restart, a large share of what it has left,
@@ -37,7 +35,7 @@ Fairness: the rule changes *when* a job gets its time, never how much is owed. T
 held run gets counts as received time, so its priority X / f falls while it holds, and
 the jobs that wait gain priority (and deficit) by the same accounting; max-min's time
 sharing goes on, at the grain of tenures instead of rounds. No job starves: every hold is
-finite (a round plus ``c``, a tenure, or ``finish_restarts x c``), and once it ends the
+finite (``2c``, a tenure, or ``finish_restarts x c``), and once it ends the
 waiting job of highest priority is first in its queue.
 
 The policy sees restarts as well: a job's throughputs in the ``Problem`` are scaled by its
@@ -106,7 +104,7 @@ class Runs:
         """(pinned, preferred), each (c,) over the combinations of ``rows`` (the core's
         ``Rows``): the column each must keep this round, and the one where it is preferred
         (-1: none), by the rule of the module docstring. A run is pinned while it has held
-        its workers less than its restart plus a round, or while its job would end within
+        its workers less than twice its restart, or while its job would end within
         ``finish_restarts`` restarts at the run's rate (a pair: when the later of its two
         would); preferred while it has held them less than its tenure. A pair's restart
         is the larger of its jobs' (``jobs``: job id -> state with a ``spec``).
@@ -121,7 +119,7 @@ class Runs:
             restart = max(jobs[m].spec.restart_s for m in rows.members[r])
             if restart <= 0.0:
                 continue
-            if held < restart + config.round_seconds or \
+            if held < 2.0 * restart or \
                     _left_s(rows, r, column) <= config.finish_restarts * restart:
                 pinned[r] = column
             elif held < tenure_s(restart, config.restart_share):

@@ -163,23 +163,35 @@ def test_a_kept_run_steps_from_the_round_s_start_and_later_restarts_pay_a_start_
     kept = dataclasses.replace(job("a", 12, 2.0, startup=4.0), running_on="v100",
                                run_began_s=84.0, run_up_s=87.0)
     assert eta.replay(placed([kept]))["a"].finish_s == pytest.approx(0.0)   # at t = 100
-    # two jobs time-share the GPU: the kept one goes on without a start-up in the first
-    # replayed round, but each later fresh run of either pays its 4 s
+    # two jobs time-share the GPU round by round (Gavel's restart rule): the kept one goes
+    # on without a start-up in the first replayed round, but each later fresh run of
+    # either pays its 4 s
     long = dataclasses.replace(kept, steps_left=400)
     other = job("b", 400, 2.0, started=False, startup=4.0)
-    both = eta.replay(placed([long, other]))
-    a_free = eta.replay(placed([dataclasses.replace(long, startup_s=0.0), other]))
+    both = eta.replay(_gavel_rule(placed([long, other])))
+    a_free = eta.replay(_gavel_rule(placed([dataclasses.replace(long, startup_s=0.0), other])))
     assert both["a"].finish_s > a_free["a"].finish_s + 4.0
+    # under the daemon's default rule (``core/restarts.py``) the jobs alternate until a's
+    # run is within 30 of its 4 s restarts (120 s) of its end, and is then kept to it:
+    # a finishes at 290 s (200 s of its own, 90 of b's), not 614
+    held = eta.replay(placed([long, other]))
+    assert held["a"].finish_s == pytest.approx(290.0)
+    assert both["a"].finish_s == pytest.approx(614.0)
+
+
+def _gavel_rule(s):
+    return dataclasses.replace(s, rules=dataclasses.replace(s.rules, restart_rule="gavel"))
 
 
 def test_predict_says_why_a_job_finishes_sooner_with_the_new_one():
-    # Two live jobs on a v100 and a k80 (10 s rounds, start-ups of 4-8 s): with a third
+    # Two live jobs on a v100 and a k80 (10 s rounds, start-ups of 4-8 s, Gavel's restart
+    # rule: jobs move round by round): with a third
     # job the LM job finishes sooner in the replay, though its first allocation is smaller;
     # the delay below zero is the replay's own, and ``why_sooner`` says where it comes from
     from simulator.twin import why_sooner
     rules = DaemonRules(10.0, "responsive", plan_lead_s=3.0,
                         startup_s={"A3C": 8.0, "LM (batch size 5)": 4.0,
-                                   "Transformer (batch size 16)": 8.0})
+                                   "Transformer (batch size 16)": 8.0}, restart_rule="gavel")
     live = (eta.LiveJob("0", "A3C", 1, 427, {"v100": 2.444, "k80": 1.111}, 1.0, None, 5.0,
                         None, "v100", 90.0, 93.0),
             eta.LiveJob("1", "LM (batch size 5)", 1, 573, {"v100": 4.633, "k80": 2.365}, 1.0,
