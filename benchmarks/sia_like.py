@@ -18,7 +18,7 @@ restart rule (``tenure``, ``gavelsched/core/restarts.py``) and under Gavel's mec
 Each cell is the mean over ``--seeds`` traces; the checks of the issue's targets follow.
 A simulation stops at ``--horizon-h``: one that thrashes would take thousands of hours.
 
-    python benchmarks/sia_like.py                   # BENCHMARKS.md (~2 min on 2 cores)
+    python benchmarks/sia_like.py                   # BENCHMARKS.md (~2.5 min on 2 cores)
     python benchmarks/sia_like.py --resolve gavel   # BENCHMARKS.md (~1.5 min)
     python benchmarks/sia_like.py --seeds 1 --rounds 360   # smoke
 """
