@@ -9,8 +9,8 @@ existing LPs over a column set that also holds one column per (job, configuratio
 and against *every* type it uses (5.3), and adds its steps/s to the job's effective
 throughput (§5.3.1). The normaliser of max-min fairness, throughput(m, X^equal), and
 Themis's X^isolated stay the single-type ones (§5.4.1, §5.4.2), so a job without
-configurations, or a problem where mixing cannot help, gets exactly the allocation of the
-``_perf`` policy. An allocation row names a configuration by its canonical key
+configurations, or a problem where mixing cannot help, gets the max-min level of the
+``_perf`` policy (and, without configuration columns, its allocation). An allocation row names a configuration by its canonical key
 (``configuration_name``: ``"k80:2+v100:1"``) next to the plain types.
 
 Max-min fairness alone leaves GPUs idle that no job at the fair level needed: with elastic
@@ -19,7 +19,6 @@ efficient GPUs. Where a problem has configuration columns, ``max_min_fairness_mi
 then gives the leftover to the jobs that can use it (``fill_leftover``): every job keeps
 at least the time max-min gave it on each column, so no one is worse off than at the
 max-min optimum, and the total of the normalised throughputs is as large as can be.
-On the Sia-like mix this lowers elastic jobs' mean JCT by about a tenth (BENCHMARKS.md).
 """
 
 from __future__ import annotations

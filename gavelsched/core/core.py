@@ -103,6 +103,7 @@ class SchedulerCore:
         self._rejected: list[tuple[str, str]] = []   # (job, why) the policy refused
         self._assignments: dict[str, tuple[int, ...]] = {}
         self._runs = Runs()          # runs going on, for the restart rule (``restarts``)
+        self._restarts = False       # some job's restart has cost time: the rule has work
         self._stale = False
         self._force = False
         self._last_resolve_s = 0.0
@@ -276,6 +277,7 @@ class SchedulerCore:
             cost = restart_s.get(job.spec.job_type)
             if cost is not None and cost != job.spec.restart_s:
                 job.spec = replace(job.spec, restart_s=float(cost))
+        self._restarts |= any(cost > 0 for cost in restart_s.values())
 
     def add_workers(self, worker_type: str, count: int, now: float,
                     gpus_per_server: int = 1) -> ClusterView:
@@ -431,7 +433,8 @@ class SchedulerCore:
         flight, self._in_flight = self._in_flight, None
         if not isinstance(reports, RoundReport):
             reports = align(reports, flight.batch, flight.index)
-        self._runs.ended_round(flight.batch, np.asarray(reports.seconds, dtype=float))
+        if self._restarts and self.config.restart_rule == "tenure":
+            self._runs.ended_round(flight.batch, np.asarray(reports.seconds, dtype=float))
         done = credit_round(self._rows, flight, reports)
         if done:
             self._remove(done)
@@ -458,6 +461,7 @@ class SchedulerCore:
                 apply_measured(job, layout.types, layout.type_index, self._rows)
             self._order += 1
             self._jobs[spec.id] = job
+            self._restarts |= spec.restart_s > 0
             if job.options:
                 layout.add_configurations(job.options, self._rows, seed)
             rows.append((spec.id, (spec.id,), spec.scale_factor, job))

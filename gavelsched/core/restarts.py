@@ -112,29 +112,32 @@ class Runs:
         pinned = np.full(len(rows), -1, dtype=np.int64)
         preferred = pinned.copy()
         column_index = {c: j for j, c in enumerate(columns)}
-        for key, (name, held) in self._runs.items():
-            r, column = rows.index.get(key), column_index.get(name)
-            if r is None or column is None or held <= 0.0:
-                continue
-            restart = max(jobs[m].spec.restart_s for m in rows.members[r])
-            if restart <= 0.0:
-                continue
-            if held < 2.0 * restart or \
-                    _left_s(rows, r, column) <= config.finish_restarts * restart:
-                pinned[r] = column
-            elif held < tenure_s(restart, config.restart_share):
-                preferred[r] = column
+        found = [(r, j, held) for r, j, held in
+                 ((rows.index.get(key), column_index.get(name), held)
+                  for key, (name, held) in self._runs.items())
+                 if r is not None and j is not None and held > 0.0]
+        if not found:
+            return pinned, preferred
+        r, j, held = (np.array(x) for x in zip(*found))
+        restart = np.array([max(jobs[m].spec.restart_s for m in rows.members[i])
+                            for i in r.tolist()])
+        costly = restart > 0.0
+        pin = costly & ((held < 2.0 * restart)
+                        | (_left_s(rows, r, j) <= config.finish_restarts * restart))
+        prefer = costly & ~pin & (held < restart / config.restart_share)
+        pinned[r[pin]] = j[pin]
+        preferred[r[prefer]] = j[prefer]
         return pinned, preferred
 
 
-def _left_s(rows, r: int, column: int) -> float:
-    """Seconds until combination ``r`` of ``rows`` ends on ``column`` at its rates there:
-    its job's steps left over its steps/s (a pair: the later of its two; inf where a
-    member makes no progress)."""
-    out = 0.0
-    for m, job_row in enumerate(rows.member_rows[r].tolist()):
-        if job_row < 0:
-            continue
-        rate = float(rows.rate[r, column, m])
-        out = max(out, rows.left[job_row] / rate if rate > 0 else np.inf)
-    return out
+def _left_s(rows, r: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """Seconds until each combination ``r`` of ``rows`` ends on its column ``j`` at its
+    rates there: its job's steps left over its steps/s (a pair: the later of its two; inf
+    where a member makes no progress)."""
+    members = rows.member_rows[r]                               # (k, 2), -1: none
+    has = members >= 0
+    left = np.where(has, rows.left[np.maximum(members, 0)], 0.0)
+    rate = rows.rate[r, j]                                      # (k, 2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        seconds = np.where(rate > 0, left / rate, np.inf)
+    return np.where(has, seconds, 0.0).max(axis=1)
