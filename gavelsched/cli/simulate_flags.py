@@ -68,9 +68,11 @@ def add_common_flags(p) -> None:
                         "the throughput table declares (its restart_s; none if it declares "
                         "none, as the built-in catalog table and Gavel's tables do)")
     p.add_argument("--restart-rule", choices=("tenure", "gavel"), default="tenure",
-                   help="'tenure': a fresh run keeps its GPUs until its restart (the "
-                        "preemption overhead) is at most a fifth of the time it held them, so "
-                        "short rounds never thrash, and policies plan net of restarts; "
+                   help="'tenure': a fresh run keeps its GPUs for twice its restart (the "
+                        "preemption overhead), is preferred until its restart is a fifth of "
+                        "the time it held them, and keeps them to its end when its job is "
+                        "within 30 restarts of it, so short rounds never thrash; policies "
+                        "plan net of restarts; "
                         "'gavel': every round is dealt afresh by priority (Gavel). Jobs "
                         "whose restarts are free are scheduled alike under both")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",

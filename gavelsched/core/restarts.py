@@ -1,4 +1,4 @@
-"""Restart-aware rounds: a run keeps its GPUs until its restart has paid (issue #32).
+"""Restart-aware rounds: a run is held on its GPUs until its restart has paid (issue #32).
 
 Gavel's mechanism (thesis §5.5) re-deals every round by priority and ignores what a move
 costs: a job preempted or moved checkpoints and starts up again (§5.6), which the thesis

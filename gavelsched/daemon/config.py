@@ -25,9 +25,11 @@ predicts every unfinished job's start and finish, replaying its state in the sim
 child process after each round's start, arrival and end, ``forecast.py``; false: none),
 ``dashboard_listen`` (host:port of the read-only web dashboard, ``dashboard.py``: it
 asks for the token; beyond loopback only with ``insecure`` and ``auth_token_file``),
-``restart_rule`` (``tenure``, the default: a fresh run keeps its GPUs until its measured
-restart, start-up plus save, is at most a fifth of the time it held them, so that short
-rounds never thrash; ``gavel``: every round is dealt afresh; ``core/restarts.py``),
+``restart_rule`` (``tenure``, the default: a fresh run keeps its GPUs for twice its
+measured restart, start-up plus save, is preferred until that restart is at most a fifth of
+the time it held them, and keeps them to its end when its job is within 30 restarts of it,
+so that short rounds never thrash; ``gavel``: every round is dealt afresh;
+``core/restarts.py``),
 ``seed``, ``insecure`` (true: as ``gavelsched scheduler --insecure``; default false);
 ``entities``, ``policy_options`` and ``prices`` (``settings.py``: a hierarchical policy's
 teams with their weights, inner policies and GPU caps, the policy's options, $/GPU-hour per
