@@ -52,8 +52,11 @@ def two_jobs_on_two_workers(cluster: LocalCluster, steps: int) -> list[str]:
     ids = [cluster.submit(pb.JobRequest(job_type=JOB_TYPE, scale_factor=1, total_steps=steps,
                                         command=COMMAND))
            for _ in range(2)]
-    wait_until(lambda: all(w.runs == 1 for w in cluster.status().workers), 60,
-               "a run on each server")
+    def started() -> bool:       # a run on each server, its process up (its first InitJob):
+        status = cluster.status()  # a RunJob still in flight is not a run to drain yet
+        return (all(w.runs == 1 for w in status.workers)
+                and all(j.started_s >= 0 for j in status.jobs if j.id in ids))
+    wait_until(started, 60, "a run up on each server")
     return ids
 
 
