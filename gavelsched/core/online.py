@@ -58,10 +58,8 @@ class OnlineThroughputs:
 
     def restore_counts(self, counts: Mapping[tuple[str, str, int], float]) -> None:
         """What runs on elastic counts measured before a restart (``observe_count``)."""
-        for (job_type, worker_type, n), rate in counts.items():
-            self.counts[job_type, worker_type, n] = rate
-            if self.scaling is not None:
-                self.scaling.measure(worker_type, job_type, n, rate)
+        for key, rate in counts.items():
+            self._keep_count(key, rate)
 
     def observe(self, job_id: str, worker_type: str, steps: float, seconds: float) -> float | None:
         """Record ``steps`` made in ``seconds`` on ``worker_type``; the new average, or None
@@ -84,10 +82,16 @@ class OnlineThroughputs:
         sample = steps / seconds
         key = (job_type, worker_type, int(n))
         old = self.counts.get(key)
-        self.counts[key] = sample if old is None else (1 - SMOOTHING) * old + SMOOTHING * sample
+        return self._keep_count(key, sample if old is None
+                                else (1 - SMOOTHING) * old + SMOOTHING * sample)
+
+    def _keep_count(self, key: tuple[str, str, int], rate: float) -> float:
+        """(job type, type, n)'s average is ``rate``; ``scaling`` refits with it."""
+        self.counts[key] = rate
         if self.scaling is not None:
-            self.scaling.measure(worker_type, job_type, int(n), self.counts[key])
-        return self.counts[key]
+            job_type, worker_type, n = key
+            self.scaling.measure(worker_type, job_type, n, rate)
+        return rate
 
     def row(self, job_id: str, job_type: str, scale_factor: int,
             types: Sequence[str]) -> dict[str, float]:
