@@ -196,7 +196,7 @@ def resumed(state: LiveState, inputs: Replay, offset: float) -> PeriodState | No
     """The scheduler's allocation period (``state.period``) for the replay, which starts
     ``offset`` s from now (at the placed round's end): keyed by trace index, on the replay's
     clock, and with the time the placed round gives its runs on their types (thesis §5.5:
-    received time counts the round a task held its workers)."""
+    received time counts the round a task held its workers), and the runs going on."""
     period = state.period
     if period is None:
         return None
@@ -217,7 +217,22 @@ def resumed(state: LiveState, inputs: Replay, offset: float) -> PeriodState | No
                 received[k, period.types.index(job.running_on)] += state.round_ends_s - since
     return PeriodState(period.start_s - (state.now_s + offset), period.types,
                        tuple(str(i) for i in keep), period.allocation[rows].copy(), received,
-                       period.deficit[rows].copy(), period.stale)
+                       period.deficit[rows].copy(), period.stale, _runs(state, inputs))
+
+
+def _runs(state: LiveState, inputs: Replay) -> dict[str, tuple[str, float]]:
+    """The runs going on at the placed round's end, for the restart rule
+    (``core/restarts.py``): per job kept on its type, the seconds its run will have held
+    its workers by then (from its first round's start, or its refill's launch)."""
+    if state.round_ends_s is None:
+        return {}
+    jobs = {j.id: j for j in state.jobs}
+    runs = {}
+    for i, column in inputs.running.items():
+        began = jobs[inputs.ids[i]].run_began_s
+        held = state.round_seconds if began is None else state.round_ends_s - began
+        runs[str(i)] = (column, max(0.0, held))
+    return runs
 
 
 def extrapolated(steps: int, left: int, horizon_s: float) -> float | None:

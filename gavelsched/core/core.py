@@ -169,15 +169,16 @@ class SchedulerCore:
         at = [i for i, key in enumerate(rows.keys) if key in self._jobs]
         return PeriodState(self._last_resolve_s, tuple(cols), tuple(rows.keys[i] for i in at),
                            rows.allocation[at].copy(), rows.received[at].copy(),
-                           rows.deficit[at].copy(), self._stale or self._force)
+                           rows.deficit[at].copy(), self._stale or self._force,
+                           self._runs.state())
 
     def resume(self, period: PeriodState) -> None:
         """Go on with another core's allocation period (a live cluster's replay): admit the
-        jobs submitted so far now, with the X, received seconds and deficits ``period``
-        gives them, as if this core had run the period since ``period.start_s``. The next
-        boundary re-solves only by the re-solve rule, as the other core would: when the
-        other core's allocation was stale, or a job the period does not cover (it had just
-        arrived there) makes it so."""
+        jobs submitted so far now, with the X, received seconds, deficits and runs going on
+        that ``period`` gives them, as if this core had run the period since
+        ``period.start_s``. The next boundary re-solves only by the re-solve rule, as the
+        other core would: when the other core's allocation was stale, or a job the period
+        does not cover (it had just arrived there) makes it so."""
         self._admit()
         rows, cols = self._rows, self._layout.columns
         given = [cols.index(t) if t in cols else -1 for t in period.types]
@@ -199,6 +200,7 @@ class SchedulerCore:
                     self.config.seed_seconds)
         self._last_resolve_s = float(period.start_s)
         self._stale = period.stale or not covered or not allocation
+        self._runs.resume({key: run for key, run in period.runs.items() if key in rows.index})
 
     def next_resolve_allowed_s(self) -> float:
         """Earliest time a pending reset event may trigger a re-solve."""

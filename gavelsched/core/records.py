@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Protocol
 
@@ -274,7 +274,10 @@ class PeriodState:
     cluster's replay, ``simulator/twin.py``): its start (the last re-solve), and per job
     (row ``i`` is ``keys[i]``; columns ``types``) the X in force, the seconds received on
     each type since the start (from the seed) and its deficit (§5.5, Gavel's carry-over of
-    past periods). Single jobs only: co-located pairs are not handed over."""
+    past periods). Single jobs only: co-located pairs are not handed over. ``runs``: the
+    runs going on (the restart rule, ``core/restarts.py``): key -> (the column it runs on,
+    the seconds its run has held its workers); a resumed core takes each as going on when
+    its next round keeps it on that column."""
 
     start_s: float
     types: tuple[str, ...]
@@ -284,4 +287,5 @@ class PeriodState:
     deficit: np.ndarray      # (k, n)
     stale: bool = False      # an event since made the allocation stale: the next boundary
                              # re-solves if the re-solve rule allows
+    runs: Mapping[str, tuple[str, float]] = field(default_factory=dict)
 

@@ -80,21 +80,33 @@ class Runs:
 
     def __init__(self) -> None:
         self._runs: dict[str, tuple[str, float]] = {}
+        self._resumed: frozenset[str] = frozenset()
 
     def __bool__(self) -> bool:
         return bool(self._runs)
 
+    def state(self) -> dict[str, tuple[str, float]]:
+        """The runs going on: key -> (column, seconds held), for another core to resume."""
+        return dict(self._runs)
+
+    def resume(self, runs: Mapping[str, tuple[str, float]]) -> None:
+        """Go on with another core's runs (``PeriodState.runs``). This core never placed
+        them, so its next round cannot tell an extended lease: a resumed run kept on its
+        column goes on."""
+        self._runs = {key: (str(column), float(held)) for key, (column, held) in runs.items()}
+        self._resumed = frozenset(self._runs)
+
     def ended_round(self, batch, seconds: np.ndarray) -> None:
         """Round ``batch`` ended, each task having held its workers ``seconds[i]``."""
-        runs, old = {}, self._runs
+        runs, old, resumed = {}, self._runs, self._resumed
         columns = batch.types
         for key, j, extended, held in zip(batch.keys, batch.type_index.tolist(),
                                           batch.extended.tolist(), seconds.tolist()):
             column = columns[j]
             before = old.get(key)
-            go_on = extended and before is not None and before[0] == column
+            go_on = (extended or key in resumed) and before is not None and before[0] == column
             runs[key] = (column, (before[1] if go_on else 0.0) + float(held))
-        self._runs = runs
+        self._runs, self._resumed = runs, frozenset()
 
     def drop(self, key: str) -> None:
         self._runs.pop(key, None)

@@ -91,6 +91,7 @@ class DaemonExecutor:
         # ETAs: replayed off this thread at each round start, arrival and end (``forecast``)
         self.forecasts = Forecaster(lambda: self.post(self._forecast_ready))
         self._forecast_due = False
+        self._startups_seen = 0
         self.origin = Origin(store, clock)   # ``now``: seconds since the state's first start
         self.epoch_unix, self.now = self.origin.epoch_unix, self.origin.now
         if metrics is not None:
@@ -164,6 +165,8 @@ class DaemonExecutor:
                 self._changed()
             self.tick()
             self.pictures.due(self._clock(), bool(self.runs.live()))
+            if self.startups.first_measured != self._startups_seen:   # (a guess replaced)
+                self._startups_seen, self._forecast_due = self.startups.first_measured, True
             if self._forecast_due and self.config.eta and not self.pictures.dirty:
                 self._forecast_due = False
                 self.forecasts.offer(self.snapshot, self.core.period_state())

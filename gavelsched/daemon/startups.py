@@ -20,6 +20,9 @@ class Startups:
         self._store = store
         # (mean key, job type) -> (mean s, samples), read from the store on first use
         self._means: dict[tuple[str, str], tuple[float, int]] = {}
+        # job types whose first start-up this process measured: a forecast made before
+        # charged them a guess (the ETAs are due again, ``executor``)
+        self.first_measured = 0
 
     def _get(self, mean_key: MetaKey, count_key: MetaKey, job_type: str) -> tuple[float, int]:
         got = self._means.get((mean_key.name, job_type))
@@ -44,6 +47,7 @@ class Startups:
     def record(self, job_type: str, seconds: float) -> None:
         """A fresh run of ``job_type`` started up in ``seconds``."""
         mean, n = self._add(STARTUP_S, STARTUP_N, job_type, seconds)
+        self.first_measured += n == 1
         self._store.set_meta({STARTUP_S.key(job_type): f"{mean:.3f}",
                               STARTUP_N.key(job_type): n})
 

@@ -248,6 +248,25 @@ def test_the_replay_goes_on_with_the_scheduler_s_allocation_period():
     assert going_on["b"].start_s < going_on["a"].start_s
 
 
+def test_the_replay_keeps_a_run_the_restart_rule_holds_to_its_end():
+    # issue #29: "a" runs this round and ends 15 s into the next; a preemption would cost it
+    # another 2 s start-up, so the scheduler keeps it to its end (core/restarts.py, the
+    # finish rule) though "b" is owed more. The replay knew nothing of the run and
+    # predicted "a" after "b": 10-20 s late on a job with seconds left
+    from gavelsched.core import CoreConfig, PeriodState
+    seed = CoreConfig(round_seconds=10.0).seed_seconds
+    a = dataclasses.replace(job("a", 40, 2.0, startup=2.0), running_on="v100",
+                            run_began_s=95.0, run_up_s=97.0)
+    b = job("b", 400, 2.0, started=False, startup=2.0)
+    period = PeriodState(60.0, ("v100",), ("a", "b"), np.array([[0.5], [0.5]]),
+                         np.array([[seed + 30.0], [seed]]), np.zeros((2, 1)))
+    s = dataclasses.replace(state([a, b]), round_ends_s=105.0, period=period)
+    etas = eta.replay(s)
+    # 16 of its steps in this round (97-105 s), the other 24 in the next: done at 117 s
+    assert etas["a"].finish_s == pytest.approx(17.0, abs=0.5)
+    assert etas["b"].start_s == pytest.approx(25.0)     # the round after (no refills here)
+
+
 def test_a_job_type_with_no_start_up_yet_is_charged_the_others_mean():
     reply = pb.StatusResponse(policy="fifo", round_seconds=10.0, now_s=5.0)
     reply.workers.add(id="0", type="v100", gpus=1, alive=True)

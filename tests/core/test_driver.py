@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -227,6 +228,39 @@ def test_a_core_that_resumes_another_s_period_plans_the_rounds_it_would_plan():
 
     fresh, other = core_with(specs)
     assert other.boundary(4 * R).round.batch.keys != following[0]   # (a period of its own)
+
+
+def test_a_resumed_core_keeps_the_runs_the_restart_rule_holds():
+    # issue #29: a forecast replayed a run that its scheduler held to its end (restart
+    # rule, core/restarts.py) as preempted, and predicted it a minute late: the runs going
+    # on travel with the period (period_state -> resume) as X and received times do
+    def core_with(jobs):
+        core = make_core(policy=get_policy("max_min_fairness_perf"),
+                         config=CoreConfig(min_resolve_interval_s=1e9, round_seconds=R),
+                         counts={"v100": 1})
+        for spec in jobs:
+            core.submit(spec, 0.0)
+        return core, RoundDriver(core)
+    specs = [job(i, restart_s=R / 4) for i in range(3)]
+    original, driver = core_with(specs)
+    first = driver.boundary(0.0).round.batch.keys
+    period = original.period_state()
+    assert period.runs == {}
+    driver.plan(R, np.full(1, R))
+    period = original.period_state()
+    assert period.runs == {first[0]: ("v100", R)}
+    kept = driver.start(R).round.batch.keys
+    assert kept == first                        # held: 2 restarts not yet reached
+
+    resumed, again = core_with(specs)
+    resumed.resume(period)
+    assert again.boundary(R).round.batch.keys == kept
+    again.end(2 * R, np.full(1, R))
+    assert resumed.period_state().runs == {first[0]: ("v100", 2 * R)}   # one run, going on
+
+    fresh, other = core_with(specs)
+    fresh.resume(replace(period, runs={}))
+    assert other.boundary(R).round.batch.keys != kept       # (no run known: rotated)
 
 
 def test_a_received_share_never_exceeds_one_though_a_round_is_credited_a_lead_early():
