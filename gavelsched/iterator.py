@@ -200,9 +200,9 @@ class _Ranks:
     """Agreement among the ranks of a data-parallel job: an elementwise MAX all-reduce over
     the default torch.distributed process group, or the identity for one process."""
 
-    def __init__(self) -> None:
+    def __init__(self, process_group: bool = True) -> None:
         self._dist = None
-        if "torch" in sys.modules:
+        if process_group and "torch" in sys.modules:
             import torch.distributed as dist
 
             if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
@@ -233,6 +233,10 @@ class GavelIterator:
     ``GAVEL_RENEW_AT`` or DEFAULT_RENEW_AT; BENCHMARKS.md, "Preemption overhead").
     ``save_on_all_ranks`` makes every rank save
     (default: rank 0 only, the usual data-parallel practice; all ranks load).
+    ``env`` (default ``os.environ``) holds the job's context, ``clock`` gives the seconds
+    since its start (the lease's clock). ``process_group=False``: the ranks do not agree
+    through torch.distributed even where torch is loaded; each follows its lease alone, as
+    the ``steps`` workload's do (a hollow worker's threads, ``workers/hollow.py``).
     """
 
     def __init__(self, data_loader: Iterable, checkpoint_dir: str | os.PathLike | None = None,
@@ -240,7 +244,8 @@ class GavelIterator:
                  save_checkpoint: Callable[[str], Any] | None = None, *,
                  renew_at: float | None = None, save_on_all_ranks: bool = False,
                  env: Mapping[str, str] | None = None,
-                 clock: Callable[[], float] = process_elapsed_s) -> None:
+                 clock: Callable[[], float] = process_elapsed_s,
+                 process_group: bool = True) -> None:
         if renew_at is None:
             raw = (os.environ if env is None else env).get(RENEW_AT_VAR, "")
             try:
@@ -271,8 +276,9 @@ class GavelIterator:
         if not directory:
             fail_job(f"no checkpoint directory: pass checkpoint_dir or set {CHECKPOINT_DIR_VAR}")
         self.checkpoint_dir = str(directory)
-        self._ranks = _Ranks()
-        if self._ctx.world_size > 1 and "torch" in sys.modules and not self._ranks.distributed:
+        self._ranks = _Ranks(process_group)
+        if (self._ctx.world_size > 1 and process_group and "torch" in sys.modules
+                and not self._ranks.distributed):
             fail_job(f"{WORLD_SIZE_VAR}={self._ctx.world_size} but the default process "
                      "group is not initialized: call torch.distributed.init_process_group "
                      "before building GavelIterator (docs/iterator.md)")

@@ -76,6 +76,15 @@ class JobFailed(RuntimeError):
     """The job cannot go on (missing or corrupt checkpoint, no scheduler); one-line reason."""
 
 
+class FailedExit(SystemExit):
+    """What ``fail_job`` raises: ``SystemExit(EXIT_JOB_FAILED)`` that keeps its one-line
+    ``reason`` (a hollow job's rank, a thread, writes it where its stderr would go)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(EXIT_JOB_FAILED)
+        self.reason = reason
+
+
 def worker_env(server_id: int, token_file: str | None = None,
                tls_ca: str | None = None) -> dict[str, str]:
     """The part of the environment every job on a worker shares: its server id (left out
@@ -229,7 +238,7 @@ def fail_job(reason: str) -> NoReturn:
     log.error("job failed: %s", line)
     sys.stderr.write(f"gavel: {line}\n")
     sys.stderr.flush()
-    raise SystemExit(EXIT_JOB_FAILED)
+    raise FailedExit(line)
 
 
 def process_elapsed_s() -> float:

@@ -34,8 +34,21 @@ def register(subparsers) -> None:
     p.add_argument("--scheduler", required=True, metavar="HOST:PORT",
                    help="the scheduler's address")
     p.add_argument("--type", required=True, dest="worker_type", metavar="TYPE",
-                   help="this server's GPU type, e.g. v100, p100, k80")
-    p.add_argument("--gpus", required=True, type=int, metavar="N", help="GPUs on this server")
+                   help="this server's GPU type, e.g. v100, p100, k80 (with --hollow, a "
+                        "comma list such as k80,p100,v100 deals the workers to the types "
+                        "in turn)")
+    p.add_argument("--gpus", required=True, type=int, metavar="N",
+                   help="GPUs on this server (with --hollow: on each hollow worker)")
+    p.add_argument("--hollow", type=int, metavar="N", default=0,
+                   help="for testing the scheduler's control plane at scale (kubemark-"
+                        "style): run N hollow worker daemons in this one process. Each is "
+                        "the real worker (registers, heartbeats, takes RunJob and KillJob, "
+                        "enforces tokens, leases and fencing) serving on its own port of "
+                        "--listen's host, with its work directory WORK_DIR/hollow-I; only "
+                        "its jobs are emulated: each rank is a thread stepping the real "
+                        "GavelIterator at the type's emulated rate (always paced; no job "
+                        "process, no torch, no GPU). Jobs' own commands and workloads are "
+                        "not run. Per-job log lines are left out (warnings only)")
     p.add_argument("--token-file", metavar="F",
                    help="file holding the cluster's auth token (the scheduler's "
                         "auth_token_file); required to listen beyond loopback. Make one "
@@ -111,6 +124,27 @@ def _profile(args: argparse.Namespace):
     return None
 
 
+def _hollow_types(args: argparse.Namespace) -> list[str]:
+    """The type of each hollow worker: ``--type``'s list dealt in turn."""
+    types = [t.strip() for t in args.worker_type.split(",")]
+    if not all(types):
+        raise InputError(f"--type {args.worker_type!r}: an empty type in the list")
+    if args.hollow < 0:
+        raise InputError(f"--hollow must be positive, got {args.hollow}")
+    if len(types) > 1 and not args.hollow:
+        raise InputError(f"--type {args.worker_type!r}: a list of types needs --hollow")
+    if args.hollow and (args.profile or args.profile_file):
+        raise InputError("--hollow workers send no profile: leave out --profile and "
+                         "--profile-file")
+    if args.hollow and not args.listen.endswith(":0"):
+        raise InputError(f"--listen {args.listen}: hollow workers take a free port each; "
+                         "give port 0 (e.g. 127.0.0.1:0)")
+    if args.hollow and args.emulate == "off":
+        raise InputError("--hollow workers always emulate their type: leave out "
+                         "--emulate off")
+    return [types[i % len(types)] for i in range(max(1, args.hollow))]
+
+
 def run(args: argparse.Namespace) -> int:
     from gavelsched.rpc.security import SecurityError, TlsFiles, read_token
     from traces.errors import TraceError
@@ -137,7 +171,9 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--profile measures, --profile-file reads one: give one of them")
     if args.profile_reduced and not args.profile:
         raise InputError("--profile-reduced goes with --profile")
-    emulate = args.emulate == "on" or (args.emulate == "auto" and not machine_has_gpus())
+    types = _hollow_types(args)
+    emulate = args.hollow or args.emulate == "on" or (args.emulate == "auto"
+                                                      and not machine_has_gpus())
     try:
         token = read_token(args.token_file)
         for flag, path in (("--tls-ca", args.tls_ca), ("--tls-cert", args.tls_cert),
@@ -145,16 +181,20 @@ def run(args: argparse.Namespace) -> int:
             if path and not Path(path).is_file():
                 raise InputError(f"{flag} {path}: no such file")
         profile = _profile(args)
-        emulation = load_emulation(args.worker_type, args.throughputs, args.emulation_speed,
-                                   profile) if emulate else None
+        emulations = {t: load_emulation(t, args.throughputs, args.emulation_speed, profile)
+                      for t in dict.fromkeys(types)} if emulate else {}
     except (SecurityError, EmulationError, TraceError) as err:
         raise InputError(str(err)) from None
     tls = TlsFiles(cert=Path(args.tls_cert), key=Path(args.tls_key)) if args.tls_cert else None
-    worker = Worker(WorkerConfig(
-        scheduler=args.scheduler, worker_type=args.worker_type, gpus=args.gpus,
-        work_dir=Path(args.work_dir), listen=args.listen, token=token,
-        token_file=args.token_file, tls_ca=args.tls_ca, tls=tls, emulation=emulation,
-        grace_s=args.grace, insecure=args.insecure, profile=profile))
+    configs = [WorkerConfig(
+        scheduler=args.scheduler, worker_type=t, gpus=args.gpus,
+        work_dir=Path(args.work_dir) / f"hollow-{i}" if args.hollow else Path(args.work_dir),
+        listen=args.listen, token=token, token_file=args.token_file, tls_ca=args.tls_ca,
+        tls=tls, emulation=emulations.get(t), grace_s=args.grace, insecure=args.insecure,
+        profile=profile) for i, t in enumerate(types)]
+    if args.hollow:
+        return _run_hollow(configs, stop_timeout)
+    worker = Worker(configs[0])
     signals = []
 
     def stopping(signum, _frame) -> None:
@@ -173,7 +213,44 @@ def run(args: argparse.Namespace) -> int:
     except WorkerError as err:
         raise InputError(str(err)) from None
     log.info("worker %d (%s x%d%s) serving on %s", worker.server_id, args.worker_type,
-             args.gpus, ", emulated" if emulation else "", worker.address)
+             args.gpus, ", emulated" if configs[0].emulation else "", worker.address)
     while not worker.wait(0.5):
         pass
+    return 0
+
+
+def _run_hollow(configs, stop_timeout: float | None) -> int:
+    """``--hollow N``: start the hollow workers, serve until a signal (the first drains them
+    all, as ``Worker.leave``; the next stops them at once) or until every one has stopped."""
+    from workers.hollow import leave_fleet, start_fleet, stop_fleet
+    from workers.daemon.worker import WorkerError
+
+    for name in ("gavelsched.iterator", "workers.daemon.launcher"):
+        logging.getLogger(name).setLevel(logging.WARNING)     # a line per job and lease
+    signals: list[int] = []
+    leaving = threading.Event()
+
+    def stopping(signum, _frame) -> None:
+        signals.append(signum)
+        leaving.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, stopping)
+    try:
+        fleet = start_fleet(configs)
+    except WorkerError as err:
+        raise InputError(str(err)) from None
+    gpus = sum(c.gpus for c in configs)
+    log.info("%d hollow workers (%d GPUs: %s) serving", len(fleet), gpus, ", ".join(
+        f"{t} x{sum(c.worker_type == t for c in configs)}"
+        for t in dict.fromkeys(c.worker_type for c in configs)))
+    while not leaving.wait(0.5):
+        if all(w.wait(0) for w in fleet):
+            return 0
+    drain = threading.Thread(target=leave_fleet, args=(fleet, stop_timeout), daemon=True)
+    drain.start()
+    while drain.is_alive() and len(signals) < 2:
+        drain.join(0.5)
+    if drain.is_alive():
+        stop_fleet(fleet, "hollow workers received a second signal")
     return 0

@@ -95,7 +95,7 @@ class JobExit:
 @dataclass
 class _Running:
     spec: LaunchSpec
-    procs: list[subprocess.Popen]
+    procs: list                     # what ``ranks.start`` returned: one per rank
     stderr_paths: list[Path]
     started: float
     deadline: float
@@ -147,17 +147,47 @@ def last_line(path: Path, limit: int = 8192) -> str:
     return lines[-1][:300] if lines else ""
 
 
+class Processes:
+    """How the launcher starts a job's ranks: one subprocess each, in its own session so
+    that a signal takes its whole process tree, its pids recorded for the next daemon
+    (``leftovers``). A hollow worker starts threads instead (``workers.hollow.HollowRanks``): any
+    object with these four methods, whose ranks have ``poll()`` as ``Popen``'s."""
+
+    def start(self, spec: LaunchSpec, env: dict[str, str], stem: Path,
+              cwd: Path) -> subprocess.Popen:
+        """One rank of ``spec`` with ``env``; stdout and stderr to ``stem``.out/.err."""
+        with open(stem.with_suffix(".out"), "ab") as out, \
+                open(stem.with_suffix(".err"), "ab") as err:
+            return subprocess.Popen(spec.argv, env=env, stdout=out, stderr=err,
+                                    stdin=subprocess.DEVNULL, start_new_session=True,
+                                    cwd=cwd)
+
+    @staticmethod
+    def signal(proc: subprocess.Popen, sig: int) -> None:
+        _signal(proc, sig)
+
+    @staticmethod
+    def record(work_dir: Path, job_id: str, procs: list[subprocess.Popen]) -> None:
+        leftovers.record(work_dir, job_id, procs)
+
+    @staticmethod
+    def forget(work_dir: Path, job_id: str) -> None:
+        leftovers.forget(work_dir, job_id)
+
+
 class Launcher:
     """The jobs running on this server; ``poll()`` enforces leases and collects exits.
 
-    ``context`` holds the environment shared by every job (``jobenv.worker_env``: server id,
+    ``ranks`` starts and signals each rank (default ``Processes``). ``context`` holds the environment shared by every job (``jobenv.worker_env``: server id,
     token file, TLS CA).
     Thread-safe: RPC handlers call launch/extend/kill, a monitor thread calls poll.
     """
 
     def __init__(self, work_dir: Path, grace_s: float = 30.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 ranks: Processes | None = None) -> None:
         self.work_dir = Path(work_dir)
+        self.ranks = ranks or Processes()
         self.grace_s = grace_s
         self._clock = clock
         self._lock = threading.Lock()
@@ -196,8 +226,8 @@ class Launcher:
 
     # -- commands --------------------------------------------------------------------------
     def launch(self, spec: LaunchSpec) -> None:
-        """Start one process per GPU of ``spec``; stdout/stderr go to files in work_dir
-        (``logfiles.log_stem``)."""
+        """Start one rank per GPU of ``spec`` (``ranks.start``); their output goes to files
+        in work_dir (``logfiles.log_stem``)."""
         Path(spec.checkpoint_dir).mkdir(parents=True, exist_ok=True)
         procs, errs = [], []
         started = self._clock()
@@ -205,18 +235,14 @@ class Launcher:
             for local, _gpu in enumerate(spec.gpus):
                 stem = log_stem(self.work_dir, spec.job_id, spec.round, spec.rank + local)
                 stem.parent.mkdir(parents=True, exist_ok=True)
-                err_path = stem.with_suffix(".err")
-                with open(stem.with_suffix(".out"), "ab") as out, open(err_path, "ab") as err:
-                    procs.append(subprocess.Popen(
-                        spec.argv, env=job_env(spec, local, self.context), stdout=out,
-                        stderr=err, stdin=subprocess.DEVNULL, start_new_session=True,
-                        cwd=self.work_dir))
-                errs.append(err_path)
+                procs.append(self.ranks.start(spec, job_env(spec, local, self.context), stem,
+                                              self.work_dir))
+                errs.append(stem.with_suffix(".err"))
         except OSError:
             for proc in procs:
-                _signal(proc, signal.SIGKILL)
+                self.ranks.signal(proc, signal.SIGKILL)
             raise
-        leftovers.record(self.work_dir, spec.job_id, procs)
+        self.ranks.record(self.work_dir, spec.job_id, procs)
         with self._lock:
             self._running[spec.job_id] = _Running(
                 spec, procs, errs, started, started + spec.max_seconds + self.grace_s,
@@ -261,7 +287,7 @@ class Launcher:
             run.kill_reason = reason
             run.killed_at = self._clock()
             for proc in run.procs:
-                _signal(proc, signal.SIGTERM)
+                self.ranks.signal(proc, signal.SIGTERM)
 
     # -- monitoring ------------------------------------------------------------------------
     def poll(self) -> list[JobExit]:
@@ -282,10 +308,10 @@ class Launcher:
                 elif now - run.killed_at > TERM_WAIT_S:
                     for proc, code in zip(run.procs, codes):
                         if code is None:
-                            _signal(proc, signal.SIGKILL)
+                            self.ranks.signal(proc, signal.SIGKILL)
                 if all(c is not None for c in codes):
                     del self._running[job_id]
-                    leftovers.forget(self.work_dir, job_id)
+                    self.ranks.forget(self.work_dir, job_id)
                     exits.append(self._exit(run, codes, now))
         return exits
 

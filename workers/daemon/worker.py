@@ -84,9 +84,11 @@ class _Pending:
 class Worker:
     """One worker daemon: ``start()``, then ``wait()`` until Shutdown or ``stop()``."""
 
-    def __init__(self, config: WorkerConfig) -> None:
+    def __init__(self, config: WorkerConfig, launcher: Launcher | None = None) -> None:
+        """``launcher``: how jobs run (default: subprocesses, ``Launcher``; a hollow worker
+        passes one whose ranks are threads, ``workers.hollow.hollow_launcher``)."""
         self.config = config
-        self.launcher = Launcher(config.work_dir, grace_s=config.grace_s)
+        self.launcher = launcher or Launcher(config.work_dir, grace_s=config.grace_s)
         self.server_id = -1
         self.registration = 0     # the scheduler's token of this registration (heartbeats)
         self.round_seconds = 0.0
