@@ -124,8 +124,8 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
     config = core_config or config_for(policy, table, view.worker_types, seed=seed,
                                        type_order=fastest_first(table, view.worker_types, own))
     startups = _startups(jobs, sim.preemption_overhead_s)
-    specs = [replace(spec_of(str(i), job), restart_s=startups[i] if startups else 0.0)
-             for i, job in enumerate(jobs)]
+    specs = [replace(spec_of(str(i), job), restart_s=job.restart_s if job.restart_s is not None
+                     else startups[i] if startups else 0.0) for i, job in enumerate(jobs)]
     _check_runnable(jobs, table, view)
     planned = (estimated_table(table, sim.estimator, rng=np.random.default_rng(seed))
                if sim.estimate_pairs and config.pairs else None)

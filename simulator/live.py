@@ -38,6 +38,7 @@ class LiveJob:
     run_began_s: float | None = None   # its run's first round's start (kept runs: earlier)
     run_up_s: float | None = None      # its run's process reached the scheduler; None: not yet
     run_refill: bool = False           # its run was placed on GPUs freed mid-round
+    restart_s: float = 0.0             # its type's start-up + save, as measured; 0: none yet
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ def state_of(reply) -> LiveState:
         LiveJob(j.id, j.job_type, j.scale_factor, _steps_left(j),
                 dict(j.steps_per_s), j.priority_weight or 1.0, None,
                 j.started_s if j.started_s >= 0 else None, j.entity or None,
-                *_run(j, workers, begin))
+                *_run(j, workers, begin), j.restart_s)
         for j in live)
     rules = DaemonRules.of_status(reply, _startups(live))
     return LiveState(reply.now_s, reply.epoch_unix, reply.policy, rules, workers, per, jobs,

@@ -139,7 +139,8 @@ def run_window(state: LiveState, job: LiveJob) -> tuple[float, float]:
 def replay_inputs(state: LiveState, extra: Sequence[LiveJob] = ()) -> Replay:
     """The simulator's inputs for the state (and ``extra`` jobs): each job under its own
     job type with its own steps/s on the alive types and, when it has one, its own
-    start-up (capped); jobs that no alive type can run are left out (they never finish)."""
+    start-up (capped) and restart cost (start-up plus save, as the daemon's restart rule
+    weighs it); jobs that no alive type can run are left out (they never finish)."""
     trace, ids, running = [], [], {}
     for job in (*state.jobs, *extra):
         if not _runnable(job, state):
@@ -148,7 +149,7 @@ def replay_inputs(state: LiveState, extra: Sequence[LiveJob] = ()) -> Replay:
         startup = None if job.startup_s is None else state.startup_of(job)
         trace.append(TraceJob(job.job_type, job.scale_factor, job.steps_left, 0.0,
                               priority_weight=job.priority_weight, throughputs=rates,
-                              startup_s=startup))
+                              startup_s=startup, restart_s=job.restart_s or None))
         if job.running_on in rates:
             running[len(ids)] = job.running_on
         ids.append(job.id)

@@ -9,7 +9,9 @@ runtime fields ``command``, ``working_dir``, ``num_steps_arg``, ``needs_data_dir
 this many, 1 <= it <= scale_factor; ``gavelsched/core/configurations.py``), and a job's own
 speeds: ``throughputs`` (``{worker_type: steps/s}`` at its scale factor, finite and >= 0, in
 place of the table's row for its type; a type not named cannot run it) and ``startup_s``
-(seconds a run on new workers loses, in place of its type's preemption overhead). Unknown
+(seconds a run on new workers loses, in place of its type's preemption overhead), and
+``restart_s`` (what a restart costs it for the restart rule, start-up plus save; default:
+its ``startup_s`` or its type's overhead). Unknown
 fields are errors, so that a misspelt optional field is not silently dropped. Blank lines
 are skipped.
 
@@ -49,7 +51,7 @@ GAVEL_FIELDS = ("job_type", "command", "working_dir", "num_steps_arg", "needs_da
 JSONL_REQUIRED = ("job_type", "scale_factor", "total_steps", "arrival_s")
 JSONL_OPTIONAL = ("priority_weight", "slo_s", "entity", "command", "working_dir",
                   "num_steps_arg", "needs_data_dir", "mixed", "min_scale_factor",
-                  "throughputs", "startup_s")
+                  "throughputs", "startup_s", "restart_s")
 
 
 def trace_format(path: str | os.PathLike, fmt: str | None = None) -> str:
@@ -277,6 +279,7 @@ def _parse_jsonl_line(text: str, path, line: int) -> TraceJob:
         min_scale_factor=f.min_scale_factor(row.get("min_scale_factor"), scale_factor),
         throughputs=f.throughputs(row.get("throughputs")),
         startup_s=f.seconds("startup_s", row.get("startup_s")),
+        restart_s=f.seconds("restart_s", row.get("restart_s")),
     )
 
 
@@ -321,7 +324,7 @@ def write_trace(path: str | os.PathLike, jobs: Iterable[TraceJob], *,
         if dropped:
             log.warning("%s: Gavel's .trace format has no mixed flag; dropped it from %d "
                         "jobs (use .jsonl to keep it)", path, dropped)
-        for name in ("min_scale_factor", "throughputs", "startup_s"):
+        for name in ("min_scale_factor", "throughputs", "startup_s", "restart_s"):
             dropped = sum(getattr(job, name) is not None for job in jobs)
             if dropped:
                 log.warning("%s: Gavel's .trace format has no %s; dropped it from %d jobs "
@@ -349,8 +352,9 @@ def job_to_dict(job: TraceJob) -> dict[str, Any]:
         row["min_scale_factor"] = job.min_scale_factor
     if job.throughputs is not None:
         row["throughputs"] = dict(job.throughputs)
-    if job.startup_s is not None:
-        row["startup_s"] = float(job.startup_s)
+    for name in ("startup_s", "restart_s"):
+        if getattr(job, name) is not None:
+            row[name] = float(getattr(job, name))
     return row
 
 

@@ -34,6 +34,9 @@ class TraceJob:
     # Seconds a run of it on new workers loses to its start-up, in place of its type's
     # preemption overhead (``simulator.SimConfig``); None: its type's.
     startup_s: float | None = None
+    # What a restart costs it for the restart rule (``gavelsched/core/restarts.py``):
+    # start-up plus save, as a daemon measures them; None: its start-up charge above.
+    restart_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.throughputs is not None:

@@ -73,6 +73,7 @@ class DaemonView:
     # (``OnlineThroughputs.row``), mean start-up seconds per job type, the re-solve rule.
     rates: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     startup_s: Mapping[str, float] = field(default_factory=dict)
+    restart_s: Mapping[str, float] = field(default_factory=dict)   # start-up + save
     resolve: str = ""
     min_resolve_interval_s: float = 0.0
     round_ends_s: float = 0.0       # when the round running now ends (0: idle)
@@ -93,7 +94,8 @@ class DaemonView:
            shares: Mapping[str, ShareRow], table: Table | None = None, *,
            hosts: Mapping[str, tuple[int, ...]] | None = None,
            epoch_unix: float = 0.0, rates: Mapping[str, Mapping[str, float]] | None = None,
-           startup_s: Mapping[str, float] | None = None, resolve: str = "",
+           startup_s: Mapping[str, float] | None = None,
+           restart_s: Mapping[str, float] | None = None, resolve: str = "",
            min_resolve_interval_s: float = 0.0, round_ends_s: float = 0.0,
            refill_until: float = 0.0, plan_lead_s: float = 0.0,
            drained: frozenset[int] = frozenset(), run_s: Mapping[str, float] | None = None,
@@ -117,6 +119,7 @@ class DaemonView:
                    tuple(ServerView(s.row, s.alive, s.row.id in drained, on[s.row.id])
                          for s in servers), shares, table,
                    dict(hosts or {}), epoch_unix, dict(rates or {}), dict(startup_s or {}),
+                   dict(restart_s or {}),
                    resolve, min_resolve_interval_s, round_ends_s, refill_until, plan_lead_s,
                    dict(run_s or {}), dict(waiting or {}), tuple(entities), forecast,
                    dict(deferred or {}), restart_rule)

@@ -79,19 +79,20 @@ def test_state_of_a_status_reply():
         jobs=[pb.JobStatus(id="j1", state="running", steps_done=30, total_steps=100,
                            job_type="ResNet-18", scale_factor=1, started_s=3.0,
                            steps_per_s={"v100": 4.0, "k80": 1.0}, priority_weight=2.0,
-                           startup_s=1.5),
+                           startup_s=1.5, restart_s=2.5),
               pb.JobStatus(id="j2", state="done", steps_done=10, total_steps=10,
                            job_type="ResNet-18", scale_factor=1)])
     s = eta.state_of(reply)
     assert s.workers == {"v100": 2, "k80": 1} and s.gpus_per_server == {"v100": 2, "k80": 1}
     assert s.rules.min_resolve_interval_s == 32.0
     assert s.jobs == (eta.LiveJob("j1", "ResNet-18", 1, 70, {"v100": 4.0, "k80": 1.0}, 2.0,
-                                  None, 3.0, None),)
+                                  None, 3.0, None, restart_s=2.5),)
     assert s.rules.startup_s == {"ResNet-18": 1.5}
     inputs = eta.replay_inputs(s)
     assert inputs.trace[0].total_steps == 70 and inputs.trace[0].arrival_s == 0.0
     assert inputs.trace[0].job_type == "ResNet-18"      # its own speeds, not a renamed type
     assert inputs.trace[0].throughputs == {"v100": 4.0, "k80": 1.0}
+    assert inputs.trace[0].restart_s == 2.5       # start-up + save: the daemon's restart cost
     assert sim_config(s.rules).preemption_overhead_s == {"ResNet-18": 1.5}
     assert s.rules.published()["refill_until"] == 0.0   # a scheduler that does not refill
     for sent, taken in ((0.7, 0.7), (5.0, 0.0), (float("nan"), 0.0), (-1.0, 0.0)):

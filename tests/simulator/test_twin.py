@@ -145,6 +145,31 @@ def test_a_trace_with_own_throughputs_round_trips_through_jsonl(tmp_path):
     validate_trace(own_trace(), ThroughputTable({t: {} for t in CLUSTER}), CLUSTER)
 
 
+def test_a_job_s_own_restart_cost_round_trips_and_drives_the_restart_rule(tmp_path):
+    # issue #32: the daemon weighs start-up + save; its replay (twin.py) carries that as
+    # the job's restart_s, apart from the start-up it charges. Two equal jobs on one GPU,
+    # no start-up charged: free restarts rotate them each round (both end late); a restart
+    # of 100 s holds the first run to its end (core/restarts.py, the finish rule)
+    jobs = [TraceJob("ResNet-18", 1, 1000, 0.0, throughputs={"v100": 1.0}, startup_s=0.0,
+                     restart_s=restart) for restart in (None, 100.0)]
+    path = tmp_path / "restart.jsonl"
+    write_trace(path, jobs)
+    assert load_trace(path) == jobs
+    path.write_text('{"job_type": "A", "scale_factor": 1, "total_steps": 10, '
+                    '"arrival_s": 0, "restart_s": -1}\n')
+    with pytest.raises(TraceError, match="restart_s"):
+        load_trace(path)
+
+    def ends(restart):
+        two = [dataclasses.replace(jobs[0], restart_s=restart) for _ in range(2)]
+        result = simulate(two, ThroughputTable({"v100": {}}), {"v100": 1},
+                          get_policy("max_min_fairness"),
+                          sim=SimConfig(round_ends_at_last_finish=False))
+        return sorted(j.completion_s for j in result.jobs)
+    assert ends(None)[0] > 1500.0                   # time-shared: each ends near 2,000 s
+    assert ends(100.0)[0] == pytest.approx(1000.0, abs=1.0)   # the first one held
+
+
 @pytest.mark.parametrize("bad, field", [
     ('{"v100": -1}', "throughputs.v100"), ('{"v100": "fast"}', "throughputs.v100"),
     ('[1, 2]', "throughputs"), ('{"v100": NaN}', "throughputs.v100")])
