@@ -335,10 +335,12 @@ class DaemonExecutor:
             self._place_refills(self.driver.refill(sorted(free), now, flight.end_s))
 
     def _place_refills(self, more) -> None:
-        """Launch ``more`` (tasks on freed GPUs) for the rest of the round."""
+        """Launch ``more`` (tasks on freed GPUs) for the rest of the round; the ETAs are
+        due again (a forecast taken as the GPUs' job ended has them idle to the round's end)."""
         if not len(more):
             return
         self._changed()
+        self._forecast_due = True
         self.runs.place(tuple(more.task(i) for i in range(len(more))), self._started_index,
                         refill=True)
         log.info("round %d: %d freed GPU%s to job%s %s for the last %.1fs", self._started_index,
