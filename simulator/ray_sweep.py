@@ -3,19 +3,22 @@ sweep --ray ADDRESS`` (or ``auto``: the cluster ``ray start`` left on this machi
 
 Each (point, spec) pair of ``sweep.run_points`` becomes one Ray task running the same
 ``run_point`` as a local worker process, so the rows, and the CSV and plot made of them,
-are the local run's row for row (but ``wall_s``, each point's own time). The packages the
-simulation imports travel with the job (``runtime_env`` ``py_modules``): the cluster's
-nodes run this checkout's code, whatever they have installed. Ray is an optional extra
-(``pip install 'gavelsched[ray]'``); without it, or without a cluster at the address,
-``RaySweepError`` says so in one line.
-"""
+are the local run's row for row (but ``wall_s``, each point's own time). Tasks spread over
+the nodes; one lost with its node (or worker) runs again on a node still alive, up to
+``MAX_RETRIES`` times, and each row says where it was made (``Placement``, one
+``summary`` line). The packages the simulation imports travel with the job
+(``runtime_env`` ``py_modules``): the cluster's nodes run this checkout's code, whatever
+they have installed. Ray is an optional extra (``pip install 'gavelsched[ray]'``);
+without it, or without a cluster at the address, ``RaySweepError`` says so in one line."""
 
 from __future__ import annotations
 
 import importlib
 import logging
 import socket
+from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 PACKAGES = ("gavelsched", "policies", "simulator", "traces", "workers")
@@ -65,20 +68,80 @@ def _probe(address: str, timeout_s: float = 5.0) -> None:
                             f"({err.strerror or err})") from None
 
 
-def run_on_ray(tasks: Sequence, address: str, run, bar=None) -> list[dict]:
+MAX_RETRIES = 3   # a task lost with its node runs again, on a node still alive
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a task's row was made: the Ray node's id, and the attempt (0: the first;
+    more: Ray ran it again after its node or worker was lost; None: this Ray does not
+    say)."""
+
+    node: str
+    attempt: int | None
+
+
+def run_on_ray(tasks: Sequence, address: str, run, progress=None
+               ) -> tuple[list[dict], list[Placement]]:
     """``run((i, task)) -> (i, row)`` for every task, as Ray tasks on the cluster at
-    ``address``; the rows in the order of ``tasks``. ``bar``: a progress bar to update."""
+    ``address``, spread over its nodes and retried up to ``MAX_RETRIES`` times when a
+    node or worker is lost (never when ``run`` raises: that is the same on any node);
+    the rows in the order of ``tasks``, and where each was made. ``progress``: updated
+    once per row."""
     ray = connect(address)
     try:
-        remote = ray.remote(num_cpus=1)(run)
-        pending = [remote.remote(item) for item in enumerate(tasks)]
+        remote = ray.remote(num_cpus=1, max_retries=MAX_RETRIES, retry_exceptions=False,
+                            scheduling_strategy="SPREAD")(_placed)
+        pending = {remote.remote(run, item): item for item in enumerate(tasks)}
         rows: list[dict | None] = [None] * len(tasks)
+        placements: list[Placement | None] = [None] * len(tasks)
         while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            i, row = ray.get(done[0])
-            rows[i] = row
-            if bar is not None:
-                bar.update(1)
-        return rows  # type: ignore[return-value]
+            (ref,), _ = ray.wait(list(pending), num_returns=1)
+            i, task = pending.pop(ref)
+            try:
+                _, rows[i], placements[i] = ray.get(ref)
+            except ray.exceptions.RayTaskError:
+                raise                        # run's own error, as a local run raises it
+            except ray.exceptions.RayError as err:
+                first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+                raise RaySweepError(f"--ray {address}: {_name(task)} lost after "
+                                    f"{MAX_RETRIES} retries ({first})") from None
+            if progress is not None:
+                progress.update(1)
+        return rows, placements  # type: ignore[return-value]
     finally:
         ray.shutdown()
+
+
+def _placed(run, item) -> tuple[int, dict, Placement]:
+    """The Ray task: ``run(item)``, and the node and attempt that made its row."""
+    ray = importlib.import_module("ray")
+    i, row = run(item)
+    return i, row, Placement(ray.get_runtime_context().get_node_id(), _attempt(ray))
+
+
+def _attempt(ray) -> int | None:
+    """This task's attempt number: Ray keeps it on its core worker, not in the public
+    runtime context; None where a version lacks it."""
+    try:
+        return int(ray._private.worker.global_worker.core_worker
+                   .get_current_task_attempt_number())
+    except (AttributeError, TypeError):
+        return None
+
+
+def _name(task) -> str:
+    point = task[0] if isinstance(task, tuple) else task
+    return str(point)
+
+
+def summary(placements: Sequence[Placement]) -> str:
+    """One line: how many rows each node made (by node id) and how many were retried,
+    e.g. ``ray: 90 runs on 2 nodes (3f2a91c0: 46, 9b01d2e4: 44); 2 retried``."""
+    per_node = Counter(p.node for p in placements)
+    nodes = ", ".join(f"{node[:8]}: {n}" for node, n in sorted(per_node.items()))
+    attempts = [p.attempt for p in placements]
+    retried = ("retries unknown" if None in attempts
+               else f"{sum(1 for a in attempts if a > 0)} retried")
+    return (f"ray: {len(placements)} runs on {len(per_node)} node"
+            f"{'s' if len(per_node) != 1 else ''} ({nodes}); {retried}")

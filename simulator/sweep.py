@@ -19,6 +19,7 @@ import csv
 import itertools
 import logging
 import multiprocessing
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -141,20 +142,23 @@ def run_points(tasks: Sequence[tuple[SweepPoint, SweepSpec]], *, processes: int 
                progress: bool = False, ray_address: str | None = None) -> list[dict]:
     """Run every (point, spec) in a pool of ``processes`` (1: in this process), or as tasks
     on the Ray cluster at ``ray_address`` (``ray_sweep``); return the rows in the order of
-    ``tasks``. Put the longest runs first: they start early."""
-    bar = None
-    if progress:
-        import sys
-        if sys.stderr.isatty():
-            from tqdm import tqdm
-            bar = tqdm(total=len(tasks), unit="run", file=sys.stderr, desc="sweep")
-    if ray_address is not None:
-        from .ray_sweep import run_on_ray
-        try:
-            return run_on_ray(tasks, ray_address, _run_indexed, bar)
-        finally:
-            if bar is not None:
-                bar.close()
+    ``tasks``. Put the longest runs first: they start early. ``progress``: runs done out
+    of the total on stderr (``Progress``), and where a Ray run's rows were made."""
+    shown = Progress(len(tasks)) if progress else None
+    try:
+        if ray_address is not None:
+            from .ray_sweep import run_on_ray, summary
+            rows, placements = run_on_ray(tasks, ray_address, _run_indexed, shown)
+            if shown is not None:
+                shown.note(summary(placements))
+            return rows
+        return _run_local(tasks, processes, shown)
+    finally:
+        if shown is not None:
+            shown.close()
+
+
+def _run_local(tasks, processes: int | None, shown) -> list[dict]:
     rows: list[dict | None] = [None] * len(tasks)
     indexed = list(enumerate(tasks))
     if processes == 1 or len(tasks) <= 1:
@@ -166,15 +170,49 @@ def run_points(tasks: Sequence[tuple[SweepPoint, SweepSpec]], *, processes: int 
     try:
         for i, row in results:
             rows[i] = row
-            if bar is not None:
-                bar.update(1)
+            if shown is not None:
+                shown.update(1)
     finally:
         if pool is not None:
             pool.close()
             pool.join()
-        if bar is not None:
-            bar.close()
     return rows  # type: ignore[return-value]
+
+
+class Progress:
+    """Runs done out of the total, on stderr, the same for local and Ray sweeps: a bar on
+    a terminal; elsewhere (a log, a pipe) a line ``sweep: 45/90 runs done`` at every
+    twentieth of the total and at the end."""
+
+    STEPS = 20
+
+    def __init__(self, total: int):
+        self.total, self.done, self._step = total, 0, 0
+        self._bar = None
+        if sys.stderr.isatty():
+            from tqdm import tqdm
+            self._bar = tqdm(total=total, unit="run", file=sys.stderr, desc="sweep")
+
+    def update(self, n: int = 1) -> None:
+        self.done += n
+        if self._bar is not None:
+            self._bar.update(n)
+            return
+        step = self.done * self.STEPS // max(self.total, 1)
+        if step > self._step or self.done == self.total:
+            self._step = step
+            print(f"sweep: {self.done}/{self.total} runs done", file=sys.stderr, flush=True)
+
+    def note(self, line: str) -> None:
+        """A line of its own (under the bar, on a terminal)."""
+        if self._bar is not None:
+            self._bar.write(line, file=sys.stderr)
+        else:
+            print(line, file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
 
 
 def _run_indexed(item):

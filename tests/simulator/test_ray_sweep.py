@@ -1,23 +1,33 @@
 """``gavelsched simulate sweep --ray`` (issue #30): every (policy, rate, seed) as a task on a
-real Ray cluster (``ray start --head`` on loopback, its own temp dir), writing the local
-run's CSV row for row; without the extra, or without a cluster, one line and exit 2."""
+real two-node Ray cluster on this machine (``ray_nodes``), writing the local run's CSV row
+for row, with the same progress lines, and finishing with every row when a node dies
+mid-sweep; without the extra, or without a cluster, one line and exit 2."""
 
 from __future__ import annotations
 
 import csv
-import os
-import shutil
+import re
 import subprocess
 import sys
+import time
 
 import pytest
 
 from gavelsched.cli import main
 from gavelsched.daemon.local import free_port
 
+from .ray_nodes import RayNodes, missing
+
 SWEEP = ["simulate", "sweep", "--rates", "10,30", "--seeds", "0,1",
          "--policies", "max_min_fairness_perf,fifo_perf", "--jobs", "12",
-         "--cluster", "2:2:2", "--quiet"]
+         "--cluster", "2:2:2"]
+# Slower points for the lost node: it is killed while it runs one.
+SLOW = ["simulate", "sweep", "--rates", "2,6", "--seeds", "0",
+        "--policies", "max_min_fairness_perf,fifo_perf", "--jobs", "150"]
+# The head notices a lost node within ~2 s (Ray's default: ~15 s).
+FAST_HEALTH = {"RAY_health_check_initial_delay_ms": "0", "RAY_health_check_period_ms": "500",
+               "RAY_health_check_timeout_ms": "500", "RAY_health_check_failure_threshold": "3"}
+SUMMARY = re.compile(r"^ray: (\d+) runs on (\d+) nodes? \((.*)\); (\d+) retried$")
 
 
 def _rows(path) -> list[dict]:
@@ -26,40 +36,88 @@ def _rows(path) -> list[dict]:
         return [{k: v for k, v in row.items() if k != "wall_s"} for row in csv.DictReader(f)]
 
 
-@pytest.fixture
-def ray_head(tmp_path_factory):
-    """A Ray head on 127.0.0.1 with two CPUs; its address. Stopped afterwards."""
-    pytest.importorskip("ray", reason="the ray extra is not installed")
-    ray_cli = shutil.which("ray") or os.path.join(os.path.dirname(sys.executable), "ray")
-    if not os.path.exists(ray_cli):
-        pytest.skip("no 'ray' command next to this Python")
-    temp = tmp_path_factory.mktemp("ray")
-    port = free_port()
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
-    start = subprocess.run(
-        [ray_cli, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
-         "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats",
-         f"--temp-dir={temp}"], env=env, capture_output=True, text=True, timeout=180)
-    if start.returncode != 0:
-        pytest.skip(f"ray start failed: {start.stderr.strip().splitlines()[-1:]}")
+def _progress(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("sweep: ")]
+
+
+def _summary(err: str) -> re.Match:
+    found = [m for m in map(SUMMARY.match, err.splitlines()) if m]
+    assert len(found) == 1, err
+    return found[0]
+
+
+def _two_nodes(env=None) -> tuple[RayNodes, str]:
+    why = missing()
+    if why:
+        pytest.skip(why)
+    nodes = RayNodes(env)
     try:
-        yield f"127.0.0.1:{port}"
+        address = nodes.head(cpus=1)
+        nodes.add("node2", cpus=1)
+    except RuntimeError as err:
+        nodes.close()
+        pytest.skip(str(err))
+    return nodes, address
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A head and a second node on this machine, one CPU each; the head's address."""
+    nodes, address = _two_nodes()
+    try:
+        yield address
     finally:
-        subprocess.run([ray_cli, "stop", "--force"], env=env, capture_output=True, timeout=120)
+        nodes.close()
 
 
-def test_a_sweep_on_ray_writes_the_local_rows(ray_head, tmp_path, monkeypatch):
+def test_a_sweep_on_two_nodes_writes_the_local_rows(cluster, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
-    assert main([*SWEEP, "--processes", "1", "-o", str(tmp_path / "local")]) == 0
-    assert main([*SWEEP, "--ray", ray_head, "-o", str(tmp_path / "ray")]) == 0
+    assert main([*SWEEP, "--quiet", "--processes", "1", "-o", str(tmp_path / "local")]) == 0
+    assert main([*SWEEP, "--ray", cluster, "-o", str(tmp_path / "ray")]) == 0
     local, remote = _rows(tmp_path / "local"), _rows(tmp_path / "ray")
     assert len(local) == 8 and remote == local
     assert (tmp_path / "ray" / "jct_vs_rate.png").stat().st_size > 0
+    runs, nodes, per_node, retried = _summary(capsys.readouterr().err).groups()
+    counts = [int(n.split(": ")[1]) for n in per_node.split(", ")]
+    assert (runs, nodes, retried) == ("8", "2", "0")
+    assert len(counts) == 2 and min(counts) >= 1 and sum(counts) == 8   # each node ran some
+
+
+def test_progress_is_the_same_for_ray_and_local_runs(cluster, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    assert main([*SWEEP, "--processes", "2", "-o", str(tmp_path / "local")]) == 0
+    local = _progress(capsys.readouterr().err)
+    assert main([*SWEEP, "--ray", cluster, "-o", str(tmp_path / "ray")]) == 0
+    remote = _progress(capsys.readouterr().err)
+    assert local == [f"sweep: {k}/8 runs done" for k in range(1, 9)]
+    assert remote == local
+
+
+def test_a_sweep_survives_a_node_that_dies(tmp_path):
+    nodes, address = _two_nodes(FAST_HEALTH)
+    node2 = nodes.nodes[1]
+    try:
+        sweep = subprocess.Popen(
+            [sys.executable, "-m", "gavelsched", *SLOW, "--ray", address,
+             "-o", str(tmp_path / "ray")], env=nodes.env, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, text=True)
+        while not node2.running("_placed") and sweep.poll() is None:
+            time.sleep(0.05)
+        node2.kill()                                   # while it runs a point
+        err = sweep.communicate(timeout=300)[1]
+        assert sweep.returncode == 0, err
+    finally:
+        nodes.close()
+    assert main([*SLOW, "--quiet", "--processes", "1", "-o", str(tmp_path / "local")]) == 0
+    assert _rows(tmp_path / "ray") == _rows(tmp_path / "local")
+    assert len(_rows(tmp_path / "local")) == 4
+    runs, _, _, retried = _summary(err).groups()
+    assert runs == "4" and int(retried) >= 1          # the lost node's run ran again
 
 
 def test_without_the_extra_it_is_one_line(monkeypatch, tmp_path, capsys):
     monkeypatch.setitem(sys.modules, "ray", None)          # import ray fails
-    assert main([*SWEEP, "--ray", "auto", "-o", str(tmp_path)]) == 2
+    assert main([*SWEEP, "--quiet", "--ray", "auto", "-o", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["gavelsched simulate: error: --ray needs Ray, an optional extra: "
                    "pip install 'gavelsched[ray]'"]
@@ -69,6 +127,6 @@ def test_without_the_extra_it_is_one_line(monkeypatch, tmp_path, capsys):
 def test_without_a_cluster_it_is_one_line(tmp_path, capsys):
     pytest.importorskip("ray", reason="the ray extra is not installed")
     port = free_port()                                     # nothing listens there
-    assert main([*SWEEP, "--ray", f"127.0.0.1:{port}", "-o", str(tmp_path)]) == 2
+    assert main([*SWEEP, "--quiet", "--ray", f"127.0.0.1:{port}", "-o", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"--ray 127.0.0.1:{port}: no Ray cluster there" in err[0]

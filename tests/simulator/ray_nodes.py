@@ -1,0 +1,145 @@
+"""Ray nodes on this machine, for the Ray sweep's tests and benchmark (issue #30).
+
+Each node is a ``ray start --block`` in its own session, its own temp dir and its own
+ports, so it stops (or dies, as a lost node does) by its own pids: never ``ray stop``, which
+stops every Ray node on the machine, other people's too. Ray turns ``127.0.0.1`` into the
+machine's own address and its servers listen on every interface; nothing leaves the
+machine. ``RAY_*`` settings in ``env`` reach every node (e.g. the head's health checks).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+STARTED = "Ray runtime started"
+
+
+def ray_cli() -> str | None:
+    """The ``ray`` command beside this Python (or on PATH), or None."""
+    beside = Path(sys.executable).parent / "ray"
+    return str(beside) if beside.exists() else shutil.which("ray")
+
+
+def missing() -> str | None:
+    """Why Ray nodes cannot start here (no module, no command), or None."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        return "the ray extra is not installed (pip install 'gavelsched[ray]')"
+    if ray_cli() is None:
+        return "no 'ray' command beside this Python or on PATH"
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class RayNode:
+    name: str
+    process: subprocess.Popen
+    log: Path
+
+    def members(self) -> dict[int, bytes]:
+        """The node's processes (its session: ``ray start``'s group and its workers' own
+        groups): pid -> command line."""
+        found = {}
+        for proc in Path("/proc").iterdir():
+            try:
+                if proc.name.isdigit() and os.getsid(int(proc.name)) == self.process.pid:
+                    found[int(proc.name)] = (proc / "cmdline").read_bytes()
+            except OSError:
+                continue
+        return found
+
+    def running(self, function: str) -> bool:
+        """Whether one of the node's workers runs a task of ``function`` now (Ray titles
+        such a worker ``ray::FUNCTION``; an idle one ``ray::IDLE``)."""
+        title = f"ray::{function}".encode()
+        return any(cmd.startswith(title) for cmd in self.members().values())
+
+    def kill(self) -> None:
+        """SIGKILL every process of the node (raylet, agents, workers): a lost node."""
+        for pid in self.members():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.process.wait()
+
+
+class RayNodes:
+    """A head and worker nodes on this machine, in one temp dir; a context manager that
+    stops them all (``with RayNodes() as nodes: address = nodes.head(cpus=1)``)."""
+
+    def __init__(self, env: dict[str, str] | None = None, timeout_s: float = 120.0):
+        self.root = Path(tempfile.mkdtemp(prefix="gs-ray-"))   # short: Ray's socket paths
+        self.env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", **(env or {})}
+        self.timeout_s = timeout_s
+        self.nodes: list[RayNode] = []
+        self.address: str | None = None
+
+    def head(self, cpus: int) -> str:
+        """Start the head with ``cpus`` CPUs; its ``127.0.0.1:port``."""
+        port = _free_port()
+        self._start("head", ["--head", f"--port={port}", "--include-dashboard=false",
+                             f"--dashboard-port={_free_port()}",
+                             f"--ray-client-server-port={_free_port()}"], cpus)
+        self.address = f"127.0.0.1:{port}"
+        return self.address
+
+    def add(self, name: str, cpus: int) -> RayNode:
+        """Start a worker node with ``cpus`` CPUs joined to the head."""
+        assert self.address is not None, "start the head first"
+        return self._start(name, [f"--address={self.address}"], cpus)
+
+    def _start(self, name: str, flags: list[str], cpus: int) -> RayNode:
+        log = self.root / f"{name}.log"
+        with open(log, "w") as out:
+            process = subprocess.Popen(
+                [ray_cli(), "start", "--block", *flags, "--node-ip-address=127.0.0.1",
+                 f"--num-cpus={cpus}", "--object-store-memory=100000000",
+                 f"--dashboard-agent-listen-port={_free_port()}", "--disable-usage-stats",
+                 f"--temp-dir={self.root / name}"],
+                env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        node = RayNode(name, process, log)
+        self.nodes.append(node)
+        deadline = time.monotonic() + self.timeout_s
+        while STARTED not in log.read_text(errors="replace"):
+            if process.poll() is not None or time.monotonic() > deadline:
+                tail = log.read_text(errors="replace").strip().splitlines()[-1:]
+                raise RuntimeError(f"ray node {name} did not start: {tail}")
+            time.sleep(0.2)
+        return node
+
+    def close(self) -> None:
+        """Stop every node (workers first, the head last): SIGTERM to its ``ray start``,
+        which stops its processes, then SIGKILL to whatever of its session is left; remove
+        the temp dir."""
+        for node in reversed(self.nodes):
+            if node.process.poll() is None:
+                node.process.terminate()
+                try:
+                    node.process.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    pass
+            node.kill()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> RayNodes:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
