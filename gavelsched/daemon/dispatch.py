@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ class Dispatcher:
         self._stubs: dict[str, pb_grpc.SchedulerToWorkerStub] = {}
         self._channels: list[grpc.Channel] = []
         self._lock = threading.Lock()
+        self._answered: dict[int, tuple[int, float]] = {}   # round -> (RunJobs, last answer)
 
     def _stub(self, address: str) -> pb_grpc.SchedulerToWorkerStub:
         with self._lock:
@@ -67,11 +69,27 @@ class Dispatcher:
             except grpc.RpcError as err:
                 done = Delivery(False, err.code() in UNREACHED,
                                 f"{address}: {err.code().name}: {err.details()}")
+            if method == "RunJob":
+                self._note(int(request.round))
             if not done.ok:
                 log.warning("%s to %s: %s", method, address, done.message)
             if on_done is not None:
                 on_done(done)
         self._pool.submit(go)
+
+    def _note(self, round_: int) -> None:
+        with self._lock:
+            count, _ = self._answered.get(round_, (0, 0.0))
+            self._answered[round_] = (count + 1, time.monotonic())
+
+    def answered(self, round_: int) -> tuple[int, float] | None:
+        """(RunJobs of round ``round_`` answered, or given up on, and the monotonic time of
+        the last), forgetting that round and older ones; None when none was sent."""
+        with self._lock:
+            got = self._answered.pop(round_, None)
+            for old in [r for r in self._answered if r < round_]:
+                del self._answered[old]
+            return got
 
     def run_job(self, address: str, request: pb.RunJobRequest,
                 on_done: Callable[[Delivery], None] | None = None) -> None:

@@ -137,6 +137,7 @@ class DaemonExecutor:
         self.clock = RoundClock(self.core.config.round_seconds, self.driver.plan_lead_s)
         self._started_index = -1
         self._woken = self._clock()       # when an idle scheduler last got work
+        self._dispatch: list = []         # [round, plan, start] (monotonic) of the last plan
         self.pictures = Publisher(self.view(0.0), lambda: self.view(self.now()), metrics,
                                   jobs=lambda: len(self.jobs), clock=clock)
         self.publish = self.pictures.now      # read your writes (``Publisher.now``)
@@ -259,6 +260,8 @@ class DaemonExecutor:
     def _plan(self) -> None:
         """The next round's plan (``RoundDriver.plan``), ``plan_lead`` before the boundary."""
         self._changed()
+        self._report_dispatch()
+        planned_at = self._clock()
         now = self.now()
         self.core.set_prices(self.tenancy.settings.prices_at(now), now)   # (a trace moves)
         flight = self.driver.in_flight
@@ -280,7 +283,26 @@ class DaemonExecutor:
         self.clock.planned()
         index = self._round_base + rnd.index
         self.store.set_meta({ROUND.key(): index + 1})
+        self._dispatch = [index, planned_at, None]
         self.runs.extend_continuing(rnd, index)   # (and answers the RenewLeases waiting)
+
+    def _report_dispatch(self) -> None:
+        """How long the last planned round's RunJobs took to reach their workers: the last
+        answer after the round's plan and after its start (a log line, and
+        ``gavelsched_dispatch_seconds``; BENCHMARKS.md, "The daemon at scale")."""
+        if not self._dispatch:
+            return
+        index, planned, started = self._dispatch
+        self._dispatch = []
+        got = self.dispatcher.answered(index)
+        if got is None:
+            return
+        count, last = got
+        after_start = "" if started is None else f", {last - started:.2f} s after its start"
+        log.info("round %d: %d RunJobs answered, the last %.2f s after its plan%s", index,
+                 count, last - planned, after_start)
+        if self.metrics is not None:
+            self.metrics.on_dispatch(last - planned)
 
     def _start_round(self, mono: float) -> None:
         """The planned round begins (``RoundDriver.start``): launch its new runs, and give
@@ -304,6 +326,8 @@ class DaemonExecutor:
                      self.jobs[j].state == HELD and j not in self.runs))]
         started = self.driver.start(self.now() - (mono - self.clock.round_start), ended)
         index = self._started_index = self._round_base + rnd.index
+        if self._dispatch and self._dispatch[0] == index:
+            self._dispatch[2] = mono
         self.runs.begin(started.round)
         planned = started.round.tasks[:len(rnd.batch)]
         self.runs.place(tuple(t for i, t in enumerate(planned) if i not in started.unstarted),

@@ -5,6 +5,9 @@
   ``jobs.STATES``);
 - ``gavelsched_round_duration_seconds``: histogram of the time between round starts;
 - ``gavelsched_policy_solve_seconds``: histogram of policy solve times;
+- ``gavelsched_dispatch_seconds``: histogram of the time from a round's plan to the last
+  of its RunJobs answered by its worker;
+- ``gavelsched_rpcs_total{method}``: the gRPC calls the scheduler has served;
 - ``gavelsched_job_allocation{job,worker_type}``: X, the time fraction the policy gives
   each active job on each type (thesis §5.5);
 - ``gavelsched_job_received_share{job,worker_type}``: the fraction it received since the
@@ -36,7 +39,7 @@ thread is the only writer.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily
@@ -60,20 +63,19 @@ class DaemonMetrics:
                                         registry=r)
         self.solve = Histogram("gavelsched_policy_solve_seconds", "Policy solve time",
                                buckets=SOLVE_BUCKETS, registry=r)
-        self.allocation = Gauge("gavelsched_job_allocation",
-                                "Time fraction the allocation gives a job on a worker type",
-                                ["job", "worker_type"], registry=r)
-        self.received = Gauge("gavelsched_job_received_share",
-                              "Time fraction a job received on a worker type since the "
-                              "last re-solve", ["job", "worker_type"], registry=r)
+        self.dispatch = Histogram("gavelsched_dispatch_seconds", "Time from a round's plan "
+                                  "to the last of its RunJobs answered", buckets=ROUND_BUCKETS,
+                                  registry=r)
+        self.rpcs = Counter("gavelsched_rpcs", "gRPC calls served", ["method"], registry=r)
         self.workers = Gauge("gavelsched_workers", "GPUs registered", ["worker_type", "alive"],
                              registry=r)
         self.drained = Gauge("gavelsched_workers_drained",
                              "GPUs out of service (gavelsched drain)", ["worker_type"],
                              registry=r)
-        self.running = Gauge("gavelsched_job_gpus", "GPUs a job's live run holds, by the "
-                             "worker type (or configuration) it runs on",
-                             ["job", "worker_type"], registry=r)
+        # Per job: read from the latest views when Prometheus scrapes (_JobsCollector);
+        # setting a gauge per job and type took seconds a round at 20,000 jobs (issue #30).
+        self._jobs = _JobsCollector()
+        r.register(self._jobs)
         self.rounds = Counter("gavelsched_rounds", "Rounds started", registry=r)
         self.gpu_seconds = Counter("gavelsched_gpu_seconds",
                                    "GPU-seconds of the jobs' ended runs",
@@ -103,6 +105,13 @@ class DaemonMetrics:
     def on_solve(self, seconds: float) -> None:
         self.solve.observe(seconds)
 
+    def on_dispatch(self, seconds: float) -> None:
+        self.dispatch.observe(seconds)
+
+    def on_call(self, method: str) -> None:
+        """A gRPC call served (any handler thread: prometheus counters are thread-safe)."""
+        self.rpcs.labels(method=method).inc()
+
     def on_round(self, seconds: float) -> None:
         self.round_duration.observe(seconds)
 
@@ -113,10 +122,7 @@ class DaemonMetrics:
             counts[job.state] += 1
         for state, n in counts.items():
             self.jobs.labels(state=state).set(n)
-        self.running.clear()
-        for job_id, run in view.runs.items():
-            if not run.orphan:
-                self.running.labels(job=job_id, worker_type=run.worker_type).set(run.gpus)
+        self._jobs.runs = view.runs
         self.workers.clear()
         self.drained.clear()
         for s in view.servers:
@@ -128,13 +134,7 @@ class DaemonMetrics:
     def on_plan(self, view: DaemonView) -> None:
         """Allocation against received share, at a round start (executor thread)."""
         self.rounds.inc()
-        self.allocation.clear()
-        self.received.clear()
-        for job_id, (x, got) in view.shares.items():
-            for t, v in x.items():
-                self.allocation.labels(job=job_id, worker_type=t).set(v)
-            for t, v in got.items():
-                self.received.labels(job=job_id, worker_type=t).set(v)
+        self._jobs.shares = view.shares
 
     def watch_forecasts(self, latest: Callable[[], Forecast | None],
                         epoch_unix: float) -> None:
@@ -161,6 +161,38 @@ class DaemonMetrics:
         self.cost.clear()
         for run in runs:
             self.on_usage(run)
+
+
+class _JobsCollector:
+    """The per-job gauges, built at each scrape from the latest views' runs and shares
+    (each view is immutable; the executor thread only swaps the reference)."""
+
+    def __init__(self) -> None:
+        self.runs: Mapping = {}
+        self.shares: Mapping = {}
+
+    def collect(self):
+        allocation = GaugeMetricFamily(
+            "gavelsched_job_allocation",
+            "Time fraction the allocation gives a job on a worker type",
+            labels=["job", "worker_type"])
+        received = GaugeMetricFamily(
+            "gavelsched_job_received_share",
+            "Time fraction a job received on a worker type since the last re-solve",
+            labels=["job", "worker_type"])
+        gpus = GaugeMetricFamily(
+            "gavelsched_job_gpus",
+            "GPUs a job's live run holds, by the worker type (or configuration) it runs on",
+            labels=["job", "worker_type"])
+        for job_id, (x, got) in self.shares.items():
+            for t, v in x.items():
+                allocation.add_metric([job_id, t], v)
+            for t, v in got.items():
+                received.add_metric([job_id, t], v)
+        for job_id, run in self.runs.items():
+            if not run.orphan:
+                gpus.add_metric([job_id, run.worker_type], run.gpus)
+        return [allocation, received, gpus]
 
 
 class _ForecastCollector:

@@ -5,11 +5,16 @@ the Prometheus metrics.
 After a change (``changed``: an event ran, a job's state changed, a round was planned or
 began), at most every ``SNAPSHOT_EVERY_S`` once more than ``LARGE_TABLE`` jobs exist, and at
 least every ``SNAPSHOT_MAX_AGE_S`` while a job runs (its elapsed time moves). Runs on the
-executor thread, on the clock it is handed.
+executor thread, on the clock it is handed. A large table's picture takes long to build
+(0.3 s at 20,000 jobs on a 2-core machine), so it waits ``BUILD_SHARE`` times as long as
+the last one took before the next: pictures take at most about a fifth of the executor's
+time, which else fell behind its heartbeats and rounds (BENCHMARKS.md, "The daemon at
+scale").
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from .metrics import DaemonMetrics
@@ -19,6 +24,7 @@ from .view import DaemonView
 SNAPSHOT_EVERY_S = 0.5
 LARGE_TABLE = 500              # jobs: beyond this many, a picture at most every SNAPSHOT_EVERY_S
 SNAPSHOT_MAX_AGE_S = 5.0       # while a job runs, a picture at least this often
+BUILD_SHARE = 5.0              # a large table's next picture waits this many times its build
 
 
 class Publisher:
@@ -57,10 +63,15 @@ class Publisher:
             self._publish(mono)
 
     def _publish(self, mono: float) -> None:
-        self._next = mono + (SNAPSHOT_EVERY_S if self._jobs() > LARGE_TABLE else 0.0)
+        began = time.perf_counter()
         view = self._view()
         self.snapshot = build_snapshot(view)
         self._at = mono
         if self._metrics is not None:
             self._metrics.on_state(view)
         self.dirty = False
+        if self._jobs() > LARGE_TABLE:
+            took = time.perf_counter() - began
+            self._next = mono + max(SNAPSHOT_EVERY_S, BUILD_SHARE * took)
+        else:
+            self._next = mono

@@ -32,7 +32,8 @@ from .dashboard import Dashboard
 from .dispatch import Dispatcher
 from .executor import DaemonExecutor
 from .metrics import DaemonMetrics
-from .service import StoppingIsUnavailable, health_servicer, registrations
+from .service import (CountedCalls, StoppingIsUnavailable, health_servicer,
+                      registrations)
 from .store import Store
 
 log = logging.getLogger(__name__)
@@ -130,7 +131,8 @@ class SchedulerDaemon:
                                                      lambda: self.identities, self.reload),
                                        identities=lambda: self.identities,
                                        tls=self.config.tls, max_workers=HANDLER_THREADS,
-                                       interceptors=[StoppingIsUnavailable()])
+                                       interceptors=[StoppingIsUnavailable(),
+                                                     CountedCalls(self.metrics.on_call)])
         host = host_of(self.config.listen)
         notice = self._exposure(f"{host}:{self.port}")
         if notice:

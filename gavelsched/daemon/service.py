@@ -96,6 +96,17 @@ class StoppingIsUnavailable(grpc.ServerInterceptor):
             response_serializer=handler.response_serializer)
 
 
+class CountedCalls(grpc.ServerInterceptor):
+    """Tells ``on_call(method)`` of each call as it arrives (``gavelsched_rpcs_total``)."""
+
+    def __init__(self, on_call: Callable[[str], None]) -> None:
+        self._on_call = on_call
+
+    def intercept_service(self, continuation, details):
+        self._on_call(details.method.rsplit("/", 1)[-1])
+        return continuation(details)
+
+
 class _Callers:
     """Who called (``rpc.identity.caller_of``) under the identities in force."""
 

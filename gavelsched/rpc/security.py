@@ -203,11 +203,17 @@ class _AddToken(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientIntercep
         return continuation(self._with_token(client_call_details), request)
 
 
+# The largest answer a channel takes: a Status of 20,000 jobs is 7.6 MB, past gRPC's default
+# of 4 MB (BENCHMARKS.md, "The daemon at scale"); 256 MiB holds some 600,000 jobs.
+MAX_REPLY_BYTES = 256 << 20
+
+
 def channel(address: str, *, token: str | None = None, ca: str | Path | None = None,
             server_name: str | None = None) -> grpc.Channel:
     """A channel to ``address`` that sends ``token`` on every call; TLS when ``ca`` is
     given (``server_name`` overrides the name checked against the certificate)."""
-    options = [("grpc.enable_retries", 0)]
+    options = [("grpc.enable_retries", 0),
+               ("grpc.max_receive_message_length", MAX_REPLY_BYTES)]
     if server_name:
         options.append(("grpc.ssl_target_name_override", server_name))
     if ca is not None:

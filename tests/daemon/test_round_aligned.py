@@ -37,6 +37,9 @@ class Recorder:
         self.kills.append(job_id)
         self.killed_runs.append((job_id, generation))
 
+    def answered(self, round_) -> None:
+        return None
+
     def close(self) -> None:
         pass
 
