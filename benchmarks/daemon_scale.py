@@ -1,0 +1,316 @@
+"""The scheduler daemon at scale, against hollow workers (issue #30; BENCHMARKS.md, "The
+daemon at scale").
+
+A real scheduler (``gavelsched scheduler``, its defaults but ``eta: false`` unless
+``--eta``) and ``--gpus`` GPUs of hollow workers (``gavelsched worker --hollow``: the real
+worker daemon, each job rank a thread stepping the real GavelIterator at its type's
+emulated rate; ``workers/hollow.py``), ``--gpus-per-server`` GPUs each, types k80, p100
+and v100 in turn, in ``--hollow-procs`` processes. ``--jobs`` jobs (five job types; 1, 2, 4
+and 8 GPUs as 70/10/15/5 %, as in thesis §5.7.1's traces), far longer than the run, are
+submitted as job arrays over gRPC, so every round plans the whole queue. Then ``--rounds``
+rounds are measured; reported per size:
+
+- submission: jobs/s through ``Submit`` (arrays of up to 10,000 copies);
+- round gap: the time between round starts (the scheduler's log), mean and worst, against
+  the round length (the target: within 1 s of it);
+- plan to dispatch: from a round's plan (``plan_lead_seconds`` before it starts) to the
+  last of its RunJobs answered by its worker, and from the round's start to the same
+  (the scheduler's log: ``RunJobs answered``), mean and worst;
+- the GPUs busy at the last round start (the log's round line);
+- the scheduler's CPU (its share of one core over the measured rounds) and its peak RSS;
+  the hollow processes' CPU;
+- ``Status`` over gRPC (all jobs, and ``active`` only), ``gavelsched status --json`` in a
+  fresh process, and the dashboard's page and ``/api/status``, each timed once per round;
+- the RPCs per second the scheduler served (``gavelsched_rpcs_total``), and the busiest
+  methods.
+
+    python benchmarks/daemon_scale.py --gpus 64 --jobs 500 --rounds 3 --round-seconds 10  # quick
+    python benchmarks/daemon_scale.py --gpus 512,1024,2048 --jobs 20000,50000 --rounds 6
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from gavelsched.daemon.local import (LocalCluster, free_port, kill_tree,  # noqa: E402
+                                     subprocess_env, wait_until)
+from gavelsched.rpc import pb, pb_grpc  # noqa: E402
+
+TYPES = ("k80", "p100", "v100")
+JOB_TYPES = ("ResNet-18 (batch size 16)", "LM (batch size 5)", "Transformer (batch size 16)",
+             "Recommendation (batch size 512)", "A3C")
+SCALES = ((1, 0.70), (2, 0.10), (4, 0.15), (8, 0.05))     # thesis §5.7.1's multi-GPU mix
+MAX_ARRAY = 10_000
+STAMP = r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})"
+ROUND_LINE = re.compile(STAMP + r" INFO gavelsched\.daemon\.executor: round (\d+): (\d+) jobs "
+                        r"running.*GPUs (\d+) busy of (\d+)")
+DISPATCH_LINE = re.compile(r"round (\d+): (\d+) RunJobs answered, the last ([\d.]+) s after "
+                           r"its plan(?:, (-?[\d.]+) s after its start)?")
+
+
+def machine() -> str:
+    model = next((line.split(":", 1)[1].strip() for line in
+                  Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), platform.machine())
+    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def stamp(text: str) -> float:
+    return datetime.strptime(text, "%Y-%m-%d %H:%M:%S,%f").timestamp()
+
+
+def peak_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return math.nan
+
+
+def cpu_s(pids: list[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        try:
+            times = psutil.Process(pid).cpu_times()
+            total += times.user + times.system
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+def rpc_counts(url: str) -> dict[str, float]:
+    """``gavelsched_rpcs_total`` by method, from the scheduler's /metrics."""
+    text = urllib.request.urlopen(url, timeout=30).read().decode()
+    return {m: float(v) for m, v in
+            re.findall(r'^gavelsched_rpcs_total\{method="([^"]+)"\} ([\d.e+]+)$', text, re.M)}
+
+
+def timed(fn) -> float:
+    began = time.perf_counter()
+    fn()
+    return time.perf_counter() - began
+
+
+@dataclass
+class Row:
+    gpus: int
+    jobs: int
+    submit_jobs_s: float = math.nan
+    gaps: list[float] = field(default_factory=list)
+    dispatch: list[float] = field(default_factory=list)
+    after_start: list[float] = field(default_factory=list)
+    busy: str = ""
+    cpu_share: float = math.nan
+    hollow_cpu_share: float = math.nan
+    peak_mib: float = math.nan
+    status_s: list[float] = field(default_factory=list)
+    active_s: list[float] = field(default_factory=list)
+    cli_s: float = math.nan
+    page_s: list[float] = field(default_factory=list)
+    api_s: list[float] = field(default_factory=list)
+    rpcs_s: float = math.nan
+    top: str = ""
+    note: str = ""
+
+
+def job_mix(jobs: int) -> list[tuple[str, int, int]]:
+    """(job type, scale factor, copies) whose copies add up to ``jobs``."""
+    groups = [(t, s, share / len(JOB_TYPES)) for s, share in SCALES for t in JOB_TYPES]
+    counts = [int(jobs * w) for _, _, w in groups]
+    counts[0] += jobs - sum(counts)
+    return [(t, s, n) for (t, s, _), n in zip(groups, counts) if n > 0]
+
+
+def submit_all(cluster: LocalCluster, jobs: int, total_steps: int) -> float:
+    """Submit ``jobs`` jobs as arrays; the seconds it took."""
+    stub = pb_grpc.ClientToSchedulerStub(cluster.chan)
+    began = time.perf_counter()
+    for job_type, scale, copies in job_mix(jobs):
+        while copies > 0:
+            count = min(copies, MAX_ARRAY)
+            stub.Submit(pb.JobRequest(job_type=job_type, scale_factor=scale,
+                                      total_steps=total_steps, workload="steps",
+                                      count=count), timeout=600)
+            copies -= count
+    return time.perf_counter() - began
+
+
+def hollow_procs(cluster: LocalCluster, args, servers: int, root: Path) -> list:
+    """The hollow workers, in ``--hollow-procs`` processes (types dealt evenly overall)."""
+    procs = max(1, args.hollow_procs or math.ceil(servers / 128))
+    sizes = [servers // procs + (i < servers % procs) for i in range(procs)]
+    out, first = [], 0
+    for i, n in enumerate(sizes):
+        types = ",".join(TYPES[(first + k) % len(TYPES)] for k in range(len(TYPES)))
+        first += n
+        with open(root / f"hollow{i}.log", "ab") as log:
+            out.append(subprocess.Popen(
+                [sys.executable, "-m", "gavelsched", "worker", "--hollow", str(n), "--type",
+                 types, "--gpus", str(args.gpus_per_server), "--scheduler", cluster.address,
+                 "--work-dir", str(root / f"hollow{i}"), "--grace",
+                 str(args.round_seconds), "--emulation-speed", str(args.emulation_speed)],
+                stdout=log, stderr=subprocess.STDOUT, env=subprocess_env()))
+    return out
+
+
+def measure(gpus: int, jobs: int, args) -> Row:
+    row = Row(gpus, jobs)
+    servers = gpus // args.gpus_per_server
+    shm = Path("/dev/shm")
+    root = Path(tempfile.mkdtemp(prefix="gavel-scale-", dir=shm if shm.is_dir() else None))
+    metrics_port, dash_port = free_port(), free_port()
+    cluster = LocalCluster(root, policy=args.policy, round_seconds=args.round_seconds,
+                           heartbeat_seconds=args.heartbeat_seconds,
+                           config={"expected_workers": gpus, "eta": args.eta,
+                                   "metrics_listen": f"127.0.0.1:{metrics_port}",
+                                   "dashboard_listen": f"127.0.0.1:{dash_port}"})
+    log_path = root / "scheduler.log"
+    hollow = []
+    try:
+        cluster.start_scheduler()
+        hollow = hollow_procs(cluster, args, servers, root)
+        wait_until(lambda: cluster.alive_workers() == servers or any(
+            p.poll() is not None for p in hollow), 600, f"{servers} hollow workers")
+        if any(p.poll() is not None for p in hollow):
+            raise SystemExit(f"a hollow worker process exited; see {root}/hollow*.log")
+        pid = cluster.scheduler.pid
+        row.submit_jobs_s = jobs / submit_all(cluster, jobs, args.total_steps)
+        print(f"  {gpus} GPUs, {jobs} jobs: submitted at {row.submit_jobs_s:.0f} jobs/s; "
+              f"waiting for {args.warmup} warm-up rounds", file=sys.stderr, flush=True)
+
+        def starts() -> list[tuple[float, int, int, int]]:
+            return [(stamp(m[1]), int(m[2]), int(m[4]), int(m[5]))
+                    for m in ROUND_LINE.finditer(log_path.read_text(errors="replace"))]
+
+        first = len(starts()) + args.warmup
+        wait_until(lambda: len(starts()) >= first, 20 * args.round_seconds + 600,
+                   "the warm-up rounds")
+        cpu0, hollow0, t0 = cpu_s([pid]), cpu_s([p.pid for p in hollow]), time.monotonic()
+        rpcs0 = rpc_counts(f"http://127.0.0.1:{metrics_port}/metrics")
+        seen = first
+        client = pb_grpc.ClientToSchedulerStub(cluster.chan)
+        page = f"http://127.0.0.1:{dash_port}/"
+        while seen < first + args.rounds:
+            wait_until(lambda: len(starts()) > seen, 20 * args.round_seconds + 600,
+                       f"round start {seen}")
+            seen += 1
+            print(f"  round {seen - first} of {args.rounds}", file=sys.stderr, flush=True)
+            time.sleep(min(3.0, args.round_seconds / 4))      # past the round's launches
+            row.status_s.append(timed(lambda: client.Status(pb.StatusRequest(), timeout=120)))
+            row.active_s.append(timed(lambda: client.Status(pb.StatusRequest(active=True),
+                                                            timeout=120)))
+            row.page_s.append(timed(lambda: urllib.request.urlopen(page, timeout=120).read()))
+            row.api_s.append(timed(lambda: urllib.request.urlopen(
+                page + "api/status", timeout=120).read()))
+        wall = time.monotonic() - t0
+        rpcs1 = rpc_counts(f"http://127.0.0.1:{metrics_port}/metrics")
+        row.cpu_share = (cpu_s([pid]) - cpu0) / wall
+        row.hollow_cpu_share = (cpu_s([p.pid for p in hollow]) - hollow0) / wall
+        row.peak_mib = peak_rss_mib(pid)
+        row.cli_s = timed(lambda: subprocess.run(
+            [sys.executable, "-m", "gavelsched", "status", "--json", "--scheduler",
+             cluster.address], check=True, stdout=subprocess.DEVNULL, env=subprocess_env()))
+        rates = {m: (rpcs1.get(m, 0) - rpcs0.get(m, 0)) / wall for m in rpcs1}
+        row.rpcs_s = sum(rates.values())
+        row.top = ", ".join(f"{m} {r:.0f}" for m, r in
+                            sorted(rates.items(), key=lambda kv: -kv[1])[:3])
+        text = log_path.read_text(errors="replace")
+        measured = [s for s in starts()][first - 1:first + args.rounds]
+        row.gaps = [b[0] - a[0] for a, b in itertools.pairwise(measured)]
+        rounds = {r for _, r, _, _ in measured}
+        lines = [m for m in DISPATCH_LINE.finditer(text) if int(m[1]) in rounds]
+        row.dispatch = [float(m[3]) for m in lines]
+        row.after_start = [float(m[4]) for m in lines if m[4]]
+        _, _, busy, total = measured[-1]
+        row.busy = f"{busy} of {total}"
+    finally:
+        for proc in hollow:
+            kill_tree(proc.pid)
+            proc.wait()
+        cluster.stop()
+        if args.keep:
+            print(f"  kept {root}", file=sys.stderr)
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+    return row
+
+
+def show(values: list[float], unit: str = "s", digits: int = 2) -> str:
+    if not values:
+        return "-"
+    return f"{statistics.mean(values):.{digits}f} / {max(values):.{digits}f} {unit}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--gpus", default="512,1024,2048",
+                        help="cluster sizes (comma list), multiples of --gpus-per-server")
+    parser.add_argument("--jobs", default="20000,50000", help="queue sizes (comma list)")
+    parser.add_argument("--rounds", type=int, default=6, help="rounds measured per size")
+    parser.add_argument("--warmup", type=int, default=2,
+                        help="rounds after the submission before measuring")
+    parser.add_argument("--round-seconds", type=float, default=30.0)
+    parser.add_argument("--heartbeat-seconds", type=float, default=2.0)
+    parser.add_argument("--gpus-per-server", type=int, default=8)
+    parser.add_argument("--hollow-procs", type=int, default=0,
+                        help="processes the hollow workers share (0: one per 128 servers)")
+    parser.add_argument("--emulation-speed", type=float, default=0.05,
+                        help="the hollow jobs' time dilation (docs/runtime.md, Emulation)")
+    parser.add_argument("--total-steps", type=int, default=10**9)
+    parser.add_argument("--policy", default="max_min_fairness_perf")
+    parser.add_argument("--eta", action="store_true", help="keep the ETA forecasts on")
+    parser.add_argument("--keep", action="store_true", help="keep the logs and state")
+    args = parser.parse_args()
+    sizes = [int(g) for g in args.gpus.split(",")]
+    queues = [int(j) for j in args.jobs.split(",")]
+    if any(g <= 0 or g % args.gpus_per_server for g in sizes):
+        parser.error(f"--gpus {args.gpus}: each a positive multiple of --gpus-per-server "
+                     f"({args.gpus_per_server})")
+    if any(j <= 0 for j in queues) or args.rounds < 1 or args.warmup < 0:
+        parser.error("--jobs, --rounds must be positive and --warmup not negative")
+    load = os.getloadavg()[0]
+    rows = []
+    for gpus, jobs in itertools.product(sizes, queues):
+        rows.append(measure(gpus, jobs, args))
+    print(f"machine: {machine()}; load average {load:.1f} at the start, "
+          f"{os.getloadavg()[0]:.1f} at the end; {args.policy}, {args.round_seconds:g} s "
+          f"rounds, {args.rounds} rounds measured after {args.warmup}, heartbeats "
+          f"{args.heartbeat_seconds:g} s, servers of {args.gpus_per_server} GPUs, hollow "
+          f"jobs at {args.emulation_speed:g}x, ETAs {'on' if args.eta else 'off'}")
+    print()
+    print("| GPUs | jobs | submit | round gap mean / worst | plan to last RunJob mean / "
+          "worst | round start to last RunJob | GPUs busy | scheduler CPU | peak RSS | Status all / active | status "
+          "--json | dashboard / api | RPCs/s (top 3) | hollow CPU |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r.gpus:,} | {r.jobs:,} | {r.submit_jobs_s:,.0f} jobs/s | {show(r.gaps)} | "
+              f"{show(r.dispatch)} | {show(r.after_start)} | {r.busy} | {r.cpu_share:.0%} | {r.peak_mib:,.0f} MiB | "
+              f"{statistics.median(r.status_s):.2f} / {statistics.median(r.active_s):.2f} s | "
+              f"{r.cli_s:.1f} s | {statistics.median(r.page_s):.2f} / "
+              f"{statistics.median(r.api_s):.2f} s | {r.rpcs_s:,.0f} ({r.top}) | "
+              f"{r.hollow_cpu_share:.0%} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
