@@ -41,7 +41,7 @@ from tests.simulator.ray_nodes import RayNodes, missing  # noqa: E402
 POLICIES = "max_min_fairness,max_min_fairness_perf,fifo_perf"
 RATES = "0.6,1.2,1.8,2.4,3.0,3.6,4.2,4.8,5.4,6.0"
 DONE = re.compile(r"^sweep: (\d+)/(\d+) runs done")
-SUMMARY = re.compile(r"^ray: \d+ runs on (\d+) nodes? \((.*)\); (.*)$")
+SUMMARY = re.compile(r"^ray: \d+ runs on (\d+) nodes? \((.*)\)$")
 
 
 def sweep_command(args, out: Path, ray: str | None = None) -> list[str]:
@@ -72,12 +72,12 @@ def rows(out: Path) -> list[dict]:
         return [{k: v for k, v in r.items() if k != "wall_s"} for r in csv.DictReader(f)]
 
 
-def placed(lines: list[str]) -> tuple[str, str]:
-    """From the sweep's summary line: runs per node, and how many were retried."""
+def per_node(lines: list[str]) -> str:
+    """From the sweep's summary line: the runs each node made."""
     found = [m for m in map(SUMMARY.match, lines) if m]
     if not found:
         raise SystemExit("no 'ray: ...' summary line:\n" + "\n".join(lines[-20:]))
-    return found[0].group(2), found[0].group(3)
+    return found[0].group(2)
 
 
 def on_ray(args, out: Path, kill_at: int | None = None) -> dict:
@@ -88,7 +88,7 @@ def on_ray(args, out: Path, kill_at: int | None = None) -> dict:
         address = nodes.head(cpus=args.cpus_per_node)
         node2 = nodes.add("node2", cpus=args.cpus_per_node)
         up_s = time.perf_counter() - started
-        killed: list[float] = []
+        killed: list[tuple[float, int]] = []   # when, and the runs lost with the node
 
         def watch(line: str) -> None:
             m = DONE.match(line)
@@ -99,14 +99,15 @@ def on_ray(args, out: Path, kill_at: int | None = None) -> dict:
                 if time.perf_counter() > deadline:
                     raise SystemExit("sweep_cluster: node 2 ran no more runs to be killed in")
                 time.sleep(0.05)
+            lost = node2.running("_placed")
             node2.kill()
-            killed.append(time.perf_counter() - begun)
+            killed.append((time.perf_counter() - begun, lost))
 
         begun = time.perf_counter()
         wall, lines = timed(sweep_command(args, out, address), env=nodes.env, on_line=watch)
-    per_node, retried = placed(lines)
-    return {"wall": wall, "up": up_s, "per_node": per_node, "retried": retried,
-            "killed_at": killed[0] if killed else None}
+    return {"wall": wall, "up": up_s, "per_node": per_node(lines),
+            "retries": sum(1 for line in lines if "will be retried" in line),
+            "killed": killed[0] if killed else (0.0, 0)}
 
 
 def main() -> None:
@@ -133,13 +134,14 @@ def main() -> None:
                 raise SystemExit(f"sweep_cluster: the {name} run's rows differ from the local's")
     print(f"{total} runs ({args.policies} x rates {args.rates} x seeds {args.seeds}, "
           f"{args.jobs} jobs each); rows of all three runs equal row for row (but wall_s)\n")
-    print("| run | wall s | cluster start s | runs per node | retried |")
+    print("| run | wall s | cluster start s | runs per node | runs lost, retried |")
     print("|---|---:|---:|---|---|")
     print(f"| local, {os.cpu_count()} processes | {local_s:.1f} | - | - | - |")
     print(f"| Ray, 2 nodes x {args.cpus_per_node} CPU | {ray['wall']:.1f} | {ray['up']:.1f} | "
-          f"{ray['per_node']} | {ray['retried']} |")
-    print(f"| Ray, node 2 killed at {death['killed_at']:.0f} s | {death['wall']:.1f} | "
-          f"{death['up']:.1f} | {death['per_node']} | {death['retried']} |")
+          f"{ray['per_node']} | 0, {ray['retries']} |")
+    at, lost = death["killed"]
+    print(f"| Ray, node 2 killed at {at:.0f} s | {death['wall']:.1f} | {death['up']:.1f} | "
+          f"{death['per_node']} | {lost}, {death['retries']} |")
     print(f"\nmachine before: {load_before}; after: {machine()}")
 
 

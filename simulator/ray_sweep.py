@@ -5,8 +5,8 @@ Each (point, spec) pair of ``sweep.run_points`` becomes one Ray task running the
 ``run_point`` as a local worker process, so the rows, and the CSV and plot made of them,
 are the local run's row for row (but ``wall_s``, each point's own time). Tasks spread over
 the nodes; one lost with its node (or worker) runs again on a node still alive, up to
-``MAX_RETRIES`` times, and each row says where it was made (``Placement``, one
-``summary`` line). The packages the simulation imports travel with the job
+``MAX_RETRIES`` times (Ray says so on stderr), and ``summary`` says which node made how
+many rows. The packages the simulation imports travel with the job
 (``runtime_env`` ``py_modules``): the cluster's nodes run this checkout's code, whatever
 they have installed. Ray is an optional extra (``pip install 'gavelsched[ray]'``);
 without it, or without a cluster at the address, ``RaySweepError`` says so in one line."""
@@ -18,7 +18,6 @@ import logging
 import socket
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 PACKAGES = ("gavelsched", "policies", "simulator", "traces", "workers")
@@ -71,77 +70,47 @@ def _probe(address: str, timeout_s: float = 5.0) -> None:
 MAX_RETRIES = 3   # a task lost with its node runs again, on a node still alive
 
 
-@dataclass(frozen=True)
-class Placement:
-    """Where a task's row was made: the Ray node's id, and the attempt (0: the first;
-    more: Ray ran it again after its node or worker was lost; None: this Ray does not
-    say)."""
-
-    node: str
-    attempt: int | None
-
-
 def run_on_ray(tasks: Sequence, address: str, run, progress=None
-               ) -> tuple[list[dict], list[Placement]]:
+               ) -> tuple[list[dict], list[str]]:
     """``run((i, task)) -> (i, row)`` for every task, as Ray tasks on the cluster at
-    ``address``, spread over its nodes and retried up to ``MAX_RETRIES`` times when a
-    node or worker is lost (never when ``run`` raises: that is the same on any node);
-    the rows in the order of ``tasks``, and where each was made. ``progress``: updated
-    once per row."""
+    ``address``, spread over its nodes and run again (up to ``MAX_RETRIES`` times) when
+    their node or worker is lost, never when ``run`` raises (that is the same on any
+    node); the rows in the order of ``tasks``, and the id of the node that made each.
+    ``progress``: updated once per row."""
     ray = connect(address)
     try:
         remote = ray.remote(num_cpus=1, max_retries=MAX_RETRIES, retry_exceptions=False,
-                            scheduling_strategy="SPREAD")(_placed)
+                            scheduling_strategy="SPREAD")(_on_node)
         pending = {remote.remote(run, item): item for item in enumerate(tasks)}
         rows: list[dict | None] = [None] * len(tasks)
-        placements: list[Placement | None] = [None] * len(tasks)
+        nodes: list[str] = [""] * len(tasks)
         while pending:
             (ref,), _ = ray.wait(list(pending), num_returns=1)
             i, task = pending.pop(ref)
             try:
-                _, rows[i], placements[i] = ray.get(ref)
+                _, rows[i], nodes[i] = ray.get(ref)
             except ray.exceptions.RayTaskError:
                 raise                        # run's own error, as a local run raises it
             except ray.exceptions.RayError as err:
                 first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-                raise RaySweepError(f"--ray {address}: {_name(task)} lost after "
+                raise RaySweepError(f"--ray {address}: {task[0]} lost after "
                                     f"{MAX_RETRIES} retries ({first})") from None
             if progress is not None:
                 progress.update(1)
-        return rows, placements  # type: ignore[return-value]
+        return rows, nodes  # type: ignore[return-value]
     finally:
         ray.shutdown()
 
 
-def _placed(run, item) -> tuple[int, dict, Placement]:
-    """The Ray task: ``run(item)``, and the node and attempt that made its row."""
-    ray = importlib.import_module("ray")
+def _on_node(run, item) -> tuple[int, dict, str]:
+    """The Ray task: ``run(item)``, and the id of the node that ran it."""
     i, row = run(item)
-    return i, row, Placement(ray.get_runtime_context().get_node_id(), _attempt(ray))
+    return i, row, importlib.import_module("ray").get_runtime_context().get_node_id()
 
 
-def _attempt(ray) -> int | None:
-    """This task's attempt number: Ray keeps it on its core worker, not in the public
-    runtime context; None where a version lacks it."""
-    try:
-        return int(ray._private.worker.global_worker.core_worker
-                   .get_current_task_attempt_number())
-    except (AttributeError, TypeError):
-        return None
-
-
-def _name(task) -> str:
-    point = task[0] if isinstance(task, tuple) else task
-    return str(point)
-
-
-def summary(placements: Sequence[Placement]) -> str:
-    """One line: how many rows each node made (by node id) and how many were retried,
-    e.g. ``ray: 90 runs on 2 nodes (3f2a91c0: 46, 9b01d2e4: 44); 2 retried``."""
-    per_node = Counter(p.node for p in placements)
-    nodes = ", ".join(f"{node[:8]}: {n}" for node, n in sorted(per_node.items()))
-    attempts = [p.attempt for p in placements]
-    retried = ("retries unknown" if None in attempts
-               else f"{sum(1 for a in attempts if a > 0)} retried")
-    return (f"ray: {len(placements)} runs on {len(per_node)} node"
-            f"{'s' if len(per_node) != 1 else ''} ({nodes}); {retried}")
+def summary(nodes: Sequence[str]) -> str:
+    """One line: how many rows each node made, by node id (its first 8 characters), e.g.
+    ``ray: 90 runs on 2 nodes (3f2a91c0: 46, 9b01d2e4: 44)``."""
+    per_node = sorted(Counter(nodes).items())
+    return (f"ray: {len(nodes)} runs on {len(per_node)} node{'s' if len(per_node) != 1 else ''}"
+            f" ({', '.join(f'{node[:8]}: {n}' for node, n in per_node)})")

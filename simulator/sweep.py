@@ -148,9 +148,9 @@ def run_points(tasks: Sequence[tuple[SweepPoint, SweepSpec]], *, processes: int 
     try:
         if ray_address is not None:
             from .ray_sweep import run_on_ray, summary
-            rows, placements = run_on_ray(tasks, ray_address, _run_indexed, shown)
+            rows, nodes = run_on_ray(tasks, ray_address, _run_indexed, shown)
             if shown is not None:
-                shown.note(summary(placements))
+                shown.note(summary(nodes))
             return rows
         return _run_local(tasks, processes, shown)
     finally:

@@ -27,6 +27,7 @@ from .simulate_flags import (
 
 def register(sub) -> None:
     """Add ``sweep`` to ``simulate``'s sub-commands ``sub``."""
+    from simulator.ray_sweep import MAX_RETRIES
     fmt = argparse.ArgumentDefaultsHelpFormatter
     s = sub.add_parser(
         "sweep", formatter_class=fmt, help="rates x seeds x policies in parallel",
@@ -49,8 +50,12 @@ def register(sub) -> None:
     s.add_argument("--ray", metavar="ADDRESS",
                    help="run each (policy, rate, seed) as a task on the Ray cluster at "
                         "ADDRESS (host:port of its head, ray://host:port, or 'auto': the "
-                        "one 'ray start' left on this machine); same CSV and plot. Needs "
-                        "the ray extra: pip install 'gavelsched[ray]'")
+                        "one 'ray start' left on this machine), spread over its nodes; a "
+                        f"run lost with its node runs again on another (up to {MAX_RETRIES} "
+                        "times). "
+                        "Same CSV and plot, and the same progress, then a line of how many "
+                        "runs each node made. Needs the ray extra: "
+                        "pip install 'gavelsched[ray]'")
     s.add_argument("-o", "--output", type=Path, required=True, metavar="DIR")
     s.set_defaults(func=run_sweep)
 

@@ -64,11 +64,11 @@ class RayNode:
                 continue
         return found
 
-    def running(self, function: str) -> bool:
-        """Whether one of the node's workers runs a task of ``function`` now (Ray titles
-        such a worker ``ray::FUNCTION``; an idle one ``ray::IDLE``)."""
+    def running(self, function: str) -> int:
+        """How many of the node's workers run a task of ``function`` now (Ray titles such
+        a worker ``ray::FUNCTION``; an idle one ``ray::IDLE``)."""
         title = f"ray::{function}".encode()
-        return any(cmd.startswith(title) for cmd in self.members().values())
+        return sum(1 for cmd in self.members().values() if cmd.startswith(title))
 
     def kill(self) -> None:
         """SIGKILL every process of the node (raylet, agents, workers): a lost node."""

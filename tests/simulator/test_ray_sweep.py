@@ -27,7 +27,7 @@ SLOW = ["simulate", "sweep", "--rates", "2,6", "--seeds", "0",
 # The head notices a lost node within ~5 s (Ray's default: ~15 s).
 FAST_HEALTH = {"RAY_health_check_period_ms": "1000", "RAY_health_check_timeout_ms": "1000",
                "RAY_health_check_failure_threshold": "5"}
-SUMMARY = re.compile(r"^ray: (\d+) runs on (\d+) nodes? \((.*)\); (\d+) retried$")
+SUMMARY = re.compile(r"^ray: (\d+) runs on (\d+) nodes? \((.*)\)$")
 
 
 def _rows(path) -> list[dict]:
@@ -79,7 +79,7 @@ def test_a_sweep_on_two_nodes_writes_the_local_rows(cluster, tmp_path, capsys, m
     local, remote = _rows(tmp_path / "local"), _rows(tmp_path / "ray")
     assert len(local) == 8 and remote == local
     assert (tmp_path / "ray" / "jct_vs_rate.png").stat().st_size > 0
-    runs, nodes, per_node, _ = _summary(capsys.readouterr().err).groups()
+    runs, nodes, per_node = _summary(capsys.readouterr().err).groups()
     counts = [int(n.split(": ")[1]) for n in per_node.split(", ")]
     assert (runs, nodes) == ("8", "2")
     assert len(counts) == 2 and min(counts) >= 1 and sum(counts) == 8   # each node ran some
@@ -106,14 +106,14 @@ def test_a_sweep_survives_a_node_that_dies(nodes, tmp_path):
         stderr=subprocess.PIPE, text=True)
     while not node3.running("_placed") and sweep.poll() is None:
         time.sleep(0.05)
+    lost = node3.running("_placed")
     node3.kill()                                    # while it runs a point
     err = sweep.communicate(timeout=300)[1]
-    assert sweep.returncode == 0, err
+    assert lost == 1 and sweep.returncode == 0, err   # its point ran again elsewhere
     assert main([*SLOW, "--quiet", "--processes", "1", "-o", str(tmp_path / "local")]) == 0
     assert _rows(tmp_path / "ray") == _rows(tmp_path / "local")
     assert len(_rows(tmp_path / "local")) == 4
-    runs, _, _, retried = _summary(err).groups()
-    assert runs == "4" and int(retried) >= 1          # the lost node's run ran again
+    assert _summary(err).group(1) == "4"
 
 
 def test_without_the_extra_it_is_one_line(monkeypatch, tmp_path, capsys):
