@@ -32,9 +32,11 @@ This replaces Gavel's ``flatten()`` side channel (docs/style.md §6.5) with plai
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from itertools import chain
+from operator import attrgetter, itemgetter
+from types import MappingProxyType
 
 import numpy as np
 import scipy.sparse as sp
@@ -42,6 +44,7 @@ import scipy.sparse as sp
 from .errors import ProblemError
 from .problem import Problem
 from .problem_json import JOB_NUMBERS, non_finite
+from .sparse import compressed
 
 # An allocation entry below this is reported as zero: solver noise, not a decision.
 ZERO = 1e-7
@@ -166,8 +169,9 @@ class Columns:
         return z * shrink
 
     def to_rows(self, z: np.ndarray, *, fit_types: bool = True,
-                kept: np.ndarray | None = None) -> dict[str, dict[str, float]]:
-        """Allocation rows: every job with every type, plus the pairs that got time.
+                kept: np.ndarray | None = None) -> dict[str, Mapping[str, float]]:
+        """Allocation rows: every job with every type, plus the pairs that got time
+        (merged rows: the jobs of a class share one read-only row).
         ``fit_types=False`` keeps a type asked beyond its workers as it is (only Gavel's
         FIFO does that on purpose, see ``policies.ordering``); ``kept`` as ``repaired``."""
         z = self.repaired(z, fit_types=fit_types, kept=kept)
@@ -183,9 +187,9 @@ class Columns:
         if self.unusable is not None:
             for i, j in zip(*np.nonzero(self.unusable)):
                 rows[self.job_ids[i]][self.types[j]] = 0.0
-        if self.classes is not None:
-            rows = {job_id: dict(rows[first]) for first, members in zip(self.job_ids, self.classes)
-                    for job_id in members}
+        if self.classes is not None:  # a class's jobs share one read-only row
+            rows = {job_id: row for first, members in zip(self.job_ids, self.classes)
+                    for row in (MappingProxyType(rows[first]),) for job_id in members}
         return rows
 
 
@@ -195,6 +199,23 @@ def equal_split(workers: np.ndarray, scale_factor: np.ndarray, n: int) -> np.nda
     X^isolated of §5.4.2, and Gandiva's equal time per combination (as Gavel computes them)."""
     x = np.outer(1.0 / np.asarray(scale_factor, dtype=float), workers) / max(n, 1)
     return x / np.maximum(x.sum(axis=1), 1.0)[:, None]
+
+
+_JOB_NUMBERS = attrgetter(*JOB_NUMBERS)
+
+
+def _throughput_rows(jobs, types: tuple[str, ...]) -> np.ndarray:
+    """(m, n) each job's steps/s on each type, 0 where it names none: one lookup of every
+    type at once per job when it names them all (the core's jobs do), else type by type."""
+    m, n = len(jobs), len(types)
+    if n > 1:
+        get = itemgetter(*types)
+        try:
+            return np.array([get(j.throughputs) for j in jobs], dtype=float).reshape(m, n)
+        except KeyError:
+            pass
+    return np.fromiter((j.throughputs.get(t, 0.0) for j in jobs for t in types), dtype=float,
+                       count=m * n).reshape(m, n)
 
 
 def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = False,
@@ -217,13 +238,11 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
     types = problem.worker_types
     n, m = len(types), len(problem.jobs)
     jobs = problem.jobs
-    # Flat fromiter: faster than np.array over rows for the many small solves.
-    T = np.fromiter((j.throughputs.get(t, 0.0) for j in jobs for t in types), dtype=float,
-                    count=m * n).reshape(m, n)
-    numbers = np.fromiter(chain.from_iterable(    # (m, JOB_NUMBERS)
-        (j.scale_factor, j.weight, j.remaining_steps, j.elapsed_s,
-         j.elapsed_s if j.isolated_elapsed_s is None else j.isolated_elapsed_s, j.slo_s or 0.0)
-        for j in jobs), dtype=float, count=m * len(JOB_NUMBERS)).reshape(m, len(JOB_NUMBERS))
+    T = _throughput_rows(jobs, types)
+    numbers = np.array([    # (m, JOB_NUMBERS)
+        (sf, w, left, elapsed, elapsed if isolated is None else isolated, slo or 0.0)
+        for sf, w, left, elapsed, isolated, slo in map(_JOB_NUMBERS, jobs)],
+        dtype=float).reshape(m, len(JOB_NUMBERS))
     workers = np.array([problem.cluster[t] for t in types], dtype=float)
     prices = np.array([problem.prices.get(t, 0.0) for t in types], dtype=float)
     if not (np.isfinite(T).all() and np.isfinite(numbers).all()   # docs/design.md, Safety rules
@@ -291,8 +310,8 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
         col_type.append(mixed.label)
     c = len(keys)
     at, cols_at = np.concatenate(at), np.concatenate(cols_at)
-    member = sp.csr_matrix((np.ones(at.size), (at, cols_at)), shape=(m, c))
-    throughput = sp.csr_matrix((np.concatenate(rates), (at, cols_at)), shape=(m, c))
+    member = compressed(at, cols_at, np.ones(at.size), (m, c))
+    throughput = compressed(at, cols_at, np.concatenate(rates), (m, c))
     col_type = np.concatenate(col_type).astype(int)
     used_type, used_col = col_type, np.arange(c)
     if mixed is not None:
@@ -300,7 +319,7 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
         used.append(mixed.use_count)
         used_type = np.concatenate([col_type[plain], mixed.use_type])
         used_col = np.concatenate([plain, mixed.use_col])
-    usage = sp.csr_matrix((np.concatenate(used), (used_type, used_col)), shape=(n, c))
+    usage = compressed(used_type, used_col, np.concatenate(used), (n, c))
     return Columns(
         job_ids=tuple(j.id for j in jobs), types=types, T=T, scale_factor=sf, weight=weight,
         remaining=times[:, 0].copy(), elapsed=times[:, 1].copy(),
@@ -365,7 +384,9 @@ def _classes(signature: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     equal, classes numbered in order of their first row (a dict over row bytes: faster than
     ``np.unique(axis=0)`` for the small problems a simulation solves thousands of times)."""
     index: dict[bytes, int] = {}
-    inverse = np.fromiter((index.setdefault(row.tobytes(), len(index)) for row in signature),
+    data, width = np.ascontiguousarray(signature).tobytes(), signature.shape[1] * signature.itemsize
+    inverse = np.fromiter((index.setdefault(data[at:at + width], len(index))
+                           for at in range(0, len(data), width)),
                           dtype=np.int64, count=len(signature))
     first = np.full(len(index), len(signature), dtype=np.int64)
     np.minimum.at(first, inverse, np.arange(len(signature)))

@@ -17,6 +17,7 @@ from .base import BACKEND_OPTION, DEFAULT_LP_SOLVER, ColumnPolicy, Solution, no_
 from .cache import ByteBudgetCache
 from .columns import Columns
 from .lp import maximise_level
+from .sparse import Coo, stacked
 from .problem import Allocation, Problem
 
 
@@ -52,8 +53,16 @@ def max_min_rows(cols: Columns, U: sp.spmatrix) -> tuple[sp.csr_matrix, np.ndarr
     """(A, b, e) with the max-min LP as  maximise t s.t. A @ z + e * t <= b, z >= 0
     (``policies.lp.maximise_level``): the rows ``t - U @ z <= 0``, then (5.2) and (5.3) of
     ``base_constraints``. The same LP as the cvxpy program of ``MaxMinFairness``."""
+    A, b, e = max_min_coo(cols, U)
+    return A.tocsr(), b, e
+
+
+def max_min_coo(cols: Columns, U: sp.spmatrix) -> tuple[Coo, np.ndarray, np.ndarray]:
+    """``max_min_rows`` with A as coordinate arrays (no scipy object: the direct path
+    hands them to the solver as they are)."""
     k = U.shape[0]
-    A = sp.vstack([-U, cols.member, cols.usage], format="csr")
+    A = stacked([U, cols.member, cols.usage])
+    A.data[:U.nnz] *= -1.0                     # -U: the rows t - U @ z <= 0
     b = np.concatenate([np.zeros(k), np.ones(cols.num_jobs), cols.workers])
     e = np.concatenate([np.ones(k), np.zeros(cols.num_jobs + len(cols.types))])
     return A, b, e
@@ -79,7 +88,7 @@ class MaxMinFairness(ColumnPolicy):
         generate = cols.num_columns - singles.size > PAIRS_PER_JOB * cols.num_jobs
         solver = self.direct_solver(PACKED_SOLVER if generate else DEFAULT_LP_SOLVER)
         if solver is not None:
-            A, b, e = max_min_rows(cols, U)
+            A, b, e = max_min_coo(cols, U)
             level = maximise_level(A, b, e, solver, self.name,
                                    start=singles if generate else None)
             return Solution(cols.to_rows(level.z), level.t, level.solver)

@@ -40,8 +40,20 @@ def is_pair_key(key: str) -> bool:
 
 
 def frozen_mapping(mapping: Mapping) -> Mapping:
-    """A read-only copy of ``mapping`` (records are frozen: docs/style.md §1)."""
+    """A read-only copy of ``mapping`` (records are frozen: docs/style.md §1). A read-only
+    mapping is kept as it is: every one here is made over a dict of its own (a record
+    handing its rows to the next, an allocation's to the next problem, costs no copy)."""
+    if type(mapping) is MappingProxyType:
+        return mapping
     return MappingProxyType(dict(mapping))
+
+
+def frozen_rows(rows: Mapping[str, Mapping]) -> Mapping[str, Mapping]:
+    """``rows`` (key -> mapping) read-only, each row too (``frozen_mapping``)."""
+    if type(rows) is MappingProxyType and all(
+            type(row) is MappingProxyType for row in rows.values()):
+        return rows
+    return MappingProxyType({k: frozen_mapping(v) for k, v in rows.items()})
 
 
 def configuration_name(gpus: Mapping[str, int]) -> str:
@@ -88,7 +100,7 @@ class Configuration:
 copyreg.pickle(MappingProxyType, lambda proxy: (frozen_mapping, (dict(proxy),)))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Job:
     """One job as a policy sees it.
 
@@ -113,9 +125,18 @@ class Job:
     isolated_elapsed_s: float | None = None
     configurations: tuple[Configuration, ...] = ()
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "throughputs", frozen_mapping(self.throughputs))
-        object.__setattr__(self, "configurations", tuple(self.configurations))
+    def __init__(self, id: str, throughputs: Mapping[str, float], scale_factor: int = 1,
+                 weight: float = 1.0, remaining_steps: float = 0.0, elapsed_s: float = 0.0,
+                 slo_s: float | None = None, entity: str | None = None,
+                 isolated_elapsed_s: float | None = None,
+                 configurations: tuple[Configuration, ...] = ()) -> None:
+        # Written out: the generated __init__ of a frozen dataclass sets each field through
+        # object.__setattr__, and a scheduler builds every job's record at each re-solve.
+        self.__dict__.update(
+            id=id, throughputs=frozen_mapping(throughputs), scale_factor=scale_factor,
+            weight=weight, remaining_steps=remaining_steps, elapsed_s=elapsed_s, slo_s=slo_s,
+            entity=entity, isolated_elapsed_s=isolated_elapsed_s,
+            configurations=tuple(configurations))
 
     def runs_on(self, worker_type: str) -> bool:
         return self.throughputs.get(worker_type, 0.0) > 0.0

@@ -21,6 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .errors import Outcome, SolverFailed, check_outcome
+from .sparse import Coo, coo_arrays, compressed
 
 log = logging.getLogger(__name__)
 
@@ -32,10 +33,11 @@ PRECISE_TOL = 1e-9
 
 @dataclass(frozen=True)
 class LinearProgram:
-    """min c @ x  s.t.  A @ x <= b,  x[:num_nonneg] >= 0."""
+    """min c @ x  s.t.  A @ x <= b,  x[:num_nonneg] >= 0 (``A``: a scipy sparse matrix or a
+    ``policies.sparse.Coo``)."""
 
     c: np.ndarray
-    A: sp.spmatrix
+    A: sp.spmatrix | Coo
     b: np.ndarray
     num_nonneg: int
 
@@ -73,16 +75,18 @@ def _clarabel(lp: LinearProgram, what: str, precise: bool) -> LPResult:
     import clarabel
 
     n, k, rows = lp.c.size, lp.num_nonneg, lp.b.size
-    A = lp.A.tocoo()  # one COO -> CSC conversion: scipy's overhead dominates small LPs
-    A = sp.csc_matrix((np.concatenate([A.data, -np.ones(k)]),
-                       (np.concatenate([A.row, rows + np.arange(k)]),
-                        np.concatenate([A.col, np.arange(k)]))), shape=(rows + k, n))
+    row, col, data = coo_arrays(lp.A)  # one build of the CSC matrix: scipy's overhead
+    A = compressed(np.concatenate([row, rows + np.arange(k)]),   # dominates small LPs
+                   np.concatenate([col, np.arange(k)]), np.concatenate([data, -np.ones(k)]),
+                   (rows + k, n), "csc")
     b = np.concatenate([lp.b, np.zeros(k)])
     settings = clarabel.DefaultSettings()
     settings.verbose = False
     if precise:
         settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = PRECISE_TOL
-    solver = clarabel.DefaultSolver(sp.csc_matrix((n, n)), lp.c, A, b,
+    P = sp.csc_matrix((np.zeros(0), np.zeros(0, np.int32), np.zeros(n + 1, np.int32)),
+                      shape=(n, n))  # no quadratic term (an LP)
+    solver = clarabel.DefaultSolver(P, lp.c, A, b,
                                     [clarabel.NonnegativeConeT(rows + k)], settings)
     sol = solver.solve()
     S = clarabel.SolverStatus
@@ -104,7 +108,8 @@ def _highs(lp: LinearProgram, what: str, solver: str, precise: bool) -> LPResult
     options = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10} \
         if precise else {}
     method = "highs-ipm" if solver == "HIGHS_IPM" else "highs"
-    result = linprog(lp.c, A_ub=lp.A, b_ub=lp.b, bounds=bounds, method=method, options=options)
+    A = lp.A.tocsr() if isinstance(lp.A, Coo) else lp.A
+    result = linprog(lp.c, A_ub=A, b_ub=lp.b, bounds=bounds, method=method, options=options)
     # linprog's status: 0 optimal, 1 iteration limit, 2 infeasible, 3 unbounded, 4 numerical
     outcome = {0: Outcome.OPTIMAL, 2: Outcome.INFEASIBLE,
                3: Outcome.UNBOUNDED}.get(result.status, Outcome.FAILED)
@@ -138,7 +143,7 @@ def maximise_level(A: sp.spmatrix, b: np.ndarray, e: np.ndarray, solver: str, wh
     between master solves (warm start); other solvers re-solve the master from scratch."""
     if start is None:
         return _level_once(A, b, e, solver, what, precise)
-    A = sp.csc_matrix(A)
+    A = A.tocsc() if isinstance(A, Coo) else sp.csc_matrix(A)
     if solver == "HIGHS":
         return _level_by_columns_highs(A, b, e, np.asarray(start), what)
     active = np.asarray(start)
@@ -157,13 +162,11 @@ def maximise_level(A: sp.spmatrix, b: np.ndarray, e: np.ndarray, solver: str, wh
 def _level_once(A: sp.spmatrix, b, e, solver: str, what: str, precise: bool) -> Level:
     c = np.zeros(A.shape[1] + 1)
     c[-1] = -1.0
-    A = A.tocoo()
+    row, col, data = coo_arrays(A)
     e = np.asarray(e, dtype=float)
     nz = np.nonzero(e)[0]
-    full = sp.coo_matrix((np.concatenate([A.data, e[nz]]),
-                          (np.concatenate([A.row, nz]),
-                           np.concatenate([A.col, np.full(nz.size, A.shape[1])]))),
-                         shape=(A.shape[0], A.shape[1] + 1))
+    full = Coo(np.concatenate([row, nz]), np.concatenate([col, np.full(nz.size, A.shape[1])]),
+               np.concatenate([data, e[nz]]), (A.shape[0], A.shape[1] + 1))
     result = solve_lp(LinearProgram(c, full, np.asarray(b, dtype=float), A.shape[1]), solver,
                       what, precise=precise)
     return Level(result.x[:-1], -result.value, result.dual, result.solver)

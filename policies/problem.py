@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ProblemError
-from .jobs import Entity, Job, Pair, frozen_mapping, key_members
+from .jobs import Entity, Job, Pair, frozen_mapping, frozen_rows, key_members
 from .problem_json import problem_fields
 
 
@@ -52,9 +52,7 @@ class Problem:
         object.__setattr__(self, "prices", frozen_mapping(self.prices))
         object.__setattr__(self, "pairs", tuple(self.pairs))
         object.__setattr__(self, "entities", frozen_mapping(self.entities))
-        object.__setattr__(
-            self, "previous", frozen_mapping({k: frozen_mapping(v) for k, v in self.previous.items()})
-        )
+        object.__setattr__(self, "previous", frozen_rows(self.previous))
 
     @property
     def worker_types(self) -> tuple[str, ...]:
@@ -145,9 +143,7 @@ class Allocation:
     policy_state: Mapping[str, Any] = field(default_factory=dict)  # see Problem
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self, "allocation", frozen_mapping({k: frozen_mapping(v) for k, v in self.allocation.items()})
-        )
+        object.__setattr__(self, "allocation", frozen_rows(self.allocation))
         object.__setattr__(self, "policy_state", frozen_mapping(self.policy_state))
 
     def share(self, key: str, worker_type: str) -> float:

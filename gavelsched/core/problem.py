@@ -39,13 +39,19 @@ def build_problem(now: float, jobs: Mapping[str, JobState], rows: Rows, view: Cl
         left = [max(steps - uncredited.get(job_id, 0.0), min(steps, 1.0))
                 for job_id, steps in zip(jobs, left)]
     isolated = config.isolated_time
-    problem_jobs = [Job(id=job_id, throughputs=_net_of_restarts(job, config),
-                        scale_factor=job.spec.scale_factor, weight=job.spec.priority_weight,
-                        remaining_steps=steps, elapsed_s=max(0.0, now - job.arrival_s),
-                        slo_s=job.spec.slo_s, entity=job.spec.entity,
-                        isolated_elapsed_s=job.isolated_elapsed_s if isolated else None,
-                        configurations=_configurations(job, config))
-                    for (job_id, job), steps in zip(jobs.items(), left)]
+    tenure = config.restart_rule == "tenure"
+    problem_jobs = []
+    for (job_id, job), steps in zip(jobs.items(), left):
+        spec = job.spec
+        if tenure and spec.restart_s > 0:
+            throughputs, configurations = (_net_of_restarts(job, config),
+                                           _configurations(job, config))
+        else:   # no restart to pay (Gavel's rule): the job's own (one call a job, positional)
+            throughputs = job.throughputs
+            configurations = tuple(o.configuration for o in job.options) if job.options else ()
+        problem_jobs.append(Job(job_id, throughputs, spec.scale_factor, spec.priority_weight,
+                                steps, max(0.0, now - job.arrival_s), spec.slo_s, spec.entity,
+                                job.isolated_elapsed_s if isolated else None, configurations))
     pairs = problem_pairs(jobs, rows, types, lookups) if config.pairs else ()
     # The whole allocation in force, finished jobs included: FIFO hands a finished
     # job's type to the head of its queue (Gavel's FIFOPolicy keeps that state itself).

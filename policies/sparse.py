@@ -1,0 +1,81 @@
+"""Small sparse matrices built with numpy (the column model's ``member``, ``throughput`` and
+``usage``, and each LP handed to a solver).
+
+A simulation solves thousands of LPs of a few dozen rows, and scipy.sparse's conversions
+(COO -> CSR/CSC, ``vstack``, ``tocoo``) cost more than the solver on matrices that small
+(BENCHMARKS.md, Simulator speed). ``compressed`` makes the matrix scipy's own conversion
+would make, its canonical form (each row's or column's indices sorted, the smallest index
+dtype), with one sort; ``coo_arrays`` reads any sparse matrix as coordinate arrays without
+building a scipy object."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import scipy.sparse as sp
+
+
+class Coo(NamedTuple):
+    """A sparse matrix as coordinate arrays, without a scipy object behind it (cheap to
+    build and to hand on); ``coo_arrays`` reads it like any sparse matrix."""
+
+    row: np.ndarray
+    col: np.ndarray
+    data: np.ndarray
+    shape: tuple[int, int]
+
+    def tocsr(self) -> sp.csr_matrix:
+        return compressed(self.row, self.col, self.data, self.shape, "csr")
+
+    def tocsc(self) -> sp.csc_matrix:
+        return compressed(self.row, self.col, self.data, self.shape, "csc")
+
+
+def stacked(blocks) -> Coo:
+    """The matrices ``blocks`` (any sparse, the same number of columns) one above the
+    other, as ``Coo`` (``sp.vstack`` without its conversions)."""
+    rows, cols, data, at = [], [], [], 0
+    for block in blocks:
+        r, c, d = coo_arrays(block)
+        rows.append(r + at)
+        cols.append(c)
+        data.append(d)
+        at += block.shape[0]
+    return Coo(np.concatenate(rows), np.concatenate(cols), np.concatenate(data),
+               (at, blocks[0].shape[1]))
+
+
+def coo_arrays(A) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rows, columns, values) of the stored entries of ``A`` (any scipy sparse matrix, or
+    a ``Coo``)."""
+    if isinstance(A, Coo):
+        return A.row, A.col, A.data
+    fmt = A.format
+    if fmt == "csr":
+        return np.repeat(np.arange(A.shape[0]), np.diff(A.indptr)), A.indices, A.data
+    if fmt == "csc":
+        return A.indices, np.repeat(np.arange(A.shape[1]), np.diff(A.indptr)), A.data
+    A = A.tocoo()
+    return A.row, A.col, A.data
+
+
+def compressed(rows: np.ndarray, cols: np.ndarray, data: np.ndarray, shape: tuple[int, int],
+               fmt: str = "csr"):
+    """``sp.csr_matrix((data, (rows, cols)), shape)`` (``fmt="csc"``: ``csc_matrix``), the
+    same matrix to the bit: canonical, explicit zeros kept. Coordinates that repeat, which
+    scipy sums, go through scipy itself."""
+    rows, cols = np.asarray(rows, dtype=np.intp), np.asarray(cols, dtype=np.intp)
+    data = np.asarray(data, dtype=float)
+    major, minor = (rows, cols) if fmt == "csr" else (cols, rows)
+    order = np.lexsort((minor, major))
+    major, minor = major[order], minor[order]
+    if major.size > 1 and ((major[1:] == major[:-1]) & (minor[1:] == minor[:-1])).any():
+        build = sp.csr_matrix if fmt == "csr" else sp.csc_matrix
+        return build((data, (rows, cols)), shape=shape)
+    size = shape[0] if fmt == "csr" else shape[1]
+    index = np.int32 if max(shape[0], shape[1], major.size) < 2 ** 31 - 1 else np.int64
+    indptr = np.zeros(size + 1, dtype=index)
+    np.cumsum(np.bincount(major, minlength=size), out=indptr[1:])
+    build = sp.csr_matrix if fmt == "csr" else sp.csc_matrix
+    return build((data[order], minor.astype(index), indptr), shape=shape)
