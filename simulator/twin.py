@@ -24,7 +24,7 @@ replays twice, and says why a job finishes sooner with it (``why_sooner``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from gavelsched.core import PeriodState, SchedulerCore
@@ -164,11 +164,13 @@ HORIZON_ROUNDS = 2000
 
 def replay(state: LiveState, extra: Sequence[LiveJob] = ()) -> dict[str, Eta]:
     """Each job's predicted start and finish, in seconds from now: the placed round kept
-    (``this_round``), then the simulator from its end, under the state's ``DaemonRules``,
+    (``this_round``) with its refills (``refills``), then the simulator from its end, under the state's ``DaemonRules``,
     for at most ``HORIZON_ROUNDS`` rounds (``extrapolated`` beyond)."""
     out = {j.id: Eta(None, None) for j in (*state.jobs, *extra)}
     later, offset, done = this_round(state)
+    later, refilled = refills(state, later, done, extra)
     out.update(done)
+    out.update(refilled)
     inputs = replay_inputs(later, extra)
     if not inputs.trace:
         return out
@@ -185,12 +187,98 @@ def replay(state: LiveState, extra: Sequence[LiveJob] = ()) -> dict[str, Eta]:
         i = int(record.id)
         job_id = inputs.ids[i]
         start = None if started[job_id] or record.started_s is None else offset + record.started_s
+        if job_id in refilled:      # (it starts in the placed round)
+            start = refilled[job_id].start_s
         finish = record.completion_s
         if finish is None and record.id in result.steps_left:
             finish = extrapolated(inputs.trace[i].total_steps, result.steps_left[record.id],
                                   result.end_s)
         out[job_id] = Eta(start, None if finish is None else offset + finish)
     return out
+
+
+def refills(state: LiveState, later: LiveState, done: Mapping[str, Eta],
+            extra: Sequence[LiveJob] = ()) -> tuple[LiveState, dict[str, Eta]]:
+    """The placed round's refills (thesis §5.5; ``CoreConfig.refill_freed``): the GPUs of a
+    job that ends within it (or idle now), before the next round's plan and ``refill_until`` of it, go
+    to a waiting job for the rest of the round, and that run goes on into the replay. The
+    job is the one the replay's first round puts on that type next (the core's priorities
+    and the policy's traits on the allocation in force, as the daemon's refill asks them).
+    Without
+    this, a job that the daemon refills was predicted to wait for the rounds ahead: the
+    forecasts were late. Returns ``later`` with the refilled runs going on, and each
+    refilled job's start (if it had not started) and finish (if within the round)."""
+    rules = state.rules
+    if not rules.refill_freed or state.round_ends_s is None:
+        return later, {}
+    ends, R = state.round_ends_s, state.round_seconds
+    cutoff = min(ends - R + rules.refill_until * R, ends - rules.plan_lead_s)
+    jobs = {j.id: j for j in state.jobs}
+    held: dict[str, int] = {}
+    for job in state.jobs:
+        if job.running_on is not None:
+            held[job.running_on] = held.get(job.running_on, 0) + job.scale_factor
+    idle = [(state.now_s, t, n - held.get(t, 0)) for t, n in state.workers.items()
+            if n > held.get(t, 0)]        # (a job that ended before the picture)
+    freed = sorted([*idle, *((state.now_s + eta.finish_s, jobs[i].running_on,
+                              jobs[i].scale_factor)
+                             for i, eta in done.items() if eta.finish_s is not None)])
+    freed = [f for f in freed if f[0] < cutoff]
+    if not freed:
+        return later, {}
+    queues = _next_on_each_type(state, later, extra)
+    free: dict[str, int] = {}
+    placed: dict[str, tuple[str, float]] = {}
+    for at, worker_type, gpus in freed:
+        free[worker_type] = free.get(worker_type, 0) + gpus
+        for job_id in list(queues.get(worker_type, ())):
+            job = jobs.get(job_id)
+            if job is None or job.scale_factor > free[worker_type]:
+                continue
+            queues[worker_type].remove(job_id)
+            if ends - at > state.startup_mean(job):    # the daemon's ``worth_launching``
+                free[worker_type] -= job.scale_factor
+                placed[job_id] = (worker_type, at)
+    if not placed:
+        return later, {}
+    ran = replace(later, now_s=state.now_s, round_ends_s=ends, jobs=tuple(
+        replace(j, running_on=placed[j.id][0], run_began_s=placed[j.id][1], run_up_s=None,
+                run_refill=True) for j in later.jobs if j.id in placed))
+    after, _, finished = this_round(ran)
+    kept = {j.id: j for j in after.jobs}
+    etas = {}
+    for job in ran.jobs:
+        start = None if job.started_s is not None else \
+            max(0.0, run_window(ran, job)[0] - state.now_s)
+        etas[job.id] = Eta(start, finished[job.id].finish_s if job.id in finished else None)
+    return replace(later, jobs=tuple(kept.get(j.id, j) for j in later.jobs
+                                     if j.id not in finished)), etas
+
+
+def _next_on_each_type(state: LiveState, later: LiveState,
+                       extra: Sequence[LiveJob]) -> dict[str, list[str]]:
+    """Per worker type, the jobs not running now that the replay's first round places
+    there, in the order the round's selection takes them (highest priority first), on the
+    allocation in force: a refill does not wait for a re-solve (``place_freed``)."""
+    inputs = replay_inputs(later, extra)
+    if not inputs.trace:
+        return {}
+    policy = make_policy(state.policy)
+    core = SchedulerCore(policy, ClusterView.build(inputs.cluster, inputs.gpus_per_server),
+                         inputs.table, state.rules.core_config(
+                             policy, inputs.table, list(inputs.cluster),
+                             rows=[job.throughputs for job in inputs.trace]))
+    for i, job in enumerate(inputs.trace):
+        core.submit(spec_of(str(i), job), 0.0, throughputs=job.throughputs)
+    period = resumed(state, inputs, later.now_s - state.now_s)
+    if period is not None:
+        core.resume(replace(period, stale=False))
+    batch = state.rules.driver(core).plan(0.0).round.batch
+    queues: dict[str, list[str]] = {}
+    for key, j in zip(batch.keys, batch.type_index.tolist()):
+        if key.isdigit() and int(key) not in inputs.running:
+            queues.setdefault(batch.types[j], []).append(inputs.ids[int(key)])
+    return queues
 
 
 def resumed(state: LiveState, inputs: Replay, offset: float) -> PeriodState | None:

@@ -180,6 +180,25 @@ def test_a_kept_run_steps_from_the_round_s_start_and_later_restarts_pay_a_start_
     assert both["a"].finish_s == pytest.approx(614.0)
 
 
+def test_a_gpu_freed_within_the_placed_round_is_refilled_as_the_daemon_does():
+    # issue #29: "a" ends at t = 102 in the round 94-104; the daemon gives its GPU to "b"
+    # for the rest of the round (refill_freed) and b's run goes on. The replay had b wait
+    # for the next round: its forecasts were late by up to a round and, with the restart
+    # rule, often by several
+    a = dataclasses.replace(job("a", 16, 2.0), running_on="v100")
+    b = job("b", 100, 2.0, started=False)
+    s = placed([a, b])
+    refilling = dataclasses.replace(s, rules=DaemonRules(10.0, "responsive"))
+    etas = eta.replay(refilling)
+    assert etas["a"].finish_s == pytest.approx(2.0)
+    assert etas["b"].start_s == pytest.approx(2.0)            # at 102, not at 104
+    assert etas["b"].finish_s == pytest.approx(52.0, abs=0.5)  # 100 steps at 2/s from 102
+    assert eta.replay(s)["b"].start_s == pytest.approx(4.0)   # no refills: the next round
+    # past the refill cut-off (the next round's plan, a lead before its end): none
+    late = dataclasses.replace(s, rules=DaemonRules(10.0, "responsive", plan_lead_s=3.0))
+    assert eta.replay(late)["b"].start_s == pytest.approx(4.0)
+
+
 def _gavel_rule(s):
     return dataclasses.replace(s, rules=dataclasses.replace(s.rules, restart_rule="gavel"))
 
