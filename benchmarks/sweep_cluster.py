@@ -36,10 +36,12 @@ sys.path.insert(0, str(ROOT))
 
 from preemption_overhead import machine  # noqa: E402
 
+from simulator.ray_sweep import run_task  # noqa: E402
 from tests.simulator.ray_nodes import RayNodes, missing  # noqa: E402
 
 POLICIES = "max_min_fairness,max_min_fairness_perf,fifo_perf"
 RATES = "0.6,1.2,1.8,2.4,3.0,3.6,4.2,4.8,5.4,6.0"
+TASK = run_task.__name__                # a worker running one is titled ray::TASK
 DONE = re.compile(r"^sweep: (\d+)/(\d+) runs done")
 SUMMARY = re.compile(r"^ray: \d+ runs on (\d+) nodes? \((.*)\)$")
 
@@ -95,11 +97,11 @@ def on_ray(args, out: Path, kill_at: int | None = None) -> dict:
             if kill_at is None or killed or not m or int(m.group(1)) < kill_at:
                 return
             deadline = time.perf_counter() + 120
-            while not node2.running("_placed"):
+            while not node2.running(TASK):
                 if time.perf_counter() > deadline:
                     raise SystemExit("sweep_cluster: node 2 ran no more runs to be killed in")
                 time.sleep(0.05)
-            lost = node2.running("_placed")
+            lost = node2.running(TASK)
             node2.kill()
             killed.append((time.perf_counter() - begun, lost))
 

@@ -80,7 +80,7 @@ def run_on_ray(tasks: Sequence, address: str, run, progress=None
     ray = connect(address)
     try:
         remote = ray.remote(num_cpus=1, max_retries=MAX_RETRIES, retry_exceptions=False,
-                            scheduling_strategy="SPREAD")(_on_node)
+                            scheduling_strategy="SPREAD")(run_task)
         pending = {remote.remote(run, item): item for item in enumerate(tasks)}
         rows: list[dict | None] = [None] * len(tasks)
         nodes: list[str] = [""] * len(tasks)
@@ -102,7 +102,7 @@ def run_on_ray(tasks: Sequence, address: str, run, progress=None
         ray.shutdown()
 
 
-def _on_node(run, item) -> tuple[int, dict, str]:
+def run_task(run, item) -> tuple[int, dict, str]:
     """The Ray task: ``run(item)``, and the id of the node that ran it."""
     i, row = run(item)
     return i, row, importlib.import_module("ray").get_runtime_context().get_node_id()

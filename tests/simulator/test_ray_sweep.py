@@ -15,6 +15,7 @@ import pytest
 
 from gavelsched.cli import main
 from gavelsched.daemon.local import free_port
+from simulator.ray_sweep import run_task
 
 from .ray_nodes import RayNodes, missing
 
@@ -27,6 +28,7 @@ SLOW = ["simulate", "sweep", "--rates", "2,6", "--seeds", "0",
 # The head notices a lost node within ~5 s (Ray's default: ~15 s).
 FAST_HEALTH = {"RAY_health_check_period_ms": "1000", "RAY_health_check_timeout_ms": "1000",
                "RAY_health_check_failure_threshold": "5"}
+TASK = run_task.__name__                # a worker running one is titled ray::TASK
 SUMMARY = re.compile(r"^ray: (\d+) runs on (\d+) nodes? \((.*)\)$")
 
 
@@ -104,9 +106,9 @@ def test_a_sweep_survives_a_node_that_dies(nodes, tmp_path):
         [sys.executable, "-m", "gavelsched", *SLOW, "--ray", nodes.address,
          "-o", str(tmp_path / "ray")], env=nodes.env, stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE, text=True)
-    while not node3.running("_placed") and sweep.poll() is None:
+    while not node3.running(TASK) and sweep.poll() is None:
         time.sleep(0.05)
-    lost = node3.running("_placed")
+    lost = node3.running(TASK)
     node3.kill()                                    # while it runs a point
     err = sweep.communicate(timeout=300)[1]
     assert lost == 1 and sweep.returncode == 0, err   # its point ran again elsewhere
