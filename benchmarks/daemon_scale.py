@@ -5,7 +5,8 @@ A real scheduler (``gavelsched scheduler``, its defaults but ``eta: false`` unle
 ``--eta``) and ``--gpus`` GPUs of hollow workers (``gavelsched worker --hollow``: the real
 worker daemon, each job rank a thread stepping the real GavelIterator at its type's
 emulated rate; ``workers/hollow.py``), ``--gpus-per-server`` GPUs each, types k80, p100
-and v100 in turn, in ``--hollow-procs`` processes. ``--jobs`` jobs (five job types; 1, 2, 4
+and v100 in turn, in ``--hollow-procs`` processes (``--hollow-nice``; 2,048 hollow GPUs take about a
+core of their own). ``--jobs`` jobs (five job types; 1, 2, 4
 and 8 GPUs as 70/10/15/5 %, as in thesis §5.7.1's traces), far longer than the run, are
 submitted as job arrays over gRPC, so every round plans the whole queue. Then ``--rounds``
 rounds are measured; reported per size:
@@ -13,14 +14,16 @@ rounds are measured; reported per size:
 - submission: jobs/s through ``Submit`` (arrays of up to 10,000 copies);
 - round gap: the time between round starts (the scheduler's log), mean and worst, against
   the round length (the target: within 1 s of it);
-- plan to dispatch: from a round's plan (``plan_lead_seconds`` before it starts) to the
-  last of its RunJobs answered by its worker, and from the round's start to the same
-  (the scheduler's log: ``RunJobs answered``), mean and worst;
+- the plan: how long it held the executor thread; plan to dispatch: from a round's plan
+  (``plan_lead_seconds`` before it starts) to the last of its RunJobs answered by its
+  worker, and from the round's start to the same (the scheduler's log: ``RunJobs
+  answered``), mean and worst;
 - the GPUs busy at the last round start (the log's round line);
 - the scheduler's CPU (its share of one core over the measured rounds) and its peak RSS;
   the hollow processes' CPU;
 - ``Status`` over gRPC (all jobs, and ``active`` only), ``gavelsched status --json`` in a
-  fresh process, and the dashboard's page and ``/api/status``, each timed once per round;
+  fresh process, and the dashboard's page and ``/api/status``, each timed three times in
+  the last round measured (medians; they load the scheduler, so not in the others);
 - the RPCs per second the scheduler served (``gavelsched_rpcs_total``), and the busiest
   methods.
 
@@ -37,6 +40,7 @@ import os
 import platform
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -64,8 +68,8 @@ MAX_ARRAY = 10_000
 STAMP = r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})"
 ROUND_LINE = re.compile(STAMP + r" INFO gavelsched\.daemon\.executor: round (\d+): (\d+) jobs "
                         r"running.*GPUs (\d+) busy of (\d+)")
-DISPATCH_LINE = re.compile(r"round (\d+): (\d+) RunJobs answered, the last ([\d.]+) s after "
-                           r"its plan(?:, (-?[\d.]+) s after its start)?")
+DISPATCH_LINE = re.compile(r"round (\d+): planned in ([\d.]+) s; (\d+) RunJobs answered, the "
+                           r"last ([\d.]+) s after its plan(?:, (-?[\d.]+) s after its start)?")
 
 
 def machine() -> str:
@@ -116,6 +120,7 @@ class Row:
     jobs: int
     submit_jobs_s: float = math.nan
     gaps: list[float] = field(default_factory=list)
+    plan_s: list[float] = field(default_factory=list)
     dispatch: list[float] = field(default_factory=list)
     after_start: list[float] = field(default_factory=list)
     busy: str = ""
@@ -164,7 +169,8 @@ def hollow_procs(cluster: LocalCluster, args, servers: int, root: Path) -> list:
         first += n
         with open(root / f"hollow{i}.log", "ab") as log:
             out.append(subprocess.Popen(
-                [sys.executable, "-m", "gavelsched", "worker", "--hollow", str(n), "--type",
+                ["nice", "-n", str(args.hollow_nice),
+                 sys.executable, "-m", "gavelsched", "worker", "--hollow", str(n), "--type",
                  types, "--gpus", str(args.gpus_per_server), "--scheduler", cluster.address,
                  "--work-dir", str(root / f"hollow{i}"), "--grace",
                  str(args.round_seconds), "--emulation-speed", str(args.emulation_speed)],
@@ -206,21 +212,24 @@ def measure(gpus: int, jobs: int, args) -> Row:
                    "the warm-up rounds")
         cpu0, hollow0, t0 = cpu_s([pid]), cpu_s([p.pid for p in hollow]), time.monotonic()
         rpcs0 = rpc_counts(f"http://127.0.0.1:{metrics_port}/metrics")
-        seen = first
+        base = first - 1             # the index of the round start measuring begins at
         client = pb_grpc.ClientToSchedulerStub(cluster.chan)
         page = f"http://127.0.0.1:{dash_port}/"
-        while seen < first + args.rounds:
-            wait_until(lambda: len(starts()) > seen, 20 * args.round_seconds + 600,
-                       f"round start {seen}")
-            seen += 1
-            print(f"  round {seen - first} of {args.rounds}", file=sys.stderr, flush=True)
-            time.sleep(min(3.0, args.round_seconds / 4))      # past the round's launches
-            row.status_s.append(timed(lambda: client.Status(pb.StatusRequest(), timeout=120)))
-            row.active_s.append(timed(lambda: client.Status(pb.StatusRequest(active=True),
-                                                            timeout=120)))
-            row.page_s.append(timed(lambda: urllib.request.urlopen(page, timeout=120).read()))
-            row.api_s.append(timed(lambda: urllib.request.urlopen(
-                page + "api/status", timeout=120).read()))
+        for k in range(1, args.rounds + 1):
+            if k == args.rounds:     # in the last round only: they load the scheduler
+                time.sleep(min(3.0, args.round_seconds / 4))      # past its launches
+                for _ in range(3):
+                    row.status_s.append(timed(lambda: client.Status(pb.StatusRequest(),
+                                                                    timeout=120)))
+                    row.active_s.append(timed(lambda: client.Status(
+                        pb.StatusRequest(active=True), timeout=120)))
+                    row.page_s.append(timed(lambda: urllib.request.urlopen(
+                        page, timeout=120).read()))
+                    row.api_s.append(timed(lambda: urllib.request.urlopen(
+                        page + "api/status", timeout=120).read()))
+            wait_until(lambda: len(starts()) > base + k, 20 * args.round_seconds + 600,
+                       f"the end of round {k} measured")
+            print(f"  round {k} of {args.rounds}", file=sys.stderr, flush=True)
         wall = time.monotonic() - t0
         rpcs1 = rpc_counts(f"http://127.0.0.1:{metrics_port}/metrics")
         row.cpu_share = (cpu_s([pid]) - cpu0) / wall
@@ -234,12 +243,13 @@ def measure(gpus: int, jobs: int, args) -> Row:
         row.top = ", ".join(f"{m} {r:.0f}" for m, r in
                             sorted(rates.items(), key=lambda kv: -kv[1])[:3])
         text = log_path.read_text(errors="replace")
-        measured = [s for s in starts()][first - 1:first + args.rounds]
+        measured = starts()[base:base + args.rounds + 1]
         row.gaps = [b[0] - a[0] for a, b in itertools.pairwise(measured)]
         rounds = {r for _, r, _, _ in measured}
         lines = [m for m in DISPATCH_LINE.finditer(text) if int(m[1]) in rounds]
-        row.dispatch = [float(m[3]) for m in lines]
-        row.after_start = [float(m[4]) for m in lines if m[4]]
+        row.plan_s = [float(m[2]) for m in lines]
+        row.dispatch = [float(m[4]) for m in lines]
+        row.after_start = [float(m[5]) for m in lines if m[5]]
         _, _, busy, total = measured[-1]
         row.busy = f"{busy} of {total}"
     finally:
@@ -274,6 +284,10 @@ def main() -> int:
     parser.add_argument("--gpus-per-server", type=int, default=8)
     parser.add_argument("--hollow-procs", type=int, default=0,
                         help="processes the hollow workers share (0: one per 128 servers)")
+    parser.add_argument("--hollow-nice", type=int, default=0,
+                        help="the hollow processes' niceness (on a machine of one's own, 10 "
+                             "puts the scheduler first, as if the workers were elsewhere; on "
+                             "a shared one, others' processes then starve their heartbeats)")
     parser.add_argument("--emulation-speed", type=float, default=0.05,
                         help="the hollow jobs' time dilation (docs/runtime.md, Emulation)")
     parser.add_argument("--total-steps", type=int, default=10**9)
@@ -288,6 +302,8 @@ def main() -> int:
                      f"({args.gpus_per_server})")
     if any(j <= 0 for j in queues) or args.rounds < 1 or args.warmup < 0:
         parser.error("--jobs, --rounds must be positive and --warmup not negative")
+    # a SIGTERM ends the run through the ``finally`` that stops the daemons it started
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped by SIGTERM"))
     load = os.getloadavg()[0]
     rows = []
     for gpus, jobs in itertools.product(sizes, queues):
@@ -296,14 +312,17 @@ def main() -> int:
           f"{os.getloadavg()[0]:.1f} at the end; {args.policy}, {args.round_seconds:g} s "
           f"rounds, {args.rounds} rounds measured after {args.warmup}, heartbeats "
           f"{args.heartbeat_seconds:g} s, servers of {args.gpus_per_server} GPUs, hollow "
-          f"jobs at {args.emulation_speed:g}x, ETAs {'on' if args.eta else 'off'}")
+          f"jobs at {args.emulation_speed:g}x (nice {args.hollow_nice}), ETAs "
+          f"{'on' if args.eta else 'off'}")
     print()
-    print("| GPUs | jobs | submit | round gap mean / worst | plan to last RunJob mean / "
-          "worst | round start to last RunJob | GPUs busy | scheduler CPU | peak RSS | Status all / active | status "
-          "--json | dashboard / api | RPCs/s (top 3) | hollow CPU |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| GPUs | jobs | submit | round gap mean / worst | plan mean / worst | plan to last "
+          "RunJob mean / worst | round start to last RunJob | GPUs busy | scheduler CPU | "
+          "peak RSS | Status all / active | status --json | dashboard / api | RPCs/s (top 3) "
+          "| hollow CPU |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r.gpus:,} | {r.jobs:,} | {r.submit_jobs_s:,.0f} jobs/s | {show(r.gaps)} | "
+              f"{show(r.plan_s)} | "
               f"{show(r.dispatch)} | {show(r.after_start)} | {r.busy} | {r.cpu_share:.0%} | {r.peak_mib:,.0f} MiB | "
               f"{statistics.median(r.status_s):.2f} / {statistics.median(r.active_s):.2f} s | "
               f"{r.cli_s:.1f} s | {statistics.median(r.page_s):.2f} / "

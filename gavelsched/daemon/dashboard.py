@@ -111,6 +111,7 @@ class Dashboard:
         self._stop = threading.Event()
         self._server: ThreadingHTTPServer | None = None
         self._threads: list[threading.Thread] = []
+        self._sampled = None       # the snapshot ``sample`` looked at last
 
     # ---- utilisation ---------------------------------------------------------------------
     def sample(self) -> None:
@@ -118,6 +119,9 @@ class Dashboard:
         per round (the latest). In service: alive, and not drained, or draining while its
         runs go on (their GPUs are held: the page showed 3/2 GPUs, 150%, while one drained)."""
         snap = self._snapshot()
+        if snap is self._sampled:     # (nothing new: each look walks every job)
+            return
+        self._sampled = snap
         r = snap.response
         self._history.record(snap.round, snap.now_s, sum(j.gpus for j in r.jobs),
                              sum(w.gpus for w in r.workers

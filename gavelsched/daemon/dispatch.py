@@ -1,7 +1,9 @@
 """Calls from the scheduler to worker daemons (``SchedulerToWorker``: run, kill, shutdown,
 read logs).
 
-The executor thread never waits on the network: each call runs on a small pool, and its
+The executor thread never waits on the network: each call is a gRPC future, all of a
+round's in flight at once (a pool of 8 threads sent them 8 at a time, and a worker that did
+not answer held a thread its whole timeout: BENCHMARKS.md, "The daemon at scale"), and its
 answer comes back as an event (``on_done``) on the executor's queue. ``read_logs`` alone
 waits for its answer, on the thread of the ``Logs`` handler that asks. One channel per
 worker address, carrying the cluster's token (thesis §5.6; ``gavelsched.rpc.security``).
@@ -13,7 +15,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,13 +40,12 @@ class Delivery:
 
 
 class Dispatcher:
-    """Fire-and-report RPCs to workers. ``on_done(Delivery)`` is called from a pool
+    """Fire-and-report RPCs to workers. ``on_done(Delivery)`` is called from a gRPC
     thread; it must only hand the answer to the executor (``DaemonExecutor.post``)."""
 
-    def __init__(self, token: str | None = None, ca: str | Path | None = None,
-                 threads: int = 8) -> None:
+    def __init__(self, token: str | None = None, ca: str | Path | None = None) -> None:
         self._token, self._ca = token, ca
-        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="dispatch")
+        self._inflight: set = set()     # the calls not answered yet
         self._stubs: dict[str, pb_grpc.SchedulerToWorkerStub] = {}
         self._channels: list[grpc.Channel] = []
         self._lock = threading.Lock()
@@ -62,20 +62,27 @@ class Dispatcher:
 
     def _call(self, address: str, method: str, request,
               on_done: Callable[[Delivery], None] | None) -> None:
-        def go() -> None:
+        def finished(future) -> None:       # a gRPC thread (or this one, if already done)
             try:
-                ack = getattr(self._stub(address), method)(request, timeout=CALL_TIMEOUT_S)
+                ack = future.result()
                 done = Delivery(ack.ok, message=ack.message)
             except grpc.RpcError as err:
                 done = Delivery(False, err.code() in UNREACHED,
                                 f"{address}: {err.code().name}: {err.details()}")
+            except Exception as err:  # noqa: BLE001 - cancelled at close: not delivered
+                done = Delivery(False, True, f"{address}: {type(err).__name__}")
+            with self._lock:
+                self._inflight.discard(future)
             if method == "RunJob":
                 self._note(int(request.round))
             if not done.ok:
                 log.warning("%s to %s: %s", method, address, done.message)
             if on_done is not None:
                 on_done(done)
-        self._pool.submit(go)
+        future = getattr(self._stub(address), method).future(request, timeout=CALL_TIMEOUT_S)
+        with self._lock:
+            self._inflight.add(future)
+        future.add_done_callback(finished)
 
     def _note(self, round_: int) -> None:
         with self._lock:
@@ -108,6 +115,13 @@ class Dispatcher:
         self._call(address, "Shutdown", pb.ShutdownRequest(reason=reason), None)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=False)
+        """Wait for the calls in flight (each ends within its timeout), then close."""
+        with self._lock:
+            inflight = list(self._inflight)
+        for future in inflight:
+            try:
+                future.result()
+            except Exception:  # noqa: BLE001 - its callback reported it
+                pass
         for chan in self._channels:
             chan.close()

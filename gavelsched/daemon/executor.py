@@ -137,7 +137,8 @@ class DaemonExecutor:
         self.clock = RoundClock(self.core.config.round_seconds, self.driver.plan_lead_s)
         self._started_index = -1
         self._woken = self._clock()       # when an idle scheduler last got work
-        self._dispatch: list = []         # [round, plan, start] (monotonic) of the last plan
+        self._dispatch: list = []   # the last plan: [round, plan, start (monotonic), its seconds]
+        self._batch = self._refill_due = False    # (``_refill_soon``)
         self.pictures = Publisher(self.view(0.0), lambda: self.view(self.now()), metrics,
                                   jobs=lambda: len(self.jobs), clock=clock)
         self.publish = self.pictures.now      # read your writes (``Publisher.now``)
@@ -162,8 +163,15 @@ class DaemonExecutor:
     def run(self) -> None:
         """The executor loop: events, heartbeats, round deadlines, snapshots."""
         while not self.inbox.stopped:
-            if self.inbox.run_pending(self._wait()):
-                self._changed()
+            self._batch = True         # refills wait for the end of the batch of events
+            try:
+                if self.inbox.run_pending(self._wait()):
+                    self._changed()
+            finally:
+                self._batch = False
+            if self._refill_due:
+                self._refill_due = False
+                self._refill()
             self.tick()
             self.pictures.due(self._clock(), bool(self.runs.live()))
             if self.startups.first_measured != self._startups_seen:   # (a guess replaced)
@@ -283,24 +291,25 @@ class DaemonExecutor:
         self.clock.planned()
         index = self._round_base + rnd.index
         self.store.set_meta({ROUND.key(): index + 1})
-        self._dispatch = [index, planned_at, None]
+        self._dispatch = [index, planned_at, None, self._clock() - planned_at]
         self.runs.extend_continuing(rnd, index)   # (and answers the RenewLeases waiting)
 
     def _report_dispatch(self) -> None:
-        """How long the last planned round's RunJobs took to reach their workers: the last
-        answer after the round's plan and after its start (a log line, and
+        """How long the last planned round took to plan, and its RunJobs to reach their
+        workers: the last answer after the round's plan and after its start (a log line, and
         ``gavelsched_dispatch_seconds``; BENCHMARKS.md, "The daemon at scale")."""
         if not self._dispatch:
             return
-        index, planned, started = self._dispatch
+        index, planned, started, took = self._dispatch
         self._dispatch = []
         got = self.dispatcher.answered(index)
         if got is None:
+            log.info("round %d: planned in %.2f s, no RunJob", index, took)
             return
         count, last = got
         after_start = "" if started is None else f", {last - started:.2f} s after its start"
-        log.info("round %d: %d RunJobs answered, the last %.2f s after its plan%s", index,
-                 count, last - planned, after_start)
+        log.info("round %d: planned in %.2f s; %d RunJobs answered, the last %.2f s after "
+                 "its plan%s", index, took, count, last - planned, after_start)
         if self.metrics is not None:
             self.metrics.on_dispatch(last - planned)
 
@@ -358,6 +367,16 @@ class DaemonExecutor:
         if free:
             self._place_refills(self.driver.refill(sorted(free), now, flight.end_s))
 
+    def _refill_soon(self) -> None:
+        """``_refill`` now, or, inside the executor loop's batch of events, once after it:
+        a refill plans over every job (``SchedulerCore.place_freed``), and thousands of
+        runs end at a round boundary (each exit took one at 2,048 GPUs and 50,000 jobs,
+        BENCHMARKS.md, "The daemon at scale")."""
+        if self._batch:
+            self._refill_due = True
+        else:
+            self._refill()
+
     def _place_refills(self, more) -> None:
         """Launch ``more`` (tasks on freed GPUs) for the rest of the round; the ETAs are
         due again (a forecast taken as the GPUs' job ended has them idle to the round's end)."""
@@ -392,7 +411,7 @@ class DaemonExecutor:
         self.driver.forget(job_id)
         self.runs.kill(job_id, reason)
         end(self.now())
-        self._refill()
+        self._refill_soon()
 
     # ---- events from handlers (run on this thread through ``call``) ---------------------
     def door(self) -> Door:
@@ -453,7 +472,7 @@ class DaemonExecutor:
             self._fail_job(job_id, failed)
             return
         self.runs.exited(job_id, request.server_id)
-        self._refill()
+        self._refill_soon()
 
     def durable_steps(self, job_id: str, steps: int, generation: int,
                       seconds: float | None = None) -> bool:

@@ -6,14 +6,17 @@ After a change (``changed``: an event ran, a job's state changed, a round was pl
 began), at most every ``SNAPSHOT_EVERY_S`` once more than ``LARGE_TABLE`` jobs exist, and at
 least every ``SNAPSHOT_MAX_AGE_S`` while a job runs (its elapsed time moves). Runs on the
 executor thread, on the clock it is handed. A large table's picture takes long to build
-(0.3 s at 20,000 jobs on a 2-core machine), so it waits ``BUILD_SHARE`` times as long as
-the last one took before the next: pictures take at most about a fifth of the executor's
-time, which else fell behind its heartbeats and rounds (BENCHMARKS.md, "The daemon at
-scale").
+(2.2 s at 50,000 jobs on a 2-core machine, 0.7 s of it the view), so it waits
+``BUILD_SHARE`` times as long as the last one took before the next, and beyond
+``BACKGROUND_TABLE`` jobs the Status is built from the (frozen) view on a thread of its
+own: the executor thread holds only the view, and pictures take about a fifth of the
+process. Else they held the executor for seconds at a time, past its workers' heartbeat
+timeout (BENCHMARKS.md, "The daemon at scale").
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
@@ -25,6 +28,7 @@ SNAPSHOT_EVERY_S = 0.5
 LARGE_TABLE = 500              # jobs: beyond this many, a picture at most every SNAPSHOT_EVERY_S
 SNAPSHOT_MAX_AGE_S = 5.0       # while a job runs, a picture at least this often
 BUILD_SHARE = 5.0              # a large table's next picture waits this many times its build
+BACKGROUND_TABLE = 5_000       # jobs: beyond this many, the Status is built off the executor
 
 
 class Publisher:
@@ -38,6 +42,8 @@ class Publisher:
         self._next = 0.0
         self.snapshot: Snapshot = build_snapshot(first)
         self._at = clock()
+        self._building: threading.Thread | None = None    # (``BACKGROUND_TABLE``)
+        self._build_s = 0.0            # the last background build's seconds
 
     def changed(self) -> None:
         self.dirty = True
@@ -63,15 +69,29 @@ class Publisher:
             self._publish(mono)
 
     def _publish(self, mono: float) -> None:
+        jobs = self._jobs()
+        if self._building is not None and self._building.is_alive():
+            self._next = mono + SNAPSHOT_EVERY_S          # (the last one is not done)
+            return
         began = time.perf_counter()
         view = self._view()
-        self.snapshot = build_snapshot(view)
         self._at = mono
+        self.dirty = False
+        if jobs > BACKGROUND_TABLE:
+            took = time.perf_counter() - began + self._build_s
+            self._building = threading.Thread(target=self._build, args=(view,), daemon=True,
+                                              name="gavelsched-snapshot")
+            self._building.start()
+        else:
+            self._build(view)
+            took = time.perf_counter() - began
+        self._next = mono + (max(SNAPSHOT_EVERY_S, BUILD_SHARE * took) if jobs > LARGE_TABLE
+                             else 0.0)
+
+    def _build(self, view: DaemonView) -> None:
+        """The Status of ``view`` (immutable), and the metrics that read it."""
+        began = time.perf_counter()
+        self.snapshot = build_snapshot(view)
         if self._metrics is not None:
             self._metrics.on_state(view)
-        self.dirty = False
-        if self._jobs() > LARGE_TABLE:
-            took = time.perf_counter() - began
-            self._next = mono + max(SNAPSHOT_EVERY_S, BUILD_SHARE * took)
-        else:
-            self._next = mono
+        self._build_s = time.perf_counter() - began

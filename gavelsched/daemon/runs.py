@@ -74,6 +74,7 @@ class Run:
     generation: int = 0                  # its fencing token (``fences``)
     task_key: str = ""                   # the core's key of the micro-task it runs
     refill: bool = False                 # placed mid-round on freed GPUs: no lease floor
+    reported_at: float = 0.0             # monotonic time of its last commit report (0: none)
     allowed_s: float | None = None       # its job's time limit left at its launch (``meter``)
 
 
@@ -286,8 +287,9 @@ class RunTable:
             self._deferred[job_id] = (m, task, index, refill)
             return
         view = self.core.view
-        if not all(self.health.alive(view.server_of[w]) for w in task.workers):
-            return
+        if not task.workers or not all(self.health.alive(view.server_of[w])
+                                       for w in task.workers):
+            return                            # (its servers failed since the plan)
         mono = self._clock()
         if self.retries.backing_off(job_id, mono):
             log.info("job %s: backing off after a killed run; not launched in round %d",
