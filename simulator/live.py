@@ -38,6 +38,8 @@ class LiveJob:
     run_began_s: float | None = None   # its run's first round's start (kept runs: earlier)
     run_up_s: float | None = None      # its run's process reached the scheduler; None: not yet
     run_refill: bool = False           # its run was placed on GPUs freed mid-round
+    run_reported_s: float | None = None  # its run's last commit report: steps_left is as of
+                                         # then (a kept run has stepped since); None: none
     restart_s: float = 0.0             # its type's start-up + save, as measured; 0: none yet
 
 
@@ -87,7 +89,7 @@ def state_of(reply) -> LiveState:
         LiveJob(j.id, j.job_type, j.scale_factor, _steps_left(j),
                 dict(j.steps_per_s), j.priority_weight or 1.0, None,
                 j.started_s if j.started_s >= 0 else None, j.entity or None,
-                *_run(j, workers, begin), j.restart_s)
+                *_run(j, workers, begin), restart_s=j.restart_s)
         for j in live)
     rules = DaemonRules.of_status(reply, _startups(live))
     return LiveState(reply.now_s, reply.epoch_unix, reply.policy, rules, workers, per, jobs,
@@ -118,16 +120,19 @@ def _startups(live) -> dict[str, float]:
 
 
 def _run(job, workers, begin: float) -> tuple:
-    """``running_on``, ``run_began_s``, ``run_up_s``, ``run_refill`` of a Status job: its
-    run this round; for a run that is ending, the placement that waits for it (a fresh
-    run from the round's start, ``run_next_type``), or none."""
+    """``running_on``, ``run_began_s``, ``run_up_s``, ``run_refill`` and
+    ``run_reported_s`` of a Status job: its run this round; for a run that is ending, the
+    placement that waits for it (a fresh run from the round's start, ``run_next_type``),
+    or none."""
+    none = (None, None, None, False, None)
     if job.run_ending:
         if job.run_next_type in workers:
-            return job.run_next_type, begin, None, False
-        return None, None, None, False
+            return job.run_next_type, begin, None, False, None
+        return none
     if job.worker_type not in workers:
-        return None, None, None, False
-    return job.worker_type, _time(job.run_began_s), _time(job.run_up_s), job.run_refill
+        return none
+    return (job.worker_type, _time(job.run_began_s), _time(job.run_up_s), job.run_refill,
+            job.run_reported_s if job.run_reported_s > 0 else None)   # (unset: 0)
 
 
 def _steps_left(job) -> int:

@@ -90,7 +90,9 @@ def _runnable(job: LiveJob, state: LiveState) -> bool:
 def this_round(state: LiveState) -> tuple[LiveState, float, dict[str, Eta]]:
     """The round the daemon has placed already, kept (thesis §5.5: a round's placement
     stands until its end): each job with a run now makes its steps on its type in its
-    run's window (``run_window``). Returns the state at the round's end (those jobs with
+    run's window (``run_window``), from its durable count as of its last report (a run kept
+    across rounds whose lease spans them reports only at its lease's end: it has stepped
+    since). Returns the state at the round's end (those jobs with
     the steps they still need, still ``running_on`` their type: the replay keeps them there
     without a start-up, ``simulate(running=...)``), the seconds to it, and the jobs that
     finish within it. Re-planning the placed round from now made running jobs late and
@@ -107,12 +109,17 @@ def this_round(state: LiveState) -> tuple[LiveState, float, dict[str, Eta]]:
             jobs.append(job)
             continue
         start, end = run_window(state, job)
-        finish = start + job.steps_left / rate
+        steps_left = job.steps_left
+        reported = job.run_reported_s
+        if reported is not None:    # its durable count is as of its last report
+            steps_left -= rate * max(0.0, start - reported)     # (kept: it stepped since)
+            start = max(start, reported)
+        finish = start + max(0.0, steps_left) / rate
         if finish <= end:
             done[job.id] = Eta(None, max(0.0, finish - state.now_s))
         else:
-            left = job.steps_left - int(rate * max(0.0, end - start))
-            jobs.append(replace(job, steps_left=max(1, left)))
+            left = steps_left - int(rate * max(0.0, end - start))
+            jobs.append(replace(job, steps_left=max(1, int(left)), run_reported_s=None))
     return replace(state, now_s=ends, jobs=tuple(jobs)), ends - state.now_s, done
 
 

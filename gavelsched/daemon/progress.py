@@ -37,6 +37,8 @@ class Progress:
         if job is None or job.final:
             return False
         run = self.runs.get(job_id)
+        if run is not None:      # the durable count is fresh as of now (ETAs: ``view``)
+            run.reported_at = self._clock()
         if run is not None and not run.orphan and seconds is not None and steps > run.last[0]:
             then = run.last[1]
             took = self._clock() - run.init_at if then is None else seconds - then

@@ -99,6 +99,7 @@ def build_snapshot(view: DaemonView) -> Snapshot:
             eta_finish_s=-1.0 if job.final else eta.finish_s.get(job.id, -1.0),
             run_began_s=run.began_s if run else -1.0, run_up_s=run.up_s if run else -1.0,
             run_refill=run.refill if run else False, run_ending=run.ending if run else False,
+            run_reported_s=run.reported_s if run else -1.0,
             run_lease_steps=run.lease_steps if run else 0,
             run_next_type=view.deferred.get(job.id, "")))
     workers = [pb.WorkerStatus(id=str(s.row.id), type=s.row.worker_type,

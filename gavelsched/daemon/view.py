@@ -36,6 +36,7 @@ class RunView:
     refill: bool = False    # placed on GPUs freed mid-round
     ending: bool = False    # its lease was not extended into this round: it leaves
     lease_steps: int = 0    # the step count its lease ends at
+    reported_s: float = -1.0  # its last commit report (scheduler clock); < 0: none yet
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,9 @@ class DaemonView:
                                       r.round_start + clock_offset,
                                       r.init_at + clock_offset if r.started_up else -1.0,
                                       r.refill, r.round < round_index,
-                                      int(r.lease.max_steps)) for r in runs},
+                                      int(r.lease.max_steps),
+                                      r.reported_at + clock_offset if r.reported_at else -1.0)
+                    for r in runs},
                    tuple(ServerView(s.row, s.alive, s.row.id in drained, on[s.row.id])
                          for s in servers), shares, table,
                    dict(hosts or {}), epoch_unix, dict(rates or {}), dict(startup_s or {}),

@@ -199,6 +199,21 @@ def test_a_gpu_freed_within_the_placed_round_is_refilled_as_the_daemon_does():
     assert eta.replay(late)["b"].start_s == pytest.approx(4.0)
 
 
+def test_a_kept_run_has_stepped_since_its_last_report():
+    # issue #29: a run kept across rounds (its lease spans them: the restart rule held it)
+    # reports its count only at its lease's end. Its durable count was as of t = 84, two
+    # rounds ago: at 2/s it has made 20 steps since, so 30 left end at t = 94 + 15 = 109,
+    # not at 94 + 25 = 119 (its forecasts were late by the rounds since its report)
+    kept = dataclasses.replace(job("a", 50, 2.0), running_on="v100", run_began_s=74.0,
+                               run_up_s=75.0, run_reported_s=84.0)
+    assert eta.replay(placed([kept]))["a"].finish_s == pytest.approx(9.0, abs=0.5)
+    silent = dataclasses.replace(kept, run_reported_s=None)
+    assert eta.replay(placed([silent]))["a"].finish_s == pytest.approx(19.0, abs=0.5)
+    # a report within the round: its count is as of then, it steps from then
+    fresh = dataclasses.replace(kept, steps_left=10, run_reported_s=99.0)
+    assert eta.replay(placed([fresh]))["a"].finish_s == pytest.approx(4.0)
+
+
 def _gavel_rule(s):
     return dataclasses.replace(s, rules=dataclasses.replace(s.rules, restart_rule="gavel"))
 

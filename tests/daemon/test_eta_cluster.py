@@ -39,6 +39,10 @@ def test_status_eta_and_predict_on_a_live_cluster(cluster, tmp_path, capsys):
     reply = wait_until(lambda: (lambda r: r if all(j.startup_s > 0 for j in r.jobs) else None)(
         cluster.status()), 60, "a measured start-up")
     assert all(j.restart_s >= j.startup_s > 0 for j in reply.jobs)
+    # and when a run's count was last reported (its steps since are not in steps_done)
+    reply = wait_until(lambda: (lambda r: r if any(j.run_reported_s > 0 for j in r.jobs)
+                                else None)(cluster.status()), 60, "a run's commit report")
+    assert all(j.run_reported_s <= reply.now_s for j in reply.jobs if j.worker_type)
 
     # the scheduler's own ETAs (issue #29): computed after the round's plan, off its thread
     def predicted():
