@@ -216,6 +216,14 @@ class DaemonExecutor:
                              **self._replay_inputs(), **self._control_inputs(),
                              forecast=self.forecasts.latest, deferred=self.runs.deferred())
 
+    def _round_view(self) -> DaemonView:
+        """The jobs, runs and servers alone, for the round line: the whole ``view`` took
+        1.5 s of the executor thread at 50,000 jobs (the shares, each job's rates)."""
+        return DaemonView.of(self.round_index, self.core.policy.name,
+                             self.config.round_seconds, self.now(), self.jobs,
+                             self.runs.live(), self.health.servers.values(), {},
+                             drained=frozenset(self.roster.drained))
+
     def _control_inputs(self) -> dict:
         """Job control and accounting (``Tenancy.view_inputs``), and why a job waits out
         a backoff after its run was killed (``Retries.waiting``)."""
@@ -344,10 +352,9 @@ class DaemonExecutor:
         self._place_refills(started.refilled)
         self._refill()                                     # GPUs idle for other reasons
         self._forecast_due = True
-        view = self.view(self.now())
-        log.info("%s", view.summary())
+        log.info("%s", self._round_view().summary())
         if self.metrics is not None:
-            self.metrics.on_plan(view)
+            self.metrics.on_plan()
 
     def _refill(self) -> None:
         """GPUs idle in the running round (a job finished, failed or was cancelled, a run

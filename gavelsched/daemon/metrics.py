@@ -34,7 +34,8 @@
   from zero (a scrape sees a counter reset only if the store lost rows).
 
 Each daemon has its own registry (several can share a process in tests); the executor
-thread is the only writer.
+thread writes it, and the publisher's thread (``publish``: ``on_state``) and the gRPC
+handlers (``on_call``) through prometheus-client's thread-safe metrics.
 """
 
 from __future__ import annotations
@@ -116,13 +117,14 @@ class DaemonMetrics:
         self.round_duration.observe(seconds)
 
     def on_state(self, view: DaemonView) -> None:
-        """Jobs by state and workers, after a change (executor thread)."""
+        """Jobs by state, allocation against received share (thesis §5.5), the GPUs each
+        run holds, and workers, after a change (the publisher's thread)."""
         counts = dict.fromkeys(STATES, 0)
         for job in view.jobs:
             counts[job.state] += 1
         for state, n in counts.items():
             self.jobs.labels(state=state).set(n)
-        self._jobs.runs = view.runs
+        self._jobs.runs, self._jobs.shares = view.runs, view.shares
         self.workers.clear()
         self.drained.clear()
         for s in view.servers:
@@ -131,10 +133,9 @@ class DaemonMetrics:
             self.drained.labels(worker_type=s.row.worker_type).inc(   # 0 when none is
                 len(s.row.workers) if s.drained else 0)
 
-    def on_plan(self, view: DaemonView) -> None:
-        """Allocation against received share, at a round start (executor thread)."""
+    def on_plan(self) -> None:
+        """A round started (executor thread)."""
         self.rounds.inc()
-        self._jobs.shares = view.shares
 
     def watch_forecasts(self, latest: Callable[[], Forecast | None],
                         epoch_unix: float) -> None:
