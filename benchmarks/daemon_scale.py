@@ -304,30 +304,31 @@ def main() -> int:
         parser.error("--jobs, --rounds must be positive and --warmup not negative")
     # a SIGTERM ends the run through the ``finally`` that stops the daemons it started
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped by SIGTERM"))
-    load = os.getloadavg()[0]
-    rows = []
-    for gpus, jobs in itertools.product(sizes, queues):
-        rows.append(measure(gpus, jobs, args))
-    print(f"machine: {machine()}; load average {load:.1f} at the start, "
-          f"{os.getloadavg()[0]:.1f} at the end; {args.policy}, {args.round_seconds:g} s "
-          f"rounds, {args.rounds} rounds measured after {args.warmup}, heartbeats "
-          f"{args.heartbeat_seconds:g} s, servers of {args.gpus_per_server} GPUs, hollow "
-          f"jobs at {args.emulation_speed:g}x (nice {args.hollow_nice}), ETAs "
-          f"{'on' if args.eta else 'off'}")
+    print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f} at the start; "
+          f"{args.policy}, {args.round_seconds:g} s rounds, {args.rounds} rounds measured "
+          f"after {args.warmup}, heartbeats {args.heartbeat_seconds:g} s, servers of "
+          f"{args.gpus_per_server} GPUs, hollow jobs at {args.emulation_speed:g}x (nice "
+          f"{args.hollow_nice}), ETAs {'on' if args.eta else 'off'}")
     print()
     print("| GPUs | jobs | submit | round gap mean / worst | plan mean / worst | plan to last "
           "RunJob mean / worst | round start to last RunJob | GPUs busy | scheduler CPU | "
           "peak RSS | Status all / active | status --json | dashboard / api | RPCs/s (top 3) "
           "| hollow CPU |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
+    for gpus, jobs in itertools.product(sizes, queues):
+        try:
+            r = measure(gpus, jobs, args)      # each row as soon as it is measured
+        except TimeoutError as err:            # (it stopped keeping its rounds)
+            print(f"| {gpus:,} | {jobs:,} | {err} |", flush=True)
+            continue
         print(f"| {r.gpus:,} | {r.jobs:,} | {r.submit_jobs_s:,.0f} jobs/s | {show(r.gaps)} | "
-              f"{show(r.plan_s)} | "
-              f"{show(r.dispatch)} | {show(r.after_start)} | {r.busy} | {r.cpu_share:.0%} | {r.peak_mib:,.0f} MiB | "
+              f"{show(r.plan_s)} | {show(r.dispatch)} | {show(r.after_start)} | {r.busy} | "
+              f"{r.cpu_share:.0%} | {r.peak_mib:,.0f} MiB | "
               f"{statistics.median(r.status_s):.2f} / {statistics.median(r.active_s):.2f} s | "
               f"{r.cli_s:.1f} s | {statistics.median(r.page_s):.2f} / "
               f"{statistics.median(r.api_s):.2f} s | {r.rpcs_s:,.0f} ({r.top}) | "
-              f"{r.hollow_cpu_share:.0%} |")
+              f"{r.hollow_cpu_share:.0%} |", flush=True)
+    print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
     return 0
 
 
