@@ -130,8 +130,10 @@ def replay_dict(reply, limit: float, what_if=None) -> tuple[dict, str | None]:
 
 
 def active(cluster):
-    return pb_grpc.ClientToSchedulerStub(cluster.chan).Status(pb.StatusRequest(active=True),
-                                                              timeout=30)
+    """A picture with the allocation period in progress, as the scheduler's forecast
+    replays it (``StatusRequest.period``)."""
+    return pb_grpc.ClientToSchedulerStub(cluster.chan).Status(
+        pb.StatusRequest(active=True, period=True), timeout=30)
 
 
 def scheduler_etas(jobs, computed_s) -> dict:
@@ -245,9 +247,16 @@ def no_plan_lead(state, reply, began):
     return replace(state, rules=replace(state.rules, plan_lead_s=0.0)), {}
 
 
+def counts_at_round_start(state, reply, began):
+    """Before issue #29's last fix: a run's durable count taken as of this round's start
+    (a run kept across rounds whose lease spans them has not reported since)."""
+    return replace(state, jobs=tuple(replace(j, run_reported_s=None) for j in state.jobs)), {}
+
+
 WHAT_IF = {"twin.py (same picture)": as_shipped,
            "running jobs never charged": running_never_charged,
-           "runs taken as kept": runs_as_kept, "no plan lead": no_plan_lead}
+           "runs taken as kept": runs_as_kept, "no plan lead": no_plan_lead,
+           "counts as of the round's start": counts_at_round_start}
 
 
 def whole_run(root: Path, args) -> dict[str, float]:
