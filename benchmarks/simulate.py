@@ -15,6 +15,11 @@ noisy; the header gives the load average when the benchmark started). Usage::
 With ``--before DIR`` every case also runs on the tree in DIR (its packages first on
 ``PYTHONPATH``), alternating run by run with this tree, and a last column gives this
 tree's fastest wall time over the older tree's.
+
+``--growth 1500,24000,100000`` runs the ``continuous-1500`` shape (36:36:36,
+``max_min_fairness_perf``, 6 jobs/h, seed 0) at each size, each in a fresh process (what a
+user pays): wall seconds of the simulation, its cost per job and per round, re-solves and
+the process's peak RSS; the imports a fresh process pays once are a row of their own.
 """
 
 from __future__ import annotations
@@ -64,6 +69,48 @@ def random_table(seed: int = RANDOM_TABLE_SEED, job_types: int = 26):
                 scale = 1.0 if sf == 1 else sf * rng.uniform(0.6, 0.95)
                 solo[worker][(f"rand-{k:02d}", sf)] = float(speed * scale)
     return ThroughputTable(solo)
+
+
+def run_growth(jobs_n: int, rate: float) -> dict:
+    """One simulation of ``jobs_n`` jobs of the ``continuous-1500`` shape (``--growth``)."""
+    start = time.perf_counter()
+    from simulator import SimConfig, make_policy, simulate
+    from traces.catalog import default_table
+    from traces.generator import generate_trace
+    imports = time.perf_counter() - start
+    table = default_table()
+    jobs = generate_trace(jobs_n, rate, table=table, seed=0)
+    wall = time.perf_counter()
+    result = simulate(jobs, table, CLUSTER, make_policy("max_min_fairness_perf"),
+                      sim=SimConfig())
+    wall = time.perf_counter() - wall
+    return {"jobs": jobs_n, "rate": rate, "imports_s": imports, "wall_s": wall,
+            "rounds": result.rounds, "resolves": result.resolves,
+            "avg_jct_h": (result.avg_jct_s or 0.0) / 3600,
+            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def growth(sizes: list[int], rate: float) -> int:
+    """``--growth``: one fresh process per size, one row each."""
+    print(f"# {platform.processor() or platform.machine()}, "
+          f"{platform.python_implementation()} {platform.python_version()}, "
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}, cluster 36:36:36, "
+          f"max_min_fairness_perf, {rate:g} jobs/h, one fresh process per size")
+    print(f"{'jobs':>8} {'wall s':>8} {'ms/job':>7} {'us/round':>9} {'rounds':>8} "
+          f"{'solves':>7} {'JCT h':>7} {'RSS MiB':>8}")
+    imports = []
+    for n in sizes:
+        out = subprocess.run([sys.executable, __file__, "--growth-child", str(n),
+                              "--rate", str(rate)], capture_output=True, text=True, check=True,
+                             env={**os.environ, "PYTHONPATH": str(REPO)})
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        imports.append(r["imports_s"])
+        print(f"{n:>8} {r['wall_s']:>8.2f} {1e3 * r['wall_s'] / n:>7.2f} "
+              f"{1e6 * r['wall_s'] / max(r['rounds'], 1):>9.0f} {r['rounds']:>8} "
+              f"{r['resolves']:>7} {r['avg_jct_h']:>7.2f} {r['peak_rss_mib']:>8.0f}",
+              flush=True)
+    print(f"{'imports':>8} {min(imports):>8.2f}   (once per process, not in the rows above)")
+    return 0
 
 
 def run_case(name: str) -> dict:
@@ -184,11 +231,28 @@ def main() -> int:
     parser.add_argument("--cli", action="store_true",
                         help="time what a user runs: a fresh `gavelsched simulate` on the "
                              "defaults (wall s and peak RSS, per tree with --before)")
+    parser.add_argument("--growth", metavar="N,N,...",
+                        help="run the continuous-1500 shape at these job counts, each in a "
+                             "fresh process: wall s, per job, per round, re-solves, peak RSS")
+    parser.add_argument("--rate", type=float, default=6.0, metavar="JOBS_PER_H",
+                        help="arrival rate of --growth's traces (default 6, as continuous-1500)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--growth-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(run_case(args.child)))
         return 0
+    if args.growth_child:
+        print(json.dumps(run_growth(args.growth_child, args.rate)))
+        return 0
+    if args.growth:
+        try:
+            sizes = [int(x) for x in args.growth.split(",")]
+        except ValueError:
+            parser.error(f"--growth: expected job counts joined by commas, got {args.growth!r}")
+        if not sizes or min(sizes) < 1:
+            parser.error(f"--growth: job counts must be >= 1, got {args.growth!r}")
+        return growth(sizes, args.rate)
     if args.profile:
         profile(args.profile)
         return 0

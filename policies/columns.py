@@ -44,7 +44,7 @@ import scipy.sparse as sp
 from .errors import ProblemError
 from .problem import Problem
 from .problem_json import JOB_NUMBERS, non_finite
-from .sparse import compressed
+from .sparse import compressed, coo_arrays
 
 # An allocation entry below this is reported as zero: solver noise, not a decision.
 ZERO = 1e-7
@@ -153,8 +153,8 @@ class Columns:
         z = np.where(small, 0.0, np.clip(z, 0.0, 1.0))
         job_shrink = 1.0 / np.maximum(np.asarray(self.member @ z).ravel(), 1.0)
         column_shrink = np.ones_like(z)  # the largest overload among the column's jobs
-        entries = self.member.tocoo()
-        np.minimum.at(column_shrink, entries.col, job_shrink[entries.row])
+        rows, cols, _ = coo_arrays(self.member)
+        np.minimum.at(column_shrink, cols, job_shrink[rows])
         z = z * column_shrink
         if not fit_types:
             return z
@@ -164,8 +164,8 @@ class Columns:
         if not self.config_names:
             return z * type_shrink[self.col_type]
         shrink = np.ones_like(z)  # a configuration column: the largest overload of its types
-        used = self.usage.tocoo()
-        np.minimum.at(shrink, used.col, type_shrink[used.row])
+        rows, cols, _ = coo_arrays(self.usage)
+        np.minimum.at(shrink, cols, type_shrink[rows])
         return z * shrink
 
     def to_rows(self, z: np.ndarray, *, fit_types: bool = True,

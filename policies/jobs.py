@@ -50,9 +50,8 @@ def frozen_mapping(mapping: Mapping) -> Mapping:
 
 def frozen_rows(rows: Mapping[str, Mapping]) -> Mapping[str, Mapping]:
     """``rows`` (key -> mapping) read-only, each row too (``frozen_mapping``)."""
-    if type(rows) is MappingProxyType and all(
-            type(row) is MappingProxyType for row in rows.values()):
-        return rows
+    if all(type(row) is MappingProxyType for row in rows.values()):
+        return rows if type(rows) is MappingProxyType else MappingProxyType(dict(rows))
     return MappingProxyType({k: frozen_mapping(v) for k, v in rows.items()})
 
 

@@ -281,14 +281,17 @@ class _Run:
         end = (now + float((ran.start + seconds).max()) if self.sim.round_ends_at_last_finish
                else now + R)
         self.metrics.on_round(rnd, end, seconds, self.prices)
-        self.metrics.on_started([batch.members[i][m] for i, m in zip(*np.nonzero(steps > 0))
-                                 if m < len(batch.members[i])], now)
+        members = batch.members
+        made, member = np.nonzero(steps > 0)
+        self.metrics.on_started([members[i][m] for i, m in zip(made.tolist(), member.tolist())
+                                 if m < len(members[i])], now)
         finishing = (steps >= batch.remaining) & (batch.remaining > 0)
-        at = {batch.members[i][m]: now + float(ran.start[i] + seconds[i])
-              for i, m in zip(*np.nonzero(finishing))}
+        ends = ran.start + seconds
+        finish = list(zip(*(x.tolist() for x in np.nonzero(finishing))))
+        at = {members[i][m]: now + float(ends[i]) for i, m in finish}
         plan_s = self.driver.plan_at(end)
-        late = [(i, m) for i, m in zip(*np.nonzero(finishing))
-                if at[batch.members[i][m]] > plan_s] if self.driver.plan_lead_s else []
+        late = [(i, m) for i, m in finish
+                if at[members[i][m]] > plan_s] if self.driver.plan_lead_s else []
         if late:    # still running at the next round's plan: credited once it is made
             steps = steps.copy()
             for i, m in late:
@@ -421,8 +424,8 @@ def _run_tasks(batch, R: float, pause: np.ndarray | None, true: np.ndarray | Non
         # A task that starts on new workers first restores its checkpoint.
         budget = np.floor(rates * np.maximum(R - pause, 0.0)[:, None])
         steps = np.where(pause[:, None] > 0, np.minimum(steps, budget), steps).astype(steps.dtype)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        took = np.where(rates > 0, steps / np.where(rates > 0, rates, 1.0), 0.0)
+    runs = rates > 0
+    took = np.where(runs, steps / np.where(runs, rates, 1.0), 0.0)
     if pause is not None:
         took = took + pause[:, None]
     return took.max(axis=1), steps

@@ -55,10 +55,12 @@ class Metrics:
     _busy: list = field(default_factory=list)
     _allocs: list = field(default_factory=list)
     _entity_rounds: list = field(default_factory=list)
+    _unstarted: set = field(default_factory=set)   # jobs that made no step yet
 
     def on_arrival(self, job_id: str, job_type: str, scale_factor: int, arrival_s: float,
                    slo_s: float | None) -> None:
         self.jobs[job_id] = _JobInfo(job_id, job_type, scale_factor, arrival_s, slo_s)
+        self._unstarted.add(job_id)
 
     def on_resolve(self, now: float, allocation: Allocation) -> None:
         self.resolves += 1
@@ -132,10 +134,9 @@ class Metrics:
 
     def on_started(self, job_ids, at_s: float) -> None:
         """Jobs that made steps in the round that started at ``at_s`` (the first counts)."""
-        for job_id in job_ids:
-            info = self.jobs[job_id]
-            if info.started_s is None:
-                info.started_s = at_s
+        for job_id in self._unstarted.intersection(job_ids):
+            self.jobs[job_id].started_s = at_s
+            self._unstarted.discard(job_id)
 
     def on_complete(self, job_id: str, at_s: float) -> None:
         self.jobs[job_id].completion_s = at_s

@@ -8,9 +8,9 @@ Functions of their inputs; the core calls them once a round."""
 from __future__ import annotations
 
 import math
-
 import random
 from collections.abc import Mapping
+from operator import itemgetter
 
 import numpy as np
 
@@ -67,16 +67,14 @@ def build_batch(plan: RoundPlan, rows: Rows, layout: ColumnLayout, jobs: Mapping
         remaining = remaining.astype(np.int64)
     else:
         steps = np.where(has, np.minimum(rates * span, remaining), 0.0)
-    keys, all_members = plan.keys, plan.members
     at = r.tolist()
-    size = rows.scale_factor[r].copy()
-    task_keys = tuple([keys[i] for i in at])
+    size = rows.scale_factor[r]
+    task_keys, task_members = _take(plan.keys, at), _take(plan.members, at)
     configurations, splits = (), ()
-    mixed = np.flatnonzero(j >= len(layout.types))
     if layout.config_gpus:
         configurations = layout.config_list
         splits = [None] * len(at)
-        for k in mixed.tolist():
+        for k in np.flatnonzero(j >= len(layout.types)).tolist():
             name = layout.columns[int(j[k])]
             size[k] = sum(layout.config_gpus[name].values())
             job = jobs[task_keys[k]]
@@ -85,11 +83,16 @@ def build_batch(plan: RoundPlan, rows: Rows, layout: ColumnLayout, jobs: Mapping
         splits = tuple(splits)
     return TaskBatch(
         keys=task_keys,
-        members=tuple([all_members[i] for i in at]),
+        members=task_members,
         types=layout.columns, type_index=j, workers=plan.workers,
         size=size, extended=plan.extended,
         steps=steps, rates=rates, remaining=remaining,
         n_members=has.sum(axis=1), configurations=configurations, splits=splits)
+
+
+def _take(items: tuple, at: list[int]) -> tuple:
+    """``tuple(items[i] for i in at)``, in one call."""
+    return itemgetter(*at)(items) if len(at) > 1 else tuple(items[i] for i in at)
 
 
 # The daemon's lease floor: a fresh run gets at least this fraction of a round after its

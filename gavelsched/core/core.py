@@ -59,7 +59,7 @@ from .lookups import Lookups
 from .periods import close_period, install
 from .periods import shares as received_shares
 from .problem import advance_isolated_time, build_problem
-from .progress import RoundInFlight, align, credit_keys, credit_round
+from .progress import RoundInFlight, align, credit_keys, credit_round, credit_rows
 from .resolving import allowed as resolve_allowed
 from .resolving import next_allowed_s
 from .restarts import Runs
@@ -336,7 +336,12 @@ class SchedulerCore:
         planned the next round (thesis §5.6). Returns the jobs that finished, in row order."""
         if not len(keys):
             return RoundOutcome(completed=())
-        done = credit_keys(self._rows, keys, steps)
+        flight = self._in_flight
+        if (flight is not None and keys is flight.batch.keys      # the round's own batch:
+                and flight.version == self._rows.version):       # its rows are known
+            done = credit_rows(self._rows, flight.rows, steps)
+        else:
+            done = credit_keys(self._rows, keys, steps)
         if done:
             self._remove(done)
         return RoundOutcome(completed=done)
@@ -483,8 +488,7 @@ class SchedulerCore:
         for job_id in job_ids:
             del self._jobs[job_id]
         rows = self._rows
-        gone_rows = [rows.index[j] for j in job_ids]
-        hit = np.isin(rows.member_rows, gone_rows).any(axis=1)
+        hit = rows.touching([rows.index[j] for j in job_ids])
         dropped = [rows.keys[i] for i in np.flatnonzero(hit).tolist()]
         rows.drop(dropped)
         for key in dropped:  # every combination that ran last round has a row

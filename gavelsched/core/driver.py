@@ -111,6 +111,7 @@ class RoundDriver:
         self._started = False                    # the round in flight has started
         self._unapplied: dict[str, float] = {}   # steps of jobs submitted, not admitted
         self._forced = False                     # the last empty round forced a re-solve
+        self._empty: TaskBatch | None = None     # no tasks (a batch is a value: one serves)
 
     @property
     def in_flight(self) -> Round | None:
@@ -171,16 +172,23 @@ class RoundDriver:
         rnd = self._in_flight
         if rnd is None or self._started:
             raise CoreError("start: no round is planned")
-        rnd = self._in_flight = replace(rnd, start_s=float(now))
+        if rnd.start_s != now:      # planned ahead (a lead): the round starts now
+            rnd = self._in_flight = replace(rnd, start_s=float(now))
         self._started = True
         ended = set(ended_since_plan)
         unstarted = tuple(i for i, members in enumerate(rnd.batch.members)
                           if ended.issuperset(members)) if ended else ()
-        refilled = TaskBatch.empty(rnd.batch.types)
+        refilled = self._no_tasks(rnd.batch.types)
         if unstarted:
             workers = sorted(w for i in unstarted for w in rnd.batch.workers[i])
             refilled = self.refill(workers, now, rnd.end_s, resolve=True)
         return Start(self._in_flight, unstarted, refilled)
+
+    def _no_tasks(self, types: tuple[str, ...]) -> TaskBatch:
+        """An empty batch over ``types`` (built once per types)."""
+        if self._empty is None or self._empty.types != types:
+            self._empty = TaskBatch.empty(types)
+        return self._empty
 
     def refill(self, workers: Sequence[int], now: float, round_end_s: float, *,
                resolve: bool = False) -> TaskBatch:

@@ -81,6 +81,11 @@ def credit_keys(rows: Rows, keys: Sequence[str], steps) -> tuple[str, ...]:
                          else (rows.index[keys[0]],), dtype=int).reshape(-1)
     except KeyError as err:
         raise CoreError(f"unknown job or pair {err.args[0]!r}") from None
+    return credit_rows(rows, where, steps)
+
+
+def credit_rows(rows: Rows, where: np.ndarray, steps) -> tuple[str, ...]:
+    """``credit_keys`` with the combinations' rows known (``where``)."""
     steps = np.asarray(steps, dtype=float).reshape(len(where), -1)
     return _take_steps(rows, rows.member_rows[where][:, :steps.shape[1]], steps)
 

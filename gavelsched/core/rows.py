@@ -8,6 +8,8 @@ round. The planner receives copies, so the core stays the only writer.
 
 from __future__ import annotations
 
+from itertools import compress
+
 import numpy as np
 
 
@@ -71,40 +73,53 @@ class Rows:
             self.keys.append(key)
             self.members.append(members)
             rate = np.asarray(rate, dtype=float)
-            if rate.ndim == 1:
-                rate = np.stack([rate, np.zeros_like(rate)], axis=1)
-            if rate.shape[0] < self.n:  # no rate on the configuration columns
-                rate = np.vstack([rate, np.zeros((self.n - rate.shape[0], 2))])
+            if rate.ndim == 1 or rate.shape[0] < self.n:
+                # member 0's rates, none on the configuration columns
+                full = np.zeros((self.n, 2))
+                full[:rate.shape[0], :rate.shape[1] if rate.ndim > 1 else 1] = (
+                    rate if rate.ndim > 1 else rate[:, None])
+                rate = full
             rates.append(rate)
         k = len(entries)
         idx = self.index
         new_members = np.array([(idx[m[0]], idx[m[1]] if len(m) > 1 else -1)
                                 for _, m, _, _ in entries], dtype=int).reshape(-1, 2)
-        self._member_rows = np.concatenate([self._member_rows, new_members])
-        self.scale_factor = np.concatenate([self.scale_factor, [e[2] for e in entries]])
-        self.rate = np.concatenate([self.rate, np.stack(rates)], axis=0)
-        self.received = np.vstack([self.received, np.full((k, self.n), seed)])
-        self.deficit = np.vstack([self.deficit, np.zeros((k, self.n))])
-        self.allocation = np.vstack([self.allocation, np.zeros((k, self.n))])
-        self.allocated = np.concatenate([self.allocated, np.zeros(k, dtype=bool)])
-        self.ran = np.vstack([self.ran, np.zeros((k, self.n), dtype=bool)])
-        self.left = np.concatenate([self.left, np.zeros(k) if left is None
-                                    else np.asarray(left, dtype=float)])
+        cat = np.concatenate
+        self._member_rows = cat([self._member_rows, new_members])
+        self.scale_factor = cat([self.scale_factor, [e[2] for e in entries]])
+        self.rate = cat([self.rate, rates], axis=0)
+        zeros = np.zeros((k, self.n))
+        self.received = cat([self.received, zeros + seed])
+        self.deficit = cat([self.deficit, zeros])
+        self.allocation = cat([self.allocation, zeros])
+        self.allocated = cat([self.allocated, np.zeros(k, dtype=bool)])
+        self.ran = cat([self.ran, np.zeros((k, self.n), dtype=bool)])
+        self.left = cat([self.left, np.zeros(k) if left is None
+                         else np.asarray(left, dtype=float)])
+
+    def touching(self, job_rows) -> np.ndarray:
+        """(c,) True for the combinations with a member among the job rows ``job_rows``."""
+        hit = np.zeros(len(self.keys) + 1, dtype=bool)   # the last entry: "no member" (-1)
+        hit[job_rows] = True
+        hit[-1] = False
+        return hit[self._member_rows].any(axis=1)
 
     def drop(self, keys) -> None:
         """Delete the rows of ``keys`` (unknown keys are ignored)."""
-        gone = {self.index[k] for k in keys if k in self.index}
+        index = self.index
+        gone = [index[k] for k in keys if k in index]
         if not gone:
             return
         self.changed()
         keep = np.ones(len(self.keys), dtype=bool)
-        keep[list(gone)] = False
+        keep[gone] = False
         moved = np.where(keep, np.cumsum(keep) - 1, -1)
         kept = self._member_rows[keep]
         self._member_rows = np.where(kept >= 0, moved[kept], -1)
-        self.keys = [k for k, ok in zip(self.keys, keep) if ok]
-        self.members = [m for m, ok in zip(self.members, keep) if ok]
-        self.index = {k: i for i, k in enumerate(self.keys)}
+        flags = keep.tolist()
+        self.keys = list(compress(self.keys, flags))
+        self.members = list(compress(self.members, flags))
+        self.index = dict(zip(self.keys, range(len(self.keys))))
         for name in ("scale_factor", "rate", "received", "deficit", "allocation", "allocated",
                      "ran", "left"):
             setattr(self, name, getattr(self, name)[keep])

@@ -61,15 +61,16 @@ def place_units(keys: Sequence[str], worker_types: Sequence[str],
     extended = [False] * len(keys)
     kept: set[int] = set()
     fresh: dict[str, list[int]] = {}
-    live = {t: view.live_set(t) for t in set(worker_types)}
-    for pos, (key, t) in enumerate(zip(keys, worker_types)):
-        prev = previous.get(key)
-        if prev is not None and len(prev) == 1 and prev[0] in live[t]:
+    type_of = view.live_type_of     # a request keeps last round's worker if live, same type
+    for pos, (prev, t) in enumerate(zip(map(previous.get, keys), worker_types)):
+        if prev is not None and len(prev) == 1 and type_of.get(prev[0]) == t:
             workers[pos] = prev
             extended[pos] = True
             kept.add(prev[0])
+        elif t in fresh:
+            fresh[t].append(pos)
         else:
-            fresh.setdefault(t, []).append(pos)
+            fresh[t] = [pos]
     for t, positions in fresh.items():
         ids = view.live_workers(t)
         spare = [w for w in ids if w not in kept] if kept else ids

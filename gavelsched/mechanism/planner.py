@@ -191,17 +191,17 @@ def plan_round(demand: Demand, view: ClusterView, config: PlannerConfig = Planne
     combos, type_idx = select(runs, prio, runnable, demand.scale_factor, demand.member_rows,
                               [view.count(t) for t in types], config.backfill, demand.quota)
     combos, type_idx, held = _hold_unallocated(demand, combos, type_idx)
-    sizes = demand.scale_factor.tolist()
     previous = demand.previous
     if all(view.one_worker_per_server(t) for t in types) and (
-            not combos or (demand.scale_factor[combos] == 1).all()):
-        workers, extended = place_units([keys[i] for i in combos],
+            not len(combos) or (demand.scale_factor[combos] == 1).all()):
+        workers, extended = place_units([keys[i] for i in combos.tolist()],
                                         [types[j] for j in type_idx], previous, view)
         workers = tuple(workers)
     else:
+        sizes = demand.scale_factor.tolist()
         got = place([(keys[i], types[j], sizes[i], previous.get(keys[i]))
-                     for i, j in zip(combos, type_idx)], view, first)  # Request-shaped tuples
-        chosen = [got[keys[i]] for i in combos]
+                     for i, j in zip(combos.tolist(), type_idx)], view, first)  # Requests
+        chosen = [got[keys[i]] for i in combos.tolist()]
         workers, extended = (tuple(x) for x in zip(*chosen)) if chosen else ((), ())
     return _round_plan(demand, prio, combos, type_idx, workers, extended, held)
 
@@ -238,16 +238,17 @@ def _pinned_first(demand: Demand) -> tuple[Demand, np.ndarray, frozenset[str]]:
 
 def _hold_unallocated(demand: Demand, combos: list[int], type_idx: list[int]):
     """Split the selection: combinations the allocation covers run; the others (admitted
-    after the last re-solve) hold their workers idle, as Gavel does. Returns (combos,
-    type_idx, held) with ``held`` the (key, type, workers) of the latter."""
+    after the last re-solve) hold their workers idle, as Gavel does. Returns (combos as an
+    index array, type_idx, held) with ``held`` the (key, type, workers) of the latter."""
     allocated = demand.allocated
-    if not combos or allocated[combos].all():
-        return combos, type_idx, ()
+    at = np.array(combos, dtype=int)   # once: each index by a list converts it again
+    covered = allocated[at]
+    if covered.all():
+        return at, type_idx, ()
     sizes = demand.scale_factor.tolist()
     held = tuple((demand.keys[i], demand.types[j], sizes[i])
-                 for i, j in zip(combos, type_idx) if not allocated[i])
-    kept = [(i, j) for i, j in zip(combos, type_idx) if allocated[i]]
-    return [i for i, _ in kept], [j for _, j in kept], held
+                 for i, j, ok in zip(combos, type_idx, covered.tolist()) if not ok)
+    return at[covered], [j for j, ok in zip(type_idx, covered.tolist()) if ok], held
 
 
 def _round_plan(demand: Demand, prio: np.ndarray, combos, type_idx, workers, extended,
@@ -256,9 +257,9 @@ def _round_plan(demand: Demand, prio: np.ndarray, combos, type_idx, workers, ext
     previous = demand.previous
     return RoundPlan(
         keys=demand.keys, members=demand.members, types=demand.types,
-        combo_index=np.array(combos, dtype=int), type_index=np.array(type_idx, dtype=int),
+        combo_index=np.asarray(combos, dtype=int), type_index=np.array(type_idx, dtype=int),
         workers=tuple(workers), extended=extended, held_idle=held, priorities=prio,
-        lease_opportunities=len(previous.keys() & set(demand.keys)) if previous else 0,
+        lease_opportunities=sum(map(previous.__contains__, demand.keys)) if previous else 0,
         lease_extensions=int(extended.sum()),
     )
 
@@ -289,6 +290,7 @@ def _plan_mixed(demand: Demand, view: ClusterView, config: PlannerConfig) -> Rou
                                     demand.member_rows, [view.count(t) for t in real],
                                     config.backfill, gpus, demand.quota)
     combos, type_idx, held = _hold_unallocated(demand, combos, type_idx)
+    combos = combos.tolist()
     sizes = demand.scale_factor.tolist()
     previous = demand.previous
     type_of = view.worker_type_of

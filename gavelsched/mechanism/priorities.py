@@ -39,6 +39,6 @@ def _snapped(prio: np.ndarray) -> np.ndarray:
     """Positive priorities moved onto a geometric grid of ratio 1 + RELATIVE_TIE, so that
     values within the solver's noise of each other compare equal."""
     positive = prio > 0
-    grid = np.round(np.log(prio[positive]) / RELATIVE_TIE)
+    grid = np.rint(np.log(prio[positive]) / RELATIVE_TIE)   # np.round's own, without its wrapper
     prio[positive] = np.exp(grid * RELATIVE_TIE)
     return prio

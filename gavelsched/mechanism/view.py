@@ -128,6 +128,11 @@ class ClusterView:
         return {t: all(len(ws) == 1 for _, ws in servers)
                 for t, servers in self.live_servers.items()}
 
+    @cached_property
+    def live_type_of(self) -> Mapping[int, str]:
+        """Each live worker's type (the down ones left out)."""
+        return {w: t for t, ws in self._live_workers.items() for w in ws}
+
     def one_worker_per_server(self, worker_type: str) -> bool:
         """True when every live server of ``worker_type`` has a single live worker."""
         return self._one_per_server.get(worker_type, True)

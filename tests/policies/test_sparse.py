@@ -1,0 +1,58 @@
+"""policies/sparse.py builds, with numpy, the very matrices scipy's conversions build (the
+simulator's results must not move by a bit: BENCHMARKS.md, Simulator speed)."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from policies.sparse import Coo, compressed, coo_arrays, stacked
+
+
+def _same(a, b) -> None:
+    assert type(a) is type(b)
+    assert a.shape == b.shape
+    for name in ("data", "indices", "indptr"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert x.dtype == y.dtype, name
+        assert x.tobytes() == y.tobytes(), name
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 9), st.integers(1, 9), st.integers(0, 40), st.booleans(),
+       st.integers(0, 2**31 - 1))
+def test_compressed_is_scipys_conversion_bit_for_bit(m, n, k, repeat, seed):
+    rng = np.random.default_rng(seed)
+    rows, cols = rng.integers(0, m, k), rng.integers(0, n, k)
+    if not repeat:   # distinct coordinates (the column model's), else scipy sums them
+        _, first = np.unique(rows * n + cols, return_index=True)
+        rows, cols = rows[first], cols[first]
+        rows, cols = rows[rng.permutation(rows.size)], cols[rng.permutation(cols.size)]
+    data = rng.normal(size=rows.size)
+    data[rng.random(rows.size) < 0.2] = 0.0     # explicit zeros are kept, as scipy keeps them
+    for fmt, build in (("csr", sp.csr_matrix), ("csc", sp.csc_matrix)):
+        _same(compressed(rows, cols, data, (m, n), fmt), build((data, (rows, cols)),
+                                                               shape=(m, n)))
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo"])
+def test_coo_arrays_reads_every_format(fmt):
+    dense = np.array([[0.0, 2.0, 0.0], [1.0, 0.0, 3.0]])
+    A = sp.coo_matrix(dense).asformat(fmt)
+    rows, cols, data = coo_arrays(A)
+    back = np.zeros_like(dense)
+    back[rows, cols] = data
+    assert (back == dense).all()
+
+
+def test_stacked_is_vstack():
+    rng = np.random.default_rng(1)
+    blocks = [sp.random(3, 5, density=0.4, format="csr", random_state=rng),
+              sp.random(2, 5, density=0.5, format="csc", random_state=rng),
+              Coo(np.array([0]), np.array([4]), np.array([7.0]), (1, 5))]
+    got = stacked(blocks)
+    assert got.shape == (6, 5)
+    want = sp.vstack([b if not isinstance(b, Coo) else b.tocsr() for b in blocks],
+                     format="csr")
+    _same(got.tocsr(), want)
