@@ -11,7 +11,8 @@ the command's start to its end:
    health checks and runs the lost runs again on the head.
 
 The three CSVs must be equal row for row (but ``wall_s``, each run's own time); the script
-fails otherwise. It prints a markdown table. On a machine of few cores Ray is no faster
+fails otherwise (all rows there, and equal: the runs lost with node 2 ran again). It
+prints a markdown table, with the 1-minute load average as each run starts. On a machine of few cores Ray is no faster
 than local processes (the same CPUs, plus Ray's own processes and a job's start-up): the
 table says what the cluster costs, and that the rows survive a lost node.
 
@@ -108,7 +109,6 @@ def on_ray(args, out: Path, kill_at: int | None = None) -> dict:
         begun = time.perf_counter()
         wall, lines = timed(sweep_command(args, out, address), env=nodes.env, on_line=watch)
     return {"wall": wall, "up": up_s, "per_node": per_node(lines),
-            "retries": sum(1 for line in lines if "will be retried" in line),
             "killed": killed[0] if killed else (0.0, 0)}
 
 
@@ -126,9 +126,12 @@ def main() -> None:
     load_before = machine()
     with tempfile.TemporaryDirectory(prefix="sweep-cluster-") as tmp:
         tmp = Path(tmp)
+        loads = [os.getloadavg()[0]]
         local_s, _ = timed(sweep_command(args, tmp / "local"))
         total = len(rows(tmp / "local"))
+        loads.append(os.getloadavg()[0])
         ray = on_ray(args, tmp / "ray")
+        loads.append(os.getloadavg()[0])
         death = on_ray(args, tmp / "death", kill_at=max(1, total // 3))
         reference = rows(tmp / "local")
         for name in ("ray", "death"):
@@ -136,14 +139,15 @@ def main() -> None:
                 raise SystemExit(f"sweep_cluster: the {name} run's rows differ from the local's")
     print(f"{total} runs ({args.policies} x rates {args.rates} x seeds {args.seeds}, "
           f"{args.jobs} jobs each); rows of all three runs equal row for row (but wall_s)\n")
-    print("| run | wall s | cluster start s | runs per node | runs lost, retried |")
-    print("|---|---:|---:|---|---|")
-    print(f"| local, {os.cpu_count()} processes | {local_s:.1f} | - | - | - |")
+    print("| run | wall s | cluster start s | runs per node | runs lost with node 2, "
+          "run again | load at start |")
+    print("|---|---:|---:|---|---:|---:|")
+    print(f"| local, {os.cpu_count()} processes | {local_s:.1f} | - | - | - | {loads[0]:.1f} |")
     print(f"| Ray, 2 nodes x {args.cpus_per_node} CPU | {ray['wall']:.1f} | {ray['up']:.1f} | "
-          f"{ray['per_node']} | 0, {ray['retries']} |")
+          f"{ray['per_node']} | 0 | {loads[1]:.1f} |")
     at, lost = death["killed"]
     print(f"| Ray, node 2 killed at {at:.0f} s | {death['wall']:.1f} | {death['up']:.1f} | "
-          f"{death['per_node']} | {lost}, {death['retries']} |")
+          f"{death['per_node']} | {lost} | {loads[2]:.1f} |")
     print(f"\nmachine before: {load_before}; after: {machine()}")
 
 

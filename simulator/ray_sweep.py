@@ -5,7 +5,7 @@ Each (point, spec) pair of ``sweep.run_points`` becomes one Ray task running the
 ``run_point`` as a local worker process, so the rows, and the CSV and plot made of them,
 are the local run's row for row (but ``wall_s``, each point's own time). Tasks spread over
 the nodes; one lost with its node (or worker) runs again on a node still alive, up to
-``MAX_RETRIES`` times (Ray says so on stderr), and ``summary`` says which node made how
+``MAX_RETRIES`` times, and ``summary`` says which node made how
 many rows. The packages the simulation imports travel with the job
 (``runtime_env`` ``py_modules``): the cluster's nodes run this checkout's code, whatever
 they have installed. Ray is an optional extra (``pip install 'gavelsched[ray]'``);

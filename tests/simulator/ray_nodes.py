@@ -9,6 +9,7 @@ machine. ``RAY_*`` settings in ``env`` reach every node (e.g. the head's health 
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import signal
@@ -44,6 +45,15 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _stop_with_owner() -> None:
+    """In the child: SIGTERM (``ray start`` then stops its node) when the process that
+    started it dies, even killed, so a node never outlives its test or benchmark."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass                                                          # not Linux
 
 
 @dataclass
@@ -113,7 +123,8 @@ class RayNodes:
                  f"--num-cpus={cpus}", "--object-store-memory=100000000",
                  f"--dashboard-agent-listen-port={_free_port()}", "--disable-usage-stats",
                  f"--temp-dir={self.root / name}"],
-                env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+                env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=_stop_with_owner)
         node = RayNode(name, process, log)
         self.nodes.append(node)
         deadline = time.monotonic() + self.timeout_s
