@@ -165,7 +165,7 @@ def submit_all(cluster: LocalCluster, jobs: int, total_steps: int) -> float:
 
 def hollow_procs(cluster: LocalCluster, args, servers: int, root: Path) -> list:
     """The hollow workers, in ``--hollow-procs`` processes (types dealt evenly overall)."""
-    procs = max(1, args.hollow_procs or math.ceil(servers / 128))
+    procs = max(1, args.hollow_procs or math.ceil(servers / 32))
     sizes = [servers // procs + (i < servers % procs) for i in range(procs)]
     out, first = [], 0
     for i, n in enumerate(sizes):
@@ -290,7 +290,8 @@ def main() -> int:
     parser.add_argument("--heartbeat-seconds", type=float, default=2.0)
     parser.add_argument("--gpus-per-server", type=int, default=8)
     parser.add_argument("--hollow-procs", type=int, default=0,
-                        help="processes the hollow workers share (0: one per 128 servers)")
+                        help="processes the hollow workers share (0: one per 32 servers; one "
+                             "of 128 servers fell behind its heartbeats at 1,024 GPUs)")
     parser.add_argument("--hollow-nice", type=int, default=0,
                         help="the hollow processes' niceness (on a machine of one's own, 10 "
                              "puts the scheduler first, as if the workers were elsewhere; on "
