@@ -5,8 +5,8 @@ A real scheduler (``gavelsched scheduler``, its defaults but ``eta: false`` unle
 ``--eta``) and ``--gpus`` GPUs of hollow workers (``gavelsched worker --hollow``: the real
 worker daemon, each job rank a thread stepping the real GavelIterator at its type's
 emulated rate; ``workers/hollow.py``), ``--gpus-per-server`` GPUs each, types k80, p100
-and v100 in turn, in ``--hollow-procs`` processes (``--hollow-nice``; 2,048 hollow GPUs take about a
-core of their own). ``--jobs`` jobs (five job types; 1, 2, 4
+and v100 in turn, in ``--hollow-procs`` processes (one per 32 servers; ``--hollow-nice``;
+1,024 hollow GPUs take more than half a core). ``--jobs`` jobs (five job types; 1, 2, 4
 and 8 GPUs as 70/10/15/5 %, as in thesis §5.7.1's traces), far longer than the run, are
 submitted as job arrays over gRPC, so every round plans the whole queue. Then ``--rounds``
 rounds are measured; reported per size:
