@@ -427,6 +427,12 @@ class SchedulerCore:
         batch = replace(batch, extended=np.zeros(len(batch), dtype=bool))
         flight.batch = flight.batch.plus(batch)
         flight.rows = np.concatenate([flight.rows, plan.combo_index])
+        # The workers now belong to the new tasks: a job whose run left them (it died, or
+        # was cancelled) no longer has them to keep (placement: last round's assignments
+        # are disjoint). It crashed the planner at 1,024 GPUs with failing workers.
+        given = {w for ws in batch.workers for w in ws}
+        for key in [k for k, ws in self._assignments.items() if given.intersection(ws)]:
+            del self._assignments[key]
         self._assignments.update(zip(batch.keys, batch.workers))
         log.debug("refilled %d freed workers at %.1fs: %s", len(free), now,
                   ", ".join(batch.keys))

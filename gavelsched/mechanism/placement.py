@@ -91,6 +91,20 @@ def _keepable(r: Request, free) -> bool:
     return all(w in free for w in prev)
 
 
+def _disjoint(keep: dict[str, tuple[int, ...]],
+              first: frozenset[str]) -> dict[str, tuple[int, ...]]:
+    """``keep`` without a request whose workers another kept request claims (the ones in
+    ``first``, then the earlier): last round's assignments are disjoint, so this only
+    guards against a stale one."""
+    claimed: set[int] = set()
+    out = {}
+    for key in sorted(keep, key=lambda k: k not in first):     # (stable: else in order)
+        if claimed.isdisjoint(keep[key]):
+            claimed.update(keep[key])
+            out[key] = keep[key]
+    return {key: out[key] for key in keep if key in out}
+
+
 def _by_size(reqs: list[Request]) -> list[list[Request]]:
     """Groups of equal size, largest first; selection order within a group."""
     if all(r.size == 1 for r in reqs):
@@ -135,7 +149,7 @@ def _place_type(worker_type: str, reqs: list[Request], servers,
     if need > pool.free_total:
         raise ValueError(f"placement: {need} {worker_type} workers requested, "
                          f"{pool.free_total} live")
-    keep = {r.key: r.previous for r in reqs if _keepable(r, pool.free)}
+    keep = _disjoint({r.key: r.previous for r in reqs if _keepable(r, pool.free)}, first)
     out: dict[str, tuple[tuple[int, ...], bool]] = {}
     if first:
         for key in [k for k in keep if k in first]:

@@ -260,3 +260,37 @@ def test_unit_placement_matches_the_general_rules(seed):
     got = place([(k, t, 1, previous.get(k)) for k, t in zip(keys, types)], view)
     workers, extended = place_units(keys, types, previous, view)
     assert [got[k] for k in keys] == list(zip(workers, extended))
+
+
+def test_requests_whose_last_workers_overlap_each_get_their_own():
+    # issue #30: at 1,024 GPUs with failing workers a stale assignment (a run that died,
+    # its GPUs refilled) overlapped another's; both were kept and the planner crashed
+    from gavelsched.mechanism.placement import place
+
+    view = ClusterView.build({"v100": 8}, gpus_per_server=4)
+    got = place([("a", "v100", 2, (0, 1)), ("b", "v100", 2, (1, 2)), ("c", "v100", 4, None)],
+                view, first=frozenset({"a", "b"}))
+    assert got["a"] == ((0, 1), True)                 # the earlier pinned one keeps them
+    assert got["b"][1] is False
+    used = [w for ws, _ in got.values() for w in ws]
+    assert sorted(used) == list(range(8))             # every worker once
+
+
+def test_a_refill_takes_the_workers_from_the_run_that_left_them():
+    # the core's last assignments stay disjoint when a refill reuses a worker whose job
+    # did not end (its run died): the next round plans without a stale claim
+    from gavelsched.core import CoreConfig
+    from gavelsched.core.driver import RoundDriver
+
+    from .test_core import job, make_core
+
+    core = make_core(config=CoreConfig(min_resolve_interval_s=1e9, refill_freed=True),
+                     counts={"v100": 1})
+    driver = RoundDriver(core)
+    for i in range(2):
+        core.submit(job(i), 0.0)
+    first = driver.boundary(0.0).round
+    holder = first.batch.keys[0]
+    refill = driver.refill(list(first.batch.workers[0]), 10.0, 360.0)
+    assert len(refill) == 1 and refill.keys[0] != holder
+    assert holder not in core._assignments          # noqa: SLF001 - the state under test
