@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+import sys
 import threading
 
 from . import InputError
@@ -80,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     # Wake up now and then: a signal the kernel hands to one of gRPC's threads only sets
     # Python's flag, and a main thread blocked in an untimed wait would never run the
     # handler (a SIGTERM'd scheduler then lived on: seen in the test suite).
-    while not done.wait(0.5):
+    while not done.wait(0.5) and daemon.crashed is None:
         if hangup.is_set():
             hangup.clear()
             try:
@@ -90,6 +91,10 @@ def run(args: argparse.Namespace) -> int:
     if health is not None:
         health.stop(0)
     daemon.stop()
+    if daemon.crashed is not None:
+        print(f"gavelsched scheduler: its core stopped ({daemon.crashed}); the jobs are "
+              f"in its state_dir: start it again", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -75,6 +75,7 @@ class SchedulerDaemon:
                                    identities=lambda: self.identities)
         self.dashboard_port: int | None = None
         self._thread: threading.Thread | None = None
+        self.crashed: str | None = None     # why the core's thread stopped on an error
 
     def _identities(self, config: DaemonConfig) -> Identities:
         """Who may call under ``config``: its daemon token and the users of its users file
@@ -146,13 +147,29 @@ class SchedulerDaemon:
             self.dashboard_port = self.dashboard.serve(self.config.dashboard_listen)
             log.info("dashboard on http://%s:%d/", host_of(self.config.dashboard_listen),
                      self.dashboard_port)
-        self._thread = threading.Thread(target=self.executor.run, name="gavelsched-core",
+        self._thread = threading.Thread(target=self._run_core, name="gavelsched-core",
                                         daemon=True)
         self._thread.start()
         log.info("scheduler listening on %s (policy %s, rounds of %.0fs)",
                  self.executor.runs.scheduler_address, self.config.policy,
                  self.config.round_seconds)
         return self
+
+    def _run_core(self) -> None:
+        """The executor's loop. An error that escapes it leaves no one to plan a round or
+        answer a call: it is logged with its traceback, the gRPC server stops (no call is
+        answered from a picture that no longer moves), and ``crashed`` says why
+        (``gavelsched scheduler`` then exits 1; the store holds every accepted job for the
+        next start)."""
+        try:
+            self.executor.run()
+        except Exception as err:   # noqa: BLE001 - any error ends the core: say it, stop
+            self.crashed = f"{type(err).__name__}: {err}"
+            log.critical("the scheduler's core stopped: %s", self.crashed, exc_info=True)
+            self.executor.stop()
+            self.executor.inbox.refuse_pending()
+            if self.server is not None:
+                self.server.stop(0)
 
     def wait(self) -> None:
         if self._thread is not None:
