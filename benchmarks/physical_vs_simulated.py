@@ -163,12 +163,15 @@ def main() -> int:
                         "--keep DIR instead of running the cluster again")
     parser.add_argument("--sim-timeout", type=float, default=120.0, metavar="S",
                         help="give up on a replay after S seconds (default 120)")
+    parser.add_argument("--restart-rule", choices=("tenure", "gavel"),
+                        help="replay under this restart rule instead of the daemon's (a "
+                             "what-if: which part of a difference the rule makes)")
     args = parser.parse_args()
     policies = args.policy.split(",")
     summaries = []
     if args.replay:
         for folder in args.replay:
-            summaries.append(compare(Path(folder), args.sim_timeout))
+            summaries.append(compare(Path(folder), args.sim_timeout, args.restart_rule))
     for policy in [] if args.replay else policies:
         with tempfile.TemporaryDirectory(prefix="gavel-pvs-") as tmp:
             root = Path(args.keep or tmp)
@@ -192,13 +195,15 @@ def main() -> int:
     return 0
 
 
-def compare(root: Path, sim_timeout: float) -> dict:
+def compare(root: Path, sim_timeout: float, restart_rule: str | None = None) -> dict:
     """Replay the run kept in ``root`` in the simulator, print the comparison, and return
     its summary (``summary_table``); the load averages are the run's (``load.json``)."""
     physical = json.loads((root / "physical.json").read_text())
     policy_name = yaml.safe_load((root / "run" / "cluster.yaml").read_text())["policy"]
     measured = measured_trace(root / "run" / "state")
     rules = kept_rules(root / "run", measured)
+    if restart_rule is not None:
+        rules = replace(rules, restart_rule=restart_rule)
     round_seconds, jobs, table = rules.round_seconds, measured.jobs, measured.table
     cluster = measured.cluster
     load = root / "load.json"
