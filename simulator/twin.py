@@ -270,13 +270,7 @@ def _next_on_each_type(state: LiveState, later: LiveState,
     inputs = replay_inputs(later, extra)
     if not inputs.trace:
         return {}
-    policy = make_policy(state.policy)
-    core = SchedulerCore(policy, ClusterView.build(inputs.cluster, inputs.gpus_per_server),
-                         inputs.table, state.rules.core_config(
-                             policy, inputs.table, list(inputs.cluster),
-                             rows=[job.throughputs for job in inputs.trace]))
-    for i, job in enumerate(inputs.trace):
-        core.submit(spec_of(str(i), job), 0.0, throughputs=job.throughputs)
+    core = _core_of(state, inputs)
     period = resumed(state, inputs, later.now_s - state.now_s)
     if period is not None:
         core.resume(replace(period, stale=False))
@@ -358,13 +352,8 @@ def why_sooner(state: LiveState, job: LiveJob, job_id: str) -> str:
             f" -> {after:.3g} steps/s)")
 
 
-def _effective(state: LiveState, extra: Sequence[LiveJob]) -> dict[str, float]:
-    """Each job's effective throughput under the policy's allocation for the replay's
-    first round (the placed round kept, as ``replay`` starts)."""
-    later, _, _ = this_round(state)
-    inputs = replay_inputs(later, extra)
-    if not inputs.trace:
-        return {}
+def _core_of(state: LiveState, inputs: Replay) -> SchedulerCore:
+    """A core under the state's policy and rules with the replay's jobs submitted at 0."""
     policy = make_policy(state.policy)
     core = SchedulerCore(policy, ClusterView.build(inputs.cluster, inputs.gpus_per_server),
                          inputs.table, state.rules.core_config(
@@ -372,6 +361,17 @@ def _effective(state: LiveState, extra: Sequence[LiveJob]) -> dict[str, float]:
                              rows=[job.throughputs for job in inputs.trace]))
     for i, job in enumerate(inputs.trace):
         core.submit(spec_of(str(i), job), 0.0, throughputs=job.throughputs)
+    return core
+
+
+def _effective(state: LiveState, extra: Sequence[LiveJob]) -> dict[str, float]:
+    """Each job's effective throughput under the policy's allocation for the replay's
+    first round (the placed round kept, as ``replay`` starts)."""
+    later, _, _ = this_round(state)
+    inputs = replay_inputs(later, extra)
+    if not inputs.trace:
+        return {}
+    core = _core_of(state, inputs)
     state.rules.driver(core).plan(0.0)
     allocation = core.allocation.allocation if core.allocation is not None else {}
     return {inputs.ids[int(key)]: sum(x * inputs.trace[int(key)].throughputs.get(t, 0.0)

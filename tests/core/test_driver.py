@@ -197,19 +197,22 @@ def test_an_idle_cluster_plans_its_grace_after_the_arrival_that_woke_it():
         RoundDriver(make_core(), arrival_grace_s=-1.0)
 
 
+def _one_v100_core(jobs):
+    """A max-min core on one v100 that never re-solves on its own, with ``jobs`` at 0."""
+    core = make_core(policy=get_policy("max_min_fairness_perf"),
+                     config=CoreConfig(min_resolve_interval_s=1e9, round_seconds=R),
+                     counts={"v100": 1})
+    for spec in jobs:
+        core.submit(spec, 0.0)
+    return core, RoundDriver(core)
+
+
 def test_a_core_that_resumes_another_s_period_plans_the_rounds_it_would_plan():
     # thesis §5.5: which jobs run next follows X over the time received since the last
     # re-solve (and deficits); a replay that goes on with the period (period_state ->
     # resume) plans as the core itself does, where a fresh period would not
-    def core_with(jobs):
-        core = make_core(policy=get_policy("max_min_fairness_perf"),
-                         config=CoreConfig(min_resolve_interval_s=1e9, round_seconds=R),
-                         counts={"v100": 1})
-        for spec in jobs:
-            core.submit(spec, 0.0)
-        return core, RoundDriver(core)
     specs = [job(i) for i in range(3)]
-    original, driver = core_with(specs)
+    original, driver = _one_v100_core(specs)
     planned = [driver.boundary(0.0)]
     for k in range(1, 4):
         planned.append(driver.boundary(k * R, np.full(len(planned[-1].round.batch), R)))
@@ -219,14 +222,14 @@ def test_a_core_that_resumes_another_s_period_plans_the_rounds_it_would_plan():
     following = [driver.boundary(4 * R + k * R, None if k == 0 else
                                  np.full(1, R)).round.batch.keys for k in range(3)]
 
-    resumed, again = core_with(specs)
+    resumed, again = _one_v100_core(specs)
     resumed.resume(period)
     assert again.boundary(4 * R).round.resolved is None          # no re-solve of its own
     keys = [again.in_flight.batch.keys]
     keys += [again.boundary(4 * R + k * R, np.full(1, R)).round.batch.keys for k in (1, 2)]
     assert keys == following
 
-    fresh, other = core_with(specs)
+    fresh, other = _one_v100_core(specs)
     assert other.boundary(4 * R).round.batch.keys != following[0]   # (a period of its own)
 
 
@@ -234,15 +237,8 @@ def test_a_resumed_core_keeps_the_runs_the_restart_rule_holds():
     # issue #29: a forecast replayed a run that its scheduler held to its end (restart
     # rule, core/restarts.py) as preempted, and predicted it a minute late: the runs going
     # on travel with the period (period_state -> resume) as X and received times do
-    def core_with(jobs):
-        core = make_core(policy=get_policy("max_min_fairness_perf"),
-                         config=CoreConfig(min_resolve_interval_s=1e9, round_seconds=R),
-                         counts={"v100": 1})
-        for spec in jobs:
-            core.submit(spec, 0.0)
-        return core, RoundDriver(core)
     specs = [job(i, restart_s=R / 4) for i in range(3)]
-    original, driver = core_with(specs)
+    original, driver = _one_v100_core(specs)
     first = driver.boundary(0.0).round.batch.keys
     period = original.period_state()
     assert period.runs == {}
@@ -252,13 +248,13 @@ def test_a_resumed_core_keeps_the_runs_the_restart_rule_holds():
     kept = driver.start(R).round.batch.keys
     assert kept == first                        # held: 2 restarts not yet reached
 
-    resumed, again = core_with(specs)
+    resumed, again = _one_v100_core(specs)
     resumed.resume(period)
     assert again.boundary(R).round.batch.keys == kept
     again.end(2 * R, np.full(1, R))
     assert resumed.period_state().runs == {first[0]: ("v100", 2 * R)}   # one run, going on
 
-    fresh, other = core_with(specs)
+    fresh, other = _one_v100_core(specs)
     fresh.resume(replace(period, runs={}))
     assert other.boundary(R).round.batch.keys != kept       # (no run known: rotated)
 
