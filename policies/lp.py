@@ -21,7 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .errors import Outcome, SolverFailed, check_outcome
-from .sparse import Coo, coo_arrays, compressed
+from .sparse import Compressed, Coo, compressed, compressed_arrays, coo_arrays
 
 log = logging.getLogger(__name__)
 
@@ -75,17 +75,18 @@ def _clarabel(lp: LinearProgram, what: str, precise: bool) -> LPResult:
     import clarabel
 
     n, k, rows = lp.c.size, lp.num_nonneg, lp.b.size
-    row, col, data = coo_arrays(lp.A)  # one build of the CSC matrix: scipy's overhead
-    A = compressed(np.concatenate([row, rows + np.arange(k)]),   # dominates small LPs
-                   np.concatenate([col, np.arange(k)]), np.concatenate([data, -np.ones(k)]),
-                   (rows + k, n), "csc")
+    row, col, data = coo_arrays(lp.A)  # the CSC arrays, no scipy object: scipy's overhead
+    coords = (np.concatenate([row, rows + np.arange(k)]),        # dominates small LPs
+              np.concatenate([col, np.arange(k)]), np.concatenate([data, -np.ones(k)]),
+              (rows + k, n), "csc")
+    A = compressed_arrays(*coords) or compressed(*coords)
     b = np.concatenate([lp.b, np.zeros(k)])
     settings = clarabel.DefaultSettings()
     settings.verbose = False
     if precise:
         settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = PRECISE_TOL
-    P = sp.csc_matrix((np.zeros(0), np.zeros(0, np.int32), np.zeros(n + 1, np.int32)),
-                      shape=(n, n))  # no quadratic term (an LP)
+    P = Compressed(np.zeros(0), np.zeros(0, np.int32), np.zeros(n + 1, np.int32),
+                   (n, n))  # no quadratic term (an LP)
     solver = clarabel.DefaultSolver(P, lp.c, A, b,
                                     [clarabel.NonnegativeConeT(rows + k)], settings)
     sol = solver.solve()

@@ -60,22 +60,42 @@ def coo_arrays(A) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return A.row, A.col, A.data
 
 
+class Compressed(NamedTuple):
+    """A canonical CSR or CSC matrix as its three arrays, without a scipy object: what a
+    solver reads of one (Clarabel reads these attributes and nothing else)."""
+
+    data: np.ndarray
+    indices: np.ndarray
+    indptr: np.ndarray
+    shape: tuple[int, int]
+    has_canonical_format = True
+
+
 def compressed(rows: np.ndarray, cols: np.ndarray, data: np.ndarray, shape: tuple[int, int],
                fmt: str = "csr"):
     """``sp.csr_matrix((data, (rows, cols)), shape)`` (``fmt="csc"``: ``csc_matrix``), the
     same matrix to the bit: canonical, explicit zeros kept. Coordinates that repeat, which
     scipy sums, go through scipy itself."""
+    build = sp.csr_matrix if fmt == "csr" else sp.csc_matrix
+    arrays = compressed_arrays(rows, cols, data, shape, fmt)
+    if arrays is None:
+        return build((data, (rows, cols)), shape=shape)
+    return build(arrays[:3], shape=shape)
+
+
+def compressed_arrays(rows: np.ndarray, cols: np.ndarray, data: np.ndarray,
+                      shape: tuple[int, int], fmt: str = "csr") -> Compressed | None:
+    """The arrays of ``compressed``'s matrix, without building it (a solver's input);
+    None when coordinates repeat."""
     rows, cols = np.asarray(rows, dtype=np.intp), np.asarray(cols, dtype=np.intp)
     data = np.asarray(data, dtype=float)
     major, minor = (rows, cols) if fmt == "csr" else (cols, rows)
     order = np.lexsort((minor, major))
     major, minor = major[order], minor[order]
     if major.size > 1 and ((major[1:] == major[:-1]) & (minor[1:] == minor[:-1])).any():
-        build = sp.csr_matrix if fmt == "csr" else sp.csc_matrix
-        return build((data, (rows, cols)), shape=shape)
+        return None
     size = shape[0] if fmt == "csr" else shape[1]
     index = np.int32 if max(shape[0], shape[1], major.size) < 2 ** 31 - 1 else np.int64
     indptr = np.zeros(size + 1, dtype=index)
     np.cumsum(np.bincount(major, minlength=size), out=indptr[1:])
-    build = sp.csr_matrix if fmt == "csr" else sp.csc_matrix
-    return build((data[order], minor.astype(index), indptr), shape=shape)
+    return Compressed(data[order], minor.astype(index), indptr, shape)

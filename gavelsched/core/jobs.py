@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import numpy as np
 
@@ -29,7 +30,7 @@ class JobState:
     arrival_s: float
     order: int
     T: np.ndarray                      # steps/s per core type (0: cannot run there)
-    throughputs: dict[str, float]      # the same, by type name (for Problems)
+    throughputs: Mapping[str, float]   # the same, by type name, read-only (``by_type``)
     isolated_elapsed_s: float = 0.0    # Themis t^isolated (``CoreConfig.isolated_time``)
     isolated_rate: float = 0.0         # throughput(m, X^isolated) at the last re-solve
     left_at_resolve: float | None = None
@@ -43,13 +44,19 @@ def new_job(spec: JobSpec, arrival_s: float, order: int, types: tuple[str, ...],
     """A job's record on admission: its row of T and, with a ``mixer``, the configurations
     it may run in (mixes of types when it asks or ``mixed_jobs`` is "all"; elastic counts)."""
     T = lookups.solo(spec.key).copy()
-    job = JobState(spec, arrival_s, order, T, dict(zip(types, T.tolist())))
+    job = JobState(spec, arrival_s, order, T, by_type(types, T))
     if mixer is not None and (spec.mixed or mixed_jobs == "all"):
         job.options = mixer.options(spec.job_type, spec.scale_factor, view.counts)
     if mixer is not None and spec.elastic:
         job.options += mixer.elastic(spec.job_type, spec.scale_factor,
                                      spec.min_scale_factor, view.counts)
     return job
+
+
+def by_type(types: tuple[str, ...], T: np.ndarray) -> Mapping[str, float]:
+    """A row of T by type name, read-only: every ``Problem`` of the job shares it (a
+    ``policies.Job`` keeps a read-only mapping as it is, without a copy)."""
+    return MappingProxyType(dict(zip(types, T.tolist())))
 
 
 def apply_measured(job: JobState, types: tuple[str, ...], type_index: Mapping[str, int],
@@ -62,7 +69,7 @@ def apply_measured(job: JobState, types: tuple[str, ...], type_index: Mapping[st
         j = type_index.get(t)
         if j is not None:
             job.T[j] = max(0.0, v)
-    job.throughputs = dict(zip(types, job.T.tolist()))
+    job.throughputs = by_type(types, job.T)
     row = rows.index.get(job.spec.id)
     if row is not None:
         rows.rate[row, :len(types), 0] = job.T
@@ -75,12 +82,12 @@ def retype(jobs: Mapping[str, JobState], rows: Rows, types: tuple[str, ...],
     co-located throughputs left are dropped."""
     for job in jobs.values():
         job.T = lookups.solo(job.spec.key).copy()
-        job.throughputs = dict(zip(types, job.T.tolist()))
+        job.throughputs = by_type(types, job.T)
         if job.measured:
             for t, v in job.measured.items():
                 if t in type_index:
                     job.T[type_index[t]] = max(0.0, v)
-            job.throughputs = dict(zip(types, job.T.tolist()))
+            job.throughputs = by_type(types, job.T)
     gone = []
     for row, (key, members) in enumerate(zip(rows.keys, rows.members)):
         n = len(types)

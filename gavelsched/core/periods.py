@@ -30,10 +30,14 @@ def install(allocation: Allocation, rows: Rows, jobs: Mapping[str, JobState],
     X rows for every combination it covers."""
     types = columns
     new_pairs, keys, xs = [], [], []
+    read: dict[int, list[float]] = {}   # rows shared by identical jobs are read once
     for key, row in allocation.allocation.items():
         if key in jobs:
             keys.append(key)
-            xs.append([row.get(t, 0.0) for t in types])
+            x = read.get(id(row))
+            if x is None:
+                x = read[id(row)] = [row.get(t, 0.0) for t in types]
+            xs.append(x)
             continue
         members = key_members(key)
         if len(members) != 2 or not all(m in jobs for m in members):

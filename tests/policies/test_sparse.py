@@ -7,7 +7,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.sparse import Coo, compressed, coo_arrays, stacked
+from policies.sparse import Coo, compressed, compressed_arrays, coo_arrays, stacked
 
 
 def _same(a, b) -> None:
@@ -32,8 +32,14 @@ def test_compressed_is_scipys_conversion_bit_for_bit(m, n, k, repeat, seed):
     data = rng.normal(size=rows.size)
     data[rng.random(rows.size) < 0.2] = 0.0     # explicit zeros are kept, as scipy keeps them
     for fmt, build in (("csr", sp.csr_matrix), ("csc", sp.csc_matrix)):
-        _same(compressed(rows, cols, data, (m, n), fmt), build((data, (rows, cols)),
-                                                               shape=(m, n)))
+        want = build((data, (rows, cols)), shape=(m, n))
+        _same(compressed(rows, cols, data, (m, n), fmt), want)
+        arrays = compressed_arrays(rows, cols, data, (m, n), fmt)  # a solver's input
+        if arrays is None:      # only when coordinates repeat
+            assert len(set(zip(rows.tolist(), cols.tolist()))) < rows.size
+        else:
+            assert arrays.has_canonical_format and arrays.shape == (m, n)
+            _same(build(arrays[:3], shape=(m, n)), want)
 
 
 @pytest.mark.parametrize("fmt", ["csr", "csc", "coo"])
