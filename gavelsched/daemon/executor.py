@@ -4,7 +4,9 @@ Threading contract of ``SchedulerCore`` (it has no locks): exactly one thread, t
 executor's, ever calls the core, the store and the rooms below. gRPC handlers and the
 dispatcher's pool threads never touch them; they hand the executor an event with
 ``post(fn)`` / ``call(fn)`` (``inbox``: closures run in order on the executor thread) and
-read only ``snapshot``, an immutable value republished after a change (``publish``).
+read only ``snapshot``, an immutable value republished after a change (``publish``). The
+one exception is a heartbeat's arrival (``heard``): ``health`` takes it under its own lock,
+so that workers are not failed while this thread is busy.
 
 The round recipe is the simulator's: ``RoundDriver`` (``gavelsched/core/driver.py``) ends
 a round, plans the next, applies the empty-round rule and takes progress in. What is the
@@ -88,10 +90,12 @@ class DaemonExecutor:
         self._clock = clock
         self.inbox = Inbox()
         self.post, self.call, self.stop = self.inbox.post, self.inbox.call, self.inbox.stop
+        self.tell = self.inbox.tell
         # ETAs: replayed off this thread at each round start, arrival and end (``forecast``)
-        self.forecasts = Forecaster(lambda: self.post(self._forecast_ready))
+        self.forecasts = Forecaster(lambda: self.tell(self._forecast_ready))
         self._forecast_due = False
         self._startups_seen = 0
+        self._awake_since = time.monotonic()    # (``_excuse_stall``)
         self.origin = Origin(store, clock)   # ``now``: seconds since the state's first start
         self.epoch_unix, self.now = self.origin.epoch_unix, self.origin.now
         if metrics is not None:
@@ -172,6 +176,7 @@ class DaemonExecutor:
             if self._refill_due:
                 self._refill_due = False
                 self._refill()
+            self._excuse_stall()
             self.tick()
             self.pictures.due(self._clock(), bool(self.runs.live()))
             if self.startups.first_measured != self._startups_seen:   # (a guess replaced)
@@ -182,6 +187,15 @@ class DaemonExecutor:
         self.runs.answer_waiting(stopping=True)
         self.inbox.refuse_pending()
         self.forecasts.close()
+
+    def _excuse_stall(self) -> None:
+        """This thread's work since it last checked, beyond a heartbeat, is not counted as
+        the servers' silence (``Health.excuse``): real seconds, as the loop runs."""
+        now = time.monotonic()
+        busy = now - self._awake_since - self.inbox.take_idle_s()
+        self._awake_since = now
+        if busy > self.config.heartbeat_seconds:
+            self.health.excuse(busy, self._clock())
 
     def _changed(self) -> None:
         """Something ``snapshot`` shows changed: it is republished (``Publisher``)."""
@@ -458,10 +472,16 @@ class DaemonExecutor:
                  profile: Profile | None = None) -> pb.RegisterWorkerResponse:
         return self.roster.register(request, mono, profile)
 
+    def heard(self, server_id: int, mono: float) -> bool:
+        """A heartbeat arrived (any thread: ``Health.seen``); False when the server is
+        unknown or was failed (it registers again)."""
+        return self.health.seen(server_id, mono) is not None
+
     def heartbeat(self, server_id: int, mono: float, running: dict[str, int] | None = None,
                   leaving: bool = False, registration: int = 0) -> bool:
-        """``running``: job -> run generation of the processes the server hosts;
-        ``leaving``: its worker is stopping, in ``registration`` (``Servers.heartbeat``)."""
+        """What a heartbeat tells the executor, on its thread (after ``heard``):
+        ``running``: job -> run generation of the processes the server hosts; ``leaving``:
+        its worker is stopping, in ``registration`` (``Servers.heartbeat``)."""
         if leaving:
             self._changed()             # status shows the drain
         return self.roster.heartbeat(server_id, mono, running or {}, leaving, registration)

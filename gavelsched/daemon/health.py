@@ -5,10 +5,17 @@ row. A rank of a multi-server job that exits nonzero makes its job a *suspect*: 
 a dead peer's lost connection as the rank's own failure, so the job fails only if no server
 of its run is found dead within ``(HEARTBEAT_MISSES + 1)`` heartbeats. Pure bookkeeping on
 a monotonic clock the caller passes in; the executor acts on what it returns.
+
+Heartbeats are the one thing other threads touch (``seen``, under a lock): a heartbeat is
+taken as it arrives, never queued behind the executor's work (at 50,000 jobs a plan holds
+the executor thread for seconds, and workers whose heartbeats waited there were failed).
+Nor do the executor's own stalls count as a worker's silence (``excuse``): while it was
+busy, the handlers that wait on it may have held every gRPC thread, heartbeats included.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 from .store import ServerRow
@@ -31,28 +38,46 @@ class Health:
         self.servers: dict[int, ServerState] = {s.id: ServerState(s, False, 0.0) for s in servers}
         # job -> (deadline, reason, exit code)
         self._suspects: dict[str, tuple[float, str, int]] = {}
+        self._lock = threading.Lock()    # ``seen`` (any thread) against the executor's writes
 
     # ---- servers ------------------------------------------------------------------------
     def up(self, row: ServerRow, mono: float, registration: int = 0) -> None:
         """``row`` registered (again) at ``mono``, with fencing token ``registration``."""
-        self.servers[row.id] = ServerState(row, alive=True, last_seen=mono,
-                                           registration=registration)
+        with self._lock:
+            self.servers[row.id] = ServerState(row, alive=True, last_seen=mono,
+                                               registration=registration)
 
     def seen(self, server_id: int, mono: float) -> ServerState | None:
-        """A heartbeat: the server, or None when it is unknown or was failed."""
-        server = self.servers.get(server_id)
-        if server is None or not server.alive:
-            return None
-        server.last_seen = max(server.last_seen, mono)
-        return server
+        """A heartbeat, from any thread: the server, or None when it is unknown or was
+        failed (then it registers again)."""
+        with self._lock:
+            server = self.servers.get(server_id)
+            if server is None or not server.alive:
+                return None
+            server.last_seen = max(server.last_seen, mono)
+            return server
 
     def newly_dead(self, mono: float) -> list[ServerState]:
         """Servers silent for ``HEARTBEAT_MISSES`` heartbeats, now marked down."""
         limit = HEARTBEAT_MISSES * self.heartbeat_seconds
-        dead = [s for s in self.servers.values() if s.alive and mono - s.last_seen > limit]
-        for server in dead:
-            server.alive = False
+        with self._lock:
+            dead = [s for s in self.servers.values()
+                    if s.alive and mono - s.last_seen > limit]
+            for server in dead:
+                server.alive = False
         return dead
+
+    def excuse(self, busy_s: float, mono: float) -> None:
+        """The executor was busy for ``busy_s`` seconds up to ``mono``: that time does not
+        count as any server's silence (its heartbeat may have waited for a gRPC thread that
+        a handler held while it waited on the executor). A server that really died is
+        failed that much later."""
+        if busy_s <= 0:
+            return
+        with self._lock:
+            for server in self.servers.values():
+                if server.alive:
+                    server.last_seen = min(mono, server.last_seen + busy_s)
 
     def alive(self, server_id: int) -> bool:
         server = self.servers.get(server_id)

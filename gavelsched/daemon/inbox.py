@@ -1,16 +1,21 @@
-"""The executor thread's inbox: the only way other threads reach the scheduler's state
+"""The executor thread's inbox: how other threads reach the scheduler's state
 (``executor``'s threading contract). gRPC handlers and the dispatcher's pool threads put a
-closure here with ``post`` (or ``call``, which waits for its result); the executor thread
-runs them in arrival order and hands each result, or exception, back through a ``Future``.
+closure here with ``post`` (``call`` waits for its result; ``tell`` logs what it raised);
+the executor thread runs them in arrival order and hands each result, or exception, back
+through a ``Future``.
 """
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 class Stopping(RuntimeError):
@@ -21,6 +26,7 @@ class Inbox:
     def __init__(self) -> None:
         self._events: queue.Queue = queue.Queue()
         self._stop = threading.Event()
+        self._idle_s = 0.0      # seconds the executor thread waited for events (``take_idle_s``)
 
     def post(self, fn: Callable[[], Any], *, changes: bool = True) -> Future:
         """Run ``fn`` on the executor thread; its result (or exception) lands in the future.
@@ -31,6 +37,10 @@ class Inbox:
             return fut
         self._events.put((fn, fut, changes))
         return fut
+
+    def tell(self, fn: Callable[[], Any], *, changes: bool = True) -> None:
+        """``post`` with no one waiting for the result: what ``fn`` raises is logged."""
+        self.post(fn, changes=changes).add_done_callback(_log_error)
 
     def call(self, fn: Callable[[], Any], timeout: float = 30.0, *,
              changes: bool = True) -> Any:
@@ -60,14 +70,23 @@ class Inbox:
         """On the executor thread: wait up to ``wait`` seconds for an event, then run it and
         every event queued behind it. Returns whether any of them changed state."""
         changed = False
+        began = time.monotonic()
         try:
-            event = self._events.get(timeout=wait)
+            try:
+                event = self._events.get(timeout=wait)
+            finally:
+                self._idle_s += time.monotonic() - began
             while True:
                 changed = self._run(*event) or changed
                 event = self._events.get_nowait()
         except queue.Empty:
             pass
         return changed
+
+    def take_idle_s(self) -> float:
+        """Seconds spent waiting for events since the last call (the rest was work)."""
+        idle, self._idle_s = self._idle_s, 0.0
+        return idle
 
     @staticmethod
     def _run(fn, fut: Future, changes: bool) -> bool:
@@ -78,3 +97,10 @@ class Inbox:
         else:
             fut.set_result(result)
         return changes
+
+
+def _log_error(fut: Future) -> None:
+    err = fut.exception()
+    if err is not None and not isinstance(err, Stopping):
+        log.error("an event on the executor thread failed: %s", err,
+                  exc_info=(type(err), err, err.__traceback__))

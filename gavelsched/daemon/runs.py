@@ -152,6 +152,7 @@ class RunTable:
         self._running = False                 # False: the daemon is idle
         self.scheduler_address = ""
         self._runs: dict[str, Run] = {}
+        self._orphans: set[str] = set()       # jobs adopted as orphans (some may have ended)
         # job -> (member, task, round, refill): a placement waiting for its last run's end
         self._deferred: dict[str, tuple[int, MicroTask, int, bool]] = {}
         self.held: dict[str, float] = {}     # task key -> seconds it held its workers
@@ -519,8 +520,12 @@ class RunTable:
                                      0.0, job.steps_done, (job.steps_done, 0.0),
                                      started_up=True, orphan=True, round_start=mono,
                                      generation=generation)
-        for job_id, run in list(self._runs.items()):
-            if run.orphan and server_id in run.left and job_id not in running:
+            self._orphans.add(job_id)
+        for job_id in list(self._orphans):     # (not every run: a heartbeat comes often)
+            run = self._runs.get(job_id)
+            if run is None or not run.orphan:
+                self._orphans.discard(job_id)
+            elif server_id in run.left and job_id not in running:
                 self.exited(job_id, server_id)
 
     def _launch_deferred(self, job_id: str) -> None:

@@ -205,11 +205,15 @@ class WorkerService(pb_grpc.WorkerToSchedulerServicer):
     def Heartbeat(self, request, context):
         self.callers.daemon(context)
         mono = time.monotonic()
+        # Answered here, never behind the executor's work (``health``); what the heartbeat
+        # lists is reconciled on the executor thread, unwaited for.
+        if not self.x.heard(request.server_id, mono):
+            return pb.HeartbeatResponse(known=False)
         running = {r.job_id: int(r.generation) for r in request.running}
-        return pb.HeartbeatResponse(known=self.x.call(
-            lambda: self.x.heartbeat(request.server_id, mono, running, request.leaving,
-                                     int(request.registration)),
-            changes=False))
+        self.x.tell(lambda: self.x.heartbeat(request.server_id, mono, running,
+                                             request.leaving, int(request.registration)),
+                    changes=False)
+        return pb.HeartbeatResponse(known=True)
 
     def ReportRound(self, request, context):
         self.callers.daemon(context)

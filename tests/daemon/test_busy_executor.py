@@ -1,0 +1,116 @@
+"""Workers stay alive while the scheduler's executor thread is busy (issue #30: at 2,048 GPUs
+and 50,000 jobs plans of seconds held heartbeats that waited on that thread, and 1,840 of
+2,048 GPUs were failed). A heartbeat is answered as it arrives (``DaemonExecutor.heard``),
+and the executor's own stalls do not count as a server's silence (``Health.excuse``). A
+server that really goes silent is still failed."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import yaml
+
+from gavelsched.daemon.config import load_config
+from gavelsched.daemon.health import Health
+from gavelsched.daemon.server import SchedulerDaemon
+from gavelsched.daemon.store import ServerRow
+from gavelsched.rpc import pb, pb_grpc
+from gavelsched.rpc.security import channel
+
+from .cluster import wait_until
+
+HEARTBEAT_S = 0.2          # a server silent for 0.6 s is failed
+
+
+def test_the_executors_stall_is_not_a_servers_silence():
+    health = Health(1.0)
+    row = ServerRow(0, "v100", "127.0.0.1:1", (0,))
+    health.up(row, 0.0)
+    health.excuse(4.0, 5.0)                  # busy from 1 s to 5 s: silent 1 s of its own
+    assert health.newly_dead(5.0) == []
+    assert health.newly_dead(7.5) == [health.servers[0]]      # then 3.5 s more: failed
+    health.up(row, 10.0)
+    health.excuse(30.0, 11.0)                # never beyond now
+    assert health.servers[0].last_seen == 11.0
+
+
+def _daemon(tmp_path) -> SchedulerDaemon:
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump({
+        "listen": "127.0.0.1:0", "policy": "max_min_fairness_perf", "round_seconds": 2,
+        "state_dir": str(tmp_path / "state"), "eta": False,
+        "heartbeat_seconds": HEARTBEAT_S}))
+    return SchedulerDaemon(load_config(str(path))).start()
+
+
+def _register(stub) -> int:
+    return stub.RegisterWorker(pb.RegisterWorkerRequest(
+        worker_type="v100", gpus=1, address="127.0.0.1:1", hostname="h",
+        previous_server_id=-1), timeout=30).server_id
+
+
+def _busy(daemon: SchedulerDaemon, seconds: float):
+    """Hold the executor thread for ``seconds`` (a long plan); the future of that event."""
+    return daemon.executor.post(lambda: time.sleep(seconds))
+
+
+def test_heartbeats_are_answered_while_the_executor_is_busy(tmp_path):
+    daemon = _daemon(tmp_path)
+    try:
+        stub = pb_grpc.WorkerToSchedulerStub(channel(f"127.0.0.1:{daemon.port}"))
+        server = _register(stub)
+        busy = _busy(daemon, 10 * HEARTBEAT_S)
+        answered = []
+        while not busy.done():
+            began = time.monotonic()
+            if stub.Heartbeat(pb.HeartbeatRequest(server_id=server), timeout=30).known:
+                answered.append((time.monotonic() - began, busy.done()))
+            time.sleep(HEARTBEAT_S)
+        assert len(answered) >= 5 and all(not done for _, done in answered[:-1])
+        assert max(took for took, _ in answered[:-1]) < 5 * HEARTBEAT_S
+        time.sleep(HEARTBEAT_S)                  # a tick after the stall
+        assert daemon.executor.health.alive(server)
+    finally:
+        daemon.stop()
+
+
+def test_a_worker_whose_heartbeats_could_not_be_served_is_not_failed(tmp_path):
+    """No heartbeat at all reaches the scheduler while its executor is busy (as when every
+    gRPC thread waits on it): the stall is excused, and the server lives on."""
+    daemon = _daemon(tmp_path)
+    try:
+        stub = pb_grpc.WorkerToSchedulerStub(channel(f"127.0.0.1:{daemon.port}"))
+        server = _register(stub)
+        _busy(daemon, 10 * HEARTBEAT_S).result(30)
+        time.sleep(HEARTBEAT_S)                  # a tick after the stall, no heartbeat yet
+        assert daemon.executor.health.alive(server)
+        assert stub.Heartbeat(pb.HeartbeatRequest(server_id=server), timeout=30).known
+    finally:
+        daemon.stop()
+
+
+def test_a_silent_server_is_still_failed(tmp_path):
+    daemon = _daemon(tmp_path)
+    try:
+        stub = pb_grpc.WorkerToSchedulerStub(channel(f"127.0.0.1:{daemon.port}"))
+        silent, beating = _register(stub), _register(stub)
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(HEARTBEAT_S):
+                stub.Heartbeat(pb.HeartbeatRequest(server_id=beating), timeout=30)
+
+        thread = threading.Thread(target=beat, daemon=True)
+        thread.start()
+        try:
+            wait_until(lambda: not daemon.executor.health.alive(silent), 30,
+                       "the silent server to be failed")
+            assert daemon.executor.health.alive(beating)
+            assert not stub.Heartbeat(pb.HeartbeatRequest(server_id=silent),
+                                      timeout=30).known      # it must register again
+        finally:
+            stop.set()
+            thread.join()
+    finally:
+        daemon.stop()
