@@ -152,6 +152,12 @@ class SchedulerCore:
         return self._last_allocation
 
     @property
+    def last_workers(self) -> Mapping[str, tuple[int, ...]]:
+        """Each task's workers as last placed (a plan, then its refills): what the next
+        placement keeps where it can (``mechanism.placement``)."""
+        return dict(self._assignments)
+
+    @property
     def prices(self) -> Mapping[str, float]:
         return dict(self._prices)
 

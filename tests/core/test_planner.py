@@ -293,4 +293,5 @@ def test_a_refill_takes_the_workers_from_the_run_that_left_them():
     holder = first.batch.keys[0]
     refill = driver.refill(list(first.batch.workers[0]), 10.0, 360.0)
     assert len(refill) == 1 and refill.keys[0] != holder
-    assert holder not in core._assignments          # noqa: SLF001 - the state under test
+    assert holder not in core.last_workers
+    assert core.last_workers[refill.keys[0]] == tuple(first.batch.workers[0])
