@@ -44,7 +44,7 @@ import scipy.sparse as sp
 from .errors import ProblemError
 from .problem import Problem
 from .problem_json import JOB_NUMBERS, non_finite
-from .sparse import compressed, coo_arrays
+from .sparse import compressed, compressed_alike, coo_arrays
 
 # An allocation entry below this is reported as zero: solver noise, not a decision.
 ZERO = 1e-7
@@ -310,8 +310,8 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
         col_type.append(mixed.label)
     c = len(keys)
     at, cols_at = np.concatenate(at), np.concatenate(cols_at)
-    member = compressed(at, cols_at, np.ones(at.size), (m, c))
-    throughput = compressed(at, cols_at, np.concatenate(rates), (m, c))
+    member, throughput = compressed_alike(at, cols_at, [np.ones(at.size), np.concatenate(rates)],
+                                          (m, c))
     col_type = np.concatenate(col_type).astype(int)
     used_type, used_col = col_type, np.arange(c)
     if mixed is not None:

@@ -76,19 +76,41 @@ def compressed(rows: np.ndarray, cols: np.ndarray, data: np.ndarray, shape: tupl
     """``sp.csr_matrix((data, (rows, cols)), shape)`` (``fmt="csc"``: ``csc_matrix``), the
     same matrix to the bit: canonical, explicit zeros kept. Coordinates that repeat, which
     scipy sums, go through scipy itself."""
+    return compressed_alike(rows, cols, [data], shape, fmt)[0]
+
+
+def compressed_alike(rows: np.ndarray, cols: np.ndarray, datas, shape: tuple[int, int],
+                     fmt: str = "csr") -> list:
+    """``compressed`` for each array of ``datas`` at the same coordinates (matrices that
+    share their sparsity, as the column model's ``member`` and ``throughput``): one sort,
+    each matrix with index arrays of its own."""
     build = sp.csr_matrix if fmt == "csr" else sp.csc_matrix
-    arrays = compressed_arrays(rows, cols, data, shape, fmt)
-    if arrays is None:
-        return build((data, (rows, cols)), shape=shape)
-    return build(arrays[:3], shape=shape)
+    rows, cols = np.asarray(rows, dtype=np.intp), np.asarray(cols, dtype=np.intp)
+    datas = [np.asarray(data, dtype=float) for data in datas]
+    canonical = _canonical(rows, cols, shape, fmt)
+    if canonical is None:
+        return [build((data, (rows, cols)), shape=shape) for data in datas]
+    order, indices, indptr = canonical
+    return [build((data[order],
+                   indices if k == 0 else indices.copy(), indptr if k == 0 else indptr.copy()),
+                  shape=shape) for k, data in enumerate(datas)]
 
 
 def compressed_arrays(rows: np.ndarray, cols: np.ndarray, data: np.ndarray,
                       shape: tuple[int, int], fmt: str = "csr") -> Compressed | None:
     """The arrays of ``compressed``'s matrix, without building it (a solver's input);
     None when coordinates repeat."""
+    canonical = _canonical(rows, cols, shape, fmt)
+    if canonical is None:
+        return None
+    order, indices, indptr = canonical
+    return Compressed(np.asarray(data, dtype=float)[order], indices, indptr, shape)
+
+
+def _canonical(rows, cols, shape: tuple[int, int], fmt: str):
+    """(the stored order of the entries, indices, indptr) of the canonical CSR or CSC
+    matrix with entries at (``rows``, ``cols``); None when coordinates repeat."""
     rows, cols = np.asarray(rows, dtype=np.intp), np.asarray(cols, dtype=np.intp)
-    data = np.asarray(data, dtype=float)
     major, minor = (rows, cols) if fmt == "csr" else (cols, rows)
     order = np.lexsort((minor, major))
     major, minor = major[order], minor[order]
@@ -98,4 +120,4 @@ def compressed_arrays(rows: np.ndarray, cols: np.ndarray, data: np.ndarray,
     index = np.int32 if max(shape[0], shape[1], major.size) < 2 ** 31 - 1 else np.int64
     indptr = np.zeros(size + 1, dtype=index)
     np.cumsum(np.bincount(major, minlength=size), out=indptr[1:])
-    return Compressed(data[order], minor.astype(index), indptr, shape)
+    return order, minor.astype(index), indptr

@@ -28,9 +28,10 @@ def priorities(allocation: np.ndarray, received: np.ndarray, runnable: np.ndarra
     ``allocated`` flags (combinations the current allocation covers)."""
     total = received.sum(axis=0)
     # X / f with f = received / total; f > 0 exactly when received > 0.
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        prio = np.where(received > 0, allocation * (total / received),
-                        allocation * UNSERVED_SCALE)
+    with np.errstate(over="ignore", invalid="ignore"):   # a tiny received time: inf
+        ratio = np.divide(total, received, out=np.full(received.shape, UNSERVED_SCALE),
+                          where=received > 0)
+        prio = allocation * ratio
     prio[~((allocation > 0) & runnable & allocated[:, None])] = 0.0
     return _snapped(prio)
 

@@ -134,6 +134,23 @@ def test_priorities_follow_x_over_received_fraction():
     assert prio[1, 1] == pytest.approx(.5 / 1.0)
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 12), st.integers(1, 4), st.integers(0, 2**31 - 1))
+def test_priorities_are_x_over_the_fraction_bit_for_bit(c, n, seed):
+    """The unserved (received 0) and served branches, as ``np.where`` over both would
+    give them, to the bit (the simulator's results must not move)."""
+    rng = np.random.default_rng(seed)
+    X = np.where(rng.random((c, n)) < 0.3, 0.0, rng.random((c, n)))
+    received = np.where(rng.random((c, n)) < 0.3, 0.0, rng.random((c, n)) * R)
+    runnable, allocated = rng.random((c, n)) < 0.8, rng.random(c) < 0.8
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = np.where(received > 0, X * (received.sum(axis=0) / received), X * 1e9)
+    want[~((X > 0) & runnable & allocated[:, None])] = 0.0
+    positive = want > 0
+    want[positive] = np.exp(np.rint(np.log(want[positive]) / 1e-6) * 1e-6)
+    assert priorities(X, received, runnable, allocated).tobytes() == want.tobytes()
+
+
 def test_ties_go_to_larger_deficit_then_earlier_job():
     view = ClusterView.build({"a": 1})
     d = demand([[.5], [.5], [.5]], deficit=[[0.], [10.], [10.]], types=("a",))

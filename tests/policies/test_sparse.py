@@ -7,7 +7,8 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.sparse import Coo, compressed, compressed_arrays, coo_arrays, stacked
+from policies.sparse import (Coo, compressed, compressed_alike, compressed_arrays, coo_arrays,
+                             stacked)
 
 
 def _same(a, b) -> None:
@@ -34,6 +35,11 @@ def test_compressed_is_scipys_conversion_bit_for_bit(m, n, k, repeat, seed):
     for fmt, build in (("csr", sp.csr_matrix), ("csc", sp.csc_matrix)):
         want = build((data, (rows, cols)), shape=(m, n))
         _same(compressed(rows, cols, data, (m, n), fmt), want)
+        other = rng.normal(size=rows.size)      # a second matrix of the same sparsity
+        alike = compressed_alike(rows, cols, [data, other], (m, n), fmt)
+        _same(alike[0], want)
+        _same(alike[1], build((other, (rows, cols)), shape=(m, n)))
+        assert alike[0].indices is not alike[1].indices
         arrays = compressed_arrays(rows, cols, data, (m, n), fmt)  # a solver's input
         if arrays is None:      # only when coordinates repeat
             assert len(set(zip(rows.tolist(), cols.tolist()))) < rows.size
