@@ -57,7 +57,7 @@ def build_batch(plan: RoundPlan, rows: Rows, layout: ColumnLayout, jobs: Mapping
     lease for that long instead of a round (the rest of a round, ``SchedulerCore.place_freed``)."""
     span = config.round_seconds if seconds is None else seconds
     r, j = plan.combo_index, plan.type_index
-    members = rows.member_rows[r]
+    members = rows.members_of(r)
     has = members >= 0
     rates = np.where(has, rows.rate[r, j], 0.0)
     remaining = np.where(has, rows.left[np.where(has, members, 0)], 0.0)

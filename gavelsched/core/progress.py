@@ -70,7 +70,7 @@ def credit_round(rows: Rows, flight: RoundInFlight,
     steps = np.asarray(reports.steps, dtype=float)
     if not ok.all():
         steps = steps[ok]
-    return _take_steps(rows, rows.member_rows[where], steps)
+    return _take_steps(rows, rows.members_of(where), steps)
 
 
 def credit_keys(rows: Rows, keys: Sequence[str], steps) -> tuple[str, ...]:
@@ -87,7 +87,7 @@ def credit_keys(rows: Rows, keys: Sequence[str], steps) -> tuple[str, ...]:
 def credit_rows(rows: Rows, where: np.ndarray, steps) -> tuple[str, ...]:
     """``credit_keys`` with the combinations' rows known (``where``)."""
     steps = np.asarray(steps, dtype=float).reshape(len(where), -1)
-    return _take_steps(rows, rows.member_rows[where][:, :steps.shape[1]], steps)
+    return _take_steps(rows, rows.members_of(where)[:, :steps.shape[1]], steps)
 
 
 def _take_steps(rows: Rows, members: np.ndarray, steps: np.ndarray) -> tuple[str, ...]:

@@ -42,6 +42,11 @@ class Rows:
         """(c, 2) the job rows of each combination's members (-1: no second member)."""
         return self._member_rows
 
+    def members_of(self, where: np.ndarray) -> np.ndarray:
+        """(k, 2) ``member_rows`` of the combinations at rows ``where`` (``take``: indexing
+        a 2-d array by an index array costs several times more)."""
+        return self._member_rows.take(where, axis=0)
+
     @property
     def runnable(self) -> np.ndarray:
         """(c, n): every member makes progress on the type (read-only; cached)."""
@@ -113,8 +118,9 @@ class Rows:
         self.changed()
         keep = np.ones(len(self.keys), dtype=bool)
         keep[gone] = False
+        at = np.flatnonzero(keep)    # ``take`` by index: a mask copies 2-d rows slower
         moved = np.where(keep, np.cumsum(keep) - 1, -1)
-        kept = self._member_rows[keep]
+        kept = self._member_rows.take(at, axis=0)
         self._member_rows = np.where(kept >= 0, moved[kept], -1)
         flags = keep.tolist()
         self.keys = list(compress(self.keys, flags))
@@ -122,7 +128,7 @@ class Rows:
         self.index = dict(zip(self.keys, range(len(self.keys))))
         for name in ("scale_factor", "rate", "received", "deficit", "allocation", "allocated",
                      "ran", "left"):
-            setattr(self, name, getattr(self, name)[keep])
+            setattr(self, name, getattr(self, name).take(at, axis=0))
 
     def widen(self, old_types: tuple[str, ...], new_types: tuple[str, ...], seed: float) -> None:
         """Re-index the type axis (a worker type joined)."""

@@ -1,0 +1,60 @@
+"""The core's rows (``gavelsched/core/rows.py``): dropping rows keeps every other row's
+values and renumbers the members; ``members_of`` reads ``member_rows``."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gavelsched.core.rows import Rows
+
+ARRAYS = ("scale_factor", "rate", "received", "deficit", "allocation", "allocated", "ran",
+          "left")
+
+
+def _rows(jobs: int, pairs: int, rng) -> Rows:
+    """``jobs`` single rows, then ``pairs`` pair rows of random jobs, random values."""
+    rows = Rows(3)
+    rows.add_many([(str(i), (str(i),), int(rng.integers(1, 4)), rng.random(3))
+                   for i in range(jobs)], 10.0, left=rng.random(jobs) * 100)
+    ab = [rng.choice(jobs, 2, replace=False).tolist() for _ in range(pairs if jobs > 1 else 0)]
+    ab = list(dict.fromkeys(tuple(sorted(p)) for p in ab))
+    rows.add_many([(f"{a}+{b}", (str(a), str(b)), 1, rng.random((3, 2))) for a, b in ab], 10.0)
+    for name in ("received", "deficit", "allocation"):
+        getattr(rows, name)[:] = rng.random(getattr(rows, name).shape)
+    rows.allocated[:] = rng.random(len(rows)) < 0.5
+    rows.ran[:] = rng.random(rows.ran.shape) < 0.5
+    return rows
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 12), st.integers(0, 6), st.integers(0, 2**31 - 1))
+def test_drop_keeps_the_other_rows(jobs, pairs, seed):
+    rng = np.random.default_rng(seed)
+    rows = _rows(jobs, pairs, rng)
+    before = {name: getattr(rows, name).copy() for name in ARRAYS}
+    keys, members = list(rows.keys), list(rows.members)
+    gone = [k for k in keys if rng.random() < 0.3]
+    rows.drop(gone + ["unknown"])
+    keep = np.array([k not in gone for k in keys])
+    assert rows.keys == [k for k in keys if k not in gone]
+    assert rows.members == [m for k, m in zip(keys, members) if k not in gone]
+    assert rows.index == {k: i for i, k in enumerate(rows.keys)}
+    for name in ARRAYS:
+        got, want = getattr(rows, name), before[name][keep]
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), name
+    for i, (m, pair) in enumerate(zip(rows.members, rows.member_rows.tolist())):
+        # a member whose row was dropped reads -1 (the core drops such pairs too)
+        assert pair == [rows.index.get(m[0], -1), rows.index.get(m[1], -1) if len(m) > 1
+                        else -1], i
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 12), st.integers(0, 6), st.integers(0, 2**31 - 1))
+def test_members_of_reads_member_rows(jobs, pairs, seed):
+    rng = np.random.default_rng(seed)
+    rows = _rows(jobs, pairs, rng)
+    where = rng.integers(0, len(rows), int(rng.integers(0, 2 * len(rows))))
+    assert np.array_equal(rows.members_of(where), rows.member_rows[where])
+    assert rows.members_of(where).shape == (where.size, 2)
