@@ -59,8 +59,8 @@ from typing import Any
 # its names stay importable from here.
 from gavelsched import checkpoints
 from gavelsched.jobenv import (CHECKPOINT_DIR_VAR, EXIT_JOB_FAILED, PROGRESS_FILE, RENEW_AT_VAR,
-                               WORLD_SIZE_VAR, JobContext, JobFailed, fail_job,
-                               process_elapsed_s, read_progress, write_progress)
+                               WORLD_SIZE_VAR, JobContext, JobFailed, SchedulerUnreachable,
+                               fail_job, process_elapsed_s, read_progress, write_progress)
 
 __all__ = ["DEFAULT_RENEW_AT", "EXIT_JOB_FAILED", "PROGRESS_FILE", "GavelIterator",
            "JobContext", "JobFailed", "LeaseTerms", "Pacer", "process_elapsed_s",
@@ -151,8 +151,9 @@ class _SchedulerClient:
                 code = err.code()
                 retry = code in UNREACHED
                 if not retry or time.monotonic() > deadline:
-                    raise JobFailed(f"InitJob to scheduler {self._ctx.scheduler} failed: "
-                                    f"{code.name}: {err.details()}") from None
+                    raise (SchedulerUnreachable if retry else JobFailed)(
+                        f"InitJob to scheduler {self._ctx.scheduler} failed: "
+                        f"{code.name}: {err.details()}") from None
                 time.sleep(0.5)
 
     def renew(self, round_: int, steps: int, seconds: float) -> Any:
@@ -288,7 +289,7 @@ class GavelIterator:
             self.total_steps = int(reply.total_steps) or self._ctx.total_steps
             self.steps = self._restore(int(reply.steps_done), int(reply.checkpoint_generation))
         except JobFailed as err:
-            fail_job(str(err))
+            fail_job(str(err), err.exit_code)
         self._lease = LeaseTerms.from_pb(reply.lease, self.total_steps)
         self._lease_start = (self._clock(), self.steps)
         self._durable = self.steps      # the count the checkpoint on disk holds

@@ -14,7 +14,9 @@ The worker (``workers/daemon/launcher.py``) writes it and the job side
   absolute step count a job saves beside its checkpoint, in each commit directory
   (``gavelsched.checkpoints``), which the worker reads at its exit;
 - how a job fails (``fail_job``): a one-line reason as the last line of stderr, which the
-  worker's round report quotes, and exit code ``EXIT_JOB_FAILED``;
+  worker's round report quotes, and exit code ``EXIT_JOB_FAILED``; or, when its scheduler
+  did not answer (``SchedulerUnreachable``), ``EXIT_NO_SCHEDULER``: the run ends, not the
+  job (the daemon counts it as a run without progress);
 - the lease's clock (``process_elapsed_s``): seconds since the job's process started, the
   moment the worker starts its kill timer.
 
@@ -70,18 +72,28 @@ VARIABLES = (SCHEDULER_VAR, JOB_ID_VAR, JOB_TYPE_VAR, ROUND_VAR, GENERATION_VAR,
 
 PROGRESS_FILE = "gavel_progress.json"
 EXIT_JOB_FAILED = 3
+EXIT_NO_SCHEDULER = 4
 
 
 class JobFailed(RuntimeError):
-    """The job cannot go on (missing or corrupt checkpoint, no scheduler); one-line reason."""
+    """The job cannot go on (missing or corrupt checkpoint); one-line reason."""
+
+    exit_code = EXIT_JOB_FAILED
+
+
+class SchedulerUnreachable(JobFailed):
+    """This run cannot go on: its scheduler did not answer (an overloaded or restarting
+    scheduler is no fault of the job's, which is tried again)."""
+
+    exit_code = EXIT_NO_SCHEDULER
 
 
 class FailedExit(SystemExit):
-    """What ``fail_job`` raises: ``SystemExit(EXIT_JOB_FAILED)`` that keeps its one-line
-    ``reason`` (a hollow job's rank, a thread, writes it where its stderr would go)."""
+    """What ``fail_job`` raises: ``SystemExit(code)`` that keeps its one-line ``reason`` (a
+    hollow job's rank, a thread, writes it where its stderr would go)."""
 
-    def __init__(self, reason: str) -> None:
-        super().__init__(EXIT_JOB_FAILED)
+    def __init__(self, reason: str, code: int = EXIT_JOB_FAILED) -> None:
+        super().__init__(code)
         self.reason = reason
 
 
@@ -232,13 +244,14 @@ def write_progress(checkpoint_dir: str | os.PathLike, steps: int, **extra: Any) 
 
 # ---- how a job ends, and its clock ----------------------------------------------------------
 
-def fail_job(reason: str) -> NoReturn:
-    """End the job: the reason as the last line of stderr, exit code EXIT_JOB_FAILED."""
+def fail_job(reason: str, code: int = EXIT_JOB_FAILED) -> NoReturn:
+    """End the job (or, with ``EXIT_NO_SCHEDULER``, this run of it): the reason as the last
+    line of stderr, exit code ``code``."""
     line = " ".join(reason.split())
     log.error("job failed: %s", line)
     sys.stderr.write(f"gavel: {line}\n")
     sys.stderr.flush()
-    raise FailedExit(line)
+    raise FailedExit(line, code)
 
 
 def process_elapsed_s() -> float:

@@ -1,10 +1,12 @@
 """Calls from the scheduler to worker daemons (``SchedulerToWorker``: run, kill, shutdown,
 read logs).
 
-The executor thread never waits on the network: each call is a gRPC future, all of a
-round's in flight at once (a pool of 8 threads sent them 8 at a time, and a worker that did
-not answer held a thread its whole timeout: BENCHMARKS.md, "The daemon at scale"), and its
-answer comes back as an event (``on_done``) on the executor's queue. ``read_logs`` alone
+The executor thread never waits on the network: it queues each call, one sender thread
+makes it a gRPC future, in order, all of a round's in flight at once (a pool of 8 threads
+sent them 8 at a time, and a worker that did not answer held a thread its whole timeout;
+making the futures took a sixth of the executor thread at 2,048 GPUs: BENCHMARKS.md, "The
+daemon at scale"), and its answer comes back as an event (``on_done``) on the executor's
+queue. ``read_logs`` alone
 waits for its answer, on the thread of the ``Logs`` handler that asks. One channel per
 worker address, carrying the cluster's token (thesis §5.6; ``gavelsched.rpc.security``).
 """
@@ -12,6 +14,7 @@ worker address, carrying the cluster's token (thesis §5.6; ``gavelsched.rpc.sec
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from collections.abc import Callable
@@ -50,6 +53,10 @@ class Dispatcher:
         self._channels: list[grpc.Channel] = []
         self._lock = threading.Lock()
         self._answered: dict[int, tuple[int, float]] = {}   # round -> (RunJobs, last answer)
+        self._outbox: queue.SimpleQueue = queue.SimpleQueue()   # calls to make, in order
+        self._sender = threading.Thread(target=self._send, name="gavelsched-dispatch",
+                                        daemon=True)
+        self._sender.start()
 
     def _stub(self, address: str) -> pb_grpc.SchedulerToWorkerStub:
         with self._lock:
@@ -62,6 +69,20 @@ class Dispatcher:
 
     def _call(self, address: str, method: str, request,
               on_done: Callable[[Delivery], None] | None) -> None:
+        self._outbox.put((address, method, request, on_done))
+
+    def _send(self) -> None:
+        """The sender thread: each queued call becomes a gRPC future (None: stop)."""
+        while (call := self._outbox.get()) is not None:
+            try:
+                self._start(*call)
+            except Exception as err:  # noqa: BLE001 - one bad call must not stop the others
+                log.exception("%s to %s could not be sent", call[1], call[0])
+                if call[3] is not None:
+                    call[3](Delivery(False, True, f"{call[0]}: {type(err).__name__}: {err}"))
+
+    def _start(self, address: str, method: str, request,
+               on_done: Callable[[Delivery], None] | None) -> None:
         def finished(future) -> None:       # a gRPC thread (or this one, if already done)
             try:
                 ack = future.result()
@@ -115,7 +136,10 @@ class Dispatcher:
         self._call(address, "Shutdown", pb.ShutdownRequest(reason=reason), None)
 
     def close(self) -> None:
-        """Wait for the calls in flight (each ends within its timeout), then close."""
+        """Send what is queued, wait for the calls in flight (each ends within its
+        timeout), then close."""
+        self._outbox.put(None)
+        self._sender.join()
         with self._lock:
             inflight = list(self._inflight)
         for future in inflight:

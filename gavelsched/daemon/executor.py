@@ -178,7 +178,7 @@ class DaemonExecutor:
                 self._refill()
             self._excuse_stall()
             self.tick()
-            self.pictures.due(self._clock(), bool(self.runs.live()))
+            self.pictures.due(self._clock(), bool(self.runs))
             if self.startups.first_measured != self._startups_seen:   # (a guess replaced)
                 self._startups_seen, self._forecast_due = self.startups.first_measured, True
             if self._forecast_due and self.config.eta and not self.pictures.dirty:
@@ -213,7 +213,7 @@ class DaemonExecutor:
 
     def _wait(self) -> float:
         """Seconds to wait for an event: to the next deadline, at most half a heartbeat."""
-        deadlines = self.clock.deadlines() + self.pictures.deadlines(bool(self.runs.live()))
+        deadlines = self.clock.deadlines() + self.pictures.deadlines(bool(self.runs))
         mono = self._clock()
         return min([self.config.heartbeat_seconds / 2, *(max(0.0, d - mono) for d in deadlines)])
 

@@ -68,9 +68,13 @@ class Inbox:
 
     def run_pending(self, wait: float) -> bool:
         """On the executor thread: wait up to ``wait`` seconds for an event, then run it and
-        every event queued behind it. Returns whether any of them changed state."""
+        the events queued behind it until ``wait`` has passed (at least the one): a steady
+        stream of events must not hold off the loop's deadlines (at 2,048 GPUs rounds
+        started seconds late behind InitJobs and reports). Returns whether any of them
+        changed state."""
         changed = False
         began = time.monotonic()
+        until = began + wait
         try:
             try:
                 event = self._events.get(timeout=wait)
@@ -78,6 +82,8 @@ class Inbox:
                 self._idle_s += time.monotonic() - began
             while True:
                 changed = self._run(*event) or changed
+                if time.monotonic() >= until:
+                    break
                 event = self._events.get_nowait()
         except queue.Empty:
             pass

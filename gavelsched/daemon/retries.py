@@ -9,7 +9,9 @@
 - A job whose runs make no progress (no new durable step) in ``no_progress_runs`` runs in a
   row fails, with that reason, instead of being relaunched every round for ever; a run
   whose process exits without ever reaching the scheduler counts as one (issue #29: a
-  ``command: true`` job held a V100 for 40 rounds).
+  ``command: true`` job held a V100 for 40 rounds), and so does one whose process gave up
+  on a scheduler that did not answer (``jobenv.EXIT_NO_SCHEDULER``: at 2,048 GPUs an
+  overloaded scheduler's InitJob timeouts failed 640 jobs for good).
 
 The attempts are kept in the store (``attempts/<job>``), so a restarted scheduler keeps
 counting. Pure bookkeeping on a monotonic clock the caller passes in.
@@ -111,11 +113,13 @@ class Retries:
                                f"{until - mono:.0f} s)")
         return out
 
-    def ran(self, job_id: str, progressed: bool, reached: bool = True) -> str | None:
+    def ran(self, job_id: str, progressed: bool, reached: bool = True,
+            why: str = "") -> str | None:
         """A run of the job ended on its own; None, or the reason it fails with after
         ``no_progress_runs`` runs in a row without a new durable step. A run whose process
         never reached the scheduler (``reached`` False: it exited before its first
-        ``InitJob``, e.g. a command with no ``GavelIterator``) counts as one too."""
+        ``InitJob``, e.g. a command with no ``GavelIterator``) counts as one too, and so
+        does one whose process gave up on the scheduler (``why``: its reason)."""
         if progressed:
             self._idle_runs.pop(job_id, None)
             self._unreached.pop(job_id, None)
@@ -125,6 +129,8 @@ class Retries:
             (self._unreached.get(job_id, 0) + 1) if not reached else 0
         if idle < self.no_progress_runs:
             return None
+        if why:
+            return f"no progress in {idle} runs in a row (the last: {why})"
         if unreached >= idle:
             return (f"no progress in {idle} runs in a row: its process exited each time "
                     f"without reaching the scheduler (does it build a GavelIterator?)")

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from ..core import MicroTask, Round, SchedulerCore
 from ..core.batch import worth_launching
+from ..jobenv import EXIT_NO_SCHEDULER
 from ..rpc import pb
 from .config import DaemonConfig
 from .dispatch import Delivery, Dispatcher
@@ -104,6 +105,7 @@ class Ended:
 
     progressed: bool
     reached: bool = True
+    why: str = ""                 # its process's own reason (it lost its scheduler)
 
 
 ExitVerdict = Died | RankFailed | Ended | None
@@ -116,6 +118,9 @@ def exit_verdict(run: Run | None, job: JobRow | None, server_id: int, failed: bo
     a server of the run, or the job has ended: a finished job's exit is no failure)."""
     if run is None or server_id not in run.servers or job is None or job.final:
         return None
+    if failed and exit_code == EXIT_NO_SCHEDULER:   # no answer from this scheduler in time:
+        # no fault of the job's, a run without progress (``jobenv.SchedulerUnreachable``)
+        return Ended(False, why=reason) if run.left == {server_id} else None
     if failed:
         reason = reason or f"exit code {exit_code}"
         return (Died(exit_code, reason) if len(run.servers) == 1
@@ -168,6 +173,10 @@ class RunTable:
 
     def live(self) -> tuple[Run, ...]:
         return tuple(self._runs.values())
+
+    def __bool__(self) -> bool:
+        """Whether any run is live (the executor's loop asks at each wake)."""
+        return bool(self._runs)
 
     # ---- placing a round ------------------------------------------------------------------
     def begin(self, rnd: Round | None) -> None:
@@ -461,8 +470,8 @@ class RunTable:
                     log.info("job %s: a rank on server %d failed (%s); the job fails in "
                              "%.1fs unless a server of its run is found dead", job_id,
                              server_id, why, limit)
-            case Ended(progressed, reached):
-                return self.retries.ran(job_id, progressed, reached)
+            case Ended(progressed, reached, why):
+                return self.retries.ran(job_id, progressed, reached, why)
         return None
 
     def kill(self, job_id: str, reason: str) -> None:

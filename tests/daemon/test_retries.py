@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from gavelsched.daemon.retries import signal_name, signal_of
-from gavelsched.jobenv import EXIT_JOB_FAILED
+from gavelsched.jobenv import EXIT_JOB_FAILED, EXIT_NO_SCHEDULER
 from gavelsched.rpc import pb
 
 from .test_round_aligned import R, Scheduler
@@ -112,6 +112,25 @@ def test_runs_that_never_step_fail_the_job(sched, reaches, reason):
             assert launches(s, job) == before + 1    # launched again next round
     assert s.x.jobs[job].state == "failed"
     assert s.x.jobs[job].reason == f"no progress in {limit} runs in a row{reason}"
+
+
+def test_a_run_that_lost_its_scheduler_is_a_run_without_progress(sched):
+    # issue #30: at 2,048 GPUs InitJobs that waited past their timeout on an overloaded
+    # scheduler failed 640 jobs at once; such a run now ends without failing its job
+    s, limit = sched, sched.x.retries.no_progress_runs
+    job = s.submit()
+    t, lost = 1.0, "InitJob to scheduler 127.0.0.1:1 failed: DEADLINE_EXCEEDED: Deadline"
+    s.at(t)
+    for run in range(limit):
+        assert s.x.jobs[job].state != "failed", run
+        before = launches(s, job)
+        killed(s, job, EXIT_NO_SCHEDULER, lost)
+        if run < limit - 1:
+            assert s.x.jobs[job].state == "queued" and job not in s.x.runs
+            t = run_rounds(s, t, 1)
+            assert launches(s, job) == before + 1    # launched again next round
+    assert s.x.jobs[job].state == "failed"
+    assert s.x.jobs[job].reason == f"no progress in {limit} runs in a row (the last: {lost})"
 
 
 def test_a_run_that_steps_resets_the_count(sched):

@@ -218,3 +218,21 @@ def test_the_same_lease_sent_again_is_not_an_extension(sched, tmp_path):
     run(it, saver)
     assert it.done and not it.finished and it.steps == 5
     assert saver.saves == 1 and len(sched.log.renewals) == 1
+
+
+def test_a_scheduler_that_does_not_answer_ends_the_run_not_the_job(monkeypatch, tmp_path,
+                                                                   capfd):
+    # issue #30: at 2,048 GPUs an overloaded scheduler's InitJob timeouts failed 640 jobs
+    # for good; the process now says its run could not go on (the daemon tries it again)
+    from gavelsched import iterator
+    from gavelsched.daemon.leases import free_port
+    from gavelsched.jobenv import EXIT_NO_SCHEDULER
+
+    monkeypatch.setattr(iterator, "INIT_RETRY_S", 0.0)
+    address = f"127.0.0.1:{free_port()}"
+    with pytest.raises(SystemExit) as exc:
+        GavelIterator(range(3), None, Saver().load, Saver().save,
+                      env=job_environment(address, "j1", tmp_path))
+    assert exc.value.code == EXIT_NO_SCHEDULER
+    last = [ln for ln in capfd.readouterr().err.splitlines() if ln.strip()][-1]
+    assert last.startswith(f"gavel: InitJob to scheduler {address} failed: UNAVAILABLE"), last
