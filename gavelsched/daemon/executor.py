@@ -74,6 +74,9 @@ from .view import DaemonView, Shares
 
 log = logging.getLogger(__name__)
 LOCAL_ADMIN = Caller("admin", ADMIN)     # who calls ``submit`` and ``cancel`` in-process
+# A refill after a batch of events waits this many times the last one's cost since it ended
+# (``_refill_soon``): events come in short batches, and each refill plans over every job.
+REFILL_SPACING = 5.0
 
 
 class DaemonExecutor:
@@ -143,6 +146,7 @@ class DaemonExecutor:
         self._woken = self._clock()       # when an idle scheduler last got work
         self._dispatch: list = []   # the last plan: [round, plan, start (monotonic), its seconds]
         self._batch = self._refill_due = False    # (``_refill_soon``)
+        self._refill_at = 0.0                     # no batch's refill before (monotonic)
         self.pictures = Publisher(self.view(0.0), lambda: self.view(self.now()), metrics,
                                   jobs=lambda: len(self.jobs), clock=clock)
         self.publish = self.pictures.now      # read your writes (``Publisher.now``)
@@ -173,9 +177,12 @@ class DaemonExecutor:
                     self._changed()
             finally:
                 self._batch = False
-            if self._refill_due:
+            if self._refill_due and self._clock() >= self._refill_at:
                 self._refill_due = False
+                began = self._clock()
                 self._refill()
+                ended = self._clock()
+                self._refill_at = ended + REFILL_SPACING * (ended - began)
             self._excuse_stall()
             self.tick()
             self.pictures.due(self._clock(), bool(self.runs))
@@ -213,7 +220,8 @@ class DaemonExecutor:
 
     def _wait(self) -> float:
         """Seconds to wait for an event: to the next deadline, at most half a heartbeat."""
-        deadlines = self.clock.deadlines() + self.pictures.deadlines(bool(self.runs))
+        deadlines = (self.clock.deadlines() + self.pictures.deadlines(bool(self.runs))
+                     + ([self._refill_at] if self._refill_due else []))
         mono = self._clock()
         return min([self.config.heartbeat_seconds / 2, *(max(0.0, d - mono) for d in deadlines)])
 
@@ -389,10 +397,12 @@ class DaemonExecutor:
             self._place_refills(self.driver.refill(sorted(free), now, flight.end_s))
 
     def _refill_soon(self) -> None:
-        """``_refill`` now, or, inside the executor loop's batch of events, once after it:
-        a refill plans over every job (``SchedulerCore.place_freed``), and thousands of
-        runs end at a round boundary (each exit took one at 2,048 GPUs and 50,000 jobs,
-        BENCHMARKS.md, "The daemon at scale")."""
+        """``_refill`` now, or, inside the executor loop's batch of events, once after it
+        and at most every ``REFILL_SPACING`` times its cost: a refill plans over every job
+        (``SchedulerCore.place_freed``), and thousands of runs end at a round boundary
+        (each exit took one at 2,048 GPUs and 50,000 jobs, then each short batch of
+        events, more than half the executor thread: BENCHMARKS.md, "The daemon at
+        scale")."""
         if self._batch:
             self._refill_due = True
         else:

@@ -11,15 +11,37 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 log = logging.getLogger(__name__)
 
+# When the caller of the call this thread serves stops waiting (monotonic; ``caller_waits``)
+_deadline: ContextVar[float | None] = ContextVar("deadline", default=None)
+
 
 class Stopping(RuntimeError):
     """The executor thread has stopped: an event posted now is never run."""
+
+
+class TooLate(TimeoutError):
+    """The executor did not run the event before its caller's deadline (it still will)."""
+
+
+@contextmanager
+def caller_waits(seconds: float | None) -> Iterator[None]:
+    """On a gRPC handler's thread: ``call`` waits at most ``seconds`` (the caller's time
+    left; None: no deadline). A handler thread that waits past it serves no one, and at
+    2,048 GPUs such waits held every one of them, heartbeats' included."""
+    token = _deadline.set(None if seconds is None else time.monotonic() + seconds)
+    try:
+        yield
+    finally:
+        _deadline.reset(token)
 
 
 class Inbox:
@@ -44,8 +66,15 @@ class Inbox:
 
     def call(self, fn: Callable[[], Any], timeout: float = 30.0, *,
              changes: bool = True) -> Any:
-        """``post`` and wait for the result (raises what ``fn`` raised)."""
-        return self.post(fn, changes=changes).result(timeout)
+        """``post`` and wait for the result (raises what ``fn`` raised), at most ``timeout``
+        seconds or to the caller's deadline (``caller_waits``): else ``TooLate``."""
+        deadline = _deadline.get()
+        if deadline is not None:
+            timeout = max(0.0, min(timeout, deadline - time.monotonic()))
+        try:
+            return self.post(fn, changes=changes).result(timeout)
+        except FutureTimeout:
+            raise TooLate(f"the scheduler did not get to it within {timeout:.1f} s") from None
 
     def stop(self) -> None:
         self._stop.set()

@@ -32,14 +32,16 @@ from .dashboard import Dashboard
 from .dispatch import Dispatcher
 from .executor import DaemonExecutor
 from .metrics import DaemonMetrics
-from .service import (CountedCalls, StoppingIsUnavailable, health_servicer,
+from .service import (CountedCalls, ExecutorWaits, health_servicer,
                       registrations)
 from .store import Store
 
 log = logging.getLogger(__name__)
 
-# gRPC handler threads: RenewLease answers wait for the next plan, one per running job.
-HANDLER_THREADS = 128
+# gRPC handler threads: each waits on the executor thread, up to its caller's deadline (10 s
+# for workers and jobs; RenewLease answers wait for the next plan): at 2,048 GPUs, ~150
+# calls a second through executor stalls of seconds; 128 ran out, heartbeats went unserved.
+HANDLER_THREADS = 512
 
 
 class SchedulerDaemon:
@@ -132,7 +134,7 @@ class SchedulerDaemon:
                                                      lambda: self.identities, self.reload),
                                        identities=lambda: self.identities,
                                        tls=self.config.tls, max_workers=HANDLER_THREADS,
-                                       interceptors=[StoppingIsUnavailable(),
+                                       interceptors=[ExecutorWaits(),
                                                      CountedCalls(self.metrics.on_call)])
         host = host_of(self.config.listen)
         notice = self._exposure(f"{host}:{self.port}")

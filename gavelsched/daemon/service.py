@@ -32,7 +32,7 @@ from ..rpc.identity import Caller, Identities, caller_of
 from .calls import Denied
 from .executor import DaemonExecutor
 from .fences import StaleRun
-from .inbox import Stopping
+from .inbox import Stopping, TooLate, caller_waits
 from .forecast import with_period
 from .leases import stop_lease
 from .logs import LogSources, Reader, stream_logs
@@ -76,9 +76,11 @@ def _answer(context, fn):
         _abort_on(context, err)
 
 
-class StoppingIsUnavailable(grpc.ServerInterceptor):
-    """A call that races the scheduler's shutdown (``inbox.Stopping``) gets UNAVAILABLE in
-    one line, without grpc's traceback of an application error."""
+class ExecutorWaits(grpc.ServerInterceptor):
+    """A handler waits on the executor no longer than its caller waits (``caller_waits``).
+    A call that races the scheduler's shutdown (``inbox.Stopping``) gets UNAVAILABLE, and
+    one the executor did not get to in time (``inbox.TooLate``) DEADLINE_EXCEEDED, in one
+    line, without grpc's traceback of an application error."""
 
     def intercept_service(self, continuation, details):
         handler = continuation(details)
@@ -88,9 +90,12 @@ class StoppingIsUnavailable(grpc.ServerInterceptor):
 
         def behavior(request, context):
             try:
-                return inner(request, context)
+                with caller_waits(context.time_remaining()):
+                    return inner(request, context)
             except Stopping as err:
                 context.abort(grpc.StatusCode.UNAVAILABLE, str(err))
+            except TooLate as err:
+                context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, str(err))
         return grpc.unary_unary_rpc_method_handler(
             behavior, request_deserializer=handler.request_deserializer,
             response_serializer=handler.response_serializer)

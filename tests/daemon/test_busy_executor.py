@@ -9,10 +9,12 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 import yaml
 
 from gavelsched.daemon.config import load_config
 from gavelsched.daemon.health import Health
+from gavelsched.daemon.inbox import Inbox, TooLate, caller_waits
 from gavelsched.daemon.server import SchedulerDaemon
 from gavelsched.daemon.store import ServerRow
 from gavelsched.rpc import pb, pb_grpc
@@ -33,6 +35,24 @@ def test_the_executors_stall_is_not_a_servers_silence():
     health.up(row, 10.0)
     health.excuse(30.0, 11.0)                # never beyond now
     assert health.servers[0].last_seen == 11.0
+
+
+def test_a_handler_waits_on_the_executor_no_longer_than_its_caller():
+    """A gRPC handler's ``call`` gives up at its caller's deadline (``caller_waits``), not
+    after its own 30 s: at 2,048 GPUs handler threads held that long ran out; the event
+    still runs when the executor gets to it."""
+    inbox, ran = Inbox(), []
+    with caller_waits(0.2):
+        began = time.monotonic()
+        with pytest.raises(TooLate, match="did not get to it within 0.2 s"):
+            inbox.call(lambda: ran.append(1))          # nobody runs the inbox yet
+        assert time.monotonic() - began < 10
+    assert inbox.run_pending(0) and ran == [1]
+    with caller_waits(None):                           # no deadline: the event's result
+        thread = threading.Thread(target=lambda: inbox.run_pending(5))
+        thread.start()
+        assert inbox.call(lambda: 7) == 7
+        thread.join()
 
 
 def _daemon(tmp_path) -> SchedulerDaemon:

@@ -4,8 +4,10 @@ as the scheduler, launches jobs (``launcher``), reports each job's exit (``Repor
 and hands the scheduler its jobs' output (``logfiles``).
 
 Threads: gRPC handlers (launch, extend, kill), one heartbeat thread (registers, re-registers
-with ``previous_server_id`` when the scheduler answers ``known=false``, flushes unsent round
-reports) and one monitor thread (``Launcher.poll``: leases, exits, queued launches).
+with ``previous_server_id`` when the scheduler answers ``known=false``), one monitor thread
+(``Launcher.poll``: leases, exits, queued launches) and one reporter thread (sends the
+round reports, in order, and retries the unsent: no other thread waits on a busy
+scheduler's answers to them; at 2,048 GPUs heartbeats that did missed their deadline).
 
 Fencing (docs/runtime.md): every RunJob, heartbeat and report names its run's generation;
 a RunJob of a new generation replaces a run of an older one still here. A worker that
@@ -100,6 +102,8 @@ class Worker:
         self._pending: dict[str, _Pending] = {}
         self._starting: dict[int, str] = {}   # GPUs of launches in progress (outside the lock)
         self._outbox: list[pb.RoundReportRequest] = []
+        self._unsent = threading.Event()    # the outbox has reports for the reporter
+        self._flushing = threading.Lock()   # one sender at a time: reports keep their order
         self._stopped = threading.Event()
         self._leaving = threading.Event()   # ``leave``: stopping once the runs have ended
         self._server: grpc.Server | None = None
@@ -132,7 +136,8 @@ class Worker:
         except Exception:
             self._server.stop(0)
             raise
-        for target, name in ((self._heartbeats, "heartbeat"), (self._monitor, "monitor")):
+        for target, name in ((self._heartbeats, "heartbeat"), (self._monitor, "monitor"),
+                             (self._reports, "reports")):
             thread = threading.Thread(target=target, name=f"worker-{name}", daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -199,6 +204,7 @@ class Worker:
             self._report(self.launcher.poll())
             time.sleep(POLL_S)
         self._report(self.launcher.poll())
+        self._flush()                    # the last reports, before the scheduler hears no more
         log.info("worker %d stopped: %s", self.server_id, reason)
         if self._server is not None:
             self._server.stop(1)
@@ -276,7 +282,6 @@ class Worker:
                 log.warning("scheduler does not know server %d; registering again",
                             self.server_id)
                 self._register(previous=self.server_id, timeout_s=RPC_TIMEOUT_S)
-            self._flush()
         except grpc.RpcError as err:
             log.warning("heartbeat failed: %s", err.code().name)
         except WorkerError as err:
@@ -289,22 +294,30 @@ class Worker:
                 steps=e.steps, seconds=e.seconds, exit_code=e.exit_code, failed=e.failed,
                 reason=e.reason, generation=e.generation) for e in exits)
         if exits:
+            self._unsent.set()
+
+    def _reports(self) -> None:
+        """The reporter thread: sends reports as they come; retries each heartbeat."""
+        while not self._stopped.is_set():
+            self._unsent.wait(self.heartbeat_seconds)
+            self._unsent.clear()
             self._flush()
 
     def _flush(self) -> None:
         """Send the unsent round reports, oldest first; keep the rest for the next try."""
-        with self._lock:
-            outbox, self._outbox = self._outbox, []
-        for i, report in enumerate(outbox):
-            try:
-                report.server_id = self.server_id
-                self._stub.ReportRound(report, timeout=RPC_TIMEOUT_S)
-            except grpc.RpcError as err:
-                log.warning("ReportRound for job %s failed: %s", report.job_id,
-                            err.code().name)
-                with self._lock:
-                    self._outbox[:0] = outbox[i:]
-                return
+        with self._flushing:
+            with self._lock:
+                outbox, self._outbox = self._outbox, []
+            for i, report in enumerate(outbox):
+                try:
+                    report.server_id = self.server_id
+                    self._stub.ReportRound(report, timeout=RPC_TIMEOUT_S)
+                except grpc.RpcError as err:
+                    log.warning("ReportRound for job %s failed: %s", report.job_id,
+                                err.code().name)
+                    with self._lock:
+                        self._outbox[:0] = outbox[i:]
+                    return
 
     def _monitor(self) -> None:
         while not self._stopped.wait(POLL_S):

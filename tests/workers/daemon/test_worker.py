@@ -291,3 +291,39 @@ def test_a_later_placement_supersedes_a_launch_still_queued_on_its_gpu(cluster, 
     assert stub.KillJob(pb.KillJobRequest(job_id="busy", reason="round over")).ok
     assert report_of(sched, "fresh").exit_code == 0
     assert (tmp_path / "fresh").exists() and not (tmp_path / "stale").exists()
+
+
+def test_heartbeats_go_on_while_round_reports_wait_on_a_busy_scheduler(tmp_path, monkeypatch):
+    # issue #30: at 2,048 GPUs a scheduler that took longer than a call's timeout to answer
+    # ReportRound held the heartbeat thread that retried the reports, and the server was
+    # failed as silent. Here each of the first 3 reports outlives its (1 s) timeout.
+    from workers.daemon import worker as worker_module
+
+    monkeypatch.setattr(worker_module, "RPC_TIMEOUT_S", 1.0)
+
+    class SlowReports(FakeScheduler):
+        slow = 3
+
+        def ReportRound(self, request, context):
+            if self.slow:
+                self.slow -= 1
+                time.sleep(2.0)
+                return pb.Ack(ok=False)
+            return super().ReportRound(request, context)
+
+    sched = SlowReports()
+    sched.start()
+    worker = Worker(WorkerConfig(scheduler=sched.address, worker_type="k80", gpus=1,
+                                 work_dir=tmp_path / "work", grace_s=0.5))
+    worker.start()
+    try:
+        began = len(sched.log.heartbeats), time.monotonic()
+        sched.worker_stub(worker.address).RunJob(run_job("quick", command="true"))
+        assert report_of(sched, "quick").exit_code == 0       # the 4th try got through
+        beats = len(sched.log.heartbeats) - began[0]
+        seconds = time.monotonic() - began[1]
+        assert seconds >= 3.0 and beats >= seconds / sched.heartbeat_seconds / 2, (
+            beats, seconds)                                   # one every 0.2 s, or near
+    finally:
+        worker.stop()
+        sched.stop()
