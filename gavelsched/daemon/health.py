@@ -11,6 +11,12 @@ taken as it arrives, never queued behind the executor's work (at 50,000 jobs a p
 the executor thread for seconds, and workers whose heartbeats waited there were failed).
 Nor do the executor's own stalls count as a worker's silence (``excuse``): while it was
 busy, the handlers that wait on it may have held every gRPC thread, heartbeats included.
+And a scheduler that hears no server at all is taken to be the deaf one (``deaf``), as
+Kubernetes' node controller evicts nothing from a zone whose every node went silent at
+once: it fails no server for up to ``DEAF_LIMIT`` silence limits, and when it hears them
+again that time is not counted against any (at 2,048 GPUs all 256 servers were failed at
+once while every gRPC thread waited on the executor). A cluster of one server is failed as
+before, and a whole cluster that died is failed after ``DEAF_LIMIT`` limits.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from dataclasses import dataclass
 from .store import ServerRow
 
 HEARTBEAT_MISSES = 3
+DEAF_LIMIT = 5      # silence limits a scheduler that hears no server fails none (``deaf``)
 
 
 @dataclass
@@ -39,6 +46,7 @@ class Health:
         # job -> (deadline, reason, exit code)
         self._suspects: dict[str, tuple[float, str, int]] = {}
         self._lock = threading.Lock()    # ``seen`` (any thread) against the executor's writes
+        self._heard_at: float | None = None   # the last heartbeat or registration of any
 
     # ---- servers ------------------------------------------------------------------------
     def up(self, row: ServerRow, mono: float, registration: int = 0) -> None:
@@ -46,6 +54,7 @@ class Health:
         with self._lock:
             self.servers[row.id] = ServerState(row, alive=True, last_seen=mono,
                                                registration=registration)
+            self._heard(mono)
 
     def seen(self, server_id: int, mono: float) -> ServerState | None:
         """A heartbeat, from any thread: the server, or None when it is unknown or was
@@ -54,15 +63,38 @@ class Health:
             server = self.servers.get(server_id)
             if server is None or not server.alive:
                 return None
+            self._heard(mono)
             server.last_seen = max(server.last_seen, mono)
             return server
 
+    def _heard(self, mono: float) -> None:
+        """A server was heard (under the lock): after a silence of all of them past the
+        limit, that silence is not counted against any (module docstring)."""
+        if self._heard_at is not None and mono - self._heard_at > self.limit:
+            self._excuse(mono - self._heard_at, mono)
+        self._heard_at = mono if self._heard_at is None else max(self._heard_at, mono)
+
+    @property
+    def limit(self) -> float:
+        """Seconds of silence that fail a server."""
+        return HEARTBEAT_MISSES * self.heartbeat_seconds
+
+    def deaf(self, mono: float) -> float:
+        """Seconds this scheduler has heard no server at all, when that makes it the deaf
+        one (more than one server alive, silent past the limit, not yet ``DEAF_LIMIT``
+        limits); else 0."""
+        quiet = 0.0 if self._heard_at is None else mono - self._heard_at
+        alive = sum(s.alive for s in self.servers.values())
+        return quiet if alive > 1 and self.limit < quiet <= DEAF_LIMIT * self.limit else 0.0
+
     def newly_dead(self, mono: float) -> list[ServerState]:
-        """Servers silent for ``HEARTBEAT_MISSES`` heartbeats, now marked down."""
-        limit = HEARTBEAT_MISSES * self.heartbeat_seconds
+        """Servers silent for ``HEARTBEAT_MISSES`` heartbeats, now marked down (none while
+        the scheduler is ``deaf``)."""
         with self._lock:
+            if self.deaf(mono):
+                return []
             dead = [s for s in self.servers.values()
-                    if s.alive and mono - s.last_seen > limit]
+                    if s.alive and mono - s.last_seen > self.limit]
             for server in dead:
                 server.alive = False
         return dead
@@ -72,12 +104,14 @@ class Health:
         count as any server's silence (its heartbeat may have waited for a gRPC thread that
         a handler held while it waited on the executor). A server that really died is
         failed that much later."""
-        if busy_s <= 0:
-            return
-        with self._lock:
-            for server in self.servers.values():
-                if server.alive:
-                    server.last_seen = min(mono, server.last_seen + busy_s)
+        if busy_s > 0:
+            with self._lock:
+                self._excuse(busy_s, mono)
+
+    def _excuse(self, seconds: float, mono: float) -> None:
+        for server in self.servers.values():
+            if server.alive:
+                server.last_seen = min(mono, server.last_seen + seconds)
 
     def alive(self, server_id: int) -> bool:
         server = self.servers.get(server_id)
@@ -105,7 +139,7 @@ class Health:
         its run is found dead first; None when it was already suspected."""
         if job_id in self._suspects:
             return None
-        limit = (HEARTBEAT_MISSES + 1) * self.heartbeat_seconds
+        limit = self.limit + self.heartbeat_seconds
         self._suspects[job_id] = (mono + limit, reason, exit_code)
         return limit
 

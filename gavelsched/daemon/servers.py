@@ -31,7 +31,7 @@ from traces.profiles import Profile
 from ..core import SchedulerCore
 from ..rpc import pb
 from .config import DaemonConfig
-from .health import Health
+from .health import DEAF_LIMIT, Health
 from .meta import DRAINED
 from .priors import Priors
 from .runs import RunTable
@@ -51,6 +51,7 @@ class Servers:
         self.config, self.core, self.store = config, core, store
         self.health, self.runs, self.priors, self._now = health, runs, priors, now
         self.drained: dict[int, str] = {}    # server id -> BY_OPERATOR or BY_WORKER
+        self._deaf = False                   # (``fail_silent``: said once)
         for i in health.servers:
             by = store.get_meta(DRAINED.key(i))
             if by in (BY_OPERATOR, BY_WORKER):
@@ -180,6 +181,12 @@ class Servers:
 
     def fail_silent(self, mono: float) -> bool:
         """Fail the servers that missed their heartbeats; whether there was any."""
+        deaf = self.health.deaf(mono)
+        if deaf and not self._deaf:
+            log.warning("no worker heard for %.1f s: taken as this scheduler's own silence "
+                        "(too busy, or cut off); none is failed for up to %.0f s", deaf,
+                        DEAF_LIMIT * self.health.limit)
+        self._deaf = bool(deaf)
         dead = self.health.newly_dead(mono)
         for server in dead:
             self.core.fail_workers(server.row.workers, self._now())

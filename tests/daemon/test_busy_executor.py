@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from gavelsched.daemon.config import load_config
-from gavelsched.daemon.health import Health
+from gavelsched.daemon.health import DEAF_LIMIT, Health
 from gavelsched.daemon.inbox import Inbox, TooLate, caller_waits
 from gavelsched.daemon.server import SchedulerDaemon
 from gavelsched.daemon.store import ServerRow
@@ -53,6 +53,34 @@ def test_a_handler_waits_on_the_executor_no_longer_than_its_caller():
         thread.start()
         assert inbox.call(lambda: 7) == 7
         thread.join()
+
+
+def _health(servers: int) -> Health:
+    """Servers registered at 0 s; 1 s heartbeats: silent 3 s, failed."""
+    health = Health(1.0)
+    for i in range(servers):
+        health.up(ServerRow(i, "v100", f"127.0.0.1:{i + 1}", (i,)), 0.0)
+    return health
+
+
+def test_a_scheduler_that_hears_no_server_fails_none_then_counts_from_when_it_hears():
+    # at 2,048 GPUs every server was failed at once while every gRPC thread waited on the
+    # executor: silence of all is the scheduler's own (Kubernetes' full disruption)
+    health = _health(3)
+    assert health.deaf(10.0) == 10.0 and health.newly_dead(10.0) == []
+    health.seen(0, 10.0)                    # heard again: the 10 s count against none
+    assert health.deaf(10.5) == 0.0 and health.newly_dead(12.5) == []
+    health.seen(0, 13.0)
+    assert [s.row.id for s in health.newly_dead(13.5)] == [1, 2]   # 3.5 s silent since
+
+
+def test_a_lone_server_or_a_whole_dead_cluster_is_still_failed():
+    lone = _health(1)
+    assert lone.deaf(3.5) == 0.0 and len(lone.newly_dead(3.5)) == 1
+    cluster = _health(2)
+    limit = cluster.limit
+    assert cluster.newly_dead(DEAF_LIMIT * limit) == []
+    assert len(cluster.newly_dead(DEAF_LIMIT * limit + 0.1)) == 2
 
 
 def _daemon(tmp_path) -> SchedulerDaemon:
