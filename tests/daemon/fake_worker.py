@@ -93,7 +93,7 @@ class FakeWorker(pb_grpc.SchedulerToWorkerServicer):
     def _run(self, run: pb.RunJobRequest) -> None:
         try:
             self._job(run)
-        except grpc.RpcError:
+        except (grpc.RpcError, ValueError):  # (ValueError: a call on the closed channel)
             if not self.stopped.is_set():   # a closed channel at teardown is expected
                 raise
 
