@@ -98,7 +98,6 @@ class DaemonExecutor:
         self.forecasts = Forecaster(lambda: self.tell(self._forecast_ready))
         self._forecast_due = False
         self._startups_seen = 0
-        self._awake_since = time.monotonic()    # (``_excuse_stall``)
         self.origin = Origin(store, clock)   # ``now``: seconds since the state's first start
         self.epoch_unix, self.now = self.origin.epoch_unix, self.origin.now
         if metrics is not None:
@@ -198,9 +197,7 @@ class DaemonExecutor:
     def _excuse_stall(self) -> None:
         """This thread's work since it last checked, beyond a heartbeat, is not counted as
         the servers' silence (``Health.excuse``): real seconds, as the loop runs."""
-        now = time.monotonic()
-        busy = now - self._awake_since - self.inbox.take_idle_s()
-        self._awake_since = now
+        busy = self.inbox.take_busy_s()
         if busy > self.config.heartbeat_seconds:
             self.health.excuse(busy, self._clock())
 

@@ -48,7 +48,8 @@ class Inbox:
     def __init__(self) -> None:
         self._events: queue.Queue = queue.Queue()
         self._stop = threading.Event()
-        self._idle_s = 0.0      # seconds the executor thread waited for events (``take_idle_s``)
+        self._idle_s = 0.0      # seconds the executor thread waited for events (``take_busy_s``)
+        self._since = time.monotonic()
 
     def post(self, fn: Callable[[], Any], *, changes: bool = True) -> Future:
         """Run ``fn`` on the executor thread; its result (or exception) lands in the future.
@@ -118,10 +119,13 @@ class Inbox:
             pass
         return changed
 
-    def take_idle_s(self) -> float:
-        """Seconds spent waiting for events since the last call (the rest was work)."""
-        idle, self._idle_s = self._idle_s, 0.0
-        return idle
+    def take_busy_s(self) -> float:
+        """On the executor thread: seconds it spent not waiting for events (working) since
+        the last call."""
+        now = time.monotonic()
+        busy = now - self._since - self._idle_s
+        self._since, self._idle_s = now, 0.0
+        return busy
 
     @staticmethod
     def _run(fn, fut: Future, changes: bool) -> bool:
