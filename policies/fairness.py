@@ -26,9 +26,10 @@ def fairness_utility(cols: Columns, *, weighted: bool = True) -> tuple[np.ndarra
     throughputs scale_factor * throughput(m, X) / throughput(m, X^equal), divided by the job
     weight when ``weighted``: the quantity max-min fairness equalises (§5.4.1)."""
     rows = np.nonzero(cols.runnable)[0]
-    coef = cols.scale_factor[rows] / cols.equal_throughput[rows]
-    if weighted:
-        coef = coef / cols.weight[rows]
+    with np.errstate(over="ignore"):      # (a subnormal rate: the solve refuses the inf)
+        coef = cols.scale_factor[rows] / cols.equal_throughput[rows]
+        if weighted:
+            coef = coef / cols.weight[rows]
     U = (cols.throughput if rows.size == cols.num_jobs else cols.throughput[rows]).copy()
     U.data *= np.repeat(coef, np.diff(U.indptr))  # row i scaled by coef[i]
     return rows, U
