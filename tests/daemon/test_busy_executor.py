@@ -22,7 +22,7 @@ from gavelsched.rpc.security import channel
 
 from .cluster import wait_until
 
-HEARTBEAT_S = 0.2          # a server silent for 0.6 s is failed
+HEARTBEAT_S = 0.4          # a server silent for 1.2 s is failed
 
 
 def test_the_executors_stall_is_not_a_servers_silence():
@@ -108,16 +108,15 @@ def test_heartbeats_are_answered_while_the_executor_is_busy(tmp_path):
     try:
         stub = pb_grpc.WorkerToSchedulerStub(channel(f"127.0.0.1:{daemon.port}"))
         server = _register(stub)
-        busy = _busy(daemon, 10 * HEARTBEAT_S)
-        answered = []
-        while not busy.done():
-            began = time.monotonic()
-            if stub.Heartbeat(pb.HeartbeatRequest(server_id=server), timeout=30).known:
-                answered.append((time.monotonic() - began, busy.done()))
-            time.sleep(HEARTBEAT_S)
-        assert len(answered) >= 5 and all(not done for _, done in answered[:-1])
-        assert max(took for took, _ in answered[:-1]) < 5 * HEARTBEAT_S
-        time.sleep(HEARTBEAT_S)                  # a tick after the stall
+        release = threading.Event()
+        busy = daemon.executor.post(lambda: release.wait(60))   # a plan that does not end
+        try:
+            for _ in range(3):
+                assert stub.Heartbeat(pb.HeartbeatRequest(server_id=server), timeout=30).known
+            assert not busy.done()               # all three answered while it was busy
+        finally:
+            release.set()
+        busy.result(30)
         assert daemon.executor.health.alive(server)
     finally:
         daemon.stop()

@@ -293,22 +293,22 @@ def test_a_later_placement_supersedes_a_launch_still_queued_on_its_gpu(cluster, 
     assert (tmp_path / "fresh").exists() and not (tmp_path / "stale").exists()
 
 
-def test_heartbeats_go_on_while_round_reports_wait_on_a_busy_scheduler(tmp_path, monkeypatch):
-    # issue #30: at 2,048 GPUs a scheduler that took longer than a call's timeout to answer
-    # ReportRound held the heartbeat thread that retried the reports, and the server was
-    # failed as silent. Here each of the first 3 reports outlives its (1 s) timeout.
-    from workers.daemon import worker as worker_module
-
-    monkeypatch.setattr(worker_module, "RPC_TIMEOUT_S", 1.0)
-
+def test_heartbeats_go_on_while_round_reports_wait_on_a_busy_scheduler(tmp_path):
+    # issue #30: at 2,048 GPUs a scheduler slow to answer ReportRound held the heartbeat
+    # thread that retried the reports, and the server was failed as silent. Here the first
+    # report fails, and its retry is answered only once 3 more heartbeats have come.
     class SlowReports(FakeScheduler):
-        slow = 3
+        tries = 0
+        beats_meanwhile = 0
 
         def ReportRound(self, request, context):
-            if self.slow:
-                self.slow -= 1
-                time.sleep(2.0)
-                return pb.Ack(ok=False)
+            self.tries += 1
+            if self.tries == 1:
+                context.abort(grpc.StatusCode.UNAVAILABLE, "busy")
+            if self.tries == 2:
+                before = len(self.log.heartbeats)
+                self.wait_for(lambda: len(self.log.heartbeats) >= before + 3, timeout=8)
+                self.beats_meanwhile = len(self.log.heartbeats) - before
             return super().ReportRound(request, context)
 
     sched = SlowReports()
@@ -317,13 +317,9 @@ def test_heartbeats_go_on_while_round_reports_wait_on_a_busy_scheduler(tmp_path,
                                  work_dir=tmp_path / "work", grace_s=0.5))
     worker.start()
     try:
-        began = len(sched.log.heartbeats), time.monotonic()
         sched.worker_stub(worker.address).RunJob(run_job("quick", command="true"))
-        assert report_of(sched, "quick").exit_code == 0       # the 4th try got through
-        beats = len(sched.log.heartbeats) - began[0]
-        seconds = time.monotonic() - began[1]
-        assert seconds >= 3.0 and beats >= seconds / sched.heartbeat_seconds / 2, (
-            beats, seconds)                                   # one every 0.2 s, or near
+        assert report_of(sched, "quick").exit_code == 0
+        assert sched.beats_meanwhile >= 3         # heartbeats went on during the retry
     finally:
         worker.stop()
         sched.stop()
