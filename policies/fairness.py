@@ -26,7 +26,8 @@ def fairness_utility(cols: Columns, *, weighted: bool = True) -> tuple[np.ndarra
     throughputs scale_factor * throughput(m, X) / throughput(m, X^equal), divided by the job
     weight when ``weighted``: the quantity max-min fairness equalises (§5.4.1)."""
     rows = np.nonzero(cols.runnable)[0]
-    with np.errstate(over="ignore"):      # (a subnormal rate: the solve refuses the inf)
+    with np.errstate(over="ignore", divide="ignore"):   # (a rate of 0 or subnormal: the
+        # solve refuses the inf in one line; the fuzz of tests/policies/test_problem_door)
         coef = cols.scale_factor[rows] / cols.equal_throughput[rows]
         if weighted:
             coef = coef / cols.weight[rows]
