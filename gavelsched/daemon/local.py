@@ -55,19 +55,21 @@ def wait_until(predicate: Callable[[], object], timeout: float, what: str) -> ob
         time.sleep(0.2)
 
 
-def kill_tree(pid: int, sig: int = signal.SIGKILL) -> None:
+def kill_tree(pid: int, sig: int = signal.SIGKILL) -> list[psutil.Process]:
     """Signal a process and every process below it (a worker and the jobs it launched),
-    the children first (psutil: no ``pgrep`` needed, which slim images lack)."""
+    the children first (psutil: no ``pgrep`` needed, which slim images lack); the
+    processes signalled."""
     try:
         parent = psutil.Process(pid)
         family = [*parent.children(recursive=True), parent]
     except psutil.NoSuchProcess:
-        return
+        return []
     for proc in family:
         try:
             proc.send_signal(sig)
         except psutil.NoSuchProcess:
             pass
+    return family
 
 
 class LocalCluster:
@@ -159,8 +161,7 @@ class LocalCluster:
     def stop(self, grace_s: float = 5.0) -> None:
         """Ask every process to stop (SIGTERM), then kill what is left."""
         procs = [p for p in (*self.workers, self.scheduler) if p is not None and p.poll() is None]
-        for proc in procs:
-            kill_tree(proc.pid, signal.SIGTERM)
+        family = [p for proc in procs for p in kill_tree(proc.pid, signal.SIGTERM)]
         deadline = time.monotonic() + grace_s
         for proc in procs:
             try:
@@ -168,6 +169,17 @@ class LocalCluster:
             except subprocess.TimeoutExpired:
                 kill_tree(proc.pid)
                 proc.wait()
+        # and the jobs below the workers (a job saving on SIGTERM wrote into a temp dir
+        # being removed): nothing this cluster started runs once ``stop`` returns
+        ours = {proc.pid for proc in procs}
+        _, alive = psutil.wait_procs([p for p in family if p.pid not in ours],
+                                     timeout=max(0.1, deadline - time.monotonic()))
+        for job in alive:
+            try:
+                job.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(alive, timeout=grace_s)
         if self._chan is not None:
             self._chan.close()
             self._chan = None
