@@ -82,12 +82,10 @@ def retype(jobs: Mapping[str, JobState], rows: Rows, types: tuple[str, ...],
     co-located throughputs left are dropped."""
     for job in jobs.values():
         job.T = lookups.solo(job.spec.key).copy()
+        for t, v in (job.measured or {}).items():
+            if t in type_index:
+                job.T[type_index[t]] = max(0.0, v)
         job.throughputs = by_type(types, job.T)
-        if job.measured:
-            for t, v in job.measured.items():
-                if t in type_index:
-                    job.T[type_index[t]] = max(0.0, v)
-            job.throughputs = by_type(types, job.T)
     gone = []
     for row, (key, members) in enumerate(zip(rows.keys, rows.members)):
         n = len(types)
