@@ -7,9 +7,11 @@ servers of 8. Each rule (``tenure`` and ``gavel``) runs in a fresh process: the 
 (the policy's solve included: what a scheduler pays once), then ``--rounds`` rounds, each
 a ``RoundDriver`` plan and start (the last round ends, every task having held its workers
 the whole round, and this one is planned).
-Reported per rule: the first round, the median and p90 of the later rounds, the rule's
-own share (``Runs.holds`` and ``Runs.ended_round``, timed inside the same rounds), the
-GPUs busy per round, how many tasks kept their workers, and the process's peak RSS.
+A re-solve is forced half way, with runs going on. Reported per rule: the first round,
+the median and p90 of the later rounds, the rule's own share (``Runs.holds`` and
+``Runs.ended_round``, timed inside the same rounds), what re-arranging the allocation for
+fewer moves costs at each of the two re-solves (``core/moves.py``), the GPUs busy per
+round, how many tasks kept their workers, and the process's peak RSS.
 
     python benchmarks/restart_rule_cost.py                 # BENCHMARKS.md (~1 min)
     python benchmarks/restart_rule_cost.py --jobs 200 --rounds 5   # smoke
@@ -59,6 +61,17 @@ def child(rule: str, jobs: int, gpus: int, rounds: int, seed: int) -> dict:
 
     Runs.holds = timed(Runs.holds)
     Runs.ended_round = timed(Runs.ended_round)
+    import gavelsched.core.core as core_module
+    moves_s = []
+
+    def fewer_moves(*args, _plain=core_module.fewer_moves):
+        t = time.perf_counter()
+        try:
+            return _plain(*args)
+        finally:
+            moves_s.append(time.perf_counter() - t)
+
+    core_module.fewer_moves = fewer_moves
     table = default_table()
     per_type = gpus // 3
     view = ClusterView.build({"v100": per_type, "p100": per_type, "k80": gpus - 2 * per_type}, 8)
@@ -75,7 +88,9 @@ def child(rule: str, jobs: int, gpus: int, rounds: int, seed: int) -> dict:
     driver = RoundDriver(core)
     times, tasks, kept = [], [], []
     now, held = 0.0, None
-    for _ in range(rounds + 1):
+    for k in range(rounds + 1):
+        if k == rounds // 2:
+            core.force_resolve()
         rule_s[0] = 0.0
         t = time.perf_counter()
         driver.plan(now, held)             # ends the last round, then plans this one
@@ -89,6 +104,7 @@ def child(rule: str, jobs: int, gpus: int, rounds: int, seed: int) -> dict:
     rule = [r for _, r in times[1:]]
     return {"first_s": times[0][0], "median_s": statistics.median(later),
             "p90_s": float(np.percentile(later, 90)), "rule_median_s": statistics.median(rule),
+            "moves_s": moves_s,
             "tasks": statistics.median(tasks[1:]), "kept": statistics.median(kept[1:]),
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
@@ -116,11 +132,14 @@ def main(argv=None) -> int:
     print(f"# {args.jobs} jobs on {args.gpus} GPUs, {args.rounds} rounds of {ROUND_S:g} s; "
           f"{platform.processor() or platform.machine()}, Python {platform.python_version()}")
     print("| rule | first round (solve) s | later rounds: median / p90 ms | the rule's own, "
-          "median ms | GPUs busy a round | kept their workers | peak RSS MB |")
-    print("|---|---|---|---|---|---|---|")
+          "median ms | fewer moves at the two re-solves, ms | GPUs busy a round | "
+          "kept their workers | peak RSS MB |")
+    print("|---|---|---|---|---|---|---|---|")
     for rule, r in rows.items():
+        moves = " / ".join(f"{m * 1e3:.0f}" for m in r["moves_s"]) or "-"
         print(f"| {rule} | {r['first_s']:.2f} | {r['median_s'] * 1e3:.1f} / "
-              f"{r['p90_s'] * 1e3:.1f} | {r['rule_median_s'] * 1e3:.2f} | {r['tasks']:.0f} | "
+              f"{r['p90_s'] * 1e3:.1f} | {r['rule_median_s'] * 1e3:.2f} | {moves} | "
+              f"{r['tasks']:.0f} | "
               f"{r['kept']:.0f} | {r['peak_rss_mb']:.0f} |")
     ratio = rows["tenure"]["median_s"] / rows["gavel"]["median_s"]
     print(f"\nlater rounds, tenure / gavel: {ratio:.2f}x")

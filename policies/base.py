@@ -107,7 +107,9 @@ class ColumnPolicy(Policy):
     @property
     def traits(self) -> Traits:
         return replace(self.TRAITS, agnostic=self.agnostic, needs_pairs=self.packed,
-                       reads=self.TRAITS.reads | ({"pairs"} if self.packed else set()))
+                       reads=self.TRAITS.reads | ({"pairs"} if self.packed else set()),
+                       rearrangeable=(self.TRAITS.rearrangeable and not self.agnostic
+                                      and not self.packed))
 
     def __init__(self, name: str | None = None, *, agnostic: bool = False, packed: bool = False,
                  max_partners: int | None = None, backend: str = "direct", **kwargs) -> None:

@@ -79,7 +79,8 @@ class MaxMinFairness(ColumnPolicy):
     ``backend="cvxpy"`` solves the cvxpy program below instead; without pairs it is
     compiled once per shape and re-solved with new numbers (``_CompiledMaxMin``)."""
 
-    TRAITS = ColumnPolicy.TRAITS.but(reads={"weight"}, options={"backend": BACKEND_OPTION})
+    TRAITS = ColumnPolicy.TRAITS.but(reads={"weight"}, rearrangeable=True,
+                                     options={"backend": BACKEND_OPTION})
 
     def _solve(self, problem: Problem) -> Solution:
         cols = self.columns(problem, merge=True)

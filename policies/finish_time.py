@@ -32,7 +32,7 @@ class FinishTimeFairness(ColumnPolicy):
     """``finish_time_fairness[_perf|_packed]``."""
 
     TRAITS = ColumnPolicy.TRAITS.but(
-        isolated_time=True,
+        isolated_time=True, rearrangeable=True,
         reads={"weight", "remaining_steps", "elapsed_s", "isolated_elapsed_s"})
 
     def _solve(self, problem: Problem) -> Solution:

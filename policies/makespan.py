@@ -64,7 +64,7 @@ class MinTotalDuration(ColumnPolicy):
     The objective reported is the makespan in seconds.
     """
 
-    TRAITS = ColumnPolicy.TRAITS.but(reads={"remaining_steps"}, options={
+    TRAITS = ColumnPolicy.TRAITS.but(reads={"remaining_steps"}, rearrangeable=True, options={
         "budget": "dollars the whole collection may cost (min_makespan_with_budget)",
         "search": "'exact' (the LP optimum) or 'bisection' (Gavel's search and ECOS point)"})
 
@@ -74,6 +74,7 @@ class MinTotalDuration(ColumnPolicy):
         budget; a budget reads the prices."""
         base, budgeted = super().traits, self.budget is not None
         return base.but(reads=base.reads | ({"prices"} if budgeted else set()),
+                        rearrangeable=base.rearrangeable and not budgeted,
                         simulation_defaults={} if budgeted else {"search": "bisection"})
 
     def __init__(self, name=None, *, budget: float | None = None, require_budget: bool = False,

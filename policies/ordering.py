@@ -54,7 +54,7 @@ class OrderedThroughput(ColumnPolicy):
     """``fifo_packed``: the FIFO LP of §5.4.2, with space sharing. No backfill: idle
     workers go to no job out of queue order (Gavel's rule for every FIFO policy)."""
 
-    TRAITS = ColumnPolicy.TRAITS.but(backfill=False)
+    TRAITS = ColumnPolicy.TRAITS.but(backfill=False, rearrangeable=True)
 
     rank = staticmethod(arrival_rank)
 

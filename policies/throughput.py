@@ -99,7 +99,8 @@ class MaxSumThroughput(Policy):
         SLO is lost (``slo_mode="best_effort"``)."""
         reads = ({"prices"} if self.cost else set()) | (
             {"slo_s", "remaining_steps", "elapsed_s"} if self.slos else set())
-        return self.TRAITS.but(backfill=not self.cost, reads=reads, simulation_defaults=(
+        return self.TRAITS.but(backfill=not self.cost, rearrangeable=not self.cost,
+                               reads=reads, simulation_defaults=(
             {"slo_mode": "best_effort"} if self.slos else {}))
 
     def __init__(self, name=None, *, cost: bool = False, slos: bool = False,

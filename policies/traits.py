@@ -44,6 +44,11 @@ class Traits:
       ``Problem.policy_state`` (a random generator, Gandiva's pairs).
     - ``isolated_time``: it needs Themis t^isolated tracked by the core
       (``Job.isolated_elapsed_s``, finish-time fairness, thesis §5.4.2).
+    - ``rearrangeable``: its objective reads an allocation only through each job's
+      effective throughput (steps/s over its columns), so another allocation that gives
+      every job at least as much, within the cluster, serves it as well: the core may
+      re-arrange it to spare restarts (``gavelsched/core/moves.py``). False for what
+      prices, pairs or an agnostic view decide.
     - ``reads``: the optional Problem/Job fields it reads (``OPTIONAL_FIELDS``); the ones in
       ``ALWAYS_READ`` are read by every policy. Changing any other field never changes its
       allocation (``tests/policies/test_traits.py`` checks this).
@@ -59,6 +64,7 @@ class Traits:
     backfill: bool = True
     carries_state: bool = False
     isolated_time: bool = False
+    rearrangeable: bool = False
     reads: frozenset[str] = frozenset()
     options: Mapping[str, str] = field(default_factory=dict)
     simulation_defaults: Mapping[str, Any] = field(default_factory=dict)
@@ -94,6 +100,7 @@ class Traits:
         return {"needs_pairs": self.needs_pairs, "agnostic": self.agnostic,
                 "shuffle_type_order": self.shuffles_type_order, "backfill": self.backfill,
                 "carries_state": self.carries_state, "isolated_time": self.isolated_time,
+                "rearrangeable": self.rearrangeable,
                 "reads": sorted(self.reads), "options": dict(self.options),
                 "simulation_defaults": dict(self.simulation_defaults)}
 

@@ -205,7 +205,8 @@ class WaterFilling(ColumnPolicy):
     cannot use goes to the others (policies/water_filling_caps.py). The objective reported
     is the lowest weighted normalised throughput."""
 
-    TRAITS = ColumnPolicy.TRAITS.but(reads={"weight", "entities", "entity"}, options={
+    TRAITS = ColumnPolicy.TRAITS.but(reads={"weight", "entities", "entity"},
+                                     rearrangeable=True, options={
         "max_iterations": "stop after this many water-filling LPs (default: until all frozen)",
         "backend": BACKEND_OPTION,
         "prune": "direct path with Clarabel, without pairs: LPs over the live columns of "

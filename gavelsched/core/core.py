@@ -62,6 +62,7 @@ from .problem import advance_isolated_time, build_problem
 from .progress import RoundInFlight, align, credit_keys, credit_round, credit_rows
 from .resolving import allowed as resolve_allowed
 from .resolving import next_allowed_s
+from .moves import fewer_moves
 from .restarts import Runs
 from .records import (JobSpec, Period, PeriodState, Report, Round, RoundOutcome, RoundReport,
                       TaskBatch, ThroughputSource)
@@ -107,6 +108,7 @@ class SchedulerCore:
         self._stale = False
         self._force = False
         self._last_resolve_s = 0.0
+        self._counted_since_s = 0.0  # received times count from here (the last reset)
         self._last_solve_s: float | None = None     # the last solve's own time (``resolving``)
         self._rounds = 0
         self._in_flight: RoundInFlight | None = None
@@ -204,7 +206,7 @@ class SchedulerCore:
             self._last_allocation = Allocation(self.policy.name, allocation)
             install(self._last_allocation, rows, self._jobs, cols, self._lookups,
                     self.config.seed_seconds)
-        self._last_resolve_s = float(period.start_s)
+        self._last_resolve_s = self._counted_since_s = float(period.start_s)
         self._stale = period.stale or not covered or not allocation
         self._runs.resume({key: run for key, run in period.runs.items() if key in rows.index})
 
@@ -215,11 +217,17 @@ class SchedulerCore:
 
     def shares(self, now: float) -> dict[str, tuple[dict[str, float], dict[str, float]]]:
         """Every admitted job's allocation X and the fraction of time it received on each
-        type since the last re-solve (thesis §5.5's priorities, as a query for status and
-        metrics; pairs are left out). Configuration columns (several types at once) are
-        keyed by their names, next to the types."""
-        return received_shares(self._rows, self._jobs, self._layout.columns,
-                               now - self._last_resolve_s, self.config.seed_seconds)
+        type since its received time counts (the last reset, or its arrival; thesis §5.5's
+        priorities, as a query for status and metrics; pairs are left out). Configuration
+        columns (several types at once) are keyed by their names, next to the types."""
+        return received_shares(self._rows, self._jobs, self._layout.columns, now,
+                               self._counted_since_s, self.config.seed_seconds)
+
+    @property
+    def counted_since_s(self) -> float:
+        """When received times last went back to the seed (Gavel's reset, at a re-solve;
+        under the restart rule they go on counting, ``restarts``)."""
+        return self._counted_since_s
 
     def take_closed_periods(self) -> list[Period]:
         """Allocation periods closed since the last call (for metrics; cleared here)."""
@@ -452,7 +460,7 @@ class SchedulerCore:
         flight, self._in_flight = self._in_flight, None
         if not isinstance(reports, RoundReport):
             reports = align(reports, flight.batch, flight.index)
-        if self._restarts and self.config.restart_rule == "tenure":
+        if self._restart_aware:
             self._runs.ended_round(flight.batch, np.asarray(reports.seconds, dtype=float))
         done = credit_round(self._rows, flight, reports)
         if done:
@@ -460,6 +468,12 @@ class SchedulerCore:
         return RoundOutcome(completed=done)
 
     # ---- internals --------------------------------------------------------------------
+    @property
+    def _restart_aware(self) -> bool:
+        """The restart rule is on and has work: some job's restart costs time
+        (``restarts``). Until then jobs are scheduled as under Gavel's rule."""
+        return self._restarts and self.config.restart_rule == "tenure"
+
     def _job(self, job_id: str) -> JobState:
         try:
             return self._jobs[job_id]
@@ -526,10 +540,14 @@ class SchedulerCore:
         if not ((self._stale or periodic) and resolve_allowed(
                 cfg, now, self._last_resolve_s, self._last_solve_s, self._force)):
             return None
-        # Gavel's reset: deficits absorb the period, received times go back to the seed.
-        period = close_period(self._rows, self._last_resolve_s, now, self._layout.columns, cfg)
-        if period is not None:
-            self._closed_periods.append(period)
+        # Gavel's reset: deficits absorb the period, received times go back to the seed;
+        # under the restart rule, received times go on counting (``restarts``).
+        if cfg.reset_received_on_resolve and not self._restart_aware:
+            period = close_period(self._rows, self._counted_since_s, now,
+                                  self._layout.columns, cfg.seed_seconds)
+            self._counted_since_s = float(now)
+            if period is not None:
+                self._closed_periods.append(period)
         self._last_resolve_s = float(now)
         self._force = False
         self._stale = False
@@ -539,6 +557,8 @@ class SchedulerCore:
             problem = self._problem(now, uncredited)
             try:
                 allocation = self.policy.solve(problem)
+                if self._restart_aware and self.policy.traits.rearrangeable:
+                    allocation = fewer_moves(problem, allocation, self._runs.columns())
                 break
             except PolicyError as err:
                 if cfg.on_solve_error == "raise":

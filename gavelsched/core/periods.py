@@ -15,7 +15,6 @@ import numpy as np
 
 from policies import Allocation, key_members
 
-from .config import CoreConfig
 from .jobs import JobState
 from .lookups import Lookups
 from .records import Period
@@ -65,14 +64,11 @@ def install(allocation: Allocation, rows: Rows, jobs: Mapping[str, JobState],
 
 
 def close_period(rows: Rows, start_s: float, now: float, columns: tuple[str, ...],
-                 config: CoreConfig) -> Period | None:
-    """Gavel's reset: deficits absorb the period, received times go back to the seed
-    (when ``reset_received_on_resolve``). Returns the period closed, if X gave time."""
+                 seed: float) -> Period | None:
+    """Gavel's reset: deficits absorb the period since ``start_s``, received times go back
+    to the ``seed``. Returns the period closed, if X gave time."""
     elapsed = now - start_s
-    seed = config.seed_seconds
     got = rows.received - seed
-    if not config.reset_received_on_resolve:
-        return None
     rows.deficit += rows.allocation * elapsed - got
     period = None
     if elapsed > 0 and rows.allocated.any():
@@ -85,21 +81,20 @@ def close_period(rows: Rows, start_s: float, now: float, columns: tuple[str, ...
     return period
 
 
-def shares(rows: Rows, job_ids: Iterable[str], columns: tuple[str, ...], elapsed: float,
-           seed: float) -> dict[str, tuple[dict[str, float], dict[str, float]]]:
-    """Each job's X and the fraction of the ``elapsed`` seconds it received, by column.
-    A round is credited whole at the next plan, up to a plan lead before it ends (thesis
-    §5.6), so the time credited can run ahead of ``elapsed``: the period has lasted at
-    least what any combination was credited (a job received 1.43 of a first round, 10 s
-    credited 7 s in, before)."""
-    types = columns
-    if len(rows.keys):
-        elapsed = max(elapsed, float((rows.received - seed).sum(axis=1).max()))
+def shares(rows: Rows, jobs: Mapping[str, JobState], columns: tuple[str, ...], now: float,
+           since_s: float, seed: float) -> dict[str, tuple[dict[str, float], dict[str, float]]]:
+    """Each job's X and the fraction of the time it received, by column, of the time since
+    it counts: since ``since_s`` (the last reset, when received times went back to the
+    ``seed``) or its arrival, whichever is later. A round is credited whole at the next
+    plan, up to a plan lead before it ends (thesis §5.6), so the time credited can run
+    ahead of the clock: a job has counted at least what it was credited (a job received
+    1.43 of a first round, 10 s credited 7 s in, before)."""
     out = {}
-    for job_id in job_ids:
+    for job_id, job in jobs.items():
         i = rows.index[job_id]
-        got = ((rows.received[i] - seed) / elapsed if elapsed > 0
-               else np.zeros(len(types)))
-        out[job_id] = (dict(zip(types, rows.allocation[i].tolist())),
-                       dict(zip(types, np.clip(got, 0.0, None).tolist())))
+        got = rows.received[i] - seed
+        elapsed = max(now - max(since_s, job.arrival_s), float(got.sum()))
+        got = got / elapsed if elapsed > 0 else np.zeros(len(columns))
+        out[job_id] = (dict(zip(columns, rows.allocation[i].tolist())),
+                       dict(zip(columns, np.clip(got, 0.0, None).tolist())))
     return out

@@ -179,8 +179,8 @@ def control_inputs(jobs: Iterable[JobRow], runs: Iterable, run_s: Mapping[str, f
 
 class Shares:
     """Each active job's X and the fraction of time it received per type (thesis §5.5):
-    over the current allocation period, or the last closed one while the current one is
-    younger than a round."""
+    since its received time counts (``SchedulerCore.shares``), or over the last closed
+    period while the current one is younger than a round."""
 
     def __init__(self, core: SchedulerCore) -> None:
         self._core = core
@@ -197,6 +197,6 @@ class Shares:
 
     def at(self, now: float) -> dict[str, ShareRow]:
         shares = self._core.shares(now)
-        if now - self._core.last_resolve_s >= self._core.config.round_seconds:
+        if now - self._core.counted_since_s >= self._core.config.round_seconds:
             return shares
         return {job: (x, self._last.get(job, got)) for job, (x, got) in shares.items()}

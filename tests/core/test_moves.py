@@ -1,0 +1,158 @@
+"""Fewer moves for the same throughputs (``gavelsched/core/moves.py``, issue #32): the
+re-arranged allocation gives every job at least the effective throughput the policy gave
+it, never oversubscribes a type or a job's time, keeps runs on their columns, and the core
+applies it, with received times that go on counting, only under the restart rule once a
+restart costs time."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gavelsched.core import CoreConfig
+from gavelsched.core.moves import fewer_moves
+from policies import Allocation, Job, Problem, get_policy
+from tests.core.test_core import R, Recording, finish, job, make_core
+
+
+def effective(problem: Problem, allocation: Allocation) -> dict[str, float]:
+    jobs = {j.id: j for j in problem.jobs}
+    return {key: sum(x * jobs[key].throughputs.get(t, 0.0) for t, x in row.items())
+            for key, row in allocation.allocation.items()}
+
+
+def usage(problem: Problem, allocation: Allocation) -> dict[str, float]:
+    jobs = {j.id: j for j in problem.jobs}
+    used = {t: 0.0 for t in problem.cluster}
+    for key, row in allocation.allocation.items():
+        for t, x in row.items():
+            used[t] += x * jobs[key].scale_factor
+    return used
+
+
+def spread() -> tuple[Problem, Allocation]:
+    """Four identical jobs, as fast on either of two types of 2 GPUs, each given half of
+    each: one optimum of many (an interior point's)."""
+    problem = Problem(cluster={"v100": 2, "k80": 2},
+                      jobs=tuple(Job(str(i), {"v100": 2.0, "k80": 2.0}) for i in range(4)))
+    allocation = Allocation("test", {str(i): {"v100": 0.5, "k80": 0.5} for i in range(4)})
+    return problem, allocation
+
+
+def test_each_run_keeps_its_column_and_its_throughput():
+    problem, allocation = spread()
+    current = {"0": "v100", "1": "v100", "2": "k80", "3": "k80"}
+    out = fewer_moves(problem, allocation, current)
+    assert {key: set(row) for key, row in out.allocation.items()} == {
+        key: {column} for key, column in current.items()}
+    before, after = effective(problem, allocation), effective(problem, out)
+    assert all(after[key] >= before[key] * (1 - 1e-6) for key in before)
+    assert all(used <= problem.cluster[t] + 1e-9 for t, used in usage(problem, out).items())
+
+
+def test_a_pair_or_a_job_without_time_is_left_as_the_policy_gave_it():
+    problem, allocation = spread()
+    paired = Allocation("test", {**allocation.allocation, "0+1": {"v100": 0.1}})
+    assert fewer_moves(problem, paired, {}) is paired
+    idle = Allocation("test", {**allocation.allocation, "3": {}})
+    out = fewer_moves(problem, idle, {"0": "k80"})
+    assert out.allocation["3"] == {}
+    assert sum(out.allocation["0"].values()) > 0
+
+
+@st.composite
+def problems(draw):
+    types = ("v100", "p100", "k80")[:draw(st.integers(1, 3))]
+    cluster = {t: draw(st.integers(1, 6)) for t in types}
+    jobs = []
+    for i in range(draw(st.integers(1, 10))):
+        rates = {t: draw(st.sampled_from([0.0, 0.5, 1.0, 2.5, 7.0])) for t in types}
+        if not any(rates.values()):
+            rates[types[0]] = 1.0
+        jobs.append(Job(str(i), rates, scale_factor=draw(st.sampled_from([1, 1, 2]))))
+    problem = Problem(cluster=cluster, jobs=tuple(jobs))
+    current = {j.id: draw(st.sampled_from(types)) for j in jobs
+               if draw(st.booleans())}
+    policy = draw(st.sampled_from(["max_min_fairness_perf", "finish_time_fairness_perf",
+                                   "max_sum_throughput_perf"]))
+    return problem, current, policy
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems())
+def test_fewer_moves_serves_every_job_as_well_within_the_cluster(case):
+    problem, current, name = case
+    allocation = get_policy(name).solve(problem)
+    out = fewer_moves(problem, allocation, current)
+    before, after = effective(problem, allocation), effective(problem, out)
+    for key, rate in before.items():
+        assert after[key] >= rate * (1 - 1e-6) - 1e-9, key
+        assert sum(out.allocation[key].values()) <= 1 + 1e-9
+    for t, used in usage(problem, out).items():
+        assert used <= problem.cluster[t] * (1 + 1e-6) + 1e-9, t
+    stay = lambda a: sum(a.allocation[k].get(c, 0.0) for k, c in current.items())  # noqa: E731
+    assert stay(out) >= stay(allocation) - 1e-6        # the policy's own was a candidate
+
+
+class Rearrangeable(Recording):
+    """``Recording``'s equal share (every job spread over every type), declared
+    rearrangeable."""
+
+    TRAITS = Recording.TRAITS.but(rearrangeable=True)
+
+
+def _core(policy, rule="tenure"):
+    return make_core(policy, config=CoreConfig(min_resolve_interval_s=0, restart_rule=rule,
+                                               resolve="responsive", round_seconds=R))
+
+
+@pytest.mark.parametrize("restart_s, rule, kept", [(120.0, "tenure", True),
+                                                   (0.0, "tenure", False),
+                                                   (120.0, "gavel", False)])
+def test_the_core_re_arranges_and_keeps_received_time_only_when_restarts_cost(
+        restart_s, rule, kept):
+    core = _core(Rearrangeable(), rule)
+    for i in range(4):
+        core.submit(job(i, restart_s=restart_s), 0.0)
+    rnd = core.start_round(0.0)
+    columns = sum(len([x for x in row.values() if x > 0])
+                  for row in core.allocation.allocation.values())
+    assert (columns < 8) is kept                        # the equal share: 4 jobs x 2 types
+    finish(core, rnd, R)
+    core.submit(job(9, restart_s=restart_s), R)
+    rnd = core.start_round(R)                           # an arrival: re-solved
+    assert rnd.resolved is not None
+    demand = core._demand()
+    first = [demand.keys.index(str(i)) for i in range(4)]     # each ran round 0 (4 GPUs)
+    received = demand.received[first].sum(axis=1)
+    seed = core.config.seed_seconds * len(demand.types)
+    if kept:
+        assert (received >= seed + R - 1e-6).all()
+    else:
+        assert received == pytest.approx(np.full(4, seed))
+
+
+def test_a_policy_that_is_not_rearrangeable_keeps_its_allocation():
+    core = _core(Recording())
+    for i in range(4):
+        core.submit(job(i, restart_s=120.0), 0.0)
+    core.start_round(0.0)
+    assert all(len(row) == 2 for row in core.allocation.allocation.values())
+
+
+def test_shares_never_exceed_one_while_received_time_goes_on_counting():
+    core = _core(Rearrangeable())
+    now = 0.0
+    for i in range(3):
+        core.submit(job(i, restart_s=60.0, steps=10**7), now)
+    for k in range(8):
+        if k % 2:
+            core.submit(job(10 + k, restart_s=60.0, steps=10**7), now)
+        rnd = core.start_round(now)
+        now += R
+        finish(core, rnd, now)
+        for x, got in core.shares(now).values():
+            assert sum(got.values()) <= 1 + 1e-9
+    assert core.counted_since_s == 0.0                  # never reset: restarts cost
