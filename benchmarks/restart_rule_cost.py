@@ -10,7 +10,7 @@ the whole round, and this one is planned).
 A re-solve is forced half way, with runs going on. Reported per rule: the first round,
 the median and p90 of the later rounds, the rule's own share (``Runs.holds`` and
 ``Runs.ended_round``, timed inside the same rounds), what re-arranging the allocation for
-fewer moves costs at each of the two re-solves (``core/moves.py``), the GPUs busy per
+fewer moves costs at each of the two re-solves (``policies/moves.py``), the GPUs busy per
 round, how many tasks kept their workers, and the process's peak RSS.
 
     python benchmarks/restart_rule_cost.py                 # BENCHMARKS.md (~1 min)

@@ -47,7 +47,7 @@ class Traits:
     - ``rearrangeable``: its objective reads an allocation only through each job's
       effective throughput (steps/s over its columns), so another allocation that gives
       every job at least as much, within the cluster, serves it as well: the core may
-      re-arrange it to spare restarts (``gavelsched/core/moves.py``). False for what
+      re-arrange it to spare restarts (``policies/moves.py``). False for what
       prices, pairs or an agnostic view decide.
     - ``reads``: the optional Problem/Job fields it reads (``OPTIONAL_FIELDS``); the ones in
       ``ALWAYS_READ`` are read by every policy. Changing any other field never changes its

@@ -47,6 +47,7 @@ from dataclasses import replace
 import numpy as np
 
 from policies import Allocation, Entity, Policy, PolicyError, Problem
+from policies.moves import fewer_moves
 
 from ..mechanism import ClusterView, Demand, entity_quota, holding, plan_round
 from .batch import build_batch, demand, planner_config
@@ -62,7 +63,6 @@ from .problem import advance_isolated_time, build_problem
 from .progress import RoundInFlight, align, credit_keys, credit_round, credit_rows
 from .resolving import allowed as resolve_allowed
 from .resolving import next_allowed_s
-from .moves import fewer_moves
 from .restarts import Runs
 from .records import (JobSpec, Period, PeriodState, Report, Round, RoundOutcome, RoundReport,
                       TaskBatch, ThroughputSource)

@@ -42,7 +42,7 @@ Two more parts keep re-solves from undoing the holds:
   gives, Tiresias' LAS);
 - the policy's allocation is re-arranged so that runs keep their columns and few jobs are
   spread over several types, every job keeping at least its effective throughput
-  (``moves``; for the policies whose objective reads nothing else,
+  (``policies/moves.py``; for the policies whose objective reads nothing else,
   ``Traits.rearrangeable``).
 
 On the Sia-like mix (BENCHMARKS.md) these take restarts at 60 s rounds from 1.42x to

@@ -1,4 +1,4 @@
-"""Fewer moves for the same throughputs (``gavelsched/core/moves.py``, issue #32): the
+"""Fewer moves for the same throughputs (``policies/moves.py``, issue #32): the
 re-arranged allocation gives every job at least the effective throughput the policy gave
 it, never oversubscribes a type or a job's time, keeps runs on their columns, and the core
 applies it, with received times that go on counting, only under the restart rule once a
@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gavelsched.core import CoreConfig
-from gavelsched.core.moves import fewer_moves
+from policies.moves import fewer_moves
 from policies import Allocation, Job, Problem, get_policy
 from tests.core.test_core import R, Recording, finish, job, make_core
 
@@ -50,6 +50,20 @@ def test_each_run_keeps_its_column_and_its_throughput():
     before, after = effective(problem, allocation), effective(problem, out)
     assert all(after[key] >= before[key] * (1 - 1e-6) for key in before)
     assert all(used <= problem.cluster[t] + 1e-9 for t, used in usage(problem, out).items())
+
+
+def test_identical_jobs_are_dealt_so_that_most_hold_one_column():
+    """Four identical jobs need all of one fast and one slow GPU (10 and 2 steps/s, 3
+    each): no job can run on the slow one alone, so two of them pair it with the fast
+    one and the other two hold the fast one only (an equal share would spread all four)."""
+    problem = Problem(cluster={"v100": 1, "k80": 1},
+                      jobs=tuple(Job(str(i), {"v100": 10.0, "k80": 2.0}) for i in range(4)))
+    allocation = Allocation("test", {str(i): {"v100": 0.25, "k80": 0.25} for i in range(4)})
+    out = fewer_moves(problem, allocation, {})
+    assert sorted(len(row) for row in out.allocation.values()) == [1, 1, 2, 2]
+    assert all(rate == pytest.approx(3.0) for rate in effective(problem, out).values())
+    assert all(sum(row.values()) <= 1 + 1e-9 for row in out.allocation.values())
+    assert usage(problem, out) == pytest.approx({"v100": 1.0, "k80": 1.0})
 
 
 def test_a_pair_or_a_job_without_time_is_left_as_the_policy_gave_it():
