@@ -9,7 +9,7 @@ so far. Functions of their inputs; the core keeps the period's start."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 import numpy as np
 
