@@ -122,11 +122,17 @@ def _solve(groups: Sequence[_Kind], types: Sequence[str], type_of: Mapping[str, 
     ], format="csr")
     size = np.array([len(kind.jobs) for kind in groups], dtype=float)
     b = np.concatenate([size, -(1.0 - SLACK) * size, free])
-    result = linprog(-np.asarray(stay), A_ub=A, b_ub=b, bounds=(0, None),
-                     method="highs-ds")
-    if result.status != 0:
+    try:
+        result = linprog(-np.asarray(stay), A_ub=A, b_ub=b, bounds=(0, None),
+                         method="highs-ds")
+    except ValueError as err:       # a value HiGHS refuses: the policy's answer stands
+        result = None
+        why = str(err)
+    else:
+        why = result.message
+    if result is None or result.status != 0:
         log.warning("fewer moves: the LP ended without an answer (%s); the policy's "
-                    "allocation stands", result.message)
+                    "allocation stands", why)
         return None
     x = [dict() for _ in groups]
     for g, c, value in zip(var_kind, var_col, result.x.tolist()):

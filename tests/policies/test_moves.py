@@ -170,3 +170,20 @@ def test_shares_never_exceed_one_while_received_time_goes_on_counting():
         for x, got in core.shares(now).values():
             assert sum(got.values()) <= 1 + 1e-9
     assert core.counted_since_s == 0.0                  # never reset: restarts cost
+
+
+@pytest.mark.parametrize("failure", ["status", "raises"])
+def test_an_lp_that_fails_leaves_the_policy_s_allocation(monkeypatch, caplog, failure):
+    import types
+
+    import policies.moves as moves
+
+    def linprog(*args, **kwargs):
+        if failure == "raises":
+            raise ValueError("array must not contain infs or NaNs")
+        return types.SimpleNamespace(status=2, message="The problem is infeasible.")
+
+    monkeypatch.setattr(moves, "linprog", linprog)
+    problem, allocation = spread()
+    assert fewer_moves(problem, allocation, {"0": "k80"}) is allocation
+    assert "the policy's allocation stands" in caplog.text
