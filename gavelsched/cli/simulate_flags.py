@@ -73,7 +73,7 @@ def add_common_flags(p) -> None:
                         "the time it held them, and keeps them to its end when its job is "
                         "within 30 restarts of it, so short rounds never thrash; policies "
                         "plan net of restarts, re-solves keep runs on their types, and "
-                        "received time is not reset at a re-solve; "
+                        "received time is reset at most once per --min-resolve-interval; "
                         "'gavel': every round is dealt afresh by priority (Gavel). Jobs "
                         "whose restarts are free are scheduled alike under both")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",

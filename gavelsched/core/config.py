@@ -39,8 +39,9 @@ class CoreConfig:
       fractional amount.
     - ``reset_received_on_resolve``: a re-solve starts a new period: received times go
       back to the seed and deficits absorb the old period (Gavel). False keeps counting
-      received time since admission (and deficits stay 0). The restart rule keeps
-      counting too, once some job's restart costs time (``restarts``).
+      received time since admission (and deficits stay 0). Under the restart rule, once
+      some job's restart costs time, a re-solve resets only when the period has lasted
+      ``min_resolve_interval_s`` (``restarts``).
     - ``received_seed_s``: seconds of received time every combination starts each period
       with on every type, so fractions are never 0/0 (Gavel: round_seconds / 2; None means
       that).

@@ -226,7 +226,7 @@ class SchedulerCore:
     @property
     def counted_since_s(self) -> float:
         """When received times last went back to the seed (Gavel's reset, at a re-solve;
-        under the restart rule they go on counting, ``restarts``)."""
+        under the restart rule, at the first re-solve after Gavel's interval, ``restarts``)."""
         return self._counted_since_s
 
     def take_closed_periods(self) -> list[Period]:
@@ -541,8 +541,10 @@ class SchedulerCore:
                 cfg, now, self._last_resolve_s, self._last_solve_s, self._force)):
             return None
         # Gavel's reset: deficits absorb the period, received times go back to the seed;
-        # under the restart rule, received times go on counting (``restarts``).
-        if cfg.reset_received_on_resolve and not self._restart_aware:
+        # under the restart rule, once the period has lasted Gavel's interval (``restarts``).
+        if cfg.reset_received_on_resolve and (
+                not self._restart_aware
+                or now - self._counted_since_s >= cfg.min_resolve_interval_s):
             period = close_period(self._rows, self._counted_since_s, now,
                                   self._layout.columns, cfg.seed_seconds)
             self._counted_since_s = float(now)

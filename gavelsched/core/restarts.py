@@ -33,20 +33,21 @@ job ends or a worker it holds goes down.
 
 Two more parts keep re-solves from undoing the holds:
 
-- received times go on counting across re-solves (``CoreConfig.reset_received_on_resolve``
-  off): Gavel's reset sends every job back to the seed at each re-solve, which it makes
-  at most every 32 minutes (§5.3); re-solves that follow every arrival and completion
-  (``resolving``) would reset them every round or two, so that a job that just ran and
-  one that waited look alike and the runs are dealt afresh. Counted since admission,
-  ``X / f`` remembers who had the time (the least-attained-service order max-min fairness
-  gives, Tiresias' LAS);
+- received times go back to the seed at the first re-solve after Gavel's interval
+  (``min_resolve_interval_s``, 1,920 s), not at every re-solve: Gavel resets them at
+  each of its re-solves, which it makes at most that often (§5.3); re-solves that follow
+  every arrival and completion (``resolving``) would reset them every round or two, so
+  that a job that just ran and one that waited look alike and the runs are dealt afresh.
+  Over a period as long as Gavel's, ``X / f`` remembers who had the time, and no longer:
+  a job that arrives waits for one that ran before it at most what that one received in
+  the period, as under Gavel, where an arrival waits for the next re-solve;
 - the policy's allocation is re-arranged so that runs keep their columns and few jobs are
   spread over several types, every job keeping at least its effective throughput
   (``policies/moves.py``; for the policies whose objective reads nothing else,
   ``Traits.rearrangeable``).
 
 On the Sia-like mix (BENCHMARKS.md) these take restarts at 60 s rounds from 1.42x to
-1.19x the free run's mean JCT.
+1.25x the free run's mean JCT (rigid jobs, the daemon's re-solves).
 
 Fairness: the rule changes *when* a job gets its time, never how much is owed. The time a
 held run gets counts as received time, so its priority X / f falls while it holds, and

@@ -1,8 +1,8 @@
 """Fewer moves for the same throughputs (``policies/moves.py``, issue #32): the
 re-arranged allocation gives every job at least the effective throughput the policy gave
 it, never oversubscribes a type or a job's time, keeps runs on their columns, and the core
-applies it, with received times that go on counting, only under the restart rule once a
-restart costs time."""
+applies it, with received times reset at most once per Gavel's interval, only under the
+restart rule once a restart costs time."""
 
 from __future__ import annotations
 
@@ -118,8 +118,9 @@ class Rearrangeable(Recording):
 
 
 def _core(policy, rule="tenure"):
-    return make_core(policy, config=CoreConfig(min_resolve_interval_s=0, restart_rule=rule,
-                                               resolve="responsive", round_seconds=R))
+    """Re-solves at every arrival (the daemon's), Gavel's interval of 1,920 s."""
+    return make_core(policy, config=CoreConfig(restart_rule=rule, resolve="responsive",
+                                               round_seconds=R))
 
 
 @pytest.mark.parametrize("restart_s, rule, kept", [(120.0, "tenure", True),
@@ -156,34 +157,23 @@ def test_a_policy_that_is_not_rearrangeable_keeps_its_allocation():
     assert all(len(row) == 2 for row in core.allocation.allocation.values())
 
 
-def test_shares_never_exceed_one_while_received_time_goes_on_counting():
+def test_received_time_is_reset_once_per_interval_and_shares_never_exceed_one():
+    """Under the restart rule, an arrival every other round re-solves, and received times
+    go back to the seed only at the first re-solve after Gavel's 1,920 s."""
     core = _core(Rearrangeable())
-    now = 0.0
+    now, resets = 0.0, [0.0]
     for i in range(3):
         core.submit(job(i, restart_s=60.0, steps=10**7), now)
-    for k in range(8):
+    for k in range(12):
         if k % 2:
             core.submit(job(10 + k, restart_s=60.0, steps=10**7), now)
         rnd = core.start_round(now)
+        if core.counted_since_s != resets[-1]:
+            resets.append(core.counted_since_s)
         now += R
         finish(core, rnd, now)
         for x, got in core.shares(now).values():
             assert sum(got.values()) <= 1 + 1e-9
-    assert core.counted_since_s == 0.0                  # never reset: restarts cost
-
-
-@pytest.mark.parametrize("failure", ["status", "raises"])
-def test_an_lp_that_fails_leaves_the_policy_s_allocation(monkeypatch, caplog, failure):
-    import types
-
-    import policies.moves as moves
-
-    def linprog(*args, **kwargs):
-        if failure == "raises":
-            raise ValueError("array must not contain infs or NaNs")
-        return types.SimpleNamespace(status=2, message="The problem is infeasible.")
-
-    monkeypatch.setattr(moves, "linprog", linprog)
-    problem, allocation = spread()
-    assert fewer_moves(problem, allocation, {"0": "k80"}) is allocation
-    assert "the policy's allocation stands" in caplog.text
+    # re-solves at rounds 1, 3, ..., 11 (360 s each): the first 1,920 s after the start is
+    # round 7's (2,520 s); the next would be 1,920 s after that, past the twelfth round
+    assert resets == [0.0, 7 * R]
