@@ -250,3 +250,45 @@ def test_a_daemons_status_carries_its_restart_rule_to_a_replay():
     assert DaemonRules.of_status(pb.StatusResponse(round_seconds=10.0)).restart_rule == "tenure"
     assert DaemonRules.of_status(reply).core_config(
         make_policy("fifo_perf"), TABLE, ("v100",)).restart_rule == "gavel"
+
+
+def _longest_wait(interval_s: float) -> int:
+    """Rounds that job A, which ran alone for 3 h, waits in a row once B arrives on its one
+    V100 (rounds of 60 s, restarts of 6 s, re-solves at every arrival, received time reset
+    once a period lasted ``interval_s``). C, a short job, arrived 30 min before B: its
+    re-solve reset the period then, so A has 30 min of received time when B comes."""
+    R, seen = 60.0, []
+    jobs = [TraceJob(job_type="a", scale_factor=1, total_steps=400_000, arrival_s=0.0),
+            TraceJob(job_type="a", scale_factor=1, total_steps=600, arrival_s=9000.0),
+            TraceJob(job_type="a", scale_factor=1, total_steps=400_000, arrival_s=10800.0)]
+    pol = make_policy("max_min_fairness_perf")
+    config = config_for(pol, TABLE, ("v100",)).but(
+        round_seconds=R, resolve="responsive", min_resolve_interval_s=interval_s)
+    original = engine._Run.run_tasks
+
+    def run_tasks(self, batch, span, start):
+        seen.append(tuple(batch.keys))
+        return original(self, batch, span, start)
+
+    engine._Run.run_tasks = run_tasks
+    try:
+        simulate(jobs, TABLE, {"v100": 1}, pol, core_config=config,
+                 sim=SimConfig(preemption_overhead_s={"a": 6.0}, horizon_s=30000.0))
+    finally:
+        engine._Run.run_tasks = original
+    after = seen[[i for i, keys in enumerate(seen) if "2" in keys][0]:]
+    longest = run = 0
+    for keys in after:
+        run = 0 if "0" in keys else run + 1
+        longest = max(longest, run)
+    return longest
+
+
+def test_a_job_that_ran_alone_waits_for_an_arrival_no_longer_than_a_period():
+    """Received time goes back to the seed once a period has lasted Gavel's interval
+    (1,920 s), so B catches up on A's 30 minutes, not on its 3 hours: A waits about half
+    an hour, as it would under Gavel, where B would wait for the next re-solve. Were the
+    period never closed (an interval of 10^9 s), A would wait for B to catch up on all
+    its time since the start."""
+    assert _longest_wait(1920.0) <= (1920.0 + 3 * 60.0) / 60.0
+    assert _longest_wait(1e9) > 100
