@@ -116,8 +116,8 @@ def main(argv=None) -> int:
         ratio = jct[kind, short, "sia", "tenure"] / free
         floor = jct[kind, short, "first", "tenure"] / free
         best = min(jct[kind, R, "sia", "gavel"] for R in rounds)
-        print(f"\n{kind}: restarts at {short:g} s rounds cost {ratio:.2f}x the free run "
-              f"(target <= 1.25; first starts alone {floor:.2f}x); tenure "
+        print(f"\n{kind}: restarts at {short:g} s rounds cost {ratio:.3f}x the free run "
+              f"(target <= 1.25; first starts alone {floor:.3f}x); tenure "
               f"{jct[kind, short, 'sia', 'tenure']:.2f} h against Gavel's best round "
               f"length {best:.2f} h")
     if len(kinds) == 2:
