@@ -175,7 +175,7 @@ class SchedulerCore:
         """The allocation period in progress, for a replay to go on from (``resume``)."""
         rows, cols = self._rows, self._layout.columns
         at = [i for i, key in enumerate(rows.keys) if key in self._jobs]
-        return PeriodState(self._last_resolve_s, tuple(cols), tuple(rows.keys[i] for i in at),
+        return PeriodState(self._counted_since_s, tuple(cols), tuple(rows.keys[i] for i in at),
                            rows.allocation[at].copy(), rows.received[at].copy(),
                            rows.deficit[at].copy(), self._stale or self._force,
                            self._runs.state())

@@ -271,7 +271,8 @@ class RoundOutcome:
 class PeriodState:
     """The allocation period in progress (thesis §5.5: the mechanism moves the time each
     job receives towards X between two re-solves), as one core hands it to another (a live
-    cluster's replay, ``simulator/twin.py``): its start (the last re-solve), and per job
+    cluster's replay, ``simulator/twin.py``): its start (when received times last went
+    back to the seed: the last re-solve under Gavel's rule, ``core/restarts.py``), and per job
     (row ``i`` is ``keys[i]``; columns ``types``) the X in force, the seconds received on
     each type since the start (from the seed) and its deficit (§5.5, Gavel's carry-over of
     past periods). Single jobs only: co-located pairs are not handed over. ``runs``: the
