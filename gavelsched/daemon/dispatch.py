@@ -48,10 +48,11 @@ class Dispatcher:
 
     def __init__(self, token: str | None = None, ca: str | Path | None = None) -> None:
         self._token, self._ca = token, ca
-        self._inflight: set = set()     # the calls not answered yet
+        self._unanswered = 0            # calls whose answer has not been handed on yet
         self._stubs: dict[str, pb_grpc.SchedulerToWorkerStub] = {}
         self._channels: list[grpc.Channel] = []
         self._lock = threading.Lock()
+        self._all_answered = threading.Condition(self._lock)
         self._answered: dict[int, tuple[int, float]] = {}   # round -> (RunJobs, last answer)
         self._outbox: queue.SimpleQueue = queue.SimpleQueue()   # calls to make, in order
         self._sender = threading.Thread(target=self._send, name="gavelsched-dispatch",
@@ -92,17 +93,20 @@ class Dispatcher:
                                 f"{address}: {err.code().name}: {err.details()}")
             except Exception as err:  # noqa: BLE001 - cancelled at close: not delivered
                 done = Delivery(False, True, f"{address}: {type(err).__name__}")
-            with self._lock:
-                self._inflight.discard(future)
-            if method == "RunJob":
-                self._note(int(request.round))
-            if not done.ok:
-                log.warning("%s to %s: %s", method, address, done.message)
-            if on_done is not None:
-                on_done(done)
+            try:
+                if method == "RunJob":
+                    self._note(int(request.round))
+                if not done.ok:
+                    log.warning("%s to %s: %s", method, address, done.message)
+                if on_done is not None:
+                    on_done(done)
+            finally:
+                with self._lock:
+                    self._unanswered -= 1
+                    self._all_answered.notify_all()
         future = getattr(self._stub(address), method).future(request, timeout=CALL_TIMEOUT_S)
         with self._lock:
-            self._inflight.add(future)
+            self._unanswered += 1
         future.add_done_callback(finished)
 
     def _note(self, round_: int) -> None:
@@ -136,16 +140,12 @@ class Dispatcher:
         self._call(address, "Shutdown", pb.ShutdownRequest(reason=reason), None)
 
     def close(self) -> None:
-        """Send what is queued, wait for the calls in flight (each ends within its
-        timeout), then close."""
+        """Send what is queued, wait until every call in flight has been answered and its
+        answer handed on (each ends within its timeout), then close."""
         self._outbox.put(None)
         self._sender.join()
         with self._lock:
-            inflight = list(self._inflight)
-        for future in inflight:
-            try:
-                future.result()
-            except Exception:  # noqa: BLE001 - its callback reported it
-                pass
+            self._all_answered.wait_for(lambda: self._unanswered == 0,
+                                        timeout=2 * CALL_TIMEOUT_S)
         for chan in self._channels:
             chan.close()
