@@ -33,6 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linprog
 
+from .columns import Columns, build_columns
 from .problem import Allocation, Problem
 
 log = logging.getLogger(__name__)
@@ -63,13 +64,15 @@ def fewer_moves(problem: Problem, allocation: Allocation,
     jobs = {job.id: job for job in problem.jobs}
     if any(key not in jobs for key in allocation.allocation):
         return allocation
-    types = sorted(problem.cluster)
+    cols = build_columns(problem, configurations=any(j.configurations for j in problem.jobs))
+    types = cols.types
     type_of = {t: i for i, t in enumerate(types)}
+    of_job = _columns(cols)
     kinds: dict[tuple, _Kind] = {}
     kept: dict[str, Mapping[str, float]] = {}
-    free = np.array([float(problem.cluster[t]) for t in types])
+    free = cols.workers.copy()
     for key, row in allocation.allocation.items():
-        columns = _columns(jobs[key], type_of)
+        columns = of_job[key]
         effective = sum(share * columns[c][0] for c, share in row.items() if c in columns)
         if effective <= 0 or any(c not in columns for c in row):
             kept[key] = row
@@ -186,11 +189,18 @@ def _within_time(row: Mapping[str, float]) -> dict[str, float]:
     return {c: t / total for c, t in row.items()} if total > 1.0 else row
 
 
-def _columns(job, type_of: Mapping[str, int]) -> dict[str, tuple[float, dict[str, int]]]:
-    """A job's columns: name -> (its throughput there, the GPUs of each type it takes)."""
-    out = {t: (float(rate), {t: job.scale_factor}) for t, rate in job.throughputs.items()
-           if rate > 0 and t in type_of}
-    for config in job.configurations:
-        if config.throughput > 0 and all(t in type_of for t in config.gpus):
-            out[config.name] = (float(config.throughput), dict(config.gpus))
+def _columns(cols: Columns) -> dict[str, dict[str, tuple[float, dict[str, float]]]]:
+    """Each job's columns in the policies' column model (``columns.build_columns``: the
+    types big enough for it, the configurations that fit): job id -> column name -> (its
+    throughput there, the GPUs of each type it takes)."""
+    labels, rate, usage = cols.labels, cols.throughput, cols.usage.tocsc()
+    out = {}
+    for i, job_id in enumerate(cols.job_ids):
+        row = {}
+        for k in range(rate.indptr[i], rate.indptr[i + 1]):
+            c = int(rate.indices[k])
+            at = slice(usage.indptr[c], usage.indptr[c + 1])
+            row[labels[cols.col_type[c]]] = (float(rate.data[k]), dict(zip(
+                (cols.types[t] for t in usage.indices[at].tolist()), usage.data[at].tolist())))
+        out[job_id] = row
     return out

@@ -66,6 +66,19 @@ def test_identical_jobs_are_dealt_so_that_most_hold_one_column():
     assert usage(problem, out) == pytest.approx({"v100": 1.0, "k80": 1.0})
 
 
+def test_a_job_is_never_moved_to_a_type_too_small_for_it():
+    """Two 4-GPU jobs on v100s; the k80s are faster for them, and named as their current
+    column, but hold at most 2-GPU jobs (``max_scale_factor``): as in the policies' own
+    column model (``build_columns``), the jobs stay where they can run."""
+    problem = Problem(cluster={"v100": 8, "k80": 8}, max_scale_factor={"k80": 2},
+                      jobs=tuple(Job(str(i), {"v100": 2.0, "k80": 5.0}, scale_factor=4)
+                                 for i in range(2)))
+    allocation = Allocation("test", {str(i): {"v100": 1.0} for i in range(2)})
+    out = fewer_moves(problem, allocation, {"0": "k80", "1": "k80"})
+    assert {key: dict(row) for key, row in out.allocation.items()} == {
+        "0": {"v100": pytest.approx(1.0)}, "1": {"v100": pytest.approx(1.0)}}
+
+
 def test_a_pair_or_a_job_without_time_is_left_as_the_policy_gave_it():
     problem, allocation = spread()
     paired = Allocation("test", {**allocation.allocation, "0+1": {"v100": 0.1}})
@@ -177,3 +190,20 @@ def test_received_time_is_reset_once_per_interval_and_shares_never_exceed_one():
     # re-solves at rounds 1, 3, ..., 11 (360 s each): the first 1,920 s after the start is
     # round 7's (2,520 s); the next would be 1,920 s after that, past the twelfth round
     assert resets == [0.0, 7 * R]
+
+
+@pytest.mark.parametrize("failure", ["status", "raises"])
+def test_an_lp_that_fails_leaves_the_policy_s_allocation(monkeypatch, caplog, failure):
+    import types
+
+    import policies.moves as moves
+
+    def linprog(*args, **kwargs):
+        if failure == "raises":
+            raise ValueError("array must not contain infs or NaNs")
+        return types.SimpleNamespace(status=2, message="The problem is infeasible.")
+
+    monkeypatch.setattr(moves, "linprog", linprog)
+    problem, allocation = spread()
+    assert fewer_moves(problem, allocation, {"0": "k80"}) is allocation
+    assert "the policy's allocation stands" in caplog.text
