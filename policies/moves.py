@@ -193,14 +193,13 @@ def _columns(cols: Columns) -> dict[str, dict[str, tuple[float, dict[str, float]
     """Each job's columns in the policies' column model (``columns.build_columns``: the
     types big enough for it, the configurations that fit): job id -> column name -> (its
     throughput there, the GPUs of each type it takes)."""
-    labels, rate, usage = cols.labels, cols.throughput, cols.usage.tocsc()
-    out = {}
-    for i, job_id in enumerate(cols.job_ids):
-        row = {}
-        for k in range(rate.indptr[i], rate.indptr[i + 1]):
-            c = int(rate.indices[k])
-            at = slice(usage.indptr[c], usage.indptr[c + 1])
-            row[labels[cols.col_type[c]]] = (float(rate.data[k]), dict(zip(
-                (cols.types[t] for t in usage.indices[at].tolist()), usage.data[at].tolist())))
-        out[job_id] = row
-    return out
+    usage = cols.usage.tocsc()
+    at, type_at, count = usage.indptr.tolist(), usage.indices.tolist(), usage.data.tolist()
+    types, labels = cols.types, cols.labels
+    column = [(labels[label], {types[type_at[k]]: count[k] for k in range(at[c], at[c + 1])})
+              for c, label in enumerate(cols.col_type.tolist())]
+    rate = cols.throughput
+    starts, which, rates = rate.indptr.tolist(), rate.indices.tolist(), rate.data.tolist()
+    return {job_id: {column[which[k]][0]: (rates[k], column[which[k]][1])
+                     for k in range(starts[i], starts[i + 1])}
+            for i, job_id in enumerate(cols.job_ids)}
