@@ -465,6 +465,46 @@ def test_bisection_search_is_gavels_feasible_point_near_the_optimum():
     assert gavel.allocation != exact.allocation
 
 
+def test_exact_makespan_gives_short_jobs_all_the_time_the_optimum_leaves():
+    """The makespan optimum leaves the short job anything from 1% of a GPU to all of one;
+    the second solve gives it all of one, and keeps the makespan."""
+    jobs = [Job("long", {"v100": 1.0}, remaining_steps=1000.0),
+            Job("short", {"v100": 1.0}, remaining_steps=10.0)]
+    problem = Problem(cluster={"v100": 2}, jobs=jobs)
+    result = get_policy("min_total_duration_perf").solve(problem)
+    assert_valid(problem, result)
+    assert result.objective == pytest.approx(1000.0, rel=1e-5)
+    assert result.allocation["long"]["v100"] == pytest.approx(1.0, abs=1e-5)
+    assert result.allocation["short"]["v100"] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_exact_makespan_keeps_its_optimum_and_finishes_jobs_sooner(monkeypatch):
+    """Where the longest job bounds the makespan on its own (it cannot use more than one
+    GPU's time), the second solve keeps the first one's makespan (its objective, and what
+    its allocation gives) and raises the sum of the other jobs' finishing rates."""
+    from policies.makespan import MinTotalDuration, _pending
+
+    jobs = [Job(str(i), {"v100": 3.0 + i, "p100": 2.0, "k80": 1.0 + i / 3},
+                remaining_steps=1e5 if i == 0 else 1e3 * (1 + 7 * (i % 4)),
+                scale_factor=1 + i % 2) for i in range(10)]
+    problem = Problem(cluster={"v100": 2, "p100": 3, "k80": 4}, jobs=jobs)
+    policy = get_policy("min_total_duration_perf")
+    chosen = policy.solve(problem)
+    assert_valid(problem, chosen)
+    assert policy.evaluate(problem, chosen) == pytest.approx(chosen.objective, rel=1e-4)
+    monkeypatch.setattr(MinTotalDuration, "_short_jobs_first",
+                        lambda self, cols, rows, sigma, first, optimum: first)
+    first = policy.solve(problem)  # the first solve's point alone
+    assert chosen.objective == pytest.approx(first.objective, rel=1e-6)
+    cols = policy.columns(problem)
+    rows = _pending(cols)
+
+    def finishing_rates(allocation):
+        return cols.effective_throughput(cols.z_from(allocation))[rows] / cols.remaining[rows]
+
+    assert finishing_rates(chosen).sum() > finishing_rates(first).sum() * 1.01
+
+
 def test_bad_search_options():
     with pytest.raises(ProblemError, match="search"):
         get_policy("min_total_duration_perf", search="fast")
