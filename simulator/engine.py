@@ -124,7 +124,7 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
     config = core_config or config_for(policy, table, view.worker_types, seed=seed,
                                        type_order=fastest_first(table, view.worker_types, own))
     startups = _startups(jobs, sim.preemption_overhead_s)
-    specs = [replace(spec_of(str(i), job), restart_s=job.restart_s if job.restart_s is not None
+    specs = [spec_of(str(i), job, job.restart_s if job.restart_s is not None
                      else startups[i] if startups else 0.0) for i, job in enumerate(jobs)]
     _check_runnable(jobs, table, view)
     planned = (estimated_table(table, sim.estimator, rng=np.random.default_rng(seed))
@@ -487,7 +487,12 @@ def _check_runnable(jobs: Sequence[TraceJob], table: ThroughputTable,
     """Every job runs on some type of the cluster (by its own throughputs if it has them,
     which name only the table's or the cluster's worker types)."""
     known = set(table.worker_types) | set(view.worker_types)
+    kinds: set[tuple[str, int]] = set()  # jobs that run at their type's table rates: once
     for i, job in enumerate(jobs):
+        if job.throughputs is None:
+            if (job.job_type, job.scale_factor) in kinds:
+                continue
+            kinds.add((job.job_type, job.scale_factor))
         unknown = sorted(set(job.throughputs or ()) - known)
         if unknown:
             raise SimulationError(f"job {i} ({job.job_type}): its throughputs name worker "

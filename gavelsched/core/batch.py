@@ -10,11 +10,11 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping
-from operator import itemgetter
 
 import numpy as np
 
 from ..mechanism import Demand, PlannerConfig, RoundPlan
+from ..mechanism.planner import take
 from .config import CoreConfig
 from .jobs import JobState
 from .layout import ColumnLayout
@@ -60,16 +60,17 @@ def build_batch(plan: RoundPlan, rows: Rows, layout: ColumnLayout, jobs: Mapping
     members = rows.members_of(r)
     has = members >= 0
     rates = np.where(has, rows.rate[r, j], 0.0)
-    remaining = np.where(has, rows.left[np.where(has, members, 0)], 0.0)
+    remaining = np.where(has, rows.left.take(members), 0.0)  # (-1 reads a row, masked)
+    # (a missing member has no steps left: its lease comes out 0)
     if config.whole_step_leases:
-        lease = np.maximum(1.0, np.floor(rates * span))
-        steps = np.where(has, np.minimum(lease, remaining), 0).astype(np.int64)
+        lease = np.maximum(np.floor(rates * span), 1.0)
+        steps = np.minimum(lease, remaining).astype(np.int64)
         remaining = remaining.astype(np.int64)
     else:
-        steps = np.where(has, np.minimum(rates * span, remaining), 0.0)
+        steps = np.minimum(rates * span, remaining)
     at = r.tolist()
-    size = rows.scale_factor[r]
-    task_keys, task_members = _take(plan.keys, at), _take(plan.members, at)
+    size = rows.scale_factor.take(r)
+    task_keys, task_members = take(plan.keys, at), take(plan.members, at)
     configurations, splits = (), ()
     if layout.config_gpus:
         configurations = layout.config_list
@@ -88,11 +89,6 @@ def build_batch(plan: RoundPlan, rows: Rows, layout: ColumnLayout, jobs: Mapping
         size=size, extended=plan.extended,
         steps=steps, rates=rates, remaining=remaining,
         n_members=has.sum(axis=1), configurations=configurations, splits=splits)
-
-
-def _take(items: tuple, at: list[int]) -> tuple:
-    """``tuple(items[i] for i in at)``, in one call."""
-    return itemgetter(*at)(items) if len(at) > 1 else tuple(items[i] for i in at)
 
 
 # The daemon's lease floor: a fresh run gets at least this fraction of a round after its

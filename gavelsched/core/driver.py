@@ -60,12 +60,13 @@ def config_for(policy: Policy, table: ThroughputTable, worker_types: Sequence[st
     return CoreConfig.for_policy(policy, **overrides)
 
 
-def spec_of(job_id: str, job: TraceJob) -> JobSpec:
-    """The core's spec of a trace's job (the one converter from ``traces.TraceJob``)."""
+def spec_of(job_id: str, job: TraceJob, restart_s: float = 0.0) -> JobSpec:
+    """The core's spec of a trace's job (the one converter from ``traces.TraceJob``);
+    ``restart_s``: what a restart costs it (``JobSpec.restart_s``)."""
     return JobSpec(id=job_id, job_type=job.job_type, scale_factor=int(job.scale_factor),
                    total_steps=int(job.total_steps), priority_weight=float(job.priority_weight),
                    slo_s=job.slo_s, entity=job.entity, mixed=job.mixed,
-                   min_scale_factor=job.min_scale_factor)
+                   min_scale_factor=job.min_scale_factor, restart_s=restart_s)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from operator import itemgetter
 from typing import NamedTuple
 
 import numpy as np
@@ -192,16 +193,16 @@ def plan_round(demand: Demand, view: ClusterView, config: PlannerConfig = Planne
                               [view.count(t) for t in types], config.backfill, demand.quota)
     combos, type_idx, held = _hold_unallocated(demand, combos, type_idx)
     previous = demand.previous
+    at = combos.tolist()
     if all(view.one_worker_per_server(t) for t in types) and (
-            not len(combos) or (demand.scale_factor[combos] == 1).all()):
-        workers, extended = place_units([keys[i] for i in combos.tolist()],
-                                        [types[j] for j in type_idx], previous, view)
+            not at or (demand.scale_factor.take(combos) == 1).all()):
+        workers, extended = place_units(take(keys, at), take(types, type_idx), previous, view)
         workers = tuple(workers)
     else:
         sizes = demand.scale_factor.tolist()
         got = place([(keys[i], types[j], sizes[i], previous.get(keys[i]))
-                     for i, j in zip(combos.tolist(), type_idx)], view, first)  # Requests
-        chosen = [got[keys[i]] for i in combos.tolist()]
+                     for i, j in zip(at, type_idx)], view, first)  # Requests
+        chosen = [got[keys[i]] for i in at]
         workers, extended = (tuple(x) for x in zip(*chosen)) if chosen else ((), ())
     return _round_plan(demand, prio, combos, type_idx, workers, extended, held)
 
@@ -242,7 +243,7 @@ def _hold_unallocated(demand: Demand, combos: list[int], type_idx: list[int]):
     index array, type_idx, held) with ``held`` the (key, type, workers) of the latter."""
     allocated = demand.allocated
     at = np.array(combos, dtype=int)   # once: each index by a list converts it again
-    covered = allocated[at]
+    covered = allocated.take(at)
     if covered.all():
         return at, type_idx, ()
     sizes = demand.scale_factor.tolist()
@@ -253,14 +254,14 @@ def _hold_unallocated(demand: Demand, combos: list[int], type_idx: list[int]):
 
 def _round_plan(demand: Demand, prio: np.ndarray, combos, type_idx, workers, extended,
                 held) -> RoundPlan:
-    extended = np.array(extended, dtype=bool)
     previous = demand.previous
     return RoundPlan(
         keys=demand.keys, members=demand.members, types=demand.types,
         combo_index=np.asarray(combos, dtype=int), type_index=np.array(type_idx, dtype=int),
-        workers=tuple(workers), extended=extended, held_idle=held, priorities=prio,
+        workers=tuple(workers), extended=np.array(extended, dtype=bool), held_idle=held,
+        priorities=prio,
         lease_opportunities=sum(map(previous.__contains__, demand.keys)) if previous else 0,
-        lease_extensions=int(extended.sum()),
+        lease_extensions=sum(extended),
     )
 
 
@@ -332,6 +333,11 @@ def configuration_matrix(configurations, real_types) -> np.ndarray:
 
 # Joins a combination key and a type in the placement requests of a configuration task.
 _PART = "\x1f"
+
+
+def take(items: tuple, at: list[int]) -> tuple:
+    """``tuple(items[i] for i in at)``, in one call."""
+    return itemgetter(*at)(items) if len(at) > 1 else tuple(items[i] for i in at)
 
 
 def _member_rows(keys, members) -> np.ndarray:
