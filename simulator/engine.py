@@ -424,8 +424,7 @@ def _run_tasks(batch, R: float, pause: np.ndarray | None, true: np.ndarray | Non
         # A task that starts on new workers first restores its checkpoint.
         budget = np.floor(rates * np.maximum(R - pause, 0.0)[:, None])
         steps = np.where(pause[:, None] > 0, np.minimum(steps, budget), steps).astype(steps.dtype)
-    runs = rates > 0
-    took = np.where(runs, steps / np.where(runs, rates, 1.0), 0.0)
+    took = np.divide(steps, rates, out=np.zeros(rates.shape), where=rates > 0)
     if pause is not None:
         took = took + pause[:, None]
     return took.max(axis=1), steps
