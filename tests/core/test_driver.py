@@ -106,6 +106,7 @@ def test_job_spec_from_a_trace_job_keeps_every_field():
     assert spec == JobSpec(id="7", job_type="ResNet-18 (batch size 32)", scale_factor=4,
                            total_steps=900, priority_weight=2.5, slo_s=60.0,
                            entity="research", mixed=True, min_scale_factor=2)
+    assert spec_of("7", trace_job, 12.5) == replace(spec, restart_s=12.5)
 
 
 def test_only_the_driver_calls_the_cores_round_methods():
