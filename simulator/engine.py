@@ -278,15 +278,14 @@ class _Run:
             ran = self.refill(ran, now, R)
             rnd = self.driver.in_flight
         batch, seconds, steps = ran.batch, ran.seconds, ran.steps
-        end = (now + float((ran.start + seconds).max()) if self.sim.round_ends_at_last_finish
-               else now + R)
+        ends = ran.start + seconds
+        end = now + float(ends.max()) if self.sim.round_ends_at_last_finish else now + R
         self.metrics.on_round(rnd, end, seconds, self.prices)
         members = batch.members
         made, member = np.nonzero(steps > 0)
         self.metrics.on_started([members[i][m] for i, m in zip(made.tolist(), member.tolist())
                                  if m < len(members[i])], now)
         finishing = (steps >= batch.remaining) & (batch.remaining > 0)
-        ends = ran.start + seconds
         finish = list(zip(*(x.tolist() for x in np.nonzero(finishing))))
         at = {members[i][m]: now + float(ends[i]) for i, m in finish}
         plan_s = self.driver.plan_at(end)
