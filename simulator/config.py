@@ -37,7 +37,9 @@ class SimConfig:
       run, then on what its runs measured (``gavelsched.core.online``: measured rates where
       measured, the prior scaled by the job's measured/prior ratio elsewhere), while jobs
       progress at the trace's rates (a job's own ``TraceJob.throughputs``, else the table's),
-      cut at their lease's steps as the daemon's are.
+      cut at their lease's steps as the daemon's are. Restart costs likewise: a job type's
+      counts in the core's restart rule from the plan after its first run started up (the
+      daemon measures it then); its runs pay their start-ups from the first.
       None: the core knows the trace table's rates from the start (Gavel). Not with
       co-located pairs or mixed-type configurations.
     - ``plan_lead_s``: the daemon's plan lead (thesis §5.6; ``DaemonConfig.plan_lead``): it

@@ -126,6 +126,10 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
     startups = _startups(jobs, sim.preemption_overhead_s)
     specs = [spec_of(str(i), job, job.restart_s if job.restart_s is not None
                      else startups[i] if startups else 0.0) for i, job in enumerate(jobs)]
+    restart_costs = None
+    if sim.priors is not None:      # the daemon learns them too (``_Knowledge.started``)
+        restart_costs = {s.job_type: s.restart_s for s in specs}
+        specs = [replace(s, restart_s=0.0) for s in specs]
     _check_runnable(jobs, table, view)
     planned = (estimated_table(table, sim.estimator, rng=np.random.default_rng(seed))
                if sim.estimate_pairs and config.pairs else None)
@@ -134,7 +138,7 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
         if config.pairs or config.configurations:
             raise SimulationError("priors: not with co-located pairs or mixed-type "
                                   "configurations")
-        knowledge = _Knowledge(OnlineThroughputs(sim.priors), table, jobs)
+        knowledge = _Knowledge(OnlineThroughputs(sim.priors), table, jobs, restart_costs)
     core = SchedulerCore(policy, view, table if knowledge is None else sim.priors, config,
                          entities=entities, planned_pairs=planned)
     run = _Run(jobs, specs, core, sim,
@@ -298,6 +302,7 @@ class _Run:
                 steps[i, m] = 0
         completed = self.driver.credit(batch.keys, steps, end) + tuple(self.late)
         if self.knowledge is not None:   # a sample counts training time, not the start-up
+            self.knowledge.started(self.core, batch, self.specs, seconds > ran.pause)
             self.samples = (batch, steps, seconds - ran.pause, completed)
             if not self.driver.plan_lead_s:
                 self.learn_samples(end)
@@ -436,8 +441,23 @@ class _Knowledge:
     else ``table``'s."""
 
     def __init__(self, online: OnlineThroughputs, table: ThroughputTable,
-                 jobs: Sequence[TraceJob]) -> None:
+                 jobs: Sequence[TraceJob], restart_costs: Mapping[str, float]) -> None:
         self.online, self.table, self.jobs = online, table, jobs
+        self.restart_costs = dict(restart_costs)   # job type -> its cost, until learned
+
+    def started(self, core: SchedulerCore, batch, specs, up: np.ndarray) -> None:
+        """The job types of the round's runs that got past their start-up (``up``): the
+        daemon measures a type's start-up at its first run's first InitJob, and charges
+        its restarts from the next plan on (``Startups``, ``set_restart_costs``); until
+        then a restart of that type costs nothing in the core's eyes."""
+        learned = {}
+        for i in np.nonzero(up)[0].tolist():
+            for job_id in batch.members[i]:
+                job_type = specs[int(job_id)].job_type
+                if job_type in self.restart_costs:
+                    learned[job_type] = self.restart_costs.pop(job_type)
+        if learned:
+            core.set_restart_costs(learned)
 
     def rates(self, batch) -> np.ndarray:
         """(k, 2) steps/s each member of the round's tasks really makes on its type."""

@@ -83,3 +83,37 @@ def test_the_cli_flag_replays_with_priors_and_refuses_pairs_in_one_line(tmp_path
     assert main([*base, "--priors", str(priors), "--policy", "max_min_fairness_packed"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "not with co-located pairs" in err[0]
+
+
+def test_restart_costs_are_learned_as_the_daemon_learns_them(monkeypatch):
+    """The daemon's core charges a job type's restarts from the plan after its first run
+    started up (it measures the start-up then); a replay with its knowledge does the same,
+    where the oracle replay knows every cost from the start."""
+    from gavelsched.core import SchedulerCore
+    from gavelsched.core.driver import RoundDriver
+
+    events = []
+    learn, plan = SchedulerCore.set_restart_costs, RoundDriver.plan
+
+    def learned(core, costs):
+        events.append(("costs", dict(costs)))
+        return learn(core, costs)
+
+    def planned(driver, now, *args, **kw):
+        events.append(("plan", now))
+        return plan(driver, now, *args, **kw)
+
+    monkeypatch.setattr(SchedulerCore, "set_restart_costs", learned)
+    monkeypatch.setattr(RoundDriver, "plan", planned)
+    startups = {job.job_type: 5.0 + i for i, job in enumerate(JOBS)}
+    simulate(JOBS, CATALOG, CLUSTER, "max_min_fairness_perf",
+             sim=SimConfig(round_ends_at_last_finish=False, priors=CATALOG,
+                           preemption_overhead_s=startups))
+    assert events[0][0] == "plan"
+    costs = [c for kind, c in events if kind == "costs"]
+    assert {t: v for c in costs for t, v in c.items()} == startups   # each once, as charged
+    assert sum(len(c) for c in costs) == len(startups)
+    events.clear()
+    simulate(JOBS, CATALOG, CLUSTER, "max_min_fairness_perf",
+             sim=SimConfig(round_ends_at_last_finish=False, preemption_overhead_s=startups))
+    assert not [c for kind, c in events if kind == "costs"]
