@@ -377,13 +377,13 @@ class SchedulerCore:
         """A round boundary at ``now``: admit arrivals, re-solve if due, plan the round.
         ``uncredited``: steps per job the executor expects were made but has not credited
         yet (``problem.build_problem``): a re-solve plans on the remaining steps net of
-        them."""
+        them, and the restart rule's holds judge who is near its end by them."""
         if self._in_flight is not None:
             raise CoreError(f"round {self._in_flight.index} has not ended")
         admitted = self._admit()
         resolved = self._maybe_resolve(now, uncredited)
         rejected, self._rejected = tuple(self._rejected), []
-        plan = plan_round(self._demand(), self._view,
+        plan = plan_round(self._demand(uncredited=uncredited), self._view,
                           planner_config(self.config, self._layout.types, self._rng))
         batch = build_batch(plan, self._rows, self._layout, self._jobs, self.config)
         self._assignments = dict(zip(batch.keys, batch.workers))
@@ -590,15 +590,15 @@ class SchedulerCore:
                              entities=self._entities, last=self._last_allocation,
                              uncredited=uncredited)
 
-    def _demand(self, running=()) -> Demand:
+    def _demand(self, running=(), uncredited: Mapping[str, float] | None = None) -> Demand:
         """The planner's ``Demand`` this round (module ``batch``), with two entities or
         more: each combination's entity (their queues interleaved, ``mechanism/shares.py``)
         and the entities' GPU caps less what ``running`` (members, GPUs) tasks hold
-        (``mechanism/quota.py``)."""
+        (``mechanism/quota.py``). ``uncredited``: as in ``start_round``, for the holds."""
         out = demand(self._rows, self._layout, self._assignments)
         if self.config.restart_rule == "tenure" and self._runs:
             pinned, preferred = self._runs.holds(self._rows, out.types, self._jobs,
-                                                 self.config)
+                                                 self.config, uncredited)
             out = replace(out, pinned=pinned, preferred=preferred)
         if len(self._entities) < 2:
             return out

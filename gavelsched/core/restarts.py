@@ -134,8 +134,8 @@ class Runs:
     def drop(self, key: str) -> None:
         self._runs.pop(key, None)
 
-    def holds(self, rows, columns: Sequence[str], jobs: Mapping,
-              config) -> tuple[np.ndarray, np.ndarray]:
+    def holds(self, rows, columns: Sequence[str], jobs: Mapping, config,
+              uncredited: Mapping[str, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(pinned, preferred), each (c,) over the combinations of ``rows`` (the core's
         ``Rows``): the column each must keep this round, and the one where it is preferred
         (-1: none), by the rule of the module docstring. A run is pinned while it has held
@@ -143,7 +143,9 @@ class Runs:
         ``finish_restarts`` restarts at the run's rate (a pair: when the later of its two
         would); preferred while it has held them less than its tenure. A pair's restart
         is the larger of its jobs' (``jobs``: job id -> state with a ``spec``).
-        ``config``: the ``CoreConfig``."""
+        ``config``: the ``CoreConfig``. ``uncredited``: steps per job made but not credited
+        yet (a daemon plans before its runs' checkpoints report them; the simulator has
+        credited them): a job's steps left are net of them, so both judge alike."""
         pinned = np.full(len(rows), -1, dtype=np.int64)
         preferred = pinned.copy()
         column_index = {c: j for j, c in enumerate(columns)}
@@ -157,21 +159,28 @@ class Runs:
         restart = np.array([max(jobs[m].spec.restart_s for m in rows.members[i])
                             for i in r.tolist()])
         costly = restart > 0.0
+        left = rows.left
+        if uncredited:
+            left = left.copy()
+            for job_id, steps in uncredited.items():
+                at = rows.index.get(job_id)
+                if at is not None:
+                    left[at] = max(0.0, left[at] - steps)
         pin = costly & ((held < 2.0 * restart)
-                        | (_left_s(rows, r, j) <= config.finish_restarts * restart))
+                        | (_left_s(rows, r, j, left) <= config.finish_restarts * restart))
         prefer = costly & ~pin & (held < restart / config.restart_share)
         pinned[r[pin]] = j[pin]
         preferred[r[prefer]] = j[prefer]
         return pinned, preferred
 
 
-def _left_s(rows, r: np.ndarray, j: np.ndarray) -> np.ndarray:
+def _left_s(rows, r: np.ndarray, j: np.ndarray, left: np.ndarray) -> np.ndarray:
     """Seconds until each combination ``r`` of ``rows`` ends on its column ``j`` at its
-    rates there: its job's steps left over its steps/s (a pair: the later of its two; inf
-    where a member makes no progress)."""
+    rates there: its job's steps ``left`` (by job row) over its steps/s (a pair: the later
+    of its two; inf where a member makes no progress)."""
     members = rows.member_rows[r]                               # (k, 2), -1: none
     has = members >= 0
-    left = np.where(has, rows.left[np.maximum(members, 0)], 0.0)
+    left = np.where(has, left[np.maximum(members, 0)], 0.0)
     rate = rows.rate[r, j]                                      # (k, 2)
     with np.errstate(divide="ignore", invalid="ignore"):
         seconds = np.where(rate > 0, left / rate, np.inf)

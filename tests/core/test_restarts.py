@@ -292,3 +292,25 @@ def test_a_job_that_ran_alone_waits_for_an_arrival_no_longer_than_a_period():
     its time since the start."""
     assert _longest_wait(1920.0) <= (1920.0 + 3 * 60.0) / 60.0
     assert _longest_wait(1e9) > 100
+
+
+@pytest.mark.parametrize("made, holds", [(None, False), (1990.0, True)])
+def test_a_run_near_its_end_by_steps_not_yet_reported_keeps_its_gpu(made, holds):
+    """A daemon plans before its runs' checkpoints report their steps, and tells the core
+    what they will have made (``uncredited``); the simulator has credited them by then.
+    The finish hold judges by the same steps left in both: a run that will be 10 steps
+    from its end keeps its GPU over a job that never ran."""
+    from gavelsched.core import SchedulerCore
+    from gavelsched.core.records import RoundReport
+    from gavelsched.mechanism import ClusterView
+
+    pol = make_policy("max_min_fairness_perf")
+    config = config_for(pol, TABLE, ("v100",)).but(round_seconds=60.0, restart_rule="tenure")
+    core = SchedulerCore(pol, ClusterView.build({"v100": 1}), TABLE, config)
+    for job_id in ("x", "y"):
+        core.submit(JobSpec(job_id, "a", 1, 2000, restart_s=1.0), 0.0)
+    ran = core.start_round(0.0).batch.keys
+    assert len(ran) == 1
+    core.end_round(RoundReport(seconds=np.array([60.0])), 60.0)    # no steps reported yet
+    uncredited = None if made is None else {ran[0]: made}
+    assert (core.start_round(60.0, uncredited).batch.keys == ran) is holds
