@@ -143,7 +143,8 @@ class DaemonExecutor:
         self.clock = RoundClock(self.core.config.round_seconds, self.driver.plan_lead_s)
         self._started_index = -1
         self._woken = self._clock()       # when an idle scheduler last got work
-        self._dispatch: list = []   # the last plan: [round, plan, start (monotonic), its seconds]
+        # the last plan: [round, plan, start (monotonic), its seconds, its re-solve's or None]
+        self._dispatch: list = []
         self._batch = self._refill_due = False    # (``_refill_soon``)
         self._refill_at = 0.0                     # no batch's refill before (monotonic)
         self.pictures = Publisher(self.view(0.0), lambda: self.view(self.now()), metrics,
@@ -318,7 +319,8 @@ class DaemonExecutor:
         self.clock.planned()
         index = self._round_base + rnd.index
         self.store.set_meta({ROUND.key(): index + 1})
-        self._dispatch = [index, planned_at, None, self._clock() - planned_at]
+        self._dispatch = [index, planned_at, None, self._clock() - planned_at,
+                          None if rnd.resolved is None else rnd.resolved.solve_s]
         self.runs.extend_continuing(rnd, index)   # (and answers the RenewLeases waiting)
 
     def _report_dispatch(self) -> None:
@@ -327,16 +329,17 @@ class DaemonExecutor:
         ``gavelsched_dispatch_seconds``; BENCHMARKS.md, "The daemon at scale")."""
         if not self._dispatch:
             return
-        index, planned, started, took = self._dispatch
+        index, planned, started, took, solved = self._dispatch
         self._dispatch = []
+        resolved = "" if solved is None else f" (the allocation re-solved in {solved:.2f} s)"
         got = self.dispatcher.answered(index)
         if got is None:
-            log.info("round %d: planned in %.2f s, no RunJob", index, took)
+            log.info("round %d: planned in %.2f s%s, no RunJob", index, took, resolved)
             return
         count, last = got
         after_start = "" if started is None else f", {last - started:.2f} s after its start"
         log.info("round %d: planned in %.2f s; %d RunJobs answered, the last %.2f s after "
-                 "its plan%s", index, took, count, last - planned, after_start)
+                 "its plan%s%s", index, took, count, last - planned, after_start, resolved)
         if self.metrics is not None:
             self.metrics.on_dispatch(last - planned)
 

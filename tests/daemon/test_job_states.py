@@ -17,7 +17,7 @@ from gavelsched.daemon.metrics import DaemonMetrics
 from gavelsched.daemon.snapshot import build_snapshot
 from gavelsched.rpc import pb
 
-from .test_round_aligned import Scheduler
+from .test_round_aligned import R, Scheduler
 
 
 def at(t: float):
@@ -123,6 +123,23 @@ def test_each_round_start_logs_one_line_at_info(tmp_path, caplog):
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("round ")]
     assert lines == ["round 0: 1 jobs running, 1 queued, 0 preempted, 0 finished; GPUs 1 "
                      "busy of 1"]
+    s.close()
+
+
+def test_a_plan_that_re_solved_the_allocation_says_so_in_its_dispatch_line(tmp_path, caplog):
+    """The operator sees from the log which plans re-solved (the first one does; the next,
+    with nothing changed, does not)."""
+    s = Scheduler(tmp_path)
+    s.submit(), s.submit()
+    with caplog.at_level(logging.INFO, logger="gavelsched.daemon.executor"):
+        lead = s.x.config.plan_lead
+        for t in (1.0, 1.0 + R - lead, 1.0 + R, 1.0 + 2 * R - lead):   # plans and starts
+            s.at(t)
+    lines = [r.getMessage() for r in caplog.records if "planned in" in r.getMessage()]
+    assert len(lines) == 2
+    assert lines[0].startswith("round 0: planned in ")
+    assert "(the allocation re-solved in " in lines[0]
+    assert lines[1].startswith("round 1: planned in ") and "re-solved" not in lines[1]
     s.close()
 
 
