@@ -60,8 +60,9 @@ def build_batch(plan: RoundPlan, rows: Rows, layout: ColumnLayout, jobs: Mapping
     members = rows.members_of(r)
     has = members >= 0
     rates = np.where(has, rows.rate[r, j], 0.0)
-    remaining = np.where(has, rows.left.take(members), 0.0)  # (-1 reads a row, masked)
-    # (a missing member has no steps left: its lease comes out 0)
+    # a missing member (-1) reads the last row, masked: it has no steps left, and so its
+    # lease below comes out 0
+    remaining = np.where(has, rows.left.take(members), 0.0)
     if config.whole_step_leases:
         lease = np.maximum(np.floor(rates * span), 1.0)
         steps = np.minimum(lease, remaining).astype(np.int64)
