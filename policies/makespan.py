@@ -30,11 +30,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._cvxpy import cp
-from .base import DEFAULT_LP_SOLVER, ColumnPolicy, Solution, no_columns, run
+from .base import ColumnPolicy, Solution, no_columns, run
 from .columns import Columns
 from .errors import Infeasible, PolicyError, ProblemError
 from .fairness import base_constraints
-from .lp import DIRECT_SOLVERS, LinearProgram, solve_lp
 from .problem import Allocation, Problem
 
 log = logging.getLogger(__name__)
@@ -125,38 +124,29 @@ class MinTotalDuration(ColumnPolicy):
             except PolicyError as err:  # T a hair above the optimum: numerically infeasible
                 log.debug("%s: bisection end point failed (%s); using the optimum", self.name,
                           err)
-        z_value = self._short_jobs_first(cols, rows, sigma, z.value, value)
+        z_value = self._short_jobs_first(cols, rows, sigma, z, rate, constraints, value)
         return Solution(cols.to_rows(z_value), sigma / value, self.solver)
 
     def _short_jobs_first(self, cols: Columns, rows: np.ndarray, sigma: float,
-                          first: np.ndarray, optimum: float) -> np.ndarray:
+                          z: cp.Variable, rate: cp.Variable, constraints: list,
+                          optimum: float) -> np.ndarray:
         """Among the allocations that keep the optimal makespan, the one that maximises
         sum_m throughput(m, X) / steps_m: the sum of the rates at which the jobs finish
         (module docstring), so a short job gets all the time the makespan leaves it. The
-        program of ``_solve`` with its rate held at the optimum, as sparse matrices for the
-        direct LP path (``policies/lp.py``: cvxpy's compilation would cost 3x the solve).
-        ``first`` (the first solve's point) when the solver cannot keep the optimum."""
-        # x = (z, rate); each finishing rate times sigma: about 1 for the longest job
+        program of ``_solve`` again, its rate held at the optimum. The first solve's point
+        when the solver cannot keep the optimum."""
+        first = z.value
+        # each finishing rate times sigma: about 1 for the longest job on its fastest type
         finish_rates = sp.diags(sigma / cols.remaining[rows]) @ cols.throughput[rows]
-        need = sp.csr_matrix((cols.remaining[rows] / sigma)[:, None])
-        blocks = [[-cols.throughput[rows], need], [cols.member, None], [cols.usage, None],
-                  [None, sp.csr_matrix([[-1.0]])]]
-        bounds = [np.zeros(rows.size), np.ones(cols.num_jobs), cols.workers,
-                  [-optimum * (1.0 - OPTIMUM_SLACK)]]
-        if self.budget is not None:
-            blocks.append([sp.csr_matrix(cols.price / SECONDS_PER_HOUR),
-                           sp.csr_matrix([[-self.budget / sigma]])])
-            bounds.append([0.0])
-        c = np.append(-np.asarray(finish_rates.sum(axis=0)).ravel(), 0.0)
-        lp = LinearProgram(c, sp.bmat(blocks, format="csr"),
-                           np.concatenate(bounds).astype(float), c.size)
-        solver = self.solver if self.solver in DIRECT_SOLVERS else DEFAULT_LP_SOLVER
+        kept = rate >= optimum * (1.0 - OPTIMUM_SLACK)
         try:
-            return solve_lp(lp, solver, self.name).x[:-1]
+            run(cp.Problem(cp.Maximize(cp.sum(finish_rates @ z)), [*constraints, kept]),
+                self.solver, self.name)
         except PolicyError as err:
             log.debug("%s: the short-jobs-first solve failed (%s); keeping the first point",
                       self.name, err)
             return first
+        return z.value
 
     def _gavel_point(self, problem: Problem, cols: Columns, rows: np.ndarray,
                      makespan_s: float) -> Solution:

@@ -493,7 +493,7 @@ def test_exact_makespan_keeps_its_optimum_and_finishes_jobs_sooner(monkeypatch):
     assert_valid(problem, chosen)
     assert policy.evaluate(problem, chosen) == pytest.approx(chosen.objective, rel=1e-4)
     monkeypatch.setattr(MinTotalDuration, "_short_jobs_first",
-                        lambda self, cols, rows, sigma, first, optimum: first)
+                        lambda self, cols, rows, sigma, z, *rest: z.value)
     first = policy.solve(problem)  # the first solve's point alone
     assert chosen.objective == pytest.approx(first.objective, rel=1e-6)
     cols = policy.columns(problem)
