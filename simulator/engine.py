@@ -124,12 +124,11 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
     config = core_config or config_for(policy, table, view.worker_types, seed=seed,
                                        type_order=fastest_first(table, view.worker_types, own))
     startups = _startups(jobs, sim.preemption_overhead_s)
-    specs = [spec_of(str(i), job, job.restart_s if job.restart_s is not None
-                     else startups[i] if startups else 0.0) for i, job in enumerate(jobs)]
-    restart_costs = None
-    if sim.priors is not None:      # the daemon learns them too (``_Knowledge.started``)
-        restart_costs = {s.job_type: s.restart_s for s in specs}
-        specs = [replace(s, restart_s=0.0) for s in specs]
+    costs = [job.restart_s if job.restart_s is not None else startups[i] if startups else 0.0
+             for i, job in enumerate(jobs)]
+    learns = sim.priors is not None     # the daemon learns them too (``_Knowledge.started``)
+    specs = [spec_of(str(i), job, 0.0 if learns else cost)
+             for i, (job, cost) in enumerate(zip(jobs, costs))]
     _check_runnable(jobs, table, view)
     planned = (estimated_table(table, sim.estimator, rng=np.random.default_rng(seed))
                if sim.estimate_pairs and config.pairs else None)
@@ -138,7 +137,8 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
         if config.pairs or config.configurations:
             raise SimulationError("priors: not with co-located pairs or mixed-type "
                                   "configurations")
-        knowledge = _Knowledge(OnlineThroughputs(sim.priors), table, jobs, restart_costs)
+        knowledge = _Knowledge(OnlineThroughputs(sim.priors), table, jobs,
+                               {job.job_type: cost for job, cost in zip(jobs, costs)})
     core = SchedulerCore(policy, view, table if knowledge is None else sim.priors, config,
                          entities=entities, planned_pairs=planned)
     run = _Run(jobs, specs, core, sim,
@@ -450,6 +450,8 @@ class _Knowledge:
         daemon measures a type's start-up at its first run's first InitJob, and charges
         its restarts from the next plan on (``Startups``, ``set_restart_costs``); until
         then a restart of that type costs nothing in the core's eyes."""
+        if not self.restart_costs:
+            return
         learned = {}
         for i in np.nonzero(up)[0].tolist():
             for job_id in batch.members[i]:
