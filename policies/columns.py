@@ -35,7 +35,6 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from operator import attrgetter, itemgetter
 from types import MappingProxyType
 
 import numpy as np
@@ -43,7 +42,7 @@ import scipy.sparse as sp
 
 from .errors import ProblemError
 from .problem import Problem
-from .problem_json import JOB_NUMBERS, non_finite
+from .problem_json import non_finite
 from .sparse import compressed, compressed_alike, coo_arrays
 
 # An allocation entry below this is reported as zero: solver noise, not a decision.
@@ -201,23 +200,6 @@ def equal_split(workers: np.ndarray, scale_factor: np.ndarray, n: int) -> np.nda
     return x / np.maximum(x.sum(axis=1), 1.0)[:, None]
 
 
-_JOB_NUMBERS = attrgetter(*JOB_NUMBERS)
-
-
-def _throughput_rows(jobs, types: tuple[str, ...]) -> np.ndarray:
-    """(m, n) each job's steps/s on each type, 0 where it names none: one lookup of every
-    type at once per job when it names them all (the core's jobs do), else type by type."""
-    m, n = len(jobs), len(types)
-    if n > 1:
-        get = itemgetter(*types)
-        try:
-            return np.array([get(j.throughputs) for j in jobs], dtype=float).reshape(m, n)
-        except KeyError:
-            pass
-    return np.fromiter((j.throughputs.get(t, 0.0) for j in jobs for t in types), dtype=float,
-                       count=m * n).reshape(m, n)
-
-
 def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = False,
                   max_partners: int | None = None, merge: bool = False,
                   configurations: bool = False) -> Columns:
@@ -236,13 +218,9 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
     (every count at most what its type can host), after the pair columns.
     """
     types = problem.worker_types
-    n, m = len(types), len(problem.jobs)
-    jobs = problem.jobs
-    T = _throughput_rows(jobs, types)
-    numbers = np.array([    # (m, JOB_NUMBERS)
-        (sf, w, left, elapsed, elapsed if isolated is None else isolated, slo or 0.0)
-        for sf, w, left, elapsed, isolated, slo in map(_JOB_NUMBERS, jobs)],
-        dtype=float).reshape(m, len(JOB_NUMBERS))
+    table = problem.table
+    n, m, ids = len(types), len(table), table.ids
+    T, numbers = table.T.copy(), table.numbers
     workers = np.array([problem.cluster[t] for t in types], dtype=float)
     prices = np.array([problem.prices.get(t, 0.0) for t in types], dtype=float)
     if not (np.isfinite(T).all() and np.isfinite(numbers).all()   # docs/design.md, Safety rules
@@ -271,17 +249,17 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
         first, inverse = _classes(np.column_stack(signature) + 0.0)
         multiplicity = np.bincount(inverse).astype(float)
         members: list[list[str]] = [[] for _ in first]
-        for job, c in zip(jobs, inverse):
-            members[c].append(job.id)
+        for job_id, c in zip(ids, inverse.tolist()):
+            members[c].append(job_id)
         classes = tuple(map(tuple, members))
-        jobs = tuple(jobs[i] for i in first)
+        ids = tuple(ids[i] for i in first.tolist())
         T, sf, weight, m = T[first], sf[first], weight[first], len(first)
         unusable, times = unusable[first], times[first]
         if configs is not None:
             configs = [configs[i] for i in first.tolist()]
     rows, cols = np.nonzero(T > 0)
     singles = rows.size
-    keys = [jobs[i].id for i in rows.tolist()]
+    keys = [ids[i] for i in rows.tolist()]
     pair_a, pair_b, pair_type, thr_a, thr_b = (np.zeros(0, dtype=int),) * 3 + (np.zeros(0),) * 2
     if pairs:
         if agnostic:
@@ -296,7 +274,7 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
     rates = [T[rows, cols], thr_a, thr_b]
     col_type = [cols, pair_type]
     used = [sf[rows] * multiplicity[rows], sf[pair_a]]
-    mixed = (_MixedColumns.of(configs, jobs, types, multiplicity, len(keys))
+    mixed = (_MixedColumns.of(configs, ids, types, multiplicity, len(keys))
              if configs and any(configs) else None)
     if mixed is not None:  # configuration columns: several types each (usage entries)
         if not np.isfinite(mixed.rates).all():
@@ -321,7 +299,7 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
         used_col = np.concatenate([plain, mixed.use_col])
     usage = compressed(used_type, used_col, np.concatenate(used), (n, c))
     return Columns(
-        job_ids=tuple(j.id for j in jobs), types=types, T=T, scale_factor=sf, weight=weight,
+        job_ids=ids, types=types, T=T, scale_factor=sf, weight=weight,
         remaining=times[:, 0].copy(), elapsed=times[:, 1].copy(),
         isolated_elapsed=times[:, 2].copy(), workers=workers, prices=prices,
         keys=tuple(keys), col_type=col_type,
@@ -357,14 +335,14 @@ class _MixedColumns:
     use_count: np.ndarray
 
     @classmethod
-    def of(cls, configs, jobs, types, multiplicity, start: int) -> _MixedColumns:
+    def of(cls, configs, ids, types, multiplicity, start: int) -> _MixedColumns:
         type_index = {t: j for j, t in enumerate(types)}
         names: dict[str, int] = {}
         keys, rows, rates, label, use_type, use_col, use_count = [], [], [], [], [], [], []
         for i, job_configs in enumerate(configs):
             for name, gpus, rate in job_configs:
                 col = start + len(keys)
-                keys.append(jobs[i].id)
+                keys.append(ids[i])
                 rows.append(i)
                 rates.append(rate)
                 label.append(len(types) + names.setdefault(name, len(names)))
@@ -398,7 +376,7 @@ def _useful_pairs(problem: Problem, T: np.ndarray, types, max_partners):
     one entry per pair and type where the pair beats time slicing, in the order of
     ``problem.pairs`` then of ``types`` (vectorised; only ``max_partners`` walks the
     candidates in Python)."""
-    index = {job.id: i for i, job in enumerate(problem.jobs)}
+    index = {job_id: i for i, job_id in enumerate(problem.table.ids)}
     count, n = len(problem.pairs), len(types)
     ab = np.array([(index[p.jobs[0]], index[p.jobs[1]]) for p in problem.pairs],
                   dtype=int).reshape(count, 2)

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from .errors import ProblemError
 from .jobs import Entity, Job, Pair, frozen_mapping, frozen_rows, key_members
 from .problem_json import problem_fields
+from .table import JobTable
 
 
 @dataclass(frozen=True)
@@ -32,7 +34,8 @@ class Problem:
     (``Allocation.policy_state``, JSON data): a policy that must remember something between
     solves, such as Gavel-compatible FIFO's random generator, gets it back as input and so
     stays a pure function. Jobs are listed in arrival order; order-based policies (FIFO)
-    rely on it.
+    rely on it. ``jobs`` may be a ``JobTable`` (the jobs as arrays, their records made when
+    read: what the scheduler core hands over).
     """
 
     cluster: Mapping[str, float]
@@ -48,7 +51,8 @@ class Problem:
         object.__setattr__(self, "cluster", frozen_mapping(self.cluster))
         object.__setattr__(self, "policy_state", frozen_mapping(self.policy_state))
         object.__setattr__(self, "max_scale_factor", frozen_mapping(self.max_scale_factor))
-        object.__setattr__(self, "jobs", tuple(self.jobs))
+        if not isinstance(self.jobs, JobTable):
+            object.__setattr__(self, "jobs", tuple(self.jobs))
         object.__setattr__(self, "prices", frozen_mapping(self.prices))
         object.__setattr__(self, "pairs", tuple(self.pairs))
         object.__setattr__(self, "entities", frozen_mapping(self.entities))
@@ -61,6 +65,14 @@ class Problem:
     @property
     def job_ids(self) -> tuple[str, ...]:
         return tuple(job.id for job in self.jobs)
+
+    @cached_property
+    def table(self) -> JobTable:
+        """The jobs as arrays over ``worker_types`` (what the column model reads)."""
+        jobs = self.jobs
+        if isinstance(jobs, JobTable) and jobs.types == self.worker_types:
+            return jobs
+        return JobTable.of(tuple(jobs), self.worker_types)
 
     def job(self, job_id: str) -> Job:
         for job in self.jobs:

@@ -14,6 +14,7 @@ import numpy as np
 
 from policies import Allocation, Entity, Job, Pair, Problem, pair_key
 from policies.columns import equal_split
+from policies.table import JobTable
 
 from ..mechanism import ClusterView
 from .config import CoreConfig
@@ -32,33 +33,58 @@ def build_problem(now: float, jobs: Mapping[str, JobState], rows: Rows, view: Cl
     policy may plan on; ``last`` is the allocation in force. ``uncredited``: steps the
     executor expects jobs to have made by now but has not credited yet (a daemon learns
     steps at checkpoints, after it plans); they come off the remaining steps the policy
-    sees, never below one step."""
-    index = rows.index
-    left = rows.left[[index[k] for k in jobs]].tolist()
+    sees, never below one step. The jobs go as a ``policies.table.JobTable``: arrays, with
+    the ``Job`` records made only if the policy reads them."""
+    at = [rows.index[k] for k in jobs]
+    left = rows.left[at]
     if uncredited:
-        left = [max(steps - uncredited.get(job_id, 0.0), min(steps, 1.0))
-                for job_id, steps in zip(jobs, left)]
-    isolated = config.isolated_time
-    tenure = config.restart_rule == "tenure"
-    problem_jobs = []
-    for (job_id, job), steps in zip(jobs.items(), left):
-        spec = job.spec
-        if tenure and spec.restart_s > 0:
-            throughputs, configurations = (_net_of_restarts(job, config),
-                                           _configurations(job, config))
-        else:   # no restart to pay (Gavel's rule): the job's own (one call a job, positional)
-            throughputs = job.throughputs
-            configurations = tuple(o.configuration for o in job.options) if job.options else ()
-        problem_jobs.append(Job(job_id, throughputs, spec.scale_factor, spec.priority_weight,
-                                steps, max(0.0, now - job.arrival_s), spec.slo_s, spec.entity,
-                                job.isolated_elapsed_s if isolated else None, configurations))
+        left = np.array([max(steps - uncredited.get(job_id, 0.0), min(steps, 1.0))
+                         for job_id, steps in zip(jobs, left.tolist())])
+    states = list(jobs.values())
+    # (arrival, weight, SLO or 0, isolated time) of each job: its one Python pass
+    fields = np.array([(job.arrival_s, job.spec.priority_weight, job.spec.slo_s or 0.0,
+                        job.isolated_elapsed_s) for job in states],
+                      dtype=float).reshape(len(states), 4)
+    elapsed = np.maximum(0.0, now - fields[:, 0])
+    isolated = fields[:, 3] if config.isolated_time else elapsed
+    numbers = np.column_stack([rows.scale_factor[at], fields[:, 1], left, elapsed, isolated,
+                               fields[:, 2]]).astype(float)
+    T = rows.rate[at, :len(types), 0]     # each job's T (``jobs.apply_measured``)
+    factors = [_restart_factor(job, config) for job in states] if config.restart_rule == \
+        "tenure" else [1.0] * len(states)
+    if any(f != 1.0 for f in factors):
+        T = T * np.array(factors)[:, None]
+
+    def records() -> tuple[Job, ...]:
+        return tuple(_record(job, steps, since, config, f) for job, steps, since, f
+                     in zip(states, left.tolist(), elapsed.tolist(), factors))
+
     pairs = problem_pairs(jobs, rows, types, lookups) if config.pairs else ()
     # The whole allocation in force, finished jobs included: FIFO hands a finished
     # job's type to the head of its queue (Gavel's FIFOPolicy keeps that state itself).
-    return Problem(cluster=dict(view.counts), jobs=tuple(problem_jobs), prices=prices,
-                   pairs=pairs, entities=entities,
+    return Problem(cluster=dict(view.counts), jobs=JobTable(tuple(jobs), types, T, numbers,
+                                                            records),
+                   prices=prices, pairs=pairs, entities=entities,
                    previous={} if last is None else last.allocation,
                    policy_state={} if last is None else last.policy_state)
+
+
+def _record(job: JobState, steps: float, elapsed: float, config: CoreConfig,
+            factor: float) -> Job:
+    """The policy's ``Job`` of ``job``: its throughputs and configurations net of its
+    restarts (``factor``, ``_restart_factor``)."""
+    spec = job.spec
+    if factor == 1.0:
+        throughputs = job.throughputs
+        configurations = tuple(o.configuration for o in job.options) if job.options else ()
+    else:
+        throughputs = {t: rate * factor for t, rate in job.throughputs.items()}
+        configurations = tuple(replace(o.configuration,
+                                       throughput=o.configuration.throughput * factor)
+                               for o in job.options)
+    return Job(spec.id, throughputs, spec.scale_factor, spec.priority_weight, steps, elapsed,
+               spec.slo_s, spec.entity, job.isolated_elapsed_s if config.isolated_time else None,
+               configurations)
 
 
 def _restart_factor(job: JobState, config: CoreConfig) -> float:
@@ -67,22 +93,6 @@ def _restart_factor(job: JobState, config: CoreConfig) -> float:
     if config.restart_rule != "tenure" or job.spec.restart_s <= 0:
         return 1.0
     return efficiency(job.spec.restart_s, config.round_seconds, config.restart_share)
-
-
-def _net_of_restarts(job: JobState, config: CoreConfig) -> dict[str, float]:
-    """The throughputs the policy plans on: the job's, net of its restarts."""
-    factor = _restart_factor(job, config)
-    if factor == 1.0:
-        return job.throughputs
-    return {t: rate * factor for t, rate in job.throughputs.items()}
-
-
-def _configurations(job: JobState, config: CoreConfig) -> tuple:
-    """The job's configurations (VirtualFlow §6.5.2), net of its restarts as well."""
-    factor = _restart_factor(job, config)
-    return tuple(o.configuration if factor == 1.0 else
-                 replace(o.configuration, throughput=o.configuration.throughput * factor)
-                 for o in job.options or ())
 
 
 def problem_pairs(jobs: Mapping[str, JobState], rows: Rows, types: tuple[str, ...],

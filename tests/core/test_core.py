@@ -385,3 +385,34 @@ def test_a_refused_job_raises_when_solve_errors_raise():
     core.submit(job(0), 0.0)
     with pytest.raises(ProblemError, match="must be finite"):
         core.start_round(0.0)
+
+
+@pytest.mark.parametrize("config", [
+    CoreConfig(),
+    CoreConfig(isolated_time=True),
+    CoreConfig(restart_rule="tenure"),
+])
+def test_the_problems_job_table_is_that_of_its_records(config):
+    """The core hands its jobs as arrays (``policies.table.JobTable``); the column model
+    reads the same numbers from them as from the ``Job`` records they stand for (SLOs,
+    weights, isolated time, throughputs net of restarts, steps not yet credited)."""
+    from policies.table import JobTable
+
+    policy = Recording()
+    core = make_core(policy, config=config)
+    core.submit(job(0, restart_s=30.0, slo_s=7200.0), now=0.0)
+    core.submit(job(1, "slow", sf=2, priority_weight=2.0), now=5.0)
+    finish(core, core.start_round(10.0), 10.0 + R)
+    core.submit(job(2), now=400.0)
+    core.force_resolve()
+    core.start_round(10.0 + R, uncredited={"0": 100.0})
+    assert len(policy.problems) == 2
+    for problem in policy.problems:
+        table = problem.jobs
+        assert isinstance(table, JobTable) and problem.table is table
+        again = JobTable.of(tuple(problem.jobs), problem.worker_types)
+        assert table.ids == again.ids
+        np.testing.assert_array_equal(table.T, again.T)
+        np.testing.assert_array_equal(table.numbers, again.numbers)
+    first, last = policy.problems[0].jobs[0], policy.problems[-1].jobs[0]
+    assert last.remaining_steps < first.remaining_steps

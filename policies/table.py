@@ -1,0 +1,86 @@
+"""A ``Problem``'s jobs as columns: the arrays the column model reads (thesis §5.3.1: T and
+each job's numbers), beside the ``Job`` records.
+
+A scheduler re-solves thousands of times, each time over every job; making a ``Job`` per job
+and reading its fields back costs more than the LP's solve (BENCHMARKS.md, The simulator).
+A caller that holds its jobs as arrays (the core) hands a ``JobTable`` as ``Problem.jobs``
+with the arrays filled in and the records made only if a policy reads them; any other
+``Problem`` gets its table from its records (``JobTable.of``). Either way the table is a
+read-only sequence of ``Job`` and the column model reads the same arrays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import cached_property
+from operator import attrgetter, itemgetter
+
+import numpy as np
+
+from .jobs import Job
+from .problem_json import JOB_NUMBERS
+
+_JOB_NUMBERS = attrgetter(*JOB_NUMBERS)
+
+
+class JobTable(Sequence):
+    """``ids`` and, over ``types``, ``T`` (m, n) steps/s (0: cannot run there) and
+    ``numbers`` (m, ``JOB_NUMBERS``) as the column model reads them (no isolated time: the
+    elapsed time; no SLO: 0). ``records`` are the ``Job``s, or a function that makes them
+    when first read. The arrays are read-only."""
+
+    def __init__(self, ids: tuple[str, ...], types: tuple[str, ...], T: np.ndarray,
+                 numbers: np.ndarray, records: tuple[Job, ...] | Callable[[], tuple[Job, ...]]):
+        self.ids, self.types, self.T, self.numbers = ids, types, T, numbers
+        T.flags.writeable = numbers.flags.writeable = False
+        if callable(records):
+            self._make = records
+        else:
+            self.__dict__["records"] = records
+
+    @classmethod
+    def of(cls, jobs: tuple[Job, ...], types: tuple[str, ...]) -> JobTable:
+        """The table of ``jobs``' records."""
+        m = len(jobs)
+        numbers = np.array([    # (m, JOB_NUMBERS)
+            (sf, w, left, elapsed, elapsed if isolated is None else isolated, slo or 0.0)
+            for sf, w, left, elapsed, isolated, slo in map(_JOB_NUMBERS, jobs)],
+            dtype=float).reshape(m, len(JOB_NUMBERS))
+        return cls(tuple(job.id for job in jobs), types, _throughput_rows(jobs, types),
+                   numbers, jobs)
+
+    @cached_property
+    def records(self) -> tuple[Job, ...]:
+        return tuple(self._make())
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, i):
+        return self.records[i]
+
+    def __iter__(self):
+        return iter(self.records)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Sequence) and tuple(self) == tuple(other)
+
+    __hash__ = None
+
+    def __reduce__(self):
+        """Pickled as the table of its records (a ``Problem`` sent to a worker process)."""
+        return JobTable.of, (self.records, self.types)
+
+
+def _throughput_rows(jobs, types: tuple[str, ...]) -> np.ndarray:
+    """(m, n) each job's steps/s on each type, 0 where it names none: one lookup of every
+    type at once per job when it names them all (the core's jobs do), else type by type."""
+    m, n = len(jobs), len(types)
+    if n > 1:
+        get = itemgetter(*types)
+        try:
+            return np.array([get(j.throughputs) for j in jobs], dtype=float).reshape(m, n)
+        except KeyError:
+            pass
+    return np.fromiter((j.throughputs.get(t, 0.0) for j in jobs for t in types), dtype=float,
+                       count=m * n).reshape(m, n)

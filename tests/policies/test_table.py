@@ -1,0 +1,87 @@
+"""``JobTable``: a Problem's jobs as arrays, the same to the column model whether made from
+records or handed over as arrays (the scheduler core's re-solves)."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from policies import Job, Problem, get_policy
+from policies.columns import build_columns
+from policies.table import JobTable
+
+TYPES = ("v100", "p100", "k80")
+JOBS = (Job("a", {"v100": 10.0, "p100": 4.0, "k80": 1.0}, 1, 1.0, 500.0, 20.0),
+        Job("b", {"v100": 5.0, "k80": 2.0}, 2, 2.0, 800.0, 10.0, slo_s=900.0),
+        Job("c", {"v100": 10.0, "p100": 4.0, "k80": 1.0}, 1, 1.0, 70.0, 5.0,
+            isolated_elapsed_s=3.0))
+CLUSTER = {"v100": 2, "p100": 2, "k80": 4}
+
+
+def as_arrays(jobs=JOBS) -> JobTable:
+    """The table a caller holding arrays hands over: records made only when read."""
+    made = JobTable.of(jobs, TYPES)
+    calls = []
+
+    def records():
+        calls.append(1)
+        return jobs
+
+    table = JobTable(made.ids, TYPES, made.T.copy(), made.numbers.copy(), records)
+    table.calls = calls
+    return table
+
+
+def test_table_of_records_reads_numbers_as_the_column_model_does():
+    table = JobTable.of(JOBS, TYPES)
+    assert table.ids == ("a", "b", "c")
+    assert table.T.tolist() == [[10.0, 4.0, 1.0], [5.0, 0.0, 2.0], [10.0, 4.0, 1.0]]
+    # scale factor, weight, steps, elapsed, isolated (or elapsed), SLO (or 0)
+    assert table.numbers[1].tolist() == [2.0, 2.0, 800.0, 10.0, 10.0, 900.0]
+    assert table.numbers[2].tolist() == [1.0, 1.0, 70.0, 5.0, 3.0, 0.0]
+    assert not table.T.flags.writeable and not table.numbers.flags.writeable
+
+
+def test_records_are_made_once_and_only_when_read():
+    table = as_arrays()
+    problem = Problem(cluster=CLUSTER, jobs=table)
+    assert problem.jobs is table and problem.table is table and len(problem.jobs) == 3
+    build_columns(problem, merge=True)
+    assert table.calls == []
+    assert problem.jobs[1] == JOBS[1] and tuple(problem.jobs) == JOBS
+    assert table.calls == [1]
+    assert problem.jobs == JOBS
+
+
+def test_a_table_over_other_types_is_read_from_its_records():
+    table = as_arrays()
+    problem = Problem(cluster={"k80": 4, "v100": 2}, jobs=table)
+    assert problem.table.types == ("k80", "v100")
+    assert problem.table.T.tolist() == [[1.0, 10.0], [2.0, 5.0], [1.0, 10.0]]
+
+
+@pytest.mark.parametrize("policy", ["max_min_fairness_perf", "max_min_fairness",
+                                    "finish_time_fairness_perf", "fifo_perf",
+                                    "max_sum_throughput_perf"])
+def test_policies_solve_a_table_as_its_records(policy):
+    given = get_policy(policy).solve(Problem(cluster=CLUSTER, jobs=as_arrays()))
+    records = get_policy(policy).solve(Problem(cluster=CLUSTER, jobs=JOBS))
+    assert given.allocation == records.allocation
+
+
+def test_columns_of_a_table_are_those_of_its_records():
+    a = build_columns(Problem(cluster=CLUSTER, jobs=as_arrays()), merge=True)
+    b = build_columns(Problem(cluster=CLUSTER, jobs=JOBS), merge=True)
+    assert a.job_ids == b.job_ids and a.classes == b.classes == (("a", "c"), ("b",))
+    np.testing.assert_array_equal(a.T, b.T)
+    assert (a.throughput != b.throughput).nnz == 0
+
+
+def test_a_problem_with_a_table_pickles_with_its_records():
+    given = Problem(cluster=CLUSTER, jobs=as_arrays())
+    assert given.table is given.jobs
+    problem = pickle.loads(pickle.dumps(given))
+    assert problem.jobs == JOBS and problem.table.ids == ("a", "b", "c")
+    np.testing.assert_array_equal(problem.table.numbers, given.table.numbers)
