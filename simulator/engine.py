@@ -44,6 +44,8 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from itertools import chain, compress
+from operator import itemgetter
 from typing import NamedTuple
 
 import numpy as np
@@ -286,9 +288,7 @@ class _Run:
         end = now + float(ends.max()) if self.sim.round_ends_at_last_finish else now + R
         self.metrics.on_round(rnd, end, seconds, self.prices)
         members = batch.members
-        made, member = np.nonzero(steps > 0)
-        self.metrics.on_started([members[i][m] for i, m in zip(made.tolist(), member.tolist())
-                                 if m < len(members[i])], now)
+        self.metrics.on_started(_made_steps(members, steps), now)
         finishing = (steps >= batch.remaining) & (batch.remaining > 0)
         finish = list(zip(*(x.tolist() for x in np.nonzero(finishing))))
         at = {members[i][m]: now + float(ends[i]) for i, m in finish}
@@ -408,6 +408,16 @@ class _Ran(NamedTuple):
         for i in np.flatnonzero(finishing & (ends < R)).tolist():
             out.setdefault(float(ends[i]), []).extend(batch.workers[i])
         return out
+
+
+def _made_steps(members: Sequence[tuple[str, ...]], steps: np.ndarray):
+    """The jobs among ``members`` that made steps (``steps[i, m] > 0``), first members
+    then second (one pass each, not one per task)."""
+    made = steps > 0
+    first = map(itemgetter(0), compress(members, made[:, 0].tolist()))
+    if not made[:, 1].any():
+        return first
+    return chain(first, (m[1] for m in compress(members, made[:, 1].tolist()) if len(m) > 1))
 
 
 def _plotted(window: tuple[int, int] | None, n: int) -> range:

@@ -71,7 +71,7 @@ def build_batch(plan: RoundPlan, rows: Rows, layout: ColumnLayout, jobs: Mapping
         steps = np.minimum(rates * span, remaining)
     at = r.tolist()
     size = rows.scale_factor.take(r)
-    task_keys, task_members = take(plan.keys, at), take(plan.members, at)
+    task_keys, task_members = plan.task_keys, take(plan.members, at)
     configurations, splits = (), ()
     if layout.config_gpus:
         configurations = layout.config_list

@@ -52,15 +52,15 @@ def credit_round(rows: Rows, flight: RoundInFlight,
         reports = align(reports, batch, flight.index)
     if len(batch) == 0:
         return ()
+    seconds = np.asarray(reports.seconds, dtype=float)
+    type_index = batch.type_index
+    ok = None                 # every task's combination still has its row
     if flight.version == rows.version:
         where = flight.rows
     else:  # a cancel moved rows mid-round
         index = rows.index
         where = np.array([index.get(k, -1) for k in batch.keys], dtype=int)
-    seconds = np.asarray(reports.seconds, dtype=float)
-    type_index = batch.type_index
-    ok = where >= 0
-    if not ok.all():
+        ok = where >= 0
         where, type_index, seconds = where[ok], type_index[ok], seconds[ok]
     # Each combination and each job runs at most once a round: no repeated indices.
     rows.received[where, type_index] += seconds
@@ -68,7 +68,7 @@ def credit_round(rows: Rows, flight: RoundInFlight,
     if reports.steps is None:
         return ()
     steps = np.asarray(reports.steps, dtype=float)
-    if not ok.all():
+    if ok is not None:
         steps = steps[ok]
     return _take_steps(rows, rows.members_of(where), steps)
 

@@ -148,13 +148,15 @@ class Placement(NamedTuple):
 @dataclass(frozen=True)
 class RoundPlan:
     """The round, as arrays aligned task by task: ``combo_index`` (rows of the demand),
-    ``type_index`` (columns of ``Demand.types``), ``workers`` and ``extended`` (same
-    workers as last round). ``placements`` gives the same as records."""
+    ``task_keys`` (their keys), ``type_index`` (columns of ``Demand.types``), ``workers``
+    and ``extended`` (same workers as last round). ``placements`` gives the same as
+    records."""
 
     keys: tuple[str, ...]
     members: tuple[tuple[str, ...], ...]
     types: tuple[str, ...]
     combo_index: np.ndarray
+    task_keys: tuple[str, ...]
     type_index: np.ndarray
     workers: tuple[tuple[int, ...], ...]
     extended: np.ndarray
@@ -165,9 +167,10 @@ class RoundPlan:
 
     @cached_property
     def placements(self) -> tuple[Placement, ...]:
-        return tuple(Placement(self.keys[i], self.members[i], self.types[j], w, bool(e))
-                     for i, j, w, e in zip(self.combo_index.tolist(), self.type_index.tolist(),
-                                           self.workers, self.extended.tolist()))
+        return tuple(Placement(k, self.members[i], self.types[j], w, bool(e))
+                     for k, i, j, w, e in zip(self.task_keys, self.combo_index.tolist(),
+                                              self.type_index.tolist(), self.workers,
+                                              self.extended.tolist()))
 
     @property
     def busy_workers(self) -> int:
@@ -194,17 +197,18 @@ def plan_round(demand: Demand, view: ClusterView, config: PlannerConfig = Planne
     combos, type_idx, held = _hold_unallocated(demand, combos, type_idx)
     previous = demand.previous
     at = combos.tolist()
+    task_keys = take(keys, at)
     if all(view.one_worker_per_server(t) for t in types) and (
             not at or (demand.scale_factor.take(combos) == 1).all()):
-        workers, extended = place_units(take(keys, at), take(types, type_idx), previous, view)
+        workers, extended = place_units(task_keys, take(types, type_idx), previous, view)
         workers = tuple(workers)
     else:
         sizes = demand.scale_factor.tolist()
-        got = place([(keys[i], types[j], sizes[i], previous.get(keys[i]))
-                     for i, j in zip(at, type_idx)], view, first)  # Requests
-        chosen = [got[keys[i]] for i in at]
+        got = place([(k, types[j], sizes[i], previous.get(k))
+                     for k, i, j in zip(task_keys, at, type_idx)], view, first)  # Requests
+        chosen = [got[k] for k in task_keys]
         workers, extended = (tuple(x) for x in zip(*chosen)) if chosen else ((), ())
-    return _round_plan(demand, prio, combos, type_idx, workers, extended, held)
+    return _round_plan(demand, prio, combos, task_keys, type_idx, workers, extended, held)
 
 
 def _pinned_first(demand: Demand) -> tuple[Demand, np.ndarray, frozenset[str]]:
@@ -252,12 +256,13 @@ def _hold_unallocated(demand: Demand, combos: list[int], type_idx: list[int]):
     return at[covered], [j for j, ok in zip(type_idx, covered.tolist()) if ok], held
 
 
-def _round_plan(demand: Demand, prio: np.ndarray, combos, type_idx, workers, extended,
-                held) -> RoundPlan:
+def _round_plan(demand: Demand, prio: np.ndarray, combos, task_keys, type_idx, workers,
+                extended, held) -> RoundPlan:
     previous = demand.previous
     return RoundPlan(
         keys=demand.keys, members=demand.members, types=demand.types,
-        combo_index=np.asarray(combos, dtype=int), type_index=np.array(type_idx, dtype=int),
+        combo_index=np.asarray(combos, dtype=int), task_keys=task_keys,
+        type_index=np.array(type_idx, dtype=int),
         workers=tuple(workers), extended=np.array(extended, dtype=bool), held_idle=held,
         priorities=prio,
         lease_opportunities=sum(map(previous.__contains__, demand.keys)) if previous else 0,
@@ -318,7 +323,8 @@ def _plan_mixed(demand: Demand, view: ClusterView, config: PlannerConfig) -> Rou
                 and set(previous[keys[i]]) == set(ids)
         workers.append(ids)
         extended.append(ext)
-    return _round_plan(demand, prio, combos, type_idx, workers, extended, held)
+    return _round_plan(demand, prio, combos, take(keys, combos), type_idx, workers, extended,
+                       held)
 
 
 def configuration_matrix(configurations, real_types) -> np.ndarray:

@@ -121,8 +121,7 @@ def _select_unit(runs, prio, runnable, first, free, backfill):
         if room <= 0:
             continue
         usable = _usable(runnable, prio, j, backfill)
-        ok = usable[order]
-        ok &= ~taken[first[order]]
+        ok = usable[order] > taken[first[order]]     # usable and not taken (bools)
         pick = order[ok][:room]
         taken[first[pick]] = True
         combos += pick.tolist()
