@@ -151,15 +151,18 @@ class Columns:
         small = z <= ZERO if kept is None else (z <= ZERO) & ~kept
         z = np.where(small, 0.0, np.clip(z, 0.0, 1.0))
         job_shrink = 1.0 / np.maximum(np.asarray(self.member @ z).ravel(), 1.0)
-        column_shrink = np.ones_like(z)  # the largest overload among the column's jobs
-        rows, cols, _ = coo_arrays(self.member)
-        np.minimum.at(column_shrink, cols, job_shrink[rows])
-        z = z * column_shrink
+        if not (job_shrink == 1.0).all():  # (no job above 1: nothing to scale)
+            column_shrink = np.ones_like(z)  # the largest overload among the column's jobs
+            rows, cols, _ = coo_arrays(self.member)
+            np.minimum.at(column_shrink, cols, job_shrink[rows])
+            z = z * column_shrink
         if not fit_types:
             return z
         type_load = np.asarray(self.usage @ z).ravel()
-        type_shrink = np.where(type_load > self.workers,
-                               self.workers / np.maximum(type_load, 1e-300), 1.0)
+        over = type_load > self.workers
+        if not over.any():
+            return z
+        type_shrink = np.where(over, self.workers / np.maximum(type_load, 1e-300), 1.0)
         if not self.config_names:
             return z * type_shrink[self.col_type]
         shrink = np.ones_like(z)  # a configuration column: the largest overload of its types

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from operator import attrgetter
 
 import numpy as np
 
@@ -22,6 +23,11 @@ from .jobs import JobState
 from .lookups import Lookups
 from .restarts import efficiency
 from .rows import Rows
+
+
+# What a re-solve reads of each job's record, in one pass (the rest is in the core's rows).
+_FIELDS_NAMES = ("arrival_s", "spec.priority_weight", "isolated_elapsed_s", "spec.restart_s")
+_FIELDS = attrgetter(*_FIELDS_NAMES)
 
 
 def build_problem(now: float, jobs: Mapping[str, JobState], rows: Rows, view: ClusterView,
@@ -41,18 +47,17 @@ def build_problem(now: float, jobs: Mapping[str, JobState], rows: Rows, view: Cl
         left = np.array([max(steps - uncredited.get(job_id, 0.0), min(steps, 1.0))
                          for job_id, steps in zip(jobs, left.tolist())])
     states = list(jobs.values())
-    # (arrival, weight, SLO or 0, isolated time) of each job: its one Python pass
-    fields = np.array([(job.arrival_s, job.spec.priority_weight, job.spec.slo_s or 0.0,
-                        job.isolated_elapsed_s) for job in states],
-                      dtype=float).reshape(len(states), 4)
+    m = len(states)
+    fields = np.array(list(map(_FIELDS, states)), dtype=float).reshape(m, len(_FIELDS_NAMES))
     elapsed = np.maximum(0.0, now - fields[:, 0])
-    isolated = fields[:, 3] if config.isolated_time else elapsed
+    isolated = fields[:, 2] if config.isolated_time else elapsed
+    slo = [job.spec.slo_s or 0.0 for job in states]
     numbers = np.column_stack([rows.scale_factor[at], fields[:, 1], left, elapsed, isolated,
-                               fields[:, 2]]).astype(float)
+                               slo]).astype(float)
     T = rows.rate[at, :len(types), 0]     # each job's T (``jobs.apply_measured``)
-    factors = [_restart_factor(job, config) for job in states] if config.restart_rule == \
-        "tenure" else [1.0] * len(states)
-    if any(f != 1.0 for f in factors):
+    factors = [1.0] * m
+    if config.restart_rule == "tenure" and (fields[:, 3] > 0).any():
+        factors = [_restart_factor(job, config) for job in states]
         T = T * np.array(factors)[:, None]
 
     def records() -> tuple[Job, ...]:
