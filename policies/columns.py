@@ -43,7 +43,7 @@ import scipy.sparse as sp
 from .errors import ProblemError
 from .problem import Problem
 from .problem_json import non_finite
-from .sparse import compressed, compressed_alike, coo_arrays
+from .sparse import Compressed, as_scipy, compressed_alike_arrays, coo_arrays, matvec
 
 # An allocation entry below this is reported as zero: solver noise, not a decision.
 ZERO = 1e-7
@@ -65,9 +65,9 @@ class Columns:
     prices: np.ndarray         # (n,) $/hour per worker, 0 when unpriced
     keys: tuple[str, ...]      # (c,) combination key of each column: job id or "a+b"
     col_type: np.ndarray       # (c,) index of each column's type (or configuration) in labels
-    member: sp.csr_matrix      # (m, c)
-    throughput: sp.csr_matrix  # (m, c)
-    usage: sp.csr_matrix       # (n, c)
+    member_arrays: Compressed      # (m, c) ``member``'s CSR arrays
+    throughput_arrays: Compressed  # (m, c) ``throughput``'s
+    usage_arrays: Compressed       # (n, c) ``usage``'s
     classes: tuple[tuple[str, ...], ...] | None = None  # (m,) the jobs of each merged row
     unusable: np.ndarray | None = None  # (m, n) planned by an agnostic policy, lost to the job
     config_names: tuple[str, ...] = ()  # configurations with a column, after the types
@@ -91,6 +91,20 @@ class Columns:
     def num_columns(self) -> int:
         return len(self.keys)
 
+    # The matrices as scipy objects, made when first read: the direct LP path reads the
+    # arrays only (a scipy object costs more to make than its LP's Python, BENCHMARKS.md).
+    @cached_property
+    def member(self) -> sp.csr_matrix:
+        return as_scipy(self.member_arrays)
+
+    @cached_property
+    def throughput(self) -> sp.csr_matrix:
+        return as_scipy(self.throughput_arrays)
+
+    @cached_property
+    def usage(self) -> sp.csr_matrix:
+        return as_scipy(self.usage_arrays)
+
     @cached_property
     def price(self) -> np.ndarray:
         """$/hour each column costs: the price of its type times the workers it holds."""
@@ -99,7 +113,7 @@ class Columns:
     @cached_property
     def single(self) -> np.ndarray:
         """(c,) True for the columns of one job (not a co-located pair)."""
-        return np.asarray(self.member.getnnz(axis=0) == 1)
+        return np.bincount(self.member_arrays.indices, minlength=self.num_columns) == 1
 
     @cached_property
     def runnable(self) -> np.ndarray:
@@ -150,15 +164,15 @@ class Columns:
         are rounded to zero, except those ``kept`` (a mask) names as decisions."""
         small = z <= ZERO if kept is None else (z <= ZERO) & ~kept
         z = np.where(small, 0.0, np.clip(z, 0.0, 1.0))
-        job_shrink = 1.0 / np.maximum(np.asarray(self.member @ z).ravel(), 1.0)
+        job_shrink = 1.0 / np.maximum(matvec(self.member_arrays, z), 1.0)
         if not (job_shrink == 1.0).all():  # (no job above 1: nothing to scale)
             column_shrink = np.ones_like(z)  # the largest overload among the column's jobs
-            rows, cols, _ = coo_arrays(self.member)
+            rows, cols, _ = coo_arrays(self.member_arrays)
             np.minimum.at(column_shrink, cols, job_shrink[rows])
             z = z * column_shrink
         if not fit_types:
             return z
-        type_load = np.asarray(self.usage @ z).ravel()
+        type_load = matvec(self.usage_arrays, z)
         over = type_load > self.workers
         if not over.any():
             return z
@@ -166,7 +180,7 @@ class Columns:
         if not self.config_names:
             return z * type_shrink[self.col_type]
         shrink = np.ones_like(z)  # a configuration column: the largest overload of its types
-        rows, cols, _ = coo_arrays(self.usage)
+        rows, cols, _ = coo_arrays(self.usage_arrays)
         np.minimum.at(shrink, cols, type_shrink[rows])
         return z * shrink
 
@@ -291,8 +305,8 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
         col_type.append(mixed.label)
     c = len(keys)
     at, cols_at = np.concatenate(at), np.concatenate(cols_at)
-    member, throughput = compressed_alike(at, cols_at, [np.ones(at.size), np.concatenate(rates)],
-                                          (m, c))
+    member, throughput = compressed_alike_arrays(at, cols_at,
+                                                 [np.ones(at.size), np.concatenate(rates)], (m, c))
     col_type = np.concatenate(col_type).astype(int)
     used_type, used_col = col_type, np.arange(c)
     if mixed is not None:
@@ -300,13 +314,13 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
         used.append(mixed.use_count)
         used_type = np.concatenate([col_type[plain], mixed.use_type])
         used_col = np.concatenate([plain, mixed.use_col])
-    usage = compressed(used_type, used_col, np.concatenate(used), (n, c))
+    usage, = compressed_alike_arrays(used_type, used_col, [np.concatenate(used)], (n, c))
     return Columns(
         job_ids=ids, types=types, T=T, scale_factor=sf, weight=weight,
         remaining=times[:, 0].copy(), elapsed=times[:, 1].copy(),
         isolated_elapsed=times[:, 2].copy(), workers=workers, prices=prices,
         keys=tuple(keys), col_type=col_type,
-        member=member, throughput=throughput, usage=usage, classes=classes,
+        member_arrays=member, throughput_arrays=throughput, usage_arrays=usage, classes=classes,
         unusable=unusable if unusable.any() else None,
         config_names=mixed.names if mixed is not None else (),
     )

@@ -17,7 +17,7 @@ from .base import BACKEND_OPTION, DEFAULT_LP_SOLVER, ColumnPolicy, Solution, no_
 from .cache import ByteBudgetCache
 from .columns import Columns
 from .lp import maximise_level
-from .sparse import Coo, stacked
+from .sparse import Compressed, Coo, as_scipy, stacked
 from .problem import Allocation, Problem
 
 
@@ -25,15 +25,28 @@ def fairness_utility(cols: Columns, *, weighted: bool = True) -> tuple[np.ndarra
     """Rows of the jobs that can run, and U with ``U @ z`` their normalised effective
     throughputs scale_factor * throughput(m, X) / throughput(m, X^equal), divided by the job
     weight when ``weighted``: the quantity max-min fairness equalises (§5.4.1)."""
+    rows, U = utility_arrays(cols, weighted=weighted)
+    return rows, as_scipy(U)
+
+
+def utility_arrays(cols: Columns, *, weighted: bool = True) -> tuple[np.ndarray, Compressed]:
+    """``fairness_utility`` with U as CSR arrays (the direct path's: no scipy object)."""
     rows = np.nonzero(cols.runnable)[0]
     with np.errstate(over="ignore", divide="ignore"):   # (a rate of 0 or subnormal: the
         # solve refuses the inf in one line; the fuzz of tests/policies/test_problem_door)
         coef = cols.scale_factor[rows] / cols.equal_throughput[rows]
         if weighted:
             coef = coef / cols.weight[rows]
-    U = (cols.throughput if rows.size == cols.num_jobs else cols.throughput[rows]).copy()
-    U.data *= np.repeat(coef, np.diff(U.indptr))  # row i scaled by coef[i]
-    return rows, U
+    T = cols.throughput_arrays
+    counts = np.diff(T.indptr)
+    data, indices, indptr = T.data, T.indices, T.indptr
+    if rows.size < cols.num_jobs:   # the runnable rows only
+        keep = np.repeat(cols.runnable, counts)
+        counts = counts[rows]
+        data, indices = data[keep], indices[keep]
+        indptr = np.concatenate([[0], np.cumsum(counts)]).astype(T.indptr.dtype)
+    return rows, Compressed(data * np.repeat(coef, counts), indices, indptr,
+                            (rows.size, T.shape[1]), "csr")
 
 
 def base_constraints(cols: Columns, z: cp.Variable) -> list:
@@ -63,7 +76,7 @@ def max_min_coo(cols: Columns, U: sp.spmatrix) -> tuple[Coo, np.ndarray, np.ndar
     """``max_min_rows`` with A as coordinate arrays (no scipy object: the direct path
     hands them to the solver as they are)."""
     k = U.shape[0]
-    A = stacked([U, cols.member, cols.usage])
+    A = stacked([U, cols.member_arrays, cols.usage_arrays])
     A.data[:U.nnz] *= -1.0                     # -U: the rows t - U @ z <= 0
     b = np.concatenate([np.zeros(k), np.ones(cols.num_jobs), cols.workers])
     e = np.concatenate([np.ones(k), np.zeros(cols.num_jobs + len(cols.types))])
@@ -86,7 +99,7 @@ class MaxMinFairness(ColumnPolicy):
         cols = self.columns(problem, merge=True)
         if cols.num_columns == 0:
             return no_columns(cols)
-        _, U = fairness_utility(cols)
+        _, U = utility_arrays(cols)
         singles = np.nonzero(cols.single)[0]
         generate = cols.num_columns - singles.size > PAIRS_PER_JOB * cols.num_jobs
         solver = self.direct_solver(PACKED_SOLVER if generate else DEFAULT_LP_SOLVER)
@@ -95,6 +108,7 @@ class MaxMinFairness(ColumnPolicy):
             level = maximise_level(A, b, e, solver, self.name,
                                    start=singles if generate else None)
             return Solution(cols.to_rows(level.z), level.t, level.solver)
+        U = as_scipy(U)
         if not self.packed:
             z, value = _compiled_max_min(cols).solve(cols, U, self.solver, self.name)
             return Solution(cols.to_rows(z), value, self.solver)

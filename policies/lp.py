@@ -86,7 +86,7 @@ def _clarabel(lp: LinearProgram, what: str, precise: bool) -> LPResult:
     if precise:
         settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = PRECISE_TOL
     P = Compressed(np.zeros(0), np.zeros(0, np.int32), np.zeros(n + 1, np.int32),
-                   (n, n))  # no quadratic term (an LP)
+                   (n, n), "csc")  # no quadratic term (an LP)
     solver = clarabel.DefaultSolver(P, lp.c, A, b,
                                     [clarabel.NonnegativeConeT(rows + k)], settings)
     sol = solver.solve()

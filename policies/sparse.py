@@ -62,13 +62,34 @@ def coo_arrays(A) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 class Compressed(NamedTuple):
     """A canonical CSR or CSC matrix as its three arrays, without a scipy object: what a
-    solver reads of one (Clarabel reads these attributes and nothing else)."""
+    solver reads of one (Clarabel reads these attributes and nothing else), and what the
+    column model keeps (``coo_arrays`` reads it, ``matvec`` multiplies, ``as_scipy``
+    makes the scipy matrix)."""
 
     data: np.ndarray
     indices: np.ndarray
     indptr: np.ndarray
     shape: tuple[int, int]
+    format: str
     has_canonical_format = True
+
+    @property
+    def nnz(self) -> int:
+        return self.data.size
+
+
+def as_scipy(A: Compressed) -> sp.csr_matrix | sp.csc_matrix:
+    """The scipy matrix of ``A``'s arrays (shared, not copied)."""
+    build = sp.csr_matrix if A.format == "csr" else sp.csc_matrix
+    return build((A.data, A.indices, A.indptr), shape=A.shape)
+
+
+def matvec(A: Compressed, x: np.ndarray) -> np.ndarray:
+    """``A @ x`` for a CSR ``A``, each row's products summed in stored order from 0, as
+    scipy's own product sums them: the same floats to the bit (``tests/policies/
+    test_sparse.py``), without a scipy object."""
+    rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
+    return np.bincount(rows, weights=A.data * x[A.indices], minlength=A.shape[0])
 
 
 def compressed(rows: np.ndarray, cols: np.ndarray, data: np.ndarray, shape: tuple[int, int],
@@ -84,16 +105,24 @@ def compressed_alike(rows: np.ndarray, cols: np.ndarray, datas, shape: tuple[int
     """``compressed`` for each array of ``datas`` at the same coordinates (matrices that
     share their sparsity, as the column model's ``member`` and ``throughput``): one sort,
     each matrix with index arrays of its own."""
-    build = sp.csr_matrix if fmt == "csr" else sp.csc_matrix
+    return [as_scipy(A) for A in compressed_alike_arrays(rows, cols, datas, shape, fmt)]
+
+
+def compressed_alike_arrays(rows: np.ndarray, cols: np.ndarray, datas, shape: tuple[int, int],
+                            fmt: str = "csr") -> list[Compressed]:
+    """The arrays of ``compressed_alike``'s matrices, without scipy objects (but where
+    coordinates repeat: scipy sums them)."""
     rows, cols = np.asarray(rows, dtype=np.intp), np.asarray(cols, dtype=np.intp)
     datas = [np.asarray(data, dtype=float) for data in datas]
     canonical = _canonical(rows, cols, shape, fmt)
     if canonical is None:
-        return [build((data, (rows, cols)), shape=shape) for data in datas]
+        build = sp.csr_matrix if fmt == "csr" else sp.csc_matrix
+        return [Compressed(A.data, A.indices, A.indptr, shape, fmt)
+                for A in (build((data, (rows, cols)), shape=shape) for data in datas)]
     order, indices, indptr = canonical
-    return [build((data[order],
-                   indices if k == 0 else indices.copy(), indptr if k == 0 else indptr.copy()),
-                  shape=shape) for k, data in enumerate(datas)]
+    return [Compressed(data[order], indices if k == 0 else indices.copy(),
+                       indptr if k == 0 else indptr.copy(), shape, fmt)
+            for k, data in enumerate(datas)]
 
 
 def compressed_arrays(rows: np.ndarray, cols: np.ndarray, data: np.ndarray,
@@ -104,7 +133,7 @@ def compressed_arrays(rows: np.ndarray, cols: np.ndarray, data: np.ndarray,
     if canonical is None:
         return None
     order, indices, indptr = canonical
-    return Compressed(np.asarray(data, dtype=float)[order], indices, indptr, shape)
+    return Compressed(np.asarray(data, dtype=float)[order], indices, indptr, shape, fmt)
 
 
 def _canonical(rows, cols, shape: tuple[int, int], fmt: str):

@@ -7,7 +7,8 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.sparse import (Coo, compressed, compressed_alike, compressed_arrays, coo_arrays,
+from policies.sparse import (Coo, as_scipy, compressed, compressed_alike,
+                             compressed_alike_arrays, compressed_arrays, coo_arrays, matvec,
                              stacked)
 
 
@@ -40,6 +41,9 @@ def test_compressed_is_scipys_conversion_bit_for_bit(m, n, k, repeat, seed):
         _same(alike[0], want)
         _same(alike[1], build((other, (rows, cols)), shape=(m, n)))
         assert alike[0].indices is not alike[1].indices
+        kept = compressed_alike_arrays(rows, cols, [data, other], (m, n), fmt)  # the columns'
+        _same(as_scipy(kept[0]), want)
+        assert kept[1].format == fmt and kept[1].nnz == alike[1].nnz
         arrays = compressed_arrays(rows, cols, data, (m, n), fmt)  # a solver's input
         if arrays is None:      # only when coordinates repeat
             assert len(set(zip(rows.tolist(), cols.tolist()))) < rows.size
@@ -68,3 +72,18 @@ def test_stacked_is_vstack():
     want = sp.vstack([b if not isinstance(b, Coo) else b.tocsr() for b in blocks],
                      format="csr")
     _same(got.tocsr(), want)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 30), st.integers(1, 90), st.floats(0.05, 0.9),
+       st.integers(0, 2**31 - 1))
+def test_matvec_is_scipys_product_bit_for_bit(m, n, density, seed):
+    """The column model multiplies by its arrays (``Columns.repaired``): the floats must be
+    scipy's, summed in the same order (magnitudes far apart, so any other order shows)."""
+    rng = np.random.default_rng(seed)
+    A = sp.random(m, n, density=density, format="csr", random_state=rng)
+    A.data = rng.uniform(0, 10, A.nnz) * rng.choice([1.0, 1e-8, 1e5], A.nnz)
+    x = rng.uniform(0, 1, n) * rng.choice([1.0, 1e-9], n)
+    rows, cols, data = coo_arrays(A)
+    arrays = compressed_alike_arrays(rows, cols, [data], (m, n))[0]
+    assert (A @ x).tobytes() == matvec(arrays, x).tobytes()
