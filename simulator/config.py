@@ -54,6 +54,12 @@ class SimConfig:
     - ``first_start_only``: charge a job's preemption overhead on its first run only (a
       what-if: later restarts free), to tell what start-ups alone cost from what the
       restarts a mechanism causes do (BENCHMARKS.md, the Sia-like mix).
+    - ``kept_runs_ahead``: a kept run steps on into its next lease as soon as it has it,
+      as the daemon's do (thesis §5.6: a lease is extended at the next round's plan,
+      ``plan_lead_s`` before the round ends). A whole-step lease (``floor(rate x R)``
+      steps) ends before its round does, so over kept rounds the run gets ahead of the
+      round clock, by at most ``plan_lead_s``, and finishes that much sooner. False:
+      each lease starts at its round's start (Gavel).
     - ``horizon_s``: stop at this virtual time (a forecast's replay, ``twin.py``: a job of
       years would take as many rounds); the jobs not finished by then have no completion,
       and ``SimulationResult.steps_left`` says what each still needs. None: to the end.
@@ -71,6 +77,7 @@ class SimConfig:
     arrival_grace_s: float = 0.0
     horizon_s: float | None = None
     first_start_only: bool = False
+    kept_runs_ahead: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "preemption_overhead_s",

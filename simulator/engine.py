@@ -97,6 +97,7 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
              entities: Mapping[str, Entity] | None = None,
              seed: int = 0, progress: bool = False,
              running: Mapping[int, str] | None = None,
+             ahead: Mapping[int, float] | None = None,
              resume: PeriodState | None = None) -> SimulationResult:
     """Replay ``jobs`` (job ``i`` gets id ``str(i)``) on ``cluster`` under ``policy``. A
     job's own ``throughputs`` (``TraceJob``) replace ``table``'s row for it, and its own
@@ -107,7 +108,9 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
     over time; ``entities`` (by name) make water-filling policies hierarchical (thesis
     §5.4.3: jobs name their entity in the trace). ``running``: job index -> the worker type
     it runs on at t = 0 (a live cluster's replay, ``twin.py``): in the first round, its task
-    on that type goes on without a start-up, as the daemon extends a kept job's lease.
+    on that type goes on without a start-up, as the daemon extends a kept job's lease;
+    ``ahead``: job index -> how far such a run is ahead of the round clock then
+    (``SimConfig.kept_runs_ahead``).
     ``resume``: the allocation period the jobs arriving at t = 0 go on with (a live
     cluster's, keyed by job index; ``SchedulerCore.resume``) instead of a first re-solve.
     """
@@ -148,7 +151,8 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
                        frozenset(str(i) for i in _plotted(sim.window, len(jobs))),
                        {s.id: s.entity or "" for s in specs} if entities else None),
                dict(prices or {}), price_trace, knowledge,
-               {str(i): t for i, t in (running or {}).items()}, resume)
+               {str(i): t for i, t in (running or {}).items()}, resume,
+               {str(i): s for i, s in (ahead or {}).items()})
     end = run.loop(_progress_bar(run.targets_left, progress))
     result = run.metrics.result(end_s=end, capacity=run.core.view.counts,
                                 wall_s=time.perf_counter() - wall_start, window=sim.window,
@@ -167,11 +171,15 @@ class _Run:
                  prices: dict[str, float], price_trace: PriceTrace | None,
                  knowledge: _Knowledge | None = None,
                  running: Mapping[str, str] | None = None,
-                 resume: PeriodState | None = None) -> None:
+                 resume: PeriodState | None = None,
+                 ahead: Mapping[str, float] | None = None) -> None:
         self.jobs, self.specs, self.core, self.sim, self.metrics = jobs, specs, core, sim, metrics
         self.knowledge = knowledge
         self.running = dict(running or {})   # job -> its type at t = 0, until a round ends
         self.resume = resume
+        # ``SimConfig.kept_runs_ahead``: combination -> seconds its run's last lease ended
+        # before its round did (at most the plan lead); if kept, it goes on from then.
+        self.ahead = dict(ahead or {}) if sim.kept_runs_ahead else {}
         self.startups = _startups(jobs, sim.preemption_overhead_s)
         # Under the restart rule (``core/restarts.py``) a start-up longer than a round goes
         # on into the next, where the run's lease is extended: combination -> seconds left.
@@ -277,6 +285,8 @@ class _Run:
         each task held its workers."""
         R = rnd.round_seconds
         ran = self.run_tasks(rnd.batch, R, 0.0)
+        if self.sim.kept_runs_ahead:
+            ran = self.go_on_ahead(ran)
         self.running = {}           # from the second round on, the plan says who is kept
         if unstarted:
             ran = ran.never_started(np.isin(np.arange(len(ran.batch)), unstarted))
@@ -285,6 +295,9 @@ class _Run:
             rnd = self.driver.in_flight
         batch, seconds, steps = ran.batch, ran.seconds, ran.steps
         ends = ran.start + seconds
+        if self.sim.kept_runs_ahead:
+            lead = self.sim.plan_lead_s
+            self.ahead = dict(zip(batch.keys, np.clip(R - ends, 0.0, lead).tolist()))
         end = now + float(ends.max()) if self.sim.round_ends_at_last_finish else now + R
         self.metrics.on_round(rnd, end, seconds, self.prices)
         members = batch.members
@@ -322,9 +335,7 @@ class _Run:
         most ``span`` seconds."""
         startups = self.startups
         pause = _pauses(batch, startups) if startups is not None else np.zeros(len(batch))
-        for i, members in enumerate(batch.members if self.running else ()):
-            if all(self.running.get(m) == batch.types[batch.type_index[i]] for m in members):
-                pause[i] = 0.0      # kept on the type it runs on at t = 0: no start-up
+        pause[self.running_on(batch)] = 0.0     # kept on its type at t = 0: no start-up
         if self.sim.first_start_only:
             for i, key in enumerate(batch.keys):
                 if key in self.started:
@@ -337,6 +348,24 @@ class _Run:
         if self.carries:
             seconds = np.minimum(seconds, span)
         return _Ran(batch, seconds, steps, pause, np.full(len(batch), float(start)))
+
+    def running_on(self, batch) -> np.ndarray:
+        """The tasks whose jobs all run on the task's type at t = 0 (``running``)."""
+        kept = np.zeros(len(batch), dtype=bool)
+        for i, members in enumerate(batch.members if self.running else ()):
+            kept[i] = all(self.running.get(m) == batch.types[batch.type_index[i]]
+                          for m in members)
+        return kept
+
+    def go_on_ahead(self, ran: _Ran) -> _Ran:
+        """``SimConfig.kept_runs_ahead``: a task whose lease was extended (or that goes
+        on from t = 0) starts when its run's last lease ended, before the round's start
+        (``self.ahead``)."""
+        batch = ran.batch
+        kept = (batch.extended | self.running_on(batch)).tolist()
+        start = np.array([-self.ahead.get(k, 0.0) if go else 0.0
+                          for k, go in zip(batch.keys, kept)])
+        return ran._replace(start=start)
 
     def carried(self, batch, pause: np.ndarray, span: float) -> np.ndarray:
         """Each task's start-up this round, under the restart rule: what is left of its
@@ -401,12 +430,12 @@ class _Ran(NamedTuple):
 
     def freed(self, R: float) -> dict[float, list[int]]:
         """Seconds into the round -> the workers freed then by a task whose job finished
-        before the round's end."""
+        before the round's end (a run ahead of the clock, before its start: at 0)."""
         batch, ends = self.batch, self.start + self.seconds
         finishing = ((self.steps >= batch.remaining) & (batch.remaining > 0)).any(axis=1)
         out: dict[float, list[int]] = {}
         for i in np.flatnonzero(finishing & (ends < R)).tolist():
-            out.setdefault(float(ends[i]), []).extend(batch.workers[i])
+            out.setdefault(max(0.0, float(ends[i])), []).extend(batch.workers[i])
         return out
 
 

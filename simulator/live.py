@@ -40,6 +40,8 @@ class LiveJob:
     run_refill: bool = False           # its run was placed on GPUs freed mid-round
     run_reported_s: float | None = None  # its run's last commit report: steps_left is as of
                                          # then (a kept run has stepped since); None: none
+    run_lease_left: int | None = None  # the steps its run's lease allows past steps_left's
+                                       # count; None: unknown
     restart_s: float = 0.0             # its type's start-up + save, as measured; 0: none yet
 
 
@@ -120,19 +122,20 @@ def _startups(live) -> dict[str, float]:
 
 
 def _run(job, workers, begin: float) -> tuple:
-    """``running_on``, ``run_began_s``, ``run_up_s``, ``run_refill`` and
-    ``run_reported_s`` of a Status job: its run this round; for a run that is ending, the
+    """``running_on``, ``run_began_s``, ``run_up_s``, ``run_refill``, ``run_reported_s``
+    and ``run_lease_left`` of a Status job: its run this round; for a run that is ending, the
     placement that waits for it (a fresh run from the round's start, ``run_next_type``),
     or none."""
-    none = (None, None, None, False, None)
+    none = (None, None, None, False, None, None)
     if job.run_ending:
         if job.run_next_type in workers:
-            return job.run_next_type, begin, None, False, None
+            return job.run_next_type, begin, None, False, None, None
         return none
     if job.worker_type not in workers:
         return none
     return (job.worker_type, _time(job.run_began_s), _time(job.run_up_s), job.run_refill,
-            job.run_reported_s if job.run_reported_s > 0 else None)   # (unset: 0)
+            job.run_reported_s if job.run_reported_s > 0 else None,   # (unset: 0)
+            max(0, job.run_lease_steps - job.steps_done) if job.run_lease_steps > 0 else None)
 
 
 def _steps_left(job) -> int:

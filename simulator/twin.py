@@ -6,8 +6,8 @@ own rules (issues #18, #29: the scheduler's own ETAs, computed in ``simulator/fo
 statement of those rules: round length, re-solve rule and interval, refills, plan lead and
 start-up charging. It yields the core's config (``DaemonRules.core_config``) and the
 simulator's (``sim_config``): rounds last exactly ``round_seconds`` (wall-clock rounds), the
-next round is planned ``plan_lead_s`` before the last ends, and a run on new workers first
-pays its job type's mean start-up (``startup_charge``: past the lease floor, the share of
+next round is planned ``plan_lead_s`` before the last ends (a kept run goes on into its
+next lease from then: ``SimConfig.kept_runs_ahead``), and a run on new workers first pays its job type's mean start-up (``startup_charge``: past the lease floor, the share of
 its GPUs' time it costs).
 
 The replay (``replay``): the round the daemon has placed is kept (``this_round``: each run
@@ -48,7 +48,7 @@ def sim_config(rules: DaemonRules, *, arrivals: bool = False, **more) -> SimConf
     ``arrivals``: the jobs arrive as they did on the daemon (a whole run replayed), so an
     idle cluster waits the daemon's arrival grace (an ETA's jobs are all there already);
     ``more`` on top (``priors``, ...)."""
-    return SimConfig(**{"round_ends_at_last_finish": False,
+    return SimConfig(**{"round_ends_at_last_finish": False, "kept_runs_ahead": True,
                         "preemption_overhead_s": rules.startup_charges(),
                         "plan_lead_s": rules.plan_lead_s,
                         "arrival_grace_s": rules.arrival_grace_s if arrivals else 0.0, **more})
@@ -87,22 +87,24 @@ def _runnable(job: LiveJob, state: LiveState) -> bool:
                for t, r in job.steps_per_s.items())
 
 
-def this_round(state: LiveState) -> tuple[LiveState, float, dict[str, Eta]]:
+def this_round(state: LiveState) -> tuple[LiveState, float, dict[str, Eta], dict[str, float]]:
     """The round the daemon has placed already, kept (thesis §5.5: a round's placement
     stands until its end): each job with a run now makes its steps on its type in its
     run's window (``run_window``), from its durable count as of its last report (a run kept
     across rounds whose lease spans them reports only at its lease's end: it has stepped
-    since). Returns the state at the round's end (those jobs with
-    the steps they still need, still ``running_on`` their type: the replay keeps them there
-    without a start-up, ``simulate(running=...)``), the seconds to it, and the jobs that
-    finish within it. Re-planning the placed round from now made running jobs late and
+    since). A run stops at its lease's end (``run_lease_left``); if that comes before the
+    round's end, a kept run goes on from there (``SimConfig.kept_runs_ahead``). Returns the
+    state at the round's end (those jobs with the steps they still need, still
+    ``running_on`` their type: the replay keeps them there without a start-up,
+    ``simulate(running=...)``), the seconds to it, the jobs that finish within it, and how
+    far ahead of the round's end each run's lease ends (at most the plan lead). Re-planning the placed round from now made running jobs late and
     queued ones early (BENCHMARKS.md, "ETA error against real finishes"). The simulator
     cannot start from a placed round (its first round is planned afresh), so this stays a
     model of its own."""
     if state.round_ends_s is None:
-        return state, 0.0, {}
+        return state, 0.0, {}, {}
     ends = state.round_ends_s
-    jobs, done = [], {}
+    jobs, done, ahead = [], {}, {}
     for job in state.jobs:
         rate = job.steps_per_s.get(job.running_on or "", 0.0)
         if rate <= 0:
@@ -117,10 +119,17 @@ def this_round(state: LiveState) -> tuple[LiveState, float, dict[str, Eta]]:
         finish = start + max(0.0, steps_left) / rate
         if finish <= end:
             done[job.id] = Eta(None, max(0.0, finish - state.now_s))
-        else:
-            left = steps_left - int(rate * max(0.0, end - start))
-            jobs.append(replace(job, steps_left=max(1, int(left)), run_reported_s=None))
-    return replace(state, now_s=ends, jobs=tuple(jobs)), ends - state.now_s, done
+            continue
+        made = int(rate * max(0.0, end - start))
+        if job.run_lease_left is not None:
+            lease_left = job.run_lease_left - (job.steps_left - steps_left)
+            lease_done = start + max(0.0, lease_left) / rate
+            if lease_done <= end:
+                made = lease_left
+                ahead[job.id] = min(state.rules.plan_lead_s, end - lease_done)
+        jobs.append(replace(job, steps_left=max(1, int(steps_left - made)),
+                            run_reported_s=None, run_lease_left=None))
+    return replace(state, now_s=ends, jobs=tuple(jobs)), ends - state.now_s, done, ahead
 
 
 def run_window(state: LiveState, job: LiveJob) -> tuple[float, float]:
@@ -174,7 +183,7 @@ def replay(state: LiveState, extra: Sequence[LiveJob] = ()) -> dict[str, Eta]:
     (``this_round``) with its refills (``refills``), then the simulator from its end, under the state's ``DaemonRules``,
     for at most ``HORIZON_ROUNDS`` rounds (``extrapolated`` beyond)."""
     out = {j.id: Eta(None, None) for j in (*state.jobs, *extra)}
-    later, offset, done = this_round(state)
+    later, offset, done, ahead = this_round(state)
     later, refilled = refills(state, later, done, extra)
     out.update(done)
     out.update(refilled)
@@ -188,6 +197,7 @@ def replay(state: LiveState, extra: Sequence[LiveJob] = ()) -> dict[str, Eta]:
     result = simulate(inputs.trace, inputs.table, inputs.cluster, policy, core_config=config,
                       sim=sim_config(rules, horizon_s=HORIZON_ROUNDS * rules.round_seconds),
                       gpus_per_server=inputs.gpus_per_server, running=inputs.running,
+                      ahead={i: ahead[j] for i, j in enumerate(inputs.ids) if j in ahead},
                       resume=resumed(state, inputs, offset))
     started = {j.id: j.started_s is not None for j in (*state.jobs, *extra)}
     for record in result.jobs:
@@ -251,7 +261,7 @@ def refills(state: LiveState, later: LiveState, done: Mapping[str, Eta],
     ran = replace(later, now_s=state.now_s, round_ends_s=ends, jobs=tuple(
         replace(j, running_on=placed[j.id][0], run_began_s=placed[j.id][1], run_up_s=None,
                 run_refill=True) for j in later.jobs if j.id in placed))
-    after, _, finished = this_round(ran)
+    after, _, finished, _ = this_round(ran)
     kept = {j.id: j for j in after.jobs}
     etas = {}
     for job in ran.jobs:
@@ -367,7 +377,7 @@ def _core_of(state: LiveState, inputs: Replay) -> SchedulerCore:
 def _effective(state: LiveState, extra: Sequence[LiveJob]) -> dict[str, float]:
     """Each job's effective throughput under the policy's allocation for the replay's
     first round (the placed round kept, as ``replay`` starts)."""
-    later, _, _ = this_round(state)
+    later, _, _, _ = this_round(state)
     inputs = replay_inputs(later, extra)
     if not inputs.trace:
         return {}

@@ -9,7 +9,7 @@ import pytest
 
 from gavelsched.cli import eta
 from gavelsched.rpc import pb
-from simulator.twin import DaemonRules, sim_config
+from simulator.twin import DaemonRules, sim_config, this_round
 
 
 def state(jobs, workers=None, policy="max_min_fairness", round_seconds=10.0, now=100.0):
@@ -212,6 +212,25 @@ def test_a_kept_run_has_stepped_since_its_last_report():
     # a report within the round: its count is as of then, it steps from then
     fresh = dataclasses.replace(kept, steps_left=10, run_reported_s=99.0)
     assert eta.replay(placed([fresh]))["a"].finish_s == pytest.approx(4.0)
+
+
+def test_a_kept_run_whose_lease_ends_before_its_round_goes_on_ahead_of_the_clock():
+    # issue #29: the daemon extends a kept run's lease at the next plan (3 s before the
+    # round's end) and the run goes on at once, so a whole-step lease (15 steps at 1.55/s:
+    # 9.68 s of a 10 s round) puts it ahead of the round clock, by up to the lead. Its
+    # lease ends 10 steps past its count of t = 96: at 102.45, 1.55 s before the round's end
+    kept = dataclasses.replace(job("a", 100, 1.55), running_on="v100", run_began_s=74.0,
+                               run_up_s=75.0, run_reported_s=96.0, run_lease_left=10)
+    s = placed([kept])
+    s = dataclasses.replace(s, rules=dataclasses.replace(s.rules, plan_lead_s=3.0))
+    later, _, _, ahead = this_round(s)
+    assert ahead == {"a": pytest.approx(1.55, abs=0.01)}
+    assert later.jobs[0].steps_left == 90
+    # 90 steps: six rounds of 15 from t = 104, each 0.32 s short of its round, ahead by
+    # 1.87, 2.20, 2.52, 2.84, then the lead (3 s): the last ends 3 s before 104 + 60
+    gain = 10.0 - 15 / 1.55
+    assert 1.55 + 4 * gain < 3.0 < 1.55 + 5 * gain
+    assert eta.replay(s)["a"].finish_s == pytest.approx(4.0 + 50.0 + 15 / 1.55 - 3.0)
 
 
 def _gavel_rule(s):

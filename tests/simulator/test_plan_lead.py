@@ -155,3 +155,27 @@ def test_a_runs_sample_reaches_the_replay_after_the_plan_it_ran_through():
     priors = TABLE.scaled(0.5)        # the jobs really run twice as fast as the priors say
     result = led_run(jobs, types=("v100", "p100", "k80"), priors=priors)
     assert [j.started_s for j in result.jobs] == pytest.approx([0.5, 0.5, 60.5, 0.5])
+
+
+def test_a_kept_run_gets_ahead_of_the_round_clock_by_at_most_the_lead():
+    # the daemon's run goes on into its next lease as soon as the lease is extended (at
+    # the next plan, a lead before the round ends): a whole-step lease of floor(rate x R)
+    # steps ends before its round, so a lone job gains R - floor(rate R) / rate a round,
+    # up to the lead (issue #29: torch forecasts were a steady half second late)
+    rate, lead = 1.55, 3.0
+    table = TABLE.__class__(solo={"v100": {("slow", 1): rate}})
+    policy = get_policy("fifo_perf")
+    config = config_for(policy, table, ("v100",), round_seconds=10.0, resolve="responsive")
+
+    def finish(steps, ahead):
+        sim = SimConfig(round_ends_at_last_finish=False, plan_lead_s=lead,
+                        kept_runs_ahead=ahead)
+        jobs = [TraceJob(job_type="slow", scale_factor=1, total_steps=steps, arrival_s=0.0)]
+        return simulate(jobs, table, {"v100": 1}, policy, core_config=config,
+                        sim=sim).jobs[0].completion_s
+    slack = 10.0 - 15 / rate        # 15 steps a round
+    # 100 steps: six whole rounds (90 steps), then 10 steps; six rounds' slack gained
+    assert finish(100, False) == pytest.approx(60.0 + 10 / rate)
+    assert finish(100, True) == pytest.approx(60.0 + 10 / rate - 6 * slack)
+    # 400 steps: 26 rounds' slack would be 8.4 s; the run waits for each plan: 3 s at most
+    assert finish(400, True) == pytest.approx(finish(400, False) - lead)
