@@ -14,6 +14,7 @@ import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import ClassVar
 
 import numpy as np
@@ -58,6 +59,9 @@ class Policy(ABC):
 
     name: str = "policy"
     TRAITS: ClassVar[Traits] = Traits()
+    # the options ``get_policy`` made it with: ``get_policy(name, **made_with)`` makes the
+    # same policy again (the daemon's twin replays the scheduler's: ``simulator/twin.py``)
+    made_with: Mapping = MappingProxyType({})
 
     @property
     def traits(self) -> Traits:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
+from types import MappingProxyType
 
 from .base import Policy
 from .baselines import AlloX, Gandiva, Isolated
@@ -88,6 +89,7 @@ def get_policy(name: str, **options) -> Policy:
     ones. ``partitions=k`` (k > 1) wraps it in POP, solving the k sub-problems in
     ``processes`` worker processes (``seed`` then also seeds the split)."""
     accepted = policy_options(name)
+    made_with = MappingProxyType(dict(options))
     partitions = options.pop("partitions", 1)
     processes = options.pop("processes", 1)
     pop = bool(partitions and partitions > 1)
@@ -110,6 +112,7 @@ def get_policy(name: str, **options) -> Policy:
     if pop:
         from .partition import Partitioned
         policy = Partitioned(policy, partitions=partitions, seed=seed, processes=processes)
+    policy.made_with = made_with
     return policy
 
 

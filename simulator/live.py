@@ -10,8 +10,10 @@ scaled prior), whether it started and the type it runs on this round. The daemon
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -56,6 +58,7 @@ class LiveState:
     jobs: tuple[LiveJob, ...]
     round_ends_s: float | None = None          # the placed round's end; None: idle
     period: PeriodState | None = None          # the scheduler's allocation period; None: none
+    policy_options: Mapping[str, Any] = field(default_factory=dict)  # its ``made_with``
 
     @property
     def round_seconds(self) -> float:
@@ -96,7 +99,17 @@ def state_of(reply) -> LiveState:
     rules = DaemonRules.of_status(reply, _startups(live))
     return LiveState(reply.now_s, reply.epoch_unix, reply.policy, rules, workers, per, jobs,
                      reply.round_ends_s if reply.round_ends_s > reply.now_s else None,
-                     _period(reply.period_start_s, reply.period_stale, live))
+                     _period(reply.period_start_s, reply.period_stale, live),
+                     _options(reply.policy_options))
+
+
+def _options(text: str) -> dict[str, Any]:
+    """The scheduler's policy options (``policy_options``, a JSON object; empty: none);
+    ``ValueError`` in one line for anything else."""
+    options = json.loads(text) if text else {}
+    if not isinstance(options, dict):
+        raise ValueError(f"policy_options: not a JSON object: {text[:80]!r}")
+    return options
 
 
 def _period(start_s: float, stale: bool, live) -> PeriodState | None:

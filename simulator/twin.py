@@ -31,14 +31,15 @@ from gavelsched.core import PeriodState, SchedulerCore
 from gavelsched.core.driver import spec_of
 from gavelsched.core.rules import MIN_LEASE_FRACTION, DaemonRules
 from gavelsched.mechanism import ClusterView
+from policies import Policy, get_policy
 from traces import ThroughputTable, TraceJob
 
 from .config import SimConfig
-from .engine import make_policy, simulate
+from .engine import simulate
 from .live import LiveJob, LiveState
 
 __all__ = ["HORIZON_ROUNDS", "DaemonRules", "Eta", "Replay", "extrapolated",
-           "predict", "replay", "replay_inputs", "run_window", "sim_config", "this_round",
+           "daemon_policy", "predict", "replay", "replay_inputs", "run_window", "sim_config", "this_round",
            "why_sooner"]
 
 
@@ -152,6 +153,13 @@ def run_window(state: LiveState, job: LiveJob) -> tuple[float, float]:
     return start, max(ends, start + floor)
 
 
+def daemon_policy(state: LiveState) -> Policy:
+    """The scheduler's policy as it made it (``Policy.made_with``), not as a simulation
+    of a trace makes it (``make_policy``: Gavel's bisection for the makespan policies, for
+    one): a forecast replays what the daemon will do."""
+    return get_policy(state.policy, **state.policy_options)
+
+
 def replay_inputs(state: LiveState, extra: Sequence[LiveJob] = ()) -> Replay:
     """The simulator's inputs for the state (and ``extra`` jobs): each job under its own
     job type with its own steps/s on the alive types and, when it has one, its own
@@ -190,7 +198,7 @@ def replay(state: LiveState, extra: Sequence[LiveJob] = ()) -> dict[str, Eta]:
     inputs = replay_inputs(later, extra)
     if not inputs.trace:
         return out
-    policy = make_policy(state.policy)
+    policy = daemon_policy(state)
     rules = state.rules
     config = rules.core_config(policy, inputs.table, list(inputs.cluster),
                                rows=[job.throughputs for job in inputs.trace])
@@ -364,7 +372,7 @@ def why_sooner(state: LiveState, job: LiveJob, job_id: str) -> str:
 
 def _core_of(state: LiveState, inputs: Replay) -> SchedulerCore:
     """A core under the state's policy and rules with the replay's jobs submitted at 0."""
-    policy = make_policy(state.policy)
+    policy = daemon_policy(state)
     core = SchedulerCore(policy, ClusterView.build(inputs.cluster, inputs.gpus_per_server),
                          inputs.table, state.rules.core_config(
                              policy, inputs.table, list(inputs.cluster),

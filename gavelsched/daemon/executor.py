@@ -254,8 +254,9 @@ class DaemonExecutor:
 
     def _replay_inputs(self) -> dict:
         """What a client needs to replay the live state in the simulator (ETA, issue #18):
-        each unfinished job's steps/s per worker type, start-up and restart means, and the
-        daemon's rules (``DaemonRules.published``: re-solve rule, refills, plan lead)."""
+        each unfinished job's steps/s per worker type, start-up and restart means, the
+        daemon's rules (``DaemonRules.published``: re-solve rule, refills, plan lead) and
+        the options its policy was made with."""
         types = sorted({s.row.worker_type for s in self.health.servers.values()})
         active = [j for j in self.jobs.values() if not j.final]
         rates = {j.id: self.progress.online.row(j.id, j.spec.job_type, j.spec.scale_factor,
@@ -263,7 +264,7 @@ class DaemonExecutor:
         kinds = {j.spec.job_type for j in active}
         return {"rates": rates, "startup_s": {t: self.startups.mean(t)[0] for t in kinds},
                 "restart_s": {t: self.startups.restart_s(t) for t in kinds},
-                **self.config.rules.published()}
+                "policy_options": self.core.policy.made_with, **self.config.rules.published()}
 
     # ---- time-driven ------------------------------------------------------------------
     def tick(self) -> None:

@@ -6,6 +6,7 @@ A job that is not final, has no run and no reason of its own shows why it waits
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -57,7 +58,8 @@ class Snapshot:
             epoch_unix=r.epoch_unix, workers=r.workers, resolve=r.resolve,
             min_resolve_interval_s=r.min_resolve_interval_s, round_ends_s=r.round_ends_s,
             refill_until=r.refill_until, plan_lead_s=r.plan_lead_s, entities=r.entities,
-            restart_rule=r.restart_rule, caller=caller, jobs=jobs, eta_computed_s=r.eta_computed_s, eta_error=r.eta_error)
+            restart_rule=r.restart_rule, policy_options=r.policy_options, caller=caller,
+            jobs=jobs, eta_computed_s=r.eta_computed_s, eta_error=r.eta_error)
 
     def log_sources(self, job_id: str) -> LogSources | None:
         """The servers that ran the job, and whether it has ended (final, its processes
@@ -115,6 +117,8 @@ def build_snapshot(view: DaemonView) -> Snapshot:
                                  refill_until=view.refill_until,
                                  plan_lead_s=view.plan_lead_s,
                                  restart_rule=view.restart_rule,
+                                 policy_options=json.dumps(dict(view.policy_options),
+                                                           sort_keys=True),
                                  entities=_entities(view),
                                  eta_computed_s=eta.computed_s, eta_error=eta.error)
     return Snapshot(view.round, view.policy, view.round_seconds, view.now_s, response,

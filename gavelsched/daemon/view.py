@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from policies import is_pair_key
 
@@ -88,6 +89,7 @@ class DaemonView:
     forecast: Forecast | None = None     # the scheduler's latest ETAs (``forecast``)
     deferred: Mapping[str, str] = field(default_factory=dict)   # job -> its next run's type
     restart_rule: str = ""          # ``DaemonRules.restart_rule`` (``core/restarts.py``)
+    policy_options: Mapping[str, Any] = field(default_factory=dict)  # ``Policy.made_with``
 
     @classmethod
     def of(cls, round_index: int, policy: str, round_seconds: float, now: float,
@@ -103,7 +105,8 @@ class DaemonView:
            waiting: Mapping[str, str] | None = None, clock_offset: float = 0.0,
            entities: Iterable[EntityView] = (),
            forecast: Forecast | None = None,
-           deferred: Mapping[str, str] | None = None, restart_rule: str = "") -> DaemonView:
+           deferred: Mapping[str, str] | None = None, restart_rule: str = "",
+           policy_options: Mapping[str, Any] | None = None) -> DaemonView:
         """A picture of live state: the job rows, the run table's ``Run``s, the servers'
         health (``ServerState``), the ``drained`` servers and the servers that ran each
         job, copied into frozen values. ``clock_offset``: the scheduler's clock less the
@@ -125,7 +128,7 @@ class DaemonView:
                    dict(restart_s or {}),
                    resolve, min_resolve_interval_s, round_ends_s, refill_until, plan_lead_s,
                    dict(run_s or {}), dict(waiting or {}), tuple(entities), forecast,
-                   dict(deferred or {}), restart_rule)
+                   dict(deferred or {}), restart_rule, dict(policy_options or {}))
 
     def summary(self) -> str:
         """One line for a round's start: jobs with a run this round, jobs whose last run is

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
 
 from gavelsched.cli import eta
 from gavelsched.rpc import pb
-from simulator.twin import DaemonRules, sim_config, this_round
+from simulator.twin import DaemonRules, daemon_policy, sim_config, this_round
 
 
 def state(jobs, workers=None, policy="max_min_fairness", round_seconds=10.0, now=100.0):
@@ -231,6 +232,20 @@ def test_a_kept_run_whose_lease_ends_before_its_round_goes_on_ahead_of_the_clock
     gain = 10.0 - 15 / 1.55
     assert 1.55 + 4 * gain < 3.0 < 1.55 + 5 * gain
     assert eta.replay(s)["a"].finish_s == pytest.approx(4.0 + 50.0 + 15 / 1.55 - 3.0)
+
+
+def test_the_replay_runs_the_policy_the_scheduler_made():
+    # the forecast replayed a makespan policy with Gavel's bisection, as a simulation of a
+    # trace does (``make_policy``), while the scheduler runs the exact search and its
+    # short-jobs-first second solve: it must make the policy as the scheduler did
+    reply = pb.StatusResponse(policy="min_total_duration_perf", round_seconds=10.0,
+                              now_s=5.0, policy_options="")
+    assert daemon_policy(eta.state_of(reply)).search == "exact"
+    reply.policy_options = json.dumps({"search": "bisection"})
+    assert daemon_policy(eta.state_of(reply)).search == "bisection"
+    reply.policy_options = "[1, 2]"
+    with pytest.raises(ValueError, match="policy_options: not a JSON object"):
+        eta.state_of(reply)
 
 
 def _gavel_rule(s):

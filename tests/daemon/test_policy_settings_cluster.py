@@ -5,6 +5,8 @@ running across a ``reload`` that changes them."""
 
 from __future__ import annotations
 
+import json
+
 import yaml
 import pytest
 
@@ -42,6 +44,8 @@ def test_a_reload_changes_the_budget_and_the_running_job_keeps_running(tmp_path)
         c.start_worker("v100", gpus=1)
         job = c.submit(10**6)
         wait_until(lambda: c.jobs()[job].state == "running", 60, "the job to run")
+        # the Status says what the policy was made with, so a replay (ETA) runs the same
+        assert json.loads(c.status().policy_options) == {"budget": 1000.0}
         data = yaml.safe_load(cluster.config_path.read_text())
         data["policy_options"] = {"budget": 50.0}
         data["prices"] = {"v100": 3.0, "k80": 1.0}
@@ -51,5 +55,6 @@ def test_a_reload_changes_the_budget_and_the_running_job_keeps_running(tmp_path)
             first = c.status().round
             wait_until(lambda: c.status().round >= first + 2, 30, "two more rounds")
             assert c.jobs()[job].state == "running"
+            assert json.loads(c.status().policy_options) == {"budget": 50.0}
             client.cancel(job)
     assert "reloaded by" in line and "'budget': 50.0" in line
