@@ -148,6 +148,12 @@ class Columns:
         """throughput(m, X^fastest): the job alone on its fastest type (FIFO, §5.4.2)."""
         return self.T.max(axis=1)
 
+    @cached_property
+    def fastest_scale(self) -> np.ndarray:
+        """1 / throughput(m, X^fastest), 0 for jobs that cannot run: what normalises a
+        job's throughput to its fraction of its best rate (FIFO's objective, §5.4.2)."""
+        return np.where(self.runnable, 1.0 / np.maximum(self.fastest_throughput, 1e-300), 0.0)
+
     def effective_throughput(self, z: np.ndarray) -> np.ndarray:
         return np.asarray(self.throughput @ z).ravel()
 

@@ -27,7 +27,6 @@ from .fairness import base_constraints
 from .jobs import is_pair_key
 from .problem import Allocation, Problem
 from .state import generator_state, seeded_generator
-from .throughput import normalized_throughput
 from .traits import Traits
 
 
@@ -45,9 +44,16 @@ def shortest_rank(cols: Columns) -> np.ndarray:
     return rank
 
 
-def order_objective(cols: Columns, rank: np.ndarray):
-    """(jobs x columns) matrix whose column sums weight each column by (M - rank)."""
-    return (normalized_throughput(cols).T @ (cols.num_jobs - rank)).T
+def order_objective(cols: Columns, rank: np.ndarray) -> np.ndarray:
+    """(columns,) each column's weight: the sum over its jobs of their normalised
+    throughput there (``throughput.normalized_throughput``) times (M - rank). From the
+    column model's arrays, each column's terms summed in job order from 0, as scipy's
+    product of that matrix's transpose sums them: the same floats (tests/policies/
+    test_behaviour.py), without the two scipy products."""
+    T = cols.throughput_arrays
+    rows = np.repeat(np.arange(T.shape[0]), np.diff(T.indptr))
+    terms = T.data * cols.fastest_scale[rows] * (cols.num_jobs - rank)[rows]
+    return np.bincount(T.indices, weights=terms, minlength=T.shape[1])
 
 
 class OrderedThroughput(ColumnPolicy):
@@ -123,7 +129,7 @@ class GreedyOrdered(Policy):
         else:
             placed = self._greedy(problem, cols)
         z = np.zeros(cols.num_columns)
-        column_of = {(cols.keys[c], cols.col_type[c]): c for c in range(cols.num_columns)}
+        column_of = {at: c for c, at in enumerate(zip(cols.keys, cols.col_type.tolist()))}
         for i, j in placed.items():
             z[column_of[(cols.job_ids[i], j)]] = 1.0
         return Solution(cols.to_rows(z, fit_types=not gavel), self._score(cols, z), None, state)
@@ -131,15 +137,16 @@ class GreedyOrdered(Policy):
     def _greedy(self, problem: Problem, cols: Columns) -> dict[int, int]:
         """Jobs in rank order each get a whole type with room (the fastest, or a random
         one); running jobs of ``fifo`` keep theirs; the first job that fits nowhere ends it."""
-        available = dict(zip(range(len(cols.types)), cols.workers))
+        T, sf = cols.T.tolist(), cols.scale_factor.tolist()   # read once, as Python floats
+        available = dict(enumerate(cols.workers.tolist()))
         placed: dict[int, int] = {}
 
         def place(i: int, j: int) -> None:
             placed[i] = j
-            available[j] -= cols.scale_factor[i]
+            available[j] -= sf[i]
 
         def fits(i: int, j: int) -> bool:
-            return cols.T[i, j] > 0 and available[j] >= cols.scale_factor[i]
+            return T[i][j] > 0 and available[j] >= sf[i]
 
         present = {job_id: i for i, job_id in enumerate(cols.job_ids)}
         held = [] if self.fastest else list(self._held(problem, cols))
@@ -147,16 +154,18 @@ class GreedyOrdered(Policy):
             if key in present and fits(present[key], j):
                 place(present[key], j)
         order = np.argsort(self.rank(cols), kind="stable")
-        queue = [int(i) for i in order if i not in placed and cols.runnable[i]]
+        runnable = cols.runnable.tolist()
+        queue = [i for i in order.tolist() if i not in placed and runnable[i]]
         for key, j in held:  # a finished job's workers go to the head of the queue
             if key not in present and queue and fits(queue[0], j):
                 place(queue.pop(0), j)
+        by_name = sorted(available, key=lambda j: cols.types[j])
         for i in queue:
-            options = [j for j in sorted(available, key=lambda j: cols.types[j]) if fits(i, j)]
+            options = [j for j in by_name if fits(i, j)]
             if not options:
                 break  # FIFO: nobody overtakes the head of the queue
             if self.fastest:
-                place(i, max(options, key=lambda j: cols.T[i, j]))
+                place(i, max(options, key=T[i].__getitem__))
             else:
                 rng = random.Random(f"{self.seed}/{cols.job_ids[i]}")
                 place(i, options[rng.randrange(len(options))])

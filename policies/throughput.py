@@ -41,8 +41,7 @@ log = logging.getLogger(__name__)
 
 def normalized_throughput(cols: Columns):
     """Sparse (jobs x columns): throughput over the job's fastest throughput."""
-    scale = np.where(cols.runnable, 1.0 / np.maximum(cols.fastest_throughput, 1e-300), 0.0)
-    return sp.diags(scale) @ cols.throughput
+    return sp.diags(cols.fastest_scale) @ cols.throughput
 
 
 @dataclass(frozen=True)

@@ -524,3 +524,26 @@ def test_agnostic_policies_lose_time_planned_on_a_type_a_job_cannot_use():
     assert blind.job_time("b") == pytest.approx(1.0, abs=1e-6)
     assert blind.job_time("a") == pytest.approx(blind.share("b", "v100"), abs=1e-6)
     assert blind.job_time("a") < 0.5
+
+
+@pytest.mark.parametrize("seed", range(30))
+@pytest.mark.parametrize("pairs", [False, True])
+def test_order_objective_is_the_normalised_throughput_product_to_the_bit(seed, pairs):
+    """FIFO's column weights are read from the column model's arrays: the very floats of
+    the sparse product they stand for (normalised throughput, transposed, times M - rank)."""
+    from policies.ordering import order_objective, shortest_rank
+    from policies.throughput import normalized_throughput
+
+    rng = np.random.default_rng(seed)
+    types = ("v100", "p100", "k80")
+    jobs = [Job(str(i), {t: float(rng.choice([0.0, rng.uniform(0.1, 1e3)])) for t in types},
+                int(rng.choice([1, 2])), remaining_steps=float(rng.integers(1, 10**6)))
+            for i in range(int(rng.integers(1, 12)))]
+    pair_list = [Pair((a.id, b.id), {t: (rng.uniform(0.1, 1e3), rng.uniform(0.1, 1e3))
+                                     for t in types})
+                 for a, b in zip(jobs, jobs[1:])] if pairs else []
+    cols = build_columns(Problem(cluster={"v100": 4, "p100": 4, "k80": 4}, jobs=jobs,
+                                 pairs=pair_list), pairs=pairs)
+    for rank in (np.arange(cols.num_jobs), shortest_rank(cols)):
+        want = (normalized_throughput(cols).T @ (cols.num_jobs - rank)).T
+        assert order_objective(cols, rank).tobytes() == np.asarray(want).tobytes()
