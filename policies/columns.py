@@ -92,7 +92,7 @@ class Columns:
         return len(self.keys)
 
     # The matrices as scipy objects, made when first read: the direct LP path reads the
-    # arrays only (a scipy object costs more to make than its LP's Python, BENCHMARKS.md).
+    # arrays only (making one costs ~11 us, a simulation's re-solve makes none; issue #30).
     @cached_property
     def member(self) -> sp.csr_matrix:
         return as_scipy(self.member_arrays)
@@ -192,8 +192,8 @@ class Columns:
 
     def to_rows(self, z: np.ndarray, *, fit_types: bool = True,
                 kept: np.ndarray | None = None) -> dict[str, Mapping[str, float]]:
-        """Allocation rows: every job with every type, plus the pairs that got time
-        (merged rows: the jobs of a class share one read-only row).
+        """Allocation rows: every job with every type, plus the pairs that got time, each
+        read-only as the ``Allocation`` keeps it (merged rows: a class's jobs share one).
         ``fit_types=False`` keeps a type asked beyond its workers as it is (only Gavel's
         FIFO does that on purpose, see ``policies.ordering``); ``kept`` as ``repaired``."""
         z = self.repaired(z, fit_types=fit_types, kept=kept)
@@ -210,9 +210,9 @@ class Columns:
             for i, j in zip(*np.nonzero(self.unusable)):
                 rows[self.job_ids[i]][self.types[j]] = 0.0
         if self.classes is not None:  # a class's jobs share one read-only row
-            rows = {job_id: row for first, members in zip(self.job_ids, self.classes)
+            return {job_id: row for first, members in zip(self.job_ids, self.classes)
                     for row in (MappingProxyType(rows[first]),) for job_id in members}
-        return rows
+        return {key: MappingProxyType(row) for key, row in rows.items()}
 
 
 def equal_split(workers: np.ndarray, scale_factor: np.ndarray, n: int) -> np.ndarray:
