@@ -21,6 +21,7 @@ from ..mechanism import ClusterView
 from .config import CoreConfig
 from .jobs import JobState
 from .lookups import Lookups
+from .records import JobSpec
 from .restarts import efficiency
 from .rows import Rows
 
@@ -28,6 +29,9 @@ from .rows import Rows
 # What a re-solve reads of each job's record, in one pass (the rest is in the core's rows).
 _FIELDS_NAMES = ("arrival_s", "spec.priority_weight", "isolated_elapsed_s", "spec.restart_s")
 _FIELDS = attrgetter(*_FIELDS_NAMES)
+# What a job's ``Job`` record is made of besides those numbers, kept as it is now: the core
+# may replace them before the policy reads the record (the Problem is a frozen value).
+_RECORD = attrgetter("spec", "throughputs", "options")
 
 
 def build_problem(now: float, jobs: Mapping[str, JobState], rows: Rows, view: ClusterView,
@@ -60,9 +64,12 @@ def build_problem(now: float, jobs: Mapping[str, JobState], rows: Rows, view: Cl
         factors = [_restart_factor(job, config) for job in states]
         T = T * np.array(factors)[:, None]
 
+    kept = list(map(_RECORD, states))
+
     def records() -> tuple[Job, ...]:
-        return tuple(_record(job, steps, since, config, f) for job, steps, since, f
-                     in zip(states, left.tolist(), elapsed.tolist(), factors))
+        alone = fields[:, 2].tolist() if config.isolated_time else [None] * m
+        return tuple(_record(*record, steps, since, isolated, f) for record, steps, since,
+                     isolated, f in zip(kept, left.tolist(), elapsed.tolist(), alone, factors))
 
     pairs = problem_pairs(jobs, rows, types, lookups) if config.pairs else ()
     # The whole allocation in force, finished jobs included: FIFO hands a finished
@@ -74,22 +81,19 @@ def build_problem(now: float, jobs: Mapping[str, JobState], rows: Rows, view: Cl
                    policy_state={} if last is None else last.policy_state)
 
 
-def _record(job: JobState, steps: float, elapsed: float, config: CoreConfig,
-            factor: float) -> Job:
-    """The policy's ``Job`` of ``job``: its throughputs and configurations net of its
-    restarts (``factor``, ``_restart_factor``)."""
-    spec = job.spec
+def _record(spec: JobSpec, throughputs: Mapping[str, float], options: tuple, steps: float,
+            elapsed: float, isolated: float | None, factor: float) -> Job:
+    """The policy's ``Job`` of a job: its throughputs and configurations (``options``) net
+    of its restarts (``factor``, ``_restart_factor``)."""
     if factor == 1.0:
-        throughputs = job.throughputs
-        configurations = tuple(o.configuration for o in job.options) if job.options else ()
+        configurations = tuple(o.configuration for o in options) if options else ()
     else:
-        throughputs = {t: rate * factor for t, rate in job.throughputs.items()}
+        throughputs = {t: rate * factor for t, rate in throughputs.items()}
         configurations = tuple(replace(o.configuration,
                                        throughput=o.configuration.throughput * factor)
-                               for o in job.options)
+                               for o in options)
     return Job(spec.id, throughputs, spec.scale_factor, spec.priority_weight, steps, elapsed,
-               spec.slo_s, spec.entity, job.isolated_elapsed_s if config.isolated_time else None,
-               configurations)
+               spec.slo_s, spec.entity, isolated, configurations)
 
 
 def _restart_factor(job: JobState, config: CoreConfig) -> float:

@@ -416,3 +416,16 @@ def test_the_problems_job_table_is_that_of_its_records(config):
         np.testing.assert_array_equal(table.numbers, again.numbers)
     first, last = policy.problems[0].jobs[0], policy.problems[-1].jobs[0]
     assert last.remaining_steps < first.remaining_steps
+
+
+def test_a_problems_job_records_are_the_jobs_at_its_re_solve():
+    """The records a ``JobTable`` makes when first read are the jobs as they were when the
+    core built the Problem, even if the core has changed them since (a frozen value)."""
+    policy, seen = get_policy("max_min_fairness_perf"), []
+    solve = policy.solve
+    policy.solve = lambda problem: (seen.append(problem), solve(problem))[1]
+    core = make_core(policy)
+    core.submit(job(0), now=0.0)
+    finish(core, core.start_round(0.0), R)
+    core.update_job("0", R, priority_weight=5.0)
+    assert seen[0].jobs[0].weight == 1.0 and seen[0].table.numbers[0, 1] == 1.0
