@@ -16,7 +16,8 @@
    process.
 4. Once all jobs are done, compare each predicted finish with the job's ``completion_s``
    (by how much of the job was left; in s and in % of the time it really had left; the
-   share of predictions that are early), each predicted start of a queued job with its
+   share of predictions that are early, and of those off by ``EXACT_S`` or more: a
+   forecast closer than that is exact, and its sign says nothing), each predicted start of a queued job with its
    ``started_s``, and each job's consecutive predictions (two forecasts in a row: how much
    the finish moved, with or without an arrival or an end between them). The same Status
    pictures are replayed client-side with one simplification of ``simulator/twin.py``
@@ -26,6 +27,7 @@
 
     python benchmarks/eta_error.py [--round-seconds 6] [--workload steps|reference]
                                    [--json OUT] [--keep DIR]
+    python benchmarks/eta_error.py --report OUT    # the tables of a saved run, again
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ from traces.counts import parse_counts
 ROUNDS_OF_WORK = (1.5, 2.5, 3.5, 4.5)     # as local-cluster: never a whole number of rounds
 BUCKETS = ((">75% left", 0.75, 1.01), ("25-75% left", 0.25, 0.75), ("<25% left", 0.0, 0.25))
 POLL_S = 0.5
+EXACT_S = 0.5       # a forecast closer than this is exact (reports land ~0.1 s late)
 WHAT_IF_TIMEOUT_S = 3.0      # a replay takes 0.01-0.05 s here; a longer one never ends
 
 
@@ -83,6 +86,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=330.0, metavar="S", help="give up after S")
     p.add_argument("--json", metavar="OUT", help="write every prediction and table here")
     p.add_argument("--keep", metavar="DIR", help="keep the cluster's state and logs here")
+    p.add_argument("--report", metavar="JSON", help="print the tables of a run saved with "
+                   "--json again (finish, consecutive forecasts, what-ifs); runs nothing")
     args = p.parse_args(argv)
     args.dashboard, args.every = False, args.every or 1.3 * args.round_seconds
     return args
@@ -328,19 +333,22 @@ def spread(errs, bases=None) -> str:
 def finish_table(rows, whole, final) -> list[str]:
     rows = [r for r in rows if r["finish"] is not None]
     out = ["| job left at prediction | ETAs | abs error s: median | p90 | worst | % of time "
-           "left: median | p90 | worst | signed median s | early |", "|---|" + "---|" * 9]
+           f"left: median | p90 | worst | signed median s | early | early, of those off by "
+           f">= {EXACT_S:g} s |", "|---|" + "---|" * 10]
     groups = [(name, [r for r in rows if lo <= r["left"] < hi]) for name, lo, hi in BUCKETS]
     for name, group in [*groups, ("all", rows), ("all, made after the last arrival",
                                                  [r for r in rows if not r["arrivals_after"]])]:
         if group:
-            errs = [r["finish"] - r["real_finish"] for r in group]
+            errs = np.asarray([r["finish"] - r["real_finish"] for r in group])
+            off = errs[np.abs(errs) >= EXACT_S]
             out.append(f"| {name} | " + spread(errs, [r["real_finish"] - r["at_s"]
                                                       for r in group])
-                       + f" {np.mean(np.asarray(errs) < 0):.0%} |")
+                       + f" {np.mean(errs < 0):.0%} | "
+                       + (f"{np.mean(off < 0):.0%} of {len(off)} |" if len(off) else "- |"))
     done = [j for j in final["jobs"] if whole.get(j["id"]) is not None]
     return out + ["| whole run replayed from its start (% of JCT) | " + (spread(
         [whole[j["id"]] - j["completion_s"] for j in done], [j["jct_s"] for j in done])
-        + " - |" if done else "did not end |")]
+        + " - | - |" if done else "did not end |")]
 
 
 def consecutive(rows, final) -> list[dict]:
@@ -413,8 +421,20 @@ def start_and_cost_tables(rows, snaps) -> list[str]:
     return out
 
 
+def report(path: str) -> int:
+    """The finish, consecutive-forecast and what-if tables of a run saved with ``--json``."""
+    saved = json.loads(Path(path).read_text())
+    rows, final = saved["rows"], saved["final"]
+    for lines in (finish_table(rows, saved["whole_run"], final), stability_table(rows, final),
+                  what_if_table(rows)):
+        print("\n" + "\n".join(lines))
+    return 0
+
+
 def main(argv=None) -> int:
     args, load, wall = parse_args(argv), [os.getloadavg()[0]], time.perf_counter()
+    if args.report:
+        return report(args.report)
     with tempfile.TemporaryDirectory(prefix="gavel-eta-") as tmp:
         root = Path(args.keep or tmp).resolve()
         snaps, starts, final = run_cluster(args, root)
