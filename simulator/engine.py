@@ -335,7 +335,8 @@ class _Run:
         most ``span`` seconds."""
         startups = self.startups
         pause = _pauses(batch, startups) if startups is not None else np.zeros(len(batch))
-        pause[self.running_on(batch)] = 0.0     # kept on its type at t = 0: no start-up
+        if self.running:
+            pause[self.running_on(batch)] = 0.0     # kept on its type at t = 0: no start-up
         if self.sim.first_start_only:
             for i, key in enumerate(batch.keys):
                 if key in self.started:

@@ -7,7 +7,8 @@ statement of those rules: round length, re-solve rule and interval, refills, pla
 start-up charging. It yields the core's config (``DaemonRules.core_config``) and the
 simulator's (``sim_config``): rounds last exactly ``round_seconds`` (wall-clock rounds), the
 next round is planned ``plan_lead_s`` before the last ends (a kept run goes on into its
-next lease from then: ``SimConfig.kept_runs_ahead``), and a run on new workers first pays its job type's mean start-up (``startup_charge``: past the lease floor, the share of
+next lease from then: ``SimConfig.kept_runs_ahead``), and a run on new workers first pays
+its job type's mean start-up (``startup_charge``: past the lease floor, the share of
 its GPUs' time it costs).
 
 The replay (``replay``): the round the daemon has placed is kept (``this_round``: each run
@@ -39,8 +40,8 @@ from .engine import simulate
 from .live import LiveJob, LiveState
 
 __all__ = ["HORIZON_ROUNDS", "DaemonRules", "Eta", "Replay", "extrapolated",
-           "daemon_policy", "predict", "replay", "replay_inputs", "run_window", "sim_config", "this_round",
-           "why_sooner"]
+           "daemon_policy", "predict", "replay", "replay_inputs", "run_window", "sim_config",
+           "this_round", "why_sooner"]
 
 
 def sim_config(rules: DaemonRules, *, arrivals: bool = False, **more) -> SimConfig:
@@ -98,7 +99,8 @@ def this_round(state: LiveState) -> tuple[LiveState, float, dict[str, Eta], dict
     state at the round's end (those jobs with the steps they still need, still
     ``running_on`` their type: the replay keeps them there without a start-up,
     ``simulate(running=...)``), the seconds to it, the jobs that finish within it, and how
-    far ahead of the round's end each run's lease ends (at most the plan lead). Re-planning the placed round from now made running jobs late and
+    far ahead of the round's end each run's lease ends (at most the plan lead).
+    Re-planning the placed round from now made running jobs late and
     queued ones early (BENCHMARKS.md, "ETA error against real finishes"). The simulator
     cannot start from a placed round (its first round is planned afresh), so this stays a
     model of its own."""
