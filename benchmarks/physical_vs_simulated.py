@@ -22,6 +22,7 @@ physical cluster, §5.7.2).
     python benchmarks/physical_vs_simulated.py --round-seconds 30  # jobs 3x bigger, ~5 min
     python benchmarks/physical_vs_simulated.py --workload steps    # no torch start-up
     python benchmarks/physical_vs_simulated.py --replay DIR [DIR ...]  # runs kept with --keep
+    python benchmarks/physical_vs_simulated.py --replay DIR --runs-on-the-round-clock  # a what-if
     python benchmarks/physical_vs_simulated.py --trace T.trace --time-scale 0.01 --steps-scale 0.001
                                                    # a trace of yours (gavelsched replay)
 
@@ -166,12 +167,17 @@ def main() -> int:
     parser.add_argument("--restart-rule", choices=("tenure", "gavel"),
                         help="replay under this restart rule instead of the daemon's (a "
                              "what-if: which part of a difference the rule makes)")
+    parser.add_argument("--runs-on-the-round-clock", action="store_true",
+                        help="replay with every kept run starting its lease at its round's "
+                             "start, not ahead of the clock as the daemon's do (a what-if; "
+                             "SimConfig.kept_runs_ahead off)")
     args = parser.parse_args()
     policies = args.policy.split(",")
     summaries = []
     if args.replay:
         for folder in args.replay:
-            summaries.append(compare(Path(folder), args.sim_timeout, args.restart_rule))
+            summaries.append(compare(Path(folder), args.sim_timeout, args.restart_rule,
+                                     not args.runs_on_the_round_clock))
     for policy in [] if args.replay else policies:
         with tempfile.TemporaryDirectory(prefix="gavel-pvs-") as tmp:
             root = Path(args.keep or tmp)
@@ -195,9 +201,12 @@ def main() -> int:
     return 0
 
 
-def compare(root: Path, sim_timeout: float, restart_rule: str | None = None) -> dict:
+def compare(root: Path, sim_timeout: float, restart_rule: str | None = None,
+            kept_runs_ahead: bool = True) -> dict:
     """Replay the run kept in ``root`` in the simulator, print the comparison, and return
-    its summary (``summary_table``); the load averages are the run's (``load.json``)."""
+    its summary (``summary_table``); the load averages are the run's (``load.json``).
+    ``restart_rule`` and ``kept_runs_ahead``: what-ifs (the daemon's rule; its kept runs
+    going on ahead of the round clock)."""
     physical = json.loads((root / "physical.json").read_text())
     policy_name = yaml.safe_load((root / "run" / "cluster.yaml").read_text())["policy"]
     measured = measured_trace(root / "run" / "state")
@@ -226,7 +235,7 @@ def compare(root: Path, sim_timeout: float, restart_rule: str | None = None) -> 
                                    rows=[job.throughputs for job in jobs])
         simulated = runs[scale] = simulate_within(
             sim_timeout, jobs, table, cluster, policy, core_config=config,
-            sim=sim_config(rules, arrivals=True, **more))
+            sim=sim_config(rules, arrivals=True, kept_runs_ahead=kept_runs_ahead, **more))
         if simulated is None:
             print(f"| {scale} | (replay did not finish in {sim_timeout:g} s) | | | |")
             continue
