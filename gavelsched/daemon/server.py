@@ -160,18 +160,19 @@ class SchedulerDaemon:
     def _run_core(self) -> None:
         """The executor's loop. An error that escapes it leaves no one to plan a round or
         answer a call: it is logged with its traceback, the gRPC server stops (no call is
-        answered from a picture that no longer moves), and ``crashed`` says why
+        answered from a picture that no longer moves), and then ``crashed`` says why
         (``gavelsched scheduler`` then exits 1; the store holds every accepted job for the
         next start)."""
         try:
             self.executor.run()
         except Exception as err:   # noqa: BLE001 - any error ends the core: say it, stop
-            self.crashed = f"{type(err).__name__}: {err}"
-            log.critical("the scheduler's core stopped: %s", self.crashed, exc_info=True)
+            why = f"{type(err).__name__}: {err}"
+            log.critical("the scheduler's core stopped: %s", why, exc_info=True)
             self.executor.stop()
             self.executor.inbox.refuse_pending()
             if self.server is not None:
-                self.server.stop(0)
+                self.server.stop(0).wait()
+            self.crashed = why      # last: whoever sees it finds the server already shut
 
     def wait(self) -> None:
         if self._thread is not None:
