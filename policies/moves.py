@@ -160,8 +160,9 @@ def _deal(kind: _Kind, times: Mapping[str, float]) -> list[dict[str, float]]:
     for _ in range(n):
         need, used, row = share, 0.0, {}
         while need > eps and lo <= hi:
-            if rate[lo] < rate[hi]:     # the most of the slow one the fast one can top up
-                most = (1.0 - used - need / rate[hi]) / (1.0 / rate[lo] - 1.0 / rate[hi])
+            gap = 1.0 / rate[lo] - 1.0 / rate[hi]   # 0 for rates a bit apart, too
+            if gap > 0.0:               # the most of the slow one the fast one can top up
+                most = (1.0 - used - need / rate[hi]) / gap
             else:
                 most = need
             at = lo if most > eps else hi

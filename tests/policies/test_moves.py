@@ -66,6 +66,19 @@ def test_identical_jobs_are_dealt_so_that_most_hold_one_column():
     assert usage(problem, out) == pytest.approx({"v100": 1.0, "k80": 1.0})
 
 
+def test_columns_one_float_apart_are_dealt_without_dividing_by_zero():
+    """Two types whose rates differ in the last bit (a table's equal rates through a
+    scaling): 1/a - 1/b is 0, and the deal must take the slow one as the fast one."""
+    slow = 3.568
+    fast = float(np.nextafter(slow, 10.0))
+    problem = Problem(cluster={"v100": 1, "p100": 1},
+                      jobs=tuple(Job(str(i), {"v100": fast, "p100": slow}) for i in range(4)))
+    allocation = Allocation("test", {str(i): {"v100": 0.25, "p100": 0.25} for i in range(4)})
+    out = fewer_moves(problem, allocation, {})
+    assert all(rate == pytest.approx(slow / 2) for rate in effective(problem, out).values())
+    assert all(sum(row.values()) <= 1 + 1e-9 for row in out.allocation.values())
+
+
 def test_a_job_is_never_moved_to_a_type_too_small_for_it():
     """Two 4-GPU jobs on v100s; the k80s are faster for them, and named as their current
     column, but hold at most 2-GPU jobs (``max_scale_factor``): as in the policies' own
