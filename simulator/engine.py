@@ -144,7 +144,9 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
                                   "configurations")
         knowledge = _Knowledge(OnlineThroughputs(sim.priors), table, jobs,
                                {job.job_type: cost for job, cost in zip(jobs, costs)})
-    core = SchedulerCore(policy, view, table if knowledge is None else sim.priors, config,
+    elif any(job.planned is not None for job in jobs):
+        knowledge = _Knowledge.planned_apart(table, jobs)
+    core = SchedulerCore(policy, view, table if sim.priors is None else sim.priors, config,
                          entities=entities, planned_pairs=planned)
     run = _Run(jobs, specs, core, sim,
                Metrics(policy_name, view.worker_types, sim.record_timeline,
@@ -245,7 +247,8 @@ class _Run:
         while self.next < len(arrivals) and jobs[arrivals[self.next]].arrival_s <= now:
             i = arrivals[self.next]
             # a job's own rates are what the core plans on, unless it knows only priors
-            own = jobs[i].throughputs if self.knowledge is None else None
+            own = None if self.knowledge is not None and not self.knowledge.plans_own \
+                else jobs[i].planned or jobs[i].throughputs
             self.core.submit(self.specs[i], jobs[i].arrival_s, throughputs=own)
             self.next += 1
 
@@ -481,9 +484,21 @@ class _Knowledge:
     else ``table``'s."""
 
     def __init__(self, online: OnlineThroughputs, table: ThroughputTable,
-                 jobs: Sequence[TraceJob], restart_costs: Mapping[str, float]) -> None:
+                 jobs: Sequence[TraceJob], restart_costs: Mapping[str, float],
+                 plans_own: bool = False) -> None:
         self.online, self.table, self.jobs = online, table, jobs
         self.restart_costs = dict(restart_costs)   # job type -> its cost, until learned
+        self.plans_own = plans_own    # the core plans each job on its own planned row
+
+    @classmethod
+    def planned_apart(cls, table: ThroughputTable, jobs: Sequence[TraceJob]) -> _Knowledge:
+        """Jobs that the core plans on ``TraceJob.planned`` while they make their
+        ``throughputs`` (a daemon's jobs, replayed): the online throughputs start where the
+        daemon's are, each job measured at its rates and planned on its planned row."""
+        online = OnlineThroughputs(table)
+        for i, job in enumerate(jobs):
+            online.restore_job(str(i), job.throughputs or {}, job.planned or job.throughputs)
+        return cls(online, table, jobs, {}, plans_own=True)
 
     def started(self, core: SchedulerCore, batch, specs, up: np.ndarray) -> None:
         """The job types of the round's runs that got past their start-up (``up``): the

@@ -11,6 +11,7 @@ scaled prior), whether it started and the type it runs on this round. The daemon
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +46,9 @@ class LiveJob:
     run_lease_left: int | None = None  # the steps its run's lease allows past steps_left's
                                        # count; None: unknown
     restart_s: float = 0.0             # its type's start-up + save, as measured; 0: none yet
+    # the steps/s the scheduler plans it on (its priors until a measurement moved them past
+    # noise); None: ``steps_per_s``, what it is measured to make
+    plan_steps_per_s: Mapping[str, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -94,7 +98,8 @@ def state_of(reply) -> LiveState:
         LiveJob(j.id, j.job_type, j.scale_factor, _steps_left(j),
                 dict(j.steps_per_s), j.priority_weight or 1.0, None,
                 j.started_s if j.started_s >= 0 else None, j.entity or None,
-                *_run(j, workers, begin), restart_s=j.restart_s)
+                *_run(j, workers, begin), restart_s=j.restart_s,
+                plan_steps_per_s=_rates(j.plan_steps_per_s))
         for j in live)
     rules = DaemonRules.of_status(reply, _startups(live))
     return LiveState(reply.now_s, reply.epoch_unix, reply.policy, rules, workers, per, jobs,
@@ -156,6 +161,12 @@ def _steps_left(job) -> int:
     run is ending (saving the steps it made last round, not reported yet); at least one."""
     done = max(job.steps_done, job.run_lease_steps if job.run_ending else 0)
     return max(1, job.total_steps - done)
+
+
+def _rates(row) -> dict[str, float] | None:
+    """A wire row of steps/s, or None when empty or not all finite and >= 0."""
+    out = dict(row)
+    return out if out and all(0.0 <= v < math.inf for v in out.values()) else None
 
 
 def _time(value: float) -> float | None:

@@ -164,7 +164,8 @@ def daemon_policy(state: LiveState) -> Policy:
 
 def replay_inputs(state: LiveState, extra: Sequence[LiveJob] = ()) -> Replay:
     """The simulator's inputs for the state (and ``extra`` jobs): each job under its own
-    job type with its own steps/s on the alive types and, when it has one, its own
+    job type with its own steps/s on the alive types (and the steps/s the scheduler plans
+    it on, when they differ: ``TraceJob.planned``) and, when it has one, its own
     start-up (capped) and restart cost (start-up plus save, as the daemon's restart rule
     weighs it); jobs that no alive type can run are left out (they never finish)."""
     trace, ids, running = [], [], {}
@@ -172,10 +173,15 @@ def replay_inputs(state: LiveState, extra: Sequence[LiveJob] = ()) -> Replay:
         if not _runnable(job, state):
             continue
         rates = {t: float(r) for t, r in job.steps_per_s.items() if t in state.workers and r > 0}
+        planned = None
+        if job.plan_steps_per_s is not None:
+            planned = {t: float(job.plan_steps_per_s.get(t, 0.0)) for t in rates}
+            planned = None if planned == rates else planned
         startup = None if job.startup_s is None else state.startup_of(job)
         trace.append(TraceJob(job.job_type, job.scale_factor, job.steps_left, 0.0,
                               priority_weight=job.priority_weight, throughputs=rates,
-                              startup_s=startup, restart_s=job.restart_s or None))
+                              planned=planned, startup_s=startup,
+                              restart_s=job.restart_s or None))
         if job.running_on in rates:
             running[len(ids)] = job.running_on
         ids.append(job.id)
@@ -380,7 +386,7 @@ def _core_of(state: LiveState, inputs: Replay) -> SchedulerCore:
                              policy, inputs.table, list(inputs.cluster),
                              rows=[job.throughputs for job in inputs.trace]))
     for i, job in enumerate(inputs.trace):
-        core.submit(spec_of(str(i), job), 0.0, throughputs=job.throughputs)
+        core.submit(spec_of(str(i), job), 0.0, throughputs=job.planned or job.throughputs)
     return core
 
 

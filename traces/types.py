@@ -31,6 +31,10 @@ class TraceJob:
     # its job type (a type not named cannot run it); None: the table's. A measured job (a
     # daemon's, replayed) keeps its type's name and carries its own speeds.
     throughputs: Mapping[str, float] | None = field(default=None, hash=False)
+    # The steps/s the scheduler plans it on when they differ from what it makes (a daemon
+    # keeps a job's priors until a measurement moves them past noise, core/online.py);
+    # None: ``throughputs``. Only with ``throughputs``.
+    planned: Mapping[str, float] | None = field(default=None, hash=False)
     # Seconds a run of it on new workers loses to its start-up, in place of its type's
     # preemption overhead (``simulator.SimConfig``); None: its type's.
     startup_s: float | None = None
@@ -39,9 +43,13 @@ class TraceJob:
     restart_s: float | None = None
 
     def __post_init__(self) -> None:
-        if self.throughputs is not None:
-            object.__setattr__(self, "throughputs", MappingProxyType(
-                {str(t): float(v) for t, v in self.throughputs.items()}))
+        for name in ("throughputs", "planned"):
+            row = getattr(self, name)
+            if row is not None:
+                object.__setattr__(self, name, MappingProxyType(
+                    {str(t): float(v) for t, v in row.items()}))
+        if self.planned is not None and self.throughputs is None:
+            raise ValueError("a trace job's planned steps/s need its own throughputs")
 
     def rate_on(self, worker_type: str, table: ThroughputTable) -> float:
         """Its steps/s on ``worker_type``: its own ``throughputs`` if it has them, else the

@@ -236,6 +236,22 @@ class SchedulerCore:
         return out
 
     # ---- reset events -----------------------------------------------------------------
+    def planned_rates(self, job_ids: Iterable[str]) -> dict[str, dict[str, float]]:
+        """The steps/s per worker type the core plans each of ``job_ids`` on (its priors, its
+        own ``throughputs`` or what was measured of it); a job it does not hold is left out."""
+        types, out = self._layout.types, {}
+        pending = {spec.id: spec for spec, _ in self._pending}
+        for job_id in job_ids:
+            job = self._jobs.get(job_id)
+            if job is not None:
+                out[job_id] = dict(job.throughputs)
+            elif job_id in pending:
+                own = self._own.get(job_id)
+                row = self._lookups.solo(pending[job_id].key).tolist() if own is None else \
+                    [own.get(t, 0.0) for t in types]
+                out[job_id] = dict(zip(types, row))
+        return out
+
     def submit(self, job: JobSpec, now: float, steps_done: int = 0, *,
                throughputs: Mapping[str, float] | None = None) -> None:
         """A job arrives at ``now``; it is admitted at the next round boundary.

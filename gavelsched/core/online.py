@@ -56,6 +56,14 @@ class OnlineThroughputs:
         for job_id, row in measured.items():
             self.measured[job_id] = dict(row)
 
+    def restore_job(self, job_id: str, measured: Mapping[str, float],
+                    planned: Mapping[str, float] | None) -> None:
+        """A job as another scheduler knew it: ``measured`` steps/s, and the row its core
+        plans on (``changed_row``'s reference; None: its priors)."""
+        self.measured[job_id] = dict(measured)
+        if planned is not None:
+            self._published[job_id] = dict(planned)
+
     def restore_counts(self, counts: Mapping[tuple[str, str, int], float]) -> None:
         """What runs on elastic counts measured before a restart (``observe_count``)."""
         for key, rate in counts.items():
@@ -93,23 +101,33 @@ class OnlineThroughputs:
             self.scaling.measure(worker_type, job_type, n, rate)
         return rate
 
+    def priors(self, job_type: str, scale_factor: int,
+               types: Sequence[str]) -> dict[str, float]:
+        """The prior steps/s of ``job_type`` on each of ``types`` (what the core plans a job
+        on until ``changed_row`` gives it another row)."""
+        return {t: max(0.0, float(self.prior.get(t, job_type, scale_factor))) for t in types}
+
     def row(self, job_id: str, job_type: str, scale_factor: int,
             types: Sequence[str]) -> dict[str, float]:
         """The job's steps/s on every type: measured where measured, else the scaled prior."""
         got = self.measured.get(job_id, {})
-        priors = {t: max(0.0, float(self.prior.get(t, job_type, scale_factor))) for t in types}
+        priors = self.priors(job_type, scale_factor, types)
         scale = prior_scale((v, priors[t]) for t, v in got.items() if t in priors)
         return {t: got[t] if t in got else priors[t] * scale for t in types}
 
     def changed_row(self, job_id: str, job_type: str, scale_factor: int,
                     types: Sequence[str]) -> dict[str, float] | None:
-        """``row`` when it moved by more than ``MIN_CHANGE`` on some type since it was last
-        returned here (a re-solve is worth it), else None."""
+        """``row`` when it moved by more than ``MIN_CHANGE`` on some type from the row the
+        core plans on (the last returned here, else the priors), else None. A measurement
+        within noise of the priors leaves them: jobs of one type then keep one row, so
+        the allocation's ties between them fall to the rule both executors share rather
+        than to a run's jitter (issue #29: identical jobs swapped places in the ETAs)."""
         new = self.row(job_id, job_type, scale_factor, types)
         old = self._published.get(job_id)
-        if old is not None and all(
-                abs(new[t] - old.get(t, 0.0)) <= MIN_CHANGE * max(old.get(t, 0.0), 1e-9)
-                for t in types):
+        if old is None:
+            old = self.priors(job_type, scale_factor, types)
+        if all(abs(new[t] - old.get(t, 0.0)) <= MIN_CHANGE * max(old.get(t, 0.0), 1e-9)
+               for t in types):
             return None
         self._published[job_id] = new
         return new

@@ -254,7 +254,8 @@ class DaemonExecutor:
 
     def _replay_inputs(self) -> dict:
         """What a client needs to replay the live state in the simulator (ETA, issue #18):
-        each unfinished job's steps/s per worker type, start-up and restart means, the
+        each unfinished job's steps/s per worker type (measured, and as the core plans
+        it), start-up and restart means, the
         daemon's rules (``DaemonRules.published``: re-solve rule, refills, plan lead) and
         the options its policy was made with."""
         types = sorted({s.row.worker_type for s in self.health.servers.values()})
@@ -262,7 +263,9 @@ class DaemonExecutor:
         rates = {j.id: self.progress.online.row(j.id, j.spec.job_type, j.spec.scale_factor,
                                                 types) for j in active}
         kinds = {j.spec.job_type for j in active}
-        return {"rates": rates, "startup_s": {t: self.startups.mean(t)[0] for t in kinds},
+        planned = self.core.planned_rates(j.id for j in active)
+        plan_rates = {i: {t: row[t] for t in types if t in row} for i, row in planned.items()}
+        return {"rates": rates, "plan_rates": plan_rates, "startup_s": {t: self.startups.mean(t)[0] for t in kinds},
                 "restart_s": {t: self.startups.restart_s(t) for t in kinds},
                 "policy_options": self.core.policy.made_with, **self.config.rules.published()}
 

@@ -71,10 +71,13 @@ class Progress:
             self.store.put_scaling(job.spec.job_type, t, n, average)
 
     def admitted(self, job_ids: Sequence[str], now: float) -> None:
-        """Jobs just admitted (after a restart) plan on what was measured of them."""
+        """Jobs just admitted (after a restart) plan on what was measured of them, by the
+        rule a new measurement follows (``OnlineThroughputs.changed_row``: past noise of
+        their priors)."""
         for job_id in job_ids:
             job = self.jobs[job_id]
             if job_id in self.online.measured and job_id in self.core.active_ids:
-                self.core.set_job_throughputs(job_id, self.online.row(
-                    job_id, job.spec.job_type, job.spec.scale_factor, self.core.worker_types),
-                    now)
+                row = self.online.changed_row(job_id, job.spec.job_type, job.spec.scale_factor,
+                                              self.core.worker_types)
+                if row is not None:
+                    self.core.set_job_throughputs(job_id, row, now)

@@ -74,6 +74,8 @@ class DaemonView:
     # For a client-side replay (ETA): each job not finished's steps/s per worker type
     # (``OnlineThroughputs.row``), mean start-up seconds per job type, the re-solve rule.
     rates: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    # ... and the steps/s the core plans each on (``SchedulerCore.planned_rates``)
+    plan_rates: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     startup_s: Mapping[str, float] = field(default_factory=dict)
     restart_s: Mapping[str, float] = field(default_factory=dict)   # start-up + save
     resolve: str = ""
@@ -97,6 +99,7 @@ class DaemonView:
            shares: Mapping[str, ShareRow], table: Table | None = None, *,
            hosts: Mapping[str, tuple[int, ...]] | None = None,
            epoch_unix: float = 0.0, rates: Mapping[str, Mapping[str, float]] | None = None,
+           plan_rates: Mapping[str, Mapping[str, float]] | None = None,
            startup_s: Mapping[str, float] | None = None,
            restart_s: Mapping[str, float] | None = None, resolve: str = "",
            min_resolve_interval_s: float = 0.0, round_ends_s: float = 0.0,
@@ -124,7 +127,8 @@ class DaemonView:
                     for r in runs},
                    tuple(ServerView(s.row, s.alive, s.row.id in drained, on[s.row.id])
                          for s in servers), shares, table,
-                   dict(hosts or {}), epoch_unix, dict(rates or {}), dict(startup_s or {}),
+                   dict(hosts or {}), epoch_unix, dict(rates or {}), dict(plan_rates or {}),
+                   dict(startup_s or {}),
                    dict(restart_s or {}),
                    resolve, min_resolve_interval_s, round_ends_s, refill_until, plan_lead_s,
                    dict(run_s or {}), dict(waiting or {}), tuple(entities), forecast,

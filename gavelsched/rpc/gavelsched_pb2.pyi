@@ -438,7 +438,7 @@ class StatusRequest(_message.Message):
     def __init__(self, states: _Optional[_Iterable[str]] = ..., job_type: _Optional[str] = ..., entity: _Optional[str] = ..., active: _Optional[bool] = ..., mine: _Optional[bool] = ..., user: _Optional[str] = ..., period: _Optional[bool] = ...) -> None: ...
 
 class JobStatus(_message.Message):
-    __slots__ = ("id", "state", "steps_done", "total_steps", "job_type", "scale_factor", "worker_type", "reason", "allocation", "received", "arrival_s", "completion_s", "mixed", "min_scale_factor", "gpus", "entity", "started_s", "ended_s", "steps_per_s", "priority_weight", "startup_s", "user", "array_id", "array_index", "max_runtime_s", "after", "run_s", "eta_start_s", "eta_finish_s", "run_began_s", "run_up_s", "run_refill", "run_ending", "run_lease_steps", "period_x", "period_received_s", "period_deficit_s", "run_next_type", "restart_s", "run_reported_s")
+    __slots__ = ("id", "state", "steps_done", "total_steps", "job_type", "scale_factor", "worker_type", "reason", "allocation", "received", "arrival_s", "completion_s", "mixed", "min_scale_factor", "gpus", "entity", "started_s", "ended_s", "steps_per_s", "priority_weight", "startup_s", "user", "array_id", "array_index", "max_runtime_s", "after", "run_s", "eta_start_s", "eta_finish_s", "run_began_s", "run_up_s", "run_refill", "run_ending", "run_lease_steps", "period_x", "period_received_s", "period_deficit_s", "run_next_type", "restart_s", "run_reported_s", "plan_steps_per_s")
     class AllocationEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -475,6 +475,13 @@ class JobStatus(_message.Message):
         value: float
         def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     class PeriodDeficitSEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class PlanStepsPerSEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -521,6 +528,7 @@ class JobStatus(_message.Message):
     RUN_NEXT_TYPE_FIELD_NUMBER: _ClassVar[int]
     RESTART_S_FIELD_NUMBER: _ClassVar[int]
     RUN_REPORTED_S_FIELD_NUMBER: _ClassVar[int]
+    PLAN_STEPS_PER_S_FIELD_NUMBER: _ClassVar[int]
     id: str
     state: str
     steps_done: int
@@ -561,7 +569,8 @@ class JobStatus(_message.Message):
     run_next_type: str
     restart_s: float
     run_reported_s: float
-    def __init__(self, id: _Optional[str] = ..., state: _Optional[str] = ..., steps_done: _Optional[int] = ..., total_steps: _Optional[int] = ..., job_type: _Optional[str] = ..., scale_factor: _Optional[int] = ..., worker_type: _Optional[str] = ..., reason: _Optional[str] = ..., allocation: _Optional[_Mapping[str, float]] = ..., received: _Optional[_Mapping[str, float]] = ..., arrival_s: _Optional[float] = ..., completion_s: _Optional[float] = ..., mixed: _Optional[bool] = ..., min_scale_factor: _Optional[int] = ..., gpus: _Optional[int] = ..., entity: _Optional[str] = ..., started_s: _Optional[float] = ..., ended_s: _Optional[float] = ..., steps_per_s: _Optional[_Mapping[str, float]] = ..., priority_weight: _Optional[float] = ..., startup_s: _Optional[float] = ..., user: _Optional[str] = ..., array_id: _Optional[str] = ..., array_index: _Optional[int] = ..., max_runtime_s: _Optional[float] = ..., after: _Optional[_Iterable[str]] = ..., run_s: _Optional[float] = ..., eta_start_s: _Optional[float] = ..., eta_finish_s: _Optional[float] = ..., run_began_s: _Optional[float] = ..., run_up_s: _Optional[float] = ..., run_refill: _Optional[bool] = ..., run_ending: _Optional[bool] = ..., run_lease_steps: _Optional[int] = ..., period_x: _Optional[_Mapping[str, float]] = ..., period_received_s: _Optional[_Mapping[str, float]] = ..., period_deficit_s: _Optional[_Mapping[str, float]] = ..., run_next_type: _Optional[str] = ..., restart_s: _Optional[float] = ..., run_reported_s: _Optional[float] = ...) -> None: ...
+    plan_steps_per_s: _containers.ScalarMap[str, float]
+    def __init__(self, id: _Optional[str] = ..., state: _Optional[str] = ..., steps_done: _Optional[int] = ..., total_steps: _Optional[int] = ..., job_type: _Optional[str] = ..., scale_factor: _Optional[int] = ..., worker_type: _Optional[str] = ..., reason: _Optional[str] = ..., allocation: _Optional[_Mapping[str, float]] = ..., received: _Optional[_Mapping[str, float]] = ..., arrival_s: _Optional[float] = ..., completion_s: _Optional[float] = ..., mixed: _Optional[bool] = ..., min_scale_factor: _Optional[int] = ..., gpus: _Optional[int] = ..., entity: _Optional[str] = ..., started_s: _Optional[float] = ..., ended_s: _Optional[float] = ..., steps_per_s: _Optional[_Mapping[str, float]] = ..., priority_weight: _Optional[float] = ..., startup_s: _Optional[float] = ..., user: _Optional[str] = ..., array_id: _Optional[str] = ..., array_index: _Optional[int] = ..., max_runtime_s: _Optional[float] = ..., after: _Optional[_Iterable[str]] = ..., run_s: _Optional[float] = ..., eta_start_s: _Optional[float] = ..., eta_finish_s: _Optional[float] = ..., run_began_s: _Optional[float] = ..., run_up_s: _Optional[float] = ..., run_refill: _Optional[bool] = ..., run_ending: _Optional[bool] = ..., run_lease_steps: _Optional[int] = ..., period_x: _Optional[_Mapping[str, float]] = ..., period_received_s: _Optional[_Mapping[str, float]] = ..., period_deficit_s: _Optional[_Mapping[str, float]] = ..., run_next_type: _Optional[str] = ..., restart_s: _Optional[float] = ..., run_reported_s: _Optional[float] = ..., plan_steps_per_s: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class EntityStatus(_message.Message):
     __slots__ = ("name", "weight", "policy", "max_gpus", "gpus", "jobs")

@@ -344,3 +344,32 @@ def test_a_job_type_with_no_start_up_yet_is_charged_the_others_mean():
                        scale_factor=1, steps_per_s={"v100": 1.0}, startup_s=startup,
                        started_s=-1, run_began_s=-1, run_up_s=-1)
     assert dict(eta.state_of(reply).rules.startup_s) == {"x": 4.0, "y": 2.0, "z": 3.0}
+
+
+def test_the_replay_plans_on_the_rows_the_scheduler_plans_on():
+    """A Status job's ``plan_steps_per_s`` (its priors until a run moved them past noise)
+    is what the replay's core plans on; it progresses at ``steps_per_s`` (issue #29:
+    identical jobs measured 1% apart swapped places in the replay but not in the daemon).
+    A row that is missing, NaN or negative is not taken."""
+    reply = pb.StatusResponse(
+        now_s=50.0, epoch_unix=1.0, policy="fifo", round_seconds=6.0,
+        workers=[pb.WorkerStatus(id="1", type="v100", gpus=1, alive=True)],
+        jobs=[pb.JobStatus(id="j1", state="queued", total_steps=100, job_type="A",
+                           scale_factor=1, steps_per_s={"v100": 4.04},
+                           plan_steps_per_s={"v100": 4.0})])
+    inputs = eta.replay_inputs(eta.state_of(reply))
+    assert inputs.trace[0].throughputs == {"v100": 4.04}
+    assert inputs.trace[0].planned == {"v100": 4.0}
+    for bad in (float("nan"), -1.0):
+        reply.jobs[0].plan_steps_per_s["v100"] = bad
+        assert eta.state_of(reply).jobs[0].plan_steps_per_s is None
+    # identical jobs, b measured 1% faster: on its own row b is the shorter job and goes
+    # first; planned on their priors they tie, and the earlier job goes first
+    two = [dataclasses.replace(job(i, 600, rate), started_s=None, plan_steps_per_s={"v100": 2.0})
+           for i, rate in (("a", 2.0), ("b", 2.02))]
+    sjf = "shortest_job_first_perf"
+    planned = eta.replay(state(two, policy=sjf))
+    measured = eta.replay(state([dataclasses.replace(j, plan_steps_per_s=None) for j in two],
+                                policy=sjf))
+    assert planned["a"].finish_s < planned["b"].finish_s
+    assert measured["b"].finish_s < measured["a"].finish_s

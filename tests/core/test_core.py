@@ -429,3 +429,16 @@ def test_a_problems_job_records_are_the_jobs_at_its_re_solve():
     finish(core, core.start_round(0.0), R)
     core.update_job("0", R, priority_weight=5.0)
     assert seen[0].jobs[0].weight == 1.0 and seen[0].table.numbers[0, 1] == 1.0
+
+
+def test_planned_rates_are_the_rows_the_core_plans_on():
+    """``planned_rates``: a pending job's priors (or its own row), an admitted job's row
+    after a measurement; a job the core does not hold is left out."""
+    core = make_core()
+    core.submit(job(0), 0.0)
+    core.submit(job(1, "slow"), 0.0, throughputs={"v100": 5.0})
+    assert core.planned_rates(["0", "1", "x"]) == {
+        "0": {"v100": 10.0, "k80": 2.0}, "1": {"v100": 5.0, "k80": 0.0}}
+    core.start_round(0.0)
+    core.set_job_throughputs("0", {"k80": 2.5}, 1.0)
+    assert core.planned_rates(["0"]) == {"0": {"v100": 10.0, "k80": 2.5}}

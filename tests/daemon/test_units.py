@@ -42,12 +42,26 @@ def test_measured_type_replaces_prior_and_scales_the_others():
 
 def test_changed_row_only_after_a_real_change():
     online = OnlineThroughputs(Prior())
-    online.observe("j", "k80", 20, 10.0)
-    assert online.changed_row("j", "A3C", 1, ("v100", "k80")) is not None
-    online.observe("j", "k80", 21, 10.0)       # 2.0 -> 2.05: under 10%
+    online.observe("j", "k80", 21, 10.0)       # 2.1 against a prior of 2.0: noise
+    assert online.changed_row("j", "A3C", 1, ("v100", "k80")) is None
+    online.observe("j", "k80", 30, 10.0)       # 2.55: 27% past the prior
+    row = online.changed_row("j", "A3C", 1, ("v100", "k80"))
+    assert row == pytest.approx({"k80": 2.55, "v100": 12.75})   # v100 scaled as k80
+    online.observe("j", "k80", 26, 10.0)       # 2.55 -> 2.575: under 10% of what it plans on
     assert online.changed_row("j", "A3C", 1, ("v100", "k80")) is None
     online.observe("j", "k80", 40, 10.0)
     assert online.changed_row("j", "A3C", 1, ("v100", "k80")) is not None
+
+
+def test_jobs_of_one_type_measured_within_noise_keep_one_row():
+    """Two identical jobs whose runs measured 1% apart both plan on their priors, so the
+    allocation cannot tell them apart by a run's jitter (issue #29)."""
+    online = OnlineThroughputs(Prior())
+    online.observe("a", "v100", 101, 10.0)
+    online.observe("b", "v100", 99, 10.0)
+    assert online.changed_row("a", "A3C", 1, ("v100", "k80")) is None
+    assert online.changed_row("b", "A3C", 1, ("v100", "k80")) is None
+    assert online.priors("A3C", 1, ("v100", "k80")) == {"v100": 10.0, "k80": 2.0}
 
 
 def test_leases_are_absolute_step_counts():
