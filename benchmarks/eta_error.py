@@ -253,9 +253,11 @@ def no_plan_lead(state, reply, began):
 
 
 def counts_at_round_start(state, reply, began):
-    """Before issue #29's last fix: a run's durable count taken as of this round's start
-    (a run kept across rounds whose lease spans them has not reported since)."""
-    return replace(state, jobs=tuple(replace(j, run_reported_s=None) for j in state.jobs)), {}
+    """Before two of issue #29's fixes: a run's durable count taken as of this round's
+    start (a run kept across rounds whose lease spans them has not reported since; one
+    kept from a refill has not reported at all)."""
+    start = None if state.round_ends_s is None else state.round_ends_s - state.round_seconds
+    return replace(state, jobs=tuple(replace(j, run_reported_s=start) for j in state.jobs)), {}
 
 
 WHAT_IF = {"twin.py (same picture)": as_shipped,

@@ -94,7 +94,8 @@ def this_round(state: LiveState) -> tuple[LiveState, float, dict[str, Eta], dict
     stands until its end): each job with a run now makes its steps on its type in its
     run's window (``run_window``), from its durable count as of its last report (a run kept
     across rounds whose lease spans them reports only at its lease's end: it has stepped
-    since). A run stops at its lease's end (``run_lease_left``); if that comes before the
+    since), or as of its start when it has not reported yet (a refill kept into the next
+    round: the forecast at that round's start had it a round late). A run stops at its lease's end (``run_lease_left``); if that comes before the
     round's end, a kept run goes on from there (``SimConfig.kept_runs_ahead``). Returns the
     state at the round's end (those jobs with the steps they still need, still
     ``running_on`` their type: the replay keeps them there without a start-up,
@@ -116,6 +117,8 @@ def this_round(state: LiveState) -> tuple[LiveState, float, dict[str, Eta], dict
         start, end = run_window(state, job)
         steps_left = job.steps_left
         reported = job.run_reported_s
+        if reported is None and job.run_up_s is not None and job.run_up_s < start:
+            reported = job.run_up_s     # no report yet: its count is the checkpoint it began at
         if reported is not None:    # its durable count is as of its last report
             steps_left -= rate * max(0.0, start - reported)     # (kept: it stepped since)
             start = max(start, reported)
