@@ -175,16 +175,18 @@ class _SchedulerClient:
                         err.code().name)
             return None
 
-    def report(self, round_: int, steps: int, seconds: float) -> bool | None:
-        """Report a commit of ``steps`` as durable: True when the scheduler took it, False
-        when it refused it (this run is fenced out), None when it was not reached."""
+    def report(self, round_: int, steps: int, seconds: float,
+               lease_start_s: float) -> bool | None:
+        """Report a commit of ``steps`` as durable (``lease_start_s``: the clock when the
+        run's first lease began): True when the scheduler took it, False when it refused
+        it (this run is fenced out), None when it was not reached."""
         import grpc
 
         try:
             ack = self._stub.ReportSteps(self._pb.ReportStepsRequest(
                 job_id=self._ctx.job_id, round=round_, rank=self._ctx.rank, steps=steps,
-                seconds=seconds, checkpointed=True, generation=self._ctx.generation),
-                timeout=RPC_TIMEOUT_S)
+                seconds=seconds, checkpointed=True, generation=self._ctx.generation,
+                lease_start_s=lease_start_s), timeout=RPC_TIMEOUT_S)
         except grpc.RpcError as err:  # the worker's round report still carries the count
             log.warning("ReportSteps failed (%s); the checkpoint holds %d steps",
                         err.code().name, steps)
@@ -292,6 +294,7 @@ class GavelIterator:
             fail_job(str(err), err.exit_code)
         self._lease = LeaseTerms.from_pb(reply.lease, self.total_steps)
         self._lease_start = (self._clock(), self.steps)
+        self._began = self._lease_start[0]     # the run's first lease (throughput samples)
         self._durable = self.steps      # the count the checkpoint on disk holds
         self._pending: LeaseTerms | None = None
         self._renewal: Any = None       # rank 0's RenewLease in flight
@@ -451,7 +454,7 @@ class GavelIterator:
             self._ranks.max([0.0])              # every rank's files are written
         if rank0:
             checkpoints.commit(root, self.steps, gen, job_id=ctx.job_id, round=round_)
-            taken = self._client.report(round_, self.steps, now)
+            taken = self._client.report(round_, self.steps, now, self._began)
             if taken is False:
                 fail_job(f"fenced: run generation {gen} of job {ctx.job_id} is no longer "
                          f"the job's newest; its checkpoint at step {self.steps} is not used")

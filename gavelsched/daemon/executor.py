@@ -516,13 +516,14 @@ class DaemonExecutor:
         self._refill_soon()
 
     def durable_steps(self, job_id: str, steps: int, generation: int,
-                      seconds: float | None = None) -> bool:
+                      seconds: float | None = None, lease_start_s: float = 0.0) -> bool:
         """A commit by run ``generation`` holds ``steps`` (absolute) for the job
-        (``progress.Progress``). False when that run is stale: the commit is not taken."""
+        (``progress.Progress``; ``seconds`` and ``lease_start_s`` on the process's clock).
+        False when that run is stale: the commit is not taken."""
         if not self.fences.admits(job_id, generation, "durable steps"):
             return False
         now = self.now()
-        if self.progress.durable(job_id, steps, generation, seconds, now):
+        if self.progress.durable(job_id, steps, generation, seconds, now, lease_start_s):
             self.jobs.finish(job_id, now)
         return True
 

@@ -29,10 +29,11 @@ class Progress:
         self.online, self.store, self.fences, self._clock = online, store, fences, clock
 
     def durable(self, job_id: str, steps: int, generation: int, seconds: float | None,
-                now: float) -> bool:
+                now: float, lease_start_s: float = 0.0) -> bool:
         """A commit by run ``generation`` (the job's newest: the caller checked) holds
         ``steps`` (absolute): count what is new, once. ``seconds``: the run's own clock at
-        that checkpoint (None: no sample). Returns whether the job has now finished."""
+        that checkpoint (None: no sample); ``lease_start_s``: that clock when the run's
+        first lease began (0: not sent). Returns whether the job has now finished."""
         job = self.jobs.get(job_id)
         if job is None or job.final:
             return False
@@ -41,6 +42,8 @@ class Progress:
             run.reported_at = self._clock()
         if run is not None and not run.orphan and seconds is not None and steps > run.last[0]:
             then = run.last[1]
+            if then is None and 0.0 < lease_start_s <= seconds:
+                then = lease_start_s    # (its restore is no slower step)
             took = self._clock() - run.init_at if then is None else seconds - then
             self._measure(job, run, steps - run.last[0], took, now)
             run.last = (steps, seconds)

@@ -161,6 +161,9 @@ def bad_report(request, *, unknown_steps: bool = False) -> str | None:
         checks.number(request.seconds, "seconds", low=0.0, high=MAX_REPORT_SECONDS)
     except BadValue as err:
         return str(err)
+    began = getattr(request, "lease_start_s", 0.0)
+    if began and not 0.0 <= began <= request.seconds:
+        return f"lease_start_s: must be in [0, seconds = {request.seconds:g}], got {began}"
     return None
 
 
@@ -264,7 +267,7 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
             return pb.Ack(ok=False, message=_ignored("ReportSteps", request, why))
         if request.checkpointed and not self.x.call(lambda: self.x.durable_steps(
                 request.job_id, int(request.steps), int(request.generation),
-                float(request.seconds))):
+                float(request.seconds), float(request.lease_start_s))):
             return pb.Ack(ok=False, message=f"run generation {request.generation} of job "
                                             f"{shown(request.job_id)} is stale")
         return pb.Ack(ok=True)

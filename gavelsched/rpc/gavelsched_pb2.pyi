@@ -179,7 +179,7 @@ class RenewLeaseResponse(_message.Message):
     def __init__(self, lease: _Optional[_Union[Lease, _Mapping]] = ...) -> None: ...
 
 class ReportStepsRequest(_message.Message):
-    __slots__ = ("job_id", "round", "rank", "steps", "seconds", "checkpointed", "generation")
+    __slots__ = ("job_id", "round", "rank", "steps", "seconds", "checkpointed", "generation", "lease_start_s")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
@@ -187,6 +187,7 @@ class ReportStepsRequest(_message.Message):
     SECONDS_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINTED_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
+    LEASE_START_S_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     round: int
     rank: int
@@ -194,7 +195,8 @@ class ReportStepsRequest(_message.Message):
     seconds: float
     checkpointed: bool
     generation: int
-    def __init__(self, job_id: _Optional[str] = ..., round: _Optional[int] = ..., rank: _Optional[int] = ..., steps: _Optional[int] = ..., seconds: _Optional[float] = ..., checkpointed: _Optional[bool] = ..., generation: _Optional[int] = ...) -> None: ...
+    lease_start_s: float
+    def __init__(self, job_id: _Optional[str] = ..., round: _Optional[int] = ..., rank: _Optional[int] = ..., steps: _Optional[int] = ..., seconds: _Optional[float] = ..., checkpointed: _Optional[bool] = ..., generation: _Optional[int] = ..., lease_start_s: _Optional[float] = ...) -> None: ...
 
 class RunJobRequest(_message.Message):
     __slots__ = ("job_id", "round", "job_type", "workload", "command", "total_steps", "steps_done", "lease", "gpus", "rank", "world_size", "master_addr", "master_port", "scheduler_address", "env", "expected_steps_per_s", "checkpoint_dir", "generation")

@@ -67,6 +67,11 @@ def test_a_report_that_cannot_be_true_is_ignored(cluster):
     ack = iterator.ReportSteps(pb.ReportStepsRequest(
         job_id=job, steps=-3, seconds=1.0, checkpointed=True), timeout=10)
     assert not ack.ok and "steps: must be >= 0, got -3" in ack.message
+    for began in (math.nan, -1.0, 2.0):      # a lease that began after the report, or never
+        ack = iterator.ReportSteps(pb.ReportStepsRequest(
+            job_id=job, steps=10**6 - 1, seconds=1.0, checkpointed=True, lease_start_s=began),
+            timeout=10)
+        assert not ack.ok and "lease_start_s: must be in [0, seconds = 1]" in ack.message
     ack = workers.ReportRound(pb.RoundReportRequest(
         server_id=cluster.fakes[0].server_id, job_id=job, steps=10**6 - 1, seconds=math.nan,
         failed=True, reason="lie"), timeout=10)
