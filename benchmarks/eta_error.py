@@ -268,8 +268,9 @@ WHAT_IF = {"twin.py (same picture)": as_shipped,
 
 def whole_run(root: Path, args) -> dict[str, float]:
     """Each job's finish in a replay of the whole run from its start (every arrival known,
-    the rates and start-ups the daemon measured, under the run's own ``DaemonRules``:
-    physical_vs_simulated.py's main row); {} if it does not end."""
+    the rates and start-ups the daemon measured, the priors it planned on until its runs
+    moved them, under the run's own ``DaemonRules``: physical_vs_simulated.py's row with
+    the daemon's knowledge); {} if it does not end."""
     from physical_vs_simulated import kept_rules, measured_trace
     from simulator import make_policy, simulate
     from simulator.twin import sim_config
@@ -282,7 +283,7 @@ def whole_run(root: Path, args) -> dict[str, float]:
     try:
         with deadline(WHAT_IF_TIMEOUT_S * 10):
             result = simulate(jobs, table, workers, policy, core_config=config,
-                              sim=sim_config(rules, arrivals=True))
+                              sim=sim_config(rules, arrivals=True, priors=measured.priors))
     except TimeoutError:
         return {}
     return {job_id: rec.completion_s for job_id, rec in zip(measured.ids, result.jobs)}
