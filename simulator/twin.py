@@ -217,7 +217,7 @@ def replay(state: LiveState, extra: Sequence[LiveJob] = ()) -> dict[str, Eta]:
                       sim=sim_config(rules, horizon_s=HORIZON_ROUNDS * rules.round_seconds),
                       gpus_per_server=inputs.gpus_per_server, running=inputs.running,
                       ahead={i: ahead[j] for i, j in enumerate(inputs.ids) if j in ahead},
-                      resume=resumed(state, inputs, offset))
+                      resume=resumed(state, inputs, offset, _ends_before_plan(state, done)))
     started = {j.id: j.started_s is not None for j in (*state.jobs, *extra)}
     for record in result.jobs:
         i = int(record.id)
@@ -311,11 +311,26 @@ def _next_on_each_type(state: LiveState, later: LiveState,
     return queues
 
 
-def resumed(state: LiveState, inputs: Replay, offset: float) -> PeriodState | None:
+def _ends_before_plan(state: LiveState, done: Mapping[str, Eta]) -> bool:
+    """Whether a job of the scheduler's allocation period ends in the placed round before
+    the next round's plan: its end makes the allocation stale, and the daemon re-solves at
+    that plan (the replay went on with the old allocation for a round: identical jobs
+    then swapped places, issue #29)."""
+    if state.period is None or state.round_ends_s is None:
+        return False
+    plan = state.round_ends_s - state.rules.plan_lead_s
+    covered = set(state.period.keys)
+    return any(job_id in covered and eta.finish_s is not None
+               and state.now_s + eta.finish_s <= plan for job_id, eta in done.items())
+
+
+def resumed(state: LiveState, inputs: Replay, offset: float,
+            stale: bool = False) -> PeriodState | None:
     """The scheduler's allocation period (``state.period``) for the replay, which starts
     ``offset`` s from now (at the placed round's end): keyed by trace index, on the replay's
     clock, and with the time the placed round gives its runs on their types (thesis §5.5:
-    received time counts the round a task held its workers), and the runs going on."""
+    received time counts the round a task held its workers), and the runs going on;
+    ``stale``: its allocation is stale by the replay's start, though the picture's was not."""
     period = state.period
     if period is None:
         return None
@@ -336,7 +351,8 @@ def resumed(state: LiveState, inputs: Replay, offset: float) -> PeriodState | No
                 received[k, period.types.index(job.running_on)] += state.round_ends_s - since
     return PeriodState(period.start_s - (state.now_s + offset), period.types,
                        tuple(str(i) for i in keep), period.allocation[rows].copy(), received,
-                       period.deficit[rows].copy(), period.stale, _runs(state, inputs))
+                       period.deficit[rows].copy(), period.stale or stale,
+                       _runs(state, inputs))
 
 
 def _runs(state: LiveState, inputs: Replay) -> dict[str, tuple[str, float]]:

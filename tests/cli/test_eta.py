@@ -376,3 +376,23 @@ def test_the_replay_plans_on_the_rows_the_scheduler_plans_on():
                                 policy=sjf))
     assert planned["a"].finish_s < planned["b"].finish_s
     assert measured["b"].finish_s < measured["a"].finish_s
+
+
+def test_a_job_of_the_period_that_ends_before_the_next_plan_makes_the_replay_re_solve():
+    """A job that the scheduler's period covers and that ends in the placed round before
+    the next round's plan makes the allocation stale, and the daemon re-solves at that plan;
+    the replay went on with the old allocation for a round (issue #29: identical jobs then
+    swapped places). One that ends after the plan does not."""
+    from gavelsched.core import PeriodState
+    from simulator.twin import _ends_before_plan, replay_inputs, resumed
+    period = PeriodState(80.0, ("v100",), ("a", "c"), np.array([[0.5], [0.5]]),
+                         np.zeros((2, 1)), np.zeros((2, 1)))
+    for left, stale in ((13, True), (15, False)):     # at 2/s from t = 94: 100.5, 101.5
+        c = dataclasses.replace(job("c", left, 2.0), running_on="v100")
+        s = dataclasses.replace(placed([job("a", 100, 2.0, started=False), c]), period=period)
+        s = dataclasses.replace(s, rules=dataclasses.replace(s.rules, plan_lead_s=3.0))
+        later, offset, done, _ = this_round(s)
+        assert set(done) == {"c"}
+        assert _ends_before_plan(s, done) is stale       # the plan: at 104 - 3 = 101
+        inputs = replay_inputs(later)
+        assert resumed(s, inputs, offset, _ends_before_plan(s, done)).stale is stale
