@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from gavelsched.core import PeriodState, SchedulerCore
+from gavelsched.core import CoreConfig, PeriodState, SchedulerCore
 from gavelsched.core.driver import spec_of
 from gavelsched.core.rules import MIN_LEASE_FRACTION, DaemonRules
 from gavelsched.mechanism import ClusterView
@@ -108,6 +108,7 @@ def this_round(state: LiveState) -> tuple[LiveState, float, dict[str, Eta], dict
     if state.round_ends_s is None:
         return state, 0.0, {}, {}
     ends = state.round_ends_s
+    plan = ends - state.rules.plan_lead_s
     jobs, done, ahead = [], {}, {}
     for job in state.jobs:
         rate = job.steps_per_s.get(job.running_on or "", 0.0)
@@ -125,6 +126,13 @@ def this_round(state: LiveState) -> tuple[LiveState, float, dict[str, Eta], dict
         finish = start + max(0.0, steps_left) / rate
         if finish <= end:
             done[job.id] = Eta(None, max(0.0, finish - state.now_s))
+            if finish > plan and _pinned_at_plan(state, job, finish - plan):
+                # still running at the next round's plan, which keeps it on its GPUs; its
+                # last step goes on ahead of that round, whose start then refills them
+                # (``place_freed``'s order, not the plan's: identical jobs swapped places)
+                jobs.append(replace(job, steps_left=1, run_reported_s=None,
+                                    run_lease_left=None))
+                ahead[job.id] = ends - finish + 1.0 / rate
             continue
         made = int(rate * max(0.0, end - start))
         if job.run_lease_left is not None:
@@ -136,6 +144,13 @@ def this_round(state: LiveState) -> tuple[LiveState, float, dict[str, Eta], dict
         jobs.append(replace(job, steps_left=max(1, int(steps_left - made)),
                             run_reported_s=None, run_lease_left=None))
     return replace(state, now_s=ends, jobs=tuple(jobs)), ends - state.now_s, done, ahead
+
+
+def _pinned_at_plan(state: LiveState, job: LiveJob, left_s: float) -> bool:
+    """Whether the restart rule keeps ``job``'s run on its GPUs at the next plan, with
+    ``left_s`` of it left then: within its finish restarts (``core/restarts.py``)."""
+    return (state.rules.restart_rule == "tenure" and job.restart_s > 0
+            and left_s <= CoreConfig.finish_restarts * job.restart_s)
 
 
 def run_window(state: LiveState, job: LiveJob) -> tuple[float, float]:
@@ -217,11 +232,14 @@ def replay(state: LiveState, extra: Sequence[LiveJob] = ()) -> dict[str, Eta]:
                       sim=sim_config(rules, horizon_s=HORIZON_ROUNDS * rules.round_seconds),
                       gpus_per_server=inputs.gpus_per_server, running=inputs.running,
                       ahead={i: ahead[j] for i, j in enumerate(inputs.ids) if j in ahead},
-                      resume=resumed(state, inputs, offset, _ends_before_plan(state, done)))
+                      resume=resumed(state, later, inputs, offset,
+                                     _ends_before_plan(state, done)))
     started = {j.id: j.started_s is not None for j in (*state.jobs, *extra)}
     for record in result.jobs:
         i = int(record.id)
         job_id = inputs.ids[i]
+        if job_id in done:          # (kept by the next plan: it ends in the placed round)
+            continue
         start = None if started[job_id] or record.started_s is None else offset + record.started_s
         if job_id in refilled:      # (it starts in the placed round)
             start = refilled[job_id].start_s
@@ -300,7 +318,7 @@ def _next_on_each_type(state: LiveState, later: LiveState,
     if not inputs.trace:
         return {}
     core = _core_of(state, inputs)
-    period = resumed(state, inputs, later.now_s - state.now_s)
+    period = resumed(state, later, inputs, later.now_s - state.now_s)
     if period is not None:
         core.resume(replace(period, stale=False))
     batch = state.rules.driver(core).plan(0.0).round.batch
@@ -324,13 +342,15 @@ def _ends_before_plan(state: LiveState, done: Mapping[str, Eta]) -> bool:
                and state.now_s + eta.finish_s <= plan for job_id, eta in done.items())
 
 
-def resumed(state: LiveState, inputs: Replay, offset: float,
+def resumed(state: LiveState, later: LiveState, inputs: Replay, offset: float,
             stale: bool = False) -> PeriodState | None:
     """The scheduler's allocation period (``state.period``) for the replay, which starts
     ``offset`` s from now (at the placed round's end): keyed by trace index, on the replay's
     clock, and with the time the placed round gives its runs on their types (thesis §5.5:
-    received time counts the round a task held its workers), and the runs going on;
-    ``stale``: its allocation is stale by the replay's start, though the picture's was not."""
+    received time counts the round a task held its workers), and the runs going on; the
+    runs are ``later``'s (the state at the round's end: refills included, which the
+    daemon credits the rest of the round); ``stale``: its allocation is stale by the
+    replay's start, though the picture's was not."""
     period = state.period
     if period is None:
         return None
@@ -341,8 +361,12 @@ def resumed(state: LiveState, inputs: Replay, offset: float,
         return None
     rows = [at[i] for i in keep]
     received = period.received[rows].copy()
-    jobs = {j.id: j for j in state.jobs}
-    if state.round_ends_s is not None:
+    jobs = {j.id: j for j in later.jobs}
+    planned = state.round_ends_s is not None and \
+        state.now_s >= state.round_ends_s - state.rules.plan_lead_s
+    if state.round_ends_s is not None and not planned:
+        # (once the next round is planned, the period has counted this one: a picture
+        # in the plan lead counted it twice, and the jobs that had run looked served)
         begin = state.round_ends_s - state.round_seconds
         for k, i in enumerate(keep):
             job = jobs.get(inputs.ids[i])
@@ -352,16 +376,17 @@ def resumed(state: LiveState, inputs: Replay, offset: float,
     return PeriodState(period.start_s - (state.now_s + offset), period.types,
                        tuple(str(i) for i in keep), period.allocation[rows].copy(), received,
                        period.deficit[rows].copy(), period.stale or stale,
-                       _runs(state, inputs))
+                       _runs(state, jobs, inputs))
 
 
-def _runs(state: LiveState, inputs: Replay) -> dict[str, tuple[str, float]]:
+def _runs(state: LiveState, jobs: Mapping[str, LiveJob],
+          inputs: Replay) -> dict[str, tuple[str, float]]:
     """The runs going on at the placed round's end, for the restart rule
-    (``core/restarts.py``): per job kept on its type, the seconds its run will have held
-    its workers by then (from its first round's start, or its refill's launch)."""
+    (``core/restarts.py``): per job kept on its type (``jobs`` by id, as at that end), the
+    seconds its run will have held its workers by then (from its first round's start, or
+    its refill's launch)."""
     if state.round_ends_s is None:
         return {}
-    jobs = {j.id: j for j in state.jobs}
     runs = {}
     for i, column in inputs.running.items():
         began = jobs[inputs.ids[i]].run_began_s

@@ -391,8 +391,47 @@ def test_a_job_of_the_period_that_ends_before_the_next_plan_makes_the_replay_re_
         c = dataclasses.replace(job("c", left, 2.0), running_on="v100")
         s = dataclasses.replace(placed([job("a", 100, 2.0, started=False), c]), period=period)
         s = dataclasses.replace(s, rules=dataclasses.replace(s.rules, plan_lead_s=3.0))
-        later, offset, done, _ = this_round(s)
-        assert set(done) == {"c"}
+        later, offset, done, ahead = this_round(s)
         assert _ends_before_plan(s, done) is stale       # the plan: at 104 - 3 = 101
         inputs = replay_inputs(later)
-        assert resumed(s, inputs, offset, _ends_before_plan(s, done)).stale is stale
+        assert resumed(s, later, inputs, offset, _ends_before_plan(s, done)).stale is stale
+        assert eta.replay(s)["c"].finish_s == pytest.approx(left / 2.0 - 6.0)
+    # the one still running at the plan, when the restart rule keeps it (it ends within
+    # its finish restarts), is placed again by it, and its last step goes on ahead of the
+    # next round, whose start then refills its GPU
+    assert set(done) == {"c"} and ahead == {} and "c" not in {j.id for j in later.jobs}
+    kept = dataclasses.replace(s, jobs=tuple(dataclasses.replace(j, restart_s=0.5)
+                                             for j in s.jobs))
+    later, offset, done, ahead = this_round(kept)
+    assert set(done) == {"c"} and ahead == {"c": pytest.approx(104.0 - 101.5 + 0.5)}
+    assert [j.steps_left for j in later.jobs if j.id == "c"] == [1]
+    assert eta.replay(kept)["c"].finish_s == pytest.approx(1.5)
+
+
+def test_the_placed_round_is_counted_in_the_period_once():
+    """The replay's period gets the placed round's time for each run in it (received time,
+    thesis §5.5) unless the picture comes after the next round's plan, when the scheduler
+    has counted it already (issue #29: a picture in the plan lead counted it twice, and the
+    job that had run looked served). A refill the replay makes in the placed round is
+    counted from its launch, and its run held its GPUs from then."""
+    from gavelsched.core import PeriodState
+    from simulator.twin import replay_inputs, resumed
+    period = PeriodState(80.0, ("v100",), ("a", "b"), np.array([[0.5], [0.5]]),
+                         np.array([[6.0], [6.0]]), np.zeros((2, 1)))
+    a = dataclasses.replace(job("a", 100, 2.0), running_on="v100", run_began_s=94.0,
+                            run_up_s=94.5, run_reported_s=99.0, restart_s=0.5)
+    for now, added in ((100.0, 10.0), (101.5, 0.0)):    # the plan: at 104 - 3 = 101
+        s = dataclasses.replace(placed([a, job("b", 100, 2.0, started=False)], now=now),
+                                period=period)
+        s = dataclasses.replace(s, rules=dataclasses.replace(s.rules, plan_lead_s=3.0))
+        later, offset, _, _ = this_round(s)
+        got = resumed(s, later, replay_inputs(later), offset)
+        assert got.received[:, 0].tolist() == [6.0 + added, 6.0]
+        assert got.runs == {"0": ("v100", 10.0)}
+    refilled = dataclasses.replace(later, jobs=tuple(
+        dataclasses.replace(j, running_on="v100", run_began_s=102.0, run_refill=True)
+        if j.id == "b" else dataclasses.replace(j, running_on=None) for j in later.jobs))
+    s = dataclasses.replace(s, now_s=100.0)
+    got = resumed(s, refilled, replay_inputs(refilled), offset)
+    assert got.received[:, 0].tolist() == [6.0, 8.0]
+    assert got.runs == {"1": ("v100", 2.0)}
