@@ -178,8 +178,8 @@ class _SchedulerClient:
     def report(self, round_: int, steps: int, seconds: float,
                lease_start_s: float) -> bool | None:
         """Report a commit of ``steps`` as durable (``lease_start_s``: the clock when the
-        run's first lease began): True when the scheduler took it, False when it refused
-        it (this run is fenced out), None when it was not reached."""
+        run's first step was done; 0: none yet): True when the scheduler took it, False
+        when it refused it (this run is fenced out), None when it was not reached."""
         import grpc
 
         try:
@@ -294,7 +294,7 @@ class GavelIterator:
             fail_job(str(err), err.exit_code)
         self._lease = LeaseTerms.from_pb(reply.lease, self.total_steps)
         self._lease_start = (self._clock(), self.steps)
-        self._began = self._lease_start[0]     # the run's first lease (throughput samples)
+        self._began = 0.0       # the clock at the end of the run's first step (0: none yet)
         self._durable = self.steps      # the count the checkpoint on disk holds
         self._pending: LeaseTerms | None = None
         self._renewal: Any = None       # rank 0's RenewLease in flight
@@ -345,6 +345,8 @@ class GavelIterator:
         if self._yielded:
             self.steps += 1
             self._yielded = False
+            if not self._began:     # throughput samples count from here: the restore and
+                self._began = self._clock()   # the first, slower step are not steps/s
         if self.done:
             raise StopIteration
         if self.steps >= self._next_sync:

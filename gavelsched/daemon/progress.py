@@ -33,7 +33,7 @@ class Progress:
         """A commit by run ``generation`` (the job's newest: the caller checked) holds
         ``steps`` (absolute): count what is new, once. ``seconds``: the run's own clock at
         that checkpoint (None: no sample); ``lease_start_s``: that clock when the run's
-        first lease began (0: not sent). Returns whether the job has now finished."""
+        first step was done (0: not sent). Returns whether the job has now finished."""
         job = self.jobs.get(job_id)
         if job is None or job.final:
             return False
@@ -41,11 +41,12 @@ class Progress:
         if run is not None:      # the durable count is fresh as of now (ETAs: ``view``)
             run.reported_at = self._clock()
         if run is not None and not run.orphan and seconds is not None and steps > run.last[0]:
-            then = run.last[1]
+            base, then = run.last
             if then is None and 0.0 < lease_start_s <= seconds:
-                then = lease_start_s    # (its restore is no slower step)
+                base, then = base + 1, lease_start_s   # from the end of its first step
             took = self._clock() - run.init_at if then is None else seconds - then
-            self._measure(job, run, steps - run.last[0], took, now)
+            if steps > base:
+                self._measure(job, run, steps - base, took, now)
             run.last = (steps, seconds)
         delta = self.jobs.credit(job_id, steps,
                                  lambda db: self.fences.took(job_id, generation, db))
