@@ -95,12 +95,15 @@ def this_round(state: LiveState) -> tuple[LiveState, float, dict[str, Eta], dict
     run's window (``run_window``), from its durable count as of its last report (a run kept
     across rounds whose lease spans them reports only at its lease's end: it has stepped
     since), or as of its start when it has not reported yet (a refill kept into the next
-    round: the forecast at that round's start had it a round late). A run stops at its lease's end (``run_lease_left``); if that comes before the
-    round's end, a kept run goes on from there (``SimConfig.kept_runs_ahead``). Returns the
-    state at the round's end (those jobs with the steps they still need, still
-    ``running_on`` their type: the replay keeps them there without a start-up,
-    ``simulate(running=...)``), the seconds to it, the jobs that finish within it, and how
-    far ahead of the round's end each run's lease ends (at most the plan lead).
+    round: the forecast at that round's start had it a round late). A run stops at its
+    lease's end (``run_lease_left``); if that comes before the round's end, a kept run goes
+    on from there (``SimConfig.kept_runs_ahead``). Returns the state at the round's end
+    (those jobs with the steps they still need, still ``running_on`` their type: the
+    replay keeps them there without a start-up, ``simulate(running=...)``), the seconds to
+    it, the jobs that finish within it, and how far ahead of the round's end each run's
+    lease ends (at most the plan lead). A job that finishes after the next round's plan
+    and that the restart rule keeps (``_pinned_at_plan``) also goes on, with its last step
+    ahead of the round: that plan places it again, as the daemon's does.
     Re-planning the placed round from now made running jobs late and
     queued ones early (BENCHMARKS.md, "ETA error against real finishes"). The simulator
     cannot start from a placed round (its first round is planned afresh), so this stays a
