@@ -65,6 +65,13 @@ class LiveState:
     policy_options: Mapping[str, Any] = field(default_factory=dict)  # its ``made_with``
 
     @property
+    def next_plan_s(self) -> float | None:
+        """When the daemon plans the round after the placed one (a plan lead before its
+        end); None: idle."""
+        return None if self.round_ends_s is None else \
+            self.round_ends_s - self.rules.plan_lead_s
+
+    @property
     def round_seconds(self) -> float:
         return self.rules.round_seconds
 

@@ -111,7 +111,7 @@ def this_round(state: LiveState) -> tuple[LiveState, float, dict[str, Eta], dict
     if state.round_ends_s is None:
         return state, 0.0, {}, {}
     ends = state.round_ends_s
-    plan = ends - state.rules.plan_lead_s
+    plan = state.next_plan_s
     jobs, done, ahead = [], {}, {}
     for job in state.jobs:
         rate = job.steps_per_s.get(job.running_on or "", 0.0)
@@ -269,7 +269,7 @@ def refills(state: LiveState, later: LiveState, done: Mapping[str, Eta],
     if not rules.refill_freed or state.round_ends_s is None:
         return later, {}
     ends, R = state.round_ends_s, state.round_seconds
-    cutoff = min(ends - R + rules.refill_until * R, ends - rules.plan_lead_s)
+    cutoff = min(ends - R + rules.refill_until * R, state.next_plan_s)
     jobs = {j.id: j for j in state.jobs}
     held: dict[str, int] = {}
     for job in state.jobs:
@@ -339,10 +339,10 @@ def _ends_before_plan(state: LiveState, done: Mapping[str, Eta]) -> bool:
     then swapped places, issue #29)."""
     if state.period is None or state.round_ends_s is None:
         return False
-    plan = state.round_ends_s - state.rules.plan_lead_s
     covered = set(state.period.keys)
     return any(job_id in covered and eta.finish_s is not None
-               and state.now_s + eta.finish_s <= plan for job_id, eta in done.items())
+               and state.now_s + eta.finish_s <= state.next_plan_s
+               for job_id, eta in done.items())
 
 
 def resumed(state: LiveState, later: LiveState, inputs: Replay, offset: float,
@@ -365,11 +365,9 @@ def resumed(state: LiveState, later: LiveState, inputs: Replay, offset: float,
     rows = [at[i] for i in keep]
     received = period.received[rows].copy()
     jobs = {j.id: j for j in later.jobs}
-    planned = state.round_ends_s is not None and \
-        state.now_s >= state.round_ends_s - state.rules.plan_lead_s
-    if state.round_ends_s is not None and not planned:
-        # (once the next round is planned, the period has counted this one: a picture
-        # in the plan lead counted it twice, and the jobs that had run looked served)
+    if state.round_ends_s is not None and state.now_s < state.next_plan_s:
+        # (only before the next round's plan: after it the period has counted this one,
+        # and a picture in the plan lead counted it twice, so that its runs looked served)
         begin = state.round_ends_s - state.round_seconds
         for k, i in enumerate(keep):
             job = jobs.get(inputs.ids[i])

@@ -33,7 +33,7 @@ class TraceJob:
     throughputs: Mapping[str, float] | None = field(default=None, hash=False)
     # The steps/s the scheduler plans it on when they differ from what it makes (a daemon
     # keeps a job's priors until a measurement moves them past noise, core/online.py);
-    # None: ``throughputs``. Only with ``throughputs``.
+    # None: ``throughputs``. Only with ``throughputs``; a replay's own (not in trace files).
     planned: Mapping[str, float] | None = field(default=None, hash=False)
     # Seconds a run of it on new workers loses to its start-up, in place of its type's
     # preemption overhead (``simulator.SimConfig``); None: its type's.

@@ -378,7 +378,7 @@ def test_the_replay_plans_on_the_rows_the_scheduler_plans_on():
     assert measured["b"].finish_s < measured["a"].finish_s
 
 
-def test_a_job_of_the_period_that_ends_before_the_next_plan_makes_the_replay_re_solve():
+def test_a_job_of_the_period_that_ends_before_the_next_plan_makes_the_replayed_period_stale():
     """A job that the scheduler's period covers and that ends in the placed round before
     the next round's plan makes the allocation stale, and the daemon re-solves at that plan;
     the replay went on with the old allocation for a round (issue #29: identical jobs then
