@@ -19,7 +19,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from ._cvxpy import cp
+from ._lazy import cp
 from .columns import Columns, build_columns
 from .errors import Outcome, ProblemError, SolverFailed, check_outcome
 from .lp import DIRECT_SOLVERS

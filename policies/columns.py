@@ -38,8 +38,8 @@ from functools import cached_property
 from types import MappingProxyType
 
 import numpy as np
-import scipy.sparse as sp
 
+from ._lazy import sp
 from .errors import ProblemError
 from .problem import Problem
 from .problem_json import non_finite

@@ -10,9 +10,8 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-import scipy.sparse as sp
 
-from ._cvxpy import cp
+from ._lazy import cp, sp
 from .base import BACKEND_OPTION, DEFAULT_LP_SOLVER, ColumnPolicy, Solution, no_columns, run
 from .cache import ByteBudgetCache
 from .columns import Columns

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._cvxpy import cp
+from ._lazy import cp
 from .base import ColumnPolicy, Solution, no_columns, run
 from .columns import Columns
 from .fairness import base_constraints

@@ -18,8 +18,8 @@ import logging
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 
+from ._lazy import sp
 from .errors import Outcome, SolverFailed, check_outcome
 from .sparse import Compressed, Coo, compressed, compressed_arrays, coo_arrays
 

@@ -27,9 +27,8 @@ import logging
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 
-from ._cvxpy import cp
+from ._lazy import cp, sp
 from .base import ColumnPolicy, Solution, no_columns, run
 from .columns import Columns
 from .errors import Infeasible, PolicyError, ProblemError

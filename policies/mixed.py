@@ -26,8 +26,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 import numpy as np
-import scipy.sparse as sp
 
+from ._lazy import sp
 from .base import DEFAULT_LP_SOLVER, Solution, no_columns, run
 from .columns import Columns, build_columns
 from .fairness import MaxMinFairness, base_constraints, fairness_utility, max_min_rows

@@ -30,9 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.optimize import linprog
 
+from ._lazy import optimize, sp
 from .columns import Columns, build_columns
 from .problem import Allocation, Problem
 
@@ -126,7 +125,7 @@ def _solve(groups: Sequence[_Kind], types: Sequence[str], type_of: Mapping[str, 
     size = np.array([len(kind.jobs) for kind in groups], dtype=float)
     b = np.concatenate([size, -(1.0 - SLACK) * size, free])
     try:
-        result = linprog(-np.asarray(stay), A_ub=A, b_ub=b, bounds=(0, None),
+        result = optimize.linprog(-np.asarray(stay), A_ub=A, b_ub=b, bounds=(0, None),
                          method="highs-ds")
     except ValueError as err:       # a value HiGHS refuses: the policy's answer stands
         result = None

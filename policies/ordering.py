@@ -19,7 +19,7 @@ import random
 
 import numpy as np
 
-from ._cvxpy import cp
+from ._lazy import cp
 from .base import ColumnPolicy, Policy, Solution, no_columns, run
 from .columns import ZERO, Columns, build_columns
 from .errors import ProblemError

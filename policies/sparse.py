@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-import scipy.sparse as sp
 
+from ._lazy import sp
 
 class Coo(NamedTuple):
     """A sparse matrix as coordinate arrays, without a scipy object behind it (cheap to

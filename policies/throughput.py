@@ -26,9 +26,8 @@ import logging
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 
-from ._cvxpy import cp
+from ._lazy import cp, sp
 from .base import SOLVER_OPTION, Policy, Solution, no_columns, run
 from .columns import Columns, build_columns
 from .errors import Infeasible, ProblemError

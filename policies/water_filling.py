@@ -32,7 +32,7 @@ from functools import partial
 
 import numpy as np
 
-from ._cvxpy import cp
+from ._lazy import cp
 from .base import BACKEND_OPTION, ColumnPolicy, Solution, no_columns, run_precise
 from .columns import ZERO, Columns
 from .errors import Infeasible, ProblemError, SolverFailed

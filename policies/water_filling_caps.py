@@ -24,8 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 
+from ._lazy import sp
 from .columns import Columns
 from .problem import Problem
 

@@ -34,8 +34,8 @@ from __future__ import annotations
 import logging
 
 import numpy as np
-import scipy.sparse as sp
 
+from ._lazy import sp
 from .errors import Infeasible, SolverFailed
 from .lp import maximise_level
 

@@ -43,7 +43,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import nnls
 
 # How far past the largest measured count the model is trusted: 2x (one doubling, the
 # step between the catalog's counts).
@@ -96,6 +95,8 @@ class ScalingModel:
         n = np.array(list(have), dtype=float)
         t = 1.0 / np.array(list(have.values()))
         A = np.column_stack([1.0 / n, np.ones_like(n)]) / t[:, None]
+        from scipy.optimize import nnls   # 0.2 s to import: only for a fit
+
         (p, q), _ = nnls(A, np.ones_like(n))   # not both 0: A > 0 and the target is 1
         return cls(tuple(have.items()), float(p), float(q))
 

@@ -209,14 +209,14 @@ def test_received_time_is_reset_once_per_interval_and_shares_never_exceed_one():
 def test_an_lp_that_fails_leaves_the_policy_s_allocation(monkeypatch, caplog, failure):
     import types
 
-    import policies.moves as moves
+    import scipy.optimize
 
     def linprog(*args, **kwargs):
         if failure == "raises":
             raise ValueError("array must not contain infs or NaNs")
         return types.SimpleNamespace(status=2, message="The problem is infeasible.")
 
-    monkeypatch.setattr(moves, "linprog", linprog)
+    monkeypatch.setattr(scipy.optimize, "linprog", linprog)   # moves reads it at each call
     problem, allocation = spread()
     assert fewer_moves(problem, allocation, {"0": "k80"}) is allocation
     assert "the policy's allocation stands" in caplog.text

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from policies._cvxpy import cp
+from policies._lazy import cp
 from policies.base import run, run_precise
 from policies.errors import Infeasible, Outcome, SolverFailed, check_outcome
 from policies.lp import DIRECT_SOLVERS, LinearProgram, WarmLevel, solve_lp
