@@ -52,6 +52,7 @@ from datetime import datetime
 from pathlib import Path
 
 import psutil
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -191,6 +192,7 @@ def measure(gpus: int, jobs: int, args) -> Row:
     cluster = LocalCluster(root, policy=args.policy, round_seconds=args.round_seconds,
                            heartbeat_seconds=args.heartbeat_seconds,
                            config={"expected_workers": gpus, "eta": args.eta,
+                                   "policy_options": policy_options(args.policy_option),
                                    "metrics_listen": f"127.0.0.1:{metrics_port}",
                                    "dashboard_listen": f"127.0.0.1:{dash_port}"})
     log_path = root / "scheduler.log"
@@ -271,6 +273,14 @@ def measure(gpus: int, jobs: int, args) -> Row:
     return row
 
 
+def policy_options(pairs: list[str]) -> dict:
+    """``--policy-option KEY=VALUE`` flags as cluster.yaml's ``policy_options`` (a value
+    read as YAML: a number stays a number)."""
+    if any("=" not in pair for pair in pairs):
+        raise SystemExit(f"--policy-option: KEY=VALUE, got {pairs}")
+    return {key: yaml.safe_load(value) for key, value in (p.split("=", 1) for p in pairs)}
+
+
 def show(values: list[float], unit: str = "s", digits: int = 2) -> str:
     if not values:
         return "-"
@@ -300,6 +310,9 @@ def main() -> int:
                         help="the hollow jobs' time dilation (docs/runtime.md, Emulation)")
     parser.add_argument("--total-steps", type=int, default=10**9)
     parser.add_argument("--policy", default="max_min_fairness_perf")
+    parser.add_argument("--policy-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="the scheduler's policy_options (repeatable), e.g. partitions=4: "
+                             "POP's sub-problems for a re-solve over 100,000 jobs")
     parser.add_argument("--eta", action="store_true", help="keep the ETA forecasts on")
     parser.add_argument("--keep", action="store_true", help="keep the logs and state")
     args = parser.parse_args()
@@ -312,8 +325,9 @@ def main() -> int:
         parser.error("--jobs, --rounds must be positive and --warmup not negative")
     # a SIGTERM ends the run through the ``finally`` that stops the daemons it started
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped by SIGTERM"))
+    options = "".join(f" {k}={v}" for k, v in policy_options(args.policy_option).items())
     print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f} at the start; "
-          f"{args.policy}, {args.round_seconds:g} s rounds, {args.rounds} rounds measured "
+          f"{args.policy}{options}, {args.round_seconds:g} s rounds, {args.rounds} rounds measured "
           f"after {args.warmup}, heartbeats {args.heartbeat_seconds:g} s, servers of "
           f"{args.gpus_per_server} GPUs, hollow jobs at {args.emulation_speed:g}x (nice "
           f"{args.hollow_nice}), ETAs {'on' if args.eta else 'off'}")

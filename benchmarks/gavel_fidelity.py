@@ -6,11 +6,18 @@ it in a subprocess (``scheduler.Scheduler(simulate=True).simulate(...)`` of a Ga
 checkout, the call its ``scripts/drivers/simulate_scheduler_with_trace.py`` makes) and runs
 ours in-process on the same trace, throughputs, cluster and round length, then prints::
 
-    policy  case  seed  Gavel JCT  ours  diff%  Gavel makespan  ours  diff%
+    policy  case  seed  Gavel JCT  ours  diff%  Gavel makespan  ours  diff%  Gavel s  ours s
 
-and, per (policy, case), the mean over seeds. Both sides get the same seed, so the random
-choices of Gandiva and agnostic FIFO, which draw from Gavel's generator, are the same.
-Both makespans are last completion - first arrival.
+with each side's simulation wall time and our speed-up (each measured around the simulate
+call alone, imports left out), and, per (policy, case), the mean over seeds. Issue #30's
+speed row, the 1,500-job trace with nothing beside either side::
+
+    python benchmarks/gavel_fidelity.py --gavel-dir DIR --cases continuous-1500 --seeds 0 \\
+        --policies max_min_fairness_perf --jobs 1
+
+Both sides get the same seed, so the random choices of Gandiva and agnostic FIFO, which
+draw from Gavel's generator, are the same. Both makespans are last completion - first
+arrival.
 
 Usage::
 
@@ -47,6 +54,9 @@ CASES = {
     "static-multi": (60, 0.0, True, "8:8:8"),
     "continuous-multi": (160, 1.0, True, "12:12:12"),
     "continuous-36": (360, 6.0, False, "36:36:36"),
+    # issue #30's speed case: the simulator benchmark's continuous-1500 (--jobs 1, one seed
+    # and one policy, so that nothing else runs beside either simulation)
+    "continuous-1500": (1500, 6.0, False, "36:36:36"),
 }
 DEFAULT_CASES = ("static-single", "continuous-single", "static-multi", "continuous-multi")
 ROUND_SECONDS = 360
@@ -216,7 +226,8 @@ def main() -> int:
 
     print(f"# Gavel: {args.gavel_dir} ({python}); round {ROUND_SECONDS} s; workdir {workdir}")
     header = (f"{'policy':<26} {'case':<18} {'seed':>4} {'Gavel JCT h':>11} {'ours h':>8} "
-              f"{'diff %':>7} {'Gavel mk h':>10} {'ours h':>8} {'diff %':>7}")
+              f"{'diff %':>7} {'Gavel mk h':>10} {'ours h':>8} {'diff %':>7} "
+              f"{'Gavel s':>8} {'ours s':>7} {'speed-up':>8}")
     print(header)
     print("-" * len(header), flush=True)
     rows = []
@@ -232,10 +243,12 @@ def main() -> int:
                          "gavel_wall_s": g["wall_s"], "ours_wall_s": o["wall_s"]})
             print(f"{policy:<26} {case:<18} {seed:>4} {gj / 3600:>11.2f} {oj / 3600:>8.2f} "
                   f"{_diff(gj, oj):>+7.1f} {gm / 3600:>10.2f} {om / 3600:>8.2f} "
-                  f"{_diff(gm, om):>+7.1f}", flush=True)
+                  f"{_diff(gm, om):>+7.1f} {g['wall_s']:>8.2f} {o['wall_s']:>7.2f} "
+                  f"{g['wall_s'] / o['wall_s']:>7.1f}x", flush=True)
     print()
     print("mean over seeds")
-    print(header.replace(" seed", "     ").replace("Gavel JCT h", "Gavel JCT h"))
+    header = header[:header.index(" Gavel s")]     # (speed: per run, above)
+    print(header.replace(" seed", "     "))
     print("-" * len(header))
     for policy in args.policies:
         for case in args.cases:

@@ -49,6 +49,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import random
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -71,6 +72,10 @@ log = logging.getLogger(__name__)
 DEFAULT_RENEW_AT = 0.95   # BENCHMARKS.md, "Preemption overhead": the renewal point
 RPC_TIMEOUT_S = 10.0
 INIT_RETRY_S = 30.0
+# An InitJob that did not reach the scheduler is tried again after a pause that doubles from
+# the first to the last, each drawn at 50-150%: thousands of runs that start together, as
+# a round's do, must not all come back at the same instant (issue #30, 4,096 GPUs).
+INIT_PAUSES_S = (0.5, 4.0)
 SYNC_INTERVAL_S = 0.25   # target seconds between the ranks' agreement all-reduces
 CHECK_INTERVAL_S = 0.02  # the same for one process: how late a time limit may be noticed
 
@@ -144,6 +149,7 @@ class _SchedulerClient:
                                           rank=self._ctx.rank, server_id=self._ctx.server_id,
                                           generation=self._ctx.generation)
         deadline = time.monotonic() + INIT_RETRY_S
+        pause, most = INIT_PAUSES_S
         while True:
             try:
                 return self._stub.InitJob(request, timeout=RPC_TIMEOUT_S)
@@ -154,7 +160,8 @@ class _SchedulerClient:
                     raise (SchedulerUnreachable if retry else JobFailed)(
                         f"InitJob to scheduler {self._ctx.scheduler} failed: "
                         f"{code.name}: {err.details()}") from None
-                time.sleep(0.5)
+                time.sleep(pause * random.uniform(0.5, 1.5))
+                pause = min(2.0 * pause, most)
 
     def renew(self, round_: int, steps: int, seconds: float) -> Any:
         """Ask for the next round's lease without blocking: a future whose ``result()`` is

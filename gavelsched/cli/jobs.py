@@ -21,6 +21,7 @@ import json
 from ..client.api import Client
 from ..client.request import JobRequest
 from ..client.status import ClusterStatus
+from ..daemon.statusjson import status_dict
 from .connection import api, connection_flags
 from .jobviews import eta_lines, event_lines, history_table, status_table
 
@@ -128,26 +129,26 @@ def _filters(args: argparse.Namespace, *, active: bool) -> dict:
             "active": active and not states, "mine": args.mine, "user": args.user}
 
 
-def _show(args: argparse.Namespace, status: ClusterStatus, table) -> int:
+def _show(args: argparse.Namespace, filters: dict, table, *, eta: bool = False) -> int:
+    """``status`` / ``history`` of the jobs ``filters`` pick: the JSON straight from the
+    reply with ``--json`` (its one writer, ``status_dict``: at 50,000 jobs the typed records
+    in between cost seconds), else ``table`` (and the ETAs)."""
+    reply = _client(args).status_reply(**filters)
     if args.json:   # (dumps: the C encoder; dump would encode in Python)
-        print(json.dumps(status.to_dict()))
-    else:
-        print("\n".join(table(status)))
+        print(json.dumps(status_dict(reply)))    # (--json carries the scheduler's ETAs always)
+        return 0
+    got = ClusterStatus.from_pb(reply)
+    print("\n".join([*table(got), *(eta_lines(got) if eta else ())]))
     return 0
 
 
 def status(args: argparse.Namespace) -> int:
-    got = _client(args).status(**_filters(args, active=not args.all))
-    if not args.eta or args.json:      # (--json carries the scheduler's ETAs always)
-        return _show(args, got, status_table)
-    print("\n".join([*status_table(got), *eta_lines(got)]))
-    return 0
+    return _show(args, _filters(args, active=not args.all), status_table, eta=args.eta)
 
 
 def history(args: argparse.Namespace) -> int:
     if args.job is None:
-        return _show(args, _client(args).status(**_filters(args, active=False)),
-                     history_table)
+        return _show(args, _filters(args, active=False), history_table)
     events = _client(args).history(args.job)
     if args.json:
         print(json.dumps([e.to_dict() for e in events]))

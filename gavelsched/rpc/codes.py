@@ -4,10 +4,16 @@ A call that ends with one of them may have had no effect at all, so whoever made
 or leaves the verdict to someone who knows more (the daemon's heartbeat check), rather than
 reading it as the peer's refusal. The daemon's dispatch, the iterator's calls to the
 scheduler and the command-line client all decide by this one set.
+
+CANCELLED is among them: none of these callers cancels its own calls, so a call ends so
+only when the connection or an overloaded peer dropped it on the way. At 4,096 GPUs the
+first round's 4,096 InitJobs at once came back CANCELLED by the thousand, and the iterator
+failed those jobs for good (issue #30).
 """
 
 from __future__ import annotations
 
 import grpc
 
-UNREACHED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
+UNREACHED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
+                       grpc.StatusCode.CANCELLED})

@@ -236,3 +236,30 @@ def test_a_scheduler_that_does_not_answer_ends_the_run_not_the_job(monkeypatch, 
     assert exc.value.code == EXIT_NO_SCHEDULER
     last = [ln for ln in capfd.readouterr().err.splitlines() if ln.strip()][-1]
     assert last.startswith(f"gavel: InitJob to scheduler {address} failed: UNAVAILABLE"), last
+
+
+def test_an_initjob_the_transport_cancelled_is_tried_again_not_the_job_failed(tmp_path):
+    # issue #30: at 4,096 GPUs the first round's InitJobs came back CANCELLED by the
+    # thousand (an overloaded scheduler), and 383 jobs were failed for good
+    import grpc
+
+    class DropsTheFirstInitJob(FakeScheduler):
+        dropped: list[str] = []
+
+        def InitJob(self, request, context):
+            if not self.dropped:
+                self.dropped.append(request.job_id)
+                context.abort(grpc.StatusCode.CANCELLED, "CANCELLED")
+            return super().InitJob(request, context)
+
+    sched = DropsTheFirstInitJob()
+    sched.start()
+    try:
+        sched.jobs["j1"] = FakeJob(total_steps=3)
+        saver = Saver()
+        it = GavelIterator(range(3), None, saver.load, saver.save, env=job_env(sched, tmp_path))
+        run(it, saver)
+    finally:
+        sched.stop()
+    assert sched.dropped == ["j1"] and len(sched.log.inits) == 1   # then answered
+    assert it.finished and sched.jobs["j1"].steps_done == 3
