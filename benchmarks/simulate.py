@@ -32,6 +32,7 @@ import platform
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -198,12 +199,16 @@ def cli_runs(args) -> int:
     trees = {"": REPO} if not args.before else {"before ": Path(args.before).resolve(),
                                                    "after ": REPO}
     got: dict[str, list[tuple[float, float]]] = {label: [] for label in trees}
+    # Run from an empty folder: ``python -c`` puts its working directory first on the path,
+    # and from a tree's root that tree's packages would shadow PYTHONPATH's (every row then
+    # measured this tree).
+    away = tempfile.mkdtemp(prefix="gavel-cli-")
     for _ in range(max(1, args.repeat)):
         for label, tree in trees.items():
             env = {**os.environ, "PYTHONPATH": str(tree)}
             start = time.perf_counter()
             out = subprocess.run([sys.executable, "-c", CLI_CHILD], capture_output=True,
-                                 text=True, check=True, env=env)
+                                 text=True, check=True, env=env, cwd=away)
             wall = time.perf_counter() - start
             rss = next(float(line.split()[1]) for line in out.stderr.splitlines()
                        if line.startswith("RSS "))
