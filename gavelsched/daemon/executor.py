@@ -3,7 +3,7 @@
 Threading contract of ``SchedulerCore`` (it has no locks): exactly one thread, the
 executor's, ever calls the core, the store and the rooms below. gRPC handlers and the
 dispatcher's pool threads never touch them; they hand the executor an event with
-``post(fn)`` / ``call(fn)`` (``inbox``: closures run in order on the executor thread) and
+``post(fn)`` / ``call(fn)`` (``inbox``: closures run on the executor thread, in order per lane) and
 read only ``snapshot``, an immutable value republished after a change (``publish``). The
 one exception is a heartbeat's arrival (``heard``): ``health`` takes it under its own lock,
 so that workers are not failed while this thread is busy.

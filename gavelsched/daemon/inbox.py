@@ -1,16 +1,24 @@
 """The executor thread's inbox: how other threads reach the scheduler's state
 (``executor``'s threading contract). gRPC handlers and the dispatcher's pool threads put a
 closure here with ``post`` (``call`` waits for its result; ``tell`` logs what it raised);
-the executor thread runs them in arrival order and hands each result, or exception, back
-through a ``Future``.
+the executor thread runs them and hands each result, or exception, back through a
+``Future``.
+
+Two lanes, served in turn while both hold events, each in arrival order: ``FLEET`` for the
+calls of workers and jobs (registrations, round reports, InitJob, RenewLease, ReportSteps,
+the answers to RunJob) and ``CLIENTS`` for everything else (users, operators, the
+scheduler's own events). A round of 4,096 GPUs starts 4,096 processes whose InitJobs
+arrive at once; in one queue a Submit behind them waited past its 30 s deadline (issue
+#30). With lanes it waits for one fleet event at most, as Kubernetes' API priority and
+fairness keeps one flow's burst from starving the others.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -44,51 +52,63 @@ def caller_waits(seconds: float | None) -> Iterator[None]:
         _deadline.reset(token)
 
 
+CLIENTS, FLEET = 0, 1      # the lanes (module docstring)
+
+
 class Inbox:
     def __init__(self) -> None:
-        self._events: queue.Queue = queue.Queue()
+        self._lanes: tuple[deque, deque] = (deque(), deque())
+        self._ready = threading.Condition()
+        self._turn = CLIENTS    # the lane served first when both hold events
         self._stop = threading.Event()
         self._idle_s = 0.0      # seconds the executor thread waited for events (``take_busy_s``)
         self._since = time.monotonic()
 
-    def post(self, fn: Callable[[], Any], *, changes: bool = True) -> Future:
+    def post(self, fn: Callable[[], Any], *, changes: bool = True,
+             lane: int = CLIENTS) -> Future:
         """Run ``fn`` on the executor thread; its result (or exception) lands in the future.
-        ``changes=False``: it changes nothing ``Status`` shows (no new snapshot needed)."""
+        ``changes=False``: it changes nothing ``Status`` shows (no new snapshot needed).
+        ``lane``: ``CLIENTS`` or ``FLEET`` (module docstring)."""
         fut: Future = Future()
         if self._stop.is_set():        # (a handler racing the shutdown: answered at once,
             fut.set_exception(Stopping("the scheduler is stopping"))   # not after 30 s)
             return fut
-        self._events.put((fn, fut, changes))
+        with self._ready:
+            self._lanes[lane].append((fn, fut, changes))
+            self._ready.notify()
         return fut
 
-    def tell(self, fn: Callable[[], Any], *, changes: bool = True) -> None:
+    def tell(self, fn: Callable[[], Any], *, changes: bool = True,
+             lane: int = CLIENTS) -> None:
         """``post`` with no one waiting for the result: what ``fn`` raises is logged."""
-        self.post(fn, changes=changes).add_done_callback(_log_error)
+        self.post(fn, changes=changes, lane=lane).add_done_callback(_log_error)
 
     def call(self, fn: Callable[[], Any], timeout: float = 30.0, *,
-             changes: bool = True) -> Any:
+             changes: bool = True, lane: int = CLIENTS) -> Any:
         """``post`` and wait for the result (raises what ``fn`` raised), at most ``timeout``
         seconds or to the caller's deadline (``caller_waits``): else ``TooLate``."""
         deadline = _deadline.get()
         if deadline is not None:
             timeout = max(0.0, min(timeout, deadline - time.monotonic()))
         try:
-            return self.post(fn, changes=changes).result(timeout)
+            return self.post(fn, changes=changes, lane=lane).result(timeout)
         except FutureTimeout:
             raise TooLate(f"the scheduler did not get to it within {timeout:.1f} s") from None
 
     def stop(self) -> None:
         self._stop.set()
-        self._events.put((lambda: None, Future(), False))
+        with self._ready:
+            self._lanes[CLIENTS].append((lambda: None, Future(), False))
+            self._ready.notify()
 
     def refuse_pending(self) -> None:
         """On the executor thread, as it ends: the events still queued fail with
         ``Stopping``."""
-        while True:
-            try:
-                _, fut, _ = self._events.get_nowait()
-            except queue.Empty:
-                return
+        with self._ready:
+            pending = [event for lane in self._lanes for event in lane]
+            for lane in self._lanes:
+                lane.clear()
+        for _, fut, _ in pending:
             if not fut.done():
                 fut.set_exception(Stopping("the scheduler is stopping"))
 
@@ -105,19 +125,27 @@ class Inbox:
         changed = False
         began = time.monotonic()
         until = began + wait
-        try:
-            try:
-                event = self._events.get(timeout=wait)
-            finally:
-                self._idle_s += time.monotonic() - began
-            while True:
-                changed = self._run(*event) or changed
-                if time.monotonic() >= until:
-                    break
-                event = self._events.get_nowait()
-        except queue.Empty:
-            pass
+        event = self._next(until)
+        self._idle_s += time.monotonic() - began
+        while event is not None:
+            changed = self._run(*event) or changed
+            if time.monotonic() >= until:
+                break
+            event = self._next(None)
         return changed
+
+    def _next(self, until: float | None):
+        """The next event, the lanes taken in turn; waits for one until ``until``
+        (monotonic; None: does not wait). None when there is none."""
+        with self._ready:
+            while not (self._lanes[CLIENTS] or self._lanes[FLEET]):
+                left = None if until is None else until - time.monotonic()
+                if left is None or left <= 0:
+                    return None
+                self._ready.wait(left)
+            lane = self._turn if self._lanes[self._turn] else 1 - self._turn
+            self._turn = 1 - lane
+            return self._lanes[lane].popleft()
 
     def take_busy_s(self) -> float:
         """On the executor thread: seconds it spent not waiting for events (working) since

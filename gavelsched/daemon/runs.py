@@ -38,6 +38,7 @@ from .dispatch import Delivery, Dispatcher
 from .fences import Fences
 from .health import Health
 from .holding import runs_per_server
+from .inbox import FLEET
 from .leases import MIN_LEASE_FRACTION, extended_lease, new_lease, run_requests, startup_lease, stop_lease
 from .logs import Hosts
 from .meter import limit_lease
@@ -139,7 +140,7 @@ class RunTable:
                  dispatcher: Dispatcher, startups: Startups, retries: Retries,
                  fences: Fences, hosts: Hosts, core: SchedulerCore, *,
                  clock: Callable[[], float], monotonic: Callable[[float], float],
-                 post: Callable[[Callable[[], object]], object],
+                 post: Callable[..., object],
                  fail: Callable[[str, str], None],
                  allowed: Callable[[JobRow], float | None] = lambda job: None,
                  ended: Callable[[Run], None] = lambda run: None,
@@ -369,7 +370,7 @@ class RunTable:
     def _on_delivered(self, job_id: str, server_id: int) -> Callable[[Delivery], None]:
         def done(delivery: Delivery) -> None:       # a dispatcher pool thread
             if not delivery.ok:
-                self._post(lambda: self._refused(job_id, server_id, delivery))
+                self._post(lambda: self._refused(job_id, server_id, delivery), lane=FLEET)
         return done
 
     def _refused(self, job_id: str, server_id: int, delivery: Delivery) -> None:

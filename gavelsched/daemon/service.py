@@ -32,7 +32,7 @@ from ..rpc.identity import Caller, Identities, caller_of
 from .calls import Denied
 from .executor import DaemonExecutor
 from .fences import StaleRun
-from .inbox import Stopping, TooLate, caller_waits
+from .inbox import FLEET, Stopping, TooLate, caller_waits
 from .forecast import with_period
 from .leases import stop_lease
 from .logs import LogSources, Reader, stream_logs
@@ -206,7 +206,7 @@ class WorkerService(pb_grpc.WorkerToSchedulerServicer):
             checks.text(request.address, "address")
             checks.text(request.hostname, "hostname")
             profile = worker_profile(request)
-            return self.x.call(lambda: self.x.register(request, mono, profile))
+            return self.x.call(lambda: self.x.register(request, mono, profile), lane=FLEET)
         except ValueError as err:   # BadValue, TraceError, or the executor's own refusal
             _abort_on(context, err)
 
@@ -220,7 +220,7 @@ class WorkerService(pb_grpc.WorkerToSchedulerServicer):
         running = {r.job_id: int(r.generation) for r in request.running}
         self.x.tell(lambda: self.x.heartbeat(request.server_id, mono, running,
                                              request.leaving, int(request.registration)),
-                    changes=False)
+                    changes=False, lane=FLEET)
         return pb.HeartbeatResponse(known=True)
 
     def ReportRound(self, request, context):
@@ -228,7 +228,7 @@ class WorkerService(pb_grpc.WorkerToSchedulerServicer):
         why = bad_report(request, unknown_steps=True)
         if why is not None:   # acknowledged, so that the worker does not send it again
             return pb.Ack(ok=False, message=_ignored("ReportRound", request, why))
-        self.x.call(lambda: self.x.round_report(request))
+        self.x.call(lambda: self.x.round_report(request), lane=FLEET)
         return pb.Ack(ok=True)
 
 
@@ -239,7 +239,7 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
     def InitJob(self, request, context):
         self.callers.job(context, request.job_id)
         try:
-            return self.x.call(lambda: self.x.init_job(request))
+            return self.x.call(lambda: self.x.init_job(request), lane=FLEET)
         except LookupError as err:
             _abort_on(context, err, grpc.StatusCode.NOT_FOUND)
         except StaleRun as err:
@@ -250,7 +250,7 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
         why = bad_report(request)
         if why is not None:   # the iterator takes a failed renewal as "not renewed"
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, _ignored("RenewLease", request, why))
-        lease = self.x.call(lambda: self.x.renew_lease(request))
+        lease = self.x.call(lambda: self.x.renew_lease(request), lane=FLEET)
         if isinstance(lease, Future):   # wait for the next round's plan
             try:
                 lease = lease.result(timeout=RENEW_WAIT_S)
@@ -267,7 +267,7 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
             return pb.Ack(ok=False, message=_ignored("ReportSteps", request, why))
         if request.checkpointed and not self.x.call(lambda: self.x.durable_steps(
                 request.job_id, int(request.steps), int(request.generation),
-                float(request.seconds), float(request.lease_start_s))):
+                float(request.seconds), float(request.lease_start_s)), lane=FLEET):
             return pb.Ack(ok=False, message=f"run generation {request.generation} of job "
                                             f"{shown(request.job_id)} is stale")
         return pb.Ack(ok=True)

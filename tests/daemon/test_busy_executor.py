@@ -14,7 +14,7 @@ import yaml
 
 from gavelsched.daemon.config import load_config
 from gavelsched.daemon.health import DEAF_LIMIT, Health
-from gavelsched.daemon.inbox import Inbox, TooLate, caller_waits
+from gavelsched.daemon.inbox import CLIENTS, FLEET, Inbox, TooLate, caller_waits
 from gavelsched.daemon.server import SchedulerDaemon
 from gavelsched.daemon.store import ServerRow
 from gavelsched.rpc import pb, pb_grpc
@@ -53,6 +53,22 @@ def test_a_handler_waits_on_the_executor_no_longer_than_its_caller():
         thread.start()
         assert inbox.call(lambda: 7) == 7
         thread.join()
+
+
+def test_a_client_call_waits_for_one_fleet_event_not_for_the_whole_burst():
+    """At 4,096 GPUs a round's 4,096 InitJobs arrived at once, and a Submit queued behind
+    them waited past its 30 s deadline: the lanes are served in turn, each in order."""
+    inbox, ran = Inbox(), []
+    for i in range(1000):
+        inbox.tell(lambda i=i: ran.append(f"init {i}"), lane=FLEET)
+    submitted = inbox.post(lambda: ran.append("submit") or "job 7")
+    inbox.tell(lambda: ran.append("init 1000"), lane=FLEET)
+    inbox.tell(lambda: ran.append("cancel"), lane=CLIENTS)
+    while len(ran) < 1003:
+        inbox.run_pending(0)
+    assert ran[:4] == ["submit", "init 0", "cancel", "init 1"]    # in turn, not behind 1,000
+    assert [r for r in ran if r.startswith("init")] == [f"init {i}" for i in range(1001)]
+    assert submitted.result(0) == "job 7"
 
 
 def _health(servers: int) -> Health:
