@@ -66,12 +66,14 @@ def fewer_moves(problem: Problem, allocation: Allocation,
     cols = build_columns(problem, configurations=any(j.configurations for j in problem.jobs))
     types = cols.types
     type_of = {t: i for i, t in enumerate(types)}
-    of_job = _columns(cols)
+    class_of, classes = _columns(cols)
+    signature = [tuple((c, rate) for c, (rate, _) in columns.items()) for columns in classes]
     kinds: dict[tuple, _Kind] = {}
     kept: dict[str, Mapping[str, float]] = {}
     free = cols.workers.copy()
     for key, row in allocation.allocation.items():
-        columns = of_job[key]
+        klass = class_of[key]
+        columns = classes[klass]
         effective = sum(share * columns[c][0] for c, share in row.items() if c in columns)
         if effective <= 0 or any(c not in columns for c in row):
             kept[key] = row
@@ -80,8 +82,7 @@ def fewer_moves(problem: Problem, allocation: Allocation,
                     free[type_of[t]] -= share * count
             continue
         at = current.get(key)
-        same = (tuple((c, rate) for c, (rate, _) in columns.items()),
-                jobs[key].scale_factor, float(np.float32(effective)), at)
+        same = (signature[klass], jobs[key].scale_factor, float(np.float32(effective)), at)
         kind = kinds.get(same)
         if kind is None:
             kind = kinds[same] = _Kind(columns, effective, at if at in columns else None)
@@ -189,17 +190,35 @@ def _within_time(row: Mapping[str, float]) -> dict[str, float]:
     return {c: t / total for c, t in row.items()} if total > 1.0 else row
 
 
-def _columns(cols: Columns) -> dict[str, dict[str, tuple[float, dict[str, float]]]]:
+def _columns(cols: Columns) -> tuple[dict[str, int], list[dict[str, tuple[float, dict]]]]:
     """Each job's columns in the policies' column model (``columns.build_columns``: the
-    types big enough for it, the configurations that fit): job id -> column name -> (its
-    throughput there, the GPUs of each type it takes)."""
-    usage = cols.usage.tocsc()
-    at, type_at, count = usage.indptr.tolist(), usage.indices.tolist(), usage.data.tolist()
-    types, labels = cols.types, cols.labels
-    column = [(labels[label], {types[type_at[k]]: count[k] for k in range(at[c], at[c + 1])})
-              for c, label in enumerate(cols.col_type.tolist())]
-    rate = cols.throughput
-    starts, which, rates = rate.indptr.tolist(), rate.indices.tolist(), rate.data.tolist()
-    return {job_id: {column[which[k]][0]: (rates[k], column[which[k]][1])
-                     for k in range(starts[i], starts[i + 1])}
-            for i, job_id in enumerate(cols.job_ids)}
+    types big enough for it, the configurations that fit), as column name -> (its
+    throughput there, the GPUs of each type it takes). Jobs with the same columns share
+    one such dictionary: returns job id -> its index in the list of them. Found over the
+    model's arrays: made job by job they cost ~40 us a job, 3-4 s a re-solve at 100,000
+    jobs (issue #30)."""
+    usage = cols.usage_arrays          # (types, columns) CSR: a column's GPUs by type
+    gpus = np.zeros((cols.num_columns, len(cols.types)))
+    gpus[usage.indices, np.repeat(np.arange(len(cols.types)), np.diff(usage.indptr))] = \
+        usage.data
+    # a column's kind: its label and its GPUs by type, numbered
+    _, pattern = np.unique(np.column_stack([cols.col_type, gpus]), axis=0, return_inverse=True)
+    rate = cols.throughput_arrays      # (jobs, columns) CSR: a job's steps/s on each
+    per_job = np.diff(rate.indptr)
+    width = int(per_job.max(initial=0))
+    slot = np.arange(rate.indices.size) - np.repeat(rate.indptr[:-1], per_job)
+    row = np.repeat(np.arange(cols.num_jobs), per_job)
+    signature = np.full((cols.num_jobs, 2 * width), -1.0)      # (pattern, rate) per slot
+    signature[row, 2 * slot] = pattern.ravel()[rate.indices]
+    signature[row, 2 * slot + 1] = rate.data
+    _, first, class_index = np.unique(signature, axis=0, return_index=True,
+                                      return_inverse=True)
+    classes = []
+    for i in first.tolist():            # one dictionary per kind, from its first job's row
+        columns = {}
+        for k in range(rate.indptr[i], rate.indptr[i + 1]):
+            c = rate.indices[k]
+            uses = {cols.types[t]: float(n) for t, n in enumerate(gpus[c].tolist()) if n}
+            columns[cols.labels[cols.col_type[c]]] = (float(rate.data[k]), uses)
+        classes.append(columns)
+    return dict(zip(cols.job_ids, class_index.ravel().tolist())), classes

@@ -6,6 +6,8 @@ restart rule once a restart costs time."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -134,6 +136,38 @@ def test_fewer_moves_serves_every_job_as_well_within_the_cluster(case):
         assert used <= problem.cluster[t] * (1 + 1e-6) + 1e-9, t
     stay = lambda a: sum(a.allocation[k].get(c, 0.0) for k, c in current.items())  # noqa: E731
     assert stay(out) >= stay(allocation) - 1e-6        # the policy's own was a candidate
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems(), st.booleans())
+def test_jobs_share_a_columns_dictionary_exactly_when_theirs_are_the_same(case, mixed):
+    # issue #30: made over the model's arrays, one per kind of job, where a dictionary a job
+    # cost 3-4 s a re-solve at 100,000 jobs; each job's must be the one it had, in order
+    from policies.columns import build_columns
+    from policies.jobs import Configuration
+    from policies.moves import _columns
+
+    problem = case[0]
+    if mixed and len(problem.worker_types) > 1:
+        split = Configuration({problem.worker_types[0]: 1, problem.worker_types[1]: 1}, 3.0)
+        problem = replace(problem, jobs=tuple(replace(j, configurations=(split,))
+                                              for j in problem.jobs))
+    cols = build_columns(problem, configurations=mixed)
+    usage = cols.usage.tocsc()            # the per-job construction, from scipy's matrices
+    gpus = [{cols.types[usage.indices[k]]: float(usage.data[k])
+             for k in range(usage.indptr[c], usage.indptr[c + 1])}
+            for c in range(cols.num_columns)]
+    rate = cols.throughput
+    want = {key: {cols.labels[cols.col_type[c]]: (float(r), gpus[c])
+                  for c, r in zip(rate.indices[rate.indptr[i]:rate.indptr[i + 1]],
+                                  rate.data[rate.indptr[i]:rate.indptr[i + 1]])}
+            for i, key in enumerate(cols.job_ids)}
+    class_of, classes = _columns(cols)
+    for key, columns in want.items():
+        got = classes[class_of[key]]
+        assert list(got.items()) == list(columns.items()), key
+    assert len(classes) == len({tuple((c, r, tuple(g.items())) for c, (r, g) in d.items())
+                                for d in want.values()})
 
 
 class Rearrangeable(Recording):
