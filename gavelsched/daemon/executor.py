@@ -3,10 +3,10 @@
 Threading contract of ``SchedulerCore`` (it has no locks): exactly one thread, the
 executor's, ever calls the core, the store and the rooms below. gRPC handlers and the
 dispatcher's pool threads never touch them; they hand the executor an event with
-``post(fn)`` / ``call(fn)`` (``inbox``: closures run on the executor thread, in order per lane) and
-read only ``snapshot``, an immutable value republished after a change (``publish``). The
-one exception is a heartbeat's arrival (``heard``): ``health`` takes it under its own lock,
-so that workers are not failed while this thread is busy.
+``post(fn)`` / ``call(fn)`` (``inbox``: closures run on the executor thread, in order in
+each of two lanes) and read only ``snapshot``, an immutable value republished after a
+change (``publish``). The one exception is a heartbeat's arrival (``heard``): ``health``
+takes it under its own lock, so that workers are not failed while this thread is busy.
 
 The round recipe is the simulator's: ``RoundDriver`` (``gavelsched/core/driver.py``) ends
 a round, plans the next, applies the empty-round rule and takes progress in. What is the
