@@ -46,12 +46,14 @@ def rpc_error_line(address: str, err) -> str:
     """One line for a failed call: refused token, unreachable scheduler, bad request."""
     import grpc
 
-    from ..rpc.codes import UNREACHED
+    from ..rpc.codes import BUSY, UNREACHED
     code, details = err.code(), (err.details() or "").splitlines()[0:1]
     details = details[0] if details else ""
     if code == grpc.StatusCode.UNAUTHENTICATED:
         return (f"the scheduler at {address} refused the call: UNAUTHENTICATED (missing or "
                 f"wrong --token-file)")
+    if details.startswith(BUSY):        # reached, but too busy to take the call now
+        return f"{details} ({address}, {code.name})"
     if code in UNREACHED:
         return f"cannot reach the scheduler at {address} ({code.name})"
     return f"{code.name}: {details}"

@@ -17,3 +17,7 @@ import grpc
 
 UNREACHED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
                        grpc.StatusCode.CANCELLED})
+
+# How the scheduler says UNAVAILABLE when it was reached but every seat for calls that wait
+# on it is taken (``daemon/service.py``, ``ExecutorWaits``): retried like any UNREACHED.
+BUSY = "the scheduler is busy"

@@ -99,6 +99,24 @@ def test_an_unreachable_scheduler_is_one_line():
     assert one_line(err).startswith(f"cannot reach the scheduler at {address} (")
 
 
+def test_a_busy_scheduler_says_so_in_one_line():
+    # reached, but every seat for calls that wait on it was taken (``ExecutorWaits``)
+    import grpc
+
+    from gavelsched.client.api import rpc_error_line
+
+    class Busy(grpc.RpcError):
+        def code(self):
+            return grpc.StatusCode.UNAVAILABLE
+
+        def details(self):
+            return "the scheduler is busy: 448 calls already wait on it; try again"
+
+    assert rpc_error_line("127.0.0.1:50051", Busy()) == (
+        "the scheduler is busy: 448 calls already wait on it; try again "
+        "(127.0.0.1:50051, UNAVAILABLE)")
+
+
 def test_tls_is_verified_with_the_ca(tls_cluster, tmp_path):
     c = tls_cluster
     with connect(c.address, tls=c.ca) as client:

@@ -71,6 +71,65 @@ def test_a_client_call_waits_for_one_fleet_event_not_for_the_whole_burst():
     assert submitted.result(0) == "job 7"
 
 
+class _Aborted(Exception):
+    def __init__(self, code, details):
+        super().__init__(details)
+        self.code, self.details = code, details
+
+
+class _Context:
+    """What ``ExecutorWaits`` reads of a gRPC handler's context."""
+
+    def time_remaining(self):
+        return None
+
+    def abort(self, code, details):
+        raise _Aborted(code, details)
+
+
+def _handler(waits, method: str, fn):
+    """``fn`` as the handler of ``method``, behind ``waits``."""
+    import grpc
+
+    call = type("Details", (), {"method": f"/gavelsched.Service/{method}"})()
+    return waits.intercept_service(lambda _: grpc.unary_unary_rpc_method_handler(fn),
+                                   call).unary_unary
+
+
+def test_calls_that_may_wait_take_at_most_their_seats_and_heartbeats_none():
+    """At 2,048 GPUs x 100,000 jobs, fleet calls waiting out multi-second plans held every
+    handler thread and heartbeats queued until live servers were failed: calls that may
+    wait hold at most ``seats`` threads; one more is told UNAVAILABLE at once."""
+    import grpc
+
+    from gavelsched.daemon.service import ExecutorWaits
+
+    waits, entered, release = ExecutorWaits(seats=2), [], threading.Event()
+
+    def stuck(request, context):            # a fleet call waiting on a busy executor
+        entered.append(request)
+        release.wait(30)
+        return f"answered {request}"
+
+    report = _handler(waits, "ReportSteps", stuck)
+    heartbeat = _handler(waits, "Heartbeat", lambda request, context: "alive")
+    held = [threading.Thread(target=report, args=(i, _Context())) for i in range(2)]
+    for thread in held:
+        thread.start()
+    deadline = time.monotonic() + 30
+    while len(entered) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with pytest.raises(_Aborted) as refused:
+        report(3, _Context())
+    assert refused.value.code == grpc.StatusCode.UNAVAILABLE
+    assert "busy" in refused.value.details and entered == [0, 1]
+    assert heartbeat(0, _Context()) == "alive"          # takes no seat
+    release.set()
+    for thread in held:
+        thread.join()
+    assert report(4, _Context()) == "answered 4"        # the seats came back
+
+
 def _health(servers: int) -> Health:
     """Servers registered at 0 s; 1 s heartbeats: silent 3 s, failed."""
     health = Health(1.0)
