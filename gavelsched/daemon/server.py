@@ -41,10 +41,11 @@ log = logging.getLogger(__name__)
 # gRPC handler threads: each waits on the executor thread, up to its caller's deadline (10 s
 # for workers and jobs; RenewLease answers wait for the next plan): at 2,048 GPUs, ~150
 # calls a second through executor stalls of seconds; 128 ran out, heartbeats went unserved.
-# Calls that may wait take at most HANDLER_THREADS - FOR_HEARTBEATS of them at once
-# (``service.ExecutorWaits``): the rest answer heartbeats, however long a plan takes.
+# Calls that may wait hold at most SEATS of them at once, per kind (``service.ExecutorWaits``):
+# the rest answer heartbeats however long a plan takes, and users' calls have seats of their
+# own that a fleet's burst cannot take.
 HANDLER_THREADS = 512
-FOR_HEARTBEATS = 64
+SEATS = {"fleet": 384, "client": 64}     # and 64 threads for heartbeats
 
 
 class SchedulerDaemon:
@@ -137,8 +138,7 @@ class SchedulerDaemon:
                                                      lambda: self.identities, self.reload),
                                        identities=lambda: self.identities,
                                        tls=self.config.tls, max_workers=HANDLER_THREADS,
-                                       interceptors=[ExecutorWaits(
-                                                         HANDLER_THREADS - FOR_HEARTBEATS),
+                                       interceptors=[ExecutorWaits(SEATS),
                                                      CountedCalls(self.metrics.on_call)])
         host = host_of(self.config.listen)
         notice = self._exposure(f"{host}:{self.port}")

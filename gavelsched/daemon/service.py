@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 
@@ -83,29 +83,34 @@ class ExecutorWaits(grpc.ServerInterceptor):
     one the executor did not get to in time (``inbox.TooLate``) DEADLINE_EXCEEDED, in one
     line, without grpc's traceback of an application error.
 
-    ``seats``: how many calls may hold a handler thread at once, the ``ANSWERED_AT_ONCE``
-    calls apart (they never wait on the executor); one more gets UNAVAILABLE at once, which
-    every caller of the scheduler retries or reads as "not reached" (``rpc/codes.py``). The
-    threads beyond the seats stay free for heartbeats: at 2,048 GPUs x 100,000 jobs, fleet
-    calls waiting out multi-second plans held all 512 threads, heartbeats queued past their
-    deadline and live servers were failed in waves (issue #30; Kubernetes' API priority and
-    fairness keeps seats per priority level likewise). None: no limit."""
+    ``seats``: how many calls of each kind (``FLEET_METHODS``: the workers' and jobs'; the
+    rest: clients') may hold a handler thread at once, ``ANSWERED_AT_ONCE`` apart (they
+    never wait on the executor); one more gets UNAVAILABLE at once (``BUSY``), which every
+    caller of the scheduler retries or reads as "not reached" (``rpc/codes.py``). At 2,048
+    GPUs x 100,000 jobs, fleet calls waiting out multi-second plans held all 512 threads,
+    heartbeats queued past their deadline and live servers were failed in waves (issue
+    #30). Seats per kind keep threads for heartbeats, and a fleet's burst from refusing a
+    user's Submit, as Kubernetes' API priority and fairness keeps seats per priority level.
+    None: no limit."""
 
-    def __init__(self, seats: int | None = None) -> None:
-        self._seats = None if seats is None else threading.BoundedSemaphore(seats)
-        self._count = seats
+    def __init__(self, seats: Mapping[str, int] | None = None) -> None:
+        self._seats = {kind: (threading.BoundedSemaphore(n), n)
+                       for kind, n in (seats or {}).items()}
 
     def intercept_service(self, continuation, details):
         handler = continuation(details)
         if handler is None or handler.unary_unary is None:
             return handler
         inner = handler.unary_unary
-        seats = None if details.method.rsplit("/", 1)[-1] in ANSWERED_AT_ONCE else self._seats
+        method = details.method.rsplit("/", 1)[-1]
+        kind = "fleet" if method in FLEET_METHODS else "client"
+        seats, count = (None, 0) if method in ANSWERED_AT_ONCE else \
+            self._seats.get(kind, (None, 0))
 
         def behavior(request, context):
             if seats is not None and not seats.acquire(blocking=False):
                 context.abort(grpc.StatusCode.UNAVAILABLE,
-                              f"{BUSY}: {self._count} calls already wait on it; try again")
+                              f"{BUSY}: {count} {kind} calls already wait on it; try again")
             try:
                 with caller_waits(context.time_remaining()):
                     return inner(request, context)
@@ -121,8 +126,10 @@ class ExecutorWaits(grpc.ServerInterceptor):
             response_serializer=handler.response_serializer)
 
 
-# Methods whose handlers answer without waiting on the executor (``health``, gRPC's health
-# check): they take no seat (``ExecutorWaits``).
+# The workers' and jobs' calls (the inbox's FLEET lane), and the calls answered without
+# waiting on the executor (``health``; gRPC's health check): ``ExecutorWaits``' seats.
+FLEET_METHODS = frozenset({"RegisterWorker", "ReportRound", "InitJob", "RenewLease",
+                           "ReportSteps"})
 ANSWERED_AT_ONCE = frozenset({"Heartbeat", "Check"})
 
 

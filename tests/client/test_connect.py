@@ -110,10 +110,10 @@ def test_a_busy_scheduler_says_so_in_one_line():
             return grpc.StatusCode.UNAVAILABLE
 
         def details(self):
-            return "the scheduler is busy: 448 calls already wait on it; try again"
+            return "the scheduler is busy: 64 client calls already wait on it; try again"
 
     assert rpc_error_line("127.0.0.1:50051", Busy()) == (
-        "the scheduler is busy: 448 calls already wait on it; try again "
+        "the scheduler is busy: 64 client calls already wait on it; try again "
         "(127.0.0.1:50051, UNAVAILABLE)")
 
 

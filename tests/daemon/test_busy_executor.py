@@ -99,12 +99,14 @@ def _handler(waits, method: str, fn):
 def test_calls_that_may_wait_take_at_most_their_seats_and_heartbeats_none():
     """At 2,048 GPUs x 100,000 jobs, fleet calls waiting out multi-second plans held every
     handler thread and heartbeats queued until live servers were failed: calls that may
-    wait hold at most ``seats`` threads; one more is told UNAVAILABLE at once."""
+    wait hold at most their kind's seats; one more is told UNAVAILABLE at once, and a
+    fleet that took all its seats leaves a user's seats and heartbeats alone."""
     import grpc
 
     from gavelsched.daemon.service import ExecutorWaits
 
-    waits, entered, release = ExecutorWaits(seats=2), [], threading.Event()
+    waits = ExecutorWaits({"fleet": 2, "client": 1})
+    entered, release = [], threading.Event()
 
     def stuck(request, context):            # a fleet call waiting on a busy executor
         entered.append(request)
@@ -112,6 +114,7 @@ def test_calls_that_may_wait_take_at_most_their_seats_and_heartbeats_none():
         return f"answered {request}"
 
     report = _handler(waits, "ReportSteps", stuck)
+    submit = _handler(waits, "Submit", lambda request, context: "submitted")
     heartbeat = _handler(waits, "Heartbeat", lambda request, context: "alive")
     held = [threading.Thread(target=report, args=(i, _Context())) for i in range(2)]
     for thread in held:
@@ -122,7 +125,9 @@ def test_calls_that_may_wait_take_at_most_their_seats_and_heartbeats_none():
     with pytest.raises(_Aborted) as refused:
         report(3, _Context())
     assert refused.value.code == grpc.StatusCode.UNAVAILABLE
-    assert "busy" in refused.value.details and entered == [0, 1]
+    assert refused.value.details.startswith("the scheduler is busy: 2 fleet calls")
+    assert entered == [0, 1]
+    assert submit(0, _Context()) == "submitted"         # the clients' seat is its own
     assert heartbeat(0, _Context()) == "alive"          # takes no seat
     release.set()
     for thread in held:
