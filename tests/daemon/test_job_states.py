@@ -143,6 +143,23 @@ def test_a_plan_that_re_solved_the_allocation_says_so_in_its_dispatch_line(tmp_p
     s.close()
 
 
+@pytest.mark.parametrize("level", [logging.INFO, logging.DEBUG])
+def test_a_re_solve_logs_its_allocation_at_debug_only(tmp_path, caplog, level):
+    """``gavelsched -v scheduler`` says what each re-solve allocated, so that a replay's
+    difference from the daemon can be traced to its inputs; at INFO it says nothing."""
+    s = Scheduler(tmp_path)
+    a, b = s.submit(), s.submit()
+    with caplog.at_level(level, logger="gavelsched.daemon.executor"):
+        s.at(1.0)                                   # the first plan re-solves
+    lines = [r.getMessage() for r in caplog.records if "allocation {" in r.getMessage()]
+    if level == logging.INFO:
+        assert lines == []
+    else:
+        assert len(lines) == 1 and lines[0].startswith("round 0: allocation {")
+        assert f"'{a}': {{" in lines[0] and f"'{b}': {{" in lines[0]
+    s.close()
+
+
 @pytest.mark.parametrize("job_state, started, steps, shown", [
     ("queued", None, 0, "queued"), ("running", 3.0, 0, "preempted"),
     ("queued", None, 7, "preempted")])     # a store from before started_s: durable steps
