@@ -7,7 +7,8 @@ the executor thread runs them and hands each result, or exception, back through 
 Two lanes, served in turn while both hold events, each in arrival order: ``FLEET`` for the
 calls of workers and jobs (registrations, round reports, InitJob, RenewLease, ReportSteps,
 the answers to RunJob) and ``CLIENTS`` for everything else (users, operators, the
-scheduler's own events). A round of 4,096 GPUs starts 4,096 processes whose InitJobs
+scheduler's own events). A gRPC handler's events take its method's lane
+(``service.ExecutorWaits`` sets it with ``caller_waits``). A round of 4,096 GPUs starts 4,096 processes whose InitJobs
 arrive at once; in one queue a Submit behind them waited past its 30 s deadline (issue
 #30). With lanes it waits for one fleet event at most, as Kubernetes' API priority and
 fairness keeps one flow's burst from starving the others.
@@ -28,8 +29,12 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-# When the caller of the call this thread serves stops waiting (monotonic; ``caller_waits``)
+CLIENTS, FLEET = 0, 1      # the lanes (module docstring)
+
+# When the caller of the call this thread serves stops waiting (monotonic), and the lane
+# its events take (``caller_waits``)
 _deadline: ContextVar[float | None] = ContextVar("deadline", default=None)
+_lane: ContextVar[int] = ContextVar("lane", default=CLIENTS)
 
 
 class Stopping(RuntimeError):
@@ -41,18 +46,18 @@ class TooLate(TimeoutError):
 
 
 @contextmanager
-def caller_waits(seconds: float | None) -> Iterator[None]:
+def caller_waits(seconds: float | None, lane: int = CLIENTS) -> Iterator[None]:
     """On a gRPC handler's thread: ``call`` waits at most ``seconds`` (the caller's time
-    left; None: no deadline). A handler thread that waits past it serves no one, and at
-    2,048 GPUs such waits held every one of them, heartbeats' included."""
-    token = _deadline.set(None if seconds is None else time.monotonic() + seconds)
+    left; None: no deadline), and the events it posts take ``lane`` unless they name one.
+    A handler thread that waits past its caller serves no one, and at 2,048 GPUs such waits
+    held every one of them, heartbeats' included."""
+    deadline = _deadline.set(None if seconds is None else time.monotonic() + seconds)
+    lane_token = _lane.set(lane)
     try:
         yield
     finally:
-        _deadline.reset(token)
-
-
-CLIENTS, FLEET = 0, 1      # the lanes (module docstring)
+        _lane.reset(lane_token)
+        _deadline.reset(deadline)
 
 
 class Inbox:
@@ -65,26 +70,27 @@ class Inbox:
         self._since = time.monotonic()
 
     def post(self, fn: Callable[[], Any], *, changes: bool = True,
-             lane: int = CLIENTS) -> Future:
+             lane: int | None = None) -> Future:
         """Run ``fn`` on the executor thread; its result (or exception) lands in the future.
         ``changes=False``: it changes nothing ``Status`` shows (no new snapshot needed).
-        ``lane``: ``CLIENTS`` or ``FLEET`` (module docstring)."""
+        ``lane``: ``CLIENTS`` or ``FLEET`` (module docstring); None: the calling handler's
+        (``caller_waits``), else ``CLIENTS``."""
         fut: Future = Future()
         if self._stop.is_set():        # (a handler racing the shutdown: answered at once,
             fut.set_exception(Stopping("the scheduler is stopping"))   # not after 30 s)
             return fut
         with self._ready:
-            self._lanes[lane].append((fn, fut, changes))
+            self._lanes[_lane.get() if lane is None else lane].append((fn, fut, changes))
             self._ready.notify()
         return fut
 
     def tell(self, fn: Callable[[], Any], *, changes: bool = True,
-             lane: int = CLIENTS) -> None:
+             lane: int | None = None) -> None:
         """``post`` with no one waiting for the result: what ``fn`` raises is logged."""
         self.post(fn, changes=changes, lane=lane).add_done_callback(_log_error)
 
     def call(self, fn: Callable[[], Any], timeout: float = 30.0, *,
-             changes: bool = True, lane: int = CLIENTS) -> Any:
+             changes: bool = True, lane: int | None = None) -> Any:
         """``post`` and wait for the result (raises what ``fn`` raised), at most ``timeout``
         seconds or to the caller's deadline (``caller_waits``): else ``TooLate``."""
         deadline = _deadline.get()

@@ -33,7 +33,7 @@ from ..rpc.identity import Caller, Identities, caller_of
 from .calls import Denied
 from .executor import DaemonExecutor
 from .fences import StaleRun
-from .inbox import FLEET, Stopping, TooLate, caller_waits
+from .inbox import CLIENTS, FLEET, Stopping, TooLate, caller_waits
 from .forecast import with_period
 from .leases import stop_lease
 from .logs import LogSources, Reader, stream_logs
@@ -91,7 +91,8 @@ class ExecutorWaits(grpc.ServerInterceptor):
     heartbeats queued past their deadline and live servers were failed in waves (issue
     #30). Seats per kind keep threads for heartbeats, and a fleet's burst from refusing a
     user's Submit, as Kubernetes' API priority and fairness keeps seats per priority level.
-    None: no limit."""
+    None: no limit. A call's events take its kind's lane of the executor's inbox
+    (``caller_waits``)."""
 
     def __init__(self, seats: Mapping[str, int] | None = None) -> None:
         self._seats = {kind: (threading.BoundedSemaphore(n), n)
@@ -103,7 +104,7 @@ class ExecutorWaits(grpc.ServerInterceptor):
             return handler
         inner = handler.unary_unary
         method = details.method.rsplit("/", 1)[-1]
-        kind = "fleet" if method in FLEET_METHODS else "client"
+        kind, lane = ("fleet", FLEET) if method in FLEET_METHODS else ("client", CLIENTS)
         seats, count = (None, 0) if method in ANSWERED_AT_ONCE else \
             self._seats.get(kind, (None, 0))
 
@@ -112,7 +113,7 @@ class ExecutorWaits(grpc.ServerInterceptor):
                 context.abort(grpc.StatusCode.UNAVAILABLE,
                               f"{BUSY}: {count} {kind} calls already wait on it; try again")
             try:
-                with caller_waits(context.time_remaining()):
+                with caller_waits(context.time_remaining(), lane):
                     return inner(request, context)
             except Stopping as err:
                 context.abort(grpc.StatusCode.UNAVAILABLE, str(err))
@@ -126,10 +127,11 @@ class ExecutorWaits(grpc.ServerInterceptor):
             response_serializer=handler.response_serializer)
 
 
-# The workers' and jobs' calls (the inbox's FLEET lane), and the calls answered without
-# waiting on the executor (``health``; gRPC's health check): ``ExecutorWaits``' seats.
-FLEET_METHODS = frozenset({"RegisterWorker", "ReportRound", "InitJob", "RenewLease",
-                           "ReportSteps"})
+# The workers' and jobs' calls (their events take the inbox's FLEET lane, and they have
+# seats of their own), and the calls answered without waiting on the executor (``health``;
+# gRPC's health check: no seat): ``ExecutorWaits``.
+FLEET_METHODS = frozenset({"RegisterWorker", "Heartbeat", "ReportRound", "InitJob",
+                           "RenewLease", "ReportSteps"})
 ANSWERED_AT_ONCE = frozenset({"Heartbeat", "Check"})
 
 
@@ -238,7 +240,7 @@ class WorkerService(pb_grpc.WorkerToSchedulerServicer):
             checks.text(request.address, "address")
             checks.text(request.hostname, "hostname")
             profile = worker_profile(request)
-            return self.x.call(lambda: self.x.register(request, mono, profile), lane=FLEET)
+            return self.x.call(lambda: self.x.register(request, mono, profile))
         except ValueError as err:   # BadValue, TraceError, or the executor's own refusal
             _abort_on(context, err)
 
@@ -252,7 +254,7 @@ class WorkerService(pb_grpc.WorkerToSchedulerServicer):
         running = {r.job_id: int(r.generation) for r in request.running}
         self.x.tell(lambda: self.x.heartbeat(request.server_id, mono, running,
                                              request.leaving, int(request.registration)),
-                    changes=False, lane=FLEET)
+                    changes=False)
         return pb.HeartbeatResponse(known=True)
 
     def ReportRound(self, request, context):
@@ -260,7 +262,7 @@ class WorkerService(pb_grpc.WorkerToSchedulerServicer):
         why = bad_report(request, unknown_steps=True)
         if why is not None:   # acknowledged, so that the worker does not send it again
             return pb.Ack(ok=False, message=_ignored("ReportRound", request, why))
-        self.x.call(lambda: self.x.round_report(request), lane=FLEET)
+        self.x.call(lambda: self.x.round_report(request))
         return pb.Ack(ok=True)
 
 
@@ -271,7 +273,7 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
     def InitJob(self, request, context):
         self.callers.job(context, request.job_id)
         try:
-            return self.x.call(lambda: self.x.init_job(request), lane=FLEET)
+            return self.x.call(lambda: self.x.init_job(request))
         except LookupError as err:
             _abort_on(context, err, grpc.StatusCode.NOT_FOUND)
         except StaleRun as err:
@@ -282,7 +284,7 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
         why = bad_report(request)
         if why is not None:   # the iterator takes a failed renewal as "not renewed"
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, _ignored("RenewLease", request, why))
-        lease = self.x.call(lambda: self.x.renew_lease(request), lane=FLEET)
+        lease = self.x.call(lambda: self.x.renew_lease(request))
         if isinstance(lease, Future):   # wait for the next round's plan
             try:
                 lease = lease.result(timeout=RENEW_WAIT_S)
@@ -299,7 +301,7 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
             return pb.Ack(ok=False, message=_ignored("ReportSteps", request, why))
         if request.checkpointed and not self.x.call(lambda: self.x.durable_steps(
                 request.job_id, int(request.steps), int(request.generation),
-                float(request.seconds), float(request.lease_start_s)), lane=FLEET):
+                float(request.seconds), float(request.lease_start_s))):
             return pb.Ack(ok=False, message=f"run generation {request.generation} of job "
                                             f"{shown(request.job_id)} is stale")
         return pb.Ack(ok=True)

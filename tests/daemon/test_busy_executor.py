@@ -135,6 +135,24 @@ def test_calls_that_may_wait_take_at_most_their_seats_and_heartbeats_none():
     assert report(4, _Context()) == "answered 4"        # the seats came back
 
 
+def test_a_handler_s_events_take_its_method_s_lane():
+    """One list says which calls are the fleet's (``service.FLEET_METHODS``): their
+    handlers' events take the FLEET lane, the others' the CLIENTS lane."""
+    from gavelsched.daemon.service import ExecutorWaits
+
+    inbox, ran, waits = Inbox(), [], ExecutorWaits()
+    report = _handler(waits, "ReportSteps",
+                      lambda request, context: inbox.tell(lambda: ran.append("report")))
+    submit = _handler(waits, "Submit",
+                      lambda request, context: inbox.tell(lambda: ran.append(request)))
+    submit("submit 1", _Context())
+    submit("submit 2", _Context())
+    report(0, _Context())                # posted last, run second: the other lane's turn
+    while len(ran) < 3:
+        inbox.run_pending(0)
+    assert ran == ["submit 1", "report", "submit 2"]
+
+
 def _health(servers: int) -> Health:
     """Servers registered at 0 s; 1 s heartbeats: silent 3 s, failed."""
     health = Health(1.0)
