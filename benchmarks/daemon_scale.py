@@ -192,7 +192,7 @@ def measure(gpus: int, jobs: int, args) -> Row:
     cluster = LocalCluster(root, policy=args.policy, round_seconds=args.round_seconds,
                            heartbeat_seconds=args.heartbeat_seconds,
                            config={"expected_workers": gpus, "eta": args.eta,
-                                   "policy_options": policy_options(args.policy_option),
+                                   "policy_options": args.policy_options,
                                    "metrics_listen": f"127.0.0.1:{metrics_port}",
                                    "dashboard_listen": f"127.0.0.1:{dash_port}"})
     log_path = root / "scheduler.log"
@@ -325,7 +325,8 @@ def main() -> int:
         parser.error("--jobs, --rounds must be positive and --warmup not negative")
     # a SIGTERM ends the run through the ``finally`` that stops the daemons it started
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped by SIGTERM"))
-    options = "".join(f" {k}={v}" for k, v in policy_options(args.policy_option).items())
+    args.policy_options = policy_options(args.policy_option)
+    options = "".join(f" {k}={v}" for k, v in args.policy_options.items())
     print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f} at the start; "
           f"{args.policy}{options}, {args.round_seconds:g} s rounds, {args.rounds} rounds measured "
           f"after {args.warmup}, heartbeats {args.heartbeat_seconds:g} s, servers of "
