@@ -187,7 +187,8 @@ def main() -> int:
             jobs_flags = (["--trace", str(Path(args.trace).resolve()), "--time-scale",
                            str(args.time_scale), "--steps-scale", str(args.steps_scale)]
                           if args.trace else ["--jobs", str(args.jobs)])
-            subprocess.run([sys.executable, "-m", "gavelsched", "local-cluster",
+            # -v: the scheduler logs each re-solve's allocation (what a difference is traced to)
+            subprocess.run([sys.executable, "-m", "gavelsched", "-v", "local-cluster",
                             "--workers", args.workers, *jobs_flags,
                             "--round-seconds", str(args.round_seconds), "--policy", policy,
                             "--json", str(root / "physical.json"), "--keep", str(root / "run"),

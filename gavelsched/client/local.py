@@ -75,6 +75,7 @@ def make_cluster(options: DemoOptions, root: Path, workers: dict[str, int], tabl
     priors ``table`` scaled to the emulation, re-solving at any round boundary after a
     change, and a fresh random token (``root/token``, mode 0600) that its scheduler,
     workers and client use, so that no other local user can reach them even on loopback.
+    ``gavelsched -v`` (or ``-q``) on the command moves the daemons' logging as well.
     ``dashboard`` (or ``options.dashboard``): serve the dashboard on a free port."""
     from traces.throughputs import dump_table
 
@@ -90,12 +91,17 @@ def make_cluster(options: DemoOptions, root: Path, workers: dict[str, int], tabl
     # Re-solve at any round boundary after a change (the daemon's default waits Gavel's
     # 1920 s scaled to the round, too long for a demo of a few minutes).
     cluster = LocalCluster(root, policy=options.policy, round_seconds=options.round_seconds,
-                           token=new_token(),
+                           token=new_token(), verbosity=_verbosity(options),
                            config={"expected_workers": sum(workers.values()),
                                    "min_resolve_interval_s": options.round_seconds,
                                    "metrics_listen": f"127.0.0.1:{metrics_port}",
                                    "throughputs": str(priors), **listen})
     return cluster, metrics_port
+
+
+def _verbosity(options) -> int:
+    """``gavelsched -v``/``-q`` given to the command, passed on to its daemons."""
+    return getattr(options, "verbose", 0) - getattr(options, "quiet", 0)
 
 
 def start_daemons(cluster, options: DemoOptions, workers: dict[str, int]) -> None:

@@ -77,11 +77,13 @@ class LocalCluster:
     ``stop()`` ends every process this object started. With ``token`` (``gavelsched
     local-cluster`` passes a fresh random one), it is written to ``root/token`` (mode 0600)
     and every daemon and client here uses it; without, the daemons serve loopback
-    unauthenticated (each logs a notice)."""
+    unauthenticated (each logs a notice). ``verbosity``: each daemon logs one level more
+    (DEBUG at 1) or, below 0, less per step (``gavelsched -v``/``-q``)."""
 
     def __init__(self, root: Path, *, policy: str = "max_min_fairness_perf",
                  round_seconds: float = 6.0, heartbeat_seconds: float = 1.0,
-                 token: str | None = None, config: Mapping | None = None) -> None:
+                 token: str | None = None, config: Mapping | None = None,
+                 verbosity: int = 0) -> None:
         self.root = Path(root).resolve()   # what goes in its config and flags is absolute
         self.root.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
@@ -98,16 +100,17 @@ class LocalCluster:
         self.dashboard_address: str | None = data.get("dashboard_listen")
         self.config_path = self.root / "cluster.yaml"
         self.config_path.write_text(yaml.safe_dump(data))
+        self.log_flags = ["-v"] * verbosity if verbosity > 0 else ["-q"] * -verbosity
         self.scheduler: subprocess.Popen | None = None
         self.workers: list[subprocess.Popen] = []
         self._chan: grpc.Channel | None = None
 
     # ---- processes ------------------------------------------------------------------------
     def _spawn(self, args: list[str], log_name: str, cwd: Path | None = None) -> subprocess.Popen:
-        """``gavelsched ARGS`` (the daemons log INFO by default) in ``cwd``, its output
-        appended to ``root/log_name``."""
+        """``gavelsched ARGS`` (the daemons log INFO by default, ``verbosity`` moves it) in
+        ``cwd``, its output appended to ``root/log_name``."""
         with open(self.root / log_name, "ab") as out:
-            return subprocess.Popen([sys.executable, "-m", "gavelsched", *args],
+            return subprocess.Popen([sys.executable, "-m", "gavelsched", *self.log_flags, *args],
                                     stdout=out, stderr=subprocess.STDOUT,
                                     env=subprocess_env(), cwd=cwd)
 

@@ -36,6 +36,17 @@ def test_local_cluster_runs_a_mix_and_writes_the_result_json(tmp_path, capsys):
     assert result["resolves"] >= 1
 
 
+def test_verbose_local_cluster_passes_its_level_to_the_scheduler(tmp_path):
+    """``gavelsched -v local-cluster``: its scheduler logs DEBUG too (each re-solve's
+    allocation, what a replay's differences are traced to)."""
+    kept = tmp_path / "run"
+    assert main(["-v", "local-cluster", "--workers", "v100=1", "--jobs", "1",
+                 "--round-seconds", "1.5", "--emulation-speed", "1", "--workload", "steps",
+                 "--keep", str(kept)]) == 0
+    log = (kept / "scheduler.log").read_text()
+    assert " DEBUG " in log and ": allocation {" in log
+
+
 def test_local_cluster_bad_workers_flag_is_one_line(capsys):
     assert main(["local-cluster", "--workers", "h100=1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
