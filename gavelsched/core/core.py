@@ -62,7 +62,7 @@ from .periods import shares as received_shares
 from .problem import advance_isolated_time, build_problem
 from .progress import RoundInFlight, align, credit_keys, credit_round, credit_rows
 from .resolving import allowed as resolve_allowed
-from .resolving import next_allowed_s
+from .resolving import interval_passed, next_allowed_s
 from .restarts import Runs
 from .records import (JobSpec, Period, PeriodState, Report, Round, RoundOutcome, RoundReport,
                       TaskBatch, ThroughputSource)
@@ -560,7 +560,7 @@ class SchedulerCore:
         # under the restart rule, once the period has lasted Gavel's interval (``restarts``).
         if cfg.reset_received_on_resolve and (
                 not self._restart_aware
-                or now - self._counted_since_s >= cfg.min_resolve_interval_s):
+                or interval_passed(cfg, now, self._counted_since_s)):
             period = close_period(self._rows, self._counted_since_s, now,
                                   self._layout.columns, cfg.seed_seconds)
             self._counted_since_s = float(now)
@@ -595,8 +595,11 @@ class SchedulerCore:
         self._last_solve_s = allocation.solve_s
         install(allocation, self._rows, self._jobs, self._layout.columns, self._lookups,
                 cfg.seed_seconds)
-        log.debug("re-solved at %.0fs: %d jobs, %.3fs", now, len(problem.jobs),
-                  allocation.solve_s)
+        if log.isEnabledFor(logging.DEBUG):   # what a replay's differences are traced to
+            log.debug("re-solved at %.1fs: %d jobs, %.3fs; allocation %s", now,
+                      len(problem.jobs), allocation.solve_s,
+                      {job: {t: round(x, 4) for t, x in row.items() if x > 0}
+                       for job, row in allocation.allocation.items()})
         return allocation
 
     def _problem(self, now: float, uncredited: Mapping[str, float] | None = None) -> Problem:

@@ -15,6 +15,12 @@ allowed. ``CoreConfig.resolve`` names the rule:
 A re-solve at time 0 never starts the interval (Gavel's ``last_reset_time == 0``), and a
 forced one (``SchedulerCore.force_resolve``) ignores it. The core never reads a clock: the
 solve time is the policy's own measurement, carried on its ``Allocation``.
+
+An interval has passed ``JITTER_SHARE`` of a round early (``interval_passed``): the daemon
+plans each round within milliseconds of its schedule, and with an interval of a whole
+number of rounds (``local-cluster``'s is one round) those milliseconds decided whether a
+period ended at a plan, where the simulator's exact clock always said the same. The two
+then dealt the round differently (issue #29).
 """
 
 from __future__ import annotations
@@ -22,6 +28,18 @@ from __future__ import annotations
 import math
 
 RESOLVE_MODES = ("gavel", "responsive")
+# An interval counts as passed this share of a round before its exact end (module docstring).
+JITTER_SHARE = 0.05
+
+
+def interval_passed(config, now: float, since: float) -> bool:
+    """``min_resolve_interval_s`` has passed from ``since`` to ``now``, up to a clock's
+    jitter (``JITTER_SHARE`` of a round)."""
+    return now - since >= _interval(config)
+
+
+def _interval(config) -> float:
+    return config.min_resolve_interval_s - JITTER_SHARE * config.round_seconds
 
 
 def cheap(config, last_solve_s: float | None) -> bool:
@@ -41,7 +59,7 @@ def allowed(config, now: float, last_resolve_s: float, last_solve_s: float | Non
             forced: bool) -> bool:
     """A stale allocation may be re-solved at the boundary at ``now``."""
     return (waives_interval(config, last_resolve_s, last_solve_s, forced)
-            or now - last_resolve_s >= config.min_resolve_interval_s)
+            or interval_passed(config, now, last_resolve_s))
 
 
 def next_allowed_s(config, last_resolve_s: float, last_solve_s: float | None,
@@ -49,4 +67,4 @@ def next_allowed_s(config, last_resolve_s: float, last_solve_s: float | None,
     """The earliest time a re-solve is allowed (-inf: at the next boundary)."""
     if waives_interval(config, last_resolve_s, last_solve_s, forced):
         return -math.inf
-    return last_resolve_s + config.min_resolve_interval_s
+    return last_resolve_s + _interval(config)

@@ -321,10 +321,6 @@ class DaemonExecutor:
             self.shares.closed(self.core.take_closed_periods())
             if self.metrics is not None:
                 self.metrics.on_solve(rnd.resolved.solve_s)
-            if log.isEnabledFor(logging.DEBUG):   # what a replay's differences are traced to
-                log.debug("round %d: allocation %s", self._round_base + rnd.index,
-                          {job: {t: round(x, 4) for t, x in row.items() if x > 0}
-                           for job, row in rnd.resolved.allocation.items()})
         self.clock.planned()
         index = self._round_base + rnd.index
         self.store.set_meta({ROUND.key(): index + 1})

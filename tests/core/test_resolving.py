@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gavelsched.core import CoreConfig
-from gavelsched.core.resolving import RESOLVE_MODES, allowed, cheap, next_allowed_s
+from gavelsched.core.resolving import (JITTER_SHARE, RESOLVE_MODES, allowed, cheap,
+                                       next_allowed_s)
 
 from .test_core import R, Recording, finish, job, make_core
 
@@ -72,7 +73,7 @@ def test_next_allowed_time_follows_the_rule():
     slow = make_core(Timed(100.0), config=CoreConfig(resolve="responsive"))
     slow.submit(job(0), 0.0)
     finish(slow, slow.start_round(10.0), 10.0 + R)
-    assert slow.next_resolve_allowed_s() == 10.0 + 1920.0
+    assert slow.next_resolve_allowed_s() == 10.0 + 1920.0 - JITTER_SHARE * R   # (a plan's jitter)
 
 
 @pytest.mark.parametrize("change", [{"resolve": "sometimes"}, {"cheap_solve_fraction": -0.1},
@@ -100,3 +101,30 @@ def test_responsive_is_never_later_than_gavel(now, last, solve, forced, interval
     if now - last >= interval:
         assert all(allowed(gavel.but(resolve=m), now, last, solve, forced)
                    for m in RESOLVE_MODES)
+
+
+@pytest.mark.parametrize("jitter_s", [-0.02, 0.0, 0.02])
+def test_an_interval_of_whole_rounds_passes_at_a_plan_whatever_its_jitter(jitter_s):
+    """The daemon plans a round apart give or take milliseconds; with an interval of one
+    round (``local-cluster``'s) the next plan is always past it, early or late, as on the
+    simulator's exact clock (issue #29). Half a round in, it is not."""
+    config = CoreConfig(round_seconds=30.0, min_resolve_interval_s=30.0)
+    assert allowed(config, 53.3 + 30.0 + jitter_s, 53.3, 1.0, False)
+    assert next_allowed_s(config, 53.3, 1.0, False) <= 53.3 + 30.0 + jitter_s
+    assert not allowed(config, 53.3 + 15.0, 53.3, 1.0, False)
+
+
+@pytest.mark.parametrize("jitter_s", [-0.02, 0.0, 0.02])
+def test_a_period_of_one_round_ends_at_the_next_plan_whatever_its_jitter(jitter_s):
+    """Under the restart rule received times go back to the seed at the first re-solve a
+    period's interval after its start: at the plan a round later, 20 ms early or not."""
+    config = CoreConfig(round_seconds=30.0, min_resolve_interval_s=30.0, resolve="responsive")
+    core = make_core(Timed(0.01), config=config)
+    core.set_restart_costs({"fast": 1.0})
+    for i, t in enumerate((0.0, 30.0)):
+        core.submit(job(i, steps=10**7), t)
+        finish(core, core.start_round(t + (jitter_s if t else 0.0)), t + 30.0)
+    core.submit(job(2, steps=10**7), 60.0)
+    start = core.counted_since_s
+    core.start_round(start + 30.0 + jitter_s)
+    assert core.counted_since_s == start + 30.0 + jitter_s

@@ -44,7 +44,7 @@ def test_verbose_local_cluster_passes_its_level_to_the_scheduler(tmp_path):
                  "--round-seconds", "1.5", "--emulation-speed", "1", "--workload", "steps",
                  "--keep", str(kept)]) == 0
     log = (kept / "scheduler.log").read_text()
-    assert " DEBUG " in log and ": allocation {" in log
+    assert " DEBUG " in log and "; allocation {" in log
 
 
 def test_local_cluster_bad_workers_flag_is_one_line(capsys):
