@@ -58,7 +58,7 @@ import yaml
 from gavelsched.daemon.config import load_config
 from gavelsched.daemon.jobs import DONE
 from gavelsched.daemon.local import subprocess_env
-from gavelsched.daemon.meta import STARTUP_S
+from gavelsched.daemon.meta import RESTART_S, STARTUP_S
 from gavelsched.daemon.store import Store
 from gavelsched.core.online import OnlineThroughputs
 from policies import get_policy
@@ -83,10 +83,12 @@ class Measured:
 
 def measured_trace(state_dir: Path) -> Measured:
     """The finished jobs of a daemon run as a trace, each job with the steps/s the daemon
-    measured for it (``TraceJob.throughputs``), the startup seconds the daemon measured
-    for a fresh run of each job type (the simulator's preemption overhead), the priors the
-    daemon started with (``local-cluster``'s ``throughputs.json``), and how long each
-    waited for its first start."""
+    measured for it (``TraceJob.throughputs``) and the restart cost its restart rule
+    weighed (``TraceJob.restart_s``; None in a run from before it was kept: the start-up),
+    the startup seconds the daemon measured for a fresh run of each job type (the
+    simulator's preemption overhead), the priors the daemon started with
+    (``local-cluster``'s ``throughputs.json``), and how long each waited for its first
+    start."""
     from traces.throughputs import load_table
 
     kept = state_dir.parent / "throughputs.json"
@@ -98,6 +100,8 @@ def measured_trace(state_dir: Path) -> Measured:
         online.restore(store.throughputs())
         startup = {row.spec.job_type: float(store.get_meta(STARTUP_S.key(row.spec.job_type))
                                             or 0.0) for row in rows}
+        # the restart cost the daemon's restart rule weighed (start-up and save, banded)
+        weighed = {kind: store.get_meta(RESTART_S.key(kind)) for kind in startup}
         cluster: dict[str, int] = {}
         for server in store.servers():
             cluster[server.worker_type] = cluster.get(server.worker_type, 0) + len(server.workers)
@@ -107,7 +111,8 @@ def measured_trace(state_dir: Path) -> Measured:
     jobs = [TraceJob(job_type=row.spec.job_type, scale_factor=row.spec.scale_factor,
                      total_steps=row.spec.total_steps, arrival_s=row.arrival_s,
                      throughputs=online.row(row.id, row.spec.job_type, row.spec.scale_factor,
-                                            types))
+                                            types),
+                     restart_s=float(weighed[row.spec.job_type] or 0.0) or None)
             for row in rows]
     return Measured(jobs, [row.id for row in rows], ThroughputTable({t: {} for t in types}),
                     startup, start, {row.id: row.started_s - row.arrival_s for row in rows},

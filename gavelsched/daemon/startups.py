@@ -6,12 +6,14 @@ job (``restart_s``), which the core's restart rule weighs (``core/restarts.py``)
 
 The means are kept in the store's meta table (``startup_s/<job type>`` over
 ``startup_n/<job type>`` runs, ``save_s/`` over ``save_n/``), so they survive a scheduler
-restart.
+restart, and so does the restart cost the core weighs (``restart_s/``), which follows
+their sum only when it moves by more than ``RESTART_BAND``, as a job's planned throughputs
+follow its measurements (``core/online.py``).
 """
 
 from __future__ import annotations
 
-from .meta import SAVE_N, SAVE_S, STARTUP_N, STARTUP_S, MetaKey
+from .meta import RESTART_S, SAVE_N, SAVE_S, STARTUP_N, STARTUP_S, MetaKey
 from .store import Store
 
 
@@ -21,6 +23,12 @@ from .store import Store
 # change (a bigger checkpoint) still moves the mean, a bounded step per run.
 OUTLIER_AFTER = 3
 OUTLIER_RATIO = 3.0
+# The restart cost the core weighs moves only when the measured one differs from it by more
+# than this share. Start-ups and saves vary by tens of percent from run to run, and each
+# shift moved the restart rule's thresholds (a run within 30 restarts of its job's end is
+# kept, ``core/restarts.py``) past some job: which runs were kept then depended on which
+# sample came last, which no replay of the run can know (issue #29).
+RESTART_BAND = 0.5
 
 
 class Startups:
@@ -31,6 +39,7 @@ class Startups:
         # job types whose first start-up this process measured: a forecast made before
         # charged them a guess (the ETAs are due again, ``executor``)
         self.first_measured = 0
+        self._weighed: dict[str, float] = {}      # job type -> the restart cost weighed
 
     def _get(self, mean_key: MetaKey, count_key: MetaKey, job_type: str) -> tuple[float, int]:
         got = self._means.get((mean_key.name, job_type))
@@ -67,5 +76,15 @@ class Startups:
         self._store.set_meta({SAVE_S.key(job_type): f"{mean:.3f}", SAVE_N.key(job_type): n})
 
     def restart_s(self, job_type: str) -> float:
-        """What a restart costs a job of ``job_type``: its mean start-up and save."""
-        return self.mean(job_type)[0] + self._get(SAVE_S, SAVE_N, job_type)[0]
+        """What a restart costs a job of ``job_type``, as the core weighs it: its mean
+        start-up and save, once they move by more than ``RESTART_BAND`` from the cost
+        weighed so far (0 before any was measured)."""
+        weighed = self._weighed.get(job_type)
+        if weighed is None:
+            weighed = float(self._store.get_meta(RESTART_S.key(job_type), "0") or 0.0)
+        measured = round(self.mean(job_type)[0] + self._get(SAVE_S, SAVE_N, job_type)[0], 3)
+        if abs(measured - weighed) > RESTART_BAND * weighed:
+            weighed = measured
+            self._store.set_meta({RESTART_S.key(job_type): f"{measured:.3f}"})
+        self._weighed[job_type] = weighed
+        return weighed

@@ -37,10 +37,11 @@ def test_status_eta_and_predict_on_a_live_cluster(cluster, tmp_path, capsys):
     assert all(j.steps_per_s.get("v100", 0) > 0 for j in reply.jobs)
     # and the rows the core plans on (its priors until a run moved them past noise)
     assert all(j.plan_steps_per_s.get("v100", 0) > 0 for j in reply.jobs)
-    # what a restart costs (start-up + save, the restart rule) reaches the replay too
+    # what a restart costs (start-up + save, as the restart rule weighs it: it moves only
+    # past a band, gavelsched/daemon/startups.py) reaches the replay too
     reply = wait_until(lambda: (lambda r: r if all(j.startup_s > 0 for j in r.jobs) else None)(
         cluster.status()), 60, "a measured start-up")
-    assert all(j.restart_s >= j.startup_s > 0 for j in reply.jobs)
+    assert all(j.restart_s > 0 for j in reply.jobs)
     # and when a run's count was last reported (its steps since are not in steps_done)
     reply = wait_until(lambda: (lambda r: r if any(j.run_reported_s > 0 for j in r.jobs)
                                 else None)(cluster.status()), 60, "a run's commit report")

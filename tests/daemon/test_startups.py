@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gavelsched.daemon.startups import OUTLIER_AFTER, OUTLIER_RATIO, Startups
+from gavelsched.daemon.startups import OUTLIER_AFTER, OUTLIER_RATIO, RESTART_BAND, Startups
 from gavelsched.daemon.store import Store
 
 
@@ -36,4 +36,22 @@ def test_one_slow_save_does_not_set_a_type_s_restart_cost_for_good(tmp_path):
     for _ in range(30):
         stats.record_save("A", 5.0)
     assert stats.restart_s("A") > 3.5             # (3.9 after 30 runs)
+    store.close()
+
+
+def test_the_cost_weighed_moves_only_past_the_band_and_survives_a_restart(tmp_path):
+    """Start-ups vary from run to run; the restart rule's thresholds follow the cost the
+    core weighs, which moves only when the measured cost leaves ``RESTART_BAND`` of it
+    (issue #29: one run's noise decided which runs were kept near their jobs' ends)."""
+    store = Store(tmp_path)
+    stats = Startups(store)
+    assert stats.restart_s("A") == 0.0                      # nothing measured yet
+    stats.record("A", 0.30)
+    assert stats.restart_s("A") == 0.30                     # the first measurement
+    stats.record("A", 0.36)                                  # mean 0.33: within the band
+    assert stats.mean("A")[0] == pytest.approx(0.33) and stats.restart_s("A") == 0.30
+    assert Startups(store).restart_s("A") == 0.30            # as weighed before a restart
+    for _ in range(4):
+        stats.record("A", 0.30 * (2 + RESTART_BAND))        # mean past the band
+    assert stats.restart_s("A") == pytest.approx(stats.mean("A")[0], abs=1e-3)
     store.close()
