@@ -8,9 +8,9 @@ Two lanes, served in turn while both hold events, each in arrival order: ``FLEET
 calls of workers and jobs (registrations, round reports, InitJob, RenewLease, ReportSteps,
 the answers to RunJob) and ``CLIENTS`` for everything else (users, operators, the
 scheduler's own events). A gRPC handler's events take its method's lane
-(``service.ExecutorWaits`` sets it with ``caller_waits``). A round of 4,096 GPUs starts 4,096 processes whose InitJobs
-arrive at once; in one queue a Submit behind them waited past its 30 s deadline (issue
-#30). With lanes it waits for one fleet event at most, as Kubernetes' API priority and
+(``service.ExecutorWaits`` sets it with ``caller_waits``). A round of 4,096 GPUs starts
+4,096 processes whose InitJobs arrive at once; in one queue a Submit behind them waited
+past its 30 s deadline (issue #30). With lanes it waits for one fleet event at most, as Kubernetes' API priority and
 fairness keeps one flow's burst from starving the others.
 """
 
