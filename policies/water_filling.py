@@ -237,6 +237,8 @@ class WaterFilling(ColumnPolicy):
         """Every runnable job's water-filling level (normalised effective throughput)
         before the polish: what the tests compare between methods."""
         cols = self.columns(problem, merge=not problem.entities)
+        if cols.num_columns == 0:       # no job can run anywhere
+            return np.zeros(0)
         rows, U = fairness_utility(cols, weighted=False)
         return self._fill(problem, cols, rows, U, self.direct_solver(DIRECT_SOLVER),
                           entity_caps(problem, cols))[0]
