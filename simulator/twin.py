@@ -224,6 +224,8 @@ def replay(state: LiveState, extra: Sequence[LiveJob] = ()) -> dict[str, Eta]:
     later, refilled = refills(state, later, done, extra)
     out.update(done)
     out.update(refilled)
+    placed = _placed_starts(state)
+    out.update({job_id: replace(out[job_id], start_s=at) for job_id, at in placed.items()})
     inputs = replay_inputs(later, extra)
     if not inputs.trace:
         return out
@@ -246,12 +248,23 @@ def replay(state: LiveState, extra: Sequence[LiveJob] = ()) -> dict[str, Eta]:
         start = None if started[job_id] or record.started_s is None else offset + record.started_s
         if job_id in refilled:      # (it starts in the placed round)
             start = refilled[job_id].start_s
+        start = placed.get(job_id, start)
         finish = record.completion_s
         if finish is None and record.id in result.steps_left:
             finish = extrapolated(inputs.trace[i].total_steps, result.steps_left[record.id],
                                   result.end_s)
         out[job_id] = Eta(start, None if finish is None else offset + finish)
     return out
+
+
+def _placed_starts(state: LiveState) -> dict[str, float]:
+    """Seconds from now to when each job that has never started steps in the run the
+    placed round gave it (``run_window``: a start-up still under way). The replay keeps
+    such a run from its first round, so it started it there: a round late."""
+    if state.round_ends_s is None:
+        return {}
+    return {job.id: max(0.0, run_window(state, job)[0] - state.now_s) for job in state.jobs
+            if job.started_s is None and job.steps_per_s.get(job.running_on or "", 0.0) > 0}
 
 
 def refills(state: LiveState, later: LiveState, done: Mapping[str, Eta],

@@ -266,7 +266,7 @@ class DaemonExecutor:
         planned = self.core.planned_rates(j.id for j in active)
         plan_rates = {i: {t: row[t] for t in types if t in row} for i, row in planned.items()}
         return {"rates": rates, "plan_rates": plan_rates,
-                "startup_s": {t: self.startups.mean(t)[0] for t in kinds},
+                "startup_s": {t: self.startups.expected_startup(t) for t in kinds},
                 "restart_s": {t: self.startups.restart_s(t) for t in kinds},
                 "policy_options": self.core.policy.made_with, **self.config.rules.published()}
 

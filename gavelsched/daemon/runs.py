@@ -308,7 +308,8 @@ class RunTable:
             return
         R, ends = self._window(mono)
         left = ends - mono
-        if not worth_launching(left, self.startups.mean(job.spec.job_type)[0], R, refill):
+        if not worth_launching(left, self.startups.expected_startup(job.spec.job_type), R,
+                               refill):
             # A launch that waited (for its last run to save) and could not start up before
             # the round ends is not made: it would only checkpoint what it loaded.
             log.info("job %s: %.1fs left in round %d, less than its start-up; not launched",

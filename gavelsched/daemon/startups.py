@@ -9,6 +9,12 @@ The means are kept in the store's meta table (``startup_s/<job type>`` over
 restart, and so does the restart cost the core weighs (``restart_s/``), which follows
 their sum only when it moves by more than ``RESTART_BAND``, as a job's planned throughputs
 follow its measurements (``core/online.py``).
+
+A job type none of whose runs has started up yet is expected to cost what the types
+measured cost on average (their mean start-up, their mean restart cost), not nothing: its
+first runs are then launched, held and forecast as the later ones will be (issue #29: a
+first run counted as free was preempted at the next plan in the scheduler's forecast,
+and the daemon held it once its start-up was measured, a few seconds later).
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ class Startups:
         # charged them a guess (the ETAs are due again, ``executor``)
         self.first_measured = 0
         self._weighed: dict[str, float] = {}      # job type -> the restart cost weighed
+        self._measured: set[str] | None = None    # job types with a start-up recorded
 
     def _get(self, mean_key: MetaKey, count_key: MetaKey, job_type: str) -> tuple[float, int]:
         got = self._means.get((mean_key.name, job_type))
@@ -58,6 +65,23 @@ class Startups:
         self._means[mean_key.name, job_type] = (mean, n + 1)
         return mean, n + 1
 
+    def _measured_types(self) -> list[str]:
+        """The job types with a start-up recorded, in this process or before it (read from
+        the store once)."""
+        if self._measured is None:
+            stored = self._store.meta_family(STARTUP_N.name)
+            self._measured = {t for t, n in stored.items() if int(n or 0) > 0}
+        return sorted(self._measured)
+
+    def expected_startup(self, job_type: str) -> float:
+        """The start-up a fresh run of ``job_type`` is expected to take: its type's mean,
+        or before its first, the mean over the types measured (0 before any)."""
+        mean, n = self.mean(job_type)
+        if n:
+            return mean
+        means = [self.mean(t)[0] for t in self._measured_types()]
+        return sum(means) / len(means) if means else 0.0
+
     def mean(self, job_type: str) -> tuple[float, int]:
         """(mean start-up seconds, fresh runs) recorded for ``job_type``; (0, 0) before the
         first."""
@@ -67,6 +91,8 @@ class Startups:
         """A fresh run of ``job_type`` started up in ``seconds``."""
         mean, n = self._add(STARTUP_S, STARTUP_N, job_type, seconds)
         self.first_measured += n == 1
+        self._measured_types()
+        self._measured.add(job_type)
         self._store.set_meta({STARTUP_S.key(job_type): f"{mean:.3f}",
                               STARTUP_N.key(job_type): n})
 
@@ -78,7 +104,12 @@ class Startups:
     def restart_s(self, job_type: str) -> float:
         """What a restart costs a job of ``job_type``, as the core weighs it: its mean
         start-up and save, once they move by more than ``RESTART_BAND`` from the cost
-        weighed so far (0 before any was measured)."""
+        weighed so far; before its first start-up, the mean over the types measured (0
+        before any)."""
+        if not (self.mean(job_type)[1] or self._get(SAVE_S, SAVE_N, job_type)[1]):
+            # nothing measured for it yet: the mean of the types measured
+            costs = [self.restart_s(t) for t in self._measured_types()]
+            return sum(costs) / len(costs) if costs else 0.0
         weighed = self._weighed.get(job_type)
         if weighed is None:
             weighed = float(self._store.get_meta(RESTART_S.key(job_type), "0") or 0.0)

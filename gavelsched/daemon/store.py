@@ -113,6 +113,13 @@ class Store:
         row = self._db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
         return default if row is None else row[0]
 
+    def meta_family(self, prefix: str) -> dict[str, str]:
+        """The meta rows whose key starts with ``prefix`` (a family, ``meta.MetaKey``), by
+        the key's suffix."""
+        rows = self._db.execute("SELECT key, value FROM meta WHERE substr(key, 1, ?) = ?",
+                                (len(prefix), prefix)).fetchall()
+        return {key[len(prefix):]: value for key, value in rows}
+
     def set_meta(self, values: Mapping[str, object], db: sqlite3.Connection | None = None) -> None:
         """Write meta rows; every key must be declared (``meta.py``), else ``KeyError``."""
         undeclared = [k for k in values if declared(k) is None]

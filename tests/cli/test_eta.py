@@ -161,6 +161,15 @@ def test_a_run_still_starting_up_steps_after_its_type_s_mean_start_up():
     assert eta.replay(placed([starting]))["a"].finish_s == pytest.approx(7.0)
 
 
+def test_a_first_run_still_starting_up_starts_when_its_start_up_ends():
+    # placed in this round at t = 94 (a refill, say), never started before: it steps from
+    # 94 + 8 = 102, not from the replay's first round (t = 104), which keeps it running
+    for done in (10, 100):          # within the placed round, and past it
+        starting = dataclasses.replace(job("a", done, 2.0, started=False, startup=8.0),
+                                       running_on="v100", run_began_s=94.0)
+        assert eta.replay(placed([starting]))["a"].start_s == pytest.approx(2.0)
+
+
 def test_a_kept_run_steps_from_the_round_s_start_and_later_restarts_pay_a_start_up():
     kept = dataclasses.replace(job("a", 12, 2.0, startup=4.0), running_on="v100",
                                run_began_s=84.0, run_up_s=87.0, run_reported_s=94.0)

@@ -55,3 +55,25 @@ def test_the_cost_weighed_moves_only_past_the_band_and_survives_a_restart(tmp_pa
         stats.record("A", 0.30 * (2 + RESTART_BAND))        # mean past the band
     assert stats.restart_s("A") == pytest.approx(stats.mean("A")[0], abs=1e-3)
     store.close()
+
+
+def test_a_type_not_measured_yet_is_expected_to_cost_what_the_measured_ones_do(tmp_path):
+    """Issue #29: a first run of a job type counted as free (no start-up, no restart
+    cost) lost its GPUs at the next plan in the scheduler's forecast, while the scheduler
+    held it there once its start-up was measured, seconds later: ETAs jumped by a round
+    and back. Before its first start-up, a type takes the means of the types measured."""
+    store = Store(tmp_path)
+    stats = Startups(store)
+    assert stats.expected_startup("new") == 0.0 and stats.restart_s("new") == 0.0
+    stats.record("A", 2.0)
+    stats.record_save("A", 1.0)
+    stats.record("B", 4.0)
+    assert stats.expected_startup("new") == pytest.approx(3.0)
+    assert stats.restart_s("new") == pytest.approx((3.0 + 4.0) / 2)
+    assert stats.mean("new") == (0.0, 0)                    # nothing recorded for it
+    again = Startups(store)                                  # after a scheduler restart
+    assert again.expected_startup("new") == pytest.approx(3.0)
+    assert again.restart_s("new") == pytest.approx(3.5)
+    again.record("new", 1.0)                                 # then its own
+    assert again.expected_startup("new") == 1.0 and again.restart_s("new") == 1.0
+    store.close()
