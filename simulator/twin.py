@@ -385,7 +385,10 @@ def resumed(state: LiveState, later: LiveState, inputs: Replay, offset: float,
         for k, i in enumerate(keep):
             job = jobs.get(inputs.ids[i])
             if job is not None and job.running_on in period.types:
-                since = begin if job.run_began_s is None else max(begin, job.run_began_s)
+                # the round, as the daemon credits a task of its plan (``Runs.held_s``): a
+                # run launched milliseconds after the round's start had a round; a refill,
+                # from its launch
+                since = max(begin, job.run_began_s) if job.run_refill else begin
                 received[k, period.types.index(job.running_on)] += state.round_ends_s - since
     return PeriodState(period.start_s - (state.now_s + offset), period.types,
                        tuple(str(i) for i in keep), period.allocation[rows].copy(), received,

@@ -444,3 +444,22 @@ def test_the_placed_round_is_counted_in_the_period_once():
     got = resumed(s, refilled, replay_inputs(refilled), offset)
     assert got.received[:, 0].tolist() == [6.0, 8.0]
     assert got.runs == {"1": ("v100", 2.0)}
+
+
+def test_a_run_of_the_plan_launched_after_the_round_s_start_is_credited_the_round():
+    """The scheduler credits each task of its plan the whole round (``Runs.held_s``, as
+    the simulator counts it), however late in it the run was launched; only a refill
+    counts from its launch. The replay credited a run launched 0.4 ms after the round's
+    start 0.4 ms less than an identical job kept from before it, and broke their tie
+    the other way."""
+    from gavelsched.core import PeriodState
+    from simulator.twin import replay_inputs, resumed
+    period = PeriodState(80.0, ("v100",), ("a",), np.array([[0.5]]), np.array([[6.0]]),
+                         np.zeros((1, 1)))
+    for refill, credited in ((False, 10.0), (True, 104.0 - 96.0)):
+        a = dataclasses.replace(job("a", 100, 2.0), running_on="v100", run_began_s=96.0,
+                                run_up_s=96.5, run_refill=refill)
+        s = dataclasses.replace(placed([a], now=100.0), period=period)
+        later, offset, _, _ = this_round(s)
+        got = resumed(s, later, replay_inputs(later), offset)
+        assert got.received[0, 0] == pytest.approx(6.0 + credited)
