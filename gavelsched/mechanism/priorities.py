@@ -33,12 +33,13 @@ def priorities(allocation: np.ndarray, received: np.ndarray, runnable: np.ndarra
                           where=received > 0)
         prio = allocation * ratio
     prio[~((allocation > 0) & runnable & allocated[:, None])] = 0.0
-    return _snapped(prio)
+    return snapped(prio)
 
 
-def _snapped(prio: np.ndarray) -> np.ndarray:
-    """Positive priorities moved onto a geometric grid of ratio 1 + RELATIVE_TIE, so that
-    values within the solver's noise of each other compare equal."""
+def snapped(prio: np.ndarray) -> np.ndarray:
+    """Positive values (priorities, or allocations as a tie-break, ``selection.py``) moved
+    onto a geometric grid of ratio 1 + RELATIVE_TIE, in place, so that values within the
+    solver's noise of each other compare equal."""
     positive = prio > 0
     grid = np.rint(np.log(prio[positive]) / RELATIVE_TIE)   # np.round's own, without its wrapper
     prio[positive] = np.exp(grid * RELATIVE_TIE)

@@ -1,7 +1,10 @@
 """Greedy selection without conflicts (thesis §5.5, Algorithm 2).
 
 Entries (combination, type) are visited in decreasing priority; ties go to the larger
-deficit, then the larger allocation, then the earlier combination (a stable sort). An entry
+deficit, then the larger allocation, then the earlier combination (a stable sort). The
+allocation is compared on the priorities' grid (``priorities.RELATIVE_TIE``): the solver
+gave two identical jobs X one ulp apart, which decided their tie, and a replay of the same
+state, whose solve came out the other way, ran them in the other order (issue #29). An entry
 is taken when its type still has room for its scale factor and none of its jobs is already
 taken this round: a job runs at most once per round, and a pair conflicts with its members.
 A multi-GPU job takes all its workers on one type, so it is never split.
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .priorities import snapped
 from .quota import Quota, fits, take
 
 
@@ -29,14 +33,14 @@ def order_entries(prio: np.ndarray, deficit: np.ndarray, allocation: np.ndarray,
     """
     if not global_queue:
         # One lexsort sorts every type's column at once.
-        order = np.lexsort((-allocation, -deficit, -prio), axis=0)
+        order = np.lexsort((-snapped(allocation.copy()), -deficit, -prio), axis=0)
         return [(j, order[:, j]) for j in type_order]
     return _merged_runs(prio, deficit, allocation, np.array(type_order, dtype=int))
 
 
 def _merged_runs(prio, deficit, allocation, cols: np.ndarray) -> list[tuple[int, np.ndarray]]:
     """The entries of columns ``cols`` in one sorted list, cut into runs of one column."""
-    p, d, x = prio[:, cols], deficit[:, cols], allocation[:, cols]
+    p, d, x = prio[:, cols], deficit[:, cols], snapped(allocation[:, cols])
     # Flattened row-major: combination-major, then column in ``cols`` order (stable tie-break).
     flat = np.lexsort((-x.ravel(), -d.ravel(), -p.ravel()))
     combos, type_pos = np.divmod(flat, len(cols))

@@ -173,6 +173,21 @@ def test_solver_noise_in_x_does_not_beat_the_deficit():
     assert far[1, 0] > far[0, 0]          # a real difference still orders them
 
 
+@pytest.mark.parametrize("global_queue", [False, True])
+def test_solver_noise_in_x_does_not_break_a_tie_of_identical_jobs(global_queue):
+    """Two identical jobs with the same priority and deficit: the earlier one runs, even
+    where the solver gave the later one an X one ulp larger (issue #29: the scheduler and
+    its forecast's replay solved the same state with the ulp on different jobs, and ran
+    them in opposite orders)."""
+    view = ClusterView.build({"a": 1})
+    x = 0.2932196266871876
+    d = demand([[x], [np.nextafter(x, 1.0)]], types=("a",))
+    config = PlannerConfig(global_queue=global_queue)
+    assert [p.key for p in plan_round(d, view, config).placements] == ["0"]
+    apart = demand([[x], [x * (1 + 1e-4)]], types=("a",), received=[[R / 2], [R / 2]])
+    assert [p.key for p in plan_round(apart, view, config).placements] == ["1"]
+
+
 def test_lease_is_extended_when_a_job_keeps_its_type():
     view = ClusterView.build({"a": 4}, 2)
     d1 = demand([[1.], [1.]], sf=[2, 1], types=("a",))
