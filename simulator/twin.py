@@ -28,10 +28,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from gavelsched.core import CoreConfig, PeriodState, SchedulerCore
 from gavelsched.core.driver import spec_of
 from gavelsched.core.rules import MIN_LEASE_FRACTION, DaemonRules
-from gavelsched.mechanism import ClusterView
+from gavelsched.mechanism import ClusterView, Demand, PlannerConfig, plan_round
 from policies import Policy, get_policy
 from traces import ThroughputTable, TraceJob
 
@@ -270,13 +272,11 @@ def _placed_starts(state: LiveState) -> dict[str, float]:
 def refills(state: LiveState, later: LiveState, done: Mapping[str, Eta],
             extra: Sequence[LiveJob] = ()) -> tuple[LiveState, dict[str, Eta]]:
     """The placed round's refills (thesis §5.5; ``CoreConfig.refill_freed``): the GPUs of a
-    job that ends within it (or idle now), before the next round's plan and ``refill_until`` of it, go
-    to a waiting job for the rest of the round, and that run goes on into the replay. The
-    job is the one the replay's first round puts on that type next (the core's priorities
-    and the policy's traits on the allocation in force, as the daemon's refill asks them).
-    Without
-    this, a job that the daemon refills was predicted to wait for the rounds ahead: the
-    forecasts were late. Returns ``later`` with the refilled runs going on, and each
+    job that ends within it (or idle now), before the next round's plan and
+    ``refill_until`` of it, go to a waiting job for the rest of the round, and that run goes
+    on into the replay. The job is the one the scheduler's refill takes (``_refill_order``).
+    Without this, a job that the daemon refills was predicted to wait for the rounds ahead:
+    the forecasts were late. Returns ``later`` with the refilled runs going on, and each
     refilled job's start (if it had not started) and finish (if within the round)."""
     rules = state.rules
     if not rules.refill_freed or state.round_ends_s is None:
@@ -296,14 +296,16 @@ def refills(state: LiveState, later: LiveState, done: Mapping[str, Eta],
     freed = [f for f in freed if f[0] < cutoff]
     if not freed:
         return later, {}
-    queues = _next_on_each_type(state, later, extra)
+    queues: dict[str, list[str]] = {}
     free: dict[str, int] = {}
     placed: dict[str, tuple[str, float]] = {}
     for at, worker_type, gpus in freed:
         free[worker_type] = free.get(worker_type, 0) + gpus
-        for job_id in list(queues.get(worker_type, ())):
+        if worker_type not in queues:
+            queues[worker_type] = _refill_order(state, later, extra, worker_type)
+        for job_id in list(queues[worker_type]):
             job = jobs.get(job_id)
-            if job is None or job.scale_factor > free[worker_type]:
+            if job is None or job_id in placed or job.scale_factor > free[worker_type]:
                 continue
             queues[worker_type].remove(job_id)
             if ends - at > state.startup_mean(job):    # the daemon's ``worth_launching``
@@ -325,24 +327,40 @@ def refills(state: LiveState, later: LiveState, done: Mapping[str, Eta],
                                      if j.id not in finished)), etas
 
 
-def _next_on_each_type(state: LiveState, later: LiveState,
-                       extra: Sequence[LiveJob]) -> dict[str, list[str]]:
-    """Per worker type, the jobs not running now that the replay's first round places
-    there, in the order the round's selection takes them (highest priority first), on the
-    allocation in force: a refill does not wait for a re-solve (``place_freed``)."""
+def _refill_order(state: LiveState, later: LiveState, extra: Sequence[LiveJob],
+                  worker_type: str) -> list[str]:
+    """The jobs not running in the placed round, in the order the scheduler's refill takes
+    them for GPUs of ``worker_type`` freed within it (``SchedulerCore.place_freed``): the
+    round's priorities on the allocation in force (no re-solve, no holds), among the jobs
+    that allocation covers, with the freed type all the planner sees. A whole round's plan
+    put the job of highest priority on a faster type, and refilled a freed P100 with the
+    next one, where the scheduler gave it to the first (issue #29)."""
     inputs = replay_inputs(later, extra)
     if not inputs.trace:
-        return {}
-    core = _core_of(state, inputs)
+        return []
     period = resumed(state, later, inputs, later.now_s - state.now_s)
-    if period is not None:
-        core.resume(replace(period, stale=False))
-    batch = state.rules.driver(core).plan(0.0).round.batch
-    queues: dict[str, list[str]] = {}
-    for key, j in zip(batch.keys, batch.type_index.tolist()):
-        if key.isdigit() and int(key) not in inputs.running:
-            queues.setdefault(batch.types[j], []).append(inputs.ids[int(key)])
-    return queues
+    if period is None:      # (a picture without the scheduler's period: the replay's own)
+        core = _core_of(state, inputs)
+        state.rules.driver(core).plan(0.0)
+        period = core.period_state()
+    if worker_type not in period.types:
+        return []
+    rows = [int(key) for key in period.keys]
+    jobs = [inputs.trace[i] for i in rows]
+    waiting = np.array([i not in inputs.running for i in rows], dtype=bool)
+    runnable = np.array([[job.throughputs.get(t, 0.0) > 0 for t in period.types]
+                         for job in jobs], dtype=bool).reshape(len(rows), -1)
+    sizes = np.array([job.scale_factor for job in jobs], dtype=int)
+    demand = Demand(keys=period.keys, members=tuple((key,) for key in period.keys),
+                    types=period.types, scale_factor=sizes, allocation=period.allocation,
+                    received=period.received, deficit=period.deficit,
+                    runnable=runnable & waiting[:, None], allocated=np.ones(len(rows), bool))
+    config = state.rules.core_config(daemon_policy(state), inputs.table, list(inputs.cluster),
+                                     rows=[job.throughputs for job in inputs.trace])
+    everyone = ClusterView.build({worker_type: max(1, int(sizes.sum()))})
+    plan = plan_round(demand, everyone, PlannerConfig(
+        type_order=(worker_type,), backfill=config.backfill, hold_unallocated=False))
+    return [inputs.ids[int(key)] for key in plan.task_keys]
 
 
 def _ends_before_plan(state: LiveState, done: Mapping[str, Eta]) -> bool:

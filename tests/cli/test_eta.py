@@ -463,3 +463,27 @@ def test_a_run_of_the_plan_launched_after_the_round_s_start_is_credited_the_roun
         later, offset, _, _ = this_round(s)
         got = resumed(s, later, replay_inputs(later), offset)
         assert got.received[0, 0] == pytest.approx(6.0 + credited)
+
+
+def test_a_freed_gpu_goes_to_the_job_the_scheduler_s_refill_takes():
+    """The scheduler's refill plans the freed GPUs alone (``place_freed``): the waiting
+    job of highest priority on the freed type gets them. The replay took the job its next
+    round would put there, and that round had put the first job on the V100, so the P100
+    went to the second (issue #29: two identical jobs' forecasts swapped by two rounds and
+    back)."""
+    from gavelsched.core import PeriodState
+    a = dataclasses.replace(job("a", 16, 2.0, types=("p100",)), running_on="p100")
+    c = dataclasses.replace(job("c", 1000, 2.0, types=("v100", "p100")), running_on="v100")
+    x = job("x", 100, 2.0, started=False, types=("v100", "p100"))
+    y = job("y", 100, 2.0, started=False, types=("v100", "p100"))
+    period = PeriodState(80.0, ("v100", "p100"), ("a", "c", "x", "y"),
+                         np.array([[0.0, 0.5], [0.1, 0.0], [0.5, 0.5], [0.1, 0.3]]),
+                         np.array([[6.0, 16.0], [16.0, 6.0], [6.0, 6.0], [6.0, 6.0]]),
+                         np.zeros((4, 2)))
+    s = dataclasses.replace(placed([a, c, x, y]), workers={"v100": 1, "p100": 1},
+                            gpus_per_server={"v100": 1, "p100": 1}, period=period,
+                            rules=DaemonRules(10.0, "responsive"))
+    etas = eta.replay(s)
+    assert etas["a"].finish_s == pytest.approx(2.0)
+    assert etas["x"].start_s == pytest.approx(2.0)            # the P100 freed at t = 102
+    assert etas["y"].start_s > 2.0
