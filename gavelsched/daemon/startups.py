@@ -65,13 +65,13 @@ class Startups:
         self._means[mean_key.name, job_type] = (mean, n + 1)
         return mean, n + 1
 
-    def _measured_types(self) -> list[str]:
+    def _measured_types(self) -> set[str]:
         """The job types with a start-up recorded, in this process or before it (read from
-        the store once)."""
+        the store once, then kept up to date by ``record``)."""
         if self._measured is None:
             stored = self._store.meta_family(STARTUP_N.name)
             self._measured = {t for t, n in stored.items() if int(n or 0) > 0}
-        return sorted(self._measured)
+        return self._measured
 
     def expected_startup(self, job_type: str) -> float:
         """The start-up a fresh run of ``job_type`` is expected to take: its type's mean,
@@ -79,7 +79,7 @@ class Startups:
         mean, n = self.mean(job_type)
         if n:
             return mean
-        means = [self.mean(t)[0] for t in self._measured_types()]
+        means = [self.mean(t)[0] for t in sorted(self._measured_types())]
         return sum(means) / len(means) if means else 0.0
 
     def mean(self, job_type: str) -> tuple[float, int]:
@@ -91,8 +91,7 @@ class Startups:
         """A fresh run of ``job_type`` started up in ``seconds``."""
         mean, n = self._add(STARTUP_S, STARTUP_N, job_type, seconds)
         self.first_measured += n == 1
-        self._measured_types()
-        self._measured.add(job_type)
+        self._measured_types().add(job_type)
         self._store.set_meta({STARTUP_S.key(job_type): f"{mean:.3f}",
                               STARTUP_N.key(job_type): n})
 
@@ -108,7 +107,7 @@ class Startups:
         before any)."""
         if not (self.mean(job_type)[1] or self._get(SAVE_S, SAVE_N, job_type)[1]):
             # nothing measured for it yet: the mean of the types measured
-            costs = [self.restart_s(t) for t in self._measured_types()]
+            costs = [self.restart_s(t) for t in sorted(self._measured_types())]
             return sum(costs) / len(costs) if costs else 0.0
         weighed = self._weighed.get(job_type)
         if weighed is None:
