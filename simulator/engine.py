@@ -207,7 +207,8 @@ class _Run:
         driver = self.driver
         now = driver.first_plan_at(self.jobs[self.arrivals[0]].arrival_s) if self.jobs else 0.0
         held = None                     # seconds each task of the last round held
-        if self.resume is not None:     # a live cluster's period goes on (twin.py)
+        follows = self.resume is not None   # the first round follows the live one (twin.py)
+        if follows:                     # a live cluster's period goes on
             self.submit_arrivals(now)
             self.core.resume(self.resume)
         horizon = math.inf if self.sim.horizon_s is None else self.sim.horizon_s
@@ -215,7 +216,8 @@ class _Run:
             # A round that follows another is planned plan_lead_s before that one ends, at
             # that time (its arrivals, prices and re-solve rule: as the daemon plans); an
             # idle cluster's round is planned when it starts.
-            plan_s = now if held is None else driver.plan_at(now)
+            plan_s = driver.plan_at(now) if held is not None or follows else now
+            follows = False
             self.submit_arrivals(plan_s)
             self.update_prices(plan_s)
             late, self.late = self.late, {}

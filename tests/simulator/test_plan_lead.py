@@ -179,3 +179,25 @@ def test_a_kept_run_gets_ahead_of_the_round_clock_by_at_most_the_lead():
     assert finish(100, True) == pytest.approx(60.0 + 10 / rate - 6 * slack)
     # 400 steps: 26 rounds' slack would be 8.4 s; the run waits for each plan: 3 s at most
     assert finish(400, True) == pytest.approx(finish(400, False) - lead)
+
+
+def test_a_resumed_replay_plans_its_first_round_a_lead_before_it_starts():
+    """A live cluster's replay (``simulate(resume=...)``, ``twin.py``) starts at the end of
+    the round the daemon placed, and the daemon plans the next round a lead before that
+    end: so does the replay. Planned at its start, its re-solves and allocation periods
+    came a lead late, so that an interval which had passed on the daemon at its next plan
+    had not in the replay (issue #29: two identical jobs' forecasts swapped by two rounds
+    and back)."""
+    import numpy as np
+
+    from gavelsched.core import PeriodState
+    policy = get_policy("max_min_fairness_perf")
+    config = config_for(policy, TABLE, ("v100",), round_seconds=R, resolve="responsive",
+                        min_resolve_interval_s=R)
+    period = PeriodState(-100.0, ("v100",), ("0",), np.array([[1.0]]), np.array([[R]]),
+                         np.zeros((1, 1)), stale=True)
+    result = simulate([job(3 * R)], TABLE, {"v100": 1}, policy, core_config=config,
+                      sim=SimConfig(round_ends_at_last_finish=False, plan_lead_s=LEAD,
+                                    record_timeline=True), resume=period)
+    assert [at for at, _ in result.timeline.allocations] == [-LEAD]     # (it was 0)
+    assert result.jobs[0].completion_s == pytest.approx(3 * R, abs=1.0)
