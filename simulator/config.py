@@ -60,6 +60,11 @@ class SimConfig:
       steps) ends before its round does, so over kept rounds the run gets ahead of the
       round clock, by at most ``plan_lead_s``, and finishes that much sooner. False:
       each lease starts at its round's start (Gavel).
+    - ``received_whole_round``: each task of a round's plan counts the whole round as
+      received time (a refill, the rest of the round from its start), as the daemon
+      credits them (``Runs.held_s``); False: the seconds it held its workers, its lease's
+      whole steps (Gavel). Identical jobs' received times, and so their ties, then differ
+      by fractions of a step in the simulator and not on the daemon (issue #29).
     - ``horizon_s``: stop at this virtual time (a forecast's replay, ``twin.py``: a job of
       years would take as many rounds); the jobs not finished by then have no completion,
       and ``SimulationResult.steps_left`` says what each still needs. None: to the end.
@@ -78,6 +83,7 @@ class SimConfig:
     horizon_s: float | None = None
     first_start_only: bool = False
     kept_runs_ahead: bool = False
+    received_whole_round: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "preemption_overhead_s",

@@ -333,6 +333,8 @@ class _Run:
                     self.targets_left -= 1
                     if bar is not None:
                         bar.update(1)
+        if self.sim.received_whole_round:     # as the daemon credits them (``Runs.held_s``)
+            seconds = np.where(seconds > 0, R - np.maximum(ran.start, 0.0), 0.0)
         return end, seconds
 
     def run_tasks(self, batch, span: float, start: float) -> _Ran:

@@ -47,12 +47,14 @@ __all__ = ["HORIZON_ROUNDS", "DaemonRules", "Eta", "Replay", "extrapolated",
 
 
 def sim_config(rules: DaemonRules, *, arrivals: bool = False, **more) -> SimConfig:
-    """The simulator's config under the daemon's rules: fixed rounds, the plan lead, and
-    each job type's start-up charged to a run on new workers (capped by the lease floor);
+    """The simulator's config under the daemon's rules: fixed rounds, the plan lead, each
+    job type's start-up charged to a run on new workers (capped by the lease floor), and
+    received time credited by the round, as the daemon credits it;
     ``arrivals``: the jobs arrive as they did on the daemon (a whole run replayed), so an
     idle cluster waits the daemon's arrival grace (an ETA's jobs are all there already);
     ``more`` on top (``priors``, ...)."""
     return SimConfig(**{"round_ends_at_last_finish": False, "kept_runs_ahead": True,
+                        "received_whole_round": True,
                         "preemption_overhead_s": rules.startup_charges(),
                         "plan_lead_s": rules.plan_lead_s,
                         "arrival_grace_s": rules.arrival_grace_s if arrivals else 0.0, **more})

@@ -201,3 +201,31 @@ def test_a_resumed_replay_plans_its_first_round_a_lead_before_it_starts():
                                     record_timeline=True), resume=period)
     assert [at for at, _ in result.timeline.allocations] == [-LEAD]     # (it was 0)
     assert result.jobs[0].completion_s == pytest.approx(3 * R, abs=1.0)
+
+
+@pytest.mark.parametrize("whole", [False, True])
+def test_received_time_is_the_round_as_the_daemon_credits_it(monkeypatch, whole):
+    """``SimConfig.received_whole_round``: a task of the plan counts the whole round as
+    received time, as the daemon credits it (``Runs.held_s``), not its lease's whole steps
+    (Gavel), which differ between identical jobs by fractions of a step and broke their
+    ties the other way in the forecast's replay (issue #29)."""
+    from gavelsched.core.driver import RoundDriver
+    credited = []
+    plan = RoundDriver.plan
+
+    def spy(self, now, seconds=None, **kw):
+        if seconds is not None:
+            credited.extend(np.asarray(seconds, dtype=float).tolist())
+        return plan(self, now, seconds, **kw)
+
+    import numpy as np
+    monkeypatch.setattr(RoundDriver, "plan", spy)
+    policy = get_policy("fifo_perf")
+    simulate([job(5 * R)], TABLE, {"v100": 1}, policy,
+             core_config=config_for(policy, TABLE, ("v100",), round_seconds=R),
+             sim=SimConfig(round_ends_at_last_finish=False, received_whole_round=whole))
+    assert len(credited) >= 4
+    if whole:
+        assert credited == [R] * len(credited)
+    else:       # floor(rate x R) steps at the rate: under a round
+        assert all(R - 1.0 < s < R for s in credited)
