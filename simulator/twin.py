@@ -276,7 +276,7 @@ def refills(state: LiveState, later: LiveState, done: Mapping[str, Eta],
     """The placed round's refills (thesis §5.5; ``CoreConfig.refill_freed``): the GPUs of a
     job that ends within it (or idle now), before the next round's plan and
     ``refill_until`` of it, go to a waiting job for the rest of the round, and that run goes
-    on into the replay. The job is the one the scheduler's refill takes (``_refill_order``).
+    on into the replay. The job is the one the scheduler's refill takes (``_refill_orders``).
     Without this, a job that the daemon refills was predicted to wait for the rounds ahead:
     the forecasts were late. Returns ``later`` with the refilled runs going on, and each
     refilled job's start (if it had not started) and finish (if within the round)."""
@@ -298,14 +298,12 @@ def refills(state: LiveState, later: LiveState, done: Mapping[str, Eta],
     freed = [f for f in freed if f[0] < cutoff]
     if not freed:
         return later, {}
-    queues: dict[str, list[str]] = {}
+    queues = _refill_orders(state, later, extra, {t for _, t, _ in freed})
     free: dict[str, int] = {}
     placed: dict[str, tuple[str, float]] = {}
     for at, worker_type, gpus in freed:
         free[worker_type] = free.get(worker_type, 0) + gpus
-        if worker_type not in queues:
-            queues[worker_type] = _refill_order(state, later, extra, worker_type)
-        for job_id in list(queues[worker_type]):
+        for job_id in list(queues.get(worker_type, ())):
             job = jobs.get(job_id)
             if job is None or job_id in placed or job.scale_factor > free[worker_type]:
                 continue
@@ -329,24 +327,23 @@ def refills(state: LiveState, later: LiveState, done: Mapping[str, Eta],
                                      if j.id not in finished)), etas
 
 
-def _refill_order(state: LiveState, later: LiveState, extra: Sequence[LiveJob],
-                  worker_type: str) -> list[str]:
-    """The jobs not running in the placed round, in the order the scheduler's refill takes
-    them for GPUs of ``worker_type`` freed within it (``SchedulerCore.place_freed``): the
-    round's priorities on the allocation in force (no re-solve, no holds), among the jobs
-    that allocation covers, with the freed type all the planner sees. A whole round's plan
-    put the job of highest priority on a faster type, and refilled a freed P100 with the
-    next one, where the scheduler gave it to the first (issue #29)."""
+def _refill_orders(state: LiveState, later: LiveState, extra: Sequence[LiveJob],
+                   types: set[str]) -> dict[str, list[str]]:
+    """Per worker type of ``types``, the jobs not running in the placed round, in the order
+    the scheduler's refill takes them for GPUs of that type freed within it
+    (``SchedulerCore.place_freed``): the round's priorities on the allocation in force (no
+    re-solve, no holds), among the jobs that allocation covers, with the freed type all the
+    planner sees. A whole round's plan put the job of highest priority on a faster type,
+    and refilled a freed P100 with the next one, where the scheduler gave it to the first
+    (issue #29)."""
     inputs = replay_inputs(later, extra)
     if not inputs.trace:
-        return []
+        return {}
     period = resumed(state, later, inputs, later.now_s - state.now_s)
     if period is None:      # (a picture without the scheduler's period: the replay's own)
         core = _core_of(state, inputs)
         state.rules.driver(core).plan(0.0)
         period = core.period_state()
-    if worker_type not in period.types:
-        return []
     rows = [int(key) for key in period.keys]
     jobs = [inputs.trace[i] for i in rows]
     waiting = np.array([i not in inputs.running for i in rows], dtype=bool)
@@ -357,12 +354,16 @@ def _refill_order(state: LiveState, later: LiveState, extra: Sequence[LiveJob],
                     types=period.types, scale_factor=sizes, allocation=period.allocation,
                     received=period.received, deficit=period.deficit,
                     runnable=runnable & waiting[:, None], allocated=np.ones(len(rows), bool))
-    config = state.rules.core_config(daemon_policy(state), inputs.table, list(inputs.cluster),
-                                     rows=[job.throughputs for job in inputs.trace])
-    everyone = ClusterView.build({worker_type: max(1, int(sizes.sum()))})
-    plan = plan_round(demand, everyone, PlannerConfig(
-        type_order=(worker_type,), backfill=config.backfill, hold_unallocated=False))
-    return [inputs.ids[int(key)] for key in plan.task_keys]
+    backfill = state.rules.core_config(daemon_policy(state), inputs.table,
+                                       list(inputs.cluster),
+                                       rows=[job.throughputs for job in inputs.trace]).backfill
+    orders = {}
+    for worker_type in sorted(types & set(period.types)):
+        everyone = ClusterView.build({worker_type: max(1, int(sizes.sum()))})
+        plan = plan_round(demand, everyone, PlannerConfig(
+            type_order=(worker_type,), backfill=backfill, hold_unallocated=False))
+        orders[worker_type] = [inputs.ids[int(key)] for key in plan.task_keys]
+    return orders
 
 
 def _ends_before_plan(state: LiveState, done: Mapping[str, Eta]) -> bool:
