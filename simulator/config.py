@@ -65,6 +65,10 @@ class SimConfig:
       credits them (``Runs.held_s``); False: the seconds it held its workers, its lease's
       whole steps (Gavel). Identical jobs' received times, and so their ties, then differ
       by fractions of a step in the simulator and not on the daemon (issue #29).
+    - ``exit_s``: seconds from a job's last step to its GPUs' release, per job type: its
+      process's final save and exit, as the daemon's workers report it (a torch process
+      takes half a second). A refill of those GPUs starts no sooner, and none is made
+      when that comes after the refills' cut-off. Gavel: none (freed at the last step).
     - ``horizon_s``: stop at this virtual time (a forecast's replay, ``twin.py``: a job of
       years would take as many rounds); the jobs not finished by then have no completion,
       and ``SimulationResult.steps_left`` says what each still needs. None: to the end.
@@ -84,6 +88,7 @@ class SimConfig:
     first_start_only: bool = False
     kept_runs_ahead: bool = False
     received_whole_round: bool = False
+    exit_s: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "preemption_overhead_s",
@@ -92,6 +97,10 @@ class SimConfig:
             if not seconds >= 0:
                 raise ValueError(f"preemption overhead of {job_type!r} must be >= 0, "
                                  f"got {seconds}")
+        object.__setattr__(self, "exit_s", MappingProxyType(dict(self.exit_s)))
+        for job_type, seconds in self.exit_s.items():
+            if not 0.0 <= seconds < float("inf"):
+                raise ValueError(f"exit time of {job_type!r} must be >= 0 seconds, got {seconds}")
         if not 0.0 <= self.plan_lead_s < float("inf"):
             raise ValueError(f"plan lead must be >= 0 seconds, got {self.plan_lead_s}")
         if not 0.0 <= self.arrival_grace_s < float("inf"):

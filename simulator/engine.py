@@ -183,6 +183,8 @@ class _Run:
         # before its round did (at most the plan lead); if kept, it goes on from then.
         self.ahead = dict(ahead or {}) if sim.kept_runs_ahead else {}
         self.startups = _startups(jobs, sim.preemption_overhead_s)
+        exits = sim.exit_s      # (``SimConfig.exit_s``: each job's, by its type)
+        self.exits = [exits.get(job.job_type, 0.0) for job in jobs] if exits else None
         # Under the restart rule (``core/restarts.py``) a start-up longer than a round goes
         # on into the next, where the run's lease is extended: combination -> seconds left.
         self.carry: dict[str, float] = {}
@@ -396,7 +398,7 @@ class _Run:
         order they are freed; a refill's own finishes free workers in turn. A refill that
         could not start up in the time left is not made (``worth_launching``, as the
         daemon decides). Returns ``ran`` with the refills after the round's own."""
-        freed = ran.freed(R)
+        freed = ran.freed(R, self.exits)
         while freed:
             at = min(freed)
             more = self.driver.refill(freed.pop(at), now + at, now + R)
@@ -407,7 +409,7 @@ class _Run:
                              for p in extra.pause], dtype=bool)
             extra = extra.never_started(idle)
             extra = extra._replace(seconds=np.minimum(extra.seconds, R - at))
-            for t, workers in extra.freed(R).items():
+            for t, workers in extra.freed(R, self.exits).items():
                 freed.setdefault(t, []).extend(workers)
             ran = ran.plus(extra)
         return ran
@@ -436,14 +438,19 @@ class _Ran(NamedTuple):
             seconds=np.where(mask, 0.0, self.seconds), pause=np.where(mask, 0.0, self.pause),
             steps=np.where(mask[:, None], 0, self.steps).astype(self.steps.dtype))
 
-    def freed(self, R: float) -> dict[float, list[int]]:
+    def freed(self, R: float, exits: Sequence[float] | None = None) -> dict[float, list[int]]:
         """Seconds into the round -> the workers freed then by a task whose job finished
-        before the round's end (a run ahead of the clock, before its start: at 0)."""
+        before the round's end (a run ahead of the clock, before its start: at 0), its
+        members' ``exits`` (``SimConfig.exit_s``, by job index) after its last step."""
         batch, ends = self.batch, self.start + self.seconds
         finishing = ((self.steps >= batch.remaining) & (batch.remaining > 0)).any(axis=1)
         out: dict[float, list[int]] = {}
-        for i in np.flatnonzero(finishing & (ends < R)).tolist():
-            out.setdefault(max(0.0, float(ends[i])), []).extend(batch.workers[i])
+        for i in np.flatnonzero(finishing).tolist():
+            end = float(ends[i])
+            if exits is not None:
+                end += max(exits[int(m)] for m in batch.members[i])
+            if end < R:
+                out.setdefault(max(0.0, end), []).extend(batch.workers[i])
         return out
 
 

@@ -81,6 +81,11 @@ class LiveState:
         return job.startup_s if job.startup_s is not None else \
             self.rules.startup_s.get(job.job_type, 0.0)
 
+    def exit_of(self, job: LiveJob) -> float:
+        """Seconds from ``job``'s last step to its run's exit, which frees its GPUs (its
+        type's mean, ``DaemonRules.exit_s``)."""
+        return self.rules.exit_s.get(job.job_type, 0.0)
+
     def startup_of(self, job: LiveJob) -> float:
         """The start-up a fresh run of ``job`` is charged (``DaemonRules.startup_charge``)."""
         return self.rules.startup_charge(self.startup_mean(job))
@@ -108,7 +113,8 @@ def state_of(reply) -> LiveState:
                 *_run(j, workers, begin), restart_s=j.restart_s,
                 plan_steps_per_s=_rates(j.plan_steps_per_s))
         for j in live)
-    rules = DaemonRules.of_status(reply, _startups(live))
+    rules = DaemonRules.of_status(reply, _type_means(live, "startup_s"),
+                                  _type_means(live, "exit_s"))
     return LiveState(reply.now_s, reply.epoch_unix, reply.policy, rules, workers, per, jobs,
                      reply.round_ends_s if reply.round_ends_s > reply.now_s else None,
                      _period(reply.period_start_s, reply.period_stale, live),
@@ -137,11 +143,12 @@ def _period(start_s: float, stale: bool, live) -> PeriodState | None:
                        table("period_received_s"), table("period_deficit_s"), stale)
 
 
-def _startups(live) -> dict[str, float]:
-    """Each job type's mean start-up; a type none of whose runs has started up yet gets
-    the mean over the types that have (a fresh cluster's first rounds: charged nothing,
-    its first replays came out early by a round or more)."""
-    known = {j.job_type: j.startup_s for j in live if j.startup_s > 0}
+def _type_means(live, name: str) -> dict[str, float]:
+    """Each job type's mean ``name`` (``startup_s``, ``exit_s``: the Status carries each
+    job's type mean; finite and > 0, else none); a type none of whose runs has been
+    measured yet gets the mean over the types that have (a fresh cluster's first rounds:
+    charged nothing, its first replays came out early by a round or more)."""
+    known = {j.job_type: getattr(j, name) for j in live if 0.0 < getattr(j, name) < math.inf}
     fallback = sum(known.values()) / len(known) if known else 0.0
     return {j.job_type: known.get(j.job_type, fallback) for j in live}
 

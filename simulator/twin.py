@@ -48,15 +48,16 @@ __all__ = ["HORIZON_ROUNDS", "DaemonRules", "Eta", "Replay", "extrapolated",
 
 def sim_config(rules: DaemonRules, *, arrivals: bool = False, **more) -> SimConfig:
     """The simulator's config under the daemon's rules: fixed rounds, the plan lead, each
-    job type's start-up charged to a run on new workers (capped by the lease floor), and
-    received time credited by the round, as the daemon credits it;
+    job type's start-up charged to a run on new workers (capped by the lease floor), a
+    finished run's GPUs freed when its process exits, and received time credited by the
+    round, as the daemon credits it;
     ``arrivals``: the jobs arrive as they did on the daemon (a whole run replayed), so an
     idle cluster waits the daemon's arrival grace (an ETA's jobs are all there already);
     ``more`` on top (``priors``, ...)."""
     return SimConfig(**{"round_ends_at_last_finish": False, "kept_runs_ahead": True,
                         "received_whole_round": True,
                         "preemption_overhead_s": rules.startup_charges(),
-                        "plan_lead_s": rules.plan_lead_s,
+                        "plan_lead_s": rules.plan_lead_s, "exit_s": rules.exit_s,
                         "arrival_grace_s": rules.arrival_grace_s if arrivals else 0.0, **more})
 
 
@@ -274,7 +275,8 @@ def _placed_starts(state: LiveState) -> dict[str, float]:
 def refills(state: LiveState, later: LiveState, done: Mapping[str, Eta],
             extra: Sequence[LiveJob] = ()) -> tuple[LiveState, dict[str, Eta]]:
     """The placed round's refills (thesis §5.5; ``CoreConfig.refill_freed``): the GPUs of a
-    job that ends within it (or idle now), before the next round's plan and
+    job that ends within it (once its process exits, ``DaemonRules.exit_s``) or idle now,
+    before the next round's plan and
     ``refill_until`` of it, go to a waiting job for the rest of the round, and that run goes
     on into the replay. The job is the one the scheduler's refill takes (``_refill_orders``).
     Without this, a job that the daemon refills was predicted to wait for the rounds ahead:
@@ -292,8 +294,8 @@ def refills(state: LiveState, later: LiveState, done: Mapping[str, Eta],
             held[job.running_on] = held.get(job.running_on, 0) + job.scale_factor
     idle = [(state.now_s, t, n - held.get(t, 0)) for t, n in state.workers.items()
             if n > held.get(t, 0)]        # (a job that ended before the picture)
-    freed = sorted([*idle, *((state.now_s + eta.finish_s, jobs[i].running_on,
-                              jobs[i].scale_factor)
+    freed = sorted([*idle, *((state.now_s + eta.finish_s + state.exit_of(jobs[i]),
+                              jobs[i].running_on, jobs[i].scale_factor)
                              for i, eta in done.items() if eta.finish_s is not None)])
     freed = [f for f in freed if f[0] < cutoff]
     if not freed:

@@ -50,6 +50,9 @@ class DaemonRules:
     - ``plan_lead_s``: each round is planned this long before the last one ends;
     - ``startup_s``: mean start-up of a fresh run per job type, as measured; a replay
       charges ``startup_charges`` (capped by the lease floor);
+    - ``exit_s``: mean seconds from a job's last step to its run's exit, which frees its
+      GPUs (final save, the process's teardown), per job type, as measured; a replay
+      frees them then (``SimConfig.exit_s``);
     - ``arrival_grace_s``: an idle daemon plans this long after the arrival that woke it
       (``RoundDriver.first_plan_at``);
     - ``restart_rule``: ``CoreConfig.restart_rule`` (``core/restarts.py``).
@@ -64,21 +67,24 @@ class DaemonRules:
     startup_s: Mapping[str, float] = field(default_factory=dict)
     arrival_grace_s: float = ARRIVAL_GRACE_S
     restart_rule: str = "tenure"
+    exit_s: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not 0.0 < self.round_seconds < math.inf:
             raise ValueError(f"round_seconds must be > 0, got {self.round_seconds}")
         if not 0.0 <= self.plan_lead_s < self.round_seconds:
             raise ValueError(f"plan lead must be in [0, round_seconds), got {self.plan_lead_s}")
-        object.__setattr__(self, "startup_s", MappingProxyType(
-            {str(k): float(v) for k, v in self.startup_s.items()}))
+        for name in ("startup_s", "exit_s"):
+            object.__setattr__(self, name, MappingProxyType(
+                {str(k): float(v) for k, v in getattr(self, name).items()}))
 
     @classmethod
-    def of_status(cls, reply, startup_s: Mapping[str, float] | None = None) -> DaemonRules:
+    def of_status(cls, reply, startup_s: Mapping[str, float] | None = None,
+                  exit_s: Mapping[str, float] | None = None) -> DaemonRules:
         """The rules a daemon's ``StatusResponse`` publishes (``published``), checked at
         the door: a refill fraction outside [0, 1] or a plan lead outside [0, round) is
-        read as none (an older daemon sends neither). ``startup_s`` per job type (the
-        Status carries each job's type mean)."""
+        read as none (an older daemon sends neither). ``startup_s`` and ``exit_s`` per job
+        type (the Status carries each job's type means)."""
         refill = reply.refill_until if 0.0 <= reply.refill_until <= 1.0 else 0.0
         lead = reply.plan_lead_s if 0.0 <= reply.plan_lead_s < reply.round_seconds else 0.0
         interval = reply.min_resolve_interval_s
@@ -87,7 +93,7 @@ class DaemonRules:
                    refill if refill > 0 else CoreConfig.refill_until, lead,
                    dict(startup_s or {}),
                    restart_rule=reply.restart_rule if reply.restart_rule in RESTART_RULES
-                   else "tenure")
+                   else "tenure", exit_s=dict(exit_s or {}))
 
     def published(self) -> dict:
         """The ``Status`` fields that carry the rules (``of_status`` reads them back);

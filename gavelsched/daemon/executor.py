@@ -268,6 +268,7 @@ class DaemonExecutor:
         return {"rates": rates, "plan_rates": plan_rates,
                 "startup_s": {t: self.startups.expected_startup(t) for t in kinds},
                 "restart_s": {t: self.startups.restart_s(t) for t in kinds},
+                "exit_s": {t: self.startups.expected_exit(t) for t in kinds},
                 "policy_options": self.core.policy.made_with, **self.config.rules.published()}
 
     # ---- time-driven ------------------------------------------------------------------
@@ -526,6 +527,7 @@ class DaemonExecutor:
         now = self.now()
         if self.progress.durable(job_id, steps, generation, seconds, now, lease_start_s):
             self.jobs.finish(job_id, now)
+            self.runs.finished(job_id)
         return True
 
     def init_job(self, request: pb.InitJobRequest) -> pb.InitJobResponse:

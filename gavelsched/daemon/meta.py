@@ -112,6 +112,8 @@ STARTUP_N = MetaKey("startup_n/", "startups", _count)        # per job type: run
 SAVE_S = MetaKey("save_s/", "startups", _seconds)            # per job type: mean save + exit
 SAVE_N = MetaKey("save_n/", "startups", _count)              # per job type: runs averaged
 RESTART_S = MetaKey("restart_s/", "startups", _seconds)      # per job type: the cost weighed
+EXIT_S = MetaKey("exit_s/", "startups", _seconds)            # per job type: last step to exit
+EXIT_N = MetaKey("exit_n/", "startups", _count)              # per job type: runs averaged
 ATTEMPTS = MetaKey("attempts/", "retries", _attempts, per_job=True)
 NEXT_GENERATION = MetaKey("next_generation", "fences", _count)
 GENERATION = MetaKey("generation/", "fences", _count, per_job=True)
@@ -120,7 +122,7 @@ DRAINED = MetaKey("drained/", "servers", _count)             # per server: who d
 PROFILE = MetaKey("profile/", "priors", _profile)            # per worker type
 
 KEYS: tuple[MetaKey, ...] = (ROUND, EPOCH_UNIX, NEXT_JOB_ID, STARTUP_S, STARTUP_N, SAVE_S,
-                             SAVE_N, RESTART_S, ATTEMPTS,
+                             SAVE_N, RESTART_S, EXIT_S, EXIT_N, ATTEMPTS,
                              NEXT_GENERATION, GENERATION, CHECKPOINT_GENERATION, DRAINED,
                              PROFILE)
 PER_JOB: tuple[MetaKey, ...] = tuple(k for k in KEYS if k.per_job)

@@ -77,6 +77,7 @@ class Run:
     task_key: str = ""                   # the core's key of the micro-task it runs
     refill: bool = False                 # placed mid-round on freed GPUs: no lease floor
     reported_at: float = 0.0             # monotonic time of its last commit report (0: none)
+    done_at: float = 0.0                 # monotonic time its job's last step was durable
     allowed_s: float | None = None       # its job's time limit left at its launch (``meter``)
 
 
@@ -434,6 +435,13 @@ class RunTable:
                 request.lease.CopyFrom(run.lease)
                 self._send(run.job_id, server_id, request)
 
+    def finished(self, job_id: str) -> None:
+        """The job's last step is durable: its run's exit, which frees its GPUs, is timed
+        from now (``Startups.record_exit``)."""
+        run = self._runs.get(job_id)
+        if run is not None:
+            run.done_at = self._clock()
+
     def exited(self, job_id: str, server_id: int) -> None:
         """``server_id``'s processes of the job exited; the run ends when all have, and a
         placement that waited for it is launched."""
@@ -454,6 +462,8 @@ class RunTable:
             # its lease ended and it saved: what a preemption costs past the lease (a run
             # that exited before its lease's end failed or finished: no save to time)
             self.startups.record_save(job.spec.job_type, mono - lease_end)
+        if run.done_at and job is not None:
+            self.startups.record_exit(job.spec.job_type, mono - run.done_at)
         self.jobs.preempt(job_id)
         self._ended(run)
         self._launch_deferred(job_id)

@@ -2,7 +2,11 @@
 its first ``InitJob`` (imports, model build, checkpoint load), the cost a restart takes out
 of its round (thesis §5.6-5.7, what the simulator charges as preemption overhead), and how
 long a run whose lease ended takes to save and exit. Their sum is what a restart costs a
-job (``restart_s``), which the core's restart rule weighs (``core/restarts.py``).
+job (``restart_s``), which the core's restart rule weighs (``core/restarts.py``). Also how
+long a finished run takes from its last step to its exit (``exit_s``), when its GPUs are
+free for a refill: the scheduler's forecast frees them then (a torch process takes half a
+second; a forecast that freed them at the last step refilled them before a plan that the
+daemon's refill missed, and came out early by a round, issue #29).
 
 The means are kept in the store's meta table (``startup_s/<job type>`` over
 ``startup_n/<job type>`` runs, ``save_s/`` over ``save_n/``), so they survive a scheduler
@@ -19,7 +23,7 @@ and the daemon held it once its start-up was measured, a few seconds later).
 
 from __future__ import annotations
 
-from .meta import RESTART_S, SAVE_N, SAVE_S, STARTUP_N, STARTUP_S, MetaKey
+from .meta import EXIT_N, EXIT_S, RESTART_S, SAVE_N, SAVE_S, STARTUP_N, STARTUP_S, MetaKey
 from .store import Store
 
 
@@ -76,10 +80,19 @@ class Startups:
     def expected_startup(self, job_type: str) -> float:
         """The start-up a fresh run of ``job_type`` is expected to take: its type's mean,
         or before its first, the mean over the types measured (0 before any)."""
-        mean, n = self.mean(job_type)
+        return self._expected(STARTUP_S, STARTUP_N, job_type)
+
+    def expected_exit(self, job_type: str) -> float:
+        """How long a finished run of ``job_type`` is expected to take from its last step
+        to its exit: as ``expected_startup``, over the exits measured."""
+        return self._expected(EXIT_S, EXIT_N, job_type)
+
+    def _expected(self, mean_key: MetaKey, count_key: MetaKey, job_type: str) -> float:
+        mean, n = self._get(mean_key, count_key, job_type)
         if n:
             return mean
-        means = [self.mean(t)[0] for t in sorted(self._measured_types())]
+        means = [m for m, n in (self._get(mean_key, count_key, t)
+                                for t in sorted(self._measured_types())) if n]
         return sum(means) / len(means) if means else 0.0
 
     def mean(self, job_type: str) -> tuple[float, int]:
@@ -99,6 +112,11 @@ class Startups:
         """A run of ``job_type`` saved and exited ``seconds`` after its lease ended."""
         mean, n = self._add(SAVE_S, SAVE_N, job_type, seconds)
         self._store.set_meta({SAVE_S.key(job_type): f"{mean:.3f}", SAVE_N.key(job_type): n})
+
+    def record_exit(self, job_type: str, seconds: float) -> None:
+        """A finished run of ``job_type`` exited ``seconds`` after its last step."""
+        mean, n = self._add(EXIT_S, EXIT_N, job_type, seconds)
+        self._store.set_meta({EXIT_S.key(job_type): f"{mean:.3f}", EXIT_N.key(job_type): n})
 
     def restart_s(self, job_type: str) -> float:
         """What a restart costs a job of ``job_type``, as the core weighs it: its mean

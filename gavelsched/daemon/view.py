@@ -78,6 +78,7 @@ class DaemonView:
     plan_rates: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     startup_s: Mapping[str, float] = field(default_factory=dict)
     restart_s: Mapping[str, float] = field(default_factory=dict)   # start-up + save
+    exit_s: Mapping[str, float] = field(default_factory=dict)      # last step to exit
     resolve: str = ""
     min_resolve_interval_s: float = 0.0
     round_ends_s: float = 0.0       # when the round running now ends (0: idle)
@@ -101,7 +102,8 @@ class DaemonView:
            epoch_unix: float = 0.0, rates: Mapping[str, Mapping[str, float]] | None = None,
            plan_rates: Mapping[str, Mapping[str, float]] | None = None,
            startup_s: Mapping[str, float] | None = None,
-           restart_s: Mapping[str, float] | None = None, resolve: str = "",
+           restart_s: Mapping[str, float] | None = None,
+           exit_s: Mapping[str, float] | None = None, resolve: str = "",
            min_resolve_interval_s: float = 0.0, round_ends_s: float = 0.0,
            refill_until: float = 0.0, plan_lead_s: float = 0.0,
            drained: frozenset[int] = frozenset(), run_s: Mapping[str, float] | None = None,
@@ -129,7 +131,7 @@ class DaemonView:
                          for s in servers), shares, table,
                    dict(hosts or {}), epoch_unix, dict(rates or {}), dict(plan_rates or {}),
                    dict(startup_s or {}),
-                   dict(restart_s or {}),
+                   dict(restart_s or {}), dict(exit_s or {}),
                    resolve, min_resolve_interval_s, round_ends_s, refill_until, plan_lead_s,
                    dict(run_s or {}), dict(waiting or {}), tuple(entities), forecast,
                    dict(deferred or {}), restart_rule, dict(policy_options or {}))

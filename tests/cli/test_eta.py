@@ -209,6 +209,20 @@ def test_a_gpu_freed_within_the_placed_round_is_refilled_as_the_daemon_does():
     assert eta.replay(late)["b"].start_s == pytest.approx(4.0)
 
 
+@pytest.mark.parametrize("exit_s,start", [(0.3, 2.3), (0.6, 4.0)])
+def test_a_finished_job_s_gpu_is_refilled_once_its_process_exits(exit_s, start):
+    # issue #29: "a"'s last step is at t = 102, and the next round is planned at 102.5. A
+    # torch process exits half a second after its last step, and only then are its GPUs
+    # free: the daemon refilled none, the forecast refilled at 102 and came out a round early
+    a = dataclasses.replace(job("a", 16, 2.0), running_on="v100")
+    b = job("b", 100, 2.0, started=False)
+    s = placed([a, b])
+    rules = DaemonRules(10.0, "responsive", plan_lead_s=1.5, exit_s={"ResNet-18": exit_s})
+    etas = eta.replay(dataclasses.replace(s, rules=rules))
+    assert etas["a"].finish_s == pytest.approx(2.0)
+    assert etas["b"].start_s == pytest.approx(start)
+
+
 def test_a_kept_run_has_stepped_since_its_last_report():
     # issue #29: a run kept across rounds (its lease spans them: the restart rule held it)
     # reports its count only at its lease's end. Its durable count was as of t = 84, two
@@ -351,11 +365,16 @@ def test_the_replay_keeps_a_run_the_restart_rule_holds_to_its_end():
 def test_a_job_type_with_no_start_up_yet_is_charged_the_others_mean():
     reply = pb.StatusResponse(policy="fifo", round_seconds=10.0, now_s=5.0)
     reply.workers.add(id="0", type="v100", gpus=1, alive=True)
-    for job_id, kind, startup in (("a", "x", 4.0), ("b", "y", 2.0), ("c", "z", 0.0)):
+    for job_id, kind, startup, exit_s in (("a", "x", 4.0, 0.6), ("b", "y", 2.0, float("nan")),
+                                          ("c", "z", 0.0, 0.2)):
         reply.jobs.add(id=job_id, state="queued", total_steps=10, job_type=kind,
                        scale_factor=1, steps_per_s={"v100": 1.0}, startup_s=startup,
-                       started_s=-1, run_began_s=-1, run_up_s=-1)
-    assert dict(eta.state_of(reply).rules.startup_s) == {"x": 4.0, "y": 2.0, "z": 3.0}
+                       started_s=-1, run_began_s=-1, run_up_s=-1, exit_s=exit_s)
+    rules = eta.state_of(reply).rules
+    assert dict(rules.startup_s) == {"x": 4.0, "y": 2.0, "z": 3.0}
+    # the exits likewise (a NaN is not taken), and the simulator frees GPUs by them
+    assert dict(rules.exit_s) == {"x": 0.6, "y": pytest.approx(0.4), "z": 0.2}
+    assert sim_config(rules).exit_s == rules.exit_s
 
 
 def test_the_replay_plans_on_the_rows_the_scheduler_plans_on():

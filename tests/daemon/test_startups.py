@@ -77,3 +77,41 @@ def test_a_type_not_measured_yet_is_expected_to_cost_what_the_measured_ones_do(t
     again.record("new", 1.0)                                 # then its own
     assert again.expected_startup("new") == 1.0 and again.restart_s("new") == 1.0
     store.close()
+
+
+def test_a_type_s_exit_after_its_last_step_is_measured_and_expected_like_its_start_up(tmp_path):
+    """Issue #29: a finished torch run frees its GPUs half a second after its last step,
+    when its process exits; a forecast that freed them at the last step refilled them
+    before a plan that the daemon's refill missed. The exit is kept per type, as the
+    start-ups are (a type not measured yet: the mean over those that are)."""
+    store = Store(tmp_path)
+    stats = Startups(store)
+    assert stats.expected_exit("A") == 0.0
+    stats.record("A", 2.0)
+    stats.record_exit("A", 0.4)
+    stats.record_exit("A", 0.6)
+    stats.record("B", 1.0)
+    assert stats.expected_exit("A") == pytest.approx(0.5)
+    assert stats.expected_exit("B") == pytest.approx(0.5)   # B's first exit is still to come
+    assert Startups(store).expected_exit("A") == pytest.approx(0.5)   # after a restart
+    store.close()
+
+
+def test_the_scheduler_times_a_finished_run_s_exit_and_publishes_it(tmp_path):
+    from .test_round_aligned import Scheduler
+
+    sched = Scheduler(tmp_path)
+    job = sched.submit(steps=50)
+    sched.at(1.0)                                   # round 0: its run is launched
+    sched.t = 2.0
+    sched.init(job)
+    sched.t = 5.0                                   # its last step is durable
+    assert sched.x.durable_steps(job, 50, sched.gen(job), seconds=3.0)
+    sched.t = 5.6                                   # its process exits 0.6 s later
+    sched.exited(job, 50)
+    assert sched.x.startups.expected_exit("A3C") == pytest.approx(0.6)
+    sched.submit()
+    sched.x.publish()
+    waiting = [j for j in sched.x.snapshot.status().jobs if j.state != "done"]
+    assert [j.exit_s for j in waiting] == [pytest.approx(0.6)]     # its type's, published
+    sched.close()
