@@ -65,10 +65,10 @@ class SimConfig:
       credits them (``Runs.held_s``); False: the seconds it held its workers, its lease's
       whole steps (Gavel). Identical jobs' received times, and so their ties, then differ
       by fractions of a step in the simulator and not on the daemon (issue #29).
-    - ``exit_s``: seconds from a job's last step to its GPUs' release, per job type: its
-      process's final save and exit, as the daemon's workers report it (a torch process
-      takes half a second). A refill of those GPUs starts no sooner, and none is made
-      when that comes after the refills' cut-off. Gavel: none (freed at the last step).
+    - ``exit_s``: seconds from a job's last step to its process's exit, per job type, as
+      the daemon measures it (a torch process takes half a second). A refill of its GPUs
+      is placed at the last step, as the daemon places it, and its run starts up once
+      the process has exited. Gavel: none (the GPUs are free at the last step).
     - ``horizon_s``: stop at this virtual time (a forecast's replay, ``twin.py``: a job of
       years would take as many rounds); the jobs not finished by then have no completion,
       and ``SimulationResult.steps_left`` says what each still needs. None: to the end.

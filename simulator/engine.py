@@ -98,7 +98,8 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
              seed: int = 0, progress: bool = False,
              running: Mapping[int, str] | None = None,
              ahead: Mapping[int, float] | None = None,
-             resume: PeriodState | None = None) -> SimulationResult:
+             resume: PeriodState | None = None,
+             ending: Mapping[int, int] | None = None) -> SimulationResult:
     """Replay ``jobs`` (job ``i`` gets id ``str(i)``) on ``cluster`` under ``policy``. A
     job's own ``throughputs`` (``TraceJob``) replace ``table``'s row for it, and its own
     ``startup_s`` its type's preemption overhead: a measured job keeps its type's name.
@@ -113,6 +114,10 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
     (``SimConfig.kept_runs_ahead``).
     ``resume``: the allocation period the jobs arriving at t = 0 go on with (a live
     cluster's, keyed by job index; ``SchedulerCore.resume``) instead of a first re-solve.
+    ``ending``: job index -> the last steps of a job of that live round that makes them
+    after the first round's plan: that plan places it, and its steps are credited at t = 0,
+    so that the round's start re-solves and refills its workers (``RoundDriver.start``),
+    as the daemon's does.
     """
     wall_start = time.perf_counter()
     sim = sim or SimConfig()
@@ -154,7 +159,8 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
                        {s.id: s.entity or "" for s in specs} if entities else None),
                dict(prices or {}), price_trace, knowledge,
                {str(i): t for i, t in (running or {}).items()}, resume,
-               {str(i): s for i, s in (ahead or {}).items()})
+               {str(i): s for i, s in (ahead or {}).items()},
+               {str(i): float(s) for i, s in (ending or {}).items()})
     end = run.loop(_progress_bar(run.targets_left, progress))
     result = run.metrics.result(end_s=end, capacity=run.core.view.counts,
                                 wall_s=time.perf_counter() - wall_start, window=sim.window,
@@ -174,7 +180,8 @@ class _Run:
                  knowledge: _Knowledge | None = None,
                  running: Mapping[str, str] | None = None,
                  resume: PeriodState | None = None,
-                 ahead: Mapping[str, float] | None = None) -> None:
+                 ahead: Mapping[str, float] | None = None,
+                 ending: Mapping[str, float] | None = None) -> None:
         self.jobs, self.specs, self.core, self.sim, self.metrics = jobs, specs, core, sim, metrics
         self.knowledge = knowledge
         self.running = dict(running or {})   # job -> its type at t = 0, until a round ends
@@ -200,7 +207,8 @@ class _Run:
         window = sim.window
         self.targets = ({str(i) for i in range(*window) if i < len(jobs)} if window else None)
         self.targets_left = len(self.targets) if self.targets is not None else len(jobs)
-        self.late: dict[str, float] = {}   # job -> its last steps, made after the plan
+        self.late: dict[str, float] = dict(ending or {})   # job -> its last steps, made
+        self.ending = frozenset(self.late)                  # after the plan (``simulate``)
         self.samples: tuple | None = None  # the last round's samples, learned after the plan
         for spec, job in zip(specs, jobs):
             metrics.on_arrival(spec.id, job.job_type, job.scale_factor, job.arrival_s, job.slo_s)
@@ -229,6 +237,9 @@ class _Run:
             self.record_resolve(step.round, plan_s)
             self.learn_samples(now)
             ended = driver.credit(tuple(late), [(s,) for s in late.values()], now) if late else ()
+            if self.ending:         # (the live round's: they end now)
+                self.completed(sorted(self.ending.intersection(ended)), now, bar)
+                self.ending = frozenset()
             started = driver.start(now, ended)
             rnd = started.round
             if len(rnd.batch) == 0:
@@ -326,22 +337,27 @@ class _Run:
             self.samples = (batch, steps, seconds - ran.pause, completed)
             if not self.driver.plan_lead_s:
                 self.learn_samples(end)
-        if completed:
-            # A job finishes when its micro-task does: for a co-located pair, when the
-            # later of the two stops (Gavel's completion time for both members).
-            for job_id in completed:
-                self.metrics.on_complete(job_id, at[job_id])
-                if self.targets is None or job_id in self.targets:
-                    self.targets_left -= 1
-                    if bar is not None:
-                        bar.update(1)
+        # A job finishes when its micro-task does: for a co-located pair, when the later of
+        # the two stops (Gavel's completion time for both members).
+        for job_id in completed:
+            self.completed((job_id,), at[job_id], bar)
         if self.sim.received_whole_round:     # as the daemon credits them (``Runs.held_s``)
             seconds = np.where(seconds > 0, R - np.maximum(ran.start, 0.0), 0.0)
         return end, seconds
 
-    def run_tasks(self, batch, span: float, start: float) -> _Ran:
+    def completed(self, job_ids, at: float, bar) -> None:
+        for job_id in job_ids:
+            self.metrics.on_complete(job_id, at)
+            if self.targets is None or job_id in self.targets:
+                self.targets_left -= 1
+                if bar is not None:
+                    bar.update(1)
+
+    def run_tasks(self, batch, span: float, start: float,
+                  wait: np.ndarray | None = None) -> _Ran:
         """Run ``batch``'s micro-tasks, started ``start`` seconds into the round, for at
-        most ``span`` seconds."""
+        most ``span`` seconds; ``wait``: seconds each first waits for its workers (a
+        refill, for the process of the job that finished on them to exit)."""
         startups = self.startups
         pause = _pauses(batch, startups) if startups is not None else np.zeros(len(batch))
         if self.running:
@@ -351,10 +367,13 @@ class _Run:
                 if key in self.started:
                     pause[i] = 0.0
                 self.started.add(key)
+        if wait is not None:
+            pause = pause + wait
         if self.carries and startups is not None:
             pause = self.carried(batch, pause, span)
         true = None if self.knowledge is None else self.knowledge.rates(batch)
-        seconds, steps = _run_tasks(batch, span, None if startups is None else pause, true)
+        seconds, steps = _run_tasks(batch, span, None if startups is None and wait is None
+                                    else pause, true)
         if self.carries:
             seconds = np.minimum(seconds, span)
         return _Ran(batch, seconds, steps, pause, np.full(len(batch), float(start)))
@@ -398,19 +417,26 @@ class _Run:
         order they are freed; a refill's own finishes free workers in turn. A refill that
         could not start up in the time left is not made (``worth_launching``, as the
         daemon decides). Returns ``ran`` with the refills after the round's own."""
-        freed = ran.freed(R, self.exits)
+        freed = ran.freed(R)
+        exiting = ran.exiting(self.exits) if self.exits else {}
         while freed:
             at = min(freed)
             more = self.driver.refill(freed.pop(at), now + at, now + R)
             if not len(more):
                 continue
-            extra = self.run_tasks(more, R - at, at)
+            # (each waits for the last process on its workers to exit, SimConfig.exit_s)
+            wait = np.array([max([exiting.get(w, 0.0) for w in workers] or [0.0])
+                             for workers in more.workers]) if exiting else None
+            extra = self.run_tasks(more, R - at, at, wait)
+            startup = extra.pause if wait is None else extra.pause - wait
             idle = np.array([not worth_launching(R - at, float(p), R, refill=True)
-                             for p in extra.pause], dtype=bool)
+                             for p in startup], dtype=bool)
             extra = extra.never_started(idle)
             extra = extra._replace(seconds=np.minimum(extra.seconds, R - at))
-            for t, workers in extra.freed(R, self.exits).items():
+            for t, workers in extra.freed(R).items():
                 freed.setdefault(t, []).extend(workers)
+            if self.exits:
+                exiting.update(extra.exiting(self.exits))
             ran = ran.plus(extra)
         return ran
 
@@ -438,20 +464,25 @@ class _Ran(NamedTuple):
             seconds=np.where(mask, 0.0, self.seconds), pause=np.where(mask, 0.0, self.pause),
             steps=np.where(mask[:, None], 0, self.steps).astype(self.steps.dtype))
 
-    def freed(self, R: float, exits: Sequence[float] | None = None) -> dict[float, list[int]]:
+    def _finishing(self) -> np.ndarray:
+        batch = self.batch
+        return ((self.steps >= batch.remaining) & (batch.remaining > 0)).any(axis=1)
+
+    def freed(self, R: float) -> dict[float, list[int]]:
         """Seconds into the round -> the workers freed then by a task whose job finished
-        before the round's end (a run ahead of the clock, before its start: at 0), its
-        members' ``exits`` (``SimConfig.exit_s``, by job index) after its last step."""
-        batch, ends = self.batch, self.start + self.seconds
-        finishing = ((self.steps >= batch.remaining) & (batch.remaining > 0)).any(axis=1)
+        before the round's end (a run ahead of the clock, before its start: at 0)."""
+        ends = self.start + self.seconds
         out: dict[float, list[int]] = {}
-        for i in np.flatnonzero(finishing).tolist():
-            end = float(ends[i])
-            if exits is not None:
-                end += max(exits[int(m)] for m in batch.members[i])
-            if end < R:
-                out.setdefault(max(0.0, end), []).extend(batch.workers[i])
+        for i in np.flatnonzero(self._finishing() & (ends < R)).tolist():
+            out.setdefault(max(0.0, float(ends[i])), []).extend(self.batch.workers[i])
         return out
+
+    def exiting(self, exits: Sequence[float]) -> dict[int, float]:
+        """Worker -> how long the process of the finished job on it takes to exit after
+        its last step (``SimConfig.exit_s``; ``exits`` by job index)."""
+        batch = self.batch
+        return {w: max(exits[int(m)] for m in batch.members[i])
+                for i in np.flatnonzero(self._finishing()).tolist() for w in batch.workers[i]}
 
 
 def _made_steps(members: Sequence[tuple[str, ...]], steps: np.ndarray):

@@ -82,8 +82,8 @@ class LiveState:
             self.rules.startup_s.get(job.job_type, 0.0)
 
     def exit_of(self, job: LiveJob) -> float:
-        """Seconds from ``job``'s last step to its run's exit, which frees its GPUs (its
-        type's mean, ``DaemonRules.exit_s``)."""
+        """Seconds from ``job``'s last step to its run's exit, which a refill of its GPUs
+        waits for (its type's mean, ``DaemonRules.exit_s``)."""
         return self.rules.exit_s.get(job.job_type, 0.0)
 
     def startup_of(self, job: LiveJob) -> float:

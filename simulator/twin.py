@@ -107,8 +107,9 @@ def this_round(state: LiveState) -> tuple[LiveState, float, dict[str, Eta], dict
     replay keeps them there without a start-up, ``simulate(running=...)``), the seconds to
     it, the jobs that finish within it, and how far ahead of the round's end each run's
     lease ends (at most the plan lead). A job that finishes after the next round's plan
-    and that the restart rule keeps (``_pinned_at_plan``) also goes on, with its last step
-    ahead of the round: that plan places it again, as the daemon's does.
+    and that the restart rule keeps (``_pinned_at_plan``) also goes on with its last step:
+    that plan places it again, as the daemon's does, and it ends at the round's start
+    (``replay`` passes it as ``ending``).
     Re-planning the placed round from now made running jobs late and
     queued ones early (BENCHMARKS.md, "ETA error against real finishes"). The simulator
     cannot start from a placed round (its first round is planned afresh), so this stays a
@@ -136,11 +137,11 @@ def this_round(state: LiveState) -> tuple[LiveState, float, dict[str, Eta], dict
             done[job.id] = Eta(None, max(0.0, finish - state.now_s))
             if finish > plan and _pinned_at_plan(state, job, finish - plan):
                 # still running at the next round's plan, which keeps it on its GPUs; its
-                # last step goes on ahead of that round, whose start then refills them
-                # (``place_freed``'s order, not the plan's: identical jobs swapped places)
+                # last step is credited at that round's start, which re-solves and refills
+                # them (``simulate(ending=...)``; ``place_freed``'s order, not the plan's:
+                # identical jobs swapped places)
                 jobs.append(replace(job, steps_left=1, run_reported_s=None,
                                     run_lease_left=None))
-                ahead[job.id] = ends - finish + 1.0 / rate
             continue
         made = int(rate * max(0.0, end - start))
         if job.run_lease_left is not None:
@@ -242,6 +243,7 @@ def replay(state: LiveState, extra: Sequence[LiveJob] = ()) -> dict[str, Eta]:
                       sim=sim_config(rules, horizon_s=HORIZON_ROUNDS * rules.round_seconds),
                       gpus_per_server=inputs.gpus_per_server, running=inputs.running,
                       ahead={i: ahead[j] for i, j in enumerate(inputs.ids) if j in ahead},
+                      ending={i: 1 for i, j in enumerate(inputs.ids) if j in done},
                       resume=resumed(state, later, inputs, offset,
                                      _ends_before_plan(state, done)))
     started = {j.id: j.started_s is not None for j in (*state.jobs, *extra)}
@@ -275,10 +277,11 @@ def _placed_starts(state: LiveState) -> dict[str, float]:
 def refills(state: LiveState, later: LiveState, done: Mapping[str, Eta],
             extra: Sequence[LiveJob] = ()) -> tuple[LiveState, dict[str, Eta]]:
     """The placed round's refills (thesis §5.5; ``CoreConfig.refill_freed``): the GPUs of a
-    job that ends within it (once its process exits, ``DaemonRules.exit_s``) or idle now,
-    before the next round's plan and
+    job that ends within it (or idle now), before the next round's plan and
     ``refill_until`` of it, go to a waiting job for the rest of the round, and that run goes
-    on into the replay. The job is the one the scheduler's refill takes (``_refill_orders``).
+    on into the replay, starting up once the finished job's process has exited
+    (``DaemonRules.exit_s``). The job is the one the scheduler's refill takes
+    (``_refill_orders``).
     Without this, a job that the daemon refills was predicted to wait for the rounds ahead:
     the forecasts were late. Returns ``later`` with the refilled runs going on, and each
     refilled job's start (if it had not started) and finish (if within the round)."""
@@ -294,16 +297,18 @@ def refills(state: LiveState, later: LiveState, done: Mapping[str, Eta],
             held[job.running_on] = held.get(job.running_on, 0) + job.scale_factor
     idle = [(state.now_s, t, n - held.get(t, 0)) for t, n in state.workers.items()
             if n > held.get(t, 0)]        # (a job that ended before the picture)
-    freed = sorted([*idle, *((state.now_s + eta.finish_s + state.exit_of(jobs[i]),
-                              jobs[i].running_on, jobs[i].scale_factor)
-                             for i, eta in done.items() if eta.finish_s is not None)])
+    # (when, type, GPUs, the seconds a launch on them waits for their last process to exit)
+    freed = sorted([*((at, t, n, 0.0) for at, t, n in idle),
+                    *((state.now_s + eta.finish_s, jobs[i].running_on, jobs[i].scale_factor,
+                       state.exit_of(jobs[i]))
+                      for i, eta in done.items() if eta.finish_s is not None)])
     freed = [f for f in freed if f[0] < cutoff]
     if not freed:
         return later, {}
-    queues = _refill_orders(state, later, extra, {t for _, t, _ in freed})
+    queues = _refill_orders(state, later, extra, {f[1] for f in freed})
     free: dict[str, int] = {}
-    placed: dict[str, tuple[str, float]] = {}
-    for at, worker_type, gpus in freed:
+    placed: dict[str, tuple[str, float, float]] = {}
+    for at, worker_type, gpus, wait in freed:
         free[worker_type] = free.get(worker_type, 0) + gpus
         for job_id in list(queues.get(worker_type, ())):
             job = jobs.get(job_id)
@@ -312,14 +317,16 @@ def refills(state: LiveState, later: LiveState, done: Mapping[str, Eta],
             queues[worker_type].remove(job_id)
             if ends - at > state.startup_mean(job):    # the daemon's ``worth_launching``
                 free[worker_type] -= job.scale_factor
-                placed[job_id] = (worker_type, at)
+                placed[job_id] = (worker_type, at, wait)
     if not placed:
         return later, {}
+    # each refill's run starts up once its GPUs' last process has exited
     ran = replace(later, now_s=state.now_s, round_ends_s=ends, jobs=tuple(
         replace(j, running_on=placed[j.id][0], run_began_s=placed[j.id][1], run_up_s=None,
-                run_refill=True) for j in later.jobs if j.id in placed))
+                run_refill=True, startup_s=state.startup_mean(j) + placed[j.id][2])
+        for j in later.jobs if j.id in placed))
     after, _, finished, _ = this_round(ran)
-    kept = {j.id: j for j in after.jobs}
+    kept = {j.id: replace(j, startup_s=jobs[j.id].startup_s) for j in after.jobs}
     etas = {}
     for job in ran.jobs:
         start = None if job.started_s is not None else \

@@ -50,9 +50,9 @@ class DaemonRules:
     - ``plan_lead_s``: each round is planned this long before the last one ends;
     - ``startup_s``: mean start-up of a fresh run per job type, as measured; a replay
       charges ``startup_charges`` (capped by the lease floor);
-    - ``exit_s``: mean seconds from a job's last step to its run's exit, which frees its
-      GPUs (final save, the process's teardown), per job type, as measured; a replay
-      frees them then (``SimConfig.exit_s``);
+    - ``exit_s``: mean seconds from a job's last step to its run's exit (the process's
+      teardown), per job type, as measured: a refill of its GPUs, placed at the last
+      step, starts up that much later (``SimConfig.exit_s``);
     - ``arrival_grace_s``: an idle daemon plans this long after the arrival that woke it
       (``RoundDriver.first_plan_at``);
     - ``restart_rule``: ``CoreConfig.restart_rule`` (``core/restarts.py``).

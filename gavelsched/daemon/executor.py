@@ -528,6 +528,7 @@ class DaemonExecutor:
         if self.progress.durable(job_id, steps, generation, seconds, now, lease_start_s):
             self.jobs.finish(job_id, now)
             self.runs.finished(job_id)
+            self._refill_soon()
         return True
 
     def init_job(self, request: pb.InitJobRequest) -> pb.InitJobResponse:

@@ -229,8 +229,11 @@ class RunTable:
 
     def idle_workers(self, live: frozenset[int] | set[int]) -> set[int]:
         """Of the ``live`` workers, those no run holds and no deferred placement waits for
-        (what a mid-round refill may use)."""
-        taken = {w for run in self._runs.values() for w in run.workers}
+        (what a mid-round refill may use). A run whose job has finished holds none: its
+        process is exiting, and a launch on its GPUs waits at the worker until it has
+        (the refill is not lost to the half second a torch process takes to exit when
+        it comes just before the next plan, issue #29)."""
+        taken = {w for run in self._runs.values() if not run.done_at for w in run.workers}
         taken.update(w for _, task, _, _ in self._deferred.values() for w in task.workers)
         return set(live) - taken
 
@@ -436,8 +439,8 @@ class RunTable:
                 self._send(run.job_id, server_id, request)
 
     def finished(self, job_id: str) -> None:
-        """The job's last step is durable: its run's exit, which frees its GPUs, is timed
-        from now (``Startups.record_exit``)."""
+        """The job's last step is durable: its GPUs may be refilled now (``idle_workers``),
+        and its run's exit is timed from now (``Startups.record_exit``)."""
         run = self._runs.get(job_id)
         if run is not None:
             run.done_at = self._clock()

@@ -3,10 +3,9 @@ its first ``InitJob`` (imports, model build, checkpoint load), the cost a restar
 of its round (thesis §5.6-5.7, what the simulator charges as preemption overhead), and how
 long a run whose lease ended takes to save and exit. Their sum is what a restart costs a
 job (``restart_s``), which the core's restart rule weighs (``core/restarts.py``). Also how
-long a finished run takes from its last step to its exit (``exit_s``), when its GPUs are
-free for a refill: the scheduler's forecast frees them then (a torch process takes half a
-second; a forecast that freed them at the last step refilled them before a plan that the
-daemon's refill missed, and came out early by a round, issue #29).
+long a finished run takes from its last step to its exit (``exit_s``, a torch process:
+half a second), which a refill of its GPUs waits for at the worker: the scheduler's
+forecast starts such a refill that much later (issue #29).
 
 The means are kept in the store's meta table (``startup_s/<job type>`` over
 ``startup_n/<job type>`` runs, ``save_s/`` over ``save_n/``), so they survive a scheduler

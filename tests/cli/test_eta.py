@@ -209,18 +209,20 @@ def test_a_gpu_freed_within_the_placed_round_is_refilled_as_the_daemon_does():
     assert eta.replay(late)["b"].start_s == pytest.approx(4.0)
 
 
-@pytest.mark.parametrize("exit_s,start", [(0.3, 2.3), (0.6, 4.0)])
-def test_a_finished_job_s_gpu_is_refilled_once_its_process_exits(exit_s, start):
-    # issue #29: "a"'s last step is at t = 102, and the next round is planned at 102.5. A
-    # torch process exits half a second after its last step, and only then are its GPUs
-    # free: the daemon refilled none, the forecast refilled at 102 and came out a round early
+@pytest.mark.parametrize("exit_s", [0.0, 0.3, 0.6])
+def test_a_finished_job_s_gpu_is_refilled_at_its_last_step_and_starts_once_it_exits(exit_s):
+    # issue #29: "a"'s last step is at t = 102, and the next round is planned at 102.5. The
+    # daemon places the refill then (``Runs.idle_workers``), and b's run starts on the GPU
+    # once a's process has exited (a torch process: half a second later); the refill is
+    # not lost when the exit comes after the plan (the forecast was a round early)
     a = dataclasses.replace(job("a", 16, 2.0), running_on="v100")
     b = job("b", 100, 2.0, started=False)
     s = placed([a, b])
     rules = DaemonRules(10.0, "responsive", plan_lead_s=1.5, exit_s={"ResNet-18": exit_s})
     etas = eta.replay(dataclasses.replace(s, rules=rules))
     assert etas["a"].finish_s == pytest.approx(2.0)
-    assert etas["b"].start_s == pytest.approx(start)
+    assert etas["b"].start_s == pytest.approx(2.0 + exit_s)
+    assert etas["b"].finish_s == pytest.approx(52.0 + exit_s, abs=0.5)
 
 
 def test_a_kept_run_has_stepped_since_its_last_report():
@@ -425,15 +427,19 @@ def test_a_job_of_the_period_that_ends_before_the_next_plan_makes_the_replayed_p
         assert resumed(s, later, inputs, offset, _ends_before_plan(s, done)).stale is stale
         assert eta.replay(s)["c"].finish_s == pytest.approx(left / 2.0 - 6.0)
     # the one still running at the plan, when the restart rule keeps it (it ends within
-    # its finish restarts), is placed again by it, and its last step goes on ahead of the
-    # next round, whose start then refills its GPU
+    # its finish restarts), is placed again by it with its last step, which is credited at
+    # the next round's start: that start re-solves and refills its GPU
     assert set(done) == {"c"} and ahead == {} and "c" not in {j.id for j in later.jobs}
     kept = dataclasses.replace(s, jobs=tuple(dataclasses.replace(j, restart_s=0.5)
                                              for j in s.jobs))
     later, offset, done, ahead = this_round(kept)
-    assert set(done) == {"c"} and ahead == {"c": pytest.approx(104.0 - 101.5 + 0.5)}
+    assert set(done) == {"c"} and ahead == {}
     assert [j.steps_left for j in later.jobs if j.id == "c"] == [1]
     assert eta.replay(kept)["c"].finish_s == pytest.approx(1.5)
+    refilling = dataclasses.replace(kept, rules=dataclasses.replace(kept.rules,
+                                                                    refill_freed=True))
+    assert eta.replay(refilling)["a"].start_s == pytest.approx(4.0)   # from the round's start
+    assert eta.replay(kept)["a"].start_s == pytest.approx(14.0)       # (no refills: after it)
 
 
 def test_the_placed_round_is_counted_in_the_period_once():
@@ -506,3 +512,27 @@ def test_a_freed_gpu_goes_to_the_job_the_scheduler_s_refill_takes():
     assert etas["a"].finish_s == pytest.approx(2.0)
     assert etas["x"].start_s == pytest.approx(2.0)            # the P100 freed at t = 102
     assert etas["y"].start_s > 2.0
+
+
+def test_a_job_that_ends_in_the_plan_lead_has_its_gpu_refilled_after_a_re_solve():
+    """Issue #29: job c, kept by the restart rule, ends after the next round's plan. The
+    daemon's round start finds it ended since the plan, re-solves (the allocation counted
+    on c) and refills its GPU on the new allocation (``RoundDriver.start``). The replay ran
+    c's last step ahead of that round and refilled on the stale allocation (identical jobs
+    then swapped places, and their forecasts by a round and back)."""
+    from gavelsched.core import PeriodState
+    # X gave a 0.2 and b 0.3 since t = 40; b has received 5 s (received times count from a
+    # seed of half a round), a nothing: on that allocation a goes first. Re-solved without
+    # c, a and b get 1/2 each, and b, owed more (deficits 0.3 x 64 - 5 against 0.2 x 64),
+    # goes first
+    period = PeriodState(40.0, ("v100",), ("a", "b", "c"), np.array([[0.2], [0.3], [0.5]]),
+                         np.array([[5.0], [10.0], [5.0]]), np.zeros((3, 1)))
+    c = dataclasses.replace(job("c", 15, 2.0), running_on="v100", restart_s=0.5)
+    waiting = [job(i, 100, 2.0, started=False) for i in ("a", "b")]
+    s = dataclasses.replace(placed([*waiting, c]), period=period)
+    s = dataclasses.replace(s, rules=DaemonRules(10.0, "responsive", plan_lead_s=3.0,
+                                                 min_resolve_interval_s=10.0))
+    etas = eta.replay(s)
+    assert etas["c"].finish_s == pytest.approx(1.5)   # at 101.5, after the plan at 101
+    assert etas["b"].start_s == pytest.approx(4.0)    # on c's GPU from the round's start
+    assert etas["a"].start_s > etas["b"].start_s

@@ -48,3 +48,29 @@ def test_a_gpu_freed_mid_round_goes_to_the_waiting_job(tmp_path, refill):
     else:
         assert gap > ROUND_S / 2, gap
         assert "freed GPU" not in log
+
+
+def test_a_finished_job_s_gpu_is_refilled_at_its_last_step_not_at_its_exit(tmp_path):
+    """Issue #29: a torch process exits half a second after its last step. Refilled only
+    at its exit, a GPU whose job finished just before the next round's plan stayed idle
+    for that round (and the scheduler's forecast, which refilled it, was a round early).
+    The refill is placed when the last step is durable; the worker starts it once the
+    finished process has exited."""
+    from .test_round_aligned import Scheduler
+
+    sched = Scheduler(tmp_path)
+    first, second = sched.submit(), sched.submit()
+    sched.at(1.0)                                   # round 0: one GPU, one job
+    (run,) = sched.sent.runs
+    other = second if run.job_id == first else first
+    sched.t = 2.0
+    sched.init(run.job_id)
+    sched.t = 5.0                                   # its last step is durable
+    assert sched.x.durable_steps(run.job_id, 100_000, sched.gen(run.job_id), seconds=3.0)
+    refill = sched.sent.runs[-1]
+    assert refill.job_id == other and list(refill.gpus) == list(run.gpus)
+    assert refill.lease.max_seconds == pytest.approx(1.0 + 10.0 - 5.0)  # the rest of round 0
+    sched.t = 5.5                                   # the finished process exits
+    sched.exited(run.job_id, 100_000)
+    assert [r.job_id for r in sched.sent.runs] == [run.job_id, other]    # placed once
+    sched.close()

@@ -1,7 +1,7 @@
-"""``SimConfig.exit_s``: a finished job's GPUs are freed when its process exits, its type's
-seconds after its last step, as on the daemon (a torch process takes half a second), and
-only then refilled (issue #29: a replay that refilled them at the last step, just before
-the refills' cut-off, started the next job a round before the daemon did)."""
+"""``SimConfig.exit_s``: a finished job's process exits its type's seconds after its last
+step, as on the daemon (a torch process takes half a second). Its GPUs are refilled at the
+last step, as the daemon refills them, and the refill's run starts up once the process has
+exited (issue #29)."""
 
 from __future__ import annotations
 
@@ -32,12 +32,13 @@ def finishes(exit_s: dict[str, float]) -> list[float]:
 
 
 @pytest.mark.parametrize("exit_s,later", [
-    ({KIND: 1.5}, 1.5),         # freed when the process exits, 1.5 s after its last step
-    ({KIND: 3.0}, 20.0),        # past the refills' cut-off: the next round, at 60 s
+    ({KIND: 1.5}, 1.5),         # refilled at 40 s, started when the process exits at 41.5
+    ({KIND: 3.0}, 3.0),         # (at 43 s, past the refills' cut-off: placed before it)
+    ({KIND: 25.0}, 20.0),       # gone by the round's end: the next round, at 60 s
     ({"another type": 3.0}, 0.0),
 ])
-def test_a_finished_job_s_gpus_are_refilled_once_its_process_exits(exit_s, later):
-    gavel = finishes({})        # freed at the last step, at 40 s, and refilled at once
+def test_a_refill_starts_once_the_finished_job_s_process_exits(exit_s, later):
+    gavel = finishes({})        # freed at the last step, at 40 s, and started at once
     assert gavel[1] == pytest.approx(40.0 + 10_000.0, abs=2.5)     # (whole-step leases)
     got = finishes(exit_s)
     assert got[0] == pytest.approx(gavel[0])
