@@ -329,8 +329,8 @@ class RunTable:
                                 round_index=index, scheduler_address=self.scheduler_address,
                                 checkpoint_dir=str(self.config.checkpoints / job_id),
                                 generation=generation, job_env=self._job_env(job))
-        # A refill's round starts at its launch (its start-up is measured from there); its
-        # received time is the rest of the round.
+        # A refill's round starts at its launch (its start-up is measured from when its
+        # GPUs are free: ``started_up``); its received time is the rest of the round.
         self._runs[job_id] = Run(job_id, task.worker_type, requests, set(requests), lease,
                                  index, mono, ends, float(task.throughputs[m]),
                                  job.steps_done, (job.steps_done, 0.0), workers=task.workers,
@@ -419,7 +419,12 @@ class RunTable:
         run.last, run.init_at = (run.last[0], None), mono
         job = self.jobs.get(run.job_id)
         if job is not None:
-            self.startups.record(job.spec.job_type, max(0.0, mono - run.round_start))
+            # from its round's start (a wait for the GPUs' last run to save is the
+            # restart's cost); a refill, from when its GPUs were free: the wait for a
+            # finished process to exit is its own (``Startups.record_exit``), which the
+            # forecast adds to a refill's start-up only
+            since = run.started if run.refill else run.round_start
+            self.startups.record(job.spec.job_type, max(0.0, mono - since))
         # At least MIN_LEASE_FRACTION of a round after start-up, even past the round's end:
         # a start-up longer than the rest of its round must not leave the job without any
         # progress (then its GPUs' next run starts that much later). A refill ends with

@@ -73,4 +73,10 @@ def test_a_finished_job_s_gpu_is_refilled_at_its_last_step_not_at_its_exit(tmp_p
     sched.t = 5.5                                   # the finished process exits
     sched.exited(run.job_id, 100_000)
     assert [r.job_id for r in sched.sent.runs] == [run.job_id, other]    # placed once
+    assert sched.x.startups.expected_exit("A3C") == pytest.approx(0.5)
+    sched.t = 6.0                                   # the refill's process is up
+    sched.init(other)
+    # its start-up counts from when its GPU was free (the wait for the exit is the exit's):
+    # 1.0 s for the first run (from its round's start), 0.5 s for the refill
+    assert sched.x.startups.mean("A3C") == (pytest.approx(0.75), 2)
     sched.close()
