@@ -58,7 +58,7 @@ import yaml
 from gavelsched.daemon.config import load_config
 from gavelsched.daemon.jobs import DONE
 from gavelsched.daemon.local import subprocess_env
-from gavelsched.daemon.meta import RESTART_S, STARTUP_S
+from gavelsched.daemon.meta import EXIT_S, RESTART_S, STARTUP_S
 from gavelsched.daemon.store import Store
 from gavelsched.core.online import OnlineThroughputs
 from policies import get_policy
@@ -79,6 +79,7 @@ class Measured:
     priors: ThroughputTable       # what the daemon started with
     waits: dict[str, float]       # per job id: seconds from arrival to its first start
     cluster: dict[str, int]       # the GPUs of each type that registered
+    exit_s: dict[str, float]      # a finished run's exit after its last step per job type
 
 
 def measured_trace(state_dir: Path) -> Measured:
@@ -86,7 +87,7 @@ def measured_trace(state_dir: Path) -> Measured:
     measured for it (``TraceJob.throughputs``) and the restart cost its restart rule
     weighed (``TraceJob.restart_s``; None in a run from before it was kept: the start-up),
     the startup seconds the daemon measured for a fresh run of each job type (the
-    simulator's preemption overhead), the priors the daemon started with
+    simulator's preemption overhead) and for a finished run's exit, the priors the daemon started with
     (``local-cluster``'s ``throughputs.json``), and how long each waited for its first
     start."""
     from traces.throughputs import load_table
@@ -102,6 +103,7 @@ def measured_trace(state_dir: Path) -> Measured:
                                             or 0.0) for row in rows}
         # the restart cost the daemon's restart rule weighed (start-up and save, banded)
         weighed = {kind: store.get_meta(RESTART_S.key(kind)) for kind in startup}
+        exits = {kind: float(store.get_meta(EXIT_S.key(kind)) or 0.0) for kind in startup}
         cluster: dict[str, int] = {}
         for server in store.servers():
             cluster[server.worker_type] = cluster.get(server.worker_type, 0) + len(server.workers)
@@ -116,13 +118,14 @@ def measured_trace(state_dir: Path) -> Measured:
             for row in rows]
     return Measured(jobs, [row.id for row in rows], ThroughputTable({t: {} for t in types}),
                     startup, start, {row.id: row.started_s - row.arrival_s for row in rows},
-                    cluster)
+                    cluster, exits)
 
 
 def kept_rules(run_dir: Path, measured: Measured) -> DaemonRules:
     """The rules the daemon of a kept run (``run_dir/cluster.yaml``) ran by, with the
-    start-ups it measured."""
-    return replace(load_config(run_dir / "cluster.yaml").rules, startup_s=measured.startup_s)
+    start-ups and exits it measured."""
+    return replace(load_config(run_dir / "cluster.yaml").rules, startup_s=measured.startup_s,
+                   exit_s=measured.exit_s)
 
 
 def simulate_within(seconds: float, *args, **kw) -> dict | None:

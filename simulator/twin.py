@@ -49,8 +49,8 @@ __all__ = ["HORIZON_ROUNDS", "DaemonRules", "Eta", "Replay", "extrapolated",
 def sim_config(rules: DaemonRules, *, arrivals: bool = False, **more) -> SimConfig:
     """The simulator's config under the daemon's rules: fixed rounds, the plan lead, each
     job type's start-up charged to a run on new workers (capped by the lease floor), a
-    finished run's GPUs freed when its process exits, and received time credited by the
-    round, as the daemon credits it;
+    refill of a finished job's GPUs started up once its process has exited, and received
+    time credited by the round, as the daemon credits it;
     ``arrivals``: the jobs arrive as they did on the daemon (a whole run replayed), so an
     idle cluster waits the daemon's arrival grace (an ETA's jobs are all there already);
     ``more`` on top (``priors``, ...)."""
