@@ -105,8 +105,8 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
     ``startup_s`` its type's preemption overhead: a measured job keeps its type's name.
 
     ``core_config`` defaults to ``config_for(policy, ...)`` (Gavel's rules, read from
-    the policy's declared traits, with the types served fastest first); ``prices`` are $/GPU-hour per type, ``price_trace`` changes them
-    over time; ``entities`` (by name) make water-filling policies hierarchical (thesis
+    the policy's declared traits, with the types served fastest first); ``prices`` are
+    $/GPU-hour per type, ``price_trace`` changes them over time; ``entities`` (by name) make water-filling policies hierarchical (thesis
     §5.4.3: jobs name their entity in the trace). ``running``: job index -> the worker type
     it runs on at t = 0 (a live cluster's replay, ``twin.py``): in the first round, its task
     on that type goes on without a start-up, as the daemon extends a kept job's lease;

@@ -223,8 +223,9 @@ HORIZON_ROUNDS = 2000
 
 def replay(state: LiveState, extra: Sequence[LiveJob] = ()) -> dict[str, Eta]:
     """Each job's predicted start and finish, in seconds from now: the placed round kept
-    (``this_round``) with its refills (``refills``), then the simulator from its end, under the state's ``DaemonRules``,
-    for at most ``HORIZON_ROUNDS`` rounds (``extrapolated`` beyond)."""
+    (``this_round``) with its refills (``refills``), then the simulator from its end,
+    under the state's ``DaemonRules``, for at most ``HORIZON_ROUNDS`` rounds
+    (``extrapolated`` beyond)."""
     out = {j.id: Eta(None, None) for j in (*state.jobs, *extra)}
     later, offset, done, ahead = this_round(state)
     later, refilled = refills(state, later, done, extra)
