@@ -115,9 +115,9 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
     (``SimConfig.kept_runs_ahead``).
     ``resume``: the allocation period the jobs arriving at t = 0 go on with (a live
     cluster's, keyed by job index; ``SchedulerCore.resume``) instead of a first re-solve.
-    ``ending``: job index -> the last steps of a job of that live round that makes them
-    after the first round's plan: that plan places it, and its steps are credited at t = 0,
-    so that the round's start re-solves and refills its workers (``RoundDriver.start``),
+    ``ending``: job index -> the steps left to a job of that live round which makes them
+    after the first round's plan: that plan places it, its steps are credited at t = 0,
+    and the round's start then re-solves and refills its workers (``RoundDriver.start``),
     as the daemon's does.
     """
     wall_start = time.perf_counter()
@@ -239,7 +239,7 @@ class _Run:
             self.learn_samples(now)
             ended = driver.credit(tuple(late), [(s,) for s in late.values()], now) if late else ()
             if self.ending:         # (the live round's: they end now)
-                self.completed(sorted(self.ending.intersection(ended)), now, bar)
+                self.record_completions(sorted(self.ending.intersection(ended)), now, bar)
                 self.ending = frozenset()
             started = driver.start(now, ended)
             rnd = started.round
@@ -341,12 +341,13 @@ class _Run:
         # A job finishes when its micro-task does: for a co-located pair, when the later of
         # the two stops (Gavel's completion time for both members).
         for job_id in completed:
-            self.completed((job_id,), at[job_id], bar)
+            self.record_completions((job_id,), at[job_id], bar)
         if self.sim.received_whole_round:     # as the daemon credits them (``Runs.held_s``)
             seconds = np.where(seconds > 0, R - np.maximum(ran.start, 0.0), 0.0)
         return end, seconds
 
-    def completed(self, job_ids, at: float, bar) -> None:
+    def record_completions(self, job_ids, at: float, bar) -> None:
+        """``job_ids`` finished at ``at``: in the metrics, the targets left and the bar."""
         for job_id in job_ids:
             self.metrics.on_complete(job_id, at)
             if self.targets is None or job_id in self.targets:

@@ -8,10 +8,11 @@ half a second), which a refill of its GPUs waits for at the worker: the schedule
 forecast starts such a refill that much later (issue #29).
 
 The means are kept in the store's meta table (``startup_s/<job type>`` over
-``startup_n/<job type>`` runs, ``save_s/`` over ``save_n/``), so they survive a scheduler
-restart, and so does the restart cost the core weighs (``restart_s/``), which follows
-their sum only when it moves by more than ``RESTART_BAND``, as a job's planned throughputs
-follow its measurements (``core/online.py``).
+``startup_n/<job type>`` runs, ``save_s/`` over ``save_n/``, ``exit_s/`` over
+``exit_n/``), so they survive a scheduler restart, and so does the restart cost the core
+weighs (``restart_s/``), which follows their sum only when it moves by more than
+``RESTART_BAND``, as a job's planned throughputs follow its measurements
+(``core/online.py``).
 
 A job type none of whose runs has started up yet is expected to cost what the types
 measured cost on average (their mean start-up, their mean restart cost), not nothing: its
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 from .meta import EXIT_N, EXIT_S, RESTART_S, SAVE_N, SAVE_S, STARTUP_N, STARTUP_S, MetaKey
 from .store import Store
-
 
 # Once a type has this many samples, a new one counts at most this many times their mean:
 # one save of 26 s on a machine at load 100 (its usual: under a second) made that type's

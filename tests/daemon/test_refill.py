@@ -14,6 +14,8 @@ import pytest
 from gavelsched.daemon.local import LocalCluster
 from gavelsched.rpc import pb
 
+from .test_round_aligned import Scheduler
+
 ROUND_S = 16.0
 COMMAND = f"exec {shlex.quote(sys.executable)} -m workers.workloads.steps"
 
@@ -56,8 +58,6 @@ def test_a_finished_job_s_gpu_is_refilled_at_its_last_step_not_at_its_exit(tmp_p
     for that round (and the scheduler's forecast, which refilled it, was a round early).
     The refill is placed when the last step is durable; the worker starts it once the
     finished process has exited."""
-    from .test_round_aligned import Scheduler
-
     sched = Scheduler(tmp_path)
     first, second = sched.submit(), sched.submit()
     sched.at(1.0)                                   # round 0: one GPU, one job

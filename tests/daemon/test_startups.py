@@ -8,6 +8,8 @@ import pytest
 from gavelsched.daemon.startups import OUTLIER_AFTER, OUTLIER_RATIO, RESTART_BAND, Startups
 from gavelsched.daemon.store import Store
 
+from .test_round_aligned import Scheduler
+
 
 def test_means_survive_a_scheduler_restart(tmp_path):
     store = Store(tmp_path)
@@ -98,8 +100,6 @@ def test_a_type_s_exit_after_its_last_step_is_measured_and_expected_like_its_sta
 
 
 def test_the_scheduler_times_a_finished_run_s_exit_and_publishes_it(tmp_path):
-    from .test_round_aligned import Scheduler
-
     sched = Scheduler(tmp_path)
     job = sched.submit(steps=50)
     sched.at(1.0)                                   # round 0: its run is launched

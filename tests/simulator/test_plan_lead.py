@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from gavelsched.cli import main
@@ -218,7 +219,6 @@ def test_received_time_is_the_round_as_the_daemon_credits_it(monkeypatch, whole)
             credited.extend(np.asarray(seconds, dtype=float).tolist())
         return plan(self, now, seconds, **kw)
 
-    import numpy as np
     monkeypatch.setattr(RoundDriver, "plan", spy)
     policy = get_policy("fifo_perf")
     simulate([job(5 * R)], TABLE, {"v100": 1}, policy,
