@@ -27,6 +27,8 @@ class SimConfig:
     - ``window``: job ids [first, last) whose completion times are averaged; the run stops
       once they have all finished (Gavel's ``jobs_to_complete``).
     - ``record_timeline``: keep per-round data for plots.
+    - ``record_type_use``: keep the GPU-seconds each job type held on each worker type
+      (``SimulationResult.type_gpu_s``): where a policy puts each kind of job.
     - ``estimate_pairs``: space-sharing policies plan on *estimated* co-located
       throughputs (``gavelsched.estimator.estimated_table`` with ``estimator``, seeded by
       the run's seed) while jobs progress at the oracle rates; a pair's throughputs on a
@@ -79,6 +81,7 @@ class SimConfig:
     preemption_overhead_s: Mapping[str, float] = field(default_factory=dict)
     window: tuple[int, int] | None = None
     record_timeline: bool = False
+    record_type_use: bool = False
     estimate_pairs: bool = False
     estimator: EstimatorConfig = field(default_factory=EstimatorConfig)
     priors: Any = None              # a ``traces.ThroughputTable``, or None

@@ -39,6 +39,9 @@ class Metrics:
     # held are counted (in all, and per round in the timeline); None: not counted
     entity_of: Mapping[str, str] | None = None
     entity_gpu_s: dict[str, float] = field(default_factory=dict)
+    # (job type, worker type) -> GPU-seconds its jobs held there (``record_type_use``);
+    # None: not counted
+    type_gpu_s: dict[tuple[str, str], float] | None = None
     jobs: dict[str, _JobInfo] = field(default_factory=dict)
     rounds: int = 0
     busy_gpu_s: float = 0.0
@@ -89,6 +92,8 @@ class Metrics:
         if self.entity_of is not None:
             self._count_entities(batch.members, gpu_s.tolist())
         mixed = batch.gpus_by_type() if batch.configurations else None
+        if self.type_gpu_s is not None:
+            self._count_types(batch, seconds, mixed)
         if prices:
             if mixed is None:
                 price = np.array([prices.get(t, 0.0) for t in batch.types])
@@ -121,6 +126,25 @@ class Metrics:
             self.entity_gpu_s[entity] = self.entity_gpu_s.get(entity, 0.0) + held
         if self.record_timeline:
             self._entity_rounds.append(this)
+
+    def _count_types(self, batch, seconds: np.ndarray, mixed: np.ndarray | None) -> None:
+        """Each task's GPU-seconds on each worker type to the job type of each of its jobs
+        (a pair's to both, as ``_count_entities``); a task over several types (``mixed``:
+        its GPUs by real type) counts each type's GPUs."""
+        if mixed is None:
+            types = batch.types
+            mixed = np.zeros((len(batch), len(types)))
+            mixed[np.arange(len(batch)), batch.type_index] = batch.size
+        else:
+            types = batch.real_types
+        held = (seconds[:, None] * mixed).tolist()
+        counts, jobs = self.type_gpu_s, self.jobs
+        for members, row in zip(batch.members, held):
+            for job_id in members:
+                kind = jobs[job_id].job_type
+                for t, gpu_s in zip(types, row):
+                    if gpu_s:
+                        counts[kind, t] = counts.get((kind, t), 0.0) + gpu_s
 
     def on_periods(self, periods: Sequence[Period]) -> None:
         for period in periods:
@@ -197,7 +221,16 @@ class Metrics:
                                   if self.gap_weight else None),
             resolves=self.resolves, solve_s=self.solve_s, end_s=end_s, timeline=timeline,
             entity_gpu_s=dict(self.entity_gpu_s),
+            type_gpu_s=_nested(self.type_gpu_s) if self.type_gpu_s is not None else {},
         )
+
+
+def _nested(counts: Mapping[tuple[str, str], float]) -> dict[str, dict[str, float]]:
+    """(job type, worker type) -> x as job type -> worker type -> x, sorted."""
+    out: dict[str, dict[str, float]] = {}
+    for (kind, t), x in sorted(counts.items()):
+        out.setdefault(kind, {})[t] = x
+    return out
 
 
 def _in_window(job_id: str, window: tuple[int, int] | None) -> bool:

@@ -72,6 +72,8 @@ class SimulationResult:
     end_s: float = 0.0
     timeline: Timeline | None = field(default=None, compare=False, repr=False)
     entity_gpu_s: Mapping[str, float] = field(default_factory=dict)  # with entities
+    # job type -> worker type -> GPU-seconds its jobs held there (``record_type_use``)
+    type_gpu_s: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     steps_left: Mapping[str, int] = field(default_factory=dict)  # at ``SimConfig.horizon_s``
 
     @property
@@ -106,6 +108,9 @@ class SimulationResult:
             "jobs": [j.to_dict() for j in self.jobs],
             **({"entity_gpu_hours": {e: s / 3600.0 for e, s in self.entity_gpu_s.items()}}
                if self.entity_gpu_s else {}),
+            **({"type_gpu_hours": {kind: {t: s / 3600.0 for t, s in row.items()}
+                                   for kind, row in self.type_gpu_s.items()}}
+               if self.type_gpu_s else {}),
         }
 
     def summary(self) -> str:
@@ -138,8 +143,28 @@ class SimulationResult:
             lines.append("entity GPU-hours    " + ", ".join(
                 f"{e or '-'} {s / 3600:,.2f} ({s / total:.1%})"
                 for e, s in sorted(self.entity_gpu_s.items())))
+        lines += self.type_use_lines()
         lines.append(f"wall time           {self.wall_s:.2f} s")
         return "\n".join(lines)
+
+    def type_use_lines(self) -> list[str]:
+        """Where each job type ran (``type_gpu_s``): the share of its GPU-hours on each
+        worker type, one line per job type; none when not recorded."""
+        if not self.type_gpu_s:
+            return []
+        types = sorted({t for row in self.type_gpu_s.values() for t in row})
+        width = max(len(kind) for kind in self.type_gpu_s)
+        out = ["where jobs ran      each job type's GPU-hours, and their share by type",
+               f"  {'job type':<{width}}  {'GPU-hours':>10}" + "".join(f"{t:>8}" for t in types)]
+        for kind, row in self.type_gpu_s.items():
+            total = sum(row.values())
+            cells = "".join(f"{_share(row.get(t, 0.0) / total):>8}" for t in types)
+            out.append(f"  {kind:<{width}}  {total / 3600:>10,.1f}" + cells)
+        return out
+
+
+def _share(x: float) -> str:
+    return "-" if x <= 0 else "<1%" if x < 0.005 else f"{x:.0%}"
 
 
 def _num(x: float | None) -> float | None:

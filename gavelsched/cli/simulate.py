@@ -61,6 +61,9 @@ def register(subparsers) -> None:
                    help="write the Simulation result JSON here ('-' for stdout)")
     p.add_argument("--plot", type=Path, metavar="DIR",
                    help="write JCT CDF, allocation and utilisation plots into DIR")
+    p.add_argument("--type-use", action="store_true",
+                   help="also report where each job type ran: its GPU-hours, and their "
+                        "share on each worker type (in the summary and the --json)")
     p.add_argument("--price-trace", type=Path, metavar="PATH",
                    help="JSON/YAML {type: [[time_s, $/h], ...]}: prices that change over "
                         "time; each change re-solves the policy")
@@ -113,6 +116,7 @@ def _run(args: argparse.Namespace) -> int:
     policy = make_policy(args.policy, seed=args.seed, **parse_options(args.option))
     core = _core_config(args, table, cluster, policy).but(mixed_jobs=args.mixed_jobs)
     sim = SimConfig(window=window, record_timeline=args.plot is not None,
+                    record_type_use=args.type_use,
                     preemption_overhead_s=preemption_overheads(args.preemption_overhead, jobs, table),
                     estimate_pairs=args.estimate_pairs,
                     estimator=estimator_config(args.profiled_fraction),
