@@ -16,6 +16,9 @@ Run on a machine with one NVIDIA GPU: ``python benchmarks/gpu_check.py [--type h
    in float64: every mapping within 1e-9 of one process running all nodes.
 3. **Every CUDA path.** Those one GPU can run are run (``benchmarks/gpu_runner.py paths``);
    those that need several GPUs are listed with the reason.
+4. **A data-parallel job's two ranks on the one GPU**, tried (``gpu_runner.py
+   two-ranks``: nccl, as ``common.init_distributed`` picks it with CUDA): what happened
+   is recorded, ran or refused (on ``--cpu``, the same two ranks under gloo).
 
 It also records the thesis Table 5.4 analogue (§5.7.2) per workload on this GPU: each
 run's start-up, training and save-and-exit seconds, read from the daemons' logs
@@ -65,7 +68,6 @@ MULTI_GPU_PATHS = [
      "one stage per GPU"),
     ("a mixed-type job's virtual nodes over nccl (workers.virtual.engine.backend_for)",
      "one rank per GPU; the engine on CUDA tensors runs above under gloo"),
-    ("init_distributed choosing nccl for WORLD_SIZE > 1", "several ranks"),
 ]
 
 
@@ -201,6 +203,9 @@ def markdown(result: dict[str, Any]) -> str:
     lines += ["", f"Virtual nodes on CUDA ({VN_MAPPINGS}, float64): max |diff| "
               f"{vn.get('max_abs_diff', vn.get('error'))}", "", "CUDA paths run:"]
     lines += [f"- {p['path']}: {p['result']}" for p in result.get("paths", [])]
+    two = result.get("two_ranks")
+    if two:
+        lines += ["", f"{two['path']}: {two['result']}"]
     lines += ["", "CUDA paths that need several GPUs:"]
     lines += [f"- {path}: {why}" for path, why in MULTI_GPU_PATHS]
     if result["errors"]:
@@ -222,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workloads", default=",".join(JOBS),
                         help="the reference workloads to run (comma-separated; at least two, "
                              "so that they preempt each other)")
-    parser.add_argument("--parts", default="preemption,vn,paths",
+    parser.add_argument("--parts", default="preemption,vn,paths,two-ranks",
                         help="which parts to run (a rerun may take only what failed)")
     parser.add_argument("--cpu", action="store_true",
                         help="try the check itself on a machine without CUDA: every part "
@@ -232,8 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     if len(chosen) < 2 or set(chosen) - set(JOBS):
         parser.error(f"--workloads: at least two of {', '.join(JOBS)}")
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
-    if not parts or parts - {"preemption", "vn", "paths"}:
-        parser.error("--parts: some of preemption, vn, paths")
+    if not parts or parts - {"preemption", "vn", "paths", "two-ranks"}:
+        parser.error("--parts: some of preemption, vn, paths, two-ranks")
     began = time.monotonic()
     env = environment()
     if not env["cuda_available"] and not args.cpu:
@@ -284,6 +289,11 @@ def main(argv: list[str] | None = None) -> int:
             result["paths"] = child("paths")
         except Exception as err:  # noqa: BLE001
             result["errors"].append(f"paths: {type(err).__name__}: {err}")
+    if "two-ranks" in parts:
+        try:
+            result["two_ranks"] = child("two-ranks")
+        except Exception as err:  # noqa: BLE001
+            result["errors"].append(f"two ranks: {type(err).__name__}: {err}")
     jobs_ok = "preemption" not in parts or bool(result.get("jobs")) and all(
         j["state"] == "done" and j["steps"] == result["steps"][w]
         and result["runs"][w] >= 3 and result["comparison"][w]["equal"]

@@ -7,7 +7,8 @@ checkpoint save and load seconds (the thesis Table 5.4's per-round costs, §5.7.
 ``python benchmarks/gpu_runner.py reference NAME JOB_TYPE STEPS DIR`` trains STEPS steps
 without a scheduler (the uninterrupted run) and saves them to DIR as the job would.
 ``python benchmarks/gpu_runner.py paths`` runs the CUDA paths that one GPU can run and
-prints what each did (JSON).
+prints what each did (JSON). ``python benchmarks/gpu_runner.py two-ranks`` tries a
+data-parallel job's two ranks on the one GPU (nccl; gloo on a CPU) and prints what happened.
 
 Every mode runs with deterministic kernels, as the check's jobs do.
 """
@@ -18,6 +19,7 @@ import json
 import os
 import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -33,6 +35,7 @@ from gavelsched.jobenv import process_elapsed_s  # noqa: E402
 from workers.workloads import common  # noqa: E402
 
 TIMED_STEPS = 20
+TWO_RANKS_TIMEOUT_S = 120.0
 
 
 class Runner:
@@ -198,6 +201,60 @@ def paths() -> list[dict[str, str]]:
     return done
 
 
+def two_ranks() -> dict[str, str]:
+    """A data-parallel job's two ranks on the one GPU, tried: two processes with the
+    torchrun-style environment a worker gives a job's ranks, both on device 0
+    (``LOCAL_RANK`` 0), each joining through ``common.init_distributed`` (nccl with CUDA,
+    gloo on a CPU) and making one DDP step of resnet and the iterator's MAX agreement
+    (``rank``). NCCL has refused two ranks on one device ("Duplicate GPU detected") in the
+    versions we know; whatever this one does is the result: ran (each rank's backend and
+    loss), refused (the failing rank's last error line) or hung (killed after
+    ``TWO_RANKS_TIMEOUT_S``)."""
+    path = "a data-parallel job's two ranks on the one GPU (common.init_distributed)"
+    env = {**os.environ, "WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(_free_port())}
+    ranks = [subprocess.Popen([sys.executable, __file__, "rank"], env={**env, "RANK": str(r)},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for r in range(2)]
+    deadline = time.monotonic() + TWO_RANKS_TIMEOUT_S
+    outcomes = []
+    try:
+        for proc in ranks:
+            out, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+            outcomes.append((proc.returncode, out, err))
+    except subprocess.TimeoutExpired:
+        return {"path": path, "result": f"hung: killed after {TWO_RANKS_TIMEOUT_S:.0f} s"}
+    finally:
+        for proc in ranks:
+            proc.kill()
+            proc.wait()
+    if all(code == 0 for code, _, _ in outcomes):
+        ran = [json.loads(out.strip().splitlines()[-1]) for _, out, _ in outcomes]
+        return {"path": path, "result": "ran: " + "; ".join(
+            f"rank {r['rank']} {r['backend']} on {r['device']}, loss {r['loss']:.4f}, "
+            f"agreed {r['agreed']:g}" for r in ran)}
+    code, _, err = next(o for o in outcomes if o[0] != 0)
+    lines = [line.strip() for line in err.splitlines() if line.strip()]
+    return {"path": path, "result": f"refused: {(lines or [f'exit {code}'])[-1][:300]}"}
+
+
+def rank() -> dict[str, Any]:
+    """One rank of ``two_ranks``."""
+    import torch.distributed as dist
+
+    device = common.device_for_rank()
+    assert common.init_distributed(), "no process group"
+    wl = __import__("workers.workloads.resnet", fromlist=["WORKLOAD"]).WORKLOAD
+    state = common.setup(wl, 8, deterministic=True)
+    loss = common.train_step(wl, state, state.batches[0])
+    agreed = torch.tensor([float(dist.get_rank())], dtype=torch.float64, device=device)
+    dist.all_reduce(agreed, op=dist.ReduceOp.MAX)
+    backend = dist.get_backend()
+    common.leave_distributed()
+    return {"rank": int(os.environ["RANK"]), "backend": backend, "device": str(device),
+            "loss": loss, "agreed": agreed.item()}
+
+
 def main(argv: list[str]) -> int:
     mode, *rest = argv
     if mode == "calibrate":
@@ -206,6 +263,10 @@ def main(argv: list[str]) -> int:
         print(json.dumps(reference(rest[0], rest[1], int(rest[2]), Path(rest[3]))))
     elif mode == "paths":
         print(json.dumps(paths()))
+    elif mode == "two-ranks":
+        print(json.dumps(two_ranks()))
+    elif mode == "rank":
+        print(json.dumps(rank()))
     else:
         raise SystemExit(f"unknown mode {mode!r}")
     return 0

@@ -59,10 +59,9 @@ def speedups(table, measured: list[str], base: str = "v100") -> dict[str, dict[s
 def run(args) -> dict:
     from simulator import SimConfig, make_policy, simulate
     from traces.catalog import default_table
+    from traces.counts import parse_counts
     from traces.generator import generate_trace
     from traces.profiles import table_for_types
-
-    from gavelsched.cli.args import parse_counts
 
     cluster = {**parse_counts(args.catalog, what="--catalog"),
                **{t: args.count for t in args.measured}}
