@@ -7,8 +7,10 @@ Run on a machine with one NVIDIA GPU: ``python benchmarks/gpu_check.py [--type h
    worker --type TYPE --gpus 1 --emulate off`` on loopback run one job of every reference
    workload (resnet, lstm, transformer, recoder, gpt) on ``cuda`` with deterministic kernels
    (``GAVEL_WORKLOAD_DETERMINISTIC=1``, ``CUBLAS_WORKSPACE_CONFIG``). The five share the
-   GPU round by round (max-min fairness), so each is preempted and resumed from its
-   checkpoint (model, optimizer, step, CPU and CUDA generators). Each job's size is set from
+   GPU round by round (max-min fairness under Gavel's rule, ``restart_rule: gavel``: the
+   default rule would keep each run to its job's end, a few rounds away), so each is
+   preempted and resumed from its checkpoint (model, optimizer, step, CPU and CUDA
+   generators). Each job's size is set from
    a calibration so that it needs at least three rounds. Every job must end ``done`` with
    exactly its total steps, after at least two preemptions, and its final parameters must
    equal, bit for bit, those of an uninterrupted run of the same job on the same GPU.
@@ -123,7 +125,7 @@ def run_cluster(root: Path, worker_type: str, round_s: float, steps: dict[str, i
     """The five jobs on a real scheduler and worker; their outcome and checkpoints."""
     os.environ.update({WORKLOAD_DETERMINISTIC_VAR: "1", "CUBLAS_WORKSPACE_CONFIG": ":4096:8"})
     cluster = LocalCluster(root, round_seconds=round_s,
-                           config={"throughputs": str(table)})
+                           config={"throughputs": str(table), "restart_rule": "gavel"})
     try:
         cluster.start_scheduler()
         cluster.start_worker(worker_type, 1, grace_s=30.0, extra_args=["--emulate", "off"])
