@@ -1,7 +1,7 @@
 """Per-run costs of jobs under a real worker, read from its logs: the thesis Table 5.4
 analogue (§5.7.2) as the runs paid it.
 
-For every run (one launch of a job's process) the worker's log gives its launch and exit
+For every run (one launch of a job's process) its worker's log gives its launch and exit
 times, and the job's own log (``WORK_DIR/logs/JOB/roundR-rank0.err``) the moment its
 iterator was up (``starts at step S``) and its lease ended (``ends at step E``). So a run
 splits into start-up (launch to the first InitJob: process start, imports, CUDA context,
@@ -16,6 +16,7 @@ Run: ``python benchmarks/gpu_runs.py WORK`` where WORK is ``gpu_check.py``'s
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 import sys
@@ -45,6 +46,7 @@ class RunCost:
     end_s: float
     steps: int
     exit_code: int
+    launched: float     # (epoch seconds, from the worker's log)
 
 
 def _time(stamp: str) -> float:
@@ -52,21 +54,33 @@ def _time(stamp: str) -> float:
 
 
 def runs(cluster: Path) -> list[RunCost]:
-    """Every run of the worker ``cluster/worker0`` that started up and ended its lease."""
-    text = (cluster / "worker0.log").read_text(errors="replace")
-    launches = {(m[2], int(m[3])): (_time(m[1]), m[4]) for m in _LAUNCH.finditer(text)}
-    exits = {(m[2], int(m[3])): (_time(m[1]), int(m[4])) for m in _EXIT.finditer(text)}
+    """Every run of the workers ``cluster/workerN`` that started up and ended its lease, in
+    the order they were launched."""
+    out = [run for log in sorted(cluster.glob("worker*.log")) for run in _runs_of(log)]
+    return sorted(out, key=lambda run: run.launched)
+
+
+def _runs_of(worker_log: Path) -> list[RunCost]:
+    """The runs of one worker (its log ``workerN.log``, its jobs' logs under ``workerN/``).
+    A run's exit is its job's first after its launch and before the job's next launch: a
+    run whose lease was extended exits under a later round's number than it was launched
+    with."""
+    text = worker_log.read_text(errors="replace")
+    launches = sorted((_time(m[1]), m[2], int(m[3]), m[4]) for m in _LAUNCH.finditer(text))
+    exits = sorted((_time(m[1]), m[2], int(m[4])) for m in _EXIT.finditer(text))
     out = []
-    for (job, rnd), (launched, workload) in sorted(launches.items(), key=lambda kv: kv[1][0]):
-        log = cluster / "worker0" / "logs" / job / f"round{rnd}-rank0.err"
+    for k, (launched, job, rnd, workload) in enumerate(launches):
+        until = next((t for t, j, _, _ in launches[k + 1:] if j == job), math.inf)
+        exited = next(((t, code) for t, j, code in exits if j == job and launched <= t < until),
+                      None)
+        log = worker_log.with_suffix("") / "logs" / job / f"round{rnd}-rank0.err"
         body = log.read_text(errors="replace") if log.exists() else ""
         start, end = _START.search(body), _END.search(body)
-        if (job, rnd) not in exits or start is None or end is None:
+        if exited is None or start is None or end is None:
             continue            # killed before it was up, or still running at the end
-        exited, code = exits[(job, rnd)]
         up, over = _time(start[1]), _time(end[1])
-        out.append(RunCost(job, workload, rnd, up - launched, over - up, exited - over,
-                           int(end[2]) - int(start[2]), code))
+        out.append(RunCost(job, workload, rnd, up - launched, over - up, exited[0] - over,
+                           int(end[2]) - int(start[2]), exited[1], launched))
     return out
 
 

@@ -84,6 +84,12 @@ def check_table(check: dict) -> str:
         lines += ["", "Virtual nodes on CUDA, float64: " + ", ".join(
             f"{m} {d:.2g}" for m, d in vn.get("mappings", {}).items())
             + " (largest difference from one process running every node; limit 1e-9)."]
+    if check.get("paths"):
+        lines += ["", "CUDA paths run:"] + [f"- {p['path']}: {p['result']}"
+                                            for p in check["paths"]]
+    two = check.get("two_ranks")
+    if two:
+        lines += ["", f"Tried: {two['path']}: {two['result']}."]
     return "\n".join(lines)
 
 
