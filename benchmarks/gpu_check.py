@@ -1,7 +1,8 @@
 """The GPU check (issue #19): gavelsched's CUDA paths on a real GPU, end to end.
 
 Run on a machine with one NVIDIA GPU: ``python benchmarks/gpu_check.py [--type h100]``
-(under 8 minutes on one H100). It checks, and exits 1 unless all of it holds:
+(6 minutes on a 2-core CPU with ``--cpu``; on an H200, whose start-ups are ~7 s, expect
+about as long). It checks, and exits 1 unless all of it holds:
 
 1. **Exact preemption on CUDA.** A real ``gavelsched scheduler`` and real ``gavelsched
    worker --type TYPE --gpus 1 --emulate off`` daemons on loopback (``--workers``, two by
