@@ -233,7 +233,9 @@ def main(argv: list[str] | None = None) -> int:
                              "on an H200 machine), so that every run trains")
     parser.add_argument("--workers", type=int, default=2,
                         help="worker daemons sharing the one GPU (each --gpus 1): that many "
-                             "jobs train at once, which halves the cluster part's time")
+                             "jobs train at once, which halves the cluster part's time (at "
+                             "most one fewer than the workloads, so that they preempt each "
+                             "other)")
     parser.add_argument("--timeout", type=float, default=420.0,
                         help="seconds the cluster part may take")
     parser.add_argument("--out", type=Path, default=ROOT / "out" / "gpu_check")
@@ -251,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--workloads: at least two of {', '.join(JOBS)}")
     if args.workers < 1:
         parser.error(f"--workers: at least 1, got {args.workers}")
+    # more jobs than workers, or no job is ever preempted (a rerun of two workloads: one)
+    workers = min(args.workers, len(chosen) - 1)
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
     if not parts or parts - {"preemption", "vn", "paths", "two-ranks"}:
         parser.error("--parts: some of preemption, vn, paths, two-ranks")
@@ -264,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     worker_type = args.worker_type or next(
         (t for t in ("h200", "h100", "a100", "l4", "v100") if t in name), "gpu")
     result: dict[str, Any] = {"environment": env, "worker_type": worker_type, "errors": [],
+                              "workers": workers,
                               "round_s": args.round_seconds}
     args.out.mkdir(parents=True, exist_ok=True)
     root = args.out / "work"         # kept: the daemons' logs, job logs, checkpoints
@@ -282,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         result["references"] = refs
         table = prior_table(worker_type, cal, root / "priors.yaml")
         jobs = run_cluster(root / "cluster", worker_type, args.round_seconds, steps,
-                           table, args.timeout, args.workers)
+                           table, args.timeout, workers)
         result["jobs"] = jobs
         costs = gpu_runs.runs(root / "cluster")
         result["runs"] = {w: sum(c.job_id == j["id"] for c in costs) for w, j in jobs.items()}
