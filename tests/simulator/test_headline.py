@@ -4,28 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 
 from simulator.sweep import SweepPoint, SweepSpec, run_points
+from tests.benchmark_modules import loaded
 from traces.catalog import default_table
-
-PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "headline.py"
-
 
 @pytest.fixture(scope="module")
 def headline():
-    spec = importlib.util.spec_from_file_location("headline", PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["headline"] = module  # dataclasses look their module up there
-    try:
-        spec.loader.exec_module(module)
+    with loaded("headline") as module:
         yield module
-    finally:
-        sys.modules.pop("headline", None)
 
 
 def test_fluid_capacity_aware_exceeds_agnostic(headline):
@@ -66,17 +55,14 @@ def test_run_points_keeps_task_order_and_uses_custom_traces(headline):
 
 def test_throughput_estimation_benchmark_runs_its_three_lines(tmp_path, capsys):
     """benchmarks/throughput_estimation.py (Figure 5.16) on a tiny trace."""
-    path = PATH.parent / "throughput_estimation.py"
-    spec = importlib.util.spec_from_file_location("throughput_estimation", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    assert module.main(["--out", str(tmp_path), "--jobs", "12", "--rates", "0.5",
-                        "--window", "2", "8", "--processes", "1"]) == 0
-    out = capsys.readouterr().out
-    assert "estimated vs oracle" in out
-    lines = (tmp_path / "estimation.csv").read_text().splitlines()
-    assert {line.split(",")[0] for line in lines[1:]} == {
-        module.NO_SHARING, module.SHARING, module.ESTIMATED}
+    with loaded("throughput_estimation") as module:
+        assert module.main(["--out", str(tmp_path), "--jobs", "12", "--rates", "0.5",
+                            "--window", "2", "8", "--processes", "1"]) == 0
+        out = capsys.readouterr().out
+        assert "estimated vs oracle" in out
+        lines = (tmp_path / "estimation.csv").read_text().splitlines()
+        assert {line.split(",")[0] for line in lines[1:]} == {
+            module.NO_SHARING, module.SHARING, module.ESTIMATED}
 
 
 def test_flags_select_and_change_the_experiments(headline, tmp_path):

@@ -5,25 +5,17 @@ check counted one run too few."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
-PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_runs.py"
+from tests.benchmark_modules import loaded
 
 
 @pytest.fixture(scope="module")
 def gpu_runs():
-    spec = importlib.util.spec_from_file_location("gpu_runs", PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["gpu_runs"] = module  # dataclasses look their module up there
-    try:
-        spec.loader.exec_module(module)
+    with loaded("gpu_runs") as module:
         yield module
-    finally:
-        sys.modules.pop("gpu_runs", None)
 
 
 def worker(root: Path, name: str, runs) -> None:
