@@ -12,8 +12,8 @@ about as long). It checks, and exits 1 unless all of it holds:
    GPU round by round (max-min fairness under Gavel's rule, ``restart_rule: gavel``: the
    default rule would keep each run to its job's end, a few rounds away), so each is
    preempted and resumed from its checkpoint (model, optimizer, step, CPU and CUDA
-   generators). Each job's size is set from
-   a calibration so that it needs at least three rounds. Every job must end ``done`` with
+   generators). Each job's size is set from a calibration so that it needs about six
+   rounds (``RUNS_WANTED``). Every job must end ``done`` with
    exactly its total steps, after at least two preemptions, and its final parameters must
    equal, bit for bit, those of an uninterrupted run of the same job on the same GPU.
 2. **Virtual nodes on CUDA.** ``gavelsched vn check --device cuda --mappings 1x8,2x4,8x1``
