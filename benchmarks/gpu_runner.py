@@ -213,29 +213,38 @@ def two_ranks() -> dict[str, str]:
     path = "a data-parallel job's two ranks on the one GPU (common.init_distributed)"
     env = {**os.environ, "WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
            "MASTER_PORT": str(_free_port())}
-    ranks = [subprocess.Popen([sys.executable, __file__, "rank"], env={**env, "RANK": str(r)},
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for r in range(2)]
-    deadline = time.monotonic() + TWO_RANKS_TIMEOUT_S
-    outcomes = []
-    try:
-        for proc in ranks:
-            out, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
-            outcomes.append((proc.returncode, out, err))
-    except subprocess.TimeoutExpired:
-        return {"path": path, "result": f"hung: killed after {TWO_RANKS_TIMEOUT_S:.0f} s"}
-    finally:
+    with tempfile.TemporaryDirectory() as tmp:
+        logs = [(Path(tmp) / f"rank{r}.out", Path(tmp) / f"rank{r}.err") for r in range(2)]
+        ranks = []
+        for r, (out, err) in enumerate(logs):
+            with out.open("w") as stdout, err.open("w") as stderr:
+                ranks.append(subprocess.Popen([sys.executable, __file__, "rank"],
+                                              env={**env, "RANK": str(r)}, stdout=stdout,
+                                              stderr=stderr))
+        deadline = time.monotonic() + TWO_RANKS_TIMEOUT_S
+        # until both end, one fails (its peer would wait for it) or the time is up
+        while time.monotonic() < deadline:
+            codes = [proc.poll() for proc in ranks]
+            if all(code is not None for code in codes) or any(codes):
+                break
+            time.sleep(0.2)
+        codes = [proc.poll() for proc in ranks]      # as they ended, before the kill below
         for proc in ranks:
             proc.kill()
             proc.wait()
-    if all(code == 0 for code, _, _ in outcomes):
-        ran = [json.loads(out.strip().splitlines()[-1]) for _, out, _ in outcomes]
+        outs = [out.read_text() for out, _ in logs]
+        errs = [err.read_text() for _, err in logs]
+    if codes == [0, 0]:
+        ran = [json.loads(out.strip().splitlines()[-1]) for out in outs]
         return {"path": path, "result": "ran: " + "; ".join(
             f"rank {r['rank']} {r['backend']} on {r['device']}, loss {r['loss']:.4f}, "
             f"agreed {r['agreed']:g}" for r in ran)}
-    code, _, err = next(o for o in outcomes if o[0] != 0)
-    lines = [line.strip() for line in err.splitlines() if line.strip()]
-    return {"path": path, "result": f"refused: {(lines or [f'exit {code}'])[-1][:300]}"}
+    failed = next((r for r, code in enumerate(codes) if code), None)
+    if failed is None:
+        return {"path": path, "result": f"hung: killed after {TWO_RANKS_TIMEOUT_S:.0f} s"}
+    lines = [line.strip() for line in errs[failed].splitlines() if line.strip()]
+    return {"path": path, "result": f"refused: rank {failed}: "
+                                    f"{(lines or [f'exit {codes[failed]}'])[-1][:300]}"}
 
 
 def rank() -> dict[str, Any]:
