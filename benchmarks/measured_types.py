@@ -79,7 +79,8 @@ def run(args) -> dict:
                          "wall_s": time.perf_counter() - began})
             print(f"seed {seed} {name}: average JCT {result.avg_jct_s / 3600:.2f} h",
                   file=sys.stderr, flush=True)
-    return {"cluster": cluster, "jobs": args.jobs, "rate": args.rate, "seeds": args.seeds,
+    return {"cluster": cluster, "measured": args.measured, "jobs": args.jobs,
+            "rate": args.rate, "seeds": args.seeds,
             "speedups": speedups(table, args.measured), "runs": runs}
 
 
@@ -101,7 +102,7 @@ def markdown(out: dict) -> str:
             into = per[r["policy"]].setdefault(model(job_type), {})
             for t, s in row.items():
                 into[t] = into.get(t, 0.0) + s
-    measured = [t for t in types if t in next(iter(out["speedups"].values()), {})]
+    measured = out["measured"]
     head = ("| model | " + " | ".join(f"{t} / v100" for t in measured)
             + " | " + " | ".join(f"aware: {t}" for t in types)
             + " | " + " | ".join(f"agnostic: {t}" for t in types) + " |")
@@ -132,6 +133,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     args.measured = [t.strip() for t in args.measured.split(",") if t.strip()]
     args.seeds = [int(s) for s in args.seeds.split(",")]
+    if not args.measured or args.count < 1 or args.jobs < 1 or not args.rate > 0:
+        parser.error("--measured names a type; --count and --jobs are at least 1; --rate > 0")
     began = time.perf_counter()
     out = run(args)
     if args.json:

@@ -87,9 +87,9 @@ def measured_trace(state_dir: Path) -> Measured:
     measured for it (``TraceJob.throughputs``) and the restart cost its restart rule
     weighed (``TraceJob.restart_s``; None in a run from before it was kept: the start-up),
     the startup seconds the daemon measured for a fresh run of each job type (the
-    simulator's preemption overhead) and for a finished run's exit, the priors the daemon started with
-    (``local-cluster``'s ``throughputs.json``), and how long each waited for its first
-    start."""
+    simulator's preemption overhead) and for a finished run's exit, the priors the daemon
+    started with (``local-cluster``'s ``throughputs.json``), and how long each waited for
+    its first start."""
     from traces.throughputs import load_table
 
     kept = state_dir.parent / "throughputs.json"

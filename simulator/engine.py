@@ -108,9 +108,9 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
     the policy's declared traits, with the types served fastest first); ``prices`` are
     $/GPU-hour per type, ``price_trace`` changes them over time; ``entities`` (by name)
     make water-filling policies hierarchical (thesis §5.4.3: jobs name their entity in
-    the trace). ``running``: job index -> the worker type
-    it runs on at t = 0 (a live cluster's replay, ``twin.py``): in the first round, its task
-    on that type goes on without a start-up, as the daemon extends a kept job's lease;
+    the trace). ``running``: job index -> the worker type it runs on at t = 0 (a live
+    cluster's replay, ``twin.py``): in the first round, its task on that type goes on
+    without a start-up, as the daemon extends a kept job's lease;
     ``ahead``: job index -> how far such a run is ahead of the round clock then
     (``SimConfig.kept_runs_ahead``).
     ``resume``: the allocation period the jobs arriving at t = 0 go on with (a live

@@ -93,7 +93,7 @@ class Metrics:
             self._count_entities(batch.members, gpu_s.tolist())
         mixed = batch.gpus_by_type() if batch.configurations else None
         if self.type_gpu_s is not None:
-            self._count_types(batch, seconds, mixed)
+            self._count_types(batch, seconds, batch.gpus_by_type() if mixed is None else mixed)
         if prices:
             if mixed is None:
                 price = np.array([prices.get(t, 0.0) for t in batch.types])
@@ -127,18 +127,12 @@ class Metrics:
         if self.record_timeline:
             self._entity_rounds.append(this)
 
-    def _count_types(self, batch, seconds: np.ndarray, mixed: np.ndarray | None) -> None:
-        """Each task's GPU-seconds on each worker type to the job type of each of its jobs
-        (a pair's to both, as ``_count_entities``); a task over several types (``mixed``:
-        its GPUs by real type) counts each type's GPUs."""
-        if mixed is None:
-            types = batch.types
-            mixed = np.zeros((len(batch), len(types)))
-            mixed[np.arange(len(batch)), batch.type_index] = batch.size
-        else:
-            types = batch.real_types
-        held = (seconds[:, None] * mixed).tolist()
-        counts, jobs = self.type_gpu_s, self.jobs
+    def _count_types(self, batch, seconds: np.ndarray, gpus: np.ndarray) -> None:
+        """Each task's GPU-seconds on each worker type (``gpus``: its GPUs by real type,
+        ``TaskBatch.gpus_by_type``) to the job type of each of its jobs (a pair's to both,
+        as ``_count_entities``)."""
+        held = (seconds[:, None] * gpus).tolist()
+        counts, jobs, types = self.type_gpu_s, self.jobs, batch.real_types
         for members, row in zip(batch.members, held):
             for job_id in members:
                 kind = jobs[job_id].job_type
