@@ -189,7 +189,7 @@ def run_cluster(args, root: Path) -> tuple[list[dict], list[float], dict]:
     """(the predictions taken, the rounds' starts on the scheduler's clock, the final
     status of every job)."""
     workers = parse_counts(args.workers, what="--workers", allow_zero=False)
-    cluster, _ = make_cluster(args, root, workers, default_table())
+    cluster = make_cluster(args, root, workers, default_table())
     snaps, final = [], None
     try:
         start_daemons(cluster, args, workers)

@@ -125,7 +125,7 @@ def _run(args, root: Path, workers: dict[str, int], table, first=()) -> int:
     from ..client.schedule import refusal_line, run_schedule
     from .drive import report, say_refused, show_progress
 
-    cluster, metrics_port = make_cluster(args, root, workers, table)
+    cluster = make_cluster(args, root, workers, table)
     try:
         start_daemons(cluster, args, workers)
         sys.stderr.write(connect_line(cluster))
@@ -133,7 +133,7 @@ def _run(args, root: Path, workers: dict[str, int], table, first=()) -> int:
             sys.stderr.write(f"dashboard: {cluster.dashboard_url}\n")
         schedule = [(0.0, r) for r in first] + _schedule(args, workers, table)
         outcome = run_schedule(cluster, schedule, prices=default_prices(),
-                               refused=refusal_line, solves=lambda: _solves(metrics_port),
+                               refused=refusal_line, solves=lambda: _solves(cluster.metrics_port),
                                show=show_progress, on_refused=say_refused,
                                wait_for_others=True)   # (stopping the cluster ends them)
     finally:

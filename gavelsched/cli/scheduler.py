@@ -50,14 +50,14 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..daemon.config import ConfigError, load_config
-    from ..daemon.server import SchedulerDaemon
+    from ..daemon.server import ListenError, SchedulerDaemon
     from ..rpc.security import SecurityError
 
     try:
         config = load_config(args.config, insecure=args.insecure)
         daemon = SchedulerDaemon(config, insecure=config.insecure,
                                  config_path=args.config).start()
-    except (ConfigError, SecurityError) as err:
+    except (ConfigError, SecurityError, ListenError) as err:
         raise InputError(str(err)) from None
     if config.metrics_exposed:
         log.warning("insecure: /metrics on %s has no auth: anyone who can reach it can read "

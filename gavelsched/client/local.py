@@ -70,8 +70,8 @@ def elastic_gpt_job(workers: dict[str, int], rate, round_seconds: float, speed: 
 
 
 def make_cluster(options: DemoOptions, root: Path, workers: dict[str, int], table,
-                 *, dashboard: bool = False) -> tuple[Any, int]:
-    """The demo's ``LocalCluster`` in ``root`` (not started) and its metrics port: the
+                 *, dashboard: bool = False) -> Any:
+    """The demo's ``LocalCluster`` in ``root`` (not started; metrics on ``metrics_port``): the
     priors ``table`` scaled to the emulation, re-solving at any round boundary after a
     change, and a fresh random token (``root/token``, mode 0600) that its scheduler,
     workers and client use, so that no other local user can reach them even on loopback.
@@ -79,12 +79,11 @@ def make_cluster(options: DemoOptions, root: Path, workers: dict[str, int], tabl
     ``dashboard`` (or ``options.dashboard``): serve the dashboard on a free port."""
     from traces.throughputs import dump_table
 
-    from ..daemon.local import LocalCluster, free_port
+    from ..daemon.local import LOOPBACK_ANY, LocalCluster
     from ..rpc.security import new_token
 
-    metrics_port = free_port()
     dashboard = dashboard or getattr(options, "dashboard", False)
-    listen = {"dashboard_listen": f"127.0.0.1:{free_port()}"} if dashboard else {}
+    listen = {"dashboard_listen": LOOPBACK_ANY} if dashboard else {}
     root.mkdir(parents=True, exist_ok=True)
     priors = root / "throughputs.json"
     dump_table(table.scaled(options.emulation_speed), priors)
@@ -94,9 +93,9 @@ def make_cluster(options: DemoOptions, root: Path, workers: dict[str, int], tabl
                            token=new_token(), verbosity=_verbosity(options),
                            config={"expected_workers": sum(workers.values()),
                                    "min_resolve_interval_s": options.round_seconds,
-                                   "metrics_listen": f"127.0.0.1:{metrics_port}",
+                                   "metrics_listen": LOOPBACK_ANY,
                                    "throughputs": str(priors), **listen})
-    return cluster, metrics_port
+    return cluster
 
 
 def _verbosity(options) -> int:

@@ -24,7 +24,7 @@ import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ..rpc import pb, pb_grpc
-from ..rpc.security import channel, write_token
+from ..rpc.security import IN_USE, channel, write_token
 from .jobs import FINAL as FINAL_STATES    # (re-exported: its older name)
 from .leases import free_port
 
@@ -35,6 +35,10 @@ __all__ = ["FINAL_STATES", "LocalCluster", "free_port", "kill_tree", "subprocess
 
 # The project root: worker subprocesses import ``workers`` from it.
 ROOT = Path(__file__).resolve().parent.parent.parent
+PORT_KEYS = ("listen", "metrics_listen", "dashboard_listen")
+LOOPBACK_ANY = "127.0.0.1:0"     # a ``*_listen`` whose port ``LocalCluster`` picks
+PORT_TRIES = 3
+LISTENING = b"scheduler listening on port"     # what ``gavelsched scheduler`` prints once up
 
 
 def subprocess_env() -> dict[str, str]:
@@ -53,6 +57,15 @@ def wait_until(predicate: Callable[[], object], timeout: float, what: str) -> ob
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
         time.sleep(0.2)
+
+
+def _last_line(path: Path) -> str:
+    """The last line of a log (empty if none)."""
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return lines[-1] if lines else ""
 
 
 def kill_tree(pid: int, sig: int = signal.SIGKILL) -> list[psutil.Process]:
@@ -86,49 +99,89 @@ class LocalCluster:
                  verbosity: int = 0) -> None:
         self.root = Path(root).resolve()   # what goes in its config and flags is absolute
         self.root.mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
-        self.address = f"127.0.0.1:{self.port}"
         self.token = token
         self.token_file: Path | None = None
-        data = {"listen": self.address, "policy": policy, "round_seconds": round_seconds,
+        data = {"policy": policy, "round_seconds": round_seconds,
                 "state_dir": str(self.root / "state"), "heartbeat_seconds": heartbeat_seconds,
                 **(config or {})}
+        # The loopback ports picked here (``listen`` unless given; a ``*_listen`` given as
+        # port 0): known before the start, kept across restarts, and picked again if
+        # another process takes one before the scheduler binds it (``start_scheduler``).
+        self._picked = [key for key in PORT_KEYS
+                        if data.get(key, LOOPBACK_ANY if key == "listen" else None)
+                        == LOOPBACK_ANY]
         if token:
             self.token_file = self.root / "token"
             write_token(self.token_file, token)          # mode 0600: this user only
             data["auth_token_file"] = str(self.token_file)
-        self.dashboard_address: str | None = data.get("dashboard_listen")
         self.config_path = self.root / "cluster.yaml"
-        self.config_path.write_text(yaml.safe_dump(data))
+        self._data = data
+        self._pick_ports()
         self.log_flags = ["-v"] * verbosity if verbosity > 0 else ["-q"] * -verbosity
         self.scheduler: subprocess.Popen | None = None
         self.workers: list[subprocess.Popen] = []
         self._chan: grpc.Channel | None = None
+        self._log_size_at_spawn = 0
 
     # ---- processes ------------------------------------------------------------------------
     def _spawn(self, args: list[str], log_name: str, cwd: Path | None = None) -> subprocess.Popen:
         """``gavelsched ARGS`` (the daemons log INFO by default, ``verbosity`` moves it) in
         ``cwd``, its output appended to ``root/log_name``."""
         with open(self.root / log_name, "ab") as out:
+            if log_name == "scheduler.log":
+                self._log_size_at_spawn = out.tell()
             return subprocess.Popen([sys.executable, "-m", "gavelsched", *self.log_flags, *args],
                                     stdout=out, stderr=subprocess.STDOUT,
                                     env=subprocess_env(), cwd=cwd)
 
+    def _pick_ports(self) -> None:
+        """Free ports for the keys picked here, written into ``config_path``."""
+        for key in self._picked:
+            self._data[key] = f"127.0.0.1:{free_port()}"
+        self.address = self._data["listen"]
+        self.port = int(self.address.rpartition(":")[2])
+        self.dashboard_address: str | None = self._data.get("dashboard_listen")
+        metrics = self._data.get("metrics_listen")
+        self.metrics_port = int(metrics.rpartition(":")[2]) if metrics else None
+        self.config_path.write_text(yaml.safe_dump(self._data))
+        if getattr(self, "_chan", None) is not None:     # (one to the port given up)
+            self._chan.close()
+            self._chan = None
+
     def start_scheduler(self, timeout: float = 60.0, *, cwd: Path | None = None,
                         config: str | None = None) -> LocalCluster:
         """The scheduler, run in ``cwd`` with ``--config config`` (default: the absolute
-        ``config_path``; a relative one is taken from ``cwd``)."""
-        self.scheduler = self._spawn(["scheduler", "--config", config or str(self.config_path)],
-                                     "scheduler.log", cwd)
-        return self.wait_serving(timeout)
+        ``config_path``; a relative one is taken from ``cwd``). A port picked here that
+        another process took meanwhile is picked again (at most ``PORT_TRIES`` times)."""
+        for attempt in range(1, PORT_TRIES + 1):
+            self.scheduler = self._spawn(
+                ["scheduler", "--config", config or str(self.config_path)],
+                "scheduler.log", cwd)
+            try:
+                return self.wait_serving(timeout)
+            except RuntimeError:
+                if config or not self._picked or attempt == PORT_TRIES or \
+                        IN_USE not in _last_line(self.root / "scheduler.log"):
+                    raise
+                self._pick_ports()
+        raise AssertionError("unreachable")
 
     def wait_serving(self, timeout: float = 60.0) -> LocalCluster:
-        """Wait until the scheduler just started serves; RuntimeError if it exited."""
-        wait_until(lambda: self.healthy() or self.scheduler.poll() is not None, timeout,
-                   "the scheduler to serve")
+        """Wait until the scheduler just started says it listens (in ``scheduler.log``,
+        past what earlier starts wrote: another process on its port must not pass for it)
+        and serves; RuntimeError if it exited."""
+        log_path = self.root / "scheduler.log"
+        since = self._log_size_at_spawn
+
+        def listening() -> bool:
+            with open(log_path, "rb") as log_file:
+                log_file.seek(since)
+                return LISTENING in log_file.read()
+        wait_until(lambda: self.scheduler.poll() is not None or
+                   (listening() and self.healthy()), timeout, "the scheduler to serve")
         if self.scheduler.poll() is not None:
             raise RuntimeError(f"the scheduler exited ({self.scheduler.returncode}); see "
-                               f"{self.root / 'scheduler.log'}")
+                               f"{log_path}")
         return self
 
     def start_worker(self, worker_type: str, gpus: int = 1, *, emulation_speed: float = 1.0,

@@ -13,6 +13,7 @@ force stay (issue #28)."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import socket
 import threading
@@ -24,7 +25,7 @@ from traces import default_table, load_table
 
 from ..jobenv import scheduler_env
 from ..rpc.identity import Identities, IdentityError
-from ..rpc.security import exposure, host_of, read_token, serve
+from ..rpc.security import IN_USE, SecurityError, exposure, host_of, read_token, serve
 from .config import RELOADABLE, ConfigError, DaemonConfig, load_config
 from .jobs import JobRow
 from .users import UsersError, load_users
@@ -46,6 +47,39 @@ log = logging.getLogger(__name__)
 # own that a fleet's burst cannot take.
 HANDLER_THREADS = 512
 SEATS = {"fleet": 384, "client": 64}     # and 64 threads for heartbeats
+
+
+class ListenError(Exception):
+    """An address in the config that could not be bound: one line naming its key, the
+    address and why (``IN_USE`` when another process holds the port)."""
+
+
+def _bound(key: str, address: str, bind):
+    """``bind(address)``, a bind failure raised as a ``ListenError`` naming ``key``."""
+    try:
+        return bind(address)
+    except (RuntimeError, OSError, SecurityError) as err:
+        raise ListenError(f"{key}: cannot listen on {address}: {_why_not(address, err)}") \
+            from None
+
+
+def _why_not(address: str, err: BaseException) -> str:
+    """Why ``address`` cannot be bound: ``IN_USE``, or the system's words (gRPC's own error
+    says neither, so its address is tried once more with a plain socket)."""
+    errno_ = getattr(err, "errno", None)
+    if errno_ is None:
+        host, _, port = address.rpartition(":")
+        try:
+            with socket.socket(socket.AF_INET6 if ":" in host.strip("[]") else
+                               socket.AF_INET) as probe:
+                probe.bind((host.strip("[]"), int(port)))
+        except OSError as bind_err:
+            errno_, err = bind_err.errno, bind_err
+        except ValueError:
+            return "not a host:port"
+    if errno_ == errno.EADDRINUSE:
+        return f"{IN_USE} (another process holds the port)"
+    return getattr(err, "strerror", None) or str(err).splitlines()[0]
 
 
 class SchedulerDaemon:
@@ -132,27 +166,36 @@ class SchedulerDaemon:
                             "token on workers and clients)")
 
     def start(self) -> SchedulerDaemon:
-        self.server, self.port = serve(self.config.listen,
-                                       registrations(self.executor, self.health,
-                                                     self.dispatcher.read_logs,
-                                                     lambda: self.identities, self.reload),
-                                       identities=lambda: self.identities,
-                                       tls=self.config.tls, max_workers=HANDLER_THREADS,
-                                       interceptors=[ExecutorWaits(SEATS),
-                                                     CountedCalls(self.metrics.on_call)])
-        host = host_of(self.config.listen)
-        notice = self._exposure(f"{host}:{self.port}")
-        if notice:
-            log.warning("%s", notice)
-        if host in ("", "0.0.0.0", "::"):
-            host = socket.gethostname()
-        self.executor.runs.scheduler_address = f"{host}:{self.port}"
-        if self.config.metrics_listen:
-            self.metrics_port = self.metrics.serve(self.config.metrics_listen)
-        if self.config.dashboard_listen:
-            self.dashboard_port = self.dashboard.serve(self.config.dashboard_listen)
-            log.info("dashboard on http://%s:%d/", host_of(self.config.dashboard_listen),
-                     self.dashboard_port)
+        """Bind the gRPC server, then the metrics and dashboard endpoints if configured, and
+        start the core's thread. An address that cannot be bound (taken, or not this
+        machine's) is a ``ListenError`` naming its key, with what was opened closed."""
+        try:
+            self.server, self.port = _bound("listen", self.config.listen, lambda a: serve(
+                a, registrations(self.executor, self.health, self.dispatcher.read_logs,
+                                 lambda: self.identities, self.reload),
+                identities=lambda: self.identities, tls=self.config.tls,
+                max_workers=HANDLER_THREADS,
+                interceptors=[ExecutorWaits(SEATS), CountedCalls(self.metrics.on_call)]))
+            host = host_of(self.config.listen)
+            notice = self._exposure(f"{host}:{self.port}")
+            if notice:
+                log.warning("%s", notice)
+            if host in ("", "0.0.0.0", "::"):
+                host = socket.gethostname()
+            self.executor.runs.scheduler_address = f"{host}:{self.port}"
+            if self.config.metrics_listen:
+                self.metrics_port = _bound("metrics_listen", self.config.metrics_listen,
+                                           self.metrics.serve)
+                log.info("metrics on http://%s:%d/metrics",
+                         host_of(self.config.metrics_listen), self.metrics_port)
+            if self.config.dashboard_listen:
+                self.dashboard_port = _bound("dashboard_listen", self.config.dashboard_listen,
+                                             self.dashboard.serve)
+                log.info("dashboard on http://%s:%d/", host_of(self.config.dashboard_listen),
+                         self.dashboard_port)
+        except ListenError:
+            self.stop(0)
+            raise
         self._thread = threading.Thread(target=self._run_core, name="gavelsched-core",
                                         daemon=True)
         self._thread.start()

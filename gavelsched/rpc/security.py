@@ -155,6 +155,11 @@ class _TokenCheck(TokenGate):
             got.encode("utf-8", "surrogatepass"), token.encode()))
 
 
+# How a bind failure says that another process holds the port (``daemon.server.ListenError``;
+# ``LocalCluster`` picks another port then).
+IN_USE = "address in use"
+
+
 def serve(address: str, register: Sequence[Callable[[grpc.Server], None]], *,
           token: str | None = None, tls: TlsFiles | None = None,
           max_workers: int = 16,

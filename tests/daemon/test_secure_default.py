@@ -101,7 +101,7 @@ def test_local_cluster_daemons_use_a_fresh_token(tmp_path):
 
     args = argparse.Namespace(policy="max_min_fairness_perf", round_seconds=2.0,
                               emulation_speed=1.0)
-    cluster, _ = make_cluster(args, tmp_path, {"k80": 1}, default_table())
+    cluster = make_cluster(args, tmp_path, {"k80": 1}, default_table())
     marker = tmp_path / "MARKER"
     try:
         assert cluster.token and cluster.token_file is not None
@@ -131,5 +131,5 @@ def test_local_cluster_daemons_use_a_fresh_token(tmp_path):
     logs = (tmp_path / "scheduler.log").read_text() + (tmp_path / "worker0.log").read_text()
     assert "no auth token" not in logs
     # a second demo gets another token
-    other, _ = make_cluster(args, tmp_path / "again", {"k80": 1}, default_table())
+    other = make_cluster(args, tmp_path / "again", {"k80": 1}, default_table())
     assert other.token != cluster.token

@@ -82,6 +82,8 @@ class NetnsCluster(LocalCluster):
     def _spawn_in(self, ns: str, argv: list[str], log_name: str,
                   env: dict[str, str] | None = None) -> subprocess.Popen:
         with open(self.root / log_name, "ab") as out:
+            if log_name == "scheduler.log":         # (``wait_serving`` reads on from here)
+                self._log_size_at_spawn = out.tell()
             return subprocess.Popen(["ip", "netns", "exec", ns, *argv], stdout=out,
                                     stderr=subprocess.STDOUT,
                                     env={**subprocess_env(), **(env or {})})
