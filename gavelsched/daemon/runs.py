@@ -48,6 +48,10 @@ from .jobs import HELD, RUNNING, JobRow, Jobs
 
 log = logging.getLogger(__name__)
 
+# A run's last commit this close to its lease's end (or after) is its save's: the iterator
+# stops early by its last save's duration, so that commit lands at about the lease's end.
+SAVE_COMMIT_WINDOW_S = 1.0
+
 
 @dataclass
 class Run:
@@ -77,6 +81,7 @@ class Run:
     task_key: str = ""                   # the core's key of the micro-task it runs
     refill: bool = False                 # placed mid-round on freed GPUs: no lease floor
     reported_at: float = 0.0             # monotonic time of its last commit report (0: none)
+    committed_at: float = 0.0            # ... of its last one with new steps (0: none)
     done_at: float = 0.0                 # monotonic time its job's last step was durable
     allowed_s: float | None = None       # its job's time limit left at its launch (``meter``)
 
@@ -470,6 +475,12 @@ class RunTable:
             # its lease ended and it saved: what a preemption costs past the lease (a run
             # that exited before its lease's end failed or finished: no save to time)
             self.startups.record_save(job.spec.job_type, mono - lease_end)
+            if run.committed_at >= lease_end - SAVE_COMMIT_WINDOW_S:
+                # from its save's commit to its exit, the path a finished run's process
+                # takes from its last commit: measured from a type's first preemption on,
+                # not only once one of its jobs has finished (issue #29: until then the
+                # forecast started refills that much early)
+                self.startups.record_exit(job.spec.job_type, mono - run.committed_at)
         if run.done_at and job is not None:
             self.startups.record_exit(job.spec.job_type, mono - run.done_at)
         self.jobs.preempt(job_id)

@@ -8,7 +8,7 @@ import pytest
 from gavelsched.daemon.startups import OUTLIER_AFTER, OUTLIER_RATIO, RESTART_BAND, Startups
 from gavelsched.daemon.store import Store
 
-from .test_round_aligned import Scheduler
+from .test_round_aligned import R, Scheduler
 
 
 def test_means_survive_a_scheduler_restart(tmp_path):
@@ -114,4 +114,27 @@ def test_the_scheduler_times_a_finished_run_s_exit_and_publishes_it(tmp_path):
     sched.x.publish()
     waiting = [j for j in sched.x.snapshot.status().jobs if j.state != "done"]
     assert [j.exit_s for j in waiting] == [pytest.approx(0.6)]     # its type's, published
+    sched.close()
+
+
+def test_a_preempted_run_s_exit_after_its_save_is_measured_as_well(tmp_path):
+    """A run preempted at its lease's end saves, commits and exits: the same path from its
+    last commit to its exit as a finished run's. It is timed too, so a type's exit is known
+    from its first preemption on (issue #29: until one of its jobs finished, the forecast
+    started refills a torch process's exit, 0.65 s, early). The exit's own report, which
+    repeats the last commit, does not restart the clock."""
+    sched = Scheduler(tmp_path)
+    sched.submit(), sched.submit()
+    sched.at(1.0)                                   # round 0: one job on the one GPU
+    (run,) = sched.sent.runs
+    sched.t = 1.5
+    sched.init(run.job_id)
+    sched.at(1.0 + R - sched.x.config.plan_lead)    # round 1 goes to the other job
+    sched.t = 1.0 + R - 0.05                        # the run's save commits at its end
+    assert sched.x.durable_steps(run.job_id, 80, sched.gen(run.job_id), seconds=8.0)
+    sched.at(1.0 + R)
+    assert sched.x.startups.expected_exit("A3C") == 0.0
+    sched.t = 1.0 + R + 0.4                         # its process exits
+    sched.exited(run.job_id, 80)
+    assert sched.x.startups.expected_exit("A3C") == pytest.approx(0.45)
     sched.close()
