@@ -43,6 +43,15 @@ SLACK = 1e-7
 SMALLEST = 1e-9     # a time fraction under this is none
 
 
+def preload() -> None:
+    """Import what ``fewer_moves`` reads (scipy.optimize and scipy.sparse: about half a
+    second) now. A scheduler's first re-solve under the restart rule imported them at a
+    round's start, and that round's launches waited for it: its refills began 0.3-0.5 s
+    late, and every forecast of them was early by as much (issue #29)."""
+    optimize.module()
+    sp.module()
+
+
 class _Kind:
     """Identical jobs: their columns (name -> (throughput, GPUs by type)), the effective
     throughput each needs, the column their runs hold (None: none)."""

@@ -36,6 +36,7 @@ from concurrent.futures import Future
 import numpy as np
 
 from policies import Policy
+from policies.moves import preload as preload_moves
 from traces.profiles import Profile
 from traces.types import ThroughputTable
 
@@ -114,6 +115,8 @@ class DaemonExecutor:
             policy, table, table.worker_types, seed=config.seed, on_solve_error="keep"),
             entities=config.settings.entities, prices=config.settings.prices_at(self.now()))
         self.driver = config.rules.driver(self.core)
+        if self.core.config.restart_rule == "tenure" and policy.traits.rearrangeable:
+            preload_moves()     # (not at a round's start: its launches would wait)
         self.jobs = Jobs(store, changed=self._changed, ended=self._job_ended)
         self.jobs.restore(store.jobs(table))
         self.tenancy = Tenancy(config.settings, store, self.jobs, self.core, metrics,
