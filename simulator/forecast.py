@@ -7,8 +7,9 @@ the placed round kept, then the simulator under the daemon's own ``DaemonRules``
 §5.7) and answered on stdout with a ``StatusResponse`` that holds, per unfinished job, its
 predicted start and finish on the scheduler's clock (``eta_computed_s``: the picture's
 ``now_s``; ``eta_error``: why there are none). A process of its own, niced below the
-scheduler, so that the replay's CPU and interpreter lock never hold the core's thread.
-One picture that cannot be replayed is answered with its error; the process goes on.
+scheduler, so that the replay's CPU and interpreter lock never hold the core's thread,
+and below the jobs (``yield_cpu``). One picture that cannot be replayed is answered with
+its error; the process goes on.
 """
 
 from __future__ import annotations
@@ -44,6 +45,28 @@ def forecast(reply) -> pb.StatusResponse:
     return out
 
 
+def yield_cpu(nice: int) -> None:
+    """Lower this process's priority by ``nice`` against every process, the jobs' too.
+    ``os.nice`` alone ranks it only within its autogroup: Linux groups a session's
+    processes and shares the CPU fairly between groups, and the workers start each job in
+    a session of its own. A replay at a round's start then took a starting job half a
+    core, and the start-ups it measured were longest while the forecasts were longest,
+    early in a run (issue #29). So it leaves for a session of its own and nices that
+    group too (``/proc/self/autogroup``; without one, ``os.nice`` is all it takes)."""
+    if nice <= 0:
+        return
+    os.nice(nice)
+    try:
+        os.setsid()
+    except OSError:         # (a session leader already)
+        pass
+    try:
+        with open("/proc/self/autogroup", "w") as group:
+            group.write(str(min(nice, 19)))
+    except OSError:         # no autogroup here (not Linux, or turned off)
+        pass
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m simulator.forecast",
                                 description="Replay the scheduler's Status pictures read "
@@ -51,8 +74,7 @@ def main(argv=None) -> int:
                                             "(length-prefixed StatusResponse frames).")
     p.add_argument("--nice", type=int, default=10, help="lower this process's priority by N")
     args = p.parse_args(argv)
-    if args.nice > 0:
-        os.nice(args.nice)
+    yield_cpu(args.nice)
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     while (data := read_frame(stdin)) is not None:
         reply = pb.StatusResponse()
