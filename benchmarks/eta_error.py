@@ -28,6 +28,7 @@
     python benchmarks/eta_error.py [--round-seconds 6] [--workload steps|reference]
                                    [--json OUT] [--keep DIR]
     python benchmarks/eta_error.py --report OUT    # the tables of a saved run, again
+    python benchmarks/eta_error.py --pooled OUT...  # several runs' finish errors, pooled
 """
 
 from __future__ import annotations
@@ -88,6 +89,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--keep", metavar="DIR", help="keep the cluster's state and logs here")
     p.add_argument("--report", metavar="JSON", help="print the tables of a run saved with "
                    "--json again (finish, consecutive forecasts, what-ifs); runs nothing")
+    p.add_argument("--pooled", metavar="JSON", nargs="+", help="the finish errors of runs "
+                   "saved with --json, one row each and their predictions pooled (one "
+                   "run's 26-60 predictions of 5-10 jobs move its share early by tens of "
+                   "points); runs nothing")
     args = p.parse_args(argv)
     args.dashboard, args.every = False, args.every or 1.3 * args.round_seconds
     return args
@@ -434,10 +439,32 @@ def report(path: str) -> int:
     return 0
 
 
+def pooled(paths: list[str]) -> int:
+    """The finish errors of each saved run and of all their predictions together."""
+    print("| runs | ETAs | abs error s: median | p90 | worst | % of time left: median | p90 "
+          f"| worst | signed median s | early | early, of those off by >= {EXACT_S:g} s |\n"
+          "|---|" + "---|" * 10)
+    everyone = []
+    for path in [*paths, None]:
+        rows = everyone if path is None else [
+            r for r in json.loads(Path(path).read_text())["rows"] if r["finish"] is not None]
+        if path is not None:
+            everyone += rows
+        errs = np.asarray([r["finish"] - r["real_finish"] for r in rows])
+        off = errs[np.abs(errs) >= EXACT_S]
+        print(f"| {path or f'all {len(paths)}'} | "
+              + spread(errs, [r["real_finish"] - r["at_s"] for r in rows])
+              + f" {np.mean(errs < 0):.0%} | "
+              + (f"{np.mean(off < 0):.0%} of {len(off)} |" if len(off) else "- |"))
+    return 0
+
+
 def main(argv=None) -> int:
     args, load, wall = parse_args(argv), [os.getloadavg()[0]], time.perf_counter()
     if args.report:
         return report(args.report)
+    if args.pooled:
+        return pooled(args.pooled)
     with tempfile.TemporaryDirectory(prefix="gavel-eta-") as tmp:
         root = Path(args.keep or tmp).resolve()
         snaps, starts, final = run_cluster(args, root)
