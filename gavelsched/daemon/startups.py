@@ -106,8 +106,8 @@ class Startups:
         ``EXIT_PRIOR_SHARE``."""
         shares = []
         for job_type in sorted(self._measured_types()):
-            (exit_s, exits), (startup_s, _) = self._get(EXIT_S, EXIT_N, job_type), \
-                self.mean(job_type)
+            exit_s, exits = self._get(EXIT_S, EXIT_N, job_type)
+            startup_s = self.mean(job_type)[0]
             if exits and startup_s > 0:
                 shares.append(exit_s / startup_s)
         return sum(shares) / len(shares) if shares else EXIT_PRIOR_SHARE
