@@ -49,10 +49,9 @@ def yield_cpu(nice: int) -> None:
     """Lower this process's priority by ``nice`` against every process, the jobs' too.
     ``os.nice`` alone ranks it only within its autogroup: Linux groups a session's
     processes and shares the CPU fairly between groups, and the workers start each job in
-    a session of its own. A replay at a round's start then took a starting job half a
-    core, and the start-ups it measured were longest while the forecasts were longest,
-    early in a run (issue #29). So it leaves for a session of its own and nices that
-    group too (``/proc/self/autogroup``; without one, ``os.nice`` is all it takes)."""
+    a session of its own: a replay at a round's start took a starting job half a core
+    on two (issue #29). So it leaves for a session of its own and nices that group too
+    (``/proc/self/autogroup``; without one, ``os.nice`` is all it takes)."""
     if nice <= 0:
         return
     os.nice(nice)

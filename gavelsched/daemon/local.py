@@ -115,13 +115,13 @@ class LocalCluster:
             write_token(self.token_file, token)          # mode 0600: this user only
             data["auth_token_file"] = str(self.token_file)
         self.config_path = self.root / "cluster.yaml"
-        self._data = data
-        self._pick_ports()
         self.log_flags = ["-v"] * verbosity if verbosity > 0 else ["-q"] * -verbosity
         self.scheduler: subprocess.Popen | None = None
         self.workers: list[subprocess.Popen] = []
         self._chan: grpc.Channel | None = None
         self._log_size_at_spawn = 0
+        self._data = data
+        self._pick_ports()
 
     # ---- processes ------------------------------------------------------------------------
     def _spawn(self, args: list[str], log_name: str, cwd: Path | None = None) -> subprocess.Popen:
@@ -144,7 +144,7 @@ class LocalCluster:
         metrics = self._data.get("metrics_listen")
         self.metrics_port = int(metrics.rpartition(":")[2]) if metrics else None
         self.config_path.write_text(yaml.safe_dump(self._data))
-        if getattr(self, "_chan", None) is not None:     # (one to the port given up)
+        if self._chan is not None:     # (one to the port given up)
             self._chan.close()
             self._chan = None
 
@@ -153,18 +153,18 @@ class LocalCluster:
         """The scheduler, run in ``cwd`` with ``--config config`` (default: the absolute
         ``config_path``; a relative one is taken from ``cwd``). A port picked here that
         another process took meanwhile is picked again (at most ``PORT_TRIES`` times)."""
-        for attempt in range(1, PORT_TRIES + 1):
+        tries = PORT_TRIES if config is None and self._picked else 1
+        while True:
+            tries -= 1
             self.scheduler = self._spawn(
                 ["scheduler", "--config", config or str(self.config_path)],
                 "scheduler.log", cwd)
             try:
                 return self.wait_serving(timeout)
             except RuntimeError:
-                if config or not self._picked or attempt == PORT_TRIES or \
-                        IN_USE not in _last_line(self.root / "scheduler.log"):
+                if not tries or IN_USE not in _last_line(self.root / "scheduler.log"):
                     raise
-                self._pick_ports()
-        raise AssertionError("unreachable")
+            self._pick_ports()
 
     def wait_serving(self, timeout: float = 60.0) -> LocalCluster:
         """Wait until the scheduler just started says it listens (in ``scheduler.log``,
