@@ -8,13 +8,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from gavelsched.daemon.local import LocalCluster, free_port, subprocess_env, wait_until
+from gavelsched.daemon.local import (LOOPBACK_ANY, LocalCluster, free_port, subprocess_env,
+                                    wait_until)
 from gavelsched.rpc import pb
 
 ENV = subprocess_env()
 JOB_TYPE = "A3C"           # 11 / 13 / 24 steps/s on k80 / p100 / v100 (catalog table)
 
-__all__ = ["ENV", "JOB_TYPE", "Cluster", "free_port", "running", "wait_until"]
+__all__ = ["ENV", "JOB_TYPE", "LOOPBACK_ANY", "Cluster", "free_port", "running", "wait_until"]
 
 
 class Cluster(LocalCluster):

@@ -20,7 +20,7 @@ from gavelsched.rpc import pb, pb_grpc
 from gavelsched.rpc.security import channel
 from traces import default_table
 
-from .cluster import JOB_TYPE, Cluster, free_port, wait_until
+from .cluster import JOB_TYPE, LOOPBACK_ANY, Cluster, free_port, wait_until
 
 TOKEN = "s3cret-token"
 
@@ -28,9 +28,7 @@ TOKEN = "s3cret-token"
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     root = tmp_path_factory.mktemp("cluster")
-    metrics_port = free_port()
-    c = Cluster(root, token=TOKEN, extra={"metrics_listen": f"127.0.0.1:{metrics_port}"})
-    c.metrics_port = metrics_port
+    c = Cluster(root, token=TOKEN, extra={"metrics_listen": LOOPBACK_ANY})
     try:
         c.start_scheduler()
         c.start_worker("v100")

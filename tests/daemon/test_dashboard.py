@@ -24,7 +24,7 @@ from gavelsched.daemon.config import ConfigError, parse_config
 from gavelsched.rpc.security import new_token
 from tests import browser
 
-from .cluster import ENV, Cluster, free_port, running, wait_until
+from .cluster import ENV, LOOPBACK_ANY, Cluster, running, wait_until
 
 def _browser(profile: Path):
     why = browser.missing()
@@ -66,12 +66,11 @@ def _page_jobs(driver) -> dict[str, dict]:
 def test_dashboard_shows_the_status_behind_the_token(tmp_path: Path) -> None:
     driver = _browser(tmp_path / "chromium-profile")
     token = new_token()
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
     try:
         with running(Cluster(tmp_path / "cluster", token=token, round_seconds=1.0,
-                             extra={"dashboard_listen": f"127.0.0.1:{port}",
+                             extra={"dashboard_listen": LOOPBACK_ANY,
                                     "eta": True})) as cluster:
+            base = f"http://{cluster.dashboard_address}"
             cluster.start_worker("v100", 1)
             wait_until(lambda: cluster.alive_workers() == 1, 60, "the worker")
             short = cluster.submit(20)

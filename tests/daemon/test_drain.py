@@ -17,7 +17,7 @@ from urllib.request import urlopen
 import pytest
 
 from gavelsched.cli import main
-from gavelsched.daemon.local import LocalCluster, free_port, kill_tree, wait_until
+from gavelsched.daemon.local import LOOPBACK_ANY, LocalCluster, kill_tree, wait_until
 from gavelsched.rpc import pb, pb_grpc
 
 ROUND_S = 3.0
@@ -61,10 +61,9 @@ def two_jobs_on_two_workers(cluster: LocalCluster, steps: int) -> list[str]:
 
 
 def test_a_drained_server_runs_nothing_new_and_stays_drained_until_undone(tmp_path, cli):
-    metrics = free_port()
     cluster = LocalCluster(tmp_path, round_seconds=ROUND_S, token="drain-test-token",
                            policy="max_min_fairness_perf",
-                           config={"metrics_listen": f"127.0.0.1:{metrics}"})
+                           config={"metrics_listen": LOOPBACK_ANY})
     try:
         ids = two_jobs_on_two_workers(cluster, 700)
         drained = server_of(cluster, 0)
@@ -80,7 +79,7 @@ def test_a_drained_server_runs_nothing_new_and_stays_drained_until_undone(tmp_pa
             assert server.drained and server.runs == 0
             time.sleep(0.3)
         assert sum(j.steps_done for j in cluster.status().jobs) > sum(before.values())
-        scraped = urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=10).read().decode()
+        scraped = urlopen(f"http://127.0.0.1:{cluster.metrics_port}/metrics", timeout=10).read().decode()
         assert 'gavelsched_workers_drained{worker_type="k80"} 1.0' in scraped
 
         # A restarted scheduler keeps the drain (its workers register again).

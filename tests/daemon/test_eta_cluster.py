@@ -11,15 +11,13 @@ import pytest
 from gavelsched.cli import main
 from gavelsched.daemon.startups import RESTART_BAND
 
-from .cluster import JOB_TYPE, Cluster, free_port, wait_until
+from .cluster import JOB_TYPE, LOOPBACK_ANY, Cluster, wait_until
 
 
 @pytest.fixture
 def cluster(tmp_path):
-    port = free_port()
     c = Cluster(tmp_path, round_seconds=2.0, heartbeat_seconds=0.3,
-                extra={"metrics_listen": f"127.0.0.1:{port}", "eta": True})
-    c.metrics_port = port
+                extra={"metrics_listen": LOOPBACK_ANY, "eta": True})
     try:
         yield c
     finally:

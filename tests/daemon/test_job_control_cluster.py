@@ -42,7 +42,7 @@ from gavelsched.rpc import pb, pb_grpc
 from gavelsched.rpc.security import channel, write_token
 from traces import default_table
 
-from .cluster import JOB_TYPE, Cluster, free_port, wait_until
+from .cluster import JOB_TYPE, LOOPBACK_ANY, Cluster, wait_until
 
 DAEMON_TOKEN = "job-control-daemon-token"
 ROUND_S = 1.0
@@ -103,11 +103,10 @@ def cluster(tmp_path_factory):
         token = add_user(users, name, role, entities, known_entities={"team-a", "team-b"})
         tokens[name] = root / f"{name}.token"
         write_token(tokens[name], token)
-    metrics_port = free_port()
     c = Cluster(root, token=DAEMON_TOKEN, round_seconds=ROUND_S, extra={
         "entities": {"team-a": 1, "team-b": 1}, "prices": PRICES, "users_file": str(users),
-        "metrics_listen": f"127.0.0.1:{metrics_port}"})
-    c.metrics_port, c.tokens, c.clients = metrics_port, tokens, {}
+        "metrics_listen": LOOPBACK_ANY})
+    c.tokens, c.clients = tokens, {}
     try:
         c.start_scheduler()
         c.start_worker("v100", gpus=4)

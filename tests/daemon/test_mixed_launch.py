@@ -25,7 +25,7 @@ from traces.workloads import CPU_BATCH, VIRTUAL_NODE_WORKLOADS
 from gavelsched.virtual.envspec import parse_layout_env
 from workers.workloads.common import CHECKPOINT_FILE
 
-from .cluster import Cluster, free_port, running, wait_until
+from .cluster import LOOPBACK_ANY, Cluster, running, wait_until
 
 JOB_TYPE = "LM (batch size 80)"   # lstm: 16 samples a step (80 // 5), 16 nodes of 1
 SPEED = 0.5                       # v100 4.2, k80 1.1, k80:1+v100:1 5.0 steps/s
@@ -114,10 +114,9 @@ def test_a_mixed_job_trains_split_across_types(tmp_path, monkeypatch):
     monkeypatch.setenv("GAVEL_WORKLOAD_DTYPE", "float64")
     priors = tmp_path / "priors.json"
     dump_table(default_table().scaled(SPEED), priors)
-    port = free_port()
     cluster = Cluster(tmp_path, policy="max_min_fairness_mixed", round_seconds=2.5,
                       extra={"expected_workers": 3, "throughputs": str(priors),
-                             "metrics_listen": f"127.0.0.1:{port}"})
+                             "metrics_listen": LOOPBACK_ANY})
     seen: set[str] = set()
     labelled: list[bool] = []
     with running(cluster):
@@ -132,7 +131,7 @@ def test_a_mixed_job_trains_split_across_types(tmp_path, monkeypatch):
                 seen.add(state.worker_type)
             if "+" in state.worker_type and not any(labelled):
                 labelled.append(f'gavelsched_job_gpus{{job="{job}",worker_type='
-                                f'"{state.worker_type}"}} 2.0' in _metrics(port))
+                                f'"{state.worker_type}"}} 2.0' in _metrics(cluster.metrics_port))
             return state if state.state in ("done", "failed", "cancelled") else None
         final = wait_until(finished, 150, "the mixed job")
     assert final.state == "done", final.reason
