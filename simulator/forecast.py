@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 from gavelsched.rpc import pb
 from gavelsched.rpc.frames import read_frame, write_frame
@@ -45,25 +46,29 @@ def forecast(reply) -> pb.StatusResponse:
     return out
 
 
-def yield_cpu(nice: int) -> None:
+def yield_cpu(nice: int) -> str | None:
     """Lower this process's priority by ``nice`` against every process, the jobs' too.
     ``os.nice`` alone ranks it only within its autogroup: Linux groups a session's
     processes and shares the CPU fairly between groups, and the workers start each job in
     a session of its own: a replay at a round's start took a starting job half a core
     on two (issue #29). So it leaves for a session of its own and nices that group too
-    (``/proc/self/autogroup``; without one, ``os.nice`` is all it takes)."""
+    (``/proc/self/autogroup``; without one, ``os.nice`` is all it takes). Returns why the
+    group could not be niced (None: it was, or there is none)."""
     if nice <= 0:
-        return
+        return None
     os.nice(nice)
     try:
         os.setsid()
     except OSError:         # (a session leader already)
         pass
+    group = Path("/proc/self/autogroup")
+    if not group.exists():  # not Linux, or autogroups turned off
+        return None
     try:
-        with open("/proc/self/autogroup", "w") as group:
-            group.write(str(min(nice, 19)))
-    except OSError:         # no autogroup here (not Linux, or turned off)
-        pass
+        group.write_text(str(min(nice, 19)))
+    except OSError as err:
+        return err.strerror or str(err)
+    return None
 
 
 def main(argv=None) -> int:
@@ -73,7 +78,10 @@ def main(argv=None) -> int:
                                             "(length-prefixed StatusResponse frames).")
     p.add_argument("--nice", type=int, default=10, help="lower this process's priority by N")
     args = p.parse_args(argv)
-    yield_cpu(args.nice)
+    refused = yield_cpu(args.nice)
+    if refused:     # (the scheduler's log: its jobs may share the CPU with the replays)
+        print(f"simulator.forecast: its autogroup kept its priority ({refused}): jobs "
+              f"share the CPU with the replays", file=sys.stderr, flush=True)
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     while (data := read_frame(stdin)) is not None:
         reply = pb.StatusResponse()
