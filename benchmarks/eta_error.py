@@ -340,19 +340,12 @@ def spread(errs, bases=None) -> str:
 
 def finish_table(rows, whole, final) -> list[str]:
     rows = [r for r in rows if r["finish"] is not None]
-    out = ["| job left at prediction | ETAs | abs error s: median | p90 | worst | % of time "
-           f"left: median | p90 | worst | signed median s | early | early, of those off by "
-           f">= {EXACT_S:g} s |", "|---|" + "---|" * 10]
+    out = _finish_head("job left at prediction")
     groups = [(name, [r for r in rows if lo <= r["left"] < hi]) for name, lo, hi in BUCKETS]
     for name, group in [*groups, ("all", rows), ("all, made after the last arrival",
                                                  [r for r in rows if not r["arrivals_after"]])]:
         if group:
-            errs = np.asarray([r["finish"] - r["real_finish"] for r in group])
-            off = errs[np.abs(errs) >= EXACT_S]
-            out.append(f"| {name} | " + spread(errs, [r["real_finish"] - r["at_s"]
-                                                      for r in group])
-                       + f" {np.mean(errs < 0):.0%} | "
-                       + (f"{np.mean(off < 0):.0%} of {len(off)} |" if len(off) else "- |"))
+            out.append(f"| {name} | " + _finish_cells(group) + " |")
     done = [j for j in final["jobs"] if whole.get(j["id"]) is not None]
     return out + ["| whole run replayed from its start (% of JCT) | " + (spread(
         [whole[j["id"]] - j["completion_s"] for j in done], [j["jct_s"] for j in done])
@@ -441,22 +434,29 @@ def report(path: str) -> int:
 
 def pooled(paths: list[str]) -> int:
     """The finish errors of each saved run and of all their predictions together."""
-    print("| runs | ETAs | abs error s: median | p90 | worst | % of time left: median | p90 "
-          f"| worst | signed median s | early | early, of those off by >= {EXACT_S:g} s |\n"
-          "|---|" + "---|" * 10)
-    everyone = []
-    for path in [*paths, None]:
-        rows = everyone if path is None else [
-            r for r in json.loads(Path(path).read_text())["rows"] if r["finish"] is not None]
-        if path is not None:
-            everyone += rows
-        errs = np.asarray([r["finish"] - r["real_finish"] for r in rows])
-        off = errs[np.abs(errs) >= EXACT_S]
-        print(f"| {path or f'all {len(paths)}'} | "
-              + spread(errs, [r["real_finish"] - r["at_s"] for r in rows])
-              + f" {np.mean(errs < 0):.0%} | "
-              + (f"{np.mean(off < 0):.0%} of {len(off)} |" if len(off) else "- |"))
+    print("\n".join(_finish_head("runs")))
+    runs = {path: [r for r in json.loads(Path(path).read_text())["rows"]
+                   if r["finish"] is not None] for path in paths}
+    for name, rows in [*runs.items(), (f"all {len(paths)}", sum(runs.values(), []))]:
+        print(f"| {name} | " + _finish_cells(rows) + " |")
     return 0
+
+
+def _finish_head(first: str) -> list[str]:
+    """The header of a table of finish errors (``_finish_cells``), its first column's."""
+    return [f"| {first} | ETAs | abs error s: median | p90 | worst | % of time left: median "
+            f"| p90 | worst | signed median s | early | early, of those off by >= {EXACT_S:g} "
+            "s |", "|---|" + "---|" * 10]
+
+
+def _finish_cells(rows) -> str:
+    """``spread`` of the finish errors of ``rows`` (s, % of the time left), the share
+    early and the share early of those off by ``EXACT_S`` or more."""
+    errs = np.asarray([r["finish"] - r["real_finish"] for r in rows])
+    off = errs[np.abs(errs) >= EXACT_S]
+    return (spread(errs, [r["real_finish"] - r["at_s"] for r in rows])
+            + f" {np.mean(errs < 0):.0%} | "
+            + (f"{np.mean(off < 0):.0%} of {len(off)}" if len(off) else "-"))
 
 
 def main(argv=None) -> int:

@@ -167,8 +167,9 @@ def run_window(state: LiveState, job: LiveJob) -> tuple[float, float]:
     §5.6: leases are round-aligned, a kept job's lease is extended): a run kept from an
     earlier round (or not known) from the round's start; a fresh one from its process's
     first InitJob (or, still starting up, its job type's mean start-up after its round's
-    start, and not before now). A fresh run ends with the round, but gets at least the lease floor after
-    its start-up (``MIN_LEASE_FRACTION`` of a round; a refill gets none)."""
+    start, and not before now). A fresh run ends with the round, but gets at least the
+    lease floor after its start-up (``MIN_LEASE_FRACTION`` of a round; a refill gets
+    none)."""
     R, ends = state.round_seconds, state.round_ends_s
     begin = ends - R
     began = job.run_began_s

@@ -79,7 +79,8 @@ def test_a_drained_server_runs_nothing_new_and_stays_drained_until_undone(tmp_pa
             assert server.drained and server.runs == 0
             time.sleep(0.3)
         assert sum(j.steps_done for j in cluster.status().jobs) > sum(before.values())
-        scraped = urlopen(f"http://127.0.0.1:{cluster.metrics_port}/metrics", timeout=10).read().decode()
+        scraped = urlopen(f"http://127.0.0.1:{cluster.metrics_port}/metrics",
+                          timeout=10).read().decode()
         assert 'gavelsched_workers_drained{worker_type="k80"} 1.0' in scraped
 
         # A restarted scheduler keeps the drain (its workers register again).

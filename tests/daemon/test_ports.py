@@ -57,7 +57,7 @@ def test_local_cluster_picks_again_when_its_ports_are_taken(tmp_path):
         held.append(s)
     try:
         cluster.start_scheduler()
-        assert (cluster.address, cluster.dashboard_address) != first
+        assert cluster.address != first[0] and cluster.dashboard_address != first[1]
         assert cluster.healthy()
         written = yaml.safe_load(cluster.config_path.read_text())
         assert written["listen"] == cluster.address
