@@ -429,7 +429,10 @@ class RunTable:
             # finished process to exit is its own (``Startups.record_exit``), which the
             # forecast adds to a refill's start-up only
             since = run.started if run.refill else run.round_start
-            self.startups.record(job.spec.job_type, max(0.0, mono - since))
+            took = max(0.0, mono - since)
+            self.startups.record(job.spec.job_type, took)
+            log.info("job %s: its run in round %d started up in %.3fs (from %s)", job.id,
+                     run.round, took, "its GPUs' release" if run.refill else "its round's start")
         # At least MIN_LEASE_FRACTION of a round after start-up, even past the round's end:
         # a start-up longer than the rest of its round must not leave the job without any
         # progress (then its GPUs' next run starts that much later). A refill ends with
