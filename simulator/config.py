@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from gavelsched.core.waves import MAX_WAVE_SLOPE
 from gavelsched.estimator import EstimatorConfig
 
 
@@ -71,6 +72,11 @@ class SimConfig:
       the daemon measures it (a torch process takes half a second). A refill of its GPUs
       is placed at the last step, as the daemon places it, and its run starts up once
       the process has exited. Gavel: none (the GPUs are free at the last step).
+    - ``wave_slope``, ``machines``: a round's launches start up slower the more of them
+      start at once on a machine (``gavelsched.core.waves``, as the daemon measures it):
+      each is charged its preemption overhead (then its start-up alone) times
+      ``1 + wave_slope (w - 1)``, ``w`` the processes launched at the round's start over
+      ``machines``; a refill starts alone. 0: the overhead as it is (Gavel).
     - ``horizon_s``: stop at this virtual time (a forecast's replay, ``twin.py``: a job of
       years would take as many rounds); the jobs not finished by then have no completion,
       and ``SimulationResult.steps_left`` says what each still needs. None: to the end.
@@ -92,6 +98,8 @@ class SimConfig:
     kept_runs_ahead: bool = False
     received_whole_round: bool = False
     exit_s: Mapping[str, float] = field(default_factory=dict)
+    wave_slope: float = 0.0
+    machines: int = 1
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "preemption_overhead_s",
@@ -104,6 +112,11 @@ class SimConfig:
         for job_type, seconds in self.exit_s.items():
             if not 0.0 <= seconds < float("inf"):
                 raise ValueError(f"exit time of {job_type!r} must be >= 0 seconds, got {seconds}")
+        if not 0.0 <= self.wave_slope <= MAX_WAVE_SLOPE:
+            raise ValueError(f"wave slope must be in [0, {MAX_WAVE_SLOPE:g}], got "
+                             f"{self.wave_slope}")
+        if self.machines < 1:
+            raise ValueError(f"machines must be >= 1, got {self.machines}")
         if not 0.0 <= self.plan_lead_s < float("inf"):
             raise ValueError(f"plan lead must be >= 0 seconds, got {self.plan_lead_s}")
         if not 0.0 <= self.arrival_grace_s < float("inf"):

@@ -51,10 +51,11 @@ from typing import NamedTuple
 import numpy as np
 
 from gavelsched.core import CoreConfig, PeriodState, SchedulerCore
-from gavelsched.core.batch import worth_launching
+from gavelsched.core.batch import startup_charge, worth_launching
 from gavelsched.core.driver import RoundDriver, config_for, spec_of
 from gavelsched.core.online import OnlineThroughputs
 from gavelsched.core.type_order import fastest_first
+from gavelsched.core.waves import wave_factor
 from gavelsched.estimator import estimated_table
 from gavelsched.mechanism import ClusterView
 from policies import Entity, Policy, get_policy, policy_class
@@ -370,6 +371,8 @@ class _Run:
                 if key in self.started:
                     pause[i] = 0.0
                 self.started.add(key)
+        if wait is None and self.sim.wave_slope > 0:
+            pause = self.waved(batch, pause)
         if wait is not None:
             pause = pause + wait
         if self.carries and startups is not None:
@@ -380,6 +383,20 @@ class _Run:
         if self.carries:
             seconds = np.minimum(seconds, span)
         return _Ran(batch, seconds, steps, pause, np.full(len(batch), float(start)))
+
+    def waved(self, batch, pause: np.ndarray) -> np.ndarray:
+        """``pause`` with each launch's start-up by its wave (``SimConfig.wave_slope``):
+        the processes the round launches at once, over the machines (then capped, as each
+        start-up is: ``startup_charge``)."""
+        launched = pause > 0
+        processes = float(batch.size[launched].sum())
+        if processes <= self.sim.machines:
+            return pause
+        factor = wave_factor(self.sim.wave_slope, processes / self.sim.machines)
+        R = self.core.config.round_seconds
+        out = pause.copy()
+        out[launched] = [startup_charge(p * factor, R) for p in pause[launched].tolist()]
+        return out
 
     def running_on(self, batch) -> np.ndarray:
         """The tasks whose jobs all run on the task's type at t = 0 (``running``)."""

@@ -14,6 +14,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,7 @@ import numpy as np
 from gavelsched.core import PeriodState
 from gavelsched.core.online import prior_scale
 from gavelsched.core.rules import DaemonRules
+from gavelsched.core.waves import MAX_WAVE_SLOPE, machines
 from gavelsched.daemon.jobs import FINAL
 
 NEW_ID = "new"
@@ -86,6 +88,18 @@ class LiveState:
         waits for (its type's mean, ``DaemonRules.exit_s``)."""
         return self.rules.exit_s.get(job.job_type, 0.0)
 
+    @cached_property
+    def wave_factor(self) -> float:
+        """What this round's launches' start-ups are multiplied by: the processes its start
+        launched (``run_began_s`` at it, not refills) over the cluster's machines
+        (``DaemonRules.wave_factor``)."""
+        if self.rules.startup_wave_slope <= 0 or self.round_ends_s is None:
+            return 1.0
+        begin = self.round_ends_s - self.rules.round_seconds
+        return self.rules.wave_factor(sum(
+            j.scale_factor for j in self.jobs if j.run_began_s is not None
+            and j.run_began_s >= begin - 1e-6 and not j.run_refill))
+
     def startup_of(self, job: LiveJob) -> float:
         """The start-up a fresh run of ``job`` is charged (``DaemonRules.startup_charge``)."""
         return self.rules.startup_charge(self.startup_mean(job))
@@ -94,7 +108,8 @@ class LiveState:
 def state_of(reply) -> LiveState:
     """A ``StatusResponse`` (with every unfinished job) as a ``LiveState``: the alive GPUs
     not drained per type (servers as large as the largest alive one), and the rules the
-    daemon publishes (``DaemonRules.of_status``, each job's ``startup_s`` its type's). A
+    daemon publishes (``DaemonRules.of_status``, each job's ``startup_s`` its type's, or
+    with a launch-wave slope its ``startup_alone_s``, over its workers' machines). A
     job with a run this round runs on its type, started up or not; one whose run is
     ending (its lease not extended into this round) does not, and has made its lease's
     steps."""
@@ -113,8 +128,11 @@ def state_of(reply) -> LiveState:
                 *_run(j, workers, begin), restart_s=j.restart_s,
                 plan_steps_per_s=_rates(j.plan_steps_per_s))
         for j in live)
-    rules = DaemonRules.of_status(reply, _type_means(live, "startup_s"),
-                                  _type_means(live, "exit_s"))
+    waves = 0.0 < reply.startup_wave_slope <= MAX_WAVE_SLOPE
+    alive = [w.address for w in reply.workers if w.alive and not w.drained and w.gpus > 0]
+    rules = DaemonRules.of_status(reply, _type_means(live, "startup_alone_s" if waves
+                                                     else "startup_s"),
+                                  _type_means(live, "exit_s"), machines(alive))
     return LiveState(reply.now_s, reply.epoch_unix, reply.policy, rules, workers, per, jobs,
                      reply.round_ends_s if reply.round_ends_s > reply.now_s else None,
                      _period(reply.period_start_s, reply.period_stale, live),

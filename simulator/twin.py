@@ -49,7 +49,8 @@ __all__ = ["HORIZON_ROUNDS", "DaemonRules", "Eta", "Replay", "extrapolated",
 def sim_config(rules: DaemonRules, *, arrivals: bool = False, **more) -> SimConfig:
     """The simulator's config under the daemon's rules: fixed rounds, the plan lead, each
     job type's start-up charged to a run on new workers (capped by the lease floor), a
-    refill of a finished job's GPUs started up once its process has exited, and received
+    refill of a finished job's GPUs started up once its process has exited (alone: a
+    round's launches by their wave, ``core/waves.py``), and received
     time credited by the round, as the daemon credits it;
     ``arrivals``: the jobs arrive as they did on the daemon (a whole run replayed), so an
     idle cluster waits the daemon's arrival grace (an ETA's jobs are all there already);
@@ -58,6 +59,7 @@ def sim_config(rules: DaemonRules, *, arrivals: bool = False, **more) -> SimConf
                         "received_whole_round": True,
                         "preemption_overhead_s": rules.startup_charges(),
                         "plan_lead_s": rules.plan_lead_s, "exit_s": rules.exit_s,
+                        "wave_slope": rules.startup_wave_slope, "machines": rules.machines,
                         "arrival_grace_s": rules.arrival_grace_s if arrivals else 0.0, **more})
 
 
@@ -166,10 +168,10 @@ def run_window(state: LiveState, job: LiveJob) -> tuple[float, float]:
     """When the run ``job`` has this round makes steps, on the scheduler's clock (thesis
     §5.6: leases are round-aligned, a kept job's lease is extended): a run kept from an
     earlier round (or not known) from the round's start; a fresh one from its process's
-    first InitJob (or, still starting up, its job type's mean start-up after its round's
-    start, and not before now). A fresh run ends with the round, but gets at least the
-    lease floor after its start-up (``MIN_LEASE_FRACTION`` of a round; a refill gets
-    none)."""
+    first InitJob (or, still starting up, its job type's mean start-up, by its launch
+    wave, after its round's start, and not before now). A fresh run ends with the round,
+    but gets at least the lease floor after its start-up (``MIN_LEASE_FRACTION`` of a
+    round; a refill gets none)."""
     R, ends = state.round_seconds, state.round_ends_s
     begin = ends - R
     began = job.run_began_s
@@ -178,7 +180,8 @@ def run_window(state: LiveState, job: LiveJob) -> tuple[float, float]:
     if job.run_up_s is not None:
         start = job.run_up_s
     else:
-        start = max(state.now_s, began + state.startup_mean(job))
+        start = max(state.now_s, began + state.startup_mean(job)
+                    * (1.0 if job.run_refill else state.wave_factor))
     floor = 0.0 if job.run_refill else MIN_LEASE_FRACTION * R
     return start, max(ends, start + floor)
 

@@ -29,6 +29,7 @@ from .core import SchedulerCore
 from .driver import RoundDriver, config_for
 from .restarts import RESTART_RULES
 from .type_order import fastest_first
+from .waves import MAX_WAVE_SLOPE, wave_factor
 
 __all__ = ["MIN_LEASE_FRACTION", "DaemonRules", "startup_charge"]
 
@@ -55,7 +56,10 @@ class DaemonRules:
       step, starts up that much later (``SimConfig.exit_s``);
     - ``arrival_grace_s``: an idle daemon plans this long after the arrival that woke it
       (``RoundDriver.first_plan_at``);
-    - ``restart_rule``: ``CoreConfig.restart_rule`` (``core/restarts.py``).
+    - ``restart_rule``: ``CoreConfig.restart_rule`` (``core/restarts.py``);
+    - ``startup_wave_slope``, ``machines``: a launch's start-up grows with the processes
+      its round starts at once on its machine (``core/waves.py``), by this slope, over
+      this many machines; with a slope, ``startup_s`` is each type's start-up alone.
     """
 
     round_seconds: float
@@ -68,10 +72,17 @@ class DaemonRules:
     arrival_grace_s: float = ARRIVAL_GRACE_S
     restart_rule: str = "tenure"
     exit_s: Mapping[str, float] = field(default_factory=dict)
+    startup_wave_slope: float = 0.0
+    machines: int = 1
 
     def __post_init__(self) -> None:
         if not 0.0 < self.round_seconds < math.inf:
             raise ValueError(f"round_seconds must be > 0, got {self.round_seconds}")
+        if not 0.0 <= self.startup_wave_slope <= MAX_WAVE_SLOPE:
+            raise ValueError(f"start-up wave slope must be in [0, {MAX_WAVE_SLOPE:g}], got "
+                             f"{self.startup_wave_slope}")
+        if self.machines < 1:
+            raise ValueError(f"machines must be >= 1, got {self.machines}")
         if not 0.0 <= self.plan_lead_s < self.round_seconds:
             raise ValueError(f"plan lead must be in [0, round_seconds), got {self.plan_lead_s}")
         for name in ("startup_s", "exit_s"):
@@ -80,20 +91,24 @@ class DaemonRules:
 
     @classmethod
     def of_status(cls, reply, startup_s: Mapping[str, float] | None = None,
-                  exit_s: Mapping[str, float] | None = None) -> DaemonRules:
+                  exit_s: Mapping[str, float] | None = None, machines: int = 1) -> DaemonRules:
         """The rules a daemon's ``StatusResponse`` publishes (``published``), checked at
-        the door: a refill fraction outside [0, 1] or a plan lead outside [0, round) is
-        read as none (an older daemon sends neither). ``startup_s`` and ``exit_s`` per job
-        type (the Status carries each job's type means)."""
+        the door: a refill fraction outside [0, 1], a plan lead outside [0, round) or a
+        wave slope outside [0, ``MAX_WAVE_SLOPE``] is read as none (an older daemon sends
+        none). ``startup_s`` and ``exit_s`` per job type (the Status carries each job's
+        type means), the ``machines`` its alive workers are on."""
         refill = reply.refill_until if 0.0 <= reply.refill_until <= 1.0 else 0.0
         lead = reply.plan_lead_s if 0.0 <= reply.plan_lead_s < reply.round_seconds else 0.0
         interval = reply.min_resolve_interval_s
+        slope = reply.startup_wave_slope
         return cls(reply.round_seconds, reply.resolve or "responsive",
                    interval if interval > 0 else None, refill > 0,
                    refill if refill > 0 else CoreConfig.refill_until, lead,
                    dict(startup_s or {}),
                    restart_rule=reply.restart_rule if reply.restart_rule in RESTART_RULES
-                   else "tenure", exit_s=dict(exit_s or {}))
+                   else "tenure", exit_s=dict(exit_s or {}),
+                   startup_wave_slope=slope if 0.0 <= slope <= MAX_WAVE_SLOPE else 0.0,
+                   machines=max(1, machines))
 
     def published(self) -> dict:
         """The ``Status`` fields that carry the rules (``of_status`` reads them back);
@@ -125,6 +140,11 @@ class DaemonRules:
     def startup_charge(self, startup_s: float) -> float:
         """``startup_charge`` in rounds of this length."""
         return startup_charge(startup_s, self.round_seconds)
+
+    def wave_factor(self, processes: float) -> float:
+        """What a start-up alone is multiplied by when a round starts ``processes`` at once
+        over the cluster's machines (``core/waves.py``; evenly spread)."""
+        return wave_factor(self.startup_wave_slope, processes / self.machines)
 
     def startup_charges(self) -> dict[str, float]:
         """The start-up a fresh run of each job type is charged (capped: the lease floor)."""

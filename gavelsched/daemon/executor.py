@@ -258,7 +258,7 @@ class DaemonExecutor:
     def _replay_inputs(self) -> dict:
         """What a client needs to replay the live state in the simulator (ETA, issue #18):
         each unfinished job's steps/s per worker type (measured, and as the core plans
-        it), start-up and restart means, the
+        it), start-up (alone, and the launch waves' slope) and restart means, the
         daemon's rules (``DaemonRules.published``: re-solve rule, refills, plan lead) and
         the options its policy was made with."""
         types = sorted({s.row.worker_type for s in self.health.servers.values()})
@@ -272,6 +272,8 @@ class DaemonExecutor:
                 "startup_s": {t: self.startups.expected_startup(t) for t in kinds},
                 "restart_s": {t: self.startups.restart_s(t) for t in kinds},
                 "exit_s": {t: self.startups.expected_exit(t) for t in kinds},
+                "startup_alone_s": {t: self.startups.expected_alone(t) for t in kinds},
+                "startup_wave_slope": self.startups.wave_slope(),
                 "policy_options": self.core.policy.made_with, **self.config.rules.published()}
 
     # ---- time-driven ------------------------------------------------------------------

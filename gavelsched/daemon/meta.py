@@ -95,6 +95,18 @@ def _attempts(value: str, key: str) -> None:
         checks.text(a["reason"], key, one_line=False)
 
 
+def _wave(value: str, key: str) -> None:
+    """``startups``' start-up with its launch wave: a JSON list [job type, wave, seconds,
+    sequence number] (``core/waves.py``)."""
+    got = _json(value, key)
+    if not isinstance(got, list) or len(got) != 4:
+        raise BadValue(key, "must be a JSON list [job type, wave, seconds, number]", got)
+    checks.text(got[0], key)
+    checks.integer(got[1], key, low=1)
+    checks.number(got[2], key, low=0.0)
+    checks.integer(got[3], key, low=0)
+
+
 def _profile(value: str, key: str) -> None:
     """``priors``' learned profile of a worker type (``traces.profiles``)."""
     try:
@@ -114,6 +126,7 @@ SAVE_N = MetaKey("save_n/", "startups", _count)              # per job type: run
 RESTART_S = MetaKey("restart_s/", "startups", _seconds)      # per job type: the cost weighed
 EXIT_S = MetaKey("exit_s/", "startups", _seconds)            # per job type: last step to exit
 EXIT_N = MetaKey("exit_n/", "startups", _count)              # per job type: runs averaged
+STARTUP_WAVE = MetaKey("startup_wave/", "startups", _wave)   # per slot: a start-up, its wave
 ATTEMPTS = MetaKey("attempts/", "retries", _attempts, per_job=True)
 NEXT_GENERATION = MetaKey("next_generation", "fences", _count)
 GENERATION = MetaKey("generation/", "fences", _count, per_job=True)
@@ -122,7 +135,7 @@ DRAINED = MetaKey("drained/", "servers", _count)             # per server: who d
 PROFILE = MetaKey("profile/", "priors", _profile)            # per worker type
 
 KEYS: tuple[MetaKey, ...] = (ROUND, EPOCH_UNIX, NEXT_JOB_ID, STARTUP_S, STARTUP_N, SAVE_S,
-                             SAVE_N, RESTART_S, EXIT_S, EXIT_N, ATTEMPTS,
+                             SAVE_N, RESTART_S, EXIT_S, EXIT_N, STARTUP_WAVE, ATTEMPTS,
                              NEXT_GENERATION, GENERATION, CHECKPOINT_GENERATION, DRAINED,
                              PROFILE)
 PER_JOB: tuple[MetaKey, ...] = tuple(k for k in KEYS if k.per_job)

@@ -25,12 +25,14 @@ the executor's inbox and its way to fail a job) are handed in.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 
 from ..core import MicroTask, Round, SchedulerCore
 from ..core.batch import worth_launching
+from ..core.waves import machine_of
 from ..jobenv import EXIT_NO_SCHEDULER
 from ..rpc import pb
 from .config import DaemonConfig
@@ -84,6 +86,9 @@ class Run:
     committed_at: float = 0.0            # ... of its last one with new steps (0: none)
     done_at: float = 0.0                 # monotonic time its job's last step was durable
     allowed_s: float | None = None       # its job's time limit left at its launch (``meter``)
+    # (round, machine) of each of its processes launched at its round's start: its launch
+    # wave is the most processes started at once on one of its machines (``core/waves.py``)
+    wave_keys: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -170,6 +175,7 @@ class RunTable:
         self.held: dict[str, float] = {}     # task key -> seconds it held its workers
         self._fresh: dict[str, list[str]] = {}   # task key -> jobs it launched this round
         self._freed: dict[int, float] = {}   # worker id -> when its last run there ended
+        self._waves: Counter[tuple[int, str]] = Counter()   # (round, machine) -> launches
         self._waiting: list[tuple[str, Future]] = []   # RenewLeases waiting for the plan
 
     def get(self, job_id: str) -> Run | None:
@@ -209,6 +215,7 @@ class RunTable:
         for the rest of round ``index``."""
         if not refill:
             self._deferred.clear()
+            self._waves = Counter({k: n for k, n in self._waves.items() if k[0] >= index})
         for task in tasks:
             if not all(j in self._runs and self._runs[j].round == index
                        and self._runs[j].workers == task.workers for j in task.job_ids):
@@ -330,18 +337,22 @@ class RunTable:
         lease = limit_lease(new_lease(index, job.steps_done, task.steps[m],
                                       job.spec.total_steps, left), allowed)
         generation = self.fences.issue(job_id)
-        requests = run_requests(task, m, job, lease, view, self.health.addresses(),
+        addresses = self.health.addresses()
+        requests = run_requests(task, m, job, lease, view, addresses,
                                 round_index=index, scheduler_address=self.scheduler_address,
                                 checkpoint_dir=str(self.config.checkpoints / job_id),
                                 generation=generation, job_env=self._job_env(job))
         # A refill's round starts at its launch (its start-up is measured from when its
         # GPUs are free: ``started_up``); its received time is the rest of the round.
-        self._runs[job_id] = Run(job_id, task.worker_type, requests, set(requests), lease,
-                                 index, mono, ends, float(task.throughputs[m]),
-                                 job.steps_done, (job.steps_done, 0.0), workers=task.workers,
-                                 round_start=mono if refill else ends - R,
-                                 generation=generation, task_key=task.key, refill=refill,
-                                 allowed_s=allowed)
+        run = Run(job_id, task.worker_type, requests, set(requests), lease, index, mono, ends,
+                  float(task.throughputs[m]), job.steps_done, (job.steps_done, 0.0),
+                  workers=task.workers, round_start=mono if refill else ends - R,
+                  generation=generation, task_key=task.key, refill=refill, allowed_s=allowed)
+        self._runs[job_id] = run
+        if not refill:      # (a refill starts alone: its GPUs freed as a job ended)
+            run.wave_keys = tuple((index, machine_of(addresses[view.server_of[w]]))
+                                  for w in task.workers)
+            self._waves.update(run.wave_keys)
         self.held[task.key] = left if refill else R
         self._fresh.setdefault(task.key, []).append(job_id)
         self.hosts.add(job_id, requests)
@@ -430,9 +441,11 @@ class RunTable:
             # forecast adds to a refill's start-up only
             since = run.started if run.refill else run.round_start
             took = max(0.0, mono - since)
-            self.startups.record(job.spec.job_type, took)
-            log.info("job %s: its run in round %d started up in %.3fs (from %s)", job.id,
-                     run.round, took, "its GPUs' release" if run.refill else "its round's start")
+            wave = max((self._waves[k] for k in run.wave_keys), default=1)
+            self.startups.record(job.spec.job_type, took, wave)
+            log.info("job %s: its run in round %d started up in %.3fs (from %s, %d "
+                     "launched at once on its machine)", job.id, run.round, took,
+                     "its GPUs' release" if run.refill else "its round's start", wave)
         # At least MIN_LEASE_FRACTION of a round after start-up, even past the round's end:
         # a start-up longer than the rest of its round must not leave the job without any
         # progress (then its GPUs' next run starts that much later). A refill ends with

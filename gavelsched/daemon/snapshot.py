@@ -59,7 +59,8 @@ class Snapshot:
             min_resolve_interval_s=r.min_resolve_interval_s, round_ends_s=r.round_ends_s,
             refill_until=r.refill_until, plan_lead_s=r.plan_lead_s, entities=r.entities,
             restart_rule=r.restart_rule, policy_options=r.policy_options, caller=caller,
-            jobs=jobs, eta_computed_s=r.eta_computed_s, eta_error=r.eta_error)
+            jobs=jobs, eta_computed_s=r.eta_computed_s, eta_error=r.eta_error,
+            startup_wave_slope=r.startup_wave_slope)
 
     def log_sources(self, job_id: str) -> LogSources | None:
         """The servers that ran the job, and whether it has ended (final, its processes
@@ -95,7 +96,8 @@ def build_snapshot(view: DaemonView) -> Snapshot:
             priority_weight=spec.priority_weight,
             startup_s=view.startup_s.get(spec.job_type, 0.0),
             restart_s=view.restart_s.get(spec.job_type, 0.0),
-            exit_s=view.exit_s.get(spec.job_type, 0.0), user=job.user,
+            exit_s=view.exit_s.get(spec.job_type, 0.0),
+            startup_alone_s=view.startup_alone_s.get(spec.job_type, 0.0), user=job.user,
             array_id=job.array_id, array_index=job.array_index,
             max_runtime_s=job.max_runtime_s or 0.0, after=job.after,
             run_s=view.run_s.get(job.id, 0.0),
@@ -120,6 +122,7 @@ def build_snapshot(view: DaemonView) -> Snapshot:
                                  refill_until=view.refill_until,
                                  plan_lead_s=view.plan_lead_s,
                                  restart_rule=view.restart_rule,
+                                 startup_wave_slope=view.startup_wave_slope,
                                  policy_options=json.dumps(dict(view.policy_options),
                                                            sort_keys=True),
                                  entities=_entities(view),

@@ -16,6 +16,11 @@ weighs (``restart_s/``), which follows their sum only when it moves by more than
 ``RESTART_BAND``, as a job's planned throughputs follow its measurements
 (``core/online.py``).
 
+Each start-up is also kept with its launch wave (how many processes its round started at
+once on its machine), the last ``WAVE_WINDOW`` of them (``startup_wave/<slot>``, a ring): a forecast
+charges a launch its type's start-up alone times its wave's factor, fitted on them
+(``core/waves.py``).
+
 A job type none of whose runs has started up yet is expected to cost what the types
 measured cost on average (their mean start-up, their mean restart cost), not nothing: its
 first runs are then launched, held and forecast as the later ones will be (issue #29: a
@@ -25,7 +30,11 @@ and the daemon held it once its start-up was measured, a few seconds later).
 
 from __future__ import annotations
 
-from .meta import EXIT_N, EXIT_S, RESTART_S, SAVE_N, SAVE_S, STARTUP_N, STARTUP_S, MetaKey
+import json
+
+from ..core.waves import fit_waves
+from .meta import (EXIT_N, EXIT_S, RESTART_S, SAVE_N, SAVE_S, STARTUP_N, STARTUP_S,
+                   STARTUP_WAVE, MetaKey)
 from .store import Store
 
 # Once a type has this many samples, a new one counts at most this many times their mean:
@@ -47,6 +56,9 @@ RESTART_BAND = 0.5
 # Measured here: torch jobs 0.64-0.90 s to exit after 2.1-2.8 s to start (0.29-0.32),
 # the emulated ``steps`` job 0.06-0.13 s after 0.14 s.
 EXIT_PRIOR_SHARE = 0.3
+# The start-ups kept with their launch waves (the most recent; what the wave model is
+# fitted on, so that it follows the machines as they are now).
+WAVE_WINDOW = 256
 
 
 class Startups:
@@ -59,6 +71,8 @@ class Startups:
         self.first_measured = 0
         self._weighed: dict[str, float] = {}      # job type -> the restart cost weighed
         self._measured: set[str] | None = None    # job types with a start-up recorded
+        self._waves: list[list] | None = None     # [job type, wave, seconds, number], by number
+        self._fit: tuple[float, dict[str, float]] | None = None   # ``fit_waves`` of them
 
     def _get(self, mean_key: MetaKey, count_key: MetaKey, job_type: str) -> tuple[float, int]:
         got = self._means.get((mean_key.name, job_type))
@@ -69,13 +83,14 @@ class Startups:
         return got
 
     def _add(self, mean_key: MetaKey, count_key: MetaKey, job_type: str,
-             seconds: float) -> tuple[float, int]:
+             seconds: float) -> tuple[float, int, float]:
+        """(the new mean, its samples, the sample as counted: an outlier clipped)."""
         mean, n = self._get(mean_key, count_key, job_type)
         if n >= OUTLIER_AFTER and mean > 0:      # (a sample of a loaded moment)
             seconds = min(seconds, OUTLIER_RATIO * mean)
         mean = (n * mean + seconds) / (n + 1)
         self._means[mean_key.name, job_type] = (mean, n + 1)
-        return mean, n + 1
+        return mean, n + 1, seconds
 
     def _measured_types(self) -> set[str]:
         """The job types with a start-up recorded, in this process or before it (read from
@@ -117,22 +132,56 @@ class Startups:
         first."""
         return self._get(STARTUP_S, STARTUP_N, job_type)
 
-    def record(self, job_type: str, seconds: float) -> None:
-        """A fresh run of ``job_type`` started up in ``seconds``."""
-        mean, n = self._add(STARTUP_S, STARTUP_N, job_type, seconds)
+    def record(self, job_type: str, seconds: float, wave: int = 1) -> None:
+        """A fresh run of ``job_type`` started up in ``seconds``, one of ``wave`` processes
+        its round started at once on its machine (a refill: 1)."""
+        mean, n, seconds = self._add(STARTUP_S, STARTUP_N, job_type, seconds)
         self.first_measured += n == 1
         self._measured_types().add(job_type)
+        waves = self._wave_samples()
+        number = waves[-1][3] + 1 if waves else 0
+        sample = [job_type, max(1, int(wave)), round(seconds, 4), number]
+        self._waves, self._fit = [*waves, sample][-WAVE_WINDOW:], None
         self._store.set_meta({STARTUP_S.key(job_type): f"{mean:.3f}",
-                              STARTUP_N.key(job_type): n})
+                              STARTUP_N.key(job_type): n,
+                              STARTUP_WAVE.key(number % WAVE_WINDOW): json.dumps(sample)})
+
+    def _wave_samples(self) -> list[list]:
+        """The start-ups kept with their waves, oldest first (read from the store once)."""
+        if self._waves is None:
+            stored = self._store.meta_family(STARTUP_WAVE.name).values()
+            self._waves = sorted((json.loads(v) for v in stored), key=lambda w: w[3])
+        return self._waves
+
+    def wave_slope(self) -> float:
+        """How much a start-up grows with each process started beside it on its machine,
+        as a share of its start-up alone (``core/waves.py``; 0 until measured)."""
+        return self._waves_fit()[0]
+
+    def expected_alone(self, job_type: str) -> float:
+        """The start-up a fresh run of ``job_type`` is expected to take alone on its
+        machine (``core/waves.py``); before its first, the mean over the types measured
+        (0 before any)."""
+        alone = self._waves_fit()[1]
+        if job_type in alone:
+            return alone[job_type]
+        if not alone:
+            return self.expected_startup(job_type)
+        return sum(alone.values()) / len(alone)
+
+    def _waves_fit(self) -> tuple[float, dict[str, float]]:
+        if self._fit is None:
+            self._fit = fit_waves([tuple(w[:3]) for w in self._wave_samples()])
+        return self._fit
 
     def record_save(self, job_type: str, seconds: float) -> None:
         """A run of ``job_type`` saved and exited ``seconds`` after its lease ended."""
-        mean, n = self._add(SAVE_S, SAVE_N, job_type, seconds)
+        mean, n, _ = self._add(SAVE_S, SAVE_N, job_type, seconds)
         self._store.set_meta({SAVE_S.key(job_type): f"{mean:.3f}", SAVE_N.key(job_type): n})
 
     def record_exit(self, job_type: str, seconds: float) -> None:
         """A finished run of ``job_type`` exited ``seconds`` after its last step."""
-        mean, n = self._add(EXIT_S, EXIT_N, job_type, seconds)
+        mean, n, _ = self._add(EXIT_S, EXIT_N, job_type, seconds)
         self._store.set_meta({EXIT_S.key(job_type): f"{mean:.3f}", EXIT_N.key(job_type): n})
 
     def restart_s(self, job_type: str) -> float:

@@ -79,6 +79,8 @@ class DaemonView:
     startup_s: Mapping[str, float] = field(default_factory=dict)
     restart_s: Mapping[str, float] = field(default_factory=dict)   # start-up + save
     exit_s: Mapping[str, float] = field(default_factory=dict)      # last step to exit
+    startup_alone_s: Mapping[str, float] = field(default_factory=dict)  # (``core/waves.py``)
+    startup_wave_slope: float = 0.0
     resolve: str = ""
     min_resolve_interval_s: float = 0.0
     round_ends_s: float = 0.0       # when the round running now ends (0: idle)
@@ -103,7 +105,9 @@ class DaemonView:
            plan_rates: Mapping[str, Mapping[str, float]] | None = None,
            startup_s: Mapping[str, float] | None = None,
            restart_s: Mapping[str, float] | None = None,
-           exit_s: Mapping[str, float] | None = None, resolve: str = "",
+           exit_s: Mapping[str, float] | None = None,
+           startup_alone_s: Mapping[str, float] | None = None,
+           startup_wave_slope: float = 0.0, resolve: str = "",
            min_resolve_interval_s: float = 0.0, round_ends_s: float = 0.0,
            refill_until: float = 0.0, plan_lead_s: float = 0.0,
            drained: frozenset[int] = frozenset(), run_s: Mapping[str, float] | None = None,
@@ -131,8 +135,9 @@ class DaemonView:
                          for s in servers), shares, table,
                    dict(hosts or {}), epoch_unix, dict(rates or {}), dict(plan_rates or {}),
                    dict(startup_s or {}),
-                   dict(restart_s or {}), dict(exit_s or {}),
-                   resolve, min_resolve_interval_s, round_ends_s, refill_until, plan_lead_s,
+                   dict(restart_s or {}), dict(exit_s or {}), dict(startup_alone_s or {}),
+                   startup_wave_slope, resolve, min_resolve_interval_s, round_ends_s,
+                   refill_until, plan_lead_s,
                    dict(run_s or {}), dict(waiting or {}), tuple(entities), forecast,
                    dict(deferred or {}), restart_rule, dict(policy_options or {}))
 

@@ -440,7 +440,7 @@ class StatusRequest(_message.Message):
     def __init__(self, states: _Optional[_Iterable[str]] = ..., job_type: _Optional[str] = ..., entity: _Optional[str] = ..., active: _Optional[bool] = ..., mine: _Optional[bool] = ..., user: _Optional[str] = ..., period: _Optional[bool] = ...) -> None: ...
 
 class JobStatus(_message.Message):
-    __slots__ = ("id", "state", "steps_done", "total_steps", "job_type", "scale_factor", "worker_type", "reason", "allocation", "received", "arrival_s", "completion_s", "mixed", "min_scale_factor", "gpus", "entity", "started_s", "ended_s", "steps_per_s", "priority_weight", "startup_s", "user", "array_id", "array_index", "max_runtime_s", "after", "run_s", "eta_start_s", "eta_finish_s", "run_began_s", "run_up_s", "run_refill", "run_ending", "run_lease_steps", "period_x", "period_received_s", "period_deficit_s", "run_next_type", "restart_s", "run_reported_s", "plan_steps_per_s", "exit_s")
+    __slots__ = ("id", "state", "steps_done", "total_steps", "job_type", "scale_factor", "worker_type", "reason", "allocation", "received", "arrival_s", "completion_s", "mixed", "min_scale_factor", "gpus", "entity", "started_s", "ended_s", "steps_per_s", "priority_weight", "startup_s", "user", "array_id", "array_index", "max_runtime_s", "after", "run_s", "eta_start_s", "eta_finish_s", "run_began_s", "run_up_s", "run_refill", "run_ending", "run_lease_steps", "period_x", "period_received_s", "period_deficit_s", "run_next_type", "restart_s", "run_reported_s", "plan_steps_per_s", "exit_s", "startup_alone_s")
     class AllocationEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -532,6 +532,7 @@ class JobStatus(_message.Message):
     RUN_REPORTED_S_FIELD_NUMBER: _ClassVar[int]
     PLAN_STEPS_PER_S_FIELD_NUMBER: _ClassVar[int]
     EXIT_S_FIELD_NUMBER: _ClassVar[int]
+    STARTUP_ALONE_S_FIELD_NUMBER: _ClassVar[int]
     id: str
     state: str
     steps_done: int
@@ -574,7 +575,8 @@ class JobStatus(_message.Message):
     run_reported_s: float
     plan_steps_per_s: _containers.ScalarMap[str, float]
     exit_s: float
-    def __init__(self, id: _Optional[str] = ..., state: _Optional[str] = ..., steps_done: _Optional[int] = ..., total_steps: _Optional[int] = ..., job_type: _Optional[str] = ..., scale_factor: _Optional[int] = ..., worker_type: _Optional[str] = ..., reason: _Optional[str] = ..., allocation: _Optional[_Mapping[str, float]] = ..., received: _Optional[_Mapping[str, float]] = ..., arrival_s: _Optional[float] = ..., completion_s: _Optional[float] = ..., mixed: _Optional[bool] = ..., min_scale_factor: _Optional[int] = ..., gpus: _Optional[int] = ..., entity: _Optional[str] = ..., started_s: _Optional[float] = ..., ended_s: _Optional[float] = ..., steps_per_s: _Optional[_Mapping[str, float]] = ..., priority_weight: _Optional[float] = ..., startup_s: _Optional[float] = ..., user: _Optional[str] = ..., array_id: _Optional[str] = ..., array_index: _Optional[int] = ..., max_runtime_s: _Optional[float] = ..., after: _Optional[_Iterable[str]] = ..., run_s: _Optional[float] = ..., eta_start_s: _Optional[float] = ..., eta_finish_s: _Optional[float] = ..., run_began_s: _Optional[float] = ..., run_up_s: _Optional[float] = ..., run_refill: _Optional[bool] = ..., run_ending: _Optional[bool] = ..., run_lease_steps: _Optional[int] = ..., period_x: _Optional[_Mapping[str, float]] = ..., period_received_s: _Optional[_Mapping[str, float]] = ..., period_deficit_s: _Optional[_Mapping[str, float]] = ..., run_next_type: _Optional[str] = ..., restart_s: _Optional[float] = ..., run_reported_s: _Optional[float] = ..., plan_steps_per_s: _Optional[_Mapping[str, float]] = ..., exit_s: _Optional[float] = ...) -> None: ...
+    startup_alone_s: float
+    def __init__(self, id: _Optional[str] = ..., state: _Optional[str] = ..., steps_done: _Optional[int] = ..., total_steps: _Optional[int] = ..., job_type: _Optional[str] = ..., scale_factor: _Optional[int] = ..., worker_type: _Optional[str] = ..., reason: _Optional[str] = ..., allocation: _Optional[_Mapping[str, float]] = ..., received: _Optional[_Mapping[str, float]] = ..., arrival_s: _Optional[float] = ..., completion_s: _Optional[float] = ..., mixed: _Optional[bool] = ..., min_scale_factor: _Optional[int] = ..., gpus: _Optional[int] = ..., entity: _Optional[str] = ..., started_s: _Optional[float] = ..., ended_s: _Optional[float] = ..., steps_per_s: _Optional[_Mapping[str, float]] = ..., priority_weight: _Optional[float] = ..., startup_s: _Optional[float] = ..., user: _Optional[str] = ..., array_id: _Optional[str] = ..., array_index: _Optional[int] = ..., max_runtime_s: _Optional[float] = ..., after: _Optional[_Iterable[str]] = ..., run_s: _Optional[float] = ..., eta_start_s: _Optional[float] = ..., eta_finish_s: _Optional[float] = ..., run_began_s: _Optional[float] = ..., run_up_s: _Optional[float] = ..., run_refill: _Optional[bool] = ..., run_ending: _Optional[bool] = ..., run_lease_steps: _Optional[int] = ..., period_x: _Optional[_Mapping[str, float]] = ..., period_received_s: _Optional[_Mapping[str, float]] = ..., period_deficit_s: _Optional[_Mapping[str, float]] = ..., run_next_type: _Optional[str] = ..., restart_s: _Optional[float] = ..., run_reported_s: _Optional[float] = ..., plan_steps_per_s: _Optional[_Mapping[str, float]] = ..., exit_s: _Optional[float] = ..., startup_alone_s: _Optional[float] = ...) -> None: ...
 
 class EntityStatus(_message.Message):
     __slots__ = ("name", "weight", "policy", "max_gpus", "gpus", "jobs")
@@ -611,7 +613,7 @@ class WorkerStatus(_message.Message):
     def __init__(self, id: _Optional[str] = ..., type: _Optional[str] = ..., gpus: _Optional[int] = ..., alive: _Optional[bool] = ..., address: _Optional[str] = ..., drained: _Optional[bool] = ..., runs: _Optional[int] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("round", "jobs", "workers", "policy", "round_seconds", "now_s", "epoch_unix", "resolve", "min_resolve_interval_s", "round_ends_s", "refill_until", "plan_lead_s", "entities", "caller", "eta_computed_s", "eta_error", "period_start_s", "period_stale", "restart_rule", "policy_options")
+    __slots__ = ("round", "jobs", "workers", "policy", "round_seconds", "now_s", "epoch_unix", "resolve", "min_resolve_interval_s", "round_ends_s", "refill_until", "plan_lead_s", "entities", "caller", "eta_computed_s", "eta_error", "period_start_s", "period_stale", "restart_rule", "policy_options", "startup_wave_slope")
     ROUND_FIELD_NUMBER: _ClassVar[int]
     JOBS_FIELD_NUMBER: _ClassVar[int]
     WORKERS_FIELD_NUMBER: _ClassVar[int]
@@ -632,6 +634,7 @@ class StatusResponse(_message.Message):
     PERIOD_STALE_FIELD_NUMBER: _ClassVar[int]
     RESTART_RULE_FIELD_NUMBER: _ClassVar[int]
     POLICY_OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    STARTUP_WAVE_SLOPE_FIELD_NUMBER: _ClassVar[int]
     round: int
     jobs: _containers.RepeatedCompositeFieldContainer[JobStatus]
     workers: _containers.RepeatedCompositeFieldContainer[WorkerStatus]
@@ -652,7 +655,8 @@ class StatusResponse(_message.Message):
     period_stale: bool
     restart_rule: str
     policy_options: str
-    def __init__(self, round: _Optional[int] = ..., jobs: _Optional[_Iterable[_Union[JobStatus, _Mapping]]] = ..., workers: _Optional[_Iterable[_Union[WorkerStatus, _Mapping]]] = ..., policy: _Optional[str] = ..., round_seconds: _Optional[float] = ..., now_s: _Optional[float] = ..., epoch_unix: _Optional[float] = ..., resolve: _Optional[str] = ..., min_resolve_interval_s: _Optional[float] = ..., round_ends_s: _Optional[float] = ..., refill_until: _Optional[float] = ..., plan_lead_s: _Optional[float] = ..., entities: _Optional[_Iterable[_Union[EntityStatus, _Mapping]]] = ..., caller: _Optional[str] = ..., eta_computed_s: _Optional[float] = ..., eta_error: _Optional[str] = ..., period_start_s: _Optional[float] = ..., period_stale: _Optional[bool] = ..., restart_rule: _Optional[str] = ..., policy_options: _Optional[str] = ...) -> None: ...
+    startup_wave_slope: float
+    def __init__(self, round: _Optional[int] = ..., jobs: _Optional[_Iterable[_Union[JobStatus, _Mapping]]] = ..., workers: _Optional[_Iterable[_Union[WorkerStatus, _Mapping]]] = ..., policy: _Optional[str] = ..., round_seconds: _Optional[float] = ..., now_s: _Optional[float] = ..., epoch_unix: _Optional[float] = ..., resolve: _Optional[str] = ..., min_resolve_interval_s: _Optional[float] = ..., round_ends_s: _Optional[float] = ..., refill_until: _Optional[float] = ..., plan_lead_s: _Optional[float] = ..., entities: _Optional[_Iterable[_Union[EntityStatus, _Mapping]]] = ..., caller: _Optional[str] = ..., eta_computed_s: _Optional[float] = ..., eta_error: _Optional[str] = ..., period_start_s: _Optional[float] = ..., period_stale: _Optional[bool] = ..., restart_rule: _Optional[str] = ..., policy_options: _Optional[str] = ..., startup_wave_slope: _Optional[float] = ...) -> None: ...
 
 class DrainRequest(_message.Message):
     __slots__ = ("server_id", "undo")

@@ -101,6 +101,54 @@ def test_state_of_a_status_reply():
         assert eta.state_of(reply).rules.published()["refill_until"] == taken
 
 
+def test_a_status_with_a_wave_slope_is_replayed_on_each_type_s_start_up_alone():
+    """(``gavelsched/core/waves.py``, issue #29) the slope and the machines the alive
+    workers are on reach the simulator; each type is charged its start-up alone. A slope
+    out of range is read as none, and then each type's mean start-up is charged."""
+    reply = pb.StatusResponse(
+        now_s=50.0, epoch_unix=1.0, policy="fifo", round_seconds=6.0, resolve="responsive",
+        startup_wave_slope=0.3,
+        workers=[pb.WorkerStatus(id="1", type="v100", gpus=2, alive=True,
+                                 address="10.0.0.1:5"),
+                 pb.WorkerStatus(id="2", type="v100", gpus=2, alive=True,
+                                 address="10.0.0.1:6"),
+                 pb.WorkerStatus(id="3", type="k80", gpus=1, alive=True,
+                                 address="10.0.0.2:5"),
+                 pb.WorkerStatus(id="4", type="k80", gpus=1, alive=False,
+                                 address="10.0.0.3:5")],
+        jobs=[pb.JobStatus(id="j1", state="queued", total_steps=100, job_type="ResNet-18",
+                           scale_factor=1, steps_per_s={"v100": 4.0}, startup_s=1.5,
+                           startup_alone_s=1.2)])
+    rules = eta.state_of(reply).rules
+    assert (rules.startup_wave_slope, rules.machines) == (0.3, 2)
+    assert rules.startup_s == {"ResNet-18": 1.2}
+    assert (sim_config(rules).wave_slope, sim_config(rules).machines) == (0.3, 2)
+    assert rules.wave_factor(6) == pytest.approx(1.0 + 0.3 * 2)   # 3 a machine
+    for bad in (float("nan"), -0.1, 1.5):
+        reply.startup_wave_slope = bad
+        rules = eta.state_of(reply).rules
+        assert rules.startup_wave_slope == 0.0 and rules.startup_s == {"ResNet-18": 1.5}
+
+
+def test_runs_still_starting_up_step_after_their_start_up_alone_times_their_wave():
+    # three runs launched at this round's start (t = 94) on one machine, none up yet at
+    # t = 100: each up at 94 + 4 x (1 + 0.5 x 2) = 102, then the lease floor past the
+    # round's end: 10 steps at 2/s by t = 107. A refill placed at t = 96 starts alone.
+    def starting(job_id, refill=False):
+        return dataclasses.replace(job(job_id, 10, 2.0, startup=4.0), running_on="v100",
+                                   run_began_s=96.0 if refill else 94.0, run_refill=refill)
+    three = dataclasses.replace(placed([starting(k) for k in "abc"]),
+                                workers={"v100": 4}, gpus_per_server={"v100": 4})
+    three = dataclasses.replace(three, rules=dataclasses.replace(three.rules,
+                                                                 startup_wave_slope=0.5))
+    assert three.wave_factor == pytest.approx(2.0)
+    etas = eta.replay(three)
+    assert [etas[k].finish_s for k in "abc"] == [pytest.approx(7.0)] * 3
+    refill = dataclasses.replace(three, jobs=(*three.jobs, starting("d", refill=True)))
+    assert refill.wave_factor == pytest.approx(2.0)           # (the refill is not of it)
+    assert eta.replay(refill)["d"].finish_s == pytest.approx(96.0 + 4.0 + 5.0 - 100.0)
+
+
 def test_predict_reports_the_new_job_and_the_delay_it_causes():
     s = state([job("a", 1000, 2.0)])
     new = eta.hypothetical(pb.JobRequest(job_type="ResNet-18 (batch size 16)",

@@ -97,7 +97,8 @@ def test_the_store_refuses_an_undeclared_key(tmp_path):
 @pytest.mark.parametrize("declaration,good,bad", [
     (meta.ROUND, "3", "-1"), (meta.EPOCH_UNIX, "1.5e9", "nan"),
     (meta.STARTUP_S, "2.5", "inf"), (meta.ATTEMPTS, "[]", "{}"),
-    (meta.DRAINED, "1", "x"),
+    (meta.DRAINED, "1", "x"), (meta.STARTUP_WAVE, '["A", 2, 0.3, 7]', '["A", 0, 0.3, 7]'),
+    (meta.STARTUP_WAVE, None, '["A", 1, NaN, 7]'), (meta.STARTUP_WAVE, None, '["A", 1, 0.3]'),
     (meta.PROFILE, None, '{"worker_type": 3}')])
 def test_each_check_refuses_a_bad_value_at_load(tmp_path, caplog, declaration, good, bad):
     key = declaration.key("a") if declaration.family else declaration.key()

@@ -3,11 +3,15 @@ a restart of the scheduler and that one sample of a loaded moment does not set f
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from gavelsched.daemon.meta import STARTUP_WAVE
 from gavelsched.daemon.startups import (EXIT_PRIOR_SHARE, OUTLIER_AFTER, OUTLIER_RATIO,
-                                        RESTART_BAND, Startups)
+                                        RESTART_BAND, WAVE_WINDOW, Startups)
 from gavelsched.daemon.store import Store
+from gavelsched.rpc import pb
 
 from .test_round_aligned import R, Scheduler
 
@@ -161,3 +165,61 @@ def test_before_any_exit_is_timed_a_run_is_expected_to_exit_in_a_share_of_its_st
     # a type not timed yet: its start-up times the share measured on the others
     assert stats.expected_exit("steps") == pytest.approx(0.15 * 0.7 / 2.8)
     store.close()
+
+
+def test_a_start_up_is_recorded_with_the_processes_its_round_launched_on_its_machine(
+        tmp_path):
+    """Processes that start at once on one machine share its CPUs and disks (issue #29:
+    0.15 s alone, 0.24 s three at once): each start-up is kept with its launch wave, the
+    launches of its round's start on its machine (another machine's do not count, and a
+    refill starts alone)."""
+    sched = Scheduler(tmp_path, gpus=3)
+    other = sched.x.register(pb.RegisterWorkerRequest(
+        worker_type="v100", gpus=1, address="10.0.0.2:7", hostname="h2",
+        previous_server_id=-1), sched.t).server_id
+    jobs = [sched.submit() for _ in range(4)]
+    sched.at(1.0)                                    # round 0: all four launched
+    on = {job: next(iter(sched.x.runs.get(job).servers)) for job in jobs}
+    assert sorted(on.values()) == [sched.server] * 3 + [other]
+    sched.t = 1.4
+    for job in jobs:
+        sched.x.init_job(pb.InitJobRequest(job_id=job, round=0, rank=0, server_id=on[job],
+                                           generation=sched.gen(job)))
+    stored = [json.loads(v) for v in sched.store.meta_family(STARTUP_WAVE.name).values()]
+    assert sorted(w for _, w, _, _ in stored) == [1, 3, 3, 3]
+    assert [s for _, _, s, _ in stored] == [pytest.approx(0.4)] * 4
+    sched.close()
+
+
+def test_the_wave_slope_and_each_type_s_start_up_alone_survive_a_restart_and_are_published(
+        tmp_path):
+    store = Store(tmp_path)
+    stats = Startups(store)
+    assert stats.wave_slope() == 0.0 and stats.expected_alone("A") == 0.0
+    for wave, seconds in [(1, 0.15), (2, 0.18), (3, 0.24)] * 4:
+        stats.record("A", seconds, wave)
+    slope, alone = stats.wave_slope(), stats.expected_alone("A")
+    assert 0.15 < slope < 0.35 and alone == pytest.approx(0.15, rel=0.1)
+    assert stats.expected_alone("B") == alone         # not measured: the measured types'
+    again = Startups(store)
+    assert (again.wave_slope(), again.expected_alone("A")) == (slope, alone)
+    for _ in range(WAVE_WINDOW):                      # the window: the most recent only
+        again.record("A", 0.2, 1)
+    assert again.wave_slope() == 0.0 and again.expected_alone("A") == pytest.approx(0.2)
+    assert len(store.meta_family(STARTUP_WAVE.name)) == WAVE_WINDOW     # a ring of rows
+    third = Startups(store)
+    assert third.wave_slope() == 0.0 and third.expected_alone("A") == pytest.approx(0.2)
+    store.close()
+
+
+def test_the_status_carries_the_wave_slope_and_each_job_s_start_up_alone(tmp_path):
+    sched = Scheduler(tmp_path)
+    for wave, seconds in [(1, 0.15), (2, 0.18), (3, 0.24)] * 4:
+        sched.x.startups.record("A3C", seconds, wave)
+    sched.submit()
+    sched.x.publish()
+    status = sched.x.snapshot.status()
+    assert status.startup_wave_slope == sched.x.startups.wave_slope() > 0
+    assert [j.startup_alone_s for j in status.jobs] == [
+        pytest.approx(sched.x.startups.expected_alone("A3C"))]
+    sched.close()

@@ -68,6 +68,28 @@ def test_preemption_overhead_is_charged_only_when_the_lease_is_not_extended():
     assert base.jobs[0].completion_s == pytest.approx(1000.0)
 
 
+def test_a_round_s_launches_start_up_slower_the_more_start_at_once_on_a_machine():
+    """``SimConfig.wave_slope`` (``gavelsched/core/waves.py``, issue #29): three jobs
+    launched at once on one machine each pay their start-up times 1 + slope x 2; over
+    three machines, one each, alone; a later round's single launch pays it alone."""
+    jobs = [tj(steps=1000), tj(steps=1000), tj(steps=1000)]
+    over = {"fast": 20.0}
+
+    def finishes(**wave):
+        sim = SimConfig(preemption_overhead_s=over, **wave)
+        return [j.completion_s for j in run(jobs, cluster={"v100": 3}, sim=sim).jobs]
+    assert finishes() == [pytest.approx(100.0 + 20.0)] * 3
+    assert finishes(wave_slope=0.5) == [pytest.approx(100.0 + 20.0 * 2.0)] * 3
+    assert finishes(wave_slope=0.5, machines=3) == [pytest.approx(100.0 + 20.0)] * 3
+    # 4 jobs on 3 GPUs: the one left for round 1 (from 140 s, the round's last finish, as
+    # Gavel's rounds end) starts up alone
+    four = run(jobs + [tj(steps=1000)], cluster={"v100": 3},
+               sim=SimConfig(preemption_overhead_s=over, wave_slope=0.5))
+    assert four.jobs[3].completion_s == pytest.approx(140.0 + 20.0 + 100.0)
+    with pytest.raises(ValueError, match="wave slope"):
+        SimConfig(wave_slope=-0.1)
+
+
 def test_cost_charges_each_gpu_at_its_type_price_for_the_time_it_ran():
     r = run([tj(steps=1000, sf=2)], cluster={"v100": 2}, prices={"v100": 3.6})
     # 1000 steps at 18/s on 2 GPUs: 55.56 s x 2 GPUs x $3.6/h.
