@@ -29,6 +29,7 @@
                                    [--json OUT] [--keep DIR]
     python benchmarks/eta_error.py --report OUT    # the tables of a saved run, again
     python benchmarks/eta_error.py --pooled OUT...  # several runs' finish errors, pooled
+    python benchmarks/eta_error.py --startups DIR/scheduler.log...   # start-ups by wave
 """
 
 from __future__ import annotations
@@ -93,6 +94,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    "saved with --json, one row each and their predictions pooled (one "
                    "run's 26-60 predictions of 5-10 jobs move its share early by tens of "
                    "points); runs nothing")
+    p.add_argument("--startups", metavar="LOG", nargs="+", help="the start-ups that "
+                   "schedulers' logs record (a --keep DIR's scheduler.log), by the processes "
+                   "launched at once on their machine, pooled; runs nothing")
     args = p.parse_args(argv)
     args.dashboard, args.every = False, args.every or 1.3 * args.round_seconds
     return args
@@ -229,6 +233,32 @@ def round_starts(log: Path, epoch_unix: float) -> list[float]:
     got = (line.match(text) for text in log.read_text().splitlines())
     return sorted(datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S,%f").timestamp() - epoch_unix
                   for m in got if m)
+
+
+STARTED_UP = re.compile(r"INFO gavelsched\.daemon\.runs: job \S+: its run in round \d+ started "
+                        r"up in ([\d.]+)s \(from (its GPUs' release|its round's start), "
+                        r"(\d+) launched at once")
+
+
+def startups(logs) -> list[tuple[str, float]]:
+    """Each start-up the schedulers' ``logs`` record: (``refill`` or the processes its round
+    launched at once on its machine, seconds; ``gavelsched/core/waves.py``)."""
+    out = []
+    for log in logs:
+        for m in STARTED_UP.finditer(Path(log).read_text()):
+            out.append(("refill" if "release" in m[2] else m[3], float(m[1])))
+    return out
+
+
+def startup_table(samples) -> list[str]:
+    """Start-ups by launch wave: how many, their mean and median."""
+    out = ["| start-up, launched at once on its machine | start-ups | mean s | median s |",
+           "|---|---|---|---|"]
+    for wave in sorted({w for w, _ in samples}, key=lambda w: (w == "refill", w.zfill(4))):
+        got = [x for w, x in samples if w == wave]
+        name = "a refill (alone, from its GPUs' release)" if wave == "refill" else wave
+        out.append(f"| {name} | {len(got)} | {np.mean(got):.3f} | {np.median(got):.3f} |")
+    return out
 
 
 # ---- what-if replays of the same pictures (after the run, off the clock) ---------------
@@ -465,16 +495,21 @@ def main(argv=None) -> int:
         return report(args.report)
     if args.pooled:
         return pooled(args.pooled)
+    if args.startups:
+        print("\n".join(startup_table(startups(args.startups))))
+        return 0
     with tempfile.TemporaryDirectory(prefix="gavel-eta-") as tmp:
         root = Path(args.keep or tmp).resolve()
         snaps, starts, final = run_cluster(args, root)
         wall, load = time.perf_counter() - wall, [*load, os.getloadavg()[0]]
         whole = whole_run(root, args)
+        waves = startups([root / "scheduler.log"])
     rows = predictions(snaps, starts, final, args.round_seconds)
     add_what_ifs(rows, snaps)
     tables = {"finish": finish_table(rows, whole, final),
               "consecutive": stability_table(rows, final), "what-if": what_if_table(rows),
-              "start, cost": start_and_cost_tables(rows, snaps)}
+              "start, cost": start_and_cost_tables(rows, snaps),
+              "start-ups": startup_table(waves)}
     ages = [s["age_s"] for s in snaps if "age_s" in s] or [np.nan]
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python "
           f"{platform.python_version()}, load average {load[0]:.1f} -> {load[1]:.1f}; "
