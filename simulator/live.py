@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -22,7 +22,7 @@ import numpy as np
 from gavelsched.core import PeriodState
 from gavelsched.core.online import prior_scale
 from gavelsched.core.rules import DaemonRules
-from gavelsched.core.waves import MAX_WAVE_SLOPE, machines
+from gavelsched.core.waves import machines
 from gavelsched.daemon.jobs import FINAL
 
 NEW_ID = "new"
@@ -128,11 +128,11 @@ def state_of(reply) -> LiveState:
                 *_run(j, workers, begin), restart_s=j.restart_s,
                 plan_steps_per_s=_rates(j.plan_steps_per_s))
         for j in live)
-    waves = 0.0 < reply.startup_wave_slope <= MAX_WAVE_SLOPE
     alive = [w.address for w in reply.workers if w.alive and not w.drained and w.gpus > 0]
-    rules = DaemonRules.of_status(reply, _type_means(live, "startup_alone_s" if waves
-                                                     else "startup_s"),
+    rules = DaemonRules.of_status(reply, _type_means(live, "startup_s"),
                                   _type_means(live, "exit_s"), machines(alive))
+    if rules.startup_wave_slope > 0:    # (each type's start-up alone, charged by its wave)
+        rules = replace(rules, startup_s=_type_means(live, "startup_alone_s"))
     return LiveState(reply.now_s, reply.epoch_unix, reply.policy, rules, workers, per, jobs,
                      reply.round_ends_s if reply.round_ends_s > reply.now_s else None,
                      _period(reply.period_start_s, reply.period_stale, live),
