@@ -18,8 +18,9 @@
    (by how much of the job was left; in s and in % of the time it really had left; the
    share of predictions that are early, and of those off by ``EXACT_S`` or more: a
    forecast closer than that is exact, and its sign says nothing), each predicted start
-   of a queued job with its ``started_s``, and each job's consecutive predictions (two forecasts in a row: how much
-   the finish moved, with or without an arrival or an end between them). The same Status
+   of a queued job with its ``started_s``, and each job's consecutive predictions (two
+   forecasts in a row: how much the finish moved, with or without an arrival or an end
+   between them). The same Status
    pictures are replayed client-side with one simplification of ``simulator/twin.py``
    changed at a time (``WHAT_IF``) to see where the error comes from, and the whole run
    from its start with every arrival known (the simulator's own per-job fidelity; the

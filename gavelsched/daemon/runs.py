@@ -41,7 +41,8 @@ from .fences import Fences
 from .health import Health
 from .holding import runs_per_server
 from .inbox import FLEET
-from .leases import MIN_LEASE_FRACTION, extended_lease, new_lease, run_requests, startup_lease, stop_lease
+from .leases import (MIN_LEASE_FRACTION, extended_lease, new_lease, run_requests, startup_lease,
+                     stop_lease)
 from .logs import Hosts
 from .meter import limit_lease
 from .retries import Retries
