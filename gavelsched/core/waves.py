@@ -16,7 +16,7 @@ preemption overhead per job type; this is that overhead, measured per launch wav
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -64,7 +64,6 @@ def machine_of(address: str) -> str:
     return host if sep and port.isdigit() else address
 
 
-def machines(addresses: Mapping[object, str] | Sequence[str]) -> int:
+def machines(addresses: Iterable[str]) -> int:
     """How many machines ``addresses`` (of workers) are on; at least 1."""
-    values = addresses.values() if isinstance(addresses, Mapping) else addresses
-    return max(1, len({machine_of(a) for a in values}))
+    return max(1, len({machine_of(a) for a in addresses}))

@@ -74,4 +74,4 @@ def test_a_worker_s_machine_is_its_address_s_host():
     assert machine_of("gpu-7.lab:50061") == "gpu-7.lab"
     assert machine_of("unix-socket") == "unix-socket"
     assert machines(["127.0.0.1:1", "127.0.0.1:2", "10.0.0.2:1"]) == 2
-    assert machines({0: "a:1"}) == 1 and machines([]) == 1
+    assert machines(iter(["a:1"])) == 1 and machines([]) == 1

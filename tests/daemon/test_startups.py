@@ -191,7 +191,7 @@ def test_a_start_up_is_recorded_with_the_processes_its_round_launched_on_its_mac
     sched.close()
 
 
-def test_the_wave_slope_and_each_type_s_start_up_alone_survive_a_restart_and_are_published(
+def test_the_wave_slope_and_each_type_s_start_up_alone_survive_a_restart_and_follow_the_window(
         tmp_path):
     store = Store(tmp_path)
     stats = Startups(store)
