@@ -14,9 +14,10 @@ The worker (``workers/daemon/launcher.py``) writes it and the job side
   absolute step count a job saves beside its checkpoint, in each commit directory
   (``gavelsched.checkpoints``), which the worker reads at its exit;
 - how a job fails (``fail_job``): a one-line reason as the last line of stderr, which the
-  worker's round report quotes, and exit code ``EXIT_JOB_FAILED``; or, when its scheduler
-  did not answer (``SchedulerUnreachable``), ``EXIT_NO_SCHEDULER``: the run ends, not the
-  job (the daemon counts it as a run without progress);
+  worker's round report quotes, and exit code ``EXIT_JOB_FAILED``; or, when the run was
+  lost through no fault of the job's (its scheduler did not answer: ``SchedulerUnreachable``;
+  its rendezvous port was taken), ``EXIT_RUN_LOST``: the run ends, not the job (the daemon
+  counts it as a run without progress and launches it again);
 - the lease's clock (``process_elapsed_s``): seconds since the job's process started, the
   moment the worker starts its kill timer.
 
@@ -72,7 +73,7 @@ VARIABLES = (SCHEDULER_VAR, JOB_ID_VAR, JOB_TYPE_VAR, ROUND_VAR, GENERATION_VAR,
 
 PROGRESS_FILE = "gavel_progress.json"
 EXIT_JOB_FAILED = 3
-EXIT_NO_SCHEDULER = 4
+EXIT_RUN_LOST = 4
 
 
 class JobFailed(RuntimeError):
@@ -85,7 +86,7 @@ class SchedulerUnreachable(JobFailed):
     """This run cannot go on: its scheduler did not answer (an overloaded or restarting
     scheduler is no fault of the job's, which is tried again)."""
 
-    exit_code = EXIT_NO_SCHEDULER
+    exit_code = EXIT_RUN_LOST
 
 
 class FailedExit(SystemExit):
@@ -245,7 +246,7 @@ def write_progress(checkpoint_dir: str | os.PathLike, steps: int, **extra: Any) 
 # ---- how a job ends, and its clock ----------------------------------------------------------
 
 def fail_job(reason: str, code: int = EXIT_JOB_FAILED) -> NoReturn:
-    """End the job (or, with ``EXIT_NO_SCHEDULER``, this run of it): the reason as the last
+    """End the job (or, with ``EXIT_RUN_LOST``, only this run of it): the reason as the last
     line of stderr, exit code ``code``."""
     line = " ".join(reason.split())
     log.error("job failed: %s", line)

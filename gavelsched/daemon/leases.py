@@ -16,8 +16,10 @@ start-up, past its round's end if need be.
 
 from __future__ import annotations
 
+import random
 import socket
 from collections.abc import Mapping
+from pathlib import Path
 
 from ..core import MicroTask
 from ..core.batch import MIN_LEASE_FRACTION  # noqa: F401 - the lease floor, stated once
@@ -25,6 +27,8 @@ from ..mechanism import ClusterView
 from ..rpc import pb
 from .mixed import mixed_env
 from .store import JobRow
+
+PORTS_FROM = 10000   # free_port's draws: from here to the ephemeral range
 
 
 def new_lease(round_index: int, steps_done: int, lease_steps: int, total_steps: int,
@@ -61,10 +65,31 @@ def stop_lease(steps: int, seconds: float = 0.0) -> pb.Lease:
 
 def free_port(host: str = "127.0.0.1") -> int:
     """A port free on this machine now (the rendezvous port of a multi-GPU job; on a
-    remote master it is only likely free)."""
+    remote master it is only likely free). It is drawn below the kernel's ephemeral range:
+    a port that ``bind(0)`` hands out is also where the outgoing connections of every
+    process take their local ports, and one of them took such a port between this probe
+    and the job's bind (a mixed job failed with EADDRINUSE)."""
+    bind_host = host if host in ("127.0.0.1", "localhost") else ""
+    low = _ephemeral_low()
+    for _ in range(64):
+        port = random.randrange(PORTS_FROM, low) if low > PORTS_FROM + 1024 else 0
+        with socket.socket() as s:
+            try:
+                s.bind((bind_host, port))
+            except OSError:
+                continue
+            return int(s.getsockname()[1])
     with socket.socket() as s:
-        s.bind((host if host in ("127.0.0.1", "localhost") else "", 0))
+        s.bind((bind_host, 0))
         return int(s.getsockname()[1])
+
+
+def _ephemeral_low(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> int:
+    """The first port of the kernel's ephemeral range (Linux's default where unreadable)."""
+    try:
+        return int(Path(path).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def host_of(address: str) -> str:

@@ -10,8 +10,9 @@
   row fails, with that reason, instead of being relaunched every round for ever; a run
   whose process exits without ever reaching the scheduler counts as one (issue #29: a
   ``command: true`` job held a V100 for 40 rounds), and so does one whose process gave up
-  on a scheduler that did not answer (``jobenv.EXIT_NO_SCHEDULER``: at 2,048 GPUs an
-  overloaded scheduler's InitJob timeouts failed 640 jobs for good).
+  on a scheduler that did not answer or found its rendezvous port taken
+  (``jobenv.EXIT_RUN_LOST``: at 2,048 GPUs an overloaded scheduler's InitJob timeouts
+  failed 640 jobs for good).
 
 The attempts are kept in the store (``attempts/<job>``), so a restarted scheduler keeps
 counting. Pure bookkeeping on a monotonic clock the caller passes in.

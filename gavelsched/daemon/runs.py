@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from ..core import MicroTask, Round, SchedulerCore
 from ..core.batch import worth_launching
 from ..core.waves import machine_of
-from ..jobenv import EXIT_NO_SCHEDULER
+from ..jobenv import EXIT_RUN_LOST
 from ..rpc import pb
 from .config import DaemonConfig
 from .dispatch import Delivery, Dispatcher
@@ -131,8 +131,8 @@ def exit_verdict(run: Run | None, job: JobRow | None, server_id: int, failed: bo
     a server of the run, or the job has ended: a finished job's exit is no failure)."""
     if run is None or server_id not in run.servers or job is None or job.final:
         return None
-    if failed and exit_code == EXIT_NO_SCHEDULER:   # no answer from this scheduler in time:
-        # no fault of the job's, a run without progress (``jobenv.SchedulerUnreachable``)
+    if failed and exit_code == EXIT_RUN_LOST:   # no answer from this scheduler in time, a
+        # rendezvous port taken: no fault of the job's, a run without progress (``jobenv``)
         return Ended(False, why=reason) if run.left == {server_id} else None
     if failed:
         reason = reason or f"exit code {exit_code}"

@@ -45,7 +45,8 @@ def test_the_start_ups_a_scheduler_logs_are_tabled_by_their_launch_wave(tmp_path
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     runs = logging.getLogger("gavelsched.daemon.runs")
     runs.addHandler(handler)
-    old, runs.level = runs.level, logging.INFO
+    old = runs.level
+    runs.setLevel(logging.INFO)    # setLevel, not the attribute: it clears the logger's cache
     try:
         jobs = [sched.submit() for _ in range(2)]
         sched.at(1.0)                      # round 0: both launched at once on the machine

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from gavelsched.daemon.retries import signal_name, signal_of
-from gavelsched.jobenv import EXIT_JOB_FAILED, EXIT_NO_SCHEDULER
+from gavelsched.jobenv import EXIT_JOB_FAILED, EXIT_RUN_LOST
 from gavelsched.rpc import pb
 
 from .test_round_aligned import R, Scheduler
@@ -124,7 +124,7 @@ def test_a_run_that_lost_its_scheduler_is_a_run_without_progress(sched):
     for run in range(limit):
         assert s.x.jobs[job].state != "failed", run
         before = launches(s, job)
-        killed(s, job, EXIT_NO_SCHEDULER, lost)
+        killed(s, job, EXIT_RUN_LOST, lost)
         if run < limit - 1:
             assert s.x.jobs[job].state == "queued" and job not in s.x.runs
             t = run_rounds(s, t, 1)

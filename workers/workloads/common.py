@@ -36,8 +36,9 @@ import torch.distributed as dist
 from torch import nn
 
 from gavelsched.iterator import GavelIterator
-from gavelsched.jobenv import (CHECKPOINT_DIR_VAR, JOB_TYPE_VAR, SCHEDULER_VAR,
-                               WORKLOAD_AMP_VAR, WORKLOAD_DETERMINISTIC_VAR, WORKLOAD_DTYPE_VAR)
+from gavelsched.jobenv import (CHECKPOINT_DIR_VAR, EXIT_RUN_LOST, JOB_TYPE_VAR, SCHEDULER_VAR,
+                               WORKLOAD_AMP_VAR, WORKLOAD_DETERMINISTIC_VAR, WORKLOAD_DTYPE_VAR,
+                               fail_job)
 from traces.workloads import CPU_BATCH, cpu_batch
 
 log = logging.getLogger(__name__)
@@ -151,11 +152,16 @@ def device_for_rank() -> torch.device:
 
 def init_distributed() -> bool:
     """Join the job's process group (torchrun-style env; nccl with CUDA, else gloo) when
-    WORLD_SIZE > 1. Returns whether a group was made."""
+    WORLD_SIZE > 1. Returns whether a group was made. A rendezvous the network refuses (the
+    port the scheduler chose taken meanwhile by another process) loses this run, not the
+    job: it exits ``EXIT_RUN_LOST`` and the scheduler launches it again."""
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or dist.is_initialized():
         return dist.is_initialized()
     backend = "nccl" if torch.cuda.is_available() else "gloo"
-    dist.init_process_group(backend=backend, init_method="env://")
+    try:
+        dist.init_process_group(backend=backend, init_method="env://")
+    except dist.DistNetworkError as err:
+        fail_job(f"its rendezvous failed: {err}", EXIT_RUN_LOST)
     return True
 
 

@@ -226,14 +226,14 @@ def test_a_scheduler_that_does_not_answer_ends_the_run_not_the_job(monkeypatch, 
     # for good; the process now says its run could not go on (the daemon tries it again)
     from gavelsched import iterator
     from gavelsched.daemon.leases import free_port
-    from gavelsched.jobenv import EXIT_NO_SCHEDULER
+    from gavelsched.jobenv import EXIT_RUN_LOST
 
     monkeypatch.setattr(iterator, "INIT_RETRY_S", 0.0)
     address = f"127.0.0.1:{free_port()}"
     with pytest.raises(SystemExit) as exc:
         GavelIterator(range(3), None, Saver().load, Saver().save,
                       env=job_environment(address, "j1", tmp_path))
-    assert exc.value.code == EXIT_NO_SCHEDULER
+    assert exc.value.code == EXIT_RUN_LOST
     last = [ln for ln in capfd.readouterr().err.splitlines() if ln.strip()][-1]
     assert last.startswith(f"gavel: InitJob to scheduler {address} failed: UNAVAILABLE"), last
 

@@ -104,3 +104,24 @@ def test_workload_under_leases_resumes_from_its_checkpoint(tmp_path, monkeypatch
         assert common.load_checkpoint(newest / common.CHECKPOINT_FILE, model, opt) == 7
     finally:
         sched.stop()
+
+
+def test_a_rendezvous_port_taken_ends_the_run_not_the_job(monkeypatch, capfd):
+    # CI: a mixed job's rank 0 found the port the scheduler chose taken (EADDRINUSE) and the
+    # job failed for good; no fault of the job's, so only its run ends (the daemon relaunches)
+    import socket
+
+    from gavelsched.jobenv import EXIT_RUN_LOST
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+        monkeypatch.setenv("MASTER_PORT", str(taken.getsockname()[1]))
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        monkeypatch.setenv("RANK", "0")
+        with pytest.raises(SystemExit) as exc:
+            common.init_distributed()
+    assert exc.value.code == EXIT_RUN_LOST
+    last = [ln for ln in capfd.readouterr().err.splitlines() if ln.strip()][-1]
+    assert last.startswith("gavel: its rendezvous failed:") and "EADDRINUSE" in last, last
