@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -31,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
+from gavelsched.daemon.leases import free_port as _free_port  # noqa: E402
 from gavelsched.jobenv import process_elapsed_s  # noqa: E402
 from workers.workloads import common  # noqa: E402
 
@@ -148,11 +148,6 @@ def reference(name: str, job_type: str, steps: int, directory: Path) -> dict[str
     return {"workload": name, "steps": steps,
             **({"plan": str(runner.plan)} if name == "gpt" else {})}
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def paths() -> list[dict[str, str]]:

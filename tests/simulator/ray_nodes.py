@@ -13,13 +13,14 @@ import ctypes
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from gavelsched.daemon.leases import free_port as _free_port
 
 STARTED = "Ray runtime started"
 
@@ -40,11 +41,6 @@ def missing() -> str | None:
         return "no 'ray' command beside this Python or on PATH"
     return None
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _stop_with_owner() -> None:

@@ -5,12 +5,12 @@ the SGD trajectory of a run that never morphed (issue #10)."""
 from __future__ import annotations
 
 import json
-import socket
 import sys
 
 import pytest
 
 from gavelsched import checkpoints
+from gavelsched.daemon.leases import free_port
 from gavelsched.rpc import pb
 from tests.workers.fake_scheduler import FakeJob, FakeScheduler
 from workers.daemon.worker import Worker, WorkerConfig
@@ -24,11 +24,6 @@ from workers.workloads import gpt
 SPEC = ModelSpec(vocab=16, hidden=8, blocks=4, seq=3, dtype="float64")
 BATCH, LR = 8, 0.1
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_job(sched: FakeScheduler, round_: int, gpus: tuple[int, ...], total: int, done: int,

@@ -7,12 +7,12 @@ on one rank of another type with the same trajectory."""
 
 from __future__ import annotations
 
-import socket
 
 import pytest
 import torch
 
 from gavelsched import checkpoints
+from gavelsched.daemon.leases import free_port as _free_port
 from gavelsched.rpc import pb
 from tests.workers.fake_scheduler import FakeJob, FakeScheduler
 from traces.catalog import default_table
@@ -54,11 +54,6 @@ def cluster(tmp_path):
         worker.stop()
     sched.stop()
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _launch(sched, workers, job_id: str, plan: SplitPlan, ckpt, round_: int, steps_done: int,

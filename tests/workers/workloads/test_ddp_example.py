@@ -5,7 +5,6 @@ leases to the same parameters, and the wrong order of set-up fails at once."""
 from __future__ import annotations
 
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 import torch
 
 from gavelsched import checkpoints
+from gavelsched.daemon.leases import free_port
 from gavelsched.iterator import EXIT_JOB_FAILED, read_progress
 from tests.workers.fake_scheduler import FakeJob, job_environment, steps_lease
 
@@ -66,11 +66,6 @@ def latest_commit(ckpt: Path) -> Path:
     assert read_progress(commit.path) == commit.steps
     return commit.path
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def launch(argv: list[str], extra: dict[str, str] | None = None) -> list[tuple[int, str]]:
