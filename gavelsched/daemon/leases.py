@@ -28,7 +28,9 @@ from ..rpc import pb
 from .mixed import mixed_env
 from .store import JobRow
 
-PORTS_FROM = 10000   # free_port's draws: from here to the ephemeral range
+# free_port's draws: from here to the kernel's ephemeral range (above Ray's worker ports,
+# 10002-19999 by default, which a Ray node beside a scheduler would refuse to share)
+PORTS_FROM = 20000
 
 
 def new_lease(round_index: int, steps_done: int, lease_steps: int, total_steps: int,
