@@ -31,6 +31,7 @@ from .store import JobRow
 # free_port's draws: from here to the kernel's ephemeral range (above Ray's worker ports,
 # 10002-19999 by default, which a Ray node beside a scheduler would refuse to share)
 PORTS_FROM = 20000
+_DRAW = random.SystemRandom()   # not the global generator, which a test may have seeded
 
 
 def new_lease(round_index: int, steps_done: int, lease_steps: int, total_steps: int,
@@ -74,7 +75,7 @@ def free_port(host: str = "127.0.0.1") -> int:
     bind_host = host if host in ("127.0.0.1", "localhost") else ""
     low = _ephemeral_low()
     for _ in range(64):
-        port = random.randrange(PORTS_FROM, low) if low > PORTS_FROM + 1024 else 0
+        port = _DRAW.randrange(PORTS_FROM, low) if low > PORTS_FROM + 1024 else 0
         with socket.socket() as s:
             try:
                 s.bind((bind_host, port))
