@@ -11,11 +11,10 @@ launch are recorded (``logs.Hosts``: where the job's output is). A run's first `
 makes its job ``running``; when the run ends, the job is ``preempted`` (or still
 ``queued``, if its process never started) until its next run starts (``jobs``).
 
-A server's report that its processes of a job exited is judged here (``exit_verdict``, a
-typed value): a failed process of a run on one server died (``retries``: tried again, or
-the job fails); a failed rank of a run on several servers makes the job suspected
-(``health``) until the heartbeat check tells whether a peer's machine died under it; a
-run's last process that ended on its own asks whether the run stepped at all.
+A server's report that its processes of a job exited is judged by ``exits.exit_verdict``
+(a typed value) and acted on here: a run that died is tried again or its job fails
+(``retries``), a failed rank makes its job suspected (``health``), and a run that ended
+on its own is counted with or without progress (``retries``).
 
 Everything here runs on the executor thread; the collaborators it needs (the jobs, the
 servers' health, the dispatcher, start-up statistics, the core's cluster view, the clock,
@@ -33,10 +32,10 @@ from dataclasses import dataclass
 from ..core import MicroTask, Round, SchedulerCore
 from ..core.batch import worth_launching
 from ..core.waves import machine_of
-from ..jobenv import EXIT_RUN_LOST
 from ..rpc import pb
 from .config import DaemonConfig
 from .dispatch import Delivery, Dispatcher
+from .exits import Died, Ended, RankFailed, exit_verdict
 from .fences import Fences
 from .health import Health
 from .holding import runs_per_server
@@ -90,59 +89,6 @@ class Run:
     # (round, machine) of each of its processes launched at its round's start: its launch
     # wave is the most processes started at once on one of its machines (``core/waves.py``)
     wave_keys: tuple[tuple[int, str], ...] = ()
-
-
-@dataclass(frozen=True)
-class Died:
-    """The process of a run on one server failed: it is tried again, or the job fails
-    (``Retries.died``)."""
-
-    exit_code: int
-    reason: str
-
-
-@dataclass(frozen=True)
-class RankFailed:
-    """A rank of a run on several servers failed. It also fails when a peer's machine dies
-    under it (gloo reports the lost connection): not the job's fault. The job is suspected
-    (``Health.suspect``); a server of its run found dead clears the suspicion."""
-
-    exit_code: int
-    reason: str
-
-
-@dataclass(frozen=True)
-class Ended:
-    """The run's last process ended on its own: did the run step at all, and did its
-    process reach the scheduler (an ``InitJob``) at all (``Retries.ran``)?"""
-
-    progressed: bool
-    reached: bool = True
-    why: str = ""                 # its process's own reason (it lost its scheduler)
-
-
-ExitVerdict = Died | RankFailed | Ended | None
-
-
-def exit_verdict(run: Run | None, job: JobRow | None, server_id: int, failed: bool,
-                 exit_code: int, reason: str) -> ExitVerdict:
-    """What ``server_id``'s report that its processes of the job exited (``failed``, with
-    ``exit_code`` and ``reason``) says of the run (pure). None: nothing but the exit (not
-    a server of the run, or the job has ended: a finished job's exit is no failure)."""
-    if run is None or server_id not in run.servers or job is None or job.final:
-        return None
-    if failed and exit_code == EXIT_RUN_LOST:   # no answer from this scheduler in time, a
-        # rendezvous port taken: no fault of the job's, a run without progress (``jobenv``)
-        return Ended(False, why=reason) if run.left == {server_id} else None
-    if failed:
-        reason = reason or f"exit code {exit_code}"
-        return (Died(exit_code, reason) if len(run.servers) == 1
-                else RankFailed(exit_code, reason))
-    if not run.orphan and run.left == {server_id}:
-        if not run.started_up:          # its process never reached the scheduler
-            return Ended(False, reached=False)
-        return Ended(job.steps_done > run.base_steps)
-    return None
 
 
 class RunTable:
