@@ -149,3 +149,35 @@ class Dispatcher:
                                         timeout=2 * CALL_TIMEOUT_S)
         for chan in self._channels:
             chan.close()
+
+
+@dataclass
+class RoundDispatch:
+    """How long a planned round took to plan, and its RunJobs to reach their workers: the
+    last answer after the round's plan and after its start (a log line at the next plan,
+    and ``gavelsched_dispatch_seconds``; BENCHMARKS.md, "The daemon at scale"). Monotonic
+    times; ``solved``: the re-solve's seconds when the plan re-solved."""
+
+    index: int
+    planned: float
+    took: float
+    solved: float | None
+    started: float | None = None
+
+    def report(self, dispatcher: Dispatcher, on_dispatch: Callable[[float], None] | None
+               ) -> None:
+        resolved = "" if self.solved is None else \
+            f" (the allocation re-solved in {self.solved:.2f} s)"
+        got = dispatcher.answered(self.index)
+        if got is None:
+            log.info("round %d: planned in %.2f s%s, no RunJob", self.index, self.took,
+                     resolved)
+            return
+        count, last = got
+        after_start = "" if self.started is None else \
+            f", {last - self.started:.2f} s after its start"
+        log.info("round %d: planned in %.2f s; %d RunJobs answered, the last %.2f s after "
+                 "its plan%s%s", self.index, self.took, count, last - self.planned,
+                 after_start, resolved)
+        if on_dispatch is not None:
+            on_dispatch(last - self.planned)

@@ -10,18 +10,14 @@ takes it under its own lock, so that workers are not failed while this thread is
 
 The round recipe is the simulator's: ``RoundDriver`` (``gavelsched/core/driver.py``) ends
 a round, plans the next, applies the empty-round rule and takes progress in. What is the
-daemon's own lives in rooms of one job each (docs/architecture.md, "Inside
-gavelsched/daemon/"), which this class wires together and hands their collaborators:
-*when* boundaries come, and the time (``clock``: the next round is planned ``plan_lead``
-early, so that a job kept on its workers gets its lease extended, not restarted); the jobs
-and their states (``jobs``: a transition table, the only place a state changes); *how
-tasks run* and what a run's exit means (``runs``, ``leases``, ``retries``, ``fences``); durable
-steps and online throughputs (``progress``, §5.3.3); the workers, their health and the
-throughput priors they bring (``servers``, ``health``, ``priors``); start-ups, the hosts
-of each job's logs and checkpoint retention; teams, users and job control (``tenancy``:
-the settings in force, each job's history, holds, dependencies, arrays, usage and time
-limits, the clients' calls); and the picture that ``snapshot`` and ``metrics`` read
-(``view``, ``publish``).
+daemon's own lives in rooms of one job each, which this class wires together and hands
+their collaborators (docs/architecture.md, "Inside gavelsched/daemon/", names each):
+*when* boundaries come (``clock``: the next round is planned ``plan_lead`` early, so that
+a job kept on its workers gets its lease extended, not restarted), the jobs' states
+(``jobs``), *how tasks run* and what a run's exit means (``runs``, ``exits``,
+``retries``), freed GPUs (``refills``), durable steps (``progress``), the workers
+(``servers``, ``health``, ``priors``), teams, users and job control (``tenancy``) and the
+picture that ``snapshot`` and ``metrics`` read (``view``, ``publish``).
 
 The log has one line per round start (``DaemonView.summary``).
 """
@@ -48,7 +44,7 @@ from .audit import SCHEDULER
 from .calls import Door
 from .clock import Origin, RoundClock
 from .config import DaemonConfig
-from .dispatch import Dispatcher
+from .dispatch import Dispatcher, RoundDispatch
 from .fences import Fences, StaleRun
 from .forecast import Forecaster
 from .health import Health
@@ -59,6 +55,7 @@ from .meta import ROUND
 from .metrics import DaemonMetrics
 from .priors import Priors
 from .progress import Progress
+from .refills import Refills
 from .retention import Retention
 from .retries import Retries
 from .runs import RunTable
@@ -75,9 +72,6 @@ from .view import DaemonView, Shares
 
 log = logging.getLogger(__name__)
 LOCAL_ADMIN = Caller("admin", ADMIN)     # who calls ``submit`` and ``cancel`` in-process
-# A refill after a batch of events waits this many times the last one's cost since it ended
-# (``_refill_soon``): events come in short batches, and each refill plans over every job.
-REFILL_SPACING = 5.0
 
 
 class DaemonExecutor:
@@ -146,10 +140,10 @@ class DaemonExecutor:
         self.clock = RoundClock(self.core.config.round_seconds, self.driver.plan_lead_s)
         self._started_index = -1
         self._woken = self._clock()       # when an idle scheduler last got work
-        # the last plan: [round, plan, start (monotonic), its seconds, its re-solve's or None]
-        self._dispatch: list = []
-        self._batch = self._refill_due = False    # (``_refill_soon``)
-        self._refill_at = 0.0                     # no batch's refill before (monotonic)
+        self._dispatch: RoundDispatch | None = None      # the last plan's, until reported
+        self.refills = Refills(config, self.core, self.driver, self.clock, self.runs,
+                               round_base=self._round_base, started=lambda: self._started_index,
+                               now=self.now, monotonic=clock, placed=self._refilled)
         self.pictures = Publisher(self.view(0.0), lambda: self.view(self.now()), metrics,
                                   jobs=lambda: len(self.jobs), clock=clock)
         self.publish = self.pictures.now      # read your writes (``Publisher.now``)
@@ -174,18 +168,13 @@ class DaemonExecutor:
     def run(self) -> None:
         """The executor loop: events, heartbeats, round deadlines, snapshots."""
         while not self.inbox.stopped:
-            self._batch = True         # refills wait for the end of the batch of events
+            self.refills.in_batch = True    # refills wait for the end of the batch of events
             try:
                 if self.inbox.run_pending(self._wait()):
                     self._changed()
             finally:
-                self._batch = False
-            if self._refill_due and self._clock() >= self._refill_at:
-                self._refill_due = False
-                began = self._clock()
-                self._refill()
-                ended = self._clock()
-                self._refill_at = ended + REFILL_SPACING * (ended - began)
+                self.refills.in_batch = False
+            self.refills.after_batch()
             self._excuse_stall()
             self.tick()
             self.pictures.due(self._clock(), bool(self.runs))
@@ -222,7 +211,7 @@ class DaemonExecutor:
     def _wait(self) -> float:
         """Seconds to wait for an event: to the next deadline, at most half a heartbeat."""
         deadlines = (self.clock.deadlines() + self.pictures.deadlines(bool(self.runs))
-                     + ([self._refill_at] if self._refill_due else []))
+                     + self.refills.deadlines())
         mono = self._clock()
         return min([self.config.heartbeat_seconds / 2, *(max(0.0, d - mono) for d in deadlines)])
 
@@ -330,29 +319,16 @@ class DaemonExecutor:
         self.clock.planned()
         index = self._round_base + rnd.index
         self.store.set_meta({ROUND.key(): index + 1})
-        self._dispatch = [index, planned_at, None, self._clock() - planned_at,
-                          None if rnd.resolved is None else rnd.resolved.solve_s]
+        self._dispatch = RoundDispatch(index, planned_at, self._clock() - planned_at,
+                                       None if rnd.resolved is None else rnd.resolved.solve_s)
         self.runs.extend_continuing(rnd, index)   # (and answers the RenewLeases waiting)
 
     def _report_dispatch(self) -> None:
-        """How long the last planned round took to plan, and its RunJobs to reach their
-        workers: the last answer after the round's plan and after its start (a log line, and
-        ``gavelsched_dispatch_seconds``; BENCHMARKS.md, "The daemon at scale")."""
-        if not self._dispatch:
-            return
-        index, planned, started, took, solved = self._dispatch
-        self._dispatch = []
-        resolved = "" if solved is None else f" (the allocation re-solved in {solved:.2f} s)"
-        got = self.dispatcher.answered(index)
-        if got is None:
-            log.info("round %d: planned in %.2f s%s, no RunJob", index, took, resolved)
-            return
-        count, last = got
-        after_start = "" if started is None else f", {last - started:.2f} s after its start"
-        log.info("round %d: planned in %.2f s; %d RunJobs answered, the last %.2f s after "
-                 "its plan%s%s", index, took, count, last - planned, after_start, resolved)
-        if self.metrics is not None:
-            self.metrics.on_dispatch(last - planned)
+        """The last planned round's plan and dispatch times (``dispatch.RoundDispatch``)."""
+        if self._dispatch is not None:
+            self._dispatch.report(self.dispatcher, None if self.metrics is None
+                                  else self.metrics.on_dispatch)
+            self._dispatch = None
 
     def _start_round(self, mono: float) -> None:
         """The planned round begins (``RoundDriver.start``): launch its new runs, and give
@@ -376,62 +352,24 @@ class DaemonExecutor:
                      self.jobs[j].state == HELD and j not in self.runs))]
         started = self.driver.start(self.now() - (mono - self.clock.round_start), ended)
         index = self._started_index = self._round_base + rnd.index
-        if self._dispatch and self._dispatch[0] == index:
-            self._dispatch[2] = mono
+        if self._dispatch is not None and self._dispatch.index == index:
+            self._dispatch.started = mono
         self.runs.begin(started.round)
         planned = started.round.tasks[:len(rnd.batch)]
         self.runs.place(tuple(t for i, t in enumerate(planned) if i not in started.unstarted),
                         index)
-        self._place_refills(started.refilled)
-        self._refill()                                     # GPUs idle for other reasons
+        self.refills.place(started.refilled)
+        self.refills.now()                                 # GPUs idle for other reasons
         self._forecast_due = True
         log.info("%s", self._round_view().summary())
         if self.metrics is not None:
             self.metrics.on_plan()
 
-    def _refill(self) -> None:
-        """GPUs idle in the running round (a job finished, failed or was cancelled, a run
-        died) go to waiting jobs for the rest of it (``RoundDriver.refill``: the core's
-        priorities and the policy's traits decide; ``refill_freed``). Not once the next
-        round is planned: its plan has taken them."""
-        flight = self.driver.in_flight
-        if (not self.config.refill_freed or self.driver.planned is not None
-                or self.clock.idle or flight is None
-                or self._round_base + flight.index != self._started_index):
-            return
-        now = self.now()
-        if flight.end_s <= now:
-            return
-        view = self.core.view
-        free = self.runs.idle_workers(set(view.worker_type_of) - view.down)
-        if free:
-            self._place_refills(self.driver.refill(sorted(free), now, flight.end_s))
-
-    def _refill_soon(self) -> None:
-        """``_refill`` now, or, inside the executor loop's batch of events, once after it
-        and at most every ``REFILL_SPACING`` times its cost: a refill plans over every job
-        (``SchedulerCore.place_freed``), and thousands of runs end at a round boundary
-        (each exit took one at 2,048 GPUs and 50,000 jobs, then each short batch of
-        events, more than half the executor thread: BENCHMARKS.md, "The daemon at
-        scale")."""
-        if self._batch:
-            self._refill_due = True
-        else:
-            self._refill()
-
-    def _place_refills(self, more) -> None:
-        """Launch ``more`` (tasks on freed GPUs) for the rest of the round; the ETAs are
-        due again (a forecast taken as the GPUs' job ended has them idle to the round's end)."""
-        if not len(more):
-            return
+    def _refilled(self) -> None:
+        """Tasks were placed on freed GPUs (``refills``): the ETAs are due again (a forecast
+        taken as the GPUs' job ended has them idle to the round's end)."""
         self._changed()
         self._forecast_due = True
-        self.runs.place(tuple(more.task(i) for i in range(len(more))), self._started_index,
-                        refill=True)
-        log.info("round %d: %d freed GPU%s to job%s %s for the last %.1fs", self._started_index,
-                 int(more.size.sum()), "s" if more.size.sum() != 1 else "",
-                 "s" if len(more) != 1 else "", ", ".join(more.keys),
-                 self.driver.in_flight.end_s - self.now())
 
     # ---- jobs ending (``jobs.Jobs``: the state) -------------------------------------------
     def _fail_job(self, job_id: str, reason: str) -> None:
@@ -453,7 +391,7 @@ class DaemonExecutor:
         self.driver.forget(job_id)
         self.runs.kill(job_id, reason)
         end(self.now())
-        self._refill_soon()
+        self.refills.soon()
 
     # ---- events from handlers (run on this thread through ``call``) ---------------------
     def door(self) -> Door:
@@ -520,7 +458,7 @@ class DaemonExecutor:
             self._fail_job(job_id, failed)
             return
         self.runs.exited(job_id, request.server_id)
-        self._refill_soon()
+        self.refills.soon()
 
     def durable_steps(self, job_id: str, steps: int, generation: int,
                       seconds: float | None = None, lease_start_s: float = 0.0) -> bool:
@@ -533,7 +471,7 @@ class DaemonExecutor:
         if self.progress.durable(job_id, steps, generation, seconds, now, lease_start_s):
             self.jobs.finish(job_id, now)
             self.runs.finished(job_id)
-            self._refill_soon()
+            self.refills.soon()
         return True
 
     def init_job(self, request: pb.InitJobRequest) -> pb.InitJobResponse:

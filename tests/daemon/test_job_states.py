@@ -131,7 +131,7 @@ def test_a_plan_that_re_solved_the_allocation_says_so_in_its_dispatch_line(tmp_p
     with nothing changed, does not)."""
     s = Scheduler(tmp_path)
     s.submit(), s.submit()
-    with caplog.at_level(logging.INFO, logger="gavelsched.daemon.executor"):
+    with caplog.at_level(logging.INFO, logger="gavelsched.daemon.dispatch"):
         lead = s.x.config.plan_lead
         for t in (1.0, 1.0 + R - lead, 1.0 + R, 1.0 + 2 * R - lead):   # plans and starts
             s.at(t)
