@@ -137,7 +137,11 @@ def test_a_worker_stopped_with_sigterm_drains_itself_and_loses_no_step(tmp_path)
         exits = re.findall(r"exited (-?\d+)", after)
         assert exits and set(exits) == {"0"}, after       # no run was killed
         assert f"worker {server.id} stopped: drained" in after
-        now = next(w for w in cluster.status().workers if w.id == server.id)
+        # (Status reads the picture the executor republishes after the run's last report:
+        # a few milliseconds after that report's answer, which the worker exited on)
+        now = wait_until(lambda: next((w for w in cluster.status().workers
+                                       if w.id == server.id and w.runs == 0), None), 10,
+                         "the stopped worker's last run to leave the status")
         assert now.drained and now.runs == 0
 
         cluster.start_worker("k80", 1, work_dir=str(tmp_path / "worker0"))
