@@ -20,11 +20,11 @@
    forecast closer than that is exact, and its sign says nothing), each predicted start
    of a queued job with its ``started_s``, and each job's consecutive predictions (two
    forecasts in a row: how much the finish moved, with or without an arrival or an end
-   between them). The same Status
-   pictures are replayed client-side with one simplification of ``simulator/twin.py``
-   changed at a time (``WHAT_IF``) to see where the error comes from, and the whole run
-   from its start with every arrival known (the simulator's own per-job fidelity; the
-   thesis reports its simulator within 8% of its physical cluster, §5.7.2).
+   between them). The same Status pictures are replayed client-side with one
+   simplification of ``simulator/twin.py`` changed at a time (``WHAT_IF``) to see where
+   the error comes from, and the whole run from its start with every arrival known (the
+   simulator's own per-job fidelity; the thesis reports its simulator within 8% of its
+   physical cluster, §5.7.2).
 
     python benchmarks/eta_error.py [--round-seconds 6] [--workload steps|reference]
                                    [--json OUT] [--keep DIR]

@@ -359,7 +359,7 @@ class DaemonExecutor:
         self.runs.place(tuple(t for i, t in enumerate(planned) if i not in started.unstarted),
                         index)
         self.refills.place(started.refilled)
-        self.refills.now()                                 # GPUs idle for other reasons
+        self.refills.refill()                              # GPUs idle for other reasons
         self._forecast_due = True
         log.info("%s", self._round_view().summary())
         if self.metrics is not None:

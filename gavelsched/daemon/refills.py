@@ -48,11 +48,11 @@ class Refills:
         self._at = 0.0              # no batch's refill before (monotonic)
 
     def soon(self) -> None:
-        """``now``, or inside a batch of events once after it (see the module docstring)."""
+        """``refill`` now, or inside a batch of events once after it (see the module docstring)."""
         if self.in_batch:
             self._due = True
         else:
-            self.now()
+            self.refill()
 
     def after_batch(self) -> None:
         """The batch's refill, if one is due and the spacing since the last has passed."""
@@ -60,7 +60,7 @@ class Refills:
             return
         self._due = False
         began = self._monotonic()
-        self.now()
+        self.refill()
         ended = self._monotonic()
         self._at = ended + REFILL_SPACING * (ended - began)
 
@@ -68,7 +68,7 @@ class Refills:
         """When the executor loop must wake for a refill (monotonic)."""
         return [self._at] if self._due else []
 
-    def now(self) -> None:
+    def refill(self) -> None:
         """Refill the running round's idle GPUs now (see the module docstring)."""
         flight = self.driver.in_flight
         if (not self.config.refill_freed or self.driver.planned is not None
