@@ -5,7 +5,7 @@ executor's, ever calls the core, the store and the rooms below. gRPC handlers an
 dispatcher's pool threads never touch them; they hand the executor an event with
 ``post(fn)`` / ``call(fn)`` (``inbox``: closures run on the executor thread, in order in
 each of two lanes) and read only ``snapshot``, an immutable value republished after a
-change (``publish``). The one exception is a heartbeat's arrival (``heard``): ``health``
+change (``publish``). The one exception is a heartbeat's arrival (``Health.seen``): ``health``
 takes it under its own lock, so that workers are not failed while this thread is busy.
 
 The round recipe is the simulator's: ``RoundDriver`` (``gavelsched/core/driver.py``) ends
@@ -27,13 +27,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future
 
 import numpy as np
 
 from policies import Policy
 from policies.moves import preload as preload_moves
-from traces.profiles import Profile
 from traces.types import ThroughputTable
 
 from ..core import SchedulerCore
@@ -45,15 +43,16 @@ from .calls import Door
 from .clock import Origin, RoundClock
 from .config import DaemonConfig
 from .dispatch import Dispatcher, RoundDispatch
-from .fences import Fences, StaleRun
+from .fences import Fences
 from .forecast import Forecaster
 from .health import Health
 from .inbox import Inbox
-from .leases import stop_lease
 from .logs import Hosts
 from .meta import ROUND
 from .metrics import DaemonMetrics
 from .priors import Priors
+from .processes import ProcessCalls
+from .picture import Picture
 from .progress import Progress
 from .refills import Refills
 from .retention import Retention
@@ -68,7 +67,7 @@ from .jobs import HELD, JobRow, Jobs
 from .store import Store
 from .tenancy import Tenancy
 from ..core.online import OnlineThroughputs
-from .view import DaemonView, Shares
+from .view import Shares
 
 log = logging.getLogger(__name__)
 LOCAL_ADMIN = Caller("admin", ADMIN)     # who calls ``submit`` and ``cancel`` in-process
@@ -130,7 +129,7 @@ class DaemonExecutor:
                              ended=lambda run: self.tenancy.run_ended(run, self._clock()),
                              job_env=job_env)
         self.roster = Servers(config, self.core, store, self.health, self.runs, self.priors,
-                              now=self.now)
+                              now=self.now, changed=self._changed)
         online = OnlineThroughputs(self.priors, scaling=self.core.configurations)
         online.restore(store.throughputs())
         online.restore_counts(store.scaling())
@@ -144,6 +143,16 @@ class DaemonExecutor:
         self.refills = Refills(config, self.core, self.driver, self.clock, self.runs,
                                round_base=self._round_base, started=lambda: self._started_index,
                                now=self.now, monotonic=clock, placed=self._refilled)
+        self.processes = ProcessCalls(self.jobs, self.runs, self.fences, self.progress,
+                                      self.refills, self.driver, self.clock, now=self.now,
+                                      round_index=lambda: self.round_index,
+                                      started=lambda: self._started_index, fail=self._fail_job)
+        self.picture = Picture(config, self.core, self.jobs, self.runs, self.health,
+                               self.roster, self.priors, self.hosts, self.shares, self.tenancy,
+                               self.retries, self.progress, self.startups, self.forecasts,
+                               self.clock, epoch_unix=self.epoch_unix, monotonic=clock,
+                               now=self.now, round_index=lambda: self.round_index)
+        self.view = self.picture.view           # (the frozen picture at ``now``)
         self.pictures = Publisher(self.view(0.0), lambda: self.view(self.now()), metrics,
                                   jobs=lambda: len(self.jobs), clock=clock)
         self.publish = self.pictures.now      # read your writes (``Publisher.now``)
@@ -214,56 +223,6 @@ class DaemonExecutor:
                      + self.refills.deadlines())
         mono = self._clock()
         return min([self.config.heartbeat_seconds / 2, *(max(0.0, d - mono) for d in deadlines)])
-
-    def view(self, now: float) -> DaemonView:
-        """The frozen view ``snapshot`` and ``metrics`` read."""
-        ends = self.clock.next_start
-        return DaemonView.of(self.round_index, self.core.policy.name,
-                             self.config.round_seconds, now, self.jobs, self.runs.live(),
-                             self.health.servers.values(), self.shares.at(now),
-                             table=self.table, hosts=self.hosts.by_job,
-                             drained=frozenset(self.roster.drained), epoch_unix=self.epoch_unix,
-                             clock_offset=now - self._clock(),
-                             round_ends_s=0.0 if ends is None else now + ends - self._clock(),
-                             **self._replay_inputs(), **self._control_inputs(),
-                             forecast=self.forecasts.latest, deferred=self.runs.deferred())
-
-    def _round_view(self) -> DaemonView:
-        """The jobs, runs and servers alone, for the round line: the whole ``view`` took
-        1.5 s of the executor thread at 50,000 jobs (the shares, each job's rates)."""
-        return DaemonView.of(self.round_index, self.core.policy.name,
-                             self.config.round_seconds, self.now(), self.jobs,
-                             self.runs.live(), self.health.servers.values(), {},
-                             drained=frozenset(self.roster.drained))
-
-    def _control_inputs(self) -> dict:
-        """Job control and accounting (``Tenancy.view_inputs``), and why a job waits out
-        a backoff after its run was killed (``Retries.waiting``)."""
-        mono = self._clock()
-        inputs = self.tenancy.view_inputs(self.runs.live(), mono)
-        inputs["waiting"] = {**self.retries.waiting(mono), **inputs["waiting"]}
-        return inputs
-
-    def _replay_inputs(self) -> dict:
-        """What a client needs to replay the live state in the simulator (ETA, issue #18):
-        each unfinished job's steps/s per worker type (measured, and as the core plans
-        it), start-up (alone, and the launch waves' slope) and restart means, the
-        daemon's rules (``DaemonRules.published``: re-solve rule, refills, plan lead) and
-        the options its policy was made with."""
-        types = sorted({s.row.worker_type for s in self.health.servers.values()})
-        active = [j for j in self.jobs.values() if not j.final]
-        rates = {j.id: self.progress.online.row(j.id, j.spec.job_type, j.spec.scale_factor,
-                                                types) for j in active}
-        kinds = {j.spec.job_type for j in active}
-        planned = self.core.planned_rates(j.id for j in active)
-        plan_rates = {i: {t: row[t] for t in types if t in row} for i, row in planned.items()}
-        return {"rates": rates, "plan_rates": plan_rates,
-                "startup_s": {t: self.startups.expected_startup(t) for t in kinds},
-                "restart_s": {t: self.startups.restart_s(t) for t in kinds},
-                "exit_s": {t: self.startups.expected_exit(t) for t in kinds},
-                "startup_alone_s": {t: self.startups.expected_alone(t) for t in kinds},
-                "startup_wave_slope": self.startups.wave_slope(),
-                "policy_options": self.core.policy.made_with, **self.config.rules.published()}
 
     # ---- time-driven ------------------------------------------------------------------
     def tick(self) -> None:
@@ -361,7 +320,7 @@ class DaemonExecutor:
         self.refills.place(started.refilled)
         self.refills.refill()                              # GPUs idle for other reasons
         self._forecast_due = True
-        log.info("%s", self._round_view().summary())
+        log.info("%s", self.picture.round_line().summary())
         if self.metrics is not None:
             self.metrics.on_plan()
 
@@ -421,83 +380,10 @@ class DaemonExecutor:
               user: str = SCHEDULER) -> pb.DrainResponse:
         """Take a worker server out of service, or put it back (``Servers.drain``), as
         ``user`` asked (the audit log says so)."""
-        self._changed()
         reply = self.roster.drain(server_id, undo)
         self.tenancy.audit.record(user, "undrain" if undo else "drain",
                                   detail=f"server {server_id}")
         return reply
-
-    def register(self, request: pb.RegisterWorkerRequest, mono: float,
-                 profile: Profile | None = None) -> pb.RegisterWorkerResponse:
-        return self.roster.register(request, mono, profile)
-
-    def heard(self, server_id: int, mono: float) -> bool:
-        """A heartbeat arrived (any thread: ``Health.seen``); False when the server is
-        unknown or was failed (it registers again)."""
-        return self.health.seen(server_id, mono) is not None
-
-    def heartbeat(self, server_id: int, mono: float, running: dict[str, int] | None = None,
-                  leaving: bool = False, registration: int = 0) -> bool:
-        """What a heartbeat tells the executor, on its thread (after ``heard``):
-        ``running``: job -> run generation of the processes the server hosts; ``leaving``:
-        its worker is stopping, in ``registration`` (``Servers.heartbeat``)."""
-        if leaving:
-            self._changed()             # status shows the drain
-        return self.roster.heartbeat(server_id, mono, running or {}, leaving, registration)
-
-    def round_report(self, request: pb.RoundReportRequest) -> None:
-        job_id = request.job_id
-        if not self.fences.admits(job_id, int(request.generation), "ReportRound"):
-            return
-        if request.steps >= 0:
-            self.durable_steps(job_id, int(request.steps), int(request.generation))
-        failed = self.runs.reported_exit(job_id, request.server_id, request.failed,
-                                         int(request.exit_code), request.reason,
-                                         self.round_index)   # (the run-failure verdict)
-        if failed is not None:
-            self._fail_job(job_id, failed)
-            return
-        self.runs.exited(job_id, request.server_id)
-        self.refills.soon()
-
-    def durable_steps(self, job_id: str, steps: int, generation: int,
-                      seconds: float | None = None, lease_start_s: float = 0.0) -> bool:
-        """A commit by run ``generation`` holds ``steps`` (absolute) for the job
-        (``progress.Progress``; ``seconds`` and ``lease_start_s`` on the process's clock).
-        False when that run is stale: the commit is not taken."""
-        if not self.fences.admits(job_id, generation, "durable steps"):
-            return False
-        now = self.now()
-        if self.progress.durable(job_id, steps, generation, seconds, now, lease_start_s):
-            self.jobs.finish(job_id, now)
-            self.runs.finished(job_id)
-            self.refills.soon()
-        return True
-
-    def init_job(self, request: pb.InitJobRequest) -> pb.InitJobResponse:
-        job = self.jobs.get(request.job_id)
-        if job is None:
-            raise KeyError(f"unknown job {request.job_id!r}")
-        if not self.fences.admits(job.id, int(request.generation), "InitJob"):
-            raise StaleRun(job.id, int(request.generation), self.fences.current(job.id))
-        return pb.InitJobResponse(lease=self.runs.init(job, self.now()),   # (a run starts up)
-                                  steps_done=job.steps_done, total_steps=job.spec.total_steps,
-                                  checkpoint_generation=self.fences.checkpoint(job.id))
-
-    def renew_lease(self, request: pb.RenewLeaseRequest) -> pb.Lease | Future:
-        """The lease for the next round: extended when the job keeps its workers. Before
-        the next round is planned the answer waits for the plan (a future)."""
-        run = self.runs.get(request.job_id)
-        job = self.jobs.get(request.job_id)
-        if (run is None or job is None or job.final or run.generation != request.generation
-                or not self.fences.admits(job.id, int(request.generation), "RenewLease")):
-            return stop_lease(int(request.steps), request.seconds)
-        if run.round > request.round:          # already extended by the next plan
-            return run.lease
-        if (self.driver.planned is None and run.round >= self._started_index
-                and self.clock.plan_at):
-            return self.runs.after_plan(request.job_id)   # the next round is not planned yet
-        return run.lease
 
     @property
     def round_index(self) -> int:

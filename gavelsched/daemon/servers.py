@@ -47,9 +47,11 @@ BY_OPERATOR, BY_WORKER = "1", "2"
 class Servers:
     def __init__(self, config: DaemonConfig, core: SchedulerCore, store: Store,
                  health: Health, runs: RunTable, priors: Priors, *,
-                 now: Callable[[], float]) -> None:
+                 now: Callable[[], float], changed: Callable[[], None]) -> None:
+        """``changed``: told when what ``status`` shows of the servers changes (a drain)."""
         self.config, self.core, self.store = config, core, store
         self.health, self.runs, self.priors, self._now = health, runs, priors, now
+        self._changed = changed
         self.drained: dict[int, str] = {}    # server id -> BY_OPERATOR or BY_WORKER
         self._deaf = False                   # (``fail_silent``: said once)
         for i in health.servers:
@@ -98,6 +100,7 @@ class Servers:
     def drain(self, server_id: int, undo: bool = False) -> pb.DrainResponse:
         """Take server ``server_id`` out of service, or (``undo``) put it back (module
         docstring); ``LookupError`` for a server never registered."""
+        self._changed()
         server = self.health.servers.get(server_id)
         if server is None:
             raise LookupError(f"no worker server {server_id}")
@@ -163,13 +166,17 @@ class Servers:
 
     def heartbeat(self, server_id: int, mono: float, running: dict[str, int],
                   leaving: bool = False, registration: int = 0) -> bool:
-        """A server's heartbeat; False when it is unknown or was failed (it registers
-        again). ``leaving``: its worker is stopping, so it is drained (module docstring),
-        if ``registration`` is the server's newest one (else the flag is a late message of
-        a worker that has registered again since, and is ignored)."""
+        """What a heartbeat tells the executor, on its thread (after ``Health.seen`` took
+        its arrival on the handler's): ``running``: job -> run generation of the processes
+        the server hosts (orphans are adopted). False when the server is unknown or was
+        failed (it registers again). ``leaving``: its worker is stopping, so it is drained
+        (module docstring), if ``registration`` is the server's newest one (else the flag
+        is a late message of a worker that has registered again since, and is ignored)."""
         server = self.health.seen(server_id, mono)
         if server is None:
             return False
+        if leaving:
+            self._changed()             # status shows the drain
         self.runs.adopt_orphans(server_id, server.row.worker_type, running, mono)
         if leaving and server_id not in self.drained:
             if registration == server.registration:

@@ -240,7 +240,7 @@ class WorkerService(pb_grpc.WorkerToSchedulerServicer):
             checks.text(request.address, "address")
             checks.text(request.hostname, "hostname")
             profile = worker_profile(request)
-            return self.x.call(lambda: self.x.register(request, mono, profile))
+            return self.x.call(lambda: self.x.roster.register(request, mono, profile))
         except ValueError as err:   # BadValue, TraceError, or the executor's own refusal
             _abort_on(context, err)
 
@@ -249,11 +249,11 @@ class WorkerService(pb_grpc.WorkerToSchedulerServicer):
         mono = time.monotonic()
         # Answered here, never behind the executor's work (``health``); what the heartbeat
         # lists is reconciled on the executor thread, unwaited for.
-        if not self.x.heard(request.server_id, mono):
+        if self.x.health.seen(request.server_id, mono) is None:
             return pb.HeartbeatResponse(known=False)
         running = {r.job_id: int(r.generation) for r in request.running}
-        self.x.tell(lambda: self.x.heartbeat(request.server_id, mono, running,
-                                             request.leaving, int(request.registration)),
+        self.x.tell(lambda: self.x.roster.heartbeat(request.server_id, mono, running,
+                                                    request.leaving, int(request.registration)),
                     changes=False)
         return pb.HeartbeatResponse(known=True)
 
@@ -262,7 +262,7 @@ class WorkerService(pb_grpc.WorkerToSchedulerServicer):
         why = bad_report(request, unknown_steps=True)
         if why is not None:   # acknowledged, so that the worker does not send it again
             return pb.Ack(ok=False, message=_ignored("ReportRound", request, why))
-        self.x.call(lambda: self.x.round_report(request))
+        self.x.call(lambda: self.x.processes.round_report(request))
         return pb.Ack(ok=True)
 
 
@@ -273,7 +273,7 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
     def InitJob(self, request, context):
         self.callers.job(context, request.job_id)
         try:
-            return self.x.call(lambda: self.x.init_job(request))
+            return self.x.call(lambda: self.x.processes.init_job(request))
         except LookupError as err:
             _abort_on(context, err, grpc.StatusCode.NOT_FOUND)
         except StaleRun as err:
@@ -284,7 +284,7 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
         why = bad_report(request)
         if why is not None:   # the iterator takes a failed renewal as "not renewed"
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, _ignored("RenewLease", request, why))
-        lease = self.x.call(lambda: self.x.renew_lease(request))
+        lease = self.x.call(lambda: self.x.processes.renew_lease(request))
         if isinstance(lease, Future):   # wait for the next round's plan
             try:
                 lease = lease.result(timeout=RENEW_WAIT_S)
@@ -299,7 +299,7 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
         why = bad_report(request)
         if why is not None:
             return pb.Ack(ok=False, message=_ignored("ReportSteps", request, why))
-        if request.checkpointed and not self.x.call(lambda: self.x.durable_steps(
+        if request.checkpointed and not self.x.call(lambda: self.x.processes.durable_steps(
                 request.job_id, int(request.steps), int(request.generation),
                 float(request.seconds), float(request.lease_start_s))):
             return pb.Ack(ok=False, message=f"run generation {request.generation} of job "

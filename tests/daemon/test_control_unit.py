@@ -93,7 +93,7 @@ def play(s: Scheduler, first: int, rounds: int, steps: dict[str, int]) -> list[l
             if run.round <= k:
                 s.t = start + R - 0.1
                 steps[run.job_id] = steps.get(run.job_id, 0) + 100
-                s.x.durable_steps(run.job_id, steps[run.job_id], s.gen(run.job_id))
+                s.x.processes.durable_steps(run.job_id, steps[run.job_id], s.gen(run.job_id))
                 s.exited(run.job_id, steps[run.job_id])
         s.at(start + R)
         out.append(sorted(r.job_id for r in s.x.runs.live() if r.round == k + 1))
@@ -108,7 +108,7 @@ def run_to_done(s: Scheduler, job_id: str) -> None:
     s.at(max(LEAD_FREE, s.t + R))
     assert s.x.runs.get(job_id) is not None
     s.init(job_id)
-    s.x.durable_steps(job_id, s.x.jobs[job_id].spec.total_steps, s.gen(job_id))
+    s.x.processes.durable_steps(job_id, s.x.jobs[job_id].spec.total_steps, s.gen(job_id))
     s.exited(job_id, s.x.jobs[job_id].spec.total_steps)
     assert s.x.jobs[job_id].state == "done"
     pump(s)
@@ -166,7 +166,7 @@ def test_a_held_running_job_runs_to_its_lease_end_and_resumes_from_its_steps(sch
     assert launched(sched) == [a] and len(sched.sent.runs) == 1   # not extended
     sched.at(LEAD_FREE + R)
     sched.t = LEAD_FREE + R + 0.3            # it saved at its lease's end and exited
-    sched.x.durable_steps(a, 200, sched.gen(a))
+    sched.x.processes.durable_steps(a, 200, sched.gen(a))
     sched.exited(a, 200)
     pump(sched)
     assert (sched.x.jobs[a].state, sched.x.jobs[a].steps_done) == ("held", 200)
@@ -204,7 +204,7 @@ def test_a_job_held_while_its_move_waits_for_its_last_run_is_not_launched(sched)
     """Round 1 swaps the jobs of a v100 and a k80 server; each new placement waits for the
     job's last run to save and exit. The job held meanwhile is not launched when it does;
     the other one is (and the third job gets the GPU it would have had)."""
-    k80 = sched.x.register(pb.RegisterWorkerRequest(
+    k80 = sched.x.roster.register(pb.RegisterWorkerRequest(
         worker_type="k80", gpus=1, address="127.0.0.1:2", hostname="h2",
         previous_server_id=-1), sched.t).server_id
     submit(sched), submit(sched), submit(sched)
@@ -212,8 +212,8 @@ def test_a_job_held_while_its_move_waits_for_its_last_run_is_not_launched(sched)
     first = {r.job_id: r for r in sched.x.runs.live()}
     sched.t = LEAD_FREE + 0.5
     for run in first.values():
-        sched.x.init_job(pb.InitJobRequest(job_id=run.job_id, server_id=min(run.servers),
-                                           generation=run.generation))
+        sched.x.processes.init_job(pb.InitJobRequest(job_id=run.job_id, server_id=min(run.servers),
+                                                     generation=run.generation))
     sched.at(LEAD_FREE + R - sched.x.config.plan_lead)
     sched.at(LEAD_FREE + R)
     moved = [r.job_id for r in sched.x.runs.live() if r.round == 0]
@@ -223,7 +223,7 @@ def test_a_job_held_while_its_move_waits_for_its_last_run_is_not_launched(sched)
     sched.t = LEAD_FREE + R + 0.5
     for job_id, run in first.items():
         for server in run.servers:
-            sched.x.round_report(pb.RoundReportRequest(
+            sched.x.processes.round_report(pb.RoundReportRequest(
                 server_id=server, job_id=job_id, steps=100, seconds=1.0,
                 generation=run.generation))
     pump(sched)
@@ -250,7 +250,7 @@ def test_a_held_job_whose_run_made_its_last_steps_is_done(sched):
     sched.t = LEAD_FREE + 0.5
     sched.init(a)
     sched.x.calls.hold(ROOT, a, "")
-    sched.x.durable_steps(a, 300, sched.gen(a))
+    sched.x.processes.durable_steps(a, 300, sched.gen(a))
     assert sched.x.jobs[a].state == "done"
 
 
@@ -489,7 +489,7 @@ def test_a_time_limit_bounds_the_leases_and_fails_the_job(sched):
     assert extension.lease.extended and extension.lease.max_seconds == pytest.approx(15)
     sched.at(LEAD_FREE + R)
     sched.t = LEAD_FREE + 15.5                 # stopped at its checkpoint after 15 s
-    sched.x.durable_steps(j, 300, sched.gen(j))
+    sched.x.processes.durable_steps(j, 300, sched.gen(j))
     sched.exited(j, 300)
     pump(sched)
     row = sched.x.jobs[j]

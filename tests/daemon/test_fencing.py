@@ -23,8 +23,8 @@ def relaunched(s: Scheduler, job: str) -> tuple[int, int]:
     """The job's run ends (its worker daemon restarted under it) and it is placed again
     at the next round: (old generation, new generation)."""
     old = s.gen(job)
-    s.x.register(pb.RegisterWorkerRequest(worker_type="v100", gpus=1, address="127.0.0.1:1",
-                                          hostname="h", previous_server_id=s.server), s.t)
+    s.x.roster.register(pb.RegisterWorkerRequest(worker_type="v100", gpus=1, address="127.0.0.1:1",
+                                                 hostname="h", previous_server_id=s.server), s.t)
     assert job not in s.x.runs
     s.at(s.t + R - s.x.config.plan_lead)
     s.at(s.t + s.x.config.plan_lead)
@@ -46,30 +46,31 @@ def test_each_launch_gets_a_new_generation_and_the_older_runs_messages_are_ignor
     (first,) = s.sent.runs
     assert first.generation == s.gen(job) > 0
     s.init(job)
-    assert s.x.durable_steps(job, 40, first.generation)
+    assert s.x.processes.durable_steps(job, 40, first.generation)
     old, new = relaunched(s, job)
     assert new > old == first.generation
     assert s.sent.runs[-1].generation == new and s.sent.runs[-1].steps_done == 40
 
     # The cut-off process of the old generation goes on and reports: none of it counts.
-    assert not s.x.durable_steps(job, 90, old)
-    s.x.round_report(pb.RoundReportRequest(server_id=s.server, job_id=job, steps=90,
-                                           seconds=5.0, exit_code=-9, failed=True,
-                                           reason="killed", generation=old))
+    assert not s.x.processes.durable_steps(job, 90, old)
+    s.x.processes.round_report(pb.RoundReportRequest(server_id=s.server, job_id=job, steps=90,
+                                                     seconds=5.0, exit_code=-9, failed=True,
+                                                     reason="killed", generation=old))
     assert s.x.jobs[job].steps_done == 40 and s.x.jobs[job].state != "failed"
     assert s.x.runs.get(job).generation == new           # the new run is untouched
     assert s.x.retries.history(job) == ()                 # and no retry was charged
     with pytest.raises(StaleRun, match=f"run generation {old} of job {job} is stale"):
-        s.x.init_job(pb.InitJobRequest(job_id=job, generation=old))
-    stop = s.x.renew_lease(pb.RenewLeaseRequest(job_id=job, round=0, steps=90, generation=old))
+        s.x.processes.init_job(pb.InitJobRequest(job_id=job, generation=old))
+    stop = s.x.processes.renew_lease(pb.RenewLeaseRequest(job_id=job, round=0, steps=90,
+                                                          generation=old))
     assert (stop.round, stop.max_steps, stop.extended) == (-1, 90, False)
 
     # The new run resumes from exactly the commit that was counted: 40 steps by `old`.
-    init = s.x.init_job(pb.InitJobRequest(job_id=job, generation=new))
+    init = s.x.processes.init_job(pb.InitJobRequest(job_id=job, generation=new))
     assert (init.steps_done, init.checkpoint_generation) == (40, old)
     assert init.lease.max_steps > 40
-    assert s.x.durable_steps(job, 70, new)
-    init = s.x.init_job(pb.InitJobRequest(job_id=job, generation=new))
+    assert s.x.processes.durable_steps(job, 70, new)
+    init = s.x.processes.init_job(pb.InitJobRequest(job_id=job, generation=new))
     assert (init.steps_done, init.checkpoint_generation) == (70, new)
 
 
@@ -78,9 +79,9 @@ def test_a_heartbeat_listing_a_stale_run_stops_it_and_a_current_one_is_left(sche
     job = s.submit()
     s.at(1.0)
     old, new = relaunched(s, job)
-    s.x.heartbeat(s.server, s.t, {job: new})
+    s.x.roster.heartbeat(s.server, s.t, {job: new})
     assert s.sent.killed_runs == []
-    s.x.heartbeat(s.server, s.t, {job: old})
+    s.x.roster.heartbeat(s.server, s.t, {job: old})
     assert s.sent.killed_runs == [(job, old)]
     assert s.x.runs.get(job).generation == new
 
@@ -90,7 +91,7 @@ def test_generations_and_the_counted_commit_survive_a_scheduler_restart(tmp_path
     job = s.submit()
     s.at(1.0)
     old, new = relaunched(s, job)
-    assert s.x.durable_steps(job, 25, new)
+    assert s.x.processes.durable_steps(job, 25, new)
     s.close()
 
     # A new scheduler on the same state: the run of `new` is still on the worker.
@@ -102,16 +103,17 @@ def test_generations_and_the_counted_commit_survive_a_scheduler_restart(tmp_path
     x = DaemonExecutor(config, store, get_policy("max_min_fairness_perf"), default_table(),
                        sent, clock=lambda: 100.0)
     try:
-        x.register(pb.RegisterWorkerRequest(worker_type="v100", gpus=1, address="127.0.0.1:1",
-                                            hostname="h", previous_server_id=s.server), 100.0)
-        x.heartbeat(s.server, 100.0, {job: new})
+        x.roster.register(pb.RegisterWorkerRequest(
+            worker_type="v100", gpus=1, address="127.0.0.1:1", hostname="h",
+            previous_server_id=s.server), 100.0)
+        x.roster.heartbeat(s.server, 100.0, {job: new})
         assert x.runs.get(job).orphan and x.runs.get(job).generation == new
         # A late report of the older run, sent before the restart, changes nothing.
-        x.round_report(pb.RoundReportRequest(server_id=s.server, job_id=job, steps=60,
-                                             seconds=3.0, generation=old))
+        x.processes.round_report(pb.RoundReportRequest(server_id=s.server, job_id=job, steps=60,
+                                                       seconds=3.0, generation=old))
         assert x.jobs[job].steps_done == 25 and job in x.runs
-        assert x.durable_steps(job, 30, new)            # the orphan's own commit counts
-        init = x.init_job(pb.InitJobRequest(job_id=job, generation=new))
+        assert x.processes.durable_steps(job, 30, new)            # the orphan's own commit counts
+        init = x.processes.init_job(pb.InitJobRequest(job_id=job, generation=new))
         assert (init.steps_done, init.checkpoint_generation) == (30, new)
         assert x.fences.issue(job) > new                # the counter only grows
     finally:

@@ -160,7 +160,7 @@ def test_no_server_ever_shows_more_gpus_held_than_it_has(tmp_path, scale_factors
             for run in sched.x.runs.live():               # the new ones start up
                 if not run.started_up:
                     sched.t = t + 3.0
-                    sched.x.init_job(pb.InitJobRequest(
+                    sched.x.processes.init_job(pb.InitJobRequest(
                         job_id=run.job_id, round=run.round, rank=0, server_id=sched.server,
                         generation=sched.gen(run.job_id)))
                     check(sched)

@@ -83,7 +83,7 @@ def test_final_states_have_an_end_time_and_done_has_its_jct(tmp_path):
     s.t = 5.0
     assert s.x.cancel(cancelled).ok
     s.t = 6.0
-    s.x.durable_steps(done, 100, s.gen(done))
+    s.x.processes.durable_steps(done, 100, s.gen(done))
     got = status(s)
     assert (got[cancelled].state, got[cancelled].ended_s) == ("cancelled", at(5.0))
     assert got[cancelled].completion_s == -1.0         # completion: done jobs only

@@ -177,7 +177,7 @@ def test_the_executor_launches_each_placement_with_the_same_layout(tmp_path):
     sent = Recorder()
     x = DaemonExecutor(config, store, get_policy("max_min_fairness_mixed"), default_table(),
                        sent, clock=lambda: t[0])
-    servers = {wtype: x.register(pb.RegisterWorkerRequest(
+    servers = {wtype: x.roster.register(pb.RegisterWorkerRequest(
         worker_type=wtype, gpus=gpus, address=f"127.0.0.1:{port}", hostname="h",
         previous_server_id=-1), 0.0).server_id
         for wtype, gpus, port in (("v100", 1, 1), ("k80", 2, 2))}
@@ -187,7 +187,7 @@ def test_the_executor_launches_each_placement_with_the_same_layout(tmp_path):
     def at(when: float, *alive: str) -> None:
         t[0] = when
         for wtype in alive:
-            x.heartbeat(servers[wtype], when)
+            x.roster.heartbeat(servers[wtype], when, {})
         x.tick()
 
     at(1.0, "v100", "k80")

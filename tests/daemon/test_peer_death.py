@@ -35,11 +35,11 @@ def two_server_job(tmp_path):
 
 def beat(s: Scheduler, *servers: int) -> None:
     for server in servers:
-        s.x.heartbeat(server, s.t)
+        s.x.roster.heartbeat(server, s.t, {})
 
 
 def failed_rank(s: Scheduler, server: int, job: str) -> None:
-    s.x.round_report(pb.RoundReportRequest(
+    s.x.processes.round_report(pb.RoundReportRequest(
         server_id=server, job_id=job, steps=-1, exit_code=1, failed=True, generation=s.gen(job),
         reason="RuntimeError: Connection closed by peer"))
 

@@ -67,7 +67,7 @@ class Bare(Scheduler):
     def add_server(self, gpus: int = 1, worker_type: str = "v100") -> int:
         if not hasattr(self, "server"):          # the constructor's call: no server yet
             return -1
-        return self.x.register(pb.RegisterWorkerRequest(
+        return self.x.roster.register(pb.RegisterWorkerRequest(
             worker_type=worker_type, gpus=gpus, address="127.0.0.1:1", hostname="h",
             previous_server_id=-1), self.t).server_id
 

@@ -69,7 +69,7 @@ class Sched(Bare):
     def join(self, worker_type: str = "h100", doc: dict | None = None,
              previous: int = -1) -> int:
         request = registration(worker_type, doc, previous)
-        return self.x.register(request, self.t, worker_profile(request)).server_id
+        return self.x.roster.register(request, self.t, worker_profile(request)).server_id
 
     def reason(self, job_id: str) -> str:
         return {j.id: j.reason for j in build_snapshot(self.x.view(self.t)).status().jobs}[job_id]

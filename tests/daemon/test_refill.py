@@ -66,7 +66,7 @@ def test_a_finished_job_s_gpu_is_refilled_at_its_last_step_not_at_its_exit(tmp_p
     sched.t = 2.0
     sched.init(run.job_id)
     sched.t = 5.0                                   # its last step is durable
-    assert sched.x.durable_steps(run.job_id, 100_000, sched.gen(run.job_id), seconds=3.0)
+    assert sched.x.processes.durable_steps(run.job_id, 100_000, sched.gen(run.job_id), seconds=3.0)
     refill = sched.sent.runs[-1]
     assert refill.job_id == other and list(refill.gpus) == list(run.gpus)
     assert refill.lease.max_seconds == pytest.approx(1.0 + 10.0 - 5.0)  # the rest of round 0

@@ -27,9 +27,9 @@ def launches(s: Scheduler, job: str) -> int:
 
 
 def killed(s: Scheduler, job: str, code: int = -9, reason: str = "") -> None:
-    s.x.round_report(pb.RoundReportRequest(server_id=s.server, job_id=job, steps=-1,
-                                           exit_code=code, failed=True, reason=reason,
-                                           generation=s.gen(job)))
+    s.x.processes.round_report(pb.RoundReportRequest(server_id=s.server, job_id=job, steps=-1,
+                                                     exit_code=code, failed=True, reason=reason,
+                                                     generation=s.gen(job)))
 
 
 def run_rounds(s: Scheduler, start: float, rounds: int) -> float:

@@ -62,7 +62,7 @@ class Scheduler:
         self.server = self.add_server(gpus)
 
     def add_server(self, gpus: int = 1) -> int:
-        return self.x.register(pb.RegisterWorkerRequest(
+        return self.x.roster.register(pb.RegisterWorkerRequest(
             worker_type="v100", gpus=gpus, address="127.0.0.1:1", hostname="h",
             previous_server_id=-1), self.t).server_id
 
@@ -75,18 +75,18 @@ class Scheduler:
                                            total_steps=steps, workload="steps"))
 
     def init(self, job_id: str) -> pb.Lease:
-        return self.x.init_job(pb.InitJobRequest(job_id=job_id, round=0, rank=0,
-                                                 server_id=self.server,
-                                                 generation=self.gen(job_id))).lease
+        return self.x.processes.init_job(pb.InitJobRequest(job_id=job_id, round=0, rank=0,
+                                                           server_id=self.server,
+                                                           generation=self.gen(job_id))).lease
 
     def gen(self, job_id: str) -> int:
         """The job's newest run generation (what its processes and worker would send)."""
         return self.x.fences.current(job_id)
 
     def exited(self, job_id: str, steps: int) -> None:
-        self.x.round_report(pb.RoundReportRequest(server_id=self.server, job_id=job_id,
-                                                  steps=steps, seconds=1.0,
-                                                  generation=self.gen(job_id)))
+        self.x.processes.round_report(pb.RoundReportRequest(server_id=self.server, job_id=job_id,
+                                                            steps=steps, seconds=1.0,
+                                                            generation=self.gen(job_id)))
 
     def close(self) -> None:
         self.store.close()
@@ -127,8 +127,8 @@ def test_a_fresh_runs_lease_ends_with_its_round_and_an_extension_adds_a_round(sc
     assert extension.lease.extended and extension.lease.round == lease.round + 1
     assert extension.lease.max_seconds == pytest.approx(2 * R)   # no start-up charged
     assert extension.lease.max_steps == lease.max_steps + int(rate * R)
-    assert sched.x.renew_lease(pb.RenewLeaseRequest(job_id=job, round=lease.round,
-                                                    generation=sched.gen(job))) \
+    assert sched.x.processes.renew_lease(pb.RenewLeaseRequest(job_id=job, round=lease.round,
+                                                              generation=sched.gen(job))) \
         .max_seconds == pytest.approx(2 * R)
 
 
@@ -200,12 +200,12 @@ def test_a_runs_first_sample_counts_from_its_first_steps_end_not_its_init_job(sc
     sched.at(1.0)
     sched.init(job)                                  # InitJob at t = 1
     sched.t = 11.0                                   # a report 10 s later ...
-    sched.x.durable_steps(job, 90, sched.gen(job), seconds=12.5, lease_start_s=3.5)
+    sched.x.processes.durable_steps(job, 90, sched.gen(job), seconds=12.5, lease_start_s=3.5)
     assert sched.x.progress.online.measured[job]["v100"] == pytest.approx(89 / 9.0)
     other = sched.submit()
     sched.x.cancel(job)
     sched.at(sched.t + R)
     sched.init(other)
     sched.t += 10.0
-    sched.x.durable_steps(other, 90, sched.gen(other), seconds=12.5)   # an older process
+    sched.x.processes.durable_steps(other, 90, sched.gen(other), seconds=12.5)   # an older process
     assert sched.x.progress.online.measured[other]["v100"] == pytest.approx(90 / 10.0)

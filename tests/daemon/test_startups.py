@@ -113,7 +113,7 @@ def test_the_scheduler_times_a_finished_run_s_exit_and_publishes_it(tmp_path):
     sched.t = 2.0
     sched.init(job)
     sched.t = 5.0                                   # its last step is durable
-    assert sched.x.durable_steps(job, 50, sched.gen(job), seconds=3.0)
+    assert sched.x.processes.durable_steps(job, 50, sched.gen(job), seconds=3.0)
     sched.t = 5.6                                   # its process exits 0.6 s later
     sched.exited(job, 50)
     assert sched.x.startups.expected_exit("A3C") == pytest.approx(0.6)
@@ -138,7 +138,7 @@ def test_a_preempted_run_s_exit_after_its_save_is_measured_as_well(tmp_path):
     sched.init(run.job_id)
     sched.at(1.0 + R - sched.x.config.plan_lead)    # round 1 goes to the other job
     sched.t = 1.0 + R - 0.05                        # the run's save commits at its end
-    assert sched.x.durable_steps(run.job_id, 80, sched.gen(run.job_id), seconds=8.0)
+    assert sched.x.processes.durable_steps(run.job_id, 80, sched.gen(run.job_id), seconds=8.0)
     sched.at(1.0 + R)
     assert sched.x.startups.expected_exit("A3C") == pytest.approx(     # (none timed yet)
         EXIT_PRIOR_SHARE * sched.x.startups.expected_startup("A3C"))
@@ -174,7 +174,7 @@ def test_a_start_up_is_recorded_with_the_processes_its_round_launched_on_its_mac
     launches of its round's start on its machine (another machine's do not count, and a
     refill starts alone)."""
     sched = Scheduler(tmp_path, gpus=3)
-    other = sched.x.register(pb.RegisterWorkerRequest(
+    other = sched.x.roster.register(pb.RegisterWorkerRequest(
         worker_type="v100", gpus=1, address="10.0.0.2:7", hostname="h2",
         previous_server_id=-1), sched.t).server_id
     jobs = [sched.submit() for _ in range(4)]
@@ -183,8 +183,8 @@ def test_a_start_up_is_recorded_with_the_processes_its_round_launched_on_its_mac
     assert sorted(on.values()) == [sched.server] * 3 + [other]
     sched.t = 1.4
     for job in jobs:
-        sched.x.init_job(pb.InitJobRequest(job_id=job, round=0, rank=0, server_id=on[job],
-                                           generation=sched.gen(job)))
+        sched.x.processes.init_job(pb.InitJobRequest(job_id=job, round=0, rank=0, server_id=on[job],
+                                                     generation=sched.gen(job)))
     stored = [json.loads(v) for v in sched.store.meta_family(STARTUP_WAVE.name).values()]
     assert sorted(w for _, w, _, _ in stored) == [1, 3, 3, 3]
     assert [s for _, _, s, _ in stored] == [pytest.approx(0.4)] * 4

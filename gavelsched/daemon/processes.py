@@ -1,0 +1,96 @@
+"""What a job's own processes ask of the scheduler (thesis §5.6, Gavel's lease protocol):
+``InitJob`` (a run starts up and gets its lease), ``RenewLease`` (the next round's lease,
+extended when the job keeps its workers), a durable commit (``ReportSteps`` with a
+checkpoint) and the worker's ``ReportRound`` for each process that exits.
+
+Every message is fenced first (``fences.Fences``): one from an older run of the job is
+ignored or refused. Runs on the executor thread, as the run table and the jobs it reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Future
+
+from ..core.driver import RoundDriver
+from ..rpc import pb
+from .clock import RoundClock
+from .fences import Fences, StaleRun
+from .jobs import Jobs
+from .leases import stop_lease
+from .progress import Progress
+from .refills import Refills
+from .runs import RunTable
+
+
+class ProcessCalls:
+    """The executor's answers to a job's processes. ``round_index``: the round running
+    now (store's numbering); ``started``: the index of the round started last; ``fail``:
+    ends a job as failed with a reason."""
+
+    def __init__(self, jobs: Jobs, runs: RunTable, fences: Fences, progress: Progress,
+                 refills: Refills, driver: RoundDriver, clock: RoundClock, *,
+                 now: Callable[[], float], round_index: Callable[[], int],
+                 started: Callable[[], int], fail: Callable[[str, str], None]) -> None:
+        self.jobs, self.runs, self.fences, self.progress = jobs, runs, fences, progress
+        self.refills, self.driver, self.clock = refills, driver, clock
+        self._now, self._round_index, self._started, self._fail = now, round_index, started, fail
+
+    def init_job(self, request: pb.InitJobRequest) -> pb.InitJobResponse:
+        """A run's process starts up: its lease, the steps done and the checkpoint it
+        resumes from. Raises ``KeyError`` for an unknown job and ``StaleRun`` for a run
+        that is not the job's current one."""
+        job = self.jobs.get(request.job_id)
+        if job is None:
+            raise KeyError(f"unknown job {request.job_id!r}")
+        if not self.fences.admits(job.id, int(request.generation), "InitJob"):
+            raise StaleRun(job.id, int(request.generation), self.fences.current(job.id))
+        return pb.InitJobResponse(lease=self.runs.init(job, self._now()),   # (a run starts up)
+                                  steps_done=job.steps_done, total_steps=job.spec.total_steps,
+                                  checkpoint_generation=self.fences.checkpoint(job.id))
+
+    def renew_lease(self, request: pb.RenewLeaseRequest) -> pb.Lease | Future:
+        """The lease for the next round: extended when the job keeps its workers. Before
+        the next round is planned the answer waits for the plan (a future)."""
+        run = self.runs.get(request.job_id)
+        job = self.jobs.get(request.job_id)
+        if (run is None or job is None or job.final or run.generation != request.generation
+                or not self.fences.admits(job.id, int(request.generation), "RenewLease")):
+            return stop_lease(int(request.steps), request.seconds)
+        if run.round > request.round:          # already extended by the next plan
+            return run.lease
+        if (self.driver.planned is None and run.round >= self._started()
+                and self.clock.plan_at):
+            return self.runs.after_plan(request.job_id)   # the next round is not planned yet
+        return run.lease
+
+    def durable_steps(self, job_id: str, steps: int, generation: int,
+                      seconds: float | None = None, lease_start_s: float = 0.0) -> bool:
+        """A commit by run ``generation`` holds ``steps`` (absolute) for the job
+        (``progress.Progress``; ``seconds`` and ``lease_start_s`` on the process's clock).
+        False when that run is stale: the commit is not taken."""
+        if not self.fences.admits(job_id, generation, "durable steps"):
+            return False
+        now = self._now()
+        if self.progress.durable(job_id, steps, generation, seconds, now, lease_start_s):
+            self.jobs.finish(job_id, now)
+            self.runs.finished(job_id)
+            self.refills.soon()
+        return True
+
+    def round_report(self, request: pb.RoundReportRequest) -> None:
+        """A process of the job exited on a worker: its last durable steps, then what the
+        exit means for the run (``exits.exit_verdict``); its GPUs go to waiting jobs."""
+        job_id = request.job_id
+        if not self.fences.admits(job_id, int(request.generation), "ReportRound"):
+            return
+        if request.steps >= 0:
+            self.durable_steps(job_id, int(request.steps), int(request.generation))
+        failed = self.runs.reported_exit(job_id, request.server_id, request.failed,
+                                         int(request.exit_code), request.reason,
+                                         self._round_index())   # (the run-failure verdict)
+        if failed is not None:
+            self._fail(job_id, failed)
+            return
+        self.runs.exited(job_id, request.server_id)
+        self.refills.soon()
