@@ -10,10 +10,13 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping
+from dataclasses import replace
 
 import numpy as np
 
-from ..mechanism import Demand, PlannerConfig, RoundPlan
+from policies import Entity
+
+from ..mechanism import Demand, PlannerConfig, RoundPlan, entity_quota
 from ..mechanism.planner import take
 from .config import CoreConfig
 from .jobs import JobState
@@ -48,6 +51,22 @@ def demand(rows: Rows, layout: ColumnLayout,
         previous=dict(assignments), member_rows=rows.member_rows.copy(),
         configurations=layout.config_list, configuration_gpus=layout.config_matrix,
     )
+
+
+def with_entities(out: Demand, jobs: Mapping[str, JobState], entities: Mapping[str, Entity],
+                  running=()) -> Demand:
+    """``out`` with two entities or more: each combination's entity (their queues
+    interleaved, ``mechanism/shares.py``) and the entities' GPU caps less what ``running``
+    (members, GPUs) tasks hold (``mechanism/quota.py``). One entity or none: ``out``."""
+    if len(entities) < 2:
+        return out
+    entity_of = {j: state.spec.entity for j, state in jobs.items()}
+    number = {name: k for k, name in enumerate(entities)}
+    entity = np.array([number.get(entity_of.get(m[0]), len(number)) for m in out.members],
+                      dtype=np.int64)
+    caps = {n: e.max_gpus for n, e in entities.items() if e.max_gpus is not None}
+    return replace(out, entity=entity,
+                   quota=entity_quota(out.members, entity_of, caps, running) if caps else None)
 
 
 def build_batch(plan: RoundPlan, rows: Rows, layout: ColumnLayout, jobs: Mapping[str, JobState],

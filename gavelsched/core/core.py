@@ -29,11 +29,12 @@ job's type on; Gandiva keeps pairs); ``isolated_elapsed_s`` is Themis t^isolated
 finish-time fairness accumulates it (``CoreConfig.isolated_time``). Space-sharing policies
 may plan on estimated pair throughputs (``planned_pairs``) until a pair has run on a type.
 
-The state lives here; each step of its work is a module of its own: throughput lookups
-(``lookups``), the rows' columns (``layout``), per-job records (``jobs``), the policy's
-``Problem`` (``problem``), allocation periods (``periods``), a round's planner inputs and
-batch (``batch``), the progress reported back (``progress``) and when a stale allocation
-may be re-solved (``resolving``).
+The state lives here; each step of its work is a module of its own: jobs waiting to be
+admitted (``arrivals``), throughput lookups (``lookups``), the rows' columns (``layout``),
+per-job records (``jobs``), the policy's ``Problem`` (``problem``) and its solve
+(``solving``), allocation periods (``periods``), a round's planner inputs and batch
+(``batch``), freed workers refilled (``refill``), the progress reported back
+(``progress``) and when a stale allocation may be re-solved (``resolving``).
 """
 
 from __future__ import annotations
@@ -46,24 +47,26 @@ from dataclasses import replace
 
 import numpy as np
 
-from policies import Allocation, Entity, Policy, PolicyError, Problem
-from policies.moves import fewer_moves
+from policies import Allocation, Entity, Policy, Problem
 
-from ..mechanism import ClusterView, Demand, entity_quota, holding, plan_round
-from .batch import build_batch, demand, planner_config
+from ..mechanism import ClusterView, Demand, plan_round
+from .arrivals import Arrivals
+from .batch import build_batch, demand, planner_config, with_entities
 from .config import CoreConfig
 from .configurations import Configurations
 from .errors import CoreError
 from .jobs import JobState, apply_measured, new_job, retype
 from .layout import ColumnLayout
 from .lookups import Lookups
-from .periods import close_period, install
+from .periods import close_period, hand_on, install, take_on
 from .periods import shares as received_shares
 from .problem import advance_isolated_time, build_problem
 from .progress import RoundInFlight, align, credit_keys, credit_round, credit_rows
 from .resolving import allowed as resolve_allowed
 from .resolving import interval_passed, next_allowed_s
 from .restarts import Runs
+from .solving import solve
+from .refill import hand_over, plan_refill
 from .records import (JobSpec, Period, PeriodState, Report, Round, RoundOutcome, RoundReport,
                       TaskBatch, ThroughputSource)
 from .rows import Rows
@@ -89,10 +92,7 @@ class SchedulerCore:
         self._entities = dict(entities or {})
         self._rng = random.Random(config.seed)
         self._jobs: dict[str, JobState] = {}
-        self._pending: list[tuple[JobSpec, float]] = []
-        self._restored_steps: dict[str, int] = {}
-        self._own: dict[str, dict[str, float]] = {}    # pending jobs' own steps/s
-        self._known: set[str] = set()
+        self._arrivals = Arrivals()     # submitted, admitted at the next boundary
         self._order = 0
         self._rows = Rows(len(view.worker_types))
         # Configuration columns (several types at once) follow the types in every row
@@ -142,11 +142,11 @@ class SchedulerCore:
 
     @property
     def pending_jobs(self) -> tuple[str, ...]:
-        return tuple(spec.id for spec, _ in self._pending)
+        return self._arrivals.ids()
 
     @property
     def has_jobs(self) -> bool:
-        return bool(self._jobs or self._pending)
+        return bool(self._jobs or self._arrivals)
 
     @property
     def allocation(self) -> Allocation | None:
@@ -173,12 +173,8 @@ class SchedulerCore:
 
     def period_state(self) -> PeriodState:
         """The allocation period in progress, for a replay to go on from (``resume``)."""
-        rows, cols = self._rows, self._layout.columns
-        at = [i for i, key in enumerate(rows.keys) if key in self._jobs]
-        return PeriodState(self._counted_since_s, tuple(cols), tuple(rows.keys[i] for i in at),
-                           rows.allocation[at].copy(), rows.received[at].copy(),
-                           rows.deficit[at].copy(), self._stale or self._force,
-                           self._runs.state())
+        return hand_on(self._rows, self._jobs, self._layout.columns, self._counted_since_s,
+                       self._stale or self._force, self._runs.state())
 
     def resume(self, period: PeriodState) -> None:
         """Go on with another core's allocation period (a live cluster's replay): admit the
@@ -189,18 +185,7 @@ class SchedulerCore:
         does not cover (it had just arrived there) makes it so."""
         self._admit()
         rows, cols = self._rows, self._layout.columns
-        given = [cols.index(t) if t in cols else -1 for t in period.types]
-        allocation = {}
-        for i, key in enumerate(period.keys):
-            r = rows.index.get(key)
-            if r is None:
-                continue
-            for j, c in enumerate(given):
-                if c >= 0:
-                    rows.received[r, c] = period.received[i, j]
-                    rows.deficit[r, c] = period.deficit[i, j]
-            allocation[key] = {t: float(period.allocation[i, j])
-                               for j, t in enumerate(period.types) if t in cols}
+        allocation = take_on(rows, cols, period)
         covered = set(allocation) >= set(self._jobs)
         if allocation:
             self._last_allocation = Allocation(self.policy.name, allocation)
@@ -235,48 +220,32 @@ class SchedulerCore:
         self._closed_periods.clear()
         return out
 
-    # ---- reset events -----------------------------------------------------------------
     def planned_rates(self, job_ids: Iterable[str]) -> dict[str, dict[str, float]]:
         """The steps/s per worker type the core plans each of ``job_ids`` on (its priors, its
         own ``throughputs`` or what was measured of it); a job it does not hold is left out."""
         types, out = self._layout.types, {}
-        pending = {spec.id: spec for spec, _ in self._pending}
         for job_id in job_ids:
-            job = self._jobs.get(job_id)
+            job, waiting = self._jobs.get(job_id), self._arrivals.get(job_id)
             if job is not None:
                 out[job_id] = dict(job.throughputs)
-            elif job_id in pending:
-                own = self._own.get(job_id)
-                row = self._lookups.solo(pending[job_id].key).tolist() if own is None else \
-                    [own.get(t, 0.0) for t in types]
-                out[job_id] = dict(zip(types, row))
+            elif waiting is not None:
+                own = waiting.own
+                out[job_id] = (dict(zip(types, self._lookups.solo(waiting.spec.key).tolist()))
+                               if own is None else {t: own.get(t, 0.0) for t in types})
         return out
 
+    # ---- reset events -----------------------------------------------------------------
     def submit(self, job: JobSpec, now: float, steps_done: int = 0, *,
                throughputs: Mapping[str, float] | None = None) -> None:
         """A job arrives at ``now``; it is admitted at the next round boundary.
         ``steps_done``: durable steps it already made (a daemon restoring its state).
         ``throughputs``: its own steps/s per worker type in place of the source's (a type
         not named cannot run it; a trace's ``TraceJob.throughputs``)."""
-        if job.id in self._known:
-            raise CoreError(f"job {job.id!r} submitted twice")
-        if not 0 <= steps_done < job.total_steps:
-            raise CoreError(f"job {job.id!r}: steps_done {steps_done} outside "
-                            f"[0, {job.total_steps})")
-        self._known.add(job.id)
-        self._pending.append((job, float(now)))
-        if throughputs is not None:
-            self._own[job.id] = {t: float(v) for t, v in throughputs.items()}
-        if steps_done:
-            self._restored_steps[job.id] = int(steps_done)
+        self._arrivals.submit(job, now, steps_done, throughputs)
 
     def cancel(self, job_id: str, now: float) -> None:
-        for i, (spec, _) in enumerate(self._pending):
-            if spec.id == job_id:
-                del self._pending[i]
-                self._restored_steps.pop(job_id, None)
-                self._own.pop(job_id, None)
-                return
+        if self._arrivals.cancel(job_id):
+            return
         self._job(job_id)
         self._remove((job_id,))
 
@@ -284,15 +253,13 @@ class SchedulerCore:
         """The job leaves the core but may come back (a daemon's ``hold``): as ``cancel``,
         and a later ``submit`` of it (with the steps it has made) is its return."""
         self.cancel(job_id, now)
-        self._known.discard(job_id)
+        self._arrivals.forget(job_id)
 
     def update_job(self, job_id: str, now: float, **changes) -> None:
         """Change an admitted or pending job's ``JobSpec`` fields that do not change its
         rows (``priority_weight``, ``entity``); the allocation becomes stale."""
-        for i, (spec, arrival) in enumerate(self._pending):
-            if spec.id == job_id:
-                self._pending[i] = (replace(spec, **changes), arrival)
-                return
+        if self._arrivals.update(job_id, **changes):
+            return
         job = self._job(job_id)
         job.spec = replace(job.spec, **changes)
         self._stale = True
@@ -301,32 +268,24 @@ class SchedulerCore:
         """What a restart costs each job of these job types now (seconds, as the daemon
         measures them: ``JobSpec.restart_s``). Not a reset event: runs are pinned by it
         from the next plan on, and the policy sees it at its next re-solve."""
-        for i, (spec, arrival) in enumerate(self._pending):
-            if spec.job_type in restart_s:
-                self._pending[i] = (replace(spec, restart_s=float(restart_s[spec.job_type])),
-                                    arrival)
+        def priced(spec: JobSpec) -> JobSpec | None:
+            cost = restart_s.get(spec.job_type)
+            return None if cost in (None, spec.restart_s) else replace(spec, restart_s=float(cost))
+
+        self._arrivals.update_each(priced)
         for job in self._jobs.values():
-            cost = restart_s.get(job.spec.job_type)
-            if cost is not None and cost != job.spec.restart_s:
-                job.spec = replace(job.spec, restart_s=float(cost))
+            job.spec = priced(job.spec) or job.spec
         self._restarts |= any(cost > 0 for cost in restart_s.values())
 
     def add_workers(self, worker_type: str, count: int, now: float,
                     gpus_per_server: int = 1) -> ClusterView:
-        self._view = self._view.with_workers(worker_type, count, gpus_per_server)
-        self._sync_types()
-        self._stale = True
-        return self._view
+        return self._new_view(self._view.with_workers(worker_type, count, gpus_per_server))
 
     def fail_workers(self, worker_ids: Iterable[int], now: float) -> ClusterView:
-        self._view = self._view.without(worker_ids)
-        self._stale = True
-        return self._view
+        return self._new_view(self._view.without(worker_ids))
 
     def restore_workers(self, worker_ids: Iterable[int], now: float) -> ClusterView:
-        self._view = self._view.restored(worker_ids)
-        self._stale = True
-        return self._view
+        return self._new_view(self._view.restored(worker_ids))
 
     def set_prices(self, prices: Mapping[str, float], now: float) -> None:
         new = {**self._prices, **prices}
@@ -415,17 +374,13 @@ class SchedulerCore:
 
     def place_freed(self, worker_ids: Iterable[int], now: float, round_end_s: float, *,
                     resolve: bool = False) -> TaskBatch:
-        """Workers freed mid-round (a job finished or failed; the executor, which runs the
-        tasks, says which): with ``refill_freed``, the planner gives them to waiting jobs
-        by the round's priorities (thesis §5.5) for the rest of the round: leases sized on
-        ``round_end_s - now``, never an extension (a fresh start). The new tasks join the
-        round in flight (their received time is reported with it). None after
-        ``refill_until`` of the round. Jobs of the round, the policy's traits (FIFO keeps
-        its head-of-line blocking, ``backfill``) and jobs the allocation does not cover yet
-        (admitted since the last re-solve) are left as they are. ``resolve``: first re-solve the allocation if an event made it stale and the
-        re-solve rule allows (a daemon at a round's start, when a job it planned for the
-        round ended after the plan: the simulator, which plans at the boundary, knew).
-        Returns the new tasks."""
+        """Workers freed mid-round (the executor, which runs the tasks, says which) go to
+        waiting jobs for the rest of the round, with ``refill_freed`` and before
+        ``refill_until`` of it (``refill``): the new tasks, which join the round in flight
+        (their received time is reported with it). The policy's traits hold (FIFO keeps its
+        head-of-line blocking, ``backfill``). ``resolve``: first re-solve a stale allocation
+        if the re-solve rule allows (a daemon at a round's start, when a job it planned for
+        the round ended after the plan: the simulator, which plans at the boundary, knew)."""
         flight = self._in_flight
         if flight is None:
             raise CoreError("place_freed outside a round")
@@ -434,36 +389,19 @@ class SchedulerCore:
         if (not self.config.refill_freed or round_end_s <= now or late
                 or flight.batch.types != layout.columns):
             return TaskBatch.empty(layout.columns)
-        running = [j for members in flight.batch.members for j in members if j in self._jobs]
         free = (set(worker_ids) & set(self._view.worker_type_of)) - self._view.down
         if not free or not self._jobs:
             return TaskBatch.empty(layout.columns)
         if resolve and self._stale:
             self._maybe_resolve(now)
-        view = self._view.without(set(self._view.worker_type_of) - free)
-        demand = self._demand(holding(flight.batch.members, flight.batch.size.tolist(),
-                                      flight.batch.workers, free))
-        taken = np.isin(rows.member_rows, [rows.index[j] for j in running]).any(axis=1)
-        # runs are held (``restarts``) at round boundaries; the jobs of the round stay out
-        demand = replace(demand, runnable=demand.runnable & ~taken[:, None], pinned=None,
-                         preferred=None)
-        config = replace(planner_config(self.config, layout.types, self._rng),
-                         hold_unallocated=False)
-        plan = plan_round(demand, view, config)
-        batch = build_batch(plan, rows, layout, self._jobs, self.config,
-                            seconds=round_end_s - now)
+        batch, combo_rows = plan_refill(flight, free, self._view, rows, layout, self._jobs,
+                                        self.config, self._rng, self._demand,
+                                        round_end_s - now)
         if not len(batch):
             return batch
-        batch = replace(batch, extended=np.zeros(len(batch), dtype=bool))
         flight.batch = flight.batch.plus(batch)
-        flight.rows = np.concatenate([flight.rows, plan.combo_index])
-        # The workers now belong to the new tasks: a job whose run left them (it died, or
-        # was cancelled) no longer has them to keep (placement: last round's assignments
-        # are disjoint). It crashed the planner at 1,024 GPUs with failing workers.
-        given = {w for ws in batch.workers for w in ws}
-        for key in [k for k, ws in self._assignments.items() if given.intersection(ws)]:
-            del self._assignments[key]
-        self._assignments.update(zip(batch.keys, batch.workers))
+        flight.rows = np.concatenate([flight.rows, combo_rows])
+        hand_over(self._assignments, batch)
         log.debug("refilled %d freed workers at %.1fs: %s", len(free), now,
                   ", ".join(batch.keys))
         return batch
@@ -497,14 +435,14 @@ class SchedulerCore:
             raise CoreError(f"unknown job {job_id!r}") from None
 
     def _admit(self) -> tuple[str, ...]:
-        if not self._pending:
+        """The jobs waiting since the last boundary join the rows (``arrivals``)."""
+        if not self._arrivals:
             return ()
-        admitted, rows = [], []
+        admitted, rows, left = [], [], []
         layout, seed = self._layout, self.config.seed_seconds
-        for spec, arrival in self._pending:
+        for spec, arrival, own, steps_done in self._arrivals.take():
             job = new_job(spec, arrival, self._order, layout.types, self._lookups, self._mixer,
                           self._view, self.config.mixed_jobs)
-            own = self._own.pop(spec.id, None)
             if own is not None:
                 job.measured = {t: own.get(t, 0.0) for t in layout.types}
                 apply_measured(job, layout.types, layout.type_index, self._rows)
@@ -514,16 +452,12 @@ class SchedulerCore:
             if job.options:
                 layout.add_configurations(job.options, self._rows, seed)
             rows.append((spec.id, (spec.id,), spec.scale_factor, job))
+            left.append(spec.total_steps - steps_done)
             admitted.append(spec.id)
         rows = [(key, members, sf, layout.rate_row(job.T, job.options))
                 for key, members, sf, job in rows]
-        done = self._restored_steps
-        self._rows.add_many(rows, seed,
-                            left=[self._jobs[j].spec.total_steps - done.pop(j, 0)
-                                  for j in admitted])
-        if admitted:
-            self._stale = True
-        self._pending.clear()
+        self._rows.add_many(rows, seed, left=left)
+        self._stale = True
         return tuple(admitted)
 
     def _remove(self, job_ids: Sequence[str]) -> None:
@@ -538,14 +472,16 @@ class SchedulerCore:
             self._runs.drop(key)
         self._stale = True
 
-    def _sync_types(self) -> None:
-        types = self._view.worker_types
-        layout = self._layout
-        if types == layout.types:
-            return
-        layout.set_types(types, self._rows, self.config.seed_seconds)
-        self._lookups.set_types(types)
-        retype(self._jobs, self._rows, types, layout.type_index, self._lookups)
+    def _new_view(self, view: ClusterView) -> ClusterView:
+        """The cluster changed (a reset event); a type that came or went changes the
+        rows' columns."""
+        self._view, self._stale = view, True
+        types, layout = view.worker_types, self._layout
+        if types != layout.types:
+            layout.set_types(types, self._rows, self.config.seed_seconds)
+            self._lookups.set_types(types)
+            retype(self._jobs, self._rows, types, layout.type_index, self._lookups)
+        return view
 
     # -- re-solving
     def _maybe_resolve(self, now: float,
@@ -571,36 +507,25 @@ class SchedulerCore:
         self._stale = False
         if cfg.isolated_time:
             advance_isolated_time(self._jobs, self._rows, self._view, self._layout.types)
-        while True:
-            problem = self._problem(now, uncredited)
-            try:
-                allocation = self.policy.solve(problem)
-                if self._restart_aware and self.policy.traits.rearrangeable:
-                    allocation = fewer_moves(problem, allocation, self._runs.columns())
-                break
-            except PolicyError as err:
-                if cfg.on_solve_error == "raise":
-                    raise
-                culprit = getattr(err, "job_id", None)
-                if culprit in self._jobs:       # one bad job never stops the others
-                    log.warning("job %s refused by the policy, dropped: %s", culprit, err)
-                    self._rejected.append((culprit, str(err)))
-                    self._remove((culprit,))
-                    continue
-                log.warning("re-solve at %.0fs failed, keeping the last allocation: %s",
-                            now, err)
-                self._stale = True
-                return None
+        allocation = solve(self.policy, lambda: self._problem(now, uncredited), now,
+                           drop=self._refused, raise_errors=cfg.on_solve_error == "raise",
+                           runs=self._runs.columns if self._restart_aware else None)
+        if allocation is None:
+            self._stale = True
+            return None
         self._last_allocation = allocation
         self._last_solve_s = allocation.solve_s
         install(allocation, self._rows, self._jobs, self._layout.columns, self._lookups,
                 cfg.seed_seconds)
-        if log.isEnabledFor(logging.DEBUG):   # what a replay's differences are traced to
-            log.debug("re-solved at %.1fs: %d jobs, %.3fs; allocation %s", now,
-                      len(problem.jobs), allocation.solve_s,
-                      {job: {t: round(x, 4) for t, x in row.items() if x > 0}
-                       for job, row in allocation.allocation.items()})
         return allocation
+
+    def _refused(self, job_id: str, why: str) -> bool:
+        """The policy refused the job: out of the core, reported with the round."""
+        if job_id not in self._jobs:
+            return False
+        self._rejected.append((job_id, why))
+        self._remove((job_id,))
+        return True
 
     def _problem(self, now: float, uncredited: Mapping[str, float] | None = None) -> Problem:
         """The policy's ``Problem`` now (module ``problem``)."""
@@ -619,12 +544,4 @@ class SchedulerCore:
             pinned, preferred = self._runs.holds(self._rows, out.types, self._jobs,
                                                  self.config, uncredited)
             out = replace(out, pinned=pinned, preferred=preferred)
-        if len(self._entities) < 2:
-            return out
-        entity_of = {j: state.spec.entity for j, state in self._jobs.items()}
-        number = {name: k for k, name in enumerate(self._entities)}
-        entity = np.array([number.get(entity_of.get(m[0]), len(number)) for m in out.members],
-                          dtype=np.int64)
-        caps = {n: e.max_gpus for n, e in self._entities.items() if e.max_gpus is not None}
-        return replace(out, entity=entity, quota=entity_quota(out.members, entity_of, caps,
-                                                               running) if caps else None)
+        return with_entities(out, self._jobs, self._entities, running)

@@ -3,8 +3,9 @@ combination should spend on each type *between* allocation recomputations; §5.5
 mechanism moves the time received towards X).
 
 ``install`` makes a re-solved allocation the one in force, ``close_period`` ends the period
-the previous one covered (Gavel's reset), and ``shares`` reads X against the time received
-so far. Functions of their inputs; the core keeps the period's start."""
+the previous one covered (Gavel's reset), ``shares`` reads X against the time received
+so far, and ``hand_on`` / ``take_on`` give a period in progress to another core (a live
+cluster's replay). Functions of their inputs; the core keeps the period's start."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from policies import Allocation, key_members
 
 from .jobs import JobState
 from .lookups import Lookups
-from .records import Period
+from .records import Period, PeriodState
 from .rows import Rows
 
 log = logging.getLogger(__name__)
@@ -100,3 +101,32 @@ def shares(rows: Rows, jobs: Mapping[str, JobState], columns: tuple[str, ...], n
     x, got = rows.allocation[at].tolist(), np.clip(got, 0.0, None).tolist()
     return {job_id: (dict(zip(columns, xi)), dict(zip(columns, gi)))
             for job_id, xi, gi in zip(ids, x, got)}
+
+
+def hand_on(rows: Rows, jobs: Mapping[str, JobState], columns: tuple[str, ...],
+            start_s: float, stale: bool, runs: Mapping[str, tuple[str, float]]) -> PeriodState:
+    """The period in progress since ``start_s`` for another core to go on from: the X,
+    received seconds and deficits of the single jobs in ``jobs``."""
+    at = [i for i, key in enumerate(rows.keys) if key in jobs]
+    return PeriodState(start_s, tuple(columns), tuple(rows.keys[i] for i in at),
+                       rows.allocation[at].copy(), rows.received[at].copy(),
+                       rows.deficit[at].copy(), stale, runs)
+
+
+def take_on(rows: Rows, columns: tuple[str, ...],
+            period: PeriodState) -> dict[str, dict[str, float]]:
+    """Another core's received seconds and deficits into the rows of the jobs both hold
+    (columns both have); returns their X in ``Allocation.allocation``'s shape."""
+    given = [columns.index(t) if t in columns else -1 for t in period.types]
+    allocation = {}
+    for i, key in enumerate(period.keys):
+        r = rows.index.get(key)
+        if r is None:
+            continue
+        for j, c in enumerate(given):
+            if c >= 0:
+                rows.received[r, c] = period.received[i, j]
+                rows.deficit[r, c] = period.deficit[i, j]
+        allocation[key] = {t: float(period.allocation[i, j])
+                           for j, t in enumerate(period.types) if t in columns}
+    return allocation
