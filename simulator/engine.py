@@ -44,9 +44,6 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from itertools import chain, compress
-from operator import itemgetter
-from typing import NamedTuple
 
 import numpy as np
 
@@ -62,9 +59,11 @@ from policies import Entity, Policy, get_policy, policy_class
 from traces import ThroughputTable, TraceJob
 
 from .config import SimConfig
+from .knowledge import Knowledge
 from .metrics import Metrics
 from .prices import PriceTrace
 from .result import SimulationResult
+from .tasks import Ran, made_steps, pauses, run_leases, startups_of
 
 log = logging.getLogger(__name__)
 
@@ -135,10 +134,10 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
     own = [job.throughputs for job in jobs if job.throughputs is not None]
     config = core_config or config_for(policy, table, view.worker_types, seed=seed,
                                        type_order=fastest_first(table, view.worker_types, own))
-    startups = _startups(jobs, sim.preemption_overhead_s)
+    startups = startups_of(jobs, sim.preemption_overhead_s)
     costs = [job.restart_s if job.restart_s is not None else startups[i] if startups else 0.0
              for i, job in enumerate(jobs)]
-    learns = sim.priors is not None     # the daemon learns them too (``_Knowledge.started``)
+    learns = sim.priors is not None     # the daemon learns them too (``Knowledge.started``)
     specs = [spec_of(str(i), job, 0.0 if learns else cost)
              for i, (job, cost) in enumerate(zip(jobs, costs))]
     _check_runnable(jobs, table, view)
@@ -149,10 +148,10 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
         if config.pairs or config.configurations:
             raise SimulationError("priors: not with co-located pairs or mixed-type "
                                   "configurations")
-        knowledge = _Knowledge(OnlineThroughputs(sim.priors), table, jobs,
+        knowledge = Knowledge(OnlineThroughputs(sim.priors), table, jobs,
                                {job.job_type: cost for job, cost in zip(jobs, costs)})
     elif any(job.planned is not None for job in jobs):
-        knowledge = _Knowledge.planned_apart(table, jobs)
+        knowledge = Knowledge.planned_apart(table, jobs)
     core = SchedulerCore(policy, view, table if sim.priors is None else sim.priors, config,
                          entities=entities, planned_pairs=planned)
     run = _Run(jobs, specs, core, sim,
@@ -180,7 +179,7 @@ class _Run:
 
     def __init__(self, jobs, specs, core: SchedulerCore, sim: SimConfig, metrics: Metrics,
                  prices: dict[str, float], price_trace: PriceTrace | None,
-                 knowledge: _Knowledge | None = None,
+                 knowledge: Knowledge | None = None,
                  running: Mapping[str, str] | None = None,
                  resume: PeriodState | None = None,
                  ahead: Mapping[str, float] | None = None,
@@ -192,7 +191,7 @@ class _Run:
         # ``SimConfig.kept_runs_ahead``: combination -> seconds its run's last lease ended
         # before its round did (at most the plan lead); if kept, it goes on from then.
         self.ahead = dict(ahead or {}) if sim.kept_runs_ahead else {}
-        self.startups = _startups(jobs, sim.preemption_overhead_s)
+        self.startups = startups_of(jobs, sim.preemption_overhead_s)
         exits = sim.exit_s      # (``SimConfig.exit_s``: each job's, by its type)
         self.exits = [exits.get(job.job_type, 0.0) for job in jobs] if exits else None
         # Under the restart rule (``core/restarts.py``) a start-up longer than a round goes
@@ -271,7 +270,7 @@ class _Run:
             self.next += 1
 
     def learn_samples(self, now: float) -> None:
-        """The last round's runs measured (``_Knowledge.learn``). The daemon samples a run
+        """The last round's runs measured (``Knowledge.learn``). The daemon samples a run
         at its checkpoint, when its lease ends with the round: after the next round's plan
         when it plans ``plan_lead_s`` early, so that plan does not know them yet."""
         if self.samples is not None:
@@ -322,7 +321,7 @@ class _Run:
         end = now + float(ends.max()) if self.sim.round_ends_at_last_finish else now + R
         self.metrics.on_round(rnd, end, seconds, self.prices)
         members = batch.members
-        self.metrics.on_started(_made_steps(members, steps), now)
+        self.metrics.on_started(made_steps(members, steps), now)
         finishing = (steps >= batch.remaining) & (batch.remaining > 0)
         finish = list(zip(*(x.tolist() for x in np.nonzero(finishing))))
         at = {members[i][m]: now + float(ends[i]) for i, m in finish}
@@ -358,12 +357,12 @@ class _Run:
                     bar.update(1)
 
     def run_tasks(self, batch, span: float, start: float,
-                  wait: np.ndarray | None = None) -> _Ran:
+                  wait: np.ndarray | None = None) -> Ran:
         """Run ``batch``'s micro-tasks, started ``start`` seconds into the round, for at
         most ``span`` seconds; ``wait``: seconds each first waits for its workers (a
         refill, for the process of the job that finished on them to exit)."""
         startups = self.startups
-        pause = _pauses(batch, startups) if startups is not None else np.zeros(len(batch))
+        pause = pauses(batch, startups) if startups is not None else np.zeros(len(batch))
         if self.running:
             pause[self.running_on(batch)] = 0.0     # kept on its type at t = 0: no start-up
         if self.sim.first_start_only:
@@ -378,11 +377,11 @@ class _Run:
         if self.carries and startups is not None:
             pause = self.carried(batch, pause, span)
         true = None if self.knowledge is None else self.knowledge.rates(batch)
-        seconds, steps = _run_tasks(batch, span, None if startups is None and wait is None
+        seconds, steps = run_leases(batch, span, None if startups is None and wait is None
                                     else pause, true)
         if self.carries:
             seconds = np.minimum(seconds, span)
-        return _Ran(batch, seconds, steps, pause, np.full(len(batch), float(start)))
+        return Ran(batch, seconds, steps, pause, np.full(len(batch), float(start)))
 
     def waved(self, batch, pause: np.ndarray) -> np.ndarray:
         """``pause`` with each launch's start-up by its wave (``SimConfig.wave_slope``):
@@ -406,7 +405,7 @@ class _Run:
                           for m in members)
         return kept
 
-    def go_on_ahead(self, ran: _Ran) -> _Ran:
+    def go_on_ahead(self, ran: Ran) -> Ran:
         """``SimConfig.kept_runs_ahead``: a task whose lease was extended (or that goes
         on from t = 0) starts when its run's last lease ended, before the round's start
         (``self.ahead``)."""
@@ -431,7 +430,7 @@ class _Run:
                 carry.pop(key, None)
         return pause
 
-    def refill(self, ran: _Ran, now: float, R: float) -> _Ran:
+    def refill(self, ran: Ran, now: float, R: float) -> Ran:
         """``CoreConfig.refill_freed``: the workers of a task whose job finishes before the
         round ends go to waiting jobs for the rest of it (``RoundDriver.refill``), in the
         order they are freed; a refill's own finishes free workers in turn. A refill that
@@ -461,162 +460,8 @@ class _Run:
         return ran
 
 
-class _Ran(NamedTuple):
-    """Tasks of a round as run: ``seconds`` each held its workers from ``start`` seconds
-    into the round (its ``pause`` first: the start-up of a fresh run), ``steps`` (k, 2)
-    each member made."""
-
-    batch: object
-    seconds: np.ndarray
-    steps: np.ndarray
-    pause: np.ndarray
-    start: np.ndarray
-
-    def plus(self, more: _Ran) -> _Ran:
-        cat = np.concatenate
-        return _Ran(self.batch.plus(more.batch), cat([self.seconds, more.seconds]),
-                    cat([self.steps, more.steps]), cat([self.pause, more.pause]),
-                    cat([self.start, more.start]))
-
-    def never_started(self, mask: np.ndarray) -> _Ran:
-        """The tasks of ``mask`` never start: no time held, no start-up, no steps."""
-        return self._replace(
-            seconds=np.where(mask, 0.0, self.seconds), pause=np.where(mask, 0.0, self.pause),
-            steps=np.where(mask[:, None], 0, self.steps).astype(self.steps.dtype))
-
-    def _finishing(self) -> np.ndarray:
-        batch = self.batch
-        return ((self.steps >= batch.remaining) & (batch.remaining > 0)).any(axis=1)
-
-    def freed(self, R: float) -> dict[float, list[int]]:
-        """Seconds into the round -> the workers freed then by a task whose job finished
-        before the round's end (a run ahead of the clock, before its start: at 0)."""
-        ends = self.start + self.seconds
-        out: dict[float, list[int]] = {}
-        for i in np.flatnonzero(self._finishing() & (ends < R)).tolist():
-            out.setdefault(max(0.0, float(ends[i])), []).extend(self.batch.workers[i])
-        return out
-
-    def exiting(self, exits: Sequence[float]) -> dict[int, float]:
-        """Worker -> how long the process of the finished job on it takes to exit after
-        its last step (``SimConfig.exit_s``; ``exits`` by job index)."""
-        batch = self.batch
-        return {w: max(exits[int(m)] for m in batch.members[i])
-                for i in np.flatnonzero(self._finishing()).tolist() for w in batch.workers[i]}
-
-
-def _made_steps(members: Sequence[tuple[str, ...]], steps: np.ndarray):
-    """The jobs among ``members`` that made steps (``steps[i, m] > 0``), first members
-    then second (one pass each, not one per task)."""
-    made = steps > 0
-    first = map(itemgetter(0), compress(members, made[:, 0].tolist()))
-    if not made[:, 1].any():
-        return first
-    return chain(first, (m[1] for m in compress(members, made[:, 1].tolist()) if len(m) > 1))
-
-
 def _plotted(window: tuple[int, int] | None, n: int) -> range:
     return (range(*window) if window else range(n))[:PLOTTED_JOBS]
-
-
-def _run_tasks(batch, R: float, pause: np.ndarray | None, true: np.ndarray | None = None):
-    """Run a round: (seconds each task held its workers, (k, 2) steps each member made).
-    ``true``: the (k, 2) rates jobs really make (``SimConfig.priors``), when the core
-    planned on others; a lease is then cut at its steps or at the round's end, whichever
-    comes first."""
-    steps = batch.steps
-    rates = batch.rates
-    if true is not None:
-        steps = np.minimum(steps, np.floor(true * R)).astype(steps.dtype)
-        rates = true
-    if pause is not None:
-        # A task that starts on new workers first restores its checkpoint.
-        budget = np.floor(rates * np.maximum(R - pause, 0.0)[:, None])
-        steps = np.where(pause[:, None] > 0, np.minimum(steps, budget), steps).astype(steps.dtype)
-    took = np.divide(steps, rates, out=np.zeros(rates.shape), where=rates > 0)
-    if pause is not None:
-        took = took + pause[:, None]
-    return took.max(axis=1), steps
-
-
-class _Knowledge:
-    """What the daemon knows of each job's rates (``SimConfig.priors``): the core plans on
-    the priors, then on what each job's runs measured (``OnlineThroughputs``, as the
-    daemon's ``progress`` feeds it); what jobs really make is their own ``throughputs``,
-    else ``table``'s."""
-
-    def __init__(self, online: OnlineThroughputs, table: ThroughputTable,
-                 jobs: Sequence[TraceJob], restart_costs: Mapping[str, float],
-                 plans_own: bool = False) -> None:
-        self.online, self.table, self.jobs = online, table, jobs
-        self.restart_costs = dict(restart_costs)   # job type -> its cost, until learned
-        self.plans_own = plans_own    # the core plans each job on its own planned row
-
-    @classmethod
-    def planned_apart(cls, table: ThroughputTable, jobs: Sequence[TraceJob]) -> _Knowledge:
-        """Jobs that the core plans on ``TraceJob.planned`` while they make their
-        ``throughputs`` (a daemon's jobs, replayed): the online throughputs start where the
-        daemon's are, each job measured at its rates and planned on its planned row."""
-        online = OnlineThroughputs(table)
-        for i, job in enumerate(jobs):
-            online.restore_job(str(i), job.throughputs or {}, job.planned or job.throughputs)
-        return cls(online, table, jobs, {}, plans_own=True)
-
-    def started(self, core: SchedulerCore, batch, specs, up: np.ndarray) -> None:
-        """The job types of the round's runs that got past their start-up (``up``): the
-        daemon measures a type's start-up at its first run's first InitJob, and charges
-        its restarts from the next plan on (``Startups``, ``set_restart_costs``); until
-        then a restart of that type costs nothing in the core's eyes."""
-        if not self.restart_costs:
-            return
-        learned = {}
-        for i in np.nonzero(up)[0].tolist():
-            for job_id in batch.members[i]:
-                job_type = specs[int(job_id)].job_type
-                if job_type in self.restart_costs:
-                    learned[job_type] = self.restart_costs.pop(job_type)
-        if learned:
-            core.set_restart_costs(learned)
-
-    def rates(self, batch) -> np.ndarray:
-        """(k, 2) steps/s each member of the round's tasks really makes on its type."""
-        out = np.zeros_like(batch.rates)
-        for i, members in enumerate(batch.members):
-            worker_type = batch.types[int(batch.type_index[i])]
-            for m, job_id in enumerate(members):
-                out[i, m] = self.jobs[int(job_id)].rate_on(worker_type, self.table)
-        return out
-
-    def learn(self, core: SchedulerCore, batch, specs, steps, seconds, completed, now) -> None:
-        """Each run's steps over its seconds, measured (a sample per round, as the daemon's
-        durable reports give); the core gets a job's row when it moved enough to matter."""
-        types = core.view.worker_types
-        for i, members in enumerate(batch.members):
-            worker_type = batch.types[int(batch.type_index[i])]
-            for m, job_id in enumerate(members):
-                if job_id not in completed:
-                    spec = specs[int(job_id)]
-                    self.online.learn(core, job_id, worker_type, float(steps[i, m]),
-                                      float(seconds[i]), spec.job_type, spec.scale_factor,
-                                      types, now)
-
-
-def _startups(jobs: Sequence[TraceJob], overhead: Mapping[str, float]) -> list[float] | None:
-    """Each job's preemption overhead: its own ``startup_s``, else its job type's
-    (``SimConfig.preemption_overhead_s``); None when no job has any."""
-    if not overhead and all(job.startup_s is None for job in jobs):
-        return None
-    return [job.startup_s if job.startup_s is not None else overhead.get(job.job_type, 0.0)
-            for job in jobs]
-
-
-def _pauses(batch, startups: Sequence[float]) -> np.ndarray:
-    """Preemption overhead of each task: 0 when its lease was extended, else the largest
-    checkpoint save + restore time of its members (``_startups``)."""
-    out = np.zeros(len(batch))
-    for i in np.nonzero(~batch.extended)[0].tolist():
-        out[i] = max(startups[int(m)] for m in batch.members[i])
-    return out
 
 
 def _check_runnable(jobs: Sequence[TraceJob], table: ThroughputTable,

@@ -23,7 +23,7 @@ POLICIES = ["max_min_fairness_perf", "max_min_fairness_water_filling_perf", "fif
 
 
 def peak_use(ran, entity_of) -> dict[str, int]:
-    """The most GPUs each entity's tasks hold at once in a round as run (``engine._Ran``:
+    """The most GPUs each entity's tasks hold at once in a round as run (``tasks.Ran``:
     each task holds its workers from ``start`` for ``seconds``)."""
     batch, seconds, start = ran.batch, ran.seconds.tolist(), ran.start.tolist()
     peak: dict[str, int] = {}

@@ -1,0 +1,76 @@
+"""What the simulator's core knows of each job's rates, against what the jobs really make
+(thesis §5.3.3: priors first, then throughputs measured online), as a daemon's does:
+``SimConfig.priors`` plans on a prior table and learns from each run; a replay of a daemon
+plans each job on its planned row (``Knowledge.planned_apart``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from gavelsched.core import SchedulerCore
+from gavelsched.core.online import OnlineThroughputs
+from traces import ThroughputTable, TraceJob
+
+
+class Knowledge:
+    """What the daemon knows of each job's rates (``SimConfig.priors``): the core plans on
+    the priors, then on what each job's runs measured (``OnlineThroughputs``, as the
+    daemon's ``progress`` feeds it); what jobs really make is their own ``throughputs``,
+    else ``table``'s."""
+
+    def __init__(self, online: OnlineThroughputs, table: ThroughputTable,
+                 jobs: Sequence[TraceJob], restart_costs: Mapping[str, float],
+                 plans_own: bool = False) -> None:
+        self.online, self.table, self.jobs = online, table, jobs
+        self.restart_costs = dict(restart_costs)   # job type -> its cost, until learned
+        self.plans_own = plans_own    # the core plans each job on its own planned row
+
+    @classmethod
+    def planned_apart(cls, table: ThroughputTable, jobs: Sequence[TraceJob]) -> Knowledge:
+        """Jobs that the core plans on ``TraceJob.planned`` while they make their
+        ``throughputs`` (a daemon's jobs, replayed): the online throughputs start where the
+        daemon's are, each job measured at its rates and planned on its planned row."""
+        online = OnlineThroughputs(table)
+        for i, job in enumerate(jobs):
+            online.restore_job(str(i), job.throughputs or {}, job.planned or job.throughputs)
+        return cls(online, table, jobs, {}, plans_own=True)
+
+    def started(self, core: SchedulerCore, batch, specs, up: np.ndarray) -> None:
+        """The job types of the round's runs that got past their start-up (``up``): the
+        daemon measures a type's start-up at its first run's first InitJob, and charges
+        its restarts from the next plan on (``Startups``, ``set_restart_costs``); until
+        then a restart of that type costs nothing in the core's eyes."""
+        if not self.restart_costs:
+            return
+        learned = {}
+        for i in np.nonzero(up)[0].tolist():
+            for job_id in batch.members[i]:
+                job_type = specs[int(job_id)].job_type
+                if job_type in self.restart_costs:
+                    learned[job_type] = self.restart_costs.pop(job_type)
+        if learned:
+            core.set_restart_costs(learned)
+
+    def rates(self, batch) -> np.ndarray:
+        """(k, 2) steps/s each member of the round's tasks really makes on its type."""
+        out = np.zeros_like(batch.rates)
+        for i, members in enumerate(batch.members):
+            worker_type = batch.types[int(batch.type_index[i])]
+            for m, job_id in enumerate(members):
+                out[i, m] = self.jobs[int(job_id)].rate_on(worker_type, self.table)
+        return out
+
+    def learn(self, core: SchedulerCore, batch, specs, steps, seconds, completed, now) -> None:
+        """Each run's steps over its seconds, measured (a sample per round, as the daemon's
+        durable reports give); the core gets a job's row when it moved enough to matter."""
+        types = core.view.worker_types
+        for i, members in enumerate(batch.members):
+            worker_type = batch.types[int(batch.type_index[i])]
+            for m, job_id in enumerate(members):
+                if job_id not in completed:
+                    spec = specs[int(job_id)]
+                    self.online.learn(core, job_id, worker_type, float(steps[i, m]),
+                                      float(seconds[i]), spec.job_type, spec.scale_factor,
+                                      types, now)
