@@ -64,12 +64,12 @@ from .problem import advance_isolated_time, build_problem
 from .progress import RoundInFlight, align, credit_keys, credit_round, credit_rows
 from .resolving import allowed as resolve_allowed
 from .resolving import interval_passed, next_allowed_s
-from .restarts import Runs
-from .solving import solve
-from .refill import hand_over, plan_refill
 from .records import (JobSpec, Period, PeriodState, Report, Round, RoundOutcome, RoundReport,
                       TaskBatch, ThroughputSource)
+from .refill import hand_over, plan_refill
+from .restarts import Runs
 from .rows import Rows
+from .solving import solve
 
 log = logging.getLogger(__name__)
 

@@ -145,12 +145,12 @@ def test_a_plan_that_re_solved_the_allocation_says_so_in_its_dispatch_line(tmp_p
 
 @pytest.mark.parametrize("level", [logging.INFO, logging.DEBUG])
 def test_a_re_solve_logs_its_allocation_at_debug_only(tmp_path, caplog, level):
-    """``gavelsched -v scheduler`` says what each re-solve allocated (the core logs it, so
-    a refill's re-solve too), so that a replay's difference from the daemon can be traced
-    to its inputs; at INFO it says nothing."""
+    """``gavelsched -v scheduler`` says what each re-solve allocated (the core's solve logs
+    it, so a refill's re-solve too), so that a replay's difference from the daemon can be
+    traced to its inputs; at INFO it says nothing."""
     s = Scheduler(tmp_path)
     a, b = s.submit(), s.submit()
-    with caplog.at_level(level, logger="gavelsched.core.core"):
+    with caplog.at_level(level, logger="gavelsched.core.solving"):
         s.at(1.0)                                   # the first plan re-solves
     lines = [r.getMessage() for r in caplog.records if "allocation {" in r.getMessage()]
     if level == logging.INFO:
