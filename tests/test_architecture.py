@@ -17,7 +17,9 @@ The tests fail, listing each offending ``module -> imported module (file:line)``
 5. a module outside ``gavelsched/cli/`` (and ``gavelsched/__main__.py``, which only calls it)
    imports the CLI, or a file of ``tests/`` (outside ``tests/cli/``, the CLI's own tests) or
    ``benchmarks/`` imports from it more than its entry points (``CLI_ENTRY_POINTS``): the CLI
-   holds doors, and what others need lives in a library room.
+   holds doors, and what others need lives in a library room;
+6. a module is over ``MAX_MODULE_LINES`` lines, or the daemon's executor over
+   ``MAX_EXECUTOR_LINES``.
 """
 
 from __future__ import annotations
@@ -476,6 +478,25 @@ def test_no_module_reaches_into_another_objects_private_state() -> None:
                for reach in private_reaches((REPO / path).read_text(encoding="utf-8"), path)]
     assert not reaches, _report("private attributes read from outside their object (hand the "
                                 "collaborator a public method, or a frozen view):", reaches)
+
+
+# A module past this many lines holds more than one job (issue #27); the daemon's executor,
+# which only wires rooms, stays under the smaller bound.
+MAX_MODULE_LINES = 550
+MAX_EXECUTOR_LINES = 400
+EXECUTOR = "gavelsched/daemon/executor.py"
+
+
+def test_no_module_outgrows_one_job() -> None:
+    """No module of ours is over ``MAX_MODULE_LINES`` lines, nor the executor over
+    ``MAX_EXECUTOR_LINES`` (later issues had grown them back past what issue #27 set)."""
+    sizes = {path: len((REPO / path).read_text(encoding="utf-8").splitlines())
+             for path in find_modules(REPO, PACKAGES).values() if not GENERATED.search(path)}
+    over = sorted(f"{path}: {n} lines" for path, n in sizes.items()
+                  if n > (MAX_EXECUTOR_LINES if path == EXECUTOR else MAX_MODULE_LINES))
+    assert sizes[EXECUTOR] > 0
+    assert not over, _report(f"modules over {MAX_MODULE_LINES} lines (the executor: "
+                             f"{MAX_EXECUTOR_LINES}); split out a room of one job:", over)
 
 
 # --------------------------------------------------------------------------- tests of the checker
