@@ -269,7 +269,7 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
         if configs is not None:
             kinds: dict[tuple, int] = {}
             signature.append([kinds.setdefault(c, len(kinds)) for c in configs])
-        first, inverse = _classes(np.column_stack(signature) + 0.0)
+        first, inverse = row_classes(np.column_stack(signature) + 0.0)
         multiplicity = np.bincount(inverse).astype(float)
         members: list[list[str]] = [[] for _ in first]
         for job_id, c in zip(ids, inverse.tolist()):
@@ -380,10 +380,13 @@ class _MixedColumns:
                    np.array(use_count, dtype=float))
 
 
-def _classes(signature: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def row_classes(signature: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(first row of each class, class of each row) for the rows of ``signature`` that are
     equal, classes numbered in order of their first row (a dict over row bytes: faster than
     ``np.unique(axis=0)`` for the small problems a simulation solves thousands of times)."""
+    if signature.size == 0:      # no rows, or rows of nothing: all alike
+        m = len(signature)
+        return np.zeros(min(m, 1), dtype=np.int64), np.zeros(m, dtype=np.int64)
     index: dict[bytes, int] = {}
     data, width = np.ascontiguousarray(signature).tobytes(), signature.shape[1] * signature.itemsize
     inverse = np.fromiter((index.setdefault(data[at:at + width], len(index))

@@ -32,7 +32,7 @@ from dataclasses import replace
 import numpy as np
 
 from ._lazy import optimize, sp
-from .columns import Columns, build_columns
+from .columns import Columns, build_columns, row_classes
 from .problem import Allocation, Problem
 
 log = logging.getLogger(__name__)
@@ -67,31 +67,47 @@ def fewer_moves(problem: Problem, allocation: Allocation,
     docstring says, ``current`` naming the column each run going on holds (job id -> type
     or configuration name). Its ``solve_s`` grows by the time this takes. Rows of jobs the
     policy gave no time, and any allocation with a co-located pair, are returned as they
-    were; so is ``allocation`` when the LP fails (logged)."""
+    were; so is ``allocation`` when the LP fails (logged).
+
+    Reads the jobs as arrays (``problem.table``), not as ``Job`` records, and each distinct
+    allocation row once per kind of columns (a class's jobs share one row): job by job it
+    took 3 s a re-solve at 100,000 jobs (issue #30)."""
     start = time.perf_counter()
-    jobs = {job.id: job for job in problem.jobs}
-    if any(key not in jobs for key in allocation.allocation):
+    table = problem.table
+    row_of = {job_id: i for i, job_id in enumerate(table.ids)}
+    if any(key not in row_of for key in allocation.allocation):
         return allocation
-    cols = build_columns(problem, configurations=any(j.configurations for j in problem.jobs))
+    cols = build_columns(problem, configurations=table.configured)
     types = cols.types
     type_of = {t: i for i, t in enumerate(types)}
     class_of, classes = _columns(cols)
-    signature = [tuple((c, rate) for c, (rate, _) in columns.items()) for columns in classes]
+    signatures: dict[tuple, int] = {}      # a kind of columns (name, rate) -> its number
+    signature = [signatures.setdefault(tuple((c, rate) for c, (rate, _) in columns.items()),
+                                       len(signatures)) for columns in classes]
+    scale_factor = table.numbers[:, 0].tolist()
+    read: dict[tuple[int, int], tuple] = {}     # (row, class) -> kept, effective, its kind
     kinds: dict[tuple, _Kind] = {}
     kept: dict[str, Mapping[str, float]] = {}
     free = cols.workers.copy()
     for key, row in allocation.allocation.items():
-        klass = class_of[key]
+        i = row_of[key]
+        klass = class_of[i]
         columns = classes[klass]
-        effective = sum(share * columns[c][0] for c, share in row.items() if c in columns)
-        if effective <= 0 or any(c not in columns for c in row):
+        seen = read.get((id(row), klass))
+        if seen is None:
+            effective = sum(share * columns[c][0] for c, share in row.items() if c in columns)
+            seen = read[id(row), klass] = (
+                effective <= 0 or any(c not in columns for c in row), effective,
+                (signature[klass], float(np.float32(effective))))
+        keep, effective, kind_of_row = seen
+        if keep:
             kept[key] = row
             for c, share in row.items():
                 for t, count in columns.get(c, (0.0, {}))[1].items():
                     free[type_of[t]] -= share * count
             continue
         at = current.get(key)
-        same = (signature[klass], jobs[key].scale_factor, float(np.float32(effective)), at)
+        same = (kind_of_row, scale_factor[i], at)
         kind = kinds.get(same)
         if kind is None:
             kind = kinds[same] = _Kind(columns, effective, at if at in columns else None)
@@ -199,29 +215,28 @@ def _within_time(row: Mapping[str, float]) -> dict[str, float]:
     return {c: t / total for c, t in row.items()} if total > 1.0 else row
 
 
-def _columns(cols: Columns) -> tuple[dict[str, int], list[dict[str, tuple[float, dict]]]]:
+def _columns(cols: Columns) -> tuple[list[int], list[dict[str, tuple[float, dict]]]]:
     """Each job's columns in the policies' column model (``columns.build_columns``: the
     types big enough for it, the configurations that fit), as column name -> (its
     throughput there, the GPUs of each type it takes). Jobs with the same columns share
-    one such dictionary: returns job id -> its index in the list of them. Found over the
-    model's arrays: made job by job they cost ~40 us a job, 3-4 s a re-solve at 100,000
-    jobs (issue #30)."""
+    one such dictionary: returns, by job row, its index in the list of them. Found over the
+    model's arrays, rows told apart by their bytes (``columns.row_classes``): made job by
+    job they cost ~40 us a job, 3-4 s a re-solve at 100,000 jobs (issue #30)."""
     usage = cols.usage_arrays          # (types, columns) CSR: a column's GPUs by type
     gpus = np.zeros((cols.num_columns, len(cols.types)))
     gpus[usage.indices, np.repeat(np.arange(len(cols.types)), np.diff(usage.indptr))] = \
         usage.data
     # a column's kind: its label and its GPUs by type, numbered
-    _, pattern = np.unique(np.column_stack([cols.col_type, gpus]), axis=0, return_inverse=True)
+    _, pattern = row_classes(np.column_stack([cols.col_type, gpus]) + 0.0)
     rate = cols.throughput_arrays      # (jobs, columns) CSR: a job's steps/s on each
     per_job = np.diff(rate.indptr)
     width = int(per_job.max(initial=0))
     slot = np.arange(rate.indices.size) - np.repeat(rate.indptr[:-1], per_job)
     row = np.repeat(np.arange(cols.num_jobs), per_job)
     signature = np.full((cols.num_jobs, 2 * width), -1.0)      # (pattern, rate) per slot
-    signature[row, 2 * slot] = pattern.ravel()[rate.indices]
+    signature[row, 2 * slot] = pattern[rate.indices]
     signature[row, 2 * slot + 1] = rate.data
-    _, first, class_index = np.unique(signature, axis=0, return_index=True,
-                                      return_inverse=True)
+    first, class_index = row_classes(signature + 0.0)
     classes = []
     for i in first.tolist():            # one dictionary per kind, from its first job's row
         columns = {}
@@ -230,4 +245,4 @@ def _columns(cols: Columns) -> tuple[dict[str, int], list[dict[str, tuple[float,
             uses = {cols.types[t]: float(n) for t, n in enumerate(gpus[c].tolist()) if n}
             columns[cols.labels[cols.col_type[c]]] = (float(rate.data[k]), uses)
         classes.append(columns)
-    return dict(zip(cols.job_ids, class_index.ravel().tolist())), classes
+    return class_index.tolist(), classes

@@ -27,16 +27,20 @@ class JobTable(Sequence):
     """``ids`` and, over ``types``, ``T`` (m, n) steps/s (0: cannot run there) and
     ``numbers`` (m, ``JOB_NUMBERS``) as the column model reads them (no isolated time: the
     elapsed time; no SLO: 0). ``records`` are the ``Job``s, or a function that makes them
-    when first read. The arrays are read-only."""
+    when first read. ``configured``: whether any job has a ``Configuration`` (None: read
+    from the records). The arrays are read-only."""
 
     def __init__(self, ids: tuple[str, ...], types: tuple[str, ...], T: np.ndarray,
-                 numbers: np.ndarray, records: tuple[Job, ...] | Callable[[], tuple[Job, ...]]):
+                 numbers: np.ndarray, records: tuple[Job, ...] | Callable[[], tuple[Job, ...]],
+                 configured: bool | None = None):
         self.ids, self.types, self.T, self.numbers = ids, types, T, numbers
         T.flags.writeable = numbers.flags.writeable = False
         if callable(records):
             self._make = records
         else:
             self.__dict__["records"] = records
+        if configured is not None:
+            self.__dict__["configured"] = configured
 
     @classmethod
     def of(cls, jobs: tuple[Job, ...], types: tuple[str, ...]) -> JobTable:
@@ -52,6 +56,11 @@ class JobTable(Sequence):
     @cached_property
     def records(self) -> tuple[Job, ...]:
         return tuple(self._make())
+
+    @cached_property
+    def configured(self) -> bool:
+        """Whether any job can run on several types at once (``Job.configurations``)."""
+        return any(job.configurations for job in self.records)
 
     def __len__(self) -> int:
         return len(self.ids)

@@ -61,7 +61,7 @@ def build_problem(now: float, jobs: Mapping[str, JobState], rows: Rows, view: Cl
     T = rows.rate[at, :len(types), 0]     # each job's T (``jobs.apply_measured``)
     factors = [1.0] * m
     if config.restart_rule == "tenure" and (fields[:, 3] > 0).any():
-        factors = [_restart_factor(job, config) for job in states]
+        factors = _restart_factors(fields[:, 3].tolist(), config)
         T = T * np.array(factors)[:, None]
 
     kept = list(map(_RECORD, states))
@@ -74,8 +74,9 @@ def build_problem(now: float, jobs: Mapping[str, JobState], rows: Rows, view: Cl
     pairs = problem_pairs(jobs, rows, types, lookups) if config.pairs else ()
     # The whole allocation in force, finished jobs included: FIFO hands a finished
     # job's type to the head of its queue (Gavel's FIFOPolicy keeps that state itself).
-    return Problem(cluster=dict(view.counts), jobs=JobTable(tuple(jobs), types, T, numbers,
-                                                            records),
+    table = JobTable(tuple(jobs), types, T, numbers, records,
+                     configured=any(options for _, _, options in kept))
+    return Problem(cluster=dict(view.counts), jobs=table,
                    prices=prices, pairs=pairs, entities=entities,
                    previous={} if last is None else last.allocation,
                    policy_state={} if last is None else last.policy_state)
@@ -84,7 +85,7 @@ def build_problem(now: float, jobs: Mapping[str, JobState], rows: Rows, view: Cl
 def _record(spec: JobSpec, throughputs: Mapping[str, float], options: tuple, steps: float,
             elapsed: float, isolated: float | None, factor: float) -> Job:
     """The policy's ``Job`` of a job: its throughputs and configurations (``options``) net
-    of its restarts (``factor``, ``_restart_factor``)."""
+    of its restarts (``factor``, ``_restart_factors``)."""
     if factor == 1.0:
         configurations = tuple(o.configuration for o in options) if options else ()
     else:
@@ -96,12 +97,13 @@ def _record(spec: JobSpec, throughputs: Mapping[str, float], options: tuple, ste
                spec.slo_s, spec.entity, isolated, configurations)
 
 
-def _restart_factor(job: JobState, config: CoreConfig) -> float:
-    """The share of a run of ``job`` left for training (``restarts.efficiency``) under the
-    tenure rule; 1 under Gavel's."""
-    if config.restart_rule != "tenure" or job.spec.restart_s <= 0:
-        return 1.0
-    return efficiency(job.spec.restart_s, config.round_seconds, config.restart_share)
+def _restart_factors(restart_s: list[float], config: CoreConfig) -> list[float]:
+    """The share of a run left for training (``restarts.efficiency``) of each job, by its
+    restart's seconds, under the tenure rule; computed once per distinct restart (a few
+    kinds of job among up to 100,000)."""
+    share = {r: efficiency(r, config.round_seconds, config.restart_share)
+             for r in set(restart_s)}
+    return [share[r] for r in restart_s]
 
 
 def problem_pairs(jobs: Mapping[str, JobState], rows: Rows, types: tuple[str, ...],

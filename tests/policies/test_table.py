@@ -85,3 +85,27 @@ def test_a_problem_with_a_table_pickles_with_its_records():
     problem = pickle.loads(pickle.dumps(given))
     assert problem.jobs == JOBS and problem.table.ids == ("a", "b", "c")
     np.testing.assert_array_equal(problem.table.numbers, given.table.numbers)
+
+
+def test_configured_is_told_or_read_from_the_records():
+    from policies.jobs import Configuration
+
+    assert JobTable.of(JOBS, TYPES).configured is False
+    split = Configuration({"v100": 1, "k80": 1}, 3.0)
+    mixed = (JOBS[0], Job("d", {"v100": 1.0}, configurations=(split,)))
+    assert JobTable.of(mixed, TYPES).configured is True
+    table = as_arrays()
+    told = JobTable(table.ids, TYPES, table.T, table.numbers, lambda: JOBS, configured=True)
+    assert told.configured is True and "records" not in told.__dict__    # none made
+    assert as_arrays().configured is False
+
+
+def test_row_classes_number_equal_rows_by_their_first_row():
+    from policies.columns import row_classes
+
+    first, inverse = row_classes(np.array([[1.0, 2.0], [3.0, 4.0], [1.0, 2.0], [-0.0, 0.0]])
+                                 + 0.0)
+    assert first.tolist() == [0, 1, 3] and inverse.tolist() == [0, 1, 0, 2]
+    # rows of no column (jobs that have none) are all alike; no rows, no classes
+    assert [a.tolist() for a in row_classes(np.zeros((3, 0)))] == [[0], [0, 0, 0]]
+    assert [a.tolist() for a in row_classes(np.zeros((0, 2)))] == [[], []]
