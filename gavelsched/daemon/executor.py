@@ -41,6 +41,7 @@ from ..rpc.identity import ADMIN, Caller
 from .audit import SCHEDULER
 from .calls import Door
 from .clock import Origin, RoundClock
+from .collector import Collector
 from .config import DaemonConfig
 from .dispatch import Dispatcher, RoundDispatch
 from .fences import Fences
@@ -79,11 +80,13 @@ class DaemonExecutor:
     def __init__(self, config: DaemonConfig, store: Store, policy: Policy, table,
                  dispatcher: Dispatcher, metrics: DaemonMetrics | None = None, *,
                  clock: Callable[[], float] = time.monotonic,
-                 job_env: Callable[[JobRow], Mapping[str, str]] = lambda job: {}) -> None:
+                 job_env: Callable[[JobRow], Mapping[str, str]] = lambda job: {},
+                 collector: Collector | None = None) -> None:
         """``job_env(job)``: what a job's processes get in their environment besides the
-        job contract's own (its token)."""
+        job contract's own (its token). ``collector``: full garbage collections once a
+        round, as it starts (``collector.py``); None: CPython's own rule."""
         self.config, self.store = config, store
-        self.dispatcher, self.metrics = dispatcher, metrics
+        self.dispatcher, self.metrics, self.collector = dispatcher, metrics, collector
         self._clock = clock
         self.inbox = Inbox()
         self.post, self.call, self.stop = self.inbox.post, self.inbox.call, self.inbox.stop
@@ -230,6 +233,8 @@ class DaemonExecutor:
         and (at most once a minute) the checkpoints of ended jobs past their retention."""
         mono = self._clock()
         self.retention.tick(self.jobs, self.now())
+        if self.collector is not None:
+            self.collector.due()
         if self.roster.fail_silent(mono):
             self._changed()
         for job_id, reason, exit_code in self.health.due(mono):
@@ -323,6 +328,8 @@ class DaemonExecutor:
         log.info("%s", self.picture.round_line().summary())
         if self.metrics is not None:
             self.metrics.on_plan()
+        if self.collector is not None:    # the round is under way, the next plan far off
+            self.collector.collect()
 
     def _refilled(self) -> None:
         """Tasks were placed on freed GPUs (``refills``): the ETAs are due again (a forecast

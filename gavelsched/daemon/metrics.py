@@ -8,6 +8,8 @@
 - ``gavelsched_dispatch_seconds``: histogram of the time from a round's plan to the last
   of its RunJobs answered by its worker;
 - ``gavelsched_rpcs_total{method}``: the gRPC calls the scheduler has served;
+- ``gavelsched_gc_seconds``: histogram of the full garbage collections, once a round
+  (``collector``), each stopping every thread of the scheduler while it runs;
 - ``gavelsched_job_allocation{job,worker_type}``: X, the time fraction the policy gives
   each active job on each type (thesis §5.5);
 - ``gavelsched_job_received_share{job,worker_type}``: the fraction it received since the
@@ -68,6 +70,8 @@ class DaemonMetrics:
                                   "to the last of its RunJobs answered", buckets=ROUND_BUCKETS,
                                   registry=r)
         self.rpcs = Counter("gavelsched_rpcs", "gRPC calls served", ["method"], registry=r)
+        self.gc = Histogram("gavelsched_gc_seconds", "Full garbage collections (every "
+                            "thread stopped)", buckets=SOLVE_BUCKETS, registry=r)
         self.workers = Gauge("gavelsched_workers", "GPUs registered", ["worker_type", "alive"],
                              registry=r)
         self.drained = Gauge("gavelsched_workers_drained",
@@ -112,6 +116,9 @@ class DaemonMetrics:
     def on_call(self, method: str) -> None:
         """A gRPC call served (any handler thread: prometheus counters are thread-safe)."""
         self.rpcs.labels(method=method).inc()
+
+    def on_gc(self, seconds: float) -> None:
+        self.gc.observe(seconds)
 
     def on_round(self, seconds: float) -> None:
         self.round_duration.observe(seconds)

@@ -26,6 +26,7 @@ from traces import default_table, load_table
 from ..jobenv import scheduler_env
 from ..rpc.identity import Identities, IdentityError
 from ..rpc.security import IN_USE, SecurityError, exposure, host_of, read_token, serve
+from .collector import Collector
 from .config import RELOADABLE, ConfigError, DaemonConfig, load_config
 from .jobs import JobRow
 from .users import UsersError, load_users
@@ -104,8 +105,10 @@ class SchedulerDaemon:
         # Workers serve plain gRPC with the cluster's token unless ``workers_tls``.
         ca = config.tls.ca if config.workers_tls and config.tls is not None else None
         self.dispatcher = Dispatcher(token=self.token, ca=ca)
+        self.collector = Collector(self.metrics.on_gc)     # (taken over while it runs)
         self.executor = DaemonExecutor(config, self.store, policy, self.table,
-                                       self.dispatcher, self.metrics, job_env=self._job_env)
+                                       self.dispatcher, self.metrics, job_env=self._job_env,
+                                       collector=self.collector)
         self.health = health_servicer()
         self.server = None
         self.port = 0
@@ -196,6 +199,7 @@ class SchedulerDaemon:
         except ListenError:
             self.stop(0)
             raise
+        self.collector.take_over()
         self._thread = threading.Thread(target=self._run_core, name="gavelsched-core",
                                         daemon=True)
         self._thread.start()
@@ -235,3 +239,4 @@ class SchedulerDaemon:
         self.metrics.close()
         self.dashboard.close()
         self.store.close()
+        self.collector.give_back()

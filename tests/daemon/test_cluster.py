@@ -211,6 +211,10 @@ def test_metrics_endpoint_serves_the_gavelsched_series(cluster):
     solves = [s for s in families["gavelsched_policy_solve_seconds"].samples
               if s.name.endswith("_count")]
     assert solves[0].value >= 1
+    # a full garbage collection as each round started (``collector.py``)
+    collections = [s for s in families["gavelsched_gc_seconds"].samples
+                   if s.name.endswith("_count")]
+    assert collections[0].value >= 1
 
 
 def test_every_series_the_grafana_dashboard_queries_exists(cluster):
