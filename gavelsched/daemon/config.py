@@ -7,6 +7,8 @@ Required: ``listen`` (host:port), ``policy``, ``round_seconds``, ``state_dir``. 
 ``checkpoint_dir`` (shared storage; default ``state_dir/checkpoints``),
 ``checkpoint_retention_s`` (how long the checkpoints of a job that ended, done, failed
 or cancelled, are kept; default a day; 0 keeps them forever; ``retention.py``),
+``metrics_job_series`` (the most jobs with Prometheus series of their own, those holding
+GPUs first; default 10,000; 0: none; ``metrics.py``),
 ``health_listen`` (host:port of a plain gRPC health service without token or TLS, for
 probes such as Kubernetes' ``grpc:`` probe; beyond loopback only with ``insecure``),
 ``heartbeat_seconds`` (default 2; a worker silent for 3 x this is failed),
@@ -67,7 +69,7 @@ OPTIONAL = ("auth_token_file", "tls", "metrics_listen", "throughputs", "expected
             "checkpoint_dir", "checkpoint_retention_s", "health_listen", "heartbeat_seconds",
             "plan_lead_seconds", "min_resolve_interval_s", "resolve", "seed", "workers_tls",
             "insecure", "dashboard_listen", "refill_freed", "users_file", "eta", "restart_rule",
-            *SETTINGS_KEYS)
+            "metrics_job_series", *SETTINGS_KEYS)
 TLS_KEYS = ("cert", "key", "ca")
 RESOLVE_MODES = ("responsive", "gavel")        # gavelsched/core/resolving.py
 RESTART_RULES = ("tenure", "gavel")            # gavelsched/core/restarts.py
@@ -76,6 +78,7 @@ PLAN_LEAD_FRACTION = 0.3
 # thread's wait can take (threading.TIMEOUT_MAX), so no timer overflows.
 MAX_SECONDS = 1e7
 DAY_S = 86400.0
+METRICS_JOB_SERIES = 10_000     # the most jobs with Prometheus series of their own (metrics.py)
 
 
 # The keys ``gavelsched reload`` (and SIGHUP) put in force; others change at a restart.
@@ -95,6 +98,7 @@ class DaemonConfig:
     auth_token_file: Path | None = None
     tls: TlsFiles | None = None
     metrics_listen: str | None = None
+    metrics_job_series: int = METRICS_JOB_SERIES
     throughputs: Path | None = None
     expected_workers: int = 1
     checkpoint_dir: Path | None = None
@@ -242,6 +246,8 @@ def parse_config(data: Any, *, base: str | Path = ".", name: str = "config",
         kw["expected_workers"] = number("expected_workers", 0, integer=True)
     if data.get("seed") is not None:
         kw["seed"] = number("seed", 0, integer=True)
+    if data.get("metrics_job_series") is not None:
+        kw["metrics_job_series"] = number("metrics_job_series", 0, integer=True)
     for key in ("heartbeat_seconds", "plan_lead_seconds", "min_resolve_interval_s",
                 "checkpoint_retention_s"):
         if data.get(key) is not None:

@@ -10,6 +10,8 @@
 - ``gavelsched_rpcs_total{method}``: the gRPC calls the scheduler has served;
 - ``gavelsched_gc_seconds``: histogram of the full garbage collections, once a round
   (``collector``), each stopping every thread of the scheduler while it runs;
+- ``gavelsched_job_series_omitted``: the jobs left out of the per-job series below
+  (``job_series``, the cluster YAML's ``metrics_job_series``);
 - ``gavelsched_job_allocation{job,worker_type}``: X, the time fraction the policy gives
   each active job on each type (thesis §5.5);
 - ``gavelsched_job_received_share{job,worker_type}``: the fraction it received since the
@@ -35,6 +37,12 @@
   over the store's runs, so that a restarted scheduler goes on from its totals instead of
   from zero (a scrape sees a counter reset only if the store lost rows).
 
+The per-job series (allocation, received share, GPUs held, ETAs) cover at most
+``job_series`` jobs (the cluster YAML's ``metrics_job_series``, default 10,000): those
+holding GPUs first, then the others in submission order. At 100,000 jobs every scrape wrote
+a line per job and type, for the scheduler to build (holding the GIL) and Prometheus to
+keep (issue #30); ``gavelsched status`` shows every job.
+
 Each daemon has its own registry (several can share a process in tests); the executor
 thread writes it, and the publisher's thread (``publish``: ``on_state``) and the gRPC
 handlers (``on_call``) through prometheus-client's thread-safe metrics.
@@ -48,6 +56,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from prometheus_client.core import GaugeMetricFamily
 
 from .accounting import UsageRun
+from .config import METRICS_JOB_SERIES
 from .forecast import Forecast
 from .jobs import STATES
 from .view import DaemonView
@@ -57,7 +66,11 @@ SOLVE_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60)
 
 
 class DaemonMetrics:
-    def __init__(self) -> None:
+    """The daemon's series (module docstring); ``job_series``: the most jobs with series of
+    their own."""
+
+    def __init__(self, job_series: int = METRICS_JOB_SERIES) -> None:
+        self.job_series = job_series
         self.registry = CollectorRegistry()
         r = self.registry
         self.jobs = Gauge("gavelsched_jobs", "Jobs by state", ["state"], registry=r)
@@ -79,8 +92,10 @@ class DaemonMetrics:
                              registry=r)
         # Per job: read from the latest views when Prometheus scrapes (_JobsCollector);
         # setting a gauge per job and type took seconds a round at 20,000 jobs (issue #30).
-        self._jobs = _JobsCollector()
+        self._jobs = _JobsCollector(job_series)
         r.register(self._jobs)
+        self.omitted = Gauge("gavelsched_job_series_omitted", "Jobs left out of the per-job "
+                             "series (metrics_job_series)", registry=r)
         self.rounds = Counter("gavelsched_rounds", "Rounds started", registry=r)
         self.gpu_seconds = Counter("gavelsched_gpu_seconds",
                                    "GPU-seconds of the jobs' ended runs",
@@ -132,6 +147,7 @@ class DaemonMetrics:
         for state, n in counts.items():
             self.jobs.labels(state=state).set(n)
         self._jobs.runs, self._jobs.shares = view.runs, view.shares
+        self.omitted.set(max(0, len(view.shares) - self.job_series))
         self.workers.clear()
         self.drained.clear()
         for s in view.servers:
@@ -149,7 +165,7 @@ class DaemonMetrics:
         """The ETA gauges, read from ``latest()`` (an immutable ``Forecast``) when
         Prometheus scrapes: setting a gauge per job on the executor thread took 0.2 s at
         10,000 jobs (BENCHMARKS.md, "The scheduler's ETA replay")."""
-        self.registry.register(_ForecastCollector(latest, epoch_unix))
+        self.registry.register(_ForecastCollector(latest, epoch_unix, self._jobs.shown))
 
     def on_forecast(self, forecast: Forecast) -> None:
         """A replay answered (executor thread)."""
@@ -173,11 +189,27 @@ class DaemonMetrics:
 
 class _JobsCollector:
     """The per-job gauges, built at each scrape from the latest views' runs and shares
-    (each view is immutable; the executor thread only swaps the reference)."""
+    (each view is immutable; the executor thread only swaps the reference), for the jobs
+    ``shown`` picks."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
         self.runs: Mapping = {}
         self.shares: Mapping = {}
+
+    def shown(self, job_ids: Iterable[str]) -> Iterable[str]:
+        """``job_ids`` (every unfinished job, in submission order), cut to ``limit``: the
+        ones with a live run first."""
+        job_ids = list(job_ids)
+        if len(job_ids) <= self.limit:
+            return job_ids
+        runs = self.runs
+        keep = dict.fromkeys([j for j in job_ids if j in runs][:self.limit])
+        for job_id in job_ids:
+            if len(keep) >= self.limit:
+                break
+            keep[job_id] = None
+        return [j for j in job_ids if j in keep]
 
     def collect(self):
         allocation = GaugeMetricFamily(
@@ -192,12 +224,15 @@ class _JobsCollector:
             "gavelsched_job_gpus",
             "GPUs a job's live run holds, by the worker type (or configuration) it runs on",
             labels=["job", "worker_type"])
-        for job_id, (x, got) in self.shares.items():
+        shares, runs = self.shares, self.runs
+        for job_id in self.shown(shares):
+            x, got = shares[job_id]
             for t, v in x.items():
                 allocation.add_metric([job_id, t], v)
             for t, v in got.items():
                 received.add_metric([job_id, t], v)
-        for job_id, run in self.runs.items():
+        for job_id in self.shown(runs):
+            run = runs[job_id]
             if not run.orphan:
                 gpus.add_metric([job_id, run.worker_type], run.gpus)
         return [allocation, received, gpus]
@@ -206,8 +241,9 @@ class _JobsCollector:
 class _ForecastCollector:
     """The scheduler's latest ETAs as Unix times, built at each scrape."""
 
-    def __init__(self, latest: Callable[[], Forecast | None], epoch_unix: float) -> None:
-        self._latest, self._epoch = latest, epoch_unix
+    def __init__(self, latest: Callable[[], Forecast | None], epoch_unix: float,
+                 shown: Callable[[Iterable[str]], Iterable[str]]) -> None:
+        self._latest, self._epoch, self._shown = latest, epoch_unix, shown
 
     def collect(self):
         forecast = self._latest()
@@ -220,10 +256,10 @@ class _ForecastCollector:
         computed = GaugeMetricFamily("gavelsched_eta_computed_timestamp_seconds",
                                      "When the picture the ETAs replay was taken (Unix time)")
         if forecast is not None:
-            for job_id, at in forecast.start_s.items():
-                start.add_metric([job_id], self._epoch + at)
-            for job_id, at in forecast.finish_s.items():
-                finish.add_metric([job_id], self._epoch + at)
+            for job_id in self._shown(forecast.start_s):
+                start.add_metric([job_id], self._epoch + forecast.start_s[job_id])
+            for job_id in self._shown(forecast.finish_s):
+                finish.add_metric([job_id], self._epoch + forecast.finish_s[job_id])
             computed.add_metric([], self._epoch + forecast.computed_s)
         return [start, finish, computed]
 

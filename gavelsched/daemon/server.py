@@ -101,7 +101,7 @@ class SchedulerDaemon:
         policy = config.settings.policy(config.policy, config.seed)
         self.store = Store(config.state_dir)
         config.checkpoints.mkdir(parents=True, exist_ok=True)
-        self.metrics = DaemonMetrics()
+        self.metrics = DaemonMetrics(config.metrics_job_series)
         # Workers serve plain gRPC with the cluster's token unless ``workers_tls``.
         ca = config.tls.ca if config.workers_tls and config.tls is not None else None
         self.dispatcher = Dispatcher(token=self.token, ca=ca)

@@ -32,6 +32,8 @@ def test_good_config_and_defaults(tmp_path):
     ({"listen": "nowhere"}, "listen"),
     ({"policy": "no_such_policy"}, "policy"),
     ({"expected_workers": 1.5}, "expected_workers"),
+    ({"metrics_job_series": -1}, "metrics_job_series"),
+    ({"metrics_job_series": "all"}, "metrics_job_series"),
     ({"tls": {"cert": "c", "key": "k", "pem": "x"}}, "tls.pem"),
     ({"tls": {"cert": "c"}}, "tls.cert"),
     ({"heartbeat_seconds": 0}, "heartbeat_seconds"),
