@@ -11,7 +11,7 @@ scheduler's CPU seconds over the scrapes (its process's, per scrape), and the si
 answer in lines and MiB. The schedulers run one after the other on the same machine.
 
     python benchmarks/metrics_scrape.py                  # 100,000 jobs, capped and not (~4 min)
-    python benchmarks/metrics_scrape.py --jobs 2000 --repeat 2 --caps 10000,100   # smoke
+    python benchmarks/metrics_scrape.py --jobs 2000 --repeat 2 --caps 5000,100   # smoke
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent)]       # its neighbours; the project
 
 from daemon_scale import cpu_s, machine, submit_all  # noqa: E402  (mix, CPU, machine line)
 
+from gavelsched.daemon.config import METRICS_JOB_SERIES  # noqa: E402
 from gavelsched.daemon.local import (LocalCluster, free_port, kill_tree,  # noqa: E402
                                      subprocess_env, wait_until)
 from gavelsched.rpc import pb, pb_grpc  # noqa: E402
@@ -84,8 +85,9 @@ def main(argv=None) -> int:
                                 epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("--jobs", type=int, default=100_000)
     p.add_argument("--gpus", type=int, default=64, help="hollow GPUs (servers of 8)")
-    p.add_argument("--caps", default="10000,1000000",
-                   help="metrics_job_series values, one scheduler each (comma list)")
+    p.add_argument("--caps", default=f"{METRICS_JOB_SERIES},1000000",
+                   help="metrics_job_series values, one scheduler each (comma list; the "
+                        "default's first is the YAML's default)")
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--round-seconds", type=float, default=30.0)
     args = p.parse_args(argv)

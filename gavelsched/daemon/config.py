@@ -8,7 +8,7 @@ Required: ``listen`` (host:port), ``policy``, ``round_seconds``, ``state_dir``. 
 ``checkpoint_retention_s`` (how long the checkpoints of a job that ended, done, failed
 or cancelled, are kept; default a day; 0 keeps them forever; ``retention.py``),
 ``metrics_job_series`` (the most jobs with Prometheus series of their own, those holding
-GPUs first; default 10,000; 0: none; ``metrics.py``),
+GPUs first; default 5,000; 0: none; ``metrics.py``),
 ``health_listen`` (host:port of a plain gRPC health service without token or TLS, for
 probes such as Kubernetes' ``grpc:`` probe; beyond loopback only with ``insecure``),
 ``heartbeat_seconds`` (default 2; a worker silent for 3 x this is failed),
@@ -78,7 +78,7 @@ PLAN_LEAD_FRACTION = 0.3
 # thread's wait can take (threading.TIMEOUT_MAX), so no timer overflows.
 MAX_SECONDS = 1e7
 DAY_S = 86400.0
-METRICS_JOB_SERIES = 10_000     # the most jobs with Prometheus series of their own (metrics.py)
+METRICS_JOB_SERIES = 5_000      # the most jobs with Prometheus series of their own (metrics.py)
 
 
 # The keys ``gavelsched reload`` (and SIGHUP) put in force; others change at a restart.

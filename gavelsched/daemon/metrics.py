@@ -38,7 +38,7 @@
   from zero (a scrape sees a counter reset only if the store lost rows).
 
 The per-job series (allocation, received share, GPUs held, ETAs) cover at most
-``job_series`` jobs (the cluster YAML's ``metrics_job_series``, default 10,000): those
+``job_series`` jobs (the cluster YAML's ``metrics_job_series``, default 5,000): those
 holding GPUs first, then the others in submission order. At 100,000 jobs every scrape wrote
 a line per job and type, for the scheduler to build (holding the GIL) and Prometheus to
 keep (issue #30); ``gavelsched status`` shows every job.
