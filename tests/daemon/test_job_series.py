@@ -6,26 +6,12 @@ and a real scrape of ``/metrics``."""
 
 from __future__ import annotations
 
-import urllib.request
-
-from prometheus_client.parser import text_string_to_metric_families
-
 from gavelsched.daemon.config import METRICS_JOB_SERIES, load_config
 from gavelsched.daemon.forecast import Forecast
 from gavelsched.daemon.metrics import DaemonMetrics
 
 from .test_round_aligned import Scheduler
-
-
-def scrape(metrics: DaemonMetrics) -> dict[str, list]:
-    """Each family of ``/metrics``: its samples."""
-    port = metrics.serve("127.0.0.1:0")
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
-            text = reply.read().decode()
-    finally:
-        metrics.close()
-    return {f.name: f.samples for f in text_string_to_metric_families(text)}
+from .test_usage_metrics import families
 
 
 def jobs_of(samples) -> list[str]:
@@ -45,7 +31,7 @@ def test_past_the_cap_the_jobs_holding_gpus_keep_their_series(tmp_path):
         later = [j for j in jobs if j != running]
         metrics.watch_forecasts(lambda: Forecast(s.t, {j: 100.0 for j in later},
                                                  {j: 200.0 for j in jobs}), 0.0)
-        got = scrape(metrics)
+        got = families(metrics)
     finally:
         s.close()
     keep = sorted([running, later[0]], key=int)
@@ -64,7 +50,7 @@ def test_under_the_cap_every_job_has_its_series(tmp_path):
         s.at(1.0)
         metrics = DaemonMetrics()
         metrics.on_state(s.x.picture.view(s.t))
-        got = scrape(metrics)
+        got = families(metrics)
     finally:
         s.close()
     assert jobs_of(got["gavelsched_job_allocation"]) == jobs

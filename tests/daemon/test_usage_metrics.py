@@ -19,16 +19,21 @@ def run(job, user, entity, kind, gpus, seconds, price=0.0) -> UsageRun:
     return UsageRun(job, user, entity, kind, gpus, T0, T0 + seconds, price)
 
 
-def scrape(metrics: DaemonMetrics) -> dict[tuple, float]:
-    """The usage samples of ``/metrics``: (name, sorted labels) -> value."""
+def families(metrics: DaemonMetrics) -> dict[str, list]:
+    """A real scrape of ``/metrics`` served by ``metrics``: each family's samples."""
     port = metrics.serve("127.0.0.1:0")
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
             text = reply.read().decode()
     finally:
         metrics.close()
+    return {f.name: f.samples for f in text_string_to_metric_families(text)}
+
+
+def scrape(metrics: DaemonMetrics) -> dict[tuple, float]:
+    """The usage samples of ``/metrics``: (name, sorted labels) -> value."""
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples
+            for samples in families(metrics).values() for s in samples
             if s.name in ("gavelsched_gpu_seconds_total", "gavelsched_cost_dollars_total")}
 
 
@@ -78,13 +83,7 @@ def test_a_restart_goes_on_from_the_stores_totals():
 
 
 def test_the_other_series_are_still_there():
-    metrics = DaemonMetrics()
-    port = metrics.serve("127.0.0.1:0")
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
-            names = {f.name for f in text_string_to_metric_families(reply.read().decode())}
-    finally:
-        metrics.close()
+    names = set(families(DaemonMetrics()))
     assert {"gavelsched_jobs", "gavelsched_rounds", "gavelsched_round_duration_seconds",
             "gavelsched_policy_solve_seconds", "gavelsched_gpu_seconds",
             "gavelsched_cost_dollars"} <= names
