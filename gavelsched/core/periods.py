@@ -29,19 +29,17 @@ def install(allocation: Allocation, rows: Rows, jobs: Mapping[str, JobState],
     """Make ``allocation`` the one in force: rows for the pairs it gives time to,
     X rows for every combination it covers."""
     types = columns
-    job_keys, job_rows = [], []
-    new_pairs, keys, xs = [], [], []           # (the pairs')
+    new_pairs, keys, xs = [], [], []       # xs: the rows, read in one pass at the end
     for key, row in allocation.allocation.items():
         if key in jobs:
-            job_keys.append(key)
-            job_rows.append(row)
+            keys.append(key)
+            xs.append(row)
             continue
         members = key_members(key)
         if len(members) != 2 or not all(m in jobs for m in members):
             continue
-        x = [row.get(t, 0.0) for t in types]
         if key not in rows:
-            if max(x) <= 0:
+            if max(row.get(t, 0.0) for t in types) <= 0:
                 continue
             a, b = (jobs[m] for m in members)
             pt = lookups.pair(a.spec.key, b.spec.key)
@@ -51,19 +49,15 @@ def install(allocation: Allocation, rows: Rows, jobs: Mapping[str, JobState],
                 continue
             new_pairs.append((key, members, a.spec.scale_factor, pt))
         keys.append(key)
-        xs.append(x)
+        xs.append(row)
     rows.add_many(new_pairs, seed)
     rows.allocation[:] = 0.0
     rows.allocated[:] = False
-    if job_keys:   # one pass over every job's row (100,000 rows after ``fewer_moves``)
-        at = np.fromiter(map(rows.index.__getitem__, job_keys), dtype=int, count=len(job_keys))
+    if keys:       # one pass over every row (100,000 distinct ones after ``fewer_moves``)
+        at = np.fromiter(map(rows.index.__getitem__, keys), dtype=int, count=len(keys))
         rows.allocation[at] = np.fromiter(
-            (row.get(t, 0.0) for row in job_rows for t in types), dtype=float,
-            count=len(job_rows) * len(types)).reshape(len(job_rows), len(types))
-        rows.allocated[at] = True
-    if keys:
-        at = np.array([rows.index[k] for k in keys], dtype=int)
-        rows.allocation[at] = np.array(xs, dtype=float).reshape(len(keys), len(types))
+            (row.get(t, 0.0) for row in xs for t in types), dtype=float,
+            count=len(keys) * len(types)).reshape(len(keys), len(types))
         rows.allocated[at] = True
 
 

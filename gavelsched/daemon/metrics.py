@@ -70,7 +70,6 @@ class DaemonMetrics:
     their own."""
 
     def __init__(self, job_series: int = METRICS_JOB_SERIES) -> None:
-        self.job_series = job_series
         self.registry = CollectorRegistry()
         r = self.registry
         self.jobs = Gauge("gavelsched_jobs", "Jobs by state", ["state"], registry=r)
@@ -147,7 +146,7 @@ class DaemonMetrics:
         for state, n in counts.items():
             self.jobs.labels(state=state).set(n)
         self._jobs.runs, self._jobs.shares = view.runs, view.shares
-        self.omitted.set(max(0, len(view.shares) - self.job_series))
+        self.omitted.set(max(0, len(view.shares) - self._jobs.limit))
         self.workers.clear()
         self.drained.clear()
         for s in view.servers:
