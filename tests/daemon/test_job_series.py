@@ -65,3 +65,20 @@ def test_the_cap_is_a_key_of_the_cluster_yaml(tmp_path):
     assert load_config(path).metrics_job_series == METRICS_JOB_SERIES
     path.write_text(path.read_text() + "\nmetrics_job_series: 0")
     assert load_config(path).metrics_job_series == 0
+
+
+def test_a_cap_of_zero_leaves_every_job_out(tmp_path):
+    s = Scheduler(tmp_path)
+    try:
+        jobs = [s.submit() for _ in range(3)]
+        s.at(1.0)
+        metrics = DaemonMetrics(job_series=0)
+        metrics.on_state(s.x.picture.view(s.t))
+        got = families(metrics)
+    finally:
+        s.close()
+    for name in ("gavelsched_job_allocation", "gavelsched_job_received_share",
+                 "gavelsched_job_gpus"):
+        assert got.get(name, []) == [], name
+    assert [x.value for x in got["gavelsched_job_series_omitted"]] == [float(len(jobs))]
+    assert [x.value for x in got["gavelsched_jobs"] if x.labels["state"] == "running"] == [1.0]
