@@ -151,7 +151,14 @@ class Processes:
     """How the launcher starts a job's ranks: one subprocess each, in its own session so
     that a signal takes its whole process tree, its pids recorded for the next daemon
     (``leftovers``). A hollow worker starts threads instead (``workers.hollow.HollowRanks``): any
-    object with these four methods, whose ranks have ``poll()`` as ``Popen``'s."""
+    object with these methods and ``poll_s``, whose ranks have ``poll()`` as ``Popen``'s."""
+
+    # A subprocess's end is seen only by polling it: the monitor looks this often.
+    poll_s = 0.1
+
+    def watch(self, ended: threading.Event) -> None:
+        """Ranks that can tell their end set ``ended`` as they end (``Launcher.wait``);
+        these cannot."""
 
     def start(self, spec: LaunchSpec, env: dict[str, str], stem: Path,
               cwd: Path) -> subprocess.Popen:
@@ -193,6 +200,8 @@ class Launcher:
         self._lock = threading.Lock()
         self._running: dict[str, _Running] = {}
         self.context: dict[str, str] = {}
+        self._look = threading.Event()      # the monitor looks now (``wait``)
+        self.ranks.watch(self._look)
 
     # -- queries ---------------------------------------------------------------------------
     def running_jobs(self) -> list[str]:
@@ -290,6 +299,17 @@ class Launcher:
                 self.ranks.signal(proc, signal.SIGTERM)
 
     # -- monitoring ------------------------------------------------------------------------
+    def wait(self) -> None:
+        """The monitor's pause between ``poll`` calls: until a rank tells its end or
+        ``wake`` is called, ``ranks.poll_s`` at most. One that comes after it returns
+        ends the next."""
+        if self._look.wait(self.ranks.poll_s):
+            self._look.clear()
+
+    def wake(self) -> None:
+        """End the monitor's ``wait`` now (its worker stops)."""
+        self._look.set()
+
     def poll(self) -> list[JobExit]:
         """Kill jobs past their deadline, escalate to SIGKILL, and return the jobs whose
         processes have all exited on this server."""

@@ -209,6 +209,7 @@ class Worker:
         if self._server is not None:
             self._server.stop(1)
         self._stopped.set()              # last: the daemon's main thread returns on it
+        self.launcher.wake()             # (the monitor thread ends on it)
 
     # -- scheduler side ---------------------------------------------------------------------
     def _register(self, previous: int, timeout_s: float) -> None:
@@ -320,7 +321,10 @@ class Worker:
                     return
 
     def _monitor(self) -> None:
-        while not self._stopped.wait(POLL_S):
+        while True:
+            self.launcher.wait()        # a rank's end, or the ranks' poll period
+            if self._stopped.is_set():
+                return
             self._cut_off()
             self._report(self.launcher.poll())
             self._start_pending()

@@ -98,3 +98,30 @@ def test_a_missing_checkpoint_fails_a_hollow_job_with_its_reason(hollow, tmp_pat
     report = report_of(sched, "m")
     assert (report.exit_code, report.failed) == (3, True)
     assert report.reason.startswith("gavel: checkpoint missing:"), report.reason
+
+
+def test_a_hollow_ranks_end_wakes_its_monitor_which_polls_only_for_deadlines(tmp_path):
+    """The monitor does not poll hollow ranks ten times a second (``HollowRanks.poll_s``):
+    with an hour between polls, a job's end is still reported, as the rank wakes it; and
+    ``stop`` ends the monitor thread without waiting out its poll."""
+    sched = FakeScheduler()
+    sched.start()
+    worker = hollow_worker(WorkerConfig(
+        scheduler=sched.address, worker_type="k80", gpus=1, work_dir=tmp_path / "work",
+        emulation=Emulation("k80", default_table(), speed=4.0), grace_s=0.5))
+    assert worker.launcher.ranks.poll_s == 1.0
+    worker.launcher.ranks.poll_s = 3600.0
+    worker.start()
+    try:
+        sched.jobs["w"] = FakeJob(total_steps=20)
+        assert sched.worker_stub(worker.address).RunJob(
+            run_job(sched, "w", tmp_path, total=20)).ok
+        report = report_of(sched, "w")
+        assert (report.exit_code, report.steps) == (0, 20)
+        assert not worker.launcher.running_jobs()
+    finally:
+        worker.stop()
+        sched.stop()
+    monitor = next(t for t in worker._threads if t.name == "worker-monitor")
+    monitor.join(timeout=30)
+    assert not monitor.is_alive()
