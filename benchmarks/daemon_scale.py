@@ -15,9 +15,12 @@ rounds are measured; reported per size:
 - round gap: the time between round starts (the scheduler's log), mean and worst, against
   the round length (the target: within 1 s of it);
 - the plan: how long it held the executor thread; plan to dispatch: from a round's plan
-  (``plan_lead_seconds`` before it starts) to the last of its RunJobs answered by its
-  worker, and from the round's start to the same (the scheduler's log: ``RunJobs
+  (``plan_lead_seconds`` before it starts) to the last of the plan's RunJobs answered by
+  its worker, and from the round's start to the same (the scheduler's log: ``RunJobs
   answered``), mean and worst;
+- the round's later RunJobs, counted apart in the same line: launches that waited for
+  their job's last run to save, and refills of GPUs freed mid-round (per round, mean),
+  with the last one's answer after the round's start (worst);
 - the GPUs busy at the last round start (the log's round line);
 - the scheduler's CPU (its share of one core over the measured rounds) and its peak RSS;
   the hollow processes' CPU;
@@ -69,8 +72,11 @@ MAX_ARRAY = 10_000
 STAMP = r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})"
 ROUND_LINE = re.compile(STAMP + r" INFO gavelsched\.daemon\.executor: round (\d+): (\d+) jobs "
                         r"running.*GPUs (\d+) busy of (\d+)")
-DISPATCH_LINE = re.compile(r"round (\d+): planned in ([\d.]+) s; (\d+) RunJobs answered, the "
-                           r"last ([\d.]+) s after its plan(?:, (-?[\d.]+) s after its start)?")
+DISPATCH_LINE = re.compile(r"round (\d+): planned in ([\d.]+) s(?: \(the allocation re-solved in "
+                           r"[\d.]+ s\))?; (\d+) RunJobs answered, the last ([\d.]+) s after its "
+                           r"plan(?:, (-?[\d.]+) s after its start)?(.*)$", re.M)
+LATER = {"saved": "once their jobs' last runs had saved", "refills": "to freed GPUs"}
+LATER_PART = re.compile(r"then (\d+) ([^,]+), the last (-?[\d.]+) s after its start")
 
 
 def machine() -> str:
@@ -128,6 +134,9 @@ class Row:
     plan_s: list[float] = field(default_factory=list)
     dispatch: list[float] = field(default_factory=list)
     after_start: list[float] = field(default_factory=list)
+    saved: list[int] = field(default_factory=list)      # per round: launches after a save
+    refills: list[int] = field(default_factory=list)    # per round: refills
+    later_last: list[float] = field(default_factory=list)   # the last of those, after start
     busy: str = ""
     cpu_share: float = math.nan
     hollow_cpu_share: float = math.nan
@@ -259,6 +268,11 @@ def measure(gpus: int, jobs: int, args) -> Row:
         row.plan_s = [float(m[2]) for m in lines]
         row.dispatch = [float(m[4]) for m in lines]
         row.after_start = [float(m[5]) for m in lines if m[5]]
+        for m in lines:
+            later = {kind: (int(n), float(last)) for n, kind, last in LATER_PART.findall(m[6])}
+            row.saved.append(later.get(LATER["saved"], (0, 0.0))[0])
+            row.refills.append(later.get(LATER["refills"], (0, 0.0))[0])
+            row.later_last += [last for _, last in later.values()]
         _, _, busy, total = measured[-1]
         row.busy = f"{busy} of {total}"
     finally:
@@ -285,6 +299,15 @@ def show(values: list[float], unit: str = "s", digits: int = 2) -> str:
     if not values:
         return "-"
     return f"{statistics.mean(values):.{digits}f} / {max(values):.{digits}f} {unit}"
+
+
+def later(row: Row) -> str:
+    """The round's later RunJobs: launches after a save / refills a round (mean), and the
+    last one's answer after the round's start (worst)."""
+    if not row.saved:
+        return "-"
+    last = f", {max(row.later_last):.2f} s" if row.later_last else ""
+    return f"{statistics.mean(row.saved):,.0f} / {statistics.mean(row.refills):,.0f}{last}"
 
 
 def main() -> int:
@@ -334,10 +357,11 @@ def main() -> int:
           f"{args.hollow_nice}), ETAs {'on' if args.eta else 'off'}")
     print()
     print("| GPUs | jobs | submit | round gap mean / worst | plan mean / worst | plan to last "
-          "RunJob mean / worst | round start to last RunJob | GPUs busy | scheduler CPU | "
+          "RunJob mean / worst | round start to last RunJob | later RunJobs: after a save / "
+          "refills, last after start | GPUs busy | scheduler CPU | "
           "peak RSS | Status all / active | status --json | dashboard / api | RPCs/s (top 3) "
           "| hollow CPU |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
     for gpus, jobs in itertools.product(sizes, queues):
         try:
             r = measure(gpus, jobs, args)      # each row as soon as it is measured
@@ -345,7 +369,8 @@ def main() -> int:
             print(f"| {gpus:,} | {jobs:,} | {err} |", flush=True)
             continue
         print(f"| {r.gpus:,} | {r.jobs:,} | {r.submit_jobs_s:,.0f} jobs/s | {show(r.gaps)} | "
-              f"{show(r.plan_s)} | {show(r.dispatch)} | {show(r.after_start)} | {r.busy} | "
+              f"{show(r.plan_s)} | {show(r.dispatch)} | {show(r.after_start)} | "
+              f"{later(r)} | {r.busy} | "
               f"{r.cpu_share:.0%} | {r.peak_mib:,.0f} MiB | "
               f"{statistics.median(r.status_s):.2f} / {statistics.median(r.active_s):.2f} s | "
               f"{r.cli_s:.1f} s | {statistics.median(r.page_s):.2f} / "

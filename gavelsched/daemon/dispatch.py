@@ -31,6 +31,14 @@ log = logging.getLogger(__name__)
 
 CALL_TIMEOUT_S = 10.0
 
+# Why a RunJob is sent, as a round's dispatch line counts them (``RoundDispatch``): a
+# placement of the round's plan (at the plan, or at the round's start); one that waited for
+# its job's last run to save; freed GPUs given for the rest of a round (``refills.py``); a
+# lease moved past the round's end for a long start-up (``Runs.started_up``).
+PLANNED, AFTER_SAVE, REFILL, LEASE_MOVED = "planned", "after_save", "refill", "lease_moved"
+LATER = {AFTER_SAVE: "once their jobs' last runs had saved", REFILL: "to freed GPUs",
+         LEASE_MOVED: "moving a lease past its round's end"}
+
 
 @dataclass(frozen=True)
 class Delivery:
@@ -53,7 +61,8 @@ class Dispatcher:
         self._channels: list[grpc.Channel] = []
         self._lock = threading.Lock()
         self._all_answered = threading.Condition(self._lock)
-        self._answered: dict[int, tuple[int, float]] = {}   # round -> (RunJobs, last answer)
+        # round -> kind -> (RunJobs answered, the last answer's time)
+        self._answered: dict[int, dict[str, tuple[int, float]]] = {}
         self._outbox: queue.SimpleQueue = queue.SimpleQueue()   # calls to make, in order
         self._sender = threading.Thread(target=self._send, name="gavelsched-dispatch",
                                         daemon=True)
@@ -69,8 +78,8 @@ class Dispatcher:
             return stub
 
     def _call(self, address: str, method: str, request,
-              on_done: Callable[[Delivery], None] | None) -> None:
-        self._outbox.put((address, method, request, on_done))
+              on_done: Callable[[Delivery], None] | None, kind: str = "") -> None:
+        self._outbox.put((address, method, request, on_done, kind))
 
     def _send(self) -> None:
         """The sender thread: each queued call becomes a gRPC future (None: stop)."""
@@ -83,7 +92,7 @@ class Dispatcher:
                     call[3](Delivery(False, True, f"{call[0]}: {type(err).__name__}: {err}"))
 
     def _start(self, address: str, method: str, request,
-               on_done: Callable[[Delivery], None] | None) -> None:
+               on_done: Callable[[Delivery], None] | None, kind: str) -> None:
         def finished(future) -> None:       # a gRPC thread (or this one, if already done)
             try:
                 ack = future.result()
@@ -95,7 +104,7 @@ class Dispatcher:
                 done = Delivery(False, True, f"{address}: {type(err).__name__}")
             try:
                 if method == "RunJob":
-                    self._note(int(request.round))
+                    self._note(int(request.round), kind)
                 if not done.ok:
                     log.warning("%s to %s: %s", method, address, done.message)
                 if on_done is not None:
@@ -109,23 +118,26 @@ class Dispatcher:
             self._unanswered += 1
         future.add_done_callback(finished)
 
-    def _note(self, round_: int) -> None:
+    def _note(self, round_: int, kind: str) -> None:
         with self._lock:
-            count, _ = self._answered.get(round_, (0, 0.0))
-            self._answered[round_] = (count + 1, time.monotonic())
+            kinds = self._answered.setdefault(round_, {})
+            count, _ = kinds.get(kind, (0, 0.0))
+            kinds[kind] = (count + 1, time.monotonic())
 
-    def answered(self, round_: int) -> tuple[int, float] | None:
-        """(RunJobs of round ``round_`` answered, or given up on, and the monotonic time of
-        the last), forgetting that round and older ones; None when none was sent."""
+    def answered(self, round_: int) -> dict[str, tuple[int, float]]:
+        """Per kind (``PLANNED`` ...), the RunJobs of round ``round_`` answered or given up
+        on and the monotonic time of the last, forgetting that round and older ones."""
         with self._lock:
-            got = self._answered.pop(round_, None)
+            got = self._answered.pop(round_, {})
             for old in [r for r in self._answered if r < round_]:
                 del self._answered[old]
             return got
 
     def run_job(self, address: str, request: pb.RunJobRequest,
-                on_done: Callable[[Delivery], None] | None = None) -> None:
-        self._call(address, "RunJob", request, on_done)
+                on_done: Callable[[Delivery], None] | None = None, *,
+                kind: str = PLANNED) -> None:
+        """``kind``: why it is sent (``PLANNED`` ...), as ``answered`` counts it."""
+        self._call(address, "RunJob", request, on_done, kind)
 
     def kill_job(self, address: str, job_id: str, reason: str, generation: int = 0) -> None:
         """Kill run ``generation`` of the job there (0: whichever runs)."""
@@ -156,7 +168,12 @@ class RoundDispatch:
     """How long a planned round took to plan, and its RunJobs to reach their workers: the
     last answer after the round's plan and after its start (a log line at the next plan,
     and ``gavelsched_dispatch_seconds``; BENCHMARKS.md, "The daemon at scale"). Monotonic
-    times; ``solved``: the re-solve's seconds when the plan re-solved."""
+    times; ``solved``: the re-solve's seconds when the plan re-solved.
+
+    The plan's RunJobs (``PLANNED``) are timed; the others the round sent later are counted
+    apart, each kind with its last answer after the round's start: launches that waited
+    for their job's last run to save, refills and moved leases come when those happen, not
+    when the plan is dispatched."""
 
     index: int
     planned: float
@@ -166,18 +183,26 @@ class RoundDispatch:
 
     def report(self, dispatcher: Dispatcher, on_dispatch: Callable[[float], None] | None
                ) -> None:
-        resolved = "" if self.solved is None else \
-            f" (the allocation re-solved in {self.solved:.2f} s)"
+        head = f"round {self.index}: planned in {self.took:.2f} s"
+        if self.solved is not None:
+            head += f" (the allocation re-solved in {self.solved:.2f} s)"
         got = dispatcher.answered(self.index)
-        if got is None:
-            log.info("round %d: planned in %.2f s%s, no RunJob", self.index, self.took,
-                     resolved)
-            return
-        count, last = got
-        after_start = "" if self.started is None else \
-            f", {last - self.started:.2f} s after its start"
-        log.info("round %d: planned in %.2f s; %d RunJobs answered, the last %.2f s after "
-                 "its plan%s%s", self.index, self.took, count, last - self.planned,
-                 after_start, resolved)
-        if on_dispatch is not None:
-            on_dispatch(last - self.planned)
+        plan = got.pop(PLANNED, None)
+        if plan is None:
+            parts = [f"{head}, no RunJob at its plan"]
+        else:
+            count, last = plan
+            parts = [f"{head}; {count} RunJobs answered, the last {last - self.planned:.2f} s "
+                     f"after its plan{self._after_start(last)}"]
+            if on_dispatch is not None:
+                on_dispatch(last - self.planned)
+        parts += [f"then {count} {LATER[kind]}, the last {self._since(last)}"
+                  for kind, (count, last) in sorted(got.items())]
+        log.info("%s", "; ".join(parts))
+
+    def _after_start(self, at: float) -> str:
+        return "" if self.started is None else f", {at - self.started:.2f} s after its start"
+
+    def _since(self, at: float) -> str:
+        return (f"{at - self.planned:.2f} s after its plan" if self.started is None
+                else f"{at - self.started:.2f} s after its start")

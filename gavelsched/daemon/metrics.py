@@ -6,7 +6,7 @@
 - ``gavelsched_round_duration_seconds``: histogram of the time between round starts;
 - ``gavelsched_policy_solve_seconds``: histogram of policy solve times;
 - ``gavelsched_dispatch_seconds``: histogram of the time from a round's plan to the last
-  of its RunJobs answered by its worker;
+  of the plan's RunJobs answered by its worker (``dispatch.RoundDispatch``);
 - ``gavelsched_rpcs_total{method}``: the gRPC calls the scheduler has served;
 - ``gavelsched_gc_seconds``: histogram of the full garbage collections, once a round
   (``collector``), each stopping every thread of the scheduler while it runs;
@@ -79,8 +79,8 @@ class DaemonMetrics:
         self.solve = Histogram("gavelsched_policy_solve_seconds", "Policy solve time",
                                buckets=SOLVE_BUCKETS, registry=r)
         self.dispatch = Histogram("gavelsched_dispatch_seconds", "Time from a round's plan "
-                                  "to the last of its RunJobs answered", buckets=ROUND_BUCKETS,
-                                  registry=r)
+                                  "to the last of the plan's RunJobs answered",
+                                  buckets=ROUND_BUCKETS, registry=r)
         self.rpcs = Counter("gavelsched_rpcs", "gRPC calls served", ["method"], registry=r)
         self.gc = Histogram("gavelsched_gc_seconds", "Full garbage collections (every "
                             "thread stopped)", buckets=SOLVE_BUCKETS, registry=r)

@@ -34,7 +34,7 @@ from ..core.batch import worth_launching
 from ..core.waves import machine_of
 from ..rpc import pb
 from .config import DaemonConfig
-from .dispatch import Delivery, Dispatcher
+from .dispatch import AFTER_SAVE, LEASE_MOVED, PLANNED, REFILL, Delivery, Dispatcher
 from .exits import Died, Ended, RankFailed, exit_verdict
 from .fences import Fences
 from .health import Health
@@ -251,7 +251,7 @@ class RunTable:
         return {job_id: task.worker_type for job_id, (_, task, _, _) in self._deferred.items()}
 
     def _launch_or_defer(self, task: MicroTask, m: int, job_id: str, index: int,
-                         refill: bool = False) -> None:
+                         refill: bool = False, after_save: bool = False) -> None:
         job = self.jobs.get(job_id)
         if job is None or job.final or job.steps_done >= job.spec.total_steps:
             return                            # (a run that can do no step is never sent)
@@ -303,8 +303,9 @@ class RunTable:
         self.held[task.key] = left if refill else R
         self._fresh.setdefault(task.key, []).append(job_id)
         self.hosts.add(job_id, requests)
+        kind = REFILL if refill else AFTER_SAVE if after_save else PLANNED
         for server_id, request in requests.items():
-            self._send(job_id, server_id, request)
+            self._send(job_id, server_id, request, kind)
 
     def _extend(self, task: MicroTask, index: int, R: float) -> None:
         """Lease extension: the same workers next round (RunJob on the same GPUs), one
@@ -326,14 +327,17 @@ class RunTable:
                 request.round = index
                 request.lease.CopyFrom(run.lease)
                 request.steps_done = job.steps_done
-                self._send(job_id, server_id, request)
+                self._send(job_id, server_id, request, PLANNED)
         self.held[task.key] = R
 
-    def _send(self, job_id: str, server_id: int, request: pb.RunJobRequest) -> None:
+    def _send(self, job_id: str, server_id: int, request: pb.RunJobRequest,
+              kind: str) -> None:
+        """``kind``: why it is sent (``dispatch.PLANNED`` ...), as the round's dispatch
+        line counts it."""
         run = self._runs[job_id]
         run.servers[server_id] = request
         self.dispatcher.run_job(self.health.address(server_id), request,
-                                self._on_delivered(job_id, server_id))
+                                self._on_delivered(job_id, server_id), kind=kind)
 
     def _on_delivered(self, job_id: str, server_id: int) -> Callable[[Delivery], None]:
         def done(delivery: Delivery) -> None:       # a dispatcher pool thread
@@ -409,7 +413,7 @@ class RunTable:
                 request = pb.RunJobRequest()
                 request.CopyFrom(old)           # the old one may still be on the wire
                 request.lease.CopyFrom(run.lease)
-                self._send(run.job_id, server_id, request)
+                self._send(run.job_id, server_id, request, LEASE_MOVED)
 
     def finished(self, job_id: str) -> None:
         """The job's last step is durable: its GPUs may be refilled now (``idle_workers``),
@@ -535,4 +539,4 @@ class RunTable:
         deferred = self._deferred.pop(job_id, None)
         if deferred is not None:
             m, task, index, refill = deferred
-            self._launch_or_defer(task, m, job_id, index, refill)
+            self._launch_or_defer(task, m, job_id, index, refill, after_save=True)

@@ -26,6 +26,7 @@ from gavelsched.cli import main
 from gavelsched.client.request import MAX_AFTER, JobRequest
 from gavelsched.daemon.calls import Denied
 from gavelsched.daemon.control import MAX_ARRAY, ControlError
+from gavelsched.daemon.dispatch import AFTER_SAVE
 from gavelsched.daemon.submissions import SubmissionError
 from gavelsched.rpc import pb
 from gavelsched.rpc.identity import ADMIN, DAEMON, JOB, USER, Caller
@@ -228,6 +229,9 @@ def test_a_job_held_while_its_move_waits_for_its_last_run_is_not_launched(sched)
                 generation=run.generation))
     pump(sched)
     assert other in launched(sched, 2) and held not in launched(sched, 2)
+    # (sent once its last run saved: the round's dispatch line counts it apart)
+    assert {kind for r, kind in zip(sched.sent.runs, sched.sent.kinds)
+            if r.job_id == other and r.round == 1} == {AFTER_SAVE}
     assert held not in sched.x.runs and sched.x.jobs[held].state == "held"
     assert {sched.server, k80} == {min(r.servers) for r in first.values()}
 

@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from gavelsched.daemon.dispatch import PLANNED, REFILL
 from gavelsched.daemon.local import LocalCluster
 from gavelsched.rpc import pb
 
@@ -69,6 +70,7 @@ def test_a_finished_job_s_gpu_is_refilled_at_its_last_step_not_at_its_exit(tmp_p
     assert sched.x.processes.durable_steps(run.job_id, 100_000, sched.gen(run.job_id), seconds=3.0)
     refill = sched.sent.runs[-1]
     assert refill.job_id == other and list(refill.gpus) == list(run.gpus)
+    assert sched.sent.kinds == [PLANNED, REFILL]     # (the round's dispatch line counts it)
     assert refill.lease.max_seconds == pytest.approx(1.0 + 10.0 - 5.0)  # the rest of round 0
     sched.t = 5.5                                   # the finished process exits
     sched.exited(run.job_id, 100_000)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from gavelsched.daemon.config import DaemonConfig
+from gavelsched.daemon.dispatch import LEASE_MOVED, PLANNED
 from gavelsched.daemon.executor import DaemonExecutor
 from gavelsched.daemon.leases import MIN_LEASE_FRACTION, new_lease, startup_lease
 from gavelsched.daemon.store import Store
@@ -27,18 +28,20 @@ class Recorder:
 
     def __init__(self) -> None:
         self.runs: list[pb.RunJobRequest] = []
+        self.kinds: list[str] = []                      # why each was sent (dispatch.PLANNED ...)
         self.kills: list[str] = []
         self.killed_runs: list[tuple[str, int]] = []    # (job, generation)
 
-    def run_job(self, address, request, on_done=None) -> None:
+    def run_job(self, address, request, on_done=None, *, kind=PLANNED) -> None:
         self.runs.append(request)
+        self.kinds.append(kind)
 
     def kill_job(self, address, job_id, reason, generation=0) -> None:
         self.kills.append(job_id)
         self.killed_runs.append((job_id, generation))
 
-    def answered(self, round_) -> None:
-        return None
+    def answered(self, round_) -> dict:
+        return {}
 
     def close(self) -> None:
         pass
@@ -143,9 +146,10 @@ def test_a_start_up_longer_than_its_round_still_gets_half_a_round(sched):
     assert lease.max_steps == int(rate * half)
     moved = sched.sent.runs[-1]               # the worker's kill deadline moves with it
     assert moved.job_id == job and moved.lease.max_seconds == pytest.approx(8.5 + half)
+    assert sched.sent.kinds == [PLANNED, LEASE_MOVED]
     sched.at(1.0 + 8.5)                       # the next round is planned: an extension
     extension = sched.sent.runs[-1]
-    assert extension.lease.extended
+    assert extension.lease.extended and sched.sent.kinds[-1] == PLANNED
     assert extension.lease.max_seconds == pytest.approx(2 * R)   # back on the cadence
 
 

@@ -13,7 +13,8 @@ import pytest
 from concurrent.futures import Future
 
 from gavelsched.core import JobSpec, MicroTask
-from gavelsched.daemon.dispatch import Delivery, Dispatcher
+from gavelsched.daemon.dispatch import (AFTER_SAVE, PLANNED, REFILL, Delivery, Dispatcher,
+                                        RoundDispatch)
 from gavelsched.daemon.leases import extended_lease, new_lease, run_requests, stop_lease
 from gavelsched.daemon.store import JobRow
 from gavelsched.daemon.submissions import SubmissionError, check_submission
@@ -155,6 +156,34 @@ def test_calls_are_made_off_the_callers_thread_and_close_sends_what_is_queued():
         dispatcher.close()
     assert len(got) == 50 and all(not d.ok and d.unreachable for _, d in got)
     assert threading.current_thread().name not in {name for name, _ in got}
+
+
+def test_a_rounds_dispatch_line_times_its_plans_runjobs_and_counts_later_ones_apart(caplog):
+    """The plan's RunJobs are timed from the plan (the line and the metric); launches that
+    waited for their job's last run to save, and refills, come later by design: each kind
+    is counted apart with its own last answer, not taken for the plan's dispatch."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dispatcher = Dispatcher()
+    planned_at = time.monotonic()
+    try:
+        for i, kind in enumerate([PLANNED] * 3 + [AFTER_SAVE] * 2 + [REFILL]):
+            dispatcher.run_job(f"127.0.0.1:{port}", pb.RunJobRequest(job_id=str(i), round=3),
+                               kind=kind)
+        dispatcher.run_job(f"127.0.0.1:{port}", pb.RunJobRequest(job_id="9", round=2))
+    finally:
+        dispatcher.close()              # (every answer handed on)
+    timed: list[float] = []
+    with caplog.at_level("INFO", logger="gavelsched.daemon.dispatch"):
+        RoundDispatch(3, planned_at, 0.25, None, started=planned_at + 1.0).report(
+            dispatcher, timed.append)
+    (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("round 3")]
+    assert line.startswith("round 3: planned in 0.25 s; 3 RunJobs answered, the last ")
+    assert "; then 2 once their jobs' last runs had saved, the last " in line
+    assert "; then 1 to freed GPUs, the last " in line
+    assert len(timed) == 1 and timed[0] > 0
+    assert dispatcher.answered(3) == {} and dispatcher.answered(2) == {}   # forgotten
 
 
 def test_a_rendezvous_port_is_drawn_below_the_ephemeral_range(tmp_path, monkeypatch):
