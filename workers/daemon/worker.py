@@ -266,7 +266,15 @@ class Worker:
                 self._report([JobExit.unstarted(p.spec, f"{reason} (before it started)")])
 
     def _heartbeats(self) -> None:
-        while not self._stopped.wait(self.heartbeat_seconds):
+        """A heartbeat every ``heartbeat_seconds`` from the last one's send, not from its
+        answer: the scheduler fails a server by the silence between heartbeats, and a
+        scheduler slow to answer (seconds, at 100,000 jobs on a busy host) must not stretch
+        it by that much (``next_beat``)."""
+        due = time.monotonic()
+        while True:
+            due = next_beat(due, time.monotonic(), self.heartbeat_seconds)
+            if self._stopped.wait(max(0.0, due - time.monotonic())):
+                return
             self._beat()
 
     def _beat(self) -> None:
@@ -472,6 +480,13 @@ class _Servicer(pb_grpc.SchedulerToWorkerServicer):
         except logfiles.BadLogRequest as err:
             log.warning("ReadLogs refused: %s", err)
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+
+def next_beat(last_due: float, now: float, period: float) -> float:
+    """When the next heartbeat is due, the last one due at ``last_due`` and sent then or
+    later: a period after it, or at once if its answer took longer than that (then the
+    cadence goes on from now: one heartbeat late, never a burst of them)."""
+    return max(last_due + period, now)
+
 
 def _wire(profile: Profile | None) -> pb.WorkerProfile | None:
     """``profile`` as ``RegisterWorkerRequest.profile`` (None: the field stays unset)."""

@@ -17,7 +17,7 @@ from gavelsched.rpc import pb
 from tests.workers.fake_scheduler import FakeJob, FakeScheduler
 from traces.catalog import default_table
 from workers.daemon.emulation import Emulation
-from workers.daemon.worker import Worker, WorkerConfig
+from workers.daemon.worker import Worker, WorkerConfig, next_beat
 
 TOKEN = "s3cret-token"
 
@@ -323,3 +323,12 @@ def test_heartbeats_go_on_while_round_reports_wait_on_a_busy_scheduler(tmp_path)
     finally:
         worker.stop()
         sched.stop()
+
+
+def test_heartbeats_keep_their_cadence_from_each_send_not_each_answer():
+    # issue #30: at 100,000 jobs on a busy host the scheduler took 2-10 s to answer a
+    # heartbeat; waiting a period after each answer stretched the silence it judges servers
+    # by to period + answer, and servers that were heard were failed
+    assert next_beat(10.0, 10.3, 2.0) == 12.0      # answered in 0.3 s: due a period on
+    assert next_beat(10.0, 14.5, 2.0) == 14.5      # answered in 4.5 s: the next one at once
+    assert next_beat(14.5, 14.6, 2.0) == 16.5      # then the cadence from there, no burst
