@@ -185,9 +185,10 @@ class Processes:
 class Launcher:
     """The jobs running on this server; ``poll()`` enforces leases and collects exits.
 
-    ``ranks`` starts and signals each rank (default ``Processes``). ``context`` holds the environment shared by every job (``jobenv.worker_env``: server id,
-    token file, TLS CA).
-    Thread-safe: RPC handlers call launch/extend/kill, a monitor thread calls poll.
+    ``ranks`` starts and signals each rank (default ``Processes``). ``context`` holds the
+    environment shared by every job (``jobenv.worker_env``: server id, token file, TLS CA).
+    Thread-safe: RPC handlers call launch/extend/kill, a monitor thread calls ``wait`` and
+    ``poll`` in turn.
     """
 
     def __init__(self, work_dir: Path, grace_s: float = 30.0,
