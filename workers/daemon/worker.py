@@ -481,6 +481,7 @@ class _Servicer(pb_grpc.SchedulerToWorkerServicer):
             log.warning("ReadLogs refused: %s", err)
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
 
+
 def next_beat(last_due: float, now: float, period: float) -> float:
     """When the next heartbeat is due, the last one due at ``last_due`` and sent then or
     later: a period after it, or at once if its answer took longer than that (then the
