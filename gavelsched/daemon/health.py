@@ -21,6 +21,7 @@ before, and a whole cluster that died is failed after ``DEAF_LIMIT`` limits.
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass
 
@@ -47,6 +48,10 @@ class Health:
         self._suspects: dict[str, tuple[float, str, int]] = {}
         self._lock = threading.Lock()    # ``seen`` (any thread) against the executor's writes
         self._heard_at: float | None = None   # the last heartbeat or registration of any
+        # at most the ``last_seen`` of every alive server (they only grow, but for a
+        # registration): while it is within the limit, no server can be silent past it and
+        # ``newly_dead`` scans none (the executor asks after every batch of events)
+        self._earliest_seen = math.inf
 
     # ---- servers ------------------------------------------------------------------------
     def up(self, row: ServerRow, mono: float, registration: int = 0) -> None:
@@ -54,6 +59,7 @@ class Health:
         with self._lock:
             self.servers[row.id] = ServerState(row, alive=True, last_seen=mono,
                                                registration=registration)
+            self._earliest_seen = min(self._earliest_seen, mono)
             self._heard(mono)
 
     def seen(self, server_id: int, mono: float) -> ServerState | None:
@@ -84,19 +90,22 @@ class Health:
         one (more than one server alive, silent past the limit, not yet ``DEAF_LIMIT``
         limits); else 0."""
         quiet = 0.0 if self._heard_at is None else mono - self._heard_at
-        alive = sum(s.alive for s in self.servers.values())
-        return quiet if alive > 1 and self.limit < quiet <= DEAF_LIMIT * self.limit else 0.0
+        if not self.limit < quiet <= DEAF_LIMIT * self.limit:
+            return 0.0
+        return quiet if sum(s.alive for s in self.servers.values()) > 1 else 0.0
 
     def newly_dead(self, mono: float) -> list[ServerState]:
         """Servers silent for ``HEARTBEAT_MISSES`` heartbeats, now marked down (none while
         the scheduler is ``deaf``)."""
         with self._lock:
-            if self.deaf(mono):
+            if mono - self._earliest_seen <= self.limit or self.deaf(mono):
                 return []
-            dead = [s for s in self.servers.values()
-                    if s.alive and mono - s.last_seen > self.limit]
+            alive = [s for s in self.servers.values() if s.alive]
+            dead = [s for s in alive if mono - s.last_seen > self.limit]
             for server in dead:
                 server.alive = False
+            self._earliest_seen = min((s.last_seen for s in alive if s.alive),
+                                      default=math.inf)
         return dead
 
     def excuse(self, busy_s: float, mono: float) -> None:
