@@ -22,6 +22,10 @@ rounds are measured; reported per size:
   their job's last run to save, and refills of GPUs freed mid-round (per round, mean),
   with the last one's answer after the round's start (worst);
 - the GPUs busy at the last round start (the log's round line);
+- heartbeat answers: from this process (idle while it measures), a heartbeat of a server
+  the scheduler does not know every 0.5 s over the measured rounds, answered ``known=false``
+  by its handler at once: the time to its answer, median / p99 / worst; and the servers the
+  scheduler failed for missed heartbeats in those rounds (its log);
 - the scheduler's CPU (its share of one core over the measured rounds) and its peak RSS;
   the hollow processes' CPU;
 - ``Status`` over gRPC (all jobs, and ``active`` only), ``gavelsched status --json`` in a
@@ -48,12 +52,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+import grpc
 import psutil
 import yaml
 
@@ -76,6 +82,8 @@ DISPATCH_LINE = re.compile(r"round (\d+): planned in ([\d.]+) s(?: \(the allocat
                            r"[\d.]+ s\))?; (\d+) RunJobs answered, the last ([\d.]+) s after its "
                            r"plan(?:, (-?[\d.]+) s after its start)?(.*)$", re.M)
 LATER = {"saved": "once their jobs' last runs had saved", "refills": "to freed GPUs"}
+FAILED_LINE = re.compile(STAMP + r" WARNING gavelsched\.daemon\.servers: worker \d+ .* missed "
+                         r"heartbeats: failed")
 LATER_PART = re.compile(r"then (\d+) ([^,]+), the last (-?[\d.]+) s after its start")
 
 
@@ -119,6 +127,33 @@ def rpc_counts(url: str) -> dict[str, float]:
             re.findall(r'^gavelsched_rpcs_total\{method="([^"]+)"\} ([\d.e+]+)$', text, re.M)}
 
 
+class HeartbeatProbe:
+    """How late the scheduler answers a heartbeat, from this idle process: one every 0.5 s,
+    of a server it does not know (its handler answers ``known=false`` at once), until
+    ``stop``."""
+
+    def __init__(self, chan) -> None:
+        self._stub = pb_grpc.WorkerToSchedulerStub(chan)
+        self.seconds: list[float] = []
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stopped.wait(0.5):
+            began = time.monotonic()
+            try:
+                self._stub.Heartbeat(pb.HeartbeatRequest(server_id=-1), timeout=60)
+            except grpc.RpcError:
+                pass                 # (an error's answer is timed too)
+            self.seconds.append(time.monotonic() - began)
+
+    def stop(self) -> list[float]:
+        self._stopped.set()
+        self._thread.join()
+        return self.seconds
+
+
 def timed(fn) -> float:
     began = time.perf_counter()
     fn()
@@ -138,6 +173,8 @@ class Row:
     refills: list[int] = field(default_factory=list)    # per round: refills
     later_last: list[float] = field(default_factory=list)   # the last of those, after start
     busy: str = ""
+    heartbeat_s: list[float] = field(default_factory=list)   # the probe's answers
+    failed: int = 0                  # servers failed for missed heartbeats, measured rounds
     cpu_share: float = math.nan
     hollow_cpu_share: float = math.nan
     peak_mib: float = math.nan
@@ -227,6 +264,7 @@ def measure(gpus: int, jobs: int, args) -> Row:
                    "the warm-up rounds")
         cpu0, hollow0, t0 = cpu_s([pid]), cpu_s([p.pid for p in hollow]), time.monotonic()
         rpcs0 = rpc_counts(f"http://127.0.0.1:{metrics_port}/metrics")
+        probe = HeartbeatProbe(cluster.chan)
         base = first - 1             # the index of the round start measuring begins at
         client = pb_grpc.ClientToSchedulerStub(cluster.chan)
         page = f"http://127.0.0.1:{dash_port}/"
@@ -246,6 +284,7 @@ def measure(gpus: int, jobs: int, args) -> Row:
                        f"the end of round {k} measured")
             print(f"  round {k} of {args.rounds}", file=sys.stderr, flush=True)
         wall = time.monotonic() - t0
+        row.heartbeat_s = probe.stop()
         rpcs1 = rpc_counts(f"http://127.0.0.1:{metrics_port}/metrics")
         row.cpu_share = (cpu_s([pid]) - cpu0) / wall
         row.hollow_cpu_share = (cpu_s([p.pid for p in hollow]) - hollow0) / wall
@@ -275,6 +314,8 @@ def measure(gpus: int, jobs: int, args) -> Row:
             row.later_last += [last for _, last in later.values()]
         _, _, busy, total = measured[-1]
         row.busy = f"{busy} of {total}"
+        row.failed = sum(measured[0][0] <= stamp(m[1]) <= measured[-1][0]
+                         for m in FAILED_LINE.finditer(text))
     finally:
         for proc in hollow:
             kill_tree(proc.pid)
@@ -299,6 +340,16 @@ def show(values: list[float], unit: str = "s", digits: int = 2) -> str:
     if not values:
         return "-"
     return f"{statistics.mean(values):.{digits}f} / {max(values):.{digits}f} {unit}"
+
+
+def heartbeats(row: Row) -> str:
+    """The probe's heartbeat answers (median / p99 / worst) and the servers failed."""
+    if not row.heartbeat_s:
+        return "-"
+    q = statistics.quantiles(row.heartbeat_s, n=100) if len(row.heartbeat_s) > 1 \
+        else row.heartbeat_s * 99
+    return (f"{statistics.median(row.heartbeat_s):.2f} / {q[98]:.2f} / "
+            f"{max(row.heartbeat_s):.2f} s; {row.failed}")
 
 
 def later(row: Row) -> str:
@@ -358,10 +409,11 @@ def main() -> int:
     print()
     print("| GPUs | jobs | submit | round gap mean / worst | plan mean / worst | plan to last "
           "RunJob mean / worst | round start to last RunJob | later RunJobs: after a save / "
-          "refills, last after start | GPUs busy | scheduler CPU | "
+          "refills, last after start | GPUs busy | heartbeat answer median / p99 / worst; "
+          "servers failed | scheduler CPU | "
           "peak RSS | Status all / active | status --json | dashboard / api | RPCs/s (top 3) "
           "| hollow CPU |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
     for gpus, jobs in itertools.product(sizes, queues):
         try:
             r = measure(gpus, jobs, args)      # each row as soon as it is measured
@@ -370,7 +422,7 @@ def main() -> int:
             continue
         print(f"| {r.gpus:,} | {r.jobs:,} | {r.submit_jobs_s:,.0f} jobs/s | {show(r.gaps)} | "
               f"{show(r.plan_s)} | {show(r.dispatch)} | {show(r.after_start)} | "
-              f"{later(r)} | {r.busy} | "
+              f"{later(r)} | {r.busy} | {heartbeats(r)} | "
               f"{r.cpu_share:.0%} | {r.peak_mib:,.0f} MiB | "
               f"{statistics.median(r.status_s):.2f} / {statistics.median(r.active_s):.2f} s | "
               f"{r.cli_s:.1f} s | {statistics.median(r.page_s):.2f} / "
