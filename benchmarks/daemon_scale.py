@@ -22,10 +22,10 @@ rounds are measured; reported per size:
   their job's last run to save, and refills of GPUs freed mid-round (per round, mean),
   with the last one's answer after the round's start (worst);
 - the GPUs busy at the last round start (the log's round line);
-- heartbeat answers: from this process (idle while it measures), a heartbeat of a server
-  the scheduler does not know every 0.5 s over the measured rounds, answered ``known=false``
-  by its handler at once: the time to its answer, median / p99 / worst; and the servers the
-  scheduler failed for missed heartbeats in those rounds (its log);
+- heartbeat answers: ``heartbeat_probe.py`` in a process of its own, a heartbeat of a
+  server the scheduler does not know every 0.5 s over the measured rounds (answered
+  ``known=false`` by its handler at once): the time to its answer, median / p99 / worst;
+  and the servers the scheduler failed for missed heartbeats in those rounds (its log);
 - the scheduler's CPU (its share of one core over the measured rounds) and its peak RSS;
   the hollow processes' CPU;
 - ``Status`` over gRPC (all jobs, and ``active`` only), ``gavelsched status --json`` in a
@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import math
 import os
 import platform
@@ -52,14 +53,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-import grpc
 import psutil
 import yaml
 
@@ -127,31 +126,20 @@ def rpc_counts(url: str) -> dict[str, float]:
             re.findall(r'^gavelsched_rpcs_total\{method="([^"]+)"\} ([\d.e+]+)$', text, re.M)}
 
 
-class HeartbeatProbe:
-    """How late the scheduler answers a heartbeat, from this idle process: one every 0.5 s,
-    of a server it does not know (its handler answers ``known=false`` at once), until
-    ``stop``."""
+def start_probe(cluster: LocalCluster) -> subprocess.Popen:
+    """``heartbeat_probe.py`` against the scheduler, in a process of its own (a thread of
+    this one waited on its log reads), until ``stop_probe``."""
+    token = ["--token-file", str(cluster.root / "token")] if cluster.token else []
+    return subprocess.Popen([sys.executable, str(Path(__file__).with_name(
+        "heartbeat_probe.py")), cluster.address, "86400", *token],
+        stdout=subprocess.PIPE, text=True, env=subprocess_env())
 
-    def __init__(self, chan) -> None:
-        self._stub = pb_grpc.WorkerToSchedulerStub(chan)
-        self.seconds: list[float] = []
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
 
-    def _run(self) -> None:
-        while not self._stopped.wait(0.5):
-            began = time.monotonic()
-            try:
-                self._stub.Heartbeat(pb.HeartbeatRequest(server_id=-1), timeout=60)
-            except grpc.RpcError:
-                pass                 # (an error's answer is timed too)
-            self.seconds.append(time.monotonic() - began)
-
-    def stop(self) -> list[float]:
-        self._stopped.set()
-        self._thread.join()
-        return self.seconds
+def stop_probe(probe: subprocess.Popen) -> list[float]:
+    """The probe's answers (seconds), once it has stopped."""
+    probe.terminate()
+    out, _ = probe.communicate(timeout=120)
+    return json.loads(out or "[]")
 
 
 def timed(fn) -> float:
@@ -264,7 +252,7 @@ def measure(gpus: int, jobs: int, args) -> Row:
                    "the warm-up rounds")
         cpu0, hollow0, t0 = cpu_s([pid]), cpu_s([p.pid for p in hollow]), time.monotonic()
         rpcs0 = rpc_counts(f"http://127.0.0.1:{metrics_port}/metrics")
-        probe = HeartbeatProbe(cluster.chan)
+        probe = start_probe(cluster)
         base = first - 1             # the index of the round start measuring begins at
         client = pb_grpc.ClientToSchedulerStub(cluster.chan)
         page = f"http://127.0.0.1:{dash_port}/"
@@ -284,7 +272,7 @@ def measure(gpus: int, jobs: int, args) -> Row:
                        f"the end of round {k} measured")
             print(f"  round {k} of {args.rounds}", file=sys.stderr, flush=True)
         wall = time.monotonic() - t0
-        row.heartbeat_s = probe.stop()
+        row.heartbeat_s = stop_probe(probe)
         rpcs1 = rpc_counts(f"http://127.0.0.1:{metrics_port}/metrics")
         row.cpu_share = (cpu_s([pid]) - cpu0) / wall
         row.hollow_cpu_share = (cpu_s([p.pid for p in hollow]) - hollow0) / wall
@@ -346,8 +334,8 @@ def heartbeats(row: Row) -> str:
     """The probe's heartbeat answers (median / p99 / worst) and the servers failed."""
     if not row.heartbeat_s:
         return "-"
-    q = statistics.quantiles(row.heartbeat_s, n=100) if len(row.heartbeat_s) > 1 \
-        else row.heartbeat_s * 99
+    q = statistics.quantiles(row.heartbeat_s, n=100, method="inclusive") \
+        if len(row.heartbeat_s) > 1 else row.heartbeat_s * 99
     return (f"{statistics.median(row.heartbeat_s):.2f} / {q[98]:.2f} / "
             f"{max(row.heartbeat_s):.2f} s; {row.failed}")
 
