@@ -65,6 +65,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from gavelsched.daemon.dispatch import AFTER_SAVE, LATER, REFILL  # noqa: E402
 from gavelsched.daemon.local import (LocalCluster, free_port, kill_tree,  # noqa: E402
                                      subprocess_env, wait_until)
 from gavelsched.rpc import pb, pb_grpc  # noqa: E402
@@ -80,7 +81,6 @@ ROUND_LINE = re.compile(STAMP + r" INFO gavelsched\.daemon\.executor: round (\d+
 DISPATCH_LINE = re.compile(r"round (\d+): planned in ([\d.]+) s(?: \(the allocation re-solved in "
                            r"[\d.]+ s\))?; (\d+) RunJobs answered, the last ([\d.]+) s after its "
                            r"plan(?:, (-?[\d.]+) s after its start)?(.*)$", re.M)
-LATER = {"saved": "once their jobs' last runs had saved", "refills": "to freed GPUs"}
 FAILED_LINE = re.compile(STAMP + r" WARNING gavelsched\.daemon\.servers: worker \d+ .* missed "
                          r"heartbeats: failed")
 LATER_PART = re.compile(r"then (\d+) ([^,]+), the last (-?[\d.]+) s after its start")
@@ -297,8 +297,8 @@ def measure(gpus: int, jobs: int, args) -> Row:
         row.after_start = [float(m[5]) for m in lines if m[5]]
         for m in lines:
             later = {kind: (int(n), float(last)) for n, kind, last in LATER_PART.findall(m[6])}
-            row.saved.append(later.get(LATER["saved"], (0, 0.0))[0])
-            row.refills.append(later.get(LATER["refills"], (0, 0.0))[0])
+            row.saved.append(later.get(LATER[AFTER_SAVE], (0, 0.0))[0])
+            row.refills.append(later.get(LATER[REFILL], (0, 0.0))[0])
             row.later_last += [last for _, last in later.values()]
         _, _, busy, total = measured[-1]
         row.busy = f"{busy} of {total}"
