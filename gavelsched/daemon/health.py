@@ -17,18 +17,30 @@ once: it fails no server for up to ``DEAF_LIMIT`` silence limits, and when it he
 again that time is not counted against any (at 2,048 GPUs all 256 servers were failed at
 once while every gRPC thread waited on the executor). A cluster of one server is failed as
 before, and a whole cluster that died is failed after ``DEAF_LIMIT`` limits.
+
+Nor does the time heartbeats wait to reach this scheduler (``intake_delay``). Each is
+stamped with its worker's clock as it is sent; its delay is how much later it arrived than
+its server's fastest. While the heartbeats taken in the last silence limit arrived up to
+``d`` seconds late, every server gets ``d`` more before it is failed: its own may be waiting
+in the same queue. At 2,048 GPUs and 50,000 jobs a round's burst of thousands of calls queued
+heartbeats for seconds in gRPC's intake, which takes its turns at the GIL with the plan, and
+the servers whose heartbeats had not come through yet were failed by the dozen (issue #30).
 """
 
 from __future__ import annotations
 
 import math
 import threading
+from collections import deque
 from dataclasses import dataclass
 
 from .store import ServerRow
 
 HEARTBEAT_MISSES = 3
 DEAF_LIMIT = 5      # silence limits a scheduler that hears no server fails none (``deaf``)
+# A server's fastest heartbeat (arrival less its stamp, two clocks apart) may rise by this
+# much a heartbeat, so that the clocks' drift is never read as delay (``intake_delay``).
+BASELINE_CREEP_S = 0.001
 
 
 @dataclass
@@ -37,6 +49,8 @@ class ServerState:
     alive: bool
     last_seen: float            # monotonic
     registration: int = 0       # its newest registration's fencing token (0: none yet)
+    fastest: float = math.inf   # its heartbeats' least arrival less stamp (``intake_delay``)
+    delay: float = 0.0          # how late its last heartbeat arrived against its fastest
 
 
 class Health:
@@ -52,6 +66,9 @@ class Health:
         # registration): while it is within the limit, no server can be silent past it and
         # ``newly_dead`` scans none (the executor asks after every batch of events)
         self._earliest_seen = math.inf
+        # (arrival, delay) of the heartbeats taken in the last limit, delays decreasing: the
+        # first is the longest (a sliding window's maximum)
+        self._delays: deque[tuple[float, float]] = deque()
 
     # ---- servers ------------------------------------------------------------------------
     def up(self, row: ServerRow, mono: float, registration: int = 0) -> None:
@@ -62,16 +79,43 @@ class Health:
             self._earliest_seen = min(self._earliest_seen, mono)
             self._heard(mono)
 
-    def seen(self, server_id: int, mono: float) -> ServerState | None:
-        """A heartbeat, from any thread: the server, or None when it is unknown or was
-        failed (then it registers again)."""
+    def seen(self, server_id: int, mono: float, sent_s: float = 0.0) -> ServerState | None:
+        """A heartbeat, from any thread, that arrived at ``mono`` and was sent at
+        ``sent_s`` on its worker's clock (0: not stamped): the server, or None when it is
+        unknown or was failed (then it registers again)."""
         with self._lock:
             server = self.servers.get(server_id)
             if server is None or not server.alive:
                 return None
             self._heard(mono)
             server.last_seen = max(server.last_seen, mono)
+            if sent_s > 0:
+                self._delayed(server, mono, mono - sent_s)
             return server
+
+    def _delayed(self, server: ServerState, mono: float, offset: float) -> None:
+        """A heartbeat of ``server`` arrived ``offset`` after its stamp (the two clocks'
+        difference plus its delay): its delay against the server's fastest, into the
+        window that ``intake_delay`` reads (under the lock)."""
+        server.fastest = min(server.fastest + BASELINE_CREEP_S, offset)
+        server.delay = offset - server.fastest
+        delays = self._delays
+        while delays and delays[-1][1] <= server.delay:
+            delays.pop()
+        delays.append((mono, server.delay))
+
+    def intake_delay(self, mono: float) -> float:
+        """The longest delay of the heartbeats taken in the last silence limit (at most
+        ``DEAF_LIMIT - 1`` limits): how long a server's heartbeat may still be on its way
+        here, which ``newly_dead`` grants every server on top of the limit."""
+        with self._lock:
+            return self._intake_delay(mono)
+
+    def _intake_delay(self, mono: float) -> float:
+        delays = self._delays
+        while delays and delays[0][0] < mono - self.limit:
+            delays.popleft()
+        return min(delays[0][1], (DEAF_LIMIT - 1) * self.limit) if delays else 0.0
 
     def _heard(self, mono: float) -> None:
         """A server was heard (under the lock): after a silence of all of them past the
@@ -95,13 +139,14 @@ class Health:
         return quiet if sum(s.alive for s in self.servers.values()) > 1 else 0.0
 
     def newly_dead(self, mono: float) -> list[ServerState]:
-        """Servers silent for ``HEARTBEAT_MISSES`` heartbeats, now marked down (none while
-        the scheduler is ``deaf``)."""
+        """Servers silent for ``HEARTBEAT_MISSES`` heartbeats and the ``intake_delay``,
+        now marked down (none while the scheduler is ``deaf``)."""
         with self._lock:
-            if mono - self._earliest_seen <= self.limit or self.deaf(mono):
+            limit = self.limit + self._intake_delay(mono)
+            if mono - self._earliest_seen <= limit or self.deaf(mono):
                 return []
             alive = [s for s in self.servers.values() if s.alive]
-            dead = [s for s in alive if mono - s.last_seen > self.limit]
+            dead = [s for s in alive if mono - s.last_seen > limit]
             for server in dead:
                 server.alive = False
             self._earliest_seen = min((s.last_seen for s in alive if s.alive),
@@ -158,7 +203,11 @@ class Health:
         return self._suspects.pop(job_id, None) is not None
 
     def due(self, mono: float) -> list[tuple[str, str, int]]:
-        """Suspects whose deadline passed, removed: (job, reason, exit code) for each."""
+        """Suspects whose deadline passed, removed: (job, reason, exit code) for each.
+        Their deadlines move with the ``intake_delay``, as a dead server's failure does."""
+        if not self._suspects:
+            return []
+        mono -= self.intake_delay(mono)
         out = [(job, reason, code) for job, (deadline, reason, code) in self._suspects.items()
                if mono >= deadline]
         for job, _, _ in out:

@@ -8,6 +8,9 @@
 - ``gavelsched_dispatch_seconds``: histogram of the time from a round's plan to the last
   of the plan's RunJobs answered by its worker (``dispatch.RoundDispatch``);
 - ``gavelsched_rpcs_total{method}``: the gRPC calls the scheduler has served;
+- ``gavelsched_heartbeat_delay_seconds``: histogram of how late each heartbeat reached the
+  scheduler against its server's fastest (``health.intake_delay``: that much more silence
+  is granted to every server before it is failed);
 - ``gavelsched_gc_seconds``: histogram of the full garbage collections, once a round
   (``collector``), each stopping every thread of the scheduler while it runs;
 - ``gavelsched_job_series_omitted``: the jobs left out of the per-job series below
@@ -63,6 +66,7 @@ from .view import DaemonView
 
 ROUND_BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 120, 360, 720, 1800)
 SOLVE_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60)
+HEARTBEAT_BUCKETS = (0.01, 0.1, 0.5, 1, 2, 5, 10, 30)
 
 
 class DaemonMetrics:
@@ -82,6 +86,9 @@ class DaemonMetrics:
                                   "to the last of the plan's RunJobs answered",
                                   buckets=ROUND_BUCKETS, registry=r)
         self.rpcs = Counter("gavelsched_rpcs", "gRPC calls served", ["method"], registry=r)
+        self.heartbeat_delay = Histogram(
+            "gavelsched_heartbeat_delay_seconds", "How late each heartbeat reached the "
+            "scheduler against its server's fastest", buckets=HEARTBEAT_BUCKETS, registry=r)
         self.gc = Histogram("gavelsched_gc_seconds", "Full garbage collections (every "
                             "thread stopped)", buckets=SOLVE_BUCKETS, registry=r)
         self.workers = Gauge("gavelsched_workers", "GPUs registered", ["worker_type", "alive"],
@@ -126,6 +133,11 @@ class DaemonMetrics:
 
     def on_dispatch(self, seconds: float) -> None:
         self.dispatch.observe(seconds)
+
+    def on_heartbeat(self, delay_s: float) -> None:
+        """A heartbeat arrived ``delay_s`` later than its server's fastest (any handler
+        thread)."""
+        self.heartbeat_delay.observe(delay_s)
 
     def on_call(self, method: str) -> None:
         """A gRPC call served (any handler thread: prometheus counters are thread-safe)."""

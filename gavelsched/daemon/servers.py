@@ -195,9 +195,11 @@ class Servers:
                         DEAF_LIMIT * self.health.limit)
         self._deaf = bool(deaf)
         dead = self.health.newly_dead(mono)
+        late = self.health.intake_delay(mono) if dead else 0.0
+        granted = f" (with {late:.1f} s more: heartbeats reach here that late)" if late else ""
         for server in dead:
             self.core.fail_workers(server.row.workers, self._now())
-            log.warning("worker %d (%s) missed heartbeats: failed", server.row.id,
-                        server.row.address)
+            log.warning("worker %d (%s) missed heartbeats: failed%s", server.row.id,
+                        server.row.address, granted)
             self.runs.lost_server(server.row.id, f"worker {server.row.id} failed")
         return bool(dead)

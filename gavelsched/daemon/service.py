@@ -249,8 +249,11 @@ class WorkerService(pb_grpc.WorkerToSchedulerServicer):
         mono = time.monotonic()
         # Answered here, never behind the executor's work (``health``); what the heartbeat
         # lists is reconciled on the executor thread, unwaited for.
-        if self.x.health.seen(request.server_id, mono) is None:
+        server = self.x.health.seen(request.server_id, mono, request.sent_s)
+        if server is None:
             return pb.HeartbeatResponse(known=False)
+        if self.x.metrics is not None and request.sent_s > 0:
+            self.x.metrics.on_heartbeat(server.delay)
         running = {r.job_id: int(r.generation) for r in request.running}
         self.x.tell(lambda: self.x.roster.heartbeat(request.server_id, mono, running,
                                                     request.leaving, int(request.registration)),

@@ -40,27 +40,73 @@ def test_the_executors_stall_is_not_a_servers_silence():
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["up", "seen", "excuse", "check"]),
+@given(st.lists(st.tuples(st.sampled_from(["up", "seen", "late", "excuse", "check"]),
                           st.integers(0, 5), st.floats(0.0, 4.0)), max_size=60))
 def test_failing_silent_servers_skips_the_scan_only_when_none_can_be_silent(events):
     """The executor asks ``newly_dead`` after every batch of events (thousands a second as
     a round starts at 2,048 GPUs), and the scan of every server under the lock that
     heartbeats take was a seventh of the scheduler's GIL: it now returns at once while no
-    alive server can be silent past the limit. The same servers die as with a full scan."""
+    alive server can be silent past the limit. The same servers die as with a full scan,
+    which grants every server the longest delay of the heartbeats of the last limit."""
     health, mono = Health(1.0), 0.0
+    clock = {sid: 1000.0 * sid for sid in range(6)}      # each worker's clock, apart
+    delays: list[tuple[float, float]] = []               # (arrival, delay) of each heartbeat
     for kind, server, step in events:
         mono += step
         if kind == "up":
             health.up(ServerRow(server, "v100", f"127.0.0.1:{server}", (server,)), mono)
-        elif kind == "seen":
-            health.seen(server, mono)
+        elif kind in ("seen", "late"):      # a heartbeat sent at once, or `step` s before
+            sent = mono - (step if kind == "late" else 0.0)
+            if health.seen(server, mono, sent + clock[server]) is not None:
+                delays.append((mono, health.servers[server].delay))
         elif kind == "excuse":
             health.excuse(step, mono)
         else:
+            grant = min(max((d for t, d in delays if t >= mono - health.limit), default=0.0),
+                        (DEAF_LIMIT - 1) * health.limit)
+            assert health.intake_delay(mono) == grant
             expected = [] if health.deaf(mono) else sorted(
                 sid for sid, st_ in health.servers.items()
-                if st_.alive and mono - st_.last_seen > health.limit)
+                if st_.alive and mono - st_.last_seen > health.limit + grant)
             assert sorted(s.row.id for s in health.newly_dead(mono)) == expected
+
+
+def test_a_heartbeat_s_delay_is_read_against_its_server_s_fastest():
+    """Stamps on the worker's own clock: the clocks' difference is not delay, nor is their
+    drift; a heartbeat that arrived later than its server's fastest is."""
+    health = _health(1)
+    for beat in range(10):                  # a clock 500 s ahead, and drifting 0.5 ms a beat
+        health.seen(0, 1.0 + beat, 1.0 + beat + 500.0 - 0.0005 * beat)
+        assert health.servers[0].delay == 0.0
+    health.seen(0, 12.0, 11.0 + 500.0)      # a beat that took a second more
+    assert health.servers[0].delay == pytest.approx(1.0, abs=0.01)
+    health.seen(0, 13.0)                    # an unstamped one (an older worker): no delay read
+    assert health.intake_delay(13.0) == pytest.approx(1.0, abs=0.01)
+    assert health.intake_delay(15.1) == 0.0     # none in the last limit (3 s)
+
+
+def test_heartbeats_that_arrive_late_grant_every_server_that_much_more():
+    """At 2,048 GPUs and 50,000 jobs a round's burst of calls held heartbeats for seconds
+    in gRPC's intake, and the servers whose heartbeats had not come through yet were failed
+    by the dozen: while the heartbeats taken arrive up to d seconds late, a server is
+    failed after the limit and d more (at most DEAF_LIMIT limits in all)."""
+    health = _health(2)                     # limit 3 s; both seen at 0 s
+    for t in (1.0, 2.0, 3.0):               # server 0 heard on time; server 1 silent
+        health.seen(0, t, t)
+    health.seen(0, 4.5, 2.5)                # sent at 2.5 s, arrived 2 s late
+    assert health.intake_delay(4.5) == pytest.approx(2.0, abs=0.01)
+    assert health.newly_dead(4.9) == []     # server 1 silent 4.9 s: within 3 + 2
+    assert [s.row.id for s in health.newly_dead(5.1)] == [1]
+    # a rank's failure waits for its peers' servers as long (``Health.suspect``)
+    assert health.suspect("job", "exit 1", 1, 1.0) == 4.0       # due at 5 s, and 2 s more
+    assert health.due(5.5) == [] and health.due(7.1) == [("job", "exit 1", 1)]
+    health.seen(0, 7.2, 7.1)                # served at once again
+    assert health.intake_delay(7.2) == pytest.approx(2.0, abs=0.01)  # the late one is recent
+    assert health.intake_delay(7.6) == pytest.approx(0.1, abs=0.01)  # 3 s on: the prompt one
+    ahead = _health(1)                      # its worker's clock 100 s ahead
+    ahead.seen(0, 1.0, 101.0)
+    ahead.seen(0, 2.0, 102.0 - 20.0)        # 20 s late: granted at most 4 limits more
+    assert ahead.intake_delay(2.0) == (DEAF_LIMIT - 1) * ahead.limit
 
 
 def test_a_handler_waits_on_the_executor_no_longer_than_its_caller():
@@ -280,6 +326,48 @@ def test_a_silent_server_is_still_failed(tmp_path):
             assert daemon.executor.health.alive(beating)
             assert not stub.Heartbeat(pb.HeartbeatRequest(server_id=silent),
                                       timeout=30).known      # it must register again
+        finally:
+            stop.set()
+            thread.join()
+    finally:
+        daemon.stop()
+
+
+def test_a_silent_server_lives_on_while_heartbeats_arrive_late_then_is_failed(tmp_path, caplog):
+    """Through the real daemon: while one worker's heartbeats reach the scheduler seconds
+    late (stamped that long before they arrive), a silent server is not failed after the
+    limit, but after the limit and that delay (at most DEAF_LIMIT limits in all)."""
+    daemon = _daemon(tmp_path)
+    late = (DEAF_LIMIT - 1) * HEARTBEAT_S * 3          # the most that is granted: 4.8 s
+    try:
+        stub = pb_grpc.WorkerToSchedulerStub(channel(f"127.0.0.1:{daemon.port}"))
+        beating = _register(stub)
+        stub.Heartbeat(pb.HeartbeatRequest(server_id=beating, sent_s=time.monotonic()),
+                       timeout=30)                     # on time: its fastest
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(HEARTBEAT_S / 2):
+                stub.Heartbeat(pb.HeartbeatRequest(server_id=beating,
+                                                   sent_s=time.monotonic() - late), timeout=30)
+
+        thread = threading.Thread(target=beat, daemon=True)
+        thread.start()
+        try:
+            wait_until(lambda: daemon.executor.health.intake_delay(time.monotonic()) > 0, 30,
+                       "a late heartbeat to be taken")
+            silent, since = _register(stub), time.monotonic()
+            time.sleep(3 * 3 * HEARTBEAT_S)                # past the limit (1.2 s) thrice
+            assert daemon.executor.health.alive(silent)
+            with caplog.at_level("WARNING", logger="gavelsched.daemon.servers"):
+                wait_until(lambda: not daemon.executor.health.alive(silent), 30,
+                           "the silent server to be failed")
+            assert time.monotonic() - since > 3 * HEARTBEAT_S + late
+            assert daemon.executor.health.alive(beating)
+            assert "s more: heartbeats reach here that late" in caplog.text
+            delays = daemon.metrics.registry.get_sample_value(
+                "gavelsched_heartbeat_delay_seconds_count")
+            assert delays >= 2
         finally:
             stop.set()
             thread.join()

@@ -284,7 +284,7 @@ class Worker:
                 server_id=self.server_id, registration=self.registration,
                 leaving=self._leaving.is_set(), running=[
                     pb.RunningJob(job_id=job, generation=gen, round=round_)
-                    for job, gen, round_ in self.launcher.runs()]),
+                    for job, gen, round_ in self.launcher.runs()], sent_s=time.monotonic()),
                 timeout=RPC_TIMEOUT_S)
             self._reached = time.monotonic()
             if not reply.known:

@@ -61,6 +61,9 @@ def test_registers_and_heartbeats(cluster):
     assert reg.address == worker.address
     sched.wait_for(lambda: len(sched.log.heartbeats) >= 2)
     assert sched.log.heartbeats[-1].server_id == worker.server_id
+    # stamped on the worker's clock as sent (the scheduler reads their delay from it)
+    first, last = sched.log.heartbeats[0].sent_s, sched.log.heartbeats[-1].sent_s
+    assert 0 < first < last <= time.monotonic()
 
 
 def test_launch_environment(cluster, tmp_path):
