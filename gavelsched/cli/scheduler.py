@@ -50,9 +50,10 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..daemon.config import ConfigError, load_config
-    from ..daemon.server import ListenError, SchedulerDaemon
+    from ..daemon.server import GIL_SWITCH_S, ListenError, SchedulerDaemon
     from ..rpc.security import SecurityError
 
+    sys.setswitchinterval(GIL_SWITCH_S)      # this process serves the daemon's threads
     try:
         config = load_config(args.config, insecure=args.insecure)
         daemon = SchedulerDaemon(config, insecure=config.insecure,

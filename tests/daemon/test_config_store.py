@@ -3,11 +3,14 @@ transactional writes, a restart restores everything)."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import yaml
 
 from gavelsched.cli import main
 from gavelsched.daemon.config import ConfigError, load_config, parse_config
+from gavelsched.daemon.server import GIL_SWITCH_S
 from gavelsched.core import JobSpec
 from gavelsched.daemon.store import JobRow, ServerRow, Store
 
@@ -65,6 +68,19 @@ def test_cli_exits_2_naming_the_key(tmp_path, capsys):
     err = capsys.readouterr().err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "round_secs" in lines[0] and "Traceback" not in err
+
+
+def test_the_scheduler_process_switches_threads_on_the_gil_every_millisecond(tmp_path):
+    """``gavelsched scheduler`` sets its process's switch interval (``GIL_SWITCH_S``)
+    before anything else: its gRPC intake and store writes wait that long at most for the
+    GIL from a busy plan (issue #30)."""
+    default = sys.getswitchinterval()
+    try:
+        sys.setswitchinterval(0.005)
+        assert main(["scheduler", "--config", str(tmp_path / "missing.yaml")]) == 2
+        assert sys.getswitchinterval() == pytest.approx(GIL_SWITCH_S) == 0.001
+    finally:
+        sys.setswitchinterval(default)
 
 
 def test_store_round_trip_in_wal_mode(tmp_path):

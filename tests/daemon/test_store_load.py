@@ -258,3 +258,23 @@ def test_the_executor_loads_its_jobs_with_its_table(tmp_path):
         assert [s.x.jobs[j].state for j in "01"] == ["failed", "queued"]
     finally:
         s.close()
+
+
+def test_a_one_row_write_is_one_statement_and_several_rows_one_transaction(tmp_path):
+    """Each sqlite call lets go of the GIL, which the executor must then wait for (issue
+    #30): a write of one row is one statement, committed on its own, not BEGIN, the
+    statement and COMMIT; a write of several rows stays all or none."""
+    store = Store(tmp_path)
+    sent: list[str] = []
+    store._db.set_trace_callback(sent.append)
+    store.put_throughput("j", "v100", 2.5)
+    store.add_usage(("j", 1, "u", "e", "v100", 1, 0.0, 10.0, 1.0))
+    store.add_hosts("j", [3])
+    assert not [s for s in sent if s.startswith(("BEGIN", "COMMIT"))] and len(sent) == 3
+    sent.clear()
+    store.add_hosts("k", [4, 5])
+    assert sent[0].startswith("BEGIN") and sent[-1] == "COMMIT" and len(sent) == 4
+    store._db.set_trace_callback(None)
+    assert store.throughputs() == {"j": {"v100": 2.5}}
+    assert store.hosts() == {"j": (3,), "k": (4, 5)}
+    assert len(store.usage()) == 1
