@@ -133,13 +133,16 @@ class Store:
         return {key[len(prefix):]: value for key, value in rows}
 
     def set_meta(self, values: Mapping[str, object], db: sqlite3.Connection | None = None) -> None:
-        """Write meta rows; every key must be declared (``meta.py``), else ``KeyError``."""
+        """Write meta rows, all or none, in one statement (``_write``); every key must be
+        declared (``meta.py``), else ``KeyError``."""
         undeclared = [k for k in values if declared(k) is None]
         if undeclared:
             raise KeyError(f"meta keys declared nowhere (gavelsched/daemon/meta.py): {undeclared}")
-        (db or self._db).executemany(
-            "INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET "
-            "value=excluded.value", [(k, str(v)) for k, v in values.items()])
+        if values:
+            (db or self._db).execute(
+                f"INSERT INTO meta(key, value) VALUES {', '.join(['(?, ?)'] * len(values))} "
+                "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                [x for k, v in values.items() for x in (k, str(v))])
 
     def delete_meta(self, keys: Iterable[str]) -> None:
         """Remove these meta rows (those that exist), in one transaction."""

@@ -270,7 +270,8 @@ def test_a_one_row_write_is_one_statement_and_several_rows_one_transaction(tmp_p
     store.put_throughput("j", "v100", 2.5)
     store.add_usage(("j", 1, "u", "e", "v100", 1, 0.0, 10.0, 1.0))
     store.add_hosts("j", [3])
-    assert not [s for s in sent if s.startswith(("BEGIN", "COMMIT"))] and len(sent) == 3
+    store.set_meta({"startup_s/a": "1.5", "startup_n/a": 2})     # several keys: one statement
+    assert not [s for s in sent if s.startswith(("BEGIN", "COMMIT"))] and len(sent) == 4
     sent.clear()
     store.add_hosts("k", [4, 5])
     assert sent[0].startswith("BEGIN") and sent[-1] == "COMMIT" and len(sent) == 4
@@ -278,3 +279,4 @@ def test_a_one_row_write_is_one_statement_and_several_rows_one_transaction(tmp_p
     assert store.throughputs() == {"j": {"v100": 2.5}}
     assert store.hosts() == {"j": (3,), "k": (4, 5)}
     assert len(store.usage()) == 1
+    assert store.meta_family("startup_") == {"s/a": "1.5", "n/a": "2"}
