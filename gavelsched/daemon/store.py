@@ -133,8 +133,8 @@ class Store:
         return {key[len(prefix):]: value for key, value in rows}
 
     def set_meta(self, values: Mapping[str, object], db: sqlite3.Connection | None = None) -> None:
-        """Write meta rows, all or none, in one statement (``_write``); every key must be
-        declared (``meta.py``), else ``KeyError``."""
+        """Write meta rows, all or none, in one statement (one sqlite call, as ``_write``
+        makes for one row); every key must be declared (``meta.py``), else ``KeyError``."""
         undeclared = [k for k in values if declared(k) is None]
         if undeclared:
             raise KeyError(f"meta keys declared nowhere (gavelsched/daemon/meta.py): {undeclared}")
