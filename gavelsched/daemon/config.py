@@ -11,7 +11,8 @@ or cancelled, are kept; default a day; 0 keeps them forever; ``retention.py``),
 GPUs first; default 5,000; 0: none; ``metrics.py``),
 ``health_listen`` (host:port of a plain gRPC health service without token or TLS, for
 probes such as Kubernetes' ``grpc:`` probe; beyond loopback only with ``insecure``),
-``heartbeat_seconds`` (default 2; a worker silent for 3 x this is failed),
+``heartbeat_seconds`` (default 2; a worker silent for 3 x this, and as much more as
+heartbeats take to reach the scheduler, is failed: ``health``),
 ``plan_lead_seconds`` (how long before a round ends the next one is planned, thesis §5.6;
 default 30% of the round: the iterator asks for its renewal at 75% of its lease and must
 find the plan made), ``workers_tls`` (true: reach workers over TLS, verified with
