@@ -43,6 +43,12 @@ DEAF_LIMIT = 5      # silence limits a scheduler that hears no server fails none
 BASELINE_CREEP_S = 0.001
 
 
+def stamped(sent_s: float) -> bool:
+    """A heartbeat's ``sent_s`` is a time to read its delay from: finite and positive (an
+    older worker sends 0; a NaN or an infinity is no time)."""
+    return 0 < sent_s < math.inf
+
+
 @dataclass
 class ServerState:
     row: ServerRow
@@ -81,15 +87,15 @@ class Health:
 
     def seen(self, server_id: int, mono: float, sent_s: float = 0.0) -> ServerState | None:
         """A heartbeat, from any thread, that arrived at ``mono`` and was sent at
-        ``sent_s`` on its worker's clock (0: not stamped): the server, or None when it is
-        unknown or was failed (then it registers again)."""
+        ``sent_s`` on its worker's clock (0, or not a finite positive number: not stamped):
+        the server, or None when it is unknown or was failed (then it registers again)."""
         with self._lock:
             server = self.servers.get(server_id)
             if server is None or not server.alive:
                 return None
             self._heard(mono)
             server.last_seen = max(server.last_seen, mono)
-            if sent_s > 0:
+            if stamped(sent_s):
                 self._delayed(server, mono, mono - sent_s)
             return server
 

@@ -35,6 +35,7 @@ from .executor import DaemonExecutor
 from .fences import StaleRun
 from .inbox import CLIENTS, FLEET, Stopping, TooLate, caller_waits
 from .forecast import with_period
+from .health import stamped
 from .leases import stop_lease
 from .logs import LogSources, Reader, stream_logs
 from .jobs import STATES
@@ -252,7 +253,7 @@ class WorkerService(pb_grpc.WorkerToSchedulerServicer):
         server = self.x.health.seen(request.server_id, mono, request.sent_s)
         if server is None:
             return pb.HeartbeatResponse(known=False)
-        if self.x.metrics is not None and request.sent_s > 0:
+        if self.x.metrics is not None and stamped(request.sent_s):
             self.x.metrics.on_heartbeat(server.delay)
         running = {r.job_id: int(r.generation) for r in request.running}
         self.x.tell(lambda: self.x.roster.heartbeat(request.server_id, mono, running,

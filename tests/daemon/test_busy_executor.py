@@ -6,6 +6,7 @@ server that really goes silent is still failed."""
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 
@@ -81,6 +82,9 @@ def test_a_heartbeat_s_delay_is_read_against_its_server_s_fastest():
     health.seen(0, 12.0, 11.0 + 500.0)      # a beat that took a second more
     assert health.servers[0].delay == pytest.approx(1.0, abs=0.01)
     health.seen(0, 13.0)                    # an unstamped one (an older worker): no delay read
+    for bad in (math.nan, math.inf, -1.0):  # nor from a stamp that is not a time
+        health.seen(0, 13.0, bad)
+    assert health.servers[0].delay == pytest.approx(1.0, abs=0.01)
     assert health.intake_delay(13.0) == pytest.approx(1.0, abs=0.01)
     assert health.intake_delay(15.1) == 0.0     # none in the last limit (3 s)
 
