@@ -65,6 +65,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from gavelsched.daemon.config import GIL_SWITCH_MS  # noqa: E402
 from gavelsched.daemon.dispatch import AFTER_SAVE, LATER, REFILL  # noqa: E402
 from gavelsched.daemon.local import (LocalCluster, free_port, kill_tree,  # noqa: E402
                                      subprocess_env, wait_until)
@@ -228,7 +229,8 @@ def measure(gpus: int, jobs: int, args) -> Row:
                            config={"expected_workers": gpus, "eta": args.eta,
                                    "policy_options": args.policy_options,
                                    "metrics_listen": f"127.0.0.1:{metrics_port}",
-                                   "dashboard_listen": f"127.0.0.1:{dash_port}"})
+                                   "dashboard_listen": f"127.0.0.1:{dash_port}",
+                                   "gil_switch_ms": args.gil_switch_ms})
     log_path = root / "scheduler.log"
     hollow = []
     try:
@@ -375,6 +377,9 @@ def main() -> int:
     parser.add_argument("--policy-option", action="append", default=[], metavar="KEY=VALUE",
                         help="the scheduler's policy_options (repeatable), e.g. partitions=4: "
                              "POP's sub-problems for a re-solve over 100,000 jobs")
+    parser.add_argument("--gil-switch-ms", type=float, default=GIL_SWITCH_MS,
+                        help="the scheduler's GIL switch interval (cluster.yaml's "
+                             "gil_switch_ms; Python's default is 5)")
     parser.add_argument("--eta", action="store_true", help="keep the ETA forecasts on")
     parser.add_argument("--keep", action="store_true", help="keep the logs and state")
     args = parser.parse_args()
@@ -393,7 +398,8 @@ def main() -> int:
           f"{args.policy}{options}, {args.round_seconds:g} s rounds, {args.rounds} rounds measured "
           f"after {args.warmup}, heartbeats {args.heartbeat_seconds:g} s, servers of "
           f"{args.gpus_per_server} GPUs, hollow jobs at {args.emulation_speed:g}x (nice "
-          f"{args.hollow_nice}), ETAs {'on' if args.eta else 'off'}")
+          f"{args.hollow_nice}), ETAs {'on' if args.eta else 'off'}, GIL switch "
+          f"{args.gil_switch_ms:g} ms")
     print()
     print("| GPUs | jobs | submit | round gap mean / worst | plan mean / worst | plan to last "
           "RunJob mean / worst | round start to last RunJob | later RunJobs: after a save / "

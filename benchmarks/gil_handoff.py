@@ -1,5 +1,5 @@
 """What a busy thread costs the scheduler's other threads, by GIL switch interval (issue #30;
-``gavelsched.daemon.server.GIL_SWITCH_S``; BENCHMARKS.md, "The daemon at scale", point 9).
+cluster.yaml's ``gil_switch_ms``; BENCHMARKS.md, "The daemon at scale", point 9).
 
 The scheduler is one process of many threads: the executor, gRPC's polling thread and its
 handlers, the thread that builds a Status. A thread that lets go of the GIL (a sqlite call,

@@ -33,8 +33,8 @@ def register(subparsers) -> None:
                     "expected_workers, checkpoint_dir, checkpoint_retention_s, "
                     "health_listen, heartbeat_seconds, plan_lead_seconds, "
                     "resolve, min_resolve_interval_s, seed, workers_tls, insecure, "
-                    "refill_freed, dashboard_listen, entities, policy_options, prices and "
-                    "users_file (docs/runtime.md). SIGHUP re-reads entities, policy_options, "
+                    "refill_freed, dashboard_listen, gil_switch_ms, entities, "
+                    "policy_options, prices and users_file (docs/runtime.md). SIGHUP re-reads entities, policy_options, "
                     "prices and users_file.")
     p.add_argument("--config", required=True, metavar="CLUSTER.yaml",
                    help="the cluster YAML file")
@@ -50,12 +50,13 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..daemon.config import ConfigError, load_config
-    from ..daemon.server import GIL_SWITCH_S, ListenError, SchedulerDaemon
+    from ..daemon.server import ListenError, SchedulerDaemon
     from ..rpc.security import SecurityError
 
-    sys.setswitchinterval(GIL_SWITCH_S)      # this process serves the daemon's threads
     try:
         config = load_config(args.config, insecure=args.insecure)
+        # this process serves the daemon's threads: its GIL changes hands more often
+        sys.setswitchinterval(config.gil_switch_ms / 1000.0)
         daemon = SchedulerDaemon(config, insecure=config.insecure,
                                  config_path=args.config).start()
     except (ConfigError, SecurityError, ListenError) as err:

@@ -33,6 +33,8 @@ measured restart, start-up plus save, is preferred until that restart is at most
 the time it held them, and keeps them to its end when its job is within 30 restarts of it,
 so that short rounds never thrash; ``gavel``: every round is dealt afresh;
 ``core/restarts.py``),
+``gil_switch_ms`` (the scheduler process's GIL switch interval, ``sys.setswitchinterval``,
+in 0.1..100 ms; default 1 ms, Python's own is 5 ms: ``GIL_SWITCH_MS``),
 ``seed``, ``insecure`` (true: as ``gavelsched scheduler --insecure``; default false);
 ``entities``, ``policy_options`` and ``prices`` (``settings.py``: a hierarchical policy's
 teams with their weights, inner policies and GPU caps, the policy's options, $/GPU-hour per
@@ -70,7 +72,7 @@ OPTIONAL = ("auth_token_file", "tls", "metrics_listen", "throughputs", "expected
             "checkpoint_dir", "checkpoint_retention_s", "health_listen", "heartbeat_seconds",
             "plan_lead_seconds", "min_resolve_interval_s", "resolve", "seed", "workers_tls",
             "insecure", "dashboard_listen", "refill_freed", "users_file", "eta", "restart_rule",
-            "metrics_job_series", *SETTINGS_KEYS)
+            "metrics_job_series", "gil_switch_ms", *SETTINGS_KEYS)
 TLS_KEYS = ("cert", "key", "ca")
 RESOLVE_MODES = ("responsive", "gavel")        # gavelsched/core/resolving.py
 RESTART_RULES = ("tenure", "gavel")            # gavelsched/core/restarts.py
@@ -80,6 +82,15 @@ PLAN_LEAD_FRACTION = 0.3
 MAX_SECONDS = 1e7
 DAY_S = 86400.0
 METRICS_JOB_SERIES = 5_000      # the most jobs with Prometheus series of their own (metrics.py)
+# The scheduler process's GIL switch interval (``sys.setswitchinterval``; Python's default
+# is 5 ms), set by ``gavelsched scheduler``. A thread that lets go of the GIL (a sqlite
+# call, a lock, gRPC's poll for the next call) waits up to an interval to get it back from
+# a busy one (a plan, a Status built for 50,000 jobs): at 5 ms gRPC's one polling thread
+# took in ~200 calls a second, and the executor's events waited on their own store writes.
+# At 2,048 GPUs and 50,000 jobs heartbeats were answered seconds late and live servers
+# failed (BENCHMARKS.md, "The daemon at scale", point 9; ``benchmarks/gil_handoff.py``).
+GIL_SWITCH_MS = 1.0
+GIL_SWITCH_RANGE_MS = (0.1, 100.0)
 
 
 # The keys ``gavelsched reload`` (and SIGHUP) put in force; others change at a restart.
@@ -117,6 +128,7 @@ class DaemonConfig:
     dashboard_listen: str | None = None
     users_file: Path | None = None
     eta: bool = True
+    gil_switch_ms: float = GIL_SWITCH_MS
     settings: ClusterSettings = ClusterSettings()
 
     def changed_from(self, old: DaemonConfig) -> list[str]:
@@ -249,6 +261,14 @@ def parse_config(data: Any, *, base: str | Path = ".", name: str = "config",
         kw["seed"] = number("seed", 0, integer=True)
     if data.get("metrics_job_series") is not None:
         kw["metrics_job_series"] = number("metrics_job_series", 0, integer=True)
+    if data.get("gil_switch_ms") is not None:
+        low, high = GIL_SWITCH_RANGE_MS
+        try:
+            kw["gil_switch_ms"] = checks.number(data["gil_switch_ms"], "gil_switch_ms",
+                                                low=low, high=high)
+        except BadValue as err:
+            raise ConfigError(f"{name}: gil_switch_ms must be a number of milliseconds in "
+                              f"{low:g}..{high:g}, got {shown(err.value)}") from None
     for key in ("heartbeat_seconds", "plan_lead_seconds", "min_resolve_interval_s",
                 "checkpoint_retention_s"):
         if data.get(key) is not None:

@@ -48,14 +48,6 @@ log = logging.getLogger(__name__)
 # own that a fleet's burst cannot take.
 HANDLER_THREADS = 512
 SEATS = {"fleet": 384, "client": 64}     # and 64 threads for heartbeats
-# The scheduler process's GIL switch interval (``sys.setswitchinterval``; Python's default
-# is 5 ms), set by ``gavelsched scheduler``. A thread that lets go of the GIL (a sqlite
-# call, a lock, gRPC's poll for the next call) waits up to an interval to get it back from
-# a busy one (a plan, a Status built for 50,000 jobs): gRPC's one polling thread then took
-# in ~200 calls a second, and the executor's events waited on their own store writes. At
-# 2,048 GPUs and 50,000 jobs heartbeats were answered seconds late and live servers failed
-# (BENCHMARKS.md, "The daemon at scale", point 9; ``benchmarks/gil_handoff.py``).
-GIL_SWITCH_S = 0.001
 
 
 class ListenError(Exception):

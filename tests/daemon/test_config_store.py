@@ -3,6 +3,7 @@ transactional writes, a restart restores everything)."""
 
 from __future__ import annotations
 
+import socket
 import sys
 
 import pytest
@@ -10,7 +11,6 @@ import yaml
 
 from gavelsched.cli import main
 from gavelsched.daemon.config import ConfigError, load_config, parse_config
-from gavelsched.daemon.server import GIL_SWITCH_S
 from gavelsched.core import JobSpec
 from gavelsched.daemon.store import JobRow, ServerRow, Store
 
@@ -70,17 +70,34 @@ def test_cli_exits_2_naming_the_key(tmp_path, capsys):
     assert len(lines) == 1 and "round_secs" in lines[0] and "Traceback" not in err
 
 
-def test_the_scheduler_process_switches_threads_on_the_gil_every_millisecond(tmp_path):
-    """``gavelsched scheduler`` sets its process's switch interval (``GIL_SWITCH_S``)
-    before anything else: its gRPC intake and store writes wait that long at most for the
-    GIL from a busy plan (issue #30)."""
+@pytest.mark.parametrize("key, interval", [({}, 0.001), ({"gil_switch_ms": 2.5}, 0.0025)])
+def test_the_scheduler_process_switches_threads_on_the_gil_as_its_config_says(
+        tmp_path, key, interval):
+    """``gavelsched scheduler`` sets its process's switch interval from ``gil_switch_ms``
+    (1 ms unless set) once its config has loaded, before it binds: its gRPC intake and
+    store writes wait that long at most for the GIL from a busy plan (issue #30). A taken
+    port ends the run there, after the interval is set."""
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    held.listen()
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({**GOOD, **key, "state_dir": str(tmp_path / "state"),
+                                    "listen": f"127.0.0.1:{held.getsockname()[1]}"}))
     default = sys.getswitchinterval()
     try:
         sys.setswitchinterval(0.005)
-        assert main(["scheduler", "--config", str(tmp_path / "missing.yaml")]) == 2
-        assert sys.getswitchinterval() == pytest.approx(GIL_SWITCH_S) == 0.001
+        assert main(["scheduler", "--config", str(path)]) == 2
+        assert sys.getswitchinterval() == pytest.approx(interval)
     finally:
         sys.setswitchinterval(default)
+        held.close()
+
+
+@pytest.mark.parametrize("value", [0.05, 101, "fast", float("nan"), True])
+def test_a_gil_switch_interval_out_of_range_is_refused_naming_its_key(value):
+    with pytest.raises(ConfigError, match=r"gil_switch_ms must be a number of milliseconds "
+                                          r"in 0\.1\.\.100"):
+        parse_config({**GOOD, "gil_switch_ms": value})
 
 
 def test_store_round_trip_in_wal_mode(tmp_path):
