@@ -12,8 +12,10 @@ submitted as job arrays over gRPC, so every round plans the whole queue. Then ``
 rounds are measured; reported per size:
 
 - submission: jobs/s through ``Submit`` (arrays of up to 10,000 copies);
-- round gap: the time between round starts (the scheduler's log), mean and worst, against
-  the round length (the target: within 1 s of it);
+- round gap: the time between round starts (the scheduler's round line, less the time its
+  launches took, which it states), mean and worst, against the round length (the target:
+  within 1 s of it); and the launches: from a round's start to its line, every RunJob of
+  the round handed to the dispatcher;
 - the plan: how long it held the executor thread; plan to dispatch: from a round's plan
   (``plan_lead_seconds`` before it starts) to the last of the plan's RunJobs answered by
   its worker, and from the round's start to the same (the scheduler's log: ``RunJobs
@@ -78,7 +80,8 @@ SCALES = ((1, 0.70), (2, 0.10), (4, 0.15), (8, 0.05))     # thesis §5.7.1's mul
 MAX_ARRAY = 10_000
 STAMP = r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})"
 ROUND_LINE = re.compile(STAMP + r" INFO gavelsched\.daemon\.executor: round (\d+): (\d+) jobs "
-                        r"running.*GPUs (\d+) busy of (\d+)")
+                        r"running.*GPUs (\d+) busy of (\d+)(?:.*; began -?[\d.]+ s after its "
+                        r"boundary, launched in ([\d.]+) s)?")
 DISPATCH_LINE = re.compile(r"round (\d+): planned in ([\d.]+) s(?: \(the allocation re-solved in "
                            r"[\d.]+ s\))?; (\d+) RunJobs answered, the last ([\d.]+) s after its "
                            r"plan(?:, (-?[\d.]+) s after its start)?(.*)$", re.M)
@@ -155,6 +158,7 @@ class Row:
     jobs: int
     submit_jobs_s: float = math.nan
     gaps: list[float] = field(default_factory=list)
+    launch_s: list[float] = field(default_factory=list)  # a round's start to its line
     plan_s: list[float] = field(default_factory=list)
     dispatch: list[float] = field(default_factory=list)
     after_start: list[float] = field(default_factory=list)
@@ -245,8 +249,10 @@ def measure(gpus: int, jobs: int, args) -> Row:
         print(f"  {gpus} GPUs, {jobs} jobs: submitted at {row.submit_jobs_s:.0f} jobs/s; "
               f"waiting for {args.warmup} warm-up rounds", file=sys.stderr, flush=True)
 
-        def starts() -> list[tuple[float, int, int, int]]:
-            return [(stamp(m[1]), int(m[2]), int(m[4]), int(m[5]))
+        def starts() -> list[tuple[float, int, int, int, float]]:
+            """(start, round, GPUs busy, GPUs alive, launch seconds) of each round line."""
+            return [(stamp(m[1]) - float(m[6] or 0), int(m[2]), int(m[4]), int(m[5]),
+                     float(m[6] or 0))
                     for m in ROUND_LINE.finditer(log_path.read_text(errors="replace"))]
 
         first = len(starts()) + args.warmup
@@ -292,7 +298,8 @@ def measure(gpus: int, jobs: int, args) -> Row:
         text = log_path.read_text(errors="replace")
         measured = starts()[base:base + args.rounds + 1]
         row.gaps = [b[0] - a[0] for a, b in itertools.pairwise(measured)]
-        rounds = {r for _, r, _, _ in measured}
+        row.launch_s = [m[4] for m in measured[1:]]
+        rounds = {m[1] for m in measured}
         lines = [m for m in DISPATCH_LINE.finditer(text) if int(m[1]) in rounds]
         row.plan_s = [float(m[2]) for m in lines]
         row.dispatch = [float(m[4]) for m in lines]
@@ -302,7 +309,7 @@ def measure(gpus: int, jobs: int, args) -> Row:
             row.saved.append(later.get(LATER[AFTER_SAVE], (0, 0.0))[0])
             row.refills.append(later.get(LATER[REFILL], (0, 0.0))[0])
             row.later_last += [last for _, last in later.values()]
-        _, _, busy, total = measured[-1]
+        _, _, busy, total, _ = measured[-1]
         row.busy = f"{busy} of {total}"
         row.failed = sum(measured[0][0] <= stamp(m[1]) <= measured[-1][0]
                          for m in FAILED_LINE.finditer(text))
@@ -401,13 +408,14 @@ def main() -> int:
           f"{args.hollow_nice}), ETAs {'on' if args.eta else 'off'}, GIL switch "
           f"{args.gil_switch_ms:g} ms")
     print()
-    print("| GPUs | jobs | submit | round gap mean / worst | plan mean / worst | plan to last "
+    print("| GPUs | jobs | submit | round gap mean / worst | launches mean / worst | plan "
+          "mean / worst | plan to last "
           "RunJob mean / worst | round start to last RunJob | later RunJobs: after a save / "
           "refills, last after start | GPUs busy | heartbeat answer median / p99 / worst; "
           "servers failed | scheduler CPU | "
           "peak RSS | Status all / active | status --json | dashboard / api | RPCs/s (top 3) "
           "| hollow CPU |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
+    print("|---" * 18 + "|", flush=True)
     for gpus, jobs in itertools.product(sizes, queues):
         try:
             r = measure(gpus, jobs, args)      # each row as soon as it is measured
@@ -415,6 +423,7 @@ def main() -> int:
             print(f"| {gpus:,} | {jobs:,} | {err} |", flush=True)
             continue
         print(f"| {r.gpus:,} | {r.jobs:,} | {r.submit_jobs_s:,.0f} jobs/s | {show(r.gaps)} | "
+              f"{show(r.launch_s)} | "
               f"{show(r.plan_s)} | {show(r.dispatch)} | {show(r.after_start)} | "
               f"{later(r)} | {r.busy} | {heartbeats(r)} | "
               f"{r.cpu_share:.0%} | {r.peak_mib:,.0f} MiB | "

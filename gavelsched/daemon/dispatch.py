@@ -6,8 +6,11 @@ makes it a gRPC future, in order, all of a round's in flight at once (a pool of 
 sent them 8 at a time, and a worker that did not answer held a thread its whole timeout;
 making the futures took a sixth of the executor thread at 2,048 GPUs: BENCHMARKS.md, "The
 daemon at scale"), and its answer comes back as an event (``on_done``) on the executor's
-queue. ``read_logs`` alone
-waits for its answer, on the thread of the ``Logs`` handler that asks. One channel per
+queue. While the executor places a round's runs, its calls are ``held`` and queued at once
+after: sent as they were made, a round's thousands of calls woke the sender and gRPC's
+threads, whose turns at the GIL slowed the placing itself tenfold (2,048 GPUs: 0.6 s of
+the executor's work took 4-7 s). ``read_logs`` alone waits for its answer, on the thread of
+the ``Logs`` handler that asks. One channel per
 worker address, carrying the cluster's token (thesis §5.6; ``gavelsched.rpc.security``).
 """
 
@@ -17,7 +20,8 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,6 +68,8 @@ class Dispatcher:
         # round -> kind -> (RunJobs answered, the last answer's time)
         self._answered: dict[int, dict[str, tuple[int, float]]] = {}
         self._outbox: queue.SimpleQueue = queue.SimpleQueue()   # calls to make, in order
+        self._holder: int | None = None     # the thread whose calls are ``held``
+        self._held: list[tuple] = []
         self._sender = threading.Thread(target=self._send, name="gavelsched-dispatch",
                                         daemon=True)
         self._sender.start()
@@ -79,7 +85,27 @@ class Dispatcher:
 
     def _call(self, address: str, method: str, request,
               on_done: Callable[[Delivery], None] | None, kind: str = "") -> None:
-        self._outbox.put((address, method, request, on_done, kind))
+        call = (address, method, request, on_done, kind)
+        if self._holder == threading.get_ident():
+            self._held.append(call)
+        else:
+            self._outbox.put(call)
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """The calls this thread makes inside are queued together as it leaves, in order
+        (see the module docstring)."""
+        if self._holder is not None:            # (already held: the outer one queues)
+            yield
+            return
+        self._holder = threading.get_ident()
+        try:
+            yield
+        finally:
+            self._holder = None
+            held, self._held = self._held, []
+            for call in held:
+                self._outbox.put(call)
 
     def _send(self) -> None:
         """The sender thread: each queued call becomes a gRPC future (None: stop)."""

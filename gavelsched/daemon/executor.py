@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -72,6 +73,10 @@ from .view import Shares
 
 log = logging.getLogger(__name__)
 LOCAL_ADMIN = Caller("admin", ADMIN)     # who calls ``submit`` and ``cancel`` in-process
+# The estimates the store writes behind (start-up statistics, measured throughputs:
+# ``Store.flush_later``) are written at most this often: each flush is a transaction, three
+# sqlite calls, where the loop runs once per event or two at a round's burst.
+ESTIMATES_EVERY_S = 1.0
 
 
 class DaemonExecutor:
@@ -95,6 +100,7 @@ class DaemonExecutor:
         self.forecasts = Forecaster(lambda: self.tell(self._forecast_ready))
         self._forecast_due = False
         self._startups_seen = 0
+        self._estimates_at = 0.0                # the next flush of the estimates (monotonic)
         self.origin = Origin(store, clock)   # ``now``: seconds since the state's first start
         self.epoch_unix, self.now = self.origin.epoch_unix, self.origin.now
         if metrics is not None:
@@ -186,18 +192,32 @@ class DaemonExecutor:
                     self._changed()
             finally:
                 self.refills.in_batch = False
-            self.refills.after_batch()
+            with self._launching():
+                self.refills.after_batch()
             self._excuse_stall()
             self.tick()
-            self.pictures.due(self._clock(), bool(self.runs))
+            self.pictures.due(self._clock(), bool(self.runs),
+                              min(self.clock.deadlines(), default=None))
             if self.startups.first_measured != self._startups_seen:   # (a guess replaced)
                 self._startups_seen, self._forecast_due = self.startups.first_measured, True
             if self._forecast_due and self.config.eta and not self.pictures.dirty:
                 self._forecast_due = False
                 self.forecasts.offer(self.snapshot, self.core.period_state())
+            if self._clock() >= self._estimates_at:
+                self.store.flush_later()
+                self._estimates_at = self._clock() + ESTIMATES_EVERY_S
         self.runs.answer_waiting(stopping=True)
         self.inbox.refuse_pending()
         self.forecasts.close()
+
+    @contextmanager
+    def _launching(self) -> Iterator[None]:
+        """Launches inside: their store writes (fencing tokens, hosts) in one transaction as
+        it ends, then their calls to the workers queued together (``Store.batched``,
+        ``Dispatcher.held``: one at a time, each sqlite call and each call sent woke other
+        threads whose turns at the GIL slowed a round's launches tenfold at 2,048 GPUs)."""
+        with self.dispatcher.held(), self.store.batched():
+            yield
 
     def _excuse_stall(self) -> None:
         """This thread's work since it last checked, beyond a heartbeat, is not counted as
@@ -285,7 +305,8 @@ class DaemonExecutor:
         self.store.set_meta({ROUND.key(): index + 1})
         self._dispatch = RoundDispatch(index, planned_at, self._clock() - planned_at,
                                        None if rnd.resolved is None else rnd.resolved.solve_s)
-        self.runs.extend_continuing(rnd, index)   # (and answers the RenewLeases waiting)
+        with self._launching():
+            self.runs.extend_continuing(rnd, index)   # (and answers the RenewLeases waiting)
 
     def _report_dispatch(self) -> None:
         """The last planned round's plan and dispatch times (``dispatch.RoundDispatch``)."""
@@ -300,6 +321,7 @@ class DaemonExecutor:
         schedule the next plan."""
         rnd = self.driver.planned
         self._changed()
+        due = self.clock.next_start        # (None: the first round after idle, due now)
         since = self.clock.start(mono)
         if self.metrics is not None and since is not None:
             self.metrics.on_round(since)
@@ -320,12 +342,17 @@ class DaemonExecutor:
             self._dispatch.started = mono
         self.runs.begin(started.round)
         planned = started.round.tasks[:len(rnd.batch)]
-        self.runs.place(tuple(t for i, t in enumerate(planned) if i not in started.unstarted),
-                        index)
-        self.refills.place(started.refilled)
-        self.refills.refill()                              # GPUs idle for other reasons
+        with self._launching():
+            self.runs.place(tuple(t for i, t in enumerate(planned)
+                                  if i not in started.unstarted), index)
+            self.refills.place(started.refilled)
+            self.refills.refill()                          # GPUs idle for other reasons
         self._forecast_due = True
-        log.info("%s", self.picture.round_line().summary())
+        # the line is written once the launches are on their way: when the round began and
+        # how long they took, so that the boundaries read from it are the round's own
+        log.info("%s; began %.2f s after its boundary, launched in %.2f s",
+                 self.picture.round_line().summary(), 0.0 if due is None else mono - due,
+                 self._clock() - mono)
         if self.metrics is not None:
             self.metrics.on_plan()
         if self.collector is not None:    # the round is under way, the next plan far off

@@ -4,8 +4,10 @@ Progress reaches the core only as durable step counts (``ReportSteps(checkpointe
 ``RoundReport``), credited through the round driver: a job's count is the max of what was
 reported, so a report sent twice counts once and a crash loses at most the steps since the
 last checkpoint. The count and the generation of the commit that holds it (``fences``) are
-written together: a relaunch loads exactly that commit. Each checkpointed report of a run also samples the job's steps/s on its
-worker type; a sample that moves the job's row enough replaces its priors in the core.
+written together: a relaunch loads exactly that commit. Each checkpointed report of a run
+also samples the job's steps/s on its worker type; a sample that moves the job's row enough
+replaces its priors in the core. The samples are estimates, kept in the store written
+behind (``Store.put_throughput_later``).
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ class Progress:
         if average is None:
             return
         if run.worker_type in self.core.worker_types:
-            self.store.put_throughput(job.id, run.worker_type, average)
+            self.store.put_throughput_later(job.id, run.worker_type, average)
         else:           # an elastic count: ``learn`` records no other name
             t, n = one_type_count(run.worker_type, self.core.worker_types)
             self.store.put_scaling(job.spec.job_type, t, n, average)

@@ -11,7 +11,10 @@ executor thread, on the clock it is handed. A large table's picture takes long t
 ``BACKGROUND_TABLE`` jobs the Status is built from the (frozen) view on a thread of its
 own: the executor thread holds only the view, and pictures take about a fifth of the
 process. Else they held the executor for seconds at a time, past its workers' heartbeat
-timeout (BENCHMARKS.md, "The daemon at scale").
+timeout (BENCHMARKS.md, "The daemon at scale"). Nor does such a build start when the
+executor's next plan or round start (``quiet_at``) would come before it ends, as the last
+one took: its turns at the GIL slowed a plan of 50,000 jobs 2-3 fold. It starts after
+that work instead (once: a build longer than the time between them is not put off again).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ class Publisher:
         self._at = clock()
         self._building: threading.Thread | None = None    # (``BACKGROUND_TABLE``)
         self._build_s = 0.0            # the last background build's seconds
+        self._put_off = False          # the next picture was put off past a plan or start
 
     def changed(self) -> None:
         self.dirty = True
@@ -53,12 +57,19 @@ class Publisher:
         return (([self._next] if self.dirty else [])
                 + ([self._at + SNAPSHOT_MAX_AGE_S] if running else []))
 
-    def due(self, mono: float, running: bool) -> None:
-        """Republish if changed (or, while a job runs, aged) and not too soon."""
+    def due(self, mono: float, running: bool, quiet_at: float | None = None) -> None:
+        """Republish if changed (or, while a job runs, aged) and not too soon; a background
+        build not if it would run into ``quiet_at`` (the executor's next plan or round
+        start, monotonic), but after it."""
         if running and mono >= self._at + SNAPSHOT_MAX_AGE_S:
             self.dirty = True
-        if self.dirty and mono >= self._next:
-            self._publish(mono)
+        if not self.dirty or mono < self._next:
+            return
+        if (quiet_at is not None and not self._put_off and self._jobs() > BACKGROUND_TABLE
+                and mono <= quiet_at < mono + self._build_s):
+            self._next, self._put_off = quiet_at, True
+            return
+        self._publish(mono)
 
     def now(self) -> None:
         """Republish now, unless the table is large and a picture is younger than
@@ -76,7 +87,7 @@ class Publisher:
         began = time.perf_counter()
         view = self._view()
         self._at = mono
-        self.dirty = False
+        self.dirty = self._put_off = False
         if jobs > BACKGROUND_TABLE:
             took = time.perf_counter() - began + self._build_s
             self._building = threading.Thread(target=self._build, args=(view,), daemon=True,

@@ -11,10 +11,10 @@ a share of its start-up.
 
 The means are kept in the store's meta table (``startup_s/<job type>`` over
 ``startup_n/<job type>`` runs, ``save_s/`` over ``save_n/``, ``exit_s/`` over
-``exit_n/``), so they survive a scheduler restart, and so does the restart cost the core
-weighs (``restart_s/``), which follows their sum only when it moves by more than
-``RESTART_BAND``, as a job's planned throughputs follow its measurements
-(``core/online.py``).
+``exit_n/``; written behind, ``Store.set_meta_later``), so they survive a scheduler
+restart, and so does the restart cost the core weighs (``restart_s/``), which follows
+their sum only when it moves by more than ``RESTART_BAND``, as a job's planned
+throughputs follow its measurements (``core/online.py``).
 
 Each start-up is also kept with its launch wave (how many processes its round started at
 once on its machine), the last ``WAVE_WINDOW`` of them (``startup_wave/<slot>``, a ring): a forecast
@@ -142,7 +142,7 @@ class Startups:
         number = waves[-1][3] + 1 if waves else 0
         sample = [job_type, max(1, int(wave)), round(seconds, 4), number]
         self._waves, self._fit = [*waves, sample][-WAVE_WINDOW:], None
-        self._store.set_meta({STARTUP_S.key(job_type): f"{mean:.3f}",
+        self._store.set_meta_later({STARTUP_S.key(job_type): f"{mean:.3f}",
                               STARTUP_N.key(job_type): n,
                               STARTUP_WAVE.key(number % WAVE_WINDOW): json.dumps(sample)})
 
@@ -177,12 +177,12 @@ class Startups:
     def record_save(self, job_type: str, seconds: float) -> None:
         """A run of ``job_type`` saved and exited ``seconds`` after its lease ended."""
         mean, n, _ = self._add(SAVE_S, SAVE_N, job_type, seconds)
-        self._store.set_meta({SAVE_S.key(job_type): f"{mean:.3f}", SAVE_N.key(job_type): n})
+        self._store.set_meta_later({SAVE_S.key(job_type): f"{mean:.3f}", SAVE_N.key(job_type): n})
 
     def record_exit(self, job_type: str, seconds: float) -> None:
         """A finished run of ``job_type`` exited ``seconds`` after its last step."""
         mean, n, _ = self._add(EXIT_S, EXIT_N, job_type, seconds)
-        self._store.set_meta({EXIT_S.key(job_type): f"{mean:.3f}", EXIT_N.key(job_type): n})
+        self._store.set_meta_later({EXIT_S.key(job_type): f"{mean:.3f}", EXIT_N.key(job_type): n})
 
     def restart_s(self, job_type: str) -> float:
         """What a restart costs a job of ``job_type``, as the core weighs it: its mean
@@ -199,6 +199,6 @@ class Startups:
         measured = round(self.mean(job_type)[0] + self._get(SAVE_S, SAVE_N, job_type)[0], 3)
         if abs(measured - weighed) > RESTART_BAND * weighed:
             weighed = measured
-            self._store.set_meta({RESTART_S.key(job_type): f"{measured:.3f}"})
+            self._store.set_meta_later({RESTART_S.key(job_type): f"{measured:.3f}"})
         self._weighed[job_type] = weighed
         return weighed

@@ -24,7 +24,7 @@ import json
 import logging
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TypeVar
 
@@ -73,6 +73,8 @@ CREATE TABLE IF NOT EXISTS usage (
 # an older file (done jobs ended when they were done).
 ADDED_COLUMNS = {"started_s": None,
                  "ended_s": "UPDATE jobs SET ended_s=completion_s WHERE state='done'"}
+# Rows a multi-row INSERT writes at once (``_upsert``; sqlite binds at most 32,766 values).
+UPSERT_ROWS = 1000
 JOB_COLUMNS = ("id, spec, state, steps_done, reason, arrival_s, completion_s, started_s, "
                "ended_s")
 
@@ -86,11 +88,17 @@ class Store:
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
+        # writes kept for later (``flush_later``)
+        self._later_meta: dict[str, object] = {}
+        self._later_rates: dict[tuple[str, str], float] = {}
+        self._later_hosts: set[tuple[str, int]] = set()
+        self._batching = False
         self._db.executescript(SCHEMA)
         self._migrate()
         self._check_meta()
 
     def close(self) -> None:
+        self.flush_later()
         self._db.close()
 
     @property
@@ -122,12 +130,14 @@ class Store:
 
     # ---- meta -------------------------------------------------------------------------
     def get_meta(self, key: str, default: str | None = None) -> str | None:
+        self.flush_later()
         row = self._db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
         return default if row is None else row[0]
 
     def meta_family(self, prefix: str) -> dict[str, str]:
         """The meta rows whose key starts with ``prefix`` (a family, ``meta.MetaKey``), by
         the key's suffix."""
+        self.flush_later()
         rows = self._db.execute("SELECT key, value FROM meta WHERE substr(key, 1, ?) = ?",
                                 (len(prefix), prefix)).fetchall()
         return {key[len(prefix):]: value for key, value in rows}
@@ -135,14 +145,19 @@ class Store:
     def set_meta(self, values: Mapping[str, object], db: sqlite3.Connection | None = None) -> None:
         """Write meta rows, all or none, in one statement (one sqlite call, as ``_write``
         makes for one row); every key must be declared (``meta.py``), else ``KeyError``."""
-        undeclared = [k for k in values if declared(k) is None]
-        if undeclared:
-            raise KeyError(f"meta keys declared nowhere (gavelsched/daemon/meta.py): {undeclared}")
-        if values:
-            (db or self._db).execute(
-                f"INSERT INTO meta(key, value) VALUES {', '.join(['(?, ?)'] * len(values))} "
-                "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
-                [x for k, v in values.items() for x in (k, str(v))])
+        _declared(values)
+        if self._batching and db is None:
+            self._later_meta.update(values)
+            return
+        for key in self._later_meta.keys() & values.keys():    # (this value is newer)
+            del self._later_meta[key]
+        rows = [(k, str(v)) for k, v in values.items()]
+        if db is None and len(rows) > UPSERT_ROWS:
+            with self.transaction() as db:
+                self.set_meta(values, db)
+        elif rows:
+            _upsert(db or self._db, "INSERT INTO meta(key, value)", rows,
+                    "ON CONFLICT(key) DO UPDATE SET value=excluded.value")
 
     def delete_meta(self, keys: Iterable[str]) -> None:
         """Remove these meta rows (those that exist), in one transaction."""
@@ -288,27 +303,79 @@ class Store:
     # ---- hosts --------------------------------------------------------------------------
     def add_hosts(self, job_id: str, server_ids: Iterable[int]) -> None:
         """Servers that ran a process of the job (its logs are there)."""
+        if self._batching:
+            self._later_hosts.update((job_id, int(s)) for s in server_ids)
+            return
         self._write("INSERT OR IGNORE INTO hosts(job_id, server_id) VALUES(?, ?)",
                     [(job_id, int(s)) for s in server_ids])
 
     def hosts(self) -> dict[str, tuple[int, ...]]:
         """Job -> the servers that ran it, in id order; a bad row is dropped with a
         warning (``rows.host``)."""
+        self.flush_later()
         out: dict[str, list[int]] = {}
         for job_id, server_id in self._checked("hosts", "job_id, server_id", host,
                                                order="job_id, server_id"):
             out.setdefault(job_id, []).append(server_id)
         return {job: tuple(ids) for job, ids in out.items()}
 
+    # ---- writes kept for later ------------------------------------------------------------
+    # Each sqlite call lets go of the GIL, which the executor thread must then wait for: at
+    # 2,048 GPUs, thousands of calls a round, each waiting out other threads' turns (issue
+    # #30). Two kinds of writes are kept here, the newest value of each key, and written by
+    # ``flush_later`` in one transaction, a statement a table. Estimates (start-up
+    # statistics, measured throughputs: ``set_meta_later``, ``put_throughput_later``) wait
+    # for the executor's flush, at most a second (``ESTIMATES_EVERY_S``); a crash loses
+    # the last second's, which the next runs measure again. The meta rows and hosts written
+    # inside ``batched`` (a round's launches: their fencing tokens and hosts) are written as
+    # it ends, before the launches' calls are sent. A read of either, and ``close``, flush
+    # first.
+    def set_meta_later(self, values: Mapping[str, object]) -> None:
+        """``set_meta`` of estimates, written by the next ``flush_later``."""
+        _declared(values)
+        self._later_meta.update(values)
+
+    def put_throughput_later(self, job_id: str, worker_type: str, steps_per_s: float) -> None:
+        """A job's measured steps/s on a type, written by the next ``flush_later``."""
+        self._later_rates[job_id, worker_type] = steps_per_s
+
+    @contextmanager
+    def batched(self) -> Iterator[None]:
+        """``set_meta`` (outside a caller's transaction) and ``add_hosts`` inside are kept,
+        and written together as it ends (with an error too: what was done is kept)."""
+        if self._batching:
+            yield
+            return
+        self._batching = True
+        try:
+            yield
+        finally:
+            self._batching = False
+            self.flush_later()
+
+    def flush_later(self) -> None:
+        """Write what is kept for later, in one transaction."""
+        meta, rates, hosts = self._later_meta, self._later_rates, self._later_hosts
+        if not (meta or rates or hosts):
+            return
+        self._later_meta, self._later_rates, self._later_hosts = {}, {}, set()
+        with self.transaction() if not self._db.in_transaction else nullcontext(self._db) as db:
+            if meta:
+                self.set_meta(meta, db)
+            if rates:
+                _upsert(db, "INSERT INTO throughputs(job_id, worker_type, steps_per_s)",
+                        [(job, wtype, rate) for (job, wtype), rate in rates.items()],
+                        "ON CONFLICT(job_id, worker_type) DO UPDATE SET "
+                        "steps_per_s=excluded.steps_per_s")
+            if hosts:
+                _upsert(db, "INSERT OR IGNORE INTO hosts(job_id, server_id)", sorted(hosts), "")
+
     # ---- throughputs ------------------------------------------------------------------
-    def put_throughput(self, job_id: str, worker_type: str, steps_per_s: float) -> None:
-        self._write("INSERT INTO throughputs(job_id, worker_type, steps_per_s) VALUES(?, ?, ?) "
-                    "ON CONFLICT(job_id, worker_type) DO UPDATE SET "
-                    "steps_per_s=excluded.steps_per_s", [(job_id, worker_type, steps_per_s)])
 
     def throughputs(self) -> dict[str, dict[str, float]]:
         """Measured steps/s per job and type, each row checked (``rows.throughput``: finite,
         > 0); a bad one is dropped with a warning (the table's prior stands in)."""
+        self.flush_later()
         out: dict[str, dict[str, float]] = {}
         for job_id, t, v in self._checked("throughputs", "job_id, worker_type, steps_per_s",
                                           throughput):
@@ -366,3 +433,20 @@ def _spec_json(job: JobRow) -> str:
               **{k: getattr(job, k) for k in RUN_FIELDS}}
     fields["after"] = list(job.after)
     return json.dumps(fields)
+
+
+def _upsert(db: sqlite3.Connection, head: str, rows: list[tuple], conflict: str) -> None:
+    """``head VALUES (...), (...) conflict`` for ``rows``, ``UPSERT_ROWS`` to a statement:
+    one sqlite step each, where ``executemany`` steps (and waits for the GIL) once a row."""
+    for at in range(0, len(rows), UPSERT_ROWS):
+        chunk = rows[at:at + UPSERT_ROWS]
+        marks = f"({', '.join('?' * len(chunk[0]))})"
+        db.execute(f"{head} VALUES {', '.join([marks] * len(chunk))} {conflict}",
+                   [x for row in chunk for x in row])
+
+
+def _declared(values: Mapping[str, object]) -> None:
+    """Every meta key must be declared (``meta.py``), else ``KeyError``."""
+    undeclared = [k for k in values if declared(k) is None]
+    if undeclared:
+        raise KeyError(f"meta keys declared nowhere (gavelsched/daemon/meta.py): {undeclared}")

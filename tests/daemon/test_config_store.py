@@ -109,7 +109,7 @@ def test_store_round_trip_in_wal_mode(tmp_path):
     store.add_job(job.with_id("1").but(command="python train.py", workload=""))
     store.update_jobs([job.but(state="done", steps_done=100, completion_s=9.0)])
     store.put_server(ServerRow(3, "v100", (5, 6), "127.0.0.1:1", "h"))
-    store.put_throughput("0", "v100", 12.5)
+    store.put_throughput_later("0", "v100", 12.5)
     store.set_meta({"round": 7})
     store.close()
     again = Store(tmp_path)

@@ -116,13 +116,28 @@ def test_status_filters_by_type_and_entity(tmp_path):
 
 
 def test_each_round_start_logs_one_line_at_info(tmp_path, caplog):
+    """One line a round, written once its launches are sent: how late it began against
+    its boundary (the first after idle has none) and how long the launches took, so that
+    the boundaries read from the log are the round's own (issue #30)."""
     s = Scheduler(tmp_path)
     s.submit(), s.submit()
+    place = s.x.runs.place
+
+    def slow_place(*args, **kwargs):       # the launches take half a second
+        place(*args, **kwargs)
+        s.t += 0.5
+
+    s.x.runs.place = slow_place
     with caplog.at_level(logging.INFO, logger="gavelsched.daemon.executor"):
         s.at(1.0)
+        s.at(1.0 + R - 0.3 * R)             # the next plan, ``plan_lead`` before
+        s.at(1.0 + R + 0.25)                # the loop wakes a quarter second late
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("round ")]
-    assert lines == ["round 0: 1 jobs running, 1 queued, 0 preempted, 0 finished; GPUs 1 "
-                     "busy of 1"]
+    assert lines == [
+        "round 0: 1 jobs running, 1 queued, 0 preempted, 0 finished; GPUs 1 busy of 1; "
+        "began 0.00 s after its boundary, launched in 0.50 s",
+        "round 1: 1 jobs running, 1 saving, 0 queued, 0 preempted, 0 finished; GPUs 1 busy "
+        "of 1; began 0.25 s after its boundary, launched in 0.50 s"]
     s.close()
 
 

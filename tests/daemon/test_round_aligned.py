@@ -9,6 +9,8 @@ test moves; its outgoing RunJobs are recorded instead of sent, so every value is
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from gavelsched.daemon.config import DaemonConfig
@@ -42,6 +44,9 @@ class Recorder:
 
     def answered(self, round_) -> dict:
         return {}
+
+    def held(self):
+        return contextlib.nullcontext()
 
     def close(self) -> None:
         pass

@@ -15,7 +15,7 @@ import sqlite3
 import pytest
 
 from gavelsched.core import JobSpec
-from gavelsched.daemon.store import JobRow, ServerRow, Store
+from gavelsched.daemon.store import UPSERT_ROWS, JobRow, ServerRow, Store
 from traces import default_table
 
 from .cluster import Cluster, running
@@ -145,7 +145,7 @@ def test_bad_server_throughput_scaling_and_meta_rows_are_dropped_with_a_warning(
     for sid, wtype in ((1, "k80"), (2, "p100"), (3, "k80"), (4, "v100")):
         store.put_server(ServerRow(sid, wtype, (10 + sid,), "127.0.0.1:1", "h"))
     for job, rate in (("0", 12.5), ("1", 3.0), ("2", 4.0), ("3", 5.0)):
-        store.put_throughput(job, "v100", rate)
+        store.put_throughput_later(job, "v100", rate)
     for gpus, rate in ((2, 20.0), (3, 27.0), (4, 33.0)):
         store.put_scaling("A3C", "v100", gpus, rate)
     store.set_meta({"round": 7, "epoch_unix": 1.5e9, "startup_s/A3C": "2.5",
@@ -267,16 +267,99 @@ def test_a_one_row_write_is_one_statement_and_several_rows_one_transaction(tmp_p
     store = Store(tmp_path)
     sent: list[str] = []
     store._db.set_trace_callback(sent.append)
-    store.put_throughput("j", "v100", 2.5)
     store.add_usage(("j", 1, "u", "e", "v100", 1, 0.0, 10.0, 1.0))
     store.add_hosts("j", [3])
-    store.set_meta({"startup_s/a": "1.5", "startup_n/a": 2})     # several keys: one statement
-    assert not [s for s in sent if s.startswith(("BEGIN", "COMMIT"))] and len(sent) == 4
+    store.set_meta({"round": 3, "next_generation": 2})     # several keys: one statement
+    assert not [s for s in sent if s.startswith(("BEGIN", "COMMIT"))] and len(sent) == 3
     sent.clear()
     store.add_hosts("k", [4, 5])
     assert sent[0].startswith("BEGIN") and sent[-1] == "COMMIT" and len(sent) == 4
     store._db.set_trace_callback(None)
-    assert store.throughputs() == {"j": {"v100": 2.5}}
     assert store.hosts() == {"j": (3,), "k": (4, 5)}
     assert len(store.usage()) == 1
-    assert store.meta_family("startup_") == {"s/a": "1.5", "n/a": "2"}
+    assert store.get_meta("round") == "3"
+    store.close()
+
+
+def test_estimates_are_written_behind_in_one_transaction_and_read_back_at_once(tmp_path):
+    """Start-up statistics and measured throughputs (estimates, thousands a round at 2,048
+    GPUs) wait for ``flush_later``: one transaction for all of them, the newest value of
+    each key. A read of them, and ``close``, flush first; a ``set_meta`` of the same key
+    is newer than what waits."""
+    store = Store(tmp_path)
+    sent: list[str] = []
+    store._db.set_trace_callback(sent.append)
+    for n in range(1, 4):
+        store.put_throughput_later("j", "v100", 2.5 * n)
+        store.put_throughput_later(f"k{n}", "k80", 1.0)
+        store.set_meta_later({"startup_s/a": f"{1.5 * n}", "startup_n/a": n})
+    store.set_meta_later({"restart_s/a": "9.0"})
+    store.set_meta({"restart_s/a": "4.0"})                   # newer than the one waiting
+    assert len(sent) == 1                                     # that set_meta alone
+    sent.clear()
+    store.flush_later()
+    assert sent[0].startswith("BEGIN") and sent[-1] == "COMMIT" and len(sent) == 4
+    sent.clear()
+    store.flush_later()                                       # nothing waits: no call
+    assert sent == []
+    store._db.set_trace_callback(None)
+    assert store.throughputs() == {"j": {"v100": 7.5}, "k1": {"k80": 1.0},
+                                   "k2": {"k80": 1.0}, "k3": {"k80": 1.0}}
+    assert store.meta_family("startup_") == {"s/a": "4.5", "n/a": "3"}
+    assert store.get_meta("restart_s/a") == "4.0"
+    store.set_meta_later({"exit_s/a": "0.7"})
+    assert store.get_meta("exit_s/a") == "0.7"                # a read flushes first
+    store.put_throughput_later("j", "p100", 1.5)
+    with store.transaction() as db:                           # (inside one: no BEGIN again)
+        store.set_meta({"round": 1}, db)
+        assert store.throughputs()["j"] == {"v100": 7.5, "p100": 1.5}
+    store.set_meta_later({"save_n/a": 2})
+    store.close()                                             # close flushes
+    again = Store(tmp_path)
+    assert again.get_meta("save_n/a") == "2" and again.get_meta("round") == "1"
+    with pytest.raises(KeyError, match="declared nowhere"):
+        again.set_meta_later({"no_such_key": 1})
+    many = 2 * UPSERT_ROWS + 500                  # more than one statement binds
+    again._db.set_trace_callback(sent.append)
+    sent.clear()
+    again.set_meta({f"attempts/{i}": "[]" for i in range(many)})
+    for i in range(many):
+        again.put_throughput_later(f"m{i}", "k80", 1.0 + i)
+    again.flush_later()
+    assert [s.split(" ")[0] for s in sent] == ["BEGIN", "INSERT", "INSERT", "INSERT", "COMMIT"] * 2
+    again._db.set_trace_callback(None)
+    assert len(again.meta_family("attempts/")) == many
+    rates = again.throughputs()
+    assert len(rates) == many + 4 and rates[f"m{many - 1}"] == {"k80": float(many)}
+    again.close()
+
+
+def test_a_batchs_meta_rows_and_hosts_are_written_together_as_it_ends(tmp_path):
+    """A round's launches (``DaemonExecutor._launching``): their fencing tokens and hosts,
+    thousands at 2,048 GPUs, in one transaction as the batch ends, before their calls are
+    sent; a read inside flushes first, and a batch that fails keeps what it did."""
+    store = Store(tmp_path)
+    sent: list[str] = []
+    store._db.set_trace_callback(sent.append)
+    with store.batched():
+        for i in range(300):
+            store.set_meta({"next_generation": i + 2, f"generation/{i}": i + 1})
+            store.add_hosts(str(i), [i % 7, 100])
+        with store.batched():                   # (nested: the outer one writes)
+            store.add_hosts("x", [1])
+        assert sent == []
+    assert [s.split(" ")[0] for s in sent] == ["BEGIN", "INSERT", "INSERT", "COMMIT"]
+    sent.clear()
+    store._db.set_trace_callback(None)
+    assert store.get_meta("next_generation") == "301" and store.get_meta("generation/299") == "300"
+    assert store.hosts()["299"] == (5, 100) and store.hosts()["x"] == (1,)
+    with pytest.raises(RuntimeError):
+        with store.batched():
+            store.set_meta({"next_generation": 999})
+            assert store.get_meta("next_generation") == "999"     # a read flushes first
+            store.add_hosts("y", [2])
+            raise RuntimeError("a launch failed")
+    store.close()
+    again = Store(tmp_path)
+    assert again.get_meta("next_generation") == "999" and again.hosts()["y"] == (2,)
+    again.close()
