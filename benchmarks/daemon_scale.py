@@ -16,7 +16,9 @@ rounds are measured; reported per size:
   launches took, which it states), mean and worst, against the round length (the target:
   within 1 s of it); and the launches: from a round's start to its line, every RunJob of
   the round handed to the dispatcher;
-- the plan: how long it held the executor thread; plan to dispatch: from a round's plan
+- the plan: how long it held the executor thread; with the launches, the executor's own
+  work (its CPU seconds, which both lines state: the rest was its waits for the GIL);
+  plan to dispatch: from a round's plan
   (``plan_lead_seconds`` before it starts) to the last of the plan's RunJobs answered by
   its worker, and from the round's start to the same (the scheduler's log: ``RunJobs
   answered``), mean and worst;
@@ -81,10 +83,13 @@ MAX_ARRAY = 10_000
 STAMP = r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})"
 ROUND_LINE = re.compile(STAMP + r" INFO gavelsched\.daemon\.executor: round (\d+): (\d+) jobs "
                         r"running.*GPUs (\d+) busy of (\d+)(?:.*; began -?[\d.]+ s after its "
-                        r"boundary, launched in ([\d.]+) s)?")
-DISPATCH_LINE = re.compile(r"round (\d+): planned in ([\d.]+) s(?: \(the allocation re-solved in "
-                           r"[\d.]+ s\))?; (\d+) RunJobs answered, the last ([\d.]+) s after its "
-                           r"plan(?:, (-?[\d.]+) s after its start)?(.*)$", re.M)
+                        r"boundary, launched in (?P<launch>[\d.]+) s(?: \((?P<work>[\d.]+) s "
+                        r"of it the executor's own work\))?)?")
+DISPATCH_LINE = re.compile(r"round (?P<round>\d+): planned in (?P<plan>[\d.]+) s(?:, "
+                           r"(?P<work>[\d.]+) s of it the executor's own work)?(?: \(the "
+                           r"allocation re-solved in [\d.]+ s\))?; \d+ RunJobs answered, the "
+                           r"last (?P<dispatch>[\d.]+) s after its plan(?:, (?P<start>-?[\d.]+) s "
+                           r"after its start)?(?P<later>.*)$", re.M)
 FAILED_LINE = re.compile(STAMP + r" WARNING gavelsched\.daemon\.servers: worker \d+ .* missed "
                          r"heartbeats: failed")
 LATER_PART = re.compile(r"then (\d+) ([^,]+), the last (-?[\d.]+) s after its start")
@@ -159,7 +164,9 @@ class Row:
     submit_jobs_s: float = math.nan
     gaps: list[float] = field(default_factory=list)
     launch_s: list[float] = field(default_factory=list)  # a round's start to its line
+    launch_work_s: list[float] = field(default_factory=list)   # the executor's CPU in them
     plan_s: list[float] = field(default_factory=list)
+    plan_work_s: list[float] = field(default_factory=list)     # the executor's CPU in them
     dispatch: list[float] = field(default_factory=list)
     after_start: list[float] = field(default_factory=list)
     saved: list[int] = field(default_factory=list)      # per round: launches after a save
@@ -249,10 +256,11 @@ def measure(gpus: int, jobs: int, args) -> Row:
         print(f"  {gpus} GPUs, {jobs} jobs: submitted at {row.submit_jobs_s:.0f} jobs/s; "
               f"waiting for {args.warmup} warm-up rounds", file=sys.stderr, flush=True)
 
-        def starts() -> list[tuple[float, int, int, int, float]]:
-            """(start, round, GPUs busy, GPUs alive, launch seconds) of each round line."""
-            return [(stamp(m[1]) - float(m[6] or 0), int(m[2]), int(m[4]), int(m[5]),
-                     float(m[6] or 0))
+        def starts() -> list[tuple[float, int, int, int, float, float]]:
+            """(start, round, GPUs busy, GPUs alive, launch seconds, the executor's own
+            work in them) of each round line."""
+            return [(stamp(m[1]) - float(m["launch"] or 0), int(m[2]), int(m[4]), int(m[5]),
+                     float(m["launch"] or 0), float(m["work"] or "nan"))
                     for m in ROUND_LINE.finditer(log_path.read_text(errors="replace"))]
 
         first = len(starts()) + args.warmup
@@ -299,17 +307,20 @@ def measure(gpus: int, jobs: int, args) -> Row:
         measured = starts()[base:base + args.rounds + 1]
         row.gaps = [b[0] - a[0] for a, b in itertools.pairwise(measured)]
         row.launch_s = [m[4] for m in measured[1:]]
+        row.launch_work_s = [m[5] for m in measured[1:]]
         rounds = {m[1] for m in measured}
-        lines = [m for m in DISPATCH_LINE.finditer(text) if int(m[1]) in rounds]
-        row.plan_s = [float(m[2]) for m in lines]
-        row.dispatch = [float(m[4]) for m in lines]
-        row.after_start = [float(m[5]) for m in lines if m[5]]
+        lines = [m for m in DISPATCH_LINE.finditer(text) if int(m["round"]) in rounds]
+        row.plan_s = [float(m["plan"]) for m in lines]
+        row.plan_work_s = [float(m["work"] or "nan") for m in lines]
+        row.dispatch = [float(m["dispatch"]) for m in lines]
+        row.after_start = [float(m["start"]) for m in lines if m["start"]]
         for m in lines:
-            later = {kind: (int(n), float(last)) for n, kind, last in LATER_PART.findall(m[6])}
+            later = {kind: (int(n), float(last))
+                     for n, kind, last in LATER_PART.findall(m["later"])}
             row.saved.append(later.get(LATER[AFTER_SAVE], (0, 0.0))[0])
             row.refills.append(later.get(LATER[REFILL], (0, 0.0))[0])
             row.later_last += [last for _, last in later.values()]
-        _, _, busy, total, _ = measured[-1]
+        _, _, busy, total, _, _ = measured[-1]
         row.busy = f"{busy} of {total}"
         row.failed = sum(measured[0][0] <= stamp(m[1]) <= measured[-1][0]
                          for m in FAILED_LINE.finditer(text))
@@ -408,8 +419,8 @@ def main() -> int:
           f"{args.hollow_nice}), ETAs {'on' if args.eta else 'off'}, GIL switch "
           f"{args.gil_switch_ms:g} ms")
     print()
-    print("| GPUs | jobs | submit | round gap mean / worst | launches mean / worst | plan "
-          "mean / worst | plan to last "
+    print("| GPUs | jobs | submit | round gap mean / worst | launches mean / worst (the "
+          "executor's own work) | plan mean / worst (the executor's own work) | plan to last "
           "RunJob mean / worst | round start to last RunJob | later RunJobs: after a save / "
           "refills, last after start | GPUs busy | heartbeat answer median / p99 / worst; "
           "servers failed | scheduler CPU | "
@@ -423,8 +434,9 @@ def main() -> int:
             print(f"| {gpus:,} | {jobs:,} | {err} |", flush=True)
             continue
         print(f"| {r.gpus:,} | {r.jobs:,} | {r.submit_jobs_s:,.0f} jobs/s | {show(r.gaps)} | "
-              f"{show(r.launch_s)} | "
-              f"{show(r.plan_s)} | {show(r.dispatch)} | {show(r.after_start)} | "
+              f"{show(r.launch_s)} ({show(r.launch_work_s)}) | "
+              f"{show(r.plan_s)} ({show(r.plan_work_s)}) | {show(r.dispatch)} | "
+              f"{show(r.after_start)} | "
               f"{later(r)} | {r.busy} | {heartbeats(r)} | "
               f"{r.cpu_share:.0%} | {r.peak_mib:,.0f} MiB | "
               f"{statistics.median(r.status_s):.2f} / {statistics.median(r.active_s):.2f} s | "

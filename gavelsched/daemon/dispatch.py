@@ -194,7 +194,8 @@ class RoundDispatch:
     """How long a planned round took to plan, and its RunJobs to reach their workers: the
     last answer after the round's plan and after its start (a log line at the next plan,
     and ``gavelsched_dispatch_seconds``; BENCHMARKS.md, "The daemon at scale"). Monotonic
-    times; ``solved``: the re-solve's seconds when the plan re-solved.
+    times; ``solved``: the re-solve's seconds when the plan re-solved; ``worked``: the
+    executor thread's CPU seconds of the plan (the rest of ``took``: its waits for the GIL).
 
     The plan's RunJobs (``PLANNED``) are timed; the others the round sent later are counted
     apart, each kind with its last answer after the round's start: launches that waited
@@ -206,10 +207,13 @@ class RoundDispatch:
     took: float
     solved: float | None
     started: float | None = None
+    worked: float | None = None
 
     def report(self, dispatcher: Dispatcher, on_dispatch: Callable[[float], None] | None
                ) -> None:
         head = f"round {self.index}: planned in {self.took:.2f} s"
+        if self.worked is not None:
+            head += f", {self.worked:.2f} s of it the executor's own work"
         if self.solved is not None:
             head += f" (the allocation re-solved in {self.solved:.2f} s)"
         got = dispatcher.answered(self.index)

@@ -281,7 +281,7 @@ class DaemonExecutor:
         """The next round's plan (``RoundDriver.plan``), ``plan_lead`` before the boundary."""
         self._changed()
         self._report_dispatch()
-        planned_at = self._clock()
+        planned_at, worked = self._clock(), time.thread_time()
         now = self.now()
         self.core.set_prices(self.tenancy.settings.prices_at(now), now)   # (a trace moves)
         flight = self.driver.in_flight
@@ -304,7 +304,8 @@ class DaemonExecutor:
         index = self._round_base + rnd.index
         self.store.set_meta({ROUND.key(): index + 1})
         self._dispatch = RoundDispatch(index, planned_at, self._clock() - planned_at,
-                                       None if rnd.resolved is None else rnd.resolved.solve_s)
+                                       None if rnd.resolved is None else rnd.resolved.solve_s,
+                                       worked=time.thread_time() - worked)
         with self._launching():
             self.runs.extend_continuing(rnd, index)   # (and answers the RenewLeases waiting)
 
@@ -322,6 +323,7 @@ class DaemonExecutor:
         rnd = self.driver.planned
         self._changed()
         due = self.clock.next_start        # (None: the first round after idle, due now)
+        worked = time.thread_time()
         since = self.clock.start(mono)
         if self.metrics is not None and since is not None:
             self.metrics.on_round(since)
@@ -349,10 +351,12 @@ class DaemonExecutor:
             self.refills.refill()                          # GPUs idle for other reasons
         self._forecast_due = True
         # the line is written once the launches are on their way: when the round began and
-        # how long they took, so that the boundaries read from it are the round's own
-        log.info("%s; began %.2f s after its boundary, launched in %.2f s",
-                 self.picture.round_line().summary(), 0.0 if due is None else mono - due,
-                 self._clock() - mono)
+        # how long they took (and how much of it was this thread's own work, the rest its
+        # waits for the GIL), so that the boundaries read from it are the round's own
+        log.info("%s; began %.2f s after its boundary, launched in %.2f s (%.2f s of it the "
+                 "executor's own work)", self.picture.round_line().summary(),
+                 0.0 if due is None else mono - due, self._clock() - mono,
+                 time.thread_time() - worked)
         if self.metrics is not None:
             self.metrics.on_plan()
         if self.collector is not None:    # the round is under way, the next plan far off
