@@ -10,8 +10,8 @@ queue. While the executor places a round's runs, its calls are ``held`` and queu
 after: sent as they were made, a round's thousands of calls woke the sender and gRPC's
 threads, whose turns at the GIL slowed the placing itself tenfold (2,048 GPUs: 0.6 s of
 the executor's work took 4-7 s). ``read_logs`` alone waits for its answer, on the thread of
-the ``Logs`` handler that asks. One channel per
-worker address, carrying the cluster's token (thesis §5.6; ``gavelsched.rpc.security``).
+the ``Logs`` handler that asks. One channel per worker address, carrying the cluster's
+token (thesis §5.6; ``gavelsched.rpc.security``).
 """
 
 from __future__ import annotations
