@@ -7,11 +7,13 @@ sent them 8 at a time, and a worker that did not answer held a thread its whole 
 making the futures took a sixth of the executor thread at 2,048 GPUs: BENCHMARKS.md, "The
 daemon at scale"), and its answer comes back as an event (``on_done``) on the executor's
 queue. While the executor places a round's runs, its calls are ``held`` and queued at once
-after: sent as they were made, a round's thousands of calls woke the sender and gRPC's
-threads, whose turns at the GIL slowed the placing itself tenfold (2,048 GPUs: 0.6 s of
-the executor's work took 4-7 s). ``read_logs`` alone waits for its answer, on the thread of
-the ``Logs`` handler that asks. One channel per worker address, carrying the cluster's
-token (thesis §5.6; ``gavelsched.rpc.security``).
+after, each worker's RunJobs as one ``RunJobs`` call (an older worker that has none gets
+them one by one): sent as they were made, a round's thousands of calls woke the sender and
+gRPC's threads, whose turns at the GIL slowed the placing itself tenfold (2,048 GPUs: 0.6 s
+of the executor's work took 4-7 s), and the one sender thread, starved the same way, took
+5-20 s to make 2,048 calls, 0.5 s of it its own work. ``read_logs`` alone waits for its
+answer, on the thread of the ``Logs`` handler that asks. One channel per worker address,
+carrying the cluster's token (thesis §5.6; ``gavelsched.rpc.security``).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ CALL_TIMEOUT_S = 10.0
 # its job's last run to save; freed GPUs given for the rest of a round (``refills.py``); a
 # lease moved past the round's end for a long start-up (``Runs.started_up``).
 PLANNED, AFTER_SAVE, REFILL, LEASE_MOVED = "planned", "after_save", "refill", "lease_moved"
+RUN_JOBS = "RunJobs"      # a worker's RunJobs of a ``held`` batch, in one call
 LATER = {AFTER_SAVE: "once their jobs' last runs had saved", REFILL: "to freed GPUs",
          LEASE_MOVED: "moving a lease past its round's end"}
 
@@ -52,6 +55,26 @@ class Delivery:
     ok: bool
     unreachable: bool = False
     message: str = ""
+
+
+def _batched(calls: list[tuple], single: set[str]) -> list[tuple]:
+    """``calls`` in order, each worker's consecutive RunJobs (no other call to it between
+    them) as one ``RunJobs`` call carrying them; one RunJob, or a worker in ``single``,
+    stays as it is."""
+    out: list = []
+    open_: dict[str, list[tuple]] = {}      # worker -> the RunJobs its next ones join
+    for call in calls:
+        address, method = call[0], call[1]
+        if method == "RunJob" and address not in single:
+            if address not in open_:
+                open_[address] = []
+                out.append(open_[address])
+            open_[address].append(call)
+        else:
+            open_.pop(address, None)
+            out.append(call)
+    return [item if isinstance(item, tuple) else item[0] if len(item) == 1
+            else (item[0][0], RUN_JOBS, item, None, "") for item in out]
 
 
 class Dispatcher:
@@ -70,6 +93,7 @@ class Dispatcher:
         self._outbox: queue.SimpleQueue = queue.SimpleQueue()   # calls to make, in order
         self._holder: int | None = None     # the thread whose calls are ``held``
         self._held: list[tuple] = []
+        self._single: set[str] = set()      # workers that take no ``RunJobs`` (older ones)
         self._sender = threading.Thread(target=self._send, name="gavelsched-dispatch",
                                         daemon=True)
         self._sender.start()
@@ -93,8 +117,8 @@ class Dispatcher:
 
     @contextmanager
     def held(self) -> Iterator[None]:
-        """The calls this thread makes inside are queued together as it leaves, in order
-        (see the module docstring)."""
+        """The calls this thread makes inside are queued together as it leaves, a worker's
+        RunJobs as one ``RunJobs`` call (see the module docstring)."""
         if self._holder is not None:            # (already held: the outer one queues)
             yield
             return
@@ -104,45 +128,73 @@ class Dispatcher:
         finally:
             self._holder = None
             held, self._held = self._held, []
-            for call in held:
+            for call in _batched(held, self._single):
                 self._outbox.put(call)
 
     def _send(self) -> None:
         """The sender thread: each queued call becomes a gRPC future (None: stop)."""
         while (call := self._outbox.get()) is not None:
-            try:
-                self._start(*call)
-            except Exception as err:  # noqa: BLE001 - one bad call must not stop the others
-                log.exception("%s to %s could not be sent", call[1], call[0])
-                if call[3] is not None:
-                    call[3](Delivery(False, True, f"{call[0]}: {type(err).__name__}: {err}"))
+            self._start_or_fail(call)
+
+    def _start_or_fail(self, call: tuple) -> None:
+        """``_start`` the call; one that cannot be made is answered as not delivered."""
+        try:
+            self._start(*call)
+        except Exception as err:  # noqa: BLE001 - one bad call must not stop the others
+            log.exception("%s to %s could not be sent", call[1], call[0])
+            failed = Delivery(False, True, f"{call[0]}: {type(err).__name__}: {err}")
+            for one in call[2] if call[1] == RUN_JOBS else [call]:
+                self._hand_on(one, failed)
 
     def _start(self, address: str, method: str, request,
                on_done: Callable[[Delivery], None] | None, kind: str) -> None:
+        """Make the call a future; its answer is handed on from a gRPC thread. A
+        ``RunJobs`` call's ``request`` is the RunJob calls it carries."""
+        calls = request if method == RUN_JOBS else [(address, method, request, on_done, kind)]
+
         def finished(future) -> None:       # a gRPC thread (or this one, if already done)
             try:
-                ack = future.result()
-                done = Delivery(ack.ok, message=ack.message)
-            except grpc.RpcError as err:
-                done = Delivery(False, err.code() in UNREACHED,
-                                f"{address}: {err.code().name}: {err.details()}")
-            except Exception as err:  # noqa: BLE001 - cancelled at close: not delivered
-                done = Delivery(False, True, f"{address}: {type(err).__name__}")
-            try:
-                if method == "RunJob":
-                    self._note(int(request.round), kind)
-                if not done.ok:
-                    log.warning("%s to %s: %s", method, address, done.message)
-                if on_done is not None:
-                    on_done(done)
+                try:
+                    answer = future.result()
+                    acks = answer.acks if method == RUN_JOBS else [answer]
+                    done = [Delivery(a.ok, message=a.message) for a in acks]
+                    done += [Delivery(False, True, f"{address}: {method} answered "
+                                                   f"{len(acks)} of {len(calls)}")
+                             ] * (len(calls) - len(acks))
+                except grpc.RpcError as err:
+                    if method == RUN_JOBS and err.code() == grpc.StatusCode.UNIMPLEMENTED:
+                        self._single.add(address)       # an older worker: one call each
+                        for one in calls:               # (in flight before this one ends,
+                            self._start_or_fail(one)    # so ``close`` waits for them)
+                        return
+                    done = [Delivery(False, err.code() in UNREACHED,
+                                     f"{address}: {err.code().name}: {err.details()}")
+                            ] * len(calls)
+                except Exception as err:  # noqa: BLE001 - cancelled at close: not delivered
+                    done = [Delivery(False, True, f"{address}: {type(err).__name__}")
+                            ] * len(calls)
+                for one, delivery in zip(calls, done):
+                    self._hand_on(one, delivery)
             finally:
                 with self._lock:
                     self._unanswered -= 1
                     self._all_answered.notify_all()
-        future = getattr(self._stub(address), method).future(request, timeout=CALL_TIMEOUT_S)
+        message = (pb.RunJobsRequest(runs=[one[2] for one in calls]) if method == RUN_JOBS
+                   else request)
+        future = getattr(self._stub(address), method).future(message, timeout=CALL_TIMEOUT_S)
         with self._lock:
             self._unanswered += 1
         future.add_done_callback(finished)
+
+    def _hand_on(self, call: tuple, done: Delivery) -> None:
+        """A call's answer (or its failure) counted, logged if not ok, handed on."""
+        address, method, request, on_done, kind = call
+        if method == "RunJob":
+            self._note(int(request.round), kind)
+        if not done.ok:
+            log.warning("%s to %s: %s", method, address, done.message)
+        if on_done is not None:
+            on_done(done)
 
     def _note(self, round_: int, kind: str) -> None:
         with self._lock:

@@ -247,6 +247,18 @@ class RunJobRequest(_message.Message):
     generation: int
     def __init__(self, job_id: _Optional[str] = ..., round: _Optional[int] = ..., job_type: _Optional[str] = ..., workload: _Optional[str] = ..., command: _Optional[str] = ..., total_steps: _Optional[int] = ..., steps_done: _Optional[int] = ..., lease: _Optional[_Union[Lease, _Mapping]] = ..., gpus: _Optional[_Iterable[int]] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., master_addr: _Optional[str] = ..., master_port: _Optional[int] = ..., scheduler_address: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., expected_steps_per_s: _Optional[float] = ..., checkpoint_dir: _Optional[str] = ..., generation: _Optional[int] = ...) -> None: ...
 
+class RunJobsRequest(_message.Message):
+    __slots__ = ("runs",)
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    runs: _containers.RepeatedCompositeFieldContainer[RunJobRequest]
+    def __init__(self, runs: _Optional[_Iterable[_Union[RunJobRequest, _Mapping]]] = ...) -> None: ...
+
+class RunJobsResponse(_message.Message):
+    __slots__ = ("acks",)
+    ACKS_FIELD_NUMBER: _ClassVar[int]
+    acks: _containers.RepeatedCompositeFieldContainer[Ack]
+    def __init__(self, acks: _Optional[_Iterable[_Union[Ack, _Mapping]]] = ...) -> None: ...
+
 class KillJobRequest(_message.Message):
     __slots__ = ("job_id", "reason", "generation")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]

@@ -355,6 +355,11 @@ class SchedulerToWorkerStub:
                 request_serializer=gavelsched__pb2.RunJobRequest.SerializeToString,
                 response_deserializer=gavelsched__pb2.Ack.FromString,
                 _registered_method=True)
+        self.RunJobs = channel.unary_unary(
+                '/gavelsched.v1.SchedulerToWorker/RunJobs',
+                request_serializer=gavelsched__pb2.RunJobsRequest.SerializeToString,
+                response_deserializer=gavelsched__pb2.RunJobsResponse.FromString,
+                _registered_method=True)
         self.KillJob = channel.unary_unary(
                 '/gavelsched.v1.SchedulerToWorker/KillJob',
                 request_serializer=gavelsched__pb2.KillJobRequest.SerializeToString,
@@ -376,6 +381,12 @@ class SchedulerToWorkerServicer:
     """Missing associated documentation comment in .proto file."""
 
     def RunJob(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RunJobs(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -406,6 +417,11 @@ def add_SchedulerToWorkerServicer_to_server(servicer, server):
                     servicer.RunJob,
                     request_deserializer=gavelsched__pb2.RunJobRequest.FromString,
                     response_serializer=gavelsched__pb2.Ack.SerializeToString,
+            ),
+            'RunJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.RunJobs,
+                    request_deserializer=gavelsched__pb2.RunJobsRequest.FromString,
+                    response_serializer=gavelsched__pb2.RunJobsResponse.SerializeToString,
             ),
             'KillJob': grpc.unary_unary_rpc_method_handler(
                     servicer.KillJob,
@@ -450,6 +466,33 @@ class SchedulerToWorker:
             '/gavelsched.v1.SchedulerToWorker/RunJob',
             gavelsched__pb2.RunJobRequest.SerializeToString,
             gavelsched__pb2.Ack.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RunJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gavelsched.v1.SchedulerToWorker/RunJobs',
+            gavelsched__pb2.RunJobsRequest.SerializeToString,
+            gavelsched__pb2.RunJobsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -83,6 +83,9 @@ class FakeWorker(pb_grpc.SchedulerToWorkerServicer):
         thread.start()
         return pb.Ack(ok=True)
 
+    def RunJobs(self, request, context):
+        return pb.RunJobsResponse(acks=[self.RunJob(run, context) for run in request.runs])
+
     def KillJob(self, request, context):
         return pb.Ack(ok=True)
 

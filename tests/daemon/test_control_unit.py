@@ -751,6 +751,7 @@ def scratch(tmp_path_factory) -> Path:
 @example(limit=None, after=None, count=0)
 @example(limit=None, after=None, count=MAX_ARRAY + 1)
 @example(limit=None, after=["ok"] * (MAX_AFTER + 1), count=None)
+@example(limit=None, after="\x85", count=None)
 def test_the_cli_door_of_the_new_keys(limit, after, count, capsys, scratch):
     """``gavelsched submit JOB.yaml [--count N]`` towards a port where no scheduler listens:
     a job the door lets through fails only at the connection; one it refuses exits 2 with
@@ -758,6 +759,7 @@ def test_the_cli_door_of_the_new_keys(limit, after, count, capsys, scratch):
     path = scratch / "job.yaml"
     job = {"job_type": "A3C", "total_steps": 5, "max_runtime_s": limit, "after": after}
     path.write_text(yaml.safe_dump(job, allow_unicode=True))
+    after = yaml.safe_load(path.read_text())["after"]   # as YAML reads it back (a NEL: " ")
     argv = ["submit", str(path), "--scheduler", f"127.0.0.1:{free_port()}"]
     rc = main(argv + (["--count", str(count)] if count is not None else []))
     err = capsys.readouterr().err

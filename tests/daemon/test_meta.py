@@ -46,19 +46,22 @@ def test_declarations_are_unique_and_their_owners_are_daemon_modules():
         meta.ATTEMPTS.key()
 
 
+WRITES = ("set_meta", "set_meta_later")     # (the store's two ways to write a meta row)
+
+
 def _meta_calls(tree: ast.AST):
     for node in ast.walk(tree):
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr in ("get_meta", "set_meta") and node.args):
+                and node.func.attr in ("get_meta", *WRITES) and node.args):
             arg = node.args[0]
-            keys = arg.keys if node.func.attr == "set_meta" and isinstance(arg, ast.Dict) \
+            keys = arg.keys if node.func.attr in WRITES and isinstance(arg, ast.Dict) \
                 else [arg]
             yield node, keys
 
 
 def test_no_module_spells_a_meta_key_and_only_owners_write_theirs():
-    """Every get_meta/set_meta key in ``gavelsched/`` is a declaration's ``.key(...)`` (or a
-    variable holding one), never a literal; a set_meta writes only its module's own keys,
+    """Every get_meta/set_meta(_later) key in ``gavelsched/`` is a declaration's ``.key(...)``
+    (or a variable holding one), never a literal; a write has only its module's own keys,
     and every declaration is written by its owner."""
     declarations = {name: value for name, value in vars(meta).items()
                     if isinstance(value, meta.MetaKey)}
@@ -75,7 +78,7 @@ def test_no_module_spells_a_meta_key_and_only_owners_write_theirs():
                         and isinstance(key.func.value, ast.Name)
                         and key.func.value.id in declarations):
                     owner = declarations[key.func.value.id].owner
-                    if call.func.attr == "set_meta":
+                    if call.func.attr in WRITES:
                         written.add(owner + ":" + key.func.value.id)
                         if path.parent != DAEMON or path.stem != owner:
                             bad.append(f"{where}: writes {key.func.value.id}, owned by {owner}")

@@ -20,7 +20,8 @@ from gavelsched.daemon.store import JobRow
 from gavelsched.daemon.submissions import SubmissionError, check_submission
 from gavelsched.core.online import OnlineThroughputs
 from gavelsched.mechanism import ClusterView
-from gavelsched.rpc import pb
+from gavelsched.rpc import pb, pb_grpc
+from gavelsched.rpc.security import serve
 from traces import default_table
 
 
@@ -185,6 +186,75 @@ def test_calls_held_by_the_executor_are_sent_together_as_it_leaves():
     finally:
         dispatcher.close()                  # (every answer handed on)
     assert sorted(got) == [str(i) for i in range(6)]
+
+
+class _Worker(pb_grpc.SchedulerToWorkerServicer):
+    """A worker's RPCs as they arrive (``batches``: False for an older worker, which has
+    no ``RunJobs``); a RunJob of job ``bad`` is refused."""
+
+    def __init__(self, batches: bool = True) -> None:
+        self.got: list[tuple[str, list[str]]] = []
+        self._lock = threading.Lock()
+        if batches:
+            self.RunJobs = self._run_jobs
+        self.server, port = serve("127.0.0.1:0", [
+            lambda s: pb_grpc.add_SchedulerToWorkerServicer_to_server(self, s)])
+        self.address = f"127.0.0.1:{port}"
+
+    def _ack(self, request) -> pb.Ack:
+        return pb.Ack(ok=request.job_id != "bad", message=f"ack {request.job_id}")
+
+    def _run_jobs(self, request, context):
+        with self._lock:
+            self.got.append(("RunJobs", [r.job_id for r in request.runs]))
+        return pb.RunJobsResponse(acks=[self._ack(r) for r in request.runs])
+
+    def RunJob(self, request, context):
+        with self._lock:
+            self.got.append(("RunJob", [request.job_id]))
+        return self._ack(request)
+
+    def KillJob(self, request, context):
+        with self._lock:
+            self.got.append(("KillJob", [request.job_id]))
+        return pb.Ack(ok=True)
+
+
+def test_a_workers_held_runjobs_go_as_one_call_and_an_older_worker_gets_them_one_by_one():
+    """A round's RunJobs for one worker are one ``RunJobs`` call (the one sender thread
+    took 5-20 s to make 2,048 calls at 2,048 GPUs), in order, each answered alone; a call
+    of another kind to the worker between them ends the batch. A worker without
+    ``RunJobs`` (UNIMPLEMENTED) gets them one by one, then and from then on."""
+    new, old = _Worker(), _Worker(batches=False)
+    got: dict[str, Delivery] = {}
+    dispatcher = Dispatcher()
+    try:
+        for round_ in (1, 2):
+            with dispatcher.held():
+                for job in ("a", "bad", "c"):
+                    dispatcher.run_job(new.address, pb.RunJobRequest(job_id=job, round=round_),
+                                       lambda d, k=f"{job}{round_}": got.__setitem__(k, d))
+                dispatcher.kill_job(new.address, "z", "preempted")
+                dispatcher.run_job(new.address, pb.RunJobRequest(job_id="e", round=round_))
+                for job in ("f", "g"):
+                    dispatcher.run_job(old.address, pb.RunJobRequest(job_id=job, round=round_),
+                                       lambda d, k=f"{job}{round_}": got.__setitem__(k, d))
+            if round_ == 1:
+                dispatcher.close()       # (every answer handed on)
+                dispatcher = Dispatcher()
+                dispatcher._single = {old.address}     # what the first one learnt
+    finally:
+        dispatcher.close()
+        new.server.stop(0)
+        old.server.stop(0)
+    # (separate calls are in flight at once: gRPC keeps no order between them)
+    assert sorted(new.got) == sorted([("RunJobs", ["a", "bad", "c"]), ("KillJob", ["z"]),
+                                      ("RunJob", ["e"])] * 2)
+    assert sorted(old.got) == [("RunJob", ["f"])] * 2 + [("RunJob", ["g"])] * 2
+    assert {k: (d.ok, d.message) for k, d in got.items() if k.endswith("1")} == {
+        "a1": (True, "ack a"), "bad1": (False, "ack bad"), "c1": (True, "ack c"),
+        "f1": (True, "ack f"), "g1": (True, "ack g")}
+    assert len(got) == 10 and all(d.ok for k, d in got.items() if not k.startswith("bad"))
 
 
 def test_a_rounds_dispatch_line_times_its_plans_runjobs_and_counts_later_ones_apart(caplog):

@@ -1,7 +1,7 @@
 """The worker daemon (thesis §5.6): registers its GPUs with the scheduler, heartbeats, serves
-``SchedulerToWorker`` (RunJob, KillJob, Shutdown, ReadLogs) through the same token/TLS helpers
-as the scheduler, launches jobs (``launcher``), reports each job's exit (``ReportRound``)
-and hands the scheduler its jobs' output (``logfiles``).
+``SchedulerToWorker`` (RunJob, a round's RunJobs in one call, KillJob, Shutdown, ReadLogs)
+through the same token/TLS helpers as the scheduler, launches jobs (``launcher``), reports
+each job's exit (``ReportRound``) and hands the scheduler its jobs' output (``logfiles``).
 
 Threads: gRPC handlers (launch, extend, kill), one heartbeat thread (registers, re-registers
 with ``previous_server_id`` when the scheduler answers ``known=false``), one monitor thread
@@ -464,6 +464,19 @@ class _Servicer(pb_grpc.SchedulerToWorkerServicer):
 
     def RunJob(self, request, context):
         return self._worker.run_job(request)
+
+    def RunJobs(self, request, context):
+        """A round's RunJobs for this worker, each taken as its own, in order: one that
+        fails here is refused alone, the others go on."""
+        acks = []
+        for run in request.runs:
+            try:
+                acks.append(self._worker.run_job(run))
+            except Exception as err:  # noqa: BLE001 - one bad job never stops the others
+                log.exception("RunJob for job %s failed here", run.job_id)
+                acks.append(pb.Ack(ok=False, message=f"RunJob for job {run.job_id} failed on "
+                                                     f"this worker: {type(err).__name__}: {err}"))
+        return pb.RunJobsResponse(acks=acks)
 
     def KillJob(self, request, context):
         found = self._worker.kill_job(request.job_id, request.reason, int(request.generation))

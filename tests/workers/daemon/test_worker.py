@@ -119,6 +119,30 @@ def test_kill_job(cluster):
     assert not report.failed and report.reason == "preempted"
 
 
+def test_a_rounds_runjobs_in_one_call_are_each_taken_alone(cluster, monkeypatch):
+    """``RunJobs`` (a round's RunJobs for this worker, in one call): each is taken as its
+    own RunJob, in order, with an ack each; a bad one, and one that fails here, is refused
+    alone and the others run."""
+    sched, worker = cluster
+    stub = sched.worker_stub(worker.address)
+    run = worker.run_job
+
+    def run_or_fail(request):
+        if request.job_id == "boom":
+            raise OSError("no such device")
+        return run(request)
+
+    monkeypatch.setattr(worker, "run_job", run_or_fail)
+    answer = stub.RunJobs(pb.RunJobsRequest(runs=[
+        run_job("first", command="sleep 600"), run_job("bad", gpus=(7,)),
+        run_job("boom", gpus=(1,)), run_job("second", command="sleep 600", gpus=(1,))]))
+    assert [a.ok for a in answer.acks] == [True, False, False, True]
+    assert "bad RunJob for job 'bad'" in answer.acks[1].message
+    assert answer.acks[2].message == ("RunJob for job boom failed on this worker: OSError: no "
+                                      "such device")
+    sched.wait_for(lambda: sorted(worker.launcher.running_jobs()) == ["first", "second"])
+
+
 def test_run_job_without_the_token_is_refused_and_nothing_starts(cluster, tmp_path):
     sched, worker = cluster
     marker = tmp_path / "ran"
