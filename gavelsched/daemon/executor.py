@@ -19,15 +19,14 @@ a job kept on its workers gets its lease extended, not restarted), the jobs' sta
 (``servers``, ``health``, ``priors``), teams, users and job control (``tenancy``) and the
 picture that ``snapshot`` and ``metrics`` read (``view``, ``publish``).
 
-The log has one line per round start (``DaemonView.summary``).
+The log has one line per round start (``DaemonView.summary``, with ``roundtimes``).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -44,7 +43,7 @@ from .calls import Door
 from .clock import Origin, RoundClock
 from .collector import Collector
 from .config import DaemonConfig
-from .dispatch import Dispatcher, RoundDispatch
+from .dispatch import Dispatcher
 from .fences import Fences
 from .forecast import Forecaster
 from .health import Health
@@ -59,6 +58,7 @@ from .progress import Progress
 from .refills import Refills
 from .retention import Retention
 from .retries import Retries
+from .roundtimes import RoundTimes
 from .runs import RunTable
 from .publish import Publisher
 from .settings import ClusterSettings
@@ -73,10 +73,6 @@ from .view import Shares
 
 log = logging.getLogger(__name__)
 LOCAL_ADMIN = Caller("admin", ADMIN)     # who calls ``submit`` and ``cancel`` in-process
-# The estimates the store writes behind (start-up statistics, measured throughputs:
-# ``Store.flush_later``) are written at most this often: each flush is a transaction, three
-# sqlite calls, where the loop runs once per event or two at a round's burst.
-ESTIMATES_EVERY_S = 1.0
 
 
 class DaemonExecutor:
@@ -100,7 +96,6 @@ class DaemonExecutor:
         self.forecasts = Forecaster(lambda: self.tell(self._forecast_ready))
         self._forecast_due = False
         self._startups_seen = 0
-        self._estimates_at = 0.0                # the next flush of the estimates (monotonic)
         self.origin = Origin(store, clock)   # ``now``: seconds since the state's first start
         self.epoch_unix, self.now = self.origin.epoch_unix, self.origin.now
         if metrics is not None:
@@ -148,7 +143,7 @@ class DaemonExecutor:
         self.clock = RoundClock(self.core.config.round_seconds, self.driver.plan_lead_s)
         self._started_index = -1
         self._woken = self._clock()       # when an idle scheduler last got work
-        self._dispatch: RoundDispatch | None = None      # the last plan's, until reported
+        self.times = RoundTimes(dispatcher, metrics, clock)   # what each boundary took
         self.refills = Refills(config, self.core, self.driver, self.clock, self.runs,
                                round_base=self._round_base, started=lambda: self._started_index,
                                now=self.now, monotonic=clock, placed=self._refilled)
@@ -192,7 +187,7 @@ class DaemonExecutor:
                     self._changed()
             finally:
                 self.refills.in_batch = False
-            with self._launching():
+            with self.dispatcher.held(), self.store.batched():     # (as at a round's start)
                 self.refills.after_batch()
             self._excuse_stall()
             self.tick()
@@ -203,21 +198,10 @@ class DaemonExecutor:
             if self._forecast_due and self.config.eta and not self.pictures.dirty:
                 self._forecast_due = False
                 self.forecasts.offer(self.snapshot, self.core.period_state())
-            if self._clock() >= self._estimates_at:
-                self.store.flush_later()
-                self._estimates_at = self._clock() + ESTIMATES_EVERY_S
+            self.store.flush_estimates(self._clock())
         self.runs.answer_waiting(stopping=True)
         self.inbox.refuse_pending()
         self.forecasts.close()
-
-    @contextmanager
-    def _launching(self) -> Iterator[None]:
-        """Launches inside: their store writes (fencing tokens, hosts) in one transaction as
-        it ends, then their calls to the workers queued together (``Store.batched``,
-        ``Dispatcher.held``: one at a time, each sqlite call and each call sent woke other
-        threads whose turns at the GIL slowed a round's launches tenfold at 2,048 GPUs)."""
-        with self.dispatcher.held(), self.store.batched():
-            yield
 
     def _excuse_stall(self) -> None:
         """This thread's work since it last checked, beyond a heartbeat, is not counted as
@@ -280,8 +264,7 @@ class DaemonExecutor:
     def _plan(self) -> None:
         """The next round's plan (``RoundDriver.plan``), ``plan_lead`` before the boundary."""
         self._changed()
-        self._report_dispatch()
-        planned_at, worked = self._clock(), time.thread_time()
+        self.times.plan_begins()
         now = self.now()
         self.core.set_prices(self.tenancy.settings.prices_at(now), now)   # (a trace moves)
         flight = self.driver.in_flight
@@ -303,18 +286,9 @@ class DaemonExecutor:
         self.clock.planned()
         index = self._round_base + rnd.index
         self.store.set_meta({ROUND.key(): index + 1})
-        self._dispatch = RoundDispatch(index, planned_at, self._clock() - planned_at,
-                                       None if rnd.resolved is None else rnd.resolved.solve_s,
-                                       worked=time.thread_time() - worked)
-        with self._launching():
+        self.times.planned(index, None if rnd.resolved is None else rnd.resolved.solve_s)
+        with self.dispatcher.held(), self.store.batched():         # (as at a round's start)
             self.runs.extend_continuing(rnd, index)   # (and answers the RenewLeases waiting)
-
-    def _report_dispatch(self) -> None:
-        """The last planned round's plan and dispatch times (``dispatch.RoundDispatch``)."""
-        if self._dispatch is not None:
-            self._dispatch.report(self.dispatcher, None if self.metrics is None
-                                  else self.metrics.on_dispatch)
-            self._dispatch = None
 
     def _start_round(self, mono: float) -> None:
         """The planned round begins (``RoundDriver.start``): launch its new runs, and give
@@ -323,7 +297,7 @@ class DaemonExecutor:
         rnd = self.driver.planned
         self._changed()
         due = self.clock.next_start        # (None: the first round after idle, due now)
-        worked = time.thread_time()
+        self.times.start_begins()
         since = self.clock.start(mono)
         if self.metrics is not None and since is not None:
             self.metrics.on_round(since)
@@ -340,23 +314,20 @@ class DaemonExecutor:
                      self.jobs[j].state == HELD and j not in self.runs))]
         started = self.driver.start(self.now() - (mono - self.clock.round_start), ended)
         index = self._started_index = self._round_base + rnd.index
-        if self._dispatch is not None and self._dispatch.index == index:
-            self._dispatch.started = mono
         self.runs.begin(started.round)
         planned = started.round.tasks[:len(rnd.batch)]
-        with self._launching():
+        # the launches' writes in one transaction as they end, then their calls queued
+        # together (``Store.batched``, ``Dispatcher.held``: made one at a time, each woke
+        # threads whose turns at the GIL slowed a round's launches tenfold at 2,048 GPUs)
+        with self.dispatcher.held(), self.store.batched():
             self.runs.place(tuple(t for i, t in enumerate(planned)
                                   if i not in started.unstarted), index)
             self.refills.place(started.refilled)
             self.refills.refill()                          # GPUs idle for other reasons
         self._forecast_due = True
-        # the line is written once the launches are on their way: when the round began and
-        # how long they took (and how much of it was this thread's own work, the rest its
-        # waits for the GIL), so that the boundaries read from it are the round's own
-        log.info("%s; began %.2f s after its boundary, launched in %.2f s (%.2f s of it the "
-                 "executor's own work)", self.picture.round_line().summary(),
-                 0.0 if due is None else mono - due, self._clock() - mono,
-                 time.thread_time() - worked)
+        # written once the launches are on their way: it says when the round began
+        log.info("%s; %s", self.picture.round_line().summary(),
+                 self.times.started(index, due, mono))
         if self.metrics is not None:
             self.metrics.on_plan()
         if self.collector is not None:    # the round is under way, the next plan far off

@@ -73,6 +73,10 @@ CREATE TABLE IF NOT EXISTS usage (
 # an older file (done jobs ended when they were done).
 ADDED_COLUMNS = {"started_s": None,
                  "ended_s": "UPDATE jobs SET ended_s=completion_s WHERE state='done'"}
+# Estimates written behind are written at most this often (``flush_estimates``): each flush
+# is a transaction, three sqlite calls, where the executor's loop runs once per event or two
+# at a round's burst.
+ESTIMATES_EVERY_S = 1.0
 # Rows a multi-row INSERT writes at once (``_upsert``; sqlite binds at most 32,766 values).
 UPSERT_ROWS = 1000
 JOB_COLUMNS = ("id, spec, state, steps_done, reason, arrival_s, completion_s, started_s, "
@@ -93,6 +97,7 @@ class Store:
         self._later_rates: dict[tuple[str, str], float] = {}
         self._later_hosts: set[tuple[str, int]] = set()
         self._batching = False
+        self._estimates_at = 0.0        # the next ``flush_estimates`` (monotonic)
         self._db.executescript(SCHEMA)
         self._migrate()
         self._check_meta()
@@ -325,8 +330,8 @@ class Store:
     # #30). Two kinds of writes are kept here, the newest value of each key, and written by
     # ``flush_later`` in one transaction, a statement a table. Estimates (start-up
     # statistics, measured throughputs: ``set_meta_later``, ``put_throughput_later``) wait
-    # for the executor's flush, at most a second (``ESTIMATES_EVERY_S``); a crash loses
-    # the last second's, which the next runs measure again. The meta rows and hosts written
+    # for ``flush_estimates``, at most ``ESTIMATES_EVERY_S``; a crash loses the last
+    # second's, which the next runs measure again. The meta rows and hosts written
     # inside ``batched`` (a round's launches: their fencing tokens and hosts) are written as
     # it ends, before the launches' calls are sent. A read of either, and ``close``, flush
     # first.
@@ -338,6 +343,13 @@ class Store:
     def put_throughput_later(self, job_id: str, worker_type: str, steps_per_s: float) -> None:
         """A job's measured steps/s on a type, written by the next ``flush_later``."""
         self._later_rates[job_id, worker_type] = steps_per_s
+
+    def flush_estimates(self, mono: float) -> None:
+        """``flush_later`` if ``ESTIMATES_EVERY_S`` passed since the last (``mono``: a
+        monotonic clock; the executor asks after each batch of events)."""
+        if mono >= self._estimates_at:
+            self.flush_later()
+            self._estimates_at = mono + ESTIMATES_EVERY_S
 
     @contextmanager
     def batched(self) -> Iterator[None]:

@@ -302,8 +302,14 @@ def test_estimates_are_written_behind_in_one_transaction_and_read_back_at_once(t
     sent.clear()
     store.flush_later()                                       # nothing waits: no call
     assert sent == []
+    for mono, flushed in ((10.0, True), (10.5, False), (11.0, True)):   # once a second
+        store.put_throughput_later("j", "k80", mono)
+        store.flush_estimates(mono)
+        assert bool(sent) == flushed and store._later_rates == ({} if flushed else
+                                                                {("j", "k80"): mono})
+        sent.clear()
     store._db.set_trace_callback(None)
-    assert store.throughputs() == {"j": {"v100": 7.5}, "k1": {"k80": 1.0},
+    assert store.throughputs() == {"j": {"v100": 7.5, "k80": 11.0}, "k1": {"k80": 1.0},
                                    "k2": {"k80": 1.0}, "k3": {"k80": 1.0}}
     assert store.meta_family("startup_") == {"s/a": "4.5", "n/a": "3"}
     assert store.get_meta("restart_s/a") == "4.0"
@@ -312,7 +318,7 @@ def test_estimates_are_written_behind_in_one_transaction_and_read_back_at_once(t
     store.put_throughput_later("j", "p100", 1.5)
     with store.transaction() as db:                           # (inside one: no BEGIN again)
         store.set_meta({"round": 1}, db)
-        assert store.throughputs()["j"] == {"v100": 7.5, "p100": 1.5}
+        assert store.throughputs()["j"] == {"v100": 7.5, "k80": 11.0, "p100": 1.5}
     store.set_meta_later({"save_n/a": 2})
     store.close()                                             # close flushes
     again = Store(tmp_path)
@@ -335,7 +341,7 @@ def test_estimates_are_written_behind_in_one_transaction_and_read_back_at_once(t
 
 
 def test_a_batchs_meta_rows_and_hosts_are_written_together_as_it_ends(tmp_path):
-    """A round's launches (``DaemonExecutor._launching``): their fencing tokens and hosts,
+    """A round's launches (``DaemonExecutor._start_round``): their fencing tokens and hosts,
     thousands at 2,048 GPUs, in one transaction as the batch ends, before their calls are
     sent; a read inside flushes first, and a batch that fails keeps what it did."""
     store = Store(tmp_path)
