@@ -154,8 +154,9 @@ class Store:
         if self._batching and db is None:
             self._later_meta.update(values)
             return
-        for key in self._later_meta.keys() & values.keys():    # (this value is newer)
-            del self._later_meta[key]
+        if self._later_meta:                       # (this value is newer than one kept)
+            for key in self._later_meta.keys() & values.keys():
+                del self._later_meta[key]
         rows = [(k, str(v)) for k, v in values.items()]
         if db is None and len(rows) > UPSERT_ROWS:
             with self.transaction() as db:
@@ -383,7 +384,6 @@ class Store:
                 _upsert(db, "INSERT OR IGNORE INTO hosts(job_id, server_id)", sorted(hosts), "")
 
     # ---- throughputs ------------------------------------------------------------------
-
     def throughputs(self) -> dict[str, dict[str, float]]:
         """Measured steps/s per job and type, each row checked (``rows.throughput``: finite,
         > 0); a bad one is dropped with a warning (the table's prior stands in)."""
