@@ -106,6 +106,14 @@ def stamp(text: str) -> float:
     return datetime.strptime(text, "%Y-%m-%d %H:%M:%S,%f").timestamp()
 
 
+def round_starts(log_path: Path) -> list[tuple[float, int, int, int, float, float]]:
+    """(start, round, GPUs busy, GPUs alive, launch seconds, the executor's own work in
+    them) of each round line of the scheduler's log."""
+    return [(stamp(m[1]) - float(m["launch"] or 0), int(m[2]), int(m[4]), int(m[5]),
+             float(m["launch"] or 0), float(m["work"] or "nan"))
+            for m in ROUND_LINE.finditer(log_path.read_text(errors="replace"))]
+
+
 def peak_rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -212,36 +220,56 @@ def submit_all(cluster: LocalCluster, jobs: int, total_steps: int) -> float:
 
 def hollow_procs(cluster: LocalCluster, args, servers: int, root: Path) -> list:
     """The hollow workers, in ``--hollow-procs`` processes (types dealt evenly overall)."""
+    return [hollow_proc(cluster, args, i, n, types, root)
+            for i, (n, types) in enumerate(hollow_racks(args, servers))]
+
+
+def hollow_racks(args, servers: int) -> list[tuple[int, str]]:
+    """(servers, ``--type`` list) of each hollow process: ``--hollow-procs`` of them (0: one
+    per 32 servers), the types dealt in turn across them all."""
     procs = max(1, args.hollow_procs or math.ceil(servers / 32))
     sizes = [servers // procs + (i < servers % procs) for i in range(procs)]
     out, first = [], 0
-    for i, n in enumerate(sizes):
-        types = ",".join(TYPES[(first + k) % len(TYPES)] for k in range(len(TYPES)))
+    for n in sizes:
+        out.append((n, ",".join(TYPES[(first + k) % len(TYPES)] for k in range(len(TYPES)))))
         first += n
-        with open(root / f"hollow{i}.log", "ab") as log:
-            out.append(subprocess.Popen(
-                ["nice", "-n", str(args.hollow_nice),
-                 sys.executable, "-m", "gavelsched", "worker", "--hollow", str(n), "--type",
-                 types, "--gpus", str(args.gpus_per_server), "--scheduler", cluster.address,
-                 "--work-dir", str(root / f"hollow{i}"), "--grace",
-                 str(args.round_seconds), "--emulation-speed", str(args.emulation_speed)],
-                stdout=log, stderr=subprocess.STDOUT, env=subprocess_env()))
     return out
+
+
+def hollow_proc(cluster: LocalCluster, args, i: int, servers: int, types: str,
+                root: Path) -> subprocess.Popen:
+    """Hollow process ``i``: ``servers`` hollow workers of ``types`` in turn (its log and
+    work directory ``root/hollow{i}``, kept when it is started again)."""
+    with open(root / f"hollow{i}.log", "ab") as log:
+        return subprocess.Popen(
+            ["nice", "-n", str(args.hollow_nice),
+             sys.executable, "-m", "gavelsched", "worker", "--hollow", str(servers), "--type",
+             types, "--gpus", str(args.gpus_per_server), "--scheduler", cluster.address,
+             "--work-dir", str(root / f"hollow{i}"), "--grace",
+             str(args.round_seconds), "--emulation-speed", str(args.emulation_speed)],
+            stdout=log, stderr=subprocess.STDOUT, env=subprocess_env())
+
+
+def scale_cluster(gpus: int, args, prefix: str = "gavel-scale-") -> LocalCluster:
+    """The scheduler's cluster (not started) in a fresh directory (in /dev/shm where there
+    is one), its metrics and dashboard on free loopback ports, as ``args`` say."""
+    shm = Path("/dev/shm")
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir=shm if shm.is_dir() else None))
+    return LocalCluster(root, policy=args.policy, round_seconds=args.round_seconds,
+                        heartbeat_seconds=args.heartbeat_seconds,
+                        config={"expected_workers": gpus, "eta": args.eta,
+                                "policy_options": args.policy_options,
+                                "metrics_listen": f"127.0.0.1:{free_port()}",
+                                "dashboard_listen": f"127.0.0.1:{free_port()}",
+                                "gil_switch_ms": args.gil_switch_ms})
 
 
 def measure(gpus: int, jobs: int, args) -> Row:
     row = Row(gpus, jobs)
     servers = gpus // args.gpus_per_server
-    shm = Path("/dev/shm")
-    root = Path(tempfile.mkdtemp(prefix="gavel-scale-", dir=shm if shm.is_dir() else None))
-    metrics_port, dash_port = free_port(), free_port()
-    cluster = LocalCluster(root, policy=args.policy, round_seconds=args.round_seconds,
-                           heartbeat_seconds=args.heartbeat_seconds,
-                           config={"expected_workers": gpus, "eta": args.eta,
-                                   "policy_options": args.policy_options,
-                                   "metrics_listen": f"127.0.0.1:{metrics_port}",
-                                   "dashboard_listen": f"127.0.0.1:{dash_port}",
-                                   "gil_switch_ms": args.gil_switch_ms})
+    cluster = scale_cluster(gpus, args)
+    root, metrics_port = cluster.root, cluster.metrics_port
+    dash_port = int(cluster.dashboard_address.rpartition(":")[2])
     log_path = root / "scheduler.log"
     hollow = []
     try:
@@ -256,12 +284,8 @@ def measure(gpus: int, jobs: int, args) -> Row:
         print(f"  {gpus} GPUs, {jobs} jobs: submitted at {row.submit_jobs_s:.0f} jobs/s; "
               f"waiting for {args.warmup} warm-up rounds", file=sys.stderr, flush=True)
 
-        def starts() -> list[tuple[float, int, int, int, float, float]]:
-            """(start, round, GPUs busy, GPUs alive, launch seconds, the executor's own
-            work in them) of each round line."""
-            return [(stamp(m[1]) - float(m["launch"] or 0), int(m[2]), int(m[4]), int(m[5]),
-                     float(m["launch"] or 0), float(m["work"] or "nan"))
-                    for m in ROUND_LINE.finditer(log_path.read_text(errors="replace"))]
+        def starts():
+            return round_starts(log_path)
 
         first = len(starts()) + args.warmup
         wait_until(lambda: len(starts()) >= first, 20 * args.round_seconds + 600,

@@ -1,0 +1,272 @@
+"""Faults at scale (issue #30; BENCHMARKS.md, "Faults at scale"): a rack of hollow workers
+lost and brought back, then the scheduler killed and restarted, on a cluster of ``--gpus``
+hollow GPUs with ``--jobs`` jobs queued (the set-up of ``daemon_scale.py``: a real
+``gavelsched scheduler``, ``gavelsched worker --hollow`` processes, jobs far longer than
+the run, submitted as arrays).
+
+After ``--warmup`` rounds, three events, each followed by ``--rounds`` rounds:
+
+- **rack lost**: the last hollow process (``--gpus`` / ``--hollow-procs`` GPUs, "a rack")
+  is killed (SIGKILL): its servers and their jobs' runs die at once;
+- **rack back**: the same process is started again, with the same work directories;
+- **scheduler restarted**: the scheduler is killed (SIGKILL) and started again on its
+  state directory, while the hollow workers and their runs go on.
+
+Reported per event:
+
+- **servers**: the rack's servers failed for missed heartbeats (rack lost), registered
+  again (rack back; the restart: every server), and the seconds after the event when the
+  last of them was (the scheduler's log; for the restart, its ``Status``);
+- **serving**: the restart only: seconds from the new process's start to its first answer;
+- **next round**: the first round that starts after the event (the scheduler's round line),
+  seconds after it; the worst gap between round starts from the last round before the event
+  to the last measured after it;
+- **GPUs busy of alive**: at the last round before the event, the first after it, and the
+  last measured;
+- **jobs lost**: jobs gone, failed, or whose durable steps went back, against ``Status``
+  just before the event; none is the pass mark. The script exits 1 on any.
+
+    python benchmarks/scale_faults.py --gpus 64 --jobs 500 --round-seconds 10   # quick
+    python benchmarks/scale_faults.py --gpus 2048 --jobs 20000,50000
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import shutil
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from daemon_scale import (FAILED_LINE, hollow_proc, hollow_racks, machine,  # noqa: E402
+                          peak_rss_mib, policy_options, round_starts, scale_cluster, stamp,
+                          submit_all)
+
+from gavelsched.daemon.config import GIL_SWITCH_MS  # noqa: E402
+from gavelsched.daemon.local import kill_tree, wait_until  # noqa: E402
+from gavelsched.rpc import pb, pb_grpc  # noqa: E402
+
+# A Status that carries the servers and no job (no job is ever cancelled here): cheap to
+# poll at 50,000 jobs.
+SERVERS_ONLY = pb.StatusRequest(states=["cancelled"])
+
+
+@dataclass
+class Event:
+    name: str
+    servers: str = "-"
+    serving_s: float | None = None
+    next_round_s: float = float("nan")
+    worst_gap_s: float = float("nan")
+    busy: str = "-"
+    lost: list[str] | None = None
+    peak_mib: float = float("nan")
+
+
+def durable(client) -> dict[str, tuple[str, int]]:
+    """(state, durable steps) of every job, from ``Status``."""
+    reply = client.Status(pb.StatusRequest(), timeout=600)
+    return {j.id: (j.state, j.steps_done) for j in reply.jobs}
+
+
+def lost_jobs(before: dict[str, tuple[str, int]], after: dict[str, tuple[str, int]]) -> list[str]:
+    """Each job of ``before`` that is gone from ``after``, failed, or has fewer durable
+    steps, with what happened (empty: none lost)."""
+    out = []
+    for job, (state, steps) in before.items():
+        now = after.get(job)
+        if now is None:
+            out.append(f"{job} gone")
+        elif now[0] == "failed" and state != "failed":
+            out.append(f"{job} failed")
+        elif now[1] < steps:
+            out.append(f"{job} steps {steps} -> {now[1]}")
+    return out
+
+
+def alive_servers(client) -> set[str]:
+    try:
+        reply = client.Status(SERVERS_ONLY, timeout=60)
+    except Exception:       # (a scheduler starting, or too busy to answer in time)
+        return set()
+    return {w.id for w in reply.workers if w.alive}
+
+
+def rack_addresses(proc) -> set[str]:
+    """The loopback addresses the hollow process ``proc`` serves its workers on."""
+    ports = {c.laddr.port for c in psutil.Process(proc.pid).net_connections("tcp")
+             if c.status == psutil.CONN_LISTEN}
+    return {f"127.0.0.1:{p}" for p in ports}
+
+
+def rounds_after(log_path: Path, since: float, rounds: int, round_s: float) -> list:
+    """Wait for ``rounds`` round starts after ``since`` (Unix time); the round starts from
+    the last one before ``since`` on."""
+    def after():
+        starts = round_starts(log_path)
+        later = [s for s in starts if s[0] > since]
+        return starts if len(later) >= rounds else None
+    starts = wait_until(after, 20 * round_s + 600, f"{rounds} rounds after an event")
+    first = next(i for i, s in enumerate(starts) if s[0] > since)
+    return starts[max(first - 1, 0):first + rounds]
+
+
+def settle(event: Event, window: list, since: float) -> None:
+    """The round figures of ``event`` from ``window`` (the last round before it, then the
+    rounds after)."""
+    event.next_round_s = window[1][0] - since
+    event.worst_gap_s = max(b[0] - a[0] for a, b in itertools.pairwise(window))
+    event.busy = " / ".join(f"{s[2]:,} of {s[3]:,}" for s in (window[0], window[1], window[-1]))
+
+
+def run(gpus: int, jobs: int, args) -> list[Event]:
+    servers = gpus // args.gpus_per_server
+    cluster = scale_cluster(gpus, args, "gavel-faults-")
+    root, log_path = cluster.root, cluster.root / "scheduler.log"
+    racks = hollow_racks(args, servers)
+    procs = []
+    events = []
+    try:
+        cluster.start_scheduler()
+        procs = [hollow_proc(cluster, args, i, n, t, root) for i, (n, t) in enumerate(racks)]
+        client = pb_grpc.ClientToSchedulerStub(cluster.chan)
+        wait_until(lambda: len(alive_servers(client)) == servers, 600,
+                   f"{servers} hollow workers")
+        submit_all(cluster, jobs, args.total_steps)
+        print(f"  {gpus} GPUs, {jobs} jobs submitted; {args.warmup} warm-up rounds",
+              file=sys.stderr, flush=True)
+        rounds_after(log_path, time.time(), args.warmup, args.round_seconds)
+
+        # a rack lost
+        k = len(racks) - 1
+        addresses = rack_addresses(procs[k])
+        rack = {w.id for w in client.Status(SERVERS_ONLY, timeout=60).workers
+                if w.address in addresses}
+        before = durable(client)
+        event = Event("rack lost")
+        began = time.time()
+        kill_tree(procs[k].pid)
+        procs[k].wait()
+        failed = wait_until(lambda: _failed_after(log_path, began, len(rack)), 600,
+                            "the rack's servers failed")
+        event.servers = f"{len(rack)} failed, the last {failed - began:.1f} s after"
+        settle(event, rounds_after(log_path, began, args.rounds, args.round_seconds), began)
+        event.lost = lost_jobs(before, durable(client))
+        events.append(event)
+        print(f"  {event.name}: {event.servers}", file=sys.stderr, flush=True)
+
+        # the rack back
+        before = durable(client)
+        event = Event("rack back")
+        began = time.time()
+        procs[k] = hollow_proc(cluster, args, k, *racks[k], root)
+        wait_until(lambda: len(alive_servers(client)) == servers, 600, "the rack back")
+        event.servers = f"{len(rack)} registered, the last {time.time() - began:.1f} s after"
+        settle(event, rounds_after(log_path, began, args.rounds, args.round_seconds), began)
+        event.lost = lost_jobs(before, durable(client))
+        events.append(event)
+        print(f"  {event.name}: {event.servers}", file=sys.stderr, flush=True)
+
+        # the scheduler restarted
+        before = durable(client)
+        event = Event("scheduler restarted")
+        began = time.time()
+        cluster.kill9_scheduler()
+        started = time.time()
+        cluster.start_scheduler(timeout=600)
+        event.serving_s = time.time() - started
+        client = pb_grpc.ClientToSchedulerStub(cluster.chan)
+        wait_until(lambda: len(alive_servers(client)) == servers, 600,
+                   "every server registered again")
+        event.servers = f"{servers} registered, the last {time.time() - began:.1f} s after"
+        settle(event, rounds_after(log_path, began, args.rounds, args.round_seconds), began)
+        event.lost = lost_jobs(before, durable(client))
+        event.peak_mib = peak_rss_mib(cluster.scheduler.pid)
+        events.append(event)
+        print(f"  {event.name}: {event.servers}", file=sys.stderr, flush=True)
+    finally:
+        for proc in procs:
+            kill_tree(proc.pid)
+            proc.wait()
+        cluster.stop()
+        if args.keep:
+            print(f"  kept {root}", file=sys.stderr)
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+    return events
+
+
+def _failed_after(log_path: Path, since: float, count: int) -> float | None:
+    """When the ``count``-th server failed for missed heartbeats after ``since`` (Unix
+    time), per the scheduler's log; None before."""
+    stamps = [stamp(m[1]) for m in FAILED_LINE.finditer(log_path.read_text(errors="replace"))]
+    later = sorted(s for s in stamps if s > since)
+    return later[count - 1] if len(later) >= count else None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--gpus", default="2048",
+                        help="cluster sizes (comma list), multiples of --gpus-per-server")
+    parser.add_argument("--jobs", default="20000,50000", help="queue sizes (comma list)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds measured per event")
+    parser.add_argument("--warmup", type=int, default=2,
+                        help="rounds after the submission before the first event")
+    parser.add_argument("--round-seconds", type=float, default=30.0)
+    parser.add_argument("--heartbeat-seconds", type=float, default=2.0)
+    parser.add_argument("--gpus-per-server", type=int, default=8)
+    parser.add_argument("--hollow-procs", type=int, default=8,
+                        help="processes the hollow workers share: the last is the rack lost")
+    parser.add_argument("--hollow-nice", type=int, default=0)
+    parser.add_argument("--emulation-speed", type=float, default=0.05)
+    parser.add_argument("--total-steps", type=int, default=10**9)
+    parser.add_argument("--policy", default="max_min_fairness_perf")
+    parser.add_argument("--policy-option", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--gil-switch-ms", type=float, default=GIL_SWITCH_MS)
+    parser.add_argument("--eta", action="store_true", help="keep the ETA forecasts on")
+    parser.add_argument("--keep", action="store_true", help="keep the logs and state")
+    args = parser.parse_args()
+    sizes = [int(g) for g in args.gpus.split(",")]
+    queues = [int(j) for j in args.jobs.split(",")]
+    if any(g <= 0 or g % args.gpus_per_server for g in sizes):
+        parser.error(f"--gpus {args.gpus}: each a positive multiple of --gpus-per-server")
+    if args.hollow_procs < 2 or any(g // args.gpus_per_server < args.hollow_procs
+                                    for g in sizes):
+        parser.error("--hollow-procs: at least 2, and at most one per server")
+    if any(j <= 0 for j in queues) or args.rounds < 2 or args.warmup < 1:
+        parser.error("--jobs must be positive, --rounds at least 2, --warmup at least 1")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped by SIGTERM"))
+    args.policy_options = policy_options(args.policy_option)
+    print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f} at the start; "
+          f"{args.policy}, {args.round_seconds:g} s rounds, {args.rounds} rounds after each "
+          f"event, heartbeats {args.heartbeat_seconds:g} s, {args.hollow_procs} hollow "
+          f"processes (a rack: 1 of them), hollow jobs at {args.emulation_speed:g}x")
+    print()
+    print("| GPUs | jobs | event | servers | serving | next round | worst round gap | GPUs busy "
+          "of alive: before / first round / last | jobs lost | scheduler peak RSS |")
+    print("|---" * 10 + "|", flush=True)
+    bad = 0
+    for gpus, jobs in itertools.product(sizes, queues):
+        for e in run(gpus, jobs, args):
+            bad += len(e.lost)
+            serving = "-" if e.serving_s is None else f"{e.serving_s:.1f} s"
+            rss = "-" if e.peak_mib != e.peak_mib else f"{e.peak_mib:,.0f} MiB"
+            print(f"| {gpus:,} | {jobs:,} | {e.name} | {e.servers} | {serving} | "
+                  f"{e.next_round_s:.1f} s | {e.worst_gap_s:.2f} s | {e.busy} | "
+                  f"{len(e.lost)} | {rss} |", flush=True)
+            for what in e.lost[:10]:
+                print(f"  lost: {what}", file=sys.stderr)
+    print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
