@@ -90,8 +90,8 @@ DISPATCH_LINE = re.compile(r"round (?P<round>\d+): planned in (?P<plan>[\d.]+) s
                            r"allocation re-solved in [\d.]+ s\))?; \d+ RunJobs answered, the "
                            r"last (?P<dispatch>[\d.]+) s after its plan(?:, (?P<start>-?[\d.]+) s "
                            r"after its start)?(?P<later>.*)$", re.M)
-FAILED_LINE = re.compile(STAMP + r" WARNING gavelsched\.daemon\.servers: worker \d+ .* missed "
-                         r"heartbeats: failed")
+FAILED_LINE = re.compile(STAMP + r" WARNING gavelsched\.daemon\.servers: worker (?P<server>\d+) "
+                         r".* missed heartbeats: failed")
 LATER_PART = re.compile(r"then (\d+) ([^,]+), the last (-?[\d.]+) s after its start")
 
 

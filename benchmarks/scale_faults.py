@@ -23,8 +23,13 @@ Reported per event:
   to the last measured after it;
 - **GPUs busy of alive**: at the last round before the event, the first after it, and the
   last measured;
+- **alive servers failed**: servers failed for missed heartbeats in those rounds other than
+  the rack's (a restarted scheduler that fails the servers coming back to it restarts
+  their runs);
 - **jobs lost**: jobs gone, failed, or whose durable steps went back, against ``Status``
-  just before the event; none is the pass mark. The script exits 1 on any.
+  just before the event.
+
+None of the last two is the pass mark: the script exits 1 on any.
 
     python benchmarks/scale_faults.py --gpus 64 --jobs 500 --round-seconds 10   # quick
     python benchmarks/scale_faults.py --gpus 2048 --jobs 20000,50000
@@ -34,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import math
 import os
 import shutil
 import signal
@@ -53,6 +59,8 @@ from gavelsched.daemon.config import GIL_SWITCH_MS  # noqa: E402
 from gavelsched.daemon.local import kill_tree, wait_until  # noqa: E402
 from gavelsched.rpc import pb, pb_grpc  # noqa: E402
 
+# How often the servers (a Status each) and the scheduler's log are read.
+POLL_S = 1.0
 # A Status that carries the servers and no job (no job is ever cancelled here): cheap to
 # poll at 50,000 jobs.
 SERVERS_ONLY = pb.StatusRequest(states=["cancelled"])
@@ -66,6 +74,7 @@ class Event:
     next_round_s: float = float("nan")
     worst_gap_s: float = float("nan")
     busy: str = "-"
+    wrongly_failed: int = 0     # servers failed after it that were alive
     lost: list[str] | None = None
     peak_mib: float = float("nan")
 
@@ -113,17 +122,10 @@ def rounds_after(log_path: Path, since: float, rounds: int, round_s: float) -> l
         starts = round_starts(log_path)
         later = [s for s in starts if s[0] > since]
         return starts if len(later) >= rounds else None
-    starts = wait_until(after, 20 * round_s + 600, f"{rounds} rounds after an event")
+    starts = wait_until(after, 20 * round_s + 600, f"{rounds} rounds after an event",
+                        every=POLL_S)
     first = next(i for i, s in enumerate(starts) if s[0] > since)
     return starts[max(first - 1, 0):first + rounds]
-
-
-def settle(event: Event, window: list, since: float) -> None:
-    """The round figures of ``event`` from ``window`` (the last round before it, then the
-    rounds after)."""
-    event.next_round_s = window[1][0] - since
-    event.worst_gap_s = max(b[0] - a[0] for a, b in itertools.pairwise(window))
-    event.busy = " / ".join(f"{s[2]:,} of {s[3]:,}" for s in (window[0], window[1], window[-1]))
 
 
 def run(gpus: int, jobs: int, args) -> list[Event]:
@@ -138,59 +140,16 @@ def run(gpus: int, jobs: int, args) -> list[Event]:
         procs = [hollow_proc(cluster, args, i, n, t, root) for i, (n, t) in enumerate(racks)]
         client = pb_grpc.ClientToSchedulerStub(cluster.chan)
         wait_until(lambda: len(alive_servers(client)) == servers, 600,
-                   f"{servers} hollow workers")
+                   f"{servers} hollow workers", every=POLL_S)
         submit_all(cluster, jobs, args.total_steps)
         print(f"  {gpus} GPUs, {jobs} jobs submitted; {args.warmup} warm-up rounds",
               file=sys.stderr, flush=True)
         rounds_after(log_path, time.time(), args.warmup, args.round_seconds)
 
-        # a rack lost
-        k = len(racks) - 1
-        addresses = rack_addresses(procs[k])
-        rack = {w.id for w in client.Status(SERVERS_ONLY, timeout=60).workers
-                if w.address in addresses}
-        before = durable(client)
-        event = Event("rack lost")
-        began = time.time()
-        kill_tree(procs[k].pid)
-        procs[k].wait()
-        failed = wait_until(lambda: _failed_after(log_path, began, len(rack)), 600,
-                            "the rack's servers failed")
-        event.servers = f"{len(rack)} failed, the last {failed - began:.1f} s after"
-        settle(event, rounds_after(log_path, began, args.rounds, args.round_seconds), began)
-        event.lost = lost_jobs(before, durable(client))
-        events.append(event)
-        print(f"  {event.name}: {event.servers}", file=sys.stderr, flush=True)
-
-        # the rack back
-        before = durable(client)
-        event = Event("rack back")
-        began = time.time()
-        procs[k] = hollow_proc(cluster, args, k, *racks[k], root)
-        wait_until(lambda: len(alive_servers(client)) == servers, 600, "the rack back")
-        event.servers = f"{len(rack)} registered, the last {time.time() - began:.1f} s after"
-        settle(event, rounds_after(log_path, began, args.rounds, args.round_seconds), began)
-        event.lost = lost_jobs(before, durable(client))
-        events.append(event)
-        print(f"  {event.name}: {event.servers}", file=sys.stderr, flush=True)
-
-        # the scheduler restarted
-        before = durable(client)
-        event = Event("scheduler restarted")
-        began = time.time()
-        cluster.kill9_scheduler()
-        started = time.time()
-        cluster.start_scheduler(timeout=600)
-        event.serving_s = time.time() - started
-        client = pb_grpc.ClientToSchedulerStub(cluster.chan)
-        wait_until(lambda: len(alive_servers(client)) == servers, 600,
-                   "every server registered again")
-        event.servers = f"{servers} registered, the last {time.time() - began:.1f} s after"
-        settle(event, rounds_after(log_path, began, args.rounds, args.round_seconds), began)
-        event.lost = lost_jobs(before, durable(client))
-        event.peak_mib = peak_rss_mib(cluster.scheduler.pid)
-        events.append(event)
-        print(f"  {event.name}: {event.servers}", file=sys.stderr, flush=True)
+        if "rack" in args.events:
+            events += _rack_events(cluster, client, procs, racks, args)
+        if "restart" in args.events:
+            events.append(_restart_event(cluster, servers, args))
     finally:
         for proc in procs:
             kill_tree(proc.pid)
@@ -203,12 +162,80 @@ def run(gpus: int, jobs: int, args) -> list[Event]:
     return events
 
 
-def _failed_after(log_path: Path, since: float, count: int) -> float | None:
-    """When the ``count``-th server failed for missed heartbeats after ``since`` (Unix
-    time), per the scheduler's log; None before."""
-    stamps = [stamp(m[1]) for m in FAILED_LINE.finditer(log_path.read_text(errors="replace"))]
-    later = sorted(s for s in stamps if s > since)
-    return later[count - 1] if len(later) >= count else None
+def _rack_events(cluster, client, procs: list, racks: list, args) -> list[Event]:
+    """A rack lost, then back: ``procs[-1]`` killed, then started again in its place."""
+    root, log_path = cluster.root, cluster.root / "scheduler.log"
+    servers, k = sum(n for n, _ in racks), len(racks) - 1
+    addresses = rack_addresses(procs[k])
+    rack = {int(w.id) for w in client.Status(SERVERS_ONLY, timeout=60).workers
+            if w.address in addresses}
+    before = durable(client)
+    lost = Event("rack lost")
+    began = time.time()
+    kill_tree(procs[k].pid)
+    procs[k].wait()
+    failed = wait_until(lambda: _failed_after(log_path, began, rack), 600,
+                        "the rack's servers failed", every=POLL_S)
+    lost.servers = f"{len(rack)} failed, the last {failed - began:.1f} s after"
+    _settle(lost, log_path, began, args, before, client, rack)
+
+    before = durable(client)
+    back = Event("rack back")
+    began = time.time()
+    procs[k] = hollow_proc(cluster, args, k, *racks[k], root)
+    wait_until(lambda: len(alive_servers(client)) == servers, 600, "the rack back",
+               every=POLL_S)
+    back.servers = f"{len(rack)} registered, the last {time.time() - began:.1f} s after"
+    _settle(back, log_path, began, args, before, client)
+    return [lost, back]
+
+
+def _restart_event(cluster, servers: int, args) -> Event:
+    """The scheduler killed (SIGKILL) and started again on its state directory."""
+    log_path = cluster.root / "scheduler.log"
+    before = durable(pb_grpc.ClientToSchedulerStub(cluster.chan))
+    event = Event("scheduler restarted")
+    began = time.time()
+    cluster.kill9_scheduler()
+    started = time.time()
+    cluster.start_scheduler(timeout=600)
+    event.serving_s = time.time() - started
+    client = pb_grpc.ClientToSchedulerStub(cluster.chan)
+    wait_until(lambda: len(alive_servers(client)) == servers, 600,
+               "every server registered again", every=POLL_S)
+    event.servers = f"{servers} registered, the last {time.time() - began:.1f} s after"
+    _settle(event, log_path, began, args, before, client)
+    event.peak_mib = peak_rss_mib(cluster.scheduler.pid)
+    return event
+
+
+def _settle(event: Event, log_path: Path, began: float, args, before, client,
+            expected: set[int] = frozenset()) -> None:
+    """``event``'s round figures over the ``--rounds`` rounds after it, the servers failed
+    in them that were not ``expected`` to be, and the jobs lost against ``before``."""
+    window = rounds_after(log_path, began, args.rounds, args.round_seconds)
+    event.next_round_s = window[1][0] - began
+    event.worst_gap_s = max(b[0] - a[0] for a, b in itertools.pairwise(window))
+    event.busy = " / ".join(f"{s[2]:,} of {s[3]:,}" for s in (window[0], window[1], window[-1]))
+    event.wrongly_failed = sum(server not in expected
+                               for server, _ in _failures(log_path, began, window[-1][0]))
+    event.lost = lost_jobs(before, durable(client))
+    print(f"  {event.name}: {event.servers}", file=sys.stderr, flush=True)
+
+
+def _failures(log_path: Path, since: float, until: float = math.inf) -> list[tuple[int, float]]:
+    """(server, when) of each server failed for missed heartbeats between ``since`` and
+    ``until`` (Unix times), per the scheduler's log."""
+    return [(int(m["server"]), stamp(m[1]))
+            for m in FAILED_LINE.finditer(log_path.read_text(errors="replace"))
+            if since < stamp(m[1]) <= until]
+
+
+def _failed_after(log_path: Path, since: float, rack: set[int]) -> float | None:
+    """When the last server of ``rack`` failed for missed heartbeats after ``since``;
+    None while one of them has not."""
+    when = {server: at for server, at in _failures(log_path, since) if server in rack}
+    return max(when.values()) if len(when) == len(rack) else None
 
 
 def main() -> int:
@@ -232,8 +259,13 @@ def main() -> int:
     parser.add_argument("--policy-option", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--gil-switch-ms", type=float, default=GIL_SWITCH_MS)
     parser.add_argument("--eta", action="store_true", help="keep the ETA forecasts on")
+    parser.add_argument("--events", default="rack,restart",
+                        help="which events, in this order: rack (lost, then back), restart")
     parser.add_argument("--keep", action="store_true", help="keep the logs and state")
     args = parser.parse_args()
+    args.events = args.events.split(",")
+    if not args.events or set(args.events) - {"rack", "restart"}:
+        parser.error(f"--events {','.join(args.events)}: rack, restart or both")
     sizes = [int(g) for g in args.gpus.split(",")]
     queues = [int(j) for j in args.jobs.split(",")]
     if any(g <= 0 or g % args.gpus_per_server for g in sizes):
@@ -251,17 +283,18 @@ def main() -> int:
           f"processes (a rack: 1 of them), hollow jobs at {args.emulation_speed:g}x")
     print()
     print("| GPUs | jobs | event | servers | serving | next round | worst round gap | GPUs busy "
-          "of alive: before / first round / last | jobs lost | scheduler peak RSS |")
-    print("|---" * 10 + "|", flush=True)
+          "of alive: before / first round / last | alive servers failed | jobs lost | "
+          "scheduler peak RSS |")
+    print("|---" * 11 + "|", flush=True)
     bad = 0
     for gpus, jobs in itertools.product(sizes, queues):
         for e in run(gpus, jobs, args):
-            bad += len(e.lost)
+            bad += len(e.lost) + e.wrongly_failed
             serving = "-" if e.serving_s is None else f"{e.serving_s:.1f} s"
             rss = "-" if e.peak_mib != e.peak_mib else f"{e.peak_mib:,.0f} MiB"
             print(f"| {gpus:,} | {jobs:,} | {e.name} | {e.servers} | {serving} | "
                   f"{e.next_round_s:.1f} s | {e.worst_gap_s:.2f} s | {e.busy} | "
-                  f"{len(e.lost)} | {rss} |", flush=True)
+                  f"{e.wrongly_failed} | {len(e.lost)} | {rss} |", flush=True)
             for what in e.lost[:10]:
                 print(f"  lost: {what}", file=sys.stderr)
     print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")

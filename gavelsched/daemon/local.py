@@ -47,8 +47,9 @@ def subprocess_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": path}
 
 
-def wait_until(predicate: Callable[[], object], timeout: float, what: str) -> object:
-    """Poll ``predicate`` every 0.2 s until it returns something true."""
+def wait_until(predicate: Callable[[], object], timeout: float, what: str, *,
+               every: float = 0.2) -> object:
+    """Poll ``predicate`` every ``every`` seconds until it returns something true."""
     deadline = time.monotonic() + timeout
     while True:
         got = predicate()
@@ -56,7 +57,7 @@ def wait_until(predicate: Callable[[], object], timeout: float, what: str) -> ob
             return got
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.2)
+        time.sleep(every)
 
 
 def _last_line(path: Path) -> str:

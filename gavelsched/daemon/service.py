@@ -234,14 +234,18 @@ class WorkerService(pb_grpc.WorkerToSchedulerServicer):
 
     def RegisterWorker(self, request, context):
         self.callers.daemon(context)
-        mono = time.monotonic()
         try:
             checks.text(request.worker_type, "worker_type", empty=False)
             checks.integer(request.gpus, "gpus", low=1, high=MAX_GPUS_PER_SERVER)
             checks.text(request.address, "address")
             checks.text(request.hostname, "hostname")
             profile = worker_profile(request)
-            return self.x.call(lambda: self.x.roster.register(request, mono, profile))
+            # The server's silence counts from when its registration takes effect, not from
+            # the call's arrival: its worker sends no heartbeat before the answer. A
+            # registration that waited seconds behind a restarted scheduler's burst of
+            # fleet calls was failed as silent at once (2,048 GPUs x 50,000 jobs, issue #30).
+            return self.x.call(lambda: self.x.roster.register(request, time.monotonic(),
+                                                              profile))
         except ValueError as err:   # BadValue, TraceError, or the executor's own refusal
             _abort_on(context, err)
 

@@ -311,6 +311,31 @@ def test_a_worker_whose_heartbeats_could_not_be_served_is_not_failed(tmp_path):
         daemon.stop()
 
 
+def test_a_registration_that_waited_on_the_executor_counts_silence_from_its_answer(tmp_path):
+    """A restarted scheduler at 50,000 jobs had its executor busy with a burst of short
+    fleet events (none long enough to be excused as a stall); a registration queued
+    behind them took effect seconds after it arrived, and its server was failed as silent
+    before its worker could send a heartbeat. Silence counts from the answer."""
+    from gavelsched.daemon.inbox import FLEET
+
+    daemon = _daemon(tmp_path)
+    try:
+        stub = pb_grpc.WorkerToSchedulerStub(channel(f"127.0.0.1:{daemon.port}"))
+        _register(stub)             # (a cluster of one server is not taken as deaf)
+        step = 0.75 * HEARTBEAT_S   # each event shorter than a heartbeat: no stall excused
+        burst = [daemon.executor.post(lambda: time.sleep(step), lane=FLEET)
+                 for _ in range(round(6 * daemon.executor.health.limit / step))]
+        began = time.monotonic()
+        server = _register(stub)    # queued behind the burst, in its lane
+        assert time.monotonic() - began > 2 * daemon.executor.health.limit
+        assert all(event.done() for event in burst)
+        time.sleep(HEARTBEAT_S / 2)                 # a tick or more; no heartbeat yet
+        assert daemon.executor.health.alive(server)
+        assert stub.Heartbeat(pb.HeartbeatRequest(server_id=server), timeout=30).known
+    finally:
+        daemon.stop()
+
+
 def test_a_silent_server_is_still_failed(tmp_path):
     daemon = _daemon(tmp_path)
     try:
