@@ -41,6 +41,7 @@ import argparse
 import itertools
 import math
 import os
+import re
 import shutil
 import signal
 import sys
@@ -53,12 +54,14 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from daemon_scale import (FAILED_LINE, hollow_proc, hollow_racks, machine,  # noqa: E402
                           peak_rss_mib, policy_options, round_starts, scale_cluster, stamp,
-                          submit_all)
+                          STAMP, submit_all)
 
 from gavelsched.daemon.config import GIL_SWITCH_MS  # noqa: E402
 from gavelsched.daemon.local import kill_tree, wait_until  # noqa: E402
 from gavelsched.rpc import pb, pb_grpc  # noqa: E402
 
+REGISTERED_LINE = re.compile(STAMP + r" INFO gavelsched\.daemon\.servers: worker "
+                             r"(?P<server>\d+) \(.*\) at \S+ registered$", re.M)
 # How often the servers (a Status each) and the scheduler's log are read.
 POLL_S = 1.0
 # A Status that carries the servers and no job (no job is ever cancelled here): cheap to
@@ -165,7 +168,7 @@ def run(gpus: int, jobs: int, args) -> list[Event]:
 def _rack_events(cluster, client, procs: list, racks: list, args) -> list[Event]:
     """A rack lost, then back: ``procs[-1]`` killed, then started again in its place."""
     root, log_path = cluster.root, cluster.root / "scheduler.log"
-    servers, k = sum(n for n, _ in racks), len(racks) - 1
+    k = len(racks) - 1
     addresses = rack_addresses(procs[k])
     rack = {int(w.id) for w in client.Status(SERVERS_ONLY, timeout=60).workers
             if w.address in addresses}
@@ -183,9 +186,9 @@ def _rack_events(cluster, client, procs: list, racks: list, args) -> list[Event]
     back = Event("rack back")
     began = time.time()
     procs[k] = hollow_proc(cluster, args, k, *racks[k], root)
-    wait_until(lambda: len(alive_servers(client)) == servers, 600, "the rack back",
-               every=POLL_S)
-    back.servers = f"{len(rack)} registered, the last {time.time() - began:.1f} s after"
+    last = wait_until(lambda: _registered_after(log_path, began, rack), 600, "the rack back",
+                      every=POLL_S)
+    back.servers = f"{len(rack)} registered, the last {last - began:.1f} s after"
     _settle(back, log_path, began, args, before, client)
     return [lost, back]
 
@@ -201,9 +204,9 @@ def _restart_event(cluster, servers: int, args) -> Event:
     cluster.start_scheduler(timeout=600)
     event.serving_s = time.time() - started
     client = pb_grpc.ClientToSchedulerStub(cluster.chan)
-    wait_until(lambda: len(alive_servers(client)) == servers, 600,
-               "every server registered again", every=POLL_S)
-    event.servers = f"{servers} registered, the last {time.time() - began:.1f} s after"
+    last = wait_until(lambda: _registered_after(log_path, began, set(range(servers))), 600,
+                      "every server registered again", every=POLL_S)
+    event.servers = f"{servers} registered, the last {last - began:.1f} s after"
     _settle(event, log_path, began, args, before, client)
     event.peak_mib = peak_rss_mib(cluster.scheduler.pid)
     return event
@@ -229,6 +232,15 @@ def _failures(log_path: Path, since: float, until: float = math.inf) -> list[tup
     return [(int(m["server"]), stamp(m[1]))
             for m in FAILED_LINE.finditer(log_path.read_text(errors="replace"))
             if since < stamp(m[1]) <= until]
+
+
+def _registered_after(log_path: Path, since: float, servers: set[int]) -> float | None:
+    """When the last of ``servers`` registered after ``since`` (Unix time), per the
+    scheduler's log; None while one of them has not."""
+    when = {int(m["server"]): stamp(m[1])
+            for m in REGISTERED_LINE.finditer(log_path.read_text(errors="replace"))
+            if stamp(m[1]) > since and int(m["server"]) in servers}
+    return max(when.values()) if len(when) == len(servers) else None
 
 
 def _failed_after(log_path: Path, since: float, rack: set[int]) -> float | None:
