@@ -52,9 +52,9 @@ from pathlib import Path
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from daemon_scale import (FAILED_LINE, hollow_proc, hollow_racks, machine,  # noqa: E402
-                          peak_rss_mib, policy_options, round_starts, scale_cluster, stamp,
-                          STAMP, submit_all)
+from daemon_scale import (FAILED_LINE, STAMP, hollow_proc, hollow_racks,  # noqa: E402
+                          machine, peak_rss_mib, policy_options, round_starts, scale_cluster,
+                          stamp, submit_all)
 
 from gavelsched.daemon.config import GIL_SWITCH_MS  # noqa: E402
 from gavelsched.daemon.local import kill_tree, wait_until  # noqa: E402
@@ -104,6 +104,7 @@ def lost_jobs(before: dict[str, tuple[str, int]], after: dict[str, tuple[str, in
 
 
 def alive_servers(client) -> set[str]:
+    """The ids of the servers ``Status`` shows alive (none while it does not answer)."""
     try:
         reply = client.Status(SERVERS_ONLY, timeout=60)
     except Exception:       # (a scheduler starting, or too busy to answer in time)

@@ -76,6 +76,11 @@ INIT_RETRY_S = 30.0
 # the first to the last, each drawn at 50-150%: thousands of runs that start together, as
 # a round's do, must not all come back at the same instant (issue #30, 4,096 GPUs).
 INIT_PAUSES_S = (0.5, 4.0)
+# A RenewLease that did not reach the scheduler, or found it too busy to take it (``BUSY``),
+# is asked again after a pause drawn from this range while the lease lasts: read as "not
+# renewed", it ended a run the plan kept, which then paid a restart (issue #30: at 2,048 GPUs
+# a round's renewals were refused by the hundred while every seat was taken).
+RENEW_PAUSE_S = (0.1, 0.4)
 SYNC_INTERVAL_S = 0.25   # target seconds between the ranks' agreement all-reduces
 CHECK_INTERVAL_S = 0.02  # the same for one process: how late a time limit may be noticed
 
@@ -122,6 +127,12 @@ class Pacer:
             return due - now
         self._origin = (now - 1.0 / self.pace, steps)   # late: this step is due now
         return 0.0
+
+
+# What ``_SchedulerClient.renewed`` gives for a RenewLease that did not reach the scheduler,
+# or found it too busy (the codes of ``ASK_AGAIN``: both fail fast).
+UNREACHED_REPLY = object()
+ASK_AGAIN = frozenset({"UNAVAILABLE", "CANCELLED"})
 
 
 class _SchedulerClient:
@@ -172,15 +183,20 @@ class _SchedulerClient:
 
     @staticmethod
     def renewed(future: Any) -> Any | None:
-        """The lease a renewal future brought (waits for it); None when the call failed."""
+        """The lease a renewal future brought (waits for it); ``UNREACHED_REPLY`` when the
+        call did not reach the scheduler or found it too busy to take it (it fails fast,
+        and may be asked again); None when it failed otherwise (refused, or no answer in
+        ``RPC_TIMEOUT_S``)."""
         import grpc
 
         try:
             return future.result().lease
         except grpc.RpcError as err:
-            log.warning("RenewLease failed (%s); treating the lease as not renewed",
-                        err.code().name)
-            return None
+            again = err.code().name in ASK_AGAIN
+            log.warning("RenewLease failed (%s); %s", err.code().name,
+                        "the scheduler was not reached, or too busy to take it" if again
+                        else "treating the lease as not renewed")
+            return UNREACHED_REPLY if again else None
 
     def report(self, round_: int, steps: int, seconds: float,
                lease_start_s: float) -> bool | None:
@@ -306,6 +322,7 @@ class GavelIterator:
         self._pending: LeaseTerms | None = None
         self._renewal: Any = None       # rank 0's RenewLease in flight
         self._asked = False
+        self._ask_again_at = 0.0        # a renewal not reached is asked again from then on
         self._save_s = 0.0
         self._next_sync = self.steps
         self._sync_k = 1
@@ -381,6 +398,21 @@ class GavelIterator:
         by_steps = (self.steps - s0) / span if span > 0 else 1.0
         return max(by_time, by_steps)
 
+    def _renewal_reply(self, at_end: bool, round_: int, now: float) -> Any | None:
+        """The lease the renewal in flight brought (waited for: only at the lease's end), or
+        None. One the scheduler did not take (``UNREACHED_REPLY``) is asked again: at the
+        lease's end at once, and waited for; before it, after ``RENEW_PAUSE_S``."""
+        reply = self._client.renewed(self._renewal)
+        self._renewal = None
+        if reply is not UNREACHED_REPLY:
+            return reply
+        if at_end:
+            reply = self._client.renewed(self._client.renew(round_, self.steps, now))
+            return None if reply is UNREACHED_REPLY else reply
+        self._asked = False
+        self._ask_again_at = now + random.uniform(*RENEW_PAUSE_S)
+        return None
+
     def _sync_point(self) -> None:
         """Decide, identically on every rank, whether the lease ends at this step."""
         now = self._clock()
@@ -392,13 +424,12 @@ class GavelIterator:
         time_up = now + margin >= lease.max_seconds
         at_end = time_up or self.steps >= lease.max_steps or self.steps >= self.total_steps
         if ctx.rank == 0 and self.steps < self.total_steps:
-            if self._renewal is None and not self._asked and (
-                    at_end or self._lease_fraction(now) >= self._renew_at):
+            if self._renewal is None and not self._asked and (at_end or (
+                    now >= self._ask_again_at and self._lease_fraction(now) >= self._renew_at)):
                 self._asked = True
                 self._renewal = self._client.renew(lease.round, self.steps, now)
             if self._renewal is not None and (at_end or self._renewal.done()):
-                reply = self._client.renewed(self._renewal)   # waits only at the end
-                self._renewal = None
+                reply = self._renewal_reply(at_end, lease.round, now)
                 # An extension must be for a later round and reach past this point; the
                 # lease this process already holds, sent again, is not one.
                 if reply is not None and reply.extended and reply.round > lease.round:

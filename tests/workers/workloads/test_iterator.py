@@ -263,3 +263,45 @@ def test_an_initjob_the_transport_cancelled_is_tried_again_not_the_job_failed(tm
         sched.stop()
     assert sched.dropped == ["j1"] and len(sched.log.inits) == 1   # then answered
     assert it.finished and sched.jobs["j1"].steps_done == 3
+
+
+def test_a_renewal_the_scheduler_was_too_busy_to_take_is_asked_again(tmp_path):
+    # issue #30: at 2,048 GPUs a round's RenewLeases were refused by the hundred while every
+    # seat for fleet calls was taken (UNAVAILABLE, "busy"); each was read as "not renewed"
+    # and ended a run the plan kept. Asked again, the lease is extended: no restart.
+    import grpc
+
+    from gavelsched.rpc.codes import BUSY
+
+    class BusyOnce(FakeScheduler):
+        refused: list[int] = []
+
+        def RenewLease(self, request, context):
+            if not self.refused:
+                self.refused.append(request.round)
+                context.abort(grpc.StatusCode.UNAVAILABLE, f"{BUSY}: try again")
+            return super().RenewLease(request, context)
+
+    def renew(request):
+        if request.round == 0:
+            return pb.Lease(max_steps=200, max_seconds=LEASE_S, round=1, extended=True)
+        return pb.Lease(round=request.round)
+
+    sched = BusyOnce()
+    sched.start()
+    try:
+        sched.jobs["j1"] = FakeJob(total_steps=1000, renew=renew, lease=lambda job, rank: pb.Lease(
+            max_steps=100, max_seconds=LEASE_S, round=0))
+        saver = Saver()
+        it = GavelIterator(range(1000), None, saver.load, saver.save,
+                           env=job_env(sched, tmp_path))
+        epochs = 0
+        while not it.done:
+            epochs += 1
+            for item in it:
+                saver.seen.append(item)
+    finally:
+        sched.stop()
+    assert sched.refused == [0]                     # refused once
+    assert epochs == 1 and it.steps == 200          # extended after the refusal, no restart
+    assert [r.round for r in sched.log.renewals] == [0, 1]     # the refused one, asked again
