@@ -393,21 +393,21 @@ def later(row: Row) -> str:
     return f"{statistics.mean(row.saved):,.0f} / {statistics.mean(row.refills):,.0f}{last}"
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--gpus", default="512,1024,2048",
+def fleet_arguments(parser: argparse.ArgumentParser, *, gpus: str, rounds: int,
+                    rounds_help: str, hollow_procs: int, hollow_procs_help: str) -> None:
+    """The flags of the cluster, its hollow fleet and its jobs (here and in
+    ``scale_faults.py``, with their own defaults for the four that differ)."""
+    parser.add_argument("--gpus", default=gpus,
                         help="cluster sizes (comma list), multiples of --gpus-per-server")
     parser.add_argument("--jobs", default="20000,50000", help="queue sizes (comma list)")
-    parser.add_argument("--rounds", type=int, default=6, help="rounds measured per size")
+    parser.add_argument("--rounds", type=int, default=rounds, help=rounds_help)
     parser.add_argument("--warmup", type=int, default=2,
                         help="rounds after the submission before measuring")
     parser.add_argument("--round-seconds", type=float, default=30.0)
     parser.add_argument("--heartbeat-seconds", type=float, default=2.0)
     parser.add_argument("--gpus-per-server", type=int, default=8)
-    parser.add_argument("--hollow-procs", type=int, default=0,
-                        help="processes the hollow workers share (0: one per 32 servers; one "
-                             "of 128 servers fell behind its heartbeats at 1,024 GPUs)")
+    parser.add_argument("--hollow-procs", type=int, default=hollow_procs,
+                        help=hollow_procs_help)
     parser.add_argument("--hollow-nice", type=int, default=0,
                         help="the hollow processes' niceness (on a machine of one's own, 10 "
                              "puts the scheduler first, as if the workers were elsewhere; on "
@@ -424,7 +424,11 @@ def main() -> int:
                              "gil_switch_ms; Python's default is 5)")
     parser.add_argument("--eta", action="store_true", help="keep the ETA forecasts on")
     parser.add_argument("--keep", action="store_true", help="keep the logs and state")
-    args = parser.parse_args()
+
+
+def fleet_sizes(parser: argparse.ArgumentParser, args) -> list[tuple[int, int]]:
+    """The (GPUs, jobs) pairs ``args`` name, checked (``parser.error`` on a bad one); sets
+    ``args.policy_options``."""
     sizes = [int(g) for g in args.gpus.split(",")]
     queues = [int(j) for j in args.jobs.split(",")]
     if any(g <= 0 or g % args.gpus_per_server for g in sizes):
@@ -432,9 +436,21 @@ def main() -> int:
                      f"({args.gpus_per_server})")
     if any(j <= 0 for j in queues) or args.rounds < 1 or args.warmup < 0:
         parser.error("--jobs, --rounds must be positive and --warmup not negative")
+    args.policy_options = policy_options(args.policy_option)
+    return list(itertools.product(sizes, queues))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    fleet_arguments(parser, gpus="512,1024,2048", rounds=6, rounds_help="rounds measured per size",
+                    hollow_procs=0, hollow_procs_help="processes the hollow workers share (0: "
+                    "one per 32 servers; one of 128 servers fell behind its heartbeats at "
+                    "1,024 GPUs)")
+    args = parser.parse_args()
+    pairs = fleet_sizes(parser, args)
     # a SIGTERM ends the run through the ``finally`` that stops the daemons it started
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped by SIGTERM"))
-    args.policy_options = policy_options(args.policy_option)
     options = "".join(f" {k}={v}" for k, v in args.policy_options.items())
     print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f} at the start; "
           f"{args.policy}{options}, {args.round_seconds:g} s rounds, {args.rounds} rounds measured "
@@ -451,7 +467,7 @@ def main() -> int:
           "peak RSS | Status all / active | status --json | dashboard / api | RPCs/s (top 3) "
           "| hollow CPU |")
     print("|---" * 18 + "|", flush=True)
-    for gpus, jobs in itertools.product(sizes, queues):
+    for gpus, jobs in pairs:
         try:
             r = measure(gpus, jobs, args)      # each row as soon as it is measured
         except TimeoutError as err:            # (it stopped keeping its rounds)

@@ -52,11 +52,10 @@ from pathlib import Path
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from daemon_scale import (FAILED_LINE, STAMP, hollow_proc, hollow_racks,  # noqa: E402
-                          machine, peak_rss_mib, policy_options, round_starts, scale_cluster,
-                          stamp, submit_all)
+from daemon_scale import (FAILED_LINE, STAMP, fleet_arguments, fleet_sizes,  # noqa: E402
+                          hollow_proc, hollow_racks, machine, peak_rss_mib, round_starts,
+                          scale_cluster, stamp, submit_all)
 
-from gavelsched.daemon.config import GIL_SWITCH_MS  # noqa: E402
 from gavelsched.daemon.local import kill_tree, wait_until  # noqa: E402
 from gavelsched.rpc import pb, pb_grpc  # noqa: E402
 
@@ -254,42 +253,22 @@ def _failed_after(log_path: Path, since: float, rack: set[int]) -> float | None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--gpus", default="2048",
-                        help="cluster sizes (comma list), multiples of --gpus-per-server")
-    parser.add_argument("--jobs", default="20000,50000", help="queue sizes (comma list)")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds measured per event")
-    parser.add_argument("--warmup", type=int, default=2,
-                        help="rounds after the submission before the first event")
-    parser.add_argument("--round-seconds", type=float, default=30.0)
-    parser.add_argument("--heartbeat-seconds", type=float, default=2.0)
-    parser.add_argument("--gpus-per-server", type=int, default=8)
-    parser.add_argument("--hollow-procs", type=int, default=8,
-                        help="processes the hollow workers share: the last is the rack lost")
-    parser.add_argument("--hollow-nice", type=int, default=0)
-    parser.add_argument("--emulation-speed", type=float, default=0.05)
-    parser.add_argument("--total-steps", type=int, default=10**9)
-    parser.add_argument("--policy", default="max_min_fairness_perf")
-    parser.add_argument("--policy-option", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--gil-switch-ms", type=float, default=GIL_SWITCH_MS)
-    parser.add_argument("--eta", action="store_true", help="keep the ETA forecasts on")
+    fleet_arguments(parser, gpus="2048", rounds=3, rounds_help="rounds measured per event",
+                    hollow_procs=8, hollow_procs_help="processes the hollow workers share: the "
+                    "last is the rack lost")
     parser.add_argument("--events", default="rack,restart",
                         help="which events, in this order: rack (lost, then back), restart")
-    parser.add_argument("--keep", action="store_true", help="keep the logs and state")
     args = parser.parse_args()
     args.events = args.events.split(",")
     if not args.events or set(args.events) - {"rack", "restart"}:
         parser.error(f"--events {','.join(args.events)}: rack, restart or both")
-    sizes = [int(g) for g in args.gpus.split(",")]
-    queues = [int(j) for j in args.jobs.split(",")]
-    if any(g <= 0 or g % args.gpus_per_server for g in sizes):
-        parser.error(f"--gpus {args.gpus}: each a positive multiple of --gpus-per-server")
+    pairs = fleet_sizes(parser, args)
     if args.hollow_procs < 2 or any(g // args.gpus_per_server < args.hollow_procs
-                                    for g in sizes):
+                                    for g, _ in pairs):
         parser.error("--hollow-procs: at least 2, and at most one per server")
-    if any(j <= 0 for j in queues) or args.rounds < 2 or args.warmup < 1:
-        parser.error("--jobs must be positive, --rounds at least 2, --warmup at least 1")
+    if args.rounds < 2 or args.warmup < 1:
+        parser.error("--rounds must be at least 2, --warmup at least 1")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped by SIGTERM"))
-    args.policy_options = policy_options(args.policy_option)
     print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f} at the start; "
           f"{args.policy}, {args.round_seconds:g} s rounds, {args.rounds} rounds after each "
           f"event, heartbeats {args.heartbeat_seconds:g} s, {args.hollow_procs} hollow "
@@ -300,7 +279,7 @@ def main() -> int:
           "scheduler peak RSS |")
     print("|---" * 11 + "|", flush=True)
     bad = 0
-    for gpus, jobs in itertools.product(sizes, queues):
+    for gpus, jobs in pairs:
         for e in run(gpus, jobs, args):
             bad += len(e.lost) + e.wrongly_failed
             serving = "-" if e.serving_s is None else f"{e.serving_s:.1f} s"
