@@ -324,7 +324,7 @@ def test_a_registration_that_waited_on_the_executor_counts_silence_from_its_answ
         _register(stub)             # (a cluster of one server is not taken as deaf)
         step = 0.75 * HEARTBEAT_S   # each event shorter than a heartbeat: no stall excused
         burst = [daemon.executor.post(lambda: time.sleep(step), lane=FLEET)
-                 for _ in range(round(6 * daemon.executor.health.limit / step))]
+                 for _ in range(round(3 * daemon.executor.health.limit / step))]
         began = time.monotonic()
         server = _register(stub)    # queued behind the burst, in its lane
         assert time.monotonic() - began > 2 * daemon.executor.health.limit
