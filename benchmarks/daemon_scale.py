@@ -250,6 +250,18 @@ def hollow_proc(cluster: LocalCluster, args, i: int, servers: int, types: str,
             stdout=log, stderr=subprocess.STDOUT, env=subprocess_env())
 
 
+def tear_down(cluster: LocalCluster, hollow: list, keep: bool) -> None:
+    """Stop the hollow processes and the cluster; remove its directory unless ``keep``."""
+    for proc in hollow:
+        kill_tree(proc.pid)
+        proc.wait()
+    cluster.stop()
+    if keep:
+        print(f"  kept {cluster.root}", file=sys.stderr)
+    else:
+        shutil.rmtree(cluster.root, ignore_errors=True)
+
+
 def scale_cluster(gpus: int, args, prefix: str = "gavel-scale-") -> LocalCluster:
     """The scheduler's cluster (not started) in a fresh directory (in /dev/shm where there
     is one), its metrics and dashboard on free loopback ports, as ``args`` say."""
@@ -349,14 +361,7 @@ def measure(gpus: int, jobs: int, args) -> Row:
         row.failed = sum(measured[0][0] <= stamp(m[1]) <= measured[-1][0]
                          for m in FAILED_LINE.finditer(text))
     finally:
-        for proc in hollow:
-            kill_tree(proc.pid)
-            proc.wait()
-        cluster.stop()
-        if args.keep:
-            print(f"  kept {root}", file=sys.stderr)
-        else:
-            shutil.rmtree(root, ignore_errors=True)
+        tear_down(cluster, hollow, args.keep)
     return row
 
 

@@ -42,7 +42,6 @@ import itertools
 import math
 import os
 import re
-import shutil
 import signal
 import sys
 import time
@@ -54,7 +53,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from daemon_scale import (FAILED_LINE, STAMP, fleet_arguments, fleet_sizes,  # noqa: E402
                           hollow_proc, hollow_racks, machine, peak_rss_mib, round_starts,
-                          scale_cluster, stamp, submit_all)
+                          scale_cluster, stamp, submit_all, tear_down)
 
 from gavelsched.daemon.local import kill_tree, wait_until  # noqa: E402
 from gavelsched.rpc import pb, pb_grpc  # noqa: E402
@@ -154,14 +153,7 @@ def run(gpus: int, jobs: int, args) -> list[Event]:
         if "restart" in args.events:
             events.append(_restart_event(cluster, servers, args))
     finally:
-        for proc in procs:
-            kill_tree(proc.pid)
-            proc.wait()
-        cluster.stop()
-        if args.keep:
-            print(f"  kept {root}", file=sys.stderr)
-        else:
-            shutil.rmtree(root, ignore_errors=True)
+        tear_down(cluster, procs, args.keep)
     return events
 
 

@@ -76,11 +76,15 @@ INIT_RETRY_S = 30.0
 # the first to the last, each drawn at 50-150%: thousands of runs that start together, as
 # a round's do, must not all come back at the same instant (issue #30, 4,096 GPUs).
 INIT_PAUSES_S = (0.5, 4.0)
-# A RenewLease that did not reach the scheduler, or found it too busy to take it (``BUSY``),
-# is asked again after a pause drawn from this range while the lease lasts: read as "not
-# renewed", it ended a run the plan kept, which then paid a restart (issue #30: at 2,048 GPUs
-# a round's renewals were refused by the hundred while every seat was taken).
-RENEW_PAUSE_S = (0.1, 0.4)
+# A RenewLease that the scheduler was too busy to take (UNAVAILABLE, ``BUSY``: every seat
+# for fleet calls taken) is asked again while the lease lasts, after a pause that doubles
+# from the first to the last, each drawn at 50-150% (as ``INIT_PAUSES_S``: a burst of
+# refused renewals must not come back as a burst). Read as "not renewed", it ended a run the
+# plan kept, which then paid a restart (issue #30: at 2,048 GPUs a round's renewals were
+# refused by the hundred). A scheduler not reached at all (down, restarting) is not asked
+# again: every run's renewals at once, each few tenths of a second, met a restarting
+# scheduler at 50,000 jobs, and 41 live servers' heartbeats waited behind them too long.
+RENEW_PAUSES_S = (0.25, 1.0)
 SYNC_INTERVAL_S = 0.25   # target seconds between the ranks' agreement all-reduces
 CHECK_INTERVAL_S = 0.02  # the same for one process: how late a time limit may be noticed
 
@@ -129,10 +133,9 @@ class Pacer:
         return 0.0
 
 
-# What ``_SchedulerClient.renewed`` gives for a RenewLease that did not reach the scheduler,
-# or found it too busy (the codes of ``ASK_AGAIN``: both fail fast).
-UNREACHED_REPLY = object()
-ASK_AGAIN = frozenset({"UNAVAILABLE", "CANCELLED"})
+# What ``_SchedulerClient.renewed`` gives for a RenewLease the scheduler was too busy to
+# take (``RENEW_PAUSES_S``).
+BUSY_REPLY = object()
 
 
 class _SchedulerClient:
@@ -183,20 +186,22 @@ class _SchedulerClient:
 
     @staticmethod
     def renewed(future: Any) -> Any | None:
-        """The lease a renewal future brought (waits for it); ``UNREACHED_REPLY`` when the
-        call did not reach the scheduler or found it too busy to take it (it fails fast,
-        and may be asked again); None when it failed otherwise (refused, or no answer in
-        ``RPC_TIMEOUT_S``)."""
+        """The lease a renewal future brought (waits for it); ``BUSY_REPLY`` when the
+        scheduler was too busy to take it (refused at once: it may be asked again); None
+        when it failed otherwise (not reached, refused, or no answer in ``RPC_TIMEOUT_S``)."""
         import grpc
+
+        from gavelsched.rpc.codes import BUSY
 
         try:
             return future.result().lease
         except grpc.RpcError as err:
-            again = err.code().name in ASK_AGAIN
+            busy = (err.code() == grpc.StatusCode.UNAVAILABLE
+                    and (err.details() or "").startswith(BUSY))
             log.warning("RenewLease failed (%s); %s", err.code().name,
-                        "the scheduler was not reached, or too busy to take it" if again
+                        "the scheduler was too busy to take it" if busy
                         else "treating the lease as not renewed")
-            return UNREACHED_REPLY if again else None
+            return BUSY_REPLY if busy else None
 
     def report(self, round_: int, steps: int, seconds: float,
                lease_start_s: float) -> bool | None:
@@ -322,7 +327,8 @@ class GavelIterator:
         self._pending: LeaseTerms | None = None
         self._renewal: Any = None       # rank 0's RenewLease in flight
         self._asked = False
-        self._ask_again_at = 0.0        # a renewal not reached is asked again from then on
+        self._ask_again_at = 0.0        # a renewal refused as busy is asked again from then
+        self._renew_pause = RENEW_PAUSES_S[0]   # ... after this pause (doubling)
         self._save_s = 0.0
         self._next_sync = self.steps
         self._sync_k = 1
@@ -400,17 +406,18 @@ class GavelIterator:
 
     def _renewal_reply(self, at_end: bool, round_: int, now: float) -> Any | None:
         """The lease the renewal in flight brought (waited for: only at the lease's end), or
-        None. One the scheduler did not take (``UNREACHED_REPLY``) is asked again: at the
-        lease's end at once, and waited for; before it, after ``RENEW_PAUSE_S``."""
+        None. One the scheduler was too busy to take (``BUSY_REPLY``) is asked again: at the
+        lease's end at once, and waited for; before it, after a pause (``RENEW_PAUSES_S``)."""
         reply = self._client.renewed(self._renewal)
         self._renewal = None
-        if reply is not UNREACHED_REPLY:
+        if reply is not BUSY_REPLY:
             return reply
         if at_end:
             reply = self._client.renewed(self._client.renew(round_, self.steps, now))
-            return None if reply is UNREACHED_REPLY else reply
+            return None if reply is BUSY_REPLY else reply
         self._asked = False
-        self._ask_again_at = now + random.uniform(*RENEW_PAUSE_S)
+        self._ask_again_at = now + self._renew_pause * random.uniform(0.5, 1.5)
+        self._renew_pause = min(2.0 * self._renew_pause, RENEW_PAUSES_S[1])
         return None
 
     def _sync_point(self) -> None:
@@ -469,6 +476,7 @@ class GavelIterator:
                                      True)
             self._lease_start = (now, self.steps)
             self._pending, self._asked = None, False
+            self._renew_pause = RENEW_PAUSES_S[0]
             max_steps = self._lease.max_steps
             log.info("job %s rank %d: lease extended to round %d at step %d", ctx.job_id,
                      ctx.rank, self._lease.round, self.steps)
