@@ -169,7 +169,7 @@ def _rack_events(cluster, client, procs: list, racks: list, args) -> list[Event]
     began = time.time()
     kill_tree(procs[k].pid)
     procs[k].wait()
-    failed = wait_until(lambda: _failed_after(log_path, began, rack), 600,
+    failed = wait_until(lambda: _last_of(FAILED_LINE, log_path, began, rack), 600,
                         "the rack's servers failed", every=POLL_S)
     lost.servers = f"{len(rack)} failed, the last {failed - began:.1f} s after"
     _settle(lost, log_path, began, args, before, client, rack)
@@ -178,8 +178,8 @@ def _rack_events(cluster, client, procs: list, racks: list, args) -> list[Event]
     back = Event("rack back")
     began = time.time()
     procs[k] = hollow_proc(cluster, args, k, *racks[k], root)
-    last = wait_until(lambda: _registered_after(log_path, began, rack), 600, "the rack back",
-                      every=POLL_S)
+    last = wait_until(lambda: _last_of(REGISTERED_LINE, log_path, began, rack), 600,
+                      "the rack back", every=POLL_S)
     back.servers = f"{len(rack)} registered, the last {last - began:.1f} s after"
     _settle(back, log_path, began, args, before, client)
     return [lost, back]
@@ -196,7 +196,8 @@ def _restart_event(cluster, servers: int, args) -> Event:
     cluster.start_scheduler(timeout=600)
     event.serving_s = time.time() - started
     client = pb_grpc.ClientToSchedulerStub(cluster.chan)
-    last = wait_until(lambda: _registered_after(log_path, began, set(range(servers))), 600,
+    everyone = set(range(servers))
+    last = wait_until(lambda: _last_of(REGISTERED_LINE, log_path, began, everyone), 600,
                       "every server registered again", every=POLL_S)
     event.servers = f"{servers} registered, the last {last - began:.1f} s after"
     _settle(event, log_path, began, args, before, client)
@@ -221,25 +222,24 @@ def _settle(event: Event, log_path: Path, began: float, args, before, client,
 def _failures(log_path: Path, since: float, until: float = math.inf) -> list[tuple[int, float]]:
     """(server, when) of each server failed for missed heartbeats between ``since`` and
     ``until`` (Unix times), per the scheduler's log."""
+    return _server_lines(FAILED_LINE, log_path, since, until)
+
+
+def _server_lines(line: re.Pattern, log_path: Path, since: float,
+                  until: float = math.inf) -> list[tuple[int, float]]:
+    """(server, when) of each of the scheduler's log lines ``line`` matches (its group
+    ``server``) between ``since`` and ``until`` (Unix times)."""
     return [(int(m["server"]), stamp(m[1]))
-            for m in FAILED_LINE.finditer(log_path.read_text(errors="replace"))
+            for m in line.finditer(log_path.read_text(errors="replace"))
             if since < stamp(m[1]) <= until]
 
 
-def _registered_after(log_path: Path, since: float, servers: set[int]) -> float | None:
-    """When the last of ``servers`` registered after ``since`` (Unix time), per the
-    scheduler's log; None while one of them has not."""
-    when = {int(m["server"]): stamp(m[1])
-            for m in REGISTERED_LINE.finditer(log_path.read_text(errors="replace"))
-            if stamp(m[1]) > since and int(m["server"]) in servers}
+def _last_of(line: re.Pattern, log_path: Path, since: float, servers: set[int]) -> float | None:
+    """When the last of ``servers`` had a line ``line`` (registered, failed) after ``since``
+    (Unix time), per the scheduler's log; None while one of them has not."""
+    when = {server: at for server, at in _server_lines(line, log_path, since)
+            if server in servers}
     return max(when.values()) if len(when) == len(servers) else None
-
-
-def _failed_after(log_path: Path, since: float, rack: set[int]) -> float | None:
-    """When the last server of ``rack`` failed for missed heartbeats after ``since``;
-    None while one of them has not."""
-    when = {server: at for server, at in _failures(log_path, since) if server in rack}
-    return max(when.values()) if len(when) == len(rack) else None
 
 
 def main() -> int:

@@ -23,13 +23,13 @@ class RoundTimes:
         self._dispatch: RoundDispatch | None = None      # the last plan's, until reported
         self._began = (0.0, 0.0)                         # (monotonic, thread CPU) now timed
 
-    def plan_begins(self) -> float:
-        """A plan begins: the last one's line is written; returns the time (monotonic)."""
+    def plan_begins(self) -> None:
+        """A plan begins: the last one's line is written."""
         if self._dispatch is not None:
             self._dispatch.report(self._dispatcher, None if self._metrics is None
                                   else self._metrics.on_dispatch)
             self._dispatch = None
-        return self._begin()
+        self._begin()
 
     def planned(self, index: int, solved: float | None) -> None:
         """Round ``index`` is planned (``solved``: the re-solve's seconds, if it re-solved)."""
@@ -50,6 +50,5 @@ class RoundTimes:
                 f"launched in {self._clock() - mono:.2f} s ({worked:.2f} s of it the "
                 f"executor's own work)")
 
-    def _begin(self) -> float:
+    def _begin(self) -> None:
         self._began = (self._clock(), time.thread_time())
-        return self._began[0]
