@@ -287,6 +287,12 @@ class SchedulerCore:
     def restore_workers(self, worker_ids: Iterable[int], now: float) -> ClusterView:
         return self._new_view(self._view.restored(worker_ids))
 
+    def adopt_run(self, job_id: str, worker_ids: Iterable[int]) -> None:
+        """The job runs on ``worker_ids`` (a run a restarted daemon found going on): its next
+        placement keeps it there where the plan gives it a round, as it keeps a job that
+        ran last round (thesis §5.6)."""
+        self._assignments[job_id] = tuple(worker_ids)
+
     def set_prices(self, prices: Mapping[str, float], now: float) -> None:
         new = {**self._prices, **prices}
         if new != self._prices:

@@ -288,7 +288,7 @@ class DaemonExecutor:
         self.store.set_meta({ROUND.key(): index + 1})
         self.times.planned(index, None if rnd.resolved is None else rnd.resolved.solve_s)
         with self.dispatcher.held(), self.store.batched():         # (as at a round's start)
-            self.runs.extend_continuing(rnd, index)   # (and answers the RenewLeases waiting)
+            self.runs.extend_continuing(rnd, index, now)   # (and answers the waiting renewals)
 
     def _start_round(self, mono: float) -> None:
         """The planned round begins (``RoundDriver.start``): launch its new runs, and give

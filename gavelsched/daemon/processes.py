@@ -58,10 +58,11 @@ class ProcessCalls:
                 or not self.fences.admits(job.id, int(request.generation), "RenewLease")):
             return stop_lease(int(request.steps), request.seconds)
         if run.round > request.round:          # already extended by the next plan
-            return run.lease
-        if (self.driver.planned is None and run.round >= self._started()
+            return self.runs.renewed(run, request)
+        if self.runs.orphans.unplanned(run.job_id) or (
+                self.driver.planned is None and run.round >= self._started()
                 and self.clock.plan_at):
-            return self.runs.after_plan(request.job_id)   # the next round is not planned yet
+            return self.runs.after_plan(request)   # the next round is not planned yet
         return run.lease
 
     def durable_steps(self, job_id: str, steps: int, generation: int,

@@ -4,8 +4,9 @@ A *run* starts with the RunJobs of a micro-task on new workers, is extended by l
 on the same GPUs (lease extension), and is over when every server hosting it reported its
 exit, died, or was told to kill it. A job placed while its last run is still saving waits
 (*deferred*) until that run exits, so a checkpoint is never read while it is written. A run
-found on a worker after a scheduler restart is an *orphan*: it is held, so the job is not
-launched elsewhere, until it exits. Every launch gets a new run generation (``fences``); a
+found on a worker after a scheduler restart is an *orphan* (``orphans``): it is held, so the
+job is not launched elsewhere, until it exits, unless the next plan keeps it on its GPUs
+(``keep``). Every launch gets a new run generation (``fences``); a
 process of an older generation found on a worker is told to stop. The servers of every
 launch are recorded (``logs.Hosts``: where the job's output is). A run's first ``InitJob``
 makes its job ``running``; when the run ends, the job is ``preempted`` (or still
@@ -44,6 +45,7 @@ from .leases import (MIN_LEASE_FRACTION, extended_lease, new_lease, run_requests
                      stop_lease)
 from .logs import Hosts
 from .meter import limit_lease
+from .orphans import Orphans, rebased_lease
 from .retries import Retries
 from .startups import Startups
 from .jobs import HELD, RUNNING, JobRow, Jobs
@@ -76,6 +78,7 @@ class Run:
     init_at: float = 0.0                 # monotonic time of its first InitJob
     started_up: bool = False             # its first InitJob arrived
     orphan: bool = False                 # found running after a scheduler restart
+    rebase: bool = False                 # a kept orphan: its lease is set at its renewal
     workers: tuple[int, ...] = ()        # the core's worker ids it holds
     round_start: float = 0.0             # monotonic start of its first round
     lease_end: float = 0.0               # monotonic end of its lease past its start-up
@@ -116,14 +119,15 @@ class RunTable:
         self._running = False                 # False: the daemon is idle
         self.scheduler_address = ""
         self._runs: dict[str, Run] = {}
-        self._orphans: set[str] = set()       # jobs adopted as orphans (some may have ended)
+        self.orphans = Orphans(self)
         # job -> (member, task, round, refill): a placement waiting for its last run's end
         self._deferred: dict[str, tuple[int, MicroTask, int, bool]] = {}
         self.held: dict[str, float] = {}     # task key -> seconds it held its workers
         self._fresh: dict[str, list[str]] = {}   # task key -> jobs it launched this round
         self._freed: dict[int, float] = {}   # worker id -> when its last run there ended
         self._waves: Counter[tuple[int, str]] = Counter()   # (round, machine) -> launches
-        self._waiting: list[tuple[str, Future]] = []   # RenewLeases waiting for the plan
+        # RenewLeases waiting for the plan: (job, answer, request, monotonic arrival)
+        self._waiting: list[tuple[str, Future, pb.RenewLeaseRequest, float]] = []
 
     def get(self, job_id: str) -> Run | None:
         return self._runs.get(job_id)
@@ -154,6 +158,12 @@ class RunTable:
         if not self._running:
             return R, mono + R
         return R, self._monotonic(self._round.end_s)
+
+    def planned_end(self, R: float) -> float:
+        """When the round planned now, of ``R`` seconds, ends on the monotonic clock: a
+        round after the running one's end; idle, a round from now (it starts at once)."""
+        _, end = self._window(self._clock())
+        return end + R if self._running else self._clock() + R
 
     def place(self, tasks: tuple[MicroTask, ...], index: int, *, refill: bool = False) -> None:
         """Round ``index`` begins: launch every task not already running on its GPUs (the
@@ -196,34 +206,52 @@ class RunTable:
         taken.update(w for _, task, _, _ in self._deferred.values() for w in task.workers)
         return set(live) - taken
 
-    def extend_continuing(self, rnd: Round, index: int) -> None:
-        """At the plan of ``rnd`` (round ``index``): a task whose members all run, from last
-        round, on exactly its GPUs gets its leases extended by ``rnd``'s length (no
-        checkpoint, no restart); the RenewLeases waiting for the plan are answered
+    def extend_continuing(self, rnd: Round, index: int, now: float) -> None:
+        """At the plan of ``rnd`` (round ``index``, at ``now``): a task whose members all
+        run, from last round, on exactly its GPUs gets its leases extended by ``rnd``'s
+        length (no checkpoint, no restart), and an orphan it keeps on its GPUs becomes its
+        run (``Orphans.keep``); the RenewLeases waiting for the plan are answered
         (``after_plan``)."""
         self.held, self._fresh = {}, {}
         for task in rnd.tasks:
-            if task.extended and all(j in self._runs and not self._runs[j].orphan
-                                     and self._runs[j].round == index - 1
-                                     and self._runs[j].workers == task.workers
-                                     for j in task.job_ids):
+            runs = [self._runs.get(j) for j in task.job_ids]
+            if not task.extended or not all(r is not None and r.workers == task.workers
+                                             for r in runs):
+                continue
+            if all(not r.orphan and r.round == index - 1 for r in runs):
                 self._extend(task, index, rnd.round_seconds)
+            elif len(runs) == 1 and self.orphans.unplanned(runs[0].job_id):
+                self.orphans.keep(task, index, rnd.round_seconds, now)
+        self.orphans.planned()
         self.answer_waiting()
 
-    def after_plan(self, job_id: str) -> Future:
+    def after_plan(self, request: pb.RenewLeaseRequest) -> Future:
         """A RenewLease asked before the next round is planned: its answer (the job's lease
         then; None: it has no run) waits for the plan (``extend_continuing``)."""
         future: Future = Future()
-        self._waiting.append((job_id, future))
+        self._waiting.append((request.job_id, future, request, self._clock()))
         return future
 
     def answer_waiting(self, *, stopping: bool = False) -> None:
         """Answer the RenewLeases waiting for the plan (``stopping``: the daemon stops;
         each gets None)."""
-        for job_id, future in self._waiting:
+        for job_id, future, request, arrived in self._waiting:
             run = None if stopping else self._runs.get(job_id)
-            future.set_result(None if run is None else run.lease)
+            future.set_result(None if run is None else self.renewed(run, request, arrived))
         self._waiting.clear()
+
+    def renewed(self, run: Run, request: pb.RenewLeaseRequest,
+                arrived: float | None = None) -> pb.Lease:
+        """The lease a renewal of ``run`` gets (asked at ``arrived``; None: now): its lease,
+        set first from the renewal when it is a kept orphan's (``orphans.rebased_lease``)."""
+        if run.rebase and request.generation == run.generation:
+            run.rebase = False
+            job = self.jobs[run.job_id]
+            run.lease = rebased_lease(run, job.spec.total_steps, int(request.steps),
+                                      float(request.seconds),
+                                      self._clock() if arrived is None else arrived,
+                                      self._allowed(job))
+        return run.lease
 
     def held_s(self, keys: list[str]) -> list[float]:
         """Seconds each micro-task of ``keys`` held its workers in the round in flight, for
@@ -285,10 +313,7 @@ class RunTable:
                                       job.spec.total_steps, left), allowed)
         generation = self.fences.issue(job_id)
         addresses = self.health.addresses()
-        requests = run_requests(task, m, job, lease, view, addresses,
-                                round_index=index, scheduler_address=self.scheduler_address,
-                                checkpoint_dir=str(self.config.checkpoints / job_id),
-                                generation=generation, job_env=self._job_env(job))
+        requests = self.requests(task, m, job, lease, index, generation)
         # A refill's round starts at its launch (its start-up is measured from when its
         # GPUs are free: ``started_up``); its received time is the rest of the round.
         run = Run(job_id, task.worker_type, requests, set(requests), lease, index, mono, ends,
@@ -305,7 +330,7 @@ class RunTable:
         self.hosts.add(job_id, requests)
         kind = REFILL if refill else AFTER_SAVE if after_save else PLANNED
         for server_id, request in requests.items():
-            self._send(job_id, server_id, request, kind)
+            self.send(job_id, server_id, request, kind)
 
     def _extend(self, task: MicroTask, index: int, R: float) -> None:
         """Lease extension: the same workers next round (RunJob on the same GPUs), one
@@ -327,10 +352,19 @@ class RunTable:
                 request.round = index
                 request.lease.CopyFrom(run.lease)
                 request.steps_done = job.steps_done
-                self._send(job_id, server_id, request, PLANNED)
+                self.send(job_id, server_id, request, PLANNED)
         self.held[task.key] = R
 
-    def _send(self, job_id: str, server_id: int, request: pb.RunJobRequest,
+    def requests(self, task: MicroTask, m: int, job: JobRow, lease: pb.Lease, index: int,
+                 generation: int) -> dict[int, pb.RunJobRequest]:
+        """The RunJobs of member ``m`` of ``task`` in round ``index``, by server
+        (``leases.run_requests``)."""
+        return run_requests(task, m, job, lease, self.core.view, self.health.addresses(),
+                            round_index=index, scheduler_address=self.scheduler_address,
+                            checkpoint_dir=str(self.config.checkpoints / job.id),
+                            generation=generation, job_env=self._job_env(job))
+
+    def send(self, job_id: str, server_id: int, request: pb.RunJobRequest,
               kind: str) -> None:
         """``kind``: why it is sent (``dispatch.PLANNED`` ...), as the round's dispatch
         line counts it."""
@@ -413,7 +447,7 @@ class RunTable:
                 request = pb.RunJobRequest()
                 request.CopyFrom(old)           # the old one may still be on the wire
                 request.lease.CopyFrom(run.lease)
-                self._send(run.job_id, server_id, request, LEASE_MOVED)
+                self.send(run.job_id, server_id, request, LEASE_MOVED)
 
     def finished(self, job_id: str) -> None:
         """The job's last step is durable: its GPUs may be refilled now (``idle_workers``),
@@ -500,40 +534,14 @@ class RunTable:
                     self._deferred[job_id] = deferred
                     self._launch_deferred(job_id)
 
-    def adopt_orphans(self, server_id: int, worker_type: str, running: dict[str, int],
-                      mono: float) -> None:
-        """Reconcile a heartbeat's ``running`` (job -> run generation) with the table.
-        A process of the job's newest generation that this scheduler did not start (it
-        restarted while it ran) is held as an *orphan* run, so the job is not launched
-        elsewhere while it may still write its checkpoint; its next RenewLease ends it (an
-        expired lease). A process of an older generation, or of a job that has ended, is
-        told to stop. An orphan run ends when its exit is reported or the worker stops
-        listing it."""
-        for job_id, generation in running.items():
-            job = self.jobs.get(job_id)
-            run = self._runs.get(job_id)
-            if run is not None and run.generation == generation:
-                continue
-            if job is None or job.final or generation != self.fences.current(job_id):
-                log.warning("job %s: run generation %d on server %d is stale; stopping it",
-                            job_id, generation, server_id)
-                self.dispatcher.kill_job(self.health.address(server_id), job_id,
-                                         "stale run generation", generation)
-                continue
-            if run is not None:
-                continue
-            self._runs[job_id] = Run(job_id, worker_type, {server_id: pb.RunJobRequest()},
-                                     {server_id}, stop_lease(job.steps_done), -1, mono, mono,
-                                     0.0, job.steps_done, (job.steps_done, 0.0),
-                                     started_up=True, orphan=True, round_start=mono,
-                                     generation=generation)
-            self._orphans.add(job_id)
-        for job_id in list(self._orphans):     # (not every run: a heartbeat comes often)
-            run = self._runs.get(job_id)
-            if run is None or not run.orphan:
-                self._orphans.discard(job_id)
-            elif server_id in run.left and job_id not in running:
-                self.exited(job_id, server_id)
+    def hold(self, job: JobRow, worker_type: str, generation: int, mono: float) -> Run:
+        """Hold a run of ``job`` found going on (``orphans``; its servers and GPUs are added
+        there): its lease is over until a plan keeps it."""
+        run = Run(job.id, worker_type, {}, set(), stop_lease(job.steps_done), -1, mono, mono,
+                  0.0, job.steps_done, (job.steps_done, 0.0), started_up=True, orphan=True,
+                  round_start=mono, generation=generation)
+        self._runs[job.id] = run
+        return run
 
     def _launch_deferred(self, job_id: str) -> None:
         deferred = self._deferred.pop(job_id, None)

@@ -3,8 +3,9 @@
 A worker daemon registers its GPUs of one type; a server that registers again (a restart)
 keeps its id and GPUs, and its old processes are gone (a worker daemon saves its id and
 sends it again when it restarts, and kills what its predecessor left running). A heartbeat
-lists the runs the server hosts, with their generations (a scheduler that restarted adopts
-the newest ones as orphan runs; older ones are told to stop: ``runs``). A server
+lists the runs the server hosts, with their generations and GPUs, as its registration does
+(a scheduler that restarted adopts the newest ones as orphan runs, and keeps those its next
+plan keeps in place; older ones are told to stop: ``orphans``). A server
 silent for ``health.HEARTBEAT_MISSES`` heartbeats is failed in the core, and its runs end
 (their jobs go on from their last checkpoint). A worker may bring a profile of its type
 (``RegisterWorkerRequest.profile``): ``priors.Priors`` learns it before the core first
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from traces.profiles import Profile
 
@@ -89,6 +90,9 @@ class Servers:
         self.store.put_server(row)
         registration = secrets.randbits(63) or 1
         self.health.up(row, mono, registration)
+        if request.running:     # (a scheduler restart: its runs are adopted before a plan)
+            running, gpus = running_of(request.running)
+            self.runs.orphans.adopt(row.id, row.worker_type, running, mono, gpus)
         log.info("worker %d (%s x%d) at %s registered", row.id, row.worker_type,
                  len(row.workers), row.address)
         self._log_priors(row, profile, learned)
@@ -164,12 +168,14 @@ class Servers:
                         "runs on it until a worker of its type brings one (gavelsched worker "
                         "--profile)", what, row.worker_type)
 
-    def heartbeat(self, server_id: int, mono: float, running: dict[str, int],
-                  leaving: bool = False, registration: int = 0) -> bool:
+    def heartbeat(self, server_id: int, mono: float, running: Mapping[str, int],
+                  leaving: bool = False, registration: int = 0,
+                  gpus: Mapping[str, Sequence[int]] | None = None) -> bool:
         """What a heartbeat tells the executor, on its thread (after ``Health.seen`` took
         its arrival on the handler's): ``running``: job -> run generation of the processes
-        the server hosts (orphans are adopted). False when the server is unknown or was
-        failed (it registers again). ``leaving``: its worker is stopping, so it is drained
+        the server hosts, ``gpus``: job -> their GPUs (orphans are adopted: ``orphans``).
+        False when the server is unknown or was failed (it registers again). ``leaving``:
+        its worker is stopping, so it is drained
         (module docstring), if ``registration`` is the server's newest one (else the flag
         is a late message of a worker that has registered again since, and is ignored)."""
         server = self.health.seen(server_id, mono)
@@ -177,7 +183,7 @@ class Servers:
             return False
         if leaving:
             self._changed()             # status shows the drain
-        self.runs.adopt_orphans(server_id, server.row.worker_type, running, mono)
+        self.runs.orphans.adopt(server_id, server.row.worker_type, running, mono, gpus)
         if leaving and server_id not in self.drained:
             if registration == server.registration:
                 self._drain(server_id, BY_WORKER)
@@ -203,3 +209,11 @@ class Servers:
                         server.row.address, granted)
             self.runs.lost_server(server.row.id, f"worker {server.row.id} failed")
         return bool(dead)
+
+
+def running_of(runs: Iterable[pb.RunningJob]
+               ) -> tuple[dict[str, int], dict[str, tuple[int, ...]]]:
+    """What a worker lists of its runs: (job -> run generation, job -> its GPUs here)."""
+    runs = list(runs)
+    return ({r.job_id: int(r.generation) for r in runs},
+            {r.job_id: tuple(r.gpus) for r in runs})

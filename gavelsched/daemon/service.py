@@ -37,6 +37,7 @@ from .inbox import CLIENTS, FLEET, Stopping, TooLate, caller_waits
 from .forecast import with_period
 from .health import stamped
 from .leases import stop_lease
+from .servers import running_of
 from .logs import LogSources, Reader, stream_logs
 from .jobs import STATES
 
@@ -259,10 +260,10 @@ class WorkerService(pb_grpc.WorkerToSchedulerServicer):
             return pb.HeartbeatResponse(known=False)
         if self.x.metrics is not None and stamped(request.sent_s):
             self.x.metrics.on_heartbeat(server.delay)
-        running = {r.job_id: int(r.generation) for r in request.running}
+        running, gpus = running_of(request.running)
         self.x.tell(lambda: self.x.roster.heartbeat(request.server_id, mono, running,
-                                                    request.leaving, int(request.registration)),
-                    changes=False)
+                                                    request.leaving, int(request.registration),
+                                                    gpus), changes=False)
         return pb.HeartbeatResponse(known=True)
 
     def ReportRound(self, request, context):

@@ -15,20 +15,22 @@ class Ack(_message.Message):
     def __init__(self, ok: _Optional[bool] = ..., message: _Optional[str] = ...) -> None: ...
 
 class RegisterWorkerRequest(_message.Message):
-    __slots__ = ("worker_type", "gpus", "address", "hostname", "previous_server_id", "profile")
+    __slots__ = ("worker_type", "gpus", "address", "hostname", "previous_server_id", "profile", "running")
     WORKER_TYPE_FIELD_NUMBER: _ClassVar[int]
     GPUS_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     PREVIOUS_SERVER_ID_FIELD_NUMBER: _ClassVar[int]
     PROFILE_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
     worker_type: str
     gpus: int
     address: str
     hostname: str
     previous_server_id: int
     profile: WorkerProfile
-    def __init__(self, worker_type: _Optional[str] = ..., gpus: _Optional[int] = ..., address: _Optional[str] = ..., hostname: _Optional[str] = ..., previous_server_id: _Optional[int] = ..., profile: _Optional[_Union[WorkerProfile, _Mapping]] = ...) -> None: ...
+    running: _containers.RepeatedCompositeFieldContainer[RunningJob]
+    def __init__(self, worker_type: _Optional[str] = ..., gpus: _Optional[int] = ..., address: _Optional[str] = ..., hostname: _Optional[str] = ..., previous_server_id: _Optional[int] = ..., profile: _Optional[_Union[WorkerProfile, _Mapping]] = ..., running: _Optional[_Iterable[_Union[RunningJob, _Mapping]]] = ...) -> None: ...
 
 class JobRate(_message.Message):
     __slots__ = ("job_type", "steps_per_s")
@@ -67,14 +69,16 @@ class RegisterWorkerResponse(_message.Message):
     def __init__(self, server_id: _Optional[int] = ..., worker_ids: _Optional[_Iterable[int]] = ..., round_seconds: _Optional[float] = ..., heartbeat_seconds: _Optional[float] = ..., registration: _Optional[int] = ...) -> None: ...
 
 class RunningJob(_message.Message):
-    __slots__ = ("job_id", "generation", "round")
+    __slots__ = ("job_id", "generation", "round", "gpus")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     generation: int
     round: int
-    def __init__(self, job_id: _Optional[str] = ..., generation: _Optional[int] = ..., round: _Optional[int] = ...) -> None: ...
+    gpus: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, job_id: _Optional[str] = ..., generation: _Optional[int] = ..., round: _Optional[int] = ..., gpus: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("server_id", "running", "leaving", "registration", "sent_s")

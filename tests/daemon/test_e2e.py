@@ -4,6 +4,7 @@ job whose checkpoint disappears."""
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
@@ -89,3 +90,36 @@ def test_worker_kill9_resumes_elsewhere_and_a_lost_checkpoint_fails_only_its_job
     assert "checkpoint missing" in done[lose].reason
     survivor = next(t for t in procs if t not in hosts.values())
     assert {w.type: w.alive for w in cluster.status().workers}[survivor]
+
+
+def test_a_restarted_scheduler_keeps_the_run_it_finds_going_on(tmp_path):
+    """``kill -9`` of the scheduler just after a round began, and a new one on the same
+    state: the job's process goes on under the new scheduler (its lease extended on the
+    same GPU and run generation), it is never launched again, and it finishes."""
+    c = Cluster(tmp_path, round_seconds=12.0, heartbeat_seconds=0.3)
+    try:
+        c.start_scheduler()
+        c.start_worker("v100")
+        wait_until(lambda: c.alive_workers() == 1, 60, "the worker")
+        job = c.submit(400)                            # ~17 s at the v100's 24 steps/s
+        wait_until(lambda: c.jobs()[job].state == "running", 60, "the job to start")
+        log = tmp_path / "scheduler.log"
+
+        def rounds() -> int:
+            return len(re.findall(r"executor: round \d+:", log.read_text()))
+        began = rounds()
+        # (its renewal, at 95% of the round, must find the new scheduler serving: a run
+        # whose renewal finds none ends with its lease, as before)
+        wait_until(lambda: rounds() > began, 30, "a round to begin")
+        c.kill9_scheduler()
+        c.start_scheduler()
+        wait_until(lambda: "is kept on its GPUs" in log.read_text(), 30,
+                   "the new scheduler to keep the run")
+        done = c.wait_done([job])
+        assert done[job].state == "done", done[job].reason
+        assert done[job].steps_done == 400
+        worker_log = (tmp_path / "worker0.log").read_text()
+        assert len(re.findall(rf"job {job} round \d+: launched", worker_log)) == 1, worker_log
+        assert f"job {job}: lease extended" in worker_log
+    finally:
+        c.stop()

@@ -220,6 +220,13 @@ class Launcher:
             return sorted((job, run.spec.generation, run.round)
                           for job, run in self._running.items())
 
+    def running(self) -> list[tuple[str, int, int, tuple[int, ...]]]:
+        """``runs`` with each run's GPUs, as the heartbeat and a registration list them (a
+        restarted scheduler keeps a run on them: docs/runtime.md)."""
+        with self._lock:
+            return sorted((job, run.spec.generation, run.round, run.spec.gpus)
+                          for job, run in self._running.items())
+
     def generation_of(self, job_id: str) -> int | None:
         with self._lock:
             run = self._running.get(job_id)

@@ -217,7 +217,8 @@ class Worker:
                                            gpus=self.config.gpus, address=self.address,
                                            hostname=self.config.hostname,
                                            previous_server_id=previous,
-                                           profile=_wire(self.config.profile))
+                                           profile=_wire(self.config.profile),
+                                           running=self._running())
         deadline = time.monotonic() + timeout_s
         while True:
             try:
@@ -244,6 +245,11 @@ class Worker:
         log.info("registered as server %d (%s, %d GPUs, %s)%s", self.server_id,
                  self.config.worker_type, self.config.gpus, self.address,
                  f", with a profile of {profile.describe()}" if profile else "")
+
+    def _running(self) -> list[pb.RunningJob]:
+        """The runs here, as a heartbeat or a registration lists them."""
+        return [pb.RunningJob(job_id=job, generation=gen, round=round_, gpus=gpus)
+                for job, gen, round_, gpus in self.launcher.running()]
 
     def _cut_off(self) -> None:
         """No answer from the scheduler for longer than a lease: its leases cannot be
@@ -282,9 +288,8 @@ class Worker:
         try:
             reply = self._stub.Heartbeat(pb.HeartbeatRequest(
                 server_id=self.server_id, registration=self.registration,
-                leaving=self._leaving.is_set(), running=[
-                    pb.RunningJob(job_id=job, generation=gen, round=round_)
-                    for job, gen, round_ in self.launcher.runs()], sent_s=time.monotonic()),
+                leaving=self._leaving.is_set(), running=self._running(),
+                sent_s=time.monotonic()),
                 timeout=RPC_TIMEOUT_S)
             self._reached = time.monotonic()
             if not reply.known:

@@ -1,0 +1,139 @@
+"""A restarted scheduler's runs found going on (docs/runtime.md, "Restarts"; thesis §5.6: a
+lease is extended when the next round keeps a job on its workers).
+
+A worker lists its runs, each with its generation and GPUs, when it registers and in every
+heartbeat. A process of the job's newest generation that this scheduler did not start (it
+restarted while the process ran) is adopted as an *orphan* run on those GPUs, so the job is
+not launched elsewhere while it may still write its checkpoint, and the core is told where
+it runs (``SchedulerCore.adopt_run``): the next plan keeps it there when it gives the job
+a round, as it keeps any job that ran last round. Until that plan the orphan's RenewLease
+waits for it (``unplanned``). Kept, the orphan becomes an ordinary run, extended by the plan
+(``RunTable.keep``); its lease is set on its first renewal from its process's own count and
+clock (``rebased_lease``), which this scheduler never saw. Not kept, its lease is over at
+its next RenewLease: it checkpoints and exits, and the job goes where the plan put it. A
+process of an older generation, or of a job that has ended, is told to stop. An orphan run
+ends when its exit is reported or its workers stop listing it.
+
+Runs on the executor thread, as the run table it adds to.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from ..core import MicroTask
+from ..rpc import pb
+from .dispatch import PLANNED
+from .jobs import RUNNING
+from .leases import extended_lease, stop_lease
+from .meter import limit_lease
+
+if TYPE_CHECKING:
+    from .runs import Run, RunTable
+
+log = logging.getLogger(__name__)
+
+
+class Orphans:
+    """The orphan runs of a run table (module docstring)."""
+
+    def __init__(self, table: RunTable) -> None:
+        self.table = table
+        self._adopted: set[str] = set()     # jobs adopted as orphans (some may have ended)
+        self._unplanned: set[str] = set()   # ... that no plan has judged yet
+
+    def unplanned(self, job_id: str) -> bool:
+        """Whether the job's orphan run waits for a plan to keep it or not."""
+        return job_id in self._unplanned
+
+    def planned(self) -> None:
+        """A plan has judged every orphan (kept or not)."""
+        self._unplanned.clear()
+
+    def adopt(self, server_id: int, worker_type: str, running: Mapping[str, int], mono: float,
+              gpus: Mapping[str, Sequence[int]] | None = None) -> None:
+        """Reconcile what ``server_id`` lists (``running``: job -> run generation; ``gpus``:
+        job -> the server's GPUs, local indices, its processes use) with the table."""
+        t = self.table
+        server = t.health.servers[server_id].row
+        for job_id, generation in running.items():
+            job = t.jobs.get(job_id)
+            run = t.get(job_id)
+            if job is None or job.final or generation != t.fences.current(job_id):
+                if run is None or run.generation != generation:
+                    log.warning("job %s: run generation %d on server %d is stale; stopping it",
+                                job_id, generation, server_id)
+                    t.dispatcher.kill_job(t.health.address(server_id), job_id,
+                                          "stale run generation", generation)
+                continue
+            workers = _workers(server.workers, (gpus or {}).get(job_id, ()), job_id, server_id)
+            if run is None:
+                run = t.hold(job, worker_type, generation, mono)
+                self._adopted.add(job_id)
+                self._unplanned.add(job_id)
+            elif not (run.orphan and server_id not in run.servers):
+                continue
+            run.servers[server_id] = pb.RunJobRequest()
+            run.left.add(server_id)
+            run.workers = (*run.workers, *workers)
+            if run.workers:
+                t.core.adopt_run(job_id, run.workers)
+        for job_id in list(self._adopted):     # (not every run: a heartbeat comes often)
+            run = t.get(job_id)
+            if run is None or not run.orphan:
+                self._adopted.discard(job_id)
+                self._unplanned.discard(job_id)
+            elif server_id in run.left and job_id not in running:
+                t.exited(job_id, server_id)
+
+    def keep(self, task: MicroTask, index: int, R: float, now: float) -> None:
+        """The plan of round ``index`` (at ``now``) keeps an orphan on its GPUs: an
+        extension, as ``RunTable._extend`` makes, with its RunJobs made whole from the
+        job's row (the scheduler that launched it is gone) and its lease set at its next
+        renewal (``RunTable.renewed``); its job runs again."""
+        t = self.table
+        job_id = task.job_ids[0]
+        run, job = t.get(job_id), t.jobs[job_id]
+        run.orphan, run.rebase, run.round = False, True, index
+        run.ends = t.planned_end(R)
+        run.round_start, run.task_key = run.ends - R, task.key
+        run.steps_per_s = float(task.throughputs[0])
+        run.lease = extended_lease(stop_lease(job.steps_done), index, task.steps[0],
+                                   job.spec.total_steps, run.ends - run.started)
+        requests = t.requests(task, 0, job, run.lease, index, run.generation)
+        run.servers = {}
+        t.hosts.add(job_id, requests)
+        if job.state != RUNNING:
+            t.jobs.start(job_id, now, run.worker_type)
+        for server_id, request in requests.items():
+            t.send(job_id, server_id, request, PLANNED)
+        t.held[task.key] = R
+        self._unplanned.discard(job_id)
+        log.info("job %s: its run found going on (generation %d) is kept on its GPUs in "
+                 "round %d", job_id, run.generation, index)
+
+
+def _workers(ids: Sequence[int], gpus: Sequence[int], job_id: str,
+             server_id: int) -> tuple[int, ...]:
+    """The core's worker ids of the server's GPUs ``gpus`` (local indices); none when a
+    worker sent GPUs this server does not have (the run is then never kept)."""
+    if len(set(gpus)) == len(gpus) and all(0 <= g < len(ids) for g in gpus):
+        return tuple(ids[g] for g in gpus)
+    log.warning("job %s: server %d lists its run on GPUs %s, not GPUs of that server "
+                "(%d); the run is not kept", job_id, server_id, list(gpus), len(ids))
+    return ()
+
+
+def rebased_lease(run: Run, total_steps: int, steps: int, seconds: float, arrived: float,
+                  allowed_s: float | None) -> pb.Lease:
+    """A kept orphan's lease from its first renewal (``steps`` done and ``seconds`` on its
+    process's clock, which the renewal brought at ``arrived``, monotonic): to the end of
+    its round (``run.ends``) at its planned rate, and ``max_seconds`` from when its process
+    started (``run.started`` is set to that). ``allowed_s``: its job's time limit left now."""
+    run.started = arrived - max(0.0, seconds)
+    left = max(0.0, run.ends - arrived)
+    lease = pb.Lease(max_steps=min(total_steps, steps + max(1, int(run.steps_per_s * left))),
+                     max_seconds=run.ends - run.started, round=run.round, extended=True)
+    return limit_lease(lease, None if allowed_s is None else arrived - run.started + allowed_s)

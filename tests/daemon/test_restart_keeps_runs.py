@@ -1,0 +1,142 @@
+"""A restarted scheduler keeps the runs it finds going on (docs/runtime.md, "Restarts";
+``daemon/orphans.py``): a worker lists its runs, with their GPUs, when it registers; the
+first plan keeps a run on its GPUs as it keeps any job that ran last round, and the run's
+lease is set from its own count and clock at its first renewal: no checkpoint, no restart,
+no new generation. A run the plan does not keep in place, or whose GPUs are not known,
+ends at its renewal as before. The real ``DaemonExecutor`` on a hand-moved clock
+(``test_round_aligned``)."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+
+import pytest
+
+from gavelsched.daemon.config import DaemonConfig
+from gavelsched.daemon.executor import DaemonExecutor
+from gavelsched.daemon.store import Store
+from gavelsched.rpc import pb
+from policies import get_policy
+from traces import default_table
+
+from .test_round_aligned import R, Recorder, Scheduler
+
+
+class Restarted:
+    """A new scheduler on ``s``'s state directory at time ``t`` (hand-moved)."""
+
+    def __init__(self, tmp_path, t: float) -> None:
+        self.t = t
+        self.store = Store(tmp_path / "state")
+        config = DaemonConfig(listen="127.0.0.1:0", policy="max_min_fairness_perf",
+                              round_seconds=R, state_dir=tmp_path / "state",
+                              heartbeat_seconds=1e6, min_resolve_interval_s=R)
+        self.sent = Recorder()
+        self.x = DaemonExecutor(config, self.store, get_policy("max_min_fairness_perf"),
+                                default_table(), self.sent, clock=lambda: self.t)
+
+    def register(self, server: int, gpus: int, running: list[pb.RunningJob]) -> None:
+        self.x.roster.register(pb.RegisterWorkerRequest(
+            worker_type="v100", gpus=gpus, address="127.0.0.1:1", hostname="h",
+            previous_server_id=server, running=running), self.t)
+
+    def at(self, t: float) -> None:
+        self.t = t
+        self.x.tick()
+
+    def renew(self, job: str, generation: int, round_: int, steps: int, seconds: float):
+        return self.x.processes.renew_lease(pb.RenewLeaseRequest(
+            job_id=job, round=round_, steps=steps, seconds=seconds, generation=generation))
+
+
+@pytest.fixture
+def before(tmp_path):
+    """A job running on GPU 1 of a 2-GPU server with 40 durable steps, then the scheduler
+    gone: (the old scheduler, job, its generation, its round)."""
+    s = Scheduler(tmp_path, gpus=2)
+    job = s.submit()
+    s.at(1.0)
+    (run,) = s.sent.runs
+    s.init(job)
+    assert s.x.processes.durable_steps(job, 40, run.generation)
+    s.close()
+    return s, job, run
+
+
+def test_the_first_plan_keeps_a_run_found_going_on_and_its_lease_comes_from_its_renewal(
+        tmp_path, before):
+    s, job, run = before
+    r = Restarted(tmp_path, 100.0)
+    try:
+        r.register(s.server, 2, [pb.RunningJob(job_id=job, generation=run.generation,
+                                               round=run.round, gpus=list(run.gpus))])
+        orphan = r.x.runs.get(job)
+        assert orphan.orphan and len(orphan.workers) == 1
+        # Its renewal, asked before the first plan, waits for it.
+        waiting = r.renew(job, run.generation, run.round, steps=55, seconds=9.0)
+        assert isinstance(waiting, Future) and not waiting.done()
+
+        r.at(101.0)                         # past the arrival grace: planned and started
+        lease = waiting.result(timeout=0)
+        kept = r.x.runs.get(job)
+        assert not kept.orphan and kept.generation == run.generation
+        assert r.x.fences.current(job) == run.generation        # no new launch
+        assert r.x.jobs[job].state == "running"
+        assert lease.extended and lease.round == kept.round > run.round
+        # To the end of the new round (R from 101 s) at the planned rate, from its own
+        # count and clock when it asked (55 steps, 9 s since its process started, at 100 s).
+        assert lease.max_seconds == pytest.approx(9.0 + 1.0 + R)
+        assert lease.max_steps == 55 + int(kept.steps_per_s * (1.0 + R))
+        # The worker was told (an extension on the same GPU and generation), once.
+        (extension,) = r.sent.runs
+        assert (extension.generation, list(extension.gpus), extension.lease.extended) == (
+            run.generation, list(run.gpus), True)
+        assert extension.workload == "steps" and extension.total_steps == 100_000
+
+        # The next plan extends it as any run: a round more, the lease's steps on top.
+        r.at(101.0 + R - r.x.config.plan_lead)
+        again = r.renew(job, run.generation, lease.round, steps=lease.max_steps - 5,
+                        seconds=9.0 + R - 1)
+        assert again.round == lease.round + 1 and again.extended
+        assert again.max_steps > lease.max_steps
+        assert again.max_seconds == pytest.approx(lease.max_seconds + R)
+        assert r.x.fences.current(job) == run.generation
+    finally:
+        r.store.close()
+
+
+def test_a_run_found_going_on_without_its_gpus_ends_at_its_renewal(tmp_path, before):
+    s, job, run = before
+    r = Restarted(tmp_path, 100.0)
+    try:
+        # An older worker lists no GPUs, and a bad one lists GPUs the server has not:
+        # neither run can be kept in place.
+        r.register(s.server, 2, [pb.RunningJob(job_id=job, generation=run.generation,
+                                               round=run.round, gpus=[7])])
+        assert r.x.runs.get(job).orphan and r.x.runs.get(job).workers == ()
+        r.at(101.0)
+        stop = r.x.processes.renew_lease(pb.RenewLeaseRequest(
+            job_id=job, round=run.round, steps=55, seconds=9.0, generation=run.generation))
+        assert (stop.round, stop.max_steps) == (-1, 40)          # over: it checkpoints
+        # its job is placed again, after the run ends (the launch waits for it)
+        assert r.x.runs.get(job).orphan and not r.sent.runs
+        r.x.processes.round_report(pb.RoundReportRequest(
+            server_id=s.server, job_id=job, steps=55, seconds=9.5,
+            generation=run.generation))
+        assert r.x.jobs[job].steps_done == 55
+        (launch,) = r.sent.runs
+        assert launch.generation > run.generation and launch.steps_done == 55
+    finally:
+        r.store.close()
+
+
+def test_a_stale_run_listed_at_registration_is_stopped(tmp_path, before):
+    s, job, run = before
+    r = Restarted(tmp_path, 100.0)
+    try:
+        r.register(s.server, 2, [pb.RunningJob(job_id=job, generation=run.generation - 1,
+                                               round=run.round, gpus=[0])])
+        assert job not in r.x.runs
+        assert r.sent.killed_runs == [(job, run.generation - 1)]
+    finally:
+        r.store.close()
