@@ -6,7 +6,8 @@ so the simulator (virtual time) and the daemon (wall-clock time) drive the same 
 - ``submit(job, now)``: a job arrives; it is admitted at the next round boundary, and its
   completion time counts from ``now``;
 - ``cancel(job_id, now)``, ``add_workers(...)``, ``fail_workers(...)``,
-  ``restore_workers(...)``, ``set_prices(...)``: reset events;
+  ``restore_workers(...)``, ``set_prices(...)``: reset events; ``adopt_run(job_id,
+  workers)``: the job runs there (a restarted daemon found it), as last round's;
 - ``start_round(now) -> Round``: a round boundary: admit, re-solve if due, plan;
 - ``place_freed(workers, now, round_end_s) -> TaskBatch``: workers freed mid-round go to
   waiting jobs for the rest of it (``CoreConfig.refill_freed``);
@@ -105,8 +106,7 @@ class SchedulerCore:
         self._assignments: dict[str, tuple[int, ...]] = {}
         self._runs = Runs()          # runs going on, for the restart rule (``restarts``)
         self._restarts = False       # some job's restart has cost time: the rule has work
-        self._stale = False
-        self._force = False
+        self._stale = self._force = False
         self._last_resolve_s = 0.0
         self._counted_since_s = 0.0  # received times count from here (the last reset)
         self._last_solve_s: float | None = None     # the last solve's own time (``resolving``)
@@ -287,10 +287,7 @@ class SchedulerCore:
     def restore_workers(self, worker_ids: Iterable[int], now: float) -> ClusterView:
         return self._new_view(self._view.restored(worker_ids))
 
-    def adopt_run(self, job_id: str, worker_ids: Iterable[int]) -> None:
-        """The job runs on ``worker_ids`` (a run a restarted daemon found going on): its next
-        placement keeps it there where the plan gives it a round, as it keeps a job that
-        ran last round (thesis §5.6)."""
+    def adopt_run(self, job_id: str, worker_ids: Iterable[int]) -> None:   # (module doc)
         self._assignments[job_id] = tuple(worker_ids)
 
     def set_prices(self, prices: Mapping[str, float], now: float) -> None:

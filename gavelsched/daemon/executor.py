@@ -105,7 +105,7 @@ class DaemonExecutor:
         self.priors = Priors(table, store)     # before the core: it caches its lookups
         self.priors.restore(s.worker_type for s in servers)
         table = self.priors.table
-        self.health = Health(config.heartbeat_seconds, servers)
+        self.health = Health(config.heartbeat_seconds, servers, clock())
         view = ClusterView(tuple(Server(s.id, s.worker_type, s.workers) for s in servers),
                            frozenset(w for s in servers for w in s.workers))
         self.core = SchedulerCore(policy, view, self.priors, config.rules.core_config(
@@ -248,7 +248,7 @@ class DaemonExecutor:
             else:
                 self.runs.kill(job_id, reason)    # its other ranks cannot go on alone
         if self.clock.idle:                     # start as soon as there is work
-            if (self.core.has_jobs and self._ready()
+            if (self.core.has_jobs and self._ready() and self.health.back(mono)
                     and mono >= self.driver.first_plan_at(self._woken)):
                 self._plan()
                 self._start_round(mono)
@@ -288,7 +288,7 @@ class DaemonExecutor:
         self.store.set_meta({ROUND.key(): index + 1})
         self.times.planned(index, None if rnd.resolved is None else rnd.resolved.solve_s)
         with self.dispatcher.held(), self.store.batched():         # (as at a round's start)
-            self.runs.extend_continuing(rnd, index, now)   # (and answers the waiting renewals)
+            self.roster.orphans.at_plan(rnd, index, now)   # (extensions; waiting renewals)
 
     def _start_round(self, mono: float) -> None:
         """The planned round begins (``RoundDriver.start``): launch its new runs, and give

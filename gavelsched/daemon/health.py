@@ -60,10 +60,13 @@ class ServerState:
 
 
 class Health:
-    def __init__(self, heartbeat_seconds: float, servers: list[ServerRow] = ()) -> None:
+    def __init__(self, heartbeat_seconds: float, servers: list[ServerRow] = (),
+                 started: float = 0.0) -> None:
+        """``servers``: those of a restarted scheduler's store, down until they register
+        again; ``started``: when it started (monotonic, ``back``)."""
         self.heartbeat_seconds = heartbeat_seconds
-        # restored servers are down until they register again
         self.servers: dict[int, ServerState] = {s.id: ServerState(s, False, 0.0) for s in servers}
+        self._restored, self._started = {s.id for s in servers}, started
         # job -> (deadline, reason, exit code)
         self._suspects: dict[str, tuple[float, str, int]] = {}
         self._lock = threading.Lock()    # ``seen`` (any thread) against the executor's writes
@@ -129,6 +132,16 @@ class Health:
         if self._heard_at is not None and mono - self._heard_at > self.limit:
             self._excuse(mono - self._heard_at, mono)
         self._heard_at = mono if self._heard_at is None else max(self._heard_at, mono)
+
+    def back(self, mono: float) -> bool:
+        """Whether the servers restored at the start have all registered again, or a
+        silence limit (what fails a server) has passed since: a restarted scheduler plans
+        its first round then, so that the runs its servers list are adopted before it
+        (``orphans``: a plan keeps them in place)."""
+        if self._restored and (mono - self._started >= self.limit or all(
+                self.servers[i].alive for i in self._restored)):
+            self._restored = set()
+        return not self._restored
 
     @property
     def limit(self) -> float:

@@ -61,6 +61,18 @@ def extended_lease(old: pb.Lease, round_index: int, lease_steps: int, total_step
                     max_seconds=max_seconds, round=round_index, extended=True)
 
 
+def rebased_lease(round_index: int, ends: float, steps_per_s: float, total_steps: int,
+                  steps: int, seconds: float, arrived: float) -> pb.Lease:
+    """A run found going on after a restart and kept (``orphans``), at its first renewal:
+    it had made ``steps`` with its process ``seconds`` old when the renewal came
+    (``arrived``, monotonic); the lease runs to its round's end (``ends``) at its planned
+    rate, ``max_seconds`` counted from its process's start (``arrived - seconds``)."""
+    left = max(0.0, ends - arrived)
+    return pb.Lease(max_steps=min(total_steps, steps + max(1, int(steps_per_s * left))),
+                    max_seconds=ends - (arrived - max(0.0, seconds)), round=round_index,
+                    extended=True)
+
+
 def stop_lease(steps: int, seconds: float = 0.0) -> pb.Lease:
     """A lease that is already over: stop at the count reached (and checkpoint)."""
     return pb.Lease(max_steps=steps, max_seconds=seconds, round=-1, extended=False)

@@ -7,9 +7,9 @@ restarted while the process ran) is adopted as an *orphan* run on those GPUs, so
 not launched elsewhere while it may still write its checkpoint, and the core is told where
 it runs (``SchedulerCore.adopt_run``): the next plan keeps it there when it gives the job
 a round, as it keeps any job that ran last round. Until that plan the orphan's RenewLease
-waits for it (``unplanned``). Kept, the orphan becomes an ordinary run, extended by the plan
-(``RunTable.keep``); its lease is set on its first renewal from its process's own count and
-clock (``rebased_lease``), which this scheduler never saw. Not kept, its lease is over at
+waits for it (``RunTable.unplanned``). Kept, the orphan becomes an ordinary run, extended by
+the plan (``at_plan``); its lease is set on its first renewal from its process's own count
+and clock (``leases.rebased_lease``), which this scheduler never saw. Not kept, its lease is over at
 its next RenewLease: it checkpoints and exits, and the job goes where the plan put it. A
 process of an older generation, or of a job that has ended, is told to stop. An orphan run
 ends when its exit is reported or its workers stop listing it.
@@ -21,17 +21,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
-from ..core import MicroTask
+from ..core import MicroTask, Round
 from ..rpc import pb
 from .dispatch import PLANNED
 from .jobs import RUNNING
 from .leases import extended_lease, stop_lease
-from .meter import limit_lease
-
-if TYPE_CHECKING:
-    from .runs import Run, RunTable
+from .runs import RunTable
 
 log = logging.getLogger(__name__)
 
@@ -42,15 +38,21 @@ class Orphans:
     def __init__(self, table: RunTable) -> None:
         self.table = table
         self._adopted: set[str] = set()     # jobs adopted as orphans (some may have ended)
-        self._unplanned: set[str] = set()   # ... that no plan has judged yet
 
-    def unplanned(self, job_id: str) -> bool:
-        """Whether the job's orphan run waits for a plan to keep it or not."""
-        return job_id in self._unplanned
-
-    def planned(self) -> None:
-        """A plan has judged every orphan (kept or not)."""
-        self._unplanned.clear()
+    def at_plan(self, rnd: Round, index: int, now: float) -> None:
+        """The plan of ``rnd`` (round ``index``, at ``now``): the runs it keeps in place are
+        extended (``RunTable.extend_continuing``), the orphans among them too (``keep``);
+        it has judged every orphan; the RenewLeases waiting for it are answered."""
+        t = self.table
+        t.extend_continuing(rnd, index)
+        for task in rnd.tasks:
+            job_id = task.job_ids[0]
+            run = t.get(job_id)
+            if (task.extended and len(task.job_ids) == 1 and job_id in t.unplanned
+                    and run is not None and run.workers == task.workers):
+                self.keep(task, index, rnd.round_seconds, now)
+        t.unplanned.clear()
+        t.answer_waiting()
 
     def adopt(self, server_id: int, worker_type: str, running: Mapping[str, int], mono: float,
               gpus: Mapping[str, Sequence[int]] | None = None) -> None:
@@ -72,7 +74,7 @@ class Orphans:
             if run is None:
                 run = t.hold(job, worker_type, generation, mono)
                 self._adopted.add(job_id)
-                self._unplanned.add(job_id)
+                t.unplanned.add(job_id)
             elif not (run.orphan and server_id not in run.servers):
                 continue
             run.servers[server_id] = pb.RunJobRequest()
@@ -84,15 +86,15 @@ class Orphans:
             run = t.get(job_id)
             if run is None or not run.orphan:
                 self._adopted.discard(job_id)
-                self._unplanned.discard(job_id)
+                t.unplanned.discard(job_id)
             elif server_id in run.left and job_id not in running:
                 t.exited(job_id, server_id)
 
     def keep(self, task: MicroTask, index: int, R: float, now: float) -> None:
         """The plan of round ``index`` (at ``now``) keeps an orphan on its GPUs: an
-        extension, as ``RunTable._extend`` makes, with its RunJobs made whole from the
-        job's row (the scheduler that launched it is gone) and its lease set at its next
-        renewal (``RunTable.renewed``); its job runs again."""
+        extension, as ``RunTable.extend_continuing`` makes, with its RunJobs made whole from
+        the job's row (the scheduler that launched it is gone) and its lease set at its
+        next renewal (``RunTable.renewed``); its job runs again."""
         t = self.table
         job_id = task.job_ids[0]
         run, job = t.get(job_id), t.jobs[job_id]
@@ -110,7 +112,6 @@ class Orphans:
         for server_id, request in requests.items():
             t.send(job_id, server_id, request, PLANNED)
         t.held[task.key] = R
-        self._unplanned.discard(job_id)
         log.info("job %s: its run found going on (generation %d) is kept on its GPUs in "
                  "round %d", job_id, run.generation, index)
 
@@ -124,16 +125,3 @@ def _workers(ids: Sequence[int], gpus: Sequence[int], job_id: str,
     log.warning("job %s: server %d lists its run on GPUs %s, not GPUs of that server "
                 "(%d); the run is not kept", job_id, server_id, list(gpus), len(ids))
     return ()
-
-
-def rebased_lease(run: Run, total_steps: int, steps: int, seconds: float, arrived: float,
-                  allowed_s: float | None) -> pb.Lease:
-    """A kept orphan's lease from its first renewal (``steps`` done and ``seconds`` on its
-    process's clock, which the renewal brought at ``arrived``, monotonic): to the end of
-    its round (``run.ends``) at its planned rate, and ``max_seconds`` from when its process
-    started (``run.started`` is set to that). ``allowed_s``: its job's time limit left now."""
-    run.started = arrived - max(0.0, seconds)
-    left = max(0.0, run.ends - arrived)
-    lease = pb.Lease(max_steps=min(total_steps, steps + max(1, int(run.steps_per_s * left))),
-                     max_seconds=run.ends - run.started, round=run.round, extended=True)
-    return limit_lease(lease, None if allowed_s is None else arrived - run.started + allowed_s)

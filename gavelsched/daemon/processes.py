@@ -59,7 +59,7 @@ class ProcessCalls:
             return stop_lease(int(request.steps), request.seconds)
         if run.round > request.round:          # already extended by the next plan
             return self.runs.renewed(run, request)
-        if self.runs.orphans.unplanned(run.job_id) or (
+        if run.job_id in self.runs.unplanned or (
                 self.driver.planned is None and run.round >= self._started()
                 and self.clock.plan_at):
             return self.runs.after_plan(request)   # the next round is not planned yet

@@ -41,11 +41,10 @@ from .fences import Fences
 from .health import Health
 from .holding import runs_per_server
 from .inbox import FLEET
-from .leases import (MIN_LEASE_FRACTION, extended_lease, new_lease, run_requests, startup_lease,
-                     stop_lease)
+from .leases import (MIN_LEASE_FRACTION, extended_lease, new_lease, rebased_lease, run_requests,
+                     startup_lease, stop_lease)
 from .logs import Hosts
 from .meter import limit_lease
-from .orphans import Orphans, rebased_lease
 from .retries import Retries
 from .startups import Startups
 from .jobs import HELD, RUNNING, JobRow, Jobs
@@ -119,7 +118,7 @@ class RunTable:
         self._running = False                 # False: the daemon is idle
         self.scheduler_address = ""
         self._runs: dict[str, Run] = {}
-        self.orphans = Orphans(self)
+        self.unplanned: set[str] = set()   # orphans no plan has judged yet (``orphans``)
         # job -> (member, task, round, refill): a placement waiting for its last run's end
         self._deferred: dict[str, tuple[int, MicroTask, int, bool]] = {}
         self.held: dict[str, float] = {}     # task key -> seconds it held its workers
@@ -206,24 +205,19 @@ class RunTable:
         taken.update(w for _, task, _, _ in self._deferred.values() for w in task.workers)
         return set(live) - taken
 
-    def extend_continuing(self, rnd: Round, index: int, now: float) -> None:
-        """At the plan of ``rnd`` (round ``index``, at ``now``): a task whose members all
-        run, from last round, on exactly its GPUs gets its leases extended by ``rnd``'s
-        length (no checkpoint, no restart), and an orphan it keeps on its GPUs becomes its
-        run (``Orphans.keep``); the RenewLeases waiting for the plan are answered
-        (``after_plan``)."""
+    def extend_continuing(self, rnd: Round, index: int) -> None:
+        """At the plan of ``rnd`` (round ``index``): a task whose members all run, from last
+        round, on exactly its GPUs gets its leases extended by ``rnd``'s length (no
+        checkpoint, no restart). Then (``Orphans.at_plan``) the orphans it keeps in place
+        become runs, and the RenewLeases waiting for the plan are answered
+        (``answer_waiting``)."""
         self.held, self._fresh = {}, {}
         for task in rnd.tasks:
-            runs = [self._runs.get(j) for j in task.job_ids]
-            if not task.extended or not all(r is not None and r.workers == task.workers
-                                             for r in runs):
-                continue
-            if all(not r.orphan and r.round == index - 1 for r in runs):
+            if task.extended and all(j in self._runs and not self._runs[j].orphan
+                                     and self._runs[j].round == index - 1
+                                     and self._runs[j].workers == task.workers
+                                     for j in task.job_ids):
                 self._extend(task, index, rnd.round_seconds)
-            elif len(runs) == 1 and self.orphans.unplanned(runs[0].job_id):
-                self.orphans.keep(task, index, rnd.round_seconds, now)
-        self.orphans.planned()
-        self.answer_waiting()
 
     def after_plan(self, request: pb.RenewLeaseRequest) -> Future:
         """A RenewLease asked before the next round is planned: its answer (the job's lease
@@ -243,14 +237,18 @@ class RunTable:
     def renewed(self, run: Run, request: pb.RenewLeaseRequest,
                 arrived: float | None = None) -> pb.Lease:
         """The lease a renewal of ``run`` gets (asked at ``arrived``; None: now): its lease,
-        set first from the renewal when it is a kept orphan's (``orphans.rebased_lease``)."""
+        set first from the renewal when it is a kept orphan's (``leases.rebased_lease``;
+        its process's start is then known on this clock)."""
         if run.rebase and request.generation == run.generation:
             run.rebase = False
             job = self.jobs[run.job_id]
-            run.lease = rebased_lease(run, job.spec.total_steps, int(request.steps),
-                                      float(request.seconds),
-                                      self._clock() if arrived is None else arrived,
-                                      self._allowed(job))
+            arrived = self._clock() if arrived is None else arrived
+            lease = rebased_lease(run.round, run.ends, run.steps_per_s, job.spec.total_steps,
+                                  int(request.steps), float(request.seconds), arrived)
+            run.started = run.ends - lease.max_seconds
+            allowed = self._allowed(job)       # (its job's time limit left now)
+            run.lease = limit_lease(lease, None if allowed is None
+                                    else arrived - run.started + allowed)
         return run.lease
 
     def held_s(self, keys: list[str]) -> list[float]:

@@ -33,6 +33,7 @@ from ..core import SchedulerCore
 from ..rpc import pb
 from .config import DaemonConfig
 from .health import DEAF_LIMIT, Health
+from .orphans import Orphans
 from .meta import DRAINED
 from .priors import Priors
 from .runs import RunTable
@@ -52,6 +53,7 @@ class Servers:
         """``changed``: told when what ``status`` shows of the servers changes (a drain)."""
         self.config, self.core, self.store = config, core, store
         self.health, self.runs, self.priors, self._now = health, runs, priors, now
+        self.orphans = Orphans(runs)           # (what a restarted scheduler finds running)
         self._changed = changed
         self.drained: dict[int, str] = {}    # server id -> BY_OPERATOR or BY_WORKER
         self._deaf = False                   # (``fail_silent``: said once)
@@ -92,7 +94,7 @@ class Servers:
         self.health.up(row, mono, registration)
         if request.running:     # (a scheduler restart: its runs are adopted before a plan)
             running, gpus = running_of(request.running)
-            self.runs.orphans.adopt(row.id, row.worker_type, running, mono, gpus)
+            self.orphans.adopt(row.id, row.worker_type, running, mono, gpus)
         log.info("worker %d (%s x%d) at %s registered", row.id, row.worker_type,
                  len(row.workers), row.address)
         self._log_priors(row, profile, learned)
@@ -183,7 +185,7 @@ class Servers:
             return False
         if leaving:
             self._changed()             # status shows the drain
-        self.runs.orphans.adopt(server_id, server.row.worker_type, running, mono, gpus)
+        self.orphans.adopt(server_id, server.row.worker_type, running, mono, gpus)
         if leaving and server_id not in self.drained:
             if registration == server.registration:
                 self._drain(server_id, BY_WORKER)

@@ -25,12 +25,12 @@ from .test_round_aligned import R, Recorder, Scheduler
 class Restarted:
     """A new scheduler on ``s``'s state directory at time ``t`` (hand-moved)."""
 
-    def __init__(self, tmp_path, t: float) -> None:
+    def __init__(self, tmp_path, t: float, heartbeat_seconds: float = 1e6) -> None:
         self.t = t
         self.store = Store(tmp_path / "state")
         config = DaemonConfig(listen="127.0.0.1:0", policy="max_min_fairness_perf",
                               round_seconds=R, state_dir=tmp_path / "state",
-                              heartbeat_seconds=1e6, min_resolve_interval_s=R)
+                              heartbeat_seconds=heartbeat_seconds, min_resolve_interval_s=R)
         self.sent = Recorder()
         self.x = DaemonExecutor(config, self.store, get_policy("max_min_fairness_perf"),
                                 default_table(), self.sent, clock=lambda: self.t)
@@ -138,5 +138,50 @@ def test_a_stale_run_listed_at_registration_is_stopped(tmp_path, before):
                                                round=run.round, gpus=[0])])
         assert job not in r.x.runs
         assert r.sent.killed_runs == [(job, run.generation - 1)]
+    finally:
+        r.store.close()
+
+
+def test_the_first_plan_waits_for_the_servers_known_before_the_restart(tmp_path):
+    """Two servers of one GPU, a job running on each; after the restart the first plan
+    waits until both have registered again (their runs adopted), so it keeps both runs;
+    a server that does not come back is waited for one silence limit at most."""
+    s = Scheduler(tmp_path, gpus=1)
+    second = s.add_server(1)
+    jobs = [s.submit(), s.submit()]
+    s.at(1.0)
+    runs = {r.job_id: r for r in s.sent.runs}
+    assert set(runs) == set(jobs)
+    server_of = {s.x.core.view.server_of[w]: j for j in jobs
+                 for w in s.x.runs.get(j).workers}
+    s.close()
+
+    def listed(server):
+        run = runs[server_of[server]]
+        return [pb.RunningJob(job_id=run.job_id, generation=run.generation, round=run.round,
+                              gpus=list(run.gpus))]
+
+    r = Restarted(tmp_path, 100.0)
+    try:
+        r.register(s.server, 1, listed(s.server))
+        r.at(101.0)
+        assert r.x.clock.idle and not r.sent.runs           # the other server is not back
+        r.register(second, 1, listed(second))
+        r.at(101.5)
+        assert not r.x.clock.idle
+        assert {e.job_id for e in r.sent.runs} == set(jobs)
+        assert all(e.generation == runs[e.job_id].generation and e.lease.extended
+                   for e in r.sent.runs)                    # both kept, none launched anew
+    finally:
+        r.store.close()
+
+    r = Restarted(tmp_path, 200.0, heartbeat_seconds=1.0)   # a silence limit of 3 s
+    try:
+        r.register(s.server, 1, [])
+        r.at(201.0)
+        assert r.x.clock.idle
+        r.x.roster.heartbeat(s.server, 202.0, {})
+        r.at(203.0)                                         # the limit: it plans without it
+        assert not r.x.clock.idle
     finally:
         r.store.close()
