@@ -9,8 +9,8 @@ After ``--warmup`` rounds, three events, each followed by ``--rounds`` rounds:
 - **rack lost**: the last hollow process (``--gpus`` / ``--hollow-procs`` GPUs, "a rack")
   is killed (SIGKILL): its servers and their jobs' runs die at once;
 - **rack back**: the same process is started again, with the same work directories;
-- **scheduler restarted**: the scheduler is killed (SIGKILL) and started again on its
-  state directory, while the hollow workers and their runs go on.
+- **scheduler restarted**: the scheduler is killed (SIGKILL), just after a round began, and
+  started again on its state directory, while the hollow workers and their runs go on.
 
 Reported per event:
 
@@ -23,6 +23,11 @@ Reported per event:
   to the last measured after it;
 - **GPUs busy of alive**: at the last round before the event, the first after it, and the
   last measured;
+- **runs kept**: the restart only: the runs going on before it (jobs ``running`` in
+  ``Status``) that the new scheduler kept on their GPUs (its log's "is kept on its GPUs"
+  lines, docs/runtime.md "Restarts"), and how many of those still run on that run at the
+  last round measured (``running``, and no fresh run of theirs started up since: a kept
+  run whose renewal found no scheduler serving ends with its lease);
 - **alive servers failed**: servers failed for missed heartbeats in those rounds other than
   the rack's (a restarted scheduler that fails the servers coming back to it restarts
   their runs);
@@ -58,6 +63,10 @@ from daemon_scale import (FAILED_LINE, STAMP, fleet_arguments, fleet_sizes,  # n
 from gavelsched.daemon.local import kill_tree, wait_until  # noqa: E402
 from gavelsched.rpc import pb, pb_grpc  # noqa: E402
 
+STARTED_UP_LINE = re.compile(STAMP + r" INFO gavelsched\.daemon\.runs: job (?P<job>\S+): its "
+                             r"run in round \d+ started up", re.M)
+KEPT_LINE = re.compile(STAMP + r" INFO gavelsched\.daemon\.orphans: job (?P<job>\S+): its "
+                       r"run found going on .* is kept on its GPUs", re.M)
 REGISTERED_LINE = re.compile(STAMP + r" INFO gavelsched\.daemon\.servers: worker "
                              r"(?P<server>\d+) \(.*\) at \S+ registered$", re.M)
 # How often the servers (a Status each) and the scheduler's log are read.
@@ -75,6 +84,7 @@ class Event:
     next_round_s: float = float("nan")
     worst_gap_s: float = float("nan")
     busy: str = "-"
+    kept: str = "-"
     wrongly_failed: int = 0     # servers failed after it that were alive
     lost: list[str] | None = None
     peak_mib: float = float("nan")
@@ -186,8 +196,11 @@ def _rack_events(cluster, client, procs: list, racks: list, args) -> list[Event]
 
 
 def _restart_event(cluster, servers: int, args) -> Event:
-    """The scheduler killed (SIGKILL) and started again on its state directory."""
+    """The scheduler killed (SIGKILL) just after a round began, and started again on its
+    state directory (the runs' renewals, at 95% of the round, find it serving if it is back
+    by then: the restart a rolling upgrade makes at a round's start)."""
     log_path = cluster.root / "scheduler.log"
+    rounds_after(log_path, time.time(), 1, args.round_seconds)
     before = durable(pb_grpc.ClientToSchedulerStub(cluster.chan))
     event = Event("scheduler restarted")
     began = time.time()
@@ -200,23 +213,32 @@ def _restart_event(cluster, servers: int, args) -> Event:
     last = wait_until(lambda: _last_of(REGISTERED_LINE, log_path, began, everyone), 600,
                       "every server registered again", every=POLL_S)
     event.servers = f"{servers} registered, the last {last - began:.1f} s after"
-    _settle(event, log_path, began, args, before, client)
+    after = _settle(event, log_path, began, args, before, client)
+    running = {job for job, (state, _) in before.items() if state == "running"}
+    kept, fresh = ({m["job"] for m in line.finditer(log_path.read_text(errors="replace"))
+                    if stamp(m[1]) > began} for line in (KEPT_LINE, STARTED_UP_LINE))
+    kept &= running
+    on = {job for job in kept - fresh if after.get(job, ("",))[0] == "running"}
+    event.kept = f"{len(kept):,} of {len(running):,} ({len(on):,} still on it)"
     event.peak_mib = peak_rss_mib(cluster.scheduler.pid)
     return event
 
 
 def _settle(event: Event, log_path: Path, began: float, args, before, client,
-            expected: set[int] = frozenset()) -> None:
+            expected: set[int] = frozenset()) -> dict[str, tuple[str, int]]:
     """``event``'s round figures over the ``--rounds`` rounds after it, the servers failed
-    in them that were not ``expected`` to be, and the jobs lost against ``before``."""
+    in them that were not ``expected`` to be, and the jobs lost against ``before``;
+    returns the jobs then (``durable``)."""
     window = rounds_after(log_path, began, args.rounds, args.round_seconds)
     event.next_round_s = window[1][0] - began
     event.worst_gap_s = max(b[0] - a[0] for a, b in itertools.pairwise(window))
     event.busy = " / ".join(f"{s[2]:,} of {s[3]:,}" for s in (window[0], window[1], window[-1]))
     event.wrongly_failed = sum(server not in expected
                                for server, _ in _failures(log_path, began, window[-1][0]))
-    event.lost = lost_jobs(before, durable(client))
+    after = durable(client)
+    event.lost = lost_jobs(before, after)
     print(f"  {event.name}: {event.servers}", file=sys.stderr, flush=True)
+    return after
 
 
 def _failures(log_path: Path, since: float, until: float = math.inf) -> list[tuple[int, float]]:
@@ -267,9 +289,9 @@ def main() -> int:
           f"processes (a rack: 1 of them), hollow jobs at {args.emulation_speed:g}x")
     print()
     print("| GPUs | jobs | event | servers | serving | next round | worst round gap | GPUs busy "
-          "of alive: before / first round / last | alive servers failed | jobs lost | "
-          "scheduler peak RSS |")
-    print("|---" * 11 + "|", flush=True)
+          "of alive: before / first round / last | runs kept | alive servers failed | "
+          "jobs lost | scheduler peak RSS |")
+    print("|---" * 12 + "|", flush=True)
     bad = 0
     for gpus, jobs in pairs:
         for e in run(gpus, jobs, args):
@@ -277,7 +299,7 @@ def main() -> int:
             serving = "-" if e.serving_s is None else f"{e.serving_s:.1f} s"
             rss = "-" if e.peak_mib != e.peak_mib else f"{e.peak_mib:,.0f} MiB"
             print(f"| {gpus:,} | {jobs:,} | {e.name} | {e.servers} | {serving} | "
-                  f"{e.next_round_s:.1f} s | {e.worst_gap_s:.2f} s | {e.busy} | "
+                  f"{e.next_round_s:.1f} s | {e.worst_gap_s:.2f} s | {e.busy} | {e.kept} | "
                   f"{e.wrongly_failed} | {len(e.lost)} | {rss} |", flush=True)
             for what in e.lost[:10]:
                 print(f"  lost: {what}", file=sys.stderr)

@@ -124,7 +124,7 @@ def test_a_profile_for_a_type_already_served_waits_for_the_next_start(tmp_path, 
         assert "kept for the next start: the scheduler already plans with h100" in \
             daemon_log.text
         assert "h100" not in s.x.table.worker_types
-        s.join(doc=profile_doc(rate=7.0))                    # a second h100 server
+        second = s.join(doc=profile_doc(rate=7.0))           # a second h100 server
         assert "ignored: the first profile of h100 is kept" in daemon_log.text
         s.at(2.0)
         assert s.sent.runs == []
@@ -134,6 +134,7 @@ def test_a_profile_for_a_type_already_served_waits_for_the_next_start(tmp_path, 
     try:
         assert again.x.table.get("h100", A3C) == RATE        # the first profile
         again.join(previous=server)
+        again.join(previous=second)        # (a restarted scheduler plans once both are back)
         again.at(1.0)
         assert [(r.job_id, r.expected_steps_per_s) for r in again.sent.runs] == [(job, RATE)]
     finally:
