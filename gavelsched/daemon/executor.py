@@ -52,6 +52,7 @@ from .logs import Hosts
 from .meta import ROUND
 from .metrics import DaemonMetrics
 from .priors import Priors
+from .period import PERIOD_FILE, resume_period, save_period
 from .processes import ProcessCalls
 from .picture import Picture
 from .progress import Progress
@@ -163,6 +164,7 @@ class DaemonExecutor:
         # Last: entering a restored job may end it (a dependency that ended before the stop
         # cancels it), which needs every room above.
         self.tenancy.restore()
+        resume_period(self.core, config.state_dir / PERIOD_FILE, self.now())   # (``period``)
 
     @property
     def snapshot(self) -> Snapshot:
@@ -248,7 +250,8 @@ class DaemonExecutor:
             else:
                 self.runs.kill(job_id, reason)    # its other ranks cannot go on alone
         if self.clock.idle:                     # start as soon as there is work
-            if (self.core.has_jobs and self._ready() and self.health.back(mono)
+            if (self.core.has_jobs and self.health.back(mono)
+                    and self.health.alive_gpus() >= max(1, self.config.expected_workers)
                     and mono >= self.driver.first_plan_at(self._woken)):
                 self._plan()
                 self._start_round(mono)
@@ -257,9 +260,6 @@ class DaemonExecutor:
             self._plan()
         if self.clock.start_due(mono):
             self._start_round(mono)
-
-    def _ready(self) -> bool:
-        return self.health.alive_gpus() >= max(1, self.config.expected_workers)
 
     def _plan(self) -> None:
         """The next round's plan (``RoundDriver.plan``), ``plan_lead`` before the boundary."""
@@ -286,6 +286,7 @@ class DaemonExecutor:
         self.clock.planned()
         index = self._round_base + rnd.index
         self.store.set_meta({ROUND.key(): index + 1})
+        save_period(self.config.state_dir / PERIOD_FILE, self.core.period_state())
         self.times.planned(index, None if rnd.resolved is None else rnd.resolved.solve_s)
         with self.dispatcher.held(), self.store.batched():         # (as at a round's start)
             self.roster.orphans.at_plan(rnd, index, now)   # (extensions; waiting renewals)
@@ -316,9 +317,8 @@ class DaemonExecutor:
         index = self._started_index = self._round_base + rnd.index
         self.runs.begin(started.round)
         planned = started.round.tasks[:len(rnd.batch)]
-        # the launches' writes in one transaction as they end, then their calls queued
-        # together (``Store.batched``, ``Dispatcher.held``: made one at a time, each woke
-        # threads whose turns at the GIL slowed a round's launches tenfold at 2,048 GPUs)
+        # the launches' writes in one transaction, then their calls queued together (one
+        # at a time, each woke threads whose GIL turns slowed launches tenfold at 2,048 GPUs)
         with self.dispatcher.held(), self.store.batched():
             self.runs.place(tuple(t for i, t in enumerate(planned)
                                   if i not in started.unstarted), index)

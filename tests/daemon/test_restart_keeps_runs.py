@@ -8,8 +8,10 @@ ends at its renewal as before. The real ``DaemonExecutor`` on a hand-moved clock
 
 from __future__ import annotations
 
+import logging
 from concurrent.futures import Future
 
+import numpy as np
 import pytest
 
 from gavelsched.daemon.config import DaemonConfig
@@ -47,6 +49,12 @@ class Restarted:
     def renew(self, job: str, generation: int, round_: int, steps: int, seconds: float):
         return self.x.processes.renew_lease(pb.RenewLeaseRequest(
             job_id=job, round=round_, steps=steps, seconds=seconds, generation=generation))
+
+
+@pytest.fixture
+def daemon_log(caplog):
+    caplog.set_level(logging.INFO, logger="gavelsched.daemon")
+    return caplog
 
 
 @pytest.fixture
@@ -183,5 +191,71 @@ def test_the_first_plan_waits_for_the_servers_known_before_the_restart(tmp_path)
         r.x.roster.heartbeat(s.server, 202.0, {})
         r.at(203.0)                                         # the limit: it plans without it
         assert not r.x.clock.idle
+    finally:
+        r.store.close()
+
+
+def test_a_restarted_scheduler_goes_on_with_the_allocation_period(tmp_path, daemon_log):
+    """Two jobs time-share one GPU for some rounds; the restarted scheduler has the same
+    X, received seconds and deficits (``period.npz``), not a fresh period, so its first
+    plan (a re-solve: its servers came back) runs the job that had less of its share, which
+    a fresh period would have put after the other (by arrival)."""
+    s = Scheduler(tmp_path)
+    jobs = [s.submit(), s.submit()]
+    t = 1.0
+    for _ in range(2):
+        s.at(t)
+        s.at(t + R - s.x.config.plan_lead)
+        t += R
+    s.at(t)
+    before = s.x.core.period_state()
+    assert before.received.any() and set(before.keys) == set(jobs)
+    s.close()
+
+    r = Restarted(tmp_path, 500.0)
+    try:
+        after = r.x.core.period_state()
+        assert after.start_s == before.start_s and after.types == before.types
+        order = [after.keys.index(k) for k in before.keys]
+        assert (after.received[order] == before.received).all()
+        assert (after.deficit[order] == before.deficit).all()
+        assert (after.allocation[order] == before.allocation).all()
+        assert not after.stale
+        r.register(s.server, 1, [])
+        r.at(501.0)
+        (first,) = r.sent.runs
+        # the job that had received less of its share since the period began (its deficit
+        # carried into the re-solve's new period), not the first to arrive
+        share = {k: before.received[i].sum() for i, k in enumerate(before.keys)}
+        assert share[jobs[1]] < share[jobs[0]]
+        assert first.job_id == jobs[1]
+    finally:
+        r.store.close()
+
+
+@pytest.mark.parametrize("damage", ["not a zip", "nan"])
+def test_a_damaged_period_file_starts_a_fresh_period_with_one_warning(tmp_path, daemon_log,
+                                                                      damage):
+    s = Scheduler(tmp_path)
+    job = s.submit()
+    s.at(1.0)
+    s.at(1.0 + R - s.x.config.plan_lead)
+    s.close()
+    path = tmp_path / "state" / "period.npz"
+    if damage == "nan":
+        with np.load(path) as f:
+            arrays = {name: f[name] for name in f.files}
+        arrays["received"][0, 0] = np.nan
+        np.savez(path, **arrays)
+    else:
+        path.write_bytes(b"\xff\xfe not an npz")
+    r = Restarted(tmp_path, 100.0)
+    try:
+        assert "period.npz: not an allocation period" in daemon_log.text
+        assert "the period starts afresh" in daemon_log.text
+        assert r.x.core.period_state().keys == ()            # nothing taken on
+        r.register(s.server, 1, [])
+        r.at(101.0)
+        assert [e.job_id for e in r.sent.runs] == [job]       # and it schedules as before
     finally:
         r.store.close()

@@ -1,0 +1,104 @@
+"""The allocation period in progress, kept across a scheduler restart (thesis §5.5: the X in
+force, the time each job received since the last re-solve and the deficit carried from past
+periods; docs/runtime.md, "Restarts").
+
+Without it a restarted scheduler began a period afresh: every job's received time back to
+the seed and its deficit gone, so the first plans ranked jobs as if none had run (a job
+that had just had its share came first again, one owed time lost its claim), re-solved at
+once, and chose the runs to go on regardless of the runs it found going on. Saved at each
+plan (``save_period``: ``period.npz`` in the state directory, written whole and renamed
+into place) and taken on at the next start (``resume_period``: ``SchedulerCore.resume``,
+the same hand-over a forecast's replay makes). The file is a door: anything it holds that
+is not a period (unreadable, a shape that does not match, a number not finite, a start
+later than now) is refused with one line, and the period starts afresh as before.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..core import PeriodState, SchedulerCore
+
+log = logging.getLogger(__name__)
+
+PERIOD_FILE = "period.npz"
+
+
+def save_period(path: Path, period: PeriodState) -> None:
+    """Write ``period`` to ``path`` (a temporary file renamed into place: a crash leaves
+    the old one or the new one, never half of one)."""
+    runs = sorted(period.runs.items())
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as out:
+        np.savez(out, start_s=np.float64(period.start_s), stale=np.bool_(period.stale),
+                 types=np.array(period.types, dtype=str), keys=np.array(period.keys, dtype=str),
+                 allocation=period.allocation, received=period.received,
+                 deficit=period.deficit, run_keys=np.array([k for k, _ in runs], dtype=str),
+                 run_columns=np.array([c for _, (c, _) in runs], dtype=str),
+                 run_held_s=np.array([h for _, (_, h) in runs], dtype=np.float64))
+    os.replace(tmp, path)
+
+
+def load_period(path: Path, now: float) -> PeriodState | None:
+    """The period saved at ``path``; None when there is none, or (with one warning) when
+    the file is not one (module docstring). ``now``: the daemon's time, which its start
+    cannot pass."""
+    if not path.exists():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            got = {name: f[name] for name in f.files}
+        return _checked(got, now)
+    except Exception as err:     # (a damaged file: zip, npy, numpy or a check of ours)
+        log.warning("%s: not an allocation period (%s); the period starts afresh", path,
+                    str(err).splitlines()[0] if str(err) else type(err).__name__)
+        return None
+
+
+def resume_period(core: SchedulerCore, path: Path, now: float) -> None:
+    """Take on the period saved at ``path``, if any (``SchedulerCore.resume``)."""
+    period = load_period(path, now)
+    if period is not None:
+        core.resume(period)
+        log.info("allocation period since %.1f s taken on: %d jobs' X, received time and "
+                 "deficit%s", period.start_s, len(period.keys),
+                 " (stale: the next plan re-solves)" if period.stale else "")
+
+
+def _checked(got: dict[str, np.ndarray], now: float) -> PeriodState:
+    """``got``'s arrays as a period; ``ValueError`` naming the first that is not right."""
+    start_s = float(got["start_s"])
+    if not 0.0 <= start_s <= now + 1.0:
+        raise ValueError(f"start_s: must be in [0, now], got {start_s!r}")
+    types, keys = _names(got, "types"), _names(got, "keys")
+    for name in ("allocation", "received", "deficit"):
+        a = got[name]
+        if a.dtype.kind != "f" or a.shape != (len(keys), len(types)):
+            raise ValueError(f"{name}: {len(keys)} x {len(types)} numbers expected, got "
+                             f"{a.dtype} {a.shape}")
+        if not np.isfinite(a).all():
+            raise ValueError(f"{name}: a number that is not finite")
+    if (got["allocation"] < 0).any() or (got["received"] < 0).any():
+        raise ValueError("allocation, received: a negative number")
+    run_keys, run_columns = _names(got, "run_keys"), _names(got, "run_columns", unique=False)
+    held = got["run_held_s"]
+    if held.shape != (len(run_keys),) or len(run_columns) != len(run_keys) or not (
+            np.isfinite(held) & (held >= 0)).all():
+        raise ValueError("runs: keys, columns and held seconds do not match")
+    return PeriodState(start_s, types, keys, got["allocation"], got["received"],
+                       got["deficit"], bool(got["stale"]),
+                       {k: (c, float(h)) for k, c, h in zip(run_keys, run_columns, held)})
+
+
+def _names(got: dict[str, np.ndarray], name: str, unique: bool = True) -> tuple[str, ...]:
+    a = got[name]
+    if a.ndim != 1 or a.dtype.kind != "U":
+        raise ValueError(f"{name}: a list of names expected")
+    names = tuple(str(x) for x in a)
+    if unique and len(set(names)) != len(names):
+        raise ValueError(f"{name}: a name twice")
+    return names
