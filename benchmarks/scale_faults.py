@@ -25,9 +25,9 @@ Reported per event:
   last measured;
 - **runs kept**: the restart only: the runs going on before it (jobs ``running`` in
   ``Status``) that the new scheduler kept on their GPUs (its log's "is kept on its GPUs"
-  lines, docs/runtime.md "Restarts"), and how many of those still run on that run at the
-  last round measured (``running``, and no fresh run of theirs started up since: a kept
-  run whose renewal found no scheduler serving ends with its lease);
+  lines, docs/runtime.md "Restarts"), and how many of those then renewed their lease with
+  it (its "kept run renewed" lines: a kept run whose renewal found no scheduler serving
+  ends with its lease);
 - **alive servers failed**: servers failed for missed heartbeats in those rounds other than
   the rack's (a restarted scheduler that fails the servers coming back to it restarts
   their runs);
@@ -63,8 +63,8 @@ from daemon_scale import (FAILED_LINE, STAMP, fleet_arguments, fleet_sizes,  # n
 from gavelsched.daemon.local import kill_tree, wait_until  # noqa: E402
 from gavelsched.rpc import pb, pb_grpc  # noqa: E402
 
-STARTED_UP_LINE = re.compile(STAMP + r" INFO gavelsched\.daemon\.runs: job (?P<job>\S+): its "
-                             r"run in round \d+ started up", re.M)
+RENEWED_LINE = re.compile(STAMP + r" INFO gavelsched\.daemon\.runs: job (?P<job>\S+): its kept "
+                          r"run renewed", re.M)
 KEPT_LINE = re.compile(STAMP + r" INFO gavelsched\.daemon\.orphans: job (?P<job>\S+): its "
                        r"run found going on .* is kept on its GPUs", re.M)
 REGISTERED_LINE = re.compile(STAMP + r" INFO gavelsched\.daemon\.servers: worker "
@@ -213,32 +213,28 @@ def _restart_event(cluster, servers: int, args) -> Event:
     last = wait_until(lambda: _last_of(REGISTERED_LINE, log_path, began, everyone), 600,
                       "every server registered again", every=POLL_S)
     event.servers = f"{servers} registered, the last {last - began:.1f} s after"
-    after = _settle(event, log_path, began, args, before, client)
+    _settle(event, log_path, began, args, before, client)
     running = {job for job, (state, _) in before.items() if state == "running"}
-    kept, fresh = ({m["job"] for m in line.finditer(log_path.read_text(errors="replace"))
-                    if stamp(m[1]) > began} for line in (KEPT_LINE, STARTED_UP_LINE))
+    kept, renewed = ({m["job"] for m in line.finditer(log_path.read_text(errors="replace"))
+                      if stamp(m[1]) > began} for line in (KEPT_LINE, RENEWED_LINE))
     kept &= running
-    on = {job for job in kept - fresh if after.get(job, ("",))[0] == "running"}
-    event.kept = f"{len(kept):,} of {len(running):,} ({len(on):,} still on it)"
+    event.kept = f"{len(kept):,} of {len(running):,} ({len(kept & renewed):,} renewed)"
     event.peak_mib = peak_rss_mib(cluster.scheduler.pid)
     return event
 
 
 def _settle(event: Event, log_path: Path, began: float, args, before, client,
-            expected: set[int] = frozenset()) -> dict[str, tuple[str, int]]:
+            expected: set[int] = frozenset()) -> None:
     """``event``'s round figures over the ``--rounds`` rounds after it, the servers failed
-    in them that were not ``expected`` to be, and the jobs lost against ``before``;
-    returns the jobs then (``durable``)."""
+    in them that were not ``expected`` to be, and the jobs lost against ``before``."""
     window = rounds_after(log_path, began, args.rounds, args.round_seconds)
     event.next_round_s = window[1][0] - began
     event.worst_gap_s = max(b[0] - a[0] for a, b in itertools.pairwise(window))
     event.busy = " / ".join(f"{s[2]:,} of {s[3]:,}" for s in (window[0], window[1], window[-1]))
     event.wrongly_failed = sum(server not in expected
                                for server, _ in _failures(log_path, began, window[-1][0]))
-    after = durable(client)
-    event.lost = lost_jobs(before, after)
+    event.lost = lost_jobs(before, durable(client))
     print(f"  {event.name}: {event.servers}", file=sys.stderr, flush=True)
-    return after
 
 
 def _failures(log_path: Path, since: float, until: float = math.inf) -> list[tuple[int, float]]:

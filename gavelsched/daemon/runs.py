@@ -249,6 +249,8 @@ class RunTable:
             allowed = self._allowed(job)       # (its job's time limit left now)
             run.lease = limit_lease(lease, None if allowed is None
                                     else arrived - run.started + allowed)
+            log.info("job %s: its kept run renewed: to %d steps in round %d", run.job_id,
+                     run.lease.max_steps, run.round)
         return run.lease
 
     def held_s(self, keys: list[str]) -> list[float]:
