@@ -9,10 +9,11 @@ it runs (``SchedulerCore.adopt_run``): the next plan keeps it there when it give
 a round, as it keeps any job that ran last round. Until that plan the orphan's RenewLease
 waits for it (``RunTable.unplanned``). Kept, the orphan becomes an ordinary run, extended by
 the plan (``at_plan``); its lease is set on its first renewal from its process's own count
-and clock (``leases.rebased_lease``), which this scheduler never saw. Not kept, its lease is over at
-its next RenewLease: it checkpoints and exits, and the job goes where the plan put it. A
-process of an older generation, or of a job that has ended, is told to stop. An orphan run
-ends when its exit is reported or its workers stop listing it.
+and clock (``leases.rebased_lease``), which this scheduler never saw; its throughput is
+sampled from there on. Not kept, its lease is over at its next RenewLease: it checkpoints
+and exits, and the job goes where the plan put it. A process of an older generation, or of
+a job that has ended, is told to stop. An orphan run ends when its exit is reported or its
+workers stop listing it.
 
 Runs on the executor thread, as the run table it adds to.
 """
@@ -70,16 +71,16 @@ class Orphans:
                     t.dispatcher.kill_job(t.health.address(server_id), job_id,
                                           "stale run generation", generation)
                 continue
-            workers = _workers(server.workers, (gpus or {}).get(job_id, ()), job_id, server_id)
             if run is None:
                 run = t.hold(job, worker_type, generation, mono)
                 self._adopted.add(job_id)
                 t.unplanned.add(job_id)
             elif not (run.orphan and server_id not in run.servers):
-                continue
+                continue            # (a run of ours, or a server of this orphan already)
             run.servers[server_id] = pb.RunJobRequest()
             run.left.add(server_id)
-            run.workers = (*run.workers, *workers)
+            run.workers += _workers(server.workers, (gpus or {}).get(job_id, ()), job_id,
+                                    server_id)
             if run.workers:
                 t.core.adopt_run(job_id, run.workers)
         for job_id in list(self._adopted):     # (not every run: a heartbeat comes often)

@@ -44,7 +44,8 @@ class Progress:
             run.reported_at = self._clock()
             if steps > run.last[0]:     # (its exit's report repeats its last commit)
                 run.committed_at = run.reported_at
-        if run is not None and not run.orphan and seconds is not None and steps > run.last[0]:
+        if (run is not None and not run.orphan and not run.rebase and seconds is not None
+                and steps > run.last[0]):
             base, then = run.last
             if then is None and 0.0 < lease_start_s <= seconds:
                 base, then = base + 1, lease_start_s   # from the end of its first step

@@ -77,7 +77,7 @@ class Run:
     init_at: float = 0.0                 # monotonic time of its first InitJob
     started_up: bool = False             # its first InitJob arrived
     orphan: bool = False                 # found running after a scheduler restart
-    rebase: bool = False                 # a kept orphan: its lease is set at its renewal
+    rebase: bool = False                 # a kept orphan: lease and samples from its renewal
     workers: tuple[int, ...] = ()        # the core's worker ids it holds
     round_start: float = 0.0             # monotonic start of its first round
     lease_end: float = 0.0               # monotonic end of its lease past its start-up
@@ -246,6 +246,7 @@ class RunTable:
             lease = rebased_lease(run.round, run.ends, run.steps_per_s, job.spec.total_steps,
                                   int(request.steps), float(request.seconds), arrived)
             run.started = run.ends - lease.max_seconds
+            run.last = (int(request.steps), float(request.seconds))   # (samples from here)
             allowed = self._allowed(job)       # (its job's time limit left now)
             run.lease = limit_lease(lease, None if allowed is None
                                     else arrived - run.started + allowed)
@@ -535,8 +536,7 @@ class RunTable:
                     self._launch_deferred(job_id)
 
     def hold(self, job: JobRow, worker_type: str, generation: int, mono: float) -> Run:
-        """Hold a run of ``job`` found going on (``orphans``; its servers and GPUs are added
-        there): its lease is over until a plan keeps it."""
+        """A run of ``job`` found going on (``orphans``), over until a plan keeps it."""
         run = Run(job.id, worker_type, {}, set(), stop_lease(job.steps_done), -1, mono, mono,
                   0.0, job.steps_done, (job.steps_done, 0.0), started_up=True, orphan=True,
                   round_start=mono, generation=generation)

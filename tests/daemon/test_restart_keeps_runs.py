@@ -95,6 +95,7 @@ def test_the_first_plan_keeps_a_run_found_going_on_and_its_lease_comes_from_its_
         # count and clock when it asked (55 steps, 9 s since its process started, at 100 s).
         assert lease.max_seconds == pytest.approx(9.0 + 1.0 + R)
         assert lease.max_steps == 55 + int(kept.steps_per_s * (1.0 + R))
+        assert kept.last == (55, 9.0)       # its throughput is sampled from there on
         # The worker was told (an extension on the same GPU and generation), once.
         (extension,) = r.sent.runs
         assert (extension.generation, list(extension.gpus), extension.lease.extended) == (
