@@ -25,9 +25,11 @@ Reported per event:
   last measured;
 - **runs kept**: the restart only: the runs going on before it (jobs ``running`` in
   ``Status``) that the new scheduler kept on their GPUs (its log's "is kept on its GPUs"
-  lines, docs/runtime.md "Restarts"), and how many of those then renewed their lease with
-  it (its "kept run renewed" lines: a kept run whose renewal found no scheduler serving
-  ends with its lease);
+  lines, docs/runtime.md "Restarts"), how many of those then renewed their lease with it
+  (its "kept run renewed" lines: a kept run whose renewal found no scheduler serving ends
+  with its lease), and beside them what the new scheduler's first plan and the last plan
+  logged before the crash kept of last round's tasks (the dispatch lines' "tasks kept on
+  their GPUs": with more jobs than GPUs the policy moves many runs at any round);
 - **alive servers failed**: servers failed for missed heartbeats in those rounds other than
   the rack's (a restarted scheduler that fails the servers coming back to it restarts
   their runs);
@@ -63,6 +65,8 @@ from daemon_scale import (FAILED_LINE, STAMP, fleet_arguments, fleet_sizes,  # n
 from gavelsched.daemon.local import kill_tree, wait_until  # noqa: E402
 from gavelsched.rpc import pb, pb_grpc  # noqa: E402
 
+PLAN_KEPT = re.compile(STAMP + r" INFO gavelsched\.daemon\.dispatch: round \d+: planned .*; "
+                       r"(\d+) of last round's (\d+) tasks kept on their GPUs$", re.M)
 RENEWED_LINE = re.compile(STAMP + r" INFO gavelsched\.daemon\.runs: job (?P<job>\S+): its kept "
                           r"run renewed", re.M)
 KEPT_LINE = re.compile(STAMP + r" INFO gavelsched\.daemon\.orphans: job (?P<job>\S+): its "
@@ -218,7 +222,12 @@ def _restart_event(cluster, servers: int, args) -> Event:
     kept, renewed = ({m["job"] for m in line.finditer(log_path.read_text(errors="replace"))
                       if stamp(m[1]) > began} for line in (KEPT_LINE, RENEWED_LINE))
     kept &= running
-    event.kept = f"{len(kept):,} of {len(running):,} ({len(kept & renewed):,} renewed)"
+    plans = [(stamp(m[1]), f"{int(m[2]):,} of {int(m[3]):,}")
+             for m in PLAN_KEPT.finditer(log_path.read_text(errors="replace"))]
+    before_plan = next((k for at, k in reversed(plans) if at <= began), "-")
+    first_plan = next((k for at, k in plans if at > began), "-")
+    event.kept = (f"{len(kept):,} of {len(running):,} runs ({len(kept & renewed):,} renewed);"
+                  f" tasks kept by its first plan {first_plan}, by a plan before {before_plan}")
     event.peak_mib = peak_rss_mib(cluster.scheduler.pid)
     return event
 

@@ -260,6 +260,8 @@ class RoundDispatch:
     solved: float | None
     started: float | None = None
     worked: float | None = None
+    # (tasks kept on their GPUs, tasks that had GPUs last round): the plan's lease extensions
+    kept: tuple[int, int] | None = None
 
     def report(self, dispatcher: Dispatcher, on_dispatch: Callable[[float], None] | None
                ) -> None:
@@ -280,6 +282,9 @@ class RoundDispatch:
                 on_dispatch(last - self.planned)
         parts += [f"then {count} {LATER[kind]}, the last {self._since(last)}"
                   for kind, (count, last) in sorted(got.items())]
+        if self.kept is not None:
+            parts.append(f"{self.kept[0]} of last round's {self.kept[1]} tasks kept on their "
+                         "GPUs")
         log.info("%s", "; ".join(parts))
 
     def _after_start(self, at: float) -> str:

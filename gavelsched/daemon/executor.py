@@ -287,7 +287,7 @@ class DaemonExecutor:
         index = self._round_base + rnd.index
         self.store.set_meta({ROUND.key(): index + 1})
         save_period(self.config.state_dir / PERIOD_FILE, self.core.period_state())
-        self.times.planned(index, None if rnd.resolved is None else rnd.resolved.solve_s)
+        self.times.planned(index, rnd)
         with self.dispatcher.held(), self.store.batched():         # (as at a round's start)
             self.roster.orphans.at_plan(rnd, index, now)   # (extensions; waiting renewals)
 

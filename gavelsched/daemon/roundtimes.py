@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from ..core import Round
 from .dispatch import Dispatcher, RoundDispatch
 from .metrics import DaemonMetrics
 
@@ -31,11 +32,14 @@ class RoundTimes:
             self._dispatch = None
         self._begin()
 
-    def planned(self, index: int, solved: float | None) -> None:
-        """Round ``index`` is planned (``solved``: the re-solve's seconds, if it re-solved)."""
+    def planned(self, index: int, rnd: Round) -> None:
+        """Round ``index`` is planned as ``rnd`` (its re-solve's seconds, if it re-solved;
+        how many of last round's tasks it keeps on their GPUs)."""
         at, worked = self._began
-        self._dispatch = RoundDispatch(index, at, self._clock() - at, solved,
-                                       worked=time.thread_time() - worked)
+        self._dispatch = RoundDispatch(
+            index, at, self._clock() - at, None if rnd.resolved is None else rnd.resolved.solve_s,
+            worked=time.thread_time() - worked,
+            kept=(rnd.lease_extensions, rnd.lease_opportunities))
 
     def start_begins(self) -> None:
         self._begin()

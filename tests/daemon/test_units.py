@@ -275,12 +275,13 @@ def test_a_rounds_dispatch_line_times_its_plans_runjobs_and_counts_later_ones_ap
         dispatcher.close()              # (every answer handed on)
     timed: list[float] = []
     with caplog.at_level("INFO", logger="gavelsched.daemon.dispatch"):
-        RoundDispatch(3, planned_at, 0.25, None, started=planned_at + 1.0).report(
-            dispatcher, timed.append)
+        RoundDispatch(3, planned_at, 0.25, None, started=planned_at + 1.0,
+                      kept=(2, 5)).report(dispatcher, timed.append)
     (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("round 3")]
     assert line.startswith("round 3: planned in 0.25 s; 3 RunJobs answered, the last ")
     assert "; then 2 once their jobs' last runs had saved, the last " in line
     assert "; then 1 to freed GPUs, the last " in line
+    assert line.endswith("; 2 of last round's 5 tasks kept on their GPUs")   # (extensions)
     assert len(timed) == 1 and timed[0] > 0
     assert dispatcher.answered(3) == {} and dispatcher.answered(2) == {}   # forgotten
 
