@@ -5,8 +5,8 @@ on the same GPUs (lease extension), and is over when every server hosting it rep
 exit, died, or was told to kill it. A job placed while its last run is still saving waits
 (*deferred*) until that run exits, so a checkpoint is never read while it is written. A run
 found on a worker after a scheduler restart is an *orphan* (``orphans``): it is held, so the
-job is not launched elsewhere, until it exits, unless the next plan keeps it on its GPUs
-(``keep``). Every launch gets a new run generation (``fences``); a
+job is not launched elsewhere, until it exits, unless the next plan keeps it on its GPUs.
+Every launch gets a new run generation (``fences``); a
 process of an older generation found on a worker is told to stop. The servers of every
 launch are recorded (``logs.Hosts``: where the job's output is). A run's first ``InitJob``
 makes its job ``running``; when the run ends, the job is ``preempted`` (or still
@@ -161,8 +161,8 @@ class RunTable:
     def planned_end(self, R: float) -> float:
         """When the round planned now, of ``R`` seconds, ends on the monotonic clock: a
         round after the running one's end; idle, a round from now (it starts at once)."""
-        _, end = self._window(self._clock())
-        return end + R if self._running else self._clock() + R
+        _, end = self._window(mono := self._clock())
+        return end + R if self._running else mono + R
 
     def place(self, tasks: tuple[MicroTask, ...], index: int, *, refill: bool = False) -> None:
         """Round ``index`` begins: launch every task not already running on its GPUs (the
@@ -221,7 +221,7 @@ class RunTable:
 
     def after_plan(self, request: pb.RenewLeaseRequest) -> Future:
         """A RenewLease asked before the next round is planned: its answer (the job's lease
-        then; None: it has no run) waits for the plan (``extend_continuing``)."""
+        then; None: it has no run) waits for the plan (``answer_waiting``)."""
         future: Future = Future()
         self._waiting.append((request.job_id, future, request, self._clock()))
         return future
