@@ -6,8 +6,8 @@ so the simulator (virtual time) and the daemon (wall-clock time) drive the same 
 - ``submit(job, now)``: a job arrives; it is admitted at the next round boundary, and its
   completion time counts from ``now``;
 - ``cancel(job_id, now)``, ``add_workers(...)``, ``fail_workers(...)``,
-  ``restore_workers(...)``, ``set_prices(...)``: reset events; ``adopt_run(job_id,
-  workers)``: the job runs there (a restarted daemon found it), as last round's;
+  ``restore_workers(...)`` (but with ``reset=False``: back after a daemon's restart),
+  ``set_prices(...)``: reset events; ``adopt_run(job_id, workers)``: found running there;
 - ``start_round(now) -> Round``: a round boundary: admit, re-solve if due, plan;
 - ``place_freed(workers, now, round_end_s) -> TaskBatch``: workers freed mid-round go to
   waiting jobs for the rest of it (``CoreConfig.refill_freed``);
@@ -177,12 +177,11 @@ class SchedulerCore:
                        self._stale or self._force, self._runs.state())
 
     def resume(self, period: PeriodState) -> None:
-        """Go on with another core's allocation period (a live cluster's replay): admit the
-        jobs submitted so far now, with the X, received seconds, deficits and runs going on
-        that ``period`` gives them, as if this core had run the period since
-        ``period.start_s``. The next boundary re-solves only by the re-solve rule, as the
-        other core would: when the other core's allocation was stale, or a job the period
-        does not cover (it had just arrived there) makes it so."""
+        """Go on with another core's allocation period (a live cluster's replay, a restarted
+        daemon): admit the jobs submitted so far now with the X, received seconds, deficits
+        and runs going on that ``period`` gives them, as if this core had run it since
+        ``period.start_s``. The next boundary re-solves only by the re-solve rule: when the
+        period was stale, or a job it does not cover (just arrived there) makes it so."""
         self._admit()
         rows, cols = self._rows, self._layout.columns
         allocation = take_on(rows, cols, period)
@@ -284,8 +283,9 @@ class SchedulerCore:
     def fail_workers(self, worker_ids: Iterable[int], now: float) -> ClusterView:
         return self._new_view(self._view.without(worker_ids))
 
-    def restore_workers(self, worker_ids: Iterable[int], now: float) -> ClusterView:
-        return self._new_view(self._view.restored(worker_ids))
+    def restore_workers(self, worker_ids: Iterable[int], now: float,
+                        reset: bool = True) -> ClusterView:
+        return self._new_view(self._view.restored(worker_ids), reset)
 
     def adopt_run(self, job_id: str, worker_ids: Iterable[int]) -> None:   # (module doc)
         self._assignments[job_id] = tuple(worker_ids)
@@ -475,10 +475,10 @@ class SchedulerCore:
             self._runs.drop(key)
         self._stale = True
 
-    def _new_view(self, view: ClusterView) -> ClusterView:
-        """The cluster changed (a reset event); a type that came or went changes the
-        rows' columns."""
-        self._view, self._stale = view, True
+    def _new_view(self, view: ClusterView, reset: bool = True) -> ClusterView:
+        """The cluster changed (a reset event, unless not ``reset``); a type that came or
+        went changes the rows' columns."""
+        self._view, self._stale = view, self._stale or reset
         types, layout = view.worker_types, self._layout
         if types != layout.types:
             layout.set_types(types, self._rows, self.config.seed_seconds)

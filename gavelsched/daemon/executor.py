@@ -250,7 +250,7 @@ class DaemonExecutor:
             else:
                 self.runs.kill(job_id, reason)    # its other ranks cannot go on alone
         if self.clock.idle:                     # start as soon as there is work
-            if (self.core.has_jobs and self.health.back(mono)
+            if (self.core.has_jobs and self.roster.back(mono)
                     and self.health.alive_gpus() >= max(1, self.config.expected_workers)
                     and mono >= self.driver.first_plan_at(self._woken)):
                 self._plan()

@@ -67,6 +67,7 @@ class Health:
         self.heartbeat_seconds = heartbeat_seconds
         self.servers: dict[int, ServerState] = {s.id: ServerState(s, False, 0.0) for s in servers}
         self._restored, self._started = {s.id for s in servers}, started
+        self.missing: set[int] = set()    # restored servers not back when ``back`` gave up
         # job -> (deadline, reason, exit code)
         self._suspects: dict[str, tuple[float, str, int]] = {}
         self._lock = threading.Lock()    # ``seen`` (any thread) against the executor's writes
@@ -140,6 +141,7 @@ class Health:
         (``orphans``: a plan keeps them in place)."""
         if self._restored and (mono - self._started >= self.limit or all(
                 self.servers[i].alive for i in self._restored)):
+            self.missing = {i for i in self._restored if not self.servers[i].alive}
             self._restored = set()
         return not self._restored
 

@@ -78,7 +78,9 @@ class Servers:
             if previous.alive:  # it restarted before we noticed: its processes are gone
                 self.runs.lost_server(previous.row.id, "worker restarted")
             if (back or not previous.alive) and row.id not in self.drained:
-                self.core.restore_workers(row.workers, self._now())
+                # a server back after this scheduler's restart does not change the cluster
+                # of the period it took on (``period``); any other return does
+                self.core.restore_workers(row.workers, self._now(), reset=self.health.back(mono))
         else:
             if request.gpus < 1:
                 raise ValueError(f"gpus must be >= 1, got {request.gpus}")
@@ -192,6 +194,20 @@ class Servers:
             else:
                 log.warning("worker %d: a leaving heartbeat of an older registration "
                             "ignored", server_id)
+        return True
+
+    def back(self, mono: float) -> bool:
+        """Whether a restarted scheduler may plan (``Health.back``). The servers not back
+        by then are failed in the core: the cluster changed (its next plan re-solves)."""
+        if not self.health.back(mono):
+            return False
+        if self.health.missing:
+            ids = sorted(self.health.missing)
+            self.health.missing = set()
+            self.core.fail_workers([w for i in ids for w in self.health.servers[i].row.workers],
+                                   self._now())
+            log.warning("workers %s did not register again after this scheduler's restart; "
+                        "planning without them", ", ".join(map(str, ids)))
         return True
 
     def fail_silent(self, mono: float) -> bool:

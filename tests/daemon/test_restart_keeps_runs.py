@@ -151,7 +151,7 @@ def test_a_stale_run_listed_at_registration_is_stopped(tmp_path, before):
         r.store.close()
 
 
-def test_the_first_plan_waits_for_the_servers_known_before_the_restart(tmp_path):
+def test_the_first_plan_waits_for_the_servers_known_before_the_restart(tmp_path, daemon_log):
     """Two servers of one GPU, a job running on each; after the restart the first plan
     waits until both have registered again (their runs adopted), so it keeps both runs;
     a server that does not come back is waited for one silence limit at most."""
@@ -192,15 +192,18 @@ def test_the_first_plan_waits_for_the_servers_known_before_the_restart(tmp_path)
         r.x.roster.heartbeat(s.server, 202.0, {})
         r.at(203.0)                                         # the limit: it plans without it
         assert not r.x.clock.idle
+        assert f"workers {second} did not register again" in daemon_log.text
+        assert r.x.driver.in_flight.resolved is not None    # a smaller cluster: re-solved
     finally:
         r.store.close()
 
 
 def test_a_restarted_scheduler_goes_on_with_the_allocation_period(tmp_path, daemon_log):
     """Two jobs time-share one GPU for some rounds; the restarted scheduler has the same
-    X, received seconds and deficits (``period.npz``), not a fresh period, so its first
-    plan (a re-solve: its servers came back) runs the job that had less of its share, which
-    a fresh period would have put after the other (by arrival)."""
+    X, received seconds and deficits (``period.npz``), not a fresh period: its first plan
+    goes on with it (no re-solve: its server coming back is not a change of the cluster)
+    and runs the job that had less of its share, which a fresh period would have put after
+    the other (by arrival)."""
     s = Scheduler(tmp_path)
     jobs = [s.submit(), s.submit()]
     t = 1.0
@@ -224,9 +227,10 @@ def test_a_restarted_scheduler_goes_on_with_the_allocation_period(tmp_path, daem
         assert not after.stale
         r.register(s.server, 1, [])
         r.at(501.0)
+        assert r.x.driver.in_flight.resolved is None
         (first,) = r.sent.runs
-        # the job that had received less of its share since the period began (its deficit
-        # carried into the re-solve's new period), not the first to arrive
+        # the job that had received less of its share since the period began, not the
+        # first to arrive
         share = {k: before.received[i].sum() for i, k in enumerate(before.keys)}
         assert share[jobs[1]] < share[jobs[0]]
         assert first.job_id == jobs[1]
