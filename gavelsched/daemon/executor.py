@@ -106,7 +106,7 @@ class DaemonExecutor:
         self.priors = Priors(table, store)     # before the core: it caches its lookups
         self.priors.restore(s.worker_type for s in servers)
         table = self.priors.table
-        self.health = Health(config.heartbeat_seconds, servers, clock())
+        self.health = Health(config.heartbeat_seconds, servers)
         view = ClusterView(tuple(Server(s.id, s.worker_type, s.workers) for s in servers),
                            frozenset(w for s in servers for w in s.workers))
         self.core = SchedulerCore(policy, view, self.priors, config.rules.core_config(

@@ -60,13 +60,13 @@ class ServerState:
 
 
 class Health:
-    def __init__(self, heartbeat_seconds: float, servers: list[ServerRow] = (),
-                 started: float = 0.0) -> None:
+    def __init__(self, heartbeat_seconds: float, servers: list[ServerRow] = ()) -> None:
         """``servers``: those of a restarted scheduler's store, down until they register
-        again; ``started``: when it started (monotonic, ``back``)."""
+        again."""
         self.heartbeat_seconds = heartbeat_seconds
         self.servers: dict[int, ServerState] = {s.id: ServerState(s, False, 0.0) for s in servers}
-        self._restored, self._started = {s.id for s in servers}, started
+        # (``back``: the last registration; None: none yet)
+        self._restored, self._registered_at = {s.id for s in servers}, None
         self.missing: set[int] = set()    # restored servers not back when ``back`` gave up
         # job -> (deadline, reason, exit code)
         self._suspects: dict[str, tuple[float, str, int]] = {}
@@ -86,6 +86,7 @@ class Health:
         with self._lock:
             self.servers[row.id] = ServerState(row, alive=True, last_seen=mono,
                                                registration=registration)
+            self._registered_at = max(self._registered_at or mono, mono)
             self._earliest_seen = min(self._earliest_seen, mono)
             self._heard(mono)
 
@@ -135,12 +136,14 @@ class Health:
         self._heard_at = mono if self._heard_at is None else max(self._heard_at, mono)
 
     def back(self, mono: float) -> bool:
-        """Whether the servers restored at the start have all registered again, or a
-        silence limit (what fails a server) has passed since: a restarted scheduler plans
-        its first round then, so that the runs its servers list are adopted before it
-        (``orphans``: a plan keeps them in place)."""
-        if self._restored and (mono - self._started >= self.limit or all(
-                self.servers[i].alive for i in self._restored)):
+        """Whether the servers restored at the start have all registered again, or, since
+        the first did, none has for a silence limit (what fails a server; they come back
+        over seconds to a busy scheduler): a restarted scheduler plans its first round
+        then, so that the runs its servers list are adopted before it (``orphans``: a plan
+        keeps them in place)."""
+        if self._restored and self._registered_at is not None and (
+                mono - self._registered_at >= self.limit
+                or all(self.servers[i].alive for i in self._restored)):
             self.missing = {i for i in self._restored if not self.servers[i].alive}
             self._restored = set()
         return not self._restored

@@ -16,7 +16,8 @@ import pytest
 
 from gavelsched.daemon.config import DaemonConfig
 from gavelsched.daemon.executor import DaemonExecutor
-from gavelsched.daemon.store import Store
+from gavelsched.daemon.health import Health
+from gavelsched.daemon.store import ServerRow, Store
 from gavelsched.rpc import pb
 from policies import get_policy
 from traces import default_table
@@ -264,3 +265,17 @@ def test_a_damaged_period_file_starts_a_fresh_period_with_one_warning(tmp_path, 
         assert [e.job_id for e in r.sent.runs] == [job]       # and it schedules as before
     finally:
         r.store.close()
+
+
+def test_health_waits_for_restored_servers_from_the_first_registration():
+    rows = [ServerRow(i, "v100", (i,), "127.0.0.1:1", "h") for i in (0, 1)]
+    health = Health(1.0, rows)                      # a silence limit of 3 s
+    assert not health.back(1e6)                     # none back yet: no plan is possible
+    health.up(rows[0], 10.0)
+    assert not health.back(12.9) and health.missing == set()
+    assert health.back(13.0) and health.missing == {1}   # none since for a limit
+    again = Health(1.0, rows)
+    again.up(rows[0], 10.0)
+    again.up(rows[1], 11.0)
+    assert again.back(11.0) and again.missing == set()  # all back: at once
+    assert Health(1.0).back(0.0)                    # a first start waits for nothing
