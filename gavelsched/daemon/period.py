@@ -4,8 +4,7 @@ periods; docs/runtime.md, "Restarts").
 
 Without it a restarted scheduler began a period afresh: every job's received time back to
 the seed and its deficit gone, so the first plans ranked jobs as if none had run (a job
-that had just had its share came first again, one owed time lost its claim), re-solved at
-once, and chose the runs to go on regardless of the runs it found going on. Saved at each
+that had just had its share came first again, one owed time lost its claim). Saved at each
 plan (``save_period``: ``period.npz`` in the state directory, written whole and renamed
 into place) and taken on at the next start (``resume_period``: ``SchedulerCore.resume``,
 the same hand-over a forecast's replay makes). The file is a door: anything it holds that
@@ -29,8 +28,8 @@ PERIOD_FILE = "period.npz"
 
 
 def save_period(path: Path, period: PeriodState) -> None:
-    """Write ``period`` to ``path`` (a temporary file renamed into place: a crash leaves
-    the old one or the new one, never half of one)."""
+    """Write ``period`` to ``path`` (a temporary file renamed into place: a crash of the
+    process leaves the old one or the new one; one damaged otherwise is refused at load)."""
     runs = sorted(period.runs.items())
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as out:

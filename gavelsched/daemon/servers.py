@@ -179,9 +179,9 @@ class Servers:
         its arrival on the handler's): ``running``: job -> run generation of the processes
         the server hosts, ``gpus``: job -> their GPUs (orphans are adopted: ``orphans``).
         False when the server is unknown or was failed (it registers again). ``leaving``:
-        its worker is stopping, so it is drained
-        (module docstring), if ``registration`` is the server's newest one (else the flag
-        is a late message of a worker that has registered again since, and is ignored)."""
+        its worker is stopping, so it is drained (module docstring), if ``registration`` is
+        the server's newest one (else the flag is a late message of a worker that has
+        registered again since, and is ignored)."""
         server = self.health.seen(server_id, mono)
         if server is None:
             return False
