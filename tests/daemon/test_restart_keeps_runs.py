@@ -279,3 +279,28 @@ def test_health_waits_for_restored_servers_from_the_first_registration():
     again.up(rows[1], 11.0)
     assert again.back(11.0) and again.missing == set()  # all back: at once
     assert Health(1.0).back(0.0)                    # a first start waits for nothing
+
+
+def test_a_run_on_two_servers_is_kept_once_both_have_listed_it(tmp_path):
+    s = Scheduler(tmp_path, gpus=1)
+    second = s.add_server(1)
+    job = s.submit(scale_factor=2)
+    s.at(1.0)
+    sent = {r.rank: r for r in s.sent.runs}
+    assert len(sent) == 2 and len({r.generation for r in sent.values()}) == 1
+    generation = sent[0].generation
+    s.close()
+
+    r = Restarted(tmp_path, 100.0)
+    try:
+        for server in (s.server, second):
+            r.register(server, 1, [pb.RunningJob(job_id=job, generation=generation, round=0,
+                                                 gpus=[0])])
+        assert len(r.x.runs.get(job).workers) == 2
+        r.at(101.0)
+        assert not r.x.runs.get(job).orphan and r.x.fences.current(job) == generation
+        assert len(r.sent.runs) == 2 and all(
+            e.generation == generation and e.lease.extended for e in r.sent.runs)
+        assert sorted(e.rank for e in r.sent.runs) == [0, 1]
+    finally:
+        r.store.close()
