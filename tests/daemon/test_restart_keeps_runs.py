@@ -43,6 +43,14 @@ class Restarted:
             worker_type="v100", gpus=gpus, address="127.0.0.1:1", hostname="h",
             previous_server_id=server, running=running), self.t)
 
+    def lists(self, server: int, run: pb.RunJobRequest, generation: int | None = None,
+              gpus: list[int] | None = None) -> None:
+        """``server`` (2 GPUs) registers again, listing ``run`` (its generation and GPUs,
+        unless others are given)."""
+        self.register(server, 2, [pb.RunningJob(
+            job_id=run.job_id, generation=run.generation if generation is None else generation,
+            round=run.round, gpus=list(run.gpus) if gpus is None else gpus)])
+
     def at(self, t: float) -> None:
         self.t = t
         self.x.tick()
@@ -60,8 +68,8 @@ def daemon_log(caplog):
 
 @pytest.fixture
 def before(tmp_path):
-    """A job running on GPU 1 of a 2-GPU server with 40 durable steps, then the scheduler
-    gone: (the old scheduler, job, its generation, its round)."""
+    """A job running on a 2-GPU server with 40 durable steps, then the scheduler gone:
+    (the old scheduler, the job, its RunJob)."""
     s = Scheduler(tmp_path, gpus=2)
     job = s.submit()
     s.at(1.0)
@@ -72,84 +80,77 @@ def before(tmp_path):
     return s, job, run
 
 
+@pytest.fixture
+def restarted(tmp_path, before):
+    """A new scheduler on ``before``'s state at 100 s."""
+    r = Restarted(tmp_path, 100.0)
+    yield r
+    r.store.close()
+
+
 def test_the_first_plan_keeps_a_run_found_going_on_and_its_lease_comes_from_its_renewal(
-        tmp_path, before):
-    s, job, run = before
-    r = Restarted(tmp_path, 100.0)
-    try:
-        r.register(s.server, 2, [pb.RunningJob(job_id=job, generation=run.generation,
-                                               round=run.round, gpus=list(run.gpus))])
-        orphan = r.x.runs.get(job)
-        assert orphan.orphan and len(orphan.workers) == 1
-        # Its renewal, asked before the first plan, waits for it.
-        waiting = r.renew(job, run.generation, run.round, steps=55, seconds=9.0)
-        assert isinstance(waiting, Future) and not waiting.done()
+        before, restarted):
+    (s, job, run), r = before, restarted
+    r.lists(s.server, run)
+    orphan = r.x.runs.get(job)
+    assert orphan.orphan and len(orphan.workers) == 1
+    # Its renewal, asked before the first plan, waits for it.
+    waiting = r.renew(job, run.generation, run.round, steps=55, seconds=9.0)
+    assert isinstance(waiting, Future) and not waiting.done()
 
-        r.at(101.0)                         # past the arrival grace: planned and started
-        lease = waiting.result(timeout=0)
-        kept = r.x.runs.get(job)
-        assert not kept.orphan and kept.generation == run.generation
-        assert r.x.fences.current(job) == run.generation        # no new launch
-        assert r.x.jobs[job].state == "running"
-        assert lease.extended and lease.round == kept.round > run.round
-        # To the end of the new round (R from 101 s) at the planned rate, from its own
-        # count and clock when it asked (55 steps, 9 s since its process started, at 100 s).
-        assert lease.max_seconds == pytest.approx(9.0 + 1.0 + R)
-        assert lease.max_steps == 55 + int(kept.steps_per_s * (1.0 + R))
-        assert kept.last == (55, 9.0)       # its throughput is sampled from there on
-        # The worker was told (an extension on the same GPU and generation), once.
-        (extension,) = r.sent.runs
-        assert (extension.generation, list(extension.gpus), extension.lease.extended) == (
-            run.generation, list(run.gpus), True)
-        assert extension.workload == "steps" and extension.total_steps == 100_000
+    r.at(101.0)                         # past the arrival grace: planned and started
+    lease = waiting.result(timeout=0)
+    kept = r.x.runs.get(job)
+    assert not kept.orphan and kept.generation == run.generation
+    assert r.x.fences.current(job) == run.generation        # no new launch
+    assert r.x.jobs[job].state == "running"
+    assert lease.extended and lease.round == kept.round > run.round
+    # To the end of the new round (R from 101 s) at the planned rate, from its own
+    # count and clock when it asked (55 steps, 9 s since its process started, at 100 s).
+    assert lease.max_seconds == pytest.approx(9.0 + 1.0 + R)
+    assert lease.max_steps == 55 + int(kept.steps_per_s * (1.0 + R))
+    assert kept.last == (55, 9.0)       # its throughput is sampled from there on
+    # The worker was told (an extension on the same GPU and generation), once.
+    (extension,) = r.sent.runs
+    assert (extension.generation, list(extension.gpus), extension.lease.extended) == (
+        run.generation, list(run.gpus), True)
+    assert extension.workload == "steps" and extension.total_steps == 100_000
 
-        # The next plan extends it as any run: a round more, the lease's steps on top.
-        r.at(101.0 + R - r.x.config.plan_lead)
-        again = r.renew(job, run.generation, lease.round, steps=lease.max_steps - 5,
-                        seconds=9.0 + R - 1)
-        assert again.round == lease.round + 1 and again.extended
-        assert again.max_steps > lease.max_steps
-        assert again.max_seconds == pytest.approx(lease.max_seconds + R)
-        assert r.x.fences.current(job) == run.generation
-    finally:
-        r.store.close()
+    # The next plan extends it as any run: a round more, the lease's steps on top.
+    r.at(101.0 + R - r.x.config.plan_lead)
+    again = r.renew(job, run.generation, lease.round, steps=lease.max_steps - 5,
+                    seconds=9.0 + R - 1)
+    assert again.round == lease.round + 1 and again.extended
+    assert again.max_steps > lease.max_steps
+    assert again.max_seconds == pytest.approx(lease.max_seconds + R)
+    assert r.x.fences.current(job) == run.generation
 
 
-def test_a_run_found_going_on_without_its_gpus_ends_at_its_renewal(tmp_path, before):
-    s, job, run = before
-    r = Restarted(tmp_path, 100.0)
-    try:
-        # An older worker lists no GPUs, and a bad one lists GPUs the server has not:
-        # neither run can be kept in place.
-        r.register(s.server, 2, [pb.RunningJob(job_id=job, generation=run.generation,
-                                               round=run.round, gpus=[7])])
-        assert r.x.runs.get(job).orphan and r.x.runs.get(job).workers == ()
-        r.at(101.0)
-        stop = r.x.processes.renew_lease(pb.RenewLeaseRequest(
-            job_id=job, round=run.round, steps=55, seconds=9.0, generation=run.generation))
-        assert (stop.round, stop.max_steps) == (-1, 40)          # over: it checkpoints
-        # its job is placed again, after the run ends (the launch waits for it)
-        assert r.x.runs.get(job).orphan and not r.sent.runs
-        r.x.processes.round_report(pb.RoundReportRequest(
-            server_id=s.server, job_id=job, steps=55, seconds=9.5,
-            generation=run.generation))
-        assert r.x.jobs[job].steps_done == 55
-        (launch,) = r.sent.runs
-        assert launch.generation > run.generation and launch.steps_done == 55
-    finally:
-        r.store.close()
+def test_a_run_found_going_on_without_its_gpus_ends_at_its_renewal(before, restarted):
+    (s, job, run), r = before, restarted
+    # An older worker lists no GPUs, and a bad one lists GPUs the server has not:
+    # neither run can be kept in place.
+    r.lists(s.server, run, gpus=[7])
+    assert r.x.runs.get(job).orphan and r.x.runs.get(job).workers == ()
+    r.at(101.0)
+    stop = r.x.processes.renew_lease(pb.RenewLeaseRequest(
+        job_id=job, round=run.round, steps=55, seconds=9.0, generation=run.generation))
+    assert (stop.round, stop.max_steps) == (-1, 40)          # over: it checkpoints
+    # its job is placed again, after the run ends (the launch waits for it)
+    assert r.x.runs.get(job).orphan and not r.sent.runs
+    r.x.processes.round_report(pb.RoundReportRequest(
+        server_id=s.server, job_id=job, steps=55, seconds=9.5,
+        generation=run.generation))
+    assert r.x.jobs[job].steps_done == 55
+    (launch,) = r.sent.runs
+    assert launch.generation > run.generation and launch.steps_done == 55
 
 
-def test_a_stale_run_listed_at_registration_is_stopped(tmp_path, before):
-    s, job, run = before
-    r = Restarted(tmp_path, 100.0)
-    try:
-        r.register(s.server, 2, [pb.RunningJob(job_id=job, generation=run.generation - 1,
-                                               round=run.round, gpus=[0])])
-        assert job not in r.x.runs
-        assert r.sent.killed_runs == [(job, run.generation - 1)]
-    finally:
-        r.store.close()
+def test_a_stale_run_listed_at_registration_is_stopped(before, restarted):
+    (s, job, run), r = before, restarted
+    r.lists(s.server, run, generation=run.generation - 1)
+    assert job not in r.x.runs
+    assert r.sent.killed_runs == [(job, run.generation - 1)]
 
 
 def test_the_first_plan_waits_for_the_servers_known_before_the_restart(tmp_path, daemon_log):
