@@ -23,14 +23,14 @@ Reported per event:
   to the last measured after it;
 - **GPUs busy of alive**: at the last round before the event, the first after it, and the
   last measured;
-- **runs kept**: the restart only: of the runs the new scheduler found going on (the
-  workers list them as they register; its first plan's dispatch line, "K of last round's N
-  tasks kept on their GPUs"), those its first plan kept in place (its "is kept on its
-  GPUs" lines, docs/runtime.md "Restarts"), and how many of those then renewed their lease
-  with it (its "kept run renewed" lines: a kept run whose renewal found no scheduler
-  serving ends with its lease); beside them, what the last plan logged before the crash
-  kept of its last round's tasks (with more jobs than GPUs the policy moves many runs at
-  any round);
+- **runs kept**: the restart only: the runs the new scheduler found going on and kept on
+  their GPUs (its "is kept on its GPUs" lines, docs/runtime.md "Restarts"; the workers list
+  their runs as they register), how many of those then renewed their lease with it (its
+  "kept run renewed" lines: a kept run whose renewal found no scheduler serving ends with
+  its lease), and what its first plan kept of the runs found by then (its dispatch line,
+  "K of last round's N tasks kept on their GPUs"); beside them, what the last plan logged
+  before the crash kept of its last round's tasks (with more jobs than GPUs the policy
+  moves many runs at any round);
 - **alive servers failed**: servers failed for missed heartbeats in those rounds other than
   the rack's (a restarted scheduler that fails the servers coming back to it restarts
   their runs);
@@ -223,10 +223,10 @@ def _restart_event(cluster, servers: int, args) -> Event:
     kept, renewed = ({m["job"] for m in line.finditer(text) if stamp(m[1]) > began}
                      for line in (KEPT_LINE, RENEWED_LINE))
     plans = [(stamp(m[1]), int(m[2]), int(m[3])) for m in PLAN_KEPT.finditer(text)]
-    found = next((n for at, _, n in plans if at > began), 0)
+    first = next((f"{k:,} of {n:,}" for at, k, n in plans if at > began), "-")
     ordinary = next((f"{k:,} of {n:,}" for at, k, n in reversed(plans) if at <= began), "-")
-    event.kept = (f"{len(kept):,} of {found:,} found ({len(kept & renewed):,} renewed); "
-                  f"a plan before: {ordinary}")
+    event.kept = (f"{len(kept):,} ({len(kept & renewed):,} renewed); its first plan: "
+                  f"{first}; a plan before: {ordinary}")
     event.peak_mib = peak_rss_mib(cluster.scheduler.pid)
     return event
 

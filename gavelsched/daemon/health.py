@@ -180,8 +180,9 @@ class Health:
     def excuse(self, busy_s: float, mono: float) -> None:
         """The executor was busy for ``busy_s`` seconds up to ``mono``: that time does not
         count as any server's silence (its heartbeat may have waited for a gRPC thread that
-        a handler held while it waited on the executor). A server that really died is
-        failed that much later."""
+        a handler held while it waited on the executor), nor as the pause in registrations
+        a restarted scheduler waits for (``back``). A server that really died is failed
+        that much later."""
         if busy_s > 0:
             with self._lock:
                 self._excuse(busy_s, mono)
@@ -190,6 +191,8 @@ class Health:
         for server in self.servers.values():
             if server.alive:
                 server.last_seen = min(mono, server.last_seen + seconds)
+        if self._registered_at is not None:
+            self._registered_at = min(mono, self._registered_at + seconds)
 
     def alive(self, server_id: int) -> bool:
         server = self.servers.get(server_id)
