@@ -9,8 +9,9 @@ After ``--warmup`` rounds, three events, each followed by ``--rounds`` rounds:
 - **rack lost**: the last hollow process (``--gpus`` / ``--hollow-procs`` GPUs, "a rack")
   is killed (SIGKILL): its servers and their jobs' runs die at once;
 - **rack back**: the same process is started again, with the same work directories;
-- **scheduler restarted**: the scheduler is killed (SIGKILL), just after a round began, and
-  started again on its state directory, while the hollow workers and their runs go on.
+- **scheduler restarted**: the scheduler is killed (SIGKILL) a third of a round after a
+  round began, and started again on its state directory, while the hollow workers and
+  their runs go on.
 
 Reported per event:
 
@@ -201,11 +202,14 @@ def _rack_events(cluster, client, procs: list, racks: list, args) -> list[Event]
 
 
 def _restart_event(cluster, servers: int, args) -> Event:
-    """The scheduler killed (SIGKILL) just after a round began, and started again on its
-    state directory (the runs' renewals, at 95% of the round, find it serving if it is back
-    by then: the restart a rolling upgrade makes at a round's start)."""
+    """The scheduler killed (SIGKILL) a third of a round after a round began, and started
+    again on its state directory. Not at the round's start: the runs' renewals of the round
+    before come at 95% of it and their answers, at 2,048 GPUs, seconds after its start; a
+    run whose renewal the crash left unanswered ends with its lease. The runs' next
+    renewals, at 95% of this round, find the new scheduler serving if it is back by then."""
     log_path = cluster.root / "scheduler.log"
-    rounds_after(log_path, time.time(), 1, args.round_seconds)
+    start = rounds_after(log_path, time.time(), 1, args.round_seconds)[-1][0]
+    time.sleep(max(0.0, start + args.round_seconds / 3 - time.time()))
     before = durable(pb_grpc.ClientToSchedulerStub(cluster.chan))
     event = Event("scheduler restarted")
     began = time.time()
