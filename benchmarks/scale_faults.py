@@ -25,13 +25,13 @@ Reported per event:
 - **GPUs busy of alive**: at the last round before the event, the first after it, and the
   last measured;
 - **runs kept**: the restart only: the runs the new scheduler found going on and kept on
-  their GPUs (its "is kept on its GPUs" lines, docs/runtime.md "Restarts"; the workers list
-  their runs as they register), how many of those then renewed their lease with it (its
-  "kept run renewed" lines: a kept run whose renewal found no scheduler serving ends with
-  its lease), and what its first plan kept of the runs found by then (its dispatch line,
-  "K of last round's N tasks kept on their GPUs"); beside them, what the last plan logged
-  before the crash kept of its last round's tasks (with more jobs than GPUs the policy
-  moves many runs at any round);
+  their GPUs (its "is kept on its GPUs" lines; docs/runtime.md, "The runs going on are
+  kept"; the workers list their runs as they register), how many of those then renewed
+  their lease with it (its "kept run renewed" lines: a kept run whose renewal found no
+  scheduler serving ends with its lease), and what its first plan kept of the runs found
+  by then (its dispatch line, "K of last round's N tasks kept on their GPUs"); beside
+  them, what the last plan logged before the crash kept of its last round's tasks (with
+  more jobs than GPUs the policy moves many runs at any round);
 - **alive servers failed**: servers failed for missed heartbeats in those rounds other than
   the rack's (a restarted scheduler that fails the servers coming back to it restarts
   their runs);
@@ -204,8 +204,8 @@ def _rack_events(cluster, client, procs: list, racks: list, args) -> list[Event]
 def _restart_event(cluster, servers: int, args) -> Event:
     """The scheduler killed (SIGKILL) a third of a round after a round began, and started
     again on its state directory. Not at the round's start: the runs' renewals of the round
-    before come at 95% of it and their answers, at 2,048 GPUs, seconds after its start; a
-    run whose renewal the crash left unanswered ends with its lease. The runs' next
+    before come at 95% of it and their answers may wait behind its start; a run whose
+    renewal the crash left unanswered ends with its lease. The runs' next
     renewals, at 95% of this round, find the new scheduler serving if it is back by then."""
     log_path = cluster.root / "scheduler.log"
     start = rounds_after(log_path, time.time(), 1, args.round_seconds)[-1][0]

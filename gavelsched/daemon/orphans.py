@@ -1,5 +1,5 @@
-"""A restarted scheduler's runs found going on (docs/runtime.md, "Restarts"; thesis §5.6: a
-lease is extended when the next round keeps a job on its workers).
+"""A restarted scheduler's runs found going on (docs/runtime.md, "The runs going on are
+kept"; thesis §5.6: a lease is extended when the next round keeps a job on its workers).
 
 A worker lists its runs, each with its generation and GPUs, when it registers and in every
 heartbeat. A process of the job's newest generation that this scheduler did not start (it

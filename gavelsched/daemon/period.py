@@ -1,6 +1,6 @@
 """The allocation period in progress, kept across a scheduler restart (thesis §5.5: the X in
 force, the time each job received since the last re-solve and the deficit carried from past
-periods; docs/runtime.md, "Restarts").
+periods; docs/runtime.md, "The allocation period goes on").
 
 Without it a restarted scheduler began a period afresh: every job's received time back to
 the seed and its deficit gone, so the first plans ranked jobs as if none had run (a job

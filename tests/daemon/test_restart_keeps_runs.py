@@ -1,10 +1,10 @@
-"""A restarted scheduler keeps the runs it finds going on (docs/runtime.md, "Restarts";
-``daemon/orphans.py``): a worker lists its runs, with their GPUs, when it registers; the
-first plan keeps a run on its GPUs as it keeps any job that ran last round, and the run's
-lease is set from its own count and clock at its first renewal: no checkpoint, no restart,
-no new generation. A run the plan does not keep in place, or whose GPUs are not known,
-ends at its renewal as before. The real ``DaemonExecutor`` on a hand-moved clock
-(``test_round_aligned``)."""
+"""A restarted scheduler keeps the runs it finds going on (docs/runtime.md, "The runs going
+on are kept"; ``daemon/orphans.py``): a worker lists its runs, with their GPUs, when it
+registers; the first plan keeps a run on its GPUs as it keeps any job that ran last round,
+and the run's lease is set from its own count and clock at its first renewal: no
+checkpoint, no restart, no new generation. A run the plan does not keep in place, or whose
+GPUs are not known, ends at its renewal as before. The real ``DaemonExecutor`` on a
+hand-moved clock (``test_round_aligned``)."""
 
 from __future__ import annotations
 
