@@ -89,7 +89,7 @@ def restarted(tmp_path, before):
 
 
 def test_the_first_plan_keeps_a_run_found_going_on_and_its_lease_comes_from_its_renewal(
-        before, restarted):
+        before, restarted, daemon_log):
     (s, job, run), r = before, restarted
     r.lists(s.server, run)
     orphan = r.x.runs.get(job)
@@ -104,6 +104,7 @@ def test_the_first_plan_keeps_a_run_found_going_on_and_its_lease_comes_from_its_
     assert not kept.orphan and kept.generation == run.generation
     assert r.x.fences.current(job) == run.generation        # no new launch
     assert r.x.jobs[job].state == "running"
+    assert "1 of the 1 runs found going on kept on their GPUs" in daemon_log.text
     assert lease.extended and lease.round == kept.round > run.round
     # To the end of the new round (R from 101 s) at the planned rate, from its own
     # count and clock when it asked (55 steps, 9 s since its process started, at 100 s).
