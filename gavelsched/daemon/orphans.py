@@ -46,18 +46,18 @@ class Orphans:
         it has judged every orphan; the RenewLeases waiting for it are answered."""
         t = self.table
         t.extend_continuing(rnd, index)
-        kept = 0
-        for task in rnd.tasks:
-            job_id = task.job_ids[0]
-            run = t.get(job_id)
-            if (task.extended and len(task.job_ids) == 1 and job_id in t.unplanned
-                    and run is not None and run.workers == task.workers):
-                self.keep(task, index, rnd.round_seconds, now)
-                kept += 1
-        if t.unplanned:
+        if t.unplanned:           # (only after a restart: not a walk over every plan's tasks)
+            kept = 0
+            for task in rnd.tasks:
+                job_id = task.job_ids[0]
+                run = t.get(job_id)
+                if (task.extended and len(task.job_ids) == 1 and job_id in t.unplanned
+                        and run is not None and run.workers == task.workers):
+                    self.keep(task, index, rnd.round_seconds, now)
+                    kept += 1
             log.info("round %d: %d of the %d runs found going on kept on their GPUs; the "
                      "others end at their next renewal", index, kept, len(t.unplanned))
-        t.unplanned.clear()
+            t.unplanned.clear()
         t.answer_waiting()
 
     def adopt(self, server_id: int, worker_type: str, running: Mapping[str, int], mono: float,
