@@ -67,7 +67,7 @@ class Health:
         self.servers: dict[int, ServerState] = {s.id: ServerState(s, False, 0.0) for s in servers}
         # (``back``: the last registration; None: none yet)
         self._restored, self._registered_at = {s.id for s in servers}, None
-        self.missing: set[int] = set()    # restored servers not back when ``back`` gave up
+        self._missing: set[int] = set()   # restored servers not back when ``back`` gave up
         # job -> (deadline, reason, exit code)
         self._suspects: dict[str, tuple[float, str, int]] = {}
         self._lock = threading.Lock()    # ``seen`` (any thread) against the executor's writes
@@ -144,9 +144,14 @@ class Health:
         if self._restored and self._registered_at is not None and (
                 mono - self._registered_at >= self.limit
                 or all(self.servers[i].alive for i in self._restored)):
-            self.missing = {i for i in self._restored if not self.servers[i].alive}
+            self._missing = {i for i in self._restored if not self.servers[i].alive}
             self._restored = set()
         return not self._restored
+
+    def take_missing(self) -> set[int]:
+        """The restored servers ``back`` stopped waiting for, once (then none)."""
+        missing, self._missing = self._missing, set()
+        return missing
 
     @property
     def limit(self) -> float:

@@ -201,9 +201,8 @@ class Servers:
         by then are failed in the core: the cluster changed (its next plan re-solves)."""
         if not self.health.back(mono):
             return False
-        if self.health.missing:
-            ids = sorted(self.health.missing)
-            self.health.missing = set()
+        ids = sorted(self.health.take_missing())
+        if ids:
             self.core.fail_workers([w for i in ids for w in self.health.servers[i].row.workers],
                                    self._now())
             log.warning("workers %s did not register again after this scheduler's restart; "

@@ -240,6 +240,9 @@ class WorkerService(pb_grpc.WorkerToSchedulerServicer):
             checks.integer(request.gpus, "gpus", low=1, high=MAX_GPUS_PER_SERVER)
             checks.text(request.address, "address")
             checks.text(request.hostname, "hostname")
+            for run in request.running:     # (what a restarted scheduler adopts: ``orphans``)
+                checks.text(run.job_id, "running.job_id", empty=False)
+                checks.integer(len(run.gpus), "running.gpus (how many)", high=request.gpus)
             profile = worker_profile(request)
             # The server's silence counts from when its registration takes effect, not from
             # the call's arrival: its worker sends no heartbeat before the answer. A

@@ -8,15 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from gavelsched.daemon.config import DaemonConfig
-from gavelsched.daemon.executor import DaemonExecutor
 from gavelsched.daemon.fences import StaleRun
-from gavelsched.daemon.store import Store
 from gavelsched.rpc import pb
-from policies import get_policy
-from traces import default_table
 
-from .test_round_aligned import R, Recorder, Scheduler
+from .test_round_aligned import R, Scheduler
 
 
 def relaunched(s: Scheduler, job: str) -> tuple[int, int]:
@@ -95,13 +90,8 @@ def test_generations_and_the_counted_commit_survive_a_scheduler_restart(tmp_path
     s.close()
 
     # A new scheduler on the same state: the run of `new` is still on the worker.
-    store = Store(tmp_path / "state")
-    config = DaemonConfig(listen="127.0.0.1:0", policy="max_min_fairness_perf",
-                          round_seconds=R, state_dir=tmp_path / "state",
-                          heartbeat_seconds=1e6, min_resolve_interval_s=R)
-    sent = Recorder()
-    x = DaemonExecutor(config, store, get_policy("max_min_fairness_perf"), default_table(),
-                       sent, clock=lambda: 100.0)
+    again = Scheduler(tmp_path, gpus=0, t=100.0)
+    x = again.x
     try:
         x.roster.register(pb.RegisterWorkerRequest(
             worker_type="v100", gpus=1, address="127.0.0.1:1", hostname="h",
@@ -117,4 +107,4 @@ def test_generations_and_the_counted_commit_survive_a_scheduler_restart(tmp_path
         assert (init.steps_done, init.checkpoint_generation) == (30, new)
         assert x.fences.issue(job) > new                # the counter only grows
     finally:
-        store.close()
+        again.close()

@@ -81,7 +81,11 @@ def test_a_report_that_cannot_be_true_is_ignored(cluster):
     assert "steps: must be >= 0, got -5" in details
     for kw, words in [({"gpus": 10**6}, "gpus: must be <= 4096"),
                       ({"gpus": 0}, "gpus: must be >= 1"),
-                      ({"worker_type": "v\n100"}, "worker_type: must not contain control")]:
+                      ({"worker_type": "v\n100"}, "worker_type: must not contain control"),
+                      ({"running": [pb.RunningJob(job_id="", generation=1, gpus=[0])]},
+                       "running.job_id: must not be empty"),
+                      ({"running": [pb.RunningJob(job_id="0", generation=1, gpus=[0, 1])]},
+                       "running.gpus (how many): must be <= 1")]:
         details = refused(lambda: workers.RegisterWorker(pb.RegisterWorkerRequest(**{
             "worker_type": "v100", "gpus": 1, "address": "127.0.0.1:1",
             "previous_server_id": -1, **kw}), timeout=10))

@@ -14,29 +14,18 @@ from concurrent.futures import Future
 import numpy as np
 import pytest
 
-from gavelsched.daemon.config import DaemonConfig
-from gavelsched.daemon.executor import DaemonExecutor
 from gavelsched.daemon.health import Health
-from gavelsched.daemon.store import ServerRow, Store
+from gavelsched.daemon.store import ServerRow
 from gavelsched.rpc import pb
-from policies import get_policy
-from traces import default_table
 
-from .test_round_aligned import R, Recorder, Scheduler
+from .test_round_aligned import R, Scheduler
 
 
-class Restarted:
-    """A new scheduler on ``s``'s state directory at time ``t`` (hand-moved)."""
+class Restarted(Scheduler):
+    """A new scheduler on the state directory of one that ran in ``tmp_path``, at ``t``."""
 
     def __init__(self, tmp_path, t: float, heartbeat_seconds: float = 1e6) -> None:
-        self.t = t
-        self.store = Store(tmp_path / "state")
-        config = DaemonConfig(listen="127.0.0.1:0", policy="max_min_fairness_perf",
-                              round_seconds=R, state_dir=tmp_path / "state",
-                              heartbeat_seconds=heartbeat_seconds, min_resolve_interval_s=R)
-        self.sent = Recorder()
-        self.x = DaemonExecutor(config, self.store, get_policy("max_min_fairness_perf"),
-                                default_table(), self.sent, clock=lambda: self.t)
+        super().__init__(tmp_path, gpus=0, heartbeat_seconds=heartbeat_seconds, t=t)
 
     def register(self, server: int, gpus: int, running: list[pb.RunningJob]) -> None:
         self.x.roster.register(pb.RegisterWorkerRequest(
@@ -50,10 +39,6 @@ class Restarted:
         self.register(server, 2, [pb.RunningJob(
             job_id=run.job_id, generation=run.generation if generation is None else generation,
             round=run.round, gpus=list(run.gpus) if gpus is None else gpus)])
-
-    def at(self, t: float) -> None:
-        self.t = t
-        self.x.tick()
 
     def renew(self, job: str, generation: int, round_: int, steps: int, seconds: float):
         return self.x.processes.renew_lease(pb.RenewLeaseRequest(
@@ -85,7 +70,7 @@ def restarted(tmp_path, before):
     """A new scheduler on ``before``'s state at 100 s."""
     r = Restarted(tmp_path, 100.0)
     yield r
-    r.store.close()
+    r.close()
 
 
 def test_the_first_plan_keeps_a_run_found_going_on_and_its_lease_comes_from_its_renewal(
@@ -127,11 +112,12 @@ def test_the_first_plan_keeps_a_run_found_going_on_and_its_lease_comes_from_its_
     assert r.x.fences.current(job) == run.generation
 
 
-def test_a_run_found_going_on_without_its_gpus_ends_at_its_renewal(before, restarted):
+@pytest.mark.parametrize("gpus", [[], [7]])
+def test_a_run_found_going_on_without_its_gpus_ends_at_its_renewal(before, restarted, gpus):
     (s, job, run), r = before, restarted
     # An older worker lists no GPUs, and a bad one lists GPUs the server has not:
     # neither run can be kept in place.
-    r.lists(s.server, run, gpus=[7])
+    r.lists(s.server, run, gpus=gpus)
     assert r.x.runs.get(job).orphan and r.x.runs.get(job).workers == ()
     r.at(101.0)
     stop = r.x.processes.renew_lease(pb.RenewLeaseRequest(
@@ -185,7 +171,7 @@ def test_the_first_plan_waits_for_the_servers_known_before_the_restart(tmp_path,
         assert all(e.generation == runs[e.job_id].generation and e.lease.extended
                    for e in r.sent.runs)                    # both kept, none launched anew
     finally:
-        r.store.close()
+        r.close()
 
     r = Restarted(tmp_path, 200.0, heartbeat_seconds=1.0)   # a silence limit of 3 s
     try:
@@ -198,7 +184,7 @@ def test_the_first_plan_waits_for_the_servers_known_before_the_restart(tmp_path,
         assert f"workers {second} did not register again" in daemon_log.text
         assert r.x.driver.in_flight.resolved is not None    # a smaller cluster: re-solved
     finally:
-        r.store.close()
+        r.close()
 
 
 def test_a_restarted_scheduler_goes_on_with_the_allocation_period(tmp_path, daemon_log):
@@ -238,7 +224,7 @@ def test_a_restarted_scheduler_goes_on_with_the_allocation_period(tmp_path, daem
         assert share[jobs[1]] < share[jobs[0]]
         assert first.job_id == jobs[1]
     finally:
-        r.store.close()
+        r.close()
 
 
 @pytest.mark.parametrize("damage", ["not a zip", "nan"])
@@ -266,7 +252,7 @@ def test_a_damaged_period_file_starts_a_fresh_period_with_one_warning(tmp_path, 
         r.at(101.0)
         assert [e.job_id for e in r.sent.runs] == [job]       # and it schedules as before
     finally:
-        r.store.close()
+        r.close()
 
 
 def test_health_waits_for_restored_servers_from_the_first_registration():
@@ -274,14 +260,15 @@ def test_health_waits_for_restored_servers_from_the_first_registration():
     health = Health(1.0, rows)                      # a silence limit of 3 s
     assert not health.back(1e6)                     # none back yet: no plan is possible
     health.up(rows[0], 10.0)
-    assert not health.back(12.9) and health.missing == set()
+    assert not health.back(12.9)
     health.excuse(2.0, 12.9)                        # the executor was busy: not a pause
     assert not health.back(14.0)
-    assert health.back(15.0) and health.missing == {1}   # none since for a limit
+    assert health.back(15.0) and health.take_missing() == {1}   # none since for a limit
+    assert health.take_missing() == set()           # (once)
     again = Health(1.0, rows)
     again.up(rows[0], 10.0)
     again.up(rows[1], 11.0)
-    assert again.back(11.0) and again.missing == set()  # all back: at once
+    assert again.back(11.0) and again.take_missing() == set()   # all back: at once
     assert Health(1.0).back(0.0)                    # a first start waits for nothing
 
 
@@ -307,4 +294,4 @@ def test_a_run_on_two_servers_is_kept_once_both_have_listed_it(tmp_path):
             e.generation == generation and e.lease.extended for e in r.sent.runs)
         assert sorted(e.rank for e in r.sent.runs) == [0, 1]
     finally:
-        r.store.close()
+        r.close()

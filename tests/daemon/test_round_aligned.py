@@ -53,12 +53,13 @@ class Recorder:
 
 
 class Scheduler:
-    """An executor on a hand-moved clock with one emulated v100 server of ``gpus`` GPUs;
+    """An executor on a hand-moved clock (from ``t``) with one emulated v100 server of
+    ``gpus`` GPUs (none: ``gpus=0``, a restarted scheduler whose servers register again);
     ``config`` overrides ``DaemonConfig`` fields."""
 
     def __init__(self, tmp_path, gpus: int = 1, heartbeat_seconds: float = 1e6,
-                 **config) -> None:
-        self.t = 0.0
+                 t: float = 0.0, **config) -> None:
+        self.t = t
         self.store = Store(tmp_path / "state")
         config = DaemonConfig(**{"listen": "127.0.0.1:0", "policy": "max_min_fairness_perf",
                                  "round_seconds": R, "state_dir": tmp_path / "state",
@@ -67,7 +68,7 @@ class Scheduler:
         self.sent = Recorder()
         self.x = DaemonExecutor(config, self.store, get_policy("max_min_fairness_perf"),
                                 default_table(), self.sent, clock=lambda: self.t)
-        self.server = self.add_server(gpus)
+        self.server = self.add_server(gpus) if gpus else -1
 
     def add_server(self, gpus: int = 1) -> int:
         return self.x.roster.register(pb.RegisterWorkerRequest(
