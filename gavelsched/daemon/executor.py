@@ -201,7 +201,7 @@ class DaemonExecutor:
                 self._forecast_due = False
                 self.forecasts.offer(self.snapshot, self.core.period_state())
             self.store.flush_estimates(self._clock())
-        self.runs.answer_waiting(stopping=True)
+        self.runs.renewals.answer_waiting(stopping=True)
         self.inbox.refuse_pending()
         self.forecasts.close()
 

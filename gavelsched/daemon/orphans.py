@@ -43,7 +43,7 @@ class Orphans:
     def at_plan(self, rnd: Round, index: int, now: float) -> None:
         """The plan of ``rnd`` (round ``index``, at ``now``): the runs it keeps in place are
         extended (``RunTable.extend_continuing``), the orphans among them too (``keep``);
-        it has judged every orphan; the RenewLeases waiting for it are answered."""
+        it has judged every orphan; the renewals are answered (``Renewals.at_plan``)."""
         t = self.table
         t.extend_continuing(rnd, index)
         if t.unplanned:           # (only after a restart: not a walk over every plan's tasks)
@@ -58,7 +58,7 @@ class Orphans:
             log.info("round %d: %d of the %d runs found going on kept on their GPUs; the "
                      "others end at their next renewal", index, kept, len(t.unplanned))
             t.unplanned.clear()
-        t.answer_waiting()
+        t.renewals.at_plan(index)
 
     def adopt(self, server_id: int, worker_type: str, running: Mapping[str, int], mono: float,
               gpus: Mapping[str, Sequence[int]] | None = None) -> None:

@@ -51,7 +51,8 @@ class ProcessCalls:
 
     def renew_lease(self, request: pb.RenewLeaseRequest) -> pb.Lease | Future:
         """The lease for the next round: extended when the job keeps its workers. Before
-        the next round is planned the answer waits for the plan (a future)."""
+        the next round is planned the answer waits for the plan (a future). (Most renewals
+        asked after a plan are answered from ``Renewals``' book and never get here.)"""
         run = self.runs.get(request.job_id)
         job = self.jobs.get(request.job_id)
         if (run is None or job is None or job.final or run.generation != request.generation
@@ -62,7 +63,7 @@ class ProcessCalls:
         if run.job_id in self.runs.unplanned or (
                 self.driver.planned is None and run.round >= self._started()
                 and self.clock.plan_at):
-            return self.runs.after_plan(request)   # the next round is not planned yet
+            return self.runs.renewals.after_plan(request)   # the next round is not planned
         return run.lease
 
     def durable_steps(self, job_id: str, steps: int, generation: int,

@@ -27,7 +27,6 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future
 from dataclasses import dataclass
 
 from ..core import MicroTask, Round, SchedulerCore
@@ -45,6 +44,7 @@ from .leases import (MIN_LEASE_FRACTION, extended_lease, new_lease, rebased_leas
                      startup_lease, stop_lease)
 from .logs import Hosts
 from .meter import limit_lease
+from .renewals import Renewals
 from .retries import Retries
 from .startups import Startups
 from .jobs import HELD, RUNNING, JobRow, Jobs
@@ -125,8 +125,7 @@ class RunTable:
         self._fresh: dict[str, list[str]] = {}   # task key -> jobs it launched this round
         self._freed: dict[int, float] = {}   # worker id -> when its last run there ended
         self._waves: Counter[tuple[int, str]] = Counter()   # (round, machine) -> launches
-        # RenewLeases waiting for the plan: (job, answer, request, monotonic arrival)
-        self._waiting: list[tuple[str, Future, pb.RenewLeaseRequest, float]] = []
+        self.renewals = Renewals(self.live, self.get, self.renewed, clock)
 
     def get(self, job_id: str) -> Run | None:
         return self._runs.get(job_id)
@@ -209,8 +208,7 @@ class RunTable:
         """At the plan of ``rnd`` (round ``index``): a task whose members all run, from last
         round, on exactly its GPUs gets its leases extended by ``rnd``'s length (no
         checkpoint, no restart). Then (``Orphans.at_plan``) the orphans it keeps in place
-        become runs, and the RenewLeases waiting for the plan are answered
-        (``answer_waiting``)."""
+        become runs, and the renewals are answered (``Renewals.at_plan``)."""
         self.held, self._fresh = {}, {}
         for task in rnd.tasks:
             if task.extended and all(j in self._runs and not self._runs[j].orphan
@@ -218,21 +216,6 @@ class RunTable:
                                      and self._runs[j].workers == task.workers
                                      for j in task.job_ids):
                 self._extend(task, index, rnd.round_seconds)
-
-    def after_plan(self, request: pb.RenewLeaseRequest) -> Future:
-        """A RenewLease asked before the next round is planned: its answer (the job's lease
-        then; None: it has no run) waits for the plan (``answer_waiting``)."""
-        future: Future = Future()
-        self._waiting.append((request.job_id, future, request, self._clock()))
-        return future
-
-    def answer_waiting(self, *, stopping: bool = False) -> None:
-        """Answer the RenewLeases waiting for the plan (``stopping``: the daemon stops;
-        each gets None)."""
-        for job_id, future, request, arrived in self._waiting:
-            run = None if stopping else self._runs.get(job_id)
-            future.set_result(None if run is None else self.renewed(run, request, arrived))
-        self._waiting.clear()
 
     def renewed(self, run: Run, request: pb.RenewLeaseRequest,
                 arrived: float | None = None) -> pb.Lease:
@@ -486,6 +469,7 @@ class RunTable:
         if run.done_at and job is not None:
             self.startups.record_exit(job.spec.job_type, mono - run.done_at)
         self.jobs.preempt(job_id)
+        self.renewals.ended(job_id)
         self._ended(run)
         self._launch_deferred(job_id)
 
@@ -514,6 +498,7 @@ class RunTable:
         if run is None:
             return
         self.jobs.preempt(job_id)
+        self.renewals.ended(job_id)
         self._ended(run)
         for server_id in run.left:
             if self.health.alive(server_id):

@@ -24,6 +24,7 @@ from policies import PolicyError
 from traces import default_table, load_table
 
 from ..jobenv import scheduler_env
+from ..rpc import pb
 from ..rpc.identity import Identities, IdentityError
 from ..rpc.security import IN_USE, SecurityError, exposure, host_of, read_token, serve
 from .collector import Collector
@@ -160,6 +161,10 @@ class SchedulerDaemon:
         log.info("%s", line)
         return line
 
+    def _booked(self, request: pb.RenewLeaseRequest) -> bool:
+        """Whether a renewal's answer is booked (``Renewals.answer``): it takes no seat."""
+        return self.executor.runs.renewals.answer(request) is not None
+
     def _exposure(self, listen: str) -> str | None:
         """``security.exposure`` for the scheduler: raises ``SecurityError`` beyond
         loopback without a token unless ``insecure``; else the line to log (or None)."""
@@ -178,7 +183,8 @@ class SchedulerDaemon:
                                  lambda: self.identities, self.reload),
                 identities=lambda: self.identities, tls=self.config.tls,
                 max_workers=HANDLER_THREADS,
-                interceptors=[ExecutorWaits(SEATS), CountedCalls(self.metrics.on_call)]))
+                interceptors=[ExecutorWaits(SEATS, {"RenewLease": self._booked}),
+                              CountedCalls(self.metrics.on_call)]))
             host = host_of(self.config.listen)
             notice = self._exposure(f"{host}:{self.port}")
             if notice:

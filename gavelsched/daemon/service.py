@@ -94,11 +94,15 @@ class ExecutorWaits(grpc.ServerInterceptor):
     #30). Seats per kind keep threads for heartbeats, and a fleet's burst from refusing a
     user's Submit, as Kubernetes' API priority and fairness keeps seats per priority level.
     None: no limit. A call's events take its kind's lane of the executor's inbox
-    (``caller_waits``)."""
+    (``caller_waits``). ``unseated``: per method, whether a request will be answered
+    without the executor (a renewal ``Renewals`` has booked): it takes no seat, so that a
+    burst of calls waiting on the executor does not refuse it."""
 
-    def __init__(self, seats: Mapping[str, int] | None = None) -> None:
+    def __init__(self, seats: Mapping[str, int] | None = None,
+                 unseated: Mapping[str, Callable[[object], bool]] | None = None) -> None:
         self._seats = {kind: (threading.BoundedSemaphore(n), n)
                        for kind, n in (seats or {}).items()}
+        self._unseated = dict(unseated or {})
 
     def intercept_service(self, continuation, details):
         handler = continuation(details)
@@ -109,9 +113,11 @@ class ExecutorWaits(grpc.ServerInterceptor):
         kind, lane = ("fleet", FLEET) if method in FLEET_METHODS else ("client", CLIENTS)
         seats, count = (None, 0) if method in ANSWERED_AT_ONCE else \
             self._seats.get(kind, (None, 0))
+        unseated = self._unseated.get(method, lambda request: False)
 
         def behavior(request, context):
-            if seats is not None and not seats.acquire(blocking=False):
+            seated = seats is not None and not unseated(request)
+            if seated and not seats.acquire(blocking=False):
                 context.abort(grpc.StatusCode.UNAVAILABLE,
                               f"{BUSY}: {count} {kind} calls already wait on it; try again")
             try:
@@ -122,7 +128,7 @@ class ExecutorWaits(grpc.ServerInterceptor):
             except TooLate as err:
                 context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, str(err))
             finally:
-                if seats is not None:
+                if seated:
                     seats.release()
         return grpc.unary_unary_rpc_method_handler(
             behavior, request_deserializer=handler.request_deserializer,
@@ -296,7 +302,9 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
         why = bad_report(request)
         if why is not None:   # the iterator takes a failed renewal as "not renewed"
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, _ignored("RenewLease", request, why))
-        lease = self.x.call(lambda: self.x.processes.renew_lease(request))
+        lease = self.x.runs.renewals.answer(request)   # (known since the plan: not queued)
+        if lease is None:
+            lease = self.x.call(lambda: self.x.processes.renew_lease(request))
         if isinstance(lease, Future):   # wait for the next round's plan
             try:
                 lease = lease.result(timeout=RENEW_WAIT_S)
