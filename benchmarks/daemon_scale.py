@@ -36,7 +36,11 @@ rounds are measured; reported per size:
   fresh process, and the dashboard's page and ``/api/status``, each timed three times in
   the last round measured (medians; they load the scheduler, so not in the others);
 - the RPCs per second the scheduler served (``gavelsched_rpcs_total``), and the busiest
-  methods.
+  methods;
+- renewals in the measured rounds: those not answered within the iterator's deadline
+  (DEADLINE_EXCEEDED: read as "not renewed", so the run ends even where the plan kept it)
+  and those refused as busy (asked again), from the hollow processes' logs, of all the
+  ``RenewLease`` calls the scheduler served.
 
     python benchmarks/daemon_scale.py --gpus 64 --jobs 500 --rounds 3 --round-seconds 10  # quick
     python benchmarks/daemon_scale.py --gpus 512,1024,2048 --jobs 20000,50000 --rounds 6
@@ -92,6 +96,9 @@ DISPATCH_LINE = re.compile(r"round (?P<round>\d+): planned in (?P<plan>[\d.]+) s
                            r"after its start)?(?P<later>.*)$", re.M)
 FAILED_LINE = re.compile(STAMP + r" WARNING gavelsched\.daemon\.servers: worker (?P<server>\d+) "
                          r".* missed heartbeats: failed")
+# the iterator's line for a renewal it got no lease from (in the hollow processes' logs)
+RENEW_FAILED = re.compile(STAMP + r" WARNING gavelsched\.iterator: RenewLease failed "
+                          r"\((?P<code>\w+)\); (?P<why>.*)")
 LATER_PART = re.compile(r"then (\d+) ([^,]+), the last (-?[\d.]+) s after its start")
 
 
@@ -193,6 +200,9 @@ class Row:
     api_s: list[float] = field(default_factory=list)
     rpcs_s: float = math.nan
     top: str = ""
+    renewals: float = math.nan       # RenewLease calls served in the measured rounds
+    renew_late: int = 0              # ... past the iterator's deadline (the hollow logs)
+    renew_busy: int = 0              # ... refused as busy
     note: str = ""
 
 
@@ -335,6 +345,7 @@ def measure(gpus: int, jobs: int, args) -> Row:
         if rpcs0 and rpcs1:
             rates = {m: (rpcs1.get(m, 0) - rpcs0.get(m, 0)) / wall for m in rpcs1}
             row.rpcs_s = sum(rates.values())
+            row.renewals = rates.get("RenewLease", 0.0) * wall
             row.top = ", ".join(f"{m} {r:.0f}" for m, r in
                                 sorted(rates.items(), key=lambda kv: -kv[1])[:3])
         else:
@@ -360,6 +371,11 @@ def measure(gpus: int, jobs: int, args) -> Row:
         row.busy = f"{busy} of {total}"
         row.failed = sum(measured[0][0] <= stamp(m[1]) <= measured[-1][0]
                          for m in FAILED_LINE.finditer(text))
+        for path in root.glob("hollow*.log"):
+            for m in RENEW_FAILED.finditer(path.read_text(errors="replace")):
+                if measured[0][0] <= stamp(m[1]) <= measured[-1][0]:
+                    row.renew_late += m["code"] == "DEADLINE_EXCEEDED"
+                    row.renew_busy += "too busy" in m["why"]
     finally:
         tear_down(cluster, hollow, args.keep)
     return row
@@ -470,8 +486,8 @@ def main() -> int:
           "refills, last after start | GPUs busy | heartbeat answer median / p99 / worst; "
           "servers failed | scheduler CPU | "
           "peak RSS | Status all / active | status --json | dashboard / api | RPCs/s (top 3) "
-          "| hollow CPU |")
-    print("|---" * 18 + "|", flush=True)
+          "| renewals past their deadline / refused as busy, of all | hollow CPU |")
+    print("|---" * 19 + "|", flush=True)
     for gpus, jobs in pairs:
         try:
             r = measure(gpus, jobs, args)      # each row as soon as it is measured
@@ -487,6 +503,7 @@ def main() -> int:
               f"{statistics.median(r.status_s):.2f} / {statistics.median(r.active_s):.2f} s | "
               f"{r.cli_s:.1f} s | {statistics.median(r.page_s):.2f} / "
               f"{statistics.median(r.api_s):.2f} s | {r.rpcs_s:,.0f} ({r.top}) | "
+              f"{r.renew_late:,} / {r.renew_busy:,} of {r.renewals:,.0f} | "
               f"{r.hollow_cpu_share:.0%} |", flush=True)
     print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
     return 0

@@ -5,8 +5,8 @@ executor's, ever calls the core, the store and the rooms below. gRPC handlers an
 dispatcher's pool threads never touch them; they hand the executor an event with
 ``post(fn)`` / ``call(fn)`` (``inbox``: closures run on the executor thread, in order in
 each of two lanes) and read only ``snapshot``, an immutable value republished after a
-change (``publish``). The one exception is a heartbeat's arrival (``Health.seen``): ``health``
-takes it under its own lock, so that workers are not failed while this thread is busy.
+change (``publish``). Exceptions, under their rooms' locks so that a busy thread loses no
+worker or run: a heartbeat (``Health.seen``) and a renewal a plan decided (``Renewals``).
 
 The round recipe is the simulator's: ``RoundDriver`` (``gavelsched/core/driver.py``) ends
 a round, plans the next, applies the empty-round rule and takes progress in. What is the
