@@ -2,7 +2,8 @@
 lease ends, and keeps its workers when the next round does).
 
 A renewal asked before the next round is planned waits for the plan (``after_plan``),
-which answers it (``at_plan``). Once a plan has judged the runs of the round it follows,
+which answers it (``at_plan``); its handler stops waiting before its caller does, and tells
+it to ask again (``service.RENEW_WAIT_S``). Once a plan has judged the runs of the round it follows,
 each one's answer is known (the extended lease of a run it kept on its GPUs, the lease in
 force of one it did not) and is booked (``at_plan``), so that a renewal asked after the
 plan is answered from the book on the gRPC handler's own thread (``answer``), not behind

@@ -43,9 +43,11 @@ from .jobs import STATES
 
 log = logging.getLogger(__name__)
 
-# How long a RenewLease waits for the next round's plan: under the iterator's own RPC
-# timeout (10 s), so that it gets an answer (its current lease) rather than an error.
+# How long a RenewLease waits for the next round's plan, at most, and less by a margin than
+# its caller waits (the iterator: 10 s): a plan later than that is answered BUSY, so that
+# the iterator asks again after a pause rather than ending a run the plan may keep.
 RENEW_WAIT_S = 8.0
+RENEW_MARGIN_S = 1.0
 
 # The longest a run can have been going, in a report (about 31 years): beyond it ``seconds``
 # is a lie, and a throughput measured from it would be absurdly small.
@@ -306,11 +308,14 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
         if lease is None:
             lease = self.x.call(lambda: self.x.processes.renew_lease(request))
         if isinstance(lease, Future):   # wait for the next round's plan
+            left = context.time_remaining()
             try:
-                lease = lease.result(timeout=RENEW_WAIT_S)
+                lease = lease.result(timeout=RENEW_WAIT_S if left is None else
+                                     max(0.0, min(RENEW_WAIT_S, left - RENEW_MARGIN_S)))
             except FutureTimeout:
-                lease = None
-            if lease is None:
+                context.abort(grpc.StatusCode.UNAVAILABLE,
+                              f"{BUSY}: the next round is not planned yet; ask again")
+            if lease is None:           # the job has no run any more
                 lease = stop_lease(int(request.steps), request.seconds)
         return pb.RenewLeaseResponse(lease=lease)
 

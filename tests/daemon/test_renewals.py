@@ -3,17 +3,21 @@ issue #30): at 2,048 GPUs and 50,000 jobs, renewals sent at 95% of a round waite
 the executor's inbox behind the next round's InitJobs and reports, 2,334 of them passed
 their 10 s deadline, and the runs the plan had kept ended with their leases. Here the
 executor's loop never runs at all (a hand-moved clock, ``test_round_aligned.Scheduler``):
-a booked renewal is still answered over real gRPC, and takes no seat from a burst."""
+a booked renewal is still answered over real gRPC, and takes no seat from a burst; one
+whose plan comes late is told to ask again, not to stop."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import grpc
 import pytest
 
+from gavelsched.daemon import service
 from gavelsched.daemon.service import ExecutorWaits, health_servicer, registrations
 from gavelsched.rpc import pb, pb_grpc
+from gavelsched.rpc.codes import BUSY
 from gavelsched.rpc.identity import Identities
 from gavelsched.rpc.security import channel, serve
 
@@ -87,24 +91,39 @@ class _Held:
         return pb.Ack(ok=True)
 
 
+@contextlib.contextmanager
+def _served(sched, held: _Held | None = None):
+    """The scheduler's real gRPC services over ``sched``'s executor, whose loop never runs
+    (one fleet seat; ``held``: a fleet call ``test.Burst/InitJob`` that may take it):
+    a channel to them."""
+    ids = Identities(None, None)                      # an open loopback cluster
+    waits = ExecutorWaits({"fleet": 1}, {"RenewLease": lambda r: sched.x.runs.renewals
+                                         .answer(r) is not None})
+    extra = [] if held is None else [lambda s: s.add_generic_rpc_handlers([
+        grpc.method_handlers_generic_handler("test.Burst", {
+            "InitJob": grpc.unary_unary_rpc_method_handler(
+                held, response_serializer=pb.Ack.SerializeToString)})])]
+    server, port = serve("127.0.0.1:0", [
+        *registrations(sched.x, health_servicer(), lambda *a: None, lambda: ids,
+                       lambda user: ""), *extra],
+        identities=lambda: ids, interceptors=[waits])
+    chan = channel(f"127.0.0.1:{port}")
+    try:
+        yield chan
+    finally:
+        if held is not None:
+            held.release.set()
+        chan.close()
+        server.stop(0)
+
+
 def test_a_booked_renewal_is_answered_over_grpc_while_the_executor_serves_nothing(kept):
     """Nothing runs the executor's inbox here: a renewal the book answers comes back at
     once, even with every fleet seat taken, while one it does not answer finds no one to
     answer it before its deadline (how every renewal fared behind a round's burst)."""
     sched, job, lease = kept
-    ids = Identities(None, None)                      # an open loopback cluster
-    waits = ExecutorWaits({"fleet": 1}, {"RenewLease": lambda r: sched.x.runs.renewals
-                                         .answer(r) is not None})
     held = _Held()
-    server, port = serve("127.0.0.1:0", [
-        *registrations(sched.x, health_servicer(), lambda *a: None, lambda: ids,
-                       lambda user: ""),
-        lambda s: s.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
-            "test.Burst", {"InitJob": grpc.unary_unary_rpc_method_handler(
-                held, response_serializer=pb.Ack.SerializeToString)})])],
-        identities=lambda: ids, interceptors=[waits])
-    chan = channel(f"127.0.0.1:{port}")
-    try:
+    with _served(sched, held) as chan:
         burst = threading.Thread(target=chan.unary_unary("/test.Burst/InitJob"),
                                  args=(b"",), kwargs={"timeout": 30})
         burst.start()
@@ -122,7 +141,30 @@ def test_a_booked_renewal_is_answered_over_grpc_while_the_executor_serves_nothin
             iterator.RenewLease(_renewal(sched, job, lease, round=lease.round + 1),
                                 timeout=1)
         assert waited.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+def test_a_renewal_whose_plan_comes_late_is_asked_again_not_ended(kept, monkeypatch):
+    """A renewal asked before the next plan waits for it. A plan later than the wait was
+    answered with a lease already over, which ended a run that plan might keep; now the
+    answer is BUSY, which the iterator asks again after a pause (``iterator.py``)."""
+    sched, job, lease = kept
+    monkeypatch.setattr(service, "RENEW_WAIT_S", 0.3)
+    sched.at(1.0 + R)                  # round 1 starts; the next plan is not made yet
+    stop = threading.Event()
+
+    def pump():                        # the executor's inbox, but no tick: no plan
+        while not stop.is_set():
+            sched.x.inbox.run_pending(0.05)
+
+    pumping = threading.Thread(target=pump)
+    pumping.start()
+    try:
+        with _served(sched) as chan:
+            with pytest.raises(grpc.RpcError) as late:
+                pb_grpc.IteratorToSchedulerStub(chan).RenewLease(
+                    _renewal(sched, job, lease, round=lease.round + 1), timeout=10)
     finally:
-        held.release.set()
-        chan.close()
-        server.stop(0)
+        stop.set()
+        pumping.join(30)
+    assert late.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert late.value.details().startswith(BUSY)
