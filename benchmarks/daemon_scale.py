@@ -40,7 +40,8 @@ rounds are measured; reported per size:
 - renewals in the measured rounds: those not answered within the iterator's deadline
   (DEADLINE_EXCEEDED: read as "not renewed", so the run ends even where the plan kept it)
   and those refused as busy (asked again), from the hollow processes' logs, of all the
-  ``RenewLease`` calls the scheduler served.
+  ``RenewLease`` calls the scheduler served; and of those it answered, the share answered
+  from the last plan's book (``gavelsched_renewals_total``; ``daemon/renewals.py``).
 
     python benchmarks/daemon_scale.py --gpus 64 --jobs 500 --rounds 3 --round-seconds 10  # quick
     python benchmarks/daemon_scale.py --gpus 512,1024,2048 --jobs 20000,50000 --rounds 6
@@ -139,15 +140,17 @@ def cpu_s(pids: list[int]) -> float:
     return total
 
 
-def rpc_counts(url: str) -> dict[str, float]:
-    """``gavelsched_rpcs_total`` by method, from the scheduler's /metrics (empty when it
-    does not answer in time: a scrape of every job's gauges is slow on a busy machine)."""
+def rpc_counts(url: str) -> tuple[dict[str, float], dict[str, float]]:
+    """``gavelsched_rpcs_total`` by method and ``gavelsched_renewals_total`` by answer,
+    from the scheduler's /metrics (empty when it does not answer in time: a scrape of every
+    job's gauges is slow on a busy machine)."""
     try:
         text = urllib.request.urlopen(url, timeout=300).read().decode()
     except OSError:
-        return {}
-    return {m: float(v) for m, v in
-            re.findall(r'^gavelsched_rpcs_total\{method="([^"]+)"\} ([\d.e+]+)$', text, re.M)}
+        return {}, {}
+    return tuple({m: float(v) for m, v in re.findall(
+        rf'^gavelsched_{name}_total\{{{label}="([^"]+)"\}} ([\d.e+]+)$', text, re.M)}
+        for name, label in (("rpcs", "method"), ("renewals", "answer")))
 
 
 def start_probe(cluster: LocalCluster) -> subprocess.Popen:
@@ -201,6 +204,7 @@ class Row:
     rpcs_s: float = math.nan
     top: str = ""
     renewals: float = math.nan       # RenewLease calls served in the measured rounds
+    answers: dict[str, float] = field(default_factory=dict)   # ... by who answered them
     renew_late: int = 0              # ... past the iterator's deadline (the hollow logs)
     renew_busy: int = 0              # ... refused as busy
     note: str = ""
@@ -313,7 +317,7 @@ def measure(gpus: int, jobs: int, args) -> Row:
         wait_until(lambda: len(starts()) >= first, 20 * args.round_seconds + 600,
                    "the warm-up rounds")
         cpu0, hollow0, t0 = cpu_s([pid]), cpu_s([p.pid for p in hollow]), time.monotonic()
-        rpcs0 = rpc_counts(f"http://127.0.0.1:{metrics_port}/metrics")
+        rpcs0, answers0 = rpc_counts(f"http://127.0.0.1:{metrics_port}/metrics")
         probe = start_probe(cluster)
         base = first - 1             # the index of the round start measuring begins at
         client = pb_grpc.ClientToSchedulerStub(cluster.chan)
@@ -335,7 +339,7 @@ def measure(gpus: int, jobs: int, args) -> Row:
             print(f"  round {k} of {args.rounds}", file=sys.stderr, flush=True)
         wall = time.monotonic() - t0
         row.heartbeat_s = stop_probe(probe)
-        rpcs1 = rpc_counts(f"http://127.0.0.1:{metrics_port}/metrics")
+        rpcs1, answers1 = rpc_counts(f"http://127.0.0.1:{metrics_port}/metrics")
         row.cpu_share = (cpu_s([pid]) - cpu0) / wall
         row.hollow_cpu_share = (cpu_s([p.pid for p in hollow]) - hollow0) / wall
         row.peak_mib = peak_rss_mib(pid)
@@ -346,6 +350,7 @@ def measure(gpus: int, jobs: int, args) -> Row:
             rates = {m: (rpcs1.get(m, 0) - rpcs0.get(m, 0)) / wall for m in rpcs1}
             row.rpcs_s = sum(rates.values())
             row.renewals = rates.get("RenewLease", 0.0) * wall
+            row.answers = {a: n - answers0.get(a, 0) for a, n in answers1.items()}
             row.top = ", ".join(f"{m} {r:.0f}" for m, r in
                                 sorted(rates.items(), key=lambda kv: -kv[1])[:3])
         else:
@@ -461,6 +466,13 @@ def fleet_sizes(parser: argparse.ArgumentParser, args) -> list[tuple[int, int]]:
     return list(itertools.product(sizes, queues))
 
 
+def booked(row: Row) -> str:
+    """The share of the renewals answered that the book answered (``-``: no such metric,
+    a scheduler before it)."""
+    answered = sum(row.answers.values())
+    return f"{row.answers.get('book', 0) / answered:.0%}" if answered else "-"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -486,7 +498,8 @@ def main() -> int:
           "refills, last after start | GPUs busy | heartbeat answer median / p99 / worst; "
           "servers failed | scheduler CPU | "
           "peak RSS | Status all / active | status --json | dashboard / api | RPCs/s (top 3) "
-          "| renewals past their deadline / refused as busy, of all | hollow CPU |")
+          "| renewals past their deadline / refused as busy, of all; answered from the "
+          "book | hollow CPU |")
     print("|---" * 19 + "|", flush=True)
     for gpus, jobs in pairs:
         try:
@@ -503,7 +516,7 @@ def main() -> int:
               f"{statistics.median(r.status_s):.2f} / {statistics.median(r.active_s):.2f} s | "
               f"{r.cli_s:.1f} s | {statistics.median(r.page_s):.2f} / "
               f"{statistics.median(r.api_s):.2f} s | {r.rpcs_s:,.0f} ({r.top}) | "
-              f"{r.renew_late:,} / {r.renew_busy:,} of {r.renewals:,.0f} | "
+              f"{r.renew_late:,} / {r.renew_busy:,} of {r.renewals:,.0f}; {booked(r)} | "
               f"{r.hollow_cpu_share:.0%} |", flush=True)
     print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
     return 0

@@ -8,6 +8,10 @@
 - ``gavelsched_dispatch_seconds``: histogram of the time from a round's plan to the last
   of the plan's RunJobs answered by its worker (``dispatch.RoundDispatch``);
 - ``gavelsched_rpcs_total{method}``: the gRPC calls the scheduler has served;
+- ``gavelsched_renewals_total{answer}``: the RenewLeases answered from the last plan's book
+  (``book``), by the executor (``executor``: at once, or once the plan it waited for was
+  made), or told to ask again because that plan came later than it could wait
+  (``ask_again``; ``renewals``);
 - ``gavelsched_heartbeat_delay_seconds``: histogram of how late each heartbeat reached the
   scheduler against its server's fastest (``health.intake_delay``: that much more silence
   is granted to every server before it is failed);
@@ -86,6 +90,8 @@ class DaemonMetrics:
                                   "to the last of the plan's RunJobs answered",
                                   buckets=ROUND_BUCKETS, registry=r)
         self.rpcs = Counter("gavelsched_rpcs", "gRPC calls served", ["method"], registry=r)
+        self.renewals = Counter("gavelsched_renewals", "RenewLease answers, by who gave them",
+                                ["answer"], registry=r)
         self.heartbeat_delay = Histogram(
             "gavelsched_heartbeat_delay_seconds", "How late each heartbeat reached the "
             "scheduler against its server's fastest", buckets=HEARTBEAT_BUCKETS, registry=r)
@@ -142,6 +148,11 @@ class DaemonMetrics:
     def on_call(self, method: str) -> None:
         """A gRPC call served (any handler thread: prometheus counters are thread-safe)."""
         self.rpcs.labels(method=method).inc()
+
+    def on_renewal(self, answer: str) -> None:
+        """A RenewLease answered (``book``, ``executor`` or ``ask_again``; any handler
+        thread)."""
+        self.renewals.labels(answer=answer).inc()
 
     def on_gc(self, seconds: float) -> None:
         self.gc.observe(seconds)

@@ -305,7 +305,9 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
         if why is not None:   # the iterator takes a failed renewal as "not renewed"
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, _ignored("RenewLease", request, why))
         lease = self.x.runs.renewals.answer(request)   # (known since the plan: not queued)
+        answer = "book"
         if lease is None:
+            answer = "executor"
             lease = self.x.call(lambda: self.x.processes.renew_lease(request))
         if isinstance(lease, Future):   # wait for the next round's plan
             left = context.time_remaining()
@@ -313,11 +315,19 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
                 lease = lease.result(timeout=RENEW_WAIT_S if left is None else
                                      max(0.0, min(RENEW_WAIT_S, left - RENEW_MARGIN_S)))
             except FutureTimeout:
+                self._count("ask_again")
                 context.abort(grpc.StatusCode.UNAVAILABLE,
                               f"{BUSY}: the next round is not planned yet; ask again")
             if lease is None:           # the job has no run any more
                 lease = stop_lease(int(request.steps), request.seconds)
+        self._count(answer)
         return pb.RenewLeaseResponse(lease=lease)
+
+    def _count(self, answer: str) -> None:
+        """``gavelsched_renewals_total``: who answered (``book``, ``executor``) or
+        ``ask_again``."""
+        if self.x.metrics is not None:
+            self.x.metrics.on_renewal(answer)
 
     def ReportSteps(self, request, context):
         self.callers.job(context, request.job_id)

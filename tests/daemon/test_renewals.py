@@ -15,6 +15,7 @@ import grpc
 import pytest
 
 from gavelsched.daemon import service
+from gavelsched.daemon.metrics import DaemonMetrics
 from gavelsched.daemon.service import ExecutorWaits, health_servicer, registrations
 from gavelsched.rpc import pb, pb_grpc
 from gavelsched.rpc.codes import BUSY
@@ -122,6 +123,7 @@ def test_a_booked_renewal_is_answered_over_grpc_while_the_executor_serves_nothin
     once, even with every fleet seat taken, while one it does not answer finds no one to
     answer it before its deadline (how every renewal fared behind a round's burst)."""
     sched, job, lease = kept
+    sched.x.metrics = DaemonMetrics()
     held = _Held()
     with _served(sched, held) as chan:
         burst = threading.Thread(target=chan.unary_unary("/test.Burst/InitJob"),
@@ -131,6 +133,7 @@ def test_a_booked_renewal_is_answered_over_grpc_while_the_executor_serves_nothin
         iterator = pb_grpc.IteratorToSchedulerStub(chan)
         reply = iterator.RenewLease(_renewal(sched, job, lease), timeout=10)
         assert reply.lease.extended and reply.lease.round == lease.round + 1
+        assert _answers(sched) == {"book": 1.0}
         with pytest.raises(grpc.RpcError) as unbooked:   # the executor's: a seat, refused
             iterator.RenewLease(_renewal(sched, job, lease, round=lease.round + 1),
                                 timeout=10)
@@ -148,6 +151,7 @@ def test_a_renewal_whose_plan_comes_late_is_asked_again_not_ended(kept, monkeypa
     answered with a lease already over, which ended a run that plan might keep; now the
     answer is BUSY, which the iterator asks again after a pause (``iterator.py``)."""
     sched, job, lease = kept
+    sched.x.metrics = DaemonMetrics()
     monkeypatch.setattr(service, "RENEW_WAIT_S", 0.3)
     sched.at(1.0 + R)                  # round 1 starts; the next plan is not made yet
     stop = threading.Event()
@@ -168,3 +172,10 @@ def test_a_renewal_whose_plan_comes_late_is_asked_again_not_ended(kept, monkeypa
         pumping.join(30)
     assert late.value.code() == grpc.StatusCode.UNAVAILABLE
     assert late.value.details().startswith(BUSY)
+    assert _answers(sched) == {"ask_again": 1.0}
+
+
+def _answers(sched) -> dict[str, float]:
+    """``gavelsched_renewals_total`` by answer."""
+    return {s.labels["answer"]: s.value for m in sched.x.metrics.registry.collect()
+            if m.name == "gavelsched_renewals" for s in m.samples if s.name.endswith("_total")}
