@@ -1,16 +1,17 @@
 """The answers to RenewLease (thesis §5.6: a job asks for its next lease shortly before its
 lease ends, and keeps its workers when the next round does).
 
-A renewal asked before the next round is planned waits for the plan (``after_plan``),
-which answers it (``at_plan``); its handler stops waiting before its caller does, and tells
-it to ask again (``service.RENEW_WAIT_S``). Once a plan has judged the runs of the round it follows,
-each one's answer is known (the extended lease of a run it kept on its GPUs, the lease in
-force of one it did not) and is booked (``at_plan``), so that a renewal asked after the
-plan is answered from the book on the gRPC handler's own thread (``answer``), not behind
-the executor's inbox. At 2,048 GPUs and 50,000 jobs, renewals sent at 95% of a round
-waited 6-17 s in the inbox behind the next round's InitJobs and reports, and 2,334 of them
-passed the iterator's 10 s deadline, which ends the run even where the plan had kept it
-(issue #30; docs/runtime.md, "Threading contract of the core").
+A renewal asked before the next round is planned waits for the plan (``after_plan``), which
+answers it (``at_plan``); its handler stops waiting before its caller does, and tells it to
+ask again (``service.RENEW_WAIT_S``). Once a plan has judged the runs of the round it
+follows, each one's answer is known (the extended lease of a run it kept on its GPUs, the
+lease in force of one it did not) and is booked (``at_plan``), so that a renewal asked
+after the plan is answered from the book on the gRPC handler's own thread (``answer``),
+without the executor's inbox or a fleet seat (``service.ExecutorWaits``): at 2,048 GPUs and
+50,000 jobs renewals sent at 95% of a round were answered 6-17 s later, behind the next
+round's InitJobs and reports, and a renewal past the iterator's 10 s deadline ends its run
+even where the plan kept it (issue #30; BENCHMARKS.md, "Renewals answered off the
+executor", says what this did and did not change).
 
 The book holds only what no later event can change but a run's end: a run's entry goes
 when it ends (``ended``), and a renewal the book does not answer (another generation or

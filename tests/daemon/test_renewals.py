@@ -1,10 +1,9 @@
 """A renewal the plan has decided is answered off the executor (``daemon/renewals.py``;
-issue #30): at 2,048 GPUs and 50,000 jobs, renewals sent at 95% of a round waited 6-17 s in
-the executor's inbox behind the next round's InitJobs and reports, 2,334 of them passed
-their 10 s deadline, and the runs the plan had kept ended with their leases. Here the
-executor's loop never runs at all (a hand-moved clock, ``test_round_aligned.Scheduler``):
-a booked renewal is still answered over real gRPC, and takes no seat from a burst; one
-whose plan comes late is told to ask again, not to stop."""
+issue #30): at 2,048 GPUs and 50,000 jobs renewals were answered 6-17 s after they were
+sent, behind a round's InitJobs and reports, and one past its 10 s deadline ends a run the
+plan had kept. Here the executor's loop never runs at all (a hand-moved clock,
+``test_round_aligned.Scheduler``): a booked renewal is still answered over real gRPC, and
+takes no seat from a burst; one whose plan comes late is told to ask again, not to stop."""
 
 from __future__ import annotations
 
