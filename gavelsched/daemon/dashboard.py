@@ -13,8 +13,8 @@ that ``/?token=<token>`` sets (HttpOnly, SameSite=Strict; its value is the token
 a MAC of it under the cluster's token, never the token) before redirecting to ``/``; else
 401. The cluster's token opens it, and so does the token of every user and admin of the
 users file (``identities``; issue #28); a cookie stops working when its user is removed.
-Compared in constant time; requests are not logged. Without a token it answers only requests addressed to a
-loopback host name (``config`` keeps it on loopback).
+Compared in constant time; requests are not logged. Without a token it answers only
+requests addressed to a loopback host name (``config`` keeps it on loopback).
 """
 
 from __future__ import annotations
@@ -57,6 +57,22 @@ def _csp(page: bytes) -> str:
 
 
 CSP = _csp(PAGE)
+
+# Jobs encoded per call of json's C encoder, which holds the GIL for the whole call: the
+# answer for 50,000 jobs in one call stopped every other thread of the scheduler (its
+# heartbeats and renewals among them) for 0.8 s on an idle machine, longer on a busy one
+# (issue #30; ``benchmarks/gil_holds.py``).
+JSON_CHUNK = 500
+
+
+def encoded(answer: dict) -> bytes:
+    """``json.dumps(answer)`` as UTF-8, its ``jobs`` encoded ``JSON_CHUNK`` at a time (and
+    last among its keys), so that other threads run between the chunks."""
+    jobs = answer["jobs"]
+    head = json.dumps({k: v for k, v in answer.items() if k != "jobs"})
+    parts = [json.dumps(jobs[i:i + JSON_CHUNK])[1:-1] for i in range(0, len(jobs), JSON_CHUNK)]
+    return "".join((head[:-1], ", " if len(head) > 2 else "", '"jobs": [', ", ".join(parts),
+                    "]}")).encode()
 
 
 def predicted(job) -> dict[str, float | None]:
@@ -267,7 +283,7 @@ def _handler(board: Dashboard) -> type[BaseHTTPRequestHandler]:
                     self._send(400, b"400: rows must be a number of rows\n",
                                "text/plain; charset=utf-8")
                     return
-                self._send(200, json.dumps(board.api(int(rows) if rows else None)).encode(),
+                self._send(200, encoded(board.api(int(rows) if rows else None)),
                            "application/json")
             else:
                 self._send(404, b"404 Not Found\n", "text/plain; charset=utf-8")

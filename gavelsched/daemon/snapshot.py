@@ -19,6 +19,13 @@ from .jobs import FINAL, PREEMPTED, STATES, JobRow
 from .view import DaemonView
 
 
+# Jobs copied per call into a Status answer: protobuf's copy holds the GIL for the whole
+# call, and one call for 50,000 jobs stopped the scheduler's other threads (heartbeats,
+# renewals) for a tenth of a second on an idle machine, longer on a busy one (issue #30;
+# ``benchmarks/gil_holds.py``).
+COPY_CHUNK = 1000
+
+
 @dataclass(frozen=True)
 class Snapshot:
     round: int
@@ -67,18 +74,22 @@ class Snapshot:
         return out
 
     def _for(self, caller: str, jobs) -> pb.StatusResponse:
-        """The picture with these ``jobs``, answered to ``caller``."""
+        """The picture with these ``jobs``, answered to ``caller``; the jobs are copied
+        ``COPY_CHUNK`` at a time (module constant)."""
         r = self.response
         if caller == r.caller and jobs is r.jobs:
             return r
-        return pb.StatusResponse(
+        out = pb.StatusResponse(
             round=r.round, policy=r.policy, round_seconds=r.round_seconds, now_s=r.now_s,
             epoch_unix=r.epoch_unix, workers=r.workers, resolve=r.resolve,
             min_resolve_interval_s=r.min_resolve_interval_s, round_ends_s=r.round_ends_s,
             refill_until=r.refill_until, plan_lead_s=r.plan_lead_s, entities=r.entities,
             restart_rule=r.restart_rule, policy_options=r.policy_options, caller=caller,
-            jobs=jobs, eta_computed_s=r.eta_computed_s, eta_error=r.eta_error,
+            eta_computed_s=r.eta_computed_s, eta_error=r.eta_error,
             startup_wave_slope=r.startup_wave_slope)
+        for i in range(0, len(jobs), COPY_CHUNK):
+            out.jobs.extend(jobs[i:i + COPY_CHUNK])
+        return out
 
     def log_sources(self, job_id: str) -> LogSources | None:
         """The servers that ran the job, and whether it has ended (final, its processes

@@ -230,6 +230,22 @@ def test_the_page_asks_for_the_rows_it_draws_and_gets_the_busy_ones_first() -> N
         board.close()
 
 
+def test_the_api_answer_is_encoded_in_chunks_that_let_other_threads_in(monkeypatch) -> None:
+    """``/api/status`` of many jobs is json's answer, its jobs encoded ``JSON_CHUNK`` at a
+    time: json's C encoder holds the GIL for a whole call, and one call for 50,000 jobs
+    stopped the scheduler's other threads (heartbeats, renewals) for most of a second."""
+    from gavelsched.daemon.dashboard import JSON_CHUNK, encoded
+
+    for n in (0, 1, JSON_CHUNK, 2 * JSON_CHUNK + 1):
+        answer = {"round": 3, "jobs": [{"id": f"{i}", "after": [], "reason": "é \"x\""}
+                                       for i in range(n)], "entities": [{"jobs": n}]}
+        assert json.loads(encoded(answer)) == answer
+    calls, real = [], json.dumps
+    monkeypatch.setattr(json, "dumps", lambda value, **kw: calls.append(value) or real(value))
+    encoded({"jobs": [{"id": str(i)} for i in range(2 * JSON_CHUNK + 1)]})
+    assert max(len(c) for c in calls if isinstance(c, list)) == JSON_CHUNK
+
+
 def test_a_users_token_opens_the_dashboard_until_the_user_is_removed() -> None:
     """With a users file, a user's or an admin's token opens the page (issue #28), and the
     cookie ``?token=`` sets for it stops working once the user is gone; a job's token and
