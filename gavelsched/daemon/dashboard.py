@@ -60,8 +60,8 @@ CSP = _csp(PAGE)
 
 # Jobs encoded per call of json's C encoder, which holds the GIL for the whole call: the
 # answer for 50,000 jobs in one call stopped every other thread of the scheduler (its
-# heartbeats and renewals among them) for 0.8 s on an idle machine, longer on a busy one
-# (issue #30; ``benchmarks/gil_holds.py``).
+# heartbeats and renewals among them) for half a second, longer on a busy machine (issue
+# #30; ``benchmarks/gil_holds.py``).
 JSON_CHUNK = 500
 
 

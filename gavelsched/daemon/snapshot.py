@@ -21,7 +21,7 @@ from .view import DaemonView
 
 # Jobs copied per call into a Status answer: protobuf's copy holds the GIL for the whole
 # call, and one call for 50,000 jobs stopped the scheduler's other threads (heartbeats,
-# renewals) for a tenth of a second on an idle machine, longer on a busy one (issue #30;
+# renewals) for a tenth of a second, longer on a busy machine (issue #30;
 # ``benchmarks/gil_holds.py``).
 COPY_CHUNK = 1000
 

@@ -233,7 +233,7 @@ def test_the_page_asks_for_the_rows_it_draws_and_gets_the_busy_ones_first() -> N
 def test_the_api_answer_is_encoded_in_chunks_that_let_other_threads_in(monkeypatch) -> None:
     """``/api/status`` of many jobs is json's answer, its jobs encoded ``JSON_CHUNK`` at a
     time: json's C encoder holds the GIL for a whole call, and one call for 50,000 jobs
-    stopped the scheduler's other threads (heartbeats, renewals) for most of a second."""
+    stopped the scheduler's other threads (heartbeats, renewals) for half a second."""
     from gavelsched.daemon.dashboard import JSON_CHUNK, encoded
 
     for n in (0, 1, JSON_CHUNK, 2 * JSON_CHUNK + 1):
