@@ -166,14 +166,16 @@ def test_dashboard_http_without_a_browser() -> None:
         assert _get(base + "/")[0] == 401
         assert _get(base + "/api/status", "nope")[0] == 401
         code, page = _get(base + "/", "s3cret")
-        assert code == 200 and b"<script>" in page and b"http" not in page.split(b"<script>")[0].replace(b"http://www.w3.org", b"")
+        head = page.split(b"<script>")[0].replace(b"http://www.w3.org", b"")
+        assert code == 200 and b"<script>" in page and b"http" not in head
         snap[0] = _snapshot(4)
         board.sample()
         data = json.loads(_get(base + "/api/status", "s3cret")[1])
         want = status_dict(snap[0].response)
         assert data["jobs"][0]["state"] == want["jobs"][0]["state"] == "running"
         assert {k: v for k, v in data["jobs"][0].items() if k != "predicted"} == want["jobs"][0]
-        assert [(p["round"], p["busy"], p["total"]) for p in data["utilisation"]] == [(3, 2, 4), (4, 2, 4)]
+        assert [(p["round"], p["busy"], p["total"])
+                for p in data["utilisation"]] == [(3, 2, 4), (4, 2, 4)]
 
         class NoRedirect(urllib.request.HTTPRedirectHandler):
             def redirect_request(self, *a, **k):
