@@ -232,10 +232,11 @@ def test_the_page_asks_for_the_rows_it_draws_and_gets_the_busy_ones_first() -> N
         board.close()
 
 
-def test_the_api_answer_is_encoded_in_chunks_that_let_other_threads_in(monkeypatch) -> None:
-    """``/api/status`` of many jobs is json's answer, its jobs encoded ``JSON_CHUNK`` at a
-    time: json's C encoder holds the GIL for a whole call, and one call for 50,000 jobs
-    stopped the scheduler's other threads (heartbeats, renewals) for half a second."""
+def test_the_api_answer_is_json_s_own_with_no_call_over_more_than_a_chunk(monkeypatch) -> None:
+    """``/api/status`` of many jobs parses to what one ``json.dumps`` gives, and no call of
+    json's encoder takes more than ``JSON_CHUNK`` jobs: the C encoder holds the GIL for a
+    whole call, and one call for 50,000 jobs stopped the scheduler's other threads
+    (heartbeats, renewals) for half a second (``benchmarks/gil_holds.py``)."""
     from gavelsched.daemon.dashboard import JSON_CHUNK, encoded
 
     for n in (0, 1, JSON_CHUNK, 2 * JSON_CHUNK + 1):
@@ -246,6 +247,31 @@ def test_the_api_answer_is_encoded_in_chunks_that_let_other_threads_in(monkeypat
     monkeypatch.setattr(json, "dumps", lambda value, **kw: calls.append(value) or real(value))
     encoded({"jobs": [{"id": str(i)} for i in range(2 * JSON_CHUNK + 1)]})
     assert max(len(c) for c in calls if isinstance(c, list)) == JSON_CHUNK
+
+
+def test_a_status_to_another_caller_has_every_job_copied_no_more_than_a_chunk_a_call(
+        monkeypatch) -> None:
+    """A Status answered to another caller than its snapshot's is the snapshot with that
+    caller, every job in order, and no copy takes more than ``COPY_CHUNK`` jobs at once
+    (protobuf's copy holds the GIL for the whole call)."""
+    from gavelsched.daemon import snapshot as snapshots
+    from gavelsched.rpc import pb
+
+    monkeypatch.setattr(snapshots, "COPY_CHUNK", 7)
+    reply = pb.StatusResponse(round=2, policy="fifo", round_seconds=2.0, caller="daemon",
+                              jobs=[pb.JobStatus(id=str(i), state="queued", job_type="A3C")
+                                    for i in range(20)])
+    snap = snapshots.Snapshot(2, "fifo", 2.0, 0.0, reply)
+    extended = []
+    real = type(reply.jobs).extend
+    monkeypatch.setattr(type(reply.jobs), "extend",
+                        lambda self, items: extended.append(len(items)) or real(self, items))
+    answer = snap.status(caller="alice")
+    assert answer.caller == "alice" and extended == [7, 7, 6]
+    want = pb.StatusResponse()
+    want.CopyFrom(reply)
+    want.caller = "alice"
+    assert answer == want
 
 
 def test_a_users_token_opens_the_dashboard_until_the_user_is_removed() -> None:
