@@ -50,6 +50,7 @@ rounds are measured; reported per size:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import math
@@ -276,6 +277,23 @@ def tear_down(cluster: LocalCluster, hollow: list, keep: bool) -> None:
         shutil.rmtree(cluster.root, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def pinned(pin: bool):
+    """With ``pin``: what this thread starts inside (the scheduler) runs on CPU 0 alone, and
+    what it starts after (the hollow workers, the probe, the clients) on the other CPUs."""
+    if not pin:
+        yield
+        return
+    others = os.sched_getaffinity(0) - {0}
+    if not others:
+        raise SystemExit("--pin needs a CPU besides CPU 0")
+    os.sched_setaffinity(0, {0})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, others)
+
+
 def scale_cluster(gpus: int, args, prefix: str = "gavel-scale-") -> LocalCluster:
     """The scheduler's cluster (not started) in a fresh directory (in /dev/shm where there
     is one), its metrics and dashboard on free loopback ports, as ``args`` say."""
@@ -299,7 +317,8 @@ def measure(gpus: int, jobs: int, args) -> Row:
     log_path = root / "scheduler.log"
     hollow = []
     try:
-        cluster.start_scheduler()
+        with pinned(args.pin):
+            cluster.start_scheduler()
         hollow = hollow_procs(cluster, args, servers, root)
         wait_until(lambda: cluster.alive_workers() == servers or any(
             p.poll() is not None for p in hollow), 600, f"{servers} hollow workers")
@@ -449,6 +468,10 @@ def fleet_arguments(parser: argparse.ArgumentParser, *, gpus: str, rounds: int,
                         help="the scheduler's GIL switch interval (cluster.yaml's "
                              "gil_switch_ms; Python's default is 5)")
     parser.add_argument("--eta", action="store_true", help="keep the ETA forecasts on")
+    parser.add_argument("--pin", action="store_true",
+                        help="the scheduler alone on CPU 0, the hollow workers and every "
+                             "client on the others: the scheduler measured without the "
+                             "fleet's threads on its core, as on a machine of its own")
     parser.add_argument("--keep", action="store_true", help="keep the logs and state")
 
 
@@ -490,7 +513,8 @@ def main() -> int:
           f"after {args.warmup}, heartbeats {args.heartbeat_seconds:g} s, servers of "
           f"{args.gpus_per_server} GPUs, hollow jobs at {args.emulation_speed:g}x (nice "
           f"{args.hollow_nice}), ETAs {'on' if args.eta else 'off'}, GIL switch "
-          f"{args.gil_switch_ms:g} ms")
+          f"{args.gil_switch_ms:g} ms"
+          + ("; the scheduler pinned to CPU 0, the rest to the others" if args.pin else ""))
     print()
     print("| GPUs | jobs | submit | round gap mean / worst | launches mean / worst (the "
           "executor's own work) | plan mean / worst (the executor's own work) | plan to last "

@@ -60,7 +60,7 @@ from pathlib import Path
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from daemon_scale import (FAILED_LINE, STAMP, fleet_arguments, fleet_sizes,  # noqa: E402
+from daemon_scale import (FAILED_LINE, STAMP, fleet_arguments, fleet_sizes, pinned,  # noqa: E402
                           hollow_proc, hollow_racks, machine, peak_rss_mib, round_starts,
                           scale_cluster, stamp, submit_all, tear_down)
 
@@ -154,7 +154,8 @@ def run(gpus: int, jobs: int, args) -> list[Event]:
     procs = []
     events = []
     try:
-        cluster.start_scheduler()
+        with pinned(args.pin):
+            cluster.start_scheduler()
         procs = [hollow_proc(cluster, args, i, n, t, root) for i, (n, t) in enumerate(racks)]
         client = pb_grpc.ClientToSchedulerStub(cluster.chan)
         wait_until(lambda: len(alive_servers(client)) == servers, 600,
@@ -215,7 +216,8 @@ def _restart_event(cluster, servers: int, args) -> Event:
     began = time.time()
     cluster.kill9_scheduler()
     started = time.time()
-    cluster.start_scheduler(timeout=600)
+    with pinned(args.pin):
+        cluster.start_scheduler(timeout=600)
     event.serving_s = time.time() - started
     client = pb_grpc.ClientToSchedulerStub(cluster.chan)
     everyone = set(range(servers))
