@@ -56,3 +56,25 @@ def test_a_small_table_is_built_at_once_whatever_comes_next(built):
     pictures.changed()
     pictures.due(5.0, True, 5.001)
     assert built == ["first", "now"]
+
+
+@pytest.mark.parametrize("build_s", [0.05, 1.5])
+def test_the_next_deadline_is_when_a_picture_is_next_built_never_one_already_passed(
+        built, monkeypatch, build_s):
+    """The executor loop waits until the earliest deadline: one already passed, which ``due``
+    does not act on, made it spin (an aged picture waits for ``_next`` too). Each read of
+    the build's clock moves it by ``build_s``: a build takes that long."""
+    monkeypatch.setattr(publish, "SNAPSHOT_MAX_AGE_S", 0.1)
+    ticks = iter(range(10**6))
+    monkeypatch.setattr(publish.time, "perf_counter", lambda: next(ticks) * build_s)
+    t = [0.0]
+    pictures = Publisher("first", lambda: f"at {t[0]:g}", None,
+                         jobs=lambda: BACKGROUND_TABLE + 1, clock=lambda: t[0])
+    for _ in range(6):          # the executor loop: due, then wait until the deadline
+        pictures.due(t[0], True)
+        if pictures._building is not None:
+            pictures._building.join()
+        deadline = min(pictures.deadlines(True))
+        assert deadline > t[0]
+        t[0] = deadline
+    assert len(built) == 7      # the first picture, then one at each wake-up: none wasted
