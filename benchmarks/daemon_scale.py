@@ -25,6 +25,9 @@ rounds are measured; reported per size:
 - the round's later RunJobs, counted apart in the same line: launches that waited for
   their job's last run to save, and refills of GPUs freed mid-round (per round, mean),
   with the last one's answer after the round's start (worst);
+- the churn: last round's tasks that the plan kept on their GPUs, of all of them (mean a
+  round; the same line). The policy decides it, and it sets most of a round's work for the
+  scheduler and the fleet (launches, saves, reports): runs of one tree differ by it;
 - the GPUs busy at the last round start (the log's round line);
 - heartbeat answers: ``heartbeat_probe.py`` in a process of its own, a heartbeat of a
   server the scheduler does not know every 0.5 s over the measured rounds (answered
@@ -102,6 +105,7 @@ FAILED_LINE = re.compile(STAMP + r" WARNING gavelsched\.daemon\.servers: worker 
 RENEW_FAILED = re.compile(STAMP + r" WARNING gavelsched\.iterator: RenewLease failed "
                           r"\((?P<code>\w+)\); (?P<why>.*)")
 LATER_PART = re.compile(r"then (\d+) ([^,]+), the last (-?[\d.]+) s after its start")
+KEPT_PART = re.compile(r"(\d+) of last round's (\d+) tasks kept on their GPUs")
 
 
 def machine() -> str:
@@ -191,6 +195,7 @@ class Row:
     saved: list[int] = field(default_factory=list)      # per round: launches after a save
     refills: list[int] = field(default_factory=list)    # per round: refills
     later_last: list[float] = field(default_factory=list)   # the last of those, after start
+    kept: list[tuple[int, int]] = field(default_factory=list)   # per round: (kept, of those)
     busy: str = ""
     heartbeat_s: list[float] = field(default_factory=list)   # the probe's answers
     failed: int = 0                  # servers failed for missed heartbeats, measured rounds
@@ -391,6 +396,7 @@ def measure(gpus: int, jobs: int, args) -> Row:
             row.saved.append(later.get(LATER[AFTER_SAVE], (0, 0.0))[0])
             row.refills.append(later.get(LATER[REFILL], (0, 0.0))[0])
             row.later_last += [last for _, last in later.values()]
+            row.kept += [(int(k), int(n)) for k, n in KEPT_PART.findall(m["later"])]
         _, _, busy, total, _, _ = measured[-1]
         row.busy = f"{busy} of {total}"
         row.failed = sum(measured[0][0] <= stamp(m[1]) <= measured[-1][0]
@@ -436,6 +442,16 @@ def later(row: Row) -> str:
         return "-"
     last = f", {max(row.later_last):.2f} s" if row.later_last else ""
     return f"{statistics.mean(row.saved):,.0f} / {statistics.mean(row.refills):,.0f}{last}"
+
+
+def kept(row: Row) -> str:
+    """Last round's tasks the plan kept on their GPUs (a lease extension; the rest were
+    preempted or ended), mean a round: the churn, which the policy decides and which sets
+    most of the round's work (launches, saves, reports) for the scheduler and the fleet."""
+    if not row.kept:
+        return "-"
+    return (f"{statistics.mean(k for k, _ in row.kept):,.0f} of "
+            f"{statistics.mean(n for _, n in row.kept):,.0f}")
 
 
 def fleet_arguments(parser: argparse.ArgumentParser, *, gpus: str, rounds: int,
@@ -519,12 +535,12 @@ def main() -> int:
     print("| GPUs | jobs | submit | round gap mean / worst | launches mean / worst (the "
           "executor's own work) | plan mean / worst (the executor's own work) | plan to last "
           "RunJob mean / worst | round start to last RunJob | later RunJobs: after a save / "
-          "refills, last after start | GPUs busy | heartbeat answer median / p99 / worst; "
-          "servers failed | scheduler CPU | "
+          "refills, last after start | tasks kept of last round's | GPUs busy | heartbeat "
+          "answer median / p99 / worst; servers failed | scheduler CPU | "
           "peak RSS | Status all / active | status --json | dashboard / api | RPCs/s (top 3) "
           "| renewals past their deadline / refused as busy, of all; answered from the "
           "book | hollow CPU |")
-    print("|---" * 19 + "|", flush=True)
+    print("|---" * 20 + "|", flush=True)
     for gpus, jobs in pairs:
         try:
             r = measure(gpus, jobs, args)      # each row as soon as it is measured
@@ -535,7 +551,7 @@ def main() -> int:
               f"{show(r.launch_s)} ({show(r.launch_work_s)}) | "
               f"{show(r.plan_s)} ({show(r.plan_work_s)}) | {show(r.dispatch)} | "
               f"{show(r.after_start)} | "
-              f"{later(r)} | {r.busy} | {heartbeats(r)} | "
+              f"{later(r)} | {kept(r)} | {r.busy} | {heartbeats(r)} | "
               f"{r.cpu_share:.0%} | {r.peak_mib:,.0f} MiB | "
               f"{statistics.median(r.status_s):.2f} / {statistics.median(r.active_s):.2f} s | "
               f"{r.cli_s:.1f} s | {statistics.median(r.page_s):.2f} / "
