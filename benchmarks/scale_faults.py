@@ -60,9 +60,9 @@ from pathlib import Path
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from daemon_scale import (FAILED_LINE, STAMP, fleet_arguments, fleet_sizes, pinned,  # noqa: E402
-                          hollow_proc, hollow_racks, machine, peak_rss_mib, round_starts,
-                          scale_cluster, stamp, submit_all, tear_down)
+from daemon_scale import (FAILED_LINE, STAMP, fleet_arguments, fleet_sizes,  # noqa: E402
+                          hollow_proc, hollow_racks, machine, peak_rss_mib, pinned,
+                          round_starts, scale_cluster, stamp, submit_all, tear_down)
 
 from gavelsched.daemon.local import kill_tree, wait_until  # noqa: E402
 from gavelsched.rpc import pb, pb_grpc  # noqa: E402
