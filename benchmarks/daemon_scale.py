@@ -5,11 +5,11 @@ A real scheduler (``gavelsched scheduler``, its defaults but ``eta: false`` unle
 ``--eta``) and ``--gpus`` GPUs of hollow workers (``gavelsched worker --hollow``: the real
 worker daemon, each job rank a thread stepping the real GavelIterator at its type's
 emulated rate; ``workers/hollow.py``), ``--gpus-per-server`` GPUs each, types k80, p100
-and v100 in turn, in ``--hollow-procs`` processes (one per 32 servers; ``--hollow-nice``;
-1,024 hollow GPUs take more than half a core). ``--jobs`` jobs (five job types; 1, 2, 4
-and 8 GPUs as 70/10/15/5 %, as in thesis §5.7.1's traces), far longer than the run, are
-submitted as job arrays over gRPC, so every round plans the whole queue. Then ``--rounds``
-rounds are measured; reported per size:
+and v100 in turn, in ``--hollow-procs`` processes (one per 32 servers; ``--hollow-nice``,
+``--hollow-idle``; 1,024 hollow GPUs take more than half a core). ``--jobs`` jobs (five
+job types; 1, 2, 4 and 8 GPUs as 70/10/15/5 %, as in thesis §5.7.1's traces), far longer
+than the run, are submitted as job arrays over gRPC, so every round plans the whole
+queue. Then ``--rounds`` rounds are measured; reported per size:
 
 - submission: jobs/s through ``Submit`` (arrays of up to 10,000 copies);
 - round gap: the time between round starts (the scheduler's round line, less the time its
@@ -262,7 +262,8 @@ def hollow_proc(cluster: LocalCluster, args, i: int, servers: int, types: str,
     work directory ``root/hollow{i}``, kept when it is started again)."""
     with open(root / f"hollow{i}.log", "ab") as log:
         return subprocess.Popen(
-            ["nice", "-n", str(args.hollow_nice),
+            [*(["chrt", "--idle", "0"] if args.hollow_idle else
+               ["nice", "-n", str(args.hollow_nice)]),
              sys.executable, "-m", "gavelsched", "worker", "--hollow", str(servers), "--type",
              types, "--gpus", str(args.gpus_per_server), "--scheduler", cluster.address,
              "--work-dir", str(root / f"hollow{i}"), "--grace",
@@ -473,6 +474,12 @@ def fleet_arguments(parser: argparse.ArgumentParser, *, gpus: str, rounds: int,
                         help="the hollow processes' niceness (on a machine of one's own, 10 "
                              "puts the scheduler first, as if the workers were elsewhere; on "
                              "a shared one, others' processes then starve their heartbeats)")
+    parser.add_argument("--hollow-idle", action="store_true",
+                        help="run the hollow processes at SCHED_IDLE (chrt --idle 0): a CPU "
+                             "runs them only when the scheduler and the clients leave it "
+                             "idle. Niceness weighs each thread, so hundreds of the fleet's "
+                             "runnable threads still outweigh the scheduler's few; this does "
+                             "not (the fleet's own calls then come late instead)")
     parser.add_argument("--emulation-speed", type=float, default=0.05,
                         help="the hollow jobs' time dilation (docs/runtime.md, Emulation)")
     parser.add_argument("--total-steps", type=int, default=10**9)
@@ -527,8 +534,9 @@ def main() -> int:
     print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f} at the start; "
           f"{args.policy}{options}, {args.round_seconds:g} s rounds, {args.rounds} rounds measured "
           f"after {args.warmup}, heartbeats {args.heartbeat_seconds:g} s, servers of "
-          f"{args.gpus_per_server} GPUs, hollow jobs at {args.emulation_speed:g}x (nice "
-          f"{args.hollow_nice}), ETAs {'on' if args.eta else 'off'}, GIL switch "
+          f"{args.gpus_per_server} GPUs, hollow jobs at {args.emulation_speed:g}x ("
+          f"{'SCHED_IDLE' if args.hollow_idle else f'nice {args.hollow_nice}'}), "
+          f"ETAs {'on' if args.eta else 'off'}, GIL switch "
           f"{args.gil_switch_ms:g} ms"
           + ("; the scheduler pinned to CPU 0, the rest to the others" if args.pin else ""))
     print()
