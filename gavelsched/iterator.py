@@ -31,8 +31,9 @@ worker sets (``JobContext``), and:
   durable (``ReportSteps(checkpointed=true)`` with its run generation). A run the scheduler
   has fenced out (a newer generation of the job was launched) stops at once with a
   one-line reason; once the scheduler took a commit, the older ones are deleted. An
-  extended lease continues in
-  the same process after that save (at most one round of progress can ever be lost);
+  extended lease continues in the same process after that save (at most one round of
+  progress can ever be lost); so does one whose renewal got no answer (a scheduler slow or
+  restarting) and, asked again after that save, is extended (``lease_calls.RENEW_AGAIN_S``);
   otherwise iteration stops and ``done`` is True. Reaching ``total_steps`` ends the job the
   same way. A lease that ends before any step was made since the last checkpoint (a run
   whose start-up took its whole round) saves nothing: the checkpoint already holds it.
@@ -40,8 +41,9 @@ worker sets (``JobContext``), and:
   CPU-only machines, docs/runtime.md "Emulation").
 
 The job contract it reads (``GAVEL_*`` environment, progress file, failure exit) is
-``gavelsched.jobenv``'s. Over ~400 lines: the lease state machine, its RPC client and the
-ranks' agreement change together, so they stay in one file.
+``gavelsched.jobenv``'s; its calls to the scheduler, with their timeouts and retries, are
+``gavelsched.lease_calls``'s. The lease state machine and the ranks' agreement change
+together, so they stay in one file.
 """
 
 from __future__ import annotations
@@ -60,8 +62,9 @@ from typing import Any
 # its names stay importable from here.
 from gavelsched import checkpoints
 from gavelsched.jobenv import (CHECKPOINT_DIR_VAR, EXIT_JOB_FAILED, PROGRESS_FILE, RENEW_AT_VAR,
-                               WORLD_SIZE_VAR, JobContext, JobFailed, SchedulerUnreachable,
-                               fail_job, process_elapsed_s, read_progress, write_progress)
+                               WORLD_SIZE_VAR, JobContext, JobFailed, fail_job,
+                               process_elapsed_s, read_progress, write_progress)
+from gavelsched.lease_calls import BUSY_REPLY, UNANSWERED, SchedulerCalls
 
 __all__ = ["DEFAULT_RENEW_AT", "EXIT_JOB_FAILED", "PROGRESS_FILE", "GavelIterator",
            "JobContext", "JobFailed", "LeaseTerms", "Pacer", "process_elapsed_s",
@@ -70,20 +73,16 @@ __all__ = ["DEFAULT_RENEW_AT", "EXIT_JOB_FAILED", "PROGRESS_FILE", "GavelIterato
 log = logging.getLogger(__name__)
 
 DEFAULT_RENEW_AT = 0.95   # BENCHMARKS.md, "Preemption overhead": the renewal point
-RPC_TIMEOUT_S = 10.0
-INIT_RETRY_S = 30.0
-# An InitJob that did not reach the scheduler is tried again after a pause that doubles from
-# the first to the last, each drawn at 50-150%: thousands of runs that start together, as
-# a round's do, must not all come back at the same instant (issue #30, 4,096 GPUs).
-INIT_PAUSES_S = (0.5, 4.0)
 # A RenewLease that the scheduler was too busy to take (UNAVAILABLE, ``BUSY``: every seat
 # for fleet calls taken) is asked again while the lease lasts, after a pause that doubles
-# from the first to the last, each drawn at 50-150% (as ``INIT_PAUSES_S``: a burst of
-# refused renewals must not come back as a burst). Read as "not renewed", it ended a run the
-# plan kept, which then paid a restart (issue #30: at 2,048 GPUs a round's renewals were
-# refused by the hundred). A scheduler not reached at all (down, restarting) is not asked
-# again: with every run asking each few tenths of a second, a restart at 50,000 jobs failed
-# 41 live servers in one run (0 in the runs without it), their heartbeats likely behind them.
+# from the first to the last, each drawn at 50-150% (as ``lease_calls.INIT_PAUSES_S``: a
+# burst of refused renewals must not come back as a burst). Read as "not renewed", it ended
+# a run the plan kept, which then paid a restart (issue #30: at 2,048 GPUs a round's
+# renewals were refused by the hundred). One that got no answer (a scheduler down,
+# restarting or stalled) is not asked again while the lease lasts: with every run asking
+# each few tenths of a second, a restart at 50,000 jobs failed 41 live servers in one run
+# (0 in the runs without it), their heartbeats likely behind them. It is asked again once,
+# after the lease's checkpoint (``lease_calls.RENEW_AGAIN_S``).
 RENEW_PAUSES_S = (0.25, 1.0)
 SYNC_INTERVAL_S = 0.25   # target seconds between the ranks' agreement all-reduces
 CHECK_INTERVAL_S = 0.02  # the same for one process: how late a time limit may be noticed
@@ -133,98 +132,14 @@ class Pacer:
         return 0.0
 
 
-# What ``_SchedulerClient.renewed`` gives for a RenewLease the scheduler was too busy to
-# take (``RENEW_PAUSES_S``).
-BUSY_REPLY = object()
-
-
-class _SchedulerClient:
-    """The iterator's three calls (IteratorToScheduler), with timeouts."""
-
-    def __init__(self, ctx: JobContext) -> None:
-        from gavelsched.rpc import pb, pb_grpc
-        from gavelsched.rpc.security import SecurityError, channel, read_token
-
-        try:
-            token = ctx.job_token or read_token(ctx.token_file)
-            self._channel = channel(ctx.scheduler, token=token, ca=ctx.tls_ca)
-        except SecurityError as err:
-            raise JobFailed(str(err)) from None
-        self._stub = pb_grpc.IteratorToSchedulerStub(self._channel)
-        self._pb = pb
-        self._ctx = ctx
-
-    def init(self) -> Any:
-        import grpc
-
-        from gavelsched.rpc.codes import UNREACHED
-
-        request = self._pb.InitJobRequest(job_id=self._ctx.job_id, round=self._ctx.round,
-                                          rank=self._ctx.rank, server_id=self._ctx.server_id,
-                                          generation=self._ctx.generation)
-        deadline = time.monotonic() + INIT_RETRY_S
-        pause, most = INIT_PAUSES_S
-        while True:
-            try:
-                return self._stub.InitJob(request, timeout=RPC_TIMEOUT_S)
-            except grpc.RpcError as err:
-                code = err.code()
-                retry = code in UNREACHED
-                if not retry or time.monotonic() > deadline:
-                    raise (SchedulerUnreachable if retry else JobFailed)(
-                        f"InitJob to scheduler {self._ctx.scheduler} failed: "
-                        f"{code.name}: {err.details()}") from None
-                time.sleep(pause * random.uniform(0.5, 1.5))
-                pause = min(2.0 * pause, most)
-
-    def renew(self, round_: int, steps: int, seconds: float) -> Any:
-        """Ask for the next round's lease without blocking: a future whose ``result()`` is
-        the RenewLeaseResponse (the scheduler may hold the answer until it has planned)."""
-        return self._stub.RenewLease.future(self._pb.RenewLeaseRequest(
-            job_id=self._ctx.job_id, round=round_, rank=self._ctx.rank, steps=steps,
-            seconds=seconds, generation=self._ctx.generation), timeout=RPC_TIMEOUT_S)
-
-    @staticmethod
-    def renewed(future: Any) -> Any | None:
-        """The lease a renewal future brought (waits for it); ``BUSY_REPLY`` when the
-        scheduler was too busy to take it (refused at once: it may be asked again); None
-        when it failed otherwise (not reached, refused, or no answer in ``RPC_TIMEOUT_S``)."""
-        import grpc
-
-        from gavelsched.rpc.codes import BUSY
-
-        try:
-            return future.result().lease
-        except grpc.RpcError as err:
-            busy = (err.code() == grpc.StatusCode.UNAVAILABLE
-                    and (err.details() or "").startswith(BUSY))
-            log.warning("RenewLease failed (%s); %s", err.code().name,
-                        "the scheduler was too busy to take it" if busy
-                        else "treating the lease as not renewed")
-            return BUSY_REPLY if busy else None
-
-    def report(self, round_: int, steps: int, seconds: float,
-               lease_start_s: float) -> bool | None:
-        """Report a commit of ``steps`` as durable (``lease_start_s``: the clock when the
-        run's first step was done; 0: none yet): True when the scheduler took it, False
-        when it refused it (this run is fenced out), None when it was not reached."""
-        import grpc
-
-        try:
-            ack = self._stub.ReportSteps(self._pb.ReportStepsRequest(
-                job_id=self._ctx.job_id, round=round_, rank=self._ctx.rank, steps=steps,
-                seconds=seconds, checkpointed=True, generation=self._ctx.generation,
-                lease_start_s=lease_start_s), timeout=RPC_TIMEOUT_S)
-        except grpc.RpcError as err:  # the worker's round report still carries the count
-            log.warning("ReportSteps failed (%s); the checkpoint holds %d steps",
-                        err.code().name, steps)
-            return None
-        if not ack.ok:
-            log.warning("ReportSteps refused: %s", ack.message)
-        return bool(ack.ok)
-
-    def close(self) -> None:
-        self._channel.close()
+def _terms(ext: LeaseTerms | None) -> list[float]:
+    """An extension as the ranks agree on it: (has one, max steps, max seconds or 0 for
+    none, round)."""
+    if ext is None:
+        return [0.0, 0.0, 0.0, 0.0]
+    return [1.0, float(ext.max_steps),
+            float(ext.max_seconds) if math.isfinite(ext.max_seconds) else 0.0,
+            float(ext.round)]
 
 
 class _Ranks:
@@ -314,7 +229,7 @@ class GavelIterator:
                      "group is not initialized: call torch.distributed.init_process_group "
                      "before building GavelIterator (docs/iterator.md)")
         try:
-            self._client = _SchedulerClient(self._ctx)
+            self._client = SchedulerCalls(self._ctx)
             reply = self._client.init()
             self.total_steps = int(reply.total_steps) or self._ctx.total_steps
             self.steps = self._restore(int(reply.steps_done), int(reply.checkpoint_generation))
@@ -327,6 +242,7 @@ class GavelIterator:
         self._pending: LeaseTerms | None = None
         self._renewal: Any = None       # rank 0's RenewLease in flight
         self._asked = False
+        self._unanswered = False        # rank 0's renewal got no answer (``UNANSWERED``)
         self._ask_again_at = 0.0        # a renewal refused as busy is asked again from then
         self._renew_pause = RENEW_PAUSES_S[0]   # ... after this pause (doubling)
         self._save_s = 0.0
@@ -405,16 +321,17 @@ class GavelIterator:
         return max(by_time, by_steps)
 
     def _renewal_reply(self, at_end: bool, round_: int, now: float) -> Any | None:
-        """The lease the renewal in flight brought (waited for: only at the lease's end), or
-        None. One the scheduler was too busy to take (``BUSY_REPLY``) is asked again: at the
-        lease's end at once, and waited for; before it, after a pause (``RENEW_PAUSES_S``)."""
+        """The lease the renewal in flight brought (waited for: only at the lease's end),
+        None, or ``UNANSWERED`` (``SchedulerCalls.renewed``). One the scheduler was too busy
+        to take (``BUSY_REPLY``) is asked again: at the lease's end at once, and waited for
+        (refused again: ``UNANSWERED``); before it, after a pause (``RENEW_PAUSES_S``)."""
         reply = self._client.renewed(self._renewal)
         self._renewal = None
         if reply is not BUSY_REPLY:
             return reply
         if at_end:
             reply = self._client.renewed(self._client.renew(round_, self.steps, now))
-            return None if reply is BUSY_REPLY else reply
+            return UNANSWERED if reply is BUSY_REPLY else reply
         self._asked = False
         self._ask_again_at = now + self._renew_pause * random.uniform(0.5, 1.5)
         self._renew_pause = min(2.0 * self._renew_pause, RENEW_PAUSES_S[1])
@@ -437,12 +354,10 @@ class GavelIterator:
                 self._renewal = self._client.renew(lease.round, self.steps, now)
             if self._renewal is not None and (at_end or self._renewal.done()):
                 reply = self._renewal_reply(at_end, lease.round, now)
-                # An extension must be for a later round and reach past this point; the
-                # lease this process already holds, sent again, is not one.
-                if reply is not None and reply.extended and reply.round > lease.round:
-                    ext = LeaseTerms.from_pb(reply, self.total_steps)
-                    if ext.max_steps > self.steps and ext.max_seconds > now:
-                        self._pending = ext
+                if reply is UNANSWERED:
+                    self._unanswered = True
+                else:
+                    self._pending = self._extension(reply, lease.round, now)
         # Steps to the next agreement: about SYNC_INTERVAL_S of work, the same on every rank.
         # The rate is measured over the steps since the last check, at most the emulated
         # pace, and k at most doubles per check: the first steps (before pacing or warm-up
@@ -453,18 +368,18 @@ class GavelIterator:
             rate = min(rate, self._pace)
         interval = SYNC_INTERVAL_S if self._ranks.distributed else CHECK_INTERVAL_S
         want_k = max(1, min(10_000, 2 * self._sync_k, int(rate * interval)))
-        ext = self._pending
-        agreed = self._ranks.max([
-            float(time_up), float(-want_k), float(-lease.max_steps),
-            float(ext is not None), float(ext.max_steps if ext else 0),
-            float(ext.max_seconds if ext and math.isfinite(ext.max_seconds) else 0),
-            float(ext.round if ext else 0)])
+        agreed = self._ranks.max([float(time_up), float(-want_k), float(-lease.max_steps),
+                                  *_terms(self._pending), float(self._unanswered)])
         self._last_sync = (now, self.steps)
         max_steps = int(-agreed[2])
         if agreed[0] or self.steps >= max_steps or self.steps >= self.total_steps:
             extended = agreed[3] > 0 and self.steps < self.total_steps
             if self.steps > self._durable:      # else the checkpoint on disk holds it all
                 self._checkpoint(lease.round, now)
+            if not extended and agreed[7] and self.steps < self.total_steps:
+                # rank 0's renewal got no answer: asked again, now that the steps are safe
+                agreed[3:7] = self._ranks.max(_terms(self._renew_again(lease.round)))
+                extended, now = agreed[3] > 0, self._clock()
             if not extended:
                 self.done = True
                 self.finished = self.steps >= self.total_steps
@@ -475,13 +390,34 @@ class GavelIterator:
             self._lease = LeaseTerms(int(agreed[4]), agreed[5] or math.inf, int(agreed[6]),
                                      True)
             self._lease_start = (now, self.steps)
-            self._pending, self._asked = None, False
+            self._pending, self._asked, self._unanswered = None, False, False
             self._renew_pause = RENEW_PAUSES_S[0]
             max_steps = self._lease.max_steps
             log.info("job %s rank %d: lease extended to round %d at step %d", ctx.job_id,
                      ctx.rank, self._lease.round, self.steps)
         self._sync_k = int(-agreed[1])
         self._next_sync = min(self.steps + self._sync_k, max_steps, self.total_steps)
+
+    def _extension(self, reply: Any | None, round_: int, now: float) -> LeaseTerms | None:
+        """The lease a renewal's ``reply`` extends this run to, or None. An extension must
+        be for a later round than ``round_`` and reach past this point; the lease this
+        process already holds, sent again, is not one."""
+        if reply is None or not reply.extended or reply.round <= round_:
+            return None
+        ext = LeaseTerms.from_pb(reply, self.total_steps)
+        return ext if ext.max_steps > self.steps and ext.max_seconds > now else None
+
+    def _renew_again(self, round_: int) -> LeaseTerms | None:
+        """On rank 0, the renewal asked again at the lease's end after one got no answer
+        (``RENEW_AGAIN_S``): its extension, or None. The other ranks: None."""
+        if self._ctx.rank != 0:
+            return None
+        reply = self._client.renew_waited(round_, self.steps, self._clock())
+        ext = self._extension(reply, round_, self._clock())
+        log.info("job %s: renewal asked again after its checkpoint at step %d: %s",
+                 self._ctx.job_id, self.steps,
+                 f"extended to round {ext.round}" if ext else "not renewed")
+        return ext
 
     def _checkpoint(self, round_: int, now: float) -> None:
         """Save through the user's function into a staging directory, commit it, report it

@@ -145,6 +145,34 @@ def test_a_booked_renewal_is_answered_over_grpc_while_the_executor_serves_nothin
         assert waited.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
 
 
+def test_a_renewal_asked_again_after_the_boundary_still_gets_the_kept_run_s_lease(kept):
+    """A run whose renewal got no answer asks again once its lease's checkpoint is safe
+    (``lease_calls.RENEW_AGAIN_S``): after its round's end, the next round started. The plan
+    kept the run, so the answer is still the extended lease, from the book or the executor:
+    the run goes on in the same process."""
+    sched, job, lease = kept
+    sched.x.metrics = DaemonMetrics()
+    sched.at(1.0 + R)                                  # round 1 starts, the run still in it
+    sched.t = 1.0 + R + 8.0                            # asked again 8 s into round 1
+    request = _renewal(sched, job, lease, seconds=R + 8.0)
+    stop = threading.Event()
+
+    def pump():                        # the executor's inbox, for an answer it must give
+        while not stop.is_set():
+            sched.x.inbox.run_pending(0.05)
+
+    pumping = threading.Thread(target=pump)
+    pumping.start()
+    try:
+        with _served(sched) as chan:
+            reply = pb_grpc.IteratorToSchedulerStub(chan).RenewLease(request, timeout=10)
+    finally:
+        stop.set()
+        pumping.join(30)
+    assert reply.lease.extended and reply.lease.round == lease.round + 1
+    assert reply.lease == sched.x.processes.renew_lease(request)
+
+
 def test_a_renewal_whose_plan_comes_late_is_asked_again_not_ended(kept, monkeypatch):
     """A renewal asked before the next plan waits for it. A plan later than the wait was
     answered with a lease already over, which ended a run that plan might keep; now the
