@@ -41,12 +41,12 @@ queue. Then ``--rounds`` rounds are measured; reported per size:
 - the RPCs per second the scheduler served (``gavelsched_rpcs_total``), and the busiest
   methods;
 - renewals in the measured rounds: those not answered within the iterator's deadline
-  (DEADLINE_EXCEEDED: read as "not renewed", so the run ends even where the plan kept it)
-  and those refused as busy (asked again), from the hollow processes' logs, of all the
-  ``RenewLease`` calls the scheduler served; and of those it answered, the share answered
-  from the last plan's book (``gavelsched_renewals_total``; ``daemon/renewals.py``); and
-  the renewals that got no answer and were asked again after their lease's checkpoint,
-  extended (the run kept, in the same process) or not (``lease_calls.RENEW_AGAIN_S``).
+  (DEADLINE_EXCEEDED) and those refused as busy (asked again), from the hollow processes'
+  logs, of all the ``RenewLease`` calls the scheduler served; of those it answered, the
+  share answered from the last plan's book (``gavelsched_renewals_total``;
+  ``daemon/renewals.py``); and the renewals that got no answer and were asked again after
+  their lease's checkpoint (``lease_calls.RENEW_AGAIN_S``): extended (the run kept, in the
+  same process), not extended, or no answer again (the run ends as not renewed).
 
     python benchmarks/daemon_scale.py --gpus 64 --jobs 500 --rounds 3 --round-seconds 10  # quick
     python benchmarks/daemon_scale.py --gpus 512,1024,2048 --jobs 20000,50000 --rounds 6
@@ -108,8 +108,10 @@ FAILED_LINE = re.compile(STAMP + r" WARNING gavelsched\.daemon\.servers: worker 
 RENEW_FAILED = re.compile(STAMP + r" WARNING gavelsched\.(?:iterator|lease_calls): RenewLease "
                           r"failed \((?P<code>\w+)\); (?P<why>.*)")
 # ... and for a renewal asked again after its lease's checkpoint, having got no answer
-ASKED_AGAIN = re.compile(STAMP + r" INFO gavelsched\.iterator: job \S+: renewal asked again "
-                         r"after its checkpoint at step \d+: (?P<what>extended|not renewed)")
+ASKED_AGAIN = re.compile(STAMP + r" WARNING gavelsched\.iterator: job \S+: renewal asked again "
+                         r"after its checkpoint at step \d+: (?P<what>extended|not extended"
+                         r"|no answer)")
+AGAIN = ("extended", "not extended", "no answer")
 LATER_PART = re.compile(r"then (\d+) ([^,]+), the last (-?[\d.]+) s after its start")
 KEPT_PART = re.compile(r"(\d+) of last round's (\d+) tasks kept on their GPUs")
 
@@ -219,8 +221,8 @@ class Row:
     answers: dict[str, float] = field(default_factory=dict)   # ... by who answered them
     renew_late: int = 0              # ... past the iterator's deadline (the hollow logs)
     renew_busy: int = 0              # ... refused as busy
-    again_kept: int = 0              # ... asked again after the checkpoint: extended
-    again_lost: int = 0              # ... and not
+    # ... asked again after the checkpoint: extended, not extended, no answer again
+    again: dict[str, int] = field(default_factory=dict)
     note: str = ""
 
 
@@ -418,8 +420,7 @@ def measure(gpus: int, jobs: int, args) -> Row:
                     row.renew_busy += "too busy" in m["why"]
             for m in ASKED_AGAIN.finditer(log):
                 if measured[0][0] <= stamp(m[1]) <= measured[-1][0]:
-                    row.again_kept += m["what"] == "extended"
-                    row.again_lost += m["what"] != "extended"
+                    row.again[m["what"]] = row.again.get(m["what"], 0) + 1
     finally:
         tear_down(cluster, hollow, args.keep)
     return row
@@ -560,7 +561,8 @@ def main() -> int:
           "answer median / p99 / worst; servers failed | scheduler CPU | "
           "peak RSS | Status all / active | status --json | dashboard / api | RPCs/s (top 3) "
           "| renewals past their deadline / refused as busy, of all; answered from the "
-          "book | asked again after the checkpoint: extended / not | hollow CPU |")
+          "book | asked again after the checkpoint: extended / not extended / no answer | "
+          "hollow CPU |")
     print("|---" * 21 + "|", flush=True)
     for gpus, jobs in pairs:
         try:
@@ -578,7 +580,8 @@ def main() -> int:
               f"{r.cli_s:.1f} s | {statistics.median(r.page_s):.2f} / "
               f"{statistics.median(r.api_s):.2f} s | {r.rpcs_s:,.0f} ({r.top}) | "
               f"{r.renew_late:,} / {r.renew_busy:,} of {r.renewals:,.0f}; {booked(r)} | "
-              f"{r.again_kept:,} / {r.again_lost:,} | {r.hollow_cpu_share:.0%} |", flush=True)
+              f"{' / '.join(f'{r.again.get(w, 0):,}' for w in AGAIN)} | "
+              f"{r.hollow_cpu_share:.0%} |", flush=True)
     print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
     return 0
 

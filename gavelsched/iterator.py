@@ -32,8 +32,10 @@ worker sets (``JobContext``), and:
   has fenced out (a newer generation of the job was launched) stops at once with a
   one-line reason; once the scheduler took a commit, the older ones are deleted. An
   extended lease continues in the same process after that save (at most one round of
-  progress can ever be lost); so does one whose renewal got no answer (a scheduler slow or
-  restarting) and, asked again after that save, is extended (``lease_calls.RENEW_AGAIN_S``);
+  progress can ever be lost). A renewal still unanswered at the lease's end is waited for
+  after that save (a slow scheduler, ``lease_calls.RENEW_TIMEOUT_S``), and one that did
+  not reach the scheduler is asked again then (a restarting one,
+  ``lease_calls.RENEW_AGAIN_S``): extended, the run goes on in the same process;
   otherwise iteration stops and ``done`` is True. Reaching ``total_steps`` ends the job the
   same way. A lease that ends before any step was made since the last checkpoint (a run
   whose start-up took its whole round) saves nothing: the checkpoint already holds it.
@@ -78,11 +80,11 @@ DEFAULT_RENEW_AT = 0.95   # BENCHMARKS.md, "Preemption overhead": the renewal po
 # from the first to the last, each drawn at 50-150% (as ``lease_calls.INIT_PAUSES_S``: a
 # burst of refused renewals must not come back as a burst). Read as "not renewed", it ended
 # a run the plan kept, which then paid a restart (issue #30: at 2,048 GPUs a round's
-# renewals were refused by the hundred). One that got no answer (a scheduler down,
-# restarting or stalled) is not asked again while the lease lasts: with every run asking
-# each few tenths of a second, a restart at 50,000 jobs failed 41 live servers in one run
-# (0 in the runs without it), their heartbeats likely behind them. It is asked again once,
-# after the lease's checkpoint (``lease_calls.RENEW_AGAIN_S``).
+# renewals were refused by the hundred). One that did not reach the scheduler (down,
+# restarting) is not asked again while the lease lasts: with every run asking each few
+# tenths of a second, a restart at 50,000 jobs failed 41 live servers in one run (0 in the
+# runs without it), their heartbeats likely behind them. It is asked again after the
+# lease's checkpoint, for a while (``lease_calls.RENEW_AGAIN_S``).
 RENEW_PAUSES_S = (0.25, 1.0)
 SYNC_INTERVAL_S = 0.25   # target seconds between the ranks' agreement all-reduces
 CHECK_INTERVAL_S = 0.02  # the same for one process: how late a time limit may be noticed
@@ -242,7 +244,7 @@ class GavelIterator:
         self._pending: LeaseTerms | None = None
         self._renewal: Any = None       # rank 0's RenewLease in flight
         self._asked = False
-        self._unanswered = False        # rank 0's renewal got no answer (``UNANSWERED``)
+        self._unanswered = False        # ... did not reach the scheduler (``UNANSWERED``)
         self._ask_again_at = 0.0        # a renewal refused as busy is asked again from then
         self._renew_pause = RENEW_PAUSES_S[0]   # ... after this pause (doubling)
         self._save_s = 0.0
@@ -320,18 +322,17 @@ class GavelIterator:
         by_steps = (self.steps - s0) / span if span > 0 else 1.0
         return max(by_time, by_steps)
 
-    def _renewal_reply(self, at_end: bool, round_: int, now: float) -> Any | None:
-        """The lease the renewal in flight brought (waited for: only at the lease's end),
-        None, or ``UNANSWERED`` (``SchedulerCalls.renewed``). One the scheduler was too busy
-        to take (``BUSY_REPLY``) is asked again: at the lease's end at once, and waited for
-        (refused again: ``UNANSWERED``); before it, after a pause (``RENEW_PAUSES_S``)."""
+    def _renewal_reply(self, at_end: bool, now: float) -> Any | None:
+        """The lease the renewal in flight brought (it is done), None, or ``UNANSWERED``
+        (``SchedulerCalls.renewed``). One the scheduler was too busy to take
+        (``BUSY_REPLY``) is asked again: before the lease's end after a pause
+        (``RENEW_PAUSES_S``); at its end after the checkpoint, as one not reached."""
         reply = self._client.renewed(self._renewal)
         self._renewal = None
         if reply is not BUSY_REPLY:
             return reply
         if at_end:
-            reply = self._client.renewed(self._client.renew(round_, self.steps, now))
-            return UNANSWERED if reply is BUSY_REPLY else reply
+            return UNANSWERED
         self._asked = False
         self._ask_again_at = now + self._renew_pause * random.uniform(0.5, 1.5)
         self._renew_pause = min(2.0 * self._renew_pause, RENEW_PAUSES_S[1])
@@ -352,8 +353,8 @@ class GavelIterator:
                     now >= self._ask_again_at and self._lease_fraction(now) >= self._renew_at)):
                 self._asked = True
                 self._renewal = self._client.renew(lease.round, self.steps, now)
-            if self._renewal is not None and (at_end or self._renewal.done()):
-                reply = self._renewal_reply(at_end, lease.round, now)
+            if self._renewal is not None and self._renewal.done():
+                reply = self._renewal_reply(at_end, now)
                 if reply is UNANSWERED:
                     self._unanswered = True
                 else:
@@ -368,8 +369,11 @@ class GavelIterator:
             rate = min(rate, self._pace)
         interval = SYNC_INTERVAL_S if self._ranks.distributed else CHECK_INTERVAL_S
         want_k = max(1, min(10_000, 2 * self._sync_k, int(rate * interval)))
+        # rank 0's renewal is still open (in flight, or to be asked again): should the lease
+        # end now, it is finished after the checkpoint (``_renewal_after_save``)
+        still_open = self._pending is None and (self._renewal is not None or self._unanswered)
         agreed = self._ranks.max([float(time_up), float(-want_k), float(-lease.max_steps),
-                                  *_terms(self._pending), float(self._unanswered)])
+                                  *_terms(self._pending), float(still_open)])
         self._last_sync = (now, self.steps)
         max_steps = int(-agreed[2])
         if agreed[0] or self.steps >= max_steps or self.steps >= self.total_steps:
@@ -377,8 +381,7 @@ class GavelIterator:
             if self.steps > self._durable:      # else the checkpoint on disk holds it all
                 self._checkpoint(lease.round, now)
             if not extended and agreed[7] and self.steps < self.total_steps:
-                # rank 0's renewal got no answer: asked again, now that the steps are safe
-                agreed[3:7] = self._ranks.max(_terms(self._renew_again(lease.round)))
+                agreed[3:7] = self._ranks.max(_terms(self._renewal_after_save(lease.round)))
                 extended, now = agreed[3] > 0, self._clock()
             if not extended:
                 self.done = True
@@ -407,16 +410,21 @@ class GavelIterator:
         ext = LeaseTerms.from_pb(reply, self.total_steps)
         return ext if ext.max_steps > self.steps and ext.max_seconds > now else None
 
-    def _renew_again(self, round_: int) -> LeaseTerms | None:
-        """On rank 0, the renewal asked again at the lease's end after one got no answer
-        (``RENEW_AGAIN_S``): its extension, or None. The other ranks: None."""
+    def _renewal_after_save(self, round_: int) -> LeaseTerms | None:
+        """On rank 0, the renewal still open at the lease's end, finished once the lease's
+        checkpoint is safe: the one in flight waited for (up to its deadline,
+        ``lease_calls.RENEW_TIMEOUT_S``), or one not reached or refused as busy asked again
+        (``SchedulerCalls.renew_waited``). Its extension, or None; the other ranks: None."""
         if self._ctx.rank != 0:
             return None
-        reply = self._client.renew_waited(round_, self.steps, self._clock())
+        reply = UNANSWERED if self._renewal is None else self._client.renewed(self._renewal)
+        self._renewal = None
+        if reply is UNANSWERED or reply is BUSY_REPLY:
+            reply = self._client.renew_waited(round_, self.steps, self._clock())
         ext = self._extension(reply, round_, self._clock())
-        log.info("job %s: renewal asked again after its checkpoint at step %d: %s",
-                 self._ctx.job_id, self.steps,
-                 f"extended to round {ext.round}" if ext else "not renewed")
+        log.warning("job %s: renewal answered after its checkpoint at step %d: %s",
+                    self._ctx.job_id, self.steps, f"extended to round {ext.round}" if ext
+                    else "no answer" if reply is None else "not extended")
         return ext
 
     def _checkpoint(self, round_: int, now: float) -> None:

@@ -25,16 +25,22 @@ INIT_RETRY_S = 30.0
 # a round's do, must not all come back at the same instant (issue #30, 4,096 GPUs).
 INIT_PAUSES_S = (0.5, 4.0)
 
+# A renewal's deadline. It is longer than the other calls': a run whose lease ends before
+# the answer comes saves its checkpoint and then waits for it (``GavelIterator``), so a
+# scheduler slow to answer (a process-wide stall of 10-18 s at 2,048 GPUs x 50,000 jobs)
+# still keeps the run it planned to keep, in the same process; with 10 s, thousands of
+# renewals a run were read as "not renewed" and ended such runs, each then launched again
+# (issue #30). Waiting on the call already sent asks nothing more of a busy scheduler.
+RENEW_TIMEOUT_S = 20.0
 # What ``SchedulerCalls.renewed`` gives for a RenewLease the scheduler was too busy to
-# take (the iterator asks it again, ``iterator.RENEW_PAUSES_S``), and for one that got no
-# answer: not reached, or no answer within ``RPC_TIMEOUT_S``.
+# take (the iterator asks it again, ``iterator.RENEW_PAUSES_S``), and for one that did not
+# reach it (a scheduler down or restarting).
 BUSY_REPLY = object()
 UNANSWERED = object()
-# A renewal that got no answer is asked once more after the lease's checkpoint, waited for
-# and tried again after pauses (``INIT_PAUSES_S``) for up to this long: a scheduler that was
-# slow (a process-wide stall of 10-18 s at 2,048 GPUs) or restarting still keeps the run it
-# planned to keep, in the same process, where "not renewed" ended it and paid a restart
-# (issue #30). One gone for good ends the run this much later.
+# A renewal that did not reach the scheduler, or that it was too busy to take at the lease's
+# end, is asked again after the lease's checkpoint, and again after pauses
+# (``INIT_PAUSES_S``) for up to this long: a scheduler back from a restart within it still
+# keeps the run. One gone for good ends the run this much later.
 RENEW_AGAIN_S = 10.0
 
 
@@ -80,19 +86,19 @@ class SchedulerCalls:
     def renew(self, round_: int, steps: int, seconds: float,
               timeout: float | None = None) -> Any:
         """Ask for the next round's lease without blocking: a future whose ``result()`` is
-        the RenewLeaseResponse (the scheduler may hold the answer until it has planned);
-        no answer within ``timeout`` (default ``RPC_TIMEOUT_S``) is ``UNANSWERED``."""
+        the RenewLeaseResponse (the scheduler may hold the answer until it has planned),
+        within ``timeout`` (default ``RENEW_TIMEOUT_S``)."""
         return self._stub.RenewLease.future(self._pb.RenewLeaseRequest(
             job_id=self._ctx.job_id, round=round_, rank=self._ctx.rank, steps=steps,
             seconds=seconds, generation=self._ctx.generation),
-            timeout=RPC_TIMEOUT_S if timeout is None else timeout)
+            timeout=RENEW_TIMEOUT_S if timeout is None else timeout)
 
     @staticmethod
     def renewed(future: Any) -> Any | None:
         """The lease a renewal future brought (waits for it); ``BUSY_REPLY`` when the
         scheduler was too busy to take it (refused at once: it may be asked again);
-        ``UNANSWERED`` when it was not reached or did not answer in time
-        (``rpc.codes.UNREACHED``); None when it refused the call otherwise."""
+        ``UNANSWERED`` when it did not reach the scheduler (UNAVAILABLE, CANCELLED); None
+        when no answer came in time (DEADLINE_EXCEEDED), or the scheduler refused it."""
         import grpc
 
         from gavelsched.rpc.codes import BUSY, UNREACHED
@@ -102,17 +108,18 @@ class SchedulerCalls:
         except grpc.RpcError as err:
             code = err.code()
             busy = code == grpc.StatusCode.UNAVAILABLE and (err.details() or "").startswith(BUSY)
-            unanswered = not busy and code in UNREACHED
+            unreached = (not busy and code in UNREACHED
+                         and code != grpc.StatusCode.DEADLINE_EXCEEDED)
             log.warning("RenewLease failed (%s); %s", code.name,
                         "the scheduler was too busy to take it" if busy else
-                        "not reached, or no answer in time" if unanswered
+                        "the scheduler was not reached" if unreached
                         else "treating the lease as not renewed")
-            return BUSY_REPLY if busy else UNANSWERED if unanswered else None
+            return BUSY_REPLY if busy else UNANSWERED if unreached else None
 
     def renew_waited(self, round_: int, steps: int, seconds: float) -> Any | None:
-        """A renewal asked again after one got no answer (``RENEW_AGAIN_S``): waited for,
-        and tried again after pauses while it gets none or is refused as busy. The lease,
-        or None."""
+        """A renewal asked again at the lease's end, after one did not reach the scheduler
+        or was refused as busy: waited for, and tried again after pauses while that goes on,
+        for up to ``RENEW_AGAIN_S``. The lease, or None."""
         deadline = time.monotonic() + RENEW_AGAIN_S
         pause, most = INIT_PAUSES_S
         while True:
