@@ -44,9 +44,10 @@ queue. Then ``--rounds`` rounds are measured; reported per size:
   (DEADLINE_EXCEEDED) and those refused as busy (asked again), from the hollow processes'
   logs, of all the ``RenewLease`` calls the scheduler served; of those it answered, the
   share answered from the last plan's book (``gavelsched_renewals_total``;
-  ``daemon/renewals.py``); and the renewals that got no answer and were asked again after
-  their lease's checkpoint (``lease_calls.RENEW_AGAIN_S``): extended (the run kept, in the
-  same process), not extended, or no answer again (the run ends as not renewed).
+  ``daemon/renewals.py``); and the renewals still open when their lease ended, answered
+  after the lease's checkpoint (``lease_calls.RENEW_TIMEOUT_S``, ``RENEW_AGAIN_S``):
+  extended (the run kept, in the same process), not extended, or no answer in time (the run
+  ends as not renewed).
 
     python benchmarks/daemon_scale.py --gpus 64 --jobs 500 --rounds 3 --round-seconds 10  # quick
     python benchmarks/daemon_scale.py --gpus 512,1024,2048 --jobs 20000,50000 --rounds 6
@@ -107,8 +108,8 @@ FAILED_LINE = re.compile(STAMP + r" WARNING gavelsched\.daemon\.servers: worker 
 # ``gavelsched.iterator`` in the trees before ``gavelsched.lease_calls``)
 RENEW_FAILED = re.compile(STAMP + r" WARNING gavelsched\.(?:iterator|lease_calls): RenewLease "
                           r"failed \((?P<code>\w+)\); (?P<why>.*)")
-# ... and for a renewal asked again after its lease's checkpoint, having got no answer
-ASKED_AGAIN = re.compile(STAMP + r" WARNING gavelsched\.iterator: job \S+: renewal asked again "
+# ... and for a renewal still open at its lease's end, answered after the lease's checkpoint
+LATE_ANSWER = re.compile(STAMP + r" WARNING gavelsched\.iterator: job \S+: renewal answered "
                          r"after its checkpoint at step \d+: (?P<what>extended|not extended"
                          r"|no answer)")
 AGAIN = ("extended", "not extended", "no answer")
@@ -221,7 +222,7 @@ class Row:
     answers: dict[str, float] = field(default_factory=dict)   # ... by who answered them
     renew_late: int = 0              # ... past the iterator's deadline (the hollow logs)
     renew_busy: int = 0              # ... refused as busy
-    # ... asked again after the checkpoint: extended, not extended, no answer again
+    # ... answered after the lease's checkpoint: extended, not extended, no answer
     again: dict[str, int] = field(default_factory=dict)
     note: str = ""
 
@@ -418,7 +419,7 @@ def measure(gpus: int, jobs: int, args) -> Row:
                 if measured[0][0] <= stamp(m[1]) <= measured[-1][0]:
                     row.renew_late += m["code"] == "DEADLINE_EXCEEDED"
                     row.renew_busy += "too busy" in m["why"]
-            for m in ASKED_AGAIN.finditer(log):
+            for m in LATE_ANSWER.finditer(log):
                 if measured[0][0] <= stamp(m[1]) <= measured[-1][0]:
                     row.again[m["what"]] = row.again.get(m["what"], 0) + 1
     finally:
@@ -561,7 +562,8 @@ def main() -> int:
           "answer median / p99 / worst; servers failed | scheduler CPU | "
           "peak RSS | Status all / active | status --json | dashboard / api | RPCs/s (top 3) "
           "| renewals past their deadline / refused as busy, of all; answered from the "
-          "book | asked again after the checkpoint: extended / not extended / no answer | "
+          "book | answered after the lease's checkpoint: extended / not extended / no "
+          "answer | "
           "hollow CPU |")
     print("|---" * 21 + "|", flush=True)
     for gpus, jobs in pairs:
