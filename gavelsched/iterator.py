@@ -66,7 +66,7 @@ from gavelsched import checkpoints
 from gavelsched.jobenv import (CHECKPOINT_DIR_VAR, EXIT_JOB_FAILED, PROGRESS_FILE, RENEW_AT_VAR,
                                WORLD_SIZE_VAR, JobContext, JobFailed, fail_job,
                                process_elapsed_s, read_progress, write_progress)
-from gavelsched.lease_calls import BUSY_REPLY, UNANSWERED, SchedulerCalls
+from gavelsched.lease_calls import BUSY_REPLY, NOT_REACHED, SchedulerCalls
 
 __all__ = ["DEFAULT_RENEW_AT", "EXIT_JOB_FAILED", "PROGRESS_FILE", "GavelIterator",
            "JobContext", "JobFailed", "LeaseTerms", "Pacer", "process_elapsed_s",
@@ -244,7 +244,7 @@ class GavelIterator:
         self._pending: LeaseTerms | None = None
         self._renewal: Any = None       # rank 0's RenewLease in flight
         self._asked = False
-        self._unanswered = False        # ... did not reach the scheduler (``UNANSWERED``)
+        self._unreached = False         # ... did not reach the scheduler (``NOT_REACHED``)
         self._ask_again_at = 0.0        # a renewal refused as busy is asked again from then
         self._renew_pause = RENEW_PAUSES_S[0]   # ... after this pause (doubling)
         self._save_s = 0.0
@@ -323,7 +323,7 @@ class GavelIterator:
         return max(by_time, by_steps)
 
     def _renewal_reply(self, at_end: bool, now: float) -> Any | None:
-        """The lease the renewal in flight brought (it is done), None, or ``UNANSWERED``
+        """The lease the renewal in flight brought (it is done), None, or ``NOT_REACHED``
         (``SchedulerCalls.renewed``). One the scheduler was too busy to take
         (``BUSY_REPLY``) is asked again: before the lease's end after a pause
         (``RENEW_PAUSES_S``); at its end after the checkpoint, as one not reached."""
@@ -332,7 +332,7 @@ class GavelIterator:
         if reply is not BUSY_REPLY:
             return reply
         if at_end:
-            return UNANSWERED
+            return NOT_REACHED
         self._asked = False
         self._ask_again_at = now + self._renew_pause * random.uniform(0.5, 1.5)
         self._renew_pause = min(2.0 * self._renew_pause, RENEW_PAUSES_S[1])
@@ -355,8 +355,8 @@ class GavelIterator:
                 self._renewal = self._client.renew(lease.round, self.steps, now)
             if self._renewal is not None and self._renewal.done():
                 reply = self._renewal_reply(at_end, now)
-                if reply is UNANSWERED:
-                    self._unanswered = True
+                if reply is NOT_REACHED:
+                    self._unreached = True
                 else:
                     self._pending = self._extension(reply, lease.round, now)
         # Steps to the next agreement: about SYNC_INTERVAL_S of work, the same on every rank.
@@ -371,7 +371,7 @@ class GavelIterator:
         want_k = max(1, min(10_000, 2 * self._sync_k, int(rate * interval)))
         # rank 0's renewal is still open (in flight, or to be asked again): should the lease
         # end now, it is finished after the checkpoint (``_renewal_after_save``)
-        still_open = self._pending is None and (self._renewal is not None or self._unanswered)
+        still_open = self._pending is None and (self._renewal is not None or self._unreached)
         agreed = self._ranks.max([float(time_up), float(-want_k), float(-lease.max_steps),
                                   *_terms(self._pending), float(still_open)])
         self._last_sync = (now, self.steps)
@@ -393,7 +393,7 @@ class GavelIterator:
             self._lease = LeaseTerms(int(agreed[4]), agreed[5] or math.inf, int(agreed[6]),
                                      True)
             self._lease_start = (now, self.steps)
-            self._pending, self._asked, self._unanswered = None, False, False
+            self._pending, self._asked, self._unreached = None, False, False
             self._renew_pause = RENEW_PAUSES_S[0]
             max_steps = self._lease.max_steps
             log.info("job %s rank %d: lease extended to round %d at step %d", ctx.job_id,
@@ -417,9 +417,9 @@ class GavelIterator:
         (``SchedulerCalls.renew_waited``). Its extension, or None; the other ranks: None."""
         if self._ctx.rank != 0:
             return None
-        reply = UNANSWERED if self._renewal is None else self._client.renewed(self._renewal)
+        reply = NOT_REACHED if self._renewal is None else self._client.renewed(self._renewal)
         self._renewal = None
-        if reply is UNANSWERED or reply is BUSY_REPLY:
+        if reply is NOT_REACHED or reply is BUSY_REPLY:
             reply = self._client.renew_waited(round_, self.steps, self._clock())
         ext = self._extension(reply, round_, self._clock())
         log.warning("job %s: renewal answered after its checkpoint at step %d: %s",

@@ -2,8 +2,9 @@
 with their timeouts and retries, for ``GavelIterator`` (thesis §5.6).
 
 What each failure means to the run is decided here, in one place: an InitJob not reached is
-tried again; a renewal refused as busy, or that got no answer, comes back as a reply of its
-own (``BUSY_REPLY``, ``UNANSWERED``) for the iterator to ask again; a ReportSteps not
+tried again; a renewal refused as busy, or that did not reach the scheduler, comes back as a
+reply of its own (``BUSY_REPLY``, ``NOT_REACHED``) for the iterator to ask again, and one
+with no answer within its deadline (``RENEW_TIMEOUT_S``) as "not renewed"; a ReportSteps not
 reached leaves the count to the worker's round report.
 """
 
@@ -36,7 +37,7 @@ RENEW_TIMEOUT_S = 20.0
 # take (the iterator asks it again, ``iterator.RENEW_PAUSES_S``), and for one that did not
 # reach it (a scheduler down or restarting).
 BUSY_REPLY = object()
-UNANSWERED = object()
+NOT_REACHED = object()
 # A renewal that did not reach the scheduler, or that it was too busy to take at the lease's
 # end, is asked again after the lease's checkpoint, and again after pauses
 # (``INIT_PAUSES_S``) for up to this long: a scheduler back from a restart within it still
@@ -97,7 +98,7 @@ class SchedulerCalls:
     def renewed(future: Any) -> Any | None:
         """The lease a renewal future brought (waits for it); ``BUSY_REPLY`` when the
         scheduler was too busy to take it (refused at once: it may be asked again);
-        ``UNANSWERED`` when it did not reach the scheduler (UNAVAILABLE, CANCELLED); None
+        ``NOT_REACHED`` when it did not reach the scheduler (UNAVAILABLE, CANCELLED); None
         when no answer came in time (DEADLINE_EXCEEDED), or the scheduler refused it."""
         import grpc
 
@@ -114,7 +115,7 @@ class SchedulerCalls:
                         "the scheduler was too busy to take it" if busy else
                         "the scheduler was not reached" if unreached
                         else "treating the lease as not renewed")
-            return BUSY_REPLY if busy else UNANSWERED if unreached else None
+            return BUSY_REPLY if busy else NOT_REACHED if unreached else None
 
     def renew_waited(self, round_: int, steps: int, seconds: float) -> Any | None:
         """A renewal asked again at the lease's end, after one did not reach the scheduler
@@ -126,7 +127,7 @@ class SchedulerCalls:
             left = deadline - time.monotonic()
             reply = self.renewed(self.renew(round_, steps, seconds,
                                             timeout=min(RPC_TIMEOUT_S, max(left, 0.1))))
-            if reply is not UNANSWERED and reply is not BUSY_REPLY:
+            if reply is not NOT_REACHED and reply is not BUSY_REPLY:
                 return reply
             wait = pause * random.uniform(0.5, 1.5)
             if time.monotonic() + wait >= deadline:

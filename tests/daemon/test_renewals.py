@@ -146,10 +146,11 @@ def test_a_booked_renewal_is_answered_over_grpc_while_the_executor_serves_nothin
 
 
 def test_a_renewal_asked_again_after_the_boundary_still_gets_the_kept_run_s_lease(kept):
-    """A run whose renewal got no answer asks again once its lease's checkpoint is safe
-    (``lease_calls.RENEW_AGAIN_S``): after its round's end, the next round started. The plan
-    kept the run, so the answer is still the extended lease, from the book or the executor:
-    the run goes on in the same process."""
+    """A run whose lease ends before its renewal's answer comes waits for it after its
+    checkpoint (``lease_calls.RENEW_TIMEOUT_S``), and one whose renewal did not reach the
+    scheduler asks again then (``RENEW_AGAIN_S``): after its round's end, the next round
+    started. The plan kept the run, so the answer is still the extended lease, from the book
+    or the executor: the run goes on in the same process."""
     sched, job, lease = kept
     sched.x.metrics = DaemonMetrics()
     sched.at(1.0 + R)                                  # round 1 starts, the run still in it
