@@ -46,8 +46,9 @@ queue. Then ``--rounds`` rounds are measured; reported per size:
   share answered from the last plan's book (``gavelsched_renewals_total``;
   ``daemon/renewals.py``); and the renewals still open when their lease ended, answered
   after the lease's checkpoint (``lease_calls.RENEW_TIMEOUT_S``, ``RENEW_AGAIN_S``):
-  extended (the run kept, in the same process), not extended, or no answer in time (the run
-  ends as not renewed).
+  extended (the run kept, in the same process; of them, those answered more than 10 s after
+  they were sent, or asked again, which the tree before this wait ended), not extended, or
+  no answer in time (the run ends as not renewed).
 
     python benchmarks/daemon_scale.py --gpus 64 --jobs 500 --rounds 3 --round-seconds 10  # quick
     python benchmarks/daemon_scale.py --gpus 512,1024,2048 --jobs 20000,50000 --rounds 6
@@ -110,8 +111,11 @@ RENEW_FAILED = re.compile(STAMP + r" WARNING gavelsched\.(?:iterator|lease_calls
                           r"failed \((?P<code>\w+)\); (?P<why>.*)")
 # ... and for a renewal still open at its lease's end, answered after the lease's checkpoint
 LATE_ANSWER = re.compile(STAMP + r" WARNING gavelsched\.iterator: job \S+: renewal answered "
-                         r"after its checkpoint at step \d+: (?P<what>extended|not extended"
+                         r"after its checkpoint at step \d+, (?P<after>[\d.]+) s after it was "
+                         r"sent(?P<again> \(asked again\))?: (?P<what>extended|not extended"
                          r"|no answer)")
+# the deadline renewals had before they waited after the checkpoint (the other calls' still)
+OLD_RENEW_DEADLINE_S = 10.0
 AGAIN = ("extended", "not extended", "no answer")
 LATER_PART = re.compile(r"then (\d+) ([^,]+), the last (-?[\d.]+) s after its start")
 KEPT_PART = re.compile(r"(\d+) of last round's (\d+) tasks kept on their GPUs")
@@ -224,6 +228,7 @@ class Row:
     renew_busy: int = 0              # ... refused as busy
     # ... answered after the lease's checkpoint: extended, not extended, no answer
     again: dict[str, int] = field(default_factory=dict)
+    again_saved: int = 0             # ... extended, answered after 10 s or asked again
     note: str = ""
 
 
@@ -422,6 +427,8 @@ def measure(gpus: int, jobs: int, args) -> Row:
             for m in LATE_ANSWER.finditer(log):
                 if measured[0][0] <= stamp(m[1]) <= measured[-1][0]:
                     row.again[m["what"]] = row.again.get(m["what"], 0) + 1
+                    row.again_saved += m["what"] == "extended" and bool(
+                        m["again"] or float(m["after"]) > OLD_RENEW_DEADLINE_S)
     finally:
         tear_down(cluster, hollow, args.keep)
     return row
@@ -562,8 +569,8 @@ def main() -> int:
           "answer median / p99 / worst; servers failed | scheduler CPU | "
           "peak RSS | Status all / active | status --json | dashboard / api | RPCs/s (top 3) "
           "| renewals past their deadline / refused as busy, of all; answered from the "
-          "book | answered after the lease's checkpoint: extended / not extended / no "
-          "answer | "
+          "book | answered after the lease's checkpoint: extended (of them, after 10 s or "
+          "asked again) / not extended / no answer | "
           "hollow CPU |")
     print("|---" * 21 + "|", flush=True)
     for gpus, jobs in pairs:
@@ -582,7 +589,8 @@ def main() -> int:
               f"{r.cli_s:.1f} s | {statistics.median(r.page_s):.2f} / "
               f"{statistics.median(r.api_s):.2f} s | {r.rpcs_s:,.0f} ({r.top}) | "
               f"{r.renew_late:,} / {r.renew_busy:,} of {r.renewals:,.0f}; {booked(r)} | "
-              f"{' / '.join(f'{r.again.get(w, 0):,}' for w in AGAIN)} | "
+              f"{r.again.get(AGAIN[0], 0):,} ({r.again_saved:,}) / "
+              f"{' / '.join(f'{r.again.get(w, 0):,}' for w in AGAIN[1:])} | "
               f"{r.hollow_cpu_share:.0%} |", flush=True)
     print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
     return 0

@@ -245,6 +245,7 @@ class GavelIterator:
         self._renewal: Any = None       # rank 0's RenewLease in flight
         self._asked = False
         self._unreached = False         # ... did not reach the scheduler (``NOT_REACHED``)
+        self._asked_at = 0.0            # (monotonic) when the renewal in flight was sent
         self._ask_again_at = 0.0        # a renewal refused as busy is asked again from then
         self._renew_pause = RENEW_PAUSES_S[0]   # ... after this pause (doubling)
         self._save_s = 0.0
@@ -351,7 +352,7 @@ class GavelIterator:
         if ctx.rank == 0 and self.steps < self.total_steps:
             if self._renewal is None and not self._asked and (at_end or (
                     now >= self._ask_again_at and self._lease_fraction(now) >= self._renew_at)):
-                self._asked = True
+                self._asked, self._asked_at = True, time.monotonic()
                 self._renewal = self._client.renew(lease.round, self.steps, now)
             if self._renewal is not None and self._renewal.done():
                 reply = self._renewal_reply(at_end, now)
@@ -419,11 +420,14 @@ class GavelIterator:
             return None
         reply = NOT_REACHED if self._renewal is None else self._client.renewed(self._renewal)
         self._renewal = None
-        if reply is NOT_REACHED or reply is BUSY_REPLY:
+        waited = time.monotonic() - self._asked_at
+        again = reply is NOT_REACHED or reply is BUSY_REPLY
+        if again:
             reply = self._client.renew_waited(round_, self.steps, self._clock())
         ext = self._extension(reply, round_, self._clock())
-        log.warning("job %s: renewal answered after its checkpoint at step %d: %s",
-                    self._ctx.job_id, self.steps, f"extended to round {ext.round}" if ext
+        log.warning("job %s: renewal answered after its checkpoint at step %d, %.1f s after it "
+                    "was sent%s: %s", self._ctx.job_id, self.steps, waited,
+                    " (asked again)" if again else "", f"extended to round {ext.round}" if ext
                     else "no answer" if reply is None else "not extended")
         return ext
 
