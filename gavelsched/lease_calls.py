@@ -31,7 +31,7 @@ INIT_PAUSES_S = (0.5, 4.0)
 # scheduler slow to answer (a process-wide stall of 10-18 s at 2,048 GPUs x 50,000 jobs)
 # still keeps the run it planned to keep, in the same process; with 10 s, thousands of
 # renewals a run were read as "not renewed" and ended such runs, each then launched again
-# (issue #30). Waiting on the call already sent asks nothing more of a busy scheduler.
+# (issue #30). Waiting on the call already sent asks nothing more of a slow scheduler.
 RENEW_TIMEOUT_S = 20.0
 # What ``SchedulerCalls.renewed`` gives for a RenewLease the scheduler was too busy to
 # take (the iterator asks it again, ``iterator.RENEW_PAUSES_S``), and for one that did not
