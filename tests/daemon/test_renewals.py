@@ -117,6 +117,25 @@ def _served(sched, held: _Held | None = None):
         server.stop(0)
 
 
+@contextlib.contextmanager
+def _pumped(sched):
+    """``_served``, with a thread running the executor's inbox (but no tick: no plan)."""
+    stop = threading.Event()
+
+    def pump():
+        while not stop.is_set():
+            sched.x.inbox.run_pending(0.05)
+
+    pumping = threading.Thread(target=pump)
+    pumping.start()
+    try:
+        with _served(sched) as chan:
+            yield chan
+    finally:
+        stop.set()
+        pumping.join(30)
+
+
 def test_a_booked_renewal_is_answered_over_grpc_while_the_executor_serves_nothing(kept):
     """Nothing runs the executor's inbox here: a renewal the book answers comes back at
     once, even with every fleet seat taken, while one it does not answer finds no one to
@@ -156,20 +175,8 @@ def test_a_renewal_asked_again_after_the_boundary_still_gets_the_kept_run_s_leas
     sched.at(1.0 + R)                                  # round 1 starts, the run still in it
     sched.t = 1.0 + R + 8.0                            # asked again 8 s into round 1
     request = _renewal(sched, job, lease, seconds=R + 8.0)
-    stop = threading.Event()
-
-    def pump():                        # the executor's inbox, for an answer it must give
-        while not stop.is_set():
-            sched.x.inbox.run_pending(0.05)
-
-    pumping = threading.Thread(target=pump)
-    pumping.start()
-    try:
-        with _served(sched) as chan:
-            reply = pb_grpc.IteratorToSchedulerStub(chan).RenewLease(request, timeout=10)
-    finally:
-        stop.set()
-        pumping.join(30)
+    with _pumped(sched) as chan:       # (the executor's, for an answer the book lacks)
+        reply = pb_grpc.IteratorToSchedulerStub(chan).RenewLease(request, timeout=10)
     assert reply.lease.extended and reply.lease.round == lease.round + 1
     assert reply.lease == sched.x.processes.renew_lease(request)
 
@@ -182,22 +189,10 @@ def test_a_renewal_whose_plan_comes_late_is_asked_again_not_ended(kept, monkeypa
     sched.x.metrics = DaemonMetrics()
     monkeypatch.setattr(service, "RENEW_WAIT_S", 0.3)
     sched.at(1.0 + R)                  # round 1 starts; the next plan is not made yet
-    stop = threading.Event()
-
-    def pump():                        # the executor's inbox, but no tick: no plan
-        while not stop.is_set():
-            sched.x.inbox.run_pending(0.05)
-
-    pumping = threading.Thread(target=pump)
-    pumping.start()
-    try:
-        with _served(sched) as chan:
-            with pytest.raises(grpc.RpcError) as late:
-                pb_grpc.IteratorToSchedulerStub(chan).RenewLease(
-                    _renewal(sched, job, lease, round=lease.round + 1), timeout=10)
-    finally:
-        stop.set()
-        pumping.join(30)
+    with _pumped(sched) as chan:
+        with pytest.raises(grpc.RpcError) as late:
+            pb_grpc.IteratorToSchedulerStub(chan).RenewLease(
+                _renewal(sched, job, lease, round=lease.round + 1), timeout=10)
     assert late.value.code() == grpc.StatusCode.UNAVAILABLE
     assert late.value.details().startswith(BUSY)
     assert _answers(sched) == {"ask_again": 1.0}
