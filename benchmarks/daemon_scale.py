@@ -116,7 +116,7 @@ LATE_ANSWER = re.compile(STAMP + r" WARNING gavelsched\.iterator: job \S+: renew
                          r"|no answer)")
 # the deadline renewals had before they waited after the checkpoint (the other calls' still)
 OLD_RENEW_DEADLINE_S = 10.0
-AGAIN = ("extended", "not extended", "no answer")
+LATE_OUTCOMES = ("extended", "not extended", "no answer")
 LATER_PART = re.compile(r"then (\d+) ([^,]+), the last (-?[\d.]+) s after its start")
 KEPT_PART = re.compile(r"(\d+) of last round's (\d+) tasks kept on their GPUs")
 
@@ -227,8 +227,8 @@ class Row:
     renew_late: int = 0              # ... past the iterator's deadline (the hollow logs)
     renew_busy: int = 0              # ... refused as busy
     # ... answered after the lease's checkpoint: extended, not extended, no answer
-    again: dict[str, int] = field(default_factory=dict)
-    again_saved: int = 0             # ... extended, answered after 10 s or asked again
+    late: dict[str, int] = field(default_factory=dict)
+    late_saved: int = 0              # ... extended, answered after 10 s or asked again
     note: str = ""
 
 
@@ -426,8 +426,8 @@ def measure(gpus: int, jobs: int, args) -> Row:
                     row.renew_busy += "too busy" in m["why"]
             for m in LATE_ANSWER.finditer(log):
                 if measured[0][0] <= stamp(m[1]) <= measured[-1][0]:
-                    row.again[m["what"]] = row.again.get(m["what"], 0) + 1
-                    row.again_saved += m["what"] == "extended" and bool(
+                    row.late[m["what"]] = row.late.get(m["what"], 0) + 1
+                    row.late_saved += m["what"] == "extended" and bool(
                         m["again"] or float(m["after"]) > OLD_RENEW_DEADLINE_S)
     finally:
         tear_down(cluster, hollow, args.keep)
@@ -589,8 +589,8 @@ def main() -> int:
               f"{r.cli_s:.1f} s | {statistics.median(r.page_s):.2f} / "
               f"{statistics.median(r.api_s):.2f} s | {r.rpcs_s:,.0f} ({r.top}) | "
               f"{r.renew_late:,} / {r.renew_busy:,} of {r.renewals:,.0f}; {booked(r)} | "
-              f"{r.again.get(AGAIN[0], 0):,} ({r.again_saved:,}) / "
-              f"{' / '.join(f'{r.again.get(w, 0):,}' for w in AGAIN[1:])} | "
+              f"{r.late.get(LATE_OUTCOMES[0], 0):,} ({r.late_saved:,}) / "
+              f"{' / '.join(f'{r.late.get(w, 0):,}' for w in LATE_OUTCOMES[1:])} | "
               f"{r.hollow_cpu_share:.0%} |", flush=True)
     print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
     return 0

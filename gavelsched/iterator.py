@@ -244,7 +244,7 @@ class GavelIterator:
         self._pending: LeaseTerms | None = None
         self._renewal: Any = None       # rank 0's RenewLease in flight
         self._asked = False
-        self._unreached = False         # ... did not reach the scheduler (``NOT_REACHED``)
+        self._ask_after_save = False    # ... not reached, or refused as busy at the end
         self._asked_at = 0.0            # (monotonic) when the renewal in flight was sent
         self._ask_again_at = 0.0        # a renewal refused as busy is asked again from then
         self._renew_pause = RENEW_PAUSES_S[0]   # ... after this pause (doubling)
@@ -324,16 +324,13 @@ class GavelIterator:
         return max(by_time, by_steps)
 
     def _renewal_reply(self, at_end: bool, now: float) -> Any | None:
-        """The lease the renewal in flight brought (it is done), None, or ``NOT_REACHED``
-        (``SchedulerCalls.renewed``). One the scheduler was too busy to take
-        (``BUSY_REPLY``) is asked again: before the lease's end after a pause
-        (``RENEW_PAUSES_S``); at its end after the checkpoint, as one not reached."""
+        """What the renewal in flight brought (it is done): ``SchedulerCalls.renewed``'s
+        reply. One the scheduler was too busy to take (``BUSY_REPLY``) before the lease's
+        end is asked again after a pause (``RENEW_PAUSES_S``), and reads None till then."""
         reply = self._client.renewed(self._renewal)
         self._renewal = None
-        if reply is not BUSY_REPLY:
+        if reply is not BUSY_REPLY or at_end:
             return reply
-        if at_end:
-            return NOT_REACHED
         self._asked = False
         self._ask_again_at = now + self._renew_pause * random.uniform(0.5, 1.5)
         self._renew_pause = min(2.0 * self._renew_pause, RENEW_PAUSES_S[1])
@@ -356,8 +353,8 @@ class GavelIterator:
                 self._renewal = self._client.renew(lease.round, self.steps, now)
             if self._renewal is not None and self._renewal.done():
                 reply = self._renewal_reply(at_end, now)
-                if reply is NOT_REACHED:
-                    self._unreached = True
+                if reply is NOT_REACHED or reply is BUSY_REPLY:
+                    self._ask_after_save = True
                 else:
                     self._pending = self._extension(reply, lease.round, now)
         # Steps to the next agreement: about SYNC_INTERVAL_S of work, the same on every rank.
@@ -372,7 +369,8 @@ class GavelIterator:
         want_k = max(1, min(10_000, 2 * self._sync_k, int(rate * interval)))
         # rank 0's renewal is still open (in flight, or to be asked again): should the lease
         # end now, it is finished after the checkpoint (``_renewal_after_save``)
-        still_open = self._pending is None and (self._renewal is not None or self._unreached)
+        still_open = self._pending is None and (self._renewal is not None
+                                                or self._ask_after_save)
         agreed = self._ranks.max([float(time_up), float(-want_k), float(-lease.max_steps),
                                   *_terms(self._pending), float(still_open)])
         self._last_sync = (now, self.steps)
@@ -394,7 +392,7 @@ class GavelIterator:
             self._lease = LeaseTerms(int(agreed[4]), agreed[5] or math.inf, int(agreed[6]),
                                      True)
             self._lease_start = (now, self.steps)
-            self._pending, self._asked, self._unreached = None, False, False
+            self._pending, self._asked, self._ask_after_save = None, False, False
             self._renew_pause = RENEW_PAUSES_S[0]
             max_steps = self._lease.max_steps
             log.info("job %s rank %d: lease extended to round %d at step %d", ctx.job_id,
@@ -418,10 +416,10 @@ class GavelIterator:
         (``SchedulerCalls.renew_waited``). Its extension, or None; the other ranks: None."""
         if self._ctx.rank != 0:
             return None
-        reply = NOT_REACHED if self._renewal is None else self._client.renewed(self._renewal)
+        reply = None if self._renewal is None else self._client.renewed(self._renewal)
         self._renewal = None
         waited = time.monotonic() - self._asked_at
-        again = reply is NOT_REACHED or reply is BUSY_REPLY
+        again = self._ask_after_save or reply is NOT_REACHED or reply is BUSY_REPLY
         if again:
             reply = self._client.renew_waited(round_, self.steps, self._clock())
         ext = self._extension(reply, round_, self._clock())

@@ -273,8 +273,8 @@ def test_an_initjob_the_transport_cancelled_is_tried_again_not_the_job_failed(tm
 
 
 class RenewalLog(FakeScheduler):
-    """A fake scheduler that also logs, in one list, the RenewLease calls it takes (and
-    how each ended) and the checkpoints reported, in the order they came."""
+    """A fake scheduler that also logs, in one list, the RenewLease calls it takes (each
+    first offered to ``refuse``) and the checkpoints reported, in the order they came."""
 
     def __init__(self, refuse, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -282,7 +282,7 @@ class RenewalLog(FakeScheduler):
         self.events: list[tuple[str, int]] = []
 
     def RenewLease(self, request, context):
-        calls = sum(kind.startswith("renew") for kind, _ in self.events)
+        calls = sum(kind == "renew" for kind, _ in self.events)
         self.events.append(("renew", request.round))
         self.refuse(calls, request, context)
         return super().RenewLease(request, context)
