@@ -43,6 +43,11 @@ NOT_REACHED = object()
 # (``INIT_PAUSES_S``) for up to this long: a scheduler back from a restart within it still
 # keeps the run. One gone for good ends the run this much later.
 RENEW_AGAIN_S = 10.0
+# ... but a scheduler that refuses it as busy is asked at most this many times after the
+# checkpoint: it is up and overloaded, and each ask adds to its load. Asked until
+# ``RENEW_AGAIN_S`` (session 25), busy refusals at 2,048 GPUs x 50,000 jobs rose from
+# 0-415 a run to up to 2,969, and the plans took longer (issue #30, BENCHMARKS.md).
+RENEW_BUSY_ASKS = 2
 
 
 class SchedulerCalls:
@@ -120,15 +125,20 @@ class SchedulerCalls:
     def renew_waited(self, round_: int, steps: int, seconds: float) -> Any | None:
         """A renewal asked again at the lease's end, after one did not reach the scheduler
         or was refused as busy: waited for, and tried again after pauses while that goes on,
-        for up to ``RENEW_AGAIN_S``. The lease, or None."""
+        for up to ``RENEW_AGAIN_S``, and at most ``RENEW_BUSY_ASKS`` times while the
+        scheduler refuses it as busy. The lease, or None."""
         deadline = time.monotonic() + RENEW_AGAIN_S
         pause, most = INIT_PAUSES_S
+        busy_asks = 0
         while True:
             left = deadline - time.monotonic()
             reply = self.renewed(self.renew(round_, steps, seconds,
                                             timeout=min(RPC_TIMEOUT_S, max(left, 0.1))))
             if reply is not NOT_REACHED and reply is not BUSY_REPLY:
                 return reply
+            busy_asks += reply is BUSY_REPLY
+            if busy_asks >= RENEW_BUSY_ASKS:
+                return None
             wait = pause * random.uniform(0.5, 1.5)
             if time.monotonic() + wait >= deadline:
                 return None

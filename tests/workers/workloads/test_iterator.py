@@ -430,6 +430,30 @@ def test_a_scheduler_gone_for_good_ends_the_run_after_asking_again_for_a_while(
     assert 2 <= kinds.count("renew") - 1 <= 8         # asked again, with pauses, then ended
 
 
+def test_a_scheduler_busy_at_the_lease_s_end_is_asked_again_at_most_twice(monkeypatch,
+                                                                          tmp_path):
+    # issue #30: asked again until RENEW_AGAIN_S was out, renewals refused as busy at the
+    # lease's end added thousands of calls a run to an overloaded scheduler at 2,048 GPUs.
+    # After the checkpoint a busy scheduler is asked at most RENEW_BUSY_ASKS times.
+    import grpc
+
+    from gavelsched import lease_calls
+    from gavelsched.rpc.codes import BUSY
+
+    monkeypatch.setattr(lease_calls, "INIT_PAUSES_S", (0.05, 0.1))
+
+    def always_busy(calls, request, context):
+        context.abort(grpc.StatusCode.UNAVAILABLE, f"{BUSY}: 384 fleet calls wait; try again")
+
+    sched = RenewalLog(always_busy)
+    it, epochs = run_against(sched, tmp_path)
+    assert epochs == 1 and it.done and not it.finished and it.steps == 100
+    kinds = [kind for kind, _ in sched.events]
+    after_save = kinds[kinds.index("checkpoint") + 1:]
+    assert after_save == ["renew"] * lease_calls.RENEW_BUSY_ASKS
+    assert sched.jobs["j1"].steps_done == 100
+
+
 TWO_RANKS_RENEWED = TWO_RANKS.replace("range(10**6)", "range(1000)")
 
 
