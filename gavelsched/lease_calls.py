@@ -44,9 +44,10 @@ NOT_REACHED = object()
 # keeps the run. One gone for good ends the run this much later.
 RENEW_AGAIN_S = 10.0
 # ... but a scheduler that refuses it as busy is asked at most this many times after the
-# checkpoint: it is up and overloaded, and each ask adds to its load. Asked until
-# ``RENEW_AGAIN_S`` (session 25), busy refusals at 2,048 GPUs x 50,000 jobs rose from
-# 0-415 a run to up to 2,969, and the plans took longer (issue #30, BENCHMARKS.md).
+# checkpoint: it is up and overloaded, and each ask adds to its load, so a run's calls
+# after its checkpoint stay bounded whatever the load (issue #30: at 2,048 GPUs x 50,000
+# jobs, most refusals come while leases last; BENCHMARKS.md, "A busy scheduler is asked
+# again at most twice after the checkpoint").
 RENEW_BUSY_ASKS = 2
 
 
