@@ -41,14 +41,15 @@ queue. Then ``--rounds`` rounds are measured; reported per size:
 - the RPCs per second the scheduler served (``gavelsched_rpcs_total``), and the busiest
   methods;
 - renewals in the measured rounds: those not answered within the iterator's deadline
-  (DEADLINE_EXCEEDED) and those refused as busy (asked again), from the hollow processes'
-  logs, of all the ``RenewLease`` calls the scheduler served; of those it answered, the
-  share answered from the last plan's book (``gavelsched_renewals_total``;
-  ``daemon/renewals.py``); and the renewals still open when their lease ended, answered
-  after the lease's checkpoint (``lease_calls.RENEW_TIMEOUT_S``, ``RENEW_AGAIN_S``):
-  extended (the run kept, in the same process; of them, those answered more than 10 s after
-  they were sent, or asked again, which the tree before this wait ended), not extended, or
-  no answer in time (the run ends as not renewed).
+  (DEADLINE_EXCEEDED) and those refused as busy (asked again; in brackets, those refused
+  after waiting out the next round's plan, the others finding every seat for fleet calls
+  taken), from the hollow processes' logs, of all the ``RenewLease`` calls the scheduler
+  served; of those it answered, the share answered from the last plan's book
+  (``gavelsched_renewals_total``; ``daemon/renewals.py``); and the renewals still open when
+  their lease ended, answered after the lease's checkpoint (``lease_calls.RENEW_TIMEOUT_S``,
+  ``RENEW_AGAIN_S``): extended (the run kept, in the same process; of them, those answered
+  more than 10 s after they were sent, or asked again, which the tree before this wait
+  ended), not extended, or no answer in time (the run ends as not renewed).
 
     python benchmarks/daemon_scale.py --gpus 64 --jobs 500 --rounds 3 --round-seconds 10  # quick
     python benchmarks/daemon_scale.py --gpus 512,1024,2048 --jobs 20000,50000 --rounds 6
@@ -114,6 +115,9 @@ LATE_ANSWER = re.compile(STAMP + r" WARNING gavelsched\.iterator: job \S+: renew
                          r"after its checkpoint at step \d+, (?P<after>[\d.]+) s after it was "
                          r"sent(?P<again> \(asked again\))?: (?P<what>extended|not extended"
                          r"|no answer)")
+# why a renewal refused as busy was: it waited on the next round's plan past its time (the
+# others: every seat for fleet calls was taken); in the iterator's line since session 26
+UNPLANNED = "the next round is not planned yet"
 # the deadline renewals had before they waited after the checkpoint (the other calls' still)
 OLD_RENEW_DEADLINE_S = 10.0
 LATE_OUTCOMES = ("extended", "not extended", "no answer")
@@ -226,6 +230,8 @@ class Row:
     answers: dict[str, float] = field(default_factory=dict)   # ... by who answered them
     renew_late: int = 0              # ... past the iterator's deadline (the hollow logs)
     renew_busy: int = 0              # ... refused as busy
+    renew_unplanned: int = 0         # ... of them, after waiting out the plan (not seats)
+    busy_why: bool = False           # the iterator logs why it was refused (a newer tree)
     # ... answered after the lease's checkpoint: extended, not extended, no answer
     late: dict[str, int] = field(default_factory=dict)
     late_saved: int = 0              # ... extended, answered after 10 s or asked again
@@ -424,6 +430,8 @@ def measure(gpus: int, jobs: int, args) -> Row:
                 if measured[0][0] <= stamp(m[1]) <= measured[-1][0]:
                     row.renew_late += m["code"] == "DEADLINE_EXCEEDED"
                     row.renew_busy += "too busy" in m["why"]
+                    row.renew_unplanned += UNPLANNED in m["why"]
+                    row.busy_why |= "too busy to take it (" in m["why"]
             for m in LATE_ANSWER.finditer(log):
                 if measured[0][0] <= stamp(m[1]) <= measured[-1][0]:
                     row.late[m["what"]] = row.late.get(m["what"], 0) + 1
@@ -534,6 +542,12 @@ def fleet_sizes(parser: argparse.ArgumentParser, args) -> list[tuple[int, int]]:
     return list(itertools.product(sizes, queues))
 
 
+def unplanned(row: Row) -> str:
+    """Of the renewals refused as busy, those that waited out the plan, in brackets (none
+    when the iterator did not say why: a tree before session 26)."""
+    return f" ({row.renew_unplanned:,})" if row.busy_why else ""
+
+
 def booked(row: Row) -> str:
     """The share of the renewals answered that the book answered (``-``: no such metric,
     a scheduler before it)."""
@@ -568,9 +582,9 @@ def main() -> int:
           "refills, last after start | tasks kept of last round's | GPUs busy | heartbeat "
           "answer median / p99 / worst; servers failed | scheduler CPU | "
           "peak RSS | Status all / active | status --json | dashboard / api | RPCs/s (top 3) "
-          "| renewals past their deadline / refused as busy, of all; answered from the "
-          "book | answered after the lease's checkpoint: extended (of them, after 10 s or "
-          "asked again) / not extended / no answer | "
+          "| renewals past their deadline / refused as busy (of them, not yet planned), of "
+          "all; answered from the book | answered after the lease's checkpoint: extended "
+          "(of them, after 10 s or asked again) / not extended / no answer | "
           "hollow CPU |")
     print("|---" * 21 + "|", flush=True)
     for gpus, jobs in pairs:
@@ -588,7 +602,8 @@ def main() -> int:
               f"{statistics.median(r.status_s):.2f} / {statistics.median(r.active_s):.2f} s | "
               f"{r.cli_s:.1f} s | {statistics.median(r.page_s):.2f} / "
               f"{statistics.median(r.api_s):.2f} s | {r.rpcs_s:,.0f} ({r.top}) | "
-              f"{r.renew_late:,} / {r.renew_busy:,} of {r.renewals:,.0f}; {booked(r)} | "
+              f"{r.renew_late:,} / {r.renew_busy:,}{unplanned(r)} of {r.renewals:,.0f}; "
+              f"{booked(r)} | "
               f"{r.late.get(LATE_OUTCOMES[0], 0):,} ({r.late_saved:,}) / "
               f"{' / '.join(f'{r.late.get(w, 0):,}' for w in LATE_OUTCOMES[1:])} | "
               f"{r.hollow_cpu_share:.0%} |", flush=True)

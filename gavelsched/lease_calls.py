@@ -118,7 +118,7 @@ class SchedulerCalls:
             unreached = (not busy and code in UNREACHED
                          and code != grpc.StatusCode.DEADLINE_EXCEEDED)
             log.warning("RenewLease failed (%s); %s", code.name,
-                        "the scheduler was too busy to take it" if busy else
+                        f"the scheduler was too busy to take it ({err.details()})" if busy else
                         "the scheduler was not reached" if unreached
                         else "treating the lease as not renewed")
             return BUSY_REPLY if busy else NOT_REACHED if unreached else None
