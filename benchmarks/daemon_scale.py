@@ -50,6 +50,9 @@ queue. Then ``--rounds`` rounds are measured; reported per size:
   ``RENEW_AGAIN_S``): extended (the run kept, in the same process; of them, those answered
   more than 10 s after they were sent, or asked again, which the tree before this wait
   ended), not extended, or no answer in time (the run ends as not renewed).
+- below the table: the calls the scheduler refused as busy in the measured rounds, by kind
+  and method, and which calls held that kind's seats then, on the mean over its log's lines
+  (``service.Refusals``).
 
     python benchmarks/daemon_scale.py --gpus 64 --jobs 500 --rounds 3 --round-seconds 10  # quick
     python benchmarks/daemon_scale.py --gpus 512,1024,2048 --jobs 20000,50000 --rounds 6
@@ -104,6 +107,10 @@ DISPATCH_LINE = re.compile(r"round (?P<round>\d+): planned in (?P<plan>[\d.]+) s
                            r"allocation re-solved in [\d.]+ s\))?; \d+ RunJobs answered, the "
                            r"last (?P<dispatch>[\d.]+) s after its plan(?:, (?P<start>-?[\d.]+) s "
                            r"after its start)?(?P<later>.*)$", re.M)
+# the scheduler's line for calls refused as busy (``service.Refusals``; since session 26)
+REFUSED_LINE = re.compile(STAMP + r" WARNING gavelsched\.daemon\.service: refused \d+ "
+                          r"(?P<kind>\w+) calls as busy (?:in the last [\d.]+ s )?"
+                          r"\((?P<refused>[^)]*)\); its \d+ seats were held by (?P<held>.*)")
 FAILED_LINE = re.compile(STAMP + r" WARNING gavelsched\.daemon\.servers: worker (?P<server>\d+) "
                          r".* missed heartbeats: failed")
 # the iterator's line for a renewal it got no lease from (in the hollow processes' logs;
@@ -121,6 +128,7 @@ UNPLANNED = "the next round is not planned yet"
 # the deadline renewals had before they waited after the checkpoint (the other calls' still)
 OLD_RENEW_DEADLINE_S = 10.0
 LATE_OUTCOMES = ("extended", "not extended", "no answer")
+METHOD_COUNT = re.compile(r"(\w+) (\d+)")
 LATER_PART = re.compile(r"then (\d+) ([^,]+), the last (-?[\d.]+) s after its start")
 KEPT_PART = re.compile(r"(\d+) of last round's (\d+) tasks kept on their GPUs")
 
@@ -236,6 +244,11 @@ class Row:
     late: dict[str, int] = field(default_factory=dict)
     late_saved: int = 0              # ... extended, answered after 10 s or asked again
     note: str = ""
+    # the scheduler's lines on calls refused as busy: refused by kind and method, and the
+    # seats held at each line, by kind and method (summed over the lines)
+    refused: dict[str, dict[str, int]] = field(default_factory=dict)
+    held: dict[str, dict[str, int]] = field(default_factory=dict)
+    refusal_lines: dict[str, int] = field(default_factory=dict)
 
 
 def job_mix(jobs: int) -> list[tuple[str, int, int]]:
@@ -424,6 +437,14 @@ def measure(gpus: int, jobs: int, args) -> Row:
         row.busy = f"{busy} of {total}"
         row.failed = sum(measured[0][0] <= stamp(m[1]) <= measured[-1][0]
                          for m in FAILED_LINE.finditer(text))
+        for m in REFUSED_LINE.finditer(text):
+            if measured[0][0] <= stamp(m[1]) <= measured[-1][0]:
+                kind = m["kind"]
+                row.refusal_lines[kind] = row.refusal_lines.get(kind, 0) + 1
+                for into, part in ((row.refused, m["refused"]), (row.held, m["held"])):
+                    for method, n in METHOD_COUNT.findall(part):
+                        counts = into.setdefault(kind, {})
+                        counts[method] = counts.get(method, 0) + int(n)
         for path in root.glob("hollow*.log"):
             log = path.read_text(errors="replace")
             for m in RENEW_FAILED.finditer(log):
@@ -587,12 +608,14 @@ def main() -> int:
           "(of them, after 10 s or asked again) / not extended / no answer | "
           "hollow CPU |")
     print("|---" * 21 + "|", flush=True)
+    rows = []
     for gpus, jobs in pairs:
         try:
             r = measure(gpus, jobs, args)      # each row as soon as it is measured
         except TimeoutError as err:            # (it stopped keeping its rounds)
             print(f"| {gpus:,} | {jobs:,} | {err} |", flush=True)
             continue
+        rows.append(r)
         print(f"| {r.gpus:,} | {r.jobs:,} | {r.submit_jobs_s:,.0f} jobs/s | {show(r.gaps)} | "
               f"{show(r.launch_s)} ({show(r.launch_work_s)}) | "
               f"{show(r.plan_s)} ({show(r.plan_work_s)}) | {show(r.dispatch)} | "
@@ -607,8 +630,29 @@ def main() -> int:
               f"{r.late.get(LATE_OUTCOMES[0], 0):,} ({r.late_saved:,}) / "
               f"{' / '.join(f'{r.late.get(w, 0):,}' for w in LATE_OUTCOMES[1:])} | "
               f"{r.hollow_cpu_share:.0%} |", flush=True)
+    print()
+    for r in rows:
+        print(refusals(r))
     print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
     return 0
+
+
+def refusals(row: Row) -> str:
+    """The calls the scheduler refused as busy in the measured rounds, and which calls held
+    the seats then (the mean over its lines), from its log."""
+    head = f"{row.gpus:,} GPUs x {row.jobs:,} jobs: calls refused as busy"
+    if not row.refusal_lines:
+        return f"{head}: none"
+    parts = []
+    for kind, lines in sorted(row.refusal_lines.items()):
+        refused = row.refused.get(kind, {})
+        held = sorted(row.held.get(kind, {}).items(), key=lambda mn: -mn[1])
+        parts.append(f"{kind} {sum(refused.values()):,} ("
+                     + ", ".join(f"{m} {n:,}" for m, n in
+                                 sorted(refused.items(), key=lambda mn: -mn[1]))
+                     + f"), in {lines} lines, whose seats were held by, on the mean: "
+                     + ", ".join(f"{m} {n / lines:.0f}" for m, n in held))
+    return f"{head}: " + "; ".join(parts)
 
 
 if __name__ == "__main__":

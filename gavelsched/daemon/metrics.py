@@ -8,6 +8,9 @@
 - ``gavelsched_dispatch_seconds``: histogram of the time from a round's plan to the last
   of the plan's RunJobs answered by its worker (``dispatch.RoundDispatch``);
 - ``gavelsched_rpcs_total{method}``: the gRPC calls the scheduler has served;
+- ``gavelsched_calls_refused_total{method}``: the calls refused as busy, every seat of
+  their kind taken (``service.ExecutorWaits``; the scheduler's log says which calls held
+  the seats);
 - ``gavelsched_renewals_total{answer}``: the RenewLeases answered from the last plan's book
   (``book``), by the executor (``executor``: at once, or once the plan it waited for was
   made), or told to ask again because that plan came later than it could wait
@@ -90,6 +93,8 @@ class DaemonMetrics:
                                   "to the last of the plan's RunJobs answered",
                                   buckets=ROUND_BUCKETS, registry=r)
         self.rpcs = Counter("gavelsched_rpcs", "gRPC calls served", ["method"], registry=r)
+        self.refused = Counter("gavelsched_calls_refused", "gRPC calls refused as busy",
+                               ["method"], registry=r)
         self.renewals = Counter("gavelsched_renewals", "RenewLease answers, by who gave them",
                                 ["answer"], registry=r)
         self.heartbeat_delay = Histogram(
@@ -148,6 +153,10 @@ class DaemonMetrics:
     def on_call(self, method: str) -> None:
         """A gRPC call served (any handler thread: prometheus counters are thread-safe)."""
         self.rpcs.labels(method=method).inc()
+
+    def on_refused(self, method: str) -> None:
+        """A call refused as busy (any handler thread)."""
+        self.refused.labels(method=method).inc()
 
     def on_renewal(self, answer: str) -> None:
         """A RenewLease answered (``book``, ``executor`` or ``ask_again``; any handler

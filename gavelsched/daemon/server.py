@@ -35,7 +35,7 @@ from .dashboard import Dashboard
 from .dispatch import Dispatcher
 from .executor import DaemonExecutor
 from .metrics import DaemonMetrics
-from .service import (CountedCalls, ExecutorWaits, health_servicer,
+from .service import (CountedCalls, ExecutorWaits, Refusals, health_servicer,
                       registrations)
 from .store import Store
 
@@ -183,7 +183,8 @@ class SchedulerDaemon:
                                  lambda: self.identities, self.reload),
                 identities=lambda: self.identities, tls=self.config.tls,
                 max_workers=HANDLER_THREADS,
-                interceptors=[ExecutorWaits(SEATS, {"RenewLease": self._booked}),
+                interceptors=[ExecutorWaits(SEATS, {"RenewLease": self._booked},
+                                            Refusals(self.metrics.on_refused)),
                               CountedCalls(self.metrics.on_call)]))
             host = host_of(self.config.listen)
             notice = self._exposure(f"{host}:{self.port}")

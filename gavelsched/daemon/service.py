@@ -98,13 +98,36 @@ class ExecutorWaits(grpc.ServerInterceptor):
     None: no limit. A call's events take its kind's lane of the executor's inbox
     (``caller_waits``). ``unseated``: per method, whether a request will be answered
     without the executor (a renewal ``Renewals`` has booked): it takes no seat, so that a
-    burst of calls waiting on the executor does not refuse it."""
+    burst of calls waiting on the executor does not refuse it. ``on_refused(kind, method,
+    held)``: a call refused, with the calls of each method that held its kind's seats."""
 
     def __init__(self, seats: Mapping[str, int] | None = None,
-                 unseated: Mapping[str, Callable[[object], bool]] | None = None) -> None:
+                 unseated: Mapping[str, Callable[[object], bool]] | None = None,
+                 on_refused: Callable[[str, str, dict[str, int]], None] | None = None) -> None:
         self._seats = {kind: (threading.BoundedSemaphore(n), n)
                        for kind, n in (seats or {}).items()}
         self._unseated = dict(unseated or {})
+        self._held: dict[str, dict[str, int]] = {kind: {} for kind in self._seats}
+        self._lock = threading.Lock()        # ``_held``, from every handler thread
+        self._on_refused = on_refused
+
+    def _take(self, kind: str, method: str, seats) -> bool:
+        """A seat of ``kind`` for ``method``, or False (told to ``on_refused``)."""
+        if not seats.acquire(blocking=False):
+            if self._on_refused is not None:
+                with self._lock:
+                    held = {m: n for m, n in self._held[kind].items() if n}
+                self._on_refused(kind, method, held)
+            return False
+        with self._lock:
+            held = self._held[kind]
+            held[method] = held.get(method, 0) + 1
+        return True
+
+    def _give_back(self, kind: str, method: str, seats) -> None:
+        with self._lock:
+            self._held[kind][method] -= 1
+        seats.release()
 
     def intercept_service(self, continuation, details):
         handler = continuation(details)
@@ -119,7 +142,7 @@ class ExecutorWaits(grpc.ServerInterceptor):
 
         def behavior(request, context):
             seated = seats is not None and not unseated(request)
-            if seated and not seats.acquire(blocking=False):
+            if seated and not self._take(kind, method, seats):
                 context.abort(grpc.StatusCode.UNAVAILABLE,
                               f"{BUSY}: {count} {kind} calls already wait on it; try again")
             try:
@@ -131,7 +154,7 @@ class ExecutorWaits(grpc.ServerInterceptor):
                 context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, str(err))
             finally:
                 if seated:
-                    seats.release()
+                    self._give_back(kind, method, seats)
         return grpc.unary_unary_rpc_method_handler(
             behavior, request_deserializer=handler.request_deserializer,
             response_serializer=handler.response_serializer)
@@ -154,6 +177,42 @@ class CountedCalls(grpc.ServerInterceptor):
     def intercept_service(self, continuation, details):
         self._on_call(details.method.rsplit("/", 1)[-1])
         return continuation(details)
+
+
+class Refusals:
+    """``ExecutorWaits``' ``on_refused``: each call refused as busy is counted by method
+    (``on_refused(method)``: ``gavelsched_calls_refused_total``) and logged, at most once
+    per ``every_s`` for each kind of call, with the methods whose calls held the seats
+    then: an overloaded scheduler says which calls filled it (issue #30: at 2,048 GPUs x
+    50,000 jobs, most renewals refused as busy found every fleet seat taken)."""
+
+    def __init__(self, on_refused: Callable[[str], None] | None = None,
+                 every_s: float = 5.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self._count, self._every_s, self._clock = on_refused, every_s, clock
+        self._lock = threading.Lock()
+        self._refused: dict[str, dict[str, int]] = {}    # kind -> method -> since the line
+        self._line_at: dict[str, float] = {}             # kind -> its last line
+
+    def __call__(self, kind: str, method: str, held: dict[str, int]) -> None:
+        if self._count is not None:
+            self._count(method)
+        now = self._clock()
+        with self._lock:
+            refused = self._refused.setdefault(kind, {})
+            refused[method] = refused.get(method, 0) + 1
+            last = self._line_at.get(kind)
+            if last is not None and now - last < self._every_s:
+                return
+            self._refused[kind], self._line_at[kind] = {}, now
+        log.warning("refused %d %s calls as busy %s(%s); its %d seats were held by %s",
+                    sum(refused.values()), kind,
+                    "" if last is None else f"in the last {now - last:.1f} s ",
+                    _by_method(refused), sum(held.values()), _by_method(held) or "none")
+
+
+def _by_method(counts: Mapping[str, int]) -> str:
+    """``{"InitJob": 3, "RenewLease": 7}`` as ``RenewLease 7, InitJob 3``."""
+    return ", ".join(f"{m} {n}" for m, n in sorted(counts.items(), key=lambda mn: -mn[1]))
 
 
 class _Callers:

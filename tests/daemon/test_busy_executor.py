@@ -211,6 +211,51 @@ def test_calls_that_may_wait_take_at_most_their_seats_and_heartbeats_none():
     assert report(4, _Context()) == "answered 4"        # the seats came back
 
 
+def test_a_call_refused_as_busy_is_counted_and_logged_with_the_calls_that_held_the_seats(
+        caplog):
+    """An operator of an overloaded scheduler sees which calls it refused and which held
+    every seat then (``Refusals``): one line at once, then at most one per ``every_s``
+    for each kind, which counts the refusals since the last."""
+    import logging
+
+    from gavelsched.daemon.service import ExecutorWaits, Refusals
+
+    counted, now = [], [0.0]
+    waits = ExecutorWaits({"fleet": 3}, on_refused=Refusals(counted.append, every_s=5.0,
+                                                             clock=lambda: now[0]))
+    entered, release = [], threading.Event()
+
+    def stuck(request, context):
+        entered.append(request)
+        release.wait(30)
+        return "answered"
+
+    held = [threading.Thread(target=_handler(waits, method, stuck), args=(i, _Context()))
+            for i, method in enumerate(["ReportSteps", "ReportSteps", "InitJob"])]
+    for thread in held:
+        thread.start()
+    deadline = time.monotonic() + 30
+    while len(entered) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    renew = _handler(waits, "RenewLease", stuck)
+    with caplog.at_level(logging.WARNING, logger="gavelsched.daemon.service"):
+        for t in (0.0, 1.0, 2.0, 6.0):           # refused four times in 6 s: two lines
+            now[0] = t
+            with pytest.raises(_Aborted):
+                renew(t, _Context())
+    lines = [r.getMessage() for r in caplog.records if "as busy" in r.getMessage()]
+    assert lines == [
+        "refused 1 fleet calls as busy (RenewLease 1); its 3 seats were held by "
+        "ReportSteps 2, InitJob 1",
+        "refused 3 fleet calls as busy in the last 6.0 s (RenewLease 3); its 3 seats were "
+        "held by ReportSteps 2, InitJob 1"]
+    assert counted == ["RenewLease"] * 4
+    release.set()
+    for thread in held:
+        thread.join()
+    assert renew(7, _Context()) == "answered"          # the seats came back
+
+
 def test_a_handler_s_events_take_its_method_s_lane():
     """One list says which calls are the fleet's (``service.FLEET_METHODS``): their
     handlers' events take the FLEET lane, the others' the CLIENTS lane."""
