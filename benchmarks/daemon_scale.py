@@ -50,9 +50,9 @@ queue. Then ``--rounds`` rounds are measured; reported per size:
   ``RENEW_AGAIN_S``): extended (the run kept, in the same process; of them, those answered
   more than 10 s after they were sent, or asked again, which the tree before this wait
   ended), not extended, or no answer in time (the run ends as not renewed).
-- below the table: the calls the scheduler refused as busy in the measured rounds, by kind
-  and method, and which calls held that kind's seats then, on the mean over its log's lines
-  (``service.Refusals``).
+- below the table: the calls the scheduler refused as busy in the measured rounds, by
+  method (``gavelsched_calls_refused_total``), and which calls held the seats then: the
+  mean over its log's lines, each a sample taken at a refusal (``service.Refusals``).
 
     python benchmarks/daemon_scale.py --gpus 64 --jobs 500 --rounds 3 --round-seconds 10  # quick
     python benchmarks/daemon_scale.py --gpus 512,1024,2048 --jobs 20000,50000 --rounds 6
@@ -170,17 +170,18 @@ def cpu_s(pids: list[int]) -> float:
     return total
 
 
-def rpc_counts(url: str) -> tuple[dict[str, float], dict[str, float]]:
-    """``gavelsched_rpcs_total`` by method and ``gavelsched_renewals_total`` by answer,
-    from the scheduler's /metrics (empty when it does not answer in time: a scrape of every
-    job's gauges is slow on a busy machine)."""
+def rpc_counts(url: str) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    """``gavelsched_rpcs_total`` by method, ``gavelsched_renewals_total`` by answer and
+    ``gavelsched_calls_refused_total`` by method, from the scheduler's /metrics (empty when
+    it does not answer in time: a scrape of every job's gauges is slow on a busy machine)."""
     try:
         text = urllib.request.urlopen(url, timeout=300).read().decode()
     except OSError:
-        return {}, {}
+        return {}, {}, {}
     return tuple({m: float(v) for m, v in re.findall(
         rf'^gavelsched_{name}_total\{{{label}="([^"]+)"\}} ([\d.e+]+)$', text, re.M)}
-        for name, label in (("rpcs", "method"), ("renewals", "answer")))
+        for name, label in (("rpcs", "method"), ("renewals", "answer"),
+                            ("calls_refused", "method")))
 
 
 def start_probe(cluster: LocalCluster) -> subprocess.Popen:
@@ -244,9 +245,9 @@ class Row:
     late: dict[str, int] = field(default_factory=dict)
     late_saved: int = 0              # ... extended, answered after 10 s or asked again
     note: str = ""
-    # the scheduler's lines on calls refused as busy: refused by kind and method, and the
-    # seats held at each line, by kind and method (summed over the lines)
-    refused: dict[str, dict[str, int]] = field(default_factory=dict)
+    refused: dict[str, int] = field(default_factory=dict)   # calls refused as busy, by method
+    # the scheduler's lines on calls refused as busy: the seats held at each, by kind and
+    # method (summed over the lines), and how many lines of each kind
     held: dict[str, dict[str, int]] = field(default_factory=dict)
     refusal_lines: dict[str, int] = field(default_factory=dict)
 
@@ -377,7 +378,7 @@ def measure(gpus: int, jobs: int, args) -> Row:
         wait_until(lambda: len(starts()) >= first, 20 * args.round_seconds + 600,
                    "the warm-up rounds")
         cpu0, hollow0, t0 = cpu_s([pid]), cpu_s([p.pid for p in hollow]), time.monotonic()
-        rpcs0, answers0 = rpc_counts(f"http://127.0.0.1:{metrics_port}/metrics")
+        rpcs0, answers0, refused0 = rpc_counts(f"http://127.0.0.1:{metrics_port}/metrics")
         probe = start_probe(cluster)
         base = first - 1             # the index of the round start measuring begins at
         client = pb_grpc.ClientToSchedulerStub(cluster.chan)
@@ -399,7 +400,7 @@ def measure(gpus: int, jobs: int, args) -> Row:
             print(f"  round {k} of {args.rounds}", file=sys.stderr, flush=True)
         wall = time.monotonic() - t0
         row.heartbeat_s = stop_probe(probe)
-        rpcs1, answers1 = rpc_counts(f"http://127.0.0.1:{metrics_port}/metrics")
+        rpcs1, answers1, refused1 = rpc_counts(f"http://127.0.0.1:{metrics_port}/metrics")
         row.cpu_share = (cpu_s([pid]) - cpu0) / wall
         row.hollow_cpu_share = (cpu_s([p.pid for p in hollow]) - hollow0) / wall
         row.peak_mib = peak_rss_mib(pid)
@@ -411,6 +412,7 @@ def measure(gpus: int, jobs: int, args) -> Row:
             row.rpcs_s = sum(rates.values())
             row.renewals = rates.get("RenewLease", 0.0) * wall
             row.answers = {a: n - answers0.get(a, 0) for a, n in answers1.items()}
+            row.refused = {m: int(n - refused0.get(m, 0)) for m, n in refused1.items()}
             row.top = ", ".join(f"{m} {r:.0f}" for m, r in
                                 sorted(rates.items(), key=lambda kv: -kv[1])[:3])
         else:
@@ -441,10 +443,9 @@ def measure(gpus: int, jobs: int, args) -> Row:
             if measured[0][0] <= stamp(m[1]) <= measured[-1][0]:
                 kind = m["kind"]
                 row.refusal_lines[kind] = row.refusal_lines.get(kind, 0) + 1
-                for into, part in ((row.refused, m["refused"]), (row.held, m["held"])):
-                    for method, n in METHOD_COUNT.findall(part):
-                        counts = into.setdefault(kind, {})
-                        counts[method] = counts.get(method, 0) + int(n)
+                held = row.held.setdefault(kind, {})
+                for method, n in METHOD_COUNT.findall(m["held"]):
+                    held[method] = held.get(method, 0) + int(n)
         for path in root.glob("hollow*.log"):
             log = path.read_text(errors="replace")
             for m in RENEW_FAILED.finditer(log):
@@ -638,21 +639,23 @@ def main() -> int:
 
 
 def refusals(row: Row) -> str:
-    """The calls the scheduler refused as busy in the measured rounds, and which calls held
-    the seats then (the mean over its lines), from its log."""
-    head = f"{row.gpus:,} GPUs x {row.jobs:,} jobs: calls refused as busy"
-    if not row.refusal_lines:
-        return f"{head}: none"
-    parts = []
+    """The calls the scheduler refused as busy in the measured rounds, by method (its
+    metric), and which calls held the seats then: the mean over its log's lines, each a
+    sample taken at a refusal."""
+    refused = {m: n for m, n in row.refused.items() if n}
+    line = (f"{row.gpus:,} GPUs x {row.jobs:,} jobs: calls refused as busy: "
+            f"{sum(refused.values()):,}")
+    if refused:
+        line += " (" + ", ".join(f"{m} {n:,}" for m, n in _most_first(refused)) + ")"
     for kind, lines in sorted(row.refusal_lines.items()):
-        refused = row.refused.get(kind, {})
-        held = sorted(row.held.get(kind, {}).items(), key=lambda mn: -mn[1])
-        parts.append(f"{kind} {sum(refused.values()):,} ("
-                     + ", ".join(f"{m} {n:,}" for m, n in
-                                 sorted(refused.items(), key=lambda mn: -mn[1]))
-                     + f"), in {lines} lines, whose seats were held by, on the mean: "
-                     + ", ".join(f"{m} {n / lines:.0f}" for m, n in held))
-    return f"{head}: " + "; ".join(parts)
+        line += (f"; {kind} seats held then (the mean of {lines} log line"
+                 f"{'s' * (lines != 1)}): " + ", ".join(
+                     f"{m} {n / lines:.0f}" for m, n in _most_first(row.held[kind])))
+    return line
+
+
+def _most_first(counts: dict[str, float]) -> list[tuple[str, float]]:
+    return sorted(counts.items(), key=lambda mn: -mn[1])
 
 
 if __name__ == "__main__":
