@@ -110,7 +110,8 @@ DISPATCH_LINE = re.compile(r"round (?P<round>\d+): planned in (?P<plan>[\d.]+) s
 # the scheduler's line for calls refused as busy (``service.Refusals``; since session 26)
 REFUSED_LINE = re.compile(STAMP + r" WARNING gavelsched\.daemon\.service: refused \d+ "
                           r"(?P<kind>\w+) calls as busy (?:in the last [\d.]+ s )?"
-                          r"\((?P<refused>[^)]*)\); its \d+ seats were held by (?P<held>.*)")
+                          r"\((?P<refused>[^)]*)\); (?:its|the) \d+ (?:\w+ )?seats were held by "
+                          r"(?P<held>.*)")
 FAILED_LINE = re.compile(STAMP + r" WARNING gavelsched\.daemon\.servers: worker (?P<server>\d+) "
                          r".* missed heartbeats: failed")
 # the iterator's line for a renewal it got no lease from (in the hollow processes' logs;

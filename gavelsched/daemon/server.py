@@ -35,8 +35,7 @@ from .dashboard import Dashboard
 from .dispatch import Dispatcher
 from .executor import DaemonExecutor
 from .metrics import DaemonMetrics
-from .service import (CountedCalls, ExecutorWaits, Refusals, health_servicer,
-                      registrations)
+from .service import CountedCalls, ExecutorWaits, Refusals, health_servicer, registrations
 from .store import Store
 
 log = logging.getLogger(__name__)

@@ -204,10 +204,10 @@ class Refusals:
             if last is not None and now - last < self._every_s:
                 return
             self._refused[kind], self._line_at[kind] = {}, now
-        log.warning("refused %d %s calls as busy %s(%s); its %d seats were held by %s",
+        log.warning("refused %d %s calls as busy %s(%s); the %d %s seats were held by %s",
                     sum(refused.values()), kind,
                     "" if last is None else f"in the last {now - last:.1f} s ",
-                    _by_method(refused), sum(held.values()), _by_method(held) or "none")
+                    _by_method(refused), sum(held.values()), kind, _by_method(held) or "none")
 
 
 def _by_method(counts: Mapping[str, int]) -> str:

@@ -245,10 +245,10 @@ def test_a_call_refused_as_busy_is_counted_and_logged_with_the_calls_that_held_t
                 renew(t, _Context())
     lines = [r.getMessage() for r in caplog.records if "as busy" in r.getMessage()]
     assert lines == [
-        "refused 1 fleet calls as busy (RenewLease 1); its 3 seats were held by "
+        "refused 1 fleet calls as busy (RenewLease 1); the 3 fleet seats were held by "
         "ReportSteps 2, InitJob 1",
-        "refused 3 fleet calls as busy in the last 6.0 s (RenewLease 3); its 3 seats were "
-        "held by ReportSteps 2, InitJob 1"]
+        "refused 3 fleet calls as busy in the last 6.0 s (RenewLease 3); the 3 fleet seats "
+        "were held by ReportSteps 2, InitJob 1"]
     assert counted == ["RenewLease"] * 4
     release.set()
     for thread in held:
