@@ -90,6 +90,7 @@ from gavelsched.daemon.config import GIL_SWITCH_MS  # noqa: E402
 from gavelsched.daemon.dispatch import AFTER_SAVE, LATER, REFILL  # noqa: E402
 from gavelsched.daemon.local import (LocalCluster, free_port, kill_tree,  # noqa: E402
                                      subprocess_env, wait_until)
+from gavelsched.daemon.service import NOT_PLANNED  # noqa: E402
 from gavelsched.rpc import pb, pb_grpc  # noqa: E402
 
 TYPES = ("k80", "p100", "v100")
@@ -123,9 +124,6 @@ LATE_ANSWER = re.compile(STAMP + r" WARNING gavelsched\.iterator: job \S+: renew
                          r"after its checkpoint at step \d+, (?P<after>[\d.]+) s after it was "
                          r"sent(?P<again> \(asked again\))?: (?P<what>extended|not extended"
                          r"|no answer)")
-# why a renewal refused as busy was: it waited on the next round's plan past its time (the
-# others: every seat for fleet calls was taken); in the iterator's line since session 26
-UNPLANNED = "the next round is not planned yet"
 # the deadline renewals had before they waited after the checkpoint (the other calls' still)
 OLD_RENEW_DEADLINE_S = 10.0
 LATE_OUTCOMES = ("extended", "not extended", "no answer")
@@ -453,7 +451,7 @@ def measure(gpus: int, jobs: int, args) -> Row:
                 if measured[0][0] <= stamp(m[1]) <= measured[-1][0]:
                     row.renew_late += m["code"] == "DEADLINE_EXCEEDED"
                     row.renew_busy += "too busy" in m["why"]
-                    row.renew_unplanned += UNPLANNED in m["why"]
+                    row.renew_unplanned += NOT_PLANNED in m["why"]
                     row.busy_why |= "too busy to take it (" in m["why"]
             for m in LATE_ANSWER.finditer(log):
                 if measured[0][0] <= stamp(m[1]) <= measured[-1][0]:

@@ -48,6 +48,8 @@ log = logging.getLogger(__name__)
 # the iterator asks again after a pause rather than ending a run the plan may keep.
 RENEW_WAIT_S = 8.0
 RENEW_MARGIN_S = 1.0
+# ... what such an answer says after ``BUSY`` (the iterator logs it; daemon_scale.py counts it)
+NOT_PLANNED = "the next round is not planned yet"
 
 # The longest a run can have been going, in a report (about 31 years): beyond it ``seconds``
 # is a lie, and a throughput measured from it would be absurdly small.
@@ -376,7 +378,7 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
             except FutureTimeout:
                 self._count("ask_again")
                 context.abort(grpc.StatusCode.UNAVAILABLE,
-                              f"{BUSY}: the next round is not planned yet; ask again")
+                              f"{BUSY}: {NOT_PLANNED}; ask again")
             if lease is None:           # the job has no run any more
                 lease = stop_lease(int(request.steps), request.seconds)
         self._count(answer)
