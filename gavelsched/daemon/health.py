@@ -148,6 +148,13 @@ class Health:
             self._restored = set()
         return not self._restored
 
+    def awaited(self, server_id: int) -> bool:
+        """Whether ``server_id`` is a server restored at the start that has not registered
+        again while the first plan still waits for it (``back``): the runs it lists are not
+        known yet (``orphans``)."""
+        server = self.servers.get(server_id)
+        return server_id in self._restored and (server is None or not server.alive)
+
     def take_missing(self) -> set[int]:
         """The restored servers ``back`` stopped waiting for, once (then none)."""
         missing, self._missing = self._missing, set()

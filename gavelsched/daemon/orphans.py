@@ -7,10 +7,11 @@ restarted while the process ran) is adopted as an *orphan* run on those GPUs, so
 not launched elsewhere while it may still write its checkpoint, and the core is told where
 it runs (``SchedulerCore.adopt_run``): the next plan keeps it there when it gives the job
 a round, as it keeps any job that ran last round. Until that plan the orphan's RenewLease
-waits for it (``RunTable.unplanned``). Kept, the orphan becomes an ordinary run, extended by
-the plan (``at_plan``); its lease is set on its first renewal from its process's own count
-and clock (``leases.rebased_lease``), which this scheduler never saw; its throughput is
-sampled from there on. Not kept, its lease is over at its next RenewLease: it checkpoints
+waits for it (``RunTable.unplanned``), and so does its InitJob if its process starts up
+only now (``processes.ProcessCalls.init_job``). Kept, the orphan becomes an ordinary run,
+extended by the plan (``at_plan``); its lease is set on its first renewal (or that InitJob)
+from its process's own count and clock (``leases.rebased_lease``), which this scheduler
+never saw; its throughput is sampled from there on. Not kept, its lease is over at its next RenewLease: it checkpoints
 and exits, and the job goes where the plan put it. A process of an older generation, or of
 a job that has ended, is told to stop. An orphan run ends when its exit is reported or its
 workers stop listing it.

@@ -23,6 +23,18 @@ from .refills import Refills
 from .runs import RunTable
 
 
+class AskAgain(Exception):
+    """A call that came before the scheduler can answer it (answered UNAVAILABLE, as busy:
+    the caller asks again after a pause)."""
+
+
+def _then(future: Future, answer: Callable) -> Future:
+    """A future of ``answer(future's result)``, set where ``future`` is."""
+    out: Future = Future()
+    future.add_done_callback(lambda done: out.set_result(answer(done.result())))
+    return out
+
+
 class ProcessCalls:
     """The executor's answers to a job's processes. ``round_index``: the round running
     now (store's numbering); ``started``: the index of the round started last; ``fail``:
@@ -36,16 +48,33 @@ class ProcessCalls:
         self.refills, self.driver, self.clock = refills, driver, clock
         self._now, self._round_index, self._started, self._fail = now, round_index, started, fail
 
-    def init_job(self, request: pb.InitJobRequest) -> pb.InitJobResponse:
+    def init_job(self, request: pb.InitJobRequest) -> pb.InitJobResponse | Future:
         """A run's process starts up: its lease, the steps done and the checkpoint it
         resumes from. Raises ``KeyError`` for an unknown job and ``StaleRun`` for a run
-        that is not the job's current one."""
+        that is not the job's current one.
+
+        After a restart (docs/runtime.md, "The runs going on are kept") a process that the
+        scheduler before it launched may start up now. Before its server has registered
+        again its run is not known: ``AskAgain``. Once adopted, an orphan the next plan has
+        not judged yet waits for that plan, as its renewal would (a future): kept, it gets
+        the kept run's lease; not kept, a lease that is over."""
         job = self.jobs.get(request.job_id)
         if job is None:
             raise KeyError(f"unknown job {request.job_id!r}")
         if not self.fences.admits(job.id, int(request.generation), "InitJob"):
             raise StaleRun(job.id, int(request.generation), self.fences.current(job.id))
-        return pb.InitJobResponse(lease=self.runs.init(job, self._now()),   # (a run starts up)
+        run = self.runs.get(job.id)
+        if run is None and self.runs.health.awaited(int(request.server_id)):
+            raise AskAgain(f"server {int(request.server_id)} has not registered again since "
+                           "this scheduler's restart")
+        if run is not None and run.job_id in self.runs.unplanned:
+            return _then(self.runs.renewals.after_plan(pb.RenewLeaseRequest(
+                job_id=job.id, round=run.round, steps=job.steps_done, seconds=0.0,
+                generation=run.generation)), lambda lease: self._init_response(job, lease))
+        return self._init_response(job, self.runs.init(job, self._now()))   # (a run starts up)
+
+    def _init_response(self, job, lease: pb.Lease | None) -> pb.InitJobResponse:
+        return pb.InitJobResponse(lease=stop_lease(job.steps_done) if lease is None else lease,
                                   steps_done=job.steps_done, total_steps=job.spec.total_steps,
                                   checkpoint_generation=self.fences.checkpoint(job.id))
 

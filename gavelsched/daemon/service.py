@@ -33,6 +33,7 @@ from ..rpc.identity import Caller, Identities, caller_of
 from .calls import Denied
 from .executor import DaemonExecutor
 from .fences import StaleRun
+from .processes import AskAgain
 from .inbox import CLIENTS, FLEET, Stopping, TooLate, caller_waits
 from .forecast import with_period
 from .health import stamped
@@ -347,6 +348,19 @@ class WorkerService(pb_grpc.WorkerToSchedulerServicer):
         return pb.Ack(ok=True)
 
 
+def _after_plan(answer: Future, context, on_timeout: Callable[[], None] = lambda: None):
+    """``answer``'s result once the next round is planned, waited for ``RENEW_WAIT_S`` at
+    most and ``RENEW_MARGIN_S`` less than the caller waits; a later plan is answered BUSY
+    (``NOT_PLANNED``: the caller asks again after a pause)."""
+    left = context.time_remaining()
+    try:
+        return answer.result(timeout=RENEW_WAIT_S if left is None else
+                             max(0.0, min(RENEW_WAIT_S, left - RENEW_MARGIN_S)))
+    except FutureTimeout:
+        on_timeout()
+        context.abort(grpc.StatusCode.UNAVAILABLE, f"{BUSY}: {NOT_PLANNED}; ask again")
+
+
 class IteratorService(pb_grpc.IteratorToSchedulerServicer):
     def __init__(self, executor: DaemonExecutor, callers: _Callers) -> None:
         self.x, self.callers = executor, callers
@@ -354,11 +368,16 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
     def InitJob(self, request, context):
         self.callers.job(context, request.job_id)
         try:
-            return self.x.call(lambda: self.x.processes.init_job(request))
+            answer = self.x.call(lambda: self.x.processes.init_job(request))
         except LookupError as err:
             _abort_on(context, err, grpc.StatusCode.NOT_FOUND)
         except StaleRun as err:
             _abort_on(context, err, grpc.StatusCode.FAILED_PRECONDITION)
+        except AskAgain as err:     # (the iterator asks again after a pause)
+            context.abort(grpc.StatusCode.UNAVAILABLE, f"{BUSY}: {err}; ask again")
+        if isinstance(answer, Future):  # a run found going on waits for the next plan
+            answer = _after_plan(answer, context)
+        return answer
 
     def RenewLease(self, request, context):
         self.callers.job(context, request.job_id)
@@ -371,14 +390,7 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
             answer = "executor"
             lease = self.x.call(lambda: self.x.processes.renew_lease(request))
         if isinstance(lease, Future):   # wait for the next round's plan
-            left = context.time_remaining()
-            try:
-                lease = lease.result(timeout=RENEW_WAIT_S if left is None else
-                                     max(0.0, min(RENEW_WAIT_S, left - RENEW_MARGIN_S)))
-            except FutureTimeout:
-                self._count("ask_again")
-                context.abort(grpc.StatusCode.UNAVAILABLE,
-                              f"{BUSY}: {NOT_PLANNED}; ask again")
+            lease = _after_plan(lease, context, lambda: self._count("ask_again"))
             if lease is None:           # the job has no run any more
                 lease = stop_lease(int(request.steps), request.seconds)
         self._count(answer)

@@ -103,7 +103,10 @@ def test_generations_and_the_counted_commit_survive_a_scheduler_restart(tmp_path
                                                        seconds=3.0, generation=old))
         assert x.jobs[job].steps_done == 25 and job in x.runs
         assert x.processes.durable_steps(job, 30, new)            # the orphan's own commit counts
+        # (an orphan's InitJob waits for the first plan)
         init = x.processes.init_job(pb.InitJobRequest(job_id=job, generation=new))
+        again.at(101.0)
+        init = init.result(timeout=0)
         assert (init.steps_done, init.checkpoint_generation) == (30, new)
         assert x.fences.issue(job) > new                # the counter only grows
     finally:

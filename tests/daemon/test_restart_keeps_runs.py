@@ -9,15 +9,22 @@ hand-moved clock (``test_round_aligned``)."""
 from __future__ import annotations
 
 import logging
+import threading
 from concurrent.futures import Future
 
+import grpc
 import numpy as np
 import pytest
 
 from gavelsched.daemon.health import Health
+from gavelsched.daemon.processes import AskAgain
 from gavelsched.daemon.store import ServerRow
-from gavelsched.rpc import pb
+from gavelsched.jobenv import JobContext
+from gavelsched.lease_calls import SchedulerCalls
+from gavelsched.rpc import pb, pb_grpc
+from gavelsched.rpc.codes import BUSY
 
+from .test_renewals import _pumped
 from .test_round_aligned import R, Scheduler
 
 
@@ -295,3 +302,74 @@ def test_a_run_on_two_servers_is_kept_once_both_have_listed_it(tmp_path):
         assert sorted(e.rank for e in r.sent.runs) == [0, 1]
     finally:
         r.close()
+
+
+@pytest.fixture
+def launched(tmp_path):
+    """A job launched on a 2-GPU server, the scheduler gone before its process started up,
+    and a new one on its state at 100 s: (the old scheduler, the job, its RunJob, the
+    InitJob its process sends, the new scheduler)."""
+    s = Scheduler(tmp_path, gpus=2)
+    job = s.submit()
+    s.at(1.0)
+    (run,) = s.sent.runs
+    s.close()
+    r = Restarted(tmp_path, 100.0)
+    yield s, job, run, pb.InitJobRequest(job_id=job, round=run.round, rank=0,
+                                         server_id=s.server, generation=run.generation), r
+    r.close()
+
+
+@pytest.mark.parametrize("gpus", [None, []])
+def test_a_process_that_starts_up_after_the_restart_waits_for_its_server_and_the_plan(
+        launched, gpus):
+    """Its InitJob came to a scheduler that knew no run of the job, which answered a lease
+    already over: the process ended, and the job was launched again. Now it is asked again
+    until its server has registered (listing the run), then waits for the first plan: kept
+    on its GPUs, it gets the kept run's lease from its InitJob; not kept (its GPUs not
+    listed), a lease that is over, as its renewal would."""
+    s, job, run, init, r = launched
+    with pytest.raises(AskAgain, match=f"server {s.server} has not registered again"):
+        r.x.processes.init_job(init)
+    r.lists(s.server, run, gpus=gpus)
+    waiting = r.x.processes.init_job(init)
+    assert isinstance(waiting, Future) and not waiting.done()
+    r.at(101.0)
+    started = waiting.result(timeout=0)
+    assert started.steps_done == 0 and started.total_steps == 100_000
+    run_now = r.x.runs.get(job)
+    if gpus == []:
+        assert (started.lease.round, started.lease.max_steps) == (-1, 0)
+        assert run_now.orphan
+        return
+    assert not run_now.orphan and r.x.fences.current(job) == run.generation
+    # to the end of the new round (R from 101 s) from its InitJob at 100 s
+    assert started.lease.extended and started.lease.round == run_now.round
+    assert started.lease.max_seconds == pytest.approx(1.0 + R)
+    assert started.lease.max_steps == int(run_now.steps_per_s * (1.0 + R))
+    assert [e.lease.extended for e in r.sent.runs] == [True]     # kept, not launched anew
+
+
+def test_the_iterator_s_initjob_is_asked_again_over_grpc_until_the_restart_can_answer(
+        launched):
+    """The same over real gRPC, through the iterator's own call (``lease_calls``): the
+    scheduler's "ask again" is UNAVAILABLE as busy, which it retries with pauses."""
+    s, job, run, init, r = launched
+    with _pumped(r) as chan:
+        with pytest.raises(grpc.RpcError) as early:
+            pb_grpc.IteratorToSchedulerStub(chan).InitJob(init, timeout=10)
+        assert early.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert early.value.details().startswith(f"{BUSY}: server {s.server} has not")
+        port = chan._channel.target().decode().rsplit(":", 1)[1]
+        ctx = JobContext(scheduler=f"127.0.0.1:{port}", job_id=job, round=run.round,
+                         total_steps=100_000, steps_done=0, checkpoint_dir=None,
+                         server_id=s.server, rank=0, world_size=1,
+                         generation=run.generation, job_token="t")
+        answers: list = []
+        asking = threading.Thread(target=lambda: answers.append(SchedulerCalls(ctx).init()))
+        asking.start()
+        r.x.call(lambda: r.lists(s.server, run))        # its server is back: adopted
+        r.x.call(lambda: r.at(101.0))                   # the first plan keeps it
+        asking.join(30)
+    (started,) = answers
+    assert started.lease.extended and started.lease.round == r.x.runs.get(job).round
