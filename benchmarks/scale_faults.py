@@ -10,8 +10,8 @@ After ``--warmup`` rounds, three events, each followed by ``--rounds`` rounds:
   is killed (SIGKILL): its servers and their jobs' runs die at once;
 - **rack back**: the same process is started again, with the same work directories;
 - **scheduler restarted**: the scheduler is killed (SIGKILL) a third of a round after a
-  round began, and started again on its state directory, while the hollow workers and
-  their runs go on.
+  round began (``--restart-after``), and started again on its state directory, while the
+  hollow workers and their runs go on.
 
 Reported per event:
 
@@ -203,14 +203,16 @@ def _rack_events(cluster, client, procs: list, racks: list, args) -> list[Event]
 
 
 def _restart_event(cluster, servers: int, args) -> Event:
-    """The scheduler killed (SIGKILL) a third of a round after a round began, and started
-    again on its state directory. Not at the round's start: the runs' renewals of the round
-    before come at 95% of it and their answers may wait behind its start; a run whose
-    renewal the crash left unanswered ends with its lease. The runs' next
-    renewals, at 95% of this round, find the new scheduler serving if it is back by then."""
+    """The scheduler killed (SIGKILL) ``--restart-after`` of a round (default a third) after
+    a round began, and started again on its state directory. Not at the round's start by
+    default: the runs' renewals of the round before come at 95% of it and their answers may
+    wait behind its start; a run whose renewal the crash left unanswered ends with its
+    lease. The runs' next renewals, at 95% of this round, find the new scheduler serving if
+    it is back by then. Early in a round (``--restart-after 0.03``) the round's runs are
+    still starting up: their InitJobs come to the new scheduler."""
     log_path = cluster.root / "scheduler.log"
     start = rounds_after(log_path, time.time(), 1, args.round_seconds)[-1][0]
-    time.sleep(max(0.0, start + args.round_seconds / 3 - time.time()))
+    time.sleep(max(0.0, start + args.round_seconds * args.restart_after - time.time()))
     before = durable(pb_grpc.ClientToSchedulerStub(cluster.chan))
     event = Event("scheduler restarted")
     began = time.time()
@@ -282,6 +284,10 @@ def main() -> int:
                     "last is the rack lost")
     parser.add_argument("--events", default="rack,restart",
                         help="which events, in this order: rack (lost, then back), restart")
+    parser.add_argument("--restart-after", type=float, default=1 / 3, metavar="FRACTION",
+                        help="how far into a round the scheduler is killed, as a fraction of "
+                        "the round (early: the round's runs are still starting up; "
+                        "default: %(default).3g)")
     args = parser.parse_args()
     args.events = args.events.split(",")
     if not args.events or set(args.events) - {"rack", "restart"}:
@@ -290,6 +296,8 @@ def main() -> int:
     if args.hollow_procs < 2 or any(g // args.gpus_per_server < args.hollow_procs
                                     for g, _ in pairs):
         parser.error("--hollow-procs: at least 2, and at most one per server")
+    if not 0.0 <= args.restart_after < 1.0:
+        parser.error("--restart-after: a fraction of a round, from 0 to below 1")
     if args.rounds < 2 or args.warmup < 1:
         parser.error("--rounds must be at least 2, --warmup at least 1")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped by SIGTERM"))

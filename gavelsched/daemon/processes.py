@@ -57,7 +57,8 @@ class ProcessCalls:
         scheduler before it launched may start up now. Before its server has registered
         again its run is not known: ``AskAgain``. Once adopted, an orphan the next plan has
         not judged yet waits for that plan, as its renewal would (a future): kept, it gets
-        the kept run's lease; not kept, a lease that is over."""
+        the kept run's lease (``RunTable.renewed``: to the round's end from now); not kept,
+        a lease that is over."""
         job = self.jobs.get(request.job_id)
         if job is None:
             raise KeyError(f"unknown job {request.job_id!r}")
@@ -67,10 +68,14 @@ class ProcessCalls:
         if run is None and self.runs.health.awaited(int(request.server_id)):
             raise AskAgain(f"server {int(request.server_id)} has not registered again since "
                            "this scheduler's restart")
-        if run is not None and run.job_id in self.runs.unplanned:
-            return _then(self.runs.renewals.after_plan(pb.RenewLeaseRequest(
-                job_id=job.id, round=run.round, steps=job.steps_done, seconds=0.0,
-                generation=run.generation)), lambda lease: self._init_response(job, lease))
+        if run is not None and (run.job_id in self.runs.unplanned or run.rebase):
+            # (its process's count and clock: resumed from the steps done, started now)
+            asked = pb.RenewLeaseRequest(job_id=job.id, round=run.round, steps=job.steps_done,
+                                         seconds=0.0, generation=run.generation)
+            if run.rebase:                  # kept by a plan: its lease is set from here
+                return self._init_response(job, self.runs.renewed(run, asked))
+            return _then(self.runs.renewals.after_plan(asked),
+                         lambda lease: self._init_response(job, lease))
         return self._init_response(job, self.runs.init(job, self._now()))   # (a run starts up)
 
     def _init_response(self, job, lease: pb.Lease | None) -> pb.InitJobResponse:

@@ -350,6 +350,22 @@ def test_a_process_that_starts_up_after_the_restart_waits_for_its_server_and_the
     assert [e.lease.extended for e in r.sent.runs] == [True]     # kept, not launched anew
 
 
+def test_a_kept_run_whose_process_starts_up_after_the_plan_gets_its_lease_from_then(
+        launched):
+    """Kept by the first plan before its InitJob came, its lease is set from the InitJob
+    (the process's clock starts about then), as from a kept run's first renewal."""
+    s, job, run, init, r = launched
+    r.lists(s.server, run)
+    r.at(101.0)
+    r.t = 104.0
+    started = r.x.processes.init_job(init)
+    kept = r.x.runs.get(job)
+    assert started.lease.extended and started.lease.round == kept.round
+    assert started.lease.max_seconds == pytest.approx(101.0 + R - 104.0)
+    assert started.lease.max_steps == int(kept.steps_per_s * (101.0 + R - 104.0))
+    assert not kept.rebase and kept.last == (0, 0.0)
+
+
 def test_the_iterator_s_initjob_is_asked_again_over_grpc_until_the_restart_can_answer(
         launched):
     """The same over real gRPC, through the iterator's own call (``lease_calls``): the
