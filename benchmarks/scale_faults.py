@@ -28,7 +28,9 @@ Reported per event:
   their GPUs (its "is kept on its GPUs" lines; docs/runtime.md, "The runs going on are
   kept"; the workers list their runs as they register), how many of those then renewed
   their lease with it (its "kept run renewed" lines: a kept run whose renewal found no
-  scheduler serving ends with its lease), and what its first plan kept of the runs found
+  scheduler serving ends with its lease), how many of those had started up (InitJob)
+  before their server had registered again (its "asked to come again" lines: a
+  scheduler before f19210d ended such runs), and what its first plan kept of the runs found
   by then (its dispatch line, "K of last round's N tasks kept on their GPUs"); beside
   them, what the last plan logged before the crash kept of its last round's tasks (with
   more jobs than GPUs the policy moves many runs at any round);
@@ -73,6 +75,8 @@ RENEWED_LINE = re.compile(STAMP + r" INFO gavelsched\.daemon\.runs: job (?P<job>
                           r"run renewed", re.M)
 KEPT_LINE = re.compile(STAMP + r" INFO gavelsched\.daemon\.orphans: job (?P<job>\S+): its "
                        r"run found going on .* is kept on its GPUs", re.M)
+ASKED_LINE = re.compile(STAMP + r" INFO gavelsched\.daemon\.processes: job (?P<job>\S+): its "
+                        r"process started up before its server", re.M)
 REGISTERED_LINE = re.compile(STAMP + r" INFO gavelsched\.daemon\.servers: worker "
                              r"(?P<server>\d+) \(.*\) at \S+ registered$", re.M)
 # How often the servers (a Status each) and the scheduler's log are read.
@@ -228,12 +232,13 @@ def _restart_event(cluster, servers: int, args) -> Event:
     event.servers = f"{servers} registered, the last {last - began:.1f} s after"
     _settle(event, log_path, began, args, before, client)
     text = log_path.read_text(errors="replace")
-    kept, renewed = ({m["job"] for m in line.finditer(text) if stamp(m[1]) > began}
-                     for line in (KEPT_LINE, RENEWED_LINE))
+    kept, renewed, early = ({m["job"] for m in line.finditer(text) if stamp(m[1]) > began}
+                            for line in (KEPT_LINE, RENEWED_LINE, ASKED_LINE))
     plans = [(stamp(m[1]), int(m[2]), int(m[3])) for m in PLAN_KEPT.finditer(text)]
     first = next((f"{k:,} of {n:,}" for at, k, n in plans if at > began), "-")
     ordinary = next((f"{k:,} of {n:,}" for at, k, n in reversed(plans) if at <= began), "-")
-    event.kept = (f"{len(kept):,} ({len(kept & renewed):,} renewed); its first plan: "
+    event.kept = (f"{len(kept):,} ({len(kept & renewed):,} renewed, {len(kept & early):,} "
+                  f"started up before their server was back); its first plan: "
                   f"{first}; a plan before: {ordinary}")
     event.peak_mib = peak_rss_mib(cluster.scheduler.pid)
     return event

@@ -11,10 +11,10 @@ waits for it (``RunTable.unplanned``), and so does its InitJob if its process st
 only now (``processes.ProcessCalls.init_job``). Kept, the orphan becomes an ordinary run,
 extended by the plan (``at_plan``); its lease is set on its first renewal (or that InitJob)
 from its process's own count and clock (``leases.rebased_lease``), which this scheduler
-never saw; its throughput is sampled from there on. Not kept, its lease is over at its next RenewLease: it checkpoints
-and exits, and the job goes where the plan put it. A process of an older generation, or of
-a job that has ended, is told to stop. An orphan run ends when its exit is reported or its
-workers stop listing it.
+never saw; its throughput is sampled from there on. Not kept, its lease is over at its
+next RenewLease: it checkpoints and exits, and the job goes where the plan put it. A
+process of an older generation, or of a job that has ended, is told to stop. An orphan run
+ends when its exit is reported or its workers stop listing it.
 
 Runs on the executor thread, as the run table it adds to.
 """

@@ -9,6 +9,7 @@ ignored or refused. Runs on the executor thread, as the run table and the jobs i
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from concurrent.futures import Future
 
@@ -21,6 +22,8 @@ from .leases import stop_lease
 from .progress import Progress
 from .refills import Refills
 from .runs import RunTable
+
+log = logging.getLogger(__name__)
 
 
 class AskAgain(Exception):
@@ -47,6 +50,7 @@ class ProcessCalls:
         self.jobs, self.runs, self.fences, self.progress = jobs, runs, fences, progress
         self.refills, self.driver, self.clock = refills, driver, clock
         self._now, self._round_index, self._started, self._fail = now, round_index, started, fail
+        self._asked_again: set[str] = set()   # jobs whose InitJob came before their server
 
     def init_job(self, request: pb.InitJobRequest) -> pb.InitJobResponse | Future:
         """A run's process starts up: its lease, the steps done and the checkpoint it
@@ -66,8 +70,13 @@ class ProcessCalls:
             raise StaleRun(job.id, int(request.generation), self.fences.current(job.id))
         run = self.runs.get(job.id)
         if run is None and self.runs.health.awaited(int(request.server_id)):
-            raise AskAgain(f"server {int(request.server_id)} has not registered again since "
-                           "this scheduler's restart")
+            why = (f"server {int(request.server_id)} has not registered again since this "
+                   "scheduler's restart")
+            if job.id not in self._asked_again:       # (once a job: it asks every few s)
+                self._asked_again.add(job.id)
+                log.info("job %s: its process started up before its %s; asked to come again",
+                         job.id, why)
+            raise AskAgain(why)
         if run is not None and (run.job_id in self.runs.unplanned or run.rebase):
             # (its process's count and clock: resumed from the steps done, started now)
             asked = pb.RenewLeaseRequest(job_id=job.id, round=run.round, steps=job.steps_done,

@@ -322,7 +322,7 @@ def launched(tmp_path):
 
 @pytest.mark.parametrize("gpus", [None, []])
 def test_a_process_that_starts_up_after_the_restart_waits_for_its_server_and_the_plan(
-        launched, gpus):
+        launched, gpus, daemon_log):
     """Its InitJob came to a scheduler that knew no run of the job, which answered a lease
     already over: the process ended, and the job was launched again. Now it is asked again
     until its server has registered (listing the run), then waits for the first plan: kept
@@ -331,6 +331,9 @@ def test_a_process_that_starts_up_after_the_restart_waits_for_its_server_and_the
     s, job, run, init, r = launched
     with pytest.raises(AskAgain, match=f"server {s.server} has not registered again"):
         r.x.processes.init_job(init)
+    with pytest.raises(AskAgain):
+        r.x.processes.init_job(init)
+    assert daemon_log.text.count(f"job {job}: its process started up before its server") == 1
     r.lists(s.server, run, gpus=gpus)
     waiting = r.x.processes.init_job(init)
     assert isinstance(waiting, Future) and not waiting.done()
