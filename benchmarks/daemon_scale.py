@@ -52,7 +52,10 @@ queue. Then ``--rounds`` rounds are measured; reported per size:
   ended), not extended, or no answer in time (the run ends as not renewed).
 - below the table: the calls the scheduler refused as busy in the measured rounds, by
   method (``gavelsched_calls_refused_total``), and which calls held the seats then: the
-  mean over its log's lines, each a sample taken at a refusal (``service.Refusals``).
+  mean over its log's lines, each a sample taken at a refusal (``service.Refusals``); and
+  the runs whose process gave up on its InitJob in those rounds (after
+  ``lease_calls.INIT_RETRY_S`` of retries; the hollow processes' logs), by the last answer's
+  code: each run ends and its job is placed again.
 
     python benchmarks/daemon_scale.py --gpus 64 --jobs 500 --rounds 3 --round-seconds 10  # quick
     python benchmarks/daemon_scale.py --gpus 512,1024,2048 --jobs 20000,50000 --rounds 6
@@ -124,6 +127,11 @@ LATE_ANSWER = re.compile(STAMP + r" WARNING gavelsched\.iterator: job \S+: renew
                          r"after its checkpoint at step \d+, (?P<after>[\d.]+) s after it was "
                          r"sent(?P<again> \(asked again\))?: (?P<what>extended|not extended"
                          r"|no answer)")
+# a run's process that gave up on its InitJob (``lease_calls.INIT_RETRY_S`` of retries, or
+# a refusal): the run ends, and its job is placed again; FAILED_PRECONDITION is a run the
+# job's newer run had replaced already (stale), not a run lost
+INIT_FAILED = re.compile(STAMP + r" ERROR gavelsched\.jobenv: job failed: InitJob to "
+                         r"scheduler \S+ failed: (?P<code>\w+)")
 # the deadline renewals had before they waited after the checkpoint (the other calls' still)
 OLD_RENEW_DEADLINE_S = 10.0
 LATE_OUTCOMES = ("extended", "not extended", "no answer")
@@ -249,6 +257,7 @@ class Row:
     # method (summed over the lines), and how many lines of each kind
     held: dict[str, dict[str, int]] = field(default_factory=dict)
     refusal_lines: dict[str, int] = field(default_factory=dict)
+    init_failed: dict[str, int] = field(default_factory=dict)   # runs that gave up on InitJob
 
 
 def job_mix(jobs: int) -> list[tuple[str, int, int]]:
@@ -453,6 +462,9 @@ def measure(gpus: int, jobs: int, args) -> Row:
                     row.renew_busy += "too busy" in m["why"]
                     row.renew_unplanned += NOT_PLANNED in m["why"]
                     row.busy_why |= "too busy to take it (" in m["why"]
+            for m in INIT_FAILED.finditer(log):
+                if measured[0][0] <= stamp(m[1]) <= measured[-1][0]:
+                    row.init_failed[m["code"]] = row.init_failed.get(m["code"], 0) + 1
             for m in LATE_ANSWER.finditer(log):
                 if measured[0][0] <= stamp(m[1]) <= measured[-1][0]:
                     row.late[m["what"]] = row.late.get(m["what"], 0) + 1
@@ -633,6 +645,7 @@ def main() -> int:
     print()
     for r in rows:
         print(refusals(r))
+        print(init_failures(r))
     print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
     return 0
 
@@ -651,6 +664,19 @@ def refusals(row: Row) -> str:
                  f"{'s' * (lines != 1)}): " + ", ".join(
                      f"{m} {n / lines:.0f}" for m, n in _most_first(row.held[kind])))
     return line
+
+
+def init_failures(row: Row) -> str:
+    """The runs whose process gave up on its InitJob in the measured rounds, by the last
+    answer's code (the hollow processes' logs): each one's round is lost and its job placed
+    again, unless the code is FAILED_PRECONDITION (a run already replaced)."""
+    lost = {c: n for c, n in row.init_failed.items() if c != "FAILED_PRECONDITION"}
+    line = (f"{row.gpus:,} GPUs x {row.jobs:,} jobs: runs that gave up on InitJob: "
+            f"{sum(lost.values()):,}")
+    if lost:
+        line += " (" + ", ".join(f"{c} {n:,}" for c, n in _most_first(lost)) + ")"
+    stale = row.init_failed.get("FAILED_PRECONDITION", 0)
+    return line + (f"; {stale:,} more were stale (already replaced)" if stale else "")
 
 
 def _most_first(counts: dict[str, float]) -> list[tuple[str, float]]:

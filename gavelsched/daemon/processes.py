@@ -69,14 +69,15 @@ class ProcessCalls:
         if not self.fences.admits(job.id, int(request.generation), "InitJob"):
             raise StaleRun(job.id, int(request.generation), self.fences.current(job.id))
         run = self.runs.get(job.id)
-        if run is None and self.runs.health.awaited(int(request.server_id)):
-            why = (f"server {int(request.server_id)} has not registered again since this "
-                   "scheduler's restart")
+        server = int(request.server_id)
+        if run is None and self.runs.health.awaited(server):
             if job.id not in self._asked_again:       # (once a job: it asks every few s)
                 self._asked_again.add(job.id)
-                log.info("job %s: its process started up before its %s; asked to come again",
-                         job.id, why)
-            raise AskAgain(why)
+                log.info("job %s: its process started up before its server %d registered "
+                         "again after this scheduler's restart; asked to come again",
+                         job.id, server)
+            raise AskAgain(f"server {server} has not registered again since this "
+                           "scheduler's restart")
         if run is not None and (run.job_id in self.runs.unplanned or run.rebase):
             # (its process's count and clock: resumed from the steps done, started now)
             asked = pb.RenewLeaseRequest(job_id=job.id, round=run.round, steps=job.steps_done,
