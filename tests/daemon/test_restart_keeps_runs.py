@@ -266,17 +266,21 @@ def test_health_waits_for_restored_servers_from_the_first_registration():
     rows = [ServerRow(i, "v100", (i,), "127.0.0.1:1", "h") for i in (0, 1)]
     health = Health(1.0, rows)                      # a silence limit of 3 s
     assert not health.back(1e6)                     # none back yet: no plan is possible
+    assert health.awaited(0) and health.awaited(1) and not health.awaited(2)
     health.up(rows[0], 10.0)
+    assert not health.awaited(0) and health.awaited(1)   # (its runs' InitJobs: answered)
     assert not health.back(12.9)
     health.excuse(2.0, 12.9)                        # the executor was busy: not a pause
     assert not health.back(14.0)
     assert health.back(15.0) and health.take_missing() == {1}   # none since for a limit
+    assert not health.awaited(1)                    # given up on: no longer waited for
     assert health.take_missing() == set()           # (once)
     again = Health(1.0, rows)
     again.up(rows[0], 10.0)
     again.up(rows[1], 11.0)
     assert again.back(11.0) and again.take_missing() == set()   # all back: at once
     assert Health(1.0).back(0.0)                    # a first start waits for nothing
+    assert not Health(1.0).awaited(0)
 
 
 def test_a_run_on_two_servers_is_kept_once_both_have_listed_it(tmp_path):
