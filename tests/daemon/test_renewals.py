@@ -95,7 +95,7 @@ class _Held:
 def _served(sched, held: _Held | None = None):
     """The scheduler's real gRPC services over ``sched``'s executor, whose loop never runs
     (one fleet seat; ``held``: a fleet call ``test.Burst/InitJob`` that may take it):
-    a channel to them."""
+    a channel to them (their address: ``sched.address``)."""
     ids = Identities(None, None)                      # an open loopback cluster
     waits = ExecutorWaits({"fleet": 1}, {"RenewLease": lambda r: sched.x.runs.renewals
                                          .answer(r) is not None})
@@ -107,7 +107,8 @@ def _served(sched, held: _Held | None = None):
         *registrations(sched.x, health_servicer(), lambda *a: None, lambda: ids,
                        lambda user: ""), *extra],
         identities=lambda: ids, interceptors=[waits])
-    chan = channel(f"127.0.0.1:{port}")
+    sched.address = f"127.0.0.1:{port}"
+    chan = channel(sched.address)
     try:
         yield chan
     finally:

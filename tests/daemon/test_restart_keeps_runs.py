@@ -383,8 +383,7 @@ def test_the_iterator_s_initjob_is_asked_again_over_grpc_until_the_restart_can_a
             pb_grpc.IteratorToSchedulerStub(chan).InitJob(init, timeout=10)
         assert early.value.code() == grpc.StatusCode.UNAVAILABLE
         assert early.value.details().startswith(f"{BUSY}: server {s.server} has not")
-        port = chan._channel.target().decode().rsplit(":", 1)[1]
-        ctx = JobContext(scheduler=f"127.0.0.1:{port}", job_id=job, round=run.round,
+        ctx = JobContext(scheduler=r.address, job_id=job, round=run.round,
                          total_steps=100_000, steps_done=0, checkpoint_dir=None,
                          server_id=s.server, rank=0, world_size=1,
                          generation=run.generation, job_token="t")
