@@ -74,7 +74,8 @@ def exit_verdict(run: Run | None, job: JobRow | None, server_id: int, failed: bo
         return None
     if failed and exit_code == EXIT_RUN_LOST:   # no answer from this scheduler in time, a
         # rendezvous port taken: no fault of the job's, a run without progress (``jobenv``)
-        return Ended(False, why=reason) if run.left == {server_id} else None
+        return Ended(False, why=reason or f"exit code {exit_code}") \
+            if run.left == {server_id} else None
     if failed:
         reason = reason or f"exit code {exit_code}"
         return (Died(exit_code, reason) if len(run.servers) == 1

@@ -9,10 +9,14 @@
 - A job whose runs make no progress (no new durable step) in ``no_progress_runs`` runs in a
   row fails, with that reason, instead of being relaunched every round for ever; a run
   whose process exits without ever reaching the scheduler counts as one (issue #29: a
-  ``command: true`` job held a V100 for 40 rounds), and so does one whose process gave up
-  on a scheduler that did not answer or found its rendezvous port taken
-  (``jobenv.EXIT_RUN_LOST``: at 2,048 GPUs an overloaded scheduler's InitJob timeouts
-  failed 640 jobs for good).
+  ``command: true`` job held a V100 for 40 rounds).
+- A run whose process gave up on a scheduler that did not answer, or found its rendezvous
+  port taken (``jobenv.EXIT_RUN_LOST``), is the cluster's trouble as often as the job's:
+  an overloaded scheduler at 2,048 GPUs left hundreds to thousands of InitJobs a round
+  unanswered for 30 s (BENCHMARKS.md, "Runs that gave up on InitJob"), which at five in a
+  row would fail a job in thirteen at a 60% loss. Such runs count apart, and the job
+  fails only after ``lost_runs`` of them in a row (a job whose processes can never reach
+  the scheduler still ends); a run that reaches it starts that count again.
 
 The attempts are kept in the store (``attempts/<job>``), so a restarted scheduler keeps
 counting. Pure bookkeeping on a monotonic clock the caller passes in.
@@ -32,6 +36,7 @@ log = logging.getLogger(__name__)
 
 RESTART_BUDGET = 3          # restarts after a run killed by a signal
 NO_PROGRESS_RUNS = 5        # runs in a row without a new durable step
+LOST_RUNS = 20              # runs in a row that gave up on the scheduler (module docstring)
 SHELL_SIGNAL_BASE = 128     # /bin/sh reports a child killed by signal N as 128 + N
 
 
@@ -67,12 +72,13 @@ def signal_name(exit_code: int) -> str | None:
 
 class Retries:
     def __init__(self, store: Store, round_seconds: float, *, budget: int = RESTART_BUDGET,
-                 no_progress_runs: int = NO_PROGRESS_RUNS) -> None:
+                 no_progress_runs: int = NO_PROGRESS_RUNS, lost_runs: int = LOST_RUNS) -> None:
         self._store, self._round_seconds = store, round_seconds
-        self.budget, self.no_progress_runs = budget, no_progress_runs
+        self.budget, self.no_progress_runs, self.lost_runs = budget, no_progress_runs, lost_runs
         self._not_before: dict[str, float] = {}   # job -> monotonic end of its backoff
         self._idle_runs: dict[str, int] = {}      # job -> runs in a row without progress
         self._unreached: dict[str, int] = {}      # of them, the last runs with no InitJob
+        self._lost: dict[str, int] = {}           # job -> runs in a row that gave up on us
 
     def died(self, job_id: str, round_index: int, exit_code: int, reason: str,
              mono: float) -> str | None:
@@ -119,19 +125,26 @@ class Retries:
         """A run of the job ended on its own; None, or the reason it fails with after
         ``no_progress_runs`` runs in a row without a new durable step. A run whose process
         never reached the scheduler (``reached`` False: it exited before its first
-        ``InitJob``, e.g. a command with no ``GavelIterator``) counts as one too, and so
-        does one whose process gave up on the scheduler (``why``: its reason)."""
+        ``InitJob``, e.g. a command with no ``GavelIterator``) counts as one too. A run
+        whose process gave up on the scheduler (``why``: its reason) counts apart, up to
+        ``lost_runs`` in a row (module docstring)."""
         if progressed:
             self._idle_runs.pop(job_id, None)
             self._unreached.pop(job_id, None)
+            self._lost.pop(job_id, None)
             return None
+        if why:
+            lost = self._lost[job_id] = self._lost.get(job_id, 0) + 1
+            if lost < self.lost_runs:
+                return None
+            return (f"no progress in {lost} runs in a row: its process gave up on the "
+                    f"scheduler each time (the last: {why})")
+        self._lost.pop(job_id, None)
         idle = self._idle_runs[job_id] = self._idle_runs.get(job_id, 0) + 1
         unreached = self._unreached[job_id] = \
             (self._unreached.get(job_id, 0) + 1) if not reached else 0
         if idle < self.no_progress_runs:
             return None
-        if why:
-            return f"no progress in {idle} runs in a row (the last: {why})"
         if unreached >= idle:
             return (f"no progress in {idle} runs in a row: its process exited each time "
                     f"without reaching the scheduler (does it build a GavelIterator?)")
