@@ -78,7 +78,7 @@ class ProcessCalls:
                          job.id, server)
             raise AskAgain(f"server {server} has not registered again since this "
                            "scheduler's restart")
-        if run is not None and (run.job_id in self.runs.unplanned or run.rebase):
+        if run is not None and (job.id in self.runs.unplanned or run.rebase):
             # (its process's count and clock: resumed from the steps done, started now)
             asked = pb.RenewLeaseRequest(job_id=job.id, round=run.round, steps=job.steps_done,
                                          seconds=0.0, generation=run.generation)

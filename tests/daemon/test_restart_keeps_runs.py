@@ -24,6 +24,7 @@ from gavelsched.lease_calls import SchedulerCalls
 from gavelsched.rpc import pb, pb_grpc
 from gavelsched.rpc.codes import BUSY
 
+from .cluster import wait_until
 from .test_renewals import _pumped
 from .test_round_aligned import R, Scheduler
 
@@ -374,15 +375,12 @@ def test_a_kept_run_whose_process_starts_up_after_the_plan_gets_its_lease_from_t
 
 
 def test_the_iterator_s_initjob_is_asked_again_over_grpc_until_the_restart_can_answer(
-        launched):
+        launched, daemon_log):
     """The same over real gRPC, through the iterator's own call (``lease_calls``): the
-    scheduler's "ask again" is UNAVAILABLE as busy, which it retries with pauses."""
+    scheduler's "ask again" is UNAVAILABLE as busy, which it retries with pauses until its
+    server is back and the first plan has kept the run."""
     s, job, run, init, r = launched
     with _pumped(r) as chan:
-        with pytest.raises(grpc.RpcError) as early:
-            pb_grpc.IteratorToSchedulerStub(chan).InitJob(init, timeout=10)
-        assert early.value.code() == grpc.StatusCode.UNAVAILABLE
-        assert early.value.details().startswith(f"{BUSY}: server {s.server} has not")
         ctx = JobContext(scheduler=r.address, job_id=job, round=run.round,
                          total_steps=100_000, steps_done=0, checkpoint_dir=None,
                          server_id=s.server, rank=0, world_size=1,
@@ -390,6 +388,14 @@ def test_the_iterator_s_initjob_is_asked_again_over_grpc_until_the_restart_can_a
         answers: list = []
         asking = threading.Thread(target=lambda: answers.append(SchedulerCalls(ctx).init()))
         asking.start()
+        # its first InitJob was refused (the line is logged at a job's first refusal)
+        wait_until(lambda: f"job {job}: its process started up before" in daemon_log.text,
+                   30, "the iterator's first InitJob")
+        with pytest.raises(grpc.RpcError) as early:     # what it was told
+            pb_grpc.IteratorToSchedulerStub(chan).InitJob(init, timeout=10)
+        assert early.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert early.value.details().startswith(f"{BUSY}: server {s.server} has not")
+        assert not answers and asking.is_alive()        # still asking
         r.x.call(lambda: r.lists(s.server, run))        # its server is back: adopted
         r.x.call(lambda: r.at(101.0))                   # the first plan keeps it
         asking.join(30)
