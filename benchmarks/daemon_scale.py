@@ -55,7 +55,8 @@ queue. Then ``--rounds`` rounds are measured; reported per size:
   mean over its log's lines, each a sample taken at a refusal (``service.Refusals``); and
   the runs whose process gave up on its InitJob in those rounds (after
   ``lease_calls.INIT_RETRY_S`` of retries; the hollow processes' logs), by the last answer's
-  code: each run ends and its job is placed again.
+  code: each run ends and its job is placed again; and of the InitJobs answered, the share
+  answered from the book of launches (``gavelsched_init_jobs_total``; ``daemon/launches.py``).
 
     python benchmarks/daemon_scale.py --gpus 64 --jobs 500 --rounds 3 --round-seconds 10  # quick
     python benchmarks/daemon_scale.py --gpus 512,1024,2048 --jobs 20000,50000 --rounds 6
@@ -177,18 +178,19 @@ def cpu_s(pids: list[int]) -> float:
     return total
 
 
-def rpc_counts(url: str) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
-    """``gavelsched_rpcs_total`` by method, ``gavelsched_renewals_total`` by answer and
-    ``gavelsched_calls_refused_total`` by method, from the scheduler's /metrics (empty when
-    it does not answer in time: a scrape of every job's gauges is slow on a busy machine)."""
+def rpc_counts(url: str) -> tuple[dict[str, float], ...]:
+    """``gavelsched_rpcs_total`` by method, ``gavelsched_renewals_total`` by answer,
+    ``gavelsched_calls_refused_total`` by method and ``gavelsched_init_jobs_total`` by answer,
+    from the scheduler's /metrics (empty when it does not answer in time: a scrape of every
+    job's gauges is slow on a busy machine)."""
     try:
         text = urllib.request.urlopen(url, timeout=300).read().decode()
     except OSError:
-        return {}, {}, {}
+        return {}, {}, {}, {}
     return tuple({m: float(v) for m, v in re.findall(
         rf'^gavelsched_{name}_total\{{{label}="([^"]+)"\}} ([\d.e+]+)$', text, re.M)}
         for name, label in (("rpcs", "method"), ("renewals", "answer"),
-                            ("calls_refused", "method")))
+                            ("calls_refused", "method"), ("init_jobs", "answer")))
 
 
 def start_probe(cluster: LocalCluster) -> subprocess.Popen:
@@ -244,6 +246,7 @@ class Row:
     top: str = ""
     renewals: float = math.nan       # RenewLease calls served in the measured rounds
     answers: dict[str, float] = field(default_factory=dict)   # ... by who answered them
+    init_answers: dict[str, float] = field(default_factory=dict)   # InitJobs, by who answered
     renew_late: int = 0              # ... past the iterator's deadline (the hollow logs)
     renew_busy: int = 0              # ... refused as busy
     renew_unplanned: int = 0         # ... of them, after waiting out the plan (not seats)
@@ -386,7 +389,7 @@ def measure(gpus: int, jobs: int, args) -> Row:
         wait_until(lambda: len(starts()) >= first, 20 * args.round_seconds + 600,
                    "the warm-up rounds")
         cpu0, hollow0, t0 = cpu_s([pid]), cpu_s([p.pid for p in hollow]), time.monotonic()
-        rpcs0, answers0, refused0 = rpc_counts(f"http://127.0.0.1:{metrics_port}/metrics")
+        rpcs0, answers0, refused0, inits0 = rpc_counts(f"http://127.0.0.1:{metrics_port}/metrics")
         probe = start_probe(cluster)
         base = first - 1             # the index of the round start measuring begins at
         client = pb_grpc.ClientToSchedulerStub(cluster.chan)
@@ -408,7 +411,7 @@ def measure(gpus: int, jobs: int, args) -> Row:
             print(f"  round {k} of {args.rounds}", file=sys.stderr, flush=True)
         wall = time.monotonic() - t0
         row.heartbeat_s = stop_probe(probe)
-        rpcs1, answers1, refused1 = rpc_counts(f"http://127.0.0.1:{metrics_port}/metrics")
+        rpcs1, answers1, refused1, inits1 = rpc_counts(f"http://127.0.0.1:{metrics_port}/metrics")
         row.cpu_share = (cpu_s([pid]) - cpu0) / wall
         row.hollow_cpu_share = (cpu_s([p.pid for p in hollow]) - hollow0) / wall
         row.peak_mib = peak_rss_mib(pid)
@@ -420,6 +423,7 @@ def measure(gpus: int, jobs: int, args) -> Row:
             row.rpcs_s = sum(rates.values())
             row.renewals = rates.get("RenewLease", 0.0) * wall
             row.answers = {a: n - answers0.get(a, 0) for a, n in answers1.items()}
+            row.init_answers = {a: n - inits0.get(a, 0) for a, n in inits1.items()}
             row.refused = {m: int(n - refused0.get(m, 0)) for m, n in refused1.items()}
             row.top = ", ".join(f"{m} {r:.0f}" for m, r in
                                 sorted(rates.items(), key=lambda kv: -kv[1])[:3])
@@ -676,7 +680,11 @@ def init_failures(row: Row) -> str:
     if lost:
         line += " (" + ", ".join(f"{c} {n:,}" for c, n in _most_first(lost)) + ")"
     stale = row.init_failed.get("FAILED_PRECONDITION", 0)
-    return line + (f"; {stale:,} more were stale (already replaced)" if stale else "")
+    line += f"; {stale:,} more were stale (already replaced)" if stale else ""
+    answered = sum(row.init_answers.values())
+    return line + (f"; of {answered:,.0f} InitJobs answered, "
+                   f"{row.init_answers.get('book', 0) / answered:.0%} from the book of "
+                   "launches" if answered else "")
 
 
 def _most_first(counts: dict[str, float]) -> list[tuple[str, float]]:

@@ -129,7 +129,7 @@ class DaemonExecutor:
         self.hosts = Hosts(store)
         self.runs = RunTable(config, self.jobs, self.health, dispatcher, self.startups,
                              self.retries, self.fences, self.hosts, self.core, clock=clock,
-                             monotonic=self.origin.monotonic, post=self.post,
+                             now=self.now, monotonic=self.origin.monotonic, post=self.post,
                              fail=self._fail_job, allowed=self.tenancy.meter.allowed_s,
                              ended=lambda run: self.tenancy.run_ended(run, self._clock()),
                              job_env=job_env)

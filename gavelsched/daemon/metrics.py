@@ -15,6 +15,9 @@
   (``book``), by the executor (``executor``: at once, or once the plan it waited for was
   made), or told to ask again because that plan came later than it could wait
   (``ask_again``; ``renewals``);
+- ``gavelsched_init_jobs_total{answer}``: the InitJobs answered from the book of the runs
+  launched (``book``: on the handler's thread, ``launches``) or by the executor
+  (``executor``);
 - ``gavelsched_heartbeat_delay_seconds``: histogram of how late each heartbeat reached the
   scheduler against its server's fastest (``health.intake_delay``: that much more silence
   is granted to every server before it is failed);
@@ -97,6 +100,8 @@ class DaemonMetrics:
                                ["method"], registry=r)
         self.renewals = Counter("gavelsched_renewals", "RenewLease answers, by who gave them",
                                 ["answer"], registry=r)
+        self.init_jobs = Counter("gavelsched_init_jobs", "InitJob answers, by who gave them",
+                                 ["answer"], registry=r)
         self.heartbeat_delay = Histogram(
             "gavelsched_heartbeat_delay_seconds", "How late each heartbeat reached the "
             "scheduler against its server's fastest", buckets=HEARTBEAT_BUCKETS, registry=r)
@@ -158,10 +163,11 @@ class DaemonMetrics:
         """A call refused as busy (any handler thread)."""
         self.refused.labels(method=method).inc()
 
-    def on_renewal(self, answer: str) -> None:
-        """A RenewLease answered (``book``, ``executor`` or ``ask_again``; any handler
-        thread)."""
-        self.renewals.labels(answer=answer).inc()
+    def on_answer(self, method: str, answer: str) -> None:
+        """A RenewLease or an InitJob (``method``) answered (``book``, ``executor`` or a
+        renewal's ``ask_again``; any handler thread)."""
+        counter = self.init_jobs if method == "InitJob" else self.renewals
+        counter.labels(answer=answer).inc()
 
     def on_gc(self, seconds: float) -> None:
         self.gc.observe(seconds)

@@ -18,6 +18,7 @@ from ..rpc import pb
 from .clock import RoundClock
 from .fences import Fences, StaleRun
 from .jobs import Jobs
+from .launches import StartUp
 from .leases import stop_lease
 from .progress import Progress
 from .refills import Refills
@@ -87,6 +88,13 @@ class ProcessCalls:
             return _then(self.runs.renewals.after_plan(asked),
                          lambda lease: self._init_response(job, lease))
         return self._init_response(job, self.runs.init(job, self._now()))   # (a run starts up)
+
+    def booked_init(self, startup: StartUp) -> None:
+        """A run's first InitJob, answered from the book (``launches``) on its handler's
+        thread: recorded as ``init_job`` records one, at its arrival."""
+        job, run = self.jobs.get(startup.job_id), self.runs.get(startup.job_id)
+        if job is not None and run is not None and run.generation == startup.generation:
+            self.runs.init(job, startup.arrived_wall, startup)
 
     def _init_response(self, job, lease: pb.Lease | None) -> pb.InitJobResponse:
         return pb.InitJobResponse(lease=stop_lease(job.steps_done) if lease is None else lease,

@@ -89,6 +89,11 @@ class Renewals:
             self._book.pop(job_id, None)
 
     # ---- on any thread --------------------------------------------------------------------
+    def answers(self, request: pb.RenewLeaseRequest) -> bool:
+        """Whether ``answer`` would answer ``request`` now (``service.ExecutorWaits``: such a
+        call takes no seat)."""
+        return self.answer(request) is not None
+
     def answer(self, request: pb.RenewLeaseRequest) -> pb.Lease | None:
         """The booked answer to ``request`` (its run's generation, asked from the round the
         book was made for), or None: the executor answers it."""

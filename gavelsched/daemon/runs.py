@@ -40,8 +40,9 @@ from .fences import Fences
 from .health import Health
 from .holding import runs_per_server
 from .inbox import FLEET
+from .launches import Launches, StartUp, launch_of, started_lease
 from .leases import (MIN_LEASE_FRACTION, extended_lease, new_lease, rebased_lease, run_requests,
-                     startup_lease, stop_lease)
+                     stop_lease)
 from .logs import Hosts
 from .meter import limit_lease
 from .renewals import Renewals
@@ -88,6 +89,7 @@ class Run:
     committed_at: float = 0.0            # ... of its last one with new steps (0: none)
     done_at: float = 0.0                 # monotonic time its job's last step was durable
     allowed_s: float | None = None       # its job's time limit left at its launch (``meter``)
+    floor_s: float = 0.0                 # the lease it gets past its start-up, at least
     # (round, machine) of each of its processes launched at its round's start: its launch
     # wave is the most processes started at once on one of its machines (``core/waves.py``)
     wave_keys: tuple[tuple[int, str], ...] = ()
@@ -99,15 +101,17 @@ class RunTable:
     def __init__(self, config: DaemonConfig, jobs: Jobs, health: Health,
                  dispatcher: Dispatcher, startups: Startups, retries: Retries,
                  fences: Fences, hosts: Hosts, core: SchedulerCore, *,
-                 clock: Callable[[], float], monotonic: Callable[[float], float],
-                 post: Callable[..., object],
+                 clock: Callable[[], float], now: Callable[[], float],
+                 monotonic: Callable[[float], float], post: Callable[..., object],
                  fail: Callable[[str, str], None],
                  allowed: Callable[[JobRow], float | None] = lambda job: None,
                  ended: Callable[[Run], None] = lambda run: None,
                  job_env: Callable[[JobRow], Mapping[str, str]] = lambda job: {}) -> None:
-        """``allowed(job)``: seconds the job may still run (its time limit; None: none),
-        which bounds each lease of its run; ``ended(run)`` follows every run's end;
-        ``job_env(job)`` is added to its processes' environment."""
+        """``clock``: monotonic seconds; ``now``: the daemon's time (``clock.Origin``);
+        ``monotonic``: the monotonic reading at a daemon's time. ``allowed(job)``: seconds
+        the job may still run (its time limit; None: none), which bounds each lease of its
+        run; ``ended(run)`` follows every run's end; ``job_env(job)`` is added to its
+        processes' environment."""
         self.config, self.jobs, self.health = config, jobs, health
         self.dispatcher, self.startups, self.retries = dispatcher, startups, retries
         self.fences, self.hosts = fences, hosts
@@ -123,9 +127,9 @@ class RunTable:
         self._deferred: dict[str, tuple[int, MicroTask, int, bool]] = {}
         self.held: dict[str, float] = {}     # task key -> seconds it held its workers
         self._fresh: dict[str, list[str]] = {}   # task key -> jobs it launched this round
-        self._freed: dict[int, float] = {}   # worker id -> when its last run there ended
         self._waves: Counter[tuple[int, str]] = Counter()   # (round, machine) -> launches
         self.renewals = Renewals(self.live, self.get, self.renewed, clock)
+        self.launches = Launches(clock, now)   # fresh runs' InitJob answers, and GPUs freed
 
     def get(self, job_id: str) -> Run | None:
         return self._runs.get(job_id)
@@ -299,12 +303,18 @@ class RunTable:
         addresses = self.health.addresses()
         requests = self.requests(task, m, job, lease, index, generation)
         # A refill's round starts at its launch (its start-up is measured from when its
-        # GPUs are free: ``started_up``); its received time is the rest of the round.
+        # GPUs are free: ``started_up``); its received time is the rest of the round. At
+        # least MIN_LEASE_FRACTION of a round after start-up, even past the round's end (a
+        # start-up longer than the rest of its round must not leave the job without any
+        # progress: then its GPUs' next run starts that much later); a refill ends with its
+        # round: it only uses time that would otherwise be idle.
         run = Run(job_id, task.worker_type, requests, set(requests), lease, index, mono, ends,
                   float(task.throughputs[m]), job.steps_done, (job.steps_done, 0.0),
                   workers=task.workers, round_start=mono if refill else ends - R,
-                  generation=generation, task_key=task.key, refill=refill, allowed_s=allowed)
+                  generation=generation, task_key=task.key, refill=refill, allowed_s=allowed,
+                  floor_s=0.0 if refill else MIN_LEASE_FRACTION * R)
         self._runs[job_id] = run
+        self.launches.book(launch_of(run, job.spec.total_steps, self.fences.checkpoint(job_id)))
         if not refill:      # (a refill starts alone: its GPUs freed as a job ended)
             run.wave_keys = tuple((index, machine_of(addresses[view.server_of[w]]))
                                   for w in task.workers)
@@ -323,6 +333,7 @@ class RunTable:
         for m, job_id in enumerate(task.job_ids):
             run = self._runs[job_id]
             job = self.jobs[job_id]
+            self.launches.ended(job_id)       # (its lease changes: not as launched)
             run.round, run.ends = index, run.ends + R
             # ends with the next round (a run that overran its first round for its minimum
             # lease is back on the rounds' cadence)
@@ -374,30 +385,35 @@ class RunTable:
         self._fail(job_id, f"worker {server_id} refused the job: {delivery.message}")
 
     # ---- a run's life -------------------------------------------------------------------
-    def init(self, job: JobRow, now: float) -> pb.Lease:
-        """A process of the job asks for its lease (``InitJob``): a fresh run has started
-        up (``started_up``) and its job runs (``Jobs.start``). Without a run: a lease that
-        stops at once."""
+    def init(self, job: JobRow, now: float, booked: StartUp | None = None) -> pb.Lease:
+        """A process of the job asks for its lease (``InitJob``, at ``now``): a fresh run has
+        started up (``started_up``) and its job runs (``Jobs.start``). Without a run: a
+        lease that stops at once. ``booked``: an InitJob ``launches`` answered, recorded
+        here as it was answered (its arrival, its process's start)."""
         run = self._runs.get(job.id)
         if run is None:
             return stop_lease(job.steps_done)
         if not run.started_up:
-            self.started_up(run)
+            self.started_up(run, *(() if booked is None else (booked.arrived, booked.started)))
         if not job.final and job.state != RUNNING:
             self.jobs.start(job.id, now, run.worker_type)
         return run.lease
 
-    def started_up(self, run: Run) -> None:
-        """A fresh run's process has started up (its first InitJob): its lease still ends
-        with its round, so its steps become what it can make in the time left at its
-        planned rate (round-aligned leases; thesis §5.6). Its start-up is thus charged to
-        its own round, as the simulator charges preemption overhead (§5.7)."""
+    def started_up(self, run: Run, arrived: float | None = None,
+                   started: float | None = None) -> None:
+        """A fresh run's process has started up (its first InitJob, ``arrived``: now when
+        None): its lease still ends with its round, so its steps become what it can make in
+        the time left at its planned rate (round-aligned leases; thesis §5.6;
+        ``launches.started_lease``, which an InitJob answered from ``launches`` got too).
+        Its start-up is thus charged to its own round, as the simulator charges preemption
+        overhead (§5.7). ``started``: when its process started (None: its dispatch, or when
+        its GPUs were freed by the run before it, whichever came later: the worker queues a
+        launch until then)."""
         run.started_up = True
-        mono = self._clock()
-        # The process started at its dispatch, or when its GPUs were freed by the run before
-        # it (the worker queues a launch until then), whichever came later.
-        run.started = max([run.started, *(self._freed.get(w, 0.0) for w in run.workers)])
-        elapsed = max(0.0, mono - run.started)
+        self.launches.ended(run.job_id)          # (its InitJobs are answered from ``run``)
+        mono = self._clock() if arrived is None else arrived
+        run.started = self.launches.started(run.started, run.workers) if started is None \
+            else started
         # Throughput samples start here: a fresh process's imports and model build are a
         # per-run overhead (recorded apart, per job type), not slower steps. The first one
         # is timed on this clock (the process's own clock at this moment is not known).
@@ -415,16 +431,8 @@ class RunTable:
             log.info("job %s: its run in round %d started up in %.3fs (from %s, %d "
                      "launched at once on its machine)", job.id, run.round, took,
                      "its GPUs' release" if run.refill else "its round's start", wave)
-        # At least MIN_LEASE_FRACTION of a round after start-up, even past the round's end:
-        # a start-up longer than the rest of its round must not leave the job without any
-        # progress (then its GPUs' next run starts that much later). A refill ends with
-        # its round: it only uses time that would otherwise be idle.
-        floor = 0.0 if run.refill else MIN_LEASE_FRACTION * self._window(mono)[0]
-        left = max(run.ends - mono, floor)
-        run.lease_end = mono + left
-        run.lease = limit_lease(startup_lease(run.lease, run.base_steps, run.steps_per_s,
-                                              left, elapsed + left), run.allowed_s)
-        if run.ends - mono < floor:
+        run.lease, run.lease_end = started_lease(run, run.started, mono)
+        if run.ends - mono < run.floor_s:
             # past the round's end: the workers' kill deadlines move too (a RunJob on the
             # same GPUs), or they would kill the run before it saves
             for server_id, old in list(run.servers.items()):
@@ -448,12 +456,12 @@ class RunTable:
             return
         run.left.discard(server_id)
         mono = self._clock()
-        for w in run.workers:
-            if self.core.view.server_of[w] == server_id:
-                self._freed[w] = mono
+        server_of = self.core.view.server_of
+        self.launches.freed([w for w in run.workers if server_of[w] == server_id], mono)
         if run.left:
             return
         del self._runs[job_id]
+        self.launches.ended(job_id)
         job = self.jobs.get(job_id)
         lease_end = max(run.ends, run.lease_end)
         if run.started_up and job is not None and not job.final and mono >= lease_end:
@@ -499,6 +507,7 @@ class RunTable:
             return
         self.jobs.preempt(job_id)
         self.renewals.ended(job_id)
+        self.launches.ended(job_id)
         self._ended(run)
         for server_id in run.left:
             if self.health.alive(server_id):

@@ -17,14 +17,13 @@ import errno
 import logging
 import socket
 import threading
-
+from collections.abc import Callable
 from pathlib import Path
 
 from policies import PolicyError
 from traces import default_table, load_table
 
 from ..jobenv import scheduler_env
-from ..rpc import pb
 from ..rpc.identity import Identities, IdentityError
 from ..rpc.security import IN_USE, SecurityError, exposure, host_of, read_token, serve
 from .collector import Collector
@@ -35,10 +34,18 @@ from .dashboard import Dashboard
 from .dispatch import Dispatcher
 from .executor import DaemonExecutor
 from .metrics import DaemonMetrics
+from .runs import RunTable
 from .service import CountedCalls, ExecutorWaits, Refusals, health_servicer, registrations
 from .store import Store
 
 log = logging.getLogger(__name__)
+
+
+def unseated(runs: RunTable) -> dict[str, Callable[[object], bool]]:
+    """Per fleet method, whether a call will be answered without the executor: it takes no
+    seat (``service.ExecutorWaits``): a renewal the last plan booked (``renewals``), a fresh
+    run's InitJob (``launches``)."""
+    return {"RenewLease": runs.renewals.answers, "InitJob": runs.launches.answers}
 
 # gRPC handler threads: each waits on the executor thread, up to its caller's deadline (10 s
 # for workers and jobs; RenewLease answers wait for the next plan): at 2,048 GPUs, ~150
@@ -160,10 +167,6 @@ class SchedulerDaemon:
         log.info("%s", line)
         return line
 
-    def _booked(self, request: pb.RenewLeaseRequest) -> bool:
-        """Whether a renewal's answer is booked (``Renewals.answer``): it takes no seat."""
-        return self.executor.runs.renewals.answer(request) is not None
-
     def _exposure(self, listen: str) -> str | None:
         """``security.exposure`` for the scheduler: raises ``SecurityError`` beyond
         loopback without a token unless ``insecure``; else the line to log (or None)."""
@@ -182,7 +185,7 @@ class SchedulerDaemon:
                                  lambda: self.identities, self.reload),
                 identities=lambda: self.identities, tls=self.config.tls,
                 max_workers=HANDLER_THREADS,
-                interceptors=[ExecutorWaits(SEATS, {"RenewLease": self._booked},
+                interceptors=[ExecutorWaits(SEATS, unseated(self.executor.runs),
                                             Refusals(self.metrics.on_refused)),
                               CountedCalls(self.metrics.on_call)]))
             host = host_of(self.config.listen)

@@ -367,6 +367,13 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
 
     def InitJob(self, request, context):
         self.callers.job(context, request.job_id)
+        booked = self.x.runs.launches.answer(request)   # (a fresh run's: not queued)
+        if booked is not None:
+            answer, startup = booked
+            if startup is not None:     # recorded on the executor, before what the run does
+                self.x.tell(lambda: self.x.processes.booked_init(startup), lane=FLEET)
+            self._count("book", "InitJob")
+            return answer
         try:
             answer = self.x.call(lambda: self.x.processes.init_job(request))
         except LookupError as err:
@@ -377,6 +384,7 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
             context.abort(grpc.StatusCode.UNAVAILABLE, f"{BUSY}: {err}; ask again")
         if isinstance(answer, Future):  # a run found going on waits for the next plan
             answer = _after_plan(answer, context)
+        self._count("executor", "InitJob")
         return answer
 
     def RenewLease(self, request, context):
@@ -396,11 +404,10 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
         self._count(answer)
         return pb.RenewLeaseResponse(lease=lease)
 
-    def _count(self, answer: str) -> None:
-        """``gavelsched_renewals_total``: who answered (``book``, ``executor``) or
-        ``ask_again``."""
+    def _count(self, answer: str, method: str = "RenewLease") -> None:
+        """Who answered (``book``, ``executor``) or ``ask_again``: ``metrics.on_answer``."""
         if self.x.metrics is not None:
-            self.x.metrics.on_renewal(answer)
+            self.x.metrics.on_answer(method, answer)
 
     def ReportSteps(self, request, context):
         self.callers.job(context, request.job_id)

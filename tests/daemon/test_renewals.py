@@ -15,6 +15,7 @@ import pytest
 
 from gavelsched.daemon import service
 from gavelsched.daemon.metrics import DaemonMetrics
+from gavelsched.daemon.server import unseated
 from gavelsched.daemon.service import ExecutorWaits, health_servicer, registrations
 from gavelsched.rpc import pb, pb_grpc
 from gavelsched.rpc.codes import BUSY
@@ -80,7 +81,7 @@ def test_a_run_the_plan_did_not_keep_is_booked_as_not_extended(tmp_path):
 
 
 class _Held:
-    """A fleet call stuck on the executor (a burst's InitJob): holds the one fleet seat."""
+    """A fleet call stuck on the executor (a burst's ReportRound): holds the one fleet seat."""
 
     def __init__(self) -> None:
         self.entered, self.release = threading.Event(), threading.Event()
@@ -94,14 +95,13 @@ class _Held:
 @contextlib.contextmanager
 def _served(sched, held: _Held | None = None):
     """The scheduler's real gRPC services over ``sched``'s executor, whose loop never runs
-    (one fleet seat; ``held``: a fleet call ``test.Burst/InitJob`` that may take it):
+    (one fleet seat; ``held``: a fleet call ``test.Burst/ReportRound`` that may take it):
     a channel to them (their address: ``sched.address``)."""
     ids = Identities(None, None)                      # an open loopback cluster
-    waits = ExecutorWaits({"fleet": 1}, {"RenewLease": lambda r: sched.x.runs.renewals
-                                         .answer(r) is not None})
+    waits = ExecutorWaits({"fleet": 1}, unseated(sched.x.runs))
     extra = [] if held is None else [lambda s: s.add_generic_rpc_handlers([
         grpc.method_handlers_generic_handler("test.Burst", {
-            "InitJob": grpc.unary_unary_rpc_method_handler(
+            "ReportRound": grpc.unary_unary_rpc_method_handler(
                 held, response_serializer=pb.Ack.SerializeToString)})])]
     server, port = serve("127.0.0.1:0", [
         *registrations(sched.x, health_servicer(), lambda *a: None, lambda: ids,
@@ -145,7 +145,7 @@ def test_a_booked_renewal_is_answered_over_grpc_while_the_executor_serves_nothin
     sched.x.metrics = DaemonMetrics()
     held = _Held()
     with _served(sched, held) as chan:
-        burst = threading.Thread(target=chan.unary_unary("/test.Burst/InitJob"),
+        burst = threading.Thread(target=chan.unary_unary("/test.Burst/ReportRound"),
                                  args=(b"",), kwargs={"timeout": 30})
         burst.start()
         assert held.entered.wait(30)                   # the fleet's one seat is taken
@@ -199,7 +199,8 @@ def test_a_renewal_whose_plan_comes_late_is_asked_again_not_ended(kept, monkeypa
     assert _answers(sched) == {"ask_again": 1.0}
 
 
-def _answers(sched) -> dict[str, float]:
-    """``gavelsched_renewals_total`` by answer."""
+def _answers(sched, metric: str = "renewals") -> dict[str, float]:
+    """``gavelsched_renewals_total`` (or ``gavelsched_<metric>_total``) by answer."""
     return {s.labels["answer"]: s.value for m in sched.x.metrics.registry.collect()
-            if m.name == "gavelsched_renewals" for s in m.samples if s.name.endswith("_total")}
+            if m.name == f"gavelsched_{metric}" for s in m.samples
+            if s.name.endswith("_total")}
