@@ -14,9 +14,10 @@ running, the start-up sample, a lease moved past the round's end on the workers)
 to it with the arrival time (``StartUp``), without waiting: it is queued before the process
 has its answer, so before anything the process does next.
 
-A later InitJob of the same run (another rank) gets the same answer. An entry goes when the
-run ends or its lease changes on the executor (an extension at a plan): an InitJob the book
-does not answer (another generation, an orphan after a restart, an unknown job) takes the
+A later InitJob of the same run (another rank) gets the same answer. A run extended at a
+plan before its process started up is booked again with its new terms. An entry goes when
+the run ends or the executor has recorded its start-up: an InitJob the book does not hold
+(another generation, an orphan after a restart, an unknown job, a run started up) takes the
 executor's path (``processes.ProcessCalls.init_job``), as every InitJob did before.
 Everything but ``answer`` and ``answers`` runs on the executor thread; both sides hold the
 lock.
@@ -110,10 +111,14 @@ class Launches:
 
     # ---- on the executor thread -----------------------------------------------------------
     def book(self, launch: Launch) -> None:
-        """A fresh run was launched: its first InitJob may be answered from here."""
+        """A fresh run was launched, or its lease changed before its process started up
+        (an extension at a plan): its first InitJob may be answered from here. (A start-up
+        already answered stays: the executor records it from the new terms.)"""
         with self._lock:
+            old = self._book.get(launch.job_id)
             self._book[launch.job_id] = launch
-            self._answered.pop(launch.job_id, None)
+            if old is None or old.generation != launch.generation:
+                self._answered.pop(launch.job_id, None)
 
     def ended(self, job_id: str) -> None:
         """The job's run ended, or its lease changed: its InitJobs go to the executor."""

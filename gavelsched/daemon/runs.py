@@ -314,7 +314,7 @@ class RunTable:
                   generation=generation, task_key=task.key, refill=refill, allowed_s=allowed,
                   floor_s=0.0 if refill else MIN_LEASE_FRACTION * R)
         self._runs[job_id] = run
-        self.launches.book(launch_of(run, job.spec.total_steps, self.fences.checkpoint(job_id)))
+        self._book(run, job)
         if not refill:      # (a refill starts alone: its GPUs freed as a job ended)
             run.wave_keys = tuple((index, machine_of(addresses[view.server_of[w]]))
                                   for w in task.workers)
@@ -333,7 +333,6 @@ class RunTable:
         for m, job_id in enumerate(task.job_ids):
             run = self._runs[job_id]
             job = self.jobs[job_id]
-            self.launches.ended(job_id)       # (its lease changes: not as launched)
             run.round, run.ends = index, run.ends + R
             # ends with the next round (a run that overran its first round for its minimum
             # lease is back on the rounds' cadence)
@@ -341,6 +340,8 @@ class RunTable:
                                                    job.spec.total_steps,
                                                    run.ends - run.started), run.allowed_s)
             run.steps_per_s = float(task.throughputs[m])
+            if not run.started_up:            # (its first InitJob: from the new terms)
+                self._book(run, job)
             for server_id, old in run.servers.items():
                 request = pb.RunJobRequest()
                 request.CopyFrom(old)
@@ -349,6 +350,10 @@ class RunTable:
                 request.steps_done = job.steps_done
                 self.send(job_id, server_id, request, PLANNED)
         self.held[task.key] = R
+
+    def _book(self, run: Run, job: JobRow) -> None:
+        """A run not started up yet: its first InitJob may be answered off the executor."""
+        self.launches.book(launch_of(run, job.spec.total_steps, self.fences.checkpoint(job.id)))
 
     def requests(self, task: MicroTask, m: int, job: JobRow, lease: pb.Lease, index: int,
                  generation: int) -> dict[int, pb.RunJobRequest]:
