@@ -9,8 +9,6 @@ serves the real services with the executor's loop never running."""
 
 from __future__ import annotations
 
-import threading
-
 import grpc
 import pytest
 
@@ -20,7 +18,7 @@ from gavelsched.daemon.launches import StartUp
 from gavelsched.daemon.metrics import DaemonMetrics
 from gavelsched.rpc import pb, pb_grpc
 
-from .test_renewals import _answers, _Held, _served
+from .test_renewals import _answers, _Held, _seat_taken, _served
 from .test_round_aligned import R, Scheduler
 
 
@@ -179,19 +177,13 @@ def test_a_fresh_run_s_init_job_is_answered_over_grpc_while_the_executor_serves_
         job = sched.submit()
         sched.at(1.0)
         sched.t = 2.5
-        with _served(sched, held) as chan:
-            burst = threading.Thread(target=chan.unary_unary("/test.Burst/ReportRound"),
-                                     args=(b"",), kwargs={"timeout": 30})
-            burst.start()
-            assert held.entered.wait(30)                 # the fleet's one seat is taken
+        with _served(sched, held) as chan, _seat_taken(chan, held):
             iterator = pb_grpc.IteratorToSchedulerStub(chan)
             reply = iterator.InitJob(_request(sched, job), timeout=10)
             with pytest.raises(grpc.RpcError) as unbooked:
                 iterator.InitJob(_request(sched, job, generation=sched.gen(job) + 1),
                                  timeout=10)
             assert unbooked.value.code() == grpc.StatusCode.UNAVAILABLE
-            held.release.set()
-            burst.join(30)
         assert reply.lease.max_steps < sched.sent.runs[0].lease.max_steps   # cut at 1.5 s
         assert _answers(sched, "init_jobs") == {"book": 1.0}
         assert not sched.x.runs.get(job).started_up      # recorded by the executor ...

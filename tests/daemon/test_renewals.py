@@ -119,6 +119,21 @@ def _served(sched, held: _Held | None = None):
 
 
 @contextlib.contextmanager
+def _seat_taken(chan, held: _Held):
+    """A burst's fleet call holds the one fleet seat (``_served(sched, held)``) until the
+    block ends."""
+    burst = threading.Thread(target=chan.unary_unary("/test.Burst/ReportRound"),
+                             args=(b"",), kwargs={"timeout": 30})
+    burst.start()
+    assert held.entered.wait(30)
+    try:
+        yield
+    finally:
+        held.release.set()
+        burst.join(30)
+
+
+@contextlib.contextmanager
 def _pumped(sched):
     """``_served``, with a thread running the executor's inbox (but no tick: no plan)."""
     stop = threading.Event()
@@ -145,20 +160,15 @@ def test_a_booked_renewal_is_answered_over_grpc_while_the_executor_serves_nothin
     sched.x.metrics = DaemonMetrics()
     held = _Held()
     with _served(sched, held) as chan:
-        burst = threading.Thread(target=chan.unary_unary("/test.Burst/ReportRound"),
-                                 args=(b"",), kwargs={"timeout": 30})
-        burst.start()
-        assert held.entered.wait(30)                   # the fleet's one seat is taken
         iterator = pb_grpc.IteratorToSchedulerStub(chan)
-        reply = iterator.RenewLease(_renewal(sched, job, lease), timeout=10)
-        assert reply.lease.extended and reply.lease.round == lease.round + 1
-        assert _answers(sched) == {"book": 1.0}
-        with pytest.raises(grpc.RpcError) as unbooked:   # the executor's: a seat, refused
-            iterator.RenewLease(_renewal(sched, job, lease, round=lease.round + 1),
-                                timeout=10)
-        assert unbooked.value.code() == grpc.StatusCode.UNAVAILABLE
-        held.release.set()
-        burst.join(30)
+        with _seat_taken(chan, held):
+            reply = iterator.RenewLease(_renewal(sched, job, lease), timeout=10)
+            assert reply.lease.extended and reply.lease.round == lease.round + 1
+            assert _answers(sched) == {"book": 1.0}
+            with pytest.raises(grpc.RpcError) as unbooked:   # the executor's: refused
+                iterator.RenewLease(_renewal(sched, job, lease, round=lease.round + 1),
+                                    timeout=10)
+            assert unbooked.value.code() == grpc.StatusCode.UNAVAILABLE
         with pytest.raises(grpc.RpcError) as waited:     # a seat now, but no executor
             iterator.RenewLease(_renewal(sched, job, lease, round=lease.round + 1),
                                 timeout=1)
