@@ -93,17 +93,16 @@ class StartUp:
     job_id: str
     generation: int
     arrived: float       # monotonic
-    arrived_wall: float  # wall clock (the job's state change)
+    now: float           # the daemon's time at its arrival (``clock.Origin``): the job runs
     started: float       # when its process started: its dispatch or its GPUs' release
-    lease: pb.Lease      # what it was answered
 
 
 class Launches:
     """The book of fresh runs' InitJob answers (module docstring). ``clock``: monotonic
-    seconds; ``wall``: wall-clock seconds (the executor's own)."""
+    seconds; ``now``: the daemon's time (``clock.Origin.now``)."""
 
-    def __init__(self, clock: Callable[[], float], wall: Callable[[], float]) -> None:
-        self._clock, self._wall = clock, wall
+    def __init__(self, clock: Callable[[], float], now: Callable[[], float]) -> None:
+        self._clock, self._now = clock, now
         self._lock = threading.Lock()
         self._book: dict[str, Launch] = {}
         self._answered: dict[str, pb.InitJobResponse] = {}
@@ -121,7 +120,8 @@ class Launches:
                 self._answered.pop(launch.job_id, None)
 
     def ended(self, job_id: str) -> None:
-        """The job's run ended, or its lease changed: its InitJobs go to the executor."""
+        """The job's run ended, or the executor recorded its start-up: its InitJobs go to the
+        executor."""
         with self._lock:
             self._book.pop(job_id, None)
             self._answered.pop(job_id, None)
@@ -154,7 +154,7 @@ class Launches:
                ) -> tuple[pb.InitJobResponse, StartUp | None] | None:
         """The answer to ``request`` from the book, with the start-up for the executor to
         record (None after the run's first InitJob); None: the executor answers it."""
-        arrived, wall = self._clock(), self._wall()
+        arrived, now = self._clock(), self._now()
         with self._lock:
             launch = self._book.get(request.job_id)
             if launch is None or launch.generation != request.generation:
@@ -167,4 +167,4 @@ class Launches:
             given = self._answered[launch.job_id] = pb.InitJobResponse(
                 lease=lease, steps_done=launch.base_steps, total_steps=launch.total_steps,
                 checkpoint_generation=launch.checkpoint_generation)
-        return given, StartUp(launch.job_id, launch.generation, arrived, wall, started, lease)
+        return given, StartUp(launch.job_id, launch.generation, arrived, now, started)

@@ -94,7 +94,7 @@ class ProcessCalls:
         thread: recorded as ``init_job`` records one, at its arrival."""
         job, run = self.jobs.get(startup.job_id), self.runs.get(startup.job_id)
         if job is not None and run is not None and run.generation == startup.generation:
-            self.runs.init(job, startup.arrived_wall, startup)
+            self.runs.init(job, startup.now, startup)
 
     def _init_response(self, job, lease: pb.Lease | None) -> pb.InitJobResponse:
         return pb.InitJobResponse(lease=stop_lease(job.steps_done) if lease is None else lease,

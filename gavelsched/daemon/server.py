@@ -1,9 +1,9 @@
 """``SchedulerDaemon``: a config in, a running scheduler out (thesis §5.6). It opens the
 store, builds the policy and the core inside a ``DaemonExecutor``, serves the gRPC services
 (token and TLS through ``gavelsched.rpc.security.serve``), the Prometheus endpoint and the
-web dashboard (``dashboard``), and runs the executor on its own thread. It refuses to listen beyond loopback without
-``auth_token_file`` unless made with ``insecure=True`` (``gavelsched scheduler
---insecure``; docs/design.md, Safety rules).
+web dashboard (``dashboard``), and runs the executor on its own thread. It refuses to
+listen beyond loopback without ``auth_token_file`` unless made with ``insecure=True``
+(``gavelsched scheduler --insecure``; docs/design.md, Safety rules).
 
 Who may call is ``identities`` (``rpc.identity``): the daemon token, each user of the
 ``users_file`` and each job's own token. ``reload`` (SIGHUP, ``gavelsched reload``) reads
@@ -40,13 +40,6 @@ from .store import Store
 
 log = logging.getLogger(__name__)
 
-
-def unseated(runs: RunTable) -> dict[str, Callable[[object], bool]]:
-    """Per fleet method, whether a call will be answered without the executor: it takes no
-    seat (``service.ExecutorWaits``): a renewal the last plan booked (``renewals``), a fresh
-    run's InitJob (``launches``)."""
-    return {"RenewLease": runs.renewals.answers, "InitJob": runs.launches.answers}
-
 # gRPC handler threads: each waits on the executor thread, up to its caller's deadline (10 s
 # for workers and jobs; RenewLease answers wait for the next plan): at 2,048 GPUs, ~150
 # calls a second through executor stalls of seconds; 128 ran out, heartbeats went unserved.
@@ -55,6 +48,13 @@ def unseated(runs: RunTable) -> dict[str, Callable[[object], bool]]:
 # own that a fleet's burst cannot take.
 HANDLER_THREADS = 512
 SEATS = {"fleet": 384, "client": 64}     # and 64 threads for heartbeats
+
+
+def unseated(runs: RunTable) -> dict[str, Callable[[object], bool]]:
+    """Per fleet method, whether a call will be answered without the executor: it takes no
+    seat (``service.ExecutorWaits``): a renewal the last plan booked (``renewals``), a fresh
+    run's InitJob (``launches``)."""
+    return {"RenewLease": runs.renewals.answers, "InitJob": runs.launches.answers}
 
 
 class ListenError(Exception):
@@ -92,8 +92,8 @@ def _why_not(address: str, err: BaseException) -> str:
 
 class SchedulerDaemon:
     """Start with ``start()``, stop with ``stop()``; ``port``, ``metrics_port`` and
-    ``dashboard_port`` are the bound ports (useful with port 0). ``insecure``: may listen beyond loopback without a
-    token (else ``SecurityError``, before anything is opened)."""
+    ``dashboard_port`` are the bound ports (useful with port 0). ``insecure``: may listen
+    beyond loopback without a token (else ``SecurityError``, before anything is opened)."""
 
     def __init__(self, config: DaemonConfig, *, insecure: bool = False,
                  config_path: str | Path | None = None) -> None:
