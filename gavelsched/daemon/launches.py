@@ -14,11 +14,13 @@ running, the start-up sample, a lease moved past the round's end on the workers)
 to it with the arrival time (``StartUp``), without waiting: it is queued before the process
 has its answer, so before anything the process does next.
 
-A later InitJob of the same run (another rank) gets the same answer. A run extended at a
+A later InitJob of the same run (another rank, or a retry whose answer was lost on the way)
+gets the same answer, as long as that is the lease the executor holds. A run extended at a
 plan before its process started up is booked again with its new terms. An entry goes when
-the run ends or the executor has recorded its start-up: an InitJob the book does not hold
-(another generation, an orphan after a restart, an unknown job, a run started up) takes the
-executor's path (``processes.ProcessCalls.init_job``), as every InitJob did before.
+the run ends, when its lease changes after its start-up, or when the executor's path
+started it up: an InitJob the book does not hold (another generation, an orphan after a
+restart, an unknown job) takes the executor's path (``processes.ProcessCalls.init_job``),
+as every InitJob did before.
 Everything but ``answer`` and ``answers`` runs on the executor thread; both sides hold the
 lock.
 """
@@ -120,11 +122,22 @@ class Launches:
                 self._answered.pop(launch.job_id, None)
 
     def ended(self, job_id: str) -> None:
-        """The job's run ended, or the executor recorded its start-up: its InitJobs go to the
-        executor."""
+        """The job's run ended, or its lease changed after its start-up: its InitJobs go to
+        the executor."""
         with self._lock:
             self._book.pop(job_id, None)
             self._answered.pop(job_id, None)
+
+    def recorded(self, job_id: str, lease: pb.Lease) -> None:
+        """The executor recorded the run's start-up with ``lease``. The book goes on
+        answering its InitJobs (a retry whose answer was lost on the way, another rank) if it
+        answered that same lease; else (the executor's path started it up, or an extension
+        came between) they go to the executor."""
+        with self._lock:
+            given = self._answered.get(job_id)
+            if given is None or given.lease != lease:
+                self._book.pop(job_id, None)
+                self._answered.pop(job_id, None)
 
     def freed(self, workers: Iterable[int], at: float) -> None:
         """The run on ``workers`` exited at ``at`` (monotonic): a run launched there

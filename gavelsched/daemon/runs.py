@@ -342,6 +342,8 @@ class RunTable:
             run.steps_per_s = float(task.throughputs[m])
             if not run.started_up:            # (its first InitJob: from the new terms)
                 self._book(run, job)
+            else:
+                self.launches.ended(job_id)   # (its lease is not what the book answered)
             for server_id, old in run.servers.items():
                 request = pb.RunJobRequest()
                 request.CopyFrom(old)
@@ -415,7 +417,6 @@ class RunTable:
         its GPUs were freed by the run before it, whichever came later: the worker queues a
         launch until then)."""
         run.started_up = True
-        self.launches.ended(run.job_id)          # (its InitJobs are answered from ``run``)
         mono = self._clock() if arrived is None else arrived
         run.started = self.launches.started(run.started, run.workers) if started is None \
             else started
@@ -437,6 +438,7 @@ class RunTable:
                      "launched at once on its machine)", job.id, run.round, took,
                      "its GPUs' release" if run.refill else "its round's start", wave)
         run.lease, run.lease_end = started_lease(run, run.started, mono)
+        self.launches.recorded(run.job_id, run.lease)
         if run.ends - mono < run.floor_s:
             # past the round's end: the workers' kill deadlines move too (a RunJob on the
             # same GPUs), or they would kill the run before it saves

@@ -111,6 +111,8 @@ def test_the_book_answers_a_fresh_run_as_the_executor_would(tmp_path, story):
 
 
 def test_a_later_init_job_of_the_run_gets_the_same_answer_and_starts_it_up_once(tmp_path):
+    """Another rank, or a retry whose answer was lost on the way: the first answer, which
+    is the lease the executor holds, until that lease changes (an extension)."""
     sched = Scheduler(tmp_path)
     try:
         job = sched.submit()
@@ -119,14 +121,34 @@ def test_a_later_init_job_of_the_run_gets_the_same_answer_and_starts_it_up_once(
         launches = sched.x.runs.launches
         first = launches.answer(_request(sched, job))
         sched.t = 3.5                            # another rank, before the executor took it
-        second = launches.answer(_request(sched, job, rank=1))
-        assert first[1] is not None and second == (first[0], None)
+        assert first[1] is not None
+        assert launches.answer(_request(sched, job, rank=1)) == (first[0], None)
         sched.x.processes.booked_init(first[1])
         run = sched.x.runs.get(job)
         assert run.started_up and run.init_at == 3.0 and run.lease == first[0].lease
-        # recorded: the executor answers from here on, with the run's lease
-        assert launches.answer(_request(sched, job, rank=1)) is None
-        assert sched.x.processes.init_job(_request(sched, job, rank=1)).lease == run.lease
+        sched.t = 6.0                            # a retry, after the executor took it
+        assert launches.answer(_request(sched, job)) == (first[0], None)
+        assert sched.x.processes.init_job(_request(sched, job)) == first[0]
+        sched.at(1.0 + R - sched.x.config.plan_lead)     # kept: its lease is extended
+        assert sched.sent.runs[-1].lease.extended
+        assert launches.answer(_request(sched, job)) is None
+        assert sched.x.processes.init_job(_request(sched, job)).lease == run.lease
+    finally:
+        sched.close()
+
+
+def test_a_run_the_executor_started_up_is_answered_by_the_executor(tmp_path):
+    """Its lease was set on the executor's clock: the book, which never answered it, does
+    not answer its later InitJobs with one of its own."""
+    sched = Scheduler(tmp_path)
+    try:
+        job = sched.submit()
+        sched.at(1.0)
+        sched.t = 3.0
+        lease = sched.init(job)                  # the executor's path
+        sched.t = 4.0
+        assert sched.x.runs.launches.answer(_request(sched, job)) is None
+        assert sched.init(job) == lease
     finally:
         sched.close()
 
