@@ -303,11 +303,9 @@ class RunTable:
         addresses = self.health.addresses()
         requests = self.requests(task, m, job, lease, index, generation)
         # A refill's round starts at its launch (its start-up is measured from when its
-        # GPUs are free: ``started_up``); its received time is the rest of the round. At
-        # least MIN_LEASE_FRACTION of a round after start-up, even past the round's end (a
-        # start-up longer than the rest of its round must not leave the job without any
-        # progress: then its GPUs' next run starts that much later); a refill ends with its
-        # round: it only uses time that would otherwise be idle.
+        # GPUs are free: ``started_up``); its received time is the rest of the round. Its
+        # lease has no floor past its start-up (``launches.started_lease``): it only uses
+        # time that would otherwise be idle.
         run = Run(job_id, task.worker_type, requests, set(requests), lease, index, mono, ends,
                   float(task.throughputs[m]), job.steps_done, (job.steps_done, 0.0),
                   workers=task.workers, round_start=mono if refill else ends - R,
