@@ -180,9 +180,16 @@ def test_a_start_up_recorded_after_its_run_was_replaced_changes_nothing(tmp_path
         sched.t = 2.0
         _, startup = sched.x.runs.launches.answer(_request(sched, job))
         sched.x.runs.kill(job, "test")                   # ended before it was recorded
-        sched.x.processes.booked_init(startup)
+        sched.x.processes.booked_init(startup)           # (no run: nothing to record)
         assert job not in sched.x.runs
         assert sched.x.jobs.get(job).state != RUNNING
+        sched.at(1.0 + R - sched.x.config.plan_lead)     # the job is launched again
+        sched.at(1.0 + R)
+        again = sched.x.runs.get(job)
+        assert again is not None and again.generation > startup.generation
+        sched.x.processes.booked_init(startup)           # the old run's, late
+        assert not again.started_up and sched.x.jobs.get(job).state != RUNNING
+        assert sched.x.runs.launches.answers(_request(sched, job))   # the new run's book
     finally:
         sched.close()
 
