@@ -4,9 +4,10 @@ sweep --ray ADDRESS`` (or ``auto``: the cluster ``ray start`` left on this machi
 Each (point, spec) pair of ``sweep.run_points`` becomes one Ray task running the same
 ``run_point`` as a local worker process, so the rows, and the CSV and plot made of them,
 are the local run's row for row (but ``wall_s``, each point's own time). Tasks spread over
-the nodes; one lost with its node (or worker) runs again on a node still alive, up to
-``MAX_RETRIES`` times, and ``summary`` says which node made how
-many rows. The packages the simulation imports travel with the job
+the nodes (Ray's SPREAD, best effort: a worker that is free takes the next task); one lost
+with its node (or worker) runs again on a node still alive, up to ``MAX_RETRIES`` times,
+and ``summary`` says which node made how many rows. The packages the simulation imports
+travel with the job
 (``runtime_env`` ``py_modules``): the cluster's nodes run this checkout's code, whatever
 they have installed. Ray is an optional extra (``pip install 'gavelsched[ray]'``);
 without it, or without a cluster at the address, ``RaySweepError`` says so in one line."""

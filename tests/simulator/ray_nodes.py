@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -23,6 +24,7 @@ from pathlib import Path
 from gavelsched.daemon.leases import free_port as _free_port
 
 STARTED = "Ray runtime started"
+NODE_ID = re.compile(r"Node ID: ([0-9a-f]+)")     # the raylet's log names its node
 
 
 def ray_cli() -> str | None:
@@ -42,7 +44,6 @@ def missing() -> str | None:
     return None
 
 
-
 def _stop_with_owner() -> None:
     """In the child: SIGTERM (``ray start`` then stops its node) when the process that
     started it dies, even killed, so a node never outlives its test or benchmark."""
@@ -57,6 +58,15 @@ class RayNode:
     name: str
     process: subprocess.Popen
     log: Path
+    temp_dir: Path
+
+    def node_id(self) -> str:
+        """Ray's id of the node (hex), from its raylet's log."""
+        raylet = self.temp_dir / "session_latest" / "logs" / "raylet.out"
+        found = NODE_ID.search(raylet.read_text(errors="replace"))
+        if found is None:
+            raise RuntimeError(f"ray node {self.name}: no node id in {raylet}")
+        return found.group(1)
 
     def members(self) -> dict[int, bytes]:
         """The node's processes (its session: ``ray start``'s group and its workers' own
@@ -112,16 +122,16 @@ class RayNodes:
         return self._start(name, [f"--address={self.address}"], cpus)
 
     def _start(self, name: str, flags: list[str], cpus: int) -> RayNode:
-        log = self.root / f"{name}.log"
+        log, temp_dir = self.root / f"{name}.log", self.root / name
         with open(log, "w") as out:
             process = subprocess.Popen(
                 [ray_cli(), "start", "--block", *flags, "--node-ip-address=127.0.0.1",
                  f"--num-cpus={cpus}", "--object-store-memory=100000000",
                  f"--dashboard-agent-listen-port={_free_port()}", "--disable-usage-stats",
-                 f"--temp-dir={self.root / name}"],
+                 f"--temp-dir={temp_dir}"],
                 env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                 preexec_fn=_stop_with_owner)
-        node = RayNode(name, process, log)
+        node = RayNode(name, process, log, temp_dir)
         self.nodes.append(node)
         deadline = time.monotonic() + self.timeout_s
         while STARTED not in log.read_text(errors="replace"):
