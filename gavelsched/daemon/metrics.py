@@ -17,7 +17,9 @@
   (``ask_again``; ``renewals``);
 - ``gavelsched_init_jobs_total{answer}``: the InitJobs answered from the book of the runs
   launched (``book``: on the handler's thread, ``launches``) or by the executor
-  (``executor``);
+  (``executor``), or refused by it: the run is not the job's current one (``stale``), the job
+  is not known (``unknown``), or, after a restart, its server has not registered again
+  (``ask_again``);
 - ``gavelsched_heartbeat_delay_seconds``: histogram of how late each heartbeat reached the
   scheduler against its server's fastest (``health.intake_delay``: that much more silence
   is granted to every server before it is failed);
@@ -164,8 +166,8 @@ class DaemonMetrics:
         self.refused.labels(method=method).inc()
 
     def on_answer(self, method: str, answer: str) -> None:
-        """A RenewLease or an InitJob (``method``) answered (``book``, ``executor`` or a
-        renewal's ``ask_again``; any handler thread)."""
+        """A RenewLease or an InitJob (``method``) answered (``book``, ``executor``,
+        ``ask_again``) or an InitJob refused (``stale``, ``unknown``; any handler thread)."""
         counter = self.init_jobs if method == "InitJob" else self.renewals
         counter.labels(answer=answer).inc()
 

@@ -377,10 +377,13 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
         try:
             answer = self.x.call(lambda: self.x.processes.init_job(request))
         except LookupError as err:
+            self._count("unknown", "InitJob")
             _abort_on(context, err, grpc.StatusCode.NOT_FOUND)
         except StaleRun as err:
+            self._count("stale", "InitJob")
             _abort_on(context, err, grpc.StatusCode.FAILED_PRECONDITION)
         except AskAgain as err:     # (the iterator asks again after a pause)
+            self._count("ask_again", "InitJob")
             context.abort(grpc.StatusCode.UNAVAILABLE, f"{BUSY}: {err}; ask again")
         if isinstance(answer, Future):  # a run found going on waits for the next plan
             answer = _after_plan(answer, context)
@@ -405,7 +408,8 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
         return pb.RenewLeaseResponse(lease=lease)
 
     def _count(self, answer: str, method: str = "RenewLease") -> None:
-        """Who answered (``book``, ``executor``) or ``ask_again``: ``metrics.on_answer``."""
+        """Who answered (``book``, ``executor``), ``ask_again``, or an InitJob's refusal
+        (``stale``, ``unknown``): ``metrics.on_answer``."""
         if self.x.metrics is not None:
             self.x.metrics.on_answer(method, answer)
 

@@ -18,7 +18,7 @@ from gavelsched.daemon.launches import StartUp
 from gavelsched.daemon.metrics import DaemonMetrics
 from gavelsched.rpc import pb, pb_grpc
 
-from .test_renewals import _answers, _Held, _seat_taken, _served
+from .test_renewals import _answers, _Held, _pumped, _seat_taken, _served
 from .test_round_aligned import R, Scheduler
 
 
@@ -221,5 +221,28 @@ def test_a_fresh_run_s_init_job_is_answered_over_grpc_while_the_executor_serves_
         assert run.started_up and run.init_at == 2.5 and run.lease == reply.lease
         assert sched.x.jobs.get(job).state == RUNNING
         assert sched.sent.kinds == [PLANNED]
+    finally:
+        sched.close()
+
+
+def test_init_jobs_the_executor_refuses_are_counted_by_why(tmp_path):
+    """An operator sees what became of the InitJobs the book did not answer: the executor
+    refuses one of a run that is not the job's current one (``stale``) and one of a job it
+    does not know (``unknown``), each counted in ``gavelsched_init_jobs_total``."""
+    sched = Scheduler(tmp_path)
+    sched.x.metrics = DaemonMetrics()
+    try:
+        job = sched.submit()
+        sched.at(1.0)
+        with _pumped(sched) as chan:
+            iterator = pb_grpc.IteratorToSchedulerStub(chan)
+            codes = []
+            for request in (_request(sched, job, generation=sched.gen(job) - 1),
+                            _request(sched, "no-such-job")):
+                with pytest.raises(grpc.RpcError) as refused:
+                    iterator.InitJob(request, timeout=10)
+                codes.append(refused.value.code())
+        assert codes == [grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND]
+        assert _answers(sched, "init_jobs") == {"stale": 1.0, "unknown": 1.0}
     finally:
         sched.close()
