@@ -8,8 +8,9 @@ the nodes (Ray's SPREAD, best effort: a worker that is free takes the next task)
 with its node (or worker) runs again on a node still alive, up to ``MAX_RETRIES`` times,
 and ``summary`` says which node made how many rows. The packages the simulation imports
 travel with the job (``runtime_env`` ``py_modules``): the cluster's nodes run this
-checkout's code, whatever they have installed. Ray is an optional extra (``pip install 'gavelsched[ray]'``);
-without it, or without a cluster at the address, ``RaySweepError`` says so in one line."""
+checkout's code, whatever they have installed. Ray is an optional extra (``pip install
+'gavelsched[ray]'``); without it, or without a cluster at the address, ``RaySweepError``
+says so in one line."""
 
 from __future__ import annotations
 
