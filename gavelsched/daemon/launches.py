@@ -99,6 +99,10 @@ class StartUp:
     started: float       # when its process started: its dispatch or its GPUs' release
 
 
+# The jobs whose entry went that the book remembers, for ``Launches.why_not``.
+GONE_KEPT = 100_000
+
+
 class Launches:
     """The book of fresh runs' InitJob answers (module docstring). ``clock``: monotonic
     seconds; ``now``: the daemon's time (``clock.Origin.now``)."""
@@ -109,6 +113,7 @@ class Launches:
         self._book: dict[str, Launch] = {}
         self._answered: dict[str, pb.InitJobResponse] = {}
         self._freed: dict[int, float] = {}   # worker id -> when its last run there ended
+        self._gone: dict[str, tuple[int, str]] = {}   # job -> (generation, why) of its last
 
     # ---- on the executor thread -----------------------------------------------------------
     def book(self, launch: Launch) -> None:
@@ -118,15 +123,15 @@ class Launches:
         with self._lock:
             old = self._book.get(launch.job_id)
             self._book[launch.job_id] = launch
+            self._gone.pop(launch.job_id, None)
             if old is None or old.generation != launch.generation:
                 self._answered.pop(launch.job_id, None)
 
-    def ended(self, job_id: str) -> None:
-        """The job's run ended, or its lease changed after its start-up: its InitJobs go to
-        the executor."""
+    def ended(self, job_id: str, why: str = "run_ended") -> None:
+        """The job's run ended, or its lease changed after its start-up (``why``:
+        ``lease_changed``): its InitJobs go to the executor."""
         with self._lock:
-            self._book.pop(job_id, None)
-            self._answered.pop(job_id, None)
+            self._drop(job_id, why)
 
     def recorded(self, job_id: str, lease: pb.Lease) -> None:
         """The executor recorded the run's start-up with ``lease``. The book goes on
@@ -136,8 +141,16 @@ class Launches:
         with self._lock:
             given = self._answered.get(job_id)
             if given is None or given.lease != lease:
-                self._book.pop(job_id, None)
-                self._answered.pop(job_id, None)
+                self._drop(job_id, "executor_started" if given is None else "lease_changed")
+
+    def _drop(self, job_id: str, why: str) -> None:
+        launch = self._book.pop(job_id, None)
+        self._answered.pop(job_id, None)
+        if launch is not None:
+            self._gone.pop(job_id, None)          # (re-inserted: the newest last)
+            self._gone[job_id] = (launch.generation, why)
+            if len(self._gone) > GONE_KEPT:
+                del self._gone[next(iter(self._gone))]
 
     def freed(self, workers: Iterable[int], at: float) -> None:
         """The run on ``workers`` exited at ``at`` (monotonic): a run launched there
@@ -162,6 +175,20 @@ class Launches:
         with self._lock:
             launch = self._book.get(request.job_id)
         return launch is not None and launch.generation == request.generation
+
+    def why_not(self, request: pb.InitJobRequest) -> str:
+        """Why the book does not answer ``request`` (``answer`` gave None):
+        ``other_generation``; its run's entry went (``run_ended``, ``lease_changed``, or
+        ``executor_started``: the executor's path started it up); ``never_booked`` (an
+        orphan after a restart, an unknown job, or an entry long gone)."""
+        with self._lock:
+            launch = self._book.get(request.job_id)
+            gone = self._gone.get(request.job_id)
+        if launch is not None and launch.generation != request.generation:
+            return "other_generation"
+        if gone is not None:
+            return gone[1] if gone[0] == request.generation else "other_generation"
+        return "never_booked"
 
     def answer(self, request: pb.InitJobRequest
                ) -> tuple[pb.InitJobResponse, StartUp | None] | None:

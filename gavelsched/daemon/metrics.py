@@ -19,7 +19,9 @@
   launched (``book``: on the handler's thread, ``launches``) or by the executor
   (``executor``), or refused by it: the run is not the job's current one (``stale``), the job
   is not known (``unknown``), or, after a restart, its server has not registered again
-  (``ask_again``);
+  (``ask_again``); ``why`` the book did not answer (``launches.Launches.why_not``:
+  ``other_generation``, ``run_ended``, ``lease_changed``, ``executor_started``,
+  ``never_booked``; empty for the book's answers);
 - ``gavelsched_heartbeat_delay_seconds``: histogram of how late each heartbeat reached the
   scheduler against its server's fastest (``health.intake_delay``: that much more silence
   is granted to every server before it is failed);
@@ -102,8 +104,8 @@ class DaemonMetrics:
                                ["method"], registry=r)
         self.renewals = Counter("gavelsched_renewals", "RenewLease answers, by who gave them",
                                 ["answer"], registry=r)
-        self.init_jobs = Counter("gavelsched_init_jobs", "InitJob answers, by who gave them",
-                                 ["answer"], registry=r)
+        self.init_jobs = Counter("gavelsched_init_jobs", "InitJob answers, by who gave them "
+                                 "and why the book did not", ["answer", "why"], registry=r)
         self.heartbeat_delay = Histogram(
             "gavelsched_heartbeat_delay_seconds", "How late each heartbeat reached the "
             "scheduler against its server's fastest", buckets=HEARTBEAT_BUCKETS, registry=r)
@@ -165,11 +167,15 @@ class DaemonMetrics:
         """A call refused as busy (any handler thread)."""
         self.refused.labels(method=method).inc()
 
-    def on_answer(self, method: str, answer: str) -> None:
+    def on_answer(self, method: str, answer: str, why: str = "") -> None:
         """A RenewLease or an InitJob (``method``) answered (``book``, ``executor``,
-        ``ask_again``) or an InitJob refused (``stale``, ``unknown``; any handler thread)."""
-        counter = self.init_jobs if method == "InitJob" else self.renewals
-        counter.labels(answer=answer).inc()
+        ``ask_again``) or an InitJob refused (``stale``, ``unknown``), with ``why`` the
+        book did not answer an InitJob (``launches.Launches.why_not``; any handler
+        thread)."""
+        if method == "InitJob":
+            self.init_jobs.labels(answer=answer, why=why).inc()
+        else:
+            self.renewals.labels(answer=answer).inc()
 
     def on_gc(self, seconds: float) -> None:
         self.gc.observe(seconds)

@@ -341,7 +341,7 @@ class RunTable:
             if not run.started_up:            # (its first InitJob: from the new terms)
                 self._book(run, job)
             else:
-                self.launches.ended(job_id)   # (its lease is not what the book answered)
+                self.launches.ended(job_id, "lease_changed")   # (not what the book gave)
             for server_id, old in run.servers.items():
                 request = pb.RunJobRequest()
                 request.CopyFrom(old)

@@ -374,20 +374,21 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
                 self.x.tell(lambda: self.x.processes.booked_init(startup), lane=FLEET)
             self._count("book", "InitJob")
             return answer
+        why = self.x.runs.launches.why_not(request)     # (counted with the executor's answer)
         try:
             answer = self.x.call(lambda: self.x.processes.init_job(request))
         except LookupError as err:
-            self._count("unknown", "InitJob")
+            self._count("unknown", "InitJob", why)
             _abort_on(context, err, grpc.StatusCode.NOT_FOUND)
         except StaleRun as err:
-            self._count("stale", "InitJob")
+            self._count("stale", "InitJob", why)
             _abort_on(context, err, grpc.StatusCode.FAILED_PRECONDITION)
         except AskAgain as err:     # (the iterator asks again after a pause)
-            self._count("ask_again", "InitJob")
+            self._count("ask_again", "InitJob", why)
             context.abort(grpc.StatusCode.UNAVAILABLE, f"{BUSY}: {err}; ask again")
         if isinstance(answer, Future):  # a run found going on waits for the next plan
             answer = _after_plan(answer, context)
-        self._count("executor", "InitJob")
+        self._count("executor", "InitJob", why)
         return answer
 
     def RenewLease(self, request, context):
@@ -407,11 +408,11 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
         self._count(answer)
         return pb.RenewLeaseResponse(lease=lease)
 
-    def _count(self, answer: str, method: str = "RenewLease") -> None:
+    def _count(self, answer: str, method: str = "RenewLease", why: str = "") -> None:
         """Who answered (``book``, ``executor``), ``ask_again``, or an InitJob's refusal
-        (``stale``, ``unknown``): ``metrics.on_answer``."""
+        (``stale``, ``unknown``), and why the book did not: ``metrics.on_answer``."""
         if self.x.metrics is not None:
-            self.x.metrics.on_answer(method, answer)
+            self.x.metrics.on_answer(method, answer, why)
 
     def ReportSteps(self, request, context):
         self.callers.job(context, request.job_id)

@@ -132,6 +132,7 @@ def test_a_later_init_job_of_the_run_gets_the_same_answer_and_starts_it_up_once(
         sched.at(1.0 + R - sched.x.config.plan_lead)     # kept: its lease is extended
         assert sched.sent.runs[-1].lease.extended
         assert launches.answer(_request(sched, job)) is None
+        assert launches.why_not(_request(sched, job)) == "lease_changed"
         assert sched.x.processes.init_job(_request(sched, job)).lease == run.lease
     finally:
         sched.close()
@@ -148,6 +149,7 @@ def test_a_run_the_executor_started_up_is_answered_by_the_executor(tmp_path):
         lease = sched.init(job)                  # the executor's path
         sched.t = 4.0
         assert sched.x.runs.launches.answer(_request(sched, job)) is None
+        assert sched.x.runs.launches.why_not(_request(sched, job)) == "executor_started"
         assert sched.init(job) == lease
     finally:
         sched.close()
@@ -155,17 +157,21 @@ def test_a_run_the_executor_started_up_is_answered_by_the_executor(tmp_path):
 
 def test_an_init_job_the_book_does_not_hold_goes_to_the_executor(tmp_path):
     """Another generation, a job the book never saw, a run that ended: the executor's
-    path."""
+    path, and the book says why (``why_not``, the label of the executor's answer)."""
     sched = Scheduler(tmp_path)
     try:
         job = sched.submit()
         sched.at(1.0)
         launches = sched.x.runs.launches
         assert launches.answers(_request(sched, job))
-        assert not launches.answers(_request(sched, job, generation=sched.gen(job) + 1))
-        assert not launches.answers(_request(sched, "no-such-job", generation=1))
+        other = _request(sched, job, generation=sched.gen(job) + 1)
+        assert not launches.answers(other) and launches.why_not(other) == "other_generation"
+        unknown = _request(sched, "no-such-job", generation=1)
+        assert not launches.answers(unknown) and launches.why_not(unknown) == "never_booked"
         sched.x.cancel(job)
         assert launches.answer(_request(sched, job)) is None
+        assert launches.why_not(_request(sched, job)) == "run_ended"
+        assert launches.why_not(other) == "other_generation"
     finally:
         sched.close()
 
@@ -226,9 +232,10 @@ def test_a_fresh_run_s_init_job_is_answered_over_grpc_while_the_executor_serves_
 
 
 def test_init_jobs_the_executor_refuses_are_counted_by_why(tmp_path):
-    """An operator sees what became of the InitJobs the book did not answer: the executor
-    refuses one of a run that is not the job's current one (``stale``) and one of a job it
-    does not know (``unknown``), each counted in ``gavelsched_init_jobs_total``."""
+    """An operator sees what became of the InitJobs the book did not answer, and why it did
+    not: the executor refuses one of a run that is not the job's current one (``stale``;
+    the book holds another generation) and one of a job it does not know (``unknown``;
+    never booked), each counted in ``gavelsched_init_jobs_total``."""
     sched = Scheduler(tmp_path)
     sched.x.metrics = DaemonMetrics()
     try:
@@ -244,5 +251,7 @@ def test_init_jobs_the_executor_refuses_are_counted_by_why(tmp_path):
                 codes.append(refused.value.code())
         assert codes == [grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND]
         assert _answers(sched, "init_jobs") == {"stale": 1.0, "unknown": 1.0}
+        assert _answers(sched, "init_jobs", "why") == {"other_generation": 1.0,
+                                                       "never_booked": 1.0}
     finally:
         sched.close()

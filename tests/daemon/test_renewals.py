@@ -209,8 +209,13 @@ def test_a_renewal_whose_plan_comes_late_is_asked_again_not_ended(kept, monkeypa
     assert _answers(sched) == {"ask_again": 1.0}
 
 
-def _answers(sched, metric: str = "renewals") -> dict[str, float]:
-    """``gavelsched_renewals_total`` (or ``gavelsched_<metric>_total``) by answer."""
-    return {s.labels["answer"]: s.value for m in sched.x.metrics.registry.collect()
-            if m.name == f"gavelsched_{metric}" for s in m.samples
-            if s.name.endswith("_total")}
+def _answers(sched, metric: str = "renewals", label: str = "answer") -> dict[str, float]:
+    """``gavelsched_renewals_total`` (or ``gavelsched_<metric>_total``) by answer (or by
+    another ``label``), summed over the other labels; an empty label left out."""
+    counts: dict[str, float] = {}
+    for m in sched.x.metrics.registry.collect():
+        for s in m.samples:
+            if m.name == f"gavelsched_{metric}" and s.name.endswith("_total") \
+                    and s.labels[label]:
+                counts[s.labels[label]] = counts.get(s.labels[label], 0.0) + s.value
+    return counts
