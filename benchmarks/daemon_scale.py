@@ -178,19 +178,31 @@ def cpu_s(pids: list[int]) -> float:
     return total
 
 
+# (metric, label) pairs ``rpc_counts`` sums by: a series of several labels counts under each.
+COUNTED = (("rpcs", "method"), ("renewals", "answer"), ("calls_refused", "method"),
+           ("init_jobs", "answer"), ("init_jobs", "why"))
+SERIES = re.compile(r'^gavelsched_(\w+)_total\{([^}]*)\} ([\d.e+]+)$', re.M)
+LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
 def rpc_counts(url: str) -> tuple[dict[str, float], ...]:
     """``gavelsched_rpcs_total`` by method, ``gavelsched_renewals_total`` by answer,
-    ``gavelsched_calls_refused_total`` by method and ``gavelsched_init_jobs_total`` by answer,
-    from the scheduler's /metrics (empty when it does not answer in time: a scrape of every
-    job's gauges is slow on a busy machine)."""
+    ``gavelsched_calls_refused_total`` by method and ``gavelsched_init_jobs_total`` by answer
+    and by why the book did not answer (``COUNTED``), from the scheduler's /metrics (empty
+    when it does not answer in time: a scrape of every job's gauges is slow on a busy
+    machine)."""
     try:
         text = urllib.request.urlopen(url, timeout=300).read().decode()
     except OSError:
-        return {}, {}, {}, {}
-    return tuple({m: float(v) for m, v in re.findall(
-        rf'^gavelsched_{name}_total\{{{label}="([^"]+)"\}} ([\d.e+]+)$', text, re.M)}
-        for name, label in (("rpcs", "method"), ("renewals", "answer"),
-                            ("calls_refused", "method"), ("init_jobs", "answer")))
+        return tuple({} for _ in COUNTED)
+    counts: dict[tuple[str, str], dict[str, float]] = {key: {} for key in COUNTED}
+    for name, labels, value in SERIES.findall(text):
+        found = dict(LABEL.findall(labels))
+        for metric, label in COUNTED:
+            if metric == name and found.get(label):
+                by = counts[metric, label]
+                by[found[label]] = by.get(found[label], 0.0) + float(value)
+    return tuple(counts[key] for key in COUNTED)
 
 
 def start_probe(cluster: LocalCluster) -> subprocess.Popen:
@@ -247,6 +259,7 @@ class Row:
     renewals: float = math.nan       # RenewLease calls served in the measured rounds
     answers: dict[str, float] = field(default_factory=dict)   # ... by who answered them
     init_answers: dict[str, float] = field(default_factory=dict)   # InitJobs, by who answered
+    init_whys: dict[str, float] = field(default_factory=dict)   # the rest: why not the book
     renew_late: int = 0              # ... past the iterator's deadline (the hollow logs)
     renew_busy: int = 0              # ... refused as busy
     renew_unplanned: int = 0         # ... of them, after waiting out the plan (not seats)
@@ -389,7 +402,8 @@ def measure(gpus: int, jobs: int, args) -> Row:
         wait_until(lambda: len(starts()) >= first, 20 * args.round_seconds + 600,
                    "the warm-up rounds")
         cpu0, hollow0, t0 = cpu_s([pid]), cpu_s([p.pid for p in hollow]), time.monotonic()
-        rpcs0, answers0, refused0, inits0 = rpc_counts(f"http://127.0.0.1:{metrics_port}/metrics")
+        rpcs0, answers0, refused0, inits0, whys0 = rpc_counts(
+            f"http://127.0.0.1:{metrics_port}/metrics")
         probe = start_probe(cluster)
         base = first - 1             # the index of the round start measuring begins at
         client = pb_grpc.ClientToSchedulerStub(cluster.chan)
@@ -411,7 +425,8 @@ def measure(gpus: int, jobs: int, args) -> Row:
             print(f"  round {k} of {args.rounds}", file=sys.stderr, flush=True)
         wall = time.monotonic() - t0
         row.heartbeat_s = stop_probe(probe)
-        rpcs1, answers1, refused1, inits1 = rpc_counts(f"http://127.0.0.1:{metrics_port}/metrics")
+        rpcs1, answers1, refused1, inits1, whys1 = rpc_counts(
+            f"http://127.0.0.1:{metrics_port}/metrics")
         row.cpu_share = (cpu_s([pid]) - cpu0) / wall
         row.hollow_cpu_share = (cpu_s([p.pid for p in hollow]) - hollow0) / wall
         row.peak_mib = peak_rss_mib(pid)
@@ -424,6 +439,7 @@ def measure(gpus: int, jobs: int, args) -> Row:
             row.renewals = rates.get("RenewLease", 0.0) * wall
             row.answers = {a: n - answers0.get(a, 0) for a, n in answers1.items()}
             row.init_answers = {a: n - inits0.get(a, 0) for a, n in inits1.items()}
+            row.init_whys = {w: n - whys0.get(w, 0) for w, n in whys1.items()}
             row.refused = {m: int(n - refused0.get(m, 0)) for m, n in refused1.items()}
             row.top = ", ".join(f"{m} {r:.0f}" for m, r in
                                 sorted(rates.items(), key=lambda kv: -kv[1])[:3])
@@ -690,6 +706,10 @@ def init_failures(row: Row) -> str:
     refused = {a: n for a, n in answers.items() if n}
     if refused:      # (stale, unknown, ask_again: gavelsched_init_jobs_total)
         line += "; refused: " + ", ".join(f"{a} {n:,.0f}" for a, n in _most_first(refused))
+    whys = {w: n for w, n in row.init_whys.items() if n}
+    if whys:         # (launches.Launches.why_not)
+        line += ("; not in the book because: "
+                 + ", ".join(f"{w} {n:,.0f}" for w, n in _most_first(whys)))
     return line
 
 
