@@ -125,7 +125,11 @@ def test_a_sweep_survives_a_node_that_dies(tmp_path):
             time.sleep(0.05)
         lost = doomed.running(TASK)
         doomed.kill()                                   # while it runs a point
-        rescue = nodes.add("rescue", cpus=1).node_id()[:8]
+        try:
+            joined = nodes.add("rescue", cpus=1)
+        except RuntimeError as why:                     # a machine too loaded for Ray
+            pytest.skip(str(why))
+        rescue = joined.node_id()[:8]
         err = sweep.communicate(timeout=300)[1]
     finally:
         sweep.kill()
