@@ -99,8 +99,10 @@ class StartUp:
     started: float       # when its process started: its dispatch or its GPUs' release
 
 
-# The jobs whose entry went that the book remembers, for ``Launches.why_not``.
-GONE_KEPT = 100_000
+# How many dropped entries the book remembers, newest first, for ``Launches.why_not``: the
+# InitJobs it explains come soon after the drop (a later rank, a retry), and a round at
+# 2,048 GPUs ends at most 2,048 runs.
+GONE_KEPT = 10_000
 
 
 class Launches:
@@ -113,7 +115,7 @@ class Launches:
         self._book: dict[str, Launch] = {}
         self._answered: dict[str, pb.InitJobResponse] = {}
         self._freed: dict[int, float] = {}   # worker id -> when its last run there ended
-        self._gone: dict[str, tuple[int, str]] = {}   # job -> (generation, why) of its last
+        self._gone: dict[str, tuple[int, str]] = {}   # job -> its last entry's (gen, why)
 
     # ---- on the executor thread -----------------------------------------------------------
     def book(self, launch: Launch) -> None:
