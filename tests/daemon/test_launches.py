@@ -12,9 +12,10 @@ from __future__ import annotations
 import grpc
 import pytest
 
+from gavelsched.daemon import launches as launches_module
 from gavelsched.daemon.dispatch import LEASE_MOVED, PLANNED
 from gavelsched.daemon.jobs import RUNNING
-from gavelsched.daemon.launches import StartUp
+from gavelsched.daemon.launches import Launch, StartUp
 from gavelsched.daemon.metrics import DaemonMetrics
 from gavelsched.rpc import pb, pb_grpc
 
@@ -255,3 +256,19 @@ def test_init_jobs_the_executor_refuses_are_counted_by_why(tmp_path):
                                                        "never_booked": 1.0}
     finally:
         sched.close()
+
+
+def test_the_book_remembers_why_for_its_newest_dropped_entries(monkeypatch):
+    """``why_not`` reads the entries dropped last, at most ``GONE_KEPT``: an older one is
+    forgotten (``never_booked``), and a job booked again is the book's once more."""
+    monkeypatch.setattr(launches_module, "GONE_KEPT", 2)
+    book = launches_module.Launches(lambda: 0.0, lambda: 0.0)
+    for job in ("a", "b", "c"):
+        book.book(Launch(job, 1, pb.Lease(), 0, 1.0, 10.0, 0.0, None, 0.0, (0,), 10, 0))
+        book.ended(job)
+    ask = {job: pb.InitJobRequest(job_id=job, generation=1) for job in "abc"}
+    assert [book.why_not(ask[job]) for job in "abc"] == ["never_booked", "run_ended",
+                                                         "run_ended"]
+    book.book(Launch("b", 2, pb.Lease(), 0, 1.0, 10.0, 0.0, None, 0.0, (0,), 10, 0))
+    assert book.answers(pb.InitJobRequest(job_id="b", generation=2))
+    assert book.why_not(ask["b"]) == "other_generation"
