@@ -12,9 +12,10 @@ the command's start to its end:
 
 The three CSVs must be equal row for row (but ``wall_s``, each run's own time); the script
 fails otherwise (all rows there, and equal: the runs lost with node 2 ran again). It
-prints a markdown table, with the 1-minute load average as each run starts. On a machine of few cores Ray is no faster
-than local processes (the same CPUs, plus Ray's own processes and a job's start-up): the
-table says what the cluster costs, and that the rows survive a lost node.
+prints a markdown table, with the 1-minute load average as each run starts. On a machine of
+few cores Ray is no faster than local processes (the same CPUs, plus Ray's own processes
+and a job's start-up): the table says what the cluster costs, and that the rows survive a
+lost node.
 
     python benchmarks/sweep_cluster.py            # BENCHMARKS.md (~10 min on 2 cores)
     python benchmarks/sweep_cluster.py --jobs 100 --rates 2,4 --seeds 0   # smoke
@@ -44,7 +45,7 @@ POLICIES = "max_min_fairness,max_min_fairness_perf,fifo_perf"
 RATES = "0.6,1.2,1.8,2.4,3.0,3.6,4.2,4.8,5.4,6.0"
 TASK = run_task.__name__                # a worker running one is titled ray::TASK
 DONE = re.compile(r"^sweep: (\d+)/(\d+) runs done")
-SUMMARY = re.compile(r"^ray: \d+ runs on (\d+) nodes? \((.*)\)$")
+SUMMARY = re.compile(r"^ray: \d+ runs? on (\d+) nodes? \((.*)\)$")
 
 
 def sweep_command(args, out: Path, ray: str | None = None) -> list[str]:

@@ -113,5 +113,9 @@ def summary(nodes: Sequence[str]) -> str:
     """One line: how many rows each node made, by node id (its first 8 characters), e.g.
     ``ray: 90 runs on 2 nodes (3f2a91c0: 46, 9b01d2e4: 44)``."""
     per_node = sorted(Counter(nodes).items())
-    return (f"ray: {len(nodes)} runs on {len(per_node)} node{'s' if len(per_node) != 1 else ''}"
+    return (f"ray: {_count(len(nodes), 'run')} on {_count(len(per_node), 'node')}"
             f" ({', '.join(f'{node[:8]}: {n}' for node, n in per_node)})")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' if n != 1 else ''}"

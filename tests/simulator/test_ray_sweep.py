@@ -29,7 +29,7 @@ SLOW = ["simulate", "sweep", "--rates", "2,6", "--seeds", "0",
 FAST_HEALTH = {"RAY_health_check_period_ms": "1000", "RAY_health_check_timeout_ms": "1000",
                "RAY_health_check_failure_threshold": "5"}
 TASK = run_task.__name__                # a worker running one is titled ray::TASK
-SUMMARY = re.compile(r"^ray: (\d+) runs on (\d+) nodes? \((.*)\)$")
+SUMMARY = re.compile(r"^ray: (\d+) runs? on (\d+) nodes? \((.*)\)$")
 
 
 def _rows(path) -> list[dict]:
@@ -98,7 +98,7 @@ def test_a_sweep_on_two_nodes_writes_the_local_rows(nodes, tmp_path, capsys, mon
 def test_the_summary_counts_the_runs_of_each_node():
     assert summary(["9b01d2e4aa", "3f2a91c0bb", "9b01d2e4aa"]) == \
         "ray: 3 runs on 2 nodes (3f2a91c0: 1, 9b01d2e4: 2)"
-    assert summary(["3f2a91c0bb"]) == "ray: 1 runs on 1 node (3f2a91c0: 1)"
+    assert summary(["3f2a91c0bb"]) == "ray: 1 run on 1 node (3f2a91c0: 1)"
 
 
 def test_progress_is_the_same_for_ray_and_local_runs(cluster, tmp_path, capsys, monkeypatch):
