@@ -697,13 +697,12 @@ def init_failures(row: Row) -> str:
         line += " (" + ", ".join(f"{c} {n:,}" for c, n in _most_first(lost)) + ")"
     stale = row.init_failed.get("FAILED_PRECONDITION", 0)
     line += f"; {stale:,} more were stale (already replaced)" if stale else ""
-    answers = dict(row.init_answers)
-    answered = answers.pop("book", 0) + answers.get("executor", 0)
-    answers.pop("executor", None)
-    if answered:
-        line += (f"; of {answered:,.0f} InitJobs answered, "
-                 f"{row.init_answers.get('book', 0) / answered:.0%} from the book of launches")
-    refused = {a: n for a, n in answers.items() if n}
+    book, executor = row.init_answers.get("book", 0), row.init_answers.get("executor", 0)
+    if book + executor:
+        line += (f"; of {book + executor:,.0f} InitJobs answered, "
+                 f"{book / (book + executor):.0%} from the book of launches")
+    refused = {a: n for a, n in row.init_answers.items()
+               if n and a not in ("book", "executor")}
     if refused:      # (stale, unknown, ask_again: gavelsched_init_jobs_total)
         line += "; refused: " + ", ".join(f"{a} {n:,.0f}" for a, n in _most_first(refused))
     whys = {w: n for w, n in row.init_whys.items() if n}

@@ -148,8 +148,7 @@ class Launches:
     def _drop(self, job_id: str, why: str) -> None:
         launch = self._book.pop(job_id, None)
         self._answered.pop(job_id, None)
-        if launch is not None:
-            self._gone.pop(job_id, None)          # (re-inserted: the newest last)
+        if launch is not None:      # (``book`` took its job out of ``_gone``: newest last)
             self._gone[job_id] = (launch.generation, why)
             if len(self._gone) > GONE_KEPT:
                 del self._gone[next(iter(self._gone))]
