@@ -126,7 +126,7 @@ class RunTable:
         # job -> (member, task, round, refill): a placement waiting for its last run's end
         self._deferred: dict[str, tuple[int, MicroTask, int, bool]] = {}
         self.held: dict[str, float] = {}     # task key -> seconds it held its workers
-        self._fresh: dict[str, list[str]] = {}   # task key -> jobs it launched this round
+        self._members: dict[str, list[str]] = {}  # task key -> its jobs' runs this round
         self._waves: Counter[tuple[int, str]] = Counter()   # (round, machine) -> launches
         self.renewals = Renewals(self.live, self.get, self.renewed, clock)
         self.launches = Launches(clock, now)   # fresh runs' InitJob answers, and GPUs freed
@@ -213,7 +213,7 @@ class RunTable:
         round, on exactly its GPUs gets its leases extended by ``rnd``'s length (no
         checkpoint, no restart). Then (``Orphans.at_plan``) the orphans it keeps in place
         become runs, and the renewals are answered (``Renewals.at_plan``)."""
-        self.held, self._fresh = {}, {}
+        self.held, self._members = {}, {}
         for task in rnd.tasks:
             if task.extended and all(j in self._runs and not self._runs[j].orphan
                                      and self._runs[j].round == index - 1
@@ -244,22 +244,22 @@ class RunTable:
     def held_s(self, keys: list[str]) -> list[float]:
         """Seconds each micro-task of ``keys`` held its workers in the round in flight, for
         the core's accounting (thesis §5.5: priorities divide by the time received): the
-        round, as the simulator counts it, start-up included; but nothing for a launch that
-        is still queued on its worker at the plan, its GPUs held by an older run that
-        overran (a long start-up at short rounds). That launch may be superseded before it
-        ever starts, and a round credited to it would lower its job's priority for time it
-        never had."""
+        round, start-up included, as the simulator counts it; nothing for a task whose run
+        (launched or extended) has not started up and waits at the plan for another task's
+        run that overran (a long start-up or save at short rounds). That run may be
+        superseded before it starts: a round credited to it lowers its job's priority for
+        time it never had."""
         holders: dict[int, set[str]] = {}
         for run in self._runs.values():
             for worker in run.workers:
                 holders.setdefault(worker, set()).add(run.job_id)
 
-        def queued(job_id: str) -> bool:
-            run = self._runs.get(job_id)
-            return run is not None and any(holders[w] - {job_id} for w in run.workers)
+        def queued(key: str) -> bool:
+            mine = self._members.get(key, ())
+            return any(holders[w].difference(mine) for run in map(self._runs.get, mine)
+                       if run and not run.started_up for w in run.workers)
 
-        return [0.0 if any(queued(j) for j in self._fresh.get(key, ())) else
-                self.held.get(key, 0.0) for key in keys]
+        return [0.0 if queued(key) else self.held.get(key, 0.0) for key in keys]
 
     def deferred(self) -> dict[str, str]:
         """Per job whose placement waits for its last run to exit, the worker type (or
@@ -318,7 +318,7 @@ class RunTable:
                                   for w in task.workers)
             self._waves.update(run.wave_keys)
         self.held[task.key] = left if refill else R
-        self._fresh.setdefault(task.key, []).append(job_id)
+        self._members.setdefault(task.key, []).append(job_id)
         self.hosts.add(job_id, requests)
         kind = REFILL if refill else AFTER_SAVE if after_save else PLANNED
         for server_id, request in requests.items():
@@ -350,6 +350,7 @@ class RunTable:
                 request.steps_done = job.steps_done
                 self.send(job_id, server_id, request, PLANNED)
         self.held[task.key] = R
+        self._members[task.key] = list(task.job_ids)
 
     def _book(self, run: Run, job: JobRow) -> None:
         """A run not started up yet: its first InitJob may be answered off the executor."""

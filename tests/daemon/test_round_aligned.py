@@ -66,7 +66,7 @@ class Scheduler:
                                  "heartbeat_seconds": heartbeat_seconds,
                                  "min_resolve_interval_s": R, **config})
         self.sent = Recorder()
-        self.x = DaemonExecutor(config, self.store, get_policy("max_min_fairness_perf"),
+        self.x = DaemonExecutor(config, self.store, get_policy(config.policy),
                                 default_table(), self.sent, clock=lambda: self.t)
         self.server = self.add_server(gpus) if gpus else -1
 
