@@ -62,7 +62,7 @@ from gavelsched.daemon.meta import EXIT_S, RESTART_S, STARTUP_S
 from gavelsched.daemon.store import Store
 from gavelsched.core.online import OnlineThroughputs
 from policies import get_policy
-from simulator.engine import simulate
+from simulator.engine import SimulationError, simulate
 from simulator.twin import DaemonRules, sim_config
 from traces import ThroughputTable, TraceJob, default_table
 from traces.counts import counts_text
@@ -128,13 +128,19 @@ def kept_rules(run_dir: Path, measured: Measured) -> DaemonRules:
                    exit_s=measured.exit_s)
 
 
-def simulate_within(seconds: float, *args, **kw) -> dict | None:
+def simulate_within(seconds: float, *args, **kw) -> dict | str | None:
     """``simulate(*args, **kw).to_dict()`` in a forked process, with ``"started_s"``: each
     job's first round with steps; None when it has not finished after ``seconds`` (a replay
     whose start-ups all exceed the round can make no progress in fresh runs, and the
-    simulator has no time limit of its own)."""
+    simulator has no time limit of its own); the simulator's one-line refusal when it
+    cannot model the replay (``SimulationError``: the daemon's priors with co-located
+    pairs)."""
     def run():
-        result = simulate(*args, **kw)
+        try:
+            result = simulate(*args, **kw)
+        except SimulationError as exc:
+            results.put(str(exc))
+            return
         results.put({**result.to_dict(), "started_s": [j.started_s for j in result.jobs]})
 
     ctx = multiprocessing.get_context("fork")
@@ -233,7 +239,7 @@ def compare(root: Path, sim_timeout: float, restart_rule: str | None = None,
           f"{round_seconds:g} s rounds, {policy_name}")
     print("| start-up charged | measure | physical (local-cluster) | simulated | difference |")
     print("|---|---|---|---|---|")
-    runs = {}
+    runs, missing = {}, {}
     # the main row charges the rules' capped start-ups; the next two bracket it
     charged = {"capped": {}, "in full": {"preemption_overhead_s": dict(rules.startup_s)},
                "none": {"preemption_overhead_s": {}},
@@ -242,21 +248,24 @@ def compare(root: Path, sim_timeout: float, restart_rule: str | None = None,
         policy = get_policy(policy_name)
         config = rules.core_config(policy, table, tuple(cluster),
                                    rows=[job.throughputs for job in jobs])
-        simulated = runs[scale] = simulate_within(
+        simulated = simulate_within(
             sim_timeout, jobs, table, cluster, policy, core_config=config,
             sim=sim_config(rules, arrivals=True, kept_runs_ahead=kept_runs_ahead, **more))
-        if simulated is None:
-            print(f"| {scale} | (replay did not finish in {sim_timeout:g} s) | | | |")
+        runs[scale] = simulated if isinstance(simulated, dict) else None
+        if runs[scale] is None:
+            missing[scale] = simulated or f"replay did not finish in {sim_timeout:g} s"
+            print(f"| {scale} | ({missing[scale]}) | | | |")
             continue
         for key, name in (("avg_jct_s", "average JCT (s)"), ("makespan_s", "makespan (s)")):
             diff = 100.0 * (simulated[key] - physical[key]) / physical[key]
             print(f"| {scale} | {name} | {physical[key]:.1f} | {simulated[key]:.1f} | "
                   f"{diff:+.1f}% |")
     print()
-    errors = {rule: per_job(rule, measured, physical, runs[rule] or {}, rules)
+    errors = {rule: per_job(rule, measured, physical, runs[rule], rules) if runs[rule] else ()
               for rule in ("capped", "capped, daemon's knowledge")}
     return {"policy": policy_name, "load": (load["before"], load["after"]), "physical": physical,
-            "runs": runs, "errors": errors, "rounds": round_seconds, "jobs": len(jobs)}
+            "runs": runs, "missing": missing, "errors": errors, "rounds": round_seconds,
+            "jobs": len(jobs)}
 
 
 def summary_table(summaries: list[dict]) -> str:
@@ -272,7 +281,7 @@ def summary_table(summaries: list[dict]) -> str:
         for rule in ("capped", "capped, daemon's knowledge"):
             sim = s["runs"].get(rule)
             if sim is None:
-                cells += ["(did not finish)", ""]
+                cells += [f"({s['missing'].get(rule, 'did not finish')})", ""]
                 continue
             cells.append(" / ".join(f"{100 * (sim[k] - real[k]) / real[k]:+.1f}%"
                                     for k in ("avg_jct_s", "makespan_s")))
