@@ -73,4 +73,4 @@ class Knowledge:
                     spec = specs[int(job_id)]
                     self.online.learn(core, job_id, worker_type, float(steps[i, m]),
                                       float(seconds[i]), spec.job_type, spec.scale_factor,
-                                      types, now)
+                                      types, now, colocated=len(members) > 1)

@@ -134,13 +134,17 @@ class OnlineThroughputs:
 
     def learn(self, core: SchedulerCore, job_id: str, worker_type: str, steps: float,
               seconds: float, job_type: str, scale_factor: int, types: Sequence[str],
-              now: float) -> float | None:
+              now: float, colocated: bool = False) -> float | None:
         """One sample of a run (the recipe both executors follow): ``observe`` it, then, if
         the job plans in ``core``, give the core its row over ``types`` when it moved
         enough to re-solve (``changed_row``). The new average, or None for a sample that
         carries no information. A run on an elastic count (``"t:n"``) goes to
         ``observe_count`` instead; one on a mix of several types (VirtualFlow §6.5.2) is
-        no type's throughput and is not recorded (None)."""
+        no type's throughput and is not recorded (None), nor is one that shared its GPUs
+        with another job (``colocated``, thesis §5.3.1: its rate is the pair's, slowed by
+        its partner, not the job's alone on the type)."""
+        if colocated:
+            return None
         count = one_type_count(worker_type, types)
         if count is not None:
             return self.observe_count(job_type, *count, steps, seconds)

@@ -114,15 +114,16 @@ def host_of(address: str) -> str:
 def run_requests(task: MicroTask, member: int, job: JobRow, lease: pb.Lease,
                  view: ClusterView, addresses: Mapping[int, str], *, round_index: int,
                  scheduler_address: str, checkpoint_dir: str, generation: int,
-                 master_port: int = 0,
-                 job_env: Mapping[str, str] | None = None) -> dict[int, pb.RunJobRequest]:
+                 master_port: int = 0, job_env: Mapping[str, str] | None = None,
+                 partner: JobRow | None = None) -> dict[int, pb.RunJobRequest]:
     """RunJob requests of member ``member`` of ``task``, by server id: local GPU indices,
     the first global rank on each server, torchrun-style rendezvous for multi-GPU jobs.
     Every request carries the run's ``generation`` (``fences``). A mixed-capable job's
     requests all carry its virtual-node layout in ``env``, dealt
     over the task's ranks by its split plan (``mixed.mixed_env``); ranks follow
     ``task.workers``, the plan's order, and each server launches only its own. ``job_env``:
-    what else the job's processes get (its token, its array index: ``jobenv.scheduler_env``)."""
+    what else the job's processes get (its token, its array index: ``jobenv.scheduler_env``).
+    ``partner``: the task's other member (a co-located pair, named in each request)."""
     by_server: dict[int, list[int]] = {}
     for w in task.workers:
         by_server.setdefault(view.server_of[w], []).append(w)
@@ -145,6 +146,8 @@ def run_requests(task: MicroTask, member: int, job: JobRow, lease: pb.Lease,
             master_port=master_port if world > 1 else 0,
             scheduler_address=scheduler_address,
             expected_steps_per_s=float(task.throughputs[member]),
-            checkpoint_dir=checkpoint_dir, env=env, generation=generation)
+            checkpoint_dir=checkpoint_dir, env=env, generation=generation,
+            colocated_job_id=partner.id if partner else "",
+            colocated_job_type=partner.spec.job_type if partner else "")
         rank += len(workers)
     return out

@@ -6,11 +6,11 @@ exit, died, or was told to kill it. A job placed while its last run is still sav
 (*deferred*) until that run exits, so a checkpoint is never read while it is written. A run
 found on a worker after a scheduler restart is an *orphan* (``orphans``): it is held, so the
 job is not launched elsewhere, until it exits, unless the next plan keeps it on its GPUs.
-Every launch gets a new run generation (``fences``); a
-process of an older generation found on a worker is told to stop. The servers of every
-launch are recorded (``logs.Hosts``: where the job's output is). A run's first ``InitJob``
-makes its job ``running``; when the run ends, the job is ``preempted`` (or still
-``queued``, if its process never started) until its next run starts (``jobs``).
+Every launch gets a new run generation (``fences``); a process of an older generation found
+on a worker is told to stop. The servers of every launch are recorded (``logs.Hosts``: where
+the job's output is). A run's first ``InitJob`` makes its job ``running``; when the run
+ends, the job is ``preempted`` (or still ``queued``, if its process never started) until
+its next run starts (``jobs``).
 
 A server's report that its processes of a job exited is judged by ``exits.exit_verdict``
 (a typed value) and acted on here: a run that died is tried again or its job fails
@@ -325,9 +325,8 @@ class RunTable:
             self.send(job_id, server_id, request, kind)
 
     def _extend(self, task: MicroTask, index: int, R: float) -> None:
-        """Lease extension: the same workers next round (RunJob on the same GPUs), one
-        more round (``R`` seconds) of time and the round's steps on top of the lease in
-        force."""
+        """Lease extension: the same workers next round (RunJob on the same GPUs), one more
+        round (``R`` seconds) of time and the round's steps on top of the lease in force."""
         for m, job_id in enumerate(task.job_ids):
             run = self._runs[job_id]
             job = self.jobs[job_id]
@@ -359,16 +358,17 @@ class RunTable:
     def requests(self, task: MicroTask, m: int, job: JobRow, lease: pb.Lease, index: int,
                  generation: int) -> dict[int, pb.RunJobRequest]:
         """The RunJobs of member ``m`` of ``task`` in round ``index``, by server
-        (``leases.run_requests``)."""
+        (``leases.run_requests``); each member of a pair names the other."""
+        partner = [self.jobs[j] for j in task.job_ids if j != job.id]
         return run_requests(task, m, job, lease, self.core.view, self.health.addresses(),
                             round_index=index, scheduler_address=self.scheduler_address,
                             checkpoint_dir=str(self.config.checkpoints / job.id),
-                            generation=generation, job_env=self._job_env(job))
+                            generation=generation, job_env=self._job_env(job),
+                            partner=partner[0] if partner else None)
 
-    def send(self, job_id: str, server_id: int, request: pb.RunJobRequest,
-              kind: str) -> None:
-        """``kind``: why it is sent (``dispatch.PLANNED`` ...), as the round's dispatch
-        line counts it."""
+    def send(self, job_id: str, server_id: int, request: pb.RunJobRequest, kind: str) -> None:
+        """``kind``: why it is sent (``dispatch.PLANNED`` ...), as the round's dispatch line
+        counts it."""
         run = self._runs[job_id]
         run.servers[server_id] = request
         self.dispatcher.run_job(self.health.address(server_id), request,

@@ -205,7 +205,7 @@ class ReportStepsRequest(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., round: _Optional[int] = ..., rank: _Optional[int] = ..., steps: _Optional[int] = ..., seconds: _Optional[float] = ..., checkpointed: _Optional[bool] = ..., generation: _Optional[int] = ..., lease_start_s: _Optional[float] = ...) -> None: ...
 
 class RunJobRequest(_message.Message):
-    __slots__ = ("job_id", "round", "job_type", "workload", "command", "total_steps", "steps_done", "lease", "gpus", "rank", "world_size", "master_addr", "master_port", "scheduler_address", "env", "expected_steps_per_s", "checkpoint_dir", "generation")
+    __slots__ = ("job_id", "round", "job_type", "workload", "command", "total_steps", "steps_done", "lease", "gpus", "rank", "world_size", "master_addr", "master_port", "scheduler_address", "env", "expected_steps_per_s", "checkpoint_dir", "generation", "colocated_job_id", "colocated_job_type")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -231,6 +231,8 @@ class RunJobRequest(_message.Message):
     EXPECTED_STEPS_PER_S_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_DIR_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
+    COLOCATED_JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    COLOCATED_JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     round: int
     job_type: str
@@ -249,7 +251,9 @@ class RunJobRequest(_message.Message):
     expected_steps_per_s: float
     checkpoint_dir: str
     generation: int
-    def __init__(self, job_id: _Optional[str] = ..., round: _Optional[int] = ..., job_type: _Optional[str] = ..., workload: _Optional[str] = ..., command: _Optional[str] = ..., total_steps: _Optional[int] = ..., steps_done: _Optional[int] = ..., lease: _Optional[_Union[Lease, _Mapping]] = ..., gpus: _Optional[_Iterable[int]] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., master_addr: _Optional[str] = ..., master_port: _Optional[int] = ..., scheduler_address: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., expected_steps_per_s: _Optional[float] = ..., checkpoint_dir: _Optional[str] = ..., generation: _Optional[int] = ...) -> None: ...
+    colocated_job_id: str
+    colocated_job_type: str
+    def __init__(self, job_id: _Optional[str] = ..., round: _Optional[int] = ..., job_type: _Optional[str] = ..., workload: _Optional[str] = ..., command: _Optional[str] = ..., total_steps: _Optional[int] = ..., steps_done: _Optional[int] = ..., lease: _Optional[_Union[Lease, _Mapping]] = ..., gpus: _Optional[_Iterable[int]] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., master_addr: _Optional[str] = ..., master_port: _Optional[int] = ..., scheduler_address: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., expected_steps_per_s: _Optional[float] = ..., checkpoint_dir: _Optional[str] = ..., generation: _Optional[int] = ..., colocated_job_id: _Optional[str] = ..., colocated_job_type: _Optional[str] = ...) -> None: ...
 
 class RunJobsRequest(_message.Message):
     __slots__ = ("runs",)

@@ -6,7 +6,9 @@ speed *relative to the other types*: each job gets ``GAVEL_EMULATE_STEPS_PER_S``
 factor) x ``speed``, and GavelIterator sleeps so that its steps never run faster than that.
 ``speed`` (the time dilation, ``--emulation-speed``) scales every type alike, so ratios
 between types are the table's (thesis Table 5.2 / Figure 1.4) while the absolute rates fit
-this CPU.
+this CPU. Two jobs that share a GPU (a co-located pair, ``RunJobRequest.colocated_job_type``)
+each run at the table's co-located rate for the pair, as the scheduler and the simulator
+plan them, not each at its rate alone.
 
 A job split across types with virtual nodes (``GAVEL_VN_LAYOUT``, VirtualFlow §5.1) paces
 each rank by its own share of the global batch on its own type: ``rate(type, job, W) x
@@ -46,11 +48,17 @@ class Emulation:
             raise EmulationError(f"worker type {self.worker_type!r} is not in the throughput "
                                  f"table; known: {', '.join(self.table.worker_types)}")
 
-    def steps_per_s(self, job_type: str, scale_factor: int,
-                    expected: float = 0.0) -> float | None:
+    def steps_per_s(self, job_type: str, scale_factor: int, expected: float = 0.0,
+                    colocated: str = "") -> float | None:
         """The paced rate of a job, or None (unpaced) when neither the table nor the
-        scheduler's ``expected`` steps/s knows it."""
+        scheduler's ``expected`` steps/s knows it. ``colocated``: the job type of the
+        other job sharing its GPUs (space sharing, thesis §5.3.1), whose table rate is the
+        pair's, for this job (the scheduler only pairs jobs whose pair it knows)."""
         rate = self.table.get(self.worker_type, job_type, scale_factor)
+        if colocated:
+            pair = self.table.pair(self.worker_type, (job_type, scale_factor),
+                                   (colocated, scale_factor))
+            rate = pair[0] if pair is not None else 0.0
         if rate <= 0:
             rate = expected
         return rate * self.speed if rate > 0 else None

@@ -56,6 +56,7 @@ class LaunchSpec:
     # per local rank, for a job split with virtual nodes (emulation.split_steps_per_s)
     rank_steps_per_s: tuple[float | None, ...] = ()
     generation: int = 0             # the run's generation (gavelsched.checkpoints)
+    partner: str = ""               # the job it shares its GPUs with (a co-located pair)
 
     def job_context(self, local_rank: int) -> JobContext:
         """What this server's ``local_rank`` is told; the server id, token file and TLS CA
@@ -232,9 +233,14 @@ class Launcher:
             run = self._running.get(job_id)
             return run.spec.generation if run else None
 
-    def busy_gpus(self) -> dict[int, str]:
+    def busy_gpus(self) -> dict[int, set[str]]:
+        """The jobs running on each GPU in use (two: a co-located pair)."""
         with self._lock:
-            return {g: job for job, run in self._running.items() for g in run.spec.gpus}
+            busy: dict[int, set[str]] = {}
+            for job, run in self._running.items():
+                for g in run.spec.gpus:
+                    busy.setdefault(g, set()).add(job)
+            return busy
 
     def gpus_of(self, job_id: str) -> tuple[int, ...] | None:
         with self._lock:

@@ -100,7 +100,7 @@ class Worker:
             channel(config.scheduler, token=config.token, ca=config.tls_ca))
         self._lock = threading.Lock()
         self._pending: dict[str, _Pending] = {}
-        self._starting: dict[int, str] = {}   # GPUs of launches in progress (outside the lock)
+        self._starting: dict[int, set[str]] = {}   # GPU -> launches in progress (unlocked)
         self._outbox: list[pb.RoundReportRequest] = []
         self._unsent = threading.Event()    # the outbox has reports for the reporter
         self._flushing = threading.Lock()   # one sender at a time: reports keep their order
@@ -373,9 +373,11 @@ class Worker:
             return pb.Ack(ok=False, message=str(err))
         with self._lock:
             # A later placement on the same GPUs supersedes a launch still waiting for them
-            # (the scheduler has moved on; running both would oversubscribe a GPU).
+            # (the scheduler has moved on; running both would oversubscribe a GPU), but for
+            # its partner of a co-located pair, which runs beside it.
             superseded = [p for job, p in self._pending.items()
-                          if job != request.job_id and set(p.spec.gpus) & set(gpus)]
+                          if job not in (request.job_id, request.colocated_job_id)
+                          and set(p.spec.gpus) & set(gpus)]
             older = self._pending.get(request.job_id)
             if older is not None and older.spec.generation > request.generation:
                 return pb.Ack(ok=False, message=f"stale RunJob for job {request.job_id}: "
@@ -403,7 +405,8 @@ class Worker:
                                  f"of {LAYOUT_VAR} ({world} ranks)")
         if self.config.emulation is not None:
             pace = self.config.emulation.steps_per_s(request.job_type, world,
-                                                     request.expected_steps_per_s)
+                                                     request.expected_steps_per_s,
+                                                     request.colocated_job_type)
             if split is not None:
                 paces = tuple(self.config.emulation.split_steps_per_s(
                     request.job_type, split, r, request.expected_steps_per_s) for r in ranks)
@@ -419,21 +422,28 @@ class Worker:
             steps_done=int(request.steps_done), max_seconds=max_seconds,
             checkpoint_dir=directory, scheduler_address=request.scheduler_address or
             self.config.scheduler, env=dict(request.env), emulate_steps_per_s=pace,
-            rank_steps_per_s=paces, generation=int(request.generation))
+            rank_steps_per_s=paces, generation=int(request.generation),
+            partner=request.colocated_job_id)
 
     def _start_pending(self) -> None:
-        """Launch each queued job whose GPUs are free now."""
+        """Launch each queued job whose GPUs are free now: no other job on them, or only its
+        partner of a co-located pair (space sharing, thesis §5.3.1), which it runs beside."""
         with self._lock:
-            busy = {**self.launcher.busy_gpus(), **self._starting}
+            busy = self.launcher.busy_gpus()
+            for g, jobs in self._starting.items():
+                busy.setdefault(g, set()).update(jobs)
             ready = []
             running = set(self.launcher.running_jobs())
-            for p in list(self._pending.values()):    # oldest first; one job per GPU
-                if any(g in busy for g in p.spec.gpus) or p.spec.job_id in running:
+            for p in list(self._pending.values()):    # oldest first
+                others = {p.spec.job_id, p.spec.partner}
+                if any(busy.get(g, others) - others for g in p.spec.gpus) \
+                        or p.spec.job_id in running:
                     continue   # (an older run of the same job is still exiting)
                 ready.append(p)
                 del self._pending[p.spec.job_id]
-                busy.update(dict.fromkeys(p.spec.gpus, p.spec.job_id))
-                self._starting.update(dict.fromkeys(p.spec.gpus, p.spec.job_id))
+                for g in p.spec.gpus:
+                    busy.setdefault(g, set()).add(p.spec.job_id)
+                    self._starting.setdefault(g, set()).add(p.spec.job_id)
         for p in ready:
             try:
                 self.launcher.launch(p.spec)
@@ -444,7 +454,9 @@ class Worker:
             finally:
                 with self._lock:
                     for g in p.spec.gpus:
-                        self._starting.pop(g, None)
+                        self._starting[g].discard(p.spec.job_id)
+                        if not self._starting[g]:
+                            del self._starting[g]
 
     def kill_job(self, job_id: str, reason: str, generation: int = 0) -> bool:
         """Kill a running job, or drop a queued one (reported at once, as never started);
