@@ -238,7 +238,8 @@ def two_ranks() -> dict[str, str]:
     if failed is None:
         return {"path": path, "result": f"hung: killed after {TWO_RANKS_TIMEOUT_S:.0f} s"}
     lines = [line.strip() for line in errs[failed].splitlines() if line.strip()]
-    return {"path": path, "result": f"refused: rank {failed}: "
+    after = " (after printing its result)" if outs[failed].strip() else ""
+    return {"path": path, "result": f"refused: rank {failed}{after}: "
                                     f"{(lines or [f'exit {codes[failed]}'])[-1][:300]}"}
 
 
@@ -278,4 +279,4 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", common.CUBLAS_DETERMINISTIC)
-    sys.exit(main(sys.argv[1:]))
+    common.exit_process(main(sys.argv[1:]))

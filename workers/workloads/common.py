@@ -213,6 +213,18 @@ def _leave_together() -> None:
         store.add("gavel/gone", 1)
 
 
+def exit_process(code: int) -> None:
+    """End a job process with ``code`` once its work is done: flush its output, then exit
+    without the interpreter's clean-up (``os._exit``). A process that has been in a gloo
+    group can abort in that clean-up ("terminate called without an active exception",
+    exit -6), once in CI after both ranks had left: a run that finished would then
+    report a crash."""
+    sys.stdout.flush()
+    logging.shutdown()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 # ---- checkpoints ---------------------------------------------------------------------------
 
 def rng_state() -> dict[str, Any]:

@@ -34,7 +34,8 @@ from workers.pipeline.planner import Plan, PlanInfeasible, plan
 from workers.pipeline.profile import profile_from_dict, profile_model
 
 from .common import (AMP_MODES, Workload, amp_from_env, autocast, deterministic_from_env,
-                     device_for_rank, init_distributed, leave_distributed, make_deterministic)
+                     device_for_rank, exit_process, init_distributed, leave_distributed,
+                     make_deterministic)
 
 log = logging.getLogger(__name__)
 
@@ -246,4 +247,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_process(main())

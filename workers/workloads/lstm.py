@@ -3,13 +3,11 @@ types; thesis Table 5.2). Run: ``python -m workers.workloads.lstm``."""
 
 from __future__ import annotations
 
-import sys
-
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .common import Workload, main
+from .common import Workload, exit_process, main
 
 VOCAB = 500
 SEQ = 20
@@ -43,4 +41,4 @@ WORKLOAD = Workload("lstm", build=LanguageModel,
                     batch=batch, loss=loss, lr=0.5)
 
 if __name__ == "__main__":
-    sys.exit(main(WORKLOAD))
+    exit_process(main(WORKLOAD))

@@ -4,13 +4,11 @@ Run: ``python -m workers.workloads.recoder``."""
 
 from __future__ import annotations
 
-import sys
-
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .common import Workload, main
+from .common import Workload, exit_process, main
 
 ITEMS = 1000
 DENSITY = 0.02
@@ -37,4 +35,4 @@ WORKLOAD = Workload("recoder", build=build, batch=batch,
                     loss=loss, lr=0.01)
 
 if __name__ == "__main__":
-    sys.exit(main(WORKLOAD))
+    exit_process(main(WORKLOAD))

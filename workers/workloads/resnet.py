@@ -3,13 +3,11 @@ A3C job types; thesis Table 5.2). Run: ``python -m workers.workloads.resnet``.""
 
 from __future__ import annotations
 
-import sys
-
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .common import Workload, main
+from .common import Workload, exit_process, main
 
 CLASSES = 10
 IMAGE = 32
@@ -65,4 +63,4 @@ WORKLOAD = Workload("resnet", build=build, batch=batch,
                     loss=loss, lr=0.05)
 
 if __name__ == "__main__":
-    sys.exit(main(WORKLOAD))
+    exit_process(main(WORKLOAD))

@@ -4,13 +4,11 @@ Run: ``python -m workers.workloads.transformer``."""
 
 from __future__ import annotations
 
-import sys
-
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .common import Workload, main
+from .common import Workload, exit_process, main
 
 VOCAB = 300
 SEQ = 12
@@ -54,4 +52,4 @@ WORKLOAD = Workload("transformer", build=Translator,
                     batch=batch, loss=loss, lr=0.05)
 
 if __name__ == "__main__":
-    sys.exit(main(WORKLOAD))
+    exit_process(main(WORKLOAD))
