@@ -215,10 +215,10 @@ def _leave_together() -> None:
 
 def exit_process(code: int) -> None:
     """End a job process with ``code`` once its work is done: flush its output, then exit
-    without the interpreter's clean-up (``os._exit``). A process that has been in a gloo
-    group can abort in that clean-up ("terminate called without an active exception",
-    exit -6), once in CI after both ranks had left: a run that finished would then
-    report a crash."""
+    without the interpreter's clean-up (``os._exit``). A rank of a gloo group aborted once
+    in CI at its end ("terminate called without an active exception", exit -6), after the
+    ranks had left the group together; the likeliest place is that clean-up of the group's
+    C++ threads, which this skips. A run that finished must not report a crash."""
     sys.stdout.flush()
     logging.shutdown()
     sys.stderr.flush()
