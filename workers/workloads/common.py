@@ -29,7 +29,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 import torch.distributed as dist
@@ -213,7 +213,7 @@ def _leave_together() -> None:
         store.add("gavel/gone", 1)
 
 
-def exit_process(code: int) -> None:
+def exit_process(code: int) -> NoReturn:
     """End a job process with ``code`` once its work is done: flush its output, then exit
     without the interpreter's clean-up (``os._exit``). A rank of a gloo group aborted once
     in CI at its end ("terminate called without an active exception", exit -6), after the
