@@ -142,14 +142,14 @@ def _packed_gain(problem: Problem, pair) -> float:
 class AlloX(Policy):
     """Min-cost matching of single-GPU jobs to (GPU, queue position), AlloX [106]."""
 
-    TRAITS = Traits(reads=frozenset({"remaining_steps"}))
+    TRAITS = Traits(single_gpu=True, reads=frozenset({"remaining_steps"}))
 
     def _solve(self, problem: Problem) -> Solution:
         cols = build_columns(problem)
         for job_id, sf in zip(cols.job_ids, cols.scale_factor):
             if sf != 1:
                 raise ProblemError(f"job {job_id!r}: allox schedules single-GPU jobs only, "
-                                   f"got scale_factor {int(sf)}")
+                                   f"got scale_factor {int(sf)}", job_id=job_id)
         rows = np.nonzero(cols.runnable)[0]
         gpus = [j for j, count in enumerate(cols.workers) for _ in range(int(count))]
         if rows.size == 0 or not gpus:

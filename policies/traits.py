@@ -49,6 +49,8 @@ class Traits:
       every job at least as much, within the cluster, serves it as well: the core may
       re-arrange it to spare restarts (``policies/moves.py``). False for what
       prices, pairs or an agnostic view decide.
+    - ``single_gpu``: it schedules single-GPU jobs only (AlloX's matching of jobs to
+      GPUs); the daemon refuses a larger job at submission.
     - ``reads``: the optional Problem/Job fields it reads (``OPTIONAL_FIELDS``); the ones in
       ``ALWAYS_READ`` are read by every policy. Changing any other field never changes its
       allocation (``tests/policies/test_traits.py`` checks this).
@@ -65,6 +67,7 @@ class Traits:
     carries_state: bool = False
     isolated_time: bool = False
     rearrangeable: bool = False
+    single_gpu: bool = False
     reads: frozenset[str] = frozenset()
     options: Mapping[str, str] = field(default_factory=dict)
     simulation_defaults: Mapping[str, Any] = field(default_factory=dict)
@@ -100,7 +103,7 @@ class Traits:
         return {"needs_pairs": self.needs_pairs, "agnostic": self.agnostic,
                 "shuffle_type_order": self.shuffles_type_order, "backfill": self.backfill,
                 "carries_state": self.carries_state, "isolated_time": self.isolated_time,
-                "rearrangeable": self.rearrangeable,
+                "rearrangeable": self.rearrangeable, "single_gpu": self.single_gpu,
                 "reads": sorted(self.reads), "options": dict(self.options),
                 "simulation_defaults": dict(self.simulation_defaults)}
 

@@ -39,13 +39,14 @@ class Denied(PermissionError):
 @dataclass(frozen=True)
 class Door:
     """What a submission is checked against: the throughput table, the worker types it
-    knows, the GPUs of each registered type and the configured entities (empty: any
-    entity is a label)."""
+    knows, the GPUs of each registered type, the configured entities (empty: any
+    entity is a label) and, when the policy schedules single-GPU jobs only, its name."""
 
     table: object
     worker_types: tuple[str, ...]
     gpus_by_type: Mapping[str, int]
     entities: tuple[str, ...]
+    single_gpu_policy: str | None = None
 
 
 class ClientCalls:
@@ -63,7 +64,8 @@ class ClientCalls:
     def submit(self, caller: Caller, request: pb.JobRequest, door: Door) -> pb.SubmitResponse:
         if caller.role not in (ADMIN, USER):
             raise Denied(f"{caller.name} may not submit jobs (a user's token does)")
-        row = check_submission(request, door.table, door.worker_types, door.gpus_by_type)
+        row = check_submission(request, door.table, door.worker_types, door.gpus_by_type,
+                               single_gpu_policy=door.single_gpu_policy)
         entity = _entity(caller, row.spec.entity or "", door.entities)
         limit = request.max_runtime_s
         if not (math.isfinite(limit) and limit >= 0):

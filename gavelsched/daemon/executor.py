@@ -364,8 +364,10 @@ class DaemonExecutor:
     # ---- events from handlers (run on this thread through ``call``) ---------------------
     def door(self) -> Door:
         """What a submission is checked against now (``calls``)."""
+        policy = self.core.policy
         return Door(self.table, tuple(self.table.worker_types), self.health.gpus_by_type(),
-                    self.tenancy.settings.entity_names)
+                    self.tenancy.settings.entity_names,
+                    policy.name if policy.traits.single_gpu else None)
 
     def submit(self, request: pb.JobRequest, caller: Caller = LOCAL_ADMIN) -> str:
         """Submit as ``caller`` (``calls.ClientCalls.submit``); the (first) job's id."""

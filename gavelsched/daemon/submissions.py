@@ -25,15 +25,22 @@ class SubmissionError(ValueError):
 
 
 def check_submission(request: pb.JobRequest, table: ThroughputSource,
-                     worker_types: tuple[str, ...], gpus_by_type: Mapping[str, int]) -> JobRow:
-    """A ``JobRow`` (its id and arrival still to be set) for a valid request, or ``SubmissionError``.
+                     worker_types: tuple[str, ...], gpus_by_type: Mapping[str, int], *,
+                     single_gpu_policy: str | None = None) -> JobRow:
+    """A ``JobRow`` (its id and arrival still to be set) for a valid request, or
+    ``SubmissionError``.
 
     ``worker_types`` are the types the throughput table knows; ``gpus_by_type`` the GPUs
-    of each registered type (empty before any worker registered: the size check waits)."""
+    of each registered type (empty before any worker registered: the size check waits);
+    ``single_gpu_policy`` names the policy when it schedules single-GPU jobs only
+    (``Traits.single_gpu``)."""
     try:
         job_type, sf, weight, slo = _fields(request)
     except BadValue as err:
         raise SubmissionError(err.field, err.reason) from None
+    if single_gpu_policy and sf > 1:
+        raise SubmissionError("scale_factor", f"policy {single_gpu_policy} schedules "
+                                              f"single-GPU jobs only, got {sf}")
     types = tuple(dict.fromkeys((*worker_types, *gpus_by_type)))
     rates = {t: table.get(t, job_type, sf) for t in types}
     if not any(table.get(t, job_type, s) > 0 for t in types for s in (1, 2, 4, 8, sf)):
