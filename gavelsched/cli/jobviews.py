@@ -71,6 +71,8 @@ def status_table(reply) -> list[str]:
         line = (f"{j.id:>{w_id}} {j.job_type:<{w_type}} {user(j):<{w_user}} {j.state:<9} "
                 f"{progress:>20} {gpus:>7} {j.worker_type or '-':<{w_on}} "
                 f"{clock(j.elapsed_s):>11} {share}").rstrip()
+        if j.shared_with:
+            line += f"  (shares its GPU{'s' if j.gpus != 1 else ''} with job {j.shared_with})"
         if j.reason:
             line += f"  ({j.reason})"
         lines.append(line)

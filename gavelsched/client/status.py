@@ -51,6 +51,7 @@ class JobStatus:
     worker_type: str | None
     reason: str | None
     gpus: int
+    shared_with: str | None     # the job of its co-located pair sharing its GPUs now
     mixed: bool
     min_scale_factor: int | None
     entity: str | None

@@ -83,21 +83,36 @@ def shares(rows: Rows, jobs: Mapping[str, JobState], columns: tuple[str, ...], n
            since_s: float, seed: float) -> dict[str, tuple[dict[str, float], dict[str, float]]]:
     """Each job's X and the fraction of the time it received, by column, of the time since
     it counts: since ``since_s`` (the last reset, when received times went back to the
-    ``seed``) or its arrival, whichever is later. A round is credited whole at the next
-    plan, up to a plan lead before it ends (thesis §5.6), so the time credited can run
-    ahead of the clock: a job has counted at least what it was credited (a job received
-    1.43 of a first round, 10 s credited 7 s in, before)."""
+    ``seed``) or its arrival, whichever is later. A job's time in a co-located pair counts
+    as its own (thesis §5.3.1: its X on a type is its time there, alone or shared). A
+    round is credited whole at the next plan, up to a plan lead before it ends (thesis
+    §5.6), so the time credited can run ahead of the clock: a job has counted at least
+    what it was credited (a job received 1.43 of a first round, 10 s credited 7 s in,
+    before)."""
     ids = list(jobs)            # all at once: job by job it took 1 s at 100,000 (issue #30)
     at = np.array([rows.index[job_id] for job_id in ids], dtype=int)
-    got = rows.received[at] - seed
+    allocation = with_pairs(rows.allocation, rows.member_rows)
+    got = with_pairs(rows.received - seed, rows.member_rows)[at]
     arrival = np.array([jobs[job_id].arrival_s for job_id in ids], dtype=float)
     elapsed = np.maximum(now - np.maximum(since_s, arrival), got.sum(axis=1))
     counted = elapsed > 0
     got[counted] /= elapsed[counted, None]
     got[~counted] = 0.0
-    x, got = rows.allocation[at].tolist(), np.clip(got, 0.0, None).tolist()
+    x, got = allocation[at].tolist(), np.clip(got, 0.0, None).tolist()
     return {job_id: (dict(zip(columns, xi)), dict(zip(columns, gi)))
             for job_id, xi, gi in zip(ids, x, got)}
+
+
+def with_pairs(values: np.ndarray, member_rows: np.ndarray) -> np.ndarray:
+    """``values`` (one row per combination) with each co-located pair's row added to both
+    of its members' rows (``member_rows``, (c, 2): -1 for no second member)."""
+    pairs = np.flatnonzero(member_rows[:, 1] >= 0)
+    if not pairs.size:
+        return values
+    out = values.copy()
+    for m in (0, 1):
+        np.add.at(out, member_rows[pairs, m], values[pairs])
+    return out
 
 
 def hand_on(rows: Rows, jobs: Mapping[str, JobState], columns: tuple[str, ...],

@@ -34,6 +34,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from ..rpc.identity import ADMIN, USER, Identities, token_hash
 from ..rpc.security import is_loopback
+from .holding import counted_once
 from .jobs import PREEMPTED, QUEUED, RUNNING
 from .snapshot import Snapshot
 from .statusjson import seconds, status_dict
@@ -99,8 +100,9 @@ def entity_gpus(reply) -> dict[str, int]:
     """GPUs held by each entity's jobs in a Status (jobs of no entity are left out)."""
     held: dict[str, int] = {}
     for job in reply.jobs:
-        if job.entity and job.gpus > 0:
-            held[job.entity] = held.get(job.entity, 0) + job.gpus
+        gpus = counted_once(job.id, job.gpus, job.shared_with)
+        if job.entity and gpus > 0:
+            held[job.entity] = held.get(job.entity, 0) + gpus
     return held
 
 
@@ -139,7 +141,8 @@ class Dashboard:
             return
         self._sampled = snap
         r = snap.response
-        self._history.record(snap.round, snap.now_s, sum(j.gpus for j in r.jobs),
+        self._history.record(snap.round, snap.now_s,
+                             sum(counted_once(j.id, j.gpus, j.shared_with) for j in r.jobs),
                              sum(w.gpus for w in r.workers
                                  if w.alive and (not w.drained or w.runs)),
                              entity_gpus(r))

@@ -14,6 +14,7 @@ from functools import cached_property
 from ..rpc import pb
 from .logs import LogSources, Source
 from .forecast import Forecast
+from .holding import counted_once
 from .pending import pending_reason
 from .jobs import FINAL, PREEMPTED, STATES, JobRow
 from .view import DaemonView
@@ -118,7 +119,8 @@ def build_snapshot(view: DaemonView) -> Snapshot:
             allocation=x,
             received=got, arrival_s=job.arrival_s, completion_s=_or_never(job.completion_s),
             mixed=spec.mixed, min_scale_factor=spec.min_scale_factor,
-            gpus=run.gpus if run else 0, entity=spec.entity or "",
+            gpus=run.gpus if run else 0, shared_with=run.shared_with if run else "",
+            entity=spec.entity or "",
             started_s=_or_never(job.started_s), ended_s=_or_never(job.ended_s),
             steps_per_s=view.rates.get(job.id, {}),
             plan_steps_per_s=view.plan_rates.get(job.id, {}),
@@ -175,7 +177,7 @@ def _entities(view: DaemonView) -> list[pb.EntityStatus]:
             jobs[name] = jobs.get(name, 0) + 1
         run = view.runs.get(job.id)
         if run is not None:
-            gpus[name] = gpus.get(name, 0) + run.gpus
+            gpus[name] = gpus.get(name, 0) + counted_once(job.id, run.gpus, run.shared_with)
     return [pb.EntityStatus(name=e.name, weight=e.weight, policy=e.policy,
                             max_gpus=e.max_gpus or 0, gpus=gpus.get(e.name, 0),
                             jobs=jobs.get(e.name, 0)) for e in view.entities]

@@ -16,11 +16,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from policies import is_pair_key
+import numpy as np
+
+from policies import key_members
 
 from ..core import Period, SchedulerCore
 from .forecast import Forecast
-from .holding import held_gpus, runs_per_server
+from .holding import counted_once, held_gpus, runs_per_server, sharing
 from .jobs import FINAL, PREEMPTED, QUEUED, RUNNING, JobRow
 from .rows import ServerRow, Table, runs_on
 
@@ -38,6 +40,7 @@ class RunView:
     ending: bool = False    # its lease was not extended into this round: it leaves
     lease_steps: int = 0    # the step count its lease ends at
     reported_s: float = -1.0  # its last commit report (scheduler clock); < 0: none yet
+    shared_with: str = ""   # the job of its co-located pair it shares its GPUs with now
 
 
 @dataclass(frozen=True)
@@ -121,7 +124,8 @@ class DaemonView:
         job, copied into frozen values. ``clock_offset``: the scheduler's clock less the
         monotonic clock the runs' times are on."""
         runs, servers = tuple(runs), tuple(servers)
-        held = held_gpus(runs, {w: s.row.id for s in servers for w in s.row.workers})
+        server_of = {w: s.row.id for s in servers for w in s.row.workers}
+        held, shared = held_gpus(runs, server_of), sharing(runs, server_of)
         on = runs_per_server(runs)
         return cls(round_index, policy, round_seconds, now, tuple(jobs.values()),
                    {r.job_id: RunView(r.worker_type, held[r.job_id], r.orphan,
@@ -129,7 +133,8 @@ class DaemonView:
                                       r.init_at + clock_offset if r.started_up else -1.0,
                                       r.refill, r.round < round_index,
                                       int(r.lease.max_steps),
-                                      r.reported_at + clock_offset if r.reported_at else -1.0)
+                                      r.reported_at + clock_offset if r.reported_at else -1.0,
+                                      shared.get(r.job_id, ""))
                     for r in runs},
                    tuple(ServerView(s.row, s.alive, s.row.id in drained, on[s.row.id])
                          for s in servers), shares, table,
@@ -150,7 +155,8 @@ class DaemonView:
         states = Counter(RUNNING if j.id in self.runs else j.state for j in self.jobs
                          if j.id not in saving)
         finished = sum(states[s] for s in FINAL)
-        busy = sum(r.gpus for r in self.runs.values())
+        busy = sum(counted_once(job_id, r.gpus, r.shared_with)
+                   for job_id, r in self.runs.items())
         total = [sum(counts) for counts in zip(*self.gpus().values())] or [0, 0]
         out = [f"{total[0] - total[1]} down"] if total[0] > total[1] else []
         drained = sum(len(s.row.workers) for s in self.servers if s.drained and s.alive)
@@ -205,9 +211,12 @@ class Shares:
         for period in periods:
             span = period.end_s - period.start_s
             if span > 0:
-                self._last = {
-                    key: dict(zip(period.types, (period.received[i] / span).tolist()))
-                    for i, key in enumerate(period.keys) if not is_pair_key(key)}
+                last: dict[str, np.ndarray] = {}
+                for key, got in zip(period.keys, period.received / span):
+                    for job_id in key_members(key):    # a pair's time is both members'
+                        last[job_id] = last[job_id] + got if job_id in last else got
+                self._last = {job_id: dict(zip(period.types, got.tolist()))
+                              for job_id, got in last.items()}
 
     def at(self, now: float) -> dict[str, ShareRow]:
         shares = self._core.shares(now)

@@ -6,7 +6,16 @@ on the type (its partner slowed it). The real executor on a hand-moved clock
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+import numpy as np
 import pytest
+
+from gavelsched.cli.jobviews import status_table
+from gavelsched.core import Period
+from gavelsched.daemon.snapshot import build_snapshot
+from gavelsched.daemon.view import Shares
+from policies import pair_key
 
 from .test_round_aligned import Scheduler
 
@@ -50,3 +59,36 @@ def test_a_pair_runs_samples_are_not_its_jobs_throughput(packed):
                                                 packed.gen(job), seconds=4.0)
     assert packed.x.progress.online.measured == {}
     assert packed.store.throughputs() == {}
+
+
+def test_a_pair_on_one_gpu_shows_it_for_both_jobs_and_counts_it_once(packed):
+    # before, the pair's second job showed 0/1 GPUs and no allocation while it ran: the
+    # GPU went to one run only, and a pair's time to neither job
+    a, b = packed.submit(), packed.submit()
+    packed.at(1.0)
+    for job in (a, b):
+        packed.init(job)
+    view = packed.x.view(packed.x.now())
+    assert [(view.runs[j].gpus, view.runs[j].shared_with) for j in (a, b)] == [(1, b), (1, a)]
+    assert "GPUs 1 busy of 1" in view.summary()
+    status = build_snapshot(view).status()
+    shown = {j.id: j for j in status.jobs}
+    assert [(shown[j].gpus, shown[j].shared_with) for j in (a, b)] == [(1, b), (1, a)]
+    lines = status_table(status)
+    assert any(f"shares its GPU with job {b}" in line for line in lines)
+    allocation = packed.x.core.allocation
+    paired = allocation.share(pair_key(a, b), "v100")
+    assert paired > 0
+    for job in (a, b):                   # its time in the pair is its own
+        x, _ = view.shares[job]
+        assert x["v100"] == pytest.approx(allocation.share(job, "v100") + paired)
+
+
+def test_the_last_periods_received_shares_count_a_pairs_time_for_both_jobs():
+    # while a new period is younger than a round, status shows the last closed one's
+    core = SimpleNamespace(shares=lambda now: {"a": ({}, {}), "b": ({}, {})},
+                           counted_since_s=9.0, config=SimpleNamespace(round_seconds=5.0))
+    shares = Shares(core)
+    shares.closed([Period(0.0, 10.0, ("v100",), ("a", "b", "a+b"),
+                          np.array([[0.2], [0.0], [0.8]]), np.array([[2.0], [0.0], [8.0]]))])
+    assert shares.at(10.0) == {"a": ({}, {"v100": 1.0}), "b": ({}, {"v100": 0.8})}

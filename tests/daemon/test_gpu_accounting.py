@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gavelsched.daemon import view as daemon_view
-from gavelsched.daemon.holding import held_gpus, holders
+from gavelsched.daemon.holding import counted_once, held_gpus, holders, sharing
 from gavelsched.daemon.metrics import DaemonMetrics
 from gavelsched.daemon.snapshot import build_snapshot
 from gavelsched.rpc import pb
@@ -29,6 +29,7 @@ class FakeRun:
     round: int
     workers: tuple[int, ...]
     left: set[int] = field(default_factory=set)
+    task_key: str = ""
 
 
 # ---- the pure part ----------------------------------------------------------------------
@@ -97,6 +98,49 @@ def test_a_run_waiting_for_gpus_a_saving_run_holds_shows_none():
     assert held_gpus([waiting, saving], server_of) == {"a": 1, "b": 0}
     saving.left.clear()                                   # its process exited
     assert held_gpus([waiting, saving], server_of) == {"a": 0, "b": 2}
+
+
+@st.composite
+def tables_with_pairs(draw):
+    """``run_tables`` where some runs have a partner: the other run of a co-located pair's
+    task (same round, workers and servers)."""
+    sizes, server_of, runs = draw(run_tables())
+    out = []
+    for run in runs:
+        if draw(st.booleans()):
+            key = f"{run.job_id}+p{run.job_id}"
+            run.task_key = key
+            out += [run, FakeRun(f"p{run.job_id}", run.round, run.workers, set(run.left), key)]
+        else:
+            out.append(run)
+    return sizes, server_of, out
+
+
+@settings(max_examples=300, deadline=None)
+@given(tables_with_pairs())
+def test_a_sum_over_jobs_counts_every_held_gpu_once_with_pairs(case):
+    sizes, server_of, runs = case
+    owner, held, shared = holders(runs, server_of), held_gpus(runs, server_of), \
+        sharing(runs, server_of)
+    assert sum(counted_once(j, n, shared.get(j, "")) for j, n in held.items()) == len(owner)
+    per_server = [0] * len(sizes)
+    for g in owner:
+        per_server[server_of[g]] += 1
+    assert all(n <= size for n, size in zip(per_server, sizes))
+    for job, partner in shared.items():          # partners hold the same GPUs
+        assert shared[partner] == job and held[job] == held[partner] > 0
+
+
+def test_a_pairs_two_runs_hold_their_gpu_together():
+    server_of = {0: 0}
+    a, b = FakeRun("a", 2, (0,), {0}, "a+b"), FakeRun("b", 2, (0,), {0}, "a+b")
+    assert holders([a, b], server_of) == {0: "a"}
+    assert held_gpus([a, b], server_of) == {"a": 1, "b": 1}
+    assert sharing([a, b], server_of) == {"a": "b", "b": "a"}
+    saving = FakeRun("c", 1, (0,), {0})          # the pair waits for a run still saving
+    assert held_gpus([a, b, saving], server_of) == {"a": 0, "b": 0, "c": 1}
+    later = FakeRun("d", 3, (0,), {0}, "d+e")     # another round's pair: not a partner
+    assert held_gpus([a, b, later], server_of) == {"a": 1, "b": 1, "d": 0}
 
 
 # ---- a real executor ----------------------------------------------------------------------
