@@ -200,11 +200,10 @@ class SchedulerCore:
                               self._force)
 
     def shares(self, now: float) -> dict[str, tuple[dict[str, float], dict[str, float]]]:
-        """Every admitted job's allocation X and the fraction of time it received on each
-        type since its received time counts (the last reset, or its arrival; thesis §5.5's
-        priorities, as a query for status and metrics; a pair's time counts for both of its
-        members). Configuration columns (several types at once) are keyed by their names,
-        next to the types."""
+        """Every admitted job's X and the fraction of time it received on each type since
+        its received time counts (the last reset, or its arrival; thesis §5.5's priorities,
+        for status and metrics; a pair's time counts for both its jobs). Configuration
+        columns (several types at once) are keyed by their names, next to the types."""
         return received_shares(self._rows, self._jobs, self._layout.columns, now,
                                self._counted_since_s, self.config.seed_seconds)
 

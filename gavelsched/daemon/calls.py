@@ -49,6 +49,12 @@ class Door:
     single_gpu_policy: str | None = None
 
 
+def single_gpu_policy(policy) -> str | None:
+    """``Door.single_gpu_policy`` for ``policy``: its name when it schedules single-GPU
+    jobs only (``Traits.single_gpu``), else None."""
+    return policy.name if policy.traits.single_gpu else None
+
+
 class ClientCalls:
     """See the module docstring. ``end_job(job_id, reason)`` cancels a job (the
     executor's path: out of the core, its run killed); ``woken()`` is told a job arrived."""

@@ -39,7 +39,7 @@ from ..mechanism import ClusterView, Server
 from ..rpc import pb
 from ..rpc.identity import ADMIN, Caller
 from .audit import SCHEDULER
-from .calls import Door
+from .calls import Door, single_gpu_policy
 from .clock import Origin, RoundClock
 from .collector import Collector
 from .config import DaemonConfig
@@ -364,10 +364,8 @@ class DaemonExecutor:
     # ---- events from handlers (run on this thread through ``call``) ---------------------
     def door(self) -> Door:
         """What a submission is checked against now (``calls``)."""
-        policy = self.core.policy
         return Door(self.table, tuple(self.table.worker_types), self.health.gpus_by_type(),
-                    self.tenancy.settings.entity_names,
-                    policy.name if policy.traits.single_gpu else None)
+                    self.tenancy.settings.entity_names, single_gpu_policy(self.core.policy))
 
     def submit(self, request: pb.JobRequest, caller: Caller = LOCAL_ADMIN) -> str:
         """Submit as ``caller`` (``calls.ClientCalls.submit``); the (first) job's id."""

@@ -67,6 +67,19 @@ def test_the_status_table_keeps_whole_job_types_and_shows_elapsed():
         {header.index(" state")}
 
 
+def test_the_two_jobs_of_a_pair_say_whom_they_share_their_gpu_with():
+    pair = [pb.JobStatus(id=i, state="running", steps_done=1, total_steps=10, job_type="A3C",
+                         scale_factor=1, worker_type="v100", gpus=1, shared_with=o,
+                         allocation={"v100": 1.0}, started_s=0.0, ended_s=-1, completion_s=-1)
+            for i, o in (("4", "5"), ("5", "4"))]
+    rows = status_table(pb.StatusResponse(round=1, jobs=pair))[2:4]
+    assert rows[0].endswith("(shares its GPU with job 5)") and " 1/1 " in rows[0]
+    assert rows[1].endswith("(shares its GPU with job 4)") and " 1/1 " in rows[1]
+    assert [j["shared_with"] for j in status_dict(pb.StatusResponse(jobs=pair))["jobs"]] == \
+        ["5", "4"]
+    assert status_dict(reply())["jobs"][0]["shared_with"] is None
+
+
 def test_the_history_table_has_dates_elapsed_and_jct():
     lines = history_table(reply())
     assert lines[0].split() == ["id", "type", "user", "entity", "state", "submitted",

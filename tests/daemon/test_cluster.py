@@ -164,11 +164,13 @@ def test_cli_submit_status_json_and_cancel(cluster, cli, tmp_path):
     assert set(data) == {"round", "jobs", "workers", "entities", "eta_computed_s",
                          "eta_error"}
     mine = [j for j in data["jobs"] if j["id"] == job_id]
-    # docs/design.md's contract, plus the GPUs held this round, the job's flexibility, its
-    # entity, allocation against received share, its times, and who submitted it, its
-    # array, time limit, dependencies and time run (issue #28)
+    # docs/design.md's contract, plus the GPUs held this round (and the job of its pair
+    # sharing them), the job's flexibility, its entity, allocation against received share,
+    # its times, and who submitted it, its array, time limit, dependencies and time run
+    # (issue #28)
     assert mine and set(mine[0]) == {"id", "state", "steps_done", "total_steps", "job_type",
-                                     "scale_factor", "worker_type", "reason", "gpus", "mixed",
+                                     "scale_factor", "worker_type", "reason", "gpus",
+                                     "shared_with", "mixed",
                                      "min_scale_factor", "entity", "allocation", "received",
                                      "arrival_s", "started_s", "ended_s", "completion_s",
                                      "elapsed_s", "jct_s", "submitted_at", "started_at",
