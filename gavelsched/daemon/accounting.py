@@ -28,6 +28,9 @@ NONE = "-"                          # the key of a run without a user, entity or
 HOUR_S = 3600.0
 
 
+PAIR_SHARE = 0.5     # a co-located pair's job: half of its GPUs' time (``UsageRun.share``)
+
+
 class UsageError(ValueError):
     """A bad run, ``by`` or ``since``: one line naming it."""
 
@@ -35,8 +38,10 @@ class UsageError(ValueError):
 @dataclass(frozen=True)
 class UsageRun:
     """One run of a job (from its launch to its end): who and what it ran for, on how many
-    GPUs of which type, when (Unix seconds), and ``price``: dollars per GPU-hour in force
-    when it ran (0: unpriced). An end before the start counts as no time."""
+    GPUs of which type, when (Unix seconds), ``price``: dollars per GPU-hour in force
+    when it ran (0: unpriced), and ``share``: the part of its GPUs' time that was its own
+    (1; a job of a co-located pair, which shares them with the other job, thesis §5.3.1:
+    ``PAIR_SHARE``). An end before the start counts as no time."""
 
     job_id: str
     user: str
@@ -46,12 +51,13 @@ class UsageRun:
     start_unix: float
     end_unix: float
     price: float = 0.0
+    share: float = 1.0
 
     def __post_init__(self) -> None:
         if type(self.gpus) is not int or self.gpus < 0:
             raise UsageError(f"usage run of job {self.job_id}: gpus must be a whole number "
                              f">= 0, got {self.gpus!r}")
-        for name in ("start_unix", "end_unix", "price"):
+        for name in ("start_unix", "end_unix", "price", "share"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value)):
                 raise UsageError(f"usage run of job {self.job_id}: {name} must be a finite "
@@ -59,14 +65,19 @@ class UsageRun:
         if self.price < 0:
             raise UsageError(f"usage run of job {self.job_id}: price must be >= 0, got "
                              f"{self.price!r}")
+        if not 0 < self.share <= 1:
+            raise UsageError(f"usage run of job {self.job_id}: share must be in (0, 1], got "
+                             f"{self.share!r}")
 
     def counts(self, since_unix: float = 0.0) -> bool:
         """Whether it ran after ``since_unix`` (0: every run counts)."""
         return since_unix <= 0 or self.end_unix > since_unix
 
     def gpu_seconds(self, since_unix: float = 0.0) -> float:
-        """GPUs × seconds it ran after ``since_unix`` (its start clipped to it)."""
-        return self.gpus * max(0.0, self.end_unix - max(self.start_unix, since_unix))
+        """GPUs × seconds it ran after ``since_unix`` (its start clipped to it), times its
+        ``share`` of them."""
+        return self.gpus * self.share * max(0.0, self.end_unix - max(self.start_unix,
+                                                                      since_unix))
 
     def gpu_hours(self, since_unix: float = 0.0) -> float:
         """GPUs × hours it ran after ``since_unix`` (its start clipped to it)."""

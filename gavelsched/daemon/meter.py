@@ -66,16 +66,17 @@ class Meter:
         self._prices, self._changes_after = prices, changes_after
 
     def ended(self, job: JobRow, generation: int, worker_type: str, gpus: int,
-              start_s: float, end_s: float) -> str | None:
+              start_s: float, end_s: float, share: float = 1.0) -> str | None:
         """A run of ``job`` on ``gpus`` GPUs of ``worker_type`` ran from ``start_s`` to
-        ``end_s`` (the daemon's clock): one usage row, written; the job's time grows.
-        Returns why the job ends now (``out_of_time``), or None."""
+        ``end_s`` (the daemon's clock), ``share`` of their time its own (``UsageRun``): one
+        usage row, written; the job's time grows. Returns why the job ends now
+        (``out_of_time``), or None."""
         end_s = max(end_s, start_s)
         run = UsageRun(job.id, job.user, job.spec.entity or "", worker_type, max(1, gpus),
                        self._epoch + start_s, self._epoch + end_s,
-                       self.mean_price(worker_type, start_s, end_s))
+                       self.mean_price(worker_type, start_s, end_s), share)
         self.store.add_usage((run.job_id, generation, run.user, run.entity, run.worker_type,
-                              run.gpus, run.start_unix, run.end_unix, run.price))
+                              run.gpus, run.start_unix, run.end_unix, run.price, run.share))
         self._used[job.id] += end_s - start_s
         if self._sink is not None:
             self._sink.on_usage(run)

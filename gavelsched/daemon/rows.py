@@ -1,7 +1,7 @@
 """The store's records (``JobRow``, defined with its states in ``jobs``; ``ServerRow``) and
-the door they pass when the store is read back at start (issue #17; docs/design.md, Safety rules: the store on load is a door like
-any other, and one bad job never stops the others; thesis §5.6: the scheduler survives its
-own restart).
+the door they pass when the store is read back at start (issue #17; docs/design.md, Safety
+rules: the store on load is a door like any other, and one bad job never stops the others;
+thesis §5.6: the scheduler survives its own restart).
 
 Each raw SQLite row is checked once, here, with ``traces/checks.py``: text columns arrive
 as bytes and must be UTF-8, numbers finite and in range, integers within 64 bits, states
@@ -280,8 +280,9 @@ def event(job_id: Any, time_unix: Any, user: Any, action: Any, detail: Any) -> t
 
 
 def usage(job_id: Any, generation: Any, user: Any, entity: Any, worker_type: Any,
-          gpus: Any, start_unix: Any, end_unix: Any, price: Any) -> tuple:
-    """A ``usage`` row (one ended run), checked: times in order, GPUs >= 1, price >= 0."""
+          gpus: Any, start_unix: Any, end_unix: Any, price: Any, share: Any = 1.0) -> tuple:
+    """A ``usage`` row (one ended run), checked: times in order, GPUs >= 1, price >= 0,
+    share in (0, 1]."""
     start = checks.number(_plain(start_unix, "start_unix"), "start_unix", low=0.0)
     end = checks.number(_plain(end_unix, "end_unix"), "end_unix", low=start)
     return (_text(job_id, "job_id", empty=False),
@@ -289,4 +290,5 @@ def usage(job_id: Any, generation: Any, user: Any, entity: Any, worker_type: Any
             _text(user, "user"), _text(entity, "entity"),
             _text(worker_type, "worker_type", empty=False),
             checks.integer(_plain(gpus, "gpus"), "gpus", low=1), start, end,
-            checks.number(_plain(price, "price"), "price", low=0.0))
+            checks.number(_plain(price, "price"), "price", low=0.0),
+            checks.number(_plain(share, "share"), "share", low=0.0, high=1.0, above=True))

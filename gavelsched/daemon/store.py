@@ -67,7 +67,8 @@ CREATE INDEX IF NOT EXISTS events_by_job ON events(job_id);
 CREATE TABLE IF NOT EXISTS usage (
     job_id TEXT NOT NULL, generation INTEGER NOT NULL, user TEXT NOT NULL,
     entity TEXT NOT NULL, worker_type TEXT NOT NULL, gpus INTEGER NOT NULL,
-    start_unix REAL NOT NULL, end_unix REAL NOT NULL, price REAL NOT NULL);
+    start_unix REAL NOT NULL, end_unix REAL NOT NULL, price REAL NOT NULL,
+    share REAL NOT NULL DEFAULT 1.0);
 """
 # Columns added to ``jobs`` since the first schema, with the statement that fills them in
 # an older file (done jobs ended when they were done).
@@ -172,7 +173,12 @@ class Store:
 
     def _migrate(self) -> None:
         """Add the ``jobs`` columns an older file lacks (``ADDED_COLUMNS``), in one
-        transaction: its rows load as before, with what the new columns can tell."""
+        transaction: its rows load as before, with what the new columns can tell; and
+        ``usage.share`` (its runs were their jobs' own: 1)."""
+        usage = {row[1] for row in self._db.execute("PRAGMA table_info(usage)")}
+        if "share" not in usage:
+            with self.transaction() as db:
+                db.execute("ALTER TABLE usage ADD COLUMN share REAL NOT NULL DEFAULT 1.0")
         have = {row[1] for row in self._db.execute("PRAGMA table_info(jobs)")}
         missing = [c for c in ADDED_COLUMNS if c not in have]
         if not missing:
@@ -426,9 +432,9 @@ class Store:
 
     def add_usage(self, row: tuple) -> None:
         """One ended run: (job_id, generation, user, entity, worker_type, gpus, start_unix,
-        end_unix, price)."""
-        self._write("INSERT INTO usage(job_id, generation, user, entity, worker_type, gpus, "
-                    "start_unix, end_unix, price) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)", [row])
+        end_unix, price[, share]) (share: 1 when not given)."""
+        self._write(f"INSERT INTO usage({USAGE_COLUMNS}) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(*row, 1.0)[:10]])
 
     def usage(self, since_unix: float = 0.0) -> list[tuple]:
         """The runs that ended after ``since_unix``, each row checked (``rows.usage``)."""
@@ -436,7 +442,8 @@ class Store:
                              where=("end_unix > ?", (since_unix,)))
 
 
-USAGE_COLUMNS = "job_id, generation, user, entity, worker_type, gpus, start_unix, end_unix, price"
+USAGE_COLUMNS = ("job_id, generation, user, entity, worker_type, gpus, start_unix, end_unix, "
+                 "price, share")
 
 
 def _spec_json(job: JobRow) -> str:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from policies import Policy
+from policies import Policy, is_pair_key
 
 from ..core import SchedulerCore
+from .accounting import PAIR_SHARE
 from .audit import SCHEDULER, Audit
 from .calls import ClientCalls
 from .control import JobControl
@@ -57,15 +58,17 @@ class Tenancy:
 
     def run_ended(self, run: Run, mono: float) -> None:
         """A run's processes are gone (at ``mono``, the executor's clock): its usage is
-        metered, and a job that has run to its time limit ends (its last checkpoint is
-        counted: it came before its exit)."""
+        metered (a co-located pair's run: half its GPUs' time, ``PAIR_SHARE``), and a job
+        that has run to its time limit ends (its last checkpoint is counted: it came
+        before its exit)."""
         job = self.jobs.get(run.job_id)
         if job is None:
             return
         now = self._now()
         why = self.meter.ended(job, run.generation, run.worker_type,
                                len(run.workers) or job.spec.scale_factor,
-                               now - max(0.0, mono - run.started), now)
+                               now - max(0.0, mono - run.started), now,
+                               PAIR_SHARE if is_pair_key(run.task_key) else 1.0)
         if why is not None:
             self._post(lambda: self._fail(job.id, why))
 

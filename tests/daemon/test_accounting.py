@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gavelsched.daemon.accounting import (BY, NONE, UsageError, UsageLine, UsageReport,
+from gavelsched.daemon.accounting import (BY, NONE, PAIR_SHARE, UsageError, UsageLine, UsageReport,
                                           UsageRun, parse_since, usage_report)
 
 H = 3600.0
@@ -74,11 +74,19 @@ def test_a_run_clipped_by_since():
     assert backwards.gpu_hours() == 0.0 == backwards.cost()
 
 
+def test_a_co_located_pairs_runs_count_their_gpu_once_between_them():
+    # thesis §5.3.1: the two jobs share one GPU; each is metered half of its time
+    pair = [UsageRun(j, "ann", "", "v100", 1, T0, T0 + H, 2.0, PAIR_SHARE) for j in "ab"]
+    assert [r.gpu_hours() for r in pair] == [0.5, 0.5] and pair[0].cost() == 1.0
+    assert usage_report(pair, "user").gpu_hours == 1.0
+
+
 @pytest.mark.parametrize("field, value, match", [
     ("gpus", -1, "gpus must be a whole number >= 0"), ("gpus", 1.5, "gpus"),
     ("start_unix", math.nan, "start_unix must be a finite number"),
     ("end_unix", math.inf, "end_unix"), ("price", -0.5, "price must be >= 0"),
-    ("price", "1", "price must be a finite number"),
+    ("price", "1", "price must be a finite number"), ("share", 0.0, r"share must be in \(0, 1\]"),
+    ("share", 1.5, "share must be in"), ("share", math.nan, "share must be a finite number"),
 ])
 def test_a_bad_run_is_refused_in_one_line(field, value, match):
     fields = dict(job_id="7", user="ann", entity="", worker_type="v100", gpus=1,

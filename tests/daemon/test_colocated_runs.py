@@ -12,8 +12,10 @@ import numpy as np
 import pytest
 
 from gavelsched.core import Period
+from gavelsched.daemon.accounting import PAIR_SHARE
 from gavelsched.daemon.snapshot import build_snapshot
 from gavelsched.daemon.view import Shares
+from gavelsched.rpc import pb
 from policies import pair_key
 
 from .test_round_aligned import Scheduler
@@ -89,3 +91,17 @@ def test_the_last_periods_received_shares_count_a_pairs_time_for_both_jobs():
     shares.closed([Period(0.0, 10.0, ("v100",), ("a", "b", "a+b"),
                           np.array([[0.2], [0.0], [0.8]]), np.array([[2.0], [0.0], [8.0]]))])
     assert shares.at(10.0) == {"a": ({}, {"v100": 1.0}), "b": ({}, {"v100": 0.8})}
+
+
+def test_each_job_of_a_pair_is_metered_half_of_the_gpus_time(packed):
+    a, b = packed.submit(), packed.submit()
+    packed.at(1.0)
+    for job in (a, b):
+        packed.init(job)
+    packed.t = 6.0
+    for job in (a, b):
+        packed.exited(job, 50)
+    rows = {row[0]: row for row in packed.store.usage()}
+    assert {job: rows[job][-1] for job in (a, b)} == {a: PAIR_SHARE, b: PAIR_SHARE}
+    report = packed.x.calls.usage(pb.UsageRequest(by="user"))
+    assert report.gpu_hours == pytest.approx(5.0 / 3600, rel=0.05)   # one GPU for 5 s

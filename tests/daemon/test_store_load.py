@@ -369,3 +369,20 @@ def test_a_batchs_meta_rows_and_hosts_are_written_together_as_it_ends(tmp_path):
     again = Store(tmp_path)
     assert again.get_meta("next_generation") == "999" and again.hosts()["y"] == (2,)
     again.close()
+
+
+def test_a_usage_table_from_before_shares_loads_with_every_run_its_own(tmp_path):
+    # usage.share came with space sharing on the workers (a pair's job: half its GPU's time)
+    tmp_path.mkdir(exist_ok=True)
+    db = sqlite3.connect(tmp_path / "gavelsched.db")
+    db.execute("CREATE TABLE usage (job_id TEXT NOT NULL, generation INTEGER NOT NULL, "
+               "user TEXT NOT NULL, entity TEXT NOT NULL, worker_type TEXT NOT NULL, "
+               "gpus INTEGER NOT NULL, start_unix REAL NOT NULL, end_unix REAL NOT NULL, "
+               "price REAL NOT NULL)")
+    db.execute("INSERT INTO usage VALUES ('j', 1, 'u', '', 'v100', 1, 0.0, 10.0, 1.0)")
+    db.commit()
+    db.close()
+    store = Store(tmp_path)
+    store.add_usage(("k", 1, "u", "", "v100", 1, 0.0, 10.0, 1.0, 0.5))
+    assert [(row[0], row[-1]) for row in store.usage()] == [("j", 1.0), ("k", 0.5)]
+    store.close()
