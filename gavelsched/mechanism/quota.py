@@ -11,8 +11,10 @@ plan never gives an entity's jobs more GPUs than its cap, and a refill (``place_
 counts what the round in flight still holds (``holding``).
 
 A job counts its GPUs (its scale factor, or a configuration's workers of every type) for
-its own entity; a co-located pair counts them once for each member, each for its own entity
-(two jobs of one entity sharing 2 GPUs hold 4 of its cap). Picks held idle (a job the
+its own entity. A co-located pair's GPUs count once for each entity of its members: two
+jobs of one entity sharing a GPU hold 1 of its cap (the GPUs its jobs hold at once, as
+``gavelsched status`` counts them), and jobs of two entities sharing one hold 1 of each
+entity's cap (each team's job holds it). Picks held idle (a job the
 allocation does not cover yet, ``PlannerConfig.hold_unallocated``) count too: the plan keeps
 those workers for the job. Pure: values in, a frozen ``Quota`` out.
 """
@@ -61,10 +63,8 @@ def entity_quota(members: Sequence[tuple[str, ...]], entity_of: Mapping[str, str
     index = {name: k for k, name in enumerate(names)}
     room = np.array([int(caps[name]) for name in names], dtype=np.int64)
     for task, gpus in running:
-        for job in task:
-            k = index.get(entity_of.get(job))
-            if k is not None:
-                room[k] -= int(gpus)
+        for k in {index.get(entity_of.get(job)) for job in task} - {None}:
+            room[k] -= int(gpus)
 
     def of(job: str) -> int:
         return index.get(entity_of.get(job), -1)
@@ -91,16 +91,14 @@ def holding(members: Sequence[tuple[str, ...]], gpus: Sequence[int],
 
 
 def fits(room: list[int], a: int, b: int, gpus: int) -> bool:
-    """Whether members of capped entities ``a`` and ``b`` (-1: none) may take ``gpus``
-    GPUs each within ``room`` (per entity)."""
-    if a >= 0 and a == b:
-        return room[a] >= 2 * gpus
+    """Whether a task of ``gpus`` GPUs whose members belong to capped entities ``a`` and
+    ``b`` (-1: none; equal for a pair of one entity) fits within ``room`` (per entity)."""
     return (a < 0 or room[a] >= gpus) and (b < 0 or room[b] >= gpus)
 
 
 def take(room: list[int], a: int, b: int, gpus: int) -> None:
-    """Charge ``gpus`` GPUs to each of ``a`` and ``b`` (-1: none) in ``room``."""
+    """Charge ``gpus`` GPUs to ``a`` and to ``b`` (-1: none; once when equal) in ``room``."""
     if a >= 0:
         room[a] -= gpus
-    if b >= 0:
+    if b >= 0 and b != a:
         room[b] -= gpus

@@ -30,15 +30,14 @@ def gpus_of(t: str, size: int) -> int:
 
 def entity_use(demand: Demand, plan, entity_of) -> dict[str, int]:
     """GPUs each entity's jobs take in ``plan``, picks held idle included, a pair's GPUs
-    counted for each member."""
+    counted once for each entity of its members."""
     use: dict[str, int] = {}
     tasks = [(p.members, len(p.workers)) for p in plan.placements]
     tasks += [(demand.members[demand.keys.index(key)], gpus_of(t, size))
               for key, t, size in plan.held_idle]
     for members, gpus in tasks:
-        for m in members:
-            if entity_of.get(m) is not None:
-                use[entity_of[m]] = use.get(entity_of[m], 0) + gpus
+        for entity in {entity_of.get(m) for m in members} - {None}:
+            use[entity] = use.get(entity, 0) + gpus
     return use
 
 
@@ -124,20 +123,38 @@ def test_cap_table(name, sizes, entity_of, caps, gpus, runs):
     assert {p.key for p in plan.placements} == runs, name
 
 
-@pytest.mark.parametrize("cap, runs", [(1, {"2"}), (2, {"0+1", "2"}), (4, {"0+1", "2"})])
-def test_a_pair_counts_its_gpus_for_each_member(cap, runs):
-    """Jobs 0 and 1 of entity a share one GPU (a co-located pair): 2 of a's cap."""
+def pair_demand() -> Demand:
+    """Jobs 0 and 1 sharing one GPU (the pair "0+1", which the allocation prefers) beside
+    job 2, on one type."""
     keys = ("0+1", "0", "1", "2")
     members = (("0", "1"), ("0",), ("1",), ("2",))
     n = len(keys)
     X = np.array([[1.0], [0.0], [0.0], [0.5]])
-    demand = Demand(keys=keys, members=members, types=("gpu",), scale_factor=np.ones(n, int),
-                    allocation=X, received=np.zeros((n, 1)), deficit=np.zeros((n, 1)),
-                    runnable=np.ones((n, 1), dtype=bool), allocated=np.ones(n, dtype=bool))
-    quota = entity_quota(members, {"0": "a", "1": "a", "2": "b"}, {"a": cap})
-    plan = plan_round(replace(demand, quota=quota), ClusterView.build({"gpu": 2}),)
-    assert {p.key for p in plan.placements} - {"0", "1"} == runs
-    assert "0" not in {p.key for p in plan.placements} or cap < 2
+    return Demand(keys=keys, members=members, types=("gpu",), scale_factor=np.ones(n, int),
+                  allocation=X, received=np.zeros((n, 1)), deficit=np.zeros((n, 1)),
+                  runnable=np.ones((n, 1), dtype=bool), allocated=np.ones(n, dtype=bool))
+
+
+@pytest.mark.parametrize("entity_of, caps, runs", [
+    ({"0": "a", "1": "a", "2": "b"}, {"a": 1}, {"0+1", "2"}),   # one GPU of a's cap
+    ({"0": "a", "1": "a", "2": "a"}, {"a": 1}, {"0+1"}),        # then a is full
+    ({"0": "a", "1": "b", "2": "c"}, {"a": 1, "b": 1}, {"0+1", "2"}),   # 1 of each
+    ({"0": "a", "1": "b", "2": "b"}, {"b": 1}, {"0+1"}),        # b's job holds it
+])
+def test_a_pair_counts_its_gpu_once_for_each_entity(entity_of, caps, runs):
+    """Two jobs of one entity sharing a GPU hold 1 of its cap, not 2 (as status counts
+    the entity's GPUs); jobs of two entities sharing one hold 1 of each cap."""
+    demand = pair_demand()
+    quota = entity_quota(demand.members, entity_of, caps)
+    plan = plan_round(replace(demand, quota=quota), ClusterView.build({"gpu": 2}))
+    assert {p.key for p in plan.placements} == runs
+
+
+def test_a_running_pair_takes_its_gpu_once_from_its_entity():
+    """A refill's room: the round in flight's pair of one entity holds 1 GPU of its cap."""
+    quota = entity_quota((("2",),), {"0": "a", "1": "a", "2": "a"}, {"a": 3},
+                         running=[(("0", "1"), 1)])
+    assert quota.room.tolist() == [2]
 
 
 def test_holding_drops_tasks_whose_workers_were_freed_or_handed_on():
