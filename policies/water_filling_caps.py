@@ -8,7 +8,7 @@ given to it and left idle. Each cap is one more row of every LP,
     sum over the entity's jobs m, columns c of m:  gpus_c z_c  <=  max_gpus,
 
 where ``gpus_c`` is the workers column c holds (a job's scale factor; a co-located pair's
-column counts once for each member of the entity, as the planner counts it). Every
+column counts once for each entity of its members, as the planner counts it). Every
 schedule the planner's per-round cap allows meets this row in time average; the converse
 is a relaxation (two 2-GPU jobs under a cap of 3 may share 3 GPUs on average here, but run
 one at a time). A column wider than its entity's cap never runs in a round, so one more
@@ -64,7 +64,9 @@ def entity_caps(problem: Problem, cols: Columns) -> EntityCaps | None:
     of = sp.csr_matrix((np.ones(mine.size), (row[mine], mine)),
                        shape=(len(names), cols.num_jobs))
     gpus = np.asarray(cols.usage.sum(axis=0)).ravel()   # workers each column holds
-    rows = sp.csr_matrix(of @ cols.member @ sp.diags(gpus))
+    held = sp.csr_matrix(of @ cols.member)   # the entity's members in each column
+    held.data = np.minimum(held.data, 1.0)    # a pair of one entity: its GPUs once
+    rows = sp.csr_matrix(held @ sp.diags(gpus))
     bound = np.array([float(caps[n]) for n in names])
     wide = np.asarray((sp.diags(1.0 / bound) @ rows).max(axis=0).todense()).ravel() > 1.0
     if wide.any():   # columns that never fit their entity's cap: held at 0

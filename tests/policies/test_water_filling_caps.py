@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies import Entity, Job, Problem, get_policy
+from policies import Entity, Job, Pair, Problem, get_policy
 
-from .conftest import assert_valid
+from .conftest import assert_valid, effective_throughput
 from .test_water_filling_live import SETTINGS, assert_levels_of_every_column, hierarchical
 
 NAME = "max_min_fairness_water_filling_perf"
@@ -20,13 +20,14 @@ VARIANTS = {"direct, pruned": {}, "direct, every column": {"prune": False},
 
 def entity_gpus(problem: Problem, allocation) -> dict[str | None, float]:
     """GPUs each entity's jobs hold on average: scale factor x time, a pair's GPUs counted
-    for each member (as the round planner's quota counts them)."""
+    once for each entity of its members (as the round planner's quota counts them)."""
     job = {j.id: j for j in problem.jobs}
     out: dict[str | None, float] = {}
     for key, row in allocation.allocation.items():
-        for member in key.split("+"):
-            entity = job[member].entity
-            out[entity] = out.get(entity, 0.0) + job[member].scale_factor * sum(row.values())
+        members = key.split("+")
+        for entity in {job[m].entity for m in members}:
+            gpus = job[members[0]].scale_factor * sum(row.values())
+            out[entity] = out.get(entity, 0.0) + gpus
     return out
 
 
@@ -93,3 +94,20 @@ def test_caps_hold_and_the_pruned_lps_give_the_levels_of_every_column(problem):
         if cap is not None:
             assert gpus <= cap * (1 + 1e-6) + 1e-6, (name, gpus, cap)
     assert_levels_of_every_column(problem)
+
+
+def test_a_pair_of_one_team_holds_its_gpu_once_against_the_cap():
+    """Team a (capped at 1 GPU) has two jobs that gain from sharing a GPU: the pair holds
+    1 GPU of a's cap, so both run co-located all the time (counted once per member, the
+    pair could run half the time only)."""
+    jobs = [Job(str(i), {"v100": 10.0}, entity="aabb"[i]) for i in range(4)]
+    pairs = [Pair((str(a), str(b)), {"v100": (7.5, 7.5)}) for a in range(4)
+             for b in range(a + 1, 4)]
+    problem = Problem(cluster={"v100": 2}, jobs=jobs, pairs=pairs,
+                      entities={"a": Entity("a", max_gpus=1), "b": Entity("b")})
+    allocation = get_policy("max_min_fairness_water_filling_packed").solve(problem)
+    assert_valid(problem, allocation)
+    assert entity_gpus(problem, allocation)["a"] <= 1 + 1e-6
+    got = effective_throughput(problem, allocation)
+    assert got["0"] == pytest.approx(7.5, rel=1e-3)
+    assert got["1"] == pytest.approx(7.5, rel=1e-3)
