@@ -34,7 +34,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from ..rpc.identity import ADMIN, USER, Identities, token_hash
 from ..rpc.security import is_loopback
-from .holding import counted_once
+from .holding import counted_for_entity, counted_once
 from .jobs import PREEMPTED, QUEUED, RUNNING
 from .snapshot import Snapshot
 from .statusjson import seconds, status_dict
@@ -99,8 +99,10 @@ def shown(reply, rows: int):
 def entity_gpus(reply) -> dict[str, int]:
     """GPUs held by each entity's jobs in a Status (jobs of no entity are left out)."""
     held: dict[str, int] = {}
+    entity_of = {job.id: job.entity for job in reply.jobs}
     for job in reply.jobs:
-        gpus = counted_once(job.id, job.gpus, job.shared_with)
+        gpus = counted_for_entity(job.id, job.gpus, job.shared_with, job.entity,
+                                  entity_of.get(job.shared_with, ""))
         if job.entity and gpus > 0:
             held[job.entity] = held.get(job.entity, 0) + gpus
     return held

@@ -10,7 +10,9 @@ holds its GPUs on a server whose processes have not exited (``Run.left``) when n
 is held by an older run, and waits there (holding none) otherwise. No GPU is counted twice,
 so no server shows more GPUs held than it has. The two runs of a co-located pair (thesis
 §5.3.1: one task of the round, its key a pair's) hold their GPUs together: each job runs
-on them, and a sum over jobs counts them once (``counted_once``). Pure: runs and the
+on them, and a sum over jobs counts them once (``counted_once``); an entity's sum counts
+them once for each entity of the pair (``counted_for_entity``), as its GPU cap does
+(``gavelsched/mechanism/quota.py``). Pure: runs and the
 worker -> server map in, GPUs per job out; and the runs still on each server
 (``runs_per_server``).
 """
@@ -89,6 +91,16 @@ def counted_once(job_id: str, gpus: int, shared_with: str) -> int:
     """The GPUs a sum over jobs counts for this one: all it holds, except that of a pair
     sharing them (``shared_with``) only the job with the smaller id counts them."""
     return gpus if not shared_with or job_id < shared_with else 0
+
+
+def counted_for_entity(job_id: str, gpus: int, shared_with: str, entity: str,
+                       partner_entity: str) -> int:
+    """The GPUs an entity's sum counts for this job of ``entity``: as ``counted_once``
+    when its partner is of the same entity, else all it holds (each entity of a pair holds
+    the GPU, as the quota charges it)."""
+    if shared_with and partner_entity == entity:
+        return counted_once(job_id, gpus, shared_with)
+    return gpus
 
 
 def runs_per_server(runs: Iterable[HeldRun]) -> Counter[int]:

@@ -14,7 +14,7 @@ from functools import cached_property
 from ..rpc import pb
 from .logs import LogSources, Source
 from .forecast import Forecast
-from .holding import counted_once
+from .holding import counted_for_entity
 from .pending import pending_reason
 from .jobs import FINAL, PREEMPTED, STATES, JobRow
 from .view import DaemonView
@@ -171,13 +171,15 @@ def _entities(view: DaemonView) -> list[pb.EntityStatus]:
     """Each configured entity with the GPUs its jobs hold and its jobs not ended."""
     gpus: dict[str, int] = {}
     jobs: dict[str, int] = {}
+    entity_of = {job.id: job.spec.entity or "" for job in view.jobs}
     for job in view.jobs:
-        name = job.spec.entity or ""
+        name = entity_of[job.id]
         if not job.final:
             jobs[name] = jobs.get(name, 0) + 1
         run = view.runs.get(job.id)
         if run is not None:
-            gpus[name] = gpus.get(name, 0) + counted_once(job.id, run.gpus, run.shared_with)
+            gpus[name] = gpus.get(name, 0) + counted_for_entity(
+                job.id, run.gpus, run.shared_with, name, entity_of.get(run.shared_with, ""))
     return [pb.EntityStatus(name=e.name, weight=e.weight, policy=e.policy,
                             max_gpus=e.max_gpus or 0, gpus=gpus.get(e.name, 0),
                             jobs=jobs.get(e.name, 0)) for e in view.entities]

@@ -64,6 +64,18 @@ def test_entity_gpus_and_entities_of_a_status():
     assert entities(snapshot(0, [job("1", "", 1)]).response) == []
 
 
+def test_a_shared_gpu_counts_once_for_each_entity_of_its_pair():
+    """As the entity's GPU cap counts it (gavelsched/mechanism/quota.py): jobs 1 and 4 of
+    vision share a GPU (1 of vision's), job 2 of nlp shares one with job 6 of vision (1
+    of each)."""
+    jobs = [job("1", "vision", 1), job("4", "vision", 1), job("2", "nlp", 1, "bob"),
+            job("6", "vision", 1)]
+    for a, b in (("1", "4"), ("2", "6")):
+        jobs[[j.id for j in jobs].index(a)].shared_with = b
+        jobs[[j.id for j in jobs].index(b)].shared_with = a
+    assert entity_gpus(snapshot(1, jobs).response) == {"vision": 2, "nlp": 1}
+
+
 def test_the_series_carries_each_entitys_gpus_per_round(tmp_path):
     snap = [snapshot(0, ROUNDS[0], TEAMS)]
     board = Dashboard(lambda: snap[0], TOKEN, tmp_path / "utilisation.jsonl")

@@ -15,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gavelsched.daemon import view as daemon_view
-from gavelsched.daemon.holding import counted_once, held_gpus, holders, sharing
+from gavelsched.daemon.holding import (counted_for_entity, counted_once, held_gpus, holders,
+                                       sharing)
 from gavelsched.daemon.metrics import DaemonMetrics
 from gavelsched.daemon.snapshot import build_snapshot
 from gavelsched.rpc import pb
@@ -129,6 +130,13 @@ def test_a_sum_over_jobs_counts_every_held_gpu_once_with_pairs(case):
     assert all(n <= size for n, size in zip(per_server, sizes))
     for job, partner in shared.items():          # partners hold the same GPUs
         assert shared[partner] == job and held[job] == held[partner] > 0
+
+
+def test_an_entity_counts_a_pairs_gpu_once_unless_the_pair_spans_two_entities():
+    assert counted_for_entity("1", 1, "4", "vision", "vision") == 1
+    assert counted_for_entity("4", 1, "1", "vision", "vision") == 0
+    assert counted_for_entity("4", 1, "1", "nlp", "vision") == 1
+    assert counted_for_entity("4", 2, "", "nlp", "") == 2
 
 
 def test_a_pairs_two_runs_hold_their_gpu_together():
