@@ -382,19 +382,19 @@ class _MixedColumns:
 
 def row_classes(signature: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(first row of each class, class of each row) for the rows of ``signature`` that are
-    equal, classes numbered in order of their first row (a dict over row bytes: faster than
-    ``np.unique(axis=0)`` for the small problems a simulation solves thousands of times)."""
+    equal, classes numbered in order of their first row (dicts over row bytes, filled by C
+    loops: faster than ``np.unique(axis=0)`` for the small problems a simulation solves
+    thousands of times)."""
+    m = len(signature)
     if signature.size == 0:      # no rows, or rows of nothing: all alike
-        m = len(signature)
         return np.zeros(min(m, 1), dtype=np.int64), np.zeros(m, dtype=np.int64)
-    index: dict[bytes, int] = {}
-    data, width = np.ascontiguousarray(signature).tobytes(), signature.shape[1] * signature.itemsize
-    inverse = np.fromiter((index.setdefault(data[at:at + width], len(index))
-                           for at in range(0, len(data), width)),
-                          dtype=np.int64, count=len(signature))
-    first = np.full(len(index), len(signature), dtype=np.int64)
-    np.minimum.at(first, inverse, np.arange(len(signature)))
-    return first, inverse
+    width = signature.shape[1] * signature.itemsize
+    rows = np.ascontiguousarray(signature).view(np.dtype((np.void, width))).ravel().tolist()
+    earliest = dict(zip(reversed(rows), range(m - 1, -1, -1)))  # a row's bytes: first place
+    first = sorted(earliest.values())
+    number = {rows[at]: k for k, at in enumerate(first)}
+    inverse = np.fromiter(map(number.__getitem__, rows), dtype=np.int64, count=m)
+    return np.array(first, dtype=np.int64), inverse
 
 
 def _useful_pairs(problem: Problem, T: np.ndarray, types, max_partners):

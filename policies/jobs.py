@@ -50,7 +50,7 @@ def frozen_mapping(mapping: Mapping) -> Mapping:
 
 def frozen_rows(rows: Mapping[str, Mapping]) -> Mapping[str, Mapping]:
     """``rows`` (key -> mapping) read-only, each row too (``frozen_mapping``)."""
-    if all(type(row) is MappingProxyType for row in rows.values()):
+    if set(map(type, rows.values())) <= {MappingProxyType}:   # (a C loop: one per job)
         return rows if type(rows) is MappingProxyType else MappingProxyType(dict(rows))
     return MappingProxyType({k: frozen_mapping(v) for k, v in rows.items()})
 
@@ -85,7 +85,8 @@ class Configuration:
     throughput: float
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "gpus", frozen_mapping({t: int(self.gpus[t]) for t in sorted(self.gpus)}))
+        object.__setattr__(self, "gpus",
+                           frozen_mapping({t: int(self.gpus[t]) for t in sorted(self.gpus)}))
 
     @property
     def name(self) -> str:

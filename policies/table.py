@@ -11,8 +11,9 @@ read-only sequence of ``Job`` and the column model reads the same arrays.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
+from itertools import chain
 from operator import attrgetter, itemgetter
 
 import numpy as np
@@ -21,6 +22,7 @@ from .jobs import Job
 from .problem_json import JOB_NUMBERS
 
 _JOB_NUMBERS = attrgetter(*JOB_NUMBERS)
+_THROUGHPUTS = attrgetter("throughputs")
 
 
 class JobTable(Sequence):
@@ -82,14 +84,20 @@ class JobTable(Sequence):
 
 
 def _throughput_rows(jobs, types: tuple[str, ...]) -> np.ndarray:
-    """(m, n) each job's steps/s on each type, 0 where it names none: one lookup of every
-    type at once per job when it names them all (the core's jobs do), else type by type."""
-    m, n = len(jobs), len(types)
-    if n > 1:
-        get = itemgetter(*types)
+    """(m, n) each job's steps/s on each type, 0 where it names none."""
+    return value_rows(list(map(_THROUGHPUTS, jobs)), types)
+
+
+def value_rows(rows: Sequence[Mapping[str, float]], keys: tuple[str, ...]) -> np.ndarray:
+    """(len(rows), len(keys)) each row's value at each key, 0 where it has none: one lookup
+    of every key at once per row when it names them all (the usual case), else key by key."""
+    m, n = len(rows), len(keys)
+    if n:
+        found = map(itemgetter(*keys), rows)   # (one key: a value per row, else a tuple)
         try:
-            return np.array([get(j.throughputs) for j in jobs], dtype=float).reshape(m, n)
+            return np.fromiter(found if n == 1 else chain.from_iterable(found), dtype=float,
+                               count=m * n).reshape(m, n)
         except KeyError:
             pass
-    return np.fromiter((j.throughputs.get(t, 0.0) for j in jobs for t in types), dtype=float,
+    return np.fromiter((row.get(k, 0.0) for row in rows for k in keys), dtype=float,
                        count=m * n).reshape(m, n)

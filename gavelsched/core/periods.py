@@ -15,6 +15,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from policies import Allocation, key_members
+from policies.table import value_rows
 
 from .jobs import JobState
 from .lookups import Lookups
@@ -28,9 +29,27 @@ def install(allocation: Allocation, rows: Rows, jobs: Mapping[str, JobState],
             columns: tuple[str, ...], lookups: Lookups, seed: float) -> None:
     """Make ``allocation`` the one in force: rows for the pairs it gives time to,
     X rows for every combination it covers."""
-    types = columns
-    new_pairs, keys, xs = [], [], []       # xs: the rows, read in one pass at the end
-    for key, row in allocation.allocation.items():
+    given = allocation.allocation
+    if given.keys() <= jobs.keys():     # single jobs only (no pair to add a row for)
+        keys, xs = list(given), list(given.values())
+    else:
+        keys, xs = _covered(given, rows, jobs, columns, lookups, seed)
+    rows.allocation[:] = 0.0
+    rows.allocated[:] = False
+    if keys:       # one pass over every row (100,000 distinct ones after ``fewer_moves``)
+        at = np.fromiter(map(rows.index.__getitem__, keys), dtype=int, count=len(keys))
+        rows.allocation[at] = value_rows(xs, columns)
+        rows.allocated[at] = True
+
+
+def _covered(given: Mapping[str, Mapping[str, float]], rows: Rows,
+             jobs: Mapping[str, JobState], types: tuple[str, ...], lookups: Lookups,
+             seed: float) -> tuple[list[str], list[Mapping[str, float]]]:
+    """The keys and rows of ``given`` that ``install`` keeps: every job's, and those of the
+    pairs of two jobs in ``jobs`` that have a row or get one now in ``rows`` (time given,
+    co-located throughputs known)."""
+    new_pairs, keys, xs = [], [], []
+    for key, row in given.items():
         if key in jobs:
             keys.append(key)
             xs.append(row)
@@ -51,14 +70,7 @@ def install(allocation: Allocation, rows: Rows, jobs: Mapping[str, JobState],
         keys.append(key)
         xs.append(row)
     rows.add_many(new_pairs, seed)
-    rows.allocation[:] = 0.0
-    rows.allocated[:] = False
-    if keys:       # one pass over every row (100,000 distinct ones after ``fewer_moves``)
-        at = np.fromiter(map(rows.index.__getitem__, keys), dtype=int, count=len(keys))
-        rows.allocation[at] = np.fromiter(
-            (row.get(t, 0.0) for row in xs for t in types), dtype=float,
-            count=len(keys) * len(types)).reshape(len(keys), len(types))
-        rows.allocated[at] = True
+    return keys, xs
 
 
 def close_period(rows: Rows, start_s: float, now: float, columns: tuple[str, ...],

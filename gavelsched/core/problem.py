@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from operator import attrgetter
+from itertools import chain
+from operator import attrgetter, itemgetter
 
 import numpy as np
 
@@ -29,9 +30,11 @@ from .rows import Rows
 # What a re-solve reads of each job's record, in one pass (the rest is in the core's rows).
 _FIELDS_NAMES = ("arrival_s", "spec.priority_weight", "isolated_elapsed_s", "spec.restart_s")
 _FIELDS = attrgetter(*_FIELDS_NAMES)
+_SLO = attrgetter("spec.slo_s")
 # What a job's ``Job`` record is made of besides those numbers, kept as it is now: the core
 # may replace them before the policy reads the record (the Problem is a frozen value).
 _RECORD = attrgetter("spec", "throughputs", "options")
+_OPTIONS = itemgetter(2)
 
 
 def build_problem(now: float, jobs: Mapping[str, JobState], rows: Rows, view: ClusterView,
@@ -45,19 +48,19 @@ def build_problem(now: float, jobs: Mapping[str, JobState], rows: Rows, view: Cl
     steps at checkpoints, after it plans); they come off the remaining steps the policy
     sees, never below one step. The jobs go as a ``policies.table.JobTable``: arrays, with
     the ``Job`` records made only if the policy reads them."""
-    at = [rows.index[k] for k in jobs]
+    states = list(jobs.values())
+    m = len(states)
+    at = np.fromiter(map(rows.index.__getitem__, jobs), dtype=np.intp, count=m)
     left = rows.left[at]
     if uncredited:
         left = np.array([max(steps - uncredited.get(job_id, 0.0), min(steps, 1.0))
                          for job_id, steps in zip(jobs, left.tolist())])
-    states = list(jobs.values())
-    m = len(states)
-    fields = np.array(list(map(_FIELDS, states)), dtype=float).reshape(m, len(_FIELDS_NAMES))
+    fields = np.fromiter(chain.from_iterable(map(_FIELDS, states)), dtype=float,
+                         count=m * len(_FIELDS_NAMES)).reshape(m, len(_FIELDS_NAMES))
     elapsed = np.maximum(0.0, now - fields[:, 0])
     isolated = fields[:, 2] if config.isolated_time else elapsed
-    slo = [job.spec.slo_s or 0.0 for job in states]
     numbers = np.column_stack([rows.scale_factor[at], fields[:, 1], left, elapsed, isolated,
-                               slo]).astype(float)
+                               _slo(states)]).astype(float)
     T = rows.rate[at, :len(types), 0]     # each job's T (``jobs.apply_measured``)
     factors = [1.0] * m
     if config.restart_rule == "tenure" and (fields[:, 3] > 0).any():
@@ -75,11 +78,19 @@ def build_problem(now: float, jobs: Mapping[str, JobState], rows: Rows, view: Cl
     # The whole allocation in force, finished jobs included: FIFO hands a finished
     # job's type to the head of its queue (Gavel's FIFOPolicy keeps that state itself).
     table = JobTable(tuple(jobs), types, T, numbers, records,
-                     configured=any(options for _, _, options in kept))
+                     configured=any(map(_OPTIONS, kept)))
     return Problem(cluster=dict(view.counts), jobs=table,
                    prices=prices, pairs=pairs, entities=entities,
                    previous={} if last is None else last.allocation,
                    policy_state={} if last is None else last.policy_state)
+
+
+def _slo(states: list[JobState]) -> list[float]:
+    """Each job's SLO in seconds, 0 for none."""
+    slo = list(map(_SLO, states))
+    if slo.count(None) == len(slo):     # the usual case: no job has one
+        return [0.0] * len(slo)
+    return [s or 0.0 for s in slo]
 
 
 def _record(spec: JobSpec, throughputs: Mapping[str, float], options: tuple, steps: float,

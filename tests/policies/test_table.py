@@ -7,10 +7,12 @@ import pickle
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from policies import Job, Problem, get_policy
 from policies.columns import build_columns
-from policies.table import JobTable
+from policies.table import JobTable, value_rows
 
 TYPES = ("v100", "p100", "k80")
 JOBS = (Job("a", {"v100": 10.0, "p100": 4.0, "k80": 1.0}, 1, 1.0, 500.0, 20.0),
@@ -109,3 +111,38 @@ def test_row_classes_number_equal_rows_by_their_first_row():
     # rows of no column (jobs that have none) are all alike; no rows, no classes
     assert [a.tolist() for a in row_classes(np.zeros((3, 0)))] == [[0], [0, 0, 0]]
     assert [a.tolist() for a in row_classes(np.zeros((0, 2)))] == [[], []]
+
+
+def _classes_one_by_one(signature: np.ndarray) -> tuple[list[int], list[int]]:
+    """``row_classes`` row by row: a row's bytes name its class, numbered as first seen."""
+    number: dict[bytes, int] = {}
+    inverse = [number.setdefault(row.tobytes(), len(number)) for row in signature]
+    return [inverse.index(k) for k in range(len(number))], inverse
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 12), st.integers(1, 4), st.integers(1, 4), st.integers(0, 2**31 - 1))
+def test_row_classes_are_those_found_row_by_row(m, width, kinds, seed):
+    from policies.columns import row_classes
+
+    rng = np.random.default_rng(seed)
+    values = np.array([0.0, -0.0, 1.0, 2.5, np.inf, np.nan])
+    signature = values[rng.integers(0, values.size, (kinds, width))][
+        rng.integers(0, kinds, m)]
+    first, inverse = row_classes(signature)
+    assert first.dtype == inverse.dtype == np.int64
+    assert (first.tolist(), inverse.tolist()) == _classes_one_by_one(signature)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 3), st.lists(st.dictionaries(st.sampled_from("abcd"),
+                                                   st.floats(allow_nan=False)), max_size=6),
+       st.booleans())
+def test_value_rows_read_every_key_at_once_as_key_by_key(n, rows, complete):
+    keys = tuple("abc"[:n])
+    if complete:       # every row names every key: the lookup of all keys at once
+        rows = [{**dict.fromkeys(keys, 1.5), **row} for row in rows]
+    got = value_rows(rows, keys)
+    want = np.array([[row.get(k, 0.0) for k in keys] for row in rows],
+                    dtype=float).reshape(len(rows), n)
+    assert got.shape == want.shape and got.tobytes() == want.tobytes()

@@ -1,0 +1,46 @@
+"""``periods.install``: an allocation's X rows into the core's rows, the same whether it
+names single jobs only (read all at once) or pairs too (key by key)."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gavelsched.core.periods import install
+from gavelsched.core.rows import Rows
+from policies import Allocation
+
+TYPES = ("v100", "p100", "k80")
+
+
+def _rows(jobs: int) -> Rows:
+    """Rows of ``jobs`` single jobs and the pair of the first two."""
+    rows = Rows(len(TYPES))
+    rows.add_many([(str(i), (str(i),), 1, np.ones(len(TYPES))) for i in range(jobs)], 0.0)
+    rows.add_many([("0+1", ("0", "1"), 1, np.ones((len(TYPES), 2)))], 0.0)
+    return rows
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 6), st.integers(0, 2**31 - 1), st.booleans(), st.booleans())
+def test_install_sets_x_of_the_keys_it_covers(jobs, seed, with_pair, all_types):
+    rng = np.random.default_rng(seed)
+    rows = _rows(jobs)
+    given_keys = [str(i) for i in range(jobs) if rng.random() < 0.7]
+    given_keys += ["0+1", "7+8"] if with_pair else []     # "7+8": jobs not in the core
+    allocation = {}
+    for key in given_keys:
+        named = TYPES if all_types else [t for t in TYPES if rng.random() < 0.6]
+        allocation[key] = MappingProxyType({t: float(rng.random()) for t in named})
+    rows.allocation[:] = 7.0
+    install(Allocation("p", allocation), rows, dict.fromkeys(map(str, range(jobs))), TYPES,
+            lookups=None, seed=0.0)
+    want = np.zeros((len(rows), len(TYPES)))
+    for key, row in allocation.items():
+        if key in rows:
+            want[rows.index[key]] = [row.get(t, 0.0) for t in TYPES]
+    assert rows.allocation.tobytes() == want.tobytes()
+    assert rows.allocated.tolist() == [key in allocation for key in rows.keys]
