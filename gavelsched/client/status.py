@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any
 
-from ..daemon.statusjson import status_dict
+from ..daemon.statusjson import cluster_dict, job_dict, plain
 
 __all__ = ["ClusterStatus", "JobStatus", "WorkerStatus"]
 
@@ -23,7 +23,7 @@ EXTRA = {"json": False}     # a field no part of the ``status --json`` contract
 
 
 def _frozen(value: Mapping[str, float]) -> Mapping[str, float]:
-    return MappingProxyType(dict(value))
+    return MappingProxyType(dict(value) if type(value) is dict else plain(value))
 
 
 def _json(record) -> dict[str, Any]:
@@ -142,16 +142,17 @@ class ClusterStatus:
 
     @classmethod
     def from_pb(cls, reply) -> ClusterStatus:
-        """The records of a ``pb.StatusResponse`` (through ``status_dict``, the JSON's one
-        writer)."""
-        data = status_dict(reply)
-        jobs = tuple(JobStatus(**j, steps_per_s=p.steps_per_s,
+        """The records of a ``pb.StatusResponse`` (through ``statusjson``'s ``job_dict``
+        and ``cluster_dict``, the JSON's one writer; a job's dict at a time)."""
+        epoch, now = reply.epoch_unix, reply.now_s
+        jobs = tuple(JobStatus(**job_dict(p, epoch, now), steps_per_s=p.steps_per_s,
                                priority_weight=p.priority_weight or 1.0,
                                startup_s=p.startup_s)
-                     for j, p in zip(data["jobs"], reply.jobs))
+                     for p in reply.jobs)
+        data = cluster_dict(reply)
         workers = tuple(WorkerStatus(**w, address=p.address)
                         for w, p in zip(data["workers"], reply.workers))
-        return cls(data["round"], jobs, workers, reply.policy, reply.round_seconds,
+        return cls(reply.round, jobs, workers, reply.policy, reply.round_seconds,
                    reply.now_s, reply.epoch_unix,
                    tuple(EntityStatus(**e) for e in data["entities"]),
                    data["eta_computed_s"], data["eta_error"])
