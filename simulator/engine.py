@@ -63,7 +63,7 @@ from .knowledge import Knowledge
 from .metrics import Metrics
 from .prices import PriceTrace
 from .result import SimulationResult
-from .tasks import Ran, made_steps, pauses, run_leases, startups_of
+from .tasks import Ran, finishes, made_steps, pauses, run_leases, startups_of
 
 log = logging.getLogger(__name__)
 
@@ -267,6 +267,7 @@ class _Run:
             own = None if self.knowledge is not None and not self.knowledge.plans_own \
                 else jobs[i].planned or jobs[i].throughputs
             self.core.submit(self.specs[i], jobs[i].arrival_s, throughputs=own)
+            self.metrics.on_submit(self.specs[i].id)
             self.next += 1
 
     def learn_samples(self, now: float) -> None:
@@ -320,19 +321,11 @@ class _Run:
             self.ahead = dict(zip(batch.keys, np.clip(R - ends, 0.0, lead).tolist()))
         end = now + float(ends.max()) if self.sim.round_ends_at_last_finish else now + R
         self.metrics.on_round(rnd, end, seconds, self.prices)
-        members = batch.members
-        self.metrics.on_started(made_steps(members, steps), now)
-        finishing = (steps >= batch.remaining) & (batch.remaining > 0)
-        finish = list(zip(*(x.tolist() for x in np.nonzero(finishing))))
-        at = {members[i][m]: now + float(ends[i]) for i, m in finish}
-        plan_s = self.driver.plan_at(end)
-        late = [(i, m) for i, m in finish
-                if at[members[i][m]] > plan_s] if self.driver.plan_lead_s else []
-        if late:    # still running at the next round's plan: credited once it is made
-            steps = steps.copy()
-            for i, m in late:
-                self.late[batch.members[i][m]] = float(steps[i, m])
-                steps[i, m] = 0
+        if self.metrics.waiting:
+            self.metrics.on_started(made_steps(batch.members, steps), now)
+        finish, at = finishes(batch, steps, ends, now)
+        if finish and self.driver.plan_lead_s:
+            steps = self.hold_late(batch, steps, finish, at, end)
         completed = self.driver.credit(batch.keys, steps, end) + tuple(self.late)
         if self.knowledge is not None:   # a sample counts training time, not the start-up
             self.knowledge.started(self.core, batch, self.specs, seconds > ran.pause)
@@ -346,6 +339,20 @@ class _Run:
         if self.sim.received_whole_round:     # as the daemon credits them (``Runs.held_s``)
             seconds = np.where(seconds > 0, R - np.maximum(ran.start, 0.0), 0.0)
         return end, seconds
+
+    def hold_late(self, batch, steps: np.ndarray, finish, at: Mapping[str, float],
+                  end: float) -> np.ndarray:
+        """``steps`` less those of the jobs of ``finish`` still running at the next round's
+        plan (``at``: when each finishes): those wait in ``late``, credited once it is made."""
+        plan_s = self.driver.plan_at(end)
+        late = [(i, m) for i, m in finish if at[batch.members[i][m]] > plan_s]
+        if not late:
+            return steps
+        steps = steps.copy()
+        for i, m in late:
+            self.late[batch.members[i][m]] = float(steps[i, m])
+            steps[i, m] = 0
+        return steps
 
     def record_completions(self, job_ids, at: float, bar) -> None:
         """``job_ids`` finished at ``at``: in the metrics, the targets left and the bar."""
@@ -381,7 +388,8 @@ class _Run:
                                     else pause, true)
         if self.carries:
             seconds = np.minimum(seconds, span)
-        return Ran(batch, seconds, steps, pause, np.full(len(batch), float(start)))
+        return Ran(batch, seconds, steps, pause,
+                   np.full(len(batch), float(start)) if start else np.zeros(len(batch)))
 
     def waved(self, batch, pause: np.ndarray) -> np.ndarray:
         """``pause`` with each launch's start-up by its wave (``SimConfig.wave_slope``):

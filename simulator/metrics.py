@@ -1,4 +1,5 @@
-"""Metrics of a simulation, collected outside the core (docs/style.md §6.6: no reporting in the core).
+"""Metrics of a simulation, collected outside the core (docs/style.md §6.6: no reporting in
+the core).
 
 ``Metrics`` is the simulator's sink: the engine calls ``on_round`` once per executed round
 and ``on_complete`` per finished job; ``result()`` turns what it saw into a
@@ -58,12 +59,20 @@ class Metrics:
     _busy: list = field(default_factory=list)
     _allocs: list = field(default_factory=list)
     _entity_rounds: list = field(default_factory=list)
-    _unstarted: set = field(default_factory=set)   # jobs that made no step yet
+    _waiting: set = field(default_factory=set)   # jobs submitted that made no step yet
 
     def on_arrival(self, job_id: str, job_type: str, scale_factor: int, arrival_s: float,
                    slo_s: float | None) -> None:
         self.jobs[job_id] = _JobInfo(job_id, job_type, scale_factor, arrival_s, slo_s)
-        self._unstarted.add(job_id)
+
+    def on_submit(self, job_id: str) -> None:
+        """The job went to the scheduler: from now on it may start (``on_started``)."""
+        self._waiting.add(job_id)
+
+    @property
+    def waiting(self) -> bool:
+        """Some job submitted made no step yet (else ``on_started`` has nothing to do)."""
+        return bool(self._waiting)
 
     def on_resolve(self, now: float, allocation: Allocation) -> None:
         self.resolves += 1
@@ -151,10 +160,11 @@ class Metrics:
             self.gap_weight += len(period.keys) * length
 
     def on_started(self, job_ids, at_s: float) -> None:
-        """Jobs that made steps in the round that started at ``at_s`` (the first counts)."""
-        for job_id in self._unstarted.intersection(job_ids):
+        """Jobs that made steps in the round that started at ``at_s`` (the first counts;
+        each was submitted, ``on_submit``)."""
+        for job_id in self._waiting.intersection(job_ids):
             self.jobs[job_id].started_s = at_s
-            self._unstarted.discard(job_id)
+            self._waiting.discard(job_id)
 
     def on_complete(self, job_id: str, at_s: float) -> None:
         self.jobs[job_id].completion_s = at_s

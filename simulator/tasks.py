@@ -41,8 +41,7 @@ class Ran(NamedTuple):
             steps=np.where(mask[:, None], 0, self.steps).astype(self.steps.dtype))
 
     def _finishing(self) -> np.ndarray:
-        batch = self.batch
-        return ((self.steps >= batch.remaining) & (batch.remaining > 0)).any(axis=1)
+        return finishing(self.batch, self.steps).any(axis=1)
 
     def freed(self, R: float) -> dict[float, list[int]]:
         """Seconds into the round -> the workers freed then by a task whose job finished
@@ -61,14 +60,32 @@ class Ran(NamedTuple):
                 for i in np.flatnonzero(self._finishing()).tolist() for w in batch.workers[i]}
 
 
+def finishing(batch, steps: np.ndarray) -> np.ndarray:
+    """(k, 2): the member's ``steps`` finish its job (``batch.remaining``; 0: none)."""
+    remaining = batch.remaining
+    return (steps >= remaining) & (remaining > 0)
+
+
+def finishes(batch, steps: np.ndarray, ends: np.ndarray,
+             now: float) -> tuple[list[tuple[int, int]], dict[str, float]]:
+    """The (task, member) whose ``steps`` finish their jobs (``finishing``), and each such
+    job -> when: ``now`` + its task's end (``ends``)."""
+    done = finishing(batch, steps)
+    if not np.count_nonzero(done):
+        return [], {}
+    finish = list(zip(*(x.tolist() for x in np.nonzero(done))))
+    members = batch.members
+    return finish, {members[i][m]: now + float(ends[i]) for i, m in finish}
+
+
 def made_steps(members: Sequence[tuple[str, ...]], steps: np.ndarray):
     """The jobs among ``members`` that made steps (``steps[i, m] > 0``), first members
     then second (one pass each, not one per task)."""
-    made = steps > 0
-    first = map(itemgetter(0), compress(members, made[:, 0].tolist()))
-    if not made[:, 1].any():
+    first = map(itemgetter(0), compress(members, (steps[:, 0] > 0).tolist()))
+    second = steps[:, 1] > 0
+    if not np.count_nonzero(second):
         return first
-    return chain(first, (m[1] for m in compress(members, made[:, 1].tolist()) if len(m) > 1))
+    return chain(first, (m[1] for m in compress(members, second.tolist()) if len(m) > 1))
 
 
 def run_leases(batch, R: float, pause: np.ndarray | None, true: np.ndarray | None = None):
@@ -85,10 +102,12 @@ def run_leases(batch, R: float, pause: np.ndarray | None, true: np.ndarray | Non
         # A task that starts on new workers first restores its checkpoint.
         budget = np.floor(rates * np.maximum(R - pause, 0.0)[:, None])
         steps = np.where(pause[:, None] > 0, np.minimum(steps, budget), steps).astype(steps.dtype)
-    took = np.divide(steps, rates, out=np.zeros(rates.shape), where=rates > 0)
+    # steps / rate, 0 where a member makes no progress (x / inf is 0: faster than
+    # ``np.divide(..., where=rates > 0)``); the larger of the two members' times
+    took = steps / np.where(rates > 0, rates, np.inf)
     if pause is not None:
         took = took + pause[:, None]
-    return took.max(axis=1), steps
+    return np.maximum(took[:, 0], took[:, 1]), steps
 
 
 def startups_of(jobs: Sequence[TraceJob], overhead: Mapping[str, float]) -> list[float] | None:

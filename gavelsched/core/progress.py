@@ -86,8 +86,17 @@ def credit_keys(rows: Rows, keys: Sequence[str], steps) -> tuple[str, ...]:
 
 def credit_rows(rows: Rows, where: np.ndarray, steps) -> tuple[str, ...]:
     """``credit_keys`` with the combinations' rows known (``where``)."""
-    steps = np.asarray(steps, dtype=float).reshape(len(where), -1)
+    steps = _as_steps(steps, len(where))
     return _take_steps(rows, rows.members_of(where)[:, :steps.shape[1]], steps)
+
+
+def _as_steps(steps, k: int) -> np.ndarray:
+    """``steps`` as a (k, m) array; a (k, m) array of numbers as it is (a round's integers:
+    taken off the float rows, each is cast exactly as ``astype(float)`` casts it)."""
+    if (isinstance(steps, np.ndarray) and steps.ndim == 2 and len(steps) == k
+            and steps.dtype.kind in "iuf"):
+        return steps
+    return np.asarray(steps, dtype=float).reshape(k, -1)
 
 
 def _take_steps(rows: Rows, members: np.ndarray, steps: np.ndarray) -> tuple[str, ...]:
@@ -96,5 +105,7 @@ def _take_steps(rows: Rows, members: np.ndarray, steps: np.ndarray) -> tuple[str
     has = members >= 0
     touched = members[has]
     rows.left[touched] -= steps[has]
-    finished = np.sort(touched[rows.left[touched] <= 1e-9])
-    return tuple(rows.keys[i] for i in finished.tolist())
+    finished = touched[rows.left[touched] <= 1e-9]
+    if not len(finished):       # (most calls: ``np.sort`` costs more than the rest)
+        return ()
+    return tuple(rows.keys[i] for i in np.sort(finished).tolist())
