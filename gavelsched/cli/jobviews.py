@@ -1,11 +1,14 @@
-"""How ``status`` and ``history`` show a ``ClusterStatus`` (``gavelsched.client``; or the
-``StatusResponse`` it is made of; issue #18): the JSON of ``--json`` (docs/design.md's
-contract, plus times, entity, and allocation against received share;
-``daemon/statusjson.py``, shared with the dashboard) and two tables: ``status`` shows what
+"""How ``status`` and ``history`` show a ``StatusResponse`` (issue #18): the JSON of
+``--json`` (docs/design.md's contract, plus times, entity, and allocation against received
+share; ``daemon/statusjson.py``, shared with the dashboard) and two tables: ``status`` shows what
 runs and waits now, as Slurm's ``squeue`` does, and ``history`` when each job was
 submitted, started and ended, as ``sacct`` does; both name the user who submitted each job
 after its type, as ``squeue`` does (``-``: none recorded, a job of an older store). Dates
 are shown as Slurm shows them: local time, ``YYYY-MM-DDTHH:MM:SS``.
+
+The tables read the reply itself, with the JSON's own helpers for what they derive
+(``elapsed_s``, ``jct_s``): at 10,000 jobs, ``gavelsched.client``'s typed records
+(``ClusterStatus``) cost three times the table.
 """
 
 from __future__ import annotations
@@ -15,8 +18,8 @@ import time
 from ..client.status import ClusterStatus
 from ..daemon.statusjson import elapsed_s, iso, jct_s, seconds, status_dict
 
-__all__ = ["as_status", "clock", "date", "elapsed_s", "history_table", "iso", "jct_s",
-           "seconds", "status_dict", "status_table", "user"]
+__all__ = ["clock", "date", "elapsed_s", "history_table", "iso", "jct_s", "seconds",
+           "status_dict", "status_table", "user"]
 
 
 def clock(value: float | None) -> str:
@@ -37,11 +40,6 @@ def date(epoch_unix: float, value: float | None) -> str:
     return "%04d-%02d-%02dT%02d:%02d:%02d" % time.localtime(epoch_unix + value)[:6]
 
 
-def as_status(reply) -> ClusterStatus:
-    """``reply`` as a ``ClusterStatus`` (a ``StatusResponse`` is converted)."""
-    return reply if isinstance(reply, ClusterStatus) else ClusterStatus.from_pb(reply)
-
-
 def user(job) -> str:
     """Who submitted the job; ``-`` when its record has none (older data)."""
     return getattr(job, "user", None) or "-"
@@ -52,8 +50,7 @@ def status_table(reply) -> list[str]:
     factor (an elastic job's floor after ``≥``), the worker type (or configuration) this
     round, the time since its first start, allocation/received per type, and why it
     waits."""
-    reply = as_status(reply)
-    jobs = list(reply.jobs)
+    jobs, now = reply.jobs, reply.now_s
     w_id, w_type = _width(jobs, "id", lambda j: j.id), _width(jobs, "type", lambda j: j.job_type)
     w_on = _width(jobs, "on", lambda j: j.worker_type or "-")
     w_user = _width(jobs, "user", user)
@@ -70,7 +67,7 @@ def status_table(reply) -> list[str]:
                                                 if j.min_scale_factor else "")
         line = (f"{j.id:>{w_id}} {j.job_type:<{w_type}} {user(j):<{w_user}} {j.state:<9} "
                 f"{progress:>20} {gpus:>7} {j.worker_type or '-':<{w_on}} "
-                f"{clock(j.elapsed_s):>11} {share}").rstrip()
+                f"{clock(elapsed_s(j, now)):>11} {share}").rstrip()
         if j.shared_with:
             line += f"  (shares its GPU{'s' if j.gpus != 1 else ''} with job {j.shared_with})"
         if j.reason:
@@ -95,8 +92,7 @@ def worker_state(worker) -> str:
 def history_table(reply) -> list[str]:
     """Each job's user, entity, state, dates of submission, first start and end, elapsed time
     (first start to end, or now), JCT (done jobs) and steps."""
-    reply = as_status(reply)
-    jobs = list(reply.jobs)
+    jobs, now = reply.jobs, reply.now_s
     w_id, w_type = _width(jobs, "id", lambda j: j.id), _width(jobs, "type", lambda j: j.job_type)
     w_entity = _width(jobs, "entity", lambda j: j.entity or "-")
     w_user = _width(jobs, "user", user)
@@ -108,13 +104,13 @@ def history_table(reply) -> list[str]:
         f"{j.id:>{w_id}} {j.job_type:<{w_type}} {user(j):<{w_user}} "
         f"{j.entity or '-':<{w_entity}} {j.state:<9} "
         f"{date(epoch, j.arrival_s):<19} {date(epoch, j.started_s):<19} "
-        f"{date(epoch, j.ended_s):<19} {clock(j.elapsed_s):>11} "
-        f"{clock(j.jct_s):>11} {j.steps_done}/{j.total_steps}" for j in jobs)
+        f"{date(epoch, j.ended_s):<19} {clock(elapsed_s(j, now)):>11} "
+        f"{clock(jct_s(j)):>11} {j.steps_done}/{j.total_steps}" for j in jobs)
     return lines
 
 
 def _width(jobs, title: str, text) -> int:
-    return max([len(title), *(len(text(j)) for j in jobs)])
+    return max([len(title), *map(len, map(text, jobs))])
 
 
 def event_lines(events) -> list[str]:
