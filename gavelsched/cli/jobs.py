@@ -132,8 +132,7 @@ def _filters(args: argparse.Namespace, *, active: bool) -> dict:
 def _show(args: argparse.Namespace, filters: dict, table, *, eta: bool = False) -> int:
     """``status`` / ``history`` of the jobs ``filters`` pick: the JSON straight from the
     reply with ``--json`` (its one writer, ``status_dict``: at 50,000 jobs the typed records
-    in between cost seconds), else ``table`` of the reply (the same JSON's objects,
-    ``jobviews.job_rows``; and the ETAs)."""
+    in between cost seconds), else ``table`` of the reply itself (and the ETAs)."""
     reply = _client(args).status_reply(**filters)
     if args.json:   # (dumps: the C encoder; dump would encode in Python)
         print(json.dumps(status_dict(reply)))    # (--json carries the scheduler's ETAs always)
