@@ -12,6 +12,7 @@ noisy; the header gives the load average when the benchmark started). Usage::
     python benchmarks/simulate.py --stages continuous-1500    # the same, per stage, no profiler
     git worktree add /tmp/before COMMIT   # an older tree, run by this file, side by side:
     python benchmarks/simulate.py --before /tmp/before --repeat 3
+    python benchmarks/simulate.py --before /tmp/before --case continuous-1500 --instructions
 
 With ``--before DIR`` every case also runs on the tree in DIR (its packages first on
 ``PYTHONPATH``), alternating run by run with this tree, and a last column gives this
@@ -31,6 +32,7 @@ import json
 import os
 import platform
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -128,7 +130,7 @@ def run_case(name: str) -> dict:
     solver_cpu = [0.0]
     solve = policy.solve
 
-    def timed_solve(problem):  # CPU time of the policy alone (wall time is noisy on shared machines)
+    def timed_solve(problem):  # the policy's CPU time (wall time: noisy on shared machines)
         start = time.process_time()
         try:
             return solve(problem)
@@ -244,6 +246,36 @@ def stages(name: str) -> None:
               f"{calls[label]:>7} {1e6 * spent[label] / rounds:>9.1f}")
 
 
+def instructions(names: list[str], trees: dict[str, Path]) -> int:
+    """``--instructions``: each case on each tree in a fresh process under valgrind's
+    callgrind (``PYTHONHASHSEED=0``): the instructions the whole process ran (imports
+    included: the same on both trees) and their change against ``--before``. A machine's
+    load moves wall and CPU times by more than a few percent; it does not move these."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        print("simulate.py: --instructions needs valgrind (apt install valgrind)",
+              file=sys.stderr)
+        return 2
+    print(f"# instructions under callgrind, {platform.python_implementation()} "
+          f"{platform.python_version()}, one run per case and tree")
+    for name in names:
+        got = {}
+        for label, tree in trees.items():
+            with tempfile.TemporaryDirectory() as tmp:
+                out = Path(tmp) / "callgrind.out"
+                env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"}
+                subprocess.run([valgrind, "--tool=callgrind", f"--callgrind-out-file={out}",
+                                sys.executable, __file__, "--child", name],
+                               capture_output=True, text=True, check=True, env=env)
+                got[label] = next(int(line.split()[1]) for line in
+                                  out.read_text().splitlines() if line.startswith("totals:"))
+        for label, n in got.items():
+            change = (f"  {100 * (n / got['before '] - 1):+.1f}% against before"
+                      if label == "after " else "")
+            print(f"{label + name:<28} {n / 1e9:8.3f} G instructions{change}", flush=True)
+    return 0
+
+
 # A fresh process running the README's first command, reporting its own peak RSS (KiB).
 CLI_CHILD = ("import atexit, resource, sys\n"
              "atexit.register(lambda: print('RSS', resource.getrusage(resource.RUSAGE_SELF)"
@@ -304,6 +336,9 @@ def main() -> int:
                              "fresh process: wall s, per job, per round, re-solves, peak RSS")
     parser.add_argument("--rate", type=float, default=6.0, metavar="JOBS_PER_H",
                         help="arrival rate of --growth's traces (default 6, as continuous-1500)")
+    parser.add_argument("--instructions", action="store_true",
+                        help="count each case's instructions under valgrind (per tree with "
+                             "--before): a comparison the machine's load does not move")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--growth-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -330,6 +365,10 @@ def main() -> int:
     if args.cli:
         return cli_runs(args)
     names = args.case or list(CASES)
+    trees = {"": REPO} if not args.before else {"before ": Path(args.before).resolve(),
+                                                   "after ": REPO}
+    if args.instructions:
+        return instructions(names, trees)
     print(f"# {platform.processor() or platform.machine()}, "
           f"{platform.python_implementation()} {platform.python_version()}, "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}, "
@@ -339,8 +378,6 @@ def main() -> int:
               f"{'solves':>6} {'JCT h':>7} {'RSS MiB':>8}")
     print(header)
     print("-" * len(header))
-    trees = {"": REPO} if not args.before else {"before ": Path(args.before).resolve(),
-                                                   "after ": REPO}
     for name in names:
         runs: dict[str, list[dict]] = {label: [] for label in trees}
         for _ in range(max(1, args.repeat)):
