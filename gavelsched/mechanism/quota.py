@@ -14,9 +14,9 @@ A job counts its GPUs (its scale factor, or a configuration's workers of every t
 its own entity. A co-located pair's GPUs count once for each entity of its members: two
 jobs of one entity sharing a GPU hold 1 of its cap (the GPUs its jobs hold at once, as
 ``gavelsched status`` counts them), and jobs of two entities sharing one hold 1 of each
-entity's cap (each team's job holds it). Picks held idle (a job the
-allocation does not cover yet, ``PlannerConfig.hold_unallocated``) count too: the plan keeps
-those workers for the job. Pure: values in, a frozen ``Quota`` out.
+entity's cap (each team's job holds it). Picks held idle (a job the allocation does not
+cover yet, ``PlannerConfig.hold_unallocated``) count too: the plan keeps those workers for
+the job. Pure: values in, a frozen ``Quota`` out.
 """
 
 from __future__ import annotations
