@@ -388,8 +388,7 @@ class _Run:
                                     else pause, true)
         if self.carries:
             seconds = np.minimum(seconds, span)
-        return Ran(batch, seconds, steps, pause,
-                   np.full(len(batch), float(start)) if start else np.zeros(len(batch)))
+        return Ran(batch, seconds, steps, pause, np.full(len(batch), float(start)))
 
     def waved(self, batch, pause: np.ndarray) -> np.ndarray:
         """``pause`` with each launch's start-up by its wave (``SimConfig.wave_slope``):

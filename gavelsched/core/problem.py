@@ -60,7 +60,7 @@ def build_problem(now: float, jobs: Mapping[str, JobState], rows: Rows, view: Cl
     elapsed = np.maximum(0.0, now - fields[:, 0])
     isolated = fields[:, 2] if config.isolated_time else elapsed
     numbers = np.column_stack([rows.scale_factor[at], fields[:, 1], left, elapsed, isolated,
-                               _slo(states)]).astype(float)
+                               [s or 0.0 for s in map(_SLO, states)]]).astype(float)
     T = rows.rate[at, :len(types), 0]     # each job's T (``jobs.apply_measured``)
     factors = [1.0] * m
     if config.restart_rule == "tenure" and (fields[:, 3] > 0).any():
@@ -83,14 +83,6 @@ def build_problem(now: float, jobs: Mapping[str, JobState], rows: Rows, view: Cl
                    prices=prices, pairs=pairs, entities=entities,
                    previous={} if last is None else last.allocation,
                    policy_state={} if last is None else last.policy_state)
-
-
-def _slo(states: list[JobState]) -> list[float]:
-    """Each job's SLO in seconds, 0 for none."""
-    slo = list(map(_SLO, states))
-    if slo.count(None) == len(slo):     # the usual case: no job has one
-        return [0.0] * len(slo)
-    return [s or 0.0 for s in slo]
 
 
 def _record(spec: JobSpec, throughputs: Mapping[str, float], options: tuple, steps: float,

@@ -1,5 +1,6 @@
 """When a job started (``Metrics.on_started``): the first round it made steps in, once it
-was submitted; with no submitted job waiting, the engine skips the round's check."""
+was submitted; ``waiting`` says whether a submitted job has yet to start (the engine skips
+the round's check when none has)."""
 
 from __future__ import annotations
 
