@@ -68,7 +68,8 @@ class Columns:
     member_arrays: Compressed      # (m, c) ``member``'s CSR arrays
     throughput_arrays: Compressed  # (m, c) ``throughput``'s
     usage_arrays: Compressed       # (n, c) ``usage``'s
-    classes: tuple[tuple[str, ...], ...] | None = None  # (m,) the jobs of each merged row
+    merged: tuple[tuple[str, ...], np.ndarray] | None = None  # merged rows: every job id,
+    # and the row of each (``classes`` lists them by row)
     unusable: np.ndarray | None = None  # (m, n) planned by an agnostic policy, lost to the job
     config_names: tuple[str, ...] = ()  # configurations with a column, after the types
 
@@ -85,7 +86,17 @@ class Columns:
     @property
     def total_jobs(self) -> int:
         """Jobs in the problem, whether or not rows are merged."""
-        return self.num_jobs if self.classes is None else sum(map(len, self.classes))
+        return self.num_jobs if self.merged is None else len(self.merged[0])
+
+    @cached_property
+    def classes(self) -> tuple[tuple[str, ...], ...] | None:
+        """(m,) the jobs of each merged row, in problem order (None: rows not merged)."""
+        if self.merged is None:
+            return None
+        members: list[list[str]] = [[] for _ in self.job_ids]
+        for job_id, row in zip(self.merged[0], self.merged[1].tolist()):
+            members[row].append(job_id)
+        return tuple(map(tuple, members))
 
     @property
     def num_columns(self) -> int:
@@ -209,9 +220,10 @@ class Columns:
         if self.unusable is not None:
             for i, j in zip(*np.nonzero(self.unusable)):
                 rows[self.job_ids[i]][self.types[j]] = 0.0
-        if self.classes is not None:  # a class's jobs share one read-only row
-            return {job_id: row for first, members in zip(self.job_ids, self.classes)
-                    for row in (MappingProxyType(rows[first]),) for job_id in members}
+        if self.merged is not None:  # a class's jobs share one read-only row
+            shared = [MappingProxyType(rows[first]) for first in self.job_ids]
+            all_ids, row_of = self.merged
+            return dict(zip(all_ids, map(shared.__getitem__, row_of.tolist())))
         return {key: MappingProxyType(row) for key, row in rows.items()}
 
 
@@ -263,7 +275,7 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
     if configs is not None and agnostic:
         raise ProblemError("configurations: mixed configurations need the "
                            "heterogeneity-aware throughputs")
-    classes, multiplicity = None, np.ones(m)
+    merged, multiplicity = None, np.ones(m)
     if merge and not pairs and m:
         signature = [T, sf, weight, unusable]
         if configs is not None:
@@ -271,10 +283,7 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
             signature.append([kinds.setdefault(c, len(kinds)) for c in configs])
         first, inverse = row_classes(np.column_stack(signature) + 0.0)
         multiplicity = np.bincount(inverse).astype(float)
-        members: list[list[str]] = [[] for _ in first]
-        for job_id, c in zip(ids, inverse.tolist()):
-            members[c].append(job_id)
-        classes = tuple(map(tuple, members))
+        merged = (tuple(ids), inverse)
         ids = tuple(ids[i] for i in first.tolist())
         T, sf, weight, m = T[first], sf[first], weight[first], len(first)
         unusable, times = unusable[first], times[first]
@@ -326,7 +335,7 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
         remaining=times[:, 0].copy(), elapsed=times[:, 1].copy(),
         isolated_elapsed=times[:, 2].copy(), workers=workers, prices=prices,
         keys=tuple(keys), col_type=col_type,
-        member_arrays=member, throughput_arrays=throughput, usage_arrays=usage, classes=classes,
+        member_arrays=member, throughput_arrays=throughput, usage_arrays=usage, merged=merged,
         unusable=unusable if unusable.any() else None,
         config_names=mixed.names if mixed is not None else (),
     )

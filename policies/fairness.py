@@ -82,6 +82,39 @@ def max_min_coo(cols: Columns, U: sp.spmatrix) -> tuple[Coo, np.ndarray, np.ndar
     return A, b, e
 
 
+def max_min_csc(cols: Columns) -> tuple[Compressed, np.ndarray, np.ndarray] | None:
+    """``max_min_coo`` with A as canonical CSC arrays, written in place rather than sorted,
+    when every column is one job on one type (no pairs, no configurations): column (i, j)
+    then holds -U, member and usage entries at rows u(i), k + i and k + m + j, in that
+    order. The same numbers as ``max_min_coo`` to the bit (tests/policies/test_fairness_lp.py);
+    None for other models."""
+    member = cols.member_arrays
+    c = cols.num_columns
+    if cols.config_names or member.nnz != c:
+        return None
+    m, n = cols.num_jobs, len(cols.types)
+    runnable = cols.runnable
+    rows = np.flatnonzero(runnable)
+    k = rows.size
+    with np.errstate(over="ignore", divide="ignore"):   # as ``utility_arrays``
+        coef = cols.scale_factor[rows] / cols.equal_throughput[rows] / cols.weight[rows]
+    col_row = np.repeat(np.arange(m), np.diff(member.indptr))   # columns in row order
+    u_row = (np.cumsum(runnable) - 1)[col_row]
+    usage = cols.usage_arrays
+    data = np.empty(3 * c)
+    data[0::3] = cols.throughput_arrays.data * coef[u_row]
+    data[0::3] *= -1.0                                   # -U: the rows t - U @ z <= 0
+    data[1::3] = 1.0
+    data[2::3][usage.indices] = usage.data
+    index = np.int32 if 3 * c + k + m + n < 2 ** 31 - 1 else np.int64
+    indices = np.empty(3 * c, dtype=index)
+    indices[0::3], indices[1::3], indices[2::3] = u_row, k + col_row, k + m + cols.col_type
+    indptr = np.arange(0, 3 * c + 1, 3, dtype=index)
+    b = np.concatenate([np.zeros(k), np.ones(m), cols.workers])
+    e = np.concatenate([np.ones(k), np.zeros(m + n)])
+    return Compressed(data, indices, indptr, (k + m + n, c), "csc"), b, e
+
+
 class MaxMinFairness(ColumnPolicy):
     """``max_min_fairness[_perf|_packed]``: one LP, maximise t subject to U z >= t and
     (5.1)-(5.3). By default (``backend="direct"``) the LP goes to the solver as sparse
@@ -98,15 +131,16 @@ class MaxMinFairness(ColumnPolicy):
         cols = self.columns(problem, merge=True)
         if cols.num_columns == 0:
             return no_columns(cols)
-        _, U = utility_arrays(cols)
         singles = np.nonzero(cols.single)[0]
         generate = cols.num_columns - singles.size > PAIRS_PER_JOB * cols.num_jobs
         solver = self.direct_solver(PACKED_SOLVER if generate else DEFAULT_LP_SOLVER)
         if solver is not None:
-            A, b, e = max_min_coo(cols, U)
+            lp = None if generate else max_min_csc(cols)
+            A, b, e = lp or max_min_coo(cols, utility_arrays(cols)[1])
             level = maximise_level(A, b, e, solver, self.name,
                                    start=singles if generate else None)
             return Solution(cols.to_rows(level.z), level.t, level.solver)
+        _, U = utility_arrays(cols)
         U = as_scipy(U)
         if not self.packed:
             z, value = _compiled_max_min(cols).solve(cols, U, self.solver, self.name)

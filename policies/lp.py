@@ -21,7 +21,7 @@ import numpy as np
 
 from ._lazy import sp
 from .errors import Outcome, SolverFailed, check_outcome
-from .sparse import Compressed, Coo, compressed, compressed_arrays, coo_arrays
+from .sparse import Compressed, Coo, as_scipy, compressed, compressed_arrays, coo_arrays
 
 log = logging.getLogger(__name__)
 
@@ -33,11 +33,12 @@ PRECISE_TOL = 1e-9
 
 @dataclass(frozen=True)
 class LinearProgram:
-    """min c @ x  s.t.  A @ x <= b,  x[:num_nonneg] >= 0 (``A``: a scipy sparse matrix or a
-    ``policies.sparse.Coo``)."""
+    """min c @ x  s.t.  A @ x <= b,  x[:num_nonneg] >= 0 (``A``: a scipy sparse matrix, a
+    ``policies.sparse.Coo``, or a canonical ``Compressed`` CSC, which reaches Clarabel
+    without a sort)."""
 
     c: np.ndarray
-    A: sp.spmatrix | Coo
+    A: sp.spmatrix | Coo | Compressed
     b: np.ndarray
     num_nonneg: int
 
@@ -75,11 +76,14 @@ def _clarabel(lp: LinearProgram, what: str, precise: bool) -> LPResult:
     import clarabel
 
     n, k, rows = lp.c.size, lp.num_nonneg, lp.b.size
-    row, col, data = coo_arrays(lp.A)  # the CSC arrays, no scipy object: scipy's overhead
-    coords = (np.concatenate([row, rows + np.arange(k)]),        # dominates small LPs
-              np.concatenate([col, np.arange(k)]), np.concatenate([data, -np.ones(k)]),
-              (rows + k, n), "csc")
-    A = compressed_arrays(*coords) or compressed(*coords)
+    if _is_csc(lp.A):   # x >= 0 as the rows -x <= 0: each one last in its column
+        A = _with_bound_rows(lp.A, k)
+    else:
+        row, col, data = coo_arrays(lp.A)  # the CSC arrays, no scipy object: scipy's
+        coords = (np.concatenate([row, rows + np.arange(k)]),   # overhead dominates small LPs
+                  np.concatenate([col, np.arange(k)]), np.concatenate([data, -np.ones(k)]),
+                  (rows + k, n), "csc")
+        A = compressed_arrays(*coords) or compressed(*coords)
     b = np.concatenate([lp.b, np.zeros(k)])
     settings = clarabel.DefaultSettings()
     settings.verbose = False
@@ -102,6 +106,28 @@ def _clarabel(lp: LinearProgram, what: str, precise: bool) -> LPResult:
     return LPResult(np.asarray(sol.x), float(sol.obj_val), dual, "CLARABEL")
 
 
+def _is_csc(A) -> bool:
+    return isinstance(A, Compressed) and A.format == "csc"
+
+
+def _with_bound_rows(A: Compressed, k: int) -> Compressed:
+    """The canonical CSC ``A`` with the rows ``-x[j] <= 0`` of its first ``k`` columns
+    below it: the matrix ``_clarabel`` gives Clarabel, built without a sort."""
+    rows, n = A.shape
+    counts = np.diff(A.indptr)
+    counts[:k] += 1
+    indptr = np.zeros(n + 1, dtype=A.indptr.dtype)
+    np.cumsum(counts, out=indptr[1:])
+    bound = indptr[1:k + 1] - 1           # the last entry of each of the first k columns
+    old = np.ones(indptr[-1], dtype=bool)
+    old[bound] = False
+    data = np.empty(indptr[-1])
+    data[old], data[bound] = A.data, -1.0
+    indices = np.empty(indptr[-1], dtype=A.indices.dtype)
+    indices[old], indices[bound] = A.indices, np.arange(rows, rows + k)
+    return Compressed(data, indices, indptr, (rows + k, n), "csc")
+
+
 def _highs(lp: LinearProgram, what: str, solver: str, precise: bool) -> LPResult:
     from scipy.optimize import linprog
 
@@ -109,7 +135,8 @@ def _highs(lp: LinearProgram, what: str, solver: str, precise: bool) -> LPResult
     options = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10} \
         if precise else {}
     method = "highs-ipm" if solver == "HIGHS_IPM" else "highs"
-    A = lp.A.tocsr() if isinstance(lp.A, Coo) else lp.A
+    A = lp.A.tocsr() if isinstance(lp.A, Coo) else as_scipy(lp.A) if isinstance(
+        lp.A, Compressed) else lp.A
     result = linprog(lp.c, A_ub=A, b_ub=lp.b, bounds=bounds, method=method, options=options)
     # linprog's status: 0 optimal, 1 iteration limit, 2 infeasible, 3 unbounded, 4 numerical
     outcome = {0: Outcome.OPTIMAL, 2: Outcome.INFEASIBLE,
@@ -144,7 +171,8 @@ def maximise_level(A: sp.spmatrix, b: np.ndarray, e: np.ndarray, solver: str, wh
     between master solves (warm start); other solvers re-solve the master from scratch."""
     if start is None:
         return _level_once(A, b, e, solver, what, precise)
-    A = A.tocsc() if isinstance(A, Coo) else sp.csc_matrix(A)
+    A = A.tocsc() if isinstance(A, Coo) else sp.csc_matrix(
+        as_scipy(A) if isinstance(A, Compressed) else A)
     if solver == "HIGHS":
         return _level_by_columns_highs(A, b, e, np.asarray(start), what)
     active = np.asarray(start)
@@ -163,11 +191,18 @@ def maximise_level(A: sp.spmatrix, b: np.ndarray, e: np.ndarray, solver: str, wh
 def _level_once(A: sp.spmatrix, b, e, solver: str, what: str, precise: bool) -> Level:
     c = np.zeros(A.shape[1] + 1)
     c[-1] = -1.0
-    row, col, data = coo_arrays(A)
     e = np.asarray(e, dtype=float)
     nz = np.nonzero(e)[0]
-    full = Coo(np.concatenate([row, nz]), np.concatenate([col, np.full(nz.size, A.shape[1])]),
-               np.concatenate([data, e[nz]]), (A.shape[0], A.shape[1] + 1))
+    if _is_csc(A):   # t's column last: appended as it is
+        full = Compressed(np.concatenate([A.data, e[nz]]),
+                          np.concatenate([A.indices, nz.astype(A.indices.dtype)]),
+                          np.append(A.indptr, A.indptr[-1] + nz.size),
+                          (A.shape[0], A.shape[1] + 1), "csc")
+    else:
+        row, col, data = coo_arrays(A)
+        full = Coo(np.concatenate([row, nz]),
+                   np.concatenate([col, np.full(nz.size, A.shape[1])]),
+                   np.concatenate([data, e[nz]]), (A.shape[0], A.shape[1] + 1))
     result = solve_lp(LinearProgram(c, full, np.asarray(b, dtype=float), A.shape[1]), solver,
                       what, precise=precise)
     return Level(result.x[:-1], -result.value, result.dual, result.solver)

@@ -1,0 +1,69 @@
+"""The max-min LP written straight into CSC arrays (``max_min_csc``) is the LP of
+``max_min_coo`` to the bit, and Clarabel's matrix built from it without a sort
+(``lp._with_bound_rows``, ``lp._level_once``) is the one the sorted path builds: the
+solver sees the same numbers, so a simulation's results cannot move (issue #30)."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from policies import get_policy
+from policies.columns import build_columns
+from policies.fairness import max_min_coo, max_min_csc, utility_arrays
+from policies.lp import _with_bound_rows
+from policies.sparse import as_scipy, compressed, coo_arrays
+
+from .conftest import problems
+
+SETTINGS = {"max_examples": 60, "deadline": None,
+            "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large]}
+
+
+def same_csc(a, b) -> None:
+    """Equal canonical CSC arrays: the same entries in the same order, bit for bit."""
+    assert a.shape == b.shape
+    for name in ("indptr", "indices", "data"):
+        x, y = np.asarray(getattr(a, name)), np.asarray(getattr(b, name))
+        assert x.shape == y.shape and x.tobytes() == y.astype(x.dtype).tobytes(), name
+
+
+@settings(**SETTINGS)
+@given(data=st.data(), merge=st.booleans(), agnostic=st.booleans())
+def test_written_lp_is_the_sorted_lp_bit_for_bit(data, merge, agnostic):
+    problem = data.draw(problems(max_jobs=9))
+    cols = build_columns(problem, merge=merge, agnostic=agnostic)
+    written = max_min_csc(cols)
+    assert written is not None          # no pairs, no configurations: always written
+    A, b, e = written
+    coo, b_ref, e_ref = max_min_coo(cols, utility_arrays(cols)[1])
+    same_csc(A, compressed(*coo_arrays(coo), coo.shape, "csc"))
+    assert b.tobytes() == b_ref.tobytes() and e.tobytes() == e_ref.tobytes()
+
+
+@settings(**SETTINGS)
+@given(rows=st.integers(1, 8), cols=st.integers(1, 8), density=st.floats(0.0, 1.0),
+       bounded=st.integers(0, 8), seed=st.integers(0, 2 ** 16))
+def test_bound_rows_are_appended_as_a_sort_places_them(rows, cols, density, bounded, seed):
+    rng = np.random.default_rng(seed)
+    dense = np.where(rng.random((rows, cols)) < density, rng.normal(size=(rows, cols)), 0.0)
+    k = min(bounded, cols)
+    r, c = np.nonzero(dense)
+    A = compressed(r, c, dense[r, c], (rows, cols), "csc")
+    got = _with_bound_rows(A, k)
+    full = np.vstack([dense, -np.eye(cols)[:k]])
+    r, c = np.nonzero(full)
+    same_csc(got, compressed(r, c, full[r, c], full.shape, "csc"))
+    assert (as_scipy(got).toarray() == full).all()
+
+
+@settings(**SETTINGS)
+@given(data=st.data())
+def test_pair_columns_take_the_sorted_path(data):
+    """A model with pair columns (two jobs each) is not written: ``max_min_csc`` says so
+    with None, and the packed policy solves it by the sorted path."""
+    problem = data.draw(problems(pairs=True, max_jobs=6))
+    cols = build_columns(problem, pairs=True)
+    assert (max_min_csc(cols) is None) == (not cols.single.all())
+    get_policy("max_min_fairness_packed").solve(problem)
