@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from policies import get_policy
 from policies.columns import build_columns
 from policies.fairness import max_min_coo, max_min_csc, utility_arrays
-from policies.lp import _with_bound_rows
+from policies.lp import _with_bound_rows, maximise_level
 from policies.sparse import as_scipy, compressed, coo_arrays
 
 from .conftest import problems
@@ -40,6 +40,9 @@ def test_written_lp_is_the_sorted_lp_bit_for_bit(data, merge, agnostic):
     coo, b_ref, e_ref = max_min_coo(cols, utility_arrays(cols)[1])
     same_csc(A, compressed(*coo_arrays(coo), coo.shape, "csc"))
     assert b.tobytes() == b_ref.tobytes() and e.tobytes() == e_ref.tobytes()
+    if cols.num_columns:   # and Clarabel, given either, answers the same to the bit
+        written, sorted_ = (maximise_level(M, b, e, "CLARABEL", "test") for M in (A, coo))
+        assert written.z.tobytes() == sorted_.z.tobytes() and written.t == sorted_.t
 
 
 @settings(**SETTINGS)
