@@ -98,11 +98,14 @@ def max_min_csc(cols: Columns) -> tuple[Compressed, np.ndarray, np.ndarray] | No
     k = rows.size
     with np.errstate(over="ignore", divide="ignore"):   # as ``utility_arrays``
         coef = cols.scale_factor[rows] / cols.equal_throughput[rows] / cols.weight[rows]
-    col_row = np.repeat(np.arange(m), np.diff(member.indptr))   # columns in row order
+    col_row = np.empty(c, dtype=np.intp)     # each column's job row; its steps/s there
+    col_row[member.indices] = np.repeat(np.arange(m), np.diff(member.indptr))
+    rate = np.empty(c)
+    rate[member.indices] = cols.throughput_arrays.data   # (``member``'s sparsity)
     u_row = (np.cumsum(runnable) - 1)[col_row]
     usage = cols.usage_arrays
     data = np.empty(3 * c)
-    data[0::3] = cols.throughput_arrays.data * coef[u_row]
+    data[0::3] = rate * coef[u_row]
     data[0::3] *= -1.0                                   # -U: the rows t - U @ z <= 0
     data[1::3] = 1.0
     data[2::3][usage.indices] = usage.data
