@@ -13,6 +13,7 @@ noisy; the header gives the load average when the benchmark started). Usage::
     git worktree add /tmp/before COMMIT   # an older tree, run by this file, side by side:
     python benchmarks/simulate.py --before /tmp/before --repeat 3
     python benchmarks/simulate.py --before /tmp/before --case continuous-1500 --instructions
+    python benchmarks/simulate.py --before /tmp/before --cli --instructions   # the README's
 
 With ``--before DIR`` every case also runs on the tree in DIR (its packages first on
 ``PYTHONPATH``), alternating run by run with this tree, and a last column gives this
@@ -249,7 +250,8 @@ def stages(name: str) -> None:
 def instructions(names: list[str], trees: dict[str, Path]) -> int:
     """``--instructions``: each case on each tree in a fresh process under valgrind's
     callgrind (``PYTHONHASHSEED=0``): the instructions the whole process ran (imports
-    included: the same on both trees) and their change against ``--before``. A machine's
+    included) and their change against ``--before``. The case ``cli`` (``--cli
+    --instructions``) is the README's ``gavelsched simulate`` on the defaults. A machine's
     load moves wall and CPU times by more than a few percent; it does not move these."""
     valgrind = shutil.which("valgrind")
     if valgrind is None:
@@ -264,9 +266,11 @@ def instructions(names: list[str], trees: dict[str, Path]) -> int:
             with tempfile.TemporaryDirectory() as tmp:
                 out = Path(tmp) / "callgrind.out"
                 env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"}
+                child = (["-c", CLI_CHILD] if name == "cli"    # (run from ``tmp``: see
+                         else [__file__, "--child", name])     # ``cli_runs``)
                 subprocess.run([valgrind, "--tool=callgrind", f"--callgrind-out-file={out}",
-                                sys.executable, __file__, "--child", name],
-                               capture_output=True, text=True, check=True, env=env)
+                                sys.executable, *child], capture_output=True, text=True,
+                               check=True, env=env, cwd=tmp)
                 got[label] = next(int(line.split()[1]) for line in
                                   out.read_text().splitlines() if line.startswith("totals:"))
         for label, n in got.items():
@@ -338,7 +342,8 @@ def main() -> int:
                         help="arrival rate of --growth's traces (default 6, as continuous-1500)")
     parser.add_argument("--instructions", action="store_true",
                         help="count each case's instructions under valgrind (per tree with "
-                             "--before): a comparison the machine's load does not move")
+                             "--before; with --cli, of the README's command): a comparison "
+                             "the machine's load does not move")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--growth-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -362,11 +367,11 @@ def main() -> int:
     if args.stages:
         stages(args.stages)
         return 0
-    if args.cli:
-        return cli_runs(args)
-    names = args.case or list(CASES)
     trees = {"": REPO} if not args.before else {"before ": Path(args.before).resolve(),
                                                    "after ": REPO}
+    if args.cli:
+        return instructions(["cli"], trees) if args.instructions else cli_runs(args)
+    names = args.case or list(CASES)
     if args.instructions:
         return instructions(names, trees)
     print(f"# {platform.processor() or platform.machine()}, "

@@ -14,11 +14,30 @@ of the same names, whose CLI doors call them. Every refusal is one line:
 reached). Importing this package loads neither gRPC nor the simulator.
 """
 
-from .api import Client, connect
+from __future__ import annotations
+
+import importlib
+
 from .errors import ClientError, InputError
-from .records import Drained, HistoryEvent, LogChunk, Submitted
-from .request import JobRequest
-from .status import ClusterStatus, JobStatus, WorkerStatus
+
+# The rest is loaded when first named (PEP 562): every CLI command imports ``errors``, and
+# ``gavelsched simulate`` need not pay for the records and the client behind them.
+_HOMES = {"Client": "api", "connect": "api", "Drained": "records", "HistoryEvent": "records",
+          "LogChunk": "records", "Submitted": "records", "JobRequest": "request",
+          "ClusterStatus": "status", "JobStatus": "status", "WorkerStatus": "status"}
 
 __all__ = ["Client", "ClientError", "ClusterStatus", "Drained", "HistoryEvent", "InputError",
            "JobRequest", "JobStatus", "LogChunk", "Submitted", "WorkerStatus", "connect"]
+
+
+def __getattr__(name: str):
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{home}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
