@@ -21,7 +21,7 @@ import numpy as np
 
 from ._lazy import sp
 from .errors import Outcome, SolverFailed, check_outcome
-from .sparse import Compressed, Coo, as_scipy, compressed, compressed_arrays, coo_arrays
+from .sparse import Compressed, Coo, compressed, compressed_arrays, coo_arrays
 
 log = logging.getLogger(__name__)
 
@@ -135,8 +135,7 @@ def _highs(lp: LinearProgram, what: str, solver: str, precise: bool) -> LPResult
     options = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10} \
         if precise else {}
     method = "highs-ipm" if solver == "HIGHS_IPM" else "highs"
-    A = lp.A.tocsr() if isinstance(lp.A, Coo) else as_scipy(lp.A) if isinstance(
-        lp.A, Compressed) else lp.A
+    A = lp.A.tocsr() if isinstance(lp.A, (Coo, Compressed)) else lp.A
     result = linprog(lp.c, A_ub=A, b_ub=lp.b, bounds=bounds, method=method, options=options)
     # linprog's status: 0 optimal, 1 iteration limit, 2 infeasible, 3 unbounded, 4 numerical
     outcome = {0: Outcome.OPTIMAL, 2: Outcome.INFEASIBLE,
@@ -171,8 +170,7 @@ def maximise_level(A: sp.spmatrix, b: np.ndarray, e: np.ndarray, solver: str, wh
     between master solves (warm start); other solvers re-solve the master from scratch."""
     if start is None:
         return _level_once(A, b, e, solver, what, precise)
-    A = A.tocsc() if isinstance(A, Coo) else sp.csc_matrix(
-        as_scipy(A) if isinstance(A, Compressed) else A)
+    A = A.tocsc() if isinstance(A, (Coo, Compressed)) else sp.csc_matrix(A)
     if solver == "HIGHS":
         return _level_by_columns_highs(A, b, e, np.asarray(start), what)
     active = np.asarray(start)

@@ -77,6 +77,12 @@ class Compressed(NamedTuple):
     def nnz(self) -> int:
         return self.data.size
 
+    def tocsr(self) -> sp.csr_matrix:
+        return as_scipy(self).tocsr()
+
+    def tocsc(self) -> sp.csc_matrix:
+        return as_scipy(self).tocsc()
+
 
 def as_scipy(A: Compressed) -> sp.csr_matrix | sp.csc_matrix:
     """The scipy matrix of ``A``'s arrays (shared, not copied)."""

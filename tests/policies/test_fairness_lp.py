@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from policies import get_policy
+from policies import Job, Pair, Problem, get_policy
 from policies.columns import build_columns
 from policies.fairness import max_min_coo, max_min_csc, utility_arrays
 from policies.lp import _with_bound_rows, maximise_level
@@ -70,3 +70,15 @@ def test_pair_columns_take_the_sorted_path(data):
     cols = build_columns(problem, pairs=True)
     assert (max_min_csc(cols) is None) == (not cols.single.all())
     get_policy("max_min_fairness_packed").solve(problem)
+
+
+def test_a_pair_that_beats_time_slicing_is_solved_by_the_sorted_path():
+    """Two jobs at 0.8 of their speed each when together (1.6 > 1): a pair column, no
+    written LP, and the packed policy gives the pair the GPU."""
+    problem = Problem(cluster={"v100": 1},
+                      jobs=[Job("a", {"v100": 10.0}), Job("b", {"v100": 10.0})],
+                      pairs=[Pair(jobs=("a", "b"), throughputs={"v100": (8.0, 8.0)})])
+    cols = build_columns(problem, pairs=True)
+    assert not cols.single.all() and max_min_csc(cols) is None
+    allocation = get_policy("max_min_fairness_packed").solve(problem).allocation
+    assert allocation["a+b"]["v100"] > 0.99
