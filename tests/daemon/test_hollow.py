@@ -97,9 +97,10 @@ def three_rounds(tmp_path, monkeypatch, make_worker) -> list[tuple]:
 
 def test_a_hollow_job_makes_the_calls_a_real_jobs_process_makes(tmp_path, monkeypatch):
     # Both jobs ask for their next lease half-way through a lease. At the default (0.95 of
-    # the lease) a loaded machine's last save (the iterator's margin) can outlast the rest
-    # of the lease; the renewal is then asked at the lease's end, in flight beside the
-    # checkpoint's ReportSteps, and the two reach the scheduler in either order.
+    # a 4-s lease: 0.2 s before its end) a loaded machine can reach the lease's end first
+    # (a stall, or a last save longer than that, which the iterator stops early for); the
+    # renewal is then asked at the end, in flight beside the checkpoint's ReportSteps, and
+    # the two reach the scheduler in either order (GAVEL_RENEW_AT=0.999 shows it each time).
     monkeypatch.setenv(RENEW_AT_VAR, "0.5")
     real = three_rounds(tmp_path / "real", monkeypatch, Worker)
     hollow = three_rounds(tmp_path / "hollow", monkeypatch, hollow_worker)
