@@ -51,7 +51,8 @@ class Emulation:
     def steps_per_s(self, job_type: str, scale_factor: int, expected: float = 0.0,
                     colocated: str = "") -> float | None:
         """The paced rate of a job, or None (unpaced) when neither the table nor the
-        scheduler's ``expected`` steps/s knows it. ``colocated``: the job type of the
+        scheduler's ``expected`` steps/s knows it. A GPU count the table lacks gets the
+        scaling model's rate (``_modelled``). ``colocated``: the job type of the
         other job sharing its GPUs (space sharing, thesis §5.3.1), whose table rate is the
         pair's, for this job (the scheduler only pairs jobs whose pair it knows)."""
         rate = self.table.get(self.worker_type, job_type, scale_factor)
@@ -59,9 +60,21 @@ class Emulation:
             pair = self.table.pair(self.worker_type, (job_type, scale_factor),
                                    (colocated, scale_factor))
             rate = pair[0] if pair is not None else 0.0
+        elif rate <= 0 and scale_factor > 1:
+            rate = self._modelled(job_type, scale_factor)
         if rate <= 0:
             rate = expected
         return rate * self.speed if rate > 0 else None
+
+    def _modelled(self, job_type: str, scale_factor: int) -> float:
+        """The rate at a GPU count the table lacks (an elastic job on 3 of its 4 GPUs):
+        the scaling model fitted to the table's counts, as the scheduler prices that count
+        (``core/configurations.py:elastic_rate``); 0 where the model does not cover it.
+        The scheduler's ``expected`` would not do: its priors may be scaled already (the
+        local cluster's are the table x ``speed``), and pacing scales them again."""
+        from gavelsched.core.configurations import elastic_rate   # only for such a count
+
+        return elastic_rate(self.table, self.worker_type, job_type, scale_factor)
 
     def split_steps_per_s(self, job_type: str, job: JobLayout, rank: int,
                           expected: float = 0.0) -> float | None:
