@@ -6,7 +6,7 @@ restart rule (``tenure``, ``gavelsched/core/restarts.py``) and under Gavel's mec
 
 - rigid jobs (fixed GPU count, the policy picks the type) under ``max_min_fairness_perf``,
   and elastic ones (``min_scale_factor: 1``: any count from 1 to the job's own that the
-  scaling model covers, ``core/scaling.py``) under ``max_min_fairness_mixed``;
+  scaling model covers, ``traces/scaling.py``) under ``max_min_fairness_mixed``;
 - rounds of 60, 120 and 360 s;
 - restarts free; at Sia's costs (the table's ``restart_s``: cifar10 50 s, deepspeech2
   25 s, bert 120 s, yolov3 80 s, imagenet 250 s); or at Sia's costs on each job's first

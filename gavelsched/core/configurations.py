@@ -30,7 +30,7 @@ configurations too: ``{t: n}`` (name ``"t:n"``) for each count n in ``elastic_co
 (from the minimum up to, not including, the scale factor: every count up to 8, then the
 multiples of 4 up to 32, then the powers of two, so a job has at most about 14 + log2(s)
 counts per type) that the cluster has on t and the scaling model covers. Steps/s is the
-table's r_t(n) where it has one; elsewhere the model of ``core/scaling.py`` fitted to the
+table's r_t(n) where it has one; elsewhere the model of ``traces/scaling.py`` fitted to the
 counts the table has for (job type, t) (every count up to ``PROBED``, or the scale factor
 if larger): a compute/communication split in the spirit of Pollux §3.2, never linear
 extrapolation, and nothing more than 2x past the largest count measured. A rate a run
@@ -43,14 +43,14 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from policies.jobs import Configuration
+from traces.scaling import PROBED, ScalingModel, table_model
 
 from ..virtual.split import SplitError, TypeProfile, plan_split
 from .records import ThroughputSource
-from .scaling import ScalingModel
 
 log = logging.getLogger(__name__)
 
@@ -60,10 +60,9 @@ BATCH = 512
 
 # Elastic counts (``elastic_counts``): all of them up to DENSE_UP_TO, then multiples of 4
 # up to FOURS_UP_TO, then powers of two. The table is asked for every count up to PROBED
-# (or the job's scale factor, if larger) to fit the scaling model.
+# (or the job's scale factor, if larger) to fit the scaling model (``traces/scaling.py``).
 DENSE_UP_TO = 8
 FOURS_UP_TO = 32
-PROBED = 256
 
 
 def extra_counts(scale_factor: int) -> tuple[int, ...]:
@@ -82,21 +81,6 @@ def elastic_counts(scale_factor: int, min_scale_factor: int) -> tuple[int, ...]:
     powers = (1 << k for k in range(scale_factor.bit_length()))
     return tuple(sorted({n for n in (*dense, *fours, *powers, min_scale_factor)
                          if min_scale_factor <= n < scale_factor}))
-
-
-def table_model(source: ThroughputSource, worker_type: str, job_type: str,
-                known: Iterable[int] = range(1, PROBED + 1)) -> ScalingModel:
-    """The scaling model of ``job_type`` on ``worker_type`` fitted to the table's rates at
-    the ``known`` counts (``core/scaling.py``)."""
-    return ScalingModel.fit((m, float(source.get(worker_type, job_type, m))) for m in known)
-
-
-def elastic_rate(source: ThroughputSource, worker_type: str, job_type: str, n: int,
-                 known: Iterable[int] = range(1, PROBED + 1)) -> float:
-    """Steps/s of ``job_type`` on ``n`` GPUs of ``worker_type``: the table's where it has
-    one, else the scaling model's fitted to the table's ``known`` counts (module
-    docstring); 0 where the model does not cover ``n``."""
-    return table_model(source, worker_type, job_type, known).rate(n)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ geometric mean), so one measurement keeps the types' ratios consistent (an emula
 cluster that runs every type 10x slower than the table still sees the table's ratios).
 
 A run of an elastic job on n GPUs of one type (configuration ``"t:n"``) measures the job
-type's scaling on t (``core/scaling.py``; Sia §3: throughput models refined as jobs run):
+type's scaling on t (``traces/scaling.py``; Sia §3: throughput models refined as jobs run):
 ``learn`` averages it per (job type, t, n) in ``counts`` and hands it to ``scaling``
 (the ``Configurations`` that prices elastic counts) when one is set, which refits the
 model for the configurations it builds next. Such a sample is not a per-type throughput

@@ -12,13 +12,14 @@ import pytest
 
 from gavelsched.cli import main
 from gavelsched.core import CoreConfig, JobSpec, RoundReport, SchedulerCore
-from gavelsched.core.configurations import Configurations, elastic_counts, elastic_rate
+from gavelsched.core.configurations import Configurations, elastic_counts
 from gavelsched.mechanism import ClusterView
 from policies import get_policy
 from simulator.engine import SimulationError, simulate
 from traces import ThroughputTable, TraceJob
 from traces.errors import TraceError
 from traces.formats import read_trace, write_trace
+from traces.scaling import table_rate
 
 TABLE = ThroughputTable(solo={
     "v100": {("net", 1): 8.0, ("net", 2): 14.4, ("net", 4): 25.0, ("net", 8): 44.0},
@@ -46,7 +47,7 @@ def _rounds(core: SchedulerCore, n: int):
 
 def test_counts_and_rates():
     """Issue #32: every count up to 8 (then multiples of 4 up to 32, then powers of two),
-    priced by the scaling model (``core/scaling.py``) where the table has no rate: step time
+    priced by the scaling model (``traces/scaling.py``) where the table has no rate: step time
     linear in 1/n between the neighbouring counts, the fitted curve past the top (never
     linear extrapolation), nothing beyond twice the largest count measured."""
     assert elastic_counts(4, 2) == (2, 3)
@@ -55,18 +56,18 @@ def test_counts_and_rates():
     assert elastic_counts(4, 4) == ()
     assert elastic_counts(64, 1) == (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 20, 24, 28, 32)
     assert elastic_counts(128, 40) == (40, 64)
-    assert elastic_rate(TABLE, "v100", "net", 2) == 14.4                  # the table's
+    assert table_rate(TABLE, "v100", "net", 2) == 14.4                  # the table's
     t2, t4 = 1 / 14.4, 1 / 25.0
-    assert elastic_rate(TABLE, "v100", "net", 3) == pytest.approx(
+    assert table_rate(TABLE, "v100", "net", 3) == pytest.approx(
         1 / (t2 + (t4 - t2) * (1 / 3 - 1 / 2) / (1 / 4 - 1 / 2)))
-    past = elastic_rate(TABLE, "k80", "net", 6)                           # past the top
+    past = table_rate(TABLE, "k80", "net", 6)                           # past the top
     assert 7.6 < past < 7.6 * 6 / 4
-    assert elastic_rate(TABLE, "k80", "net", 9) == 0.0                    # past 2 x 4
-    assert elastic_rate(TABLE, "v100", "other", 2) == 0.0
+    assert table_rate(TABLE, "k80", "net", 9) == 0.0                    # past 2 x 4
+    assert table_rate(TABLE, "v100", "other", 2) == 0.0
     options = Configurations(TABLE).elastic("net", 8, 3, {"v100": 8, "k80": 3})
     names = ["v100:3", "v100:4", "v100:5", "v100:6", "v100:7", "k80:3"]
     assert {o.configuration.name: o.configuration.throughput for o in options} == \
-        pytest.approx({name: elastic_rate(TABLE, name[:-2], "net", int(name[-1]))
+        pytest.approx({name: table_rate(TABLE, name[:-2], "net", int(name[-1]))
                        for name in names})
     assert all(o.split is None for o in options)
 

@@ -121,7 +121,7 @@ def test_an_elastic_gpt_job_morphs_and_finishes_exactly(tmp_path):
     store = Store(tmp_path / "state")
     assert set(store.throughputs().get(job, {})) <= {"v100"}
     # a v100:2 run measured the job type's rate on 2 GPUs instead: it refines the scaling
-    # model that prices elastic counts (``core/scaling.py``) and outlives a restart
+    # model that prices elastic counts (``traces/scaling.py``) and outlives a restart
     assert store.scaling()[GPT_TYPE, "v100", 2] > 0
     store.close()
     ckpt = checkpoints.latest(tmp_path / "state" / "checkpoints" / job).path / gpt.LAYERS_DIR

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from traces.profiles import Profile
+from traces.scaling import table_rate
 from traces.types import ThroughputTable
 from gavelsched.virtual.envspec import JobLayout
 
@@ -68,13 +69,11 @@ class Emulation:
 
     def _modelled(self, job_type: str, scale_factor: int) -> float:
         """The rate at a GPU count the table lacks (an elastic job on 3 of its 4 GPUs):
-        the scaling model fitted to the table's counts, as the scheduler prices that count
-        (``core/configurations.py:elastic_rate``); 0 where the model does not cover it.
-        The scheduler's ``expected`` would not do: its priors may be scaled already (the
-        local cluster's are the table x ``speed``), and pacing scales them again."""
-        from gavelsched.core.configurations import elastic_rate   # only for such a count
-
-        return elastic_rate(self.table, self.worker_type, job_type, scale_factor)
+        the scaling model fitted to the table's counts (``traces/scaling.py``), as the
+        scheduler prices that count; 0 where the model does not cover it. The scheduler's
+        ``expected`` would not do: its priors may be scaled already (the local cluster's
+        are the table x ``speed``), and pacing scales them again."""
+        return table_rate(self.table, self.worker_type, job_type, scale_factor)
 
     def split_steps_per_s(self, job_type: str, job: JobLayout, rank: int,
                           expected: float = 0.0) -> float | None:

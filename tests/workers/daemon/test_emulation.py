@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from gavelsched.core.configurations import elastic_rate
 from traces.catalog import default_table
+from traces.scaling import table_rate
 from workers.daemon.emulation import Emulation
 
 JOB = "Transformer (batch size 16)"   # the catalog has it on 1, 2, 4 and 8 GPUs, not on 3
@@ -29,7 +29,7 @@ def test_a_count_the_table_lacks_runs_at_what_the_scheduler_prices_it(v100):
     table = default_table()
     assert table.get("v100", JOB, 3) == 0.0
     # the local cluster's scheduler plans on the table x speed, and so sends that figure
-    scheduler_prices = elastic_rate(table.scaled(SPEED), "v100", JOB, 3)
+    scheduler_prices = table_rate(table.scaled(SPEED), "v100", JOB, 3)
     between = (table.get("v100", JOB, 2) * SPEED, table.get("v100", JOB, 4) * SPEED)
     assert between[0] < scheduler_prices < between[1]
     assert v100.steps_per_s(JOB, 3, expected=scheduler_prices) == pytest.approx(

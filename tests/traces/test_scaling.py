@@ -1,4 +1,4 @@
-"""The scaling model of elastic counts (issue #32; ``gavelsched/core/scaling.py``, Pollux
+"""The scaling model of elastic counts (issue #32; ``traces/scaling.py``, Pollux
 §3.2): the table's rates where it has them, an Amdahl curve fitted to them elsewhere, never
 more than linear speed-up, nothing past twice the largest count measured; refit from what
 runs measure (``Configurations.measure``, ``OnlineThroughputs.observe_count``); and, through
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from gavelsched.core import CoreConfig, SchedulerCore
 from gavelsched.core.configurations import Configurations
 from gavelsched.core.online import OnlineThroughputs
-from gavelsched.core.scaling import EXTRAPOLATION, ScalingModel
+from traces.scaling import EXTRAPOLATION, ScalingModel
 from gavelsched.mechanism import ClusterView
 from policies import get_policy
 from policies.mixed import MaxMinFairnessMixed

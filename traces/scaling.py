@@ -34,19 +34,26 @@ slow small count does not outweigh a fast large one. The rate at a count n:
   It never exceeds r(M) n / M, linear extrapolation from M.
 
 ``refit`` adds measurements (a run's steps/s at a count) and fits again; a new
-measurement replaces an old one at the same count.
+measurement replaces an old one at the same count. ``table_model`` and ``table_rate`` fit
+the model to a throughput table's counts: the scheduler prices an elastic job's counts with
+them (``gavelsched/core/configurations.py``), and an emulated worker paces a count its table
+lacks with the same figure (``workers/daemon/emulation.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
 # How far past the largest measured count the model is trusted: 2x (one doubling, the
 # step between the catalog's counts).
 EXTRAPOLATION = 2.0
+# A table is asked for its rate at every count up to PROBED (or a job's scale factor, if
+# larger) to fit the model.
+PROBED = 256
 
 Points = Mapping[int, float] | Iterable[tuple[int, float]]
 
@@ -129,3 +136,25 @@ class ScalingModel:
             return _segment(below[-1], above[0], n)
         anchor = above[0] if above else below[-1]
         return _amdahl(anchor, self.parallel, self.serial, n)
+
+
+class Rates(Protocol):
+    """What the table functions read: steps/s of a job type on n GPUs of a worker type, 0
+    where unknown (``traces.ThroughputTable``, the core's throughput sources)."""
+
+    def get(self, worker_type: str, job_type: str, scale_factor: int = 1) -> float: ...
+
+
+def table_model(source: Rates, worker_type: str, job_type: str,
+                known: Iterable[int] = range(1, PROBED + 1)) -> ScalingModel:
+    """The scaling model of ``job_type`` on ``worker_type`` fitted to the table's rates at
+    the ``known`` counts."""
+    return ScalingModel.fit((m, float(source.get(worker_type, job_type, m))) for m in known)
+
+
+def table_rate(source: Rates, worker_type: str, job_type: str, n: int,
+               known: Iterable[int] = range(1, PROBED + 1)) -> float:
+    """Steps/s of ``job_type`` on ``n`` GPUs of ``worker_type``: the table's where it has
+    one, else the scaling model's fitted to the table's ``known`` counts; 0 where the model
+    does not cover ``n``."""
+    return table_model(source, worker_type, job_type, known).rate(n)
