@@ -30,12 +30,7 @@ def fairness_utility(cols: Columns, *, weighted: bool = True) -> tuple[np.ndarra
 
 def utility_arrays(cols: Columns, *, weighted: bool = True) -> tuple[np.ndarray, Compressed]:
     """``fairness_utility`` with U as CSR arrays (the direct path's: no scipy object)."""
-    rows = np.nonzero(cols.runnable)[0]
-    with np.errstate(over="ignore", divide="ignore"):   # (a rate of 0 or subnormal: the
-        # solve refuses the inf in one line; the fuzz of tests/policies/test_problem_door)
-        coef = cols.scale_factor[rows] / cols.equal_throughput[rows]
-        if weighted:
-            coef = coef / cols.weight[rows]
+    rows, coef = _utility_coefficients(cols, weighted)
     T = cols.throughput_arrays
     counts = np.diff(T.indptr)
     data, indices, indptr = T.data, T.indices, T.indptr
@@ -46,6 +41,18 @@ def utility_arrays(cols: Columns, *, weighted: bool = True) -> tuple[np.ndarray,
         indptr = np.concatenate([[0], np.cumsum(counts)]).astype(T.indptr.dtype)
     return rows, Compressed(data * np.repeat(coef, counts), indices, indptr,
                             (rows.size, T.shape[1]), "csr")
+
+
+def _utility_coefficients(cols: Columns, weighted: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """The runnable job rows and what each one's steps/s is multiplied by in U: its scale
+    factor over its equal-share throughput (over its weight, ``weighted``)."""
+    rows = np.nonzero(cols.runnable)[0]
+    with np.errstate(over="ignore", divide="ignore"):   # (a rate of 0 or subnormal: the
+        # solve refuses the inf in one line; the fuzz of tests/policies/test_problem_door)
+        coef = cols.scale_factor[rows] / cols.equal_throughput[rows]
+        if weighted:
+            coef = coef / cols.weight[rows]
+    return rows, coef
 
 
 def base_constraints(cols: Columns, z: cp.Variable) -> list:
@@ -94,10 +101,8 @@ def max_min_csc(cols: Columns) -> tuple[Compressed, np.ndarray, np.ndarray] | No
         return None
     m, n = cols.num_jobs, len(cols.types)
     runnable = cols.runnable
-    rows = np.flatnonzero(runnable)
+    rows, coef = _utility_coefficients(cols)
     k = rows.size
-    with np.errstate(over="ignore", divide="ignore"):   # as ``utility_arrays``
-        coef = cols.scale_factor[rows] / cols.equal_throughput[rows] / cols.weight[rows]
     col_row = np.empty(c, dtype=np.intp)     # each column's job row; its steps/s there
     col_row[member.indices] = np.repeat(np.arange(m), np.diff(member.indptr))
     rate = np.empty(c)
