@@ -89,9 +89,12 @@ def _clarabel(lp: LinearProgram, what: str, precise: bool) -> LPResult:
     settings.verbose = False
     if precise:
         settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = PRECISE_TOL
-    P = Compressed(np.zeros(0), np.zeros(0, np.int32), np.zeros(n + 1, np.int32),
-                   (n, n), "csc")  # no quadratic term (an LP)
-    solver = clarabel.DefaultSolver(P, lp.c, A, b,
+    P = Compressed([], [], [0] * (n + 1), (n, n), "csc")  # no quadratic term (an LP)
+    # Lists, not arrays: Clarabel reads its inputs element by element, and a list's
+    # elements are Python floats already (an array makes a scalar object for each).
+    A = A._replace(data=A.data.tolist(), indices=A.indices.tolist(),
+                   indptr=A.indptr.tolist())
+    solver = clarabel.DefaultSolver(P, lp.c.tolist(), A, b.tolist(),
                                     [clarabel.NonnegativeConeT(rows + k)], settings)
     sol = solver.solve()
     S = clarabel.SolverStatus

@@ -64,7 +64,7 @@ class Compressed(NamedTuple):
     """A canonical CSR or CSC matrix as its three arrays, without a scipy object: what a
     solver reads of one (Clarabel reads these attributes and nothing else), and what the
     column model keeps (``coo_arrays`` reads it, ``matvec`` multiplies, ``as_scipy``
-    makes the scipy matrix)."""
+    makes the scipy matrix). ``lp._clarabel`` hands Clarabel one whose three are lists."""
 
     data: np.ndarray
     indices: np.ndarray
@@ -75,7 +75,7 @@ class Compressed(NamedTuple):
 
     @property
     def nnz(self) -> int:
-        return self.data.size
+        return len(self.data)
 
     def tocsr(self) -> sp.csr_matrix:
         return as_scipy(self).tocsr()
