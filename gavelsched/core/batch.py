@@ -50,6 +50,7 @@ def demand(rows: Rows, layout: ColumnLayout,
         runnable=rows.runnable, allocated=rows.allocated.copy(),
         previous=dict(assignments), member_rows=rows.member_rows.copy(),
         configurations=layout.config_list, configuration_gpus=layout.config_matrix,
+        tie_break=rows.tie,
     )
 
 

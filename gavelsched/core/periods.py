@@ -17,6 +17,7 @@ import numpy as np
 from policies import Allocation, key_members
 from policies.table import value_rows
 
+from ..mechanism.selection import tie_break
 from .jobs import JobState
 from .lookups import Lookups
 from .records import Period, PeriodState
@@ -40,6 +41,7 @@ def install(allocation: Allocation, rows: Rows, jobs: Mapping[str, JobState],
         at = np.fromiter(map(rows.index.__getitem__, keys), dtype=int, count=len(keys))
         rows.allocation[at] = value_rows(xs, columns)
         rows.allocated[at] = True
+    rows.tie = tie_break(rows.allocation)   # the planner's sort key, made once per X
 
 
 def _covered(given: Mapping[str, Mapping[str, float]], rows: Rows,

@@ -3,7 +3,8 @@
 One row per job or co-located pair, in insertion order (which breaks priority ties, as
 Gavel's dict order does). Rows are appended on admission or when an allocation first gives
 a pair time, deleted when a member finishes; received times change in place after each
-round. The planner receives copies, so the core stays the only writer.
+round. The planner receives copies, so the core stays the only writer (``tie``, which
+``periods.install`` replaces with X and nothing writes in place, it reads as is).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class Rows:
         self.received = np.zeros((0, n_types))
         self.deficit = np.zeros((0, n_types))
         self.allocation = np.zeros((0, n_types))
+        self.tie = np.zeros((0, n_types))             # the sort's last key, set with X
         self.allocated = np.zeros(0, dtype=bool)
         self.ran = np.zeros((0, n_types), dtype=bool)  # has run on the type (measured)
         self.left = np.zeros(0)                      # steps a job row has left (pairs: 0)
@@ -97,6 +99,7 @@ class Rows:
         self.received = cat([self.received, zeros + seed])
         self.deficit = cat([self.deficit, zeros])
         self.allocation = cat([self.allocation, zeros])
+        self.tie = cat([self.tie, zeros])
         self.allocated = cat([self.allocated, np.zeros(k, dtype=bool)])
         self.ran = cat([self.ran, np.zeros((k, self.n), dtype=bool)])
         self.left = cat([self.left, np.zeros(k) if left is None
@@ -126,8 +129,8 @@ class Rows:
         self.keys = list(compress(self.keys, flags))
         self.members = list(compress(self.members, flags))
         self.index = dict(zip(self.keys, range(len(self.keys))))
-        for name in ("scale_factor", "rate", "received", "deficit", "allocation", "allocated",
-                     "ran", "left"):
+        for name in ("scale_factor", "rate", "received", "deficit", "allocation", "tie",
+                     "allocated", "ran", "left"):
             setattr(self, name, getattr(self, name).take(at, axis=0))
 
     def widen(self, old_types: tuple[str, ...], new_types: tuple[str, ...], seed: float) -> None:
@@ -146,5 +149,6 @@ class Rows:
         self.received = remap(self.received, seed)
         self.deficit = remap(self.deficit, 0.0)
         self.allocation = remap(self.allocation, 0.0)
+        self.tie = remap(self.tie, 0.0)
         self.ran = remap(self.ran, False)
         self.rate = remap(self.rate, 0.0)

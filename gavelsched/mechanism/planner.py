@@ -55,6 +55,9 @@ class Demand:
     combination's priority counts ``PREFERENCE`` times (a run in its tenure);
     -1: none; None: none at all.
 
+    ``tie_break``: (c, n) ``selection.tie_break(allocation)``, the sort's last key, for a
+    caller that keeps it while X holds (the core's rows); None: made from ``allocation``.
+
     ``quota``: per-entity GPU caps (``quota.py``, built by ``entity_quota``); None: none.
     ``entity``: (c,) the entity (numbered 0..E-1) of each combination's first member, whose
     queues are interleaved so that entities share each round as X does (``shares.py``);
@@ -78,6 +81,7 @@ class Demand:
     entity: np.ndarray | None = None
     pinned: np.ndarray | None = None
     preferred: np.ndarray | None = None
+    tie_break: np.ndarray | None = None
 
     @property
     def real_types(self) -> tuple[str, ...]:
@@ -88,9 +92,9 @@ class Demand:
         if self.member_rows is None:
             object.__setattr__(self, "member_rows", _member_rows(self.keys, self.members))
         c, n = len(self.keys), len(self.types)
-        for name in ("allocation", "received", "deficit", "runnable"):
+        for name in ("allocation", "received", "deficit", "runnable", "tie_break"):
             arr = getattr(self, name)
-            if arr.shape != (c, n):
+            if arr is not None and arr.shape != (c, n):
                 raise ValueError(f"demand.{name}: shape {arr.shape}, expected {(c, n)}")
         if self.configurations and self.configuration_gpus is None:
             object.__setattr__(self, "configuration_gpus",
@@ -185,7 +189,8 @@ def plan_round(demand: Demand, view: ClusterView, config: PlannerConfig = Planne
     types, keys = demand.types, demand.keys
     demand, prio, first = _pinned_first(demand)
     order = _type_order(types, config.type_order)
-    runs = order_entries(prio, demand.deficit, demand.allocation, order, config.global_queue)
+    runs = order_entries(prio, demand.deficit, demand.allocation, order, config.global_queue,
+                         demand.tie_break)
     if demand.entity is not None:
         had = np.maximum(demand.received - config.received_seed_s, 0.0) - demand.deficit
         runs = interleave(runs, demand.entity, demand.allocation, demand.scale_factor,
@@ -289,7 +294,7 @@ def _plan_mixed(demand: Demand, view: ClusterView, config: PlannerConfig) -> Rou
     rank[order] = np.arange(n_real)
     primary = np.where(gpus[live] > 0, rank[None, :], n_real).argmin(axis=1)  # a type index
     runs = order_entries_mixed(prio, demand.deficit, demand.allocation, order,
-                               n_real + live, primary, config.global_queue)
+                               n_real + live, primary, config.global_queue, demand.tie_break)
     runnable = demand.runnable if config.hold_unallocated else (
         demand.runnable & demand.allocated[:, None])
     combos, type_idx = select_mixed(runs, prio, runnable, demand.scale_factor,

@@ -24,25 +24,35 @@ from .priorities import snapped
 from .quota import Quota, fits, take
 
 
+def tie_break(allocation: np.ndarray) -> np.ndarray:
+    """The sort's last key: -X on the priorities' grid (``priorities.snapped``). It changes
+    only with X, so a caller that keeps X between rounds may keep it too
+    (``Demand.tie_break``)."""
+    return -snapped(allocation.copy())
+
+
 def order_entries(prio: np.ndarray, deficit: np.ndarray, allocation: np.ndarray,
-                  type_order: list[int], global_queue: bool) -> list[tuple[int, np.ndarray]]:
+                  type_order: list[int], global_queue: bool,
+                  tie: np.ndarray | None = None) -> list[tuple[int, np.ndarray]]:
     """The visiting order: a list of (type index, combination indices) runs.
 
     Per-type mode gives one run per type in ``type_order``; global mode splits the merged
-    sort into runs of consecutive entries of the same type.
+    sort into runs of consecutive entries of the same type. ``tie``: ``tie_break(allocation)``
+    if the caller has it.
     """
+    tie = tie_break(allocation) if tie is None else tie
     if not global_queue:
         # One lexsort sorts every type's column at once.
-        order = np.lexsort((-snapped(allocation.copy()), -deficit, -prio), axis=0)
+        order = np.lexsort((tie, -deficit, -prio), axis=0)
         return [(j, order[:, j]) for j in type_order]
-    return _merged_runs(prio, deficit, allocation, np.array(type_order, dtype=int))
+    return _merged_runs(prio, deficit, tie, np.array(type_order, dtype=int))
 
 
-def _merged_runs(prio, deficit, allocation, cols: np.ndarray) -> list[tuple[int, np.ndarray]]:
+def _merged_runs(prio, deficit, tie, cols: np.ndarray) -> list[tuple[int, np.ndarray]]:
     """The entries of columns ``cols`` in one sorted list, cut into runs of one column."""
-    p, d, x = prio[:, cols], deficit[:, cols], snapped(allocation[:, cols])
+    p, d, x = prio[:, cols], deficit[:, cols], tie[:, cols]
     # Flattened row-major: combination-major, then column in ``cols`` order (stable tie-break).
-    flat = np.lexsort((-x.ravel(), -d.ravel(), -p.ravel()))
+    flat = np.lexsort((x.ravel(), -d.ravel(), -p.ravel()))
     combos, type_pos = np.divmod(flat, len(cols))
     cuts = np.flatnonzero(np.diff(type_pos)) + 1
     starts = np.concatenate(([0], cuts)).tolist()
@@ -153,7 +163,8 @@ def _usable(runnable: np.ndarray, prio: np.ndarray, j: int, backfill: bool) -> n
 
 def order_entries_mixed(prio: np.ndarray, deficit: np.ndarray, allocation: np.ndarray,
                         type_order: list[int], configs: np.ndarray, primary: np.ndarray,
-                        global_queue: bool) -> list[tuple[int, np.ndarray]]:
+                        global_queue: bool,
+                        tie: np.ndarray | None = None) -> list[tuple[int, np.ndarray]]:
     """``order_entries`` with configuration columns ``configs`` (several types at once):
     a configuration joins the queue of its ``primary`` type (its first type in
     ``type_order``), sorted with that type's entries by the same keys; the runs are maximal
@@ -162,7 +173,8 @@ def order_entries_mixed(prio: np.ndarray, deficit: np.ndarray, allocation: np.nd
         groups = [np.concatenate([np.array(type_order, dtype=int), configs])]
     else:
         groups = [np.concatenate([[j], configs[primary == j]]).astype(int) for j in type_order]
-    return [run for cols in groups for run in _merged_runs(prio, deficit, allocation, cols)]
+    tie = tie_break(allocation) if tie is None else tie
+    return [run for cols in groups for run in _merged_runs(prio, deficit, tie, cols)]
 
 
 def select_mixed(runs, prio: np.ndarray, runnable: np.ndarray, scale_factor: np.ndarray,

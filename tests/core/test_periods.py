@@ -1,5 +1,6 @@
 """``periods.install``: an allocation's X rows into the core's rows, the same whether it
-names single jobs only (read all at once) or pairs too (key by key)."""
+names single jobs only (read all at once) or pairs too (key by key), and the planner's sort
+key made from them (``Rows.tie``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 
 from gavelsched.core.periods import install
 from gavelsched.core.rows import Rows
+from gavelsched.mechanism.selection import tie_break
 from policies import Allocation
 
 TYPES = ("v100", "p100", "k80")
@@ -44,3 +46,5 @@ def test_install_sets_x_of_the_keys_it_covers(jobs, seed, with_pair, all_types):
             want[rows.index[key]] = [row.get(t, 0.0) for t in TYPES]
     assert rows.allocation.tobytes() == want.tobytes()
     assert rows.allocated.tolist() == [key in allocation for key in rows.keys]
+    # the planner's sort key, made with X (the planner reads it instead of making it)
+    assert rows.tie.tobytes() == tie_break(want).tobytes()

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from gavelsched.core.rows import Rows
 
-ARRAYS = ("scale_factor", "rate", "received", "deficit", "allocation", "allocated", "ran",
-          "left")
+ARRAYS = ("scale_factor", "rate", "received", "deficit", "allocation", "tie", "allocated",
+          "ran", "left")
 
 
 def _rows(jobs: int, pairs: int, rng) -> Rows:
@@ -21,7 +21,7 @@ def _rows(jobs: int, pairs: int, rng) -> Rows:
     ab = [rng.choice(jobs, 2, replace=False).tolist() for _ in range(pairs if jobs > 1 else 0)]
     ab = list(dict.fromkeys(tuple(sorted(p)) for p in ab))
     rows.add_many([(f"{a}+{b}", (str(a), str(b)), 1, rng.random((3, 2))) for a, b in ab], 10.0)
-    for name in ("received", "deficit", "allocation"):
+    for name in ("received", "deficit", "allocation", "tie"):
         getattr(rows, name)[:] = rng.random(getattr(rows, name).shape)
     rows.allocated[:] = rng.random(len(rows)) < 0.5
     rows.ran[:] = rng.random(rows.ran.shape) < 0.5
