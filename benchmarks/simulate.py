@@ -10,6 +10,7 @@ noisy; the header gives the load average when the benchmark started). Usage::
     python benchmarks/simulate.py --case continuous-1500 --repeat 3
     python benchmarks/simulate.py --profile continuous-1500-random   # where the time goes
     python benchmarks/simulate.py --stages continuous-1500    # the same, per stage, no profiler
+    python benchmarks/simulate.py --stages continuous-1500 --instructions   # stages, counted
     git worktree add /tmp/before COMMIT   # an older tree, run by this file, side by side:
     python benchmarks/simulate.py --before /tmp/before --repeat 3
     python benchmarks/simulate.py --before /tmp/before --case continuous-1500 --instructions
@@ -208,18 +209,32 @@ STAGES = [
 ]
 
 
+# The stages of ``STAGES`` that change nothing but their result (called twice, the run is
+# the same, and the second call's instructions are the stage's own), each called once a
+# re-solve or once a round.
+PURE_STAGES = {"  the policy (policy.solve)": "resolves", "  its problem (build_problem)":
+               "resolves", "the planner (plan_round)": "rounds",
+               "its inputs (_demand)": "rounds", "the round's tasks (build_batch)": "rounds"}
+
+
+def _stage(label: str):
+    """(the object holding stage ``label`` of ``STAGES``, its attribute name)."""
+    import importlib
+
+    _, module, owner, attr = next(stage for stage in STAGES if stage[0] == label)
+    holder = importlib.import_module(module)
+    return (getattr(holder, owner) if owner else holder), attr
+
+
 def stages(name: str) -> None:
     """Run ``name`` once with each of ``STAGES`` timed by ``perf_counter`` around its calls
     (about half a microsecond a call added, not cProfile's several per Python call): wall
     seconds, share of the simulation, calls and microseconds a round."""
-    import importlib
-
     spent: dict[str, float] = {}
     calls: dict[str, int] = {}
     undo = []
-    for label, module, owner, attr in STAGES:
-        holder = importlib.import_module(module)
-        holder = getattr(holder, owner) if owner else holder
+    for label, *_ in STAGES:
+        holder, attr = _stage(label)
         inner = getattr(holder, attr)
         spent[label], calls[label] = 0.0, 0
 
@@ -247,16 +262,72 @@ def stages(name: str) -> None:
               f"{calls[label]:>7} {1e6 * spent[label] / rounds:>9.1f}")
 
 
+def call_twice(label: str) -> None:
+    """Make stage ``label`` (one of ``PURE_STAGES``) do its work twice a call."""
+    holder, attr = _stage(label)
+    inner = getattr(holder, attr)
+
+    def twice(*args, **kwargs):
+        inner(*args, **kwargs)
+        return inner(*args, **kwargs)
+
+    setattr(holder, attr, twice)
+
+
+def _callgrind(valgrind: str, child: list[str], tree: Path, cwd: str) -> tuple[int, str]:
+    """The instructions a fresh ``python child...`` ran under callgrind with ``tree`` on
+    its path (``PYTHONHASHSEED=0``), and its standard output."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "callgrind.out"
+        env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"}
+        run = subprocess.run([valgrind, "--tool=callgrind", f"--callgrind-out-file={out}",
+                              sys.executable, *child], capture_output=True, text=True,
+                             check=True, env=env, cwd=cwd)
+        total = next(int(line.split()[1]) for line in out.read_text().splitlines()
+                     if line.startswith("totals:"))
+    return total, run.stdout
+
+
+def _valgrind() -> str | None:
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        print("simulate.py: --instructions needs valgrind (apt install valgrind)",
+              file=sys.stderr)
+    return valgrind
+
+
+def stage_instructions(name: str) -> int:
+    """``--stages CASE --instructions``: each of ``PURE_STAGES``'s instructions in a run of
+    ``name``, as a run with that stage called twice less a plain run (one fresh process
+    under callgrind each); share of the plain run, per call and per round. Work a stage
+    caches on its inputs (a ``Problem``'s cached properties) counts only once: a floor."""
+    valgrind = _valgrind()
+    if valgrind is None:
+        return 2
+    child = [__file__, "--child", name]
+    with tempfile.TemporaryDirectory() as away:
+        plain, out = _callgrind(valgrind, child, REPO, away)
+        row = json.loads(out.strip().splitlines()[-1])
+        print(f"# {name}: {plain / 1e9:.3f} G instructions, {row['rounds']} rounds, "
+              f"{row['resolves']} re-solves (callgrind, a stage: twice less once)")
+        print(f"{'stage':<34} {'G':>6} {'share':>6} {'k a call':>9} {'k a round':>10}")
+        for label, per in PURE_STAGES.items():
+            twice, _ = _callgrind(valgrind, child + ["--twice", label], REPO, away)
+            extra = twice - plain
+            print(f"{label:<34} {extra / 1e9:>6.3f} {100 * extra / plain:>5.1f}% "
+                  f"{extra / max(row[per], 1) / 1e3:>9.0f} "
+                  f"{extra / max(row['rounds'], 1) / 1e3:>10.0f}", flush=True)
+    return 0
+
+
 def instructions(names: list[str], trees: dict[str, Path]) -> int:
     """``--instructions``: each case on each tree in a fresh process under valgrind's
     callgrind (``PYTHONHASHSEED=0``): the instructions the whole process ran (imports
     included) and their change against ``--before``. The case ``cli`` (``--cli
     --instructions``) is the README's ``gavelsched simulate`` on the defaults. A machine's
     load moves wall and CPU times by more than a few percent; it does not move these."""
-    valgrind = shutil.which("valgrind")
+    valgrind = _valgrind()
     if valgrind is None:
-        print("simulate.py: --instructions needs valgrind (apt install valgrind)",
-              file=sys.stderr)
         return 2
     print(f"# instructions under callgrind, {platform.python_implementation()} "
           f"{platform.python_version()}, one run per case and tree")
@@ -264,15 +335,9 @@ def instructions(names: list[str], trees: dict[str, Path]) -> int:
         got = {}
         for label, tree in trees.items():
             with tempfile.TemporaryDirectory() as tmp:
-                out = Path(tmp) / "callgrind.out"
-                env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"}
                 child = (["-c", CLI_CHILD] if name == "cli"    # (run from ``tmp``: see
                          else [__file__, "--child", name])     # ``cli_runs``)
-                subprocess.run([valgrind, "--tool=callgrind", f"--callgrind-out-file={out}",
-                                sys.executable, *child], capture_output=True, text=True,
-                               check=True, env=env, cwd=tmp)
-                got[label] = next(int(line.split()[1]) for line in
-                                  out.read_text().splitlines() if line.startswith("totals:"))
+                got[label], _ = _callgrind(valgrind, child, tree, tmp)
         for label, n in got.items():
             change = (f"  {100 * (n / got['before '] - 1):+.1f}% against before"
                       if label == "after " else "")
@@ -342,12 +407,16 @@ def main() -> int:
                         help="arrival rate of --growth's traces (default 6, as continuous-1500)")
     parser.add_argument("--instructions", action="store_true",
                         help="count each case's instructions under valgrind (per tree with "
-                             "--before; with --cli, of the README's command): a comparison "
-                             "the machine's load does not move")
+                             "--before; with --cli, of the README's command; with --stages, "
+                             "of each stage that can run twice): a comparison the machine's "
+                             "load does not move")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--twice", choices=list(PURE_STAGES), help=argparse.SUPPRESS)
     parser.add_argument("--growth-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
+        if args.twice:
+            call_twice(args.twice)
         print(json.dumps(run_case(args.child)))
         return 0
     if args.growth_child:
@@ -365,6 +434,8 @@ def main() -> int:
         profile(args.profile)
         return 0
     if args.stages:
+        if args.instructions:
+            return stage_instructions(args.stages)
         stages(args.stages)
         return 0
     trees = {"": REPO} if not args.before else {"before ": Path(args.before).resolve(),

@@ -31,3 +31,28 @@ def test_every_stage_is_timed_at_each_call_and_put_back(monkeypatch, capsys):
     assert set(calls) == {label.strip() for label, *_ in sim.STAGES}
     assert calls["the planner (plan_round)"] == rounds
     assert calls["the policy (policy.solve)"] == resolves > 0
+
+
+def test_a_pure_stage_called_twice_leaves_the_run_as_it_was(monkeypatch):
+    """``--stages CASE --instructions`` counts a stage as a run with it called twice less a
+    plain run, which holds only if a second call changes nothing: the same rounds,
+    re-solves and JCT, and each call made twice."""
+    with loaded("simulate") as sim:
+        monkeypatch.setitem(sim.CASES, "tiny", (40, 6.0, "max_min_fairness_perf", False, None))
+        for label in sim.PURE_STAGES:
+            holder, attr = sim._stage(label)
+            inner = getattr(holder, attr)
+            calls = []
+
+            def counted(*args, _inner=inner, **kwargs):
+                calls.append(1)
+                return _inner(*args, **kwargs)
+
+            monkeypatch.setattr(holder, attr, counted)     # (put back at the test's end)
+            plain, once = sim.run_case("tiny"), len(calls)
+            sim.call_twice(label)
+            doubled = sim.run_case("tiny")
+            monkeypatch.setattr(holder, attr, inner)
+            assert once >= plain[sim.PURE_STAGES[label]] > 0 and len(calls) == 3 * once, label
+            assert [doubled[k] for k in ("rounds", "resolves", "avg_jct_h")] == \
+                [plain[k] for k in ("rounds", "resolves", "avg_jct_h")], label
