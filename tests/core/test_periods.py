@@ -7,6 +7,7 @@ from __future__ import annotations
 from types import MappingProxyType
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -48,3 +49,28 @@ def test_install_sets_x_of_the_keys_it_covers(jobs, seed, with_pair, all_types):
     assert rows.allocated.tolist() == [key in allocation for key in rows.keys]
     # the planner's sort key, made with X (the planner reads it instead of making it)
     assert rows.tie.tobytes() == tie_break(want).tobytes()
+
+
+@pytest.mark.parametrize("policy", ["max_min_fairness_perf", "max_min_fairness_packed"])
+def test_the_kept_sort_key_is_the_one_x_makes_at_every_plan(monkeypatch, policy):
+    """``Rows.tie`` stays ``tie_break(X)`` through arrivals, finishes, re-solves and the pair
+    rows a packing policy adds: every plan of a simulation is handed the key that X
+    would make."""
+    import gavelsched.core.core as core_module
+    from simulator import simulate
+    from traces.catalog import default_table
+    from traces.generator import generate_trace
+
+    plan_round, plans = core_module.plan_round, []
+
+    def checked(demand, *args, **kwargs):
+        # (equal as the sort compares them: a row added since X holds 0.0 where X makes -0.0)
+        assert np.array_equal(demand.tie_break, tie_break(demand.allocation))
+        plans.append(len(demand.keys))
+        return plan_round(demand, *args, **kwargs)
+
+    monkeypatch.setattr(core_module, "plan_round", checked)
+    table = default_table()
+    result = simulate(generate_trace(40, 8.0, table=table, seed=1), table,
+                      {"v100": 3, "p100": 3, "k80": 3}, policy)
+    assert result.resolves > 1 and len(plans) == result.rounds and max(plans) > 1
