@@ -92,6 +92,9 @@ def test_worker_kill9_resumes_elsewhere_and_a_lost_checkpoint_fails_only_its_job
     assert {w.type: w.alive for w in cluster.status().workers}[survivor]
 
 
+STEPS_KEPT = 720
+
+
 def test_a_restarted_scheduler_keeps_the_run_it_finds_going_on(tmp_path):
     """``kill -9`` of the scheduler just after a round began, and a new one on the same
     state: the job's process goes on under the new scheduler (its lease extended on the
@@ -101,7 +104,10 @@ def test_a_restarted_scheduler_keeps_the_run_it_finds_going_on(tmp_path):
         c.start_scheduler()
         c.start_worker("v100")
         wait_until(lambda: c.alive_workers() == 1, 60, "the worker")
-        job = c.submit(400)                            # ~17 s at the v100's 24 steps/s
+        # ~30 s at the v100's 24 steps/s: the kill comes ~12 s in, and the new scheduler
+        # must find the run still going on a loaded machine (at 400 steps, ~17 s, a restart
+        # of 4 s under load came after the run's end, and nothing was left to keep)
+        job = c.submit(STEPS_KEPT)
         wait_until(lambda: c.jobs()[job].state == "running", 60, "the job to start")
         log = tmp_path / "scheduler.log"
 
@@ -117,7 +123,7 @@ def test_a_restarted_scheduler_keeps_the_run_it_finds_going_on(tmp_path):
                    "the new scheduler to keep the run")
         done = c.wait_done([job])
         assert done[job].state == "done", done[job].reason
-        assert done[job].steps_done == 400
+        assert done[job].steps_done == STEPS_KEPT
         worker_log = (tmp_path / "worker0.log").read_text()
         assert len(re.findall(rf"job {job} round \d+: launched", worker_log)) == 1, worker_log
         assert f"job {job}: lease extended" in worker_log
