@@ -181,7 +181,8 @@ class RoundPlan:
         return sum(len(w) for w in self.workers)
 
 
-def plan_round(demand: Demand, view: ClusterView, config: PlannerConfig = PlannerConfig()) -> RoundPlan:
+def plan_round(demand: Demand, view: ClusterView,
+               config: PlannerConfig = PlannerConfig()) -> RoundPlan:
     """Priorities, then greedy selection, then placement (thesis §5.5, Algorithm 2); with
     ``demand.quota``, no capped entity gets more GPUs than its room (``quota.py``)."""
     if demand.configurations:
