@@ -433,12 +433,12 @@ class Worker:
             for g, jobs in self._starting.items():
                 busy.setdefault(g, set()).update(jobs)
             ready = []
-            running = set(self.launcher.running_jobs())
+            running = set(self.launcher.running_jobs()).union(*self._starting.values())
             for p in list(self._pending.values()):    # oldest first
                 others = {p.spec.job_id, p.spec.partner}
                 if any(busy.get(g, others) - others for g in p.spec.gpus) \
                         or p.spec.job_id in running:
-                    continue   # (an older run of the same job is still exiting)
+                    continue   # (an older run of the same job is still exiting or starting)
                 ready.append(p)
                 del self._pending[p.spec.job_id]
                 for g in p.spec.gpus:
@@ -454,9 +454,25 @@ class Worker:
             finally:
                 with self._lock:
                     for g in p.spec.gpus:
-                        self._starting[g].discard(p.spec.job_id)
-                        if not self._starting[g]:
-                            del self._starting[g]
+                        self._starting.get(g, set()).discard(p.spec.job_id)
+                    self._starting = {g: jobs for g, jobs in self._starting.items() if jobs}
+                self._extend_waiting(p.spec)
+
+    def _extend_waiting(self, launched: LaunchSpec) -> None:
+        """A RunJob queued during its own run's launch: as ``run_job`` (extend, or supersede)."""
+        job, gen = launched.job_id, launched.generation
+        with self._lock:
+            waiting = self._pending.get(job)
+            if waiting is None or self.launcher.generation_of(job) != gen \
+                    or waiting.spec.generation < gen:
+                return
+            if waiting.spec.generation == gen:
+                del self._pending[job]
+        if waiting.spec.generation > gen:
+            self.launcher.kill(job, f"superseded by run generation {waiting.spec.generation}", gen)
+        else:
+            self.launcher.extend(job, gen, waiting.spec.round, waiting.spec.max_seconds,
+                                 self.round_seconds)
 
     def kill_job(self, job_id: str, reason: str, generation: int = 0) -> bool:
         """Kill a running job, or drop a queued one (reported at once, as never started);
