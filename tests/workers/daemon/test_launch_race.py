@@ -9,22 +9,13 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
-
-from tests.workers.fake_scheduler import FakeScheduler
-from workers.daemon.worker import Worker, WorkerConfig
-
-from .test_worker import TOKEN, run_job
+from .test_worker import cluster, run_job  # noqa: F401, F811 - cluster: the fixture
 
 LAUNCH_S = 1.0     # each launch takes this long here, so that a RunJob lands inside one
 
 
-@pytest.fixture
-def slow_launches(tmp_path):
-    sched = FakeScheduler(token=TOKEN)
-    sched.start()
-    worker = Worker(WorkerConfig(scheduler=sched.address, worker_type="v100", gpus=1,
-                                 work_dir=tmp_path / "work", token=TOKEN, grace_s=0.5))
+def test_a_run_job_during_its_own_launch_extends_the_run(cluster, monkeypatch):  # noqa: F811
+    sched, worker = cluster
     launch, launches = worker.launcher.launch, []
 
     def slow(spec):
@@ -32,15 +23,7 @@ def slow_launches(tmp_path):
         time.sleep(LAUNCH_S)
         return launch(spec)
 
-    worker.launcher.launch = slow
-    worker.start()
-    yield sched, worker, launches
-    worker.stop()
-    sched.stop()
-
-
-def test_a_run_job_during_its_own_launch_extends_the_run(slow_launches):
-    sched, worker, launches = slow_launches
+    monkeypatch.setattr(worker.launcher, "launch", slow)
     stub = sched.worker_stub(worker.address)
     first = run_job("a", command="sleep 600", max_seconds=30.0)
     again = run_job("a", command="sleep 600", max_seconds=60.0)
