@@ -18,8 +18,9 @@ killed predecessor left running are killed first (``leftovers``). A worker may c
 profile of its type (``gavelsched worker --profile``, ``traces.profiles``): every
 registration sends it, so a restarted scheduler gets it too. A worker that is stopping
 (SIGTERM) drains itself and waits for its runs to end with their leases (``leave``), so no
-step since their last checkpoint is lost. About 470 lines: the three threads share the
-pending launches and the outbox under one lock, so they stay in one class.
+step since their last checkpoint is lost. A RunJob whose GPUs are still held waits in a
+``LaunchQueue``. A thread's loop that fails is logged and started again: a monitor thread
+gone would leave the worker reporting no exits and starting nothing.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from traces.workloads import UnknownWorkload, check_workload, workload_for
 
 from . import leftovers, logfiles
 from .emulation import Emulation
+from .launch_queue import LaunchQueue, StaleRunJob
 from .launcher import JobExit, Launcher, LaunchSpec, command_for
 
 log = logging.getLogger(__name__)
@@ -75,14 +77,6 @@ class WorkerConfig:
     profile: Profile | None = None   # this machine's measured throughputs, sent at registration
 
 
-@dataclass
-class _Pending:
-    """A RunJob waiting for its GPUs (the job before it is still saving its checkpoint)."""
-
-    spec: LaunchSpec
-    since: float
-
-
 class Worker:
     """One worker daemon: ``start()``, then ``wait()`` until Shutdown or ``stop()``."""
 
@@ -98,9 +92,8 @@ class Worker:
         self.address = ""
         self._stub = pb_grpc.WorkerToSchedulerStub(
             channel(config.scheduler, token=config.token, ca=config.tls_ca))
-        self._lock = threading.Lock()
-        self._pending: dict[str, _Pending] = {}
-        self._starting: dict[int, set[str]] = {}   # GPU -> launches in progress (unlocked)
+        self._queue = LaunchQueue()
+        self._lock = threading.Lock()       # the outbox's
         self._outbox: list[pb.RoundReportRequest] = []
         self._unsent = threading.Event()    # the outbox has reports for the reporter
         self._flushing = threading.Lock()   # one sender at a time: reports keep their order
@@ -138,7 +131,8 @@ class Worker:
             raise
         for target, name in ((self._heartbeats, "heartbeat"), (self._monitor, "monitor"),
                              (self._reports, "reports")):
-            thread = threading.Thread(target=target, name=f"worker-{name}", daemon=True)
+            thread = threading.Thread(target=self._keep_running, args=(target, name),
+                                      name=f"worker-{name}", daemon=True)
             thread.start()
             self._threads.append(thread)
 
@@ -186,9 +180,7 @@ class Worker:
         self._beat()                       # tell the scheduler now
         deadline = time.monotonic() + limit
         while time.monotonic() < deadline and not self._stopped.is_set():
-            with self._lock:
-                waiting = bool(self._pending)
-            if not waiting and not self.launcher.running_jobs():
+            if not self._queue and not self.launcher.running_jobs():
                 break
             time.sleep(POLL_S)
         self.stop("drained" if not self.launcher.running_jobs()
@@ -259,17 +251,16 @@ class Worker:
         silent = time.monotonic() - self._reached
         if silent <= limit or self.server_id < 0:
             return
-        with self._lock:
-            queued, self._pending = list(self._pending.values()), {}
+        queued = self._queue.clear()
         running = self.launcher.unkilled_jobs()
         if running or queued:
             reason = (f"scheduler {self.config.scheduler} unreachable for {silent:.0f} s "
                       f"(longer than a lease)")
             log.warning("%s: stopping jobs %s", reason,
-                        sorted({*running, *(p.spec.job_id for p in queued)}))
+                        sorted({*running, *(spec.job_id for spec in queued)}))
             self.launcher.kill_all(reason)
-            for p in queued:
-                self._report([JobExit.unstarted(p.spec, f"{reason} (before it started)")])
+            self._report([JobExit.unstarted(spec, f"{reason} (before it started)")
+                          for spec in queued])
 
     def _heartbeats(self) -> None:
         """A heartbeat every ``heartbeat_seconds`` from the last one's send, not from its
@@ -333,6 +324,16 @@ class Worker:
                         self._outbox[:0] = outbox[i:]
                     return
 
+    def _keep_running(self, loop, name: str) -> None:
+        """A thread's ``loop``; one that fails (a bug) is logged with its traceback and
+        started again, until the worker stops."""
+        while not self._stopped.is_set():
+            try:
+                return loop()
+            except Exception:  # noqa: BLE001 - the worker must go on running its jobs
+                log.exception("worker %s thread failed; starting it again", name)
+                self._stopped.wait(POLL_S)
+
     def _monitor(self) -> None:
         while True:
             self.launcher.wait()        # a rank's end, or the ranks' poll period
@@ -369,25 +370,12 @@ class Worker:
                                                f"{request.generation}", here)
         try:
             spec = self._spec(request)
-        except (UnknownWorkload, LayoutEnvError) as err:
+            superseded = self._queue.add(spec)
+        except (UnknownWorkload, LayoutEnvError, StaleRunJob) as err:
             return pb.Ack(ok=False, message=str(err))
-        with self._lock:
-            # A later placement on the same GPUs supersedes a launch still waiting for them
-            # (the scheduler has moved on; running both would oversubscribe a GPU), but for
-            # its partner of a co-located pair, which runs beside it.
-            superseded = [p for job, p in self._pending.items()
-                          if job not in (request.job_id, request.colocated_job_id)
-                          and set(p.spec.gpus) & set(gpus)]
-            older = self._pending.get(request.job_id)
-            if older is not None and older.spec.generation > request.generation:
-                return pb.Ack(ok=False, message=f"stale RunJob for job {request.job_id}: "
-                                                f"generation {older.spec.generation} waits")
-            for p in superseded:
-                del self._pending[p.spec.job_id]
-            self._pending[request.job_id] = _Pending(spec, time.monotonic())
-        for p in superseded:
-            self._report([JobExit.unstarted(
-                p.spec, "superseded by a later placement on its GPUs (before it started)")])
+        self._report([JobExit.unstarted(
+            s, "superseded by a later placement on its GPUs (before it started)")
+            for s in superseded])
         self._start_pending()
         return pb.Ack(ok=True, message="launched" if self.launcher.gpus_of(request.job_id)
                       else "queued until its GPUs are free")
@@ -426,66 +414,33 @@ class Worker:
             partner=request.colocated_job_id)
 
     def _start_pending(self) -> None:
-        """Launch each queued job whose GPUs are free now: no other job on them, or only its
-        partner of a co-located pair (space sharing, thesis §5.3.1), which it runs beside."""
-        with self._lock:
-            busy = self.launcher.busy_gpus()
-            for g, jobs in self._starting.items():
-                busy.setdefault(g, set()).update(jobs)
-            ready = []
-            running = set(self.launcher.running_jobs()).union(*self._starting.values())
-            for p in list(self._pending.values()):    # oldest first
-                others = {p.spec.job_id, p.spec.partner}
-                if any(busy.get(g, others) - others for g in p.spec.gpus) \
-                        or p.spec.job_id in running:
-                    continue   # (an older run of the same job is still exiting or starting)
-                ready.append(p)
-                del self._pending[p.spec.job_id]
-                for g in p.spec.gpus:
-                    busy.setdefault(g, set()).add(p.spec.job_id)
-                    self._starting.setdefault(g, set()).add(p.spec.job_id)
-        for p in ready:
+        """Launch each queued job whose GPUs are free now (``LaunchQueue.ready``)."""
+        for spec in self._queue.ready(self.launcher):
             try:
-                self.launcher.launch(p.spec)
-            except OSError as err:
-                self._report([JobExit.unstarted(
-                    p.spec, f"cannot start {p.spec.argv[0]}: {err.strerror}", failed=True,
-                    code=127)])
-            finally:
-                with self._lock:
-                    for g in p.spec.gpus:
-                        self._starting.get(g, set()).discard(p.spec.job_id)
-                    self._starting = {g: jobs for g, jobs in self._starting.items() if jobs}
-                self._extend_waiting(p.spec)
-
-    def _extend_waiting(self, launched: LaunchSpec) -> None:
-        """A RunJob queued during its own run's launch: as ``run_job`` (extend, or supersede)."""
-        job, gen = launched.job_id, launched.generation
-        with self._lock:
-            waiting = self._pending.get(job)
-            if waiting is None or self.launcher.generation_of(job) != gen \
-                    or waiting.spec.generation < gen:
-                return
-            if waiting.spec.generation == gen:
-                del self._pending[job]
-        if waiting.spec.generation > gen:
-            self.launcher.kill(job, f"superseded by run generation {waiting.spec.generation}", gen)
-        else:
-            self.launcher.extend(job, gen, waiting.spec.round, waiting.spec.max_seconds,
-                                 self.round_seconds)
+                self.launcher.launch(spec)
+            except Exception as err:  # noqa: BLE001 - one bad launch never stops the others
+                if not isinstance(err, OSError):
+                    log.exception("launching job %s failed", spec.job_id)
+                why = err.strerror if isinstance(err, OSError) else f"{type(err).__name__}: {err}"
+                self._report([JobExit.unstarted(spec, f"cannot start {spec.argv[0]}: {why}",
+                                                failed=True, code=127)])
+            waiting = self._queue.launched(spec, self.launcher)
+            if waiting is None:
+                continue
+            if waiting.generation > spec.generation:   # a RunJob that came during the launch
+                self.launcher.kill(spec.job_id, f"superseded by run generation "
+                                                f"{waiting.generation}", spec.generation)
+            else:
+                self.launcher.extend(spec.job_id, spec.generation, waiting.round,
+                                     waiting.max_seconds, self.round_seconds)
 
     def kill_job(self, job_id: str, reason: str, generation: int = 0) -> bool:
         """Kill a running job, or drop a queued one (reported at once, as never started);
         with a ``generation``, only that run of it."""
         reason = reason or "killed by the scheduler"
-        with self._lock:
-            queued = self._pending.get(job_id)
-            if queued is not None and (not generation or queued.spec.generation == generation):
-                del self._pending[job_id]
-            else:
-                queued = None
+        queued = self._queue.drop(job_id, generation)
         if queued is not None:
-            self._report([JobExit.unstarted(queued.spec, f"{reason} (before it started)")])
+            self._report([JobExit.unstarted(queued, f"{reason} (before it started)")])
         return self.launcher.kill(job_id, reason, generation) or queued is not None
 
 

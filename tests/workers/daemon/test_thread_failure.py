@@ -1,0 +1,51 @@
+"""A bug in one of the worker's threads, or in one launch, must not wedge the worker: a
+monitor thread that died silently left it reporting no exits and starting nothing, while
+the scheduler went on extending runs that had ended. A real worker daemon against a fake
+scheduler over real gRPC; real processes."""
+
+from __future__ import annotations
+
+import logging
+
+from .test_worker import cluster, report_of, run_job  # noqa: F401, F811 - cluster: the fixture
+
+
+def test_a_failing_monitor_loop_is_logged_and_started_again(cluster, monkeypatch,  # noqa: F811
+                                                             caplog):
+    sched, worker = cluster
+    poll, failures = worker.launcher.poll, []
+
+    def poll_failing_once():
+        if not failures:
+            failures.append("a bug")
+            raise RuntimeError("a bug in the monitor's loop")
+        return poll()
+
+    caplog.set_level(logging.ERROR, logger="workers.daemon.worker")
+    monkeypatch.setattr(worker.launcher, "poll", poll_failing_once)
+    sched.wait_for(lambda: failures)
+    assert sched.worker_stub(worker.address).RunJob(run_job("a", command="true")).ok
+    report = report_of(sched, "a")              # the monitor saw its exit and reported it
+    assert (report.exit_code, report.failed) == (0, False)
+    assert "worker monitor thread failed; starting it again" in caplog.text
+    assert "a bug in the monitor's loop" in caplog.text   # with its traceback
+
+
+def test_a_launch_that_raises_fails_alone(cluster, monkeypatch, caplog):  # noqa: F811
+    sched, worker = cluster
+    launch = worker.launcher.launch
+
+    def launch_or_fail(spec):
+        if spec.job_id == "bad":
+            raise ValueError("a bug in this launch")
+        return launch(spec)
+
+    monkeypatch.setattr(worker.launcher, "launch", launch_or_fail)
+    stub = sched.worker_stub(worker.address)
+    assert stub.RunJob(run_job("bad", command="sleep 600", gpus=(0,))).ok
+    bad = report_of(sched, "bad")
+    assert bad.failed and bad.exit_code == 127
+    assert "cannot start /bin/sh: ValueError: a bug in this launch" in bad.reason, bad.reason
+    assert stub.RunJob(run_job("good", command="sleep 600", gpus=(0,))).ok   # its GPU is free
+    sched.wait_for(lambda: worker.launcher.running_jobs() == ["good"])
+    assert all(t.is_alive() for t in worker._threads)
