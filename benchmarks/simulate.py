@@ -109,7 +109,7 @@ def growth(sizes: list[int], rate: float) -> int:
     for n in sizes:
         out = subprocess.run([sys.executable, __file__, "--growth-child", str(n),
                               "--rate", str(rate)], capture_output=True, text=True, check=True,
-                             env={**os.environ, "PYTHONPATH": str(REPO)})
+                             env=child_env(REPO))
         r = json.loads(out.stdout.strip().splitlines()[-1])
         imports.append(r["imports_s"])
         print(f"{n:>8} {r['wall_s']:>8.2f} {r['cpu_s']:>8.2f} {1e3 * r['wall_s'] / n:>7.2f} "
@@ -279,13 +279,36 @@ def _callgrind(valgrind: str, child: list[str], tree: Path, cwd: str) -> tuple[i
     its path (``PYTHONHASHSEED=0``), and its standard output."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"
-        env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"}
+        env = child_env(tree, PYTHONHASHSEED="0")
         run = subprocess.run([valgrind, "--tool=callgrind", f"--callgrind-out-file={out}",
                               sys.executable, *child], capture_output=True, text=True,
                              check=True, env=env, cwd=cwd)
         total = next(int(line.split()[1]) for line in out.read_text().splitlines()
                      if line.startswith("totals:"))
     return total, run.stdout
+
+
+def child_env(tree: Path, **extra: str) -> dict[str, str]:
+    """The environment of a fresh process on ``tree`` (its packages first on the path)
+    that reads their bytecode from cache, as a user's installed package does: a shell with
+    ``PYTHONDONTWRITEBYTECODE`` set makes every process compile every module it imports, a
+    cost a user pays once (``--instructions`` reports it on a row of its own)."""
+    env = {**os.environ, "PYTHONPATH": str(tree), **extra}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def packages(tree: Path) -> list[str]:
+    """The packages ``pip install`` puts in place from ``tree``: its folders with an
+    ``__init__.py``, but its tests."""
+    return sorted(str(d) for d in tree.iterdir()
+                  if (d / "__init__.py").is_file() and d.name != "tests")
+
+
+def compile_tree(tree: Path) -> None:
+    """Cache the bytecode of ``tree``'s packages (what ``pip install`` does)."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *packages(tree)], check=True,
+                   env=child_env(tree))
 
 
 def _valgrind() -> str | None:
@@ -323,14 +346,20 @@ def stage_instructions(name: str) -> int:
 def instructions(names: list[str], trees: dict[str, Path]) -> int:
     """``--instructions``: each case on each tree in a fresh process under valgrind's
     callgrind (``PYTHONHASHSEED=0``): the instructions the whole process ran (imports
-    included) and their change against ``--before``. The case ``cli`` (``--cli
+    included, their bytecode cached: ``child_env``) and their change against ``--before``;
+    first, per tree, what compiling its packages costs once. The case ``cli`` (``--cli
     --instructions``) is the README's ``gavelsched simulate`` on the defaults. A machine's
     load moves wall and CPU times by more than a few percent; it does not move these."""
     valgrind = _valgrind()
     if valgrind is None:
         return 2
     print(f"# instructions under callgrind, {platform.python_implementation()} "
-          f"{platform.python_version()}, one run per case and tree")
+          f"{platform.python_version()}, one run per case and tree, bytecode cached")
+    for label, tree in trees.items():    # the one-time cost the rows below do not pay
+        n, _ = _callgrind(valgrind, ["-m", "compileall", "-q", "-f", *packages(tree)], tree,
+                          str(tree))
+        print(f"{label + 'compiling the packages':<28} {n / 1e9:8.3f} G instructions "
+              f"(once, at install: not in the rows below)", flush=True)
     for name in names:
         got = {}
         for label, tree in trees.items():
@@ -352,12 +381,10 @@ CLI_CHILD = ("import atexit, resource, sys\n"
              "from gavelsched.cli import main\nsys.exit(main(['simulate']))\n")
 
 
-def cli_runs(args) -> int:
+def cli_runs(args, trees: dict[str, Path]) -> int:
     """``gavelsched simulate`` in a fresh interpreter, per tree, alternating: wall seconds
     (interpreter start and imports included: the one-time cost a user pays every run) and
     peak RSS."""
-    trees = {"": REPO} if not args.before else {"before ": Path(args.before).resolve(),
-                                                   "after ": REPO}
     got: dict[str, list[tuple[float, float]]] = {label: [] for label in trees}
     # Run from an empty folder: ``python -c`` puts its working directory first on the path,
     # and from a tree's root that tree's packages would shadow PYTHONPATH's (every row then
@@ -365,7 +392,7 @@ def cli_runs(args) -> int:
     away = tempfile.mkdtemp(prefix="gavel-cli-")
     for _ in range(max(1, args.repeat)):
         for label, tree in trees.items():
-            env = {**os.environ, "PYTHONPATH": str(tree)}
+            env = child_env(tree)
             start = time.perf_counter()
             out = subprocess.run([sys.executable, "-c", CLI_CHILD], capture_output=True,
                                  text=True, check=True, env=env, cwd=away)
@@ -422,6 +449,10 @@ def main() -> int:
     if args.growth_child:
         print(json.dumps(run_growth(args.growth_child, args.rate)))
         return 0
+    trees = {"": REPO} if not args.before else {"before ": Path(args.before).resolve(),
+                                                   "after ": REPO}
+    for tree in trees.values():    # each fresh process below reads its bytecode from cache
+        compile_tree(tree)
     if args.growth:
         try:
             sizes = [int(x) for x in args.growth.split(",")]
@@ -438,10 +469,8 @@ def main() -> int:
             return stage_instructions(args.stages)
         stages(args.stages)
         return 0
-    trees = {"": REPO} if not args.before else {"before ": Path(args.before).resolve(),
-                                                   "after ": REPO}
     if args.cli:
-        return instructions(["cli"], trees) if args.instructions else cli_runs(args)
+        return instructions(["cli"], trees) if args.instructions else cli_runs(args, trees)
     names = args.case or list(CASES)
     if args.instructions:
         return instructions(names, trees)
@@ -458,7 +487,7 @@ def main() -> int:
         runs: dict[str, list[dict]] = {label: [] for label in trees}
         for _ in range(max(1, args.repeat)):
             for label, tree in trees.items():       # alternate: same load for both trees
-                env = {**os.environ, "PYTHONPATH": str(tree)}
+                env = child_env(tree)
                 out = subprocess.run([sys.executable, __file__, "--child", name],
                                      capture_output=True, text=True, check=True, env=env)
                 runs[label].append(json.loads(out.stdout.strip().splitlines()[-1]))
