@@ -4,8 +4,9 @@ A RunJob whose GPUs another job still holds (it is saving its checkpoint at the 
 end) waits here, and starts when they are free. A launch in progress counts as running:
 a RunJob that comes for the same run while it is being launched (its process not yet known
 to the launcher) waits, and is applied to the run once the launch has ended, never
-launched a second time. The worker's RPC threads and its monitor thread share the queue;
-it has a lock of its own.
+launched a second time. A stopping worker closes the queue: nothing waiting starts after
+that. The worker's RPC threads and its monitor thread share the queue; it has a lock of its
+own.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import threading
 from .launcher import Launcher, LaunchSpec
 
 
-class StaleRunJob(Exception):
-    """A RunJob older than the launch of the same job that waits here."""
+class Refused(Exception):
+    """A RunJob the queue does not take: older than a waiting launch of the same job, or
+    come after the queue closed."""
 
 
 class LaunchQueue:
@@ -26,6 +28,7 @@ class LaunchQueue:
         self._lock = threading.Lock()
         self._waiting: dict[str, LaunchSpec] = {}
         self._starting: dict[int, set[str]] = {}   # GPU -> jobs whose launch is under way
+        self._closed = False
 
     def __bool__(self) -> bool:
         with self._lock:
@@ -36,12 +39,14 @@ class LaunchQueue:
         placement on the same GPUs supersedes a launch still waiting for them (the scheduler
         has moved on; running both would oversubscribe a GPU), but for the partner of a
         co-located pair, which runs beside it: returns the superseded, now dropped.
-        Raises ``StaleRunJob`` when a newer run of the job waits."""
+        Raises ``Refused`` when a newer run of the job waits, or the queue is closed."""
         with self._lock:
+            if self._closed:
+                raise Refused(f"RunJob for job {spec.job_id} refused: this worker is stopping")
             older = self._waiting.get(spec.job_id)
             if older is not None and older.generation > spec.generation:
-                raise StaleRunJob(f"stale RunJob for job {spec.job_id}: generation "
-                                  f"{older.generation} waits")
+                raise Refused(f"stale RunJob for job {spec.job_id}: generation "
+                              f"{older.generation} waits")
             superseded = [s for job, s in self._waiting.items()
                           if job not in (spec.job_id, spec.partner)
                           and set(s.gpus) & set(spec.gpus)]
@@ -55,6 +60,8 @@ class LaunchQueue:
         its partner of a co-located pair, thesis §5.3.1) and whose job neither runs nor is
         being launched; they count as being launched until ``launched``."""
         with self._lock:
+            if self._closed:
+                return []
             busy = launcher.busy_gpus()
             for g, jobs in self._starting.items():
                 busy.setdefault(g, set()).update(jobs)
@@ -99,8 +106,10 @@ class LaunchQueue:
                 return None
             return self._waiting.pop(job_id)
 
-    def clear(self) -> list[LaunchSpec]:
-        """Remove and return every waiting launch."""
+    def clear(self, close: bool = False) -> list[LaunchSpec]:
+        """Remove and return every waiting launch; with ``close``, take none from now on
+        (the worker is stopping)."""
         with self._lock:
             waiting, self._waiting = list(self._waiting.values()), {}
+            self._closed = self._closed or close
         return waiting

@@ -44,7 +44,7 @@ from traces.workloads import UnknownWorkload, check_workload, workload_for
 
 from . import leftovers, logfiles
 from .emulation import Emulation
-from .launch_queue import LaunchQueue, StaleRunJob
+from .launch_queue import LaunchQueue, Refused
 from .launcher import JobExit, Launcher, LaunchSpec, command_for
 
 log = logging.getLogger(__name__)
@@ -187,12 +187,17 @@ class Worker:
                   else f"jobs still running after {limit:.0f} s")
 
     def stop(self, reason: str = "worker stopping") -> None:
-        """Kill every job, report their exits, stop serving."""
+        """Kill every job, report their exits and the launches that waited (never started),
+        stop serving."""
         if self._stopped.is_set():
             return
-        self.launcher.kill_all(reason)
+        self._report([JobExit.unstarted(spec, f"{reason} (before it started)")
+                      for spec in self._queue.clear(close=True)])
         deadline = time.monotonic() + 10
-        while self.launcher.running_jobs() and time.monotonic() < deadline:
+        while True:
+            self.launcher.kill_all(reason)   # (again: a launch under way when it closed)
+            if not self.launcher.running_jobs() or time.monotonic() >= deadline:
+                break
             self._report(self.launcher.poll())
             time.sleep(POLL_S)
         self._report(self.launcher.poll())
@@ -371,7 +376,7 @@ class Worker:
         try:
             spec = self._spec(request)
             superseded = self._queue.add(spec)
-        except (UnknownWorkload, LayoutEnvError, StaleRunJob) as err:
+        except (UnknownWorkload, LayoutEnvError, Refused) as err:
             return pb.Ack(ok=False, message=str(err))
         self._report([JobExit.unstarted(
             s, "superseded by a later placement on its GPUs (before it started)")

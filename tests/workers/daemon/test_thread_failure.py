@@ -49,3 +49,30 @@ def test_a_launch_that_raises_fails_alone(cluster, monkeypatch, caplog):  # noqa
     assert stub.RunJob(run_job("good", command="sleep 600", gpus=(0,))).ok   # its GPU is free
     sched.wait_for(lambda: worker.launcher.running_jobs() == ["good"])
     assert all(t.is_alive() for t in worker._threads)
+
+
+def test_a_stopping_worker_starts_none_of_its_queued_launches(cluster, monkeypatch):  # noqa: F811
+    """A run waiting for a GPU when the worker stops is reported as never started. It used
+    to start as soon as the run before it had been killed, and to go on running (on a GPU)
+    after the worker had stopped."""
+    sched, worker = cluster
+    launch, launched = worker.launcher.launch, []
+
+    def recorded(spec):
+        launched.append(spec.job_id)
+        return launch(spec)
+
+    monkeypatch.setattr(worker.launcher, "launch", recorded)
+    stub = sched.worker_stub(worker.address)
+    assert stub.RunJob(run_job("a", command="sleep 600", gpus=(0,))).ok
+    sched.wait_for(lambda: worker.launcher.running_jobs() == ["a"])
+    waiting = stub.RunJob(run_job("b", command="sleep 600", gpus=(0,)))
+    assert waiting.ok and "queued" in waiting.message, waiting.message   # a holds GPU 0
+    worker.stop("worker stopping")
+    try:
+        assert launched == ["a"], launched
+        assert worker.launcher.running_jobs() == []
+        b = report_of(sched, "b")
+        assert not b.failed and "worker stopping (before it started)" in b.reason, b.reason
+    finally:
+        worker.launcher.kill_all("test over")
