@@ -314,20 +314,24 @@ class Worker:
             self._flush()
 
     def _flush(self) -> None:
-        """Send the unsent round reports, oldest first; keep the rest for the next try."""
+        """Send the unsent round reports, oldest first; keep the rest for the next try,
+        whatever stopped the sending (a failed call, or a bug: no report is lost)."""
         with self._flushing:
             with self._lock:
                 outbox, self._outbox = self._outbox, []
-            for i, report in enumerate(outbox):
-                try:
+            sent = 0
+            try:
+                for report in outbox:
                     report.server_id = self.server_id
                     self._stub.ReportRound(report, timeout=RPC_TIMEOUT_S)
-                except grpc.RpcError as err:
-                    log.warning("ReportRound for job %s failed: %s", report.job_id,
-                                err.code().name)
+                    sent += 1
+            except grpc.RpcError as err:
+                log.warning("ReportRound for job %s failed: %s", outbox[sent].job_id,
+                            err.code().name)
+            finally:
+                if sent < len(outbox):
                     with self._lock:
-                        self._outbox[:0] = outbox[i:]
-                    return
+                        self._outbox[:0] = outbox[sent:]
 
     def _keep_running(self, loop, name: str) -> None:
         """A thread's ``loop``; one that fails (a bug) is logged with its traceback and

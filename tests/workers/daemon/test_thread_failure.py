@@ -76,3 +76,21 @@ def test_a_stopping_worker_starts_none_of_its_queued_launches(cluster, monkeypat
         assert not b.failed and "worker stopping (before it started)" in b.reason, b.reason
     finally:
         worker.launcher.kill_all("test over")
+
+
+def test_a_report_whose_sending_fails_is_kept_and_sent_again(cluster, monkeypatch):  # noqa: F811
+    """Round reports are the scheduler's record of what ran: one the reporter thread failed
+    to send, by a failed call or by a bug, is sent again, never dropped."""
+    sched, worker = cluster
+    send, failures = worker._stub.ReportRound, []
+
+    def failing_once(request, timeout=None):
+        if not failures:
+            failures.append(request.job_id)
+            raise RuntimeError("a bug in sending a report")
+        return send(request, timeout=timeout)
+
+    monkeypatch.setattr(worker._stub, "ReportRound", failing_once)
+    assert sched.worker_stub(worker.address).RunJob(run_job("a", command="true")).ok
+    report = report_of(sched, "a")          # sent again, once the thread had started again
+    assert failures == ["a"] and (report.exit_code, report.failed) == (0, False)
