@@ -80,8 +80,8 @@ class LaunchQueue:
         return ready
 
     def launched(self, spec: LaunchSpec, launcher: Launcher) -> LaunchSpec | None:
-        """``spec``'s launch has ended (started or failed). Returns a RunJob for the same run
-        or a newer one that came meanwhile, for the caller to apply to the run (same
+        """``spec``'s launch has ended (started or failed). Returns the spec of a RunJob for
+        the same run or a newer one that came meanwhile, for the caller to apply to the run (same
         generation: extend its lease; newer: supersede it); one of the same generation
         leaves the queue. None when there is none, or the run is not there."""
         job, gen = spec.job_id, spec.generation
@@ -106,10 +106,14 @@ class LaunchQueue:
                 return None
             return self._waiting.pop(job_id)
 
-    def clear(self, close: bool = False) -> list[LaunchSpec]:
-        """Remove and return every waiting launch; with ``close``, take none from now on
-        (the worker is stopping)."""
+    def clear(self) -> list[LaunchSpec]:
+        """Remove and return every waiting launch."""
         with self._lock:
             waiting, self._waiting = list(self._waiting.values()), {}
-            self._closed = self._closed or close
         return waiting
+
+    def close(self) -> list[LaunchSpec]:
+        """``clear``, and take nothing from now on (the worker is stopping)."""
+        with self._lock:
+            self._closed = True
+        return self.clear()

@@ -192,7 +192,7 @@ class Worker:
         if self._stopped.is_set():
             return
         self._report([JobExit.unstarted(spec, f"{reason} (before it started)")
-                      for spec in self._queue.clear(close=True)])
+                      for spec in self._queue.close()])
         deadline = time.monotonic() + 10
         while True:
             self.launcher.kill_all(reason)   # (again: a launch under way when it closed)
@@ -428,9 +428,11 @@ class Worker:
             try:
                 self.launcher.launch(spec)
             except Exception as err:  # noqa: BLE001 - one bad launch never stops the others
-                if not isinstance(err, OSError):
+                if isinstance(err, OSError):
+                    why = err.strerror
+                else:
                     log.exception("launching job %s failed", spec.job_id)
-                why = err.strerror if isinstance(err, OSError) else f"{type(err).__name__}: {err}"
+                    why = f"{type(err).__name__}: {err}"
                 self._report([JobExit.unstarted(spec, f"cannot start {spec.argv[0]}: {why}",
                                                 failed=True, code=127)])
             waiting = self._queue.launched(spec, self.launcher)

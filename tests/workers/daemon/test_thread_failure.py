@@ -74,6 +74,9 @@ def test_a_stopping_worker_starts_none_of_its_queued_launches(cluster, monkeypat
         assert worker.launcher.running_jobs() == []
         b = report_of(sched, "b")
         assert not b.failed and "worker stopping (before it started)" in b.reason, b.reason
+        late = worker.run_job(run_job("c", command="sleep 600", gpus=(1,)))   # (queue closed)
+        assert not late.ok and "this worker is stopping" in late.message, late.message
+        assert launched == ["a"], launched
     finally:
         worker.launcher.kill_all("test over")
 
@@ -94,3 +97,4 @@ def test_a_report_whose_sending_fails_is_kept_and_sent_again(cluster, monkeypatc
     assert sched.worker_stub(worker.address).RunJob(run_job("a", command="true")).ok
     report = report_of(sched, "a")          # sent again, once the thread had started again
     assert failures == ["a"] and (report.exit_code, report.failed) == (0, False)
+    assert [r.job_id for r in sched.log.rounds] == ["a"]      # sent once, not twice
