@@ -56,7 +56,8 @@ def place_units(keys: Sequence[str], worker_types: Sequence[str],
                 view: ClusterView) -> tuple[list[tuple[int, ...]], list[bool]]:
     """``place`` for one-worker requests on types whose servers hold one worker each (the
     common case, without building ``Request`` records): aligned lists of (worker ids,
-    lease extended). Same rules as ``_place_singles``."""
+    lease extended). Same rules as ``_place_singles`` (and as the compiled loop's, which
+    ``plan_round`` takes when it can: ``loops.py``)."""
     workers: list = [None] * len(keys)
     extended = [False] * len(keys)
     kept: set[int] = set()

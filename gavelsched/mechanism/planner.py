@@ -15,10 +15,11 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .loops import compiled
 from .placement import place, place_units
 from .priorities import priorities
 from .quota import Quota
-from .selection import order_entries, order_entries_mixed, select, select_mixed
+from .selection import order_entries, order_entries_mixed, select, select_mixed, tie_break
 from .shares import interleave
 from .view import ClusterView
 
@@ -190,6 +191,11 @@ def plan_round(demand: Demand, view: ClusterView,
     types, keys = demand.types, demand.keys
     demand, prio, first = _pinned_first(demand)
     order = _type_order(types, config.type_order)
+    if (compiled is not None and demand.entity is None and demand.quota is None
+            and not config.global_queue and all(map(view.one_worker_per_server, types))):
+        planned = _plan_units(demand, prio, order, view, config)
+        if planned is not None:
+            return _round_plan(demand, prio, *planned)
     runs = order_entries(prio, demand.deficit, demand.allocation, order, config.global_queue,
                          demand.tie_break)
     if demand.entity is not None:
@@ -215,6 +221,24 @@ def plan_round(demand: Demand, view: ClusterView,
         chosen = [got[k] for k in task_keys]
         workers, extended = (tuple(x) for x in zip(*chosen)) if chosen else ((), ())
     return _round_plan(demand, prio, combos, task_keys, type_idx, workers, extended, held)
+
+
+def _plan_units(demand: Demand, prio: np.ndarray, order: list[int], view: ClusterView,
+                config: PlannerConfig):
+    """``plan_round``'s selection, held-idle split and placement by the compiled loop
+    (``loops.py``), when every combination is a single job on one worker; None otherwise."""
+    runnable = demand.runnable if config.hold_unallocated else (
+        demand.runnable & demand.allocated[:, None])
+    tie = tie_break(demand.allocation) if demand.tie_break is None else demand.tie_break
+    previous = demand.previous
+    return compiled.plan_units(
+        prio, np.asarray(demand.deficit, dtype=float), np.asarray(tie, dtype=float),
+        runnable.view(np.uint8), demand.allocated.view(np.uint8),
+        np.asarray(demand.member_rows, dtype=np.int64),
+        np.asarray(demand.scale_factor, dtype=np.int64), [view.count(t) for t in demand.types],
+        order, config.backfill, demand.keys, demand.types,
+        previous if type(previous) is dict else dict(previous), view.live_type_of,
+        view.live_workers)
 
 
 def _pinned_first(demand: Demand) -> tuple[Demand, np.ndarray, frozenset[str]]:

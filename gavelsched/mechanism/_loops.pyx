@@ -1,0 +1,192 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
+"""The round's hottest loops, compiled (built with the package when a C compiler is
+present; ``loops.py`` says whether they were).
+
+``plan_units`` plans the common round, in which every combination is a single job on one
+worker and every server holds one worker: the selection of ``selection.py`` (per-type
+queues, thesis §5.5, Algorithm 2), the split of ``planner._hold_unallocated`` and the
+placement of ``placement._place_units`` (§5.5, last paragraph). In Python that is about a
+hundred numpy and list calls on arrays of about a hundred rows; here each type's usable rows
+are sorted by one stable merge sort on the same keys as ``order_entries``' lexsort, and the
+first ``room`` are taken. It gives exactly what the Python path gives, which
+``tests/core/test_loops.py`` checks on random inputs.
+"""
+
+from libc.stdint cimport int64_t
+from libc.stdlib cimport free, malloc
+
+
+cdef inline bint _lt(double x, double y) noexcept nogil:
+    """numpy's sort order: NaN after every number."""
+    return x < y or (y != y and x == x)
+
+
+cdef inline bint _before(Py_ssize_t a, Py_ssize_t b, const double[:, :] prio,
+                         const double[:, :] deficit, const double[:, :] tie,
+                         Py_ssize_t j) noexcept nogil:
+    """Row a comes before row b in type j's queue: keys (-priority, -deficit, tie), as
+    ``order_entries``' lexsort; the stable sort keeps row order on a full tie."""
+    cdef double x = -prio[a, j], y = -prio[b, j]
+    if _lt(x, y):
+        return True
+    if _lt(y, x):
+        return False
+    x = -deficit[a, j]
+    y = -deficit[b, j]
+    if _lt(x, y):
+        return True
+    if _lt(y, x):
+        return False
+    return _lt(tie[a, j], tie[b, j])
+
+
+cdef void _sort(Py_ssize_t* rows, Py_ssize_t* spare, Py_ssize_t n, const double[:, :] prio,
+                const double[:, :] deficit, const double[:, :] tie,
+                Py_ssize_t j) noexcept nogil:
+    """Stable sort of ``rows[:n]`` into queue order: insertion sort of runs of 8, then
+    merges (``spare`` holds n more)."""
+    cdef Py_ssize_t run = 8, lo, mid, hi, a, b, k, i, x, width
+    cdef Py_ssize_t* src = rows
+    cdef Py_ssize_t* dst = spare
+    cdef Py_ssize_t* swap
+    lo = 0
+    while lo < n:
+        hi = min(lo + run, n)
+        for i in range(lo + 1, hi):
+            x = src[i]
+            k = i
+            while k > lo and _before(x, src[k - 1], prio, deficit, tie, j):
+                src[k] = src[k - 1]
+                k -= 1
+            src[k] = x
+        lo = hi
+    width = run
+    while width < n:
+        lo = 0
+        while lo < n:
+            mid = min(lo + width, n)
+            hi = min(lo + 2 * width, n)
+            a, b, k = lo, mid, lo
+            while a < mid and b < hi:
+                if _before(src[b], src[a], prio, deficit, tie, j):
+                    dst[k] = src[b]
+                    b += 1
+                else:
+                    dst[k] = src[a]
+                    a += 1
+                k += 1
+            while a < mid:
+                dst[k] = src[a]
+                a += 1
+                k += 1
+            while b < hi:
+                dst[k] = src[b]
+                b += 1
+                k += 1
+            lo = hi
+        swap = src
+        src = dst
+        dst = swap
+        width *= 2
+    if src != rows:
+        for i in range(n):
+            rows[i] = src[i]
+
+
+def plan_units(const double[:, :] prio, const double[:, :] deficit, const double[:, :] tie,
+               const unsigned char[:, :] runnable, const unsigned char[:] allocated,
+               const int64_t[:, :] members, const int64_t[:] scale, list free_workers,
+               list type_order, bint backfill, tuple keys, tuple types, dict previous,
+               dict type_of, live_workers):
+    """The round as ``planner._round_plan`` takes it: (rows, their keys, type columns,
+    workers, lease extended, held idle); None when a combination is not a single job on one
+    worker (the Python path plans it). ``runnable`` and ``allocated`` are the flags as uint8,
+    ``members`` the ``member_rows``, ``scale`` the scale factors."""
+    cdef Py_ssize_t c = prio.shape[0], i
+    for i in range(c):
+        if scale[i] != 1 or members[i, 1] >= 0:
+            return None
+    combos, columns = _select(prio, deficit, tie, runnable, members, free_workers, type_order,
+                              backfill)
+    held, ran, ran_columns = [], [], []
+    for i, column in zip(combos, columns):
+        if allocated[i]:
+            ran.append(i)
+            ran_columns.append(column)
+        else:       # admitted after the last re-solve: holds its worker idle (Gavel)
+            held.append((keys[i], types[column], 1))
+    task_keys = [keys[i] for i in ran]
+    workers, extended = place_units(task_keys, [types[j] for j in ran_columns], previous,
+                                    type_of, live_workers)
+    return ran, tuple(task_keys), ran_columns, tuple(workers), extended, tuple(held)
+
+
+cdef tuple _select(const double[:, :] prio, const double[:, :] deficit,
+                   const double[:, :] tie, const unsigned char[:, :] runnable,
+                   const int64_t[:, :] members, list free_workers, list type_order,
+                   bint backfill):
+    """Aligned lists (rows, type columns) of the round's selection, in the order taken."""
+    cdef Py_ssize_t c = prio.shape[0], i, j, n, room, k, jobs = 0
+    for i in range(c):
+        jobs = max(jobs, members[i, 0] + 1)
+    cdef Py_ssize_t* rows = <Py_ssize_t*> malloc((2 * c + 1) * sizeof(Py_ssize_t))
+    cdef unsigned char* taken = <unsigned char*> malloc(jobs + 1)
+    if rows == NULL or taken == NULL:
+        free(rows)
+        free(taken)
+        raise MemoryError()
+    for i in range(jobs + 1):
+        taken[i] = 0
+    combos, columns = [], []
+    try:
+        for column in type_order:
+            j = column
+            room = free_workers[j]
+            if room <= 0:
+                continue
+            n = 0
+            for i in range(c):
+                if runnable[i, j] and (backfill or prio[i, j] > 0) and not taken[members[i, 0]]:
+                    rows[n] = i
+                    n += 1
+            _sort(rows, rows + c, n, prio, deficit, tie, j)
+            for k in range(min(n, room)):
+                i = rows[k]
+                taken[members[i, 0]] = 1
+                combos.append(i)
+                columns.append(column)
+    finally:
+        free(rows)
+        free(taken)
+    return combos, columns
+
+
+def place_units(keys, worker_types, dict previous, dict type_of, live_workers):
+    """``placement.place_units`` with the view's ``live_type_of`` and ``live_workers``."""
+    cdef Py_ssize_t n = len(keys), pos
+    cdef list workers = [None] * n
+    cdef list extended = [False] * n
+    cdef set kept = set()
+    cdef dict fresh = {}
+    for pos in range(n):
+        prev = previous.get(keys[pos])
+        t = worker_types[pos]
+        if prev is not None and len(prev) == 1 and type_of.get(prev[0]) == t:
+            workers[pos] = prev
+            extended[pos] = True
+            kept.add(prev[0])
+            continue
+        queue = fresh.get(t)
+        if queue is None:
+            fresh[t] = [pos]
+        else:
+            (<list> queue).append(pos)
+    for t, positions in fresh.items():
+        ids = live_workers(t)
+        spare = [w for w in ids if w not in kept] if kept else ids
+        if len(positions) > len(spare):
+            need = len(positions) + len(ids) - len(spare)
+            raise ValueError(f"placement: {need} {t} workers requested, {len(ids)} live")
+        for pos, w in zip(positions, spare):
+            workers[pos] = (w,)
+    return workers, extended

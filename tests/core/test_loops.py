@@ -1,0 +1,132 @@
+"""The compiled round loops (``gavelsched/mechanism/_loops.pyx``) give what their Python
+twins give, on random inputs: the selection's order (ties, infinities and NaNs included),
+the placement's workers and extensions, and a whole ``plan_round``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gavelsched.mechanism import (ClusterView, Demand, PlannerConfig, placement, plan_round,
+                                  planner, selection)
+from gavelsched.mechanism.loops import compiled
+
+pytestmark = pytest.mark.skipif(
+    compiled is None, reason="the round loops were not compiled (no C compiler at install, "
+    "or GAVELSCHED_PURE_PYTHON=1)")
+
+
+def _keys(rng, c: int, n: int) -> np.ndarray:
+    """Values with many ties, and some infinities and NaNs."""
+    values = rng.integers(0, 4, (c, n)).astype(float)
+    values[rng.random((c, n)) < 0.1] = np.inf
+    values[rng.random((c, n)) < 0.05] = np.nan
+    values[rng.random((c, n)) < 0.05] = -np.inf
+    return values
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 40), st.integers(1, 3), st.booleans(), st.integers(0, 2**31 - 1))
+def test_compiled_selection_matches_the_python_walk(c, n, backfill, seed):
+    rng = np.random.default_rng(seed)
+    types = ("v100", "p100", "k80")[:n]
+    view = ClusterView.build({t: int(rng.integers(0, c + 2)) for t in types})
+    prio = np.where(rng.random((c, n)) < 0.3, 0.0, _keys(rng, c, n))
+    deficit, tie = _keys(rng, c, n), _keys(rng, c, n)
+    runnable = rng.random((c, n)) < 0.8
+    first = rng.permutation(c + int(rng.integers(0, 3)))[:c].astype(np.int64)  # job numbers
+    members = np.stack([first, -np.ones(c, dtype=np.int64)], axis=1)
+    free = [view.count(t) for t in types]
+    order = [int(j) for j in rng.permutation(n)]
+    runs = selection.order_entries(prio, deficit, np.zeros((c, n)), order, False, tie)
+    rows, columns = selection.select(runs, prio, runnable, np.ones(c, dtype=int), members,
+                                     free, backfill)
+    keys = tuple(f"j{i}" for i in range(c))
+    got = compiled.plan_units(prio, deficit, tie, runnable.view(np.uint8),
+                              np.ones(c, dtype=np.uint8), members, np.ones(c, dtype=np.int64),
+                              free, order, backfill, keys, types, {}, view.live_type_of,
+                              view.live_workers)
+    assert (got[0], got[2]) == (rows, columns)
+
+
+def test_a_pair_or_a_multi_gpu_job_leaves_the_round_to_python():
+    view = ClusterView.build({"a": 4})
+    args = (np.ones((2, 1)), np.zeros((2, 1)), np.zeros((2, 1)), np.ones((2, 1), np.uint8),
+            np.ones(2, np.uint8))
+    rest = ([4], [0], True, ("x", "y"), ("a",), {}, view.live_type_of, view.live_workers)
+    single = np.array([[0, -1], [1, -1]], dtype=np.int64)
+    assert compiled.plan_units(*args, single, np.array([1, 1], np.int64), *rest) is not None
+    assert compiled.plan_units(*args, single, np.array([1, 2], np.int64), *rest) is None
+    pair = np.array([[0, -1], [0, 1]], dtype=np.int64)
+    assert compiled.plan_units(*args, pair, np.array([1, 1], np.int64), *rest) is None
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**31 - 1))
+def test_compiled_unit_placement_matches_python(seed):
+    rng = np.random.default_rng(seed)
+    view = ClusterView.build({"a": 6, "b": 4}).without(
+        [int(w) for w in rng.choice(10, size=int(rng.integers(0, 4)), replace=False)])
+    room = {t: view.count(t) for t in ("a", "b")}
+    keys, types, previous = [], [], {}
+    for i in range(14):
+        t = ("a", "b")[int(rng.integers(2))]
+        if room[t] == 0:
+            continue
+        room[t] -= 1
+        keys.append(f"j{i}")
+        types.append(t)
+        if rng.random() < 0.6:  # last round's workers: maybe down, of the other type, or two
+            taken = {w for p in previous.values() for w in p}
+            pool = [w for w in range(10) if w not in taken]
+            if pool:
+                size = 1 if rng.random() < 0.9 or len(pool) < 2 else 2
+                previous[f"j{i}"] = tuple(int(w) for w in rng.choice(pool, size, replace=False))
+    expected = placement.place_units(keys, types, previous, view)
+    got = compiled.place_units(keys, types, previous, view.live_type_of, view.live_workers)
+    assert got == expected
+
+
+def test_compiled_placement_names_a_type_that_lacks_workers():
+    view = ClusterView.build({"a": 1})
+    with pytest.raises(ValueError, match="placement: 2 a workers requested, 1 live"):
+        compiled.place_units(["x", "y"], ["a", "a"], {}, view.live_type_of, view.live_workers)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 30), st.integers(1, 3), st.booleans(), st.integers(0, 2**31 - 1))
+def test_a_round_planned_with_and_without_the_compiled_loops_is_the_same(c, n, backfill,
+                                                                         seed):
+    rng = np.random.default_rng(seed)
+    types = ("v100", "p100", "k80")[:n]
+    view = ClusterView.build({t: int(rng.integers(1, 8)) for t in types})
+    keys = tuple(f"j{i}" for i in range(c))
+    live = {t: view.live_workers(t) for t in types}
+    previous = {k: (live[t][int(rng.integers(len(live[t])))],) for k in keys
+                if rng.random() < 0.5 for t in [types[int(rng.integers(n))]]}
+    demand = Demand(
+        keys=keys, members=tuple((k,) for k in keys), types=types,
+        scale_factor=np.ones(c, dtype=int),
+        allocation=np.where(rng.random((c, n)) < 0.3, 0.0, rng.random((c, n)) / n),
+        received=rng.integers(0, 3, (c, n)) * 360.0, deficit=rng.integers(-2, 3, (c, n)) * 1.0,
+        runnable=rng.random((c, n)) < 0.9, allocated=rng.random(c) < 0.9,
+        previous=_disjoint(previous))
+    config = PlannerConfig(type_order=tuple(rng.permutation(types)), backfill=backfill)
+    fast = plan_round(demand, view, config)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(planner, "compiled", None)
+        slow = plan_round(demand, view, config)
+    assert fast.placements == slow.placements
+    assert fast.held_idle == slow.held_idle
+
+
+def _disjoint(previous: dict) -> dict:
+    """Last round's assignments hold each worker once."""
+    seen, out = set(), {}
+    for key, workers in previous.items():
+        if seen.isdisjoint(workers):
+            seen.update(workers)
+            out[key] = workers
+    return out
