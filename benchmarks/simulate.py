@@ -311,6 +311,20 @@ def compile_tree(tree: Path) -> None:
                    env=child_env(tree))
 
 
+def build_loops(tree: Path) -> float | None:
+    """CPU seconds (children's) of building ``tree``'s compiled loops (its ``setup.py``'s
+    extension, what ``pip install`` compiles) into a scratch folder; None without one."""
+    if not (tree / "setup.py").is_file():
+        return None
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with tempfile.TemporaryDirectory() as out:
+        subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--force",
+                        "--build-lib", out, "--build-temp", out], cwd=tree, check=True,
+                       capture_output=True, env=child_env(tree))
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+
+
 def _valgrind() -> str | None:
     valgrind = shutil.which("valgrind")
     if valgrind is None:
@@ -360,6 +374,10 @@ def instructions(names: list[str], trees: dict[str, Path]) -> int:
                           str(tree))
         print(f"{label + 'compiling the packages':<28} {n / 1e9:8.3f} G instructions "
               f"(once, at install: not in the rows below)", flush=True)
+        cpu = build_loops(tree)
+        if cpu is not None:
+            print(f"{label + 'building the C loops':<28} {cpu:8.1f} CPU s (Cython and the C "
+                  f"compiler, once, at install; their instructions are not counted)", flush=True)
     for name in names:
         got = {}
         for label, tree in trees.items():
