@@ -305,6 +305,21 @@ def packages(tree: Path) -> list[str]:
                   if (d / "__init__.py").is_file() and d.name != "tests")
 
 
+# Which round loops a tree runs: its compiled ones (``gavelsched/mechanism/loops.py``), their
+# Python twins (built without a C compiler, or GAVELSCHED_PURE_PYTHON=1), or a tree before them.
+LOOPS_CHILD = ("try:\n    from gavelsched.mechanism.loops import compiled\n"
+               "except ImportError:\n    print('Python round loops: a tree before the compiled ones')\n"
+               "else:\n    print('compiled round loops' if compiled else "
+               "'Python round loops: not compiled, or GAVELSCHED_PURE_PYTHON=1')\n")
+
+
+def round_loops(tree: Path) -> str:
+    """Which round loops ``tree`` runs (``LOOPS_CHILD``), from a fresh process on it."""
+    out = subprocess.run([sys.executable, "-c", LOOPS_CHILD], capture_output=True, text=True,
+                         check=True, env=child_env(tree), cwd=tempfile.gettempdir())
+    return out.stdout.strip()
+
+
 def compile_tree(tree: Path) -> None:
     """Cache the bytecode of ``tree``'s packages (what ``pip install`` does)."""
     subprocess.run([sys.executable, "-m", "compileall", "-q", *packages(tree)], check=True,
@@ -469,8 +484,9 @@ def main() -> int:
         return 0
     trees = {"": REPO} if not args.before else {"before ": Path(args.before).resolve(),
                                                    "after ": REPO}
-    for tree in trees.values():    # each fresh process below reads its bytecode from cache
+    for label, tree in trees.items():  # each fresh process below reads its bytecode from cache
         compile_tree(tree)
+        print(f"# {label or 'this tree'}: {tree} ({round_loops(tree)})")
     if args.growth:
         try:
             sizes = [int(x) for x in args.growth.split(",")]
