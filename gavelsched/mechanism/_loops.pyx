@@ -8,12 +8,16 @@ queues, thesis §5.5, Algorithm 2), the split of ``planner._hold_unallocated`` a
 placement of ``placement._place_units`` (§5.5, last paragraph). In Python that is about a
 hundred numpy and list calls on arrays of about a hundred rows; here each type's usable rows
 are sorted by one stable merge sort on the same keys as ``order_entries``' lexsort, and the
-first ``room`` are taken. It gives exactly what the Python path gives, which
-``tests/core/test_loops.py`` checks on random inputs.
+first ``room`` are taken. ``unsnapped_priorities`` is the arithmetic of
+``priorities.priorities`` (thesis §5.5), whose grid (a log and an exp) stays in numpy. Each
+gives exactly what the Python path gives, which ``tests/core/test_loops.py`` checks on
+random inputs.
 """
 
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
+
+import numpy as np
 
 
 cdef inline bint _lt(double x, double y) noexcept nogil:
@@ -93,40 +97,86 @@ cdef void _sort(Py_ssize_t* rows, Py_ssize_t* spare, Py_ssize_t n, const double[
             rows[i] = src[i]
 
 
+def unsnapped_priorities(const double[:, :] allocation, const double[:, :] received,
+                         const double[:] total, const unsigned char[:, :] runnable,
+                         const unsigned char[:] allocated, double unserved):
+    """X * total / received (``unserved`` * X where nothing was received), 0 where X is 0,
+    the combination cannot run or the allocation does not cover it: ``priorities``' values
+    before their grid, to the bit (one IEEE division and one product, as numpy's)."""
+    cdef Py_ssize_t c = allocation.shape[0], n = allocation.shape[1], i, j
+    out = np.empty((c, n))
+    cdef double[:, :] prio = out
+    cdef double x, r
+    for i in range(c):
+        for j in range(n):
+            x = allocation[i, j]
+            if not (x > 0 and runnable[i, j] and allocated[i]):
+                prio[i, j] = 0.0
+                continue
+            r = received[i, j]
+            prio[i, j] = x * (total[j] / r if r > 0 else unserved)
+    return out
+
+
 def plan_units(const double[:, :] prio, const double[:, :] deficit, const double[:, :] tie,
                const unsigned char[:, :] runnable, const unsigned char[:] allocated,
                const int64_t[:, :] members, const int64_t[:] scale, list free_workers,
                list type_order, bint backfill, tuple keys, tuple types, dict previous,
                dict type_of, live_workers):
     """The round as ``planner._round_plan`` takes it: (rows, their keys, type columns,
-    workers, lease extended, held idle); None when a combination is not a single job on one
-    worker (the Python path plans it). ``runnable`` and ``allocated`` are the flags as uint8,
+    workers, lease extended, held idle, lease opportunities), with the rows, columns and
+    extensions as numpy arrays; None when a combination is not a single job on one worker
+    (the Python path plans it). ``runnable`` and ``allocated`` are the flags as uint8,
     ``members`` the ``member_rows``, ``scale`` the scale factors."""
-    cdef Py_ssize_t c = prio.shape[0], i
+    cdef Py_ssize_t c = prio.shape[0], i, k, m = 0, picked, opportunities = 0
+    cdef int64_t[:] rows_out, columns_out
     for i in range(c):
         if scale[i] != 1 or members[i, 1] >= 0:
             return None
-    combos, columns = _select(prio, deficit, tie, runnable, members, free_workers, type_order,
-                              backfill)
-    held, ran, ran_columns = [], [], []
-    for i, column in zip(combos, columns):
-        if allocated[i]:
-            ran.append(i)
-            ran_columns.append(column)
-        else:       # admitted after the last re-solve: holds its worker idle (Gavel)
-            held.append((keys[i], types[column], 1))
-    task_keys = [keys[i] for i in ran]
-    workers, extended = place_units(task_keys, [types[j] for j in ran_columns], previous,
-                                    type_of, live_workers)
-    return ran, tuple(task_keys), ran_columns, tuple(workers), extended, tuple(held)
+    cdef Py_ssize_t* chosen = <Py_ssize_t*> malloc((2 * c + 1) * sizeof(Py_ssize_t))
+    if chosen == NULL:
+        raise MemoryError()
+    try:
+        picked = _select(prio, deficit, tie, runnable, members, free_workers, type_order,
+                         backfill, chosen, chosen + c)
+        for k in range(picked):
+            m += allocated[chosen[k]]
+        combo_index = np.empty(m, dtype=np.int64)
+        type_index = np.empty(m, dtype=np.int64)
+        extended = np.zeros(m, dtype=bool)
+        rows_out = combo_index
+        columns_out = type_index
+        held, task_keys, task_types = [], [], []
+        m = 0
+        for k in range(picked):
+            i = chosen[k]
+            column = chosen[c + k]
+            if allocated[i]:
+                rows_out[m] = i
+                columns_out[m] = column
+                task_keys.append(keys[i])
+                task_types.append(types[column])
+                m += 1
+            else:   # admitted after the last re-solve: holds its worker idle (Gavel)
+                held.append((keys[i], types[column], 1))
+    finally:
+        free(chosen)
+    workers = _place(task_keys, task_types, previous, type_of, live_workers,
+                     extended.view(np.uint8))
+    for key in keys:
+        if key in previous:
+            opportunities += 1
+    return (combo_index, tuple(task_keys), type_index, tuple(workers), extended, tuple(held),
+            opportunities)
 
 
-cdef tuple _select(const double[:, :] prio, const double[:, :] deficit,
-                   const double[:, :] tie, const unsigned char[:, :] runnable,
-                   const int64_t[:, :] members, list free_workers, list type_order,
-                   bint backfill):
-    """Aligned lists (rows, type columns) of the round's selection, in the order taken."""
-    cdef Py_ssize_t c = prio.shape[0], i, j, n, room, k, jobs = 0
+cdef Py_ssize_t _select(const double[:, :] prio, const double[:, :] deficit,
+                        const double[:, :] tie, const unsigned char[:, :] runnable,
+                        const int64_t[:, :] members, list free_workers, list type_order,
+                        bint backfill, Py_ssize_t* chosen, Py_ssize_t* columns) except -1:
+    """The round's selection, in the order taken: ``chosen[k]`` the row of the k-th entry
+    and ``columns[k]`` its type column (room for one per row each); returns their number."""
+    cdef Py_ssize_t c = prio.shape[0], i, j, n, room, k, picked = 0, jobs = 0
     for i in range(c):
         jobs = max(jobs, members[i, 0] + 1)
     cdef Py_ssize_t* rows = <Py_ssize_t*> malloc((2 * c + 1) * sizeof(Py_ssize_t))
@@ -137,7 +187,6 @@ cdef tuple _select(const double[:, :] prio, const double[:, :] deficit,
         raise MemoryError()
     for i in range(jobs + 1):
         taken[i] = 0
-    combos, columns = [], []
     try:
         for column in type_order:
             j = column
@@ -153,19 +202,28 @@ cdef tuple _select(const double[:, :] prio, const double[:, :] deficit,
             for k in range(min(n, room)):
                 i = rows[k]
                 taken[members[i, 0]] = 1
-                combos.append(i)
-                columns.append(column)
+                chosen[picked] = i
+                columns[picked] = j
+                picked += 1
     finally:
         free(rows)
         free(taken)
-    return combos, columns
+    return picked
 
 
 def place_units(keys, worker_types, dict previous, dict type_of, live_workers):
     """``placement.place_units`` with the view's ``live_type_of`` and ``live_workers``."""
+    extended = np.zeros(len(keys), dtype=bool)
+    workers = _place(keys, worker_types, previous, type_of, live_workers,
+                     extended.view(np.uint8))
+    return workers, extended.tolist()
+
+
+cdef list _place(keys, worker_types, dict previous, dict type_of, live_workers,
+                 unsigned char[:] extended):
+    """Each key's workers (a list); ``extended[k]`` set where key k keeps last round's."""
     cdef Py_ssize_t n = len(keys), pos
     cdef list workers = [None] * n
-    cdef list extended = [False] * n
     cdef set kept = set()
     cdef dict fresh = {}
     for pos in range(n):
@@ -173,7 +231,7 @@ def place_units(keys, worker_types, dict previous, dict type_of, live_workers):
         t = worker_types[pos]
         if prev is not None and len(prev) == 1 and type_of.get(prev[0]) == t:
             workers[pos] = prev
-            extended[pos] = True
+            extended[pos] = 1
             kept.add(prev[0])
             continue
         queue = fresh.get(t)
@@ -189,4 +247,4 @@ def place_units(keys, worker_types, dict previous, dict type_of, live_workers):
             raise ValueError(f"placement: {need} {t} workers requested, {len(ids)} live")
         for pos, w in zip(positions, spare):
             workers[pos] = (w,)
-    return workers, extended
+    return workers

@@ -287,16 +287,19 @@ def _hold_unallocated(demand: Demand, combos: list[int], type_idx: list[int]):
 
 
 def _round_plan(demand: Demand, prio: np.ndarray, combos, task_keys, type_idx, workers,
-                extended, held) -> RoundPlan:
+                extended, held, opportunities: int | None = None) -> RoundPlan:
+    """The plan from the selection and placement; ``opportunities``: the combinations of
+    last round still present, when the caller counted them."""
     previous = demand.previous
+    if opportunities is None:
+        opportunities = sum(map(previous.__contains__, demand.keys)) if previous else 0
+    extended = np.asarray(extended, dtype=bool)
     return RoundPlan(
         keys=demand.keys, members=demand.members, types=demand.types,
         combo_index=np.asarray(combos, dtype=int), task_keys=task_keys,
-        type_index=np.array(type_idx, dtype=int),
-        workers=tuple(workers), extended=np.array(extended, dtype=bool), held_idle=held,
-        priorities=prio,
-        lease_opportunities=sum(map(previous.__contains__, demand.keys)) if previous else 0,
-        lease_extensions=sum(extended),
+        type_index=np.asarray(type_idx, dtype=int),
+        workers=tuple(workers), extended=extended, held_idle=held, priorities=prio,
+        lease_opportunities=opportunities, lease_extensions=int(np.count_nonzero(extended)),
     )
 
 

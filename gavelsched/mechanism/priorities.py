@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .loops import compiled
+
 # Priority of a combination with X > 0 that has received no time yet (Gavel: X * 1e9, so
 # that 2 * p > p keeps holding, unlike infinity).
 UNSERVED_SCALE = 1e9
@@ -27,6 +29,12 @@ def priorities(allocation: np.ndarray, received: np.ndarray, runnable: np.ndarra
     """(c, n) priorities from (c, n) X, received seconds and runnable flags, and (c,)
     ``allocated`` flags (combinations the current allocation covers)."""
     total = received.sum(axis=0)
+    if compiled is not None:        # the same arithmetic in one compiled loop (``loops.py``)
+        flags = np.asarray(runnable, dtype=bool).view(np.uint8)
+        return snapped(compiled.unsnapped_priorities(
+            np.asarray(allocation, dtype=float), np.asarray(received, dtype=float),
+            np.asarray(total, dtype=float), flags,
+            np.asarray(allocated, dtype=bool).view(np.uint8), UNSERVED_SCALE))
     # X / f with f = received / total; f > 0 exactly when received > 0.
     with np.errstate(over="ignore", invalid="ignore"):   # a tiny received time: inf
         ratio = np.divide(total, received, out=np.full(received.shape, UNSERVED_SCALE),

@@ -1,8 +1,11 @@
 """The compiled round loops (``gavelsched/mechanism/_loops.pyx``) give what their Python
 twins give, on random inputs: the selection's order (ties, infinities and NaNs included),
-the placement's workers and extensions, and a whole ``plan_round``."""
+the placement's workers and extensions, the priorities to the bit, and a whole
+``plan_round``."""
 
 from __future__ import annotations
+
+import importlib
 
 import numpy as np
 import pytest
@@ -12,6 +15,9 @@ from hypothesis import strategies as st
 from gavelsched.mechanism import (ClusterView, Demand, PlannerConfig, placement, plan_round,
                                   planner, selection)
 from gavelsched.mechanism.loops import compiled
+
+# (the package's ``priorities`` is the function; its module, by name)
+priorities = importlib.import_module("gavelsched.mechanism.priorities")
 
 pytestmark = pytest.mark.skipif(
     compiled is None, reason="the round loops were not compiled (no C compiler at install, "
@@ -48,7 +54,7 @@ def test_compiled_selection_matches_the_python_walk(c, n, backfill, seed):
                               np.ones(c, dtype=np.uint8), members, np.ones(c, dtype=np.int64),
                               free, order, backfill, keys, types, {}, view.live_type_of,
                               view.live_workers)
-    assert (got[0], got[2]) == (rows, columns)
+    assert (got[0].tolist(), got[2].tolist()) == (rows, columns)
 
 
 def test_a_pair_or_a_multi_gpu_job_leaves_the_round_to_python():
@@ -117,9 +123,30 @@ def test_a_round_planned_with_and_without_the_compiled_loops_is_the_same(c, n, b
     fast = plan_round(demand, view, config)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(planner, "compiled", None)
+        patch.setattr(priorities, "compiled", None)
         slow = plan_round(demand, view, config)
     assert fast.placements == slow.placements
     assert fast.held_idle == slow.held_idle
+    assert fast.priorities.tobytes() == slow.priorities.tobytes()
+    assert (fast.lease_opportunities, fast.lease_extensions) == (
+        slow.lease_opportunities, slow.lease_extensions)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 30), st.integers(1, 4), st.integers(0, 2**31 - 1))
+def test_compiled_priorities_are_the_python_ones_to_the_bit(c, n, seed):
+    rng = np.random.default_rng(seed)
+    X = np.where(rng.random((c, n)) < 0.3, 0.0, rng.random((c, n)))
+    X[rng.random((c, n)) < 0.05] = np.nan
+    received = np.where(rng.random((c, n)) < 0.3, 0.0, rng.random((c, n)) * 360.0)
+    received[rng.random((c, n)) < 0.1] = 1e-320         # X * total / tiny: inf
+    received[rng.random((c, n)) < 0.05] = np.nan
+    runnable, allocated = rng.random((c, n)) < 0.8, rng.random(c) < 0.8
+    fast = priorities.priorities(X, received, runnable, allocated)
+    with pytest.MonkeyPatch.context() as patch, np.errstate(all="ignore"):
+        patch.setattr(priorities, "compiled", None)
+        slow = priorities.priorities(X, received, runnable, allocated)
+    assert fast.tobytes() == slow.tobytes()
 
 
 def _disjoint(previous: dict) -> dict:
