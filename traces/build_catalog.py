@@ -1,5 +1,8 @@
 """Build ``traces/data/catalog.yaml``, the default job catalog, from stated inputs.
 
+It also writes ``catalog.json``, the same data parsed from that YAML text: the twin that
+``traces.catalog.default_catalog`` reads at start-up (JSON parses ~30x faster than YAML).
+
 The catalog holds the 26 job types of thesis Table 5.2 on the three GPU types of the Gavel
 evaluation (K80, P100, V100; §5.7.1), at scale factors 1, 2, 4 and 8, plus the throughputs of
 co-located pairs for space sharing (§5.3.1, Figure 5.4), GCP prices (chapter 6) and
@@ -9,8 +12,8 @@ assumption), and the formulas are written out in the generated file's header.
 
 Over 400 lines: one generator script, each sourced input beside the formula that reads it.
 
-Run ``python -m traces.build_catalog`` after editing an input; ``--check`` exits 1 when the
-committed file is stale (the test suite runs the same check).
+Run ``python -m traces.build_catalog`` after editing an input; ``--check`` exits 1 when
+either committed file is stale (the test suite runs the same check).
 """
 
 from __future__ import annotations
@@ -424,23 +427,39 @@ def render_catalog() -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_catalog_json(yaml_text: str | None = None) -> str:
+    """The full text of ``catalog.json``: ``yaml_text`` (default: :func:`render_catalog`)
+    parsed as the loader parses it, written as compact JSON (scale-factor keys become
+    strings, which the native loader accepts) with a trailing newline."""
+    from .throughputs import _parse_yaml  # the loader's own YAML reading, so values match
+
+    data = _parse_yaml(render_catalog() if yaml_text is None else yaml_text, CATALOG_PATH)
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False, sort_keys=False,
+                      allow_nan=False) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true",
-                        help="exit 1 if the committed catalog differs from the inputs")
-    parser.add_argument("-o", "--output", type=Path, default=CATALOG_PATH)
+                        help="exit 1 if a committed catalog file differs from the inputs")
+    parser.add_argument("-o", "--output", type=Path, default=CATALOG_PATH,
+                        help="the YAML file; its JSON twin goes beside it (.json)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     text = render_catalog()
+    outputs = {args.output: text, args.output.with_suffix(".json"): render_catalog_json(text)}
     if args.check:
-        current = args.output.read_text() if args.output.exists() else ""
-        if current != text:
-            log.error("%s is stale: run python -m traces.build_catalog", args.output)
-            return 1
-        log.info("%s is up to date", args.output)
-        return 0
-    args.output.write_text(text)
-    log.info("wrote %s (%d job types)", args.output, len(job_types()))
+        stale = [path for path, want in outputs.items()
+                 if not path.exists() or path.read_text(encoding="utf-8") != want]
+        for path in outputs:
+            if path in stale:
+                log.error("%s is stale: run python -m traces.build_catalog", path)
+            else:
+                log.info("%s is up to date", path)
+        return 1 if stale else 0
+    for path, want in outputs.items():
+        path.write_text(want, encoding="utf-8")
+        log.info("wrote %s (%d job types)", path, len(job_types()))
     return 0
 
 
