@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import textwrap
+
 import pytest
+import yaml
 
 from traces import build_catalog
-from traces.catalog import DEFAULT_CATALOG_PATH, default_catalog, default_prices, default_table
+from traces.catalog import (
+    DEFAULT_CATALOG_JSON_PATH,
+    DEFAULT_CATALOG_PATH,
+    default_catalog,
+    default_prices,
+    default_table,
+    load_catalog,
+)
 from traces.throughputs import load_table
 
 WORKERS = ("k80", "p100", "v100")
@@ -131,9 +144,75 @@ def test_checkpoint_times_are_below_five_seconds_as_in_section_5_7_5():
 
 
 def test_committed_catalog_matches_its_build_script():
-    assert DEFAULT_CATALOG_PATH.read_text() == build_catalog.render_catalog(), (
+    assert DEFAULT_CATALOG_PATH.read_text(encoding="utf-8") == build_catalog.render_catalog(), (
         "traces/data/catalog.yaml is stale: run python -m traces.build_catalog")
+    assert (DEFAULT_CATALOG_JSON_PATH.read_text(encoding="utf-8")
+            == build_catalog.render_catalog_json()), (
+        "traces/data/catalog.json is stale: run python -m traces.build_catalog")
     assert build_catalog.main(["--check"]) == 0
+
+
+def _string_keys(value):
+    """JSON's view of a YAML document: mapping keys (scale factors) become strings."""
+    if isinstance(value, dict):
+        return {str(k): _string_keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_string_keys(v) for v in value]
+    return value
+
+
+def test_json_twin_holds_exactly_the_yaml_data():
+    from_json = json.loads(DEFAULT_CATALOG_JSON_PATH.read_text(encoding="utf-8"))
+    from_yaml = yaml.safe_load(DEFAULT_CATALOG_PATH.read_text(encoding="utf-8"))
+    assert from_json == _string_keys(from_yaml)
+    assert json.dumps(from_json) == json.dumps(_string_keys(from_yaml))   # order kept too
+    assert DEFAULT_CATALOG_JSON_PATH.read_text(encoding="utf-8").count("\n") == 1
+
+
+def test_check_and_build_cover_the_json_twin(tmp_path):
+    out = tmp_path / "catalog.yaml"
+    assert build_catalog.main(["-o", str(out)]) == 0
+    twin = out.with_suffix(".json")
+    assert twin.read_text(encoding="utf-8") == DEFAULT_CATALOG_JSON_PATH.read_text(encoding="utf-8")
+    assert build_catalog.main(["--check", "-o", str(out)]) == 0
+    twin.write_text(twin.read_text(encoding="utf-8").replace("0.45", "0.46", 1), encoding="utf-8")
+    assert build_catalog.main(["--check", "-o", str(out)]) == 1
+    twin.unlink()
+    assert build_catalog.main(["--check", "-o", str(out)]) == 1
+
+
+def test_default_catalog_read_from_the_twin_equals_the_yaml():
+    catalog, from_yaml = default_catalog(), load_catalog(DEFAULT_CATALOG_PATH)
+    assert catalog.path == DEFAULT_CATALOG_PATH
+    for worker in from_yaml.table.worker_types:
+        assert list(catalog.table.solo[worker].items()) == list(from_yaml.table.solo[worker].items())
+        assert list(catalog.table.pairs[worker].items()) == list(
+            from_yaml.table.pairs[worker].items())
+    assert catalog.table == from_yaml.table
+    assert catalog.prices == from_yaml.prices
+    assert catalog.preemptible_prices == from_yaml.preemptible_prices
+    assert catalog.job_types == from_yaml.job_types
+
+
+def test_default_simulation_never_imports_yaml():
+    """``gavelsched simulate`` reads the JSON twin; yaml (~35 ms to import) stays out. A fresh
+    interpreter: this test process has yaml already."""
+    script = textwrap.dedent("""
+        import contextlib, io, json, sys
+        from gavelsched.cli import main
+        with contextlib.redirect_stdout(io.StringIO()):
+            code = main(["simulate", "--jobs", "20", "--quiet"])
+        after_simulate = "yaml" in sys.modules
+        from traces.catalog import DEFAULT_CATALOG_PATH
+        from traces.throughputs import load_table
+        load_table(DEFAULT_CATALOG_PATH)            # a YAML file does import it
+        print(json.dumps({"code": code, "after_simulate": after_simulate,
+                          "after_yaml_read": "yaml" in sys.modules}))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True, timeout=120)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got == {"code": 0, "after_simulate": False, "after_yaml_read": True}
 
 
 def test_catalog_is_a_plain_native_table():

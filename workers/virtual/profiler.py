@@ -138,11 +138,11 @@ def catalog_profiles(measured: Mapping[int, float], job_type: str, *, base_type:
                      scale_factor: int = 1, comm_s: float = 0.0) -> dict[str, dict]:
     """Emulated profiles of every GPU type of the default catalog for ``job_type``: the
     catalog's steps/s give the speed ratios and its GPU list the memory sizes."""
-    from traces.catalog import DEFAULT_CATALOG_PATH, default_catalog
+    from traces.catalog import DEFAULT_CATALOG_JSON_PATH, default_catalog
     from traces.throughputs import read_document
 
     catalog = default_catalog()
-    gpus = read_document(DEFAULT_CATALOG_PATH)["meta"]["gpus"]
+    gpus = read_document(DEFAULT_CATALOG_JSON_PATH)["meta"]["gpus"]
     speeds = {w: catalog.table.get(w, job_type, scale_factor) for w in catalog.table.worker_types}
     if not any(speeds.values()):
         raise ValueError(f"job type {job_type!r} (scale factor {scale_factor}) is not in the "
