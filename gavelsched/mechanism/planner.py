@@ -233,7 +233,8 @@ def _plan_units(demand: Demand, prio: np.ndarray, order: list[int], view: Cluste
     previous = demand.previous
     return compiled.plan_units(
         prio, np.asarray(demand.deficit, dtype=float), np.asarray(tie, dtype=float),
-        runnable.view(np.uint8), demand.allocated.view(np.uint8),
+        np.asarray(runnable, dtype=bool).view(np.uint8),
+        np.asarray(demand.allocated, dtype=bool).view(np.uint8),
         np.asarray(demand.member_rows, dtype=np.int64),
         np.asarray(demand.scale_factor, dtype=np.int64), [view.count(t) for t in demand.types],
         order, config.backfill, demand.keys, demand.types,
