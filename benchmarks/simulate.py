@@ -486,7 +486,7 @@ def main() -> int:
                                                    "after ": REPO}
     for label, tree in trees.items():  # each fresh process below reads its bytecode from cache
         compile_tree(tree)
-        print(f"# {label or 'this tree'}: {tree} ({round_loops(tree)})")
+        print(f"# {label.strip() or 'this tree'}: {tree} ({round_loops(tree)})")
     if args.growth:
         try:
             sizes = [int(x) for x in args.growth.split(",")]
