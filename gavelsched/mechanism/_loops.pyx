@@ -131,7 +131,7 @@ def plan_units(const double[:, :] prio, const double[:, :] deficit, const double
     cdef Py_ssize_t c = prio.shape[0], i, k, m = 0, picked, opportunities = 0
     cdef int64_t[:] rows_out, columns_out
     for i in range(c):
-        if scale[i] != 1 or members[i, 1] >= 0:
+        if scale[i] != 1 or members[i, 0] < 0 or members[i, 1] >= 0:
             return None
     cdef Py_ssize_t* chosen = <Py_ssize_t*> malloc((2 * c + 1) * sizeof(Py_ssize_t))
     if chosen == NULL:

@@ -237,7 +237,7 @@ def _plan_units(demand: Demand, prio: np.ndarray, order: list[int], view: Cluste
         np.asarray(demand.allocated, dtype=bool).view(np.uint8),
         np.asarray(demand.member_rows, dtype=np.int64),
         np.asarray(demand.scale_factor, dtype=np.int64), [view.count(t) for t in demand.types],
-        order, config.backfill, demand.keys, demand.types,
+        order, config.backfill, tuple(demand.keys), tuple(demand.types),
         previous if type(previous) is dict else dict(previous), view.live_type_of,
         view.live_workers)
 
