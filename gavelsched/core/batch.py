@@ -17,6 +17,7 @@ import numpy as np
 from policies import Entity
 
 from ..mechanism import Demand, PlannerConfig, RoundPlan, entity_quota
+from ..mechanism.loops import compiled
 from ..mechanism.planner import take
 from .config import CoreConfig
 from .jobs import JobState
@@ -77,18 +78,8 @@ def build_batch(plan: RoundPlan, rows: Rows, layout: ColumnLayout, jobs: Mapping
     lease for that long instead of a round (the rest of a round, ``SchedulerCore.place_freed``)."""
     span = config.round_seconds if seconds is None else seconds
     r, j = plan.combo_index, plan.type_index
-    members = rows.members_of(r)
-    has = members >= 0
-    rates = np.where(has, rows.rate[r, j], 0.0)
-    # a missing member (-1) reads the last row, masked: it has no steps left, and so its
-    # lease below comes out 0
-    remaining = np.where(has, rows.left.take(members), 0.0)
-    if config.whole_step_leases:
-        lease = np.maximum(np.floor(rates * span), 1.0)
-        steps = np.minimum(lease, remaining).astype(np.int64)
-        remaining = remaining.astype(np.int64)
-    else:
-        steps = np.minimum(rates * span, remaining)
+    rates, steps, remaining, n_members = task_leases(rows.rate, rows.left, rows.member_rows,
+                                                     r, j, span, config.whole_step_leases)
     at = r.tolist()
     size = rows.scale_factor.take(r)
     task_keys, task_members = plan.task_keys, take(plan.members, at)
@@ -109,7 +100,33 @@ def build_batch(plan: RoundPlan, rows: Rows, layout: ColumnLayout, jobs: Mapping
         types=layout.columns, type_index=j, workers=plan.workers,
         size=size, extended=plan.extended,
         steps=steps, rates=rates, remaining=remaining,
-        n_members=has.sum(axis=1), configurations=configurations, splits=splits)
+        n_members=n_members, configurations=configurations, splits=splits)
+
+
+def task_leases(rate: np.ndarray, left: np.ndarray, member_rows: np.ndarray, r: np.ndarray,
+                j: np.ndarray, span: float, whole: bool):
+    """(rates, steps, remaining, members) of the tasks of combination rows ``r`` on columns
+    ``j``: each member's steps/s (``rate``, (c, n, 2)), its lease in steps (floor(rate x span),
+    at least 1, at most the steps it has left, ``left``: Gavel; rate x span when not
+    ``whole``), the steps it had left (as integers with ``whole``), and each task's number
+    of members. Compiled when built (``mechanism/loops.py``), to the same numbers."""
+    if compiled is not None:
+        return compiled.leases(rate, left, np.asarray(member_rows, dtype=np.int64),
+                               np.asarray(r, dtype=np.int64), np.asarray(j, dtype=np.int64),
+                               float(span), whole)
+    members = member_rows.take(r, axis=0)
+    has = members >= 0
+    rates = np.where(has, rate[r, j], 0.0)
+    # a missing member (-1) reads the last row, masked: it has no steps left, and so its
+    # lease below comes out 0
+    remaining = np.where(has, left.take(members), 0.0)
+    if whole:
+        lease = np.maximum(np.floor(rates * span), 1.0)
+        steps = np.minimum(lease, remaining).astype(np.int64)
+        remaining = remaining.astype(np.int64)
+    else:
+        steps = np.minimum(rates * span, remaining)
+    return rates, steps, remaining, has.sum(axis=1)
 
 
 # The daemon's lease floor: a fresh run gets at least this fraction of a round after its

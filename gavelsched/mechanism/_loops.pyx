@@ -9,12 +9,14 @@ placement of ``placement._place_units`` (§5.5, last paragraph). In Python that 
 hundred numpy and list calls on arrays of about a hundred rows; here each type's usable rows
 are sorted by one stable merge sort on the same keys as ``order_entries``' lexsort, and the
 first ``room`` are taken. ``unsnapped_priorities`` is the arithmetic of
-``priorities.priorities`` (thesis §5.5), whose grid (a log and an exp) stays in numpy. Each
-gives exactly what the Python path gives, which ``tests/core/test_loops.py`` checks on
-random inputs.
+``priorities.priorities`` (thesis §5.5), whose grid (a log and an exp) stays in numpy.
+``leases`` is the arithmetic of a round's micro-tasks (``core/batch.py:task_leases``; thesis
+§5.6). Each gives exactly what the Python path gives, which ``tests/core/test_loops.py``
+checks on random inputs.
 """
 
 from libc.stdint cimport int64_t
+from libc.math cimport floor
 from libc.stdlib cimport free, malloc
 
 import numpy as np
@@ -248,3 +250,51 @@ cdef list _place(keys, worker_types, dict previous, dict type_of, live_workers,
         for pos, w in zip(positions, spare):
             workers[pos] = (w,)
     return workers
+
+
+cdef inline double _np_max(double a, double b) noexcept nogil:
+    """``np.maximum``: NaN if either is NaN."""
+    if a != a or b != b:
+        return a + b
+    return a if a > b else b
+
+
+cdef inline double _np_min(double a, double b) noexcept nogil:
+    """``np.minimum``: NaN if either is NaN."""
+    if a != a or b != b:
+        return a + b
+    return a if a < b else b
+
+
+def leases(const double[:, :, :] rate, const double[:] left, const int64_t[:, :] member_rows,
+           const int64_t[:] combos, const int64_t[:] columns, double span, bint whole):
+    """``core/batch.py:task_leases`` for the tasks at ``combos`` on ``columns``: (rates,
+    steps, remaining, members) of each task's members."""
+    cdef Py_ssize_t k = combos.shape[0], t, m
+    cdef int64_t job
+    cdef double rated, have, lease
+    rates = np.empty((k, 2))
+    have_out = np.empty((k, 2))
+    steps_out = np.empty((k, 2))
+    counts = np.empty(k, dtype=np.int64)
+    cdef double[:, :] r = rates, h = have_out, st = steps_out
+    cdef int64_t[:] n = counts
+    for t in range(k):
+        n[t] = 0
+        for m in range(2):
+            job = member_rows[combos[t], m]
+            if job < 0:
+                r[t, m] = 0.0
+                h[t, m] = 0.0
+            else:
+                n[t] += 1
+                r[t, m] = rate[combos[t], columns[t], m]
+                h[t, m] = left[job]
+            if whole:
+                lease = _np_max(floor(r[t, m] * span), 1.0)
+            else:
+                lease = r[t, m] * span
+            st[t, m] = _np_min(lease, h[t, m])
+    if whole:
+        return rates, steps_out.astype(np.int64), have_out.astype(np.int64), counts
+    return rates, steps_out, have_out, counts

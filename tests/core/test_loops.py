@@ -157,3 +157,28 @@ def _disjoint(previous: dict) -> dict:
             seen.update(workers)
             out[key] = workers
     return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 20), st.integers(1, 4), st.integers(0, 25), st.booleans(),
+       st.integers(0, 2**31 - 1))
+def test_compiled_leases_are_the_python_ones(c, n, k, whole, seed):
+    from gavelsched.core import batch
+
+    rng = np.random.default_rng(seed)
+    rate = np.where(rng.random((c, n, 2)) < 0.2, 0.0, rng.random((c, n, 2)) * 5)
+    rate[rng.random((c, n, 2)) < 0.05] = np.inf
+    jobs = c + 3
+    left = np.where(rng.random(jobs) < 0.2, 0.0, rng.integers(0, 3000, jobs) * 1.0)
+    left[rng.random(jobs) < 0.2] += 0.5                 # a fraction of a step left
+    member_rows = np.stack([rng.integers(0, jobs, c),
+                            np.where(rng.random(c) < 0.4, rng.integers(0, jobs, c), -1)], axis=1)
+    r, j = rng.integers(0, c, k), rng.integers(0, n, k)
+    span = float(rng.choice([360.0, 0.5, 1e-3, 123.25]))
+    fast = batch.task_leases(rate, left, member_rows, r, j, span, whole)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(batch, "compiled", None)
+        slow = batch.task_leases(rate, left, member_rows, r, j, span, whole)
+    for got, want in zip(fast, slow):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert got.tobytes() == want.tobytes()
