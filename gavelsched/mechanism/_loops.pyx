@@ -272,7 +272,7 @@ def leases(const double[:, :, :] rate, const double[:] left, const int64_t[:, :]
     steps, remaining, members) of each task's members."""
     cdef Py_ssize_t k = combos.shape[0], t, m
     cdef int64_t job
-    cdef double rated, have, lease
+    cdef double lease
     rates = np.empty((k, 2))
     have_out = np.empty((k, 2))
     steps_out = np.empty((k, 2))

@@ -1,7 +1,7 @@
 """The compiled round loops (``_loops.pyx``), or ``None``.
 
 ``pip install`` builds them when a C compiler is present; without one the install goes on
-and the planner takes its Python path, which gives the same result
+and the round takes its Python path, which gives the same result
 (``tests/core/test_loops.py`` checks both on random inputs). ``GAVELSCHED_PURE_PYTHON=1``
 takes the Python path even when they were built (a side-by-side benchmark, or a bug hunt).
 """
