@@ -99,6 +99,14 @@ cdef void _sort(Py_ssize_t* rows, Py_ssize_t* spare, Py_ssize_t n, const double[
             rows[i] = src[i]
 
 
+cdef _same_shape(str name, Py_ssize_t rows, Py_ssize_t columns, Py_ssize_t want_rows,
+                 Py_ssize_t want_columns):
+    """A compiled loop reads its arrays unchecked: their shapes are checked once, here."""
+    if rows != want_rows or columns != want_columns:
+        raise ValueError(f"{name}: shape ({rows}, {columns}), expected "
+                         f"({want_rows}, {want_columns})")
+
+
 def unsnapped_priorities(const double[:, :] allocation, const double[:, :] received,
                          const double[:] total, const unsigned char[:, :] runnable,
                          const unsigned char[:] allocated, double unserved):
@@ -106,6 +114,9 @@ def unsnapped_priorities(const double[:, :] allocation, const double[:, :] recei
     the combination cannot run or the allocation does not cover it: ``priorities``' values
     before their grid, to the bit (one IEEE division and one product, as numpy's)."""
     cdef Py_ssize_t c = allocation.shape[0], n = allocation.shape[1], i, j
+    _same_shape("received", received.shape[0], received.shape[1], c, n)
+    _same_shape("runnable", runnable.shape[0], runnable.shape[1], c, n)
+    _same_shape("total and allocated", total.shape[0], allocated.shape[0], n, c)
     out = np.empty((c, n))
     cdef double[:, :] prio = out
     cdef double x, r
@@ -132,6 +143,17 @@ def plan_units(const double[:, :] prio, const double[:, :] deficit, const double
     ``members`` the ``member_rows``, ``scale`` the scale factors."""
     cdef Py_ssize_t c = prio.shape[0], i, k, m = 0, picked, opportunities = 0
     cdef int64_t[:] rows_out, columns_out
+    cdef Py_ssize_t n = prio.shape[1]
+    _same_shape("deficit", deficit.shape[0], deficit.shape[1], c, n)
+    _same_shape("tie", tie.shape[0], tie.shape[1], c, n)
+    _same_shape("runnable", runnable.shape[0], runnable.shape[1], c, n)
+    _same_shape("members", members.shape[0], members.shape[1], c, 2)
+    _same_shape("allocated and scale", allocated.shape[0], scale.shape[0], c, c)
+    if len(keys) != c or len(types) != n or len(free_workers) != n or any(
+            not 0 <= j < n for j in type_order):
+        raise IndexError(f"plan_units: {len(keys)} keys, {len(types)} types, "
+                         f"{len(free_workers)} free counts and type order {type_order} for "
+                         f"({c}, {n}) priorities")
     for i in range(c):
         if scale[i] != 1 or members[i, 0] < 0 or members[i, 1] >= 0:
             return None
@@ -273,6 +295,16 @@ def leases(const double[:, :, :] rate, const double[:] left, const int64_t[:, :]
     cdef Py_ssize_t k = combos.shape[0], t, m
     cdef int64_t job
     cdef double lease
+    _same_shape("columns and members", columns.shape[0], member_rows.shape[1], k, 2)
+    if rate.shape[2] != 2 or member_rows.shape[0] != rate.shape[0]:
+        raise ValueError("leases: rate must be (c, n, 2) and member_rows (c, 2)")
+    for t in range(k):
+        if not (0 <= combos[t] < rate.shape[0] and 0 <= columns[t] < rate.shape[1]):
+            raise IndexError(f"leases: task {t} at row {combos[t]}, column {columns[t]}")
+        for m in range(2):
+            if member_rows[combos[t], m] >= left.shape[0]:
+                raise IndexError(f"leases: job row {member_rows[combos[t], m]} past "
+                                 f"{left.shape[0]} rows")
     rates = np.empty((k, 2))
     have_out = np.empty((k, 2))
     steps_out = np.empty((k, 2))

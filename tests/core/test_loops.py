@@ -182,3 +182,31 @@ def test_compiled_leases_are_the_python_ones(c, n, k, whole, seed):
     for got, want in zip(fast, slow):
         assert got.dtype == want.dtype and got.shape == want.shape
         assert got.tobytes() == want.tobytes()
+
+
+def test_the_compiled_loops_refuse_arrays_they_would_read_past():
+    """They read their arrays unchecked, so shapes and indices are checked at their door:
+    a clear error, never a read past an array."""
+    view = ClusterView.build({"a": 2})
+    ok = (np.ones((2, 1)), np.zeros((2, 1)), np.zeros((2, 1)), np.ones((2, 1), np.uint8),
+          np.ones(2, np.uint8), np.array([[0, -1], [1, -1]], np.int64), np.ones(2, np.int64))
+    rest = (view.live_type_of, view.live_workers)
+    assert compiled.plan_units(*ok, [2], [0], True, ("x", "y"), ("a",), {}, *rest) is not None
+    with pytest.raises(ValueError, match=r"deficit: shape \(1, 1\), expected \(2, 1\)"):
+        compiled.plan_units(ok[0], np.zeros((1, 1)), *ok[2:], [2], [0], True, ("x", "y"),
+                            ("a",), {}, *rest)
+    with pytest.raises(IndexError, match="type order"):
+        compiled.plan_units(*ok, [2], [1], True, ("x", "y"), ("a",), {}, *rest)
+    with pytest.raises(IndexError, match="1 keys"):
+        compiled.plan_units(*ok, [2], [0], True, ("x",), ("a",), {}, *rest)
+    with pytest.raises(ValueError, match="received: shape"):
+        compiled.unsnapped_priorities(np.ones((2, 1)), np.ones((1, 1)), np.ones(1),
+                                      np.ones((2, 1), np.uint8), np.ones(2, np.uint8), 1e9)
+    rate, left = np.ones((2, 1, 2)), np.ones(2)
+    members = np.array([[0, -1], [1, -1]], np.int64)
+    with pytest.raises(IndexError, match="task 0 at row 2"):
+        compiled.leases(rate, left, members, np.array([2], np.int64), np.array([0], np.int64),
+                        360.0, True)
+    with pytest.raises(IndexError, match="job row 1 past 1 rows"):
+        compiled.leases(rate, np.ones(1), members, np.array([1], np.int64),
+                        np.array([0], np.int64), 360.0, True)
