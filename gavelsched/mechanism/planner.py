@@ -191,9 +191,10 @@ def plan_round(demand: Demand, view: ClusterView,
     types, keys = demand.types, demand.keys
     demand, prio, first = _pinned_first(demand)
     order = _type_order(types, config.type_order)
+    runnable = _runnable(demand, config)
     if (compiled is not None and demand.entity is None and demand.quota is None
             and not config.global_queue and all(map(view.one_worker_per_server, types))):
-        planned = _plan_units(demand, prio, order, view, config)
+        planned = _plan_units(demand, prio, runnable, order, view, config)
         if planned is not None:
             return _round_plan(demand, prio, *planned)
     runs = order_entries(prio, demand.deficit, demand.allocation, order, config.global_queue,
@@ -202,8 +203,6 @@ def plan_round(demand: Demand, view: ClusterView,
         had = np.maximum(demand.received - config.received_seed_s, 0.0) - demand.deficit
         runs = interleave(runs, demand.entity, demand.allocation, demand.scale_factor,
                           had, config.round_seconds)
-    runnable = demand.runnable if config.hold_unallocated else (
-        demand.runnable & demand.allocated[:, None])
     combos, type_idx = select(runs, prio, runnable, demand.scale_factor, demand.member_rows,
                               [view.count(t) for t in types], config.backfill, demand.quota)
     combos, type_idx, held = _hold_unallocated(demand, combos, type_idx)
@@ -223,12 +222,10 @@ def plan_round(demand: Demand, view: ClusterView,
     return _round_plan(demand, prio, combos, task_keys, type_idx, workers, extended, held)
 
 
-def _plan_units(demand: Demand, prio: np.ndarray, order: list[int], view: ClusterView,
-                config: PlannerConfig):
+def _plan_units(demand: Demand, prio: np.ndarray, runnable: np.ndarray, order: list[int],
+                view: ClusterView, config: PlannerConfig):
     """``plan_round``'s selection, held-idle split and placement by the compiled loop
     (``loops.py``), when every combination is a single job on one worker; None otherwise."""
-    runnable = demand.runnable if config.hold_unallocated else (
-        demand.runnable & demand.allocated[:, None])
     tie = tie_break(demand.allocation) if demand.tie_break is None else demand.tie_break
     previous = demand.previous
     return compiled.plan_units(
@@ -240,6 +237,13 @@ def _plan_units(demand: Demand, prio: np.ndarray, order: list[int], view: Cluste
         order, config.backfill, tuple(demand.keys), tuple(demand.types),
         previous if type(previous) is dict else dict(previous), view.live_type_of,
         view.live_workers)
+
+
+def _runnable(demand: Demand, config: PlannerConfig) -> np.ndarray:
+    """Where each combination may run this round: without ``hold_unallocated``, only the
+    combinations the allocation covers."""
+    return demand.runnable if config.hold_unallocated else (
+        demand.runnable & demand.allocated[:, None])
 
 
 def _pinned_first(demand: Demand) -> tuple[Demand, np.ndarray, frozenset[str]]:
@@ -324,8 +328,7 @@ def _plan_mixed(demand: Demand, view: ClusterView, config: PlannerConfig) -> Rou
     primary = np.where(gpus[live] > 0, rank[None, :], n_real).argmin(axis=1)  # a type index
     runs = order_entries_mixed(prio, demand.deficit, demand.allocation, order,
                                n_real + live, primary, config.global_queue, demand.tie_break)
-    runnable = demand.runnable if config.hold_unallocated else (
-        demand.runnable & demand.allocated[:, None])
+    runnable = _runnable(demand, config)
     combos, type_idx = select_mixed(runs, prio, runnable, demand.scale_factor,
                                     demand.member_rows, [view.count(t) for t in real],
                                     config.backfill, gpus, demand.quota)
