@@ -388,7 +388,10 @@ class _Run:
                                     else pause, true)
         if self.carries:
             seconds = np.minimum(seconds, span)
-        return Ran(batch, seconds, steps, pause, np.full(len(batch), float(start)))
+        starts = np.zeros(len(batch))
+        if start:
+            starts += start
+        return Ran(batch, seconds, steps, pause, starts)
 
     def waved(self, batch, pause: np.ndarray) -> np.ndarray:
         """``pause`` with each launch's start-up by its wave (``SimConfig.wave_slope``):

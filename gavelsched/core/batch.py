@@ -11,6 +11,7 @@ import math
 import random
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -30,14 +31,23 @@ def planner_config(config: CoreConfig, types: tuple[str, ...],
                    rng: random.Random) -> PlannerConfig:
     """The configured type order (types it does not name last), shuffled with ``rng``
     when ``shuffle_type_order``."""
-    cfg = config
-    order = list(cfg.type_order) + [t for t in types if t not in cfg.type_order]
-    order = [t for t in order if t in types]
-    if cfg.shuffle_type_order:
-        rng.shuffle(order)
-    return PlannerConfig(type_order=tuple(order), global_queue=cfg.global_queue,
-                         backfill=cfg.backfill, hold_unallocated=cfg.hold_unallocated,
-                         round_seconds=cfg.round_seconds, received_seed_s=cfg.seed_seconds)
+    fixed = _fixed_planner_config(config, types)    # (the same every round: made once)
+    if not config.shuffle_type_order:
+        return fixed
+    order = list(fixed.type_order)
+    rng.shuffle(order)
+    return replace(fixed, type_order=tuple(order))
+
+
+@lru_cache(maxsize=32)
+def _fixed_planner_config(config: CoreConfig, types: tuple[str, ...]) -> PlannerConfig:
+    """``planner_config`` before any shuffle."""
+    order = list(config.type_order) + [t for t in types if t not in config.type_order]
+    return PlannerConfig(type_order=tuple(t for t in order if t in types),
+                         global_queue=config.global_queue, backfill=config.backfill,
+                         hold_unallocated=config.hold_unallocated,
+                         round_seconds=config.round_seconds,
+                         received_seed_s=config.seed_seconds)
 
 
 def demand(rows: Rows, layout: ColumnLayout,

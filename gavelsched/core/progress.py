@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..mechanism.loops import compiled
 from .errors import CoreError
 from .records import Report, RoundReport, TaskBatch
 from .rows import Rows
@@ -62,15 +63,13 @@ def credit_round(rows: Rows, flight: RoundInFlight,
         where = np.array([index.get(k, -1) for k in batch.keys], dtype=int)
         ok = where >= 0
         where, type_index, seconds = where[ok], type_index[ok], seconds[ok]
-    # Each combination and each job runs at most once a round: no repeated indices.
-    rows.received[where, type_index] += seconds
-    rows.ran[where, type_index] = True
+    _add_seconds(rows, where, type_index, seconds)
     if reports.steps is None:
         return ()
     steps = np.asarray(reports.steps, dtype=float)
     if ok is not None:
         steps = steps[ok]
-    return _take_steps(rows, rows.members_of(where), steps)
+    return _take_steps(rows, where, steps)
 
 
 def credit_keys(rows: Rows, keys: Sequence[str], steps) -> tuple[str, ...]:
@@ -86,8 +85,7 @@ def credit_keys(rows: Rows, keys: Sequence[str], steps) -> tuple[str, ...]:
 
 def credit_rows(rows: Rows, where: np.ndarray, steps) -> tuple[str, ...]:
     """``credit_keys`` with the combinations' rows known (``where``)."""
-    steps = _as_steps(steps, len(where))
-    return _take_steps(rows, rows.members_of(where)[:, :steps.shape[1]], steps)
+    return _take_steps(rows, where, _as_steps(steps, len(where)))
 
 
 def _as_steps(steps, k: int) -> np.ndarray:
@@ -99,9 +97,30 @@ def _as_steps(steps, k: int) -> np.ndarray:
     return np.asarray(steps, dtype=float).reshape(k, -1)
 
 
-def _take_steps(rows: Rows, members: np.ndarray, steps: np.ndarray) -> tuple[str, ...]:
-    """``steps[i, m]`` off the steps left of job row ``members[i, m]`` (-1: no member);
-    the jobs with none left, in row order."""
+def _add_seconds(rows: Rows, where: np.ndarray, type_index: np.ndarray,
+                 seconds: np.ndarray) -> None:
+    """Task i's ``seconds`` into the received time of the combination at row ``where[i]``
+    on column ``type_index[i]``, which it has now run on (by the compiled loop when built,
+    ``mechanism/loops.py``). Each combination runs at most once a round: no repeated
+    indices (both paths would keep a repeated one's last sum, as numpy does)."""
+    if compiled is not None:
+        compiled.add_seconds(rows.received, rows.ran.view(np.uint8),
+                             np.asarray(where, dtype=np.int64),
+                             np.asarray(type_index, dtype=np.int64), seconds)
+        return
+    rows.received[where, type_index] += seconds
+    rows.ran[where, type_index] = True
+
+
+def _take_steps(rows: Rows, where: np.ndarray, steps: np.ndarray) -> tuple[str, ...]:
+    """``steps[i, m]`` off the steps left of member m of the combination at row
+    ``where[i]``; the jobs with none left, in row order (by the compiled loop when built,
+    ``mechanism/loops.py``)."""
+    if compiled is not None:
+        done = compiled.take_steps(rows.left, rows.member_rows, np.asarray(where, np.int64),
+                                   np.asarray(steps, dtype=float))
+        return tuple(rows.keys[i] for i in done) if done else ()
+    members = rows.members_of(where)[:, :steps.shape[1]]
     has = members >= 0
     touched = members[has]
     rows.left[touched] -= steps[has]

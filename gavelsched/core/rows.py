@@ -122,9 +122,11 @@ class Rows:
         keep = np.ones(len(self.keys), dtype=bool)
         keep[gone] = False
         at = np.flatnonzero(keep)    # ``take`` by index: a mask copies 2-d rows slower
-        moved = np.where(keep, np.cumsum(keep) - 1, -1)
-        kept = self._member_rows.take(at, axis=0)
-        self._member_rows = np.where(kept >= 0, moved[kept], -1)
+        # each row's new index; -1 for a row that goes, and last for "no member" (-1)
+        moved = np.empty(len(keep) + 1, dtype=np.int64)
+        moved.fill(-1)
+        moved[at] = np.arange(at.size)
+        self._member_rows = moved.take(self._member_rows.take(at, axis=0))
         flags = keep.tolist()
         self.keys = list(compress(self.keys, flags))
         self.members = list(compress(self.members, flags))

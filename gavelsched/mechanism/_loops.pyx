@@ -11,12 +11,15 @@ are sorted by one stable merge sort on the same keys as ``order_entries``' lexso
 first ``room`` are taken. ``unsnapped_priorities`` is the arithmetic of
 ``priorities.priorities`` (thesis §5.5), whose grid (a log and an exp) stays in numpy.
 ``leases`` is the arithmetic of a round's micro-tasks (``core/batch.py:task_leases``; thesis
-§5.6). Each gives exactly what the Python path gives, which ``tests/core/test_loops.py``
+§5.6), and ``task_seconds`` how long each holds its workers in the simulator
+(``simulator/tasks.py:run_leases``). ``take_steps`` and ``add_seconds`` credit a round's
+steps and seconds to the core's rows (``core/progress.py``; §5.5's received time, §5.6's
+reports). Each gives exactly what the Python path gives, which ``tests/core/test_loops.py``
 checks on random inputs.
 """
 
 from libc.stdint cimport int64_t
-from libc.math cimport floor
+from libc.math cimport INFINITY, floor
 from libc.stdlib cimport free, malloc
 
 import numpy as np
@@ -281,6 +284,29 @@ cdef inline double _np_max(double a, double b) noexcept nogil:
     return a if a > b else b
 
 
+ctypedef fused steps_t:
+    int64_t
+    double
+
+
+def task_seconds(const steps_t[:, :] steps, const double[:, :] rates):
+    """``simulator/tasks.py:run_leases``' seconds of each task: the larger of its two
+    members' steps / rate, a member that makes no progress (rate 0, or NaN) taking 0
+    (steps / inf); as numpy divides (an integer step count cast to a float first) and
+    takes ``maximum`` (NaN if either is)."""
+    cdef Py_ssize_t k = steps.shape[0], t
+    cdef double a, b
+    _same_shape("steps", steps.shape[0], steps.shape[1], k, 2)
+    _same_shape("rates", rates.shape[0], rates.shape[1], k, 2)
+    out = np.empty(k)
+    cdef double[:] seconds = out
+    for t in range(k):
+        a = (<double> steps[t, 0]) / (rates[t, 0] if rates[t, 0] > 0 else INFINITY)
+        b = (<double> steps[t, 1]) / (rates[t, 1] if rates[t, 1] > 0 else INFINITY)
+        seconds[t] = a if (a >= b or a != a) else b
+    return out
+
+
 cdef inline double _np_min(double a, double b) noexcept nogil:
     """``np.minimum``: NaN if either is NaN."""
     if a != a or b != b:
@@ -330,3 +356,65 @@ def leases(const double[:, :, :] rate, const double[:] left, const int64_t[:, :]
     if whole:
         return rates, steps_out.astype(np.int64), have_out.astype(np.int64), counts
     return rates, steps_out, have_out, counts
+
+
+def take_steps(double[:] left, const int64_t[:, :] member_rows, const int64_t[:] where,
+               const double[:, :] steps):
+    """``core/progress.py:_take_steps``: ``steps[i, m]`` off the steps left of member m of
+    the combination at row ``where[i]`` (no member: -1), as numpy's ``left[rows] -= steps``
+    does it (every value read before any is written: a row named twice keeps its last
+    write); the job rows then at or below 1e-9 steps, one entry per write, sorted."""
+    cdef Py_ssize_t k = where.shape[0], width = steps.shape[1], i, m, t = 0
+    cdef int64_t job
+    if steps.shape[0] != k or not 1 <= width <= 2:
+        raise ValueError(f"take_steps: steps of shape ({steps.shape[0]}, {width}) for {k} "
+                         f"combinations (1 or 2 members each)")
+    for i in range(k):
+        if not 0 <= where[i] < member_rows.shape[0]:
+            raise IndexError(f"take_steps: combination row {where[i]} past "
+                             f"{member_rows.shape[0]} rows")
+        for m in range(width):
+            if member_rows[where[i], m] >= left.shape[0]:
+                raise IndexError(f"take_steps: job row {member_rows[where[i], m]} past "
+                                 f"{left.shape[0]} rows")
+    cdef double* after = <double*> malloc(max(k * width, 1) * sizeof(double))
+    cdef int64_t* rows = <int64_t*> malloc(max(k * width, 1) * sizeof(int64_t))
+    if after == NULL or rows == NULL:
+        free(after)
+        free(rows)
+        raise MemoryError()
+    for i in range(k):
+        for m in range(width):
+            job = member_rows[where[i], m]
+            if job >= 0:
+                rows[t] = job
+                after[t] = left[job] - steps[i, m]
+                t += 1
+    for i in range(t):
+        left[rows[i]] = after[i]
+    finished = [rows[i] for i in range(t) if left[rows[i]] <= 1e-9]
+    free(after)
+    free(rows)
+    finished.sort()
+    return finished
+
+
+def add_seconds(double[:, :] received, unsigned char[:, :] ran, const int64_t[:] where,
+                const int64_t[:] columns, const double[:] seconds):
+    """``core/progress.py:credit_round``'s ``received[where, columns] += seconds`` (every
+    value read before any is written, as numpy does) and ``ran[where, columns] = True``."""
+    cdef Py_ssize_t k = where.shape[0], i
+    _same_shape("columns and seconds", columns.shape[0], seconds.shape[0], k, k)
+    _same_shape("ran", ran.shape[0], ran.shape[1], received.shape[0], received.shape[1])
+    for i in range(k):
+        if not (0 <= where[i] < received.shape[0] and 0 <= columns[i] < received.shape[1]):
+            raise IndexError(f"add_seconds: task {i} at row {where[i]}, column {columns[i]}")
+    cdef double* after = <double*> malloc(max(k, 1) * sizeof(double))
+    if after == NULL:
+        raise MemoryError()
+    for i in range(k):
+        after[i] = received[where[i], columns[i]] + seconds[i]
+    for i in range(k):
+        received[where[i], columns[i]] = after[i]
+        ran[where[i], columns[i]] = 1
+    free(after)

@@ -1,7 +1,7 @@
 """The compiled round loops (``gavelsched/mechanism/_loops.pyx``) give what their Python
 twins give, on random inputs: the selection's order (ties, infinities and NaNs included),
-the placement's workers and extensions, the priorities to the bit, and a whole
-``plan_round``."""
+the placement's workers and extensions, the priorities to the bit, a whole ``plan_round``,
+the leases and task times to the bit, and the crediting of steps and seconds."""
 
 from __future__ import annotations
 
@@ -184,6 +184,73 @@ def test_compiled_leases_are_the_python_ones(c, n, k, whole, seed):
         assert got.tobytes() == want.tobytes()
 
 
+def _rows_for_crediting(rng, c: int, n: int):
+    """Rows of ``c`` jobs and some pairs of them, with steps left (fractions, zeros, NaNs)
+    and received times."""
+    from gavelsched.core.rows import Rows
+
+    rows = Rows(n)
+    pairs = [(int(a), int(b)) for a, b in rng.integers(0, c, (int(rng.integers(0, 4)), 2))
+             if a != b]
+    rows.keys = [f"j{i}" for i in range(c)] + [f"j{a}+j{b}" for a, b in pairs]
+    rows._member_rows = np.array([(i, -1) for i in range(c)] + pairs,
+                                 dtype=np.int64).reshape(-1, 2)
+    rows.left = rng.integers(0, 50, len(rows.keys)) + rng.choice([0.0, 0.25, 1e-10],
+                                                                  len(rows.keys))
+    rows.left[rng.random(len(rows.keys)) < 0.05] = np.nan
+    rows.received = rng.integers(0, 5, (len(rows.keys), n)) * 360.0
+    rows.ran = rng.random((len(rows.keys), n)) < 0.5
+    return rows
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 12), st.integers(1, 3), st.integers(0, 15), st.integers(1, 2),
+       st.integers(0, 2**31 - 1))
+def test_compiled_crediting_is_the_python_crediting(c, n, k, width, seed):
+    """Steps off the steps left, and seconds into received time, as numpy's fancy
+    indexing does them: a row named twice keeps its last write."""
+    from gavelsched.core import progress
+
+    rng = np.random.default_rng(seed)
+    fast = _rows_for_crediting(rng, c, n)
+    where = rng.integers(0, len(fast.keys), k)
+    steps = rng.choice([0.0, 1.0, 7.0, 49.75, np.nan], (k, width))
+    columns, seconds = rng.integers(0, n, k), rng.random(k) * 360
+    slow = _rows_for_crediting(np.random.default_rng(seed), c, n)
+    got = progress._take_steps(fast, where, steps)
+    progress._add_seconds(fast, where, columns, seconds)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(progress, "compiled", None)
+        want = progress._take_steps(slow, where, steps)
+        progress._add_seconds(slow, where, columns, seconds)
+    assert got == want
+    for name in ("left", "received", "ran"):
+        assert getattr(fast, name).tobytes() == getattr(slow, name).tobytes(), name
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 20), st.booleans(), st.integers(0, 2**31 - 1))
+def test_compiled_task_seconds_are_the_python_ones_to_the_bit(k, whole, seed):
+    """A round's task times (``simulator/tasks.py:run_leases``): steps over rate, a member
+    without progress taking none, the larger of two; integer or fractional steps."""
+    from types import SimpleNamespace
+
+    from simulator import tasks
+
+    rng = np.random.default_rng(seed)
+    rates = rng.choice([0.0, 0.5, 3.0, 1e-300, np.inf, np.nan], (k, 2))
+    steps = (rng.integers(0, 2000, (k, 2)) if whole
+             else rng.choice([0.0, 0.25, 7.0, np.inf, np.nan], (k, 2)))
+    batch = SimpleNamespace(steps=steps, rates=rates)
+    with np.errstate(all="ignore"):
+        fast = tasks.run_leases(batch, 360.0, None)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(tasks, "compiled", None)
+            slow = tasks.run_leases(batch, 360.0, None)
+    assert fast[0].tobytes() == slow[0].tobytes()
+    assert fast[1] is slow[1]
+
+
 def test_the_compiled_loops_refuse_arrays_they_would_read_past():
     """They read their arrays unchecked, so shapes and indices are checked at their door:
     a clear error, never a read past an array."""
@@ -210,3 +277,14 @@ def test_the_compiled_loops_refuse_arrays_they_would_read_past():
     with pytest.raises(IndexError, match="job row 1 past 1 rows"):
         compiled.leases(rate, np.ones(1), members, np.array([1], np.int64),
                         np.array([0], np.int64), 360.0, True)
+    with pytest.raises(IndexError, match="combination row 2 past 2 rows"):
+        compiled.take_steps(left, members, np.array([2], np.int64), np.ones((1, 2)))
+    with pytest.raises(IndexError, match="job row 1 past 1 rows"):
+        compiled.take_steps(np.ones(1), members, np.array([1], np.int64), np.ones((1, 1)))
+    with pytest.raises(ValueError, match=r"steps of shape \(1, 3\)"):
+        compiled.take_steps(left, members, np.array([0], np.int64), np.ones((1, 3)))
+    with pytest.raises(ValueError, match=r"rates: shape \(1, 2\), expected \(2, 2\)"):
+        compiled.task_seconds(np.ones((2, 2)), np.ones((1, 2)))
+    with pytest.raises(IndexError, match="task 0 at row 0, column 1"):
+        compiled.add_seconds(np.ones((2, 1)), np.ones((2, 1), np.uint8),
+                             np.array([0], np.int64), np.array([1], np.int64), np.ones(1))
