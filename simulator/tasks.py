@@ -71,10 +71,16 @@ def finishes(batch, steps: np.ndarray, ends: np.ndarray,
              now: float) -> tuple[list[tuple[int, int]], dict[str, float]]:
     """The (task, member) whose ``steps`` finish their jobs (``finishing``), and each such
     job -> when: ``now`` + its task's end (``ends``)."""
-    done = finishing(batch, steps)
-    if not np.count_nonzero(done):
+    remaining = batch.remaining
+    if (compiled is not None and steps.dtype in _COMPILED_STEPS
+            and remaining.dtype == steps.dtype):
+        finish = compiled.finished_members(steps, remaining)     # (the same, one loop)
+    else:
+        done = finishing(batch, steps)
+        finish = (list(zip(*(x.tolist() for x in np.nonzero(done))))
+                  if np.count_nonzero(done) else [])
+    if not finish:
         return [], {}
-    finish = list(zip(*(x.tolist() for x in np.nonzero(done))))
     members = batch.members
     return finish, {members[i][m]: now + float(ends[i]) for i, m in finish}
 

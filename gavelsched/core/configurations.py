@@ -49,7 +49,6 @@ from dataclasses import dataclass
 from policies.jobs import Configuration
 from traces.scaling import PROBED, ScalingModel, table_model
 
-from ..virtual.split import SplitError, TypeProfile, plan_split
 from .records import ThroughputSource
 
 log = logging.getLogger(__name__)
@@ -154,6 +153,9 @@ class Configurations:
             del self._cache[key]
 
     def _build(self, job_type: str, sf: int, counts: Mapping[str, int]) -> tuple[MixedOption, ...]:
+        # (imported here: a cluster without mixed jobs never loads the split solver)
+        from ..virtual.split import SplitError, plan_split
+
         profiles = {t: p for t in counts if counts[t] > 0
                     for p in [self.profile(t, job_type, sf)] if p is not None}
         out: dict[str, MixedOption] = {}
@@ -179,6 +181,8 @@ class Configurations:
     def profile(self, worker_type: str, job_type: str, sf: int):
         """The job's ``TypeProfile`` on ``worker_type`` (module docstring), or None when the
         table has no single-GPU or no multi-GPU throughput for it."""
+        from ..virtual.split import TypeProfile
+
         one = float(self._source.get(worker_type, job_type, 1))
         wide = max(sf, 2)
         many = float(self._source.get(worker_type, job_type, wide))

@@ -307,6 +307,20 @@ def task_seconds(const steps_t[:, :] steps, const double[:, :] rates):
     return out
 
 
+def finished_members(const steps_t[:, :] steps, const steps_t[:, :] remaining):
+    """``simulator/tasks.py:finishing``'s (task, member) pairs in row order (``np.nonzero``'s):
+    the member's steps reach what its job had left, and it had some left."""
+    cdef Py_ssize_t k = steps.shape[0], t, m
+    _same_shape("steps", steps.shape[0], steps.shape[1], k, 2)
+    _same_shape("remaining", remaining.shape[0], remaining.shape[1], k, 2)
+    out = []
+    for t in range(k):
+        for m in range(2):
+            if steps[t, m] >= remaining[t, m] and remaining[t, m] > 0:
+                out.append((t, m))
+    return out
+
+
 cdef inline double _np_min(double a, double b) noexcept nogil:
     """``np.minimum``: NaN if either is NaN."""
     if a != a or b != b:

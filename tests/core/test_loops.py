@@ -251,6 +251,31 @@ def test_compiled_task_seconds_are_the_python_ones_to_the_bit(k, whole, seed):
     assert fast[1] is slow[1]
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 20), st.booleans(), st.integers(0, 2**31 - 1))
+def test_compiled_finishes_are_the_python_ones(k, whole, seed):
+    """The (task, member) pairs whose steps finish their jobs, in row order, and when."""
+    from types import SimpleNamespace
+
+    from simulator import tasks
+
+    rng = np.random.default_rng(seed)
+    if whole:
+        remaining = rng.integers(0, 4, (k, 2))
+        steps = rng.integers(0, 4, (k, 2))
+    else:
+        remaining = rng.choice([0.0, 0.5, 2.0, np.nan], (k, 2))
+        steps = rng.choice([0.0, 0.5, 2.0, np.inf, np.nan], (k, 2))
+    batch = SimpleNamespace(remaining=remaining,
+                            members=[(f"a{i}", f"b{i}") for i in range(k)])
+    ends = rng.random(k) * 360
+    fast = tasks.finishes(batch, steps, ends, 10.0)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tasks, "compiled", None)
+        slow = tasks.finishes(batch, steps, ends, 10.0)
+    assert fast == slow
+
+
 def test_the_compiled_loops_refuse_arrays_they_would_read_past():
     """They read their arrays unchecked, so shapes and indices are checked at their door:
     a clear error, never a read past an array."""
