@@ -396,10 +396,14 @@ def _member_rows(keys, members) -> np.ndarray:
     return np.array(rows, dtype=int).reshape(-1, 2)
 
 
-@lru_cache(maxsize=32)
 def _type_order(types: tuple[str, ...], preferred: tuple[str, ...]) -> list[int]:
     """The column of each type in the order the queues are served (``preferred`` first):
     made once per (types, order), and read, never changed, by its callers."""
+    return _cached_type_order(tuple(types), tuple(preferred))
+
+
+@lru_cache(maxsize=32)
+def _cached_type_order(types: tuple[str, ...], preferred: tuple[str, ...]) -> list[int]:
     index = {t: j for j, t in enumerate(types)}
     order = [index[t] for t in preferred if t in index]
     order += [j for j, t in enumerate(types) if t not in preferred]

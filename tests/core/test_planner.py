@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -327,3 +329,13 @@ def test_a_refill_takes_the_workers_from_the_run_that_left_them():
     assert len(refill) == 1 and refill.keys[0] != holder
     assert holder not in core.last_workers
     assert core.last_workers[refill.keys[0]] == tuple(first.batch.workers[0])
+
+
+def test_types_and_a_type_order_given_as_lists_plan_as_tuples_do():
+    """The type order is made once per (types, order): a caller's lists work as well."""
+    view = ClusterView.build({"a": 1, "b": 1})
+    as_tuples = demand([[0.5, 0.5], [0.5, 0.5]])
+    as_lists = replace(as_tuples, types=list(as_tuples.types))
+    got = plan_round(as_lists, view, PlannerConfig(type_order=["b", "a"]))
+    want = plan_round(as_tuples, view, PlannerConfig(type_order=("b", "a")))
+    assert got.placements == want.placements
