@@ -397,18 +397,20 @@ def take_steps(double[:] left, const int64_t[:, :] member_rows, const int64_t[:]
         free(after)
         free(rows)
         raise MemoryError()
-    for i in range(k):
-        for m in range(width):
-            job = member_rows[where[i], m]
-            if job >= 0:
-                rows[t] = job
-                after[t] = left[job] - steps[i, m]
-                t += 1
-    for i in range(t):
-        left[rows[i]] = after[i]
-    finished = [rows[i] for i in range(t) if left[rows[i]] <= 1e-9]
-    free(after)
-    free(rows)
+    try:
+        for i in range(k):
+            for m in range(width):
+                job = member_rows[where[i], m]
+                if job >= 0:
+                    rows[t] = job
+                    after[t] = left[job] - steps[i, m]
+                    t += 1
+        for i in range(t):
+            left[rows[i]] = after[i]
+        finished = [rows[i] for i in range(t) if left[rows[i]] <= 1e-9]
+    finally:
+        free(after)
+        free(rows)
     finished.sort()
     return finished
 
@@ -431,4 +433,4 @@ def add_seconds(double[:, :] received, unsigned char[:, :] ran, const int64_t[:]
     for i in range(k):
         received[where[i], columns[i]] = after[i]
         ran[where[i], columns[i]] = 1
-    free(after)
+    free(after)     # (nothing above can raise)
