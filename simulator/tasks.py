@@ -61,6 +61,11 @@ class Ran(NamedTuple):
                 for i in np.flatnonzero(self._finishing()).tolist() for w in batch.workers[i]}
 
 
+# The step counts the compiled ``task_seconds`` and ``finished_members`` read (a round's
+# integers, or fractions of a step).
+_COMPILED_STEPS = (np.dtype(np.int64), np.dtype(np.float64))
+
+
 def finishing(batch, steps: np.ndarray) -> np.ndarray:
     """(k, 2): the member's ``steps`` finish its job (``batch.remaining``; 0: none)."""
     remaining = batch.remaining
@@ -118,10 +123,6 @@ def run_leases(batch, R: float, pause: np.ndarray | None, true: np.ndarray | Non
     if pause is not None:
         took = took + pause[:, None]
     return np.maximum(took[:, 0], took[:, 1]), steps
-
-
-# The step counts ``task_seconds`` reads (a round's integers, or fractions of a step).
-_COMPILED_STEPS = (np.dtype(np.int64), np.dtype(np.float64))
 
 
 def startups_of(jobs: Sequence[TraceJob], overhead: Mapping[str, float]) -> list[float] | None:

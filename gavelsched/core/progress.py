@@ -117,7 +117,8 @@ def _take_steps(rows: Rows, where: np.ndarray, steps: np.ndarray) -> tuple[str, 
     ``where[i]``; the jobs with none left, in row order (by the compiled loop when built,
     ``mechanism/loops.py``)."""
     if compiled is not None:
-        done = compiled.take_steps(rows.left, rows.member_rows, np.asarray(where, np.int64),
+        done = compiled.take_steps(rows.left, rows.member_rows,
+                                   np.asarray(where, dtype=np.int64),
                                    np.asarray(steps, dtype=float))
         return tuple(rows.keys[i] for i in done) if done else ()
     members = rows.members_of(where)[:, :steps.shape[1]]

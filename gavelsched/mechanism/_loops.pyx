@@ -137,7 +137,7 @@ def unsnapped_priorities(const double[:, :] allocation, const double[:, :] recei
 def plan_units(const double[:, :] prio, const double[:, :] deficit, const double[:, :] tie,
                const unsigned char[:, :] runnable, const unsigned char[:] allocated,
                const int64_t[:, :] members, const int64_t[:] scale, list free_workers,
-               list type_order, bint backfill, tuple keys, tuple types, dict previous,
+               type_order, bint backfill, tuple keys, tuple types, dict previous,
                dict type_of, live_workers):
     """The round as ``planner._round_plan`` takes it: (rows, their keys, type columns,
     workers, lease extended, held idle, lease opportunities), with the rows, columns and
@@ -199,7 +199,7 @@ def plan_units(const double[:, :] prio, const double[:, :] deficit, const double
 
 cdef Py_ssize_t _select(const double[:, :] prio, const double[:, :] deficit,
                         const double[:, :] tie, const unsigned char[:, :] runnable,
-                        const int64_t[:, :] members, list free_workers, list type_order,
+                        const int64_t[:, :] members, list free_workers, type_order,
                         bint backfill, Py_ssize_t* chosen, Py_ssize_t* columns) except -1:
     """The round's selection, in the order taken: ``chosen[k]`` the row of the k-th entry
     and ``columns[k]`` its type column (room for one per row each); returns their number."""

@@ -222,8 +222,8 @@ def plan_round(demand: Demand, view: ClusterView,
     return _round_plan(demand, prio, combos, task_keys, type_idx, workers, extended, held)
 
 
-def _plan_units(demand: Demand, prio: np.ndarray, runnable: np.ndarray, order: list[int],
-                view: ClusterView, config: PlannerConfig):
+def _plan_units(demand: Demand, prio: np.ndarray, runnable: np.ndarray,
+                order: tuple[int, ...], view: ClusterView, config: PlannerConfig):
     """``plan_round``'s selection, held-idle split and placement by the compiled loop
     (``loops.py``), when every combination is a single job on one worker; None otherwise."""
     tie = tie_break(demand.allocation) if demand.tie_break is None else demand.tie_break
@@ -396,15 +396,14 @@ def _member_rows(keys, members) -> np.ndarray:
     return np.array(rows, dtype=int).reshape(-1, 2)
 
 
-def _type_order(types: tuple[str, ...], preferred: tuple[str, ...]) -> list[int]:
-    """The column of each type in the order the queues are served (``preferred`` first):
-    made once per (types, order), and read, never changed, by its callers."""
+def _type_order(types: tuple[str, ...], preferred: tuple[str, ...]) -> tuple[int, ...]:
+    """The column of each type in the order the queues are served (``preferred`` first),
+    made once per (types, order): a tuple, as every caller shares it."""
     return _cached_type_order(tuple(types), tuple(preferred))
 
 
 @lru_cache(maxsize=32)
-def _cached_type_order(types: tuple[str, ...], preferred: tuple[str, ...]) -> list[int]:
+def _cached_type_order(types: tuple[str, ...], preferred: tuple[str, ...]) -> tuple[int, ...]:
     index = {t: j for j, t in enumerate(types)}
-    order = [index[t] for t in preferred if t in index]
-    order += [j for j, t in enumerate(types) if t not in preferred]
-    return order
+    return (tuple(index[t] for t in preferred if t in index)
+            + tuple(j for j, t in enumerate(types) if t not in preferred))

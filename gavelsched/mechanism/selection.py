@@ -18,6 +18,8 @@ its jobs' entities has too little room left, and the walk goes on to the next en
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from .priorities import snapped
@@ -32,7 +34,7 @@ def tie_break(allocation: np.ndarray) -> np.ndarray:
 
 
 def order_entries(prio: np.ndarray, deficit: np.ndarray, allocation: np.ndarray,
-                  type_order: list[int], global_queue: bool,
+                  type_order: Sequence[int], global_queue: bool,
                   tie: np.ndarray | None = None) -> list[tuple[int, np.ndarray]]:
     """The visiting order: a list of (type index, combination indices) runs.
 
@@ -162,7 +164,7 @@ def _usable(runnable: np.ndarray, prio: np.ndarray, j: int, backfill: bool) -> n
 # ---- several worker types in one column (VirtualFlow §6.5.2) ----------------------------
 
 def order_entries_mixed(prio: np.ndarray, deficit: np.ndarray, allocation: np.ndarray,
-                        type_order: list[int], configs: np.ndarray, primary: np.ndarray,
+                        type_order: Sequence[int], configs: np.ndarray, primary: np.ndarray,
                         global_queue: bool,
                         tie: np.ndarray | None = None) -> list[tuple[int, np.ndarray]]:
     """``order_entries`` with configuration columns ``configs`` (several types at once):
