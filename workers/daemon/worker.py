@@ -385,7 +385,10 @@ class Worker:
         self._report([JobExit.unstarted(
             s, "superseded by a later placement on its GPUs (before it started)")
             for s in superseded])
-        self._start_pending()
+        failed = self._start_pending().get(request.job_id)
+        if failed is not None:   # ok: the failure reaches the scheduler once, as the
+            # run's exit (``JobExit.unstarted``, failed), not a second time as a refusal
+            return pb.Ack(ok=True, message=f"launch failed, reported as its exit: {failed}")
         return pb.Ack(ok=True, message="launched" if self.launcher.gpus_of(request.job_id)
                       else "queued until its GPUs are free")
 
@@ -422,8 +425,10 @@ class Worker:
             rank_steps_per_s=paces, generation=int(request.generation),
             partner=request.colocated_job_id)
 
-    def _start_pending(self) -> None:
-        """Launch each queued job whose GPUs are free now (``LaunchQueue.ready``)."""
+    def _start_pending(self) -> dict[str, str]:
+        """Launch each queued job whose GPUs are free now (``LaunchQueue.ready``); returns
+        why each launch that failed did (by job id), as its exit reported it."""
+        failed: dict[str, str] = {}
         for spec in self._queue.ready(self.launcher):
             try:
                 self.launcher.launch(spec)
@@ -433,8 +438,9 @@ class Worker:
                 else:
                     log.exception("launching job %s failed", spec.job_id)
                     why = f"{type(err).__name__}: {err}"
-                self._report([JobExit.unstarted(spec, f"cannot start {spec.argv[0]}: {why}",
-                                                failed=True, code=127)])
+                failed[spec.job_id] = f"cannot start {spec.argv[0]}: {why}"
+                self._report([JobExit.unstarted(spec, failed[spec.job_id], failed=True,
+                                                code=127)])
             waiting = self._queue.launched(spec, self.launcher)
             if waiting is None:
                 continue
@@ -444,6 +450,7 @@ class Worker:
             else:
                 self.launcher.extend(spec.job_id, spec.generation, waiting.round,
                                      waiting.max_seconds, self.round_seconds)
+        return failed
 
     def kill_job(self, job_id: str, reason: str, generation: int = 0) -> bool:
         """Kill a running job, or drop a queued one (reported at once, as never started);

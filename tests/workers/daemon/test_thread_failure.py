@@ -42,7 +42,11 @@ def test_a_launch_that_raises_fails_alone(cluster, monkeypatch, caplog):  # noqa
 
     monkeypatch.setattr(worker.launcher, "launch", launch_or_fail)
     stub = sched.worker_stub(worker.address)
-    assert stub.RunJob(run_job("bad", command="sleep 600", gpus=(0,))).ok
+    ack = stub.RunJob(run_job("bad", command="sleep 600", gpus=(0,)))
+    # the answer says the launch failed (it said "queued until its GPUs are free"); ok, as
+    # the failure reaches the scheduler once, as the run's exit below
+    assert ack.ok and ack.message.startswith("launch failed, reported as its exit: cannot "
+                                             "start /bin/sh: ValueError"), ack.message
     bad = report_of(sched, "bad")
     assert bad.failed and bad.exit_code == 127
     assert "cannot start /bin/sh: ValueError: a bug in this launch" in bad.reason, bad.reason
