@@ -15,7 +15,7 @@ from ._lazy import cp, sp
 from .base import BACKEND_OPTION, DEFAULT_LP_SOLVER, ColumnPolicy, Solution, no_columns, run
 from .cache import ByteBudgetCache
 from .columns import Columns
-from .lp import maximise_level
+from .lp import Level, clarabel_lists, level_of, maximise_level
 from .sparse import Compressed, Coo, as_scipy, stacked
 from .problem import Allocation, Problem
 
@@ -95,6 +95,42 @@ def max_min_csc(cols: Columns) -> tuple[Compressed, np.ndarray, np.ndarray] | No
     then holds -U, member and usage entries at rows u(i), k + i and k + m + j, in that
     order. The same numbers as ``max_min_coo`` to the bit (tests/policies/test_fairness_lp.py);
     None for other models."""
+    blocks = _max_min_blocks(cols)
+    if blocks is None:
+        return None
+    data, indices, b, e, _ = blocks
+    c = len(data)
+    index = np.int32 if indices.size + b.size < 2 ** 31 - 1 else np.int64
+    return (Compressed(data.ravel(), indices.ravel().astype(index),
+                       np.arange(0, 3 * c + 1, 3, dtype=index), (b.size, c), "csc"), b, e)
+
+
+def max_min_by_clarabel(cols: Columns, what: str) -> Level | None:
+    """The max-min LP of ``max_min_csc`` solved by Clarabel, its matrix written as Clarabel
+    reads it: each column's entries, then its bound row -z <= 0, then the level's column
+    (``lp._level_once`` and ``lp._clarabel`` append them; the same lists to the bit,
+    tests/policies/test_fairness_lp.py). A re-solve's set-up is most of its cost beside
+    the solve (issue #30). None for the models ``max_min_csc`` does not write."""
+    blocks = _max_min_blocks(cols)
+    if blocks is None:
+        return None
+    data, indices, b, e, k = blocks     # the level's entries: the first k rows (-U)
+    c, rows = len(data), b.size
+    A = np.empty((c, 4))
+    A[:, :3] = data
+    A[:, 3] = -1.0
+    at = np.empty((c, 4), dtype=np.int64)
+    at[:, :3] = indices
+    at[:, 3] = np.arange(rows, rows + c)
+    matrix = Compressed(A.ravel().tolist() + [1.0] * k, at.ravel().tolist() + list(range(k)),
+                        list(range(0, 4 * c + 1, 4)) + [4 * c + k], (rows + c, c + 1), "csc")
+    q = [0.0] * c + [-1.0]
+    return level_of(clarabel_lists(q, matrix, b.tolist() + [0.0] * c, rows, what))
+
+
+def _max_min_blocks(cols: Columns):
+    """``max_min_csc``'s columns as (c, 3) blocks of their entries and of their rows, with
+    b, e and the number of -U rows; None unless every column is one job on one type."""
     member = cols.member_arrays
     c = cols.num_columns
     if cols.config_names or member.nnz != c:
@@ -109,18 +145,16 @@ def max_min_csc(cols: Columns) -> tuple[Compressed, np.ndarray, np.ndarray] | No
     rate[member.indices] = cols.throughput_arrays.data   # (``member``'s sparsity)
     u_row = (np.cumsum(runnable) - 1)[col_row]
     usage = cols.usage_arrays
-    data = np.empty(3 * c)
-    data[0::3] = rate * coef[u_row]
-    data[0::3] *= -1.0                                   # -U: the rows t - U @ z <= 0
-    data[1::3] = 1.0
-    data[2::3][usage.indices] = usage.data
-    index = np.int32 if 3 * c + k + m + n < 2 ** 31 - 1 else np.int64
-    indices = np.empty(3 * c, dtype=index)
-    indices[0::3], indices[1::3], indices[2::3] = u_row, k + col_row, k + m + cols.col_type
-    indptr = np.arange(0, 3 * c + 1, 3, dtype=index)
+    data = np.empty((c, 3))
+    data[:, 0] = rate * coef[u_row]
+    data[:, 0] *= -1.0                                   # -U: the rows t - U @ z <= 0
+    data[:, 1] = 1.0
+    data[usage.indices, 2] = usage.data
+    indices = np.empty((c, 3), dtype=np.int64)
+    indices[:, 0], indices[:, 1], indices[:, 2] = u_row, k + col_row, k + m + cols.col_type
     b = np.concatenate([np.zeros(k), np.ones(m), cols.workers])
     e = np.concatenate([np.ones(k), np.zeros(m + n)])
-    return Compressed(data, indices, indptr, (k + m + n, c), "csc"), b, e
+    return data, indices, b, e, k
 
 
 class MaxMinFairness(ColumnPolicy):
@@ -143,10 +177,13 @@ class MaxMinFairness(ColumnPolicy):
         generate = cols.num_columns - singles.size > PAIRS_PER_JOB * cols.num_jobs
         solver = self.direct_solver(PACKED_SOLVER if generate else DEFAULT_LP_SOLVER)
         if solver is not None:
-            lp = None if generate else max_min_csc(cols)
-            A, b, e = lp or max_min_coo(cols, utility_arrays(cols)[1])
-            level = maximise_level(A, b, e, solver, self.name,
-                                   start=singles if generate else None)
+            level = (max_min_by_clarabel(cols, self.name)
+                     if solver == "CLARABEL" and not generate else None)
+            if level is None:
+                lp = None if generate else max_min_csc(cols)
+                A, b, e = lp or max_min_coo(cols, utility_arrays(cols)[1])
+                level = maximise_level(A, b, e, solver, self.name,
+                                       start=singles if generate else None)
             return Solution(cols.to_rows(level.z), level.t, level.solver)
         _, U = utility_arrays(cols)
         U = as_scipy(U)

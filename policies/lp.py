@@ -73,8 +73,6 @@ def solve_lp(lp: LinearProgram, solver: str, what: str, *, precise: bool = False
 
 
 def _clarabel(lp: LinearProgram, what: str, precise: bool) -> LPResult:
-    import clarabel
-
     n, k, rows = lp.c.size, lp.num_nonneg, lp.b.size
     if _is_csc(lp.A):   # x >= 0 as the rows -x <= 0: each one last in its column
         A = _with_bound_rows(lp.A, k)
@@ -85,17 +83,27 @@ def _clarabel(lp: LinearProgram, what: str, precise: bool) -> LPResult:
                   (rows + k, n), "csc")
         A = compressed_arrays(*coords) or compressed(*coords)
     b = np.concatenate([lp.b, np.zeros(k)])
-    settings = clarabel.DefaultSettings()
-    settings.verbose = False
-    if precise:
-        settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = PRECISE_TOL
-    P = Compressed([], [], [0] * (n + 1), (n, n), "csc")  # no quadratic term (an LP)
     # Lists, not arrays: Clarabel reads its inputs element by element, and a list's
     # elements are Python floats already (an array makes a scalar object for each).
     A = A._replace(data=A.data.tolist(), indices=A.indices.tolist(),
                    indptr=A.indptr.tolist())
-    solver = clarabel.DefaultSolver(P, lp.c.tolist(), A, b.tolist(),
-                                    [clarabel.NonnegativeConeT(rows + k)], settings)
+    return clarabel_lists(lp.c.tolist(), A, b.tolist(), rows, what, precise)
+
+
+def clarabel_lists(c: list, A: Compressed, b: list, rows: int, what: str,
+                   precise: bool = False) -> LPResult:
+    """Clarabel on  min c @ x  s.t.  A @ x <= b  (every row in the nonnegative cone, the
+    bounds x >= 0 among them), with ``A``'s arrays, ``c`` and ``b`` as lists; the duals
+    of the first ``rows`` rows (the LP's own, before its bound rows)."""
+    import clarabel
+
+    settings = clarabel.DefaultSettings()
+    settings.verbose = False
+    if precise:
+        settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = PRECISE_TOL
+    n = len(c)
+    P = Compressed([], [], [0] * (n + 1), (n, n), "csc")  # no quadratic term (an LP)
+    solver = clarabel.DefaultSolver(P, c, A, b, [clarabel.NonnegativeConeT(len(b))], settings)
     sol = solver.solve()
     S = clarabel.SolverStatus
     outcome = {S.Solved: Outcome.OPTIMAL, S.AlmostSolved: Outcome.INACCURATE,
@@ -105,7 +113,7 @@ def _clarabel(lp: LinearProgram, what: str, precise: bool) -> LPResult:
                S.AlmostDualInfeasible: Outcome.UNBOUNDED}.get(sol.status, Outcome.FAILED)
     if check_outcome(outcome, what, "CLARABEL", precise=precise, status=str(sol.status)):
         log.debug("%s: solver CLARABEL reports an inaccurate optimum (used as is)", what)
-    dual = np.asarray(sol.z)[:lp.b.size]
+    dual = np.asarray(sol.z)[:rows]
     return LPResult(np.asarray(sol.x), float(sol.obj_val), dual, "CLARABEL")
 
 
@@ -206,6 +214,11 @@ def _level_once(A: sp.spmatrix, b, e, solver: str, what: str, precise: bool) -> 
                    np.concatenate([data, e[nz]]), (A.shape[0], A.shape[1] + 1))
     result = solve_lp(LinearProgram(c, full, np.asarray(b, dtype=float), A.shape[1]), solver,
                       what, precise=precise)
+    return level_of(result)
+
+
+def level_of(result: LPResult) -> Level:
+    """The ``Level`` of the LP whose last variable is the level, minimised negated."""
     return Level(result.x[:-1], -result.value, result.dual, result.solver)
 
 

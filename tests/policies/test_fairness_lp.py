@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from policies import Job, Pair, Problem, get_policy
 from policies.columns import build_columns
-from policies.fairness import max_min_coo, max_min_csc, utility_arrays
+from policies import fairness, lp
+from policies.fairness import max_min_by_clarabel, max_min_coo, max_min_csc, utility_arrays
 from policies.lp import _with_bound_rows, maximise_level
 from policies.sparse import as_scipy, compressed, coo_arrays
 
@@ -43,6 +44,44 @@ def test_written_lp_is_the_sorted_lp_bit_for_bit(data, merge, agnostic):
     if cols.num_columns:   # and Clarabel, given either, answers the same to the bit
         written, sorted_ = (maximise_level(M, b, e, "CLARABEL", "test") for M in (A, coo))
         assert written.z.tobytes() == sorted_.z.tobytes() and written.t == sorted_.t
+
+
+@settings(**SETTINGS)
+@given(data=st.data(), merge=st.booleans(), agnostic=st.booleans())
+def test_clarabel_reads_the_written_lp_as_the_general_path_gives_it(data, merge, agnostic):
+    """``max_min_by_clarabel`` hands Clarabel the lists ``maximise_level`` hands it for
+    ``max_min_csc``'s LP (t's column and the bound rows written in place), so the level
+    and z are the same to the bit."""
+    problem = data.draw(problems(max_jobs=9))
+    cols = build_columns(problem, merge=merge, agnostic=agnostic)
+    if not cols.num_columns:
+        return
+    seen = []
+    real = lp.clarabel_lists
+
+    def recorded(*args, **kwargs):
+        seen.append(args[:4])
+        return real(*args, **kwargs)
+
+    lp.clarabel_lists = recorded
+    try:
+        general = maximise_level(*max_min_csc(cols), "CLARABEL", "test")
+    finally:
+        lp.clarabel_lists = real
+    fairness.clarabel_lists = recorded
+    try:
+        written = max_min_by_clarabel(cols, "test")
+    finally:
+        fairness.clarabel_lists = real
+    (q1, A1, b1, r1), (q2, A2, b2, r2) = seen
+    assert r1 == r2 and A1.shape == A2.shape
+    for x, y in [(q1, q2), (b1, b2)] + [(getattr(A1, a), getattr(A2, a))
+                                         for a in ("data", "indices", "indptr")]:
+        assert type(x) is list and type(y) is list
+        assert list(map(type, x)) == list(map(type, y))   # Python floats, or ints
+        assert np.array(x).tobytes() == np.array(y).tobytes()   # to the bit (-0.0 too)
+    assert written.z.tobytes() == general.z.tobytes() and written.t == general.t
+    assert written.dual.tobytes() == general.dual.tobytes()
 
 
 @settings(**SETTINGS)
