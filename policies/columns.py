@@ -319,6 +319,10 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
         rates.append(mixed.rates)
         col_type.append(mixed.label)
     c = len(keys)
+    if c == singles:   # one job on one type each: the arrays as a sort would order them
+        member, throughput, usage = _single_arrays(rows, cols, rates[0], used[0], (m, n))
+        return _columns(ids, types, T, sf, weight, times, workers, prices, keys,
+                        cols.astype(int), member, throughput, usage, merged, unusable, None)
     at, cols_at = np.concatenate(at), np.concatenate(cols_at)
     member, throughput = compressed_alike_arrays(at, cols_at,
                                                  [np.ones(at.size), np.concatenate(rates)], (m, c))
@@ -330,6 +334,12 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
         used_type = np.concatenate([col_type[plain], mixed.use_type])
         used_col = np.concatenate([plain, mixed.use_col])
     usage, = compressed_alike_arrays(used_type, used_col, [np.concatenate(used)], (n, c))
+    return _columns(ids, types, T, sf, weight, times, workers, prices, keys, col_type,
+                    member, throughput, usage, merged, unusable, mixed)
+
+
+def _columns(ids, types, T, sf, weight, times, workers, prices, keys, col_type,
+             member, throughput, usage, merged, unusable, mixed) -> Columns:
     return Columns(
         job_ids=ids, types=types, T=T, scale_factor=sf, weight=weight,
         remaining=times[:, 0].copy(), elapsed=times[:, 1].copy(),
@@ -339,6 +349,27 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
         unusable=unusable if unusable.any() else None,
         config_names=mixed.names if mixed is not None else (),
     )
+
+
+def _single_arrays(rows: np.ndarray, cols: np.ndarray, rates: np.ndarray, used: np.ndarray,
+                   shape: tuple[int, int]) -> tuple[Compressed, Compressed, Compressed]:
+    """``member``, ``throughput`` and ``usage`` of columns that are one job on one type
+    each, column k at (``rows[k]``, type ``cols[k]``) in row order (``np.nonzero``'s):
+    ``compressed_alike_arrays``' arrays without its sort, which would keep the columns
+    in order in each job's row and order each type's by a stable sort of their types
+    (tests/policies/test_columns.py)."""
+    (m, n), c = shape, rows.size
+    index = np.int32 if max(m, c) < 2 ** 31 - 1 else np.int64   # (as ``_canonical``'s)
+    job_ptr = np.zeros(m + 1, dtype=index)
+    np.cumsum(np.bincount(rows, minlength=m), out=job_ptr[1:])
+    at = np.arange(c, dtype=index)
+    index = np.int32 if max(n, c) < 2 ** 31 - 1 else np.int64
+    order = np.argsort(cols, kind="stable")
+    type_ptr = np.zeros(n + 1, dtype=index)
+    np.cumsum(np.bincount(cols, minlength=n), out=type_ptr[1:])
+    return (Compressed(np.ones(c), at, job_ptr, (m, c), "csr"),
+            Compressed(rates, at.copy(), job_ptr.copy(), (m, c), "csr"),
+            Compressed(used[order], order.astype(index), type_ptr, (n, c), "csr"))
 
 
 def _fitting_configurations(problem: Problem, T: np.ndarray) -> list[tuple]:

@@ -15,6 +15,7 @@ from ._lazy import cp, sp
 from .base import BACKEND_OPTION, DEFAULT_LP_SOLVER, ColumnPolicy, Solution, no_columns, run
 from .cache import ByteBudgetCache
 from .columns import Columns
+from .compiled import compiled
 from .lp import Level, clarabel_lists, level_of, maximise_level
 from .sparse import Compressed, Coo, as_scipy, stacked
 from .problem import Allocation, Problem
@@ -111,21 +112,42 @@ def max_min_by_clarabel(cols: Columns, what: str) -> Level | None:
     (``lp._level_once`` and ``lp._clarabel`` append them; the same lists to the bit,
     tests/policies/test_fairness_lp.py). A re-solve's set-up is most of its cost beside
     the solve (issue #30). None for the models ``max_min_csc`` does not write."""
-    blocks = _max_min_blocks(cols)
-    if blocks is None:
+    lists = _max_min_lists(cols)
+    if lists is None:
         return None
-    data, indices, b, e, k = blocks     # the level's entries: the first k rows (-U)
-    c, rows = len(data), b.size
+    data, indices, k = lists
+    c, m, n = cols.num_columns, cols.num_jobs, len(cols.types)
+    rows = k + m + n
+    matrix = Compressed(data, indices, list(range(0, 4 * c + 1, 4)) + [4 * c + k],
+                        (rows + c, c + 1), "csc")
+    b = [0.0] * k + [1.0] * m + cols.workers.tolist() + [0.0] * c
+    return level_of(clarabel_lists([0.0] * c + [-1.0], matrix, b, rows, what))
+
+
+def _max_min_lists(cols: Columns) -> tuple[list, list, int] | None:
+    """``max_min_by_clarabel``'s matrix entries and their rows, column by column, and the
+    number of -U rows: by the compiled loop (``policies/_lists.pyx``), or from
+    ``_max_min_blocks``."""
+    member = cols.member_arrays
+    if cols.config_names or member.nnz != cols.num_columns:
+        return None
+    if compiled is not None:
+        usage = cols.usage_arrays
+        return compiled.max_min_lists(
+            member.indices.astype(np.int64, copy=False),
+            member.indptr.astype(np.int64, copy=False), cols.throughput_arrays.data,
+            usage.indices.astype(np.int64, copy=False), usage.data,
+            cols.col_type.astype(np.int64, copy=False), cols.runnable.view(np.uint8),
+            _utility_coefficients(cols)[1], len(cols.types))
+    data, indices, b, _, k = _max_min_blocks(cols)
+    c = len(data)
     A = np.empty((c, 4))
     A[:, :3] = data
     A[:, 3] = -1.0
     at = np.empty((c, 4), dtype=np.int64)
     at[:, :3] = indices
-    at[:, 3] = np.arange(rows, rows + c)
-    matrix = Compressed(A.ravel().tolist() + [1.0] * k, at.ravel().tolist() + list(range(k)),
-                        list(range(0, 4 * c + 1, 4)) + [4 * c + k], (rows + c, c + 1), "csc")
-    q = [0.0] * c + [-1.0]
-    return level_of(clarabel_lists(q, matrix, b.tolist() + [0.0] * c, rows, what))
+    at[:, 3] = np.arange(b.size, b.size + c)
+    return A.ravel().tolist() + [1.0] * k, at.ravel().tolist() + list(range(k)), k
 
 
 def _max_min_blocks(cols: Columns):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from itertools import compress
 
 import numpy as np
 
@@ -87,7 +88,7 @@ def close_period(rows: Rows, start_s: float, now: float, columns: tuple[str, ...
         mask = rows.allocated
         period = Period(
             start_s, float(now), columns,
-            tuple(k for k, ok in zip(rows.keys, mask.tolist()) if ok),
+            tuple(compress(rows.keys, mask.tolist())),
             rows.allocation[mask].copy(), got[mask])
     rows.received[:] = seed
     return period

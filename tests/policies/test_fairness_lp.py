@@ -6,6 +6,7 @@ solver sees the same numbers, so a simulation's results cannot move (issue #30).
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -47,15 +48,20 @@ def test_written_lp_is_the_sorted_lp_bit_for_bit(data, merge, agnostic):
 
 
 @settings(**SETTINGS)
-@given(data=st.data(), merge=st.booleans(), agnostic=st.booleans())
-def test_clarabel_reads_the_written_lp_as_the_general_path_gives_it(data, merge, agnostic):
+@given(data=st.data(), merge=st.booleans(), agnostic=st.booleans(), numpy=st.booleans())
+def test_clarabel_reads_the_written_lp_as_the_general_path_gives_it(data, merge, agnostic,
+                                                                   numpy):
     """``max_min_by_clarabel`` hands Clarabel the lists ``maximise_level`` hands it for
-    ``max_min_csc``'s LP (t's column and the bound rows written in place), so the level
-    and z are the same to the bit."""
+    ``max_min_csc``'s LP (t's column and the bound rows written in place), by its compiled
+    loop or by numpy (``numpy``), so the level and z are the same to the bit."""
     problem = data.draw(problems(max_jobs=9))
     cols = build_columns(problem, merge=merge, agnostic=agnostic)
     if not cols.num_columns:
         return
+    if numpy or fairness.compiled is None:
+        compiled, fairness.compiled = fairness.compiled, None
+    else:
+        compiled = fairness.compiled
     seen = []
     real = lp.clarabel_lists
 
@@ -63,16 +69,13 @@ def test_clarabel_reads_the_written_lp_as_the_general_path_gives_it(data, merge,
         seen.append(args[:4])
         return real(*args, **kwargs)
 
-    lp.clarabel_lists = recorded
+    lp.clarabel_lists = fairness.clarabel_lists = recorded
     try:
         general = maximise_level(*max_min_csc(cols), "CLARABEL", "test")
-    finally:
-        lp.clarabel_lists = real
-    fairness.clarabel_lists = recorded
-    try:
         written = max_min_by_clarabel(cols, "test")
     finally:
-        fairness.clarabel_lists = real
+        lp.clarabel_lists = fairness.clarabel_lists = real
+        fairness.compiled = compiled
     (q1, A1, b1, r1), (q2, A2, b2, r2) = seen
     assert r1 == r2 and A1.shape == A2.shape
     for x, y in [(q1, q2), (b1, b2)] + [(getattr(A1, a), getattr(A2, a))
@@ -82,6 +85,25 @@ def test_clarabel_reads_the_written_lp_as_the_general_path_gives_it(data, merge,
         assert np.array(x).tobytes() == np.array(y).tobytes()   # to the bit (-0.0 too)
     assert written.z.tobytes() == general.z.tobytes() and written.t == general.t
     assert written.dual.tobytes() == general.dual.tobytes()
+
+
+@pytest.mark.skipif(fairness.compiled is None, reason="the policy loops were not compiled "
+                    "(no C compiler at install, or GAVELSCHED_PURE_PYTHON=1)")
+def test_the_compiled_lists_refuse_arrays_that_do_not_fit():
+    """Arrays of other lengths, or a column out of range, are a clear error, not a read
+    past an array's end."""
+    one = np.zeros(1, dtype=np.int64)
+    ptr = np.array([0, 1], dtype=np.int64)
+    flag, rate = np.ones(1, dtype=np.uint8), np.ones(1)
+    lists = fairness.compiled.max_min_lists
+    assert lists(one, ptr, rate, one, rate, one, flag, rate, 1) == (
+        [-1.0, 1.0, 1.0, -1.0, 1.0], [0, 1, 2, 3, 0], 1)
+    with pytest.raises(ValueError, match="2 rates"):
+        lists(one, ptr, np.ones(2), one, rate, one, flag, rate, 1)
+    with pytest.raises(ValueError, match="column 5 of row 0 out of range"):
+        lists(one + 5, ptr, rate, one, rate, one, flag, rate, 1)
+    with pytest.raises(ValueError, match="2 coefficients for 1 runnable rows"):
+        lists(one, ptr, rate, one, rate, one, flag, np.ones(2), 1)
 
 
 @settings(**SETTINGS)
