@@ -9,7 +9,9 @@ placement of ``placement._place_units`` (§5.5, last paragraph). In Python that 
 hundred numpy and list calls on arrays of about a hundred rows; here each type's usable rows
 are sorted by one stable merge sort on the same keys as ``order_entries``' lexsort, and the
 first ``room`` are taken. ``unsnapped_priorities`` is the arithmetic of
-``priorities.priorities`` (thesis §5.5), whose grid (a log and an exp) stays in numpy.
+``priorities.priorities`` (thesis §5.5); of its grid (``priorities.snapped``), the gather,
+rounding and scatter are here (``positive_values``, ``to_grid``, ``put_values``) and the
+log and exp stay numpy's, called on the same arrays.
 ``leases`` is the arithmetic of a round's micro-tasks (``core/batch.py:task_leases``; thesis
 §5.6), and ``task_seconds`` how long each holds its workers in the simulator
 (``simulator/tasks.py:run_leases``). ``take_steps`` and ``add_seconds`` credit a round's
@@ -19,7 +21,7 @@ checks on random inputs.
 """
 
 from libc.stdint cimport int64_t
-from libc.math cimport INFINITY, floor
+from libc.math cimport INFINITY, floor, rint
 from libc.stdlib cimport free, malloc
 
 import numpy as np
@@ -132,6 +134,48 @@ def unsnapped_priorities(const double[:, :] allocation, const double[:, :] recei
             r = received[i, j]
             prio[i, j] = x * (total[j] / r if r > 0 else unserved)
     return out
+
+
+def positive_values(const double[:, :] prio):
+    """(flat row-major indices, values) of the entries of ``prio`` above 0: ``prio[prio >
+    0]`` and where it was, for ``priorities.snapped``."""
+    cdef Py_ssize_t c = prio.shape[0], n = prio.shape[1], i, j, k = 0
+    for i in range(c):
+        for j in range(n):
+            k += prio[i, j] > 0
+    at = np.empty(k, dtype=np.int64)
+    out = np.empty(k)
+    cdef int64_t[:] where = at
+    cdef double[:] values = out
+    k = 0
+    for i in range(c):
+        for j in range(n):
+            if prio[i, j] > 0:
+                where[k] = i * n + j
+                values[k] = prio[i, j]
+                k += 1
+    return at, out
+
+
+def to_grid(double[:] logs, double step):
+    """``logs`` in place onto the multiples of ``step``: rint(x / step) * step (numpy's
+    ``np.rint(x / step) * step``, to the bit: an IEEE division, rounding to the nearest
+    even integer, a product)."""
+    cdef Py_ssize_t k
+    for k in range(logs.shape[0]):
+        logs[k] = rint(logs[k] / step) * step
+
+
+def put_values(double[:, :] prio, const int64_t[:] where, const double[:] values):
+    """``prio`` at the flat row-major indices ``where`` set to ``values``."""
+    cdef Py_ssize_t n = prio.shape[1], k, at
+    if where.shape[0] != values.shape[0]:
+        raise ValueError(f"put_values: {where.shape[0]} places, {values.shape[0]} values")
+    for k in range(where.shape[0]):
+        at = where[k]
+        if not 0 <= at < prio.shape[0] * n:
+            raise IndexError(f"put_values: place {at} outside {prio.shape[0]} x {n}")
+        prio[at // n, at % n] = values[k]
 
 
 def plan_units(const double[:, :] prio, const double[:, :] deficit, const double[:, :] tie,
