@@ -6,6 +6,15 @@ one the install goes on, and the planner and the policies run the same rules in 
 
 from setuptools import Extension, setup
 
+try:    # the loops read their arrays by numpy's C API (pyproject.toml's build requires)
+    from numpy import get_include
+except ImportError:   # no numpy to build with: the loops are not built (``optional``)
+    HEADERS = []
+else:
+    HEADERS = [get_include()]
+
 setup(ext_modules=[Extension("gavelsched.mechanism._loops",
-                             ["gavelsched/mechanism/_loops.pyx"], optional=True),
+                             ["gavelsched/mechanism/_loops.pyx"], include_dirs=HEADERS,
+                             define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+                             optional=True),
                    Extension("policies._lists", ["policies/_lists.pyx"], optional=True)])

@@ -20,11 +20,65 @@ reports). Each gives exactly what the Python path gives, which ``tests/core/test
 checks on random inputs.
 """
 
+cimport numpy as cnp
 from libc.stdint cimport int64_t
 from libc.math cimport INFINITY, floor, rint
 from libc.stdlib cimport free, malloc
 
 import numpy as np
+
+cnp.import_array()
+
+
+# The arrays a loop reads, by numpy's C API: a typed memoryview costs about 0.3 us to make
+# for each argument, more than some loops' work (a round passes some thirty; issue #30).
+cdef struct Array:
+    char* data
+    Py_ssize_t n0, n1, n2     # the shape (1 past the array's dimensions)
+    Py_ssize_t s0, s1, s2     # the strides, in bytes
+
+
+_DTYPES = {cnp.NPY_DOUBLE: np.float64, cnp.NPY_INT64: np.int64, cnp.NPY_UINT8: np.uint8}
+
+
+cdef object _array(object a, int kind, int ndim, str name, Array* out, bint writable=False):
+    """``a`` as an array of ``kind`` (a numpy type number) and ``ndim`` dimensions, its data,
+    shape and strides in ``out``: ``a`` itself when it is one, else a converted copy (only
+    for an array the loop reads: one it writes must be of its type). Returns the array,
+    which the caller keeps while it reads ``out``."""
+    cdef cnp.ndarray arr
+    if not (cnp.PyArray_Check(a) and cnp.PyArray_TYPE(<cnp.ndarray> a) == kind):
+        if writable:
+            raise ValueError(f"{name}: an array of {np.dtype(_DTYPES[kind]).name}, "
+                             f"not {type(a).__name__} of {getattr(a, 'dtype', '?')}")
+        a = np.asarray(a, dtype=_DTYPES[kind])
+    arr = <cnp.ndarray> a
+    if cnp.PyArray_NDIM(arr) != ndim:
+        raise ValueError(f"{name}: {cnp.PyArray_NDIM(arr)} dimensions, expected {ndim}")
+    if writable and not cnp.PyArray_ISWRITEABLE(arr):
+        raise ValueError(f"{name}: the array is read-only")
+    cdef cnp.npy_intp* dims = cnp.PyArray_DIMS(arr)
+    cdef cnp.npy_intp* strides = cnp.PyArray_STRIDES(arr)
+    out.data = <char*> cnp.PyArray_DATA(arr)
+    out.n0, out.s0 = dims[0], strides[0]
+    out.n1, out.s1, out.n2, out.s2 = 1, 0, 1, 0
+    if ndim > 1:
+        out.n1, out.s1 = dims[1], strides[1]
+    if ndim > 2:
+        out.n2, out.s2 = dims[2], strides[2]
+    return arr
+
+
+cdef inline double* _f(Array a, Py_ssize_t i, Py_ssize_t j=0, Py_ssize_t k=0) noexcept nogil:
+    return <double*> (a.data + i * a.s0 + j * a.s1 + k * a.s2)
+
+
+cdef inline int64_t* _i(Array a, Py_ssize_t i, Py_ssize_t j=0) noexcept nogil:
+    return <int64_t*> (a.data + i * a.s0 + j * a.s1)
+
+
+cdef inline unsigned char* _u(Array a, Py_ssize_t i, Py_ssize_t j=0) noexcept nogil:
+    return <unsigned char*> (a.data + i * a.s0 + j * a.s1)
 
 
 cdef inline bint _lt(double x, double y) noexcept nogil:
@@ -112,70 +166,95 @@ cdef _same_shape(str name, Py_ssize_t rows, Py_ssize_t columns, Py_ssize_t want_
                          f"({want_rows}, {want_columns})")
 
 
-def unsnapped_priorities(const double[:, :] allocation, const double[:, :] received,
-                         const double[:] total, const unsigned char[:, :] runnable,
-                         const unsigned char[:] allocated, double unserved):
+def unsnapped_priorities(allocation, received, total, runnable, allocated, double unserved):
     """X * total / received (``unserved`` * X where nothing was received), 0 where X is 0,
     the combination cannot run or the allocation does not cover it: ``priorities``' values
-    before their grid, to the bit (one IEEE division and one product, as numpy's)."""
-    cdef Py_ssize_t c = allocation.shape[0], n = allocation.shape[1], i, j
-    _same_shape("received", received.shape[0], received.shape[1], c, n)
-    _same_shape("runnable", runnable.shape[0], runnable.shape[1], c, n)
-    _same_shape("total and allocated", total.shape[0], allocated.shape[0], n, c)
+    before their grid, to the bit (one IEEE division and one product, as numpy's).
+    ``total``: each column's received seconds; None: summed here, row after row from the
+    first, as numpy's ``received.sum(axis=0)`` sums two columns or more (one column it
+    sums pairwise: the caller passes that sum). ``runnable`` and ``allocated``: uint8."""
+    cdef Array X, got, tot, ok, covered
+    keep = (_array(allocation, cnp.NPY_DOUBLE, 2, "allocation", &X),
+            _array(received, cnp.NPY_DOUBLE, 2, "received", &got),
+            _array(runnable, cnp.NPY_UINT8, 2, "runnable", &ok),
+            _array(allocated, cnp.NPY_UINT8, 1, "allocated", &covered))
+    cdef Py_ssize_t c = X.n0, n = X.n1, i, j
+    _same_shape("received", got.n0, got.n1, c, n)
+    _same_shape("runnable", ok.n0, ok.n1, c, n)
+    if covered.n0 != c:
+        raise ValueError(f"allocated: {covered.n0} flags for {c} rows")
+    if total is None:
+        total = np.zeros(n)
+        sums = _array(total, cnp.NPY_DOUBLE, 1, "total", &tot)
+        for i in range(c):
+            for j in range(n):
+                _f(tot, j)[0] = _f(got, i, j)[0] if i == 0 else _f(tot, j)[0] + _f(got, i, j)[0]
+    else:
+        sums = _array(total, cnp.NPY_DOUBLE, 1, "total", &tot)
+        if tot.n0 != n:
+            raise ValueError(f"total: {tot.n0} sums for {n} columns")
     out = np.empty((c, n))
-    cdef double[:, :] prio = out
+    cdef double* prio = <double*> cnp.PyArray_DATA(<cnp.ndarray> out)
     cdef double x, r
     for i in range(c):
         for j in range(n):
-            x = allocation[i, j]
-            if not (x > 0 and runnable[i, j] and allocated[i]):
-                prio[i, j] = 0.0
+            x = _f(X, i, j)[0]
+            if not (x > 0 and _u(ok, i, j)[0] and _u(covered, i)[0]):
+                prio[i * n + j] = 0.0
                 continue
-            r = received[i, j]
-            prio[i, j] = x * (total[j] / r if r > 0 else unserved)
+            r = _f(got, i, j)[0]
+            prio[i * n + j] = x * (_f(tot, j)[0] / r if r > 0 else unserved)
     return out
 
 
-def positive_values(const double[:, :] prio):
+def positive_values(prio):
     """(flat row-major indices, values) of the entries of ``prio`` above 0: ``prio[prio >
     0]`` and where it was, for ``priorities.snapped``."""
-    cdef Py_ssize_t c = prio.shape[0], n = prio.shape[1], i, j, k = 0
+    cdef Array P
+    keep = _array(prio, cnp.NPY_DOUBLE, 2, "prio", &P)
+    cdef Py_ssize_t c = P.n0, n = P.n1, i, j, k = 0
     for i in range(c):
         for j in range(n):
-            k += prio[i, j] > 0
+            k += _f(P, i, j)[0] > 0
     at = np.empty(k, dtype=np.int64)
     out = np.empty(k)
-    cdef int64_t[:] where = at
-    cdef double[:] values = out
+    cdef int64_t* where = <int64_t*> cnp.PyArray_DATA(<cnp.ndarray> at)
+    cdef double* values = <double*> cnp.PyArray_DATA(<cnp.ndarray> out)
     k = 0
     for i in range(c):
         for j in range(n):
-            if prio[i, j] > 0:
+            if _f(P, i, j)[0] > 0:
                 where[k] = i * n + j
-                values[k] = prio[i, j]
+                values[k] = _f(P, i, j)[0]
                 k += 1
     return at, out
 
 
-def to_grid(double[:] logs, double step):
+def to_grid(logs, double step):
     """``logs`` in place onto the multiples of ``step``: rint(x / step) * step (numpy's
     ``np.rint(x / step) * step``, to the bit: an IEEE division, rounding to the nearest
     even integer, a product)."""
+    cdef Array L
+    keep = _array(logs, cnp.NPY_DOUBLE, 1, "logs", &L, True)
     cdef Py_ssize_t k
-    for k in range(logs.shape[0]):
-        logs[k] = rint(logs[k] / step) * step
+    for k in range(L.n0):
+        _f(L, k)[0] = rint(_f(L, k)[0] / step) * step
 
 
-def put_values(double[:, :] prio, const int64_t[:] where, const double[:] values):
+def put_values(prio, where, values):
     """``prio`` at the flat row-major indices ``where`` set to ``values``."""
-    cdef Py_ssize_t n = prio.shape[1], k, at
-    if where.shape[0] != values.shape[0]:
-        raise ValueError(f"put_values: {where.shape[0]} places, {values.shape[0]} values")
-    for k in range(where.shape[0]):
-        at = where[k]
-        if not 0 <= at < prio.shape[0] * n:
-            raise IndexError(f"put_values: place {at} outside {prio.shape[0]} x {n}")
-        prio[at // n, at % n] = values[k]
+    cdef Array P, W, V
+    keep = (_array(prio, cnp.NPY_DOUBLE, 2, "prio", &P, True),
+            _array(where, cnp.NPY_INT64, 1, "where", &W),
+            _array(values, cnp.NPY_DOUBLE, 1, "values", &V))
+    cdef Py_ssize_t n = P.n1, k, at
+    if W.n0 != V.n0:
+        raise ValueError(f"put_values: {W.n0} places, {V.n0} values")
+    for k in range(W.n0):
+        at = _i(W, k)[0]
+        if not 0 <= at < P.n0 * n:
+            raise IndexError(f"put_values: place {at} outside {P.n0} x {n}")
+        _f(P, at // n, at % n)[0] = _f(V, k)[0]
 
 
 def plan_units(const double[:, :] prio, const double[:, :] deficit, const double[:, :] tie,
@@ -372,69 +451,82 @@ cdef inline double _np_min(double a, double b) noexcept nogil:
     return a if a < b else b
 
 
-def leases(const double[:, :, :] rate, const double[:] left, const int64_t[:, :] member_rows,
-           const int64_t[:] combos, const int64_t[:] columns, double span, bint whole):
+def leases(rate, left, member_rows, combos, columns, double span, bint whole):
     """``core/batch.py:task_leases`` for the tasks at ``combos`` on ``columns``: (rates,
     steps, remaining, members) of each task's members."""
-    cdef Py_ssize_t k = combos.shape[0], t, m
+    cdef Array R, L, M, C, J
+    keep = (_array(rate, cnp.NPY_DOUBLE, 3, "rate", &R),
+            _array(left, cnp.NPY_DOUBLE, 1, "left", &L),
+            _array(member_rows, cnp.NPY_INT64, 2, "member_rows", &M),
+            _array(combos, cnp.NPY_INT64, 1, "combos", &C),
+            _array(columns, cnp.NPY_INT64, 1, "columns", &J))
+    cdef Py_ssize_t k = C.n0, t, m, row
     cdef int64_t job
-    cdef double lease
-    _same_shape("columns and members", columns.shape[0], member_rows.shape[1], k, 2)
-    if rate.shape[2] != 2 or member_rows.shape[0] != rate.shape[0]:
+    cdef double lease, got, have
+    _same_shape("columns and members", J.n0, M.n1, k, 2)
+    if R.n2 != 2 or M.n0 != R.n0:
         raise ValueError("leases: rate must be (c, n, 2) and member_rows (c, 2)")
     for t in range(k):
-        if not (0 <= combos[t] < rate.shape[0] and 0 <= columns[t] < rate.shape[1]):
-            raise IndexError(f"leases: task {t} at row {combos[t]}, column {columns[t]}")
+        if not (0 <= _i(C, t)[0] < R.n0 and 0 <= _i(J, t)[0] < R.n1):
+            raise IndexError(f"leases: task {t} at row {_i(C, t)[0]}, column {_i(J, t)[0]}")
         for m in range(2):
-            if member_rows[combos[t], m] >= left.shape[0]:
-                raise IndexError(f"leases: job row {member_rows[combos[t], m]} past "
-                                 f"{left.shape[0]} rows")
+            if _i(M, _i(C, t)[0], m)[0] >= L.n0:
+                raise IndexError(f"leases: job row {_i(M, _i(C, t)[0], m)[0]} past "
+                                 f"{L.n0} rows")
     rates = np.empty((k, 2))
     have_out = np.empty((k, 2))
     steps_out = np.empty((k, 2))
     counts = np.empty(k, dtype=np.int64)
-    cdef double[:, :] r = rates, h = have_out, st = steps_out
-    cdef int64_t[:] n = counts
+    cdef double* r = <double*> cnp.PyArray_DATA(<cnp.ndarray> rates)
+    cdef double* h = <double*> cnp.PyArray_DATA(<cnp.ndarray> have_out)
+    cdef double* st = <double*> cnp.PyArray_DATA(<cnp.ndarray> steps_out)
+    cdef int64_t* n = <int64_t*> cnp.PyArray_DATA(<cnp.ndarray> counts)
     for t in range(k):
         n[t] = 0
+        row = _i(C, t)[0]
         for m in range(2):
-            job = member_rows[combos[t], m]
+            job = _i(M, row, m)[0]
             if job < 0:
-                r[t, m] = 0.0
-                h[t, m] = 0.0
+                got = 0.0
+                have = 0.0
             else:
                 n[t] += 1
-                r[t, m] = rate[combos[t], columns[t], m]
-                h[t, m] = left[job]
+                got = _f(R, row, _i(J, t)[0], m)[0]
+                have = _f(L, job)[0]
+            r[2 * t + m] = got
+            h[2 * t + m] = have
             if whole:
-                lease = _np_max(floor(r[t, m] * span), 1.0)
+                lease = _np_max(floor(got * span), 1.0)
             else:
-                lease = r[t, m] * span
-            st[t, m] = _np_min(lease, h[t, m])
+                lease = got * span
+            st[2 * t + m] = _np_min(lease, have)
     if whole:
         return rates, steps_out.astype(np.int64), have_out.astype(np.int64), counts
     return rates, steps_out, have_out, counts
 
 
-def take_steps(double[:] left, const int64_t[:, :] member_rows, const int64_t[:] where,
-               const double[:, :] steps):
+def take_steps(left, member_rows, where, steps):
     """``core/progress.py:_take_steps``: ``steps[i, m]`` off the steps left of member m of
     the combination at row ``where[i]`` (no member: -1), as numpy's ``left[rows] -= steps``
     does it (every value read before any is written: a row named twice keeps its last
     write); the job rows then at or below 1e-9 steps, one entry per write, sorted."""
-    cdef Py_ssize_t k = where.shape[0], width = steps.shape[1], i, m, t = 0
+    cdef Array L, M, W, S
+    keep = (_array(left, cnp.NPY_DOUBLE, 1, "left", &L, True),
+            _array(member_rows, cnp.NPY_INT64, 2, "member_rows", &M),
+            _array(where, cnp.NPY_INT64, 1, "where", &W),
+            _array(steps, cnp.NPY_DOUBLE, 2, "steps", &S))
+    cdef Py_ssize_t k = W.n0, width = S.n1, i, m, t = 0
     cdef int64_t job
-    if steps.shape[0] != k or not 1 <= width <= 2:
-        raise ValueError(f"take_steps: steps of shape ({steps.shape[0]}, {width}) for {k} "
+    if S.n0 != k or not 1 <= width <= 2 or M.n1 < width:
+        raise ValueError(f"take_steps: steps of shape ({S.n0}, {width}) for {k} "
                          f"combinations (1 or 2 members each)")
     for i in range(k):
-        if not 0 <= where[i] < member_rows.shape[0]:
-            raise IndexError(f"take_steps: combination row {where[i]} past "
-                             f"{member_rows.shape[0]} rows")
+        if not 0 <= _i(W, i)[0] < M.n0:
+            raise IndexError(f"take_steps: combination row {_i(W, i)[0]} past {M.n0} rows")
         for m in range(width):
-            if member_rows[where[i], m] >= left.shape[0]:
-                raise IndexError(f"take_steps: job row {member_rows[where[i], m]} past "
-                                 f"{left.shape[0]} rows")
+            if _i(M, _i(W, i)[0], m)[0] >= L.n0:
+                raise IndexError(f"take_steps: job row {_i(M, _i(W, i)[0], m)[0]} past "
+                                 f"{L.n0} rows")
     cdef double* after = <double*> malloc(max(k * width, 1) * sizeof(double))
     cdef int64_t* rows = <int64_t*> malloc(max(k * width, 1) * sizeof(int64_t))
     if after == NULL or rows == NULL:
@@ -444,14 +536,14 @@ def take_steps(double[:] left, const int64_t[:, :] member_rows, const int64_t[:]
     try:
         for i in range(k):
             for m in range(width):
-                job = member_rows[where[i], m]
+                job = _i(M, _i(W, i)[0], m)[0]
                 if job >= 0:
                     rows[t] = job
-                    after[t] = left[job] - steps[i, m]
+                    after[t] = _f(L, job)[0] - _f(S, i, m)[0]
                     t += 1
         for i in range(t):
-            left[rows[i]] = after[i]
-        finished = [rows[i] for i in range(t) if left[rows[i]] <= 1e-9]
+            _f(L, rows[i])[0] = after[i]
+        finished = [rows[i] for i in range(t) if _f(L, rows[i])[0] <= 1e-9]
     finally:
         free(after)
         free(rows)
@@ -459,22 +551,28 @@ def take_steps(double[:] left, const int64_t[:, :] member_rows, const int64_t[:]
     return finished
 
 
-def add_seconds(double[:, :] received, unsigned char[:, :] ran, const int64_t[:] where,
-                const int64_t[:] columns, const double[:] seconds):
+def add_seconds(received, ran, where, columns, seconds):
     """``core/progress.py:credit_round``'s ``received[where, columns] += seconds`` (every
-    value read before any is written, as numpy does) and ``ran[where, columns] = True``."""
-    cdef Py_ssize_t k = where.shape[0], i
-    _same_shape("columns and seconds", columns.shape[0], seconds.shape[0], k, k)
-    _same_shape("ran", ran.shape[0], ran.shape[1], received.shape[0], received.shape[1])
+    value read before any is written, as numpy does) and ``ran[where, columns] = True``
+    (``ran``: uint8)."""
+    cdef Array G, D, W, J, S
+    keep = (_array(received, cnp.NPY_DOUBLE, 2, "received", &G, True),
+            _array(ran, cnp.NPY_UINT8, 2, "ran", &D, True),
+            _array(where, cnp.NPY_INT64, 1, "where", &W),
+            _array(columns, cnp.NPY_INT64, 1, "columns", &J),
+            _array(seconds, cnp.NPY_DOUBLE, 1, "seconds", &S))
+    cdef Py_ssize_t k = W.n0, i
+    _same_shape("columns and seconds", J.n0, S.n0, k, k)
+    _same_shape("ran", D.n0, D.n1, G.n0, G.n1)
     for i in range(k):
-        if not (0 <= where[i] < received.shape[0] and 0 <= columns[i] < received.shape[1]):
-            raise IndexError(f"add_seconds: task {i} at row {where[i]}, column {columns[i]}")
+        if not (0 <= _i(W, i)[0] < G.n0 and 0 <= _i(J, i)[0] < G.n1):
+            raise IndexError(f"add_seconds: task {i} at row {_i(W, i)[0]}, column {_i(J, i)[0]}")
     cdef double* after = <double*> malloc(max(k, 1) * sizeof(double))
     if after == NULL:
         raise MemoryError()
     for i in range(k):
-        after[i] = received[where[i], columns[i]] + seconds[i]
+        after[i] = _f(G, _i(W, i)[0], _i(J, i)[0])[0] + _f(S, i)[0]
     for i in range(k):
-        received[where[i], columns[i]] = after[i]
-        ran[where[i], columns[i]] = 1
+        _f(G, _i(W, i)[0], _i(J, i)[0])[0] = after[i]
+        _u(D, _i(W, i)[0], _i(J, i)[0])[0] = 1
     free(after)     # (nothing above can raise)

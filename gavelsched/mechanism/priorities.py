@@ -28,13 +28,14 @@ def priorities(allocation: np.ndarray, received: np.ndarray, runnable: np.ndarra
                allocated: np.ndarray) -> np.ndarray:
     """(c, n) priorities from (c, n) X, received seconds and runnable flags, and (c,)
     ``allocated`` flags (combinations the current allocation covers)."""
-    total = received.sum(axis=0)
     if compiled is not None:        # the same arithmetic in one compiled loop (``loops.py``)
         flags = np.asarray(runnable, dtype=bool).view(np.uint8)
+        received = np.asarray(received, dtype=float)    # (one column: numpy's own sum)
+        total = received.sum(axis=0) if received.shape[1] == 1 else None
         return snapped(compiled.unsnapped_priorities(
-            np.asarray(allocation, dtype=float), np.asarray(received, dtype=float),
-            np.asarray(total, dtype=float), flags,
+            np.asarray(allocation, dtype=float), received, total, flags,
             np.asarray(allocated, dtype=bool).view(np.uint8), UNSERVED_SCALE))
+    total = received.sum(axis=0)
     # X / f with f = received / total; f > 0 exactly when received > 0.
     with np.errstate(over="ignore", invalid="ignore"):   # a tiny received time: inf
         ratio = np.divide(total, received, out=np.full(received.shape, UNSERVED_SCALE),

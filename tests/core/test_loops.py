@@ -149,6 +149,20 @@ def test_compiled_priorities_are_the_python_ones_to_the_bit(c, n, seed):
     assert fast.tobytes() == slow.tobytes()
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 3000), st.integers(2, 6), st.integers(0, 2**31 - 1))
+def test_compiled_column_sums_are_numpys(c, n, seed):
+    """The compiled priorities sum each column's received seconds themselves (two columns
+    or more): numpy's ``sum(axis=0)`` to the bit, at any number of rows."""
+    rng = np.random.default_rng(seed)
+    received = rng.random((c, n)) * 10.0 ** rng.integers(-6, 7, (c, n))
+    X, flags = np.ones((c, n)), np.ones((c, n), dtype=np.uint8)
+    args = (X, received), (flags, np.ones(c, dtype=np.uint8), 1e9)
+    own = compiled.unsnapped_priorities(*args[0], None, *args[1])
+    given_sum = compiled.unsnapped_priorities(*args[0], received.sum(axis=0), *args[1])
+    assert own.tobytes() == given_sum.tobytes()
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.integers(0, 30), st.integers(1, 4), st.integers(0, 2**31 - 1), st.booleans())
 def test_compiled_grid_is_the_numpy_grid_to_the_bit(c, n, seed, strided):
