@@ -17,7 +17,8 @@ log and exp stay numpy's, called on the same arrays.
 (``simulator/tasks.py:run_leases``). ``take_steps`` and ``add_seconds`` credit a round's
 steps and seconds to the core's rows (``core/progress.py``; §5.5's received time, §5.6's
 reports). Each gives exactly what the Python path gives, which ``tests/core/test_loops.py``
-checks on random inputs.
+checks on random inputs. They read their arrays through numpy's C API (``_array``), not
+typed memoryviews, whose making cost more than some loops' work.
 """
 
 cimport numpy as cnp
@@ -86,28 +87,26 @@ cdef inline bint _lt(double x, double y) noexcept nogil:
     return x < y or (y != y and x == x)
 
 
-cdef inline bint _before(Py_ssize_t a, Py_ssize_t b, const double[:, :] prio,
-                         const double[:, :] deficit, const double[:, :] tie,
+cdef inline bint _before(Py_ssize_t a, Py_ssize_t b, Array prio, Array deficit, Array tie,
                          Py_ssize_t j) noexcept nogil:
     """Row a comes before row b in type j's queue: keys (-priority, -deficit, tie), as
     ``order_entries``' lexsort; the stable sort keeps row order on a full tie."""
-    cdef double x = -prio[a, j], y = -prio[b, j]
+    cdef double x = -_f(prio, a, j)[0], y = -_f(prio, b, j)[0]
     if _lt(x, y):
         return True
     if _lt(y, x):
         return False
-    x = -deficit[a, j]
-    y = -deficit[b, j]
+    x = -_f(deficit, a, j)[0]
+    y = -_f(deficit, b, j)[0]
     if _lt(x, y):
         return True
     if _lt(y, x):
         return False
-    return _lt(tie[a, j], tie[b, j])
+    return _lt(_f(tie, a, j)[0], _f(tie, b, j)[0])
 
 
-cdef void _sort(Py_ssize_t* rows, Py_ssize_t* spare, Py_ssize_t n, const double[:, :] prio,
-                const double[:, :] deficit, const double[:, :] tie,
-                Py_ssize_t j) noexcept nogil:
+cdef void _sort(Py_ssize_t* rows, Py_ssize_t* spare, Py_ssize_t n, Array prio, Array deficit,
+                Array tie, Py_ssize_t j) noexcept nogil:
     """Stable sort of ``rows[:n]`` into queue order: insertion sort of runs of 8, then
     merges (``spare`` holds n more)."""
     cdef Py_ssize_t run = 8, lo, mid, hi, a, b, k, i, x, width
@@ -257,9 +256,7 @@ def put_values(prio, where, values):
         _f(P, at // n, at % n)[0] = _f(V, k)[0]
 
 
-def plan_units(const double[:, :] prio, const double[:, :] deficit, const double[:, :] tie,
-               const unsigned char[:, :] runnable, const unsigned char[:] allocated,
-               const int64_t[:, :] members, const int64_t[:] scale, list free_workers,
+def plan_units(prio, deficit, tie, runnable, allocated, members, scale, list free_workers,
                type_order, bint backfill, tuple keys, tuple types, dict previous,
                dict type_of, live_workers):
     """The round as ``planner._round_plan`` takes it: (rows, their keys, type columns,
@@ -267,41 +264,50 @@ def plan_units(const double[:, :] prio, const double[:, :] deficit, const double
     extensions as numpy arrays; None when a combination is not a single job on one worker
     (the Python path plans it). ``runnable`` and ``allocated`` are the flags as uint8,
     ``members`` the ``member_rows``, ``scale`` the scale factors."""
-    cdef Py_ssize_t c = prio.shape[0], i, k, m = 0, picked, opportunities = 0
-    cdef int64_t[:] rows_out, columns_out
-    cdef Py_ssize_t n = prio.shape[1]
-    _same_shape("deficit", deficit.shape[0], deficit.shape[1], c, n)
-    _same_shape("tie", tie.shape[0], tie.shape[1], c, n)
-    _same_shape("runnable", runnable.shape[0], runnable.shape[1], c, n)
-    _same_shape("members", members.shape[0], members.shape[1], c, 2)
-    _same_shape("allocated and scale", allocated.shape[0], scale.shape[0], c, c)
+    cdef Array P, D, T, R, A, M, S
+    keep = (_array(prio, cnp.NPY_DOUBLE, 2, "prio", &P),
+            _array(deficit, cnp.NPY_DOUBLE, 2, "deficit", &D),
+            _array(tie, cnp.NPY_DOUBLE, 2, "tie", &T),
+            _array(runnable, cnp.NPY_UINT8, 2, "runnable", &R),
+            _array(allocated, cnp.NPY_UINT8, 1, "allocated", &A),
+            _array(members, cnp.NPY_INT64, 2, "members", &M),
+            _array(scale, cnp.NPY_INT64, 1, "scale", &S))
+    cdef Py_ssize_t c = P.n0, i, k, m = 0, picked, opportunities = 0
+    cdef int64_t* rows_out
+    cdef int64_t* columns_out
+    cdef Py_ssize_t n = P.n1
+    _same_shape("deficit", D.n0, D.n1, c, n)
+    _same_shape("tie", T.n0, T.n1, c, n)
+    _same_shape("runnable", R.n0, R.n1, c, n)
+    _same_shape("members", M.n0, M.n1, c, 2)
+    _same_shape("allocated and scale", A.n0, S.n0, c, c)
     if len(keys) != c or len(types) != n or len(free_workers) != n or any(
             not 0 <= j < n for j in type_order):
         raise IndexError(f"plan_units: {len(keys)} keys, {len(types)} types, "
                          f"{len(free_workers)} free counts and type order {type_order} for "
                          f"({c}, {n}) priorities")
     for i in range(c):
-        if scale[i] != 1 or members[i, 0] < 0 or members[i, 1] >= 0:
+        if _i(S, i)[0] != 1 or _i(M, i, 0)[0] < 0 or _i(M, i, 1)[0] >= 0:
             return None
     cdef Py_ssize_t* chosen = <Py_ssize_t*> malloc((2 * c + 1) * sizeof(Py_ssize_t))
     if chosen == NULL:
         raise MemoryError()
     try:
-        picked = _select(prio, deficit, tie, runnable, members, free_workers, type_order,
-                         backfill, chosen, chosen + c)
+        picked = _select(P, D, T, R, M, free_workers, type_order, backfill, chosen,
+                         chosen + c)
         for k in range(picked):
-            m += allocated[chosen[k]]
+            m += _u(A, chosen[k])[0]
         combo_index = np.empty(m, dtype=np.int64)
         type_index = np.empty(m, dtype=np.int64)
         extended = np.zeros(m, dtype=bool)
-        rows_out = combo_index
-        columns_out = type_index
+        rows_out = <int64_t*> cnp.PyArray_DATA(<cnp.ndarray> combo_index)
+        columns_out = <int64_t*> cnp.PyArray_DATA(<cnp.ndarray> type_index)
         held, task_keys, task_types = [], [], []
         m = 0
         for k in range(picked):
             i = chosen[k]
             column = chosen[c + k]
-            if allocated[i]:
+            if _u(A, i)[0]:
                 rows_out[m] = i
                 columns_out[m] = column
                 task_keys.append(keys[i])
@@ -312,7 +318,7 @@ def plan_units(const double[:, :] prio, const double[:, :] deficit, const double
     finally:
         free(chosen)
     workers = _place(task_keys, task_types, previous, type_of, live_workers,
-                     extended.view(np.uint8))
+                     <unsigned char*> cnp.PyArray_DATA(<cnp.ndarray> extended))
     for key in keys:
         if key in previous:
             opportunities += 1
@@ -320,15 +326,14 @@ def plan_units(const double[:, :] prio, const double[:, :] deficit, const double
             opportunities)
 
 
-cdef Py_ssize_t _select(const double[:, :] prio, const double[:, :] deficit,
-                        const double[:, :] tie, const unsigned char[:, :] runnable,
-                        const int64_t[:, :] members, list free_workers, type_order,
-                        bint backfill, Py_ssize_t* chosen, Py_ssize_t* columns) except -1:
+cdef Py_ssize_t _select(Array prio, Array deficit, Array tie, Array runnable, Array members,
+                        list free_workers, type_order, bint backfill, Py_ssize_t* chosen,
+                        Py_ssize_t* columns) except -1:
     """The round's selection, in the order taken: ``chosen[k]`` the row of the k-th entry
     and ``columns[k]`` its type column (room for one per row each); returns their number."""
-    cdef Py_ssize_t c = prio.shape[0], i, j, n, room, k, picked = 0, jobs = 0
+    cdef Py_ssize_t c = prio.n0, i, j, n, room, k, picked = 0, jobs = 0
     for i in range(c):
-        jobs = max(jobs, members[i, 0] + 1)
+        jobs = max(jobs, _i(members, i, 0)[0] + 1)
     cdef Py_ssize_t* rows = <Py_ssize_t*> malloc((2 * c + 1) * sizeof(Py_ssize_t))
     cdef unsigned char* taken = <unsigned char*> malloc(jobs + 1)
     if rows == NULL or taken == NULL:
@@ -345,13 +350,14 @@ cdef Py_ssize_t _select(const double[:, :] prio, const double[:, :] deficit,
                 continue
             n = 0
             for i in range(c):
-                if runnable[i, j] and (backfill or prio[i, j] > 0) and not taken[members[i, 0]]:
+                if (_u(runnable, i, j)[0] and (backfill or _f(prio, i, j)[0] > 0)
+                        and not taken[_i(members, i, 0)[0]]):
                     rows[n] = i
                     n += 1
             _sort(rows, rows + c, n, prio, deficit, tie, j)
             for k in range(min(n, room)):
                 i = rows[k]
-                taken[members[i, 0]] = 1
+                taken[_i(members, i, 0)[0]] = 1
                 chosen[picked] = i
                 columns[picked] = j
                 picked += 1
@@ -365,13 +371,14 @@ def place_units(keys, worker_types, dict previous, dict type_of, live_workers):
     """``placement.place_units`` with the view's ``live_type_of`` and ``live_workers``."""
     extended = np.zeros(len(keys), dtype=bool)
     workers = _place(keys, worker_types, previous, type_of, live_workers,
-                     extended.view(np.uint8))
+                     <unsigned char*> cnp.PyArray_DATA(<cnp.ndarray> extended))
     return workers, extended.tolist()
 
 
 cdef list _place(keys, worker_types, dict previous, dict type_of, live_workers,
-                 unsigned char[:] extended):
-    """Each key's workers (a list); ``extended[k]`` set where key k keeps last round's."""
+                 unsigned char* extended):
+    """Each key's workers (a list); ``extended[k]`` (one flag a key, a bool array's data)
+    set where key k keeps last round's."""
     cdef Py_ssize_t n = len(keys), pos
     cdef list workers = [None] * n
     cdef set kept = set()
@@ -407,39 +414,57 @@ cdef inline double _np_max(double a, double b) noexcept nogil:
     return a if a > b else b
 
 
-ctypedef fused steps_t:
-    int64_t
-    double
+cdef int _steps_kind(object steps) except -1:
+    """The type number of a round's step counts: int64 (whole steps) or float64."""
+    if cnp.PyArray_Check(steps) and cnp.PyArray_TYPE(<cnp.ndarray> steps) == cnp.NPY_INT64:
+        return cnp.NPY_INT64
+    return cnp.NPY_DOUBLE
 
 
-def task_seconds(const steps_t[:, :] steps, const double[:, :] rates):
+cdef inline double _step(Array a, bint whole, Py_ssize_t t, Py_ssize_t m) noexcept nogil:
+    """Entry (t, m) of step counts of int64 (``whole``, cast as numpy casts) or float64."""
+    return <double> _i(a, t, m)[0] if whole else _f(a, t, m)[0]
+
+
+def task_seconds(steps, rates):
     """``simulator/tasks.py:run_leases``' seconds of each task: the larger of its two
     members' steps / rate, a member that makes no progress (rate 0, or NaN) taking 0
     (steps / inf); as numpy divides (an integer step count cast to a float first) and
-    takes ``maximum`` (NaN if either is)."""
-    cdef Py_ssize_t k = steps.shape[0], t
+    takes ``maximum`` (NaN if either is). ``steps``: int64 or float64."""
+    cdef Array S, R
+    cdef int kind = _steps_kind(steps)
+    cdef bint whole = kind == cnp.NPY_INT64
+    keep = (_array(steps, kind, 2, "steps", &S), _array(rates, cnp.NPY_DOUBLE, 2, "rates", &R))
+    cdef Py_ssize_t k = S.n0, t
     cdef double a, b
-    _same_shape("steps", steps.shape[0], steps.shape[1], k, 2)
-    _same_shape("rates", rates.shape[0], rates.shape[1], k, 2)
+    _same_shape("steps", S.n0, S.n1, k, 2)
+    _same_shape("rates", R.n0, R.n1, k, 2)
     out = np.empty(k)
-    cdef double[:] seconds = out
+    cdef double* seconds = <double*> cnp.PyArray_DATA(<cnp.ndarray> out)
     for t in range(k):
-        a = (<double> steps[t, 0]) / (rates[t, 0] if rates[t, 0] > 0 else INFINITY)
-        b = (<double> steps[t, 1]) / (rates[t, 1] if rates[t, 1] > 0 else INFINITY)
+        a = _step(S, whole, t, 0) / (_f(R, t, 0)[0] if _f(R, t, 0)[0] > 0 else INFINITY)
+        b = _step(S, whole, t, 1) / (_f(R, t, 1)[0] if _f(R, t, 1)[0] > 0 else INFINITY)
         seconds[t] = a if (a >= b or a != a) else b
     return out
 
 
-def finished_members(const steps_t[:, :] steps, const steps_t[:, :] remaining):
+def finished_members(steps, remaining):
     """``simulator/tasks.py:finishing``'s (task, member) pairs in row order (``np.nonzero``'s):
-    the member's steps reach what its job had left, and it had some left."""
-    cdef Py_ssize_t k = steps.shape[0], t, m
-    _same_shape("steps", steps.shape[0], steps.shape[1], k, 2)
-    _same_shape("remaining", remaining.shape[0], remaining.shape[1], k, 2)
+    the member's steps reach what its job had left, and it had some left. Both int64, or
+    both float64 (compared in their type)."""
+    cdef Array S, L
+    cdef int kind = _steps_kind(steps)
+    keep = (_array(steps, kind, 2, "steps", &S), _array(remaining, kind, 2, "remaining", &L))
+    cdef Py_ssize_t k = S.n0, t, m
+    _same_shape("steps", S.n0, S.n1, k, 2)
+    _same_shape("remaining", L.n0, L.n1, k, 2)
     out = []
     for t in range(k):
         for m in range(2):
-            if steps[t, m] >= remaining[t, m] and remaining[t, m] > 0:
+            if kind == cnp.NPY_INT64:
+                if _i(S, t, m)[0] >= _i(L, t, m)[0] and _i(L, t, m)[0] > 0:
+                    out.append((t, m))
+            elif _f(S, t, m)[0] >= _f(L, t, m)[0] and _f(L, t, m)[0] > 0:
                 out.append((t, m))
     return out
 
