@@ -121,9 +121,7 @@ def task_leases(rate: np.ndarray, left: np.ndarray, member_rows: np.ndarray, r: 
     ``whole``), the steps it had left (as integers with ``whole``), and each task's number
     of members. Compiled when built (``mechanism/loops.py``), to the same numbers."""
     if compiled is not None:
-        return compiled.leases(rate, left, np.asarray(member_rows, dtype=np.int64),
-                               np.asarray(r, dtype=np.int64), np.asarray(j, dtype=np.int64),
-                               float(span), whole)
+        return compiled.leases(rate, left, member_rows, r, j, float(span), whole)
     members = member_rows.take(r, axis=0)
     has = members >= 0
     rates = np.where(has, rate[r, j], 0.0)

@@ -104,9 +104,7 @@ def _add_seconds(rows: Rows, where: np.ndarray, type_index: np.ndarray,
     ``mechanism/loops.py``). Each combination runs at most once a round: no repeated
     indices (both paths would keep a repeated one's last sum, as numpy does)."""
     if compiled is not None:
-        compiled.add_seconds(rows.received, rows.ran.view(np.uint8),
-                             np.asarray(where, dtype=np.int64),
-                             np.asarray(type_index, dtype=np.int64), seconds)
+        compiled.add_seconds(rows.received, rows.ran, where, type_index, seconds)
         return
     rows.received[where, type_index] += seconds
     rows.ran[where, type_index] = True
@@ -117,9 +115,7 @@ def _take_steps(rows: Rows, where: np.ndarray, steps: np.ndarray) -> tuple[str, 
     ``where[i]``; the jobs with none left, in row order (by the compiled loop when built,
     ``mechanism/loops.py``)."""
     if compiled is not None:
-        done = compiled.take_steps(rows.left, rows.member_rows,
-                                   np.asarray(where, dtype=np.int64),
-                                   np.asarray(steps, dtype=float))
+        done = compiled.take_steps(rows.left, rows.member_rows, where, steps)
         return tuple(rows.keys[i] for i in done) if done else ()
     members = rows.members_of(where)[:, :steps.shape[1]]
     has = members >= 0

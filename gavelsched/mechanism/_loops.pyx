@@ -43,12 +43,14 @@ _DTYPES = {cnp.NPY_DOUBLE: np.float64, cnp.NPY_INT64: np.int64, cnp.NPY_UINT8: n
 
 
 cdef object _array(object a, int kind, int ndim, str name, Array* out, bint writable=False):
-    """``a`` as an array of ``kind`` (a numpy type number) and ``ndim`` dimensions, its data,
-    shape and strides in ``out``: ``a`` itself when it is one, else a converted copy (only
-    for an array the loop reads: one it writes must be of its type). Returns the array,
-    which the caller keeps while it reads ``out``."""
+    """``a`` as an array of ``kind`` (a numpy type number; uint8 takes bools too) and
+    ``ndim`` dimensions, its data, shape and strides in ``out``: ``a`` itself when it is
+    one, else a converted copy (only for an array the loop reads: one it writes must be of
+    its type). Returns the array, which the caller keeps while it reads ``out``."""
     cdef cnp.ndarray arr
-    if not (cnp.PyArray_Check(a) and cnp.PyArray_TYPE(<cnp.ndarray> a) == kind):
+    cdef int given = cnp.PyArray_TYPE(<cnp.ndarray> a) if cnp.PyArray_Check(a) else -1
+    if given != kind and not (kind == cnp.NPY_UINT8 and given == cnp.NPY_BOOL):  # (a bool
+        # is one byte, 0 or 1: read and written as a uint8)
         if writable:
             raise ValueError(f"{name}: an array of {np.dtype(_DTYPES[kind]).name}, "
                              f"not {type(a).__name__} of {getattr(a, 'dtype', '?')}")

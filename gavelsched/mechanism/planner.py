@@ -228,12 +228,9 @@ def _plan_units(demand: Demand, prio: np.ndarray, runnable: np.ndarray,
     (``loops.py``), when every combination is a single job on one worker; None otherwise."""
     tie = tie_break(demand.allocation) if demand.tie_break is None else demand.tie_break
     previous = demand.previous
-    return compiled.plan_units(
-        prio, np.asarray(demand.deficit, dtype=float), np.asarray(tie, dtype=float),
-        np.asarray(runnable, dtype=bool).view(np.uint8),
-        np.asarray(demand.allocated, dtype=bool).view(np.uint8),
-        np.asarray(demand.member_rows, dtype=np.int64),
-        np.asarray(demand.scale_factor, dtype=np.int64), [view.count(t) for t in demand.types],
+    return compiled.plan_units(   # (it converts what is not of its types)
+        prio, demand.deficit, tie, runnable, demand.allocated, demand.member_rows,
+        demand.scale_factor, [view.count(t) for t in demand.types],
         order, config.backfill, tuple(demand.keys), tuple(demand.types),
         previous if type(previous) is dict else dict(previous), view.live_type_of,
         view.live_workers)

@@ -28,13 +28,12 @@ def priorities(allocation: np.ndarray, received: np.ndarray, runnable: np.ndarra
                allocated: np.ndarray) -> np.ndarray:
     """(c, n) priorities from (c, n) X, received seconds and runnable flags, and (c,)
     ``allocated`` flags (combinations the current allocation covers)."""
-    if compiled is not None:        # the same arithmetic in one compiled loop (``loops.py``)
-        flags = np.asarray(runnable, dtype=bool).view(np.uint8)
-        received = np.asarray(received, dtype=float)    # (one column: numpy's own sum)
+    if compiled is not None:        # the same arithmetic in one compiled loop (``loops.py``),
+        # which converts what is not of its types (flags: bool or uint8); one column: numpy's
+        # own sum (pairwise)
         total = received.sum(axis=0) if received.shape[1] == 1 else None
-        return snapped(compiled.unsnapped_priorities(
-            np.asarray(allocation, dtype=float), received, total, flags,
-            np.asarray(allocated, dtype=bool).view(np.uint8), UNSERVED_SCALE))
+        return snapped(compiled.unsnapped_priorities(allocation, received, total, runnable,
+                                                     allocated, UNSERVED_SCALE))
     total = received.sum(axis=0)
     # X / f with f = received / total; f > 0 exactly when received > 0.
     with np.errstate(over="ignore", invalid="ignore"):   # a tiny received time: inf
