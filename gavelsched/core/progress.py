@@ -11,6 +11,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
 
 import numpy as np
 
@@ -59,8 +60,8 @@ def credit_round(rows: Rows, flight: RoundInFlight,
     if flight.version == rows.version:
         where = flight.rows
     else:  # a cancel moved rows mid-round
-        index = rows.index
-        where = np.array([index.get(k, -1) for k in batch.keys], dtype=int)
+        where = np.fromiter(map(rows.index.get, batch.keys, repeat(-1)), dtype=int,
+                            count=len(batch.keys))
         ok = where >= 0
         where, type_index, seconds = where[ok], type_index[ok], seconds[ok]
     _add_seconds(rows, where, type_index, seconds)

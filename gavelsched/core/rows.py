@@ -51,13 +51,10 @@ class Rows:
 
     @property
     def runnable(self) -> np.ndarray:
-        """(c, n): every member makes progress on the type (read-only; cached)."""
+        """(c, n): every member makes progress on the type (read-only; cached, and kept
+        through admissions and deletions: only a change of rates or types makes it anew)."""
         if self._runnable is None:
-            single = self.member_rows[:, 1] < 0
-            ok0 = self.rate[:, :, 0] > 0
-            ok1 = self.rate[:, :, 1] > 0
-            self._runnable = ok0 & (ok1 | single[:, None])
-            self._runnable.flags.writeable = False
+            self._runnable = _runnable(self.rate, self.member_rows)
         return self._runnable
 
     def changed(self) -> None:
@@ -71,7 +68,7 @@ class Rows:
         entries = list(entries)
         if not entries:
             return
-        self.changed()
+        self.version += 1
         rates = []
         for key, members, _, rate in entries:
             if key in self.index:
@@ -92,6 +89,9 @@ class Rows:
         new_members = np.array([(idx[m[0]], idx[m[1]] if len(m) > 1 else -1)
                                 for _, m, _, _ in entries], dtype=int).reshape(-1, 2)
         cat = np.concatenate
+        rates = np.array(rates).reshape(k, self.n, 2)
+        if self._runnable is not None:
+            self._runnable = _read_only(cat([self._runnable, _runnable(rates, new_members)]))
         self._member_rows = cat([self._member_rows, new_members])
         self.scale_factor = cat([self.scale_factor, [e[2] for e in entries]])
         self.rate = cat([self.rate, rates], axis=0)
@@ -118,10 +118,12 @@ class Rows:
         gone = [index[k] for k in keys if k in index]
         if not gone:
             return
-        self.changed()
+        self.version += 1
         keep = np.ones(len(self.keys), dtype=bool)
         keep[gone] = False
-        at = np.flatnonzero(keep)    # ``take`` by index: a mask copies 2-d rows slower
+        at = keep.nonzero()[0]    # ``take`` by index: a mask copies 2-d rows slower
+        if self._runnable is not None:
+            self._runnable = _read_only(self._runnable.take(at, axis=0))
         # each row's new index; -1 for a row that goes, and last for "no member" (-1)
         moved = np.empty(len(keep) + 1, dtype=np.int64)
         moved.fill(-1)
@@ -154,3 +156,14 @@ class Rows:
         self.tie = remap(self.tie, 0.0)
         self.ran = remap(self.ran, False)
         self.rate = remap(self.rate, 0.0)
+
+
+def _runnable(rate: np.ndarray, member_rows: np.ndarray) -> np.ndarray:
+    """(c, n): every member of each combination makes progress on the type, read-only."""
+    single = member_rows[:, 1] < 0
+    return _read_only((rate[:, :, 0] > 0) & ((rate[:, :, 1] > 0) | single[:, None]))
+
+
+def _read_only(flags: np.ndarray) -> np.ndarray:
+    flags.flags.writeable = False
+    return flags

@@ -58,3 +58,25 @@ def test_members_of_reads_member_rows(jobs, pairs, seed):
     where = rng.integers(0, len(rows), int(rng.integers(0, 2 * len(rows))))
     assert np.array_equal(rows.members_of(where), rows.member_rows[where])
     assert rows.members_of(where).shape == (where.size, 2)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 12), st.integers(0, 8), st.integers(0, 2**31 - 1))
+def test_runnable_is_kept_through_admissions_and_deletions(jobs, pairs, seed):
+    """The runnable flags, read once and then kept as rows come and go, are the flags
+    made anew from the rates: zero rates (a type a job cannot use) included."""
+    rng = np.random.default_rng(seed)
+    rows = _rows(jobs, pairs, rng)
+    rows.rate[rng.random(rows.rate.shape) < 0.3] = 0.0
+    rows.changed()                      # (rates written in place: the caller says so)
+    for step in range(6):
+        assert not rows.runnable.flags.writeable
+        if step % 2 and len(rows):      # jobs, and every pair of theirs (as ``_remove``)
+            jobs_gone = rng.choice(len(rows), min(len(rows), 2), replace=False)
+            rows.drop([rows.keys[i] for i in np.flatnonzero(rows.touching(jobs_gone))])
+        else:
+            rate = np.where(rng.random(3) < 0.3, 0.0, rng.random(3))
+            rows.add_many([(f"new{step}", (f"new{step}",), 1, rate)], 10.0, left=[5.0])
+        kept = rows.runnable
+        rows.changed()
+        assert kept.tobytes() == rows.runnable.tobytes() and kept.shape == rows.runnable.shape
