@@ -89,23 +89,34 @@ class Demand:
         """``types`` without the configuration columns."""
         return self.types[:len(self.types) - len(self.configurations)]
 
-    def __post_init__(self) -> None:
-        if self.member_rows is None:
-            object.__setattr__(self, "member_rows", _member_rows(self.keys, self.members))
-        c, n = len(self.keys), len(self.types)
+    def _check_shapes(self, c: int, n: int) -> None:
+        """Raise ``ValueError`` naming the first array whose shape is not its (c, n) or
+        (c,)."""
         for name in ("allocation", "received", "deficit", "runnable", "tie_break"):
             arr = getattr(self, name)
             if arr is not None and arr.shape != (c, n):
                 raise ValueError(f"demand.{name}: shape {arr.shape}, expected {(c, n)}")
-        if self.configurations and self.configuration_gpus is None:
-            object.__setattr__(self, "configuration_gpus",
-                               configuration_matrix(self.configurations, self.real_types))
         for name in ("scale_factor", "allocated", "pinned", "preferred"):
             if getattr(self, name) is None:
                 continue
             if getattr(self, name).shape != (c,):
                 raise ValueError(f"demand.{name}: shape {getattr(self, name).shape}, "
                                  f"expected {(c,)}")
+
+    def __post_init__(self) -> None:
+        if self.member_rows is None:
+            object.__setattr__(self, "member_rows", _member_rows(self.keys, self.members))
+        c, n = len(self.keys), len(self.types)
+        table, row = (c, n), (c,)
+        tie = table if self.tie_break is None else self.tie_break.shape
+        if not (self.allocation.shape == self.received.shape == self.deficit.shape
+                == self.runnable.shape == tie == table
+                and self.scale_factor.shape == self.allocated.shape == row
+                and self.pinned is None and self.preferred is None):
+            self._check_shapes(c, n)    # (a round's usual demand is checked at once above)
+        if self.configurations and self.configuration_gpus is None:
+            object.__setattr__(self, "configuration_gpus",
+                               configuration_matrix(self.configurations, self.real_types))
         if self.quota is not None and self.quota.entity_of.shape != (c, 2):
             raise ValueError(f"demand.quota.entity_of: shape {self.quota.entity_of.shape}, "
                              f"expected {(c, 2)}")

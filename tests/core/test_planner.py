@@ -339,3 +339,17 @@ def test_types_and_a_type_order_given_as_lists_plan_as_tuples_do():
     got = plan_round(as_lists, view, PlannerConfig(type_order=["b", "a"]))
     want = plan_round(as_tuples, view, PlannerConfig(type_order=("b", "a")))
     assert got.placements == want.placements
+
+
+@pytest.mark.parametrize("field, shape", [
+    ("allocation", (2, 2)), ("received", (3, 3)), ("deficit", (3,)), ("runnable", (2, 2)),
+    ("tie_break", (3, 1)), ("scale_factor", (2,)), ("allocated", (3, 1)), ("pinned", (2,)),
+    ("preferred", (4,))])
+def test_a_demand_of_the_wrong_shape_is_refused_naming_the_array(field, shape):
+    """Each of the demand's arrays is checked against the (combinations, types) it says it
+    has, and the error names the array (the usual round is checked at once)."""
+    good = demand(np.ones((3, 2)) / 3)
+    dtype = bool if field in ("runnable", "allocated") else (int if field in (
+        "scale_factor", "pinned", "preferred") else float)
+    with pytest.raises(ValueError, match=rf"demand\.{field}: shape"):
+        replace(good, **{field: np.zeros(shape, dtype=dtype)})
