@@ -27,10 +27,11 @@ from .restarts import efficiency
 from .rows import Rows
 
 
-# What a re-solve reads of each job's record, in one pass (the rest is in the core's rows).
-_FIELDS_NAMES = ("arrival_s", "spec.priority_weight", "isolated_elapsed_s", "spec.restart_s")
-_FIELDS = attrgetter(*_FIELDS_NAMES)
-_SLO = attrgetter("spec.slo_s")
+# What a re-solve reads of each job's record (the rest is in the core's rows): its
+# arrival, its spec's numbers (``JobSpec.planned``), Themis's isolated time.
+_ARRIVAL = attrgetter("arrival_s")
+_PLANNED = attrgetter("spec.planned")
+_ISOLATED = attrgetter("isolated_elapsed_s")
 # What a job's ``Job`` record is made of besides those numbers, kept as it is now: the core
 # may replace them before the policy reads the record (the Problem is a frozen value).
 _RECORD = attrgetter("spec", "throughputs", "options")
@@ -50,29 +51,32 @@ def build_problem(now: float, jobs: Mapping[str, JobState], rows: Rows, view: Cl
     the ``Job`` records made only if the policy reads them."""
     states = list(jobs.values())
     m = len(states)
-    at = np.fromiter(map(rows.index.__getitem__, jobs), dtype=np.intp, count=m)
+    # each job's row (the rows are the jobs, in order, unless pairs have rows too)
+    at = (np.arange(m) if rows.keys == list(jobs) else
+          np.fromiter(map(rows.index.__getitem__, jobs), dtype=np.intp, count=m))
     left = rows.left[at]
     if uncredited:
         left = np.array([max(steps - uncredited.get(job_id, 0.0), min(steps, 1.0))
                          for job_id, steps in zip(jobs, left.tolist())])
-    fields = np.fromiter(chain.from_iterable(map(_FIELDS, states)), dtype=float,
-                         count=m * len(_FIELDS_NAMES)).reshape(m, len(_FIELDS_NAMES))
-    elapsed = np.maximum(0.0, now - fields[:, 0])
-    isolated = fields[:, 2] if config.isolated_time else elapsed
-    numbers = np.column_stack([rows.scale_factor[at], fields[:, 1], left, elapsed, isolated,
-                               [s or 0.0 for s in map(_SLO, states)]]).astype(float)
+    planned = np.fromiter(chain.from_iterable(map(_PLANNED, states)), dtype=float,
+                          count=3 * m).reshape(m, 3)     # weight, restart, SLO
+    elapsed = np.maximum(0.0, now - np.fromiter(map(_ARRIVAL, states), dtype=float, count=m))
+    alone = (np.fromiter(map(_ISOLATED, states), dtype=float, count=m)
+             if config.isolated_time else None)
+    numbers = np.column_stack([rows.scale_factor[at], planned[:, 0], left, elapsed,
+                               elapsed if alone is None else alone, planned[:, 2]]).astype(float)
     T = rows.rate[at, :len(types), 0]     # each job's T (``jobs.apply_measured``)
     factors = [1.0] * m
-    if config.restart_rule == "tenure" and (fields[:, 3] > 0).any():
-        factors = _restart_factors(fields[:, 3].tolist(), config)
+    if config.restart_rule == "tenure" and (planned[:, 1] > 0).any():
+        factors = _restart_factors(planned[:, 1].tolist(), config)
         T = T * np.array(factors)[:, None]
 
     kept = list(map(_RECORD, states))
 
     def records() -> tuple[Job, ...]:
-        alone = fields[:, 2].tolist() if config.isolated_time else [None] * m
-        return tuple(_record(*record, steps, since, isolated, f) for record, steps, since,
-                     isolated, f in zip(kept, left.tolist(), elapsed.tolist(), alone, factors))
+        isolated = alone.tolist() if alone is not None else [None] * m
+        return tuple(_record(*record, steps, since, own, f) for record, steps, since, own, f
+                     in zip(kept, left.tolist(), elapsed.tolist(), isolated, factors))
 
     pairs = problem_pairs(jobs, rows, types, lookups) if config.pairs else ()
     # The whole allocation in force, finished jobs included: FIFO hands a finished

@@ -70,6 +70,13 @@ class JobSpec:
         """It may run on fewer GPUs than its scale factor."""
         return self.min_scale_factor is not None and self.min_scale_factor < self.scale_factor
 
+    @cached_property
+    def planned(self) -> tuple[float, float, float]:
+        """(priority weight, restart seconds, SLO seconds or 0): what a re-solve's problem
+        reads of the spec (``core/problem.py``), once per spec (a changed job gets a new
+        one)."""
+        return (float(self.priority_weight), float(self.restart_s), float(self.slo_s or 0.0))
+
 
 @dataclass(frozen=True)
 class MicroTask:
