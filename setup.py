@@ -1,8 +1,9 @@
 """The one part of the build that pyproject.toml cannot state yet without an experimental
-table: the round's hottest loops (gavelsched/mechanism/_loops.pyx) and the max-min LP's
-matrix (policies/_lists.pyx), compiled when a C compiler is present. ``optional``: without
-one the install goes on, and the planner and the policies run the same rules in Python
-(gavelsched/mechanism/loops.py, policies/compiled.py)."""
+table: the round's hottest loops (gavelsched/mechanism/_loops.pyx, _steps.pyx, which read
+numpy arrays as _arrays.pxd says) and the max-min LP's matrix (policies/_lists.pyx), compiled
+when a C compiler is present. ``optional``: without one the install goes on, and the planner
+and the policies run the same rules in Python (gavelsched/mechanism/loops.py,
+policies/compiled.py)."""
 
 from setuptools import Extension, setup
 
@@ -13,8 +14,14 @@ except ImportError:   # no numpy to build with: the loops are not built (``optio
 else:
     HEADERS = [get_include()]
 
-setup(ext_modules=[Extension("gavelsched.mechanism._loops",
-                             ["gavelsched/mechanism/_loops.pyx"], include_dirs=HEADERS,
-                             define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-                             optional=True),
+
+def round_loops(name: str) -> Extension:
+    """One module of the round's loops, which read numpy arrays by its C API."""
+    return Extension(f"gavelsched.mechanism.{name}", [f"gavelsched/mechanism/{name}.pyx"],
+                     depends=["gavelsched/mechanism/_arrays.pxd"], include_dirs=HEADERS,
+                     define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+                     optional=True)
+
+
+setup(ext_modules=[round_loops("_loops"), round_loops("_steps"),
                    Extension("policies._lists", ["policies/_lists.pyx"], optional=True)])

@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from gavelsched.mechanism.loops import compiled
+from gavelsched.mechanism.loops import compiled_steps
 from traces import TraceJob
 
 
@@ -77,9 +77,9 @@ def finishes(batch, steps: np.ndarray, ends: np.ndarray,
     """The (task, member) whose ``steps`` finish their jobs (``finishing``), and each such
     job -> when: ``now`` + its task's end (``ends``)."""
     remaining = batch.remaining
-    if (compiled is not None and steps.dtype in _COMPILED_STEPS
+    if (compiled_steps is not None and steps.dtype in _COMPILED_STEPS
             and remaining.dtype == steps.dtype):
-        finish = compiled.finished_members(steps, remaining)     # (the same, one loop)
+        finish = compiled_steps.finished_members(steps, remaining)     # (the same, one loop)
     else:
         done = finishing(batch, steps)
         finish = (list(zip(*(x.tolist() for x in np.nonzero(done))))
@@ -114,9 +114,9 @@ def run_leases(batch, R: float, pause: np.ndarray | None, true: np.ndarray | Non
         # A task that starts on new workers first restores its checkpoint.
         budget = np.floor(rates * np.maximum(R - pause, 0.0)[:, None])
         steps = np.where(pause[:, None] > 0, np.minimum(steps, budget), steps).astype(steps.dtype)
-    if (pause is None and compiled is not None and steps.dtype in _COMPILED_STEPS
+    if (pause is None and compiled_steps is not None and steps.dtype in _COMPILED_STEPS
             and rates.dtype == np.float64):
-        return compiled.task_seconds(steps, rates), steps   # (the same arithmetic, one loop)
+        return compiled_steps.task_seconds(steps, rates), steps   # (the same arithmetic, one loop)
     # steps / rate, 0 where a member makes no progress (x / inf is 0: faster than
     # ``np.divide(..., where=rates > 0)``); the larger of the two members' times
     took = steps / np.where(rates > 0, rates, np.inf)

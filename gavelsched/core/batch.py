@@ -18,7 +18,7 @@ import numpy as np
 from policies import Entity
 
 from ..mechanism import Demand, PlannerConfig, RoundPlan, entity_quota
-from ..mechanism.loops import compiled
+from ..mechanism.loops import compiled_steps
 from ..mechanism.planner import take
 from .config import CoreConfig
 from .jobs import JobState
@@ -120,8 +120,8 @@ def task_leases(rate: np.ndarray, left: np.ndarray, member_rows: np.ndarray, r: 
     at least 1, at most the steps it has left, ``left``: Gavel; rate x span when not
     ``whole``), the steps it had left (as integers with ``whole``), and each task's number
     of members. Compiled when built (``mechanism/loops.py``), to the same numbers."""
-    if compiled is not None:
-        return compiled.leases(rate, left, member_rows, r, j, float(span), whole)
+    if compiled_steps is not None:
+        return compiled_steps.leases(rate, left, member_rows, r, j, float(span), whole)
     members = member_rows.take(r, axis=0)
     has = members >= 0
     rates = np.where(has, rate[r, j], 0.0)

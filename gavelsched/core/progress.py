@@ -15,7 +15,7 @@ from itertools import repeat
 
 import numpy as np
 
-from ..mechanism.loops import compiled
+from ..mechanism.loops import compiled_steps
 from .errors import CoreError
 from .records import Report, RoundReport, TaskBatch
 from .rows import Rows
@@ -104,8 +104,8 @@ def _add_seconds(rows: Rows, where: np.ndarray, type_index: np.ndarray,
     on column ``type_index[i]``, which it has now run on (by the compiled loop when built,
     ``mechanism/loops.py``). Each combination runs at most once a round: no repeated
     indices (both paths would keep a repeated one's last sum, as numpy does)."""
-    if compiled is not None:
-        compiled.add_seconds(rows.received, rows.ran, where, type_index, seconds)
+    if compiled_steps is not None:
+        compiled_steps.add_seconds(rows.received, rows.ran, where, type_index, seconds)
         return
     rows.received[where, type_index] += seconds
     rows.ran[where, type_index] = True
@@ -115,8 +115,8 @@ def _take_steps(rows: Rows, where: np.ndarray, steps: np.ndarray) -> tuple[str, 
     """``steps[i, m]`` off the steps left of member m of the combination at row
     ``where[i]``; the jobs with none left, in row order (by the compiled loop when built,
     ``mechanism/loops.py``)."""
-    if compiled is not None:
-        done = compiled.take_steps(rows.left, rows.member_rows, where, steps)
+    if compiled_steps is not None:
+        done = compiled_steps.take_steps(rows.left, rows.member_rows, where, steps)
         return tuple(rows.keys[i] for i in done) if done else ()
     members = rows.members_of(where)[:, :steps.shape[1]]
     has = members >= 0

@@ -1,4 +1,5 @@
-"""The compiled round loops (``_loops.pyx``), or ``None``.
+"""The compiled round loops, or ``None``: ``compiled``, the round's planning
+(``_loops.pyx``), and ``compiled_steps``, its steps and seconds (``_steps.pyx``).
 
 ``pip install`` builds them when a C compiler is present; without one the install goes on
 and the round takes its Python path, which gives the same result
@@ -11,8 +12,10 @@ from __future__ import annotations
 import os
 
 compiled = None
+compiled_steps = None
 if os.environ.get("GAVELSCHED_PURE_PYTHON", "") in ("", "0"):
     try:
         from . import _loops as compiled
-    except ImportError:   # built without a C compiler
-        compiled = None
+        from . import _steps as compiled_steps
+    except ImportError:   # built without a C compiler: the round's Python path
+        compiled = compiled_steps = None

@@ -1,7 +1,8 @@
-"""The compiled round loops (``gavelsched/mechanism/_loops.pyx``) give what their Python
-twins give, on random inputs: the selection's order (ties, infinities and NaNs included),
-the placement's workers and extensions, the priorities to the bit, a whole ``plan_round``,
-the leases and task times to the bit, and the crediting of steps and seconds."""
+"""The compiled round loops (``gavelsched/mechanism/_loops.pyx``, ``_steps.pyx``) give what
+their Python twins give, on random inputs: the selection's order (ties, infinities and NaNs
+included), the placement's workers and extensions, the priorities to the bit, a whole
+``plan_round``, the leases and task times to the bit, and the crediting of steps and
+seconds."""
 
 from __future__ import annotations
 
@@ -14,13 +15,13 @@ from hypothesis import strategies as st
 
 from gavelsched.mechanism import (ClusterView, Demand, PlannerConfig, placement, plan_round,
                                   planner, selection)
-from gavelsched.mechanism.loops import compiled
+from gavelsched.mechanism.loops import compiled, compiled_steps
 
 # (the package's ``priorities`` is the function; its module, by name)
 priorities = importlib.import_module("gavelsched.mechanism.priorities")
 
 pytestmark = pytest.mark.skipif(
-    compiled is None, reason="the round loops were not compiled (no C compiler at install, "
+    compiled is None or compiled_steps is None, reason="the round loops were not compiled (no C compiler at install, "
     "or GAVELSCHED_PURE_PYTHON=1)")
 
 
@@ -212,7 +213,7 @@ def test_compiled_leases_are_the_python_ones(c, n, k, whole, seed):
     span = float(rng.choice([360.0, 0.5, 1e-3, 123.25]))
     fast = batch.task_leases(rate, left, member_rows, r, j, span, whole)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(batch, "compiled", None)
+        patch.setattr(batch, "compiled_steps", None)
         slow = batch.task_leases(rate, left, member_rows, r, j, span, whole)
     for got, want in zip(fast, slow):
         assert got.dtype == want.dtype and got.shape == want.shape
@@ -255,7 +256,7 @@ def test_compiled_crediting_is_the_python_crediting(c, n, k, width, seed):
     got = progress._take_steps(fast, where, steps)
     progress._add_seconds(fast, where, columns, seconds)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(progress, "compiled", None)
+        patch.setattr(progress, "compiled_steps", None)
         want = progress._take_steps(slow, where, steps)
         progress._add_seconds(slow, where, columns, seconds)
     assert got == want
@@ -280,7 +281,7 @@ def test_compiled_task_seconds_are_the_python_ones_to_the_bit(k, whole, seed):
     with np.errstate(all="ignore"):
         fast = tasks.run_leases(batch, 360.0, None)
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(tasks, "compiled", None)
+            patch.setattr(tasks, "compiled_steps", None)
             slow = tasks.run_leases(batch, 360.0, None)
     assert fast[0].tobytes() == slow[0].tobytes()
     assert fast[1] is slow[1]
@@ -306,7 +307,7 @@ def test_compiled_finishes_are_the_python_ones(k, whole, seed):
     ends = rng.random(k) * 360
     fast = tasks.finishes(batch, steps, ends, 10.0)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(tasks, "compiled", None)
+        patch.setattr(tasks, "compiled_steps", None)
         slow = tasks.finishes(batch, steps, ends, 10.0)
     assert fast == slow
 
@@ -332,19 +333,19 @@ def test_the_compiled_loops_refuse_arrays_they_would_read_past():
     rate, left = np.ones((2, 1, 2)), np.ones(2)
     members = np.array([[0, -1], [1, -1]], np.int64)
     with pytest.raises(IndexError, match="task 0 at row 2"):
-        compiled.leases(rate, left, members, np.array([2], np.int64), np.array([0], np.int64),
+        compiled_steps.leases(rate, left, members, np.array([2], np.int64), np.array([0], np.int64),
                         360.0, True)
     with pytest.raises(IndexError, match="job row 1 past 1 rows"):
-        compiled.leases(rate, np.ones(1), members, np.array([1], np.int64),
+        compiled_steps.leases(rate, np.ones(1), members, np.array([1], np.int64),
                         np.array([0], np.int64), 360.0, True)
     with pytest.raises(IndexError, match="combination row 2 past 2 rows"):
-        compiled.take_steps(left, members, np.array([2], np.int64), np.ones((1, 2)))
+        compiled_steps.take_steps(left, members, np.array([2], np.int64), np.ones((1, 2)))
     with pytest.raises(IndexError, match="job row 1 past 1 rows"):
-        compiled.take_steps(np.ones(1), members, np.array([1], np.int64), np.ones((1, 1)))
+        compiled_steps.take_steps(np.ones(1), members, np.array([1], np.int64), np.ones((1, 1)))
     with pytest.raises(ValueError, match=r"steps of shape \(1, 3\)"):
-        compiled.take_steps(left, members, np.array([0], np.int64), np.ones((1, 3)))
+        compiled_steps.take_steps(left, members, np.array([0], np.int64), np.ones((1, 3)))
     with pytest.raises(ValueError, match=r"rates: shape \(1, 2\), expected \(2, 2\)"):
-        compiled.task_seconds(np.ones((2, 2)), np.ones((1, 2)))
+        compiled_steps.task_seconds(np.ones((2, 2)), np.ones((1, 2)))
     with pytest.raises(IndexError, match="task 0 at row 0, column 1"):
-        compiled.add_seconds(np.ones((2, 1)), np.ones((2, 1), np.uint8),
+        compiled_steps.add_seconds(np.ones((2, 1)), np.ones((2, 1), np.uint8),
                              np.array([0], np.int64), np.array([1], np.int64), np.ones(1))
