@@ -23,6 +23,7 @@ import base64
 import hashlib
 import hmac
 import json
+import logging
 import re
 import socket
 import threading
@@ -39,6 +40,8 @@ from .jobs import PREEMPTED, QUEUED, RUNNING
 from .snapshot import Snapshot
 from .statusjson import seconds, status_dict
 from .utilisation import Utilisation
+
+log = logging.getLogger(__name__)
 
 SAMPLE_S = 0.5         # how often the sampler looks at the snapshot
 COOKIE = "gavel_dashboard"
@@ -150,8 +153,18 @@ class Dashboard:
                              entity_gpus(r))
 
     def _sampler(self) -> None:
+        """``sample`` every ``SAMPLE_S`` until closed; a sample that fails is logged (once
+        for each distinct error) and the next one is taken: the graph has a gap, not an end."""
+        last_error = ""
         while not self._stop.wait(SAMPLE_S):
-            self.sample()
+            try:
+                self.sample()
+            except Exception as err:
+                if repr(err) != last_error:
+                    log.exception("dashboard: the utilisation sample failed")
+                last_error = repr(err)
+            else:
+                last_error = ""
 
     def api(self, rows: int | None = None) -> dict:
         """What ``/api/status`` answers; with ``rows``, at most that many jobs (``shown``),

@@ -124,13 +124,18 @@ class Forecaster:
                 if self._closed:
                     return
                 (snapshot, period), self._offered = self._offered, None
-            picture = with_period(snapshot.status(pb.StatusRequest(active=True)), period)
             began = time.monotonic()
             try:
+                picture = with_period(snapshot.status(pb.StatusRequest(active=True)), period)
                 forecast = Forecast.of_answer(self._ask(picture), time.monotonic() - began)
-            except ForecastFailed as err:      # the last ETAs stay, with the error
+            except Exception as err:      # the last ETAs stay, with the error; the thread
+                # goes on to the next picture (a bug here must not end the ETAs for good)
+                message = str(err)
+                if not isinstance(err, ForecastFailed):
+                    log.exception("forecast: the picture could not be replayed")
+                    message = f"internal error: {type(err).__name__}: {err}"
                 self._stop_process()
-                forecast = replace(self.latest or Forecast(-1.0), error=str(err),
+                forecast = replace(self.latest or Forecast(-1.0), error=message,
                                    replay_s=time.monotonic() - began)
             if self._closed:
                 return

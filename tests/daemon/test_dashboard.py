@@ -359,3 +359,34 @@ def test_a_slow_status_shows_how_long_it_waits_then_keeps_the_last_answer(tmp_pa
         slow[0] = 0.0
         board.close()
         driver.quit()
+
+
+def test_a_failing_sample_leaves_a_gap_and_the_sampler_goes_on(monkeypatch, caplog) -> None:
+    """A sample that raises (a bug) is logged once, however often it fails, and the
+    utilisation graph goes on with the next sample that works: a gap, not an end."""
+    from gavelsched.daemon import dashboard
+    from gavelsched.daemon.snapshot import Snapshot
+    from gavelsched.rpc import pb
+
+    monkeypatch.setattr(dashboard, "SAMPLE_S", 0.01)
+    now = {"round": 1, "fail": False}
+
+    def snapshot() -> Snapshot:
+        if now["fail"]:
+            raise RuntimeError("a bug in the snapshot")
+        return Snapshot(now["round"], "fifo", 2.0, float(now["round"]), pb.StatusResponse())
+
+    board = dashboard.Dashboard(snapshot, "s3cret")
+    board.serve("127.0.0.1:0")          # samples round 1 at once
+    try:
+        now["fail"] = True
+        wait_until(lambda: sum("sample failed" in r.getMessage() for r in caplog.records) == 1,
+                   10, "the failure logged", every=0.01)
+        failed = len(caplog.records)
+        now.update(round=2, fail=False)
+        wait_until(lambda: [p["round"] for p in board.api()["utilisation"]] == [1, 2], 10,
+                   "round 2 sampled after the failures", every=0.01)
+        assert sum("sample failed" in r.getMessage() for r in caplog.records) == 1
+        assert len(caplog.records) == failed
+    finally:
+        board.close()

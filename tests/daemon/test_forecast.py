@@ -156,3 +156,33 @@ def test_a_forecast_command_that_cannot_start_is_an_error_not_a_dead_thread(tmp_
         assert ready.wait(30)
     finally:
         f.close()
+
+
+class Flaky(Snap):
+    """A snapshot whose first look raises (a bug on the scheduler's side, not the
+    forecast process's)."""
+
+    def __init__(self, reply):
+        super().__init__(reply)
+        self.looks = 0
+
+    def status(self, request):
+        self.looks += 1
+        if self.looks == 1:
+            raise KeyError("no such row")
+        return self.reply
+
+
+def test_a_bug_while_making_the_picture_is_an_error_and_the_thread_goes_on():
+    f, ready = forecaster()
+    try:
+        snap = Flaky(picture())
+        f.offer(snap)
+        assert ready.wait(30) and "internal error: KeyError" in f.latest.error
+        assert f.latest.finish_s == {}
+        ready.clear()
+        f.offer(snap)                        # the thread is still there, and answers
+        assert ready.wait(60) and f.latest.error == ""
+        assert set(f.latest.finish_s) == {"a", "b"}
+    finally:
+        f.close()
