@@ -40,6 +40,7 @@ from types import MappingProxyType
 import numpy as np
 
 from ._lazy import sp
+from .compiled import compiled
 from .errors import ProblemError
 from .problem import Problem
 from .problem_json import non_finite
@@ -428,6 +429,8 @@ def row_classes(signature: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     m = len(signature)
     if signature.size == 0:      # no rows, or rows of nothing: all alike
         return np.zeros(min(m, 1), dtype=np.int64), np.zeros(m, dtype=np.int64)
+    if compiled is not None and signature.dtype == np.float64:    # (the same, in one pass)
+        return compiled.row_classes(np.ascontiguousarray(signature))
     width = signature.shape[1] * signature.itemsize
     rows = np.ascontiguousarray(signature).view(np.dtype((np.void, width))).ravel().tolist()
     earliest = dict(zip(reversed(rows), range(m - 1, -1, -1)))  # a row's bytes: first place

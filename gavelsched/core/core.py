@@ -467,8 +467,7 @@ class SchedulerCore:
         for job_id in job_ids:
             del self._jobs[job_id]
         rows = self._rows
-        hit = rows.touching([rows.index[j] for j in job_ids])
-        dropped = [rows.keys[i] for i in np.flatnonzero(hit).tolist()]
+        dropped = rows.keys_touching(job_ids)
         rows.drop(dropped)
         for key in dropped:  # every combination that ran last round has a row
             self._assignments.pop(key, None)

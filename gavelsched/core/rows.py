@@ -32,6 +32,7 @@ class Rows:
         self.version = 0                             # bumped whenever rows move
         self._member_rows = np.zeros((0, 2), dtype=int)   # kept up to date
         self._runnable: np.ndarray | None = None
+        self._shared = 0    # rows that are not one job's own (pairs; none: member_rows[i] = (i, -1))
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -69,39 +70,37 @@ class Rows:
         if not entries:
             return
         self.version += 1
-        rates = []
-        for key, members, _, rate in entries:
-            if key in self.index:
+        index, keys, n, start = self.index, self.keys, self.n, len(self.keys)
+        for key, members, _, _ in entries:
+            if key in index:
                 raise KeyError(f"combination {key!r} already tracked")
-            self.index[key] = len(self.keys)
-            self.keys.append(key)
+            index[key] = len(keys)
+            keys.append(key)
             self.members.append(members)
-            rate = np.asarray(rate, dtype=float)
-            if rate.ndim == 1 or rate.shape[0] < self.n:
-                # member 0's rates, none on the configuration columns
-                full = np.zeros((self.n, 2))
-                full[:rate.shape[0], :rate.shape[1] if rate.ndim > 1 else 1] = (
-                    rate if rate.ndim > 1 else rate[:, None])
-                rate = full
-            rates.append(rate)
         k = len(entries)
-        idx = self.index
-        new_members = np.array([(idx[m[0]], idx[m[1]] if len(m) > 1 else -1)
-                                for _, m, _, _ in entries], dtype=int).reshape(-1, 2)
+        shared = sum(m != (key,) for key, m, _, _ in entries)
+        self._shared += shared
+        new_members = np.full((k, 2), -1, dtype=int)
+        if shared:
+            new_members[:] = [(index[m[0]], index[m[1]] if len(m) > 1 else -1)
+                              for _, m, _, _ in entries]
+        else:                     # (each row its own job's)
+            new_members[:, 0] = np.arange(start, start + k)
+        rates = _full_rates([e[3] for e in entries], n)
         cat = np.concatenate
-        rates = np.array(rates).reshape(k, self.n, 2)
         if self._runnable is not None:
-            self._runnable = _read_only(cat([self._runnable, _runnable(rates, new_members)]))
+            new = _runnable(rates, new_members) if shared else rates[:, :, 0] > 0
+            self._runnable = _read_only(cat([self._runnable, new]))
         self._member_rows = cat([self._member_rows, new_members])
         self.scale_factor = cat([self.scale_factor, [e[2] for e in entries]])
         self.rate = cat([self.rate, rates], axis=0)
-        zeros = np.zeros((k, self.n))
+        zeros = np.zeros((k, n))
         self.received = cat([self.received, zeros + seed])
         self.deficit = cat([self.deficit, zeros])
         self.allocation = cat([self.allocation, zeros])
         self.tie = cat([self.tie, zeros])
         self.allocated = cat([self.allocated, np.zeros(k, dtype=bool)])
-        self.ran = cat([self.ran, np.zeros((k, self.n), dtype=bool)])
+        self.ran = cat([self.ran, np.zeros((k, n), dtype=bool)])
         self.left = cat([self.left, np.zeros(k) if left is None
                          else np.asarray(left, dtype=float)])
 
@@ -112,10 +111,19 @@ class Rows:
         hit[-1] = False
         return hit[self._member_rows].any(axis=1)
 
+    def keys_touching(self, job_ids) -> list[str]:
+        """The keys of the combinations with a member among ``job_ids`` (tracked jobs), in
+        row order: their own rows, and the pairs' with them."""
+        index = self.index
+        if not self._shared:      # (each row its own job's)
+            return sorted(job_ids, key=index.__getitem__)
+        hit = self.touching([index[j] for j in job_ids])
+        return [self.keys[i] for i in np.flatnonzero(hit).tolist()]
+
     def drop(self, keys) -> None:
         """Delete the rows of ``keys`` (unknown keys are ignored)."""
         index = self.index
-        gone = [index[k] for k in keys if k in index]
+        gone = [index.pop(k) for k in keys if k in index]
         if not gone:
             return
         self.version += 1
@@ -124,15 +132,19 @@ class Rows:
         at = keep.nonzero()[0]    # ``take`` by index: a mask copies 2-d rows slower
         if self._runnable is not None:
             self._runnable = _read_only(self._runnable.take(at, axis=0))
-        # each row's new index; -1 for a row that goes, and last for "no member" (-1)
-        moved = np.empty(len(keep) + 1, dtype=np.int64)
-        moved.fill(-1)
-        moved[at] = np.arange(at.size)
-        self._member_rows = moved.take(self._member_rows.take(at, axis=0))
+        if self._shared:  # each row's new index; -1 for a row that goes, and last for
+            moved = np.empty(len(keep) + 1, dtype=np.int64)    # "no member" (-1)
+            moved.fill(-1)
+            moved[at] = np.arange(at.size)
+            self._member_rows = moved.take(self._member_rows.take(at, axis=0))
+            self._shared -= sum(self.members[i] != (self.keys[i],) for i in gone)
+        else:             # each row its own job's (i, -1), before and after
+            self._member_rows = self._member_rows[:at.size].copy()
         flags = keep.tolist()
         self.keys = list(compress(self.keys, flags))
         self.members = list(compress(self.members, flags))
-        self.index = dict(zip(self.keys, range(len(self.keys))))
+        first = min(gone)     # the rows before the first gone keep their numbers
+        index.update(zip(self.keys[first:], range(first, len(self.keys))))
         for name in ("scale_factor", "rate", "received", "deficit", "allocation", "tie",
                      "allocated", "ran", "left"):
             setattr(self, name, getattr(self, name).take(at, axis=0))
@@ -156,6 +168,25 @@ class Rows:
         self.tie = remap(self.tie, 0.0)
         self.ran = remap(self.ran, False)
         self.rate = remap(self.rate, 0.0)
+
+
+def _full_rates(rates, n: int) -> np.ndarray:
+    """(k, n, 2) steps/s of member 0 and 1 on each column, from each entry's (n, 2) rates,
+    or member 0's (n,) or fewer columns (none on the configuration columns)."""
+    if all(np.shape(r) == (n,) for r in rates):     # (the common case: one job each)
+        full = np.zeros((len(rates), n, 2))
+        full[:, :, 0] = rates
+        return full
+    out = []
+    for rate in rates:
+        rate = np.asarray(rate, dtype=float)
+        if rate.ndim == 1 or rate.shape[0] < n:
+            full = np.zeros((n, 2))
+            full[:rate.shape[0], :rate.shape[1] if rate.ndim > 1 else 1] = (
+                rate if rate.ndim > 1 else rate[:, None])
+            rate = full
+        out.append(rate)
+    return np.array(out).reshape(len(rates), n, 2)
 
 
 def _runnable(rate: np.ndarray, member_rows: np.ndarray) -> np.ndarray:

@@ -80,3 +80,20 @@ def test_runnable_is_kept_through_admissions_and_deletions(jobs, pairs, seed):
         kept = rows.runnable
         rows.changed()
         assert kept.tobytes() == rows.runnable.tobytes() and kept.shape == rows.runnable.shape
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 12), st.integers(0, 6), st.integers(0, 2**31 - 1))
+def test_keys_touching_are_the_rows_with_those_jobs_in_row_order(jobs, pairs, seed):
+    """``keys_touching``: the jobs' own rows and every pair with one of them, in row order,
+    whether the rows hold pairs or not (then each row is its own job's)."""
+    rng = np.random.default_rng(seed)
+    rows = _rows(jobs, pairs, rng)
+    for _ in range(3):
+        ids = [str(i) for i in rng.permutation(jobs)[:int(rng.integers(1, jobs + 1))]
+               if str(i) in rows]
+        want = [key for key, m in zip(rows.keys, rows.members) if set(m) & set(ids)]
+        assert rows.keys_touching(ids) == want
+        rows.drop(want)                 # (as ``_remove``: the jobs, and their pairs)
+        assert rows.member_rows.tolist() == [
+            [rows.index[m[0]], rows.index[m[1]] if len(m) > 1 else -1] for m in rows.members]
