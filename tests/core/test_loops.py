@@ -333,11 +333,11 @@ def test_the_compiled_loops_refuse_arrays_they_would_read_past():
     rate, left = np.ones((2, 1, 2)), np.ones(2)
     members = np.array([[0, -1], [1, -1]], np.int64)
     with pytest.raises(IndexError, match="task 0 at row 2"):
-        compiled_steps.leases(rate, left, members, np.array([2], np.int64), np.array([0], np.int64),
-                        360.0, True)
+        compiled_steps.leases(rate, left, members, np.array([2], np.int64),
+                              np.array([0], np.int64), 360.0, True)
     with pytest.raises(IndexError, match="job row 1 past 1 rows"):
         compiled_steps.leases(rate, np.ones(1), members, np.array([1], np.int64),
-                        np.array([0], np.int64), 360.0, True)
+                              np.array([0], np.int64), 360.0, True)
     with pytest.raises(IndexError, match="combination row 2 past 2 rows"):
         compiled_steps.take_steps(left, members, np.array([2], np.int64), np.ones((1, 2)))
     with pytest.raises(IndexError, match="job row 1 past 1 rows"):
@@ -348,4 +348,22 @@ def test_the_compiled_loops_refuse_arrays_they_would_read_past():
         compiled_steps.task_seconds(np.ones((2, 2)), np.ones((1, 2)))
     with pytest.raises(IndexError, match="task 0 at row 0, column 1"):
         compiled_steps.add_seconds(np.ones((2, 1)), np.ones((2, 1), np.uint8),
-                             np.array([0], np.int64), np.array([1], np.int64), np.ones(1))
+                                   np.array([0], np.int64), np.array([1], np.int64), np.ones(1))
+
+
+def test_a_compiled_loop_converts_what_it_reads_and_refuses_what_it_cannot_write():
+    """``_arrays.pxd``'s ``read_array``: an array a loop only reads is converted (a list,
+    another type); one it writes in place must be of its type and writable."""
+    assert compiled_steps.task_seconds([[1, 2]], np.array([[1, 0]], np.int32)).tolist() == [1.0]
+    at = (np.array([0], np.int64), np.array([0], np.int64), np.ones(1))
+    with pytest.raises(ValueError, match="received: an array of float64, not ndarray of float32"):
+        compiled_steps.add_seconds(np.ones((2, 1), np.float32), np.ones((2, 1), np.uint8), *at)
+    frozen = np.ones((2, 1))
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="received: the array is read-only"):
+        compiled_steps.add_seconds(frozen, np.ones((2, 1), np.uint8), *at)
+    with pytest.raises(ValueError, match="ran: 1 dimensions, expected 2"):
+        compiled_steps.add_seconds(np.ones((2, 1)), np.ones(2, np.uint8), *at)
+    received, ran = np.ones((2, 1)), np.zeros((2, 1), dtype=bool)   # (a bool is a byte)
+    compiled_steps.add_seconds(received, ran, *at)
+    assert received.tolist() == [[2.0], [1.0]] and ran.tolist() == [[True], [False]]
