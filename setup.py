@@ -1,7 +1,7 @@
 """The one part of the build that pyproject.toml cannot state yet without an experimental
 table: the round's hottest loops (gavelsched/mechanism/_loops.pyx, _steps.pyx, which read
-numpy arrays as _arrays.pxd says) and the max-min LP's matrix (policies/_lists.pyx), compiled
-when a C compiler is present. ``optional``: without one the install goes on, and the planner
+numpy arrays as _arrays.pxd says), the column model (policies/_columns.pyx) and the max-min
+LP's matrix (policies/_lists.pyx), compiled when a C compiler is present. ``optional``: without one the install goes on, and the planner
 and the policies run the same rules in Python (gavelsched/mechanism/loops.py,
 policies/compiled.py)."""
 
@@ -24,4 +24,5 @@ def round_loops(name: str) -> Extension:
 
 
 setup(ext_modules=[round_loops("_loops"), round_loops("_steps"),
-                   Extension("policies._lists", ["policies/_lists.pyx"], optional=True)])
+                   Extension("policies._lists", ["policies/_lists.pyx"], optional=True),
+                   Extension("policies._columns", ["policies/_columns.pyx"], optional=True)])

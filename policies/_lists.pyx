@@ -7,13 +7,12 @@ member and usage entries, its bound row, then the level's column (thesis §5.4.1
 t subject to U z >= t and (5.1)-(5.3)). In numpy that is some twenty calls and three
 ``tolist`` on arrays of a few hundred entries, a re-solve's largest set-up cost beside the
 column model (issue #30); here one pass. It gives exactly the numpy path's lists, which
-``tests/policies/test_fairness_lp.py`` checks on random problems. ``row_classes`` finds a
-column model's identical jobs (``columns.row_classes``) in one pass over their bytes.
+``tests/policies/test_fairness_lp.py`` checks on random problems. (The column model's own
+loops are ``_columns.pyx``'s.)
 """
 
-from libc.stdint cimport int64_t, uint64_t
+from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
-from libc.string cimport memcmp
 
 import numpy as np
 
@@ -85,51 +84,3 @@ def max_min_lists(const int64_t[:] member_indices, const int64_t[:] member_indpt
         free(col_row)
         free(values)
     return data, indices, k
-
-
-cdef inline uint64_t _fnv(const unsigned char* data, size_t n) noexcept nogil:
-    """FNV-1a of ``n`` bytes."""
-    cdef uint64_t h = 14695981039346656037ULL
-    cdef size_t i
-    for i in range(n):
-        h = (h ^ data[i]) * 1099511628211ULL
-    return h
-
-
-def row_classes(const double[:, ::1] signature):
-    """``columns.row_classes`` of a C-ordered float64 ``signature`` of at least one row and
-    column: (first row of each class, class of each row) of the rows equal byte for byte,
-    classes numbered in order of their first row; one pass, through a hash table of the
-    rows' bytes (open addressing)."""
-    cdef Py_ssize_t m = signature.shape[0], i, k = 0
-    cdef size_t width = signature.shape[1] * sizeof(double), size = 1, slot
-    if m == 0 or width == 0:
-        raise ValueError("row_classes: a signature of at least one row and one column")
-    while size < 2 * <size_t> m:
-        size *= 2
-    inverse = np.empty(m, dtype=np.int64)
-    first = np.empty(m, dtype=np.int64)
-    cdef int64_t[::1] inv = inverse, fst = first
-    cdef int64_t* table = <int64_t*> malloc(size * sizeof(int64_t))   # a class, or -1
-    if table == NULL:
-        raise MemoryError()
-    cdef const unsigned char* rows = <const unsigned char*> &signature[0, 0]
-    cdef int64_t c
-    for slot in range(size):
-        table[slot] = -1
-    for i in range(m):
-        slot = _fnv(rows + i * width, width) & (size - 1)
-        while True:
-            c = table[slot]
-            if c < 0:                   # a new class, first seen here
-                table[slot] = k
-                fst[k] = i
-                inv[i] = k
-                k += 1
-                break
-            if memcmp(rows + fst[c] * width, rows + i * width, width) == 0:
-                inv[i] = c
-                break
-            slot = (slot + 1) & (size - 1)
-    free(table)
-    return first[:k].copy(), inverse

@@ -13,7 +13,7 @@ import time
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from types import MappingProxyType
 from typing import ClassVar
 
@@ -22,6 +22,7 @@ import numpy as np
 from ._lazy import cp
 from .columns import Columns, build_columns
 from .errors import Outcome, ProblemError, SolverFailed, check_outcome
+from .frozen import record
 from .lp import DIRECT_SOLVERS
 from .problem import Allocation, Problem
 from .traits import Traits
@@ -41,7 +42,7 @@ BACKEND_OPTION = ("'direct' (default: the same LP as sparse matrices, straight t
                   "solver) or 'cvxpy' (the reference cvxpy program)")
 
 
-@dataclass(frozen=True)
+@record
 class Solution:
     """What a policy's ``_solve`` hands back to ``Policy.solve``."""
 

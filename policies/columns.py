@@ -33,15 +33,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+
 from functools import cached_property
 from types import MappingProxyType
 
 import numpy as np
 
 from ._lazy import sp
-from .compiled import compiled
+from .compiled import compiled_columns
 from .errors import ProblemError
+from .frozen import record
 from .problem import Problem
 from .problem_json import non_finite
 from .sparse import Compressed, as_scipy, compressed_alike_arrays, coo_arrays, matvec
@@ -50,7 +51,7 @@ from .sparse import Compressed, as_scipy, compressed_alike_arrays, coo_arrays, m
 ZERO = 1e-7
 
 
-@dataclass(frozen=True)
+@record
 class Columns:
     """The column model of one problem (see the module docstring)."""
 
@@ -180,6 +181,8 @@ class Columns:
         """``z`` scaled down where solver tolerance left a job above 1 or (``fit_types``) a
         type above its workers, so that (5.1)-(5.3) hold exactly. Entries below ``ZERO``
         are rounded to zero, except those ``kept`` (a mask) names as decisions."""
+        if kept is None and (dense := self._repaired_single(z, fit_types)) is not None:
+            return dense[0]
         small = z <= ZERO if kept is None else (z <= ZERO) & ~kept
         z = np.where(small, 0.0, np.clip(z, 0.0, 1.0))
         job_shrink = 1.0 / np.maximum(matvec(self.member_arrays, z), 1.0)
@@ -208,6 +211,9 @@ class Columns:
         read-only as the ``Allocation`` keeps it (merged rows: a class's jobs share one).
         ``fit_types=False`` keeps a type asked beyond its workers as it is (only Gavel's
         FIFO does that on purpose, see ``policies.ordering``); ``kept`` as ``repaired``."""
+        dense = self._repaired_single(z, fit_types) if kept is None else None
+        if dense is not None:   # every column one job's: the rows from one matrix
+            return self._dense_rows(dense[1])
         z = self.repaired(z, fit_types=fit_types, kept=kept)
         rows = {job_id: dict.fromkeys(self.types, 0.0) for job_id in self.job_ids}
         labels, n = self.labels, len(self.types)
@@ -226,6 +232,30 @@ class Columns:
             all_ids, row_of = self.merged
             return dict(zip(all_ids, map(shared.__getitem__, row_of.tolist())))
         return {key: MappingProxyType(row) for key, row in rows.items()}
+
+    def _repaired_single(self, z: np.ndarray, fit_types: bool):
+        """(``repaired``'s z, the (m, n) time of each job row on each type) by the compiled
+        loop, for a model of single-job columns; None for others, or without it."""
+        member, usage = self.member_arrays, self.usage_arrays
+        if compiled_columns is None or self.config_names or member.nnz != self.num_columns:
+            return None
+        i64 = np.int64
+        return compiled_columns.repaired_single(
+            np.asarray(z, dtype=float), member.indices.astype(i64, copy=False),
+            member.indptr.astype(i64, copy=False), member.data,
+            usage.indices.astype(i64, copy=False), usage.indptr.astype(i64, copy=False),
+            usage.data, self.col_type.astype(i64, copy=False), self.workers, ZERO, fit_types)
+
+    def _dense_rows(self, dense: np.ndarray) -> dict[str, Mapping[str, float]]:
+        """``to_rows`` of single-job columns from their (m, n) matrix of time."""
+        if self.unusable is not None:
+            dense[self.unusable] = 0.0
+        types = self.types
+        rows = [MappingProxyType(dict(zip(types, row))) for row in dense.tolist()]
+        if self.merged is None:
+            return dict(zip(self.job_ids, rows))
+        all_ids, row_of = self.merged
+        return dict(zip(all_ids, map(rows.__getitem__, row_of.tolist())))
 
 
 def equal_split(workers: np.ndarray, scale_factor: np.ndarray, n: int) -> np.ndarray:
@@ -259,6 +289,11 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
     T, numbers = table.T.copy(), table.numbers
     workers = np.array([problem.cluster[t] for t in types], dtype=float)
     prices = np.array([problem.prices.get(t, 0.0) for t in types], dtype=float)
+    if not (agnostic or pairs or configurations) and all(map(math.isfinite, workers.tolist()
+                                                             + prices.tolist())):
+        built = _compiled_single(problem, workers, prices, merge)
+        if built is not None:
+            return built
     if not (np.isfinite(T).all() and np.isfinite(numbers).all()   # docs/design.md, Safety rules
             and all(map(math.isfinite, workers.tolist() + prices.tolist()))):
         raise non_finite(problem, np.hstack([T, numbers]), np.column_stack([workers, prices]))
@@ -352,6 +387,31 @@ def _columns(ids, types, T, sf, weight, times, workers, prices, keys, col_type,
     )
 
 
+def _compiled_single(problem: Problem, workers: np.ndarray, prices: np.ndarray,
+                     merge: bool) -> Columns | None:
+    """``build_columns`` of a model of single-job columns by the compiled loop
+    (``_columns.single_columns``); None without it, or when a number is not finite (the
+    numpy path says which)."""
+    table, types = problem.table, problem.worker_types
+    if compiled_columns is None or table.T.dtype != float or table.numbers.dtype != float:
+        return None
+    largest = np.array([problem.largest_job(t) for t in types], dtype=float)
+    built = compiled_columns.single_columns(table.T, table.numbers, largest, tuple(table.ids),
+                                            merge)
+    if built is None:
+        return None
+    (ids, keys, inverse, T, numbers, col_type, rates, at, job_ptr, at_copy, job_ptr_copy,
+     used, order, type_ptr) = built
+    m, c = len(ids), len(keys)
+    return _columns(ids, types, T, numbers[:, 0].copy(), numbers[:, 1].copy(), numbers[:, 2:],
+                    workers, prices, keys, col_type,
+                    Compressed(np.ones(c), at, job_ptr, (m, c), "csr"),
+                    Compressed(rates, at_copy, job_ptr_copy, (m, c), "csr"),
+                    Compressed(used, order, type_ptr, (len(types), c), "csr"),
+                    None if inverse is None else (tuple(table.ids), inverse),
+                    np.zeros((m, len(types)), dtype=bool), None)
+
+
 def _single_arrays(rows: np.ndarray, cols: np.ndarray, rates: np.ndarray, used: np.ndarray,
                    shape: tuple[int, int]) -> tuple[Compressed, Compressed, Compressed]:
     """``member``, ``throughput`` and ``usage`` of columns that are one job on one type
@@ -384,7 +444,7 @@ def _fitting_configurations(problem: Problem, T: np.ndarray) -> list[tuple]:
             if ok else () for job, ok in zip(problem.jobs, runs.tolist())]
 
 
-@dataclass(frozen=True)
+@record
 class _MixedColumns:
     """The configuration columns of ``build_columns`` as coordinate arrays."""
 
@@ -429,8 +489,8 @@ def row_classes(signature: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     m = len(signature)
     if signature.size == 0:      # no rows, or rows of nothing: all alike
         return np.zeros(min(m, 1), dtype=np.int64), np.zeros(m, dtype=np.int64)
-    if compiled is not None and signature.dtype == np.float64:    # (the same, in one pass)
-        return compiled.row_classes(np.ascontiguousarray(signature))
+    if compiled_columns is not None and signature.dtype == np.float64:   # (the same, one pass)
+        return compiled_columns.row_classes(np.ascontiguousarray(signature))
     width = signature.shape[1] * signature.itemsize
     rows = np.ascontiguousarray(signature).view(np.dtype((np.void, width))).ravel().tolist()
     earliest = dict(zip(reversed(rows), range(m - 1, -1, -1)))  # a row's bytes: first place

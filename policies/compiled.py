@@ -1,4 +1,5 @@
-"""The compiled policy loops (``_lists.pyx``), or ``None``.
+"""The compiled policy loops: the max-min LP's lists (``_lists.pyx``, ``compiled``) and the
+column model's (``_columns.pyx``, ``compiled_columns``), or ``None`` each.
 
 ``pip install`` builds them when a C compiler is present; without one the install goes on
 and the policies take their numpy path, which gives the same result
@@ -10,9 +11,10 @@ from __future__ import annotations
 
 import os
 
-compiled = None
+compiled = compiled_columns = None
 if os.environ.get("GAVELSCHED_PURE_PYTHON", "") in ("", "0"):
     try:
+        from . import _columns as compiled_columns
         from . import _lists as compiled
     except ImportError:   # built without a C compiler
-        compiled = None
+        compiled = compiled_columns = None

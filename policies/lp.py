@@ -15,12 +15,12 @@ the same typed errors: a failed solve never becomes an empty allocation.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
 import numpy as np
 
 from ._lazy import sp
 from .errors import Outcome, SolverFailed, check_outcome
+from .frozen import record
 from .sparse import Compressed, Coo, compressed, compressed_arrays, coo_arrays
 
 log = logging.getLogger(__name__)
@@ -31,7 +31,7 @@ DIRECT_SOLVERS = ("CLARABEL", "HIGHS", "HIGHS_IPM")
 PRECISE_TOL = 1e-9
 
 
-@dataclass(frozen=True)
+@record
 class LinearProgram:
     """min c @ x  s.t.  A @ x <= b,  x[:num_nonneg] >= 0 (``A``: a scipy sparse matrix, a
     ``policies.sparse.Coo``, or a canonical ``Compressed`` CSC, which reaches Clarabel
@@ -49,7 +49,7 @@ class LinearProgram:
                              f"b {self.b.shape}, num_nonneg {self.num_nonneg} do not fit")
 
 
-@dataclass(frozen=True)
+@record
 class LPResult:
     """The optimum: primal ``x``, objective ``value`` (of the minimisation), and ``dual``,
     one multiplier >= 0 per row of ``A`` (c + A.T @ dual = 0 on the free variables)."""
@@ -156,7 +156,7 @@ def _highs(lp: LinearProgram, what: str, solver: str, precise: bool) -> LPResult
                     -np.asarray(result.ineqlin.marginals), solver)
 
 
-@dataclass(frozen=True)
+@record
 class Level:
     """The optimum of ``maximise t s.t. A @ z + e * t <= b, z >= 0`` (``maximise_level``):
     ``z``, ``t``, the row duals (>= 0), the solver, and how many LPs it took."""

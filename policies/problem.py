@@ -12,17 +12,18 @@ wall-clock time it should spend on each worker type until the next recomputation
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cached_property
 from typing import Any
 
 from .errors import ProblemError
+from .frozen import record
 from .jobs import Entity, Job, Pair, frozen_mapping, frozen_rows, key_members
 from .problem_json import problem_fields
 from .table import JobTable
 
 
-@dataclass(frozen=True)
+@record
 class Problem:
     """Everything a policy needs: the cluster, its prices, the jobs, pairs and entities.
 
@@ -143,7 +144,7 @@ def _key_jobs(key: str) -> set[str]:
     return set(key_members(key))
 
 
-@dataclass(frozen=True)
+@record
 class Allocation:
     """A policy's answer: time fractions per job (or ``"a+b"`` pair) and worker type."""
 

@@ -63,7 +63,7 @@ from .knowledge import Knowledge
 from .metrics import Metrics
 from .prices import PriceTrace
 from .result import SimulationResult
-from .tasks import Ran, finishes, made_steps, pauses, run_leases, startups_of
+from .tasks import Ran, finishes, pauses, run_leases, started_among, startups_of
 
 log = logging.getLogger(__name__)
 
@@ -322,7 +322,8 @@ class _Run:
         end = now + float(ends.max()) if self.sim.round_ends_at_last_finish else now + R
         self.metrics.on_round(rnd, end, seconds, self.prices)
         if self.metrics.waiting:
-            self.metrics.on_started(made_steps(batch.members, steps), now)
+            self.metrics.on_started(started_among(self.metrics.waiting_jobs, batch.members,
+                                                  steps), now)
         finish, at = finishes(batch, steps, ends, now)
         if finish and self.driver.plan_lead_s:
             steps = self.hold_late(batch, steps, finish, at, end)

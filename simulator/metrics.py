@@ -8,7 +8,7 @@ and ``on_complete`` per finished job; ``result()`` turns what it saw into a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set as AbstractSet
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -73,6 +73,11 @@ class Metrics:
     def waiting(self) -> bool:
         """Some job submitted made no step yet (else ``on_started`` has nothing to do)."""
         return bool(self._waiting)
+
+    @property
+    def waiting_jobs(self) -> AbstractSet[str]:
+        """The jobs submitted that made no step yet (read, not written)."""
+        return self._waiting
 
     def on_resolve(self, now: float, allocation: Allocation) -> None:
         self.resolves += 1

@@ -7,7 +7,7 @@ Pure functions of a round's ``TaskBatch``, and ``Ran``, the tasks as run."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set as AbstractSet
 from itertools import chain, compress
 from operator import itemgetter
 from typing import NamedTuple
@@ -98,6 +98,21 @@ def made_steps(members: Sequence[tuple[str, ...]], steps: np.ndarray):
     if not np.count_nonzero(second):
         return first
     return chain(first, (m[1] for m in compress(members, second.tolist()) if len(m) > 1))
+
+
+def started_among(waiting: AbstractSet[str], members: Sequence[tuple[str, ...]],
+                  steps: np.ndarray) -> Iterable[str]:
+    """The jobs of ``waiting`` that made steps (of ``made_steps``), found from their side:
+    a round's tasks are many, the jobs among them that never ran a few."""
+    found = waiting.intersection(chain.from_iterable(members))
+    if not found:
+        return found
+    try:            # each a single job's task, found by one scan of the tuples
+        if all(steps[members.index((j,)), 0] > 0 for j in found):
+            return found
+    except ValueError:      # (a pair's member)
+        pass
+    return found.intersection(made_steps(members, steps))
 
 
 def run_leases(batch, R: float, pause: np.ndarray | None, true: np.ndarray | None = None):

@@ -38,11 +38,12 @@ specs of a trace's jobs (the daemon's rows embed the spec its submission door ma
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
 from policies import Policy
+from policies.frozen import record
 from traces.types import ThroughputTable, TraceJob
 
 from .config import CoreConfig
@@ -69,7 +70,7 @@ def spec_of(job_id: str, job: TraceJob, restart_s: float = 0.0) -> JobSpec:
                    min_scale_factor=job.min_scale_factor, restart_s=restart_s)
 
 
-@dataclass(frozen=True)
+@record
 class Boundary:
     """What a plan did: the round it planned, the jobs that finished on the way (durable
     steps of a job just admitted), whether nothing was placed while jobs wait, and
@@ -81,7 +82,7 @@ class Boundary:
     stalled: bool
 
 
-@dataclass(frozen=True)
+@record
 class Start:
     """What a round's start did: the round as it runs (``start_s``/``end_s`` now set, the
     refills after its planned tasks), the indices of its planned tasks that never start

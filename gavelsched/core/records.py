@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cached_property
 from typing import Any, Protocol
 
 import numpy as np
 
 from policies import Allocation, is_pair_key
+from policies.frozen import record
 
 
 class ThroughputSource(Protocol):
@@ -24,7 +25,7 @@ class ThroughputSource(Protocol):
              b: tuple[str, int]) -> tuple[float, float] | None: ...
 
 
-@dataclass(frozen=True)
+@record
 class JobSpec:
     """A job as submitted. ``slo_s`` is a duration from arrival. ``mixed``: the job may run
     on several worker types at once (virtual nodes, VirtualFlow §5), when the policy reads
@@ -78,7 +79,7 @@ class JobSpec:
         return (float(self.priority_weight), float(self.restart_s), float(self.slo_s or 0.0))
 
 
-@dataclass(frozen=True)
+@record
 class MicroTask:
     """One combination's work for one round (thesis §5.5: a micro-task).
 
@@ -111,7 +112,7 @@ class MicroTask:
         return self.configuration is not None
 
 
-@dataclass(frozen=True)
+@record
 class TaskBatch:
     """A round's micro-tasks as aligned arrays (k tasks, up to 2 members each), for
     executors that work on a whole round at once. Column 1 is 0 for single jobs."""
@@ -203,7 +204,7 @@ class TaskBatch:
                          split=self.splits[i] if configuration is not None else None)
 
 
-@dataclass(frozen=True)
+@record
 class Round:
     """What the core decided at a round boundary. ``start_s``: when the round starts (its
     plan's time until ``RoundDriver.start`` sets it); it lasts ``round_seconds``."""
@@ -231,7 +232,7 @@ class Round:
         return tuple(self.batch.task(i) for i in range(len(self.batch)))
 
 
-@dataclass(frozen=True)
+@record
 class Report:
     """Progress of one micro-task at the end of its round: ``steps[i]`` done by member i,
     and ``seconds`` the combination held its workers (received time)."""
@@ -241,7 +242,7 @@ class Report:
     seconds: float
 
 
-@dataclass(frozen=True)
+@record
 class RoundReport:
     """Progress of a whole round, aligned with ``Round.batch``: ``seconds[i]`` the time
     task i held its workers and ``steps[i, m]`` the steps member m of task i made (None:
@@ -251,7 +252,7 @@ class RoundReport:
     steps: np.ndarray | None = None
 
 
-@dataclass(frozen=True)
+@record
 class Period:
     """A closed allocation period (between two re-solves): for each combination the
     allocation covered, row by row, the X that was in force and the seconds it received
@@ -269,12 +270,12 @@ class Period:
         return tuple(self.allocation[i].tolist()), tuple(self.received[i].tolist())
 
 
-@dataclass(frozen=True)
+@record
 class RoundOutcome:
     completed: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@record
 class PeriodState:
     """The allocation period in progress (thesis §5.5: the mechanism moves the time each
     job receives towards X between two re-solves), as one core hands it to another (a live

@@ -8,12 +8,14 @@ times and deficits and passes them in ``Demand``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from functools import cached_property, lru_cache
 from operator import itemgetter
 from typing import NamedTuple
 
 import numpy as np
+
+from policies.frozen import record
 
 from .loops import compiled
 from .placement import place, place_units
@@ -28,7 +30,7 @@ from .view import ClusterView
 PREFERENCE = 2.0
 
 
-@dataclass(frozen=True)
+@record
 class Demand:
     """Every combination (job or co-located pair) that may run this round.
 
@@ -122,7 +124,7 @@ class Demand:
                              f"expected {(c, 2)}")
 
 
-@dataclass(frozen=True)
+@record
 class PlannerConfig:
     """How the planner orders and fills queues (defaults: Gavel's mechanism).
 
@@ -161,7 +163,7 @@ class Placement(NamedTuple):
     extended: bool  # same workers as last round: the lease is renewed, no checkpoint
 
 
-@dataclass(frozen=True)
+@record
 class RoundPlan:
     """The round, as arrays aligned task by task: ``combo_index`` (rows of the demand),
     ``task_keys`` (their keys), ``type_index`` (columns of ``Demand.types``), ``workers``

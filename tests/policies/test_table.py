@@ -125,11 +125,11 @@ def _classes_one_by_one(signature: np.ndarray) -> tuple[list[int], list[int]]:
 @given(st.integers(0, 40), st.integers(1, 4), st.integers(1, 6), st.booleans(),
        st.integers(0, 2**31 - 1))
 def test_row_classes_are_those_found_row_by_row(path, m, width, kinds, strided, seed):
-    """By the compiled pass (``policies/_lists.pyx``, when built) and by numpy's dicts, on
+    """By the compiled pass (``policies/_columns.pyx``, when built) and by numpy's dicts, on
     rows with zeros of both signs, infinities and NaNs, in C order or strided."""
     from policies import columns
 
-    if path == "compiled" and columns.compiled is None:
+    if path == "compiled" and columns.compiled_columns is None:
         pytest.skip("the policies' loops were not compiled")
     rng = np.random.default_rng(seed)
     values = np.array([0.0, -0.0, 1.0, 2.5, np.inf, np.nan])
@@ -139,7 +139,7 @@ def test_row_classes_are_those_found_row_by_row(path, m, width, kinds, strided, 
         signature = np.repeat(signature, 2, axis=1)[:, ::2]
     with pytest.MonkeyPatch.context() as patch:
         if path == "numpy":
-            patch.setattr(columns, "compiled", None)
+            patch.setattr(columns, "compiled_columns", None)
         first, inverse = columns.row_classes(signature)
     assert first.dtype == inverse.dtype == np.int64
     assert (first.tolist(), inverse.tolist()) == _classes_one_by_one(signature)
