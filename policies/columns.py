@@ -43,6 +43,7 @@ from ._lazy import sp
 from .compiled import compiled_columns
 from .errors import ProblemError
 from .frozen import record
+from .packing import useful_pairs
 from .problem import Problem
 from .problem_json import non_finite
 from .sparse import Compressed, as_scipy, compressed_alike_arrays, coo_arrays, matvec
@@ -211,10 +212,19 @@ class Columns:
         read-only as the ``Allocation`` keeps it (merged rows: a class's jobs share one).
         ``fit_types=False`` keeps a type asked beyond its workers as it is (only Gavel's
         FIFO does that on purpose, see ``policies.ordering``); ``kept`` as ``repaired``."""
+        return self.rows_and_matrix(z, fit_types=fit_types, kept=kept)[0]
+
+    def rows_and_matrix(self, z: np.ndarray, *, fit_types: bool = True,
+                        kept: np.ndarray | None = None):
+        """``to_rows``, and the rows as one matrix (keys, types, X) when every column is
+        one job's and the compiled loop wrote them (``Allocation.with_matrix``); else None."""
         dense = self._repaired_single(z, fit_types) if kept is None else None
         if dense is not None:   # every column one job's: the rows from one matrix
             return self._dense_rows(dense[1])
-        z = self.repaired(z, fit_types=fit_types, kept=kept)
+        return self._rows(self.repaired(z, fit_types=fit_types, kept=kept)), None
+
+    def _rows(self, z: np.ndarray) -> dict[str, Mapping[str, float]]:
+        """``to_rows`` of repaired time fractions, column by column."""
         rows = {job_id: dict.fromkeys(self.types, 0.0) for job_id in self.job_ids}
         labels, n = self.labels, len(self.types)
         for key, j, value in zip(self.keys, self.col_type.tolist(), z.tolist()):
@@ -246,16 +256,17 @@ class Columns:
             usage.indices.astype(i64, copy=False), usage.indptr.astype(i64, copy=False),
             usage.data, self.col_type.astype(i64, copy=False), self.workers, ZERO, fit_types)
 
-    def _dense_rows(self, dense: np.ndarray) -> dict[str, Mapping[str, float]]:
-        """``to_rows`` of single-job columns from their (m, n) matrix of time."""
+    def _dense_rows(self, dense: np.ndarray):
+        """``rows_and_matrix`` of single-job columns from their (m, n) matrix of time."""
         if self.unusable is not None:
             dense[self.unusable] = 0.0
         types = self.types
         rows = [MappingProxyType(dict(zip(types, row))) for row in dense.tolist()]
         if self.merged is None:
-            return dict(zip(self.job_ids, rows))
+            return dict(zip(self.job_ids, rows)), (self.job_ids, types, dense)
         all_ids, row_of = self.merged
-        return dict(zip(all_ids, map(rows.__getitem__, row_of.tolist())))
+        return (dict(zip(all_ids, map(rows.__getitem__, row_of.tolist()))),
+                (all_ids, types, dense.take(row_of, axis=0)))
 
 
 def equal_split(workers: np.ndarray, scale_factor: np.ndarray, n: int) -> np.ndarray:
@@ -332,8 +343,8 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
     if pairs:
         if agnostic:
             raise ProblemError("pairs: space sharing needs the heterogeneity-aware throughputs")
-        which, pair_a, pair_b, pair_type, thr_a, thr_b = _useful_pairs(problem, T, types,
-                                                                       max_partners)
+        which, pair_a, pair_b, pair_type, thr_a, thr_b = useful_pairs(problem, T, types,
+                                                                      max_partners)
         pair_keys = [pair.key for pair in problem.pairs]
         keys += [pair_keys[k] for k in which.tolist()]
     at = [rows, pair_a, pair_b]         # coordinates shared by member and throughput
@@ -382,7 +393,7 @@ def _columns(ids, types, T, sf, weight, times, workers, prices, keys, col_type,
         isolated_elapsed=times[:, 2].copy(), workers=workers, prices=prices,
         keys=tuple(keys), col_type=col_type,
         member_arrays=member, throughput_arrays=throughput, usage_arrays=usage, merged=merged,
-        unusable=unusable if unusable.any() else None,
+        unusable=unusable if unusable is not None and unusable.any() else None,
         config_names=mixed.names if mixed is not None else (),
     )
 
@@ -408,8 +419,7 @@ def _compiled_single(problem: Problem, workers: np.ndarray, prices: np.ndarray,
                     Compressed(np.ones(c), at, job_ptr, (m, c), "csr"),
                     Compressed(rates, at_copy, job_ptr_copy, (m, c), "csr"),
                     Compressed(used, order, type_ptr, (len(types), c), "csr"),
-                    None if inverse is None else (tuple(table.ids), inverse),
-                    np.zeros((m, len(types)), dtype=bool), None)
+                    None if inverse is None else (tuple(table.ids), inverse), None, None)
 
 
 def _single_arrays(rows: np.ndarray, cols: np.ndarray, rates: np.ndarray, used: np.ndarray,
@@ -498,49 +508,3 @@ def row_classes(signature: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     number = {rows[at]: k for k, at in enumerate(first)}
     inverse = np.fromiter(map(number.__getitem__, rows), dtype=np.int64, count=m)
     return np.array(first, dtype=np.int64), inverse
-
-
-def _useful_pairs(problem: Problem, T: np.ndarray, types, max_partners):
-    """(pair index, first job, second job, type index, steps/s of the first, of the second):
-    one entry per pair and type where the pair beats time slicing, in the order of
-    ``problem.pairs`` then of ``types`` (vectorised; only ``max_partners`` walks the
-    candidates in Python)."""
-    index = {job_id: i for i, job_id in enumerate(problem.table.ids)}
-    count, n = len(problem.pairs), len(types)
-    ab = np.array([(index[p.jobs[0]], index[p.jobs[1]]) for p in problem.pairs],
-                  dtype=int).reshape(count, 2)
-    zero = (0.0, 0.0)
-    together = np.array([[p.throughputs.get(t, zero) for t in types] for p in problem.pairs],
-                        dtype=float).reshape(count, n, 2)
-    if not np.isfinite(together).all():
-        k = int(np.argwhere(~np.isfinite(together))[0][0])
-        raise ProblemError(f"pairs[{k}] (pair {problem.pairs[k].key!r}).throughputs: must be "
-                           "finite")
-    a, b = ab[:, 0], ab[:, 1]
-    ta, tb = together[..., 0], together[..., 1]
-    solo_a, solo_b = T[a], T[b]
-    runs = (ta > 0) & (tb > 0) & (solo_a > 0) & (solo_b > 0)
-    gain = np.zeros_like(ta)
-    gain[runs] = ta[runs] / solo_a[runs] + tb[runs] / solo_b[runs]
-    p, j = np.nonzero(runs & (gain > 1.0))
-    if max_partners is not None:
-        p, j = _best_partners(gain[p, j], a[p], b[p], p, j, max_partners)
-    return p, a[p], b[p], j, ta[p, j], tb[p, j]
-
-
-def _best_partners(gain, a, b, p, j, max_partners: int):
-    """The candidates kept when each job may have at most ``max_partners`` partners, taken
-    greedily by decreasing gain; returned sorted by (first job, second job, type)."""
-    order = np.lexsort((j, b, a, -gain))
-    partners: dict[int, set[int]] = {}
-    kept = []
-    for k in order.tolist():
-        x, y = int(a[k]), int(b[k])
-        px, py = partners.setdefault(x, set()), partners.setdefault(y, set())
-        if (y in px) or (len(px) < max_partners and len(py) < max_partners):
-            px.add(y)
-            py.add(x)
-            kept.append(k)
-    kept = np.array(kept, dtype=int)
-    kept = kept[np.lexsort((j[kept], b[kept], a[kept]))]
-    return p[kept], j[kept]

@@ -195,8 +195,9 @@ class MaxMinFairness(ColumnPolicy):
         cols = self.columns(problem, merge=True)
         if cols.num_columns == 0:
             return no_columns(cols)
-        singles = np.nonzero(cols.single)[0]
-        generate = cols.num_columns - singles.size > PAIRS_PER_JOB * cols.num_jobs
+        pairs = cols.member_arrays.nnz - cols.num_columns    # (each pair column: 2 entries)
+        singles = np.nonzero(cols.single)[0] if pairs else None
+        generate = pairs > 0 and cols.num_columns - singles.size > PAIRS_PER_JOB * cols.num_jobs
         solver = self.direct_solver(PACKED_SOLVER if generate else DEFAULT_LP_SOLVER)
         if solver is not None:
             level = (max_min_by_clarabel(cols, self.name)
@@ -206,7 +207,8 @@ class MaxMinFairness(ColumnPolicy):
                 A, b, e = lp or max_min_coo(cols, utility_arrays(cols)[1])
                 level = maximise_level(A, b, e, solver, self.name,
                                        start=singles if generate else None)
-            return Solution(cols.to_rows(level.z), level.t, level.solver)
+            rows, matrix = cols.rows_and_matrix(level.z)
+            return Solution(rows, level.t, level.solver, matrix=matrix)
         _, U = utility_arrays(cols)
         U = as_scipy(U)
         if not self.packed:

@@ -7,6 +7,8 @@ same way, so gains are computed once per pair of kinds. Each job then gets up to
 first, then a second of each...), so the LP can still balance who pairs with whom. The
 result is O(n · max_partners) pairs, chosen deterministically. On the default catalog,
 8 partners per job reach the max-min objective of all pairs to within 1% (BENCHMARKS.md).
+Of the pairs a problem lists, ``useful_pairs`` gives the column model those that beat time
+slicing on some type.
 """
 
 from __future__ import annotations
@@ -14,7 +16,11 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 
+import numpy as np
+
+from .errors import ProblemError
 from .jobs import Job, Pair
+from .problem import Problem
 
 PairThroughputs = Callable[[Hashable, Hashable], Mapping[str, tuple[float, float]] | None]
 
@@ -94,3 +100,51 @@ def _pair(jobs, kinds, table, a: int, b: int) -> Pair:
     else:
         together = {t: (tb, ta) for t, (ta, tb) in table[(kb, ka)][1].items()}
     return Pair((jobs[a].id, jobs[b].id), together)
+
+
+def useful_pairs(problem: Problem, T: np.ndarray, types, max_partners):
+    """The pair columns of the column model (``columns.build_columns``, ``T``: its jobs'
+    throughputs): (pair index, first job, second job, type index, steps/s of the first, of
+    the second), one entry per pair and type where the pair beats time slicing (its
+    normalised throughputs sum above 1, §5.3.1), in the order of
+    ``problem.pairs`` then of ``types`` (vectorised; only ``max_partners`` walks the
+    candidates in Python)."""
+    index = {job_id: i for i, job_id in enumerate(problem.table.ids)}
+    count, n = len(problem.pairs), len(types)
+    ab = np.array([(index[p.jobs[0]], index[p.jobs[1]]) for p in problem.pairs],
+                  dtype=int).reshape(count, 2)
+    zero = (0.0, 0.0)
+    together = np.array([[p.throughputs.get(t, zero) for t in types] for p in problem.pairs],
+                        dtype=float).reshape(count, n, 2)
+    if not np.isfinite(together).all():
+        k = int(np.argwhere(~np.isfinite(together))[0][0])
+        raise ProblemError(f"pairs[{k}] (pair {problem.pairs[k].key!r}).throughputs: must be "
+                           "finite")
+    a, b = ab[:, 0], ab[:, 1]
+    ta, tb = together[..., 0], together[..., 1]
+    solo_a, solo_b = T[a], T[b]
+    runs = (ta > 0) & (tb > 0) & (solo_a > 0) & (solo_b > 0)
+    gain = np.zeros_like(ta)
+    gain[runs] = ta[runs] / solo_a[runs] + tb[runs] / solo_b[runs]
+    p, j = np.nonzero(runs & (gain > 1.0))
+    if max_partners is not None:
+        p, j = _best_partners(gain[p, j], a[p], b[p], p, j, max_partners)
+    return p, a[p], b[p], j, ta[p, j], tb[p, j]
+
+
+def _best_partners(gain, a, b, p, j, max_partners: int):
+    """The candidates kept when each job may have at most ``max_partners`` partners, taken
+    greedily by decreasing gain; returned sorted by (first job, second job, type)."""
+    order = np.lexsort((j, b, a, -gain))
+    partners: dict[int, set[int]] = {}
+    kept = []
+    for k in order.tolist():
+        x, y = int(a[k]), int(b[k])
+        px, py = partners.setdefault(x, set()), partners.setdefault(y, set())
+        if (y in px) or (len(px) < max_partners and len(py) < max_partners):
+            px.add(y)
+            py.add(x)
+            kept.append(k)
+    kept = np.array(kept, dtype=int)
+    kept = kept[np.lexsort((j[kept], b[kept], a[kept]))]
+    return p[kept], j[kept]

@@ -32,7 +32,11 @@ def install(allocation: Allocation, rows: Rows, jobs: Mapping[str, JobState],
     """Make ``allocation`` the one in force: rows for the pairs it gives time to,
     X rows for every combination it covers."""
     given = allocation.allocation
-    if given.keys() <= jobs.keys():     # single jobs only (no pair to add a row for)
+    single = given.keys() <= jobs.keys()    # single jobs only (no pair to add a row for)
+    matrix = allocation.matrix(columns) if single else None
+    if matrix is not None:              # the rows as the policy wrote them: one matrix
+        keys, X = matrix
+    elif single:
         keys, xs = list(given), list(given.values())
     else:
         keys, xs = _covered(given, rows, jobs, columns, lookups, seed)
@@ -40,7 +44,7 @@ def install(allocation: Allocation, rows: Rows, jobs: Mapping[str, JobState],
     rows.allocated[:] = False
     if keys:       # one pass over every row (100,000 distinct ones after ``fewer_moves``)
         at = np.fromiter(map(rows.index.__getitem__, keys), dtype=int, count=len(keys))
-        rows.allocation[at] = value_rows(xs, columns)
+        rows.allocation[at] = X if matrix is not None else value_rows(xs, columns)
         rows.allocated[at] = True
     rows.tie = tie_break(rows.allocation)   # the planner's sort key, made once per X
 

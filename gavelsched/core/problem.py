@@ -63,8 +63,10 @@ def build_problem(now: float, jobs: Mapping[str, JobState], rows: Rows, view: Cl
     elapsed = np.maximum(0.0, now - np.fromiter(map(_ARRIVAL, states), dtype=float, count=m))
     alone = (np.fromiter(map(_ISOLATED, states), dtype=float, count=m)
              if config.isolated_time else None)
-    numbers = np.column_stack([rows.scale_factor[at], planned[:, 0], left, elapsed,
-                               elapsed if alone is None else alone, planned[:, 2]]).astype(float)
+    numbers = np.empty((m, 6))   # (policies.table.JOB_NUMBERS)
+    numbers[:, 0], numbers[:, 1], numbers[:, 2] = rows.scale_factor[at], planned[:, 0], left
+    numbers[:, 3], numbers[:, 5] = elapsed, planned[:, 2]
+    numbers[:, 4] = elapsed if alone is None else alone
     T = rows.rate[at, :len(types), 0]     # each job's T (``jobs.apply_measured``)
     factors = [1.0] * m
     if config.restart_rule == "tenure" and (planned[:, 1] > 0).any():

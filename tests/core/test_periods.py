@@ -74,3 +74,32 @@ def test_the_kept_sort_key_is_the_one_x_makes_at_every_plan(monkeypatch, policy)
     result = simulate(generate_trace(40, 8.0, table=table, seed=1), table,
                       {"v100": 3, "p100": 3, "k80": 3}, policy)
     assert result.resolves > 1 and len(plans) == result.rounds and max(plans) > 1
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(2, 8), st.integers(0, 2**31 - 1))
+def test_an_allocation_written_as_a_matrix_installs_as_its_rows(jobs, seed):
+    """A policy's allocation that carries its rows as one matrix too (``with_matrix``, the
+    max-min LP's) installs the same X as its rows read one by one; a ``replace`` of its
+    rows leaves the matrix behind."""
+    from dataclasses import replace
+
+    from policies import Job, Problem, get_policy
+
+    rng = np.random.default_rng(seed)
+    problem = Problem(cluster={t: int(rng.integers(1, 4)) for t in TYPES}, jobs=tuple(
+        Job(id=str(i), throughputs={t: float(rng.integers(1, 9)) for t in TYPES},
+            scale_factor=1) for i in range(jobs)))
+    allocation = get_policy("max_min_fairness_perf").solve(problem)
+    keys, X = allocation.matrix(TYPES)
+    assert keys == tuple(allocation.allocation) and not X.flags.writeable
+    assert X.tobytes() == np.array([[allocation.share(k, t) for t in TYPES]
+                                    for k in keys]).tobytes()
+    assert allocation.matrix(TYPES[::-1]) is None              # over other types: none
+    assert replace(allocation, allocation={}).matrix(TYPES) is None
+    by_matrix, by_rows = _rows(jobs), _rows(jobs)
+    install(allocation, by_matrix, dict.fromkeys(map(str, range(jobs))), TYPES, None, 0.0)
+    install(Allocation("p", allocation.allocation), by_rows,
+            dict.fromkeys(map(str, range(jobs))), TYPES, None, 0.0)
+    for name in ("allocation", "allocated", "tie"):
+        assert getattr(by_matrix, name).tobytes() == getattr(by_rows, name).tobytes(), name
