@@ -14,8 +14,6 @@ loops are ``_columns.pyx``'s.)
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 
-import numpy as np
-
 
 def max_min_lists(const int64_t[:] member_indices, const int64_t[:] member_indptr,
                   const double[:] rates, const int64_t[:] usage_indices,

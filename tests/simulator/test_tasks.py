@@ -1,5 +1,6 @@
 """How tasks run (``simulator/tasks.py``): the shortcuts of ``run_leases``, ``finishes`` and
-``made_steps`` give what their plain numpy forms give, bit for bit."""
+``made_steps`` give what their plain numpy forms give, bit for bit; ``started_among`` what
+``made_steps`` gives of the waiting jobs."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.tasks import finishes, made_steps, run_leases
+from simulator.tasks import finishes, made_steps, run_leases, started_among
 
 
 def _batch(k: int, seed: int) -> SimpleNamespace:
@@ -65,3 +66,20 @@ def test_made_steps_names_each_member_that_made_steps(k, seed):
     expected = [m[0] for m, s in zip(batch.members, batch.steps) if s[0] > 0]
     expected += [m[1] for m, s in zip(batch.members, batch.steps) if len(m) > 1 and s[1] > 0]
     assert made == expected
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 40), st.integers(0, 2**31 - 1), st.booleans())
+def test_started_among_is_made_steps_among_the_waiting(k, seed, singles_only):
+    """The waiting jobs that made steps, looked up from the waiting side, are those of
+    ``made_steps``: pairs among the tasks, members without steps and jobs not in the
+    round included."""
+    batch = _batch(k, seed)
+    if singles_only:
+        batch.members = [m[:1] for m in batch.members]
+        batch.steps[:, 1] = 0
+    rng = np.random.default_rng(seed + 1)
+    jobs = [j for m in batch.members for j in m] + ["elsewhere"]
+    waiting = {j for j in jobs if rng.random() < 0.5}
+    got = started_among(waiting, batch.members, batch.steps)
+    assert set(got) == waiting.intersection(made_steps(batch.members, batch.steps))
