@@ -13,7 +13,12 @@ call alone, imports left out), and, per (policy, case), the mean over seeds. Iss
 speed row, the 1,500-job trace with nothing beside either side::
 
     python benchmarks/gavel_fidelity.py --gavel-dir DIR --cases continuous-1500 --seeds 0 \\
-        --policies max_min_fairness_perf --jobs 1
+        --policies max_min_fairness_perf --jobs 1 --ours-runs 3
+
+Ours runs in this process, or with ``--ours-runs N`` N times, each in a fresh process (a
+first call, as a user pays it), right after Gavel's run: on a machine whose speed drifts
+over minutes, Gavel's minute-long run averages the drift and one 2-s run of ours samples
+it. The row then shows the median of ours' times and lists them all.
 
 Both sides get the same seed, so the random choices of Gandiva and agnostic FIFO, which
 draw from Gavel's generator, are the same. Both makespans are last completion - first
@@ -114,6 +119,25 @@ def gavel_child(args: argparse.Namespace) -> int:
 
 
 # ---- our side --------------------------------------------------------------------------
+def ours_fresh(runs: int, trace: Path, throughputs: Path, cluster: str, policy: str,
+               seed: int) -> dict:
+    """``ours`` in ``runs`` fresh processes, one after another: the first run's results,
+    with the median wall time (every run's in ``walls_s``); the runs must agree."""
+    outs = []
+    for _ in range(runs):
+        cmd = [sys.executable, __file__, "--ours-child", "--trace", str(trace),
+               "--throughputs", str(throughputs), "--cluster", cluster, "--policy", policy,
+               "--seed", str(seed)]
+        proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"ours failed on {trace.name} / {policy}:\n{proc.stderr[-3000:]}")
+        outs.append(json.loads(proc.stdout))
+    if any(o["jct"] != outs[0]["jct"] for o in outs):
+        raise RuntimeError(f"ours: the runs on {trace.name} / {policy} disagree")
+    walls = [o["wall_s"] for o in outs]
+    return {**outs[0], "wall_s": sorted(walls)[len(walls) // 2], "walls_s": walls}
+
+
 def ours(trace: Path, throughputs: Path, cluster: str, policy: str, seed: int) -> dict:
     from simulator import simulate
     from traces.counts import parse_counts
@@ -188,6 +212,9 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=3600.0, help="per Gavel run (s)")
     parser.add_argument("--workdir", type=Path, help="keep traces and Gavel outputs here")
     parser.add_argument("--json", type=Path, help="write all rows here")
+    parser.add_argument("--ours-runs", type=int, default=0, metavar="N",
+                        help="run ours N times, each in a fresh process, and show the median "
+                             "time (default: once, in this process)")
     # child mode (Gavel's interpreter)
     parser.add_argument("--gavel-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--trace", help=argparse.SUPPRESS)
@@ -196,9 +223,14 @@ def main() -> int:
     parser.add_argument("--seed", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--round-seconds", type=int, default=ROUND_SECONDS, help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
+    parser.add_argument("--ours-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.gavel_child:
         return gavel_child(args)
+    if args.ours_child:
+        print(json.dumps(ours(Path(args.trace), Path(args.throughputs), args.cluster,
+                              args.policy, args.seed)))
+        return 0
     if args.gavel_dir is None or not (args.gavel_dir / "scheduler" / "scheduler.py").exists():
         print("gavel_fidelity: needs --gavel-dir, a checkout of stanford-futuredata/gavel (the "
               "folder holding scheduler/scheduler.py), and an interpreter with cvxpy + ECOS "
@@ -236,15 +268,19 @@ def main() -> int:
         for task, future in zip(tasks, futures):
             policy, case, seed, trace, throughputs = task
             g = future.result()
-            o = ours(trace, throughputs, CASES[case][3], policy, seed)
+            o = (ours_fresh(args.ours_runs, trace, throughputs, CASES[case][3], policy, seed)
+                 if args.ours_runs > 0 else ours(trace, throughputs, CASES[case][3], policy, seed))
             (gj, gm), (oj, om) = summarise(g), summarise(o)
             rows.append({"policy": policy, "case": case, "seed": seed, "gavel_jct_s": gj,
                          "ours_jct_s": oj, "gavel_makespan_s": gm, "ours_makespan_s": om,
-                         "gavel_wall_s": g["wall_s"], "ours_wall_s": o["wall_s"]})
+                         "gavel_wall_s": g["wall_s"], "ours_wall_s": o["wall_s"],
+                         "ours_walls_s": o.get("walls_s", [o["wall_s"]])})
             print(f"{policy:<26} {case:<18} {seed:>4} {gj / 3600:>11.2f} {oj / 3600:>8.2f} "
                   f"{_diff(gj, oj):>+7.1f} {gm / 3600:>10.2f} {om / 3600:>8.2f} "
                   f"{_diff(gm, om):>+7.1f} {g['wall_s']:>8.2f} {o['wall_s']:>7.2f} "
-                  f"{g['wall_s'] / o['wall_s']:>7.1f}x", flush=True)
+                  f"{g['wall_s'] / o['wall_s']:>7.1f}x"
+                  + (f"  (ours: {', '.join(f'{w:.2f}' for w in o['walls_s'])} s)"
+                     if "walls_s" in o else ""), flush=True)
     print()
     print("mean over seeds")
     header = header[:header.index(" Gavel s")]     # (speed: per run, above)
