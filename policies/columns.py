@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-
 from functools import cached_property
 from types import MappingProxyType
 
@@ -296,17 +295,17 @@ def build_columns(problem: Problem, *, agnostic: bool = False, pairs: bool = Fal
     """
     types = problem.worker_types
     table = problem.table
-    n, m, ids = len(types), len(table), table.ids
-    T, numbers = table.T.copy(), table.numbers
     workers = np.array([problem.cluster[t] for t in types], dtype=float)
     prices = np.array([problem.prices.get(t, 0.0) for t in types], dtype=float)
-    if not (agnostic or pairs or configurations) and all(map(math.isfinite, workers.tolist()
-                                                             + prices.tolist())):
+    finite = all(map(math.isfinite, workers.tolist() + prices.tolist()))
+    if finite and not (agnostic or pairs or configurations):
         built = _compiled_single(problem, workers, prices, merge)
         if built is not None:
             return built
-    if not (np.isfinite(T).all() and np.isfinite(numbers).all()   # docs/design.md, Safety rules
-            and all(map(math.isfinite, workers.tolist() + prices.tolist()))):
+    n, m, ids = len(types), len(table), table.ids
+    T, numbers = table.T.copy(), table.numbers
+    # every number finite (docs/design.md, Safety rules)
+    if not (finite and np.isfinite(T).all() and np.isfinite(numbers).all()):
         raise non_finite(problem, np.hstack([T, numbers]), np.column_stack([workers, prices]))
     sf, weight, times = numbers[:, 0].copy(), numbers[:, 1].copy(), numbers[:, 2:]
     largest = np.array([problem.largest_job(t) for t in types], dtype=float)
