@@ -13,6 +13,12 @@ from itertools import compress
 
 import numpy as np
 
+from ..mechanism.loops import compiled_steps
+
+# The per-row arrays, which grow and shrink together (``_grown``, ``_kept``).
+ROW_ARRAYS = ("scale_factor", "rate", "received", "deficit", "allocation", "tie", "allocated",
+              "ran", "left")
+
 
 class Rows:
     def __init__(self, n_types: int) -> None:
@@ -70,7 +76,7 @@ class Rows:
         if not entries:
             return
         self.version += 1
-        index, keys, n, start = self.index, self.keys, self.n, len(self.keys)
+        index, keys, start = self.index, self.keys, len(self.keys)
         for key, members, _, _ in entries:
             if key in index:
                 raise KeyError(f"combination {key!r} already tracked")
@@ -80,29 +86,26 @@ class Rows:
         k = len(entries)
         shared = sum(m != (key,) for key, m, _, _ in entries)
         self._shared += shared
-        new_members = np.full((k, 2), -1, dtype=int)
+        names = ROW_ARRAYS + ("_member_rows",)
+        for name, grown in zip(names, _grown([getattr(self, name) for name in names], k)):
+            setattr(self, name, grown)      # (the new rows zero)
+        new = slice(start, start + k)
+        members = self._member_rows[new]
         if shared:
-            new_members[:] = [(index[m[0]], index[m[1]] if len(m) > 1 else -1)
-                              for _, m, _, _ in entries]
+            members[:] = [(index[m[0]], index[m[1]] if len(m) > 1 else -1)
+                          for _, m, _, _ in entries]
         else:                     # (each row its own job's)
-            new_members[:, 0] = np.arange(start, start + k)
-        rates = _full_rates([e[3] for e in entries], n)
-        cat = np.concatenate
+            members[:, 0] = range(start, start + k)
+            members[:, 1] = -1
+        rates = self.rate[new]
+        _write_rates(rates, [e[3] for e in entries])
         if self._runnable is not None:
-            new = _runnable(rates, new_members) if shared else rates[:, :, 0] > 0
-            self._runnable = _read_only(cat([self._runnable, new]))
-        self._member_rows = cat([self._member_rows, new_members])
-        self.scale_factor = cat([self.scale_factor, [e[2] for e in entries]])
-        self.rate = cat([self.rate, rates], axis=0)
-        zeros = np.zeros((k, n))
-        self.received = cat([self.received, zeros + seed])
-        self.deficit = cat([self.deficit, zeros])
-        self.allocation = cat([self.allocation, zeros])
-        self.tie = cat([self.tie, zeros])
-        self.allocated = cat([self.allocated, np.zeros(k, dtype=bool)])
-        self.ran = cat([self.ran, np.zeros((k, n), dtype=bool)])
-        self.left = cat([self.left, np.zeros(k) if left is None
-                         else np.asarray(left, dtype=float)])
+            flags = _runnable(rates, members) if shared else rates[:, :, 0] > 0
+            self._runnable = _read_only(np.concatenate([self._runnable, flags]))
+        self.scale_factor[new] = [e[2] for e in entries]
+        self.received[new] = seed
+        if left is not None:
+            self.left[new] = left
 
     def touching(self, job_rows) -> np.ndarray:
         """(c,) True for the combinations with a member among the job rows ``job_rows``."""
@@ -130,8 +133,14 @@ class Rows:
         keep = np.ones(len(self.keys), dtype=bool)
         keep[gone] = False
         at = keep.nonzero()[0]    # ``take`` by index: a mask copies 2-d rows slower
+        arrays = [getattr(self, name) for name in ROW_ARRAYS]
         if self._runnable is not None:
-            self._runnable = _read_only(self._runnable.take(at, axis=0))
+            arrays.append(self._runnable)
+        kept = _kept(arrays, at)
+        for name, rows in zip(ROW_ARRAYS, kept):
+            setattr(self, name, rows)
+        if self._runnable is not None:
+            self._runnable = _read_only(kept[-1])
         if self._shared:  # each row's new index; -1 for a row that goes, and last for
             moved = np.empty(len(keep) + 1, dtype=np.int64)    # "no member" (-1)
             moved.fill(-1)
@@ -145,9 +154,6 @@ class Rows:
         self.members = list(compress(self.members, flags))
         first = min(gone)     # the rows before the first gone keep their numbers
         index.update(zip(self.keys[first:], range(first, len(self.keys))))
-        for name in ("scale_factor", "rate", "received", "deficit", "allocation", "tie",
-                     "allocated", "ran", "left"):
-            setattr(self, name, getattr(self, name).take(at, axis=0))
 
     def widen(self, old_types: tuple[str, ...], new_types: tuple[str, ...], seed: float) -> None:
         """Re-index the type axis (a worker type joined)."""
@@ -170,23 +176,34 @@ class Rows:
         self.rate = remap(self.rate, 0.0)
 
 
-def _full_rates(rates, n: int) -> np.ndarray:
-    """(k, n, 2) steps/s of member 0 and 1 on each column, from each entry's (n, 2) rates,
-    or member 0's (n,) or fewer columns (none on the configuration columns)."""
+def _grown(arrays: list[np.ndarray], k: int) -> list[np.ndarray]:
+    """Each array with ``k`` rows of zeros after its own (compiled when built: one call)."""
+    if compiled_steps is not None:
+        return compiled_steps.grown(arrays, k)
+    return [np.concatenate([a, np.zeros((k,) + a.shape[1:], a.dtype)]) for a in arrays]
+
+
+def _kept(arrays: list[np.ndarray], at: np.ndarray) -> list[np.ndarray]:
+    """Each array's rows ``at`` (compiled when built: one call)."""
+    if compiled_steps is not None:
+        return compiled_steps.kept(arrays, at)
+    return [a.take(at, axis=0) for a in arrays]
+
+
+def _write_rates(out: np.ndarray, rates) -> None:
+    """Into ``out`` (k, n, 2) of zeros: steps/s of member 0 and 1 on each column, from each
+    entry's (n, 2) rates, or member 0's (n,) or fewer columns (none on the configuration
+    columns)."""
+    n = out.shape[1]
     if all(np.shape(r) == (n,) for r in rates):     # (the common case: one job each)
-        full = np.zeros((len(rates), n, 2))
-        full[:, :, 0] = rates
-        return full
-    out = []
-    for rate in rates:
+        out[:, :, 0] = rates
+        return
+    for full, rate in zip(out, rates):
         rate = np.asarray(rate, dtype=float)
-        if rate.ndim == 1 or rate.shape[0] < n:
-            full = np.zeros((n, 2))
-            full[:rate.shape[0], :rate.shape[1] if rate.ndim > 1 else 1] = (
-                rate if rate.ndim > 1 else rate[:, None])
-            rate = full
-        out.append(rate)
-    return np.array(out).reshape(len(rates), n, 2)
+        if rate.ndim == 1:
+            full[:rate.shape[0], 0] = rate
+        else:
+            full[:rate.shape[0], :rate.shape[1]] = rate
 
 
 def _runnable(rate: np.ndarray, member_rows: np.ndarray) -> np.ndarray:

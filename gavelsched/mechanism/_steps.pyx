@@ -6,14 +6,17 @@ present; ``loops.py`` says whether they were).
 §5.6), and ``task_seconds`` how long each holds its workers in the simulator
 (``simulator/tasks.py:run_leases``). ``take_steps`` and ``add_seconds`` credit a round's
 steps and seconds to the core's rows (``core/progress.py``; §5.5's received time, §5.6's
-reports). Each gives exactly what the Python path gives, which ``tests/core/test_loops.py``
-checks on random inputs.
+reports). ``grown`` and ``kept`` copy the rows' arrays as jobs come and go
+(``core/rows.py``: one call for all of them instead of one numpy call each). Each gives
+exactly what the Python path gives, which ``tests/core/test_loops.py`` checks on random
+inputs.
 """
 
 cimport numpy as cnp
 from libc.stdint cimport int64_t
 from libc.math cimport INFINITY, floor
 from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy
 
 from gavelsched.mechanism._arrays cimport Array, check_shape, f64, i64, read_array, u8
 
@@ -216,3 +219,59 @@ def add_seconds(received, ran, where, columns, seconds):
         f64(G, i64(W, i)[0], i64(J, i)[0])[0] = after[i]
         u8(D, i64(W, i)[0], i64(J, i)[0])[0] = 1
     free(after)     # (nothing above can raise)
+
+
+def grown(list arrays, Py_ssize_t k):
+    """Each array (C-ordered) with ``k`` rows of zeros after its own, as
+    ``np.concatenate([a, np.zeros((k,) + a.shape[1:], a.dtype)])`` makes it."""
+    cdef cnp.ndarray arr, new
+    cdef cnp.npy_intp dims[8]
+    cdef int d
+    if k < 0:
+        raise ValueError(f"grown: {k} rows")
+    out = []
+    for a in arrays:
+        arr = _rows_of(a, "grown")
+        for d in range(arr.ndim):
+            dims[d] = arr.shape[d]
+        dims[0] += k
+        new = cnp.PyArray_ZEROS(arr.ndim, dims, cnp.PyArray_TYPE(arr), 0)
+        memcpy(cnp.PyArray_DATA(new), cnp.PyArray_DATA(arr), cnp.PyArray_NBYTES(arr))
+        out.append(new)
+    return out
+
+
+def kept(list arrays, at):
+    """Each array's (C-ordered) rows ``at`` (indices in range, an int64 array), as
+    ``a.take(at, axis=0)`` makes them."""
+    cdef Array rows
+    cdef cnp.ndarray arr, new
+    cdef cnp.npy_intp dims[8]
+    cdef Py_ssize_t i, width, count
+    cdef int d
+    keep = read_array(at, cnp.NPY_INT64, 1, "at", &rows)
+    out = []
+    for a in arrays:
+        arr = _rows_of(a, "kept")
+        for d in range(arr.ndim):
+            dims[d] = arr.shape[d]
+        count = dims[0]
+        dims[0] = rows.n0
+        new = cnp.PyArray_EMPTY(arr.ndim, dims, cnp.PyArray_TYPE(arr), 0)
+        width = cnp.PyArray_NBYTES(arr) // count if count else 0
+        for i in range(rows.n0):
+            if not 0 <= i64(rows, i)[0] < count:
+                raise IndexError(f"kept: row {i64(rows, i)[0]} of {count}")
+            memcpy(<char*> cnp.PyArray_DATA(new) + i * width,
+                   <char*> cnp.PyArray_DATA(arr) + i64(rows, i)[0] * width, width)
+        out.append(new)
+    return out
+
+
+cdef cnp.ndarray _rows_of(object a, str name):
+    """``a`` as a C-ordered array of at most 8 dimensions, rows along the first."""
+    if not cnp.PyArray_Check(a) or not cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray> a):
+        a = np.ascontiguousarray(a)
+    if not 1 <= cnp.PyArray_NDIM(<cnp.ndarray> a) <= 8:
+        raise ValueError(f"{name}: an array of {cnp.PyArray_NDIM(<cnp.ndarray> a)} dimensions")
+    return <cnp.ndarray> a
