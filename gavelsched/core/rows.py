@@ -90,17 +90,17 @@ class Rows:
         for name, grown in zip(names, _grown([getattr(self, name) for name in names], k)):
             setattr(self, name, grown)      # (the new rows zero)
         new = slice(start, start + k)
-        members = self._member_rows[new]
+        new_members = self._member_rows[new]
         if shared:
-            members[:] = [(index[m[0]], index[m[1]] if len(m) > 1 else -1)
-                          for _, m, _, _ in entries]
+            new_members[:] = [(index[m[0]], index[m[1]] if len(m) > 1 else -1)
+                              for _, m, _, _ in entries]
         else:                     # (each row its own job's)
-            members[:, 0] = range(start, start + k)
-            members[:, 1] = -1
+            new_members[:, 0] = range(start, start + k)
+            new_members[:, 1] = -1
         rates = self.rate[new]
         _write_rates(rates, [e[3] for e in entries])
         if self._runnable is not None:
-            flags = _runnable(rates, members) if shared else rates[:, :, 0] > 0
+            flags = _runnable(rates, new_members) if shared else rates[:, :, 0] > 0
             self._runnable = _read_only(np.concatenate([self._runnable, flags]))
         self.scale_factor[new] = [e[2] for e in entries]
         self.received[new] = seed
