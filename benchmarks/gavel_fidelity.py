@@ -227,6 +227,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.gavel_child:
         return gavel_child(args)
+    if args.ours_runs < 0:
+        parser.error(f"--ours-runs: a count of runs, 0 or more, not {args.ours_runs}")
     if args.ours_child:
         print(json.dumps(ours(Path(args.trace), Path(args.throughputs), args.cluster,
                               args.policy, args.seed)))

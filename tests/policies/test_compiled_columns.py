@@ -113,3 +113,12 @@ def test_the_compiled_loops_refuse_arrays_that_do_not_fit():
         compiled_columns.single_columns(T, numbers, np.ones(2), ("a", "b"), True)
     with pytest.raises(ValueError, match="single_columns"):
         compiled_columns.single_columns(T, numbers, np.ones(3), ("a",), True)
+    one, ptr = np.zeros(1, np.int64), np.array([0, 1], np.int64)
+    with pytest.raises(ValueError, match="repaired_single"):   # 2 column types, 1 column
+        compiled_columns.repaired_single(np.ones(1), one, ptr, np.ones(1), one, ptr,
+                                         np.ones(1), np.zeros(2, np.int64), np.ones(1),
+                                         1e-7, True)
+    with pytest.raises(ValueError, match="usage column"):     # a usage column out of range
+        compiled_columns.repaired_single(np.ones(1), one, ptr, np.ones(1),
+                                         np.array([5], np.int64), ptr, np.ones(1), one,
+                                         np.ones(1), 1e-7, True)
