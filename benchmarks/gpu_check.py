@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
             result["errors"].append(f"paths: {type(err).__name__}: {err}")
     if "two-ranks" in parts:
         try:
-            result["two_ranks"] = child("two-ranks")
+            result["two_ranks"] = child("two-ranks", str(root / "two_ranks"))
         except Exception as err:  # noqa: BLE001
             result["errors"].append(f"two ranks: {type(err).__name__}: {err}")
     jobs_ok = "preemption" not in parts or bool(result.get("jobs")) and all(

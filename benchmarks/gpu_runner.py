@@ -7,8 +7,9 @@ checkpoint save and load seconds (the thesis Table 5.4's per-round costs, §5.7.
 ``python benchmarks/gpu_runner.py reference NAME JOB_TYPE STEPS DIR`` trains STEPS steps
 without a scheduler (the uninterrupted run) and saves them to DIR as the job would.
 ``python benchmarks/gpu_runner.py paths`` runs the CUDA paths that one GPU can run and
-prints what each did (JSON). ``python benchmarks/gpu_runner.py two-ranks`` tries a
-data-parallel job's two ranks on the one GPU (nccl; gloo on a CPU) and prints what happened.
+prints what each did (JSON). ``python benchmarks/gpu_runner.py two-ranks [LOGDIR]`` tries
+a data-parallel job's two ranks on the one GPU (nccl; gloo on a CPU), prints what happened
+and keeps the ranks' logs in LOGDIR.
 
 Every mode runs with deterministic kernels, as the check's jobs do.
 """
@@ -196,20 +197,23 @@ def paths() -> list[dict[str, str]]:
     return done
 
 
-def two_ranks() -> dict[str, str]:
+def two_ranks(keep: Path | None = None) -> dict[str, Any]:
     """A data-parallel job's two ranks on the one GPU, tried: two processes with the
     torchrun-style environment a worker gives a job's ranks, both on device 0
     (``LOCAL_RANK`` 0), each joining through ``common.init_distributed`` (nccl with CUDA,
     gloo on a CPU) and making one DDP step of resnet and the iterator's MAX agreement
     (``rank``). NCCL has refused two ranks on one device ("Duplicate GPU detected") in the
-    versions we know; whatever this one does is the result: ran (each rank's backend and
-    loss), refused (the failing rank's last error line) or hung (killed after
-    ``TWO_RANKS_TIMEOUT_S``)."""
+    versions we know; whatever this one does is the result: ``ran`` (both exit 0),
+    ``failed`` (a rank exited otherwise) or ``hung`` (killed after ``TWO_RANKS_TIMEOUT_S``),
+    with each rank's exit, the result it printed and its last error line (``ranks``).
+    ``keep``: a folder for the ranks' own logs (NCCL's warnings among them)."""
     path = "a data-parallel job's two ranks on the one GPU (common.init_distributed)"
     env = {**os.environ, "WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": str(_free_port())}
+           "MASTER_PORT": str(_free_port()), "NCCL_DEBUG": "WARN"}
     with tempfile.TemporaryDirectory() as tmp:
-        logs = [(Path(tmp) / f"rank{r}.out", Path(tmp) / f"rank{r}.err") for r in range(2)]
+        folder = keep or Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        logs = [(folder / f"rank{r}.out", folder / f"rank{r}.err") for r in range(2)]
         ranks = []
         for r, (out, err) in enumerate(logs):
             with out.open("w") as stdout, err.open("w") as stderr:
@@ -223,24 +227,53 @@ def two_ranks() -> dict[str, str]:
             if all(code is not None for code in codes) or any(codes):
                 break
             time.sleep(0.2)
+        time.sleep(1.0)      # a peer of a failed rank: a moment to end on its own
         codes = [proc.poll() for proc in ranks]      # as they ended, before the kill below
         for proc in ranks:
             proc.kill()
             proc.wait()
-        outs = [out.read_text() for out, _ in logs]
-        errs = [err.read_text() for _, err in logs]
+        outcomes = [_outcome(r, code, out.read_text(), err.read_text())
+                    for r, (code, (out, err)) in enumerate(zip(codes, logs))]
     if codes == [0, 0]:
-        ran = [json.loads(out.strip().splitlines()[-1]) for out in outs]
-        return {"path": path, "result": "ran: " + "; ".join(
-            f"rank {r['rank']} {r['backend']} on {r['device']}, loss {r['loss']:.4f}, "
-            f"agreed {r['agreed']:g}" for r in ran)}
-    failed = next((r for r, code in enumerate(codes) if code), None)
-    if failed is None:
-        return {"path": path, "result": f"hung: killed after {TWO_RANKS_TIMEOUT_S:.0f} s"}
-    lines = [line.strip() for line in errs[failed].splitlines() if line.strip()]
-    after = " (after printing its result)" if outs[failed].strip() else ""
-    return {"path": path, "result": f"refused: rank {failed}{after}: "
-                                    f"{(lines or [f'exit {codes[failed]}'])[-1][:300]}"}
+        verdict = "ran"
+    elif any(code not in (0, None) for code in codes):
+        verdict = "failed"
+    else:
+        verdict = f"hung (killed after {TWO_RANKS_TIMEOUT_S:.0f} s)"
+    return {"path": path, "result": f"{verdict}: " + "; ".join(map(_said, outcomes)),
+            "ranks": outcomes}
+
+
+def _outcome(rank_id: int, code: int | None, out: str, err: str) -> dict[str, Any]:
+    """One rank of ``two_ranks``: its exit (``None``: still running when stopped), the
+    result it printed (or ``None``) and its last error line that is not one of torch's
+    warnings (``[rankN]:[W...``)."""
+    printed = [line for line in out.splitlines() if line.startswith("{")]   # not NCCL's
+    lines = [line.strip() for line in err.splitlines() if line.strip()]
+    errors = [line for line in lines if not line.startswith(f"[rank{rank_id}]:[W")]
+    signal_name = ""
+    if code is not None and code < 0:
+        import signal
+
+        signal_name = signal.Signals(-code).name
+    return {"rank": rank_id, "exit": code, "signal": signal_name,
+            "result": json.loads(printed[-1]) if printed else None,
+            "error": (errors or lines or [""])[-1][:300]}
+
+
+def _said(rank_outcome: dict[str, Any]) -> str:
+    """A rank's outcome in words."""
+    r, code, ran = rank_outcome["rank"], rank_outcome["exit"], rank_outcome["result"]
+    words = (f"rank {r} {ran['backend']} on {ran['device']}, loss {ran['loss']:.4f}, "
+             f"agreed {ran['agreed']:g}" if ran else f"rank {r} printed no result")
+    if code is None:
+        return words + ", still running when stopped"
+    if code != 0:
+        words += f", then exit {code}" + (f" ({rank_outcome['signal']})"
+                                          if rank_outcome["signal"] else "")
+        if rank_outcome["error"]:
+            words += f": {rank_outcome['error']}"
+    return words
 
 
 def rank() -> dict[str, Any]:
@@ -269,7 +302,7 @@ def main(argv: list[str]) -> int:
     elif mode == "paths":
         print(json.dumps(paths()))
     elif mode == "two-ranks":
-        print(json.dumps(two_ranks()))
+        print(json.dumps(two_ranks(Path(rest[0]) if rest else None)))
     elif mode == "rank":
         print(json.dumps(rank()))
     else:

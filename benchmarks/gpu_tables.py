@@ -5,8 +5,9 @@ Inputs, all committed: the measured rows ``traces/data/measured/TYPE-{fp32,bf16}
 (``benchmarks/profile_row.py --out``), the check's record
 ``benchmarks/results/gpu_check-TYPE.json`` (``benchmarks/gpu_check.py``; its
 ``gpu_check.json``) and its daemon and job logs ``benchmarks/results/gpu_check-TYPE-logs.tgz``
-(a tar of its ``--out``, read by ``benchmarks/gpu_runs.py``). Prints markdown: steps/s per job type in fp32 and bf16 with the
-speed-up over the catalog's V100 beside the thesis's V100/K80 ratio (Table 6.1), the Table
+(a tar of its ``--out``, read by ``benchmarks/gpu_runs.py``), and the two-rank trial run
+on its own ``benchmarks/results/two_ranks-TYPE.json`` (``gpu_runner.py two-ranks``).
+Prints markdown: steps/s per job type in fp32 and bf16 with the speed-up over the catalog's V100 beside the thesis's V100/K80 ratio (Table 6.1), the Table
 5.4 analogue on this GPU (§5.7.2), and what measuring a row costs.
 
 Run: ``python benchmarks/gpu_tables.py --type h200``.
@@ -66,7 +67,9 @@ def speed_table(fp32: dict, bf16: dict | None) -> str:
     return "\n".join(lines)
 
 
-def check_table(check: dict) -> str:
+def check_table(check: dict, trial: dict | None = None) -> str:
+    """The check's record; ``trial``: the two-rank trial run again on its own (the
+    check's record of it may predate ``gpu_runner.py``'s per-rank account)."""
     env = check["environment"]
     lines = [f"{env.get('device')} ({env.get('memory_gb', 0):.0f} GiB), torch {env['torch']}, "
              f"CUDA {env['cuda']}: {'passed' if check['passed'] else 'FAILED'} in "
@@ -87,9 +90,10 @@ def check_table(check: dict) -> str:
     if check.get("paths"):
         lines += ["", "CUDA paths run:"] + [f"- {p['path']}: {p['result']}"
                                             for p in check["paths"]]
-    two = check.get("two_ranks")
+    two = trial or check.get("two_ranks")
     if two:
-        lines += ["", f"Tried: {two['path']}: {two['result']}."]
+        again = " (run again on its own: `gpu_runner.py two-ranks`)" if trial else ""
+        lines += ["", f"Tried{again}: {two['path']}: {two['result']}."]
     return "\n".join(lines)
 
 
@@ -111,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     fp32 = _read(args.rows / f"{args.worker_type}-fp32.json")
     bf16 = _read(args.rows / f"{args.worker_type}-bf16.json")
     check = _read(args.results / f"gpu_check-{args.worker_type}.json")
+    trial = _read(args.results / f"two_ranks-{args.worker_type}.json")
     timings = _read(args.results / f"profile-{args.worker_type}.json")
     logs = args.results / f"gpu_check-{args.worker_type}-logs.tgz"
     parts = []
@@ -121,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             parts += ["### Runs on the GPU under a real worker (thesis Table 5.4 analogue)",
                       table(runs(cluster))]
     if check:
-        parts += ["### The GPU check", check_table(check)]
+        parts += ["### The GPU check", check_table(check, trial)]
     if fp32:
         parts += ["### Steps/s per job type", speed_table(fp32, bf16)]
     if timings:
