@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -227,7 +228,8 @@ def two_ranks(keep: Path | None = None) -> dict[str, Any]:
             if all(code is not None for code in codes) or any(codes):
                 break
             time.sleep(0.2)
-        time.sleep(1.0)      # a peer of a failed rank: a moment to end on its own
+        if any(codes) and None in codes:   # a failed rank's peer: a moment to end on its own
+            time.sleep(1.0)
         codes = [proc.poll() for proc in ranks]      # as they ended, before the kill below
         for proc in ranks:
             proc.kill()
@@ -251,11 +253,7 @@ def _outcome(rank_id: int, code: int | None, out: str, err: str) -> dict[str, An
     printed = [line for line in out.splitlines() if line.startswith("{")]   # not NCCL's
     lines = [line.strip() for line in err.splitlines() if line.strip()]
     errors = [line for line in lines if not line.startswith(f"[rank{rank_id}]:[W")]
-    signal_name = ""
-    if code is not None and code < 0:
-        import signal
-
-        signal_name = signal.Signals(-code).name
+    signal_name = signal.Signals(-code).name if code is not None and code < 0 else ""
     return {"rank": rank_id, "exit": code, "signal": signal_name,
             "result": json.loads(printed[-1]) if printed else None,
             "error": (errors or lines or [""])[-1][:300]}

@@ -7,8 +7,9 @@ Inputs, all committed: the measured rows ``traces/data/measured/TYPE-{fp32,bf16}
 ``gpu_check.json``) and its daemon and job logs ``benchmarks/results/gpu_check-TYPE-logs.tgz``
 (a tar of its ``--out``, read by ``benchmarks/gpu_runs.py``), and the two-rank trial run
 on its own ``benchmarks/results/two_ranks-TYPE.json`` (``gpu_runner.py two-ranks``).
-Prints markdown: steps/s per job type in fp32 and bf16 with the speed-up over the catalog's V100 beside the thesis's V100/K80 ratio (Table 6.1), the Table
-5.4 analogue on this GPU (§5.7.2), and what measuring a row costs.
+Prints markdown: steps/s per job type in fp32 and bf16 with the speed-up over the
+catalog's V100 beside the thesis's V100/K80 ratio (Table 6.1), the Table 5.4 analogue on
+this GPU (§5.7.2), the check's results, and what measuring a row costs.
 
 Run: ``python benchmarks/gpu_tables.py --type h200``.
 """
