@@ -59,12 +59,10 @@ from .errors import CoreError
 from .jobs import JobState, apply_measured, new_job, retype
 from .layout import ColumnLayout
 from .lookups import Lookups
-from .periods import close_period, hand_on, install, take_on
-from .periods import shares as received_shares
+from .periods import close_period, hand_on, install, shares as received_shares, take_on
 from .problem import advance_isolated_time, build_problem
 from .progress import RoundInFlight, align, credit_keys, credit_round, credit_rows
-from .resolving import allowed as resolve_allowed
-from .resolving import interval_passed, next_allowed_s
+from .resolving import allowed as resolve_allowed, interval_passed, next_allowed_s
 from .records import (JobSpec, Period, PeriodState, Report, Round, RoundOutcome, RoundReport,
                       TaskBatch, ThroughputSource)
 from .refill import hand_over, plan_refill
@@ -261,6 +259,7 @@ class SchedulerCore:
             return
         job = self._job(job_id)
         job.spec = replace(job.spec, **changes)
+        self._rows.set_planned(job_id, job.spec.planned)
         self._stale = True
 
     def set_restart_costs(self, restart_s: Mapping[str, float]) -> None:
@@ -272,8 +271,9 @@ class SchedulerCore:
             return None if cost in (None, spec.restart_s) else replace(spec, restart_s=float(cost))
 
         self._arrivals.update_each(priced)
-        for job in self._jobs.values():
+        for job_id, job in self._jobs.items():
             job.spec = priced(job.spec) or job.spec
+            self._rows.set_planned(job_id, job.spec.planned)
         self._restarts |= any(cost > 0 for cost in restart_s.values())
 
     def add_workers(self, worker_type: str, count: int, now: float,
@@ -441,7 +441,7 @@ class SchedulerCore:
         """The jobs waiting since the last boundary join the rows (``arrivals``)."""
         if not self._arrivals:
             return ()
-        admitted, rows, left = [], [], []
+        admitted, rows, left, numbers = [], [], [], []
         layout, seed = self._layout, self.config.seed_seconds
         for spec, arrival, own, steps_done in self._arrivals.take():
             job = new_job(spec, arrival, self._order, layout.types, self._lookups, self._mixer,
@@ -456,10 +456,11 @@ class SchedulerCore:
                 layout.add_configurations(job.options, self._rows, seed)
             rows.append((spec.id, (spec.id,), spec.scale_factor, job))
             left.append(spec.total_steps - steps_done)
+            numbers.append((*spec.planned, arrival))
             admitted.append(spec.id)
         rows = [(key, members, sf, layout.rate_row(job.T, job.options))
                 for key, members, sf, job in rows]
-        self._rows.add_many(rows, seed, left=left)
+        self._rows.add_many(rows, seed, left=left, numbers=numbers)
         self._stale = True
         return tuple(admitted)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from itertools import chain
 from operator import attrgetter, itemgetter
 
 import numpy as np
@@ -27,10 +26,8 @@ from .restarts import efficiency
 from .rows import Rows
 
 
-# What a re-solve reads of each job's record (the rest is in the core's rows): its
-# arrival, its spec's numbers (``JobSpec.planned``), Themis's isolated time.
-_ARRIVAL = attrgetter("arrival_s")
-_PLANNED = attrgetter("spec.planned")
+# What a re-solve reads of each job's record besides the core's rows (``Rows.numbers``
+# among them): Themis's isolated time.
 _ISOLATED = attrgetter("isolated_elapsed_s")
 # What a job's ``Job`` record is made of besides those numbers, kept as it is now: the core
 # may replace them before the policy reads the record (the Problem is a frozen value).
@@ -58,9 +55,8 @@ def build_problem(now: float, jobs: Mapping[str, JobState], rows: Rows, view: Cl
     if uncredited:
         left = np.array([max(steps - uncredited.get(job_id, 0.0), min(steps, 1.0))
                          for job_id, steps in zip(jobs, left.tolist())])
-    planned = np.fromiter(chain.from_iterable(map(_PLANNED, states)), dtype=float,
-                          count=3 * m).reshape(m, 3)     # weight, restart, SLO
-    elapsed = np.maximum(0.0, now - np.fromiter(map(_ARRIVAL, states), dtype=float, count=m))
+    planned = rows.numbers[at]       # weight, restart, SLO, arrival (``Rows.numbers``)
+    elapsed = np.maximum(0.0, now - planned[:, 3])
     alone = (np.fromiter(map(_ISOLATED, states), dtype=float, count=m)
              if config.isolated_time else None)
     numbers = np.empty((m, 6))   # (policies.table.JOB_NUMBERS)

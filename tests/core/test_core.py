@@ -10,6 +10,7 @@ from gavelsched.core.resolving import JITTER_SHARE
 from gavelsched.mechanism import ClusterView
 from policies import ProblemError, get_policy
 from policies.base import Policy, Solution
+from policies.table import JobTable
 
 R = 360.0
 
@@ -397,8 +398,6 @@ def test_the_problems_job_table_is_that_of_its_records(config):
     """The core hands its jobs as arrays (``policies.table.JobTable``); the column model
     reads the same numbers from them as from the ``Job`` records they stand for (SLOs,
     weights, isolated time, throughputs net of restarts, steps not yet credited)."""
-    from policies.table import JobTable
-
     policy = Recording()
     core = make_core(policy, config=config)
     core.submit(job(0, restart_s=30.0, slo_s=7200.0), now=0.0)
@@ -431,6 +430,28 @@ def test_a_problems_job_records_are_the_jobs_at_its_re_solve():
     core.update_job("0", R, priority_weight=5.0)
     assert seen[0].jobs[0].weight == 1.0 and seen[0].table.numbers[0, 1] == 1.0
 
+
+
+def test_a_re_solve_reads_each_jobs_numbers_as_its_spec_now():
+    """The weight, restart and SLO seconds and arrival a re-solve reads (kept in
+    ``Rows.numbers`` from admission) follow ``update_job`` and ``set_restart_costs``, and
+    equal the ``JobTable`` of the same jobs' records."""
+    policy = Recording()
+    core = make_core(policy)
+    core.submit(job(0, priority_weight=2.0, slo_s=5000.0), now=3.0)
+    core.submit(job(1, "slow"), now=7.0)
+    finish(core, core.start_round(10.0), 10.0 + R)
+    core.update_job("1", 10.0 + R, priority_weight=4.0)
+    core.set_restart_costs({"fast": 12.5})
+    core.force_resolve()
+    core.start_round(10.0 + R)
+    for problem, weights in zip(policy.problems, ([2.0, 1.0], [2.0, 4.0])):
+        table = problem.jobs
+        again = JobTable.of(tuple(table), problem.worker_types)
+        np.testing.assert_array_equal(table.numbers, again.numbers)
+        assert [j.weight for j in table] == weights and table[0].slo_s == 5000.0
+    assert [j.elapsed_s for j in policy.problems[-1].jobs] == [10.0 + R - 3.0, 10.0 + R - 7.0]
+    assert core._rows.numbers.tolist() == [[2.0, 12.5, 5000.0, 3.0], [4.0, 0.0, 0.0, 7.0]]
 
 def test_planned_rates_are_the_rows_the_core_plans_on():
     """``planned_rates``: a pending job's priors (or its own row), an admitted job's row
