@@ -110,8 +110,7 @@ class SchedulerCore:
         self._last_solve_s: float | None = None     # the last solve's own time (``resolving``)
         self._rounds = 0
         self._in_flight: RoundInFlight | None = None
-        # Closed periods wait here for take_closed_periods(); bounded for executors that
-        # never take them.
+        # closed periods until take_closed_periods() (bounded: some executors never take them)
         self._closed_periods: deque[Period] = deque(maxlen=64)
 
     # ---- queries ----------------------------------------------------------------------
@@ -271,9 +270,10 @@ class SchedulerCore:
             return None if cost in (None, spec.restart_s) else replace(spec, restart_s=float(cost))
 
         self._arrivals.update_each(priced)
-        for job_id, job in self._jobs.items():
-            job.spec = priced(job.spec) or job.spec
-            self._rows.set_planned(job_id, job.spec.planned)
+        for job_id, job in self._jobs.items():   # (every plan of a daemon: only the changed)
+            if (spec := priced(job.spec)) is not None:
+                job.spec = spec
+                self._rows.set_planned(job_id, spec.planned)
         self._restarts |= any(cost > 0 for cost in restart_s.values())
 
     def add_workers(self, worker_type: str, count: int, now: float,
@@ -441,7 +441,7 @@ class SchedulerCore:
         """The jobs waiting since the last boundary join the rows (``arrivals``)."""
         if not self._arrivals:
             return ()
-        admitted, rows, left, numbers = [], [], [], []
+        admitted, rows, left, planned = [], [], [], []
         layout, seed = self._layout, self.config.seed_seconds
         for spec, arrival, own, steps_done in self._arrivals.take():
             job = new_job(spec, arrival, self._order, layout.types, self._lookups, self._mixer,
@@ -456,11 +456,11 @@ class SchedulerCore:
                 layout.add_configurations(job.options, self._rows, seed)
             rows.append((spec.id, (spec.id,), spec.scale_factor, job))
             left.append(spec.total_steps - steps_done)
-            numbers.append((*spec.planned, arrival))
+            planned.append((*spec.planned, arrival))
             admitted.append(spec.id)
         rows = [(key, members, sf, layout.rate_row(job.T, job.options))
                 for key, members, sf, job in rows]
-        self._rows.add_many(rows, seed, left=left, numbers=numbers)
+        self._rows.add_many(rows, seed, left=left, planned=planned)
         self._stale = True
         return tuple(admitted)
 

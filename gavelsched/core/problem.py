@@ -26,7 +26,7 @@ from .restarts import efficiency
 from .rows import Rows
 
 
-# What a re-solve reads of each job's record besides the core's rows (``Rows.numbers``
+# What a re-solve reads of each job's record besides the core's rows (``Rows.planned``
 # among them): Themis's isolated time.
 _ISOLATED = attrgetter("isolated_elapsed_s")
 # What a job's ``Job`` record is made of besides those numbers, kept as it is now: the core
@@ -55,7 +55,7 @@ def build_problem(now: float, jobs: Mapping[str, JobState], rows: Rows, view: Cl
     if uncredited:
         left = np.array([max(steps - uncredited.get(job_id, 0.0), min(steps, 1.0))
                          for job_id, steps in zip(jobs, left.tolist())])
-    planned = rows.numbers[at]       # weight, restart, SLO, arrival (``Rows.numbers``)
+    planned = rows.planned[at]       # weight, restart, SLO, arrival
     elapsed = np.maximum(0.0, now - planned[:, 3])
     alone = (np.fromiter(map(_ISOLATED, states), dtype=float, count=m)
              if config.isolated_time else None)

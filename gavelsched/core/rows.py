@@ -17,7 +17,7 @@ from ..mechanism.loops import compiled_steps
 
 # The per-row arrays, which grow and shrink together (``_grown``, ``_kept``).
 ROW_ARRAYS = ("scale_factor", "rate", "received", "deficit", "allocation", "tie", "allocated",
-              "ran", "left", "numbers")
+              "ran", "left", "planned")
 
 
 class Rows:
@@ -37,7 +37,7 @@ class Rows:
         self.left = np.zeros(0)                      # steps a job row has left (pairs: 0)
         # a job row's priority weight, restart and SLO seconds (``JobSpec.planned``) and
         # arrival: what a re-solve reads of each job, kept here once (pairs: 0)
-        self.numbers = np.zeros((0, 4))
+        self.planned = np.zeros((0, 4))
         self.version = 0                             # bumped whenever rows move
         self._member_rows = np.zeros((0, 2), dtype=int)   # kept up to date
         self._runnable: np.ndarray | None = None
@@ -72,9 +72,9 @@ class Rows:
         self.version += 1
         self._runnable = None
 
-    def add_many(self, entries, seed: float, left=None, numbers=None) -> None:
+    def add_many(self, entries, seed: float, left=None, planned=None) -> None:
         """Append rows for (key, members, scale factor, rate) entries; ``left`` gives the
-        steps each new job row has to do and ``numbers`` its (weight, restart seconds, SLO
+        steps each new job row has to do and ``planned`` its (weight, restart seconds, SLO
         seconds, arrival) (pairs: 0)."""
         entries = list(entries)
         if not entries:
@@ -110,12 +110,12 @@ class Rows:
         self.received[new] = seed
         if left is not None:
             self.left[new] = left
-        if numbers is not None:
-            self.numbers[new] = numbers
+        if planned is not None:
+            self.planned[new] = planned
 
     def set_planned(self, key: str, planned: tuple[float, float, float]) -> None:
         """A job row's (weight, restart seconds, SLO seconds): its spec changed."""
-        self.numbers[self.index[key], :3] = planned
+        self.planned[self.index[key], :3] = planned
 
     def touching(self, job_rows) -> np.ndarray:
         """(c,) True for the combinations with a member among the job rows ``job_rows``."""

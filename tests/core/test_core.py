@@ -434,7 +434,7 @@ def test_a_problems_job_records_are_the_jobs_at_its_re_solve():
 
 def test_a_re_solve_reads_each_jobs_numbers_as_its_spec_now():
     """The weight, restart and SLO seconds and arrival a re-solve reads (kept in
-    ``Rows.numbers`` from admission) follow ``update_job`` and ``set_restart_costs``, and
+    ``Rows.planned`` from admission) follow ``update_job`` and ``set_restart_costs``, and
     equal the ``JobTable`` of the same jobs' records."""
     policy = Recording()
     core = make_core(policy)
@@ -451,7 +451,7 @@ def test_a_re_solve_reads_each_jobs_numbers_as_its_spec_now():
         np.testing.assert_array_equal(table.numbers, again.numbers)
         assert [j.weight for j in table] == weights and table[0].slo_s == 5000.0
     assert [j.elapsed_s for j in policy.problems[-1].jobs] == [10.0 + R - 3.0, 10.0 + R - 7.0]
-    assert core._rows.numbers.tolist() == [[2.0, 12.5, 5000.0, 3.0], [4.0, 0.0, 0.0, 7.0]]
+    assert core._rows.planned.tolist() == [[2.0, 12.5, 5000.0, 3.0], [4.0, 0.0, 0.0, 7.0]]
 
 def test_planned_rates_are_the_rows_the_core_plans_on():
     """``planned_rates``: a pending job's priors (or its own row), an admitted job's row
