@@ -6,16 +6,29 @@
 # Then, on the device, carrying .whl, in the repository root:
 #   bash benchmarks/gpu_session.sh check      the GPU check (~6 min; timeout_s 560)
 #   bash benchmarks/gpu_session.sh profile    this GPU type's measured rows (~3 min)
+# And here, before any device call:
+#   bash benchmarks/gpu_session.sh rehearse   the check on this CPU as the device runs it:
+#       no wheels installed, no compiled loops (the device builds none), cvxpy and its
+#       solvers unimportable (the device lacks them); ~7 min on 2 cores
 # Anything after the part is passed to gpu_check.py (a rerun of what failed:
 # --workloads ..., --parts ...). What comes back under $OUT (at most 8 files): the check's
 # gpu_check-TYPE.json, gpu_check.md and its log, its daemons' and jobs' logs as
 # gpu_check-TYPE-logs.tgz (checkpoint tensors left out), or the rows TYPE-fp32.json,
 # TYPE-bf16.json and profile-TYPE.json. Commit them where benchmarks/gpu_tables.py reads
 # them (benchmarks/results/, traces/data/measured/), then regenerate BENCHMARKS.md's GPU
-# section with it. GAVEL_NO_WHEELS=1 skips the install (a rehearsal with `check --cpu`).
+# section with it. GAVEL_NO_WHEELS=1 skips the install.
 set -uo pipefail
-part=${1:?"usage: gpu_session.sh check|profile [gpu_check.py flags...]"}
+part=${1:?"usage: gpu_session.sh check|profile|rehearse [gpu_check.py flags...]"}
 shift
+if [ "$part" = rehearse ]; then
+    block=$(mktemp -d)
+    for module in cvxpy highspy ecos scs osqp; do
+        echo "raise ImportError('$module: not on the GPU machine (a rehearsal)')" \
+            > "$block/$module.py"
+    done
+    GAVEL_NO_WHEELS=1 GAVELSCHED_PURE_PYTHON=1 PYTHONPATH="$block${PYTHONPATH:+:$PYTHONPATH}" \
+        exec bash "$0" check --cpu "$@"
+fi
 if [ "${GAVEL_NO_WHEELS:-0}" != 1 ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
         --target /tmp/site .whl/*.whl || exit 1
@@ -49,7 +62,7 @@ profile)
     exit "$code"
     ;;
 *)
-    echo "gpu_session.sh: the part is check or profile, got '$part'" >&2
+    echo "gpu_session.sh: the part is check, profile or rehearse, got '$part'" >&2
     exit 2
     ;;
 esac
