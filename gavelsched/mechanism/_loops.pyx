@@ -5,7 +5,7 @@ present; ``loops.py`` says whether they were).
 ``plan_units`` plans the common round, in which every combination is a single job on one
 worker and every server holds one worker: the selection of ``selection.py`` (per-type
 queues, thesis §5.5, Algorithm 2), the split of ``planner._hold_unallocated`` and the
-placement of ``placement._place_units`` (§5.5, last paragraph). In Python that is about a
+placement of ``placement.place_units`` (§5.5, last paragraph). In Python that is about a
 hundred numpy and list calls on arrays of about a hundred rows; here each type's usable rows
 are sorted by one stable merge sort on the same keys as ``order_entries``' lexsort, and the
 first ``room`` are taken. ``unsnapped_priorities`` is the arithmetic of
@@ -20,6 +20,8 @@ cimport numpy as cnp
 from libc.stdint cimport int64_t
 from libc.math cimport INFINITY, rint
 from libc.stdlib cimport free, malloc
+from cpython.dict cimport PyDict_GetItem
+from cpython.ref cimport PyObject
 
 from gavelsched.mechanism._arrays cimport Array, check_shape, f64, i64, read_array, u8
 
@@ -33,39 +35,42 @@ cdef inline bint _lt(double x, double y) noexcept nogil:
     return x < y or (y != y and x == x)
 
 
-cdef inline bint _before(Py_ssize_t a, Py_ssize_t b, Array prio, Array deficit, Array tie,
-                         Py_ssize_t j) noexcept nogil:
-    """Row a comes before row b in type j's queue: keys (-priority, -deficit, tie), as
+cdef struct Entry:
+    double prio, deficit, tie     # a row's sort keys in one column: -priority, -deficit, tie
+    Py_ssize_t row
+
+
+cdef inline bint _before(Entry* a, Entry* b) noexcept nogil:
+    """Entry a comes before entry b in a type's queue: keys (-priority, -deficit, tie), as
     ``order_entries``' lexsort; the stable sort keeps row order on a full tie."""
-    cdef double x = -f64(prio, a, j)[0], y = -f64(prio, b, j)[0]
-    if _lt(x, y):
+    if _lt(a.prio, b.prio):
         return True
-    if _lt(y, x):
+    if _lt(b.prio, a.prio):
         return False
-    x = -f64(deficit, a, j)[0]
-    y = -f64(deficit, b, j)[0]
-    if _lt(x, y):
+    if _lt(a.deficit, b.deficit):
         return True
-    if _lt(y, x):
+    if _lt(b.deficit, a.deficit):
         return False
-    return _lt(f64(tie, a, j)[0], f64(tie, b, j)[0])
+    return _lt(a.tie, b.tie)
 
 
-cdef void _sort(Py_ssize_t* rows, Py_ssize_t* spare, Py_ssize_t n, Array prio, Array deficit,
-                Array tie, Py_ssize_t j) noexcept nogil:
-    """Stable sort of ``rows[:n]`` into queue order: insertion sort of runs of 8, then
-    merges (``spare`` holds n more)."""
-    cdef Py_ssize_t run = 8, lo, mid, hi, a, b, k, i, x, width
-    cdef Py_ssize_t* src = rows
-    cdef Py_ssize_t* dst = spare
-    cdef Py_ssize_t* swap
+cdef void _sort(Entry* entries, Entry* spare, Py_ssize_t n) noexcept nogil:
+    """Stable sort of ``entries[:n]`` into queue order: insertion sort of runs of 8, then
+    merges (``spare`` holds n more). The keys sit side by side (``Entry``): read from the
+    rows' arrays at each comparison, the selection took a tenth more instructions (issue
+    #30)."""
+    cdef Py_ssize_t run = 8, lo, mid, hi, a, b, k, i, width
+    cdef Entry* src = entries
+    cdef Entry* dst = spare
+    cdef Entry* swap
+    cdef Entry x
     lo = 0
     while lo < n:
         hi = min(lo + run, n)
         for i in range(lo + 1, hi):
             x = src[i]
             k = i
-            while k > lo and _before(x, src[k - 1], prio, deficit, tie, j):
+            while k > lo and _before(&x, &src[k - 1]):
                 src[k] = src[k - 1]
                 k -= 1
             src[k] = x
@@ -78,7 +83,7 @@ cdef void _sort(Py_ssize_t* rows, Py_ssize_t* spare, Py_ssize_t n, Array prio, A
             hi = min(lo + 2 * width, n)
             a, b, k = lo, mid, lo
             while a < mid and b < hi:
-                if _before(src[b], src[a], prio, deficit, tie, j):
+                if _before(&src[b], &src[a]):
                     dst[k] = src[b]
                     b += 1
                 else:
@@ -98,9 +103,9 @@ cdef void _sort(Py_ssize_t* rows, Py_ssize_t* spare, Py_ssize_t n, Array prio, A
         src = dst
         dst = swap
         width *= 2
-    if src != rows:
+    if src != entries:
         for i in range(n):
-            rows[i] = src[i]
+            entries[i] = src[i]
 
 
 def unsnapped_priorities(allocation, received, total, runnable, allocated, double unserved):
@@ -240,7 +245,7 @@ def plan_units(prio, deficit, tie, runnable, allocated, members, scale, list fre
         extended = np.zeros(m, dtype=bool)
         rows_out = <int64_t*> cnp.PyArray_DATA(<cnp.ndarray> combo_index)
         columns_out = <int64_t*> cnp.PyArray_DATA(<cnp.ndarray> type_index)
-        held, task_keys, task_types = [], [], []
+        held, task_keys = [], []
         m = 0
         for k in range(picked):
             i = chosen[k]
@@ -249,13 +254,12 @@ def plan_units(prio, deficit, tie, runnable, allocated, members, scale, list fre
                 rows_out[m] = i
                 columns_out[m] = column
                 task_keys.append(keys[i])
-                task_types.append(types[column])
                 m += 1
             else:   # admitted after the last re-solve: holds its worker idle (Gavel)
                 held.append((keys[i], types[column], 1))
     finally:
         free(chosen)
-    workers = _place(task_keys, task_types, previous, type_of, live_workers,
+    workers = _place(task_keys, columns_out, types, previous, type_of, live_workers,
                      <unsigned char*> cnp.PyArray_DATA(<cnp.ndarray> extended))
     for key in keys:
         if key in previous:
@@ -272,10 +276,10 @@ cdef Py_ssize_t _select(Array prio, Array deficit, Array tie, Array runnable, Ar
     cdef Py_ssize_t c = prio.n0, i, j, n, room, k, picked = 0, jobs = 0
     for i in range(c):
         jobs = max(jobs, i64(members, i, 0)[0] + 1)
-    cdef Py_ssize_t* rows = <Py_ssize_t*> malloc((2 * c + 1) * sizeof(Py_ssize_t))
+    cdef Entry* entries = <Entry*> malloc((2 * c + 1) * sizeof(Entry))
     cdef unsigned char* taken = <unsigned char*> malloc(jobs + 1)
-    if rows == NULL or taken == NULL:
-        free(rows)
+    if entries == NULL or taken == NULL:
+        free(entries)
         free(taken)
         raise MemoryError()
     for i in range(jobs + 1):
@@ -290,56 +294,99 @@ cdef Py_ssize_t _select(Array prio, Array deficit, Array tie, Array runnable, Ar
             for i in range(c):
                 if (u8(runnable, i, j)[0] and (backfill or f64(prio, i, j)[0] > 0)
                         and not taken[i64(members, i, 0)[0]]):
-                    rows[n] = i
+                    entries[n].prio = -f64(prio, i, j)[0]
+                    entries[n].deficit = -f64(deficit, i, j)[0]
+                    entries[n].tie = f64(tie, i, j)[0]
+                    entries[n].row = i
                     n += 1
-            _sort(rows, rows + c, n, prio, deficit, tie, j)
+            _sort(entries, entries + c, n)
             for k in range(min(n, room)):
-                i = rows[k]
+                i = entries[k].row
                 taken[i64(members, i, 0)[0]] = 1
                 chosen[picked] = i
                 columns[picked] = j
                 picked += 1
     finally:
-        free(rows)
+        free(entries)
         free(taken)
     return picked
 
 
 def place_units(keys, worker_types, dict previous, dict type_of, live_workers):
     """``placement.place_units`` with the view's ``live_type_of`` and ``live_workers``."""
+    cdef dict column_of = {}
+    for t in worker_types:
+        column_of.setdefault(t, len(column_of))
+    columns = np.array([column_of[t] for t in worker_types], dtype=np.int64)
     extended = np.zeros(len(keys), dtype=bool)
-    workers = _place(keys, worker_types, previous, type_of, live_workers,
+    workers = _place(list(keys), <int64_t*> cnp.PyArray_DATA(<cnp.ndarray> columns),
+                     tuple(column_of), previous, type_of, live_workers,
                      <unsigned char*> cnp.PyArray_DATA(<cnp.ndarray> extended))
     return workers, extended.tolist()
 
 
-cdef list _place(keys, worker_types, dict previous, dict type_of, live_workers,
-                 unsigned char* extended):
-    """Each key's workers (a list); ``extended[k]`` (one flag a key, a bool array's data)
-    set where key k keeps last round's."""
-    cdef Py_ssize_t n = len(keys), pos
-    cdef list workers = [None] * n
+cdef list _place(list keys, int64_t* columns, tuple types, dict previous, dict type_of,
+                 live_workers, unsigned char* extended):
+    """Each key's workers (a list): key k wants one worker of ``types[columns[k]]``; it
+    keeps last round's (``previous``) when that one is live and of that type, and
+    ``extended[k]`` is set; the others take the type's spare live workers in server order,
+    the types in the order their first such key comes. Types are compared by column, not
+    name, and the waiting keys kept in one array, not a list per type: that way round,
+    placement took 60% of ``plan_units``' time (issue #30)."""
+    cdef Py_ssize_t m = len(keys), pos, j, a, b, i, size, need, spare
+    cdef list workers = [None] * m
     cdef set kept = set()
-    cdef dict fresh = {}
-    for pos in range(n):
-        prev = previous.get(keys[pos])
-        t = worker_types[pos]
-        if prev is not None and len(prev) == 1 and type_of.get(prev[0]) == t:
-            workers[pos] = prev
-            extended[pos] = 1
-            kept.add(prev[0])
-            continue
-        queue = fresh.get(t)
-        if queue is None:
-            fresh[t] = [pos]
-        else:
-            (<list> queue).append(pos)
-    for t, positions in fresh.items():
-        ids = live_workers(t)
-        spare = [w for w in ids if w not in kept] if kept else ids
-        if len(positions) > len(spare):
-            need = len(positions) + len(ids) - len(spare)
-            raise ValueError(f"placement: {need} {t} workers requested, {len(ids)} live")
-        for pos, w in zip(positions, spare):
-            workers[pos] = (w,)
+    cdef PyObject* prev
+    cdef PyObject* t
+    cdef Py_ssize_t fresh = 0
+    cdef Py_ssize_t* waiting = <Py_ssize_t*> malloc((m + 1) * sizeof(Py_ssize_t))
+    cdef unsigned char* placed = <unsigned char*> malloc(len(types) + 1)
+    if waiting == NULL or placed == NULL:
+        free(waiting)
+        free(placed)
+        raise MemoryError()
+    try:
+        for pos in range(m):
+            prev = PyDict_GetItem(previous, keys[pos])
+            if prev is not NULL and len(<object> prev) == 1:
+                w = (<object> prev)[0]
+                t = PyDict_GetItem(type_of, w)
+                if t is not NULL and (<object> t is types[columns[pos]]
+                                      or <object> t == types[columns[pos]]):
+                    workers[pos] = <object> prev
+                    extended[pos] = 1
+                    kept.add(w)
+                    continue
+            waiting[fresh] = pos
+            fresh += 1
+        for j in range(len(types)):
+            placed[j] = 0
+        for a in range(fresh):
+            j = columns[waiting[a]]
+            if placed[j]:
+                continue
+            placed[j] = 1
+            ids = live_workers(types[j])
+            size = len(ids)
+            i = 0
+            for b in range(a, fresh):
+                pos = waiting[b]
+                if columns[pos] != j:
+                    continue
+                while i < size and kept and ids[i] in kept:
+                    i += 1
+                if i >= size:
+                    need = 0
+                    for b in range(fresh):
+                        need += columns[waiting[b]] == j
+                    spare = 0
+                    for w in ids:
+                        spare += w not in kept
+                    raise ValueError(f"placement: {need + size - spare} {types[j]} workers "
+                                     f"requested, {size} live")
+                workers[pos] = (ids[i],)
+                i += 1
+    finally:
+        free(waiting)
+        free(placed)
     return workers
