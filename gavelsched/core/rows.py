@@ -3,8 +3,9 @@
 One row per job or co-located pair, in insertion order (which breaks priority ties, as
 Gavel's dict order does). Rows are appended on admission or when an allocation first gives
 a pair time, deleted when a member finishes; received times change in place after each
-round. The planner receives copies, so the core stays the only writer. It reads ``tie``
-as is: ``periods.install`` replaces it with X, and nothing writes it in place.
+round. The planner reads them as they are (``batch.demand``): it never writes its inputs,
+and the core writes its rows only after a plan. ``periods.install`` replaces ``tie`` with
+X; nothing writes it in place.
 """
 
 from __future__ import annotations

@@ -353,3 +353,60 @@ def test_a_demand_of_the_wrong_shape_is_refused_naming_the_array(field, shape):
         "scale_factor", "pinned", "preferred") else float)
     with pytest.raises(ValueError, match=rf"demand\.{field}: shape"):
         replace(good, **{field: np.zeros(shape, dtype=dtype)})
+
+
+def _read_only(d: Demand) -> Demand:
+    """``d`` with every array flagged read-only and ``previous`` a read-only mapping."""
+    from dataclasses import fields
+    from types import MappingProxyType
+
+    changes = {}
+    for f in fields(d):
+        value = getattr(d, f.name)
+        if isinstance(value, np.ndarray):
+            value = value.copy()
+            value.flags.writeable = False
+            changes[f.name] = value
+    return replace(d, previous=MappingProxyType(dict(d.previous)), **changes)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 14), st.booleans(), st.booleans(), st.integers(0, 2**31 - 1))
+def test_the_planner_never_writes_its_inputs(n_jobs, pairs, holds, seed):
+    """The core hands the planner its own rows, not copies (``core/batch.demand``): a plan
+    on read-only arrays and a read-only ``previous`` is the plan on writable ones, on the
+    compiled path and on Python's, with pairs, multi-GPU jobs, pinned and preferred runs."""
+    from gavelsched.mechanism import planner
+
+    rng = np.random.default_rng(seed)
+    types = ("a", "b", "c")
+    view = ClusterView.build({t: int(rng.integers(1, 7)) for t in types})
+    keys = [str(i) for i in range(n_jobs)]
+    members = [(k,) for k in keys]
+    sf = [1 if pairs or rng.random() < 0.7 else 2 for _ in keys]
+    if pairs:
+        for a in range(0, n_jobs - 1, 3):
+            keys.append(f"{a}+{a + 1}")
+            members.append((str(a), str(a + 1)))
+            sf.append(1)
+    c = len(keys)
+    live = [w for t in types for w in view.live_workers(t)]
+    previous = {k: (live[i],) for i, k in enumerate(keys[:len(live)]) if rng.random() < 0.5}
+    d = demand(np.where(rng.random((c, 3)) < 0.3, 0.0, rng.random((c, 3))), sf=sf, keys=keys,
+               members=members, received=rng.integers(0, 4, (c, 3)) * R,
+               deficit=rng.integers(-2, 3, (c, 3)) * 1.0, runnable=rng.random((c, 3)) < 0.9,
+               allocated=rng.random(c) < 0.9, previous=previous, types=types)
+    if holds:
+        d = replace(d, pinned=np.where(rng.random(c) < 0.2, rng.integers(0, 3, c), -1),
+                    preferred=np.where(rng.random(c) < 0.3, rng.integers(0, 3, c), -1))
+    config = PlannerConfig(type_order=types)
+    for compiled in (planner.compiled, None):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(planner, "compiled", compiled)
+            try:
+                expected = plan_round(d, view, config)
+            except ValueError:      # (a pinned run whose workers another holds)
+                continue
+            got = plan_round(_read_only(d), view, config)
+        assert got.placements == expected.placements
+        assert got.priorities.tobytes() == expected.priorities.tobytes()
