@@ -11,7 +11,6 @@ import math
 import random
 from collections.abc import Mapping
 from dataclasses import replace
-from functools import lru_cache
 
 import numpy as np
 
@@ -39,32 +38,27 @@ def planner_config(config: CoreConfig, types: tuple[str, ...],
     return replace(fixed, type_order=tuple(order))
 
 
-# The last (config, types, PlannerConfig) asked for, matched by identity: a core asks with
-# the same two objects every round, and the cache below hashes a CoreConfig's 24 fields at
-# each call (0.3% of a simulation's time, by py-spy; issue #30). One tuple, replaced
-# whole, so that threads read a consistent entry.
+# The last (config, types, PlannerConfig) made, matched by identity: a core asks with the
+# same two objects every round (an ``lru_cache`` hashed the CoreConfig's 24 fields at each
+# call: 0.3% of a simulation's time, by py-spy; issue #30). One tuple, replaced whole, so
+# that threads read a consistent entry; another core's config only makes it anew.
 _last: tuple = (None, None, None)
 
 
 def _fixed(config: CoreConfig, types: tuple[str, ...]) -> PlannerConfig:
+    """``planner_config`` before any shuffle."""
     global _last
     last = _last
     if last[0] is config and last[1] is types:
         return last[2]
-    fixed = _fixed_planner_config(config, types)
+    order = list(config.type_order) + [t for t in types if t not in config.type_order]
+    fixed = PlannerConfig(type_order=tuple(t for t in order if t in types),
+                          global_queue=config.global_queue, backfill=config.backfill,
+                          hold_unallocated=config.hold_unallocated,
+                          round_seconds=config.round_seconds,
+                          received_seed_s=config.seed_seconds)
     _last = (config, types, fixed)
     return fixed
-
-
-@lru_cache(maxsize=32)
-def _fixed_planner_config(config: CoreConfig, types: tuple[str, ...]) -> PlannerConfig:
-    """``planner_config`` before any shuffle."""
-    order = list(config.type_order) + [t for t in types if t not in config.type_order]
-    return PlannerConfig(type_order=tuple(t for t in order if t in types),
-                         global_queue=config.global_queue, backfill=config.backfill,
-                         hold_unallocated=config.hold_unallocated,
-                         round_seconds=config.round_seconds,
-                         received_seed_s=config.seed_seconds)
 
 
 def demand(rows: Rows, layout: ColumnLayout,

@@ -339,12 +339,11 @@ cdef list _place(list keys, int64_t* columns, tuple types, dict previous, dict t
     cdef PyObject* prev
     cdef PyObject* t
     cdef Py_ssize_t fresh = 0
-    cdef Py_ssize_t* waiting = <Py_ssize_t*> malloc((m + 1) * sizeof(Py_ssize_t))
-    cdef unsigned char* placed = <unsigned char*> malloc(len(types) + 1)
-    if waiting == NULL or placed == NULL:
-        free(waiting)
-        free(placed)
+    # the positions that wait for a fresh worker (m), then a flag per type: placed yet
+    cdef Py_ssize_t* waiting = <Py_ssize_t*> malloc((m + len(types) + 1) * sizeof(Py_ssize_t))
+    if waiting == NULL:
         raise MemoryError()
+    cdef Py_ssize_t* placed = waiting + m
     try:
         for pos in range(m):
             prev = PyDict_GetItem(previous, keys[pos])
@@ -388,5 +387,4 @@ cdef list _place(list keys, int64_t* columns, tuple types, dict previous, dict t
                 i += 1
     finally:
         free(waiting)
-        free(placed)
     return workers
