@@ -50,7 +50,6 @@ class Solution:
     objective: float | None
     solver: str | None
     state: Mapping | None = None  # Allocation.policy_state: see Problem.policy_state
-    matrix: tuple | None = None   # (keys, types, X): the rows as one matrix, if written so
 
 
 class Policy(ABC):
@@ -86,10 +85,9 @@ class Policy(ABC):
         solution = self._solve(problem)
         elapsed = time.perf_counter() - start
         log.debug("%s: %d jobs solved in %.3fs", self.name, len(problem.jobs), elapsed)
-        allocation = Allocation(policy=self.name, allocation=solution.rows,
-                                objective=solution.objective, solve_s=elapsed,
-                                solver=solution.solver, policy_state=solution.state or {})
-        return allocation if solution.matrix is None else allocation.with_matrix(*solution.matrix)
+        return Allocation(policy=self.name, allocation=solution.rows,
+                          objective=solution.objective, solve_s=elapsed,
+                          solver=solution.solver, policy_state=solution.state or {})
 
     @abstractmethod
     def _solve(self, problem: Problem) -> Solution:

@@ -41,6 +41,7 @@ import numpy as np
 from ._lazy import sp
 from .compiled import compiled_columns
 from .errors import ProblemError
+from .matrix_rows import MatrixRows
 from .frozen import record
 from .packing import useful_pairs
 from .problem import Problem
@@ -206,21 +207,16 @@ class Columns:
         return z * shrink
 
     def to_rows(self, z: np.ndarray, *, fit_types: bool = True,
-                kept: np.ndarray | None = None) -> dict[str, Mapping[str, float]]:
+                kept: np.ndarray | None = None) -> Mapping[str, Mapping[str, float]]:
         """Allocation rows: every job with every type, plus the pairs that got time, each
-        read-only as the ``Allocation`` keeps it (merged rows: a class's jobs share one).
+        read-only as the ``Allocation`` keeps it (merged rows: a class's jobs share one;
+        every column one job's: the rows as one matrix, ``MatrixRows``).
         ``fit_types=False`` keeps a type asked beyond its workers as it is (only Gavel's
         FIFO does that on purpose, see ``policies.ordering``); ``kept`` as ``repaired``."""
-        return self.rows_and_matrix(z, fit_types=fit_types, kept=kept)[0]
-
-    def rows_and_matrix(self, z: np.ndarray, *, fit_types: bool = True,
-                        kept: np.ndarray | None = None):
-        """``to_rows``, and the rows as one matrix (keys, types, X) when every column is
-        one job's and the compiled loop wrote them (``Allocation.with_matrix``); else None."""
         dense = self._repaired_single(z, fit_types) if kept is None else None
         if dense is not None:   # every column one job's: the rows from one matrix
             return self._dense_rows(dense[1])
-        return self._rows(self.repaired(z, fit_types=fit_types, kept=kept)), None
+        return self._rows(self.repaired(z, fit_types=fit_types, kept=kept))
 
     def _rows(self, z: np.ndarray) -> dict[str, Mapping[str, float]]:
         """``to_rows`` of repaired time fractions, column by column."""
@@ -255,17 +251,14 @@ class Columns:
             usage.indices.astype(i64, copy=False), usage.indptr.astype(i64, copy=False),
             usage.data, self.col_type.astype(i64, copy=False), self.workers, ZERO, fit_types)
 
-    def _dense_rows(self, dense: np.ndarray):
-        """``rows_and_matrix`` of single-job columns from their (m, n) matrix of time."""
+    def _dense_rows(self, dense: np.ndarray) -> MatrixRows:
+        """``to_rows`` of single-job columns from their (m, n) matrix of time."""
         if self.unusable is not None:
             dense[self.unusable] = 0.0
-        types = self.types
-        rows = [MappingProxyType(dict(zip(types, row))) for row in dense.tolist()]
         if self.merged is None:
-            return dict(zip(self.job_ids, rows)), (self.job_ids, types, dense)
+            return MatrixRows(self.job_ids, self.types, dense)
         all_ids, row_of = self.merged
-        return (dict(zip(all_ids, map(rows.__getitem__, row_of.tolist()))),
-                (all_ids, types, dense.take(row_of, axis=0)))
+        return MatrixRows(all_ids, self.types, dense, row_of)
 
 
 def equal_split(workers: np.ndarray, scale_factor: np.ndarray, n: int) -> np.ndarray:

@@ -207,8 +207,7 @@ class MaxMinFairness(ColumnPolicy):
                 A, b, e = lp or max_min_coo(cols, utility_arrays(cols)[1])
                 level = maximise_level(A, b, e, solver, self.name,
                                        start=singles if generate else None)
-            rows, matrix = cols.rows_and_matrix(level.z)
-            return Solution(rows, level.t, level.solver, matrix=matrix)
+            return Solution(cols.to_rows(level.z), level.t, level.solver)
         _, U = utility_arrays(cols)
         U = as_scipy(U)
         if not self.packed:

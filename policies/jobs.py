@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from .errors import ProblemError
+from .matrix_rows import MatrixRows
 
 PAIR_SEPARATOR = "+"
 ENTITY_POLICIES = ("fairness", "fifo")
@@ -49,7 +50,10 @@ def frozen_mapping(mapping: Mapping) -> Mapping:
 
 
 def frozen_rows(rows: Mapping[str, Mapping]) -> Mapping[str, Mapping]:
-    """``rows`` (key -> mapping) read-only, each row too (``frozen_mapping``)."""
+    """``rows`` (key -> mapping) read-only, each row too (``frozen_mapping``); rows held
+    as one matrix (``matrix_rows.MatrixRows``) are read-only already."""
+    if type(rows) is MatrixRows:
+        return rows
     if set(map(type, rows.values())) <= {MappingProxyType}:   # (a C loop: one per job)
         return rows if type(rows) is MappingProxyType else MappingProxyType(dict(rows))
     return MappingProxyType({k: frozen_mapping(v) for k, v in rows.items()})

@@ -21,6 +21,7 @@ import numpy as np
 from .errors import ProblemError
 from .frozen import record
 from .jobs import Entity, Job, Pair, frozen_mapping, frozen_rows, key_members
+from .matrix_rows import MatrixRows
 from .problem_json import problem_fields
 from .table import JobTable
 
@@ -156,32 +157,19 @@ class Allocation:
     solve_s: float = 0.0
     solver: str | None = None
     policy_state: Mapping[str, Any] = field(default_factory=dict)  # see Problem
-    # The rows as one matrix too, when the policy wrote them from one (``with_matrix``).
-    # Not compared; ``dataclasses.replace`` leaves it behind (new rows are not the matrix).
-    _matrix: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "allocation", frozen_rows(self.allocation))
         object.__setattr__(self, "policy_state", frozen_mapping(self.policy_state))
 
-    def with_matrix(self, keys: tuple[str, ...], types: tuple[str, ...],
-                    X: np.ndarray) -> Allocation:
-        """This allocation, knowing its rows as one matrix too: ``X[i]`` is
-        ``allocation[keys[i]]`` over ``types``, every key of the allocation once, in its
-        order. Said once, by the policy that wrote both (``Policy.solve``)."""
-        if self._matrix is not None or len(keys) != len(self.allocation):
-            raise ValueError("with_matrix: said once, with a row for every key")
-        X = np.array(X, dtype=float)
-        X.flags.writeable = False
-        object.__setattr__(self, "_matrix", (tuple(keys), tuple(types), X))
-        return self
-
     def matrix(self, types: tuple[str, ...]) -> tuple[tuple[str, ...], np.ndarray] | None:
-        """(keys, X): the rows as one read-only matrix over ``types`` (``with_matrix``),
-        when the policy gave them so over those types; None otherwise (read the rows)."""
-        if self._matrix is None or self._matrix[1] != tuple(types):
+        """(keys, X): the rows as one read-only matrix over ``types``, when the policy
+        wrote them as one over those types (``policies.matrix_rows.MatrixRows``); None
+        otherwise (read the rows)."""
+        rows = self.allocation
+        if type(rows) is not MatrixRows or rows.types != tuple(types):
             return None
-        return self._matrix[0], self._matrix[2]
+        return rows.matrix()
 
     def share(self, key: str, worker_type: str) -> float:
         return self.allocation.get(key, {}).get(worker_type, 0.0)

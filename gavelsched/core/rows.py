@@ -100,7 +100,7 @@ class Rows:
             new_members[:] = [(index[m[0]], index[m[1]] if len(m) > 1 else -1)
                               for _, m, _, _ in entries]
         else:                     # (each row its own job's)
-            new_members[:, 0] = range(start, start + k)
+            new_members[:, 0] = np.arange(start, start + k)
             new_members[:, 1] = -1
         rates = self.rate[new]
         _write_rates(rates, [e[3] for e in entries])

@@ -79,9 +79,9 @@ def test_the_kept_sort_key_is_the_one_x_makes_at_every_plan(monkeypatch, policy)
 @settings(max_examples=40, deadline=None)
 @given(st.integers(2, 8), st.integers(0, 2**31 - 1))
 def test_an_allocation_written_as_a_matrix_installs_as_its_rows(jobs, seed):
-    """A policy's allocation that carries its rows as one matrix too (``with_matrix``, the
-    max-min LP's) installs the same X as its rows read one by one; a ``replace`` of its
-    rows leaves the matrix behind."""
+    """A policy's allocation whose rows are one matrix (``MatrixRows``, the max-min LP's)
+    installs the same X as its rows read one by one; a ``replace`` of its rows leaves the
+    matrix behind."""
     from dataclasses import replace
 
     from policies import Job, Problem, get_policy
@@ -99,7 +99,7 @@ def test_an_allocation_written_as_a_matrix_installs_as_its_rows(jobs, seed):
     assert replace(allocation, allocation={}).matrix(TYPES) is None
     by_matrix, by_rows = _rows(jobs), _rows(jobs)
     install(allocation, by_matrix, dict.fromkeys(map(str, range(jobs))), TYPES, None, 0.0)
-    install(Allocation("p", allocation.allocation), by_rows,
+    install(Allocation("p", {k: dict(v) for k, v in allocation.allocation.items()}), by_rows,
             dict.fromkeys(map(str, range(jobs))), TYPES, None, 0.0)
     for name in ("allocation", "allocated", "tie"):
         assert getattr(by_matrix, name).tobytes() == getattr(by_rows, name).tobytes(), name
