@@ -16,7 +16,7 @@ import numpy as np
 
 from ..mechanism.loops import compiled_steps
 
-# The per-row arrays, which grow and shrink together (``_grown``, ``_kept``).
+# The per-row arrays, which grow and shrink together (``_grown``, ``_without``).
 ROW_ARRAYS = ("scale_factor", "rate", "received", "deficit", "allocation", "tie", "allocated",
               "ran", "left", "planned")
 
@@ -82,19 +82,19 @@ class Rows:
             return
         self.version += 1
         index, keys, start = self.index, self.keys, len(self.keys)
+        shared = 0
         for key, members, _, _ in entries:
             if key in index:
                 raise KeyError(f"combination {key!r} already tracked")
             index[key] = len(keys)
             keys.append(key)
             self.members.append(members)
+            shared += members != (key,)
         k = len(entries)
-        shared = sum(m != (key,) for key, m, _, _ in entries)
         self._shared += shared
-        names = ROW_ARRAYS + ("_member_rows",)
-        for name, grown in zip(names, _grown([getattr(self, name) for name in names], k)):
-            setattr(self, name, grown)      # (the new rows zero)
-        new = slice(start, start + k)
+        names = self._array_names()
+        self.__dict__.update(zip(names, _grown([getattr(self, name) for name in names], k)))
+        new = slice(start, start + k)        # (the new rows zero)
         new_members = self._member_rows[new]
         if shared:
             new_members[:] = [(index[m[0]], index[m[1]] if len(m) > 1 else -1)
@@ -105,14 +105,23 @@ class Rows:
         rates = self.rate[new]
         _write_rates(rates, [e[3] for e in entries])
         if self._runnable is not None:
-            flags = _runnable(rates, new_members) if shared else rates[:, :, 0] > 0
-            self._runnable = _read_only(np.concatenate([self._runnable, flags]))
+            if shared:
+                self._runnable[new] = _runnable(rates, new_members)
+            else:
+                np.greater(rates[:, :, 0], 0.0, out=self._runnable[new])
+            self._runnable.flags.writeable = False
         self.scale_factor[new] = [e[2] for e in entries]
         self.received[new] = seed
         if left is not None:
             self.left[new] = left
         if planned is not None:
             self.planned[new] = planned
+
+    def _array_names(self) -> tuple[str, ...]:
+        """The arrays with a row per combination that a change of rows copies: those of
+        ``ROW_ARRAYS``, the member rows, and the runnable flags when kept."""
+        names = ROW_ARRAYS + ("_member_rows",)
+        return names if self._runnable is None else names + ("_runnable",)
 
     def set_planned(self, key: str, planned: tuple[float, float, float]) -> None:
         """A job row's (weight, restart seconds, SLO seconds): its spec changed."""
@@ -137,34 +146,27 @@ class Rows:
     def drop(self, keys) -> None:
         """Delete the rows of ``keys`` (unknown keys are ignored)."""
         index = self.index
-        gone = [index.pop(k) for k in keys if k in index]
+        gone = sorted(index.pop(k) for k in keys if k in index)
         if not gone:
             return
         self.version += 1
-        keep = np.ones(len(self.keys), dtype=bool)
-        keep[gone] = False
-        at = keep.nonzero()[0]    # ``take`` by index: a mask copies 2-d rows slower
-        arrays = [getattr(self, name) for name in ROW_ARRAYS]
+        n = len(self.keys) - len(gone)
+        names = self._array_names()
+        self.__dict__.update(zip(names, _without([getattr(self, name) for name in names], gone)))
         if self._runnable is not None:
-            arrays.append(self._runnable)
-        kept = _kept(arrays, at)
-        for name, rows in zip(ROW_ARRAYS, kept):
-            setattr(self, name, rows)
-        if self._runnable is not None:
-            self._runnable = _read_only(kept[-1])
+            self._runnable.flags.writeable = False
         if self._shared:  # each row's new index; -1 for a row that goes, and last for
-            moved = np.empty(len(keep) + 1, dtype=np.int64)    # "no member" (-1)
-            moved.fill(-1)
-            moved[at] = np.arange(at.size)
-            self._member_rows = moved.take(self._member_rows.take(at, axis=0))
+            at = np.delete(np.arange(n + len(gone)), gone)       # "no member" (-1)
+            moved = np.full(n + len(gone) + 1, -1, dtype=np.int64)
+            moved[at] = np.arange(n)
+            self._member_rows = moved.take(self._member_rows)
             self._shared -= sum(self.members[i] != (self.keys[i],) for i in gone)
-        else:             # each row its own job's (i, -1), before and after
-            self._member_rows = self._member_rows[:at.size].copy()
-        flags = keep.tolist()
-        self.keys = list(compress(self.keys, flags))
-        self.members = list(compress(self.members, flags))
-        first = min(gone)     # the rows before the first gone keep their numbers
-        index.update(zip(self.keys[first:], range(first, len(self.keys))))
+        else:             # each row its own job's: (i, -1)
+            self._member_rows[:, 0] = np.arange(n)
+        self.keys = _without_items(self.keys, gone)
+        self.members = _without_items(self.members, gone)
+        first = gone[0]     # the rows before the first gone keep their numbers
+        index.update(zip(self.keys[first:], range(first, n)))
 
     def widen(self, old_types: tuple[str, ...], new_types: tuple[str, ...], seed: float) -> None:
         """Re-index the type axis (a worker type joined)."""
@@ -194,11 +196,31 @@ def _grown(arrays: list[np.ndarray], k: int) -> list[np.ndarray]:
     return [np.concatenate([a, np.zeros((k,) + a.shape[1:], a.dtype)]) for a in arrays]
 
 
-def _kept(arrays: list[np.ndarray], at: np.ndarray) -> list[np.ndarray]:
-    """Each array's rows ``at`` (compiled when built: one call)."""
+def _without(arrays: list[np.ndarray], gone: list[int]) -> list[np.ndarray]:
+    """Each array without its rows ``gone`` (sorted; compiled when built: one call)."""
     if compiled_steps is not None:
-        return compiled_steps.kept(arrays, at)
-    return [a.take(at, axis=0) for a in arrays]
+        return compiled_steps.without(arrays, gone)
+    return [np.delete(a, gone, axis=0) for a in arrays]
+
+
+# Rows that go at once up to which lists lose them in place (one memmove each); more, and
+# the lists are made anew in one pass.
+FEW_GONE = 8
+
+
+def _without_items(items: list, gone: list[int]) -> list:
+    """``items`` without the entries at ``gone`` (sorted; ``FEW_GONE``)."""
+    if len(gone) <= FEW_GONE:
+        for i in reversed(gone):
+            del items[i]
+        return items
+    drop = set(gone)
+    return [item for i, item in enumerate(items) if i not in drop]
+
+
+# Rows added at once up to which their rates are written one by one; more, and numpy
+# converts the list of them in one call (a daemon admitting its whole queue at a start).
+FEW_RATES = 16
 
 
 def _write_rates(out: np.ndarray, rates) -> None:
@@ -206,8 +228,8 @@ def _write_rates(out: np.ndarray, rates) -> None:
     entry's (n, 2) rates, or member 0's (n,) or fewer columns (none on the configuration
     columns)."""
     n = out.shape[1]
-    if all(np.shape(r) == (n,) for r in rates):     # (the common case: one job each)
-        out[:, :, 0] = rates
+    if len(rates) > FEW_RATES and all(np.shape(r) == (n,) for r in rates):  # (many jobs'
+        out[:, :, 0] = rates                                               # at once)
         return
     for full, rate in zip(out, rates):
         rate = np.asarray(rate, dtype=float)

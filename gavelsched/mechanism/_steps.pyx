@@ -6,7 +6,7 @@ present; ``loops.py`` says whether they were).
 §5.6), and ``task_seconds`` how long each holds its workers in the simulator
 (``simulator/tasks.py:run_leases``). ``take_steps`` and ``add_seconds`` credit a round's
 steps and seconds to the core's rows (``core/progress.py``; §5.5's received time, §5.6's
-reports). ``grown`` and ``kept`` copy the rows' arrays as jobs come and go
+reports). ``grown`` and ``without`` copy the rows' arrays as jobs come and go
 (``core/rows.py``: one call for all of them instead of one numpy call each). Each gives
 exactly what the Python path gives, which ``tests/core/test_loops.py`` checks on random
 inputs.
@@ -241,29 +241,37 @@ def grown(list arrays, Py_ssize_t k):
     return out
 
 
-def kept(list arrays, at):
-    """Each array's (C-ordered) rows ``at`` (indices in range, an int64 array), as
-    ``a.take(at, axis=0)`` makes them."""
+def without(list arrays, gone):
+    """Each array (C-ordered) without its rows ``gone`` (sorted, distinct, in range: ints),
+    as ``np.delete(a, gone, axis=0)`` makes it: the rows between two that go copied as one
+    block."""
     cdef Array rows
     cdef cnp.ndarray arr, new
     cdef cnp.npy_intp dims[8]
-    cdef Py_ssize_t i, width, count
+    cdef Py_ssize_t g, width, count, start, end, to
     cdef int d
-    keep = read_array(at, cnp.NPY_INT64, 1, "at", &rows)
+    held = read_array(gone, cnp.NPY_INT64, 1, "gone", &rows)
+    for g in range(1, rows.n0):
+        if i64(rows, g)[0] <= i64(rows, g - 1)[0]:
+            raise ValueError(f"without: rows {held.tolist()} are not sorted and distinct")
     out = []
     for a in arrays:
-        arr = _rows_of(a, "kept")
+        arr = _rows_of(a, "without")
         for d in range(arr.ndim):
             dims[d] = arr.shape[d]
         count = dims[0]
-        dims[0] = rows.n0
+        if rows.n0 and not (0 <= i64(rows, 0)[0] and i64(rows, rows.n0 - 1)[0] < count):
+            raise IndexError(f"without: rows {held.tolist()} of {count}")
+        dims[0] = count - rows.n0
         new = cnp.PyArray_EMPTY(arr.ndim, dims, cnp.PyArray_TYPE(arr), 0)
         width = cnp.PyArray_NBYTES(arr) // count if count else 0
-        for i in range(rows.n0):
-            if not 0 <= i64(rows, i)[0] < count:
-                raise IndexError(f"kept: row {i64(rows, i)[0]} of {count}")
-            memcpy(<char*> cnp.PyArray_DATA(new) + i * width,
-                   <char*> cnp.PyArray_DATA(arr) + i64(rows, i)[0] * width, width)
+        start = to = 0
+        for g in range(rows.n0 + 1):
+            end = i64(rows, g)[0] if g < rows.n0 else count
+            memcpy(<char*> cnp.PyArray_DATA(new) + to * width,
+                   <char*> cnp.PyArray_DATA(arr) + start * width, (end - start) * width)
+            to += end - start
+            start = end + 1
         out.append(new)
     return out
 
