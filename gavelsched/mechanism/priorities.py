@@ -49,10 +49,10 @@ def snapped(prio: np.ndarray) -> np.ndarray:
     onto a geometric grid of ratio 1 + RELATIVE_TIE, in place, so that values within the
     solver's noise of each other compare equal."""
     if compiled is not None:   # the gather, grid and scatter compiled; the same log and exp
-        at, values = compiled.positive_values(prio)
-        values = np.log(values)
+        at, values = compiled.positive_values(prio)    # (a new array: computed in place)
+        np.log(values, out=values)
         compiled.to_grid(values, RELATIVE_TIE)
-        compiled.put_values(prio, at, np.exp(values))
+        compiled.put_values(prio, at, np.exp(values, out=values))
         return prio
     positive = prio > 0
     grid = np.rint(np.log(prio[positive]) / RELATIVE_TIE)   # np.round's own, without its wrapper
