@@ -41,8 +41,8 @@ import numpy as np
 from ._lazy import sp
 from .compiled import compiled_columns
 from .errors import ProblemError
-from .matrix_rows import MatrixRows
 from .frozen import record
+from .matrix_rows import MatrixRows
 from .packing import useful_pairs
 from .problem import Problem
 from .problem_json import non_finite

@@ -21,7 +21,7 @@ class MatrixRows(Mapping):
     read-only rows (the keys sharing a row of ``X`` share one mapping). ``X`` is kept
     read-only; ``row_of`` None means one row each, in order."""
 
-    __slots__ = ("_index", "types", "_X", "_row_of", "_rows")
+    __slots__ = ("_X", "_index", "_row_of", "_rows", "types")
 
     def __init__(self, keys: tuple[str, ...], types: tuple[str, ...], X: np.ndarray,
                  row_of: np.ndarray | None = None) -> None:

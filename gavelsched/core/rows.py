@@ -10,8 +10,6 @@ X; nothing writes it in place.
 
 from __future__ import annotations
 
-from itertools import compress
-
 import numpy as np
 
 from ..mechanism.loops import compiled_steps
