@@ -40,13 +40,13 @@ def install(allocation: Allocation, rows: Rows, jobs: Mapping[str, JobState],
         keys, xs = list(given), list(given.values())
     else:
         keys, xs = _covered(given, rows, jobs, columns, lookups, seed)
-    every = len(keys) == len(rows) and list(keys) == rows.keys    # every row, in order
-    if not every:
+    if len(keys) == len(rows) and list(keys) == rows.keys:    # every row, in order
+        at = slice(None)
+    else:          # one pass over every row (100,000 distinct ones after ``fewer_moves``)
         rows.allocation[:] = 0.0
         rows.allocated[:] = False
-    if keys:       # one pass over every row (100,000 distinct ones after ``fewer_moves``)
-        at = slice(None) if every else np.fromiter(map(rows.index.__getitem__, keys),
-                                                   dtype=int, count=len(keys))
+        at = np.fromiter(map(rows.index.__getitem__, keys), dtype=int, count=len(keys))
+    if keys:
         rows.allocation[at] = X if matrix is not None else value_rows(xs, columns)
         rows.allocated[at] = True
     rows.tie = tie_break(rows.allocation)   # the planner's sort key, made once per X
@@ -94,12 +94,11 @@ def close_period(rows: Rows, start_s: float, now: float, columns: tuple[str, ...
     if elapsed > 0 and rows.allocated.any():
         mask = rows.allocated
         if mask.all():      # (every row: no mask to apply)
-            period = Period(start_s, float(now), columns, tuple(rows.keys),
-                            rows.allocation.copy(), got)
+            keys, allocation = tuple(rows.keys), rows.allocation.copy()
         else:
-            period = Period(start_s, float(now), columns,
-                            tuple(compress(rows.keys, mask.tolist())),
-                            rows.allocation[mask], got[mask])
+            keys, allocation = tuple(compress(rows.keys, mask.tolist())), rows.allocation[mask]
+            got = got[mask]
+        period = Period(start_s, float(now), columns, keys, allocation, got)
     rows.received[:] = seed
     return period
 

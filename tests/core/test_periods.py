@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gavelsched.core.periods import install
+from gavelsched.core.periods import close_period, install
 from gavelsched.core.rows import Rows
 from gavelsched.mechanism.selection import tie_break
 from policies import Allocation
@@ -103,3 +103,55 @@ def test_an_allocation_written_as_a_matrix_installs_as_its_rows(jobs, seed):
             dict.fromkeys(map(str, range(jobs))), TYPES, None, 0.0)
     for name in ("allocation", "allocated", "tie"):
         assert getattr(by_matrix, name).tobytes() == getattr(by_rows, name).tobytes(), name
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 6), st.integers(0, 2**31 - 1), st.sampled_from(["in order", "shuffled",
+                                                                       "some"]))
+def test_an_allocation_of_every_row_installs_as_one_of_some(jobs, seed, covers):
+    """Rows of single jobs only: X covering every row in their order (written whole, the
+    simulator's case), in another order, or only some rows, all install the same X, and
+    rows it does not cover lose last period's X."""
+    rng = np.random.default_rng(seed)
+    rows = Rows(len(TYPES))
+    rows.add_many([(str(i), (str(i),), 1, np.ones(len(TYPES))) for i in range(jobs)], 0.0)
+    keys = [str(i) for i in range(jobs)]
+    if covers == "shuffled":
+        keys = [keys[i] for i in rng.permutation(jobs)]
+    elif covers == "some":
+        keys = [k for k in keys if rng.random() < 0.5]
+    allocation = {k: MappingProxyType({t: float(rng.random()) for t in TYPES}) for k in keys}
+    rows.allocation[:], rows.allocated[:] = 7.0, True      # last period's
+    install(Allocation("p", allocation), rows, dict.fromkeys(map(str, range(jobs))), TYPES,
+            lookups=None, seed=0.0)
+    want = np.array([[allocation[k][t] for t in TYPES] if k in allocation else [0.0] * 3
+                     for k in rows.keys])
+    assert rows.allocation.tobytes() == want.tobytes()
+    assert rows.allocated.tolist() == [k in allocation for k in rows.keys]
+    assert rows.tie.tobytes() == tie_break(want).tobytes()
+
+
+@given(st.integers(2, 6), st.integers(0, 2**31 - 1), st.booleans())
+def test_a_closed_period_holds_the_rows_x_covered(jobs, seed, every):
+    """``close_period``: the period holds, row by row, the X in force and the seconds
+    received (seed removed) of the rows X covered, whether it covered all or some; each
+    deficit absorbs X * elapsed - received, and received times go back to the seed."""
+    rng = np.random.default_rng(seed)
+    rows = _rows(jobs)
+    rows.allocation[:] = rng.random(rows.allocation.shape)
+    rows.allocated[:] = True if every else rng.random(len(rows)) < 0.5
+    rows.received[:] = 5.0 + rng.random(rows.received.shape)
+    allocation, received = rows.allocation.copy(), rows.received.copy()
+    period = close_period(rows, 10.0, 30.0, TYPES, 5.0)
+    mask = rows.allocated
+    assert rows.deficit.tobytes() == (allocation * 20.0 - (received - 5.0)).tobytes()
+    assert (rows.received == 5.0).all()
+    if not mask.any():
+        assert period is None
+        return
+    assert period.keys == tuple(k for k, m in zip(rows.keys, mask.tolist()) if m)
+    assert period.allocation.tobytes() == allocation[mask].tobytes()
+    assert period.received.tobytes() == (received - 5.0)[mask].tobytes()
+    assert (period.start_s, period.end_s, period.types) == (10.0, 30.0, TYPES)
+    rows.allocation[:] = -1.0        # the period keeps its own copy
+    assert period.allocation.tobytes() == allocation[mask].tobytes()
