@@ -45,6 +45,24 @@ cdef inline object read_array(object a, int kind, int ndim, str name, Array* out
     return arr
 
 
+cdef inline cnp.ndarray empty_array(int kind, Py_ssize_t n0, Py_ssize_t n1=-1):
+    """A new C-ordered array of ``kind`` (a numpy type number), of shape (n0,) or, with
+    ``n1``, (n0, n1). numpy's C API: ``np.empty`` called from a loop module looks up the
+    module and the function and builds the dtype each time, a microsecond for each of the
+    ten or so arrays a round makes (issue #30)."""
+    cdef cnp.npy_intp dims[2]
+    dims[0] = n0
+    dims[1] = n1
+    return cnp.PyArray_EMPTY(1 if n1 < 0 else 2, dims, kind, 0)
+
+
+cdef inline cnp.ndarray zeros_array(int kind, Py_ssize_t n0):
+    """``empty_array`` of shape (n0,), of zeros."""
+    cdef cnp.npy_intp dims[1]
+    dims[0] = n0
+    return cnp.PyArray_ZEROS(1, dims, kind, 0)
+
+
 cdef inline double* f64(Array a, Py_ssize_t i, Py_ssize_t j=0, Py_ssize_t k=0) noexcept nogil:
     return <double*> (a.data + i * a.s0 + j * a.s1 + k * a.s2)
 

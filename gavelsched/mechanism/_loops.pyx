@@ -23,7 +23,8 @@ from libc.stdlib cimport free, malloc
 from cpython.dict cimport PyDict_GetItem
 from cpython.ref cimport PyObject
 
-from gavelsched.mechanism._arrays cimport Array, check_shape, f64, i64, read_array, u8
+from gavelsched.mechanism._arrays cimport (Array, check_shape, empty_array, f64, i64,
+                                           read_array, u8, zeros_array)
 
 import numpy as np
 
@@ -126,7 +127,7 @@ def unsnapped_priorities(allocation, received, total, runnable, allocated, doubl
     if covered.n0 != c:
         raise ValueError(f"allocated: {covered.n0} flags for {c} rows")
     if total is None:
-        total = np.zeros(n)
+        total = zeros_array(cnp.NPY_DOUBLE, n)
         sums = read_array(total, cnp.NPY_DOUBLE, 1, "total", &tot)
         for i in range(c):
             for j in range(n):
@@ -135,7 +136,7 @@ def unsnapped_priorities(allocation, received, total, runnable, allocated, doubl
         sums = read_array(total, cnp.NPY_DOUBLE, 1, "total", &tot)
         if tot.n0 != n:
             raise ValueError(f"total: {tot.n0} sums for {n} columns")
-    out = np.empty((c, n))
+    out = empty_array(cnp.NPY_DOUBLE, c, n)
     cdef double* prio = <double*> cnp.PyArray_DATA(<cnp.ndarray> out)
     cdef double x, r
     for i in range(c):
@@ -158,8 +159,8 @@ def positive_values(prio):
     for i in range(c):
         for j in range(n):
             k += f64(P, i, j)[0] > 0
-    at = np.empty(k, dtype=np.int64)
-    out = np.empty(k)
+    at = empty_array(cnp.NPY_INT64, k)
+    out = empty_array(cnp.NPY_DOUBLE, k)
     cdef int64_t* where = <int64_t*> cnp.PyArray_DATA(<cnp.ndarray> at)
     cdef double* values = <double*> cnp.PyArray_DATA(<cnp.ndarray> out)
     k = 0
@@ -224,8 +225,10 @@ def plan_units(prio, deficit, tie, runnable, allocated, members, scale, list fre
     check_shape("runnable", R.n0, R.n1, c, n)
     check_shape("members", M.n0, M.n1, c, 2)
     check_shape("allocated and scale", A.n0, S.n0, c, c)
-    if len(keys) != c or len(types) != n or len(free_workers) != n or any(
-            not 0 <= j < n for j in type_order):
+    cdef bint misfit = len(keys) != c or len(types) != n or len(free_workers) != n
+    for column in type_order:      # (a loop: a generator here cost more than the check)
+        misfit |= not 0 <= column < n
+    if misfit:
         raise IndexError(f"plan_units: {len(keys)} keys, {len(types)} types, "
                          f"{len(free_workers)} free counts and type order {type_order} for "
                          f"({c}, {n}) priorities")
@@ -240,9 +243,9 @@ def plan_units(prio, deficit, tie, runnable, allocated, members, scale, list fre
                          chosen + c)
         for k in range(picked):
             m += u8(A, chosen[k])[0]
-        combo_index = np.empty(m, dtype=np.int64)
-        type_index = np.empty(m, dtype=np.int64)
-        extended = np.zeros(m, dtype=bool)
+        combo_index = empty_array(cnp.NPY_INT64, m)
+        type_index = empty_array(cnp.NPY_INT64, m)
+        extended = zeros_array(cnp.NPY_BOOL, m)
         rows_out = <int64_t*> cnp.PyArray_DATA(<cnp.ndarray> combo_index)
         columns_out = <int64_t*> cnp.PyArray_DATA(<cnp.ndarray> type_index)
         held, task_keys = [], []
@@ -318,7 +321,7 @@ def place_units(keys, worker_types, dict previous, dict type_of, live_workers):
     for t in worker_types:
         column_of.setdefault(t, len(column_of))
     columns = np.array([column_of[t] for t in worker_types], dtype=np.int64)
-    extended = np.zeros(len(keys), dtype=bool)
+    extended = zeros_array(cnp.NPY_BOOL, len(keys))
     workers = _place(list(keys), <int64_t*> cnp.PyArray_DATA(<cnp.ndarray> columns),
                      tuple(column_of), previous, type_of, live_workers,
                      <unsigned char*> cnp.PyArray_DATA(<cnp.ndarray> extended))

@@ -18,7 +18,8 @@ from libc.math cimport INFINITY, floor
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 
-from gavelsched.mechanism._arrays cimport Array, check_shape, f64, i64, read_array, u8
+from gavelsched.mechanism._arrays cimport (Array, check_shape, empty_array, f64, i64,
+                                           read_array, u8, zeros_array)
 
 import numpy as np
 
@@ -57,7 +58,7 @@ def task_seconds(steps, rates):
     cdef double a, b
     check_shape("steps", S.n0, S.n1, k, 2)
     check_shape("rates", R.n0, R.n1, k, 2)
-    out = np.empty(k)
+    out = empty_array(cnp.NPY_DOUBLE, k)
     cdef double* seconds = <double*> cnp.PyArray_DATA(<cnp.ndarray> out)
     for t in range(k):
         a = _step(S, whole, t, 0) / (f64(R, t, 0)[0] if f64(R, t, 0)[0] > 0 else INFINITY)
@@ -116,10 +117,10 @@ def leases(rate, left, member_rows, combos, columns, double span, bint whole):
             if i64(M, i64(C, t)[0], m)[0] >= L.n0:
                 raise IndexError(f"leases: job row {i64(M, i64(C, t)[0], m)[0]} past "
                                  f"{L.n0} rows")
-    rates = np.empty((k, 2))
-    have_out = np.empty((k, 2))
-    steps_out = np.empty((k, 2))
-    counts = np.empty(k, dtype=np.int64)
+    rates = empty_array(cnp.NPY_DOUBLE, k, 2)
+    have_out = empty_array(cnp.NPY_DOUBLE, k, 2)
+    steps_out = empty_array(cnp.NPY_DOUBLE, k, 2)
+    counts = empty_array(cnp.NPY_INT64, k)
     cdef double* r = <double*> cnp.PyArray_DATA(<cnp.ndarray> rates)
     cdef double* h = <double*> cnp.PyArray_DATA(<cnp.ndarray> have_out)
     cdef double* st = <double*> cnp.PyArray_DATA(<cnp.ndarray> steps_out)
