@@ -91,9 +91,17 @@ class Rows:
         k = len(entries)
         self._shared += shared
         names = self._array_names()
-        for name, grown in zip(names, _grown([getattr(self, name) for name in names], k)):
+        values = (None if shared or k > FEW_RATES else
+                  self._job_rows(entries, start, seed, left, planned))
+        arrays = [getattr(self, name) for name in names]
+        for name, grown in zip(names, _grown(arrays, k, values and [values.get(name)
+                                                                    for name in names])):
             setattr(self, name, grown)   # (not ``__dict__.update``: attribute reads would
             # no longer be specialised, ~3x slower each, and the round makes hundreds)
+        if values is not None:          # (written as they grew)
+            if self._runnable is not None:
+                self._runnable.flags.writeable = False
+            return
         new = slice(start, start + k)        # (the new rows zero)
         new_members = self._member_rows[new]
         if shared:
@@ -116,6 +124,31 @@ class Rows:
             self.left[new] = left
         if planned is not None:
             self.planned[new] = planned
+
+    def _job_rows(self, entries, start: int, seed: float, left, planned) -> dict | None:
+        """The entries of new rows that are each one job's own, as ``_grown`` writes them
+        (a list per array, row-major; arrays not named stay zero): what the rest of
+        ``add_many`` writes into them, in one call instead of a numpy call per array.
+        None unless every rate is a job's (n,) steps/s or fewer columns (then that way)."""
+        n = self.rate.shape[1]
+        rates, runnable = [0.0] * (2 * n * len(entries)), []
+        for i, entry in enumerate(entries):
+            rate = entry[3]
+            if type(rate) is not np.ndarray or rate.ndim != 1 or rate.shape[0] > n:
+                return None
+            row = rate.tolist()
+            rates[2 * n * i:2 * n * i + 2 * len(row):2] = row
+            runnable += [x > 0 for x in row] + [False] * (n - len(row))
+        out = {"rate": rates, "received": [seed] * (n * len(entries)),
+               "scale_factor": [e[2] for e in entries],
+               "_member_rows": [x for i in range(start, start + len(entries)) for x in (i, -1)]}
+        if self._runnable is not None:
+            out["_runnable"] = runnable
+        if left is not None:
+            out["left"] = list(left)
+        if planned is not None:
+            out["planned"] = [x for row in planned for x in row]
+        return out
 
     def _array_names(self) -> tuple[str, ...]:
         """The arrays with a row per combination that a change of rows copies: those of
@@ -190,11 +223,15 @@ class Rows:
         self.rate = remap(self.rate, 0.0)
 
 
-def _grown(arrays: list[np.ndarray], k: int) -> list[np.ndarray]:
-    """Each array with ``k`` rows of zeros after its own (compiled when built: one call)."""
+def _grown(arrays: list[np.ndarray], k: int, values: list | None = None) -> list[np.ndarray]:
+    """Each array with ``k`` rows after its own: zeros, or where ``values[i]`` is a list,
+    those entries, row-major (compiled when built: one call)."""
     if compiled_steps is not None:
-        return compiled_steps.grown(arrays, k)
-    return [np.concatenate([a, np.zeros((k,) + a.shape[1:], a.dtype)]) for a in arrays]
+        return compiled_steps.grown(arrays, k, values)
+    values = values or [None] * len(arrays)
+    return [np.concatenate([a, np.zeros((k,) + a.shape[1:], a.dtype) if v is None else
+                            np.array(v, dtype=a.dtype).reshape((k,) + a.shape[1:])])
+            for a, v in zip(arrays, values)]
 
 
 def _without(arrays: list[np.ndarray], gone: list[int]) -> list[np.ndarray]:

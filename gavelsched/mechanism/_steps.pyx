@@ -222,22 +222,47 @@ def add_seconds(received, ran, where, columns, seconds):
     free(after)     # (nothing above can raise)
 
 
-def grown(list arrays, Py_ssize_t k):
-    """Each array (C-ordered) with ``k`` rows of zeros after its own, as
-    ``np.concatenate([a, np.zeros((k,) + a.shape[1:], a.dtype)])`` makes it."""
+def grown(list arrays, Py_ssize_t k, list values=None):
+    """Each array (C-ordered) with ``k`` rows after its own: zeros, as
+    ``np.concatenate([a, np.zeros((k,) + a.shape[1:], a.dtype)])`` makes them, or, where
+    ``values[i]`` is not None, those of the i-th array: a list of the new rows' entries in
+    row-major order (Python floats, ints or bools), as numpy converts them for a float64,
+    int64 or bool array."""
     cdef cnp.ndarray arr, new
     cdef cnp.npy_intp dims[8]
-    cdef int d
+    cdef int d, kind
+    cdef Py_ssize_t e, size
+    cdef char* tail
     if k < 0:
         raise ValueError(f"grown: {k} rows")
+    if values is not None and len(values) != len(arrays):
+        raise ValueError(f"grown: {len(values)} lists of values for {len(arrays)} arrays")
     out = []
-    for a in arrays:
+    for i, a in enumerate(arrays):
         arr = _rows_of(a, "grown")
         for d in range(arr.ndim):
             dims[d] = arr.shape[d]
         dims[0] += k
-        new = cnp.PyArray_ZEROS(arr.ndim, dims, cnp.PyArray_TYPE(arr), 0)
+        kind = cnp.PyArray_TYPE(arr)
+        new = cnp.PyArray_ZEROS(arr.ndim, dims, kind, 0)
         memcpy(cnp.PyArray_DATA(new), cnp.PyArray_DATA(arr), cnp.PyArray_NBYTES(arr))
+        given = None if values is None else values[i]
+        if given is not None:
+            size = cnp.PyArray_SIZE(new) - cnp.PyArray_SIZE(arr)
+            if type(given) is not list or len(<list> given) != size:
+                raise ValueError(f"grown: array {i} takes {size} new entries as a list")
+            tail = <char*> cnp.PyArray_DATA(new) + cnp.PyArray_NBYTES(arr)
+            if kind == cnp.NPY_DOUBLE:
+                for e in range(size):
+                    (<double*> tail)[e] = (<list> given)[e]
+            elif kind == cnp.NPY_INT64:
+                for e in range(size):
+                    (<int64_t*> tail)[e] = (<list> given)[e]
+            elif kind == cnp.NPY_BOOL:
+                for e in range(size):
+                    tail[e] = 1 if (<list> given)[e] else 0
+            else:
+                raise ValueError(f"grown: array {i} of {arr.dtype} takes no values")
         out.append(new)
     return out
 

@@ -372,22 +372,29 @@ def test_a_compiled_loop_converts_what_it_reads_and_refuses_what_it_cannot_write
 @settings(max_examples=80, deadline=None)
 @given(st.integers(0, 12), st.integers(0, 4), st.integers(0, 5), st.integers(0, 2**31 - 1))
 def test_compiled_row_copies_are_numpys(c, n, k, seed):
-    """The rows' arrays grown by ``k`` rows of zeros, and without the rows that go
-    (``core/rows.py``), are numpy's ``concatenate`` and ``delete``: every type the rows
-    hold, 1 to 3 dimensions, a strided array among them."""
+    """The rows' arrays grown by ``k`` rows of zeros or of given values, and without the
+    rows that go (``core/rows.py``), are numpy's ``concatenate`` and ``delete``: every type
+    the rows hold, 1 to 3 dimensions, a strided array among them."""
     from gavelsched.core import rows
 
     rng = np.random.default_rng(seed)
     arrays = [rng.random((c, n)), rng.random((c, n, 2)), rng.integers(0, 9, c),
               rng.random(c) < 0.5, rng.random((c, n)) < 0.5, rng.random((c, 2 * n))[:, ::2]]
     gone = np.flatnonzero(rng.random(c) < 0.4).tolist()
+    values = [rng.random(k * n).tolist(), None, rng.integers(-9, 9, k).tolist(),
+              (rng.random(k) < 0.5).tolist(), (rng.random(k * n) < 0.5).tolist(), None]
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(rows, "compiled_steps", None)
-        want = rows._grown(arrays, k), rows._without(arrays, gone)
-    got = rows._grown(arrays, k), rows._without(arrays, gone)
+        want = (rows._grown(arrays, k) + rows._grown(arrays, k, values),
+                rows._without(arrays, gone))
+    got = rows._grown(arrays, k) + rows._grown(arrays, k, values), rows._without(arrays, gone)
     for x, y in zip(got[0] + got[1], want[0] + want[1]):
         assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
         assert x.flags.c_contiguous and x.flags.writeable
+    with pytest.raises(ValueError, match="takes 1 new entries as a list"):
+        compiled_steps.grown([np.zeros(c)], 1, [[1.0, 2.0]])
+    with pytest.raises(ValueError, match="lists of values"):
+        compiled_steps.grown(arrays, 1, [None])
     with pytest.raises(IndexError, match="without"):
         compiled_steps.without(arrays, [c])
     with pytest.raises(ValueError, match="sorted and distinct"):

@@ -4,6 +4,7 @@ values and renumbers the members; ``members_of`` reads ``member_rows``."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -97,3 +98,37 @@ def test_keys_touching_are_the_rows_with_those_jobs_in_row_order(jobs, pairs, se
         rows.drop(want)                 # (as ``_remove``: the jobs, and their pairs)
         assert rows.member_rows.tolist() == [
             [rows.index[m[0]], rows.index[m[1]] if len(m) > 1 else -1] for m in rows.members]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 12), st.integers(0, 4), st.integers(1, 6), st.booleans(),
+       st.integers(0, 2**31 - 1))
+def test_new_job_rows_are_written_as_the_slices_write_them(jobs, pairs, k, runnable, seed):
+    """A few jobs' own rows, written as they grow (``Rows._job_rows``: one call), are the
+    rows ``add_many``'s slice by slice writing makes: their rates over fewer columns than
+    the rows', zero rates, the runnable flags when kept, steps left and planned numbers."""
+    from gavelsched.core import rows as module
+
+    rng = np.random.default_rng(seed)
+    entries = [(f"new{i}", (f"new{i}",), int(rng.integers(1, 4)),
+                np.where(rng.random(w) < 0.3, 0.0, rng.random(w)))
+               for i, w in enumerate(rng.integers(1, 4, k).tolist())]
+    left = (rng.random(k) * 100).tolist()
+    planned = [tuple(rng.random(4).tolist()) for _ in range(k)]
+    made = []
+    for few in (module.FEW_RATES, -1):    # (-1: every add by slices)
+        rows = _rows(jobs, pairs, np.random.default_rng(seed)) if jobs else Rows(3)
+        if runnable:
+            rows.runnable
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(module, "FEW_RATES", few)
+            rows.add_many(entries, 7.5, left=left, planned=planned)
+        made.append(rows)
+    fast, slow = made
+    for name in fast._array_names():
+        got, want = getattr(fast, name), getattr(slow, name)
+        assert got.dtype == want.dtype and got.shape == want.shape, name
+        assert got.tobytes() == want.tobytes(), name
+    assert fast._array_names() == slow._array_names()
+    assert fast.runnable.tobytes() == slow.runnable.tobytes()
+    assert not fast.runnable.flags.writeable
