@@ -94,8 +94,8 @@ class Rows:
         values = (None if shared or k > FEW_RATES else
                   self._job_rows(entries, start, seed, left, planned))
         arrays = [getattr(self, name) for name in names]
-        for name, grown in zip(names, _grown(arrays, k, values and [values.get(name)
-                                                                    for name in names])):
+        written = None if values is None else [values.get(name) for name in names]
+        for name, grown in zip(names, _grown(arrays, k, written)):
             setattr(self, name, grown)   # (not ``__dict__.update``: attribute reads would
             # no longer be specialised, ~3x slower each, and the round makes hundreds)
         if values is not None:          # (written as they grew)
@@ -140,7 +140,7 @@ class Rows:
             rates[2 * n * i:2 * n * i + 2 * len(row):2] = row
             runnable += [x > 0 for x in row] + [False] * (n - len(row))
         out = {"rate": rates, "received": [seed] * (n * len(entries)),
-               "scale_factor": [e[2] for e in entries],
+               "scale_factor": [int(e[2]) for e in entries],   # (as the slice casts)
                "_member_rows": [x for i in range(start, start + len(entries)) for x in (i, -1)]}
         if self._runnable is not None:
             out["_runnable"] = runnable
@@ -256,8 +256,9 @@ def _without_items(items: list, gone: list[int]) -> list:
     return [item for i, item in enumerate(items) if i not in drop]
 
 
-# Rows added at once up to which their rates are written one by one; more, and numpy
-# converts the list of them in one call (a daemon admitting its whole queue at a start).
+# Rows added at once up to which they are written one by one (jobs' own rows: their
+# values as the arrays grow, ``Rows._job_rows``; pairs' rates: ``_write_rates``); more,
+# and numpy writes each array in one call (a daemon admitting its whole queue at a start).
 FEW_RATES = 16
 
 
