@@ -119,7 +119,7 @@ def test_new_job_rows_are_written_as_the_slices_write_them(jobs, pairs, k, runna
     for few in (module.FEW_RATES, -1):    # (-1: every add by slices)
         rows = _rows(jobs, pairs, np.random.default_rng(seed)) if jobs else Rows(3)
         if runnable:
-            rows.runnable
+            assert not rows.runnable.flags.writeable     # (read once: kept from now on)
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(module, "FEW_RATES", few)
             rows.add_many(entries, 7.5, left=left, planned=planned)
