@@ -98,26 +98,28 @@ class Rows:
         for name, grown in zip(names, _grown(arrays, k, written)):
             setattr(self, name, grown)   # (not ``__dict__.update``: attribute reads would
             # no longer be specialised, ~3x slower each, and the round makes hundreds)
-        if values is not None:          # (written as they grew)
-            if self._runnable is not None:
-                self._runnable.flags.writeable = False
-            return
-        new = slice(start, start + k)        # (the new rows zero)
+        new = slice(start, start + k)
+        if values is None:                   # (the new rows zero: written by slices)
+            self._write_rows(entries, new, seed, left, planned, shared)
+        if self._runnable is not None:
+            if shared:
+                self._runnable[new] = _runnable(self.rate[new], self._member_rows[new])
+            else:
+                np.greater(self.rate[new, :, 0], 0.0, out=self._runnable[new])
+            self._runnable.flags.writeable = False
+
+    def _write_rows(self, entries, new: slice, seed: float, left, planned,
+                    shared: int) -> None:
+        """``add_many``'s new rows, zero until now, written array by array."""
         new_members = self._member_rows[new]
         if shared:
+            index = self.index
             new_members[:] = [(index[m[0]], index[m[1]] if len(m) > 1 else -1)
                               for _, m, _, _ in entries]
         else:                     # (each row its own job's)
-            new_members[:, 0] = np.arange(start, start + k)
+            new_members[:, 0] = np.arange(new.start, new.stop)
             new_members[:, 1] = -1
-        rates = self.rate[new]
-        _write_rates(rates, [e[3] for e in entries])
-        if self._runnable is not None:
-            if shared:
-                self._runnable[new] = _runnable(rates, new_members)
-            else:
-                np.greater(rates[:, :, 0], 0.0, out=self._runnable[new])
-            self._runnable.flags.writeable = False
+        _write_rates(self.rate[new], [e[3] for e in entries])
         self.scale_factor[new] = [e[2] for e in entries]
         self.received[new] = seed
         if left is not None:
@@ -127,23 +129,20 @@ class Rows:
 
     def _job_rows(self, entries, start: int, seed: float, left, planned) -> dict | None:
         """The entries of new rows that are each one job's own, as ``_grown`` writes them
-        (a list per array, row-major; arrays not named stay zero): what the rest of
-        ``add_many`` writes into them, in one call instead of a numpy call per array.
+        (a list per array, row-major; arrays not named stay zero): what ``_write_rows``
+        writes into them, in the one call that grows them instead of a numpy call each.
         None unless every rate is a job's (n,) steps/s or fewer columns (then that way)."""
         n = self.rate.shape[1]
-        rates, runnable = [0.0] * (2 * n * len(entries)), []
+        rates = [0.0] * (2 * n * len(entries))
         for i, entry in enumerate(entries):
             rate = entry[3]
             if type(rate) is not np.ndarray or rate.ndim != 1 or rate.shape[0] > n:
                 return None
             row = rate.tolist()
             rates[2 * n * i:2 * n * i + 2 * len(row):2] = row
-            runnable += [x > 0 for x in row] + [False] * (n - len(row))
         out = {"rate": rates, "received": [seed] * (n * len(entries)),
                "scale_factor": [int(e[2]) for e in entries],   # (as the slice casts)
                "_member_rows": [x for i in range(start, start + len(entries)) for x in (i, -1)]}
-        if self._runnable is not None:
-            out["_runnable"] = runnable
         if left is not None:
             out["left"] = list(left)
         if planned is not None:

@@ -108,7 +108,7 @@ def test_an_allocation_written_as_a_matrix_installs_as_its_rows(jobs, seed):
 @settings(max_examples=60, deadline=None)
 @given(st.integers(1, 6), st.integers(0, 2**31 - 1), st.sampled_from(["in order", "shuffled",
                                                                        "some"]))
-def test_an_allocation_of_every_row_installs_as_one_of_some(jobs, seed, covers):
+def test_an_allocation_installs_the_same_whether_it_covers_every_row_or_some(jobs, seed, covers):
     """Rows of single jobs only: X covering every row in their order (written whole, the
     simulator's case), in another order, or only some rows, all install the same X, and
     rows it does not cover lose last period's X."""
