@@ -217,6 +217,7 @@ class Worker:
                                            profile=_wire(self.config.profile),
                                            running=self._running())
         deadline = time.monotonic() + timeout_s
+        told = False                    # the operator knows it is waiting (logged once)
         while True:
             try:
                 reply = self._stub.RegisterWorker(request, timeout=RPC_TIMEOUT_S)
@@ -229,6 +230,11 @@ class Worker:
                 if time.monotonic() > deadline or self._stopped.is_set():
                     raise WorkerError(f"cannot register with scheduler "
                                       f"{self.config.scheduler}: {code.name}") from None
+                if not told:
+                    log.warning("scheduler %s not reachable (%s): retrying for up to %.0f s",
+                                self.config.scheduler, code.name,
+                                max(0.0, deadline - time.monotonic()))
+                    told = True
                 time.sleep(0.5)
         self.server_id = int(reply.server_id)
         self.registration = int(reply.registration)

@@ -4,6 +4,8 @@ failures, auth, re-registration, DDP ranks and emulated speeds (thesis §5.6).""
 from __future__ import annotations
 
 import json
+import logging
+import socket
 import subprocess
 import sys
 import time
@@ -17,7 +19,7 @@ from gavelsched.rpc import pb
 from tests.workers.fake_scheduler import FakeJob, FakeScheduler
 from traces.catalog import default_table
 from workers.daemon.emulation import Emulation
-from workers.daemon.worker import Worker, WorkerConfig, next_beat
+from workers.daemon.worker import Worker, WorkerConfig, WorkerError, next_beat
 
 TOKEN = "s3cret-token"
 
@@ -249,6 +251,24 @@ def test_cli_bad_flags_exit_2_with_one_line(capsys):
         assert code == 2, err
         assert len(err.strip().splitlines()) == 1, err
         assert err.startswith("gavelsched worker: error:") and "Traceback" not in err
+
+
+def test_an_unreachable_scheduler_is_said_once_then_registration_gives_up(tmp_path, caplog):
+    """Nothing listens at the scheduler's address: the worker says once that it retries
+    and for how long, then fails with one line naming the address and the gRPC code."""
+    with socket.socket() as probe:      # a port nothing listens on once closed
+        probe.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{probe.getsockname()[1]}"
+    worker = Worker(WorkerConfig(scheduler=address, worker_type="k80", gpus=1,
+                                 work_dir=tmp_path / "work"))
+    with (caplog.at_level(logging.WARNING, logger="workers.daemon.worker"),
+          pytest.raises(WorkerError) as err):
+        worker.start(register_timeout_s=1.5)
+    assert str(err.value) == f"cannot register with scheduler {address}: UNAVAILABLE"
+    waiting = [r.getMessage() for r in caplog.records if "not reachable" in r.getMessage()]
+    assert len(waiting) == 1, waiting
+    assert waiting[0].startswith(f"scheduler {address} not reachable (UNAVAILABLE): "
+                                 "retrying for up to ")
 
 
 def test_cli_refused_token_is_one_line(tmp_path):
