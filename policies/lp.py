@@ -97,24 +97,43 @@ def clarabel_lists(c: list, A: Compressed, b: list, rows: int, what: str,
     of the first ``rows`` rows (the LP's own, before its bound rows)."""
     import clarabel
 
-    settings = clarabel.DefaultSettings()
-    settings.verbose = False
-    if precise:
-        settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = PRECISE_TOL
+    settings, outcomes = _clarabel_setup(precise)
     n = len(c)
     P = Compressed([], [], [0] * (n + 1), (n, n), "csc")  # no quadratic term (an LP)
     solver = clarabel.DefaultSolver(P, c, A, b, [clarabel.NonnegativeConeT(len(b))], settings)
     sol = solver.solve()
-    S = clarabel.SolverStatus
-    outcome = {S.Solved: Outcome.OPTIMAL, S.AlmostSolved: Outcome.INACCURATE,
-               S.PrimalInfeasible: Outcome.INFEASIBLE,
-               S.AlmostPrimalInfeasible: Outcome.INFEASIBLE,
-               S.DualInfeasible: Outcome.UNBOUNDED,
-               S.AlmostDualInfeasible: Outcome.UNBOUNDED}.get(sol.status, Outcome.FAILED)
+    outcome = outcomes.get(sol.status, Outcome.FAILED)
     if check_outcome(outcome, what, "CLARABEL", precise=precise, status=str(sol.status)):
         log.debug("%s: solver CLARABEL reports an inaccurate optimum (used as is)", what)
     dual = np.asarray(sol.z)[:rows]
     return LPResult(np.asarray(sol.x), float(sol.obj_val), dual, "CLARABEL")
+
+
+# Clarabel's settings (plain, and precise) and its statuses as outcomes, made on the first
+# solve: a simulation re-solves tens of thousands of times, and making them each time was
+# ~30 us of a re-solve's set-up (issue #30). The solver copies its settings; nothing
+# changes these after they are made, so threads may share them.
+_CLARABEL: dict[bool, tuple] = {}
+
+
+def _clarabel_setup(precise: bool) -> tuple:
+    """(settings, {status: Outcome}) for ``clarabel_lists``, made once per ``precise``."""
+    setup = _CLARABEL.get(precise)
+    if setup is None:
+        import clarabel
+
+        settings = clarabel.DefaultSettings()
+        settings.verbose = False
+        if precise:
+            settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = PRECISE_TOL
+        S = clarabel.SolverStatus
+        outcomes = {S.Solved: Outcome.OPTIMAL, S.AlmostSolved: Outcome.INACCURATE,
+                    S.PrimalInfeasible: Outcome.INFEASIBLE,
+                    S.AlmostPrimalInfeasible: Outcome.INFEASIBLE,
+                    S.DualInfeasible: Outcome.UNBOUNDED,
+                    S.AlmostDualInfeasible: Outcome.UNBOUNDED}
+        setup = _CLARABEL[precise] = (settings, outcomes)
+    return setup
 
 
 def _is_csc(A) -> bool:
