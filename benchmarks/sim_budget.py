@@ -65,6 +65,8 @@ def report(r: dict, target_s: float) -> None:
         per_solve = f"{1e6 * s / solves:>10.0f} us" if label.startswith("Clarabel") else ""
         print(f"{label:<32} {s:>8.2f} {100 * s / r['wall_s']:>5.1f}% {per_solve:>13} "
               f"{1e6 * s / rounds:>7.0f} us {1e6 * s / max(r['jobs'], 1):>5.0f} us")
+    print(f"with no solver time at all, everything else alone is {rest:.1f} s: "
+          f"{rest / target_s:.2f}x the target of {target_s:g} s")
     left = target_s - clarabel
     if left <= 0:
         print(f"target {target_s:g} s: Clarabel alone takes {clarabel:.1f} s")
