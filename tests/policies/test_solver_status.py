@@ -85,3 +85,24 @@ def test_every_path_raises_the_same_error_for_an_unbounded_lp():
     # minimise -x with x >= 0 and the vacuous 0 x <= 1
     got = _errors_of_every_path(np.array([-1.0]), sp.csr_matrix([[0.0]]), np.array([1.0]))
     assert set(got.values()) == {(SolverFailed, "toy: the program is unbounded")}, got
+
+
+def test_clarabel_settings_are_made_once_per_precision_and_left_as_made():
+    """The direct Clarabel path shares one settings object per precision between solves
+    (``policies.lp._clarabel_setup``): a precise solve between two plain ones leaves the
+    plain answer as it was, to the bit, and each object keeps its own tolerances."""
+    import clarabel
+
+    from policies import lp
+
+    problem = LinearProgram(np.array([-1.0, -2.0]), sp.csr_matrix([[1.0, 1.0], [1.0, 3.0]]),
+                            np.array([4.0, 6.0]), 2)
+    plain = solve_lp(problem, "CLARABEL", "toy")
+    precise = solve_lp(problem, "CLARABEL", "toy", precise=True)
+    again = solve_lp(problem, "CLARABEL", "toy")
+    assert np.array_equal(plain.x, again.x) and np.array_equal(plain.dual, again.dual)
+    assert np.allclose(precise.x, [3.0, 1.0], atol=1e-7)
+    assert lp._clarabel_setup(False) is lp._clarabel_setup(False)
+    shared, strict = lp._clarabel_setup(False)[0], lp._clarabel_setup(True)[0]
+    assert shared.tol_feas == clarabel.DefaultSettings().tol_feas and not shared.verbose
+    assert strict.tol_feas == strict.tol_gap_abs == strict.tol_gap_rel == lp.PRECISE_TOL
