@@ -3,6 +3,7 @@ jobs in 60 s). Usage::
 
     python benchmarks/sim_budget.py                        # 100,000 jobs, 4 jobs/h, 60 s
     python benchmarks/sim_budget.py --jobs 10000 --target 6
+    python benchmarks/sim_budget.py --stages               # and where the rest goes
 
 One fresh process per size runs the ``--growth`` shape of ``benchmarks/simulate.py``
 (``run_growth``: the continuous-1500 trace shape, 36:36:36, max_min_fairness_perf, Gavel's
@@ -26,8 +27,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def timed_run(jobs: int, rate: float) -> dict:
-    """``simulate.run_growth`` with Clarabel's set-up and solve timed (wall seconds)."""
+def timed_run(jobs: int, rate: float, staged: bool = False) -> dict:
+    """``simulate.run_growth`` with Clarabel's set-up and solve timed (wall seconds); with
+    ``staged``, also the round's stages (``simulate.stages``, printed as they are)."""
     import clarabel
 
     real = clarabel.DefaultSolver
@@ -48,8 +50,11 @@ def timed_run(jobs: int, rate: float) -> dict:
 
     clarabel.DefaultSolver = Timed
     sys.path.insert(0, str(HERE))
-    from simulate import run_growth
-    return {**run_growth(jobs, rate), **spent}
+    from simulate import run_growth, stages
+    if not staged:
+        return {**run_growth(jobs, rate), **spent}
+    row = stages(f"{jobs:,} jobs at {rate:g} jobs/h", run=lambda: run_growth(jobs, rate))
+    return {**row, **spent}
 
 
 def report(r: dict, target_s: float) -> None:
@@ -85,17 +90,23 @@ def main() -> int:
                         help="arrival rate (default 4, as the growth rows of BENCHMARKS.md)")
     parser.add_argument("--target", type=float, default=60.0, metavar="S",
                         help="the wall time to meet (default 60 s, issue #30)")
+    parser.add_argument("--stages", action="store_true",
+                        help="also time the round's stages (simulate.py --stages' table): "
+                             "where everything else goes")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.jobs < 1 or not args.rate > 0 or not args.target > 0:
         parser.error("--jobs, --rate and --target must be positive")
     if args.child:
-        print(json.dumps(timed_run(args.jobs, args.rate)))
+        print(json.dumps(timed_run(args.jobs, args.rate, args.stages)))
         return 0
     out = subprocess.run([sys.executable, __file__, "--child", "--jobs", str(args.jobs),
-                          "--rate", str(args.rate)], capture_output=True, text=True,
-                         check=True)
-    report(json.loads(out.stdout.strip().splitlines()[-1]), args.target)
+                          "--rate", str(args.rate)] + (["--stages"] if args.stages else []),
+                         capture_output=True, text=True, check=True)
+    *staged, last = out.stdout.strip().splitlines()
+    if staged:
+        print("\n".join(staged))
+    report(json.loads(last), args.target)
     return 0
 
 

@@ -226,10 +226,11 @@ def _stage(label: str):
     return (getattr(holder, owner) if owner else holder), attr
 
 
-def stages(name: str) -> None:
+def stages(name: str, run=None) -> dict:
     """Run ``name`` once with each of ``STAGES`` timed by ``perf_counter`` around its calls
     (about half a microsecond a call added, not cProfile's several per Python call): wall
-    seconds, share of the simulation, calls and microseconds a round."""
+    seconds, share of the simulation, calls and microseconds a round. ``run``: what to run
+    instead of the case (a callable returning ``run_case``'s keys; ``sim_budget.py``)."""
     spent: dict[str, float] = {}
     calls: dict[str, int] = {}
     undo = []
@@ -249,7 +250,7 @@ def stages(name: str) -> None:
         setattr(holder, attr, timed)
         undo.append((holder, attr, inner))
     try:
-        row = run_case(name)
+        row = run() if run is not None else run_case(name)
     finally:
         for holder, attr, inner in undo:
             setattr(holder, attr, inner)
@@ -260,6 +261,7 @@ def stages(name: str) -> None:
     for label, _, _, _ in STAGES:
         print(f"{label:<34} {spent[label]:>6.3f} {100 * spent[label] / wall:>5.1f}% "
               f"{calls[label]:>7} {1e6 * spent[label] / rounds:>9.1f}")
+    return row
 
 
 def call_twice(label: str) -> None:
