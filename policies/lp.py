@@ -110,9 +110,9 @@ def clarabel_lists(c: list, A: Compressed, b: list, rows: int, what: str,
 
 
 # Clarabel's settings (plain, and precise) and its statuses as outcomes, made on the first
-# solve: a simulation re-solves tens of thousands of times, and making them each time was
-# ~30 us of a re-solve's set-up (issue #30). The solver copies its settings; nothing
-# changes these after they are made, so threads may share them.
+# solve: a simulation re-solves tens of thousands of times, and they are the same each time
+# (issue #30). The solver copies its settings; nothing changes these after they are made,
+# so threads may share them.
 _CLARABEL: dict[bool, tuple] = {}
 
 
