@@ -5,7 +5,7 @@ jobs in 60 s). Usage::
     python benchmarks/sim_budget.py --jobs 10000 --target 6
     python benchmarks/sim_budget.py --stages               # and where the rest goes
 
-One fresh process per size runs the ``--growth`` shape of ``benchmarks/simulate.py``
+A fresh process runs the ``--growth`` shape of ``benchmarks/simulate.py``
 (``run_growth``: the continuous-1500 trace shape, 36:36:36, max_min_fairness_perf, Gavel's
 defaults) with Clarabel's own calls timed: building each ``DefaultSolver`` (its set-up:
 scaling, the KKT matrix, its ordering) and its ``solve``. With "identical results" (the
