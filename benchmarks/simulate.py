@@ -39,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -226,7 +227,7 @@ def _stage(label: str):
     return (getattr(holder, owner) if owner else holder), attr
 
 
-def stages(name: str, run=None) -> dict:
+def stages(name: str, run: Callable[[], dict] | None = None) -> dict:
     """Run ``name`` once with each of ``STAGES`` timed by ``perf_counter`` around its calls
     (about half a microsecond a call added, not cProfile's several per Python call): wall
     seconds, share of the simulation, calls and microseconds a round. ``run``: what to run
