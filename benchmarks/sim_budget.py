@@ -52,14 +52,18 @@ def timed_run(jobs: int, rate: float, staged: bool = False) -> dict:
             finally:
                 spent["solve_s"] += time.perf_counter() - start
 
-    clarabel.DefaultSolver = Timed
     sys.path.insert(0, str(HERE))
     from simulate import run_growth, stages
     imported = time.perf_counter() - start
-    if not staged:
-        row = run_growth(jobs, rate)
-    else:
-        row = stages(f"{jobs:,} jobs at {rate:g} jobs/h", run=lambda: run_growth(jobs, rate))
+    clarabel.DefaultSolver = Timed
+    try:
+        if not staged:
+            row = run_growth(jobs, rate)
+        else:
+            row = stages(f"{jobs:,} jobs at {rate:g} jobs/h",
+                         run=lambda: run_growth(jobs, rate))
+    finally:
+        clarabel.DefaultSolver = real
     return {**row, **spent, "imports_s": imported + row["imports_s"]}
 
 
