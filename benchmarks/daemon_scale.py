@@ -70,7 +70,6 @@ import itertools
 import json
 import math
 import os
-import platform
 import re
 import shutil
 import signal
@@ -91,6 +90,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from gavelsched.daemon.config import GIL_SWITCH_MS  # noqa: E402
+from host import describe
 from gavelsched.daemon.dispatch import AFTER_SAVE, LATER, REFILL  # noqa: E402
 from gavelsched.daemon.local import (LocalCluster, free_port, kill_tree,  # noqa: E402
                                      subprocess_env, wait_until)
@@ -139,13 +139,6 @@ LATE_OUTCOMES = ("extended", "not extended", "no answer")
 METHOD_COUNT = re.compile(r"(\w+) (\d+)")
 LATER_PART = re.compile(r"then (\d+) ([^,]+), the last (-?[\d.]+) s after its start")
 KEPT_PART = re.compile(r"(\d+) of last round's (\d+) tasks kept on their GPUs")
-
-
-def machine() -> str:
-    model = next((line.split(":", 1)[1].strip() for line in
-                  Path("/proc/cpuinfo").read_text().splitlines()
-                  if line.startswith("model name")), platform.machine())
-    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
 def stamp(text: str) -> float:
@@ -620,7 +613,7 @@ def main() -> int:
     # a SIGTERM ends the run through the ``finally`` that stops the daemons it started
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped by SIGTERM"))
     options = "".join(f" {k}={v}" for k, v in args.policy_options.items())
-    print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f} at the start; "
+    print(f"machine: {describe(load=False)}; load average {os.getloadavg()[0]:.1f} at the start; "
           f"{args.policy}{options}, {args.round_seconds:g} s rounds, {args.rounds} rounds measured "
           f"after {args.warmup}, heartbeats {args.heartbeat_seconds:g} s, servers of "
           f"{args.gpus_per_server} GPUs, hollow jobs at {args.emulation_speed:g}x ("

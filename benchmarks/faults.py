@@ -44,7 +44,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from preemption_overhead import machine
+from host import describe
 
 from tests.faults.faults import FAULTS, TITLES, Setup, run_fault
 from tests.faults.network import netem_fault_unavailable, netns_unavailable
@@ -91,7 +91,7 @@ def main() -> int:
     base = args.keep or Path(tempfile.mkdtemp(prefix="gavelfaults-"))
     base.mkdir(parents=True, exist_ok=True)
     setup = Setup()
-    start_load = machine()
+    start_load = describe()
     started = time.monotonic()
     refs = references(setup.total_steps, base / "references")
     rows, notes = [], []

@@ -30,8 +30,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
-import platform
 import re
 import statistics
 import sys
@@ -47,6 +45,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from host import describe  # (a sibling: this file runs as a script)
+
 from gavelsched.daemon.forecast import Forecaster  # noqa: E402
 from gavelsched.daemon.local import LocalCluster, free_port, wait_until  # noqa: E402
 from gavelsched.rpc import pb  # noqa: E402
@@ -61,14 +61,6 @@ SERVER_GPUS = 8
 STARTUP_S = 20.0                                 # each job type's mean start-up
 LOAD_JOB_TYPES = ("ResNet-18 (batch size 16)", "LM (batch size 5)",
                   "Transformer (batch size 16)", "Recommendation (batch size 512)", "A3C")
-
-
-def machine() -> str:
-    model = next((line.split(":", 1)[1].strip() for line in
-                  Path("/proc/cpuinfo").read_text().splitlines()
-                  if line.startswith("model name")), platform.machine())
-    return (f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-            f"load average {os.getloadavg()[0]:.2f}")
 
 
 def peak_rss_mib(pid: int) -> float:
@@ -297,12 +289,12 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
     began = time.monotonic()
-    print(f"machine before: {machine()}")
+    print(f"machine before: {describe()}")
     rows = [forecast_cost(n, args.big_repeats if n >= 10_000 else args.repeats, args)
             for n in args.sizes]
-    print(f"machine after part 1: {machine()}")
+    print(f"machine after part 1: {describe()}")
     runs = [daemon_run(n, eta, args) for n in args.jobs for eta in (True, False)]
-    print(f"machine after: {machine()}; {(time.monotonic() - began) / 60:.1f} min in all")
+    print(f"machine after: {describe()}; {(time.monotonic() - began) / 60:.1f} min in all")
     if rows:
         cost_table(rows, args)
     if runs:

@@ -258,6 +258,9 @@ def main() -> int:
         return run_gavel(python, args.gavel_dir, trace, throughputs, CASES[case][3], policy,
                          seed, out, args.timeout)
 
+    from host import describe  # (a sibling: this file runs as a script)
+
+    print(f"# {describe()}")
     print(f"# Gavel: {args.gavel_dir} ({python}); round {ROUND_SECONDS} s; workdir {workdir}")
     header = (f"{'policy':<26} {'case':<18} {'seed':>4} {'Gavel JCT h':>11} {'ours h':>8} "
               f"{'diff %':>7} {'Gavel mk h':>10} {'ours h':>8} {'diff %':>7} "

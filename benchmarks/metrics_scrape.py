@@ -30,7 +30,8 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]       # its neighbours; the project
 
 # a process's CPU seconds and peak RSS, the machine line, the job mix
-from daemon_scale import cpu_s, machine, peak_rss_mib, submit_all  # noqa: E402
+from daemon_scale import cpu_s, peak_rss_mib, submit_all  # noqa: E402
+from host import describe
 
 from gavelsched.daemon.config import METRICS_JOB_SERIES  # noqa: E402
 from gavelsched.daemon.local import (LocalCluster, free_port, kill_tree,  # noqa: E402
@@ -95,7 +96,7 @@ def main(argv=None) -> int:
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--round-seconds", type=float, default=30.0)
     args = p.parse_args(argv)
-    print(f"# {machine()}; {args.jobs} jobs queued on {args.gpus} hollow GPUs, "
+    print(f"# {describe(load=False)}; {args.jobs} jobs queued on {args.gpus} hollow GPUs, "
           f"{args.repeat} scrapes each")
     print("| metrics_job_series | first scrape s | then median / worst s | scheduler CPU s a "
           "scrape | lines | MiB | scheduler peak RSS |")

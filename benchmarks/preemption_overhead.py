@@ -43,6 +43,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from host import describe  # (a sibling: this file runs as a script)
+
 WORKLOADS = ("resnet", "lstm", "transformer", "recoder")
 REFERENCE_ROUND_S = 360.0
 DAEMON_RENEW_WAIT_S = 8.0
@@ -265,13 +267,6 @@ def sweep_point(rig: Rig, renew_at: float, lead: float, round_s: float,
 
 # ---- driver -------------------------------------------------------------------------------
 
-def machine() -> str:
-    model = next((ln.split(":", 1)[1].strip() for ln in
-                  Path("/proc/cpuinfo").read_text().splitlines()
-                  if ln.startswith("model name")), "?")
-    return f"{os.cpu_count()} cores, {model}, load average {os.getloadavg()[0]:.2f}"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--round-seconds", type=float, default=10.0)
@@ -292,7 +287,7 @@ def main() -> None:
     import logging
 
     logging.basicConfig(level=logging.WARNING)
-    print(f"machine: {machine()}")
+    print(f"machine: {describe()}")
     R, K = args.round_seconds, args.rounds
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)

@@ -63,8 +63,9 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from daemon_scale import (FAILED_LINE, STAMP, fleet_arguments, fleet_sizes,  # noqa: E402
-                          hollow_proc, hollow_racks, machine, peak_rss_mib, pinned,
+                          hollow_proc, hollow_racks, peak_rss_mib, pinned,
                           round_starts, scale_cluster, stamp, submit_all, tear_down)
+from host import describe
 
 from gavelsched.daemon.local import kill_tree, wait_until  # noqa: E402
 from gavelsched.rpc import pb, pb_grpc  # noqa: E402
@@ -306,7 +307,7 @@ def main() -> int:
     if args.rounds < 2 or args.warmup < 1:
         parser.error("--rounds must be at least 2, --warmup at least 1")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped by SIGTERM"))
-    print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f} at the start; "
+    print(f"machine: {describe(load=False)}; load average {os.getloadavg()[0]:.1f} at the start; "
           f"{args.policy}, {args.round_seconds:g} s rounds, {args.rounds} rounds after each "
           f"event, heartbeats {args.heartbeat_seconds:g} s, {args.hollow_procs} hollow "
           f"processes (a rack: 1 of them), hollow jobs at {args.emulation_speed:g}x")

@@ -111,6 +111,9 @@ def main() -> int:
     if args.child:
         print(json.dumps(timed_run(args.jobs, args.rate, args.stages)))
         return 0
+    from host import describe  # (a sibling: this file runs as a script)
+
+    print(f"# {describe()}", flush=True)
     out = subprocess.run([sys.executable, __file__, "--child", "--jobs", str(args.jobs),
                           "--rate", str(args.rate)] + (["--stages"] if args.stages else []),
                          capture_output=True, text=True, check=True)

@@ -100,10 +100,10 @@ def run_growth(jobs_n: int, rate: float) -> dict:
 
 def growth(sizes: list[int], rate: float) -> int:
     """``--growth``: one fresh process per size, one row each."""
-    print(f"# {platform.processor() or platform.machine()}, "
-          f"{platform.python_implementation()} {platform.python_version()}, "
-          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}, cluster 36:36:36, "
-          f"max_min_fairness_perf, {rate:g} jobs/h, one fresh process per size")
+    from host import describe  # (a sibling: this file runs as a script)
+
+    print(f"# {describe()}, cluster 36:36:36, max_min_fairness_perf, {rate:g} jobs/h, "
+          f"one fresh process per size")
     print(f"{'jobs':>8} {'wall s':>8} {'cpu s':>8} {'ms/job':>7} {'us/round':>9} {'rounds':>8} "
           f"{'solves':>7} {'JCT h':>7} {'RSS MiB':>8}")
     imports = []
@@ -511,10 +511,9 @@ def main() -> int:
     names = args.case or list(CASES)
     if args.instructions:
         return instructions(names, trees)
-    print(f"# {platform.processor() or platform.machine()}, "
-          f"{platform.python_implementation()} {platform.python_version()}, "
-          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}, "
-          f"cluster 36:36:36, round 360 s, best of {max(1, args.repeat)}")
+    from host import describe
+
+    print(f"# {describe()}, cluster 36:36:36, round 360 s, best of {max(1, args.repeat)}")
     header = (f"{'case':<20} {'policy':<22} {'jobs':>5} {'rate':>5} {'window':>10} "
               f"{'wall s':>7} {'cpu s':>6} {'solver cpu':>10} {'rest cpu':>8} {'rounds':>7} "
               f"{'solves':>6} {'JCT h':>7} {'RSS MiB':>8}")

@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from preemption_overhead import machine  # noqa: E402
+from host import describe  # noqa: E402
 
 from simulator.ray_sweep import run_task  # noqa: E402
 from tests.simulator.ray_nodes import RayNodes, missing  # noqa: E402
@@ -124,7 +124,7 @@ def main() -> None:
     why = missing()
     if why:
         raise SystemExit(f"sweep_cluster: {why}")
-    load_before = machine()
+    load_before = describe()
     with tempfile.TemporaryDirectory(prefix="sweep-cluster-") as tmp:
         tmp = Path(tmp)
         loads = [os.getloadavg()[0]]
@@ -149,7 +149,7 @@ def main() -> None:
     at, lost = death["killed"]
     print(f"| Ray, node 2 killed at {at:.0f} s | {death['wall']:.1f} | {death['up']:.1f} | "
           f"{death['per_node']} | {lost} | {loads[2]:.1f} |")
-    print(f"\nmachine before: {load_before}; after: {machine()}")
+    print(f"\nmachine before: {load_before}; after: {describe()}")
 
 
 if __name__ == "__main__":
