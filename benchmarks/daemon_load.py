@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from host import describe  # (a sibling: this file runs as a script)
 
 from gavelsched.daemon.jobs import RUNNING
 from gavelsched.daemon.local import LocalCluster, subprocess_env, wait_until
@@ -107,8 +107,7 @@ def main() -> int:
             cluster.stop()
 
     gaps = [b - a for a, b in itertools.pairwise(starts)]
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-          f"load average {os.getloadavg()[0]:.1f}; {args.jobs} jobs, {args.servers} workers x "
+    print(f"machine: {describe()}; {args.jobs} jobs, {args.servers} workers x "
           f"{args.gpus_per_server} GPUs, {args.round_seconds:g} s rounds, {args.policy}")
     print("| measure | value |")
     print("|---|---|")

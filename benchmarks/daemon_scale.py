@@ -90,12 +90,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from gavelsched.daemon.config import GIL_SWITCH_MS  # noqa: E402
-from host import describe
 from gavelsched.daemon.dispatch import AFTER_SAVE, LATER, REFILL  # noqa: E402
 from gavelsched.daemon.local import (LocalCluster, free_port, kill_tree,  # noqa: E402
                                      subprocess_env, wait_until)
 from gavelsched.daemon.service import NOT_PLANNED  # noqa: E402
 from gavelsched.rpc import pb, pb_grpc  # noqa: E402
+from host import describe  # (a sibling: this file runs as a script)
 
 TYPES = ("k80", "p100", "v100")
 JOB_TYPES = ("ResNet-18 (batch size 16)", "LM (batch size 5)", "Transformer (batch size 16)",

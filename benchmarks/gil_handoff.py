@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sqlite3
 import statistics
 import subprocess
@@ -32,6 +31,8 @@ import tempfile
 import threading
 import time
 from concurrent import futures
+
+from host import describe  # (a sibling: this file runs as a script)
 
 CLIENT = """
 import sys, threading, time, grpc
@@ -125,8 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--part", choices=("store", "grpc", "both"), default="both")
     args = ap.parse_args(argv)
     intervals = [float(x) / 1e3 for x in args.intervals.split(",")]
-    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-          f"Python {platform.python_version()}, load average {os.getloadavg()[0]:.2f}")
+    print(f"# {describe()}")
     default = sys.getswitchinterval()
     rows = []
     try:

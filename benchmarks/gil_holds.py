@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import sys
 import threading
@@ -28,6 +26,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from host import describe  # (a sibling: this file runs as a script)
 
 from gavelsched.daemon.dashboard import encoded  # noqa: E402
 from gavelsched.daemon.snapshot import Snapshot  # noqa: E402
@@ -93,9 +93,7 @@ def main(argv: list[str] | None = None) -> int:
          lambda: snap.status(caller="admin")),
         ("its serialization for gRPC (one call)", other.SerializeToString),
     ]
-    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python "
-          f"{platform.python_version()}, load average {os.getloadavg()[0]:.2f}; {args.jobs:,} "
-          f"jobs, median of {args.repeat}")
+    print(f"# {describe()}; {args.jobs:,} jobs, median of {args.repeat}")
     print("| view | wall s | longest wait of another thread |")
     print("|---|---|---|")
     for name, fn in ways:

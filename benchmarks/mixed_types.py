@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import resource
 import subprocess
 import sys
 import time
+
+from host import describe  # (a sibling: this file runs as a script)
 
 CLUSTERS = {
     "vf-4-8-16": {"v100": 4, "p100": 8, "k80": 16},      # VirtualFlow §6.5.2
@@ -85,8 +85,7 @@ def main() -> int:
     if args.child:
         print(json.dumps(run_one(json.loads(args.child))))
         return 0
-    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-          f"load average {os.getloadavg()[0]:.2f}; {args.jobs} jobs a trace, round 360 s, "
+    print(f"# {describe()}; {args.jobs} jobs a trace, round 360 s, "
           f"every job mixed-capable; JCT in hours")
     header = (f"{'cluster':<12} {'kind':<6} {'rate':>5} {'seed':>4} {'JCT perf':>9} "
               f"{'JCT mixed':>9} {'ratio':>6} {'util perf':>9} {'util mix':>8} "

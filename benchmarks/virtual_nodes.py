@@ -26,7 +26,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -42,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from workers.virtual.data import VirtualSampler
 from workers.virtual.engine import VirtualNodeTrainer
 from gavelsched.virtual.layout import VirtualLayout
+from host import describe  # (a sibling: this file runs as a script)
 
 FEATURES, CLASSES = 256, 10
 
@@ -201,8 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)  # steadier timings on a shared machine; both methods alike
     model = build(args.hidden)
     size_mb = sum(p.numel() * p.element_size() for p in model.parameters()) / 2**20
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cpus, "
-          f"load {os.getloadavg()[0]:.2f}; torch {torch.__version__}, "
+    print(f"machine: {describe()}; torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads; model {size_mb:.1f} MB; per-pass batch "
           f"{args.batch}")
     print_throughput(args, args.hidden, f"throughput, model {size_mb:.1f} MB")
