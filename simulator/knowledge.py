@@ -68,9 +68,10 @@ class Knowledge:
         types = core.view.worker_types
         for i, members in enumerate(batch.members):
             worker_type = batch.types[int(batch.type_index[i])]
+            pair = batch.keys[i] if len(members) > 1 else None
             for m, job_id in enumerate(members):
                 if job_id not in completed:
                     spec = specs[int(job_id)]
                     self.online.learn(core, job_id, worker_type, float(steps[i, m]),
                                       float(seconds[i]), spec.job_type, spec.scale_factor,
-                                      types, now, colocated=len(members) > 1)
+                                      types, now, pair=pair)

@@ -56,7 +56,8 @@ from .batch import build_batch, demand, planner_config, with_entities
 from .config import CoreConfig
 from .configurations import Configurations
 from .errors import CoreError
-from .jobs import JobState, apply_measured, new_job, retype
+from .jobs import (JobState, apply_measured, forget_pairs, measure_job, measure_pair,
+                   new_job, pair_row, planned_rates, retype)
 from .layout import ColumnLayout
 from .lookups import Lookups
 from .periods import close_period, hand_on, install, shares as received_shares, take_on
@@ -84,15 +85,12 @@ class SchedulerCore:
         gives the co-located throughputs policies see for a pair until it has run on a
         worker type (thesis §5.3.3: estimated, then measured); None: ``throughputs``."""
         config = config or CoreConfig()
-        self.policy = policy
-        self.config = config
+        self.policy, self.config = policy, config
         self._view = view
-        self._prices = dict(prices or {})
-        self._entities = dict(entities or {})
+        self._prices, self._entities = dict(prices or {}), dict(entities or {})
         self._rng = random.Random(config.seed)
         self._jobs: dict[str, JobState] = {}
         self._arrivals = Arrivals()     # submitted, admitted at the next boundary
-        self._order = 0
         self._rows = Rows(len(view.worker_types))
         # Configuration columns (several types at once) follow the types in every row
         # (VirtualFlow §6.5.2; none unless the policy mixes).
@@ -105,10 +103,9 @@ class SchedulerCore:
         self._runs = Runs()          # runs going on, for the restart rule (``restarts``)
         self._restarts = False       # some job's restart has cost time: the rule has work
         self._stale = self._force = False
-        self._last_resolve_s = 0.0
+        self._rounds, self._order, self._last_resolve_s = 0, 0, 0.0  # rounds, admissions
         self._counted_since_s = 0.0  # received times count from here (the last reset)
         self._last_solve_s: float | None = None     # the last solve's own time (``resolving``)
-        self._rounds = 0
         self._in_flight: RoundInFlight | None = None
         # closed periods until take_closed_periods() (bounded: some executors never take them)
         self._closed_periods: deque[Period] = deque(maxlen=64)
@@ -219,16 +216,12 @@ class SchedulerCore:
     def planned_rates(self, job_ids: Iterable[str]) -> dict[str, dict[str, float]]:
         """The steps/s per worker type the core plans each of ``job_ids`` on (its priors, its
         own ``throughputs`` or what was measured of it); a job it does not hold is left out."""
-        types, out = self._layout.types, {}
-        for job_id in job_ids:
-            job, waiting = self._jobs.get(job_id), self._arrivals.get(job_id)
-            if job is not None:
-                out[job_id] = dict(job.throughputs)
-            elif waiting is not None:
-                own = waiting.own
-                out[job_id] = (dict(zip(types, self._lookups.solo(waiting.spec.key).tolist()))
-                               if own is None else {t: own.get(t, 0.0) for t in types})
-        return out
+        return planned_rates(job_ids, self._jobs, self._arrivals, self._lookups)
+
+    def pair_throughputs(self, key: str) -> dict[str, tuple[float, float]]:
+        """A co-located pair's steps/s by type (its members', in ``key``'s order) as planned
+        now; empty for a pair without a row (never given time)."""
+        return pair_row(self._rows, key, self._layout.types)
 
     # ---- reset events -----------------------------------------------------------------
     def submit(self, job: JobSpec, now: float, steps_done: int = 0, *,
@@ -343,12 +336,18 @@ class SchedulerCore:
         """Online throughputs (thesis §5.3.3): ``measured`` steps/s of this job by worker
         type replace the source's priors for it; the allocation becomes stale (re-solved
         under the usual re-solve rule, ``resolving``). Types not named keep their value."""
-        job = self._job(job_id)
-        job.measured = {**(job.measured or {}), **{t: float(v) for t, v in measured.items()}}
-        layout = self._layout
-        apply_measured(job, layout.types, layout.type_index, self._rows)
+        measure_job(self._job(job_id), measured, self._jobs, self._rows, self._lookups,
+                    self._layout.type_index)
         self._rows.changed()
         self._stale = True
+
+    def set_pair_throughputs(self, key: str, measured: Mapping[str, tuple[float, float]],
+                             now: float) -> None:
+        """A co-located pair's online steps/s by type (thesis §5.3.3) replace its planned ones
+        (``jobs.measure_pair``), as ``set_job_throughputs``; ignored once its row is gone."""
+        if measure_pair(key, measured, self._jobs, self._rows, self._lookups):
+            self._rows.changed()
+            self._stale = True
 
     # ---- rounds -----------------------------------------------------------------------
     def start_round(self, now: float, uncredited: Mapping[str, float] | None = None) -> Round:
@@ -473,6 +472,7 @@ class SchedulerCore:
         for key in dropped:  # every combination that ran last round has a row
             self._assignments.pop(key, None)
             self._runs.drop(key)
+        forget_pairs(self._jobs, dropped)
         self._stale = True
 
     def _new_view(self, view: ClusterView, reset: bool = True) -> ClusterView:

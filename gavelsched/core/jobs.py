@@ -5,7 +5,8 @@ replace the estimator's as jobs run).
 ``JobState`` is mutable and owned by the core; the modules that build a round's inputs
 read it. ``new_job`` makes one on admission; ``apply_measured`` and ``retype`` rewrite a
 job's throughputs, and the rates in the core's rows that derive from them, when
-measurements arrive or the types change."""
+measurements arrive or the types change; ``pair_rates`` gives a co-located pair's (§5.3.1)
+from the throughput source, its members' measurements and its own."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 import numpy as np
+
+from policies import key_members
 
 from ..mechanism import ClusterView
 from .configurations import Configurations, MixedOption
@@ -35,6 +38,9 @@ class JobState:
     isolated_rate: float = 0.0         # throughput(m, X^isolated) at the last re-solve
     left_at_resolve: float | None = None
     measured: dict[str, float] | None = None  # online steps/s by type (daemon, §5.3.3)
+    # a co-located pair's own online steps/s, kept on its first member: partner id -> type
+    # -> (this job's, the partner's) (``pair_rates``)
+    paired: dict[str, dict[str, tuple[float, float]]] | None = None
     options: tuple[MixedOption, ...] = ()  # configurations: mixes (VirtualFlow), elastic counts
 
 
@@ -75,6 +81,100 @@ def apply_measured(job: JobState, types: tuple[str, ...], type_index: Mapping[st
         rows.rate[row, :len(types), 0] = job.T
 
 
+def pair_rates(a: JobState, b: JobState, lookups: Lookups) -> np.ndarray | None:
+    """(n, 2) co-located steps/s of the pair (``a``, ``b``) on each type, or None when the
+    source knows none (thesis §5.3.1). The source's, each member's scaled by what the job is
+    known to make alone on the type against the source's solo rate (§5.3.3: a job measured
+    at half its prior makes half its prior's pair rate; the pair's slowdown stays the
+    source's); on the types where the pair itself ran, its own measured rates (``paired``).
+    Without measurements, the source's array itself."""
+    pt = lookups.pair(a.spec.key, b.spec.key)
+    own = a.paired.get(b.spec.id) if a.paired else None
+    if pt is None or not (a.measured or b.measured or own):
+        return pt
+    out = pt.copy()
+    for column, job in enumerate((a, b)):
+        if job.measured:
+            solo = lookups.solo(job.spec.key)
+            out[:, column] *= np.divide(job.T, solo, out=np.ones(len(solo)), where=solo > 0)
+    types = lookups.types
+    for t, rates in (own or {}).items():
+        if t in types:
+            out[types.index(t)] = rates
+    return out
+
+
+def measure_job(job: JobState, measured: Mapping[str, float], jobs: Mapping[str, JobState],
+                rows: Rows, lookups: Lookups, type_index: Mapping[str, int]) -> None:
+    """``measured`` steps/s by type over the job's throughputs, its row's rates and those of
+    its pairs (``apply_measured``, ``refresh_pairs``); the caller marks the rows changed."""
+    job.measured = {**(job.measured or {}), **{t: float(v) for t, v in measured.items()}}
+    apply_measured(job, lookups.types, type_index, rows)
+    refresh_pairs((job.spec.id,), jobs, rows, lookups)
+
+
+def measure_pair(key: str, measured: Mapping[str, tuple[float, float]],
+                 jobs: Mapping[str, JobState], rows: Rows, lookups: Lookups) -> bool:
+    """A pair's measured steps/s by type (its members', in ``key``'s order) kept on its
+    first member (``JobState.paired``) and written into its row; False (nothing kept) for
+    a pair without a row. The caller marks the rows changed."""
+    row = rows.index.get(key)
+    if row is None or len(rows.members[row]) != 2:
+        return False
+    first, partner = rows.members[row]
+    job = jobs[first]
+    job.paired = job.paired or {}
+    job.paired[partner] = {**job.paired.get(partner, {}),
+                           **{t: (float(a), float(b)) for t, (a, b) in measured.items()}}
+    refresh_pairs((first,), jobs, rows, lookups)
+    return True
+
+
+def pair_row(rows: Rows, key: str, types: tuple[str, ...]) -> dict[str, tuple[float, float]]:
+    """The rates of pair ``key``'s row by type; empty for a key without a pair row."""
+    row = rows.index.get(key)
+    if row is None or len(rows.members[row]) != 2:
+        return {}
+    rates = rows.rate[row].tolist()
+    return {t: (rates[j][0], rates[j][1]) for j, t in enumerate(types)}
+
+
+def forget_pairs(jobs: Mapping[str, JobState], keys) -> None:
+    """The pairs of ``keys`` are gone (a member left): their measurements too."""
+    for key in keys:
+        first, *partner = key_members(key)
+        if partner and first in jobs and jobs[first].paired:
+            jobs[first].paired.pop(partner[0], None)
+
+
+def planned_rates(job_ids, jobs: Mapping[str, JobState], arrivals,
+                  lookups: Lookups) -> dict[str, dict[str, float]]:
+    """``SchedulerCore.planned_rates``: an admitted job's throughputs; a waiting one's own
+    (``arrivals``), else its priors; a job in neither is left out."""
+    types, out = lookups.types, {}
+    for job_id in job_ids:
+        job, waiting = jobs.get(job_id), arrivals.get(job_id)
+        if job is not None:
+            out[job_id] = dict(job.throughputs)
+        elif waiting is not None:
+            own = waiting.own
+            out[job_id] = (dict(zip(types, lookups.solo(waiting.spec.key).tolist()))
+                           if own is None else {t: own.get(t, 0.0) for t in types})
+    return out
+
+
+def refresh_pairs(job_ids, jobs: Mapping[str, JobState], rows: Rows,
+                  lookups: Lookups) -> None:
+    """Rewrite the rates of the pair rows with a member among ``job_ids`` (``pair_rates``:
+    a member or the pair was measured); the caller marks the rows changed."""
+    n = len(lookups.types)
+    for key in rows.keys_touching(job_ids):
+        members = rows.members[rows.index[key]]
+        if len(members) == 2:
+            pt = pair_rates(jobs[members[0]], jobs[members[1]], lookups)
+            rows.rate[rows.index[key], :n] = 0.0 if pt is None else pt
+
+
 def retype(jobs: Mapping[str, JobState], rows: Rows, types: tuple[str, ...],
            type_index: Mapping[str, int], lookups: Lookups) -> None:
     """The worker types changed (``rows`` already widened, ``lookups`` already told):
@@ -92,7 +192,7 @@ def retype(jobs: Mapping[str, JobState], rows: Rows, types: tuple[str, ...],
         if len(members) == 1:
             rows.rate[row, :n, 0] = jobs[key].T
         else:
-            pt = lookups.pair(*(jobs[m].spec.key for m in members))
+            pt = pair_rates(*(jobs[m] for m in members), lookups)
             if pt is None:
                 gone.append(key)
             else:

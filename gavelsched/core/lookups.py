@@ -26,6 +26,11 @@ class Lookups:
         self._planned_cache: dict[tuple[tuple[str, int], tuple[str, int]], np.ndarray | None] = {}
 
     @property
+    def types(self) -> tuple[str, ...]:
+        """The worker types each row is over, in column order."""
+        return self._types
+
+    @property
     def has_planned(self) -> bool:
         """Whether pairs are planned on a source of their own (estimates)."""
         return self._planned_source is not None

@@ -7,6 +7,11 @@ type not yet measured keeps its prior scaled by the job's mean measured/prior ra
 geometric mean), so one measurement keeps the types' ratios consistent (an emulated
 cluster that runs every type 10x slower than the table still sees the table's ratios).
 
+A co-located pair's run (thesis §5.3.1) measures the pair, not either job alone: each
+member's rate there is averaged per pair and type in ``pairs``, and the core gets both once
+both were measured and they moved past noise (``set_pair_throughputs``); until then it plans
+the pair on the source's rates scaled as its members' (``core.jobs.pair_rates``).
+
 A run of an elastic job on n GPUs of one type (configuration ``"t:n"``) measures the job
 type's scaling on t (``traces/scaling.py``; Sia §3: throughput models refined as jobs run):
 ``learn`` averages it per (job type, t, n) in ``counts`` and hands it to ``scaling``
@@ -22,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from policies import ProblemError
+from policies import ProblemError, key_members
 from policies.jobs import parse_configuration_name
 
 from .records import ThroughputSource
@@ -50,6 +55,8 @@ class OnlineThroughputs:
     measured: dict[str, dict[str, float]] = field(default_factory=dict)
     scaling: Configurations | None = None
     counts: dict[tuple[str, str, int], float] = field(default_factory=dict)
+    # co-located pairs' measured steps/s: pair key -> type -> member job id -> average
+    pairs: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     _published: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def restore(self, measured: Mapping[str, Mapping[str, float]]) -> None:
@@ -74,10 +81,8 @@ class OnlineThroughputs:
         for a sample that carries no information (no time, or no steps)."""
         if seconds <= 0 or steps <= 0:
             return None
-        sample = steps / seconds
         row = self.measured.setdefault(job_id, {})
-        old = row.get(worker_type)
-        row[worker_type] = sample if old is None else (1 - SMOOTHING) * old + SMOOTHING * sample
+        row[worker_type] = _averaged(row.get(worker_type), steps / seconds)
         return row[worker_type]
 
     def observe_count(self, job_type: str, worker_type: str, n: int, steps: float,
@@ -87,11 +92,8 @@ class OnlineThroughputs:
         ``scaling``, when set, refits its model with the average."""
         if seconds <= 0 or steps <= 0:
             return None
-        sample = steps / seconds
         key = (job_type, worker_type, int(n))
-        old = self.counts.get(key)
-        return self._keep_count(key, sample if old is None
-                                else (1 - SMOOTHING) * old + SMOOTHING * sample)
+        return self._keep_count(key, _averaged(self.counts.get(key), steps / seconds))
 
     def _keep_count(self, key: tuple[str, str, int], rate: float) -> float:
         """(job type, type, n)'s average is ``rate``; ``scaling`` refits with it."""
@@ -134,16 +136,17 @@ class OnlineThroughputs:
 
     def learn(self, core: SchedulerCore, job_id: str, worker_type: str, steps: float,
               seconds: float, job_type: str, scale_factor: int, types: Sequence[str],
-              now: float, colocated: bool = False) -> float | None:
+              now: float, pair: str | None = None) -> float | None:
         """One sample of a run (the recipe both executors follow): ``observe`` it, then, if
         the job plans in ``core``, give the core its row over ``types`` when it moved
         enough to re-solve (``changed_row``). The new average, or None for a sample that
         carries no information. A run on an elastic count (``"t:n"``) goes to
         ``observe_count`` instead; one on a mix of several types (VirtualFlow §6.5.2) is
-        no type's throughput and is not recorded (None), nor is one that shared its GPUs
-        with another job (``colocated``, thesis §5.3.1: its rate is the pair's, slowed by
-        its partner, not the job's alone on the type)."""
-        if colocated:
+        no type's throughput and is not recorded (None). A run that shared its GPUs with
+        another job (``pair``: the pair's key, thesis §5.3.1) is the pair's, slowed by
+        the partner, not the job's alone on the type: it goes to ``observe_pair`` (None)."""
+        if pair is not None:
+            self._learn_pair(core, pair, job_id, worker_type, steps, seconds, types, now)
             return None
         count = one_type_count(worker_type, types)
         if count is not None:
@@ -157,9 +160,52 @@ class OnlineThroughputs:
                 core.set_job_throughputs(job_id, row, now)
         return average
 
+    def observe_pair(self, pair: str, job_id: str, worker_type: str, steps: float,
+                     seconds: float) -> float | None:
+        """``observe`` for member ``job_id`` of the co-located ``pair`` (its key): the
+        member's average there, kept apart from the job's own (``pairs``)."""
+        if seconds <= 0 or steps <= 0:
+            return None
+        by_job = self.pairs.setdefault(pair, {}).setdefault(worker_type, {})
+        by_job[job_id] = _averaged(by_job.get(job_id), steps / seconds)
+        return by_job[job_id]
+
+    def changed_pair(self, pair: str, worker_type: str,
+                     planned: tuple[float, float]) -> tuple[float, float] | None:
+        """The pair's measured (member a's, member b's) on ``worker_type`` when both members
+        were measured there and either moved by more than ``MIN_CHANGE`` from ``planned``
+        (what the core plans the pair on), else None (``changed_row``'s rule)."""
+        by_job = self.pairs.get(pair, {}).get(worker_type, {})
+        members = key_members(pair)
+        if not all(m in by_job for m in members):
+            return None
+        new = tuple(by_job[m] for m in members)
+        if all(abs(v - p) <= MIN_CHANGE * max(p, 1e-9) for v, p in zip(new, planned)):
+            return None
+        return new
+
+    def _learn_pair(self, core: SchedulerCore, pair: str, job_id: str, worker_type: str,
+                    steps: float, seconds: float, types: Sequence[str], now: float) -> None:
+        """``learn`` for a co-located run: the pair's rates on the type to ``core`` when
+        they moved enough (``changed_pair``)."""
+        if worker_type not in types or self.observe_pair(pair, job_id, worker_type, steps,
+                                                         seconds) is None:
+            return
+        planned = core.pair_throughputs(pair).get(worker_type)
+        rates = None if planned is None else self.changed_pair(pair, worker_type, planned)
+        if rates is not None:
+            core.set_pair_throughputs(pair, {worker_type: rates}, now)
+
     def forget(self, job_id: str) -> None:
         self.measured.pop(job_id, None)
         self._published.pop(job_id, None)
+        for pair in [p for p in self.pairs if job_id in key_members(p)]:
+            del self.pairs[pair]
+
+
+def _averaged(old: float | None, sample: float) -> float:
+    """The exponential average after ``sample`` (the first sample alone)."""
+    return sample if old is None else (1 - SMOOTHING) * old + SMOOTHING * sample
 
 
 def one_type_count(name: str, types: Sequence[str]) -> tuple[str, int] | None:

@@ -19,7 +19,7 @@ from policies import Allocation, key_members
 from policies.table import value_rows
 
 from ..mechanism.selection import tie_break
-from .jobs import JobState
+from .jobs import JobState, pair_rates
 from .lookups import Lookups
 from .records import Period, PeriodState
 from .rows import Rows
@@ -71,7 +71,7 @@ def _covered(given: Mapping[str, Mapping[str, float]], rows: Rows,
             if max(row.get(t, 0.0) for t in types) <= 0:
                 continue
             a, b = (jobs[m] for m in members)
-            pt = lookups.pair(a.spec.key, b.spec.key)
+            pt = pair_rates(a, b, lookups)
             if pt is None:
                 log.warning("allocation gives time to pair %s with no co-located "
                             "throughputs; ignored", key)

@@ -19,7 +19,7 @@ from policies.table import JobTable
 
 from ..mechanism import ClusterView
 from .config import CoreConfig
-from .jobs import JobState
+from .jobs import JobState, pair_rates
 from .lookups import Lookups
 from .records import JobSpec
 from .restarts import efficiency
@@ -114,23 +114,28 @@ def _restart_factors(restart_s: list[float], config: CoreConfig) -> list[float]:
 def problem_pairs(jobs: Mapping[str, JobState], rows: Rows, types: tuple[str, ...],
                   lookups: Lookups) -> tuple[Pair, ...]:
     """Every pair of active jobs with the same scale factor that can share a worker
-    somewhere, with the co-located throughputs the policy plans on: the planning
-    source's (an estimate), replaced by the measured (oracle) ones on the types where
-    the pair has already run (Gavel updates a pair's throughputs once it ran)."""
+    somewhere, with the co-located throughputs the policy plans on: with a planning source,
+    its estimate, replaced by the measured (oracle) ones on the types where the pair has
+    already run (Gavel updates a pair's throughputs once it ran); else the source's as the
+    online measurements of the pair and its members correct them (``jobs.pair_rates``)."""
     ids = list(jobs)
     out = []
+    planned = lookups.has_planned
     for i, a in enumerate(ids):
         ka = jobs[a].spec.key
         for b in ids[i + 1:]:
             kb = jobs[b].spec.key
             if ka[1] != kb[1]:
                 continue
-            pt = lookups.pair(ka, kb, planned=True)
-            row = rows.index.get(pair_key(a, b)) if lookups.has_planned else None
-            n = len(types)
-            if row is not None and rows.ran[row, :n].any():
-                pt = np.where(rows.ran[row, :n, None], rows.rate[row, :n],
-                              pt if pt is not None else 0.0)
+            if not planned:
+                pt = pair_rates(jobs[a], jobs[b], lookups)
+            else:
+                pt = lookups.pair(ka, kb, planned=True)
+                row = rows.index.get(pair_key(a, b))
+                n = len(types)
+                if row is not None and rows.ran[row, :n].any():
+                    pt = np.where(rows.ran[row, :n, None], rows.rate[row, :n],
+                                  pt if pt is not None else 0.0)
             if pt is None:
                 continue
             thr = {t: (float(pt[j, 0]), float(pt[j, 1]))

@@ -66,15 +66,15 @@ class Progress:
         """Online throughputs (thesis §5.3.3) from a run's checkpointed reports: on one type
         it is the job's throughput there (kept in the store); on an elastic count
         (``"t:n"``) it refines the job type's scaling model (Sia §3; ``OnlineThroughputs``).
-        A run that shared its GPUs with another job is not recorded (its rate is the
-        pair's), nor one on a mix of several types (VirtualFlow §6.5.2): the core
-        prices mixes from the throughput table with the split solver
-        (``core/configurations.py``), so a daemon whose workers run at X times the table
-        should get a table scaled by X (``local-cluster`` writes one)."""
+        A run that shared its GPUs with another job measures the pair (§5.3.1: the core
+        plans the pair on it; not stored); one on a mix of several types (VirtualFlow
+        §6.5.2) is not recorded: the core prices mixes from the throughput table with the
+        split solver (``core/configurations.py``), so a daemon whose workers run at X
+        times the table should get a table scaled by X (``local-cluster`` writes one)."""
         average = self.online.learn(self.core, job.id, run.worker_type, steps, seconds,
                                     job.spec.job_type, job.spec.scale_factor,
                                     self.core.worker_types, now,
-                                    colocated=is_pair_key(run.task_key))
+                                    pair=run.task_key if is_pair_key(run.task_key) else None)
         if average is None:
             return
         if run.worker_type in self.core.worker_types:

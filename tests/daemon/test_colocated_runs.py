@@ -48,18 +48,23 @@ def test_a_job_alone_names_no_partner(tmp_path):
         sched.close()
 
 
-def test_a_pair_runs_samples_are_not_its_jobs_throughput(packed):
+def test_a_pair_runs_samples_plan_the_pair_not_its_jobs(packed):
     a, b = packed.submit(), packed.submit()
     packed.at(1.0)
     for job in (a, b):
         packed.init(job)
     packed.t = 1.0 + 5.0
+    made = {}
     for job in (a, b):        # a tenth of the planned rate: were it taken, the row would move
         rate = next(r.expected_steps_per_s for r in packed.sent.runs if r.job_id == job)
-        assert packed.x.processes.durable_steps(job, max(2, int(0.1 * rate * 4.0)),
-                                                packed.gen(job), seconds=4.0)
+        made[job] = max(2, int(0.1 * rate * 4.0))
+        assert packed.x.processes.durable_steps(job, made[job], packed.gen(job), seconds=4.0)
     assert packed.x.progress.online.measured == {}
     assert packed.store.throughputs() == {}
+    # the pair's own rates (thesis §5.3.3), each run's first sample over the 5 s since its
+    # InitJob: before, the daemon planned every pair on the table's whatever its runs made
+    assert packed.x.core.pair_throughputs(pair_key(a, b)) == {
+        "v100": pytest.approx((made[a] / 5.0, made[b] / 5.0))}
 
 
 def test_a_pair_on_one_gpu_shows_it_for_both_jobs_and_counts_it_once(packed):

@@ -1,0 +1,119 @@
+"""What the core plans a co-located pair on (thesis §5.3.1), as its members and the pair
+itself are measured (§5.3.3; ``core.jobs.pair_rates``, ``OnlineThroughputs.observe_pair``):
+before, a daemon planned every pair on the table's rates whatever its runs made."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gavelsched.core import CoreConfig, SchedulerCore
+from gavelsched.core.jobs import JobState, by_type, forget_pairs, pair_rates
+from gavelsched.core.lookups import Lookups
+from gavelsched.core.online import OnlineThroughputs
+from gavelsched.mechanism import ClusterView
+from policies import get_policy
+
+from .test_core import RATES, R, Table, finish, job
+
+TYPES = ("v100", "k80")
+
+
+def state(i: int, kind: str, lookups: Lookups) -> JobState:
+    T = lookups.solo((kind, 1)).copy()
+    return JobState(job(i, kind), 0.0, i, T, by_type(TYPES, T))
+
+
+def test_an_unmeasured_pair_plans_on_the_sources_rates_themselves():
+    lookups = Lookups(Table(RATES, pairs=True), None, TYPES)
+    a, b = state(0, "fast", lookups), state(1, "slow", lookups)
+    assert pair_rates(a, b, lookups) is lookups.pair(("fast", 1), ("slow", 1))
+
+
+def test_each_member_is_scaled_by_what_it_was_measured_at_alone():
+    lookups = Lookups(Table(RATES, pairs=True), None, TYPES)
+    a, b = state(0, "fast", lookups), state(1, "slow", lookups)
+    a.measured, a.T = {"v100": 5.0, "k80": 1.0}, np.array([5.0, 1.0])   # half its priors
+    # the table's pairs run at 60% of each member's alone: (6.0, 2.4) on the v100
+    np.testing.assert_allclose(pair_rates(a, b, lookups), [[3.0, 2.4], [0.6, 1.8]])
+    a.paired = {"1": {"k80": (0.5, 0.25)}}      # the pair's own run on the k80
+    np.testing.assert_allclose(pair_rates(a, b, lookups), [[3.0, 2.4], [0.5, 0.25]])
+    forget_pairs({"0": a}, ["0+1"])             # job 1 left: the pair's run with it goes
+    assert a.paired == {}
+
+
+def packed_core() -> tuple[SchedulerCore, list]:
+    """Two jobs that share the one v100 under max_min_fairness_packed, and the problems
+    its policy saw."""
+    policy = get_policy("max_min_fairness_packed")
+    seen = []
+    solve = policy.solve
+    policy.solve = lambda problem: (seen.append(problem), solve(problem))[1]
+    core = SchedulerCore(policy, ClusterView.build({"v100": 1}), Table(RATES, pairs=True),
+                         CoreConfig.for_policy(policy, min_resolve_interval_s=0))
+    core.submit(job(0, kind="fast", steps=10**6), 0.0)
+    core.submit(job(1, kind="slow", steps=10**6), 0.0)
+    finish(core, core.start_round(0.0), R)
+    return core, seen
+
+
+def test_a_member_measured_alone_moves_the_pairs_plan_its_lease_and_re_solves():
+    core, seen = packed_core()
+    assert core.pair_throughputs("0+1") == {"v100": pytest.approx((6.0, 2.4))}
+    core.set_job_throughputs("0", {"v100": 5.0}, R)
+    assert core.pair_throughputs("0+1") == {"v100": pytest.approx((3.0, 2.4))}
+    rnd = core.start_round(R)
+    assert rnd.resolved is not None
+    assert dict(seen[-1].pairs[0].throughputs) == {"v100": pytest.approx((3.0, 2.4))}
+    assert rnd.tasks[0].key == "0+1" and rnd.tasks[0].throughputs == pytest.approx((3.0, 2.4))
+
+
+def test_the_pairs_own_rates_replace_what_it_was_planned_on():
+    core, seen = packed_core()
+    core.set_pair_throughputs("0+1", {"v100": (4.0, 1.0)}, R)
+    core.set_job_throughputs("0", {"v100": 5.0}, R)    # the pair's own measurement stays
+    assert core.pair_throughputs("0+1") == {"v100": (4.0, 1.0)}
+    rnd = core.start_round(R)
+    assert dict(seen[-1].pairs[0].throughputs) == {"v100": (4.0, 1.0)}
+    assert rnd.tasks[0].throughputs == (4.0, 1.0)
+
+
+def test_a_pair_without_a_row_is_not_measured():
+    core, _ = packed_core()
+    core.set_pair_throughputs("0+7", {"v100": (4.0, 1.0)}, R)
+    core.set_pair_throughputs("0", {"v100": (4.0, 1.0)}, R)     # a job's key, not a pair's
+    assert core.pair_throughputs("0+7") == core.pair_throughputs("0") == {}
+    core.cancel("1", R)
+    core.start_round(R)
+    assert core.pair_throughputs("0+1") == {}
+
+
+class Pairs:
+    def get(self, worker_type, job_type, scale_factor=1):
+        return 10.0
+
+    def pair(self, worker_type, a, b):
+        return (6.0, 6.0)
+
+
+def test_online_pair_samples_go_to_the_core_once_both_members_moved_past_noise():
+    core, _ = packed_core()
+    online = OnlineThroughputs(Pairs())
+    online.learn(core, "0", "v100", 30, 10.0, "fast", 1, ("v100",), R, pair="0+1")
+    assert core.pair_throughputs("0+1") == {"v100": pytest.approx((6.0, 2.4))}  # b not yet
+    online.learn(core, "1", "v100", 25, 10.0, "slow", 1, ("v100",), R, pair="0+1")
+    assert core.pair_throughputs("0+1") == {"v100": (3.0, 2.5)}
+    assert online.measured == {}              # neither job's own throughput
+    online.learn(core, "1", "v100", 26, 10.0, "slow", 1, ("v100",), R, pair="0+1")
+    assert core.pair_throughputs("0+1") == {"v100": (3.0, 2.5)}    # 2.55: within noise
+    online.forget("1")
+    assert online.pairs == {}
+
+
+def test_a_sample_without_steps_or_time_is_no_measurement():
+    online = OnlineThroughputs(Pairs())
+    assert online.observe_pair("0+1", "0", "v100", 0, 10.0) is None
+    assert online.observe_pair("0+1", "0", "v100", 5, 0.0) is None
+    assert online.observe_pair("0+1", "0", "v100", 50, 10.0) == 5.0
+    assert online.observe_pair("0+1", "0", "v100", 70, 10.0) == pytest.approx(6.0)
+    assert online.changed_pair("0+1", "v100", (6.0, 6.0)) is None     # one member only
