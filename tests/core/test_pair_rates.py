@@ -117,3 +117,30 @@ def test_a_sample_without_steps_or_time_is_no_measurement():
     assert online.observe_pair("0+1", "0", "v100", 50, 10.0) == 5.0
     assert online.observe_pair("0+1", "0", "v100", 70, 10.0) == pytest.approx(6.0)
     assert online.changed_pair("0+1", "v100", (6.0, 6.0)) is None     # one member only
+
+
+class Slowed(Table):
+    """``Table``'s rates, its pairs at 40% of each member's rate: apart (half the time each)
+    they make more than together."""
+
+    def pair(self, worker_type, a, b):
+        ra, rb = self.get(worker_type, *a), self.get(worker_type, *b)
+        return (0.4 * ra, 0.4 * rb) if ra and rb else None
+
+
+def test_a_cluster_slower_than_its_table_does_not_pair_jobs_better_apart():
+    """Both jobs measured at half their priors: before, the pair kept the table's rates
+    (40% of a prior, 80% of what the job was measured at) and was given the GPU; scaled as
+    its members, sharing is worse than taking turns, as the table says."""
+    policy = get_policy("max_min_fairness_packed")
+    core = SchedulerCore(policy, ClusterView.build({"v100": 1}), Slowed(RATES),
+                         CoreConfig.for_policy(policy, min_resolve_interval_s=0))
+    core.submit(job(0, kind="fast", steps=10**6), 0.0)
+    core.submit(job(1, kind="fast", steps=10**6), 0.0)
+    finish(core, core.start_round(0.0), R)
+    assert core.allocation.share("0+1", "v100") == pytest.approx(0.0, abs=1e-6)
+    for job_id in ("0", "1"):
+        core.set_job_throughputs(job_id, {"v100": 5.0}, R)
+    finish(core, core.start_round(R), 2 * R)
+    assert core.allocation.share("0+1", "v100") == pytest.approx(0.0, abs=1e-6)
+    assert core.allocation.share("0", "v100") == pytest.approx(0.5, abs=1e-4)
