@@ -57,7 +57,7 @@ from .config import CoreConfig
 from .configurations import Configurations
 from .errors import CoreError
 from .jobs import (JobState, apply_measured, forget_pairs, measure_job, measure_pair,
-                   new_job, pair_row, planned_rates, retype)
+                   new_job, planned_pair, planned_rates, retype)
 from .layout import ColumnLayout
 from .lookups import Lookups
 from .periods import close_period, hand_on, install, shares as received_shares, take_on
@@ -170,14 +170,13 @@ class SchedulerCore:
         return hand_on(self._rows, self._jobs, self._layout.columns, self._counted_since_s,
                        self._stale or self._force, self._runs.state())
 
-    def resume(self, period: PeriodState) -> None:
+    def resume(self, period: PeriodState) -> tuple[str, ...]:
         """Go on with another core's allocation period (a live cluster's replay, a restarted
-        daemon): admit the jobs submitted so far now with the X, received seconds, deficits
-        and runs going on that ``period`` gives them, as if this core had run it since
-        ``period.start_s``. The next boundary re-solves only by the re-solve rule: when the
-        period was stale, or a job it does not cover (just arrived there) makes it so."""
-        self._admit()
-        rows, cols = self._rows, self._layout.columns
+        daemon): admit the jobs submitted so far now (returned, as ``Round.admitted``) with
+        the X, received seconds, deficits and runs going on that ``period`` gives them, as if
+        this core had run it since ``period.start_s``. The next boundary re-solves only by
+        the re-solve rule: when the period was stale, or a job it does not cover makes it so."""
+        admitted, rows, cols = self._admit(), self._rows, self._layout.columns
         allocation = take_on(rows, cols, period)
         covered = set(allocation) >= set(self._jobs)
         if allocation:
@@ -187,6 +186,7 @@ class SchedulerCore:
         self._last_resolve_s = self._counted_since_s = float(period.start_s)
         self._stale = period.stale or not covered or not allocation
         self._runs.resume({key: run for key, run in period.runs.items() if key in rows.index})
+        return admitted
 
     def next_resolve_allowed_s(self) -> float:
         """Earliest time a pending reset event may trigger a re-solve."""
@@ -220,8 +220,8 @@ class SchedulerCore:
 
     def pair_throughputs(self, key: str) -> dict[str, tuple[float, float]]:
         """A co-located pair's steps/s by type (its members', in ``key``'s order) as planned
-        now; empty for a pair without a row (never given time)."""
-        return pair_row(self._rows, key, self._layout.types)
+        now (``jobs.planned_pair``); empty unless ``key`` is two admitted jobs."""
+        return planned_pair(key, self._jobs, self._rows, self._lookups)
 
     # ---- reset events -----------------------------------------------------------------
     def submit(self, job: JobSpec, now: float, steps_done: int = 0, *,
@@ -344,7 +344,7 @@ class SchedulerCore:
     def set_pair_throughputs(self, key: str, measured: Mapping[str, tuple[float, float]],
                              now: float) -> None:
         """A co-located pair's online steps/s by type (thesis §5.3.3) replace its planned ones
-        (``jobs.measure_pair``), as ``set_job_throughputs``; ignored once its row is gone."""
+        (``jobs.measure_pair``), as ``set_job_throughputs``; ignored unless both admitted."""
         if measure_pair(key, measured, self._jobs, self._rows, self._lookups):
             self._rows.changed()
             self._stale = True

@@ -116,27 +116,37 @@ def measure_job(job: JobState, measured: Mapping[str, float], jobs: Mapping[str,
 def measure_pair(key: str, measured: Mapping[str, tuple[float, float]],
                  jobs: Mapping[str, JobState], rows: Rows, lookups: Lookups) -> bool:
     """A pair's measured steps/s by type (its members', in ``key``'s order) kept on its
-    first member (``JobState.paired``) and written into its row; False (nothing kept) for
-    a pair without a row. The caller marks the rows changed."""
-    row = rows.index.get(key)
-    if row is None or len(rows.members[row]) != 2:
+    first member (``JobState.paired``) and written into its row if it has one (it gets
+    them when it gets one: ``pair_rates``); False (nothing kept) unless ``key`` is two
+    admitted jobs. The caller marks the rows changed."""
+    members = key_members(key)
+    if len(members) != 2 or not all(m in jobs for m in members):
         return False
-    first, partner = rows.members[row]
+    first, partner = members
     job = jobs[first]
     job.paired = job.paired or {}
     job.paired[partner] = {**job.paired.get(partner, {}),
                            **{t: (float(a), float(b)) for t, (a, b) in measured.items()}}
-    refresh_pairs((first,), jobs, rows, lookups)
+    if key in rows.index:
+        refresh_pairs((first,), jobs, rows, lookups)
     return True
 
 
-def pair_row(rows: Rows, key: str, types: tuple[str, ...]) -> dict[str, tuple[float, float]]:
-    """The rates of pair ``key``'s row by type; empty for a key without a pair row."""
-    row = rows.index.get(key)
-    if row is None or len(rows.members[row]) != 2:
+def planned_pair(key: str, jobs: Mapping[str, JobState], rows: Rows,
+                 lookups: Lookups) -> dict[str, tuple[float, float]]:
+    """What pair ``key`` is planned on by type: its row's rates, or ``pair_rates`` before
+    it has a row; empty unless ``key`` is two admitted jobs with co-located rates."""
+    members = key_members(key)
+    if len(members) != 2 or not all(m in jobs for m in members):
         return {}
-    rates = rows.rate[row].tolist()
-    return {t: (rates[j][0], rates[j][1]) for j, t in enumerate(types)}
+    row = rows.index.get(key)
+    n = len(lookups.types)
+    pt = rows.rate[row, :n] if row is not None else pair_rates(*map(jobs.get, members),
+                                                               lookups)
+    if pt is None:
+        return {}
+    rates = pt.tolist()
+    return {t: (rates[j][0], rates[j][1]) for j, t in enumerate(lookups.types)}
 
 
 def forget_pairs(jobs: Mapping[str, JobState], keys) -> None:

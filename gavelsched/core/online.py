@@ -58,10 +58,22 @@ class OnlineThroughputs:
     # co-located pairs' measured steps/s: pair key -> type -> member job id -> average
     pairs: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     _published: dict[str, dict[str, float]] = field(default_factory=dict)
+    _restored_pairs: dict[str, list[str]] = field(default_factory=dict)   # job -> its pairs
 
-    def restore(self, measured: Mapping[str, Mapping[str, float]]) -> None:
+    def restore(self, measured: Mapping[str, Mapping[str, float]],
+                pairs: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None) -> None:
+        """What was measured before a restart: of jobs, and of pairs (as ``pairs``)."""
         for job_id, row in measured.items():
             self.measured[job_id] = dict(row)
+        for pair, by_type in (pairs or {}).items():
+            self.pairs[pair] = {t: dict(by_job) for t, by_job in by_type.items()}
+            for member in key_members(pair):
+                self._restored_pairs.setdefault(member, []).append(pair)
+
+    def restored_pairs(self, job_id: str) -> list[str]:
+        """The restored pairs of ``job_id`` not yet asked for (each member's once: a core
+        gets a pair's measurements once both are admitted, ``publish_pair``)."""
+        return self._restored_pairs.pop(job_id, [])
 
     def restore_job(self, job_id: str, measured: Mapping[str, float],
                     planned: Mapping[str, float] | None) -> None:
@@ -144,10 +156,11 @@ class OnlineThroughputs:
         ``observe_count`` instead; one on a mix of several types (VirtualFlow §6.5.2) is
         no type's throughput and is not recorded (None). A run that shared its GPUs with
         another job (``pair``: the pair's key, thesis §5.3.1) is the pair's, slowed by
-        the partner, not the job's alone on the type: it goes to ``observe_pair`` (None)."""
+        the partner, not the job's alone on the type: it goes to ``observe_pair`` (the
+        member's average there)."""
         if pair is not None:
-            self._learn_pair(core, pair, job_id, worker_type, steps, seconds, types, now)
-            return None
+            return self._learn_pair(core, pair, job_id, worker_type, steps, seconds, types,
+                                    now)
         count = one_type_count(worker_type, types)
         if count is not None:
             return self.observe_count(job_type, *count, steps, seconds)
@@ -185,16 +198,25 @@ class OnlineThroughputs:
         return new
 
     def _learn_pair(self, core: SchedulerCore, pair: str, job_id: str, worker_type: str,
-                    steps: float, seconds: float, types: Sequence[str], now: float) -> None:
-        """``learn`` for a co-located run: the pair's rates on the type to ``core`` when
-        they moved enough (``changed_pair``)."""
-        if worker_type not in types or self.observe_pair(pair, job_id, worker_type, steps,
-                                                         seconds) is None:
-            return
-        planned = core.pair_throughputs(pair).get(worker_type)
-        rates = None if planned is None else self.changed_pair(pair, worker_type, planned)
-        if rates is not None:
-            core.set_pair_throughputs(pair, {worker_type: rates}, now)
+                    steps: float, seconds: float, types: Sequence[str],
+                    now: float) -> float | None:
+        """``learn`` for a co-located run: the member's new average; the pair's rates on
+        the type to ``core`` when they moved enough (``publish_pair``)."""
+        average = (self.observe_pair(pair, job_id, worker_type, steps, seconds)
+                   if worker_type in types else None)
+        if average is not None:
+            self.publish_pair(core, pair, (worker_type,), now)
+        return average
+
+    def publish_pair(self, core: SchedulerCore, pair: str, types: Iterable[str],
+                     now: float) -> None:
+        """The pair's measured rates on those of ``types`` where they moved past noise
+        from what ``core`` plans it on (``changed_pair``) to ``core``."""
+        planned = core.pair_throughputs(pair)
+        moved = {t: rates for t in types if t in planned
+                 and (rates := self.changed_pair(pair, t, planned[t])) is not None}
+        if moved:
+            core.set_pair_throughputs(pair, moved, now)
 
     def forget(self, job_id: str) -> None:
         self.measured.pop(job_id, None)

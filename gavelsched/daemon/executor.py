@@ -136,7 +136,7 @@ class DaemonExecutor:
         self.roster = Servers(config, self.core, store, self.health, self.runs, self.priors,
                               now=self.now, changed=self._changed)
         online = OnlineThroughputs(self.priors, scaling=self.core.configurations)
-        online.restore(store.throughputs())
+        online.restore(store.throughputs(), store.pair_throughputs())
         online.restore_counts(store.scaling())
         self.progress = Progress(self.jobs, self.runs, self.driver, self.core, online, store,
                                  self.fences, clock=clock)
@@ -164,7 +164,7 @@ class DaemonExecutor:
         # Last: entering a restored job may end it (a dependency that ended before the stop
         # cancels it), which needs every room above.
         self.tenancy.restore()
-        resume_period(self.core, config.state_dir / PERIOD_FILE, self.now())   # (``period``)
+        resume_period(self.core, config.state_dir / PERIOD_FILE, self.now(), self.progress.admitted)
 
     @property
     def snapshot(self) -> Snapshot:

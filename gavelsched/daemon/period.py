@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -58,11 +59,14 @@ def load_period(path: Path, now: float) -> PeriodState | None:
         return None
 
 
-def resume_period(core: SchedulerCore, path: Path, now: float) -> None:
-    """Take on the period saved at ``path``, if any (``SchedulerCore.resume``)."""
+def resume_period(core: SchedulerCore, path: Path, now: float,
+                  admitted: Callable[[tuple[str, ...], float], None]) -> None:
+    """Take on the period saved at ``path``, if any (``SchedulerCore.resume``), and hand the
+    jobs that admitted to ``admitted`` (``Progress.admitted``: they plan on what was
+    measured of them, as jobs admitted at a round's start)."""
     period = load_period(path, now)
     if period is not None:
-        core.resume(period)
+        admitted(core.resume(period), now)
         log.info("allocation period since %.1f s taken on: %d jobs' X, received time and "
                  "deficit%s", period.start_s, len(period.keys),
                  " (stale: the next plan re-solves)" if period.stale else "")

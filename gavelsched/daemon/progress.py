@@ -71,26 +71,31 @@ class Progress:
         §6.5.2) is not recorded: the core prices mixes from the throughput table with the
         split solver (``core/configurations.py``), so a daemon whose workers run at X
         times the table should get a table scaled by X (``local-cluster`` writes one)."""
+        pair = run.task_key if is_pair_key(run.task_key) else None
         average = self.online.learn(self.core, job.id, run.worker_type, steps, seconds,
                                     job.spec.job_type, job.spec.scale_factor,
-                                    self.core.worker_types, now,
-                                    pair=run.task_key if is_pair_key(run.task_key) else None)
+                                    self.core.worker_types, now, pair=pair)
         if average is None:
             return
-        if run.worker_type in self.core.worker_types:
+        if pair is not None:
+            self.store.put_pair_throughput_later(pair, job.id, run.worker_type, average)
+        elif run.worker_type in self.core.worker_types:
             self.store.put_throughput_later(job.id, run.worker_type, average)
         else:           # an elastic count: ``learn`` records no other name
             t, n = one_type_count(run.worker_type, self.core.worker_types)
             self.store.put_scaling(job.spec.job_type, t, n, average)
 
     def admitted(self, job_ids: Sequence[str], now: float) -> None:
-        """Jobs just admitted (after a restart) plan on what was measured of them, by the
-        rule a new measurement follows (``OnlineThroughputs.changed_row``: past noise of
-        their priors)."""
+        """Jobs just admitted (after a restart) plan on what was measured of them and of
+        their pairs, by the rule a new measurement follows (``OnlineThroughputs``'s
+        ``changed_row`` and ``changed_pair``: past noise of what they are planned on)."""
+        online, types = self.online, self.core.worker_types
         for job_id in job_ids:
             job = self.jobs[job_id]
-            if job_id in self.online.measured and job_id in self.core.active_ids:
-                row = self.online.changed_row(job_id, job.spec.job_type, job.spec.scale_factor,
-                                              self.core.worker_types)
+            if job_id in online.measured and job_id in self.core.active_ids:
+                row = online.changed_row(job_id, job.spec.job_type, job.spec.scale_factor,
+                                         types)
                 if row is not None:
                     self.core.set_job_throughputs(job_id, row, now)
+            for pair in online.restored_pairs(job_id):
+                online.publish_pair(self.core, pair, types, now)

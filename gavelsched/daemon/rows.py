@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from policies import key_members
 from traces import checks
 from traces.checks import BadValue, NotUtf8, utf8
 from traces.workloads import UnknownWorkload, check_workload
@@ -216,6 +217,20 @@ def throughput(job_id: Any, worker_type: Any, steps_per_s: Any) -> tuple[str, st
     return (_text(job_id, "job_id", empty=False), _text(worker_type, "worker_type", empty=False),
             checks.number(_plain(steps_per_s, "steps_per_s"), "steps_per_s", low=0.0,
                           above=True))
+
+
+def pair_throughput(pair: Any, job_id: Any, worker_type: Any,
+                    steps_per_s: Any) -> tuple[str, str, str, float]:
+    """(pair key, one of its two jobs, worker type, steps/s > 0) of a raw
+    ``pair_throughputs`` row, or ``BadValue``."""
+    key = _text(pair, "pair", empty=False)
+    members = key_members(key)
+    if len(members) != 2 or not all(members):
+        raise BadValue("pair", "must name two jobs (a+b)", key)
+    job, worker, rate = throughput(job_id, worker_type, steps_per_s)
+    if job not in members:
+        raise BadValue("job_id", f"must be a job of pair {key}", job)
+    return key, job, worker, rate
 
 
 def scaling_sample(job_type: Any, worker_type: Any, gpus: Any,

@@ -4,7 +4,8 @@
 Tables: ``jobs`` (the submission, state, *durable* steps_done, reason, and the times it
 was submitted, first started, done and ended), ``servers`` (worker servers with the ids
 the core gave their GPUs), ``hosts`` (which servers ran each job: where its logs are),
-``throughputs`` (measured steps/s per job and worker type, §5.3.3), ``scaling`` (measured
+``throughputs`` (measured steps/s per job and worker type, §5.3.3), ``pair_throughputs``
+(each member's measured steps/s in a co-located pair, per type, §5.3.1), ``scaling`` (measured
 steps/s per job type on n GPUs of a type: elastic counts, Sia §3), ``events`` (each job's
 history: who changed it, how and when; ``audit``), ``usage`` (one row per ended run: who
 and which entity, the GPUs of a type it held, from when to when, at what price;
@@ -33,7 +34,8 @@ from traces.checks import BadValue
 from .jobs import FAILED, JobRow
 from .meta import COUNTERS, NEXT_JOB_ID, declared
 from .rows import (RUN_FIELDS, SPEC_FIELDS, ServerRow, Table, event, host, job_row,
-                   meta_value, scaling_sample, server_row, throughput, usage)
+                   meta_value, pair_throughput, scaling_sample, server_row, throughput,
+                   usage)
 
 __all__ = ["JobRow", "ServerRow", "Store"]
 
@@ -55,6 +57,9 @@ CREATE TABLE IF NOT EXISTS servers (
 CREATE TABLE IF NOT EXISTS throughputs (
     job_id TEXT NOT NULL, worker_type TEXT NOT NULL, steps_per_s REAL NOT NULL,
     PRIMARY KEY (job_id, worker_type));
+CREATE TABLE IF NOT EXISTS pair_throughputs (
+    pair TEXT NOT NULL, job_id TEXT NOT NULL, worker_type TEXT NOT NULL,
+    steps_per_s REAL NOT NULL, PRIMARY KEY (pair, job_id, worker_type));
 CREATE TABLE IF NOT EXISTS scaling (
     job_type TEXT NOT NULL, worker_type TEXT NOT NULL, gpus INTEGER NOT NULL,
     steps_per_s REAL NOT NULL, PRIMARY KEY (job_type, worker_type, gpus));
@@ -96,6 +101,7 @@ class Store:
         # writes kept for later (``flush_later``)
         self._later_meta: dict[str, object] = {}
         self._later_rates: dict[tuple[str, str], float] = {}
+        self._later_pairs: dict[tuple[str, str, str], float] = {}
         self._later_hosts: set[tuple[str, int]] = set()
         self._batching = False
         self._estimates_at = 0.0        # the next ``flush_estimates`` (monotonic)
@@ -351,6 +357,11 @@ class Store:
         """A job's measured steps/s on a type, written by the next ``flush_later``."""
         self._later_rates[job_id, worker_type] = steps_per_s
 
+    def put_pair_throughput_later(self, pair: str, job_id: str, worker_type: str,
+                                  steps_per_s: float) -> None:
+        """A pair member's measured steps/s on a type, written by the next ``flush_later``."""
+        self._later_pairs[pair, job_id, worker_type] = steps_per_s
+
     def flush_estimates(self, mono: float) -> None:
         """``flush_later`` if ``ESTIMATES_EVERY_S`` passed since the last (``mono``: a
         monotonic clock; the executor asks after each batch of events)."""
@@ -375,9 +386,11 @@ class Store:
     def flush_later(self) -> None:
         """Write what is kept for later, in one transaction."""
         meta, rates, hosts = self._later_meta, self._later_rates, self._later_hosts
-        if not (meta or rates or hosts):
+        pairs = self._later_pairs
+        if not (meta or rates or hosts or pairs):
             return
         self._later_meta, self._later_rates, self._later_hosts = {}, {}, set()
+        self._later_pairs = {}
         with self.transaction() if not self._db.in_transaction else nullcontext(self._db) as db:
             if meta:
                 self.set_meta(meta, db)
@@ -385,6 +398,11 @@ class Store:
                 _upsert(db, "INSERT INTO throughputs(job_id, worker_type, steps_per_s)",
                         [(job, wtype, rate) for (job, wtype), rate in rates.items()],
                         "ON CONFLICT(job_id, worker_type) DO UPDATE SET "
+                        "steps_per_s=excluded.steps_per_s")
+            if pairs:
+                _upsert(db, "INSERT INTO pair_throughputs(pair, job_id, worker_type, "
+                        "steps_per_s)", [(*key, rate) for key, rate in pairs.items()],
+                        "ON CONFLICT(pair, job_id, worker_type) DO UPDATE SET "
                         "steps_per_s=excluded.steps_per_s")
             if hosts:
                 _upsert(db, "INSERT OR IGNORE INTO hosts(job_id, server_id)", sorted(hosts), "")
@@ -398,6 +416,16 @@ class Store:
         for job_id, t, v in self._checked("throughputs", "job_id, worker_type, steps_per_s",
                                           throughput):
             out.setdefault(job_id, {})[t] = v
+        return out
+
+    def pair_throughputs(self) -> dict[str, dict[str, dict[str, float]]]:
+        """Measured steps/s of each co-located pair's members, by pair, type and job
+        (``OnlineThroughputs.pairs``), each row checked (``rows.pair_throughput``)."""
+        self.flush_later()
+        out: dict[str, dict[str, dict[str, float]]] = {}
+        for pair, job_id, t, v in self._checked(
+                "pair_throughputs", "pair, job_id, worker_type, steps_per_s", pair_throughput):
+            out.setdefault(pair, {}).setdefault(t, {})[job_id] = v
         return out
 
     def put_scaling(self, job_type: str, worker_type: str, gpus: int,

@@ -78,7 +78,7 @@ def test_the_pairs_own_rates_replace_what_it_was_planned_on():
     assert rnd.tasks[0].throughputs == (4.0, 1.0)
 
 
-def test_a_pair_without_a_row_is_not_measured():
+def test_only_a_pair_of_two_admitted_jobs_is_measured():
     core, _ = packed_core()
     core.set_pair_throughputs("0+7", {"v100": (4.0, 1.0)}, R)
     core.set_pair_throughputs("0", {"v100": (4.0, 1.0)}, R)     # a job's key, not a pair's
@@ -144,3 +144,20 @@ def test_a_cluster_slower_than_its_table_does_not_pair_jobs_better_apart():
     finish(core, core.start_round(R), 2 * R)
     assert core.allocation.share("0+1", "v100") == pytest.approx(0.0, abs=1e-6)
     assert core.allocation.share("0", "v100") == pytest.approx(0.5, abs=1e-4)
+
+
+def test_a_pair_measured_before_it_has_a_row_gets_it_with_its_row():
+    """A restarted daemon hands the core what its pairs were measured at before the
+    allocation gives them time again (``Progress.admitted``)."""
+    policy = get_policy("max_min_fairness_packed")
+    core = SchedulerCore(policy, ClusterView.build({"v100": 1}), Slowed(RATES),
+                         CoreConfig.for_policy(policy, min_resolve_interval_s=0))
+    core.submit(job(0, kind="fast", steps=10**6), 0.0)
+    core.submit(job(1, kind="fast", steps=10**6), 0.0)
+    finish(core, core.start_round(0.0), R)
+    assert core.allocation.share("0+1", "v100") == pytest.approx(0.0, abs=1e-6)
+    assert core.pair_throughputs("0+1") == {"v100": pytest.approx((4.0, 4.0))}   # no row
+    core.set_pair_throughputs("0+1", {"v100": (9.0, 9.0)}, R)   # together nearly as fast
+    assert core.pair_throughputs("0+1") == {"v100": (9.0, 9.0)}
+    rnd = core.start_round(R)
+    assert [(t.key, t.throughputs) for t in rnd.tasks] == [("0+1", (9.0, 9.0))]

@@ -67,6 +67,26 @@ def test_a_pair_runs_samples_plan_the_pair_not_its_jobs(packed):
         "v100": pytest.approx((made[a] / 5.0, made[b] / 5.0))}
 
 
+def test_a_restarted_scheduler_plans_a_pair_on_what_it_was_measured_at(tmp_path):
+    first = Scheduler(tmp_path, restart_rule="gavel", policy="max_min_fairness_packed")
+    a, b = first.submit(), first.submit()
+    first.at(1.0)
+    for job in (a, b):
+        first.init(job)
+    first.t = 6.0
+    for job in (a, b):           # 8 steps in the 5 s since InitJob: 1.6 steps/s each
+        assert first.x.processes.durable_steps(job, 8, first.gen(job), seconds=4.0)
+    assert first.x.core.pair_throughputs(pair_key(a, b)) == {"v100": (1.6, 1.6)}
+    first.close()
+    again = Scheduler(tmp_path, restart_rule="gavel", policy="max_min_fairness_packed", t=7.0)
+    try:            # (admitted as it starts, with the allocation period it takes on)
+        assert again.x.core.pair_throughputs(pair_key(a, b)) == {"v100": (1.6, 1.6)}
+        again.at(8.0)
+        assert again.x.core.pair_throughputs(pair_key(a, b)) == {"v100": (1.6, 1.6)}
+    finally:
+        again.close()
+
+
 def test_a_pair_on_one_gpu_shows_it_for_both_jobs_and_counts_it_once(packed):
     # before, the pair's second job showed 0/1 GPUs and no allocation while it ran: the
     # GPU went to one run only, and a pair's time to neither job

@@ -235,6 +235,27 @@ def test_a_restarted_scheduler_goes_on_with_the_allocation_period(tmp_path, daem
         r.close()
 
 
+def test_the_jobs_a_restart_admits_with_its_period_plan_on_what_was_measured_of_them(
+        tmp_path):
+    """Before, the jobs that taking on the period admitted as the scheduler started were
+    not given their stored measurements (only jobs admitted at a round's start were): they
+    planned on their priors, 15x too fast here, until their runs were measured again."""
+    s = Scheduler(tmp_path)
+    job = s.submit()
+    s.at(1.0)
+    s.init(job)
+    s.t = 6.0
+    assert s.x.processes.durable_steps(job, 8, s.gen(job), seconds=4.0)  # 8 steps in 5 s
+    assert s.x.core.planned_rates([job]) == {job: {"v100": 1.6}}
+    s.close()
+    r = Restarted(tmp_path, 7.0)
+    try:
+        assert r.x.core.active_jobs == (job,)          # admitted with the period
+        assert r.x.core.planned_rates([job]) == {job: {"v100": 1.6}}
+    finally:
+        r.close()
+
+
 @pytest.mark.parametrize("damage", ["not a zip", "nan"])
 def test_a_damaged_period_file_starts_a_fresh_period_with_one_warning(tmp_path, daemon_log,
                                                                       damage):

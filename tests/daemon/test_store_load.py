@@ -197,6 +197,34 @@ def test_bad_server_throughput_scaling_and_meta_rows_are_dropped_with_a_warning(
     again.close()
 
 
+def test_pairs_measured_rates_round_trip_and_a_bad_row_is_dropped(tmp_path, caplog):
+    store = Store(tmp_path)
+    rows = {("0+1", "0", "v100"): 3.0, ("0+1", "1", "v100"): 2.5, ("0+1", "1", "k80"): 1.0,
+            ("2+3", "2", "v100"): 4.0, ("2+4", "2", "v100"): 5.0, ("5+6", "5", "v100"): 6.0,
+            ("7+8", "7", "v100"): 7.0}
+    for (pair, job, wtype), rate in rows.items():
+        store.put_pair_throughput_later(pair, job, wtype, rate)
+    store.close()
+    again = Store(tmp_path)
+    assert again.pair_throughputs()["0+1"] == {"v100": {"0": 3.0, "1": 2.5}, "k80": {"1": 1.0}}
+    again.close()
+    for statement in ["UPDATE pair_throughputs SET pair='2' WHERE pair='2+3'",
+                      "UPDATE pair_throughputs SET job_id='9' WHERE pair='2+4'",
+                      "UPDATE pair_throughputs SET steps_per_s='nan' WHERE pair='5+6'",
+                      "UPDATE pair_throughputs SET pair=CAST(X'ff' AS TEXT) WHERE pair='7+8'"]:
+        _sql(tmp_path, statement)
+    with caplog.at_level(logging.WARNING, logger="gavelsched.daemon.store"):
+        again = Store(tmp_path)
+        assert again.pair_throughputs() == {
+            "0+1": {"v100": {"0": 3.0, "1": 2.5}, "k80": {"1": 1.0}}}
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 4 and all("pair_throughputs row" in w and "\n" not in w
+                                      for w in warnings), warnings
+    assert any("pair: must name two jobs" in w for w in warnings)
+    assert any("job_id: must be a job of pair 2+4" in w for w in warnings)
+    again.close()
+
+
 def test_a_real_executor_runs_the_good_jobs_of_a_corrupted_store(tmp_path):
     """Store + ``DaemonExecutor`` (real core, policy solves, SQLite) on a hand-moved clock:
     the bad rows are failed at load and never reach the core; the good ones are placed."""
