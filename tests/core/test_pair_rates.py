@@ -42,17 +42,18 @@ def test_each_member_is_scaled_by_what_it_was_measured_at_alone():
     assert a.paired == {}
 
 
-def packed_core() -> tuple[SchedulerCore, list]:
-    """Two jobs that share the one v100 under max_min_fairness_packed, and the problems
-    its policy saw."""
+def packed_core(table=None, kinds=("fast", "slow")) -> tuple[SchedulerCore, list]:
+    """Two jobs of ``kinds`` on one v100 under max_min_fairness_packed after a round (with
+    ``table``: they share it), and the problems its policy saw."""
     policy = get_policy("max_min_fairness_packed")
     seen = []
     solve = policy.solve
     policy.solve = lambda problem: (seen.append(problem), solve(problem))[1]
-    core = SchedulerCore(policy, ClusterView.build({"v100": 1}), Table(RATES, pairs=True),
+    core = SchedulerCore(policy, ClusterView.build({"v100": 1}),
+                         table or Table(RATES, pairs=True),
                          CoreConfig.for_policy(policy, min_resolve_interval_s=0))
-    core.submit(job(0, kind="fast", steps=10**6), 0.0)
-    core.submit(job(1, kind="slow", steps=10**6), 0.0)
+    for i, kind in enumerate(kinds):
+        core.submit(job(i, kind=kind, steps=10**6), 0.0)
     finish(core, core.start_round(0.0), R)
     return core, seen
 
@@ -132,12 +133,7 @@ def test_a_cluster_slower_than_its_table_does_not_pair_jobs_better_apart():
     """Both jobs measured at half their priors: before, the pair kept the table's rates
     (40% of a prior, 80% of what the job was measured at) and was given the GPU; scaled as
     its members, sharing is worse than taking turns, as the table says."""
-    policy = get_policy("max_min_fairness_packed")
-    core = SchedulerCore(policy, ClusterView.build({"v100": 1}), Slowed(RATES),
-                         CoreConfig.for_policy(policy, min_resolve_interval_s=0))
-    core.submit(job(0, kind="fast", steps=10**6), 0.0)
-    core.submit(job(1, kind="fast", steps=10**6), 0.0)
-    finish(core, core.start_round(0.0), R)
+    core, _ = packed_core(Slowed(RATES), ("fast", "fast"))
     assert core.allocation.share("0+1", "v100") == pytest.approx(0.0, abs=1e-6)
     for job_id in ("0", "1"):
         core.set_job_throughputs(job_id, {"v100": 5.0}, R)
@@ -149,12 +145,7 @@ def test_a_cluster_slower_than_its_table_does_not_pair_jobs_better_apart():
 def test_a_pair_measured_before_it_has_a_row_gets_it_with_its_row():
     """A restarted daemon hands the core what its pairs were measured at before the
     allocation gives them time again (``Progress.admitted``)."""
-    policy = get_policy("max_min_fairness_packed")
-    core = SchedulerCore(policy, ClusterView.build({"v100": 1}), Slowed(RATES),
-                         CoreConfig.for_policy(policy, min_resolve_interval_s=0))
-    core.submit(job(0, kind="fast", steps=10**6), 0.0)
-    core.submit(job(1, kind="fast", steps=10**6), 0.0)
-    finish(core, core.start_round(0.0), R)
+    core, _ = packed_core(Slowed(RATES), ("fast", "fast"))
     assert core.allocation.share("0+1", "v100") == pytest.approx(0.0, abs=1e-6)
     assert core.pair_throughputs("0+1") == {"v100": pytest.approx((4.0, 4.0))}   # no row
     core.set_pair_throughputs("0+1", {"v100": (9.0, 9.0)}, R)   # together nearly as fast
