@@ -30,7 +30,7 @@ def test_an_unmeasured_pair_plans_on_the_sources_rates_themselves():
     assert pair_rates(a, b, lookups) is lookups.pair(("fast", 1), ("slow", 1))
 
 
-def test_each_member_is_scaled_by_what_it_was_measured_at_alone():
+def test_each_member_is_scaled_by_what_it_was_measured_at_and_the_pairs_own_rates_win():
     lookups = Lookups(Table(RATES, pairs=True), None, TYPES)
     a, b = state(0, "fast", lookups), state(1, "slow", lookups)
     a.measured, a.T = {"v100": 5.0, "k80": 1.0}, np.array([5.0, 1.0])   # half its priors
@@ -38,8 +38,14 @@ def test_each_member_is_scaled_by_what_it_was_measured_at_alone():
     np.testing.assert_allclose(pair_rates(a, b, lookups), [[3.0, 2.4], [0.6, 1.8]])
     a.paired = {"1": {"k80": (0.5, 0.25)}}      # the pair's own run on the k80
     np.testing.assert_allclose(pair_rates(a, b, lookups), [[3.0, 2.4], [0.5, 0.25]])
-    forget_pairs({"0": a}, ["0+1"])             # job 1 left: the pair's run with it goes
-    assert a.paired == {}
+
+
+def test_a_pairs_measurements_go_when_a_member_leaves():
+    lookups = Lookups(Table(RATES, pairs=True), None, TYPES)
+    a = state(0, "fast", lookups)
+    a.paired = {"1": {"k80": (0.5, 0.25)}, "2": {"v100": (1.0, 1.0)}}
+    forget_pairs({"0": a}, ["0+1", "3"])        # job 1 left (and job 3, alone)
+    assert a.paired == {"2": {"v100": (1.0, 1.0)}}
 
 
 def packed_core(table=None, kinds=("fast", "slow")) -> tuple[SchedulerCore, list]:
@@ -111,7 +117,7 @@ def test_online_pair_samples_go_to_the_core_once_both_members_moved_past_noise()
     assert online.pairs == {}
 
 
-def test_a_sample_without_steps_or_time_is_no_measurement():
+def test_a_members_pair_samples_average_and_one_without_steps_or_time_is_none():
     online = OnlineThroughputs(Pairs())
     assert online.observe_pair("0+1", "0", "v100", 0, 10.0) is None
     assert online.observe_pair("0+1", "0", "v100", 5, 0.0) is None
