@@ -103,7 +103,7 @@ class SchedulerCore:
         self._runs = Runs()          # runs going on, for the restart rule (``restarts``)
         self._restarts = False       # some job's restart has cost time: the rule has work
         self._stale = self._force = False
-        self._rounds, self._order, self._last_resolve_s = 0, 0, 0.0  # rounds, admissions
+        self._rounds, self._order, self._last_resolve_s = 0, 0, 0.0  # (order: of admission)
         self._counted_since_s = 0.0  # received times count from here (the last reset)
         self._last_solve_s: float | None = None     # the last solve's own time (``resolving``)
         self._in_flight: RoundInFlight | None = None

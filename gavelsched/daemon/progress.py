@@ -67,7 +67,7 @@ class Progress:
         it is the job's throughput there (kept in the store); on an elastic count
         (``"t:n"``) it refines the job type's scaling model (Sia §3; ``OnlineThroughputs``).
         A run that shared its GPUs with another job measures the pair (§5.3.1: the core
-        plans the pair on it; not stored); one on a mix of several types (VirtualFlow
+        plans the pair on it; kept as the pair's); one on a mix of several types (VirtualFlow
         §6.5.2) is not recorded: the core prices mixes from the throughput table with the
         split solver (``core/configurations.py``), so a daemon whose workers run at X
         times the table should get a table scaled by X (``local-cluster`` writes one)."""
