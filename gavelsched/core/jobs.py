@@ -119,8 +119,8 @@ def measure_pair(key: str, measured: Mapping[str, tuple[float, float]],
     first member (``JobState.paired``) and written into its row if it has one (it gets
     them when it gets one: ``pair_rates``); False (nothing kept) unless ``key`` is two
     admitted jobs. The caller marks the rows changed."""
-    members = key_members(key)
-    if len(members) != 2 or not all(m in jobs for m in members):
+    members = _admitted_pair(key, jobs)
+    if members is None:
         return False
     first, partner = members
     job = jobs[first]
@@ -136,8 +136,8 @@ def planned_pair(key: str, jobs: Mapping[str, JobState], rows: Rows,
                  lookups: Lookups) -> dict[str, tuple[float, float]]:
     """What pair ``key`` is planned on by type: its row's rates, or ``pair_rates`` before
     it has a row; empty unless ``key`` is two admitted jobs with co-located rates."""
-    members = key_members(key)
-    if len(members) != 2 or not all(m in jobs for m in members):
+    members = _admitted_pair(key, jobs)
+    if members is None:
         return {}
     row = rows.index.get(key)
     n = len(lookups.types)
@@ -147,6 +147,12 @@ def planned_pair(key: str, jobs: Mapping[str, JobState], rows: Rows,
         return {}
     rates = pt.tolist()
     return {t: (rates[j][0], rates[j][1]) for j, t in enumerate(lookups.types)}
+
+
+def _admitted_pair(key: str, jobs: Mapping[str, JobState]) -> tuple[str, ...] | None:
+    """The two jobs ``key`` names when it is a pair of admitted jobs, else None."""
+    members = key_members(key)
+    return members if len(members) == 2 and all(m in jobs for m in members) else None
 
 
 def forget_pairs(jobs: Mapping[str, JobState], keys) -> None:
@@ -179,10 +185,11 @@ def refresh_pairs(job_ids, jobs: Mapping[str, JobState], rows: Rows,
     a member or the pair was measured); the caller marks the rows changed."""
     n = len(lookups.types)
     for key in rows.keys_touching(job_ids):
-        members = rows.members[rows.index[key]]
+        row = rows.index[key]
+        members = rows.members[row]
         if len(members) == 2:
             pt = pair_rates(jobs[members[0]], jobs[members[1]], lookups)
-            rows.rate[rows.index[key], :n] = 0.0 if pt is None else pt
+            rows.rate[row, :n] = 0.0 if pt is None else pt
 
 
 def retype(jobs: Mapping[str, JobState], rows: Rows, types: tuple[str, ...],

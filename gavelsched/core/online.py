@@ -140,8 +140,7 @@ class OnlineThroughputs:
         old = self._published.get(job_id)
         if old is None:
             old = self.priors(job_type, scale_factor, types)
-        if all(abs(new[t] - old.get(t, 0.0)) <= MIN_CHANGE * max(old.get(t, 0.0), 1e-9)
-               for t in types):
+        if _within_noise([new[t] for t in types], [old.get(t, 0.0) for t in types]):
             return None
         self._published[job_id] = new
         return new
@@ -193,9 +192,7 @@ class OnlineThroughputs:
         if not all(m in by_job for m in members):
             return None
         new = tuple(by_job[m] for m in members)
-        if all(abs(v - p) <= MIN_CHANGE * max(p, 1e-9) for v, p in zip(new, planned)):
-            return None
-        return new
+        return None if _within_noise(new, planned) else new
 
     def _learn_pair(self, core: SchedulerCore, pair: str, job_id: str, worker_type: str,
                     steps: float, seconds: float, types: Sequence[str],
@@ -223,6 +220,11 @@ class OnlineThroughputs:
         self._published.pop(job_id, None)
         for pair in [p for p in self.pairs if job_id in key_members(p)]:
             del self.pairs[pair]
+
+
+def _within_noise(new: Sequence[float], old: Sequence[float]) -> bool:
+    """Every value within ``MIN_CHANGE`` (relative) of its old one: not worth a re-solve."""
+    return all(abs(v - o) <= MIN_CHANGE * max(o, 1e-9) for v, o in zip(new, old))
 
 
 def _averaged(old: float | None, sample: float) -> float:

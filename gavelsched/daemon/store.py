@@ -385,12 +385,12 @@ class Store:
 
     def flush_later(self) -> None:
         """Write what is kept for later, in one transaction."""
-        meta, rates, hosts = self._later_meta, self._later_rates, self._later_hosts
-        pairs = self._later_pairs
-        if not (meta or rates or hosts or pairs):
+        meta, rates, pairs, hosts = (self._later_meta, self._later_rates, self._later_pairs,
+                                     self._later_hosts)
+        if not (meta or rates or pairs or hosts):
             return
-        self._later_meta, self._later_rates, self._later_hosts = {}, {}, set()
-        self._later_pairs = {}
+        self._later_meta, self._later_rates, self._later_pairs, self._later_hosts = (
+            {}, {}, {}, set())
         with self.transaction() if not self._db.in_transaction else nullcontext(self._db) as db:
             if meta:
                 self.set_meta(meta, db)

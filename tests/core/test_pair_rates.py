@@ -90,8 +90,11 @@ def test_only_a_pair_of_two_admitted_jobs_is_measured():
     core.set_pair_throughputs("0+7", {"v100": (4.0, 1.0)}, R)
     core.set_pair_throughputs("0", {"v100": (4.0, 1.0)}, R)     # a job's key, not a pair's
     assert core.pair_throughputs("0+7") == core.pair_throughputs("0") == {}
-    core.cancel("1", R)
-    core.start_round(R)
+    rnd = core.start_round(R)            # nothing was kept: the allocation stands
+    assert rnd.resolved is None and core.pair_throughputs("0+1") == {"v100": (6.0, 2.4)}
+    finish(core, rnd, 2 * R)
+    core.cancel("1", 2 * R)
+    core.start_round(2 * R)
     assert core.pair_throughputs("0+1") == {}
 
 
