@@ -64,7 +64,8 @@ class Knowledge:
 
     def learn(self, core: SchedulerCore, batch, specs, steps, seconds, completed, now) -> None:
         """Each run's steps over its seconds, measured (a sample per round, as the daemon's
-        durable reports give); the core gets a job's row when it moved enough to matter."""
+        durable reports give); the core gets a job's row when it moved enough to matter.
+        What was measured of the jobs that ``completed`` is forgotten, as the daemon does."""
         types = core.view.worker_types
         for i, members in enumerate(batch.members):
             worker_type = batch.types[int(batch.type_index[i])]
@@ -75,3 +76,5 @@ class Knowledge:
                     self.online.learn(core, job_id, worker_type, float(steps[i, m]),
                                       float(seconds[i]), spec.job_type, spec.scale_factor,
                                       types, now, pair=pair)
+        for job_id in completed:
+            self.online.forget(job_id)

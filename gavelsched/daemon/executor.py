@@ -55,7 +55,7 @@ from .priors import Priors
 from .period import PERIOD_FILE, resume_period, save_period
 from .processes import ProcessCalls
 from .picture import Picture
-from .progress import Progress
+from .progress import Progress, restored_online
 from .refills import Refills
 from .retention import Retention
 from .retries import Retries
@@ -69,7 +69,6 @@ from .servers import Servers
 from .jobs import HELD, JobRow, Jobs
 from .store import Store
 from .tenancy import Tenancy
-from ..core.online import OnlineThroughputs
 from .view import Shares
 
 log = logging.getLogger(__name__)
@@ -135,9 +134,7 @@ class DaemonExecutor:
                              job_env=job_env)
         self.roster = Servers(config, self.core, store, self.health, self.runs, self.priors,
                               now=self.now, changed=self._changed)
-        online = OnlineThroughputs(self.priors, scaling=self.core.configurations)
-        online.restore(store.throughputs(), store.pair_throughputs())
-        online.restore_counts(store.scaling())
+        online = restored_online(self.priors, self.core.configurations, store, self.jobs)
         self.progress = Progress(self.jobs, self.runs, self.driver, self.core, online, store,
                                  self.fences, clock=clock)
         self.shares = Shares(self.core)
@@ -224,6 +221,7 @@ class DaemonExecutor:
 
     def _job_ended(self, row: JobRow) -> None:
         self.tenancy.job_ended(row)
+        self.progress.ended(row.id)
         self._forecast_due = True
 
     def _wait(self) -> float:

@@ -13,8 +13,9 @@ behind (``Store.put_throughput_later``).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-from policies import is_pair_key
+from policies import is_pair_key, key_members
 
 from ..core import SchedulerCore
 from ..core.driver import RoundDriver
@@ -23,6 +24,10 @@ from .jobs import JobRow, Jobs
 from .runs import Run, RunTable
 from .store import Store
 from ..core.online import OnlineThroughputs, one_type_count
+from ..core.records import ThroughputSource
+
+if TYPE_CHECKING:
+    from ..core.configurations import Configurations
 
 
 class Progress:
@@ -85,6 +90,11 @@ class Progress:
             t, n = one_type_count(run.worker_type, self.core.worker_types)
             self.store.put_scaling(job.spec.job_type, t, n, average)
 
+    def ended(self, job_id: str) -> None:
+        """A job that ended (done, failed or cancelled): what was measured of it and of its
+        pairs is forgotten, here and in the store (no plan reads it again)."""
+        self.store.forget_throughputs_later((job_id,), self.online.forget(job_id))
+
     def admitted(self, job_ids: Sequence[str], now: float) -> None:
         """Jobs just admitted (after a restart) plan on what was measured of them and of
         their pairs, by the rule a new measurement follows (``OnlineThroughputs``'s
@@ -99,3 +109,23 @@ class Progress:
                     self.core.set_job_throughputs(job_id, row, now)
             for pair in online.restored_pairs(job_id):
                 online.publish_pair(self.core, pair, types, now)
+
+
+def restored_online(priors: ThroughputSource, scaling: Configurations | None, store: Store,
+                    jobs: Jobs) -> OnlineThroughputs:
+    """The online throughputs a (re)started scheduler begins with: what the store kept of
+    its jobs that have not ended, and of their pairs, and the elastic counts' scaling. What
+    it kept of others (a store written before ended jobs were forgotten: ``ended``) is
+    deleted."""
+    online = OnlineThroughputs(priors, scaling=scaling)
+    measured, pairs = store.throughputs(), store.pair_throughputs()
+
+    def live(key: str) -> bool:
+        return all(job_id in jobs and not jobs[job_id].final for job_id in key_members(key))
+
+    online.restore({job_id: row for job_id, row in measured.items() if live(job_id)},
+                   {pair: rows for pair, rows in pairs.items() if live(pair)})
+    online.restore_counts(store.scaling())
+    store.forget_throughputs_later([j for j in measured if not live(j)],
+                                   [p for p in pairs if not live(p)])
+    return online
