@@ -122,6 +122,17 @@ def test_good_jobs_still_solve():
     assert set(allocation.allocation) >= {"a", "x", "b"}
 
 
+@pytest.mark.filterwarnings("error")
+def test_a_subnormal_rate_has_an_endless_isolated_time_without_overflow():
+    """Finish-time fairness: remaining steps over a subnormal isolated rate overflow to an
+    endless isolated time, whose ρ is 0 (its limit); no warning, the other job planned."""
+    problem = Problem(cluster={"v100": 1}, jobs=(
+        Job(id="slow", throughputs={"v100": 1e-310}, remaining_steps=1e10),
+        Job(id="x", throughputs={"v100": 1.0}, remaining_steps=100)))
+    allocation = get_policy("finish_time_fairness_perf").solve(problem)
+    assert allocation.allocation["x"]["v100"] > 0.99
+
+
 # ----------------------------------------------------------------------------- fuzz `solve`
 
 EDGES = st.sampled_from([0, -1, 1, 2, 2**63 - 1, 2**63, 10**30, 10**400, 0.5, -0.0, 1e308,
