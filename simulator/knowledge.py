@@ -54,13 +54,28 @@ class Knowledge:
             core.set_restart_costs(learned)
 
     def rates(self, batch) -> np.ndarray:
-        """(k, 2) steps/s each member of the round's tasks really makes on its type."""
+        """(k, 2) steps/s each member of the round's tasks really makes on its type; a
+        co-located pair's members, each ``shared``."""
         out = np.zeros_like(batch.rates)
         for i, members in enumerate(batch.members):
             worker_type = batch.types[int(batch.type_index[i])]
-            for m, job_id in enumerate(members):
-                out[i, m] = self.jobs[int(job_id)].rate_on(worker_type, self.table)
+            jobs = [self.jobs[int(job_id)] for job_id in members]
+            pair = (self.table.pair(worker_type, *((j.job_type, j.scale_factor) for j in jobs))
+                    if len(jobs) == 2 else None)
+            for m, job in enumerate(jobs):
+                out[i, m] = (job.rate_on(worker_type, self.table) if pair is None
+                             else self.shared(job, worker_type, pair[m]))
         return out
+
+    def shared(self, job: TraceJob, worker_type: str, pair_rate: float) -> float:
+        """What ``job`` really makes sharing ``worker_type`` (thesis §5.3.1): the table's
+        co-located rate, scaled by its own rate over the table's alone when it has its own
+        (as ``core.jobs.pair_rates`` scales the pair's planned rates). Before, a pair's
+        members made their rates alone."""
+        solo = self.table.get(worker_type, job.job_type, job.scale_factor)
+        if job.throughputs is None or solo <= 0:
+            return pair_rate
+        return pair_rate * job.throughputs.get(worker_type, 0.0) / solo
 
     def learn(self, core: SchedulerCore, batch, specs, steps, seconds, completed, now) -> None:
         """Each run's steps over its seconds, measured (a sample per round, as the daemon's

@@ -24,6 +24,8 @@ from gavelsched.core.online import prior_scale
 from gavelsched.core.rules import DaemonRules
 from gavelsched.core.waves import machines
 from gavelsched.daemon.jobs import FINAL
+from traces import ThroughputTable
+from traces.throughputs import table_from_dict
 
 NEW_ID = "new"
 
@@ -65,6 +67,8 @@ class LiveState:
     round_ends_s: float | None = None          # the placed round's end; None: idle
     period: PeriodState | None = None          # the scheduler's allocation period; None: none
     policy_options: Mapping[str, Any] = field(default_factory=dict)  # its ``made_with``
+    # the rates it plans co-located pairs on, on the alive types; None: its policy plans none
+    pair_table: ThroughputTable | None = None
 
     @property
     def next_plan_s(self) -> float | None:
@@ -136,7 +140,7 @@ def state_of(reply) -> LiveState:
     return LiveState(reply.now_s, reply.epoch_unix, reply.policy, rules, workers, per, jobs,
                      reply.round_ends_s if reply.round_ends_s > reply.now_s else None,
                      _period(reply.period_start_s, reply.period_stale, live),
-                     _options(reply.policy_options))
+                     _options(reply.policy_options), _pair_table(reply.pair_table, workers))
 
 
 def _options(text: str) -> dict[str, Any]:
@@ -146,6 +150,19 @@ def _options(text: str) -> dict[str, Any]:
     if not isinstance(options, dict):
         raise ValueError(f"policy_options: not a JSON object: {text[:80]!r}")
     return options
+
+
+def _pair_table(text: str, workers: Mapping[str, int]) -> ThroughputTable | None:
+    """The scheduler's ``pair_table`` (a native JSON table; empty: none) on the alive
+    ``workers``' types; ``ValueError`` in one line for anything else."""
+    if not text:
+        return None
+    try:
+        table = table_from_dict(json.loads(text), "pair_table")
+    except ValueError as err:       # (``TraceError`` and JSON's errors are ValueErrors)
+        raise ValueError(f"pair_table: {str(err).splitlines()[0]}") from None
+    return ThroughputTable({t: table.solo.get(t, {}) for t in workers},
+                           {t: table.pairs[t] for t in workers if t in table.pairs})
 
 
 def _period(start_s: float, stale: bool, live) -> PeriodState | None:

@@ -82,7 +82,8 @@ class Eta:
 @dataclass(frozen=True)
 class Replay:
     """The simulator's inputs for a live state: job ``i`` of ``trace`` is live job
-    ``ids[i]``; ``table`` names the cluster's types (every job carries its own rates)."""
+    ``ids[i]``; ``table`` names the cluster's types (every job carries its own rates) and
+    holds the scheduler's pair rates, if any."""
     trace: list[TraceJob]
     table: ThroughputTable
     cluster: dict[str, int]
@@ -198,7 +199,9 @@ def replay_inputs(state: LiveState, extra: Sequence[LiveJob] = ()) -> Replay:
     job type with its own steps/s on the alive types (and the steps/s the scheduler plans
     it on, when they differ: ``TraceJob.planned``) and, when it has one, its own
     start-up (capped) and restart cost (start-up plus save, as the daemon's restart rule
-    weighs it); jobs that no alive type can run are left out (they never finish)."""
+    weighs it); jobs that no alive type can run are left out (they never finish). The
+    table names the types and, when the scheduler pairs jobs, holds the rates it plans
+    pairs on (``LiveState.pair_table``): the replay pairs them as it does."""
     trace, ids, running = [], [], {}
     for job in (*state.jobs, *extra):
         if not _runnable(job, state):
@@ -216,8 +219,8 @@ def replay_inputs(state: LiveState, extra: Sequence[LiveJob] = ()) -> Replay:
         if job.running_on in rates:
             running[len(ids)] = job.running_on
         ids.append(job.id)
-    return Replay(trace, ThroughputTable({t: {} for t in state.workers}),
-                  dict(state.workers), dict(state.gpus_per_server), ids, running)
+    table = state.pair_table or ThroughputTable({t: {} for t in state.workers})
+    return Replay(trace, table, dict(state.workers), dict(state.gpus_per_server), ids, running)
 
 
 # A replay simulates at most this many rounds; a job not finished by then is extrapolated at

@@ -40,7 +40,7 @@ import logging
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -385,6 +385,30 @@ def table_to_gavel_dict(table: ThroughputTable) -> dict[str, dict[str, dict[str,
             rows[repr(a)] = row
         out[worker] = rows
     return out
+
+
+def table_slice(source: Any, keys: Iterable[JobKey],
+                worker_types: Sequence[str]) -> ThroughputTable:
+    """What ``source`` (a table, or anything with its ``get`` and ``pair``) gives the job
+    ``keys`` on ``worker_types``, alone and co-located: every pair of keys with one scale
+    factor, as the core pairs jobs (thesis §5.3.1). What a replay of a live scheduler needs
+    to plan its jobs' pairs as it does (``simulator/twin.py``)."""
+    keys = sorted(set(keys))
+    solo = {t: {k: rate for k in keys if (rate := float(source.get(t, *k))) > 0}
+            for t in worker_types}
+    pairs = {}
+    for t in worker_types:
+        rows = {(a, b): (float(got[0]), float(got[1]))
+                for i, a in enumerate(keys) for b in keys[i:]
+                if a[1] == b[1] and (got := source.pair(t, a, b)) is not None}
+        if rows:
+            pairs[t] = rows
+    return ThroughputTable(solo, pairs)
+
+
+def table_text(table: ThroughputTable) -> str:
+    """``table`` as one line of native JSON (``table_from_dict(json.loads(...))`` reads it)."""
+    return json.dumps(_string_keys(table_to_native_dict(table)), separators=(",", ":"))
 
 
 def dump_table(table: ThroughputTable, path: str | os.PathLike, *,

@@ -7,7 +7,10 @@ decides when.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+
+from traces.throughputs import table_slice
+from traces.types import ThroughputTable
 
 from ..core import SchedulerCore
 from .clock import RoundClock
@@ -42,6 +45,7 @@ class Picture:
         self.progress, self.startups, self.forecasts = progress, startups, forecasts
         self.clock, self.epoch_unix = clock, epoch_unix
         self._monotonic, self._now, self._round_index = monotonic, now, round_index
+        self._pair_table: tuple[tuple, ThroughputTable] | None = None
 
     def view(self, now: float) -> DaemonView:
         """The frozen view ``snapshot`` and ``metrics`` read."""
@@ -77,8 +81,8 @@ class Picture:
         """What a client needs to replay the live state in the simulator (ETA, issue #18):
         each unfinished job's steps/s per worker type (measured, and as the core plans
         it), start-up (alone, and the launch waves' slope) and restart means, the
-        daemon's rules (``DaemonRules.published``: re-solve rule, refills, plan lead) and
-        the options its policy was made with."""
+        daemon's rules (``DaemonRules.published``: re-solve rule, refills, plan lead), the
+        options its policy was made with and the rates it plans pairs on (``pair_table``)."""
         types = sorted({s.row.worker_type for s in self.health.servers.values()})
         active = [j for j in self.jobs.values() if not j.final]
         rates = {j.id: self.progress.online.row(j.id, j.spec.job_type, j.spec.scale_factor,
@@ -93,4 +97,20 @@ class Picture:
                 "exit_s": {t: startups.expected_exit(t) for t in kinds},
                 "startup_alone_s": {t: startups.expected_alone(t) for t in kinds},
                 "startup_wave_slope": startups.wave_slope(),
-                "policy_options": self.core.policy.made_with, **self.config.rules.published()}
+                "policy_options": self.core.policy.made_with,
+                "pair_table": self.pair_table(
+                    {(j.spec.job_type, j.spec.scale_factor) for j in active}, types),
+                **self.config.rules.published()}
+
+    def pair_table(self, kinds: Iterable[tuple[str, int]],
+                   types: list[str]) -> ThroughputTable | None:
+        """The priors' rows for these job kinds (job type, scale factor) on ``types``, alone
+        and in pairs: what a replay pairs the jobs with, as the core plans co-located pairs
+        (thesis §5.3.1; ``traces.throughputs.table_slice``). None when the policy plans no
+        pairs. Kept while the kinds and types stay (50,000 jobs are of a few kinds)."""
+        if not self.core.config.pairs:
+            return None
+        key = (frozenset(kinds), tuple(types))
+        if self._pair_table is None or self._pair_table[0] != key:
+            self._pair_table = (key, table_slice(self.priors, *key))
+        return self._pair_table[1]

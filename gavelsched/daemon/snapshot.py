@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from traces.throughputs import table_text
+
 from ..rpc import pb
 from .logs import LogSources, Source
 from .forecast import Forecast
@@ -87,7 +89,7 @@ class Snapshot:
             refill_until=r.refill_until, plan_lead_s=r.plan_lead_s, entities=r.entities,
             restart_rule=r.restart_rule, policy_options=r.policy_options, caller=caller,
             eta_computed_s=r.eta_computed_s, eta_error=r.eta_error,
-            startup_wave_slope=r.startup_wave_slope)
+            startup_wave_slope=r.startup_wave_slope, pair_table=r.pair_table)
         for i in range(0, len(jobs), COPY_CHUNK):
             out.jobs.extend(jobs[i:i + COPY_CHUNK])
         return out
@@ -157,6 +159,8 @@ def build_snapshot(view: DaemonView) -> Snapshot:
                                  policy_options=json.dumps(dict(view.policy_options),
                                                            sort_keys=True),
                                  entities=_entities(view),
+                                 pair_table=("" if view.pair_table is None
+                                             else table_text(view.pair_table)),
                                  eta_computed_s=eta.computed_s, eta_error=eta.error)
     return Snapshot(view.round, view.policy, view.round_seconds, view.now_s, response,
                     {j.id: j.final and j.id not in view.runs for j in view.jobs}, view.hosts,

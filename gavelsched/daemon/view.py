@@ -98,6 +98,9 @@ class DaemonView:
     deferred: Mapping[str, str] = field(default_factory=dict)   # job -> its next run's type
     restart_rule: str = ""          # ``DaemonRules.restart_rule`` (``core/restarts.py``)
     policy_options: Mapping[str, Any] = field(default_factory=dict)  # ``Policy.made_with``
+    # what a replay pairs the jobs with, as the core plans pairs (``Picture.pair_table``);
+    # None: the policy plans none
+    pair_table: Table | None = None
 
     @classmethod
     def of(cls, round_index: int, policy: str, round_seconds: float, now: float,
@@ -118,7 +121,8 @@ class DaemonView:
            entities: Iterable[EntityView] = (),
            forecast: Forecast | None = None,
            deferred: Mapping[str, str] | None = None, restart_rule: str = "",
-           policy_options: Mapping[str, Any] | None = None) -> DaemonView:
+           policy_options: Mapping[str, Any] | None = None,
+           pair_table: Table | None = None) -> DaemonView:
         """A picture of live state: the job rows, the run table's ``Run``s, the servers'
         health (``ServerState``), the ``drained`` servers and the servers that ran each
         job, copied into frozen values. ``clock_offset``: the scheduler's clock less the
@@ -144,7 +148,8 @@ class DaemonView:
                    startup_wave_slope, resolve, min_resolve_interval_s, round_ends_s,
                    refill_until, plan_lead_s,
                    dict(run_s or {}), dict(waiting or {}), tuple(entities), forecast,
-                   dict(deferred or {}), restart_rule, dict(policy_options or {}))
+                   dict(deferred or {}), restart_rule, dict(policy_options or {}),
+                   pair_table)
 
     def summary(self) -> str:
         """One line for a round's start: jobs with a run this round, jobs whose last run is

@@ -1,0 +1,89 @@
+"""A live scheduler that pairs jobs (thesis §5.3.1, a space-sharing policy) is replayed
+pairing them: its ``Status`` carries the rates it plans pairs on (``pair_table``), and the
+replay's pairs make the co-located rates (``Knowledge.shared``). Before, the replay's table
+had no pair rates: every ETA under such a policy was the time-sliced one."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from gavelsched.daemon.snapshot import build_snapshot
+from simulator.knowledge import Knowledge
+from simulator.live import state_of
+from simulator.twin import replay
+from traces import TraceJob, default_table
+
+from ..daemon.test_round_aligned import Scheduler
+
+A3C = ("A3C", 1)
+STEPS = 20_000
+
+
+@pytest.fixture
+def packed(tmp_path):
+    """A scheduler with one v100 under the packed max-min policy, two A3C jobs, placed."""
+    s = Scheduler(tmp_path, policy="max_min_fairness_packed")
+    jobs = (s.submit(steps=STEPS), s.submit(steps=STEPS))
+    s.at(1.0)
+    yield s, jobs
+    s.close()
+
+
+def test_the_status_carries_the_rates_the_scheduler_plans_pairs_on(packed):
+    s, jobs = packed
+    assert {(r.job_id, r.colocated_job_id) for r in s.sent.runs} == {jobs, jobs[::-1]}
+    state = state_of(build_snapshot(s.x.view(1.0)).response)
+    catalog = default_table()
+    assert state.pair_table.pair("v100", A3C, A3C) == catalog.pair("v100", A3C, A3C)
+    assert state.pair_table.get("v100", *A3C) == catalog.get("v100", *A3C)
+
+
+def test_a_scheduler_that_plans_no_pairs_sends_none(tmp_path):
+    s = Scheduler(tmp_path)
+    try:
+        s.submit()
+        reply = build_snapshot(s.x.view(0.0)).response
+        assert reply.pair_table == "" and state_of(reply).pair_table is None
+    finally:
+        s.close()
+
+
+def test_the_replay_pairs_the_jobs_as_the_scheduler_does(packed):
+    s, jobs = packed
+    state = state_of(build_snapshot(s.x.view(1.0)).response)
+    pair_rate = default_table().pair("v100", A3C, A3C)[0]
+    etas = replay(state)
+    assert [etas[j].finish_s for j in jobs] == pytest.approx([STEPS / pair_rate] * 2, rel=0.01)
+    alone = replay(dataclasses.replace(state, pair_table=None))   # (what it replayed before)
+    assert min(alone[j].finish_s for j in jobs) > 1.7 * STEPS / pair_rate
+
+
+@pytest.mark.parametrize("bad", ["{", '{"v100": {"A3C": {"1": -1}}}', '["v100"]',
+                                 '{"v100": {"A3C": {"1": 1}}, "pairs": {"v100": [{"a": 1}]}}'])
+def test_a_malformed_pair_table_is_refused_in_one_line(packed, bad):
+    s, _ = packed
+    reply = build_snapshot(s.x.view(1.0)).response
+    reply.pair_table = bad
+    with pytest.raises(ValueError, match="^pair_table: ") as caught:
+        state_of(reply)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_pair_member_makes_the_co_located_rate_scaled_by_its_own():
+    """A member that makes half the table's rate alone makes half its pair rate, as the
+    core plans it (``core.jobs.pair_rates``); a member without its own rates, the table's."""
+    table = default_table()
+    jobs = [TraceJob("A3C", 1, 100, 0.0, throughputs={"v100": table.get("v100", *A3C) / 2},
+                     planned={"v100": 1.0}),
+            TraceJob("A3C", 1, 100, 0.0)]
+    knowledge = Knowledge.planned_apart(table, jobs)
+    batch = SimpleNamespace(members=(("0", "1"), ("1",)), types=("v100",),
+                            type_index=np.array([0, 0]), rates=np.zeros((2, 2)))
+    pair = table.pair("v100", A3C, A3C)
+    got = knowledge.rates(batch)
+    assert got[0].tolist() == pytest.approx([pair[0] / 2, pair[1]])
+    assert got[1, 0] == table.get("v100", *A3C)
