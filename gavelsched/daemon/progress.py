@@ -92,8 +92,9 @@ class Progress:
 
     def ended(self, job_id: str) -> None:
         """A job that ended (done, failed or cancelled): what was measured of it and of its
-        pairs is forgotten, here and in the store (no plan reads it again)."""
-        self.store.forget_throughputs_later((job_id,), self.online.forget(job_id))
+        pairs is forgotten (no plan reads it again); the store keeps it until the job is
+        retired (``retention``)."""
+        self.online.forget(job_id)
 
     def admitted(self, job_ids: Sequence[str], now: float) -> None:
         """Jobs just admitted (after a restart) plan on what was measured of them and of
@@ -114,9 +115,7 @@ class Progress:
 def restored_online(priors: ThroughputSource, scaling: Configurations | None, store: Store,
                     jobs: Jobs) -> OnlineThroughputs:
     """The online throughputs a (re)started scheduler begins with: what the store kept of
-    its jobs that have not ended, and of their pairs, and the elastic counts' scaling. What
-    it kept of others (a store written before ended jobs were forgotten: ``ended``) is
-    deleted."""
+    its jobs that have not ended, and of their pairs, and the elastic counts' scaling."""
     online = OnlineThroughputs(priors, scaling=scaling)
     measured, pairs = store.throughputs(), store.pair_throughputs()
 
@@ -126,6 +125,4 @@ def restored_online(priors: ThroughputSource, scaling: Configurations | None, st
     online.restore({job_id: row for job_id, row in measured.items() if live(job_id)},
                    {pair: rows for pair, rows in pairs.items() if live(pair)})
     online.restore_counts(store.scaling())
-    store.forget_throughputs_later([j for j in measured if not live(j)],
-                                   [p for p in pairs if not live(p)])
     return online

@@ -9,7 +9,8 @@ was kept; after a restart it is timed again from then, which only keeps it longe
 ``Retention`` sweeps at most once every ``SWEEP_EVERY_S`` and deletes in a thread of its
 own, so that a slow shared file system never holds up the executor. With the store, a
 retired job's meta rows go too (``meta.PER_JOB``: its attempts and run generations), at
-once, on the executor's thread.
+once, on the executor's thread, and its measured steps/s, alone and in pairs, at the
+store's next write (``Store.forget_throughputs_later``).
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ class Retention:
                 self._seen.pop(name, None)
             if self._store is not None:
                 self._store.delete_meta(key for name in due for key in job_keys(name))
+                self._store.forget_throughputs_later(due)
             self._remover = threading.Thread(target=self._remove, args=(due,),
                                              name="gavelsched-retention", daemon=True)
             self._remover.start()

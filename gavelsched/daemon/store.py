@@ -5,8 +5,8 @@ Tables: ``jobs`` (the submission, state, *durable* steps_done, reason, and the t
 was submitted, first started, done and ended), ``servers`` (worker servers with the ids
 the core gave their GPUs), ``hosts`` (which servers ran each job: where its logs are),
 ``throughputs`` (measured steps/s per job and worker type, §5.3.3), ``pair_throughputs``
-(each member's measured steps/s in a co-located pair, per type, §5.3.1; both of jobs not
-ended: ``forget_throughputs_later``), ``scaling`` (measured
+(each member's measured steps/s in a co-located pair, per type, §5.3.1; a job's rows in
+both go when it is retired: ``forget_throughputs_later``), ``scaling`` (measured
 steps/s per job type on n GPUs of a type: elastic counts, Sia §3), ``events`` (each job's
 history: who changed it, how and when; ``audit``), ``usage`` (one row per ended run: who
 and which entity, the GPUs of a type it held, from when to when, at what price;
@@ -104,7 +104,7 @@ class Store:
         self._later_rates: dict[tuple[str, str], float] = {}
         self._later_pairs: dict[tuple[str, str, str], float] = {}
         self._later_hosts: set[tuple[str, int]] = set()
-        self._later_gone: tuple[set[str], set[str]] = (set(), set())   # ended jobs, pairs
+        self._later_gone: set[str] = set()     # jobs whose measured rates go
         self._batching = False
         self._estimates_at = 0.0        # the next ``flush_estimates`` (monotonic)
         self._db.executescript(SCHEMA)
@@ -364,11 +364,10 @@ class Store:
         """A pair member's measured steps/s on a type, written by the next ``flush_later``."""
         self._later_pairs[pair, job_id, worker_type] = steps_per_s
 
-    def forget_throughputs_later(self, job_ids: Iterable[str], pairs: Iterable[str]) -> None:
-        """The measured steps/s of ``job_ids`` (jobs that ended) and of ``pairs`` (their
-        co-located pairs) deleted by the next ``flush_later``, with those kept for them."""
-        self._later_gone[0].update(job_ids)
-        self._later_gone[1].update(pairs)
+    def forget_throughputs_later(self, job_ids: Iterable[str]) -> None:
+        """The measured steps/s of ``job_ids`` (jobs retired: ``retention``), alone and in
+        co-located pairs, deleted by the next ``flush_later``, with those kept for them."""
+        self._later_gone.update(job_ids)
 
     def flush_estimates(self, mono: float) -> None:
         """``flush_later`` if ``ESTIMATES_EVERY_S`` passed since the last (``mono``: a
@@ -393,17 +392,16 @@ class Store:
 
     def flush_later(self) -> None:
         """Write what is kept for later, in one transaction."""
-        meta, rates, pairs, hosts, (gone, gone_pairs) = (
-            self._later_meta, self._later_rates, self._later_pairs, self._later_hosts,
-            self._later_gone)
-        if not (meta or rates or pairs or hosts or gone or gone_pairs):
+        meta, rates, pairs, hosts, gone = (self._later_meta, self._later_rates,
+                                           self._later_pairs, self._later_hosts,
+                                           self._later_gone)
+        if not (meta or rates or pairs or hosts or gone):
             return
         (self._later_meta, self._later_rates, self._later_pairs, self._later_hosts,
-         self._later_gone) = ({}, {}, {}, set(), (set(), set()))
-        if gone or gone_pairs:      # (no sample of a job comes after it ended: none kept)
+         self._later_gone) = ({}, {}, {}, set(), set())
+        if gone:
             rates = {key: rate for key, rate in rates.items() if key[0] not in gone}
-            pairs = {key: rate for key, rate in pairs.items()
-                     if key[0] not in gone_pairs and key[1] not in gone}
+            pairs = {key: rate for key, rate in pairs.items() if key[1] not in gone}
         with self.transaction() if not self._db.in_transaction else nullcontext(self._db) as db:
             if meta:
                 self.set_meta(meta, db)
@@ -419,11 +417,10 @@ class Store:
                         "steps_per_s=excluded.steps_per_s")
             if hosts:
                 _upsert(db, "INSERT OR IGNORE INTO hosts(job_id, server_id)", sorted(hosts), "")
-            if gone or gone_pairs:
-                jobs, keys = [(j,) for j in gone], [(p,) for p in gone_pairs]
+            if gone:
+                jobs = [(job,) for job in gone]
                 db.executemany("DELETE FROM throughputs WHERE job_id = ?", jobs)
                 db.executemany("DELETE FROM pair_throughputs WHERE job_id = ?", jobs)
-                db.executemany("DELETE FROM pair_throughputs WHERE pair = ?", keys)
 
     # ---- throughputs ------------------------------------------------------------------
     def throughputs(self) -> dict[str, dict[str, float]]:

@@ -1,12 +1,14 @@
-"""An ended job's measured steps/s, and its co-located pairs', are forgotten: in memory
-(``OnlineThroughputs.forget``) and in the store (``Store.forget_throughputs_later``), as it
-ends and, for a store written before, at the next start (``progress.restored_online``).
-Without it a long-lived daemon keeps the rows of every job it ever ran (issue #30)."""
+"""An ended job's measured steps/s, and its co-located pairs', are forgotten: in memory as
+it ends (``OnlineThroughputs.forget``) and at a restart (``progress.restored_online``); the
+store keeps them until the job is retired with its checkpoints (``retention``,
+``Store.forget_throughputs_later``). Before, a long-lived daemon kept the rows of every job
+it ever ran, in memory and in the store, and read them all back at each start (issue #30)."""
 
 from __future__ import annotations
 
 import pytest
 
+from gavelsched.daemon.retention import Retention
 from gavelsched.daemon.store import Store
 
 from .test_restart_keeps_runs import Restarted
@@ -27,28 +29,36 @@ def stored(store: Store) -> tuple[set[str], set[str]]:
 
 
 @pytest.mark.parametrize("end", ["done", "cancelled"])
-def test_a_job_that_ends_leaves_no_measured_rate_in_memory_or_in_the_store(tmp_path, end):
+def test_a_job_that_ends_is_forgotten_and_its_rows_go_when_it_is_retired(tmp_path, end):
     s = Scheduler(tmp_path)
     try:
         job = s.submit(steps=8 if end == "done" else 100_000)
         measured(s, job, 8)
         if end == "cancelled":
-            assert job in s.x.progress.online.measured and stored(s.store)[0] == {job}
+            assert job in s.x.progress.online.measured
             s.x.cancel(job)
         assert s.x.jobs[job].state == end
         assert job not in s.x.progress.online.measured
+        assert stored(s.store)[0] == {job}               # until it is retired
+        (tmp_path / "checkpoints" / job).mkdir(parents=True)
+        retention = Retention(tmp_path / "checkpoints", 60.0, s.store)
+        assert retention.tick(s.x.jobs, s.x.now() + 59.0) == []
+        assert stored(s.store)[0] == {job}
+        retention = Retention(tmp_path / "checkpoints", 60.0, s.store)
+        assert retention.tick(s.x.jobs, s.x.now() + 61.0) == [job]
+        retention.join()
         assert stored(s.store) == (set(), set())
     finally:
         s.close()
 
 
-def test_a_restart_drops_and_deletes_the_rows_of_jobs_that_ended_before_it(tmp_path):
-    """A store written before ended jobs were forgotten: their rows, and every pair with an
-    ended member, are not restored and are deleted; a live job's rows stay."""
+def test_a_restart_restores_the_rates_of_jobs_that_have_not_ended_only(tmp_path):
+    """Rows of jobs that ended, and pairs with an ended member, stay in the store (until
+    retired) but are not read back into memory; a live job's are."""
     s = Scheduler(tmp_path)
     live, ended = s.submit(), s.submit()
     s.x.cancel(ended)
-    for job in (live, ended, "404"):       # (as an older daemon left them)
+    for job in (live, ended, "404"):
         s.store.put_throughput_later(job, "v100", 2.0)
     s.store.put_pair_throughput_later(f"{live}+{ended}", live, "v100", 1.0)
     s.store.put_pair_throughput_later(f"{live}+{ended}", ended, "v100", 1.0)
@@ -58,21 +68,23 @@ def test_a_restart_drops_and_deletes_the_rows_of_jobs_that_ended_before_it(tmp_p
     try:
         assert set(r.x.progress.online.measured) == {live}
         assert r.x.progress.online.pairs == {}
-        assert stored(r.store) == ({live}, set())
+        assert stored(r.store) == ({live, ended, "404"}, {f"{live}+{ended}"})
     finally:
         r.close()
 
 
-def test_samples_waiting_to_be_written_for_a_forgotten_job_are_not_written(tmp_path):
+def test_a_forgotten_job_s_rows_and_samples_waiting_to_be_written_go(tmp_path):
     store = Store(tmp_path)
     try:
         store.put_throughput_later("1", "v100", 2.0)
+        store.put_pair_throughput_later("1+2", "1", "v100", 1.0)
+        store.flush_later()
+        store.put_throughput_later("1", "k80", 2.0)        # (waiting to be written)
         store.put_throughput_later("2", "v100", 3.0)
-        store.put_pair_throughput_later("1+2", "2", "v100", 1.0)
-        store.put_pair_throughput_later("2+3", "3", "v100", 1.0)
-        store.forget_throughputs_later(["1"], ["1+2"])
+        store.put_pair_throughput_later("1+2", "2", "v100", 1.5)
+        store.forget_throughputs_later(["1"])
         store.flush_later()
         assert store.throughputs() == {"2": {"v100": 3.0}}
-        assert store.pair_throughputs() == {"2+3": {"v100": {"3": 1.0}}}
-    finally:
+        assert store.pair_throughputs() == {"1+2": {"v100": {"2": 1.5}}}  # (the partner's,
+    finally:                                                              # until it goes)
         store.close()
