@@ -15,8 +15,7 @@ so the simulator (virtual time) and the daemon (wall-clock time) drive the same 
   workers (and, if reported, the steps it made);
 - ``add_progress_many(keys, steps, now) -> RoundOutcome``: steps, whenever learnt.
 
-Executors do not call the last three themselves: ``driver.RoundDriver`` is the round
-recipe both share.
+Executors call the last three through ``driver.RoundDriver``, the round recipe both share.
 
 Re-solving: a reset event marks the allocation stale; at the next boundary it is recomputed
 if ``min_resolve_interval_s`` has passed since the last re-solve (Gavel), or, with
@@ -283,6 +282,10 @@ class SchedulerCore:
     def adopt_run(self, job_id: str, worker_ids: Iterable[int]) -> None:   # (module doc)
         self._assignments[job_id] = tuple(worker_ids)
 
+    def order_types(self, order: Sequence[str]) -> None:
+        """Serve the types' queues in ``order`` from the next plan on (``type_order``)."""
+        self.config = replace(self.config, type_order=tuple(order))
+
     def set_prices(self, prices: Mapping[str, float], now: float) -> None:
         new = {**self._prices, **prices}
         if new != self._prices:
@@ -397,15 +400,13 @@ class SchedulerCore:
         if resolve and self._stale:
             self._maybe_resolve(now)
         batch, combo_rows = plan_refill(flight, free, self._view, rows, layout, self._jobs,
-                                        self.config, self._rng, self._demand,
-                                        round_end_s - now)
+                                        self.config, self._rng, self._demand, round_end_s - now)
         if not len(batch):
             return batch
         flight.batch = flight.batch.plus(batch)
         flight.rows = np.concatenate([flight.rows, combo_rows])
         hand_over(self._assignments, batch)
-        log.debug("refilled %d freed workers at %.1fs: %s", len(free), now,
-                  ", ".join(batch.keys))
+        log.debug("refilled %d freed workers at %.1fs: %s", len(free), now, ", ".join(batch.keys))
         return batch
 
     def end_round(self, reports: RoundReport | Sequence[Report], now: float) -> RoundOutcome:
@@ -466,9 +467,8 @@ class SchedulerCore:
     def _remove(self, job_ids: Sequence[str]) -> None:
         for job_id in job_ids:
             del self._jobs[job_id]
-        rows = self._rows
-        dropped = rows.keys_touching(job_ids)
-        rows.drop(dropped)
+        dropped = self._rows.keys_touching(job_ids)
+        self._rows.drop(dropped)
         for key in dropped:  # every combination that ran last round has a row
             self._assignments.pop(key, None)
             self._runs.drop(key)

@@ -59,7 +59,10 @@ class DaemonRules:
     - ``restart_rule``: ``CoreConfig.restart_rule`` (``core/restarts.py``);
     - ``startup_wave_slope``, ``machines``: a launch's start-up grows with the processes
       its round starts at once on its machine (``core/waves.py``), by this slope, over
-      this many machines; with a slope, ``startup_s`` is each type's start-up alone.
+      this many machines; with a slope, ``startup_s`` is each type's start-up alone;
+    - ``type_order``: the order the daemon serves the types' queues in (its core's
+      ``CoreConfig.type_order``); empty: fastest first over the table and rows a replay
+      has (``core_config``).
     """
 
     round_seconds: float
@@ -74,6 +77,7 @@ class DaemonRules:
     exit_s: Mapping[str, float] = field(default_factory=dict)
     startup_wave_slope: float = 0.0
     machines: int = 1
+    type_order: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not 0.0 < self.round_seconds < math.inf:
@@ -85,6 +89,7 @@ class DaemonRules:
             raise ValueError(f"machines must be >= 1, got {self.machines}")
         if not 0.0 <= self.plan_lead_s < self.round_seconds:
             raise ValueError(f"plan lead must be in [0, round_seconds), got {self.plan_lead_s}")
+        object.__setattr__(self, "type_order", tuple(self.type_order))
         for name in ("startup_s", "exit_s"):
             object.__setattr__(self, name, MappingProxyType(
                 {str(k): float(v) for k, v in getattr(self, name).items()}))
@@ -93,14 +98,14 @@ class DaemonRules:
     def of_status(cls, reply, startup_s: Mapping[str, float] | None = None,
                   exit_s: Mapping[str, float] | None = None, machines: int = 1) -> DaemonRules:
         """The rules a daemon's ``StatusResponse`` publishes (``published``), checked at
-        the door: a refill fraction outside [0, 1], a plan lead outside [0, round) or a
-        wave slope outside [0, ``MAX_WAVE_SLOPE``] is read as none (an older daemon sends
-        none). ``startup_s`` and ``exit_s`` per job type (the Status carries each job's
+        the door: a refill fraction outside [0, 1], a plan lead outside [0, round), a wave
+        slope outside [0, ``MAX_WAVE_SLOPE``] or a type order that names a type twice is
+        read as none (an older daemon sends none). ``startup_s`` and ``exit_s`` per job type (the Status carries each job's
         type means), the ``machines`` its alive workers are on."""
         refill = reply.refill_until if 0.0 <= reply.refill_until <= 1.0 else 0.0
         lead = reply.plan_lead_s if 0.0 <= reply.plan_lead_s < reply.round_seconds else 0.0
         interval = reply.min_resolve_interval_s
-        slope = reply.startup_wave_slope
+        slope, order = reply.startup_wave_slope, tuple(reply.type_order)
         return cls(reply.round_seconds, reply.resolve or "responsive",
                    interval if interval > 0 else None, refill > 0,
                    refill if refill > 0 else CoreConfig.refill_until, lead,
@@ -108,7 +113,8 @@ class DaemonRules:
                    restart_rule=reply.restart_rule if reply.restart_rule in RESTART_RULES
                    else "tenure", exit_s=dict(exit_s or {}),
                    startup_wave_slope=slope if 0.0 <= slope <= MAX_WAVE_SLOPE else 0.0,
-                   machines=max(1, machines))
+                   machines=max(1, machines),
+                   type_order=order if len(set(order)) == len(order) else ())
 
     def published(self) -> dict:
         """The ``Status`` fields that carry the rules (``of_status`` reads them back);
@@ -121,12 +127,14 @@ class DaemonRules:
     def core_config(self, policy: Policy, table: ThroughputTable, worker_types: Sequence[str],
                     rows: Sequence[Mapping[str, float]] = (), **more) -> CoreConfig:
         """The core's config under these rules: ``CoreConfig.for_policy`` with the worker
-        types served fastest first over ``table`` and ``rows`` (jobs' own steps/s per
-        type, ``traces.TraceJob.throughputs``), and ``more`` on top (seed, ...)."""
+        types served in ``type_order``, else fastest first over ``table`` and ``rows`` (jobs'
+        own steps/s per type, ``traces.TraceJob.throughputs``), and ``more`` on top (seed,
+        ...)."""
         overrides = {"round_seconds": self.round_seconds, "resolve": self.resolve,
                      "refill_freed": self.refill_freed, "refill_until": self.refill_until,
                      "restart_rule": self.restart_rule,
-                     "type_order": fastest_first(table, tuple(worker_types), rows)}
+                     "type_order": self.type_order
+                     or fastest_first(table, tuple(worker_types), rows)}
         if self.min_resolve_interval_s is not None:
             overrides["min_resolve_interval_s"] = self.min_resolve_interval_s
         return config_for(policy, table, worker_types, **{**overrides, **more})

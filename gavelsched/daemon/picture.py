@@ -82,7 +82,8 @@ class Picture:
         each unfinished job's steps/s per worker type (measured, and as the core plans
         it), start-up (alone, and the launch waves' slope) and restart means, the
         daemon's rules (``DaemonRules.published``: re-solve rule, refills, plan lead), the
-        options its policy was made with and the rates it plans pairs on (``pair_table``)."""
+        options its policy was made with, the rates it plans pairs on (``pair_table``) and
+        the order it serves the types in."""
         types = sorted({s.row.worker_type for s in self.health.servers.values()})
         active = [j for j in self.jobs.values() if not j.final]
         rates = {j.id: self.progress.online.row(j.id, j.spec.job_type, j.spec.scale_factor,
@@ -100,6 +101,7 @@ class Picture:
                 "policy_options": self.core.policy.made_with,
                 "pair_table": self.pair_table(
                     {(j.spec.job_type, j.spec.scale_factor) for j in active}, types),
+                "type_order": self.core.config.type_order,
                 **self.config.rules.published()}
 
     def pair_table(self, kinds: Iterable[tuple[str, int]],

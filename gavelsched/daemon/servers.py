@@ -9,7 +9,9 @@ plan keeps in place; older ones are told to stop: ``orphans``). A server
 silent for ``health.HEARTBEAT_MISSES`` heartbeats is failed in the core, and its runs end
 (their jobs go on from their last checkpoint). A worker may bring a profile of its type
 (``RegisterWorkerRequest.profile``): ``priors.Priors`` learns it before the core first
-sees the type's workers. The collaborators are handed in; this room runs on the executor
+sees the type's workers, and the core serves the type's queue in its place, fastest first
+over the priors (thesis §5.5; before, a type learned after the start came after every type
+the table had, a K80's queue served before an H200's). The collaborators are handed in; this room runs on the executor
 thread.
 
 An operator takes a server out of service for maintenance with ``gavelsched drain``
@@ -30,6 +32,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from traces.profiles import Profile
 
 from ..core import SchedulerCore
+from ..core.type_order import fastest_first
 from ..rpc import pb
 from .config import DaemonConfig
 from .health import DEAF_LIMIT, Health
@@ -65,8 +68,11 @@ class Servers:
     def register(self, request: pb.RegisterWorkerRequest, mono: float,
                  profile: Profile | None = None) -> pb.RegisterWorkerResponse:
         """``profile``: the worker's own, checked at the door (``service``), or None."""
+        table = self.priors.table
         learned = self.priors.learn(request.worker_type, profile,
                                     served=request.worker_type in self.core.worker_types)
+        if self.priors.table is not table:      # a type learned: served in its place
+            self.core.order_types(fastest_first(self.priors.table, self.priors.worker_types))
         previous = self.health.servers.get(request.previous_server_id)
         if (previous is not None and previous.row.worker_type == request.worker_type
                 and len(previous.row.workers) == request.gpus):

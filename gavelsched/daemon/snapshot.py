@@ -89,7 +89,8 @@ class Snapshot:
             refill_until=r.refill_until, plan_lead_s=r.plan_lead_s, entities=r.entities,
             restart_rule=r.restart_rule, policy_options=r.policy_options, caller=caller,
             eta_computed_s=r.eta_computed_s, eta_error=r.eta_error,
-            startup_wave_slope=r.startup_wave_slope, pair_table=r.pair_table)
+            startup_wave_slope=r.startup_wave_slope, pair_table=r.pair_table,
+            type_order=r.type_order)
         for i in range(0, len(jobs), COPY_CHUNK):
             out.jobs.extend(jobs[i:i + COPY_CHUNK])
         return out
@@ -161,6 +162,7 @@ def build_snapshot(view: DaemonView) -> Snapshot:
                                  entities=_entities(view),
                                  pair_table=("" if view.pair_table is None
                                              else table_text(view.pair_table)),
+                                 type_order=view.type_order,
                                  eta_computed_s=eta.computed_s, eta_error=eta.error)
     return Snapshot(view.round, view.policy, view.round_seconds, view.now_s, response,
                     {j.id: j.final and j.id not in view.runs for j in view.jobs}, view.hosts,

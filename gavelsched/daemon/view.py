@@ -101,6 +101,7 @@ class DaemonView:
     # what a replay pairs the jobs with, as the core plans pairs (``Picture.pair_table``);
     # None: the policy plans none
     pair_table: Table | None = None
+    type_order: tuple[str, ...] = ()   # the core's ``CoreConfig.type_order``
 
     @classmethod
     def of(cls, round_index: int, policy: str, round_seconds: float, now: float,
@@ -122,7 +123,8 @@ class DaemonView:
            forecast: Forecast | None = None,
            deferred: Mapping[str, str] | None = None, restart_rule: str = "",
            policy_options: Mapping[str, Any] | None = None,
-           pair_table: Table | None = None) -> DaemonView:
+           pair_table: Table | None = None,
+           type_order: tuple[str, ...] = ()) -> DaemonView:
         """A picture of live state: the job rows, the run table's ``Run``s, the servers'
         health (``ServerState``), the ``drained`` servers and the servers that ran each
         job, copied into frozen values. ``clock_offset``: the scheduler's clock less the
@@ -149,7 +151,7 @@ class DaemonView:
                    refill_until, plan_lead_s,
                    dict(run_s or {}), dict(waiting or {}), tuple(entities), forecast,
                    dict(deferred or {}), restart_rule, dict(policy_options or {}),
-                   pair_table)
+                   pair_table, tuple(type_order))
 
     def summary(self) -> str:
         """One line for a round's start: jobs with a run this round, jobs whose last run is

@@ -637,7 +637,7 @@ class WorkerStatus(_message.Message):
     def __init__(self, id: _Optional[str] = ..., type: _Optional[str] = ..., gpus: _Optional[int] = ..., alive: _Optional[bool] = ..., address: _Optional[str] = ..., drained: _Optional[bool] = ..., runs: _Optional[int] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("round", "jobs", "workers", "policy", "round_seconds", "now_s", "epoch_unix", "resolve", "min_resolve_interval_s", "round_ends_s", "refill_until", "plan_lead_s", "entities", "caller", "eta_computed_s", "eta_error", "period_start_s", "period_stale", "restart_rule", "policy_options", "startup_wave_slope", "pair_table")
+    __slots__ = ("round", "jobs", "workers", "policy", "round_seconds", "now_s", "epoch_unix", "resolve", "min_resolve_interval_s", "round_ends_s", "refill_until", "plan_lead_s", "entities", "caller", "eta_computed_s", "eta_error", "period_start_s", "period_stale", "restart_rule", "policy_options", "startup_wave_slope", "pair_table", "type_order")
     ROUND_FIELD_NUMBER: _ClassVar[int]
     JOBS_FIELD_NUMBER: _ClassVar[int]
     WORKERS_FIELD_NUMBER: _ClassVar[int]
@@ -660,6 +660,7 @@ class StatusResponse(_message.Message):
     POLICY_OPTIONS_FIELD_NUMBER: _ClassVar[int]
     STARTUP_WAVE_SLOPE_FIELD_NUMBER: _ClassVar[int]
     PAIR_TABLE_FIELD_NUMBER: _ClassVar[int]
+    TYPE_ORDER_FIELD_NUMBER: _ClassVar[int]
     round: int
     jobs: _containers.RepeatedCompositeFieldContainer[JobStatus]
     workers: _containers.RepeatedCompositeFieldContainer[WorkerStatus]
@@ -682,7 +683,8 @@ class StatusResponse(_message.Message):
     policy_options: str
     startup_wave_slope: float
     pair_table: str
-    def __init__(self, round: _Optional[int] = ..., jobs: _Optional[_Iterable[_Union[JobStatus, _Mapping]]] = ..., workers: _Optional[_Iterable[_Union[WorkerStatus, _Mapping]]] = ..., policy: _Optional[str] = ..., round_seconds: _Optional[float] = ..., now_s: _Optional[float] = ..., epoch_unix: _Optional[float] = ..., resolve: _Optional[str] = ..., min_resolve_interval_s: _Optional[float] = ..., round_ends_s: _Optional[float] = ..., refill_until: _Optional[float] = ..., plan_lead_s: _Optional[float] = ..., entities: _Optional[_Iterable[_Union[EntityStatus, _Mapping]]] = ..., caller: _Optional[str] = ..., eta_computed_s: _Optional[float] = ..., eta_error: _Optional[str] = ..., period_start_s: _Optional[float] = ..., period_stale: _Optional[bool] = ..., restart_rule: _Optional[str] = ..., policy_options: _Optional[str] = ..., startup_wave_slope: _Optional[float] = ..., pair_table: _Optional[str] = ...) -> None: ...
+    type_order: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, round: _Optional[int] = ..., jobs: _Optional[_Iterable[_Union[JobStatus, _Mapping]]] = ..., workers: _Optional[_Iterable[_Union[WorkerStatus, _Mapping]]] = ..., policy: _Optional[str] = ..., round_seconds: _Optional[float] = ..., now_s: _Optional[float] = ..., epoch_unix: _Optional[float] = ..., resolve: _Optional[str] = ..., min_resolve_interval_s: _Optional[float] = ..., round_ends_s: _Optional[float] = ..., refill_until: _Optional[float] = ..., plan_lead_s: _Optional[float] = ..., entities: _Optional[_Iterable[_Union[EntityStatus, _Mapping]]] = ..., caller: _Optional[str] = ..., eta_computed_s: _Optional[float] = ..., eta_error: _Optional[str] = ..., period_start_s: _Optional[float] = ..., period_stale: _Optional[bool] = ..., restart_rule: _Optional[str] = ..., policy_options: _Optional[str] = ..., startup_wave_slope: _Optional[float] = ..., pair_table: _Optional[str] = ..., type_order: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class DrainRequest(_message.Message):
     __slots__ = ("server_id", "undo")

@@ -24,6 +24,8 @@ from gavelsched.cli import COMMAND_MODULES, main
 from gavelsched.daemon.service import worker_profile
 from gavelsched.daemon.snapshot import build_snapshot
 from gavelsched.rpc import pb, pb_grpc
+from policies import get_policy
+from simulator.live import state_of
 from traces import profiles
 from traces.catalog import default_table
 from traces.profiles import MAX_JOB_TYPES, SCHEMA
@@ -107,6 +109,29 @@ def test_a_new_types_profile_is_learned_before_its_workers_join_and_kept_across_
         assert [(r.job_id, r.expected_steps_per_s) for r in again.sent.runs] == [(job, RATE)]
     finally:
         again.close()
+
+
+def test_a_learned_type_s_queue_is_served_fastest_first_and_a_replay_serves_them_so(tmp_path):
+    """Thesis §5.5: the types' queues are served fastest first, the first taking the job
+    first in line (two jobs with the same X on both here). An h100 learned after the start
+    comes before the k80 (before, after every type the table had: job 0 got the k80), and
+    the Status says so, so that a replay serves them in the same order."""
+    s = Sched(tmp_path)
+    try:
+        s.join("k80")
+        s.join(doc=profile_doc())            # h100: twice a v100
+        order = s.x.core.config.type_order
+        assert order.index("h100") < order.index("v100") < order.index("k80")
+        jobs = (s.submit(), s.submit())
+        s.at(1.0)
+        assert [(r.job_id, r.expected_steps_per_s) for r in s.sent.runs] == [
+            (jobs[0], RATE), (jobs[1], default_table().get("k80", A3C))]
+        rules = state_of(build_snapshot(s.x.view(s.t)).response).rules
+        assert rules.type_order == order
+        assert rules.core_config(get_policy("max_min_fairness_perf"), default_table(),
+                                 ["k80", "h100"]).type_order == order
+    finally:
+        s.close()
 
 
 def test_a_profile_for_a_type_already_served_waits_for_the_next_start(tmp_path, daemon_log):

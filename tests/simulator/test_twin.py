@@ -29,7 +29,8 @@ def test_the_rules_a_status_publishes_give_the_daemons_core_config(tmp_path, con
         x = sched.x
         reply = build_snapshot(x.view(0.0)).response
         rules = DaemonRules.of_status(reply)
-        assert rules == x.config.rules
+        # the config's rules, and the order the core serves the types in
+        assert rules == dataclasses.replace(x.config.rules, type_order=x.core.config.type_order)
         table = default_table()
         replayed = rules.core_config(get_policy("max_min_fairness_perf"), table,
                                      table.worker_types, seed=x.config.seed,
@@ -45,6 +46,18 @@ def test_the_rules_a_status_publishes_give_the_daemons_core_config(tmp_path, con
         assert sim_config(rules, arrivals=True).arrival_grace_s == grace
         assert sim_config(rules).arrival_grace_s == 0.0
         assert not sim_config(rules).round_ends_at_last_finish       # wall-clock rounds
+    finally:
+        sched.close()
+
+
+def test_a_type_order_that_names_a_type_twice_is_read_as_none(tmp_path):
+    sched = Scheduler(tmp_path)
+    try:
+        reply = build_snapshot(sched.x.view(0.0)).response
+        assert DaemonRules.of_status(reply).type_order == ("v100", "p100", "k80")
+        del reply.type_order[:]
+        reply.type_order.extend(["v100", "k80", "v100"])
+        assert DaemonRules.of_status(reply).type_order == ()
     finally:
         sched.close()
 
