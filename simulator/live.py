@@ -25,6 +25,7 @@ from gavelsched.core.rules import DaemonRules
 from gavelsched.core.waves import machines
 from gavelsched.daemon.jobs import FINAL
 from traces import ThroughputTable
+from traces.errors import TraceError
 from traces.throughputs import table_from_dict
 
 NEW_ID = "new"
@@ -146,7 +147,7 @@ def state_of(reply) -> LiveState:
 def _options(text: str) -> dict[str, Any]:
     """The scheduler's policy options (``policy_options``, a JSON object; empty: none);
     ``ValueError`` in one line for anything else."""
-    options = json.loads(text) if text else {}
+    options = _json(text, "policy_options") if text else {}
     if not isinstance(options, dict):
         raise ValueError(f"policy_options: not a JSON object: {text[:80]!r}")
     return options
@@ -158,11 +159,20 @@ def _pair_table(text: str, workers: Mapping[str, int]) -> ThroughputTable | None
     if not text:
         return None
     try:
-        table = table_from_dict(json.loads(text), "pair_table")
-    except ValueError as err:       # (``TraceError`` and JSON's errors are ValueErrors)
-        raise ValueError(f"pair_table: {str(err).splitlines()[0]}") from None
+        table = table_from_dict(_json(text, "pair_table"), "pair_table")
+    except TraceError as err:
+        raise ValueError(str(err).splitlines()[0]) from None
     return ThroughputTable({t: table.solo.get(t, {}) for t in workers},
                            {t: table.pairs[t] for t in workers if t in table.pairs})
+
+
+def _json(text: str, field: str) -> Any:
+    """``text`` parsed as JSON; ``ValueError`` naming ``field`` in one line (too deep a
+    nesting too)."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as err:
+        raise ValueError(f"{field}: not JSON: {str(err).splitlines()[0][:200]}") from None
 
 
 def _period(start_s: float, stale: bool, live) -> PeriodState | None:

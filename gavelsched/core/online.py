@@ -215,17 +215,15 @@ class OnlineThroughputs:
         if moved:
             core.set_pair_throughputs(pair, moved, now)
 
-    def forget(self, job_id: str) -> list[str]:
+    def forget(self, job_id: str) -> None:
         """Drop what was measured of ``job_id``, a job that ended (no plan reads it again),
-        and of its co-located pairs; the keys of those pairs. Without it the rows of every
-        job a long-lived daemon ever ran would stay (issue #30: 100,000 jobs)."""
+        and of its co-located pairs. Without it the rows of every job a long-lived daemon
+        ever ran would stay (issue #30: 100,000 jobs)."""
         self.measured.pop(job_id, None)
         self._published.pop(job_id, None)
         self._restored_pairs.pop(job_id, None)
-        gone = [pair for pair in self.pairs if job_id in key_members(pair)]
-        for pair in gone:
+        for pair in [pair for pair in self.pairs if job_id in key_members(pair)]:
             del self.pairs[pair]
-        return gone
 
 
 def _within_noise(new: Sequence[float], old: Sequence[float]) -> bool:

@@ -61,6 +61,7 @@ CREATE TABLE IF NOT EXISTS throughputs (
 CREATE TABLE IF NOT EXISTS pair_throughputs (
     pair TEXT NOT NULL, job_id TEXT NOT NULL, worker_type TEXT NOT NULL,
     steps_per_s REAL NOT NULL, PRIMARY KEY (pair, job_id, worker_type));
+CREATE INDEX IF NOT EXISTS pair_throughputs_job ON pair_throughputs(job_id);
 CREATE TABLE IF NOT EXISTS scaling (
     job_type TEXT NOT NULL, worker_type TEXT NOT NULL, gpus INTEGER NOT NULL,
     steps_per_s REAL NOT NULL, PRIMARY KEY (job_type, worker_type, gpus));

@@ -62,7 +62,7 @@ def test_the_replay_pairs_the_jobs_as_the_scheduler_does(packed):
     assert min(alone[j].finish_s for j in jobs) > 1.7 * STEPS / pair_rate
 
 
-@pytest.mark.parametrize("bad", ["{", '{"v100": {"A3C": {"1": -1}}}', '["v100"]',
+@pytest.mark.parametrize("bad", ["{", "[" * 100_000, '{"v100": {"A3C": {"1": -1}}}', '["v100"]',
                                  '{"v100": {"A3C": {"1": 1}}, "pairs": {"v100": [{"a": 1}]}}'])
 def test_a_malformed_pair_table_is_refused_in_one_line(packed, bad):
     s, _ = packed
