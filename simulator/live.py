@@ -26,7 +26,7 @@ from gavelsched.core.waves import machines
 from gavelsched.daemon.jobs import FINAL
 from traces import ThroughputTable
 from traces.errors import TraceError
-from traces.throughputs import table_from_dict
+from traces.throughputs import table_from_dict, table_slice
 
 NEW_ID = "new"
 
@@ -231,6 +231,25 @@ def _rates(row) -> dict[str, float] | None:
 def _time(value: float) -> float | None:
     """A wire time (< 0: none)."""
     return None if value < 0 else value
+
+
+def pairing(state: LiveState, job: LiveJob, prior=None) -> LiveState:
+    """``state`` whose pair table (a space-sharing scheduler's, ``pair_table``) pairs
+    ``job``'s kind too: the rows of ``prior`` (the shipped catalog by default) for it, alone
+    and with the kinds there, where the scheduler's lacks them (``predict``'s new job, of a
+    kind no live job has). The scheduler's rows stay as they are."""
+    have = state.pair_table
+    if have is None or (job.job_type, job.scale_factor) in have.job_keys:
+        return state
+    if prior is None:
+        from traces.catalog import default_table
+        prior = default_table()
+    more = table_slice(prior, {*have.job_keys, (job.job_type, job.scale_factor)},
+                       list(state.workers))
+    merged = ThroughputTable(
+        {t: {**more.solo.get(t, {}), **have.solo.get(t, {})} for t in state.workers},
+        {t: {**more.pairs.get(t, {}), **have.pairs.get(t, {})} for t in state.workers})
+    return replace(state, pair_table=merged)
 
 
 def hypothetical(request, state: LiveState, prior=None) -> LiveJob:

@@ -297,7 +297,7 @@ class Client:
         submitted. ``NoRates`` when the job's type has no throughput on the
         cluster's types; ``ClientError`` when the state cannot be replayed."""
         from simulator import SimulationError
-        from simulator.live import NEW_ID, hypothetical, state_of
+        from simulator.live import NEW_ID, hypothetical, pairing, state_of
         from simulator.twin import predict, why_sooner
 
         state = state_of(self.status_reply(active=True, period=True))
@@ -308,7 +308,7 @@ class Client:
             raise NoRates(f"job type {job.job_type!r} has no throughput in the catalog on "
                           f"the cluster's types {sorted(state.workers)}")
         try:
-            before, after = predict(state, new)
+            before, after = predict(pairing(state, new), new)
         except (SimulationError, ValueError) as err:
             raise ClientError(f"cannot replay the scheduler's state: {one_line(err)}") \
                 from None

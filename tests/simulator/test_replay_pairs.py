@@ -13,13 +13,15 @@ import pytest
 
 from gavelsched.daemon.snapshot import build_snapshot
 from simulator.knowledge import Knowledge
-from simulator.live import state_of
-from simulator.twin import replay
+from gavelsched.rpc import pb
+from simulator.live import NEW_ID, hypothetical, pairing, state_of
+from simulator.twin import predict, replay
 from traces import TraceJob, default_table
 
 from ..daemon.test_round_aligned import Scheduler
 
 A3C = ("A3C", 1)
+RESNET = ("ResNet-18 (batch size 64)", 1)
 STEPS = 20_000
 
 
@@ -87,3 +89,20 @@ def test_a_pair_member_makes_the_co_located_rate_scaled_by_its_own():
     got = knowledge.rates(batch)
     assert got[0].tolist() == pytest.approx([pair[0] / 2, pair[1]])
     assert got[1, 0] == table.get("v100", *A3C)
+
+
+def test_a_predicted_job_of_a_kind_no_live_job_has_is_paired_from_the_catalog(packed):
+    """``predict``'s new job: the scheduler's table has rows for the live kinds only, so
+    its kind's are the catalog's (``live.pairing``); the scheduler's rows stay."""
+    s, jobs = packed
+    state = state_of(build_snapshot(s.x.view(1.0)).response)
+    new = hypothetical(pb.JobRequest(job_type=RESNET[0], total_steps=STEPS), state)
+    paired = pairing(state, new).pair_table
+    catalog = default_table()
+    assert paired.pair("v100", A3C, RESNET) == catalog.pair("v100", A3C, RESNET)
+    assert paired.pair("v100", RESNET, RESNET) == catalog.pair("v100", RESNET, RESNET)
+    assert paired.pair("v100", A3C, A3C) == state.pair_table.pair("v100", A3C, A3C)
+    assert pairing(state, dataclasses.replace(new, job_type="A3C")) is state
+    before, after = predict(pairing(state, new), new)
+    alone = predict(state, new)[1]
+    assert after[NEW_ID].finish_s != alone[NEW_ID].finish_s     # (it was never paired)
