@@ -64,8 +64,8 @@ class Emulation:
         elif rate <= 0 and scale_factor > 1:
             rate = self._modelled(job_type, scale_factor)
         if rate <= 0:
-            rate = expected
-        return rate * self.speed if rate > 0 else None
+            return _as_sent(expected)
+        return rate * self.speed
 
     def _modelled(self, job_type: str, scale_factor: int) -> float:
         """The rate at a GPU count the table lacks (an elastic job on 3 of its 4 GPUs):
@@ -81,11 +81,20 @@ class Emulation:
         the job at its scale factor (else at one GPU, else ``expected``) for an even share,
         scaled by even share / the rank's share of the batch."""
         world = job.mapping.processes
-        rate = self.table.get(self.worker_type, job_type, world) or \
-            self.table.get(self.worker_type, job_type, 1) or expected
-        if rate <= 0:
+        rate = (self.table.get(self.worker_type, job_type, world)
+                or self.table.get(self.worker_type, job_type, 1)) * self.speed \
+            or _as_sent(expected)
+        if not rate:
             return None
-        return rate * self.speed * job.layout.batch / (world * job.samples_of(rank))
+        return rate * job.layout.batch / (world * job.samples_of(rank))
+
+
+def _as_sent(expected: float) -> float | None:
+    """The scheduler's steps/s for a job the table does not know, as it sent it (None: it
+    sent none). Not scaled by the speed: its priors are the local cluster's table x speed
+    already, and once measured, its figure is the paced rate itself. Scaled again, each
+    run's measurement paced the next one slower (x speed a run, towards 0)."""
+    return expected if expected > 0 else None
 
 
 def machine_has_gpus() -> bool:

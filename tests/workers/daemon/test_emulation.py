@@ -39,7 +39,18 @@ def test_a_count_the_table_lacks_runs_at_what_the_scheduler_prices_it(v100):
 
 
 def test_past_the_model_or_for_an_unknown_job_type_the_schedulers_figure_stands_in(v100):
-    # the model goes no further than 2x the largest count the table has (8)
-    assert v100.steps_per_s(JOB, 32, expected=5.0) == pytest.approx(5.0 * SPEED)
-    assert v100.steps_per_s("no such job", 2, expected=5.0) == pytest.approx(5.0 * SPEED)
+    # the model goes no further than 2x the largest count the table has (8); the figure
+    # is taken as sent, as the modelled count's is (the local cluster's is dilated already)
+    assert v100.steps_per_s(JOB, 32, expected=5.0) == pytest.approx(5.0)
+    assert v100.steps_per_s("no such job", 2, expected=5.0) == pytest.approx(5.0)
     assert v100.steps_per_s("no such job", 2) is None
+
+
+def test_a_job_paced_on_the_schedulers_figure_keeps_its_pace_once_measured(v100):
+    """The scheduler sends what it plans a job on, its measurement once it has one: the
+    next run's pace is that measurement, not it x speed again (before: each run's pace was
+    the last one's x 0.1 here, towards 0)."""
+    pace = v100.steps_per_s("no such job", 1, expected=5.0)
+    for _ in range(3):       # each run measured at its pace, which the next run is sent
+        pace, before = v100.steps_per_s("no such job", 1, expected=pace), pace
+        assert pace == before == 5.0

@@ -98,7 +98,8 @@ def test_each_rank_is_paced_by_its_share_on_its_own_type():
     # k80 (4 of 32): no scale-factor-3 entry, so its one-GPU rate, sped up by (32 / 3) / 4
     assert k80.split_steps_per_s("lm", job, 0) == pytest.approx(3 * 0.5 * 32 / (3 * 4))
     assert k80.split_steps_per_s("other", job, 0) is None
-    assert k80.split_steps_per_s("other", job, 0, expected=2.0) == pytest.approx(8 / 3)
+    # (the scheduler's figure, as sent: not dilated again; its share's pace)
+    assert k80.split_steps_per_s("other", job, 0, expected=2.0) == pytest.approx(16 / 3)
     even = JobLayout(VirtualLayout((4,) * 6), NodeMapping.even(3, 6), ("v100",) * 3)
     assert v100.split_steps_per_s("lm", even, 1) == pytest.approx(15.0)  # the table's
 
