@@ -334,15 +334,15 @@ class SchedulerCore:
             self._remove(done)
         return RoundOutcome(completed=done)
 
-    def set_job_throughputs(self, job_id: str, measured: Mapping[str, float],
-                            now: float) -> None:
-        """Online throughputs (thesis §5.3.3): ``measured`` steps/s of this job by worker
-        type replace the source's priors for it; the allocation becomes stale (re-solved
-        under the usual re-solve rule, ``resolving``). Types not named keep their value."""
+    def set_job_throughputs(self, job_id: str, measured: Mapping[str, float], now: float,
+                            stale: bool = True) -> None:
+        """Online throughputs (thesis §5.3.3): ``measured`` steps/s of this job by worker type
+        replace its priors (types not named keep theirs); the allocation becomes stale, to be
+        re-solved by the re-solve rule (``resolving``), unless not ``stale`` (solved on them)."""
         measure_job(self._job(job_id), measured, self._jobs, self._rows, self._lookups,
                     self._layout.type_index)
         self._rows.changed()
-        self._stale = True
+        self._stale = self._stale or stale
 
     def set_pair_throughputs(self, key: str, measured: Mapping[str, tuple[float, float]],
                              now: float) -> None:

@@ -83,6 +83,16 @@ class OnlineThroughputs:
         if planned is not None:
             self._published[job_id] = dict(planned)
 
+    def taken_on(self, job_id: str, job_type: str, scale_factor: int, types: Sequence[str],
+                 planned: Mapping[str, float]) -> tuple[dict[str, float], bool]:
+        """A measured job that a restarted scheduler takes on with its allocation period,
+        whose X was solved on ``planned``: the row to plan it on now (``row``: what was
+        measured, the priors as they are now; the reference of ``changed_row`` from here),
+        and whether it moved past noise from ``planned`` (the period is stale then)."""
+        row = self._published[job_id] = self.row(job_id, job_type, scale_factor, types)
+        return row, not _within_noise([row[t] for t in types],
+                                      [planned.get(t, 0.0) for t in types])
+
     def restore_counts(self, counts: Mapping[tuple[str, str, int], float]) -> None:
         """What runs on elastic counts measured before a restart (``observe_count``)."""
         for key, rate in counts.items():

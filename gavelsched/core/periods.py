@@ -142,11 +142,12 @@ def with_pairs(values: np.ndarray, member_rows: np.ndarray) -> np.ndarray:
 def hand_on(rows: Rows, jobs: Mapping[str, JobState], columns: tuple[str, ...],
             start_s: float, stale: bool, runs: Mapping[str, tuple[str, float]]) -> PeriodState:
     """The period in progress since ``start_s`` for another core to go on from: the X,
-    received seconds and deficits of the single jobs in ``jobs``."""
+    received seconds, deficits and planned steps/s of the single jobs in ``jobs``."""
     at = [i for i, key in enumerate(rows.keys) if key in jobs]
     return PeriodState(start_s, tuple(columns), tuple(rows.keys[i] for i in at),
                        rows.allocation[at].copy(), rows.received[at].copy(),
-                       rows.deficit[at].copy(), stale, runs)
+                       rows.deficit[at].copy(), stale, runs,
+                       rows.rate[at, :len(columns), 0].copy())
 
 
 def take_on(rows: Rows, columns: tuple[str, ...],

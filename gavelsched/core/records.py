@@ -286,7 +286,9 @@ class PeriodState:
     past periods). Single jobs only: co-located pairs are not handed over. ``runs``: the
     runs going on (the restart rule, ``core/restarts.py``): key -> (the column it runs on,
     the seconds its run has held its workers); a resumed core takes each as going on when
-    its next round keeps it on that column."""
+    its next round keeps it on that column. ``rates``: the steps/s each job was planned on
+    on each column (§5.3.3: its priors or what was measured of it), the rows its X was
+    solved on; None: not kept (a replay's jobs carry their own)."""
 
     start_s: float
     types: tuple[str, ...]
@@ -297,4 +299,5 @@ class PeriodState:
     stale: bool = False      # an event since made the allocation stale: the next boundary
                              # re-solves if the re-solve rule allows
     runs: Mapping[str, tuple[str, float]] = field(default_factory=dict)
+    rates: np.ndarray | None = None   # (k, n)
 

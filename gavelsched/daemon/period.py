@@ -4,7 +4,11 @@ periods; docs/runtime.md, "The allocation period goes on").
 
 Without it a restarted scheduler began a period afresh: every job's received time back to
 the seed and its deficit gone, so the first plans ranked jobs as if none had run (a job
-that had just had its share came first again, one owed time lost its claim). Saved at each
+that had just had its share came first again, one owed time lost its claim). The steps/s
+each job was planned on go with it: a job measured before the restart is planned on what
+was measured of it again, and the period is stale only if that moved past noise from
+them (``Progress.admitted``; before, such a restart always re-solved at its first plan).
+Saved at each
 plan (``save_period``: ``period.npz`` in the state directory, written whole and renamed
 into place) and taken on at the next start (``resume_period``: ``SchedulerCore.resume``,
 the same hand-over a forecast's replay makes). The file is a door: anything it holds that
@@ -39,7 +43,8 @@ def save_period(path: Path, period: PeriodState) -> None:
                  allocation=period.allocation, received=period.received,
                  deficit=period.deficit, run_keys=np.array([k for k, _ in runs], dtype=str),
                  run_columns=np.array([c for _, (c, _) in runs], dtype=str),
-                 run_held_s=np.array([h for _, (_, h) in runs], dtype=np.float64))
+                 run_held_s=np.array([h for _, (_, h) in runs], dtype=np.float64),
+                 **({} if period.rates is None else {"rates": period.rates}))
     os.replace(tmp, path)
 
 
@@ -60,13 +65,17 @@ def load_period(path: Path, now: float) -> PeriodState | None:
 
 
 def resume_period(core: SchedulerCore, path: Path, now: float,
-                  admitted: Callable[[tuple[str, ...], float], None]) -> None:
+                  admitted: Callable[..., None]) -> None:
     """Take on the period saved at ``path``, if any (``SchedulerCore.resume``), and hand the
-    jobs that admitted to ``admitted`` (``Progress.admitted``: they plan on what was
-    measured of them, as jobs admitted at a round's start)."""
+    jobs that admitted to ``admitted`` with the steps/s the period planned each on
+    (``Progress.admitted``: they plan on what was measured of them, as jobs admitted at a
+    round's start, without making the period stale unless it moved)."""
     period = load_period(path, now)
     if period is not None:
-        admitted(core.resume(period), now)
+        planned = ({} if period.rates is None else
+                   {key: dict(zip(period.types, row))
+                    for key, row in zip(period.keys, period.rates.tolist())})
+        admitted(core.resume(period), now, planned)
         log.info("allocation period since %.1f s taken on: %d jobs' X, received time and "
                  "deficit%s", period.start_s, len(period.keys),
                  " (stale: the next plan re-solves)" if period.stale else "")
@@ -78,15 +87,16 @@ def _checked(got: dict[str, np.ndarray], now: float) -> PeriodState:
     if not 0.0 <= start_s <= now + 1.0:
         raise ValueError(f"start_s: must be in [0, now], got {start_s!r}")
     types, keys = _names(got, "types"), _names(got, "keys")
-    for name in ("allocation", "received", "deficit"):
+    rates = "rates" in got     # (a file from before the rates were kept has none)
+    for name in ("allocation", "received", "deficit", *(("rates",) if rates else ())):
         a = got[name]
         if a.dtype.kind != "f" or a.shape != (len(keys), len(types)):
             raise ValueError(f"{name}: {len(keys)} x {len(types)} numbers expected, got "
                              f"{a.dtype} {a.shape}")
         if not np.isfinite(a).all():
             raise ValueError(f"{name}: a number that is not finite")
-    if (got["allocation"] < 0).any() or (got["received"] < 0).any():
-        raise ValueError("allocation, received: a negative number")
+    if any((got[name] < 0).any() for name in ("allocation", "received", "rates") if name in got):
+        raise ValueError("allocation, received, rates: a negative number")
     run_keys, run_columns = _names(got, "run_keys"), _names(got, "run_columns", unique=False)
     held = got["run_held_s"]
     if held.shape != (len(run_keys),) or len(run_columns) != len(run_keys) or not (
@@ -94,7 +104,8 @@ def _checked(got: dict[str, np.ndarray], now: float) -> PeriodState:
         raise ValueError("runs: keys, columns and held seconds do not match")
     return PeriodState(start_s, types, keys, got["allocation"], got["received"],
                        got["deficit"], bool(got["stale"]),
-                       {k: (c, float(h)) for k, c, h in zip(run_keys, run_columns, held)})
+                       {k: (c, float(h)) for k, c, h in zip(run_keys, run_columns, held)},
+                       got["rates"] if rates else None)
 
 
 def _names(got: dict[str, np.ndarray], name: str, unique: bool = True) -> tuple[str, ...]:

@@ -12,7 +12,7 @@ behind (``Store.put_throughput_later``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from policies import is_pair_key, key_members
@@ -96,17 +96,24 @@ class Progress:
         retired (``retention``)."""
         self.online.forget(job_id)
 
-    def admitted(self, job_ids: Sequence[str], now: float) -> None:
+    def admitted(self, job_ids: Sequence[str], now: float,
+                 planned: Mapping[str, Mapping[str, float]] | None = None) -> None:
         """Jobs just admitted (after a restart) plan on what was measured of them and of
         their pairs, by the rule a new measurement follows (``OnlineThroughputs``'s
-        ``changed_row`` and ``changed_pair``: past noise of what they are planned on)."""
+        ``changed_row`` and ``changed_pair``: past noise of what they are planned on).
+        ``planned``: the steps/s the allocation period a job was taken on with planned it
+        on (``period.resume_period``); it plans on what was measured again, and the period
+        is stale only if that moved past noise from them (``OnlineThroughputs.taken_on``)."""
         online, types = self.online, self.core.worker_types
         for job_id in job_ids:
-            job = self.jobs[job_id]
+            spec, was = self.jobs[job_id].spec, (planned or {}).get(job_id)
             if job_id in online.measured and job_id in self.core.active_ids:
-                row = online.changed_row(job_id, job.spec.job_type, job.spec.scale_factor,
-                                         types)
-                if row is not None:
+                if was is not None:
+                    row, moved = online.taken_on(job_id, spec.job_type, spec.scale_factor,
+                                                 types, was)
+                    self.core.set_job_throughputs(job_id, row, now, stale=moved)
+                elif (row := online.changed_row(job_id, spec.job_type, spec.scale_factor,
+                                                types)) is not None:
                     self.core.set_job_throughputs(job_id, row, now)
             for pair in online.restored_pairs(job_id):
                 online.publish_pair(self.core, pair, types, now)

@@ -16,7 +16,9 @@ import grpc
 import numpy as np
 import pytest
 
+from gavelsched.core import PeriodState
 from gavelsched.daemon.health import Health
+from gavelsched.daemon.period import PERIOD_FILE, load_period, save_period
 from gavelsched.daemon.processes import AskAgain
 from gavelsched.daemon.store import ServerRow
 from gavelsched.jobenv import JobContext
@@ -422,3 +424,65 @@ def test_the_iterator_s_initjob_is_asked_again_over_grpc_until_the_restart_can_a
         asking.join(30)
     (started,) = answers
     assert started.lease.extended and started.lease.round == r.x.runs.get(job).round
+
+
+@pytest.mark.parametrize("later", [None, 4.8])
+def test_a_restart_re_solves_only_if_a_measurement_moved_from_what_its_period_planned_on(
+        tmp_path, later):
+    """The period keeps the steps/s its X was solved on: a job measured (1.6 steps/s
+    against its 24.44 prior) and re-solved on it is planned on its measurement again after
+    a restart, whose first plan goes on with the period. Before, the restart took the job
+    back on its priors and its measurement made the period stale: it re-solved at its first
+    plan. A measurement stored after the last plan that moved past noise (``later``) makes
+    the period stale, as it would have without the restart."""
+    s = Scheduler(tmp_path)
+    job = s.submit()
+    s.at(1.0)
+    s.init(job)
+    s.t = 6.0
+    assert s.x.processes.durable_steps(job, 8, s.gen(job), seconds=4.0)  # 8 steps in 5 s
+    t = 1.0 + 2 * R - s.x.config.plan_lead
+    s.at(t)                          # (past the re-solve interval: solved on 1.6)
+    assert s.x.driver.in_flight.resolved is not None
+    saved = s.x.core.period_state()
+    assert saved.rates.tolist() == [[1.6]] and not saved.stale
+    if later is not None:     # (measured after the plan that saved the period)
+        s.store.put_throughput_later(job, "v100", later)
+        s.store.flush_later()
+    # (the restarted daemon's time counts on from its first start's wall time: moved back
+    # as far as this hand-moved clock went)
+    s.store.set_meta({"epoch_unix": float(s.store.get_meta("epoch_unix")) - t})
+    s.close()
+    r = Restarted(tmp_path, 0.0)
+    try:
+        assert r.x.core.period_state().start_s == saved.start_s
+        assert r.x.core.planned_rates([job]) == {job: {"v100": later or 1.6}}
+        assert r.x.core.period_state().stale == (later is not None)
+        r.register(s.server, 1, [])
+        r.at(1.0)
+        assert (r.x.driver.in_flight.resolved is None) == (later is None)
+    finally:
+        r.close()
+
+
+def _period(rates) -> PeriodState:
+    one = np.array([[1.0]])
+    return PeriodState(0.5, ("v100",), ("0",), one, one, one, rates=rates)
+
+
+def test_the_period_file_keeps_the_planned_rates_and_reads_one_from_before_them(tmp_path):
+    path = tmp_path / PERIOD_FILE
+    save_period(path, _period(np.array([[1.6]])))
+    assert load_period(path, 1.0).rates.tolist() == [[1.6]]
+    save_period(path, _period(None))           # (as a file written before rates were kept)
+    assert "rates" not in np.load(path).files
+    assert load_period(path, 1.0).rates is None
+
+
+@pytest.mark.parametrize("rates, why", [([[np.nan]], "not finite"), ([[-1.0]], "negative"),
+                                        ([[1.0, 2.0]], "numbers expected")])
+def test_period_rates_that_are_not_rates_start_a_fresh_period(tmp_path, daemon_log, rates, why):
+    path = tmp_path / PERIOD_FILE
+    save_period(path, _period(np.array(rates)))
+    assert load_period(path, 1.0) is None
+    assert why in daemon_log.text and "the period starts afresh" in daemon_log.text
