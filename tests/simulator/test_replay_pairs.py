@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from gavelsched.daemon.snapshot import build_snapshot
-from simulator.knowledge import Knowledge
 from gavelsched.rpc import pb
+from simulator.knowledge import Knowledge
 from simulator.live import NEW_ID, hypothetical, pairing, state_of
 from simulator.twin import predict, replay
 from traces import TraceJob, default_table
@@ -94,7 +94,7 @@ def test_a_pair_member_makes_the_co_located_rate_scaled_by_its_own():
 def test_a_predicted_job_of_a_kind_no_live_job_has_is_paired_from_the_catalog(packed):
     """``predict``'s new job: the scheduler's table has rows for the live kinds only, so
     its kind's are the catalog's (``live.pairing``); the scheduler's rows stay."""
-    s, jobs = packed
+    s, _ = packed
     state = state_of(build_snapshot(s.x.view(1.0)).response)
     new = hypothetical(pb.JobRequest(job_type=RESNET[0], total_steps=STEPS), state)
     paired = pairing(state, new).pair_table
@@ -103,6 +103,6 @@ def test_a_predicted_job_of_a_kind_no_live_job_has_is_paired_from_the_catalog(pa
     assert paired.pair("v100", RESNET, RESNET) == catalog.pair("v100", RESNET, RESNET)
     assert paired.pair("v100", A3C, A3C) == state.pair_table.pair("v100", A3C, A3C)
     assert pairing(state, dataclasses.replace(new, job_type="A3C")) is state
-    before, after = predict(pairing(state, new), new)
+    after = predict(pairing(state, new), new)[1]
     alone = predict(state, new)[1]
     assert after[NEW_ID].finish_s != alone[NEW_ID].finish_s     # (it was never paired)
