@@ -11,16 +11,8 @@ import pytest
 from gavelsched.daemon.retention import Retention
 from gavelsched.daemon.store import Store
 
-from .test_restart_keeps_runs import Restarted
+from .test_restart_keeps_runs import Restarted, measure
 from .test_round_aligned import Scheduler
-
-
-def measured(s: Scheduler, job: str, steps: int) -> None:
-    """``job`` runs from t=1 and has ``steps`` durable 5 s later (a sample of its rate)."""
-    s.at(1.0)
-    s.init(job)
-    s.t = 6.0
-    s.x.processes.durable_steps(job, steps, s.gen(job), seconds=4.0)
 
 
 def stored(store: Store) -> tuple[set[str], set[str]]:
@@ -33,7 +25,7 @@ def test_a_job_that_ends_is_forgotten_and_its_rows_go_when_it_is_retired(tmp_pat
     s = Scheduler(tmp_path)
     try:
         job = s.submit(steps=8 if end == "done" else 100_000)
-        measured(s, job, 8)
+        measure(s, job, 8)
         if end == "cancelled":
             assert job in s.x.progress.online.measured
             s.x.cancel(job)

@@ -31,6 +31,15 @@ from .test_renewals import _pumped
 from .test_round_aligned import R, Scheduler
 
 
+def measure(s: Scheduler, job: str, steps: int) -> bool:
+    """``job`` runs from t=1 and has ``steps`` durable 5 s later, measured over them (a
+    sample of its rate); whether it finished."""
+    s.at(1.0)
+    s.init(job)
+    s.t = 6.0
+    return s.x.processes.durable_steps(job, steps, s.gen(job), seconds=4.0)
+
+
 class Restarted(Scheduler):
     """A new scheduler on the state directory of one that ran in ``tmp_path``, at ``t``."""
 
@@ -244,10 +253,7 @@ def test_the_jobs_a_restart_admits_with_its_period_plan_on_what_was_measured_of_
     planned on their priors, 15x too fast here, until their runs were measured again."""
     s = Scheduler(tmp_path)
     job = s.submit()
-    s.at(1.0)
-    s.init(job)
-    s.t = 6.0
-    assert s.x.processes.durable_steps(job, 8, s.gen(job), seconds=4.0)  # 8 steps in 5 s
+    assert measure(s, job, 8)           # 8 steps in 5 s: 1.6 steps/s
     assert s.x.core.planned_rates([job]) == {job: {"v100": 1.6}}
     s.close()
     r = Restarted(tmp_path, 7.0)
@@ -437,10 +443,7 @@ def test_a_restart_re_solves_only_if_a_measurement_moved_from_what_its_period_pl
     the period stale, as it would have without the restart."""
     s = Scheduler(tmp_path)
     job = s.submit()
-    s.at(1.0)
-    s.init(job)
-    s.t = 6.0
-    assert s.x.processes.durable_steps(job, 8, s.gen(job), seconds=4.0)  # 8 steps in 5 s
+    assert measure(s, job, 8)           # 8 steps in 5 s: 1.6 steps/s
     t = 1.0 + 2 * R - s.x.config.plan_lead
     s.at(t)                          # (past the re-solve interval: solved on 1.6)
     assert s.x.driver.in_flight.resolved is not None
