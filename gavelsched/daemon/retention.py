@@ -5,12 +5,12 @@ preempted) is never touched, nor a folder that names no job of the store.
 
 When a job ended: its ``ended_s`` (any final state; ``completion_s`` for a done job of an
 older store), else when a sweep first saw it ended (a job that ended before ``ended_s``
-was kept; after a restart it is timed again from then, which only keeps it longer). ``expired`` decides (pure);
-``Retention`` sweeps at most once every ``SWEEP_EVERY_S`` and deletes in a thread of its
-own, so that a slow shared file system never holds up the executor. With the store, a
-retired job's meta rows go too (``meta.PER_JOB``: its attempts and run generations), at
-once, on the executor's thread, and its measured steps/s, alone and in pairs, at the
-store's next write (``Store.forget_throughputs_later``).
+was kept; after a restart it is timed again from then, which only keeps it longer).
+``expired`` decides (pure); ``Retention`` sweeps at most once every ``SWEEP_EVERY_S`` and
+deletes in a thread of its own, so that a slow shared file system never holds up the
+executor. With the store, a retired job's meta rows go too (``meta.PER_JOB``: its
+attempts and run generations), at once, on the executor's thread, and its measured
+steps/s, alone and in pairs, at the store's next write (``Store.forget_throughputs_later``).
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ silent for ``health.HEARTBEAT_MISSES`` heartbeats is failed in the core, and its
 (``RegisterWorkerRequest.profile``): ``priors.Priors`` learns it before the core first
 sees the type's workers, and the core serves the type's queue in its place, fastest first
 over the priors (thesis §5.5; before, a type learned after the start came after every type
-the table had, a K80's queue served before an H200's). The collaborators are handed in; this room runs on the executor
-thread.
+the table had, a K80's queue served before an H200's). The collaborators are handed in;
+this room runs on the executor thread.
 
 An operator takes a server out of service for maintenance with ``gavelsched drain``
 (``drain``): its workers leave the core's view, so nothing new is planned on them, while
