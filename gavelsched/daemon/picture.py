@@ -17,7 +17,7 @@ from .clock import RoundClock
 from .config import DaemonConfig
 from .forecast import Forecaster
 from .health import Health
-from .jobs import Jobs
+from .jobs import JobRow, Jobs
 from .logs import Hosts
 from .priors import Priors
 from .progress import Progress
@@ -99,20 +99,18 @@ class Picture:
                 "startup_alone_s": {t: startups.expected_alone(t) for t in kinds},
                 "startup_wave_slope": startups.wave_slope(),
                 "policy_options": self.core.policy.made_with,
-                "pair_table": self.pair_table(
-                    {(j.spec.job_type, j.spec.scale_factor) for j in active}, types),
+                "pair_table": self.pair_table(active, types),
                 "type_order": self.core.config.type_order,
                 **self.config.rules.published()}
 
-    def pair_table(self, kinds: Iterable[tuple[str, int]],
-                   types: list[str]) -> ThroughputTable | None:
-        """The priors' rows for these job kinds (job type, scale factor) on ``types``, alone
-        and in pairs: what a replay pairs the jobs with, as the core plans co-located pairs
-        (thesis §5.3.1; ``traces.throughputs.table_slice``). None when the policy plans no
-        pairs. Kept while the kinds and types stay (50,000 jobs are of a few kinds)."""
+    def pair_table(self, jobs: Iterable[JobRow], types: list[str]) -> ThroughputTable | None:
+        """The priors' rows for the kinds (job type, scale factor) of ``jobs`` on ``types``,
+        alone and in pairs: what a replay pairs the jobs with, as the core plans co-located
+        pairs (thesis §5.3.1; ``traces.throughputs.table_slice``). None when the policy plans
+        no pairs. Kept while the kinds and types stay (50,000 jobs are of a few kinds)."""
         if not self.core.config.pairs:
             return None
-        key = (frozenset(kinds), tuple(types))
+        key = (frozenset((j.spec.job_type, j.spec.scale_factor) for j in jobs), tuple(types))
         if self._pair_table is None or self._pair_table[0] != key:
             self._pair_table = (key, table_slice(self.priors, *key))
         return self._pair_table[1]
