@@ -42,6 +42,16 @@ def _sql(path, statement: str, *args) -> None:
     db.close()
 
 
+def _damaged(path, statements: list[str]) -> None:
+    """Run each of ``statements`` on the store's file behind its back."""
+    for statement in statements:
+        _sql(path, statement)
+
+
+def _warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+
+
 def _spec(**change) -> str:
     return json.dumps({**SPEC, **change})
 
@@ -153,7 +163,7 @@ def test_bad_server_throughput_scaling_and_meta_rows_are_dropped_with_a_warning(
                     "next_generation": 6, "generation/0": 5, "checkpoint_generation/0": 4})
     store.add_job(JobRow(JobSpec(id="0", job_type="A3C", scale_factor=1, total_steps=9)))
     store.close()
-    for statement in [
+    _damaged(tmp_path, [
             "UPDATE servers SET workers='[0' WHERE id=1",
             "UPDATE servers SET worker_type=CAST(X'ff' AS TEXT) WHERE id=2",
             "UPDATE servers SET workers='[1]' WHERE id=3",           # v100 0's GPU
@@ -168,8 +178,7 @@ def test_bad_server_throughput_scaling_and_meta_rows_are_dropped_with_a_warning(
             "UPDATE meta SET value='[{\"round\": -1}]' WHERE key='attempts/0'",
             "UPDATE meta SET value=CAST(X'ff' AS TEXT) WHERE key='attempts/1'",
             "UPDATE meta SET value='0' WHERE key='next_job_id'",
-            "UPDATE meta SET value='-6' WHERE key='next_generation'"]:
-        _sql(tmp_path, statement)
+            "UPDATE meta SET value='-6' WHERE key='next_generation'"])
     with caplog.at_level(logging.WARNING, logger="gavelsched.daemon.store"):
         store = Store(tmp_path)
         servers, rates, counts = store.servers(), store.throughputs(), store.scaling()
@@ -182,7 +191,7 @@ def test_bad_server_throughput_scaling_and_meta_rows_are_dropped_with_a_warning(
                     "startup_n/A3C": "3", "attempts/0": None, "attempts/1": None}
     assert store.next_job_id() == 1                  # past the stored job, not 0 again
     assert store.get_meta("next_generation") == "6"  # past every generation issued
-    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    warnings = _warnings(caplog)
     assert len(warnings) == 16 and all("\n" not in w for w in warnings), warnings
     assert any("servers row" in w and "workers: must be JSON" in w for w in warnings)
     assert any("must not repeat another server's worker ids" in w for w in warnings)
@@ -208,16 +217,15 @@ def test_pairs_measured_rates_round_trip_and_a_bad_row_is_dropped(tmp_path, capl
     again = Store(tmp_path)
     assert again.pair_throughputs()["0+1"] == {"v100": {"0": 3.0, "1": 2.5}, "k80": {"1": 1.0}}
     again.close()
-    for statement in ["UPDATE pair_throughputs SET pair='2' WHERE pair='2+3'",
-                      "UPDATE pair_throughputs SET job_id='9' WHERE pair='2+4'",
-                      "UPDATE pair_throughputs SET steps_per_s='nan' WHERE pair='5+6'",
-                      "UPDATE pair_throughputs SET pair=CAST(X'ff' AS TEXT) WHERE pair='7+8'"]:
-        _sql(tmp_path, statement)
+    _damaged(tmp_path, ["UPDATE pair_throughputs SET pair='2' WHERE pair='2+3'",
+                        "UPDATE pair_throughputs SET job_id='9' WHERE pair='2+4'",
+                        "UPDATE pair_throughputs SET steps_per_s='nan' WHERE pair='5+6'",
+                        "UPDATE pair_throughputs SET pair=CAST(X'ff' AS TEXT) WHERE pair='7+8'"])
     with caplog.at_level(logging.WARNING, logger="gavelsched.daemon.store"):
         again = Store(tmp_path)
         assert again.pair_throughputs() == {
             "0+1": {"v100": {"0": 3.0, "1": 2.5}, "k80": {"1": 1.0}}}
-    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    warnings = _warnings(caplog)
     assert len(warnings) == 4 and all("pair_throughputs row" in w and "\n" not in w
                                       for w in warnings), warnings
     assert any("pair: must name two jobs" in w for w in warnings)
