@@ -24,6 +24,7 @@ from gavelsched.core.online import prior_scale
 from gavelsched.core.rules import DaemonRules
 from gavelsched.core.waves import machines
 from gavelsched.daemon.jobs import FINAL
+from policies import key_members, pair_key
 from traces import ThroughputTable
 from traces.errors import TraceError
 from traces.throughputs import table_from_dict, table_slice
@@ -54,6 +55,7 @@ class LiveJob:
     # the steps/s the scheduler plans it on (its priors until a measurement moved them past
     # noise); None: ``steps_per_s``, what it is measured to make
     plan_steps_per_s: Mapping[str, float] | None = None
+    shared_with: str | None = None     # the job its run shares its GPUs with; None: none
 
 
 @dataclass(frozen=True)
@@ -131,7 +133,7 @@ def state_of(reply) -> LiveState:
                 dict(j.steps_per_s), j.priority_weight or 1.0, None,
                 j.started_s if j.started_s >= 0 else None, j.entity or None,
                 *_run(j, workers, begin), restart_s=j.restart_s,
-                plan_steps_per_s=_rates(j.plan_steps_per_s))
+                plan_steps_per_s=_rates(j.plan_steps_per_s), shared_with=j.shared_with or None)
         for j in live)
     alive = [w.address for w in reply.workers if w.alive and not w.drained and w.gpus > 0]
     rules = DaemonRules.of_status(reply, _type_means(live, "startup_s"),
@@ -140,7 +142,8 @@ def state_of(reply) -> LiveState:
         rules = replace(rules, startup_s=_type_means(live, "startup_alone_s"))
     return LiveState(reply.now_s, reply.epoch_unix, reply.policy, rules, workers, per, jobs,
                      reply.round_ends_s if reply.round_ends_s > reply.now_s else None,
-                     _period(reply.period_start_s, reply.period_stale, live),
+                     _period(reply.period_start_s, reply.period_stale, live,
+                             reply.period_pairs),
                      _options(reply.policy_options), _pair_table(reply.pair_table, workers))
 
 
@@ -175,17 +178,28 @@ def _json(text: str, field: str) -> Any:
         raise ValueError(f"{field}: not JSON: {str(err).splitlines()[0][:200]}") from None
 
 
-def _period(start_s: float, stale: bool, live) -> PeriodState | None:
-    """The allocation period a forecast picture carries (``period_*``), or None."""
-    covered = [j for j in live if j.period_x]
-    if not covered:
+def _period(start_s: float, stale: bool, live, pairs=()) -> PeriodState | None:
+    """The allocation period a forecast picture carries (``period_*``; a co-located pair's
+    row, ``period_pairs``, when both its jobs are live), or None; ``ValueError`` in one line
+    for a number that is not finite, an X or received time below 0, or a pair twice."""
+    ids = {j.id for j in live}
+    rows = [(j.id, j.period_x, j.period_received_s, j.period_deficit_s)
+            for j in live if j.period_x]
+    rows += [(pair_key(p.a, p.b), p.x, p.received_s, p.deficit_s) for p in pairs
+             if p.x and p.a != p.b and {p.a, p.b} <= ids]
+    if not rows:
         return None
-    types = tuple(sorted({t for j in covered for t in j.period_x}))
-
-    def table(name):
-        return np.array([[getattr(j, name).get(t, 0.0) for t in types] for j in covered])
-    return PeriodState(start_s, types, tuple(j.id for j in covered), table("period_x"),
-                       table("period_received_s"), table("period_deficit_s"), stale)
+    if len({frozenset(key_members(row[0])) for row in rows}) != len(rows):
+        raise ValueError("period: a job or pair twice")
+    types = tuple(sorted({t for row in rows for t in row[1]}))
+    x, received, deficit = (np.array([[row[k].get(t, 0.0) for t in types] for row in rows])
+                            for k in (1, 2, 3))
+    if not (np.isfinite(x).all() and np.isfinite(received).all()
+            and np.isfinite(deficit).all()) or (x < 0).any() or (received < 0).any():
+        raise ValueError("period: an X, received time or deficit that is not a finite "
+                         "number, or an X or received time below 0")
+    return PeriodState(start_s, types, tuple(row[0] for row in rows), x, received, deficit,
+                       stale)
 
 
 def _type_means(live, name: str) -> dict[str, float]:

@@ -34,7 +34,7 @@ from gavelsched.core import CoreConfig, PeriodState, SchedulerCore
 from gavelsched.core.driver import spec_of
 from gavelsched.core.rules import MIN_LEASE_FRACTION, DaemonRules
 from gavelsched.mechanism import ClusterView, Demand, PlannerConfig, plan_round
-from policies import Policy, get_policy
+from policies import Policy, get_policy, is_pair_key, key_members, pair_key
 from traces import ThroughputTable, TraceJob
 
 from .config import SimConfig
@@ -361,6 +361,10 @@ def _refill_orders(state: LiveState, later: LiveState, extra: Sequence[LiveJob],
         core = _core_of(state, inputs)
         state.rules.driver(core).plan(0.0)
         period = core.period_state()
+    alone = [i for i, key in enumerate(period.keys) if not is_pair_key(key)]   # (jobs' rows)
+    period = replace(period, keys=tuple(period.keys[i] for i in alone),
+                     allocation=period.allocation[alone], received=period.received[alone],
+                     deficit=period.deficit[alone])
     rows = [int(key) for key in period.keys]
     jobs = [inputs.trace[i] for i in rows]
     waiting = np.array([i not in inputs.running for i in rows], dtype=bool)
@@ -399,37 +403,51 @@ def _ends_before_plan(state: LiveState, done: Mapping[str, Eta]) -> bool:
 def resumed(state: LiveState, later: LiveState, inputs: Replay, offset: float,
             stale: bool = False) -> PeriodState | None:
     """The scheduler's allocation period (``state.period``) for the replay, which starts
-    ``offset`` s from now (at the placed round's end): keyed by trace index, on the replay's
-    clock, and with the time the placed round gives its runs on their types (thesis §5.5:
-    received time counts the round a task held its workers), and the runs going on; the
+    ``offset`` s from now (at the placed round's end): keyed by trace index (its jobs in
+    trace order, then its co-located pairs'), on the replay's clock, and with the time the
+    placed round gives its runs on their types (thesis §5.5: received time counts the round
+    a task held its workers; a pair's run, its pair's row), and the runs going on; the
     runs are ``later``'s (the state at the round's end: refills included, which the
     daemon credits the rest of the round); ``stale``: its allocation is stale by the
     replay's start, though the picture's was not."""
     period = state.period
     if period is None:
         return None
-    row = {key: i for i, key in enumerate(period.keys)}
-    at = [row.get(job_id) for job_id in inputs.ids]
-    keep = [i for i, r in enumerate(at) if r is not None]
-    if not keep:
+    index = {job_id: i for i, job_id in enumerate(inputs.ids)}
+    found = sorted(((tuple(sorted(index[m] for m in key_members(key))), r)
+                    for r, key in enumerate(period.keys)
+                    if all(m in index for m in key_members(key))),
+                   key=lambda entry: (len(entry[0]), entry[0]))    # (jobs, then pairs)
+    if not found:
         return None
-    rows = [at[i] for i in keep]
+    keys = tuple(pair_key(*map(str, at)) if len(at) == 2 else str(at[0]) for at, _ in found)
+    rows = [r for _, r in found]
     received = period.received[rows].copy()
     jobs = {j.id: j for j in later.jobs}
     if state.round_ends_s is not None and state.now_s < state.next_plan_s:
         # (only before the next round's plan: after it the period has counted this one,
         # and a picture in the plan lead counted it twice, so that its runs looked served)
         begin = state.round_ends_s - state.round_seconds
-        for k, i in enumerate(keep):
-            job = jobs.get(inputs.ids[i])
-            if job is not None and job.running_on in period.types:
-                # the round, as the daemon credits a task of its plan (``Runs.held_s``): a
-                # run launched milliseconds after the round's start had a round; a refill,
-                # from its launch
-                since = max(begin, job.run_began_s) if job.run_refill else begin
-                received[k, period.types.index(job.running_on)] += state.round_ends_s - since
-    return PeriodState(period.start_s - (state.now_s + offset), period.types,
-                       tuple(str(i) for i in keep), period.allocation[rows].copy(), received,
+        row_of = {key: k for k, key in enumerate(keys)}
+        credited = set()
+        for job_id, i in index.items():
+            job = jobs.get(job_id)
+            if job is None or job.running_on not in period.types:
+                continue
+            k = row_of.get(str(i))
+            partner = index.get(job.shared_with or "")
+            if partner is not None:        # a pair's run: its pair's row, when it has one
+                k = row_of.get(pair_key(*map(str, sorted((i, partner)))), k)
+            if k is None or k in credited:
+                continue
+            credited.add(k)
+            # the round, as the daemon credits a task of its plan (``Runs.held_s``): a
+            # run launched milliseconds after the round's start had a round; a refill,
+            # from its launch
+            since = max(begin, job.run_began_s) if job.run_refill else begin
+            received[k, period.types.index(job.running_on)] += state.round_ends_s - since
+    return PeriodState(period.start_s - (state.now_s + offset), period.types, keys,
+                       period.allocation[rows].copy(), received,
                        period.deficit[rows].copy(), period.stale or stale,
                        _runs(state, jobs, inputs))
 

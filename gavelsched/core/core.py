@@ -42,7 +42,7 @@ from __future__ import annotations
 import logging
 import random
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -59,7 +59,7 @@ from .jobs import (JobState, apply_measured, forget_pairs, measure_job, measure_
                    new_job, planned_pair, planned_rates, retype)
 from .layout import ColumnLayout
 from .lookups import Lookups
-from .periods import close_period, hand_on, install, shares as received_shares, take_on
+from .periods import close_period, hand_on, install, moved_from, shares as received_shares, take_on
 from .problem import advance_isolated_time, build_problem
 from .progress import RoundInFlight, align, credit_keys, credit_round, credit_rows
 from .resolving import allowed as resolve_allowed, interval_passed, next_allowed_s
@@ -166,25 +166,25 @@ class SchedulerCore:
 
     def period_state(self) -> PeriodState:
         """The allocation period in progress, for a replay to go on from (``resume``)."""
-        return hand_on(self._rows, self._jobs, self._layout.columns, self._counted_since_s,
+        return hand_on(self._rows, self._layout.columns, self._counted_since_s,
                        self._stale or self._force, self._runs.state())
 
-    def resume(self, period: PeriodState) -> tuple[str, ...]:
-        """Go on with another core's allocation period (a live cluster's replay, a restarted
-        daemon): admit the jobs submitted so far now (returned, as ``Round.admitted``) with
-        the X, received seconds, deficits and runs going on that ``period`` gives them, as if
-        this core had run it since ``period.start_s``. The next boundary re-solves only by
-        the re-solve rule: when the period was stale, or a job it does not cover makes it so."""
+    def resume(self, period: PeriodState,
+               measured: Callable[[tuple[str, ...]], None] | None = None) -> tuple[str, ...]:
+        """Go on with another core's allocation period (a replay, a restarted daemon): admit
+        the jobs submitted so far (returned, as ``Round.admitted``) with the X, received
+        seconds, deficits and runs ``period`` gives them and their pairs; ``measured``
+        (called with them) gives them what was measured of them. The next boundary re-solves
+        only if the period was stale, left a job out or moved (``periods.moved_from``)."""
         admitted, rows, cols = self._admit(), self._rows, self._layout.columns
-        allocation = take_on(rows, cols, period)
-        covered = set(allocation) >= set(self._jobs)
-        if allocation:
-            self._last_allocation = Allocation(self.policy.name, allocation)
-            install(self._last_allocation, rows, self._jobs, cols, self._lookups,
-                    self.config.seed_seconds)
+        allocation, whole = take_on(period, rows, self._jobs, cols, self._lookups,
+                                    self.config.seed_seconds, self.policy.name)
+        self._last_allocation = allocation or self._last_allocation
         self._last_resolve_s = self._counted_since_s = float(period.start_s)
-        self._stale = period.stale or not covered or not allocation
         self._runs.resume({key: run for key, run in period.runs.items() if key in rows.index})
+        if measured is not None:
+            measured(admitted)
+        self._stale = period.stale or not whole or moved_from(period, rows, cols)
         return admitted
 
     def next_resolve_allowed_s(self) -> float:
@@ -334,15 +334,15 @@ class SchedulerCore:
             self._remove(done)
         return RoundOutcome(completed=done)
 
-    def set_job_throughputs(self, job_id: str, measured: Mapping[str, float], now: float,
-                            stale: bool = True) -> None:
+    def set_job_throughputs(self, job_id: str, measured: Mapping[str, float],
+                            now: float) -> None:
         """Online throughputs (thesis §5.3.3): ``measured`` steps/s of this job by worker type
         replace its priors (types not named keep theirs); the allocation becomes stale, to be
-        re-solved by the re-solve rule (``resolving``), unless not ``stale`` (solved on them)."""
+        re-solved by the re-solve rule (``resolving``)."""
         measure_job(self._job(job_id), measured, self._jobs, self._rows, self._lookups,
                     self._layout.type_index)
         self._rows.changed()
-        self._stale = self._stale or stale
+        self._stale = True
 
     def set_pair_throughputs(self, key: str, measured: Mapping[str, tuple[float, float]],
                              now: float) -> None:

@@ -31,13 +31,13 @@ from policies import ProblemError, key_members
 from policies.jobs import parse_configuration_name
 
 from .records import ThroughputSource
+from .resolving import within_noise
 
 if TYPE_CHECKING:
     from .configurations import Configurations
     from .core import SchedulerCore
 
 SMOOTHING = 0.5      # weight of a new sample in the exponential average
-MIN_CHANGE = 0.10    # relative change of a type's value that is worth a re-solve
 
 
 def prior_scale(pairs: Iterable[tuple[float, float]]) -> float:
@@ -84,14 +84,18 @@ class OnlineThroughputs:
             self._published[job_id] = dict(planned)
 
     def taken_on(self, job_id: str, job_type: str, scale_factor: int, types: Sequence[str],
-                 planned: Mapping[str, float]) -> tuple[dict[str, float], bool]:
-        """A measured job that a restarted scheduler takes on with its allocation period,
-        whose X was solved on ``planned``: the row to plan it on now (``row``: what was
-        measured, the priors as they are now; the reference of ``changed_row`` from here),
-        and whether it moved past noise from ``planned`` (the period is stale then)."""
-        row = self._published[job_id] = self.row(job_id, job_type, scale_factor, types)
-        return row, not _within_noise([row[t] for t in types],
-                                      [planned.get(t, 0.0) for t in types])
+                 planned: Mapping[str, float]) -> dict[str, float]:
+        """The row to plan a measured job on that a restarted scheduler takes on with its
+        allocation period, whose X was solved on ``planned``: ``planned`` itself while
+        ``row`` (what was measured, the priors as they are now) is within noise of it, so
+        that the plan goes on exactly as before the restart (``changed_row``'s rule), else
+        ``row``. It is ``changed_row``'s reference from here."""
+        row = self.row(job_id, job_type, scale_factor, types)
+        was = {t: float(planned.get(t, 0.0)) for t in types}
+        if within_noise([row[t] for t in types], [was[t] for t in types]):
+            row = was
+        self._published[job_id] = row
+        return row
 
     def restore_counts(self, counts: Mapping[tuple[str, str, int], float]) -> None:
         """What runs on elastic counts measured before a restart (``observe_count``)."""
@@ -141,7 +145,7 @@ class OnlineThroughputs:
 
     def changed_row(self, job_id: str, job_type: str, scale_factor: int,
                     types: Sequence[str]) -> dict[str, float] | None:
-        """``row`` when it moved by more than ``MIN_CHANGE`` on some type from the row the
+        """``row`` when it moved by more than ``resolving.MIN_CHANGE`` on some type from the row the
         core plans on (the last returned here, else the priors), else None. A measurement
         within noise of the priors leaves them: jobs of one type then keep one row, so
         the allocation's ties between them fall to the rule both executors share rather
@@ -150,7 +154,7 @@ class OnlineThroughputs:
         old = self._published.get(job_id)
         if old is None:
             old = self.priors(job_type, scale_factor, types)
-        if _within_noise([new[t] for t in types], [old.get(t, 0.0) for t in types]):
+        if within_noise([new[t] for t in types], [old.get(t, 0.0) for t in types]):
             return None
         self._published[job_id] = new
         return new
@@ -195,14 +199,14 @@ class OnlineThroughputs:
     def changed_pair(self, pair: str, worker_type: str,
                      planned: tuple[float, float]) -> tuple[float, float] | None:
         """The pair's measured (member a's, member b's) on ``worker_type`` when both members
-        were measured there and either moved by more than ``MIN_CHANGE`` from ``planned``
+        were measured there and either moved by more than ``resolving.MIN_CHANGE`` from ``planned``
         (what the core plans the pair on), else None (``changed_row``'s rule)."""
         by_job = self.pairs.get(pair, {}).get(worker_type, {})
         members = key_members(pair)
         if not all(m in by_job for m in members):
             return None
         new = tuple(by_job[m] for m in members)
-        return None if _within_noise(new, planned) else new
+        return None if within_noise(new, planned) else new
 
     def _learn_pair(self, core: SchedulerCore, pair: str, job_id: str, worker_type: str,
                     steps: float, seconds: float, types: Sequence[str],
@@ -234,11 +238,6 @@ class OnlineThroughputs:
         self._restored_pairs.pop(job_id, None)
         for pair in [pair for pair in self.pairs if job_id in key_members(pair)]:
             del self.pairs[pair]
-
-
-def _within_noise(new: Sequence[float], old: Sequence[float]) -> bool:
-    """Every value within ``MIN_CHANGE`` (relative) of its old one: not worth a re-solve."""
-    return all(abs(v - o) <= MIN_CHANGE * max(o, 1e-9) for v, o in zip(new, old))
 
 
 def _averaged(old: float | None, sample: float) -> float:

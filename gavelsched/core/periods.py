@@ -22,6 +22,7 @@ from ..mechanism.selection import tie_break
 from .jobs import JobState, pair_rates
 from .lookups import Lookups
 from .records import Period, PeriodState
+from .resolving import within_noise
 from .rows import Rows
 
 log = logging.getLogger(__name__)
@@ -139,23 +140,31 @@ def with_pairs(values: np.ndarray, member_rows: np.ndarray) -> np.ndarray:
     return out
 
 
-def hand_on(rows: Rows, jobs: Mapping[str, JobState], columns: tuple[str, ...],
-            start_s: float, stale: bool, runs: Mapping[str, tuple[str, float]]) -> PeriodState:
-    """The period in progress since ``start_s`` for another core to go on from: the X,
-    received seconds, deficits and planned steps/s of the single jobs in ``jobs``."""
-    at = [i for i, key in enumerate(rows.keys) if key in jobs]
-    return PeriodState(start_s, tuple(columns), tuple(rows.keys[i] for i in at),
-                       rows.allocation[at].copy(), rows.received[at].copy(),
-                       rows.deficit[at].copy(), stale, runs,
-                       rows.rate[at, :len(columns), 0].copy())
+def hand_on(rows: Rows, columns: tuple[str, ...], start_s: float, stale: bool,
+            runs: Mapping[str, tuple[str, float]]) -> PeriodState:
+    """The period in progress since ``start_s`` for another core to go on from: every
+    row's X, received seconds, deficits and planned steps/s, co-located pairs' included."""
+    return PeriodState(start_s, tuple(columns), tuple(rows.keys), rows.allocation.copy(),
+                       rows.received.copy(), rows.deficit.copy(), stale, runs,
+                       rows.rate[:, :len(columns)].copy())
 
 
-def take_on(rows: Rows, columns: tuple[str, ...],
-            period: PeriodState) -> dict[str, dict[str, float]]:
-    """Another core's received seconds and deficits into the rows of the jobs both hold
-    (columns both have); returns their X in ``Allocation.allocation``'s shape."""
+def take_on(period: PeriodState, rows: Rows, jobs: Mapping[str, JobState],
+            columns: tuple[str, ...], lookups: Lookups, seed: float,
+            policy: str) -> tuple[Allocation | None, bool]:
+    """Another core's period into these rows (on the columns both have): the X of the jobs
+    and pairs whose members are in ``jobs``, installed (a pair given time gets its row),
+    then their received seconds and deficits. Returns the allocation installed (None: none
+    to install) and whether it is whole: it covers every job, and every pair it gives time
+    got its row (``install`` drops one without co-located throughputs)."""
     given = [columns.index(t) if t in columns else -1 for t in period.types]
-    allocation = {}
+    x = {key: {t: float(period.allocation[i, j]) for j, t in enumerate(period.types)
+               if t in columns}
+         for i, key in enumerate(period.keys) if all(m in jobs for m in key_members(key))}
+    if not x:
+        return None, False
+    allocation = Allocation(policy, x)
+    install(allocation, rows, jobs, columns, lookups, seed)
     for i, key in enumerate(period.keys):
         r = rows.index.get(key)
         if r is None:
@@ -164,6 +173,21 @@ def take_on(rows: Rows, columns: tuple[str, ...],
             if c >= 0:
                 rows.received[r, c] = period.received[i, j]
                 rows.deficit[r, c] = period.deficit[i, j]
-        allocation[key] = {t: float(period.allocation[i, j])
-                           for j, t in enumerate(period.types) if t in columns}
-    return allocation
+    whole = jobs.keys() <= x.keys() and all(
+        key in rows.index for key, row in x.items() if max(row.values(), default=0.0) > 0)
+    return allocation, whole
+
+
+def moved_from(period: PeriodState, rows: Rows, columns: tuple[str, ...]) -> bool:
+    """Some job or pair of ``period`` is planned here on steps/s past noise
+    (``resolving.within_noise``) from those its X was solved on (``period.rates``; none
+    kept: False), on a column both have: that X is stale (thesis §5.3.3, a reset event)."""
+    if period.rates is None:
+        return False
+    both = [(j, columns.index(t)) for j, t in enumerate(period.types) if t in columns]
+    held = [(i, rows.index[key]) for i, key in enumerate(period.keys) if key in rows.index]
+    if not both or not held:
+        return False
+    (was, ours), (at, here) = zip(*both), zip(*held)
+    return not within_noise(rows.rate[np.ix_(here, ours)].ravel().tolist(),
+                            period.rates[np.ix_(at, was)].ravel().tolist())

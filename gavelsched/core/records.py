@@ -279,16 +279,17 @@ class RoundOutcome:
 class PeriodState:
     """The allocation period in progress (thesis §5.5: the mechanism moves the time each
     job receives towards X between two re-solves), as one core hands it to another (a live
-    cluster's replay, ``simulator/twin.py``): its start (when received times last went
-    back to the seed: the last re-solve under Gavel's rule, ``core/restarts.py``), and per job
-    (row ``i`` is ``keys[i]``; columns ``types``) the X in force, the seconds received on
-    each type since the start (from the seed) and its deficit (§5.5, Gavel's carry-over of
-    past periods). Single jobs only: co-located pairs are not handed over. ``runs``: the
-    runs going on (the restart rule, ``core/restarts.py``): key -> (the column it runs on,
-    the seconds its run has held its workers); a resumed core takes each as going on when
-    its next round keeps it on that column. ``rates``: the steps/s each job was planned on
-    on each column (§5.3.3: its priors or what was measured of it), the rows its X was
-    solved on; None: not kept (a replay's jobs carry their own)."""
+    cluster's replay, ``simulator/twin.py``; a restarted daemon): its start (when received
+    times last went back to the seed: the last re-solve under Gavel's rule,
+    ``core/restarts.py``), and per job or co-located pair (§5.3.1; row ``i`` is ``keys[i]``,
+    a pair's ``"a+b"``; columns ``types``) the X in force, the seconds received on each type
+    since the start (from the seed) and its deficit (§5.5, Gavel's carry-over of past
+    periods). ``runs``: the runs going on (the restart rule, ``core/restarts.py``): key ->
+    (the column it runs on, the seconds its run has held its workers); a resumed core takes
+    each as going on when its next round keeps it on that column. ``rates``: the steps/s
+    each member was planned on on each column (§5.3.3: its priors or what was measured of
+    it; ``[..., 1]`` a pair's second member, 0 for a job alone), the rates its X was solved
+    on; None: not kept (a replay's jobs carry their own)."""
 
     start_s: float
     types: tuple[str, ...]
@@ -299,5 +300,5 @@ class PeriodState:
     stale: bool = False      # an event since made the allocation stale: the next boundary
                              # re-solves if the re-solve rule allows
     runs: Mapping[str, tuple[str, float]] = field(default_factory=dict)
-    rates: np.ndarray | None = None   # (k, n)
+    rates: np.ndarray | None = None   # (k, n, 2)
 

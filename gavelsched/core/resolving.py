@@ -2,7 +2,8 @@
 
 A reset event (arrival, completion, worker join or loss, price change, new measured
 throughputs) marks the allocation stale; it is re-solved at a round boundary once that is
-allowed. ``CoreConfig.resolve`` names the rule:
+allowed. New throughputs are one only past noise (``within_noise``: ``MIN_CHANGE``, 10%).
+``CoreConfig.resolve`` names the rule:
 
 - ``"gavel"``: at most once every ``min_resolve_interval_s`` (Gavel's
   ``minimum_time_between_allocation_resets``, 1,920 s), because Gavel's solves took
@@ -26,8 +27,12 @@ then dealt the round differently (issue #29).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 RESOLVE_MODES = ("gavel", "responsive")
+# A relative change of a job's steps/s on a type worth a re-solve (thesis §5.3.3: online
+# throughputs are a reset event); a smaller one is noise.
+MIN_CHANGE = 0.10
 # An interval counts as passed this share of a round before its exact end (module docstring).
 JITTER_SHARE = 0.05
 
@@ -68,3 +73,9 @@ def next_allowed_s(config, last_resolve_s: float, last_solve_s: float | None,
     if waives_interval(config, last_resolve_s, last_solve_s, forced):
         return -math.inf
     return last_resolve_s + _interval(config)
+
+
+def within_noise(new: Sequence[float], old: Sequence[float]) -> bool:
+    """Every value of ``new`` within ``MIN_CHANGE`` (relative) of its ``old`` one: not worth
+    a re-solve."""
+    return all(abs(v - o) <= MIN_CHANGE * max(o, 1e-9) for v, o in zip(new, old))

@@ -25,6 +25,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from policies import key_members
+
 from ..core import PeriodState
 from ..rpc import pb
 from ..rpc.frames import FrameError, read_frame, write_frame
@@ -55,9 +57,10 @@ class Forecast:
 
 
 def with_period(picture: pb.StatusResponse, period: PeriodState | None) -> pb.StatusResponse:
-    """A copy of ``picture`` with the allocation period in progress (``period_*``): what a
-    replay needs to go on with the round-by-round priorities (thesis §5.5) where the
-    scheduler is, instead of starting a period of its own."""
+    """A copy of ``picture`` with the allocation period in progress (``period_*``, and the
+    co-located pairs' rows in ``period_pairs``): what a replay needs to go on with the
+    round-by-round priorities (thesis §5.5) where the scheduler is, instead of starting a
+    period of its own."""
     if period is None:
         return picture
     out = pb.StatusResponse()
@@ -72,6 +75,14 @@ def with_period(picture: pb.StatusResponse, period: PeriodState | None) -> pb.St
         job.period_x.update(zip(types, period.allocation[i].tolist()))
         job.period_received_s.update(zip(types, period.received[i].tolist()))
         job.period_deficit_s.update(zip(types, period.deficit[i].tolist()))
+    shown = {job.id for job in out.jobs}
+    for i, key in enumerate(period.keys):      # co-located pairs (thesis §5.3.1)
+        members = key_members(key)
+        if len(members) == 2 and shown.issuperset(members):
+            out.period_pairs.add(a=members[0], b=members[1],
+                                 x=dict(zip(types, period.allocation[i].tolist())),
+                                 received_s=dict(zip(types, period.received[i].tolist())),
+                                 deficit_s=dict(zip(types, period.deficit[i].tolist())))
     return out
 
 

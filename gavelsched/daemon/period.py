@@ -4,16 +4,20 @@ periods; docs/runtime.md, "The allocation period goes on").
 
 Without it a restarted scheduler began a period afresh: every job's received time back to
 the seed and its deficit gone, so the first plans ranked jobs as if none had run (a job
-that had just had its share came first again, one owed time lost its claim). The steps/s
-each job was planned on go with it: a job measured before the restart is planned on what
-was measured of it again, and the period is stale only if that moved past noise from
-them (``Progress.admitted``; before, such a restart always re-solved at its first plan).
-Saved at each
-plan (``save_period``: ``period.npz`` in the state directory, written whole and renamed
-into place) and taken on at the next start (``resume_period``: ``SchedulerCore.resume``,
-the same hand-over a forecast's replay makes). The file is a door: anything it holds that
-is not a period (unreadable, a shape that does not match, a number not finite, a start
-later than now) is refused with one line, and the period starts afresh as before.
+that had just had its share came first again, one owed time lost its claim). Co-located
+pairs (thesis §5.3.1) go with it: without them a space-sharing policy's pairs lost their
+time, and the cluster ran their jobs alone, or not at all, until the next reset event.
+The steps/s each job and pair was planned on go with it too: a job measured before the
+restart is planned on what was measured of it again, and the period is stale only if
+what a job or pair is planned on moved past noise from them: a measurement, or priors
+applied at this start (``SchedulerCore.resume``; before, such a restart always re-solved
+at its first plan). Saved at each plan (``save_period``: ``period.npz`` in the state
+directory, written whole and renamed into place) and taken on at the next start
+(``resume_period``: ``SchedulerCore.resume``, the same hand-over a forecast's replay
+makes). The file is a door: anything it holds that is not a period (unreadable, a shape
+that does not match, a number not finite, a start later than now) is refused with one
+line, and the period starts afresh as before. A file of one member's rates per row
+(written before pairs were kept) is read as such.
 """
 
 from __future__ import annotations
@@ -66,19 +70,19 @@ def load_period(path: Path, now: float) -> PeriodState | None:
 
 def resume_period(core: SchedulerCore, path: Path, now: float,
                   admitted: Callable[..., None]) -> None:
-    """Take on the period saved at ``path``, if any (``SchedulerCore.resume``), and hand the
-    jobs that admitted to ``admitted`` with the steps/s the period planned each on
-    (``Progress.admitted``: they plan on what was measured of them, as jobs admitted at a
-    round's start, without making the period stale unless it moved)."""
+    """Take on the period saved at ``path``, if any (``SchedulerCore.resume``), handing the
+    jobs it admits to ``admitted`` with the steps/s the period planned each on
+    (``Progress.admitted``: they plan on what was measured of them)."""
     period = load_period(path, now)
     if period is not None:
         planned = ({} if period.rates is None else
                    {key: dict(zip(period.types, row))
-                    for key, row in zip(period.keys, period.rates.tolist())})
-        admitted(core.resume(period), now, planned)
-        log.info("allocation period since %.1f s taken on: %d jobs' X, received time and "
-                 "deficit%s", period.start_s, len(period.keys),
-                 " (stale: the next plan re-solves)" if period.stale else "")
+                    for key, row in zip(period.keys, period.rates[..., 0].tolist())})
+        core.resume(period, lambda job_ids: admitted(job_ids, now, planned))
+        log.info("allocation period since %.1f s taken on: the X, received time and deficit "
+                 "of %d jobs and pairs%s", period.start_s, len(period.keys),
+                 " (stale: re-solved when the re-solve rule allows)"
+                 if core.period_state().stale else "")
 
 
 def _checked(got: dict[str, np.ndarray], now: float) -> PeriodState:
@@ -88,10 +92,13 @@ def _checked(got: dict[str, np.ndarray], now: float) -> PeriodState:
         raise ValueError(f"start_s: must be in [0, now], got {start_s!r}")
     types, keys = _names(got, "types"), _names(got, "keys")
     rates = "rates" in got     # (a file from before the rates were kept has none)
+    if rates and got["rates"].ndim == 2:   # (one member's: from before pairs were kept)
+        got["rates"] = np.stack([got["rates"], np.zeros_like(got["rates"])], axis=-1)
     for name in ("allocation", "received", "deficit", *(("rates",) if rates else ())):
         a = got[name]
-        if a.dtype.kind != "f" or a.shape != (len(keys), len(types)):
-            raise ValueError(f"{name}: {len(keys)} x {len(types)} numbers expected, got "
+        shape = (len(keys), len(types), *((2,) if name == "rates" else ()))
+        if a.dtype.kind != "f" or a.shape != shape:
+            raise ValueError(f"{name}: {' x '.join(map(str, shape))} numbers expected, got "
                              f"{a.dtype} {a.shape}")
         if not np.isfinite(a).all():
             raise ValueError(f"{name}: a number that is not finite")

@@ -102,18 +102,17 @@ class Progress:
         their pairs, by the rule a new measurement follows (``OnlineThroughputs``'s
         ``changed_row`` and ``changed_pair``: past noise of what they are planned on).
         ``planned``: the steps/s the allocation period a job was taken on with planned it
-        on (``period.resume_period``); it plans on what was measured again, and the period
-        is stale only if that moved past noise from them (``OnlineThroughputs.taken_on``)."""
+        on (``period.resume_period``); it plans on them again while what was measured is
+        within noise of them (``OnlineThroughputs.taken_on``; the core judges whether the
+        period moved, ``SchedulerCore.resume``)."""
         online, types = self.online, self.core.worker_types
         for job_id in job_ids:
             spec, was = self.jobs[job_id].spec, (planned or {}).get(job_id)
             if job_id in online.measured and job_id in self.core.active_ids:
-                if was is not None:
-                    row, moved = online.taken_on(job_id, spec.job_type, spec.scale_factor,
-                                                 types, was)
-                    self.core.set_job_throughputs(job_id, row, now, stale=moved)
-                elif (row := online.changed_row(job_id, spec.job_type, spec.scale_factor,
-                                                types)) is not None:
+                row = (online.taken_on(job_id, spec.job_type, spec.scale_factor, types, was)
+                       if was is not None else
+                       online.changed_row(job_id, spec.job_type, spec.scale_factor, types))
+                if row is not None:
                     self.core.set_job_throughputs(job_id, row, now)
             for pair in online.restored_pairs(job_id):
                 online.publish_pair(self.core, pair, types, now)

@@ -19,7 +19,7 @@ from gavelsched.core.resolving import JITTER_SHARE
 from policies import get_policy
 from traces import TraceJob, default_table
 
-from .test_core import R, Recording, job, make_core
+from .test_core import RATES, R, Recording, Table, job, make_core
 
 ROOT = Path(__file__).resolve().parents[2]
 ROUND_METHODS = ("start_round", "end_round", "add_progress", "add_progress_many", "place_freed")
@@ -234,6 +234,73 @@ def test_a_core_that_resumes_another_s_period_plans_the_rounds_it_would_plan():
 
     fresh, other = _one_v100_core(specs)
     assert other.boundary(4 * R).round.batch.keys != following[0]   # (a period of its own)
+
+
+def _packed_v100_core(jobs):
+    """``_one_v100_core`` under a space-sharing policy, pairs at 60% of their rates."""
+    core = make_core(policy=get_policy("max_min_fairness_packed"),
+                     config=CoreConfig(min_resolve_interval_s=1e9, round_seconds=R,
+                                       pairs=True),
+                     counts={"v100": 1}, table=Table(RATES, pairs=True))
+    for spec in jobs:
+        core.submit(spec, 0.0)
+    return core, RoundDriver(core)
+
+
+def test_a_core_that_resumes_a_space_sharing_period_keeps_its_pairs():
+    # thesis §5.3.1: the pair's X is the time its jobs share the GPU. Before, only single
+    # jobs' rows were handed on: a restarted daemon's pair lost its time (both jobs' X
+    # alone is 0) and, its period not stale, ran one job alone until the next reset event
+    specs = [job(i) for i in range(2)]
+    original, driver = _packed_v100_core(specs)
+    assert driver.boundary(0.0).round.batch.keys == ("0+1",)
+    driver.end(R / 2, np.full(1, R / 2))
+    period = original.period_state()
+    assert period.keys == ("0", "1", "0+1") and not period.stale
+    assert period.rates[2, 0].tolist() == [6.0, 6.0]               # (both members, paired)
+
+    resumed, again = _packed_v100_core(specs)
+    resumed.resume(period)
+    first = again.boundary(R / 2).round
+    assert first.resolved is None and first.batch.keys == ("0+1",)
+    assert resumed.allocation.share("0+1", "v100") == original.allocation.share("0+1", "v100")
+    assert resumed.period_state().received.tolist() == period.received.tolist()
+
+
+@pytest.mark.parametrize("moved", [1.05, 1.2])
+def test_a_resumed_period_is_stale_once_what_its_jobs_are_planned_on_moved_past_noise(moved):
+    # thesis §5.3.3: new throughputs are a reset event. The X was solved on ``rates``; a
+    # core that plans a job on rates past noise (10%) from them (new priors applied at a
+    # daemon's restart) re-solves; within noise it goes on with the period
+    specs = [job(i) for i in range(3)]
+    original, driver = _one_v100_core(specs)
+    driver.boundary(0.0)
+    driver.end(R, np.full(1, R))
+    period = original.period_state()
+    resumed, again = _one_v100_core(specs)
+    resumed.resume(replace(period, rates=period.rates * moved))
+    assert resumed.period_state().stale == (moved > 1.1)
+    assert (again.boundary(R).round.resolved is not None) == (moved > 1.1)
+
+
+def test_a_resumed_period_judges_the_measurements_given_as_it_resumes():
+    # a restarted daemon hands the jobs it admits what was measured of them (``measured``):
+    # a measurement the X was solved on does not make the period stale, as
+    # ``set_job_throughputs`` alone would; one that moved past noise from it does
+    specs = [job(i) for i in range(2)]
+    original, driver = _one_v100_core(specs)
+    driver.boundary(0.0)
+    original.set_job_throughputs("0", {"v100": 4.0}, R / 2)
+    driver.end(R, np.full(1, R))
+    driver.boundary(R)                                             # (re-solved on 4.0)
+    period = original.period_state()
+    def resumed_measured(rate):
+        core, _ = _one_v100_core(specs)
+        core.resume(period, lambda ids: core.set_job_throughputs("0", {"v100": rate}, R))
+        return core
+
+    assert not resumed_measured(4.0).period_state().stale
+    assert resumed_measured(2.0).period_state().stale
 
 
 def test_a_resumed_core_keeps_the_runs_the_restart_rule_holds():

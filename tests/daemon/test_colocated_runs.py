@@ -18,6 +18,7 @@ from gavelsched.daemon.view import Shares
 from gavelsched.rpc import pb
 from policies import pair_key
 
+from .test_restart_keeps_runs import Restarted
 from .test_round_aligned import Scheduler
 
 
@@ -83,6 +84,42 @@ def test_a_restarted_scheduler_plans_a_pair_on_what_it_was_measured_at(tmp_path)
         assert again.x.core.pair_throughputs(pair_key(a, b)) == {"v100": (1.6, 1.6)}
         again.at(8.0)
         assert again.x.core.pair_throughputs(pair_key(a, b)) == {"v100": (1.6, 1.6)}
+    finally:
+        again.close()
+
+
+def test_a_restarted_scheduler_keeps_a_pairs_time_and_runs_its_jobs_together_again(tmp_path):
+    # before, the period file kept single jobs only: the restarted scheduler's X gave the
+    # pair's jobs 0 alone and the pair nothing, its period was not stale, and it ran job
+    # 0 alone (job 1 never) until the next reset event
+    first = Scheduler(tmp_path, restart_rule="gavel", policy="max_min_fairness_packed")
+    a, b = first.submit(), first.submit()
+    first.at(1.0)
+    runs = list(first.sent.runs)
+    for run in runs:
+        first.init(run.job_id)
+    paired = first.x.core.allocation.share(pair_key(a, b), "v100")
+    assert paired > 0.99
+    first.close()
+    again = Restarted(tmp_path, 7.0)
+    try:
+        assert again.x.core.allocation.share(pair_key(a, b), "v100") == paired
+        assert not again.x.core.period_state().stale
+        again.register(first.server, 1, [pb.RunningJob(
+            job_id=run.job_id, generation=run.generation, round=run.round,
+            gpus=list(run.gpus)) for run in runs])
+        again.at(8.0)
+        assert again.x.driver.in_flight.resolved is None
+        assert again.x.driver.in_flight.batch.keys == (pair_key(a, b),)
+        for run in runs:       # (the runs found going on end: a pair is not kept in place)
+            assert again.renew(run.job_id, run.generation, run.round, 10, 5.0).round < 0
+            again.x.processes.round_report(pb.RoundReportRequest(
+                server_id=first.server, job_id=run.job_id, steps=10, seconds=1.0,
+                generation=run.generation))
+        again.at(8.5)
+        sent = {r.job_id: r for r in again.sent.runs}
+        assert set(sent) == {a, b} and sent[a].gpus == sent[b].gpus
+        assert (sent[a].colocated_job_id, sent[b].colocated_job_id) == (b, a)
     finally:
         again.close()
 

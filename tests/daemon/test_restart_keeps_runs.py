@@ -448,7 +448,7 @@ def test_a_restart_re_solves_only_if_a_measurement_moved_from_what_its_period_pl
     s.at(t)                          # (past the re-solve interval: solved on 1.6)
     assert s.x.driver.in_flight.resolved is not None
     saved = s.x.core.period_state()
-    assert saved.rates.tolist() == [[1.6]] and not saved.stale
+    assert saved.rates.tolist() == [[[1.6, 0.0]]] and not saved.stale   # (alone: no partner)
     if later is not None:     # (measured after the plan that saved the period)
         s.store.put_throughput_later(job, "v100", later)
         s.store.flush_later()
@@ -475,15 +475,19 @@ def _period(rates) -> PeriodState:
 
 def test_the_period_file_keeps_the_planned_rates_and_reads_one_from_before_them(tmp_path):
     path = tmp_path / PERIOD_FILE
-    save_period(path, _period(np.array([[1.6]])))
-    assert load_period(path, 1.0).rates.tolist() == [[1.6]]
+    save_period(path, _period(np.array([[[1.6, 0.0]]])))
+    assert load_period(path, 1.0).rates.tolist() == [[[1.6, 0.0]]]
+    save_period(path, _period(np.array([[1.6]])))  # (one member's: before pairs were kept)
+    assert load_period(path, 1.0).rates.tolist() == [[[1.6, 0.0]]]
     save_period(path, _period(None))           # (as a file written before rates were kept)
     assert "rates" not in np.load(path).files
     assert load_period(path, 1.0).rates is None
 
 
 @pytest.mark.parametrize("rates, why", [([[np.nan]], "not finite"), ([[-1.0]], "negative"),
-                                        ([[1.0, 2.0]], "numbers expected")])
+                                        ([[1.0, 2.0]], "numbers expected"),
+                                        ([[[1.0, 2.0, 3.0]]], "numbers expected"),
+                                        ([[[1.0, -2.0]]], "negative")])
 def test_period_rates_that_are_not_rates_start_a_fresh_period(tmp_path, daemon_log, rates, why):
     path = tmp_path / PERIOD_FILE
     save_period(path, _period(np.array(rates)))

@@ -11,11 +11,12 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from gavelsched.daemon.forecast import with_period
 from gavelsched.daemon.snapshot import build_snapshot
 from gavelsched.rpc import pb
 from simulator.knowledge import Knowledge
 from simulator.live import NEW_ID, hypothetical, pairing, state_of
-from simulator.twin import predict, replay
+from simulator.twin import predict, replay, replay_inputs, resumed
 from traces import TraceJob, default_table
 
 from ..daemon.test_round_aligned import Scheduler
@@ -106,3 +107,41 @@ def test_a_predicted_job_of_a_kind_no_live_job_has_is_paired_from_the_catalog(pa
     after = predict(pairing(state, new), new)[1]
     alone = predict(state, new)[1]
     assert after[NEW_ID].finish_s != alone[NEW_ID].finish_s     # (it was never paired)
+
+
+def _forecast_picture(s):
+    """What the daemon hands its forecast: the picture with its allocation period."""
+    return with_period(build_snapshot(s.x.view(1.0)).response, s.x.core.period_state())
+
+
+def test_the_forecast_picture_carries_the_pairs_period_and_its_replay_pairs_the_jobs(packed):
+    # before, the period's pair row did not travel: the replay took both jobs' X alone (0)
+    # for the whole period, not stale, and said 818 s and 1,629 s where the scheduler
+    # pairs them (909 s each)
+    s, jobs = packed
+    reply = _forecast_picture(s)
+    (pair,) = reply.period_pairs
+    assert (pair.a, pair.b) == jobs and pair.x["v100"] == pytest.approx(1.0)
+    state = state_of(reply)
+    pair_rate = default_table().pair("v100", A3C, A3C)[0]
+    etas = replay(state)
+    assert [etas[j].finish_s for j in jobs] == pytest.approx([STEPS / pair_rate] * 2, rel=0.01)
+    # the placed round is the pair's: its row is credited the round, its jobs' rows not
+    period = resumed(state, state, replay_inputs(state, ()), 0.0)
+    assert period.keys == ("0", "1", "0+1")
+    got = period.received[:, 0] - state.period.received[:, 0]
+    assert got.tolist() == pytest.approx([0.0, 0.0, state.round_ends_s - 1.0], abs=0.01)
+
+
+@pytest.mark.parametrize("bad, why", [(float("nan"), "not a finite"), (-1.0, "below 0"),
+                                      (None, "a job or pair twice")])
+def test_a_period_pair_that_is_not_one_is_refused_in_one_line(packed, bad, why):
+    s, _ = packed
+    reply = _forecast_picture(s)
+    if bad is None:
+        reply.period_pairs.add().CopyFrom(reply.period_pairs[0])
+    else:
+        reply.period_pairs[0].x["v100"] = bad
+    with pytest.raises(ValueError, match="^period: ") as caught:
+        state_of(reply)
+    assert why in str(caught.value) and "\n" not in str(caught.value)
