@@ -3,18 +3,20 @@ kept"; thesis §5.6: a lease is extended when the next round keeps a job on its 
 
 A worker lists its runs, each with its generation and GPUs, when it registers and in every
 heartbeat. A process of the job's newest generation that this scheduler did not start (it
-restarted while the process ran) is adopted as an *orphan* run on those GPUs, so the job is
-not launched elsewhere while it may still write its checkpoint, and the core is told where
-it runs (``SchedulerCore.adopt_run``): the next plan keeps it there when it gives the job
-a round, as it keeps any job that ran last round. Until that plan the orphan's RenewLease
-waits for it (``RunTable.unplanned``), and so does its InitJob if its process starts up
-only now (``processes.ProcessCalls.init_job``). Kept, the orphan becomes an ordinary run,
-extended by the plan (``at_plan``); its lease is set on its first renewal (or that InitJob)
-from its process's own count and clock (``leases.rebased_lease``), which this scheduler
-never saw; its throughput is sampled from there on. Not kept, its lease is over at its
-next RenewLease: it checkpoints and exits, and the job goes where the plan put it. A
-process of an older generation, or of a job that has ended, is told to stop. An orphan run
-ends when its exit is reported or its workers stop listing it.
+restarted while the process ran) is adopted as an *orphan* run on those GPUs, so the job
+is not launched elsewhere while it may still write its checkpoint, and the core is told
+where it runs (``SchedulerCore.adopt_run``): the next plan keeps it there when it gives
+the job a round, as it keeps any job that ran last round (two orphans on exactly the same
+GPUs ran as a co-located pair, thesis §5.3.1: the plan keeps them when it gives the pair a
+round, ``_pair_up``). Until that plan the orphan's RenewLease waits for it
+(``RunTable.unplanned``), and so does its InitJob if its process starts up only now
+(``processes.ProcessCalls.init_job``). Kept, the orphan becomes an ordinary run, extended
+by the plan (``at_plan``); its lease is set on its first renewal (or that InitJob) from
+its process's own count and clock (``leases.rebased_lease``), which this scheduler never
+saw; its throughput is sampled from there on. Not kept, its lease is over at its next
+RenewLease: it checkpoints and exits, and the job goes where the plan put it. A process of
+an older generation, or of a job that has ended, is told to stop. An orphan run ends when
+its exit is reported or its workers stop listing it.
 
 Runs on the executor thread, as the run table it adds to.
 """
@@ -23,6 +25,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+
+from policies import pair_key
 
 from ..core import MicroTask, Round
 from ..rpc import pb
@@ -50,12 +54,13 @@ class Orphans:
         if t.unplanned:           # (only after a restart: not a walk over every plan's tasks)
             kept = 0
             for task in rnd.tasks:
-                job_id = task.job_ids[0]
-                run = t.get(job_id)
-                if (task.extended and len(task.job_ids) == 1 and job_id in t.unplanned
-                        and run is not None and run.workers == task.workers):
-                    self.keep(task, index, rnd.round_seconds, now)
-                    kept += 1
+                members = task.job_ids
+                if task.extended and all(
+                        job_id in t.unplanned and (run := t.get(job_id)) is not None
+                        and run.workers == task.workers for job_id in members):
+                    for m in range(len(members)):
+                        self.keep(task, m, index, rnd.round_seconds, now)
+                    kept += len(members)
             log.info("round %d: %d of the %d runs found going on kept on their GPUs; the "
                      "others end at their next renewal", index, kept, len(t.unplanned))
             t.unplanned.clear()
@@ -89,6 +94,7 @@ class Orphans:
                                     server_id)
             if run.workers:
                 t.core.adopt_run(job_id, run.workers)
+                self._pair_up(job_id, run.workers)
         for job_id in list(self._adopted):     # (not every run: a heartbeat comes often)
             run = t.get(job_id)
             if run is None or not run.orphan:
@@ -97,21 +103,37 @@ class Orphans:
             elif server_id in run.left and job_id not in running:
                 t.exited(job_id, server_id)
 
-    def keep(self, task: MicroTask, index: int, R: float, now: float) -> None:
-        """The plan of round ``index`` (at ``now``) keeps an orphan on its GPUs: an
-        extension, as ``RunTable.extend_continuing`` makes, with its RunJobs made whole from
-        the job's row (the scheduler that launched it is gone) and its lease set at its
-        next renewal (``RunTable.renewed``); its job runs again."""
+    def _pair_up(self, job_id: str, workers: tuple[int, ...]) -> None:
+        """An orphan on exactly the GPUs of another ran with it as a co-located pair (thesis
+        §5.3.1): the core is told the pair runs there, under the key its allocation gives
+        the pair time by (none: the pair has no time, and is not kept as one), so that its
+        next plan can keep the pair in place."""
         t = self.table
-        job_id = task.job_ids[0]
+        given = t.core.allocation.allocation if t.core.allocation is not None else {}
+        for other in self._adopted:
+            run = t.get(other)
+            if other == job_id or run is None or not run.orphan or run.workers != workers:
+                continue
+            for key in (pair_key(other, job_id), pair_key(job_id, other)):
+                if key in given:
+                    t.core.adopt_run(key, workers)
+
+    def keep(self, task: MicroTask, m: int, index: int, R: float, now: float) -> None:
+        """The plan of round ``index`` (at ``now``) keeps an orphan, member ``m`` of
+        ``task`` (a pair keeps both), on its GPUs: an extension, as
+        ``RunTable.extend_continuing`` makes, with its RunJobs made whole from the job's
+        row (the scheduler that launched it is gone) and its lease set at its next renewal
+        (``RunTable.renewed``); its job runs again."""
+        t = self.table
+        job_id = task.job_ids[m]
         run, job = t.get(job_id), t.jobs[job_id]
         run.orphan, run.rebase, run.round = False, True, index
         run.ends = t.planned_end(R)
         run.round_start, run.task_key = run.ends - R, task.key
-        run.steps_per_s = float(task.throughputs[0])
-        run.lease = extended_lease(stop_lease(job.steps_done), index, task.steps[0],
+        run.steps_per_s = float(task.throughputs[m])
+        run.lease = extended_lease(stop_lease(job.steps_done), index, task.steps[m],
                                    job.spec.total_steps, run.ends - run.started)
-        requests = t.requests(task, 0, job, run.lease, index, run.generation)
+        requests = t.requests(task, m, job, run.lease, index, run.generation)
         run.servers = {}
         t.hosts.add(job_id, requests)
         if job.state != RUNNING:

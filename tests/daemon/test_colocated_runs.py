@@ -88,10 +88,10 @@ def test_a_restarted_scheduler_plans_a_pair_on_what_it_was_measured_at(tmp_path)
         again.close()
 
 
-def test_a_restarted_scheduler_keeps_a_pairs_time_and_runs_its_jobs_together_again(tmp_path):
-    # before, the period file kept single jobs only: the restarted scheduler's X gave the
-    # pair's jobs 0 alone and the pair nothing, its period was not stale, and it ran job
-    # 0 alone (job 1 never) until the next reset event
+def _restarted_with_a_pair(tmp_path):
+    """A scheduler under the packed policy that placed jobs a and b as a pair on its one
+    GPU, then a new one on its state at 7 s: (the new one, the old runs, a, b, the pair's
+    X before the restart)."""
     first = Scheduler(tmp_path, restart_rule="gavel", policy="max_min_fairness_packed")
     a, b = first.submit(), first.submit()
     first.at(1.0)
@@ -101,21 +101,47 @@ def test_a_restarted_scheduler_keeps_a_pairs_time_and_runs_its_jobs_together_aga
     paired = first.x.core.allocation.share(pair_key(a, b), "v100")
     assert paired > 0.99
     first.close()
-    again = Restarted(tmp_path, 7.0)
+    return Restarted(tmp_path, 7.0), runs, first.server, a, b, paired
+
+
+def _listed(runs):
+    return [pb.RunningJob(job_id=run.job_id, generation=run.generation, round=run.round,
+                          gpus=list(run.gpus)) for run in runs]
+
+
+def test_a_restarted_scheduler_keeps_a_pairs_time_and_its_runs_in_place(tmp_path):
+    # before, the period file kept single jobs only: the restarted scheduler's X gave the
+    # pair's jobs 0 alone and the pair nothing, its period was not stale, and it ran job
+    # 0 alone (job 1 never) until the next reset event; and an orphan was kept in place
+    # only when it ran alone
+    again, runs, server, a, b, paired = _restarted_with_a_pair(tmp_path)
     try:
         assert again.x.core.allocation.share(pair_key(a, b), "v100") == paired
         assert not again.x.core.period_state().stale
-        again.register(first.server, 1, [pb.RunningJob(
-            job_id=run.job_id, generation=run.generation, round=run.round,
-            gpus=list(run.gpus)) for run in runs])
+        again.register(server, 1, _listed(runs))
         again.at(8.0)
         assert again.x.driver.in_flight.resolved is None
         assert again.x.driver.in_flight.batch.keys == (pair_key(a, b),)
-        for run in runs:       # (the runs found going on end: a pair is not kept in place)
-            assert again.renew(run.job_id, run.generation, run.round, 10, 5.0).round < 0
-            again.x.processes.round_report(pb.RoundReportRequest(
-                server_id=first.server, job_id=run.job_id, steps=10, seconds=1.0,
-                generation=run.generation))
+        sent = {r.job_id: r for r in again.sent.runs}          # (the pair's extensions)
+        assert set(sent) == {a, b} and again.sent.kills == []
+        assert (sent[a].colocated_job_id, sent[b].colocated_job_id) == (b, a)
+        for run in runs:                  # each member's renewal: its run goes on
+            assert sent[run.job_id].generation == run.generation
+            assert again.renew(run.job_id, run.generation, run.round, 10, 5.0).round >= 0
+    finally:
+        again.close()
+
+
+def test_a_restarted_pair_whose_runs_are_not_both_found_is_launched_again_together(tmp_path):
+    again, runs, server, a, b, _ = _restarted_with_a_pair(tmp_path)
+    try:
+        again.register(server, 1, _listed(runs[:1]))     # (one run only: not kept)
+        again.at(8.0)
+        found = runs[0]
+        assert again.renew(found.job_id, found.generation, found.round, 10, 5.0).round < 0
+        again.x.processes.round_report(pb.RoundReportRequest(
+            server_id=server, job_id=found.job_id, steps=10, seconds=1.0,
+            generation=found.generation))
         again.at(8.5)
         sent = {r.job_id: r for r in again.sent.runs}
         assert set(sent) == {a, b} and sent[a].gpus == sent[b].gpus
