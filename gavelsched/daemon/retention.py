@@ -11,6 +11,9 @@ deletes in a thread of its own, so that a slow shared file system never holds up
 executor. With the store, a retired job's meta rows go too (``meta.PER_JOB``: its
 attempts and run generations), at once, on the executor's thread, and its measured
 steps/s, alone and in pairs, at the store's next write (``Store.forget_throughputs_later``).
+A job that ended without a checkpoint folder (it never saved one, or a hollow worker ran
+it) is retired from the store the same way, once per process: before, only a folder's
+job was, so such jobs' rows stayed forever and were read at every start.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ SWEEP_EVERY_S = 60.0
 
 def expired(names: Iterable[str], jobs: Mapping[str, JobRow], seen: Mapping[str, float],
             now: float, retention_s: float) -> list[str]:
-    """The ``names`` (checkpoint folders, named by job id) to remove at ``now``: those of
+    """The ``names`` (job ids: checkpoint folders, or jobs) to retire at ``now``: those of
     jobs that ended ``retention_s`` or more ago, by ``completion_s`` or else by ``seen``
     (when a sweep first saw the job ended). Sorted; none when ``retention_s`` is 0."""
     if retention_s <= 0:
@@ -64,17 +67,23 @@ class Retention:
         self.root, self.retention_s, self.every_s = Path(root), retention_s, every_s
         self._store = store
         self._seen: dict[str, float] = {}
+        self._retired: set[str] = set()     # jobs retired by this process (folder or not)
         self._next = float("-inf")
         self._remover: threading.Thread | None = None
 
     def tick(self, jobs: Mapping[str, JobRow], now: float) -> list[str]:
-        """At most once every ``every_s``, and not while a removal still runs: start
-        removing the expired checkpoints; returns their job ids."""
+        """At most once every ``every_s``, and not while a removal still runs: retire the
+        jobs that expired, starting the removal of their checkpoints; returns their ids."""
         busy = self._remover is not None and self._remover.is_alive()
         if self.retention_s <= 0 or now < self._next or busy:
             return []
         self._next = now + self.every_s
-        names = self._folders()
+        folders = set(self._folders())
+        if self._store is not None:        # (its rows: of a job with no folder too)
+            names = folders | {job_id for job_id, job in jobs.items()
+                               if job.final and job_id not in self._retired}
+        else:
+            names = folders
         for name in names:
             job = jobs.get(name)
             if job is not None and job.final and _ended(job) is None:
@@ -83,11 +92,13 @@ class Retention:
         if due:
             for name in due:
                 self._seen.pop(name, None)
+            self._retired.update(due)
             if self._store is not None:
                 self._store.delete_meta(key for name in due for key in job_keys(name))
                 self._store.forget_throughputs_later(due)
-            self._remover = threading.Thread(target=self._remove, args=(due,),
-                                             name="gavelsched-retention", daemon=True)
+            self._remover = threading.Thread(
+                target=self._remove, args=([name for name in due if name in folders],),
+                name="gavelsched-retention", daemon=True)
             self._remover.start()
         return due
 

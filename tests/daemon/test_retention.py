@@ -105,6 +105,31 @@ def test_a_retired_jobs_meta_keys_go_with_its_checkpoints(store_and_root):
     assert [store.get_meta(k) for k in job_keys("6")] == [None, None, None]
     assert store.get_meta(GENERATION.key("1")) == "3"   # running: never retired
 
+
+def test_a_job_that_ended_without_a_checkpoint_folder_is_retired_from_the_store(
+        store_and_root):
+    """Its meta rows and measured steps/s go as a folder's job's do, once. Before, retention
+    saw folders only: such a job's rows (never checkpointed, or run by a hollow worker)
+    stayed forever."""
+    store, root = store_and_root
+    spec = JobSpec("7", "A3C", 1, 10)
+    store.add_job(JobRow(spec))
+    store.update_jobs([JobRow(spec, state="done", steps_done=10, completion_s=50.0)])
+    store.set_meta({ATTEMPTS.key("7"): "[]", GENERATION.key("7"): 3})
+    store.put_throughput_later("7", "v100", 2.0)
+    store.put_pair_throughput_later("1+7", "7", "v100", 1.0)
+    retention = Retention(root, RETENTION_S, store, every_s=0.0)
+    assert sweep(retention, store, 149.0) == []
+    assert sweep(retention, store, 150.0) == ["0", "7"]
+    assert [store.get_meta(k) for k in job_keys("7")] == [None, None, None]
+    assert "7" not in store.throughputs() and store.pair_throughputs() == {}
+    assert left(root) == ["1", "2", "3", "4", "5", "6", "stray"]   # (no folder of its own)
+    assert "7" not in sweep(retention, store, 1e9)                  # (once)
+    done = {row.id: row for row in store.jobs() if row.id == "7"}
+    assert Retention(root, RETENTION_S, every_s=0.0).tick(done, 1e9) == []   # without the
+                                                                # store: folders only
+
+
 def test_expired_is_pure_and_ignores_unknown_names():
     rows = {"0": JobRow(JobSpec("0", "A3C", 1, 10), state="done", completion_s=0.0)}
     assert expired(["9", "0", "x"], rows, {}, 10.0, 5.0) == ["0"]
