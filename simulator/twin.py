@@ -406,7 +406,8 @@ def resumed(state: LiveState, later: LiveState, inputs: Replay, offset: float,
     ``offset`` s from now (at the placed round's end): keyed by trace index (its jobs in
     trace order, then its co-located pairs'), on the replay's clock, and with the time the
     placed round gives its runs on their types (thesis §5.5: received time counts the round
-    a task held its workers; a pair's run, its pair's row), and the runs going on; the
+    a task held its workers; a pair's run, its pair's row), and the runs going on (a
+    pair's under its pair's key); the
     runs are ``later``'s (the state at the round's end: refills included, which the
     daemon credits the rest of the round); ``stale``: its allocation is stale by the
     replay's start, though the picture's was not."""
@@ -434,10 +435,8 @@ def resumed(state: LiveState, later: LiveState, inputs: Replay, offset: float,
             job = jobs.get(job_id)
             if job is None or job.running_on not in period.types:
                 continue
-            k = row_of.get(str(i))
-            partner = index.get(job.shared_with or "")
-            if partner is not None:        # a pair's run: its pair's row, when it has one
-                k = row_of.get(pair_key(*map(str, sorted((i, partner)))), k)
+            # (a pair's run: its pair's row, if the period has one; else its own)
+            k = row_of.get(_task_key(i, job, index), row_of.get(str(i)))
             if k is None or k in credited:
                 continue
             credited.add(k)
@@ -460,12 +459,22 @@ def _runs(state: LiveState, jobs: Mapping[str, LiveJob],
     its refill's launch)."""
     if state.round_ends_s is None:
         return {}
+    index = {job_id: i for i, job_id in enumerate(inputs.ids)}
     runs = {}
     for i, column in inputs.running.items():
-        began = jobs[inputs.ids[i]].run_began_s
+        job = jobs[inputs.ids[i]]
+        began = job.run_began_s
         held = state.round_seconds if began is None else state.round_ends_s - began
-        runs[str(i)] = (column, max(0.0, held))
+        runs[_task_key(i, job, index)] = (column, max(0.0, held))
     return runs
+
+
+def _task_key(i: int, job: LiveJob, index: Mapping[str, int]) -> str:
+    """The replay's key of the task job ``i`` (``job``) runs in: its co-located pair's
+    (thesis §5.3.1, ``LiveJob.shared_with``; the lower trace index first, the replay's
+    admission order) when its partner is replayed too, else its own."""
+    partner = index.get(job.shared_with or "")
+    return str(i) if partner is None else pair_key(*map(str, sorted((i, partner))))
 
 
 def extrapolated(steps: int, left: int, horizon_s: float) -> float | None:

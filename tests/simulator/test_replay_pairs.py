@@ -131,6 +131,7 @@ def test_the_forecast_picture_carries_the_pairs_period_and_its_replay_pairs_the_
     assert period.keys == ("0", "1", "0+1")
     got = period.received[:, 0] - state.period.received[:, 0]
     assert got.tolist() == pytest.approx([0.0, 0.0, state.round_ends_s - 1.0], abs=0.01)
+    assert list(period.runs) == ["0+1"]    # (the restart rule's run: the pair's, not job 0's)
 
 
 @pytest.mark.parametrize("bad, why", [(float("nan"), "not a finite"), (-1.0, "below 0"),
