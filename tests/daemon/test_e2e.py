@@ -129,3 +129,38 @@ def test_a_restarted_scheduler_keeps_the_run_it_finds_going_on(tmp_path):
         assert f"job {job}: lease extended" in worker_log
     finally:
         c.stop()
+
+
+def test_a_restarted_scheduler_keeps_a_co_located_pair_it_finds_going_on(tmp_path):
+    """As above under a space-sharing policy (thesis §5.3.1): two jobs paired on one GPU
+    go on together under the new scheduler, each launched once, and both finish. Before,
+    the new scheduler's period had lost the pair's time, and its orphans were kept only
+    when alone: it ran one job alone, the other never, until the next reset event."""
+    c = Cluster(tmp_path, round_seconds=12.0, heartbeat_seconds=0.3,
+                policy="max_min_fairness_packed")
+    try:
+        c.start_scheduler()
+        c.start_worker("v100")
+        wait_until(lambda: c.alive_workers() == 1, 60, "the worker")
+        jobs = [c.submit(STEPS_KEPT), c.submit(STEPS_KEPT)]    # (~33 s at the pair's 22/s)
+        wait_until(lambda: all(c.jobs()[j].state == "running" for j in jobs), 60,
+                   "the pair to start")
+        log = tmp_path / "scheduler.log"
+
+        def rounds() -> int:
+            return len(re.findall(r"executor: round \d+:", log.read_text()))
+        began = rounds()
+        wait_until(lambda: rounds() > began, 30, "a round to begin")
+        c.kill9_scheduler()
+        c.start_scheduler()
+        wait_until(lambda: "2 of the 2 runs found going on kept" in log.read_text(), 30,
+                   "the new scheduler to keep the pair")
+        done = c.wait_done(jobs)
+        assert [(done[j].state, done[j].steps_done) for j in jobs] == \
+            [("done", STEPS_KEPT)] * 2, [done[j].reason for j in jobs]
+        worker_log = (tmp_path / "worker0.log").read_text()
+        for job in jobs:
+            assert len(re.findall(rf"job {job} round \d+: launched", worker_log)) == 1, \
+                worker_log
+    finally:
+        c.stop()
