@@ -199,7 +199,25 @@ def _period(start_s: float, stale: bool, live, pairs=()) -> PeriodState | None:
         raise ValueError("period: an X, received time or deficit that is not a finite "
                          "number, or an X or received time below 0")
     return PeriodState(start_s, types, tuple(row[0] for row in rows), x, received, deficit,
-                       stale)
+                       stale, isolated=_isolated(live, len(rows)))
+
+
+def _isolated(live, rows: int) -> np.ndarray | None:
+    """``PeriodState.isolated`` of the period's rows (its jobs', then its pairs' at 0, 0,
+    -1) from ``period_isolated``, when its jobs carry it (finish-time fairness); None when
+    none does; ``ValueError`` in one line for one that is not 3 finite numbers, the first
+    two >= 0 and the last >= -1."""
+    given = [list(j.period_isolated) for j in live if j.period_x]
+    if not any(given):
+        return None
+    out = np.tile([0.0, 0.0, -1.0], (rows, 1))
+    for i, values in enumerate(given):
+        if not (len(values) == 3 and all(math.isfinite(v) for v in values)
+                and min(values[:2]) >= 0 and values[2] >= -1):
+            raise ValueError(f"period_isolated: 3 finite numbers expected (time and steps/s "
+                             f">= 0, steps left >= -1), got {values[:4]}")
+        out[i] = values
+    return out
 
 
 def _type_means(live, name: str) -> dict[str, float]:

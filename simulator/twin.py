@@ -448,7 +448,8 @@ def resumed(state: LiveState, later: LiveState, inputs: Replay, offset: float,
     return PeriodState(period.start_s - (state.now_s + offset), period.types, keys,
                        period.allocation[rows].copy(), received,
                        period.deficit[rows].copy(), period.stale or stale,
-                       _runs(state, jobs, inputs))
+                       _runs(state, jobs, inputs), None,
+                       None if period.isolated is None else period.isolated[rows].copy())
 
 
 def _runs(state: LiveState, jobs: Mapping[str, LiveJob],

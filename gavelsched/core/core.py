@@ -167,15 +167,15 @@ class SchedulerCore:
     def period_state(self) -> PeriodState:
         """The allocation period in progress, for a replay to go on from (``resume``)."""
         return hand_on(self._rows, self._layout.columns, self._counted_since_s,
-                       self._stale or self._force, self._runs.state())
+                       self._stale or self._force, self._runs.state(),
+                       self._jobs if self.config.isolated_time else None)
 
     def resume(self, period: PeriodState,
                measured: Callable[[tuple[str, ...]], None] | None = None) -> tuple[str, ...]:
-        """Go on with another core's allocation period (a replay, a restarted daemon): admit
-        the jobs submitted so far (returned, as ``Round.admitted``) with the X, received
-        seconds, deficits and runs ``period`` gives them and their pairs; ``measured``
-        (called with them) gives them what was measured of them. The next boundary re-solves
-        only if the period was stale, left a job out or moved (``periods.moved_from``)."""
+        """Go on with another core's period (a replay, a restarted daemon): admit the jobs
+        submitted so far (returned) with what ``period`` gives them and their pairs
+        (``periods.take_on``); ``measured`` (called with them) gives them what was measured
+        of them. It is stale if it was, left a job out or moved (``periods.moved_from``)."""
         admitted, rows, cols = self._admit(), self._rows, self._layout.columns
         allocation, whole = take_on(period, rows, self._jobs, cols, self._lookups,
                                     self.config.seed_seconds, self.policy.name)

@@ -141,12 +141,27 @@ def with_pairs(values: np.ndarray, member_rows: np.ndarray) -> np.ndarray:
 
 
 def hand_on(rows: Rows, columns: tuple[str, ...], start_s: float, stale: bool,
-            runs: Mapping[str, tuple[str, float]]) -> PeriodState:
+            runs: Mapping[str, tuple[str, float]],
+            isolated: Mapping[str, JobState] | None = None) -> PeriodState:
     """The period in progress since ``start_s`` for another core to go on from: every
-    row's X, received seconds, deficits and planned steps/s, co-located pairs' included."""
+    row's X, received seconds, deficits and planned steps/s, co-located pairs' included;
+    with ``isolated`` (the jobs, under finish-time fairness), their isolated time."""
     return PeriodState(start_s, tuple(columns), tuple(rows.keys), rows.allocation.copy(),
                        rows.received.copy(), rows.deficit.copy(), stale, runs,
-                       rows.rate[:, :len(columns)].copy())
+                       rows.rate[:, :len(columns)].copy(),
+                       None if isolated is None else _isolated(isolated, rows.keys))
+
+
+def _isolated(jobs: Mapping[str, JobState], keys: list[str]) -> np.ndarray:
+    """``PeriodState.isolated`` of the rows ``keys``."""
+    out = np.zeros((len(keys), 3))
+    out[:, 2] = -1.0
+    for i, key in enumerate(keys):
+        job = jobs.get(key)
+        if job is not None:
+            out[i] = (job.isolated_elapsed_s, job.isolated_rate,
+                      -1.0 if job.left_at_resolve is None else job.left_at_resolve)
+    return out
 
 
 def take_on(period: PeriodState, rows: Rows, jobs: Mapping[str, JobState],
@@ -156,7 +171,8 @@ def take_on(period: PeriodState, rows: Rows, jobs: Mapping[str, JobState],
     and pairs whose members are in ``jobs``, installed (a pair given time gets its row),
     then their received seconds and deficits. Returns the allocation installed (None: none
     to install) and whether it is whole: it covers every job, and every pair it gives time
-    got its row (``install`` drops one without co-located throughputs)."""
+    got its row (``install`` drops one without co-located throughputs). The jobs take on
+    their isolated time too (``PeriodState.isolated``), when it was kept."""
     given = [columns.index(t) if t in columns else -1 for t in period.types]
     x = {key: {t: float(period.allocation[i, j]) for j, t in enumerate(period.types)
                if t in columns}
@@ -173,6 +189,10 @@ def take_on(period: PeriodState, rows: Rows, jobs: Mapping[str, JobState],
             if c >= 0:
                 rows.received[r, c] = period.received[i, j]
                 rows.deficit[r, c] = period.deficit[i, j]
+        if period.isolated is not None and key in jobs:
+            job, (elapsed, rate, left) = jobs[key], period.isolated[i].tolist()
+            job.isolated_elapsed_s, job.isolated_rate = elapsed, rate
+            job.left_at_resolve = None if left < 0 else left
     whole = jobs.keys() <= x.keys() and all(
         key in rows.index for key, row in x.items() if max(row.values(), default=0.0) > 0)
     return allocation, whole

@@ -289,7 +289,10 @@ class PeriodState:
     each as going on when its next round keeps it on that column. ``rates``: the steps/s
     each member was planned on on each column (§5.3.3: its priors or what was measured of
     it; ``[..., 1]`` a pair's second member, 0 for a job alone), the rates its X was solved
-    on; None: not kept (a replay's jobs carry their own)."""
+    on; None: not kept (a replay's jobs carry their own). ``isolated``: under finish-time
+    fairness (§5.4.2, ``CoreConfig.isolated_time``) each job's Themis t^isolated so far,
+    its isolated steps/s at the last re-solve and its steps left then (-1: none yet), as
+    Gavel accumulates them (0, 0, -1 for a pair's row); None: not kept."""
 
     start_s: float
     types: tuple[str, ...]
@@ -301,4 +304,5 @@ class PeriodState:
                              # re-solves if the re-solve rule allows
     runs: Mapping[str, tuple[str, float]] = field(default_factory=dict)
     rates: np.ndarray | None = None   # (k, n, 2)
+    isolated: np.ndarray | None = None   # (k, 3)
 

@@ -75,6 +75,8 @@ def with_period(picture: pb.StatusResponse, period: PeriodState | None) -> pb.St
         job.period_x.update(zip(types, period.allocation[i].tolist()))
         job.period_received_s.update(zip(types, period.received[i].tolist()))
         job.period_deficit_s.update(zip(types, period.deficit[i].tolist()))
+        if period.isolated is not None:     # (finish-time fairness: Themis t^isolated)
+            job.period_isolated[:] = period.isolated[i].tolist()
     shown = {job.id for job in out.jobs}
     for i, key in enumerate(period.keys):      # co-located pairs (thesis §5.3.1)
         members = key_members(key)

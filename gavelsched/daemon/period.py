@@ -17,7 +17,10 @@ directory, written whole and renamed into place) and taken on at the next start
 makes). The file is a door: anything it holds that is not a period (unreadable, a shape
 that does not match, a number not finite, a start later than now) is refused with one
 line, and the period starts afresh as before. A file of one member's rates per row
-(written before pairs were kept) is read as such.
+(written before pairs were kept) is read as such. Under finish-time fairness each job's
+Themis t^isolated goes with the period too (thesis §5.4.2, ``PeriodState.isolated``):
+before, a restart set every job's back to 0, and the re-solves after it judged each job's
+fairness as if it had never run isolated.
 """
 
 from __future__ import annotations
@@ -48,7 +51,9 @@ def save_period(path: Path, period: PeriodState) -> None:
                  deficit=period.deficit, run_keys=np.array([k for k, _ in runs], dtype=str),
                  run_columns=np.array([c for _, (c, _) in runs], dtype=str),
                  run_held_s=np.array([h for _, (_, h) in runs], dtype=np.float64),
-                 **({} if period.rates is None else {"rates": period.rates}))
+                 **{name: value for name, value in (("rates", period.rates),
+                                                    ("isolated", period.isolated))
+                    if value is not None})
     os.replace(tmp, path)
 
 
@@ -109,10 +114,18 @@ def _checked(got: dict[str, np.ndarray], now: float) -> PeriodState:
     if held.shape != (len(run_keys),) or len(run_columns) != len(run_keys) or not (
             np.isfinite(held) & (held >= 0)).all():
         raise ValueError("runs: keys, columns and held seconds do not match")
+    isolated = got.get("isolated")
+    if isolated is not None and not (
+            isolated.dtype.kind == "f" and isolated.shape == (len(keys), 3)
+            and np.isfinite(isolated).all() and (isolated[:, :2] >= 0).all()
+            and (isolated[:, 2] >= -1).all()):
+        raise ValueError(f"isolated: {len(keys)} x 3 finite numbers expected (time and "
+                         f"steps/s >= 0, steps left >= -1), got {isolated.dtype} "
+                         f"{isolated.shape}")
     return PeriodState(start_s, types, keys, got["allocation"], got["received"],
                        got["deficit"], bool(got["stale"]),
                        {k: (c, float(h)) for k, c, h in zip(run_keys, run_columns, held)},
-                       got["rates"] if rates else None)
+                       got["rates"] if rates else None, isolated)
 
 
 def _names(got: dict[str, np.ndarray], name: str, unique: bool = True) -> tuple[str, ...]:

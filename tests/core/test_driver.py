@@ -19,7 +19,7 @@ from gavelsched.core.resolving import JITTER_SHARE
 from policies import get_policy
 from traces import TraceJob, default_table
 
-from .test_core import RATES, R, Recording, Table, job, make_core
+from .test_core import RATES, R, Recording, Table, finish, job, make_core
 
 ROOT = Path(__file__).resolve().parents[2]
 ROUND_METHODS = ("start_round", "end_round", "add_progress", "add_progress_many", "place_freed")
@@ -301,6 +301,39 @@ def test_a_resumed_period_judges_the_measurements_given_as_it_resumes():
 
     assert not resumed_measured(4.0).period_state().stale
     assert resumed_measured(2.0).period_state().stale
+
+
+def _ftf_core(jobs, done=None):
+    """A finish-time fairness core on a v100 and a k80 that re-solves whenever stale, with
+    ``jobs`` at 0 (``done``: the steps each has made)."""
+    core = make_core(policy=get_policy("finish_time_fairness_perf"),
+                     config=CoreConfig(min_resolve_interval_s=0, round_seconds=R,
+                                       isolated_time=True), counts={"v100": 1, "k80": 1})
+    for spec in jobs:
+        core.submit(spec, 0.0, (done or {}).get(spec.id, 0))
+    return core
+
+
+@pytest.mark.parametrize("kept", [True, False])
+def test_a_core_that_resumes_a_finish_time_fairness_period_keeps_the_isolated_times(kept):
+    # thesis §5.4.2: rho compares a job's shared time with Themis t^isolated, accumulated
+    # at each re-solve as Gavel does. Before, a restarted daemon's jobs took theirs back
+    # to 0: its next re-solve gave another X and ran other jobs than the core would have
+    specs = [job(i, steps=20_000 + 5_000 * i) for i in range(3)]
+    original = _ftf_core(specs)
+    for k in range(4):
+        finish(original, original.start_round(k * R), (k + 1) * R)
+        original.force_resolve()
+    period = original.period_state()
+    assert period.isolated[:, 0].tolist() == pytest.approx([1260.0, 1080.0, 900.0])
+    planned = original.start_round(4 * R)
+    done = {s.id: s.total_steps - original.remaining_steps(s.id) for s in specs}
+    resumed = _ftf_core(specs, done)
+    resumed.resume(period if kept else replace(period, isolated=None))
+    resumed.force_resolve()
+    again = resumed.start_round(4 * R)
+    same = dict(resumed.allocation.allocation) == dict(original.allocation.allocation)
+    assert same == kept and (again.batch.keys == planned.batch.keys) == kept
 
 
 def test_a_resumed_core_keeps_the_runs_the_restart_rule_holds():

@@ -8,6 +8,8 @@ hand-moved clock (``test_round_aligned``)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import logging
 import threading
 from concurrent.futures import Future
@@ -43,8 +45,8 @@ def measure(s: Scheduler, job: str, steps: int) -> bool:
 class Restarted(Scheduler):
     """A new scheduler on the state directory of one that ran in ``tmp_path``, at ``t``."""
 
-    def __init__(self, tmp_path, t: float, heartbeat_seconds: float = 1e6) -> None:
-        super().__init__(tmp_path, gpus=0, heartbeat_seconds=heartbeat_seconds, t=t)
+    def __init__(self, tmp_path, t: float, heartbeat_seconds: float = 1e6, **config) -> None:
+        super().__init__(tmp_path, gpus=0, heartbeat_seconds=heartbeat_seconds, t=t, **config)
 
     def register(self, server: int, gpus: int, running: list[pb.RunningJob]) -> None:
         self.x.roster.register(pb.RegisterWorkerRequest(
@@ -482,6 +484,40 @@ def test_the_period_file_keeps_the_planned_rates_and_reads_one_from_before_them(
     save_period(path, _period(None))           # (as a file written before rates were kept)
     assert "rates" not in np.load(path).files
     assert load_period(path, 1.0).rates is None
+
+
+def test_a_restart_under_finish_time_fairness_keeps_each_jobs_isolated_time(tmp_path):
+    """Before, a restarted scheduler's jobs began again at 0 isolated seconds (Themis
+    t^isolated, thesis §5.4.2): its re-solves then judged each job's fairness afresh."""
+    s = Scheduler(tmp_path, policy="finish_time_fairness_perf")
+    job, _ = s.submit(), s.submit()
+    assert measure(s, job, 8)
+    t = 1.0 + 2 * R - s.x.config.plan_lead
+    s.at(t)                          # (a re-solve: the job's 8 steps count, isolated)
+    assert s.x.driver.in_flight.resolved is not None
+    saved = s.x.core.period_state()
+    assert saved.isolated[saved.keys.index(job), 0] > 0
+    s.store.set_meta({"epoch_unix": float(s.store.get_meta("epoch_unix")) - t})
+    s.close()
+    r = Restarted(tmp_path, 0.0, policy="finish_time_fairness_perf")
+    try:
+        assert r.x.core.period_state().isolated.tolist() == saved.isolated.tolist()
+    finally:
+        r.close()
+
+
+def test_the_period_file_keeps_the_isolated_times_and_refuses_ones_that_are_not(
+        tmp_path, daemon_log):
+    """Finish-time fairness's Themis t^isolated per job (thesis §5.4.2), as the core hands
+    it on (``PeriodState.isolated``): kept, and refused in one line when not numbers."""
+    path = tmp_path / PERIOD_FILE
+    isolated = np.array([[1260.0, 4.0, 14960.0]])
+    save_period(path, dataclasses.replace(_period(None), isolated=isolated))
+    assert load_period(path, 1.0).isolated.tolist() == isolated.tolist()
+    for bad in ([[np.inf, 4.0, 1.0]], [[-1.0, 4.0, 1.0]], [[1.0, 4.0, -2.0]], [[1.0, 4.0]]):
+        save_period(path, dataclasses.replace(_period(None), isolated=np.array(bad)))
+        assert load_period(path, 1.0) is None
+    assert daemon_log.text.count("isolated: 1 x 3 finite numbers expected") == 4
 
 
 @pytest.mark.parametrize("rates, why", [([[np.nan]], "not finite"), ([[-1.0]], "negative"),
