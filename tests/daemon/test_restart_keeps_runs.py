@@ -9,7 +9,6 @@ hand-moved clock (``test_round_aligned``)."""
 from __future__ import annotations
 
 import dataclasses
-
 import logging
 import threading
 from concurrent.futures import Future
