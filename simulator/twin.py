@@ -364,7 +364,7 @@ def _refill_orders(state: LiveState, later: LiveState, extra: Sequence[LiveJob],
     alone = [i for i, key in enumerate(period.keys) if not is_pair_key(key)]   # (jobs' rows)
     period = replace(period, keys=tuple(period.keys[i] for i in alone),
                      allocation=period.allocation[alone], received=period.received[alone],
-                     deficit=period.deficit[alone])
+                     deficit=period.deficit[alone], rates=None, isolated=None)
     rows = [int(key) for key in period.keys]
     jobs = [inputs.trace[i] for i in rows]
     waiting = np.array([i not in inputs.running for i in rows], dtype=bool)
@@ -407,10 +407,9 @@ def resumed(state: LiveState, later: LiveState, inputs: Replay, offset: float,
     trace order, then its co-located pairs'), on the replay's clock, and with the time the
     placed round gives its runs on their types (thesis §5.5: received time counts the round
     a task held its workers; a pair's run, its pair's row), and the runs going on (a
-    pair's under its pair's key); the
-    runs are ``later``'s (the state at the round's end: refills included, which the
-    daemon credits the rest of the round); ``stale``: its allocation is stale by the
-    replay's start, though the picture's was not."""
+    pair's under its pair's key); the runs are ``later``'s (the state at the round's end:
+    refills included, which the daemon credits the rest of the round); ``stale``: its
+    allocation is stale by the replay's start, though the picture's was not."""
     period = state.period
     if period is None:
         return None

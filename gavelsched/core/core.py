@@ -175,7 +175,7 @@ class SchedulerCore:
         """Go on with another core's period (a replay, a restarted daemon): admit the jobs
         submitted so far (returned) with what ``period`` gives them and their pairs
         (``periods.take_on``); ``measured`` (called with them) gives them what was measured
-        of them. It is stale if it was, left a job out or moved (``periods.moved_from``)."""
+        of them. Stale: if it was, left a job out or moved (``periods.moved_from``)."""
         admitted, rows, cols = self._admit(), self._rows, self._layout.columns
         allocation, whole = take_on(period, rows, self._jobs, cols, self._lookups,
                                     self.config.seed_seconds, self.policy.name)

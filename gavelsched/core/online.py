@@ -145,11 +145,12 @@ class OnlineThroughputs:
 
     def changed_row(self, job_id: str, job_type: str, scale_factor: int,
                     types: Sequence[str]) -> dict[str, float] | None:
-        """``row`` when it moved by more than ``resolving.MIN_CHANGE`` on some type from the row the
-        core plans on (the last returned here, else the priors), else None. A measurement
-        within noise of the priors leaves them: jobs of one type then keep one row, so
-        the allocation's ties between them fall to the rule both executors share rather
-        than to a run's jitter (issue #29: identical jobs swapped places in the ETAs)."""
+        """``row`` when it moved past noise (``resolving.within_noise``) on some type from
+        the row the core plans on (the last returned here, else the priors), else None. A
+        measurement within noise of the priors leaves them: jobs of one type then keep one
+        row, so the allocation's ties between them fall to the rule both executors share
+        rather than to a run's jitter (issue #29: identical jobs swapped places in the
+        ETAs)."""
         new = self.row(job_id, job_type, scale_factor, types)
         old = self._published.get(job_id)
         if old is None:
@@ -199,8 +200,8 @@ class OnlineThroughputs:
     def changed_pair(self, pair: str, worker_type: str,
                      planned: tuple[float, float]) -> tuple[float, float] | None:
         """The pair's measured (member a's, member b's) on ``worker_type`` when both members
-        were measured there and either moved by more than ``resolving.MIN_CHANGE`` from ``planned``
-        (what the core plans the pair on), else None (``changed_row``'s rule)."""
+        were measured there and either moved past noise from ``planned`` (what the core
+        plans the pair on), else None (``changed_row``'s rule)."""
         by_job = self.pairs.get(pair, {}).get(worker_type, {})
         members = key_members(pair)
         if not all(m in by_job for m in members):
