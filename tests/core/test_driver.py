@@ -200,11 +200,14 @@ def test_an_idle_cluster_plans_its_grace_after_the_arrival_that_woke_it():
         RoundDriver(make_core(), arrival_grace_s=-1.0)
 
 
-def _one_v100_core(jobs):
-    """A max-min core on one v100 that never re-solves on its own, with ``jobs`` at 0."""
-    core = make_core(policy=get_policy("max_min_fairness_perf"),
-                     config=CoreConfig(min_resolve_interval_s=1e9, round_seconds=R),
-                     counts={"v100": 1})
+def _one_v100_core(jobs, pairs: bool = False):
+    """A max-min core on one v100 that never re-solves on its own, with ``jobs`` at 0;
+    with ``pairs``, under a space-sharing policy (pairs at 60% of their rates)."""
+    core = make_core(policy=get_policy("max_min_fairness_packed" if pairs
+                                       else "max_min_fairness_perf"),
+                     config=CoreConfig(min_resolve_interval_s=1e9, round_seconds=R,
+                                       pairs=pairs),
+                     counts={"v100": 1}, table=Table(RATES, pairs=pairs))
     for spec in jobs:
         core.submit(spec, 0.0)
     return core, RoundDriver(core)
@@ -236,30 +239,19 @@ def test_a_core_that_resumes_another_s_period_plans_the_rounds_it_would_plan():
     assert other.boundary(4 * R).round.batch.keys != following[0]   # (a period of its own)
 
 
-def _packed_v100_core(jobs):
-    """``_one_v100_core`` under a space-sharing policy, pairs at 60% of their rates."""
-    core = make_core(policy=get_policy("max_min_fairness_packed"),
-                     config=CoreConfig(min_resolve_interval_s=1e9, round_seconds=R,
-                                       pairs=True),
-                     counts={"v100": 1}, table=Table(RATES, pairs=True))
-    for spec in jobs:
-        core.submit(spec, 0.0)
-    return core, RoundDriver(core)
-
-
 def test_a_core_that_resumes_a_space_sharing_period_keeps_its_pairs():
     # thesis §5.3.1: the pair's X is the time its jobs share the GPU. Before, only single
     # jobs' rows were handed on: a restarted daemon's pair lost its time (both jobs' X
     # alone is 0) and, its period not stale, ran one job alone until the next reset event
     specs = [job(i) for i in range(2)]
-    original, driver = _packed_v100_core(specs)
+    original, driver = _one_v100_core(specs, pairs=True)
     assert driver.boundary(0.0).round.batch.keys == ("0+1",)
     driver.end(R / 2, np.full(1, R / 2))
     period = original.period_state()
     assert period.keys == ("0", "1", "0+1") and not period.stale
     assert period.rates[2, 0].tolist() == [6.0, 6.0]               # (both members, paired)
 
-    resumed, again = _packed_v100_core(specs)
+    resumed, again = _one_v100_core(specs, pairs=True)
     resumed.resume(period)
     first = again.boundary(R / 2).round
     assert first.resolved is None and first.batch.keys == ("0+1",)

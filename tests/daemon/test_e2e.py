@@ -95,6 +95,20 @@ def test_worker_kill9_resumes_elsewhere_and_a_lost_checkpoint_fails_only_its_job
 STEPS_KEPT = 720
 
 
+def restart_as_a_round_begins(c: Cluster, log, kept: str) -> None:
+    """``kill -9`` of ``c``'s scheduler just after a round began, a new one on its state,
+    and a wait for ``kept`` in the scheduler's ``log`` (its runs found going on kept). (A
+    run's renewal, at 95% of the round, must find the new scheduler serving: a run whose
+    renewal finds none ends with its lease, as before.)"""
+    def rounds() -> int:
+        return len(re.findall(r"executor: round \d+:", log.read_text()))
+    began = rounds()
+    wait_until(lambda: rounds() > began, 30, "a round to begin")
+    c.kill9_scheduler()
+    c.start_scheduler()
+    wait_until(lambda: kept in log.read_text(), 30, "the new scheduler to keep the runs")
+
+
 def test_a_restarted_scheduler_keeps_the_run_it_finds_going_on(tmp_path):
     """``kill -9`` of the scheduler just after a round began, and a new one on the same
     state: the job's process goes on under the new scheduler (its lease extended on the
@@ -109,18 +123,7 @@ def test_a_restarted_scheduler_keeps_the_run_it_finds_going_on(tmp_path):
         # of 4 s under load came after the run's end, and nothing was left to keep)
         job = c.submit(STEPS_KEPT)
         wait_until(lambda: c.jobs()[job].state == "running", 60, "the job to start")
-        log = tmp_path / "scheduler.log"
-
-        def rounds() -> int:
-            return len(re.findall(r"executor: round \d+:", log.read_text()))
-        began = rounds()
-        # (its renewal, at 95% of the round, must find the new scheduler serving: a run
-        # whose renewal finds none ends with its lease, as before)
-        wait_until(lambda: rounds() > began, 30, "a round to begin")
-        c.kill9_scheduler()
-        c.start_scheduler()
-        wait_until(lambda: "is kept on its GPUs" in log.read_text(), 30,
-                   "the new scheduler to keep the run")
+        restart_as_a_round_begins(c, tmp_path / "scheduler.log", "is kept on its GPUs")
         done = c.wait_done([job])
         assert done[job].state == "done", done[job].reason
         assert done[job].steps_done == STEPS_KEPT
@@ -145,16 +148,8 @@ def test_a_restarted_scheduler_keeps_a_co_located_pair_it_finds_going_on(tmp_pat
         jobs = [c.submit(STEPS_KEPT), c.submit(STEPS_KEPT)]    # (~33 s at the pair's 22/s)
         wait_until(lambda: all(c.jobs()[j].state == "running" for j in jobs), 60,
                    "the pair to start")
-        log = tmp_path / "scheduler.log"
-
-        def rounds() -> int:
-            return len(re.findall(r"executor: round \d+:", log.read_text()))
-        began = rounds()
-        wait_until(lambda: rounds() > began, 30, "a round to begin")
-        c.kill9_scheduler()
-        c.start_scheduler()
-        wait_until(lambda: "2 of the 2 runs found going on kept" in log.read_text(), 30,
-                   "the new scheduler to keep the pair")
+        restart_as_a_round_begins(c, tmp_path / "scheduler.log",
+                                  "2 of the 2 runs found going on kept")
         done = c.wait_done(jobs)
         assert [(done[j].state, done[j].steps_done) for j in jobs] == \
             [("done", STEPS_KEPT)] * 2, [done[j].reason for j in jobs]
