@@ -168,7 +168,7 @@ class SchedulerCore:
         """The allocation period in progress, for a replay to go on from (``resume``)."""
         return hand_on(self._rows, self._layout.columns, self._counted_since_s,
                        self._stale or self._force, self._runs.state(),
-                       self._jobs if self.config.isolated_time else None)
+                       self._jobs if self.config.isolated_time else None, self._last_allocation)
 
     def resume(self, period: PeriodState,
                measured: Callable[[tuple[str, ...]], None] | None = None) -> tuple[str, ...]:

@@ -141,15 +141,17 @@ def with_pairs(values: np.ndarray, member_rows: np.ndarray) -> np.ndarray:
 
 
 def hand_on(rows: Rows, columns: tuple[str, ...], start_s: float, stale: bool,
-            runs: Mapping[str, tuple[str, float]],
-            isolated: Mapping[str, JobState] | None = None) -> PeriodState:
+            runs: Mapping[str, tuple[str, float]], isolated: Mapping[str, JobState] | None,
+            last: Allocation | None) -> PeriodState:
     """The period in progress since ``start_s`` for another core to go on from: every
     row's X, received seconds, deficits and planned steps/s, co-located pairs' included;
-    with ``isolated`` (the jobs, under finish-time fairness), their isolated time."""
+    with ``isolated`` (the jobs, under finish-time fairness), their isolated time; the
+    policy's state from the allocation in force (``last``)."""
     return PeriodState(start_s, tuple(columns), tuple(rows.keys), rows.allocation.copy(),
                        rows.received.copy(), rows.deficit.copy(), stale, runs,
                        rows.rate[:, :len(columns)].copy(),
-                       None if isolated is None else _isolated(isolated, rows.keys))
+                       None if isolated is None else _isolated(isolated, rows.keys),
+                       {} if last is None else last.policy_state)
 
 
 def _isolated(jobs: Mapping[str, JobState], keys: list[str]) -> np.ndarray:
@@ -172,14 +174,15 @@ def take_on(period: PeriodState, rows: Rows, jobs: Mapping[str, JobState],
     then their received seconds and deficits. Returns the allocation installed (None: none
     to install) and whether it is whole: it covers every job, and every pair it gives time
     got its row (``install`` drops one without co-located throughputs). The jobs take on
-    their isolated time too (``PeriodState.isolated``), when it was kept."""
+    their isolated time too (``PeriodState.isolated``), when it was kept, and the
+    allocation the policy's state."""
     given = [columns.index(t) if t in columns else -1 for t in period.types]
     x = {key: {t: float(period.allocation[i, j]) for j, t in enumerate(period.types)
                if t in columns}
          for i, key in enumerate(period.keys) if all(m in jobs for m in key_members(key))}
     if not x:
         return None, False
-    allocation = Allocation(policy, x)
+    allocation = Allocation(policy, x, policy_state=period.policy_state)
     install(allocation, rows, jobs, columns, lookups, seed)
     for i, key in enumerate(period.keys):
         r = rows.index.get(key)

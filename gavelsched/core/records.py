@@ -292,7 +292,9 @@ class PeriodState:
     on; None: not kept (a replay's jobs carry their own). ``isolated``: under finish-time
     fairness (§5.4.2, ``CoreConfig.isolated_time``) each job's Themis t^isolated so far,
     its isolated steps/s at the last re-solve and its steps left then (-1: none yet), as
-    Gavel accumulates them (0, 0, -1 for a pair's row); None: not kept."""
+    Gavel accumulates them (0, 0, -1 for a pair's row); None: not kept. ``policy_state``:
+    what the policy handed back with the X in force (``Allocation.policy_state``, JSON data:
+    FIFO's and Gandiva's random generator, Gandiva's pairs), read by its next solve."""
 
     start_s: float
     types: tuple[str, ...]
@@ -305,4 +307,5 @@ class PeriodState:
     runs: Mapping[str, tuple[str, float]] = field(default_factory=dict)
     rates: np.ndarray | None = None   # (k, n, 2)
     isolated: np.ndarray | None = None   # (k, 3)
+    policy_state: Mapping[str, Any] = field(default_factory=dict)
 

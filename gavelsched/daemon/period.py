@@ -20,11 +20,15 @@ line, and the period starts afresh as before. A file of one member's rates per r
 (written before pairs were kept) is read as such. Under finish-time fairness each job's
 Themis t^isolated goes with the period too (thesis §5.4.2, ``PeriodState.isolated``):
 before, a restart set every job's back to 0, and the re-solves after it judged each job's
-fairness as if it had never run isolated.
+fairness as if it had never run isolated. So does the state the policy carries between
+solves (``PeriodState.policy_state``: FIFO's and Gandiva's random generator, Gandiva's
+pairs): before, a restart drew FIFO's types from the seed's first draws again, and
+Gandiva forgot its pairs.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Callable
@@ -53,7 +57,9 @@ def save_period(path: Path, period: PeriodState) -> None:
                  run_held_s=np.array([h for _, (_, h) in runs], dtype=np.float64),
                  **{name: value for name, value in (("rates", period.rates),
                                                     ("isolated", period.isolated))
-                    if value is not None})
+                    if value is not None},
+                 **({"policy_state": np.array(json.dumps(dict(period.policy_state)))}
+                    if period.policy_state else {}))
     os.replace(tmp, path)
 
 
@@ -125,7 +131,24 @@ def _checked(got: dict[str, np.ndarray], now: float) -> PeriodState:
     return PeriodState(start_s, types, keys, got["allocation"], got["received"],
                        got["deficit"], bool(got["stale"]),
                        {k: (c, float(h)) for k, c, h in zip(run_keys, run_columns, held)},
-                       got["rates"] if rates else None, isolated)
+                       got["rates"] if rates else None, isolated, _policy_state(got))
+
+
+def _policy_state(got: dict[str, np.ndarray]) -> dict:
+    """The policy's state the file keeps (a JSON object; none: empty); ``ValueError`` for
+    anything else. What it holds is the policy's to check, as at any solve."""
+    if "policy_state" not in got:
+        return {}
+    text = got["policy_state"]
+    if text.dtype.kind != "U" or text.ndim != 0:
+        raise ValueError("policy_state: a JSON text expected")
+    try:
+        state = json.loads(str(text))
+    except (ValueError, RecursionError) as err:
+        raise ValueError(f"policy_state: not JSON ({str(err)[:100]})") from None
+    if not isinstance(state, dict):
+        raise ValueError("policy_state: not a JSON object")
+    return state
 
 
 def _names(got: dict[str, np.ndarray], name: str, unique: bool = True) -> tuple[str, ...]:

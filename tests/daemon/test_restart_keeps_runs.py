@@ -519,6 +519,24 @@ def test_the_period_file_keeps_the_isolated_times_and_refuses_ones_that_are_not(
     assert daemon_log.text.count("isolated: 1 x 3 finite numbers expected") == 4
 
 
+def test_the_period_file_keeps_the_policys_state_and_refuses_one_that_is_not_json(
+        tmp_path, daemon_log):
+    path = tmp_path / PERIOD_FILE
+    state = {"rng": [3, [1, 2, 3], None], "pairs": [["0", "1"]]}
+    save_period(path, dataclasses.replace(_period(None), policy_state=state))
+    assert load_period(path, 1.0).policy_state == state
+    save_period(path, _period(None))
+    assert load_period(path, 1.0).policy_state == {}
+    with np.load(path) as saved:
+        arrays = dict(saved)
+    for bad in ("{", "[1]"):
+        with open(path, "wb") as out:
+            np.savez(out, **arrays, policy_state=np.array(bad))
+        assert load_period(path, 1.0) is None
+    assert "policy_state: not JSON" in daemon_log.text
+    assert "policy_state: not a JSON object" in daemon_log.text
+
+
 @pytest.mark.parametrize("rates, why", [([[np.nan]], "not finite"), ([[-1.0]], "negative"),
                                         ([[1.0, 2.0]], "numbers expected"),
                                         ([[[1.0, 2.0, 3.0]]], "numbers expected"),
