@@ -135,8 +135,9 @@ def _checked(got: dict[str, np.ndarray], now: float) -> PeriodState:
 
 
 def _policy_state(got: dict[str, np.ndarray]) -> dict:
-    """The policy's state the file keeps (a JSON object; none: empty); ``ValueError`` for
-    anything else. What it holds is the policy's to check, as at any solve."""
+    """The policy's state the file keeps (a JSON object; none: empty); ``ValueError`` or
+    ``TypeError`` for anything else. What it holds is the policy's to check, as at any
+    solve."""
     if "policy_state" not in got:
         return {}
     text = got["policy_state"]
@@ -147,7 +148,7 @@ def _policy_state(got: dict[str, np.ndarray]) -> dict:
     except (ValueError, RecursionError) as err:
         raise ValueError(f"policy_state: not JSON ({str(err)[:100]})") from None
     if not isinstance(state, dict):
-        raise ValueError("policy_state: not a JSON object")
+        raise TypeError("policy_state: not a JSON object")
     return state
 
 
