@@ -72,6 +72,7 @@ class Orphans:
         job -> the server's GPUs, local indices, its processes use) with the table."""
         t = self.table
         server = t.health.servers[server_id].row
+        placed: dict[tuple[int, ...], str] = {}     # this listing's orphans by their GPUs
         for job_id, generation in running.items():
             job = t.jobs.get(job_id)
             run = t.get(job_id)
@@ -94,7 +95,8 @@ class Orphans:
                                     server_id)
             if run.workers:
                 t.core.adopt_run(job_id, run.workers)
-                self._pair_up(job_id, run.workers)
+                if (other := placed.setdefault(run.workers, job_id)) != job_id:
+                    self._pair_up(other, job_id, run.workers)
         for job_id in list(self._adopted):     # (not every run: a heartbeat comes often)
             run = t.get(job_id)
             if run is None or not run.orphan:
@@ -103,20 +105,16 @@ class Orphans:
             elif server_id in run.left and job_id not in running:
                 t.exited(job_id, server_id)
 
-    def _pair_up(self, job_id: str, workers: tuple[int, ...]) -> None:
-        """An orphan on exactly the GPUs of another ran with it as a co-located pair (thesis
-        §5.3.1): the core is told the pair runs there, under the key its allocation gives
-        the pair time by (none: the pair has no time, and is not kept as one), so that its
-        next plan can keep the pair in place."""
+    def _pair_up(self, a: str, b: str, workers: tuple[int, ...]) -> None:
+        """Orphans ``a`` and ``b``, listed by one server on exactly the same GPUs, ran as a
+        co-located pair (thesis §5.3.1): the core is told the pair runs there, under the
+        key its allocation gives the pair time by (none: the pair has no time, and is not
+        kept as one), so that its next plan can keep the pair in place."""
         t = self.table
         given = t.core.allocation.allocation if t.core.allocation is not None else {}
-        for other in self._adopted:
-            run = t.get(other)
-            if other == job_id or run is None or not run.orphan or run.workers != workers:
-                continue
-            for key in (pair_key(other, job_id), pair_key(job_id, other)):
-                if key in given:
-                    t.core.adopt_run(key, workers)
+        for key in (pair_key(a, b), pair_key(b, a)):
+            if key in given:
+                t.core.adopt_run(key, workers)
 
     def keep(self, task: MicroTask, m: int, index: int, R: float, now: float) -> None:
         """The plan of round ``index`` (at ``now``) keeps an orphan, member ``m`` of
