@@ -143,17 +143,19 @@ def state_of(reply) -> LiveState:
     return LiveState(reply.now_s, reply.epoch_unix, reply.policy, rules, workers, per, jobs,
                      reply.round_ends_s if reply.round_ends_s > reply.now_s else None,
                      _period(reply.period_start_s, reply.period_stale, live,
-                             reply.period_pairs),
-                     _options(reply.policy_options), _pair_table(reply.pair_table, workers))
+                             reply.period_pairs, reply.period_policy_state),
+                     _object(reply.policy_options, "policy_options"),
+                     _pair_table(reply.pair_table, workers))
 
 
-def _options(text: str) -> dict[str, Any]:
-    """The scheduler's policy options (``policy_options``, a JSON object; empty: none);
-    ``ValueError`` in one line for anything else."""
-    options = _json(text, "policy_options") if text else {}
-    if not isinstance(options, dict):
-        raise ValueError(f"policy_options: not a JSON object: {text[:80]!r}")
-    return options
+def _object(text: str, field: str) -> dict[str, Any]:
+    """A Status field that holds a JSON object (empty: none): the scheduler's policy
+    options (``policy_options``), its policy's carried state (``period_policy_state``);
+    ``ValueError`` in one line, naming ``field``, for anything else."""
+    got = _json(text, field) if text else {}
+    if not isinstance(got, dict):
+        raise ValueError(f"{field}: not a JSON object: {text[:80]!r}")
+    return got
 
 
 def _pair_table(text: str, workers: Mapping[str, int]) -> ThroughputTable | None:
@@ -178,10 +180,12 @@ def _json(text: str, field: str) -> Any:
         raise ValueError(f"{field}: not JSON: {str(err).splitlines()[0][:200]}") from None
 
 
-def _period(start_s: float, stale: bool, live, pairs=()) -> PeriodState | None:
+def _period(start_s: float, stale: bool, live, pairs=(),
+            policy_state: str = "") -> PeriodState | None:
     """The allocation period a forecast picture carries (``period_*``; a co-located pair's
-    row, ``period_pairs``, when both its jobs are live), or None; ``ValueError`` in one line
-    for a number that is not finite, an X or received time below 0, or a pair twice."""
+    row, ``period_pairs``, when both its jobs are live; the policy's carried state), or
+    None; ``ValueError`` in one line for a number that is not finite, an X or received
+    time below 0, a pair twice, or a policy state that is not a JSON object."""
     ids = {j.id for j in live}
     rows = [(j.id, j.period_x, j.period_received_s, j.period_deficit_s)
             for j in live if j.period_x]
@@ -199,7 +203,8 @@ def _period(start_s: float, stale: bool, live, pairs=()) -> PeriodState | None:
         raise ValueError("period: an X, received time or deficit that is not a finite "
                          "number, or an X or received time below 0")
     return PeriodState(start_s, types, tuple(row[0] for row in rows), x, received, deficit,
-                       stale, isolated=_isolated(live, len(rows)))
+                       stale, isolated=_isolated(live, len(rows)),
+                       policy_state=_object(policy_state, "period_policy_state"))
 
 
 def _isolated(live, rows: int) -> np.ndarray | None:

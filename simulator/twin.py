@@ -448,7 +448,8 @@ def resumed(state: LiveState, later: LiveState, inputs: Replay, offset: float,
                        period.allocation[rows].copy(), received,
                        period.deficit[rows].copy(), period.stale or stale,
                        _runs(state, jobs, inputs), None,
-                       None if period.isolated is None else period.isolated[rows].copy())
+                       None if period.isolated is None else period.isolated[rows].copy(),
+                       period.policy_state)
 
 
 def _runs(state: LiveState, jobs: Mapping[str, LiveJob],

@@ -16,6 +16,7 @@ last ETAs stay.
 
 from __future__ import annotations
 
+import json
 import logging
 import select
 import subprocess
@@ -57,15 +58,17 @@ class Forecast:
 
 
 def with_period(picture: pb.StatusResponse, period: PeriodState | None) -> pb.StatusResponse:
-    """A copy of ``picture`` with the allocation period in progress (``period_*``, and the
-    co-located pairs' rows in ``period_pairs``): what a replay needs to go on with the
-    round-by-round priorities (thesis §5.5) where the scheduler is, instead of starting a
-    period of its own."""
+    """A copy of ``picture`` with the allocation period in progress (``period_*``, the
+    co-located pairs' rows in ``period_pairs``, the policy's carried state): what a replay
+    needs to go on with the round-by-round priorities (thesis §5.5) where the scheduler
+    is, instead of starting a period of its own."""
     if period is None:
         return picture
     out = pb.StatusResponse()
     out.CopyFrom(picture)
     out.period_start_s, out.period_stale = period.start_s, period.stale
+    if period.policy_state:
+        out.period_policy_state = json.dumps(dict(period.policy_state))
     row = {key: i for i, key in enumerate(period.keys)}
     types = period.types
     for job in out.jobs:

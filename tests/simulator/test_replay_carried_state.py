@@ -1,7 +1,9 @@
-"""A live scheduler under finish-time fairness is replayed with each job's Themis
-t^isolated as the scheduler accumulated it (thesis §5.4.2; ``JobStatus.period_isolated`` in
-forecast pictures). Before, the replay's jobs began at 0 isolated seconds: its first
-re-solve judged each job's fairness afresh, and gave another X than the scheduler's."""
+"""A live scheduler is replayed with what it carries from one re-solve to the next: under
+finish-time fairness each job's Themis t^isolated as the scheduler accumulated it (thesis
+§5.4.2; ``JobStatus.period_isolated``), and the state its policy hands from one solve to
+the next (``StatusResponse.period_policy_state``: FIFO's and Gandiva's random generator),
+in forecast pictures. Before, the replay's jobs began at 0 isolated seconds, so its first
+re-solve judged each job's fairness afresh, and its FIFO drew from the seed."""
 
 from __future__ import annotations
 
@@ -52,3 +54,24 @@ def test_an_isolated_time_that_is_not_one_is_refused_in_one_line(ftf, bad):
     with pytest.raises(ValueError, match="^period_isolated: ") as caught:
         state_of(reply)
     assert "\n" not in str(caught.value)
+
+
+def test_the_forecast_picture_carries_the_policys_state_to_the_replay(tmp_path):
+    """FIFO's random type draws (Gavel draws from one generator for a whole run): the
+    replay's solves go on from the scheduler's generator, not from the seed."""
+    s = Scheduler(tmp_path, policy="fifo")
+    try:
+        s.submit(), s.submit()
+        s.at(1.0)
+        kept = dict(s.x.core.period_state().policy_state)
+        assert "rng" in kept
+        reply = _picture(s)
+        state = state_of(reply)
+        assert dict(state.period.policy_state) == kept
+        period = resumed(state, state, replay_inputs(state, ()), 0.0)
+        assert dict(period.policy_state) == kept
+        reply.period_policy_state = "[1]"
+        with pytest.raises(ValueError, match="^period_policy_state: not a JSON object"):
+            state_of(reply)
+    finally:
+        s.close()
