@@ -99,7 +99,9 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
              running: Mapping[int, str] | None = None,
              ahead: Mapping[int, float] | None = None,
              resume: PeriodState | None = None,
-             ending: Mapping[int, int] | None = None) -> SimulationResult:
+             ending: Mapping[int, int] | None = None,
+             measured_pairs: Mapping[str, Mapping[str, tuple[float, float]]] | None = None
+             ) -> SimulationResult:
     """Replay ``jobs`` (job ``i`` gets id ``str(i)``) on ``cluster`` under ``policy``. A
     job's own ``throughputs`` (``TraceJob``) replace ``table``'s row for it, and its own
     ``startup_s`` its type's preemption overhead: a measured job keeps its type's name.
@@ -119,6 +121,8 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
     after the first round's plan: that plan places it, its steps are credited at t = 0,
     and the round's start then re-solves and refills its workers (``RoundDriver.start``),
     as the daemon's does.
+    ``measured_pairs``: co-located pairs (by key, ``"i+j"`` in job order) -> type -> the
+    steps/s each member makes there, measured by a live cluster (``Knowledge``).
     """
     wall_start = time.perf_counter()
     sim = sim or SimConfig()
@@ -150,8 +154,8 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
                                   "configurations")
         knowledge = Knowledge(OnlineThroughputs(sim.priors), table, jobs,
                                {job.job_type: cost for job, cost in zip(jobs, costs)})
-    elif any(job.planned is not None for job in jobs):
-        knowledge = Knowledge.planned_apart(table, jobs)
+    elif measured_pairs or any(job.planned is not None for job in jobs):
+        knowledge = Knowledge.planned_apart(table, jobs, measured_pairs)
     core = SchedulerCore(policy, view, table if sim.priors is None else sim.priors, config,
                          entities=entities, planned_pairs=planned)
     run = _Run(jobs, specs, core, sim,
@@ -222,7 +226,8 @@ class _Run:
         follows = self.resume is not None   # the first round follows the live one (twin.py)
         if follows:                     # a live cluster's period goes on
             self.submit_arrivals(now)
-            self.core.resume(self.resume)
+            self.core.resume(self.resume, None if self.knowledge is None else
+                             lambda ids: self.knowledge.admitted(self.core, ids, now))
         horizon = math.inf if self.sim.horizon_s is None else self.sim.horizon_s
         while self.targets_left > 0 and now < horizon:
             # A round that follows another is planned plan_lead_s before that one ends, at

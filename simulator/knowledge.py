@@ -11,6 +11,7 @@ import numpy as np
 
 from gavelsched.core import SchedulerCore
 from gavelsched.core.online import OnlineThroughputs
+from policies import key_members, pair_key
 from traces import ThroughputTable, TraceJob
 
 
@@ -22,20 +23,38 @@ class Knowledge:
 
     def __init__(self, online: OnlineThroughputs, table: ThroughputTable,
                  jobs: Sequence[TraceJob], restart_costs: Mapping[str, float],
-                 plans_own: bool = False) -> None:
+                 plans_own: bool = False,
+                 pairs: Mapping[str, Mapping[str, tuple[float, float]]] | None = None) -> None:
         self.online, self.table, self.jobs = online, table, jobs
         self.restart_costs = dict(restart_costs)   # job type -> its cost, until learned
         self.plans_own = plans_own    # the core plans each job on its own planned row
+        self.pairs = dict(pairs or {})   # pair key -> type -> what its members make there
 
     @classmethod
-    def planned_apart(cls, table: ThroughputTable, jobs: Sequence[TraceJob]) -> Knowledge:
+    def planned_apart(cls, table: ThroughputTable, jobs: Sequence[TraceJob],
+                      pairs: Mapping[str, Mapping[str, tuple[float, float]]] | None = None
+                      ) -> Knowledge:
         """Jobs that the core plans on ``TraceJob.planned`` while they make their
         ``throughputs`` (a daemon's jobs, replayed): the online throughputs start where the
-        daemon's are, each job measured at its rates and planned on its planned row."""
+        daemon's are, each job measured at its rates and planned on its planned row, and
+        each co-located pair of ``pairs`` (its key, ``"i+j"``, in job order) measured at
+        what its members make there (the core plans it on them once both are admitted:
+        ``admitted``)."""
         online = OnlineThroughputs(table)
         for i, job in enumerate(jobs):
             online.restore_job(str(i), job.throughputs or {}, job.planned or job.throughputs)
-        return cls(online, table, jobs, {}, plans_own=True)
+        online.restore({}, {key: {t: dict(zip(key_members(key), rates))
+                                  for t, rates in by_type.items()}
+                            for key, by_type in (pairs or {}).items()})
+        return cls(online, table, jobs, {}, plans_own=True, pairs=pairs)
+
+    def admitted(self, core: SchedulerCore, job_ids: Sequence[str], now: float) -> None:
+        """Jobs just admitted: the core plans their measured pairs on what was measured
+        (``OnlineThroughputs.publish_pair``, as the daemon's ``Progress.admitted``)."""
+        types = core.view.worker_types
+        for job_id in job_ids:
+            for pair in self.online.restored_pairs(job_id):
+                self.online.publish_pair(core, pair, types, now)
 
     def started(self, core: SchedulerCore, batch, specs, up: np.ndarray) -> None:
         """The job types of the round's runs that got past their start-up (``up``): the
@@ -55,10 +74,16 @@ class Knowledge:
 
     def rates(self, batch) -> np.ndarray:
         """(k, 2) steps/s each member of the round's tasks really makes on its type; a
-        co-located pair's members, each ``shared``."""
+        co-located pair's members, what was measured of the pair there (``pairs``), else
+        each ``shared``."""
         out = np.zeros_like(batch.rates)
         for i, members in enumerate(batch.members):
             worker_type = batch.types[int(batch.type_index[i])]
+            measured = (self.pairs.get(pair_key(*members), {}).get(worker_type)
+                        if self.pairs and len(members) == 2 else None)
+            if measured is not None:      # (a pair the daemon measured: what it makes)
+                out[i, :2] = measured
+                continue
             jobs = [self.jobs[int(job_id)] for job_id in members]
             pair = (self.table.pair(worker_type, *((j.job_type, j.scale_factor) for j in jobs))
                     if len(jobs) == 2 else None)

@@ -72,6 +72,9 @@ class LiveState:
     policy_options: Mapping[str, Any] = field(default_factory=dict)  # its ``made_with``
     # the rates it plans co-located pairs on, on the alive types; None: its policy plans none
     pair_table: ThroughputTable | None = None
+    # the co-located pairs it measured: (a, b) -> alive type -> what each makes there
+    measured_pairs: Mapping[tuple[str, str], Mapping[str, tuple[float, float]]] = \
+        field(default_factory=dict)
 
     @property
     def next_plan_s(self) -> float | None:
@@ -145,7 +148,8 @@ def state_of(reply) -> LiveState:
                      _period(reply.period_start_s, reply.period_stale, live,
                              reply.period_pairs, reply.period_policy_state),
                      _object(reply.policy_options, "policy_options"),
-                     _pair_table(reply.pair_table, workers))
+                     _pair_table(reply.pair_table, workers),
+                     _measured_pairs(reply.measured_pairs, {j.id for j in live}, workers))
 
 
 def _object(text: str, field: str) -> dict[str, Any]:
@@ -169,6 +173,30 @@ def _pair_table(text: str, workers: Mapping[str, int]) -> ThroughputTable | None
         raise ValueError(str(err).splitlines()[0]) from None
     return ThroughputTable({t: table.solo.get(t, {}) for t in workers},
                            {t: table.pairs[t] for t in workers if t in table.pairs})
+
+
+def _measured_pairs(pairs, live: set[str], workers: Mapping[str, int]
+                    ) -> dict[tuple[str, str], dict[str, tuple[float, float]]]:
+    """The scheduler's ``measured_pairs`` of live jobs on the alive ``workers``' types;
+    ``ValueError`` in one line for a rate that is not finite and > 0, a pair of one job, a
+    type with one member's rate, or a pair twice."""
+    out: dict[tuple[str, str], dict[str, tuple[float, float]]] = {}
+    seen: set[frozenset[str]] = set()
+    for p in pairs:
+        key = frozenset((p.a, p.b))
+        if p.a == p.b or key in seen or p.a_steps_per_s.keys() != p.b_steps_per_s.keys():
+            raise ValueError(f"measured_pairs: pair {p.a!r}, {p.b!r}: one job, twice, or "
+                             f"a type with one member's rate")
+        seen.add(key)
+        rates = {t: (float(p.a_steps_per_s[t]), float(p.b_steps_per_s[t]))
+                 for t in p.a_steps_per_s}
+        if not all(0.0 < v < math.inf for pair in rates.values() for v in pair):
+            raise ValueError(f"measured_pairs: pair {p.a!r}, {p.b!r}: a rate that is not "
+                             f"finite and > 0")
+        rates = {t: r for t, r in rates.items() if t in workers}
+        if rates and {p.a, p.b} <= live:
+            out[(p.a, p.b)] = rates
+    return out
 
 
 def _json(text: str, field: str) -> Any:

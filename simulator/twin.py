@@ -90,6 +90,8 @@ class Replay:
     gpus_per_server: dict[str, int]
     ids: list[str] = field(default_factory=list)
     running: dict[int, str] = field(default_factory=dict)   # trace index -> its type now
+    # co-located pairs the scheduler measured: "i+j" (trace indices, i < j) -> type -> rates
+    pairs: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)
 
 
 def _runnable(job: LiveJob, state: LiveState) -> bool:
@@ -220,7 +222,21 @@ def replay_inputs(state: LiveState, extra: Sequence[LiveJob] = ()) -> Replay:
             running[len(ids)] = job.running_on
         ids.append(job.id)
     table = state.pair_table or ThroughputTable({t: {} for t in state.workers})
-    return Replay(trace, table, dict(state.workers), dict(state.gpus_per_server), ids, running)
+    return Replay(trace, table, dict(state.workers), dict(state.gpus_per_server), ids, running,
+                  _pairs(state, ids))
+
+
+def _pairs(state: LiveState, ids: list[str]) -> dict[str, dict[str, tuple[float, float]]]:
+    """The scheduler's measured pairs (``LiveState.measured_pairs``) of replayed jobs,
+    keyed as the replay's core keys them (the lower trace index first)."""
+    index = {job_id: i for i, job_id in enumerate(ids)}
+    out = {}
+    for (a, b), rates in state.measured_pairs.items():
+        if a in index and b in index:
+            flip = index[a] > index[b]
+            key = pair_key(*map(str, sorted((index[a], index[b]))))
+            out[key] = {t: (r[1], r[0]) if flip else r for t, r in rates.items()}
+    return out
 
 
 # A replay simulates at most this many rounds; a job not finished by then is extrapolated at
@@ -253,7 +269,8 @@ def replay(state: LiveState, extra: Sequence[LiveJob] = ()) -> dict[str, Eta]:
                       ahead={i: ahead[j] for i, j in enumerate(inputs.ids) if j in ahead},
                       ending={i: 1 for i, j in enumerate(inputs.ids) if j in done},
                       resume=resumed(state, later, inputs, offset,
-                                     _ends_before_plan(state, done)))
+                                     _ends_before_plan(state, done)),
+                      measured_pairs=inputs.pairs)
     started = {j.id: j.started_s is not None for j in (*state.jobs, *extra)}
     for record in result.jobs:
         i = int(record.id)

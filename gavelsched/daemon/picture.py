@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from policies import key_members
 from traces.throughputs import table_slice
 from traces.types import ThroughputTable
 
@@ -82,8 +83,8 @@ class Picture:
         each unfinished job's steps/s per worker type (measured, and as the core plans
         it), start-up (alone, and the launch waves' slope) and restart means, the
         daemon's rules (``DaemonRules.published``: re-solve rule, refills, plan lead), the
-        options its policy was made with, the rates it plans pairs on (``pair_table``) and
-        the order it serves the types in."""
+        options its policy was made with, the rates it plans pairs on (``pair_table``, and
+        the pairs it measured, ``measured_pairs``) and the order it serves the types in."""
         types = sorted({s.row.worker_type for s in self.health.servers.values()})
         active = [j for j in self.jobs.values() if not j.final]
         rates = {j.id: self.progress.online.row(j.id, j.spec.job_type, j.spec.scale_factor,
@@ -100,8 +101,29 @@ class Picture:
                 "startup_wave_slope": startups.wave_slope(),
                 "policy_options": self.core.policy.made_with,
                 "pair_table": self.pair_table(active, types),
+                "measured_pairs": self.measured_pairs(active, types),
                 "type_order": self.core.config.type_order,
                 **self.config.rules.published()}
+
+    def measured_pairs(self, jobs: Iterable[JobRow], types: list[str]
+                       ) -> dict[tuple[str, str], dict[str, tuple[float, float]]]:
+        """The co-located pairs of ``jobs`` measured on ``types`` (thesis §5.3.3): (a, b) ->
+        type -> the steps/s each makes there (``OnlineThroughputs.pairs``, both members
+        measured); none when the policy plans no pairs."""
+        if not self.core.config.pairs or not self.progress.online.pairs:
+            return {}
+        live = {j.id for j in jobs}
+        out = {}
+        for pair, by_type in self.progress.online.pairs.items():
+            members = key_members(pair)
+            if len(members) != 2 or not live.issuperset(members):
+                continue
+            rates = {t: (by_job[members[0]], by_job[members[1]])
+                     for t, by_job in by_type.items()
+                     if t in types and all(m in by_job for m in members)}
+            if rates:
+                out[members] = rates
+        return out
 
     def pair_table(self, jobs: Iterable[JobRow], types: list[str]) -> ThroughputTable | None:
         """The priors' rows for the kinds (job type, scale factor) of ``jobs`` on ``types``,

@@ -90,7 +90,7 @@ class Snapshot:
             restart_rule=r.restart_rule, policy_options=r.policy_options, caller=caller,
             eta_computed_s=r.eta_computed_s, eta_error=r.eta_error,
             startup_wave_slope=r.startup_wave_slope, pair_table=r.pair_table,
-            type_order=r.type_order)
+            type_order=r.type_order, measured_pairs=r.measured_pairs)
         for i in range(0, len(jobs), COPY_CHUNK):
             out.jobs.extend(jobs[i:i + COPY_CHUNK])
         return out
@@ -103,6 +103,13 @@ class Snapshot:
             return None
         return LogSources(tuple(self.servers[s] for s in self.hosts.get(job_id, ())
                                 if s in self.servers), ended)
+
+
+def _measured_pairs(view: DaemonView) -> list[pb.PairRates]:
+    """The co-located pairs the scheduler measured (``DaemonView.measured_pairs``)."""
+    return [pb.PairRates(a=a, b=b, a_steps_per_s={t: r[0] for t, r in rates.items()},
+                         b_steps_per_s={t: r[1] for t, r in rates.items()})
+            for (a, b), rates in view.measured_pairs.items()]
 
 
 def build_snapshot(view: DaemonView) -> Snapshot:
@@ -163,6 +170,7 @@ def build_snapshot(view: DaemonView) -> Snapshot:
                                  pair_table=("" if view.pair_table is None
                                              else table_text(view.pair_table)),
                                  type_order=view.type_order,
+                                 measured_pairs=_measured_pairs(view),
                                  eta_computed_s=eta.computed_s, eta_error=eta.error)
     return Snapshot(view.round, view.policy, view.round_seconds, view.now_s, response,
                     {j.id: j.final and j.id not in view.runs for j in view.jobs}, view.hosts,

@@ -102,6 +102,9 @@ class DaemonView:
     # None: the policy plans none
     pair_table: Table | None = None
     type_order: tuple[str, ...] = ()   # the core's ``CoreConfig.type_order``
+    # the co-located pairs it measured: (a, b) -> type -> each one's steps/s there
+    measured_pairs: Mapping[tuple[str, str], Mapping[str, tuple[float, float]]] = \
+        field(default_factory=dict)
 
     @classmethod
     def of(cls, round_index: int, policy: str, round_seconds: float, now: float,
@@ -124,7 +127,9 @@ class DaemonView:
            deferred: Mapping[str, str] | None = None, restart_rule: str = "",
            policy_options: Mapping[str, Any] | None = None,
            pair_table: Table | None = None,
-           type_order: tuple[str, ...] = ()) -> DaemonView:
+           type_order: tuple[str, ...] = (),
+           measured_pairs: Mapping[tuple[str, str], Mapping[str, tuple[float, float]]]
+           | None = None) -> DaemonView:
         """A picture of live state: the job rows, the run table's ``Run``s, the servers'
         health (``ServerState``), the ``drained`` servers and the servers that ran each
         job, copied into frozen values. ``clock_offset``: the scheduler's clock less the
@@ -151,7 +156,7 @@ class DaemonView:
                    refill_until, plan_lead_s,
                    dict(run_s or {}), dict(waiting or {}), tuple(entities), forecast,
                    dict(deferred or {}), restart_rule, dict(policy_options or {}),
-                   pair_table, tuple(type_order))
+                   pair_table, tuple(type_order), dict(measured_pairs or {}))
 
     def summary(self) -> str:
         """One line for a round's start: jobs with a run this round, jobs whose last run is

@@ -146,3 +146,44 @@ def test_a_period_pair_that_is_not_one_is_refused_in_one_line(packed, bad, why):
     with pytest.raises(ValueError, match="^period: ") as caught:
         state_of(reply)
     assert why in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_pair_the_scheduler_measured_is_replayed_at_its_measured_rates(packed):
+    # thesis §5.3.3: the scheduler plans a measured pair on what its runs made. Before,
+    # the replay planned and ran it at the table's pair rate scaled by its members' own
+    # rates, whatever the pair was measured to make
+    s, jobs = packed
+    for job in jobs:
+        s.init(job)
+    s.t = 6.0
+    made = {jobs[0]: 90, jobs[1]: 100}      # 18 and 20 steps/s over the 5 s since InitJob
+    # (the table's pair rate is 22 each: the measured pair is still worth pairing)
+    for job in jobs:
+        assert s.x.processes.durable_steps(job, made[job], s.gen(job), seconds=4.0)
+    reply = _forecast_picture(s)
+    (pair,) = reply.measured_pairs
+    assert (pair.a, pair.b) == jobs
+    assert (pair.a_steps_per_s["v100"], pair.b_steps_per_s["v100"]) == (18.0, 20.0)
+    state = state_of(reply)
+    slowest = max(j.steps_left / rate for j, rate in zip(state.jobs, (18.0, 20.0)))
+    etas = replay(state)        # (the pair's jobs finish as the pair does: its slower one)
+    assert [etas[j].finish_s for j in jobs] == pytest.approx([slowest] * 2, rel=0.03)
+    table = replay(dataclasses.replace(state, measured_pairs={}))   # (what it replayed
+    pair_rate = default_table().pair("v100", A3C, A3C)[0]            # before)
+    assert [table[j].finish_s for j in jobs] == pytest.approx([STEPS / pair_rate] * 2,
+                                                              rel=0.03)
+
+
+@pytest.mark.parametrize("a, b, why", [(0.0, 4.0, "finite and > 0"),
+                                       (float("inf"), 4.0, "finite and > 0"),
+                                       (None, 4.0, "one member's rate")])
+def test_a_measured_pair_that_is_not_one_is_refused_in_one_line(packed, a, b, why):
+    s, jobs = packed
+    reply = _forecast_picture(s)
+    pair = reply.measured_pairs.add(a=jobs[0], b=jobs[1])
+    pair.b_steps_per_s["v100"] = b
+    if a is not None:
+        pair.a_steps_per_s["v100"] = a
+    with pytest.raises(ValueError, match="^measured_pairs: ") as caught:
+        state_of(reply)
+    assert why in str(caught.value) and "\n" not in str(caught.value)
