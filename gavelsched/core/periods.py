@@ -175,7 +175,7 @@ def take_on(period: PeriodState, rows: Rows, jobs: Mapping[str, JobState],
     to install) and whether it is whole: it covers every job, and every pair it gives time
     got its row (``install`` drops one without co-located throughputs). The jobs take on
     their isolated time too (``PeriodState.isolated``), when it was kept, and the
-    allocation the policy's state."""
+    allocation carries the policy's state (``PeriodState.policy_state``)."""
     given = [columns.index(t) if t in columns else -1 for t in period.types]
     x = {key: {t: float(period.allocation[i, j]) for j, t in enumerate(period.types)
                if t in columns}
