@@ -50,11 +50,10 @@ class Knowledge:
 
     def admitted(self, core: SchedulerCore, job_ids: Sequence[str], now: float) -> None:
         """Jobs just admitted: the core plans their measured pairs on what was measured
-        (``OnlineThroughputs.publish_pair``, as the daemon's ``Progress.admitted``)."""
-        types = core.view.worker_types
+        (``OnlineThroughputs.publish_restored_pairs``, as the daemon's
+        ``Progress.admitted``)."""
         for job_id in job_ids:
-            for pair in self.online.restored_pairs(job_id):
-                self.online.publish_pair(core, pair, types, now)
+            self.online.publish_restored_pairs(core, job_id, core.view.worker_types, now)
 
     def started(self, core: SchedulerCore, batch, specs, up: np.ndarray) -> None:
         """The job types of the round's runs that got past their start-up (``up``): the

@@ -464,20 +464,19 @@ def resumed(state: LiveState, later: LiveState, inputs: Replay, offset: float,
     return PeriodState(period.start_s - (state.now_s + offset), period.types, keys,
                        period.allocation[rows].copy(), received,
                        period.deficit[rows].copy(), period.stale or stale,
-                       _runs(state, jobs, inputs), None,
+                       _runs(state, jobs, inputs, index), None,
                        None if period.isolated is None else period.isolated[rows].copy(),
                        period.policy_state)
 
 
-def _runs(state: LiveState, jobs: Mapping[str, LiveJob],
-          inputs: Replay) -> dict[str, tuple[str, float]]:
+def _runs(state: LiveState, jobs: Mapping[str, LiveJob], inputs: Replay,
+          index: Mapping[str, int]) -> dict[str, tuple[str, float]]:
     """The runs going on at the placed round's end, for the restart rule
-    (``core/restarts.py``): per job kept on its type (``jobs`` by id, as at that end), the
-    seconds its run will have held its workers by then (from its first round's start, or
-    its refill's launch)."""
+    (``core/restarts.py``): per job kept on its type (``jobs`` by id, as at that end;
+    ``index``: trace index by id), the seconds its run will have held its workers by then
+    (from its first round's start, or its refill's launch)."""
     if state.round_ends_s is None:
         return {}
-    index = {job_id: i for i, job_id in enumerate(inputs.ids)}
     runs = {}
     for i, column in inputs.running.items():
         job = jobs[inputs.ids[i]]

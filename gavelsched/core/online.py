@@ -220,6 +220,14 @@ class OnlineThroughputs:
             self.publish_pair(core, pair, (worker_type,), now)
         return average
 
+    def publish_restored_pairs(self, core: SchedulerCore, job_id: str,
+                               types: Sequence[str], now: float) -> None:
+        """``job_id`` was just admitted: its restored pairs (``restored_pairs``) to
+        ``core``, on what was measured of them where it moved past noise
+        (``publish_pair``)."""
+        for pair in self.restored_pairs(job_id):
+            self.publish_pair(core, pair, types, now)
+
     def publish_pair(self, core: SchedulerCore, pair: str, types: Iterable[str],
                      now: float) -> None:
         """The pair's measured rates on those of ``types`` where they moved past noise

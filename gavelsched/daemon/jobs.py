@@ -170,6 +170,12 @@ class Jobs(Mapping[str, JobRow]):
     def get(self, job_id: str, default: Any = None) -> Any:
         return self._rows.get(job_id, default)
 
+    def live(self, job_ids: Iterable[str]) -> bool:
+        """Every one of ``job_ids`` (a job's, or a co-located pair's members) is known here
+        and has not ended."""
+        return all((job := self._rows.get(job_id)) is not None and not job.final
+                   for job_id in job_ids)
+
     def values(self) -> ValuesView[JobRow]:      # (the dict's own views: fast at 10,000 jobs)
         return self._rows.values()
 

@@ -101,22 +101,21 @@ class Picture:
                 "startup_wave_slope": startups.wave_slope(),
                 "policy_options": self.core.policy.made_with,
                 "pair_table": self.pair_table(active, types),
-                "measured_pairs": self.measured_pairs(active, types),
+                "measured_pairs": self.measured_pairs(types),
                 "type_order": self.core.config.type_order,
                 **self.config.rules.published()}
 
-    def measured_pairs(self, jobs: Iterable[JobRow], types: list[str]
+    def measured_pairs(self, types: list[str]
                        ) -> dict[tuple[str, str], dict[str, tuple[float, float]]]:
-        """The co-located pairs of ``jobs`` measured on ``types`` (thesis §5.3.3): (a, b) ->
-        type -> the steps/s each makes there (``OnlineThroughputs.pairs``, both members
+        """The co-located pairs of live jobs measured on ``types`` (thesis §5.3.3): (a, b)
+        -> type -> the steps/s each makes there (``OnlineThroughputs.pairs``, both members
         measured); none when the policy plans no pairs."""
         if not self.core.config.pairs or not self.progress.online.pairs:
             return {}
-        live = {j.id for j in jobs}
         out = {}
         for pair, by_type in self.progress.online.pairs.items():
             members = key_members(pair)
-            if len(members) != 2 or not live.issuperset(members):
+            if len(members) != 2 or not self.jobs.live(members):
                 continue
             rates = {t: (by_job[members[0]], by_job[members[1]])
                      for t, by_job in by_type.items()

@@ -114,8 +114,7 @@ class Progress:
                        online.changed_row(job_id, spec.job_type, spec.scale_factor, types))
                 if row is not None:
                     self.core.set_job_throughputs(job_id, row, now)
-            for pair in online.restored_pairs(job_id):
-                online.publish_pair(self.core, pair, types, now)
+            online.publish_restored_pairs(self.core, job_id, types, now)
 
 
 def restored_online(priors: ThroughputSource, scaling: Configurations | None, store: Store,
@@ -124,11 +123,7 @@ def restored_online(priors: ThroughputSource, scaling: Configurations | None, st
     its jobs that have not ended, and of their pairs, and the elastic counts' scaling."""
     online = OnlineThroughputs(priors, scaling=scaling)
     measured, pairs = store.throughputs(), store.pair_throughputs()
-
-    def live(key: str) -> bool:
-        return all(job_id in jobs and not jobs[job_id].final for job_id in key_members(key))
-
-    online.restore({job_id: row for job_id, row in measured.items() if live(job_id)},
-                   {pair: rows for pair, rows in pairs.items() if live(pair)})
+    online.restore({job_id: row for job_id, row in measured.items() if jobs.live((job_id,))},
+                   {pair: rows for pair, rows in pairs.items() if jobs.live(key_members(pair))})
     online.restore_counts(store.scaling())
     return online
