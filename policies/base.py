@@ -89,6 +89,11 @@ class Policy(ABC):
                           objective=solution.objective, solve_s=elapsed,
                           solver=solution.solver, policy_state=solution.state or {})
 
+    def check_state(self, state: Mapping) -> None:
+        """``ProblemError`` (one line) if this policy's next solve could not read ``state``
+        as its ``Problem.policy_state`` (one saved with a period: a restart's, a forecast's).
+        A policy that carries no state reads none."""
+
     @abstractmethod
     def _solve(self, problem: Problem) -> Solution:
         """Solve a problem with at least one job."""

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -68,6 +69,10 @@ class Gandiva(Policy):
     def __init__(self, name=None, *, seed: int = 0, **kwargs) -> None:
         super().__init__(name, **kwargs)
         self.seed = seed
+
+    def check_state(self, state: Mapping) -> None:
+        seeded_generator(self.seed, state)
+        _saved_pairs(state)
 
     def _solve(self, problem: Problem) -> Solution:
         cols = build_columns(problem)

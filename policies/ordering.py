@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -117,6 +118,10 @@ class GreedyOrdered(Policy):
             raise ProblemError(f"type_choice must be one of {', '.join(self.TYPE_CHOICES)}, "
                             f"not {type_choice!r}")
         self.fastest, self.rank, self.seed, self.type_choice = fastest, rank, seed, type_choice
+
+    def check_state(self, state: Mapping) -> None:
+        if self.traits.carries_state:
+            seeded_generator(self.seed, state)
 
     def _solve(self, problem: Problem) -> Solution:
         cols = build_columns(problem)

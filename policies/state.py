@@ -23,7 +23,7 @@ def seeded_generator(seed: int, policy_state: Mapping[str, Any]) -> random.Rando
         try:
             version, internal, gauss_next = saved
             rng.setstate((version, tuple(internal), gauss_next))
-        except (TypeError, ValueError) as err:
+        except (TypeError, ValueError, OverflowError) as err:
             raise ProblemError(f"policy_state.rng: not a random generator state ({err})") \
                 from None
     return rng

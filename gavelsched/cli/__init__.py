@@ -12,9 +12,11 @@ each ``-q`` raises it (WARNING, ERROR).
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import importlib
 import logging
 import os
+import signal
 import sys
 
 # A user-facing error (bad arguments, a missing file, malformed input), and a call the
@@ -92,12 +94,22 @@ def log_level(args: argparse.Namespace) -> int:
     return min(max(level, logging.DEBUG), logging.ERROR)
 
 
+def _stacks_on_sigusr1() -> None:
+    """``kill -USR1 PID``: every thread's stack to the process's stderr (a daemon's log),
+    and it goes on (docs/runtime.md, "A daemon that seems stuck")."""
+    try:
+        faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True)
+    except (AttributeError, ValueError, OSError):   # no SIGUSR1 (Windows), no stderr
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     logging.basicConfig(level=log_level(args),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _stacks_on_sigusr1()
     try:
         return int(args.func(args) or 0)
     except BrokenPipeError:  # the reader left early (`... | head`): stop quietly, as on SIGPIPE

@@ -32,9 +32,12 @@ import json
 import logging
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+
+from policies import Policy, ProblemError
 
 from ..core import PeriodState, SchedulerCore
 
@@ -86,6 +89,7 @@ def resume_period(core: SchedulerCore, path: Path, now: float,
     (``Progress.admitted``: they plan on what was measured of them)."""
     period = load_period(path, now)
     if period is not None:
+        period = _readable_state(period, core.policy, path)
         planned = ({} if period.rates is None else
                    {key: dict(zip(period.types, row))
                     for key, row in zip(period.keys, period.rates[..., 0].tolist())})
@@ -94,6 +98,18 @@ def resume_period(core: SchedulerCore, path: Path, now: float,
                  "of %d jobs and pairs%s", period.start_s, len(period.keys),
                  " (stale: re-solved when the re-solve rule allows)"
                  if core.period_state().stale else "")
+
+
+def _readable_state(period: PeriodState, policy: Policy, path: Path) -> PeriodState:
+    """``period``, without the policy's state if the policy could not read it
+    (``Policy.check_state``: a hand-edited file, another policy's); before, every solve
+    failed on it. The X, received time and deficits are kept."""
+    try:
+        policy.check_state(period.policy_state)
+    except ProblemError as err:
+        log.warning("%s: %s; %s starts its state afresh", path, err, policy.name)
+        return replace(period, policy_state={})
+    return period
 
 
 def _checked(got: dict[str, np.ndarray], now: float) -> PeriodState:

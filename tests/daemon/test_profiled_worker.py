@@ -15,6 +15,7 @@ import logging
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import grpc
@@ -260,12 +261,21 @@ def start_worker(cluster: Cluster, worker_type: str, work_dir: Path, *flags: str
     with open(cluster.root / log, "ab") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=ENV)
     cluster.workers.append(proc)
+    proc.log = cluster.root / log
     return proc
 
 
 def stop_worker(proc: subprocess.Popen) -> None:
+    """SIGTERM, then the worker exits within 30 s; if not, the failure shows its log with
+    every thread's stack (SIGUSR1)."""
     proc.send_signal(signal.SIGTERM)
-    proc.wait(timeout=30)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGUSR1)
+        time.sleep(2)
+        pytest.fail("the worker did not exit within 30 s of SIGTERM:\n"
+                    + proc.log.read_text(errors="replace")[-20000:])
 
 
 def read(cluster: Cluster, name: str) -> str:

@@ -546,3 +546,36 @@ def test_period_rates_that_are_not_rates_start_a_fresh_period(tmp_path, daemon_l
     save_period(path, _period(np.array(rates)))
     assert load_period(path, 1.0) is None
     assert why in daemon_log.text and "the period starts afresh" in daemon_log.text
+
+
+def test_a_policy_state_the_policy_cannot_read_is_dropped_at_the_restart_the_period_kept(
+        tmp_path, daemon_log):
+    """A period file whose policy state is a JSON object but not FIFO's generator (a
+    hand-edited file): the restart keeps the X and drops the state, with one warning, and
+    the next re-solve draws from the seed. Before, every re-solve failed on it."""
+    s = Scheduler(tmp_path, policy="fifo")
+    s.submit()
+    s.at(1.0)
+    saved = s.x.core.period_state()
+    assert len(saved.policy_state["rng"][1]) == 625
+    s.close()
+    path = tmp_path / "state" / PERIOD_FILE
+    with np.load(path) as f:
+        arrays = dict(f)
+    with open(path, "wb") as out:
+        np.savez(out, **{**arrays, "policy_state": np.array('{"rng": [3, [1, 2], null]}')})
+
+    r = Restarted(tmp_path, 0.0, policy="fifo")
+    try:
+        assert "policy_state.rng: not a random generator state" in daemon_log.text
+        assert "fifo starts its state afresh" in daemon_log.text
+        after = r.x.core.period_state()
+        assert after.keys == saved.keys and (after.allocation == saved.allocation).all()
+        assert after.policy_state == {}
+        r.register(s.server, 1, [])
+        r.submit()                                   # a reset event: the next plan re-solves
+        r.at(1.0 + R)
+        assert r.x.driver.in_flight.resolved is not None
+        assert len(r.x.core.period_state().policy_state["rng"][1]) == 625
+    finally:
+        r.close()

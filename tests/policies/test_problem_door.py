@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import random
 import re
 
 import pytest
@@ -199,3 +200,30 @@ def test_solve_refuses_bytes_json_cannot_read(raw, tmp_path, capsys):
     path.write_bytes(raw)
     assert main(["solve", str(path), "--policy", "fifo"]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+_RNG = [3, list(random.Random(7).getstate()[1]), None]
+_BAD_RNGS = st.sampled_from([[3, _RNG[1][:10], None], [3, [-1, *_RNG[1][1:]], None],
+                             [3, [2**40, *_RNG[1][1:]], None], [3, ["a"] * 625, None],
+                             [3, _RNG[1]], "rng", {"a": 1, "b": 2, "c": 3}])
+_PAIRS = st.lists(st.lists(st.sampled_from(["0", "1", "2"]), min_size=2, max_size=2))
+STATES = st.dictionaries(st.sampled_from(["rng", "pairs", "other"]),
+                         st.one_of(st.just(_RNG), _BAD_RNGS, _PAIRS, VALUES), max_size=3)
+
+
+@FUZZ
+@given(state=STATES, policy=st.sampled_from(["fifo", "gandiva", "max_min_fairness_perf"]))
+def test_a_policy_accepts_a_saved_state_exactly_when_its_solve_can_read_it(state, policy):
+    """``Policy.check_state`` is the door for a state saved with a period (a restart's, a
+    forecast's): what it refuses (in one line) the solve refuses too, what it accepts the
+    solve reads, and the state a solve hands back passes it."""
+    made = get_policy(policy)
+    problem = Problem.from_dict({**GOOD, "policy_state": state})
+    try:
+        made.check_state(state)
+    except ProblemError as err:
+        assert "\n" not in str(err)
+        with pytest.raises(ProblemError):
+            made.solve(problem)
+        return
+    made.check_state(made.solve(problem).policy_state)
