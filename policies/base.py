@@ -94,6 +94,12 @@ class Policy(ABC):
         as its ``Problem.policy_state`` (one saved with a period: a restart's, a forecast's).
         A policy that carries no state reads none."""
 
+    def renamed_state(self, state: Mapping, names: Mapping[str, str]) -> Mapping:
+        """``state`` for a core that names the jobs by ``names`` (job id -> its name there:
+        a replay's trace indices), what it says of other jobs left out; a policy whose
+        state names no jobs hands it on as it is."""
+        return state
+
     @abstractmethod
     def _solve(self, problem: Problem) -> Solution:
         """Solve a problem with at least one job."""

@@ -74,6 +74,10 @@ class Gandiva(Policy):
         seeded_generator(self.seed, state)
         _saved_pairs(state)
 
+    def renamed_state(self, state: Mapping, names: Mapping[str, str]) -> Mapping:
+        return {**state, "pairs": [[names[a], names[b]] for a, b in _saved_pairs(state)
+                                   if a in names and b in names]}
+
     def _solve(self, problem: Problem) -> Solution:
         cols = build_columns(problem)
         rng = seeded_generator(self.seed, problem.policy_state)

@@ -421,12 +421,12 @@ def resumed(state: LiveState, later: LiveState, inputs: Replay, offset: float,
             stale: bool = False) -> PeriodState | None:
     """The scheduler's allocation period (``state.period``) for the replay, which starts
     ``offset`` s from now (at the placed round's end): keyed by trace index (its jobs in
-    trace order, then its co-located pairs'), on the replay's clock, and with the time the
-    placed round gives its runs on their types (thesis §5.5: received time counts the round
-    a task held its workers; a pair's run, its pair's row), and the runs going on (a
-    pair's under its pair's key); the runs are ``later``'s (the state at the round's end:
-    refills included, which the daemon credits the rest of the round); ``stale``: its
-    allocation is stale by the replay's start, though the picture's was not."""
+    trace order, then its co-located pairs'; so is the policy's state, ``renamed_state``),
+    on the replay's clock, with the time the placed round gives its runs on their types
+    (thesis §5.5: received time counts the round a task held its workers; a pair's run,
+    its pair's row) and the runs going on (a pair's under its key), ``later``'s (at the
+    round's end: refills included, which the daemon credits the rest of the round);
+    ``stale``: its allocation is stale by the replay's start, though the picture's was not."""
     period = state.period
     if period is None:
         return None
@@ -466,7 +466,8 @@ def resumed(state: LiveState, later: LiveState, inputs: Replay, offset: float,
                        period.deficit[rows].copy(), period.stale or stale,
                        _runs(state, jobs, inputs, index), None,
                        None if period.isolated is None else period.isolated[rows].copy(),
-                       period.policy_state)
+                       daemon_policy(state).renamed_state(
+                           period.policy_state, {j: str(i) for j, i in index.items()}))
 
 
 def _runs(state: LiveState, jobs: Mapping[str, LiveJob], inputs: Replay,

@@ -75,3 +75,24 @@ def test_the_forecast_picture_carries_the_policys_state_to_the_replay(tmp_path):
             state_of(reply)
     finally:
         s.close()
+
+
+def test_the_replay_goes_on_with_gandivas_pairs_named_by_trace_index(tmp_path):
+    """Gandiva's pairs name the scheduler's job ids; the replay's core names its jobs by
+    trace index, so the pairs go to it renamed (``Policy.renamed_state``). Before, they
+    named no job of the replay's, and its first solve drew new pairs."""
+    s = Scheduler(tmp_path, policy="gandiva")
+    try:
+        first, *jobs = [s.submit() for _ in range(5)]
+        s.x.cancel(first)                 # (the replay's trace indices are not job ids)
+        s.at(1.0)
+        kept = s.x.core.period_state().policy_state
+        assert kept["pairs"] and {m for p in kept["pairs"] for m in p} <= set(jobs)
+        state = state_of(_picture(s))
+        inputs = replay_inputs(state, ())
+        period = resumed(state, state, inputs, 0.0)
+        index = {job_id: str(i) for i, job_id in enumerate(inputs.ids)}
+        assert period.policy_state["pairs"] == [[index[a], index[b]] for a, b in kept["pairs"]]
+        assert period.policy_state["rng"] == kept["rng"]
+    finally:
+        s.close()
