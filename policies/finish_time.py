@@ -13,6 +13,7 @@ import numpy as np
 from ._lazy import cp
 from .base import ColumnPolicy, Solution, no_columns, run
 from .columns import Columns
+from .errors import ProblemError
 from .fairness import base_constraints
 from .problem import Allocation, Problem
 
@@ -26,9 +27,32 @@ def _terms(cols: Columns) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
                          + cols.remaining[rows] / cols.isolated_throughput[rows])
     # A job with no steps left and no time yet (isolated time 0) has nothing to be fair
     # about: ρ = 0 rather than 0/0.
-    scale = np.divide(cols.weight[rows], isolated_time, out=np.zeros(len(rows)),
-                      where=isolated_time > 0)
-    return rows, cols.remaining[rows] * scale, cols.elapsed[rows] * scale
+    with np.errstate(over="ignore", invalid="ignore"):
+        scale = np.divide(cols.weight[rows], isolated_time, out=np.zeros(len(rows)),
+                          where=isolated_time > 0)
+        a, b = cols.remaining[rows] * scale, cols.elapsed[rows] * scale
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        _finite_terms(cols, rows, isolated_time, a, b)
+    return rows, a, b
+
+
+def _finite_terms(cols: Columns, rows: np.ndarray, isolated_time: np.ndarray,
+                  a: np.ndarray, b: np.ndarray) -> None:
+    """``a`` and ``b`` where ``weight / isolated_time`` overflowed (an isolated time of a
+    few yoctoseconds: a job with next to nothing left, or a rate near the largest float),
+    as ``weight * (steps or time / isolated_time)`` (a job done and its time as short: ρ =
+    weight); ``ProblemError`` naming the first job whose ρ is still beyond any float, so
+    the core plans the others without it."""
+    for at in np.nonzero(~(np.isfinite(a) & np.isfinite(b)))[0].tolist():
+        i, t = rows[at], isolated_time[at]
+        with np.errstate(over="ignore"):
+            a[at] = cols.weight[i] * (cols.remaining[i] / t)
+            b[at] = cols.weight[i] * (cols.elapsed[i] / t)
+        if not (np.isfinite(a[at]) and np.isfinite(b[at])):
+            job_id = cols.job_ids[i]
+            raise ProblemError(f"job {job_id}: an isolated time of {t:.3g} s is too short "
+                               "for finish-time fairness to weigh (its ratio overflows)",
+                               job_id=job_id)
 
 
 class FinishTimeFairness(ColumnPolicy):

@@ -17,6 +17,7 @@ import math
 import os
 import random
 import re
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -132,6 +133,25 @@ def test_a_subnormal_rate_has_an_endless_isolated_time_without_overflow():
         Job(id="x", throughputs={"v100": 1.0}, remaining_steps=100)))
     allocation = get_policy("finish_time_fairness_perf").solve(problem)
     assert allocation.allocation["x"]["v100"] > 0.99
+
+
+@pytest.mark.filterwarnings("error")
+def test_an_isolated_time_of_yoctoseconds_is_weighed_as_a_ratio_or_refused_by_job():
+    """Finish-time fairness: weight over an isolated time of 5e-324 s overflows. A job done
+    in that time has ρ = elapsed / isolated = 1; one with 10 s elapsed has a ρ no float
+    holds, and the policy names it (the core plans the others without it). Before, the
+    first solve got NaN and infinite terms, warned, and its solver failed."""
+    done = Job(id="done", throughputs={"v100": 1.0}, remaining_steps=0, elapsed_s=5e-324,
+               isolated_elapsed_s=5e-324)
+    x = Job(id="x", throughputs={"v100": 2.0}, remaining_steps=100, elapsed_s=10.0)
+    policy = get_policy("finish_time_fairness_perf")
+    allocation = policy.solve(Problem(cluster={"v100": 1}, jobs=(done, x)))
+    assert allocation.objective == pytest.approx(1.0, rel=1e-6)
+    late = replace(done, elapsed_s=10.0)
+    with pytest.raises(ProblemError, match="^job done: an isolated time of 4.94e-324 s is too"
+                                           " short") as caught:
+        policy.solve(Problem(cluster={"v100": 1}, jobs=(late, x)))
+    assert caught.value.job_id == "done"
 
 
 # ----------------------------------------------------------------------------- fuzz `solve`
