@@ -177,14 +177,17 @@ class Worker:
                  else timeout_s)
         log.info("worker %d stopping: drained; waiting up to %.0f s for jobs %s to end with "
                  "their leases", self.server_id, limit, sorted(self.launcher.running_jobs()))
-        self._beat()                       # tell the scheduler now
-        deadline = time.monotonic() + limit
-        while time.monotonic() < deadline and not self._stopped.is_set():
-            if not self._queue and not self.launcher.running_jobs():
-                break
-            time.sleep(POLL_S)
-        self.stop("drained" if not self.launcher.running_jobs()
-                  else f"jobs still running after {limit:.0f} s")
+        try:
+            if self.server_id >= 0:        # (a signal while it registers: nothing planned
+                self._beat()               # here yet, and a heartbeat would register it again)
+            deadline = time.monotonic() + limit
+            while time.monotonic() < deadline and not self._stopped.is_set():
+                if not self._queue and not self.launcher.running_jobs():
+                    break
+                time.sleep(POLL_S)
+        finally:                           # (a bug above still stops it)
+            self.stop("drained" if not self.launcher.running_jobs()
+                      else f"jobs still running after {limit:.0f} s")
 
     def stop(self, reason: str = "worker stopping") -> None:
         """Kill every job, report their exits and the launches that waited (never started),

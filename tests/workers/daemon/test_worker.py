@@ -379,3 +379,20 @@ def test_heartbeats_keep_their_cadence_from_each_send_not_each_answer():
     assert next_beat(10.0, 10.3, 2.0) == 12.0      # answered in 0.3 s: due a period on
     assert next_beat(10.0, 14.5, 2.0) == 14.5      # answered in 4.5 s: the next one at once
     assert next_beat(14.5, 14.6, 2.0) == 16.5      # then the cadence from there, no burst
+
+
+def test_a_worker_leaving_before_it_registered_stops_without_registering(tmp_path):
+    """SIGTERM while it registers (``Worker.leave`` before ``start`` has the server id):
+    it stops. Before, its leaving heartbeat named server -1, which the scheduler does not
+    know, and the worker registered a second time on the way out."""
+    sched = FakeScheduler()
+    sched.known = False
+    sched.start()
+    try:
+        worker = Worker(WorkerConfig(scheduler=sched.address, worker_type="k80", gpus=1,
+                                     work_dir=tmp_path / "work", grace_s=0.5))
+        worker.leave(timeout_s=5.0)
+        assert worker.wait(0)
+        assert sched.log.registrations == [] and sched.log.heartbeats == []
+    finally:
+        sched.stop()
