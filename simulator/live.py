@@ -25,7 +25,7 @@ from gavelsched.core.rules import DaemonRules
 from gavelsched.core.waves import machines
 from gavelsched.daemon.jobs import FINAL
 from policies import key_members, pair_key
-from traces import ThroughputTable
+from traces import ThroughputTable, checks
 from traces.errors import TraceError
 from traces.throughputs import table_from_dict, table_slice
 
@@ -133,7 +133,7 @@ def state_of(reply) -> LiveState:
     begin = reply.round_ends_s - reply.round_seconds
     jobs = tuple(
         LiveJob(j.id, j.job_type, j.scale_factor, _steps_left(j),
-                dict(j.steps_per_s), j.priority_weight or 1.0, None,
+                dict(j.steps_per_s), _weight(j), None,
                 j.started_s if j.started_s >= 0 else None, j.entity or None,
                 *_run(j, workers, begin), restart_s=j.restart_s,
                 plan_steps_per_s=_rates(j.plan_steps_per_s), shared_with=j.shared_with or None)
@@ -150,6 +150,13 @@ def state_of(reply) -> LiveState:
                      _object(reply.policy_options, "policy_options"),
                      _pair_table(reply.pair_table, workers),
                      _measured_pairs(reply.measured_pairs, {j.id for j in live}, workers))
+
+
+def _weight(job) -> float:
+    """A job's priority weight (0: 1), in the range the scheduler admits (a subnormal one
+    made the replay's solve fail); ``BadValue`` in one line."""
+    return checks.number(job.priority_weight or 1.0, f"job {job.id}: priority_weight",
+                         low=checks.PRIORITY_WEIGHT_MIN, high=checks.PRIORITY_WEIGHT_MAX)
 
 
 def _object(text: str, field: str) -> dict[str, Any]:

@@ -70,6 +70,20 @@ def test_unrunnable_job_never_finishes_and_others_still_do():
     assert etas["a"].finish_s == pytest.approx(50.0, abs=1.0)
 
 
+@pytest.mark.parametrize("weight", [5e-324, 1e-300, 1e300, float("nan"), float("inf"), -1.0])
+def test_a_priority_weight_the_scheduler_would_not_admit_is_refused_in_one_line(weight):
+    """The scheduler admits weights in [1e-6, 1e6] (``traces.checks``); a picture with a
+    subnormal one made the replay's solve fail (Clarabel: NumericalError)."""
+    reply = pb.StatusResponse(
+        now_s=50.0, policy="max_min_fairness_perf", round_seconds=6.0,
+        workers=[pb.WorkerStatus(id="1", type="v100", gpus=1, alive=True)],
+        jobs=[pb.JobStatus(id="j1", state="running", total_steps=100, job_type="ResNet-18",
+                           scale_factor=1, steps_per_s={"v100": 4.0}, priority_weight=weight)])
+    with pytest.raises(ValueError, match="^job j1: priority_weight: must be") as caught:
+        eta.state_of(reply)
+    assert "\n" not in str(caught.value)
+
+
 def test_state_of_a_status_reply():
     reply = pb.StatusResponse(
         now_s=50.0, epoch_unix=1.0, policy="fifo", round_seconds=6.0, resolve="responsive",
