@@ -38,7 +38,7 @@ def _terms(cols: Columns) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _finite_terms(cols: Columns, rows: np.ndarray, isolated_time: np.ndarray,
                   a: np.ndarray, b: np.ndarray) -> None:
-    """``a`` and ``b`` where ``weight / isolated_time`` overflowed (an isolated time of a
+    """Sets ``a`` and ``b`` where ``weight / isolated_time`` overflowed (an isolated time of a
     few yoctoseconds: a job with next to nothing left, or a rate near the largest float),
     as ``weight * (steps or time / isolated_time)`` (a job done and its time as short: ρ =
     weight); ``ProblemError`` naming the first job whose ρ is still beyond any float, so
