@@ -23,6 +23,7 @@ from gavelsched.core import PeriodState
 from gavelsched.core.online import prior_scale
 from gavelsched.core.rules import DaemonRules
 from gavelsched.core.waves import machines
+from gavelsched.daemon.config import MAX_SECONDS, MIN_ROUND_SECONDS
 from gavelsched.daemon.jobs import FINAL
 from policies import key_members, pair_key
 from traces import ThroughputTable, checks
@@ -123,6 +124,8 @@ def state_of(reply) -> LiveState:
     job with a run this round runs on its type, started up or not; one whose run is
     ending (its lease not extended into this round) does not, and has made its lease's
     steps."""
+    checks.number(reply.round_seconds, "round_seconds", low=MIN_ROUND_SECONDS,
+                  high=MAX_SECONDS)     # (as the scheduler's config admits it)
     workers: dict[str, int] = {}
     per: dict[str, int] = {}
     for w in reply.workers:
@@ -135,7 +138,7 @@ def state_of(reply) -> LiveState:
         LiveJob(j.id, j.job_type, j.scale_factor, _steps_left(j),
                 dict(j.steps_per_s), _weight(j), None,
                 j.started_s if j.started_s >= 0 else None, j.entity or None,
-                *_run(j, workers, begin), restart_s=j.restart_s,
+                *_run(j, workers, begin), restart_s=_seconds(j.restart_s),
                 plan_steps_per_s=_rates(j.plan_steps_per_s), shared_with=j.shared_with or None)
         for j in live)
     alive = [w.address for w in reply.workers if w.alive and not w.drained and w.gpus > 0]
@@ -219,8 +222,8 @@ def _period(start_s: float, stale: bool, live, pairs=(),
             policy_state: str = "") -> PeriodState | None:
     """The allocation period a forecast picture carries (``period_*``; a co-located pair's
     row, ``period_pairs``, when both its jobs are live; the policy's carried state), or
-    None; ``ValueError`` in one line for a number that is not finite, an X or received
-    time below 0, a pair twice, or a policy state that is not a JSON object."""
+    None; ``ValueError`` in one line for a number that is not finite, an X outside [0, 1],
+    a received time below 0, a pair twice, or a policy state that is not a JSON object."""
     ids = {j.id for j in live}
     rows = [(j.id, j.period_x, j.period_received_s, j.period_deficit_s)
             for j in live if j.period_x]
@@ -234,12 +237,16 @@ def _period(start_s: float, stale: bool, live, pairs=(),
     x, received, deficit = (np.array([[row[k].get(t, 0.0) for t in types] for row in rows])
                             for k in (1, 2, 3))
     if not (np.isfinite(x).all() and np.isfinite(received).all()
-            and np.isfinite(deficit).all()) or (x < 0).any() or (received < 0).any():
+            and np.isfinite(deficit).all()) or not ((x >= 0) & (x <= X_MAX)).all() or (
+            received < 0).any():
         raise ValueError("period: an X, received time or deficit that is not a finite "
-                         "number, or an X or received time below 0")
+                         "number, an X outside [0, 1] or a received time below 0")
     return PeriodState(start_s, types, tuple(row[0] for row in rows), x, received, deficit,
                        stale, isolated=_isolated(live, len(rows)),
                        policy_state=_object(policy_state, "period_policy_state"))
+
+
+X_MAX = 1.0 + 1e-6      # an X is a fraction of time (the solver's tolerance above 1)
 
 
 def _isolated(live, rows: int) -> np.ndarray | None:
@@ -260,12 +267,18 @@ def _isolated(live, rows: int) -> np.ndarray | None:
     return out
 
 
+def _seconds(value: float) -> float:
+    """A measured duration of the picture's: > 0 and at most ``MAX_SECONDS`` (what the
+    scheduler's config admits; 1e308 overflowed the restart rule's sums), else 0: none."""
+    return value if 0.0 < value <= MAX_SECONDS else 0.0
+
+
 def _type_means(live, name: str) -> dict[str, float]:
     """Each job type's mean ``name`` (``startup_s``, ``exit_s``: the Status carries each
-    job's type mean; finite and > 0, else none); a type none of whose runs has been
+    job's type mean; ``_seconds``, else none); a type none of whose runs has been
     measured yet gets the mean over the types that have (a fresh cluster's first rounds:
     charged nothing, its first replays came out early by a round or more)."""
-    known = {j.job_type: getattr(j, name) for j in live if 0.0 < getattr(j, name) < math.inf}
+    known = {j.job_type: getattr(j, name) for j in live if _seconds(getattr(j, name))}
     fallback = sum(known.values()) / len(known) if known else 0.0
     return {j.job_type: known.get(j.job_type, fallback) for j in live}
 
@@ -289,9 +302,12 @@ def _run(job, workers, begin: float) -> tuple:
 
 def _steps_left(job) -> int:
     """What a job still needs: past its durable count, and past its lease's end when its
-    run is ending (saving the steps it made last round, not reported yet); at least one."""
-    done = max(job.steps_done, job.run_lease_steps if job.run_ending else 0)
-    return max(1, job.total_steps - done)
+    run is ending (saving the steps it made last round, not reported yet); at least one.
+    Its total steps as the scheduler admits them (``checks.MAX_STEPS``), else ``BadValue``
+    in one line."""
+    total = checks.integer(job.total_steps, f"job {job.id}: total_steps", low=1,
+                           high=checks.MAX_STEPS)
+    return max(1, total - max(0, job.steps_done, job.run_lease_steps if job.run_ending else 0))
 
 
 def _rates(row) -> dict[str, float] | None:

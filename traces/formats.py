@@ -167,8 +167,8 @@ class _Fields:
 
     def total_steps(self, value: Any) -> int:
         steps = self.integer("total_steps", value)
-        if steps <= 0:
-            raise self.error("total_steps", f"must be > 0, got {steps}")
+        if not 0 < steps <= checks.MAX_STEPS:
+            raise self.error("total_steps", f"must be > 0 and <= {checks.MAX_STEPS}, got {steps}")
         return steps
 
     def arrival_s(self, value: Any) -> float:

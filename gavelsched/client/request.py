@@ -135,7 +135,8 @@ def job_fields(data: dict) -> dict:
     sf = checks.integer(value.get("scale_factor", 1), "scale_factor", low=1,
                         high=checks.INT32_MAX)
     out = {"job_type": checks.text(value["job_type"], "job_type", empty=False),
-           "total_steps": checks.integer(value["total_steps"], "total_steps", low=1),
+           "total_steps": checks.integer(value["total_steps"], "total_steps", low=1,
+                                         high=checks.MAX_STEPS),
            "scale_factor": sf}
     if "priority_weight" in value:
         out["priority_weight"] = checks.number(

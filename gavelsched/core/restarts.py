@@ -182,6 +182,6 @@ def _left_s(rows, r: np.ndarray, j: np.ndarray, left: np.ndarray) -> np.ndarray:
     has = members >= 0
     left = np.where(has, left[np.maximum(members, 0)], 0.0)
     rate = rows.rate[r, j]                                      # (k, 2)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):   # (inf: endless)
         seconds = np.where(rate > 0, left / rate, np.inf)
     return np.where(has, seconds, 0.0).max(axis=1)

@@ -80,6 +80,7 @@ PLAN_LEAD_FRACTION = 0.3
 # The longest duration a key may give, in seconds (about 116 days): far under what a
 # thread's wait can take (threading.TIMEOUT_MAX), so no timer overflows.
 MAX_SECONDS = 1e7
+MIN_ROUND_SECONDS = 0.1
 DAY_S = 86400.0
 METRICS_JOB_SERIES = 5_000      # the most jobs with Prometheus series of their own (metrics.py)
 # The scheduler process's GIL switch interval (``sys.setswitchinterval``; Python's default
@@ -250,7 +251,7 @@ def parse_config(data: Any, *, base: str | Path = ".", name: str = "config",
     except UnknownPolicy as err:
         raise ConfigError(f"{name}: policy: {str(err).splitlines()[0]}") from None
     kw["policy"] = policy
-    kw["round_seconds"] = number("round_seconds", 0.1)
+    kw["round_seconds"] = number("round_seconds", MIN_ROUND_SECONDS)
     kw["state_dir"] = path_of("state_dir", data["state_dir"])
     for key in ("auth_token_file", "throughputs", "checkpoint_dir", "users_file"):
         if data.get(key) is not None:

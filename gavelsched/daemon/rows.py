@@ -95,7 +95,8 @@ def _submission(job_id: str, raw: Any) -> JobRow:
         raise BadValue("mixed", "must be true or false", f["mixed"])
     spec = JobSpec(
         id=job_id, job_type=checks.text(f["job_type"], "job_type", empty=False),
-        scale_factor=sf, total_steps=checks.integer(f["total_steps"], "total_steps", low=1),
+        scale_factor=sf, total_steps=checks.integer(f["total_steps"], "total_steps", low=1,
+                                                high=checks.MAX_STEPS),
         priority_weight=checks.number(f.get("priority_weight", 1.0), "priority_weight",
                                       low=checks.PRIORITY_WEIGHT_MIN,
                                       high=checks.PRIORITY_WEIGHT_MAX),

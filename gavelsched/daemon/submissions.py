@@ -93,8 +93,9 @@ def _fields(request: pb.JobRequest) -> tuple[str, int, float, float | None]:
     sf = int(request.scale_factor) or 1
     if sf < 1:
         raise BadValue("scale_factor", "must be >= 1", sf)
-    if request.total_steps <= 0:
-        raise BadValue("total_steps", "must be > 0", request.total_steps)
+    if not 0 < request.total_steps <= checks.MAX_STEPS:
+        raise BadValue("total_steps", f"must be > 0 and <= {checks.MAX_STEPS}",
+                       request.total_steps)
     weight = float(request.priority_weight) or 1.0
     checks.number(weight, "priority_weight", low=checks.PRIORITY_WEIGHT_MIN,
                   high=checks.PRIORITY_WEIGHT_MAX)

@@ -84,6 +84,15 @@ def test_a_priority_weight_the_scheduler_would_not_admit_is_refused_in_one_line(
     assert "\n" not in str(caught.value)
 
 
+@pytest.mark.parametrize("seconds", [1e308, 0.01, float("nan"), 0.0])
+def test_a_round_length_the_scheduler_would_not_run_is_refused_in_one_line(seconds):
+    """The scheduler's config admits rounds of 0.1 s to 1e7 s; 1e308 made the replay's
+    horizon endless ("horizon must be > 0 seconds, got inf", from deep in the replay)."""
+    reply = pb.StatusResponse(now_s=50.0, policy="fifo", round_seconds=seconds)
+    with pytest.raises(ValueError, match="^round_seconds: must be"):
+        eta.state_of(reply)
+
+
 def test_state_of_a_status_reply():
     reply = pb.StatusResponse(
         now_s=50.0, epoch_unix=1.0, policy="fifo", round_seconds=6.0, resolve="responsive",

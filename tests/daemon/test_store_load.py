@@ -67,7 +67,9 @@ BAD_JOBS = [
     ("UPDATE jobs SET steps_done=100 WHERE id='1'", (),
      "steps_done: must be < total_steps (100) for a queued job, got 100"),
     ("UPDATE jobs SET spec=? WHERE id='1'", (_spec(total_steps=2**64),),
-     "total_steps: must be <= 9223372036854775807, got 18446744073709551616"),
+     "total_steps: must be <= 9007199254740992, got 18446744073709551616"),
+    ("UPDATE jobs SET spec=? WHERE id='1'", (_spec(total_steps=2**53 + 1),),  # (float64's)
+     "total_steps: must be <= 9007199254740992, got 9007199254740993"),
     ("UPDATE jobs SET spec=CAST(X'7b226a6f625f74797065223a2022ff22' AS TEXT) WHERE id='1'",
      (), "spec: not UTF-8 text at line 1, byte offset 14 (0xff)"),
     ("UPDATE jobs SET reason=CAST(X'6f6bff' AS TEXT) WHERE id='1'", (),
