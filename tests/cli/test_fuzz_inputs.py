@@ -92,7 +92,7 @@ def acceptable(data) -> bool:
     if "job_type" not in v or "total_steps" not in v:
         return False
     sf = v.get("scale_factor", 1)
-    checks = [_name(v["job_type"], empty=False), _int(v["total_steps"], 1, 2**63 - 1),
+    checks = [_name(v["job_type"], empty=False), _int(v["total_steps"], 1, 2**53),
               _int(sf, 1, 2**31 - 1)]
     if "priority_weight" in v:
         x = v["priority_weight"]
@@ -124,7 +124,7 @@ GOOD_JOB_VALUES = {
     "slo_s": st.floats(1.0, 1e9), "entity": NAMES, "mixed": st.booleans(),
     "min_scale_factor": st.integers(1, 2)}
 GOOD_JOBS = st.fixed_dictionaries({"job_type": st.just("A3C") | NAMES,
-                                   "total_steps": st.integers(1, 2**63 - 1)},
+                                   "total_steps": st.integers(1, 2**53)},
                                   optional=GOOD_JOB_VALUES)
 
 

@@ -775,3 +775,16 @@ def test_the_cli_door_of_the_new_keys(limit, after, count, capsys, scratch):
     assert request.max_runtime_s == (float(limit) if limit is not None else 0.0)
     ids = [] if after is None else [after] if not isinstance(after, list) else after
     assert list(request.after) == [str(a) for a in ids]
+
+
+@pytest.mark.parametrize("steps", [2**53 + 1, 2**63 - 1])
+def test_more_steps_than_float64_counts_exactly_are_refused_at_submission(tmp_path, steps):
+    """The scheduler counts steps left in float64 too (``traces.checks.MAX_STEPS``): 2^63 - 1
+    steps overflowed the core's int64 cast of them (a numpy warning, a negative count)."""
+    s = Scheduler(tmp_path)
+    try:
+        with pytest.raises(ValueError, match="^total_steps: must be > 0 and <= 9007199254740992"):
+            s.submit(steps=steps)
+        assert s.submit(steps=2**53)
+    finally:
+        s.close()
