@@ -31,6 +31,7 @@ from traces.errors import TraceError
 from traces.throughputs import table_from_dict, table_slice
 
 NEW_ID = "new"
+X_MAX = 1.0 + 1e-6      # an X is a fraction of time (the solver's tolerance above 1)
 
 
 @dataclass(frozen=True)
@@ -244,9 +245,6 @@ def _period(start_s: float, stale: bool, live, pairs=(),
     return PeriodState(start_s, types, tuple(row[0] for row in rows), x, received, deficit,
                        stale, isolated=_isolated(live, len(rows)),
                        policy_state=_object(policy_state, "period_policy_state"))
-
-
-X_MAX = 1.0 + 1e-6      # an X is a fraction of time (the solver's tolerance above 1)
 
 
 def _isolated(live, rows: int) -> np.ndarray | None:
