@@ -23,7 +23,6 @@ from gavelsched.core import PeriodState
 from gavelsched.core.online import prior_scale
 from gavelsched.core.rules import DaemonRules
 from gavelsched.core.waves import machines
-from gavelsched.daemon.config import MAX_SECONDS, MIN_ROUND_SECONDS
 from gavelsched.daemon.jobs import FINAL
 from policies import key_members, pair_key
 from traces import ThroughputTable, checks
@@ -125,8 +124,8 @@ def state_of(reply) -> LiveState:
     job with a run this round runs on its type, started up or not; one whose run is
     ending (its lease not extended into this round) does not, and has made its lease's
     steps."""
-    checks.number(reply.round_seconds, "round_seconds", low=MIN_ROUND_SECONDS,
-                  high=MAX_SECONDS)     # (as the scheduler's config admits it)
+    checks.number(reply.round_seconds, "round_seconds", low=checks.MIN_ROUND_SECONDS,
+                  high=checks.MAX_SECONDS)     # (as the scheduler's config admits it)
     workers: dict[str, int] = {}
     per: dict[str, int] = {}
     for w in reply.workers:
@@ -268,7 +267,7 @@ def _isolated(live, rows: int) -> np.ndarray | None:
 def _seconds(value: float) -> float:
     """A measured duration of the picture's: > 0 and at most ``MAX_SECONDS`` (what the
     scheduler's config admits; 1e308 overflowed the restart rule's sums), else 0: none."""
-    return value if 0.0 < value <= MAX_SECONDS else 0.0
+    return value if 0.0 < value <= checks.MAX_SECONDS else 0.0
 
 
 def _type_means(live, name: str) -> dict[str, float]:

@@ -20,6 +20,11 @@ INT64_MAX = 2**63 - 1         # a proto int64 field (step counts)
 # A job's steps: the scheduler counts steps left in float64 too, exact up to 2^53 (beyond
 # it a lease's steps are lost to rounding, and 2^63 - 1 overflowed the core's int64).
 MAX_STEPS = 2**53
+# The longest duration a daemon's setting may give, in seconds (about 116 days): far under
+# what a thread's wait can take (threading.TIMEOUT_MAX), so no timer overflows; and the
+# shortest round it runs.
+MAX_SECONDS = 1e7
+MIN_ROUND_SECONDS = 0.1
 # A job's priority weight: beyond this range the policies' programs lose their accuracy
 # (weights of 1e-300 or 1e300 make Clarabel fail), so one job could stop every re-solve.
 PRIORITY_WEIGHT_MIN, PRIORITY_WEIGHT_MAX = 1e-6, 1e6

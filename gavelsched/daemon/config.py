@@ -61,7 +61,7 @@ from typing import Any
 
 
 from traces import checks
-from traces.checks import BadValue, shown
+from traces.checks import MAX_SECONDS, MIN_ROUND_SECONDS, BadValue, shown
 
 from ..rpc.security import TlsFiles, host_of, is_loopback
 from .files import FileError, absolute_path, parse_yaml
@@ -77,10 +77,6 @@ TLS_KEYS = ("cert", "key", "ca")
 RESOLVE_MODES = ("responsive", "gavel")        # gavelsched/core/resolving.py
 RESTART_RULES = ("tenure", "gavel")            # gavelsched/core/restarts.py
 PLAN_LEAD_FRACTION = 0.3
-# The longest duration a key may give, in seconds (about 116 days): far under what a
-# thread's wait can take (threading.TIMEOUT_MAX), so no timer overflows.
-MAX_SECONDS = 1e7
-MIN_ROUND_SECONDS = 0.1
 DAY_S = 86400.0
 METRICS_JOB_SERIES = 5_000      # the most jobs with Prometheus series of their own (metrics.py)
 # The scheduler process's GIL switch interval (``sys.setswitchinterval``; Python's default
