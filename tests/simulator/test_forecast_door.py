@@ -2,9 +2,9 @@
 number fields, of the reply or of its jobs, set to edge values (NaN, infinities, negative,
 subnormal, huge): each picture is replayed (``twin.replay``) or refused in one line
 (``ValueError``: ``state_of``'s checks, or those of the trace it makes), never failed
-otherwise. Pictures come from the scheduler's own status,
-but the forecast process is a door of its own (docs/design.md, Safety rules). An ad hoc
-run of 3,000 such pictures found a subnormal priority weight, which made the replay's
+otherwise, and with no numpy ``RuntimeWarning``. Pictures come from the scheduler's own
+status, but the forecast process is a door of its own (docs/design.md, Safety rules). An
+ad hoc run of 3,000 such pictures found a subnormal priority weight, which made the replay's
 solve fail (Clarabel: NumericalError); this test then found a round of 1e308 s (an endless
 horizon), 2^63 - 1 total steps, a restart cost of 1e308 s and an X of 1e308 (numpy
 overflows). Each is now refused or read as none at the door, as the scheduler's own doors
