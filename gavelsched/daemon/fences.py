@@ -24,7 +24,7 @@ class StaleRun(RuntimeError):
 
     def __init__(self, job_id: str, generation: int, newest: int) -> None:
         super().__init__(f"run generation {generation} of job {job_id} is stale (newest: "
-                         f"{newest})")
+                         f"{newest})" if newest else f"job {job_id} has no run")
 
 
 class Fences:
@@ -43,10 +43,14 @@ class Fences:
         return generation
 
     def current(self, job_id: str) -> int:
-        """The job's newest generation (0: never launched)."""
-        if job_id not in self._issued:
-            self._issued[job_id] = int(self._store.get_meta(GENERATION.key(job_id), "0"))
-        return self._issued[job_id]
+        """The job's newest generation (0: never launched, or no such job; not remembered,
+        so that reports naming made-up jobs cannot grow the cache)."""
+        generation = self._issued.get(job_id)
+        if generation is None:
+            generation = int(self._store.get_meta(GENERATION.key(job_id), "0"))
+            if generation:
+                self._issued[job_id] = generation
+        return generation
 
     def admits(self, job_id: str, generation: int, what: str) -> bool:
         """Whether a message of run ``generation`` is about the job's newest run; logs the
@@ -54,8 +58,11 @@ class Fences:
         current = self.current(job_id)
         if generation == current and generation > 0:
             return True
-        log.warning("%s of job %s ignored: run generation %d is stale (newest: %d)", what,
-                    job_id, generation, current)
+        if current:
+            log.warning("%s of job %s ignored: run generation %d is stale (newest: %d)",
+                        what, job_id, generation, current)
+        else:
+            log.warning("%s of job %s ignored: the job has no run", what, job_id)
         return False
 
     def checkpoint(self, job_id: str) -> int:

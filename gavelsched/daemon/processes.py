@@ -13,6 +13,8 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import Future
 
+from traces.checks import shown
+
 from ..core.driver import RoundDriver
 from ..rpc import pb
 from .clock import RoundClock
@@ -55,7 +57,7 @@ class ProcessCalls:
 
     def init_job(self, request: pb.InitJobRequest) -> pb.InitJobResponse | Future:
         """A run's process starts up: its lease, the steps done and the checkpoint it
-        resumes from. Raises ``KeyError`` for an unknown job and ``StaleRun`` for a run
+        resumes from. Raises ``LookupError`` for an unknown job and ``StaleRun`` for a run
         that is not the job's current one.
 
         After a restart (docs/runtime.md, "The runs going on are kept") a process that the
@@ -66,7 +68,7 @@ class ProcessCalls:
         a lease that is over."""
         job = self.jobs.get(request.job_id)
         if job is None:
-            raise KeyError(f"unknown job {request.job_id!r}")
+            raise LookupError(f"unknown job {shown(request.job_id)}")
         if not self.fences.admits(job.id, int(request.generation), "InitJob"):
             raise StaleRun(job.id, int(request.generation), self.fences.current(job.id))
         run = self.runs.get(job.id)

@@ -23,14 +23,13 @@ from concurrent.futures import TimeoutError as FutureTimeout
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from traces import checks
-from traces.checks import BadValue, shown
-from traces.profiles import MAX_JOB_TYPES, SCHEMA, Profile, profile_from_dict
+from traces.checks import shown
 
 from ..rpc import pb, pb_grpc
 from ..rpc.codes import BUSY
 from ..rpc.identity import Caller, Identities, caller_of
 from .calls import Denied
+from .doors import bad_report, listed_runs, registration
 from .executor import DaemonExecutor
 from .fences import StaleRun
 from .processes import AskAgain
@@ -51,12 +50,6 @@ RENEW_WAIT_S = 8.0
 RENEW_MARGIN_S = 1.0
 # ... what such an answer says after ``BUSY`` (the iterator logs it; daemon_scale.py counts it)
 NOT_PLANNED = "the next round is not planned yet"
-
-# The longest a run can have been going, in a report (about 31 years): beyond it ``seconds``
-# is a lie, and a throughput measured from it would be absurdly small.
-MAX_REPORT_SECONDS = 1e9
-# The most GPUs one worker server may register: each becomes a worker of the core's view.
-MAX_GPUS_PER_SERVER = 4096
 
 # Logs streams served at once (of the server's handler threads); more wait their turn.
 MAX_LOG_STREAMS = 16
@@ -254,45 +247,6 @@ class _Callers:
         return caller
 
 
-def bad_report(request, *, unknown_steps: bool = False) -> str | None:
-    """Why a report's ``steps`` and ``seconds`` cannot be used, or None (docs/design.md, Safety
-    rules: checked once, at the door). ``steps`` is an absolute count >= 0 (``-1``:
-    unknown, where ``unknown_steps``); ``seconds`` a finite duration in
-    ``[0, MAX_REPORT_SECONDS]`` (NaN would become a NaN throughput, and every re-solve
-    would fail). A bad report is logged in one line and never applied (``_ignored``)."""
-    low = -1 if unknown_steps else 0
-    if request.steps < low:
-        return f"steps: must be >= {low}, got {request.steps}"
-    try:
-        checks.number(request.seconds, "seconds", low=0.0, high=MAX_REPORT_SECONDS)
-    except BadValue as err:
-        return str(err)
-    began = getattr(request, "lease_start_s", 0.0)
-    if began and not 0.0 <= began <= request.seconds:
-        return f"lease_start_s: must be in [0, seconds = {request.seconds:g}], got {began}"
-    return None
-
-
-def worker_profile(request: pb.RegisterWorkerRequest) -> Profile | None:
-    """The profile a registering worker brought, checked at the door as a profile file is
-    (``traces.profiles``: precision, job types, finite rates > 0), or None when it brought
-    none; ``ValueError`` in one line. At most ``MAX_JOB_TYPES`` rates, each job type once."""
-    if not request.HasField("profile"):
-        return None
-    wire = request.profile
-    if len(wire.rates) > MAX_JOB_TYPES:
-        raise ValueError(f"profile: at most {MAX_JOB_TYPES} rates, got {len(wire.rates)}")
-    rates: dict[str, float] = {}
-    for rate in wire.rates:
-        if rate.job_type in rates:
-            raise ValueError(f"profile: job type {shown(rate.job_type)} is listed twice")
-        rates[rate.job_type] = rate.steps_per_s
-    return profile_from_dict({"schema": SCHEMA, "worker_type": request.worker_type,
-                              "precision": wire.precision, "device": wire.device,
-                              "reduced": wire.reduced, "torch": wire.torch,
-                              "steps_per_s": rates}, "profile")
-
-
 def _ignored(method: str, request, why: str) -> str:
     line = f"{method} for job {shown(request.job_id)} ignored: {why}"
     log.warning("%s", line)
@@ -306,14 +260,7 @@ class WorkerService(pb_grpc.WorkerToSchedulerServicer):
     def RegisterWorker(self, request, context):
         self.callers.daemon(context)
         try:
-            checks.text(request.worker_type, "worker_type", empty=False)
-            checks.integer(request.gpus, "gpus", low=1, high=MAX_GPUS_PER_SERVER)
-            checks.text(request.address, "address")
-            checks.text(request.hostname, "hostname")
-            for run in request.running:     # (what a restarted scheduler adopts: ``orphans``)
-                checks.text(run.job_id, "running.job_id", empty=False)
-                checks.integer(len(run.gpus), "running.gpus (how many)", high=request.gpus)
-            profile = worker_profile(request)
+            profile = registration(request)
             # The server's silence counts from when its registration takes effect, not from
             # the call's arrival: its worker sends no heartbeat before the answer. A
             # registration that waited seconds behind a restarted scheduler's burst of
@@ -333,7 +280,7 @@ class WorkerService(pb_grpc.WorkerToSchedulerServicer):
             return pb.HeartbeatResponse(known=False)
         if self.x.metrics is not None and stamped(request.sent_s):
             self.x.metrics.on_heartbeat(server.delay)
-        running, gpus = running_of(request.running)
+        running, gpus = running_of(listed_runs(request))
         self.x.tell(lambda: self.x.roster.heartbeat(request.server_id, mono, running,
                                                     request.leaving, int(request.registration),
                                                     gpus), changes=False)

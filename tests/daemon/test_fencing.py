@@ -69,6 +69,20 @@ def test_each_launch_gets_a_new_generation_and_the_older_runs_messages_are_ignor
     assert (init.steps_done, init.checkpoint_generation) == (70, new)
 
 
+def test_a_message_about_a_job_never_launched_says_so_and_is_not_remembered(sched):
+    """A queued job has no run: a message for it is refused as such, not as "generation 0
+    is stale (newest: 0)"; and messages naming made-up jobs leave no trace in memory."""
+    s = sched
+    job = s.submit()
+    with pytest.raises(StaleRun, match=f"^job {job} has no run$"):
+        s.x.processes.init_job(pb.InitJobRequest(job_id=job, generation=0))
+    for made_up in (f"nojob{i}" for i in range(100)):
+        s.x.processes.round_report(pb.RoundReportRequest(job_id=made_up, generation=1))
+    assert s.x.processes.fences._issued == {}
+    s.at(1.0)
+    assert s.x.processes.fences.current(job) == s.gen(job) > 0
+
+
 def test_a_heartbeat_listing_a_stale_run_stops_it_and_a_current_one_is_left(sched):
     s = sched
     job = s.submit()

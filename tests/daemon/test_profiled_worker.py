@@ -22,7 +22,7 @@ import grpc
 import pytest
 
 from gavelsched.cli import COMMAND_MODULES, main
-from gavelsched.daemon.service import worker_profile
+from gavelsched.daemon.doors import worker_profile
 from gavelsched.daemon.snapshot import build_snapshot
 from gavelsched.rpc import pb, pb_grpc
 from policies import get_policy

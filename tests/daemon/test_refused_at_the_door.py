@@ -90,8 +90,32 @@ def test_a_report_that_cannot_be_true_is_ignored(cluster):
             "worker_type": "v100", "gpus": 1, "address": "127.0.0.1:1",
             "previous_server_id": -1, **kw}), timeout=10))
         assert details.startswith(words), details
+    for job_id, words in [("", "job_id: must not be empty"),
+                          ("a\nb", "job_id: must not contain control")]:
+        ack = workers.ReportRound(pb.RoundReportRequest(       # (once an UNKNOWN: the
+            server_id=cluster.fakes[0].server_id, job_id=job_id, generation=1), timeout=10)
+        assert not ack.ok and words in ack.message             # fences' store key)
+        ack = iterator.ReportSteps(pb.ReportStepsRequest(
+            job_id=job_id, steps=5, seconds=1.0, checkpointed=True), timeout=10)
+        assert not ack.ok and words in ack.message
     assert len(cluster.status().workers) == 2
     status = cluster.jobs()[job]
     assert status.state in ("queued", "running") and status.steps_done < 10**6 - 1
     other = cluster.submit(30)
     assert cluster.wait_done([other])[other].state == "done"
+
+
+def test_a_heartbeats_runs_that_name_no_job_are_ignored_and_the_heartbeat_counts(cluster):
+    """A run listed under an empty or multi-line job id is logged in one line and
+    ignored: it reaches neither the orphan rules nor the log as it came."""
+    workers = pb_grpc.WorkerToSchedulerStub(cluster.chan)
+    server = cluster.fakes[0].server_id
+    reply = workers.Heartbeat(pb.HeartbeatRequest(server_id=server, running=[
+        pb.RunningJob(job_id="", generation=1, gpus=[0]),
+        pb.RunningJob(job_id="x\nWARNING forged line", generation=1, gpus=[0])]), timeout=10)
+    assert reply.known
+    log_text = (cluster.root / "scheduler.log").read_text()   # (logged before the answer)
+    assert log_text.count(f"Heartbeat of server {server}: a run ignored: running.job_id") == 2
+    assert "\nWARNING forged line" not in log_text
+    assert f"on server {server} is stale" not in log_text
+    assert cluster.alive_workers() == 2

@@ -38,14 +38,15 @@ from gavelsched.jobenv import worker_env
 from gavelsched.rpc import pb, pb_grpc
 from gavelsched.rpc.security import (SecurityError, TlsFiles, channel, exposure, host_of,
                                      is_loopback, is_this_machine, serve)
-from gavelsched.virtual.envspec import LAYOUT_VAR, LayoutEnvError, parse_layout_env
+from gavelsched.virtual.envspec import LayoutEnvError
 from traces.profiles import Profile
-from traces.workloads import UnknownWorkload, check_workload, workload_for
+from traces.workloads import UnknownWorkload
 
 from . import leftovers, logfiles
 from .emulation import Emulation
 from .launch_queue import LaunchQueue, Refused
-from .launcher import JobExit, Launcher, LaunchSpec, command_for
+from .launcher import JobExit, Launcher
+from .specs import BadRunJob, check_run_job, launch_spec
 
 log = logging.getLogger(__name__)
 
@@ -364,11 +365,11 @@ class Worker:
     # -- RunJob ------------------------------------------------------------------------------
     def run_job(self, request: pb.RunJobRequest) -> pb.Ack:
         """Launch, extend or queue a job (see the protocol in docs/runtime.md)."""
+        try:
+            check_run_job(request, self.config.gpus)
+        except BadRunJob as err:
+            return pb.Ack(ok=False, message=str(err))
         gpus = tuple(request.gpus)
-        bad = [g for g in gpus if not 0 <= g < self.config.gpus]
-        if not request.job_id or not gpus or bad or len(set(gpus)) != len(gpus):
-            return pb.Ack(ok=False, message=f"bad RunJob for job {request.job_id!r}: gpus "
-                                            f"{list(gpus)} (this server has {self.config.gpus})")
         held = self.launcher.gpus_of(request.job_id)
         here = self.launcher.generation_of(request.job_id)
         if held is not None and here == request.generation:
@@ -387,7 +388,8 @@ class Worker:
             self.launcher.kill(request.job_id, f"superseded by run generation "
                                                f"{request.generation}", here)
         try:
-            spec = self._spec(request)
+            c = self.config
+            spec = launch_spec(request, c.work_dir, c.scheduler, c.emulation, self.round_seconds)
             superseded = self._queue.add(spec)
         except (UnknownWorkload, LayoutEnvError, Refused) as err:
             return pb.Ack(ok=False, message=str(err))
@@ -400,39 +402,6 @@ class Worker:
             return pb.Ack(ok=True, message=f"launch failed, reported as its exit: {failed}")
         return pb.Ack(ok=True, message="launched" if self.launcher.gpus_of(request.job_id)
                       else "queued until its GPUs are free")
-
-    def _spec(self, request: pb.RunJobRequest) -> LaunchSpec:
-        workload = request.workload
-        if not request.command:
-            workload = check_workload(workload) if workload else workload_for(request.job_type)
-        world = int(request.world_size) or len(request.gpus)
-        pace, paces = None, ()
-        split = parse_layout_env(request.env, world)   # a mixed-type job (virtual nodes)
-        ranks = range(int(request.rank), int(request.rank) + len(request.gpus))
-        if split is not None and ranks.stop > world:
-            raise LayoutEnvError(f"RunJob ranks {ranks.start}..{ranks.stop - 1} are not ranks "
-                                 f"of {LAYOUT_VAR} ({world} ranks)")
-        if self.config.emulation is not None:
-            pace = self.config.emulation.steps_per_s(request.job_type, world,
-                                                     request.expected_steps_per_s,
-                                                     request.colocated_job_type)
-            if split is not None:
-                paces = tuple(self.config.emulation.split_steps_per_s(
-                    request.job_type, split, r, request.expected_steps_per_s) for r in ranks)
-        directory = request.checkpoint_dir or str(
-            self.config.work_dir / "checkpoints" / request.job_id)
-        max_seconds = request.lease.max_seconds if request.lease.max_seconds > 0 else \
-            (self.round_seconds or 3600.0)
-        return LaunchSpec(
-            job_id=request.job_id, round=int(request.round), job_type=request.job_type,
-            argv=command_for(workload, request.command), gpus=tuple(request.gpus),
-            rank=int(request.rank), world_size=world, master_addr=request.master_addr,
-            master_port=int(request.master_port), total_steps=int(request.total_steps),
-            steps_done=int(request.steps_done), max_seconds=max_seconds,
-            checkpoint_dir=directory, scheduler_address=request.scheduler_address or
-            self.config.scheduler, env=dict(request.env), emulate_steps_per_s=pace,
-            rank_steps_per_s=paces, generation=int(request.generation),
-            partner=request.colocated_job_id)
 
     def _start_pending(self) -> dict[str, str]:
         """Launch each queued job whose GPUs are free now (``LaunchQueue.ready``); returns

@@ -145,6 +145,44 @@ def test_a_rounds_runjobs_in_one_call_are_each_taken_alone(cluster, monkeypatch)
     sched.wait_for(lambda: sorted(worker.launcher.running_jobs()) == ["first", "second"])
 
 
+@pytest.mark.parametrize("job_id", ["", "..", "../escape", "a/b", ".hidden", "a\nb"])
+def test_a_run_job_whose_id_is_not_a_plain_name_is_refused_and_nothing_starts(
+        cluster, tmp_path, job_id):
+    """Its checkpoints (``work/checkpoints/<job>``) and logs would climb out of the work
+    dir: refused at the door, in one line, before anything is made."""
+    sched, worker = cluster
+    before = sorted(tmp_path.rglob("*"))
+    answer = sched.worker_stub(worker.address).RunJob(run_job(job_id, command="sleep 600"))
+    assert not answer.ok and "\n" not in answer.message
+    assert answer.message.startswith("bad RunJob: bad job id")
+    assert worker.launcher.running_jobs() == []
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("env", {"A": "x\0y"}, "env A: must not contain a NUL"),
+    ("env", {"A=B": "1"}, "env name: must not contain '='"),
+    ("env", {"": "1"}, "env name: must not be empty"),
+    ("job_type", "a\0b", "job_type: must not contain a NUL"),
+    ("master_addr", "host\nname", "master_addr: must not contain control"),
+    ("checkpoint_dir", "/tmp/a\0b", "checkpoint_dir: must not contain a NUL"),
+    ("command", "sleep 600\0", "command: must not contain a NUL"),
+])
+def test_a_run_job_no_process_can_be_given_is_refused_in_one_line(cluster, field, value,
+                                                                   words):
+    """(The launch used to fail past the door, with a traceback in the worker's log.)"""
+    sched, worker = cluster
+    request = run_job("nul", command="sleep 600")
+    if field == "env":
+        request.env.update(value)
+    else:
+        setattr(request, field, value)
+    answer = sched.worker_stub(worker.address).RunJob(request)
+    assert not answer.ok and "\n" not in answer.message
+    assert answer.message.startswith(f"bad RunJob for job 'nul': {words}"), answer.message
+    assert worker.launcher.running_jobs() == []
+
+
 def test_run_job_without_the_token_is_refused_and_nothing_starts(cluster, tmp_path):
     sched, worker = cluster
     marker = tmp_path / "ran"
