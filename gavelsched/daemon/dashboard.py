@@ -308,4 +308,13 @@ def _handler(board: Dashboard) -> type[BaseHTTPRequestHandler]:
 
         do_HEAD = do_GET
 
+        def _read_only(self) -> None:
+            """A method that would change something: the dashboard only reads (RFC 9110,
+            405 with the methods it takes), its body unread and the connection closed."""
+            self.close_connection = True
+            self._send(405, b"405: the dashboard is read-only (GET and HEAD)\n",
+                       "text/plain; charset=utf-8", [("Allow", "GET, HEAD")])
+
+        do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = _read_only
+
     return Handler

@@ -192,6 +192,13 @@ def test_dashboard_http_without_a_browser() -> None:
         bad = urllib.request.Request(base + "/api/status", headers={"Cookie": f"{COOKIE}=x"})
         with pytest.raises(urllib.error.HTTPError, match="401"):
             urllib.request.urlopen(bad, timeout=10)
+        for method in ("POST", "PUT", "PATCH", "DELETE", "OPTIONS"):   # (was: 501, in HTML)
+            changing = urllib.request.Request(base + "/api/status", data=b"{}", method=method,
+                                              headers={"Authorization": "Bearer s3cret"})
+            with pytest.raises(urllib.error.HTTPError) as err:
+                urllib.request.urlopen(changing, timeout=10)
+            assert err.value.code == 405 and err.value.headers["Allow"] == "GET, HEAD"
+            assert err.value.read() == b"405: the dashboard is read-only (GET and HEAD)\n"
     finally:
         board.close()
 
