@@ -9,6 +9,7 @@ from typing import Any
 
 from gavelsched.core.waves import MAX_WAVE_SLOPE
 from gavelsched.estimator import EstimatorConfig
+from traces.checks import MAX_SECONDS
 
 
 @dataclass(frozen=True)
@@ -105,9 +106,9 @@ class SimConfig:
         object.__setattr__(self, "preemption_overhead_s",
                            MappingProxyType(dict(self.preemption_overhead_s)))
         for job_type, seconds in self.preemption_overhead_s.items():
-            if not seconds >= 0:
-                raise ValueError(f"preemption overhead of {job_type!r} must be >= 0, "
-                                 f"got {seconds}")
+            if not 0 <= seconds <= MAX_SECONDS:
+                raise ValueError(f"preemption overhead of {job_type!r} must be in "
+                                 f"[0, {MAX_SECONDS:g}] seconds, got {seconds}")
         object.__setattr__(self, "exit_s", MappingProxyType(dict(self.exit_s)))
         for job_type, seconds in self.exit_s.items():
             if not 0.0 <= seconds < float("inf"):
@@ -153,6 +154,7 @@ def preemption_overheads(spec: str, job_types, table=None) -> dict[str, float]:
     except ValueError:
         raise ValueError(f"preemption overhead: expected seconds, 'catalog' or 'table', "
                          f"got {spec!r}") from None
-    if not seconds >= 0:
-        raise ValueError(f"preemption overhead: must be >= 0, got {spec}")
+    if not 0 <= seconds <= MAX_SECONDS:     # (beyond, a replay would never end)
+        raise ValueError(f"preemption overhead: must be in [0, {MAX_SECONDS:g}] seconds, "
+                         f"got {spec}")
     return {t: seconds for t in set(job_types)} if seconds else {}

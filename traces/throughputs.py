@@ -187,7 +187,8 @@ def _from_native(data: Mapping, path) -> ThroughputTable:
 
 def _native_restarts(section: Any, solo: Mapping[str, Mapping[JobKey, float]], path
                      ) -> dict[str, float]:
-    """``restart_s: {job type: seconds}``: finite seconds >= 0 of job types in ``solo``."""
+    """``restart_s: {job type: seconds}``: seconds in ``[0, MAX_SECONDS]`` (beyond, a
+    replay would never end) of job types in ``solo``."""
     if section is None:
         return {}
     if not isinstance(section, Mapping):
@@ -201,10 +202,10 @@ def _native_restarts(section: Any, solo: Mapping[str, Mapping[JobKey, float]], p
             raise TraceError(path, None, where, f"job type {shown(job_type)} has no "
                              "throughput in the table")
         try:
-            out[job_type] = checks.number(seconds, where, low=0.0)
+            out[job_type] = checks.number(seconds, where, low=0.0, high=checks.MAX_SECONDS)
         except BadValue:
-            raise TraceError(path, None, where, "restart cost must be a finite number of "
-                             f"seconds >= 0, got {shown(seconds)}") from None
+            raise TraceError(path, None, where, "restart cost must be a number of seconds "
+                             f"in [0, {checks.MAX_SECONDS:g}], got {shown(seconds)}") from None
     return out
 
 

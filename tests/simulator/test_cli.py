@@ -65,6 +65,8 @@ def test_bad_trace_exits_2_with_one_line_naming_file_line_and_field(tmp_path, ca
     (["--policy", "nope"], "nope"),
     (["--trace", "/does/not/exist.jsonl"], "exist"),
     (["--preemption-overhead", "soon"], "--preemption-overhead"),
+    (["--preemption-overhead", "inf"], "must be in [0, 1e+07] seconds, got inf"),  # (a
+    (["--preemption-overhead", "1e308"], "got 1e308"),   # traceback, and a replay unending)
     (["--policy", "fifo", "--option", "type_choice=best"], "type_choice"),
     (["--option", "colour"], "KEY=VALUE"),
     (["--resolve-period", "0"], "--resolve-period"),

@@ -62,8 +62,9 @@ def test_a_table_without_restart_costs_declares_none(tmp_path):
 
 
 @pytest.mark.parametrize("section, words", [
-    ("{A3C: -1}", "restart_s/A3C': restart cost must be a finite number of seconds >= 0, "
+    ("{A3C: -1}", "restart_s/A3C': restart cost must be a number of seconds in [0, 1e+07], "
                   "got -1"),
+    ("{A3C: 1.0e+300}", "got 1e+300"),     # (a replay with it never ended)
     ("{A3C: .nan}", "got nan"),
     ("{A3C: .inf}", "got inf"),
     ("{A3C: soon}", "got 'soon'"),
