@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import InputError
 from .connection import api, connection_flags
 
 EXIT_INTERRUPTED = 130
@@ -44,9 +43,6 @@ def header(chunk) -> str:
 
 
 def logs(args: argparse.Namespace) -> int:
-    bad = [r for r in args.rank if r < 0]
-    if bad:
-        raise InputError(f"--rank must be >= 0, got {bad[0]}")
     out, last, newline = sys.stdout.buffer, None, True
     try:
         for chunk in api(args).logs(args.id, follow=args.follow, ranks=args.rank,

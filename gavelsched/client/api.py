@@ -280,8 +280,13 @@ class Client:
              stream: str | None = None) -> Iterator[LogChunk]:
         """A job's output from the workers that ran it, by round, rank, then stdout before
         stderr (``ranks``, ``stream`` "out"/"err": only those); ``follow``: on until the
-        job has ended."""
+        job has ended. A rank is an int in ``[0, 2^31)``, else ``InputError``."""
+        from traces.checks import INT32_MAX    # (here: ``traces`` imports numpy)
+
         from ..rpc import pb
+        bad = [r for r in ranks if not 0 <= r <= INT32_MAX]
+        if bad:
+            raise InputError(f"rank: must be between 0 and {INT32_MAX}, got {bad[0]}")
         if self._stream is None:
             raise ClientError("this client cannot stream (no stream transport)")
         request = pb.LogsRequest(job_id=job_id, follow=follow, ranks=list(ranks),

@@ -77,6 +77,10 @@ def test_refused_calls_and_drains_are_one_line_or_typed(cluster):
         assert client.wait_drained(server, timeout_s=60, poll_s=0.2) == "undrained"
         with pytest.raises(InputError, match="non-negative integer, got -1"):
             client.drain(-1)
+        for rank in (-1, 2**31):   # (2^31 was a protobuf ValueError: a traceback in the CLI)
+            with pytest.raises(InputError, match=f"rank: must be between 0 and 2147483647, "
+                                                 f"got {rank}"):
+                list(client.logs("0", ranks=[0, rank]))
 
 
 def test_predict_replays_the_live_state_and_submits_nothing(cluster):
@@ -90,6 +94,15 @@ def test_predict_replays_the_live_state_and_submits_nothing(cluster):
         with pytest.raises(NoRates, match="job type 'Nope' has no throughput"):
             client.predict(JobRequest(job_type="Nope", total_steps=5))
         assert [j.id for j in client.status().jobs] == [long]
+
+
+def test_logs_of_a_rank_out_of_range_exits_2_in_one_line_before_any_call(capsys):
+    from gavelsched.cli import main
+    assert main(["logs", "0", "--rank", "2147483648", "--scheduler",
+                 f"127.0.0.1:{free_port()}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["gavelsched logs: error: rank: must be between 0 and 2147483647, got "
+                   "2147483648"]
 
 
 def test_an_unreachable_scheduler_is_one_line():
