@@ -29,6 +29,7 @@ MIN_ROUND_SECONDS = 0.1
 # (weights of 1e-300 or 1e300 make Clarabel fail), so one job could stop every re-solve.
 PRIORITY_WEIGHT_MIN, PRIORITY_WEIGHT_MAX = 1e-6, 1e6
 MAX_ARRAY = 10_000            # copies in one job array (submit --count)
+MAX_GPUS_PER_SERVER = 4096    # GPUs one worker server registers: each a worker of the view
 SHOWN_CHARS = 60              # a bad value is quoted in an error up to this many characters
 
 

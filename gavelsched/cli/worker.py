@@ -18,6 +18,10 @@ from pathlib import Path
 
 from . import InputError
 
+# Hollow workers in one process: each serves on its own port with its own threads (256 of
+# them drive 2,048 GPUs in BENCHMARKS.md); far more would exhaust the process first.
+MAX_HOLLOW = 4096
+
 log = logging.getLogger(__name__)
 
 
@@ -129,8 +133,9 @@ def _hollow_types(args: argparse.Namespace) -> list[str]:
     types = [t.strip() for t in args.worker_type.split(",")]
     if not all(types):
         raise InputError(f"--type {args.worker_type!r}: an empty type in the list")
-    if args.hollow < 0:
-        raise InputError(f"--hollow must be positive, got {args.hollow}")
+    if not 0 <= args.hollow <= MAX_HOLLOW:
+        raise InputError(f"--hollow must be between 0 (none) and {MAX_HOLLOW}, got "
+                         f"{args.hollow}")
     if len(types) > 1 and not args.hollow:
         raise InputError(f"--type {args.worker_type!r}: a list of types needs --hollow")
     if args.hollow and (args.profile or args.profile_file):
@@ -147,6 +152,7 @@ def _hollow_types(args: argparse.Namespace) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     from gavelsched.rpc.security import SecurityError, TlsFiles, read_token
+    from traces.checks import MAX_GPUS_PER_SERVER, MAX_SECONDS
     from traces.errors import TraceError
     from workers.daemon.emulation import EmulationError, load_emulation, machine_has_gpus
     from workers.daemon.worker import Worker, WorkerConfig, WorkerError
@@ -156,10 +162,10 @@ def run(args: argparse.Namespace) -> int:
         setattr(args, name, _absolute(getattr(args, name)))
     _address(args.scheduler, "--scheduler")
     _address(args.listen, "--listen")
-    if args.gpus <= 0:
-        raise InputError(f"--gpus must be positive, got {args.gpus}")
-    if args.grace < 0:
-        raise InputError(f"--grace must be >= 0, got {args.grace}")
+    if not 0 < args.gpus <= MAX_GPUS_PER_SERVER:
+        raise InputError(f"--gpus must be between 1 and {MAX_GPUS_PER_SERVER}, got {args.gpus}")
+    if not 0 <= args.grace <= MAX_SECONDS:
+        raise InputError(f"--grace must be in [0, {MAX_SECONDS:g}] seconds, got {args.grace}")
     stop_timeout = getattr(args, "stop_timeout", None)    # None: two rounds plus --grace
     if stop_timeout is not None and not stop_timeout >= 0:
         raise InputError(f"--stop-timeout must be >= 0 seconds, got {stop_timeout}")
@@ -172,6 +178,11 @@ def run(args: argparse.Namespace) -> int:
     if args.profile_reduced and not args.profile:
         raise InputError("--profile-reduced goes with --profile")
     types = _hollow_types(args)
+    try:
+        Path(args.work_dir).mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError(f"--work-dir {args.work_dir}: cannot be this worker's folder "
+                         f"({err.strerror})") from None
     emulate = args.hollow or args.emulate == "on" or (args.emulate == "auto"
                                                       and not machine_has_gpus())
     try:

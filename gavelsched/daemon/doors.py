@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 
 from traces import checks
-from traces.checks import BadValue, shown
+from traces.checks import MAX_GPUS_PER_SERVER, BadValue, shown
 from traces.profiles import MAX_JOB_TYPES, SCHEMA, Profile, profile_from_dict
 
 from ..rpc import pb
@@ -19,8 +19,6 @@ log = logging.getLogger(__name__)
 # The longest a run can have been going, in a report (about 31 years): beyond it ``seconds``
 # is a lie, and a throughput measured from it would be absurdly small.
 MAX_REPORT_SECONDS = 1e9
-# The most GPUs one worker server may register: each becomes a worker of the core's view.
-MAX_GPUS_PER_SERVER = 4096
 
 
 def registration(request: pb.RegisterWorkerRequest) -> Profile | None:

@@ -20,6 +20,7 @@ since every step ends in one all-reduce (docs/runtime.md, "Mixed-type jobs").
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,8 +44,9 @@ class Emulation:
     speed: float = 1.0
 
     def __post_init__(self) -> None:
-        if not self.speed > 0:
-            raise EmulationError(f"emulation speed must be > 0, got {self.speed!r}")
+        if not 0 < self.speed < math.inf:
+            raise EmulationError(f"emulation speed must be a finite number > 0, got "
+                                 f"{self.speed!r}")
         if self.worker_type not in self.table.worker_types:
             raise EmulationError(f"worker type {self.worker_type!r} is not in the throughput "
                                  f"table; known: {', '.join(self.table.worker_types)}")

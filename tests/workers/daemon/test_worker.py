@@ -269,9 +269,13 @@ def test_emulated_k80_is_slower_than_v100_by_about_the_table_ratio(tmp_path):
     assert seconds["k80"] > 0.5 * steps / (60.0 / ratio)
 
 
-def test_cli_bad_flags_exit_2_with_one_line(capsys):
+def test_cli_bad_flags_exit_2_with_one_line(capsys, tmp_path):
+    """(The flags after the first six once gave a traceback, a worker that never stopped,
+    or a process that made workers until it ran out of memory.)"""
     from gavelsched.cli import main
 
+    good = ["--scheduler", "a:1", "--type", "k80", "--gpus", "1", "--work-dir",
+            str(tmp_path / "w")]
     for argv in (["--scheduler", "nohostport", "--type", "k80", "--gpus", "1"],
                  ["--scheduler", "a:1", "--type", "k80", "--gpus", "0"],
                  ["--scheduler", "a:1", "--type", "k80", "--gpus", "x"],
@@ -280,7 +284,11 @@ def test_cli_bad_flags_exit_2_with_one_line(capsys):
                   "--emulation-speed", "-1"],
                  ["--scheduler", "a:1", "--type", "k80", "--gpus", "1",
                   "--token-file", "/nonexistent/token"],
-                 ["--type", "k80", "--gpus", "1"]):
+                 ["--type", "k80", "--gpus", "1"],
+                 [*good, "--gpus", "99999999999"], [*good, "--gpus", "4097"],
+                 [*good, "--emulation-speed", "inf"], [*good, "--grace", "nan"],
+                 [*good, "--grace", "inf"], [*good, "--hollow", "100000000"],
+                 [*good, "--work-dir", "/dev/null"]):
         try:
             code = main(["worker", *argv])
         except SystemExit as exit_:
