@@ -39,6 +39,7 @@ COMMAND_MODULES = {"solve": "solve", "trace": "trace", "simulate": "simulate",
                    "reload": "control", "usage": "usage", "user": "users"}
 
 EXIT_BAD_INPUT = 2
+EXIT_REFUSED_BY_SYSTEM = 1   # the machine refused a file or folder: a full disk, a device
 EXIT_BROKEN_PIPE = 141  # what a shell reports for a process killed by SIGPIPE
 
 
@@ -116,11 +117,20 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
     except _user_errors() as err:
-        message = str(err).splitlines()[0] if str(err) else type(err).__name__
-        if isinstance(err, OSError) and err.filename:
-            message = f"{err.filename}: {err.strerror}"
-        print(f"gavelsched {args.command}: error: {message}", file=sys.stderr)
+        print(f"gavelsched {args.command}: error: {_one_line(err)}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except OSError as err:   # (writing a result to a full disk, a folder that is a device)
+        # (its stack in the daemons' logs, which take INFO; the other commands: with -v)
+        logging.getLogger(__name__).info("the error's stack", exc_info=True)
+        print(f"gavelsched {args.command}: error: {_one_line(err)}", file=sys.stderr)
+        return EXIT_REFUSED_BY_SYSTEM
+
+
+def _one_line(err: BaseException) -> str:
+    """The error in one line: a file's ``PATH: reason``, else its first line."""
+    if isinstance(err, OSError) and err.strerror:
+        return f"{err.filename}: {err.strerror}" if err.filename else err.strerror
+    return str(err).splitlines()[0] if str(err) else type(err).__name__
 
 
 if __name__ == "__main__":  # pragma: no cover

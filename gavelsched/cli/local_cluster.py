@@ -20,8 +20,9 @@ workload with the scale factor of the largest type's GPUs and half of it as its 
 from __future__ import annotations
 
 import argparse
-import signal
 import logging
+import math
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -82,11 +83,23 @@ def run(args: argparse.Namespace) -> int:
 
     if args.workload != "steps":
         needs_torch("local-cluster's reference workloads (--workload steps runs without it)")
+    from policies.registry import policy_class
+    from traces.checks import MAX_GPUS_PER_SERVER, MAX_SECONDS, MIN_ROUND_SECONDS
+
     workers = parse_counts(args.workers, what="--workers", allow_zero=False)
+    big = [(t, n) for t, n in workers.items() if n > MAX_GPUS_PER_SERVER]
+    if big:
+        raise InputError(f"--workers: {big[0][0]}={big[0][1]}: a worker has at most "
+                         f"{MAX_GPUS_PER_SERVER} GPUs")
     if args.jobs < 1:
         raise InputError(f"--jobs must be >= 1, got {args.jobs}")
-    if not args.round_seconds > 0 or not args.emulation_speed > 0:
-        raise InputError("--round-seconds and --emulation-speed must be > 0")
+    if not MIN_ROUND_SECONDS <= args.round_seconds <= MAX_SECONDS:
+        raise InputError(f"--round-seconds must be in [{MIN_ROUND_SECONDS:g}, "
+                         f"{MAX_SECONDS:g}], got {args.round_seconds}")
+    if not 0 < args.emulation_speed < math.inf:
+        raise InputError(f"--emulation-speed must be a finite number > 0, got "
+                         f"{args.emulation_speed}")
+    policy_class(args.policy)       # (an unknown one: ``UnknownPolicy``, one line)
     if args.trace:
         from .replay import check_scales
 
@@ -112,6 +125,11 @@ def run(args: argparse.Namespace) -> int:
                              args.emulation_speed)] if args.elastic_gpt else []
     if args.keep:
         root = Path(args.keep).resolve()
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise InputError(f"--keep {args.keep}: cannot be the cluster's folder "
+                             f"({err.strerror})") from None
         return _run(args, root, workers, table, first)
     with tempfile.TemporaryDirectory(prefix="gavel-local-") as tmp:
         return _run(args, Path(tmp), workers, table, first)
@@ -127,7 +145,10 @@ def _run(args, root: Path, workers: dict[str, int], table, first=()) -> int:
 
     cluster = make_cluster(args, root, workers, table)
     try:
-        start_daemons(cluster, args, workers)
+        try:
+            start_daemons(cluster, args, workers)
+        except RuntimeError as err:     # a daemon that exited at start: its log's last line
+            raise InputError(str(err)) from None
         sys.stderr.write(connect_line(cluster))
         if cluster.dashboard_url:
             sys.stderr.write(f"dashboard: {cluster.dashboard_url}\n")

@@ -181,8 +181,8 @@ class LocalCluster:
         wait_until(lambda: self.scheduler.poll() is not None or
                    (listening() and self.healthy()), timeout, "the scheduler to serve")
         if self.scheduler.poll() is not None:
-            raise RuntimeError(f"the scheduler exited ({self.scheduler.returncode}); see "
-                               f"{log_path}")
+            raise RuntimeError(f"the scheduler exited ({self.scheduler.returncode}: "
+                               f"{_last_line(log_path)}); see {log_path}")
         return self
 
     def start_worker(self, worker_type: str, gpus: int = 1, *, emulation_speed: float = 1.0,

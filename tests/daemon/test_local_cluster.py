@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from gavelsched.cli import main
 from gavelsched.daemon.local import subprocess_env, wait_until
 
@@ -47,10 +49,21 @@ def test_verbose_local_cluster_passes_its_level_to_the_scheduler(tmp_path):
     assert " DEBUG " in log and "; allocation {" in log
 
 
-def test_local_cluster_bad_workers_flag_is_one_line(capsys):
-    assert main(["local-cluster", "--workers", "h100=1"]) == 2
+@pytest.mark.parametrize("flags, words", [
+    (["--workers", "h100=1"], "h100"),
+    # (each below started the daemons first: a traceback once the scheduler exited, or a
+    # wait of two minutes for a worker the scheduler refused)
+    (["--round-seconds", "inf"], "--round-seconds must be in [0.1, 1e+07], got inf"),
+    (["--round-seconds", "1e9"], "--round-seconds must be in [0.1, 1e+07]"),
+    (["--emulation-speed", "inf"], "--emulation-speed must be a finite number > 0"),
+    (["--workers", "v100=5000"], "--workers: v100=5000: a worker has at most 4096 GPUs"),
+    (["--policy", "nope"], "unknown policy 'nope'"),
+    (["--keep", "/dev/null"], "--keep /dev/null: cannot be the cluster's folder"),
+])
+def test_local_cluster_bad_flags_are_one_line_before_any_daemon(capsys, flags, words):
+    assert main(["local-cluster", *flags]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "h100" in err[0]
+    assert len(err) == 1 and words in err[0], err
 
 
 def _start(tmp_path, *flags):

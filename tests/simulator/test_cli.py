@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+from pathlib import Path
 
 import pytest
 
@@ -75,6 +76,19 @@ def test_bad_arguments_exit_2(argv, needle, capsys):
     assert main(["simulate", "--jobs", "5", "--quiet", *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and needle in err[0]
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["--json", "/dev/full"], "No space left on device"),
+    (["--plot", "/dev/null"], "/dev/null: File exists"),
+])
+def test_a_result_the_machine_will_not_take_is_one_line_exit_1(argv, line, capsys):
+    """(Both were a traceback: an OSError the command did not expect.)"""
+    if not Path("/dev/full").exists():
+        pytest.skip("needs Linux's /dev/full")
+    assert main(["simulate", "--jobs", "5", "--quiet", *argv]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"gavelsched simulate: error: {line}"]
 
 
 def test_sweep_writes_csv_and_plot(tmp_path, capsys):
