@@ -45,6 +45,12 @@ HIGH_PRIORITY_WEIGHT = 5.0
 SLO_FACTORS = (1.2, 2.0, 10.0)
 REFERENCE_WORKER = "v100"
 
+# The most jobs one generated trace holds (ten times the largest benchmark's; beyond it the
+# arrays alone ran out of memory), and the highest arrival rate (jobs per hour: every job
+# arrives at once well before it, and a sweep's plot cannot place a rate of 1e308).
+MAX_JOBS = 1_000_000
+MAX_RATE_PER_HOUR = 1e9
+
 _STREAMS = ("job_type", "duration", "scale_factor", "arrival", "priority", "slo", "entity",
             "mixed", "elastic")
 
@@ -125,10 +131,12 @@ def check_arguments(num_jobs, rate_per_hour: float, mixed_fraction: float,
                     elastic_fraction: float) -> int:
     """``num_jobs`` as an int, once it and the rate and fractions are valid; ``ValueError``
     naming the first that is not."""
-    if isinstance(num_jobs, bool) or not isinstance(num_jobs, (int, np.integer)) or num_jobs < 0:
-        raise ValueError(f"num_jobs must be an integer >= 0, got {num_jobs!r}")
-    if not math.isfinite(rate_per_hour) or rate_per_hour < 0:
-        raise ValueError(f"rate_per_hour must be finite and >= 0, got {rate_per_hour!r}")
+    if isinstance(num_jobs, bool) or not isinstance(num_jobs, (int, np.integer)) or not (
+            0 <= num_jobs <= MAX_JOBS):
+        raise ValueError(f"num_jobs must be an integer in [0, {MAX_JOBS}], got {num_jobs!r}")
+    if not 0 <= rate_per_hour <= MAX_RATE_PER_HOUR:
+        raise ValueError(f"rate_per_hour must be in [0, {MAX_RATE_PER_HOUR:g}], got "
+                         f"{rate_per_hour!r}")
     for name, fraction in (("mixed_fraction", mixed_fraction),
                            ("elastic_fraction", elastic_fraction)):
         if not 0.0 <= fraction <= 1.0:

@@ -166,7 +166,7 @@ def _check_entities(jobs, entities) -> None:
 
 def _jobs(args, table, cluster, entities=None):
     from traces.formats import load_trace
-    from traces.generator import generate_trace
+    from traces.generator import MAX_JOBS, MAX_RATE_PER_HOUR, generate_trace
 
     if args.trace is not None:
         if args.trace.is_dir():
@@ -175,10 +175,11 @@ def _jobs(args, table, cluster, entities=None):
         if not jobs:
             raise InputError(f"{args.trace}: the trace has no jobs")
         return jobs, f"{args.trace} ({len(jobs)} jobs)"
-    if args.jobs < 1:
-        raise InputError(f"--jobs: must be >= 1, got {args.jobs}")
-    if args.rate < 0:
-        raise InputError(f"--rate: must be >= 0, got {args.rate}")
+    if not 1 <= args.jobs <= MAX_JOBS:
+        raise InputError(f"--jobs: must be between 1 and {MAX_JOBS}, got {args.jobs}")
+    if not 0 <= args.rate <= MAX_RATE_PER_HOUR:
+        raise InputError(f"--rate: must be in [0, {MAX_RATE_PER_HOUR:g}] jobs/hour, got "
+                         f"{args.rate}")
     try:
         jobs = generate_trace(args.jobs, args.rate, table=table, seed=args.seed,
                               multi_gpu=args.multi_gpu, entities=tuple(entities or ()),

@@ -75,10 +75,12 @@ def run_sweep(args: argparse.Namespace) -> int:
     args.rates = _listed(args.rates, float, "--rates")
     args.seeds = _listed(args.seeds, int, "--seeds")
     args.policies = _listed(args.policies, str, "--policies")
-    if args.jobs < 1:
-        raise InputError(f"--jobs: must be >= 1, got {args.jobs}")
-    if any(r <= 0 for r in args.rates):
-        raise InputError("--rates: every rate must be > 0 jobs/hour")
+    from traces.generator import MAX_JOBS, MAX_RATE_PER_HOUR
+    if not 1 <= args.jobs <= MAX_JOBS:
+        raise InputError(f"--jobs: must be between 1 and {MAX_JOBS}, got {args.jobs}")
+    if not all(0 < r <= MAX_RATE_PER_HOUR for r in args.rates):
+        raise InputError(f"--rates: every rate must be in (0, {MAX_RATE_PER_HOUR:g}] "
+                         "jobs/hour")
     resolve = resolve_options(args)  # bad re-solve flags fail before any process starts
     from policies import get_policy
 

@@ -134,6 +134,8 @@ def _add_show(commands) -> None:
 # ----------------------------------------------------------------------------- commands
 
 def run_generate(args: argparse.Namespace) -> int:
+    from traces.generator import MAX_JOBS, MAX_RATE_PER_HOUR
+
     if args.mix == "sia":
         for flag, on in (("--multi-gpu", args.multi_gpu), ("--slos", args.slos)):
             if on:
@@ -144,10 +146,11 @@ def run_generate(args: argparse.Namespace) -> int:
     for flag, value in (("--jobs", args.jobs), ("--rate", args.rate)):
         if value is None:
             raise InputError(f"{flag} is required with --mix gavel")
-    if args.jobs < 0:
-        raise InputError(f"--jobs must be >= 0, got {args.jobs}")
-    if not math.isfinite(args.rate) or args.rate < 0:
-        raise InputError(f"--rate must be >= 0 jobs per hour, got {args.rate:g}")
+    if not 0 <= args.jobs <= MAX_JOBS:
+        raise InputError(f"--jobs must be between 0 and {MAX_JOBS}, got {args.jobs}")
+    if not 0 <= args.rate <= MAX_RATE_PER_HOUR:
+        raise InputError(f"--rate must be in [0, {MAX_RATE_PER_HOUR:g}] jobs per hour, got "
+                         f"{args.rate:g}")
     fmt = trace_format(args.output)  # fail on a bad extension before doing any work
     entities = [e.strip() for e in (args.entities or "").split(",") if e.strip()]
     if args.entities is not None and not entities:

@@ -71,6 +71,8 @@ def test_bad_trace_exits_2_with_one_line_naming_file_line_and_field(tmp_path, ca
     (["--policy", "fifo", "--option", "type_choice=best"], "type_choice"),
     (["--option", "colour"], "KEY=VALUE"),
     (["--resolve-period", "0"], "--resolve-period"),
+    (["--jobs", "99999999999"], "--jobs: must be between 1 and 1000000"),  # (a MemoryError)
+    (["--rate", "inf"], "--rate: must be in [0, 1e+09] jobs/hour, got inf"),
 ])
 def test_bad_arguments_exit_2(argv, needle, capsys):
     assert main(["simulate", "--jobs", "5", "--quiet", *argv]) == 2
@@ -89,6 +91,19 @@ def test_a_result_the_machine_will_not_take_is_one_line_exit_1(argv, line, capsy
     assert main(["simulate", "--jobs", "5", "--quiet", *argv]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"gavelsched simulate: error: {line}"]
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--jobs", "99999999999"], "--jobs: must be between 1 and 1000000"),
+    (["--rates", "1e308"], "--rates: every rate must be in (0, 1e+09] jobs/hour"),
+])
+def test_bad_sweep_arguments_exit_2_before_any_point(argv, needle, tmp_path, capsys):
+    """(Both were a traceback once the sweep ran: a MemoryError, and its plot's.)"""
+    assert main(["simulate", "sweep", "--rates", "10", "--seeds", "0", "--policies", "fifo",
+                 "--jobs", "4", "--processes", "1", "--quiet", "-o", str(tmp_path), *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0], err
+    assert not any(tmp_path.iterdir())
 
 
 def test_sweep_writes_csv_and_plot(tmp_path, capsys):

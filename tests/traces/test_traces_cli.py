@@ -90,6 +90,10 @@ def _bad_trace(tmp_path) -> Path:
     (["trace", "generate", "--jobs", "3", "--rate", "1", "-o", "{tmp}/t.csv"],
      "unknown trace format"),
     (["trace", "generate", "--jobs", "3", "--rate", "-1", "-o", "{tmp}/t.jsonl"], "--rate"),
+    (["trace", "generate", "--jobs", "99999999999", "--rate", "1", "-o", "{tmp}/t.jsonl"],
+     "--jobs must be between 0 and 1000000"),                   # (was a MemoryError)
+    (["trace", "generate", "--jobs", "3", "--rate", "1e308", "-o", "{tmp}/t.jsonl"],
+     "--rate must be in [0, 1e+09] jobs per hour"),
     (["trace", "generate", "--jobs", "3", "--rate", "1", "--throughputs", "{bad}",
       "-o", "{tmp}/t.jsonl"], "bad.jsonl"),
     (["trace", "import", "--format", "philly", "{bad}", "-o", "{tmp}/t.jsonl"],

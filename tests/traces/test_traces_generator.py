@@ -150,6 +150,8 @@ def test_job_type_subset_and_fallback_scale_factor():
     ({"num_jobs": -1}, "num_jobs"),
     ({"rate_per_hour": -2.0}, "rate_per_hour"),
     ({"rate_per_hour": float("nan")}, "rate_per_hour"),
+    ({"num_jobs": 10**11}, r"num_jobs must be an integer in \[0, 1000000\]"),  # (745 GiB)
+    ({"rate_per_hour": 1e308}, r"rate_per_hour must be in \[0, 1e\+09\]"),   # (a plot's)
     ({"job_types": ["BERT"]}, "BERT"),
     ({"reference_worker": "a100"}, "a100"),
     ({"elastic_fraction": -0.1}, "elastic_fraction must be between 0 and 1"),
