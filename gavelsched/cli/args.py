@@ -33,6 +33,16 @@ def needs_torch(what: str) -> None:
         raise InputError(f"{what} needs torch, which is not installed: {TORCH_INSTALL}")
 
 
+def seed(text: str) -> int:
+    """A ``--seed``'s value (an argparse ``type``: its ``ValueError`` reads "invalid seed
+    value"): an integer >= 0, as numpy's generators take (a negative one failed deep in
+    the run, a sweep's in its worker processes)."""
+    value = int(text)
+    if value < 0:
+        raise ValueError(f"a seed is an integer >= 0, got {value}")
+    return value
+
+
 def parse_counts(text: str, *, what: str, allow_zero: bool = True,
                  every_type: bool = False) -> dict[str, int] | int:
     """``traces.counts.parse_counts`` at the CLI's door: a refusal is an ``InputError``."""

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from . import InputError, sweep
-from .args import counts_text
+from .args import counts_text, seed
 from .simulate_flags import (
     add_common_flags,
     estimator_config,
@@ -52,7 +52,7 @@ def register(subparsers) -> None:
                    help="jobs in the generated trace (without --trace)")
     p.add_argument("--rate", type=float, default=DEFAULT_RATE, metavar="JOBS_PER_HOUR",
                    help="arrival rate of the generated trace (0: all at t=0)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the generated trace, the "
+    p.add_argument("--seed", type=seed, default=0, help="seed of the generated trace, the "
                    "policy and the mechanism")
     p.add_argument("--window", metavar="FIRST:LAST",
                    help="average the JCT of job ids FIRST..LAST-1 only, and stop once they "

@@ -9,6 +9,7 @@ import argparse
 from pathlib import Path
 
 from . import InputError
+from .args import seed
 from .simulate_flags import (
     add_common_flags,
     estimator_config,
@@ -73,7 +74,7 @@ def run_sweep(args: argparse.Namespace) -> int:
             raise InputError(str(err)) from None
     cluster = parse_cluster(args.cluster)
     args.rates = _listed(args.rates, float, "--rates")
-    args.seeds = _listed(args.seeds, int, "--seeds")
+    args.seeds = _listed(args.seeds, seed, "--seeds")
     args.policies = _listed(args.policies, str, "--policies")
     from traces.generator import MAX_JOBS, MAX_RATE_PER_HOUR
     if not 1 <= args.jobs <= MAX_JOBS:

@@ -8,7 +8,6 @@ output file's extension (docs/design.md, Trace files). Generation follows thesis
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 
 from traces import default_table, generate_trace, load_table, load_trace, write_trace
@@ -19,7 +18,7 @@ from traces.summary import summarize
 from traces.types import ThroughputTable
 
 from . import InputError
-from .args import parse_counts
+from .args import parse_counts, seed
 
 _FORMATS_HELP = "the extension picks the format: .jsonl (native) or .trace (Gavel)"
 
@@ -81,7 +80,7 @@ def _add_generate(commands) -> None:
                         "fewer GPUs of one type, down to a power of two drawn from 1 .. "
                         "scale_factor/2 (--mix sia: down to 1), under a *_mixed policy "
                         "(Varuna morphing; .jsonl only)")
-    p.add_argument("--seed", type=int, default=0, help="random seed; same seed, same trace")
+    p.add_argument("--seed", type=seed, default=0, help="random seed; same seed, same trace")
     p.add_argument("--throughputs", type=Path, metavar="PATH",
                    help="throughput table (native YAML/JSON or Gavel JSON) whose job types "
                         "and V100 steps/s to use [default: the built-in catalog; with --mix "
@@ -104,7 +103,7 @@ def _add_import(commands) -> None:
                    required=True, help="format of IN")
     p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT",
                    help=f"trace file to write; {_FORMATS_HELP}")
-    p.add_argument("--seed", type=int, default=0, help="seed of the job-type draws")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the job-type draws")
     p.add_argument("--include-killed", action="store_true",
                    help="also import jobs the user killed (status 'Killed'); by default only "
                         "jobs that finished ('Pass')")

@@ -96,6 +96,7 @@ def test_a_result_the_machine_will_not_take_is_one_line_exit_1(argv, line, capsy
 @pytest.mark.parametrize("argv, needle", [
     (["--jobs", "99999999999"], "--jobs: must be between 1 and 1000000"),
     (["--rates", "1e308"], "--rates: every rate must be in (0, 1e+09] jobs/hour"),
+    (["--seeds", "0,-1"], "--seeds: '-1' is not a valid value"),   # (in a worker process)
 ])
 def test_bad_sweep_arguments_exit_2_before_any_point(argv, needle, tmp_path, capsys):
     """(Both were a traceback once the sweep ran: a MemoryError, and its plot's.)"""

@@ -81,6 +81,18 @@ def _bad_trace(tmp_path) -> Path:
     return path
 
 
+@pytest.mark.parametrize("sub", [["generate", "--jobs", "3", "--rate", "1"],
+                                 ["import", "--format", "philly", str(SAMPLE)]])
+def test_a_negative_seed_is_refused_by_the_parser(tmp_path, capsys, sub):
+    """(It was numpy's "expected non-negative integer", naming no flag.)"""
+    with pytest.raises(SystemExit) as exit_:
+        main(["trace", *sub, "--seed", "-1", "-o", str(tmp_path / "t.jsonl")])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].endswith("error: argument --seed: invalid seed value: '-1'")
+    assert not (tmp_path / "t.jsonl").exists()
+
+
 @pytest.mark.parametrize("argv, words", [
     (["trace", "show", "{bad}"], "bad.jsonl:2: field 'total_steps'"),
     (["trace", "show", "{tmp}/missing.jsonl"], "missing.jsonl"),
