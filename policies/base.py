@@ -72,6 +72,8 @@ class Policy(ABC):
     def __init__(self, name: str | None = None, *, solver: str | None = None) -> None:
         if name is not None:
             self.name = name
+        if solver is not None and not isinstance(solver, str):
+            raise TypeError(f"solver must be a solver's name, got {solver!r}")
         self.solver = (solver or DEFAULT_LP_SOLVER).upper()
         self.solver_given = solver is not None  # else a policy may pick its measured best
 

@@ -55,11 +55,13 @@ REGISTRY: dict[str, Callable[..., Policy]] = {
     "allox": AlloX,
 }
 
-# Options of the POP wrapper (``policies.partition``), accepted by every policy.
+# Options of the POP wrapper (``policies.partition``), accepted by every policy, and the
+# most of either: far past any use, and under what a process pool's semaphore can count.
 WRAPPER_OPTIONS = {
     "partitions": "POP: split into this many random sub-problems solved independently",
     "processes": "POP: solve the sub-problems in this many worker processes",
 }
+MAX_POP = 4096
 
 
 class UnknownOption(UnknownPolicy):
@@ -92,7 +94,11 @@ def get_policy(name: str, **options) -> Policy:
     made_with = MappingProxyType(dict(options))
     partitions = options.pop("partitions", 1)
     processes = options.pop("processes", 1)
-    pop = bool(partitions and partitions > 1)
+    for option, value in (("partitions", partitions), ("processes", processes)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_POP:
+            raise ProblemError(f"policy {name!r}: option {option} must be an integer in "
+                               f"[1, {MAX_POP}], got {value!r}")
+    pop = partitions > 1
     if pop:
         accepted.setdefault("seed", "POP: seeds the random split")
     for option in options:
@@ -100,6 +106,9 @@ def get_policy(name: str, **options) -> Policy:
             raise UnknownOption(f"policy {name!r}: unknown option {option!r}; accepted: "
                                 f"{', '.join(sorted(accepted))}")
     seed = options.get("seed", 0)
+    if pop and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise ProblemError(f"policy {name!r}: option seed must be an integer >= 0, got "
+                           f"{seed!r}")
     if "seed" not in policy_class(name).TRAITS.options:
         options.pop("seed", None)
     try:

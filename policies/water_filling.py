@@ -218,6 +218,10 @@ class WaterFilling(ColumnPolicy):
         super().__init__(name, **kwargs)
         if not isinstance(prune, bool):
             raise ProblemError(f"{self.name}: prune must be true or false, not {prune!r}")
+        if max_iterations is not None and (isinstance(max_iterations, bool) or not isinstance(
+                max_iterations, int) or max_iterations < 1):
+            raise ProblemError(f"{self.name}: max_iterations must be an integer >= 1, not "
+                               f"{max_iterations!r}")
         self.max_iterations = max_iterations
         self.prune = prune
 
