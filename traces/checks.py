@@ -132,11 +132,17 @@ def whole(value: float, field: str, *, low: int | None = None,
 
 
 def text(value: Any, field: str, *, one_line: bool = True, empty: bool = True) -> str:
-    """A str (docs/design.md, Safety rules: text): no NUL (no process argument or path can hold
-    one) and, for a name (``one_line``), no control character at all; ``empty=False``
-    refuses the empty string."""
+    """A str (docs/design.md, Safety rules: text): UTF-8 (no lone surrogate), no NUL (no
+    process argument or path can hold one) and, for a name (``one_line``), no control
+    character at all; ``empty=False`` refuses the empty string."""
     if not isinstance(value, str):
         raise BadValue(field, "must be a string", value)
+    if not value.isascii():   # (a JSON "\ud800" escape makes a str no file can hold)
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise BadValue(field, "must be UTF-8 text (it holds a lone surrogate)",
+                           value) from None
     if not value and not empty:
         raise BadValue(field, "must not be empty", value)
     if "\0" in value:

@@ -146,7 +146,7 @@ class _Fields:
             raise self.error("job_type", f"must be a non-empty string, got {shown(value)}")
         if "\t" in value or "\n" in value:
             raise self.error("job_type", "must not contain tabs or newlines")
-        return value
+        return self.text("job_type", value)
 
     def scale_factor(self, value: Any) -> int:
         sf = self.integer("scale_factor", value)
@@ -235,11 +235,13 @@ class _Fields:
         return seconds
 
     def text(self, field: str, value: Any) -> str:
+        """A string ("" for none): UTF-8, without NUL (``checks.text``)."""
         if value is None:
             return ""
-        if not isinstance(value, str):
-            raise self.error(field, f"must be a string, got {shown(value)}")
-        return value
+        try:
+            return checks.text(value, field, one_line=False)
+        except BadValue as err:
+            raise self.error(field, err.reason) from None
 
 
 def _parse_jsonl_line(text: str, path, line: int) -> TraceJob:
@@ -262,6 +264,7 @@ def _parse_jsonl_line(text: str, path, line: int) -> TraceJob:
     entity = row.get("entity")
     if entity is not None and (not isinstance(entity, str) or not entity):
         raise f.error("entity", f"must be a non-empty string or null, got {shown(entity)}")
+    entity = entity if entity is None else f.text("entity", entity)
     scale_factor = f.scale_factor(row["scale_factor"])
     return TraceJob(
         job_type=f.job_type(row["job_type"]),

@@ -137,6 +137,12 @@ BAD_LINES = [
     ("jsonl negative slo", ".jsonl", _jsonl(slo_s=-1), "slo_s"),
     ("jsonl empty type", ".jsonl", _jsonl(job_type=""), "job_type"),
     ("jsonl entity", ".jsonl", _jsonl(entity=3), "entity"),
+    # (a JSON "\ud800" escape: a str that no file or terminal takes, once a traceback at
+    # the first print or write)
+    ("jsonl surrogate entity", ".jsonl", _jsonl(entity="a\ud800"), "entity"),
+    ("jsonl surrogate type", ".jsonl", _jsonl(job_type="A3C\udfff"), "job_type"),
+    ("jsonl surrogate command", ".jsonl", _jsonl(command="run \ud800"), "command"),
+    ("jsonl NUL command", ".jsonl", _jsonl(command="run\u0000"), "command"),
     ("jsonl typo", ".jsonl", _jsonl(prority_weight=5), "prority_weight"),
     ("trace missing arrival", ".trace", _trace(arrival_s=...), "arrival_s"),
     ("trace missing many", ".trace", "A3C\tcmd\tdir", "num_steps_arg"),

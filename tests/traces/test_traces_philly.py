@@ -75,6 +75,19 @@ def test_bad_files(tmp_path, text, words):
     assert "cluster_job_log" in str(info.value)
 
 
+def test_entries_of_the_wrong_shape_are_skipped_with_their_reason(tmp_path):
+    """(Each was a TypeError's traceback, or a surrogate that failed the trace's write.)"""
+    good = json.loads(SAMPLE.read_text())[0]
+    entries = [{**good, "status": ["Pass"]}, {**good, "vc": "a\ud800"},
+               {**good, "attempts": [{**good["attempts"][-1],
+                                      "detail": [{"ip": "m1", "gpus": 3}]}]}, good]
+    path = tmp_path / "cluster_job_log"
+    path.write_text(json.dumps(entries))
+    result = import_philly(path)
+    assert len(result.jobs) == 1
+    assert result.skipped == {"status not text": 1, "vc not a name": 1, "zero GPUs": 1}
+
+
 def test_empty_log(tmp_path):
     path = tmp_path / "cluster_job_log"
     path.write_text("[]")

@@ -41,6 +41,8 @@ from typing import Any
 
 import numpy as np
 
+from .. import checks
+from ..checks import BadValue
 from ..errors import TraceError
 from ..types import ThroughputTable, TraceJob
 
@@ -139,6 +141,8 @@ def _run(job: Any, statuses: set[str]) -> tuple[str, _Run | None]:
     if not isinstance(job, Mapping):
         return "not an object", None
     status = job.get("status")
+    if not isinstance(status, str):
+        return "status not text", None
     if status not in statuses:
         return f"status {status}", None
     attempts = job.get("attempts")
@@ -152,14 +156,28 @@ def _run(job: Any, statuses: set[str]) -> tuple[str, _Run | None]:
     detail = last.get("detail")
     if not isinstance(detail, list):
         return "no GPU detail", None
-    gpus = sum(len(m.get("gpus") or []) for m in detail if isinstance(m, Mapping))
+    gpus = sum(len(m["gpus"]) for m in detail
+               if isinstance(m, Mapping) and isinstance(m.get("gpus"), list))
     if gpus == 0:
         return "zero GPUs", None
     duration = (end - start).total_seconds()
     if duration <= 0:
         return "non-positive run time", None
     vc = job.get("vc")
-    return "", _Run(submitted, gpus, duration, str(vc) if vc not in (None, "") else None)
+    if vc in (None, ""):
+        vc = None
+    elif not _is_name(vc):
+        return "vc not a name", None
+    return "", _Run(submitted, gpus, duration, vc)
+
+
+def _is_name(value: Any) -> bool:
+    """Whether ``value`` can name an entity: one line of UTF-8 text (``checks.text``)."""
+    try:
+        checks.text(value, "vc")
+    except BadValue:
+        return False
+    return True
 
 
 def _time(value: Any) -> datetime | None:
