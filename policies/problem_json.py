@@ -76,6 +76,19 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def _name(value: Any, where: str) -> str:
+    """A name (a worker type, a job id, an entity) as one line of UTF-8 text: a JSON
+    ``"\\ud800"`` escape or a newline in one broke whatever printed or wrote it."""
+    text = str(value)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ProblemError(f"{where}: a name must be UTF-8 text, got {_shown(value)}") from None
+    if any(c < " " or c == "\x7f" for c in text):
+        raise ProblemError(f"{where}: a name must be one line, got {_shown(value)}")
+    return text
+
+
 def _mapping(value: Any, where: str) -> Mapping:
     if not isinstance(value, Mapping):
         raise ProblemError(f"{where}: must be an object, got {type(value).__name__}")
@@ -89,7 +102,7 @@ def problem_fields(data: Any) -> dict[str, Any]:
     if "cluster" not in data:
         raise ProblemError("problem: missing field 'cluster'")
     cluster = {
-        str(t): _number(n, f"cluster.{t}", minimum=0)
+        _name(t, "cluster"): _number(n, f"cluster.{t}", minimum=0)
         for t, n in _mapping(data["cluster"], "cluster").items()
     }
     prices = {
@@ -115,7 +128,7 @@ def problem_fields(data: Any) -> dict[str, Any]:
     if not isinstance(raw_pairs, list):
         raise ProblemError("pairs: must be a list")
     pairs = [_parse_pair(p, i, by_id, cluster) for i, p in enumerate(raw_pairs)]
-    entities = {str(name): _parse_entity(name, e) for name, e in
+    entities = {_name(name, "entities"): _parse_entity(name, e) for name, e in
                 _mapping(data.get("entities") or {}, "entities").items()}
     for i, job in enumerate(jobs):
         if entities and job.entity is not None and job.entity not in entities:
@@ -170,14 +183,14 @@ def _parse_job(raw: Any, i: int, cluster: Mapping[str, float]) -> Job:
         throughputs[str(t)] = 0.0 if v is None else _number(v, f"{where}.throughputs.{t}", minimum=0)
     slo = raw.get("slo_s")
     return Job(
-        id=str(raw["id"]),
+        id=_name(raw["id"], f"{where}.id"),
         throughputs=throughputs,
         scale_factor=_number(raw.get("scale_factor", 1), f"{where}.scale_factor", minimum=1, integer=True),
         weight=_number(raw.get("weight", 1.0), f"{where}.weight", minimum=0, strict=True),
         remaining_steps=_number(raw.get("remaining_steps", 0.0), f"{where}.remaining_steps", minimum=0),
         elapsed_s=_number(raw.get("elapsed_s", 0.0), f"{where}.elapsed_s", minimum=0),
         slo_s=None if slo is None else _number(slo, f"{where}.slo_s", minimum=0, strict=True),
-        entity=None if raw.get("entity") is None else str(raw["entity"]),
+        entity=None if raw.get("entity") is None else _name(raw["entity"], f"{where}.entity"),
         isolated_elapsed_s=None if raw.get("isolated_elapsed_s") is None else _number(
             raw["isolated_elapsed_s"], f"{where}.isolated_elapsed_s", minimum=0),
         configurations=_parse_configurations(raw.get("configurations"), where, cluster),

@@ -158,7 +158,10 @@ def _name(value: Any, path, field: str, what: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise TraceError(path, None, field, f"{what} must be a non-empty string, got "
                          f"{shown(value)}")
-    return value
+    try:
+        return checks.text(value, field)     # (one line of UTF-8)
+    except BadValue as err:
+        raise TraceError(path, None, None, f"{what}: {err.reason}") from None
 
 
 def _from_native(data: Mapping, path) -> ThroughputTable:
@@ -282,6 +285,7 @@ def _from_gavel(data: Mapping, path) -> ThroughputTable:
             if job is None:
                 raise TraceError(path, None, where, "not a Gavel job key like "
                                  "\"('ResNet-50 (batch size 64)', 1)\"")
+            _name(job[0], path, where, "a job type")
             _scale_factor(job[1], path, where)
             if not isinstance(entry, Mapping) or "null" not in entry:
                 raise TraceError(path, None, where, "missing \"null\" (the job's steps/s "

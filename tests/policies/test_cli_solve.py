@@ -50,6 +50,11 @@ def test_solve_options_reach_the_policy(tmp_path, capsys):
     (GOOD, "no_such_policy", "unknown policy 'no_such_policy'"),
     ("{not json", "max_min_fairness", "problem.json: not valid JSON"),
     (dict(GOOD, prices={}), "max_sum_throughput_normalized_by_cost_perf", "needs a price"),
+    # (names a print or a write could not take: a JSON "\ud800" escape, a newline)
+    (dict(GOOD, cluster={**GOOD["cluster"], "v\ud800": 1}), "max_min_fairness",
+     "problem.json: cluster: a name must be UTF-8 text, got 'v\\ud800'"),
+    (dict(GOOD, jobs=[dict(GOOD["jobs"][0], id="a\nb")]), "max_min_fairness",
+     "problem.json: jobs[0].id: a name must be one line, got 'a\\nb'"),
 ])
 def test_solve_bad_input_exits_2_with_one_line(tmp_path, capsys, content, policy, expected):
     path = tmp_path / "problem.json"
