@@ -15,9 +15,9 @@ so every call reaches its handler.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import grpc
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -29,8 +29,7 @@ from .cluster import Cluster, running, wait_until
 from .fake_worker import FakeWorker
 
 FUZZ = settings(max_examples=int(os.environ.get("GAVEL_FUZZ_EXAMPLES", "300")), deadline=None,
-                suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                       HealthCheck.too_slow])
+                suppress_health_check=[HealthCheck.too_slow])
 TOKEN = "fuzz-daemon-token-0123456789"
 SCHEDULER_SERVICES = ("WorkerToScheduler", "IteratorToScheduler", "ClientToScheduler")
 WORKER_CALLS = ("RunJob", "RunJobs", "KillJob", "ReadLogs")     # (not Shutdown: it stops it)
@@ -80,66 +79,58 @@ def known_values(job_ids, server_id: int) -> dict:
             "stream": "out"}
 
 
-@pytest.fixture(scope="module")
-def scheduler(tmp_path_factory):
-    root = tmp_path_factory.mktemp("fuzzed")
-    with running(Cluster(root, token=TOKEN, round_seconds=1.0)) as cluster:
+def no_traceback(log: Path) -> None:
+    text = log.read_text(errors="replace")
+    assert "Traceback" not in text, text[text.find("Traceback"):][:3000]
+
+
+def test_no_scheduler_call_escapes_its_handler_and_no_job_is_lost(tmp_path):
+    with running(Cluster(tmp_path, token=TOKEN, round_seconds=1.0)) as cluster:
         cluster.fakes += [FakeWorker(cluster.address, "v100", token=TOKEN),
                           FakeWorker(cluster.address, "k80", token=TOKEN, gpus=2)]
-        cluster.job_ids = [cluster.submit(2000 + 100 * i) for i in range(4)]
-        yield cluster
+        job_ids = [cluster.submit(2000 + 100 * i) for i in range(4)]
+        stubs = {s: getattr(pb_grpc, f"{s}Stub")(cluster.chan) for s in SCHEDULER_SERVICES}
+        words = job_ids + ["A3C", "v100", "k80", "steps", "out", "err", "user"]
+        drawn = requests(methods(SCHEDULER_SERVICES), words,
+                         known_values(job_ids, cluster.fakes[0].server_id))
+
+        @FUZZ
+        @given(case=drawn)
+        def storm(case):
+            service, method, request = case
+            call(stubs[service], method, request)
+
+        storm()
+        assert cluster.healthy()
+        history = pb_grpc.ClientToSchedulerStub(cluster.chan).History
+        for job_id in job_ids:
+            assert history(pb.HistoryRequest(job_id=job_id), timeout=10).events
+    no_traceback(tmp_path / "scheduler.log")
 
 
-@FUZZ
-@given(data=st.data())
-def test_no_scheduler_call_escapes_its_handler(scheduler, data):
-    stubs = {s: getattr(pb_grpc, f"{s}Stub")(scheduler.chan) for s in SCHEDULER_SERVICES}
-    words = scheduler.job_ids + ["A3C", "v100", "k80", "steps", "out", "err", "user"]
-    known = known_values(scheduler.job_ids, scheduler.fakes[0].server_id)
-    service, method, request = data.draw(requests(methods(SCHEDULER_SERVICES), words, known))
-    call(stubs[service], method, request)
-
-
-def test_the_scheduler_keeps_its_jobs_and_logs_no_traceback(scheduler):
-    """(Runs after the fuzzing above, on the same scheduler.)"""
-    assert scheduler.healthy()
-    history = pb_grpc.ClientToSchedulerStub(scheduler.chan).History
-    for job_id in scheduler.job_ids:
-        assert history(pb.HistoryRequest(job_id=job_id), timeout=10).events
-    log_text = (scheduler.root / "scheduler.log").read_text(errors="replace")
-    assert "Traceback" not in log_text, log_text[log_text.find("Traceback"):][:3000]
-
-
-@pytest.fixture(scope="module")
-def worker(tmp_path_factory):
-    root = tmp_path_factory.mktemp("fuzzed_worker")
-    (root / "cwd").mkdir()
-    with running(Cluster(root, token=TOKEN, round_seconds=1.0)) as cluster:
-        cluster.worker_proc = cluster.start_worker("v100", gpus=2, cwd=root / "cwd")
+def test_no_worker_call_escapes_its_handler_and_the_worker_serves_on(tmp_path):
+    (tmp_path / "cwd").mkdir()
+    with running(Cluster(tmp_path, token=TOKEN, round_seconds=1.0)) as cluster:
+        proc = cluster.start_worker("v100", gpus=2, cwd=tmp_path / "cwd")
         wait_until(lambda: cluster.alive_workers() >= 1, 60, "the worker registered")
-        cluster.job_ids = [cluster.submit(3000 + 100 * i) for i in range(3)]
-        cluster.worker_chan = channel(cluster.status().workers[0].address, token=TOKEN)
-        yield cluster
-        cluster.worker_chan.close()
+        job_ids = [cluster.submit(3000 + 100 * i) for i in range(3)]
+        with channel(cluster.status().workers[0].address, token=TOKEN) as chan:
+            stub = pb_grpc.SchedulerToWorkerStub(chan)
+            calls = [c for c in methods(["SchedulerToWorker"]) if c[1].name in WORKER_CALLS]
+            harmless = {"command": st.sampled_from(["", "true", "exit 3", "sleep 0.2"]),
+                        "checkpoint_dir": st.sampled_from(["", str(tmp_path / "checkpoints")])}
+            known = {**known_values(job_ids, 0), "command": "true"}
+            drawn = requests(calls, job_ids + ["A3C", "v100", "steps", "out", "err"], known,
+                             harmless)
 
+            @FUZZ
+            @given(case=drawn)
+            def storm(case):
+                _, method, request = case
+                call(stub, method, request)
+                assert proc.poll() is None, "the worker died"
 
-@FUZZ
-@given(data=st.data())
-def test_no_worker_call_escapes_its_handler(worker, data):
-    stub = pb_grpc.SchedulerToWorkerStub(worker.worker_chan)
-    calls = [c for c in methods(["SchedulerToWorker"]) if c[1].name in WORKER_CALLS]
-    harmless = {"command": st.sampled_from(["", "true", "exit 3", "sleep 0.2"]),
-                "checkpoint_dir": st.sampled_from(["", str(worker.root / "checkpoints")])}
-    words = worker.job_ids + ["A3C", "v100", "steps", "out", "err"]
-    known = {**known_values(worker.job_ids, 0), "command": "true"}
-    _, method, request = data.draw(requests(calls, words, known, harmless))
-    call(stub, method, request)
-    assert worker.worker_proc.poll() is None, "the worker died"
-
-
-def test_the_worker_is_still_serving_and_logs_no_traceback(worker):
-    """(Runs after the fuzzing above, on the same worker.)"""
-    assert worker.worker_proc.poll() is None
-    wait_until(lambda: worker.alive_workers() == 1, 30, "the worker still registered")
-    log_text = (worker.root / "worker0.log").read_text(errors="replace")
-    assert "Traceback" not in log_text, log_text[log_text.find("Traceback"):][:3000]
+            storm()
+        wait_until(lambda: cluster.alive_workers() == 1, 30, "the worker still registered")
+        assert proc.poll() is None
+    no_traceback(tmp_path / "worker0.log")
