@@ -27,7 +27,6 @@ on e.g. ``priorities`` leaves every other attribute of the trace unchanged.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Sequence
 
 import numpy as np

@@ -156,7 +156,7 @@ class Client:
     def submit_array(self, job: JobRequest, count: int) -> Submitted:
         """Submit ``count`` copies of ``job`` as an array (each told its index in
         ``GAVEL_ARRAY_INDEX``); 1 <= count <= 10,000, else ``InputError``."""
-        from traces.checks import MAX_ARRAY    # (here: ``traces`` imports numpy)
+        from traces.checks import MAX_ARRAY  # (here: ``traces`` imports numpy)
         if not 1 <= count <= MAX_ARRAY:
             raise InputError(f"count: must be between 1 and {MAX_ARRAY}, got {count}")
         request = job.to_pb()
@@ -281,7 +281,7 @@ class Client:
         """A job's output from the workers that ran it, by round, rank, then stdout before
         stderr (``ranks``, ``stream`` "out"/"err": only those); ``follow``: on until the
         job has ended. A rank is an int in ``[0, 2^31)``, else ``InputError``."""
-        from traces.checks import INT32_MAX    # (here: ``traces`` imports numpy)
+        from traces.checks import INT32_MAX  # (here: ``traces`` imports numpy)
 
         from ..rpc import pb
         bad = [r for r in ranks if not 0 <= r <= INT32_MAX]
