@@ -44,6 +44,17 @@ def _number(value: Any, where: str, *, minimum: float | None = None,
     return int(value) if integer else float(value)
 
 
+def whole_number(value: Any, where: str, low: int, high: int | None = None) -> int:
+    """``value`` if it is an int (not a bool) in ``[low, high]`` (no ``high``: within 64
+    bits), else ``ProblemError`` naming ``where``: an entity's cap, a policy's integer
+    options."""
+    limit = INT64_LIMIT - 1 if high is None else high
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= limit:
+        need = f">= {low} within 64 bits" if high is None else f"in [{low}, {high}]"
+        raise ProblemError(f"{where}: must be an integer {need}, got {_shown(value)}")
+    return value
+
+
 # The numbers of a job that ``build_columns`` reads after its throughputs, in its order.
 JOB_NUMBERS = ("scale_factor", "weight", "remaining_steps", "elapsed_s", "isolated_elapsed_s",
                "slo_s")
@@ -162,9 +173,7 @@ def _parse_entity(name: Any, raw: Any) -> Entity:
                            f"got {_shown(policy)}")
     cap = raw.get("max_gpus")
     if cap is not None:
-        if isinstance(cap, bool) or not isinstance(cap, int):
-            raise ProblemError(f"{where}.max_gpus: must be an integer >= 1, got {_shown(cap)}")
-        cap = int(_number(cap, f"{where}.max_gpus", minimum=1, integer=True))
+        cap = whole_number(cap, f"{where}.max_gpus", 1)
     return Entity(name=str(name), weight=_number(raw.get("weight", 1.0), f"{where}.weight",
                                                  minimum=0, strict=True),
                   policy=policy, max_gpus=cap)

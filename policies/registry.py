@@ -21,6 +21,7 @@ from .finish_time import FinishTimeFairness
 from .makespan import MinTotalDuration
 from .mixed import FinishTimeFairnessMixed, MaxMinFairnessMixed
 from .ordering import GreedyOrdered, OrderedThroughput, shortest_rank
+from .problem_json import whole_number
 from .throughput import MaxSumThroughput
 from .water_filling import WaterFilling
 
@@ -95,9 +96,7 @@ def get_policy(name: str, **options) -> Policy:
     partitions = options.pop("partitions", 1)
     processes = options.pop("processes", 1)
     for option, value in (("partitions", partitions), ("processes", processes)):
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_POP:
-            raise ProblemError(f"policy {name!r}: option {option} must be an integer in "
-                               f"[1, {MAX_POP}], got {value!r}")
+        whole_number(value, f"policy {name!r}: option {option}", 1, MAX_POP)
     pop = partitions > 1
     if pop:
         accepted.setdefault("seed", "POP: seeds the random split")
@@ -106,9 +105,8 @@ def get_policy(name: str, **options) -> Policy:
             raise UnknownOption(f"policy {name!r}: unknown option {option!r}; accepted: "
                                 f"{', '.join(sorted(accepted))}")
     seed = options.get("seed", 0)
-    if pop and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-        raise ProblemError(f"policy {name!r}: option seed must be an integer >= 0, got "
-                           f"{seed!r}")
+    if pop:
+        whole_number(seed, f"policy {name!r}: option seed", 0)
     if "seed" not in policy_class(name).TRAITS.options:
         options.pop("seed", None)
     try:

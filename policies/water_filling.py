@@ -39,6 +39,7 @@ from .errors import Infeasible, ProblemError, SolverFailed
 from .fairness import base_constraints, fairness_utility, max_min_rows
 from .lp import LinearProgram, WarmLevel, maximise_level, solve_lp
 from .problem import Allocation, Problem
+from .problem_json import whole_number
 from .water_filling_caps import EntityCaps, cap_constraints, entity_caps, shrink, with_caps
 from .water_filling_live import LiveSteps, column_jobs
 
@@ -218,10 +219,8 @@ class WaterFilling(ColumnPolicy):
         super().__init__(name, **kwargs)
         if not isinstance(prune, bool):
             raise ProblemError(f"{self.name}: prune must be true or false, not {prune!r}")
-        if max_iterations is not None and (isinstance(max_iterations, bool) or not isinstance(
-                max_iterations, int) or max_iterations < 1):
-            raise ProblemError(f"{self.name}: max_iterations must be an integer >= 1, not "
-                               f"{max_iterations!r}")
+        if max_iterations is not None:
+            whole_number(max_iterations, f"{self.name}: max_iterations", 1)
         self.max_iterations = max_iterations
         self.prune = prune
 

@@ -60,7 +60,11 @@ def test_verbose_local_cluster_passes_its_level_to_the_scheduler(tmp_path):
     (["--policy", "nope"], "unknown policy 'nope'"),
     (["--keep", "/dev/null"], "--keep /dev/null: cannot be the cluster's folder"),
 ])
-def test_local_cluster_bad_flags_are_one_line_before_any_daemon(capsys, flags, words):
+def test_local_cluster_bad_flags_are_one_line_before_any_daemon(capsys, monkeypatch, flags,
+                                                              words):
+    from gavelsched.cli import local_cluster
+    monkeypatch.setattr(local_cluster, "make_cluster",
+                        lambda *a, **k: pytest.fail("the daemons were started"))
     assert main(["local-cluster", *flags]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and words in err[0], err

@@ -86,15 +86,15 @@ def test_solve_prints_declared_traits(capsys):
      "policy 'min_makespan_with_budget': bad option value"),
     # (each below was a traceback: at the solve, in a process pool, or in numpy)
     (("--policy", "fifo", "--option", "partitions=x", "--traits"),
-     "option partitions must be an integer in [1, 4096], got 'x'"),
+     "option partitions: must be an integer in [1, 4096], got 'x'"),
     (("--policy", "fifo", "--option", "processes=99999999999", "--traits"),
-     "option processes must be an integer in [1, 4096], got 99999999999"),
+     "option processes: must be an integer in [1, 4096], got 99999999999"),
     (("--policy", "max_min_fairness", "--option", "partitions=2", "--option", "seed=x",
-      "--traits"), "option seed must be an integer >= 0, got 'x'"),
+      "--traits"), "option seed: must be an integer >= 0 within 64 bits, got 'x'"),
     (("--policy", "max_min_fairness", "--option", "solver=2", "--traits"),
      "bad option value (solver must be a solver's name, got 2)"),
     (("--policy", "max_min_fairness_water_filling", "--option", "max_iterations=-1",
-      "--traits"), "max_iterations must be an integer >= 1, not -1"),
+      "--traits"), "max_iterations: must be an integer >= 1 within 64 bits, got -1"),
 ])
 def test_solve_bad_traits_requests_are_one_line(capsys, argv, expected):
     code, _, err = run(capsys, "solve", *argv)
