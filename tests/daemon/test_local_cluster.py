@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gavelsched.cli import main
-from gavelsched.daemon.local import subprocess_env, wait_until
+from gavelsched.daemon.local import LocalCluster, subprocess_env, wait_until
 
 
 def test_local_cluster_runs_a_mix_and_writes_the_result_json(tmp_path, capsys):
@@ -62,8 +62,7 @@ def test_verbose_local_cluster_passes_its_level_to_the_scheduler(tmp_path):
 ])
 def test_local_cluster_bad_flags_are_one_line_before_any_daemon(capsys, monkeypatch, flags,
                                                               words):
-    from gavelsched.cli import local_cluster
-    monkeypatch.setattr(local_cluster, "make_cluster",
+    monkeypatch.setattr(LocalCluster, "start_scheduler",
                         lambda *a, **k: pytest.fail("the daemons were started"))
     assert main(["local-cluster", *flags]) == 2
     err = capsys.readouterr().err.strip().splitlines()
