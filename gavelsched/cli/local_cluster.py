@@ -100,11 +100,14 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--emulation-speed must be a finite number > 0, got "
                          f"{args.emulation_speed}")
     policy_class(args.policy)       # (an unknown one: ``UnknownPolicy``, one line)
-    if args.trace:
-        from .replay import check_scales
+    from .replay import check_scales
 
-        check_scales(args.time_scale, args.steps_scale)
+    check_scales(args.time_scale, args.steps_scale)
+    if args.trace:
         args.trace = str(Path(args.trace).resolve())
+    elif (args.time_scale, args.steps_scale) != (1.0, 1.0):
+        raise InputError("--time-scale and --steps-scale scale a --trace: give one, or drop "
+                         "them")
     if not 0 <= args.mixed_jobs <= args.jobs:
         raise InputError(f"--mixed-jobs must be between 0 and --jobs ({args.jobs}), "
                          f"got {args.mixed_jobs}")

@@ -280,7 +280,8 @@ class Client:
              stream: str | None = None) -> Iterator[LogChunk]:
         """A job's output from the workers that ran it, by round, rank, then stdout before
         stderr (``ranks``, ``stream`` "out"/"err": only those); ``follow``: on until the
-        job has ended. A rank is an int in ``[0, 2^31)``, else ``InputError``."""
+        job has ended. A rank is an int in ``[0, 2^31)``, else ``InputError``; that and a
+        client that cannot stream are raised here, not at the first chunk."""
         from traces.checks import INT32_MAX  # (here: ``traces`` imports numpy)
 
         from ..rpc import pb
@@ -291,8 +292,8 @@ class Client:
             raise ClientError("this client cannot stream (no stream transport)")
         request = pb.LogsRequest(job_id=job_id, follow=follow, ranks=list(ranks),
                                  stream=stream or "")
-        for chunk in self._stream("Logs", request, None if follow else LOGS_TIMEOUT_S):
-            yield LogChunk.from_pb(chunk)
+        chunks = self._stream("Logs", request, None if follow else LOGS_TIMEOUT_S)
+        return (LogChunk.from_pb(chunk) for chunk in chunks)
 
     def predict(self, job: JobRequest) -> Prediction:
         """If ``job`` were submitted now: when it would start and finish, and how much later

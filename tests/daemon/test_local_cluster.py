@@ -59,6 +59,9 @@ def test_verbose_local_cluster_passes_its_level_to_the_scheduler(tmp_path):
     (["--workers", "v100=5000"], "--workers: v100=5000: a worker has at most 4096 GPUs"),
     (["--policy", "nope"], "unknown policy 'nope'"),
     (["--keep", "/dev/null"], "--keep /dev/null: cannot be the cluster's folder"),
+    # (these two did nothing without a trace, and a bad value passed unchecked)
+    (["--time-scale", "0.5"], "--time-scale and --steps-scale scale a --trace"),
+    (["--steps-scale", "nan"], "--steps-scale must be a positive number, got nan"),
 ])
 def test_local_cluster_bad_flags_are_one_line_before_any_daemon(capsys, monkeypatch, flags,
                                                               words):
