@@ -53,6 +53,8 @@ CASES = {
     "continuous-1500-las": (1500, 6.0, "max_min_fairness", False, None),
     "paper-5200-window": (5200, 5.0, "max_min_fairness_perf", False, (4000, 5000)),
     "multi-gpu-1500": (1500, 2.6, "max_min_fairness_perf", True, None),
+    # finish-time fairness, a cone program (its direct path: policies/finish_time.py)
+    "continuous-1500-ftf": (1500, 6.0, "finish_time_fairness_perf", False, None),
 }
 CLUSTER = {"v100": 36, "p100": 36, "k80": 36}
 REPO = Path(__file__).resolve().parents[1]

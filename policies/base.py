@@ -35,10 +35,11 @@ log = logging.getLogger(__name__)
 DEFAULT_LP_SOLVER = "CLARABEL"
 MILP_SOLVER = "HIGHS"
 SOLVER_OPTION = "cvxpy solver name (default CLARABEL; HIGHS also solves LPs)"
-# How a policy with a direct LP path solves: "direct" hands its LP to the solver as sparse
-# matrices (policies/lp.py), "cvxpy" solves its cvxpy program (the readable reference).
+# How a policy with a direct path solves: "direct" hands its program (an LP; finish-time
+# fairness's cone program) to the solver as sparse matrices (policies/lp.py), "cvxpy"
+# solves its cvxpy program (the readable reference).
 BACKENDS = ("direct", "cvxpy")
-BACKEND_OPTION = ("'direct' (default: the same LP as sparse matrices, straight to the "
+BACKEND_OPTION = ("'direct' (default: the same program as sparse matrices, straight to the "
                   "solver) or 'cvxpy' (the reference cvxpy program)")
 
 

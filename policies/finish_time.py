@@ -4,6 +4,12 @@
 minimised in the worst case over jobs (scaled by job weight). The program is convex:
 s_m * inv_pos(throughput) is second-order-cone representable, so Clarabel solves it exactly
 in one pass, with no bisection.
+
+With Clarabel (the default solver) the program goes to it directly (``cone_program``): the
+very data cvxpy's canonicalisation makes of the cvxpy program (``finish_time_program``),
+entry for entry, so the same answer to the bit (tests/policies/test_finish_time_direct.py),
+without cvxpy's cost, which was most of a solve's (BENCHMARKS.md, Policy solves). Other
+solvers, and ``backend="cvxpy"``, go through cvxpy.
 """
 
 from __future__ import annotations
@@ -11,11 +17,13 @@ from __future__ import annotations
 import numpy as np
 
 from ._lazy import cp
-from .base import ColumnPolicy, Solution, no_columns, run
+from .base import BACKEND_OPTION, ColumnPolicy, Solution, no_columns, run
 from .columns import Columns
 from .errors import ProblemError
 from .fairness import base_constraints
+from .lp import clarabel_lists
 from .problem import Allocation, Problem
+from .sparse import Compressed, compressed_arrays, coo_arrays
 
 
 def _terms(cols: Columns) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -55,27 +63,81 @@ def _finite_terms(cols: Columns, rows: np.ndarray, isolated_time: np.ndarray,
                                job_id=job_id)
 
 
+def finish_time_program(cols: Columns) -> tuple[cp.Problem, cp.Variable]:
+    """The program (and its variable ``z``, one entry per column): minimise ρ, every job's
+    ``a / throughput + b <= ρ`` (``_terms``), and (5.2) and (5.3)."""
+    rows, a, b = _terms(cols)
+    busy = a > 0  # jobs with steps left; the others' ρ is the constant b
+    z = cp.Variable(cols.num_columns, nonneg=True)
+    rho = cp.Variable()
+    throughput = cols.throughput[rows[busy]] @ z
+    constraints = [cp.multiply(a[busy], cp.inv_pos(throughput)) + b[busy] <= rho,
+                   *base_constraints(cols, z)]
+    if not busy.all():
+        constraints.append(rho >= b[~busy].max())
+    return cp.Problem(cp.Minimize(rho), constraints), z
+
+
+def cone_program(cols: Columns) -> tuple[np.ndarray, Compressed, np.ndarray, tuple[int, ...]]:
+    """``finish_time_program`` as cvxpy hands it to Clarabel: minimise ``c @ x`` over
+    x = (ρ, z, u), where u_j >= 1 / throughput_j of each job j with steps left, subject to
+    ``b - A @ x`` in the nonnegative cone (rows: -z <= 0; a_j u_j - ρ <= -b_j; (5.2);
+    (5.3); ρ >= the others' b), then in one second-order cone of size 3 per such job:
+    ``(throughput_j + u_j, throughput_j - u_j, 2)``, i.e. throughput_j * u_j >= 1. Returns
+    (c, A as canonical CSC arrays, b, the cones' sizes)."""
+    rows, a, b = _terms(cols)
+    busy = a > 0
+    c, m, n = cols.num_columns, cols.num_jobs, len(cols.types)
+    k = int(busy.sum())
+    u = 1 + c + np.arange(k)                      # u's columns; z's are 1 .. c
+    epigraph = c + np.arange(k)
+    member_row, member_col, member = coo_arrays(cols.member_arrays)
+    usage_row, usage_col, usage = coo_arrays(cols.usage_arrays)
+    at = c + k + m + n                            # the next row
+    coords = [(np.arange(c), 1 + np.arange(c), -np.ones(c)),
+              (epigraph, np.zeros(k, dtype=np.intp), -np.ones(k)), (epigraph, u, a[busy]),
+              (c + k + member_row, 1 + member_col, member),
+              (c + k + m + usage_row, 1 + usage_col, usage)]
+    rhs = [np.zeros(c), -b[busy], np.ones(m), cols.workers.astype(float)]
+    if not busy.all():
+        coords.append((np.array([at]), np.array([0]), np.array([-1.0])))
+        rhs.append(np.array([-b[~busy].max()]))
+        at += 1
+    cone_of = np.full(m, -1)
+    cone_of[rows[busy]] = np.arange(k)
+    t_row, t_col, rate = coo_arrays(cols.throughput_arrays)
+    mine = cone_of[t_row] >= 0
+    first = at + 3 * cone_of[t_row[mine]]
+    cone = at + 3 * np.arange(k)
+    coords += [(first, 1 + t_col[mine], -rate[mine]), (first + 1, 1 + t_col[mine], -rate[mine]),
+               (cone, u, -np.ones(k)), (cone + 1, u, np.ones(k))]
+    rhs.append(np.tile([0.0, 0.0, 2.0], k))
+    shape = (at + 3 * k, 1 + c + k)
+    row, col, data = (np.concatenate(x) for x in zip(*coords))
+    A = compressed_arrays(row, col, data, shape, "csc")
+    objective = np.zeros(shape[1])
+    objective[0] = 1.0
+    return objective, A, np.concatenate(rhs), (3,) * k
+
+
 class FinishTimeFairness(ColumnPolicy):
     """``finish_time_fairness[_perf|_packed]``."""
 
     TRAITS = ColumnPolicy.TRAITS.but(
-        isolated_time=True, rearrangeable=True,
+        isolated_time=True, rearrangeable=True, options={"backend": BACKEND_OPTION},
         reads={"weight", "remaining_steps", "elapsed_s", "isolated_elapsed_s"})
 
     def _solve(self, problem: Problem) -> Solution:
         cols = self.columns(problem)
         if cols.num_columns == 0:
             return no_columns(cols)
-        rows, a, b = _terms(cols)
-        busy = a > 0  # jobs with steps left; the others' ρ is the constant b
-        z = cp.Variable(cols.num_columns, nonneg=True)
-        rho = cp.Variable()
-        throughput = cols.throughput[rows[busy]] @ z
-        constraints = [cp.multiply(a[busy], cp.inv_pos(throughput)) + b[busy] <= rho,
-                       *base_constraints(cols, z)]
-        if not busy.all():
-            constraints.append(rho >= b[~busy].max())
-        program = cp.Problem(cp.Minimize(rho), constraints)
+        if self.direct_solver() == "CLARABEL":   # (of the direct solvers, the one for cones)
+            c, A, b, cones = cone_program(cols)
+            result = clarabel_lists(c.tolist(), A.lists(), b.tolist(), 0, self.name,
+                                    soc=cones)
+            z = result.x[1:1 + cols.num_columns]
+            return Solution(cols.to_rows(z), result.value, self.solver)
+        program, z = finish_time_program(cols)
         value = run(program, self.solver, self.name)
         return Solution(cols.to_rows(z.value), value, self.solver)
 

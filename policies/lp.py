@@ -15,13 +15,14 @@ the same typed errors: a failed solve never becomes an empty allocation.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 import numpy as np
 
 from ._lazy import sp
 from .errors import Outcome, SolverFailed, check_outcome
 from .frozen import record
-from .sparse import Compressed, Coo, compressed, compressed_arrays, coo_arrays
+from .sparse import Compressed, Coo, compressed_arrays, coo_arrays
 
 log = logging.getLogger(__name__)
 
@@ -81,26 +82,26 @@ def _clarabel(lp: LinearProgram, what: str, precise: bool) -> LPResult:
         coords = (np.concatenate([row, rows + np.arange(k)]),   # overhead dominates small LPs
                   np.concatenate([col, np.arange(k)]), np.concatenate([data, -np.ones(k)]),
                   (rows + k, n), "csc")
-        A = compressed_arrays(*coords) or compressed(*coords)
+        A = compressed_arrays(*coords)
     b = np.concatenate([lp.b, np.zeros(k)])
-    # Lists, not arrays: Clarabel reads its inputs element by element, and a list's
-    # elements are Python floats already (an array makes a scalar object for each).
-    A = A._replace(data=A.data.tolist(), indices=A.indices.tolist(),
-                   indptr=A.indptr.tolist())
-    return clarabel_lists(lp.c.tolist(), A, b.tolist(), rows, what, precise)
+    return clarabel_lists(lp.c.tolist(), A.lists(), b.tolist(), rows, what, precise)
 
 
 def clarabel_lists(c: list, A: Compressed, b: list, rows: int, what: str,
-                   precise: bool = False) -> LPResult:
+                   precise: bool = False, soc: Sequence[int] = ()) -> LPResult:
     """Clarabel on  min c @ x  s.t.  A @ x <= b  (every row in the nonnegative cone, the
     bounds x >= 0 among them), with ``A``'s arrays, ``c`` and ``b`` as lists; the duals
-    of the first ``rows`` rows (the LP's own, before its bound rows)."""
+    of the first ``rows`` rows (the LP's own, before its bound rows). ``soc``: the last
+    rows instead hold second-order cones of these sizes, one after another (``b - A @ x``
+    in each: a second-order cone program, as cvxpy hands Clarabel one)."""
     import clarabel
 
     settings, outcomes = _clarabel_setup(precise)
     n = len(c)
     P = Compressed([], [], [0] * (n + 1), (n, n), "csc")  # no quadratic term (an LP)
-    solver = clarabel.DefaultSolver(P, c, A, b, [clarabel.NonnegativeConeT(len(b))], settings)
+    cones = [clarabel.NonnegativeConeT(len(b) - sum(soc))]
+    cones += [clarabel.SecondOrderConeT(size) for size in soc]
+    solver = clarabel.DefaultSolver(P, c, A, b, cones, settings)
     sol = solver.solve()
     outcome = outcomes.get(sol.status, Outcome.FAILED)
     if check_outcome(outcome, what, "CLARABEL", precise=precise, status=str(sol.status)):

@@ -77,6 +77,13 @@ class Compressed(NamedTuple):
     def nnz(self) -> int:
         return len(self.data)
 
+    def lists(self) -> Compressed:
+        """The same matrix with its three arrays as lists: Clarabel reads its inputs
+        element by element, and a list's elements are Python floats already (an array
+        makes a scalar object for each)."""
+        return self._replace(data=self.data.tolist(), indices=self.indices.tolist(),
+                             indptr=self.indptr.tolist())
+
     def tocsr(self) -> sp.csr_matrix:
         return as_scipy(self).tocsr()
 
@@ -132,14 +139,10 @@ def compressed_alike_arrays(rows: np.ndarray, cols: np.ndarray, datas, shape: tu
 
 
 def compressed_arrays(rows: np.ndarray, cols: np.ndarray, data: np.ndarray,
-                      shape: tuple[int, int], fmt: str = "csr") -> Compressed | None:
-    """The arrays of ``compressed``'s matrix, without building it (a solver's input);
-    None when coordinates repeat."""
-    canonical = _canonical(rows, cols, shape, fmt)
-    if canonical is None:
-        return None
-    order, indices, indptr = canonical
-    return Compressed(np.asarray(data, dtype=float)[order], indices, indptr, shape, fmt)
+                      shape: tuple[int, int], fmt: str = "csr") -> Compressed:
+    """The arrays of ``compressed``'s matrix, without building it (a solver's input; where
+    coordinates repeat, scipy sums them)."""
+    return compressed_alike_arrays(rows, cols, [data], shape, fmt)[0]
 
 
 def _canonical(rows, cols, shape: tuple[int, int], fmt: str):

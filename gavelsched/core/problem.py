@@ -153,21 +153,25 @@ def advance_isolated_time(jobs: Mapping[str, JobState], rows: Rows, view: Cluste
     the cluster for each of the n jobs active then. A job admitted since has made no
     steps (unallocated jobs do not run), so it starts at 0."""
     n_active = len(jobs)
+    counts = np.array([view.count(t) for t in types], dtype=float)
+    shares: dict[int, tuple[np.ndarray, np.ndarray]] = {}   # by scale factor
     for job_id, job in jobs.items():
         left = float(rows.left[rows.index[job_id]])
         if job.left_at_resolve is not None and job.isolated_rate > 0:
             job.isolated_elapsed_s += (job.left_at_resolve - left) / job.isolated_rate
         job.left_at_resolve = left
-        job.isolated_rate = isolated_throughput(job, n_active, view, types)
+        sf = job.spec.scale_factor
+        share = shares.get(sf)
+        if share is None:
+            share = shares[sf] = isolated_share(counts, sf, n_active)
+        usable, x = share
+        job.isolated_rate = float(np.where(usable, job.T, 0.0) @ x)
 
 
-def isolated_throughput(job: JobState, n_active: int, view: ClusterView,
-                        types: tuple[str, ...]) -> float:
-    """throughput(m, X^isolated): 1/n of every type's workers, as time on the job's
-    scale_factor workers, capped at 1 (thesis §5.4.2); a type the job cannot use (no
-    throughput, or fewer workers than it needs) still takes its share, as in
-    ``policies.columns.Columns.isolated_share``."""
-    counts = np.array([view.count(t) for t in types], dtype=float)
-    sf = job.spec.scale_factor
-    x = equal_split(counts, [sf], n_active)[0]
-    return float(np.where(counts >= sf, job.T, 0.0) @ x)
+def isolated_share(counts: np.ndarray, sf: int, n_active: int) -> tuple[np.ndarray, np.ndarray]:
+    """X^isolated of a job of ``sf`` workers (thesis §5.4.2), whose throughput(m, X^isolated)
+    is ``T @ x`` over the types it can use: 1/n of every type's workers (``counts``), as time
+    on its scale_factor workers, capped at 1; a type the job cannot use (no throughput, or
+    fewer workers than it needs) still takes its share, as in
+    ``policies.columns.Columns.isolated_share``. Returns (usable types, x)."""
+    return counts >= sf, equal_split(counts, [sf], n_active)[0]

@@ -18,6 +18,7 @@ from policies import Entity, Infeasible, Job, Problem, SolverFailed, get_policy
 from policies.columns import build_columns
 from policies.fairness import fairness_utility
 from policies.lp import DIRECT_SOLVERS, LinearProgram, maximise_level, solve_lp
+from policies.sparse import Coo
 
 from .conftest import (
     BACKED_OFF,
@@ -284,3 +285,11 @@ def test_column_generation_reaches_the_full_lp(solver):
     assert some.solves > 1
     assert close(full.t, some.t, 1e-7), (full.t, some.t)
     assert np.all(A @ some.z + e * some.t <= b + 1e-7)
+
+
+def test_an_lp_whose_coordinates_repeat_sums_them_as_scipy_does():
+    """A ``Coo`` may list a coordinate twice (scipy sums the entries); Clarabel's input
+    was then a scipy matrix where the arrays of one were expected (an AttributeError)."""
+    A = Coo(np.array([0, 0]), np.array([0, 0]), np.array([1.0, 1.0]), (1, 1))   # 2x <= 2
+    result = solve_lp(LinearProgram(np.array([-1.0]), A, np.array([2.0]), 1), "CLARABEL", "lp")
+    assert abs(result.x[0] - 1.0) < 1e-6
