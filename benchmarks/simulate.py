@@ -55,6 +55,8 @@ CASES = {
     "multi-gpu-1500": (1500, 2.6, "max_min_fairness_perf", True, None),
     # finish-time fairness, a cone program (its direct path: policies/finish_time.py)
     "continuous-1500-ftf": (1500, 6.0, "finish_time_fairness_perf", False, None),
+    # makespan: the exact LP, then Gavel's ECOS point (policies/makespan.py)
+    "continuous-1500-makespan": (1500, 6.0, "min_total_duration_perf", False, None),
 }
 CLUSTER = {"v100": 36, "p100": 36, "k80": 36}
 REPO = Path(__file__).resolve().parents[1]

@@ -23,7 +23,7 @@ from .errors import ProblemError
 from .fairness import base_constraints
 from .lp import clarabel_lists
 from .problem import Allocation, Problem
-from .sparse import Compressed, compressed_arrays, coo_arrays
+from .sparse import Compressed, coo_arrays, from_blocks
 
 
 def _terms(cols: Columns) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -113,8 +113,7 @@ def cone_program(cols: Columns) -> tuple[np.ndarray, Compressed, np.ndarray, tup
                (cone, u, -np.ones(k)), (cone + 1, u, np.ones(k))]
     rhs.append(np.tile([0.0, 0.0, 2.0], k))
     shape = (at + 3 * k, 1 + c + k)
-    row, col, data = (np.concatenate(x) for x in zip(*coords))
-    A = compressed_arrays(row, col, data, shape, "csc")
+    A = from_blocks(coords, shape)
     objective = np.zeros(shape[1])
     objective[0] = 1.0
     return objective, A, np.concatenate(rhs), (3,) * k

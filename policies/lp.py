@@ -22,7 +22,7 @@ import numpy as np
 from ._lazy import sp
 from .errors import Outcome, SolverFailed, check_outcome
 from .frozen import record
-from .sparse import Compressed, Coo, compressed_arrays, coo_arrays
+from .sparse import Compressed, Coo, as_scipy, compressed_arrays, coo_arrays
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +108,26 @@ def clarabel_lists(c: list, A: Compressed, b: list, rows: int, what: str,
         log.debug("%s: solver CLARABEL reports an inaccurate optimum (used as is)", what)
     dual = np.asarray(sol.z)[:rows]
     return LPResult(np.asarray(sol.x), float(sol.obj_val), dual, "CLARABEL")
+
+
+# ECOS's exit flags (ecos.h) as outcomes; any other flag is a failure.
+_ECOS_OUTCOMES = {0: Outcome.OPTIMAL, 10: Outcome.INACCURATE, 1: Outcome.INFEASIBLE,
+                  11: Outcome.INFEASIBLE, 2: Outcome.UNBOUNDED, 12: Outcome.UNBOUNDED}
+
+
+def ecos_lp(c: np.ndarray, G: Compressed, h: np.ndarray, what: str) -> LPResult:
+    """ECOS on  min c @ x  s.t.  G @ x <= h  (every row in the nonnegative cone), called as
+    cvxpy calls it (the duals: one per row of ``G``)."""
+    import ecos
+
+    solution = ecos.solve(c, as_scipy(G), h, {"l": h.size, "q": [], "e": 0}, verbose=False)
+    info = solution["info"]
+    flag = info["exitFlag"]
+    if check_outcome(_ECOS_OUTCOMES.get(flag, Outcome.FAILED), what, "ECOS",
+                     status=f"{flag} ({info.get('infostring', 'no message')})"):
+        log.debug("%s: solver ECOS reports an inaccurate optimum (used as is)", what)
+    return LPResult(np.asarray(solution["x"]), float(solution["info"]["pcost"]),
+                    np.asarray(solution["z"]), "ECOS")
 
 
 # Clarabel's settings (plain, and precise) and its statuses as outcomes, made on the first

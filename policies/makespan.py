@@ -17,8 +17,14 @@ than the exact LP's. Here the bisection's end point is computed from the exact o
 The exact search solves twice too. The optimum is a face, not a point: any allocation that
 finishes the longest job by T* is optimal, whatever it gives the shorter ones, and where the
 solver lands on that face moves with every step a job makes. The second program keeps T*
-and finishes the short jobs soonest (``_short_jobs_first``), so the same state always gives
+and finishes the short jobs soonest (``short_jobs_first``), so the same state always gives
 them the same share, and they are not held back for nothing.
+
+Each program goes straight to its solver (Clarabel's LPs: ``rate_data``; ECOS's program:
+``gavel_data``) as the very data cvxpy's canonicalisation makes of the cvxpy programs here,
+entry for entry, so with the same answers to the bit (tests/policies/test_makespan_direct.py)
+and without cvxpy's cost, which was most of a solve's. ``backend="cvxpy"``, and solvers other
+than Clarabel for the exact LPs, solve the cvxpy programs.
 """
 
 from __future__ import annotations
@@ -29,11 +35,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._lazy import cp, sp
-from .base import ColumnPolicy, Solution, no_columns, run
+from .base import BACKEND_OPTION, ColumnPolicy, Solution, no_columns, run
 from .columns import Columns
 from .errors import Infeasible, PolicyError, ProblemError
 from .fairness import base_constraints
+from .lp import LPResult, clarabel_lists, ecos_lp
 from .problem import Allocation, Problem
+from .sparse import Compressed, as_scipy, compressed_arrays, coo_arrays, from_blocks
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +80,7 @@ class MinTotalDuration(ColumnPolicy):
     """
 
     TRAITS = ColumnPolicy.TRAITS.but(reads={"remaining_steps"}, rearrangeable=True, options={
+        "backend": BACKEND_OPTION,
         "budget": "dollars the whole collection may cost (min_makespan_with_budget)",
         "search": "'exact' (the LP optimum) or 'bisection' (Gavel's search and ECOS point)"})
 
@@ -106,14 +115,9 @@ class MinTotalDuration(ColumnPolicy):
         # rate = σ/makespan with σ the longest job's best-case time: a number near 1, so the
         # solver's tolerances are relative to the answer, whatever the jobs' lengths.
         sigma = float(np.max(cols.remaining[rows] / cols.fastest_throughput[rows]))
-        z = cp.Variable(cols.num_columns, nonneg=True)
-        rate = cp.Variable(nonneg=True)
-        constraints = [
-            cols.throughput[rows] @ z >= cp.multiply(cols.remaining[rows] / sigma, rate),
-            *base_constraints(cols, z)]
-        if self.budget is not None:
-            constraints.append(cols.price @ z / SECONDS_PER_HOUR <= self.budget / sigma * rate)
-        value = run(cp.Problem(cp.Maximize(rate), constraints), self.solver, self.name)
+        backend = _DirectRate if self.direct_solver() == "CLARABEL" else _CvxpyRate
+        lps = backend(cols, rows, sigma, self.budget, self.solver, self.name)
+        z, value = lps.optimum()
         if value <= 0:
             raise Infeasible(f"{self.name}: no allocation finishes the jobs within budget")
         if self.search == "bisection":
@@ -123,29 +127,16 @@ class MinTotalDuration(ColumnPolicy):
             except PolicyError as err:  # T a hair above the optimum: numerically infeasible
                 log.debug("%s: bisection end point failed (%s); using the optimum", self.name,
                           err)
-        z_value = self._short_jobs_first(cols, rows, sigma, z, rate, constraints, value)
-        return Solution(cols.to_rows(z_value), sigma / value, self.solver)
-
-    def _short_jobs_first(self, cols: Columns, rows: np.ndarray, sigma: float,
-                          z: cp.Variable, rate: cp.Variable, constraints: list,
-                          optimum: float) -> np.ndarray:
-        """Among the allocations that keep the optimal makespan, the one that maximises
-        sum_m throughput(m, X) / steps_m: the sum of the rates at which the jobs finish
-        (module docstring), so a short job gets all the time the makespan leaves it. The
-        program of ``_solve`` again, its rate held at the optimum. The first solve's point
-        when the solver cannot keep the optimum."""
-        first = z.value
-        # each finishing rate times sigma: about 1 for the longest job on its fastest type
-        finish_rates = sp.diags(sigma / cols.remaining[rows]) @ cols.throughput[rows]
-        kept = rate >= optimum * (1.0 - OPTIMUM_SLACK)
+        # Among the allocations that keep the optimal makespan, the one that maximises
+        # sum_m throughput(m, X) / steps_m: the sum of the rates at which the jobs finish
+        # (module docstring), so a short job gets all the time the makespan leaves it. The
+        # first solve's point when the solver cannot keep the optimum.
         try:
-            run(cp.Problem(cp.Maximize(cp.sum(finish_rates @ z)), [*constraints, kept]),
-                self.solver, self.name)
+            z = lps.short_jobs_first(value * (1.0 - OPTIMUM_SLACK))
         except PolicyError as err:
             log.debug("%s: the short-jobs-first solve failed (%s); keeping the first point",
                       self.name, err)
-            return first
-        return z.value
+        return Solution(cols.to_rows(z), sigma / value, self.solver)
 
     def _gavel_point(self, problem: Problem, cols: Columns, rows: np.ndarray,
                      makespan_s: float) -> Solution:
@@ -155,17 +146,24 @@ class MinTotalDuration(ColumnPolicy):
         (no throughput there, or a type smaller than the job). ECOS's interior point gives
         those some time too, which the other jobs then lack, so they get *phantom* columns
         here (with whatever throughput the job lists there) that take part in the program
-        and are dropped from the allocation: the mechanism could not use them anyway."""
+        and are dropped from the allocation: the mechanism could not use them anyway.
+        Straight to ECOS as cvxpy would hand it (``gavel_data``) unless ``backend="cvxpy"``."""
         phantom = _phantom_columns(problem, cols)
-        z = cp.Variable(cols.num_columns, nonneg=True)
-        w = cp.Variable(phantom.count, nonneg=True)
-        feasible = cp.Problem(cp.Maximize(0), [
-            cols.throughput[rows] @ z + phantom.throughput[rows] @ w
-            >= cols.remaining[rows] / makespan_s,
-            cols.member @ z + phantom.member @ w <= 1,
-            cols.usage @ z + phantom.usage @ w <= cols.workers])
-        run(feasible, BISECTION_SOLVER, self.name)
-        z = cols.repaired(z.value)
+        if self.backend == "cvxpy":
+            z = cp.Variable(cols.num_columns, nonneg=True)
+            w = cp.Variable(phantom.count, nonneg=True)
+            member, usage, throughput = map(as_scipy, (phantom.member, phantom.usage,
+                                                       phantom.throughput))
+            feasible = cp.Problem(cp.Maximize(0), [
+                cols.throughput[rows] @ z + throughput[rows] @ w
+                >= cols.remaining[rows] / makespan_s,
+                cols.member @ z + member @ w <= 1,
+                cols.usage @ z + usage @ w <= cols.workers])
+            run(feasible, BISECTION_SOLVER, self.name)
+            point = z.value
+        else:
+            point = ecos_lp(*gavel_data(cols, rows, phantom, makespan_s), self.name).x
+        z = cols.repaired(point[:cols.num_columns])
         with np.errstate(divide="ignore"):
             achieved = np.max(cols.remaining[rows] / cols.effective_throughput(z)[rows])
         return Solution(cols.to_rows(z), float(achieved), BISECTION_SOLVER)
@@ -180,29 +178,160 @@ class MinTotalDuration(ColumnPolicy):
             return float(np.max(cols.remaining[rows] / throughput))
 
 
+class _CvxpyRate:
+    """The rate LP of ``MinTotalDuration._solve`` and its short-jobs-first LP as cvxpy
+    programs (the readable reference: ``backend="cvxpy"``, and solvers other than
+    Clarabel)."""
+
+    def __init__(self, cols: Columns, rows: np.ndarray, sigma: float, budget: float | None,
+                 solver: str, what: str) -> None:
+        self.cols, self.rows, self.sigma, self.solver, self.what = cols, rows, sigma, solver, what
+        self.z = cp.Variable(cols.num_columns, nonneg=True)
+        self.rate = cp.Variable(nonneg=True)
+        self.constraints = [
+            cols.throughput[rows] @ self.z >= cp.multiply(cols.remaining[rows] / sigma,
+                                                          self.rate),
+            *base_constraints(cols, self.z)]
+        if budget is not None:
+            self.constraints.append(
+                cols.price @ self.z / SECONDS_PER_HOUR <= budget / sigma * self.rate)
+
+    def optimum(self) -> tuple[np.ndarray, float]:
+        """(z, the optimal rate): maximise the rate."""
+        value = run(cp.Problem(cp.Maximize(self.rate), self.constraints), self.solver,
+                    self.what)
+        return self.z.value, value
+
+    def short_jobs_first(self, kept_rate: float) -> np.ndarray:
+        """z maximising the jobs' finishing rates with the rate at least ``kept_rate``."""
+        cols, rows = self.cols, self.rows
+        # each finishing rate times sigma: about 1 for the longest job on its fastest type
+        finish_rates = sp.diags(self.sigma / cols.remaining[rows]) @ cols.throughput[rows]
+        run(cp.Problem(cp.Maximize(cp.sum(finish_rates @ self.z)),
+                       [*self.constraints, self.rate >= kept_rate]), self.solver, self.what)
+        return self.z.value
+
+
+class _DirectRate:
+    """``_CvxpyRate``'s two LPs straight to Clarabel, as cvxpy would hand them
+    (``rate_data``): the same answers to the bit, without cvxpy's cost."""
+
+    def __init__(self, cols: Columns, rows: np.ndarray, sigma: float, budget: float | None,
+                 solver: str, what: str) -> None:
+        self.cols, self.rows, self.sigma, self.budget, self.what = cols, rows, sigma, budget, what
+
+    def optimum(self) -> tuple[np.ndarray, float]:
+        result = self._solve(None)
+        return result.x[1:], -result.value
+
+    def short_jobs_first(self, kept_rate: float) -> np.ndarray:
+        return self._solve(kept_rate).x[:-1]
+
+    def _solve(self, kept_rate: float | None) -> LPResult:
+        c, A, b = rate_data(self.cols, self.rows, self.sigma, self.budget, kept_rate)
+        return clarabel_lists(c.tolist(), A.lists(), b.tolist(), 0, self.what)
+
+
+def rate_data(cols: Columns, rows: np.ndarray, sigma: float, budget: float | None,
+              kept_rate: float | None = None) -> tuple[np.ndarray, Compressed, np.ndarray]:
+    """The rate LP of ``MinTotalDuration._solve`` as cvxpy hands it to Clarabel: minimise
+    ``c @ x`` over x = (rate, z) subject to ``A @ x <= b`` (rows: -x <= 0; each pending
+    job's ``steps / sigma * rate - throughput <= 0``; (5.2); (5.3); the budget's
+    ``price @ z / 3600 - budget / sigma * rate <= 0``). With ``kept_rate``, the
+    short-jobs-first LP instead (``short_jobs_first``): x = (z, rate), its objective the
+    jobs' finishing rates, and the row ``rate >= kept_rate`` last."""
+    c, m, n, p = cols.num_columns, cols.num_jobs, len(cols.types), rows.size
+    first = kept_rate is not None            # (z before rate: cvxpy's order of appearance)
+    rate, z = (c, np.arange(c)) if first else (0, 1 + np.arange(c))
+    t_row, t_col, t = coo_arrays(cols.throughput_arrays)
+    pending = np.full(m, -1)
+    pending[rows] = np.arange(p)
+    mine = pending[t_row] >= 0
+    m_row, m_col, member = coo_arrays(cols.member_arrays)
+    u_row, u_col, usage = coo_arrays(cols.usage_arrays)
+    blocks = [(np.arange(c + 1), np.arange(c + 1), -np.ones(c + 1)),
+              (c + 1 + np.arange(p), np.full(p, rate), cols.remaining[rows] / sigma),
+              (c + 1 + pending[t_row[mine]], z[t_col[mine]], -t[mine]),
+              (c + 1 + p + m_row, z[m_col], member),
+              (c + 1 + p + m + u_row, z[u_col], usage)]
+    b = [np.zeros(c + 1 + p), np.ones(m), cols.workers.astype(float)]
+    at = c + 1 + p + m + n
+    if budget is not None:
+        priced = np.nonzero(cols.price)[0]
+        blocks += [(np.full(priced.size, at), z[priced], cols.price[priced] / SECONDS_PER_HOUR),
+                   (np.array([at]), np.array([rate]), np.array([-(budget / sigma)]))]
+        b.append(np.zeros(1))
+        at += 1
+    objective = np.zeros(c + 1)
+    if first:
+        finishing = sigma / cols.remaining[rows][pending[t_row[mine]]] * t[mine]
+        objective[:c] = np.bincount(t_col[mine], weights=finishing, minlength=c)
+        blocks.append((np.array([at]), np.array([rate]), np.array([-1.0])))
+        b.append(np.array([-kept_rate]))
+        at += 1
+    else:
+        objective[rate] = 1.0
+    A = from_blocks(blocks, (at, c + 1))
+    return _maximised(objective), A, np.concatenate(b)
+
+
+def _maximised(objective: np.ndarray) -> np.ndarray:
+    """The costs of maximising ``objective``, as cvxpy writes them: its entries negated,
+    and its zeros +0.0."""
+    costs = -objective
+    costs[objective == 0] = 0.0
+    return costs
+
+
+def gavel_data(cols: Columns, rows: np.ndarray, phantom: _Phantoms,
+               makespan_s: float) -> tuple[np.ndarray, Compressed, np.ndarray]:
+    """``_gavel_point``'s feasibility program as cvxpy hands it to ECOS: ``G @ x <= h`` over
+    x = (z, w), w the phantom columns' time (rows: -x <= 0; each pending job's
+    ``-throughput <= -steps / makespan``; (5.2); (5.3), phantoms included), objective 0."""
+    c, m, p = cols.num_columns, cols.num_jobs, rows.size
+    n, k = len(cols.types), phantom.count
+    pending = np.full(m, -1)
+    pending[rows] = np.arange(p)
+    blocks = [(np.arange(c + k), np.arange(c + k), -np.ones(c + k))]
+    for matrix, offset in ((cols.throughput_arrays, 0), (phantom.throughput, c)):
+        t_row, t_col, t = coo_arrays(matrix)
+        mine = pending[t_row] >= 0
+        blocks.append((c + k + pending[t_row[mine]], offset + t_col[mine], -t[mine]))
+    for matrix, offset in ((cols.member_arrays, 0), (phantom.member, c)):
+        m_row, m_col, member = coo_arrays(matrix)
+        blocks.append((c + k + p + m_row, offset + m_col, member))
+    for matrix, offset in ((cols.usage_arrays, 0), (phantom.usage, c)):
+        u_row, u_col, usage = coo_arrays(matrix)
+        blocks.append((c + k + p + m + u_row, offset + u_col, usage))
+    h = np.concatenate([np.zeros(c + k), -(cols.remaining[rows] / makespan_s), np.ones(m),
+                        cols.workers.astype(float)])
+    return np.zeros(c + k), from_blocks(blocks, (c + k + p + m + n, c + k)), h
+
+
 @dataclass(frozen=True)
 class _Phantoms:
-    """Columns for the (job, type) entries the column model leaves out (``_gavel_point``)."""
+    """Columns for the (job, type) entries the column model leaves out (``_gavel_point``),
+    as CSR arrays (``policies.sparse.as_scipy`` makes the matrices)."""
 
     count: int
-    member: sp.csr_matrix      # (jobs, count)
-    usage: sp.csr_matrix       # (types, count)
-    throughput: sp.csr_matrix  # (jobs, count)
+    member: Compressed      # (jobs, count)
+    usage: Compressed       # (types, count)
+    throughput: Compressed  # (jobs, count)
 
 
 def _phantom_columns(problem: Problem, cols: Columns) -> _Phantoms:
-    present = set(zip(cols.member.tocoo().row.tolist(), cols.col_type.tolist()))
+    present = set(zip(coo_arrays(cols.member_arrays)[0].tolist(), cols.col_type.tolist()))
     entries = [(i, j) for i in range(cols.num_jobs) for j in range(len(cols.types))
                if (i, j) not in present]
     count = len(entries)
-    job_rows = [i for i, _ in entries]
-    type_rows = [j for _, j in entries]
+    job_rows = np.array([i for i, _ in entries], dtype=np.intp)
+    type_rows = np.array([j for _, j in entries], dtype=np.intp)
     listed = [problem.jobs[i].throughputs.get(cols.types[j], 0.0) for i, j in entries]
-    ones = np.ones(count)
+    each = np.arange(count)
     return _Phantoms(
         count=count,
-        member=sp.csr_matrix((ones, (job_rows, range(count))), shape=(cols.num_jobs, count)),
-        usage=sp.csr_matrix((cols.scale_factor[job_rows], (type_rows, range(count))),
-                            shape=(len(cols.types), count)),
-        throughput=sp.csr_matrix((listed, (job_rows, range(count))),
-                                 shape=(cols.num_jobs, count)))
+        member=compressed_arrays(job_rows, each, np.ones(count), (cols.num_jobs, count)),
+        usage=compressed_arrays(type_rows, each, cols.scale_factor[job_rows],
+                                (len(cols.types), count)),
+        throughput=compressed_arrays(job_rows, each, np.array(listed, dtype=float),
+                                     (cols.num_jobs, count)))

@@ -145,6 +145,17 @@ def compressed_arrays(rows: np.ndarray, cols: np.ndarray, data: np.ndarray,
     return compressed_alike_arrays(rows, cols, [data], shape, fmt)[0]
 
 
+def from_blocks(blocks, shape: tuple[int, int], fmt: str = "csc") -> Compressed:
+    """``compressed_arrays`` of the non-zero entries of ``blocks``, each a (rows, columns,
+    values) triple of arrays: a solver's matrix written block by block, without the
+    explicit zeros (cvxpy's canonicalisation drops them too)."""
+    rows, cols, data = (np.concatenate(part) for part in zip(*blocks))
+    if not data.all():
+        kept = data != 0
+        rows, cols, data = rows[kept], cols[kept], data[kept]
+    return compressed_arrays(rows, cols, data, shape, fmt)
+
+
 def _canonical(rows, cols, shape: tuple[int, int], fmt: str):
     """(the stored order of the entries, indices, indptr) of the canonical CSR or CSC
     matrix with entries at (``rows``, ``cols``); None when coordinates repeat."""
