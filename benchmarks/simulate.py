@@ -57,6 +57,9 @@ CASES = {
     "continuous-1500-ftf": (1500, 6.0, "finish_time_fairness_perf", False, None),
     # makespan: the exact LP, then Gavel's ECOS point (policies/makespan.py)
     "continuous-1500-makespan": (1500, 6.0, "min_total_duration_perf", False, None),
+    # the weighted-sum LPs (policies/throughput.py: sum_data), with and without pairs
+    "continuous-1500-max-sum": (1500, 6.0, "max_sum_throughput_perf", False, None),
+    "continuous-300-fifo-packed": (300, 6.0, "fifo_packed", False, None),
 }
 CLUSTER = {"v100": 36, "p100": 36, "k80": 36}
 REPO = Path(__file__).resolve().parents[1]

@@ -110,6 +110,15 @@ def clarabel_lists(c: list, A: Compressed, b: list, rows: int, what: str,
     return LPResult(np.asarray(sol.x), float(sol.obj_val), dual, "CLARABEL")
 
 
+def maximised(objective: np.ndarray) -> np.ndarray:
+    """The costs of maximising ``objective`` as cvxpy writes them for a solver that
+    minimises: its entries negated, its zeros +0.0 (the data a direct path hands the solver
+    is cvxpy's, entry for entry: policies/finish_time.py, makespan.py, throughput.py)."""
+    costs = -objective
+    costs[objective == 0] = 0.0
+    return costs
+
+
 # ECOS's exit flags (ecos.h) as outcomes; any other flag is a failure.
 _ECOS_OUTCOMES = {0: Outcome.OPTIMAL, 10: Outcome.INACCURATE, 1: Outcome.INFEASIBLE,
                   11: Outcome.INFEASIBLE, 2: Outcome.UNBOUNDED, 12: Outcome.UNBOUNDED}

@@ -39,7 +39,7 @@ from .base import BACKEND_OPTION, ColumnPolicy, Solution, no_columns, run
 from .columns import Columns
 from .errors import Infeasible, PolicyError, ProblemError
 from .fairness import base_constraints
-from .lp import LPResult, clarabel_lists, ecos_lp
+from .lp import LPResult, clarabel_lists, ecos_lp, maximised
 from .problem import Allocation, Problem
 from .sparse import Compressed, as_scipy, compressed_arrays, coo_arrays, from_blocks
 
@@ -272,15 +272,7 @@ def rate_data(cols: Columns, rows: np.ndarray, sigma: float, budget: float | Non
     else:
         objective[rate] = 1.0
     A = from_blocks(blocks, (at, c + 1))
-    return _maximised(objective), A, np.concatenate(b)
-
-
-def _maximised(objective: np.ndarray) -> np.ndarray:
-    """The costs of maximising ``objective``, as cvxpy writes them: its entries negated,
-    and its zeros +0.0."""
-    costs = -objective
-    costs[objective == 0] = 0.0
-    return costs
+    return maximised(objective), A, np.concatenate(b)
 
 
 def gavel_data(cols: Columns, rows: np.ndarray, phantom: _Phantoms,

@@ -21,13 +21,14 @@ from collections.abc import Mapping
 import numpy as np
 
 from ._lazy import cp
-from .base import ColumnPolicy, Policy, Solution, no_columns, run
+from .base import BACKEND_OPTION, ColumnPolicy, Policy, Solution, no_columns, run
 from .columns import ZERO, Columns, build_columns
 from .errors import ProblemError
 from .fairness import base_constraints
 from .jobs import is_pair_key
 from .problem import Allocation, Problem
 from .state import generator_state, seeded_generator
+from .throughput import solve_sum
 from .traits import Traits
 
 
@@ -61,7 +62,8 @@ class OrderedThroughput(ColumnPolicy):
     """``fifo_packed``: the FIFO LP of §5.4.2, with space sharing. No backfill: idle
     workers go to no job out of queue order (Gavel's rule for every FIFO policy)."""
 
-    TRAITS = ColumnPolicy.TRAITS.but(backfill=False, rearrangeable=True)
+    TRAITS = ColumnPolicy.TRAITS.but(backfill=False, rearrangeable=True,
+                                     options={"backend": BACKEND_OPTION})
 
     rank = staticmethod(arrival_rank)
 
@@ -69,8 +71,10 @@ class OrderedThroughput(ColumnPolicy):
         cols = self.columns(problem)
         if cols.num_columns == 0:
             return no_columns(cols)
-        z = cp.Variable(cols.num_columns, nonneg=True)
         weights = order_objective(cols, self.rank(cols))
+        if self.direct_solver() == "CLARABEL":
+            return solve_sum(cols, weights, self.name)
+        z = cp.Variable(cols.num_columns, nonneg=True)
         program = cp.Problem(cp.Maximize(weights @ z), base_constraints(cols, z))
         value = run(program, self.solver, self.name)
         return Solution(cols.to_rows(z.value), value, self.solver)

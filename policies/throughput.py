@@ -28,11 +28,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._lazy import cp, sp
-from .base import SOLVER_OPTION, Policy, Solution, no_columns, run
+from .base import BACKEND_OPTION, BACKENDS, SOLVER_OPTION, Policy, Solution, no_columns, run
 from .columns import Columns, build_columns
 from .errors import Infeasible, ProblemError
 from .fairness import base_constraints
+from .lp import clarabel_lists, maximised
 from .problem import Allocation, Problem
+from .sparse import Compressed, coo_arrays, from_blocks
 from .traits import Traits
 
 log = logging.getLogger(__name__)
@@ -64,6 +66,27 @@ def slo_needs(problem: Problem, cols: Columns) -> SloNeeds:
     return SloNeeds(rows, cols.remaining[rows] / time_left, lost)
 
 
+def sum_data(cols: Columns, weights: np.ndarray) -> tuple[np.ndarray, Compressed, np.ndarray]:
+    """``maximise weights @ z`` s.t. (5.1)-(5.3), as cvxpy hands it to Clarabel: minimise
+    ``c @ z`` s.t. ``A @ z <= b`` (rows: -z <= 0, (5.2), (5.3)). The same data to the entry
+    (tests/policies/test_max_sum.py), so the same answer to the bit."""
+    c, m, n = cols.num_columns, cols.num_jobs, len(cols.types)
+    m_row, m_col, member = coo_arrays(cols.member_arrays)
+    u_row, u_col, usage = coo_arrays(cols.usage_arrays)
+    A = from_blocks([(np.arange(c), np.arange(c), -np.ones(c)), (c + m_row, m_col, member),
+                     (c + m + u_row, u_col, usage)], (c + m + n, c))
+    return maximised(weights), A, np.concatenate([np.zeros(c), np.ones(m),
+                                                  cols.workers.astype(float)])
+
+
+def solve_sum(cols: Columns, weights: np.ndarray, what: str) -> Solution:
+    """``sum_data``'s LP solved by Clarabel; its objective as cvxpy reports it, at z >= 0
+    (cvxpy projects a nonnegative variable's values)."""
+    c, A, b = sum_data(cols, weights)
+    z = clarabel_lists(c.tolist(), A.lists(), b.tolist(), 0, what).x
+    return Solution(cols.to_rows(z), float(weights @ np.maximum(z, 0.0)), "CLARABEL")
+
+
 class MaxSumThroughput(Policy):
     """``max_sum_throughput_perf`` and the cost policies (``cost=True``, ``slos=True``).
 
@@ -83,6 +106,7 @@ class MaxSumThroughput(Policy):
     SLO_MODES = ("strict", "best_effort", "gavel")
     TRAITS = Traits(options={
         "solver": SOLVER_OPTION,
+        "backend": BACKEND_OPTION,
         "normalize": "'none' (steps/s, thesis §6.4.1) or 'fastest' (each job over its "
                      "fastest throughput)",
         "slo_mode": "SLO policies, when SLOs cannot all be met: 'strict' (raise), "
@@ -103,8 +127,11 @@ class MaxSumThroughput(Policy):
 
     def __init__(self, name=None, *, cost: bool = False, slos: bool = False,
                  slo_mode: str = "strict", normalize: str = "none", cost_unit: str = "job",
-                 **kwargs) -> None:
+                 backend: str = "direct", **kwargs) -> None:
         super().__init__(name, **kwargs)
+        if backend not in BACKENDS:
+            raise ProblemError(f"{self.name}: backend must be one of {', '.join(BACKENDS)}, "
+                               f"not {backend!r}")
         if slo_mode not in self.SLO_MODES:
             raise ProblemError(f"{self.name}: slo_mode must be one of "
                                f"{', '.join(self.SLO_MODES)}, got {slo_mode!r}")
@@ -115,7 +142,7 @@ class MaxSumThroughput(Policy):
             raise ProblemError(f"{self.name}: cost_unit must be one of "
                                f"{', '.join(self.COST_UNITS)}, got {cost_unit!r}")
         self.cost, self.slos, self.slo_mode = cost, slos, slo_mode
-        self.normalize, self.cost_unit = normalize, cost_unit
+        self.normalize, self.cost_unit, self.backend = normalize, cost_unit, backend
 
     def _weights(self, problem: Problem, cols: Columns) -> np.ndarray:
         """Objective coefficient of every column."""
@@ -141,6 +168,10 @@ class MaxSumThroughput(Policy):
             log.warning("%s: dropping SLOs already lost: %s", self.name, ", ".join(needs.lost))
         if cols.num_columns == 0:
             return no_columns(cols)
+        direct = self.backend == "direct" and self.solver == "CLARABEL"
+        if direct and (needs is None or not needs.rows.size):
+            # (SLOs to meet go through the cvxpy programs below, elastic LP and all)
+            return solve_sum(cols, self._weights(problem, cols), self.name)
         z = cp.Variable(cols.num_columns, nonneg=True)
         constraints = base_constraints(cols, z)
         if needs is not None and needs.rows.size:

@@ -13,8 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import policies.makespan as makespan
-from policies import get_policy
+from policies import get_policy, makespan
 
 from .conftest import problems
 

@@ -6,11 +6,16 @@ solved by scipy's ``linprog`` (HiGHS); they share no code with ``policies``.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
 from scipy.optimize import linprog
 
 from policies import Infeasible, Job, Problem, get_policy
+
+from .conftest import problems
 
 TYPES = ("v100", "p100", "k80")
 PRICES = {"v100": 2.48, "p100": 1.46, "k80": 0.45}
@@ -149,3 +154,58 @@ def test_slos_are_throughput_floors_and_gavel_mode_drops_them_when_unmeetable():
         get_policy(name).solve(impossible)
     gavel = get_policy(name, slo_mode="gavel").solve(impossible)
     assert gavel.objective == pytest.approx(thesis_optimum(impossible, coef), rel=1e-6)
+
+
+@pytest.mark.parametrize("name, options", [
+    ("max_sum_throughput_perf", {}),
+    ("max_sum_throughput_perf", {"normalize": "fastest"}),
+    ("max_sum_throughput_normalized_by_cost_perf", {}),
+    ("max_sum_throughput_normalized_by_cost_perf", {"cost_unit": "worker"}),
+    ("max_sum_throughput_normalized_by_cost_perf_SLOs", {})])   # (no SLO: the same LP)
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(problem=problems())
+def test_the_direct_lp_is_cvxpys_entry_for_entry_and_so_is_the_answer(name, options, problem):
+    """The LP goes to Clarabel as the data cvxpy makes of the program (``sum_data``):
+    the same allocation and objective to the bit as ``backend="cvxpy"``."""
+    from policies import throughput
+    from policies.columns import build_columns
+
+    problem = dataclasses.replace(problem, prices=PRICES)
+    seen = []
+    run = throughput.run
+
+    def recorded(program, solver, what, **kw):
+        seen.append(program)
+        return run(program, solver, what, **kw)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(throughput, "run", recorded)
+        reference = get_policy(name, backend="cvxpy", **options).solve(problem)
+    policy = get_policy(name, **options)
+    direct = policy.solve(problem)
+    assert direct.allocation == reference.allocation
+    assert direct.objective == reference.objective
+    if not seen:                     # no job could run anywhere: nothing was solved
+        return
+    assert direct.solver == "CLARABEL"
+    theirs = seen[0].get_problem_data("CLARABEL")[0]
+    cols = build_columns(problem)
+    c, A, b = throughput.sum_data(cols, policy._weights(problem, cols))
+    assert np.array_equal(c, theirs["c"]) and np.array_equal(np.signbit(c),
+                                                             np.signbit(theirs["c"]))
+    assert np.array_equal(b, theirs["b"]) and A.shape == theirs["A"].shape
+    for got, want in zip(A[:3], (theirs["A"].data, theirs["A"].indices, theirs["A"].indptr)):
+        assert np.array_equal(got, want)
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(problem=problems(pairs=True, max_jobs=6))
+def test_fifo_packed_solves_the_same_lp_directly(problem):
+    """``fifo_packed``'s LP is the same weighted sum (its weights: the queue order), handed
+    to Clarabel by the same ``sum_data``: the same answer as its cvxpy program's."""
+    direct = get_policy("fifo_packed").solve(problem)
+    reference = get_policy("fifo_packed", backend="cvxpy").solve(problem)
+    assert direct.allocation == reference.allocation
+    assert direct.objective == reference.objective
