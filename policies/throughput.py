@@ -30,7 +30,7 @@ import numpy as np
 from ._lazy import cp, sp
 from .base import BACKEND_OPTION, BACKENDS, SOLVER_OPTION, Policy, Solution, no_columns, run
 from .columns import Columns, build_columns
-from .errors import Infeasible, ProblemError
+from .errors import Infeasible, PolicyError, ProblemError
 from .fairness import base_constraints
 from .lp import clarabel_lists, maximised
 from .problem import Allocation, Problem
@@ -56,33 +56,47 @@ class SloNeeds:
 
 
 def slo_needs(problem: Problem, cols: Columns) -> SloNeeds:
-    """throughput(m, X) >= s_m / (SLO_m - t_m) for every job with an SLO (§6.4.3)."""
+    """throughput(m, X) >= s_m / (SLO_m - t_m) for every job with an SLO (§6.4.3); an SLO
+    already past, of a job that cannot run, or whose need is beyond any float, is lost."""
     slo = np.array([np.nan if job.slo_s is None else job.slo_s for job in problem.jobs])
     rows = np.nonzero(~np.isnan(slo) & (cols.remaining > 0))[0]
     time_left = slo[rows] - cols.elapsed[rows]
-    reachable = (time_left > 0) & cols.runnable[rows]
+    with np.errstate(over="ignore", divide="ignore"):  # (a few yoctoseconds left: lost)
+        need = cols.remaining[rows] / time_left
+    reachable = (time_left > 0) & cols.runnable[rows] & np.isfinite(need)
     lost = tuple(cols.job_ids[i] for i in rows[~reachable])
-    rows, time_left = rows[reachable], time_left[reachable]
-    return SloNeeds(rows, cols.remaining[rows] / time_left, lost)
+    return SloNeeds(rows[reachable], need[reachable], lost)
 
 
-def sum_data(cols: Columns, weights: np.ndarray) -> tuple[np.ndarray, Compressed, np.ndarray]:
-    """``maximise weights @ z`` s.t. (5.1)-(5.3), as cvxpy hands it to Clarabel: minimise
-    ``c @ z`` s.t. ``A @ z <= b`` (rows: -z <= 0, (5.2), (5.3)). The same data to the entry
-    (tests/policies/test_max_sum.py), so the same answer to the bit."""
+def sum_data(cols: Columns, weights: np.ndarray, slo_rows: np.ndarray | None = None,
+             need: np.ndarray | None = None) -> tuple[np.ndarray, Compressed, np.ndarray]:
+    """``maximise weights @ z`` s.t. (5.1)-(5.3) and, for the jobs of ``slo_rows``,
+    throughput >= ``need``, as cvxpy hands it to Clarabel: minimise ``c @ z`` s.t.
+    ``A @ z <= b`` (rows: -z <= 0, (5.2), (5.3), -throughput <= -need). The same data to the
+    entry (tests/policies/test_max_sum.py), so the same answer to the bit."""
     c, m, n = cols.num_columns, cols.num_jobs, len(cols.types)
     m_row, m_col, member = coo_arrays(cols.member_arrays)
     u_row, u_col, usage = coo_arrays(cols.usage_arrays)
-    A = from_blocks([(np.arange(c), np.arange(c), -np.ones(c)), (c + m_row, m_col, member),
-                     (c + m + u_row, u_col, usage)], (c + m + n, c))
-    return maximised(weights), A, np.concatenate([np.zeros(c), np.ones(m),
-                                                  cols.workers.astype(float)])
+    blocks = [(np.arange(c), np.arange(c), -np.ones(c)), (c + m_row, m_col, member),
+              (c + m + u_row, u_col, usage)]
+    b = [np.zeros(c), np.ones(m), cols.workers.astype(float)]
+    at = c + m + n
+    if slo_rows is not None:
+        slo_of = np.full(m, -1)
+        slo_of[slo_rows] = np.arange(slo_rows.size)
+        t_row, t_col, t = coo_arrays(cols.throughput_arrays)
+        mine = slo_of[t_row] >= 0
+        blocks.append((at + slo_of[t_row[mine]], t_col[mine], -t[mine]))
+        b.append(-need)
+        at += slo_rows.size
+    return maximised(weights), from_blocks(blocks, (at, c)), np.concatenate(b)
 
 
-def solve_sum(cols: Columns, weights: np.ndarray, what: str) -> Solution:
+def solve_sum(cols: Columns, weights: np.ndarray, what: str,
+              slo_rows: np.ndarray | None = None, need: np.ndarray | None = None) -> Solution:
     """``sum_data``'s LP solved by Clarabel; its objective as cvxpy reports it, at z >= 0
     (cvxpy projects a nonnegative variable's values)."""
-    c, A, b = sum_data(cols, weights)
+    c, A, b = sum_data(cols, weights, slo_rows, need)
     z = clarabel_lists(c.tolist(), A.lists(), b.tolist(), 0, what).x
     return Solution(cols.to_rows(z), float(weights @ np.maximum(z, 0.0)), "CLARABEL")
 
@@ -143,6 +157,7 @@ class MaxSumThroughput(Policy):
                                f"{', '.join(self.COST_UNITS)}, got {cost_unit!r}")
         self.cost, self.slos, self.slo_mode = cost, slos, slo_mode
         self.normalize, self.cost_unit, self.backend = normalize, cost_unit, backend
+        self._warned: dict[str, frozenset[str]] = {}   # (``_news``)
 
     def _weights(self, problem: Problem, cols: Columns) -> np.ndarray:
         """Objective coefficient of every column."""
@@ -165,43 +180,74 @@ class MaxSumThroughput(Policy):
             if self.slo_mode == "strict":
                 raise Infeasible(f"{self.name}: SLOs that can no longer be met (late, or the "
                                  f"job cannot run): {', '.join(needs.lost)}", needs.lost)
-            log.warning("%s: dropping SLOs already lost: %s", self.name, ", ".join(needs.lost))
+            self._news("lost", "%s: dropping SLOs already lost: %s", needs.lost, problem)
         if cols.num_columns == 0:
             return no_columns(cols)
-        direct = self.backend == "direct" and self.solver == "CLARABEL"
-        if direct and (needs is None or not needs.rows.size):
-            # (SLOs to meet go through the cvxpy programs below, elastic LP and all)
-            return solve_sum(cols, self._weights(problem, cols), self.name)
+        weights = self._weights(problem, cols)
+        slo = needs if needs is not None and needs.rows.size else None
+        try:
+            if slo is None:
+                return self._weighted_sum(cols, weights)
+            return self._weighted_sum(cols, weights, slo.rows, slo.need)
+        except Infeasible:
+            if slo is None:
+                raise
+        if self.slo_mode == "gavel":
+            log.warning("%s: SLOs cannot all be met; solving without them (Gavel)", self.name)
+            return self._weighted_sum(cols, weights)
+        shortfall, conflicting, closest = self._least_shortfall(cols, slo)
+        if self.slo_mode == "strict":
+            raise Infeasible(f"{self.name}: SLOs cannot all be met; conflicting jobs: "
+                             f"{', '.join(conflicting)}", conflicting)
+        self._news("conflicting", "%s: SLOs cannot all be met; best effort for %s",
+                   conflicting, problem)
+        try:
+            return self._weighted_sum(cols, weights, slo.rows,
+                                      slo.need - shortfall * (1 + 1e-6) - 1e-9)
+        except PolicyError as err:
+            # The SLO rows at their least shortfall leave the LP next to no interior, where
+            # the solver can stall or, by its tolerance, find none: the elastic LP's point
+            # itself meets the SLOs as closely, at no minimal cost.
+            log.warning("%s; taking the allocation closest to the SLOs, whatever it costs",
+                        err)
+            return Solution(cols.to_rows(closest), float(weights @ np.maximum(closest, 0.0)),
+                            self.solver)
+
+    def _weighted_sum(self, cols: Columns, weights: np.ndarray,
+                      slo_rows: np.ndarray | None = None,
+                      need: np.ndarray | None = None) -> Solution:
+        """maximise ``weights @ z`` s.t. (5.1)-(5.3) and, for the jobs of ``slo_rows``,
+        throughput >= ``need``: straight to Clarabel (``solve_sum``), or the cvxpy program
+        (``backend="cvxpy"``, another solver)."""
+        if self.backend == "direct" and self.solver == "CLARABEL":
+            return solve_sum(cols, weights, self.name, slo_rows, need)
         z = cp.Variable(cols.num_columns, nonneg=True)
         constraints = base_constraints(cols, z)
-        if needs is not None and needs.rows.size:
-            constraints.append(cols.throughput[needs.rows] @ z >= needs.need)
-        program = cp.Problem(cp.Maximize(self._weights(problem, cols) @ z), constraints)
-        try:
-            value = run(program, self.solver, self.name)
-        except Infeasible:
-            if self.slo_mode == "gavel":
-                log.warning("%s: SLOs cannot all be met; solving without them (Gavel)",
-                            self.name)
-                program = cp.Problem(program.objective, constraints[:-1])
-                value = run(program, self.solver, self.name)
-                return Solution(cols.to_rows(z.value), value, self.solver)
-            shortfall, conflicting = self._least_shortfall(cols, needs)
-            if self.slo_mode == "strict":
-                raise Infeasible(f"{self.name}: SLOs cannot all be met; conflicting jobs: "
-                                 f"{', '.join(conflicting)}", conflicting) from None
-            log.warning("%s: SLOs cannot all be met; best effort for %s", self.name,
-                        ", ".join(conflicting))
-            constraints[-1] = (cols.throughput[needs.rows] @ z
-                               >= needs.need - shortfall * (1 + 1e-6) - 1e-9)
-            program = cp.Problem(cp.Maximize(self._weights(problem, cols) @ z), constraints)
-            value = run(program, self.solver, self.name)
+        if slo_rows is not None:
+            constraints.append(cols.throughput[slo_rows] @ z >= need)
+        value = run(cp.Problem(cp.Maximize(weights @ z), constraints), self.solver, self.name)
         return Solution(cols.to_rows(z.value), value, self.solver)
 
-    def _least_shortfall(self, cols: Columns, needs: SloNeeds) -> tuple[np.ndarray, tuple]:
-        """The elastic LP: the least total relative shortfall of the SLO throughputs, and
-        the conflicting jobs (SLO constraints with a positive dual compete for the
-        bottleneck)."""
+    def _news(self, kind: str, message: str, job_ids: tuple[str, ...],
+              problem: Problem) -> None:
+        """Log ``message`` (the policy's name, then job ids) at warning level for the jobs
+        of ``job_ids`` it has not named yet, and for all of them at debug level: a
+        simulation re-solves hundreds of times, each naming most jobs again. (It remembers
+        the jobs of ``problem`` only.)"""
+        before = self._warned.get(kind, frozenset())
+        self._warned[kind] = (before | set(job_ids)) & {job.id for job in problem.jobs}
+        log.debug(message, self.name, ", ".join(job_ids))
+        new = [job_id for job_id in job_ids if job_id not in before]
+        if new:
+            others = len(job_ids) - len(new)
+            log.warning(message, self.name, ", ".join(new)
+                        + (f" (and {others} named before)" if others else ""))
+
+    def _least_shortfall(self, cols: Columns,
+                         needs: SloNeeds) -> tuple[np.ndarray, tuple, np.ndarray]:
+        """The elastic LP: the least total relative shortfall of the SLO throughputs, the
+        conflicting jobs (SLO constraints with a positive dual compete for the
+        bottleneck), and its allocation (z)."""
         z = cp.Variable(cols.num_columns, nonneg=True)
         short = cp.Variable(needs.rows.size, nonneg=True)
         meet = cols.throughput[needs.rows] @ z + short >= needs.need
@@ -210,7 +256,7 @@ class MaxSumThroughput(Policy):
         run(program, self.solver, f"{self.name} (least SLO shortfall)")
         dual = meet.dual_value * needs.need
         conflicting = tuple(cols.job_ids[i] for i, d in zip(needs.rows, dual) if d > 1e-6)
-        return short.value, conflicting
+        return short.value, conflicting, z.value
 
     def evaluate(self, problem: Problem, allocation: Allocation) -> float | None:
         cols = build_columns(problem)
