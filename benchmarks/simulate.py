@@ -60,6 +60,8 @@ CASES = {
     # the weighted-sum LPs (policies/throughput.py: sum_data), with and without pairs
     "continuous-1500-max-sum": (1500, 6.0, "max_sum_throughput_perf", False, None),
     "continuous-300-fifo-packed": (300, 6.0, "fifo_packed", False, None),
+    # every pair of active jobs is in each problem (core/lookups.py: PairRecords)
+    "continuous-1500-gandiva": (1500, 6.0, "gandiva", False, None),
 }
 CLUSTER = {"v100": 36, "p100": 36, "k80": 36}
 REPO = Path(__file__).resolve().parents[1]

@@ -19,6 +19,7 @@ import numpy as np
 from .base import Policy, Solution
 from .columns import Columns, build_columns, equal_split
 from .errors import ProblemError
+from .jobs import Pair
 from .problem import Allocation, Problem
 from .state import generator_state, seeded_generator
 from .traits import Traits
@@ -81,10 +82,10 @@ class Gandiva(Policy):
     def _solve(self, problem: Problem) -> Solution:
         cols = build_columns(problem)
         rng = seeded_generator(self.seed, problem.policy_state)
-        by_jobs = {frozenset(p.jobs): p for p in problem.pairs}
+        by_jobs = {p.jobs: p for p in problem.pairs}
         present = set(cols.job_ids)
         pairs = [p for p in _saved_pairs(problem.policy_state)
-                 if set(p) <= present and _packed_gain(problem, by_jobs.get(frozenset(p))) >= 1]
+                 if set(p) <= present and _packed_gain(problem, _pair_of(by_jobs, p)) >= 1]
         sf = dict(zip(cols.job_ids, cols.scale_factor.tolist()))
         if sum(sf.values()) <= cols.workers.sum():
             combos = [(job_id,) for job_id in cols.job_ids]
@@ -113,13 +114,19 @@ class Gandiva(Policy):
         for combo, x in zip(combos, split):
             if len(combo) == 1:
                 shares[combo[0]] = np.where(cols.T[index[combo[0]]] > 0, x, 0.0)
-            elif (pair := by_jobs.get(frozenset(combo))) is not None:
+            elif (pair := _pair_of(by_jobs, combo)) is not None:
                 runs = [min(pair.throughputs.get(t, (0.0, 0.0))) > 0 for t in cols.types]
                 shares[pair.key] = np.where(runs, x, 0.0)
         return _whole_rows(cols, shares)
 
     def evaluate(self, problem: Problem, allocation: Allocation) -> float | None:
         return None
+
+
+def _pair_of(by_jobs: Mapping[tuple[str, str], Pair], jobs) -> Pair | None:
+    """The problem's pair of the two ``jobs``, in either order (None: not listed)."""
+    a, b = jobs
+    return by_jobs.get((a, b)) or by_jobs.get((b, a))
 
 
 def _saved_pairs(policy_state) -> list[tuple[str, str]]:

@@ -3,11 +3,14 @@ job's steps/s on each type, a pair's co-located steps/s; §5.3.3: a pair's throu
 be planned on an estimate until it has run).
 
 ``Lookups`` asks the throughput sources once per job key or pair of keys and keeps the
-answer until the cluster's worker types change (``set_types``)."""
+answer until the cluster's worker types change (``set_types``); ``PairRecords`` keeps the
+policy's ``Pair`` records made from those answers between re-solves."""
 
 from __future__ import annotations
 
 import numpy as np
+
+from policies import Pair
 
 from .records import ThroughputSource
 
@@ -24,6 +27,7 @@ class Lookups:
         self._solo_cache: dict[tuple[str, int], np.ndarray] = {}
         self._pair_cache: dict[tuple[tuple[str, int], tuple[str, int]], np.ndarray | None] = {}
         self._planned_cache: dict[tuple[tuple[str, int], tuple[str, int]], np.ndarray | None] = {}
+        self.pair_records = PairRecords()    # (``problem.problem_pairs``)
 
     @property
     def types(self) -> tuple[str, ...]:
@@ -68,3 +72,32 @@ class Lookups:
             arr = np.array(rows, dtype=float)
             cache[(a, b)] = arr if (arr > 0).all(axis=1).any() else None
         return cache[(a, b)]
+
+
+class PairRecords:
+    """The ``Pair`` records of the last problem by job ids, each with the array of
+    co-located steps/s it was made from. Made again for a pair only when that array is
+    another object: the source's rates are cached and never written (``Lookups``; a new
+    type layout makes new ones), a measured or planned pair's are new arrays. A re-solve
+    of n jobs otherwise made n^2/2 records anew (~9 us each: most of a simulation of
+    Gandiva or a ``_packed`` policy)."""
+
+    def __init__(self) -> None:
+        self._last: dict[tuple[str, str], tuple[np.ndarray, tuple[str, ...], Pair | None]] = {}
+        self._now: dict[tuple[str, str], tuple[np.ndarray, tuple[str, ...], Pair | None]] = {}
+
+    def record(self, a: str, b: str, pt: np.ndarray, types: tuple[str, ...]) -> Pair | None:
+        """The pair's record (None: it can share no type) from ``pt``, (n, 2) steps/s."""
+        kept = self._last.get((a, b))
+        if kept is not None and kept[0] is pt and kept[1] is types:
+            self._now[a, b] = kept
+            return kept[2]
+        thr = {t: (float(pt[j, 0]), float(pt[j, 1]))
+               for j, t in enumerate(types) if pt[j, 0] > 0 and pt[j, 1] > 0}
+        pair = Pair(jobs=(a, b), throughputs=thr) if thr else None
+        self._now[a, b] = (pt, types, pair)
+        return pair
+
+    def done(self) -> None:
+        """The problem is built: keep its pairs' records only."""
+        self._last, self._now = self._now, {}

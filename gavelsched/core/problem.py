@@ -117,18 +117,18 @@ def problem_pairs(jobs: Mapping[str, JobState], rows: Rows, types: tuple[str, ..
     somewhere, with the co-located throughputs the policy plans on: with a planning source,
     its estimate, replaced by the measured (oracle) ones on the types where the pair has
     already run (Gavel updates a pair's throughputs once it ran); else the source's as the
-    online measurements of the pair and its members correct them (``jobs.pair_rates``)."""
-    ids = list(jobs)
+    online measurements of the pair and its members correct them (``jobs.pair_rates``).
+    The last problem's records are kept where their rates are (``lookups.PairRecords``)."""
+    records = lookups.pair_records
+    keyed = [(job_id, job, job.spec.key) for job_id, job in jobs.items()]
     out = []
     planned = lookups.has_planned
-    for i, a in enumerate(ids):
-        ka = jobs[a].spec.key
-        for b in ids[i + 1:]:
-            kb = jobs[b].spec.key
+    for i, (a, job_a, ka) in enumerate(keyed):
+        for b, job_b, kb in keyed[i + 1:]:
             if ka[1] != kb[1]:
                 continue
             if not planned:
-                pt = pair_rates(jobs[a], jobs[b], lookups)
+                pt = pair_rates(job_a, job_b, lookups)
             else:
                 pt = lookups.pair(ka, kb, planned=True)
                 row = rows.index.get(pair_key(a, b))
@@ -138,10 +138,10 @@ def problem_pairs(jobs: Mapping[str, JobState], rows: Rows, types: tuple[str, ..
                                   pt if pt is not None else 0.0)
             if pt is None:
                 continue
-            thr = {t: (float(pt[j, 0]), float(pt[j, 1]))
-                   for j, t in enumerate(types) if pt[j, 0] > 0 and pt[j, 1] > 0}
-            if thr:
-                out.append(Pair(jobs=(a, b), throughputs=thr))
+            pair = records.record(a, b, pt, types)
+            if pair is not None:
+                out.append(pair)
+    records.done()
     return tuple(out)
 
 

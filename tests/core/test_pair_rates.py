@@ -161,3 +161,22 @@ def test_a_pair_measured_before_it_has_a_row_gets_it_with_its_row():
     assert core.pair_throughputs("0+1") == {"v100": (9.0, 9.0)}
     rnd = core.start_round(R)
     assert [(t.key, t.throughputs) for t in rnd.tasks] == [("0+1", (9.0, 9.0))]
+
+
+def test_a_re_solve_makes_records_only_for_new_pairs_and_pairs_whose_rates_moved():
+    """Each re-solve listed every pair anew (n^2/2 records); now a pair whose rates are
+    the same array as at the last problem keeps its record (``lookups.PairRecords``)."""
+    core, seen = packed_core(kinds=("fast", "slow", "fast"))
+    first = {pair.key: pair for pair in seen[-1].pairs}
+    assert set(first) == {"0+1", "0+2", "1+2"}
+    core.submit(job(3, kind="slow", steps=10**6), R)
+    finish(core, core.start_round(R), 2 * R)                  # job 3 joins: a re-solve
+    second = {pair.key: pair for pair in seen[-1].pairs}
+    assert all(second[key] is first[key] for key in first)
+    assert {"0+3", "1+3", "2+3"} <= set(second)
+    core.set_job_throughputs("0", {"v100": 5.0}, 2 * R)        # job 0 measured: its pairs move
+    assert core.start_round(2 * R).resolved is not None
+    third = {pair.key: pair for pair in seen[-1].pairs}
+    assert third["0+1"] is not second["0+1"]
+    assert third["0+1"].throughputs["v100"] == pytest.approx((3.0, 2.4))
+    assert third["1+2"] is second["1+2"] and third["2+3"] is second["2+3"]
