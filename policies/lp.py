@@ -7,9 +7,13 @@ a policy builds the *same* LP as its cvxpy program, vectorised, in the standard 
 
     minimise  c @ x   subject to   A @ x <= b,   x[:num_nonneg] >= 0   (the rest free),
 
-and ``solve_lp`` hands it to Clarabel's or HiGHS's own API. Each solver's status goes through
-the same door as ``policies.base.run``'s (``policies.errors.check_outcome``), so the errors are
-the same typed errors: a failed solve never becomes an empty allocation.
+and ``solve_lp`` hands it to Clarabel's or HiGHS's own API. Programs built as the very data
+cvxpy's canonicalisation makes of a policy's cvxpy program (so with the same answer to the
+bit: finish-time fairness's cone program, makespan's and the weighted sums' LPs) go to
+Clarabel by ``clarabel_lists`` (with second-order cones) or to ECOS by ``ecos_lp``. Each
+solver's status goes through the same door as ``policies.base.run``'s
+(``policies.errors.check_outcome``), so the errors are the same typed errors: a failed
+solve never becomes an empty allocation.
 """
 
 from __future__ import annotations
@@ -135,8 +139,8 @@ def ecos_lp(c: np.ndarray, G: Compressed, h: np.ndarray, what: str) -> LPResult:
     if check_outcome(_ECOS_OUTCOMES.get(flag, Outcome.FAILED), what, "ECOS",
                      status=f"{flag} ({info.get('infostring', 'no message')})"):
         log.debug("%s: solver ECOS reports an inaccurate optimum (used as is)", what)
-    return LPResult(np.asarray(solution["x"]), float(solution["info"]["pcost"]),
-                    np.asarray(solution["z"]), "ECOS")
+    return LPResult(np.asarray(solution["x"]), float(info["pcost"]), np.asarray(solution["z"]),
+                    "ECOS")
 
 
 # Clarabel's settings (plain, and precise) and its statuses as outcomes, made on the first
