@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from pathlib import Path
 
@@ -29,7 +30,12 @@ from .simulate_flags import (
     resolve_options,
 )
 
+log = logging.getLogger(__name__)
+
 DEFAULT_POLICY = "max_min_fairness_perf"
+# A replay that cannot end in fewer rounds than this is warned of (--round-seconds too short
+# for the trace's jobs: a minute of rounds for every few thousand jobs' hour).
+LONG_REPLAY_ROUNDS = 1_000_000
 DEFAULT_JOBS = 100
 DEFAULT_RATE = 20.0
 
@@ -125,6 +131,11 @@ def _run(args: argparse.Namespace) -> int:
                     plan_lead_s=plan_lead(args), arrival_grace_s=arrival_grace(args))
     if not args.quiet:
         print(f"{source} on {counts_text(cluster)}, policy {args.policy}", file=sys.stderr)
+    rounds = rounds_at_least(jobs, table, cluster, args.round_seconds)
+    if rounds > LONG_REPLAY_ROUNDS:
+        log.warning("--round-seconds %g: this replay runs at least %s rounds (its longest job "
+                    "alone on its fastest type); a longer round replays it sooner",
+                    args.round_seconds, f"{int(rounds):,}")
     result = simulate(jobs, table, cluster, policy, core_config=core, sim=sim,
                       gpus_per_server=parse_gpus_per_server(args.gpus_per_server),
                       prices=parse_prices(args.prices, cluster), price_trace=price_trace,
@@ -192,6 +203,23 @@ def _jobs(args, table, cluster, entities=None):
     kind = "multi-GPU" if args.multi_gpu else "single-GPU"
     return jobs, (f"generated {len(jobs)} {kind} jobs at {args.rate:g} jobs/hour "
                   f"(seed {args.seed})")
+
+
+def rounds_at_least(jobs, table, cluster, round_seconds: float) -> float:
+    """Rounds a replay of ``jobs`` takes at least: from the first arrival to the latest a
+    job could finish, alone on its fastest type from its arrival."""
+    fastest: dict[tuple[str, int], float] = {}
+    first = end = min(job.arrival_s for job in jobs)
+    for job in jobs:
+        key = (job.job_type, job.scale_factor)
+        rate = (max((job.throughputs.get(t, 0.0) for t in cluster), default=0.0)
+                if job.throughputs is not None else fastest.get(key))
+        if rate is None:
+            rate = fastest[key] = max((table.get(t, *key) for t, count in cluster.items()
+                                       if count >= job.scale_factor), default=0.0)
+        if rate > 0:
+            end = max(end, job.arrival_s + job.total_steps / rate)
+    return (end - first) / round_seconds
 
 
 def _core_config(args, table, cluster, policy):

@@ -35,3 +35,17 @@ def test_a_sweep_passes_the_mode_to_the_core():
     gavel = run_point(point, spec)
     responsive = run_point(point, replace(spec, core_options=options))
     assert responsive["resolves"] > gavel["resolves"]
+
+
+def test_a_replay_of_more_rounds_than_anyone_waits_for_is_warned_of(monkeypatch, caplog):
+    """``--round-seconds 0.1`` on hours-long jobs ran millions of rounds with no word;
+    now the least count of rounds is warned of before the replay starts (the threshold
+    lowered here, so that the replay stays short)."""
+    from gavelsched.cli import main, simulate
+
+    generated = ["simulate", "--jobs", "3", "--rate", "6", "--cluster", "2:2:2"]
+    assert main(generated) == 0
+    assert "this replay runs at least" not in caplog.text
+    monkeypatch.setattr(simulate, "LONG_REPLAY_ROUNDS", 10)
+    assert main(generated) == 0
+    assert "--round-seconds 360: this replay runs at least 93 rounds" in caplog.text
