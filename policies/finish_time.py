@@ -29,8 +29,9 @@ from .sparse import Compressed, coo_arrays, from_blocks
 def _terms(cols: Columns) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Rows of runnable jobs, and (a, b) with ρ_m = a_m / throughput_m + b_m."""
     rows = np.nonzero(cols.runnable)[0]
-    with np.errstate(over="ignore"):   # a subnormal isolated rate: an endless isolated
-        # time, whose limit ρ = 0 the scale below gives (the fuzz of test_problem_door)
+    with np.errstate(over="ignore", divide="ignore"):   # a subnormal isolated rate, or one
+        # that underflowed to 0: an endless isolated time, whose limit ρ = 0 the scale below
+        # gives (the fuzz of test_problem_door)
         isolated_time = (cols.isolated_elapsed[rows]
                          + cols.remaining[rows] / cols.isolated_throughput[rows])
     # A job with no steps left and no time yet (isolated time 0) has nothing to be fair

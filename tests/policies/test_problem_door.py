@@ -136,6 +136,17 @@ def test_a_subnormal_rate_has_an_endless_isolated_time_without_overflow():
 
 
 @pytest.mark.filterwarnings("error")
+def test_an_isolated_rate_that_underflows_to_zero_is_an_endless_isolated_time():
+    """The same when the rate times its 1/3 share of the cluster underflows to 0 (found by
+    the fuzz below): a divide by zero, no warning."""
+    problem = Problem(cluster={"v100": 1, "k80": 1}, jobs=(
+        Job(id="slow", throughputs={"v100": 5e-324}, remaining_steps=100),
+        *(Job(id=i, throughputs={"v100": 1.0, "k80": 1.0}, remaining_steps=10) for i in "xy")))
+    allocation = get_policy("finish_time_fairness_perf").solve(problem)
+    assert allocation.allocation["slow"] == {"v100": 0.0, "k80": 0.0}
+
+
+@pytest.mark.filterwarnings("error")
 def test_an_isolated_time_of_yoctoseconds_is_weighed_as_a_ratio_or_refused_by_job():
     """Finish-time fairness: weight over an isolated time of 5e-324 s overflows. A job done
     in that time has ρ = elapsed / isolated = 1; one with 10 s elapsed has a ρ no float
