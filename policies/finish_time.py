@@ -23,7 +23,7 @@ from .errors import ProblemError
 from .fairness import base_constraints
 from .lp import clarabel_lists
 from .problem import Allocation, Problem
-from .sparse import Compressed, coo_arrays, from_blocks
+from .sparse import Compressed, coo_arrays, from_blocks, row_entries
 
 
 def _terms(cols: Columns) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -104,13 +104,10 @@ def cone_program(cols: Columns) -> tuple[np.ndarray, Compressed, np.ndarray, tup
         coords.append((np.array([at]), np.array([0]), np.array([-1.0])))
         rhs.append(np.array([-b[~busy].max()]))
         at += 1
-    cone_of = np.full(m, -1)
-    cone_of[rows[busy]] = np.arange(k)
-    t_row, t_col, rate = coo_arrays(cols.throughput_arrays)
-    mine = cone_of[t_row] >= 0
-    first = at + 3 * cone_of[t_row[mine]]
+    job, col, rate = row_entries(cols.throughput_arrays, rows[busy])
+    first = at + 3 * job                          # each job's cone: its first row
     cone = at + 3 * np.arange(k)
-    coords += [(first, 1 + t_col[mine], -rate[mine]), (first + 1, 1 + t_col[mine], -rate[mine]),
+    coords += [(first, 1 + col, -rate), (first + 1, 1 + col, -rate),
                (cone, u, -np.ones(k)), (cone + 1, u, np.ones(k))]
     rhs.append(np.tile([0.0, 0.0, 2.0], k))
     shape = (at + 3 * k, 1 + c + k)

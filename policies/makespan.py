@@ -41,7 +41,7 @@ from .errors import Infeasible, PolicyError, ProblemError
 from .fairness import base_constraints
 from .lp import LPResult, clarabel_lists, ecos_lp, maximised
 from .problem import Allocation, Problem
-from .sparse import Compressed, as_scipy, compressed_arrays, coo_arrays, from_blocks
+from .sparse import Compressed, as_scipy, compressed_arrays, coo_arrays, from_blocks, row_entries
 
 log = logging.getLogger(__name__)
 
@@ -243,15 +243,12 @@ def rate_data(cols: Columns, rows: np.ndarray, sigma: float, budget: float | Non
     c, m, n, p = cols.num_columns, cols.num_jobs, len(cols.types), rows.size
     first = kept_rate is not None            # (z before rate: cvxpy's order of appearance)
     rate, z = (c, np.arange(c)) if first else (0, 1 + np.arange(c))
-    t_row, t_col, t = coo_arrays(cols.throughput_arrays)
-    pending = np.full(m, -1)
-    pending[rows] = np.arange(p)
-    mine = pending[t_row] >= 0
+    job, col, t = row_entries(cols.throughput_arrays, rows)    # the pending jobs' rows
     m_row, m_col, member = coo_arrays(cols.member_arrays)
     u_row, u_col, usage = coo_arrays(cols.usage_arrays)
     blocks = [(np.arange(c + 1), np.arange(c + 1), -np.ones(c + 1)),
               (c + 1 + np.arange(p), np.full(p, rate), cols.remaining[rows] / sigma),
-              (c + 1 + pending[t_row[mine]], z[t_col[mine]], -t[mine]),
+              (c + 1 + job, z[col], -t),
               (c + 1 + p + m_row, z[m_col], member),
               (c + 1 + p + m + u_row, z[u_col], usage)]
     b = [np.zeros(c + 1 + p), np.ones(m), cols.workers.astype(float)]
@@ -264,8 +261,8 @@ def rate_data(cols: Columns, rows: np.ndarray, sigma: float, budget: float | Non
         at += 1
     objective = np.zeros(c + 1)
     if first:
-        finishing = sigma / cols.remaining[rows][pending[t_row[mine]]] * t[mine]
-        objective[:c] = np.bincount(t_col[mine], weights=finishing, minlength=c)
+        finishing = sigma / cols.remaining[rows][job] * t
+        objective[:c] = np.bincount(col, weights=finishing, minlength=c)
         blocks.append((np.array([at]), np.array([rate]), np.array([-1.0])))
         b.append(np.array([-kept_rate]))
         at += 1
@@ -282,13 +279,10 @@ def gavel_data(cols: Columns, rows: np.ndarray, phantom: _Phantoms,
     ``-throughput <= -steps / makespan``; (5.2); (5.3), phantoms included), objective 0."""
     c, m, p = cols.num_columns, cols.num_jobs, rows.size
     n, k = len(cols.types), phantom.count
-    pending = np.full(m, -1)
-    pending[rows] = np.arange(p)
     blocks = [(np.arange(c + k), np.arange(c + k), -np.ones(c + k))]
     for matrix, offset in ((cols.throughput_arrays, 0), (phantom.throughput, c)):
-        t_row, t_col, t = coo_arrays(matrix)
-        mine = pending[t_row] >= 0
-        blocks.append((c + k + pending[t_row[mine]], offset + t_col[mine], -t[mine]))
+        job, col, t = row_entries(matrix, rows)               # the pending jobs' rows
+        blocks.append((c + k + job, offset + col, -t))
     for matrix, offset in ((cols.member_arrays, 0), (phantom.member, c)):
         m_row, m_col, member = coo_arrays(matrix)
         blocks.append((c + k + p + m_row, offset + m_col, member))

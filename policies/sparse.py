@@ -105,6 +105,16 @@ def matvec(A: Compressed, x: np.ndarray) -> np.ndarray:
     return np.bincount(rows, weights=A.data * x[A.indices], minlength=A.shape[0])
 
 
+def row_entries(A: Compressed, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``A[rows]`` as coordinate arrays, each entry's row numbered by its row's place in
+    ``rows`` (distinct rows of a CSR ``A``): the rows of a few jobs, without a scipy object."""
+    place = np.full(A.shape[0], -1)
+    place[rows] = np.arange(len(rows))
+    row, col, data = coo_arrays(A)
+    kept = place[row] >= 0
+    return place[row[kept]], col[kept], data[kept]
+
+
 def compressed(rows: np.ndarray, cols: np.ndarray, data: np.ndarray, shape: tuple[int, int],
                fmt: str = "csr"):
     """``sp.csr_matrix((data, (rows, cols)), shape)`` (``fmt="csc"``: ``csc_matrix``), the

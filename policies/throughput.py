@@ -34,7 +34,7 @@ from .errors import Infeasible, PolicyError, ProblemError
 from .fairness import base_constraints
 from .lp import clarabel_lists, maximised
 from .problem import Allocation, Problem
-from .sparse import Compressed, coo_arrays, from_blocks
+from .sparse import Compressed, coo_arrays, from_blocks, row_entries
 from .traits import Traits
 
 log = logging.getLogger(__name__)
@@ -82,11 +82,8 @@ def sum_data(cols: Columns, weights: np.ndarray, slo_rows: np.ndarray | None = N
     b = [np.zeros(c), np.ones(m), cols.workers.astype(float)]
     at = c + m + n
     if slo_rows is not None:
-        slo_of = np.full(m, -1)
-        slo_of[slo_rows] = np.arange(slo_rows.size)
-        t_row, t_col, t = coo_arrays(cols.throughput_arrays)
-        mine = slo_of[t_row] >= 0
-        blocks.append((at + slo_of[t_row[mine]], t_col[mine], -t[mine]))
+        job, col, t = row_entries(cols.throughput_arrays, slo_rows)
+        blocks.append((at + job, col, -t))
         b.append(-need)
         at += slo_rows.size
     return maximised(weights), from_blocks(blocks, (at, c)), np.concatenate(b)

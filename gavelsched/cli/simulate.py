@@ -208,17 +208,21 @@ def _jobs(args, table, cluster, entities=None):
 def rounds_at_least(jobs, table, cluster, round_seconds: float) -> float:
     """Rounds a replay of ``jobs`` takes at least: from the first arrival to the latest a
     job could finish, alone on its fastest type from its arrival."""
-    fastest: dict[tuple[str, int], float] = {}
+    fastest: dict[tuple[str, int], float] = {}    # the table's, by (job type, scale factor)
+
+    def rate(job) -> float:
+        fits = [t for t, count in cluster.items() if count >= job.scale_factor]
+        if job.throughputs is not None:     # (a replay's job with rates of its own)
+            return max((job.throughputs.get(t, 0.0) for t in fits), default=0.0)
+        key = (job.job_type, job.scale_factor)
+        if key not in fastest:
+            fastest[key] = max((table.get(t, *key) for t in fits), default=0.0)
+        return fastest[key]
+
     first = end = min(job.arrival_s for job in jobs)
     for job in jobs:
-        key = (job.job_type, job.scale_factor)
-        rate = (max((job.throughputs.get(t, 0.0) for t in cluster), default=0.0)
-                if job.throughputs is not None else fastest.get(key))
-        if rate is None:
-            rate = fastest[key] = max((table.get(t, *key) for t, count in cluster.items()
-                                       if count >= job.scale_factor), default=0.0)
-        if rate > 0:
-            end = max(end, job.arrival_s + job.total_steps / rate)
+        if (steps_per_s := rate(job)) > 0:
+            end = max(end, job.arrival_s + job.total_steps / steps_per_s)
     return (end - first) / round_seconds
 
 

@@ -253,7 +253,11 @@ def test_the_direct_lp_is_cvxpys_entry_for_entry_and_so_is_the_answer(name, opti
 def test_fifo_packed_solves_the_same_lp_directly(problem):
     """``fifo_packed``'s LP is the same weighted sum (its weights: the queue order), handed
     to Clarabel by the same ``sum_data``: the same answer as its cvxpy program's."""
-    direct = get_policy("fifo_packed").solve(problem)
+    from policies import ordering
+
+    with pytest.MonkeyPatch.context() as patch:      # (the direct path runs no cvxpy program)
+        patch.setattr(ordering, "run", lambda *a, **k: pytest.fail("cvxpy was used"))
+        direct = get_policy("fifo_packed").solve(problem)
     reference = get_policy("fifo_packed", backend="cvxpy").solve(problem)
     assert direct.allocation == reference.allocation
     assert direct.objective == reference.objective

@@ -7,9 +7,9 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.sparse import (Coo, as_scipy, compressed, compressed_alike,
+from policies.sparse import (Compressed, Coo, as_scipy, compressed, compressed_alike,
                              compressed_alike_arrays, compressed_arrays, coo_arrays, matvec,
-                             stacked)
+                             row_entries, stacked)
 
 
 def _same(a, b) -> None:
@@ -84,3 +84,14 @@ def test_matvec_is_scipys_product_bit_for_bit(m, n, density, seed):
     rows, cols, data = coo_arrays(A)
     arrays = compressed_alike_arrays(rows, cols, [data], (m, n))[0]
     assert (A @ x).tobytes() == matvec(arrays, x).tobytes()
+
+
+def test_row_entries_is_the_rows_of_scipys_selection():
+    rng = np.random.default_rng(3)
+    A = sp.random(7, 5, density=0.5, format="csr", random_state=rng)
+    arrays = Compressed(A.data, A.indices, A.indptr, A.shape, "csr")
+    rows = np.array([5, 0, 3])
+    job, col, data = row_entries(arrays, rows)
+    picked = np.zeros((3, 5))
+    picked[job, col] = data
+    assert (picked == A[rows].toarray()).all() and len(data) == A[rows].nnz
