@@ -20,6 +20,8 @@ from gavelsched.cli import main
 from gavelsched.daemon.local import LOOPBACK_ANY, LocalCluster, kill_tree, wait_until
 from gavelsched.rpc import pb, pb_grpc
 
+from .test_round_aligned import R, Scheduler
+
 ROUND_S = 3.0
 COMMAND = f"exec {shlex.quote(sys.executable)} -m workers.workloads.steps"
 JOB_TYPE = "ResNet-18 (batch size 16)"        # 20.5 steps/s on a k80
@@ -202,3 +204,26 @@ def test_a_late_leaving_heartbeat_of_an_older_registration_drains_nothing(tmp_pa
         wait_until(drained, 10, "the server drained by its newest registration")
     finally:
         cluster.stop()
+
+
+def test_a_launch_planned_before_a_drain_is_not_sent_to_the_drained_server(tmp_path):
+    """The next round is planned ``plan_lead`` before it starts: a run it placed on a server
+    drained meanwhile is not launched there when the round starts (nor when its job's last
+    run has saved), else a server ``drain --wait`` reported drained ran a job again (the
+    CI saw it)."""
+    sched = Scheduler(tmp_path)
+    try:
+        first, second = sched.submit(), sched.submit()
+        sched.at(1.0)                          # round 0: one job on the one GPU
+        (run,) = sched.sent.runs
+        sched.at(1.0 + R - sched.x.config.plan_lead)   # round 1 planned: the other job
+        sched.x.drain(sched.server)
+        sched.at(1.0 + R)                      # round 1 starts
+        sched.t = 1.0 + R + 1.0
+        sched.exited(run.job_id, 100)          # round 0's run saved and exited
+        sched.at(1.0 + R + 1.5)
+        other = second if run.job_id == first else first
+        assert [r.job_id for r in sched.sent.runs if r.job_id == other] == []
+        assert sched.x.runs.on_server(sched.server) == 0    # what `drain --wait` reads
+    finally:
+        sched.close()
