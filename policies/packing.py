@@ -58,39 +58,54 @@ def select_pairs(jobs: Sequence[Job], kinds: Sequence[Hashable], pair_throughput
                 gain = pair_gain(solo[a], solo[b], together)
                 if gain > 1.0:
                     table[(a, b)] = (gain, together)
-    ranked = {a: sorted((b for b in members if (a, b) in table or (b, a) in table),
-                        key=lambda b: -_gain(table, a, b)) for a in members}
-    chosen: dict[tuple[int, int], Pair] = {}
+    return [_pair(jobs, kinds, table, a, b) for a, b in
+            partner_pairs(kinds, {k: gain for k, (gain, _) in table.items()}, max_partners)]
+
+
+def partner_pairs(kinds: Sequence[Hashable], gains: Mapping[tuple[Hashable, Hashable], float],
+                  max_partners: int) -> list[tuple[int, int]]:
+    """The pairs of jobs (i, j), i < j, sorted, that ``select_pairs`` offers: job i is of
+    kind ``kinds[i]``; ``gains[(a, b)]`` (either order) is what a pair of kinds a and b
+    gains over time slicing, listed only where it beats it. Each job takes up to
+    ``max_partners`` partners over the kinds it gains with (module docstring):
+    O(n · max_partners) pairs in O(n · max_partners + kinds²) time."""
+    members: dict[Hashable, list[int]] = defaultdict(list)
+    for i, kind in enumerate(kinds):
+        members[kind].append(i)
+
+    def gain(a, b) -> float:
+        return gains[(a, b)] if (a, b) in gains else gains[(b, a)]
+    ranked = {a: sorted((b for b in members if (a, b) in gains or (b, a) in gains),
+                        key=lambda b: -gain(a, b)) for a in members}
+    chosen: set[tuple[int, int]] = set()
     position = {i: rank for rows in members.values() for rank, i in enumerate(rows)}
     for i, kind in enumerate(kinds):
         for j in _partners(i, kind, ranked[kind], members, position[i], max_partners):
-            a, b = min(i, j), max(i, j)
-            if (a, b) not in chosen:
-                chosen[(a, b)] = _pair(jobs, kinds, table, a, b)
-    return [chosen[key] for key in sorted(chosen)]
+            chosen.add((min(i, j), max(i, j)))
+    return sorted(chosen)
 
 
 def _partners(i: int, own_kind, kinds_by_gain, members, offset: int, limit: int) -> list[int]:
     """Up to ``limit`` partners for job ``i``: one job of each helpful kind in order of gain,
     then a second of each, and so on, so that a job's options span many kinds (the LP can
-    then balance the pairing); inside a kind, jobs take turns by ``offset``."""
-    pools = {kind: members[kind] if kind != own_kind else [j for j in members[kind] if j != i]
-             for kind in kinds_by_gain}
+    then balance the pairing); inside a kind, jobs take turns by ``offset`` (``i``'s place
+    in its own kind, which it skips)."""
     picked: list[int] = []
     for round_ in range(limit):
-        live = [kind for kind in kinds_by_gain if round_ < len(pools[kind])]
+        live = [kind for kind in kinds_by_gain
+                if round_ < len(members[kind]) - (kind == own_kind)]
         if not live:
             break
         for kind in live:
-            rows = pools[kind]
-            picked.append(rows[(offset + round_) % len(rows)])
+            rows = members[kind]
+            if kind != own_kind:
+                picked.append(rows[(offset + round_) % len(rows)])
+            else:          # the kind's jobs but i, without copying them
+                at = (offset + round_) % (len(rows) - 1)
+                picked.append(rows[at if at < offset else at + 1])
             if len(picked) == limit:
                 return picked
     return picked
-
-
-def _gain(table, a, b) -> float:
-    return table[(a, b)][0] if (a, b) in table else table[(b, a)][0]
 
 
 def _pair(jobs, kinds, table, a: int, b: int) -> Pair:

@@ -27,7 +27,7 @@ from .simulate_flags import (
     preemption_overheads,
     arrival_grace,
     plan_lead,
-    resolve_options,
+    core_options,
 )
 
 log = logging.getLogger(__name__)
@@ -232,4 +232,4 @@ def _core_config(args, table, cluster, policy):
 
     types = tuple(t for t, n in cluster.items())
     return config_for(policy, table, types, seed=args.seed, round_seconds=args.round_seconds,
-                      **resolve_options(args))
+                      **core_options(args))

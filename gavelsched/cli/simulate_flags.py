@@ -92,6 +92,11 @@ def add_common_flags(p) -> None:
     p.add_argument("--profiled-fraction", type=float, default=0.2, metavar="F",
                    help="with --estimate-pairs: share of reference jobs each job is "
                         "profiled beside")
+    p.add_argument("--pair-partners", type=int, default=0, metavar="K",
+                   help="space-sharing policies (_packed, gandiva): list each job's K best "
+                        "partners (pairs that beat time slicing, and pairs already given "
+                        "time) instead of every pair: K n pairs, not n^2/2 (default 0: every "
+                        "pair, as in Gavel; the scheduler daemon's default: 8)")
     p.add_argument("--entities", metavar="SPEC",
                    help="hierarchical policies (thesis §5.4.3): NAME=WEIGHT[:fifo|fairness]"
                         "[:MAX_GPUS],... or a YAML/JSON file {NAME: {weight: W, policy: "
@@ -235,17 +240,22 @@ def arrival_grace(args) -> float:
     return args.arrival_grace
 
 
-def resolve_options(args) -> dict:
-    """The core's re-solve, refill and restart fields from ``--resolve``,
-    ``--min-resolve-interval``, ``--resolve-period``, ``--refill``, ``--plan-lead`` and
-    ``--restart-rule``; refuses a negative interval or
-    a non-positive period."""
+def core_options(args) -> dict:
+    """The core's re-solve, refill, restart and pair fields from ``--resolve``,
+    ``--min-resolve-interval``, ``--resolve-period``, ``--refill``, ``--plan-lead``,
+    ``--restart-rule`` and ``--pair-partners``; refuses a negative interval or partner
+    count, or a non-positive period."""
     if args.min_resolve_interval < 0:
         raise InputError(f"--min-resolve-interval: must be >= 0, got {args.min_resolve_interval}")
     if args.resolve_period is not None and not args.resolve_period > 0:
         raise InputError(f"--resolve-period: must be > 0 seconds, got {args.resolve_period}")
+    if args.pair_partners < 0:
+        raise InputError(f"--pair-partners: must be >= 0 (0: every pair), got "
+                         f"{args.pair_partners}")
     out = {"resolve": args.resolve, "min_resolve_interval_s": args.min_resolve_interval,
            "refill_freed": args.refill, "restart_rule": args.restart_rule}
+    if args.pair_partners:
+        out["pair_partners"] = args.pair_partners
     lead = plan_lead(args)
     if args.refill and lead > 0:     # the daemon refills until it plans
         out["refill_until"] = 1.0 - lead / args.round_seconds

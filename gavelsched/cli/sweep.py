@@ -22,7 +22,7 @@ from .simulate_flags import (
     preemption_overheads,
     arrival_grace,
     plan_lead,
-    resolve_options,
+    core_options,
 )
 
 
@@ -82,7 +82,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     if not all(0 < r <= MAX_RATE_PER_HOUR for r in args.rates):
         raise InputError(f"--rates: every rate must be in (0, {MAX_RATE_PER_HOUR:g}] "
                          "jobs/hour")
-    resolve = resolve_options(args)  # bad re-solve flags fail before any process starts
+    core = core_options(args)  # bad re-solve or pair flags fail before any process starts
     from policies import get_policy
 
     from .solve import parse_options
@@ -100,7 +100,7 @@ def run_sweep(args: argparse.Namespace) -> int:
                      entities=parse_entities(args.entities) if args.entities else None,
                      estimate_pairs=args.estimate_pairs,
                      estimator=estimator_config(args.profiled_fraction), policy_options=options,
-                     core_options=resolve, plan_lead_s=plan_lead(args),
+                     core_options=core, plan_lead_s=plan_lead(args),
                      arrival_grace_s=arrival_grace(args))
     preemption_overheads(args.preemption_overhead, [])  # a bad spec fails before any process starts
     try:

@@ -62,6 +62,9 @@ class CoreConfig:
       the scheduler daemon plans the next round 30% of a round before it ends, and a GPU
       freed after that waits for that plan).
     - ``pairs``: list co-located pairs in the Problem (policies that declare ``needs_pairs``).
+    - ``pair_partners``: with ``pairs``, 0 lists every pair of jobs (Gavel's: n²/2 of
+      them); K > 0 each job's K best partners and the pairs an allocation gave time
+      (``problem.chosen_partners``): O(n K) pairs at production size.
     - ``isolated_time``: track Themis t^isolated for finish-time fairness: at each
       re-solve, the steps made since the previous one over the isolated throughput then
       (Gavel's FinishTimeFairness policy); False passes None (the policy then uses the
@@ -107,6 +110,7 @@ class CoreConfig:
     refill_freed: bool = False
     refill_until: float = 0.7
     pairs: bool = False
+    pair_partners: int = 0
     isolated_time: bool = False
     configurations: bool = False
     mixed_jobs: str = "flagged"
@@ -132,6 +136,8 @@ class CoreConfig:
                              f"got {self.cheap_solve_fraction}")
         if self.resolve_period_s is not None and not self.resolve_period_s > 0:
             raise ValueError(f"resolve_period_s must be > 0, got {self.resolve_period_s}")
+        if not (isinstance(self.pair_partners, int) and self.pair_partners >= 0):
+            raise ValueError(f"pair_partners must be an int >= 0, got {self.pair_partners!r}")
         if self.on_solve_error not in ("raise", "keep"):
             raise ValueError(f"on_solve_error must be 'raise' or 'keep', "
                              f"got {self.on_solve_error!r}")

@@ -27,6 +27,7 @@ class Lookups:
         self._solo_cache: dict[tuple[str, int], np.ndarray] = {}
         self._pair_cache: dict[tuple[tuple[str, int], tuple[str, int]], np.ndarray | None] = {}
         self._planned_cache: dict[tuple[tuple[str, int], tuple[str, int]], np.ndarray | None] = {}
+        self._gains: dict[tuple[tuple[str, int], tuple[str, int]], float] = {}
         self.pair_records = PairRecords()    # (``problem.problem_pairs``)
 
     @property
@@ -45,6 +46,7 @@ class Lookups:
         self._solo_cache.clear()
         self._pair_cache.clear()
         self._planned_cache.clear()
+        self._gains.clear()
 
     def solo(self, key: tuple[str, int]) -> np.ndarray:
         """(n,) steps/s of a (job type, scale factor) on each type (0: cannot run there);
@@ -72,6 +74,23 @@ class Lookups:
             arr = np.array(rows, dtype=float)
             cache[(a, b)] = arr if (arr > 0).all(axis=1).any() else None
         return cache[(a, b)]
+
+
+    def pair_gain(self, a: tuple[str, int], b: tuple[str, int]) -> float:
+        """What a pair of keys ``a`` and ``b`` gains over time slicing (thesis §5.3.1), by
+        the rates policies plan pairs on: the best sum over types of each member's
+        co-located steps/s over its own alone (``policies.packing.pair_gain``); above 1
+        beats time slicing. Cached."""
+        if (a, b) not in self._gains:
+            together = self.pair(a, b, planned=True)
+            gain = 0.0
+            if together is not None:
+                alone = np.stack([self.solo(a), self.solo(b)], axis=1)
+                runs = (together > 0).all(axis=1) & (alone > 0).all(axis=1)
+                if runs.any():
+                    gain = float((together[runs] / alone[runs]).sum(axis=1).max())
+            self._gains[a, b] = gain
+        return self._gains[a, b]
 
 
 class PairRecords:

@@ -15,6 +15,7 @@ import numpy as np
 
 from policies import Allocation, Entity, Job, Pair, Problem, pair_key
 from policies.columns import equal_split
+from policies.packing import partner_pairs
 from policies.table import JobTable
 
 from ..mechanism import ClusterView
@@ -76,7 +77,8 @@ def build_problem(now: float, jobs: Mapping[str, JobState], rows: Rows, view: Cl
         return tuple(_record(*record, steps, since, own, f) for record, steps, since, own, f
                      in zip(kept, left.tolist(), elapsed.tolist(), isolated, factors))
 
-    pairs = problem_pairs(jobs, rows, types, lookups) if config.pairs else ()
+    pairs = (problem_pairs(jobs, rows, types, lookups, config.pair_partners)
+             if config.pairs else ())
     # The whole allocation in force, finished jobs included: FIFO hands a finished
     # job's type to the head of its queue (Gavel's FIFOPolicy keeps that state itself).
     table = JobTable(tuple(jobs), types, T, numbers, records,
@@ -112,19 +114,22 @@ def _restart_factors(restart_s: list[float], config: CoreConfig) -> list[float]:
 
 
 def problem_pairs(jobs: Mapping[str, JobState], rows: Rows, types: tuple[str, ...],
-                  lookups: Lookups) -> tuple[Pair, ...]:
-    """Every pair of active jobs with the same scale factor that can share a worker
+                  lookups: Lookups, partners: int = 0) -> tuple[Pair, ...]:
+    """The pairs of active jobs with the same scale factor that can share a worker
     somewhere, with the co-located throughputs the policy plans on: with a planning source,
     its estimate, replaced by the measured (oracle) ones on the types where the pair has
     already run (Gavel updates a pair's throughputs once it ran); else the source's as the
     online measurements of the pair and its members correct them (``jobs.pair_rates``).
-    The last problem's records are kept where their rates are (``lookups.PairRecords``)."""
+    ``partners`` 0: every pair (Gavel's, n²/2 of them); else each job's ``partners`` best
+    (``chosen_partners``). The last problem's records are kept where their rates are
+    (``lookups.PairRecords``)."""
     records = lookups.pair_records
     keyed = [(job_id, job, job.spec.key) for job_id, job in jobs.items()]
+    later = chosen_partners(keyed, rows, lookups, partners) if partners else None
     out = []
     planned = lookups.has_planned
     for i, (a, job_a, ka) in enumerate(keyed):
-        for b, job_b, kb in keyed[i + 1:]:
+        for b, job_b, kb in (keyed[i + 1:] if later is None else later[i]):
             if ka[1] != kb[1]:
                 continue
             if not planned:
@@ -143,6 +148,34 @@ def problem_pairs(jobs: Mapping[str, JobState], rows: Rows, types: tuple[str, ..
                 out.append(pair)
     records.done()
     return tuple(out)
+
+
+def chosen_partners(keyed: list, rows: Rows, lookups: Lookups, partners: int) -> list[list]:
+    """Of ``keyed`` (job id, state, key) in admission order, the pairs a space-sharing
+    problem lists when every pair is too many (thesis §5.3.1: "in practice we only need to
+    consider combinations that actually perform well"): each job's ``partners`` partners
+    among the kinds it gains with (``policies.packing.partner_pairs``, by the kinds' rates
+    the policy plans on, ``Lookups.pair_gain``), and every pair that already has a row (an
+    allocation gave it time: its received time goes on counting). Per job, its partners
+    admitted after it, in admission order."""
+    kinds = [key for _, _, key in keyed]
+    distinct = list(dict.fromkeys(kinds))
+    gains = {}
+    for i, a in enumerate(distinct):
+        for b in distinct[i:]:
+            gain = lookups.pair_gain(a, b) if a[1] == b[1] else 0.0
+            if gain > 1.0:
+                gains[a, b] = gain
+    chosen = set(partner_pairs(kinds, gains, partners))
+    at = {job_id: i for i, (job_id, _, _) in enumerate(keyed)}
+    for members in rows.members:
+        if len(members) == 2 and members[0] in at and members[1] in at:
+            i, j = at[members[0]], at[members[1]]
+            chosen.add((min(i, j), max(i, j)))
+    later: list[list] = [[] for _ in keyed]
+    for i, j in sorted(chosen):
+        later[i].append(keyed[j])
+    return later
 
 
 def advance_isolated_time(jobs: Mapping[str, JobState], rows: Rows, view: ClusterView,

@@ -62,7 +62,8 @@ class DaemonRules:
       this many machines; with a slope, ``startup_s`` is each type's start-up alone;
     - ``type_order``: the order the daemon serves the types' queues in (its core's
       ``CoreConfig.type_order``); empty: fastest first over the table and rows a replay
-      has (``core_config``).
+      has (``core_config``);
+    - ``pair_partners``: ``CoreConfig.pair_partners`` (0: every pair of jobs).
     """
 
     round_seconds: float
@@ -78,6 +79,7 @@ class DaemonRules:
     startup_wave_slope: float = 0.0
     machines: int = 1
     type_order: tuple[str, ...] = ()
+    pair_partners: int = 0
 
     def __post_init__(self) -> None:
         if not 0.0 < self.round_seconds < math.inf:
@@ -87,6 +89,8 @@ class DaemonRules:
                              f"{self.startup_wave_slope}")
         if self.machines < 1:
             raise ValueError(f"machines must be >= 1, got {self.machines}")
+        if self.pair_partners < 0:
+            raise ValueError(f"pair partners must be >= 0, got {self.pair_partners}")
         if not 0.0 <= self.plan_lead_s < self.round_seconds:
             raise ValueError(f"plan lead must be in [0, round_seconds), got {self.plan_lead_s}")
         object.__setattr__(self, "type_order", tuple(self.type_order))
@@ -100,7 +104,8 @@ class DaemonRules:
         """The rules a daemon's ``StatusResponse`` publishes (``published``), checked at
         the door: a refill fraction outside [0, 1], a plan lead outside [0, round), a wave
         slope outside [0, ``MAX_WAVE_SLOPE``] or a type order that names a type twice is
-        read as none (an older daemon sends none). ``startup_s`` and ``exit_s`` per job
+        read as none (an older daemon sends none), a negative partner count as 0 (every
+        pair). ``startup_s`` and ``exit_s`` per job
         type (the Status carries each job's type means), the ``machines`` its alive workers
         are on."""
         refill = reply.refill_until if 0.0 <= reply.refill_until <= 1.0 else 0.0
@@ -115,7 +120,8 @@ class DaemonRules:
                    else "tenure", exit_s=dict(exit_s or {}),
                    startup_wave_slope=slope if 0.0 <= slope <= MAX_WAVE_SLOPE else 0.0,
                    machines=max(1, machines),
-                   type_order=order if len(set(order)) == len(order) else ())
+                   type_order=order if len(set(order)) == len(order) else (),
+                   pair_partners=max(0, reply.pair_partners))
 
     def published(self) -> dict:
         """The ``Status`` fields that carry the rules (``of_status`` reads them back);
@@ -123,7 +129,8 @@ class DaemonRules:
         return {"resolve": self.resolve,
                 "min_resolve_interval_s": self.min_resolve_interval_s or 0.0,
                 "refill_until": self.refill_until if self.refill_freed else 0.0,
-                "plan_lead_s": self.plan_lead_s, "restart_rule": self.restart_rule}
+                "plan_lead_s": self.plan_lead_s, "restart_rule": self.restart_rule,
+                "pair_partners": self.pair_partners}
 
     def core_config(self, policy: Policy, table: ThroughputTable, worker_types: Sequence[str],
                     rows: Sequence[Mapping[str, float]] = (), **more) -> CoreConfig:
@@ -133,7 +140,7 @@ class DaemonRules:
         ...)."""
         overrides = {"round_seconds": self.round_seconds, "resolve": self.resolve,
                      "refill_freed": self.refill_freed, "refill_until": self.refill_until,
-                     "restart_rule": self.restart_rule,
+                     "restart_rule": self.restart_rule, "pair_partners": self.pair_partners,
                      "type_order": self.type_order
                      or fastest_first(table, tuple(worker_types), rows)}
         if self.min_resolve_interval_s is not None:

@@ -33,6 +33,9 @@ measured restart, start-up plus save, is preferred until that restart is at most
 the time it held them, and keeps them to its end when its job is within 30 restarts of it,
 so that short rounds never thrash; ``gavel``: every round is dealt afresh;
 ``core/restarts.py``),
+``pair_partners`` (space-sharing policies: each job's best partners the policy is offered,
+with the pairs an allocation gave time, thesis §5.3.1; default 8, ``PAIR_PARTNERS``: every
+pair of 20,000 jobs would be 200 million; 0: every pair, as Gavel),
 ``gil_switch_ms`` (the scheduler process's GIL switch interval, ``sys.setswitchinterval``,
 in 0.1..100 ms; default 1 ms, Python's own is 5 ms: ``GIL_SWITCH_MS``),
 ``seed``, ``insecure`` (true: as ``gavelsched scheduler --insecure``; default false);
@@ -72,12 +75,15 @@ OPTIONAL = ("auth_token_file", "tls", "metrics_listen", "throughputs", "expected
             "checkpoint_dir", "checkpoint_retention_s", "health_listen", "heartbeat_seconds",
             "plan_lead_seconds", "min_resolve_interval_s", "resolve", "seed", "workers_tls",
             "insecure", "dashboard_listen", "refill_freed", "users_file", "eta", "restart_rule",
-            "metrics_job_series", "gil_switch_ms", *SETTINGS_KEYS)
+            "metrics_job_series", "gil_switch_ms", "pair_partners", *SETTINGS_KEYS)
 TLS_KEYS = ("cert", "key", "ca")
 RESOLVE_MODES = ("responsive", "gavel")        # gavelsched/core/resolving.py
 RESTART_RULES = ("tenure", "gavel")            # gavelsched/core/restarts.py
 PLAN_LEAD_FRACTION = 0.3
 DAY_S = 86400.0
+# Partners per job a space-sharing policy is offered (``CoreConfig.pair_partners``): on the
+# catalog, 8 reach the max-min objective of every pair within 1% (BENCHMARKS.md).
+PAIR_PARTNERS = 8
 METRICS_JOB_SERIES = 5_000      # the most jobs with Prometheus series of their own (metrics.py)
 # The scheduler process's GIL switch interval (``sys.setswitchinterval``; Python's default
 # is 5 ms), set by ``gavelsched scheduler``. A thread that lets go of the GIL (a sqlite
@@ -118,6 +124,7 @@ class DaemonConfig:
     min_resolve_interval_s: float | None = None
     resolve: str = "responsive"
     restart_rule: str = "tenure"
+    pair_partners: int = PAIR_PARTNERS
     refill_freed: bool = True
     seed: int = 0
     workers_tls: bool = False
@@ -168,7 +175,7 @@ class DaemonConfig:
         from ..core.rules import DaemonRules
         return DaemonRules(self.round_seconds, self.resolve, self.resolve_interval,
                            self.refill_freed, self.refill_until, self.plan_lead,
-                           restart_rule=self.restart_rule)
+                           restart_rule=self.restart_rule, pair_partners=self.pair_partners)
 
     @property
     def metrics_exposed(self) -> bool:
@@ -256,6 +263,13 @@ def parse_config(data: Any, *, base: str | Path = ".", name: str = "config",
         kw["expected_workers"] = number("expected_workers", 0, integer=True)
     if data.get("seed") is not None:
         kw["seed"] = number("seed", 0, integer=True)
+    if data.get("pair_partners") is not None:
+        try:
+            kw["pair_partners"] = checks.integer(data["pair_partners"], "pair_partners", low=0,
+                                                 high=checks.INT32_MAX)
+        except BadValue as err:
+            raise ConfigError(f"{name}: pair_partners must be an integer >= 0 (0: every "
+                              f"pair) and <= {checks.INT32_MAX}, got {shown(err.value)}") from None
     if data.get("metrics_job_series") is not None:
         kw["metrics_job_series"] = number("metrics_job_series", 0, integer=True)
     if data.get("gil_switch_ms") is not None:

@@ -90,7 +90,8 @@ class Snapshot:
             restart_rule=r.restart_rule, policy_options=r.policy_options, caller=caller,
             eta_computed_s=r.eta_computed_s, eta_error=r.eta_error,
             startup_wave_slope=r.startup_wave_slope, pair_table=r.pair_table,
-            type_order=r.type_order, measured_pairs=r.measured_pairs)
+            type_order=r.type_order, measured_pairs=r.measured_pairs,
+            pair_partners=r.pair_partners)
         for i in range(0, len(jobs), COPY_CHUNK):
             out.jobs.extend(jobs[i:i + COPY_CHUNK])
         return out
@@ -171,6 +172,7 @@ def build_snapshot(view: DaemonView) -> Snapshot:
                                              else table_text(view.pair_table)),
                                  type_order=view.type_order,
                                  measured_pairs=_measured_pairs(view),
+                                 pair_partners=view.pair_partners,
                                  eta_computed_s=eta.computed_s, eta_error=eta.error)
     return Snapshot(view.round, view.policy, view.round_seconds, view.now_s, response,
                     {j.id: j.final and j.id not in view.runs for j in view.jobs}, view.hosts,

@@ -105,6 +105,7 @@ class DaemonView:
     # the co-located pairs it measured: (a, b) -> type -> each one's steps/s there
     measured_pairs: Mapping[tuple[str, str], Mapping[str, tuple[float, float]]] = \
         field(default_factory=dict)
+    pair_partners: int = 0      # ``DaemonRules.pair_partners`` (0: every pair)
 
     @classmethod
     def of(cls, round_index: int, policy: str, round_seconds: float, now: float,
@@ -129,7 +130,7 @@ class DaemonView:
            pair_table: Table | None = None,
            type_order: tuple[str, ...] = (),
            measured_pairs: Mapping[tuple[str, str], Mapping[str, tuple[float, float]]]
-           | None = None) -> DaemonView:
+           | None = None, pair_partners: int = 0) -> DaemonView:
         """A picture of live state: the job rows, the run table's ``Run``s, the servers'
         health (``ServerState``), the ``drained`` servers and the servers that ran each
         job, copied into frozen values. ``clock_offset``: the scheduler's clock less the
@@ -156,7 +157,7 @@ class DaemonView:
                    refill_until, plan_lead_s,
                    dict(run_s or {}), dict(waiting or {}), tuple(entities), forecast,
                    dict(deferred or {}), restart_rule, dict(policy_options or {}),
-                   pair_table, tuple(type_order), dict(measured_pairs or {}))
+                   pair_table, tuple(type_order), dict(measured_pairs or {}), pair_partners)
 
     def summary(self) -> str:
         """One line for a round's start: jobs with a run this round, jobs whose last run is

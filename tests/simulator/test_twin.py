@@ -62,6 +62,19 @@ def test_a_type_order_that_names_a_type_twice_is_read_as_none(tmp_path):
         sched.close()
 
 
+def test_the_partners_a_daemon_lists_reach_its_replays_and_a_negative_count_is_every_pair(
+        tmp_path):
+    sched = Scheduler(tmp_path, pair_partners=3)
+    try:
+        reply = build_snapshot(sched.x.view(0.0)).response
+        assert DaemonRules.of_status(reply).pair_partners == 3
+        assert sched.x.core.config.pair_partners == 3
+        reply.pair_partners = -3
+        assert DaemonRules.of_status(reply).pair_partners == 0
+    finally:
+        sched.close()
+
+
 def test_a_start_up_past_the_lease_floor_is_charged_the_share_of_the_gpus_it_costs():
     # up to half a round, the start-up itself; a longer one s still gets the floor F = 5 s
     # of steps, holding the GPUs s + F: charged R s / (s + F) of a 10 s round, under R
