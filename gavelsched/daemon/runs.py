@@ -279,8 +279,7 @@ class RunTable:
         view = self.core.view
         if not task.workers or any(w in view.down or not self.health.alive(view.server_of[w])
                                    for w in task.workers):
-            return                            # (its servers failed or were drained since
-                                              # the plan: ``drain --wait`` trusts this)
+            return                            # (its servers failed or drained since the plan)
         mono = self._clock()
         if self.retries.backing_off(job_id, mono):
             log.info("job %s: backing off after a killed run; not launched in round %d",
