@@ -94,9 +94,10 @@ def add_common_flags(p) -> None:
                         "profiled beside")
     p.add_argument("--pair-partners", type=int, default=0, metavar="K",
                    help="space-sharing policies (_packed, gandiva): list each job's K best "
-                        "partners (pairs that beat time slicing, and pairs already given "
-                        "time) instead of every pair: K n pairs, not n^2/2 (default 0: every "
-                        "pair, as in Gavel; the scheduler daemon's default: 8)")
+                        "partners (pairs that beat time slicing, fewer each beyond 80,000 "
+                        "choices in all, and the pairs already given time) instead of every "
+                        "pair: about K n pairs, not n^2/2 (default 0: every pair, as in "
+                        "Gavel; the scheduler daemon's default: 16)")
     p.add_argument("--entities", metavar="SPEC",
                    help="hierarchical policies (thesis §5.4.3): NAME=WEIGHT[:fifo|fairness]"
                         "[:MAX_GPUS],... or a YAML/JSON file {NAME: {weight: W, policy: "

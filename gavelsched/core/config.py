@@ -63,8 +63,9 @@ class CoreConfig:
       freed after that waits for that plan).
     - ``pairs``: list co-located pairs in the Problem (policies that declare ``needs_pairs``).
     - ``pair_partners``: with ``pairs``, 0 lists every pair of jobs (Gavel's: n²/2 of
-      them); K > 0 each job's K best partners and the pairs an allocation gave time
-      (``problem.chosen_partners``): O(n K) pairs at production size.
+      them); K > 0 each job's K best partners (fewer beyond ``problem.PARTNER_CHOICES``
+      choices in all) and the pairs an allocation gave time (``problem.chosen_partners``):
+      O(n K) pairs at production size.
     - ``isolated_time``: track Themis t^isolated for finish-time fairness: at each
       re-solve, the steps made since the previous one over the isolated throughput then
       (Gavel's FinishTimeFairness policy); False passes None (the policy then uses the

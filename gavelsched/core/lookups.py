@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from policies import Pair
+from policies.packing import pair_gain
 
 from .records import ThroughputSource
 
@@ -75,21 +76,15 @@ class Lookups:
             cache[(a, b)] = arr if (arr > 0).all(axis=1).any() else None
         return cache[(a, b)]
 
-
     def pair_gain(self, a: tuple[str, int], b: tuple[str, int]) -> float:
-        """What a pair of keys ``a`` and ``b`` gains over time slicing (thesis §5.3.1), by
-        the rates policies plan pairs on: the best sum over types of each member's
-        co-located steps/s over its own alone (``policies.packing.pair_gain``); above 1
-        beats time slicing. Cached."""
+        """What a pair of keys ``a`` and ``b`` gains over time slicing by the rates policies
+        plan pairs on (``policies.packing.pair_gain``: above 1 beats it); cached."""
         if (a, b) not in self._gains:
             together = self.pair(a, b, planned=True)
-            gain = 0.0
-            if together is not None:
-                alone = np.stack([self.solo(a), self.solo(b)], axis=1)
-                runs = (together > 0).all(axis=1) & (alone > 0).all(axis=1)
-                if runs.any():
-                    gain = float((together[runs] / alone[runs]).sum(axis=1).max())
-            self._gains[a, b] = gain
+            self._gains[a, b] = 0.0 if together is None else pair_gain(
+                dict(zip(self._types, self.solo(a).tolist())),
+                dict(zip(self._types, self.solo(b).tolist())),
+                {t: (float(x), float(y)) for t, (x, y) in zip(self._types, together)})
         return self._gains[a, b]
 
 

@@ -27,6 +27,12 @@ from .restarts import efficiency
 from .rows import Rows
 
 
+# With partners per job (``CoreConfig.pair_partners``), the most choices of a partner all
+# the jobs make together: each job chooses fewer (one at least) when they would make more
+# (``chosen_partners``). A max-min plan of 20,000 jobs on 2,048 GPUs took 7 s with 4
+# partners each (~52,000 pairs), 16 s with 8 and over ten minutes with 16 (BENCHMARKS.md,
+# "Space sharing at production size").
+PARTNER_CHOICES = 80_000
 # What a re-solve reads of each job's record besides the core's rows (``Rows.planned``
 # among them): Themis's isolated time.
 _ISOLATED = attrgetter("isolated_elapsed_s")
@@ -153,11 +159,13 @@ def problem_pairs(jobs: Mapping[str, JobState], rows: Rows, types: tuple[str, ..
 def chosen_partners(keyed: list, rows: Rows, lookups: Lookups, partners: int) -> list[list]:
     """Of ``keyed`` (job id, state, key) in admission order, the pairs a space-sharing
     problem lists when every pair is too many (thesis §5.3.1: "in practice we only need to
-    consider combinations that actually perform well"): each job's ``partners`` partners
-    among the kinds it gains with (``policies.packing.partner_pairs``, by the kinds' rates
-    the policy plans on, ``Lookups.pair_gain``), and every pair that already has a row (an
-    allocation gave it time: its received time goes on counting). Per job, its partners
-    admitted after it, in admission order."""
+    consider combinations that actually perform well"): each job's best partners among the
+    kinds it gains with (``policies.packing.partner_pairs``, by the kinds' rates the policy
+    plans on, ``Lookups.pair_gain``), ``partners`` of them, or fewer (one at least) when
+    the jobs would make more than ``PARTNER_CHOICES`` choices, and every pair that already
+    has a row (an allocation gave it time: its received time goes on counting). Per job,
+    its partners admitted after it, in admission order."""
+    partners = max(1, min(partners, PARTNER_CHOICES // max(1, len(keyed))))
     kinds = [key for _, _, key in keyed]
     distinct = list(dict.fromkeys(kinds))
     gains = {}

@@ -105,9 +105,8 @@ class DaemonRules:
         the door: a refill fraction outside [0, 1], a plan lead outside [0, round), a wave
         slope outside [0, ``MAX_WAVE_SLOPE``] or a type order that names a type twice is
         read as none (an older daemon sends none), a negative partner count as 0 (every
-        pair). ``startup_s`` and ``exit_s`` per job
-        type (the Status carries each job's type means), the ``machines`` its alive workers
-        are on."""
+        pair). ``startup_s`` and ``exit_s`` per job type (the Status carries each job's type
+        means), the ``machines`` its alive workers are on."""
         refill = reply.refill_until if 0.0 <= reply.refill_until <= 1.0 else 0.0
         lead = reply.plan_lead_s if 0.0 <= reply.plan_lead_s < reply.round_seconds else 0.0
         interval = reply.min_resolve_interval_s

@@ -34,8 +34,9 @@ the time it held them, and keeps them to its end when its job is within 30 resta
 so that short rounds never thrash; ``gavel``: every round is dealt afresh;
 ``core/restarts.py``),
 ``pair_partners`` (space-sharing policies: each job's best partners the policy is offered,
-with the pairs an allocation gave time, thesis §5.3.1; default 8, ``PAIR_PARTNERS``: every
-pair of 20,000 jobs would be 200 million; 0: every pair, as Gavel),
+with the pairs an allocation gave time, thesis §5.3.1; fewer each beyond 5,000 jobs,
+``core.problem.PARTNER_CHOICES``; default 16, ``PAIR_PARTNERS``: every pair of 20,000 jobs
+would be 200 million; 0: every pair, as Gavel),
 ``gil_switch_ms`` (the scheduler process's GIL switch interval, ``sys.setswitchinterval``,
 in 0.1..100 ms; default 1 ms, Python's own is 5 ms: ``GIL_SWITCH_MS``),
 ``seed``, ``insecure`` (true: as ``gavelsched scheduler --insecure``; default false);
@@ -81,9 +82,11 @@ RESOLVE_MODES = ("responsive", "gavel")        # gavelsched/core/resolving.py
 RESTART_RULES = ("tenure", "gavel")            # gavelsched/core/restarts.py
 PLAN_LEAD_FRACTION = 0.3
 DAY_S = 86400.0
-# Partners per job a space-sharing policy is offered (``CoreConfig.pair_partners``): on the
-# catalog, 8 reach the max-min objective of every pair within 1% (BENCHMARKS.md).
-PAIR_PARTNERS = 8
+# Partners per job a space-sharing policy is offered (``CoreConfig.pair_partners``): with
+# 16, 200 jobs' average JCT came within 0.4% of every pair's under max-min fairness,
+# finish-time fairness and Gandiva; with 8, finish-time fairness's was 12% above
+# (BENCHMARKS.md, "Space sharing at production size").
+PAIR_PARTNERS = 16
 METRICS_JOB_SERIES = 5_000      # the most jobs with Prometheus series of their own (metrics.py)
 # The scheduler process's GIL switch interval (``sys.setswitchinterval``; Python's default
 # is 5 ms), set by ``gavelsched scheduler``. A thread that lets go of the GIL (a sqlite

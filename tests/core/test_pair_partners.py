@@ -14,6 +14,7 @@ import pytest
 from gavelsched.core import CoreConfig, SchedulerCore
 from gavelsched.core.jobs import JobState, by_type
 from gavelsched.core.lookups import Lookups
+from gavelsched.core import problem
 from gavelsched.core.problem import chosen_partners, problem_pairs
 from gavelsched.core.records import JobSpec
 from gavelsched.core.rows import Rows
@@ -126,3 +127,16 @@ def test_a_pair_with_a_row_stays_listed_whoever_its_best_partners_are():
 def test_a_partner_count_below_zero_is_refused():
     with pytest.raises(ValueError, match="pair_partners must be an int >= 0, got -1"):
         CoreConfig(pair_partners=-1)
+
+
+def test_each_job_chooses_fewer_partners_when_all_would_make_too_many(monkeypatch):
+    """Beyond ``PARTNER_CHOICES`` choices in all, each job chooses fewer partners (one at
+    least): 20,000 jobs with 16 each took a plan of over ten minutes."""
+    specs = catalog_jobs(120)
+    four = {p.jobs for p in first_problem(specs, partners=4).pairs}
+    monkeypatch.setattr(problem, "PARTNER_CHOICES", 2 * len(specs))      # two each
+    two = {p.jobs for p in first_problem(specs, partners=4).pairs}
+    monkeypatch.setattr(problem, "PARTNER_CHOICES", 0)                   # one each, at least
+    one = {p.jobs for p in first_problem(specs, partners=4).pairs}
+    assert 0 < len(one) < len(two) < len(four)
+    assert len(one) <= len(specs) and len(two) <= 2 * len(specs)
