@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from gavelsched.core import CoreConfig, SchedulerCore
+from gavelsched.core import problem as core_problem
 from gavelsched.core.jobs import JobState, by_type
 from gavelsched.core.lookups import Lookups
-from gavelsched.core import problem
 from gavelsched.core.problem import chosen_partners, problem_pairs
 from gavelsched.core.records import JobSpec
 from gavelsched.core.rows import Rows
@@ -134,9 +134,9 @@ def test_each_job_chooses_fewer_partners_when_all_would_make_too_many(monkeypatc
     least): 20,000 jobs with 16 each took a plan of over ten minutes."""
     specs = catalog_jobs(120)
     four = {p.jobs for p in first_problem(specs, partners=4).pairs}
-    monkeypatch.setattr(problem, "PARTNER_CHOICES", 2 * len(specs))      # two each
+    monkeypatch.setattr(core_problem, "PARTNER_CHOICES", 2 * len(specs))      # two each
     two = {p.jobs for p in first_problem(specs, partners=4).pairs}
-    monkeypatch.setattr(problem, "PARTNER_CHOICES", 0)                   # one each, at least
+    monkeypatch.setattr(core_problem, "PARTNER_CHOICES", 0)                   # one each, at least
     one = {p.jobs for p in first_problem(specs, partners=4).pairs}
     assert 0 < len(one) < len(two) < len(four)
     assert len(one) <= len(specs) and len(two) <= 2 * len(specs)
