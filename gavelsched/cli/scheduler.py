@@ -33,7 +33,7 @@ def register(subparsers) -> None:
                     "expected_workers, checkpoint_dir, checkpoint_retention_s, "
                     "health_listen, heartbeat_seconds, plan_lead_seconds, "
                     "resolve, min_resolve_interval_s, seed, workers_tls, insecure, "
-                    "refill_freed, restart_rule, eta, metrics_job_series, "
+                    "refill_freed, restart_rule, pair_partners, eta, metrics_job_series, "
                     "dashboard_listen, gil_switch_ms, entities, "
                     "policy_options, prices and users_file (docs/runtime.md). SIGHUP "
                     "re-reads entities, policy_options, prices and users_file.")

@@ -100,6 +100,15 @@ def test_a_gil_switch_interval_out_of_range_is_refused_naming_its_key(value):
         parse_config({**GOOD, "gil_switch_ms": value})
 
 
+def test_pair_partners_default_to_16_reach_the_rules_and_a_bad_count_is_refused():
+    assert parse_config(GOOD).rules.pair_partners == 16
+    assert parse_config({**GOOD, "pair_partners": 0}).rules.pair_partners == 0   # every pair
+    for value in (-1, "8", True, 2**31, 1.5):
+        with pytest.raises(ConfigError, match=r"pair_partners must be an integer >= 0 \(0: "
+                                              r"every pair\) and <= 2147483647"):
+            parse_config({**GOOD, "pair_partners": value})
+
+
 def test_store_round_trip_in_wal_mode(tmp_path):
     store = Store(tmp_path)
     assert store.journal_mode == "wal"
