@@ -48,7 +48,7 @@ def plan_child(n: int, partners: int, policy_name: str) -> dict:
     import resource
 
     from gavelsched.core import CoreConfig, SchedulerCore
-    from gavelsched.core.driver import spec_of
+    from gavelsched.core.driver import RoundDriver, spec_of
     from gavelsched.mechanism import ClusterView
     from policies import get_policy
     from traces import default_table
@@ -70,7 +70,7 @@ def plan_child(n: int, partners: int, policy_name: str) -> dict:
                                            multi_gpu=True)):
         core.submit(spec_of(str(i), job), 0.0)
     start = time.perf_counter()
-    core.start_round(0.0)
+    RoundDriver(core).plan(0.0)
     plan_s = time.perf_counter() - start
     return {"pairs": solves[0][0], "plan_s": plan_s, "solve_s": solves[0][1],
             "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
