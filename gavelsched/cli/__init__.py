@@ -58,10 +58,19 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A parser whose errors are one line (docs/design.md, Safety rules), the way to the
+    help in it, not the usage block argparse prints first; exit code 2 as argparse's. Its
+    subcommands' parsers are of its class (``add_subparsers``' default)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The CLI's parser; given ``argv`` whose command is known, only that command's module
     is imported (the top-level ``--help`` and unknown commands import all of them)."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="gavelsched",
         description="Heterogeneity-aware scheduling of deep-learning jobs on mixed GPU "
                     "clusters (Gavel, thesis chapter 5): solve policies, generate traces, "
