@@ -137,14 +137,14 @@ def test_every_door_refuses_a_negative_slo_the_same_way():
 
 @pytest.mark.parametrize("argv, message", [
     (["simulate", "--jobs", "abc"],
-     "gavelsched simulate: error: argument --jobs: invalid int value: 'abc' "
-     "(see gavelsched simulate --help)"),
+     ("gavelsched simulate: error: argument --jobs: invalid int value: 'abc' "
+      "(see gavelsched simulate --help)")),
     (["simulate", "sweep", "--rates", "1", "-o", "x", "--seeds", "1", "--processes", "two"],
-     "gavelsched simulate sweep: error: argument --processes: invalid int value: 'two' "
-     "(see gavelsched simulate sweep --help)"),
+     ("gavelsched simulate sweep: error: argument --processes: invalid int value: 'two' "
+      "(see gavelsched simulate sweep --help)")),
     (["no-such-command"], "gavelsched: error: argument COMMAND: invalid choice: "),
-    ([], "gavelsched: error: the following arguments are required: COMMAND "
-         "(see gavelsched --help)"),
+    ([], ("gavelsched: error: the following arguments are required: COMMAND "
+          "(see gavelsched --help)")),
 ])
 def test_a_flag_argparse_refuses_is_one_line_with_the_way_to_the_help(argv, message, capsys):
     """No usage block before the line (it buried the error under twenty lines)."""
