@@ -89,7 +89,8 @@ def test_a_negative_seed_is_refused_by_the_parser(tmp_path, capsys, sub):
         main(["trace", *sub, "--seed", "-1", "-o", str(tmp_path / "t.jsonl")])
     assert exit_.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].endswith("error: argument --seed: invalid seed value: '-1'")
+    assert err == [f"gavelsched trace {sub[0]}: error: argument --seed: invalid seed value: "
+                   f"'-1' (see gavelsched trace {sub[0]} --help)"]          # one line
     assert not (tmp_path / "t.jsonl").exists()
 
 
