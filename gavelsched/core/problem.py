@@ -33,6 +33,7 @@ from .rows import Rows
 # partners each (~52,000 pairs), 16 s with 8 and over ten minutes with 16 (BENCHMARKS.md,
 # "Space sharing at production size").
 PARTNER_CHOICES = 80_000
+
 # What a re-solve reads of each job's record besides the core's rows (``Rows.planned``
 # among them): Themis's isolated time.
 _ISOLATED = attrgetter("isolated_elapsed_s")
