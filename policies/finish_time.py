@@ -14,6 +14,8 @@ solvers, and ``backend="cvxpy"``, go through cvxpy.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from ._lazy import cp
@@ -66,55 +68,91 @@ def _finite_terms(cols: Columns, rows: np.ndarray, isolated_time: np.ndarray,
 
 def finish_time_program(cols: Columns) -> tuple[cp.Problem, cp.Variable]:
     """The program (and its variable ``z``, one entry per column): minimise ρ, every job's
-    ``a / throughput + b <= ρ`` (``_terms``), and (5.2) and (5.3)."""
+    ``a / throughput + b <= ρ`` (``_terms``), and (5.2) and (5.3). With pairs, each job's
+    throughput is a variable of its own (``own_rates``)."""
     rows, a, b = _terms(cols)
     busy = a > 0  # jobs with steps left; the others' ρ is the constant b
     z = cp.Variable(cols.num_columns, nonneg=True)
     rho = cp.Variable()
     throughput = cols.throughput[rows[busy]] @ z
-    constraints = [cp.multiply(a[busy], cp.inv_pos(throughput)) + b[busy] <= rho,
-                   *base_constraints(cols, z)]
+    constraints = []
+    if own_rates(cols) and busy.any():
+        rate = cp.Variable(int(busy.sum()))
+        constraints.append(rate == throughput)
+        throughput = rate
+    constraints += [cp.multiply(a[busy], cp.inv_pos(throughput)) + b[busy] <= rho,
+                    *base_constraints(cols, z)]
     if not busy.all():
         constraints.append(rho >= b[~busy].max())
     return cp.Problem(cp.Minimize(rho), constraints), z
 
 
-def cone_program(cols: Columns) -> tuple[np.ndarray, Compressed, np.ndarray, tuple[int, ...]]:
-    """``finish_time_program`` as cvxpy hands it to Clarabel: minimise ``c @ x`` over
-    x = (ρ, z, u), where u_j >= 1 / throughput_j of each job j with steps left, subject to
-    ``b - A @ x`` in the nonnegative cone (rows: -z <= 0; a_j u_j - ρ <= -b_j; (5.2);
-    (5.3); ρ >= the others' b), then in one second-order cone of size 3 per such job:
-    ``(throughput_j + u_j, throughput_j - u_j, 2)``, i.e. throughput_j * u_j >= 1. Returns
-    (c, A as canonical CSC arrays, b, the cones' sizes)."""
+def own_rates(cols: Columns) -> bool:
+    """Whether each job's throughput gets a variable of its own, equal to its sum over the
+    columns: with pairs, where a job's sum spans its partners' columns. Written into both
+    rows of its cone, those sums tie the cones of partners together, and the solver's
+    factorisation fills in: 2,000 jobs with 16 partners each took 42 s and ended in a
+    numerical error; with the variables, 1.8 s (BENCHMARKS.md, "Every policy at
+    production size")."""
+    return not cols.single.all()
+
+
+class ConeProgram(NamedTuple):
+    """min ``c @ x`` with ``b - A @ x`` in the zero cone (its first ``zero`` rows), the
+    nonnegative cone, then second-order cones of sizes ``soc``."""
+
+    c: np.ndarray
+    A: Compressed
+    b: np.ndarray
+    zero: int
+    soc: tuple[int, ...]
+
+
+def cone_program(cols: Columns) -> ConeProgram:
+    """``finish_time_program`` as cvxpy hands it to Clarabel, entry for entry: minimise ρ
+    over x = (ρ, z, r, u), where r_j = throughput_j (with ``own_rates``, else no r) and
+    u_j >= 1 / throughput_j for each job j with steps left. Rows: r_j - throughput_j = 0;
+    -z <= 0; a_j u_j - ρ <= -b_j; (5.2); (5.3); ρ >= the others' b; then one second-order
+    cone of size 3 per such job: ``(t_j + u_j, t_j - u_j, 2)``, i.e. t_j * u_j >= 1, with
+    t_j its r_j or its throughput's terms."""
     rows, a, b = _terms(cols)
     busy = a > 0
     c, m, n = cols.num_columns, cols.num_jobs, len(cols.types)
     k = int(busy.sum())
-    u = 1 + c + np.arange(k)                      # u's columns; z's are 1 .. c
-    epigraph = c + np.arange(k)
+    zero = k if own_rates(cols) else 0            # r's rows and columns
+    rate_col = 1 + c + np.arange(zero)
+    u = 1 + c + zero + np.arange(k)               # u's columns; z's are 1 .. c
+    job, col, rate = row_entries(cols.throughput_arrays, rows[busy])
+    coords, rhs = [], []
+    if zero:
+        coords += [(job, 1 + col, -rate), (np.arange(k), rate_col, np.ones(k))]
+        rhs.append(np.zeros(k))
+    epigraph = zero + c + np.arange(k)
     member_row, member_col, member = coo_arrays(cols.member_arrays)
     usage_row, usage_col, usage = coo_arrays(cols.usage_arrays)
-    at = c + k + m + n                            # the next row
-    coords = [(np.arange(c), 1 + np.arange(c), -np.ones(c)),
-              (epigraph, np.zeros(k, dtype=np.intp), -np.ones(k)), (epigraph, u, a[busy]),
-              (c + k + member_row, 1 + member_col, member),
-              (c + k + m + usage_row, 1 + usage_col, usage)]
-    rhs = [np.zeros(c), -b[busy], np.ones(m), cols.workers.astype(float)]
+    at = zero + c + k + m + n                     # the next row
+    coords += [(zero + np.arange(c), 1 + np.arange(c), -np.ones(c)),
+               (epigraph, np.zeros(k, dtype=np.intp), -np.ones(k)), (epigraph, u, a[busy]),
+               (zero + c + k + member_row, 1 + member_col, member),
+               (zero + c + k + m + usage_row, 1 + usage_col, usage)]
+    rhs += [np.zeros(c), -b[busy], np.ones(m), cols.workers.astype(float)]
     if not busy.all():
         coords.append((np.array([at]), np.array([0]), np.array([-1.0])))
         rhs.append(np.array([-b[~busy].max()]))
         at += 1
-    job, col, rate = row_entries(cols.throughput_arrays, rows[busy])
-    first = at + 3 * job                          # each job's cone: its first row
     cone = at + 3 * np.arange(k)
-    coords += [(first, 1 + col, -rate), (first + 1, 1 + col, -rate),
-               (cone, u, -np.ones(k)), (cone + 1, u, np.ones(k))]
+    if zero:
+        coords += [(cone, rate_col, -np.ones(k)), (cone + 1, rate_col, -np.ones(k))]
+    else:
+        first = at + 3 * job                      # each job's cone: its first row
+        coords += [(first, 1 + col, -rate), (first + 1, 1 + col, -rate)]
+    coords += [(cone, u, -np.ones(k)), (cone + 1, u, np.ones(k))]
     rhs.append(np.tile([0.0, 0.0, 2.0], k))
-    shape = (at + 3 * k, 1 + c + k)
-    A = from_blocks(coords, shape)
+    shape = (at + 3 * k, 1 + c + zero + k)
     objective = np.zeros(shape[1])
     objective[0] = 1.0
-    return objective, A, np.concatenate(rhs), (3,) * k
+    return ConeProgram(objective, from_blocks(coords, shape), np.concatenate(rhs), zero,
+                       (3,) * k)
 
 
 class FinishTimeFairness(ColumnPolicy):
@@ -129,9 +167,9 @@ class FinishTimeFairness(ColumnPolicy):
         if cols.num_columns == 0:
             return no_columns(cols)
         if self.direct_solver() == "CLARABEL":   # (of the direct solvers, the one for cones)
-            c, A, b, cones = cone_program(cols)
-            result = clarabel_lists(c.tolist(), A.lists(), b.tolist(), 0, self.name,
-                                    soc=cones)
+            cone = cone_program(cols)
+            result = clarabel_lists(cone.c.tolist(), cone.A.lists(), cone.b.tolist(), 0,
+                                    self.name, soc=cone.soc, zero=cone.zero)
             z = result.x[1:1 + cols.num_columns]
             return Solution(cols.to_rows(z), result.value, self.solver)
         program, z = finish_time_program(cols)

@@ -92,18 +92,20 @@ def _clarabel(lp: LinearProgram, what: str, precise: bool) -> LPResult:
 
 
 def clarabel_lists(c: list, A: Compressed, b: list, rows: int, what: str,
-                   precise: bool = False, soc: Sequence[int] = ()) -> LPResult:
+                   precise: bool = False, soc: Sequence[int] = (), zero: int = 0) -> LPResult:
     """Clarabel on  min c @ x  s.t.  A @ x <= b  (every row in the nonnegative cone, the
     bounds x >= 0 among them), with ``A``'s arrays, ``c`` and ``b`` as lists; the duals
     of the first ``rows`` rows (the LP's own, before its bound rows). ``soc``: the last
     rows instead hold second-order cones of these sizes, one after another (``b - A @ x``
-    in each: a second-order cone program, as cvxpy hands Clarabel one)."""
+    in each: a second-order cone program, as cvxpy hands Clarabel one); ``zero``: the
+    first rows are equalities instead (``b - A @ x = 0``)."""
     import clarabel
 
     settings, outcomes = _clarabel_setup(precise)
     n = len(c)
     P = Compressed([], [], [0] * (n + 1), (n, n), "csc")  # no quadratic term (an LP)
-    cones = [clarabel.NonnegativeConeT(len(b) - sum(soc))]
+    cones = [clarabel.ZeroConeT(zero)] if zero else []
+    cones.append(clarabel.NonnegativeConeT(len(b) - zero - sum(soc)))
     cones += [clarabel.SecondOrderConeT(size) for size in soc]
     solver = clarabel.DefaultSolver(P, c, A, b, cones, settings)
     sol = solver.solve()

@@ -13,6 +13,7 @@ import pytest
 
 from gavelsched.core import CoreConfig, SchedulerCore
 from gavelsched.core import problem as core_problem
+from gavelsched.core.driver import spec_of
 from gavelsched.core.jobs import JobState, by_type
 from gavelsched.core.lookups import Lookups
 from gavelsched.core.problem import chosen_partners, problem_pairs
@@ -21,6 +22,7 @@ from gavelsched.core.rows import Rows
 from gavelsched.mechanism import ClusterView
 from policies import get_policy
 from traces import default_table
+from traces.generator import generate_trace
 
 TYPES = ("v100", "p100", "k80")
 
@@ -34,15 +36,16 @@ def catalog_jobs(n: int, seed: int = 0) -> list[JobSpec]:
             for i, k in enumerate(rng.integers(len(kinds), size=n).tolist())]
 
 
-def first_problem(specs: list[JobSpec], partners: int):
-    """The problem a core running ``max_min_fairness_packed`` with ``pair_partners``
-    solves first, with these jobs waiting on 4:4:4."""
-    policy = get_policy("max_min_fairness_packed")
+def first_problem(specs: list[JobSpec], partners: int, policy: str = "max_min_fairness_packed",
+                  gpus: int = 4):
+    """The problem a core running ``policy`` with ``pair_partners`` solves first (its
+    solve must not fail), with these jobs waiting on ``gpus`` of each type."""
+    policy = get_policy(policy)
     seen = []
     solve = policy.solve
     policy.solve = lambda problem: (seen.append(problem), solve(problem))[1]
-    config = CoreConfig.for_policy(policy, pair_partners=partners)
-    core = SchedulerCore(policy, ClusterView.build({t: 4 for t in TYPES}), default_table(),
+    config = CoreConfig.for_policy(policy, pair_partners=partners, on_solve_error="raise")
+    core = SchedulerCore(policy, ClusterView.build({t: gpus for t in TYPES}), default_table(),
                          config)
     for spec in specs:
         core.submit(spec, 0.0)
@@ -122,6 +125,17 @@ def test_a_pair_with_a_row_stays_listed_whoever_its_best_partners_are():
     assert kept == sorted(kept, key=lambda ab: (int(ab[0]), int(ab[1])))
     pairs = problem_pairs(states, rows, TYPES, lookups, partners=1)
     assert outside in {p.jobs for p in pairs}          # and the policy is offered it
+
+
+def test_finish_time_fairness_with_16_partners_plans_2000_waiting_jobs():
+    """Production size for the cone program: 2,000 jobs with 16 partners each on 2,040
+    GPUs. Each job's throughput written into its cone tied partners' cones together, and
+    Clarabel ended in a numerical error after 42 s (so the cluster stayed idle); with each
+    job's rate a variable of its own (policies/finish_time.py, ``own_rates``) it solves."""
+    jobs = [spec_of(str(i), job) for i, job in enumerate(
+        generate_trace(2000, 1e6, table=default_table(), seed=0, multi_gpu=True))]
+    problem = first_problem(jobs, 16, "finish_time_fairness_packed", gpus=680)
+    assert len(problem.jobs) == 2000 and len(problem.pairs) > 10_000
 
 
 def test_a_partner_count_below_zero_is_refused():

@@ -56,9 +56,10 @@ def test_the_direct_data_is_cvxpys_entry_for_entry_and_so_is_the_answer(name, da
         return
     program, z = finish_time_program(cols)
     theirs = program.get_problem_data("CLARABEL")[0]
-    c, A, b, cones = cone_program(cols)
+    c, A, b, zero, cones = cone_program(cols)
     dims = theirs["dims"]
-    assert (dims.zero, dims.nonneg, list(dims.soc)) == (0, b.size - sum(cones), list(cones))
+    assert (dims.zero, dims.nonneg, list(dims.soc)) == (zero, b.size - zero - sum(cones),
+                                                         list(cones))
     assert dims.exp == 0 and not dims.psd and not dims.p3d
     assert np.array_equal(c, theirs["c"]) and np.array_equal(b, theirs["b"])
     assert A.shape == theirs["A"].shape
