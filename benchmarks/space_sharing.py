@@ -22,18 +22,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 from host import describe
+from policy_scale import first_plan, fresh
 
-ROOT = Path(__file__).resolve().parent.parent
-CLUSTER = {"v100": 683, "p100": 683, "k80": 682}     # 2,048 GPUs
 PARTNERS = (8, 16)       # partners per job, against every pair (0)
 # (policy, jobs, cluster, with every pair too) of the simulations, each with PARTNERS (every
 # pair of 1,000 jobs ran past 300 s)
@@ -41,60 +36,6 @@ SIMULATIONS = (("max_min_fairness_packed", 200, "8:8:8", True),
                ("finish_time_fairness_packed", 200, "8:8:8", True),
                ("gandiva", 200, "8:8:8", True),
                ("max_min_fairness_packed", 1000, "36:36:36", False))
-
-
-def plan_child(n: int, partners: int, policy_name: str) -> dict:
-    """The first plan of ``n`` waiting catalog jobs on ``CLUSTER`` (this process)."""
-    import resource
-
-    from gavelsched.core import CoreConfig, SchedulerCore
-    from gavelsched.core.driver import RoundDriver, spec_of
-    from gavelsched.mechanism import ClusterView
-    from policies import get_policy
-    from traces import default_table
-    from traces.generator import generate_trace
-
-    policy = get_policy(policy_name)
-    solves = []
-    solve = policy.solve
-
-    def timed(problem):
-        start = time.perf_counter()
-        out = solve(problem)
-        solves.append((len(problem.pairs), time.perf_counter() - start))
-        return out
-    policy.solve = timed
-    core = SchedulerCore(policy, ClusterView.build(CLUSTER), default_table(),
-                         CoreConfig.for_policy(policy, pair_partners=partners))
-    for i, job in enumerate(generate_trace(n, 1e6, table=default_table(), seed=0,
-                                           multi_gpu=True)):
-        core.submit(spec_of(str(i), job), 0.0)
-    start = time.perf_counter()
-    RoundDriver(core).plan(0.0)
-    plan_s = time.perf_counter() - start
-    return {"pairs": solves[0][0], "plan_s": plan_s, "solve_s": solves[0][1],
-            "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
-
-
-def fresh(cmd: list[str], timeout: float) -> tuple[float, float, str | None]:
-    """Run ``cmd`` in a fresh process: (wall seconds, its peak RSS in MiB, its stdout);
-    stdout None when it failed or ran past ``timeout`` (then killed)."""
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, cwd=ROOT)
-        timer = threading.Timer(timeout, proc.kill)
-        timer.start()
-        _, status, usage = os.wait4(proc.pid, 0)     # (its own rusage: peak RSS)
-        wall = time.perf_counter() - start
-        timer.cancel()
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        if proc.returncode != 0:
-            if wall < timeout:
-                print(f"  failed: {' '.join(cmd)}\n{err.read()[-2000:]}", file=sys.stderr)
-            return wall, usage.ru_maxrss / 1024, None
-        return wall, usage.ru_maxrss / 1024, out.read()
 
 
 def plans(sizes: list[int], policy: str, every_up_to: int, timeout: float) -> None:
@@ -162,7 +103,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.plan_child:
         n, partners, policy = args.plan_child
-        print(json.dumps(plan_child(int(n), int(partners), policy)))
+        print(json.dumps(first_plan(int(n), int(partners), policy)))
         return 0
     print(f"# {describe()}")
     both = not (args.plans or args.simulations)

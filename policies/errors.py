@@ -4,6 +4,17 @@ from __future__ import annotations
 
 from enum import Enum
 
+# A one-line message names at most this many jobs: at production size a conflict can
+# involve thousands (``named``).
+NAMED = 10
+
+
+def named(job_ids, limit: int = NAMED) -> str:
+    """``job_ids`` for a one-line message: the first ``limit``, then how many more."""
+    ids = list(job_ids)
+    shown = ", ".join(ids[:limit])
+    return shown + (f" and {len(ids) - limit:,} more" if len(ids) > limit else "")
+
 
 class PolicyError(Exception):
     """Base class of every error a policy raises on purpose."""

@@ -30,7 +30,7 @@ import numpy as np
 from ._lazy import cp, sp
 from .base import BACKEND_OPTION, BACKENDS, SOLVER_OPTION, Policy, Solution, no_columns, run
 from .columns import Columns, build_columns
-from .errors import Infeasible, PolicyError, ProblemError
+from .errors import Infeasible, PolicyError, ProblemError, named
 from .fairness import base_constraints
 from .lp import clarabel_lists, maximised
 from .problem import Allocation, Problem
@@ -195,7 +195,7 @@ class MaxSumThroughput(Policy):
         shortfall, conflicting, closest = self._least_shortfall(cols, slo)
         if self.slo_mode == "strict":
             raise Infeasible(f"{self.name}: SLOs cannot all be met; conflicting jobs: "
-                             f"{', '.join(conflicting)}", conflicting)
+                             f"{named(conflicting)}", conflicting)
         self._news("conflicting", "%s: SLOs cannot all be met; best effort for %s",
                    conflicting, problem)
         try:
@@ -237,8 +237,8 @@ class MaxSumThroughput(Policy):
         new = [job_id for job_id in job_ids if job_id not in before]
         if new:
             others = len(job_ids) - len(new)
-            log.warning(message, self.name, ", ".join(new)
-                        + (f" (and {others} named before)" if others else ""))
+            log.warning(message, self.name, named(new)
+                        + (f" (and {others:,} named before)" if others else ""))
 
     def _least_shortfall(self, cols: Columns,
                          needs: SloNeeds) -> tuple[np.ndarray, tuple, np.ndarray]:

@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from policies.errors import named
+
 from .store import Store
 
 log = logging.getLogger("gavelsched.audit")
@@ -39,8 +41,7 @@ class Audit:
         """``user`` did ``action`` (to ``job_ids``): a log line, and one event per job."""
         ids = list(job_ids)
         now = self._clock()
-        shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
-        log.info("%s: %s%s%s", user, action, f" {shown}" if ids else "",
+        log.info("%s: %s%s%s", user, action, f" {named(ids)}" if ids else "",
                  f" ({detail})" if detail else "")
         if ids:
             self.store.add_events((job_id, now, user, action, detail) for job_id in ids)

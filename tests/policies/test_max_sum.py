@@ -157,6 +157,20 @@ def test_slos_are_throughput_floors_and_gavel_mode_drops_them_when_unmeetable():
     assert gavel.objective == pytest.approx(thesis_optimum(impossible, coef), rel=1e-6)
 
 
+def test_a_conflict_of_many_slos_is_one_short_line_naming_a_few():
+    """At production size thousands of SLOs can conflict: the error names ten of them and
+    counts the rest (the whole list stays in ``Infeasible.jobs``)."""
+    base = figure_5_14_problem(40, 3)
+    impossible = base.with_jobs([Job(j.id, j.throughputs, remaining_steps=1e5, slo_s=1e5
+                                     / (2 * j.throughputs["v100"])) for j in base.jobs])
+    with pytest.raises(Infeasible) as caught:
+        get_policy("max_sum_throughput_normalized_by_cost_perf_SLOs").solve(impossible)
+    message, conflicting = str(caught.value), caught.value.jobs
+    assert len(conflicting) > 10 and "\n" not in message
+    assert message.endswith(f"conflicting jobs: {', '.join(conflicting[:10])} and "
+                            f"{len(conflicting) - 10} more")
+
+
 def test_best_effort_takes_the_closest_allocation_when_the_cheapest_one_fails(monkeypatch,
                                                                                caplog):
     """Best effort solves the elastic LP (the least shortfall), then the cheapest allocation

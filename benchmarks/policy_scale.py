@@ -1,0 +1,151 @@
+"""Every policy at production size: the scheduler's first plan with N jobs waiting on 2,048
+GPUs, under each registered policy with the daemon's defaults (16 partners per job for the
+space-sharing ones, ``gavelsched/daemon/config.py: PAIR_PARTNERS``; the catalog's prices).
+
+Each row is a fresh process (its peak memory its own): N jobs of the thesis's generated
+traces (§5.7.1, 30% on several GPUs, SLOs of §5.7.3; single-GPU jobs for the policies that
+schedule only those) submitted to a ``SchedulerCore``, then one plan through ``RoundDriver``
+as the daemon plans a round: the pairs listed, the plan's seconds and the solve's among
+them, peak RSS. A plan must fit in the plan lead, 30% of a round before its start: 9 s of
+the 30-s rounds of the daemon benchmarks, 108 s of the thesis's 360-s rounds.
+
+Usage::
+
+    python benchmarks/policy_scale.py                                # every policy
+    python benchmarks/policy_scale.py --policies finish_time_fairness_packed --sizes 2000
+    python benchmarks/policy_scale.py --policies min_total_duration_packed \\
+        --options partitions=8                                       # POP on top
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from host import describe
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CLUSTER = {"v100": 683, "p100": 683, "k80": 682}     # 2,048 GPUs
+LEADS = (("30-s", 9.0), ("360-s", 108.0))            # (round, its plan lead in s)
+# What a policy needs beyond the defaults: options, and whether it takes single-GPU jobs only.
+OPTIONS = {"min_makespan_with_budget": {"budget": 1e7}}
+SINGLE_GPU = {"allox"}
+
+
+def first_plan(n: int, partners: int, policy_name: str, options: dict | None = None) -> dict:
+    """The first plan of ``n`` waiting jobs on ``CLUSTER`` under ``policy_name`` (this
+    process): the pairs its solve listed, the plan's and the solve's seconds, peak RSS."""
+    import resource
+
+    from gavelsched.core import CoreConfig, SchedulerCore
+    from gavelsched.core.driver import RoundDriver, spec_of
+    from gavelsched.mechanism import ClusterView
+    from policies import get_policy
+    from traces import default_table
+    from traces.catalog import default_prices
+    from traces.generator import generate_trace
+
+    policy = get_policy(policy_name, **{**OPTIONS.get(policy_name, {}), **(options or {})})
+    solves = []
+    solve = policy.solve
+
+    def timed(problem):
+        start = time.perf_counter()
+        out = solve(problem)
+        solves.append((len(problem.pairs), time.perf_counter() - start))
+        return out
+    policy.solve = timed
+    core = SchedulerCore(policy, ClusterView.build(CLUSTER), default_table(),
+                         CoreConfig.for_policy(policy, pair_partners=partners,
+                                               on_solve_error="raise"),
+                         prices=default_prices())
+    jobs = generate_trace(n, 1e6, table=default_table(), seed=0, slos=True,
+                          multi_gpu=policy_name not in SINGLE_GPU)
+    for i, job in enumerate(jobs):
+        core.submit(spec_of(str(i), job), 0.0)
+    start = time.perf_counter()
+    RoundDriver(core).plan(0.0)
+    plan_s = time.perf_counter() - start
+    return {"pairs": solves[0][0], "plan_s": plan_s, "solve_s": solves[0][1],
+            "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def fresh(cmd: list[str], timeout: float) -> tuple[float, float, str | None]:
+    """Run ``cmd`` in a fresh process: (wall seconds, its peak RSS in MiB, its stdout);
+    stdout None when it failed or ran past ``timeout`` (then killed)."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, cwd=ROOT)
+        timer = threading.Timer(timeout, proc.kill)
+        timer.start()
+        _, status, usage = os.wait4(proc.pid, 0)     # (its own rusage: peak RSS)
+        wall = time.perf_counter() - start
+        timer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if proc.returncode != 0:
+            if wall < timeout:
+                print(f"  failed: {' '.join(cmd)}\n{err.read()[-2000:]}", file=sys.stderr)
+            return wall, usage.ru_maxrss / 1024, None
+        return wall, usage.ru_maxrss / 1024, out.read()
+
+
+def fits(plan_s: float) -> str:
+    """The rounds whose plan lead the plan fits in."""
+    return ", ".join(name for name, lead in LEADS if plan_s <= lead) or "neither"
+
+
+def main() -> int:
+    from gavelsched.daemon.config import PAIR_PARTNERS
+    from policies.registry import policy_names
+
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--policies", help="comma-separated (default: every registered one)")
+    parser.add_argument("--sizes", default="2000,20000", help="jobs waiting (comma-separated)")
+    parser.add_argument("--partners", type=int, default=PAIR_PARTNERS,
+                        help="pair partners per job (default: the daemon's, %(default)s)")
+    parser.add_argument("--options", default="", metavar="K=V,...",
+                        help="policy options for every row (e.g. partitions=8: POP)")
+    parser.add_argument("--timeout", type=float, default=300.0, help="per process (s)")
+    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        n, partners, policy, options = args.child
+        print(json.dumps(first_plan(int(n), int(partners), policy, json.loads(options))))
+        return 0
+    options = dict(pair.split("=", 1) for pair in args.options.split(",") if pair)
+    names = args.policies.split(",") if args.policies else policy_names()
+    print(f"# {describe()}")
+    print(f"\n## The first plan of N waiting jobs on 2,048 GPUs ({args.partners} partners"
+          f"{', options ' + args.options if options else ''})\n")
+    print("| policy | jobs | pairs | plan s | of it the solve s | peak RSS | fits the plan lead of |")
+    print("|---|---|---|---|---|---|---|")
+    for name in names:
+        for n in (int(s) for s in args.sizes.split(",")):
+            cmd = [sys.executable, __file__, "--child", str(n), str(args.partners), name,
+                   json.dumps(options)]
+            wall, rss, out = fresh(cmd, args.timeout)
+            if out is None:
+                why = (f"killed after {args.timeout:.0f} s" if wall >= args.timeout
+                       else "failed (above)")
+                print(f"| {name} | {n:,} | | {why} | | {rss:,.0f} MiB | neither |", flush=True)
+                continue
+            row = json.loads(out)
+            print(f"| {name} | {n:,} | {row['pairs']:,} | {row['plan_s']:.2f} | "
+                  f"{row['solve_s']:.2f} | {row['rss_mib']:.0f} MiB | {fits(row['plan_s'])} |",
+                  flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
