@@ -155,6 +155,13 @@ def _packed_gain(problem: Problem, pair) -> float:
     return total
 
 
+# AlloX's cost matrix (jobs x GPUs x queue positions) may hold this many entries: 12
+# million (2,000 jobs on 2,048 GPUs) match in ~12 s; 20,000 jobs on 2,048 GPUs would be 860
+# million, past 14 GB and hours of matching (BENCHMARKS.md, "Every policy at production
+# size"). Beyond it, POP's partitions each match a share (``partitions=K``).
+MATCHING_ENTRIES = 20_000_000
+
+
 class AlloX(Policy):
     """Min-cost matching of single-GPU jobs to (GPU, queue position), AlloX [106]."""
 
@@ -171,6 +178,13 @@ class AlloX(Policy):
         if rows.size == 0 or not gpus:
             return Solution(_whole_rows(cols, {}), None, None)
         positions = min(rows.size, 2 * math.ceil(rows.size / len(gpus)) + 1)
+        entries = rows.size * len(gpus) * positions
+        if entries > MATCHING_ENTRIES:
+            parts = math.ceil(math.sqrt(entries / MATCHING_ENTRIES))
+            raise ProblemError(
+                f"{self.name}: {rows.size:,} jobs on {len(gpus):,} GPUs make a matching of "
+                f"{entries:,} entries, above {MATCHING_ENTRIES:,}; split it with the option "
+                f"partitions={parts} (POP)")
         with np.errstate(divide="ignore"):
             time = np.where(cols.T[rows] > 0, np.maximum(cols.remaining[rows], 1.0)[:, None]
                             / cols.T[rows], np.inf)

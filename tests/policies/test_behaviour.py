@@ -320,6 +320,23 @@ def test_allox_runs_a_job_per_gpu_minimising_completion_time():
     assert allocation.share("slow", "k80") == 1.0
 
 
+def test_allox_refuses_a_matching_too_large_to_make_and_names_the_partitions(monkeypatch):
+    """A cost matrix of jobs x GPUs x positions past ``MATCHING_ENTRIES`` is refused before
+    it is made (20,000 jobs on 2,048 GPUs took 14 GB and ran for hours), with the POP
+    partitions that bring each share under it; with them it plans."""
+    monkeypatch.setattr("policies.baselines.MATCHING_ENTRIES", 1_000)
+    jobs = [Job(str(i), {"v100": 1.0 + i % 7, "k80": 1.0}, remaining_steps=100.0 + i)
+            for i in range(40)]
+    problem = Problem(cluster={"v100": 10, "k80": 10}, jobs=jobs)   # 40 x 20 x 5 = 4,000
+    with pytest.raises(ProblemError, match=r"allox: 40 jobs on 20 GPUs make a matching of "
+                                           r"4,000 entries, above 1,000; split it with the "
+                                           r"option partitions=2 \(POP\)$"):
+        get_policy("allox").solve(problem)
+    allocation = get_policy("allox", partitions=2).solve(problem)
+    assert_valid(problem, allocation)
+    assert sum(allocation.share(job.id, t) for job in jobs for t in ("v100", "k80")) >= 18
+
+
 # ---- finish-time fairness --------------------------------------------------------------
 
 def test_finish_time_fairness_is_optimal_by_bisection():
