@@ -29,6 +29,7 @@ import threading
 import time
 from pathlib import Path
 
+import yaml
 from host import describe
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,7 +49,7 @@ def first_plan(n: int, partners: int, policy_name: str, options: dict | None = N
     from gavelsched.core import CoreConfig, SchedulerCore
     from gavelsched.core.driver import RoundDriver, spec_of
     from gavelsched.mechanism import ClusterView
-    from policies import get_policy
+    from policies import PolicyError, get_policy
     from traces import default_table
     from traces.catalog import default_prices
     from traces.generator import generate_trace
@@ -72,7 +73,11 @@ def first_plan(n: int, partners: int, policy_name: str, options: dict | None = N
     for i, job in enumerate(jobs):
         core.submit(spec_of(str(i), job), 0.0)
     start = time.perf_counter()
-    RoundDriver(core).plan(0.0)
+    try:
+        RoundDriver(core).plan(0.0)
+    except PolicyError as err:      # the one line the daemon would log, as the row's result
+        return {"error": str(err), "solve_s": time.perf_counter() - start,
+                "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     plan_s = time.perf_counter() - start
     return {"pairs": solves[0][0], "plan_s": plan_s, "solve_s": solves[0][1],
             "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
@@ -123,7 +128,9 @@ def main() -> int:
         n, partners, policy, options = args.child
         print(json.dumps(first_plan(int(n), int(partners), policy, json.loads(options))))
         return 0
-    options = dict(pair.split("=", 1) for pair in args.options.split(",") if pair)
+    # each value as the daemon's YAML would read it (``partitions=8``: the integer 8)
+    options = {key: yaml.safe_load(value) for key, value in
+               (pair.split("=", 1) for pair in args.options.split(",") if pair)}
     names = args.policies.split(",") if args.policies else policy_names()
     print(f"# {describe()}")
     print(f"\n## The first plan of N waiting jobs on 2,048 GPUs ({args.partners} partners"
@@ -141,6 +148,10 @@ def main() -> int:
                 print(f"| {name} | {n:,} | | {why} | | {rss:,.0f} MiB | neither |", flush=True)
                 continue
             row = json.loads(out)
+            if "error" in row:
+                print(f"| {name} | {n:,} | | refused after {row['solve_s']:.2f} s: "
+                      f"{row['error']} | | {row['rss_mib']:.0f} MiB | neither |", flush=True)
+                continue
             print(f"| {name} | {n:,} | {row['pairs']:,} | {row['plan_s']:.2f} | "
                   f"{row['solve_s']:.2f} | {row['rss_mib']:.0f} MiB | {fits(row['plan_s'])} |",
                   flush=True)

@@ -35,7 +35,8 @@ PARTNERS = (8, 16)       # partners per job, against every pair (0)
 SIMULATIONS = (("max_min_fairness_packed", 200, "8:8:8", True),
                ("finish_time_fairness_packed", 200, "8:8:8", True),
                ("gandiva", 200, "8:8:8", True),
-               ("max_min_fairness_packed", 1000, "36:36:36", False))
+               ("max_min_fairness_packed", 1000, "36:36:36", False),
+               ("finish_time_fairness_packed", 1000, "36:36:36", False))
 
 
 def plans(sizes: list[int], policy: str, every_up_to: int, timeout: float) -> None:
