@@ -21,7 +21,7 @@ import numpy as np
 
 from ._lazy import cp
 from .columns import Columns, build_columns
-from .errors import Outcome, ProblemError, SolverFailed, check_outcome
+from .errors import Outcome, PolicyError, ProblemError, SolverFailed, check_outcome
 from .frozen import record
 from .lp import DIRECT_SOLVERS
 from .problem import Allocation, Problem
@@ -85,7 +85,11 @@ class Policy(ABC):
         if not problem.jobs:
             return Allocation(policy=self.name, allocation={}, objective=None,
                               solve_s=time.perf_counter() - start)
-        solution = self._solve(problem)
+        try:
+            solution = self._solve(problem)
+        except PolicyError as err:
+            err.solve_s = time.perf_counter() - start
+            raise
         elapsed = time.perf_counter() - start
         log.debug("%s: %d jobs solved in %.3fs", self.name, len(problem.jobs), elapsed)
         return Allocation(policy=self.name, allocation=solution.rows,

@@ -17,7 +17,11 @@ def named(job_ids, limit: int = NAMED) -> str:
 
 
 class PolicyError(Exception):
-    """Base class of every error a policy raises on purpose."""
+    """Base class of every error a policy raises on purpose. ``solve_s``: the seconds the
+    solve took before it failed (set by ``Policy.solve``; a scheduler spaces its retries of
+    an expensive failure as it spaces expensive solves)."""
+
+    solve_s: float | None = None
 
 
 class ProblemError(PolicyError, ValueError):

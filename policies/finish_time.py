@@ -92,8 +92,8 @@ def own_rates(cols: Columns) -> bool:
     columns: with pairs, where a job's sum spans its partners' columns. Written into both
     rows of its cone, those sums tie the cones of partners together, and the solver's
     factorisation fills in: 2,000 jobs with 16 partners each took 42 s and ended in a
-    numerical error; with the variables, 1.8 s (BENCHMARKS.md, "Every policy at
-    production size")."""
+    numerical error; with the variables, 2 s (BENCHMARKS.md, "Every policy at production
+    size")."""
     return not cols.single.all()
 
 

@@ -98,7 +98,7 @@ def clarabel_lists(c: list, A: Compressed, b: list, rows: int, what: str,
     of the first ``rows`` rows (the LP's own, before its bound rows). ``soc``: the last
     rows instead hold second-order cones of these sizes, one after another (``b - A @ x``
     in each: a second-order cone program, as cvxpy hands Clarabel one); ``zero``: the
-    first rows are equalities instead (``b - A @ x = 0``)."""
+    first ``zero`` rows are equalities instead (``b - A @ x = 0``)."""
     import clarabel
 
     settings, outcomes = _clarabel_setup(precise)

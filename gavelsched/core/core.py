@@ -68,7 +68,7 @@ from .records import (JobSpec, Period, PeriodState, Report, Round, RoundOutcome,
 from .refill import hand_over, plan_refill
 from .restarts import Runs
 from .rows import Rows
-from .solving import solve
+from .solving import Failed, solve
 
 log = logging.getLogger(__name__)
 
@@ -513,8 +513,8 @@ class SchedulerCore:
         allocation = solve(self.policy, lambda: self._problem(now, uncredited), now,
                            drop=self._refused, raise_errors=cfg.on_solve_error == "raise",
                            runs=self._runs.columns if self._restart_aware else None)
-        if allocation is None:
-            self._stale = True
+        if isinstance(allocation, Failed):   # stale still; its cost spaces retries as a solve's
+            self._stale, self._last_solve_s = True, allocation.solve_s
             return None
         self._last_allocation = allocation
         self._last_solve_s = allocation.solve_s

@@ -11,7 +11,9 @@ allowed. New throughputs are one only past noise (``within_noise``: ``MIN_CHANGE
 - ``"responsive"``: at the next boundary after any event while the last solve was
   *cheap*: its ``Allocation.solve_s`` was under ``cheap_solve_fraction`` of a round
   (default 10%: a third of the daemon's default plan lead, in which the next round is
-  planned). An expensive last solve falls back to Gavel's interval until a cheap one.
+  planned). An expensive last solve falls back to Gavel's interval until a cheap one; a
+  solve the policy refused counts with the time it took (``solving.Failed``), so a
+  failure as long as an expensive solve is not retried at every round.
 
 A re-solve at time 0 never starts the interval (Gavel's ``last_reset_time == 0``), and a
 forced one (``SchedulerCore.force_resolve``) ignores it. The core never reads a clock: the

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import NamedTuple
 
 from policies import Allocation, Policy, PolicyError, Problem
 from policies.moves import fewer_moves
@@ -15,13 +16,21 @@ from policies.moves import fewer_moves
 log = logging.getLogger(__name__)
 
 
+class Failed(NamedTuple):
+    """A re-solve the policy refused: the seconds it took (``PolicyError.solve_s``; 0 when
+    it failed before solving), which ``resolving`` counts as a solve's, so that a failure
+    as expensive as an expensive solve is not retried at the very next round."""
+
+    solve_s: float
+
+
 def solve(policy: Policy, problem_of: Callable[[], Problem], now: float, *,
           drop: Callable[[str, str], bool], raise_errors: bool,
-          runs: Callable[[], dict] | None = None) -> Allocation | None:
+          runs: Callable[[], dict] | None = None) -> Allocation | Failed:
     """``policy``'s allocation for ``problem_of()``. A job the policy refuses
     (``PolicyError.job_id``) is dropped by ``drop(job, why)`` (True when it was one of the
     core's) and the problem built again without it. Any other refusal is raised with
-    ``raise_errors``, else logged and None returned (the last allocation stays).
+    ``raise_errors``, else logged and returned as ``Failed`` (the last allocation stays).
     ``runs()``: the runs going on by column, when the policy's allocation may be
     rearranged to move fewer of them (``policies.moves.fewer_moves``, the restart rule)."""
     while True:
@@ -39,7 +48,7 @@ def solve(policy: Policy, problem_of: Callable[[], Problem], now: float, *,
                 log.warning("job %s refused by the policy, dropped: %s", culprit, err)
                 continue
             log.warning("re-solve at %.0fs failed, keeping the last allocation: %s", now, err)
-            return None
+            return Failed(err.solve_s or 0.0)
     if log.isEnabledFor(logging.DEBUG):   # what a replay's differences are traced to
         log.debug("re-solved at %.1fs: %d jobs, %.3fs; allocation %s", now,
                   len(problem.jobs), allocation.solve_s,

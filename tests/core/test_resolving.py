@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from gavelsched.core import CoreConfig
 from gavelsched.core.resolving import (JITTER_SHARE, RESOLVE_MODES, allowed, cheap,
                                        next_allowed_s)
+from policies import Job, Problem, SolverFailed
 
 from .test_core import R, Recording, finish, job, make_core
 
@@ -63,6 +64,55 @@ def test_an_expensive_solve_falls_back_to_the_interval():
     assert resolved_at(Timed(36.0), config) == [0.0, 360.0, 2520.0]
     wider = config.but(cheap_solve_fraction=0.2)
     assert resolved_at(Timed(36.0), wider) == [0.0, 360.0, 720.0, 2880.0]
+
+
+class Failing(Recording):
+    """``Recording`` whose solves fail, each after ``solve_s`` seconds (as ``Policy.solve``
+    records a failure's time on the error)."""
+
+    def __init__(self, solve_s: float):
+        super().__init__()
+        self.solve_s = solve_s
+
+    def solve(self, problem):
+        self.problems.append(problem)
+        err = SolverFailed("recording: solver CLARABEL ended with status NumericalError")
+        err.solve_s = self.solve_s
+        raise err
+
+
+def tried_at(policy, config) -> list[float]:
+    """Boundaries every R seconds, one job waiting: when the policy was asked to solve."""
+    core = make_core(policy, config=config.but(on_solve_error="keep"))
+    core.submit(job(0, steps=10**7), 0.0)
+    out, t = [], 0.0
+    for _ in range(8):
+        asked = len(policy.problems)
+        finish(core, core.start_round(t), t + R)
+        if len(policy.problems) > asked:
+            out.append(t)
+        t += R
+    return out
+
+
+def test_an_expensive_failure_waits_for_the_interval_as_an_expensive_solve_does():
+    """A solve that fails after most of a round (2,000 jobs of finish-time fairness with
+    pairs: 42 s, then a numerical error) is not run again at every boundary, each time
+    holding up the daemon's round for as long; a cheap failure is retried at once."""
+    config = CoreConfig(resolve="responsive")
+    assert tried_at(Failing(0.01), config) == [i * R for i in range(8)]
+    # (a failure at 0 starts no interval, as a solve at 0 does not)
+    assert tried_at(Failing(100.0), config) == [0.0, R, 7 * R]
+
+
+def test_policy_solve_records_what_a_failure_cost():
+    class Refusing(Recording):
+        def _solve(self, problem):
+            raise SolverFailed("recording: no")
+
+    with pytest.raises(SolverFailed) as caught:
+        Refusing().solve(Problem(cluster={"v100": 1}, jobs=(Job("a", {"v100": 1.0}),)))
+    assert caught.value.solve_s is not None and caught.value.solve_s >= 0.0
 
 
 def test_next_allowed_time_follows_the_rule():
