@@ -76,7 +76,7 @@ def first_plan(n: int, partners: int, policy_name: str, options: dict | None = N
     try:
         RoundDriver(core).plan(0.0)
     except PolicyError as err:      # the one line the daemon would log, as the row's result
-        return {"error": str(err), "solve_s": time.perf_counter() - start,
+        return {"error": str(err), "after_s": time.perf_counter() - start,
                 "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     plan_s = time.perf_counter() - start
     return {"pairs": solves[0][0], "plan_s": plan_s, "solve_s": solves[0][1],
@@ -149,7 +149,7 @@ def main() -> int:
                 continue
             row = json.loads(out)
             if "error" in row:
-                print(f"| {name} | {n:,} | | refused after {row['solve_s']:.2f} s: "
+                print(f"| {name} | {n:,} | | refused after {row['after_s']:.2f} s: "
                       f"{row['error']} | | {row['rss_mib']:.0f} MiB | neither |", flush=True)
                 continue
             print(f"| {name} | {n:,} | {row['pairs']:,} | {row['plan_s']:.2f} | "
