@@ -31,9 +31,10 @@ from .sparse import Compressed, coo_arrays, from_blocks, row_entries
 def _terms(cols: Columns) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Rows of runnable jobs, and (a, b) with ρ_m = a_m / throughput_m + b_m."""
     rows = np.nonzero(cols.runnable)[0]
-    with np.errstate(over="ignore", divide="ignore"):   # a subnormal isolated rate, or one
-        # that underflowed to 0: an endless isolated time, whose limit ρ = 0 the scale below
-        # gives (the fuzz of test_problem_door)
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):  # a subnormal
+        # isolated rate, or one that underflowed to 0: an endless isolated time, whose limit
+        # ρ = 0 the scale below gives; with no steps left either, 0/0, which it takes as 0
+        # too (the fuzz of test_problem_door)
         isolated_time = (cols.isolated_elapsed[rows]
                          + cols.remaining[rows] / cols.isolated_throughput[rows])
     # A job with no steps left and no time yet (isolated time 0) has nothing to be fair

@@ -96,9 +96,10 @@ def tried_at(policy, config) -> list[float]:
 
 
 def test_an_expensive_failure_waits_for_the_interval_as_an_expensive_solve_does():
-    """A solve that fails after most of a round (2,000 jobs of finish-time fairness with
-    pairs: 42 s, then a numerical error) is not run again at every boundary, each time
-    holding up the daemon's round for as long; a cheap failure is retried at once."""
+    """A solve that fails after a tenth of a round or more (2,000 jobs of finish-time
+    fairness with pairs took 42 s, then a numerical error) is not run again at every
+    boundary, each time holding up the daemon's round as long; a cheap failure is retried
+    at once."""
     config = CoreConfig(resolve="responsive")
     assert tried_at(Failing(0.01), config) == [i * R for i in range(8)]
     # (a failure at 0 starts no interval, as a solve at 0 does not)
