@@ -122,12 +122,15 @@ def run_leases(batch, R: float, pause: np.ndarray | None, true: np.ndarray | Non
     comes first."""
     steps = batch.steps
     rates = batch.rates
+    # (a rate near the largest float makes a round's steps inf: the lease's steps stand)
     if true is not None:
-        steps = np.minimum(steps, np.floor(true * R)).astype(steps.dtype)
+        with np.errstate(over="ignore"):
+            steps = np.minimum(steps, np.floor(true * R)).astype(steps.dtype)
         rates = true
     if pause is not None:
         # A task that starts on new workers first restores its checkpoint.
-        budget = np.floor(rates * np.maximum(R - pause, 0.0)[:, None])
+        with np.errstate(over="ignore"):
+            budget = np.floor(rates * np.maximum(R - pause, 0.0)[:, None])
         steps = np.where(pause[:, None] > 0, np.minimum(steps, budget), steps).astype(steps.dtype)
     if (pause is None and compiled_steps is not None and steps.dtype in _COMPILED_STEPS
             and rates.dtype == np.float64):
