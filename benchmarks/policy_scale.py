@@ -3,8 +3,8 @@ GPUs, under each registered policy with the daemon's defaults (16 partners per j
 space-sharing ones, ``gavelsched/daemon/config.py: PAIR_PARTNERS``; the catalog's prices).
 
 Each row is a fresh process (its peak memory its own): N jobs of the thesis's generated
-traces (§5.7.1, 30% on several GPUs, SLOs of §5.7.3; single-GPU jobs for the policies that
-schedule only those) submitted to a ``SchedulerCore``, then one plan through ``RoundDriver``
+traces (§5.7.1, 30% on several GPUs, SLOs of §5.7.3; single-GPU jobs for a policy whose traits
+say it schedules only those) submitted to a ``SchedulerCore``, then one plan through ``RoundDriver``
 as the daemon plans a round: the pairs listed, the plan's seconds and the solve's among
 them, peak RSS. A plan must fit in the plan lead, 30% of a round before its start: 9 s of
 the 30-s rounds of the daemon benchmarks, 108 s of the thesis's 360-s rounds.
@@ -36,9 +36,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 CLUSTER = {"v100": 683, "p100": 683, "k80": 682}     # 2,048 GPUs
 LEADS = (("30-s", 9.0), ("360-s", 108.0))            # (round, its plan lead in s)
-# What a policy needs beyond the defaults: options, and whether it takes single-GPU jobs only.
+# The options a policy needs beyond the defaults.
 OPTIONS = {"min_makespan_with_budget": {"budget": 1e7}}
-SINGLE_GPU = {"allox"}
 
 
 def first_plan(n: int, partners: int, policy_name: str, options: dict | None = None) -> dict:
@@ -69,7 +68,7 @@ def first_plan(n: int, partners: int, policy_name: str, options: dict | None = N
                                                on_solve_error="raise"),
                          prices=default_prices())
     jobs = generate_trace(n, 1e6, table=default_table(), seed=0, slos=True,
-                          multi_gpu=policy_name not in SINGLE_GPU)
+                          multi_gpu=not policy.traits.single_gpu)
     for i, job in enumerate(jobs):
         core.submit(spec_of(str(i), job), 0.0)
     start = time.perf_counter()

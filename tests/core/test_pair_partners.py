@@ -40,6 +40,11 @@ def first_problem(specs: list[JobSpec], partners: int, policy: str = "max_min_fa
                   gpus: int = 4):
     """The problem a core running ``policy`` with ``pair_partners`` solves first (its
     solve must not fail), with these jobs waiting on ``gpus`` of each type."""
+    return first_round(specs, partners, policy, gpus)[0]
+
+
+def first_round(specs: list[JobSpec], partners: int, policy: str, gpus: int):
+    """``first_problem``, and the round the core planned from its solve."""
     policy = get_policy(policy)
     seen = []
     solve = policy.solve
@@ -49,8 +54,8 @@ def first_problem(specs: list[JobSpec], partners: int, policy: str = "max_min_fa
                          config)
     for spec in specs:
         core.submit(spec, 0.0)
-    core.start_round(0.0)
-    return seen[0]
+    rnd = core.start_round(0.0)
+    return seen[0], rnd
 
 
 def gain(problem, pair) -> float:
@@ -134,8 +139,10 @@ def test_finish_time_fairness_with_16_partners_plans_2000_waiting_jobs():
     job's rate a variable of its own (policies/finish_time.py, ``own_rates``) it solves."""
     jobs = [spec_of(str(i), job) for i, job in enumerate(
         generate_trace(2000, 1e6, table=default_table(), seed=0, multi_gpu=True))]
-    problem = first_problem(jobs, 16, "finish_time_fairness_packed", gpus=680)
+    problem, rnd = first_round(jobs, 16, "finish_time_fairness_packed", gpus=680)
     assert len(problem.jobs) == 2000 and len(problem.pairs) > 10_000
+    assert rnd.resolved is not None and rnd.resolved.objective is not None
+    assert len(rnd.batch.keys) > 500          # the round runs jobs on the cluster's GPUs
 
 
 def test_a_partner_count_below_zero_is_refused():
