@@ -19,8 +19,9 @@ from .records import (
                       TaskBatch,
                       ThroughputSource,
 )
+from .solving import Solve
 
 __all__ = [
     "CoreConfig", "CoreError", "JobSpec", "MicroTask", "Period", "PeriodState", "Report", "Round",
-    "RoundOutcome", "RoundReport", "SchedulerCore", "TaskBatch", "ThroughputSource",
+    "RoundOutcome", "RoundReport", "SchedulerCore", "Solve", "TaskBatch", "ThroughputSource",
 ]

@@ -8,7 +8,7 @@ so the simulator (virtual time) and the daemon (wall-clock time) drive the same 
 - ``cancel(job_id, now)``, ``add_workers(...)``, ``fail_workers(...)``,
   ``restore_workers(...)`` (but with ``reset=False``: back after a daemon's restart),
   ``set_prices(...)``: reset events; ``adopt_run(job_id, workers)``: found running there;
-- ``start_round(now) -> Round``: a round boundary: admit, re-solve if due, plan;
+- ``start_round(now) -> Round``: a boundary: admit, re-solve if due (``open_round``), plan;
 - ``place_freed(workers, now, round_end_s) -> TaskBatch``: workers freed mid-round go to
   waiting jobs for the rest of it (``CoreConfig.refill_freed``);
 - ``end_round(reports, now) -> RoundOutcome``: the time each task of the round held its
@@ -17,11 +17,8 @@ so the simulator (virtual time) and the daemon (wall-clock time) drive the same 
 
 Executors call the last three through ``driver.RoundDriver``, the round recipe both share.
 
-Re-solving: a reset event marks the allocation stale; at the next boundary it is recomputed
-if ``min_resolve_interval_s`` has passed since the last re-solve (Gavel), or, with
-``CoreConfig.resolve="responsive"``, whenever the last solve was cheap (``resolving``). A
-re-solve starts a new allocation period: received times go back to their seed and each
-combination's deficit grows by what it was owed (X x period) minus what it got.
+Re-solving: a reset event marks the allocation stale; it is recomputed at a boundary when
+the rule allows (``resolving``), and starts a new allocation period (``periods``).
 
 State a policy keeps in Gavel is passed in the ``Problem`` instead (policies stay pure):
 ``previous`` is the whole allocation in force, finished jobs included (FIFO hands a finished
@@ -55,20 +52,21 @@ from .batch import build_batch, demand, planner_config, with_entities
 from .config import CoreConfig
 from .configurations import Configurations
 from .errors import CoreError
-from .jobs import (JobState, apply_measured, forget_pairs, measure_job, measure_pair,
-                   new_job, planned_pair, planned_rates, retype)
+from .jobs import (JobState, admit, forget_pairs, measure_job, measure_pair, planned_pair,
+                   planned_rates, retype)
 from .layout import ColumnLayout
 from .lookups import Lookups
-from .periods import close_period, hand_on, install, moved_from, shares as received_shares, take_on
+from .periods import (hand_on, install, moved_from, reset_received, shares as received_shares,
+                      take_on)
 from .problem import advance_isolated_time, build_problem
 from .progress import RoundInFlight, align, credit_keys, credit_round, credit_rows
-from .resolving import allowed as resolve_allowed, interval_passed, next_allowed_s
+from .resolving import due as resolve_due, interval_passed, next_allowed_s
 from .records import (JobSpec, Period, PeriodState, Report, Round, RoundOutcome, RoundReport,
                       TaskBatch, ThroughputSource)
-from .refill import hand_over, plan_refill
-from .restarts import Runs
+from .refill import hand_over, plan_refill, refillable
+from .restarts import Runs, reprice
 from .rows import Rows
-from .solving import Failed, solve
+from .solving import Failed, Solve, settle
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +103,8 @@ class SchedulerCore:
         self._rounds, self._order, self._last_resolve_s = 0, 0, 0.0  # (order: of admission)
         self._counted_since_s = 0.0  # received times count from here (the last reset)
         self._last_solve_s: float | None = None     # the last solve's own time (``resolving``)
+        self._solving: Solve | None = None          # begun, not settled (``open_round``)
+        self._opened = self._resolved = None   # a round opened: its admitted, what settled since
         self._in_flight: RoundInFlight | None = None
         # closed periods until take_closed_periods() (bounded: some executors never take them)
         self._closed_periods: deque[Period] = deque(maxlen=64)
@@ -167,7 +167,8 @@ class SchedulerCore:
     def period_state(self) -> PeriodState:
         """The allocation period in progress, for a replay to go on from (``resume``)."""
         return hand_on(self._rows, self._layout.columns, self._counted_since_s,
-                       self._stale or self._force, self._runs.state(),
+                       self._stale or self._force or self._solving is not None,
+                       self._runs.state(),
                        self._jobs if self.config.isolated_time else None, self._last_allocation)
 
     def resume(self, period: PeriodState,
@@ -257,15 +258,7 @@ class SchedulerCore:
         """What a restart costs each job of these job types now (seconds, as the daemon
         measures them: ``JobSpec.restart_s``). Not a reset event: runs are pinned by it
         from the next plan on, and the policy sees it at its next re-solve."""
-        def priced(spec: JobSpec) -> JobSpec | None:
-            cost = restart_s.get(spec.job_type)
-            return None if cost in (None, spec.restart_s) else replace(spec, restart_s=float(cost))
-
-        self._arrivals.update_each(priced)
-        for job_id, job in self._jobs.items():   # (every plan of a daemon: only the changed)
-            if (spec := priced(job.spec)) is not None:
-                job.spec = spec
-                self._rows.set_planned(job_id, spec.planned)
+        reprice(restart_s, self._arrivals, self._jobs, self._rows)
         self._restarts |= any(cost > 0 for cost in restart_s.values())
 
     def add_workers(self, worker_type: str, count: int, now: float,
@@ -353,15 +346,46 @@ class SchedulerCore:
             self._stale = True
 
     # ---- rounds -----------------------------------------------------------------------
+    def open_round(self, now: float, uncredited: Mapping[str, float] | None = None
+                   ) -> Solve | None:
+        """``start_round``'s first half: admit, and begin a re-solve if one is due and none
+        is out. Its ``Solve`` may run on any thread while the core serves other events;
+        ``start_round`` plans on the allocation in force (the solve's once ``settle``d)."""
+        if self._in_flight is not None or self._opened is not None:
+            raise CoreError(f"round {self._rounds} opened while the last has not ended")
+        self._opened = self._admit()
+        return self._begin_resolve(now, uncredited)
+
+    def settle(self, solve: Solve, result) -> Solve | Allocation | None:
+        """Install ``solve.run()``'s result: the allocation now in force (a job that left
+        meanwhile gets no row); the next solve, when the policy refused a job (dropped);
+        None when it failed or its columns changed since (the last allocation stays)."""
+        if solve is not self._solving:
+            raise CoreError("settle: not the solve in progress")
+        self._solving, raises = None, self.config.on_solve_error == "raise"
+        outcome = settle(solve, result, drop=self._refused, raise_errors=raises)
+        if outcome is None:      # a job refused and dropped: solve again without it
+            return self._new_solve(solve.now, solve.uncredited)
+        self._last_solve_s = outcome.solve_s    # (a failure's spaces retries as a solve's)
+        if isinstance(outcome, Failed) or solve.columns != self._layout.columns:
+            self._stale = True
+            return None
+        self._last_allocation = outcome
+        self._resolved = outcome if self._opened is not None else self._resolved
+        install(outcome, self._rows, self._jobs, self._layout.columns, self._lookups,
+                self.config.seed_seconds)
+        return outcome
+
     def start_round(self, now: float, uncredited: Mapping[str, float] | None = None) -> Round:
-        """A round boundary at ``now``: admit arrivals, re-solve if due, plan the round.
-        ``uncredited``: steps per job the executor expects were made but has not credited
-        yet (``problem.build_problem``): a re-solve plans on the remaining steps net of
-        them, and the restart rule's holds judge who is near its end by them."""
-        if self._in_flight is not None:
-            raise CoreError(f"round {self._in_flight.index} has not ended")
-        admitted = self._admit()
-        resolved = self._maybe_resolve(now, uncredited)
+        """A round boundary at ``now``: admit arrivals, re-solve if due (here, unless an
+        executor opened the round), plan the round. ``uncredited``: steps per job the
+        executor expects were made but has not credited yet (``problem.build_problem``):
+        a re-solve plans on the remaining steps net of them, and the restart rule's holds
+        judge who is near its end by them."""
+        if self._opened is None:
+            self._resolve_now(self.open_round(now, uncredited))
+        admitted, self._opened = self._opened, None
+        resolved, self._resolved = self._resolved, None
         rejected, self._rejected = tuple(self._rejected), []
         plan = plan_round(self._demand(uncredited=uncredited), self._view,
                           planner_config(self.config, self._layout.types, self._rng))
@@ -390,15 +414,12 @@ class SchedulerCore:
         if flight is None:
             raise CoreError("place_freed outside a round")
         layout, rows = self._layout, self._rows
-        late = round_end_s - now < (1.0 - self.config.refill_until) * self.config.round_seconds
-        if (not self.config.refill_freed or round_end_s <= now or late
-                or flight.batch.types != layout.columns):
-            return TaskBatch.empty(layout.columns)
-        free = (set(worker_ids) & set(self._view.worker_type_of)) - self._view.down
-        if not free or not self._jobs:
+        free = refillable(worker_ids, flight, now, round_end_s, self._view, layout.columns,
+                          self.config) if self._jobs else set()
+        if not free:
             return TaskBatch.empty(layout.columns)
         if resolve and self._stale:
-            self._maybe_resolve(now)
+            self._resolve_now(self._begin_resolve(now))
         batch, combo_rows = plan_refill(flight, free, self._view, rows, layout, self._jobs,
                                         self.config, self._rng, self._demand, round_end_s - now)
         if not len(batch):
@@ -441,28 +462,12 @@ class SchedulerCore:
         """The jobs waiting since the last boundary join the rows (``arrivals``)."""
         if not self._arrivals:
             return ()
-        admitted, rows, left, planned = [], [], [], []
-        layout, seed = self._layout, self.config.seed_seconds
-        for spec, arrival, own, steps_done in self._arrivals.take():
-            job = new_job(spec, arrival, self._order, layout.types, self._lookups, self._mixer,
-                          self._view, self.config.mixed_jobs)
-            if own is not None:
-                job.measured = {t: own.get(t, 0.0) for t in layout.types}
-                apply_measured(job, layout.types, layout.type_index, self._rows)
-            self._order += 1
-            self._jobs[spec.id] = job
-            self._restarts |= spec.restart_s > 0
-            if job.options:
-                layout.add_configurations(job.options, self._rows, seed)
-            rows.append((spec.id, (spec.id,), spec.scale_factor, job))
-            left.append(spec.total_steps - steps_done)
-            planned.append((*spec.planned, arrival))
-            admitted.append(spec.id)
-        rows = [(key, members, sf, layout.rate_row(job.T, job.options))
-                for key, members, sf, job in rows]
-        self._rows.add_many(rows, seed, left=left, planned=planned)
+        admitted = admit(self._arrivals.take(), self._jobs, self._rows, self._layout,
+                         self._lookups, self._mixer, self._view, self.config, self._order)
+        self._order += len(admitted)
+        self._restarts |= any(self._jobs[j].spec.restart_s > 0 for j in admitted)
         self._stale = True
-        return tuple(admitted)
+        return admitted
 
     def _remove(self, job_ids: Sequence[str]) -> None:
         for job_id in job_ids:
@@ -487,40 +492,35 @@ class SchedulerCore:
         return view
 
     # -- re-solving
-    def _maybe_resolve(self, now: float,
-                       uncredited: Mapping[str, float] | None = None) -> Allocation | None:
+    def _begin_resolve(self, now: float,
+                       uncredited: Mapping[str, float] | None = None) -> Solve | None:
+        """The ``Solve`` of a re-solve due now, with none out (``resolving``), its
+        allocation period closed first (Gavel's reset; ``periods.reset_received``; under
+        the restart rule, only once the period has lasted Gavel's interval)."""
         cfg = self.config
-        periodic = (cfg.resolve_period_s is not None and bool(self._jobs)
-                    and now - self._last_resolve_s >= cfg.resolve_period_s)
-        if not ((self._stale or periodic) and resolve_allowed(
-                cfg, now, self._last_resolve_s, self._last_solve_s, self._force)):
+        if self._solving is not None or not resolve_due(
+                cfg, now, self._stale, bool(self._jobs), self._last_resolve_s,
+                self._last_solve_s, self._force):
             return None
-        # Gavel's reset: deficits absorb the period, received times go back to the seed;
-        # under the restart rule, once the period has lasted Gavel's interval (``restarts``).
         if cfg.reset_received_on_resolve and (
-                not self._restart_aware
-                or interval_passed(cfg, now, self._counted_since_s)):
-            period = close_period(self._rows, self._counted_since_s, now,
-                                  self._layout.columns, cfg.seed_seconds)
-            self._counted_since_s = float(now)
-            if period is not None:
-                self._closed_periods.append(period)
-        self._last_resolve_s = float(now)
-        self._force = False
-        self._stale = False
+                not self._restart_aware or interval_passed(cfg, now, self._counted_since_s)):
+            self._counted_since_s = reset_received(self._rows, self._counted_since_s, now,
+                                                   self._layout.columns, cfg.seed_seconds,
+                                                   self._closed_periods)
+        self._last_resolve_s, self._force, self._stale = float(now), False, False
         if cfg.isolated_time:
             advance_isolated_time(self._jobs, self._rows, self._view, self._layout.types)
-        allocation = solve(self.policy, lambda: self._problem(now, uncredited), now,
-                           drop=self._refused, raise_errors=cfg.on_solve_error == "raise",
-                           runs=self._runs.columns if self._restart_aware else None)
-        if isinstance(allocation, Failed):   # stale still; its cost spaces retries as a solve's
-            self._stale, self._last_solve_s = True, allocation.solve_s
-            return None
-        self._last_allocation = allocation
-        self._last_solve_s = allocation.solve_s
-        install(allocation, self._rows, self._jobs, self._layout.columns, self._lookups,
-                cfg.seed_seconds)
-        return allocation
+        return self._new_solve(now, uncredited)
+
+    def _new_solve(self, now: float, uncredited: Mapping[str, float] | None) -> Solve:
+        self._solving = Solve(self.policy, self._problem(now, uncredited), now,
+                              self._runs.columns() if self._restart_aware else None,
+                              self._layout.columns, uncredited)
+        return self._solving
+
+    def _resolve_now(self, solve: Solve | None) -> None:
+        while isinstance(solve, Solve):     # (a refused job dropped: the next solve)
+            solve = self.settle(solve, solve.run())
 
     def _refused(self, job_id: str, why: str) -> bool:
         """The policy refused the job: out of the core, reported with the round."""

@@ -6,7 +6,9 @@ its virtual clock; the daemon: a monotonic deadline less its plan lead) and *how
 (arithmetic, or gRPC to workers); everything else about a round happens here:
 
 1. ``plan(now, seconds)``: end the round in flight with the time each of its tasks held
-   its workers (received time), then admit, re-solve if due and plan the next round;
+   its workers (received time), then admit, re-solve if due and plan the next round (the
+   daemon splits it: ``open`` admits and hands it the solve, which it runs on a thread
+   of its own while it serves calls, then ``plan`` plans);
    durable steps credited for jobs not admitted yet are applied once they are. A round
    that follows another is planned ``plan_lead_s`` before that one ends (``plan_at``;
    thesis §5.6: a job kept on its workers gets its lease extended before it runs out);
@@ -49,6 +51,7 @@ from traces.types import ThroughputTable, TraceJob
 from .config import CoreConfig
 from .core import CoreError, SchedulerCore
 from .records import JobSpec, Round, RoundReport, TaskBatch
+from .solving import Solve
 from .type_order import fastest_first
 
 
@@ -140,6 +143,16 @@ class RoundDriver:
         step = self.plan(now, seconds, arrivals_pending=arrivals_pending,
                          uncredited=uncredited)
         return replace(step, round=self.start(now).round)
+
+    def open(self, now: float, seconds: Sequence[float] | np.ndarray | None = None, *,
+             uncredited: Mapping[str, float] | None = None) -> Solve | None:
+        """``plan``'s first half, for an executor that solves off its own thread: end the
+        round in flight and admit arrivals, beginning a re-solve if one is due
+        (``SchedulerCore.open_round``). Its ``Solve`` runs on another thread and goes to
+        ``SchedulerCore.settle``; ``plan`` (with the same ``now`` and ``uncredited``) then
+        plans the round on the allocation in force: the solve's once it has settled."""
+        self.end(now, seconds)
+        return self.core.open_round(now, uncredited)
 
     def plan(self, now: float, seconds: Sequence[float] | np.ndarray | None = None, *,
              arrivals_pending: bool = False,

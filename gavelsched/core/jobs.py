@@ -20,6 +20,7 @@ from policies import key_members
 
 from ..mechanism import ClusterView
 from .configurations import Configurations, MixedOption
+from .layout import ColumnLayout
 from .lookups import Lookups
 from .records import JobSpec
 from .rows import Rows
@@ -57,6 +58,32 @@ def new_job(spec: JobSpec, arrival_s: float, order: int, types: tuple[str, ...],
         job.options += mixer.elastic(spec.job_type, spec.scale_factor,
                                      spec.min_scale_factor, view.counts)
     return job
+
+
+def admit(taken, jobs: dict[str, JobState], rows: Rows, layout: ColumnLayout,
+          lookups: Lookups, mixer: Configurations | None, view: ClusterView, config,
+          order: int) -> tuple[str, ...]:
+    """The jobs ``taken`` from the arrivals (``Arrivals.take``) join ``jobs`` and ``rows``,
+    numbered in admission order from ``order``; returns their ids."""
+    admitted, entries, left, planned = [], [], [], []
+    seed = config.seed_seconds
+    for spec, arrival, own, steps_done in taken:
+        job = new_job(spec, arrival, order + len(admitted), layout.types, lookups, mixer,
+                      view, config.mixed_jobs)
+        if own is not None:
+            job.measured = {t: own.get(t, 0.0) for t in layout.types}
+            apply_measured(job, layout.types, layout.type_index, rows)
+        jobs[spec.id] = job
+        if job.options:
+            layout.add_configurations(job.options, rows, seed)
+        entries.append((spec.id, (spec.id,), spec.scale_factor, job))
+        left.append(spec.total_steps - steps_done)
+        planned.append((*spec.planned, arrival))
+        admitted.append(spec.id)
+    entries = [(key, members, sf, layout.rate_row(job.T, job.options))
+               for key, members, sf, job in entries]
+    rows.add_many(entries, seed, left=left, planned=planned)
+    return tuple(admitted)
 
 
 def by_type(types: tuple[str, ...], T: np.ndarray) -> Mapping[str, float]:

@@ -10,6 +10,7 @@ cluster's replay). Functions of their inputs; the core keeps the period's start.
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Mapping
 from itertools import compress
 
@@ -82,6 +83,16 @@ def _covered(given: Mapping[str, Mapping[str, float]], rows: Rows,
         xs.append(row)
     rows.add_many(new_pairs, seed)
     return keys, xs
+
+
+def reset_received(rows: Rows, start_s: float, now: float, columns: tuple[str, ...],
+                   seed: float, closed: deque) -> float:
+    """Gavel's reset at a re-solve (``close_period``), the period closed appended to
+    ``closed``; returns when received times count from now (``now``)."""
+    period = close_period(rows, start_s, now, columns, seed)
+    if period is not None:
+        closed.append(period)
+    return float(now)
 
 
 def close_period(rows: Rows, start_s: float, now: float, columns: tuple[str, ...],

@@ -23,6 +23,18 @@ from .records import TaskBatch
 from .rows import Rows
 
 
+def refillable(worker_ids, flight: RoundInFlight, now: float, round_end_s: float,
+               view: ClusterView, columns: tuple[str, ...], config: CoreConfig) -> set[int]:
+    """Of the workers freed at ``now``, those a refill may place (``SchedulerCore.
+    place_freed``): none without ``refill_freed``, after ``refill_until`` of the round, or
+    when the round was planned over other columns; only workers up and known."""
+    late = round_end_s - now < (1.0 - config.refill_until) * config.round_seconds
+    if (not config.refill_freed or round_end_s <= now or late
+            or flight.batch.types != columns):
+        return set()
+    return (set(worker_ids) & set(view.worker_type_of)) - view.down
+
+
 def plan_refill(flight: RoundInFlight, free: set[int], view: ClusterView, rows: Rows,
                 layout: ColumnLayout, jobs: Mapping[str, JobState], config: CoreConfig,
                 rng: random.Random, demand_of: Callable[..., Demand],

@@ -69,6 +69,15 @@ def allowed(config, now: float, last_resolve_s: float, last_solve_s: float | Non
             or interval_passed(config, now, last_resolve_s))
 
 
+def due(config, now: float, stale: bool, has_jobs: bool, last_resolve_s: float,
+        last_solve_s: float | None, forced: bool) -> bool:
+    """A re-solve is due at the boundary at ``now``: the allocation is stale (or, with jobs,
+    ``resolve_period_s`` has passed since the last) and the rule allows one."""
+    periodic = (config.resolve_period_s is not None and has_jobs
+                and now - last_resolve_s >= config.resolve_period_s)
+    return (stale or periodic) and allowed(config, now, last_resolve_s, last_solve_s, forced)
+
+
 def next_allowed_s(config, last_resolve_s: float, last_solve_s: float | None,
                    forced: bool) -> float:
     """The earliest time a re-solve is allowed (-inf: at the next boundary)."""

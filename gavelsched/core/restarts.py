@@ -70,6 +70,7 @@ does a cluster whose restarts are all free: its jobs are scheduled as under Gave
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -185,3 +186,18 @@ def _left_s(rows, r: np.ndarray, j: np.ndarray, left: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):   # (inf: endless)
         seconds = np.where(rate > 0, left / rate, np.inf)
     return np.where(has, seconds, 0.0).max(axis=1)
+
+
+def reprice(restart_s: Mapping[str, float], arrivals, jobs: Mapping, rows) -> None:
+    """What a restart costs each job of these job types now (``SchedulerCore.
+    set_restart_costs``): the waiting jobs' specs and the admitted ones' (and their rows'
+    planned numbers) take it; only the specs that change are replaced."""
+    def priced(spec):
+        cost = restart_s.get(spec.job_type)
+        return None if cost in (None, spec.restart_s) else replace(spec, restart_s=float(cost))
+
+    arrivals.update_each(priced)
+    for job_id, job in jobs.items():   # (every plan of a daemon: only the changed)
+        if (spec := priced(job.spec)) is not None:
+            job.spec = spec
+            rows.set_planned(job_id, spec.planned)

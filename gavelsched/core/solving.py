@@ -1,13 +1,14 @@
 """A re-solve's solve (thesis §5.3: the policy's allocation for the jobs of the moment):
 one bad job never stops the others, and a failed solve keeps the allocation in force.
 
-Functions of their inputs; ``SchedulerCore`` decides when a re-solve is due
-(``resolving``) and installs what this returns (``periods.install``)."""
+``SchedulerCore`` decides when a re-solve is due (``resolving``), begins a ``Solve`` and
+installs what ``settle`` makes of its result (``periods.install``). The simulator runs the
+solve at once; the daemon on a thread of its own, serving calls meanwhile."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 from policies import Allocation, Policy, PolicyError, Problem
@@ -24,34 +25,51 @@ class Failed(NamedTuple):
     solve_s: float
 
 
-def solve(policy: Policy, problem_of: Callable[[], Problem], now: float, *,
-          drop: Callable[[str, str], bool], raise_errors: bool,
-          runs: Callable[[], dict] | None = None) -> Allocation | Failed:
-    """``policy``'s allocation for ``problem_of()``. A job the policy refuses
-    (``PolicyError.job_id``) is dropped by ``drop(job, why)`` (True when it was one of the
-    core's) and the problem built again without it. Any other refusal is raised with
-    ``raise_errors``, else logged and returned as ``Failed`` (the last allocation stays).
-    ``runs()``: the runs going on by column, when the policy's allocation may be
-    rearranged to move fewer of them (``policies.moves.fewer_moves``, the restart rule)."""
-    while True:
-        problem = problem_of()
+class Solve:
+    """One solve of a re-solve, begun on the core's thread (``SchedulerCore.open_round``):
+    ``problem`` is a frozen value and ``runs`` the runs going on by column then, so ``run``
+    may go on any thread while the core serves other events (thesis §5.7.2: allocations
+    "can be computed asynchronously"). ``columns``: the
+    rows' columns it was built over (an allocation over others cannot be installed);
+    ``uncredited``: the steps the problem was built net of (to build it again)."""
+
+    def __init__(self, policy: Policy, problem: Problem, now: float,
+                 runs: Mapping[str, str] | None, columns: tuple[str, ...],
+                 uncredited: Mapping[str, float] | None = None) -> None:
+        self.policy, self.problem, self.now = policy, problem, now
+        self.runs, self.columns, self.uncredited = runs, columns, uncredited
+
+    def run(self) -> Allocation | PolicyError:
+        """The policy's allocation (rearranged to move fewer runs where the policy allows:
+        ``policies.moves.fewer_moves``, the restart rule), or the refusal it raised."""
         try:
-            allocation = policy.solve(problem)
-            if runs is not None and policy.traits.rearrangeable:
-                allocation = fewer_moves(problem, allocation, runs())
-            break
+            allocation = self.policy.solve(self.problem)
+            if self.runs is not None and self.policy.traits.rearrangeable:
+                allocation = fewer_moves(self.problem, allocation, self.runs)
+            return allocation
         except PolicyError as err:
-            if raise_errors:
-                raise
-            culprit = getattr(err, "job_id", None)
-            if culprit is not None and drop(culprit, str(err)):
-                log.warning("job %s refused by the policy, dropped: %s", culprit, err)
-                continue
-            log.warning("re-solve at %.0fs failed, keeping the last allocation: %s", now, err)
-            return Failed(err.solve_s or 0.0)
+            return err
+
+
+def settle(solve: Solve, result: Allocation | PolicyError, *,
+           drop: Callable[[str, str], bool], raise_errors: bool) -> Allocation | Failed | None:
+    """What ``solve``'s ``result`` means: the allocation; or, for a refusal, None when it
+    named a job that ``drop(job, why)`` removed (True when it was one of the core's: the
+    problem is to be built again without it); else the refusal raised with
+    ``raise_errors``, or logged and returned as ``Failed`` (the last allocation stays)."""
+    if isinstance(result, PolicyError):
+        if raise_errors:
+            raise result
+        culprit = getattr(result, "job_id", None)
+        if culprit is not None and drop(culprit, str(result)):
+            log.warning("job %s refused by the policy, dropped: %s", culprit, result)
+            return None
+        log.warning("re-solve at %.0fs failed, keeping the last allocation: %s",
+                    solve.now, result)
+        return Failed(result.solve_s or 0.0)
     if log.isEnabledFor(logging.DEBUG):   # what a replay's differences are traced to
-        log.debug("re-solved at %.1fs: %d jobs, %.3fs; allocation %s", now,
-                  len(problem.jobs), allocation.solve_s,
+        log.debug("re-solved at %.1fs: %d jobs, %.3fs; allocation %s", solve.now,
+                  len(solve.problem.jobs), result.solve_s,
                   {job: {t: round(x, 4) for t, x in row.items() if x > 0}
-                   for job, row in allocation.allocation.items()})
-    return allocation
+                   for job, row in result.allocation.items()})
+    return result

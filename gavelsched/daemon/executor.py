@@ -38,7 +38,6 @@ from ..core import SchedulerCore
 from ..mechanism import ClusterView, Server
 from ..rpc import pb
 from ..rpc.identity import ADMIN, Caller
-from .audit import SCHEDULER
 from .calls import Door, single_gpu_policy
 from .clock import Origin, RoundClock
 from .collector import Collector
@@ -64,6 +63,7 @@ from .runs import RunTable
 from .publish import Publisher
 from .settings import ClusterSettings
 from .snapshot import Snapshot
+from .solver import Solver
 from .startups import Startups
 from .servers import Servers
 from .jobs import HELD, JobRow, Jobs
@@ -133,11 +133,13 @@ class DaemonExecutor:
                              ended=lambda run: self.tenancy.run_ended(run, self._clock()),
                              job_env=job_env)
         self.roster = Servers(config, self.core, store, self.health, self.runs, self.priors,
-                              now=self.now, changed=self._changed)
+                              now=self.now, changed=self._changed, audit=self.tenancy.audit)
         online = restored_online(self.priors, self.core.configurations, store, self.jobs)
         self.progress = Progress(self.jobs, self.runs, self.driver, self.core, online, store,
                                  self.fences, clock=clock)
         self.shares = Shares(self.core)
+        self.solver = Solver(self.core, self.post, self.shares, metrics, planned=self._planned,
+                             clock=clock)
         self.clock = RoundClock(self.core.config.round_seconds, self.driver.plan_lead_s)
         self._started_index = -1
         self._woken = self._clock()       # when an idle scheduler last got work
@@ -247,20 +249,23 @@ class DaemonExecutor:
                 self._fail_job(job_id, failed)
             else:
                 self.runs.kill(job_id, reason)    # its other ranks cannot go on alone
-        if self.clock.idle:                     # start as soon as there is work
-            if (self.core.has_jobs and self.roster.back(mono)
+        if self.clock.idle:      # start as soon as there is work (``_planned``: once planned)
+            if (self.core.has_jobs and self.roster.back(mono) and not self.solver.waiting
                     and self.health.alive_gpus() >= max(1, self.config.expected_workers)
                     and mono >= self.driver.first_plan_at(self._woken)):
                 self._plan()
-                self._start_round(mono)
             return
-        if self.driver.planned is None and self.clock.plan_due(mono):
+        if (self.driver.planned is None and not self.solver.waiting
+                and self.clock.plan_due(mono)):
             self._plan()
         if self.clock.start_due(mono):
+            self.solver.finish()        # (a solve still out: planned on the allocation in force)
             self._start_round(mono)
 
     def _plan(self) -> None:
-        """The next round's plan (``RoundDriver.plan``), ``plan_lead`` before the boundary."""
+        """Open the next round's plan, ``plan_lead`` before the boundary (``RoundDriver.open``):
+        a re-solve due is solved off this thread, and the round planned once it settles, or
+        at the boundary on the allocation in force (``solver``)."""
         self._changed()
         self.times.plan_begins()
         now = self.now()
@@ -270,17 +275,18 @@ class DaemonExecutor:
                 np.array(self.runs.held_s(list(flight.batch.keys))))
         self.core.set_restart_costs({t: self.startups.restart_s(t) for t in
                                      {j.spec.job_type for j in self.jobs.values() if not j.final}})
-        step = self.driver.plan(now, held, uncredited=self.runs.uncredited_steps())
+        uncredited = self.runs.uncredited_steps()
+        self.solver.open(self.driver.open(now, held, uncredited=uncredited), now, uncredited)
+
+    def _planned(self, now: float, uncredited: Mapping[str, float]) -> None:
+        """The round opened at ``now``, planned (``RoundDriver.plan``); idle, it starts."""
+        step = self.driver.plan(now, uncredited=uncredited)
         rnd = step.round
         for job_id in step.completed:
             self.jobs.finish(job_id, now)
         for job_id, reason in rnd.rejected:
             self._fail_job(job_id, f"refused by the policy: {reason}")
         self.progress.admitted(rnd.admitted, now)
-        if rnd.resolved is not None:
-            self.shares.closed(self.core.take_closed_periods())
-            if self.metrics is not None:
-                self.metrics.on_solve(rnd.resolved.solve_s)
         self.clock.planned()
         index = self._round_base + rnd.index
         self.store.set_meta({ROUND.key(): index + 1})
@@ -288,6 +294,8 @@ class DaemonExecutor:
         self.times.planned(index, rnd)
         with self.dispatcher.held(), self.store.batched():         # (as at a round's start)
             self.roster.orphans.at_plan(rnd, index, now)   # (extensions; waiting renewals)
+        if self.clock.idle:
+            self._start_round(self._clock())
 
     def _start_round(self, mono: float) -> None:
         """The planned round begins (``RoundDriver.start``): launch its new runs, and give
@@ -382,15 +390,6 @@ class DaemonExecutor:
         """New entities, policy options and prices, from the next round (``Tenancy``)."""
         self.tenancy.reload(settings, policy)
         self._changed()
-
-    def drain(self, server_id: int, undo: bool = False,
-              user: str = SCHEDULER) -> pb.DrainResponse:
-        """Take a worker server out of service, or put it back (``Servers.drain``), as
-        ``user`` asked (the audit log says so)."""
-        reply = self.roster.drain(server_id, undo)
-        self.tenancy.audit.record(user, "undrain" if undo else "drain",
-                                  detail=f"server {server_id}")
-        return reply
 
     @property
     def round_index(self) -> int:

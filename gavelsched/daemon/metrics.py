@@ -5,6 +5,8 @@
   ``jobs.STATES``);
 - ``gavelsched_round_duration_seconds``: histogram of the time between round starts;
 - ``gavelsched_policy_solve_seconds``: histogram of policy solve times;
+- ``gavelsched_plans_waited_total``: rounds planned on the allocation in force because
+  their re-solve was still running at the boundary (``solver``: it is installed later);
 - ``gavelsched_dispatch_seconds``: histogram of the time from a round's plan to the last
   of the plan's RunJobs answered by its worker (``dispatch.RoundDispatch``);
 - ``gavelsched_rpcs_total{method}``: the gRPC calls the scheduler has served;
@@ -96,6 +98,9 @@ class DaemonMetrics:
                                         registry=r)
         self.solve = Histogram("gavelsched_policy_solve_seconds", "Policy solve time",
                                buckets=SOLVE_BUCKETS, registry=r)
+        self.plans_waited = Counter("gavelsched_plans_waited", "Rounds planned on the "
+                                    "allocation in force, their re-solve still running",
+                                    registry=r)
         self.dispatch = Histogram("gavelsched_dispatch_seconds", "Time from a round's plan "
                                   "to the last of the plan's RunJobs answered",
                                   buckets=ROUND_BUCKETS, registry=r)
@@ -150,6 +155,9 @@ class DaemonMetrics:
 
     def on_solve(self, seconds: float) -> None:
         self.solve.observe(seconds)
+
+    def on_plan_waited(self) -> None:
+        self.plans_waited.inc()
 
     def on_dispatch(self, seconds: float) -> None:
         self.dispatch.observe(seconds)

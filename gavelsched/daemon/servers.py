@@ -34,6 +34,7 @@ from traces.profiles import Profile
 from ..core import SchedulerCore
 from ..core.type_order import fastest_first
 from ..rpc import pb
+from .audit import SCHEDULER, Audit
 from .config import DaemonConfig
 from .health import DEAF_LIMIT, Health
 from .orphans import Orphans
@@ -52,12 +53,14 @@ BY_OPERATOR, BY_WORKER = "1", "2"
 class Servers:
     def __init__(self, config: DaemonConfig, core: SchedulerCore, store: Store,
                  health: Health, runs: RunTable, priors: Priors, *,
-                 now: Callable[[], float], changed: Callable[[], None]) -> None:
-        """``changed``: told when what ``status`` shows of the servers changes (a drain)."""
+                 now: Callable[[], float], changed: Callable[[], None],
+                 audit: Audit | None = None) -> None:
+        """``changed``: told when what ``status`` shows of the servers changes (a drain);
+        ``audit``: where an operator's drain is recorded."""
         self.config, self.core, self.store = config, core, store
         self.health, self.runs, self.priors, self._now = health, runs, priors, now
         self.orphans = Orphans(runs)           # (what a restarted scheduler finds running)
-        self._changed = changed
+        self._changed, self._audit = changed, audit
         self.drained: dict[int, str] = {}    # server id -> BY_OPERATOR or BY_WORKER
         self._deaf = False                   # (``fail_silent``: said once)
         for i in health.servers:
@@ -111,13 +114,17 @@ class Servers:
                                          heartbeat_seconds=self.config.heartbeat_seconds,
                                          registration=registration)
 
-    def drain(self, server_id: int, undo: bool = False) -> pb.DrainResponse:
+    def drain(self, server_id: int, undo: bool = False,
+              user: str = SCHEDULER) -> pb.DrainResponse:
         """Take server ``server_id`` out of service, or (``undo``) put it back (module
-        docstring); ``LookupError`` for a server never registered."""
+        docstring), as ``user`` asked (the audit log says so); ``LookupError`` for a
+        server never registered."""
         self._changed()
         server = self.health.servers.get(server_id)
         if server is None:
             raise LookupError(f"no worker server {server_id}")
+        if self._audit is not None:
+            self._audit.record(user, "undrain" if undo else "drain", detail=f"server {server_id}")
         if undo:
             self._undrain(server_id)
         elif self.drained.get(server_id) != BY_OPERATOR:

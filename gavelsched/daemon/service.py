@@ -432,8 +432,8 @@ class ClientService(pb_grpc.ClientToSchedulerServicer):
     def Drain(self, request, context):
         caller = self.callers.admin(context, "drain servers")
         try:
-            reply = self.x.call(lambda: self.x.drain(int(request.server_id), request.undo,
-                                                     caller.name))
+            reply = self.x.call(lambda: self.x.roster.drain(int(request.server_id),
+                                                            request.undo, caller.name))
         except LookupError as err:
             _abort_on(context, err, grpc.StatusCode.NOT_FOUND)
         self.x.call(self.x.publish, changes=False)

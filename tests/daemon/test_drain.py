@@ -217,7 +217,7 @@ def test_a_launch_planned_before_a_drain_is_not_sent_to_the_drained_server(tmp_p
         sched.at(1.0)                          # round 0: one job on the one GPU
         (run,) = sched.sent.runs
         sched.at(1.0 + R - sched.x.config.plan_lead)   # round 1 planned: the other job
-        sched.x.drain(sched.server)
+        sched.x.roster.drain(sched.server)
         sched.at(1.0 + R)                      # round 1 starts
         sched.t = 1.0 + R + 1.0
         sched.exited(run.job_id, 100)          # round 0's run saved and exited

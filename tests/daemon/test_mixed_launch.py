@@ -177,6 +177,7 @@ def test_the_executor_launches_each_placement_with_the_same_layout(tmp_path):
     sent = Recorder()
     x = DaemonExecutor(config, store, get_policy("max_min_fairness_mixed"), default_table(),
                        sent, clock=lambda: t[0])
+    x.solver.inline = True        # (``at`` plans and starts a round in one call)
     servers = {wtype: x.roster.register(pb.RegisterWorkerRequest(
         worker_type=wtype, gpus=gpus, address=f"127.0.0.1:{port}", hostname="h",
         previous_server_id=-1), 0.0).server_id

@@ -68,6 +68,7 @@ class Scheduler:
         self.sent = Recorder()
         self.x = DaemonExecutor(config, self.store, get_policy(config.policy),
                                 default_table(), self.sent, clock=lambda: self.t)
+        self.x.solver.inline = True        # (``at`` plans and starts a round in one call)
         self.server = self.add_server(gpus) if gpus else -1
 
     def add_server(self, gpus: int = 1) -> int:

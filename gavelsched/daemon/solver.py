@@ -1,0 +1,133 @@
+"""The plan's re-solve, solved off the executor thread (docs/runtime.md, "Solves off the
+executor").
+
+At production size a policy's solve takes seconds, and some take minutes
+(BENCHMARKS.md, "Every policy at production size"). On the executor thread it held every
+call but heartbeats that long: a Submit past its deadline, checkpoints' ReportSteps,
+registrations. The thesis computes allocations asynchronously, so that checkpoints are the
+only synchronous overhead of a round (§5.7.2), and so does this scheduler:
+
+- at the plan, the executor opens the round (``RoundDriver.open``): the round in flight
+  ends, arrivals are admitted, and a due re-solve's ``Solve`` (a frozen problem) goes to
+  ``Solver.open``, which runs it on its thread, ``gavelsched-solve``;
+- the executor serves its events meanwhile. The result comes back through the inbox and is
+  settled on the executor thread (``SchedulerCore.settle``: a job the policy refused is
+  dropped and the rest solved again); the round is planned at once (``planned``), on the
+  new allocation, as the simulator plans it;
+- a solve still running at the boundary: the round is planned on the allocation in force
+  (``finish``, logged and counted) and starts on time; the solve's allocation is installed
+  when it comes (``solved``), for the plans after.
+
+Clarabel releases the GIL while it solves, so the executor goes on at nearly full speed
+during a solve. One solve runs at a time: a plan that comes while one is out begins none
+(``SchedulerCore.open_round``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+
+from policies import Allocation, PolicyError
+
+from ..core import SchedulerCore, Solve
+from .inbox import Stopping
+from .metrics import DaemonMetrics
+from .view import Shares
+
+log = logging.getLogger(__name__)
+
+
+class Solver:
+    """One solve at a time on a thread of its own (the module docstring). ``post``: how the
+    thread hands its result to the executor thread; ``planned(now, uncredited)``: plan the
+    round opened with these. Each allocation installed closes its period in ``shares``
+    and is timed in ``metrics``."""
+
+    def __init__(self, core: SchedulerCore, post: Callable[[Callable[[], None]], object],
+                 shares: Shares, metrics: DaemonMetrics | None, *,
+                 planned: Callable[[float, Mapping[str, float] | None], None],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._core, self._post, self._clock = core, post, clock
+        self._shares, self._metrics, self._planned = shares, metrics, planned
+        self._opened: tuple | None = None   # the waiting round's (now, uncredited)
+        self.out: Solve | None = None       # the solve running on the thread
+        self._since = 0.0                   # when it began (monotonic)
+        # Each solve on the calling thread instead, settled at once: for an executor driven
+        # by hand (tests on a clock of their own, which plan and start rounds in one call).
+        self.inline = False
+
+    @property
+    def waiting(self) -> bool:
+        """A round was opened and waits for its solve to be planned."""
+        return self._opened is not None
+
+    def open(self, solve: Solve | None, now: float,
+             uncredited: Mapping[str, float] | None) -> None:
+        """A round was opened at ``now`` with ``solve`` (None: none was due): plan it at
+        once, or when the solve settles (or at the boundary: ``finish``)."""
+        if solve is None:
+            self._planned(now, uncredited)
+            return
+        self._opened = (now, uncredited)
+        self._start(solve)
+
+    def finish(self) -> None:
+        """The boundary: a round still waiting for its solve is planned on the allocation in
+        force; the solve goes on, and its allocation is installed when it comes."""
+        if self._opened is None:
+            return
+        log.warning("re-solve still running after %.1fs: the round is planned on the "
+                    "allocation in force, and the new one is installed when it comes",
+                    self._clock() - self._since)
+        if self._metrics is not None:
+            self._metrics.on_plan_waited()
+        self._plan()
+
+    def _plan(self) -> None:
+        (now, uncredited), self._opened = self._opened, None
+        self._planned(now, uncredited)
+
+    def _start(self, solve: Solve) -> None:
+        self.out, self._since = solve, self._clock()
+        if self.inline:
+            self._settle(solve, _run(solve))
+            return
+        threading.Thread(target=self._run, args=(solve,), name="gavelsched-solve",
+                         daemon=True).start()
+
+    def _run(self, solve: Solve) -> None:
+        """The solve thread: the solve's result, posted to the executor thread."""
+        result = _run(solve)
+        try:
+            self._post(lambda: self._settle(solve, result))
+        except Stopping:
+            pass                            # the scheduler is stopping: nothing to install
+
+    def _settle(self, solve: Solve, result: Allocation | PolicyError) -> None:
+        """On the executor thread: install the result (solve again if the policy refused a
+        job), then plan the round waiting for it, if one is."""
+        self.out = None
+        outcome = self._core.settle(solve, result)
+        if isinstance(outcome, Solve):
+            self._start(outcome)
+            return
+        if outcome is not None:
+            self._shares.closed(self._core.take_closed_periods())
+            if self._metrics is not None:
+                self._metrics.on_solve(outcome.solve_s)
+        if self._opened is not None:
+            self._plan()
+
+
+def _run(solve: Solve) -> Allocation | PolicyError:
+    """``solve.run()``. A solve that raises other than a policy's refusal is logged and
+    settled as a failed solve (the allocation in force stays) instead of stopping the
+    scheduler's rounds."""
+    try:
+        return solve.run()
+    except Exception as err:                # noqa: BLE001 (a bug must not stop the rounds)
+        log.exception("the policy's solve raised")
+        return PolicyError(f"the solve raised {type(err).__name__}: {err}")

@@ -1,0 +1,122 @@
+"""The plan's re-solve runs off the executor thread (``gavelsched/daemon/solver.py``). At
+20,000 jobs some policies solve for a minute; on the executor thread that held every call
+but heartbeats as long: a Submit past its deadline, the checkpoints' ReportSteps. Here a
+real scheduler daemon, a worker speaking the real protocol, and a policy whose solve waits
+until the test lets it go (a solve of minutes, without the minutes)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import yaml
+
+from gavelsched.daemon.config import load_config
+from gavelsched.daemon.metrics import DaemonMetrics
+from gavelsched.daemon.server import SchedulerDaemon
+from gavelsched.rpc import pb, pb_grpc
+from gavelsched.rpc.security import channel
+
+from .cluster import JOB_TYPE, wait_until
+from .fake_worker import FakeWorker
+
+ROUND_S = 2.0
+
+
+class Held:
+    """The daemon's policy, whose solves wait for ``release`` once ``hold`` is set."""
+
+    def __init__(self, policy) -> None:
+        self.policy = policy
+        self.hold, self.release, self.started = (threading.Event(), threading.Event(),
+                                                 threading.Event())
+
+    def __getattr__(self, name):
+        return getattr(self.policy, name)
+
+    def solve(self, problem):
+        if self.hold.is_set():
+            self.started.set()
+            assert self.release.wait(120), "the test never released the solve"
+        return self.policy.solve(problem)
+
+
+def _daemon(tmp_path) -> tuple[SchedulerDaemon, Held]:
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump({
+        "listen": "127.0.0.1:0", "policy": "max_min_fairness_perf",
+        "round_seconds": ROUND_S, "state_dir": str(tmp_path / "state"), "eta": False,
+        "min_resolve_interval_s": 0.0, "heartbeat_seconds": 0.3}))
+    daemon = SchedulerDaemon(load_config(str(path)))
+    daemon.executor.metrics = daemon.executor.solver._metrics = DaemonMetrics()
+    held = Held(daemon.executor.core.policy)
+    daemon.executor.core.policy = held     # (before the executor thread starts)
+    return daemon.start(), held
+
+
+def _submit(client, steps: int = 10**6) -> str:
+    return client.Submit(pb.JobRequest(job_type=JOB_TYPE, total_steps=steps,
+                                       workload="steps"), timeout=10).job_id
+
+
+def _states(client) -> dict[str, str]:
+    return {j.id: j.state for j in client.Status(pb.StatusRequest(), timeout=10).jobs}
+
+
+def test_calls_are_served_while_the_plan_s_solve_runs(tmp_path):
+    daemon, held = _daemon(tmp_path)
+    worker = None
+    try:
+        address = f"127.0.0.1:{daemon.port}"
+        worker = FakeWorker(address, "v100", gpus=2)
+        client = pb_grpc.ClientToSchedulerStub(channel(address))
+        held.hold.set()
+        first = _submit(client)
+        assert held.started.wait(60)                 # the first plan's solve, held
+        second = _submit(client)                     # answered by the executor meanwhile
+        assert _states(client) == {first: "queued", second: "queued"}
+        assert not held.release.is_set()             # ... while the solve was still held
+        held.hold.clear()
+        held.release.set()
+        wait_until(lambda: _states(client)[first] == "running", 60, "the first job to run")
+        wait_until(lambda: _states(client)[second] == "running", 60,
+                   "the second job to run (the next re-solve)")
+    finally:
+        held.release.set()
+        if worker is not None:
+            worker.stop()
+        daemon.stop()
+
+
+def test_a_solve_still_running_at_the_boundary_leaves_the_rounds_on_time(tmp_path, caplog):
+    """The round is planned on the allocation in force and starts at its boundary; the
+    solve's allocation is installed when it comes, for the next plan."""
+    daemon, held = _daemon(tmp_path)
+    x, worker = daemon.executor, None
+    try:
+        address = f"127.0.0.1:{daemon.port}"
+        worker = FakeWorker(address, "v100", gpus=1)
+        client = pb_grpc.ClientToSchedulerStub(channel(address))
+        first = _submit(client)
+        wait_until(lambda: _states(client)[first] == "running", 60, "the first job to run")
+        held.hold.set()
+        with caplog.at_level(logging.WARNING, logger="gavelsched.daemon.solver"):
+            second = _submit(client)                 # stale: the next plan re-solves
+            assert held.started.wait(60)
+            began = x.call(lambda: x.round_index, timeout=10)
+            wait_until(lambda: x.call(lambda: x.round_index, timeout=10) >= began + 2, 60,
+                       "two rounds to begin")
+            assert not held.release.is_set()         # two rounds began while it was held
+        assert "re-solve still running" in caplog.text
+        assert x.metrics.plans_waited._value.get() >= 1
+        assert x.call(lambda: second not in x.core.allocation.allocation, timeout=10)
+        held.hold.clear()
+        held.release.set()
+        wait_until(lambda: x.call(lambda: second in x.core.allocation.allocation,
+                                  timeout=10), 60, "the late allocation")
+        wait_until(lambda: _states(client)[second] == "running", 60, "the second job to run")
+    finally:
+        held.release.set()
+        if worker is not None:
+            worker.stop()
+        daemon.stop()
