@@ -353,9 +353,10 @@ def pinned(pin: bool):
         os.sched_setaffinity(0, others)
 
 
-def scale_cluster(gpus: int, args, prefix: str = "gavel-scale-") -> LocalCluster:
+def scale_cluster(gpus: int, args, prefix: str = "gavel-scale-", **config) -> LocalCluster:
     """The scheduler's cluster (not started) in a fresh directory (in /dev/shm where there
-    is one), its metrics and dashboard on free loopback ports, as ``args`` say."""
+    is one), its metrics and dashboard on free loopback ports, as ``args`` say; ``config``:
+    more of its cluster.yaml."""
     shm = Path("/dev/shm")
     root = Path(tempfile.mkdtemp(prefix=prefix, dir=shm if shm.is_dir() else None))
     return LocalCluster(root, policy=args.policy, round_seconds=args.round_seconds,
@@ -364,7 +365,7 @@ def scale_cluster(gpus: int, args, prefix: str = "gavel-scale-") -> LocalCluster
                                 "policy_options": args.policy_options,
                                 "metrics_listen": f"127.0.0.1:{free_port()}",
                                 "dashboard_listen": f"127.0.0.1:{free_port()}",
-                                "gil_switch_ms": args.gil_switch_ms})
+                                "gil_switch_ms": args.gil_switch_ms, **config})
 
 
 def measure(gpus: int, jobs: int, args) -> Row:

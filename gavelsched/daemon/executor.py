@@ -138,7 +138,7 @@ class DaemonExecutor:
         self.progress = Progress(self.jobs, self.runs, self.driver, self.core, online, store,
                                  self.fences, clock=clock)
         self.shares = Shares(self.core)
-        self.solver = Solver(self.core, self.post, self.shares, metrics, planned=self._planned,
+        self.solver = Solver(self.core, self.tell, self.shares, metrics, planned=self._planned,
                              clock=clock)
         self.clock = RoundClock(self.core.config.round_seconds, self.driver.plan_lead_s)
         self._started_index = -1
@@ -276,10 +276,13 @@ class DaemonExecutor:
         self.core.set_restart_costs({t: self.startups.restart_s(t) for t in
                                      {j.spec.job_type for j in self.jobs.values() if not j.final}})
         uncredited = self.runs.uncredited_steps()
-        self.solver.open(self.driver.open(now, held, uncredited=uncredited), now, uncredited)
+        solve = self.driver.open(now, held, uncredited=uncredited)
+        self.times.opened()
+        self.solver.open(solve, now, uncredited)
 
     def _planned(self, now: float, uncredited: Mapping[str, float]) -> None:
         """The round opened at ``now``, planned (``RoundDriver.plan``); idle, it starts."""
+        self.times.planning()
         step = self.driver.plan(now, uncredited=uncredited)
         rnd = step.round
         for job_id in step.completed:

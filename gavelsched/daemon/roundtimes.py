@@ -23,6 +23,7 @@ class RoundTimes:
         self._dispatcher, self._metrics, self._clock = dispatcher, metrics, clock
         self._dispatch: RoundDispatch | None = None      # the last plan's, until reported
         self._began = (0.0, 0.0)                         # (monotonic, thread CPU) now timed
+        self._opened_cpu = 0.0      # the plan's own CPU before its solve went off the thread
 
     def plan_begins(self) -> None:
         """A plan begins: the last one's line is written."""
@@ -32,9 +33,19 @@ class RoundTimes:
             self._dispatch = None
         self._begin()
 
+    def opened(self) -> None:
+        """The plan's round is opened (``solver``): its CPU so far is the plan's own; the
+        events served while its solve runs are not."""
+        self._opened_cpu = time.thread_time() - self._began[1]
+
+    def planning(self) -> None:
+        """The opened round is planned now: its CPU counts again."""
+        self._began = (self._began[0], time.thread_time() - self._opened_cpu)
+
     def planned(self, index: int, rnd: Round) -> None:
         """Round ``index`` is planned as ``rnd`` (its re-solve's seconds, if it re-solved;
-        how many of last round's tasks it keeps on their GPUs)."""
+        how many of last round's tasks it keeps on their GPUs): since the plan began (its
+        solve's wait included), and the executor's own work on it."""
         at, worked = self._began
         self._dispatch = RoundDispatch(
             index, at, self._clock() - at, None if rnd.resolved is None else rnd.resolved.solve_s,

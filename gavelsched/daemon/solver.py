@@ -33,7 +33,6 @@ from collections.abc import Callable, Mapping
 from policies import Allocation, PolicyError
 
 from ..core import SchedulerCore, Solve
-from .inbox import Stopping
 from .metrics import DaemonMetrics
 from .view import Shares
 
@@ -42,9 +41,9 @@ log = logging.getLogger(__name__)
 
 class Solver:
     """One solve at a time on a thread of its own (the module docstring). ``post``: how the
-    thread hands its result to the executor thread; ``planned(now, uncredited)``: plan the
-    round opened with these. Each allocation installed closes its period in ``shares``
-    and is timed in ``metrics``."""
+    thread hands its result to the executor thread (``Inbox.tell``: what it raises there is
+    logged); ``planned(now, uncredited)``: plan the round opened with these. Each
+    allocation installed closes its periods in ``shares`` and is timed in ``metrics``."""
 
     def __init__(self, core: SchedulerCore, post: Callable[[Callable[[], None]], object],
                  shares: Shares, metrics: DaemonMetrics | None, *,
@@ -53,8 +52,7 @@ class Solver:
         self._core, self._post, self._clock = core, post, clock
         self._shares, self._metrics, self._planned = shares, metrics, planned
         self._opened: tuple | None = None   # the waiting round's (now, uncredited)
-        self.out: Solve | None = None       # the solve running on the thread
-        self._since = 0.0                   # when it began (monotonic)
+        self._since = 0.0                   # when the solve running began (monotonic)
         # Each solve on the calling thread instead, settled at once: for an executor driven
         # by hand (tests on a clock of their own, which plan and start rounds in one call).
         self.inline = False
@@ -91,7 +89,7 @@ class Solver:
         self._planned(now, uncredited)
 
     def _start(self, solve: Solve) -> None:
-        self.out, self._since = solve, self._clock()
+        self._since = self._clock()
         if self.inline:
             self._settle(solve, _run(solve))
             return
@@ -99,17 +97,14 @@ class Solver:
                          daemon=True).start()
 
     def _run(self, solve: Solve) -> None:
-        """The solve thread: the solve's result, posted to the executor thread."""
+        """The solve thread: the solve's result, handed to the executor thread (once it has
+        stopped, to no one)."""
         result = _run(solve)
-        try:
-            self._post(lambda: self._settle(solve, result))
-        except Stopping:
-            pass                            # the scheduler is stopping: nothing to install
+        self._post(lambda: self._settle(solve, result))
 
     def _settle(self, solve: Solve, result: Allocation | PolicyError) -> None:
         """On the executor thread: install the result (solve again if the policy refused a
         job), then plan the round waiting for it, if one is."""
-        self.out = None
         outcome = self._core.settle(solve, result)
         if isinstance(outcome, Solve):
             self._start(outcome)
@@ -128,6 +123,6 @@ def _run(solve: Solve) -> Allocation | PolicyError:
     scheduler's rounds."""
     try:
         return solve.run()
-    except Exception as err:                # noqa: BLE001 (a bug must not stop the rounds)
+    except Exception as err:                # (a bug must not stop the rounds)
         log.exception("the policy's solve raised")
         return PolicyError(f"the solve raised {type(err).__name__}: {err}")

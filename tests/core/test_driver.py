@@ -22,7 +22,8 @@ from traces import TraceJob, default_table
 from .test_core import RATES, R, Recording, Table, finish, job, make_core
 
 ROOT = Path(__file__).resolve().parents[2]
-ROUND_METHODS = ("start_round", "end_round", "add_progress", "add_progress_many", "place_freed")
+ROUND_METHODS = ("open_round", "start_round", "end_round", "add_progress", "add_progress_many",
+                 "place_freed")
 
 
 def test_a_boundary_ends_the_round_with_the_time_each_task_held_and_plans_the_next():
