@@ -152,7 +152,7 @@ def main() -> int:
     if more:
         parser.error("one --gpus and one --jobs")
     got = measure(gpus, jobs, args)
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+    commit = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
                             capture_output=True, text=True, check=False).stdout.strip() or "?"
     print(f"# {describe()}")
     print(f"# {gpus} GPUs, {jobs} jobs, {args.policy}, rounds of {args.round_seconds:g} s, "
