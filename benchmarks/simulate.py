@@ -204,11 +204,13 @@ def profile(name: str) -> None:
 # module, attribute holding the callable, its name) of each stage timed; indented rows are
 # parts of the row above them.
 STAGES = [
-    ("re-solve (all of it)", "gavelsched.core.core", "SchedulerCore", "_maybe_resolve"),
-    ("  the policy (policy.solve)", "policies.base", "Policy", "solve"),
+    ("re-solve begun (_begin_resolve)", "gavelsched.core.core", "SchedulerCore",
+     "_begin_resolve"),
     ("  its problem (build_problem)", "gavelsched.core.core", None, "build_problem"),
+    ("  closing the period", "gavelsched.core.periods", None, "close_period"),
+    ("re-solve run (_resolve_now)", "gavelsched.core.core", "SchedulerCore", "_resolve_now"),
+    ("  the policy (policy.solve)", "policies.base", "Policy", "solve"),
     ("  installing X (install)", "gavelsched.core.core", None, "install"),
-    ("  closing the period", "gavelsched.core.core", None, "close_period"),
     ("the planner (plan_round)", "gavelsched.core.core", None, "plan_round"),
     ("its inputs (_demand)", "gavelsched.core.core", "SchedulerCore", "_demand"),
     ("the round's tasks (build_batch)", "gavelsched.core.core", None, "build_batch"),
