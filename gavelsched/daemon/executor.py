@@ -1,12 +1,12 @@
 """``DaemonExecutor``: the scheduler core run on real time (thesis §5.5-5.6).
 
 Threading contract of ``SchedulerCore`` (it has no locks): exactly one thread, the
-executor's, ever calls the core, the store and the rooms below. gRPC handlers and the
-dispatcher's pool threads never touch them; they hand the executor an event with
-``post(fn)`` / ``call(fn)`` (``inbox``: closures run on the executor thread, in order in
-each of two lanes) and read only ``snapshot``, an immutable value republished after a
-change (``publish``). Exceptions, under their rooms' locks so that a busy thread loses no
-worker or run: a heartbeat (``Health.seen``) and a renewal a plan decided (``Renewals``).
+executor's, ever calls the core, the store and the rooms below (a plan's solve runs apart
+over a frozen problem: ``solver``). gRPC handlers and the dispatcher's threads never touch
+them; they hand the executor an event with ``post(fn)`` / ``call(fn)`` (``inbox``: run on
+the executor thread, in order in each of two lanes) and read only ``snapshot``, republished
+after a change (``publish``). Exceptions, under their rooms' locks so that a busy thread
+loses no worker or run: a heartbeat (``Health.seen``), a renewal a plan decided (``Renewals``).
 
 The round recipe is the simulator's: ``RoundDriver`` (``gavelsched/core/driver.py``) ends
 a round, plans the next, applies the empty-round rule and takes progress in. What is the
