@@ -53,8 +53,7 @@ BY_OPERATOR, BY_WORKER = "1", "2"
 class Servers:
     def __init__(self, config: DaemonConfig, core: SchedulerCore, store: Store,
                  health: Health, runs: RunTable, priors: Priors, *,
-                 now: Callable[[], float], changed: Callable[[], None],
-                 audit: Audit | None = None) -> None:
+                 now: Callable[[], float], changed: Callable[[], None], audit: Audit) -> None:
         """``changed``: told when what ``status`` shows of the servers changes (a drain);
         ``audit``: where an operator's drain is recorded."""
         self.config, self.core, self.store = config, core, store
@@ -123,8 +122,7 @@ class Servers:
         server = self.health.servers.get(server_id)
         if server is None:
             raise LookupError(f"no worker server {server_id}")
-        if self._audit is not None:
-            self._audit.record(user, "undrain" if undo else "drain", detail=f"server {server_id}")
+        self._audit.record(user, "undrain" if undo else "drain", detail=f"server {server_id}")
         if undo:
             self._undrain(server_id)
         elif self.drained.get(server_id) != BY_OPERATOR:

@@ -88,7 +88,7 @@ def test_calls_are_served_while_the_plan_s_solve_runs(tmp_path):
         daemon.stop()
 
 
-def test_a_solve_still_running_at_the_boundary_leaves_the_rounds_on_time(tmp_path, caplog):
+def test_a_solve_still_running_at_the_boundary_does_not_hold_the_rounds(tmp_path, caplog):
     """The round is planned on the allocation in force and starts at its boundary; the
     solve's allocation is installed when it comes, for the next plan."""
     daemon, held = _daemon(tmp_path)
