@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 
 from ..client.status import ClusterStatus
-from ..daemon.statusjson import elapsed_s, iso, jct_s, seconds, status_dict
+from ..daemon.statusjson import elapsed_s, iso, jct_s, seconds, solving_dict, status_dict
 
 __all__ = ["clock", "date", "elapsed_s", "history_table", "iso", "jct_s", "seconds",
            "status_dict", "status_table", "user"]
@@ -55,7 +55,7 @@ def status_table(reply) -> list[str]:
     w_on = _width(jobs, "on", lambda j: j.worker_type or "-")
     w_user = _width(jobs, "user", user)
     lines = [f"round {reply.round}  policy {reply.policy}  rounds of "
-             f"{reply.round_seconds:g}s  jobs {len(jobs)}",
+             f"{reply.round_seconds:g}s  jobs {len(jobs)}{solve_note(reply)}",
              f"{'id':>{w_id}} {'type':<{w_type}} {'user':<{w_user}} {'state':<9} "
              f"{'progress':>20} {'gpus':>7} "
              f"{'on':<{w_on}} {'elapsed':>11} allocation/received"]
@@ -77,6 +77,17 @@ def status_table(reply) -> list[str]:
     lines.extend(f"{w.id:>6} {w.type:<8} gpus {w.gpus}  {worker_state(w)}  {w.address}"
                  for w in reply.workers)
     return lines
+
+
+def solve_note(reply) -> str:
+    """The header's word on the policy's solves (``statusjson.solving_dict``): what the
+    allocation in force took, and a re-solve running off the executor, for how long."""
+    solving = solving_dict(reply)
+    note = ("" if solving["allocation_solve_s"] is None
+            else f"  allocation solved in {solving['allocation_solve_s']:.2f}s")
+    if solving["since_s"] is not None:
+        note += f"  re-solving for {clock(solving['for_s'])} ({solving['jobs']:,} jobs)"
+    return note
 
 
 def worker_state(worker) -> str:

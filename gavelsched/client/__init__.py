@@ -24,10 +24,12 @@ from .errors import ClientError, InputError
 # ``gavelsched simulate`` need not pay for the records and the client behind them.
 _HOMES = {"Client": "api", "connect": "api", "Drained": "records", "HistoryEvent": "records",
           "LogChunk": "records", "Submitted": "records", "JobRequest": "request",
-          "ClusterStatus": "status", "JobStatus": "status", "WorkerStatus": "status"}
+          "ClusterStatus": "status", "JobStatus": "status", "SolveStatus": "status",
+          "WorkerStatus": "status"}
 
 __all__ = ["Client", "ClientError", "ClusterStatus", "Drained", "HistoryEvent", "InputError",
-           "JobRequest", "JobStatus", "LogChunk", "Submitted", "WorkerStatus", "connect"]
+           "JobRequest", "JobStatus", "LogChunk", "SolveStatus", "Submitted", "WorkerStatus",
+           "connect"]
 
 
 def __getattr__(name: str):

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..daemon.statusjson import cluster_dict, job_dict, plain
 
-__all__ = ["ClusterStatus", "JobStatus", "WorkerStatus"]
+__all__ = ["ClusterStatus", "JobStatus", "SolveStatus", "WorkerStatus"]
 
 EXTRA = {"json": False}     # a field no part of the ``status --json`` contract
 
@@ -125,6 +125,26 @@ class EntityStatus:
 
 
 @dataclass(frozen=True)
+class SolveStatus:
+    """The policy's re-solve running off the scheduler's executor: since when (``since_s``;
+    None: none running), for how long when answered (``for_s``) and for how many ``jobs``;
+    and the seconds the allocation in force took to solve (``allocation_solve_s``; None:
+    none yet, or not known). A solve running much longer than a round is what an operator
+    looks for."""
+
+    since_s: float | None
+    for_s: float | None
+    jobs: int
+    allocation_solve_s: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return _json(self)
+
+
+_NOT_SOLVING = SolveStatus(None, None, 0, None)
+
+
+@dataclass(frozen=True)
 class ClusterStatus:
     """The scheduler's answer to ``status``: the round, the jobs asked for, every worker,
     and the daemon's rules that the ETA replays (policy, round length, re-solve rule)."""
@@ -139,6 +159,7 @@ class ClusterStatus:
     entities: tuple[EntityStatus, ...] = ()
     eta_computed_s: float | None = None
     eta_error: str | None = None
+    solving: SolveStatus = _NOT_SOLVING
 
     @classmethod
     def from_pb(cls, reply) -> ClusterStatus:
@@ -155,12 +176,13 @@ class ClusterStatus:
         return cls(reply.round, jobs, workers, reply.policy, reply.round_seconds,
                    reply.now_s, reply.epoch_unix,
                    tuple(EntityStatus(**e) for e in data["entities"]),
-                   data["eta_computed_s"], data["eta_error"])
+                   data["eta_computed_s"], data["eta_error"], SolveStatus(**data["solving"]))
 
     def to_dict(self) -> dict[str, Any]:
-        """``status --json``: ``{"round", "jobs": [...], "workers": [...], "entities":
-        [...], "eta_computed_s", "eta_error"}``."""
+        """``status --json``: ``{"round", "jobs": [...], "solving": {...}, "workers": [...],
+        "entities": [...], "eta_computed_s", "eta_error"}``."""
         return {"round": self.round, "jobs": [j.to_dict() for j in self.jobs],
+                "solving": self.solving.to_dict(),
                 "workers": [w.to_dict() for w in self.workers],
                 "entities": [e.to_dict() for e in self.entities],
                 "eta_computed_s": self.eta_computed_s, "eta_error": self.eta_error}

@@ -139,7 +139,7 @@ class DaemonExecutor:
                                  self.fences, clock=clock)
         self.shares = Shares(self.core)
         self.solver = Solver(self.core, self.tell, self.shares, metrics, planned=self._planned,
-                             clock=clock)
+                             changed=self._changed, clock=clock)
         self.clock = RoundClock(self.core.config.round_seconds, self.driver.plan_lead_s)
         self._started_index = -1
         self._woken = self._clock()       # when an idle scheduler last got work
@@ -154,8 +154,8 @@ class DaemonExecutor:
         self.picture = Picture(config, self.core, self.jobs, self.runs, self.health,
                                self.roster, self.priors, self.hosts, self.shares, self.tenancy,
                                self.retries, self.progress, self.startups, self.forecasts,
-                               self.clock, epoch_unix=self.epoch_unix, monotonic=clock,
-                               now=self.now, round_index=lambda: self.round_index)
+                               self.clock, self.solver, epoch_unix=self.epoch_unix,
+                               monotonic=clock, now=self.now, round_index=lambda: self.round_index)
         self.view = self.picture.view           # (the frozen picture at ``now``)
         self.pictures = Publisher(self.view(0.0), lambda: self.view(self.now()), metrics,
                                   jobs=lambda: len(self.jobs), clock=clock)

@@ -7,6 +7,9 @@
 - ``gavelsched_policy_solve_seconds``: histogram of policy solve times;
 - ``gavelsched_plans_waited_total``: rounds planned on the allocation in force because
   their re-solve was still running at the boundary (``solver``: it is installed later);
+- ``gavelsched_solve_start_time_seconds``: when the re-solve running off the executor began,
+  as a Unix time (0: none running): ``time() - gavelsched_solve_start_time_seconds`` is how
+  long it has run, for an alert on a solve that outlasts the rounds;
 - ``gavelsched_dispatch_seconds``: histogram of the time from a round's plan to the last
   of the plan's RunJobs answered by its worker (``dispatch.RoundDispatch``);
 - ``gavelsched_rpcs_total{method}``: the gRPC calls the scheduler has served;
@@ -101,6 +104,8 @@ class DaemonMetrics:
         self.plans_waited = Counter("gavelsched_plans_waited", "Rounds planned on the "
                                     "allocation in force, their re-solve still running",
                                     registry=r)
+        self.solve_start = Gauge("gavelsched_solve_start_time_seconds", "When the re-solve "
+                                 "running began, as a Unix time (0: none running)", registry=r)
         self.dispatch = Histogram("gavelsched_dispatch_seconds", "Time from a round's plan "
                                   "to the last of the plan's RunJobs answered",
                                   buckets=ROUND_BUCKETS, registry=r)
@@ -200,6 +205,8 @@ class DaemonMetrics:
         for state, n in counts.items():
             self.jobs.labels(state=state).set(n)
         self._jobs.runs, self._jobs.shares = view.runs, view.shares
+        self.solve_start.set(0.0 if view.solving_since_s < 0
+                             else view.epoch_unix + view.solving_since_s)
         self.omitted.set(max(0, len(view.shares) - self._jobs.limit))
         self.workers.clear()
         self.drained.clear()

@@ -25,6 +25,7 @@ from .progress import Progress
 from .retries import Retries
 from .runs import RunTable
 from .servers import Servers
+from .solver import Solver
 from .startups import Startups
 from .tenancy import Tenancy
 from .view import DaemonView, Shares
@@ -37,14 +38,14 @@ class Picture:
     def __init__(self, config: DaemonConfig, core: SchedulerCore, jobs: Jobs, runs: RunTable,
                  health: Health, roster: Servers, priors: Priors, hosts: Hosts,
                  shares: Shares, tenancy: Tenancy, retries: Retries, progress: Progress,
-                 startups: Startups, forecasts: Forecaster, clock: RoundClock, *,
-                 epoch_unix: float, monotonic: Callable[[], float],
+                 startups: Startups, forecasts: Forecaster, clock: RoundClock,
+                 solver: Solver, *, epoch_unix: float, monotonic: Callable[[], float],
                  now: Callable[[], float], round_index: Callable[[], int]) -> None:
         self.config, self.core, self.jobs, self.runs = config, core, jobs, runs
         self.health, self.roster, self.priors, self.hosts = health, roster, priors, hosts
         self.shares, self.tenancy, self.retries = shares, tenancy, retries
         self.progress, self.startups, self.forecasts = progress, startups, forecasts
-        self.clock, self.epoch_unix = clock, epoch_unix
+        self.clock, self.solver, self.epoch_unix = clock, solver, epoch_unix
         self._monotonic, self._now, self._round_index = monotonic, now, round_index
         self._pair_table: tuple[tuple, ThroughputTable] | None = None
 
@@ -60,6 +61,7 @@ class Picture:
                              clock_offset=now - mono,
                              round_ends_s=0.0 if ends is None else now + ends - mono,
                              **self._replay_inputs(), **self._control_inputs(),
+                             **self._solve_inputs(now - mono),
                              forecast=self.forecasts.latest, deferred=self.runs.deferred())
 
     def round_line(self) -> DaemonView:
@@ -69,6 +71,14 @@ class Picture:
                              self.config.round_seconds, self._now(), self.jobs,
                              self.runs.live(), self.health.servers.values(), {},
                              drained=frozenset(self.roster.drained))
+
+    def _solve_inputs(self, clock_offset: float) -> dict:
+        """The re-solve running (``Solver.running``: since when on the scheduler's clock,
+        for how many jobs) and the seconds the allocation in force took to solve."""
+        running, allocation = self.solver.running, self.core.allocation
+        return {"solving_since_s": -1.0 if running is None else running.since + clock_offset,
+                "solving_jobs": 0 if running is None else running.jobs,
+                "allocation_solve_s": -1.0 if allocation is None else allocation.solve_s}
 
     def _control_inputs(self) -> dict:
         """Job control and accounting (``Tenancy.view_inputs``), and why a job waits out

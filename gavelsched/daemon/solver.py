@@ -29,6 +29,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 from policies import Allocation, PolicyError
 
@@ -39,20 +40,30 @@ from .view import Shares
 log = logging.getLogger(__name__)
 
 
+class Running(NamedTuple):
+    """The solve out: when it began (the executor's monotonic clock) and its jobs."""
+
+    since: float
+    jobs: int
+
+
 class Solver:
     """One solve at a time on a thread of its own (the module docstring). ``post``: how the
     thread hands its result to the executor thread (``Inbox.tell``: what it raises there is
     logged); ``planned(now, uncredited)``: plan the round opened with these. Each
-    allocation installed closes its periods in ``shares`` and is timed in ``metrics``."""
+    allocation installed closes its periods in ``shares``, is timed in ``metrics`` and
+    ``changed`` the picture, as does each solve begun (``running``: ``Status`` shows it)."""
 
     def __init__(self, core: SchedulerCore, post: Callable[[Callable[[], None]], object],
                  shares: Shares, metrics: DaemonMetrics | None, *,
                  planned: Callable[[float, Mapping[str, float] | None], None],
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 changed: Callable[[], None], clock: Callable[[], float] = time.monotonic
+                 ) -> None:
         self._core, self._post, self._clock = core, post, clock
         self._shares, self._metrics, self._planned = shares, metrics, planned
+        self._changed = changed
         self._opened: tuple | None = None   # the waiting round's (now, uncredited)
-        self._since = 0.0                   # when the solve running began (monotonic)
+        self.running: Running | None = None   # the solve out (None: none)
         # Each solve on the calling thread instead, settled at once: for an executor driven
         # by hand (tests on a clock of their own, which plan and start rounds in one call).
         self.inline = False
@@ -79,7 +90,7 @@ class Solver:
             return
         log.warning("re-solve still running after %.1fs: the round is planned on the "
                     "allocation in force, and the new one is installed when it comes",
-                    self._clock() - self._since)
+                    self._clock() - self.running.since)
         if self._metrics is not None:
             self._metrics.on_plan_waited()
         self._plan()
@@ -89,7 +100,8 @@ class Solver:
         self._planned(now, uncredited)
 
     def _start(self, solve: Solve) -> None:
-        self._since = self._clock()
+        self.running = Running(self._clock(), len(solve.problem.jobs))
+        self._changed()
         if self.inline:
             self._settle(solve, _run(solve))
             return
@@ -105,6 +117,8 @@ class Solver:
     def _settle(self, solve: Solve, result: Allocation | PolicyError) -> None:
         """On the executor thread: install the result (solve again if the policy refused a
         job), then plan the round waiting for it, if one is."""
+        self.running = None
+        self._changed()
         outcome = self._core.settle(solve, result)
         if isinstance(outcome, Solve):
             self._start(outcome)

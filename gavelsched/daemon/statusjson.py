@@ -47,8 +47,8 @@ def status_dict(reply) -> dict:
     time limit (``max_runtime_s``), dependencies (``after``) and seconds run (``run_s``);
     the scheduler's ETA (``eta_start_s`` of a job not started, ``eta_finish_s``, and
     ``eta_finish_at`` as a date; null: none), computed at ``eta_computed_s`` (``eta_error``:
-    why there are none); and the configured ``entities`` with the GPUs and jobs each has
-    now."""
+    why there are none); the configured ``entities`` with the GPUs and jobs each has now;
+    and the policy's re-solve running and the last one's seconds (``solving``)."""
     epoch, now = reply.epoch_unix, reply.now_s
     return {"round": reply.round, "jobs": [job_dict(j, epoch, now) for j in reply.jobs],
             **cluster_dict(reply)}
@@ -79,8 +79,9 @@ def job_dict(j, epoch: float, now: float) -> dict:
 
 
 def cluster_dict(reply) -> dict:
-    """``status_dict`` but its jobs: the workers, entities and the ETAs' time and error."""
-    return {"workers": [{"id": w.id, "type": w.type, "gpus": w.gpus, "alive": w.alive,
+    """``status_dict`` but its jobs: the workers, entities, the ETAs' time and error, and
+    the policy's solves (``solving``)."""
+    return {"solving": solving_dict(reply), "workers": [{"id": w.id, "type": w.type, "gpus": w.gpus, "alive": w.alive,
                          "drained": w.drained, "runs": w.runs}
                         for w in reply.workers],
             "entities": [{"name": e.name, "weight": e.weight, "policy": e.policy,
@@ -88,6 +89,19 @@ def cluster_dict(reply) -> dict:
                          for e in reply.entities],
             "eta_computed_s": seconds(reply.eta_computed_s),
             "eta_error": reply.eta_error or None}
+
+
+def solving_dict(reply) -> dict:
+    """The policy's re-solve running off the executor: since when on the scheduler's clock
+    (``since_s``; null: none running), for how long at the reply's ``now_s`` (``for_s``) and
+    for how many ``jobs``; and the seconds the allocation in force took to solve
+    (``allocation_solve_s``; null: none yet, or not known). A scheduler from before these
+    fields sends zeros: no jobs solving is none running, and no solve takes 0 s."""
+    since = seconds(reply.solving_since_s) if reply.solving_jobs > 0 else None
+    return {"since_s": since, "for_s": None if since is None else max(0.0, reply.now_s - since),
+            "jobs": reply.solving_jobs if since is not None else 0,
+            "allocation_solve_s": reply.allocation_solve_s if reply.allocation_solve_s > 0
+            else None}
 
 
 def plain(mapping) -> dict:

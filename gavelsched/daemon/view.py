@@ -106,6 +106,12 @@ class DaemonView:
     measured_pairs: Mapping[tuple[str, str], Mapping[str, tuple[float, float]]] = \
         field(default_factory=dict)
     pair_partners: int = 0      # ``DaemonRules.pair_partners`` (0: every pair)
+    # The re-solve running off the executor (``solver.Solver.running``): since when on the
+    # scheduler's clock (< 0: none) and for how many jobs; the seconds the allocation in
+    # force took to solve (< 0: none yet).
+    solving_since_s: float = -1.0
+    solving_jobs: int = 0
+    allocation_solve_s: float = -1.0
 
     @classmethod
     def of(cls, round_index: int, policy: str, round_seconds: float, now: float,
@@ -130,7 +136,8 @@ class DaemonView:
            pair_table: Table | None = None,
            type_order: tuple[str, ...] = (),
            measured_pairs: Mapping[tuple[str, str], Mapping[str, tuple[float, float]]]
-           | None = None, pair_partners: int = 0) -> DaemonView:
+           | None = None, pair_partners: int = 0, solving_since_s: float = -1.0,
+           solving_jobs: int = 0, allocation_solve_s: float = -1.0) -> DaemonView:
         """A picture of live state: the job rows, the run table's ``Run``s, the servers'
         health (``ServerState``), the ``drained`` servers and the servers that ran each
         job, copied into frozen values. ``clock_offset``: the scheduler's clock less the
@@ -157,7 +164,8 @@ class DaemonView:
                    refill_until, plan_lead_s,
                    dict(run_s or {}), dict(waiting or {}), tuple(entities), forecast,
                    dict(deferred or {}), restart_rule, dict(policy_options or {}),
-                   pair_table, tuple(type_order), dict(measured_pairs or {}), pair_partners)
+                   pair_table, tuple(type_order), dict(measured_pairs or {}), pair_partners,
+                   solving_since_s, solving_jobs, allocation_solve_s)
 
     def summary(self) -> str:
         """One line for a round's start: jobs with a run this round, jobs whose last run is

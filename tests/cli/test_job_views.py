@@ -90,3 +90,15 @@ def test_the_history_table_has_dates_elapsed_and_jct():
     assert running[-4:] == ["-", "01:00:00", "-", "10/100"]
     assert done[-3:] == ["1-01:00:00", "1-01:01:40", "100/100"] and done[2:4] == ["-", "-"]
     assert queued[-5:] == ["-", "-", "-", "-", "0/100"]
+
+
+def test_the_status_header_says_what_the_solves_take_and_a_re_solve_running():
+    """``status``'s first line: the allocation in force's solve seconds and, while one runs
+    off the executor, the re-solve's time so far and its jobs (an older scheduler: none)."""
+    assert "solve" not in status_table(reply())[0]   # (fields unset: an older scheduler)
+    solving = reply()
+    solving.allocation_solve_s, solving.solving_since_s, solving.solving_jobs = 12.345, 4900, 20_000
+    assert status_table(solving)[0].endswith(
+        "jobs 3  allocation solved in 12.35s  re-solving for 00:01:40 (20,000 jobs)")
+    solving.solving_since_s, solving.solving_jobs = -1.0, 0
+    assert status_table(solving)[0].endswith("jobs 3  allocation solved in 12.35s")

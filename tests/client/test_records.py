@@ -89,3 +89,14 @@ def test_a_job_file_is_read_at_the_door(tmp_path):
         JobRequest.from_yaml(path)
     with pytest.raises(InputError, match="No such file"):
         JobRequest.from_yaml(tmp_path / "none.yaml")
+
+
+def test_the_solve_running_is_read_from_the_reply_and_none_from_an_older_scheduler():
+    solving = reply()
+    solving.solving_since_s, solving.solving_jobs, solving.allocation_solve_s = 4958.0, 20_000, 3.5
+    status = ClusterStatus.from_pb(solving)
+    assert status.solving.to_dict() == {"since_s": 4958.0, "for_s": 42.0, "jobs": 20_000,
+                                        "allocation_solve_s": 3.5}
+    assert status.to_dict() == status_dict(solving)
+    older = ClusterStatus.from_pb(reply())   # (its fields unset: zeros on the wire)
+    assert (older.solving.since_s, older.solving.for_s, older.solving.jobs) == (None, None, 0)

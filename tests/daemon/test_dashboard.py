@@ -111,6 +111,9 @@ def test_dashboard_shows_the_status_behind_the_token(tmp_path: Path) -> None:
             assert page[short]["eta"] == "-"                     # done: nothing to predict
             assert page[long]["eta"].startswith("finish in ")    # the ETA column is filled
             assert "ago" in driver.find_element("id", "eta-head").text
+            # the header says what the allocation in force took to solve (runtime.md,
+            # "Solves off the executor")
+            assert "allocation solved in " in driver.find_element("id", "meta").text
             text = driver.find_element("tag name", "body").text
             assert "team-a" in text and "v100" in text and "alive" in text
             # Utilisation per round: the one GPU held by the long job.

@@ -230,3 +230,33 @@ def test_a_run_the_scheduler_kills_leaves_its_job_preempted(tmp_path):
     s.x.runs.kill(job, "tried again from its last checkpoint")
     assert job not in s.x.runs and s.x.jobs[job].state == "preempted"
     s.close()
+
+
+def test_a_filtered_status_carries_every_field_of_the_picture_but_its_jobs():
+    """``Snapshot.status`` copies the picture without its jobs, then the jobs asked for: a
+    field the answer gains must be copied too (each set here to a value not its default).
+    The ``period_*`` fields are only in the pictures the scheduler's own forecast replays
+    (``forecast.py``), never in an answer."""
+    from google.protobuf.descriptor import FieldDescriptor as F
+
+    skipped = {"jobs", "caller", "period_start_s", "period_stale", "period_pairs",
+               "period_policy_state"}
+    response = pb.StatusResponse(jobs=[pb.JobStatus(id="a", state="queued"),
+                                       pb.JobStatus(id="b", state="done")])
+    values = {F.TYPE_DOUBLE: 1.5, F.TYPE_INT32: 3, F.TYPE_INT64: 3, F.TYPE_STRING: "x",
+              F.TYPE_BOOL: True}
+    for field in response.DESCRIPTOR.fields:
+        if field.name in skipped:
+            continue
+        if field.type == F.TYPE_MESSAGE:
+            getattr(response, field.name).add()
+        elif field.is_repeated:
+            getattr(response, field.name).append(values[field.type])
+        else:
+            setattr(response, field.name, values[field.type])
+    answer = Snapshot(0, "fifo", 1.0, 0.0, response).status(
+        pb.StatusRequest(states=["queued"]), caller="u")
+    assert [j.id for j in answer.jobs] == ["a"] and answer.caller == "u"
+    for field in response.DESCRIPTOR.fields:
+        if field.name not in skipped:
+            assert getattr(answer, field.name) == getattr(response, field.name), field.name

@@ -12,8 +12,8 @@ import threading
 import yaml
 
 from gavelsched.daemon.config import load_config
-from gavelsched.daemon.metrics import DaemonMetrics
 from gavelsched.daemon.server import SchedulerDaemon
+from gavelsched.daemon.statusjson import solving_dict
 from gavelsched.rpc import pb, pb_grpc
 from gavelsched.rpc.security import channel
 
@@ -48,7 +48,6 @@ def _daemon(tmp_path) -> tuple[SchedulerDaemon, Held]:
         "round_seconds": ROUND_S, "state_dir": str(tmp_path / "state"), "eta": False,
         "min_resolve_interval_s": 0.0, "heartbeat_seconds": 0.3}))
     daemon = SchedulerDaemon(load_config(str(path)))
-    daemon.executor.metrics = daemon.executor.solver._metrics = DaemonMetrics()
     held = Held(daemon.executor.core.policy)
     daemon.executor.core.policy = held     # (before the executor thread starts)
     return daemon.start(), held
@@ -115,6 +114,42 @@ def test_a_solve_still_running_at_the_boundary_does_not_hold_the_rounds(tmp_path
         wait_until(lambda: x.call(lambda: second in x.core.allocation.allocation,
                                   timeout=10), 60, "the late allocation")
         wait_until(lambda: _states(client)[second] == "running", 60, "the second job to run")
+    finally:
+        held.release.set()
+        if worker is not None:
+            worker.stop()
+        daemon.stop()
+
+
+def test_status_and_metrics_show_the_solve_running(tmp_path):
+    """An operator sees a solve at work: ``Status`` (and so ``status``, ``--json`` and the
+    dashboard) gives since when and for how many jobs, ``/metrics`` its start; once it
+    settles, none is running and the allocation's solve seconds are given."""
+    daemon, held = _daemon(tmp_path)
+    x, worker = daemon.executor, None
+    try:
+        address = f"127.0.0.1:{daemon.port}"
+        worker = FakeWorker(address, "v100", gpus=2)
+        client = pb_grpc.ClientToSchedulerStub(channel(address))
+        held.hold.set()
+        _submit(client)
+        _submit(client)
+        assert held.started.wait(60)
+        reply = lambda: client.Status(pb.StatusRequest(), timeout=10)
+        wait_until(lambda: reply().solving_jobs > 0, 60, "Status to show the solve")
+        running = reply()
+        assert 0 <= running.solving_since_s <= running.now_s
+        assert running.allocation_solve_s < 0            # (the first: none in force yet)
+        assert solving_dict(running)["for_s"] == running.now_s - running.solving_since_s
+        assert x.metrics.solve_start._value.get() == running.epoch_unix + running.solving_since_s
+        assert not held.release.is_set()
+        held.hold.clear()
+        held.release.set()
+        wait_until(lambda: reply().solving_jobs == 0, 60, "the solve to settle")
+        settled = reply()
+        assert settled.solving_since_s < 0 and settled.allocation_solve_s >= 0
+        assert solving_dict(settled)["since_s"] is None
+        wait_until(lambda: x.metrics.solve_start._value.get() == 0.0, 60, "the gauge to clear")
     finally:
         held.release.set()
         if worker is not None:
