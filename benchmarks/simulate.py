@@ -204,8 +204,8 @@ def profile(name: str) -> None:
 # module, attribute holding the callable, its name) of each stage timed; indented rows are
 # parts of the row above them.
 STAGES = [
-    ("re-solve begun (_begin_resolve)", "gavelsched.core.core", "SchedulerCore",
-     "_begin_resolve"),
+    ("re-solve begun (begin_resolve)", "gavelsched.core.core", "SchedulerCore",
+     "begin_resolve"),
     ("  its problem (build_problem)", "gavelsched.core.core", None, "build_problem"),
     ("  closing the period", "gavelsched.core.periods", None, "close_period"),
     ("re-solve run (_resolve_now)", "gavelsched.core.core", "SchedulerCore", "_resolve_now"),

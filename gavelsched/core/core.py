@@ -354,7 +354,7 @@ class SchedulerCore:
         if self._in_flight is not None or self._opened is not None:
             raise CoreError(f"round {self._rounds} opened while the last has not ended")
         self._opened = self._admit()
-        return self._begin_resolve(now, uncredited)
+        return self.begin_resolve(now, uncredited)
 
     def settle(self, solve: Solve, result) -> Solve | Allocation | None:
         """Install ``solve.run()``'s result: the allocation now in force (a job that left
@@ -419,7 +419,7 @@ class SchedulerCore:
         if not free:
             return TaskBatch.empty(layout.columns)
         if resolve and self._stale:
-            self._resolve_now(self._begin_resolve(now))
+            self._resolve_now(self.begin_resolve(now))
         batch, combo_rows = plan_refill(flight, free, self._view, rows, layout, self._jobs,
                                         self.config, self._rng, self._demand, round_end_s - now)
         if not len(batch):
@@ -492,11 +492,11 @@ class SchedulerCore:
         return view
 
     # -- re-solving
-    def _begin_resolve(self, now: float,
-                       uncredited: Mapping[str, float] | None = None) -> Solve | None:
-        """The ``Solve`` of a re-solve due now, with none out (``resolving``), its
-        allocation period closed first (Gavel's reset; ``periods.reset_received``; under
-        the restart rule, only once the period has lasted Gavel's interval)."""
+    def begin_resolve(self, now: float,
+                      uncredited: Mapping[str, float] | None = None) -> Solve | None:
+        """The ``Solve`` (run on any thread, installed by ``settle``) of a re-solve due now,
+        with none out (``resolving``), its allocation period closed first (Gavel's reset;
+        ``periods.reset_received``; under the restart rule, once it lasted Gavel's interval)."""
         cfg = self.config
         if self._solving is not None or not resolve_due(
                 cfg, now, self._stale, bool(self._jobs), self._last_resolve_s,

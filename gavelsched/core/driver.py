@@ -18,7 +18,8 @@ its virtual clock; the daemon: a monotonic deadline less its plan lead) and *how
 2. ``start(now, ended_since_plan)``: the planned round begins. A task all of whose jobs
    ended since the plan (they finished in the lead, or were cancelled) never starts; its
    workers go to waiting jobs for the round, re-solving first (the plan gave them to jobs
-   that were still running). With no lead the two phases are one: ``boundary``;
+   that were still running; the daemon runs that re-solve off its thread, and refills the
+   workers once it has settled). With no lead the two phases are one: ``boundary``;
 3. the empty-round rule: when nothing was placed while jobs wait and no arrival is
    expected, the allocation is re-solved at the next boundary whatever the interval
    (Gavel's simulator does this so that a stale X cannot idle the cluster for good); a
@@ -94,6 +95,7 @@ class Start:
     round: Round
     unstarted: tuple[int, ...]
     refilled: TaskBatch
+    solve: Solve | None = None      # (``start``'s ``resolve`` False) the re-solve begun
 
 
 class RoundDriver:
@@ -178,12 +180,16 @@ class RoundDriver:
             self._forced = True
         return Boundary(rnd, completed, empty, stalled)
 
-    def start(self, now: float, ended_since_plan: Sequence[str] = ()) -> Start:
+    def start(self, now: float, ended_since_plan: Sequence[str] = (), *,
+              resolve: bool = True) -> Start:
         """The planned round begins at ``now`` (it ends ``round_seconds`` later). Its tasks
         whose jobs all ended since the plan (the executor has credited or cancelled them
         already) never start; their workers go to waiting jobs for the round
         (``refill``, re-solving a stale allocation first: the plan counted on jobs that
-        have left since)."""
+        have left since). ``resolve`` False (an executor that solves off its thread): the
+        re-solve is begun, not run (``Start.solve``), and those workers wait for the
+        caller to ``refill`` them once it has settled; with none due, they are refilled
+        at once, as before."""
         rnd = self._in_flight
         if rnd is None or self._started:
             raise CoreError("start: no round is planned")
@@ -193,11 +199,13 @@ class RoundDriver:
         ended = set(ended_since_plan)
         unstarted = tuple(i for i, members in enumerate(rnd.batch.members)
                           if ended.issuperset(members)) if ended else ()
-        refilled = self._no_tasks(rnd.batch.types)
-        if unstarted:
+        refilled, solve = self._no_tasks(rnd.batch.types), None
+        if unstarted and not resolve and self.core.config.refill_freed:
+            solve = self.core.begin_resolve(now)
+        if unstarted and solve is None:
             workers = sorted(w for i in unstarted for w in rnd.batch.workers[i])
-            refilled = self.refill(workers, now, rnd.end_s, resolve=True)
-        return Start(self._in_flight, unstarted, refilled)
+            refilled = self.refill(workers, now, rnd.end_s, resolve=resolve)
+        return Start(self._in_flight, unstarted, refilled, solve)
 
     def _no_tasks(self, types: tuple[str, ...]) -> TaskBatch:
         """An empty batch over ``types`` (built once per types)."""

@@ -139,14 +139,16 @@ class DaemonExecutor:
                                  self.fences, clock=clock)
         self.shares = Shares(self.core)
         self.solver = Solver(self.core, self.tell, self.shares, metrics, planned=self._planned,
-                             changed=self._changed, clock=clock)
+                             refill=lambda: self.refills.soon(), changed=self._changed,
+                             clock=clock)
         self.clock = RoundClock(self.core.config.round_seconds, self.driver.plan_lead_s)
         self._started_index = -1
         self._woken = self._clock()       # when an idle scheduler last got work
         self.times = RoundTimes(dispatcher, metrics, clock)   # what each boundary took
         self.refills = Refills(config, self.core, self.driver, self.clock, self.runs,
                                round_base=self._round_base, started=lambda: self._started_index,
-                               now=self.now, monotonic=clock, placed=self._refilled)
+                               now=self.now, monotonic=clock, placed=self._refilled,
+                               held=lambda: self.solver.holds_refills)
         self.processes = ProcessCalls(self.jobs, self.runs, self.fences, self.progress,
                                       self.refills, self.driver, self.clock, now=self.now,
                                       round_index=lambda: self.round_index,
@@ -190,7 +192,9 @@ class DaemonExecutor:
                 self.refills.in_batch = False
             with self.dispatcher.held(), self.store.batched():     # (as at a round's start)
                 self.refills.after_batch()
-            self._excuse_stall()
+            busy = self.inbox.take_busy_s()    # (beyond a heartbeat: not the servers' silence)
+            if busy > self.config.heartbeat_seconds:
+                self.health.excuse(busy, self._clock())
             self.tick()
             self.pictures.due(self._clock(), bool(self.runs),
                               min(self.clock.deadlines(), default=None))
@@ -203,13 +207,6 @@ class DaemonExecutor:
         self.runs.renewals.answer_waiting(stopping=True)
         self.inbox.refuse_pending()
         self.forecasts.close()
-
-    def _excuse_stall(self) -> None:
-        """This thread's work since it last checked, beyond a heartbeat, is not counted as
-        the servers' silence (``Health.excuse``): real seconds, as the loop runs."""
-        busy = self.inbox.take_busy_s()
-        if busy > self.config.heartbeat_seconds:
-            self.health.excuse(busy, self._clock())
 
     def _changed(self) -> None:
         """Something ``snapshot`` shows changed: it is republished (``Publisher``)."""
@@ -271,8 +268,7 @@ class DaemonExecutor:
         now = self.now()
         self.core.set_prices(self.tenancy.settings.prices_at(now), now)   # (a trace moves)
         flight = self.driver.in_flight
-        held = (None if flight is None else
-                np.array(self.runs.held_s(list(flight.batch.keys))))
+        held = None if flight is None else np.array(self.runs.held_s(list(flight.batch.keys)))
         self.core.set_restart_costs({t: self.startups.restart_s(t) for t in
                                      {j.spec.job_type for j in self.jobs.values() if not j.final}})
         uncredited = self.runs.uncredited_steps()
@@ -322,7 +318,8 @@ class DaemonExecutor:
         ended = [j for members in rnd.batch.members for j in members
                  if j in self.jobs and (self.jobs[j].final or (
                      self.jobs[j].state == HELD and j not in self.runs))]
-        started = self.driver.start(self.now() - (mono - self.clock.round_start), ended)
+        started = self.driver.start(self.now() - (mono - self.clock.round_start), ended,
+                                    resolve=False)      # (a re-solve due: ``solver.begin``)
         index = self._started_index = self._round_base + rnd.index
         self.runs.begin(started.round)
         planned = started.round.tasks[:len(rnd.batch)]
@@ -332,6 +329,7 @@ class DaemonExecutor:
             self.runs.place(tuple(t for i, t in enumerate(planned)
                                   if i not in started.unstarted), index)
             self.refills.place(started.refilled)
+            self.solver.begin(started.solve)     # (freed GPUs wait for it: ``refills``)
             self.refills.refill()                          # GPUs idle for other reasons
         self._forecast_due = True
         # written once the launches are on their way: it says when the round began

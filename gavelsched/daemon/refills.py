@@ -33,16 +33,19 @@ REFILL_SPACING = 5.0
 class Refills:
     """When and where freed GPUs are refilled. ``round_base``: the store's count of rounds
     before this process; ``started``: the index (store's numbering) of the round started
-    last; ``placed``: told after tasks were placed on freed GPUs."""
+    last; ``placed``: told after tasks were placed on freed GPUs; ``held()``: freed GPUs
+    wait for a re-solve running (``solver.Solver.begin``), which refills them when it
+    settles."""
 
     def __init__(self, config: DaemonConfig, core: SchedulerCore, driver: RoundDriver,
                  clock: RoundClock, runs: RunTable, *, round_base: int,
                  started: Callable[[], int], now: Callable[[], float],
-                 monotonic: Callable[[], float], placed: Callable[[], None]) -> None:
+                 monotonic: Callable[[], float], placed: Callable[[], None],
+                 held: Callable[[], bool] = lambda: False) -> None:
         self.config, self.core, self.driver, self.clock, self.runs = (
             config, core, driver, clock, runs)
         self._round_base, self._started = round_base, started
-        self._now, self._monotonic, self._placed = now, monotonic, placed
+        self._now, self._monotonic, self._placed, self._held = now, monotonic, placed, held
         self.in_batch = False       # the executor loop is running a batch of events
         self._due = False           # a refill waits for the batch's end
         self._at = 0.0              # no batch's refill before (monotonic)
@@ -72,7 +75,7 @@ class Refills:
         """Refill the running round's idle GPUs now (see the module docstring)."""
         flight = self.driver.in_flight
         if (not self.config.refill_freed or self.driver.planned is not None
-                or self.clock.idle or flight is None
+                or self.clock.idle or flight is None or self._held()
                 or self._round_base + flight.index != self._started()):
             return
         now = self._now()

@@ -1,5 +1,5 @@
-"""The plan's re-solve, solved off the executor thread (docs/runtime.md, "Solves off the
-executor").
+"""The policy's re-solves, solved off the executor thread (docs/runtime.md, "Solves off
+the executor").
 
 At production size a policy's solve takes seconds, and some take minutes
 (BENCHMARKS.md, "Every policy at production size"). On the executor thread it held every
@@ -16,7 +16,11 @@ only synchronous overhead of a round (§5.7.2), and so does this scheduler:
   new allocation, as the simulator plans it;
 - a solve still running at the boundary: the round is planned on the allocation in force
   (``finish``, logged and counted) and starts on time; the solve's allocation is installed
-  when it comes (``solved``), for the plans after.
+  when it comes, for the plans after;
+- the re-solve at a round's start (a job planned for it ended in the lead:
+  ``RoundDriver.start``) runs here too (``begin``): the round's launches go at once, and
+  the freed GPUs wait for the solve (``holds_refills``, read by ``refills``), to be refilled
+  on its allocation, as the simulator refills them.
 
 Clarabel releases the GIL while it solves, so the executor goes on at nearly full speed
 during a solve. One solve runs at a time: a plan that comes while one is out begins none
@@ -50,19 +54,21 @@ class Running(NamedTuple):
 class Solver:
     """One solve at a time on a thread of its own (the module docstring). ``post``: how the
     thread hands its result to the executor thread (``Inbox.tell``: what it raises there is
-    logged); ``planned(now, uncredited)``: plan the round opened with these. Each
-    allocation installed closes its periods in ``shares``, is timed in ``metrics`` and
-    ``changed`` the picture, as does each solve begun (``running``: ``Status`` shows it)."""
+    logged); ``planned(now, uncredited)``: plan the round opened with these; ``refill``:
+    refill the freed GPUs that waited for a solve (``begin``). Each allocation installed
+    closes its periods in ``shares``, is timed in ``metrics`` and ``changed`` the picture,
+    as does each solve begun (``running``: ``Status`` shows it)."""
 
     def __init__(self, core: SchedulerCore, post: Callable[[Callable[[], None]], object],
                  shares: Shares, metrics: DaemonMetrics | None, *,
                  planned: Callable[[float, Mapping[str, float] | None], None],
-                 changed: Callable[[], None], clock: Callable[[], float] = time.monotonic
-                 ) -> None:
+                 refill: Callable[[], None], changed: Callable[[], None],
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._core, self._post, self._clock = core, post, clock
         self._shares, self._metrics, self._planned = shares, metrics, planned
-        self._changed = changed
+        self._refill, self._changed = refill, changed
         self._opened: tuple | None = None   # the waiting round's (now, uncredited)
+        self.holds_refills = False          # freed GPUs wait for the solve out (``begin``)
         self.running: Running | None = None   # the solve out (None: none)
         # Each solve on the calling thread instead, settled at once: for an executor driven
         # by hand (tests on a clock of their own, which plan and start rounds in one call).
@@ -82,6 +88,15 @@ class Solver:
             return
         self._opened = (now, uncredited)
         self._start(solve)
+
+    def begin(self, solve: Solve | None) -> None:
+        """A re-solve begun at a round's start (``RoundDriver.start``: a job planned for the
+        round ended in the lead; None: none was due). Until it settles, freed GPUs wait for
+        it (``holds_refills``, read by ``refills``), as the simulator refills them after its
+        re-solve; then they are refilled on the new allocation."""
+        if solve is not None:
+            self.holds_refills = True
+            self._start(solve)
 
     def finish(self) -> None:
         """The boundary: a round still waiting for its solve is planned on the allocation in
@@ -116,7 +131,8 @@ class Solver:
 
     def _settle(self, solve: Solve, result: Allocation | PolicyError) -> None:
         """On the executor thread: install the result (solve again if the policy refused a
-        job), then plan the round waiting for it, if one is."""
+        job), then plan the round waiting for it, if one is, or refill the GPUs that
+        waited for it."""
         self.running = None
         self._changed()
         outcome = self._core.settle(solve, result)
@@ -129,6 +145,9 @@ class Solver:
                 self._metrics.on_solve(outcome.solve_s)
         if self._opened is not None:
             self._plan()
+        if self.holds_refills:
+            self.holds_refills = False
+            self._refill()
 
 
 def _run(solve: Solve) -> Allocation | PolicyError:

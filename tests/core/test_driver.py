@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gavelsched.core import CoreConfig, JobSpec
+from gavelsched.core import CoreConfig, JobSpec, Solve
 from gavelsched.core.core import CoreError
 from gavelsched.core.driver import RoundDriver, config_for, spec_of
 from gavelsched.core.resolving import JITTER_SHARE
@@ -22,8 +22,8 @@ from traces import TraceJob, default_table
 from .test_core import RATES, R, Recording, Table, finish, job, make_core
 
 ROOT = Path(__file__).resolve().parents[2]
-ROUND_METHODS = ("open_round", "start_round", "end_round", "add_progress", "add_progress_many",
-                 "place_freed")
+ROUND_METHODS = ("open_round", "begin_resolve", "start_round", "end_round", "add_progress",
+                 "add_progress_many", "place_freed")
 
 
 def test_a_boundary_ends_the_round_with_the_time_each_task_held_and_plans_the_next():
@@ -179,6 +179,39 @@ def test_plan_then_start_a_round_whose_job_ended_since_the_plan_refills_its_gpus
     assert begun.unstarted == (0,) and begun.refilled.keys == ("1",)
     assert begun.round.start_s == R and begun.round.end_s == 2 * R
     assert begun.round.batch.keys == ("0", "1")            # the refill joins the round
+
+
+@pytest.mark.parametrize("rule, interval, refilled", [("responsive", 0.0, ("1",)),
+                                                      ("gavel", 1e9, ())])
+def test_a_start_that_solves_off_its_thread_hands_the_re_solve_to_its_caller(
+        rule, interval, refilled):
+    """``start(..., resolve=False)`` (the daemon: solves off its executor thread): the
+    re-solve the start would run is begun and returned, and the freed GPU waits for the
+    caller to refill it once that has settled: the job the inline re-solve gives it to
+    gets it. With none due (Gavel's rule, its interval not passed), the GPU is refilled at
+    once on the allocation in force, as inline: FIFO's X covers no other job then."""
+    def lead_ended(resolve: bool):
+        core = make_core(get_policy("fifo_perf"),
+                         config=CoreConfig(round_seconds=R, refill_freed=True, backfill=False,
+                                           min_resolve_interval_s=interval, resolve=rule),
+                         counts={"v100": 1})
+        driver = RoundDriver(core, plan_lead_s=60.0)
+        core.submit(job(0, steps=100), 1.0)
+        core.submit(job(1), 1.0)
+        driver.start(driver.plan(1.0).round.start_s)
+        driver.plan(R - 60.0, np.array([R - 60.0]), uncredited={"0": 100.0})
+        assert driver.credit(("0",), ((100,),), R) == ("0",)   # it finished in the lead
+        return core, driver, driver.start(R, ended_since_plan=("0",), resolve=resolve)
+
+    inline = lead_ended(resolve=True)[2]
+    core, driver, begun = lead_ended(resolve=False)
+    assert inline.unstarted == begun.unstarted == (0,) and inline.refilled.keys == refilled
+    if interval:                                           # none due: refilled at once
+        assert begun.solve is None and begun.refilled.keys == refilled
+        return
+    assert isinstance(begun.solve, Solve) and begun.refilled.keys == ()    # the GPU waits
+    assert core.settle(begun.solve, begun.solve.run()) is core.allocation
+    assert driver.refill(begun.round.batch.workers[0], R, 2 * R).keys == refilled
 
 
 def test_boundary_is_plan_and_start_at_once():

@@ -155,3 +155,47 @@ def test_status_and_metrics_show_the_solve_running(tmp_path):
         if worker is not None:
             worker.stop()
         daemon.stop()
+
+
+def test_a_re_solve_at_the_round_s_start_does_not_hold_its_launches(tmp_path):
+    """A job planned for the round ends in the plan lead (here: cancelled): at the start its
+    GPU goes to the waiting job after a re-solve, as the simulator refills it. The re-solve
+    runs off the executor: the round begins while it is held, the GPU waits for it, and
+    once it settles the waiting job gets the GPU."""
+    daemon, held = _daemon(tmp_path)
+    x, worker = daemon.executor, None
+    try:
+        address = f"127.0.0.1:{daemon.port}"
+        worker = FakeWorker(address, "v100", gpus=1)
+        client = pb_grpc.ClientToSchedulerStub(channel(address))
+        first = _submit(client)
+        wait_until(lambda: _states(client)[first] == "running", 60, "the first job to run")
+        second = _submit(client)
+
+        def cancel_once_planned() -> bool:      # (on the executor: between plan and start)
+            planned = x.driver.planned
+            if planned is None or planned.batch.keys != (first,):
+                return False
+            held.hold.set()
+            x.cancel(first)
+            return True
+        wait_until(lambda: x.call(cancel_once_planned, timeout=10), 60,
+                   "a plan that gives the first job the GPU")
+        began = x.call(lambda: x.round_index, timeout=10)
+        assert held.started.wait(60)                 # the start's re-solve, held
+        wait_until(lambda: x.call(lambda: x.round_index, timeout=10) > began, 60,
+                   "the round to begin")
+        assert not held.release.is_set()             # ... while its re-solve was held
+        assert x.call(lambda: x.solver.holds_refills, timeout=10)
+        tasks = lambda: x.call(lambda: x.driver.in_flight.batch.keys, timeout=10)
+        assert tasks() == (first,)                   # the GPU waits for the re-solve
+        held.hold.clear()
+        held.release.set()
+        wait_until(lambda: tasks() == (first, second), 60, "the freed GPU refilled")
+        wait_until(lambda: _states(client)[second] == "running", 60,
+                   "the waiting job on the freed GPU")
+    finally:
+        held.release.set()
+        if worker is not None:
+            worker.stop()
+        daemon.stop()
