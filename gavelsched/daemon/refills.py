@@ -41,7 +41,7 @@ class Refills:
                  clock: RoundClock, runs: RunTable, *, round_base: int,
                  started: Callable[[], int], now: Callable[[], float],
                  monotonic: Callable[[], float], placed: Callable[[], None],
-                 held: Callable[[], bool] = lambda: False) -> None:
+                 held: Callable[[], bool]) -> None:
         self.config, self.core, self.driver, self.clock, self.runs = (
             config, core, driver, clock, runs)
         self._round_base, self._started = round_base, started

@@ -20,7 +20,9 @@ only synchronous overhead of a round (§5.7.2), and so does this scheduler:
 - the re-solve at a round's start (a job planned for it ended in the lead:
   ``RoundDriver.start``) runs here too (``begin``): the round's launches go at once, and
   the freed GPUs wait for the solve (``holds_refills``, read by ``refills``), to be refilled
-  on its allocation, as the simulator refills them.
+  on its allocation, as the simulator refills them; unless solves are slow (the last one
+  took ``HOLD_REFILLS_S`` or more), when GPUs idle for the solve would cost more than a
+  refill on the allocation in force.
 
 Clarabel releases the GIL while it solves, so the executor goes on at nearly full speed
 during a solve. One solve runs at a time: a plan that comes while one is out begins none
@@ -42,6 +44,9 @@ from .metrics import DaemonMetrics
 from .view import Shares
 
 log = logging.getLogger(__name__)
+
+# Freed GPUs wait for a round start's re-solve only if the last solve took less than this.
+HOLD_REFILLS_S = 1.0
 
 
 class Running(NamedTuple):
@@ -93,9 +98,11 @@ class Solver:
         """A re-solve begun at a round's start (``RoundDriver.start``: a job planned for the
         round ended in the lead; None: none was due). Until it settles, freed GPUs wait for
         it (``holds_refills``, read by ``refills``), as the simulator refills them after its
-        re-solve; then they are refilled on the new allocation."""
+        re-solve; then they are refilled on the new allocation. When the last solve took
+        ``HOLD_REFILLS_S`` or more, they are refilled at once on the allocation in force."""
         if solve is not None:
-            self.holds_refills = True
+            last = self._core.allocation
+            self.holds_refills = last is None or last.solve_s < HOLD_REFILLS_S
             self._start(solve)
 
     def finish(self) -> None:

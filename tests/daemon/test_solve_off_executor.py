@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import replace
 
+import pytest
 import yaml
 
 from gavelsched.daemon.config import load_config
 from gavelsched.daemon.server import SchedulerDaemon
+from gavelsched.daemon.solver import HOLD_REFILLS_S
 from gavelsched.daemon.statusjson import solving_dict
 from gavelsched.rpc import pb, pb_grpc
 from gavelsched.rpc.security import channel
@@ -24,10 +27,12 @@ ROUND_S = 2.0
 
 
 class Held:
-    """The daemon's policy, whose solves wait for ``release`` once ``hold`` is set."""
+    """The daemon's policy, whose solves wait for ``release`` once ``hold`` is set; with
+    ``solve_s``, each allocation says its solve took that long (a slow policy)."""
 
     def __init__(self, policy) -> None:
         self.policy = policy
+        self.solve_s: float | None = None
         self.hold, self.release, self.started = (threading.Event(), threading.Event(),
                                                  threading.Event())
 
@@ -38,7 +43,8 @@ class Held:
         if self.hold.is_set():
             self.started.set()
             assert self.release.wait(120), "the test never released the solve"
-        return self.policy.solve(problem)
+        allocation = self.policy.solve(problem)
+        return allocation if self.solve_s is None else replace(allocation, solve_s=self.solve_s)
 
 
 def _daemon(tmp_path) -> tuple[SchedulerDaemon, Held]:
@@ -157,12 +163,15 @@ def test_status_and_metrics_show_the_solve_running(tmp_path):
         daemon.stop()
 
 
-def test_a_re_solve_at_the_round_s_start_does_not_hold_its_launches(tmp_path):
+@pytest.mark.parametrize("slow", [False, True])
+def test_a_re_solve_at_the_round_s_start_does_not_hold_its_launches(tmp_path, slow):
     """A job planned for the round ends in the plan lead (here: cancelled): at the start its
     GPU goes to the waiting job after a re-solve, as the simulator refills it. The re-solve
     runs off the executor: the round begins while it is held, the GPU waits for it, and
-    once it settles the waiting job gets the GPU."""
+    once it settles the waiting job gets the GPU. When solves are slow (the last took
+    ``HOLD_REFILLS_S`` or more), the GPU is refilled at once on the allocation in force."""
     daemon, held = _daemon(tmp_path)
+    held.solve_s = HOLD_REFILLS_S if slow else None
     x, worker = daemon.executor, None
     try:
         address = f"127.0.0.1:{daemon.port}"
@@ -186,9 +195,13 @@ def test_a_re_solve_at_the_round_s_start_does_not_hold_its_launches(tmp_path):
         wait_until(lambda: x.call(lambda: x.round_index, timeout=10) > began, 60,
                    "the round to begin")
         assert not held.release.is_set()             # ... while its re-solve was held
-        assert x.call(lambda: x.solver.holds_refills, timeout=10)
+        assert x.call(lambda: x.solver.holds_refills, timeout=10) is not slow
         tasks = lambda: x.call(lambda: x.driver.in_flight.batch.keys, timeout=10)
-        assert tasks() == (first,)                   # the GPU waits for the re-solve
+        if slow:                                     # refilled on the allocation in force
+            wait_until(lambda: tasks() == (first, second), 60, "the GPU refilled at once")
+        else:                                        # the GPU waits for the re-solve
+            assert tasks() == (first,)
+        assert not held.release.is_set()
         held.hold.clear()
         held.release.set()
         wait_until(lambda: tasks() == (first, second), 60, "the freed GPU refilled")
