@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from contextlib import contextmanager
 from dataclasses import replace
 
 import pytest
@@ -47,7 +48,11 @@ class Held:
         return allocation if self.solve_s is None else replace(allocation, solve_s=self.solve_s)
 
 
-def _daemon(tmp_path) -> tuple[SchedulerDaemon, Held]:
+@contextmanager
+def _cluster(tmp_path, gpus: int, solve_s: float | None = None):
+    """A real scheduler daemon whose policy is ``Held`` (with ``solve_s``), and one worker
+    of ``gpus`` V100s speaking the real protocol: (the executor, the policy, a client).
+    The solve is released and both are stopped after."""
     path = tmp_path / "cluster.yaml"
     path.write_text(yaml.safe_dump({
         "listen": "127.0.0.1:0", "policy": "max_min_fairness_perf",
@@ -55,8 +60,19 @@ def _daemon(tmp_path) -> tuple[SchedulerDaemon, Held]:
         "min_resolve_interval_s": 0.0, "heartbeat_seconds": 0.3}))
     daemon = SchedulerDaemon(load_config(str(path)))
     held = Held(daemon.executor.core.policy)
+    held.solve_s = solve_s
     daemon.executor.core.policy = held     # (before the executor thread starts)
-    return daemon.start(), held
+    daemon.start()
+    worker = None
+    try:
+        address = f"127.0.0.1:{daemon.port}"
+        worker = FakeWorker(address, "v100", gpus=gpus)
+        yield daemon.executor, held, pb_grpc.ClientToSchedulerStub(channel(address))
+    finally:
+        held.release.set()
+        if worker is not None:
+            worker.stop()
+        daemon.stop()
 
 
 def _submit(client, steps: int = 10**6) -> str:
@@ -69,12 +85,7 @@ def _states(client) -> dict[str, str]:
 
 
 def test_calls_are_served_while_the_plan_s_solve_runs(tmp_path):
-    daemon, held = _daemon(tmp_path)
-    worker = None
-    try:
-        address = f"127.0.0.1:{daemon.port}"
-        worker = FakeWorker(address, "v100", gpus=2)
-        client = pb_grpc.ClientToSchedulerStub(channel(address))
+    with _cluster(tmp_path, gpus=2) as (_, held, client):
         held.hold.set()
         first = _submit(client)
         assert held.started.wait(60)                 # the first plan's solve, held
@@ -86,22 +97,12 @@ def test_calls_are_served_while_the_plan_s_solve_runs(tmp_path):
         wait_until(lambda: _states(client)[first] == "running", 60, "the first job to run")
         wait_until(lambda: _states(client)[second] == "running", 60,
                    "the second job to run (the next re-solve)")
-    finally:
-        held.release.set()
-        if worker is not None:
-            worker.stop()
-        daemon.stop()
 
 
 def test_a_solve_still_running_at_the_boundary_does_not_hold_the_rounds(tmp_path, caplog):
     """The round is planned on the allocation in force and starts at its boundary; the
     solve's allocation is installed when it comes, for the next plan."""
-    daemon, held = _daemon(tmp_path)
-    x, worker = daemon.executor, None
-    try:
-        address = f"127.0.0.1:{daemon.port}"
-        worker = FakeWorker(address, "v100", gpus=1)
-        client = pb_grpc.ClientToSchedulerStub(channel(address))
+    with _cluster(tmp_path, gpus=1) as (x, held, client):
         first = _submit(client)
         wait_until(lambda: _states(client)[first] == "running", 60, "the first job to run")
         held.hold.set()
@@ -120,23 +121,13 @@ def test_a_solve_still_running_at_the_boundary_does_not_hold_the_rounds(tmp_path
         wait_until(lambda: x.call(lambda: second in x.core.allocation.allocation,
                                   timeout=10), 60, "the late allocation")
         wait_until(lambda: _states(client)[second] == "running", 60, "the second job to run")
-    finally:
-        held.release.set()
-        if worker is not None:
-            worker.stop()
-        daemon.stop()
 
 
 def test_status_and_metrics_show_the_solve_running(tmp_path):
     """An operator sees a solve at work: ``Status`` (and so ``status``, ``--json`` and the
     dashboard) gives since when and for how many jobs, ``/metrics`` its start; once it
     settles, none is running and the allocation's solve seconds are given."""
-    daemon, held = _daemon(tmp_path)
-    x, worker = daemon.executor, None
-    try:
-        address = f"127.0.0.1:{daemon.port}"
-        worker = FakeWorker(address, "v100", gpus=2)
-        client = pb_grpc.ClientToSchedulerStub(channel(address))
+    with _cluster(tmp_path, gpus=2) as (x, held, client):
         held.hold.set()
         _submit(client)
         _submit(client)
@@ -156,11 +147,6 @@ def test_status_and_metrics_show_the_solve_running(tmp_path):
         assert settled.solving_since_s < 0 and settled.allocation_solve_s >= 0
         assert solving_dict(settled)["since_s"] is None
         wait_until(lambda: x.metrics.solve_start._value.get() == 0.0, 60, "the gauge to clear")
-    finally:
-        held.release.set()
-        if worker is not None:
-            worker.stop()
-        daemon.stop()
 
 
 @pytest.mark.parametrize("slow", [False, True])
@@ -170,13 +156,8 @@ def test_a_re_solve_at_the_round_s_start_does_not_hold_its_launches(tmp_path, sl
     runs off the executor: the round begins while it is held, the GPU waits for it, and
     once it settles the waiting job gets the GPU. When solves are slow (the last took
     ``HOLD_REFILLS_S`` or more), the GPU is refilled at once on the allocation in force."""
-    daemon, held = _daemon(tmp_path)
-    held.solve_s = HOLD_REFILLS_S if slow else None
-    x, worker = daemon.executor, None
-    try:
-        address = f"127.0.0.1:{daemon.port}"
-        worker = FakeWorker(address, "v100", gpus=1)
-        client = pb_grpc.ClientToSchedulerStub(channel(address))
+    with _cluster(tmp_path, gpus=1, solve_s=HOLD_REFILLS_S if slow else None) as (
+            x, held, client):
         first = _submit(client)
         wait_until(lambda: _states(client)[first] == "running", 60, "the first job to run")
         second = _submit(client)
@@ -207,8 +188,3 @@ def test_a_re_solve_at_the_round_s_start_does_not_hold_its_launches(tmp_path, sl
         wait_until(lambda: tasks() == (first, second), 60, "the freed GPU refilled")
         wait_until(lambda: _states(client)[second] == "running", 60,
                    "the waiting job on the freed GPU")
-    finally:
-        held.release.set()
-        if worker is not None:
-            worker.stop()
-        daemon.stop()
