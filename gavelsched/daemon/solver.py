@@ -74,6 +74,7 @@ class Solver:
         self._refill, self._changed = refill, changed
         self._opened: tuple | None = None   # the waiting round's (now, uncredited)
         self.holds_refills = False          # freed GPUs wait for the solve out (``begin``)
+        self._slow_said = False             # (``_say_if_slow``: once)
         self.running: Running | None = None   # the solve out (None: none)
         # Each solve on the calling thread instead, settled at once: for an executor driven
         # by hand (tests on a clock of their own, which plan and start rounds in one call).
@@ -150,11 +151,27 @@ class Solver:
             self._shares.closed(self._core.take_closed_periods())
             if self._metrics is not None:
                 self._metrics.on_solve(outcome.solve_s)
+            self._say_if_slow(outcome.solve_s, len(solve.problem.jobs))
         if self._opened is not None:
             self._plan()
         if self.holds_refills:
             self.holds_refills = False
             self._refill()
+
+
+    def _say_if_slow(self, solve_s: float, jobs: int) -> None:
+        """Say once, at warning level, when a solve outlasted a round: the rounds go on, on
+        an allocation that lags arrivals and completions by as much, and POP (the policy
+        option ``partitions``) is the remedy, when the policy is not split already."""
+        round_s = self._core.config.round_seconds
+        if self._slow_said or solve_s <= round_s or "partitions" in self._core.policy.made_with:
+            return
+        self._slow_said = True
+        log.warning("the policy's re-solve took %.0f s for %s job%s, longer than a round (%g "
+                    "s): rounds go on with the allocation in force, which lags arrivals and "
+                    "completions by as much; the policy option partitions=K (POP) splits the "
+                    "problem into K smaller ones, at some loss of optimality", solve_s,
+                    f"{jobs:,}", "" if jobs == 1 else "s", round_s)
 
 
 def _run(solve: Solve) -> Allocation | PolicyError:
