@@ -193,13 +193,13 @@ def test_a_re_solve_at_the_round_s_start_does_not_hold_its_launches(tmp_path, sl
 def test_a_solve_longer_than_a_round_is_said_once_with_its_remedy(tmp_path, caplog):
     """An operator learns that the allocation lags the cluster by a solve longer than a
     round, and what splits the problem (POP), once, not at every solve."""
-    with caplog.at_level(logging.WARNING, logger="gavelsched.daemon.solver"):
-        with _cluster(tmp_path, gpus=2, solve_s=3 * ROUND_S) as (_, _, client):
-            first = _submit(client)
-            wait_until(lambda: _states(client)[first] == "running", 60, "the first job to run")
-            second = _submit(client)
-            wait_until(lambda: _states(client)[second] == "running", 60,
-                       "the second job to run (a second solve)")
+    with (caplog.at_level(logging.WARNING, logger="gavelsched.daemon.solver"),
+          _cluster(tmp_path, gpus=2, solve_s=3 * ROUND_S) as (_, _, client)):
+        first = _submit(client)
+        wait_until(lambda: _states(client)[first] == "running", 60, "the first job to run")
+        second = _submit(client)
+        wait_until(lambda: _states(client)[second] == "running", 60,
+                   "the second job to run (a second solve)")
     said = [r.getMessage() for r in caplog.records if "longer than a round" in r.getMessage()]
     assert len(said) == 1, said
     assert "took 6 s for 1 job, longer than a round (2 s)" in said[0]
