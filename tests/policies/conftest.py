@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import numpy as np
+import scipy.sparse as sp
 from hypothesis import strategies as st
 
 from policies import Allocation, Entity, Job, Pair, Problem
@@ -136,6 +137,31 @@ def exchange_rate(problem: Problem) -> float:
     per_worker = np.asarray(U.sum(axis=0)).ravel() / np.asarray(cols.usage.sum(axis=0)).ravel()
     per_worker = per_worker[per_worker > 0]
     return float(per_worker.max() / per_worker.min()) if per_worker.size else 1.0
+
+
+def chained_gain(problem: Problem, levels: np.ndarray, moved: float) -> float:
+    """The most level one job can gain when every other job's level is lowered by the
+    relative amount ``moved``: one LP per job over the level model. A worker one job frees
+    may go to a second job that frees a worker of another type for a third, so the gain
+    can be the product of several jobs' exchange rates, which ``exchange_rate``'s one hop
+    does not bound (a FIFO job last in line, one type left to it: 1e-8 on the others'
+    levels handed it 1e-3)."""
+    from scipy.optimize import linprog
+
+    cols, U = level_model(problem)
+    U = sp.csr_matrix(U)
+    A = sp.vstack([-U, cols.member, cols.usage]).tocsr()
+    gain = 0.0
+    for job in np.nonzero(levels >= 0)[0]:
+        floors = levels * (1 - moved)
+        floors[job] = 0.0
+        b = np.concatenate([-floors, np.ones(cols.member.shape[0]),
+                            cols.workers.astype(float)])
+        result = linprog(-U[job].toarray().ravel(), A_ub=A, b_ub=b, bounds=(0, None),
+                         method="highs")
+        if result.status == 0:
+            gain = max(gain, -result.fun - levels[job])
+    return gain
 
 
 def levels_close(ours: np.ndarray, theirs: np.ndarray, *, moved: float,
