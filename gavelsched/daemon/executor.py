@@ -139,7 +139,7 @@ class DaemonExecutor:
                                  self.fences, clock=clock)
         self.shares = Shares(self.core)
         self.solver = Solver(self.core, self.tell, self.shares, metrics, planned=self._planned,
-                             refill=lambda: self.refills.soon(), changed=self._changed,
+                             refill=lambda: self.refills.released(), changed=self._changed,
                              clock=clock)
         self.clock = RoundClock(self.core.config.round_seconds, self.driver.plan_lead_s)
         self._started_index = -1
@@ -148,7 +148,7 @@ class DaemonExecutor:
         self.refills = Refills(config, self.core, self.driver, self.clock, self.runs,
                                round_base=self._round_base, started=lambda: self._started_index,
                                now=self.now, monotonic=clock, placed=self._refilled,
-                               held=lambda: self.solver.holds_refills)
+                               held=lambda: self.solver.refills_held_until)
         self.processes = ProcessCalls(self.jobs, self.runs, self.fences, self.progress,
                                       self.refills, self.driver, self.clock, now=self.now,
                                       round_index=lambda: self.round_index,

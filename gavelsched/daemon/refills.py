@@ -33,15 +33,15 @@ REFILL_SPACING = 5.0
 class Refills:
     """When and where freed GPUs are refilled. ``round_base``: the store's count of rounds
     before this process; ``started``: the index (store's numbering) of the round started
-    last; ``placed``: told after tasks were placed on freed GPUs; ``held()``: freed GPUs
-    wait for a re-solve running (``solver.Solver.begin``), which refills them when it
-    settles."""
+    last; ``placed``: told after tasks were placed on freed GPUs; ``held()``: until when
+    (monotonic; 0: not) freed GPUs wait for a re-solve running (``solver.Solver.begin``),
+    which refills them when it settles; they are refilled then if it has not."""
 
     def __init__(self, config: DaemonConfig, core: SchedulerCore, driver: RoundDriver,
                  clock: RoundClock, runs: RunTable, *, round_base: int,
                  started: Callable[[], int], now: Callable[[], float],
                  monotonic: Callable[[], float], placed: Callable[[], None],
-                 held: Callable[[], bool]) -> None:
+                 held: Callable[[], float]) -> None:
         self.config, self.core, self.driver, self.clock, self.runs = (
             config, core, driver, clock, runs)
         self._round_base, self._started = round_base, started
@@ -56,6 +56,12 @@ class Refills:
             self._due = True
         else:
             self.refill()
+
+    def released(self) -> None:
+        """The re-solve freed GPUs waited for settled (``held``): refill them ``soon``, not
+        at the bound of their wait."""
+        self._at = self._monotonic()
+        self.soon()
 
     def after_batch(self) -> None:
         """The batch's refill, if one is due and the spacing since the last has passed."""
@@ -75,8 +81,12 @@ class Refills:
         """Refill the running round's idle GPUs now (see the module docstring)."""
         flight = self.driver.in_flight
         if (not self.config.refill_freed or self.driver.planned is not None
-                or self.clock.idle or flight is None or self._held()
+                or self.clock.idle or flight is None
                 or self._round_base + flight.index != self._started()):
+            return
+        held = self._held()
+        if held > self._monotonic():        # (they wait for a re-solve, or until then)
+            self._due, self._at = True, max(self._at, held)
             return
         now = self._now()
         if flight.end_s <= now:

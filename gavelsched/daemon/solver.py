@@ -19,10 +19,10 @@ only synchronous overhead of a round (§5.7.2), and so does this scheduler:
   when it comes, for the plans after;
 - the re-solve at a round's start (a job planned for it ended in the lead:
   ``RoundDriver.start``) runs here too (``begin``): the round's launches go at once, and
-  the freed GPUs wait for the solve (``holds_refills``, read by ``refills``), to be refilled
-  on its allocation, as the simulator refills them; unless solves are slow (the last one
-  took ``HOLD_REFILLS_S`` or more), when GPUs idle for the solve would cost more than a
-  refill on the allocation in force.
+  the freed GPUs wait for the solve (``refills_held_until``, read by ``refills``), to be
+  refilled on its allocation, as the simulator refills them; for at most
+  ``HOLD_REFILLS_S``, past which idle GPUs would cost more than a refill on the allocation
+  in force.
 
 Clarabel releases the GIL while it solves, so the executor goes on at nearly full speed
 during a solve. One solve runs at a time: a plan that comes while one is out begins none
@@ -45,7 +45,7 @@ from .view import Shares
 
 log = logging.getLogger(__name__)
 
-# Freed GPUs wait for a round start's re-solve only if the last solve took less than this.
+# The most freed GPUs wait for a round start's re-solve (seconds).
 HOLD_REFILLS_S = 1.0
 
 
@@ -73,7 +73,9 @@ class Solver:
         self._shares, self._metrics, self._planned = shares, metrics, planned
         self._refill, self._changed = refill, changed
         self._opened: tuple | None = None   # the waiting round's (now, uncredited)
-        self.holds_refills = False          # freed GPUs wait for the solve out (``begin``)
+        # freed GPUs wait for the solve out until then (monotonic; 0: they do not: ``begin``)
+        self.refills_held_until = 0.0
+        self.hold_refills_s = HOLD_REFILLS_S
         self._slow_said = False             # (``_say_if_slow``: once)
         self.running: Running | None = None   # the solve out (None: none)
         # Each solve on the calling thread instead, settled at once: for an executor driven
@@ -98,12 +100,11 @@ class Solver:
     def begin(self, solve: Solve | None) -> None:
         """A re-solve begun at a round's start (``RoundDriver.start``: a job planned for the
         round ended in the lead; None: none was due). Until it settles, freed GPUs wait for
-        it (``holds_refills``, read by ``refills``), as the simulator refills them after its
-        re-solve; then they are refilled on the new allocation. When the last solve took
-        ``HOLD_REFILLS_S`` or more, they are refilled at once on the allocation in force."""
+        it (``refills_held_until``, read by ``refills``), as the simulator refills them
+        after its re-solve; then they are refilled on the new allocation. They wait
+        ``hold_refills_s`` at most: past that, they are refilled on the allocation in force."""
         if solve is not None:
-            last = self._core.allocation
-            self.holds_refills = last is None or last.solve_s < HOLD_REFILLS_S
+            self.refills_held_until = self._clock() + self.hold_refills_s
             self._start(solve)
 
     def finish(self) -> None:
@@ -154,8 +155,8 @@ class Solver:
             self._say_if_slow(outcome.solve_s, len(solve.problem.jobs))
         if self._opened is not None:
             self._plan()
-        if self.holds_refills:
-            self.holds_refills = False
+        if self.refills_held_until:
+            self.refills_held_until = 0.0
             self._refill()
 
 
