@@ -73,7 +73,8 @@ class Solver:
         self._shares, self._metrics, self._planned = shares, metrics, planned
         self._refill, self._changed = refill, changed
         self._opened: tuple | None = None   # the waiting round's (now, uncredited)
-        # freed GPUs wait for the solve out until then (monotonic; 0: they do not: ``begin``)
+        # Freed GPUs wait for the solve out until then (monotonic; 0: they do not), and at
+        # most ``hold_refills_s`` after it began (``begin``).
         self.refills_held_until = 0.0
         self.hold_refills_s = HOLD_REFILLS_S
         self._slow_said = False             # (``_say_if_slow``: once)
