@@ -48,14 +48,14 @@ class Held:
 
 
 @contextmanager
-def _cluster(tmp_path, gpus: int, solve_s: float | None = None):
-    """A real scheduler daemon whose policy is ``Held`` (with ``solve_s``), and one worker
-    of ``gpus`` V100s speaking the real protocol: (the executor, the policy, a client).
-    The solve is released and both are stopped after."""
+def _cluster(tmp_path, gpus: int, solve_s: float | None = None, round_s: float = ROUND_S):
+    """A real scheduler daemon whose policy is ``Held`` (with ``solve_s``), with rounds of
+    ``round_s``, and one worker of ``gpus`` V100s speaking the real protocol: (the
+    executor, the policy, a client). The solve is released and both are stopped after."""
     path = tmp_path / "cluster.yaml"
     path.write_text(yaml.safe_dump({
         "listen": "127.0.0.1:0", "policy": "max_min_fairness_perf",
-        "round_seconds": ROUND_S, "state_dir": str(tmp_path / "state"), "eta": False,
+        "round_seconds": round_s, "state_dir": str(tmp_path / "state"), "eta": False,
         "min_resolve_interval_s": 0.0, "heartbeat_seconds": 0.3}))
     daemon = SchedulerDaemon(load_config(str(path)))
     held = Held(daemon.executor.core.policy)
@@ -154,8 +154,10 @@ def test_a_re_solve_at_the_round_s_start_does_not_hold_its_launches(tmp_path, bo
     GPU goes to the waiting job after a re-solve, as the simulator refills it. The re-solve
     runs off the executor: the round begins while it is held, the GPU waits for it, and
     once it settles the waiting job gets the GPU. The GPU waits ``hold_refills_s`` at most
-    (``bounded``: a short one): then it is refilled on the allocation in force."""
-    with _cluster(tmp_path, gpus=1) as (x, held, client):
+    (``bounded``: a short one): then it is refilled on the allocation in force. Rounds of
+    8 s leave a refill its window (the first 70% of a round, less the job's start-up) on a
+    busy machine."""
+    with _cluster(tmp_path, gpus=1, round_s=8.0) as (x, held, client):
         x.solver.hold_refills_s = 0.2 if bounded else 600.0
         first = _submit(client)
         wait_until(lambda: _states(client)[first] == "running", 60, "the first job to run")
