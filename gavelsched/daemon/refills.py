@@ -71,7 +71,8 @@ class Refills:
         began = self._monotonic()
         self.refill()
         ended = self._monotonic()
-        self._at = ended + REFILL_SPACING * (ended - began)
+        # (a refill held for a re-solve keeps its bound: ``refill``)
+        self._at = max(self._at, ended + REFILL_SPACING * (ended - began))
 
     def deadlines(self) -> list[float]:
         """When the executor loop must wake for a refill (monotonic)."""

@@ -183,6 +183,10 @@ def test_a_re_solve_at_the_round_s_start_does_not_hold_its_launches(tmp_path, bo
             wait_until(lambda: tasks() == (first, second), 60, "the GPU refilled at the bound")
         else:                                        # the GPU waits for the re-solve
             assert tasks() == (first,)
+            # ... and the loop sleeps till then: no refill is due before the wait's bound
+            until, due = x.call(lambda: (x.solver.refills_held_until, x.refills.deadlines()),
+                                timeout=10)
+            assert all(at >= until for at in due), (until, due)
         assert not held.release.is_set()
         held.hold.clear()
         held.release.set()

@@ -151,13 +151,13 @@ def chained_gain(problem: Problem, levels: np.ndarray, moved: float) -> float:
     cols, U = level_model(problem)
     U = sp.csr_matrix(U)
     A = sp.vstack([-U, cols.member, cols.usage]).tocsr()
+    b = np.concatenate([-levels * (1 - moved), np.ones(cols.member.shape[0]),
+                        cols.workers.astype(float)])
     gain = 0.0
-    for job in np.nonzero(levels >= 0)[0]:
-        floors = levels * (1 - moved)
-        floors[job] = 0.0
-        b = np.concatenate([-floors, np.ones(cols.member.shape[0]),
-                            cols.workers.astype(float)])
-        result = linprog(-U[job].toarray().ravel(), A_ub=A, b_ub=b, bounds=(0, None),
+    for job in range(levels.size):
+        b_job = b.copy()
+        b_job[job] = 0.0                    # (its own floor off: how high can it go)
+        result = linprog(-U[job].toarray().ravel(), A_ub=A, b_ub=b_job, bounds=(0, None),
                          method="highs")
         if result.status == 0:
             gain = max(gain, -result.fun - levels[job])
