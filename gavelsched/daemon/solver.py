@@ -160,7 +160,6 @@ class Solver:
             self.refills_held_until = 0.0
             self._refill()
 
-
     def _say_if_slow(self, solve_s: float, jobs: int) -> None:
         """Say once, at warning level, when a solve outlasted a round: the rounds go on, on
         an allocation that lags arrivals and completions by as much, and POP (the policy
