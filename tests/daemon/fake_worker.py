@@ -7,6 +7,7 @@ lease end, and a ``ReportRound`` when it stops, each with its run's generation. 
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from pathlib import Path
@@ -14,8 +15,11 @@ from pathlib import Path
 import grpc
 
 from gavelsched import checkpoints
+from gavelsched.jobenv import JobFailed
 from gavelsched.rpc import pb, pb_grpc
 from gavelsched.rpc.security import channel, serve
+
+log = logging.getLogger(__name__)
 
 
 class FakeWorker(pb_grpc.SchedulerToWorkerServicer):
@@ -96,6 +100,8 @@ class FakeWorker(pb_grpc.SchedulerToWorkerServicer):
     def _run(self, run: pb.RunJobRequest) -> None:
         try:
             self._job(run)
+        except JobFailed as err:    # the job's own failure (a checkpoint it cannot find):
+            log.warning("fake worker: job %s failed: %s", run.job_id, err)  # its process ends
         except (grpc.RpcError, ValueError):  # (ValueError: a call on the closed channel)
             if not self.stopped.is_set():   # a closed channel at teardown is expected
                 raise
