@@ -15,6 +15,7 @@ Usage::
     python benchmarks/policy_scale.py --policies finish_time_fairness_packed --sizes 2000
     python benchmarks/policy_scale.py --policies min_total_duration_packed \\
         --options partitions=8                                       # POP on top
+    python benchmarks/policy_scale.py --policies allox --cluster 22:21:21   # 64 GPUs
 """
 
 from __future__ import annotations
@@ -40,8 +41,9 @@ LEADS = (("30-s", 9.0), ("360-s", 108.0))            # (round, its plan lead in 
 OPTIONS = {"min_makespan_with_budget": {"budget": 1e7}}
 
 
-def first_plan(n: int, partners: int, policy_name: str, options: dict | None = None) -> dict:
-    """The first plan of ``n`` waiting jobs on ``CLUSTER`` under ``policy_name`` (this
+def first_plan(n: int, partners: int, policy_name: str, options: dict | None = None,
+               cluster: dict[str, int] = CLUSTER) -> dict:
+    """The first plan of ``n`` waiting jobs on ``cluster`` under ``policy_name`` (this
     process): the pairs its solve listed, the plan's and the solve's seconds, peak RSS."""
     import resource
 
@@ -63,7 +65,7 @@ def first_plan(n: int, partners: int, policy_name: str, options: dict | None = N
         solves.append((len(problem.pairs), time.perf_counter() - start))
         return out
     policy.solve = timed
-    core = SchedulerCore(policy, ClusterView.build(CLUSTER), default_table(),
+    core = SchedulerCore(policy, ClusterView.build(cluster), default_table(),
                          CoreConfig.for_policy(policy, pair_partners=partners,
                                                on_solve_error="raise"),
                          prices=default_prices())
@@ -120,26 +122,31 @@ def main() -> int:
                         help="pair partners per job (default: the daemon's, %(default)s)")
     parser.add_argument("--options", default="", metavar="K=V,...",
                         help="policy options for every row (e.g. partitions=8: POP)")
+    parser.add_argument("--cluster", default="683:683:682", metavar="V100:P100:K80",
+                        help="GPUs of each type (default: %(default)s, 2,048 in all)")
     parser.add_argument("--timeout", type=float, default=300.0, help="per process (s)")
-    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        n, partners, policy, options = args.child
-        print(json.dumps(first_plan(int(n), int(partners), policy, json.loads(options))))
+        n, partners, policy, options, cluster = args.child
+        print(json.dumps(first_plan(int(n), int(partners), policy, json.loads(options),
+                                    json.loads(cluster))))
         return 0
     # each value as the daemon's YAML would read it (``partitions=8``: the integer 8)
     options = {key: yaml.safe_load(value) for key, value in
                (pair.split("=", 1) for pair in args.options.split(",") if pair)}
     names = args.policies.split(",") if args.policies else policy_names()
+    cluster = dict(zip(CLUSTER, map(int, args.cluster.split(":"))))
     print(f"# {describe()}")
-    print(f"\n## The first plan of N waiting jobs on 2,048 GPUs ({args.partners} partners"
+    print(f"\n## The first plan of N waiting jobs on {sum(cluster.values()):,} GPUs "
+          f"({args.cluster}, {args.partners} partners"
           f"{', options ' + args.options if options else ''})\n")
     print("| policy | jobs | pairs | plan s | of it the solve s | peak RSS | fits the plan lead of |")
     print("|---|---|---|---|---|---|---|")
     for name in names:
         for n in (int(s) for s in args.sizes.split(",")):
             cmd = [sys.executable, __file__, "--child", str(n), str(args.partners), name,
-                   json.dumps(options)]
+                   json.dumps(options), json.dumps(cluster)]
             wall, rss, out = fresh(cmd, args.timeout)
             if out is None:
                 why = (f"killed after {args.timeout:.0f} s" if wall >= args.timeout

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
 import numpy as np
@@ -21,6 +20,7 @@ from .columns import Columns, build_columns, equal_split
 from .errors import ProblemError
 from .jobs import Pair
 from .problem import Allocation, Problem
+from .queue_levels import Levels, level_count, match_levels
 from .state import generator_state, seeded_generator
 from .traits import Traits
 
@@ -155,15 +155,17 @@ def _packed_gain(problem: Problem, pair) -> float:
     return total
 
 
-# AlloX's cost matrix (jobs x GPUs x queue positions) may hold this many entries: 12
-# million (2,000 jobs on 2,048 GPUs) match in ~12 s; 20,000 jobs on 2,048 GPUs would be 860
-# million, past 14 GB and hours of matching (BENCHMARKS.md, "Every policy at production
-# size"). Beyond it, POP's partitions each match a share (``partitions=K``).
-MATCHING_ENTRIES = 20_000_000
+# AlloX's matching keeps a move cost per pair of queue levels, and each job's path runs
+# over them (``queue_levels.py``): 987 levels (7,000 jobs on 64 GPUs) match in 12 s, 222
+# (50,000 jobs on 2,048 GPUs) in 29 s (BENCHMARKS.md, "Every policy at production size").
+# More levels (many jobs a GPU) are refused before the matching is made.
+MAX_LEVELS = 1_024
 
 
 class AlloX(Policy):
-    """Min-cost matching of single-GPU jobs to (GPU, queue position), AlloX [106]."""
+    """Min-cost matching of single-GPU jobs to (GPU, queue position), AlloX [106], solved
+    exactly over queue levels (``queue_levels.py``); the job at the head of each GPU's
+    queue runs."""
 
     TRAITS = Traits(single_gpu=True, reads=frozenset({"remaining_steps"}))
 
@@ -174,38 +176,41 @@ class AlloX(Policy):
                 raise ProblemError(f"job {job_id!r}: allox schedules single-GPU jobs only, "
                                    f"got scale_factor {int(sf)}", job_id=job_id)
         rows = np.nonzero(cols.runnable)[0]
-        gpus = [j for j, count in enumerate(cols.workers) for _ in range(int(count))]
-        if rows.size == 0 or not gpus:
-            return Solution(_whole_rows(cols, {}), None, None)
-        positions = min(rows.size, 2 * math.ceil(rows.size / len(gpus)) + 1)
-        entries = rows.size * len(gpus) * positions
-        if entries > MATCHING_ENTRIES:
-            parts = math.ceil(math.sqrt(entries / MATCHING_ENTRIES))
+        gpus = np.asarray(cols.workers, dtype=int)
+        levels = level_count(rows.size, gpus)
+        if levels > MAX_LEVELS:
             raise ProblemError(
-                f"{self.name}: {rows.size:,} jobs on {len(gpus):,} GPUs make a matching of "
-                f"{entries:,} entries, above {MATCHING_ENTRIES:,}; split it with the option "
-                f"partitions={parts} (POP)")
+                f"{self.name}: {rows.size:,} jobs on {int(gpus.sum()):,} GPUs make "
+                f"{levels:,} queue levels to match, above {MAX_LEVELS:,} (too many jobs a "
+                f"GPU); use a policy without queue positions, such as shortest_job_first_perf")
         with np.errstate(divide="ignore"):
-            time = np.where(cols.T[rows] > 0, np.maximum(cols.remaining[rows], 1.0)[:, None]
-                            / cols.T[rows], np.inf)
-        # cost[job, (gpu, k)] = k * processing time: the job delays itself and k-1 others.
-        per_gpu = time[:, gpus]
-        cost = np.concatenate([k * per_gpu for k in range(1, positions + 1)], axis=1)
-        cost = np.where(np.isfinite(cost), cost, 1e18)
-        from scipy.optimize import linear_sum_assignment  # 0.2 s to import: only here
-
-        job_idx, slot = linear_sum_assignment(cost)
-        gpu_of, position = slot % len(gpus), slot // len(gpus) + 1
-        head: dict[int, tuple[int, int]] = {}  # gpu -> (position, job row); largest runs first
-        for r, g, k in zip(job_idx, gpu_of, position):
-            if cost[r, (k - 1) * len(gpus) + g] < 1e18 and k > head.get(g, (0, -1))[0]:
-                head[g] = (k, rows[r])
+            times = np.where(cols.T[rows] > 0, np.maximum(cols.remaining[rows], 1.0)[:, None]
+                             / cols.T[rows], np.inf)
+        matched = match_levels(times, gpus)
         choice = {}
-        for g, (_, i) in head.items():
+        for i, t in _heads(matched, times):
             vector = np.zeros(len(cols.types))
-            vector[gpus[g]] = 1.0
-            choice[cols.job_ids[i]] = vector
+            vector[t] = 1.0
+            choice[cols.job_ids[rows[i]]] = vector
         return Solution(_whole_rows(cols, choice), None, None)
 
     def evaluate(self, problem: Problem, allocation: Allocation) -> float | None:
         return None
+
+
+def _heads(matched: Levels, times: np.ndarray) -> list[tuple[int, int]]:
+    """(job, type) of each queue's head: a type's k-th level fills its first m_k GPUs'
+    queues, so m_k less the most any deeper level holds of its jobs are heads, and the
+    shortest of them on that type are (those with the same depth cost alike)."""
+    heads = []
+    for t in np.unique(matched.type_of):
+        deeper = 0
+        for level in sorted(np.flatnonzero(matched.type_of == t),
+                            key=lambda g: -matched.depth[g]):
+            members = np.flatnonzero(matched.level_of == level)
+            count = members.size - deeper
+            if count > 0:
+                shortest = members[np.argsort(times[members, t], kind="stable")[:count]]
+                heads += [(int(i), int(t)) for i in shortest]
+            deeper = max(deeper, members.size)
+    return heads

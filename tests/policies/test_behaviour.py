@@ -320,21 +320,30 @@ def test_allox_runs_a_job_per_gpu_minimising_completion_time():
     assert allocation.share("slow", "k80") == 1.0
 
 
-def test_allox_refuses_a_matching_too_large_to_make_and_names_the_partitions(monkeypatch):
-    """A cost matrix of jobs x GPUs x positions past ``MATCHING_ENTRIES`` is refused before
-    it is made (20,000 jobs on 2,048 GPUs took 14 GB and ran for hours), with the POP
-    partitions that bring each share under it; with them it plans."""
-    monkeypatch.setattr("policies.baselines.MATCHING_ENTRIES", 1_000)
+def test_allox_runs_the_head_of_each_gpu_s_queue():
+    """40 jobs on 10 + 10 GPUs: every GPU has a queue, so 20 jobs run, one a GPU."""
     jobs = [Job(str(i), {"v100": 1.0 + i % 7, "k80": 1.0}, remaining_steps=100.0 + i)
             for i in range(40)]
-    problem = Problem(cluster={"v100": 10, "k80": 10}, jobs=jobs)   # 40 x 20 x 5 = 4,000
-    with pytest.raises(ProblemError, match=r"allox: 40 jobs on 20 GPUs make a matching of "
-                                           r"4,000 entries, above 1,000; split it with the "
-                                           r"option partitions=2 \(POP\)$"):
-        get_policy("allox").solve(problem)
-    allocation = get_policy("allox", partitions=2).solve(problem)
+    problem = Problem(cluster={"v100": 10, "k80": 10}, jobs=jobs)
+    allocation = get_policy("allox").solve(problem)
     assert_valid(problem, allocation)
-    assert sum(allocation.share(job.id, t) for job in jobs for t in ("v100", "k80")) >= 18
+    for t in ("v100", "k80"):
+        assert sum(allocation.share(job.id, t) for job in jobs) == 10
+
+
+def test_allox_refuses_more_queue_levels_than_it_matches(monkeypatch):
+    """Too many jobs a GPU (queue levels past ``MAX_LEVELS``) are refused before the
+    matching is made, in one line that names a policy without queue positions."""
+    monkeypatch.setattr("policies.baselines.MAX_LEVELS", 7)
+    jobs = [Job(str(i), {"v100": 2.0, "k80": 1.0}, remaining_steps=100.0) for i in range(8)]
+    problem = Problem(cluster={"v100": 2, "k80": 2}, jobs=jobs)     # 4 levels a type
+    with pytest.raises(ProblemError, match=r"^allox: 8 jobs on 4 GPUs make 8 queue levels "
+                                           r"to match, above 7 \(too many jobs a GPU\); use "
+                                           r"a policy without queue positions, such as "
+                                           r"shortest_job_first_perf$"):
+        get_policy("allox").solve(problem)
+    assert_valid(problem, get_policy("allox").solve(Problem(cluster={"v100": 2, "k80": 2},
+                                                            jobs=jobs[:6])))
 
 
 # ---- finish-time fairness --------------------------------------------------------------
