@@ -158,7 +158,7 @@ def _packed_gain(problem: Problem, pair) -> float:
 # AlloX's matching keeps a move cost per pair of queue levels, and each job's path runs
 # over them (``queue_levels.py``): 987 levels (7,000 jobs on 64 GPUs) match in 12 s, 222
 # (50,000 jobs on 2,048 GPUs) in 29 s (BENCHMARKS.md, "Every policy at production size").
-# More levels (many jobs a GPU) are refused before the matching is made.
+# More levels (many jobs per GPU) are refused before the matching is made.
 MAX_LEVELS = 1_024
 
 
@@ -181,7 +181,7 @@ class AlloX(Policy):
         if levels > MAX_LEVELS:
             raise ProblemError(
                 f"{self.name}: {rows.size:,} jobs on {int(gpus.sum()):,} GPUs make "
-                f"{levels:,} queue levels to match, above {MAX_LEVELS:,} (too many jobs a "
+                f"{levels:,} queue levels to match, above {MAX_LEVELS:,} (too many jobs per "
                 f"GPU); use a policy without queue positions, such as shortest_job_first_perf")
         with np.errstate(divide="ignore"):
             times = np.where(cols.T[rows] > 0, np.maximum(cols.remaining[rows], 1.0)[:, None]

@@ -332,13 +332,13 @@ def test_allox_runs_the_head_of_each_gpu_s_queue():
 
 
 def test_allox_refuses_more_queue_levels_than_it_matches(monkeypatch):
-    """Too many jobs a GPU (queue levels past ``MAX_LEVELS``) are refused before the
+    """Too many jobs per GPU (queue levels past ``MAX_LEVELS``) are refused before the
     matching is made, in one line that names a policy without queue positions."""
     monkeypatch.setattr("policies.baselines.MAX_LEVELS", 7)
     jobs = [Job(str(i), {"v100": 2.0, "k80": 1.0}, remaining_steps=100.0) for i in range(8)]
     problem = Problem(cluster={"v100": 2, "k80": 2}, jobs=jobs)     # 4 levels a type
     with pytest.raises(ProblemError, match=r"^allox: 8 jobs on 4 GPUs make 8 queue levels "
-                                           r"to match, above 7 \(too many jobs a GPU\); use "
+                                           r"to match, above 7 \(too many jobs per GPU\); use "
                                            r"a policy without queue positions, such as "
                                            r"shortest_job_first_perf$"):
         get_policy("allox").solve(problem)
