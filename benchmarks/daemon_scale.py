@@ -95,6 +95,7 @@ from gavelsched.daemon.local import (LocalCluster, free_port, kill_tree,  # noqa
                                      subprocess_env, wait_until)
 from gavelsched.daemon.service import NOT_PLANNED  # noqa: E402
 from gavelsched.rpc import pb, pb_grpc  # noqa: E402
+from policies.registry import policy_class
 from host import describe  # (a sibling: this file runs as a script)
 
 TYPES = ("k80", "p100", "v100")
@@ -269,19 +270,22 @@ class Row:
     init_failed: dict[str, int] = field(default_factory=dict)   # runs that gave up on InitJob
 
 
-def job_mix(jobs: int) -> list[tuple[str, int, int]]:
-    """(job type, scale factor, copies) whose copies add up to ``jobs``."""
-    groups = [(t, s, share / len(JOB_TYPES)) for s, share in SCALES for t in JOB_TYPES]
+def job_mix(jobs: int, single_gpu: bool = False) -> list[tuple[str, int, int]]:
+    """(job type, scale factor, copies) whose copies add up to ``jobs``; with
+    ``single_gpu`` (a policy that schedules only those), every job on one GPU."""
+    scales = ((1, 1.0),) if single_gpu else SCALES
+    groups = [(t, s, share / len(JOB_TYPES)) for s, share in scales for t in JOB_TYPES]
     counts = [int(jobs * w) for _, _, w in groups]
     counts[0] += jobs - sum(counts)
     return [(t, s, n) for (t, s, _), n in zip(groups, counts) if n > 0]
 
 
-def submit_all(cluster: LocalCluster, jobs: int, total_steps: int) -> float:
-    """Submit ``jobs`` jobs as arrays; the seconds it took."""
+def submit_all(cluster: LocalCluster, jobs: int, total_steps: int,
+               single_gpu: bool = False) -> float:
+    """Submit ``jobs`` jobs as arrays (``job_mix``); the seconds it took."""
     stub = pb_grpc.ClientToSchedulerStub(cluster.chan)
     began = time.perf_counter()
-    for job_type, scale, copies in job_mix(jobs):
+    for job_type, scale, copies in job_mix(jobs, single_gpu):
         while copies > 0:
             count = min(copies, MAX_ARRAY)
             stub.Submit(pb.JobRequest(job_type=job_type, scale_factor=scale,
@@ -385,7 +389,8 @@ def measure(gpus: int, jobs: int, args) -> Row:
         if any(p.poll() is not None for p in hollow):
             raise SystemExit(f"a hollow worker process exited; see {root}/hollow*.log")
         pid = cluster.scheduler.pid
-        row.submit_jobs_s = jobs / submit_all(cluster, jobs, args.total_steps)
+        row.submit_jobs_s = jobs / submit_all(cluster, jobs, args.total_steps,
+                                              policy_class(args.policy).TRAITS.single_gpu)
         print(f"  {gpus} GPUs, {jobs} jobs: submitted at {row.submit_jobs_s:.0f} jobs/s; "
               f"waiting for {args.warmup} warm-up rounds", file=sys.stderr, flush=True)
 
