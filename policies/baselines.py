@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import math
+from bisect import bisect_right
 from collections.abc import Mapping
 
 import numpy as np
@@ -163,11 +165,24 @@ MAX_LEVELS = 1_024
 
 
 class AlloX(Policy):
-    """Min-cost matching of single-GPU jobs to (GPU, queue position), AlloX [106], solved
-    exactly over queue levels (``queue_levels.py``); the job at the head of each GPU's
-    queue runs."""
+    """AlloX [106] as Gavel runs it (its ``AlloXPolicy``, the baseline of thesis §5.7.3):
+    a job given a whole GPU keeps it until it finishes; the other jobs, the ``alpha`` share
+    of them that waited longest (and at least as many as GPUs are free), are matched to
+    (free GPU, queue position) by the min-cost matching that minimises their total
+    completion time, solved exactly over queue levels (``queue_levels.py``); the job at
+    the head of each free GPU's queue starts."""
 
-    TRAITS = Traits(single_gpu=True, reads=frozenset({"remaining_steps"}))
+    TRAITS = Traits(single_gpu=True,
+                    reads=frozenset({"remaining_steps", "elapsed_s", "previous"}),
+                    options={"alpha": "the share of waiting jobs matched, those waiting "
+                                      "longest (at least one a free GPU); 1: every one"})
+
+    def __init__(self, name=None, *, alpha: float = 1.0, **kwargs) -> None:
+        super().__init__(name, **kwargs)
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not (
+                0.0 < alpha <= 1.0):
+            raise ProblemError(f"{self.name}: alpha must be in (0, 1], got {alpha!r}")
+        self.alpha = alpha
 
     def _solve(self, problem: Problem) -> Solution:
         cols = build_columns(problem)
@@ -175,27 +190,47 @@ class AlloX(Policy):
             if sf != 1:
                 raise ProblemError(f"job {job_id!r}: allox schedules single-GPU jobs only, "
                                    f"got scale_factor {int(sf)}", job_id=job_id)
-        rows = np.nonzero(cols.runnable)[0]
-        gpus = np.asarray(cols.workers, dtype=int)
-        levels = level_count(rows.size, gpus)
+        free = np.asarray(cols.workers, dtype=int).copy()
+        choice = dict(_kept(problem, cols, free))
+        waiting = [i for i in np.flatnonzero(cols.runnable).tolist()
+                   if cols.job_ids[i] not in choice]
+        waiting.sort(key=lambda i: -cols.elapsed[i])      # longest waiting first (stable)
+        rows = np.array(waiting[:max(int(self.alpha * len(waiting)), int(free.sum()))],
+                        dtype=int)
+        levels = level_count(rows.size, free)
         if levels > MAX_LEVELS:
+            fits = bisect_right(range(rows.size + 1), MAX_LEVELS,   # (the count grows with m)
+                                key=lambda m: level_count(m, free)) - 1
             raise ProblemError(
-                f"{self.name}: {rows.size:,} jobs on {int(gpus.sum()):,} GPUs make "
+                f"{self.name}: {rows.size:,} jobs on {int(free.sum()):,} free GPUs make "
                 f"{levels:,} queue levels to match, above {MAX_LEVELS:,} (too many jobs per "
-                f"GPU); use a policy without queue positions, such as shortest_job_first_perf")
+                f"GPU); match the {fits:,} waiting longest with the option "
+                f"alpha={max(math.floor(1000 * fits / len(waiting)) / 1000, 0.001)}, or use "
+                f"a policy without queue positions, such as shortest_job_first_perf")
         with np.errstate(divide="ignore"):
             times = np.where(cols.T[rows] > 0, np.maximum(cols.remaining[rows], 1.0)[:, None]
                              / cols.T[rows], np.inf)
-        matched = match_levels(times, gpus)
-        choice = {}
-        for i, t in _heads(matched, times):
-            vector = np.zeros(len(cols.types))
-            vector[t] = 1.0
-            choice[cols.job_ids[rows[i]]] = vector
+        for i, t in _heads(match_levels(times, free), times):
+            choice[cols.job_ids[rows[i]]] = np.eye(len(cols.types))[t]
         return Solution(_whole_rows(cols, choice), None, None)
 
     def evaluate(self, problem: Problem, allocation: Allocation) -> float | None:
         return None
+
+
+def _kept(problem: Problem, cols: Columns, free: np.ndarray):
+    """(job id, its type vector) of each job the last allocation gave a whole GPU, while
+    its type has one free (taken from ``free``), in the allocation's order."""
+    index = {job_id: i for i, job_id in enumerate(cols.job_ids)}
+    for key, row in problem.previous.items():
+        if key not in index:
+            continue                      # finished, or a pair's key
+        shares = np.array([row.get(t, 0.0) for t in cols.types])
+        if shares.sum() == 1.0 and (whole := np.flatnonzero(shares == 1.0)).size:
+            t = int(whole[0])
+            if free[t] > 0 and cols.T[index[key], t] > 0:
+                free[t] -= 1
+                yield key, np.eye(len(cols.types))[t]
 
 
 def _heads(matched: Levels, times: np.ndarray) -> list[tuple[int, int]]:

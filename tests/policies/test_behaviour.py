@@ -333,17 +333,48 @@ def test_allox_runs_the_head_of_each_gpu_s_queue():
 
 def test_allox_refuses_more_queue_levels_than_it_matches(monkeypatch):
     """Too many jobs per GPU (queue levels past ``MAX_LEVELS``) are refused before the
-    matching is made, in one line that names a policy without queue positions."""
+    matching is made, in one line that names the ``alpha`` that fits; with it, it plans."""
     monkeypatch.setattr("policies.baselines.MAX_LEVELS", 7)
     jobs = [Job(str(i), {"v100": 2.0, "k80": 1.0}, remaining_steps=100.0) for i in range(8)]
     problem = Problem(cluster={"v100": 2, "k80": 2}, jobs=jobs)     # 4 levels a type
-    with pytest.raises(ProblemError, match=r"^allox: 8 jobs on 4 GPUs make 8 queue levels "
-                                           r"to match, above 7 \(too many jobs per GPU\); use "
-                                           r"a policy without queue positions, such as "
+    with pytest.raises(ProblemError, match=r"^allox: 8 jobs on 4 free GPUs make 8 queue "
+                                           r"levels to match, above 7 \(too many jobs per "
+                                           r"GPU\); match the 6 waiting longest with the "
+                                           r"option alpha=0.75, or use a policy without "
+                                           r"queue positions, such as "
                                            r"shortest_job_first_perf$"):
         get_policy("allox").solve(problem)
-    assert_valid(problem, get_policy("allox").solve(Problem(cluster={"v100": 2, "k80": 2},
-                                                            jobs=jobs[:6])))
+    assert_valid(problem, get_policy("allox", alpha=0.75).solve(problem))
+
+
+def test_allox_keeps_a_job_on_its_gpu_until_it_finishes():
+    """Gavel's AlloX is not preemptive: a job the last allocation gave a whole GPU keeps
+    it, though a job that arrived since is quicker there; the matching is over the GPUs
+    left."""
+    long = Job("long", {"v100": 1.0, "k80": 0.5}, remaining_steps=1000.0, elapsed_s=50.0)
+    quick = Job("quick", {"v100": 1.0, "k80": 0.5}, remaining_steps=10.0, elapsed_s=1.0)
+    fresh = get_policy("allox").solve(Problem(cluster={"v100": 1}, jobs=[long, quick]))
+    assert fresh.share("quick", "v100") == 1.0                     # SPT on an empty GPU
+    kept = get_policy("allox").solve(Problem(cluster={"v100": 1}, jobs=[long, quick],
+                                             previous={"long": {"v100": 1.0}}))
+    assert kept.share("long", "v100") == 1.0 and kept.share("quick", "v100") == 0.0
+    more = get_policy("allox").solve(Problem(cluster={"v100": 1, "k80": 1},
+                                             jobs=[long, quick],
+                                             previous={"long": {"v100": 1.0}}))
+    assert more.share("quick", "k80") == 1.0
+
+
+def test_allox_matches_only_the_alpha_share_that_waited_longest():
+    """``alpha``: of 4 waiting jobs on 1 GPU, 0.5 matches the 2 that waited longest (the
+    quickest of them starts), though a later one is quicker still."""
+    jobs = [Job(str(i), {"v100": 1.0}, remaining_steps=s, elapsed_s=e)
+            for i, (s, e) in enumerate([(30.0, 40.0), (20.0, 30.0), (1.0, 20.0), (2.0, 10.0)])]
+    problem = Problem(cluster={"v100": 1}, jobs=jobs)
+    assert get_policy("allox").solve(problem).share("2", "v100") == 1.0
+    assert get_policy("allox", alpha=0.5).solve(problem).share("1", "v100") == 1.0
+    for bad in (0, 1.5, float("nan"), "half", True):
+        with pytest.raises(ProblemError, match=r"^allox: alpha must be in \(0, 1\], got "):
+            get_policy("allox", alpha=bad)
 
 
 # ---- finish-time fairness --------------------------------------------------------------
