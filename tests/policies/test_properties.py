@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import cvxpy as cp
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from policies import Problem, get_policy
 from policies.jobs import Job, Pair
@@ -64,6 +67,23 @@ def test_gavel_fifo_oversubscribes_at_most_the_last_listed_type(problem):
 @given(problem=problems(multi_gpu=False, pairs=False))
 def test_allox_never_oversubscribes(problem):
     assert_valid(problem, get_policy("allox").solve(problem))
+
+
+@settings(**SETTINGS)
+@given(problem=problems(multi_gpu=False, pairs=False), data=st.data())
+def test_allox_keeps_every_running_job_on_its_gpu(problem, data):
+    """Not preemptive (Gavel's AlloX): after one job leaves, every job that had a whole GPU
+    keeps it, and the allocation stays within the cluster."""
+    first = get_policy("allox").solve(problem)
+    gone = data.draw(st.sampled_from([job.id for job in problem.jobs]))
+    later = replace(problem, jobs=[job for job in problem.jobs if job.id != gone],
+                    previous=first.allocation)
+    second = get_policy("allox").solve(later)
+    assert_valid(later, second)
+    for job in later.jobs:
+        for t in later.cluster:
+            if first.share(job.id, t) == 1.0:
+                assert second.share(job.id, t) == 1.0, (job.id, t)
 
 
 @settings(**SETTINGS)
