@@ -113,6 +113,7 @@ def fits(plan_s: float) -> str:
 def main() -> int:
     from gavelsched.daemon.config import PAIR_PARTNERS
     from policies.registry import policy_names
+    from traces.counts import parse_counts
 
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -123,7 +124,7 @@ def main() -> int:
     parser.add_argument("--options", default="", metavar="K=V,...",
                         help="policy options for every row (e.g. partitions=8: POP)")
     parser.add_argument("--cluster", default="683:683:682", metavar="V100:P100:K80",
-                        help="GPUs of each type (default: %(default)s, 2,048 in all)")
+                        help="GPUs of each type, or TYPE=N,... (default: %(default)s, 2,048)")
     parser.add_argument("--timeout", type=float, default=300.0, help="per process (s)")
     parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -136,7 +137,10 @@ def main() -> int:
     options = {key: yaml.safe_load(value) for key, value in
                (pair.split("=", 1) for pair in args.options.split(",") if pair)}
     names = args.policies.split(",") if args.policies else policy_names()
-    cluster = dict(zip(CLUSTER, map(int, args.cluster.split(":"))))
+    try:
+        cluster = parse_counts(args.cluster, what="--cluster")
+    except ValueError as err:
+        parser.error(str(err))
     print(f"# {describe()}")
     print(f"\n## The first plan of N waiting jobs on {sum(cluster.values()):,} GPUs "
           f"({args.cluster}, {args.partners} partners"

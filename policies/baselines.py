@@ -158,7 +158,7 @@ def _packed_gain(problem: Problem, pair) -> float:
 
 
 # AlloX's matching keeps a move cost per pair of queue levels, and each job's path runs
-# over them (``queue_levels.py``): 987 levels (7,000 jobs on 64 GPUs) match in 12 s, 222
+# over them (``queue_levels.py``): 987 levels (7,000 jobs on 64 GPUs) match in 11 s, 222
 # (50,000 jobs on 2,048 GPUs) in 29 s (BENCHMARKS.md, "Every policy at production size").
 # More levels (many jobs per GPU) are refused before the matching is made.
 MAX_LEVELS = 1_024
@@ -190,8 +190,7 @@ class AlloX(Policy):
             if sf != 1:
                 raise ProblemError(f"job {job_id!r}: allox schedules single-GPU jobs only, "
                                    f"got scale_factor {int(sf)}", job_id=job_id)
-        free = np.asarray(cols.workers, dtype=int).copy()
-        choice = dict(_kept(problem, cols, free))
+        choice, free = _kept(problem, cols)
         waiting = [i for i in np.flatnonzero(cols.runnable).tolist()
                    if cols.job_ids[i] not in choice]
         waiting.sort(key=lambda i: -cols.elapsed[i])      # longest waiting first (stable)
@@ -218,19 +217,23 @@ class AlloX(Policy):
         return None
 
 
-def _kept(problem: Problem, cols: Columns, free: np.ndarray):
-    """(job id, its type vector) of each job the last allocation gave a whole GPU, while
-    its type has one free (taken from ``free``), in the allocation's order."""
+def _kept(problem: Problem, cols: Columns) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The jobs the last allocation gave a whole GPU, each with its type vector, while
+    their type has one (in the allocation's order), and the GPUs of each type left free."""
     index = {job_id: i for i, job_id in enumerate(cols.job_ids)}
+    free = np.asarray(cols.workers, dtype=int).copy()
+    kept = {}
     for key, row in problem.previous.items():
         if key not in index:
-            continue                      # finished, or a pair's key
+            continue                      # finished
         shares = np.array([row.get(t, 0.0) for t in cols.types])
-        if shares.sum() == 1.0 and (whole := np.flatnonzero(shares == 1.0)).size:
+        whole = np.flatnonzero(shares == 1.0)
+        if shares.sum() == 1.0 and whole.size:
             t = int(whole[0])
             if free[t] > 0 and cols.T[index[key], t] > 0:
                 free[t] -= 1
-                yield key, np.eye(len(cols.types))[t]
+                kept[key] = np.eye(len(cols.types))[t]
+    return kept, free
 
 
 def _heads(matched: Levels, times: np.ndarray) -> list[tuple[int, int]]:
