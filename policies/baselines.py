@@ -175,7 +175,7 @@ class AlloX(Policy):
     TRAITS = Traits(single_gpu=True,
                     reads=frozenset({"remaining_steps", "elapsed_s", "previous"}),
                     options={"alpha": "the share of waiting jobs matched, those waiting "
-                                      "longest (at least one a free GPU); 1: every one"})
+                                      "longest (at least one per free GPU); 1: every one"})
 
     def __init__(self, name=None, *, alpha: float = 1.0, **kwargs) -> None:
         super().__init__(name, **kwargs)
