@@ -117,6 +117,7 @@ class _Paths:
         self.sink_price += to_sink
 
     def _join(self, job: int, level: int) -> None:
+        """Put ``job`` in ``level``; its moves from there lower the level's where cheaper."""
         self.members[level, self.count[level]] = job
         self.slot[job] = self.count[level]
         self.count[level] += 1
@@ -128,6 +129,8 @@ class _Paths:
         self.mover[level, cheaper] = job
 
     def _leave(self, job: int) -> None:
+        """Take ``job`` out of its level; the level's moves it made are found again among
+        the jobs left."""
         level, slot = int(self.level_of[job]), int(self.slot[job])
         last = self.count[level] - 1
         kept = self.members[level, last]
