@@ -126,6 +126,7 @@ def state_of(reply) -> LiveState:
     steps."""
     checks.number(reply.round_seconds, "round_seconds", low=checks.MIN_ROUND_SECONDS,
                   high=checks.MAX_SECONDS)     # (as the scheduler's config admits it)
+    checks.number(reply.now_s, "now_s", low=0.0, high=checks.MAX_CLOCK_S)
     workers: dict[str, int] = {}
     per: dict[str, int] = {}
     for w in reply.workers:

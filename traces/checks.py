@@ -25,6 +25,10 @@ MAX_STEPS = 2**53
 # shortest round it runs.
 MAX_SECONDS = 1e7
 MIN_ROUND_SECONDS = 0.1
+# A scheduler's clock (seconds since its epoch) as a picture of it gives it: about 317
+# years, far beyond any uptime, and small enough that times taken from it keep their
+# precision (an infinite one made a replay's every period NaN).
+MAX_CLOCK_S = 1e10
 # A job's priority weight: beyond this range the policies' programs lose their accuracy
 # (weights of 1e-300 or 1e300 make Clarabel fail), so one job could stop every re-solve.
 PRIORITY_WEIGHT_MIN, PRIORITY_WEIGHT_MAX = 1e-6, 1e6
