@@ -36,7 +36,13 @@ class Levels(NamedTuple):
 
 def level_count(jobs: int, gpus: np.ndarray) -> int:
     """How many queue levels ``jobs`` jobs need on types of ``gpus`` GPUs each."""
-    return int(sum(-(-jobs // int(n)) for n in gpus if n > 0))
+    return int(_depths(jobs, gpus).sum())
+
+
+def _depths(jobs: int, gpus: np.ndarray) -> np.ndarray:
+    """Each type's levels for ``jobs`` jobs: ceil(jobs / its GPUs), 0 for a type with none."""
+    gpus = np.asarray(gpus, dtype=int)
+    return np.where(gpus > 0, -(-jobs // np.maximum(gpus, 1)), 0)
 
 
 def match_levels(times: np.ndarray, gpus: np.ndarray) -> Levels:
@@ -48,10 +54,9 @@ def match_levels(times: np.ndarray, gpus: np.ndarray) -> Levels:
     times = np.asarray(times, dtype=float)
     gpus = np.asarray(gpus, dtype=int)
     runs = np.isfinite(times[:, gpus > 0]).any(axis=1)
-    levels = [(t, k) for t, n in enumerate(gpus) if n > 0
-              for k in range(1, -(-int(runs.sum()) // int(n)) + 1)]
-    type_of = np.array([t for t, _ in levels], dtype=int)
-    depth = np.array([k for _, k in levels], dtype=float)
+    depths = _depths(int(runs.sum()), gpus)
+    type_of = np.repeat(np.arange(gpus.size), depths)
+    depth = np.concatenate([np.arange(1.0, k + 1) for k in depths]) if gpus.size else np.zeros(0)
     paths = _Paths(times, type_of, depth, gpus[type_of])
     for job in np.flatnonzero(runs)[np.argsort(-times[runs].min(axis=1), kind="stable")]:
         paths.add(int(job))

@@ -11,12 +11,13 @@ from scipy.optimize import linear_sum_assignment
 from policies.queue_levels import level_count, match_levels
 
 
-def slot_matching_cost(times: np.ndarray, gpus: list[int]) -> float:
+def slot_matching_cost(times: np.ndarray, gpus: list[int],
+                       positions: int | None = None) -> float:
     """The least total completion time over every (GPU, position) slot: AlloX's matching
-    as its paper states it, with as many positions as there are jobs."""
+    as its paper states it, with as many positions as there are jobs (or ``positions``)."""
     per_gpu = times[:, [t for t, n in enumerate(gpus) for _ in range(n)]]
-    jobs = times.shape[0]
-    cost = np.concatenate([k * per_gpu for k in range(1, jobs + 1)], axis=1)
+    positions = positions or times.shape[0]
+    cost = np.concatenate([k * per_gpu for k in range(1, positions + 1)], axis=1)
     cost = np.where(np.isfinite(cost), cost, 1e18)
     rows, cols = linear_sum_assignment(cost)
     return float(cost[rows, cols].sum())
@@ -70,7 +71,8 @@ def test_a_fast_type_s_queue_goes_as_deep_as_its_jobs_need():
     cost, matched = level_cost(times, [1, 9])
     assert np.isclose(cost, slot_matching_cost(times, [1, 9]))
     assert (matched.type_of[matched.level_of] == 0).all()
-    assert matched.depth.max() == 30
+    assert matched.depth[matched.level_of].max() == 30             # one job a level
+    assert slot_matching_cost(times, [1, 9], positions=7) > 8 * cost   # (8.29x)
 
 
 def test_a_job_that_runs_on_no_type_of_the_cluster_is_left_out():
