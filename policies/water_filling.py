@@ -66,6 +66,12 @@ LEAK_LIMIT = 1e-6
 # per LP (still never a job that could rise). The polish is one LP, any optimum will do.
 DIRECT_SOLVER = "CLARABEL"
 POLISH_SOLVER = "CLARABEL"
+# Where an interior point cannot polish precisely (every level kept to POLISH_SLACK leaves
+# a thin feasible set), a vertex can: HiGHS's interior point with crossover, then its
+# simplex should that fail too. On the polish of 10,000 jobs with 8 partners each
+# (169,347 columns) the first took 13 s and the simplex 135 s (BENCHMARKS.md, "Water
+# filling with pairs at production size").
+VERTEX_SOLVERS = ("HIGHS_IPM", "HIGHS")
 # Pruned LPs (``prune``) need an interior point's strictly complementary duals to find
 # every dead column at once; a vertex dual finds a few per LP, so with HiGHS it is slower
 # than the plain method, which HiGHS solvers keep.
@@ -424,36 +430,34 @@ class WaterFilling(ColumnPolicy):
         solver slack (the levels are already max-min), and makes Pareto efficiency hold to
         the solver's tolerance rather than to the accuracy of the bottleneck test. The levels
         to keep are those of ``z`` within capacity, so they are feasible; an inaccurate
-        interior point is solved again by simplex rather than the polish skipped (one
-        method polished and the other not differ by what the polish hands out)."""
+        interior point is solved again at a vertex (``VERTEX_SOLVERS``) rather than the
+        polish skipped (one method polished and the other not differ by what the polish
+        hands out)."""
         keep = (U @ within_capacity(cols, z, limits)) * (1 - POLISH_SLACK)
         what = f"{self.name} (polish)"
         try:
-            if solver is not None:
-                A, b, _ = with_caps(*max_min_rows(cols, U), limits)
-                b[:U.shape[0]] = -keep
-                objective = -np.asarray(U.sum(axis=0)).ravel()
-                lp = LinearProgram(objective, A, b, cols.num_columns)
-                first = POLISH_SOLVER if solver == "HIGHS" else solver
+            if solver is None:
+                polished = cp.Variable(cols.num_columns, nonneg=True)
+                program = cp.Problem(cp.Maximize(cp.sum(U @ polished)),
+                                     [U @ polished >= keep, *base_constraints(cols, polished),
+                                      *cap_constraints(limits, polished)])
+                run_precise(program, self.solver, what)
+                return polished.value
+            A, b, _ = with_caps(*max_min_rows(cols, U), limits)
+            b[:U.shape[0]] = -keep
+            lp = LinearProgram(-np.asarray(U.sum(axis=0)).ravel(), A, b, cols.num_columns)
+            first = POLISH_SOLVER if solver == "HIGHS" else solver
+            polishers = (first, *(v for v in VERTEX_SOLVERS if v != first))
+            for polisher in polishers[:-1]:
                 try:
-                    result = solve_lp(lp, first, what, precise=True)
-                except SolverFailed as err:  # an inaccurate interior point: simplex instead
-                    if first == "HIGHS":
-                        raise
-                    log.debug("%s; solving again with HIGHS", err)
-                    return solve_lp(lp, "HIGHS", what, precise=True).x
-                if first != "HIGHS" and _leaky(U @ within_capacity(cols, result.x, limits), keep,
-                                               result.dual):
-                    log.debug("%s: the interior point's levels leak; solving again with "
-                              "HIGHS", what)
-                    return solve_lp(lp, "HIGHS", what, precise=True).x
-                return result.x
-            polished = cp.Variable(cols.num_columns, nonneg=True)
-            program = cp.Problem(cp.Maximize(cp.sum(U @ polished)),
-                                 [U @ polished >= keep, *base_constraints(cols, polished),
-                                  *cap_constraints(limits, polished)])
-            run_precise(program, self.solver, what)
-            return polished.value
+                    result = solve_lp(lp, polisher, what, precise=True)
+                except SolverFailed as err:
+                    log.debug("%s; solving again at a vertex", err)
+                    continue
+                if not _leaky(U @ within_capacity(cols, result.x, limits), keep, result.dual):
+                    return result.x
+                log.debug("%s: %s's levels leak; solving again at a vertex", what, polisher)
+            return solve_lp(lp, polishers[-1], what, precise=True).x
         except (Infeasible, SolverFailed) as err:
             log.debug("%s: polish skipped (%s)", self.name, err)
             return z
