@@ -16,6 +16,13 @@ Usage::
     python benchmarks/policy_scale.py --policies min_total_duration_packed \\
         --options partitions=8                                       # POP on top
     python benchmarks/policy_scale.py --policies allox --cluster 22:21:21   # 64 GPUs
+    python benchmarks/policy_scale.py --policies max_min_fairness_water_filling \
+        --entities 20 --entity-cap 256                               # 20 teams, capped
+
+With ``--entities N`` the jobs belong to N teams in turn (``team0``, ...: weights 1, 2, 3
+and inner policies fairness and FIFO in turn, thesis §5.4.3), each capped at
+``--entity-cap`` GPUs if given: the hierarchical policies' case, where no two jobs of
+different teams share a row of the LP.
 """
 
 from __future__ import annotations
@@ -41,10 +48,23 @@ LEADS = (("30-s", 9.0), ("360-s", 108.0))            # (round, its plan lead in 
 OPTIONS = {"min_makespan_with_budget": {"budget": 1e7}}
 
 
+def teams(count: int, cap: int | None = None) -> dict:
+    """``count`` entities, ``team0`` ...: weights 1, 2, 3 and inner policies fairness and
+    FIFO in turn, each capped at ``cap`` GPUs (None: uncapped)."""
+    from policies import Entity
+
+    return {f"team{k}": Entity(f"team{k}", weight=1.0 + k % 3,
+                               policy=("fairness", "fifo")[k % 2], max_gpus=cap)
+            for k in range(count)}
+
+
 def first_plan(n: int, partners: int, policy_name: str, options: dict | None = None,
-               cluster: dict[str, int] = CLUSTER) -> dict:
+               cluster: dict[str, int] = CLUSTER, entities: int = 0,
+               entity_cap: int | None = None) -> dict:
     """The first plan of ``n`` waiting jobs on ``cluster`` under ``policy_name`` (this
-    process): the pairs its solve listed, the plan's and the solve's seconds, peak RSS."""
+    process): the pairs its solve listed, the plan's and the solve's seconds, peak RSS.
+    ``entities``: the jobs belong to that many ``teams`` in turn."""
+    import dataclasses
     import resource
 
     from gavelsched.core import CoreConfig, SchedulerCore
@@ -68,9 +88,12 @@ def first_plan(n: int, partners: int, policy_name: str, options: dict | None = N
     core = SchedulerCore(policy, ClusterView.build(cluster), default_table(),
                          CoreConfig.for_policy(policy, pair_partners=partners,
                                                on_solve_error="raise"),
-                         prices=default_prices())
+                         prices=default_prices(), entities=teams(entities, entity_cap))
     jobs = generate_trace(n, 1e6, table=default_table(), seed=0, slos=True,
                           multi_gpu=not policy.traits.single_gpu)
+    if entities:
+        jobs = [dataclasses.replace(job, entity=f"team{i % entities}")
+                for i, job in enumerate(jobs)]
     for i, job in enumerate(jobs):
         core.submit(spec_of(str(i), job), 0.0)
     start = time.perf_counter()
@@ -125,14 +148,18 @@ def main() -> int:
                         help="policy options for every row (e.g. partitions=8: POP)")
     parser.add_argument("--cluster", default="683:683:682", metavar="V100:P100:K80",
                         help="GPUs of each type, or TYPE=N,... (default: %(default)s, 2,048)")
+    parser.add_argument("--entities", type=int, default=0, metavar="N",
+                        help="the jobs belong to N teams in turn (default: none)")
+    parser.add_argument("--entity-cap", type=int, metavar="GPUS",
+                        help="with --entities, each team's cap in GPUs (default: none)")
     parser.add_argument("--timeout", type=float, default=300.0, help="per process (s)")
-    parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        n, partners, policy, options, cluster = args.child
-        print(json.dumps(first_plan(int(n), int(partners), policy, json.loads(options),
-                                    json.loads(cluster))))
+        print(json.dumps(first_plan(**json.loads(args.child))))
         return 0
+    if args.entities < 0 or (args.entity_cap is not None and args.entity_cap < 1):
+        parser.error("--entities: 0 or more teams; --entity-cap: 1 GPU or more")
     # each value as the daemon's YAML would read it (``partitions=8``: the integer 8)
     options = {key: yaml.safe_load(value) for key, value in
                (pair.split("=", 1) for pair in args.options.split(",") if pair)}
@@ -142,15 +169,18 @@ def main() -> int:
     except ValueError as err:
         parser.error(str(err))
     print(f"# {describe()}")
+    teamed = (f", {args.entities} teams" + (f" capped at {args.entity_cap} GPUs"
+                                             if args.entity_cap else "")) if args.entities else ""
     print(f"\n## The first plan of N waiting jobs on {sum(cluster.values()):,} GPUs "
           f"({args.cluster}, {args.partners} partners"
-          f"{', options ' + args.options if options else ''})\n")
+          f"{', options ' + args.options if options else ''}{teamed})\n")
     print("| policy | jobs | pairs | plan s | of it the solve s | peak RSS | fits the plan lead of |")
     print("|---|---|---|---|---|---|---|")
     for name in names:
         for n in (int(s) for s in args.sizes.split(",")):
-            cmd = [sys.executable, __file__, "--child", str(n), str(args.partners), name,
-                   json.dumps(options), json.dumps(cluster)]
+            cmd = [sys.executable, __file__, "--child", json.dumps({
+                "n": n, "partners": args.partners, "policy_name": name, "options": options,
+                "cluster": cluster, "entities": args.entities, "entity_cap": args.entity_cap})]
             wall, rss, out = fresh(cmd, args.timeout)
             if out is None:
                 why = (f"killed after {args.timeout:.0f} s" if wall >= args.timeout
