@@ -22,7 +22,9 @@ Usage::
 With ``--entities N`` the jobs belong to N teams in turn (``team0``, ...: weights 1, 2, 3
 and inner policies fairness and FIFO in turn, thesis §5.4.3), each capped at
 ``--entity-cap`` GPUs if given: the hierarchical policies' case, where no two jobs of
-different teams share a row of the LP.
+different teams share a row of the LP. With ``--measured`` each job plans on its own steps/s
+(its type's within +-10%, as once the daemon has measured it, thesis §5.3.3), so no two
+jobs share a row.
 """
 
 from __future__ import annotations
@@ -60,12 +62,15 @@ def teams(count: int, cap: int | None = None) -> dict:
 
 def first_plan(n: int, partners: int, policy_name: str, options: dict | None = None,
                cluster: dict[str, int] = CLUSTER, entities: int = 0,
-               entity_cap: int | None = None) -> dict:
+               entity_cap: int | None = None, measured: bool = False) -> dict:
     """The first plan of ``n`` waiting jobs on ``cluster`` under ``policy_name`` (this
     process): the pairs its solve listed, the plan's and the solve's seconds, peak RSS.
-    ``entities``: the jobs belong to that many ``teams`` in turn."""
+    ``entities``: the jobs belong to that many ``teams`` in turn; ``measured``: each job
+    has its own steps/s, its type's within +-10% (one seeded draw)."""
     import dataclasses
     import resource
+
+    import numpy as np
 
     from gavelsched.core import CoreConfig, SchedulerCore
     from gavelsched.core.driver import RoundDriver, spec_of
@@ -94,8 +99,11 @@ def first_plan(n: int, partners: int, policy_name: str, options: dict | None = N
     if entities:
         jobs = [dataclasses.replace(job, entity=f"team{i % entities}")
                 for i, job in enumerate(jobs)]
+    table, noise = default_table(), np.random.default_rng(0).uniform(0.9, 1.1, (n, len(cluster)))
     for i, job in enumerate(jobs):
-        core.submit(spec_of(str(i), job), 0.0)
+        own = {t: table.get(t, job.job_type, job.scale_factor) * noise[i, k]
+               for k, t in enumerate(cluster)} if measured else None
+        core.submit(spec_of(str(i), job), 0.0, throughputs=own)
     start = time.perf_counter()
     try:
         RoundDriver(core).plan(0.0)
@@ -152,6 +160,8 @@ def main() -> int:
                         help="the jobs belong to N teams in turn (default: none)")
     parser.add_argument("--entity-cap", type=int, metavar="GPUS",
                         help="with --entities, each team's cap in GPUs (default: none)")
+    parser.add_argument("--measured", action="store_true",
+                        help="each job plans on its own steps/s (its type's within +-10%%)")
     parser.add_argument("--timeout", type=float, default=300.0, help="per process (s)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -173,14 +183,16 @@ def main() -> int:
                                              if args.entity_cap else "")) if args.entities else ""
     print(f"\n## The first plan of N waiting jobs on {sum(cluster.values()):,} GPUs "
           f"({args.cluster}, {args.partners} partners"
-          f"{', options ' + args.options if options else ''}{teamed})\n")
+          f"{', options ' + args.options if options else ''}{teamed}"
+          f"{', each job its own steps/s' if args.measured else ''})\n")
     print("| policy | jobs | pairs | plan s | of it the solve s | peak RSS | fits the plan lead of |")
     print("|---|---|---|---|---|---|---|")
     for name in names:
         for n in (int(s) for s in args.sizes.split(",")):
             cmd = [sys.executable, __file__, "--child", json.dumps({
                 "n": n, "partners": args.partners, "policy_name": name, "options": options,
-                "cluster": cluster, "entities": args.entities, "entity_cap": args.entity_cap})]
+                "cluster": cluster, "entities": args.entities, "entity_cap": args.entity_cap,
+                "measured": args.measured})]
             wall, rss, out = fresh(cmd, args.timeout)
             if out is None:
                 why = (f"killed after {args.timeout:.0f} s" if wall >= args.timeout
