@@ -71,13 +71,13 @@ def _probe(address: str, timeout_s: float = 5.0) -> None:
 MAX_RETRIES = 3   # a task lost with its node runs again, on a node still alive
 
 
-def run_on_ray(tasks: Sequence, address: str, run, progress=None
+def run_on_ray(tasks: Sequence, address: str, run, done=None
                ) -> tuple[list[dict], list[str]]:
     """``run((i, task)) -> (i, row)`` for every task, as Ray tasks on the cluster at
     ``address``, spread over its nodes and run again (up to ``MAX_RETRIES`` times) when
     their node or worker is lost, never when ``run`` raises (that is the same on any
     node); the rows in the order of ``tasks``, and the id of the node that made each.
-    ``progress``: updated once per row."""
+    ``done``: called with each row as it comes."""
     ray = connect(address)
     try:
         remote = ray.remote(num_cpus=1, max_retries=MAX_RETRIES, retry_exceptions=False,
@@ -96,8 +96,8 @@ def run_on_ray(tasks: Sequence, address: str, run, progress=None
                 first = (str(err).strip().splitlines() or [type(err).__name__])[0]
                 raise RaySweepError(f"--ray {address}: {task[0]} lost after "
                                     f"{MAX_RETRIES} retries ({first})") from None
-            if progress is not None:
-                progress.update(1)
+            if done is not None:
+                done(rows[i])
         return rows, nodes  # type: ignore[return-value]
     finally:
         ray.shutdown()

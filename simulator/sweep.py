@@ -37,6 +37,7 @@ from traces.profiles import table_for_types
 from .config import SimConfig, preemption_overheads
 from .engine import make_policy, simulate
 from .plots import plot_sweep
+from .sweep_journal import Journal
 
 log = logging.getLogger(__name__)
 
@@ -139,26 +140,34 @@ def _run(args):
 
 
 def run_points(tasks: Sequence[tuple[SweepPoint, SweepSpec]], *, processes: int | None = None,
-               progress: bool = False, ray_address: str | None = None) -> list[dict]:
+               progress: bool = False, ray_address: str | None = None,
+               finished: Callable[[dict], None] | None = None) -> list[dict]:
     """Run every (point, spec) in a pool of ``processes`` (1: in this process), or as tasks
     on the Ray cluster at ``ray_address`` (``ray_sweep``); return the rows in the order of
     ``tasks``. Put the longest runs first: they start early. ``progress``: runs done out
-    of the total on stderr (``Progress``), and where a Ray run's rows were made."""
+    of the total on stderr (``Progress``), and where a Ray run's rows were made;
+    ``finished``: called with each row as its run finishes (``sweep_journal``)."""
     shown = Progress(len(tasks)) if progress else None
+
+    def done(row: dict) -> None:
+        if finished is not None:
+            finished(row)
+        if shown is not None:
+            shown.update(1)
     try:
         if ray_address is not None:
             from .ray_sweep import run_on_ray, summary
-            rows, nodes = run_on_ray(tasks, ray_address, _run_indexed, shown)
+            rows, nodes = run_on_ray(tasks, ray_address, _run_indexed, done)
             if shown is not None:
                 shown.note(summary(nodes))
             return rows
-        return _run_local(tasks, processes, shown)
+        return _run_local(tasks, processes, done)
     finally:
         if shown is not None:
             shown.close()
 
 
-def _run_local(tasks, processes: int | None, shown) -> list[dict]:
+def _run_local(tasks, processes: int | None, done: Callable[[dict], None]) -> list[dict]:
     rows: list[dict | None] = [None] * len(tasks)
     indexed = list(enumerate(tasks))
     if processes == 1 or len(tasks) <= 1:
@@ -170,8 +179,7 @@ def _run_local(tasks, processes: int | None, shown) -> list[dict]:
     try:
         for i, row in results:
             rows[i] = row
-            if shown is not None:
-                shown.update(1)
+            done(row)
     finally:
         if pool is not None:
             pool.close()
@@ -235,16 +243,25 @@ def run_sweep(policies: Sequence[str], rates: Sequence[float], seeds: Sequence[i
               spec: SweepSpec, out_dir: str | Path, *, processes: int | None = None,
               progress: bool = False, ray_address: str | None = None) -> list[dict]:
     """Run the grid (locally, or on the Ray cluster at ``ray_address``); write
-    ``sweep.csv`` and ``jct_vs_rate.png``; return the rows."""
+    ``sweep.csv`` and ``jct_vs_rate.png``; return the rows. Each run's row goes to the
+    folder's journal as it finishes, and the runs the journal already holds are not made
+    again (``sweep_journal``: a stopped sweep resumes where it stopped)."""
     spec = replace(spec, table=spec_table(spec))  # here: a bad cluster fails before the pool
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    journal = Journal(out, spec)
     points = [SweepPoint(p, float(r), int(s)) for p, r, s in
               itertools.product(policies, rates, seeds)]
+    todo = [pt for pt in points if (pt.policy, pt.rate, pt.seed) not in journal.done]
+    if len(todo) < len(points) and progress:
+        print(f"sweep: resumed from {journal.path}: {len(points) - len(todo)} of "
+              f"{len(points)} runs already made (remove it to make them again)",
+              file=sys.stderr, flush=True)
     # Highest rates first: the longest runs start early (as Gavel's sweep does).
-    points.sort(key=lambda pt: -pt.rate)
-    rows = run_points([(pt, spec) for pt in points], processes=processes, progress=progress,
-                      ray_address=ray_address)
+    todo.sort(key=lambda pt: -pt.rate)
+    run_points([(pt, spec) for pt in todo], processes=processes, progress=progress,
+               ray_address=ray_address, finished=journal.add)
+    rows = [journal.done[(pt.policy, pt.rate, pt.seed)] for pt in points]
     rows.sort(key=lambda r: (list(policies).index(r["policy"]), r["rate"], r["seed"]))
     write_csv(rows, out / "sweep.csv")
     plot_sweep(rows, out / "jct_vs_rate.png")

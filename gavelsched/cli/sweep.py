@@ -34,7 +34,10 @@ def register(sub) -> None:
         "sweep", formatter_class=fmt, help="rates x seeds x policies in parallel",
         description="For every (policy, rate, seed), generate a trace of --jobs jobs at that "
                     "rate and simulate it; write DIR/sweep.csv and DIR/jct_vs_rate.png "
-                    "(average JCT vs input job rate, as thesis Figures 5.9-5.11).")
+                    "(average JCT vs input job rate, as thesis Figures 5.9-5.11). Each run's "
+                    "row goes to DIR/runs.jsonl as it finishes: the same command again "
+                    "makes only the runs it lacks (a stopped sweep resumes where it "
+                    "stopped).")
     add_common_flags(s)
     s.add_argument("--rates", nargs="+", required=True, metavar="R",
                    help="input job rates (jobs/hour), space- or comma-separated")
@@ -103,10 +106,11 @@ def run_sweep(args: argparse.Namespace) -> int:
                      core_options=core, plan_lead_s=plan_lead(args),
                      arrival_grace_s=arrival_grace(args))
     preemption_overheads(args.preemption_overhead, [])  # a bad spec fails before any process starts
+    from simulator.sweep_journal import JournalError
     try:
         rows = sweep(args.policies, args.rates, args.seeds, spec, args.output,
                      processes=args.processes, progress=not args.quiet, ray_address=args.ray)
-    except RaySweepError as err:
+    except (RaySweepError, JournalError) as err:
         raise InputError(str(err)) from None
     print(f"{'policy':<32} {'rate':>6} {'seed':>5} {'avg JCT (h)':>12} {'util':>6}")
     for r in rows:

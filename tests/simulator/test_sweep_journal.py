@@ -1,0 +1,122 @@
+"""A sweep's journal (simulator/sweep_journal.py): a sweep that stops loses only the runs in
+flight, and the same command again makes only the runs it lacks, with the CSV of a sweep
+that never stopped; another sweep's journal, or a file that is not one, is refused in one
+line and left as it was; a line cut short is made again."""
+
+from __future__ import annotations
+
+import csv
+import logging
+import subprocess
+import sys
+
+import pytest
+
+import simulator.sweep as sweep_module
+from gavelsched.cli import main
+from simulator.sweep_journal import JOURNAL
+
+SWEEP = ["simulate", "sweep", "--rates", "10,30", "--seeds", "0,1",
+         "--policies", "max_min_fairness_perf,fifo_perf", "--jobs", "12",
+         "--cluster", "2:2:2", "--processes", "1"]
+
+
+def _rows(folder) -> list[dict]:
+    """The CSV's rows without ``wall_s`` (each run's own time)."""
+    with open(folder / "sweep.csv") as f:
+        return [{k: v for k, v in row.items() if k != "wall_s"} for row in csv.DictReader(f)]
+
+
+class Runs(list):
+    """The points the sweeps in this process ran, in order; with ``fail_at = k`` the k-th
+    run (from 1) raises, as a machine lost mid-sweep stops it."""
+
+    fail_at: int | None = None
+
+
+@pytest.fixture
+def runs(monkeypatch) -> Runs:
+    made = Runs()
+    real = sweep_module.run_point
+
+    def run_point(point, spec):
+        made.append((point.policy, point.rate, point.seed))
+        if len(made) == made.fail_at:
+            raise RuntimeError("the machine was lost")
+        return real(point, spec)
+    monkeypatch.setattr(sweep_module, "run_point", run_point)
+    return made
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory):
+    """The rows of the sweep run once, without a stop (its own folder)."""
+    folder = tmp_path_factory.mktemp("whole")
+    assert main([*SWEEP, "--quiet", "-o", str(folder)]) == 0
+    return _rows(folder)
+
+
+def test_a_stopped_sweep_resumes_where_it_stopped(runs, whole, tmp_path, capsys):
+    runs.fail_at = 4
+    with pytest.raises(RuntimeError, match="machine was lost"):
+        main([*SWEEP, "--quiet", "-o", str(tmp_path)])
+    assert not (tmp_path / "sweep.csv").exists()
+    made_before = runs[:3]
+    lines = (tmp_path / JOURNAL).read_text().splitlines()
+    assert len(lines) == 1 + 3                       # the sweep's name, then 3 rows
+    runs.clear()
+    runs.fail_at = None
+    assert main([*SWEEP, "-o", str(tmp_path)]) == 0
+    assert len(runs) == 5 and not set(runs) & set(made_before)   # only what it lacked
+    err = capsys.readouterr().err
+    assert f"resumed from {tmp_path / JOURNAL}: 3 of 8 runs already made" in err
+    assert "sweep: 5/5 runs done" in err
+    assert _rows(tmp_path) == whole
+
+
+def test_a_finished_sweep_run_again_makes_nothing_in_a_new_process(whole, tmp_path):
+    """(In a fresh process: the sweep's name does not depend on the process.)"""
+    assert main([*SWEEP, "--quiet", "-o", str(tmp_path)]) == 0
+    again = subprocess.run([sys.executable, "-m", "gavelsched", *SWEEP, "-o", str(tmp_path)],
+                           capture_output=True, text=True, timeout=300, check=False)
+    assert again.returncode == 0, again.stderr
+    assert "8 of 8 runs already made" in again.stderr
+    assert "runs done" not in again.stderr
+    assert _rows(tmp_path) == whole
+
+
+def test_another_sweep_s_journal_is_refused_in_one_line(runs, tmp_path, capsys):
+    assert main([*SWEEP, "--quiet", "-o", str(tmp_path)]) == 0
+    journal = (tmp_path / JOURNAL).read_bytes()
+    capsys.readouterr()
+    runs.clear()
+    other = [*SWEEP[:-4], "--cluster", "4:4:4", "--processes", "1"]   # another cluster
+    assert main([*other, "--quiet", "-o", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "holds the runs of another sweep" in err[0], err
+    assert runs == [] and (tmp_path / JOURNAL).read_bytes() == journal
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe not a journal\n", b"", b"[1, 2]\n"])
+def test_a_file_that_is_not_a_journal_is_refused_in_one_line(content, runs, tmp_path, capsys):
+    (tmp_path / JOURNAL).write_bytes(content)
+    assert main([*SWEEP, "--quiet", "-o", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a sweep journal" in err[0], err
+    assert runs == [] and (tmp_path / JOURNAL).read_bytes() == content
+
+
+def test_a_line_cut_short_is_made_again(runs, whole, tmp_path, caplog):
+    assert main([*SWEEP, "--quiet", "-o", str(tmp_path)]) == 0
+    path = tmp_path / JOURNAL
+    data = path.read_bytes()
+    path.write_bytes(data[:-40])                    # the last row's write cut short
+    runs.clear()
+    with caplog.at_level(logging.WARNING, logger="simulator.sweep_journal"):
+        assert main([*SWEEP, "--quiet", "-o", str(tmp_path)]) == 0
+    assert len(runs) == 1
+    assert any("1 line could not be read" in r.getMessage() for r in caplog.records)
+    assert _rows(tmp_path) == whole
+    runs.clear()
+    assert main([*SWEEP, "--quiet", "-o", str(tmp_path)]) == 0      # now whole again
+    assert runs == []
