@@ -19,6 +19,7 @@ import csv
 import itertools
 import logging
 import multiprocessing
+import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -44,6 +45,10 @@ log = logging.getLogger(__name__)
 FIELDS = ("policy", "rate", "seed", "jobs", "window", "avg_jct_s", "makespan_s",
           "utilization", "cost_usd", "slo_violations", "rounds", "resolves",
           "lease_extension_rate", "unarrived", "wall_s")
+
+
+class SweepStopped(KeyboardInterrupt):
+    """Ctrl-C during a sweep: which runs its journal holds (one line)."""
 
 
 @dataclass(frozen=True)
@@ -173,13 +178,18 @@ def _run_local(tasks, processes: int | None, done: Callable[[dict], None]) -> li
     if processes == 1 or len(tasks) <= 1:
         results = map(_run_indexed, indexed)
         pool = None
-    else:
-        pool = multiprocessing.Pool(processes)
+    else:   # (Ctrl-C reaches this process only, which then ends the workers' runs)
+        pool = multiprocessing.Pool(processes, initializer=signal.signal,
+                                    initargs=(signal.SIGINT, signal.SIG_IGN))
         results = pool.imap_unordered(_run_indexed, indexed)
     try:
         for i, row in results:
             rows[i] = row
             done(row)
+    except BaseException:
+        if pool is not None:
+            pool.terminate()     # (a run that raised, or Ctrl-C: the others stop too)
+        raise
     finally:
         if pool is not None:
             pool.close()
@@ -259,8 +269,13 @@ def run_sweep(policies: Sequence[str], rates: Sequence[float], seeds: Sequence[i
               file=sys.stderr, flush=True)
     # Highest rates first: the longest runs start early (as Gavel's sweep does).
     todo.sort(key=lambda pt: -pt.rate)
-    run_points([(pt, spec) for pt in todo], processes=processes, progress=progress,
-               ray_address=ray_address, finished=journal.add)
+    try:
+        run_points([(pt, spec) for pt in todo], processes=processes, progress=progress,
+                   ray_address=ray_address, finished=journal.add)
+    except KeyboardInterrupt:
+        made = sum(1 for pt in points if (pt.policy, pt.rate, pt.seed) in journal.done)
+        raise SweepStopped(f"stopped: {made} of {len(points)} runs are in {journal.path}; "
+                           "the same command again makes the others") from None
     rows = [journal.done[(pt.policy, pt.rate, pt.seed)] for pt in points]
     rows.sort(key=lambda r: (list(policies).index(r["policy"]), r["rate"], r["seed"]))
     write_csv(rows, out / "sweep.csv")

@@ -41,6 +41,7 @@ COMMAND_MODULES = {"solve": "solve", "trace": "trace", "simulate": "simulate",
 EXIT_BAD_INPUT = 2
 EXIT_REFUSED_BY_SYSTEM = 1   # the machine refused a file or folder: a full disk, a device
 EXIT_BROKEN_PIPE = 141  # what a shell reports for a process killed by SIGPIPE
+EXIT_INTERRUPTED = 130  # what a shell reports for a command stopped by Ctrl-C (SIGINT)
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:

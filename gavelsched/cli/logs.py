@@ -15,9 +15,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from . import EXIT_INTERRUPTED
 from .connection import api, connection_flags
-
-EXIT_INTERRUPTED = 130
 
 
 def register(subparsers) -> None:

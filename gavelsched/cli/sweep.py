@@ -6,12 +6,15 @@ JCT against input job rate (as thesis Figures 5.9-5.11). Registered under ``simu
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from . import InputError
+from . import EXIT_INTERRUPTED, InputError
 from .args import seed
 from .simulate_flags import (
     add_common_flags,
+    arrival_grace,
+    core_options,
     estimator_config,
     load_throughputs,
     parse_cluster,
@@ -19,10 +22,8 @@ from .simulate_flags import (
     parse_gpus_per_server,
     parse_prices,
     parse_window,
-    preemption_overheads,
-    arrival_grace,
     plan_lead,
-    core_options,
+    preemption_overheads,
 )
 
 
@@ -66,10 +67,9 @@ def register(sub) -> None:
 
 def run_sweep(args: argparse.Namespace) -> int:
     """Run every (policy, rate, seed) and print one row each (``simulator.sweep``)."""
+    from simulator.ray_sweep import RaySweepError, require_ray
     from simulator.sweep import SweepSpec
     from simulator.sweep import run_sweep as sweep
-
-    from simulator.ray_sweep import RaySweepError, require_ray
     if args.ray is not None:
         try:
             require_ray()           # before any work: a missing extra is one line
@@ -106,12 +106,16 @@ def run_sweep(args: argparse.Namespace) -> int:
                      core_options=core, plan_lead_s=plan_lead(args),
                      arrival_grace_s=arrival_grace(args))
     preemption_overheads(args.preemption_overhead, [])  # a bad spec fails before any process starts
+    from simulator.sweep import SweepStopped
     from simulator.sweep_journal import JournalError
     try:
         rows = sweep(args.policies, args.rates, args.seeds, spec, args.output,
                      processes=args.processes, progress=not args.quiet, ray_address=args.ray)
     except (RaySweepError, JournalError) as err:
         raise InputError(str(err)) from None
+    except SweepStopped as stopped:
+        print(f"gavelsched simulate: {stopped}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     print(f"{'policy':<32} {'rate':>6} {'seed':>5} {'avg JCT (h)':>12} {'util':>6}")
     for r in rows:
         jct = "n/a" if r["avg_jct_s"] is None else f"{r['avg_jct_s'] / 3600:.2f}"

@@ -1,14 +1,17 @@
-"""A sweep's journal (simulator/sweep_journal.py): a sweep that stops loses only the runs in
-flight, and the same command again makes only the runs it lacks, with the CSV of a sweep
-that never stopped; another sweep's journal, or a file that is not one, is refused in one
-line and left as it was; a line cut short is made again."""
+"""A sweep's journal (simulator/sweep_journal.py): a sweep that stops (a run that raised,
+Ctrl-C) loses only the runs in flight, and the same command again makes only the runs it
+lacks, with the CSV of a sweep that never stopped; another sweep's journal, or a file that
+is not one, is refused in one line and left as it was; a line cut short is made again."""
 
 from __future__ import annotations
 
 import csv
 import logging
+import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -120,3 +123,37 @@ def test_a_line_cut_short_is_made_again(runs, whole, tmp_path, caplog):
     runs.clear()
     assert main([*SWEEP, "--quiet", "-o", str(tmp_path)]) == 0      # now whole again
     assert runs == []
+
+
+def test_ctrl_c_stops_a_sweep_in_one_line_and_the_same_command_resumes_it(tmp_path):
+    """Ctrl-C (SIGINT to the sweep's process group, as a terminal sends it) while two
+    worker processes run: exit 130 with one line that says what the journal holds, no
+    traceback, and no process left (before, the pool waited for runs its workers had
+    dropped, and the sweep hung)."""
+    slow = ["simulate", "sweep", "--jobs", "1500", "--rates", "5,6", "--seeds", "0,1",
+            "--policies", "max_min_fairness_perf", "--cluster", "36:36:36", "-o", str(tmp_path)]
+    sweep = subprocess.Popen([sys.executable, "-m", "gavelsched", *slow, "--processes", "2"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    journal = tmp_path / JOURNAL
+    try:
+        while sweep.poll() is None and not (
+                journal.exists() and len(journal.read_text().splitlines()) >= 2):
+            time.sleep(0.05)                        # until a run's row is in the journal
+        os.killpg(sweep.pid, signal.SIGINT)
+        err = sweep.communicate(timeout=120)[1]
+    finally:
+        if sweep.poll() is None:                    # (hung: the group goes, not the test run)
+            os.killpg(sweep.pid, signal.SIGKILL)
+    made = len(journal.read_text().splitlines()) - 1
+    assert sweep.returncode == 130 and 1 <= made < 4, err
+    stopped = [line for line in err.splitlines() if not line.startswith("sweep: ")]
+    assert stopped == [f"gavelsched simulate: stopped: {made} of 4 runs are in {journal}; "
+                       "the same command again makes the others"], err
+    with pytest.raises(ProcessLookupError):
+        os.killpg(sweep.pid, 0)                     # its workers ended with it
+    again = subprocess.run([sys.executable, "-m", "gavelsched", *slow, "--processes", "1"],
+                           capture_output=True, text=True, timeout=300, check=False)
+    assert again.returncode == 0, again.stderr
+    assert f"{made} of 4 runs already made" in again.stderr
+    assert len(_rows(tmp_path)) == 4
