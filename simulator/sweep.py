@@ -57,6 +57,11 @@ class SweepPoint:
     rate: float
     seed: int
 
+    @property
+    def key(self) -> tuple[str, float, int]:
+        """The point as its journal names it (``sweep_journal.key_of``)."""
+        return (self.policy, self.rate, self.seed)
+
 
 @dataclass(frozen=True)
 class SweepSpec:
@@ -262,7 +267,7 @@ def run_sweep(policies: Sequence[str], rates: Sequence[float], seeds: Sequence[i
     journal = Journal(out, spec)
     points = [SweepPoint(p, float(r), int(s)) for p, r, s in
               itertools.product(policies, rates, seeds)]
-    todo = [pt for pt in points if (pt.policy, pt.rate, pt.seed) not in journal.done]
+    todo = [pt for pt in points if pt.key not in journal.done]
     if len(todo) < len(points) and progress:
         print(f"sweep: resumed from {journal.path}: {len(points) - len(todo)} of "
               f"{len(points)} runs already made (remove it to make them again)",
@@ -273,10 +278,10 @@ def run_sweep(policies: Sequence[str], rates: Sequence[float], seeds: Sequence[i
         run_points([(pt, spec) for pt in todo], processes=processes, progress=progress,
                    ray_address=ray_address, finished=journal.add)
     except KeyboardInterrupt:
-        made = sum(1 for pt in points if (pt.policy, pt.rate, pt.seed) in journal.done)
+        made = sum(1 for pt in points if pt.key in journal.done)
         raise SweepStopped(f"stopped: {made} of {len(points)} runs are in {journal.path}; "
                            "the same command again makes the others") from None
-    rows = [journal.done[(pt.policy, pt.rate, pt.seed)] for pt in points]
+    rows = [journal.done[pt.key] for pt in points]
     rows.sort(key=lambda r: (list(policies).index(r["policy"]), r["rate"], r["seed"]))
     write_csv(rows, out / "sweep.csv")
     plot_sweep(rows, out / "jct_vs_rate.png")

@@ -103,9 +103,9 @@ class Journal:
             except (ValueError, TypeError, KeyError, UnicodeDecodeError):
                 unread += 1
         if unread:
-            log.warning("%s: %d line%s could not be read (a write cut short?); %s run%s "
+            log.warning("%s: %d line%s could not be read (a write cut short?); %s made "
                         "again", self.path, unread, "" if unread == 1 else "s",
-                        "that is" if unread == 1 else "those are", "" if unread == 1 else "s")
+                        "its run is" if unread == 1 else "their runs are")
 
     def add(self, row: Mapping[str, Any]) -> None:
         """Record a finished run's row."""
