@@ -16,7 +16,7 @@ Usage::
     python benchmarks/policy_scale.py --policies min_total_duration_packed \\
         --options partitions=8                                       # POP on top
     python benchmarks/policy_scale.py --policies allox --cluster 22:21:21   # 64 GPUs
-    python benchmarks/policy_scale.py --policies max_min_fairness_water_filling \
+    python benchmarks/policy_scale.py --policies max_min_fairness_water_filling \\
         --entities 20 --entity-cap 256                               # 20 teams, capped
 
 With ``--entities N`` the jobs belong to N teams in turn (``team0``, ...: weights 1, 2, 3
@@ -99,7 +99,8 @@ def first_plan(n: int, partners: int, policy_name: str, options: dict | None = N
     if entities:
         jobs = [dataclasses.replace(job, entity=f"team{i % entities}")
                 for i, job in enumerate(jobs)]
-    table, noise = default_table(), np.random.default_rng(0).uniform(0.9, 1.1, (n, len(cluster)))
+    table = default_table()
+    noise = np.random.default_rng(0).uniform(0.9, 1.1, (n, len(cluster)))
     for i, job in enumerate(jobs):
         own = {t: table.get(t, job.job_type, job.scale_factor) * noise[i, k]
                for k, t in enumerate(cluster)} if measured else None

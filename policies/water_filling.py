@@ -69,7 +69,7 @@ POLISH_SOLVER = "CLARABEL"
 # Where an interior point cannot polish precisely (every level kept to POLISH_SLACK leaves
 # a thin feasible set), a vertex can: HiGHS's interior point with crossover, then its
 # simplex should that fail too. On the polish of 10,000 jobs with 8 partners each
-# (169,347 columns) the first took 13 s and the simplex 135 s (BENCHMARKS.md, "Water
+# (169,347 columns) the first took 10 s and the simplex 137 s (BENCHMARKS.md, "Water
 # filling with pairs at production size").
 VERTEX_SOLVERS = ("HIGHS_IPM", "HIGHS")
 # Pruned LPs (``prune``) need an interior point's strictly complementary duals to find

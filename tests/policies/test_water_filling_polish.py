@@ -1,7 +1,7 @@
 """Water filling's polish (policies/water_filling.py: ``WaterFilling._polish``), solved
 again at a vertex when Clarabel cannot solve it precisely: by HiGHS's interior point with
 crossover first, by its simplex only should that fail too. At production size the simplex
-took 135 s where the interior point took 13 s (BENCHMARKS.md, "Water filling with pairs
+took 137 s where the interior point took 10 s (BENCHMARKS.md, "Water filling with pairs
 at production size"); both reach the same optimum."""
 
 from __future__ import annotations
