@@ -21,10 +21,9 @@ Usage::
 
 With ``--entities N`` the jobs belong to N teams in turn (``team0``, ...: weights 1, 2, 3
 and inner policies fairness and FIFO in turn, thesis §5.4.3), each capped at
-``--entity-cap`` GPUs if given: the hierarchical policies' case, where no two jobs of
-different teams share a row of the LP. With ``--measured`` each job plans on its own steps/s
-(its type's within +-10%, as once the daemon has measured it, thesis §5.3.3), so no two
-jobs share a row.
+``--entity-cap`` GPUs if given: the hierarchical policies' case, where every job has a row
+of the LP of its own. With ``--measured`` each job plans on its own steps/s (its type's
+within +-10%, as once the daemon has measured it, thesis §5.3.3), so no two jobs are alike.
 """
 
 from __future__ import annotations
