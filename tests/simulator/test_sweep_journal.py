@@ -148,8 +148,9 @@ def test_ctrl_c_stops_a_sweep_in_one_line_and_the_same_command_resumes_it(tmp_pa
     made = len(journal.read_text().splitlines()) - 1
     assert sweep.returncode == 130 and 1 <= made < 4, err
     stopped = [line for line in err.splitlines() if not line.startswith("sweep: ")]
-    assert stopped == [f"gavelsched simulate: stopped: {made} of 4 runs are in {journal}; "
-                       "the same command again makes the others"], err
+    expected = (f"gavelsched simulate: stopped: {made} of 4 runs are in {journal}; "
+                "the same command again makes the others")
+    assert stopped == [expected], err
     with pytest.raises(ProcessLookupError):
         os.killpg(sweep.pid, 0)                     # its workers ended with it
     again = subprocess.run([sys.executable, "-m", "gavelsched", *slow, "--processes", "1"],
