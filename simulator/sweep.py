@@ -45,6 +45,18 @@ log = logging.getLogger(__name__)
 FIELDS = ("policy", "rate", "seed", "jobs", "window", "avg_jct_s", "makespan_s",
           "utilization", "cost_usd", "slo_violations", "rounds", "resolves",
           "lease_extension_rate", "unarrived", "wall_s")
+TEXT_FIELDS = ("policy", "window")
+
+
+def is_row(row: Mapping[str, Any]) -> bool:
+    """``row`` has a run's fields: text where ``TEXT_FIELDS`` say, a number (or None) in
+    the others, and ``jcts_s`` a list of numbers (a journal's line read back)."""
+    def number(value) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return (all(k in row for k in FIELDS)
+            and all(isinstance(row[k], str) for k in TEXT_FIELDS)
+            and all(row[k] is None or number(row[k]) for k in FIELDS if k not in TEXT_FIELDS)
+            and isinstance(row.get("jcts_s"), list) and all(map(number, row["jcts_s"])))
 
 
 class SweepStopped(KeyboardInterrupt):
@@ -264,7 +276,7 @@ def run_sweep(policies: Sequence[str], rates: Sequence[float], seeds: Sequence[i
     spec = replace(spec, table=spec_table(spec))  # here: a bad cluster fails before the pool
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    journal = Journal(out, spec)
+    journal = Journal(out, spec, accept=is_row)
     points = [SweepPoint(p, float(r), int(s)) for p, r, s in
               itertools.product(policies, rates, seeds)]
     todo = [pt for pt in points if pt.key not in journal.done]

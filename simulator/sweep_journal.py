@@ -6,7 +6,8 @@ folder, it makes only the runs the journal lacks and writes the same CSV and plo
 The journal's first line names its sweep: a digest of everything but the grid
 (``SweepSpec``) and of the package's version. A folder whose journal belongs to another
 sweep is refused in one line rather than mixed into this one's rows. A line that cannot be
-read (a write cut short) is skipped with a warning, and its run made again.
+read (a write cut short, or not a row: edited by hand) is skipped with a warning, and its
+run made again.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -66,11 +67,14 @@ def _plain(value: Any) -> Any:
 
 class Journal:
     """The journal of the sweep ``spec`` in ``folder``: ``done`` holds the rows it already
-    has by point; ``add`` appends one as its run finishes."""
+    has by point (those ``accept`` takes: a line that is not a row is unreadable); ``add``
+    appends one as its run finishes."""
 
-    def __init__(self, folder: Path, spec: Any) -> None:
+    def __init__(self, folder: Path, spec: Any,
+                 accept: Callable[[Mapping[str, Any]], bool] = lambda row: True) -> None:
         self.path = Path(folder) / JOURNAL
         self.sweep = fingerprint(spec)
+        self._accept = accept
         self.done: dict[Key, dict] = {}
         if self.path.exists():
             self._read()
@@ -99,6 +103,8 @@ class Journal:
                 continue
             try:
                 row = json.loads(line)
+                if not (isinstance(row, dict) and self._accept(row)):
+                    raise ValueError("not a row")
                 self.done[key_of(row)] = row
             except (ValueError, TypeError, KeyError, UnicodeDecodeError):
                 unread += 1

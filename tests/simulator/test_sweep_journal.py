@@ -6,6 +6,7 @@ is not one, is refused in one line and left as it was; a line cut short is made 
 from __future__ import annotations
 
 import csv
+import json
 import logging
 import os
 import signal
@@ -123,6 +124,28 @@ def test_a_line_cut_short_is_made_again(runs, whole, tmp_path, caplog):
     runs.clear()
     assert main([*SWEEP, "--quiet", "-o", str(tmp_path)]) == 0      # now whole again
     assert runs == []
+
+
+@pytest.mark.parametrize("edit", [
+    lambda row: row.pop("avg_jct_s"),                       # a field missing
+    lambda row: row.update(utilization="most"),            # text where a number goes
+    lambda row: row.update(jcts_s=[1.0, None]),            # a JCT that is not a number
+    lambda row: row.update(seed=True),
+], ids=["a field missing", "text for a number", "a JCT not a number", "a boolean seed"])
+def test_a_line_that_is_not_a_row_is_made_again(edit, runs, whole, tmp_path, caplog):
+    """(A journal edited by hand: without the check, the CSV or the plot raised.)"""
+    assert main([*SWEEP, "--quiet", "-o", str(tmp_path)]) == 0
+    path = tmp_path / JOURNAL
+    head, first, *rest = path.read_text().splitlines()
+    row = json.loads(first)
+    edit(row)
+    path.write_text("\n".join([head, json.dumps(row), *rest]) + "\n")
+    runs.clear()
+    with caplog.at_level(logging.WARNING, logger="simulator.sweep_journal"):
+        assert main([*SWEEP, "--quiet", "-o", str(tmp_path)]) == 0
+    assert len(runs) == 1
+    assert any("1 line could not be read" in r.getMessage() for r in caplog.records)
+    assert _rows(tmp_path) == whole
 
 
 def test_ctrl_c_stops_a_sweep_in_one_line_and_the_same_command_resumes_it(tmp_path):
