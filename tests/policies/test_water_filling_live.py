@@ -74,7 +74,8 @@ def assert_levels_of_every_column(problem: Problem) -> int:
         ours, theirs = pruned.solve(problem), full.solve(problem)
     relative = BACKED_OFF if backoffs.count else MOVED
     moved = relative * exchange_rate(problem)
-    levels_close(*levels, moved=moved, handed=chained_gain(problem, levels[1], relative))
+    chained = chained_gain(problem, levels[1], relative)
+    levels_close(*levels, moved=moved, handed=chained)
     assert_valid(problem, ours)
     cols, U = level_model(problem)
     polished = U @ cols.z_from(ours), U @ cols.z_from(theirs)
@@ -82,8 +83,9 @@ def assert_levels_of_every_column(problem: Problem) -> int:
         levels_close(np.minimum(after, before), before, moved=moved)   # nobody lowered
     # The polish's total is the optimum over the levels it keeps, and those are each
     # method's, equal only to the tolerance checked above: keeping one job's level higher
-    # by d moves that optimum by at most d times the exchange rate.
-    apart = exchange_rate(problem) * float(np.abs(levels[0] - levels[1]).sum())
+    # by d moves that optimum by d times the exchange rate, or through a chain of jobs and
+    # types by as much as the levels' own chained gain ("FIFO, chained polish" below).
+    apart = max(exchange_rate(problem) * float(np.abs(levels[0] - levels[1]).sum()), chained)
     levels_close(*(np.array([after.sum()]) for after in polished), moved=moved, handed=apart)
     handed = max(float(after.sum() - before.sum()) for before, after in zip(levels, polished))
     levels_close(*polished, moved=moved, handed=max(handed, 0.0))
@@ -185,6 +187,24 @@ FOUND_LIVE = {
          ({"v100": 0.0, "p100": 0.5, "k80": 0.75}, 1, 1.0, "e0"),
          ({"v100": 0.0, "p100": 0.0, "k80": 0.5}, 1, 1.0, "e0")],
         {"e0": (1.0, "fifo")}),
+    # Found by CI (session 59): a FIFO entity beside a fairness one. The pruned method kept
+    # three jobs' levels 5e-9 higher than the full method (within the levels' tolerance),
+    # and its polish handed out 0.00325 less in all (8.88951 against 8.89275), past the
+    # one-hop allowance (0.00253 at an exchange rate of 226.5). The old simplex polish gave
+    # the same totals. A chain of exchanges amplifies that gap (its chained gain at 1e-7
+    # is 0.24), so the totals are compared within the levels' chained gain too.
+    "FIFO, chained polish": found(
+        {"v100": 1, "p100": 1, "k80": 1},
+        [({"v100": 0.0, "p100": 0.5, "k80": 0.5}, 2, 1.0, "e0"),
+         ({"v100": 0.5, "p100": 0.5, "k80": 0.5}, 2, 1.0, "e0"),
+         ({"v100": 48.75, "p100": 98.5, "k80": 33.5}, 1, 1.0, "e1"),
+         ({"v100": 11.0, "p100": 86.25, "k80": 86.0}, 1, 1.0, "e0"),
+         ({"v100": 0.0, "p100": 12.75, "k80": 2.5}, 1, 1.0, "e0"),
+         ({"v100": 99.25, "p100": 13.5, "k80": 0.5}, 1, 1.0, "e1"),
+         ({"v100": 0.0, "p100": 0.5, "k80": 0.0}, 1, 1.0, "e0"),
+         ({"v100": 0.0, "p100": 5.25, "k80": 70.0}, 1, 1.0, "e0"),
+         ({"v100": 0.0, "p100": 0.5, "k80": 0.5}, 1, 1.0, "e0")],
+        {"e0": (1.0, "fifo"), "e1": (1.0, "fairness")}),
 }
 
 
