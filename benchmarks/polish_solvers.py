@@ -78,6 +78,8 @@ def main() -> int:
     if args.solve:
         print(json.dumps(solve(Path(args.solve[0]), args.solve[1])))
         return 0
+    if args.jobs < 1 or args.partners < 0 or not args.timeout > 0:
+        parser.error("--jobs: 1 or more; --partners: 0 or more; --timeout: seconds > 0")
     print(f"# {describe()}")
     with tempfile.TemporaryDirectory() as tmp:
         lp_file = Path(tmp) / "polish.pickle"
