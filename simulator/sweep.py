@@ -287,8 +287,9 @@ def run_sweep(policies: Sequence[str], rates: Sequence[float], seeds: Sequence[i
     # Highest rates first: the longest runs start early (as Gavel's sweep does).
     todo.sort(key=lambda pt: -pt.rate)
     try:
-        run_points([(pt, spec) for pt in todo], processes=processes, progress=progress,
-                   ray_address=ray_address, finished=journal.add)
+        if todo:     # (a sweep the journal holds whole needs no pool, nor a Ray cluster)
+            run_points([(pt, spec) for pt in todo], processes=processes, progress=progress,
+                       ray_address=ray_address, finished=journal.add)
     except KeyboardInterrupt:
         made = sum(1 for pt in points if pt.key in journal.done)
         raise SweepStopped(f"stopped: {made} of {len(points)} runs are in {journal.path}; "
