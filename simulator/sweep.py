@@ -274,7 +274,7 @@ def run_sweep(policies: Sequence[str], rates: Sequence[float], seeds: Sequence[i
     folder's journal as it finishes, and the runs the journal already holds are not made
     again (``sweep_journal``: a stopped sweep resumes where it stopped)."""
     spec = replace(spec, table=spec_table(spec))  # here: a bad cluster fails before the pool
-    out = Path(out_dir)
+    out = Path(out_dir).absolute()   # (once: the journal and the lines name it so)
     out.mkdir(parents=True, exist_ok=True)
     journal = Journal(out, spec, accept=is_row)
     points = [SweepPoint(p, float(r), int(s)) for p, r, s in
