@@ -295,6 +295,7 @@ class WaterFilling(ColumnPolicy):
             if live is not None and not frozen.all() and np.any(
                     floor[stuck] < caps[stuck] * (1 - CAP_TOL)):  # a cluster constraint bound
                 caps = self._prune(step, floor, frozen, live)
+                frozen |= floor >= caps  # at the cap of their live columns (none: 0)
             log.debug("%s: iteration %d raised by %.4g, froze %d jobs (%d left)", self.name,
                       iterations, rise, stuck.sum(), (~frozen).sum())
         if not frozen.all():

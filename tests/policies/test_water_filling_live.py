@@ -268,6 +268,28 @@ def test_fifo_entities_need_far_fewer_lps(monkeypatch):
     assert (reference < 1e-9).sum() >= 10  # the cluster is too small: some jobs get nothing
 
 
+def test_jobs_with_no_live_column_are_frozen_without_an_lp(monkeypatch):
+    """A job whose every column is dead cannot rise: once the dead columns are dropped it
+    is frozen at once, and no LP is solved only to say that its level stays where it is
+    (a FIFO entity's queued jobs, one event each, took a galloping search of LPs)."""
+    from policies.water_filling_live import LiveSteps
+
+    real = LiveSteps.__call__
+    pointless = []
+
+    def solve(step, floor, w):
+        rising = w > 0
+        if rising.any() and np.all(step.caps[rising] <= floor[rising]):
+            pointless.append(int(rising.sum()))
+        return real(step, floor, w)
+    monkeypatch.setattr(LiveSteps, "__call__", solve)
+    problem = fifo_phases(96)
+    levels = get_policy(NAME)._levels(problem)
+    assert pointless == []
+    levels_close(levels, get_policy(NAME, prune=False)._levels(problem),
+                 moved=MOVED * exchange_rate(problem))
+
+
 def test_prune_option_is_checked():
     with pytest.raises(Exception, match="prune must be true or false, not 'yes'"):
         get_policy(NAME, prune="yes")
