@@ -48,12 +48,16 @@ class UnknownPolicy(PolicyError, KeyError):
 class Infeasible(PolicyError):
     """The policy's constraints cannot all hold (e.g. SLOs that no allocation can meet).
 
-    ``jobs`` names the jobs whose constraints conflict, when the policy can tell.
+    ``jobs`` names the jobs whose constraints conflict, when the policy can tell;
+    ``certificate``, where the solver gave one, is a proof of it: one multiplier >= 0 per
+    row of ``A @ x <= b`` with ``A.T @ y >= 0`` on the variables >= 0, ``0`` on the free
+    ones and ``b @ y < 0`` (Farkas; policies/water_filling_jump.py reads it).
     """
 
     def __init__(self, reason: str, jobs: tuple[str, ...] = ()) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.certificate = None
         self.jobs = tuple(jobs)
 
 

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ._lazy import sp
-from .errors import Outcome, SolverFailed, check_outcome
+from .errors import Infeasible, Outcome, SolverFailed, check_outcome
 from .frozen import record
 from .sparse import Compressed, Coo, as_scipy, compressed_arrays, coo_arrays
 
@@ -110,7 +110,13 @@ def clarabel_lists(c: list, A: Compressed, b: list, rows: int, what: str,
     solver = clarabel.DefaultSolver(P, c, A, b, cones, settings)
     sol = solver.solve()
     outcome = outcomes.get(sol.status, Outcome.FAILED)
-    if check_outcome(outcome, what, "CLARABEL", precise=precise, status=str(sol.status)):
+    try:
+        inaccurate = check_outcome(outcome, what, "CLARABEL", precise=precise,
+                                   status=str(sol.status))
+    except Infeasible as err:   # Clarabel's z is then a Farkas certificate
+        err.certificate = np.asarray(sol.z)[:rows]
+        raise
+    if inaccurate:
         log.debug("%s: solver CLARABEL reports an inaccurate optimum (used as is)", what)
     dual = np.asarray(sol.z)[:rows]
     return LPResult(np.asarray(sol.x), float(sol.obj_val), dual, "CLARABEL")

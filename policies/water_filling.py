@@ -41,6 +41,7 @@ from .lp import LinearProgram, WarmLevel, maximise_level, solve_lp
 from .problem import Allocation, Problem
 from .problem_json import whole_number
 from .water_filling_caps import EntityCaps, cap_constraints, entity_caps, shrink, with_caps
+from .water_filling_jump import last_feasible
 from .water_filling_live import LiveSteps, column_jobs
 
 log = logging.getLogger(__name__)
@@ -325,10 +326,11 @@ class WaterFilling(ColumnPolicy):
         Until a cluster constraint binds, water filling is known in closed form: each
         rising job rises at its rate until its cap, where it freezes and its weight moves
         on (``cap_events``). The event states are increasingly high levels, so if one is
-        feasible all earlier ones are, and no cluster bottleneck came before it. A
-        galloping then binary search finds the last feasible event state in O(log events)
-        LPs, each of which is the normal step from that state; the step from the last one
-        is returned, as (floor, frozen, rates, step result, LPs solved). None when even the
+        feasible all earlier ones are, and no cluster bottleneck came before it. A search
+        of LPs, each the normal step from one event state, finds the last feasible one
+        (``last_feasible``, policies/water_filling_jump.py: a gallop and a bisection, cut
+        short where the LPs' prices prove states infeasible); the step from it is
+        returned, as (floor, frozen, rates, step result, LPs solved). None when even the
         first event after the current state is not feasible.
 
         The event levels are used as they are: a job that reached its cap stays exactly at
@@ -338,6 +340,7 @@ class WaterFilling(ColumnPolicy):
         LPs without the margin, and a job fixed at its cap leaves the pruned LP anyway."""
         states = [(floor, frozen)]
         results: dict[int, tuple] = {}
+        lps = 0
 
         def state(j: int):
             while len(states) <= j + 1:
@@ -347,35 +350,34 @@ class WaterFilling(ColumnPolicy):
                 states.append(nxt)
             return states[j + 1]
 
-        def feasible(j: int) -> bool:
+        def probe(j: int):
+            nonlocal lps
             at = state(j)
             if at is None:
-                return False
+                return False, None
             w = rising_weights(groups, job_weight, at[1])
             if not (w > 0).any():
                 w = (at[1] & ~frozen).astype(float)  # all frozen: any bounded level will do
+            lps += 1
             try:
                 result = step(at[0], w)
-            except (Infeasible, SolverFailed):
-                return False
+            except SolverFailed:
+                return False, None
+            except Infeasible:
+                return False, prices()
             if result[0] < -CAP_TOL:
-                return False
+                return False, prices()
             results[j] = (w, (max(result[0], 0.0), result[1], result[2]))
-            return True
+            return True, prices()
 
-        good, bad, probe = -1, None, 1
-        while bad is None:  # gallop: 1, 3, 7, ... (event 0 was this step's own end)
-            if feasible(probe):
-                good, probe = probe, 2 * probe + 1
-            else:
-                bad = probe
-        while bad - good > 1:
-            mid = (good + bad) // 2
-            if feasible(mid):
-                good = mid
-            else:
-                bad = mid
-        lps = len(results) + (bad is not None and bad not in results)
+        def prices():   # the last LP's, as a test of infeasibility (pruned LPs only)
+            return step.refutation() if isinstance(step, LiveSteps) else None
+
+        def refuted(j: int, refutation) -> bool:
+            at = state(j)
+            return at is None or refutation(at[0])
+
+        good = last_feasible(probe, refuted)
         if good < 1:
             return None
         at = state(good)

@@ -38,6 +38,7 @@ import numpy as np
 from ._lazy import sp
 from .errors import Infeasible, SolverFailed
 from .lp import maximise_level
+from .water_filling_jump import Refutation
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,11 @@ class LiveSteps:
         self.U = sp.csr_matrix(U)
         self.owner, self.live, self.solver, self.what = column_jobs(U), live, solver, what
         self.k = U.shape[0]
+        self.dual = None    # the last LP's duals, every row (``refutation``)
+        coo = self.U.tocoo()
+        self.rate = np.zeros(self.A.shape[1])  # what each column makes for its job
+        self.rate[coo.col] = coo.data
+        self.own_cap = np.asarray(self.U.max(axis=1).todense()).ravel()
         self.refresh()
 
     def refresh(self) -> None:
@@ -125,17 +131,32 @@ class LiveSteps:
         infeasible LP."""
         e = self.e.copy()
         e[:self.k] = w
+        self.dual = None
         for n, (exact, solver) in enumerate(attempts):
             keep, b, z = self._reduced(floor, w, exact=exact)
             try:
                 level = maximise_level(self.A[:, keep], b, e, solver, self.what, precise=True)
                 break
+            except Infeasible as err:
+                self.dual = err.certificate     # a proof of it, where the solver gave one
+                raise
             except SolverFailed as err:
                 if n == len(attempts) - 1 or solver == attempts[n + 1][1]:
                     raise
                 log.debug("%s; solving again with %s", err, attempts[n + 1][1])
         z[keep] = level.z
+        self.dual = level.dual
         return level.t, z, level.dual[:self.k]
+
+    def refutation(self) -> Refutation | None:
+        """A test, from the last LP's prices (or its proof of infeasibility), that floors
+        are infeasible (policies/water_filling_jump.py); None when it priced no capacity
+        (an LP bound by some job's own cap: its prices refute nothing)."""
+        rows = slice(2 * self.k, None)     # the capacity rows
+        if self.dual is None or not np.any(self.dual[rows] > 0):
+            return None
+        return Refutation(self.dual, self.A[rows], self.b[rows], self.rate, self.owner,
+                          self.own_cap)
 
     def dead_columns(self, floor: np.ndarray, frozen: np.ndarray) -> np.ndarray:
         """The live columns of jobs not yet frozen that are zero in every allocation
