@@ -97,6 +97,7 @@ from gavelsched.daemon.service import NOT_PLANNED  # noqa: E402
 from gavelsched.rpc import pb, pb_grpc  # noqa: E402
 from policies.registry import policy_class
 from host import describe  # (a sibling: this file runs as a script)
+from policy_scale import team_specs  # (a sibling too)
 
 TYPES = ("k80", "p100", "v100")
 JOB_TYPES = ("ResNet-18 (batch size 16)", "LM (batch size 5)", "Transformer (batch size 16)",
@@ -177,17 +178,31 @@ COUNTED = (("rpcs", "method"), ("renewals", "answer"), ("calls_refused", "method
            ("init_jobs", "answer"), ("init_jobs", "why"))
 SERIES = re.compile(r'^gavelsched_(\w+)_total\{([^}]*)\} ([\d.e+]+)$', re.M)
 LABEL = re.compile(r'(\w+)="([^"]*)"')
+SOLVES = re.compile(r"^gavelsched_(policy_solve_seconds_sum|policy_solve_seconds_count|"
+                    r"plans_waited_total) ([\d.e+]+)$", re.MULTILINE)
 
 
-def rpc_counts(url: str) -> tuple[dict[str, float], ...]:
+def solve_totals(text: str) -> dict[str, float]:
+    """From a /metrics ``scrape``: the policy's solves so far (``..._count``), their seconds
+    (``..._sum``) and the rounds planned on the allocation in force while one ran."""
+    return {name: float(value) for name, value in SOLVES.findall(text)}
+
+
+def scrape(url: str) -> str:
+    """The scheduler's /metrics; "" when it does not answer in time (a scrape of every
+    job's gauges is slow on a busy machine)."""
+    try:
+        return urllib.request.urlopen(url, timeout=300).read().decode()
+    except OSError:
+        return ""
+
+
+def rpc_counts(text: str) -> tuple[dict[str, float], ...]:
     """``gavelsched_rpcs_total`` by method, ``gavelsched_renewals_total`` by answer,
     ``gavelsched_calls_refused_total`` by method and ``gavelsched_init_jobs_total`` by answer
-    and by why the book did not answer (``COUNTED``), from the scheduler's /metrics (empty
-    when it does not answer in time: a scrape of every job's gauges is slow on a busy
-    machine)."""
-    try:
-        text = urllib.request.urlopen(url, timeout=300).read().decode()
-    except OSError:
+    and by why the book did not answer (``COUNTED``), from a /metrics ``scrape`` (empty
+    without one)."""
+    if not text:
         return tuple({} for _ in COUNTED)
     counts: dict[tuple[str, str], dict[str, float]] = {key: {} for key in COUNTED}
     for name, labels, value in SERIES.findall(text):
@@ -250,6 +265,9 @@ class Row:
     api_s: list[float] = field(default_factory=list)
     rpcs_s: float = math.nan
     top: str = ""
+    solves: int = 0                  # re-solves settled in the measured rounds
+    solve_s: float = math.nan        # ... their mean seconds
+    waited: int = 0                  # rounds planned on the allocation in force meanwhile
     renewals: float = math.nan       # RenewLease calls served in the measured rounds
     answers: dict[str, float] = field(default_factory=dict)   # ... by who answered them
     init_answers: dict[str, float] = field(default_factory=dict)   # InitJobs, by who answered
@@ -281,17 +299,21 @@ def job_mix(jobs: int, single_gpu: bool = False) -> list[tuple[str, int, int]]:
 
 
 def submit_all(cluster: LocalCluster, jobs: int, total_steps: int,
-               single_gpu: bool = False) -> float:
-    """Submit ``jobs`` jobs as arrays (``job_mix``); the seconds it took."""
+               single_gpu: bool = False, entities: int = 0) -> float:
+    """Submit ``jobs`` jobs as arrays (``job_mix``), each kind's copies shared evenly among
+    ``entities`` teams (``team_specs``' names; 0: no entity); the seconds it took."""
     stub = pb_grpc.ClientToSchedulerStub(cluster.chan)
+    teams = list(team_specs(entities)) or [""]
     began = time.perf_counter()
     for job_type, scale, copies in job_mix(jobs, single_gpu):
-        while copies > 0:
-            count = min(copies, MAX_ARRAY)
-            stub.Submit(pb.JobRequest(job_type=job_type, scale_factor=scale,
-                                      total_steps=total_steps, workload="steps",
-                                      count=count), timeout=600)
-            copies -= count
+        for k, team in enumerate(teams):
+            left = copies // len(teams) + (k < copies % len(teams))
+            while left > 0:
+                count = min(left, MAX_ARRAY)
+                stub.Submit(pb.JobRequest(job_type=job_type, scale_factor=scale,
+                                          total_steps=total_steps, workload="steps",
+                                          count=count, entity=team), timeout=600)
+                left -= count
     return time.perf_counter() - began
 
 
@@ -363,6 +385,8 @@ def scale_cluster(gpus: int, args, prefix: str = "gavel-scale-", **config) -> Lo
     more of its cluster.yaml."""
     shm = Path("/dev/shm")
     root = Path(tempfile.mkdtemp(prefix=prefix, dir=shm if shm.is_dir() else None))
+    if args.entities:
+        config = {"entities": team_specs(args.entities, args.entity_cap), **config}
     return LocalCluster(root, policy=args.policy, round_seconds=args.round_seconds,
                         heartbeat_seconds=args.heartbeat_seconds,
                         config={"expected_workers": gpus, "eta": args.eta,
@@ -390,7 +414,8 @@ def measure(gpus: int, jobs: int, args) -> Row:
             raise SystemExit(f"a hollow worker process exited; see {root}/hollow*.log")
         pid = cluster.scheduler.pid
         row.submit_jobs_s = jobs / submit_all(cluster, jobs, args.total_steps,
-                                              policy_class(args.policy).TRAITS.single_gpu)
+                                              policy_class(args.policy).TRAITS.single_gpu,
+                                              args.entities)
         print(f"  {gpus} GPUs, {jobs} jobs: submitted at {row.submit_jobs_s:.0f} jobs/s; "
               f"waiting for {args.warmup} warm-up rounds", file=sys.stderr, flush=True)
 
@@ -401,8 +426,10 @@ def measure(gpus: int, jobs: int, args) -> Row:
         wait_until(lambda: len(starts()) >= first, 20 * args.round_seconds + 600,
                    "the warm-up rounds")
         cpu0, hollow0, t0 = cpu_s([pid]), cpu_s([p.pid for p in hollow]), time.monotonic()
-        rpcs0, answers0, refused0, inits0, whys0 = rpc_counts(
-            f"http://127.0.0.1:{metrics_port}/metrics")
+        metrics = f"http://127.0.0.1:{metrics_port}/metrics"
+        text = scrape(metrics)
+        rpcs0, answers0, refused0, inits0, whys0 = rpc_counts(text)
+        solves0 = solve_totals(text)
         probe = start_probe(cluster)
         base = first - 1             # the index of the round start measuring begins at
         client = pb_grpc.ClientToSchedulerStub(cluster.chan)
@@ -424,8 +451,12 @@ def measure(gpus: int, jobs: int, args) -> Row:
             print(f"  round {k} of {args.rounds}", file=sys.stderr, flush=True)
         wall = time.monotonic() - t0
         row.heartbeat_s = stop_probe(probe)
-        rpcs1, answers1, refused1, inits1, whys1 = rpc_counts(
-            f"http://127.0.0.1:{metrics_port}/metrics")
+        text = scrape(metrics)
+        rpcs1, answers1, refused1, inits1, whys1 = rpc_counts(text)
+        solved = {k: v - solves0.get(k, 0.0) for k, v in solve_totals(text).items()}
+        row.solves = int(solved.get("policy_solve_seconds_count", 0))
+        row.solve_s = solved.get("policy_solve_seconds_sum", math.nan) / max(row.solves, 1)
+        row.waited = int(solved.get("plans_waited_total", 0))
         row.cpu_share = (cpu_s([pid]) - cpu0) / wall
         row.hollow_cpu_share = (cpu_s([p.pid for p in hollow]) - hollow0) / wall
         row.peak_mib = peak_rss_mib(pid)
@@ -566,6 +597,12 @@ def fleet_arguments(parser: argparse.ArgumentParser, *, gpus: str, rounds: int,
                         help="the hollow jobs' time dilation (docs/runtime.md, Emulation)")
     parser.add_argument("--total-steps", type=int, default=10**9)
     parser.add_argument("--policy", default="max_min_fairness_perf")
+    parser.add_argument("--entities", type=int, default=0, metavar="N",
+                        help="the jobs belong to N teams (policy_scale.py's: weights 1-3, "
+                             "fairness and FIFO inside in turn), as the hierarchical "
+                             "policies (max_min_fairness_water_filling*) read them")
+    parser.add_argument("--entity-cap", type=int, metavar="GPUS",
+                        help="with --entities, each team's cap in GPUs (default: none)")
     parser.add_argument("--policy-option", action="append", default=[], metavar="KEY=VALUE",
                         help="the scheduler's policy_options (repeatable), e.g. partitions=4: "
                              "POP's sub-problems for a re-solve over 100,000 jobs")
@@ -590,6 +627,8 @@ def fleet_sizes(parser: argparse.ArgumentParser, args) -> list[tuple[int, int]]:
                      f"({args.gpus_per_server})")
     if any(j <= 0 for j in queues) or args.rounds < 1 or args.warmup < 0:
         parser.error("--jobs, --rounds must be positive and --warmup not negative")
+    if args.entities < 0 or (args.entity_cap is not None and args.entity_cap < 1):
+        parser.error("--entities: 0 or more teams; --entity-cap: 1 GPU or more")
     args.policy_options = policy_options(args.policy_option)
     return list(itertools.product(sizes, queues))
 
@@ -637,8 +676,8 @@ def main() -> int:
           "| renewals past their deadline / refused as busy (of them, not yet planned), of "
           "all; answered from the book | answered after the lease's checkpoint: extended "
           "(of them, after 10 s or asked again) / not extended / no answer | "
-          "hollow CPU |")
-    print("|---" * 21 + "|", flush=True)
+          "hollow CPU | re-solves settled (mean s); rounds planned while one ran |")
+    print("|---" * 22 + "|", flush=True)
     rows = []
     for gpus, jobs in pairs:
         try:
@@ -660,7 +699,8 @@ def main() -> int:
               f"{booked(r)} | "
               f"{r.late.get(LATE_OUTCOMES[0], 0):,} ({r.late_saved:,}) / "
               f"{' / '.join(f'{r.late.get(w, 0):,}' for w in LATE_OUTCOMES[1:])} | "
-              f"{r.hollow_cpu_share:.0%} |", flush=True)
+              f"{r.hollow_cpu_share:.0%} | {r.solves} ({r.solve_s:.2f} s); {r.waited} |",
+              flush=True)
     print()
     for r in rows:
         print(refusals(r))

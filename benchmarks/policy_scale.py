@@ -49,14 +49,19 @@ LEADS = (("30-s", 9.0), ("360-s", 108.0))            # (round, its plan lead in 
 OPTIONS = {"min_makespan_with_budget": {"budget": 1e7}}
 
 
+def team_specs(count: int, cap: int | None = None) -> dict:
+    """``count`` entities as cluster.yaml and the Problem JSON write them, ``team0`` ...:
+    weights 1, 2, 3 and inner policies fairness and FIFO in turn, each capped at ``cap``
+    GPUs (None: uncapped)."""
+    return {f"team{k}": {"weight": 1.0 + k % 3, "policy": ("fairness", "fifo")[k % 2],
+                         **({"max_gpus": cap} if cap else {})} for k in range(count)}
+
+
 def teams(count: int, cap: int | None = None) -> dict:
-    """``count`` entities, ``team0`` ...: weights 1, 2, 3 and inner policies fairness and
-    FIFO in turn, each capped at ``cap`` GPUs (None: uncapped)."""
+    """``team_specs`` as the policies' ``Entity`` objects."""
     from policies import Entity
 
-    return {f"team{k}": Entity(f"team{k}", weight=1.0 + k % 3,
-                               policy=("fairness", "fifo")[k % 2], max_gpus=cap)
-            for k in range(count)}
+    return {name: Entity(name, **spec) for name, spec in team_specs(count, cap).items()}
 
 
 def first_plan(n: int, partners: int, policy_name: str, options: dict | None = None,

@@ -165,7 +165,7 @@ def run(gpus: int, jobs: int, args) -> list[Event]:
         client = pb_grpc.ClientToSchedulerStub(cluster.chan)
         wait_until(lambda: len(alive_servers(client)) == servers, 600,
                    f"{servers} hollow workers", every=POLL_S)
-        submit_all(cluster, jobs, args.total_steps)
+        submit_all(cluster, jobs, args.total_steps, entities=args.entities)
         print(f"  {gpus} GPUs, {jobs} jobs submitted; {args.warmup} warm-up rounds",
               file=sys.stderr, flush=True)
         rounds_after(log_path, time.time(), args.warmup, args.round_seconds)

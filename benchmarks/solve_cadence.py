@@ -108,7 +108,7 @@ def measure(gpus: int, jobs: int, args) -> dict:
         hollow = hollow_procs(cluster, args, servers, cluster.root)
         wait_until(lambda: cluster.alive_workers() == servers, 600, f"{servers} workers")
         began = time.time()
-        submit_all(cluster, jobs, args.total_steps)
+        submit_all(cluster, jobs, args.total_steps, entities=args.entities)
         probe = SubmitProbe(cluster.chan)
         wait_until(lambda: round_starts(log_path), 1800, "the first round")
         start, *_, launch, _ = round_starts(log_path)[0]
