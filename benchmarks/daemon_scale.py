@@ -50,6 +50,9 @@ queue. Then ``--rounds`` rounds are measured; reported per size:
   ``RENEW_AGAIN_S``): extended (the run kept, in the same process; of them, those answered
   more than 10 s after they were sent, or asked again, which the tree before this wait
   ended), not extended, or no answer in time (the run ends as not renewed).
+- the re-solves that settled in the measured rounds, their mean seconds, and the rounds
+  planned on the allocation in force while one ran (``gavelsched_policy_solve_seconds``,
+  ``gavelsched_plans_waited_total``).
 - below the table: the calls the scheduler refused as busy in the measured rounds, by
   method (``gavelsched_calls_refused_total``), and which calls held the seats then: the
   mean over its log's lines, each a sample taken at a refusal (``service.Refusals``); and
@@ -58,8 +61,13 @@ queue. Then ``--rounds`` rounds are measured; reported per size:
   code: each run ends and its job is placed again; and of the InitJobs answered, the share
   answered from the book of launches (``gavelsched_init_jobs_total``; ``daemon/launches.py``).
 
+With ``--entities N`` the jobs belong to N teams (``policy_scale.team_specs``, in the
+scheduler's cluster.yaml), as the hierarchical policies read them.
+
     python benchmarks/daemon_scale.py --gpus 64 --jobs 500 --rounds 3 --round-seconds 10  # quick
     python benchmarks/daemon_scale.py --gpus 512,1024,2048 --jobs 20000,50000 --rounds 6
+    python benchmarks/daemon_scale.py --gpus 2048 --jobs 20000 --rounds 8 --warmup 2 \
+        --entities 20 --policy max_min_fairness_water_filling                # 20 teams
 """
 
 from __future__ import annotations

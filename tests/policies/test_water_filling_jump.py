@@ -66,10 +66,10 @@ def rise(problem: Problem, floor: np.ndarray) -> float:
 def test_prices_refute_only_floors_that_no_allocation_meets(problem, data):
     """Solve the pruned LP at random floors (most of them beyond the small clusters drawn),
     over every column or only some (as if the others were dead), take its prices, and
-    check every floor they refute by the LP of every column, along
-    the ray through the LP's floors and through other random floors (where jobs the LP
-    left out, at level 0 and not rising, have levels); and the floors an LP over every
-    column found infeasible are refuted by its own prices."""
+    check every floor they refute by the LP of every column: along the ray through the
+    LP's floors, and through other random floors (where the jobs the LP left out, at level
+    0 and not rising, have levels). And the floors an LP over every column found
+    infeasible are refuted by its own prices."""
     U, A, b, e = rows(problem)
     if U.shape[0] == 0:     # no job can run anywhere
         return
