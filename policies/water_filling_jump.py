@@ -33,6 +33,8 @@ from ._lazy import sp
 
 # A refutation must clear this fraction of the prices' scale (solver and rounding noise).
 REFUTE_TOL = 1e-9
+# A column this close to its job's cap (relative) counts as at the cap (``at_cap``).
+NEAR_CAP = 1e-6
 # The gallop's factor: probes 1, 5, 21, ... until one fails or is refuted.
 GALLOP = 4
 # Guesses in a row that may fail (each refuting more than itself) before the search bisects.
@@ -72,8 +74,10 @@ def at_cap(rate: np.ndarray, cost: np.ndarray, owner: np.ndarray,
     """Per-job prices (lam, mu) whose bound ``lam*L - mu`` is exact at the job's own cap:
     there it needs full time on a column at the cap, the cheapest of which costs ``top``;
     ``lam`` is the smallest slope that keeps ``lam*rate - mu <= cost`` on the slower
-    columns, and at least ``top / cap`` (so ``mu >= 0``). Every job has a column."""
-    fastest = rate >= cap[owner]
+    columns, and at least ``top / cap`` (so ``mu >= 0``). Columns within ``NEAR_CAP`` of the
+    cap count among the fastest (the bound stays valid, a little weaker): a slope over a
+    near tie would be so steep that rounding ate the bound. Every job has a column."""
+    fastest = rate >= cap[owner] * (1 - NEAR_CAP)
     top = np.full(cap.size, np.inf)
     np.minimum.at(top, owner[fastest], cost[fastest])
     slope = top / cap

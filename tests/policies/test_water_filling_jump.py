@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -165,3 +166,31 @@ def test_prices_spare_lps_and_change_nothing(monkeypatch):
     reference = get_policy(NAME)._levels(problem)
     assert with_prices < len(solves), (with_prices, len(solves))  # 11 against 16
     np.testing.assert_array_equal(levels, reference)
+
+
+@settings(max_examples=200, deadline=None)
+@given(rates=st.lists(st.floats(0.01, 100.0), min_size=1, max_size=4),
+       costs=st.lists(st.floats(0.0, 10.0), min_size=4, max_size=4),
+       tie=st.sampled_from([0.0, 1e-15, 1e-12, 1e-9, 1e-7]), share=st.floats(0.0, 1.0))
+def test_the_bound_at_a_jobs_cap_never_exceeds_what_its_level_costs(rates, costs, tie,
+                                                                    share):
+    """``at_cap``'s bound for one job (columns of ``rates``, one of them a near tie of the
+    fastest) is at most the least its level can cost with its time at most 1 (an LP by
+    scipy), at every level up to its cap, and exact at the cap without a near tie."""
+    from scipy.optimize import linprog
+
+    from policies.water_filling_jump import at_cap
+
+    rate = np.array(rates + [max(rates) * (1 - tie)])
+    cost = np.array(costs[:rate.size - 1] + [costs[-1]])
+    owner = np.zeros(rate.size, dtype=int)
+    cap = np.array([rate.max()])
+    lam, mu = at_cap(rate, cost, owner, cap)
+    level = cap[0] * share
+    least = linprog(cost, A_ub=np.vstack([-rate, np.ones(rate.size)]), b_ub=[-level, 1.0],
+                    bounds=(0, None), method="highs")
+    assert least.status == 0
+    assert lam[0] * level - mu[0] <= least.fun + 1e-9 * max(1.0, least.fun), (lam, mu)
+    if tie == 0.0:
+        at_top = cost[rate >= cap[0]].min()
+        assert lam[0] * cap[0] - mu[0] == pytest.approx(at_top, rel=1e-9, abs=1e-12)
