@@ -1,7 +1,7 @@
 """The jump's search (policies/water_filling_jump.py, thesis §5.4.3): an LP's prices
-refute only floors that no allocation meets, they refute the infeasible floors their own
-LP was solved at, and the search they guide ends on the state the search without them ends
-on, with fewer LPs."""
+refute only floors that no allocation meets (and each job's bound in them is at most what
+its level costs), they refute the infeasible floors their own LP was solved at, and the
+search they guide ends on the state the search without them ends on, with fewer LPs."""
 
 from __future__ import annotations
 
