@@ -18,6 +18,8 @@ Usage::
     python benchmarks/policy_scale.py --policies allox --cluster 22:21:21   # 64 GPUs
     python benchmarks/policy_scale.py --policies max_min_fairness_water_filling \\
         --entities 20 --entity-cap 256                               # 20 teams, capped
+    python benchmarks/policy_scale.py --policies max_min_fairness_water_filling_perf \\
+        --sizes 20000 --entities 20 --measured --lps       # and its LPs, by kind
 
 With ``--entities N`` the jobs belong to N teams in turn (``team0``, ...: weights 1, 2, 3
 and inner policies fairness and FIFO in turn, thesis §5.4.3), each capped at
@@ -66,11 +68,13 @@ def teams(count: int, cap: int | None = None) -> dict:
 
 def first_plan(n: int, partners: int, policy_name: str, options: dict | None = None,
                cluster: dict[str, int] = CLUSTER, entities: int = 0,
-               entity_cap: int | None = None, measured: bool = False) -> dict:
+               entity_cap: int | None = None, measured: bool = False,
+               lps: bool = False) -> dict:
     """The first plan of ``n`` waiting jobs on ``cluster`` under ``policy_name`` (this
     process): the pairs its solve listed, the plan's and the solve's seconds, peak RSS.
     ``entities``: the jobs belong to that many ``teams`` in turn; ``measured``: each job
-    has its own steps/s, its type's within +-10% (one seeded draw)."""
+    has its own steps/s, its type's within +-10% (one seeded draw); ``lps``: also the
+    direct path's LPs by kind (``counted_lps``)."""
     import dataclasses
     import resource
 
@@ -109,6 +113,7 @@ def first_plan(n: int, partners: int, policy_name: str, options: dict | None = N
         own = {t: table.get(t, job.job_type, job.scale_factor) * noise[i, k]
                for k, t in enumerate(cluster)} if measured else None
         core.submit(spec_of(str(i), job), 0.0, throughputs=own)
+    counts = counted_lps() if lps else None
     start = time.perf_counter()
     try:
         RoundDriver(core).plan(0.0)
@@ -117,7 +122,33 @@ def first_plan(n: int, partners: int, policy_name: str, options: dict | None = N
                 "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     plan_s = time.perf_counter() - start
     return {"pairs": solves[0][0], "plan_s": plan_s, "solve_s": solves[0][1],
-            "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+            "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            **({"lps": counts} if counts is not None else {})}
+
+
+def counted_lps() -> dict[str, list[float]]:
+    """From now on in this process, every LP the policies hand ``policies.lp.solve_lp``
+    (the direct path), infeasible ones too: {kind: [LPs, seconds]}, the kind being what
+    the policy names in brackets ("polish", "dead columns"), "step" otherwise."""
+    import policies.lp
+
+    counts: dict[str, list[float]] = {}
+    real = policies.lp.solve_lp
+
+    def solve_lp(lp, solver, what, **kwargs):
+        start = time.perf_counter()
+        try:
+            return real(lp, solver, what, **kwargs)
+        finally:
+            kind = what.rpartition("(")[2].rstrip(")") if what.endswith(")") else "step"
+            tally = counts.setdefault(kind, [0, 0.0])
+            tally[0] += 1
+            tally[1] += time.perf_counter() - start
+    for module in list(sys.modules.values()):     # every policy module that bound it
+        if (getattr(module, "__name__", "").startswith("policies")
+                and getattr(module, "solve_lp", None) is real):
+            module.solve_lp = solve_lp
+    return counts
 
 
 def fresh(cmd: list[str], timeout: float) -> tuple[float, float, str | None]:
@@ -167,6 +198,8 @@ def main() -> int:
                         help="with --entities, each team's cap in GPUs (default: none)")
     parser.add_argument("--measured", action="store_true",
                         help="each job plans on its own steps/s (its type's within +-10%%)")
+    parser.add_argument("--lps", action="store_true",
+                        help="a column of the direct path's LPs by kind: how many, seconds")
     parser.add_argument("--timeout", type=float, default=300.0, help="per process (s)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -190,14 +223,15 @@ def main() -> int:
           f"({args.cluster}, {args.partners} partners"
           f"{', options ' + args.options if options else ''}{teamed}"
           f"{', each job its own steps/s' if args.measured else ''})\n")
-    print("| policy | jobs | pairs | plan s | of it the solve s | peak RSS | fits the plan lead of |")
-    print("|---|---|---|---|---|---|---|")
+    print("| policy | jobs | pairs | plan s | of it the solve s | peak RSS | fits the plan lead of |"
+          + (" LPs: how many, seconds |" if args.lps else ""))
+    print("|---" * (8 if args.lps else 7) + "|")
     for name in names:
         for n in (int(s) for s in args.sizes.split(",")):
             cmd = [sys.executable, __file__, "--child", json.dumps({
                 "n": n, "partners": args.partners, "policy_name": name, "options": options,
                 "cluster": cluster, "entities": args.entities, "entity_cap": args.entity_cap,
-                "measured": args.measured})]
+                "measured": args.measured, "lps": args.lps})]
             wall, rss, out = fresh(cmd, args.timeout)
             if out is None:
                 why = (f"killed after {args.timeout:.0f} s" if wall >= args.timeout
@@ -209,9 +243,11 @@ def main() -> int:
                 print(f"| {name} | {n:,} | | refused after {row['after_s']:.2f} s: "
                       f"{row['error']} | | {row['rss_mib']:.0f} MiB | neither |", flush=True)
                 continue
+            lps = "; ".join(f"{kind} {count:,}, {seconds:.2f} s" for kind, (count, seconds)
+                            in row.get("lps", {}).items())
             print(f"| {name} | {n:,} | {row['pairs']:,} | {row['plan_s']:.2f} | "
-                  f"{row['solve_s']:.2f} | {row['rss_mib']:.0f} MiB | {fits(row['plan_s'])} |",
-                  flush=True)
+                  f"{row['solve_s']:.2f} | {row['rss_mib']:.0f} MiB | {fits(row['plan_s'])} |"
+                  + (f" {lps} |" if args.lps else ""), flush=True)
     return 0
 
 
