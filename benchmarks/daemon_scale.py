@@ -463,7 +463,8 @@ def measure(gpus: int, jobs: int, args) -> Row:
         rpcs1, answers1, refused1, inits1, whys1 = rpc_counts(text)
         solved = {k: v - solves0.get(k, 0.0) for k, v in solve_totals(text).items()}
         row.solves = int(solved.get("policy_solve_seconds_count", 0))
-        row.solve_s = solved.get("policy_solve_seconds_sum", math.nan) / max(row.solves, 1)
+        row.solve_s = (solved.get("policy_solve_seconds_sum", math.nan) / row.solves
+                       if row.solves else math.nan)
         row.waited = int(solved.get("plans_waited_total", 0))
         row.cpu_share = (cpu_s([pid]) - cpu0) / wall
         row.hollow_cpu_share = (cpu_s([p.pid for p in hollow]) - hollow0) / wall
@@ -707,7 +708,7 @@ def main() -> int:
               f"{booked(r)} | "
               f"{r.late.get(LATE_OUTCOMES[0], 0):,} ({r.late_saved:,}) / "
               f"{' / '.join(f'{r.late.get(w, 0):,}' for w in LATE_OUTCOMES[1:])} | "
-              f"{r.hollow_cpu_share:.0%} | {r.solves} ({r.solve_s:.2f} s); {r.waited} |",
+              f"{r.hollow_cpu_share:.0%} | {settled(r)}; {r.waited} |",
               flush=True)
     print()
     for r in rows:
@@ -715,6 +716,11 @@ def main() -> int:
         print(init_failures(r))
     print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
     return 0
+
+
+def settled(row: Row) -> str:
+    """The re-solves settled in the measured rounds, with their mean time if any did."""
+    return f"{row.solves} ({row.solve_s:.2f} s)" if row.solves else "0"
 
 
 def refusals(row: Row) -> str:

@@ -81,6 +81,7 @@ class LiveSteps:
         self.rate = np.zeros(self.A.shape[1])  # what each column makes for its job
         self.rate[coo.col] = coo.data
         self.own_cap = np.asarray(self.U.max(axis=1).todense()).ravel()
+        self.capacity = self.A[2 * self.k:]    # the capacity rows (types, entity caps)
         self.refresh()
 
     def refresh(self) -> None:
@@ -152,11 +153,10 @@ class LiveSteps:
         """A test, from the last LP's prices (or its proof of infeasibility), that floors
         are infeasible (policies/water_filling_jump.py); None when it priced no capacity
         (an LP bound by some job's own cap: its prices refute nothing)."""
-        rows = slice(2 * self.k, None)     # the capacity rows
-        if self.dual is None or not np.any(self.dual[rows] > 0):
+        if self.dual is None or not np.any(self.dual[2 * self.k:] > 0):
             return None
-        return Refutation(self.dual, self.A[rows], self.b[rows], self.rate, self.owner,
-                          self.own_cap)
+        return Refutation(self.dual, self.capacity, self.b[2 * self.k:], self.rate,
+                          self.owner, self.own_cap)
 
     def dead_columns(self, floor: np.ndarray, frozen: np.ndarray) -> np.ndarray:
         """The live columns of jobs not yet frozen that are zero in every allocation
