@@ -123,13 +123,17 @@ def spec_table(spec: SweepSpec) -> ThroughputTable:
     return table_for_types(spec.table or default_table(), spec.cluster)
 
 
+def point_jobs(rate: float, seed: int, spec: SweepSpec, table: ThroughputTable) -> list:
+    """The jobs the points at ``rate`` and ``seed`` replay (every policy the same)."""
+    if spec.trace is not None:
+        return spec.trace(rate, seed)
+    return generate_trace(spec.jobs, rate, table=table, seed=seed, multi_gpu=spec.multi_gpu,
+                          entities=tuple(spec.entities or ()))
+
+
 def run_point(point: SweepPoint, spec: SweepSpec) -> dict:
     table = spec_table(spec)
-    if spec.trace is not None:
-        jobs = spec.trace(point.rate, point.seed)
-    else:
-        jobs = generate_trace(spec.jobs, point.rate, table=table, seed=point.seed,
-                              multi_gpu=spec.multi_gpu, entities=tuple(spec.entities or ()))
+    jobs = point_jobs(point.rate, point.seed, spec, table)
     window = spec.window or default_window(len(jobs))
     types = ClusterView.build(spec.cluster).worker_types
     options = {"round_seconds": spec.round_seconds,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from pathlib import Path
 
@@ -17,6 +16,8 @@ from . import InputError, sweep
 from .args import counts_text, seed
 from .simulate_flags import (
     add_common_flags,
+    arrival_grace,
+    core_options,
     estimator_config,
     load_throughputs,
     parse_cluster,
@@ -24,18 +25,13 @@ from .simulate_flags import (
     parse_gpus_per_server,
     parse_prices,
     parse_window,
-    preemption_overheads,
-    arrival_grace,
     plan_lead,
-    core_options,
+    preemption_overheads,
+    rounds_at_least,
+    warn_long_replays,
 )
 
-log = logging.getLogger(__name__)
-
 DEFAULT_POLICY = "max_min_fairness_perf"
-# A replay that cannot end in fewer rounds than this is warned of (--round-seconds too short
-# for the trace's jobs: a minute of rounds for every few thousand jobs' hour).
-LONG_REPLAY_ROUNDS = 1_000_000
 DEFAULT_JOBS = 100
 DEFAULT_RATE = 20.0
 
@@ -131,11 +127,9 @@ def _run(args: argparse.Namespace) -> int:
                     plan_lead_s=plan_lead(args), arrival_grace_s=arrival_grace(args))
     if not args.quiet:
         print(f"{source} on {counts_text(cluster)}, policy {args.policy}", file=sys.stderr)
-    rounds = rounds_at_least(jobs, table, cluster, args.round_seconds)
-    if rounds > LONG_REPLAY_ROUNDS:
-        log.warning("--round-seconds %g: this replay runs at least %s rounds (its longest job "
-                    "alone on its fastest type); a longer round replays it sooner",
-                    args.round_seconds, f"{int(rounds):,}")
+    warn_long_replays({"this replay runs": rounds_at_least(jobs, table, cluster,
+                                                           args.round_seconds)},
+                      args.round_seconds)
     result = simulate(jobs, table, cluster, policy, core_config=core, sim=sim,
                       gpus_per_server=parse_gpus_per_server(args.gpus_per_server),
                       prices=parse_prices(args.prices, cluster), price_trace=price_trace,
@@ -203,27 +197,6 @@ def _jobs(args, table, cluster, entities=None):
     kind = "multi-GPU" if args.multi_gpu else "single-GPU"
     return jobs, (f"generated {len(jobs)} {kind} jobs at {args.rate:g} jobs/hour "
                   f"(seed {args.seed})")
-
-
-def rounds_at_least(jobs, table, cluster, round_seconds: float) -> float:
-    """Rounds a replay of ``jobs`` takes at least: from the first arrival to the latest a
-    job could finish, alone on its fastest type from its arrival."""
-    fastest: dict[tuple[str, int], float] = {}    # the table's, by (job type, scale factor)
-
-    def rate(job) -> float:
-        fits = [t for t, count in cluster.items() if count >= job.scale_factor]
-        if job.throughputs is not None:     # (a replay's job with rates of its own)
-            return max((job.throughputs.get(t, 0.0) for t in fits), default=0.0)
-        key = (job.job_type, job.scale_factor)
-        if key not in fastest:
-            fastest[key] = max((table.get(t, *key) for t in fits), default=0.0)
-        return fastest[key]
-
-    first = end = min(job.arrival_s for job in jobs)
-    for job in jobs:
-        if (steps_per_s := rate(job)) > 0:
-            end = max(end, job.arrival_s + job.total_steps / steps_per_s)
-    return (end - first) / round_seconds
 
 
 def _core_config(args, table, cluster, policy):

@@ -8,6 +8,7 @@ config (§5.3.3) and the re-solve rule (``--resolve``, §5.3). Every refusal is 
 from __future__ import annotations
 
 import logging
+import math
 import re
 from pathlib import Path
 
@@ -18,6 +19,11 @@ DEFAULT_CLUSTER = "v100=36,p100=36,k80=36"
 # ``gavelsched.core.resolving.RESOLVE_MODES``, spelt out so that the CLI's parser does not
 # import the core (and the solvers) for ``--help`` (a test holds the two equal).
 RESOLVE_MODES = ("gavel", "responsive")
+# A replay that cannot end in fewer rounds than this is warned of (--round-seconds too short
+# for the trace's jobs: a minute of rounds for every few thousand jobs' hour).
+LONG_REPLAY_ROUNDS = 1_000_000
+
+log = logging.getLogger(__name__)
 
 
 def add_common_flags(p) -> None:
@@ -263,3 +269,39 @@ def core_options(args) -> dict:
     if args.resolve_period is not None:
         out["resolve_period_s"] = args.resolve_period
     return out
+
+
+def rounds_at_least(jobs, table, cluster, round_seconds: float) -> float:
+    """Rounds a replay of ``jobs`` takes at least: the time some job is certainly
+    unfinished (the union over jobs of its arrival to the earliest it could finish, alone on
+    its fastest type), over the round. The replay jumps over the idle time between (a
+    sweep's low rates), so that is not counted."""
+    fastest: dict[tuple[str, int], float] = {}    # the table's, by (job type, scale factor)
+
+    def rate(job) -> float:
+        fits = [t for t, count in cluster.items() if count >= job.scale_factor]
+        if job.throughputs is not None:     # (a replay's job with rates of its own)
+            return max((job.throughputs.get(t, 0.0) for t in fits), default=0.0)
+        key = (job.job_type, job.scale_factor)
+        if key not in fastest:
+            fastest[key] = max((table.get(t, *key) for t in fits), default=0.0)
+        return fastest[key]
+
+    spans = sorted((job.arrival_s, job.arrival_s + job.total_steps / steps_per_s)
+                   for job in jobs if (steps_per_s := rate(job)) > 0)
+    busy, reached = 0.0, -math.inf
+    for start, end in spans:
+        busy += max(0.0, end - max(start, reached))
+        reached = max(reached, end)
+    return busy / round_seconds
+
+
+def warn_long_replays(rounds: dict[str, float], round_seconds: float) -> None:
+    """One warning, before any replay starts, naming the replays (``{name: rounds at
+    least}``, by ``rounds_at_least``) that run more than ``LONG_REPLAY_ROUNDS`` rounds."""
+    long = {name: n for name, n in rounds.items() if n > LONG_REPLAY_ROUNDS}
+    if long:
+        named = "; ".join(f"{name} at least {int(n):,} rounds" for name, n in long.items())
+        log.warning("--round-seconds %g: %s (each job alone on its fastest type from its "
+                    "arrival); a longer round replays %s sooner", round_seconds, named,
+                    "it" if len(long) == 1 else "them")

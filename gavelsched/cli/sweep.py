@@ -24,6 +24,8 @@ from .simulate_flags import (
     parse_window,
     plan_lead,
     preemption_overheads,
+    rounds_at_least,
+    warn_long_replays,
 )
 
 
@@ -106,6 +108,7 @@ def run_sweep(args: argparse.Namespace) -> int:
                      core_options=core, plan_lead_s=plan_lead(args),
                      arrival_grace_s=arrival_grace(args))
     preemption_overheads(args.preemption_overhead, [])  # a bad spec fails before any process starts
+    _warn_long(spec, args.rates, args.seeds)
     from simulator.sweep import SweepStopped
     from simulator.sweep_journal import JournalError
     try:
@@ -123,6 +126,17 @@ def run_sweep(args: argparse.Namespace) -> int:
               f"{r['utilization']:>6.1%}")
     print(f"wrote {args.output / 'sweep.csv'} and {args.output / 'jct_vs_rate.png'}")
     return 0
+
+
+def _warn_long(spec, rates: list[float], seeds: list[int]) -> None:
+    """Before any run: a warning naming the rates whose replays (of any seed) run more
+    than ``LONG_REPLAY_ROUNDS`` rounds (``rounds_at_least``)."""
+    from simulator.sweep import point_jobs, spec_table
+    table = spec_table(spec)
+    warn_long_replays({f"the replays at rate {rate:g} run": max(
+        rounds_at_least(point_jobs(rate, s, spec, table), table, spec.cluster,
+                        spec.round_seconds) for s in seeds) for rate in rates},
+        spec.round_seconds)
 
 
 # ---- parsing ----------------------------------------------------------------------------

@@ -42,14 +42,58 @@ def test_a_replay_of_more_rounds_than_anyone_waits_for_is_warned_of(monkeypatch,
     """``--round-seconds 0.1`` on hours-long jobs ran millions of rounds with no word;
     now the least count of rounds is warned of before the replay starts (the threshold
     lowered here, so that the replay stays short)."""
-    from gavelsched.cli import main, simulate
+    from gavelsched.cli import main, simulate_flags
 
     generated = ["simulate", "--jobs", "3", "--rate", "6", "--cluster", "2:2:2"]
     assert main(generated) == 0
     assert "this replay runs at least" not in caplog.text
-    monkeypatch.setattr(simulate, "LONG_REPLAY_ROUNDS", 10)
+    monkeypatch.setattr(simulate_flags, "LONG_REPLAY_ROUNDS", 10)
     assert main(generated) == 0
-    assert "--round-seconds 360: this replay runs at least 93 rounds" in caplog.text
+    assert "--round-seconds 360: this replay runs at least 93 rounds (each" in caplog.text
+
+
+def test_rounds_at_least_count_only_the_time_some_job_is_unfinished():
+    """The replay jumps over an idle cluster: two jobs of 10 rounds alone on their fastest
+    type, a year apart, take at least 20 rounds, not a year's; overlapping, their union."""
+    from gavelsched.cli.simulate_flags import rounds_at_least
+    from traces.types import TraceJob
+
+    def job(arrival_s: float) -> TraceJob:    # 1 step/s on "fast", 3,600 steps
+        return TraceJob("x", 1, 3600, arrival_s, throughputs={"fast": 1.0, "slow": 0.5})
+
+    cluster = {"fast": 1, "slow": 1}
+    assert rounds_at_least([job(0.0), job(3.15e7)], None, cluster, 360.0) == 20.0
+    assert rounds_at_least([job(0.0), job(1800.0)], None, cluster, 360.0) == 15.0
+
+
+def test_a_sweeps_long_replays_are_warned_of_by_rate_before_any_run(monkeypatch, caplog,
+                                                                    tmp_path):
+    """A sweep ran its replays with no word of how many rounds they take: the rates whose
+    replays run more than ``LONG_REPLAY_ROUNDS`` rounds are named in one warning before
+    the first run starts (the threshold set here between the two rates' counts, so that
+    the replays stay short: at the low rate the jobs overlap less, so more rounds)."""
+    from simulator import sweep
+    from gavelsched.cli import main, simulate_flags
+    from gavelsched.cli.simulate_flags import rounds_at_least
+
+    spec = SweepSpec(jobs=3, cluster={"v100": 2, "p100": 2, "k80": 2})
+    table = sweep.spec_table(spec)
+    low, high = (rounds_at_least(sweep.point_jobs(rate, 0, spec, table), table, spec.cluster,
+                                 spec.round_seconds) for rate in (0.5, 600.0))
+    assert low > high + 1
+    monkeypatch.setattr(simulate_flags, "LONG_REPLAY_ROUNDS", (low + high) / 2)
+    warned_first = []
+    real = sweep.run_points
+    monkeypatch.setattr(sweep, "run_points", lambda *a, **k: warned_first.append(
+        "rounds (each job alone" in caplog.text) or real(*a, **k))
+    assert main(["simulate", "sweep", "--rates", "0.5,600", "--jobs", "3", "--cluster",
+                 "2:2:2", "--policies", "fifo", "--processes", "1", "--quiet",
+                 "-o", str(tmp_path)]) == 0
+    warnings = [r.getMessage() for r in caplog.records if "rounds (each job" in r.getMessage()]
+    assert warnings == [(f"--round-seconds 360: the replays at rate 0.5 run at least "
+                         f"{int(low):,} rounds (each job alone on its fastest type from its "
+                         "arrival); a longer round replays it sooner")]
+    assert warned_first == [True]
 
 
 def test_pair_partners_reach_the_core_and_a_negative_count_exits_2(capsys):
