@@ -59,7 +59,12 @@ queue. Then ``--rounds`` rounds are measured; reported per size:
   the runs whose process gave up on its InitJob in those rounds (after
   ``lease_calls.INIT_RETRY_S`` of retries; the hollow processes' logs), by the last answer's
   code: each run ends and its job is placed again; and of the InitJobs answered, the share
-  answered from the book of launches (``gavelsched_init_jobs_total``; ``daemon/launches.py``).
+  answered from the book of launches (``gavelsched_init_jobs_total``; ``daemon/launches.py``);
+  and the launches the scheduler did not make in those rounds, by round (a launch that
+  waited for its job's last run to save, with less than its type's expected start-up
+  left in the round: its GPUs stay idle to the round's end, ``batch.worth_launching``),
+  with the fresh runs' start-ups from their round's start, which that expectation is the
+  mean of (the scheduler's log).
 
 With ``--entities N`` the jobs belong to N teams (``policy_scale.team_specs``, in the
 scheduler's cluster.yaml), as the hierarchical policies read them.
@@ -143,6 +148,14 @@ LATE_ANSWER = re.compile(STAMP + r" WARNING gavelsched\.iterator: job \S+: renew
 # job's newer run had replaced already (stale), not a run lost
 INIT_FAILED = re.compile(STAMP + r" ERROR gavelsched\.jobenv: job failed: InitJob to "
                          r"scheduler \S+ failed: (?P<code>\w+)")
+# a launch the scheduler did not make: it waited for its job's last run to save, and less
+# than its type's start-up was left in the round (``runs.RunTable``; ``batch.worth_launching``)
+NOT_LAUNCHED = re.compile(STAMP + r" INFO gavelsched\.daemon\.runs: job \S+: [\d.]+s left in "
+                          r"round (?P<round>\d+), less than its start-up; not launched")
+# a fresh run's start-up, from its round's start (a refill's: from its GPUs' release)
+STARTED_UP = re.compile(STAMP + r" INFO gavelsched\.daemon\.runs: job \S+: its run in round "
+                        r"(?P<round>\d+) started up in (?P<took>[\d.]+)s \(from its round's "
+                        r"start")
 # the deadline renewals had before they waited after the checkpoint (the other calls' still)
 OLD_RENEW_DEADLINE_S = 10.0
 LATE_OUTCOMES = ("extended", "not extended", "no answer")
@@ -294,6 +307,8 @@ class Row:
     held: dict[str, dict[str, int]] = field(default_factory=dict)
     refusal_lines: dict[str, int] = field(default_factory=dict)
     init_failed: dict[str, int] = field(default_factory=dict)   # runs that gave up on InitJob
+    not_launched: dict[int, int] = field(default_factory=dict)  # launches not made, by round
+    startups_s: list[float] = field(default_factory=list)      # start-ups from round starts
 
 
 def job_mix(jobs: int, single_gpu: bool = False) -> list[tuple[str, int, int]]:
@@ -504,6 +519,11 @@ def measure(gpus: int, jobs: int, args) -> Row:
             row.kept += [(int(k), int(n)) for k, n in KEPT_PART.findall(m["later"])]
         _, _, busy, total, _, _ = measured[-1]
         row.busy = f"{busy} of {total}"
+        for m in NOT_LAUNCHED.finditer(text):
+            if int(m["round"]) in rounds:
+                row.not_launched[int(m["round"])] = row.not_launched.get(int(m["round"]), 0) + 1
+        row.startups_s = [float(m["took"]) for m in STARTED_UP.finditer(text)
+                          if int(m["round"]) in rounds]
         row.failed = sum(measured[0][0] <= stamp(m[1]) <= measured[-1][0]
                          for m in FAILED_LINE.finditer(text))
         for m in REFUSED_LINE.finditer(text):
@@ -714,6 +734,7 @@ def main() -> int:
     for r in rows:
         print(refusals(r))
         print(init_failures(r))
+        print(launches_not_made(r))
     print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
     return 0
 
@@ -762,6 +783,24 @@ def init_failures(row: Row) -> str:
     if whys:         # (launches.Launches.why_not)
         line += ("; not in the book because: "
                  + ", ".join(f"{w} {n:,.0f}" for w, n in _most_first(whys)))
+    return line
+
+
+def launches_not_made(row: Row) -> str:
+    """The launches the scheduler did not make in the measured rounds, by round: each had
+    waited for its job's last run to save, and less than its type's start-up was left in
+    the round, so its GPUs stay idle to the round's end (what the GPUs busy column misses);
+    and the fresh runs' start-ups, from their round's start, that the expected start-up is
+    the mean of."""
+    line = (f"{row.gpus:,} GPUs x {row.jobs:,} jobs: launches not made (less than their "
+            f"start-up left in the round): {sum(row.not_launched.values()):,}")
+    if row.not_launched:
+        line += " (" + ", ".join(f"round {r}: {n:,}"
+                                 for r, n in sorted(row.not_launched.items())) + ")"
+    if row.startups_s:
+        line += (f"; fresh runs' start-ups from their round's start: mean "
+                 f"{statistics.mean(row.startups_s):.1f} s, worst {max(row.startups_s):.1f} s "
+                 f"({len(row.startups_s):,} runs)")
     return line
 
 
