@@ -151,7 +151,8 @@ INIT_FAILED = re.compile(STAMP + r" ERROR gavelsched\.jobenv: job failed: InitJo
 # a launch the scheduler did not make: it waited for its job's last run to save, and less
 # than its type's start-up was left in the round (``runs.RunTable``; ``batch.worth_launching``)
 NOT_LAUNCHED = re.compile(STAMP + r" INFO gavelsched\.daemon\.runs: job \S+: [\d.]+s left in "
-                          r"round (?P<round>\d+), less than its start-up; not launched")
+                          r"round (?P<round>\d+), less than its start-up(?: \([\d.]+s "
+                          r"expected\))?; not launched")
 # a fresh run's start-up, from its round's start (a refill's: from its GPUs' release)
 STARTED_UP = re.compile(STAMP + r" INFO gavelsched\.daemon\.runs: job \S+: its run in round "
                         r"(?P<round>\d+) started up in (?P<took>[\d.]+)s \(from its round's "

@@ -287,12 +287,12 @@ class RunTable:
             return
         R, ends = self._window(mono)
         left = ends - mono
-        if not worth_launching(left, self.startups.expected_startup(job.spec.job_type), R,
-                               refill):
+        startup = self.startups.expected_startup(job.spec.job_type)
+        if not worth_launching(left, startup, R, refill):
             # A launch that waited (for its last run to save) and could not start up before
             # the round ends is not made: it would only checkpoint what it loaded.
-            log.info("job %s: %.1fs left in round %d, less than its start-up; not launched",
-                     job_id, left, index)
+            log.info("job %s: %.1fs left in round %d, less than its start-up (%.1fs "
+                     "expected); not launched", job_id, left, index, startup)
             return
         # The lease counts from the durable count, which is exactly the commit the run
         # loads (``fences``): it always allows at least one step past it.
