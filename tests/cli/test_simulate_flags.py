@@ -66,15 +66,14 @@ def test_rounds_at_least_count_only_the_time_some_job_is_unfinished():
     assert rounds_at_least([job(0.0), job(1800.0)], None, cluster, 360.0) == 15.0
 
 
-def test_a_sweeps_long_replays_are_warned_of_by_rate_before_any_run(monkeypatch, caplog,
-                                                                    tmp_path):
-    """A sweep ran its replays with no word of how many rounds they take: the rates whose
-    replays run more than ``LONG_REPLAY_ROUNDS`` rounds are named in one warning before
-    the first run starts (the threshold set here between the two rates' counts, so that
-    the replays stay short: at the low rate the jobs overlap less, so more rounds)."""
-    from simulator import sweep
+def test_a_sweeps_long_replays_are_warned_of_before_any_run(monkeypatch, caplog, tmp_path):
+    """A sweep ran its replays with no word of how many rounds they take: when the replay
+    at its lowest rate (its jobs overlap least, so it runs the most rounds) runs more than
+    ``LONG_REPLAY_ROUNDS``, one warning says so before the first run starts (the threshold
+    set here between the two rates' counts, so that the replays stay short)."""
     from gavelsched.cli import main, simulate_flags
     from gavelsched.cli.simulate_flags import rounds_at_least
+    from simulator import sweep
 
     spec = SweepSpec(jobs=3, cluster={"v100": 2, "p100": 2, "k80": 2})
     table = sweep.spec_table(spec)
@@ -86,7 +85,7 @@ def test_a_sweeps_long_replays_are_warned_of_by_rate_before_any_run(monkeypatch,
     real = sweep.run_points
     monkeypatch.setattr(sweep, "run_points", lambda *a, **k: warned_first.append(
         "rounds (each job alone" in caplog.text) or real(*a, **k))
-    assert main(["simulate", "sweep", "--rates", "0.5,600", "--jobs", "3", "--cluster",
+    assert main(["simulate", "sweep", "--rates", "600,0.5", "--jobs", "3", "--cluster",
                  "2:2:2", "--policies", "fifo", "--processes", "1", "--quiet",
                  "-o", str(tmp_path)]) == 0
     warnings = [r.getMessage() for r in caplog.records if "rounds (each job" in r.getMessage()]
