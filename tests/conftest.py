@@ -1,15 +1,17 @@
 """Suite-wide: tests marked ``gpu`` need a CUDA device and are skipped, with the reason,
 on machines without one (CI has none; ``benchmarks/gpu_check.py`` is the GPU check); and
-hypothesis runs without its per-example deadline (200 ms by default), which is a timed
-assertion: on a loaded 2-core CI machine an example can outlast it and fail a test that
-asserts nothing about time (most of the suite's ``@settings`` turned it off one by one)."""
+hypothesis runs without its checks of time: the per-example deadline (200 ms by default)
+and the health check of slow data generation. Both are timed assertions: on a loaded
+2-core CI machine an example can outlast them and fail a test that asserts nothing about
+time (most of the suite's ``@settings`` turned them off one by one)."""
 
 from __future__ import annotations
 
 import pytest
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 
-settings.register_profile("gavelsched", deadline=None)
+settings.register_profile("gavelsched", deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("gavelsched")
 
 
