@@ -90,8 +90,11 @@ def run_on_ray(tasks: Sequence, address: str, run, done=None
             i, task = pending.pop(ref)
             try:
                 _, rows[i], nodes[i] = ray.get(ref)
-            except ray.exceptions.RayTaskError:
-                raise                        # run's own error, as a local run raises it
+            except ray.exceptions.RayTaskError as err:   # run's own error, as a local run
+                cause = getattr(err, "cause", None)        # raises it (Ray's own str is its
+                if isinstance(cause, Exception):           # remote traceback's header)
+                    raise cause from None
+                raise
             except ray.exceptions.RayError as err:
                 first = (str(err).strip().splitlines() or [type(err).__name__])[0]
                 raise RaySweepError(f"--ray {address}: {task[0]} lost after "

@@ -32,11 +32,13 @@ from gavelsched.mechanism import ClusterView
 from policies import Entity
 from traces import ThroughputTable, TraceJob
 from traces.catalog import default_table
+from traces.errors import TraceError
+from traces.formats import validate_trace
 from traces.generator import generate_trace
 from traces.profiles import table_for_types
 
 from .config import SimConfig, preemption_overheads
-from .engine import make_policy, simulate
+from .engine import SimulationError, make_policy, simulate
 from .plots import plot_sweep
 from .sweep_journal import Journal
 
@@ -57,6 +59,12 @@ def is_row(row: Mapping[str, Any]) -> bool:
             and all(isinstance(row[k], str) for k in TEXT_FIELDS)
             and all(row[k] is None or number(row[k]) for k in FIELDS if k not in TEXT_FIELDS)
             and isinstance(row.get("jcts_s"), list) and all(map(number, row["jcts_s"])))
+
+
+class SweepPointError(ValueError):
+    """A point that cannot be replayed (its trace has a job no type of the cluster can
+    run, or the replay refused): one line naming the point. Made of its message alone,
+    so that it comes back whole from a worker process or a Ray task."""
 
 
 class SweepStopped(KeyboardInterrupt):
@@ -132,8 +140,18 @@ def point_jobs(rate: float, seed: int, spec: SweepSpec, table: ThroughputTable) 
 
 
 def run_point(point: SweepPoint, spec: SweepSpec) -> dict:
+    """One point's replay and its row; ``SweepPointError`` when it cannot be replayed."""
+    try:
+        return _replay(point, spec)
+    except (TraceError, SimulationError) as err:
+        raise SweepPointError(f"{point.policy} at rate {point.rate:g}, seed {point.seed}: "
+                              f"{err}") from None
+
+
+def _replay(point: SweepPoint, spec: SweepSpec) -> dict:
     table = spec_table(spec)
     jobs = point_jobs(point.rate, point.seed, spec, table)
+    validate_trace(jobs, table, spec.cluster, "<generated trace>")
     window = spec.window or default_window(len(jobs))
     types = ClusterView.build(spec.cluster).worker_types
     options = {"round_seconds": spec.round_seconds,

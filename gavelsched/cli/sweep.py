@@ -109,12 +109,12 @@ def run_sweep(args: argparse.Namespace) -> int:
                      arrival_grace_s=arrival_grace(args))
     preemption_overheads(args.preemption_overhead, [])  # a bad spec fails before any process starts
     _warn_long(spec, args.rates, args.seeds)
-    from simulator.sweep import SweepStopped
+    from simulator.sweep import SweepPointError, SweepStopped
     from simulator.sweep_journal import JournalError
     try:
         rows = sweep(args.policies, args.rates, args.seeds, spec, args.output,
                      processes=args.processes, progress=not args.quiet, ray_address=args.ray)
-    except (RaySweepError, JournalError) as err:
+    except (RaySweepError, JournalError, SweepPointError) as err:
         raise InputError(str(err)) from None
     except SweepStopped as stopped:
         print(f"gavelsched simulate: {stopped}", file=sys.stderr)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -105,6 +106,21 @@ def test_bad_sweep_arguments_exit_2_before_any_point(argv, needle, tmp_path, cap
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and needle in err[0], err
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_a_sweep_point_no_type_can_run_exits_2_in_one_line(processes, tmp_path, capsys):
+    """A 4-GPU job of ``--multi-gpu`` on a 1-GPU cluster: ``simulate`` refused it in one
+    line, a sweep ended in a worker process's traceback. Now one line names the point, in
+    this process and from a pool (whose first point to fail ends the sweep)."""
+    assert main(["simulate", "sweep", "--rates", "1,2", "--seeds", "0", "--policies", "fifo",
+                 "--jobs", "50", "--multi-gpu", "--cluster", "v100=1", "--processes",
+                 processes, "--quiet", "-o", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert re.search(r"fifo at rate [12], seed 0: <generated trace>:\d+: field "
+                     r"'scale_factor'", err[0]), err       # (a pool's first error, either)
+    assert "larger than every worker type of the cluster (v100=1)" in err[0], err
 
 
 def test_sweep_writes_csv_and_plot(tmp_path, capsys):

@@ -111,6 +111,20 @@ def test_progress_is_the_same_for_ray_and_local_runs(cluster, tmp_path, capsys, 
     assert remote == local
 
 
+def test_a_point_that_cannot_run_is_the_local_runs_one_line(cluster, tmp_path, capsys,
+                                                            monkeypatch):
+    """A point whose trace no type can run raises on its node; the sweep ends with the
+    line a local run gives (not the header of Ray's remote traceback), exit 2."""
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    bad = ["simulate", "sweep", "--rates", "1", "--seeds", "0", "--policies", "fifo",
+           "--jobs", "50", "--multi-gpu", "--cluster", "v100=1", "--quiet"]
+    assert main([*bad, "--processes", "1", "-o", str(tmp_path / "local")]) == 2
+    local = capsys.readouterr().err.strip()
+    assert main([*bad, "--ray", cluster, "-o", str(tmp_path / "ray")]) == 2
+    assert capsys.readouterr().err.strip() == local
+    assert "fifo at rate 1, seed 0: <generated trace>:" in local and len(local.splitlines()) == 1
+
+
 def test_a_sweep_survives_a_node_that_dies(tmp_path):
     """A cluster of its own, whose one node with a CPU is killed while it runs a point;
     the node that joins then runs what was left, the lost point again."""
