@@ -230,10 +230,11 @@ def preemption_overheads(spec: str, jobs, table=None) -> dict[str, float]:
 
 def plan_lead(args) -> float:
     """``--plan-lead`` seconds (``SimConfig.plan_lead_s``): at least 0, shorter than a
-    round; a ``--round-seconds`` that is not positive is refused first (``simulate`` and
+    round; a ``--round-seconds`` that is not a finite positive number is refused first (``simulate`` and
     ``sweep`` both check it here, through ``resolve_options``)."""
-    if not args.round_seconds > 0:
-        raise InputError(f"--round-seconds: must be > 0, got {args.round_seconds}")
+    if not 0 < args.round_seconds < math.inf:
+        raise InputError(f"--round-seconds: must be a finite number > 0, got "
+                         f"{args.round_seconds}")
     if not 0.0 <= args.plan_lead < args.round_seconds:
         raise InputError(f"--plan-lead: must be >= 0 and shorter than --round-seconds "
                          f"({args.round_seconds:g} s), got {args.plan_lead}")
@@ -252,7 +253,7 @@ def core_options(args) -> dict:
     ``--min-resolve-interval``, ``--resolve-period``, ``--refill``, ``--plan-lead``,
     ``--restart-rule`` and ``--pair-partners``; refuses a negative interval or partner
     count, or a non-positive period."""
-    if args.min_resolve_interval < 0:
+    if not args.min_resolve_interval >= 0:      # (NaN too)
         raise InputError(f"--min-resolve-interval: must be >= 0, got {args.min_resolve_interval}")
     if args.resolve_period is not None and not args.resolve_period > 0:
         raise InputError(f"--resolve-period: must be > 0 seconds, got {args.resolve_period}")

@@ -122,9 +122,9 @@ class CoreConfig:
     on_solve_error: str = "raise"
 
     def __post_init__(self) -> None:
-        if not self.round_seconds > 0:
-            raise ValueError(f"round_seconds must be > 0, got {self.round_seconds}")
-        if self.min_resolve_interval_s < 0:
+        if not 0 < self.round_seconds < math.inf:
+            raise ValueError(f"round_seconds must be finite and > 0, got {self.round_seconds}")
+        if not self.min_resolve_interval_s >= 0:       # (NaN too)
             raise ValueError(
                 f"min_resolve_interval_s must be >= 0, got {self.min_resolve_interval_s}")
         if self.resolve not in RESOLVE_MODES:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from gavelsched.cli import build_parser
 from gavelsched.cli.simulate_flags import RESOLVE_MODES as CLI_MODES
 from gavelsched.cli.simulate_flags import core_options
@@ -50,6 +52,29 @@ def test_a_replay_of_more_rounds_than_anyone_waits_for_is_warned_of(monkeypatch,
     monkeypatch.setattr(simulate_flags, "LONG_REPLAY_ROUNDS", 10)
     assert main(generated) == 0
     assert "--round-seconds 360: this replay runs at least 93 rounds (each" in caplog.text
+
+
+@pytest.mark.parametrize("flag, value, needle", [
+    ("--round-seconds", "inf", "--round-seconds: must be a finite number > 0, got inf"),
+    ("--round-seconds", "nan", "--round-seconds: must be a finite number > 0, got nan"),
+    ("--round-seconds", "0", "--round-seconds: must be a finite number > 0, got 0.0"),
+    ("--min-resolve-interval", "nan", "--min-resolve-interval: must be >= 0, got nan"),
+    ("--min-resolve-interval", "-5", "--min-resolve-interval: must be >= 0, got -5.0"),
+])
+@pytest.mark.parametrize("command", [["simulate"], ["simulate", "sweep", "--rates", "5"]])
+def test_a_round_or_resolve_interval_that_is_no_length_exits_2(command, flag, value, needle,
+                                                               tmp_path, capsys):
+    """``--round-seconds inf`` replayed with NaN leases (numpy warnings, a meaningless
+    result), and ``--min-resolve-interval nan`` was taken: both are one line, exit 2, in
+    ``simulate`` and ``sweep`` alike, before anything runs. (An infinite interval stays:
+    it means never.)"""
+    from gavelsched.cli import main
+
+    out = ["-o", str(tmp_path / "out")] if "sweep" in command else []
+    assert main([*command, "--jobs", "5", "--quiet", flag, value, *out]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith(needle), err
+    assert not (tmp_path / "out").exists()
 
 
 def test_rounds_at_least_count_only_the_time_some_job_is_unfinished():
