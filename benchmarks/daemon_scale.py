@@ -92,6 +92,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -451,9 +452,9 @@ def measure(gpus: int, jobs: int, args) -> Row:
                    "the warm-up rounds")
         cpu0, hollow0, t0 = cpu_s([pid]), cpu_s([p.pid for p in hollow]), time.monotonic()
         metrics = f"http://127.0.0.1:{metrics_port}/metrics"
-        text = scrape(metrics)
-        rpcs0, answers0, refused0, inits0, whys0 = rpc_counts(text)
-        solves0 = solve_totals(text)
+        scraped = scrape(metrics)
+        rpcs0, answers0, refused0, inits0, whys0 = rpc_counts(scraped)
+        solves0 = solve_totals(scraped)
         probe = start_probe(cluster)
         base = first - 1             # the index of the round start measuring begins at
         client = pb_grpc.ClientToSchedulerStub(cluster.chan)
@@ -475,9 +476,9 @@ def measure(gpus: int, jobs: int, args) -> Row:
             print(f"  round {k} of {args.rounds}", file=sys.stderr, flush=True)
         wall = time.monotonic() - t0
         row.heartbeat_s = stop_probe(probe)
-        text = scrape(metrics)
-        rpcs1, answers1, refused1, inits1, whys1 = rpc_counts(text)
-        solved = {k: v - solves0.get(k, 0.0) for k, v in solve_totals(text).items()}
+        scraped = scrape(metrics)
+        rpcs1, answers1, refused1, inits1, whys1 = rpc_counts(scraped)
+        solved = {k: v - solves0.get(k, 0.0) for k, v in solve_totals(scraped).items()}
         row.solves = int(solved.get("policy_solve_seconds_count", 0))
         row.solve_s = (solved.get("policy_solve_seconds_sum", math.nan) / row.solves
                        if row.solves else math.nan)
@@ -520,9 +521,8 @@ def measure(gpus: int, jobs: int, args) -> Row:
             row.kept += [(int(k), int(n)) for k, n in KEPT_PART.findall(m["later"])]
         _, _, busy, total, _, _ = measured[-1]
         row.busy = f"{busy} of {total}"
-        for m in NOT_LAUNCHED.finditer(text):
-            if int(m["round"]) in rounds:
-                row.not_launched[int(m["round"])] = row.not_launched.get(int(m["round"]), 0) + 1
+        row.not_launched = dict(Counter(int(m["round"]) for m in NOT_LAUNCHED.finditer(text)
+                                        if int(m["round"]) in rounds))
         row.startups_s = [float(m["took"]) for m in STARTED_UP.finditer(text)
                           if int(m["round"]) in rounds]
         row.failed = sum(measured[0][0] <= stamp(m[1]) <= measured[-1][0]

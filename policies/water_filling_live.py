@@ -77,9 +77,8 @@ class LiveSteps:
         self.owner, self.live, self.solver, self.what = column_jobs(U), live, solver, what
         self.k = U.shape[0]
         self.dual = None    # the last LP's duals, every row (``refutation``)
-        coo = self.U.tocoo()
-        self.rate = np.zeros(self.A.shape[1])  # what each column makes for its job
-        self.rate[coo.col] = coo.data
+        # what each column makes for its job (its one entry of U)
+        self.rate = np.asarray(self.U.sum(axis=0)).ravel()
         self.own_cap = np.asarray(self.U.max(axis=1).todense()).ravel()
         self.capacity = self.A[2 * self.k:]    # the capacity rows (types, entity caps)
         self.refresh()

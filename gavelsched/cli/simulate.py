@@ -28,7 +28,7 @@ from .simulate_flags import (
     plan_lead,
     preemption_overheads,
     rounds_at_least,
-    warn_long_replays,
+    warn_long_replay,
 )
 
 DEFAULT_POLICY = "max_min_fairness_perf"
@@ -127,9 +127,9 @@ def _run(args: argparse.Namespace) -> int:
                     plan_lead_s=plan_lead(args), arrival_grace_s=arrival_grace(args))
     if not args.quiet:
         print(f"{source} on {counts_text(cluster)}, policy {args.policy}", file=sys.stderr)
-    warn_long_replays({"this replay runs": rounds_at_least(jobs, table, cluster,
-                                                           args.round_seconds)},
-                      args.round_seconds)
+    warn_long_replay("this replay runs",
+                     rounds_at_least(jobs, table, cluster, args.round_seconds),
+                     args.round_seconds)
     result = simulate(jobs, table, cluster, policy, core_config=core, sim=sim,
                       gpus_per_server=parse_gpus_per_server(args.gpus_per_server),
                       prices=parse_prices(args.prices, cluster), price_trace=price_trace,

@@ -297,12 +297,10 @@ def rounds_at_least(jobs, table, cluster, round_seconds: float) -> float:
     return busy / round_seconds
 
 
-def warn_long_replays(rounds: dict[str, float], round_seconds: float) -> None:
-    """One warning, before any replay starts, naming the replays (``{name: rounds at
-    least}``, by ``rounds_at_least``) that run more than ``LONG_REPLAY_ROUNDS`` rounds."""
-    long = {name: n for name, n in rounds.items() if n > LONG_REPLAY_ROUNDS}
-    if long:
-        named = "; ".join(f"{name} at least {int(n):,} rounds" for name, n in long.items())
-        log.warning("--round-seconds %g: %s (each job alone on its fastest type from its "
-                    "arrival); a longer round replays %s sooner", round_seconds, named,
-                    "it" if len(long) == 1 else "them")
+def warn_long_replay(what: str, rounds: float, round_seconds: float) -> None:
+    """One warning, before the replay starts, when ``what`` (e.g. "this replay runs")
+    takes more than ``LONG_REPLAY_ROUNDS`` rounds (``rounds``, by ``rounds_at_least``)."""
+    if rounds > LONG_REPLAY_ROUNDS:
+        log.warning("--round-seconds %g: %s at least %s rounds (each job alone on its "
+                    "fastest type from its arrival); a longer round replays it sooner",
+                    round_seconds, what, f"{int(rounds):,}")

@@ -25,7 +25,7 @@ from .simulate_flags import (
     plan_lead,
     preemption_overheads,
     rounds_at_least,
-    warn_long_replays,
+    warn_long_replay,
 )
 
 
@@ -136,7 +136,7 @@ def _warn_long(spec, rates: list[float], seeds: list[int]) -> None:
     table, rate = spec_table(spec), min(rates)
     rounds = rounds_at_least(point_jobs(rate, seeds[0], spec, table), table, spec.cluster,
                              spec.round_seconds)
-    warn_long_replays({f"the replays at rate {rate:g} run": rounds}, spec.round_seconds)
+    warn_long_replay(f"the replays at rate {rate:g} run", rounds, spec.round_seconds)
 
 
 # ---- parsing ----------------------------------------------------------------------------
