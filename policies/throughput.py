@@ -98,6 +98,49 @@ def solve_sum(cols: Columns, weights: np.ndarray, what: str,
     return Solution(cols.to_rows(z), float(weights @ np.maximum(z, 0.0)), "CLARABEL")
 
 
+def shortfall_data(cols: Columns, needs: SloNeeds, weights: np.ndarray | None = None,
+                   total: float = 0.0) -> tuple[np.ndarray, Compressed, np.ndarray]:
+    """Best effort's two LPs (§6.4.3's SLOs when they cannot all be met), as cvxpy hands
+    them to Clarabel: variables z (the columns) and ``short >= 0``, each SLO's shortfall
+    in steps/s; rows ``-x <= 0`` for every variable, the SLOs' ``-T z - short <= -need``,
+    then (5.2) and (5.3).
+
+    - ``weights`` None, the elastic LP: minimise the total relative shortfall
+      ``Σ short / need``; cvxpy orders the variables ``[short; z]`` (the objective's first);
+    - else: maximise ``weights @ z`` with that total at most ``total``, a last row; the
+      variables ``[z; short]``.
+
+    The same data to the entry as ``MaxSumThroughput._shortfall_lp``'s cvxpy programs
+    (tests/policies/test_max_sum.py), so the same answer to the bit."""
+    c, m, n, k = cols.num_columns, cols.num_jobs, len(cols.types), needs.rows.size
+    at_z, at_s = (k, 0) if weights is None else (0, c)
+    v = c + k
+    m_row, m_col, member = coo_arrays(cols.member_arrays)
+    u_row, u_col, usage = coo_arrays(cols.usage_arrays)
+    job, col, t = row_entries(cols.throughput_arrays, needs.rows)
+    short = np.arange(k)
+    blocks = [(np.arange(v), np.arange(v), -np.ones(v)),
+              (v + job, at_z + col, -t), (v + short, at_s + short, -np.ones(k)),
+              (v + k + m_row, at_z + m_col, member), (v + k + m + u_row, at_z + u_col, usage)]
+    b = [np.zeros(v), -needs.need, np.ones(m), cols.workers.astype(float)]
+    rows = v + k + m + n
+    relative = 1.0 / needs.need
+    if weights is None:
+        costs = np.concatenate([relative, np.zeros(c)])
+    else:
+        costs = np.concatenate([maximised(weights), np.zeros(k)])
+        blocks.append((np.full(k, rows), at_s + short, relative))
+        b.append([total])
+        rows += 1
+    return costs, from_blocks(blocks, (rows, v)), np.concatenate(b)
+
+
+def within_least(least: float) -> float:
+    """The total relative shortfall best effort's second LP allows: the elastic LP's least,
+    with room for the solvers' tolerances (it has an interior)."""
+    return least * (1 + 1e-6) + 1e-9
+
+
 class MaxSumThroughput(Policy):
     """``max_sum_throughput_perf`` and the cost policies (``cost=True``, ``slos=True``).
 
@@ -192,23 +235,22 @@ class MaxSumThroughput(Policy):
         if self.slo_mode == "gavel":
             log.warning("%s: SLOs cannot all be met; solving without them (Gavel)", self.name)
             return self._weighted_sum(cols, weights)
-        shortfall, conflicting, closest = self._least_shortfall(cols, slo)
+        least, conflicting, closest = self._least_shortfall(cols, slo)
         if self.slo_mode == "strict":
             raise Infeasible(f"{self.name}: SLOs cannot all be met; conflicting jobs: "
                              f"{named(conflicting)}", conflicting)
         self._news("conflicting", "%s: SLOs cannot all be met; best effort for %s",
                    conflicting, problem)
         try:
-            return self._weighted_sum(cols, weights, slo.rows,
-                                      slo.need - shortfall * (1 + 1e-6) - 1e-9)
+            z = self._shortfall_lp(cols, slo, weights, within_least(least))[1]
         except PolicyError as err:
-            # The SLO rows at their least shortfall leave the LP next to no interior, where
-            # the solver can stall or, by its tolerance, find none: the elastic LP's point
+            # A least shortfall of about 0 leaves the LP next to no interior, where the
+            # solver can stall or, by its tolerance, find none: the elastic LP's point
             # itself meets the SLOs as closely, at no minimal cost.
             log.warning("%s; taking the allocation closest to the SLOs, whatever it costs",
                         err)
-            return Solution(cols.to_rows(closest), float(weights @ np.maximum(closest, 0.0)),
-                            self.solver)
+            z = closest
+        return Solution(cols.to_rows(z), float(weights @ np.maximum(z, 0.0)), self.solver)
 
     def _weighted_sum(self, cols: Columns, weights: np.ndarray,
                       slo_rows: np.ndarray | None = None,
@@ -241,19 +283,43 @@ class MaxSumThroughput(Policy):
                         + (f" (and {others:,} named before)" if others else ""))
 
     def _least_shortfall(self, cols: Columns,
-                         needs: SloNeeds) -> tuple[np.ndarray, tuple, np.ndarray]:
+                         needs: SloNeeds) -> tuple[float, tuple, np.ndarray]:
         """The elastic LP: the least total relative shortfall of the SLO throughputs, the
         conflicting jobs (SLO constraints with a positive dual compete for the
         bottleneck), and its allocation (z)."""
+        short, z, dual = self._shortfall_lp(cols, needs)
+        least = float(np.sum(short / needs.need))
+        conflicting = tuple(cols.job_ids[i] for i, d in zip(needs.rows, dual * needs.need)
+                            if d > 1e-6)
+        return least, conflicting, z
+
+    def _shortfall_lp(self, cols: Columns, needs: SloNeeds, weights: np.ndarray | None = None,
+                      total: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``shortfall_data``'s LP (the least shortfall; with ``weights``, the best sum within
+        ``total`` of it): each SLO's shortfall and the allocation z, both >= 0 (as cvxpy
+        projects them), and the SLO rows' duals. Lexicographic, so best effort is cheap:
+        pinning each SLO at the elastic point's own shortfall left the second LP next to
+        no interior (10 s at 20,000 jobs on 2,048 GPUs against 4.5 s; BENCHMARKS.md).
+        Straight to Clarabel, or the cvxpy program (``backend="cvxpy"``, another solver)."""
+        what = f"{self.name} ({'least SLO shortfall' if weights is None else 'best effort'})"
+        k = needs.rows.size
+        if self.backend == "direct" and self.solver == "CLARABEL":
+            costs, A, b = shortfall_data(cols, needs, weights, total)
+            out = clarabel_lists(costs.tolist(), A.lists(), b.tolist(), A.shape[1] + k, what)
+            x = np.maximum(out.x, 0.0)
+            short, z = (x[:k], x[k:]) if weights is None else (x[-k:], x[:-k])
+            return short, z, out.dual[A.shape[1]:]
         z = cp.Variable(cols.num_columns, nonneg=True)
-        short = cp.Variable(needs.rows.size, nonneg=True)
+        short = cp.Variable(k, nonneg=True)
         meet = cols.throughput[needs.rows] @ z + short >= needs.need
-        program = cp.Problem(cp.Minimize(cp.sum(cp.multiply(short, 1.0 / needs.need))),
-                             [meet, *base_constraints(cols, z)])
-        run(program, self.solver, f"{self.name} (least SLO shortfall)")
-        dual = meet.dual_value * needs.need
-        conflicting = tuple(cols.job_ids[i] for i, d in zip(needs.rows, dual) if d > 1e-6)
-        return short.value, conflicting, z.value
+        relative = cp.sum(cp.multiply(short, 1.0 / needs.need))
+        if weights is None:
+            program = cp.Problem(cp.Minimize(relative), [meet, *base_constraints(cols, z)])
+        else:
+            program = cp.Problem(cp.Maximize(weights @ z),
+                                 [meet, *base_constraints(cols, z), relative <= total])
+        run(program, self.solver, what)
+        return short.value, z.value, meet.dual_value
 
     def evaluate(self, problem: Problem, allocation: Allocation) -> float | None:
         cols = build_columns(problem)

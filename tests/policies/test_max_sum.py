@@ -157,6 +157,53 @@ def test_slos_are_throughput_floors_and_gavel_mode_drops_them_when_unmeetable():
     assert gavel.objective == pytest.approx(thesis_optimum(impossible, coef), rel=1e-6)
 
 
+def lexicographic_optimum(problem: Problem, coef: np.ndarray, need: np.ndarray):
+    """Best effort's two programs over §6.4.1's constraints, by HiGHS: the least total
+    relative shortfall ``S`` of throughput(m, X) under ``need``, then the most Σ coef X
+    with the shortfall at most ``S`` (and the policy's room for tolerances). Returns (S,
+    that most)."""
+    from policies.throughput import within_least
+
+    T, W = dense(problem)
+    m, n = T.shape
+    per_job = np.kron(np.eye(m), np.ones(n))
+    base = np.hstack([np.vstack([per_job, np.kron(np.ones(m), np.eye(n))]),
+                      np.zeros((m + n, m))])
+    meet = np.hstack([-np.kron(np.eye(m), np.ones(n)) * T.ravel(), -np.eye(m)])
+    A, b = np.vstack([base, meet]), np.concatenate([np.ones(m), W, -need])
+    bounds = [(0, 1)] * (m * n) + [(0, None)] * m
+    tight = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10}
+    relative = np.concatenate([np.zeros(m * n), 1.0 / need])
+    least = linprog(relative, A_ub=A, b_ub=b, bounds=bounds, method="highs", options=tight)
+    assert least.status == 0, least.message
+    best = linprog(np.concatenate([-coef.ravel(), np.zeros(m)]),
+                   A_ub=np.vstack([A, relative]), b_ub=np.append(b, within_least(least.fun)),
+                   bounds=bounds, method="highs", options=tight)
+    assert best.status == 0, best.message
+    return least.fun, -best.fun
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_best_effort_meets_the_slos_as_closely_as_possible_then_costs_least(seed):
+    """SLOs that cannot all be met, ``slo_mode="best_effort"``: first the least total
+    relative shortfall, then the most throughput per dollar at that shortfall. Each SLO
+    had been held at the elastic LP's own shortfall, one optimal point of many, which
+    cost up to several per cent of the objective."""
+    base = figure_5_14_problem(12, seed)
+    T, _ = dense(base)
+    coef = T / np.array([PRICES[t] for t in TYPES])
+    need = 0.7 * T[:, 0]               # 12 jobs at 70% of a V100 each, on 3 V100s
+    problem = base.with_jobs([Job(job.id, job.throughputs, remaining_steps=1e5,
+                                  slo_s=1e5 / rate) for job, rate in zip(base.jobs, need)])
+    name = "max_sum_throughput_normalized_by_cost_perf_SLOs"
+    got = get_policy(name, slo_mode="best_effort").solve(problem)
+    least, best = lexicographic_optimum(problem, coef, need)
+    X = np.array([[got.allocation[job.id].get(t, 0.0) for t in TYPES] for job in problem.jobs])
+    short = np.maximum(need - (T * X).sum(axis=1), 0.0)
+    assert (short / need).sum() <= least * (1 + 2e-6) + 1e-7
+    assert thesis_value(problem, got, coef) == pytest.approx(best, rel=1e-6)
+
+
 def test_a_conflict_of_many_slos_is_one_short_line_naming_a_few():
     """At production size thousands of SLOs can conflict: the error names ten of them and
     counts the rest (the whole list stays in ``Infeasible.jobs``)."""
@@ -174,9 +221,10 @@ def test_a_conflict_of_many_slos_is_one_short_line_naming_a_few():
 def test_best_effort_takes_the_closest_allocation_when_the_cheapest_one_fails(monkeypatch,
                                                                                caplog):
     """Best effort solves the elastic LP (the least shortfall), then the cheapest allocation
-    at that shortfall. That LP has next to no interior: on a 300-job SLO trace Clarabel
-    stalled there (MaxIterations), which ended the simulation. Now the elastic LP's own
-    allocation is taken, with a warning."""
+    within that shortfall. Should that LP fail (with a least shortfall of about 0 it has
+    next to no interior: on a 300-job SLO trace Clarabel once stalled there, MaxIterations,
+    which ended the simulation), the elastic LP's own allocation is taken, with a
+    warning."""
     from policies import SolverFailed, throughput
 
     base = figure_5_14_problem(8, 3)
@@ -186,18 +234,19 @@ def test_best_effort_takes_the_closest_allocation_when_the_cheapest_one_fails(mo
     policy = get_policy(name, slo_mode="best_effort")
     cols = throughput.build_columns(impossible)
     closest = policy._least_shortfall(cols, throughput.slo_needs(impossible, cols))[2]
-    solve_sum = throughput.solve_sum
+    clarabel_lists = throughput.clarabel_lists
 
-    def stalls_at_best_effort(cols, weights, what, slo_rows=None, need=None):
-        calls.append(need)
-        if len(calls) > 1:       # the first: every SLO met (infeasible); then best effort
+    def stalls_at_best_effort(c, A, b, rows, what, **kwargs):
+        calls.append(what)
+        if what.endswith("(best effort)"):
             raise SolverFailed(f"{what}: solver CLARABEL ended with status MaxIterations")
-        return solve_sum(cols, weights, what, slo_rows, need)
+        return clarabel_lists(c, A, b, rows, what, **kwargs)
 
     calls: list = []
-    monkeypatch.setattr(throughput, "solve_sum", stalls_at_best_effort)
+    monkeypatch.setattr(throughput, "clarabel_lists", stalls_at_best_effort)
     got = policy.solve(impossible)
-    assert len(calls) == 2 and got.allocation == cols.to_rows(closest)
+    assert calls == [name, f"{name} (least SLO shortfall)", f"{name} (best effort)"]
+    assert got.allocation == cols.to_rows(closest)
     assert "MaxIterations; taking the allocation closest to the SLOs" in caplog.text
 
 
@@ -253,12 +302,59 @@ def test_the_direct_lp_is_cvxpys_entry_for_entry_and_so_is_the_answer(name, opti
     cols = build_columns(problem)
     needs = throughput.slo_needs(problem, cols) if name == SLO else None
     slo = (needs.rows, needs.need) if needs is not None and needs.rows.size else ()
-    c, A, b = throughput.sum_data(cols, policy._weights(problem, cols), *slo)
+    _same_data(throughput.sum_data(cols, policy._weights(problem, cols), *slo), theirs)
+
+
+def _same_data(ours, theirs) -> None:
+    """The direct path's (costs, A, b) is cvxpy's Clarabel data, entry for entry."""
+    c, A, b = ours
     assert np.array_equal(c, theirs["c"]) and np.array_equal(np.signbit(c),
                                                              np.signbit(theirs["c"]))
     assert np.array_equal(b, theirs["b"]) and A.shape == theirs["A"].shape
     for got, want in zip(A[:3], (theirs["A"].data, theirs["A"].indices, theirs["A"].indptr)):
         assert np.array_equal(got, want)
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(problem=problems(), slos=st.lists(st.floats(0.2, 2.0), min_size=1, max_size=8))
+def test_best_effort_lps_are_cvxpys_entry_for_entry(problem, slos):
+    """SLOs that cannot all be met: the elastic LP (least total relative shortfall) and the
+    best sum within it go to Clarabel as the data cvxpy makes of the two programs
+    (``shortfall_data``), so the allocations and the conflicting jobs are the same to the
+    bit (the test above compares the answers)."""
+    from hypothesis import assume
+
+    from policies import throughput
+    from policies.columns import build_columns
+
+    # Each SLO needs ``slo`` of its job's fastest throughput: together they rarely fit.
+    fastest = [max(job.throughputs.values()) for job in problem.jobs]
+    jobs = tuple(dataclasses.replace(job, slo_s=job.elapsed_s + job.remaining_steps / (
+        slo * best)) if best > 0 else job for job, slo, best in zip(problem.jobs, slos, fastest))
+    problem = dataclasses.replace(problem, prices=PRICES,
+                                  jobs=jobs + problem.jobs[len(jobs):])
+    seen = []
+    run = throughput.run
+
+    def recorded(program, solver, what, **kw):
+        seen.append(program)
+        return run(program, solver, what, **kw)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(throughput, "run", recorded)
+        reference = get_policy(SLO, backend="cvxpy", slo_mode="best_effort").solve(problem)
+    assume(len(seen) == 3)          # (the SLOs conflicted: the two elastic programs ran)
+    direct = get_policy(SLO, slo_mode="best_effort").solve(problem)
+    assert direct.allocation == reference.allocation
+    assert direct.objective == reference.objective
+    policy = get_policy(SLO)
+    cols = build_columns(problem)
+    needs = throughput.slo_needs(problem, cols)
+    least, phase2 = (program.get_problem_data("CLARABEL")[0] for program in seen[1:])
+    _same_data(throughput.shortfall_data(cols, needs), least)
+    _same_data(throughput.shortfall_data(cols, needs, policy._weights(problem, cols),
+                                         phase2["b"][-1]), phase2)
 
 
 @settings(max_examples=30, deadline=None,
