@@ -48,7 +48,7 @@ def normalized_throughput(cols: Columns):
 @dataclass(frozen=True)
 class SloNeeds:
     """What the SLOs ask: rows of jobs with a reachable SLO and the steps/s each needs,
-    and the jobs whose SLO can no longer be met (already late, or unable to run)."""
+    and the jobs whose SLO can no longer be met (``slo_needs``)."""
 
     rows: np.ndarray
     need: np.ndarray
@@ -57,13 +57,16 @@ class SloNeeds:
 
 def slo_needs(problem: Problem, cols: Columns) -> SloNeeds:
     """throughput(m, X) >= s_m / (SLO_m - t_m) for every job with an SLO (§6.4.3); an SLO
-    already past, of a job that cannot run, or whose need is beyond any float, is lost."""
+    already past, of a job that cannot run, or that needs more than the job makes alone on
+    its fastest type (throughput(m, X^fastest)), is lost: no allocation meets it. (Kept,
+    such needs, up to 10^8 times what a job can make, had the elastic LP fail: one job's
+    SLO stopped every job's allocation.)"""
     slo = np.array([np.nan if job.slo_s is None else job.slo_s for job in problem.jobs])
     rows = np.nonzero(~np.isnan(slo) & (cols.remaining > 0))[0]
     time_left = slo[rows] - cols.elapsed[rows]
     with np.errstate(over="ignore", divide="ignore"):  # (a few yoctoseconds left: lost)
         need = cols.remaining[rows] / time_left
-    reachable = (time_left > 0) & cols.runnable[rows] & np.isfinite(need)
+    reachable = (time_left > 0) & cols.runnable[rows] & (need <= cols.fastest_throughput[rows])
     lost = tuple(cols.job_ids[i] for i in rows[~reachable])
     return SloNeeds(rows[reachable], need[reachable], lost)
 
@@ -218,8 +221,9 @@ class MaxSumThroughput(Policy):
         needs = slo_needs(problem, cols) if self.slos else None
         if needs is not None and needs.lost:
             if self.slo_mode == "strict":
-                raise Infeasible(f"{self.name}: SLOs that can no longer be met (late, or the "
-                                 f"job cannot run): {', '.join(needs.lost)}", needs.lost)
+                raise Infeasible(f"{self.name}: SLOs that can no longer be met (late, beyond "
+                                 f"the job's rate alone on its fastest type, or the job "
+                                 f"cannot run): {named(needs.lost)}", needs.lost)
             self._news("lost", "%s: dropping SLOs already lost: %s", needs.lost, problem)
         if cols.num_columns == 0:
             return no_columns(cols)

@@ -33,6 +33,14 @@ def figure_5_14_problem(n: int, seed: int) -> Problem:
     return Problem(cluster=dict.fromkeys(TYPES, n // 4), jobs=jobs, prices=PRICES)
 
 
+def conflicting_slos(base: Problem) -> Problem:
+    """``base`` with every job's SLO at 90% of its rate alone on a V100, its fastest type
+    (``figure_5_14_problem``): each SLO could be met alone, but with n jobs on n/4 GPUs of
+    each type no allocation meets them all."""
+    return base.with_jobs([Job(j.id, j.throughputs, remaining_steps=1e5, slo_s=1e5 / (
+        0.9 * j.throughputs["v100"])) for j in base.jobs])
+
+
 def dense(problem: Problem):
     T = np.array([[job.throughputs.get(t, 0.0) for t in TYPES] for job in problem.jobs])
     W = np.array([problem.cluster[t] for t in TYPES], dtype=float)
@@ -146,12 +154,11 @@ def test_slos_are_throughput_floors_and_gavel_mode_drops_them_when_unmeetable():
         rate = sum(T[i, j] * got.allocation[str(i)].get(t, 0.0) for j, t in enumerate(TYPES))
         assert rate >= need * (1 - 1e-6)
 
-    # every job needs more than a whole V100 could give: no allocation meets them all
-    impossible = base.with_jobs([Job(j.id, j.throughputs, remaining_steps=1e5, slo_s=1e5
-                                     / (2 * j.throughputs["v100"])) for j in base.jobs])
+    # every job needs 90% of a V100: each alone could have it, but not all at once
+    impossible = conflicting_slos(base)
     with pytest.raises(Infeasible):
-        thesis_optimum(impossible, coef, {i: 2 * T[i, 0] for i in range(len(T))})
-    with pytest.raises(Infeasible, match="SLO"):
+        thesis_optimum(impossible, coef, {i: 0.9 * T[i, 0] for i in range(len(T))})
+    with pytest.raises(Infeasible, match="SLOs cannot all be met; conflicting jobs"):
         get_policy(name).solve(impossible)
     gavel = get_policy(name, slo_mode="gavel").solve(impossible)
     assert gavel.objective == pytest.approx(thesis_optimum(impossible, coef), rel=1e-6)
@@ -204,12 +211,29 @@ def test_best_effort_meets_the_slos_as_closely_as_possible_then_costs_least(seed
     assert thesis_value(problem, got, coef) == pytest.approx(best, rel=1e-6)
 
 
+def test_an_slo_beyond_its_jobs_fastest_rate_is_lost_and_stops_no_other_job(caplog):
+    """An SLO that asks more steps/s than its job makes alone on its fastest type cannot be
+    met by any allocation: it is lost, as a late one is. Kept, this one (1,300 times the
+    job's rate) stopped Clarabel's elastic LP at MaxIterations, and with it every job's
+    allocation (22 of 300 random problems with SLOs from 0.1 ms to 3 h failed so)."""
+    rate, need = 37.75, 11578.93 / 1999.75
+    jobs = (Job("0", {"v100": 0.5, "p100": 0.5, "k80": rate}, remaining_steps=11578.93,
+                slo_s=1999.75),
+            Job("1", dict.fromkeys(TYPES, rate), remaining_steps=19.11, slo_s=0.000388))
+    problem = Problem(cluster=dict.fromkeys(TYPES, 1), jobs=jobs, prices=PRICES)
+    got = get_policy(SLO, slo_mode="best_effort").solve(problem)
+    assert "dropping SLOs already lost: 1" in caplog.text
+    assert got.allocation["0"].get("k80", 0.0) * rate >= need * (1 - 1e-6)
+    with pytest.raises(Infeasible, match="beyond the job's rate alone on its fastest type, "
+                                         "or the job cannot run[)]: 1$"):
+        get_policy(SLO).solve(problem)
+
+
 def test_a_conflict_of_many_slos_is_one_short_line_naming_a_few():
     """At production size thousands of SLOs can conflict: the error names ten of them and
     counts the rest (the whole list stays in ``Infeasible.jobs``)."""
     base = figure_5_14_problem(40, 3)
-    impossible = base.with_jobs([Job(j.id, j.throughputs, remaining_steps=1e5, slo_s=1e5
-                                     / (2 * j.throughputs["v100"])) for j in base.jobs])
+    impossible = conflicting_slos(base)
     with pytest.raises(Infeasible) as caught:
         get_policy("max_sum_throughput_normalized_by_cost_perf_SLOs").solve(impossible)
     message, conflicting = str(caught.value), caught.value.jobs
@@ -228,8 +252,7 @@ def test_best_effort_takes_the_closest_allocation_when_the_cheapest_one_fails(mo
     from policies import SolverFailed, throughput
 
     base = figure_5_14_problem(8, 3)
-    impossible = base.with_jobs([Job(j.id, j.throughputs, remaining_steps=1e5, slo_s=1e5
-                                     / (2 * j.throughputs["v100"])) for j in base.jobs])
+    impossible = conflicting_slos(base)
     name = "max_sum_throughput_normalized_by_cost_perf_SLOs"
     policy = get_policy(name, slo_mode="best_effort")
     cols = throughput.build_columns(impossible)
@@ -317,7 +340,8 @@ def _same_data(ours, theirs) -> None:
 
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(problem=problems(), slos=st.lists(st.floats(0.2, 2.0), min_size=1, max_size=8))
+@given(problem=problems(multi_gpu=False), slos=st.lists(st.floats(0.3, 1.0), min_size=2,
+                                                           max_size=8))
 def test_best_effort_lps_are_cvxpys_entry_for_entry(problem, slos):
     """SLOs that cannot all be met: the elastic LP (least total relative shortfall) and the
     best sum within it go to Clarabel as the data cvxpy makes of the two programs
@@ -328,11 +352,12 @@ def test_best_effort_lps_are_cvxpys_entry_for_entry(problem, slos):
     from policies import throughput
     from policies.columns import build_columns
 
-    # Each SLO needs ``slo`` of its job's fastest throughput: together they rarely fit.
+    # Each SLO needs ``slo`` of its job's rate alone on its fastest type, on one GPU of
+    # each type: each could be met alone; together they rarely fit.
     fastest = [max(job.throughputs.values()) for job in problem.jobs]
     jobs = tuple(dataclasses.replace(job, slo_s=job.elapsed_s + job.remaining_steps / (
-        slo * best)) if best > 0 else job for job, slo, best in zip(problem.jobs, slos, fastest))
-    problem = dataclasses.replace(problem, prices=PRICES,
+        slo * best)) for job, slo, best in zip(problem.jobs, slos, fastest))
+    problem = dataclasses.replace(problem, prices=PRICES, cluster=dict.fromkeys(TYPES, 1),
                                   jobs=jobs + problem.jobs[len(jobs):])
     seen = []
     run = throughput.run
