@@ -24,7 +24,7 @@ from .jobs import JobRow
 
 
 class Run(Protocol):
-    """What a verdict reads of a run (``runs.Run``)."""
+    """What a verdict reads of a run (``run.Run``)."""
 
     servers: Mapping[int, object]   # the servers hosting it
     left: Collection[int]           # those whose processes have not exited yet

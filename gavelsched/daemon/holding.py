@@ -27,7 +27,7 @@ from policies import is_pair_key
 
 
 class HeldRun(Protocol):
-    """What this module reads of a run (``runs.Run`` has it)."""
+    """What this module reads of a run (``run.Run`` has it)."""
 
     job_id: str
     round: int

@@ -38,7 +38,7 @@ from .meter import limit_lease
 
 
 class LeaseTerms(Protocol):
-    """What a fresh run's lease after its start-up is made of (a ``runs.Run`` or a
+    """What a fresh run's lease after its start-up is made of (a ``run.Run`` or a
     ``Launch``)."""
 
     lease: pb.Lease          # the RunJob's: the round's steps, to the round's end
@@ -80,7 +80,7 @@ class Launch:
 
 
 def launch_of(run, total_steps: int, checkpoint_generation: int) -> Launch:
-    """The book's entry of a ``runs.Run`` just launched (its job's ``total_steps``; the
+    """The book's entry of a ``run.Run`` just launched (its job's ``total_steps``; the
     generation whose commit it resumes from)."""
     return Launch(run.job_id, run.generation, run.lease, run.base_steps, run.steps_per_s,
                   run.ends, run.floor_s, run.allowed_s, run.started, run.workers, total_steps,

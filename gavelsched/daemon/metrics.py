@@ -51,6 +51,11 @@
 - ``gavelsched_workers{worker_type,alive}``: GPUs registered;
 - ``gavelsched_workers_drained{worker_type}``: GPUs out of service (``gavelsched drain``);
 - ``gavelsched_rounds_total``: rounds started;
+- ``gavelsched_launches_not_made_total{reason}``: jobs a round's plan placed that were not
+  launched, their GPUs idle to the round's end, by why (``runs.NOT_LAUNCHED``): their
+  servers failed or were drained since the plan (``servers_down``), a killed run's back-off
+  (``backing_off``), or a placement that waited for its job's last run to save and then had
+  less of the round left than its start-up (``too_late``: the log line of each names it);
 - ``gavelsched_gpu_seconds_total{entity,user,type}`` and
   ``gavelsched_cost_dollars_total{entity,user}``: GPU-seconds and dollars (at the price per
   GPU-hour in force when each ran) of the jobs' ended runs, what ``gavelsched usage``
@@ -75,7 +80,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from .accounting import UsageRun
 from .config import METRICS_JOB_SERIES
@@ -227,6 +232,11 @@ class DaemonMetrics:
         10,000 jobs (BENCHMARKS.md, "The scheduler's ETA replay")."""
         self.registry.register(_ForecastCollector(latest, epoch_unix, self._jobs.shown))
 
+    def watch_launches(self, not_launched: Callable[[], Mapping[str, int]]) -> None:
+        """The launches not made, read from ``not_launched()`` (the run table's tally by
+        reason, which the executor thread counts up) when Prometheus scrapes."""
+        self.registry.register(_NotLaunchedCollector(not_launched))
+
     def on_forecast(self, forecast: Forecast) -> None:
         """A replay answered (executor thread)."""
         self.eta_replay.observe(forecast.replay_s)
@@ -323,3 +333,16 @@ class _ForecastCollector:
             computed.add_metric([], self._epoch + forecast.computed_s)
         return [start, finish, computed]
 
+
+class _NotLaunchedCollector:
+    """``gavelsched_launches_not_made_total{reason}``, built at each scrape."""
+
+    def __init__(self, tally: Callable[[], Mapping[str, int]]) -> None:
+        self._tally = tally
+
+    def collect(self):
+        family = CounterMetricFamily("gavelsched_launches_not_made", "Placements of a round's "
+                                     "plan not launched, by why", labels=["reason"])
+        for reason, count in dict(self._tally()).items():
+            family.add_metric([reason], count)
+        return [family]

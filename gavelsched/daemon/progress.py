@@ -21,7 +21,8 @@ from ..core import SchedulerCore
 from ..core.driver import RoundDriver
 from .fences import Fences
 from .jobs import JobRow, Jobs
-from .runs import Run, RunTable
+from .run import Run
+from .runs import RunTable
 from .store import Store
 from ..core.online import OnlineThroughputs, one_type_count
 from ..core.records import ThroughputSource

@@ -27,7 +27,6 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
 from ..core import MicroTask, Round, SchedulerCore
 from ..core.batch import worth_launching
@@ -47,6 +46,7 @@ from .logs import Hosts
 from .meter import limit_lease
 from .renewals import Renewals
 from .retries import Retries
+from .run import Run
 from .startups import Startups
 from .jobs import HELD, RUNNING, JobRow, Jobs
 
@@ -55,44 +55,10 @@ log = logging.getLogger(__name__)
 # A run's last commit this close to its lease's end (or after) is its save's: the iterator
 # stops early by its last save's duration, so that commit lands at about the lease's end.
 SAVE_COMMIT_WINDOW_S = 1.0
-
-
-@dataclass
-class Run:
-    """A job's live processes: started by a RunJob, extended by later ones, over when every
-    server hosting it reported its exit (or died)."""
-
-    job_id: str
-    worker_type: str
-    servers: dict[int, pb.RunJobRequest]
-    left: set[int]               # servers whose processes have not exited yet
-    lease: pb.Lease
-    round: int
-    started: float               # monotonic time of the first RunJob (then: its start)
-    ends: float                  # monotonic end of its lease's round
-    steps_per_s: float           # the rate the core planned it at
-    base_steps: int              # durable count the run started from
-    # (steps, seconds on the process's clock) of its last checkpointed report; seconds None
-    # before its first one (that sample is timed on this clock, from its first InitJob)
-    last: tuple[int, float | None] = (0, 0.0)
-    init_at: float = 0.0                 # monotonic time of its first InitJob
-    started_up: bool = False             # its first InitJob arrived
-    orphan: bool = False                 # found running after a scheduler restart
-    rebase: bool = False                 # a kept orphan: lease and samples from its renewal
-    workers: tuple[int, ...] = ()        # the core's worker ids it holds
-    round_start: float = 0.0             # monotonic start of its first round
-    lease_end: float = 0.0               # monotonic end of its lease past its start-up
-    generation: int = 0                  # its fencing token (``fences``)
-    task_key: str = ""                   # the core's key of the micro-task it runs
-    refill: bool = False                 # placed mid-round on freed GPUs: no lease floor
-    reported_at: float = 0.0             # monotonic time of its last commit report (0: none)
-    committed_at: float = 0.0            # ... of its last one with new steps (0: none)
-    done_at: float = 0.0                 # monotonic time its job's last step was durable
-    allowed_s: float | None = None       # its job's time limit left at its launch (``meter``)
-    floor_s: float = 0.0                 # the lease it gets past its start-up, at least
-    # (round, machine) of each of its processes launched at its round's start: its launch
-    # wave is the most processes started at once on one of its machines (``core/waves.py``)
-    wave_keys: tuple[tuple[int, str], ...] = ()
+# Why a placement was not launched (``RunTable.not_launched``; Prometheus counts them): its
+# servers failed or were drained since the plan; its job backs off after a killed run; it
+# waited for its last run's save and less than its start-up is left (``worth_launching``).
+NOT_LAUNCHED = ("servers_down", "backing_off", "too_late")
 
 
 class RunTable:
@@ -128,6 +94,7 @@ class RunTable:
         self.held: dict[str, float] = {}     # task key -> seconds it held its workers
         self._members: dict[str, list[str]] = {}  # task key -> its jobs' runs this round
         self._waves: Counter[tuple[int, str]] = Counter()   # (round, machine) -> launches
+        self.not_launched = dict.fromkeys(NOT_LAUNCHED, 0)  # reason -> placements (read anywhere)
         self.renewals = Renewals(self.live, self.get, self.renewed, clock)
         self.launches = Launches(clock, now)   # fresh runs' InitJob answers, and GPUs freed
 
@@ -279,21 +246,21 @@ class RunTable:
         view = self.core.view
         if not task.workers or any(w in view.down or not self.health.alive(view.server_of[w])
                                    for w in task.workers):
-            return                            # (its servers failed or drained since the plan)
+            return self._not_launched("servers_down", "job %s: its servers failed or were "
+                                      "drained since the plan of round %d", job_id, index)
         mono = self._clock()
         if self.retries.backing_off(job_id, mono):
-            log.info("job %s: backing off after a killed run; not launched in round %d",
-                     job_id, index)
-            return
+            return self._not_launched("backing_off", "job %s: backing off after a killed run "
+                                      "in round %d", job_id, index)
         R, ends = self._window(mono)
         left = ends - mono
         startup = self.startups.expected_startup(job.spec.job_type)
         if not worth_launching(left, startup, R, refill):
             # A launch that waited (for its last run to save) and could not start up before
             # the round ends is not made: it would only checkpoint what it loaded.
-            log.info("job %s: %.1fs left in round %d, less than its start-up (%.1fs "
-                     "expected); not launched", job_id, left, index, startup)
-            return
+            return self._not_launched("too_late", "job %s: %.1fs left in round %d, less than "
+                                      "its start-up (%.1fs expected)", job_id, left, index,
+                                      startup)
         # The lease counts from the durable count, which is exactly the commit the run
         # loads (``fences``): it always allows at least one step past it.
         allowed = self._allowed(job)
@@ -323,6 +290,10 @@ class RunTable:
         kind = REFILL if refill else AFTER_SAVE if after_save else PLANNED
         for server_id, request in requests.items():
             self.send(job_id, server_id, request, kind)
+
+    def _not_launched(self, reason: str, message: str, *args) -> None:
+        self.not_launched[reason] += 1
+        log.info(message + "; not launched", *args)
 
     def _extend(self, task: MicroTask, index: int, R: float) -> None:
         """Lease extension: the same workers next round (RunJob on the same GPUs), one more

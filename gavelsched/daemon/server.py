@@ -116,6 +116,7 @@ class SchedulerDaemon:
         self.executor = DaemonExecutor(config, self.store, policy, self.table,
                                        self.dispatcher, self.metrics, job_env=self._job_env,
                                        collector=self.collector)
+        self.metrics.watch_launches(lambda: self.executor.runs.not_launched)
         self.health = health_servicer()
         self.server = None
         self.port = 0

@@ -18,7 +18,7 @@ from .calls import ClientCalls
 from .control import JobControl
 from .jobs import JobRow, Jobs
 from .meter import Meter, UsageSink
-from .runs import Run
+from .run import Run
 from .settings import ClusterSettings
 from .store import Store
 from .view import control_inputs

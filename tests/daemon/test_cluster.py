@@ -207,8 +207,11 @@ def test_metrics_endpoint_serves_the_gavelsched_series(cluster):
     families = {f.name: f for f in text_string_to_metric_families(text)}
     for name in ("gavelsched_jobs", "gavelsched_round_duration_seconds",
                  "gavelsched_policy_solve_seconds", "gavelsched_job_allocation",
-                 "gavelsched_job_received_share", "gavelsched_workers", "gavelsched_rounds"):
+                 "gavelsched_job_received_share", "gavelsched_workers", "gavelsched_rounds",
+                 "gavelsched_launches_not_made"):
         assert name in families, name
+    assert {s.labels["reason"] for s in families["gavelsched_launches_not_made"].samples} == {
+        "servers_down", "backing_off", "too_late"}
     done = [s for s in families["gavelsched_jobs"].samples if s.labels.get("state") == "done"]
     assert done and done[0].value >= 3
     solves = [s for s in families["gavelsched_policy_solve_seconds"].samples

@@ -225,5 +225,53 @@ def test_a_launch_planned_before_a_drain_is_not_sent_to_the_drained_server(tmp_p
         other = second if run.job_id == first else first
         assert [r.job_id for r in sched.sent.runs if r.job_id == other] == []
         assert sched.x.runs.on_server(sched.server) == 0    # what `drain --wait` reads
+        assert sched.x.runs.not_launched["servers_down"] == 1
+    finally:
+        sched.close()
+
+
+def test_a_placement_that_waited_for_its_save_is_not_launched_short_of_its_start_up(
+        tmp_path, caplog):
+    """A job moved off a drained server waits for its run there to save and exit. Its launch
+    is made only if the round has its expected start-up left (or half a round); here 2 s
+    are left against 4.3 s, so it is not made: logged, and counted for Prometheus
+    (``gavelsched_launches_not_made_total{reason="too_late"}``), so that an operator sees
+    why the GPU stood idle."""
+    from prometheus_client import generate_latest
+
+    from gavelsched.daemon.metrics import DaemonMetrics
+
+    caplog.set_level("INFO", logger="gavelsched.daemon.runs")
+    sched = Scheduler(tmp_path)
+    metrics = DaemonMetrics()
+    metrics.watch_launches(lambda: sched.x.runs.not_launched)     # as the server wires it
+    try:
+        sched.add_server(1)
+        moved, short = sched.submit(), sched.submit(steps=100)
+        sched.at(1.0)                                   # round 0: one job on each server
+        (gone,), (kept,) = (sched.x.runs.get(job).servers for job in (moved, short))
+        assert gone != kept
+        sched.t = 3.0                                   # both start; the short job is done
+        for job, server in ((moved, gone), (short, kept)):
+            sched.x.processes.init_job(pb.InitJobRequest(
+                job_id=job, round=0, rank=0, server_id=server, generation=sched.gen(job)))
+        sched.x.processes.round_report(pb.RoundReportRequest(
+            server_id=kept, job_id=short, steps=100, seconds=1.0, generation=sched.gen(short)))
+        sched.x.roster.drain(gone)
+        sched.x.startups.record("A3C", 9.0)            # a slow one beside their 2 s each
+        assert sched.x.startups.expected_startup("A3C") == pytest.approx(13 / 3)
+        sched.at(1.0 + R - sched.x.config.plan_lead)
+        sched.at(1.0 + R)                               # round 1: the moved job waits
+        assert sched.x.runs.deferred() == {moved: "v100"}
+        sched.t = 1.0 + R + 8.0                         # its run saved, 2 s left
+        sched.x.processes.round_report(pb.RoundReportRequest(
+            server_id=gone, job_id=moved, steps=200, seconds=1.0, generation=sched.gen(moved)))
+        assert sched.x.runs.get(moved) is None            # not launched
+        assert (f"job {moved}: 2.0s left in round 1, less than its start-up (4.3s "
+                "expected); not launched") in caplog.text
+        assert sched.x.runs.not_launched == {"servers_down": 0, "backing_off": 0,
+                                             "too_late": 1}
+        assert ('gavelsched_launches_not_made_total{reason="too_late"} 1.0'
+                in generate_latest(metrics.registry).decode())
     finally:
         sched.close()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from gavelsched.core import JobSpec
 from gavelsched.daemon.exits import Died, Ended, RankFailed, exit_verdict
 from gavelsched.daemon.jobs import JobRow
-from gavelsched.daemon.runs import Run
+from gavelsched.daemon.run import Run
 from gavelsched.jobenv import EXIT_JOB_FAILED, EXIT_RUN_LOST
 from gavelsched.rpc import pb
 

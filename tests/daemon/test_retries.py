@@ -73,6 +73,9 @@ def test_a_killed_run_is_retried_after_a_doubling_backoff_then_the_job_fails(sch
         waits.append(rounds)
     # backoffs of 1, 2, 4 rounds from a kill 1 s into a round: each ends 1 s past a boundary
     assert waits == [1 + 2 ** k for k in range(budget)]
+    # each round of a backoff but its last placed the job and did not launch it
+    assert s.x.runs.not_launched == {"servers_down": 0, "too_late": 0,
+                                     "backing_off": sum(2 ** k for k in range(budget))}
     s.init(job)
     killed(s, job)
     row = s.x.jobs[job]
