@@ -47,28 +47,32 @@ def normalized_throughput(cols: Columns):
 
 @dataclass(frozen=True)
 class SloNeeds:
-    """What the SLOs ask: rows of jobs with a reachable SLO and the steps/s each needs,
-    and the jobs whose SLO can no longer be met (``slo_needs``)."""
+    """What the SLOs ask: rows of jobs with an SLO some allocation meets and the steps/s
+    each needs; ``lost``: the jobs whose SLO is past, or that cannot run; ``beyond``: those
+    whose SLO needs more than they make alone on their fastest type (throughput(m,
+    X^fastest)), which no allocation meets either."""
 
     rows: np.ndarray
     need: np.ndarray
     lost: tuple[str, ...]
+    beyond: tuple[str, ...] = ()
 
 
 def slo_needs(problem: Problem, cols: Columns) -> SloNeeds:
-    """throughput(m, X) >= s_m / (SLO_m - t_m) for every job with an SLO (§6.4.3); an SLO
-    already past, of a job that cannot run, or that needs more than the job makes alone on
-    its fastest type (throughput(m, X^fastest)), is lost: no allocation meets it. (Kept,
-    such needs, up to 10^8 times what a job can make, had the elastic LP fail: one job's
-    SLO stopped every job's allocation.)"""
+    """throughput(m, X) >= s_m / (SLO_m - t_m) for every job with an SLO (§6.4.3), sorted
+    into what ``SloNeeds`` holds (a need beyond any float is lost). An SLO beyond reach is
+    kept apart: planned for, its need (up to 10^8 times what a job made, in random
+    problems) had the elastic LP fail, and with it every job's allocation."""
     slo = np.array([np.nan if job.slo_s is None else job.slo_s for job in problem.jobs])
     rows = np.nonzero(~np.isnan(slo) & (cols.remaining > 0))[0]
     time_left = slo[rows] - cols.elapsed[rows]
     with np.errstate(over="ignore", divide="ignore"):  # (a few yoctoseconds left: lost)
         need = cols.remaining[rows] / time_left
-    reachable = (time_left > 0) & cols.runnable[rows] & (need <= cols.fastest_throughput[rows])
-    lost = tuple(cols.job_ids[i] for i in rows[~reachable])
-    return SloNeeds(rows[reachable], need[reachable], lost)
+    live = (time_left > 0) & cols.runnable[rows] & np.isfinite(need)
+    beyond = live & (need > cols.fastest_throughput[rows])
+    kept = live & ~beyond
+    return SloNeeds(rows[kept], need[kept], tuple(cols.job_ids[i] for i in rows[~live]),
+                    tuple(cols.job_ids[i] for i in rows[beyond]))
 
 
 def sum_data(cols: Columns, weights: np.ndarray, slo_rows: np.ndarray | None = None,
@@ -218,13 +222,7 @@ class MaxSumThroughput(Policy):
 
     def _solve(self, problem: Problem) -> Solution:
         cols = build_columns(problem)
-        needs = slo_needs(problem, cols) if self.slos else None
-        if needs is not None and needs.lost:
-            if self.slo_mode == "strict":
-                raise Infeasible(f"{self.name}: SLOs that can no longer be met (late, beyond "
-                                 f"the job's rate alone on its fastest type, or the job "
-                                 f"cannot run): {named(needs.lost)}", needs.lost)
-            self._news("lost", "%s: dropping SLOs already lost: %s", needs.lost, problem)
+        needs = self._reachable(slo_needs(problem, cols), problem) if self.slos else None
         if cols.num_columns == 0:
             return no_columns(cols)
         weights = self._weights(problem, cols)
@@ -255,6 +253,24 @@ class MaxSumThroughput(Policy):
                         err)
             z = closest
         return Solution(cols.to_rows(z), float(weights @ np.maximum(z, 0.0)), self.solver)
+
+    def _reachable(self, needs: SloNeeds, problem: Problem) -> SloNeeds | None:
+        """The SLOs to plan for. Strict mode refuses any that no allocation meets. Gavel's
+        mode solves without SLOs when one is beyond reach (Gavel's LP is then infeasible,
+        and it drops them all) and ignores late ones (Gavel's rows for them ask a negative
+        rate). Best effort drops both with a warning."""
+        lost = needs.lost + needs.beyond
+        if not lost:
+            return needs
+        if self.slo_mode == "strict":
+            raise Infeasible(f"{self.name}: SLOs that can no longer be met (late, beyond the "
+                             f"job's rate alone on its fastest type, or the job cannot run): "
+                             f"{named(lost)}", lost)
+        if self.slo_mode == "gavel" and needs.beyond:
+            log.warning("%s: SLOs cannot all be met; solving without them (Gavel)", self.name)
+            return None
+        self._news("lost", "%s: dropping SLOs already lost: %s", lost, problem)
+        return needs
 
     def _weighted_sum(self, cols: Columns, weights: np.ndarray,
                       slo_rows: np.ndarray | None = None,
