@@ -236,8 +236,8 @@ def test_an_slo_beyond_its_jobs_fastest_rate_is_lost_and_stops_no_other_job(capl
 
 
 def test_a_conflict_of_many_slos_is_one_short_line_naming_a_few():
-    """At production size thousands of SLOs can conflict: the error names ten of them and
-    counts the rest (the whole list stays in ``Infeasible.jobs``)."""
+    """At production size thousands of SLOs can conflict, or be lost: the error names ten
+    of them and counts the rest (the whole list stays in ``Infeasible.jobs``)."""
     base = figure_5_14_problem(40, 3)
     impossible = conflicting_slos(base)
     with pytest.raises(Infeasible) as caught:
@@ -246,6 +246,13 @@ def test_a_conflict_of_many_slos_is_one_short_line_naming_a_few():
     assert len(conflicting) > 10 and "\n" not in message
     assert message.endswith(f"conflicting jobs: {', '.join(conflicting[:10])} and "
                             f"{len(conflicting) - 10} more")
+    # so do SLOs already lost (here each asks twice the job's rate on its fastest type)
+    lost = base.with_jobs([Job(j.id, j.throughputs, remaining_steps=1e5, slo_s=1e5 / (
+        2 * j.throughputs["v100"])) for j in base.jobs])
+    with pytest.raises(Infeasible) as caught:
+        get_policy("max_sum_throughput_normalized_by_cost_perf_SLOs").solve(lost)
+    assert str(caught.value).endswith("the job cannot run): 0, 1, 2, 3, 4, 5, 6, 7, 8, 9 and "
+                                      "30 more") and len(caught.value.jobs) == 40
 
 
 def test_best_effort_takes_the_closest_allocation_when_the_cheapest_one_fails(monkeypatch,
