@@ -55,7 +55,7 @@ class SloNeeds:
     rows: np.ndarray
     need: np.ndarray
     lost: tuple[str, ...]
-    beyond: tuple[str, ...] = ()
+    beyond: tuple[str, ...]
 
 
 def slo_needs(problem: Problem, cols: Columns) -> SloNeeds:

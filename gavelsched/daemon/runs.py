@@ -94,7 +94,7 @@ class RunTable:
         self.held: dict[str, float] = {}     # task key -> seconds it held its workers
         self._members: dict[str, list[str]] = {}  # task key -> its jobs' runs this round
         self._waves: Counter[tuple[int, str]] = Counter()   # (round, machine) -> launches
-        self.not_launched = dict.fromkeys(NOT_LAUNCHED, 0)  # reason -> placements (read anywhere)
+        self.not_launched = dict.fromkeys(NOT_LAUNCHED, 0)  # reason -> placements (scraped)
         self.renewals = Renewals(self.live, self.get, self.renewed, clock)
         self.launches = Launches(clock, now)   # fresh runs' InitJob answers, and GPUs freed
 
@@ -292,6 +292,7 @@ class RunTable:
             self.send(job_id, server_id, request, kind)
 
     def _not_launched(self, reason: str, message: str, *args) -> None:
+        """A placement not launched, for ``reason`` (``NOT_LAUNCHED``): counted and logged."""
         self.not_launched[reason] += 1
         log.info(message + "; not launched", *args)
 

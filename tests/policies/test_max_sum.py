@@ -195,7 +195,7 @@ def test_best_effort_meets_the_slos_as_closely_as_possible_then_costs_least(seed
     """SLOs that cannot all be met, ``slo_mode="best_effort"``: first the least total
     relative shortfall, then the most throughput per dollar at that shortfall. Each SLO
     had been held at the elastic LP's own shortfall, one optimal point of many, which
-    cost up to several per cent of the objective."""
+    cost 2-2.5% of the objective on these four."""
     base = figure_5_14_problem(12, seed)
     T, _ = dense(base)
     coef = T / np.array([PRICES[t] for t in TYPES])
