@@ -310,22 +310,15 @@ def test_the_direct_lp_is_cvxpys_entry_for_entry_and_so_is_the_answer(name, opti
                  for job, slo in zip(problem.jobs, [*slos, *[0.0] * len(problem.jobs)]))
     problem = dataclasses.replace(problem, prices=PRICES, jobs=jobs)
     seen = []
-    run = throughput.run
-
-    def recorded(program, solver, what, **kw):
-        seen.append(program)
-        return run(program, solver, what, **kw)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(throughput, "run", recorded)
-        try:
-            reference = get_policy(name, backend="cvxpy", **options).solve(problem)
-        except PolicyError as err:
-            with pytest.raises(type(err)) as refused:
-                get_policy(name, **options).solve(problem)
-            if isinstance(err, Infeasible):        # (a failure quotes each path's words)
-                assert str(refused.value) == str(err)
-            reference = None
+    try:
+        reference = solved_recording(get_policy(name, backend="cvxpy", **options), problem,
+                                     seen)
+    except PolicyError as err:
+        with pytest.raises(type(err)) as refused:
+            get_policy(name, **options).solve(problem)
+        if isinstance(err, Infeasible):        # (a failure quotes each path's words)
+            assert str(refused.value) == str(err)
+        reference = None
     policy = get_policy(name, **options)
     if reference is not None:
         direct = policy.solve(problem)
@@ -341,6 +334,21 @@ def test_the_direct_lp_is_cvxpys_entry_for_entry_and_so_is_the_answer(name, opti
         needs = None                 # (an SLO beyond reach: Gavel's mode drops them all)
     slo = (needs.rows, needs.need) if needs is not None and needs.rows.size else ()
     _same_data(throughput.sum_data(cols, policy._weights(problem, cols), *slo), theirs)
+
+
+def solved_recording(policy, problem: Problem, seen: list):
+    """``policy.solve(problem)``, each cvxpy program it solves appended to ``seen``."""
+    from policies import throughput
+
+    run = throughput.run
+
+    def recorded(program, solver, what, **kw):
+        seen.append(program)
+        return run(program, solver, what, **kw)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(throughput, "run", recorded)
+        return policy.solve(problem)
 
 
 def _same_data(ours, theirs) -> None:
@@ -375,15 +383,8 @@ def test_best_effort_lps_are_cvxpys_entry_for_entry(problem, slos):
     problem = dataclasses.replace(problem, prices=PRICES, cluster=dict.fromkeys(TYPES, 1),
                                   jobs=jobs + problem.jobs[len(jobs):])
     seen = []
-    run = throughput.run
-
-    def recorded(program, solver, what, **kw):
-        seen.append(program)
-        return run(program, solver, what, **kw)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(throughput, "run", recorded)
-        reference = get_policy(SLO, backend="cvxpy", slo_mode="best_effort").solve(problem)
+    reference = solved_recording(get_policy(SLO, backend="cvxpy", slo_mode="best_effort"),
+                                 problem, seen)
     assume(len(seen) == 3)          # (the SLOs conflicted: the two elastic programs ran)
     direct = get_policy(SLO, slo_mode="best_effort").solve(problem)
     assert direct.allocation == reference.allocation
