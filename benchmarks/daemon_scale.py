@@ -198,7 +198,7 @@ def cpu_s(pids: list[int]) -> float:
 
 # (metric, label) pairs ``rpc_counts`` sums by: a series of several labels counts under each.
 COUNTED = (("rpcs", "method"), ("renewals", "answer"), ("calls_refused", "method"),
-           ("init_jobs", "answer"), ("init_jobs", "why"))
+           ("init_jobs", "answer"), ("init_jobs", "why"), ("launches_not_made", "reason"))
 SERIES = re.compile(r'^gavelsched_(\w+)_total\{([^}]*)\} ([\d.e+]+)$', re.M)
 LABEL = re.compile(r'(\w+)="([^"]*)"')
 SOLVES = re.compile(r"^gavelsched_(policy_solve_seconds_sum|policy_solve_seconds_count|"
@@ -310,6 +310,7 @@ class Row:
     refusal_lines: dict[str, int] = field(default_factory=dict)
     init_failed: dict[str, int] = field(default_factory=dict)   # runs that gave up on InitJob
     not_launched: dict[int, int] = field(default_factory=dict)  # launches not made, by round
+    not_made: dict[str, int] = field(default_factory=dict)  # ... by reason (/metrics)
     startups_s: list[float] = field(default_factory=list)      # start-ups from round starts
 
 
@@ -453,7 +454,7 @@ def measure(gpus: int, jobs: int, args) -> Row:
         cpu0, hollow0, t0 = cpu_s([pid]), cpu_s([p.pid for p in hollow]), time.monotonic()
         metrics = f"http://127.0.0.1:{metrics_port}/metrics"
         scraped = scrape(metrics)
-        rpcs0, answers0, refused0, inits0, whys0 = rpc_counts(scraped)
+        rpcs0, answers0, refused0, inits0, whys0, skips0 = rpc_counts(scraped)
         solves0 = solve_totals(scraped)
         probe = start_probe(cluster)
         base = first - 1             # the index of the round start measuring begins at
@@ -477,7 +478,7 @@ def measure(gpus: int, jobs: int, args) -> Row:
         wall = time.monotonic() - t0
         row.heartbeat_s = stop_probe(probe)
         scraped = scrape(metrics)
-        rpcs1, answers1, refused1, inits1, whys1 = rpc_counts(scraped)
+        rpcs1, answers1, refused1, inits1, whys1, skips1 = rpc_counts(scraped)
         solved = {k: v - solves0.get(k, 0.0) for k, v in solve_totals(scraped).items()}
         row.solves = int(solved.get("policy_solve_seconds_count", 0))
         row.solve_s = (solved.get("policy_solve_seconds_sum", math.nan) / row.solves
@@ -496,6 +497,7 @@ def measure(gpus: int, jobs: int, args) -> Row:
             row.answers = {a: n - answers0.get(a, 0) for a, n in answers1.items()}
             row.init_answers = {a: n - inits0.get(a, 0) for a, n in inits1.items()}
             row.init_whys = {w: n - whys0.get(w, 0) for w, n in whys1.items()}
+            row.not_made = {r: int(n - skips0.get(r, 0)) for r, n in skips1.items()}
             row.refused = {m: int(n - refused0.get(m, 0)) for m, n in refused1.items()}
             row.top = ", ".join(f"{m} {r:.0f}" for m, r in
                                 sorted(rates.items(), key=lambda kv: -kv[1])[:3])
@@ -791,13 +793,17 @@ def launches_not_made(row: Row) -> str:
     """The launches the scheduler did not make in the measured rounds, by round: each had
     waited for its job's last run to save, and less than its type's start-up was left in
     the round, so its GPUs stay idle to the round's end (what the GPUs busy column misses);
-    and the fresh runs' start-ups, from their round's start, that the expected start-up is
+    the scheduler's own count of them, with the placements not launched for other reasons
+    (``gavelsched_launches_not_made_total``); and the fresh runs' start-ups, from their round's start, that the expected start-up is
     the mean of."""
     line = (f"{row.gpus:,} GPUs x {row.jobs:,} jobs: launches not made (less than their "
             f"start-up left in the round): {sum(row.not_launched.values()):,}")
     if row.not_launched:
         line += " (" + ", ".join(f"round {r}: {n:,}"
                                  for r, n in sorted(row.not_launched.items())) + ")"
+    if row.not_made:
+        line += ("; the scheduler's gavelsched_launches_not_made_total over the measured "
+                 "rounds: " + ", ".join(f"{r} {n:,}" for r, n in sorted(row.not_made.items())))
     if row.startups_s:
         line += (f"; fresh runs' start-ups from their round's start: mean "
                  f"{statistics.mean(row.startups_s):.1f} s, worst {max(row.startups_s):.1f} s "
