@@ -57,6 +57,7 @@ class LiveJob:
     # noise); None: ``steps_per_s``, what it is measured to make
     plan_steps_per_s: Mapping[str, float] | None = None
     shared_with: str | None = None     # the job its run shares its GPUs with; None: none
+    slo_left_s: float | None = None    # to its SLO's deadline; None: no SLO, or it passed
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,8 @@ def state_of(reply) -> LiveState:
                 dict(j.steps_per_s), _weight(j), None,
                 j.started_s if j.started_s >= 0 else None, j.entity or None,
                 *_run(j, workers, begin), restart_s=_seconds(j.restart_s),
-                plan_steps_per_s=_rates(j.plan_steps_per_s), shared_with=j.shared_with or None)
+                plan_steps_per_s=_rates(j.plan_steps_per_s), shared_with=j.shared_with or None,
+                slo_left_s=_slo_left(j, reply.now_s))
         for j in live)
     alive = [w.address for w in reply.workers if w.alive and not w.drained and w.gpus > 0]
     rules = DaemonRules.of_status(reply, _type_means(live, "startup_s"),
@@ -271,6 +273,16 @@ def _seconds(value: float) -> float:
     return value if 0.0 < value <= checks.MAX_SECONDS else 0.0
 
 
+def _slo_left(job, now_s: float) -> float | None:
+    """Seconds from the picture's time to a job's SLO deadline (its arrival plus its
+    ``slo_s``, thesis §6.4.3), what a replay that starts then plans it under; None: no SLO
+    (or not a duration the scheduler admits), or a deadline already past (the SLO policy
+    drops a late SLO in best effort and Gavel's mode, as a replay without it does)."""
+    slo = _seconds(job.slo_s)
+    left = job.arrival_s + slo - now_s
+    return left if slo and math.isfinite(left) and left > 0 else None
+
+
 def _type_means(live, name: str) -> dict[str, float]:
     """Each job type's mean ``name`` (``startup_s``, ``exit_s``: the Status carries each
     job's type mean; ``_seconds``, else none); a type none of whose runs has been
@@ -352,4 +364,5 @@ def hypothetical(request, state: LiveState, prior=None) -> LiveJob:
     sf = request.scale_factor or 1
     rates = {t: scale * float(prior.get(t, request.job_type, sf)) for t in state.workers}
     return LiveJob(NEW_ID, request.job_type, sf, request.total_steps, rates,
-                   request.priority_weight or 1.0, None, None, request.entity or None)
+                   request.priority_weight or 1.0, None, None, request.entity or None,
+                   slo_left_s=_seconds(request.slo_s) or None)

@@ -217,7 +217,7 @@ def replay_inputs(state: LiveState, extra: Sequence[LiveJob] = ()) -> Replay:
         trace.append(TraceJob(job.job_type, job.scale_factor, job.steps_left, 0.0,
                               priority_weight=job.priority_weight, throughputs=rates,
                               planned=planned, startup_s=startup,
-                              restart_s=job.restart_s or None))
+                              restart_s=job.restart_s or None, slo_s=job.slo_left_s))
         if job.running_on in rates:
             running[len(ids)] = job.running_on
         ids.append(job.id)

@@ -136,7 +136,7 @@ def build_snapshot(view: DaemonView) -> Snapshot:
             started_s=_or_never(job.started_s), ended_s=_or_never(job.ended_s),
             steps_per_s=view.rates.get(job.id, {}),
             plan_steps_per_s=view.plan_rates.get(job.id, {}),
-            priority_weight=spec.priority_weight,
+            priority_weight=spec.priority_weight, slo_s=spec.slo_s or 0.0,
             startup_s=view.startup_s.get(spec.job_type, 0.0),
             restart_s=view.restart_s.get(spec.job_type, 0.0),
             exit_s=view.exit_s.get(spec.job_type, 0.0),

@@ -50,6 +50,35 @@ def test_the_rules_a_status_publishes_give_the_daemons_core_config(tmp_path, con
         sched.close()
 
 
+def test_a_jobs_slo_reaches_its_replay_as_the_time_left_to_its_deadline(tmp_path):
+    """Under an SLO policy the scheduler plans a job toward its deadline (thesis §6.4.3). A
+    replay of its picture (the scheduler's ETAs, ``predict``) starts at the picture's time,
+    so it plans the job with the time left: arrival plus SLO, less now. A deadline already
+    past is no SLO there (best effort and Gavel's mode drop a late one); no SLO stays
+    none. The Status carried no SLO: the ETAs replayed SLO policies without them."""
+    from gavelsched.rpc import pb
+    from simulator.live import hypothetical, state_of
+    from simulator.twin import replay_inputs
+
+    sched = Scheduler(tmp_path, policy="max_sum_throughput_normalized_by_cost_perf_SLOs")
+    try:
+        for slo in (500.0, 2.0, 0.0):       # 0: none
+            sched.x.submit(pb.JobRequest(job_type="A3C", total_steps=100_000,
+                                         workload="steps", slo_s=slo))
+        sched.t = 5.0
+        reply = build_snapshot(sched.x.view(sched.t)).response
+        assert [j.slo_s for j in reply.jobs] == [500.0, 2.0, 0.0]
+        state = state_of(reply)
+        assert [j.slo_left_s for j in state.jobs] == [pytest.approx(495.0), None, None]
+        trace = replay_inputs(state).trace
+        assert [j.slo_s for j in trace] == [pytest.approx(495.0), None, None]
+        # ``predict``'s job arrives at the picture's time: its whole SLO is left
+        asked = pb.JobRequest(job_type="A3C", total_steps=100, workload="steps", slo_s=60.0)
+        assert hypothetical(asked, state).slo_left_s == 60.0
+    finally:
+        sched.close()
+
+
 def test_a_type_order_that_names_a_type_twice_is_read_as_none(tmp_path):
     sched = Scheduler(tmp_path)
     try:
