@@ -365,4 +365,4 @@ def hypothetical(request, state: LiveState, prior=None) -> LiveJob:
     rates = {t: scale * float(prior.get(t, request.job_type, sf)) for t in state.workers}
     return LiveJob(NEW_ID, request.job_type, sf, request.total_steps, rates,
                    request.priority_weight or 1.0, None, None, request.entity or None,
-                   slo_left_s=_seconds(request.slo_s) or None)
+                   slo_left_s=_seconds(request.slo_s or 0.0) or None)
