@@ -142,6 +142,10 @@ def shortfall_data(cols: Columns, needs: SloNeeds, weights: np.ndarray | None = 
     return costs, from_blocks(blocks, (rows, v)), np.concatenate(b)
 
 
+# What Gavel's mode logs as it solves without SLOs that cannot all be met (its LP infeasible).
+GAVEL_DROPS_SLOS = "%s: SLOs cannot all be met; solving without them (Gavel)"
+
+
 def within_least(least: float) -> float:
     """The total relative shortfall best effort's second LP allows: the elastic LP's least,
     with room for the solvers' tolerances (it has an interior)."""
@@ -235,7 +239,7 @@ class MaxSumThroughput(Policy):
             if slo is None:
                 raise
         if self.slo_mode == "gavel":
-            log.warning("%s: SLOs cannot all be met; solving without them (Gavel)", self.name)
+            log.warning(GAVEL_DROPS_SLOS, self.name)
             return self._weighted_sum(cols, weights)
         least, conflicting, closest = self._least_shortfall(cols, slo)
         if self.slo_mode == "strict":
@@ -267,7 +271,7 @@ class MaxSumThroughput(Policy):
                              f"job's rate alone on its fastest type, or the job cannot run): "
                              f"{named(lost)}", lost)
         if self.slo_mode == "gavel" and needs.beyond:
-            log.warning("%s: SLOs cannot all be met; solving without them (Gavel)", self.name)
+            log.warning(GAVEL_DROPS_SLOS, self.name)
             return None
         self._news("lost", "%s: dropping SLOs already lost: %s", lost, problem)
         return needs
