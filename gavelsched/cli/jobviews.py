@@ -14,9 +14,21 @@ The tables read the reply itself, with the JSON's own helpers for what they deri
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 from ..client.status import ClusterStatus
-from ..daemon.statusjson import elapsed_s, iso, jct_s, seconds, solving_dict, status_dict
+from ..daemon.statusjson import (
+    AT_RISK,
+    MISSED,
+    deadline_s,
+    elapsed_s,
+    iso,
+    jct_s,
+    seconds,
+    slo_status,
+    solving_dict,
+    status_dict,
+)
 
 __all__ = ["clock", "date", "elapsed_s", "history_table", "iso", "jct_s", "seconds",
            "status_dict", "status_table", "user"]
@@ -48,14 +60,16 @@ def user(job) -> str:
 def status_table(reply) -> list[str]:
     """What runs and waits: who submitted it, progress, GPUs held this round over the scale
     factor (an elastic job's floor after ``≥``), the worker type (or configuration) this
-    round, the time since its first start, allocation/received per type, and why it
-    waits."""
+    round, the time since its first start, allocation/received per type, why it waits,
+    and a job's SLO missed or at risk (``slo_note``; the header counts them)."""
     jobs, now = reply.jobs, reply.now_s
+    slo = {j.id: note for j in jobs if j.slo_s > 0 and (note := slo_note(j, now))}
     w_id, w_type = _width(jobs, "id", lambda j: j.id), _width(jobs, "type", lambda j: j.job_type)
     w_on = _width(jobs, "on", lambda j: j.worker_type or "-")
     w_user = _width(jobs, "user", user)
     lines = [f"round {reply.round}  policy {reply.policy}  rounds of "
-             f"{reply.round_seconds:g}s  jobs {len(jobs)}{solve_note(reply)}",
+             f"{reply.round_seconds:g}s  jobs {len(jobs)}{solve_note(reply)}"
+             f"{slo_count(status for status, _ in slo.values())}",
              f"{'id':>{w_id}} {'type':<{w_type}} {'user':<{w_user}} {'state':<9} "
              f"{'progress':>20} {'gpus':>7} "
              f"{'on':<{w_on}} {'elapsed':>11} allocation/received"]
@@ -72,11 +86,38 @@ def status_table(reply) -> list[str]:
             line += f"  (shares its GPU{'s' if j.gpus != 1 else ''} with job {j.shared_with})"
         if j.reason:
             line += f"  ({j.reason})"
+        if j.id in slo:
+            line += f"  ({slo[j.id][1]})"
         lines.append(line)
     lines.append(f"workers: {len(reply.workers)}")
     lines.extend(f"{w.id:>6} {w.type:<8} gpus {w.gpus}  {worker_state(w)}  {w.address}"
                  for w in reply.workers)
     return lines
+
+
+def slo_note(job, now_s: float) -> tuple[str, str] | None:
+    """A wire job's SLO status (``statusjson.slo_status``) and a note saying by how much,
+    when missed or at risk; None otherwise."""
+    deadline = deadline_s(job)
+    if deadline is None:
+        return None
+    done, eta = seconds(job.completion_s), seconds(job.eta_finish_s)
+    status = slo_status(job.state, deadline, done, eta, now_s)
+    if status == AT_RISK:
+        return status, f"SLO at risk: predicted to finish {clock(eta - deadline)} past its deadline"
+    if status != MISSED:
+        return None
+    if done is not None:
+        return status, f"SLO missed by {clock(done - deadline)}"
+    return status, f"SLO missed: its deadline passed {clock(now_s - deadline)} ago"
+
+
+def slo_count(statuses) -> str:
+    """The header's count of the jobs at risk of missing their SLO and of those that
+    missed it; "" for none."""
+    counted = Counter(statuses)
+    parts = [f"{counted[s]} {s.replace('_', ' ')}" for s in (AT_RISK, MISSED) if counted[s]]
+    return f"  SLOs: {', '.join(parts)}" if parts else ""
 
 
 def solve_note(reply) -> str:
@@ -135,7 +176,8 @@ def event_lines(events) -> list[str]:
 
 def eta_lines(status: ClusterStatus) -> list[str]:
     """The table ``status --eta`` prints below the status table: the scheduler's own
-    predictions (``eta_start_s``, ``eta_finish_s``) and when it made them."""
+    predictions (``eta_start_s``, ``eta_finish_s``) and when it made them; with a job's
+    SLO, its deadline and where it stands (``slo_status``)."""
     def at(seconds: float | None) -> str:
         if seconds is None:
             return "-"
@@ -149,8 +191,13 @@ def eta_lines(status: ClusterStatus) -> list[str]:
              f"simulator, policy {status.policy}){failed}"]
     jobs = [j for j in status.jobs if j.ended_s is None]
     w = max([2, *(len(j.id) for j in jobs)])
-    lines.append(f"{'id':>{w}} {'start':<32} finish")
+    deadlines = any(j.deadline_s is not None for j in jobs)
+    lines.append(f"{'id':>{w}} {'start':<32} " + (f"{'finish':<32} deadline (SLO)"
+                                                   if deadlines else "finish"))
     for job in jobs:
         start = "started" if job.started_s is not None else at(job.eta_start_s)
-        lines.append(f"{job.id:>{w}} {start:<32} {at(job.eta_finish_s)}")
+        line = f"{job.id:>{w}} {start:<32} {at(job.eta_finish_s)}"
+        if job.deadline_s is not None:
+            line = f"{line:<{w + 66}} {at(job.deadline_s)} {job.slo_status.replace('_', ' ')}"
+        lines.append(line)
     return lines

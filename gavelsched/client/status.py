@@ -40,7 +40,8 @@ class JobStatus:
     """One job: its state (queued, running, preempted, held, done, failed, cancelled), progress,
     where it runs this round (``worker_type``: a type or a configuration such as
     ``k80:1+v100:1``; None: nowhere), why it waits (``reason``), its allocation against
-    the share it received per type (thesis §5.5), and its times."""
+    the share it received per type (thesis §5.5), its times, and where it stands against
+    its SLO's deadline (``slo_status``: ``gavelsched.daemon.statusjson.slo_status``)."""
 
     id: str
     state: str
@@ -75,6 +76,10 @@ class JobStatus:
     eta_start_s: float | None = None
     eta_finish_s: float | None = None
     eta_finish_at: str | None = None
+    slo_s: float | None = None          # its SLO (seconds from submission); None: none
+    deadline_s: float | None = None     # its arrival plus its SLO
+    deadline_at: str | None = None
+    slo_status: str | None = None       # met, missed, at_risk, on_track, unknown
     steps_per_s: Mapping[str, float] = field(default_factory=dict, metadata=EXTRA)
     priority_weight: float = field(default=1.0, metadata=EXTRA)
     startup_s: float = field(default=0.0, metadata=EXTRA)

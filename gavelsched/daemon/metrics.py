@@ -48,6 +48,10 @@
   a job not started) and finish of each unfinished job, as Unix times (``forecast``);
   ``gavelsched_eta_computed_timestamp_seconds``: when the picture they replay was taken;
   ``gavelsched_eta_replay_seconds``: histogram of the replay's wall time;
+- ``gavelsched_jobs_slo{status}``: the jobs with an SLO by where they stand against its
+  deadline (``statusjson.slo_status``: ``missed``, ``at_risk`` by the ETA, ``unknown``,
+  ``on_track``, ``met``), as at the latest view; an alert on ``at_risk`` warns before a
+  deadline passes;
 - ``gavelsched_workers{worker_type,alive}``: GPUs registered;
 - ``gavelsched_workers_drained{worker_type}``: GPUs out of service (``gavelsched drain``);
 - ``gavelsched_rounds_total``: rounds started;
@@ -86,6 +90,7 @@ from .accounting import UsageRun
 from .config import METRICS_JOB_SERIES
 from .forecast import Forecast
 from .jobs import STATES
+from .statusjson import SLO_STATUSES, slo_status
 from .view import DaemonView
 
 ROUND_BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 120, 360, 720, 1800)
@@ -135,6 +140,8 @@ class DaemonMetrics:
         # setting a gauge per job and type took seconds a round at 20,000 jobs (issue #30).
         self._jobs = _JobsCollector(job_series)
         r.register(self._jobs)
+        self._slo = _SloCollector()
+        r.register(self._slo)
         self.omitted = Gauge("gavelsched_job_series_omitted", "Jobs left out of the per-job "
                              "series (metrics_job_series)", registry=r)
         self.rounds = Counter("gavelsched_rounds", "Rounds started", registry=r)
@@ -210,6 +217,7 @@ class DaemonMetrics:
         for state, n in counts.items():
             self.jobs.labels(state=state).set(n)
         self._jobs.runs, self._jobs.shares = view.runs, view.shares
+        self._slo.view = view
         self.solve_start.set(0.0 if view.solving_since_s < 0
                              else view.epoch_unix + view.solving_since_s)
         self.omitted.set(max(0, len(view.shares) - self._jobs.limit))
@@ -306,6 +314,30 @@ class _JobsCollector:
             if not run.orphan:
                 gpus.add_metric([job_id, run.worker_type], run.gpus)
         return [allocation, received, gpus]
+
+
+class _SloCollector:
+    """``gavelsched_jobs_slo{status}``, counted at each scrape from the latest view (its
+    jobs, its ETAs and its time)."""
+
+    view: DaemonView | None = None
+
+    def collect(self):
+        family = GaugeMetricFamily("gavelsched_jobs_slo", "Jobs with an SLO by where they "
+                                   "stand against its deadline", labels=["status"])
+        counts = dict.fromkeys(SLO_STATUSES, 0)
+        view = self.view
+        if view is not None:
+            finish = view.forecast.finish_s if view.forecast is not None else {}
+            for job in view.jobs:
+                if job.spec.slo_s:
+                    status = slo_status(job.state, job.arrival_s + job.spec.slo_s,
+                                        job.completion_s, finish.get(job.id), view.now_s)
+                    if status is not None:
+                        counts[status] += 1
+        for status, n in counts.items():
+            family.add_metric([status], n)
+        return [family]
 
 
 class _ForecastCollector:

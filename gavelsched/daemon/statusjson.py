@@ -5,11 +5,20 @@
 Times on the wire count seconds on the scheduler's clock (< 0: not yet); a job's
 ``elapsed`` runs from its first start to its end (or to the scheduler's ``now_s``), its
 JCT from its submission to its completion (done jobs only, as in Gavel's simulator).
+A job's SLO (thesis §5.7.3: a JCT it must not pass) sets its deadline, its arrival plus
+the SLO; ``slo_status`` says where the job stands against it.
 """
 
 from __future__ import annotations
 
+import math
 import time
+
+from .jobs import CANCELLED, FAILED
+
+# Where a job stands against its SLO's deadline (``slo_status``), worst first.
+MISSED, AT_RISK, UNKNOWN, ON_TRACK, MET = "missed", "at_risk", "unknown", "on_track", "met"
+SLO_STATUSES = (MISSED, AT_RISK, UNKNOWN, ON_TRACK, MET)
 
 
 def seconds(value: float) -> float | None:
@@ -30,6 +39,31 @@ def jct_s(job) -> float | None:
     return None if done is None else max(0.0, done - job.arrival_s)
 
 
+def slo_status(state: str, deadline_s: float | None, completed_s: float | None,
+               eta_finish_s: float | None, now_s: float) -> str | None:
+    """A job's standing against its deadline (its arrival plus its SLO, thesis §5.7.3), as
+    the simulator counts a violation (a JCT past the SLO): ``met`` or ``missed`` once it
+    completed (``completed_s``), ``missed`` once the deadline has passed unfinished, else
+    ``at_risk`` when the scheduler's ETA finishes past it, ``on_track`` when within,
+    ``unknown`` without an ETA. None: no SLO, or a job failed or cancelled, which no
+    deadline binds any more."""
+    if deadline_s is None or state in (FAILED, CANCELLED):
+        return None
+    if completed_s is not None:
+        return MET if completed_s <= deadline_s else MISSED
+    if now_s > deadline_s:
+        return MISSED
+    if eta_finish_s is None:
+        return UNKNOWN
+    return AT_RISK if eta_finish_s > deadline_s else ON_TRACK
+
+
+def deadline_s(job) -> float | None:
+    """A wire job's deadline on the scheduler's clock (None: no SLO; ``slo_s`` 0)."""
+    slo = job.slo_s
+    return job.arrival_s + slo if slo > 0 and math.isfinite(slo) else None
+
+
 def iso(epoch_unix: float, value: float) -> str | None:
     """A wire time as ISO 8601 UTC (``2026-11-24T10:01:02Z``), or None."""
     if value < 0:
@@ -47,7 +81,9 @@ def status_dict(reply) -> dict:
     time limit (``max_runtime_s``), dependencies (``after``) and seconds run (``run_s``);
     the scheduler's ETA (``eta_start_s`` of a job not started, ``eta_finish_s``, and
     ``eta_finish_at`` as a date; null: none), computed at ``eta_computed_s`` (``eta_error``:
-    why there are none); the configured ``entities`` with the GPUs and jobs each has now;
+    why there are none); its SLO (``slo_s``, seconds from submission), ``deadline_s`` and
+    ``deadline_at``, and ``slo_status`` (``slo_status()``; null: no SLO); the configured
+    ``entities`` with the GPUs and jobs each has now;
     and the policy's re-solve running and the last one's seconds (``solving``)."""
     epoch, now = reply.epoch_unix, reply.now_s
     return {"round": reply.round, "jobs": [job_dict(j, epoch, now) for j in reply.jobs],
@@ -75,7 +111,17 @@ def job_dict(j, epoch: float, now: float) -> dict:
             "max_runtime_s": j.max_runtime_s or None, "after": list(j.after),
             "run_s": j.run_s, "eta_start_s": seconds(j.eta_start_s),
             "eta_finish_s": seconds(j.eta_finish_s),
-            "eta_finish_at": iso(epoch, j.eta_finish_s)}
+            "eta_finish_at": iso(epoch, j.eta_finish_s), **slo_dict(j, epoch, now)}
+
+
+def slo_dict(j, epoch: float, now: float) -> dict:
+    """A wire job's SLO fields of ``job_dict``: all null for a job without one."""
+    deadline = deadline_s(j)
+    if deadline is None:
+        return {"slo_s": None, "deadline_s": None, "deadline_at": None, "slo_status": None}
+    return {"slo_s": j.slo_s, "deadline_s": deadline, "deadline_at": iso(epoch, deadline),
+            "slo_status": slo_status(j.state, deadline, seconds(j.completion_s),
+                                     seconds(j.eta_finish_s), now)}
 
 
 def cluster_dict(reply) -> dict:

@@ -8,7 +8,8 @@ import datetime
 
 import pytest
 
-from gavelsched.cli.jobviews import clock, history_table, status_dict, status_table
+from gavelsched.cli.jobviews import clock, date, eta_lines, history_table, status_dict, status_table
+from gavelsched.client.status import ClusterStatus
 from gavelsched.rpc import pb
 
 LONG = "Recommendation (batch size 8192)"          # 32 characters
@@ -102,3 +103,51 @@ def test_the_status_header_says_what_the_solves_take_and_a_re_solve_running():
         "jobs 3  allocation solved in 12.35s  re-solving for 00:01:40 (20,000 jobs)")
     solving.solving_since_s, solving.solving_jobs = -1.0, 0
     assert status_table(solving)[0].endswith("jobs 3  allocation solved in 12.35s")
+
+
+def slo_reply() -> pb.StatusResponse:
+    """At t = 5,000 s, ETAs computed at 4,900 s: job 1's deadline (1,100 s) passed; job 2's
+    ETA is 10 minutes past its deadline; job 3's within; job 4 missed its SLO by 100 s; job
+    5 met its SLO; job 6 has no SLO."""
+    never = {"started_s": -1, "ended_s": -1, "completion_s": -1, "eta_start_s": -1}
+    def job(i, state, slo, eta=-1.0, **times):
+        return pb.JobStatus(id=i, state=state, total_steps=100, job_type="A3C", scale_factor=1,
+                            arrival_s=100.0, slo_s=slo, eta_finish_s=eta,
+                            **{**never, **times})
+    return pb.StatusResponse(
+        round=9, policy="max_sum_throughput_normalized_by_cost_perf_SLOs", round_seconds=60,
+        now_s=5000.0, epoch_unix=EPOCH, eta_computed_s=4900.0,
+        jobs=[job("1", "queued", 1000.0, 6000.0),
+              job("2", "running", 10_000.0, 10_700.0, started_s=200.0),
+              job("3", "queued", 10_000.0, 9000.0),
+              job("4", "done", 1000.0, ended_s=1200.0, completion_s=1200.0),
+              job("5", "done", 1000.0, ended_s=1100.0, completion_s=1100.0),
+              job("6", "queued", 0.0, 7000.0)])
+
+
+def test_the_status_table_flags_each_slo_missed_or_at_risk_and_its_header_counts_them():
+    lines = status_table(slo_reply())
+    assert lines[0].endswith("jobs 6  SLOs: 1 at risk, 2 missed")
+    rows = {line.split()[0]: line for line in lines[2:8]}
+    assert rows["1"].endswith("(SLO missed: its deadline passed 01:05:00 ago)")
+    assert rows["2"].endswith("(SLO at risk: predicted to finish 00:10:00 past its deadline)")
+    assert rows["4"].endswith("(SLO missed by 00:01:40)")
+    assert all("SLO" not in rows[i] for i in "356")       # on track, met, none
+    assert "SLOs" not in status_table(reply())[0]         # no job with an SLO: no count
+
+
+def test_status_eta_lists_each_deadline_with_where_its_job_stands():
+    status = ClusterStatus.from_pb(slo_reply())
+    lines = eta_lines(status)
+    assert lines[1].split() == ["id", "start", "finish", "deadline", "(SLO)"]
+    rows = {line.split()[0]: line for line in lines[2:]}
+    assert set(rows) == {"1", "2", "3", "6"}              # the jobs not ended
+    column = lines[1].index("deadline")                   # each deadline under its header
+    for i, stands in (("1", "missed"), ("2", "at risk"), ("3", "on track")):
+        deadline = 100.0 + status.job(i).slo_s
+        assert rows[i][column:] == (f"{date(EPOCH, deadline)} "
+                                    f"(+{clock(max(0.0, deadline - 5000.0))}) {stands}")
+    assert rows["6"].rstrip().endswith(f"(+{clock(2000.0)})")   # a finish, no deadline
+    assert [j.slo_status for j in status.jobs] == ["missed", "at_risk", "on_track", "missed",
+                                                   "met", None]
+    assert eta_lines(ClusterStatus.from_pb(reply()))[1].split() == ["id", "start", "finish"]

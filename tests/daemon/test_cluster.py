@@ -177,7 +177,8 @@ def test_cli_submit_status_json_and_cancel(cluster, cli, tmp_path):
                                      "elapsed_s", "jct_s", "submitted_at", "started_at",
                                      "ended_at", "user", "array_id", "array_index",
                                      "max_runtime_s", "after", "run_s", "eta_start_s",
-                                     "eta_finish_s", "eta_finish_at"}
+                                     "eta_finish_s", "eta_finish_at", "slo_s", "deadline_s",
+                                     "deadline_at", "slo_status"}
     assert mine[0]["entity"] == "team-a" and mine[0]["submitted_at"].endswith("Z")
     assert mine[0]["mixed"] is False and mine[0]["min_scale_factor"] is None
     assert mine[0]["gpus"] in (0, 1)

@@ -59,6 +59,7 @@ def _page_jobs(driver) -> dict[str, dict]:
         for (const tr of document.querySelectorAll('#jobs tbody tr'))
             out[tr.dataset.job] = {state: tr.querySelector('.state').textContent,
                                    eta: tr.querySelector('.eta').textContent,
+                                   late: tr.querySelector('.eta').classList.contains('late'),
                                    predicted: JSON.parse(tr.dataset.predicted)};
         return out;""")
 
@@ -74,7 +75,7 @@ def test_dashboard_shows_the_status_behind_the_token(tmp_path: Path) -> None:
             cluster.start_worker("v100", 1)
             wait_until(lambda: cluster.alive_workers() == 1, 60, "the worker")
             short = cluster.submit(20)
-            long = cluster.submit(10**8, entity="team-a")
+            long = cluster.submit(10**8, entity="team-a", slo_s=1.0)   # soon missed
             cluster.wait_done([short], timeout=120)
             wait_until(lambda: cluster.jobs()[long].state == "running", 60, "the long job")
 
@@ -110,6 +111,9 @@ def test_dashboard_shows_the_status_behind_the_token(tmp_path: Path) -> None:
             assert page[short]["state"] == "done" and page[long]["state"] == "running"
             assert page[short]["eta"] == "-"                     # done: nothing to predict
             assert page[long]["eta"].startswith("finish in ")    # the ETA column is filled
+            # with the long job's deadline, missed, in red (runtime.md, "SLOs in status")
+            assert page[long]["eta"].endswith(" ago (SLO missed)") and page[long]["late"]
+            assert not page[short]["late"]
             assert "ago" in driver.find_element("id", "eta-head").text
             # the header says what the allocation in force took to solve (runtime.md,
             # "Solves off the executor")
