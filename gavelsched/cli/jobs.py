@@ -5,8 +5,9 @@ an array).
 
 ``status`` shows the jobs not finished (``--all``: every job), as Slurm's ``squeue`` does;
 ``history`` every job with its times, as ``sacct`` does (``jobviews``). Both filter with
-``--state S[,S]``, ``--type T`` and ``--entity E`` (the scheduler filters) and print
-``--json``; ``status --eta`` adds each job's predicted start and finish, as the scheduler
+``--state S[,S]``, ``--type T`` and ``--entity E`` (the scheduler filters) and ``--slo
+S[,S]`` (where each job stands against its SLO: filtered here, from the reply's ETAs), and
+print ``--json``; ``status --eta`` adds each job's predicted start and finish, as the scheduler
 computed them (``eta``; ``--json`` carries them always).
 
 All take the connection flags (``connection.py``). A refused token, an unreachable
@@ -21,7 +22,8 @@ import json
 from ..client.api import Client
 from ..client.request import JobRequest
 from ..client.status import ClusterStatus
-from ..daemon.statusjson import status_dict
+from ..daemon.statusjson import SLO_STATUSES, slo_of, status_dict
+from . import InputError
 from .connection import api, connection_flags
 from .jobviews import eta_lines, event_lines, history_table, status_table
 
@@ -60,6 +62,11 @@ def register(subparsers) -> None:
     filters.add_argument("--entity", metavar="E", default="", help="only jobs of this entity")
     filters.add_argument("--mine", action="store_true", help="only my jobs (my token's user)")
     filters.add_argument("--user", metavar="NAME", default="", help="only this user's jobs")
+    filters.add_argument("--slo", metavar="S[,S...]", action="append", default=[],
+                         help=f"only jobs whose SLO stands so ({', '.join(SLO_STATUSES)}: "
+                              "met or missed once done, missed once its deadline passed, "
+                              "at_risk when the scheduler's ETA finishes past it); e.g. "
+                              "--slo missed,at_risk")
     filters.add_argument("--json", action="store_true",
                          help="print JSON (docs/design.md contract, plus times and shares)")
     p = subparsers.add_parser("status", parents=[common, filters],
@@ -133,12 +140,34 @@ def _show(args: argparse.Namespace, filters: dict, table, *, eta: bool = False) 
     """``status`` / ``history`` of the jobs ``filters`` pick: the JSON straight from the
     reply with ``--json`` (its one writer, ``status_dict``: at 50,000 jobs the typed records
     in between cost seconds), else ``table`` of the reply itself (and the ETAs)."""
-    reply = _client(args).status_reply(**filters)
+    wanted = _slo_wanted(args)               # (refused before any call)
+    reply = _by_slo(_client(args).status_reply(**filters), wanted)
     if args.json:   # (dumps: the C encoder; dump would encode in Python)
         print(json.dumps(status_dict(reply)))    # (--json carries the scheduler's ETAs always)
         return 0
     print("\n".join([*table(reply), *(eta_lines(ClusterStatus.from_pb(reply)) if eta else ())]))
     return 0
+
+
+def _slo_wanted(args: argparse.Namespace) -> frozenset[str]:
+    """The SLO statuses ``--slo`` names (none: every job), each checked."""
+    wanted = frozenset(s.strip() for flag in args.slo for s in flag.split(",") if s.strip())
+    unknown = sorted(wanted - set(SLO_STATUSES))
+    if unknown:
+        raise InputError(f"--slo: unknown status {', '.join(unknown)} (one of "
+                         f"{', '.join(SLO_STATUSES)})")
+    return wanted
+
+
+def _by_slo(reply, wanted: frozenset[str]):
+    """The reply with only the jobs whose SLO stands in ``wanted`` (none: the reply)."""
+    if not wanted:
+        return reply
+    now = reply.now_s
+    jobs = [j for j in reply.jobs if slo_of(j, now) in wanted]
+    reply.ClearField("jobs")
+    reply.jobs.extend(jobs)
+    return reply
 
 
 def status(args: argparse.Namespace) -> int:

@@ -25,7 +25,7 @@ from ..daemon.statusjson import (
     iso,
     jct_s,
     seconds,
-    slo_status,
+    slo_of,
     solving_dict,
     status_dict,
 )
@@ -98,15 +98,12 @@ def status_table(reply) -> list[str]:
 def slo_note(job, now_s: float) -> tuple[str, str] | None:
     """A wire job's SLO status (``statusjson.slo_status``) and a note saying by how much,
     when missed or at risk; None otherwise."""
-    deadline = deadline_s(job)
-    if deadline is None:
+    status = slo_of(job, now_s)
+    if status not in (AT_RISK, MISSED):
         return None
-    done, eta = seconds(job.completion_s), seconds(job.eta_finish_s)
-    status = slo_status(job.state, deadline, done, eta, now_s)
+    deadline, done, eta = deadline_s(job), seconds(job.completion_s), seconds(job.eta_finish_s)
     if status == AT_RISK:
         return status, f"SLO at risk: predicted to finish {clock(eta - deadline)} past its deadline"
-    if status != MISSED:
-        return None
     if done is not None:
         return status, f"SLO missed by {clock(done - deadline)}"
     return status, f"SLO missed: its deadline passed {clock(now_s - deadline)} ago"

@@ -64,6 +64,13 @@ def deadline_s(job) -> float | None:
     return job.arrival_s + slo if slo > 0 and math.isfinite(slo) else None
 
 
+def slo_of(job, now_s: float) -> str | None:
+    """A wire job's ``slo_status`` at the reply's ``now_s`` (None: no SLO)."""
+    deadline = deadline_s(job)
+    return None if deadline is None else slo_status(
+        job.state, deadline, seconds(job.completion_s), seconds(job.eta_finish_s), now_s)
+
+
 def iso(epoch_unix: float, value: float) -> str | None:
     """A wire time as ISO 8601 UTC (``2026-11-24T10:01:02Z``), or None."""
     if value < 0:
@@ -120,8 +127,7 @@ def slo_dict(j, epoch: float, now: float) -> dict:
     if deadline is None:
         return {"slo_s": None, "deadline_s": None, "deadline_at": None, "slo_status": None}
     return {"slo_s": j.slo_s, "deadline_s": deadline, "deadline_at": iso(epoch, deadline),
-            "slo_status": slo_status(j.state, deadline, seconds(j.completion_s),
-                                     seconds(j.eta_finish_s), now)}
+            "slo_status": slo_of(j, now)}
 
 
 def cluster_dict(reply) -> dict:

@@ -5,9 +5,12 @@ never cut, allocation against received share in ``--json``."""
 from __future__ import annotations
 
 import datetime
+import json
 
 import pytest
 
+from gavelsched.cli import jobs as jobs_cli
+from gavelsched.cli import main
 from gavelsched.cli.jobviews import clock, date, eta_lines, history_table, status_dict, status_table
 from gavelsched.client.status import ClusterStatus
 from gavelsched.rpc import pb
@@ -151,3 +154,36 @@ def test_status_eta_lists_each_deadline_with_where_its_job_stands():
     assert [j.slo_status for j in status.jobs] == ["missed", "at_risk", "on_track", "missed",
                                                    "met", None]
     assert eta_lines(ClusterStatus.from_pb(reply()))[1].split() == ["id", "start", "finish"]
+
+
+class SloClient:
+    """What ``status`` and ``history`` call: one reply, the filters it was asked for."""
+
+    def __init__(self) -> None:
+        self.asked: list[dict] = []
+
+    def status_reply(self, **filters):
+        self.asked.append(filters)
+        return slo_reply()
+
+
+def test_status_and_history_pick_jobs_by_where_their_slo_stands(monkeypatch, capsys):
+    client = SloClient()
+    monkeypatch.setattr(jobs_cli, "_client", lambda args: client)
+    assert main(["status", "--all", "--slo", "missed,at_risk", "--json"]) == 0
+    assert [j["id"] for j in json.loads(capsys.readouterr().out)["jobs"]] == ["1", "2", "4"]
+    assert main(["history", "--slo", "met", "--slo", "on_track"]) == 0
+    rows = capsys.readouterr().out.splitlines()[1:]
+    assert [row.split()[0] for row in rows] == ["3", "5"]
+    assert main(["status", "--all"]) == 0                 # no --slo: every job
+    assert len(capsys.readouterr().out.splitlines()) == 2 + 6 + 1
+
+
+def test_an_unknown_slo_status_is_refused_in_one_line_before_any_call(monkeypatch, capsys):
+    client = SloClient()
+    monkeypatch.setattr(jobs_cli, "_client", lambda args: client)
+    assert main(["status", "--slo", "missed,late"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("gavelsched status: error: --slo: unknown status late (one of missed, "
+                   "at_risk, unknown, on_track, met)")
+    assert client.asked == []
