@@ -51,14 +51,18 @@ class Infeasible(PolicyError):
     ``jobs`` names the jobs whose constraints conflict, when the policy can tell;
     ``certificate``, where the solver gave one, is a proof of it: one multiplier >= 0 per
     row of ``A @ x <= b`` with ``A.T @ y >= 0`` on the variables >= 0, ``0`` on the free
-    ones and ``b @ y < 0`` (Farkas; policies/water_filling_jump.py reads it).
+    ones and ``b @ y < 0`` (Farkas; policies/water_filling_jump.py reads it). ``job_id``,
+    when the policy names one, is the job to refuse so that the others can be planned (a
+    scheduler core that keeps going drops it and solves again, as for ``ProblemError``).
     """
 
-    def __init__(self, reason: str, jobs: tuple[str, ...] = ()) -> None:
+    def __init__(self, reason: str, jobs: tuple[str, ...] = (), *,
+                 job_id: str | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
         self.certificate = None
         self.jobs = tuple(jobs)
+        self.job_id = job_id
 
 
 class SolverFailed(PolicyError):

@@ -48,9 +48,9 @@ def normalized_throughput(cols: Columns):
 @dataclass(frozen=True)
 class SloNeeds:
     """What the SLOs ask: rows of jobs with an SLO some allocation meets and the steps/s
-    each needs; ``lost``: the jobs whose SLO is past, or that cannot run; ``beyond``: those
-    whose SLO needs more than they make alone on their fastest type (throughput(m,
-    X^fastest)), which no allocation meets either."""
+    each needs; ``lost``: the jobs whose SLO is past; ``beyond``: those whose SLO needs more
+    than they make alone on their fastest type (throughput(m, X^fastest)), or that cannot
+    run, which no allocation meets either."""
 
     rows: np.ndarray
     need: np.ndarray
@@ -68,11 +68,25 @@ def slo_needs(problem: Problem, cols: Columns) -> SloNeeds:
     time_left = slo[rows] - cols.elapsed[rows]
     with np.errstate(over="ignore", divide="ignore"):  # (a few yoctoseconds left: lost)
         need = cols.remaining[rows] / time_left
-    live = (time_left > 0) & cols.runnable[rows] & np.isfinite(need)
-    beyond = live & (need > cols.fastest_throughput[rows])
+    live = (time_left > 0) & np.isfinite(need)
+    beyond = live & ((need > cols.fastest_throughput[rows]) | ~cols.runnable[rows])
     kept = live & ~beyond
     return SloNeeds(rows[kept], need[kept], tuple(cols.job_ids[i] for i in rows[~live]),
                     tuple(cols.job_ids[i] for i in rows[beyond]))
+
+
+def _new_rows(cols: Columns, rows: np.ndarray, problem: Problem) -> np.ndarray:
+    """Those of ``rows`` whose jobs the last allocation did not plan (``Problem.previous``):
+    the ones strict mode may refuse."""
+    previous = problem.previous
+    return np.array([i for i in rows.tolist() if cols.job_ids[i] not in previous], dtype=int)
+
+
+def _newest(cols: Columns, rows: np.ndarray) -> str:
+    """The job of ``rows`` submitted last (the least ``elapsed_s``; of equals, the last
+    row): the one strict mode refuses when SLOs cannot all be met."""
+    elapsed = cols.elapsed[rows]
+    return cols.job_ids[rows[np.flatnonzero(elapsed == elapsed.min())[-1]]]
 
 
 def sum_data(cols: Columns, weights: np.ndarray, slo_rows: np.ndarray | None = None,
@@ -174,8 +188,9 @@ class MaxSumThroughput(Policy):
         "backend": BACKEND_OPTION,
         "normalize": "'none' (steps/s, thesis §6.4.1) or 'fastest' (each job over its "
                      "fastest throughput)",
-        "slo_mode": "SLO policies, when SLOs cannot all be met: 'strict' (raise), "
-                    "'best_effort' (least shortfall) or 'gavel' (drop them all)",
+        "slo_mode": "SLO policies, when SLOs cannot all be met: 'strict' (refuse the "
+                    "newest job, as admission control), 'best_effort' (least shortfall) "
+                    "or 'gavel' (drop them all)",
         "cost_unit": "cost policies: 'job' (a column costs its type's price x the workers "
                      "it holds) or 'worker' (one worker's price, as Gavel)"})
 
@@ -185,7 +200,8 @@ class MaxSumThroughput(Policy):
         would undo the saving they exist for (chapter 6). A simulation keeps going when an
         SLO is lost (``slo_mode="best_effort"``)."""
         reads = ({"prices"} if self.cost else set()) | (
-            {"slo_s", "remaining_steps", "elapsed_s"} if self.slos else set())
+            {"slo_s", "remaining_steps", "elapsed_s"} if self.slos else set()) | (
+            {"previous"} if self.slos and self.slo_mode == "strict" else set())
         return self.TRAITS.but(backfill=not self.cost, rearrangeable=not self.cost,
                                reads=reads, simulation_defaults=(
             {"slo_mode": "best_effort"} if self.slos else {}))
@@ -226,7 +242,7 @@ class MaxSumThroughput(Policy):
 
     def _solve(self, problem: Problem) -> Solution:
         cols = build_columns(problem)
-        needs = self._reachable(slo_needs(problem, cols), problem) if self.slos else None
+        needs = self._reachable(slo_needs(problem, cols), problem, cols) if self.slos else None
         if cols.num_columns == 0:
             return no_columns(cols)
         weights = self._weights(problem, cols)
@@ -242,9 +258,11 @@ class MaxSumThroughput(Policy):
             log.warning(GAVEL_DROPS_SLOS, self.name)
             return self._weighted_sum(cols, weights)
         least, conflicting, closest = self._least_shortfall(cols, slo)
-        if self.slo_mode == "strict":
+        if self.slo_mode == "strict" and (new := _new_rows(cols, slo.rows, problem)).size:
+            newest = _newest(cols, new)
             raise Infeasible(f"{self.name}: SLOs cannot all be met; conflicting jobs: "
-                             f"{named(conflicting)}", conflicting)
+                             f"{named(conflicting)}; refusing the newest job with an SLO, "
+                             f"{newest}", conflicting, job_id=newest)
         self._news("conflicting", "%s: SLOs cannot all be met; best effort for %s",
                    conflicting, problem)
         try:
@@ -258,18 +276,28 @@ class MaxSumThroughput(Policy):
             z = closest
         return Solution(cols.to_rows(z), float(weights @ np.maximum(z, 0.0)), self.solver)
 
-    def _reachable(self, needs: SloNeeds, problem: Problem) -> SloNeeds | None:
-        """The SLOs to plan for. Strict mode refuses any that no allocation meets. Gavel's
-        mode solves without SLOs when one is beyond reach (Gavel's LP is then infeasible,
-        and it drops them all) and ignores late ones (Gavel's rows for them ask a negative
-        rate). Best effort drops both with a warning."""
+    def _reachable(self, needs: SloNeeds, problem: Problem, cols: Columns) -> SloNeeds | None:
+        """The SLOs to plan for. Strict mode admits as a deadline scheduler does: it refuses
+        a new job (one the last allocation did not plan) whose SLO is beyond reach, naming
+        the newest to refuse; a job planned before whose SLO has passed or fallen out of
+        reach runs on without it, as in best effort, which drops both with a warning (a
+        scheduler that keeps its last allocation on a refusal gave every job after it no
+        time). Gavel's mode solves without SLOs when one is beyond reach (Gavel's LP is then
+        infeasible, and it drops them all) and ignores late ones (Gavel's rows for them ask
+        a negative rate)."""
         lost = needs.lost + needs.beyond
         if not lost:
             return needs
-        if self.slo_mode == "strict":
-            raise Infeasible(f"{self.name}: SLOs that can no longer be met (late, beyond the "
-                             f"job's rate alone on its fastest type, or the job cannot run): "
-                             f"{named(lost)}", lost)
+        if self.slo_mode == "strict" and needs.beyond:
+            beyond = _new_rows(cols, np.flatnonzero(np.isin(cols.job_ids, needs.beyond)),
+                               problem)
+            if beyond.size:
+                ids = tuple(cols.job_ids[i] for i in beyond)
+                newest = _newest(cols, beyond)
+                raise Infeasible(f"{self.name}: SLOs beyond reach (each asks more than its "
+                                 f"job makes alone on its fastest type, or the job cannot "
+                                 f"run): {named(ids)}; refusing the newest, {newest}", ids,
+                                 job_id=newest)
         if self.slo_mode == "gavel" and needs.beyond:
             log.warning(GAVEL_DROPS_SLOS, self.name)
             return None

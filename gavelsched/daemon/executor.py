@@ -110,7 +110,7 @@ class DaemonExecutor:
                            frozenset(w for s in servers for w in s.workers))
         self.core = SchedulerCore(policy, view, self.priors, config.rules.core_config(
             policy, table, table.worker_types, seed=config.seed, on_solve_error="keep"),
-            entities=config.settings.entities, prices=config.settings.prices_at(self.now()))
+            entities=config.settings.entities, prices=config.settings.policy_prices_at(self.now()))
         self.driver = config.rules.driver(self.core)
         if self.core.config.restart_rule == "tenure" and policy.traits.rearrangeable:
             preload_moves()     # (not at a round's start: its launches would wait)
@@ -266,7 +266,7 @@ class DaemonExecutor:
         self._changed()
         self.times.plan_begins()
         now = self.now()
-        self.core.set_prices(self.tenancy.settings.prices_at(now), now)   # (a trace moves)
+        self.core.set_prices(self.tenancy.settings.policy_prices_at(now), now)   # (a trace moves)
         flight = self.driver.in_flight
         held = None if flight is None else np.array(self.runs.held_s(list(flight.batch.keys)))
         self.core.set_restart_costs({t: self.startups.restart_s(t) for t in

@@ -67,9 +67,20 @@ class Servers:
             if by in (BY_OPERATOR, BY_WORKER):
                 self.drained[i] = by
 
+    def _priced(self, worker_type: str) -> None:
+        """Under a policy that reads prices (chapter 6), a server of a type priced nowhere
+        (the cluster YAML, its price trace, the catalog) is refused: every re-solve would
+        fail for want of its price, and no job would be planned."""
+        policy = self.core.policy
+        if "prices" in policy.traits.reads and not self.core.prices.get(worker_type, 0.0) > 0:
+            raise ValueError(f"worker_type {worker_type} has no price > 0, and the policy "
+                             f"{policy.name} prices every GPU: add prices: {{{worker_type}: "
+                             f"USD_PER_GPU_HOUR}} to the cluster YAML")
+
     def register(self, request: pb.RegisterWorkerRequest, mono: float,
                  profile: Profile | None = None) -> pb.RegisterWorkerResponse:
         """``profile``: the worker's own, checked at the door (``service``), or None."""
+        self._priced(request.worker_type)
         table = self.priors.table
         learned = self.priors.learn(request.worker_type, profile,
                                     served=request.worker_type in self.core.worker_types)

@@ -22,7 +22,11 @@ with their prices (chapter 6), ``min_makespan_with_budget`` with its budget.
 - ``prices``: $/GPU-hour, ``{TYPE: PRICE}`` (finite, >= 0); or the path of a price trace
   file (``traces/prices.py``: ``{TYPE: [[time_s, price], ...]}``, relative paths from the
   config file's folder); or both, as the mapping with a ``trace: PATH`` entry. Before a
-  type's first change in the trace its static price holds.
+  type's first change in the trace its static price holds. The policy prices a type the
+  YAML does not with the catalog's price (``traces.default_prices``: k80, p100, v100), as
+  a simulation does; under a policy that reads prices, a server of a type priced nowhere
+  is refused at registration (``servers.py``): every re-solve would fail for want of its
+  price.
 
 ``parse_settings`` is a door (docs/design.md, Safety rules; docs/style.md §7): every value
 is checked here, once, and a bad one raises ``SettingsError``, one line naming the key.
@@ -42,7 +46,7 @@ from typing import Any, NamedTuple
 from policies import (Entity, Infeasible, Policy, Problem, ProblemError, UnknownPolicy,
                       get_policy, policy_options)
 from policies.registry import WRAPPER_OPTIONS
-from traces import checks
+from traces import checks, default_prices
 from traces.checks import BadValue, shown
 from traces.prices import PriceTrace, PriceTraceError
 
@@ -94,6 +98,13 @@ class ClusterSettings:
         if self.price_trace is None:
             return dict(self.prices)
         return self.price_trace.at(t, self.prices)
+
+    def policy_prices_at(self, t: float) -> dict[str, float]:
+        """What the policy prices the GPUs at: ``prices_at``, and the catalog's price
+        (``traces.default_prices``) for a type they leave out, as a simulation prices its
+        cluster. (``usage`` keeps ``prices_at``: a type the YAML does not price costs
+        nothing there.)"""
+        return {**default_prices(), **self.prices_at(t)}
 
     def next_price_change_after(self, t: float) -> float | None:
         """When the trace next changes a price after ``t``; None without one."""

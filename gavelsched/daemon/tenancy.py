@@ -84,4 +84,4 @@ class Tenancy:
         self.settings = settings
         self.meter.reprice(settings.prices_at, settings.next_price_change_after)
         self.core.reconfigure(self._now(), policy=policy, entities=settings.entities,
-                              prices=settings.prices_at(self._now()))
+                              prices=settings.policy_prices_at(self._now()))

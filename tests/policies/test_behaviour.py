@@ -80,11 +80,13 @@ def test_infeasible_slos_name_the_jobs():
     assert "fast" in str(err.value) and "also" in str(err.value)
 
 
-def test_slo_already_missed_is_named():
+def test_slo_already_missed_is_named_and_dropped(caplog):
+    """Even in strict mode: its job runs on (refusing it would throw its work away)."""
     jobs = [Job("late", {"v100": 1.0}, remaining_steps=10.0, elapsed_s=50.0, slo_s=40.0)]
-    with pytest.raises(Infeasible, match="late"):
-        get_policy("max_sum_throughput_normalized_by_cost_perf_SLOs").solve(
-            Problem(cluster={"v100": 1}, jobs=jobs, prices={"v100": 1.0}))
+    got = get_policy("max_sum_throughput_normalized_by_cost_perf_SLOs").solve(
+        Problem(cluster={"v100": 1}, jobs=jobs, prices={"v100": 1.0}))
+    assert "dropping SLOs already lost: late" in caplog.text
+    assert got.allocation["late"]["v100"] == pytest.approx(1.0)
 
 
 def test_best_effort_slos_drop_lost_slos_and_meet_the_rest_as_well_as_possible():
@@ -95,8 +97,8 @@ def test_best_effort_slos_drop_lost_slos_and_meet_the_rest_as_well_as_possible()
             Job("also", {"v100": 10.0, "k80": 1.0}, remaining_steps=1000.0, slo_s=110.0)]
     problem = Problem(cluster={"v100": 1, "k80": 1}, jobs=jobs, prices={"v100": 3, "k80": 1})
     name = "max_sum_throughput_normalized_by_cost_perf_SLOs"
-    with pytest.raises(Infeasible, match="late"):
-        get_policy(name).solve(problem)
+    with pytest.raises(Infeasible, match="refusing the newest job with an SLO, also$"):
+        get_policy(name).solve(problem)     # strict: the late one dropped, the newest refused
     allocation = get_policy(name, slo_mode="best_effort").solve(problem)
     assert_valid(problem, allocation)
     eff = effective_throughput(problem, allocation)

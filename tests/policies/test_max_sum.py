@@ -137,7 +137,8 @@ def test_cost_unit_counts_every_worker_of_a_multi_gpu_job():
 
 def test_slos_are_throughput_floors_and_gavel_mode_drops_them_when_unmeetable():
     """§6.4.3: throughput(m, X) >= s_m / (SLO_m - t_m). When no allocation meets every SLO,
-    ``slo_mode="gavel"`` solves without them (Gavel's fallback); ``"strict"`` raises."""
+    ``slo_mode="gavel"`` solves without them (Gavel's fallback); ``"strict"`` raises,
+    naming the newest job with an SLO to refuse."""
     base = figure_5_14_problem(8, 3)
     T, _ = dense(base)
     coef = T / np.array([PRICES[t] for t in TYPES])
@@ -158,8 +159,10 @@ def test_slos_are_throughput_floors_and_gavel_mode_drops_them_when_unmeetable():
     impossible = conflicting_slos(base)
     with pytest.raises(Infeasible):
         thesis_optimum(impossible, coef, {i: 0.9 * T[i, 0] for i in range(len(T))})
-    with pytest.raises(Infeasible, match="SLOs cannot all be met; conflicting jobs"):
+    with pytest.raises(Infeasible, match="SLOs cannot all be met; conflicting jobs") as caught:
         get_policy(name).solve(impossible)
+    # the job strict mode refuses: the newest (all arrived together here: the last)
+    assert caught.value.job_id == impossible.jobs[-1].id
     gavel = get_policy(name, slo_mode="gavel").solve(impossible)
     assert gavel.objective == pytest.approx(thesis_optimum(impossible, coef), rel=1e-6)
 
@@ -225,9 +228,11 @@ def test_an_slo_beyond_its_jobs_fastest_rate_is_lost_and_stops_no_other_job(capl
     got = get_policy(SLO, slo_mode="best_effort").solve(problem)
     assert "dropping SLOs already lost: 1" in caplog.text
     assert got.allocation["0"].get("k80", 0.0) * rate >= need * (1 - 1e-6)
-    with pytest.raises(Infeasible, match="beyond the job's rate alone on its fastest type, "
-                                         "or the job cannot run[)]: 1$"):
+    with pytest.raises(Infeasible, match="SLOs beyond reach [(]each asks more than its job "
+                                         "makes alone on its fastest type, or the job "
+                                         "cannot run[)]: 1; refusing the newest, 1$") as caught:
         get_policy(SLO).solve(problem)
+    assert caught.value.job_id == "1"       # the job a scheduler refuses, the others go on
     # Gavel's LP with it is infeasible, so Gavel's mode drops every SLO, as Gavel does
     gavel = get_policy(SLO, slo_mode="gavel").solve(problem)
     assert "solving without them (Gavel)" in caplog.text
@@ -245,14 +250,16 @@ def test_a_conflict_of_many_slos_is_one_short_line_naming_a_few():
     message, conflicting = str(caught.value), caught.value.jobs
     assert len(conflicting) > 10 and "\n" not in message
     assert message.endswith(f"conflicting jobs: {', '.join(conflicting[:10])} and "
-                            f"{len(conflicting) - 10} more")
+                            f"{len(conflicting) - 10} more; refusing the newest job with an "
+                            "SLO, 39")
     # so do SLOs already lost (here each asks twice the job's rate on its fastest type)
     lost = base.with_jobs([Job(j.id, j.throughputs, remaining_steps=1e5, slo_s=1e5 / (
         2 * j.throughputs["v100"])) for j in base.jobs])
     with pytest.raises(Infeasible) as caught:
         get_policy("max_sum_throughput_normalized_by_cost_perf_SLOs").solve(lost)
-    assert str(caught.value).endswith("the job cannot run): 0, 1, 2, 3, 4, 5, 6, 7, 8, 9 and "
-                                      "30 more") and len(caught.value.jobs) == 40
+    assert str(caught.value).endswith("cannot run): 0, 1, 2, 3, 4, 5, 6, 7, 8, 9 and 30 "
+                                      "more; refusing the newest, 39")
+    assert len(caught.value.jobs) == 40
 
 
 def test_best_effort_takes_the_closest_allocation_when_the_cheapest_one_fails(monkeypatch,
@@ -412,3 +419,49 @@ def test_fifo_packed_solves_the_same_lp_directly(problem):
     reference = get_policy("fifo_packed", backend="cvxpy").solve(problem)
     assert direct.allocation == reference.allocation
     assert direct.objective == reference.objective
+
+
+@pytest.mark.parametrize("mode", ["strict", "best_effort"])
+def test_a_late_slo_is_dropped_and_its_job_planned_on_with_the_others(mode, caplog):
+    """Strict mode refuses the SLOs it cannot meet going in, the newest job first (the
+    jobs planned before keep theirs); a deadline that has passed, it drops as best effort
+    does: the job runs on, and its lateness holds no other job up. It raised, and a
+    scheduler that keeps its last allocation on a refusal gave the jobs after it none."""
+    base = figure_5_14_problem(8, 3)
+    late = Job("late", base.jobs[0].throughputs, remaining_steps=1e5, elapsed_s=200.0,
+               slo_s=100.0)
+    problem = base.with_jobs([late, *base.jobs[1:]])
+    got = get_policy(SLO, slo_mode=mode).solve(problem)
+    assert "dropping SLOs already lost: late" in caplog.text
+    unbound = get_policy("max_sum_throughput_normalized_by_cost_perf").solve(problem)
+    assert got.allocation == unbound.allocation and got.objective == unbound.objective
+
+
+def test_strict_mode_refuses_new_jobs_only_and_serves_the_ones_planned_before_best_effort():
+    """Strict mode admits as a deadline scheduler does: of the jobs the last allocation did
+    not plan (``Problem.previous``), the newest whose SLO cannot be met is refused. Jobs
+    planned before keep running when theirs can no longer all be met (they fell behind):
+    best effort for them, as refusing them would throw their work away, and a refusal
+    without a job to drop left a live scheduler with its last allocation for every job."""
+    base = figure_5_14_problem(8, 3)
+    impossible = conflicting_slos(base)                    # they cannot all be met
+    planned = {job.id: {"v100": 0.1} for job in impossible.jobs}
+    before = dataclasses.replace(impossible, previous=planned)
+    got = get_policy(SLO).solve(before)
+    assert got.allocation == get_policy(SLO, slo_mode="best_effort").solve(before).allocation
+    # one of them new: it alone is refused, whichever arrived last of all
+    newcomer = impossible.jobs[2].id
+    partly = dataclasses.replace(impossible, previous={
+        k: v for k, v in planned.items() if k != newcomer})
+    with pytest.raises(Infeasible, match="SLOs cannot all be met") as caught:
+        get_policy(SLO).solve(partly)
+    assert caught.value.job_id == newcomer
+    # an SLO beyond reach: dropped for a job planned before, refused for a new one
+    far = base.with_jobs([Job(j.id, j.throughputs, remaining_steps=1e5, slo_s=1e5 / (
+        2 * j.throughputs["v100"]) if j.id == newcomer else None) for j in base.jobs])
+    unbound = get_policy("max_sum_throughput_normalized_by_cost_perf").solve(far)
+    kept = get_policy(SLO).solve(dataclasses.replace(far, previous=planned))
+    assert kept.allocation == unbound.allocation
+    with pytest.raises(Infeasible, match="SLOs beyond reach") as caught:
+        get_policy(SLO).solve(far)
+    assert caught.value.job_id == newcomer
