@@ -135,9 +135,11 @@ class DaemonRules:
                     rows: Sequence[Mapping[str, float]] = (), **more) -> CoreConfig:
         """The core's config under these rules: ``CoreConfig.for_policy`` with the worker
         types served in ``type_order``, else fastest first over ``table`` and ``rows`` (jobs'
-        own steps/s per type, ``traces.TraceJob.throughputs``), and ``more`` on top (seed,
-        ...)."""
-        overrides = {"round_seconds": self.round_seconds, "resolve": self.resolve,
+        own steps/s per type, ``traces.TraceJob.throughputs``), a refused solve kept going
+        as the daemon keeps it (``on_solve_error="keep"``: a job the policy names is dropped,
+        else the last allocation stays), and ``more`` on top (seed, ...)."""
+        overrides = {"on_solve_error": "keep", "round_seconds": self.round_seconds,
+                     "resolve": self.resolve,
                      "refill_freed": self.refill_freed, "refill_until": self.refill_until,
                      "restart_rule": self.restart_rule, "pair_partners": self.pair_partners,
                      "type_order": self.type_order

@@ -109,7 +109,7 @@ class DaemonExecutor:
         view = ClusterView(tuple(Server(s.id, s.worker_type, s.workers) for s in servers),
                            frozenset(w for s in servers for w in s.workers))
         self.core = SchedulerCore(policy, view, self.priors, config.rules.core_config(
-            policy, table, table.worker_types, seed=config.seed, on_solve_error="keep"),
+            policy, table, table.worker_types, seed=config.seed),
             entities=config.settings.entities, prices=config.settings.policy_prices_at(self.now()))
         self.driver = config.rules.driver(self.core)
         if self.core.config.restart_rule == "tenure" and policy.traits.rearrangeable:

@@ -21,6 +21,8 @@ from gavelsched.rpc.security import channel, serve
 
 log = logging.getLogger(__name__)
 
+STOP_WAIT_S = 12.0     # the longest call a job's thread makes (10 s), and some
+
 
 class FakeWorker(pb_grpc.SchedulerToWorkerServicer):
     def __init__(self, scheduler: str, worker_type: str, *, token: str | None = None,
@@ -41,15 +43,23 @@ class FakeWorker(pb_grpc.SchedulerToWorkerServicer):
         self._jobs: dict[str, tuple[threading.Thread, int]] = {}   # job -> (thread, generation)
         self._extend: dict[str, pb.Lease] = {}
         self._lock = threading.Lock()
-        threading.Thread(target=self._beat, daemon=True).start()
+        self._beating = threading.Thread(target=self._beat, daemon=True)
+        self._beating.start()
 
     def silence(self) -> None:
         self.silent.set()
 
     def stop(self) -> None:
+        """Stop serving, then close the channel once the threads calling on it have
+        stopped: a call begun on a channel being closed crashed gRPC's C core (a segfault
+        at a test's teardown)."""
         self.stopped.set()
         self.silent.set()
         self.server.stop(0)
+        with self._lock:
+            threads = [thread for thread, _ in self._jobs.values()]
+        for thread in [self._beating, *threads]:
+            thread.join(timeout=STOP_WAIT_S)
         self.chan.close()
 
     def _beat(self) -> None:
