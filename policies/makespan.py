@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._lazy import cp, sp
+from .admission import new_rows, newest
 from .base import BACKEND_OPTION, ColumnPolicy, Solution, no_columns, run
 from .columns import Columns
 from .errors import Infeasible, PolicyError, ProblemError
@@ -49,6 +50,12 @@ SECONDS_PER_HOUR = 3600.0
 SEARCHES = ("exact", "bisection")
 # The second program may lose this fraction of the optimal rate to the solver's tolerance.
 OPTIMUM_SLACK = 1e-6
+# Under a budget, a rate (the longest job's best-case time over the makespan) this small is
+# the solver's tolerance, not a plan: the budget's row scales with the allocation, so it
+# admits every rate up to the cluster's or none but 0. A budget a hair short of the work's
+# cost gave 2.5e-9: a makespan of 6,000 years and an allocation of zeros, which every job
+# waited on.
+BUDGET_RATE_FLOOR = 1e-7
 BISECTION_SOLVER = "ECOS"  # Gavel's; another solver returns another feasible point
 
 
@@ -87,9 +94,10 @@ class MinTotalDuration(ColumnPolicy):
     @property
     def traits(self):
         """A simulation replays Gavel's bisection (``search="bisection"``) unless there is a
-        budget; a budget reads the prices."""
+        budget; a budget reads the prices, and the last allocation (which jobs are new: the
+        newest of them is refused when the budget cannot finish them all)."""
         base, budgeted = super().traits, self.budget is not None
-        return base.but(reads=base.reads | ({"prices"} if budgeted else set()),
+        return base.but(reads=base.reads | ({"prices", "previous"} if budgeted else set()),
                         rearrangeable=base.rearrangeable and not budgeted,
                         simulation_defaults={} if budgeted else {"search": "bisection"})
 
@@ -107,6 +115,17 @@ class MinTotalDuration(ColumnPolicy):
             raise ProblemError(f"{self.name}: search=bisection (Gavel's) has no budget")
         self.budget, self.search = budget, search
 
+    def _over_budget(self, problem: Problem, cols: Columns, rows: np.ndarray) -> Infeasible:
+        """No allocation finishes the jobs within the budget: the newest job the last
+        allocation did not plan is refused (``admission``), so that a live scheduler plans
+        the others; with none, the refusal names no job (the allocation in force stays)."""
+        new = new_rows(cols, rows, problem)
+        if not new.size:
+            return Infeasible(f"{self.name}: no allocation finishes the jobs within budget")
+        refused = newest(cols, new)
+        return Infeasible(f"{self.name}: no allocation finishes the jobs within budget; "
+                          f"refusing the newest job, {refused}", job_id=refused)
+
     def _solve(self, problem: Problem) -> Solution:
         cols = self.columns(problem)
         rows = _pending(cols)
@@ -118,8 +137,8 @@ class MinTotalDuration(ColumnPolicy):
         backend = _DirectRate if self.direct_solver() == "CLARABEL" else _CvxpyRate
         lps = backend(cols, rows, sigma, self.budget, self.solver, self.name)
         z, value = lps.optimum()
-        if value <= 0:
-            raise Infeasible(f"{self.name}: no allocation finishes the jobs within budget")
+        if value <= (0.0 if self.budget is None else BUDGET_RATE_FLOOR):
+            raise self._over_budget(problem, cols, rows)
         if self.search == "bisection":
             try:
                 return self._gavel_point(problem, cols, rows,

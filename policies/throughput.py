@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._lazy import cp, sp
+from .admission import new_rows, newest
 from .base import BACKEND_OPTION, BACKENDS, SOLVER_OPTION, Policy, Solution, no_columns, run
 from .columns import Columns, build_columns
 from .errors import Infeasible, PolicyError, ProblemError, named
@@ -73,20 +74,6 @@ def slo_needs(problem: Problem, cols: Columns) -> SloNeeds:
     kept = live & ~beyond
     return SloNeeds(rows[kept], need[kept], tuple(cols.job_ids[i] for i in rows[~live]),
                     tuple(cols.job_ids[i] for i in rows[beyond]))
-
-
-def _new_rows(cols: Columns, rows: np.ndarray, problem: Problem) -> np.ndarray:
-    """Those of ``rows`` whose jobs the last allocation did not plan (``Problem.previous``):
-    the ones strict mode may refuse."""
-    previous = problem.previous
-    return np.array([i for i in rows.tolist() if cols.job_ids[i] not in previous], dtype=int)
-
-
-def _newest(cols: Columns, rows: np.ndarray) -> str:
-    """The job of ``rows`` submitted last (the least ``elapsed_s``; of equals, the last
-    row): the one strict mode refuses when SLOs cannot all be met."""
-    elapsed = cols.elapsed[rows]
-    return cols.job_ids[rows[np.flatnonzero(elapsed == elapsed.min())[-1]]]
 
 
 def sum_data(cols: Columns, weights: np.ndarray, slo_rows: np.ndarray | None = None,
@@ -258,11 +245,11 @@ class MaxSumThroughput(Policy):
             log.warning(GAVEL_DROPS_SLOS, self.name)
             return self._weighted_sum(cols, weights)
         least, conflicting, closest = self._least_shortfall(cols, slo)
-        if self.slo_mode == "strict" and (new := _new_rows(cols, slo.rows, problem)).size:
-            newest = _newest(cols, new)
+        if self.slo_mode == "strict" and (new := new_rows(cols, slo.rows, problem)).size:
+            refused = newest(cols, new)
             raise Infeasible(f"{self.name}: SLOs cannot all be met; conflicting jobs: "
                              f"{named(conflicting)}; refusing the newest job with an SLO, "
-                             f"{newest}", conflicting, job_id=newest)
+                             f"{refused}", conflicting, job_id=refused)
         self._news("conflicting", "%s: SLOs cannot all be met; best effort for %s",
                    conflicting, problem)
         try:
@@ -289,15 +276,15 @@ class MaxSumThroughput(Policy):
         if not lost:
             return needs
         if self.slo_mode == "strict" and needs.beyond:
-            beyond = _new_rows(cols, np.flatnonzero(np.isin(cols.job_ids, needs.beyond)),
+            beyond = new_rows(cols, np.flatnonzero(np.isin(cols.job_ids, needs.beyond)),
                                problem)
             if beyond.size:
                 ids = tuple(cols.job_ids[i] for i in beyond)
-                newest = _newest(cols, beyond)
+                refused = newest(cols, beyond)
                 raise Infeasible(f"{self.name}: SLOs beyond reach (each asks more than its "
                                  f"job makes alone on its fastest type, or the job cannot "
-                                 f"run): {named(ids)}; refusing the newest, {newest}", ids,
-                                 job_id=newest)
+                                 f"run): {named(ids)}; refusing the newest, {refused}", ids,
+                                 job_id=refused)
         if self.slo_mode == "gavel" and needs.beyond:
             log.warning(GAVEL_DROPS_SLOS, self.name)
             return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from functools import partial
 
 import numpy as np
@@ -612,3 +613,28 @@ def test_order_objective_is_the_normalised_throughput_product_to_the_bit(seed, p
     for rank in (np.arange(cols.num_jobs), shortest_rank(cols)):
         want = (normalized_throughput(cols).T @ (cols.num_jobs - rank)).T
         assert order_objective(cols, rank).tobytes() == np.asarray(want).tobytes()
+
+
+def test_a_budget_that_cannot_finish_every_job_refuses_the_newest_new_one():
+    """§6.4.2's budget on a live cluster: the jobs the last allocation planned keep it, and
+    the newest job beyond it is refused by name (``Infeasible.job_id``), so a scheduler
+    drops it and plans the others; every refusal kept the allocation in force, and the
+    jobs submitted after got no time."""
+    price, rate, steps = 3.6, 2.0, 1000.0            # each job costs 0.5 $ at the least
+    jobs = [Job(str(i), {"v100": rate}, remaining_steps=steps, elapsed_s=elapsed)
+            for i, elapsed in enumerate((300.0, 200.0, 0.0, 100.0))]   # "2" came last
+    problem = Problem(cluster={"v100": 2}, jobs=jobs, prices={"v100": price})
+    policy = get_policy("min_makespan_with_budget", budget=1.9)      # 3.8 jobs' worth
+    with pytest.raises(Infeasible, match="within budget; refusing the newest job, 2$") as err:
+        policy.solve(problem)
+    assert err.value.job_id == "2"
+    planned = {"0": {"v100": 0.5}, "1": {"v100": 0.5}}
+    with pytest.raises(Infeasible) as err:          # of the new ones, "2" is still newest
+        policy.solve(dataclasses.replace(problem, previous=planned))
+    assert err.value.job_id == "2"
+    everyone = {**planned, "2": {"v100": 0.5}, "3": {"v100": 0.5}}
+    with pytest.raises(Infeasible) as err:          # none new: no job to refuse
+        policy.solve(dataclasses.replace(problem, previous=everyone))
+    assert err.value.job_id is None and str(err.value).endswith("within budget")
+    three = problem.with_jobs([j for j in jobs if j.id != "2"])
+    assert policy.solve(three).objective > 0                         # without it: planned
