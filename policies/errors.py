@@ -23,6 +23,12 @@ class PolicyError(Exception):
 
     solve_s: float | None = None
 
+    def refused(self) -> tuple[str, ...]:
+        """The jobs to drop so that the others can be planned (a scheduler core that keeps
+        going drops them and solves again: one bad job never stops the others); none: the
+        refusal is the whole problem's."""
+        return ()
+
 
 class ProblemError(PolicyError, ValueError):
     """The problem itself is malformed: a missing field, a negative count, a bad value.
@@ -36,6 +42,9 @@ class ProblemError(PolicyError, ValueError):
     def __init__(self, message: str, *, job_id: str | None = None) -> None:
         super().__init__(message)
         self.job_id = job_id
+
+    def refused(self) -> tuple[str, ...]:
+        return () if self.job_id is None else (self.job_id,)
 
 
 class UnknownPolicy(PolicyError, KeyError):
@@ -51,18 +60,22 @@ class Infeasible(PolicyError):
     ``jobs`` names the jobs whose constraints conflict, when the policy can tell;
     ``certificate``, where the solver gave one, is a proof of it: one multiplier >= 0 per
     row of ``A @ x <= b`` with ``A.T @ y >= 0`` on the variables >= 0, ``0`` on the free
-    ones and ``b @ y < 0`` (Farkas; policies/water_filling_jump.py reads it). ``job_id``,
-    when the policy names one, is the job to refuse so that the others can be planned (a
-    scheduler core that keeps going drops it and solves again, as for ``ProblemError``).
+    ones and ``b @ y < 0`` (Farkas; policies/water_filling_jump.py reads it). ``refuse``,
+    when the policy names them, are the jobs to refuse so that the others can be planned
+    (``policies/admission.py``: a scheduler core that keeps going drops them and solves
+    again, as it drops a ``ProblemError``'s ``job_id``).
     """
 
     def __init__(self, reason: str, jobs: tuple[str, ...] = (), *,
-                 job_id: str | None = None) -> None:
+                 refuse: tuple[str, ...] = ()) -> None:
         super().__init__(reason)
         self.reason = reason
         self.certificate = None
         self.jobs = tuple(jobs)
-        self.job_id = job_id
+        self.refuse = tuple(refuse)
+
+    def refused(self) -> tuple[str, ...]:
+        return self.refuse
 
 
 class SolverFailed(PolicyError):

@@ -35,10 +35,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._lazy import cp, sp
-from .admission import new_rows, newest
+from .admission import admitted, new_rows
 from .base import BACKEND_OPTION, ColumnPolicy, Solution, no_columns, run
 from .columns import Columns
-from .errors import Infeasible, PolicyError, ProblemError
+from .errors import Infeasible, PolicyError, ProblemError, named
 from .fairness import base_constraints
 from .lp import LPResult, clarabel_lists, ecos_lp, maximised
 from .problem import Allocation, Problem
@@ -116,26 +116,39 @@ class MinTotalDuration(ColumnPolicy):
         self.budget, self.search = budget, search
 
     def _over_budget(self, problem: Problem, cols: Columns, rows: np.ndarray) -> Infeasible:
-        """No allocation finishes the jobs within the budget: the newest job the last
-        allocation did not plan is refused (``admission``), so that a live scheduler plans
-        the others; with none, the refusal names no job (the allocation in force stays)."""
+        """No allocation finishes the jobs within the budget: the new jobs (those the last
+        allocation did not plan) beyond the most the budget finishes with the others,
+        taken in order of arrival, are refused (``admission``), so that a live scheduler
+        plans the others; with none new, the refusal names no job (the allocation in force
+        stays)."""
         new = new_rows(cols, rows, problem)
         if not new.size:
             return Infeasible(f"{self.name}: no allocation finishes the jobs within budget")
-        refused = newest(cols, new)
+        fresh = set(new.tolist())
+        old = [i for i in rows.tolist() if i not in fresh]
+
+        def feasible(k: int) -> bool:
+            some = np.array(sorted(old + new[:k].tolist()), dtype=int)
+            return self._rates(cols, some).optimum()[1] > BUDGET_RATE_FLOOR
+        refused = tuple(cols.job_ids[i] for i in new[admitted(new.size, feasible):].tolist())
         return Infeasible(f"{self.name}: no allocation finishes the jobs within budget; "
-                          f"refusing the newest job, {refused}", job_id=refused)
+                          f"refusing the newest: {named(refused)}", refuse=refused)
+
+    def _rates(self, cols: Columns, rows: np.ndarray):
+        """The rate LPs over the jobs of ``rows`` (module docstring)."""
+        # rate = σ/makespan with σ the longest job's best-case time: a number near 1, so
+        # the solver's tolerances are relative to the answer, whatever the jobs' lengths.
+        sigma = float(np.max(cols.remaining[rows] / cols.fastest_throughput[rows]))
+        backend = _DirectRate if self.direct_solver() == "CLARABEL" else _CvxpyRate
+        return backend(cols, rows, sigma, self.budget, self.solver, self.name)
 
     def _solve(self, problem: Problem) -> Solution:
         cols = self.columns(problem)
         rows = _pending(cols)
         if cols.num_columns == 0 or rows.size == 0:
             return no_columns(cols)
-        # rate = σ/makespan with σ the longest job's best-case time: a number near 1, so the
-        # solver's tolerances are relative to the answer, whatever the jobs' lengths.
-        sigma = float(np.max(cols.remaining[rows] / cols.fastest_throughput[rows]))
-        backend = _DirectRate if self.direct_solver() == "CLARABEL" else _CvxpyRate
-        lps = backend(cols, rows, sigma, self.budget, self.solver, self.name)
+        lps = self._rates(cols, rows)
+        sigma = lps.sigma
         z, value = lps.optimum()
         if value <= (0.0 if self.budget is None else BUDGET_RATE_FLOOR):
             raise self._over_budget(problem, cols, rows)

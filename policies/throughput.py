@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._lazy import cp, sp
-from .admission import new_rows, newest
+from .admission import admitted, new_rows
 from .base import BACKEND_OPTION, BACKENDS, SOLVER_OPTION, Policy, Solution, no_columns, run
 from .columns import Columns, build_columns
 from .errors import Infeasible, PolicyError, ProblemError, named
@@ -176,7 +176,7 @@ class MaxSumThroughput(Policy):
         "normalize": "'none' (steps/s, thesis §6.4.1) or 'fastest' (each job over its "
                      "fastest throughput)",
         "slo_mode": "SLO policies, when SLOs cannot all be met: 'strict' (refuse the "
-                    "newest job, as admission control), 'best_effort' (least shortfall) "
+                    "newest jobs, as admission control), 'best_effort' (least shortfall) "
                     "or 'gavel' (drop them all)",
         "cost_unit": "cost policies: 'job' (a column costs its type's price x the workers "
                      "it holds) or 'worker' (one worker's price, as Gavel)"})
@@ -246,10 +246,10 @@ class MaxSumThroughput(Policy):
             return self._weighted_sum(cols, weights)
         least, conflicting, closest = self._least_shortfall(cols, slo)
         if self.slo_mode == "strict" and (new := new_rows(cols, slo.rows, problem)).size:
-            refused = newest(cols, new)
+            refused = self._refused(cols, weights, slo, new)
             raise Infeasible(f"{self.name}: SLOs cannot all be met; conflicting jobs: "
-                             f"{named(conflicting)}; refusing the newest job with an SLO, "
-                             f"{refused}", conflicting, job_id=refused)
+                             f"{named(conflicting)}; refusing the newest with an SLO: "
+                             f"{named(refused)}", conflicting, refuse=refused)
         self._news("conflicting", "%s: SLOs cannot all be met; best effort for %s",
                    conflicting, problem)
         try:
@@ -263,11 +263,29 @@ class MaxSumThroughput(Policy):
             z = closest
         return Solution(cols.to_rows(z), float(weights @ np.maximum(z, 0.0)), self.solver)
 
+    def _refused(self, cols: Columns, weights: np.ndarray, slo: SloNeeds,
+                 new: np.ndarray) -> tuple[str, ...]:
+        """Of the ``new`` SLO rows (oldest first), those beyond the most that can be met
+        with the SLOs planned before (``admission.admitted``): the jobs strict mode
+        refuses."""
+        need = dict(zip(slo.rows.tolist(), slo.need.tolist()))
+        fresh = set(new.tolist())
+        old = [i for i in slo.rows.tolist() if i not in fresh]
+
+        def feasible(k: int) -> bool:
+            rows = np.array(sorted(old + new[:k].tolist()), dtype=int)
+            try:
+                self._weighted_sum(cols, weights, rows, np.array([need[i] for i in rows]))
+            except Infeasible:
+                return False
+            return True
+        return tuple(cols.job_ids[i] for i in new[admitted(new.size, feasible):].tolist())
+
     def _reachable(self, needs: SloNeeds, problem: Problem, cols: Columns) -> SloNeeds | None:
-        """The SLOs to plan for. Strict mode admits as a deadline scheduler does: it refuses
-        a new job (one the last allocation did not plan) whose SLO is beyond reach, naming
-        the newest to refuse; a job planned before whose SLO has passed or fallen out of
-        reach runs on without it, as in best effort, which drops both with a warning (a
+        """The SLOs to plan for. Strict mode admits as a deadline scheduler does
+        (``admission``): it refuses the new jobs (those the last allocation did not plan)
+        whose SLO is beyond reach; a job planned before whose SLO has passed or fallen out
+        of reach runs on without it, as in best effort, which drops both with a warning (a
         scheduler that keeps its last allocation on a refusal gave every job after it no
         time). Gavel's mode solves without SLOs when one is beyond reach (Gavel's LP is then
         infeasible, and it drops them all) and ignores late ones (Gavel's rows for them ask
@@ -277,14 +295,12 @@ class MaxSumThroughput(Policy):
             return needs
         if self.slo_mode == "strict" and needs.beyond:
             beyond = new_rows(cols, np.flatnonzero(np.isin(cols.job_ids, needs.beyond)),
-                               problem)
+                              problem)
             if beyond.size:
-                ids = tuple(cols.job_ids[i] for i in beyond)
-                refused = newest(cols, beyond)
+                ids = tuple(cols.job_ids[i] for i in sorted(beyond.tolist()))
                 raise Infeasible(f"{self.name}: SLOs beyond reach (each asks more than its "
                                  f"job makes alone on its fastest type, or the job cannot "
-                                 f"run): {named(ids)}; refusing the newest, {refused}", ids,
-                                 job_id=refused)
+                                 f"run): {named(ids)}", ids, refuse=ids)
         if self.slo_mode == "gavel" and needs.beyond:
             log.warning(GAVEL_DROPS_SLOS, self.name)
             return None

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 from policies import Allocation, Policy, PolicyError, Problem
+from policies.errors import named
 from policies.moves import fewer_moves
 
 log = logging.getLogger(__name__)
@@ -54,15 +55,17 @@ class Solve:
 def settle(solve: Solve, result: Allocation | PolicyError, *,
            drop: Callable[[str, str], bool], raise_errors: bool) -> Allocation | Failed | None:
     """What ``solve``'s ``result`` means: the allocation; or, for a refusal, None when it
-    named a job that ``drop(job, why)`` removed (True when it was one of the core's: the
-    problem is to be built again without it); else the refusal raised with
-    ``raise_errors``, or logged and returned as ``Failed`` (the last allocation stays)."""
+    named jobs (``PolicyError.refused``) that ``drop(job, why)`` removed (True for each of
+    the core's: the problem is to be built again without them); else the refusal raised
+    with ``raise_errors``, or logged and returned as ``Failed`` (the last allocation
+    stays)."""
     if isinstance(result, PolicyError):
         if raise_errors:
             raise result
-        culprit = getattr(result, "job_id", None)
-        if culprit is not None and drop(culprit, str(result)):
-            log.warning("job %s refused by the policy, dropped: %s", culprit, result)
+        dropped = [job for job in result.refused() if drop(job, str(result))]
+        if dropped:
+            log.warning("job%s %s refused by the policy, dropped: %s",
+                        "s" * (len(dropped) > 1), named(dropped), result)
             return None
         log.warning("re-solve at %.0fs failed, keeping the last allocation: %s",
                     solve.now, result)

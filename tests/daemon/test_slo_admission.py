@@ -48,7 +48,7 @@ def test_strict_mode_refuses_the_newest_job_whose_slo_cannot_be_met_and_plans_th
                              (beyond, "SLOs beyond reach")):
             assert jobs[refused].state == "failed"
             assert jobs[refused].reason.startswith(f"refused by the policy: {SLO}: {why}")
-            assert jobs[refused].reason.endswith(f", {refused}")     # the newest named
+            assert jobs[refused].reason.endswith(f": {refused}")     # it is named
         assert given(s, first) >= 0.6 * (1 - 1e-6)                   # still its share
         assert given(s, free) > 0.0                                  # and the rest is used
     finally:

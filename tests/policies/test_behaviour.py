@@ -98,7 +98,7 @@ def test_best_effort_slos_drop_lost_slos_and_meet_the_rest_as_well_as_possible()
             Job("also", {"v100": 10.0, "k80": 1.0}, remaining_steps=1000.0, slo_s=110.0)]
     problem = Problem(cluster={"v100": 1, "k80": 1}, jobs=jobs, prices={"v100": 3, "k80": 1})
     name = "max_sum_throughput_normalized_by_cost_perf_SLOs"
-    with pytest.raises(Infeasible, match="refusing the newest job with an SLO, also$"):
+    with pytest.raises(Infeasible, match="refusing the newest with an SLO: also$"):
         get_policy(name).solve(problem)     # strict: the late one dropped, the newest refused
     allocation = get_policy(name, slo_mode="best_effort").solve(problem)
     assert_valid(problem, allocation)
@@ -617,24 +617,27 @@ def test_order_objective_is_the_normalised_throughput_product_to_the_bit(seed, p
 
 def test_a_budget_that_cannot_finish_every_job_refuses_the_newest_new_one():
     """§6.4.2's budget on a live cluster: the jobs the last allocation planned keep it, and
-    the newest job beyond it is refused by name (``Infeasible.job_id``), so a scheduler
-    drops it and plans the others; every refusal kept the allocation in force, and the
+    the newest jobs beyond it are refused by name (``Infeasible.refused``), so a scheduler
+    drops them and plans the others; every refusal kept the allocation in force, and the
     jobs submitted after got no time."""
     price, rate, steps = 3.6, 2.0, 1000.0            # each job costs 0.5 $ at the least
     jobs = [Job(str(i), {"v100": rate}, remaining_steps=steps, elapsed_s=elapsed)
             for i, elapsed in enumerate((300.0, 200.0, 0.0, 100.0))]   # "2" came last
     problem = Problem(cluster={"v100": 2}, jobs=jobs, prices={"v100": price})
     policy = get_policy("min_makespan_with_budget", budget=1.9)      # 3.8 jobs' worth
-    with pytest.raises(Infeasible, match="within budget; refusing the newest job, 2$") as err:
+    with pytest.raises(Infeasible, match="within budget; refusing the newest: 2$") as err:
         policy.solve(problem)
-    assert err.value.job_id == "2"
+    assert err.value.refused() == ("2",)
     planned = {"0": {"v100": 0.5}, "1": {"v100": 0.5}}
     with pytest.raises(Infeasible) as err:          # of the new ones, "2" is still newest
         policy.solve(dataclasses.replace(problem, previous=planned))
-    assert err.value.job_id == "2"
+    assert err.value.refused() == ("2",)
     everyone = {**planned, "2": {"v100": 0.5}, "3": {"v100": 0.5}}
     with pytest.raises(Infeasible) as err:          # none new: no job to refuse
         policy.solve(dataclasses.replace(problem, previous=everyone))
-    assert err.value.job_id is None and str(err.value).endswith("within budget")
+    assert err.value.refused() == () and str(err.value).endswith("within budget")
+    with pytest.raises(Infeasible) as err:          # 1.2 $ finishes two: the two newest go
+        get_policy("min_makespan_with_budget", budget=1.2).solve(problem)
+    assert err.value.refused() == ("3", "2")
     three = problem.with_jobs([j for j in jobs if j.id != "2"])
     assert policy.solve(three).objective > 0                         # without it: planned

@@ -161,8 +161,16 @@ def test_slos_are_throughput_floors_and_gavel_mode_drops_them_when_unmeetable():
         thesis_optimum(impossible, coef, {i: 0.9 * T[i, 0] for i in range(len(T))})
     with pytest.raises(Infeasible, match="SLOs cannot all be met; conflicting jobs") as caught:
         get_policy(name).solve(impossible)
-    # the job strict mode refuses: the newest (all arrived together here: the last)
-    assert caught.value.job_id == impossible.jobs[-1].id
+    # strict mode refuses the newest (all arrived together here: the last ones), as few as
+    # leave the others' SLOs met: without them it plans; with one more back, it cannot
+    refused = caught.value.refused()
+    ids = [job.id for job in impossible.jobs]
+    assert refused and list(refused) == ids[len(ids) - len(refused):]
+    kept = [job for job in impossible.jobs if job.id not in refused]
+    got = get_policy(name).solve(impossible.with_jobs(kept))
+    assert set(got.allocation) == {job.id for job in kept}
+    with pytest.raises(Infeasible):
+        get_policy(name).solve(impossible.with_jobs(impossible.jobs[:len(kept) + 1]))
     gavel = get_policy(name, slo_mode="gavel").solve(impossible)
     assert gavel.objective == pytest.approx(thesis_optimum(impossible, coef), rel=1e-6)
 
@@ -230,9 +238,9 @@ def test_an_slo_beyond_its_jobs_fastest_rate_is_lost_and_stops_no_other_job(capl
     assert got.allocation["0"].get("k80", 0.0) * rate >= need * (1 - 1e-6)
     with pytest.raises(Infeasible, match="SLOs beyond reach [(]each asks more than its job "
                                          "makes alone on its fastest type, or the job "
-                                         "cannot run[)]: 1; refusing the newest, 1$") as caught:
+                                         "cannot run[)]: 1$") as caught:
         get_policy(SLO).solve(problem)
-    assert caught.value.job_id == "1"       # the job a scheduler refuses, the others go on
+    assert caught.value.refused() == ("1",)  # the job a scheduler refuses; the others go on
     # Gavel's LP with it is infeasible, so Gavel's mode drops every SLO, as Gavel does
     gavel = get_policy(SLO, slo_mode="gavel").solve(problem)
     assert "solving without them (Gavel)" in caplog.text
@@ -249,16 +257,18 @@ def test_a_conflict_of_many_slos_is_one_short_line_naming_a_few():
         get_policy("max_sum_throughput_normalized_by_cost_perf_SLOs").solve(impossible)
     message, conflicting = str(caught.value), caught.value.jobs
     assert len(conflicting) > 10 and "\n" not in message
+    refused = caught.value.refused()
     assert message.endswith(f"conflicting jobs: {', '.join(conflicting[:10])} and "
-                            f"{len(conflicting) - 10} more; refusing the newest job with an "
-                            "SLO, 39")
+                            f"{len(conflicting) - 10} more; refusing the newest with an SLO: "
+                            f"{', '.join(refused[:10])} and {len(refused) - 10} more")
     # so do SLOs already lost (here each asks twice the job's rate on its fastest type)
     lost = base.with_jobs([Job(j.id, j.throughputs, remaining_steps=1e5, slo_s=1e5 / (
         2 * j.throughputs["v100"])) for j in base.jobs])
     with pytest.raises(Infeasible) as caught:
         get_policy("max_sum_throughput_normalized_by_cost_perf_SLOs").solve(lost)
     assert str(caught.value).endswith("cannot run): 0, 1, 2, 3, 4, 5, 6, 7, 8, 9 and 30 "
-                                      "more; refusing the newest, 39")
+                                      "more")
+    assert len(caught.value.refused()) == 40            # each beyond reach on its own
     assert len(caught.value.jobs) == 40
 
 
@@ -455,7 +465,7 @@ def test_strict_mode_refuses_new_jobs_only_and_serves_the_ones_planned_before_be
         k: v for k, v in planned.items() if k != newcomer})
     with pytest.raises(Infeasible, match="SLOs cannot all be met") as caught:
         get_policy(SLO).solve(partly)
-    assert caught.value.job_id == newcomer
+    assert caught.value.refused() == (newcomer,)
     # an SLO beyond reach: dropped for a job planned before, refused for a new one
     far = base.with_jobs([Job(j.id, j.throughputs, remaining_steps=1e5, slo_s=1e5 / (
         2 * j.throughputs["v100"]) if j.id == newcomer else None) for j in base.jobs])
@@ -464,4 +474,4 @@ def test_strict_mode_refuses_new_jobs_only_and_serves_the_ones_planned_before_be
     assert kept.allocation == unbound.allocation
     with pytest.raises(Infeasible, match="SLOs beyond reach") as caught:
         get_policy(SLO).solve(far)
-    assert caught.value.job_id == newcomer
+    assert caught.value.refused() == (newcomer,)
