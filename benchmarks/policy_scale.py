@@ -20,6 +20,8 @@ Usage::
         --entities 20 --entity-cap 256                               # 20 teams, capped
     python benchmarks/policy_scale.py --policies max_min_fairness_water_filling_perf \\
         --sizes 20000 --entities 20 --measured --lps       # and its LPs, by kind
+    python benchmarks/policy_scale.py --policies max_sum_throughput_normalized_by_cost_perf_SLOs \\
+        --keep-going                     # strict SLOs: the jobs refused, the rest planned
 
 With ``--entities N`` the jobs belong to N teams in turn (``team0``, ...: weights 1, 2, 3
 and inner policies fairness and FIFO in turn, thesis §5.4.3), each capped at
@@ -69,12 +71,13 @@ def teams(count: int, cap: int | None = None) -> dict:
 def first_plan(n: int, partners: int, policy_name: str, options: dict | None = None,
                cluster: dict[str, int] = CLUSTER, entities: int = 0,
                entity_cap: int | None = None, measured: bool = False,
-               lps: bool = False) -> dict:
+               lps: bool = False, keep: bool = False) -> dict:
     """The first plan of ``n`` waiting jobs on ``cluster`` under ``policy_name`` (this
     process): the pairs its solve listed, the plan's and the solve's seconds, peak RSS.
     ``entities``: the jobs belong to that many ``teams`` in turn; ``measured``: each job
     has its own steps/s, its type's within +-10% (one seeded draw); ``lps``: also the
-    direct path's LPs by kind (``counted_lps``)."""
+    direct path's LPs by kind (``counted_lps``); ``keep``: a refusal drops the jobs it
+    names and solves again, as the daemon does (its solves and the jobs refused)."""
     import dataclasses
     import resource
 
@@ -94,13 +97,14 @@ def first_plan(n: int, partners: int, policy_name: str, options: dict | None = N
 
     def timed(problem):
         start = time.perf_counter()
-        out = solve(problem)
-        solves.append((len(problem.pairs), time.perf_counter() - start))
-        return out
+        try:
+            return solve(problem)
+        finally:            # (a refusal too: with ``keep``, its time is the plan's)
+            solves.append((len(problem.pairs), time.perf_counter() - start))
     policy.solve = timed
     core = SchedulerCore(policy, ClusterView.build(cluster), default_table(),
                          CoreConfig.for_policy(policy, pair_partners=partners,
-                                               on_solve_error="raise"),
+                                               on_solve_error="keep" if keep else "raise"),
                          prices=default_prices(), entities=teams(entities, entity_cap))
     jobs = generate_trace(n, 1e6, table=default_table(), seed=0, slos=True,
                           multi_gpu=not policy.traits.single_gpu)
@@ -116,12 +120,13 @@ def first_plan(n: int, partners: int, policy_name: str, options: dict | None = N
     counts = counted_lps() if lps else None
     start = time.perf_counter()
     try:
-        RoundDriver(core).plan(0.0)
+        step = RoundDriver(core).plan(0.0)
     except PolicyError as err:      # the one line the daemon would log, as the row's result
         return {"error": str(err), "after_s": time.perf_counter() - start,
                 "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     plan_s = time.perf_counter() - start
-    return {"pairs": solves[0][0], "plan_s": plan_s, "solve_s": solves[0][1],
+    return {"pairs": solves[0][0], "plan_s": plan_s, "solve_s": sum(s for _, s in solves),
+            "solves": len(solves), "refused": len(step.round.rejected),
             "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             **({"lps": counts} if counts is not None else {})}
 
@@ -200,6 +205,10 @@ def main() -> int:
                         help="each job plans on its own steps/s (its type's within +-10%%)")
     parser.add_argument("--lps", action="store_true",
                         help="a column of the direct path's LPs by kind: how many, seconds")
+    parser.add_argument("--keep-going", action="store_true",
+                        help="as the daemon: a solve that refuses jobs (admission control, "
+                             "policies/admission.py) drops them and solves again; the solve "
+                             "column sums the solves and says how many jobs were refused")
     parser.add_argument("--timeout", type=float, default=300.0, help="per process (s)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -231,7 +240,7 @@ def main() -> int:
             cmd = [sys.executable, __file__, "--child", json.dumps({
                 "n": n, "partners": args.partners, "policy_name": name, "options": options,
                 "cluster": cluster, "entities": args.entities, "entity_cap": args.entity_cap,
-                "measured": args.measured, "lps": args.lps})]
+                "measured": args.measured, "lps": args.lps, "keep": args.keep_going})]
             wall, rss, out = fresh(cmd, args.timeout)
             if out is None:
                 why = (f"killed after {args.timeout:.0f} s" if wall >= args.timeout
@@ -245,8 +254,11 @@ def main() -> int:
                 continue
             lps = "; ".join(f"{kind} {count:,}, {seconds:.2f} s" for kind, (count, seconds)
                             in row.get("lps", {}).items())
+            solve = f"{row['solve_s']:.2f}" + (
+                f" ({row['solves']} solves; {row['refused']:,} jobs refused)"
+                if args.keep_going else "")
             print(f"| {name} | {n:,} | {row['pairs']:,} | {row['plan_s']:.2f} | "
-                  f"{row['solve_s']:.2f} | {row['rss_mib']:.0f} MiB | {fits(row['plan_s'])} |"
+                  f"{solve} | {row['rss_mib']:.0f} MiB | {fits(row['plan_s'])} |"
                   + (f" {lps} |" if args.lps else ""), flush=True)
     return 0
 
