@@ -193,8 +193,10 @@ def eta_lines(status: ClusterStatus) -> list[str]:
                                                    if deadlines else "finish"))
     for job in jobs:
         start = "started" if job.started_s is not None else at(job.eta_start_s)
-        line = f"{job.id:>{w}} {start:<32} {at(job.eta_finish_s)}"
-        if job.deadline_s is not None:
-            line = f"{line:<{w + 66}} {at(job.deadline_s)} {job.slo_status.replace('_', ' ')}"
-        lines.append(line)
+        finish = at(job.eta_finish_s)
+        if job.deadline_s is None:
+            lines.append(f"{job.id:>{w}} {start:<32} {finish}")
+        else:
+            lines.append(f"{job.id:>{w}} {start:<32} {finish:<32} {at(job.deadline_s)} "
+                         f"{job.slo_status.replace('_', ' ')}")
     return lines
