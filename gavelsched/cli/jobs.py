@@ -74,8 +74,9 @@ def register(subparsers) -> None:
                               description="A table of the jobs not finished (type, state, "
                                           "progress, GPUs, worker type, time since the first "
                                           "start, allocation vs received share, why it "
-                                          "waits) and the workers; --all or --state "
-                                          "show finished jobs too.")
+                                          "waits, an SLO missed or at risk by the "
+                                          "scheduler's ETA) and the workers; --all or "
+                                          "--state show finished jobs too.")
     p.add_argument("--all", action="store_true", help="finished jobs too")
     p.add_argument("--eta", action="store_true",
                    help="also each unfinished job's predicted start and finish, as the "
