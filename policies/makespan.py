@@ -34,8 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import admission
 from ._lazy import cp, sp
-from .admission import admitted, new_rows
 from .base import BACKEND_OPTION, ColumnPolicy, Solution, no_columns, run
 from .columns import Columns
 from .errors import Infeasible, PolicyError, ProblemError, named
@@ -117,22 +117,22 @@ class MinTotalDuration(ColumnPolicy):
 
     def _over_budget(self, problem: Problem, cols: Columns, rows: np.ndarray) -> Infeasible:
         """No allocation finishes the jobs within the budget: the new jobs (those the last
-        allocation did not plan) beyond the most the budget finishes with the others,
-        taken in order of arrival, are refused (``admission``), so that a live scheduler
-        plans the others; with none new, the refusal names no job (the allocation in force
-        stays)."""
-        new = new_rows(cols, rows, problem)
+        allocation did not plan) the budget cannot finish with the others are refused, in
+        order of arrival (``admission.refused``), so that a live scheduler plans the
+        others; with none new, the refusal names no job (the allocation in force stays)."""
+        new = admission.new_rows(cols, rows, problem)
         if not new.size:
             return Infeasible(f"{self.name}: no allocation finishes the jobs within budget")
         fresh = set(new.tolist())
         old = [i for i in rows.tolist() if i not in fresh]
 
-        def feasible(k: int) -> bool:
-            some = np.array(sorted(old + new[:k].tolist()), dtype=int)
-            return self._rates(cols, some).optimum()[1] > BUDGET_RATE_FLOOR
-        refused = tuple(cols.job_ids[i] for i in new[admitted(new.size, feasible):].tolist())
+        def feasible(some) -> bool:
+            jobs = np.array(sorted(old + [int(new[k]) for k in some]), dtype=int)
+            return self._rates(cols, jobs).optimum()[1] > BUDGET_RATE_FLOOR
+        out = tuple(cols.job_ids[new[k]] for k in admission.refused(new.size, feasible))
         return Infeasible(f"{self.name}: no allocation finishes the jobs within budget; "
-                          f"refusing the newest: {named(refused)}", refuse=refused)
+                          f"refusing the new jobs that do not fit, in order of arrival: "
+                          f"{named(out)}", out, refuse=out)
 
     def _rates(self, cols: Columns, rows: np.ndarray):
         """The rate LPs over the jobs of ``rows`` (module docstring)."""

@@ -23,12 +23,13 @@ and wants each job to count alike picks ``"fastest"``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from . import admission
 from ._lazy import cp, sp
-from .admission import admitted, new_rows
 from .base import BACKEND_OPTION, BACKENDS, SOLVER_OPTION, Policy, Solution, no_columns, run
 from .columns import Columns, build_columns
 from .errors import Infeasible, PolicyError, ProblemError, named
@@ -176,8 +177,8 @@ class MaxSumThroughput(Policy):
         "normalize": "'none' (steps/s, thesis §6.4.1) or 'fastest' (each job over its "
                      "fastest throughput)",
         "slo_mode": "SLO policies, when SLOs cannot all be met: 'strict' (refuse the "
-                    "newest jobs, as admission control), 'best_effort' (least shortfall) "
-                    "or 'gavel' (drop them all)",
+                    "new jobs that do not fit, as admission control), 'best_effort' (least "
+                    "shortfall) or 'gavel' (drop them all)",
         "cost_unit": "cost policies: 'job' (a column costs its type's price x the workers "
                      "it holds) or 'worker' (one worker's price, as Gavel)"})
 
@@ -244,12 +245,12 @@ class MaxSumThroughput(Policy):
         if self.slo_mode == "gavel":
             log.warning(GAVEL_DROPS_SLOS, self.name)
             return self._weighted_sum(cols, weights)
+        if self.slo_mode == "strict" and (new := admission.new_rows(cols, slo.rows, problem)).size:
+            refused = self._refused(problem, cols, slo, new)
+            raise Infeasible(f"{self.name}: SLOs cannot all be met together; refusing the "
+                             f"new jobs whose SLO does not fit, in order of arrival: "
+                             f"{named(refused)}", refused, refuse=refused)
         least, conflicting, closest = self._least_shortfall(cols, slo)
-        if self.slo_mode == "strict" and (new := new_rows(cols, slo.rows, problem)).size:
-            refused = self._refused(cols, weights, slo, new)
-            raise Infeasible(f"{self.name}: SLOs cannot all be met; conflicting jobs: "
-                             f"{named(conflicting)}; refusing the newest with an SLO: "
-                             f"{named(refused)}", conflicting, refuse=refused)
         self._news("conflicting", "%s: SLOs cannot all be met; best effort for %s",
                    conflicting, problem)
         try:
@@ -263,23 +264,30 @@ class MaxSumThroughput(Policy):
             z = closest
         return Solution(cols.to_rows(z), float(weights @ np.maximum(z, 0.0)), self.solver)
 
-    def _refused(self, cols: Columns, weights: np.ndarray, slo: SloNeeds,
+    def _refused(self, problem: Problem, cols: Columns, slo: SloNeeds,
                  new: np.ndarray) -> tuple[str, ...]:
-        """Of the ``new`` SLO rows (oldest first), those beyond the most that can be met
-        with the SLOs planned before (``admission.admitted``): the jobs strict mode
-        refuses."""
-        need = dict(zip(slo.rows.tolist(), slo.need.tolist()))
-        fresh = set(new.tolist())
-        old = [i for i in slo.rows.tolist() if i not in fresh]
+        """Of the ``new`` SLO rows (oldest first), those whose SLO cannot be met with the
+        ones planned before and the new ones admitted before it (``admission.refused``):
+        the jobs strict mode refuses. A probe asks only whether the SLO floors hold, so its
+        LP holds the SLO jobs alone (the others may get nothing): at 20,000 jobs a probe
+        over every job's columns took seconds."""
+        by_id = {job.id: job for job in problem.jobs}
+        fresh = [cols.job_ids[i] for i in new.tolist()]
+        old = [cols.job_ids[i] for i in slo.rows.tolist() if cols.job_ids[i] not in
+               set(fresh)]
 
-        def feasible(k: int) -> bool:
-            rows = np.array(sorted(old + new[:k].tolist()), dtype=int)
+        def feasible(some: Sequence[int]) -> bool:
+            sub = problem.with_jobs([by_id[job_id] for job_id in old] +
+                                    [by_id[fresh[k]] for k in some])
+            sub_cols = build_columns(sub)
+            needs = slo_needs(sub, sub_cols)
             try:
-                self._weighted_sum(cols, weights, rows, np.array([need[i] for i in rows]))
+                self._weighted_sum(sub_cols, np.zeros(sub_cols.num_columns), needs.rows,
+                                   needs.need)
             except Infeasible:
                 return False
             return True
-        return tuple(cols.job_ids[i] for i in new[admitted(new.size, feasible):].tolist())
+        return tuple(fresh[k] for k in admission.refused(len(fresh), feasible))
 
     def _reachable(self, needs: SloNeeds, problem: Problem, cols: Columns) -> SloNeeds | None:
         """The SLOs to plan for. Strict mode admits as a deadline scheduler does
@@ -294,8 +302,8 @@ class MaxSumThroughput(Policy):
         if not lost:
             return needs
         if self.slo_mode == "strict" and needs.beyond:
-            beyond = new_rows(cols, np.flatnonzero(np.isin(cols.job_ids, needs.beyond)),
-                              problem)
+            beyond = admission.new_rows(
+                cols, np.flatnonzero(np.isin(cols.job_ids, needs.beyond)), problem)
             if beyond.size:
                 ids = tuple(cols.job_ids[i] for i in sorted(beyond.tolist()))
                 raise Infeasible(f"{self.name}: SLOs beyond reach (each asks more than its "

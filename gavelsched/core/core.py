@@ -522,13 +522,12 @@ class SchedulerCore:
         while isinstance(solve, Solve):     # (a refused job dropped: the next solve)
             solve = self.settle(solve, solve.run())
 
-    def _refused(self, job_id: str, why: str) -> bool:
-        """The policy refused the job: out of the core, reported with the round."""
-        if job_id not in self._jobs:
-            return False
-        self._rejected.append((job_id, why))
-        self._remove((job_id,))
-        return True
+    def _refused(self, job_ids: Sequence[str], why: str) -> list[str]:
+        """The policy refused the jobs: out of the core at once, reported with the round."""
+        known = [job_id for job_id in job_ids if job_id in self._jobs]
+        self._rejected.extend((job_id, why) for job_id in known)
+        self._remove(known)
+        return known
 
     def _problem(self, now: float, uncredited: Mapping[str, float] | None = None) -> Problem:
         """The policy's ``Problem`` now (module ``problem``)."""

@@ -8,7 +8,7 @@ solve at once; the daemon on a thread of its own, serving calls meanwhile."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 from policies import Allocation, Policy, PolicyError, Problem
@@ -53,16 +53,17 @@ class Solve:
 
 
 def settle(solve: Solve, result: Allocation | PolicyError, *,
-           drop: Callable[[str, str], bool], raise_errors: bool) -> Allocation | Failed | None:
+           drop: Callable[[Sequence[str], str], Sequence[str]],
+           raise_errors: bool) -> Allocation | Failed | None:
     """What ``solve``'s ``result`` means: the allocation; or, for a refusal, None when it
-    named jobs (``PolicyError.refused``) that ``drop(job, why)`` removed (True for each of
-    the core's: the problem is to be built again without them); else the refusal raised
-    with ``raise_errors``, or logged and returned as ``Failed`` (the last allocation
-    stays)."""
+    named jobs (``PolicyError.refused``) that ``drop(jobs, why)`` removed (it returns those
+    that were the core's: the problem is to be built again without them); else the
+    refusal raised with ``raise_errors``, or logged and returned as ``Failed`` (the last
+    allocation stays)."""
     if isinstance(result, PolicyError):
         if raise_errors:
             raise result
-        dropped = [job for job in result.refused() if drop(job, str(result))]
+        dropped = drop(result.refused(), str(result))
         if dropped:
             log.warning("job%s %s refused by the policy, dropped: %s",
                         "s" * (len(dropped) > 1), named(dropped), result)

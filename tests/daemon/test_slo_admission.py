@@ -44,7 +44,7 @@ def test_strict_mode_refuses_the_newest_job_whose_slo_cannot_be_met_and_plans_th
         free = submit(s, None)
         s.at(R + 1)
         jobs = s.x.jobs
-        for refused, why in ((second, "SLOs cannot all be met; conflicting jobs"),
+        for refused, why in ((second, "SLOs cannot all be met together"),
                              (beyond, "SLOs beyond reach")):
             assert jobs[refused].state == "failed"
             assert jobs[refused].reason.startswith(f"refused by the policy: {SLO}: {why}")
