@@ -273,8 +273,8 @@ class MaxSumThroughput(Policy):
         over every job's columns took seconds."""
         by_id = {job.id: job for job in problem.jobs}
         fresh = [cols.job_ids[i] for i in new.tolist()]
-        old = [cols.job_ids[i] for i in slo.rows.tolist() if cols.job_ids[i] not in
-               set(fresh)]
+        planned = set(slo.rows.tolist()) - set(new.tolist())
+        old = [cols.job_ids[i] for i in sorted(planned)]
 
         def feasible(some: Sequence[int]) -> bool:
             sub = problem.with_jobs([by_id[job_id] for job_id in old] +
