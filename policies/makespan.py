@@ -94,8 +94,8 @@ class MinTotalDuration(ColumnPolicy):
     @property
     def traits(self):
         """A simulation replays Gavel's bisection (``search="bisection"``) unless there is a
-        budget; a budget reads the prices, and the last allocation (which jobs are new: the
-        newest of them is refused when the budget cannot finish them all)."""
+        budget; a budget reads the prices, and the last allocation (which jobs are new:
+        those the budget cannot finish with the others are refused, ``admission``)."""
         base, budgeted = super().traits, self.budget is not None
         return base.but(reads=base.reads | ({"prices", "previous"} if budgeted else set()),
                         rearrangeable=base.rearrangeable and not budgeted,
