@@ -19,8 +19,8 @@ then with the steps it has left, its own job type and its own steps/s
 keep their types without a start-up in the first round (``simulate(running=...)``), and
 the replay goes on with the scheduler's allocation period when the state has it
 (``resumed``, thesis §5.5). At most ``HORIZON_ROUNDS`` rounds are simulated; a job past
-them is ``extrapolated``. ``predict`` adds a hypothetical job (``live.hypothetical``),
-replays twice, and says why a job finishes sooner with it (``why_sooner``).
+them is ``extrapolated``. ``simulator/whatif.py`` replays a state with a hypothetical
+job (``predict``).
 """
 
 from __future__ import annotations
@@ -41,9 +41,9 @@ from .config import SimConfig
 from .engine import simulate
 from .live import LiveJob, LiveState
 
-__all__ = ["HORIZON_ROUNDS", "DaemonRules", "Eta", "Replay", "extrapolated",
-           "daemon_policy", "predict", "replay", "replay_inputs", "run_window", "sim_config",
-           "this_round", "why_sooner"]
+__all__ = ["HORIZON_ROUNDS", "DaemonRules", "Eta", "Replay", "core_of", "daemon_policy",
+           "extrapolated", "replay", "replay_inputs", "run_window", "sim_config",
+           "this_round"]
 
 
 def sim_config(rules: DaemonRules, *, arrivals: bool = False, **more) -> SimConfig:
@@ -375,7 +375,7 @@ def _refill_orders(state: LiveState, later: LiveState, extra: Sequence[LiveJob],
         return {}
     period = resumed(state, later, inputs, later.now_s - state.now_s)
     if period is None:      # (a picture without the scheduler's period: the replay's own)
-        core = _core_of(state, inputs)
+        core = core_of(state, inputs)
         state.rules.driver(core).plan(0.0)
         period = core.period_state()
     alone = [i for i, key in enumerate(period.keys) if not is_pair_key(key)]   # (jobs' rows)
@@ -502,27 +502,7 @@ def extrapolated(steps: int, left: int, horizon_s: float) -> float | None:
     return None if made <= 0 or horizon_s <= 0 else horizon_s + left * horizon_s / made
 
 
-def predict(state: LiveState, job: LiveJob) -> tuple[dict[str, Eta], dict[str, Eta]]:
-    """``predict``: (every job's ETA without ``job``, every job's ETA with it)."""
-    return replay(state), replay(state, [job])
-
-
-def why_sooner(state: LiveState, job: LiveJob, job_id: str) -> str:
-    """Why live job ``job_id`` finishes sooner in the replay with ``job`` than without
-    (``predict``): the policy's first allocation gives it more effective throughput
-    (thesis §5.2: its steps/s weighted by its time fraction on each type), or, with no
-    more throughput then, the later re-solves and the round-by-round priorities (§5.5)
-    give it its turns sooner."""
-    before, after = (_effective(state, extra).get(job_id, 0.0) for extra in ((), (job,)))
-    if after > before * 1.001:
-        return (f"the policy gives it more throughput with the new job ({before:.3g} -> "
-                f"{after:.3g} steps/s at the first re-solve)")
-    return (f"the replay's later re-solves and round-by-round priorities give it its turns "
-            f"sooner with the new job, though its first allocation is no larger ({before:.3g}"
-            f" -> {after:.3g} steps/s)")
-
-
-def _core_of(state: LiveState, inputs: Replay) -> SchedulerCore:
+def core_of(state: LiveState, inputs: Replay) -> SchedulerCore:
     """A core under the state's policy and rules with the replay's jobs submitted at 0."""
     policy = daemon_policy(state)
     core = SchedulerCore(policy, ClusterView.build(inputs.cluster, inputs.gpus_per_server),
@@ -532,19 +512,3 @@ def _core_of(state: LiveState, inputs: Replay) -> SchedulerCore:
     for i, job in enumerate(inputs.trace):
         core.submit(spec_of(str(i), job), 0.0, throughputs=job.planned or job.throughputs)
     return core
-
-
-def _effective(state: LiveState, extra: Sequence[LiveJob]) -> dict[str, float]:
-    """Each job's effective throughput under the policy's allocation for the replay's
-    first round (the placed round kept, as ``replay`` starts)."""
-    later, _, _, _ = this_round(state)
-    inputs = replay_inputs(later, extra)
-    if not inputs.trace:
-        return {}
-    core = _core_of(state, inputs)
-    state.rules.driver(core).plan(0.0)
-    allocation = core.allocation.allocation if core.allocation is not None else {}
-    return {inputs.ids[int(key)]: sum(x * inputs.trace[int(key)].throughputs.get(t, 0.0)
-                                      for t, x in row.items())
-            for key, row in allocation.items() if key.isdigit()}
-

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from simulator.live import NEW_ID, LiveJob, LiveState, hypothetical, state_of
-from simulator.twin import Eta, predict, replay, replay_inputs, this_round
+from simulator.twin import Eta, replay, replay_inputs, this_round
+from simulator.whatif import predict
 
 from .jobviews import clock, date
 

@@ -304,7 +304,7 @@ class Client:
         cluster's types; ``ClientError`` when the state cannot be replayed."""
         from simulator import SimulationError
         from simulator.live import NEW_ID, hypothetical, pairing, state_of
-        from simulator.twin import predict, why_sooner
+        from simulator.whatif import predict, why_sooner
 
         state = state_of(self.status_reply(active=True, period=True))
         if not state.workers:

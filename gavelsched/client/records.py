@@ -51,7 +51,7 @@ class Prediction:
     ``Eta`` and ``before``/``after`` every live job's, in seconds from ``state.now_s``
     (``start_s`` None: started already, or never starts; ``finish_s`` None: never
     finishes in the replay). ``why_sooner``: for each live job that finishes sooner with
-    the new job (a delay below zero), why (``simulator.twin.why_sooner``)."""
+    the new job (a delay below zero), why (``simulator.whatif.why_sooner``)."""
 
     state: Any
     job: Any

@@ -356,7 +356,7 @@ def test_predict_says_why_a_job_finishes_sooner_with_the_new_one():
     # rule: jobs move round by round): with a third
     # job the LM job finishes sooner in the replay, though its first allocation is smaller;
     # the delay below zero is the replay's own, and ``why_sooner`` says where it comes from
-    from simulator.twin import why_sooner
+    from simulator.whatif import why_sooner
     rules = DaemonRules(10.0, "responsive", plan_lead_s=3.0,
                         startup_s={"A3C": 8.0, "LM (batch size 5)": 4.0,
                                    "Transformer (batch size 16)": 8.0}, restart_rule="gavel")

@@ -16,7 +16,8 @@ from gavelsched.daemon.snapshot import build_snapshot
 from gavelsched.rpc import pb
 from simulator.knowledge import Knowledge
 from simulator.live import NEW_ID, hypothetical, pairing, state_of
-from simulator.twin import predict, replay, replay_inputs, resumed
+from simulator.twin import replay, replay_inputs, resumed
+from simulator.whatif import predict
 from traces import TraceJob, default_table
 
 from ..daemon.test_round_aligned import Scheduler
