@@ -171,6 +171,8 @@ def simulate(jobs: Sequence[TraceJob], table: ThroughputTable, cluster: Mapping[
     result = run.metrics.result(end_s=end, capacity=run.core.view.counts,
                                 wall_s=time.perf_counter() - wall_start, window=sim.window,
                                 order=[s.id for s in specs])
+    if run.refused:
+        result = replace(result, refused=run.refused)
     if sim.horizon_s is not None:      # what the jobs not finished by the horizon still need
         left = {j: run.core.remaining_steps(j) for j in run.core.active_jobs}
         left.update((s.id, s.total_steps) for s in specs if s.id in run.core.pending_jobs)
@@ -216,6 +218,7 @@ class _Run:
         self.late: dict[str, float] = dict(ending or {})   # job -> its last steps, made
         self.ending = frozenset(self.late)                  # after the plan (``simulate``)
         self.samples: tuple | None = None  # the last round's samples, learned after the plan
+        self.refused: dict[str, str] = {}   # job -> why the policy refused it (kept going)
         for spec, job in zip(specs, jobs):
             metrics.on_arrival(spec.id, job.job_type, job.scale_factor, job.arrival_s, job.slo_s)
 
@@ -249,6 +252,7 @@ class _Run:
                 self.ending = frozenset()
             started = driver.start(now, ended)
             rnd = started.round
+            self.refused.update(rnd.rejected)
             if len(rnd.batch) == 0:
                 if self.next < len(self.arrivals):
                     now = self.idle_until(now)

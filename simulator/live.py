@@ -77,6 +77,7 @@ class LiveState:
     # the co-located pairs it measured: (a, b) -> alive type -> what each makes there
     measured_pairs: Mapping[tuple[str, str], Mapping[str, tuple[float, float]]] = \
         field(default_factory=dict)
+    prices: Mapping[str, float] = field(default_factory=dict)   # its policy's $/GPU-hour
 
     @property
     def next_plan_s(self) -> float | None:
@@ -155,7 +156,9 @@ def state_of(reply) -> LiveState:
                              reply.period_pairs, reply.period_policy_state),
                      _object(reply.policy_options, "policy_options"),
                      _pair_table(reply.pair_table, workers),
-                     _measured_pairs(reply.measured_pairs, {j.id for j in live}, workers))
+                     _measured_pairs(reply.measured_pairs, {j.id for j in live}, workers),
+                     {t: checks.number(v, f"prices.{t}", low=0.0) for t, v in
+                      reply.prices.items()})
 
 
 def _weight(job) -> float:

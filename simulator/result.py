@@ -75,6 +75,9 @@ class SimulationResult:
     # job type -> worker type -> GPU-seconds its jobs held there (``record_type_use``)
     type_gpu_s: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     steps_left: Mapping[str, int] = field(default_factory=dict)  # at ``SimConfig.horizon_s``
+    # jobs the policy refused, with why: a core that keeps going past a refusal (a replay of
+    # the daemon) drops them (``CoreConfig.on_solve_error``)
+    refused: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def completed(self) -> int:

@@ -66,9 +66,11 @@ def sim_config(rules: DaemonRules, *, arrivals: bool = False, **more) -> SimConf
 @dataclass(frozen=True)
 class Eta:
     """Seconds from now (the state's ``now_s``); ``start_s`` None: it has started already
-    (or never starts); ``finish_s`` None: the replay never finishes it."""
+    (or never starts); ``finish_s`` None: the replay never finishes it (``refused``: why
+    the policy refused it, when it did)."""
     start_s: float | None
     finish_s: float | None
+    refused: str | None = None
 
     def on_clock(self, now_s: float) -> dict[str, float | None]:
         """On the scheduler's clock (``status --eta --json``): ``start_s``, ``finish_s``
@@ -264,6 +266,7 @@ def replay(state: LiveState, extra: Sequence[LiveJob] = ()) -> dict[str, Eta]:
     config = rules.core_config(policy, inputs.table, list(inputs.cluster),
                                rows=[job.throughputs for job in inputs.trace])
     result = simulate(inputs.trace, inputs.table, inputs.cluster, policy, core_config=config,
+                      prices=state.prices,
                       sim=sim_config(rules, horizon_s=HORIZON_ROUNDS * rules.round_seconds),
                       gpus_per_server=inputs.gpus_per_server, running=inputs.running,
                       ahead={i: ahead[j] for i, j in enumerate(inputs.ids) if j in ahead},
@@ -285,7 +288,8 @@ def replay(state: LiveState, extra: Sequence[LiveJob] = ()) -> dict[str, Eta]:
         if finish is None and record.id in result.steps_left:
             finish = extrapolated(inputs.trace[i].total_steps, result.steps_left[record.id],
                                   result.end_s)
-        out[job_id] = Eta(start, None if finish is None else offset + finish)
+        out[job_id] = Eta(start, None if finish is None else offset + finish,
+                          result.refused.get(record.id))
     return out
 
 
@@ -508,7 +512,8 @@ def core_of(state: LiveState, inputs: Replay) -> SchedulerCore:
     core = SchedulerCore(policy, ClusterView.build(inputs.cluster, inputs.gpus_per_server),
                          inputs.table, state.rules.core_config(
                              policy, inputs.table, list(inputs.cluster),
-                             rows=[job.throughputs for job in inputs.trace]))
+                             rows=[job.throughputs for job in inputs.trace]),
+                         prices=state.prices)
     for i, job in enumerate(inputs.trace):
         core.submit(spec_of(str(i), job), 0.0, throughputs=job.planned or job.throughputs)
     return core

@@ -1,7 +1,8 @@
 """``gavelsched predict JOB.yaml``: if I submit this job now, when does it finish? A door over
 ``Client.predict`` (docs/api.md): the scheduler's live state replayed in the simulator with
-the job added, nothing submitted; it prints the job's predicted start and finish and how
-much later (or earlier, and then why) each other job finishes (``--json``: as JSON)."""
+the job added, nothing submitted; it prints the job's predicted start and finish (and why
+the policy would refuse it, when it would: strict SLOs, a budget) and how much later (or
+earlier, and then why) each other job finishes (``--json``: as JSON)."""
 
 from __future__ import annotations
 
@@ -18,9 +19,9 @@ def register(subparsers) -> None:
                               description="Replay the scheduler's live state in the "
                                           "simulator with JOB.yaml added (arriving now, "
                                           "the catalog's throughputs), without submitting "
-                                          "it: its predicted start and finish, and how "
-                                          "much later (or earlier) each other job "
-                                          "finishes.")
+                                          "it: its predicted start and finish (or why "
+                                          "the policy would refuse it), and how much "
+                                          "later (or earlier) each other job finishes.")
     p.add_argument("job", metavar="JOB.yaml")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=predict)
@@ -53,12 +54,15 @@ def predict(args: argparse.Namespace) -> int:
     state, mine = got.state, got.job
     delays = {j.id: got.delay_s(j.id) for j in state.jobs}
     if args.json:
-        print(json.dumps({"job": eta.eta_dict(state, {eta.NEW_ID: mine})[eta.NEW_ID],
+        print(json.dumps({"job": {**eta.eta_dict(state, {eta.NEW_ID: mine})[eta.NEW_ID],
+                                  "refused": mine.refused},
                           "others": {j.id: {**eta.eta_dict(state, {j.id: got.after[j.id]})[j.id],
                                             "delay_s": delays[j.id],
                                             "why": got.why_sooner.get(j.id)}
                                      for j in state.jobs}}))
         return 0
+    if mine.refused:       # (the policy would refuse it: strict SLOs, a budget)
+        print(f"refused by the policy: {mine.refused}")
     print(f"start  {eta.wall(state, mine.start_s)}")
     print(f"finish {eta.wall(state, mine.finish_s)}")
     if state.jobs:

@@ -94,7 +94,8 @@ class Picture:
         it), start-up (alone, and the launch waves' slope) and restart means, the
         daemon's rules (``DaemonRules.published``: re-solve rule, refills, plan lead), the
         options its policy was made with, the rates it plans pairs on (``pair_table``, and
-        the pairs it measured, ``measured_pairs``) and the order it serves the types in."""
+        the pairs it measured, ``measured_pairs``), the order it serves the types in and
+        the prices its policy plans with."""
         types = sorted({s.row.worker_type for s in self.health.servers.values()})
         active = [j for j in self.jobs.values() if not j.final]
         rates = {j.id: self.progress.online.row(j.id, j.spec.job_type, j.spec.scale_factor,
@@ -112,7 +113,7 @@ class Picture:
                 "policy_options": self.core.policy.made_with,
                 "pair_table": self.pair_table(active, types),
                 "measured_pairs": self.measured_pairs(types),
-                "type_order": self.core.config.type_order,
+                "type_order": self.core.config.type_order, "prices": self.core.prices,
                 **self.config.rules.published()}
 
     def measured_pairs(self, types: list[str]

@@ -92,7 +92,8 @@ class Snapshot:
             startup_wave_slope=r.startup_wave_slope, pair_table=r.pair_table,
             type_order=r.type_order, measured_pairs=r.measured_pairs,
             pair_partners=r.pair_partners, solving_since_s=r.solving_since_s,
-            solving_jobs=r.solving_jobs, allocation_solve_s=r.allocation_solve_s)
+            solving_jobs=r.solving_jobs, allocation_solve_s=r.allocation_solve_s,
+            prices=r.prices)
         for i in range(0, len(jobs), COPY_CHUNK):
             out.jobs.extend(jobs[i:i + COPY_CHUNK])
         return out
@@ -177,6 +178,7 @@ def build_snapshot(view: DaemonView) -> Snapshot:
                                  solving_since_s=view.solving_since_s,
                                  solving_jobs=view.solving_jobs,
                                  allocation_solve_s=view.allocation_solve_s,
+                                 prices=view.prices,
                                  eta_computed_s=eta.computed_s, eta_error=eta.error)
     return Snapshot(view.round, view.policy, view.round_seconds, view.now_s, response,
                     {j.id: j.final and j.id not in view.runs for j in view.jobs}, view.hosts,

@@ -248,7 +248,10 @@ def test_a_filtered_status_carries_every_field_of_the_picture_but_its_jobs():
     for field in response.DESCRIPTOR.fields:
         if field.name in skipped:
             continue
-        if field.type == F.TYPE_MESSAGE:
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            getattr(response, field.name)["k"] = values[field.message_type.fields_by_name[
+                "value"].type]
+        elif field.type == F.TYPE_MESSAGE:
             getattr(response, field.name).add()
         elif field.is_repeated:
             getattr(response, field.name).append(values[field.type])

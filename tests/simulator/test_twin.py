@@ -13,7 +13,7 @@ from gavelsched.daemon.snapshot import build_snapshot
 from policies import get_policy
 from simulator import SimConfig, SimulationError, simulate
 from simulator.twin import DaemonRules, sim_config
-from traces import ThroughputTable, TraceJob, default_table
+from traces import ThroughputTable, TraceJob, default_prices, default_table
 from traces.errors import TraceError
 from traces.formats import load_trace, validate_trace, write_trace
 
@@ -33,8 +33,7 @@ def test_the_rules_a_status_publishes_give_the_daemons_core_config(tmp_path, con
         assert rules == dataclasses.replace(x.config.rules, type_order=x.core.config.type_order)
         table = default_table()
         replayed = rules.core_config(get_policy("max_min_fairness_perf"), table,
-                                     table.worker_types, seed=x.config.seed,
-                                     on_solve_error="keep")
+                                     table.worker_types, seed=x.config.seed)
         daemon = x.core.config
         if not daemon.refill_freed:     # refills off: the fraction is not published
             replayed = dataclasses.replace(replayed, refill_until=daemon.refill_until)
@@ -77,6 +76,40 @@ def test_a_jobs_slo_reaches_its_replay_as_the_time_left_to_its_deadline(tmp_path
         assert hypothetical(asked, state).slo_left_s == 60.0
     finally:
         sched.close()
+
+
+def test_predict_says_why_strict_slos_would_refuse_the_job(tmp_path):
+    """Under strict SLOs the scheduler refuses a job whose SLO no allocation meets (it fails
+    with the policy's reason); ``predict``'s replay keeps going past the refusal as the
+    daemon does, and says why, where it printed neither a start nor a finish (and the
+    replay raised before replays kept going). A cost policy's replay plans with the
+    scheduler's prices (it had none: the ETAs of every cost policy failed)."""
+    from gavelsched.rpc import pb
+    from simulator.live import NEW_ID, hypothetical, state_of
+    from simulator.whatif import predict
+
+    sched = Scheduler(tmp_path, policy="max_sum_throughput_normalized_by_cost_perf_SLOs")
+    try:
+        running = sched.x.submit(pb.JobRequest(job_type="A3C", total_steps=100_000,
+                                               workload="steps", slo_s=1e6))
+        sched.at(1.0)
+        state = state_of(build_snapshot(sched.x.view(sched.t)).response)
+    finally:
+        sched.close()
+    # the Status carries the prices the policy plans with (here the catalog's): without
+    # them every re-solve of a cost policy's replay failed, and its ETAs with it
+    assert state.prices == default_prices()
+    fits = hypothetical(pb.JobRequest(job_type="A3C", total_steps=100, workload="steps",
+                                      slo_s=3600.0), state)
+    beyond = hypothetical(pb.JobRequest(job_type="A3C", total_steps=10**9, workload="steps",
+                                        slo_s=1.0), state)
+    _, after = predict(state, fits)
+    assert after[NEW_ID].refused is None and after[NEW_ID].finish_s is not None
+    before, after = predict(state, beyond)
+    assert (after[NEW_ID].start_s, after[NEW_ID].finish_s) == (None, None)
+    assert after[NEW_ID].refused.startswith(
+        "max_sum_throughput_normalized_by_cost_perf_SLOs: SLOs beyond reach")
+    assert after[running].finish_s == before[running].finish_s is not None   # unmoved
 
 
 def test_a_type_order_that_names_a_type_twice_is_read_as_none(tmp_path):
