@@ -252,7 +252,8 @@ class _Run:
                 self.ending = frozenset()
             started = driver.start(now, ended)
             rnd = started.round
-            self.refused.update(rnd.rejected)
+            if rnd.rejected:            # (a core that keeps going past a refusal)
+                self.refused.update(rnd.rejected)
             if len(rnd.batch) == 0:
                 if self.next < len(self.arrivals):
                     now = self.idle_until(now)

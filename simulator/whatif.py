@@ -32,7 +32,6 @@ def why_sooner(state: LiveState, job: LiveJob, job_id: str) -> str:
             f" -> {after:.3g} steps/s)")
 
 
-
 def _effective(state: LiveState, extra: Sequence[LiveJob]) -> dict[str, float]:
     """Each job's effective throughput under the policy's allocation for the replay's
     first round (the placed round kept, as ``replay`` starts)."""
@@ -46,4 +45,3 @@ def _effective(state: LiveState, extra: Sequence[LiveJob]) -> dict[str, float]:
     return {inputs.ids[int(key)]: sum(x * inputs.trace[int(key)].throughputs.get(t, 0.0)
                                       for t, x in row.items())
             for key, row in allocation.items() if key.isdigit()}
-
