@@ -191,6 +191,7 @@ class MaxSumThroughput(Policy):
             {"slo_s", "remaining_steps", "elapsed_s"} if self.slos else set()) | (
             {"previous"} if self.slos and self.slo_mode == "strict" else set())
         return self.TRAITS.but(backfill=not self.cost, rearrangeable=not self.cost,
+                               refuses_slos_beyond_reach=self.slos and self.slo_mode == "strict",
                                reads=reads, simulation_defaults=(
             {"slo_mode": "best_effort"} if self.slos else {}))
 

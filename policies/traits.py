@@ -51,6 +51,9 @@ class Traits:
       prices, pairs or an agnostic view decide.
     - ``single_gpu``: it schedules single-GPU jobs only (AlloX's matching of jobs to
       GPUs); the daemon refuses a larger job at submission.
+    - ``refuses_slos_beyond_reach``: it refuses a new job whose SLO no allocation meets
+      (strict SLO admission, ``admission``); the daemon refuses one at submission when
+      the job alone on its fastest type could not meet it (thesis §6.4.3).
     - ``reads``: the optional Problem/Job fields it reads (``OPTIONAL_FIELDS``); the ones in
       ``ALWAYS_READ`` are read by every policy. Changing any other field never changes its
       allocation (``tests/policies/test_traits.py`` checks this).
@@ -68,6 +71,7 @@ class Traits:
     isolated_time: bool = False
     rearrangeable: bool = False
     single_gpu: bool = False
+    refuses_slos_beyond_reach: bool = False
     reads: frozenset[str] = frozenset()
     options: Mapping[str, str] = field(default_factory=dict)
     simulation_defaults: Mapping[str, Any] = field(default_factory=dict)
@@ -104,6 +108,7 @@ class Traits:
                 "shuffle_type_order": self.shuffles_type_order, "backfill": self.backfill,
                 "carries_state": self.carries_state, "isolated_time": self.isolated_time,
                 "rearrangeable": self.rearrangeable, "single_gpu": self.single_gpu,
+                "refuses_slos_beyond_reach": self.refuses_slos_beyond_reach,
                 "reads": sorted(self.reads), "options": dict(self.options),
                 "simulation_defaults": dict(self.simulation_defaults)}
 

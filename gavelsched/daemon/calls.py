@@ -40,19 +40,24 @@ class Denied(PermissionError):
 class Door:
     """What a submission is checked against: the throughput table, the worker types it
     knows, the GPUs of each registered type, the configured entities (empty: any
-    entity is a label) and, when the policy schedules single-GPU jobs only, its name."""
+    entity is a label) and the policy's name where it schedules single-GPU jobs only, and
+    where it refuses an SLO beyond reach (``policy_door``)."""
 
     table: object
     worker_types: tuple[str, ...]
     gpus_by_type: Mapping[str, int]
     entities: tuple[str, ...]
     single_gpu_policy: str | None = None
+    slo_policy: str | None = None
 
 
-def single_gpu_policy(policy) -> str | None:
-    """``Door.single_gpu_policy`` for ``policy``: its name when it schedules single-GPU
-    jobs only (``Traits.single_gpu``), else None."""
-    return policy.name if policy.traits.single_gpu else None
+def policy_door(policy) -> dict[str, str | None]:
+    """``Door``'s policy fields for ``policy``: its name as ``single_gpu_policy`` when it
+    schedules single-GPU jobs only (``Traits.single_gpu``), as ``slo_policy`` when it
+    refuses a new job whose SLO is beyond reach (``Traits.refuses_slos_beyond_reach``)."""
+    traits = policy.traits
+    return {"single_gpu_policy": policy.name if traits.single_gpu else None,
+            "slo_policy": policy.name if traits.refuses_slos_beyond_reach else None}
 
 
 class ClientCalls:
@@ -71,7 +76,8 @@ class ClientCalls:
         if caller.role not in (ADMIN, USER):
             raise Denied(f"{caller.name} may not submit jobs (a user's token does)")
         row = check_submission(request, door.table, door.worker_types, door.gpus_by_type,
-                               single_gpu_policy=door.single_gpu_policy)
+                               single_gpu_policy=door.single_gpu_policy,
+                               slo_policy=door.slo_policy)
         entity = _entity(caller, row.spec.entity or "", door.entities)
         limit = request.max_runtime_s
         if not (math.isfinite(limit) and limit >= 0):

@@ -38,7 +38,7 @@ from ..core import SchedulerCore
 from ..mechanism import ClusterView, Server
 from ..rpc import pb
 from ..rpc.identity import ADMIN, Caller
-from .calls import Door, single_gpu_policy
+from .calls import Door, policy_door
 from .clock import Origin, RoundClock
 from .collector import Collector
 from .config import DaemonConfig
@@ -372,7 +372,7 @@ class DaemonExecutor:
     def door(self) -> Door:
         """What a submission is checked against now (``calls``)."""
         return Door(self.table, tuple(self.table.worker_types), self.health.gpus_by_type(),
-                    self.tenancy.settings.entity_names, single_gpu_policy(self.core.policy))
+                    self.tenancy.settings.entity_names, **policy_door(self.core.policy))
 
     def submit(self, request: pb.JobRequest, caller: Caller = LOCAL_ADMIN) -> str:
         """Submit as ``caller`` (``calls.ClientCalls.submit``); the (first) job's id."""

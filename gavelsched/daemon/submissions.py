@@ -26,14 +26,16 @@ class SubmissionError(ValueError):
 
 def check_submission(request: pb.JobRequest, table: ThroughputSource,
                      worker_types: tuple[str, ...], gpus_by_type: Mapping[str, int], *,
-                     single_gpu_policy: str | None = None) -> JobRow:
+                     single_gpu_policy: str | None = None,
+                     slo_policy: str | None = None) -> JobRow:
     """A ``JobRow`` (its id and arrival still to be set) for a valid request, or
     ``SubmissionError``.
 
     ``worker_types`` are the types the throughput table knows; ``gpus_by_type`` the GPUs
     of each registered type (empty before any worker registered: the size check waits);
     ``single_gpu_policy`` names the policy when it schedules single-GPU jobs only
-    (``Traits.single_gpu``)."""
+    (``Traits.single_gpu``), ``slo_policy`` when it refuses a job whose SLO is beyond
+    reach (``Traits.refuses_slos_beyond_reach``: ``slo_within_reach``)."""
     try:
         job_type, sf, weight, slo = _fields(request)
     except BadValue as err:
@@ -54,6 +56,9 @@ def check_submission(request: pb.JobRequest, table: ThroughputSource,
         sizes = ", ".join(f"{t}: {n}" for t, n in gpus_by_type.items())
         raise SubmissionError("scale_factor", f"{sf} is larger than the GPUs of any worker "
                                               f"type that runs {job_type!r} ({sizes})")
+    if slo_policy and slo is not None and not request.mixed:
+        slo_within_reach(slo_policy, job_type, sf, int(request.total_steps), slo, rates,
+                         gpus_by_type)
     workload, command = request.workload, request.command
     if workload and command:
         raise SubmissionError("workload", "give workload or command, not both")
@@ -78,6 +83,26 @@ def check_submission(request: pb.JobRequest, table: ThroughputSource,
                    entity=request.entity or None, mixed=bool(request.mixed),
                    min_scale_factor=low)
     return JobRow(spec, workload=workload, command=command)
+
+
+def slo_within_reach(policy: str, job_type: str, sf: int, steps: int, slo_s: float,
+                     rates: Mapping[str, float], gpus_by_type: Mapping[str, int]) -> None:
+    """``SubmissionError`` when the job alone on its fastest type (of those registered with
+    ``sf`` GPUs or more; before any registered, of every type the table knows) could not
+    make its ``steps`` within ``slo_s``: a policy that refuses an SLO beyond reach would
+    refuse it at its first re-solve (``policies.throughput.slo_needs``, which asks more
+    of it by then: its SLO counts from its arrival), so it is refused now."""
+    usable = {t: r for t, r in rates.items()
+              if not gpus_by_type or gpus_by_type.get(t, 0) >= sf}
+    fastest = max(usable, key=usable.__getitem__, default=None)
+    need = steps / slo_s
+    if fastest is None or need > usable[fastest]:
+        alone = ("it runs on no registered type" if fastest is None else
+                 f"{job_type} x{sf} makes {usable[fastest]:.4g} steps/s alone on its fastest "
+                 f"type here, {fastest}")
+        raise SubmissionError("slo_s", f"policy {policy} refuses an SLO beyond reach: "
+                                       f"{steps} steps in {slo_s:g} s need {need:.4g} "
+                                       f"steps/s, and {alone}")
 
 
 def _fields(request: pb.JobRequest) -> tuple[str, int, float, float | None]:

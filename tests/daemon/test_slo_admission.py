@@ -3,7 +3,8 @@ its default, the SLO policy admits jobs as a deadline scheduler does. A job whos
 allocation meets, or which cannot be met with the SLOs planned before, is refused (failed
 with the policy's one-line reason) and the others are planned; a deadline that passes
 drops that SLO alone. Before, each of these failed every re-solve: the allocation in force
-stayed, and the jobs that came after it got no time at all. A cost policy's server of a
+stayed, and the jobs that came after it got no time at all. A job whose SLO it could not
+meet even alone on its fastest type is refused at submission, in one line. A cost policy's server of a
 type priced nowhere is refused at registration, for the same reason. A real executor on
 a hand-moved clock."""
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 
+from gavelsched.daemon.submissions import SubmissionError
 from gavelsched.rpc import pb
 from traces import default_table
 
@@ -40,17 +42,33 @@ def test_strict_mode_refuses_the_newest_job_whose_slo_cannot_be_met_and_plans_th
         s.at(1.0)
         assert given(s, first) >= 0.6 - 1e-6
         second = submit(s, 0.6)            # with the first, more than the one V100
-        beyond = submit(s, 2.0)            # twice what it makes alone on a V100
         free = submit(s, None)
         s.at(R + 1)
-        jobs = s.x.jobs
-        for refused, why in ((second, "SLOs cannot all be met together"),
-                             (beyond, "SLOs beyond reach")):
-            assert jobs[refused].state == "failed"
-            assert jobs[refused].reason.startswith(f"refused by the policy: {SLO}: {why}")
-            assert jobs[refused].reason.endswith(f": {refused}")     # it is named
+        refused = s.x.jobs[second]
+        assert refused.state == "failed"
+        assert refused.reason.startswith(f"refused by the policy: {SLO}: SLOs cannot all be "
+                                         f"met together")
+        assert refused.reason.endswith(f": {second}")               # it is named
         assert given(s, first) >= 0.6 * (1 - 1e-6)                   # still its share
         assert given(s, free) > 0.0                                  # and the rest is used
+    finally:
+        s.close()
+
+
+def test_a_job_whose_slo_is_beyond_reach_alone_is_refused_at_submission(tmp_path):
+    s = Scheduler(tmp_path, gpus=1, policy=SLO)
+    try:
+        jobs = len(s.x.jobs)
+        with pytest.raises(SubmissionError) as err:
+            submit(s, 2.0)                 # twice what it makes alone on a V100
+        assert str(err.value) == (
+            f"slo_s: policy {SLO} refuses an SLO beyond reach: {STEPS} steps in "
+            f"{STEPS / (2.0 * RATE):g} s need {2 * RATE:.4g} steps/s, and A3C x1 makes "
+            f"{RATE:.4g} steps/s alone on its fastest type here, v100")
+        assert len(s.x.jobs) == jobs       # nothing stored
+        within = submit(s, 0.99)           # within reach: taken, and planned
+        s.at(1.0)
+        assert given(s, within) >= 0.99 - 1e-6
     finally:
         s.close()
 
