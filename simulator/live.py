@@ -27,6 +27,7 @@ from gavelsched.daemon.jobs import FINAL
 from policies import key_members, pair_key
 from traces import ThroughputTable, checks
 from traces.errors import TraceError
+from traces.prices import PriceTrace
 from traces.throughputs import table_from_dict, table_slice
 
 NEW_ID = "new"
@@ -78,6 +79,8 @@ class LiveState:
     measured_pairs: Mapping[tuple[str, str], Mapping[str, tuple[float, float]]] = \
         field(default_factory=dict)
     prices: Mapping[str, float] = field(default_factory=dict)   # its policy's $/GPU-hour
+    # its price trace's changes to come, on the scheduler's clock; None: no trace
+    price_trace: PriceTrace | None = None
 
     @property
     def next_plan_s(self) -> float | None:
@@ -158,7 +161,22 @@ def state_of(reply) -> LiveState:
                      _pair_table(reply.pair_table, workers),
                      _measured_pairs(reply.measured_pairs, {j.id for j in live}, workers),
                      {t: checks.number(v, f"prices.{t}", low=0.0) for t, v in
-                      reply.prices.items()})
+                      reply.prices.items()},
+                     _price_trace(reply.price_changes))
+
+
+def _price_trace(changes) -> PriceTrace | None:
+    """The scheduler's ``price_changes`` as a ``PriceTrace`` (scheduler clock), None when
+    empty; ``ValueError`` in one line for a time or price that is not a finite number >= 0,
+    a time given twice, or times and prices that do not pair up."""
+    if not changes:
+        return None
+    for worker_type, points in changes.items():
+        if len(points.at_s) != len(points.price):
+            raise ValueError(f"price_changes: {worker_type}: {len(points.at_s)} times for "
+                             f"{len(points.price)} prices")
+    return PriceTrace.from_mapping({t: list(zip(p.at_s, p.price)) for t, p in changes.items()},
+                                   "price_changes")
 
 
 def _weight(job) -> float:

@@ -36,6 +36,7 @@ from gavelsched.core.rules import MIN_LEASE_FRACTION, DaemonRules
 from gavelsched.mechanism import ClusterView, Demand, PlannerConfig, plan_round
 from policies import Policy, get_policy, is_pair_key, key_members, pair_key
 from traces import ThroughputTable, TraceJob
+from traces.prices import PriceTrace
 
 from .config import SimConfig
 from .engine import simulate
@@ -266,7 +267,7 @@ def replay(state: LiveState, extra: Sequence[LiveJob] = ()) -> dict[str, Eta]:
     config = rules.core_config(policy, inputs.table, list(inputs.cluster),
                                rows=[job.throughputs for job in inputs.trace])
     result = simulate(inputs.trace, inputs.table, inputs.cluster, policy, core_config=config,
-                      prices=state.prices,
+                      prices=state.prices, price_trace=_from_replay_start(state, offset),
                       sim=sim_config(rules, horizon_s=HORIZON_ROUNDS * rules.round_seconds),
                       gpus_per_server=inputs.gpus_per_server, running=inputs.running,
                       ahead={i: ahead[j] for i, j in enumerate(inputs.ids) if j in ahead},
@@ -291,6 +292,16 @@ def replay(state: LiveState, extra: Sequence[LiveJob] = ()) -> dict[str, Eta]:
         out[job_id] = Eta(start, None if finish is None else offset + finish,
                           result.refused.get(record.id))
     return out
+
+
+def _from_replay_start(state: LiveState, offset: float) -> PriceTrace | None:
+    """The scheduler's price changes to come on the replay's clock, which starts ``offset``
+    seconds from now (a change before then is in force from its start)."""
+    if state.price_trace is None:
+        return None
+    start = state.now_s + offset
+    return PriceTrace({t: tuple((at - start, price) for at, price in points)
+                       for t, points in state.price_trace.changes.items()})
 
 
 def _placed_starts(state: LiveState) -> dict[str, float]:

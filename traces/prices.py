@@ -16,6 +16,7 @@ file that is not UTF-8, not JSON/YAML, or holds a time or price that is not a fi
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,6 +96,15 @@ class PriceTrace:
                 out[worker_type] = points[k][1]
             elif worker_type not in out:
                 out[worker_type] = points[0][1]
+        return out
+
+    def changes_after(self, t: float, limit: int) -> dict[str, tuple[tuple[float, float], ...]]:
+        """Each type's first ``limit`` changes after ``t``, for the types with one."""
+        out = {}
+        for worker_type, points in self.changes.items():
+            k = bisect.bisect_right(points, (t, math.inf))
+            if k < len(points):
+                out[worker_type] = points[k:k + limit]
         return out
 
     def next_change_after(self, t: float) -> float | None:

@@ -60,7 +60,7 @@ class Picture:
                              drained=frozenset(self.roster.drained), epoch_unix=self.epoch_unix,
                              clock_offset=now - mono,
                              round_ends_s=0.0 if ends is None else now + ends - mono,
-                             **self._replay_inputs(), **self._control_inputs(),
+                             **self._replay_inputs(now), **self._control_inputs(),
                              **self._solve_inputs(now - mono),
                              forecast=self.forecasts.latest, deferred=self.runs.deferred())
 
@@ -88,14 +88,14 @@ class Picture:
         inputs["waiting"] = {**self.retries.waiting(mono), **inputs["waiting"]}
         return inputs
 
-    def _replay_inputs(self) -> dict:
+    def _replay_inputs(self, now: float) -> dict:
         """What a client needs to replay the live state in the simulator (ETA, issue #18):
         each unfinished job's steps/s per worker type (measured, and as the core plans
         it), start-up (alone, and the launch waves' slope) and restart means, the
         daemon's rules (``DaemonRules.published``: re-solve rule, refills, plan lead), the
         options its policy was made with, the rates it plans pairs on (``pair_table``, and
         the pairs it measured, ``measured_pairs``), the order it serves the types in and
-        the prices its policy plans with."""
+        the prices its policy plans with, now and at the price trace's changes to come."""
         types = sorted({s.row.worker_type for s in self.health.servers.values()})
         active = [j for j in self.jobs.values() if not j.final]
         rates = {j.id: self.progress.online.row(j.id, j.spec.job_type, j.spec.scale_factor,
@@ -114,6 +114,7 @@ class Picture:
                 "pair_table": self.pair_table(active, types),
                 "measured_pairs": self.measured_pairs(types),
                 "type_order": self.core.config.type_order, "prices": self.core.prices,
+                "price_changes": self.tenancy.settings.price_changes_after(now),
                 **self.config.rules.published()}
 
     def measured_pairs(self, types: list[str]

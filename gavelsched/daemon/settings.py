@@ -56,6 +56,10 @@ log = logging.getLogger(__name__)
 
 SETTINGS_KEYS = ("entities", "policy_options", "prices")
 TRACE_KEY = "trace"          # prices: {TRACE_KEY: PATH, TYPE: PRICE, ...}
+# The most changes of each type's price a Status carries (``price_changes_after``): the
+# scheduler's ETA replay spans at most 2,000 rounds, 200 hours of hourly spot prices at
+# Gavel's 360-s rounds.
+MAX_PRICE_CHANGES = 512
 MAX_POP = 1024               # the most ``partitions`` or ``processes`` (POP) an option asks
 
 
@@ -105,6 +109,14 @@ class ClusterSettings:
         cluster. (``usage`` keeps ``prices_at``: a type the YAML does not price costs
         nothing there.)"""
         return {**default_prices(), **self.prices_at(t)}
+
+    def price_changes_after(self, t: float) -> dict[str, tuple[tuple[float, float], ...]]:
+        """Each type's price changes after ``t`` on the trace (at most
+        ``MAX_PRICE_CHANGES``): (when, $/GPU-hour from then), as the policy will price the
+        type; empty without a trace."""
+        if self.price_trace is None:
+            return {}
+        return self.price_trace.changes_after(t, MAX_PRICE_CHANGES)
 
     def next_price_change_after(self, t: float) -> float | None:
         """When the trace next changes a price after ``t``; None without one."""

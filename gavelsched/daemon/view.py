@@ -113,6 +113,9 @@ class DaemonView:
     solving_jobs: int = 0
     allocation_solve_s: float = -1.0
     prices: Mapping[str, float] = field(default_factory=dict)   # the policy's $/GPU-hour
+    # each type's price changes to come: (scheduler clock, $/GPU-hour from then)
+    price_changes: Mapping[str, tuple[tuple[float, float], ...]] = \
+        field(default_factory=dict)
 
     @classmethod
     def of(cls, round_index: int, policy: str, round_seconds: float, now: float,
@@ -139,7 +142,9 @@ class DaemonView:
            measured_pairs: Mapping[tuple[str, str], Mapping[str, tuple[float, float]]]
            | None = None, pair_partners: int = 0, solving_since_s: float = -1.0,
            solving_jobs: int = 0, allocation_solve_s: float = -1.0,
-           prices: Mapping[str, float] | None = None) -> DaemonView:
+           prices: Mapping[str, float] | None = None,
+           price_changes: Mapping[str, tuple[tuple[float, float], ...]] | None = None
+           ) -> DaemonView:
         """A picture of live state: the job rows, the run table's ``Run``s, the servers'
         health (``ServerState``), the ``drained`` servers and the servers that ran each
         job, copied into frozen values. ``clock_offset``: the scheduler's clock less the
@@ -167,7 +172,8 @@ class DaemonView:
                    dict(run_s or {}), dict(waiting or {}), tuple(entities), forecast,
                    dict(deferred or {}), restart_rule, dict(policy_options or {}),
                    pair_table, tuple(type_order), dict(measured_pairs or {}), pair_partners,
-                   solving_since_s, solving_jobs, allocation_solve_s, dict(prices or {}))
+                   solving_since_s, solving_jobs, allocation_solve_s, dict(prices or {}),
+                   dict(price_changes or {}))
 
     def summary(self) -> str:
         """One line for a round's start: jobs with a run this round, jobs whose last run is

@@ -249,8 +249,16 @@ def test_a_filtered_status_carries_every_field_of_the_picture_but_its_jobs():
         if field.name in skipped:
             continue
         if field.message_type is not None and field.message_type.GetOptions().map_entry:
-            getattr(response, field.name)["k"] = values[field.message_type.fields_by_name[
-                "value"].type]
+            value = field.message_type.fields_by_name["value"]
+            if value.type != F.TYPE_MESSAGE:
+                getattr(response, field.name)["k"] = values[value.type]
+                continue
+            entry = getattr(response, field.name)["k"]     # a map of messages: every
+            for inner in value.message_type.fields:        # number field of its entry set
+                if inner.is_repeated:
+                    getattr(entry, inner.name).append(values[inner.type])
+                else:
+                    setattr(entry, inner.name, values[inner.type])
         elif field.type == F.TYPE_MESSAGE:
             getattr(response, field.name).add()
         elif field.is_repeated:

@@ -98,3 +98,22 @@ def test_a_picture_with_edge_numbers_is_refused_in_one_line_or_replayed(picture,
         replay(state_of(reply))
     except ValueError as err:      # refused at a door: the picture's, or the replay's trace's
         assert "\n" not in str(err)
+
+
+@pytest.mark.parametrize("at_s, price, says", [
+    ([math.nan], [1.0], "v100[0]: time_s"), ([math.inf], [1.0], "v100[0]: time_s"),
+    ([-1.0], [1.0], "v100[0]: time_s"), ([5.0], [math.nan], "v100[0]: price"),
+    ([5.0], [-1.0], "v100[0]: price"), ([5.0, 5.0], [1.0, 2.0], "v100: two prices"),
+    ([5.0], [1.0, 2.0], "v100: 1 times for 2 prices")])
+def test_a_bad_price_change_is_refused_in_one_line(picture, at_s, price, says):
+    reply = pb.StatusResponse()
+    reply.CopyFrom(picture)
+    reply.price_changes["v100"].at_s.extend(at_s)
+    reply.price_changes["v100"].price.extend(price)
+    with pytest.raises(ValueError) as err:
+        state_of(reply)
+    assert "\n" not in str(err.value) and str(err.value).startswith(f"price_changes: {says}")
+    reply.price_changes["v100"].Clear()
+    reply.price_changes["v100"].at_s.append(reply.now_s + 5.0)      # a good one: replayed
+    reply.price_changes["v100"].price.append(2.0)
+    assert replay(state_of(reply))

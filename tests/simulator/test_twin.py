@@ -61,9 +61,9 @@ def test_a_jobs_slo_reaches_its_replay_as_the_time_left_to_its_deadline(tmp_path
 
     sched = Scheduler(tmp_path, policy="max_sum_throughput_normalized_by_cost_perf_SLOs")
     try:
-        for slo in (500.0, 2.0, 0.0):       # 0: none
-            sched.x.submit(pb.JobRequest(job_type="A3C", total_steps=100_000,
-                                         workload="steps", slo_s=slo))
+        for slo, steps in ((500.0, 10_000), (2.0, 40), (0.0, 10_000)):  # 0: none (each
+            sched.x.submit(pb.JobRequest(job_type="A3C", total_steps=steps,   # within reach
+                                         workload="steps", slo_s=slo))      # alone)
         sched.t = 5.0
         reply = build_snapshot(sched.x.view(sched.t)).response
         assert [j.slo_s for j in reply.jobs] == [500.0, 2.0, 0.0]
@@ -110,6 +110,40 @@ def test_predict_says_why_strict_slos_would_refuse_the_job(tmp_path):
     assert after[NEW_ID].refused.startswith(
         "max_sum_throughput_normalized_by_cost_perf_SLOs: SLOs beyond reach")
     assert after[running].finish_s == before[running].finish_s is not None   # unmoved
+
+
+def test_a_cost_policys_replay_re_plans_at_the_price_traces_changes(tmp_path):
+    """A price trace (thesis chapter 6: spot prices) changes what a cost policy plans: the
+    Status carries its changes to come, and the scheduler's ETA replay re-plans at each as
+    the scheduler will. Here the v100 costs ten times more from t = 100 s, and the job
+    moves to the k80 (more steps per dollar there from then): it finishes about twice as
+    late as a replay at the prices of now says, which is what the replay said before."""
+    from gavelsched.daemon.settings import ClusterSettings
+    from gavelsched.rpc import pb
+    from simulator.live import state_of
+    from simulator.twin import replay
+    from traces.prices import PriceTrace
+
+    trace = PriceTrace({"v100": ((0.0, 1.0), (100.0, 10.0))})
+    sched = Scheduler(tmp_path, policy="max_sum_throughput_normalized_by_cost_perf",
+                      settings=ClusterSettings(prices={"k80": 1.0}, price_trace=trace))
+    try:
+        sched.x.roster.register(pb.RegisterWorkerRequest(
+            worker_type="k80", gpus=1, address="127.0.0.1:2", hostname="k",
+            previous_server_id=-1), sched.t)
+        v100, k80 = (default_table().solo[t][("A3C", 1)] for t in ("v100", "k80"))
+        job = sched.x.submit(pb.JobRequest(job_type="A3C", total_steps=int(600 * v100),
+                                           workload="steps"))
+        sched.at(1.0)
+        state = state_of(build_snapshot(sched.x.view(sched.t)).response)
+    finally:
+        sched.close()
+    assert state.prices["v100"] == 1.0
+    assert state.price_trace.changes == {"v100": ((100.0, 10.0),)}   # to come, on its clock
+    at_prices_of_now = replay(dataclasses.replace(state, price_trace=None))[job].finish_s
+    assert at_prices_of_now == pytest.approx(600, rel=0.1)          # all on the v100
+    # on the v100 until t = 100 s, then the rest on the k80
+    assert replay(state)[job].finish_s == pytest.approx(100 + 500 * v100 / k80, rel=0.1)
 
 
 def test_a_type_order_that_names_a_type_twice_is_read_as_none(tmp_path):

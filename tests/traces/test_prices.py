@@ -41,6 +41,9 @@ def test_prices_in_force_over_time(tmp_path):
     assert trace.at(0.0, {"k80": 0.4}) == {"v100": 2.0, "k80": 0.4}
     assert trace.at(3600.0) == {"v100": 3.0, "k80": 0.5}
     assert trace.next_change_after(100.0) == 3600.0 and trace.next_change_after(3600.0) is None
+    assert trace.changes_after(0.0, 5) == {"v100": ((3600.0, 3.0),), "k80": ((100.0, 0.5),)}
+    assert trace.changes_after(100.0, 5) == {"v100": ((3600.0, 3.0),)}
+    assert trace.changes_after(-1.0, 1) == {"v100": ((0.0, 2.0),), "k80": ((100.0, 0.5),)}
 
 
 def test_the_simulator_reads_the_same_class():
