@@ -4,9 +4,9 @@ allocation meets, or which cannot be met with the SLOs planned before, is refuse
 with the policy's one-line reason) and the others are planned; a deadline that passes
 drops that SLO alone. Before, each of these failed every re-solve: the allocation in force
 stayed, and the jobs that came after it got no time at all. A job whose SLO it could not
-meet even alone on its fastest type is refused at submission, in one line. A cost policy's server of a
-type priced nowhere is refused at registration, for the same reason. A real executor on
-a hand-moved clock."""
+meet even alone on its fastest type is refused at submission, in one line. A cost
+policy's server of a type priced nowhere is refused at registration, for the same reason.
+A real executor on a hand-moved clock."""
 
 from __future__ import annotations
 
