@@ -160,8 +160,10 @@ class MaxSumThroughput(Policy):
     ``normalize``: ``"none"`` (thesis §6.4.1 and Gavel: steps/s) or ``"fastest"`` (each job
     over its fastest throughput; see the module docstring). ``cost_unit``: a column of a
     job of scale factor k on type j costs k c_j per hour (``"job"``, what the job pays) or
-    c_j (``"worker"``, Gavel's objective, which is the same for single-GPU jobs). ``slo_mode="strict"`` (the
-    default) raises ``Infeasible`` naming the jobs when the SLOs cannot all be met;
+    c_j (``"worker"``, Gavel's objective, which is the same for single-GPU jobs).
+    ``slo_mode="strict"`` (the default) admits as a deadline scheduler does: when the SLOs
+    cannot all be met it raises ``Infeasible`` refusing the new jobs whose SLO does not fit
+    (``_reachable``, ``admission``);
     ``"best_effort"`` (what a running scheduler wants) drops the SLOs that are already
     lost, meets the others as closely as possible (least total relative shortfall) and only
     then minimises cost; ``"gavel"`` drops every SLO when they cannot all be met, as
