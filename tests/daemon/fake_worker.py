@@ -53,7 +53,8 @@ class FakeWorker(pb_grpc.SchedulerToWorkerServicer):
         """Stop serving, then close the channel once the threads calling on it have
         stopped: a call begun on a channel being closed crashed gRPC's C core (a segfault
         at a test's teardown)."""
-        self.stopped.set()
+        with self._lock:    # (no job's thread starts after this: ``RunJob``)
+            self.stopped.set()
         self.silent.set()
         self.server.stop(0)
         with self._lock:
@@ -92,9 +93,11 @@ class FakeWorker(pb_grpc.SchedulerToWorkerServicer):
                 if request.lease.extended:
                     self._extend[request.job_id] = request.lease   # lease extended
                 return pb.Ack(ok=True, message="extended")
+            if self.stopped.is_set():
+                return pb.Ack(ok=False, message="stopping")
             thread = threading.Thread(target=self._run, args=(request,), daemon=True)
             self._jobs[request.job_id] = (thread, request.generation)
-        thread.start()
+            thread.start()      # (under the lock: ``stop`` joins only started threads)
         return pb.Ack(ok=True)
 
     def RunJobs(self, request, context):

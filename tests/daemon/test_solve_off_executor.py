@@ -69,9 +69,11 @@ def _cluster(tmp_path, gpus: int, solve_s: float | None = None, round_s: float =
         yield daemon.executor, held, pb_grpc.ClientToSchedulerStub(channel(address))
     finally:
         held.release.set()
-        if worker is not None:
-            worker.stop()
-        daemon.stop()
+        try:
+            if worker is not None:
+                worker.stop()
+        finally:        # (a worker that fails to stop must not leave the daemon running)
+            daemon.stop()
 
 
 def _submit(client, steps: int = 10**6) -> str:
