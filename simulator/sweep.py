@@ -211,15 +211,23 @@ def run_points(tasks: Sequence[tuple[SweepPoint, SweepSpec]], *, processes: int 
             shown.close()
 
 
+def _pool_worker() -> None:
+    """A sweep's worker process: Ctrl-C reaches the sweep's own process only, which then
+    ends the workers' runs, and SIGTERM (``Pool.terminate``) ends the worker whatever
+    handler the sweep's process had (a test suite's process that had run
+    ``local-cluster`` in it hung at a terminate: its workers caught the SIGTERM)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def _run_local(tasks, processes: int | None, done: Callable[[dict], None]) -> list[dict]:
     rows: list[dict | None] = [None] * len(tasks)
     indexed = list(enumerate(tasks))
     if processes == 1 or len(tasks) <= 1:
         results = map(_run_indexed, indexed)
         pool = None
-    else:   # (Ctrl-C reaches this process only, which then ends the workers' runs)
-        pool = multiprocessing.Pool(processes, initializer=signal.signal,
-                                    initargs=(signal.SIGINT, signal.SIG_IGN))
+    else:
+        pool = multiprocessing.Pool(processes, initializer=_pool_worker)
         results = pool.imap_unordered(_run_indexed, indexed)
     try:
         for i, row in results:

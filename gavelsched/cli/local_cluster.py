@@ -75,11 +75,19 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from traces import default_table
-
     # SIGTERM stops the daemons and removes the temp dir, as Ctrl-C does (the default
-    # action left both behind: issue #29)
-    signal.signal(signal.SIGTERM, _terminated)
+    # action left both behind: issue #29); the handler before it is put back after (a
+    # caller in this process keeps its own: a test's sweep then forked workers that a
+    # SIGTERM no longer ended)
+    previous = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        return _checked_run(args)
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
+def _checked_run(args: argparse.Namespace) -> int:
+    from traces import default_table
 
     if args.workload != "steps":
         needs_torch("local-cluster's reference workloads (--workload steps runs without it)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+import signal
 from pathlib import Path
 
 import pytest
@@ -121,6 +122,30 @@ def test_a_sweep_point_no_type_can_run_exits_2_in_one_line(processes, tmp_path, 
     assert re.search(r"fifo at rate [12], seed 0: <generated trace>:\d+: field "
                      r"'scale_factor'", err[0]), err       # (a pool's first error, either)
     assert "larger than every worker type of the cluster (v100=1)" in err[0], err
+
+
+def test_a_sweeps_workers_end_on_sigterm_whatever_handler_its_process_had():
+    """``Pool.terminate`` (a point that failed, Ctrl-C) sends the sweep's workers SIGTERM. A
+    worker kept the handler its process had: ``local-cluster``, run in the same process
+    before, raises SystemExit from one, which a worker could swallow, and the sweep above
+    then hung at its terminate (once in CI; by hand, 1 in 166 such sweeps). Each worker now
+    takes SIGTERM's default action, and ``local-cluster`` puts back the handler it found."""
+    import multiprocessing
+
+    from simulator.sweep import _pool_worker
+
+    def mine(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, mine)
+    try:
+        with multiprocessing.Pool(1, initializer=_pool_worker) as pool:
+            assert pool.apply(signal.getsignal, (signal.SIGTERM,)) == signal.SIG_DFL
+            assert pool.apply(signal.getsignal, (signal.SIGINT,)) == signal.SIG_IGN
+        assert main(["local-cluster", "--workload", "steps", "--jobs", "0"]) == 2
+        assert signal.getsignal(signal.SIGTERM) is mine
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def test_sweep_writes_csv_and_plot(tmp_path, capsys):
