@@ -160,8 +160,7 @@ def state_of(reply) -> LiveState:
                      _object(reply.policy_options, "policy_options"),
                      _pair_table(reply.pair_table, workers),
                      _measured_pairs(reply.measured_pairs, {j.id for j in live}, workers),
-                     {t: checks.number(v, f"prices.{t}", low=0.0) for t, v in
-                      reply.prices.items()},
+                     {t: checks.price(v, f"prices.{t}") for t, v in reply.prices.items()},
                      _price_trace(reply.price_changes))
 
 

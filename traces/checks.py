@@ -32,6 +32,9 @@ MAX_CLOCK_S = 1e10
 # A job's priority weight: beyond this range the policies' programs lose their accuracy
 # (weights of 1e-300 or 1e300 make Clarabel fail), so one job could stop every re-solve.
 PRIORITY_WEIGHT_MIN, PRIORITY_WEIGHT_MAX = 1e-6, 1e6
+# The most a GPU-hour may cost, in dollars (more is a typo or a unit slip): a price near the
+# largest float made a run's cost inf (the forecast door's fuzz found 1e308).
+MAX_PRICE = 1e6
 MAX_ARRAY = 10_000            # copies in one job array (submit --count)
 MAX_GPUS_PER_SERVER = 4096    # GPUs one worker server registers: each a worker of the view
 SHOWN_CHARS = 60              # a bad value is quoted in an error up to this many characters
@@ -93,6 +96,11 @@ def number(value: Any, field: str, *, low: float | None = None, high: float | No
     if high is not None and result > high:
         raise BadValue(field, f"must be <= {high:g}", value)
     return result
+
+
+def price(value: Any, field: str) -> float:
+    """A $/GPU-hour: a finite number in [0, ``MAX_PRICE``] (every door of prices)."""
+    return number(value, field, low=0.0, high=MAX_PRICE)
 
 
 def slo(value: Any, field: str = "slo_s", *, none: float | None = None) -> float | None:

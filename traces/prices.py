@@ -59,7 +59,7 @@ class PriceTrace:
                                           f"{shown(point)}")
                 try:
                     t = checks.number(point[0], "time_s", low=0)
-                    p = checks.number(point[1], "price", low=0)
+                    p = checks.price(point[1], "price")
                 except BadValue as err:
                     raise PriceTraceError(f"{where}: {at}: {err}") from None
                 parsed.append((t, p))

@@ -193,11 +193,16 @@ def parse_prices(spec: str | None, cluster) -> dict[str, float]:
         for part in spec.split(","):
             name, sep, price = part.partition("=")
             try:
-                out[name.strip()] = float(price)
+                value = float(price)
             except ValueError:
                 raise InputError(f"--prices: expected TYPE=PRICE[,...], got {part!r}") from None
-            if not sep or out[name.strip()] < 0:
+            if not sep:
                 raise InputError(f"--prices: expected TYPE=PRICE >= 0, got {part!r}")
+            try:
+                from traces import checks
+                out[name.strip()] = checks.price(value, f"--prices: {name.strip()}")
+            except ValueError as err:      # (checks.BadValue: one line naming the type)
+                raise InputError(str(err)) from None
         return out
     from traces.catalog import default_prices
     prices = {t: p for t, p in default_prices().items() if t in cluster}

@@ -315,7 +315,7 @@ def _prices(raw: Any, base: Path, name: str):
         except BadValue as err:
             raise SettingsError(f"{name}: prices: {err}") from None
         try:
-            static[worker_type] = checks.number(value, f"prices.{worker_type}", low=0)
+            static[worker_type] = checks.price(value, f"prices.{worker_type}")
         except BadValue as err:
             raise SettingsError(f"{name}: {err}") from None
     return static, trace, path

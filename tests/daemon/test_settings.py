@@ -100,6 +100,7 @@ def parse(data, policy=WF, base=None):
     (COST, {"prices": {"v100": -1}}, "prices.v100"),
     (COST, {"prices": {"v100": math.nan}}, "prices.v100"),
     (COST, {"prices": {"v100": math.inf}}, "prices.v100"),
+    (COST, {"prices": {"v100": 1e308}}, "prices.v100"),          # (a run's cost: inf)
     (COST, {"prices": {"v100": "cheap"}}, "prices.v100"),
     (COST, {"prices": {"v100": True}}, "prices.v100"),
     (COST, {"prices": {"": 1.0}}, "prices"),

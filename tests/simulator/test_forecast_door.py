@@ -89,6 +89,7 @@ def _set(message, name: str, value: float) -> None:
 @example(changes=[(0, "restart_s", 1e308)])       # (the restart rule's sums overflowed)
 @example(changes=[(0, "period_x", 1e308)])        # (an X is a fraction of time)
 @example(changes=[(None, "now_s", math.inf), (0, "period_x", 0.0)])  # (periods from -inf)
+@example(changes=[(None, "prices", 1e308)])       # (a run's cost overflowed: CI, session 64)
 def test_a_picture_with_edge_numbers_is_refused_in_one_line_or_replayed(picture, changes):
     reply = pb.StatusResponse()
     reply.CopyFrom(picture)

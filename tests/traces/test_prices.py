@@ -13,6 +13,7 @@ from traces.prices import PriceTrace, PriceTraceError
     ("inf.json", b'{"v100": [[Infinity, 1.0]]}', "v100[0]: time_s: must be a finite number"),
     ("inf.yaml", b"v100: [[0, -.inf]]\n", "v100[0]: price: must be a finite number"),
     ("negative.json", b'{"v100": [[-5, 1.0]]}', "v100[0]: time_s: must be >= 0"),
+    ("huge.json", b'{"v100": [[0, 1e308]]}', "v100[0]: price: must be <= 1e+06"),
     ("string.json", b'{"v100": [[0, "cheap"]]}', "v100[0]: price: must be a number"),
     ("bool.json", b'{"v100": [[0, true]]}', "v100[0]: price: must be a number"),
     ("short.json", b'{"v100": [[0]]}', "v100[0]: must be [time_s, price]"),
