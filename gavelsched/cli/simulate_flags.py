@@ -189,6 +189,8 @@ def estimator_config(fraction: float):
 def parse_prices(spec: str | None, cluster) -> dict[str, float]:
     """``--prices TYPE=PRICE,...``; without it, the catalog's prices of ``cluster``'s types."""
     if spec:
+        from traces import checks
+
         out = {}
         for part in spec.split(","):
             name, sep, price = part.partition("=")
@@ -199,7 +201,6 @@ def parse_prices(spec: str | None, cluster) -> dict[str, float]:
             if not sep:
                 raise InputError(f"--prices: expected TYPE=PRICE >= 0, got {part!r}")
             try:
-                from traces import checks
                 out[name.strip()] = checks.price(value, f"--prices: {name.strip()}")
             except ValueError as err:      # (checks.BadValue: one line naming the type)
                 raise InputError(str(err)) from None

@@ -117,4 +117,6 @@ def test_a_bad_price_change_is_refused_in_one_line(picture, at_s, price, says):
     reply.price_changes["v100"].Clear()
     reply.price_changes["v100"].at_s.append(reply.now_s + 5.0)      # a good one: replayed
     reply.price_changes["v100"].price.append(2.0)
-    assert replay(state_of(reply))
+    state = state_of(reply)
+    assert state.price_trace.changes == {"v100": ((reply.now_s + 5.0, 2.0),)}
+    assert set(replay(state)) == {j.id for j in state.jobs}
