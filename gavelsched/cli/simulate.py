@@ -109,6 +109,8 @@ def _run(args: argparse.Namespace) -> int:
     table = table_for_types(load_throughputs(args.throughputs), cluster)
     window = parse_window(args.window) if args.window else None
     entities = parse_entities(args.entities) if args.entities else None
+    gpus_per_server = parse_gpus_per_server(args.gpus_per_server)
+    prices = parse_prices(args.prices, cluster)
     jobs, source = _jobs(args, table, cluster, entities)
     if window is not None and window[0] >= len(jobs):
         raise InputError(f"--window {args.window}: the trace has {len(jobs)} jobs")
@@ -131,8 +133,7 @@ def _run(args: argparse.Namespace) -> int:
                      rounds_at_least(jobs, table, cluster, args.round_seconds),
                      args.round_seconds)
     result = simulate(jobs, table, cluster, policy, core_config=core, sim=sim,
-                      gpus_per_server=parse_gpus_per_server(args.gpus_per_server),
-                      prices=parse_prices(args.prices, cluster), price_trace=price_trace,
+                      gpus_per_server=gpus_per_server, prices=prices, price_trace=price_trace,
                       entities=entities, seed=args.seed, progress=not args.quiet)
     to_stdout = args.json is not None and str(args.json) == "-"
     print(result.summary(), file=sys.stderr if to_stdout else sys.stdout)
@@ -140,8 +141,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.ftf:
         from simulator.fairness import finish_time_fairness
         alone = simulate(jobs, table, cluster, "isolated", sim=SimConfig(window=window),
-                         gpus_per_server=parse_gpus_per_server(args.gpus_per_server),
-                         seed=args.seed, progress=not args.quiet)
+                         gpus_per_server=gpus_per_server, seed=args.seed, progress=not args.quiet)
         ftf = finish_time_fairness(result, alone, window)
         output["ftf"] = ftf.to_dict()
         if ftf.per_job:

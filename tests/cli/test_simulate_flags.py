@@ -77,6 +77,21 @@ def test_a_round_or_resolve_interval_that_is_no_length_exits_2(command, flag, va
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("flag, value, needle", [
+    ("--prices", "v100=-1", "--prices: v100: must be >= 0, got -1.0"),
+    ("--gpus-per-server", "v100=0", "--gpus-per-server: the count of 'v100' must be a whole "
+                                    "number >= 1, got '0'"),
+])
+def test_a_bad_price_or_server_size_exits_before_the_trace_is_made(flag, value, needle, capsys):
+    """Both were read only once the trace was generated and announced: the error came
+    after a line of work done. Now they are read at the door, with the cluster."""
+    from gavelsched.cli import main
+
+    assert main(["simulate", "--jobs", "5", flag, value]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith(needle), err
+
+
 def test_rounds_at_least_count_only_the_time_some_job_is_unfinished():
     """The replay jumps over an idle cluster: two jobs of 10 rounds alone on their fastest
     type, a year apart, take at least 20 rounds, not a year's; overlapping, their union."""
