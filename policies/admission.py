@@ -34,9 +34,9 @@ def refused(count: int, feasible: Callable[[Sequence[int]], bool],
     """Of ``count`` candidates in order of arrival, those refused: each is admitted when
     ``feasible`` (the candidates admitted before it, and it) holds. A run of admissions is
     found at once, by bisection (a subset of a feasible set is feasible), so each refusal
-    costs a few calls; after ``tries`` refusals the candidates left are refused too. All
-    ``count`` together are known infeasible; none at all (the jobs planned before alone)
-    is not asked: they stay either way."""
+    costs a few calls; after ``tries`` refusals the candidates left are refused too,
+    unless they all fit together. All ``count`` together are known infeasible; none at all
+    (the jobs planned before alone) is not asked: they stay either way."""
     admitted: list[int] = []
     out: list[int] = []
     rest = list(range(count))
@@ -44,6 +44,8 @@ def refused(count: int, feasible: Callable[[Sequence[int]], bool],
     while rest:
         if not known_infeasible and feasible(admitted + rest):
             break
+        if len(out) >= tries:
+            return out + rest
         lo, hi = 0, len(rest)           # feasible with rest[:lo]; not with rest[:hi]
         while hi - lo > 1:
             mid = (lo + hi) // 2
@@ -55,6 +57,4 @@ def refused(count: int, feasible: Callable[[Sequence[int]], bool],
         out.append(rest[lo])
         rest = rest[lo + 1:]
         known_infeasible = False
-        if len(out) >= tries:
-            return out + rest
     return out

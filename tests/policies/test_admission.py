@@ -4,7 +4,7 @@ bisection; past ``tries`` refusals, the rest of a burst refused with them."""
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from policies.admission import TRIES, refused
@@ -37,7 +37,16 @@ def test_a_later_job_that_fits_is_admitted_past_one_that_does_not():
     assert refused(5, feasible, tries=1) == [1, 2, 3, 4]     # a burst: the rest with it
 
 
+def test_the_rest_that_fits_after_the_last_try_is_admitted():
+    """Hypothesis's example: the 8th refusal (the last try) was followed by a job that
+    fits; it was refused with "the rest", though no job after it was refused."""
+    sizes, room = [1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 1], 5
+    feasible, _ = capacity(sizes, room)
+    assert refused(len(sizes), feasible) == greedy(sizes, room) == list(range(3, 11))
+
+
 @given(st.lists(st.integers(1, 9), min_size=1, max_size=200), st.integers(0, 60))
+@example([1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 1], 5)
 def test_it_is_greedy_admission_in_order_of_arrival(sizes, room):
     if sum(sizes) <= room:
         return                              # (``refused`` is called when all do not fit)
