@@ -33,6 +33,8 @@ class Fences:
         self._next = int(store.get_meta(NEXT_GENERATION.key(), "1"))
         self._issued: dict[str, int] = {}
         self._checkpoint: dict[str, int] = {}
+        # job -> (its run generation, the servers that reported its processes exited)
+        self._exited: dict[str, tuple[int, set[int]]] = {}
 
     def issue(self, job_id: str) -> int:
         """A new generation for a launch of ``job_id``: from now on only its messages
@@ -51,6 +53,22 @@ class Fences:
             if generation:
                 self._issued[job_id] = generation
         return generation
+
+    def exited(self, job_id: str, generation: int, server_id: int) -> None:
+        """``server_id`` reported that its processes of run ``generation`` of the job (its
+        newest, ``admits``) exited: they are gone for good (``gone``)."""
+        seen = self._exited.get(job_id)
+        if seen is None or seen[0] != generation:
+            self._exited[job_id] = (generation, {server_id})
+        else:
+            seen[1].add(server_id)
+
+    def gone(self, job_id: str, generation: int, server_id: int) -> bool:
+        """Whether ``server_id`` reported the exit of its processes of run ``generation``
+        of the job: a heartbeat that lists them was sent before that report (a worker lists
+        its runs and reports their exits from two threads), and says nothing new."""
+        seen = self._exited.get(job_id)
+        return seen is not None and seen[0] == generation and server_id in seen[1]
 
     def admits(self, job_id: str, generation: int, what: str) -> bool:
         """Whether a message of run ``generation`` is about the job's newest run; logs the

@@ -16,7 +16,9 @@ its process's own count and clock (``leases.rebased_lease``), which this schedul
 saw; its throughput is sampled from there on. Not kept, its lease is over at its next
 RenewLease: it checkpoints and exits, and the job goes where the plan put it. A process of
 an older generation, or of a job that has ended, is told to stop. An orphan run ends when
-its exit is reported or its workers stop listing it.
+its exit is reported or its workers stop listing it. A process whose exit its server
+reported is not listed again but by a heartbeat sent before that report (the worker lists
+and reports from two threads): such a listing changes nothing (``Fences.gone``).
 
 Runs on the executor thread, as the run table it adds to.
 """
@@ -74,6 +76,8 @@ class Orphans:
         server = t.health.servers[server_id].row
         placed: dict[tuple[int, ...], str] = {}     # this listing's orphans by their GPUs
         for job_id, generation in running.items():
+            if t.fences.gone(job_id, generation, server_id):
+                continue            # (listed before its exit, which the server reported)
             job = t.jobs.get(job_id)
             run = t.get(job_id)
             if job is None or job.final or generation != t.fences.current(job_id):

@@ -140,6 +140,7 @@ class ProcessCalls:
         job_id = request.job_id
         if not self.fences.admits(job_id, int(request.generation), "ReportRound"):
             return
+        self.fences.exited(job_id, int(request.generation), request.server_id)
         if request.steps >= 0:
             self.durable_steps(job_id, int(request.steps), int(request.generation))
         failed = self.runs.reported_exit(job_id, request.server_id, request.failed,

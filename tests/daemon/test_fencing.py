@@ -125,3 +125,26 @@ def test_generations_and_the_counted_commit_survive_a_scheduler_restart(tmp_path
         assert x.fences.issue(job) > new                # the counter only grows
     finally:
         again.close()
+
+
+def test_a_heartbeat_sent_before_a_runs_reported_exit_does_not_bring_the_run_back(sched):
+    """A worker lists its runs in each heartbeat and reports each exit (``ReportRound``)
+    from another thread: a heartbeat that listed a process just before it exited can reach
+    the executor after the exit's report. The executor took the exited process for a run
+    found going on (an orphan): a drained server held a run again (CI's drain test), and
+    the job's next launch waited for a process that was gone. A process whose exit its
+    server reported is gone for good; a listing of it changes nothing."""
+    s = sched
+    s.submit(), s.submit()
+    s.at(1.0)                                   # one GPU: one job runs in round 0
+    (first,) = s.sent.runs
+    job, generation = first.job_id, first.generation
+    s.init(job)
+    s.at(1.0 + R - s.x.config.plan_lead)        # round 1 goes to the other job
+    s.at(1.0 + R)
+    assert s.x.runs.get(job).generation == generation
+    s.exited(job, 50)                           # its process saved and exited
+    assert job not in s.x.runs
+    s.x.roster.heartbeat(s.server, s.t, {job: generation})     # (listed before the exit)
+    assert job not in s.x.runs and s.sent.killed_runs == []
+    assert s.gen(job) == generation             # nothing launched it again
