@@ -33,7 +33,8 @@ class Fences:
         self._next = int(store.get_meta(NEXT_GENERATION.key(), "1"))
         self._issued: dict[str, int] = {}
         self._checkpoint: dict[str, int] = {}
-        # job -> (its run generation, the servers that reported its processes exited)
+        # job -> (its run generation, the servers that reported its processes exited):
+        # the jobs waiting for their next run (``exited``, ``issue``)
         self._exited: dict[str, tuple[int, set[int]]] = {}
 
     def issue(self, job_id: str) -> int:
@@ -41,6 +42,7 @@ class Fences:
         count."""
         generation, self._next = self._next, self._next + 1
         self._issued[job_id] = generation
+        self._exited.pop(job_id, None)      # (the older run's listings are stale)
         self._store.set_meta({NEXT_GENERATION.key(): self._next, GENERATION.key(job_id): generation})
         return generation
 
@@ -56,7 +58,8 @@ class Fences:
 
     def exited(self, job_id: str, generation: int, server_id: int) -> None:
         """``server_id`` reported that its processes of run ``generation`` of the job (its
-        newest, ``admits``) exited: they are gone for good (``gone``)."""
+        newest, ``admits``; a job that goes on) exited: they are gone for good (``gone``),
+        until the job's next launch."""
         seen = self._exited.get(job_id)
         if seen is None or seen[0] != generation:
             self._exited[job_id] = (generation, {server_id})

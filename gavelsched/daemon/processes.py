@@ -140,7 +140,6 @@ class ProcessCalls:
         job_id = request.job_id
         if not self.fences.admits(job_id, int(request.generation), "ReportRound"):
             return
-        self.fences.exited(job_id, int(request.generation), request.server_id)
         if request.steps >= 0:
             self.durable_steps(job_id, int(request.steps), int(request.generation))
         failed = self.runs.reported_exit(job_id, request.server_id, request.failed,
@@ -149,5 +148,8 @@ class ProcessCalls:
         if failed is not None:
             self._fail(job_id, failed)
             return
+        job = self.jobs.get(job_id)
+        if job is not None and not job.final:   # (a job that ended: its listing is stale)
+            self.fences.exited(job_id, int(request.generation), request.server_id)
         self.runs.exited(job_id, request.server_id)
         self.refills.soon()
