@@ -3,10 +3,12 @@
 Every launch of a job gets a new generation from one counter that only grows, persisted
 with the rest of the state, so it grows across restarts too. A job's newest generation is
 the only one whose messages count: a report, a lease request or a heartbeat entry of an
-older one is ignored (and logged) and never changes state, and its checkpoint commits are
-never loaded, because a run resumes from exactly the commit the scheduler counted: its
-steps and the generation that wrote it (``checkpoint``), saved together with the step
-count. Runs on the executor thread; the store writes are the caller's transaction.
+older one is ignored (and logged) and never changes state (a heartbeat's entry for a
+process whose exit its server has reported is ignored too: ``gone``), and its checkpoint
+commits are never loaded, because a run resumes from exactly the commit the scheduler
+counted: its steps and the generation that wrote it (``checkpoint``), saved together with
+the step count. Runs on the executor thread; the store writes are the caller's
+transaction.
 """
 
 from __future__ import annotations
