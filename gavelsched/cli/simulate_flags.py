@@ -193,13 +193,11 @@ def parse_prices(spec: str | None, cluster) -> dict[str, float]:
 
         out = {}
         for part in spec.split(","):
-            name, sep, price = part.partition("=")
-            try:
+            name, _, price = part.partition("=")
+            try:        # (no "=": the price is "", not a number)
                 value = float(price)
             except ValueError:
                 raise InputError(f"--prices: expected TYPE=PRICE[,...], got {part!r}") from None
-            if not sep:
-                raise InputError(f"--prices: expected TYPE=PRICE >= 0, got {part!r}")
             try:
                 out[name.strip()] = checks.price(value, f"--prices: {name.strip()}")
             except ValueError as err:      # (checks.BadValue: one line naming the type)

@@ -135,6 +135,7 @@ def test_a_sweeps_workers_end_on_sigterm_whatever_handler_its_process_had():
     then hung at its terminate (once in CI; by hand, 1 in 166 such sweeps). Each worker now
     takes SIGTERM's default action, and ``local-cluster`` puts back the handler it found."""
     import multiprocessing
+    import os
 
     from simulator.sweep import _pool_worker
 
@@ -146,6 +147,10 @@ def test_a_sweeps_workers_end_on_sigterm_whatever_handler_its_process_had():
         with multiprocessing.Pool(1, initializer=_pool_worker) as pool:
             assert pool.apply(signal.getsignal, (signal.SIGTERM,)) == signal.SIG_DFL
             assert pool.apply(signal.getsignal, (signal.SIGINT,)) == signal.SIG_IGN
+            worker = pool.apply(os.getpid)
+            pool.terminate()                # (it joins the worker: ended, not hung)
+        with pytest.raises(ProcessLookupError):
+            os.kill(worker, 0)
         assert main(["local-cluster", "--workload", "steps", "--jobs", "0"]) == 2
         assert signal.getsignal(signal.SIGTERM) is mine
     finally:
