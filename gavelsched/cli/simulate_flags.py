@@ -196,6 +196,8 @@ def parse_prices(spec: str | None, cluster) -> dict[str, float]:
             name, _, price = part.partition("=")
             try:        # (no "=": the price is "", not a number)
                 value = float(price)
+                if not name.strip():
+                    raise ValueError("no type")
             except ValueError:
                 raise InputError(f"--prices: expected TYPE=PRICE[,...], got {part!r}") from None
             try:

@@ -79,6 +79,7 @@ def test_bad_trace_exits_2_with_one_line_naming_file_line_and_field(tmp_path, ca
      "--prices: v100: must be a finite number, got nan"),       # (a NaN price was taken)
     (["--policy", "max_sum_throughput_normalized_by_cost_perf", "--prices", "v100=1e308"],
      "--prices: v100: must be <= 1e+06, got 1e+308"),
+    (["--prices", "=2"], "--prices: expected TYPE=PRICE[,...], got '=2'"),   # (no type)
 ])
 def test_bad_arguments_exit_2(argv, needle, capsys):
     assert main(["simulate", "--jobs", "5", "--quiet", *argv]) == 2
