@@ -80,12 +80,10 @@ class Orphans:
                 continue            # (listed before its exit, which the server reported)
             job = t.jobs.get(job_id)
             run = t.get(job_id)
-            if job is None or job.final or generation != t.fences.current(job_id):
+            newest = t.fences.current(job_id)
+            if job is None or job.final or generation != newest:
                 if run is None or run.generation != generation:
-                    log.warning("job %s: run generation %d on server %d is stale; stopping it",
-                                job_id, generation, server_id)
-                    t.dispatcher.kill_job(t.health.address(server_id), job_id,
-                                          "stale run generation", generation)
+                    self._stop(job_id, generation, server_id, stale=generation != newest)
                 continue
             if run is None:
                 run = t.hold(job, worker_type, generation, mono)
@@ -108,6 +106,21 @@ class Orphans:
                 t.unplanned.discard(job_id)
             elif server_id in run.left and job_id not in running:
                 t.exited(job_id, server_id)
+
+    def _stop(self, job_id: str, generation: int, server_id: int, stale: bool) -> None:
+        """Tell ``server_id`` to stop its listed process of run ``generation``: a stale run
+        (an older generation than the job's newest), or the last run of a job that has
+        ended (its exit may be on its way: the worker lists and reports from two threads;
+        a KillJob of an exited process changes nothing)."""
+        if stale:
+            log.warning("job %s: run generation %d on server %d is stale; stopping it",
+                        job_id, generation, server_id)
+        else:
+            log.info("job %s has ended: stopping its run (generation %d) on server %d, if "
+                     "it has not exited yet", job_id, generation, server_id)
+        self.table.dispatcher.kill_job(self.table.health.address(server_id), job_id,
+                                       "stale run generation" if stale else "job ended",
+                                       generation)
 
     def _pair_up(self, a: str, b: str, workers: tuple[int, ...]) -> None:
         """Orphans ``a`` and ``b``, listed by one server on exactly the same GPUs, ran as a

@@ -148,3 +148,22 @@ def test_a_heartbeat_sent_before_a_runs_reported_exit_does_not_bring_the_run_bac
     s.x.roster.heartbeat(s.server, s.t, {job: generation})     # (listed before the exit)
     assert job not in s.x.runs and s.sent.killed_runs == []
     assert s.gen(job) == generation             # nothing launched it again
+
+
+def test_a_heartbeat_listing_a_finished_jobs_last_run_is_not_called_stale(sched, caplog):
+    """A job's last run exits and the job is done; a heartbeat listing that process, sent
+    before the exit's report, reaches the executor after it. The process is told to stop
+    (a KillJob of an exited process changes nothing; a cancelled job's may still run), but
+    it is the job's newest run, not a stale one: no warning says so."""
+    s = sched
+    job = s.submit(steps=50)
+    s.at(1.0)
+    generation = s.gen(job)
+    s.init(job)
+    s.exited(job, 50)                           # done: its last process exited
+    assert s.x.jobs[job].final
+    with caplog.at_level("INFO", logger="gavelsched.daemon.orphans"):
+        s.x.roster.heartbeat(s.server, s.t, {job: generation})   # (listed before the exit)
+    assert s.sent.killed_runs == [(job, generation)]
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
+    assert f"job {job} has ended: stopping its run (generation {generation})" in caplog.text
