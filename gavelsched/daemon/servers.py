@@ -37,8 +37,8 @@ from ..rpc import pb
 from .audit import SCHEDULER, Audit
 from .config import DaemonConfig
 from .health import DEAF_LIMIT, Health
-from .orphans import Orphans
 from .meta import DRAINED
+from .orphans import Orphans
 from .priors import Priors
 from .runs import RunTable
 from .store import ServerRow, Store
@@ -202,11 +202,18 @@ class Servers:
         the server hosts, ``gpus``: job -> their GPUs (orphans are adopted: ``orphans``).
         False when the server is unknown or was failed (it registers again). ``leaving``:
         its worker is stopping, so it is drained (module docstring), if ``registration`` is
-        the server's newest one (else the flag is a late message of a worker that has
-        registered again since, and is ignored)."""
+        the server's newest one. A heartbeat of an older registration (a late message of a
+        worker daemon that has registered again since) is ignored whole: the processes it
+        lists died with that daemon, and the new registration ended their runs; adopted,
+        they would hold their jobs as orphans until the next heartbeat. (0: a caller that
+        gives no registration; its listing counts.)"""
         server = self.health.seen(server_id, mono)
         if server is None:
             return False
+        if registration and registration != server.registration:
+            log.warning("worker %d: a heartbeat of an older registration ignored (sent "
+                        "before the worker registered again)", server_id)
+            return True
         if leaving:
             self._changed()             # status shows the drain
         self.orphans.adopt(server_id, server.row.worker_type, running, mono, gpus)
@@ -214,7 +221,7 @@ class Servers:
             if registration == server.registration:
                 self._drain(server_id, BY_WORKER)
             else:
-                log.warning("worker %d: a leaving heartbeat of an older registration "
+                log.warning("worker %d: a leaving heartbeat without its registration "
                             "ignored", server_id)
         return True
 

@@ -197,7 +197,7 @@ def test_a_late_leaving_heartbeat_of_an_older_registration_drains_nothing(tmp_pa
         assert again.server_id == first.server_id
         assert again.registration != first.registration
         leaving(first.registration)
-        wait_until(lambda: "a leaving heartbeat of an older registration ignored" in log(),
+        wait_until(lambda: "a heartbeat of an older registration ignored" in log(),
                    10, "the stale heartbeat to be logged")
         assert not drained()
         leaving(again.registration)

@@ -1,0 +1,211 @@
+"""Launches, exits, kills, cancels and late heartbeats in any order (docs/runtime.md, "The
+runs going on are kept"). A worker lists its runs in each heartbeat and reports each exit
+from another thread, so a heartbeat composed before an exit can reach the executor after
+the exit's report (the race behind a failure of ``test_drain.py``). A hypothesis state
+machine drives the real executor on a hand-moved clock (``test_round_aligned``) with one
+emulated worker of two GPUs, which takes the RunJobs and KillJobs the executor sends as
+the real one does (``workers/daemon/worker.py``): a launch waits until its GPUs are free
+and its job's older process has exited; a process sends its InitJob, commits checkpoints
+and exits, each exit reported; a KillJob stops the process it names, or drops the launch it
+names (reported as never started); a heartbeat lists the processes running, composed at
+one step and delivered at a later one; a job may be cancelled, and the worker daemon
+restarted, at any step. After every
+step:
+
+- no run the scheduler keeps is of a process whose exit was reported, or that died with
+  its worker daemon;
+- a job that has ended has no run once its processes have exited (its last commit may
+  end it while its process saves and exits);
+- the runs whose processes started hold disjoint GPUs;
+- a heartbeat never stops a job's newest run while the job goes on."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from gavelsched.rpc import pb
+
+from .test_round_aligned import R, Scheduler
+
+JOBS = 5
+
+
+class Interleavings(RuleBasedStateMachine):
+    @initialize()
+    def start(self) -> None:
+        self.dir = tempfile.TemporaryDirectory()
+        self.s = Scheduler(Path(self.dir.name), gpus=2)
+        self.alive: dict[str, tuple[int, tuple[int, ...]]] = {}   # job -> (generation, GPUs)
+        self.queued: list[pb.RunJobRequest] = []     # launches waiting for their GPUs
+        self.steps: dict[str, int] = {}         # job -> the steps its process has made
+        self.started: set[tuple[str, int]] = set()   # processes that sent their InitJob
+        self.exited: set[tuple[str, int]] = set()    # processes whose exit was reported
+        self.composed: tuple[dict[str, int], int] | None = None   # a heartbeat not sent yet:
+        self.registration = self.s.x.health.servers[self.s.server].registration  # (its token)
+        self.runs_seen = self.kills_seen = 0
+
+    def teardown(self) -> None:
+        if hasattr(self, "s"):
+            self.s.close()
+            self.dir.cleanup()
+
+    # ---- the emulated worker --------------------------------------------------------
+    def _report(self, job: str, generation: int, steps: int, code: int = 0,
+                reason: str = "") -> None:
+        self.s.x.processes.round_report(pb.RoundReportRequest(
+            server_id=self.s.server, job_id=job, steps=steps, seconds=1.0 if steps >= 0 else 0,
+            exit_code=code, reason=reason, generation=generation))
+
+    def _exit(self, job: str, steps: int, code: int = 0) -> None:
+        generation, _ = self.alive.pop(job)
+        self._report(job, generation, steps, code, "killed" if code else "")
+        self.exited.add((job, generation))
+
+    def _launch_waiting(self) -> None:
+        """The queued launches whose GPUs are free and whose job has no process here."""
+        busy = {g for _, gpus in self.alive.values() for g in gpus}
+        for request in list(self.queued):
+            gpus = tuple(request.gpus)
+            if request.job_id not in self.alive and not busy.intersection(gpus):
+                self.queued.remove(request)
+                self.alive[request.job_id] = (request.generation, gpus)
+                self.steps[request.job_id] = request.steps_done
+                busy.update(gpus)
+
+    def _take_calls(self) -> None:
+        """The RunJobs and KillJobs the executor sent since the last look. A RunJob of the
+        generation running or queued extends it; one of a new generation is queued (an
+        older one queued for the job is dropped: superseded). A KillJob stops the process
+        it names, or drops its queued launch."""
+        sent = self.s.sent
+        while self.runs_seen < len(sent.runs) or self.kills_seen < len(sent.killed_runs):
+            for request in sent.runs[self.runs_seen:]:
+                job, generation = request.job_id, request.generation
+                self.runs_seen += 1
+                if self.alive.get(job, (0,))[0] == generation or any(
+                        q.job_id == job and q.generation == generation for q in self.queued):
+                    continue
+                for q in [q for q in self.queued if q.job_id == job]:
+                    self.queued.remove(q)
+                    self._report(job, q.generation, -1, reason="superseded")
+                self.queued.append(request)
+            for job, generation in sent.killed_runs[self.kills_seen:]:
+                self.kills_seen += 1
+                if self.alive.get(job, (0,))[0] == generation:
+                    self._exit(job, self.steps[job], code=-15)
+                for q in [q for q in self.queued if (q.job_id, q.generation) == (job, generation)]:
+                    self.queued.remove(q)
+                    self._report(job, generation, -1, reason="killed (before it started)")
+            self._launch_waiting()
+
+    # ---- rules ------------------------------------------------------------------------
+    @precondition(lambda self: len(self.s.x.jobs) < JOBS)
+    @rule(steps=st.integers(20, 200))
+    def submit(self, steps: int) -> None:
+        self.s.submit(steps=steps)
+
+    @rule(dt=st.sampled_from([0.5, 0.3 * R, 0.7 * R, R]))
+    def tick(self, dt: float) -> None:
+        self.s.at(self.s.t + dt)
+        self._take_calls()
+
+    def _running(self) -> list[tuple[str, int]]:
+        return sorted((job, generation) for job, (generation, _) in self.alive.items())
+
+    @precondition(lambda self: any(p not in self.started for p in self._running()))
+    @rule(data=st.data())
+    def init(self, data) -> None:
+        job, generation = data.draw(st.sampled_from(
+            [p for p in self._running() if p not in self.started]))
+        self.started.add((job, generation))
+        self.s.x.processes.init_job(pb.InitJobRequest(
+            job_id=job, round=0, rank=0, server_id=self.s.server, generation=generation))
+        self._take_calls()
+
+    @precondition(lambda self: any(p in self.started for p in self._running()))
+    @rule(data=st.data(), made=st.integers(0, 80))
+    def commit(self, data, made: int) -> None:
+        """A checkpoint: the process's steps so far are durable (its last may end the job)."""
+        job, generation = data.draw(st.sampled_from(
+            [p for p in self._running() if p in self.started]))
+        total = self.s.x.jobs[job].spec.total_steps
+        self.steps[job] = min(total, self.steps[job] + made)
+        self.s.x.processes.durable_steps(job, self.steps[job], generation)
+        self._take_calls()
+
+    @precondition(lambda self: any(p in self.started for p in self._running()))
+    @rule(data=st.data(), made=st.integers(0, 80))
+    def exit(self, data, made: int) -> None:
+        job, _ = data.draw(st.sampled_from([p for p in self._running() if p in self.started]))
+        total = self.s.x.jobs[job].spec.total_steps
+        self.steps[job] = min(total, self.steps[job] + made)
+        self._exit(job, self.steps[job])
+        self._launch_waiting()
+        self._take_calls()
+
+    @precondition(lambda self: any(not row.final for row in self.s.x.jobs.values()))
+    @rule(data=st.data())
+    def cancel(self, data) -> None:
+        job = data.draw(st.sampled_from(
+            sorted(job for job, row in self.s.x.jobs.items() if not row.final)))
+        assert self.s.x.cancel(job).ok
+        self._take_calls()
+
+    @rule()
+    def restart_worker(self) -> None:
+        """The worker daemon restarts: its processes die unreported, its launches are lost,
+        and it registers again (a heartbeat it composed before may still arrive)."""
+        self.exited.update((job, generation) for job, (generation, _) in self.alive.items())
+        self.alive.clear()
+        self.queued.clear()
+        self.registration = self.s.x.roster.register(pb.RegisterWorkerRequest(
+            worker_type="v100", gpus=2, address="127.0.0.1:1", hostname="h",
+            previous_server_id=self.s.server), self.s.t).registration
+        self._take_calls()
+
+    @precondition(lambda self: self.composed is None)
+    @rule()
+    def compose_heartbeat(self) -> None:
+        self.composed = (dict(self._running()), self.registration)
+
+    @precondition(lambda self: self.composed is not None)
+    @rule()
+    def deliver_heartbeat(self) -> None:
+        (listing, registration), self.composed = self.composed, None
+        kills = len(self.s.sent.killed_runs)
+        self.s.x.roster.heartbeat(self.s.server, self.s.t, listing, registration=registration)
+        for job, generation in self.s.sent.killed_runs[kills:]:
+            row = self.s.x.jobs.get(job)
+            assert row is None or row.final or generation != self.s.gen(job), (
+                f"a heartbeat stopped job {job}'s newest run ({generation})")
+        self._take_calls()
+
+    # ---- invariants -------------------------------------------------------------------
+    @invariant()
+    def no_run_of_an_exited_process(self) -> None:
+        for job, generation in self.exited:
+            run = self.s.x.runs.get(job)
+            assert run is None or run.generation != generation, (
+                f"job {job}: its run {generation} is kept after its exit was reported")
+
+    @invariant()
+    def an_ended_job_has_no_run_once_its_process_is_gone(self) -> None:
+        here = set(self.alive) | {q.job_id for q in self.queued}
+        for job_id, row in self.s.x.jobs.items():
+            assert not (row.final and job_id in self.s.x.runs and job_id not in here), (
+                f"job {job_id} ended, its processes exited, and it still has a run")
+
+    @invariant()
+    def started_runs_hold_disjoint_gpus(self) -> None:
+        held = [w for run in self.s.x.runs.live() if run.started_up for w in run.workers]
+        assert len(held) == len(set(held)), f"GPUs held twice: {sorted(held)}"
+
+
+Interleavings.TestCase.settings = settings(max_examples=150, stateful_step_count=50,
+                                           deadline=None)
+TestInterleavings = Interleavings.TestCase
