@@ -8,8 +8,8 @@ the real one does (``workers/daemon/worker.py``): a launch waits until its GPUs 
 and its job's older process has exited; a process sends its InitJob, commits checkpoints
 and exits, each exit reported; a KillJob stops the process it names, or drops the launch it
 names (reported as never started); a heartbeat lists the processes running, composed at
-one step and delivered at a later one; a job may be cancelled, and the worker daemon
-restarted, at any step. After every
+one step and delivered at a later one; a job may be cancelled, and the worker daemon or
+the scheduler restarted, at any step. After every
 step:
 
 - no run the scheduler keeps is of a process whose exit was reported, or that died with
@@ -28,11 +28,15 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from gavelsched.daemon.fences import StaleRun
+from gavelsched.daemon.processes import AskAgain
+from gavelsched.daemon.servers import running_of
 from gavelsched.rpc import pb
 
 from .test_round_aligned import R, Scheduler
 
 JOBS = 5
+RESTARTS = 2        # restarts of either daemon in one run (more leave few races to see)
 
 
 class Interleavings(RuleBasedStateMachine):
@@ -40,14 +44,17 @@ class Interleavings(RuleBasedStateMachine):
     def start(self) -> None:
         self.dir = tempfile.TemporaryDirectory()
         self.s = Scheduler(Path(self.dir.name), gpus=2)
+        self.server = self.s.server
         self.alive: dict[str, tuple[int, tuple[int, ...]]] = {}   # job -> (generation, GPUs)
         self.queued: list[pb.RunJobRequest] = []     # launches waiting for their GPUs
         self.steps: dict[str, int] = {}         # job -> the steps its process has made
         self.started: set[tuple[str, int]] = set()   # processes that sent their InitJob
         self.exited: set[tuple[str, int]] = set()    # processes whose exit was reported
-        self.composed: tuple[dict[str, int], int] | None = None   # a heartbeat not sent yet:
-        self.registration = self.s.x.health.servers[self.s.server].registration  # (its token)
-        self.runs_seen = self.kills_seen = 0
+        self.composed: tuple[list, int] | None = None   # a heartbeat composed, not sent yet
+        # the worker's registration token, which its heartbeats carry
+        self.registration = self.s.x.health.servers[self.s.server].registration
+        self.runs_seen = self.kills_seen = 0     # the executor's calls taken so far
+        self.restarts = 0
 
     def teardown(self) -> None:
         if hasattr(self, "s"):
@@ -61,9 +68,9 @@ class Interleavings(RuleBasedStateMachine):
             server_id=self.s.server, job_id=job, steps=steps, seconds=1.0 if steps >= 0 else 0,
             exit_code=code, reason=reason, generation=generation))
 
-    def _exit(self, job: str, steps: int, code: int = 0) -> None:
+    def _exit(self, job: str, steps: int, code: int = 0, reason: str = "") -> None:
         generation, _ = self.alive.pop(job)
-        self._report(job, generation, steps, code, "killed" if code else "")
+        self._report(job, generation, steps, code, reason)
         self.exited.add((job, generation))
 
     def _launch_waiting(self) -> None:
@@ -97,11 +104,27 @@ class Interleavings(RuleBasedStateMachine):
             for job, generation in sent.killed_runs[self.kills_seen:]:
                 self.kills_seen += 1
                 if self.alive.get(job, (0,))[0] == generation:
-                    self._exit(job, self.steps[job], code=-15)
+                    self._exit(job, self.steps[job], code=-15, reason="killed")
                 for q in [q for q in self.queued if (q.job_id, q.generation) == (job, generation)]:
                     self.queued.remove(q)
                     self._report(job, generation, -1, reason="killed (before it started)")
             self._launch_waiting()
+
+    def _listed(self) -> list[pb.RunningJob]:
+        """The processes running here, as a heartbeat or a registration lists them."""
+        return [pb.RunningJob(job_id=job, generation=generation, gpus=gpus)
+                for job, (generation, gpus) in sorted(self.alive.items())]
+
+    def _register(self) -> None:
+        """The worker registers again (as the same server), listing its processes."""
+        reply = self.s.x.roster.register(pb.RegisterWorkerRequest(
+            worker_type="v100", gpus=2, address="127.0.0.1:1", hostname="h",
+            previous_server_id=self.server, running=self._listed()), self.s.t)
+        self.s.server, self.registration = reply.server_id, reply.registration
+        self._take_calls()
+
+    def _running(self) -> list[tuple[str, int]]:
+        return sorted((job, generation) for job, (generation, _) in self.alive.items())
 
     # ---- rules ------------------------------------------------------------------------
     @precondition(lambda self: len(self.s.x.jobs) < JOBS)
@@ -114,17 +137,20 @@ class Interleavings(RuleBasedStateMachine):
         self.s.at(self.s.t + dt)
         self._take_calls()
 
-    def _running(self) -> list[tuple[str, int]]:
-        return sorted((job, generation) for job, (generation, _) in self.alive.items())
-
     @precondition(lambda self: any(p not in self.started for p in self._running()))
     @rule(data=st.data())
     def init(self, data) -> None:
         job, generation = data.draw(st.sampled_from(
             [p for p in self._running() if p not in self.started]))
-        self.started.add((job, generation))
-        self.s.x.processes.init_job(pb.InitJobRequest(
-            job_id=job, round=0, rank=0, server_id=self.s.server, generation=generation))
+        try:
+            self.s.x.processes.init_job(pb.InitJobRequest(
+                job_id=job, round=0, rank=0, server_id=self.s.server, generation=generation))
+        except AskAgain:
+            return                      # (it asks again later)
+        except StaleRun:                # its process stops
+            self._exit(job, self.steps[job], code=1, reason="InitJob refused")
+        else:
+            self.started.add((job, generation))
         self._take_calls()
 
     @precondition(lambda self: any(p in self.started for p in self._running()))
@@ -156,29 +182,41 @@ class Interleavings(RuleBasedStateMachine):
         assert self.s.x.cancel(job).ok
         self._take_calls()
 
+    @precondition(lambda self: self.restarts < RESTARTS)
     @rule()
     def restart_worker(self) -> None:
         """The worker daemon restarts: its processes die unreported, its launches are lost,
         and it registers again (a heartbeat it composed before may still arrive)."""
+        self.restarts += 1
         self.exited.update((job, generation) for job, (generation, _) in self.alive.items())
         self.alive.clear()
         self.queued.clear()
-        self.registration = self.s.x.roster.register(pb.RegisterWorkerRequest(
-            worker_type="v100", gpus=2, address="127.0.0.1:1", hostname="h",
-            previous_server_id=self.s.server), self.s.t).registration
-        self._take_calls()
+        self._register()
+
+    @precondition(lambda self: self.restarts < RESTARTS)
+    @rule()
+    def restart_scheduler(self) -> None:
+        """The scheduler restarts on its state; the worker, its processes going on, registers
+        with it again (the newest runs are adopted as orphans: docs/runtime.md)."""
+        self.restarts += 1
+        self.s.close()
+        self.s = Scheduler(Path(self.dir.name), gpus=0, t=self.s.t)
+        self.runs_seen = self.kills_seen = 0
+        self._register()
 
     @precondition(lambda self: self.composed is None)
     @rule()
     def compose_heartbeat(self) -> None:
-        self.composed = (dict(self._running()), self.registration)
+        self.composed = (self._listed(), self.registration)
 
     @precondition(lambda self: self.composed is not None)
     @rule()
     def deliver_heartbeat(self) -> None:
-        (listing, registration), self.composed = self.composed, None
+        (listed, registration), self.composed = self.composed, None
         kills = len(self.s.sent.killed_runs)
-        self.s.x.roster.heartbeat(self.s.server, self.s.t, listing, registration=registration)
+        running, gpus = running_of(listed)
+        self.s.x.roster.heartbeat(self.s.server, self.s.t, running, registration=registration,
+                                  gpus=gpus)
         for job, generation in self.s.sent.killed_runs[kills:]:
             row = self.s.x.jobs.get(job)
             assert row is None or row.final or generation != self.s.gen(job), (
