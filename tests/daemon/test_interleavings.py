@@ -1,16 +1,15 @@
-"""Launches, exits, kills, cancels and late heartbeats in any order (docs/runtime.md, "The
-runs going on are kept"). A worker lists its runs in each heartbeat and reports each exit
-from another thread, so a heartbeat composed before an exit can reach the executor after
-the exit's report (the race behind a failure of ``test_drain.py``). A hypothesis state
-machine drives the real executor on a hand-moved clock (``test_round_aligned``) with one
-emulated worker of two GPUs, which takes the RunJobs and KillJobs the executor sends as
-the real one does (``workers/daemon/worker.py``): a launch waits until its GPUs are free
-and its job's older process has exited; a process sends its InitJob, commits checkpoints
+"""Launches, exits, kills, cancels and late heartbeats in any order (docs/runtime.md, "The runs
+going on are kept"). A worker lists its runs in each heartbeat and reports each exit from
+another thread, so a heartbeat composed before an exit can reach the executor after the
+exit's report (the race behind a failure of ``test_drain.py``). A hypothesis state machine
+drives the real executor on a hand-moved clock (``test_round_aligned``) with one emulated
+worker of two GPUs, which takes the RunJobs and KillJobs the executor sends as the real one
+does (``workers/daemon/worker.py``): a launch waits until its GPUs are free and its job's
+older process has exited; a process sends its InitJob, commits checkpoints, renews its lease
 and exits, each exit reported; a KillJob stops the process it names, or drops the launch it
-names (reported as never started); a heartbeat lists the processes running, composed at
-one step and delivered at a later one; a job may be cancelled, and the worker daemon or
-the scheduler restarted, at any step. After every
-step:
+names (reported as never started); a heartbeat lists the processes running, composed at one
+step and delivered at a later one; a job may be cancelled, and the worker daemon or the
+scheduler restarted, at any step. After every step:
 
 - no run the scheduler keeps is of a process whose exit was reported, or that died with
   its worker daemon;
@@ -48,6 +47,7 @@ class Interleavings(RuleBasedStateMachine):
         self.alive: dict[str, tuple[int, tuple[int, ...]]] = {}   # job -> (generation, GPUs)
         self.queued: list[pb.RunJobRequest] = []     # launches waiting for their GPUs
         self.steps: dict[str, int] = {}         # job -> the steps its process has made
+        self.rounds: dict[str, int] = {}        # job -> the round its process's lease is of
         self.started: set[tuple[str, int]] = set()   # processes that sent their InitJob
         self.exited: set[tuple[str, int]] = set()    # processes whose exit was reported
         self.composed: tuple[list, int] | None = None   # a heartbeat composed, not sent yet
@@ -82,6 +82,7 @@ class Interleavings(RuleBasedStateMachine):
                 self.queued.remove(request)
                 self.alive[request.job_id] = (request.generation, gpus)
                 self.steps[request.job_id] = request.steps_done
+                self.rounds[request.job_id] = request.round
                 busy.update(gpus)
 
     def _take_calls(self) -> None:
@@ -94,8 +95,10 @@ class Interleavings(RuleBasedStateMachine):
             for request in sent.runs[self.runs_seen:]:
                 job, generation = request.job_id, request.generation
                 self.runs_seen += 1
-                if self.alive.get(job, (0,))[0] == generation or any(
-                        q.job_id == job and q.generation == generation for q in self.queued):
+                if self.alive.get(job, (0,))[0] == generation:
+                    self.rounds[job] = request.round       # (an extension)
+                    continue
+                if any(q.job_id == job and q.generation == generation for q in self.queued):
                     continue
                 for q in [q for q in self.queued if q.job_id == job]:
                     self.queued.remove(q)
@@ -162,6 +165,28 @@ class Interleavings(RuleBasedStateMachine):
         total = self.s.x.jobs[job].spec.total_steps
         self.steps[job] = min(total, self.steps[job] + made)
         self.s.x.processes.durable_steps(job, self.steps[job], generation)
+        self._take_calls()
+
+    @precondition(lambda self: any(p in self.started for p in self._running()))
+    @rule(data=st.data(), made=st.integers(0, 80))
+    def renew(self, data, made: int) -> None:
+        """The process asks for its next lease at its lease's end; a lease that stops it
+        (round -1) has it save and exit (one the next plan answers, a future, it waits
+        for: it asks again later)."""
+        job, generation = data.draw(st.sampled_from(
+            [p for p in self._running() if p in self.started]))
+        total = self.s.x.jobs[job].spec.total_steps
+        self.steps[job] = min(total, self.steps[job] + made)
+        lease = self.s.x.processes.renew_lease(pb.RenewLeaseRequest(
+            job_id=job, round=self.rounds.get(job, 0), steps=self.steps[job], seconds=1.0,
+            generation=generation))
+        if isinstance(lease, pb.Lease):
+            if lease.round < 0:
+                self.s.x.processes.durable_steps(job, self.steps[job], generation)
+                self._exit(job, self.steps[job])
+                self._launch_waiting()
+            else:
+                self.rounds[job] = lease.round
         self._take_calls()
 
     @precondition(lambda self: any(p in self.started for p in self._running()))
