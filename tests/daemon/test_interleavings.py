@@ -3,13 +3,13 @@ going on are kept"). A worker lists its runs in each heartbeat and reports each 
 another thread, so a heartbeat composed before an exit can reach the executor after the
 exit's report (the race behind a failure of ``test_drain.py``). A hypothesis state machine
 drives the real executor on a hand-moved clock (``test_round_aligned``) with one emulated
-worker of two GPUs, which takes the RunJobs and KillJobs the executor sends as the real one
-does (``workers/daemon/worker.py``): a launch waits until its GPUs are free and its job's
-older process has exited; a process sends its InitJob, commits checkpoints, renews its lease
-and exits, each exit reported; a KillJob stops the process it names, or drops the launch it
-names (reported as never started); a heartbeat lists the processes running, composed at one
-step and delivered at a later one; a job may be cancelled, and the worker daemon or the
-scheduler restarted, at any step. After every step:
+worker of two GPUs (jobs of one GPU or both), which takes the RunJobs and KillJobs the
+executor sends as the real one does (``workers/daemon/worker.py``): a launch waits until its
+GPUs are free and its job's older process has exited; a process sends its InitJob, commits
+checkpoints, renews its lease and exits, each exit reported; a KillJob stops the process it
+names, or drops the launch it names (reported as never started); a heartbeat lists the
+processes running, composed at one step and delivered at a later one; a job may be
+cancelled, and the worker daemon or the scheduler restarted, at any step. After every step:
 
 - no run the scheduler keeps is of a process whose exit was reported, or that died with
   its worker daemon;
@@ -131,9 +131,9 @@ class Interleavings(RuleBasedStateMachine):
 
     # ---- rules ------------------------------------------------------------------------
     @precondition(lambda self: len(self.s.x.jobs) < JOBS)
-    @rule(steps=st.integers(20, 200))
-    def submit(self, steps: int) -> None:
-        self.s.submit(steps=steps)
+    @rule(steps=st.integers(20, 200), gpus=st.sampled_from([1, 1, 2]))
+    def submit(self, steps: int, gpus: int) -> None:
+        self.s.submit(steps=steps, scale_factor=gpus)
 
     @rule(dt=st.sampled_from([0.5, 0.3 * R, 0.7 * R, R]))
     def tick(self, dt: float) -> None:
