@@ -15,6 +15,7 @@ cancelled, and the worker daemon or the scheduler restarted, at any step. After 
   its worker daemon;
 - a job that has ended has no run once its processes have exited (its last commit may
   end it while its process saves and exits);
+- the steps counted for a job never go back (nor past its total), restarts included;
 - the runs whose processes started hold disjoint GPUs;
 - a heartbeat never stops a job's newest run while the job goes on."""
 
@@ -55,6 +56,7 @@ class Interleavings(RuleBasedStateMachine):
         self.registration = self.s.x.health.servers[self.s.server].registration
         self.runs_seen = self.kills_seen = 0     # the executor's calls taken so far
         self.restarts = 0
+        self.counted: dict[str, int] = {}       # job -> the steps the scheduler counted
 
     def teardown(self) -> None:
         if hasattr(self, "s"):
@@ -262,6 +264,14 @@ class Interleavings(RuleBasedStateMachine):
         for job_id, row in self.s.x.jobs.items():
             assert not (row.final and job_id in self.s.x.runs and job_id not in here), (
                 f"job {job_id} ended, its processes exited, and it still has a run")
+
+    @invariant()
+    def counted_steps_never_go_back(self) -> None:
+        for job_id, row in self.s.x.jobs.items():
+            done = row.steps_done
+            assert self.counted.get(job_id, 0) <= done <= row.spec.total_steps, (
+                f"job {job_id}: {done} steps counted after {self.counted.get(job_id, 0)}")
+            self.counted[job_id] = done
 
     @invariant()
     def started_runs_hold_disjoint_gpus(self) -> None:
