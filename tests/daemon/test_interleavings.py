@@ -9,7 +9,8 @@ GPUs are free and its job's older process has exited; a process sends its InitJo
 checkpoints, renews its lease and exits, each exit reported; a KillJob stops the process it
 names, or drops the launch it names (reported as never started); a heartbeat lists the
 processes running, composed at one step and delivered at a later one; a job may be
-cancelled, and the worker daemon or the scheduler restarted, at any step. After every step:
+cancelled, and the worker daemon or the scheduler restarted, at any step; and a
+worker not heard for long enough is failed, and registers again at its next heartbeat. After every step:
 
 - no run the scheduler keeps is of a process whose exit was reported, or that died with
   its worker daemon;
@@ -36,6 +37,10 @@ from gavelsched.rpc import pb
 from .test_round_aligned import R, Scheduler
 
 JOBS = 5
+# Heartbeats are due every HEARTBEAT_S: a server the scheduler has not heard for a few
+# rounds is failed (its runs end; its worker, told so at its next heartbeat, registers
+# again listing its processes, as after a network that dropped).
+HEARTBEAT_S = R
 RESTARTS = 2        # restarts of either daemon in one run (more leave few races to see)
 
 
@@ -43,7 +48,7 @@ class Interleavings(RuleBasedStateMachine):
     @initialize()
     def start(self) -> None:
         self.dir = tempfile.TemporaryDirectory()
-        self.s = Scheduler(Path(self.dir.name), gpus=2)
+        self.s = Scheduler(Path(self.dir.name), gpus=2, heartbeat_seconds=HEARTBEAT_S)
         self.server = self.s.server
         self.alive: dict[str, tuple[int, tuple[int, ...]]] = {}   # job -> (generation, GPUs)
         self.queued: list[pb.RunJobRequest] = []     # launches waiting for their GPUs
@@ -227,7 +232,8 @@ class Interleavings(RuleBasedStateMachine):
         with it again (the newest runs are adopted as orphans: docs/runtime.md)."""
         self.restarts += 1
         self.s.close()
-        self.s = Scheduler(Path(self.dir.name), gpus=0, t=self.s.t)
+        self.s = Scheduler(Path(self.dir.name), gpus=0, t=self.s.t,
+                           heartbeat_seconds=HEARTBEAT_S)
         self.runs_seen = self.kills_seen = 0
         self._register()
 
@@ -242,12 +248,14 @@ class Interleavings(RuleBasedStateMachine):
         (listed, registration), self.composed = self.composed, None
         kills = len(self.s.sent.killed_runs)
         running, gpus = running_of(listed)
-        self.s.x.roster.heartbeat(self.s.server, self.s.t, running, registration=registration,
-                                  gpus=gpus)
+        known = self.s.x.roster.heartbeat(self.s.server, self.s.t, running,
+                                          registration=registration, gpus=gpus)
         for job, generation in self.s.sent.killed_runs[kills:]:
             row = self.s.x.jobs.get(job)
             assert row is None or row.final or generation != self.s.gen(job), (
                 f"a heartbeat stopped job {job}'s newest run ({generation})")
+        if not known:           # failed for its silence: it registers again, as it is
+            self._register()
         self._take_calls()
 
     # ---- invariants -------------------------------------------------------------------
