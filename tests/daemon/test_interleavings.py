@@ -136,6 +136,14 @@ class Interleavings(RuleBasedStateMachine):
     def _running(self) -> list[tuple[str, int]]:
         return sorted((job, generation) for job, (generation, _) in self.alive.items())
 
+    def _making_steps(self, data, made: int) -> tuple[str, int]:
+        """A process that has started up, drawn, after it made ``made`` more steps (never
+        past its job's total): its job and generation."""
+        job, generation = data.draw(st.sampled_from(
+            [p for p in self._running() if p in self.started]))
+        self.steps[job] = min(self.s.x.jobs[job].spec.total_steps, self.steps[job] + made)
+        return job, generation
+
     # ---- rules ------------------------------------------------------------------------
     @precondition(lambda self: len(self.s.x.jobs) < JOBS)
     @rule(steps=st.integers(20, 200), gpus=st.sampled_from([1, 1, 2]))
@@ -167,10 +175,7 @@ class Interleavings(RuleBasedStateMachine):
     @rule(data=st.data(), made=st.integers(0, 80))
     def commit(self, data, made: int) -> None:
         """A checkpoint: the process's steps so far are durable (its last may end the job)."""
-        job, generation = data.draw(st.sampled_from(
-            [p for p in self._running() if p in self.started]))
-        total = self.s.x.jobs[job].spec.total_steps
-        self.steps[job] = min(total, self.steps[job] + made)
+        job, generation = self._making_steps(data, made)
         self.s.x.processes.durable_steps(job, self.steps[job], generation)
         self._take_calls()
 
@@ -180,10 +185,7 @@ class Interleavings(RuleBasedStateMachine):
         """The process asks for its next lease at its lease's end; a lease that stops it
         (round -1) has it save and exit (one the next plan answers, a future, it waits
         for: it asks again later)."""
-        job, generation = data.draw(st.sampled_from(
-            [p for p in self._running() if p in self.started]))
-        total = self.s.x.jobs[job].spec.total_steps
-        self.steps[job] = min(total, self.steps[job] + made)
+        job, generation = self._making_steps(data, made)
         lease = self.s.x.processes.renew_lease(pb.RenewLeaseRequest(
             job_id=job, round=self.rounds.get(job, 0), steps=self.steps[job], seconds=1.0,
             generation=generation))
@@ -199,9 +201,7 @@ class Interleavings(RuleBasedStateMachine):
     @precondition(lambda self: any(p in self.started for p in self._running()))
     @rule(data=st.data(), made=st.integers(0, 80))
     def exit(self, data, made: int) -> None:
-        job, _ = data.draw(st.sampled_from([p for p in self._running() if p in self.started]))
-        total = self.s.x.jobs[job].spec.total_steps
-        self.steps[job] = min(total, self.steps[job] + made)
+        job, _ = self._making_steps(data, made)
         self._exit(job, self.steps[job])
         self._launch_waiting()
         self._take_calls()
