@@ -49,8 +49,10 @@ class Orphans:
 
     def at_plan(self, rnd: Round, index: int, now: float) -> None:
         """The plan of ``rnd`` (round ``index``, at ``now``): the runs it keeps in place are
-        extended (``RunTable.extend_continuing``), the orphans among them too (``keep``);
-        it has judged every orphan; the renewals are answered (``Renewals.at_plan``)."""
+        extended (``RunTable.extend_continuing``), the orphans among them too (``keep``),
+        but those of a job that has ended since it was credited last (its last step
+        committed: the plan still holds it); it has judged every orphan; the renewals are
+        answered (``Renewals.at_plan``)."""
         t = self.table
         t.extend_continuing(rnd, index)
         if t.unplanned:           # (only after a restart: not a walk over every plan's tasks)
@@ -59,7 +61,8 @@ class Orphans:
                 members = task.job_ids
                 if task.extended and all(
                         job_id in t.unplanned and (run := t.get(job_id)) is not None
-                        and run.workers == task.workers for job_id in members):
+                        and run.workers == task.workers and not t.jobs[job_id].final
+                        for job_id in members):
                     for m in range(len(members)):
                         self.keep(task, m, index, rnd.round_seconds, now)
                     kept += len(members)

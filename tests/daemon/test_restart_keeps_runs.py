@@ -153,6 +153,36 @@ def test_a_run_found_going_on_without_its_gpus_ends_at_its_renewal(before, resta
     assert launch.generation > run.generation and launch.steps_done == 55
 
 
+def test_a_run_found_going_on_whose_job_its_last_commit_ended_is_not_kept(tmp_path):
+    """A run launched just before the restart starts up after it, adopted as an orphan,
+    and commits its job's last step before the first plan judges it. That plan still
+    holds the job (the core learns of its end when its steps are credited, with the
+    round) and kept the run in place: its job, done, was started again, and the executor's
+    core stopped on the illegal transition (found by ``test_interleavings``). Now the run
+    is not kept: its process saves and exits, its renewal stops it, nothing is launched."""
+    s = Scheduler(tmp_path, gpus=2)
+    job = s.submit(steps=20)
+    s.at(3.0)
+    (run,) = s.sent.runs
+    s.close()
+    r = Restarted(tmp_path, s.t)
+    try:
+        r.lists(s.server, run)
+        r.server = s.server
+        init = r.x.processes.init_job(pb.InitJobRequest(
+            job_id=job, server_id=s.server, generation=run.generation))
+        assert isinstance(init, Future) and not init.done()    # (it waits for the plan)
+        assert r.x.processes.durable_steps(job, 20, run.generation)
+        r.at(r.t + 0.5)                         # the first plan
+        assert r.x.jobs[job].state == "done" and r.x.runs.get(job).orphan
+        assert init.result(timeout=0).lease.round == -1      # over: it saves and exits
+        r.x.processes.round_report(pb.RoundReportRequest(
+            server_id=s.server, job_id=job, steps=20, seconds=1.0, generation=run.generation))
+        assert job not in r.x.runs and not r.sent.runs
+    finally:
+        r.close()
+
+
 def test_a_stale_run_listed_at_registration_is_stopped(before, restarted):
     (s, job, run), r = before, restarted
     r.lists(s.server, run, generation=run.generation - 1)
