@@ -159,7 +159,8 @@ def test_a_run_found_going_on_whose_job_its_last_commit_ended_is_not_kept(tmp_pa
     holds the job (the core learns of its end when its steps are credited, with the
     round) and kept the run in place: its job, done, was started again, and the executor's
     core stopped on the illegal transition (found by ``test_interleavings``). Now the run
-    is not kept: its process saves and exits, its renewal stops it, nothing is launched."""
+    is not kept: its waiting InitJob gets a lease that is over, its process exits, and
+    nothing is launched."""
     s = Scheduler(tmp_path, gpus=2)
     job = s.submit(steps=20)
     s.at(3.0)
