@@ -196,10 +196,10 @@ def parse_prices(spec: str | None, cluster) -> dict[str, float]:
             name, _, price = part.partition("=")
             try:        # (no "=": the price is "", not a number)
                 value = float(price)
-                if not name.strip():
-                    raise ValueError("no type")
             except ValueError:
-                raise InputError(f"--prices: expected TYPE=PRICE[,...], got {part!r}") from None
+                value = None
+            if value is None or not name.strip():
+                raise InputError(f"--prices: expected TYPE=PRICE[,...], got {part!r}")
             try:
                 out[name.strip()] = checks.price(value, f"--prices: {name.strip()}")
             except ValueError as err:      # (checks.BadValue: one line naming the type)

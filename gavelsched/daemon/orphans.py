@@ -83,10 +83,9 @@ class Orphans:
                 continue            # (listed before its exit, which the server reported)
             job = t.jobs.get(job_id)
             run = t.get(job_id)
-            newest = t.fences.current(job_id)
-            if job is None or job.final or generation != newest:
+            if job is None or job.final or generation != t.fences.current(job_id):
                 if run is None or run.generation != generation:
-                    self._stop(job_id, generation, server_id, stale=generation != newest)
+                    self._stop(job_id, generation, server_id)
                 continue
             if run is None:
                 run = t.hold(job, worker_type, generation, mono)
@@ -110,11 +109,12 @@ class Orphans:
             elif server_id in run.left and job_id not in running:
                 t.exited(job_id, server_id)
 
-    def _stop(self, job_id: str, generation: int, server_id: int, stale: bool) -> None:
+    def _stop(self, job_id: str, generation: int, server_id: int) -> None:
         """Tell ``server_id`` to stop its listed process of run ``generation``: a stale run
         (an older generation than the job's newest), or the last run of a job that has
         ended (its exit may be on its way: the worker lists and reports from two threads;
         a KillJob of an exited process changes nothing)."""
+        stale = generation != self.table.fences.current(job_id)
         if stale:
             log.warning("job %s: run generation %d on server %d is stale; stopping it",
                         job_id, generation, server_id)

@@ -76,9 +76,11 @@ class Interleavings(RuleBasedStateMachine):
             exit_code=code, reason=reason, generation=generation))
 
     def _exit(self, job: str, steps: int, code: int = 0, reason: str = "") -> None:
+        """The job's process exits (reported): the launches waiting for its GPUs start."""
         generation, _ = self.alive.pop(job)
         self._report(job, generation, steps, code, reason)
         self.exited.add((job, generation))
+        self._launch_waiting()
 
     def _launch_waiting(self) -> None:
         """The queued launches whose GPUs are free and whose job has no process here."""
@@ -193,7 +195,6 @@ class Interleavings(RuleBasedStateMachine):
             if lease.round < 0:
                 self.s.x.processes.durable_steps(job, self.steps[job], generation)
                 self._exit(job, self.steps[job])
-                self._launch_waiting()
             else:
                 self.rounds[job] = lease.round
         self._take_calls()
@@ -203,7 +204,6 @@ class Interleavings(RuleBasedStateMachine):
     def exit(self, data, made: int) -> None:
         job, _ = self._making_steps(data, made)
         self._exit(job, self.steps[job])
-        self._launch_waiting()
         self._take_calls()
 
     @precondition(lambda self: any(not row.final for row in self.s.x.jobs.values()))
