@@ -146,7 +146,8 @@ class FakeWorker(pb_grpc.SchedulerToWorkerServicer):
                     job_id=job, round=lease.round, steps=steps, seconds=elapsed,
                     checkpointed=True, generation=gen), timeout=10)
                 new = self._extend.pop(job, None)
-                if new is None or steps >= init.total_steps:
+                # (as GavelIterator: a lease of this round or older, re-sent, extends nothing)
+                if new is None or new.round <= lease.round or steps >= init.total_steps:
                     break
                 lease, asked = new, False
                 continue

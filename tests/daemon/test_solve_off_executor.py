@@ -158,7 +158,10 @@ def test_a_re_solve_at_the_round_s_start_does_not_hold_its_launches(tmp_path, bo
     once it settles the waiting job gets the GPU. The GPU waits ``hold_refills_s`` at most
     (``bounded``: a short one): then it is refilled on the allocation in force. Rounds of
     8 s leave a refill its window (the first 70% of a round, less the job's start-up) on a
-    busy machine."""
+    busy machine. The plan taken is one for a fresh run of the first job, made on an
+    allocation that covers the second: on a loaded machine the second may come after a
+    plan that extends the first's run, whose allocation has nothing to refill the GPU with
+    (and the fake worker's process, deaf to KillJob, would hold it to its lease's end)."""
     with _cluster(tmp_path, gpus=1, round_s=8.0) as (x, held, client):
         x.solver.hold_refills_s = 0.2 if bounded else 600.0
         first = _submit(client)
@@ -167,7 +170,8 @@ def test_a_re_solve_at_the_round_s_start_does_not_hold_its_launches(tmp_path, bo
 
         def cancel_once_planned() -> bool:      # (on the executor: between plan and start)
             planned = x.driver.planned
-            if planned is None or planned.batch.keys != (first,):
+            if (planned is None or planned.batch.keys != (first,) or first in x.runs
+                    or second not in x.core.allocation.allocation):
                 return False
             held.hold.set()
             x.cancel(first)
