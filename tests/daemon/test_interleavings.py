@@ -1,28 +1,35 @@
-"""Launches, exits, kills, cancels and late heartbeats in any order (docs/runtime.md, "The runs
-going on are kept"). A worker lists its runs in each heartbeat and reports each exit from
-another thread, so a heartbeat composed before an exit can reach the executor after the
-exit's report (the race behind a failure of ``test_drain.py``). A hypothesis state machine
-drives the real executor on a hand-moved clock (``test_round_aligned``) with one emulated
-worker of two GPUs (jobs of one GPU or both), which takes the RunJobs and KillJobs the
-executor sends as the real one does (``workers/daemon/worker.py``): a launch waits until its
-GPUs are free and its job's older process has exited; a process sends its InitJob, commits
-checkpoints, renews its lease and exits, each exit reported; a KillJob stops the process it
-names, or drops the launch it names (reported as never started); a heartbeat lists the
-processes running, composed at one step and delivered at a later one; a job may be
-cancelled, and the worker daemon or the scheduler restarted, at any step; and a
-worker not heard for long enough is failed, and registers again at its next heartbeat. After every step:
+"""Launches, exits, kills, cancels, drains and late heartbeats in any order (docs/runtime.md,
+"The runs going on are kept"). A worker lists its runs in each heartbeat and reports each
+exit from another thread, so a heartbeat composed before an exit can reach the executor
+after the exit's report (the race behind a failure of ``test_drain.py``). A hypothesis
+state machine drives the real executor on a hand-moved clock (``test_round_aligned``) with
+two emulated workers of two GPUs each (jobs of one GPU, two, or four across both), which
+take the RunJobs and KillJobs the executor sends each of them as the real one does
+(``workers/daemon/worker.py``): a launch waits until its GPUs are free and its job's older
+process there has exited; a process sends its InitJob, commits checkpoints, renews its
+lease and exits, each exit reported by its own worker (a run over both workers ends when
+both have reported); a KillJob stops the process it names, or drops the launch it names
+(reported as never started); a heartbeat lists the worker's processes running, composed at
+one step and delivered at a later one; a job may be cancelled, a worker drained or put
+back, and either worker daemon or the scheduler restarted, at any step; and a worker not
+heard for long enough is failed, and registers again at its next heartbeat. After every
+step:
 
-- no run the scheduler keeps is of a process whose exit was reported, or that died with
-  its worker daemon;
+- no run the scheduler keeps waits on a process whose exit was reported, or that died
+  with its worker daemon;
 - a job that has ended has no run once its processes have exited (its last commit may
-  end it while its process saves and exits);
+  end it while its processes save and exit);
 - the steps counted for a job never go back (nor past its total), restarts included;
-- the runs whose processes started hold disjoint GPUs;
+- the runs of a round whose processes started hold disjoint GPUs (a run over both
+  workers starts up at its first InitJob, while its launch on the other may wait there
+  for the GPUs an older round's run saves on; a run whose job's last step is durable
+  holds none, as ``RunTable.idle_workers`` counts them);
 - a heartbeat never stops a job's newest run while the job goes on."""
 
 from __future__ import annotations
 
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 from hypothesis import settings
@@ -37,118 +44,139 @@ from gavelsched.rpc import pb
 from .test_round_aligned import R, Scheduler
 
 JOBS = 5
+WORKERS, GPUS = 2, 2      # emulated worker daemons, and the GPUs of each
 # Heartbeats are due every HEARTBEAT_S: a server the scheduler has not heard for a few
 # rounds is failed (its runs end; its worker, told so at its next heartbeat, registers
 # again listing its processes, as after a network that dropped).
 HEARTBEAT_S = R
-RESTARTS = 2        # restarts of either daemon in one run (more leave few races to see)
+RESTARTS = 2        # restarts of any daemon in one run (more leave few races to see)
+
+Process = tuple[int, str, int]      # (worker, job, generation)
+
+
+def _address(worker: int) -> str:
+    return f"127.0.0.1:{worker + 1}"
+
+
+def _worker_at(address: str) -> int:
+    return int(address.rsplit(":", 1)[1]) - 1
 
 
 class Interleavings(RuleBasedStateMachine):
     @initialize()
     def start(self) -> None:
         self.dir = tempfile.TemporaryDirectory()
-        self.s = Scheduler(Path(self.dir.name), gpus=2, heartbeat_seconds=HEARTBEAT_S)
-        self.server = self.s.server
-        self.alive: dict[str, tuple[int, tuple[int, ...]]] = {}   # job -> (generation, GPUs)
-        self.queued: list[pb.RunJobRequest] = []     # launches waiting for their GPUs
-        self.steps: dict[str, int] = {}         # job -> the steps its process has made
-        self.rounds: dict[str, int] = {}        # job -> the round its process's lease is of
-        self.started: set[tuple[str, int]] = set()   # processes that sent their InitJob
-        self.exited: set[tuple[str, int]] = set()    # processes whose exit was reported
-        self.composed: tuple[list, int] | None = None   # a heartbeat composed, not sent yet
-        # the worker's registration token, which its heartbeats carry
-        self.registration = self.s.x.health.servers[self.s.server].registration
+        self.s = Scheduler(Path(self.dir.name), gpus=0, heartbeat_seconds=HEARTBEAT_S)
+        self.ids = [-1] * WORKERS               # each worker's server id at the scheduler
+        self.registration = [0] * WORKERS       # ... and its token, which heartbeats carry
+        # (worker, job) -> (generation, GPUs): the processes running
+        self.alive: dict[tuple[int, str], tuple[int, tuple[int, ...]]] = {}
+        self.queued: list[list[pb.RunJobRequest]] = [[] for _ in range(WORKERS)]
+        self.steps: dict[tuple[str, int], int] = {}   # (job, generation) -> steps made
+        self.rounds: dict[tuple[str, int], int] = {}  # ... -> the round its lease is of
+        self.started: set[Process] = set()     # processes that sent their InitJob
+        self.exited: set[Process] = set()      # processes whose exit was reported, or died
+        self.composed: dict[int, tuple[list, int]] = {}   # worker -> a heartbeat not sent yet
         self.runs_seen = self.kills_seen = 0     # the executor's calls taken so far
         self.restarts = 0
         self.counted: dict[str, int] = {}       # job -> the steps the scheduler counted
+        for worker in range(WORKERS):
+            self._register(worker)
 
     def teardown(self) -> None:
         if hasattr(self, "s"):
             self.s.close()
             self.dir.cleanup()
 
-    # ---- the emulated worker --------------------------------------------------------
-    def _report(self, job: str, generation: int, steps: int, code: int = 0,
+    # ---- the emulated workers -------------------------------------------------------
+    def _report(self, worker: int, job: str, generation: int, steps: int, code: int = 0,
                 reason: str = "") -> None:
         self.s.x.processes.round_report(pb.RoundReportRequest(
-            server_id=self.s.server, job_id=job, steps=steps, seconds=1.0 if steps >= 0 else 0,
-            exit_code=code, reason=reason, generation=generation))
+            server_id=self.ids[worker], job_id=job, steps=steps,
+            seconds=1.0 if steps >= 0 else 0, exit_code=code, reason=reason,
+            generation=generation))
 
-    def _exit(self, job: str, steps: int, code: int = 0, reason: str = "") -> None:
-        """The job's process exits (reported): the launches waiting for its GPUs start."""
-        generation, _ = self.alive.pop(job)
-        self._report(job, generation, steps, code, reason)
-        self.exited.add((job, generation))
+    def _exit(self, worker: int, job: str, code: int = 0, reason: str = "") -> None:
+        """The job's process on ``worker`` exits (reported): the launches waiting for its
+        GPUs start."""
+        generation, _ = self.alive.pop((worker, job))
+        self._report(worker, job, generation, self.steps[job, generation], code, reason)
+        self.exited.add((worker, job, generation))
         self._launch_waiting()
 
     def _launch_waiting(self) -> None:
-        """The queued launches whose GPUs are free and whose job has no process here."""
-        busy = {g for _, gpus in self.alive.values() for g in gpus}
-        for request in list(self.queued):
-            gpus = tuple(request.gpus)
-            if request.job_id not in self.alive and not busy.intersection(gpus):
-                self.queued.remove(request)
-                self.alive[request.job_id] = (request.generation, gpus)
-                self.steps[request.job_id] = request.steps_done
-                self.rounds[request.job_id] = request.round
-                busy.update(gpus)
+        """The queued launches whose GPUs are free and whose job has no process there."""
+        for worker, queue in enumerate(self.queued):
+            busy = {g for (w, _), (_, gpus) in self.alive.items() if w == worker for g in gpus}
+            for request in list(queue):
+                job, generation, gpus = request.job_id, request.generation, tuple(request.gpus)
+                if (worker, job) not in self.alive and not busy.intersection(gpus):
+                    queue.remove(request)
+                    self.alive[worker, job] = (generation, gpus)
+                    self.steps.setdefault((job, generation), request.steps_done)
+                    self.rounds[job, generation] = request.round
+                    busy.update(gpus)
 
     def _take_calls(self) -> None:
-        """The RunJobs and KillJobs the executor sent since the last look. A RunJob of the
-        generation running or queued extends it; one of a new generation is queued (an
-        older one queued for the job is dropped: superseded). A KillJob stops the process
-        it names, or drops its queued launch."""
+        """The RunJobs and KillJobs the executor sent since the last look, each taken by
+        the worker it was sent to. A RunJob of the generation running or queued there
+        extends it; one of a new generation is queued (an older one queued for the job is
+        dropped: superseded). A KillJob stops the process it names, or drops its queued
+        launch."""
         sent = self.s.sent
         while self.runs_seen < len(sent.runs) or self.kills_seen < len(sent.killed_runs):
-            for request in sent.runs[self.runs_seen:]:
-                job, generation = request.job_id, request.generation
+            for request, address in zip(sent.runs[self.runs_seen:], sent.run_at[self.runs_seen:]):
                 self.runs_seen += 1
-                if self.alive.get(job, (0,))[0] == generation:
-                    self.rounds[job] = request.round       # (an extension)
+                worker, job, generation = _worker_at(address), request.job_id, request.generation
+                queue = self.queued[worker]
+                if self.alive.get((worker, job), (0,))[0] == generation:
+                    self.rounds[job, generation] = request.round       # (an extension)
                     continue
-                if any(q.job_id == job and q.generation == generation for q in self.queued):
+                if any(q.job_id == job and q.generation == generation for q in queue):
                     continue
-                for q in [q for q in self.queued if q.job_id == job]:
-                    self.queued.remove(q)
-                    self._report(job, q.generation, -1, reason="superseded")
-                self.queued.append(request)
-            for job, generation in sent.killed_runs[self.kills_seen:]:
+                for q in [q for q in queue if q.job_id == job]:
+                    queue.remove(q)
+                    self._report(worker, job, q.generation, -1, reason="superseded")
+                queue.append(request)
+            for (job, generation), address in zip(sent.killed_runs[self.kills_seen:],
+                                                  sent.killed_at[self.kills_seen:]):
                 self.kills_seen += 1
-                if self.alive.get(job, (0,))[0] == generation:
-                    self._exit(job, self.steps[job], code=-15, reason="killed")
-                for q in [q for q in self.queued if (q.job_id, q.generation) == (job, generation)]:
-                    self.queued.remove(q)
-                    self._report(job, generation, -1, reason="killed (before it started)")
+                worker, queue = _worker_at(address), self.queued[_worker_at(address)]
+                if self.alive.get((worker, job), (0,))[0] == generation:
+                    self._exit(worker, job, code=-15, reason="killed")
+                for q in [q for q in queue if (q.job_id, q.generation) == (job, generation)]:
+                    queue.remove(q)
+                    self._report(worker, job, generation, -1, reason="killed (before it started)")
             self._launch_waiting()
 
-    def _listed(self) -> list[pb.RunningJob]:
-        """The processes running here, as a heartbeat or a registration lists them."""
+    def _listed(self, worker: int) -> list[pb.RunningJob]:
+        """The processes running on ``worker``, as its heartbeat or registration lists them."""
         return [pb.RunningJob(job_id=job, generation=generation, gpus=gpus)
-                for job, (generation, gpus) in sorted(self.alive.items())]
+                for (w, job), (generation, gpus) in sorted(self.alive.items()) if w == worker]
 
-    def _register(self) -> None:
-        """The worker registers again (as the same server), listing its processes."""
+    def _register(self, worker: int) -> None:
+        """``worker`` registers (again, as the same server), listing its processes."""
         reply = self.s.x.roster.register(pb.RegisterWorkerRequest(
-            worker_type="v100", gpus=2, address="127.0.0.1:1", hostname="h",
-            previous_server_id=self.server, running=self._listed()), self.s.t)
-        self.s.server, self.registration = reply.server_id, reply.registration
+            worker_type="v100", gpus=GPUS, address=_address(worker), hostname=f"h{worker}",
+            previous_server_id=self.ids[worker], running=self._listed(worker)), self.s.t)
+        self.ids[worker], self.registration[worker] = reply.server_id, reply.registration
         self._take_calls()
 
-    def _running(self) -> list[tuple[str, int]]:
-        return sorted((job, generation) for job, (generation, _) in self.alive.items())
+    def _processes(self) -> list[Process]:
+        return sorted((w, job, generation) for (w, job), (generation, _) in self.alive.items())
 
-    def _making_steps(self, data, made: int) -> tuple[str, int]:
-        """A process that has started up, drawn, after it made ``made`` more steps (never
-        past its job's total): its job and generation."""
-        job, generation = data.draw(st.sampled_from(
-            [p for p in self._running() if p in self.started]))
-        self.steps[job] = min(self.s.x.jobs[job].spec.total_steps, self.steps[job] + made)
-        return job, generation
+    def _making_steps(self, data, made: int) -> Process:
+        """A process that has started up, drawn, whose job's run made ``made`` more steps
+        (never past the job's total)."""
+        worker, job, generation = data.draw(st.sampled_from(
+            [p for p in self._processes() if p in self.started]))
+        total = self.s.x.jobs[job].spec.total_steps
+        self.steps[job, generation] = min(total, self.steps[job, generation] + made)
+        return worker, job, generation
 
     # ---- rules ------------------------------------------------------------------------
     @precondition(lambda self: len(self.s.x.jobs) < JOBS)
-    @rule(steps=st.integers(20, 200), gpus=st.sampled_from([1, 1, 2]))
+    @rule(steps=st.integers(20, 200), gpus=st.sampled_from([1, 1, 2, WORKERS * GPUS]))
     def submit(self, steps: int, gpus: int) -> None:
         self.s.submit(steps=steps, scale_factor=gpus)
 
@@ -157,53 +185,55 @@ class Interleavings(RuleBasedStateMachine):
         self.s.at(self.s.t + dt)
         self._take_calls()
 
-    @precondition(lambda self: any(p not in self.started for p in self._running()))
+    @precondition(lambda self: any(p not in self.started for p in self._processes()))
     @rule(data=st.data())
     def init(self, data) -> None:
-        job, generation = data.draw(st.sampled_from(
-            [p for p in self._running() if p not in self.started]))
+        worker, job, generation = data.draw(st.sampled_from(
+            [p for p in self._processes() if p not in self.started]))
         try:
             self.s.x.processes.init_job(pb.InitJobRequest(
-                job_id=job, round=0, rank=0, server_id=self.s.server, generation=generation))
+                job_id=job, round=0, rank=0, server_id=self.ids[worker], generation=generation))
         except AskAgain:
             return                      # (it asks again later)
         except StaleRun:                # its process stops
-            self._exit(job, self.steps[job], code=1, reason="InitJob refused")
+            self._exit(worker, job, code=1, reason="InitJob refused")
         else:
-            self.started.add((job, generation))
+            self.started.add((worker, job, generation))
         self._take_calls()
 
-    @precondition(lambda self: any(p in self.started for p in self._running()))
+    @precondition(lambda self: any(p in self.started for p in self._processes()))
     @rule(data=st.data(), made=st.integers(0, 80))
     def commit(self, data, made: int) -> None:
-        """A checkpoint: the process's steps so far are durable (its last may end the job)."""
-        job, generation = self._making_steps(data, made)
-        self.s.x.processes.durable_steps(job, self.steps[job], generation)
+        """A checkpoint: the run's steps so far are durable (its last may end the job)."""
+        _, job, generation = self._making_steps(data, made)
+        self.s.x.processes.durable_steps(job, self.steps[job, generation], generation)
         self._take_calls()
 
-    @precondition(lambda self: any(p in self.started for p in self._running()))
+    @precondition(lambda self: any(p in self.started for p in self._processes()))
     @rule(data=st.data(), made=st.integers(0, 80))
     def renew(self, data, made: int) -> None:
-        """The process asks for its next lease at its lease's end; a lease that stops it
-        (round -1) has it save and exit (one the next plan answers, a future, it waits
-        for: it asks again later)."""
-        job, generation = self._making_steps(data, made)
+        """A process asks for its next lease at its lease's end; a lease that stops it
+        (round -1) has its run save and its processes exit (one the next plan answers, a
+        future, it waits for: it asks again later)."""
+        _, job, generation = self._making_steps(data, made)
         lease = self.s.x.processes.renew_lease(pb.RenewLeaseRequest(
-            job_id=job, round=self.rounds.get(job, 0), steps=self.steps[job], seconds=1.0,
-            generation=generation))
+            job_id=job, round=self.rounds[job, generation], steps=self.steps[job, generation],
+            seconds=1.0, generation=generation))
         if isinstance(lease, pb.Lease):
             if lease.round < 0:
-                self.s.x.processes.durable_steps(job, self.steps[job], generation)
-                self._exit(job, self.steps[job])
+                self.s.x.processes.durable_steps(job, self.steps[job, generation], generation)
+                for worker, other, gen in self._processes():
+                    if (other, gen) == (job, generation):
+                        self._exit(worker, job)
             else:
-                self.rounds[job] = lease.round
+                self.rounds[job, generation] = lease.round
         self._take_calls()
 
-    @precondition(lambda self: any(p in self.started for p in self._running()))
+    @precondition(lambda self: any(p in self.started for p in self._processes()))
     @rule(data=st.data(), made=st.integers(0, 80))
     def exit(self, data, made: int) -> None:
-        job, _ = self._making_steps(data, made)
-        self._exit(job, self.steps[job])
+        worker, job, _ = self._making_steps(data, made)
+        self._exit(worker, job)
         self._take_calls()
 
     @precondition(lambda self: any(not row.final for row in self.s.x.jobs.values()))
@@ -214,61 +244,76 @@ class Interleavings(RuleBasedStateMachine):
         assert self.s.x.cancel(job).ok
         self._take_calls()
 
+    @rule(worker=st.integers(0, WORKERS - 1), undo=st.booleans())
+    def drain(self, worker: int, undo: bool) -> None:
+        """An operator drains a worker (nothing new planned on it; its runs end with their
+        leases), or puts it back."""
+        self.s.x.roster.drain(self.ids[worker], undo=undo)
+        self._take_calls()
+
     @precondition(lambda self: self.restarts < RESTARTS)
-    @rule()
-    def restart_worker(self) -> None:
-        """The worker daemon restarts: its processes die unreported, its launches are lost,
+    @rule(worker=st.integers(0, WORKERS - 1))
+    def restart_worker(self, worker: int) -> None:
+        """A worker daemon restarts: its processes die unreported, its launches are lost,
         and it registers again (a heartbeat it composed before may still arrive)."""
         self.restarts += 1
-        self.exited.update((job, generation) for job, (generation, _) in self.alive.items())
-        self.alive.clear()
-        self.queued.clear()
-        self._register()
+        for w, job, generation in self._processes():
+            if w == worker:
+                del self.alive[w, job]
+                self.exited.add((w, job, generation))
+        self.queued[worker].clear()
+        self._register(worker)
 
     @precondition(lambda self: self.restarts < RESTARTS)
     @rule()
     def restart_scheduler(self) -> None:
-        """The scheduler restarts on its state; the worker, its processes going on, registers
-        with it again (the newest runs are adopted as orphans: docs/runtime.md)."""
+        """The scheduler restarts on its state; the workers, their processes going on,
+        register with it again (the newest runs are adopted as orphans: docs/runtime.md)."""
         self.restarts += 1
         self.s.close()
         self.s = Scheduler(Path(self.dir.name), gpus=0, t=self.s.t,
                            heartbeat_seconds=HEARTBEAT_S)
         self.runs_seen = self.kills_seen = 0
-        self._register()
+        for worker in range(WORKERS):
+            self._register(worker)
 
-    @precondition(lambda self: self.composed is None)
-    @rule()
-    def compose_heartbeat(self) -> None:
-        self.composed = (self._listed(), self.registration)
+    @precondition(lambda self: len(self.composed) < WORKERS)
+    @rule(data=st.data())
+    def compose_heartbeat(self, data) -> None:
+        worker = data.draw(st.sampled_from(
+            [w for w in range(WORKERS) if w not in self.composed]))
+        self.composed[worker] = (self._listed(worker), self.registration[worker])
 
-    @precondition(lambda self: self.composed is not None)
-    @rule()
-    def deliver_heartbeat(self) -> None:
-        (listed, registration), self.composed = self.composed, None
+    @precondition(lambda self: self.composed)
+    @rule(data=st.data())
+    def deliver_heartbeat(self, data) -> None:
+        worker = data.draw(st.sampled_from(sorted(self.composed)))
+        listed, registration = self.composed.pop(worker)
         kills = len(self.s.sent.killed_runs)
         running, gpus = running_of(listed)
-        known = self.s.x.roster.heartbeat(self.s.server, self.s.t, running,
+        known = self.s.x.roster.heartbeat(self.ids[worker], self.s.t, running,
                                           registration=registration, gpus=gpus)
         for job, generation in self.s.sent.killed_runs[kills:]:
             row = self.s.x.jobs.get(job)
             assert row is None or row.final or generation != self.s.gen(job), (
                 f"a heartbeat stopped job {job}'s newest run ({generation})")
         if not known:           # failed for its silence: it registers again, as it is
-            self._register()
+            self._register(worker)
         self._take_calls()
 
     # ---- invariants -------------------------------------------------------------------
     @invariant()
-    def no_run_of_an_exited_process(self) -> None:
-        for job, generation in self.exited:
+    def no_run_waits_on_an_exited_process(self) -> None:
+        for worker, job, generation in self.exited:
             run = self.s.x.runs.get(job)
-            assert run is None or run.generation != generation, (
-                f"job {job}: its run {generation} is kept after its exit was reported")
+            assert not (run is not None and run.generation == generation
+                        and self.ids[worker] in run.left), (
+                f"job {job}: its run {generation} waits on worker {worker}'s process, "
+                "whose exit was reported")
 
     @invariant()
-    def an_ended_job_has_no_run_once_its_process_is_gone(self) -> None:
-        here = set(self.alive) | {q.job_id for q in self.queued}
+    def an_ended_job_has_no_run_once_its_processes_are_gone(self) -> None:
+        here = {job for _, job in self.alive} | {q.job_id for queue in self.queued for q in queue}
         for job_id, row in self.s.x.jobs.items():
             assert not (row.final and job_id in self.s.x.runs and job_id not in here), (
                 f"job {job_id} ended, its processes exited, and it still has a run")
@@ -282,9 +327,11 @@ class Interleavings(RuleBasedStateMachine):
             self.counted[job_id] = done
 
     @invariant()
-    def started_runs_hold_disjoint_gpus(self) -> None:
-        held = [w for run in self.s.x.runs.live() if run.started_up for w in run.workers]
-        assert len(held) == len(set(held)), f"GPUs held twice: {sorted(held)}"
+    def started_runs_of_a_round_hold_disjoint_gpus(self) -> None:
+        held = Counter((run.round, w) for run in self.s.x.runs.live()
+                       if run.started_up and not run.done_at for w in run.workers)
+        twice = sorted(key for key, n in held.items() if n > 1)
+        assert not twice, f"(round, GPU) held twice: {twice}"
 
 
 Interleavings.TestCase.settings = settings(max_examples=150, stateful_step_count=50,

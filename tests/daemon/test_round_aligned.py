@@ -31,16 +31,20 @@ class Recorder:
     def __init__(self) -> None:
         self.runs: list[pb.RunJobRequest] = []
         self.kinds: list[str] = []                      # why each was sent (dispatch.PLANNED ...)
+        self.run_at: list[str] = []                     # the worker each was sent to
         self.kills: list[str] = []
         self.killed_runs: list[tuple[str, int]] = []    # (job, generation)
+        self.killed_at: list[str] = []                  # the worker each was sent to
 
     def run_job(self, address, request, on_done=None, *, kind=PLANNED) -> None:
         self.runs.append(request)
         self.kinds.append(kind)
+        self.run_at.append(address)
 
     def kill_job(self, address, job_id, reason, generation=0) -> None:
         self.kills.append(job_id)
         self.killed_runs.append((job_id, generation))
+        self.killed_at.append(address)
 
     def answered(self, round_) -> dict:
         return {}
