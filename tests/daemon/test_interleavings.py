@@ -70,8 +70,8 @@ class Interleavings(RuleBasedStateMachine):
     def start(self) -> None:
         self.dir = tempfile.TemporaryDirectory()
         self.s = Scheduler(Path(self.dir.name), gpus=0, heartbeat_seconds=HEARTBEAT_S)
-        self.ids = [-1] * self.workers               # each worker's server id at the scheduler
-        self.registration = [0] * self.workers       # ... and its token, which heartbeats carry
+        self.ids = [-1] * self.workers         # each worker's server id at the scheduler
+        self.registration = [0] * self.workers  # ... and its token, which heartbeats carry
         # (worker, job) -> (generation, GPUs): the processes running
         self.alive: dict[tuple[int, str], tuple[int, tuple[int, ...]]] = {}
         self.queued: list[list[pb.RunJobRequest]] = [[] for _ in range(self.workers)]
@@ -144,7 +144,8 @@ class Interleavings(RuleBasedStateMachine):
             for (job, generation), address in zip(sent.killed_runs[self.kills_seen:],
                                                   sent.killed_at[self.kills_seen:]):
                 self.kills_seen += 1
-                worker, queue = _worker_at(address), self.queued[_worker_at(address)]
+                worker = _worker_at(address)
+                queue = self.queued[worker]
                 if self.alive.get((worker, job), (0,))[0] == generation:
                     self._exit(worker, job, code=-15, reason="killed")
                 for q in [q for q in queue if (q.job_id, q.generation) == (job, generation)]:
