@@ -103,7 +103,8 @@ class SchedulerCalls:
     @staticmethod
     def renewed(future: Any) -> Any | None:
         """The lease a renewal future brought (waits for it); ``BUSY_REPLY`` when the
-        scheduler was too busy to take it (refused at once: it may be asked again);
+        scheduler was too busy to take it, or refused it over the job's budget of calls
+        (RESOURCE_EXHAUSTED, ``daemon/budgets.py``): refused at once, it may be asked again;
         ``NOT_REACHED`` when it did not reach the scheduler (UNAVAILABLE, CANCELLED); None
         when no answer came in time (DEADLINE_EXCEEDED), or the scheduler refused it."""
         import grpc
@@ -114,11 +115,12 @@ class SchedulerCalls:
             return future.result().lease
         except grpc.RpcError as err:
             code = err.code()
-            busy = code == grpc.StatusCode.UNAVAILABLE and (err.details() or "").startswith(BUSY)
+            busy = (code == grpc.StatusCode.RESOURCE_EXHAUSTED or code ==
+                    grpc.StatusCode.UNAVAILABLE and (err.details() or "").startswith(BUSY))
             unreached = (not busy and code in UNREACHED
                          and code != grpc.StatusCode.DEADLINE_EXCEEDED)
             log.warning("RenewLease failed (%s); %s", code.name,
-                        f"the scheduler was too busy to take it ({err.details()})" if busy else
+                        f"the scheduler did not take it now ({err.details()})" if busy else
                         "the scheduler was not reached" if unreached
                         else "treating the lease as not renewed")
             return BUSY_REPLY if busy else NOT_REACHED if unreached else None

@@ -37,6 +37,8 @@ so that short rounds never thrash; ``gavel``: every round is dealt afresh;
 with the pairs an allocation gave time, thesis §5.3.1; fewer each beyond 5,000 jobs,
 ``core.problem.PARTNER_CHOICES``; default 16, ``PAIR_PARTNERS``: every pair of 20,000 jobs
 would be 200 million; 0: every pair, as Gavel),
+``job_calls_per_round`` (the RenewLease and ReportSteps calls one job may make in a burst,
+and again over each round; default 32, ``budgets.CALLS_PER_ROUND``; 0: no limit),
 ``gil_switch_ms`` (the scheduler process's GIL switch interval, ``sys.setswitchinterval``,
 in 0.1..100 ms; default 1 ms, Python's own is 5 ms: ``GIL_SWITCH_MS``),
 ``seed``, ``insecure`` (true: as ``gavelsched scheduler --insecure``; default false);
@@ -68,6 +70,7 @@ from traces import checks
 from traces.checks import MAX_SECONDS, MIN_ROUND_SECONDS, BadValue, shown
 
 from ..rpc.security import TlsFiles, host_of, is_loopback
+from .budgets import CALLS_PER_ROUND
 from .files import FileError, absolute_path, parse_yaml
 from .settings import SETTINGS_KEYS, ClusterSettings, SettingsError, parse_settings
 
@@ -76,7 +79,8 @@ OPTIONAL = ("auth_token_file", "tls", "metrics_listen", "throughputs", "expected
             "checkpoint_dir", "checkpoint_retention_s", "health_listen", "heartbeat_seconds",
             "plan_lead_seconds", "min_resolve_interval_s", "resolve", "seed", "workers_tls",
             "insecure", "dashboard_listen", "refill_freed", "users_file", "eta", "restart_rule",
-            "metrics_job_series", "gil_switch_ms", "pair_partners", *SETTINGS_KEYS)
+            "metrics_job_series", "gil_switch_ms", "pair_partners", "job_calls_per_round",
+            *SETTINGS_KEYS)
 TLS_KEYS = ("cert", "key", "ca")
 RESOLVE_MODES = ("responsive", "gavel")        # gavelsched/core/resolving.py
 RESTART_RULES = ("tenure", "gavel")            # gavelsched/core/restarts.py
@@ -136,6 +140,7 @@ class DaemonConfig:
     users_file: Path | None = None
     eta: bool = True
     gil_switch_ms: float = GIL_SWITCH_MS
+    job_calls_per_round: int = CALLS_PER_ROUND
     settings: ClusterSettings = ClusterSettings()
 
     def changed_from(self, old: DaemonConfig) -> list[str]:
@@ -273,8 +278,9 @@ def parse_config(data: Any, *, base: str | Path = ".", name: str = "config",
         except BadValue as err:
             raise ConfigError(f"{name}: pair_partners must be an integer >= 0 (0: every "
                               f"pair) and <= {checks.INT32_MAX}, got {shown(err.value)}") from None
-    if data.get("metrics_job_series") is not None:
-        kw["metrics_job_series"] = number("metrics_job_series", 0, integer=True)
+    for key in ("metrics_job_series", "job_calls_per_round"):
+        if data.get(key) is not None:
+            kw[key] = number(key, 0, integer=True)
     if data.get("gil_switch_ms") is not None:
         low, high = GIL_SWITCH_RANGE_MS
         try:

@@ -17,6 +17,7 @@ import errno
 import logging
 import socket
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from traces import default_table, load_table
 from ..jobenv import scheduler_env
 from ..rpc.identity import Identities, IdentityError
 from ..rpc.security import IN_USE, SecurityError, exposure, host_of, read_token, serve
+from .budgets import CallBudget
 from .collector import Collector
 from .config import RELOADABLE, ConfigError, DaemonConfig, load_config
 from .jobs import JobRow
@@ -176,6 +178,12 @@ class SchedulerDaemon:
                         fix="set auth_token_file: token in the config (and --token-file "
                             "token on workers and clients)")
 
+    def _budget(self) -> CallBudget | None:
+        """Each job's RenewLease and ReportSteps calls (``budgets``), or None (``0``)."""
+        per_round = self.config.job_calls_per_round
+        return CallBudget(per_round, self.config.round_seconds, time.monotonic) \
+            if per_round else None
+
     def start(self) -> SchedulerDaemon:
         """Bind the gRPC server, then the metrics and dashboard endpoints if configured, and
         start the core's thread. An address that cannot be bound (taken, or not this
@@ -183,7 +191,7 @@ class SchedulerDaemon:
         try:
             self.server, self.port = _bound("listen", self.config.listen, lambda a: serve(
                 a, registrations(self.executor, self.health, self.dispatcher.read_logs,
-                                 lambda: self.identities, self.reload),
+                                 lambda: self.identities, self.reload, self._budget()),
                 identities=lambda: self.identities, tls=self.config.tls,
                 max_workers=HANDLER_THREADS,
                 interceptors=[ExecutorWaits(SEATS, unseated(self.executor.runs),

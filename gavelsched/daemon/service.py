@@ -28,6 +28,7 @@ from traces.checks import shown
 from ..rpc import pb, pb_grpc
 from ..rpc.codes import BUSY
 from ..rpc.identity import Caller, Identities, caller_of
+from .budgets import CallBudget, Overdrawn, refusal_pause
 from .calls import Denied
 from .doors import bad_report, listed_runs, registration
 from .executor import DaemonExecutor
@@ -309,8 +310,13 @@ def _after_plan(answer: Future, context, on_timeout: Callable[[], None] = lambda
 
 
 class IteratorService(pb_grpc.IteratorToSchedulerServicer):
-    def __init__(self, executor: DaemonExecutor, callers: _Callers) -> None:
-        self.x, self.callers = executor, callers
+    """``budget``: how many RenewLease and ReportSteps calls each job may make (``budgets``);
+    None: no limit."""
+
+    def __init__(self, executor: DaemonExecutor, callers: _Callers,
+                 budget: CallBudget | None = None) -> None:
+        self.x, self.callers, self.budget = executor, callers, budget
+        self.overdrawn = Overdrawn()
 
     def InitJob(self, request, context):
         self.callers.job(context, request.job_id)
@@ -338,8 +344,25 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
         self._count("executor", "InitJob", why)
         return answer
 
+    def _within_budget(self, method: str, request, context) -> None:
+        """The call counted against its job's budget, or refused with RESOURCE_EXHAUSTED in
+        one line after a pause (``budgets.refusal_pause``; the iterator asks again after a
+        pause of its own)."""
+        wait = None if self.budget is None else self.budget.take(request.job_id)
+        if wait is None:
+            return
+        if self.x.metrics is not None:
+            self.x.metrics.on_limited(method)
+        self.overdrawn.note(request.job_id)
+        time.sleep(refusal_pause(wait, context.time_remaining()))
+        context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                      f"job {shown(request.job_id)} made more than {self.budget.per_round} "
+                      f"RenewLease and ReportSteps calls in {self.budget.round_s:g} s (a "
+                      f"round); try again in {wait:.2f} s")
+
     def RenewLease(self, request, context):
         self.callers.job(context, request.job_id)
+        self._within_budget("RenewLease", request, context)
         why = bad_report(request)
         if why is not None:   # the iterator takes a failed renewal as "not renewed"
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, _ignored("RenewLease", request, why))
@@ -363,6 +386,7 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
 
     def ReportSteps(self, request, context):
         self.callers.job(context, request.job_id)
+        self._within_budget("ReportSteps", request, context)
         why = bad_report(request)
         if why is not None:
             return pb.Ack(ok=False, message=_ignored("ReportSteps", request, why))
@@ -473,17 +497,18 @@ class ClientService(pb_grpc.ClientToSchedulerServicer):
 
 def registrations(executor: DaemonExecutor, health_servicer: health.HealthServicer,
                   read_logs: Reader, identities: Callable[[], Identities],
-                  reload: Callable[[str], str]):
+                  reload: Callable[[str], str], budget: CallBudget | None = None):
     """The ``register`` callables ``gavelsched.rpc.security.serve`` takes; ``read_logs``
     calls a worker's ``ReadLogs`` (``Dispatcher.read_logs``); ``identities()`` are those
     in force; ``reload(user)`` re-reads the configuration (its one-line message, or
-    ``ValueError``)."""
+    ``ValueError``); ``budget``: each job's RenewLease and ReportSteps calls (``budgets``;
+    None: no limit)."""
     callers = _Callers(identities)
     return [
         lambda s: pb_grpc.add_WorkerToSchedulerServicer_to_server(
             WorkerService(executor, callers), s),
         lambda s: pb_grpc.add_IteratorToSchedulerServicer_to_server(
-            IteratorService(executor, callers), s),
+            IteratorService(executor, callers, budget), s),
         lambda s: pb_grpc.add_ClientToSchedulerServicer_to_server(
             ClientService(executor, read_logs, callers, reload), s),
         lambda s: health_pb2_grpc.add_HealthServicer_to_server(health_servicer, s),

@@ -320,19 +320,26 @@ def run_against(sched: FakeScheduler, tmp_path) -> tuple[GavelIterator, int]:
     return it, epochs
 
 
-def test_a_renewal_the_scheduler_was_too_busy_to_take_is_asked_again(tmp_path):
+@pytest.mark.parametrize("refusal", ["busy", "over_budget"])
+def test_a_renewal_the_scheduler_was_too_busy_to_take_is_asked_again(tmp_path, refusal):
     # issue #30: at 2,048 GPUs a round's RenewLeases were refused by the hundred while every
     # seat for fleet calls was taken (UNAVAILABLE, "busy"); each was read as "not renewed"
     # and ended a run the plan kept. Asked again (while the lease lasts, or after its
     # checkpoint when the refusal comes at its end), the lease is extended: no restart.
+    # A renewal refused over the job's budget of calls (RESOURCE_EXHAUSTED,
+    # ``daemon/budgets.py``) is asked again the same way.
     import grpc
 
     from gavelsched.rpc.codes import BUSY
 
     def busy_once(calls, request, context):
-        if calls == 0:
+        if calls == 0 and refusal == "busy":
             context.abort(grpc.StatusCode.UNAVAILABLE,
                           f"{BUSY}: 384 fleet calls already wait on it; try again")
+        if calls == 0:
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                          "job 'j1' made more than 32 RenewLease and ReportSteps calls in "
+                          "360 s (a round); try again in 0.40 s")
 
     sched = RenewalLog(busy_once)
     it, epochs = run_against(sched, tmp_path)

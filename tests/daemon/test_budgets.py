@@ -1,0 +1,188 @@
+"""Each job's budget of RenewLease and ReportSteps calls (``daemon/budgets.py``): one job that
+loops on them is refused with RESOURCE_EXHAUSTED before its calls reach the executor, and
+every other job's calls are answered as before (docs/design.md, Safety rules: one bad job
+never stops the others)."""
+
+from __future__ import annotations
+
+import logging
+
+import grpc
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gavelsched.daemon import budgets
+from gavelsched.daemon.budgets import CALLS_PER_ROUND, CallBudget, Overdrawn, refusal_pause
+from gavelsched.daemon.config import ConfigError, load_config
+from gavelsched.daemon.server import SchedulerDaemon
+from gavelsched.rpc import pb, pb_grpc
+from gavelsched.rpc.security import channel
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_job_may_make_its_burst_then_one_call_per_interval():
+    clock = Clock()
+    budget = CallBudget(4, 8.0, clock)         # 4 in a burst, then one each 2 s
+    assert [budget.take("a") for _ in range(4)] == [None] * 4
+    assert budget.take("a") == pytest.approx(2.0)
+    assert budget.take("b") is None            # another job's budget is its own
+    clock.now = 1.0
+    assert budget.take("a") == pytest.approx(1.0)
+    clock.now = 2.0
+    assert budget.take("a") is None
+    assert budget.take("a") == pytest.approx(2.0)
+    clock.now = 100.0                          # a quiet job has its whole burst again
+    assert [budget.take("a") for _ in range(4)] == [None] * 4
+    assert budget.take("a") is not None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 8), st.floats(0.5, 20.0),
+       st.lists(st.floats(0.0, 5.0), min_size=1, max_size=80))
+def test_no_window_holds_more_calls_than_the_burst_and_the_rate_allow(per_round, round_s,
+                                                                      gaps):
+    """The GCRA's bound: over any span of ``w`` seconds at most ``per_round + w / interval``
+    calls are allowed, however they come; a job that calls at most at the budget's rate is
+    never refused."""
+    clock, budget = Clock(), CallBudget(per_round, round_s, lambda: clock.now)
+    interval, allowed = round_s / per_round, []
+    for gap in gaps:
+        clock.now += gap
+        if budget.take("job") is None:
+            allowed.append(clock.now)
+    for i, start in enumerate(allowed):
+        for j in range(i, len(allowed)):
+            span = allowed[j] - start
+            assert j - i + 1 <= per_round + span / interval + 1e-6
+    paced = Clock()
+    steady = CallBudget(per_round, round_s, lambda: paced.now)
+    for _ in range(3 * per_round):
+        assert steady.take("job") is None
+        paced.now += interval * 1.000001
+
+
+def test_the_table_forgets_the_jobs_that_have_their_whole_budget_again():
+    clock = Clock()
+    budget = CallBudget(2, 10.0, clock)
+    for job in range(1000):
+        budget.take(f"j{job}")
+    assert len(budget) == 1000
+    clock.now = 11.0                           # a round later: every entry is spent
+    budget.take("late")
+    assert len(budget) == 1
+
+
+def test_a_budget_needs_calls_and_a_round():
+    for per_round, round_s in ((0, 1.0), (1, 0.0), (1, float("nan"))):
+        with pytest.raises(ValueError):
+            CallBudget(per_round, round_s, Clock())
+
+
+def test_a_refused_call_is_held_until_its_job_may_call_again_within_limits():
+    """A refusal answered at once is cheaper than the call: a job looping on its calls one
+    at a time would only spin faster (benchmarks/job_flood.py). It is held until the job's
+    next call is due, at most ``REFUSAL_PAUSE_S``, and never past its caller's deadline."""
+    assert refusal_pause(0.3, None) == pytest.approx(0.3)
+    assert refusal_pause(20.0, None) == budgets.REFUSAL_PAUSE_S
+    assert refusal_pause(20.0, 0.5) == pytest.approx(0.5 - budgets.DEADLINE_MARGIN_S)
+    assert refusal_pause(20.0, 0.05) == 0.0
+
+
+def test_the_refusals_are_logged_once_per_interval_naming_the_worst_jobs(caplog):
+    clock = Clock()
+    log = Overdrawn(every_s=5.0, clock=clock)
+    with caplog.at_level(logging.WARNING, logger="gavelsched.daemon.budgets"):
+        log.note("loop")
+        for t, job in ((1.0, "loop"), (2.0, "loop"), (3.0, "other"), (6.0, "loop")):
+            clock.now = t
+            log.note(job)
+        for n in range(7):                    # more jobs than a line names
+            clock.now = 7.0 + n / 10
+            log.note(f"j{n}")
+        clock.now = 11.0
+        log.note("j6")
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == [
+        "refused 1 RenewLease and ReportSteps calls over their job's budget ('loop' 1)",
+        ("refused 4 RenewLease and ReportSteps calls over their job's budget in the last "
+         "6.0 s ('loop' 3, 'other' 1)"),
+        ("refused 8 RenewLease and ReportSteps calls over their job's budget in the last "
+         "5.0 s ('j6' 2, 'j0' 1, 'j1' 1, 'j2' 1, 'j3' 1 and 2 more jobs)")]
+
+
+def _config(tmp_path, **extra) -> dict:
+    return {"listen": "127.0.0.1:0", "policy": "max_min_fairness_perf", "round_seconds": 60,
+            "state_dir": str(tmp_path / "state"), "eta": False, **extra}
+
+
+def _load(tmp_path, **extra):
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump(_config(tmp_path, **extra)))
+    return load_config(str(path))
+
+
+def test_the_budget_is_set_in_the_cluster_yaml(tmp_path):
+    assert _load(tmp_path).job_calls_per_round == CALLS_PER_ROUND
+    assert _load(tmp_path, job_calls_per_round=0).job_calls_per_round == 0
+    for bad in (-1, 2.5, "many", True):
+        with pytest.raises(ConfigError, match="job_calls_per_round must be an integer >= 0"):
+            _load(tmp_path, job_calls_per_round=bad)
+
+
+def _refused(call) -> str:
+    with pytest.raises(grpc.RpcError) as err:
+        call()
+    assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "\n" not in err.value.details()
+    return err.value.details()
+
+
+def test_a_job_that_loops_on_its_calls_is_refused_and_the_others_are_answered(tmp_path):
+    """On a real scheduler over gRPC: a job's calls past its budget (3 a 60-s round here)
+    are refused in one line (after a pause) before they reach the executor, RenewLease and
+    ReportSteps alike; another job's are answered; the refusals are counted by method."""
+    daemon = SchedulerDaemon(_load(tmp_path, job_calls_per_round=3)).start()
+    try:
+        stub = pb_grpc.IteratorToSchedulerStub(channel(f"127.0.0.1:{daemon.port}"))
+
+        def report(job: str):
+            return stub.ReportSteps(pb.ReportStepsRequest(
+                job_id=job, steps=1, seconds=1.0, checkpointed=True), timeout=10)
+
+        reached = []
+        daemon.executor.processes.durable_steps = \
+            lambda job, *a, **k: reached.append(job) or True
+        assert all(report("loop").ok for _ in range(3))
+        details = _refused(lambda: report("loop"))
+        assert details.startswith("job 'loop' made more than 3 RenewLease and ReportSteps "
+                                  "calls in 60 s (a round); try again in ")
+        _refused(lambda: stub.RenewLease(pb.RenewLeaseRequest(
+            job_id="loop", steps=1, seconds=1.0), timeout=10))
+        assert report("other").ok
+        assert reached == ["loop"] * 3 + ["other"]
+        limited = daemon.metrics.registry.get_sample_value
+        assert limited("gavelsched_calls_limited_total", {"method": "ReportSteps"}) == 1
+        assert limited("gavelsched_calls_limited_total", {"method": "RenewLease"}) == 1
+    finally:
+        daemon.stop()
+
+
+def test_no_budget_lets_every_call_through(tmp_path):
+    daemon = SchedulerDaemon(_load(tmp_path, job_calls_per_round=0)).start()
+    try:
+        stub = pb_grpc.IteratorToSchedulerStub(channel(f"127.0.0.1:{daemon.port}"))
+        daemon.executor.processes.durable_steps = lambda *a, **k: True
+        for _ in range(3 * CALLS_PER_ROUND):
+            assert stub.ReportSteps(pb.ReportStepsRequest(
+                job_id="loop", steps=1, seconds=1.0, checkpointed=True), timeout=10).ok
+    finally:
+        daemon.stop()
