@@ -1,7 +1,7 @@
 """``gavelsched user add|list|remove --config CLUSTER.yaml``: the users file the cluster
 YAML's ``users_file`` names (its format: ``gavelsched/daemon/users.py``).
 
-``user add NAME --role R [--entity E]...`` writes the new user's token hash to the file and
+``user add NAME --role R [--entity E]... [--max-jobs N]`` writes the new user's token hash to the file and
 prints the token once, alone on the last line of its output (the file never holds it).
 The scheduler reads the file again on ``gavelsched reload`` (or SIGHUP). A door over
 ``gavelsched.daemon.users``: bad input exits 2 with one line.
@@ -44,6 +44,9 @@ def register(subparsers) -> None:
     add.add_argument("--entity", action="append", default=[], metavar="E",
                      help="an entity of the cluster YAML the user may submit to "
                           "(repeatable; none: only the default entity)")
+    add.add_argument("--max-jobs", type=int, default=None, metavar="N",
+                     help="the most unfinished jobs the user may have at once; a "
+                          "submission that would pass it is refused whole (default: no cap)")
     add.set_defaults(func=add_cmd)
 
     ls = actions.add_parser("list", parents=[_config_flag()], help="list the users",
@@ -111,9 +114,9 @@ def add_cmd(args: argparse.Namespace) -> int:
 
     path, known = cluster_users(args.config)
     token = _users(lambda: add_user(path, args.name, args.role, args.entity,
-                                    known_entities=known))
-    print(f"wrote user {args.name!r} (role {args.role}; {_entities(args.role, args.entity)}) "
-          f"to {path}, with its token's hash only")
+                                    known_entities=known, max_jobs=args.max_jobs))
+    print(f"wrote user {args.name!r} (role {args.role}; {_entities(args.role, args.entity)}"
+          f"{_cap(args.max_jobs)}) to {path}, with its token's hash only")
     print(RELOAD)
     print(f"{args.name}'s token, shown this once (keep it: only its hash is kept):")
     print(token, flush=True)
@@ -129,9 +132,11 @@ def list_cmd(args: argparse.Namespace) -> int:
         print(f"no users in {path}")
         return 0
     width = max(len("NAME"), *(len(u.name) for u in users))
-    print(f"{'NAME':<{width}}  {'ROLE':<5}  ENTITIES")
+    print(f"{'NAME':<{width}}  {'ROLE':<5}  {'MAX JOBS':<8}  ENTITIES")
     for user in users:
-        print(f"{user.name:<{width}}  {user.role:<5}  {_entities(user.role, user.entities)}")
+        cap = "-" if user.max_jobs is None else str(user.max_jobs)
+        print(f"{user.name:<{width}}  {user.role:<5}  {cap:<8}  "
+              f"{_entities(user.role, user.entities)}")
     return 0
 
 
@@ -150,3 +155,7 @@ def _entities(role: str, entities: Collection[str]) -> str:
         return "every entity"
     names = sorted(repr(e) if not e else e for e in entities)
     return "entities: " + ", ".join(names) if names else "the default entity only"
+
+
+def _cap(max_jobs: int | None) -> str:
+    return "" if max_jobs is None else f"; at most {max_jobs} unfinished jobs"

@@ -7,7 +7,8 @@ Who may do what: a user submits to their own entities and acts on their own jobs
 admin on every job; the worker daemons' token and a job's own token change no job here.
 A refusal is ``Denied`` (PERMISSION_DENIED on the wire) and changes nothing; a bad request
 is ``SubmissionError`` or ``ControlError`` (INVALID_ARGUMENT); an unknown job
-``LookupError`` (NOT_FOUND). Every id a call names is checked before any job changes, so
+``LookupError`` (NOT_FOUND); a submission past its user's ``max_jobs`` (the users file)
+``OverQuota`` (RESOURCE_EXHAUSTED). Every id a call names is checked before any job changes, so
 a call on an array changes all its copies or none.
 """
 
@@ -34,6 +35,11 @@ from .submissions import SubmissionError, check_submission
 
 class Denied(PermissionError):
     """The caller may not make this call (one line)."""
+
+
+class OverQuota(Exception):
+    """A submission that would give its user more unfinished jobs than their ``max_jobs``
+    (one line); nothing of it is submitted."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +92,7 @@ class ClientCalls:
         count = int(request.count) or 1
         if not 1 <= count <= MAX_ARRAY:
             raise SubmissionError("count", f"must be between 1 and {MAX_ARRAY}, got {count}")
+        self._within_quota(caller, count)
         array_id, ids = array_ids(self.store.next_job_id(), count)
         try:
             after = self.control.plan_dependencies(list(request.after), ids, array_id)
@@ -105,6 +112,16 @@ class ClientCalls:
                   + (f", array of {count}" if array_id else ""))
         self.audit.record(caller.name, "submit", ids, detail)
         return pb.SubmitResponse(job_id=ids[0], job_ids=ids, array_id=array_id)
+
+    def _within_quota(self, caller: Caller, count: int) -> None:
+        """``OverQuota`` when ``count`` more jobs would pass the caller's ``max_jobs``: an
+        array is taken whole or not at all."""
+        cap = caller.max_jobs
+        have = self.jobs.open_of(caller.name)
+        if cap is not None and have + count > cap:
+            raise OverQuota(f"{caller.name} has {have} unfinished jobs and may have at most "
+                            f"{cap} (max_jobs in the users file): {count} more would make "
+                            f"{have + count}; wait for some to end, or cancel some")
 
     # ---- acting on jobs ------------------------------------------------------------------
     def owned(self, caller: Caller, job_id: str, action: str) -> list[str]:

@@ -20,6 +20,7 @@ restart makes every job not final wait again anyway.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable, ItemsView, Iterable, Iterator, Mapping, ValuesView
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
@@ -153,6 +154,7 @@ class Jobs(Mapping[str, JobRow]):
         (its dependants wait on it: ``control``)."""
         self._store, self._changed, self._ended = store, changed, ended
         self._rows: dict[str, JobRow] = {}
+        self._open: Counter[str] = Counter()     # user -> their jobs not final
 
     # ---- reading --------------------------------------------------------------------------
     def __getitem__(self, job_id: str) -> JobRow:
@@ -176,6 +178,10 @@ class Jobs(Mapping[str, JobRow]):
         return all((job := self._rows.get(job_id)) is not None and not job.final
                    for job_id in job_ids)
 
+    def open_of(self, user: str) -> int:
+        """How many of ``user``'s jobs have not ended (a users file's ``max_jobs``)."""
+        return self._open[user]
+
     def values(self) -> ValuesView[JobRow]:      # (the dict's own views: fast at 10,000 jobs)
         return self._rows.values()
 
@@ -193,6 +199,8 @@ class Jobs(Mapping[str, JobRow]):
                 row = row.but(state=row.waiting)
                 waiting.append(row)
             self._rows[row.id] = row
+            if not row.final:
+                self._open[row.user] += 1
         return waiting
 
     def submit(self, rows: list[JobRow]) -> None:
@@ -204,6 +212,8 @@ class Jobs(Mapping[str, JobRow]):
                                         if row.id in self._rows else row.state, FIRST)
         self._store.add_jobs(rows)
         self._rows.update((row.id, row) for row in rows)
+        for row in rows:
+            self._open[row.user] += 1
         self._changed()
         row = rows[0]
         log.info("job %s submitted%s: %s on %d GPU%s, %d steps", row.id,
@@ -287,5 +297,6 @@ class Jobs(Mapping[str, JobRow]):
             self._store.update_jobs([row])
         self._changed()
         if row.final:
+            self._open[row.user] -= 1
             self._ended(row)
         return row

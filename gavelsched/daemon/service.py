@@ -29,7 +29,7 @@ from ..rpc import pb, pb_grpc
 from ..rpc.codes import BUSY
 from ..rpc.identity import Caller, Identities, caller_of
 from .budgets import CallBudget, Overdrawn, refusal_pause
-from .calls import Denied
+from .calls import Denied, OverQuota
 from .doors import bad_report, listed_runs, registration
 from .executor import DaemonExecutor
 from .fences import StaleRun
@@ -67,11 +67,14 @@ def _abort_on(context, err: Exception, code=grpc.StatusCode.INVALID_ARGUMENT):
 
 def _answer(context, fn):
     """``fn()``, with a refusal as its status: PERMISSION_DENIED (``Denied``), NOT_FOUND
-    (an unknown job), INVALID_ARGUMENT (a bad request)."""
+    (an unknown job), INVALID_ARGUMENT (a bad request), RESOURCE_EXHAUSTED (a user's
+    ``max_jobs``: ``OverQuota``)."""
     try:
         return fn()
     except Denied as err:
         _abort_on(context, err, grpc.StatusCode.PERMISSION_DENIED)
+    except OverQuota as err:
+        _abort_on(context, err, grpc.StatusCode.RESOURCE_EXHAUSTED)
     except LookupError as err:
         _abort_on(context, err, grpc.StatusCode.NOT_FOUND)
     except ValueError as err:          # SubmissionError, ControlError, BadValue

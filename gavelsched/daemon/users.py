@@ -3,7 +3,8 @@
 It is YAML, one entry per user, and holds a hash of each token, never the token::
 
     users:
-      - {name: alice, role: user, entities: [team-a], token_sha256: "sha256:9f86...0a08"}
+      - {name: alice, role: user, entities: [team-a], max_jobs: 500,
+         token_sha256: "sha256:9f86...0a08"}
       - {name: root-ops, role: admin, token_sha256: "sha256:60303...2b1e"}
 
 - ``name``: ``[A-Za-z0-9][A-Za-z0-9_.-]{0,63}``, unique; ``daemon``, ``anonymous`` and
@@ -14,6 +15,10 @@ It is YAML, one entry per user, and holds a hash of each token, never the token:
 - ``entities`` (optional): the entities a user may submit to, each an entity of the
   cluster YAML (when the caller names them) or ``""``, the default entity; a user with
   none may submit only to ``""``. An admin may submit to any, whatever the list says.
+- ``max_jobs`` (optional): the most unfinished jobs (not done, failed or cancelled) the
+  user may have at once, an integer >= 1; absent: no cap. A submission that would pass it
+  is refused whole (RESOURCE_EXHAUSTED, ``calls.OverQuota``), so that one user's scripts
+  cannot grow every re-solve for all (Slurm's ``MaxSubmitJobs``).
 - ``token_sha256``: ``identity.token_hash`` of the token, ``sha256:`` and 64 lowercase hex
   digits; no two users share one.
 
@@ -39,7 +44,8 @@ from typing import Any
 
 import yaml
 
-from traces.checks import shown
+from traces import checks
+from traces.checks import BadValue, shown
 
 from ..rpc.identity import HASH_PREFIX, USER_ROLES, UserEntry, token_hash
 from ..rpc.security import new_token
@@ -50,7 +56,7 @@ log = logging.getLogger(__name__)
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 RESERVED = ("daemon", "anonymous", "scheduler")
 HASH = re.compile(re.escape(HASH_PREFIX) + r"[0-9a-f]{64}")
-ENTRY_KEYS = ("name", "role", "entities", "token_sha256")
+ENTRY_KEYS = ("name", "role", "entities", "max_jobs", "token_sha256")
 REQUIRED = ("name", "role", "token_sha256")
 FILE_KEYS = ("users",)
 HEADER = ("# gavelsched users file: each user's role, entities and token hash (never the\n"
@@ -88,7 +94,7 @@ def _parse_entities(value: Any, where: str, known: Collection[str] | None) -> fr
 
 def _parse_entry(raw: Any, where: str, known: Collection[str] | None) -> UserEntry:
     if not isinstance(raw, dict):
-        raise UsersError(f"{where}: expected a mapping of name, role, entities, "
+        raise UsersError(f"{where}: expected a mapping of name, role, entities, max_jobs, "
                          f"token_sha256, got {shown(raw)}")
     name = raw.get("name")
     if isinstance(name, str) and NAME.fullmatch(name):
@@ -108,7 +114,18 @@ def _parse_entry(raw: Any, where: str, known: Collection[str] | None) -> UserEnt
     if not isinstance(digest, str) or not HASH.fullmatch(digest):
         raise UsersError(f"{where}: token_sha256 must be '{HASH_PREFIX}' and 64 lowercase hex "
                          f"digits, got {shown(digest)}")
-    return UserEntry(name, role, _parse_entities(raw.get("entities"), where, known), digest)
+    return UserEntry(name, role, _parse_entities(raw.get("entities"), where, known), digest,
+                     _parse_max_jobs(raw.get("max_jobs"), where))
+
+
+def _parse_max_jobs(value: Any, where: str) -> int | None:
+    if value is None:
+        return None
+    try:
+        return checks.integer(value, "max_jobs", low=1, high=checks.INT64_MAX)
+    except BadValue:
+        raise UsersError(f"{where}: max_jobs must be an integer >= 1 (the most unfinished "
+                         f"jobs at once), got {shown(value)}") from None
 
 
 def parse_users(data: Any, name: str = "users file",
@@ -182,6 +199,7 @@ def render(users: Sequence[UserEntry]) -> str:
     """The users file holding ``users``, as ``load_users`` reads it back."""
     rows = [{"name": u.name, "role": u.role,
              **({"entities": sorted(u.entities)} if u.entities else {}),
+             **({"max_jobs": u.max_jobs} if u.max_jobs is not None else {}),
              "token_sha256": u.token_hash} for u in users]
     return HEADER + yaml.safe_dump({"users": rows}, sort_keys=False, width=200)
 
@@ -237,13 +255,15 @@ def _edit(path: Path, change, known_entities: Collection[str] | None = None):
 
 
 def add_user(path: str | Path, name: str, role: str, entities: Sequence[str], *,
-             known_entities: Collection[str] | None = None) -> str:
-    """Add user ``name`` with ``role`` and ``entities`` (each among ``known_entities``
-    when given) to the users file at ``path``, made if missing; returns their fresh token
-    (``security.new_token()``), of which the file keeps only the hash."""
+             known_entities: Collection[str] | None = None,
+             max_jobs: int | None = None) -> str:
+    """Add user ``name`` with ``role``, ``entities`` (each among ``known_entities`` when
+    given) and ``max_jobs`` (None: no cap) to the users file at ``path``, made if missing;
+    returns their fresh token (``security.new_token()``), of which the file keeps only the
+    hash."""
     path = Path(path)
     token = new_token()
-    raw = {"name": name, "role": role, "entities": list(entities),
+    raw = {"name": name, "role": role, "entities": list(entities), "max_jobs": max_jobs,
            "token_sha256": token_hash(token)}
     entry = _parse_entry(raw, f"{path}: new user", known_entities)
 

@@ -47,12 +47,14 @@ class IdentityError(ValueError):
 @dataclass(frozen=True)
 class Caller:
     """Who made a call. ``entities``: the entities a user may submit to (None: any);
-    ``job``: the one job a ``job`` caller may act on."""
+    ``job``: the one job a ``job`` caller may act on; ``max_jobs``: the most unfinished
+    jobs a user may have at once (None: no cap; the users file's ``max_jobs``)."""
 
     name: str
     role: str
     entities: frozenset[str] | None = None
     job: str | None = None
+    max_jobs: int | None = None
 
     @property
     def is_admin(self) -> bool:
@@ -97,6 +99,7 @@ class UserEntry:
     role: str
     entities: frozenset[str]
     token_hash: str
+    max_jobs: int | None = None      # unfinished jobs at once (None: no cap)
 
 
 def token_hash(token: str) -> str:
@@ -213,7 +216,8 @@ class Identities:
         if user is None or not _same(digest, user.token_hash):
             return None
         return Caller(user.name, user.role,
-                      entities=None if user.role == ADMIN else user.entities)
+                      entities=None if user.role == ADMIN else user.entities,
+                      max_jobs=user.max_jobs)
 
     def _job_of(self, token: str) -> str | None:
         if not token.startswith(JOB_TOKEN_PREFIX):

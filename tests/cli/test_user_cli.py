@@ -79,12 +79,15 @@ def test_list_and_remove(tmp_path, capsys):
     assert rc == 0 and out == [f"no users in {tmp_path / 'users.yaml'}"]
     _run(capsys, "user", "add", "alice", "--role", "user", "--entity", "team-a",
          "--entity", "team-b", "--config", config)
-    _run(capsys, "user", "add", "root", "--role", "admin", "--config", config)
+    rc, out, _ = _run(capsys, "user", "add", "root", "--role", "admin", "--max-jobs", "500",
+                      "--config", config)
+    assert "at most 500 unfinished jobs" in out[0]
     rc, out, _ = _run(capsys, "user", "list", "--config", config)
     assert rc == 0
-    assert out[0].split() == ["NAME", "ROLE", "ENTITIES"]
-    assert out[1].split() == ["alice", "user", "entities:", "team-a,", "team-b"]
-    assert out[2].split()[:2] == ["root", "admin"]
+    assert out[0].split() == ["NAME", "ROLE", "MAX", "JOBS", "ENTITIES"]
+    assert out[1].split() == ["alice", "user", "-", "entities:", "team-a,", "team-b"]
+    assert out[2].split()[:3] == ["root", "admin", "500"]
+    assert [u.max_jobs for u in load_users(tmp_path / "users.yaml")] == [None, 500]
     rc, out, _ = _run(capsys, "user", "remove", "alice", "--config", config)
     assert rc == 0 and "gavelsched reload" in out[-1]
     assert [u.name for u in load_users(tmp_path / "users.yaml")] == ["root"]
@@ -97,6 +100,8 @@ BAD = [
     ("an unknown entity", ["add", "bob", "--role", "user", "--entity", "team-z"], None,
      ["unknown entity 'team-z'", "team-a, team-b"]),
     ("a reserved name", ["add", "daemon", "--role", "admin"], None, ["reserved"]),
+    ("no jobs at all", ["add", "bob", "--role", "user", "--max-jobs", "0"], None,
+     ["max_jobs must be an integer >= 1", "got 0"]),
     ("a bad name", ["add", "bob smith", "--role", "user"], None, ["name must"]),
     ("no users_file key", ["add", "bob", "--role", "user"], "listen: 127.0.0.1:0\n",
      ["cluster.yaml: missing key 'users_file'"]),

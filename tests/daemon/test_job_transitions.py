@@ -5,9 +5,12 @@ and writes every change, and no other module of ours assigns a job's state."""
 from __future__ import annotations
 
 import ast
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gavelsched.core import JobSpec
 from gavelsched.daemon import jobs
@@ -92,6 +95,42 @@ def test_a_restore_puts_every_job_not_final_back_to_its_waiting_state(tmp_path):
     assert [j.id for j in again] == ["0", "1", "2"]
     assert [table[j].state for j in "0123"] == ["preempted", "queued", "preempted", "failed"]
     store.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["submit", "start", "preempt", "hold", "release",
+                                           "finish", "fail", "cancel"]),
+                          st.integers(0, 5), st.sampled_from(["ann", "bo"])), max_size=40))
+def test_each_users_unfinished_jobs_are_counted_through_every_change_and_a_restore(events):
+    """``Jobs.open_of`` (a users file's ``max_jobs``) is the number of the user's jobs not
+    final, whatever the changes, and again after the table is restored from the store."""
+    with tempfile.TemporaryDirectory() as folder:
+        store = Store(Path(folder))
+        table = Jobs(store)
+        for kind, job, user in events:
+            job_id = str(job)
+            try:
+                if kind == "submit":
+                    if job_id not in table:
+                        table.submit([row(job_id, user=user)])
+                elif job_id in table:
+                    {"start": lambda: table.start(job_id, 1.0, "v100"),
+                     "preempt": lambda: table.preempt(job_id),
+                     "hold": lambda: table.hold(job_id, "held"),
+                     "release": lambda: table.release(job_id),
+                     "finish": lambda: table.finish(job_id, 2.0),
+                     "fail": lambda: table.fail(job_id, "x", 2.0),
+                     "cancel": lambda: table.cancel(job_id, 2.0)}[kind]()
+            except IllegalTransition:
+                pass
+            for who in ("ann", "bo"):
+                assert table.open_of(who) == sum(
+                    1 for j in table.values() if j.user == who and not j.final)
+        restored = Jobs(store)
+        restored.restore(store.jobs())
+        for who in ("ann", "bo", "nobody"):
+            assert restored.open_of(who) == table.open_of(who)
+        store.close()
 
 
 def _assigns_state(node: ast.AST) -> bool:

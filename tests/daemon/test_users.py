@@ -103,6 +103,12 @@ REFUSALS = [
     ("an entity with a newline", {"users": [_entry(entities=["a\nb"])]}, ["entities"]),
     ("an unknown entity", {"users": [_entry(entities=["team-z"])]},
      ["users[0] (bob)", "unknown entity 'team-z'", "team-a, team-b"]),
+    ("no jobs at all", {"users": [_entry(max_jobs=0)]},
+     ["users[0] (bob)", "max_jobs must be an integer >= 1 (the most unfinished jobs at once), "
+      "got 0"]),
+    ("a fraction of a job", {"users": [_entry(max_jobs=2.5)]}, ["max_jobs must be"]),
+    ("jobs as text", {"users": [_entry(max_jobs="100")]}, ["max_jobs must be"]),
+    ("jobs as a boolean", {"users": [_entry(max_jobs=True)]}, ["max_jobs must be"]),
     ("a duplicate user", {"users": [_entry(), _entry(token_sha256=H2)]},
      ["users[1] (bob)", "duplicate user, also users[0]"]),
     ("a duplicate token hash", {"users": [_entry(), _entry(name="carol")]},
@@ -260,9 +266,10 @@ def test_remove_user(tmp_path):
 
 
 def test_render_reads_back():
-    users = (UserEntry("alice", USER, frozenset({"team-b", "team-a", ""}), H1),
+    users = (UserEntry("alice", USER, frozenset({"team-b", "team-a", ""}), H1, max_jobs=500),
              UserEntry("root", ADMIN, frozenset(), H2))
     assert parse_users(yaml.safe_load(render(users))) == users
+    assert "max_jobs" not in render(users[1:])         # no cap: no key
 
 
 # ----------------------------------------------------------------------------- fuzz
@@ -275,8 +282,8 @@ VALUES = st.recursive(st.one_of(EDGES, st.text(max_size=8), st.integers()),
                                               st.dictionaries(st.text(max_size=6), inner,
                                                               max_size=3)),
                       max_leaves=8)
-ENTRY = st.dictionaries(st.sampled_from(["name", "role", "entities", "token_sha256",
-                                         "token", "nme"]), VALUES, max_size=5)
+ENTRY = st.dictionaries(st.sampled_from(["name", "role", "entities", "max_jobs",
+                                         "token_sha256", "token", "nme"]), VALUES, max_size=5)
 FILES = st.one_of(VALUES, st.fixed_dictionaries({"users": st.lists(ENTRY, max_size=4)}),
                   st.dictionaries(st.sampled_from(["users", "user"]), VALUES, max_size=2))
 

@@ -83,10 +83,11 @@ def refused(code: str, call, *words: str) -> ClientError:
     return err.value
 
 
-def user_add(config: Path, name: str, role: str, entities=()) -> str:
-    """``gavelsched user add``: the token on the last line of its output."""
+def user_add(config: Path, name: str, role: str, entities=(), *more: str) -> str:
+    """``gavelsched user add`` (``more``: its other flags): the token on the last line of
+    its output."""
     got = gavelsched("user", "add", name, "--role", role, "--config", str(config),
-                     *[arg for e in entities for arg in ("--entity", e)])
+                     *[arg for e in entities for arg in ("--entity", e)], *more)
     assert got.returncode == 0, got.stderr
     token = got.stdout.splitlines()[-1]
     assert token and " " not in token, got.stdout
@@ -390,6 +391,35 @@ def test_an_operator_adds_a_team_and_a_user(cluster):
         refused("UNAUTHENTICATED", carol.status)              # her token stops working
 
 
+def test_a_user_s_max_jobs_caps_their_unfinished_jobs(cluster):
+    """A user with ``max_jobs`` (``gavelsched user add --max-jobs``) has at most that many
+    unfinished jobs: a submission past it is refused whole, RESOURCE_EXHAUSTED in one line;
+    a job that ends makes room again. Others' jobs do not count against it, and an admin
+    without a cap is not capped."""
+    token = user_add(cluster.config_path, "dana", "user", ("team-a",), "--max-jobs", "3")
+    api(cluster, "root").reload()
+    with connect(cluster.address, token=token) as dana:
+        first = dana.submit_array(job("team-a"), 2).job_ids
+        err = refused("RESOURCE_EXHAUSTED", lambda: dana.submit_array(job("team-a"), 2),
+                      "dana has 2 unfinished jobs and may have at most 3 (max_jobs in the "
+                      "users file): 2 more would make 4")
+        assert err.details.startswith("dana has 2 unfinished jobs")
+        assert sorted(j.id for j in dana.status(mine=True).jobs) == sorted(first)
+        last = dana.submit(job("team-a"))                  # the third fits
+        refused("RESOURCE_EXHAUSTED", lambda: dana.submit(job("team-a")), "dana has 3")
+        others = api(cluster, "root").submit_array(job("team-a"), 4).job_ids   # not capped
+        dana.cancel(first[0])
+        wait_state(cluster, first[0], ("cancelled",), "cancelled")
+        again = dana.submit(job("team-a"))                 # room again
+        for job_id in (first[1], last, again):
+            dana.cancel(job_id)
+    for job_id in others:
+        api(cluster, "root").cancel(job_id)
+    got = gavelsched("user", "remove", "dana", "--config", str(cluster.config_path))
+    assert got.returncode == 0, got.stderr
+    api(cluster, "root").reload()
+
+
 # ---- bad input: refused in one line, the settings in force stay -----------------------------
 def _user(name: str, entities=("team-a",), digest: str | None = None) -> dict:
     return {"name": name, "role": "user", "entities": list(entities),
@@ -416,6 +446,10 @@ BAD = [
     ("user of an unknown entity", {}, {"users": [_user("dave", ("team-z",))]},
      ["users_file", "team-z"]),
     ("bad role", {}, {"users": [{**_user("dave"), "role": "root"}]}, ["users_file", "role"]),
+    ("no jobs at all", {}, {"users": [{**_user("dave"), "max_jobs": 0}]},
+     ["users_file", "dave", "max_jobs must be an integer >= 1"]),
+    ("jobs not a count", {}, {"users": [{**_user("dave"), "max_jobs": 2.5}]},
+     ["users_file", "dave", "max_jobs"]),
 ]
 
 
