@@ -26,7 +26,6 @@ import time
 from pathlib import Path
 
 import yaml
-
 from host import describe  # (a sibling: this file runs as a script)
 
 FLOOD = """

@@ -88,12 +88,22 @@ class GrpcTransport:
         self._stub = pb_grpc.ClientToSchedulerStub(self._channel)
 
     def call(self, method: str, request: Any) -> Any:
-        """One call of ``method`` (``Submit``, ``Status``, ...) and its answer."""
+        """One call of ``method`` (``Submit``, ``Status``, ...) and its answer. A call
+        refused over the user's budget of calls (``codes.retry_after``) is made again once
+        the scheduler says it may be, within the call's timeout: a loop of calls slows to
+        the budget's pace rather than fail."""
         import grpc
-        try:
-            return getattr(self._stub, method)(request, timeout=self._timeout)
-        except grpc.RpcError as err:
-            raise _error(self.address, err) from None
+
+        from ..rpc.codes import retry_after
+        deadline = time.monotonic() + self._timeout
+        while True:
+            try:
+                return getattr(self._stub, method)(request, timeout=self._timeout)
+            except grpc.RpcError as err:
+                wait = retry_after(err)
+                if wait is None or time.monotonic() + wait > deadline:
+                    raise _error(self.address, err) from None
+                time.sleep(wait)
 
     def stream(self, method: str, request: Any, timeout_s: float | None) -> Iterator[Any]:
         """The answers of a streaming ``method``, as they come (``timeout_s`` None: none)."""

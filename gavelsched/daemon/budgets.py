@@ -1,24 +1,31 @@
-"""How many RenewLease and ReportSteps calls one job may make: a budget per job, so that one
-broken job cannot take the scheduler's time from the others (docs/design.md, Safety rules:
-one bad job never stops the others).
+"""How many calls one caller may make: a budget per job for its iterator's RenewLease and
+ReportSteps, and one per user for their client calls, so that one broken job or one user's
+runaway script cannot take the scheduler's time from the others (docs/design.md, Safety
+rules: one bad job never stops the others).
 
-A job's rank 0 makes these calls once a lease (thesis §5.6: it asks for the next lease
-near the current one's end, and reports its checkpoint), plus a few asks again while the
+A job's rank 0 makes its calls once a lease (thesis §5.6: it asks for the next lease near
+the current one's end, and reports its checkpoint), plus a few asks again while the
 scheduler is busy. A job whose process loops on them, as a test worker once did
 (ReportSteps and RenewLease back to back, for good), would otherwise have each call queued
-on the executor thread, behind which every other job's calls wait. Each job may make
-``per_round`` such calls in a burst, and ``per_round`` more over each round length. A call
-beyond that is refused with RESOURCE_EXHAUSTED before it reaches the executor, after a
-pause (``refusal_pause``): a job that loops on its calls one at a time then makes about
-one a second, where it made 1,500 a second that took a whole core of the scheduler
-(BENCHMARKS.md, "One job that loops on its calls"). The iterator takes such a refusal as
-it takes a busy scheduler: it asks again after a pause of its own (``lease_calls``).
+on the executor thread, behind which every other job's calls wait. A user's `status` every
+few seconds is a few calls a minute; a script that loops on Submit or Status makes hundreds
+a second, and a Status of 50,000 jobs takes the scheduler most of a second. Slurm limits
+each user's RPCs the same way (``SlurmctldParameters=rl_enable``: a token bucket per user).
+
+Each caller may make ``burst`` calls at once, and ``burst`` more over each ``period_s``. A
+call beyond that is refused with RESOURCE_EXHAUSTED before it reaches the executor, after a
+pause (``refusal_pause``): a caller that loops on its calls one at a time then makes about
+one a second, where a job made 1,500 a second that took a whole core of the scheduler
+(BENCHMARKS.md, "One job that loops on its calls"). Only one of a caller's refusals is
+paused at a time, so that a caller's many threads cannot hold many handler threads and
+seats asleep. The iterator takes a refusal as it takes a busy scheduler: it asks again
+after a pause of its own (``lease_calls``).
 
 The budget is kept as the generic cell rate algorithm (GCRA; ITU-T I.371, the virtual
-scheduling form): one float per job, the time its next call is due at the budget's rate.
-A call is allowed while that time is at most a burst's worth ahead of now. A job whose due
-time has passed has its whole budget again, as a job never seen, so its entry is dropped
-(``_prune``): the table holds only the jobs that called within about the last round.
+scheduling form): one float per caller, the time its next call is due at the budget's rate.
+A call is allowed while that time is at most a burst's worth ahead of now. A caller whose
+due time has passed has its whole budget again, as one never seen, so its entry is dropped
+(``_prune``): the table holds only the callers of about the last period.
 
 InitJob is not counted: every rank of a run makes it, and the number of ranks is not
 known at the door.
@@ -30,16 +37,22 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from traces.checks import shown
 
 log = logging.getLogger(__name__)
 
-# The calls a job may make in a burst, and again over each round length (the cluster YAML's
+# The calls a job may make at once, and again over each round length (the cluster YAML's
 # ``job_calls_per_round``). A run's rank 0 makes about three a lease, and up to ~25 when a
 # busy scheduler refuses its renewal until the lease's end (``iterator.RENEW_PAUSES_S``:
 # pauses of 0.25-1 s from 95% of a 360-s lease, then ``lease_calls.RENEW_BUSY_ASKS``).
 CALLS_PER_ROUND = 32
+# A user's client calls a second, on average (the cluster YAML's ``user_calls_per_second``),
+# and how many seconds of them may come at once: 100 calls, then 5 a second. (Slurm's
+# default bucket is 30 calls, refilled at 2 a second.)
+USER_CALLS_PER_SECOND = 5.0
+USER_BURST_S = 20.0
 # The longest a refused call is held before its answer (and never past its deadline, less
 # a margin): a refusal answered at once is cheaper than the call, so a loop on it only
 # spins faster.
@@ -48,9 +61,9 @@ DEADLINE_MARGIN_S = 0.1
 
 
 def refusal_pause(wait_s: float, deadline_s: float | None) -> float:
-    """How long a refused call is held before its answer: until its job's next call is due
-    (``wait_s``), at most ``REFUSAL_PAUSE_S``, and ending ``DEADLINE_MARGIN_S`` before the
-    caller's deadline (``deadline_s`` left; None: none)."""
+    """How long a refused call is held before its answer: until its caller's next call is
+    due (``wait_s``), at most ``REFUSAL_PAUSE_S``, and ending ``DEADLINE_MARGIN_S`` before
+    the caller's deadline (``deadline_s`` left; None: none)."""
     pause = min(wait_s, REFUSAL_PAUSE_S)
     if deadline_s is not None:
         pause = min(pause, deadline_s - DEADLINE_MARGIN_S)
@@ -58,21 +71,27 @@ def refusal_pause(wait_s: float, deadline_s: float | None) -> float:
 
 
 class CallBudget:
-    """Calls per key (a job id) within ``per_round`` in a burst and over each ``round_s``
-    (module docstring). Thread-safe: every handler thread takes from it."""
+    """Calls per key (a job id, a user's name) within ``burst`` at once and ``burst`` more
+    over each ``period_s`` (module docstring). Thread-safe: every handler thread takes
+    from it. ``whose``, ``calls`` and ``period`` name the key, the calls and the period in
+    the refusal's line and the log: ``job 'j7' made more than 32 RenewLease and
+    ReportSteps calls in 30 s (a round)``."""
 
-    def __init__(self, per_round: int, round_s: float,
-                 clock: Callable[[], float]) -> None:
-        if per_round < 1 or not round_s > 0:
-            raise ValueError(f"a budget needs per_round >= 1 and round_s > 0, got "
-                             f"{per_round} and {round_s}")
-        self.per_round, self.round_s = per_round, round_s
-        self._interval = round_s / per_round            # one call's worth of time
-        self._burst = round_s - self._interval          # how far ahead a call may be due
+    def __init__(self, burst: int, period_s: float, clock: Callable[[], float], *,
+                 whose: str = "job", calls: str = "calls", period: str = "") -> None:
+        if burst < 1 or not period_s > 0:
+            raise ValueError(f"a budget needs burst >= 1 and period_s > 0, got {burst} and "
+                             f"{period_s}")
+        self.burst, self.period_s = burst, period_s
+        self._interval = period_s / burst               # one call's worth of time
+        self._ahead = period_s - self._interval         # how far ahead a call may be due
         self._clock = clock
         self._due: dict[str, float] = {}                # key -> when its next call is due
+        self._paused: set[str] = set()                  # keys with a refusal asleep
         self._lock = threading.Lock()
         self._prune_at = 0.0
+        self._whose, self._calls, self._period = whose, calls, period
+        self.log = Overdrawn(f"{calls} over their {whose}'s budget", whose)
 
     def take(self, key: str) -> float | None:
         """None when ``key`` may make this call (it is counted), else the seconds until it
@@ -80,47 +99,92 @@ class CallBudget:
         now = self._clock()
         with self._lock:
             due = max(self._due.get(key, now), now)
-            if due - now > self._burst:
-                return due - now - self._burst
+            if due - now > self._ahead:
+                return due - now - self._ahead
             self._due[key] = due + self._interval
             if now >= self._prune_at:
                 self._prune(now)
         return None
+
+    def refuse(self, key: str, wait_s: float, deadline_s: float | None) -> tuple[str, float]:
+        """A call ``take`` refused (``wait_s``: its answer): logged (``Overdrawn``), held
+        for ``refusal_pause`` unless another refusal of ``key`` is held now; then its one
+        line, and the seconds still to wait before ``key`` may call."""
+        self.log.note(key)
+        with self._lock:
+            pause = 0.0 if key in self._paused else refusal_pause(wait_s, deadline_s)
+            if pause:
+                self._paused.add(key)
+        if pause:
+            try:
+                time.sleep(pause)
+            finally:
+                with self._lock:
+                    self._paused.discard(key)
+        left = max(wait_s - pause, 0.0)
+        return (f"{self._whose} {shown(key)} made more than {self.burst} {self._calls} in "
+                f"{self.period_s:g} s{f' ({self._period})' if self._period else ''}; try "
+                f"again in {left:.2f} s"), left
 
     def __len__(self) -> int:
         return len(self._due)
 
     def _prune(self, now: float) -> None:
         """Drop the keys whose due time has passed (they hold no budget: as if never seen),
-        at most once a round: the table keeps the keys of the last round or so."""
+        at most once a period: the table keeps the keys of the last period or so."""
         self._due = {k: due for k, due in self._due.items() if due > now}
-        self._prune_at = now + self.round_s
+        self._prune_at = now + self.period_s
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """The scheduler's budgets: each job's RenewLease and ReportSteps calls, each user's
+    client calls (admins have none); None: no limit."""
+
+    jobs: CallBudget | None = None
+    users: CallBudget | None = None
+
+    @classmethod
+    def made(cls, job_calls_per_round: int, user_calls_per_second: float, round_s: float,
+             clock: Callable[[], float] = time.monotonic) -> Budgets:
+        """The cluster YAML's ``job_calls_per_round`` and ``user_calls_per_second`` (0:
+        no limit) for rounds of ``round_s``: a user's burst is ``USER_BURST_S`` of calls."""
+        jobs = users = None
+        if job_calls_per_round:
+            jobs = CallBudget(job_calls_per_round, round_s, clock, whose="job",
+                              calls="RenewLease and ReportSteps calls", period="a round")
+        if user_calls_per_second:
+            burst = max(1, round(user_calls_per_second * USER_BURST_S))
+            users = CallBudget(burst, burst / user_calls_per_second, clock, whose="user")
+        return cls(jobs, users)
 
 
 class Overdrawn:
-    """The log of calls refused over their job's budget: one line at most every ``every_s``,
-    with the jobs that were refused since the last (most first), however many jobs loop."""
+    """The log of calls refused over their budget (``what``): one line at most every
+    ``every_s``, with the callers (``whose``) refused since the last (most first), however
+    many loop."""
 
-    SHOWN = 5       # jobs named in a line; the rest are counted
+    SHOWN = 5       # callers named in a line; the rest are counted
 
-    def __init__(self, every_s: float = 5.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, what: str, whose: str, every_s: float = 5.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._what, self._whose = what, whose
         self._every_s, self._clock = every_s, clock
         self._lock = threading.Lock()
-        self._refused: dict[str, int] = {}      # job -> calls refused since the last line
+        self._refused: dict[str, int] = {}      # key -> calls refused since the last line
         self._line_at: float | None = None
 
-    def note(self, job_id: str) -> None:
+    def note(self, key: str) -> None:
         now = self._clock()
         with self._lock:
-            self._refused[job_id] = self._refused.get(job_id, 0) + 1
+            self._refused[key] = self._refused.get(key, 0) + 1
             last = self._line_at
             if last is not None and now - last < self._every_s:
                 return
             refused, self._refused, self._line_at = self._refused, {}, now
         worst = sorted(refused.items(), key=lambda kv: -kv[1])
-        named = ", ".join(f"{shown(job)} {n}" for job, n in worst[:self.SHOWN])
+        named = ", ".join(f"{shown(key)} {n}" for key, n in worst[:self.SHOWN])
         more = len(worst) - self.SHOWN
-        log.warning("refused %d RenewLease and ReportSteps calls over their job's budget %s"
-                    "(%s%s)", sum(refused.values()),
+        log.warning("refused %d %s %s(%s%s)", sum(refused.values()), self._what,
                     "" if last is None else f"in the last {now - last:.1f} s ", named,
-                    f" and {more} more jobs" if more > 0 else "")
+                    f" and {more} more {self._whose}s" if more > 0 else "")

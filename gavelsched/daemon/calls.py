@@ -8,8 +8,8 @@ admin on every job; the worker daemons' token and a job's own token change no jo
 A refusal is ``Denied`` (PERMISSION_DENIED on the wire) and changes nothing; a bad request
 is ``SubmissionError`` or ``ControlError`` (INVALID_ARGUMENT); an unknown job
 ``LookupError`` (NOT_FOUND); a submission past its user's ``max_jobs`` (the users file)
-``OverQuota`` (RESOURCE_EXHAUSTED). Every id a call names is checked before any job changes, so
-a call on an array changes all its copies or none.
+``OverQuota`` (RESOURCE_EXHAUSTED). Every id a call names is checked before any job
+changes, so a call on an array changes all its copies or none.
 """
 
 from __future__ import annotations

@@ -39,6 +39,8 @@ with the pairs an allocation gave time, thesis §5.3.1; fewer each beyond 5,000 
 would be 200 million; 0: every pair, as Gavel),
 ``job_calls_per_round`` (the RenewLease and ReportSteps calls one job may make in a burst,
 and again over each round; default 32, ``budgets.CALLS_PER_ROUND``; 0: no limit),
+``user_calls_per_second`` (the client calls a user, not an admin, may make a second on
+average, 20 s of them at once; default 5, ``budgets.USER_CALLS_PER_SECOND``; 0: no limit),
 ``gil_switch_ms`` (the scheduler process's GIL switch interval, ``sys.setswitchinterval``,
 in 0.1..100 ms; default 1 ms, Python's own is 5 ms: ``GIL_SWITCH_MS``),
 ``seed``, ``insecure`` (true: as ``gavelsched scheduler --insecure``; default false);
@@ -70,7 +72,7 @@ from traces import checks
 from traces.checks import MAX_SECONDS, MIN_ROUND_SECONDS, BadValue, shown
 
 from ..rpc.security import TlsFiles, host_of, is_loopback
-from .budgets import CALLS_PER_ROUND
+from .budgets import CALLS_PER_ROUND, USER_CALLS_PER_SECOND
 from .files import FileError, absolute_path, parse_yaml
 from .settings import SETTINGS_KEYS, ClusterSettings, SettingsError, parse_settings
 
@@ -80,7 +82,7 @@ OPTIONAL = ("auth_token_file", "tls", "metrics_listen", "throughputs", "expected
             "plan_lead_seconds", "min_resolve_interval_s", "resolve", "seed", "workers_tls",
             "insecure", "dashboard_listen", "refill_freed", "users_file", "eta", "restart_rule",
             "metrics_job_series", "gil_switch_ms", "pair_partners", "job_calls_per_round",
-            *SETTINGS_KEYS)
+            "user_calls_per_second", *SETTINGS_KEYS)
 TLS_KEYS = ("cert", "key", "ca")
 RESOLVE_MODES = ("responsive", "gavel")        # gavelsched/core/resolving.py
 RESTART_RULES = ("tenure", "gavel")            # gavelsched/core/restarts.py
@@ -141,6 +143,7 @@ class DaemonConfig:
     eta: bool = True
     gil_switch_ms: float = GIL_SWITCH_MS
     job_calls_per_round: int = CALLS_PER_ROUND
+    user_calls_per_second: float = USER_CALLS_PER_SECOND
     settings: ClusterSettings = ClusterSettings()
 
     def changed_from(self, old: DaemonConfig) -> list[str]:
@@ -290,7 +293,7 @@ def parse_config(data: Any, *, base: str | Path = ".", name: str = "config",
             raise ConfigError(f"{name}: gil_switch_ms must be a number of milliseconds in "
                               f"{low:g}..{high:g}, got {shown(err.value)}") from None
     for key in ("heartbeat_seconds", "plan_lead_seconds", "min_resolve_interval_s",
-                "checkpoint_retention_s"):
+                "checkpoint_retention_s", "user_calls_per_second"):
         if data.get(key) is not None:
             kw[key] = number(key, 0.05 if key == "heartbeat_seconds" else 0.0)
     if data.get("resolve") is not None:

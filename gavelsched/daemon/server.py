@@ -17,7 +17,6 @@ import errno
 import logging
 import socket
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,7 +26,7 @@ from traces import default_table, load_table
 from ..jobenv import scheduler_env
 from ..rpc.identity import Identities, IdentityError
 from ..rpc.security import IN_USE, SecurityError, exposure, host_of, read_token, serve
-from .budgets import CallBudget
+from .budgets import Budgets
 from .collector import Collector
 from .config import RELOADABLE, ConfigError, DaemonConfig, load_config
 from .jobs import JobRow
@@ -178,11 +177,10 @@ class SchedulerDaemon:
                         fix="set auth_token_file: token in the config (and --token-file "
                             "token on workers and clients)")
 
-    def _budget(self) -> CallBudget | None:
-        """Each job's RenewLease and ReportSteps calls (``budgets``), or None (``0``)."""
-        per_round = self.config.job_calls_per_round
-        return CallBudget(per_round, self.config.round_seconds, time.monotonic) \
-            if per_round else None
+    def _budgets(self) -> Budgets:
+        """Each job's RenewLease and ReportSteps calls and each user's calls (``budgets``)."""
+        c = self.config
+        return Budgets.made(c.job_calls_per_round, c.user_calls_per_second, c.round_seconds)
 
     def start(self) -> SchedulerDaemon:
         """Bind the gRPC server, then the metrics and dashboard endpoints if configured, and
@@ -191,7 +189,7 @@ class SchedulerDaemon:
         try:
             self.server, self.port = _bound("listen", self.config.listen, lambda a: serve(
                 a, registrations(self.executor, self.health, self.dispatcher.read_logs,
-                                 lambda: self.identities, self.reload, self._budget()),
+                                 lambda: self.identities, self.reload, self._budgets()),
                 identities=lambda: self.identities, tls=self.config.tls,
                 max_workers=HANDLER_THREADS,
                 interceptors=[ExecutorWaits(SEATS, unseated(self.executor.runs),

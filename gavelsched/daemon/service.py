@@ -26,9 +26,9 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from traces.checks import shown
 
 from ..rpc import pb, pb_grpc
-from ..rpc.codes import BUSY
-from ..rpc.identity import Caller, Identities, caller_of
-from .budgets import CallBudget, Overdrawn, refusal_pause
+from ..rpc.codes import BUSY, RETRY_AFTER
+from ..rpc.identity import USER, Caller, Identities, caller_of
+from .budgets import Budgets, CallBudget
 from .calls import Denied, OverQuota
 from .doors import bad_report, listed_runs, registration
 from .executor import DaemonExecutor
@@ -251,6 +251,21 @@ class _Callers:
         return caller
 
 
+def _within(budget: CallBudget | None, key: str, method: str, context, metrics) -> None:
+    """The call counted against ``key``'s ``budget`` (None: no limit), or refused with
+    RESOURCE_EXHAUSTED in one line after a pause (``CallBudget.refuse``), with the seconds
+    the caller is to wait (``codes.RETRY_AFTER``), counted by ``method``
+    (``gavelsched_calls_limited_total``)."""
+    wait = None if budget is None else budget.take(key)
+    if wait is None:
+        return
+    if metrics is not None:
+        metrics.on_limited(method)
+    line, left = budget.refuse(key, wait, context.time_remaining())
+    context.set_trailing_metadata(((RETRY_AFTER, f"{left:.3f}"),))
+    context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, line)
+
+
 def _ignored(method: str, request, why: str) -> str:
     line = f"{method} for job {shown(request.job_id)} ignored: {why}"
     log.warning("%s", line)
@@ -319,7 +334,6 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
     def __init__(self, executor: DaemonExecutor, callers: _Callers,
                  budget: CallBudget | None = None) -> None:
         self.x, self.callers, self.budget = executor, callers, budget
-        self.overdrawn = Overdrawn()
 
     def InitJob(self, request, context):
         self.callers.job(context, request.job_id)
@@ -347,25 +361,9 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
         self._count("executor", "InitJob", why)
         return answer
 
-    def _within_budget(self, method: str, request, context) -> None:
-        """The call counted against its job's budget, or refused with RESOURCE_EXHAUSTED in
-        one line after a pause (``budgets.refusal_pause``; the iterator asks again after a
-        pause of its own)."""
-        wait = None if self.budget is None else self.budget.take(request.job_id)
-        if wait is None:
-            return
-        if self.x.metrics is not None:
-            self.x.metrics.on_limited(method)
-        self.overdrawn.note(request.job_id)
-        time.sleep(refusal_pause(wait, context.time_remaining()))
-        context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                      f"job {shown(request.job_id)} made more than {self.budget.per_round} "
-                      f"RenewLease and ReportSteps calls in {self.budget.round_s:g} s (a "
-                      f"round); try again in {wait:.2f} s")
-
     def RenewLease(self, request, context):
         self.callers.job(context, request.job_id)
-        self._within_budget("RenewLease", request, context)
+        _within(self.budget, request.job_id, "RenewLease", context, self.x.metrics)
         why = bad_report(request)
         if why is not None:   # the iterator takes a failed renewal as "not renewed"
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, _ignored("RenewLease", request, why))
@@ -389,7 +387,7 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
 
     def ReportSteps(self, request, context):
         self.callers.job(context, request.job_id)
-        self._within_budget("ReportSteps", request, context)
+        _within(self.budget, request.job_id, "ReportSteps", context, self.x.metrics)
         why = bad_report(request)
         if why is not None:
             return pb.Ack(ok=False, message=_ignored("ReportSteps", request, why))
@@ -402,11 +400,21 @@ class IteratorService(pb_grpc.IteratorToSchedulerServicer):
 
 
 class ClientService(pb_grpc.ClientToSchedulerServicer):
+    """``budget``: how many calls each user (not an admin) may make (``budgets``); None:
+    no limit."""
+
     def __init__(self, executor: DaemonExecutor, read_logs: Reader, callers: _Callers,
-                 reload: Callable[[str], str]) -> None:
+                 reload: Callable[[str], str], budget: CallBudget | None = None) -> None:
         self.x, self._read_logs, self.callers = executor, read_logs, callers
-        self._reload = reload
+        self._reload, self.budget = reload, budget
         self._streams = threading.BoundedSemaphore(MAX_LOG_STREAMS)
+
+    def _caller(self, context, method: str) -> Caller:
+        """The caller, whose call is counted against their budget when they are a user."""
+        caller = self.callers.of(context)
+        if caller.role == USER:
+            _within(self.budget, caller.name, method, context, self.x.metrics)
+        return caller
 
     def _change(self, context, fn):
         """A call that changes jobs, on the executor's thread; answered once the picture
@@ -416,35 +424,35 @@ class ClientService(pb_grpc.ClientToSchedulerServicer):
         return reply
 
     def Submit(self, request, context):
-        caller = self.callers.of(context)
+        caller = self._caller(context, "Submit")
         return self._change(context, lambda: self.x.calls.submit(caller, request,
                                                                  self.x.door()))
 
     def Cancel(self, request, context):
-        caller = self.callers.of(context)
+        caller = self._caller(context, "Cancel")
         return self._change(context, lambda: self.x.calls.cancel(caller, request.job_id))
 
     def Hold(self, request, context):
-        caller = self.callers.of(context)
+        caller = self._caller(context, "Hold")
         return self._change(context, lambda: self.x.calls.hold(caller, request.job_id,
                                                                request.reason))
 
     def Release(self, request, context):
-        caller = self.callers.of(context)
+        caller = self._caller(context, "Release")
         return self._change(context, lambda: self.x.calls.release(caller, request.job_id))
 
     def Update(self, request, context):
-        caller = self.callers.of(context)
+        caller = self._caller(context, "Update")
         return self._change(context, lambda: self.x.calls.update(
             caller, request, self.x.tenancy.settings.entity_names))
 
     def History(self, request, context):
-        caller = self.callers.of(context)
+        caller = self._caller(context, "History")
         return _answer(context, lambda: self.x.call(
             lambda: self.x.calls.history(caller, request.job_id), changes=False))
 
     def Usage(self, request, context):
-        self.callers.of(context)
+        self._caller(context, "Usage")
         return _answer(context, lambda: self.x.call(lambda: self.x.calls.usage(request),
                                                     changes=False))
 
@@ -467,7 +475,7 @@ class ClientService(pb_grpc.ClientToSchedulerServicer):
         return reply
 
     def Status(self, request, context):
-        caller = self.callers.of(context)
+        caller = self._caller(context, "Status")
         unknown = [s for s in request.states if s not in STATES]
         if unknown:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT,
@@ -479,7 +487,7 @@ class ClientService(pb_grpc.ClientToSchedulerServicer):
         return reply
 
     def Logs(self, request, context):
-        caller = self.callers.of(context)
+        caller = self._caller(context, "Logs")
         if self.x.snapshot.log_sources(request.job_id) is None:
             context.abort(grpc.StatusCode.NOT_FOUND, f"unknown job {shown(request.job_id)}")
         _answer(context, lambda: self.x.call(
@@ -500,20 +508,20 @@ class ClientService(pb_grpc.ClientToSchedulerServicer):
 
 def registrations(executor: DaemonExecutor, health_servicer: health.HealthServicer,
                   read_logs: Reader, identities: Callable[[], Identities],
-                  reload: Callable[[str], str], budget: CallBudget | None = None):
+                  reload: Callable[[str], str], budgets: Budgets | None = None):
     """The ``register`` callables ``gavelsched.rpc.security.serve`` takes; ``read_logs``
     calls a worker's ``ReadLogs`` (``Dispatcher.read_logs``); ``identities()`` are those
     in force; ``reload(user)`` re-reads the configuration (its one-line message, or
-    ``ValueError``); ``budget``: each job's RenewLease and ReportSteps calls (``budgets``;
-    None: no limit)."""
-    callers = _Callers(identities)
+    ``ValueError``); ``budgets``: each job's RenewLease and ReportSteps calls and each
+    user's calls (``budgets``; None: no limits)."""
+    callers, budgets = _Callers(identities), budgets or Budgets()
     return [
         lambda s: pb_grpc.add_WorkerToSchedulerServicer_to_server(
             WorkerService(executor, callers), s),
         lambda s: pb_grpc.add_IteratorToSchedulerServicer_to_server(
-            IteratorService(executor, callers, budget), s),
+            IteratorService(executor, callers, budgets.jobs), s),
         lambda s: pb_grpc.add_ClientToSchedulerServicer_to_server(
-            ClientService(executor, read_logs, callers, reload), s),
+            ClientService(executor, read_logs, callers, reload, budgets.users), s),
         lambda s: health_pb2_grpc.add_HealthServicer_to_server(health_servicer, s),
     ]
 

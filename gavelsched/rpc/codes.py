@@ -21,3 +21,24 @@ UNREACHED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXC
 # How the scheduler says UNAVAILABLE when it was reached but every seat for calls that wait
 # on it is taken (``daemon/service.py``, ``ExecutorWaits``): retried like any UNREACHED.
 BUSY = "the scheduler is busy"
+
+# The trailing metadata of a call refused over its caller's budget (RESOURCE_EXHAUSTED,
+# ``daemon/budgets.py``): the seconds until the caller may call again. The client waits
+# that long and asks again (``retry_after``); a refusal without it (a user's ``max_jobs``)
+# is final.
+RETRY_AFTER = "gavelsched-retry-after-s"
+
+
+def retry_after(err: grpc.RpcError) -> float | None:
+    """The seconds a refused call asks its caller to wait before it calls again, or None
+    when the refusal is not over a budget."""
+    if err.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return None
+    for key, value in err.trailing_metadata() or ():
+        if key == RETRY_AFTER:
+            try:
+                seconds = float(value)
+            except ValueError:
+                return None
+            return seconds if 0.0 <= seconds < 1e6 else None
+    return None

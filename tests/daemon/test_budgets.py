@@ -1,7 +1,8 @@
-"""Each job's budget of RenewLease and ReportSteps calls (``daemon/budgets.py``): one job that
-loops on them is refused with RESOURCE_EXHAUSTED before its calls reach the executor, and
-every other job's calls are answered as before (docs/design.md, Safety rules: one bad job
-never stops the others)."""
+"""The callers' budgets (``daemon/budgets.py``): one job that loops on its RenewLease and
+ReportSteps calls, or one user whose script loops on client calls, is refused with
+RESOURCE_EXHAUSTED before the calls reach the executor, and every other job's and user's
+calls are answered as before (docs/design.md, Safety rules: one bad job never stops the
+others)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gavelsched.daemon import budgets
-from gavelsched.daemon.budgets import CALLS_PER_ROUND, CallBudget, Overdrawn, refusal_pause
+from gavelsched.daemon.budgets import CALLS_PER_ROUND, Budgets, CallBudget, Overdrawn, refusal_pause
 from gavelsched.daemon.config import ConfigError, load_config
 from gavelsched.daemon.server import SchedulerDaemon
+from gavelsched.client import connect
 from gavelsched.rpc import pb, pb_grpc
+from gavelsched.rpc.codes import retry_after
 from gavelsched.rpc.security import channel
 
 
@@ -48,13 +51,12 @@ def test_a_job_may_make_its_burst_then_one_call_per_interval():
 @settings(max_examples=300, deadline=None)
 @given(st.integers(1, 8), st.floats(0.5, 20.0),
        st.lists(st.floats(0.0, 5.0), min_size=1, max_size=80))
-def test_no_window_holds_more_calls_than_the_burst_and_the_rate_allow(per_round, round_s,
-                                                                      gaps):
-    """The GCRA's bound: over any span of ``w`` seconds at most ``per_round + w / interval``
-    calls are allowed, however they come; a job that calls at most at the budget's rate is
-    never refused."""
-    clock, budget = Clock(), CallBudget(per_round, round_s, lambda: clock.now)
-    interval, allowed = round_s / per_round, []
+def test_no_window_holds_more_calls_than_the_burst_and_the_rate_allow(burst, period_s, gaps):
+    """The GCRA's bound: over any span of ``w`` seconds at most ``burst + w / interval``
+    calls are allowed, however they come; a caller that calls at most at the budget's rate
+    is never refused."""
+    clock, budget = Clock(), CallBudget(burst, period_s, lambda: clock.now)
+    interval, allowed = period_s / burst, []
     for gap in gaps:
         clock.now += gap
         if budget.take("job") is None:
@@ -62,10 +64,10 @@ def test_no_window_holds_more_calls_than_the_burst_and_the_rate_allow(per_round,
     for i, start in enumerate(allowed):
         for j in range(i, len(allowed)):
             span = allowed[j] - start
-            assert j - i + 1 <= per_round + span / interval + 1e-6
+            assert j - i + 1 <= burst + span / interval + 1e-6
     paced = Clock()
-    steady = CallBudget(per_round, round_s, lambda: paced.now)
-    for _ in range(3 * per_round):
+    steady = CallBudget(burst, period_s, lambda: paced.now)
+    for _ in range(3 * burst):
         assert steady.take("job") is None
         paced.now += interval * 1.000001
 
@@ -82,9 +84,9 @@ def test_the_table_forgets_the_jobs_that_have_their_whole_budget_again():
 
 
 def test_a_budget_needs_calls_and_a_round():
-    for per_round, round_s in ((0, 1.0), (1, 0.0), (1, float("nan"))):
+    for burst, period_s in ((0, 1.0), (1, 0.0), (1, float("nan"))):
         with pytest.raises(ValueError):
-            CallBudget(per_round, round_s, Clock())
+            CallBudget(burst, period_s, Clock())
 
 
 def test_a_refused_call_is_held_until_its_job_may_call_again_within_limits():
@@ -99,7 +101,8 @@ def test_a_refused_call_is_held_until_its_job_may_call_again_within_limits():
 
 def test_the_refusals_are_logged_once_per_interval_naming_the_worst_jobs(caplog):
     clock = Clock()
-    log = Overdrawn(every_s=5.0, clock=clock)
+    log = Overdrawn("RenewLease and ReportSteps calls over their job's budget", "job",
+                    every_s=5.0, clock=clock)
     with caplog.at_level(logging.WARNING, logger="gavelsched.daemon.budgets"):
         log.note("loop")
         for t, job in ((1.0, "loop"), (2.0, "loop"), (3.0, "other"), (6.0, "loop")):
@@ -184,5 +187,93 @@ def test_no_budget_lets_every_call_through(tmp_path):
         for _ in range(3 * CALLS_PER_ROUND):
             assert stub.ReportSteps(pb.ReportStepsRequest(
                 job_id="loop", steps=1, seconds=1.0, checkpointed=True), timeout=10).ok
+    finally:
+        daemon.stop()
+
+
+def test_one_refusal_of_a_caller_is_paused_at_a_time(monkeypatch):
+    """A caller's many threads must not hold many handler threads asleep: while one of its
+    refusals is paused, its others are answered at once; another caller's is paused."""
+    import threading
+
+    from gavelsched.daemon import budgets as module
+
+    asleep, wake, slept = threading.Event(), threading.Event(), []
+
+    def sleep(seconds):
+        slept.append(seconds)
+        asleep.set()
+        wake.wait(30)
+
+    monkeypatch.setattr(module.time, "sleep", sleep)
+    budget = CallBudget(2, 10.0, Clock(), whose="user")
+    held = threading.Thread(target=budget.refuse, args=("loop", 4.0, None))
+    held.start()
+    assert asleep.wait(30)
+    line, left = budget.refuse("loop", 4.0, None)          # answered at once
+    assert line == "user 'loop' made more than 2 calls in 10 s; try again in 4.00 s"
+    assert left == 4.0 and slept == [budgets.REFUSAL_PAUSE_S]
+    wake.set()
+    held.join()
+    line, left = budget.refuse("other", 0.25, 5.0)
+    assert line.endswith("try again in 0.00 s") and left == 0.0
+    assert slept == [budgets.REFUSAL_PAUSE_S, 0.25]
+    budget.refuse("loop", 4.0, None)                        # paused again once free
+    assert len(slept) == 3
+
+
+def test_the_budgets_are_made_from_the_cluster_yaml_s_keys():
+    made = Budgets.made(32, 5.0, 30.0)
+    assert (made.jobs.burst, made.jobs.period_s) == (32, 30.0)
+    assert (made.users.burst, made.users.period_s) == (100, 20.0)
+    assert Budgets.made(0, 0.0, 30.0) == Budgets(None, None)
+    assert Budgets.made(1, 0.01, 30.0).users.burst == 1       # never below one call
+
+
+def test_the_users_budget_is_set_in_the_cluster_yaml(tmp_path):
+    assert _load(tmp_path).user_calls_per_second == budgets.USER_CALLS_PER_SECOND
+    assert _load(tmp_path, user_calls_per_second=0).user_calls_per_second == 0
+    for bad in (-1, "many", float("nan")):
+        with pytest.raises(ConfigError, match="user_calls_per_second"):
+            _load(tmp_path, user_calls_per_second=bad)
+
+
+def test_a_user_s_calls_past_their_budget_are_refused_and_others_answered(tmp_path):
+    """On a real scheduler with a users file: a user's calls past their budget (0.5 a
+    second here: 10 at once) are refused in one line, RESOURCE_EXHAUSTED, with the seconds
+    to wait; another user, and an admin (who has no budget), are answered. Through the
+    client API (``connect``), a loop of calls past the budget is slowed, not failed: each
+    refused call is made again once the scheduler says it may be."""
+    from gavelsched.daemon.users import add_user
+
+    (tmp_path / "token").write_text("daemon-token")
+    (tmp_path / "token").chmod(0o600)
+    tokens = {name: add_user(tmp_path / "users.yaml", name, role, [])
+              for name, role in (("loop", "user"), ("calm", "user"), ("root", "admin"))}
+    daemon = SchedulerDaemon(_load(tmp_path, user_calls_per_second=0.5,
+                                   auth_token_file="token", users_file="users.yaml")).start()
+    try:
+        def status(name: str):
+            stub = pb_grpc.ClientToSchedulerStub(channel(f"127.0.0.1:{daemon.port}",
+                                                         token=tokens[name]))
+            return lambda: stub.Status(pb.StatusRequest(), timeout=10)
+
+        for _ in range(10):
+            status("loop")()
+        with pytest.raises(grpc.RpcError) as err:
+            status("loop")()
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert err.value.details().startswith(
+            "user 'loop' made more than 10 calls in 20 s; try again in ")
+        assert 0.0 < retry_after(err.value) <= 2.0
+        status("calm")()
+        for _ in range(20):
+            status("root")()
+        limited = daemon.metrics.registry.get_sample_value
+        assert limited("gavelsched_calls_limited_total", {"method": "Status"}) == 1
+        with connect(f"127.0.0.1:{daemon.port}", token=tokens["calm"]) as calm:
+            for _ in range(11):              # 9 left in the burst, then one each 2 s
+                calm.status()
+        assert limited("gavelsched_calls_limited_total", {"method": "Status"}) >= 3
     finally:
         daemon.stop()

@@ -114,13 +114,13 @@ def test_each_users_unfinished_jobs_are_counted_through_every_change_and_a_resto
                     if job_id not in table:
                         table.submit([row(job_id, user=user)])
                 elif job_id in table:
-                    {"start": lambda: table.start(job_id, 1.0, "v100"),
-                     "preempt": lambda: table.preempt(job_id),
-                     "hold": lambda: table.hold(job_id, "held"),
-                     "release": lambda: table.release(job_id),
-                     "finish": lambda: table.finish(job_id, 2.0),
-                     "fail": lambda: table.fail(job_id, "x", 2.0),
-                     "cancel": lambda: table.cancel(job_id, 2.0)}[kind]()
+                    {"start": lambda j: table.start(j, 1.0, "v100"),
+                     "preempt": table.preempt,
+                     "hold": lambda j: table.hold(j, "held"),
+                     "release": table.release,
+                     "finish": lambda j: table.finish(j, 2.0),
+                     "fail": lambda j: table.fail(j, "x", 2.0),
+                     "cancel": lambda j: table.cancel(j, 2.0)}[kind](job_id)
             except IllegalTransition:
                 pass
             for who in ("ann", "bo"):

@@ -104,8 +104,8 @@ REFUSALS = [
     ("an unknown entity", {"users": [_entry(entities=["team-z"])]},
      ["users[0] (bob)", "unknown entity 'team-z'", "team-a, team-b"]),
     ("no jobs at all", {"users": [_entry(max_jobs=0)]},
-     ["users[0] (bob)", "max_jobs must be an integer >= 1 (the most unfinished jobs at once), "
-      "got 0"]),
+     ["users[0] (bob)", ("max_jobs must be an integer >= 1 (the most unfinished jobs at "
+                         "once), got 0")]),
     ("a fraction of a job", {"users": [_entry(max_jobs=2.5)]}, ["max_jobs must be"]),
     ("jobs as text", {"users": [_entry(max_jobs="100")]}, ["max_jobs must be"]),
     ("jobs as a boolean", {"users": [_entry(max_jobs=True)]}, ["max_jobs must be"]),
