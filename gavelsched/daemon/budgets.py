@@ -16,9 +16,9 @@ Each caller may make ``burst`` calls at once, and ``burst`` more over each ``per
 call beyond that is refused with RESOURCE_EXHAUSTED before it reaches the executor, after a
 pause (``refusal_pause``): a caller that loops on its calls one at a time then makes about
 one a second, where a job made 1,500 a second that took a whole core of the scheduler
-(BENCHMARKS.md, "One job that loops on its calls"). Only one of a caller's refusals is
-paused at a time, so that a caller's many threads cannot hold many handler threads and
-seats asleep. The iterator takes a refusal as it takes a busy scheduler: it asks again
+(BENCHMARKS.md, "One job that loops on its calls"). At most ``PAUSED_PER_CALLER`` of a
+caller's refusals are paused at a time, so that a caller's many threads cannot hold many
+handler threads and seats asleep. The iterator takes a refusal as it takes a busy scheduler: it asks again
 after a pause of its own (``lease_calls``).
 
 The budget is kept as the generic cell rate algorithm (GCRA; ITU-T I.371, the virtual
@@ -58,6 +58,11 @@ USER_BURST_S = 20.0
 # spins faster.
 REFUSAL_PAUSE_S = 1.0
 DEADLINE_MARGIN_S = 0.1
+# The most refusals of one caller held at once: its others meanwhile are answered at once,
+# so that a caller's many threads hold at most this many handler threads and seats asleep
+# (of the 384 seats for the fleet's calls and 64 for the clients'); a loop on 4 threads is
+# still slowed whole.
+PAUSED_PER_CALLER = 4
 
 
 def refusal_pause(wait_s: float, deadline_s: float | None) -> float:
@@ -87,7 +92,7 @@ class CallBudget:
         self._ahead = period_s - self._interval         # how far ahead a call may be due
         self._clock = clock
         self._due: dict[str, float] = {}                # key -> when its next call is due
-        self._paused: set[str] = set()                  # keys with a refusal asleep
+        self._paused: dict[str, int] = {}               # key -> its refusals asleep
         self._lock = threading.Lock()
         self._prune_at = 0.0
         self._whose, self._calls, self._period = whose, calls, period
@@ -108,19 +113,23 @@ class CallBudget:
 
     def refuse(self, key: str, wait_s: float, deadline_s: float | None) -> tuple[str, float]:
         """A call ``take`` refused (``wait_s``: its answer): logged (``Overdrawn``), held
-        for ``refusal_pause`` unless another refusal of ``key`` is held now; then its one
-        line, and the seconds still to wait before ``key`` may call."""
+        for ``refusal_pause`` unless ``PAUSED_PER_CALLER`` refusals of ``key`` are held
+        now; then its one line, and the seconds still to wait before ``key`` may call."""
         self.log.note(key)
         with self._lock:
-            pause = 0.0 if key in self._paused else refusal_pause(wait_s, deadline_s)
+            held = self._paused.get(key, 0)
+            pause = 0.0 if held >= PAUSED_PER_CALLER else refusal_pause(wait_s, deadline_s)
             if pause:
-                self._paused.add(key)
+                self._paused[key] = held + 1
         if pause:
             try:
                 time.sleep(pause)
             finally:
                 with self._lock:
-                    self._paused.discard(key)
+                    if self._paused[key] > 1:
+                        self._paused[key] -= 1
+                    else:
+                        del self._paused[key]
         left = max(wait_s - pause, 0.0)
         return (f"{self._whose} {shown(key)} made more than {self.burst} {self._calls} in "
                 f"{self.period_s:g} s{f' ({self._period})' if self._period else ''}; try "

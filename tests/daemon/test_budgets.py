@@ -7,6 +7,7 @@ others)."""
 from __future__ import annotations
 
 import logging
+import time
 
 import grpc
 import pytest
@@ -14,11 +15,11 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gavelsched.client import connect
 from gavelsched.daemon import budgets
 from gavelsched.daemon.budgets import CALLS_PER_ROUND, Budgets, CallBudget, Overdrawn, refusal_pause
 from gavelsched.daemon.config import ConfigError, load_config
 from gavelsched.daemon.server import SchedulerDaemon
-from gavelsched.client import connect
 from gavelsched.rpc import pb, pb_grpc
 from gavelsched.rpc.codes import retry_after
 from gavelsched.rpc.security import channel
@@ -191,35 +192,41 @@ def test_no_budget_lets_every_call_through(tmp_path):
         daemon.stop()
 
 
-def test_one_refusal_of_a_caller_is_paused_at_a_time(monkeypatch):
-    """A caller's many threads must not hold many handler threads asleep: while one of its
-    refusals is paused, its others are answered at once; another caller's is paused."""
+def test_a_callers_refusals_are_paused_only_a_few_at_a_time(monkeypatch):
+    """A caller's many threads must not hold many handler threads asleep: while
+    ``PAUSED_PER_CALLER`` of its refusals are paused (2 here), its others are answered at
+    once; another caller's are paused."""
     import threading
 
     from gavelsched.daemon import budgets as module
 
-    asleep, wake, slept = threading.Event(), threading.Event(), []
+    monkeypatch.setattr(module, "PAUSED_PER_CALLER", 2)
+    wake, slept, lock = threading.Event(), [], threading.Lock()
 
     def sleep(seconds):
-        slept.append(seconds)
-        asleep.set()
+        with lock:
+            slept.append(seconds)
         wake.wait(30)
 
     monkeypatch.setattr(module.time, "sleep", sleep)
     budget = CallBudget(2, 10.0, Clock(), whose="user")
-    held = threading.Thread(target=budget.refuse, args=("loop", 4.0, None))
-    held.start()
-    assert asleep.wait(30)
+    held = [threading.Thread(target=budget.refuse, args=("loop", 4.0, None)) for _ in range(2)]
+    for thread in held:
+        thread.start()
+    deadline = time.monotonic() + 30
+    while len(slept) < 2 and time.monotonic() < deadline:
+        wake.wait(0.01)         # (time.sleep is the fake's here)
     line, left = budget.refuse("loop", 4.0, None)          # answered at once
     assert line == "user 'loop' made more than 2 calls in 10 s; try again in 4.00 s"
-    assert left == 4.0 and slept == [budgets.REFUSAL_PAUSE_S]
+    assert left == 4.0 and slept == [budgets.REFUSAL_PAUSE_S] * 2
     wake.set()
-    held.join()
+    for thread in held:
+        thread.join()
     line, left = budget.refuse("other", 0.25, 5.0)
     assert line.endswith("try again in 0.00 s") and left == 0.0
-    assert slept == [budgets.REFUSAL_PAUSE_S, 0.25]
+    assert slept == [budgets.REFUSAL_PAUSE_S] * 2 + [0.25]
     budget.refuse("loop", 4.0, None)                        # paused again once free
-    assert len(slept) == 3
+    assert len(slept) == 4
 
 
 def test_the_budgets_are_made_from_the_cluster_yaml_s_keys():
