@@ -1,17 +1,18 @@
 """One job that loops on its calls, with and without its budget (``job_calls_per_round``;
 ``gavelsched/daemon/budgets.py``; BENCHMARKS.md, "One job that loops on its calls").
 
-A real scheduler daemon runs in this process (30-s rounds, one queued job). A client in a
-process of its own, as a broken job's would be, sends that job's ``ReportSteps`` from 4
-threads, back to back, for ``--seconds``. Meanwhile this process posts an empty event to the
-executor every 50 ms and times its round trip: what every other job's call waits for. For
-each budget it prints the calls a second the flood got answered (and how many of them were
-refused), the executor's round trip, and the scheduler's log lines a second.
+A real scheduler daemon runs in this process (30-s rounds, two queued jobs). A client in a
+process of its own, as a broken job's would be, sends one job's ``ReportSteps`` from
+``--threads`` threads (default 4), back to back, for ``--seconds``. Meanwhile another
+process reports for the other job every 0.25 s, within its budget, and times each call.
+For each budget it prints the calls a second the flood made (and how many of them were
+refused), the CPU of this process (the scheduler's), the other job's call times, and the
+scheduler's log lines a second.
 
 Usage::
 
     python benchmarks/job_flood.py                  # budgets 0 (none) and 32, 8 s each
-    python benchmarks/job_flood.py --seconds 4 --budgets 0,32,4
+    python benchmarks/job_flood.py --threads 4,8     # each with 4 and 8 threads (~40 s)
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def loop():
         except grpc.RpcError as err:
             counts["refused" if err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
                    else "answered"] += 1
-threads = [threading.Thread(target=loop) for _ in range(4)]
+threads = [threading.Thread(target=loop) for _ in range(int(sys.argv[4]))]
 for t in threads: t.start()
 for t in threads: t.join()
 print(counts["answered"], counts["refused"])
@@ -78,7 +79,7 @@ class Lines(logging.Handler):
         self.count += 1
 
 
-def run(budget: int, seconds: float) -> dict:
+def run(budget: int, seconds: float, threads: int) -> dict:
     from gavelsched.daemon.config import load_config
     from gavelsched.daemon.server import SchedulerDaemon
     from gavelsched.rpc import pb, pb_grpc
@@ -98,8 +99,8 @@ def run(budget: int, seconds: float) -> dict:
             job_type="A3C", total_steps=1000, workload="steps"), timeout=10).job_id
             for _ in range(2))
         lines.count = 0
-        flood = subprocess.Popen([sys.executable, "-c", FLOOD, address, job, str(seconds)],
-                                 stdout=subprocess.PIPE, text=True)
+        flood = subprocess.Popen([sys.executable, "-c", FLOOD, address, job, str(seconds),
+                                  str(threads)], stdout=subprocess.PIPE, text=True)
         cpu = time.process_time()
         other = subprocess.run([sys.executable, "-c", OTHER, address, other_job,
                                 str(seconds)], capture_output=True, text=True, check=True)
@@ -110,7 +111,7 @@ def run(budget: int, seconds: float) -> dict:
     finally:
         logging.getLogger("gavelsched").removeHandler(lines)
         daemon.stop()
-    return {"budget": budget, "calls_s": (answered + refused) / seconds,
+    return {"budget": budget, "threads": threads, "calls_s": (answered + refused) / seconds,
             "refused_s": refused / seconds, "cpu": cpu / seconds,
             "trip_ms": 1e3 * statistics.median(trips),
             "trip_p90_ms": 1e3 * trips[int(0.9 * len(trips))], "lines_s": logged / seconds}
@@ -122,25 +123,30 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=8.0, help="each flood's length")
     parser.add_argument("--budgets", default="0,32",
                         help="job_calls_per_round values, comma-separated (0: no limit)")
+    parser.add_argument("--threads", default="4",
+                        help="the flood's threads, comma-separated: each budget with each")
     args = parser.parse_args()
     try:
         budgets = [int(b) for b in args.budgets.split(",")]
+        threads = [int(t) for t in args.threads.split(",")]
     except ValueError:
-        parser.error(f"--budgets: integers >= 0, comma-separated, got {args.budgets!r}")
-    if args.seconds <= 0 or any(b < 0 for b in budgets):
-        parser.error("--seconds must be > 0 and every budget >= 0")
+        parser.error(f"--budgets, --threads: integers, comma-separated, got "
+                     f"{args.budgets!r}, {args.threads!r}")
+    if args.seconds <= 0 or any(b < 0 for b in budgets) or any(t < 1 for t in threads):
+        parser.error("--seconds must be > 0, every budget >= 0 and every --threads >= 1")
     logger = logging.getLogger("gavelsched")        # counted, not printed
     logger.setLevel(logging.INFO)
     logger.propagate = False
     print(describe())
-    print("| budget | flood calls/s | of them refused/s | scheduler CPU | another job's "
-          "ReportSteps, median (p90) | scheduler log lines/s |")
-    print("|---|---|---|---|---|---|")
-    for budget in budgets:
-        r = run(budget, args.seconds)
-        print(f"| {r['budget'] or 'none'} | {r['calls_s']:.0f} | {r['refused_s']:.0f} | "
-              f"{100 * r['cpu']:.0f}% | {r['trip_ms']:.2f} ms ({r['trip_p90_ms']:.2f} ms) | "
-              f"{r['lines_s']:.0f} |")
+    print("| budget | flood threads | flood calls/s | of them refused/s | scheduler CPU | "
+          "another job's ReportSteps, median (p90) | scheduler log lines/s |")
+    print("|---|---|---|---|---|---|---|")
+    for n in threads:
+        for budget in budgets:
+            r = run(budget, args.seconds, n)
+            print(f"| {r['budget'] or 'none'} | {n} | {r['calls_s']:.0f} | {r['refused_s']:.0f} | "
+                  f"{100 * r['cpu']:.0f}% | {r['trip_ms']:.2f} ms ({r['trip_p90_ms']:.2f} ms) "
+                  f"| {r['lines_s']:.0f} |")
     return 0
 
 
