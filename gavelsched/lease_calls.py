@@ -109,14 +109,14 @@ class SchedulerCalls:
         when no answer came in time (DEADLINE_EXCEEDED), or the scheduler refused it."""
         import grpc
 
-        from gavelsched.rpc.codes import BUSY, UNREACHED
+        from gavelsched.rpc.codes import BUSY, UNREACHED, retry_after
 
         try:
             return future.result().lease
         except grpc.RpcError as err:
             code = err.code()
-            busy = (code == grpc.StatusCode.RESOURCE_EXHAUSTED or code ==
-                    grpc.StatusCode.UNAVAILABLE and (err.details() or "").startswith(BUSY))
+            busy = retry_after(err) is not None or (
+                code == grpc.StatusCode.UNAVAILABLE and (err.details() or "").startswith(BUSY))
             unreached = (not busy and code in UNREACHED
                          and code != grpc.StatusCode.DEADLINE_EXCEEDED)
             log.warning("RenewLease failed (%s); %s", code.name,

@@ -1,8 +1,9 @@
 """``gavelsched user add|list|remove --config CLUSTER.yaml``: the users file the cluster
 YAML's ``users_file`` names (its format: ``gavelsched/daemon/users.py``).
 
-``user add NAME --role R [--entity E]... [--max-jobs N]`` writes the new user's token hash to the file and
-prints the token once, alone on the last line of its output (the file never holds it).
+``user add NAME --role R [--entity E]... [--max-jobs N]`` writes the new user's token hash
+to the file and prints the token once, alone on the last line of its output (the file
+never holds it).
 The scheduler reads the file again on ``gavelsched reload`` (or SIGHUP). A door over
 ``gavelsched.daemon.users``: bad input exits 2 with one line.
 """

@@ -122,7 +122,7 @@ def _parse_max_jobs(value: Any, where: str) -> int | None:
     if value is None:
         return None
     try:
-        return checks.integer(value, "max_jobs", low=1, high=checks.INT64_MAX)
+        return checks.integer(value, "max_jobs", low=1)
     except BadValue:
         raise UsersError(f"{where}: max_jobs must be an integer >= 1 (the most unfinished "
                          f"jobs at once), got {shown(value)}") from None

@@ -326,17 +326,18 @@ def test_a_renewal_the_scheduler_was_too_busy_to_take_is_asked_again(tmp_path, r
     # seat for fleet calls was taken (UNAVAILABLE, "busy"); each was read as "not renewed"
     # and ended a run the plan kept. Asked again (while the lease lasts, or after its
     # checkpoint when the refusal comes at its end), the lease is extended: no restart.
-    # A renewal refused over the job's budget of calls (RESOURCE_EXHAUSTED,
-    # ``daemon/budgets.py``) is asked again the same way.
+    # A renewal refused over the job's budget of calls (RESOURCE_EXHAUSTED with the seconds
+    # to wait, ``daemon/budgets.py``) is asked again the same way.
     import grpc
 
-    from gavelsched.rpc.codes import BUSY
+    from gavelsched.rpc.codes import BUSY, RETRY_AFTER
 
     def busy_once(calls, request, context):
         if calls == 0 and refusal == "busy":
             context.abort(grpc.StatusCode.UNAVAILABLE,
                           f"{BUSY}: 384 fleet calls already wait on it; try again")
         if calls == 0:
+            context.set_trailing_metadata(((RETRY_AFTER, "0.400"),))
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
                           "job 'j1' made more than 32 RenewLease and ReportSteps calls in "
                           "360 s (a round); try again in 0.40 s")
