@@ -8,7 +8,9 @@ Every handler knows its caller (``rpc.identity``; the token was checked before i
 the worker daemons' calls take the daemon token (or an admin's), a job's iterator calls
 its own job's token (or the daemon's), clients a user's. What a user may do to which job
 is decided on the executor's thread (``calls``); drain and reload are for admins. A call
-its caller may not make gets PERMISSION_DENIED with one line, and changes nothing.
+its caller may not make gets PERMISSION_DENIED with one line, and changes nothing. A job's
+RenewLease and ReportSteps, and a user's calls, are counted against their budgets before
+they reach the executor (``budgets``; RESOURCE_EXHAUSTED past them).
 """
 
 from __future__ import annotations
