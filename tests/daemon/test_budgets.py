@@ -15,7 +15,6 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gavelsched.client import connect
 from gavelsched.daemon import budgets
 from gavelsched.daemon.budgets import CALLS_PER_ROUND, Budgets, CallBudget, Overdrawn, refusal_pause
 from gavelsched.daemon.config import ConfigError, load_config
@@ -246,18 +245,17 @@ def test_the_users_budget_is_set_in_the_cluster_yaml(tmp_path):
 
 
 def test_a_user_s_calls_past_their_budget_are_refused_and_others_answered(tmp_path):
-    """On a real scheduler with a users file: a user's calls past their budget (0.5 a
-    second here: 10 at once) are refused in one line, RESOURCE_EXHAUSTED, with the seconds
-    to wait; another user, and an admin (who has no budget), are answered. Through the
-    client API (``connect``), a loop of calls past the budget is slowed, not failed: each
-    refused call is made again once the scheduler says it may be."""
+    """On a real scheduler with a users file: a user's calls past their budget (0.1 a
+    second here: 2 at once, then one each 10 s) are refused in one line,
+    RESOURCE_EXHAUSTED, with the seconds to wait; another user, and an admin (who has no
+    budget), are answered. (The client's wait and retry: ``tests/client/test_retry_after.py``.)"""
     from gavelsched.daemon.users import add_user
 
     (tmp_path / "token").write_text("daemon-token")
     (tmp_path / "token").chmod(0o600)
     tokens = {name: add_user(tmp_path / "users.yaml", name, role, [])
               for name, role in (("loop", "user"), ("calm", "user"), ("root", "admin"))}
-    daemon = SchedulerDaemon(_load(tmp_path, user_calls_per_second=0.5,
+    daemon = SchedulerDaemon(_load(tmp_path, user_calls_per_second=0.1,
                                    auth_token_file="token", users_file="users.yaml")).start()
     try:
         def status(name: str):
@@ -265,22 +263,18 @@ def test_a_user_s_calls_past_their_budget_are_refused_and_others_answered(tmp_pa
                                                          token=tokens[name]))
             return lambda: stub.Status(pb.StatusRequest(), timeout=10)
 
-        for _ in range(10):
+        for _ in range(2):
             status("loop")()
         with pytest.raises(grpc.RpcError) as err:
             status("loop")()
         assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert err.value.details().startswith(
-            "user 'loop' made more than 10 calls in 20 s; try again in ")
-        assert 0.0 < retry_after(err.value) <= 2.0
+            "user 'loop' made more than 2 calls in 20 s; try again in ")
+        assert 0.0 < retry_after(err.value) <= 10.0
         status("calm")()
         for _ in range(20):
             status("root")()
         limited = daemon.metrics.registry.get_sample_value
         assert limited("gavelsched_calls_limited_total", {"method": "Status"}) == 1
-        with connect(f"127.0.0.1:{daemon.port}", token=tokens["calm"]) as calm:
-            for _ in range(11):              # 9 left in the burst, then one each 2 s
-                calm.status()
-        assert limited("gavelsched_calls_limited_total", {"method": "Status"}) >= 3
     finally:
         daemon.stop()
