@@ -131,9 +131,13 @@ class CallBudget:
                     else:
                         del self._paused[key]
         left = max(wait_s - pause, 0.0)
+        return self.line(key, left), left
+
+    def line(self, key: str, left_s: float) -> str:
+        """The one line of a refusal of ``key``, which may call again in ``left_s``."""
         return (f"{self._whose} {shown(key)} made more than {self.burst} {self._calls} in "
                 f"{self.period_s:g} s{f' ({self._period})' if self._period else ''}; try "
-                f"again in {left:.2f} s"), left
+                f"again in {left_s:.2f} s")
 
     def __len__(self) -> int:
         return len(self._due)

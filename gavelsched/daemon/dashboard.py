@@ -15,6 +15,11 @@ a MAC of it under the cluster's token, never the token) before redirecting to ``
 users file (``identities``; issue #28); a cookie stops working when its user is removed.
 Compared in constant time; requests are not logged. Without a token it answers only
 requests addressed to a loopback host name (``config`` keeps it on loopback).
+
+A user's ``/api/status`` is counted against the same budget as their gRPC calls
+(``budgets``; an admin and the cluster's token have none): past it, 429 Too Many Requests
+with ``Retry-After``. The page asks every 2 s, well within it; a script that loops on the
+whole picture of 50,000 jobs (seconds of the scheduler's time each) is slowed.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import hashlib
 import hmac
 import json
 import logging
+import math
 import re
 import socket
 import threading
@@ -35,6 +41,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from ..rpc.identity import ADMIN, USER, Identities, token_hash
 from ..rpc.security import is_loopback
+from .budgets import CallBudget
 from .holding import counted_for_entity, counted_once
 from .jobs import PREEMPTED, QUEUED, RUNNING
 from .snapshot import Snapshot
@@ -124,12 +131,15 @@ class Dashboard:
 
     def __init__(self, snapshot: Callable[[], Snapshot], token: str | None,
                  history: Path | None = None,
-                 identities: Callable[[], Identities] | None = None) -> None:
+                 identities: Callable[[], Identities] | None = None,
+                 budget: CallBudget | None = None) -> None:
         """``identities()``: who may call the scheduler now (its users' tokens open the
-        page too); None: the cluster's token only."""
+        page too); None: the cluster's token only. ``budget``: each user's calls
+        (``budgets``; None: no limit)."""
         self._snapshot = snapshot
         self._token = token.encode() if token else None
         self._identities = identities
+        self.budget = budget
         self._history = Utilisation(history)
         self._stop = threading.Event()
         self._server: ThreadingHTTPServer | None = None
@@ -183,30 +193,33 @@ class Dashboard:
                 "utilisation": self._history.points()}
 
     # ---- auth ----------------------------------------------------------------------------
-    def allowed(self, headers, query: dict) -> tuple[bool, str | None]:
-        """(allowed, the cookie to set or None): the bearer token, the cookie, or
-        ``?token=``."""
+    def allowed(self, headers, query: dict) -> tuple[str | None, str | None]:
+        """(who, the cookie to set or None): who the bearer token, the cookie or
+        ``?token=`` admits (``_admits``; None: no one)."""
         if self._token is None:
             host = urlsplit("//" + (headers.get("Host") or "")).hostname or ""
-            return is_loopback(host), None
+            return ("" if is_loopback(host) else None), None
         auth = headers.get("Authorization") or ""
-        if auth.startswith("Bearer ") and self._admits(auth[7:].strip()):
-            return True, None
+        if auth.startswith("Bearer ") and (who := self._admits(auth[7:].strip())) is not None:
+            return who, None
         for part in (headers.get("Cookie") or "").split(";"):
             name, _, value = part.strip().partition("=")
-            if name == COOKIE and self._cookie_admits(value):
-                return True, None
+            if name == COOKIE and (who := self._cookie_admits(value)) is not None:
+                return who, None
         given = query.get("token", [""])[0].strip()
-        if given and self._admits(given):
-            return True, self._cookie(token_hash(given))
-        return False, None
+        if given and (who := self._admits(given)) is not None:
+            return who, self._cookie(token_hash(given))
+        return None, None
 
-    def _admits(self, token: str) -> bool:
-        """The cluster's token, or a user's or an admin's."""
+    def _admits(self, token: str) -> str | None:
+        """Who ``token`` admits: a user's name, ``""`` for the cluster's token or an admin
+        (no budget), None for no one."""
         if hmac.compare_digest(token.encode(), self._token):
-            return True
+            return ""
         caller = None if self._identities is None else self._identities().identify(token)
-        return caller is not None and caller.role in (ADMIN, USER)
+        if caller is None or caller.role not in (ADMIN, USER):
+            return None
+        return caller.name if caller.role == USER else ""
 
     def _cookie(self, hashed: str) -> str:
         """The cookie of a token whose hash is ``hashed``: the hash and its MAC."""
@@ -214,16 +227,28 @@ class Dashboard:
                        hashlib.sha256).hexdigest()
         return f"{hashed.partition(':')[2]}.{mac}"
 
-    def _cookie_admits(self, value: str) -> bool:
-        """A cookie this dashboard set, of a token that still opens it."""
+    def _cookie_admits(self, value: str) -> str | None:
+        """Who a cookie this dashboard set admits, its token still opening it (as
+        ``_admits``)."""
         digest, _, _ = value.partition(".")
         hashed = f"sha256:{digest}"
         if not hmac.compare_digest(value.encode(), self._cookie(hashed).encode()):
-            return False
+            return None
         if hmac.compare_digest(hashed, token_hash(self._token.decode())):
-            return True
+            return ""
         users = () if self._identities is None else (self._identities().users or ())
-        return any(u.token_hash == hashed and u.role in (ADMIN, USER) for u in users)
+        for u in users:
+            if u.token_hash == hashed and u.role in (ADMIN, USER):
+                return u.name if u.role == USER else ""
+        return None
+
+    def over_budget(self, who: str) -> float | None:
+        """None when ``who`` (a user's name; ``""``: no budget) may have the picture now,
+        else the seconds until they may (the refusal logged with the gRPC calls')."""
+        wait = None if not who or self.budget is None else self.budget.take(who)
+        if wait is not None:
+            self.budget.log.note(who)
+        return wait
 
     @staticmethod
     def set_cookie(value: str) -> str:
@@ -282,8 +307,8 @@ def _handler(board: Dashboard) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:   # noqa: N802
             url = urlsplit(self.path)
-            ok, cookie = board.allowed(self.headers, parse_qs(url.query))
-            if not ok:
+            who, cookie = board.allowed(self.headers, parse_qs(url.query))
+            if who is None:
                 self._send(401, b"401 Unauthorized: the dashboard needs a token (the "
                            b"cluster's, or a user's): open /?token=TOKEN, or send "
                            b"Authorization: Bearer TOKEN\n",
@@ -295,6 +320,9 @@ def _handler(board: Dashboard) -> type[BaseHTTPRequestHandler]:
                     ("Set-Cookie", board.set_cookie(cookie))])
             elif url.path == "/":
                 self._send(200, PAGE, "text/html; charset=utf-8")
+            elif url.path == "/api/status" and (wait := board.over_budget(who)) is not None:
+                self._send(429, f"429: {board.budget.line(who, wait)}\n".encode(),
+                           "text/plain; charset=utf-8", [("Retry-After", str(math.ceil(wait)))])
             elif url.path == "/api/status":
                 rows = parse_qs(url.query).get("rows", [""])[0]
                 if rows and not (rows.isdigit() and len(rows) < 7):

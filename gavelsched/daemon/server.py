@@ -122,9 +122,12 @@ class SchedulerDaemon:
         self.server = None
         self.port = 0
         self.metrics_port: int | None = None
+        self.budgets = Budgets.made(config.job_calls_per_round, config.user_calls_per_second,
+                                    config.round_seconds)
         self.dashboard = Dashboard(lambda: self.executor.snapshot, self.token,
                                    config.state_dir / "utilisation.jsonl",
-                                   identities=lambda: self.identities)
+                                   identities=lambda: self.identities,
+                                   budget=self.budgets.users)
         self.dashboard_port: int | None = None
         self._thread: threading.Thread | None = None
         self.crashed: str | None = None     # why the core's thread stopped on an error
@@ -177,11 +180,6 @@ class SchedulerDaemon:
                         fix="set auth_token_file: token in the config (and --token-file "
                             "token on workers and clients)")
 
-    def _budgets(self) -> Budgets:
-        """Each job's RenewLease and ReportSteps calls and each user's calls (``budgets``)."""
-        c = self.config
-        return Budgets.made(c.job_calls_per_round, c.user_calls_per_second, c.round_seconds)
-
     def start(self) -> SchedulerDaemon:
         """Bind the gRPC server, then the metrics and dashboard endpoints if configured, and
         start the core's thread. An address that cannot be bound (taken, or not this
@@ -189,7 +187,7 @@ class SchedulerDaemon:
         try:
             self.server, self.port = _bound("listen", self.config.listen, lambda a: serve(
                 a, registrations(self.executor, self.health, self.dispatcher.read_logs,
-                                 lambda: self.identities, self.reload, self._budgets()),
+                                 lambda: self.identities, self.reload, self.budgets),
                 identities=lambda: self.identities, tls=self.config.tls,
                 max_workers=HANDLER_THREADS,
                 interceptors=[ExecutorWaits(SEATS, unseated(self.executor.runs),
