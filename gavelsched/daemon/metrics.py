@@ -16,8 +16,9 @@
 - ``gavelsched_calls_refused_total{method}``: the calls refused as busy, every seat of
   their kind taken (``service.ExecutorWaits``; the scheduler's log says which calls held
   the seats);
-- ``gavelsched_calls_limited_total{method}``: the RenewLease and ReportSteps calls refused
-  over their job's budget (``budgets``; the log names the jobs);
+- ``gavelsched_calls_limited_total{method}``: the calls refused over their caller's budget:
+  a job's RenewLease and ReportSteps, a user's client calls (``budgets``; the log names
+  the callers);
 - ``gavelsched_renewals_total{answer}``: the RenewLeases answered from the last plan's book
   (``book``), by the executor (``executor``: at once, or once the plan it waited for was
   made), or told to ask again because that plan came later than it could wait
@@ -124,8 +125,8 @@ class DaemonMetrics:
         self.rpcs = Counter("gavelsched_rpcs", "gRPC calls served", ["method"], registry=r)
         self.refused = Counter("gavelsched_calls_refused", "gRPC calls refused as busy",
                                ["method"], registry=r)
-        self.limited = Counter("gavelsched_calls_limited", "RenewLease and ReportSteps "
-                               "calls refused over their job's budget", ["method"], registry=r)
+        self.limited = Counter("gavelsched_calls_limited", "Calls refused over their "
+                               "caller's budget (a job's, a user's)", ["method"], registry=r)
         self.renewals = Counter("gavelsched_renewals", "RenewLease answers, by who gave them",
                                 ["answer"], registry=r)
         self.init_jobs = Counter("gavelsched_init_jobs", "InitJob answers, by who gave them "
@@ -197,7 +198,7 @@ class DaemonMetrics:
         self.refused.labels(method=method).inc()
 
     def on_limited(self, method: str) -> None:
-        """A call refused over its job's budget (any handler thread)."""
+        """A call refused over its caller's budget (any handler thread)."""
         self.limited.labels(method=method).inc()
 
     def on_answer(self, method: str, answer: str, why: str = "") -> None:
