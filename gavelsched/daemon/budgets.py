@@ -11,6 +11,7 @@ on the executor thread, behind which every other job's calls wait. A user's `sta
 few seconds is a few calls a minute; a script that loops on Submit or Status makes hundreds
 a second, and a Status of 50,000 jobs takes the scheduler most of a second. Slurm limits
 each user's RPCs the same way (``SlurmctldParameters=rl_enable``: a token bucket per user).
+A user's ``/api/status`` on the dashboard takes from the same budget (``dashboard``: 429).
 
 Each caller may make ``burst`` calls at once, and ``burst`` more over each ``period_s``. A
 call beyond that is refused with RESOURCE_EXHAUSTED before it reaches the executor, after a
