@@ -78,19 +78,13 @@ def refusal_pause(wait_s: float, deadline_s: float | None) -> float:
 
 class CallBudget:
     """Calls per key (a job id, a user's name) within ``burst`` at once and ``burst`` more
-    over each ``period_s`` (module docstring). Thread-safe: every handler thread takes
-    from it. ``whose``, ``calls`` and ``period`` name the key, the calls and the period in
-    the refusal's line and the log: ``job 'j7' made more than 32 RenewLease and
-    ReportSteps calls in 30 s (a round)``."""
+    over each ``period_s`` (module docstring; ``burst`` 0: no limit). Thread-safe: every
+    handler thread takes from it. ``whose``, ``calls`` and ``period`` name the key, the
+    calls and the period in the refusal's line and the log: ``job 'j7' made more than 32
+    RenewLease and ReportSteps calls in 30 s (a round)``."""
 
     def __init__(self, burst: int, period_s: float, clock: Callable[[], float], *,
                  whose: str = "job", calls: str = "calls", period: str = "") -> None:
-        if burst < 1 or not period_s > 0:
-            raise ValueError(f"a budget needs burst >= 1 and period_s > 0, got {burst} and "
-                             f"{period_s}")
-        self.burst, self.period_s = burst, period_s
-        self._interval = period_s / burst               # one call's worth of time
-        self._ahead = period_s - self._interval         # how far ahead a call may be due
         self._clock = clock
         self._due: dict[str, float] = {}                # key -> when its next call is due
         self._paused: dict[str, int] = {}               # key -> its refusals asleep
@@ -98,10 +92,25 @@ class CallBudget:
         self._prune_at = 0.0
         self._whose, self._calls, self._period = whose, calls, period
         self.log = Overdrawn(f"{calls} over their {whose}'s budget", whose)
+        self.set(burst, period_s)
+
+    def set(self, burst: int, period_s: float) -> None:
+        """Put ``burst`` calls at once and over each ``period_s`` in force (a reload), every
+        caller with its whole budget again; ``burst`` 0: no limit."""
+        if burst < 0 or not period_s > 0:
+            raise ValueError(f"a budget needs burst >= 0 and period_s > 0, got {burst} and "
+                             f"{period_s}")
+        with self._lock:
+            self.burst, self.period_s = burst, period_s
+            self._interval = period_s / max(burst, 1)       # one call's worth of time
+            self._ahead = period_s - self._interval         # how far ahead one may be due
+            self._due = {}
 
     def take(self, key: str) -> float | None:
         """None when ``key`` may make this call (it is counted), else the seconds until it
         may make one."""
+        if not self.burst:
+            return None
         now = self._clock()
         with self._lock:
             due = max(self._due.get(key, now), now)
@@ -153,24 +162,30 @@ class CallBudget:
 @dataclass(frozen=True)
 class Budgets:
     """The scheduler's budgets: each job's RenewLease and ReportSteps calls, each user's
-    client calls (admins have none); None: no limit."""
+    client calls (admins have none)."""
 
-    jobs: CallBudget | None = None
-    users: CallBudget | None = None
+    jobs: CallBudget
+    users: CallBudget
 
     @classmethod
     def made(cls, job_calls_per_round: int, user_calls_per_second: float, round_s: float,
              clock: Callable[[], float] = time.monotonic) -> Budgets:
         """The cluster YAML's ``job_calls_per_round`` and ``user_calls_per_second`` (0:
-        no limit) for rounds of ``round_s``: a user's burst is ``USER_BURST_S`` of calls."""
-        jobs = users = None
-        if job_calls_per_round:
-            jobs = CallBudget(job_calls_per_round, round_s, clock, whose="job",
-                              calls="RenewLease and ReportSteps calls", period="a round")
-        if user_calls_per_second:
-            burst = max(1, round(user_calls_per_second * USER_BURST_S))
-            users = CallBudget(burst, burst / user_calls_per_second, clock, whose="user")
-        return cls(jobs, users)
+        no limit) for rounds of ``round_s`` (``set``)."""
+        budgets = cls(CallBudget(0, round_s, clock, whose="job",
+                                 calls="RenewLease and ReportSteps calls", period="a round"),
+                      CallBudget(0, USER_BURST_S, clock, whose="user"))
+        budgets.set(job_calls_per_round, user_calls_per_second, round_s)
+        return budgets
+
+    def set(self, job_calls_per_round: int, user_calls_per_second: float,
+            round_s: float) -> None:
+        """Those values in force (at the start, and at a reload): a user's burst is
+        ``USER_BURST_S`` of calls, at least one."""
+        self.jobs.set(job_calls_per_round, round_s)
+        burst = max(1, round(user_calls_per_second * USER_BURST_S)) \
+            if user_calls_per_second else 0
+        self.users.set(burst, burst / user_calls_per_second if burst else USER_BURST_S)
 
 
 class Overdrawn:

@@ -47,8 +47,9 @@ in 0.1..100 ms; default 1 ms, Python's own is 5 ms: ``GIL_SWITCH_MS``),
 ``entities``, ``policy_options`` and ``prices`` (``settings.py``: a hierarchical policy's
 teams with their weights, inner policies and GPU caps, the policy's options, $/GPU-hour per
 type or a price trace) and ``users_file`` (``users.py``: each user's role, entities and
-token hash; it needs ``auth_token_file``, the daemon token of the workers). These five are
-what ``gavelsched reload`` and SIGHUP re-read (``reloadable``).
+token hash; it needs ``auth_token_file``, the daemon token of the workers). These five, and
+the two budgets of calls, are what ``gavelsched reload`` and SIGHUP re-read
+(``RELOADABLE``).
 
 Every path is made absolute here, once: a relative one is taken from the config file's
 folder (docs/design.md, Safety rules), so the daemon and the workers it sends paths to
@@ -105,8 +106,10 @@ GIL_SWITCH_MS = 1.0
 GIL_SWITCH_RANGE_MS = (0.1, 100.0)
 
 
-# The keys ``gavelsched reload`` (and SIGHUP) put in force; others change at a restart.
-RELOADABLE = ("users_file", *SETTINGS_KEYS)
+# The keys ``gavelsched reload`` (and SIGHUP) put in force; others change at a restart. A
+# budget of calls is a limit an operator tunes while the cluster runs, and a restart at
+# 50,000 jobs costs a round of its own (BENCHMARKS.md, "Faults at scale").
+RELOADABLE = ("users_file", "job_calls_per_round", "user_calls_per_second", *SETTINGS_KEYS)
 
 
 class ConfigError(ValueError):
@@ -155,7 +158,9 @@ class DaemonConfig:
     def with_fixed(self, old: DaemonConfig) -> DaemonConfig:
         """This config's reloadable fields over ``old``'s others (what a restart would
         change stays as it runs)."""
-        return replace(old, users_file=self.users_file, settings=self.settings)
+        return replace(old, users_file=self.users_file, settings=self.settings,
+                       job_calls_per_round=self.job_calls_per_round,
+                       user_calls_per_second=self.user_calls_per_second)
 
     @property
     def checkpoints(self) -> Path:

@@ -148,9 +148,10 @@ class SchedulerDaemon:
                              job.array_index if job.array_id else None)
 
     def reload(self, user: str = "SIGHUP") -> str:
-        """Read the config file again and put its entities, weights, policy options, prices
-        and users in force (from the next round; running jobs keep running). Returns the
-        one line it logs; ``ConfigError`` (one line naming the key) leaves all in force."""
+        """Read the config file again and put its entities, weights, policy options, prices,
+        users and budgets of calls in force (from the next round; running jobs keep
+        running). Returns the one line it logs; ``ConfigError`` (one line naming the key)
+        leaves all in force."""
         if self.config_path is None:
             raise ConfigError("this scheduler was not started from a config file")
         try:
@@ -162,6 +163,8 @@ class SchedulerDaemon:
             raise ConfigError(str(err).splitlines()[0]) from None
         ignored = [k for k in new.changed_from(self.config) if k not in RELOADABLE]
         self.executor.call(lambda: self.executor.reload(new.settings, policy))
+        self.budgets.set(new.job_calls_per_round, new.user_calls_per_second,
+                         self.config.round_seconds)
         self.identities = identities
         self.config = new.with_fixed(self.config)
         users = "no users file" if new.users_file is None else \

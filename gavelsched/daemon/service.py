@@ -516,14 +516,15 @@ def registrations(executor: DaemonExecutor, health_servicer: health.HealthServic
     in force; ``reload(user)`` re-reads the configuration (its one-line message, or
     ``ValueError``); ``budgets``: each job's RenewLease and ReportSteps calls and each
     user's calls (``budgets``; None: no limits)."""
-    callers, budgets = _Callers(identities), budgets or Budgets()
+    callers = _Callers(identities)
+    jobs, users = (budgets.jobs, budgets.users) if budgets is not None else (None, None)
     return [
         lambda s: pb_grpc.add_WorkerToSchedulerServicer_to_server(
             WorkerService(executor, callers), s),
         lambda s: pb_grpc.add_IteratorToSchedulerServicer_to_server(
-            IteratorService(executor, callers, budgets.jobs), s),
+            IteratorService(executor, callers, jobs), s),
         lambda s: pb_grpc.add_ClientToSchedulerServicer_to_server(
-            ClientService(executor, read_logs, callers, reload, budgets.users), s),
+            ClientService(executor, read_logs, callers, reload, users), s),
         lambda s: health_pb2_grpc.add_HealthServicer_to_server(health_servicer, s),
     ]
 

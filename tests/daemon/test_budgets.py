@@ -83,10 +83,17 @@ def test_the_table_forgets_the_jobs_that_have_their_whole_budget_again():
     assert len(budget) == 1
 
 
-def test_a_budget_needs_calls_and_a_round():
-    for burst, period_s in ((0, 1.0), (1, 0.0), (1, float("nan"))):
+def test_a_budget_of_no_calls_is_no_limit_and_a_new_one_starts_afresh():
+    for burst, period_s in ((-1, 1.0), (1, 0.0), (1, float("nan"))):
         with pytest.raises(ValueError):
             CallBudget(burst, period_s, Clock())
+    budget = CallBudget(0, 1.0, Clock())
+    assert all(budget.take("a") is None for _ in range(1000))
+    budget.set(1, 60.0)                        # (a reload)
+    assert budget.take("a") is None and budget.take("a") == pytest.approx(60.0)
+    budget.set(2, 60.0)                        # every caller has its whole budget again
+    assert [budget.take("a") for _ in range(2)] == [None, None]
+    assert len(budget) == 1
 
 
 def test_a_refused_call_is_held_until_its_job_may_call_again_within_limits():
@@ -232,7 +239,8 @@ def test_the_budgets_are_made_from_the_cluster_yaml_s_keys():
     made = Budgets.made(32, 5.0, 30.0)
     assert (made.jobs.burst, made.jobs.period_s) == (32, 30.0)
     assert (made.users.burst, made.users.period_s) == (100, 20.0)
-    assert Budgets.made(0, 0.0, 30.0) == Budgets(None, None)
+    off = Budgets.made(0, 0.0, 30.0)
+    assert all(off.jobs.take("j") is None and off.users.take("u") is None for _ in range(200))
     assert Budgets.made(1, 0.01, 30.0).users.burst == 1       # never below one call
 
 
@@ -276,5 +284,36 @@ def test_a_user_s_calls_past_their_budget_are_refused_and_others_answered(tmp_pa
             status("root")()
         limited = daemon.metrics.registry.get_sample_value
         assert limited("gavelsched_calls_limited_total", {"method": "Status"}) == 1
+    finally:
+        daemon.stop()
+
+
+def test_a_reload_puts_new_budgets_in_force(tmp_path):
+    """``gavelsched reload`` (``SchedulerDaemon.reload``) puts the cluster YAML's budgets
+    in force without a restart: a job refused over 3 calls a round is let through once
+    the file says 0 (no limit), and refused again after 1 when it says 1."""
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump(_config(tmp_path, job_calls_per_round=3)))
+    daemon = SchedulerDaemon(load_config(str(path)), config_path=path).start()
+    try:
+        stub = pb_grpc.IteratorToSchedulerStub(channel(f"127.0.0.1:{daemon.port}"))
+        daemon.executor.processes.durable_steps = lambda *a, **k: True
+
+        def report():
+            return stub.ReportSteps(pb.ReportStepsRequest(
+                job_id="loop", steps=1, seconds=1.0, checkpointed=True), timeout=10)
+
+        for _ in range(3):
+            report()
+        _refused(report)
+        path.write_text(yaml.safe_dump(_config(tmp_path, job_calls_per_round=0)))
+        line = daemon.reload("root")
+        assert "change at a restart only" not in line
+        assert all(report().ok for _ in range(10))
+        path.write_text(yaml.safe_dump(_config(tmp_path, job_calls_per_round=1)))
+        daemon.reload("root")
+        assert report().ok
+        _refused(report)
+        assert daemon.config.job_calls_per_round == 1
     finally:
         daemon.stop()
