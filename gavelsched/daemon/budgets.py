@@ -109,10 +109,10 @@ class CallBudget:
     def take(self, key: str) -> float | None:
         """None when ``key`` may make this call (it is counted), else the seconds until it
         may make one."""
-        if not self.burst:
-            return None
         now = self._clock()
         with self._lock:
+            if not self.burst:
+                return None
             due = max(self._due.get(key, now), now)
             if due - now > self._ahead:
                 return due - now - self._ahead
