@@ -188,6 +188,32 @@ class Budgets:
         self.users.set(burst, burst / user_calls_per_second if burst else USER_BURST_S)
 
 
+class Tally:
+    """Counts by key in each group, handed out at most once every ``every_s`` per group:
+    what a log line of refusals reports, one line a while however many refusals come
+    (``Overdrawn``; ``service.Refusals``). Thread-safe."""
+
+    def __init__(self, every_s: float = 5.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self._every_s, self._clock = every_s, clock
+        self._lock = threading.Lock()
+        self._counts: dict[str, dict[str, int]] = {}    # group -> key -> since its line
+        self._line_at: dict[str, float] = {}            # group -> its last line
+
+    def add(self, key: str, group: str = "") -> tuple[dict[str, int], float | None] | None:
+        """``key`` counted in ``group``; when the group's line is due, its counts since the
+        last line and how many seconds ago that was (None: there was none), and the group
+        counts afresh; else None."""
+        now = self._clock()
+        with self._lock:
+            counts = self._counts.setdefault(group, {})
+            counts[key] = counts.get(key, 0) + 1
+            last = self._line_at.get(group)
+            if last is not None and now - last < self._every_s:
+                return None
+            self._counts[group], self._line_at[group] = {}, now
+        return counts, None if last is None else now - last
+
+
 class Overdrawn:
     """The log of calls refused over their budget (``what``): one line at most every
     ``every_s``, with the callers (``whose``) refused since the last (most first), however
@@ -198,22 +224,16 @@ class Overdrawn:
     def __init__(self, what: str, whose: str, every_s: float = 5.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._what, self._whose = what, whose
-        self._every_s, self._clock = every_s, clock
-        self._lock = threading.Lock()
-        self._refused: dict[str, int] = {}      # key -> calls refused since the last line
-        self._line_at: float | None = None
+        self._tally = Tally(every_s, clock)
 
     def note(self, key: str) -> None:
-        now = self._clock()
-        with self._lock:
-            self._refused[key] = self._refused.get(key, 0) + 1
-            last = self._line_at
-            if last is not None and now - last < self._every_s:
-                return
-            refused, self._refused, self._line_at = self._refused, {}, now
+        due = self._tally.add(key)
+        if due is None:
+            return
+        refused, since = due
         worst = sorted(refused.items(), key=lambda kv: -kv[1])
         named = ", ".join(f"{shown(key)} {n}" for key, n in worst[:self.SHOWN])
         more = len(worst) - self.SHOWN
         log.warning("refused %d %s %s(%s%s)", sum(refused.values()), self._what,
-                    "" if last is None else f"in the last {now - last:.1f} s ", named,
+                    "" if since is None else f"in the last {since:.1f} s ", named,
                     f" and {more} more {self._whose}s" if more > 0 else "")

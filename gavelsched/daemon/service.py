@@ -30,7 +30,7 @@ from traces.checks import shown
 from ..rpc import pb, pb_grpc
 from ..rpc.codes import BUSY, RETRY_AFTER
 from ..rpc.identity import USER, Caller, Identities, caller_of
-from .budgets import Budgets, CallBudget
+from .budgets import Budgets, CallBudget, Tally
 from .calls import Denied, OverQuota
 from .doors import bad_report, listed_runs, registration
 from .executor import DaemonExecutor
@@ -190,25 +190,19 @@ class Refusals:
 
     def __init__(self, on_refused: Callable[[str], None] | None = None,
                  every_s: float = 5.0, clock: Callable[[], float] = time.monotonic) -> None:
-        self._count, self._every_s, self._clock = on_refused, every_s, clock
-        self._lock = threading.Lock()
-        self._refused: dict[str, dict[str, int]] = {}    # kind -> method -> since the line
-        self._line_at: dict[str, float] = {}             # kind -> its last line
+        self._count = on_refused
+        self._tally = Tally(every_s, clock)      # kind -> method -> since its line
 
     def __call__(self, kind: str, method: str, held: dict[str, int]) -> None:
         if self._count is not None:
             self._count(method)
-        now = self._clock()
-        with self._lock:
-            refused = self._refused.setdefault(kind, {})
-            refused[method] = refused.get(method, 0) + 1
-            last = self._line_at.get(kind)
-            if last is not None and now - last < self._every_s:
-                return
-            self._refused[kind], self._line_at[kind] = {}, now
+        due = self._tally.add(method, kind)
+        if due is None:
+            return
+        refused, since = due
         log.warning("refused %d %s calls as busy %s(%s); the %d %s seats were held by %s",
                     sum(refused.values()), kind,
-                    "" if last is None else f"in the last {now - last:.1f} s ",
+                    "" if since is None else f"in the last {since:.1f} s ",
                     _by_method(refused), sum(held.values()), kind, _by_method(held) or "none")
 
 
