@@ -18,8 +18,10 @@ requests addressed to a loopback host name (``config`` keeps it on loopback).
 
 A user's ``/api/status`` is counted against the same budget as their gRPC calls
 (``budgets``; an admin and the cluster's token have none): past it, 429 Too Many Requests
-with ``Retry-After``. The page asks every 2 s, well within it; a script that loops on the
-whole picture of 50,000 jobs (seconds of the scheduler's time each) is slowed.
+with ``Retry-After``, paused and counted as a refused gRPC call is (``CallBudget.refuse``;
+``gavelsched_calls_limited_total{method="dashboard"}``). The page asks every 2 s, well
+within it; a script that loops on the whole picture of 50,000 jobs (seconds of the
+scheduler's time each) is slowed, even one that ignores ``Retry-After``.
 """
 
 from __future__ import annotations
@@ -132,14 +134,17 @@ class Dashboard:
     def __init__(self, snapshot: Callable[[], Snapshot], token: str | None,
                  history: Path | None = None,
                  identities: Callable[[], Identities] | None = None,
-                 budget: CallBudget | None = None) -> None:
+                 budget: CallBudget | None = None,
+                 on_limited: Callable[[str], None] | None = None) -> None:
         """``identities()``: who may call the scheduler now (its users' tokens open the
         page too); None: the cluster's token only. ``budget``: each user's calls
-        (``budgets``; None: no limit)."""
+        (``budgets``; None: no limit); ``on_limited("dashboard")`` is told of each picture
+        refused over it (the metrics)."""
         self._snapshot = snapshot
         self._token = token.encode() if token else None
         self._identities = identities
         self.budget = budget
+        self._on_limited = on_limited
         self._history = Utilisation(history)
         self._stop = threading.Event()
         self._server: ThreadingHTTPServer | None = None
@@ -242,13 +247,16 @@ class Dashboard:
                 return u.name if u.role == USER else ""
         return None
 
-    def over_budget(self, who: str) -> float | None:
+    def refusal(self, who: str) -> tuple[str, float] | None:
         """None when ``who`` (a user's name; ``""``: no budget) may have the picture now,
-        else the seconds until they may (the refusal logged with the gRPC calls')."""
+        else, after the refusal's pause, its one line and the seconds still to wait (logged
+        and counted with the gRPC calls' refusals: ``CallBudget.refuse``)."""
         wait = None if not who or self.budget is None else self.budget.take(who)
-        if wait is not None:
-            self.budget.log.note(who)
-        return wait
+        if wait is None:
+            return None
+        if self._on_limited is not None:
+            self._on_limited("dashboard")
+        return self.budget.refuse(who, wait, None)
 
     @staticmethod
     def set_cookie(value: str) -> str:
@@ -320,9 +328,10 @@ def _handler(board: Dashboard) -> type[BaseHTTPRequestHandler]:
                     ("Set-Cookie", board.set_cookie(cookie))])
             elif url.path == "/":
                 self._send(200, PAGE, "text/html; charset=utf-8")
-            elif url.path == "/api/status" and (wait := board.over_budget(who)) is not None:
-                self._send(429, f"429: {board.budget.line(who, wait)}\n".encode(),
-                           "text/plain; charset=utf-8", [("Retry-After", str(math.ceil(wait)))])
+            elif url.path == "/api/status" and (refused := board.refusal(who)) is not None:
+                line, left = refused
+                self._send(429, f"429: {line}\n".encode(), "text/plain; charset=utf-8",
+                           [("Retry-After", str(math.ceil(left)))])
             elif url.path == "/api/status":
                 rows = parse_qs(url.query).get("rows", [""])[0]
                 if rows and not (rows.isdigit() and len(rows) < 7):

@@ -17,8 +17,8 @@
   their kind taken (``service.ExecutorWaits``; the scheduler's log says which calls held
   the seats);
 - ``gavelsched_calls_limited_total{method}``: the calls refused over their caller's budget:
-  a job's RenewLease and ReportSteps, a user's client calls (``budgets``; the log names
-  the callers);
+  a job's RenewLease and ReportSteps, a user's client calls, and a user's ``/api/status``
+  on the dashboard (``method="dashboard"``) (``budgets``; the log names the callers);
 - ``gavelsched_renewals_total{answer}``: the RenewLeases answered from the last plan's book
   (``book``), by the executor (``executor``: at once, or once the plan it waited for was
   made), or told to ask again because that plan came later than it could wait

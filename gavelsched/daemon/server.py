@@ -127,7 +127,8 @@ class SchedulerDaemon:
         self.dashboard = Dashboard(lambda: self.executor.snapshot, self.token,
                                    config.state_dir / "utilisation.jsonl",
                                    identities=lambda: self.identities,
-                                   budget=self.budgets.users)
+                                   budget=self.budgets.users,
+                                   on_limited=self.metrics.on_limited)
         self.dashboard_port: int | None = None
         self._thread: threading.Thread | None = None
         self.crashed: str | None = None     # why the core's thread stopped on an error

@@ -328,7 +328,8 @@ def test_a_users_token_opens_the_dashboard_until_the_user_is_removed() -> None:
 def test_a_users_picture_is_counted_against_their_budget_of_calls() -> None:
     """A user's ``/api/status`` takes from the same budget as their gRPC calls
     (``daemon/budgets.py``): past it, 429 with ``Retry-After`` and one line; the page and
-    an admin's or the cluster's token are not counted, and another user has their own."""
+    an admin's or the cluster's token are not counted, and another user has their own. A
+    refusal is paused (``CallBudget.refuse``: 1 s at most) and counted for the metrics."""
     from gavelsched.daemon.budgets import CallBudget
     from gavelsched.daemon.dashboard import Dashboard
     from gavelsched.rpc.identity import Identities, UserEntry, token_hash
@@ -336,23 +337,29 @@ def test_a_users_picture_is_counted_against_their_budget_of_calls() -> None:
     users = [UserEntry(name, role, frozenset(), token_hash(f"{name}-token"))
              for name, role in (("alice", "user"), ("bob", "user"), ("root", "admin"))]
     budget = CallBudget(2, 600.0, lambda: 0.0, whose="user")    # 2, then one each 300 s
+    limited: list[str] = []
     board = Dashboard(lambda: _snapshot(), "s3cret",
-                      identities=lambda: Identities("s3cret", users), budget=budget)
+                      identities=lambda: Identities("s3cret", users), budget=budget,
+                      on_limited=limited.append)
     port = board.serve("127.0.0.1:0")
     base = f"http://127.0.0.1:{port}"
     try:
         assert [_get(base + "/api/status", "alice-token")[0] for _ in range(2)] == [200, 200]
+        assert limited == []
         request = urllib.request.Request(base + "/api/status",
                                          headers={"Authorization": "Bearer alice-token"})
         with pytest.raises(urllib.error.HTTPError) as err:
             urllib.request.urlopen(request, timeout=10)
-        assert err.value.code == 429 and err.value.headers["Retry-After"] == "300"
+        # held the refusal's pause (1 s of the 300 s alice must wait: the clock stands still)
+        assert err.value.code == 429 and err.value.headers["Retry-After"] == "299"
         assert err.value.read() == (b"429: user 'alice' made more than 2 calls in 600 s; "
-                                    b"try again in 300.00 s\n")
+                                    b"try again in 299.00 s\n")
+        assert limited == ["dashboard"]
         assert _get(base + "/", "alice-token")[0] == 200          # the page: not counted
         assert _get(base + "/api/status", "bob-token")[0] == 200
         for token in ("root-token", "s3cret", "root-token"):
             assert _get(base + "/api/status", token)[0] == 200
+        assert limited == ["dashboard"]
     finally:
         board.close()
 
