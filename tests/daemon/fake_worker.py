@@ -3,7 +3,10 @@ it serves ``SchedulerToWorker`` through ``gavelsched.rpc.security.serve``, regis
 heartbeats, and runs each job as a thread that does what GavelIterator does over the
 iterator RPCs: InitJob, steps at ``expected_steps_per_s``, RenewLease at 75% of its lease,
 a checkpoint (a commit, ``gavelsched.checkpoints``) + ``ReportSteps(checkpointed)`` at each
-lease end, and a ``ReportRound`` when it stops, each with its run's generation. ``silence()`` makes it hang: no heartbeats, no progress."""
+lease end, and a ``ReportRound`` when it stops, each with its run's generation. A KillJob
+stops that run before its next step, without a checkpoint, and its ``ReportRound`` gives
+its last commit's steps, exit code -15 and the kill's reason, as a SIGTERM'd hollow rank's
+does (``workers/hollow.py``). ``silence()`` makes it hang: no heartbeats, no progress."""
 
 from __future__ import annotations
 
@@ -42,6 +45,8 @@ class FakeWorker(pb_grpc.SchedulerToWorkerServicer):
         self.stopped = threading.Event()
         self._jobs: dict[str, tuple[threading.Thread, int]] = {}   # job -> (thread, generation)
         self._extend: dict[str, pb.Lease] = {}
+        self._killed: dict[tuple[str, int], str] = {}     # (job, generation) -> reason
+        self.kills: list[pb.KillJobRequest] = []
         self._lock = threading.Lock()
         self._beating = threading.Thread(target=self._beat, daemon=True)
         self._beating.start()
@@ -104,7 +109,15 @@ class FakeWorker(pb_grpc.SchedulerToWorkerServicer):
         return pb.RunJobsResponse(acks=[self.RunJob(run, context) for run in request.runs])
 
     def KillJob(self, request, context):
-        return pb.Ack(ok=True)
+        """Stop the job's run (with a generation: only that run), as the real worker does."""
+        with self._lock:
+            self.kills.append(request)
+            thread, gen = self._jobs.get(request.job_id, (None, 0))
+            found = thread is not None and thread.is_alive() and (
+                not request.generation or request.generation == gen)
+            if found:
+                self._killed[(request.job_id, gen)] = request.reason or "killed by the scheduler"
+        return pb.Ack(ok=found, message="" if found else f"job {request.job_id} not here")
 
     def Shutdown(self, request, context):
         return pb.Ack(ok=True)
@@ -130,6 +143,9 @@ class FakeWorker(pb_grpc.SchedulerToWorkerServicer):
         rate = max(run.expected_steps_per_s, 1.0) * self.speed
         asked = False
         while not self.silent.is_set():
+            if (job, gen) in self._killed:
+                self._report_killed(run, ckpt, started, lease.round)
+                return
             elapsed = time.monotonic() - started
             end = steps >= min(lease.max_steps, init.total_steps) or elapsed >= lease.max_seconds
             if not asked and (end or elapsed >= 0.75 * lease.max_seconds):
@@ -161,3 +177,17 @@ class FakeWorker(pb_grpc.SchedulerToWorkerServicer):
         self.workers.ReportRound(pb.RoundReportRequest(
             server_id=self.server_id, job_id=job, round=lease.round, steps=steps,
             seconds=time.monotonic() - started, generation=gen), timeout=10)
+
+    def _report_killed(self, run: pb.RunJobRequest, ckpt: Path, started: float,
+                       round_: int) -> None:
+        job, gen = run.job_id, run.generation
+        with self._lock:
+            reason = self._killed.pop((job, gen))
+            if self._jobs.get(job, (None, -1))[1] == gen:
+                del self._jobs[job]
+        commit = checkpoints.latest(ckpt, gen)
+        self.workers.ReportRound(pb.RoundReportRequest(
+            server_id=self.server_id, job_id=job, round=round_,
+            steps=-1 if commit is None else commit.steps,
+            seconds=time.monotonic() - started, exit_code=-15, reason=reason,
+            generation=gen), timeout=10)

@@ -1,11 +1,14 @@
 """The real scheduler with in-test workers that speak the protocol over real sockets
 (``fake_worker``): jobs run to completion with exact totals, a job kept on its worker gets
-its lease extended instead of a restart (thesis §5.6), and a worker that stops
-heartbeating is failed and its job re-placed from its last checkpoint."""
+its lease extended instead of a restart (thesis §5.6), a worker that stops heartbeating
+is failed and its job re-placed from its last checkpoint, and a cancelled job's run is
+killed on its worker."""
 
 from __future__ import annotations
 
 import pytest
+
+from gavelsched.rpc import pb, pb_grpc
 
 from .cluster import Cluster, running, wait_until
 from .fake_worker import FakeWorker
@@ -60,6 +63,19 @@ def test_silent_worker_is_failed_and_its_job_replaced(cluster):
     assert done.state == "done" and done.steps_done == done.total_steps
     resumed = [r for r in k80.run_jobs if r.job_id == job]
     assert resumed and resumed[0].steps_done >= held   # from its last checkpoint
+
+
+def test_a_cancelled_jobs_run_is_killed_on_its_fake_worker(cluster):
+    """The scheduler's KillJob stops the fake's run before its lease ends, as it stops a
+    real or hollow worker's process (no step after it, no checkpoint of its own)."""
+    v100 = add_fake(cluster, "v100")
+    job = cluster.submit(100_000)        # hours at the v100's 24 steps/s
+    wait_until(lambda: job in v100._jobs, 60, "the job to run on the fake v100")
+    pb_grpc.ClientToSchedulerStub(cluster.chan).Cancel(pb.CancelRequest(job_id=job),
+                                                       timeout=30)
+    wait_until(lambda: any(k.job_id == job for k in v100.kills), 60, "a KillJob")
+    wait_until(lambda: job not in v100._jobs, 30, "the fake's run to stop")
+    assert cluster.wait_done([job])[job].state == "cancelled"
 
 
 def test_multi_gpu_job_gets_ranks_and_a_rendezvous(cluster):
