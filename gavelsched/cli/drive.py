@@ -13,6 +13,10 @@ from typing import Any
 
 from ..daemon.jobs import DONE, FAILED, FINAL as FINAL_STATES
 
+# Submissions this far behind the schedule get a note: a second or two is the loop's own
+# (it submits between polls of the status, ``schedule.POLL_S``).
+LATE_NOTE_S = 5.0
+
 
 def say_refused(index: int, reason: str) -> None:
     """A refused job of the schedule, one line on stderr; the run goes on."""
@@ -21,9 +25,14 @@ def say_refused(index: int, reason: str) -> None:
 
 def report(outcome, json_out: str | None) -> int:
     """Print the summary and each job that did not finish (failed, or cancelled on
-    purpose); write ``--json``; exit code 1 when a job failed or was refused (a cancelled
+    purpose), and a note when the submissions fell more than ``LATE_NOTE_S`` behind the
+    schedule; write ``--json``; exit code 1 when a job failed or was refused (a cancelled
     one is no failure of the run)."""
     print(outcome.result.summary())
+    if outcome.late_s > LATE_NOTE_S:
+        print(f"note: submissions fell up to {outcome.late_s:.1f} s behind the trace (your "
+              f"budget of calls, user_calls_per_second, or a busy scheduler); each job's "
+              f"times count from its actual arrival", file=sys.stderr)
     ended = [j for j in outcome.status.jobs
              if j.id in {r.id for r in outcome.result.jobs} and j.state != DONE]
     for job in ended:

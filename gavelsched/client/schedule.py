@@ -27,11 +27,15 @@ REFUSALS = ("INVALID_ARGUMENT", "FAILED_PRECONDITION")   # the scheduler said no
 
 @dataclass(frozen=True)
 class Outcome:
-    """What ``run_schedule`` saw: the result, the last status, and the refused jobs."""
+    """What ``run_schedule`` saw: the result, the last status, the refused jobs, and how
+    far the submissions fell behind the schedule (``late_s``: the most a submission was
+    answered after its time, seconds; a user's budget of calls, or a busy scheduler, makes
+    it grow, and each job's times then count from its actual arrival)."""
 
     result: Any                  # simulator.result.SimulationResult
     status: Any                  # the last pb.StatusResponse
     refused: tuple[tuple[int, str], ...]   # (index in the schedule, one-line reason)
+    late_s: float = 0.0
 
 
 class Remote:
@@ -73,10 +77,11 @@ def run_schedule(client: Any, schedule: Sequence[tuple[float, Any]], *,
     start = last = time.monotonic()
     seen: set[str] = set()
     status = None
+    late = 0.0
     while True:
         now = time.monotonic()
         while pending and pending[0][1][0] <= now - start:
-            index, (_, request) = pending.pop(0)
+            index, (at, request) = pending.pop(0)
             try:
                 ids.append(client.submit(request))
             except Exception as err:  # noqa: BLE001 - ``refused`` decides
@@ -86,6 +91,7 @@ def run_schedule(client: Any, schedule: Sequence[tuple[float, Any]], *,
                 bad.append((index, reason))
                 if on_refused is not None:
                     on_refused(index, reason)
+            late = max(late, time.monotonic() - start - at)
         status = client.status()
         if metrics is None:
             gpus = capacity(status)
@@ -119,7 +125,7 @@ def run_schedule(client: Any, schedule: Sequence[tuple[float, Any]], *,
     span = last - start
     result = replace(result, utilization=(metrics.busy_gpu_s / (sum(gpus.values()) * span)
                                           if gpus and span > 0 else 0.0))
-    return Outcome(result, status, tuple(bad))
+    return Outcome(result, status, tuple(bad), late)
 
 
 def refusal_line(err: Exception) -> str | None:

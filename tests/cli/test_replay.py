@@ -60,6 +60,34 @@ def test_a_refused_job_is_one_line_and_the_others_finish(cluster, tmp_path, caps
     assert "completed           1/1 jobs" in printed.out
 
 
+def test_submissions_far_behind_the_trace_get_a_note(capsys):
+    """``report`` says when the submissions fell more than ``LATE_NOTE_S`` behind the
+    trace (a user's budget of calls slows them), and says nothing otherwise."""
+    from dataclasses import replace
+
+    from gavelsched.cli.drive import LATE_NOTE_S, report
+    from gavelsched.client.schedule import run_schedule
+    from gavelsched.rpc import pb
+
+    class Instant:      # a scheduler stand-in whose one job ends as it is submitted
+        def submit(self, request):
+            return "0"
+
+        def status(self):
+            return pb.StatusResponse(policy="fifo", workers=[
+                pb.WorkerStatus(id="0", type="v100", gpus=1, alive=True)], jobs=[
+                pb.JobStatus(id="0", state="done", job_type="A3C", scale_factor=1,
+                             arrival_s=0.0, completion_s=1.0)])
+
+    outcome = run_schedule(Instant(), [(0.0, pb.JobRequest(job_type="A3C"))], prices={},
+                           refused=lambda err: None)
+    assert report(replace(outcome, late_s=0.0), None) == 0
+    assert "behind" not in capsys.readouterr().err
+    assert report(replace(outcome, late_s=LATE_NOTE_S + 7.25), None) == 0
+    assert (f"note: submissions fell up to {LATE_NOTE_S + 7.25:.1f} s behind the trace"
+            in capsys.readouterr().err)
+
+
 def test_bad_scales_and_an_unreachable_scheduler_are_one_line(tmp_path, capsys):
     trace = tmp_path / "t.jsonl"
     write_trace(trace, JOBS)
