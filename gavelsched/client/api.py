@@ -12,6 +12,7 @@ transport: ``GrpcTransport`` is the real one.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -32,6 +33,12 @@ DEFAULT_SCHEDULER = "127.0.0.1:50051"
 TIMEOUT_S = 30.0          # one call's answer
 LOGS_TIMEOUT_S = 300.0    # a whole log, without follow
 DRAIN_POLL_S = 1.0        # wait_drained: how often it asks whether jobs still run there
+# A wait over the user's budget of calls this long or longer is logged (a warning), at most
+# once every NOTE_EVERY_S per connection: the caller learns why its calls slowed.
+NOTE_WAIT_S = 1.0
+NOTE_EVERY_S = 10.0
+
+log = logging.getLogger(__name__)
 
 Call = Callable[[str, Any], Any]
 Stream = Callable[[str, Any, "float | None"], Iterable[Any]]
@@ -86,12 +93,13 @@ class GrpcTransport:
             raise InputError(str(err)) from None
         self.address, self._timeout = address, timeout_s
         self._stub = pb_grpc.ClientToSchedulerStub(self._channel)
+        self._noted_at = -NOTE_EVERY_S     # when a wait over the budget was last logged
 
     def call(self, method: str, request: Any) -> Any:
         """One call of ``method`` (``Submit``, ``Status``, ...) and its answer. A call
         refused over the user's budget of calls (``codes.retry_after``) is made again once
         the scheduler says it may be, within the call's timeout: a loop of calls slows to
-        the budget's pace rather than fail."""
+        the budget's pace rather than fail (a wait of ``NOTE_WAIT_S`` or more is logged)."""
         import grpc
 
         from ..rpc.codes import retry_after
@@ -101,8 +109,14 @@ class GrpcTransport:
                 return getattr(self._stub, method)(request, timeout=self._timeout)
             except grpc.RpcError as err:
                 wait = retry_after(err)
-                if wait is None or time.monotonic() + wait > deadline:
+                now = time.monotonic()
+                if wait is None or now + wait > deadline:
                     raise _error(self.address, err) from None
+                if wait >= NOTE_WAIT_S and now - self._noted_at >= NOTE_EVERY_S:
+                    self._noted_at = now
+                    log.warning("the scheduler at %s: %s (waiting, then asking again)",
+                                self.address,
+                                (err.details() or "over your budget of calls").splitlines()[0])
                 time.sleep(wait)
 
     def stream(self, method: str, request: Any, timeout_s: float | None) -> Iterator[Any]:

@@ -61,6 +61,23 @@ def test_a_refusal_over_the_budget_is_waited_out_and_asked_again(serve):
     assert fake.calls["Status"] == 3
 
 
+def test_a_long_wait_is_logged_once_a_short_one_not(serve, caplog):
+    """A wait of a second or more is logged (the caller learns why its calls slowed), at
+    most once every ``NOTE_EVERY_S`` per connection; a short one is not."""
+    fake = Refusing(refusals=1, wait="0.05")
+    with caplog.at_level("WARNING", "gavelsched.client.api"), connect(serve(fake)) as client:
+        assert client.status().round == 7
+    assert not caplog.records
+    fake = Refusing(refusals=2, wait="1.0")
+    address = serve(fake)
+    with caplog.at_level("WARNING", "gavelsched.client.api"), connect(address) as client:
+        assert client.status().round == 7
+    assert fake.calls["Status"] == 3
+    assert [r.getMessage() for r in caplog.records] == [
+        f"the scheduler at {address}: user 'u' made more than 100 calls in 20 s; try "
+        f"again in 1.0 s (waiting, then asking again)"]
+
+
 def test_a_refusal_without_a_wait_is_final_at_once(serve):
     fake = Refusing(refusals=0, wait="0")
     with connect(serve(fake)) as client, pytest.raises(ClientError) as err:
