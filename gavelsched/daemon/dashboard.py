@@ -33,10 +33,9 @@ import json
 import logging
 import math
 import re
-import socket
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from importlib.resources import files
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -45,6 +44,7 @@ from ..rpc.identity import ADMIN, USER, Identities, token_hash
 from ..rpc.security import is_loopback
 from .budgets import CallBudget
 from .holding import counted_for_entity, counted_once
+from .httpserve import BoundedHTTPServer, bounded_server
 from .jobs import PREEMPTED, QUEUED, RUNNING
 from .snapshot import Snapshot
 from .statusjson import seconds, status_dict
@@ -147,7 +147,7 @@ class Dashboard:
         self._on_limited = on_limited
         self._history = Utilisation(history)
         self._stop = threading.Event()
-        self._server: ThreadingHTTPServer | None = None
+        self._server: BoundedHTTPServer | None = None
         self._threads: list[threading.Thread] = []
         self._sampled = None       # the snapshot ``sample`` looked at last
 
@@ -266,11 +266,8 @@ class Dashboard:
     # ---- server --------------------------------------------------------------------------
     def serve(self, address: str) -> int:
         host, _, port = address.rpartition(":")
-        host = host.strip("[]") or "127.0.0.1"
-        server = type("Server", (ThreadingHTTPServer,), {
-            "address_family": socket.AF_INET6 if ":" in host else socket.AF_INET})
-        self._server = server((host, int(port)), _handler(self))
-        self._server.daemon_threads = True
+        self._server = bounded_server(host.strip("[]") or "127.0.0.1", int(port),
+                                      _handler(self))
         self.sample()
         self._threads = [threading.Thread(target=self._server.serve_forever,
                                           name="gavelsched-dashboard", daemon=True),

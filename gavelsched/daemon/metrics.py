@@ -84,14 +84,17 @@ handlers (``on_call``) through prometheus-client's thread-safe metrics.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.exposition import MetricsHandler
 
 from .accounting import UsageRun
 from .config import METRICS_JOB_SERIES
 from .forecast import Forecast
+from .httpserve import bounded_server
 from .jobs import STATES
 from .statusjson import SLO_STATUSES, slo_status
 from .view import DaemonView
@@ -164,10 +167,13 @@ class DaemonMetrics:
         self._server = None
 
     def serve(self, address: str) -> int:
-        """Serve ``/metrics`` on ``host:port`` (port 0: a free one); returns the port."""
+        """Serve ``/metrics`` on ``host:port`` (port 0: a free one), no peer able to hold
+        many of the scheduler's threads (``httpserve``); returns the port."""
         host, _, port = address.rpartition(":")
-        self._server, _ = start_http_server(int(port), addr=host or "0.0.0.0",
-                                            registry=self.registry)
+        self._server = bounded_server(host.strip("[]") or "0.0.0.0", int(port),
+                                      MetricsHandler.factory(self.registry))
+        threading.Thread(target=self._server.serve_forever, name="gavelsched-metrics",
+                         daemon=True).start()
         return int(self._server.server_address[1])
 
     def close(self) -> None:

@@ -1,0 +1,74 @@
+"""The scheduler's HTTP endpoints (the dashboard, ``/metrics``) served so that no peer can
+exhaust the scheduler's threads (docs/design.md, Safety rules: secure by default).
+
+Python's threading HTTP server gives each connection a thread for as long as the peer
+keeps it open, and its handler waits for a request without a time limit: a peer that
+opens connections and sends nothing (slowloris) held a thread of the scheduler per
+connection, for good, before any token was checked. Here a request must arrive whole
+within ``REQUEST_TIMEOUT_S``, at most ``MAX_CONNECTIONS`` connections are served at once
+and at most ``MAX_PER_PEER`` from one address; a connection past them is closed at once.
+A flood then costs the endpoint its answers for a while, never the scheduler its threads.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+MAX_CONNECTIONS = 64          # connections served at once
+MAX_PER_PEER = 16             # ... of them from one address
+REQUEST_TIMEOUT_S = 10.0      # a connection's request, and its reading, within this
+
+
+class BoundedHTTPServer(ThreadingHTTPServer):
+    """A thread per connection, at most ``MAX_CONNECTIONS`` (``MAX_PER_PEER`` a peer)."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]):
+        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        self._lock = threading.Lock()
+        self._open = 0
+        self._by_peer: dict[str, int] = {}
+        super().__init__(address, handler)
+
+    def process_request(self, request, client_address) -> None:
+        peer = client_address[0]
+        with self._lock:
+            admitted = (self._open < MAX_CONNECTIONS
+                        and self._by_peer.get(peer, 0) < MAX_PER_PEER)
+            if admitted:
+                self._open += 1
+                self._by_peer[peer] = self._by_peer.get(peer, 0) + 1
+        if not admitted:
+            self.shutdown_request(request)          # full: closed at once, no thread
+            return
+        try:
+            super().process_request(request, client_address)    # its thread
+        except BaseException:
+            self._release(peer)
+            raise
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._release(client_address[0])
+
+    def _release(self, peer: str) -> None:
+        with self._lock:
+            self._open -= 1
+            left = self._by_peer[peer] - 1
+            if left:
+                self._by_peer[peer] = left
+            else:
+                del self._by_peer[peer]
+
+
+def bounded_server(host: str, port: int,
+                   handler: type[BaseHTTPRequestHandler]) -> BoundedHTTPServer:
+    """A ``BoundedHTTPServer`` bound to ``host:port`` (port 0: a free one), its handler
+    given ``REQUEST_TIMEOUT_S`` for every read and write of a connection."""
+    timed = type(handler.__name__, (handler,), {"timeout": REQUEST_TIMEOUT_S})
+    return BoundedHTTPServer((host, port), timed)
