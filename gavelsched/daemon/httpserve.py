@@ -5,9 +5,11 @@ Python's threading HTTP server gives each connection a thread for as long as the
 keeps it open, and its handler waits for a request without a time limit: a peer that
 opens connections and sends nothing (slowloris) held a thread of the scheduler per
 connection, for good, before any token was checked. Here a request must arrive whole
-within ``REQUEST_TIMEOUT_S``, at most ``MAX_CONNECTIONS`` connections are served at once
-and at most ``MAX_PER_PEER`` from one address; a connection past them is closed at once.
-A flood then costs the endpoint its answers for a while, never the scheduler its threads.
+within ``REQUEST_TIMEOUT_S``, its answer be taken within ``RESPONSE_TIMEOUT_S`` (the
+picture of 50,000 jobs is megabytes: a slow link must have time to take it), at most
+``MAX_CONNECTIONS`` connections are served at once and at most ``MAX_PER_PEER`` from one
+address; a connection past them is closed at once. A flood then costs the endpoint its
+answers for a while, never the scheduler its threads.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 MAX_CONNECTIONS = 64          # connections served at once
 MAX_PER_PEER = 16             # ... of them from one address
-REQUEST_TIMEOUT_S = 10.0      # a connection's request, and its reading, within this
+REQUEST_TIMEOUT_S = 10.0      # a connection's request within this
+RESPONSE_TIMEOUT_S = 300.0    # its answer taken within this
 
 
 class BoundedHTTPServer(ThreadingHTTPServer):
@@ -69,6 +72,14 @@ class BoundedHTTPServer(ThreadingHTTPServer):
 def bounded_server(host: str, port: int,
                    handler: type[BaseHTTPRequestHandler]) -> BoundedHTTPServer:
     """A ``BoundedHTTPServer`` bound to ``host:port`` (port 0: a free one), its handler
-    given ``REQUEST_TIMEOUT_S`` for every read and write of a connection."""
-    timed = type(handler.__name__, (handler,), {"timeout": REQUEST_TIMEOUT_S})
-    return BoundedHTTPServer((host, port), timed)
+    given ``REQUEST_TIMEOUT_S`` to read a request and ``RESPONSE_TIMEOUT_S`` to send its
+    answer."""
+    class Timed(handler):
+        timeout = REQUEST_TIMEOUT_S
+
+        def send_response(self, *args, **kwargs) -> None:    # (every answer starts here)
+            self.connection.settimeout(RESPONSE_TIMEOUT_S)
+            super().send_response(*args, **kwargs)
+
+    Timed.__name__ = Timed.__qualname__ = handler.__name__
+    return BoundedHTTPServer((host, port), Timed)

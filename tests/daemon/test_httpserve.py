@@ -28,6 +28,17 @@ class Hello(BaseHTTPRequestHandler):
         pass
 
 
+BIG = 32 << 20          # an answer larger than loopback's socket buffers
+
+
+class Big(Hello):
+    def do_GET(self) -> None:  # noqa: N802
+        self.send_response(200)
+        self.send_header("Content-Length", str(BIG))
+        self.end_headers()
+        self.wfile.write(b"x" * BIG)
+
+
 @pytest.fixture
 def server(monkeypatch):
     monkeypatch.setattr(httpserve, "MAX_CONNECTIONS", 4)
@@ -69,6 +80,28 @@ def test_a_silent_connection_is_closed_after_the_request_timeout(server):
     assert closed_by_server(sock)
     sock.close()
     assert get(port) == b"ok"
+
+
+def test_a_large_answer_to_a_slow_reader_is_not_cut_at_the_request_timeout(monkeypatch):
+    """The answer has ``RESPONSE_TIMEOUT_S`` to be taken: a reader that waits longer than
+    the request's timeout before it reads megabytes still gets them whole."""
+    monkeypatch.setattr(httpserve, "REQUEST_TIMEOUT_S", 0.2)
+    server = httpserve.bounded_server("127.0.0.1", 0, Big)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        sock = silent(server.server_address[1], "127.0.0.2")
+        sock.sendall(b"GET / HTTP/1.0\r\n\r\n")
+        threading.Event().wait(1.0)             # the server's send fills the buffers, waits
+        got = bytearray()
+        while chunk := sock.recv(1 << 20):
+            got += chunk
+        sock.close()
+        assert got.endswith(b"x" * 1024) and len(got) > BIG
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
 
 
 def test_connections_past_a_peers_share_or_the_whole_cap_are_closed_at_once(server):
