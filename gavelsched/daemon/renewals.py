@@ -78,10 +78,22 @@ class Renewals:
     def answer_waiting(self, *, stopping: bool = False) -> None:
         """Answer the RenewLeases waiting for the plan (``stopping``: the daemon stops;
         each gets None)."""
-        for job_id, future, request, arrived in self._waiting:
+        waiting, self._waiting = self._waiting, []
+        self._answer(waiting, stopping)
+
+    def answer_finished(self, job_id: str) -> None:
+        """Answer ``job_id``'s RenewLeases waiting for the plan now: its last step is
+        durable, so no plan changes their answer, and a scheduler left with no job plans
+        none (an orphan's InitJob waited for good when its job ended before the first
+        plan after a restart)."""
+        if any(entry[0] == job_id for entry in self._waiting):
+            self._answer([e for e in self._waiting if e[0] == job_id], False)
+            self._waiting = [e for e in self._waiting if e[0] != job_id]
+
+    def _answer(self, waiting: list, stopping: bool) -> None:
+        for job_id, future, request, arrived in waiting:
             run = None if stopping else self._run(job_id)
             future.set_result(None if run is None else self._renewed(run, request, arrived))
-        self._waiting.clear()
 
     def ended(self, job_id: str) -> None:
         """The job's run ended (exited, killed, its server lost): no answer is booked."""

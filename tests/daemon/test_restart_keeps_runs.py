@@ -153,19 +153,25 @@ def test_a_run_found_going_on_without_its_gpus_ends_at_its_renewal(before, resta
     assert launch.generation > run.generation and launch.steps_done == 55
 
 
-def test_a_run_found_going_on_whose_job_its_last_commit_ended_is_not_kept(tmp_path):
+@pytest.mark.parametrize("period", ["restored", "lost"])
+def test_a_run_found_going_on_whose_job_its_last_commit_ended_is_not_kept(tmp_path, period):
     """A run launched just before the restart starts up after it, adopted as an orphan,
-    and commits its job's last step before the first plan judges it. That plan still
-    holds the job (the core learns of its end when its steps are credited, with the
-    round) and kept the run in place: its job, done, was started again, and the executor's
-    core stopped on the illegal transition (found by ``test_interleavings``). Now the run
-    is not kept: its waiting InitJob gets a lease that is over, its process exits, and
-    nothing is launched."""
+    and commits its job's last step before the first plan judges it. With the allocation
+    period lost, that plan still holds the job (the core learns of its end when its steps
+    are credited, with the round) and kept the run in place: its job, done, was started
+    again, and the executor's core stopped on the illegal transition (found by
+    ``test_interleavings``). With the period restored, the job ends at the commit and the
+    scheduler, left with no job, makes no plan: the InitJob waiting for one waited for
+    good (found by ``test_interleavings`` once its restarts kept the period). Now, either
+    way, the run is not kept: its waiting InitJob gets a lease that is over, its process
+    exits, and nothing is launched."""
     s = Scheduler(tmp_path, gpus=2)
     job = s.submit(steps=20)
     s.at(3.0)
     (run,) = s.sent.runs
     s.close()
+    if period == "lost":
+        (tmp_path / "state" / "period.npz").unlink()
     r = Restarted(tmp_path, s.t)
     try:
         r.lists(s.server, run)

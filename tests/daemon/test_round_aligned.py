@@ -10,6 +10,7 @@ test moves; its outgoing RunJobs are recorded instead of sent, so every value is
 from __future__ import annotations
 
 import contextlib
+import time
 
 import pytest
 
@@ -17,6 +18,7 @@ from gavelsched.daemon.config import DaemonConfig
 from gavelsched.daemon.dispatch import LEASE_MOVED, PLANNED
 from gavelsched.daemon.executor import DaemonExecutor
 from gavelsched.daemon.leases import MIN_LEASE_FRACTION, new_lease, startup_lease
+from gavelsched.daemon.meta import EPOCH_UNIX
 from gavelsched.daemon.store import Store
 from gavelsched.rpc import pb
 from policies import get_policy
@@ -59,12 +61,16 @@ class Recorder:
 class Scheduler:
     """An executor on a hand-moved clock (from ``t``) with one emulated v100 server of
     ``gpus`` GPUs (none: ``gpus=0``, a restarted scheduler whose servers register again);
-    ``config`` overrides ``DaemonConfig`` fields."""
+    ``config`` overrides ``DaemonConfig`` fields. The daemon's time is the clock's: a
+    scheduler restarted on the state at ``t`` > 0 counts on from ``t`` (its epoch is put
+    ``t`` seconds of wall time back), as a real one does from the wall time gone by."""
 
     def __init__(self, tmp_path, gpus: int = 1, heartbeat_seconds: float = 1e6,
                  t: float = 0.0, **config) -> None:
         self.t = t
         self.store = Store(tmp_path / "state")
+        if t:
+            self.store.set_meta({EPOCH_UNIX.key(): time.time() - t})
         config = DaemonConfig(**{"listen": "127.0.0.1:0", "policy": "max_min_fairness_perf",
                                  "round_seconds": R, "state_dir": tmp_path / "state",
                                  "heartbeat_seconds": heartbeat_seconds,
