@@ -28,6 +28,7 @@ class BoundedHTTPServer(ThreadingHTTPServer):
     """A thread per connection, at most ``MAX_CONNECTIONS`` (``MAX_PER_PEER`` a peer)."""
 
     daemon_threads = True
+    block_on_close = False      # (closing waits for no peer: a slow one may take minutes)
 
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]):
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
