@@ -81,11 +81,12 @@ class Renewals:
         waiting, self._waiting = self._waiting, []
         self._answer(waiting, stopping)
 
-    def answer_finished(self, job_id: str) -> None:
-        """Answer ``job_id``'s RenewLeases waiting for the plan now: its last step is
-        durable, so no plan changes their answer, and a scheduler left with no job plans
-        none (an orphan's InitJob waited for good when its job ended before the first
-        plan after a restart)."""
+    def answer_now(self, job_id: str) -> None:
+        """Answer ``job_id``'s RenewLeases waiting for the plan now, when no plan can change
+        their answer: its run ended (``ended``: none, a lease that is over), or its last
+        step is durable (``RunTable.finished``). A scheduler left with no job plans none:
+        an orphan's InitJob waited for good when its job ended before the first plan
+        after a restart."""
         if any(entry[0] == job_id for entry in self._waiting):
             self._answer([e for e in self._waiting if e[0] == job_id], False)
             self._waiting = [e for e in self._waiting if e[0] != job_id]
@@ -96,9 +97,12 @@ class Renewals:
             future.set_result(None if run is None else self._renewed(run, request, arrived))
 
     def ended(self, job_id: str) -> None:
-        """The job's run ended (exited, killed, its server lost): no answer is booked."""
+        """The job's run ended (exited, killed, its server lost): no answer is booked, and
+        the renewals that waited for the plan are answered now (``answer_now``; a run of
+        the job launched next is not theirs)."""
         with self._lock:
             self._book.pop(job_id, None)
+        self.answer_now(job_id)
 
     # ---- on any thread --------------------------------------------------------------------
     def answers(self, request: pb.RenewLeaseRequest) -> bool:

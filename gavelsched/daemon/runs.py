@@ -422,11 +422,11 @@ class RunTable:
     def finished(self, job_id: str) -> None:
         """The job's last step is durable: its GPUs may be refilled now (``idle_workers``),
         its run's exit is timed from now (``Startups.record_exit``), and its renewals that
-        wait for the plan are answered now (``Renewals.answer_finished``)."""
+        wait for the plan are answered now (``Renewals.answer_now``)."""
         run = self._runs.get(job_id)
         if run is not None:
             run.done_at = self._clock()
-            self.renewals.answer_finished(job_id)
+            self.renewals.answer_now(job_id)
 
     def exited(self, job_id: str, server_id: int) -> None:
         """``server_id``'s processes of the job exited; the run ends when all have, and a

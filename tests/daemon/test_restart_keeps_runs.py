@@ -153,6 +153,20 @@ def test_a_run_found_going_on_without_its_gpus_ends_at_its_renewal(before, resta
     assert launch.generation > run.generation and launch.steps_done == 55
 
 
+def test_a_renewal_waiting_for_the_first_plan_is_answered_when_its_run_is_killed(
+        before, restarted):
+    """An orphan's renewal waits for the first plan; its job is cancelled meanwhile (its
+    run killed): the renewal is answered at once with a lease that is over, not left to a
+    plan that a scheduler with no job left never makes."""
+    (s, job, run), r = before, restarted
+    r.lists(s.server, run)
+    waiting = r.renew(job, run.generation, run.round, steps=55, seconds=9.0)
+    assert isinstance(waiting, Future) and not waiting.done()
+    assert r.x.cancel(job).ok
+    assert waiting.result(timeout=0) is None    # no run: its handler sends a lease that is over
+    assert r.sent.killed_runs == [(job, run.generation)]
+
+
 @pytest.mark.parametrize("period", ["restored", "lost"])
 def test_a_run_found_going_on_whose_job_its_last_commit_ended_is_not_kept(tmp_path, period):
     """A run launched just before the restart starts up after it, adopted as an orphan,
