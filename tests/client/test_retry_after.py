@@ -74,8 +74,8 @@ def test_a_long_wait_is_logged_once_a_short_one_not(serve, caplog):
         assert client.status().round == 7
     assert fake.calls["Status"] == 3
     assert [r.getMessage() for r in caplog.records] == [
-        f"the scheduler at {address}: user 'u' made more than 100 calls in 20 s; try "
-        f"again in 1.0 s (waiting, then asking again)"]
+        (f"the scheduler at {address}: user 'u' made more than 100 calls in 20 s; try "
+         f"again in 1.0 s (waiting, then asking again)")]
 
 
 def test_a_refusal_without_a_wait_is_final_at_once(serve):

@@ -18,13 +18,13 @@ from gavelsched.daemon.local import wait_until
 
 
 class Hello(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self.send_response(200)
         self.send_header("Content-Length", "2")
         self.end_headers()
         self.wfile.write(b"ok")
 
-    def log_message(self, format, *args) -> None:  # noqa: A002
+    def log_message(self, format, *args) -> None:
         pass
 
 
@@ -32,7 +32,7 @@ BIG = 32 << 20          # an answer larger than loopback's socket buffers
 
 
 class Big(Hello):
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self.send_response(200)
         self.send_header("Content-Length", str(BIG))
         self.end_headers()
@@ -65,7 +65,7 @@ def closed_by_server(sock: socket.socket) -> bool:
         return sock.recv(1) == b""
     except ConnectionResetError:
         return True
-    except socket.timeout:
+    except TimeoutError:
         return False
 
 
