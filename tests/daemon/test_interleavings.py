@@ -3,11 +3,12 @@
 exit from another thread, so a heartbeat composed before an exit can reach the executor
 after the exit's report (the race behind a failure of ``test_drain.py``). A hypothesis
 state machine drives the real executor on a hand-moved clock (``test_round_aligned``) with
-two emulated workers of two GPUs each (jobs of one GPU, two, or four across both), and
-again with one (``OneWorker``: its own races come up in fewer steps). Each worker takes
+two emulated workers of two GPUs each (jobs of one GPU, two, or four across both), again
+with one (``OneWorker``: its own races come up in fewer steps), and with one under a
+space-sharing policy (``Pairs``: two jobs share a GPU as a co-located pair). Each worker takes
 the RunJobs and KillJobs the executor sends it as the real one does
-(``workers/daemon/worker.py``): a launch waits until its GPUs are free and its job's older
-process there has exited; a process sends its InitJob, commits checkpoints, renews its
+(``workers/daemon/worker.py``): a launch waits until its GPUs are free (but for its pair's
+partner) and its job's older process there has exited; a process sends its InitJob, commits checkpoints, renews its
 lease and exits, each exit reported by its own worker (a run over both workers ends when
 both have reported); a KillJob stops the process it names, or drops the launch it names
 (reported as never started); a heartbeat lists the worker's processes running, composed at
@@ -21,16 +22,16 @@ step:
 - a job that has ended has no run once its processes have exited (its last commit may
   end it while its processes save and exit);
 - the steps counted for a job never go back (nor past its total), restarts included;
-- the runs of a round whose processes started hold disjoint GPUs (a run over both
-  workers starts up at its first InitJob, while its launch on the other may wait there
-  for the GPUs an older round's run saves on; a run whose job's last step is durable
-  holds none, as ``RunTable.idle_workers`` counts them);
+- the runs of a round whose processes started hold disjoint GPUs, a co-located pair
+  counting as one task (a run over both workers starts up at its first InitJob, while its
+  launch on the other may wait there for the GPUs an older round's run saves on; a run
+  whose job's last step is durable holds none, as ``RunTable.idle_workers`` counts them),
+  and the runs found going on after a restart no more jobs a GPU than its worker runs;
 - a heartbeat never stops a job's newest run while the job goes on."""
 
 from __future__ import annotations
 
 import tempfile
-from collections import Counter
 from pathlib import Path
 
 from hypothesis import settings
@@ -65,11 +66,14 @@ def _worker_at(address: str) -> int:
 
 class Interleavings(RuleBasedStateMachine):
     workers = 2     # emulated worker daemons
+    config: dict = {}   # the scheduler's ``DaemonConfig`` fields (``Pairs``: its policy)
+    per_gpu = 1         # the most jobs a worker runs on one GPU
 
     @initialize()
     def start(self) -> None:
         self.dir = tempfile.TemporaryDirectory()
-        self.s = Scheduler(Path(self.dir.name), gpus=0, heartbeat_seconds=HEARTBEAT_S)
+        self.s = Scheduler(Path(self.dir.name), gpus=0, heartbeat_seconds=HEARTBEAT_S,
+                           **self.config)
         self.ids = [-1] * self.workers         # each worker's server id at the scheduler
         self.registration = [0] * self.workers  # ... and its token, which heartbeats carry
         # (worker, job) -> (generation, GPUs): the processes running
@@ -108,17 +112,24 @@ class Interleavings(RuleBasedStateMachine):
         self._launch_waiting()
 
     def _launch_waiting(self) -> None:
-        """The queued launches whose GPUs are free and whose job has no process there."""
+        """The queued launches whose GPUs are free (no other job on them, or only the
+        partner of its co-located pair) and whose job has no process there."""
         for worker, queue in enumerate(self.queued):
-            busy = {g for (w, _), (_, gpus) in self.alive.items() if w == worker for g in gpus}
+            busy: dict[int, set[str]] = {}
+            for (w, other), (_, gpus) in self.alive.items():
+                for g in gpus if w == worker else ():
+                    busy.setdefault(g, set()).add(other)
             for request in list(queue):
                 job, generation, gpus = request.job_id, request.generation, tuple(request.gpus)
-                if (worker, job) not in self.alive and not busy.intersection(gpus):
+                pair = {job, request.colocated_job_id}
+                if (worker, job) not in self.alive and not any(busy.get(g, pair) - pair
+                                                               for g in gpus):
                     queue.remove(request)
                     self.alive[worker, job] = (generation, gpus)
                     self.steps.setdefault((job, generation), request.steps_done)
                     self.rounds[job, generation] = request.round
-                    busy.update(gpus)
+                    for g in gpus:
+                        busy.setdefault(g, set()).add(job)
 
     def _take_calls(self) -> None:
         """The RunJobs and KillJobs the executor sent since the last look, each taken by
@@ -278,7 +289,7 @@ class Interleavings(RuleBasedStateMachine):
         self.restarts += 1
         self.s.close()
         self.s = Scheduler(Path(self.dir.name), gpus=0, t=self.s.t,
-                           heartbeat_seconds=HEARTBEAT_S)
+                           heartbeat_seconds=HEARTBEAT_S, **self.config)
         self.runs_seen = self.kills_seen = 0
         for worker in range(self.workers):
             self._register(worker)
@@ -334,20 +345,42 @@ class Interleavings(RuleBasedStateMachine):
 
     @invariant()
     def started_runs_of_a_round_hold_disjoint_gpus(self) -> None:
-        held = Counter((run.round, w) for run in self.s.x.runs.live()
-                       if run.started_up and not run.done_at for w in run.workers)
-        twice = sorted(key for key, n in held.items() if n > 1)
+        """... each GPU one task of the plan (a co-located pair is one, thesis §5.3.1);
+        the runs found going on after a restart (orphans, of no round) as many jobs a GPU
+        as its worker runs at most (``per_gpu``: a pair's two)."""
+        tasks: dict[tuple[int, int], set[str]] = {}
+        found: dict[int, set[str]] = {}
+        for run in self.s.x.runs.live():
+            if run.started_up and not run.done_at:
+                for w in run.workers:
+                    if run.orphan:
+                        found.setdefault(w, set()).add(run.job_id)
+                    else:
+                        tasks.setdefault((run.round, w), set()).add(run.task_key or run.job_id)
+        twice = sorted(key for key, held in tasks.items() if len(held) > 1)
         assert not twice, f"(round, GPU) held twice: {twice}"
+        crowded = sorted(w for w, jobs in found.items() if len(jobs) > self.per_gpu)
+        assert not crowded, f"GPUs {crowded} hold more runs found going on than can run there"
 
 
 class OneWorker(Interleavings):
     workers = 1
 
 
-for machine in (Interleavings, OneWorker):
+class Pairs(Interleavings):
+    """Under a space-sharing policy: two jobs of a GPU share it as a co-located pair, each
+    run's RunJob naming the other (the worker launches a member beside its partner)."""
+
+    workers = 1
+    config = {"policy": "max_min_fairness_packed", "restart_rule": "gavel"}
+    per_gpu = 2
+
+
+for machine in (Interleavings, OneWorker, Pairs):
     machine.TestCase.settings = settings(max_examples=150, stateful_step_count=50,
                                          deadline=None)
 TestTwoWorkers = Interleavings.TestCase
+TestPairs = Pairs.TestCase
 # The races of one worker's messages (a heartbeat composed before its own daemon restarted,
 # then delivered) come up in fewer steps here than among two workers' rules.
 TestOneWorker = OneWorker.TestCase
