@@ -66,14 +66,14 @@ def _worker_at(address: str) -> int:
 
 class Interleavings(RuleBasedStateMachine):
     workers = 2     # emulated worker daemons
-    config: dict = {}   # the scheduler's ``DaemonConfig`` fields (``Pairs``: its policy)
+    config: tuple = ()  # the scheduler's ``DaemonConfig`` fields (``Pairs``: its policy)
     per_gpu = 1         # the most jobs a worker runs on one GPU
 
     @initialize()
     def start(self) -> None:
         self.dir = tempfile.TemporaryDirectory()
         self.s = Scheduler(Path(self.dir.name), gpus=0, heartbeat_seconds=HEARTBEAT_S,
-                           **self.config)
+                           **dict(self.config))
         self.ids = [-1] * self.workers         # each worker's server id at the scheduler
         self.registration = [0] * self.workers  # ... and its token, which heartbeats carry
         # (worker, job) -> (generation, GPUs): the processes running
@@ -289,7 +289,7 @@ class Interleavings(RuleBasedStateMachine):
         self.restarts += 1
         self.s.close()
         self.s = Scheduler(Path(self.dir.name), gpus=0, t=self.s.t,
-                           heartbeat_seconds=HEARTBEAT_S, **self.config)
+                           heartbeat_seconds=HEARTBEAT_S, **dict(self.config))
         self.runs_seen = self.kills_seen = 0
         for worker in range(self.workers):
             self._register(worker)
@@ -372,7 +372,7 @@ class Pairs(Interleavings):
     run's RunJob naming the other (the worker launches a member beside its partner)."""
 
     workers = 1
-    config = {"policy": "max_min_fairness_packed", "restart_rule": "gavel"}
+    config = (("policy", "max_min_fairness_packed"), ("restart_rule", "gavel"))
     per_gpu = 2
 
 
