@@ -87,9 +87,10 @@ class Renewals:
         step is durable (``RunTable.finished``). A scheduler left with no job plans none:
         an orphan's InitJob waited for good when its job ended before the first plan
         after a restart."""
-        if any(entry[0] == job_id for entry in self._waiting):
-            self._answer([e for e in self._waiting if e[0] == job_id], False)
-            self._waiting = [e for e in self._waiting if e[0] != job_id]
+        mine = [entry for entry in self._waiting if entry[0] == job_id]
+        if mine:
+            self._waiting = [entry for entry in self._waiting if entry[0] != job_id]
+            self._answer(mine, False)
 
     def _answer(self, waiting: list, stopping: bool) -> None:
         for job_id, future, request, arrived in waiting:
