@@ -267,7 +267,7 @@ class Dashboard:
     def serve(self, address: str) -> int:
         host, _, port = address.rpartition(":")
         self._server = bounded_server(host.strip("[]") or "127.0.0.1", int(port),
-                                      _handler(self))
+                                      _handler(self), "the dashboard")
         self.sample()
         self._threads = [threading.Thread(target=self._server.serve_forever,
                                           name="gavelsched-dashboard", daemon=True),

@@ -8,7 +8,8 @@ connection, for good, before any token was checked. Here a request must arrive w
 within ``REQUEST_TIMEOUT_S``, its answer be taken within ``RESPONSE_TIMEOUT_S`` (the
 picture of 50,000 jobs is megabytes: a slow link must have time to take it), at most
 ``MAX_CONNECTIONS`` connections are served at once and at most ``MAX_PER_PEER`` from one
-address; a connection past them is closed at once. A flood then costs the endpoint its
+address; a connection past them is closed at once, and logged at most every 5 s with the
+addresses refused most (``budgets.Overdrawn``). A flood then costs the endpoint its
 answers for a while, never the scheduler its threads.
 """
 
@@ -17,6 +18,8 @@ from __future__ import annotations
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from .budgets import Overdrawn
 
 MAX_CONNECTIONS = 64          # connections served at once
 MAX_PER_PEER = 16             # ... of them from one address
@@ -30,8 +33,11 @@ class BoundedHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False      # (closing waits for no peer: a slow one may take minutes)
 
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]):
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
+                 what: str):
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        self.refused = Overdrawn(f"connections to {what} past its limits ({MAX_CONNECTIONS} "
+                                 f"at once, {MAX_PER_PEER} from one address)", "address")
         self._lock = threading.Lock()
         self._open = 0
         self._by_peer: dict[str, int] = {}
@@ -47,6 +53,7 @@ class BoundedHTTPServer(ThreadingHTTPServer):
                 self._by_peer[peer] = self._by_peer.get(peer, 0) + 1
         if not admitted:
             self.shutdown_request(request)          # full: closed at once, no thread
+            self.refused.note(peer)
             return
         try:
             super().process_request(request, client_address)    # its thread
@@ -70,11 +77,11 @@ class BoundedHTTPServer(ThreadingHTTPServer):
                 del self._by_peer[peer]
 
 
-def bounded_server(host: str, port: int,
-                   handler: type[BaseHTTPRequestHandler]) -> BoundedHTTPServer:
-    """A ``BoundedHTTPServer`` bound to ``host:port`` (port 0: a free one), its handler
-    given ``REQUEST_TIMEOUT_S`` to read a request and ``RESPONSE_TIMEOUT_S`` to send its
-    answer."""
+def bounded_server(host: str, port: int, handler: type[BaseHTTPRequestHandler],
+                   what: str) -> BoundedHTTPServer:
+    """A ``BoundedHTTPServer`` of ``what`` (``the dashboard``: its log's name for it)
+    bound to ``host:port`` (port 0: a free one), its handler given ``REQUEST_TIMEOUT_S``
+    to read a request and ``RESPONSE_TIMEOUT_S`` to send its answer."""
     class Timed(handler):
         timeout = REQUEST_TIMEOUT_S
 
@@ -83,4 +90,4 @@ def bounded_server(host: str, port: int,
             super().send_response(*args, **kwargs)
 
     Timed.__name__ = Timed.__qualname__ = handler.__name__
-    return BoundedHTTPServer((host, port), Timed)
+    return BoundedHTTPServer((host, port), Timed, what)

@@ -171,7 +171,7 @@ class DaemonMetrics:
         many of the scheduler's threads (``httpserve``); returns the port."""
         host, _, port = address.rpartition(":")
         self._server = bounded_server(host.strip("[]") or "0.0.0.0", int(port),
-                                      MetricsHandler.factory(self.registry))
+                                      MetricsHandler.factory(self.registry), "/metrics")
         threading.Thread(target=self._server.serve_forever, name="gavelsched-metrics",
                          daemon=True).start()
         return int(self._server.server_address[1])

@@ -44,7 +44,7 @@ def server(monkeypatch):
     monkeypatch.setattr(httpserve, "MAX_CONNECTIONS", 4)
     monkeypatch.setattr(httpserve, "MAX_PER_PEER", 2)
     monkeypatch.setattr(httpserve, "REQUEST_TIMEOUT_S", 0.5)
-    server = httpserve.bounded_server("127.0.0.1", 0, Hello)
+    server = httpserve.bounded_server("127.0.0.1", 0, Hello, "the test")
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield server
@@ -86,7 +86,7 @@ def test_a_large_answer_to_a_slow_reader_is_not_cut_at_the_request_timeout(monke
     """The answer has ``RESPONSE_TIMEOUT_S`` to be taken: a reader that waits longer than
     the request's timeout before it reads megabytes still gets them whole."""
     monkeypatch.setattr(httpserve, "REQUEST_TIMEOUT_S", 0.2)
-    server = httpserve.bounded_server("127.0.0.1", 0, Big)
+    server = httpserve.bounded_server("127.0.0.1", 0, Big, "the test")
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -104,12 +104,15 @@ def test_a_large_answer_to_a_slow_reader_is_not_cut_at_the_request_timeout(monke
         thread.join(timeout=5)
 
 
-def test_connections_past_a_peers_share_or_the_whole_cap_are_closed_at_once(server):
+def test_connections_past_a_peers_share_or_the_whole_cap_are_closed_at_once(server,
+                                                                            caplog):
     port = server.server_address[1]
     server.RequestHandlerClass.timeout = 30.0        # (the held ones stay)
     held = [silent(port, "127.0.0.2") for _ in range(2)]
     past_peer = silent(port, "127.0.0.2")            # a third from one peer
     assert closed_by_server(past_peer)
+    assert ("refused 1 connections to the test past its limits (4 at once, 2 from one "
+            "address) ('127.0.0.2' 1)") in caplog.text        # (then at most every 5 s)
     held += [silent(port, "127.0.0.3") for _ in range(2)]
     past_all = silent(port, "127.0.0.4")             # a fifth in all
     assert closed_by_server(past_all)
