@@ -65,7 +65,7 @@ class ProcessCalls:
         again its run is not known: ``AskAgain``. Once adopted, an orphan the next plan has
         not judged yet waits for that plan, as its renewal would (a future): kept, it gets
         the kept run's lease (``RunTable.renewed``: to the round's end from now); not kept,
-        a lease that is over."""
+        or its job ended meanwhile, a lease that is over."""
         job = self.jobs.get(request.job_id)
         if job is None:
             raise LookupError(f"unknown job {shown(request.job_id)}")
@@ -81,6 +81,8 @@ class ProcessCalls:
                          job.id, server)
             raise AskAgain(f"server {server} has not registered again since this "
                            "scheduler's restart")
+        if run is not None and job.final and job.id in self.runs.unplanned:
+            return self._init_response(job, None)    # no plan keeps it: a lease that is over
         if run is not None and (job.id in self.runs.unplanned or run.rebase):
             # (its process's count and clock: resumed from the steps done, started now)
             asked = pb.RenewLeaseRequest(job_id=job.id, round=run.round, steps=job.steps_done,

@@ -197,6 +197,9 @@ def test_a_run_found_going_on_whose_job_its_last_commit_ended_is_not_kept(tmp_pa
         r.at(r.t + 0.5)                         # the first plan
         assert r.x.jobs[job].state == "done" and r.x.runs.get(job).orphan
         assert init.result(timeout=0).lease.round == -1      # over: it saves and exits
+        late = r.x.processes.init_job(pb.InitJobRequest(         # another rank's, later
+            job_id=job, rank=1, server_id=s.server, generation=run.generation))
+        assert late.lease.round == -1                             # at once, not a wait
         r.x.processes.round_report(pb.RoundReportRequest(
             server_id=s.server, job_id=job, steps=20, seconds=1.0, generation=run.generation))
         assert job not in r.x.runs and not r.sent.runs
