@@ -57,6 +57,11 @@ class Renewals:
         self._book: dict[str, tuple[int, int, pb.Lease]] = {}
 
     # ---- on the executor thread -----------------------------------------------------------
+    @property
+    def waiting(self) -> tuple[str, ...]:
+        """The jobs whose renewals or InitJobs wait for the plan."""
+        return tuple(entry[0] for entry in self._waiting)
+
     def after_plan(self, request: pb.RenewLeaseRequest) -> Future:
         """A RenewLease asked before the next round is planned: its answer (the job's lease
         then; None: it has no run) waits for the plan (``at_plan``)."""

@@ -27,7 +27,9 @@ step:
   launch on the other may wait there for the GPUs an older round's run saves on; a run
   whose job's last step is durable holds none, as ``RunTable.idle_workers`` counts them),
   and the runs found going on after a restart no more jobs a GPU than its worker runs;
-- a heartbeat never stops a job's newest run while the job goes on."""
+- a heartbeat never stops a job's newest run while the job goes on;
+- no InitJob or renewal of an ended job waits for a plan (a scheduler whose jobs have all
+  ended makes none)."""
 
 from __future__ import annotations
 
@@ -334,6 +336,14 @@ class Interleavings(RuleBasedStateMachine):
         for job_id, row in self.s.x.jobs.items():
             assert not (row.final and job_id in self.s.x.runs and job_id not in here), (
                 f"job {job_id} ended, its processes exited, and it still has a run")
+
+    @invariant()
+    def no_ended_jobs_call_waits_for_a_plan(self) -> None:
+        """An ended job's InitJob or renewal is answered at once (a lease that is over): a
+        plan would not change it, and a scheduler whose jobs have all ended makes none."""
+        ended = sorted(job for job in self.s.x.runs.renewals.waiting
+                       if self.s.x.jobs[job].final)
+        assert not ended, f"ended jobs {ended} have calls waiting for a plan"
 
     @invariant()
     def counted_steps_never_go_back(self) -> None:
