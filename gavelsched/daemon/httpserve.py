@@ -52,8 +52,8 @@ class BoundedHTTPServer(ThreadingHTTPServer):
                 self._open += 1
                 self._by_peer[peer] = self._by_peer.get(peer, 0) + 1
         if not admitted:
-            self.shutdown_request(request)          # full: closed at once, no thread
             self.refused.note(peer)
+            self.shutdown_request(request)          # full: closed at once, no thread
             return
         try:
             super().process_request(request, client_address)    # its thread

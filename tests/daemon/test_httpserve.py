@@ -6,6 +6,7 @@ loopback (each 127.0.0.x a peer of its own)."""
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 import urllib.request
@@ -108,9 +109,10 @@ def test_connections_past_a_peers_share_or_the_whole_cap_are_closed_at_once(serv
                                                                             caplog):
     port = server.server_address[1]
     server.RequestHandlerClass.timeout = 30.0        # (the held ones stay)
+    caplog.set_level(logging.WARNING, logger="gavelsched.daemon.budgets")
     held = [silent(port, "127.0.0.2") for _ in range(2)]
     past_peer = silent(port, "127.0.0.2")            # a third from one peer
-    assert closed_by_server(past_peer)
+    assert closed_by_server(past_peer)               # (after the refusal's log line)
     assert ("refused 1 connections to the test past its limits (4 at once, 2 from one "
             "address) ('127.0.0.2' 1)") in caplog.text        # (then at most every 5 s)
     held += [silent(port, "127.0.0.3") for _ in range(2)]
