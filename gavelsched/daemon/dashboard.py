@@ -265,9 +265,8 @@ class Dashboard:
 
     # ---- server --------------------------------------------------------------------------
     def serve(self, address: str) -> int:
-        host, _, port = address.rpartition(":")
-        self._server = bounded_server(host.strip("[]") or "127.0.0.1", int(port),
-                                      _handler(self), "the dashboard")
+        self._server = bounded_server(address, _handler(self), "the dashboard",
+                                      default_host="127.0.0.1")
         self.sample()
         self._threads = [threading.Thread(target=self._server.serve_forever,
                                           name="gavelsched-dashboard", daemon=True),

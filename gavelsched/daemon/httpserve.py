@@ -39,17 +39,15 @@ class BoundedHTTPServer(ThreadingHTTPServer):
         self.refused = Overdrawn(f"connections to {what} past its limits ({MAX_CONNECTIONS} "
                                  f"at once, {MAX_PER_PEER} from one address)", "address")
         self._lock = threading.Lock()
-        self._open = 0
-        self._by_peer: dict[str, int] = {}
+        self._by_peer: dict[str, int] = {}      # address -> its connections served now
         super().__init__(address, handler)
 
     def process_request(self, request, client_address) -> None:
         peer = client_address[0]
         with self._lock:
-            admitted = (self._open < MAX_CONNECTIONS
+            admitted = (sum(self._by_peer.values()) < MAX_CONNECTIONS
                         and self._by_peer.get(peer, 0) < MAX_PER_PEER)
             if admitted:
-                self._open += 1
                 self._by_peer[peer] = self._by_peer.get(peer, 0) + 1
         if not admitted:
             self.refused.note(peer)
@@ -69,7 +67,6 @@ class BoundedHTTPServer(ThreadingHTTPServer):
 
     def _release(self, peer: str) -> None:
         with self._lock:
-            self._open -= 1
             left = self._by_peer[peer] - 1
             if left:
                 self._by_peer[peer] = left
@@ -77,11 +74,13 @@ class BoundedHTTPServer(ThreadingHTTPServer):
                 del self._by_peer[peer]
 
 
-def bounded_server(host: str, port: int, handler: type[BaseHTTPRequestHandler],
-                   what: str) -> BoundedHTTPServer:
+def bounded_server(address: str, handler: type[BaseHTTPRequestHandler], what: str, *,
+                   default_host: str) -> BoundedHTTPServer:
     """A ``BoundedHTTPServer`` of ``what`` (``the dashboard``: its log's name for it)
-    bound to ``host:port`` (port 0: a free one), its handler given ``REQUEST_TIMEOUT_S``
-    to read a request and ``RESPONSE_TIMEOUT_S`` to send its answer."""
+    bound to ``address`` (``host:port``, ``[v6]:port``; no host: ``default_host``; port
+    0: a free one), its handler given ``REQUEST_TIMEOUT_S`` to read a request and
+    ``RESPONSE_TIMEOUT_S`` to send its answer."""
+    host, _, port = address.rpartition(":")
     class Timed(handler):
         timeout = REQUEST_TIMEOUT_S
 
@@ -90,4 +89,4 @@ def bounded_server(host: str, port: int, handler: type[BaseHTTPRequestHandler],
             super().send_response(*args, **kwargs)
 
     Timed.__name__ = Timed.__qualname__ = handler.__name__
-    return BoundedHTTPServer((host, port), Timed, what)
+    return BoundedHTTPServer((host.strip("[]") or default_host, int(port)), Timed, what)

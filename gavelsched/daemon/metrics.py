@@ -169,9 +169,8 @@ class DaemonMetrics:
     def serve(self, address: str) -> int:
         """Serve ``/metrics`` on ``host:port`` (port 0: a free one), no peer able to hold
         many of the scheduler's threads (``httpserve``); returns the port."""
-        host, _, port = address.rpartition(":")
-        self._server = bounded_server(host.strip("[]") or "0.0.0.0", int(port),
-                                      MetricsHandler.factory(self.registry), "/metrics")
+        self._server = bounded_server(address, MetricsHandler.factory(self.registry),
+                                      "/metrics", default_host="0.0.0.0")
         threading.Thread(target=self._server.serve_forever, name="gavelsched-metrics",
                          daemon=True).start()
         return int(self._server.server_address[1])

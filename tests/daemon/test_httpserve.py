@@ -45,7 +45,8 @@ def server(monkeypatch):
     monkeypatch.setattr(httpserve, "MAX_CONNECTIONS", 4)
     monkeypatch.setattr(httpserve, "MAX_PER_PEER", 2)
     monkeypatch.setattr(httpserve, "REQUEST_TIMEOUT_S", 0.5)
-    server = httpserve.bounded_server("127.0.0.1", 0, Hello, "the test")
+    server = httpserve.bounded_server("127.0.0.1:0", Hello, "the test",
+                                      default_host="127.0.0.1")
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield server
@@ -87,7 +88,8 @@ def test_a_large_answer_to_a_slow_reader_is_not_cut_at_the_request_timeout(monke
     """The answer has ``RESPONSE_TIMEOUT_S`` to be taken: a reader that waits longer than
     the request's timeout before it reads megabytes still gets them whole."""
     monkeypatch.setattr(httpserve, "REQUEST_TIMEOUT_S", 0.2)
-    server = httpserve.bounded_server("127.0.0.1", 0, Big, "the test")
+    server = httpserve.bounded_server("127.0.0.1:0", Big, "the test",
+                                      default_host="127.0.0.1")
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
