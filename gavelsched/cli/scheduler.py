@@ -31,12 +31,14 @@ def register(subparsers) -> None:
                     "listen, policy, round_seconds, state_dir and optionally "
                     "auth_token_file, tls {cert, key, ca}, metrics_listen, throughputs, "
                     "expected_workers, checkpoint_dir, checkpoint_retention_s, "
-                    "health_listen, heartbeat_seconds, plan_lead_seconds, "
-                    "resolve, min_resolve_interval_s, seed, workers_tls, insecure, "
-                    "refill_freed, restart_rule, pair_partners, eta, metrics_job_series, "
-                    "dashboard_listen, gil_switch_ms, entities, "
+                    "state_dir_min_free_mb, health_listen, heartbeat_seconds, "
+                    "plan_lead_seconds, resolve, min_resolve_interval_s, seed, workers_tls, "
+                    "insecure, refill_freed, restart_rule, pair_partners, eta, "
+                    "metrics_job_series, dashboard_listen, gil_switch_ms, "
+                    "job_calls_per_round, user_calls_per_second, entities, "
                     "policy_options, prices and users_file (docs/runtime.md). SIGHUP "
-                    "re-reads entities, policy_options, prices and users_file.")
+                    "re-reads entities, policy_options, prices, users_file and the two "
+                    "budgets of calls.")
     p.add_argument("--config", required=True, metavar="CLUSTER.yaml",
                    help="the cluster YAML file")
     p.add_argument("--insecure", action="store_true",
@@ -95,8 +97,9 @@ def run(args: argparse.Namespace) -> int:
         health.stop(0)
     daemon.stop()
     if daemon.crashed is not None:
+        then = f"{daemon.crash_fix}, then start it again" if daemon.crash_fix else "start it again"
         print(f"gavelsched scheduler: its core stopped ({daemon.crashed}); the jobs are "
-              f"in its state_dir: start it again", file=sys.stderr)
+              f"in its state_dir: {then}", file=sys.stderr)
         return 1
     return 0
 

@@ -8,7 +8,8 @@ admin on every job; the worker daemons' token and a job's own token change no jo
 A refusal is ``Denied`` (PERMISSION_DENIED on the wire) and changes nothing; a bad request
 is ``SubmissionError`` or ``ControlError`` (INVALID_ARGUMENT); an unknown job
 ``LookupError`` (NOT_FOUND); a submission past its user's ``max_jobs`` (the users file)
-``OverQuota`` (RESOURCE_EXHAUSTED). Every id a call names is checked before any job
+``OverQuota`` (RESOURCE_EXHAUSTED), as is one while the state_dir's disk is below its
+reserve (``room.NoRoom``). Every id a call names is checked before any job
 changes, so a call on an array changes all its copies or none.
 """
 
@@ -29,6 +30,7 @@ from .audit import Audit
 from .control import MAX_ARRAY, ControlError, JobControl, array_ids
 from .jobs import HELD, JobRow, Jobs
 from .meter import usage_run
+from .room import Room
 from .store import Store
 from .submissions import SubmissionError, check_submission
 
@@ -46,13 +48,15 @@ class OverQuota(Exception):
 class Door:
     """What a submission is checked against: the throughput table, the worker types it
     knows, the GPUs of each registered type, the configured entities (empty: any
-    entity is a label) and the policy's name where it schedules single-GPU jobs only, and
+    entity is a label), the room left on the state_dir's disk (``room``; None: not
+    checked) and the policy's name where it schedules single-GPU jobs only, and
     where it refuses an SLO beyond reach (``policy_door``)."""
 
     table: object
     worker_types: tuple[str, ...]
     gpus_by_type: Mapping[str, int]
     entities: tuple[str, ...]
+    room: Room | None = None
     single_gpu_policy: str | None = None
     slo_policy: str | None = None
 
@@ -93,6 +97,8 @@ class ClientCalls:
         if not 1 <= count <= MAX_ARRAY:
             raise SubmissionError("count", f"must be between 1 and {MAX_ARRAY}, got {count}")
         self._within_quota(caller, count)
+        if door.room is not None:
+            door.room.check()
         array_id, ids = array_ids(self.store.next_job_id(), count)
         try:
             after = self.control.plan_dependencies(list(request.after), ids, array_id)

@@ -5,6 +5,8 @@ Required: ``listen`` (host:port), ``policy``, ``round_seconds``, ``state_dir``. 
 ``throughputs`` (a table file, native or Gavel JSON; default: the catalog's table),
 ``expected_workers`` (GPUs to wait for before the first round, default 1),
 ``checkpoint_dir`` (shared storage; default ``state_dir/checkpoints``),
+``state_dir_min_free_mb`` (below this much free on the state_dir's disk, submissions are
+refused and running jobs go on; default 256; 0: no reserve; ``room.py``),
 ``checkpoint_retention_s`` (how long the checkpoints of a job that ended, done, failed
 or cancelled, are kept; default a day; 0 keeps them forever; ``retention.py``),
 ``metrics_job_series`` (the most jobs with Prometheus series of their own, those holding
@@ -75,6 +77,7 @@ from traces.checks import MAX_SECONDS, MIN_ROUND_SECONDS, BadValue, shown
 from ..rpc.security import TlsFiles, host_of, is_loopback
 from .budgets import CALLS_PER_ROUND, USER_CALLS_PER_SECOND
 from .files import FileError, absolute_path, parse_yaml
+from .room import MIN_FREE_MB
 from .settings import SETTINGS_KEYS, ClusterSettings, SettingsError, parse_settings
 
 REQUIRED = ("listen", "policy", "round_seconds", "state_dir")
@@ -83,7 +86,7 @@ OPTIONAL = ("auth_token_file", "tls", "metrics_listen", "throughputs", "expected
             "plan_lead_seconds", "min_resolve_interval_s", "resolve", "seed", "workers_tls",
             "insecure", "dashboard_listen", "refill_freed", "users_file", "eta", "restart_rule",
             "metrics_job_series", "gil_switch_ms", "pair_partners", "job_calls_per_round",
-            "user_calls_per_second", *SETTINGS_KEYS)
+            "user_calls_per_second", "state_dir_min_free_mb", *SETTINGS_KEYS)
 TLS_KEYS = ("cert", "key", "ca")
 RESOLVE_MODES = ("responsive", "gavel")        # gavelsched/core/resolving.py
 RESTART_RULES = ("tenure", "gavel")            # gavelsched/core/restarts.py
@@ -129,6 +132,7 @@ class DaemonConfig:
     throughputs: Path | None = None
     expected_workers: int = 1
     checkpoint_dir: Path | None = None
+    state_dir_min_free_mb: int = MIN_FREE_MB
     checkpoint_retention_s: float = DAY_S
     health_listen: str | None = None
     heartbeat_seconds: float = 2.0
@@ -286,7 +290,7 @@ def parse_config(data: Any, *, base: str | Path = ".", name: str = "config",
         except BadValue as err:
             raise ConfigError(f"{name}: pair_partners must be an integer >= 0 (0: every "
                               f"pair) and <= {checks.INT32_MAX}, got {shown(err.value)}") from None
-    for key in ("metrics_job_series", "job_calls_per_round"):
+    for key in ("metrics_job_series", "job_calls_per_round", "state_dir_min_free_mb"):
         if data.get(key) is not None:
             kw[key] = number(key, 0, integer=True)
     if data.get("gil_switch_ms") is not None:

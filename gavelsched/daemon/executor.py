@@ -58,6 +58,7 @@ from .progress import Progress, restored_online
 from .refills import Refills
 from .retention import Retention
 from .retries import Retries
+from .room import MIB, Room
 from .roundtimes import RoundTimes
 from .runs import RunTable
 from .publish import Publisher
@@ -89,9 +90,8 @@ class DaemonExecutor:
         self.config, self.store = config, store
         self.dispatcher, self.metrics, self.collector = dispatcher, metrics, collector
         self._clock = clock
-        self.inbox = Inbox()
-        self.post, self.call, self.stop = self.inbox.post, self.inbox.call, self.inbox.stop
-        self.tell = self.inbox.tell
+        self.inbox = inbox = Inbox()
+        self.post, self.call, self.stop, self.tell = inbox.post, inbox.call, inbox.stop, inbox.tell
         # ETAs: replayed off this thread at each round start, arrival and end (``forecast``)
         self.forecasts = Forecaster(lambda: self.tell(self._forecast_ready))
         self._forecast_due = False
@@ -125,6 +125,7 @@ class DaemonExecutor:
         self.retries = Retries(store, config.round_seconds)
         self.fences = Fences(store)
         self.retention = Retention(config.checkpoints, config.checkpoint_retention_s, store)
+        self.room = Room(config.state_dir, config.state_dir_min_free_mb * MIB, clock=clock)
         self.hosts = Hosts(store)
         self.runs = RunTable(config, self.jobs, self.health, dispatcher, self.startups,
                              self.retries, self.fences, self.hosts, self.core, clock=clock,
@@ -236,6 +237,7 @@ class DaemonExecutor:
         and (at most once a minute) the checkpoints of ended jobs past their retention."""
         mono = self._clock()
         self.retention.tick(self.jobs, self.now())
+        self.room.tick()
         if self.collector is not None:
             self.collector.due()
         if self.roster.fail_silent(mono):
@@ -372,7 +374,7 @@ class DaemonExecutor:
     def door(self) -> Door:
         """What a submission is checked against now (``calls``)."""
         return Door(self.table, tuple(self.table.worker_types), self.health.gpus_by_type(),
-                    self.tenancy.settings.entity_names, **policy_door(self.core.policy))
+                    self.tenancy.settings.entity_names, self.room, **policy_door(self.core.policy))
 
     def submit(self, request: pb.JobRequest, caller: Caller = LOCAL_ADMIN) -> str:
         """Submit as ``caller`` (``calls.ClientCalls.submit``); the (first) job's id."""

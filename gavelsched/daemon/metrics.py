@@ -58,6 +58,8 @@
 - ``gavelsched_workers{worker_type,alive}``: GPUs registered;
 - ``gavelsched_workers_drained{worker_type}``: GPUs out of service (``gavelsched drain``);
 - ``gavelsched_rounds_total``: rounds started;
+- ``gavelsched_state_dir_free_bytes``: the bytes free on the state_dir's disk, read when
+  Prometheus scrapes; below ``state_dir_min_free_mb`` submissions are refused (``room``);
 - ``gavelsched_launches_not_made_total{reason}``: jobs a round's plan placed that were not
   launched, their GPUs idle to the round's end, by why (``runs.NOT_LAUNCHED``): their
   servers failed or were drained since the plan (``servers_down``), a killed run's back-off
@@ -258,6 +260,11 @@ class DaemonMetrics:
         """The launches not made, read from ``not_launched()`` (the run table's tally by
         reason, which the executor thread counts up) when Prometheus scrapes."""
         self.registry.register(_NotLaunchedCollector(not_launched))
+
+    def watch_room(self, free_bytes: Callable[[], float]) -> None:
+        """The state_dir's free bytes, read from ``free_bytes()`` when Prometheus scrapes."""
+        Gauge("gavelsched_state_dir_free_bytes", "Bytes free on the disk of the state_dir",
+              registry=self.registry).set_function(free_bytes)
 
     def on_forecast(self, forecast: Forecast) -> None:
         """A replay answered (executor thread)."""

@@ -37,6 +37,7 @@ from .executor import DaemonExecutor
 from .metrics import DaemonMetrics
 from .runs import RunTable
 from .service import CountedCalls, ExecutorWaits, Refusals, health_servicer, registrations
+from .room import disk_full, full_fix
 from .store import Store
 
 log = logging.getLogger(__name__)
@@ -118,6 +119,7 @@ class SchedulerDaemon:
                                        self.dispatcher, self.metrics, job_env=self._job_env,
                                        collector=self.collector)
         self.metrics.watch_launches(lambda: self.executor.runs.not_launched)
+        self.metrics.watch_room(self.executor.room.free_bytes)
         self.health = health_servicer()
         self.server = None
         self.port = 0
@@ -132,6 +134,7 @@ class SchedulerDaemon:
         self.dashboard_port: int | None = None
         self._thread: threading.Thread | None = None
         self.crashed: str | None = None     # why the core's thread stopped on an error
+        self.crash_fix: str | None = None   # what the operator must do first (a full disk)
 
     def _identities(self, config: DaemonConfig) -> Identities:
         """Who may call under ``config``: its daemon token and the users of its users file
@@ -231,12 +234,15 @@ class SchedulerDaemon:
         answer a call: it is logged with its traceback, the gRPC server stops (no call is
         answered from a picture that no longer moves), and then ``crashed`` says why
         (``gavelsched scheduler`` then exits 1; the store holds every accepted job for the
-        next start)."""
+        next start). A write that found the disk full sets ``crash_fix`` (``room``)."""
         try:
             self.executor.run()
         except Exception as err:   # noqa: BLE001 - any error ends the core: say it, stop
             why = f"{type(err).__name__}: {err}"
-            log.critical("the scheduler's core stopped: %s", why, exc_info=True)
+            self.crash_fix = (full_fix(self.config.state_dir, self.config.checkpoints)
+                              if disk_full(err) else None)
+            log.critical("the scheduler's core stopped: %s%s", why,
+                         f"; {self.crash_fix}" if self.crash_fix else "", exc_info=True)
             self.executor.stop()
             self.executor.inbox.refuse_pending()
             if self.server is not None:

@@ -16,6 +16,7 @@ they reach the executor (``budgets``; RESOURCE_EXHAUSTED past them).
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -32,6 +33,7 @@ from ..rpc.codes import BUSY, RETRY_AFTER
 from ..rpc.identity import USER, Caller, Identities, caller_of
 from .budgets import Budgets, CallBudget, Tally
 from .calls import Denied, OverQuota
+from .room import NoRoom, disk_full
 from .doors import bad_report, listed_runs, registration
 from .executor import DaemonExecutor
 from .fences import StaleRun
@@ -70,17 +72,23 @@ def _abort_on(context, err: Exception, code=grpc.StatusCode.INVALID_ARGUMENT):
 def _answer(context, fn):
     """``fn()``, with a refusal as its status: PERMISSION_DENIED (``Denied``), NOT_FOUND
     (an unknown job), INVALID_ARGUMENT (a bad request), RESOURCE_EXHAUSTED (a user's
-    ``max_jobs``: ``OverQuota``)."""
+    ``max_jobs``: ``OverQuota``; the state_dir's disk below its reserve, ``NoRoom``, or
+    full: ``room.disk_full``)."""
     try:
         return fn()
     except Denied as err:
         _abort_on(context, err, grpc.StatusCode.PERMISSION_DENIED)
-    except OverQuota as err:
+    except (OverQuota, NoRoom) as err:
         _abort_on(context, err, grpc.StatusCode.RESOURCE_EXHAUSTED)
     except LookupError as err:
         _abort_on(context, err, grpc.StatusCode.NOT_FOUND)
     except ValueError as err:          # SubmissionError, ControlError, BadValue
         _abort_on(context, err)
+    except (sqlite3.Error, OSError) as err:     # (the store rolled the call's writes back)
+        if not disk_full(err):
+            raise
+        context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"the scheduler's disk is full "
+                      f"({err}): its operator must free space on it")
 
 
 class ExecutorWaits(grpc.ServerInterceptor):

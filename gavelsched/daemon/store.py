@@ -113,7 +113,12 @@ class Store:
         self._check_meta()
 
     def close(self) -> None:
-        self.flush_later()
+        """Write what is kept for later, and close; on a disk that cannot take it (full:
+        the core stopped on it already) the connection closes anyway, and the log says so."""
+        try:
+            self.flush_later()
+        except sqlite3.Error as err:
+            log.error("the store closed without its last estimates and launches' rows: %s", err)
         self._db.close()
 
     @property
@@ -122,14 +127,16 @@ class Store:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """Everything written inside lands together or not at all."""
+        """Everything written inside lands together or not at all (a COMMIT that fails,
+        on a full disk, is rolled back too: the connection stays usable)."""
         self._db.execute("BEGIN IMMEDIATE")
         try:
             yield self._db
+            self._db.execute("COMMIT")
         except BaseException:
-            self._db.execute("ROLLBACK")
+            if self._db.in_transaction:    # (sqlite may have rolled it back itself)
+                self._db.execute("ROLLBACK")
             raise
-        self._db.execute("COMMIT")
 
     def _write(self, sql: str, rows: list[tuple]) -> None:
         """``sql`` once per row, all or none: a single row as one statement, which sqlite
@@ -392,7 +399,7 @@ class Store:
             self.flush_later()
 
     def flush_later(self) -> None:
-        """Write what is kept for later, in one transaction."""
+        """Write what is kept for later, in one transaction; kept again if it fails."""
         meta, rates, pairs, hosts, gone = (self._later_meta, self._later_rates,
                                            self._later_pairs, self._later_hosts,
                                            self._later_gone)
@@ -403,6 +410,15 @@ class Store:
         if gone:
             rates = {key: rate for key, rate in rates.items() if key[0] not in gone}
             pairs = {key: rate for key, rate in pairs.items() if key[1] not in gone}
+        try:
+            self._write_later(meta, rates, pairs, hosts, gone)
+        except BaseException:    # (a full disk: the newer values kept since win)
+            self._later_meta, self._later_hosts = {**meta, **self._later_meta}, hosts | self._later_hosts
+            self._later_rates, self._later_pairs = {**rates, **self._later_rates}, {**pairs, **self._later_pairs}
+            self._later_gone |= gone
+            raise
+
+    def _write_later(self, meta: dict, rates: dict, pairs: dict, hosts: set, gone: set) -> None:
         with self.transaction() if not self._db.in_transaction else nullcontext(self._db) as db:
             if meta:
                 self.set_meta(meta, db)

@@ -26,6 +26,7 @@ def test_good_config_and_defaults(tmp_path):
     assert cfg.tls.ca == tmp_path / "ca.pem"
     assert cfg.plan_lead == pytest.approx(0.3 * 6)
     assert cfg.resolve_interval == pytest.approx(1920 * 6 / 360)
+    assert cfg.state_dir_min_free_mb == 256
 
 
 @pytest.mark.parametrize("change, key", [
@@ -37,6 +38,8 @@ def test_good_config_and_defaults(tmp_path):
     ({"expected_workers": 1.5}, "expected_workers"),
     ({"metrics_job_series": -1}, "metrics_job_series"),
     ({"metrics_job_series": "all"}, "metrics_job_series"),
+    ({"state_dir_min_free_mb": -1}, "state_dir_min_free_mb"),
+    ({"state_dir_min_free_mb": float("nan")}, "state_dir_min_free_mb"),
     ({"tls": {"cert": "c", "key": "k", "pem": "x"}}, "tls.pem"),
     ({"tls": {"cert": "c"}}, "tls.cert"),
     ({"heartbeat_seconds": 0}, "heartbeat_seconds"),

@@ -1,0 +1,220 @@
+"""Room on the state_dir's disk (``gavelsched/daemon/room.py``): below its reserve a
+submission is refused whole and running jobs go on; a write that finds the disk full is
+refused in one line, loses nothing the store was asked to keep, and a core stopped by it
+says what to free. The end-to-end test fills a real, small tmpfs; it skips where this
+machine may not mount one."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import sqlite3
+import subprocess
+from contextlib import contextmanager
+from pathlib import Path
+
+import grpc
+import pytest
+import yaml
+
+from gavelsched.client import connect
+from gavelsched.client.errors import ClientError
+from gavelsched.client.request import JobRequest
+from gavelsched.daemon import room as room_module
+from gavelsched.daemon.config import load_config
+from gavelsched.daemon.meta import ROUND
+from gavelsched.daemon.room import MIB, NoRoom, Room, disk_full
+from gavelsched.daemon.server import SchedulerDaemon
+from gavelsched.daemon.store import Store
+
+from .cluster import JOB_TYPE, Cluster, running, wait_until
+from .fake_worker import FakeWorker
+
+TIB = 1 << 40
+
+
+def _full_sqlite_error(tmp_path: Path) -> sqlite3.Error:
+    """SQLite's own SQLITE_FULL, from a database capped at a few pages."""
+    db = sqlite3.connect(tmp_path / "capped.db")
+    db.execute("CREATE TABLE t (x BLOB)")
+    db.execute("PRAGMA max_page_count = 3")
+    try:
+        db.execute("INSERT INTO t VALUES (zeroblob(100000))")
+    except sqlite3.Error as err:
+        return err
+    finally:
+        db.close()
+    raise AssertionError("a capped database took 100 kB")
+
+
+def test_disk_full_tells_a_full_disk_from_other_errors(tmp_path):
+    assert disk_full(_full_sqlite_error(tmp_path))
+    with pytest.raises(OSError) as full, open("/dev/full", "wb") as dev:
+        dev.write(b"x")
+        dev.flush()
+    assert full.value.errno == errno.ENOSPC and disk_full(full.value)
+    other = sqlite3.connect(":memory:")
+    with pytest.raises(sqlite3.OperationalError) as missing:
+        other.execute("SELECT * FROM nowhere")
+    assert not disk_full(missing.value)
+    assert not disk_full(FileNotFoundError(errno.ENOENT, "gone"))
+    assert not disk_full(ValueError("database or disk is full"))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_below_the_reserve_a_submission_is_refused_and_the_log_says_so(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="gavelsched.daemon.room")
+    clock = Clock()
+    room = Room(tmp_path, 0, clock=clock)
+    room.check()                                  # no reserve: never refused
+    room.tick()
+    assert not caplog.records
+    room.min_free_bytes = room._free() + TIB      # more than this disk has free
+    with pytest.raises(NoRoom, match=r"^the scheduler's state_dir has \d+ MiB free, under "
+                       r"its reserve of \d+ MiB \(state_dir_min_free_mb\): no job is taken "
+                       r"until space is freed on the disk of .*; running jobs go on$"):
+        room.check()
+    assert [r.levelname for r in caplog.records] == ["WARNING"]
+    assert "under its reserve" in caplog.records[0].getMessage()
+    clock.t += room_module.CHECK_EVERY_S
+    room.tick()                                   # still low: said once ...
+    assert len(caplog.records) == 1
+    clock.t += room_module.REMIND_EVERY_S
+    room.tick()                                   # ... and again after a while
+    assert [r.levelname for r in caplog.records] == ["WARNING", "WARNING"]
+    room.min_free_bytes = MIB
+    room.tick()                                   # (not due yet: read at most every 10 s)
+    assert room.low and len(caplog.records) == 2
+    clock.t += room_module.CHECK_EVERY_S
+    room.tick()
+    assert not room.low and caplog.records[-1].levelname == "INFO"
+    assert "free again: submissions are taken" in caplog.records[-1].getMessage()
+    room.check()
+    assert room.free_bytes() > 0
+
+
+def test_a_write_that_finds_the_disk_full_keeps_what_was_kept_for_later(tmp_path):
+    """The store's writes kept for later (``flush_later``) that fail on a full disk are
+    kept for the next write, and the connection is left usable (no transaction open)."""
+    store = Store(tmp_path / "state")
+    store.set_meta({ROUND.key(): 1})
+    pages = store._db.execute("PRAGMA page_count").fetchone()[0]
+    store._db.execute(f"PRAGMA max_page_count = {pages}")      # the "disk" is full
+    store.set_meta_later({ROUND.key(): 9})
+    for n in range(2000):
+        store.put_throughput_later(f"job{n}", "k80", 1.0 + n)
+    with pytest.raises(sqlite3.Error) as err:
+        store.flush_later()
+    assert disk_full(err.value) and not store._db.in_transaction
+    store._db.execute("PRAGMA max_page_count = 1000000")       # space freed
+    rates = store.throughputs()                                # (flushes first)
+    assert len(rates) == 2000 and rates["job1999"] == {"k80": 2000.0}
+    assert store.get_meta(ROUND.key()) == "9"
+    store.close()
+
+
+def _config(tmp_path: Path, **extra) -> Path:
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump({"listen": "127.0.0.1:0", "policy": "max_min_fairness_perf",
+                                    "round_seconds": 2, "state_dir": str(tmp_path / "state"),
+                                    "eta": False, **extra}))
+    return path
+
+
+def _job(total_steps: int = 100_000) -> JobRequest:
+    return JobRequest(job_type=JOB_TYPE, total_steps=total_steps, workload="steps")
+
+
+def _refused(fn, words: str) -> None:
+    """``fn`` (a raw stub's call or the Python API's) refused, RESOURCE_EXHAUSTED, in one
+    line holding ``words``."""
+    with pytest.raises((grpc.RpcError, ClientError)) as err:
+        fn()
+    got = err.value
+    code, details = ((got.code().name, got.details()) if isinstance(got, grpc.RpcError)
+                     else (got.code, got.details))
+    assert code == "RESOURCE_EXHAUSTED" and words in details and "\n" not in details, got
+
+
+def test_a_scheduler_below_its_reserve_refuses_submissions_in_one_line(tmp_path):
+    """``state_dir_min_free_mb`` above what the disk has free: Submit (one job or an
+    array) is refused, RESOURCE_EXHAUSTED, and nothing of it is submitted; the metric
+    shows the free bytes."""
+    daemon = SchedulerDaemon(load_config(_config(
+        tmp_path, state_dir_min_free_mb=TIB // MIB))).start()
+    try:
+        with connect(f"127.0.0.1:{daemon.port}") as client:
+            _refused(lambda: client.submit(_job()), "under its reserve")
+            _refused(lambda: client.submit_array(_job(), 3), "(state_dir_min_free_mb)")
+            assert list(client.status().jobs) == []
+        free = daemon.metrics.registry.get_sample_value("gavelsched_state_dir_free_bytes")
+        assert free is not None and free > 0
+    finally:
+        daemon.stop()
+
+
+# ---- a real disk that fills ----------------------------------------------------------------
+@contextmanager
+def small_disk(path: Path, mib: int):
+    """A tmpfs of ``mib`` MiB mounted on ``path`` (skips where mounting is not allowed)."""
+    path.mkdir(parents=True)
+    got = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={mib}m", "tmpfs", str(path)],
+                         capture_output=True, text=True, check=False)
+    if got.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs to fill: {got.stderr.strip() or got.returncode}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def _fill(disk: Path, leave_bytes: int) -> Path:
+    """A file that leaves about ``leave_bytes`` free on ``disk`` (0: none)."""
+    filler = disk / "filler"
+    free = room_module.shutil.disk_usage(disk).free
+    try:
+        with open(filler, "ab") as f:
+            f.write(b"\0" * max(0, free - leave_bytes))
+    except OSError as err:
+        assert err.errno == errno.ENOSPC
+    return filler
+
+
+def test_a_disk_that_fills_refuses_work_keeps_every_job_and_says_what_to_free(tmp_path):
+    """The scheduler's state_dir on a 16 MiB disk with a reserve of 4 MiB, a job running
+    on an in-test worker (its checkpoints on another disk: the worker's own writes are not
+    what is tested). Below the reserve a submission is refused and the job runs on;
+    space freed, submissions are taken; the disk full, the scheduler stops in one line
+    that says to free space; started again with space, it has every job it took."""
+    with small_disk(tmp_path / "disk", 16) as disk, running(Cluster(
+            tmp_path / "c", extra={"state_dir": str(disk / "state"),
+                                   "checkpoint_dir": str(tmp_path / "checkpoints"),
+                                   "state_dir_min_free_mb": 4})) as c:
+        c.fakes.append(FakeWorker(c.address, "k80"))
+        first = c.submit(100_000)
+        wait_until(lambda: c.jobs()[first].state == "running", 30, "the first job to run")
+        filler = _fill(disk, 2 * MIB)
+        _refused(lambda: c.submit(10), "under its reserve of 4 MiB")
+        assert set(c.jobs()) == {first} and c.jobs()[first].state == "running"
+        filler.unlink()
+        second = c.submit(100_000)
+        c.fakes[0].silence()       # (its job makes no call to the scheduler that stops)
+        _fill(disk, 0)
+        wait_until(lambda: c.scheduler.poll() is not None, 60, "the scheduler to stop")
+        assert c.scheduler.returncode == 1
+        last = (c.root / "scheduler.log").read_text().strip().splitlines()[-1]
+        assert last.startswith("gavelsched scheduler: its core stopped (") and (
+            f"free space on the disk of the state_dir {disk / 'state'}, which is full"
+            in last), last
+        filler.unlink()
+        c.start_scheduler()
+        jobs = c.jobs()
+        assert set(jobs) == {first, second}
+        assert all(j.state in ("queued", "running", "preempted") for j in jobs.values())
