@@ -11,7 +11,8 @@
   whose process exits without ever reaching the scheduler counts as one (issue #29: a
   ``command: true`` job held a V100 for 40 rounds).
 - A run whose process gave up on a scheduler that did not answer, or found its rendezvous
-  port taken (``jobenv.EXIT_RUN_LOST``), is the cluster's trouble as often as the job's:
+  port taken (``jobenv.EXIT_RUN_LOST``), or failed on a full disk (``exits.no_room``), is
+  the cluster's trouble as often as the job's:
   an overloaded scheduler at 2,048 GPUs left hundreds to thousands of InitJobs a round
   unanswered for 30 s (BENCHMARKS.md, "Runs that gave up on InitJob"), which at five in a
   row would fail a job in thirteen at a 60% loss. Such runs count apart, and the job
@@ -29,6 +30,7 @@ import logging
 import signal
 from dataclasses import asdict, dataclass
 
+from .budgets import Tally
 from .meta import ATTEMPTS
 from .store import Store
 
@@ -37,6 +39,7 @@ log = logging.getLogger(__name__)
 RESTART_BUDGET = 3          # restarts after a run killed by a signal
 NO_PROGRESS_RUNS = 5        # runs in a row without a new durable step
 LOST_RUNS = 20              # runs in a row that gave up on the scheduler (module docstring)
+LOST_LOG_EVERY_S = 10.0     # the lost runs' log line, at most this often
 SHELL_SIGNAL_BASE = 128     # /bin/sh reports a child killed by signal N as 128 + N
 
 
@@ -78,7 +81,8 @@ class Retries:
         self._not_before: dict[str, float] = {}   # job -> monotonic end of its backoff
         self._idle_runs: dict[str, int] = {}      # job -> runs in a row without progress
         self._unreached: dict[str, int] = {}      # of them, the last runs with no InitJob
-        self._lost: dict[str, int] = {}           # job -> runs in a row that gave up on us
+        self._lost: dict[str, tuple[int, str]] = {}   # job -> runs lost in a row, the last why
+        self._lost_told = Tally(LOST_LOG_EVERY_S)     # (one log line a while, however many)
 
     def died(self, job_id: str, round_index: int, exit_code: int, reason: str,
              mono: float) -> str | None:
@@ -118,6 +122,9 @@ class Retries:
                 out[job_id] = (f"retrying after its run was {why} (attempt "
                                f"{len(attempts) + 1} of {self.budget + 1}, in "
                                f"{until - mono:.0f} s)")
+        for job_id, (lost, why) in self._lost.items():
+            out.setdefault(job_id, f"launched again after its run was lost, {lost} in a row "
+                                   f"of the {self.lost_runs} it may lose: {why}")
         return out
 
     def ran(self, job_id: str, progressed: bool, reached: bool = True,
@@ -134,11 +141,13 @@ class Retries:
             self._lost.pop(job_id, None)
             return None
         if why:
-            lost = self._lost[job_id] = self._lost.get(job_id, 0) + 1
+            lost = self._lost.get(job_id, (0, ""))[0] + 1
+            self._lost[job_id] = (lost, why)
+            self._say_lost(job_id, why)
             if lost < self.lost_runs:
                 return None
-            return (f"no progress in {lost} runs in a row: its process gave up on the "
-                    f"scheduler each time (the last: {why})")
+            return (f"no progress in {lost} runs in a row, each lost through no fault of "
+                    f"its own (the last: {why})")
         self._lost.pop(job_id, None)
         idle = self._idle_runs[job_id] = self._idle_runs.get(job_id, 0) + 1
         unreached = self._unreached[job_id] = \
@@ -149,6 +158,17 @@ class Retries:
             return (f"no progress in {idle} runs in a row: its process exited each time "
                     f"without reaching the scheduler (does it build a GavelIterator?)")
         return f"no progress in {idle} runs in a row (its process steps nothing)"
+
+    def _say_lost(self, job_id: str, why: str) -> None:
+        """A warning for the runs lost (a full disk, a scheduler that did not answer), at
+        most one every ``LOST_LOG_EVERY_S``: at 2,048 GPUs a full checkpoint disk loses
+        every run that saves in the same round."""
+        due = self._lost_told.add(job_id)
+        if due is not None:
+            runs, jobs = sum(due[0].values()), len(due[0])
+            log.warning("%d run%s of %d job%s lost through no fault of their own, launched "
+                        "again (the last: job %s, %s)", runs, "" if runs == 1 else "s", jobs,
+                        "" if jobs == 1 else "s", job_id, why)
 
     def history(self, job_id: str) -> tuple[Attempt, ...]:
         return tuple(self._attempts(job_id))

@@ -6,6 +6,8 @@ once; runs that never step fail their job instead of being relaunched for ever. 
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from gavelsched.daemon.retries import Retries, signal_name, signal_of
@@ -137,8 +139,58 @@ def test_runs_that_lost_their_scheduler_fail_the_job_only_after_many_in_a_row(sc
             t = run_rounds(s, t, 1)
             assert launches(s, job) == before + 1    # launched again next round
     assert s.x.jobs[job].state == "failed"
-    assert s.x.jobs[job].reason == (f"no progress in {limit} runs in a row: its process gave "
-                                    f"up on the scheduler each time (the last: {lost})")
+    assert s.x.jobs[job].reason == (f"no progress in {limit} runs in a row, each lost "
+                                    f"through no fault of its own (the last: {lost})")
+
+
+@pytest.mark.parametrize("code, reason", [
+    (1, "OSError: [Errno 28] No space left on device"),     # Python's, saving a checkpoint
+    (1, "save: Disk quota exceeded"),                       # a C program's perror
+    (EXIT_RUN_LOST, "gavel: its checkpoint: [Errno 28] No space left on device")])
+def test_runs_that_failed_on_a_full_disk_are_lost_not_failed(sched, code, reason):
+    """A shared checkpoint disk that fills fails every run that saves, through no fault of
+    its job: each such run is lost, the job launched again, and it fails only after
+    ``lost_runs`` in a row (it would fail at once on its first, exit 1, before)."""
+    s, limit = sched, sched.x.retries.lost_runs
+    job = s.submit()
+    t = 1.0
+    s.at(t)
+    for run in range(limit):
+        assert s.x.jobs[job].state != "failed", run
+        before = launches(s, job)
+        killed(s, job, code, reason)
+        if run < limit - 1:
+            s.x.publish()       # status says why it waits: the run lost, and how many
+            shown = next(j.reason for j in s.x.snapshot.status().jobs if j.id == job)
+            assert shown == (f"launched again after its run was lost, {run + 1} in a row of "
+                             f"the {limit} it may lose: {reason}"), shown
+            t = run_rounds(s, t, 1)
+            assert launches(s, job) == before + 1    # launched again next round
+    assert s.x.jobs[job].reason == (f"no progress in {limit} runs in a row, each lost "
+                                    f"through no fault of its own (the last: {reason})")
+
+
+def test_a_process_that_fails_on_its_own_still_fails_its_job_at_once(sched):
+    s = sched
+    job = s.submit()
+    s.at(1.0)
+    killed(s, job, 1, "ValueError: the loss is NaN")
+    assert s.x.jobs[job].state == "failed" and "the loss is NaN" in s.x.jobs[job].reason
+
+
+def test_lost_runs_are_logged_a_line_a_while_however_many(tmp_path, caplog):
+    caplog.set_level(logging.WARNING, logger="gavelsched.daemon.retries")
+    store = Store(tmp_path / "state")
+    try:
+        retries = Retries(store, 1.0)
+        full = "OSError: [Errno 28] No space left on device"
+        for job in ("a", "b", "c"):
+            assert retries.ran(job, False, why=full) is None
+        first = (f"1 run of 1 job lost through no fault of their own, launched again (the "
+                 f"last: job a, {full})")
+        assert [r.getMessage() for r in caplog.records] == [first]   # the rest: the next line
+    finally:
+        store.close()
 
 
 def test_a_run_that_reaches_the_scheduler_starts_the_lost_count_again(tmp_path):

@@ -218,3 +218,20 @@ def test_a_disk_that_fills_refuses_work_keeps_every_job_and_says_what_to_free(tm
         jobs = c.jobs()
         assert set(jobs) == {first, second}
         assert all(j.state in ("queued", "running", "preempted") for j in jobs.values())
+
+
+def test_a_checkpoint_disk_that_fills_loses_runs_not_jobs(tmp_path):
+    """A real worker runs a job whose checkpoint_dir is on a disk that is full: its process
+    fails saving (``OSError: [Errno 28] No space left on device``), and the run is lost, not
+    the job (before, the job failed for good at its first save). Space freed, it finishes."""
+    with small_disk(tmp_path / "disk", 4) as disk, running(Cluster(
+            tmp_path / "c", extra={"checkpoint_dir": str(disk / "checkpoints")})) as c:
+        c.start_worker("k80")
+        wait_until(lambda: c.alive_workers() >= 1, 60, "the worker to register")
+        filler = _fill(disk, 0)
+        job = c.submit(300)
+        wait_until(lambda: "No space left on device" in (c.jobs()[job].reason or ""), 60,
+                   "a run to fail on the full disk")
+        assert c.jobs()[job].state in ("queued", "preempted", "running"), c.jobs()[job]
+        filler.unlink()
+        assert c.wait_done([job], timeout=120)[job].state == "done"
