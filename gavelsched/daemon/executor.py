@@ -233,8 +233,8 @@ class DaemonExecutor:
 
     # ---- time-driven ------------------------------------------------------------------
     def tick(self) -> None:
-        """What the loop does each time it wakes: failures, suspects, round boundaries,
-        and (at most once a minute) the checkpoints of ended jobs past their retention."""
+        """What the loop does each time it wakes: failures, suspects, round boundaries, the
+        checkpoints of ended jobs past their retention (once a minute), the disk's room."""
         mono = self._clock()
         self.retention.tick(self.jobs, self.now())
         self.room.tick()

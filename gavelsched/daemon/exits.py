@@ -9,8 +9,8 @@ a run ends when every server hosting it has reported): a typed verdict, pure.
 - ``Ended``: the run's last process ended on its own; did it step, and did it reach the
   scheduler at all (``retries``)? A process that exits ``EXIT_RUN_LOST`` (no answer from
   its scheduler, a rendezvous port taken) ends its run this way, without progress, and so
-  does one that failed on a full disk (``no_room``: its reason names ENOSPC or EDQUOT, as
-  Python's ``OSError`` and C's ``strerror`` word them): a shared checkpoint disk that
+  does one that failed on a full disk (``room.says_disk_full``: its reason names ENOSPC or
+  EDQUOT, as Python's ``OSError`` and C's ``strerror`` word them): a shared checkpoint disk that
   fills would otherwise fail every running job for good at its next save, for the
   cluster's trouble, not theirs.
 
@@ -19,14 +19,13 @@ a run ends when every server hosting it has reported): a typed verdict, pure.
 
 from __future__ import annotations
 
-import errno
-import os
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
 from ..jobenv import EXIT_RUN_LOST
 from .jobs import JobRow
+from .room import says_disk_full
 
 
 class Run(Protocol):
@@ -71,17 +70,6 @@ class Ended:
 ExitVerdict = Died | RankFailed | Ended | None
 
 
-# How the C library words a write refused for want of room (ENOSPC, EDQUOT), which a
-# process's last line of stderr quotes: Python's ``OSError: [Errno 28] No space left on
-# device``, or a C program's ``perror``.
-NO_ROOM = (os.strerror(errno.ENOSPC), os.strerror(errno.EDQUOT))
-
-
-def no_room(reason: str) -> bool:
-    """A process's reason says it failed on a full disk, or a quota's."""
-    return any(words in reason for words in NO_ROOM)
-
-
 def exit_verdict(run: Run | None, job: JobRow | None, server_id: int, failed: bool,
                  exit_code: int, reason: str) -> ExitVerdict:
     """What ``server_id``'s report that its processes of the job exited (``failed``, with
@@ -89,7 +77,7 @@ def exit_verdict(run: Run | None, job: JobRow | None, server_id: int, failed: bo
     a server of the run, or the job has ended: a finished job's exit is no failure)."""
     if run is None or server_id not in run.servers or job is None or job.final:
         return None
-    if failed and (exit_code == EXIT_RUN_LOST or no_room(reason)):  # no answer from this
+    if failed and (exit_code == EXIT_RUN_LOST or says_disk_full(reason)):  # no answer from this
         # scheduler in time, a rendezvous port taken, a full disk: no fault of the job's, a
         # run without progress (``jobenv``)
         return Ended(False, why=reason or f"exit code {exit_code}") \

@@ -11,7 +11,7 @@
   whose process exits without ever reaching the scheduler counts as one (issue #29: a
   ``command: true`` job held a V100 for 40 rounds).
 - A run whose process gave up on a scheduler that did not answer, or found its rendezvous
-  port taken (``jobenv.EXIT_RUN_LOST``), or failed on a full disk (``exits.no_room``), is
+  port taken (``jobenv.EXIT_RUN_LOST``), or failed on a full disk (``room.says_disk_full``), is
   the cluster's trouble as often as the job's:
   an overloaded scheduler at 2,048 GPUs left hundreds to thousands of InitJobs a round
   unanswered for 30 s (BENCHMARKS.md, "Runs that gave up on InitJob"), which at five in a

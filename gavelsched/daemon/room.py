@@ -12,13 +12,15 @@ scheduler says so when the free space falls below the reserve, again every
 ``REMIND_EVERY_S`` while it stays there, and when it is back (``tick``, on the executor's
 thread, reads the disk at most every ``CHECK_EVERY_S``); ``free_bytes`` is the
 ``gavelsched_state_dir_free_bytes`` gauge. ``disk_full`` tells a write that found no room
-at all, whoever filled the disk.
+at all, whoever filled the disk, and ``says_disk_full`` a job's process that failed so
+(``exits``).
 """
 
 from __future__ import annotations
 
 import errno
 import logging
+import os
 import shutil
 import sqlite3
 import time
@@ -39,13 +41,25 @@ class NoRoom(Exception):
     nothing of it is submitted."""
 
 
+# A write refused for want of room: the disk is full, or its owner's quota is.
+FULL = (errno.ENOSPC, errno.EDQUOT)
+# How the C library words them, which a process's last line of stderr quotes: Python's
+# ``OSError: [Errno 28] No space left on device``, or a C program's ``perror``.
+FULL_WORDS = tuple(os.strerror(code) for code in FULL)
+
+
 def disk_full(err: BaseException) -> bool:
     """``err`` is a write that found its disk full: SQLite's SQLITE_FULL ("database or
     disk is full"), or ENOSPC or EDQUOT from the file system."""
     if isinstance(err, sqlite3.Error):
         return (getattr(err, "sqlite_errorcode", None) == SQLITE_FULL
                 or "database or disk is full" in str(err))
-    return isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)
+    return isinstance(err, OSError) and err.errno in FULL
+
+
+def says_disk_full(reason: str) -> bool:
+    """A process's one-line reason says it failed on a full disk, or a full quota."""
+    return any(words in reason for words in FULL_WORDS)
 
 
 def full_fix(state_dir: Path, checkpoints: Path) -> str:

@@ -23,7 +23,7 @@ from gavelsched.client.request import JobRequest
 from gavelsched.daemon import room as room_module
 from gavelsched.daemon.config import load_config
 from gavelsched.daemon.meta import ROUND
-from gavelsched.daemon.room import MIB, NoRoom, Room, disk_full
+from gavelsched.daemon.room import MIB, NoRoom, Room, disk_full, says_disk_full
 from gavelsched.daemon.server import SchedulerDaemon
 from gavelsched.daemon.store import Store
 
@@ -59,6 +59,9 @@ def test_disk_full_tells_a_full_disk_from_other_errors(tmp_path):
     assert not disk_full(missing.value)
     assert not disk_full(FileNotFoundError(errno.ENOENT, "gone"))
     assert not disk_full(ValueError("database or disk is full"))
+    assert says_disk_full(f"{type(full.value).__name__}: {full.value}")   # as Python prints it
+    assert says_disk_full("tar: model.pt: Cannot write: Disk quota exceeded")
+    assert not says_disk_full("ValueError: the loss is NaN")
 
 
 class Clock:
