@@ -34,17 +34,22 @@ from traces.checks import BadValue
 
 from .jobs import FAILED, JobRow
 from .meta import COUNTERS, NEXT_JOB_ID, declared
+from .room import disk_full
 from .rows import (RUN_FIELDS, SPEC_FIELDS, ServerRow, Table, event, host, job_row,
                    meta_value, pair_throughput, scaling_sample, server_row, throughput,
                    usage)
 
-__all__ = ["JobRow", "ServerRow", "Store"]
+__all__ = ["JobRow", "ServerRow", "Store", "StoreError"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 # A column as read back: text as bytes, so that a row that is not UTF-8 is refused by the
 # checks (``rows``) instead of failing the whole query.
 _RAW = "CASE typeof({0}) WHEN 'text' THEN CAST({0} AS BLOB) ELSE {0} END"
+
+class StoreError(Exception):
+    """The store's file cannot be opened (one line naming it and what to do)."""
+
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -95,8 +100,21 @@ class Store:
     """The SQLite file ``state_dir/gavelsched.db`` (created with its folder)."""
 
     def __init__(self, state_dir: str | Path) -> None:
+        """``StoreError`` (one line) for a file SQLite cannot open or write: damaged, not a
+        database, or on a full or read-only disk. The file is left as it is."""
         self.path = Path(state_dir) / "gavelsched.db"
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._open()
+        except sqlite3.Error as err:
+            damaged = any(w in str(err) for w in ("not a database", "malformed"))
+            fix = ("free space on its disk" if disk_full(err) else "it is left as it is: "
+                   "restore it from a backup, or move it away to start with no jobs" if damaged
+                   else "the scheduler must be able to write it and its folder")
+            raise StoreError(f"{self.path}: the scheduler's store cannot be opened ({err}): "
+                             f"{fix}") from None
+
+    def _open(self) -> None:
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")

@@ -15,7 +15,7 @@ import sqlite3
 import pytest
 
 from gavelsched.core import JobSpec
-from gavelsched.daemon.store import UPSERT_ROWS, JobRow, ServerRow, Store
+from gavelsched.daemon.store import UPSERT_ROWS, JobRow, ServerRow, Store, StoreError
 from traces import default_table
 
 from .cluster import Cluster, running
@@ -424,3 +424,27 @@ def test_a_usage_table_from_before_shares_loads_with_every_run_its_own(tmp_path)
     store.add_usage(("k", 1, "u", "", "v100", 1, 0.0, 10.0, 1.0, 0.5))
     assert [(row[0], row[-1]) for row in store.usage()] == [("j", 1.0), ("k", 0.5)]
     store.close()
+
+
+def test_a_store_file_that_is_not_a_database_stops_the_start_in_one_line(tmp_path, capsys):
+    """A damaged ``gavelsched.db`` (bytes that are no SQLite file): ``gavelsched scheduler``
+    exits 2 with one line naming the file and what to do, and leaves it as it was (it
+    printed SQLite's traceback before)."""
+    from gavelsched.cli import main
+
+    state = tmp_path / "state"
+    state.mkdir()
+    damaged = bytes(range(256)) * 40
+    (state / "gavelsched.db").write_bytes(damaged)
+    config = tmp_path / "cluster.yaml"
+    config.write_text(f"listen: 127.0.0.1:0\npolicy: fifo\nround_seconds: 6\n"
+                      f"state_dir: {state}\neta: false\n")
+    assert main(["scheduler", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        f"gavelsched scheduler: error: {state / 'gavelsched.db'}: the scheduler's store cannot "
+        f"be opened (file is not a database): it is left as it is: restore it from a backup, "
+        f"or move it away to start with no jobs"], err
+    assert (state / "gavelsched.db").read_bytes() == damaged
+    with pytest.raises(StoreError, match="file is not a database"):
+        Store(state)
