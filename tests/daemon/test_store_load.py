@@ -441,10 +441,10 @@ def test_a_store_file_that_is_not_a_database_stops_the_start_in_one_line(tmp_pat
                       f"state_dir: {state}\neta: false\n")
     assert main(["scheduler", "--config", str(config)]) == 2
     err = capsys.readouterr().err
-    assert err.splitlines() == [
-        f"gavelsched scheduler: error: {state / 'gavelsched.db'}: the scheduler's store cannot "
-        f"be opened (file is not a database): it is left as it is: restore it from a backup, "
-        f"or move it away to start with no jobs"], err
+    line = (f"gavelsched scheduler: error: {state / 'gavelsched.db'}: the scheduler's store "
+            f"cannot be opened (file is not a database): it is left as it is: restore it from "
+            f"a backup, or move it away to start with no jobs")
+    assert err.splitlines() == [line], err
     assert (state / "gavelsched.db").read_bytes() == damaged
     with pytest.raises(StoreError, match="file is not a database"):
         Store(state)
