@@ -70,8 +70,8 @@ def full_fix(state_dir: Path, checkpoints: Path) -> str:
 
 
 class Room:
-    """The free space of ``state_dir``'s disk against a reserve of ``min_free_bytes``
-    (0: no reserve). ``free`` reads ``shutil.disk_usage`` (None where it cannot be read)."""
+    """The free space of ``state_dir``'s disk (``shutil.disk_usage``) against a reserve of
+    ``min_free_bytes`` (0: no reserve); ``low`` while under it."""
 
     def __init__(self, state_dir: Path, min_free_bytes: int, *,
                  clock: Callable[[], float] = time.monotonic) -> None:
