@@ -30,6 +30,7 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 CLIENTS, FLEET = 0, 1      # the lanes (module docstring)
+LATE_WAKE_NOTE_S = 5.0     # a wait overrun by more is logged (``run_pending``)
 
 # When the caller of the call this thread serves stops waiting (monotonic), and the lane
 # its events take (``caller_waits``)
@@ -132,7 +133,14 @@ class Inbox:
         began = time.monotonic()
         until = began + wait
         event = self._next(until)
-        self._idle_s += time.monotonic() - began
+        # (a wait that overran its timeout is not idle: the process was stopped, by SIGSTOP,
+        # a frozen VM or the host's swap, and heard no server meanwhile: ``take_busy_s``)
+        waited = time.monotonic() - began
+        if waited - wait > LATE_WAKE_NOTE_S:
+            log.warning("the scheduler's executor woke %.1f s late: its process was stopped or "
+                        "starved of CPU (a frozen VM, swap); no server's silence counts that "
+                        "long", waited - wait)
+        self._idle_s += min(waited, wait)
         while event is not None:
             changed = self._run(*event) or changed
             if time.monotonic() >= until:
@@ -154,8 +162,9 @@ class Inbox:
             return self._lanes[lane].popleft()
 
     def take_busy_s(self) -> float:
-        """On the executor thread: seconds it spent not waiting for events (working) since
-        the last call."""
+        """On the executor thread: seconds it spent not waiting for events (working, or
+        stopped past a wait's timeout) since the last call: what ``Health.excuse`` grants
+        every server, whose heartbeats could not be heard meanwhile."""
         now = time.monotonic()
         busy = now - self._since - self._idle_s
         self._since, self._idle_s = now, 0.0

@@ -7,6 +7,9 @@ server that really goes silent is still failed."""
 from __future__ import annotations
 
 import math
+import os
+import re
+import signal
 import threading
 import time
 
@@ -17,13 +20,15 @@ from hypothesis import strategies as st
 
 from gavelsched.daemon.config import load_config
 from gavelsched.daemon.health import DEAF_LIMIT, Health
-from gavelsched.daemon.inbox import CLIENTS, FLEET, Inbox, TooLate, caller_waits
+from gavelsched.daemon.inbox import (CLIENTS, FLEET, LATE_WAKE_NOTE_S, Inbox, TooLate,
+                                     caller_waits)
 from gavelsched.daemon.server import SchedulerDaemon
 from gavelsched.daemon.store import ServerRow
 from gavelsched.rpc import pb, pb_grpc
 from gavelsched.rpc.security import channel
 
-from .cluster import wait_until
+from .cluster import Cluster, running, wait_until
+from .fake_worker import FakeWorker
 
 HEARTBEAT_S = 0.4          # a server silent for 1.2 s is failed
 
@@ -447,3 +452,29 @@ def test_a_silent_server_lives_on_while_heartbeats_arrive_late_then_is_failed(tm
             thread.join()
     finally:
         daemon.stop()
+
+
+def test_a_scheduler_stopped_for_a_while_fails_no_server_for_it(tmp_path):
+    """A scheduler process stopped (SIGSTOP here; a frozen VM, a host in swap) heard no
+    heartbeat while it was, and its workers' heartbeats wait in its sockets. Woken past
+    every limit (5 silence limits: ``DEAF_LIMIT``), it failed each server at once, and
+    killed their runs; the time its executor overslept now counts as its own, as a busy
+    executor's does (``Inbox.take_busy_s``), and the log says how late it woke."""
+    heartbeat = 0.3
+    limit = 3 * heartbeat                      # a server silent this long is failed
+    with running(Cluster(tmp_path / "c", heartbeat_seconds=heartbeat)) as c:
+        c.fakes.extend(FakeWorker(c.address, kind) for kind in ("k80", "v100"))
+        wait_until(lambda: c.alive_workers() == 2, 30, "both workers to register")
+        os.kill(c.scheduler.pid, signal.SIGSTOP)
+        try:
+            time.sleep(max(DEAF_LIMIT * limit, LATE_WAKE_NOTE_S) + 2.0)
+        finally:
+            os.kill(c.scheduler.pid, signal.SIGCONT)
+        wait_until(lambda: "woke" in (c.root / "scheduler.log").read_text(), 30,
+                   "the scheduler to say it woke late")
+        time.sleep(2 * limit)
+        assert c.alive_workers() == 2
+        log = (c.root / "scheduler.log").read_text()
+        assert "missed heartbeats: failed" not in log, log[-2000:]
+        assert re.search(r"the scheduler's executor woke \d+\.\d s late: its process was "
+                         r"stopped or starved of CPU", log)
