@@ -475,8 +475,9 @@ class RunTable:
                     log.info("job %s: a rank on server %d failed (%s); the job fails in "
                              "%.1fs unless a server of its run is found dead", job_id,
                              server_id, why, limit)
-            case Ended(progressed, reached, why):
-                return self.retries.ran(job_id, progressed, reached, why)
+            case Ended(progressed, reached, why):   # (a lost run says where: a full disk's)
+                where = f"{why} (on server {server_id})" if why else why
+                return self.retries.ran(job_id, progressed, reached, where)
         return None
 
     def kill(self, job_id: str, reason: str) -> None:

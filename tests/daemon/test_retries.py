@@ -140,7 +140,8 @@ def test_runs_that_lost_their_scheduler_fail_the_job_only_after_many_in_a_row(sc
             assert launches(s, job) == before + 1    # launched again next round
     assert s.x.jobs[job].state == "failed"
     assert s.x.jobs[job].reason == (f"no progress in {limit} runs in a row, each lost "
-                                    f"through no fault of its own (the last: {lost})")
+                                    f"through no fault of its own (the last: {lost} (on "
+                                    f"server {s.server}))")
 
 
 @pytest.mark.parametrize("code, reason", [
@@ -163,11 +164,12 @@ def test_runs_that_failed_on_a_full_disk_are_lost_not_failed(sched, code, reason
             s.x.publish()       # status says why it waits: the run lost, and how many
             shown = next(j.reason for j in s.x.snapshot.status().jobs if j.id == job)
             assert shown == (f"launched again after its run was lost, {run + 1} in a row of "
-                             f"the {limit} it may lose: {reason}"), shown
+                             f"the {limit} it may lose: {reason} (on server {s.server})"), shown
             t = run_rounds(s, t, 1)
             assert launches(s, job) == before + 1    # launched again next round
     assert s.x.jobs[job].reason == (f"no progress in {limit} runs in a row, each lost "
-                                    f"through no fault of its own (the last: {reason})")
+                                    f"through no fault of its own (the last: {reason} (on "
+                                    f"server {s.server}))")
 
 
 def test_a_process_that_fails_on_its_own_still_fails_its_job_at_once(sched):
