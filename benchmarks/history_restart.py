@@ -30,12 +30,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]       # its neighbours; the project
 
-from daemon_load import rss_mib  # noqa: E402  (/proc RSS)
-from policy_solve import header  # noqa: E402  (the machine line)
+from daemon_load import rss_mib  # (/proc RSS)
+from policy_solve import header  # (the machine line)
 
-from gavelsched.core import JobSpec  # noqa: E402
-from gavelsched.daemon.local import free_port, subprocess_env  # noqa: E402
-from gavelsched.daemon.store import JobRow, Store  # noqa: E402
+from gavelsched.core import JobSpec
+from gavelsched.daemon.local import free_port, subprocess_env
+from gavelsched.daemon.store import JobRow, Store
 
 BATCH = 10_000
 
@@ -68,7 +68,11 @@ def one(root: Path, jobs: int) -> dict:
     config = root / f"cluster-{jobs}.yaml"
     config.write_text(f"listen: 127.0.0.1:{port}\npolicy: max_min_fairness_perf\n"
                       f"round_seconds: 30\nstate_dir: {state}\neta: false\n")
-    log = open(root / f"scheduler-{jobs}.log", "w")
+    with open(root / f"scheduler-{jobs}.log", "w") as log:
+        return _measured(jobs, port, config, log)
+
+
+def _measured(jobs: int, port: int, config: Path, log) -> dict:
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "gavelsched", "scheduler", "--config",
                              str(config)], stdout=subprocess.PIPE, stderr=log, text=True,
@@ -87,7 +91,6 @@ def one(root: Path, jobs: int) -> dict:
     finally:
         proc.terminate()
         proc.wait(30)
-        log.close()
 
 
 def main() -> int:
