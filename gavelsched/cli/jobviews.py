@@ -70,6 +70,7 @@ def status_table(reply) -> list[str]:
     lines = [f"round {reply.round}  policy {reply.policy}  rounds of "
              f"{reply.round_seconds:g}s  jobs {len(jobs)}{solve_note(reply)}"
              f"{slo_count(status for status, _ in slo.values())}",
+             *(f"note: {notice}" for notice in reply.notices),
              f"{'id':>{w_id}} {'type':<{w_type}} {'user':<{w_user}} {'state':<9} "
              f"{'progress':>20} {'gpus':>7} "
              f"{'on':<{w_on}} {'elapsed':>11} allocation/received"]

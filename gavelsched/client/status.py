@@ -165,6 +165,7 @@ class ClusterStatus:
     eta_computed_s: float | None = None
     eta_error: str | None = None
     solving: SolveStatus = _NOT_SOLVING
+    notices: tuple[str, ...] = ()     # what an operator should know now, one line each
 
     @classmethod
     def from_pb(cls, reply) -> ClusterStatus:
@@ -181,16 +182,18 @@ class ClusterStatus:
         return cls(reply.round, jobs, workers, reply.policy, reply.round_seconds,
                    reply.now_s, reply.epoch_unix,
                    tuple(EntityStatus(**e) for e in data["entities"]),
-                   data["eta_computed_s"], data["eta_error"], SolveStatus(**data["solving"]))
+                   data["eta_computed_s"], data["eta_error"], SolveStatus(**data["solving"]),
+                   tuple(data["notices"]))
 
     def to_dict(self) -> dict[str, Any]:
         """``status --json``: ``{"round", "jobs": [...], "solving": {...}, "workers": [...],
-        "entities": [...], "eta_computed_s", "eta_error"}``."""
+        "entities": [...], "eta_computed_s", "eta_error", "notices": [...]}``."""
         return {"round": self.round, "jobs": [j.to_dict() for j in self.jobs],
                 "solving": self.solving.to_dict(),
                 "workers": [w.to_dict() for w in self.workers],
                 "entities": [e.to_dict() for e in self.entities],
-                "eta_computed_s": self.eta_computed_s, "eta_error": self.eta_error}
+                "eta_computed_s": self.eta_computed_s, "eta_error": self.eta_error,
+                "notices": list(self.notices)}
 
     def job(self, job_id: str) -> JobStatus | None:
         """The job of that id among those asked for, or None."""

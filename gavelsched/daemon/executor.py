@@ -58,7 +58,7 @@ from .progress import Progress, restored_online
 from .refills import Refills
 from .retention import Retention
 from .retries import Retries
-from .room import MIB, Room
+from .room import Room
 from .roundtimes import RoundTimes
 from .runs import RunTable
 from .publish import Publisher
@@ -125,7 +125,7 @@ class DaemonExecutor:
         self.retries = Retries(store, config.round_seconds)
         self.fences = Fences(store)
         self.retention = Retention(config.checkpoints, config.checkpoint_retention_s, store)
-        self.room = Room(config.state_dir, config.state_dir_min_free_mb * MIB, clock=clock)
+        self.room = Room(config.state_dir, config.state_dir_min_free_mb, clock=clock, changed=self._changed)
         self.hosts = Hosts(store)
         self.runs = RunTable(config, self.jobs, self.health, dispatcher, self.startups,
                              self.retries, self.fences, self.hosts, self.core, clock=clock,
@@ -157,7 +157,7 @@ class DaemonExecutor:
         self.picture = Picture(config, self.core, self.jobs, self.runs, self.health,
                                self.roster, self.priors, self.hosts, self.shares, self.tenancy,
                                self.retries, self.progress, self.startups, self.forecasts,
-                               self.clock, self.solver, epoch_unix=self.epoch_unix,
+                               self.clock, self.solver, self.room, epoch_unix=self.epoch_unix,
                                monotonic=clock, now=self.now, round_index=lambda: self.round_index)
         self.view = self.picture.view           # (the frozen picture at ``now``)
         self.pictures = Publisher(self.view(0.0), lambda: self.view(self.now()), metrics,

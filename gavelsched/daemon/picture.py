@@ -23,6 +23,7 @@ from .logs import Hosts
 from .priors import Priors
 from .progress import Progress
 from .retries import Retries
+from .room import Room
 from .runs import RunTable
 from .servers import Servers
 from .solver import Solver
@@ -39,13 +40,14 @@ class Picture:
                  health: Health, roster: Servers, priors: Priors, hosts: Hosts,
                  shares: Shares, tenancy: Tenancy, retries: Retries, progress: Progress,
                  startups: Startups, forecasts: Forecaster, clock: RoundClock,
-                 solver: Solver, *, epoch_unix: float, monotonic: Callable[[], float],
-                 now: Callable[[], float], round_index: Callable[[], int]) -> None:
+                 solver: Solver, room: Room, *, epoch_unix: float,
+                 monotonic: Callable[[], float], now: Callable[[], float],
+                 round_index: Callable[[], int]) -> None:
         self.config, self.core, self.jobs, self.runs = config, core, jobs, runs
         self.health, self.roster, self.priors, self.hosts = health, roster, priors, hosts
         self.shares, self.tenancy, self.retries = shares, tenancy, retries
         self.progress, self.startups, self.forecasts = progress, startups, forecasts
-        self.clock, self.solver, self.epoch_unix = clock, solver, epoch_unix
+        self.clock, self.solver, self.room, self.epoch_unix = clock, solver, room, epoch_unix
         self._monotonic, self._now, self._round_index = monotonic, now, round_index
         self._pair_table: tuple[tuple, ThroughputTable] | None = None
 
@@ -62,7 +64,8 @@ class Picture:
                              round_ends_s=0.0 if ends is None else now + ends - mono,
                              **self._replay_inputs(now), **self._control_inputs(),
                              **self._solve_inputs(now - mono),
-                             forecast=self.forecasts.latest, deferred=self.runs.deferred())
+                             forecast=self.forecasts.latest, deferred=self.runs.deferred(),
+                             notices=() if self.room.notice is None else (self.room.notice,))
 
     def round_line(self) -> DaemonView:
         """The jobs, runs and servers alone, for the round line: the whole ``view`` took

@@ -71,14 +71,17 @@ def full_fix(state_dir: Path, checkpoints: Path) -> str:
 
 class Room:
     """The free space of ``state_dir``'s disk (``shutil.disk_usage``) against a reserve of
-    ``min_free_bytes`` (0: no reserve); ``low`` while under it."""
+    ``min_free_mb`` MiB (0: no reserve); ``low`` while under it."""
 
-    def __init__(self, state_dir: Path, min_free_bytes: int, *,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.state_dir, self.min_free_bytes = Path(state_dir), int(min_free_bytes)
-        self._clock = clock
+    def __init__(self, state_dir: Path, min_free_mb: int, *,
+                 clock: Callable[[], float] = time.monotonic,
+                 changed: Callable[[], None] = lambda: None) -> None:
+        """``changed()``: told when ``notice`` changes (the executor republishes)."""
+        self.state_dir, self.min_free_bytes = Path(state_dir), int(min_free_mb) * MIB
+        self._clock, self._changed = clock, changed
         self._checked = self._told = -float("inf")
         self.low = False
+        self.notice: str | None = None     # the refusal's line while ``low`` (``status``)
 
     def free_bytes(self) -> float:
         """The bytes free (NaN where the disk cannot be read): the gauge's value."""
@@ -93,12 +96,9 @@ class Room:
 
     def check(self) -> None:
         """``NoRoom`` when the disk has less than the reserve free."""
-        free = self._see()
-        if self.low:
-            raise NoRoom(f"the scheduler's state_dir has {_mib(free)} free, under its "
-                         f"reserve of {_mib(self.min_free_bytes)} (state_dir_min_free_mb): "
-                         f"no job is taken until space is freed on the disk of "
-                         f"{self.state_dir}; running jobs go on")
+        self._see()
+        if self.notice is not None:
+            raise NoRoom(self.notice)
 
     def tick(self) -> None:
         """Read the disk if ``CHECK_EVERY_S`` passed since the last read: say when the
@@ -106,11 +106,11 @@ class Room:
         if self._clock() - self._checked >= CHECK_EVERY_S:
             self._see()
 
-    def _see(self) -> int | None:
+    def _see(self) -> None:
         free, now = self._free(), self._clock()
         self._checked = now
         if free is None or self.min_free_bytes <= 0:
-            return free
+            return
         low = free < self.min_free_bytes
         if low and (not self.low or now - self._told >= REMIND_EVERY_S):
             log.warning("the disk of the state_dir %s has %s free, under its reserve of %s "
@@ -121,9 +121,14 @@ class Room:
         elif self.low and not low:
             log.info("the disk of the state_dir %s has %s free again: submissions are taken",
                      self.state_dir, _mib(free))
-        self.low = low
-        return free
+        was, self.low = self.notice, low
+        self.notice = (f"the scheduler's state_dir has {_mib(free)} free, under its reserve "
+                       f"of {_mib(self.min_free_bytes)} (state_dir_min_free_mb): no job is "
+                       f"taken until space is freed on the disk of {self.state_dir}; running "
+                       f"jobs go on" if low else None)
+        if self.notice != was:
+            self._changed()
 
 
-def _mib(n: int | None) -> str:
-    return "an unknown amount" if n is None else f"{n / MIB:.0f} MiB"
+def _mib(n: int) -> str:
+    return f"{n / MIB:.0f} MiB"

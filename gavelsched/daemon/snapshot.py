@@ -93,7 +93,7 @@ class Snapshot:
             type_order=r.type_order, measured_pairs=r.measured_pairs,
             pair_partners=r.pair_partners, solving_since_s=r.solving_since_s,
             solving_jobs=r.solving_jobs, allocation_solve_s=r.allocation_solve_s,
-            prices=r.prices, price_changes=r.price_changes)
+            prices=r.prices, price_changes=r.price_changes, notices=r.notices)
         for i in range(0, len(jobs), COPY_CHUNK):
             out.jobs.extend(jobs[i:i + COPY_CHUNK])
         return out
@@ -183,7 +183,8 @@ def build_snapshot(view: DaemonView) -> Snapshot:
                                      t: pb.PriceChanges(at_s=[a for a, _ in points],
                                                         price=[p for _, p in points])
                                      for t, points in view.price_changes.items()},
-                                 eta_computed_s=eta.computed_s, eta_error=eta.error)
+                                 eta_computed_s=eta.computed_s, eta_error=eta.error,
+                                 notices=view.notices)
     return Snapshot(view.round, view.policy, view.round_seconds, view.now_s, response,
                     {j.id: j.final and j.id not in view.runs for j in view.jobs}, view.hosts,
                     {s.row.id: Source(s.row.id, s.row.address, s.row.hostname or s.row.address)

@@ -131,8 +131,9 @@ def slo_dict(j, epoch: float, now: float) -> dict:
 
 
 def cluster_dict(reply) -> dict:
-    """``status_dict`` but its jobs: the workers, entities, the ETAs' time and error, and
-    the policy's solves (``solving``)."""
+    """``status_dict`` but its jobs: the workers, entities, the ETAs' time and error, the
+    policy's solves (``solving``) and what an operator should know now (``notices``: one
+    line each, such as the submissions refused on a full disk)."""
     return {"solving": solving_dict(reply), "workers": [{"id": w.id, "type": w.type, "gpus": w.gpus, "alive": w.alive,
                          "drained": w.drained, "runs": w.runs}
                         for w in reply.workers],
@@ -140,7 +141,7 @@ def cluster_dict(reply) -> dict:
                           "max_gpus": e.max_gpus or None, "gpus": e.gpus, "jobs": e.jobs}
                          for e in reply.entities],
             "eta_computed_s": seconds(reply.eta_computed_s),
-            "eta_error": reply.eta_error or None}
+            "eta_error": reply.eta_error or None, "notices": list(reply.notices)}
 
 
 def solving_dict(reply) -> dict:

@@ -116,6 +116,7 @@ class DaemonView:
     # each type's price changes to come: (scheduler clock, $/GPU-hour from then)
     price_changes: Mapping[str, tuple[tuple[float, float], ...]] = \
         field(default_factory=dict)
+    notices: tuple[str, ...] = ()      # what an operator should know now (``room``)
 
     @classmethod
     def of(cls, round_index: int, policy: str, round_seconds: float, now: float,
@@ -143,8 +144,8 @@ class DaemonView:
            | None = None, pair_partners: int = 0, solving_since_s: float = -1.0,
            solving_jobs: int = 0, allocation_solve_s: float = -1.0,
            prices: Mapping[str, float] | None = None,
-           price_changes: Mapping[str, tuple[tuple[float, float], ...]] | None = None
-           ) -> DaemonView:
+           price_changes: Mapping[str, tuple[tuple[float, float], ...]] | None = None,
+           notices: Iterable[str] = ()) -> DaemonView:
         """A picture of live state: the job rows, the run table's ``Run``s, the servers'
         health (``ServerState``), the ``drained`` servers and the servers that ran each
         job, copied into frozen values. ``clock_offset``: the scheduler's clock less the
@@ -173,7 +174,7 @@ class DaemonView:
                    dict(deferred or {}), restart_rule, dict(policy_options or {}),
                    pair_table, tuple(type_order), dict(measured_pairs or {}), pair_partners,
                    solving_since_s, solving_jobs, allocation_solve_s, dict(prices or {}),
-                   dict(price_changes or {}))
+                   dict(price_changes or {}), tuple(notices))
 
     def summary(self) -> str:
         """One line for a round's start: jobs with a run this round, jobs whose last run is

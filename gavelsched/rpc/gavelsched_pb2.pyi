@@ -641,7 +641,7 @@ class WorkerStatus(_message.Message):
     def __init__(self, id: _Optional[str] = ..., type: _Optional[str] = ..., gpus: _Optional[int] = ..., alive: _Optional[bool] = ..., address: _Optional[str] = ..., drained: _Optional[bool] = ..., runs: _Optional[int] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("round", "jobs", "workers", "policy", "round_seconds", "now_s", "epoch_unix", "resolve", "min_resolve_interval_s", "round_ends_s", "refill_until", "plan_lead_s", "entities", "caller", "eta_computed_s", "eta_error", "period_start_s", "period_stale", "restart_rule", "policy_options", "startup_wave_slope", "pair_table", "type_order", "period_pairs", "period_policy_state", "measured_pairs", "pair_partners", "solving_since_s", "solving_jobs", "allocation_solve_s", "prices", "price_changes")
+    __slots__ = ("round", "jobs", "workers", "policy", "round_seconds", "now_s", "epoch_unix", "resolve", "min_resolve_interval_s", "round_ends_s", "refill_until", "plan_lead_s", "entities", "caller", "eta_computed_s", "eta_error", "period_start_s", "period_stale", "restart_rule", "policy_options", "startup_wave_slope", "pair_table", "type_order", "period_pairs", "period_policy_state", "measured_pairs", "pair_partners", "solving_since_s", "solving_jobs", "allocation_solve_s", "prices", "price_changes", "notices")
     class PricesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -688,6 +688,7 @@ class StatusResponse(_message.Message):
     ALLOCATION_SOLVE_S_FIELD_NUMBER: _ClassVar[int]
     PRICES_FIELD_NUMBER: _ClassVar[int]
     PRICE_CHANGES_FIELD_NUMBER: _ClassVar[int]
+    NOTICES_FIELD_NUMBER: _ClassVar[int]
     round: int
     jobs: _containers.RepeatedCompositeFieldContainer[JobStatus]
     workers: _containers.RepeatedCompositeFieldContainer[WorkerStatus]
@@ -720,7 +721,8 @@ class StatusResponse(_message.Message):
     allocation_solve_s: float
     prices: _containers.ScalarMap[str, float]
     price_changes: _containers.MessageMap[str, PriceChanges]
-    def __init__(self, round: _Optional[int] = ..., jobs: _Optional[_Iterable[_Union[JobStatus, _Mapping]]] = ..., workers: _Optional[_Iterable[_Union[WorkerStatus, _Mapping]]] = ..., policy: _Optional[str] = ..., round_seconds: _Optional[float] = ..., now_s: _Optional[float] = ..., epoch_unix: _Optional[float] = ..., resolve: _Optional[str] = ..., min_resolve_interval_s: _Optional[float] = ..., round_ends_s: _Optional[float] = ..., refill_until: _Optional[float] = ..., plan_lead_s: _Optional[float] = ..., entities: _Optional[_Iterable[_Union[EntityStatus, _Mapping]]] = ..., caller: _Optional[str] = ..., eta_computed_s: _Optional[float] = ..., eta_error: _Optional[str] = ..., period_start_s: _Optional[float] = ..., period_stale: _Optional[bool] = ..., restart_rule: _Optional[str] = ..., policy_options: _Optional[str] = ..., startup_wave_slope: _Optional[float] = ..., pair_table: _Optional[str] = ..., type_order: _Optional[_Iterable[str]] = ..., period_pairs: _Optional[_Iterable[_Union[PeriodPair, _Mapping]]] = ..., period_policy_state: _Optional[str] = ..., measured_pairs: _Optional[_Iterable[_Union[PairRates, _Mapping]]] = ..., pair_partners: _Optional[int] = ..., solving_since_s: _Optional[float] = ..., solving_jobs: _Optional[int] = ..., allocation_solve_s: _Optional[float] = ..., prices: _Optional[_Mapping[str, float]] = ..., price_changes: _Optional[_Mapping[str, PriceChanges]] = ...) -> None: ...
+    notices: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, round: _Optional[int] = ..., jobs: _Optional[_Iterable[_Union[JobStatus, _Mapping]]] = ..., workers: _Optional[_Iterable[_Union[WorkerStatus, _Mapping]]] = ..., policy: _Optional[str] = ..., round_seconds: _Optional[float] = ..., now_s: _Optional[float] = ..., epoch_unix: _Optional[float] = ..., resolve: _Optional[str] = ..., min_resolve_interval_s: _Optional[float] = ..., round_ends_s: _Optional[float] = ..., refill_until: _Optional[float] = ..., plan_lead_s: _Optional[float] = ..., entities: _Optional[_Iterable[_Union[EntityStatus, _Mapping]]] = ..., caller: _Optional[str] = ..., eta_computed_s: _Optional[float] = ..., eta_error: _Optional[str] = ..., period_start_s: _Optional[float] = ..., period_stale: _Optional[bool] = ..., restart_rule: _Optional[str] = ..., policy_options: _Optional[str] = ..., startup_wave_slope: _Optional[float] = ..., pair_table: _Optional[str] = ..., type_order: _Optional[_Iterable[str]] = ..., period_pairs: _Optional[_Iterable[_Union[PeriodPair, _Mapping]]] = ..., period_policy_state: _Optional[str] = ..., measured_pairs: _Optional[_Iterable[_Union[PairRates, _Mapping]]] = ..., pair_partners: _Optional[int] = ..., solving_since_s: _Optional[float] = ..., solving_jobs: _Optional[int] = ..., allocation_solve_s: _Optional[float] = ..., prices: _Optional[_Mapping[str, float]] = ..., price_changes: _Optional[_Mapping[str, PriceChanges]] = ..., notices: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class PriceChanges(_message.Message):
     __slots__ = ("at_s", "price")

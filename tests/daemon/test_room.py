@@ -25,7 +25,10 @@ from gavelsched.daemon.config import load_config
 from gavelsched.daemon.meta import ROUND
 from gavelsched.daemon.room import MIB, NoRoom, Room, disk_full, says_disk_full
 from gavelsched.daemon.server import SchedulerDaemon
+from gavelsched.cli import main
+from gavelsched.daemon.statusjson import cluster_dict
 from gavelsched.daemon.store import Store
+from gavelsched.rpc import pb
 
 from .cluster import JOB_TYPE, Cluster, running, wait_until
 from .fake_worker import FakeWorker
@@ -146,21 +149,42 @@ def _refused(fn, words: str) -> None:
     assert code == "RESOURCE_EXHAUSTED" and words in details and "\n" not in details, got
 
 
-def test_a_scheduler_below_its_reserve_refuses_submissions_in_one_line(tmp_path):
+def test_a_scheduler_below_its_reserve_refuses_submissions_in_one_line(tmp_path, capsys):
     """``state_dir_min_free_mb`` above what the disk has free: Submit (one job or an
-    array) is refused, RESOURCE_EXHAUSTED, and nothing of it is submitted; the metric
-    shows the free bytes."""
+    array) is refused, RESOURCE_EXHAUSTED, and nothing of it is submitted; ``status``
+    (the Python API, the CLI's table, the dashboard's JSON) says so in its notices, and
+    the metric shows the free bytes."""
     daemon = SchedulerDaemon(load_config(_config(
         tmp_path, state_dir_min_free_mb=TIB // MIB))).start()
     try:
         with connect(f"127.0.0.1:{daemon.port}") as client:
             _refused(lambda: client.submit(_job()), "under its reserve")
             _refused(lambda: client.submit_array(_job(), 3), "(state_dir_min_free_mb)")
-            assert list(client.status().jobs) == []
+            status = client.status()
+            assert list(status.jobs) == []
+            (notice,) = status.notices
+            assert notice.startswith("the scheduler's state_dir has ") and \
+                "no job is taken until space is freed" in notice
+            assert status.to_dict()["notices"] == [notice]
+        reply = daemon.executor.snapshot.status(pb.StatusRequest(), "admin")
+        assert cluster_dict(reply)["notices"] == [notice]       # (the dashboard's JSON)
+        capsys.readouterr()
+        assert main(["status", "--scheduler", f"127.0.0.1:{daemon.port}"]) == 0
+        assert f"note: {notice}" in capsys.readouterr().out.splitlines()
         free = daemon.metrics.registry.get_sample_value("gavelsched_state_dir_free_bytes")
         assert free is not None and free > 0
     finally:
         daemon.stop()
+
+
+def test_the_notice_goes_when_the_disk_has_room_again(tmp_path):
+    changes = []
+    room = Room(tmp_path, TIB // MIB, changed=lambda: changes.append(room.notice))
+    with pytest.raises(NoRoom):
+        room.check()
+    room.min_free_bytes = 0 + 1
+    room.check()
+    assert room.notice is None and len(changes) == 2 and changes[-1] is None
 
 
 # ---- a real disk that fills ----------------------------------------------------------------
