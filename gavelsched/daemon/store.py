@@ -47,8 +47,10 @@ T = TypeVar("T")
 # checks (``rows``) instead of failing the whole query.
 _RAW = "CASE typeof({0}) WHEN 'text' THEN CAST({0} AS BLOB) ELSE {0} END"
 
+
 class StoreError(Exception):
-    """The store's file cannot be opened (one line naming it and what to do)."""
+    """The store's file cannot be opened or written (damaged, not a database, on a full or
+    read-only disk): one line naming it and what to do. The file is left as it is."""
 
 
 SCHEMA = """
@@ -92,21 +94,20 @@ ADDED_COLUMNS = {"started_s": None,
 ESTIMATES_EVERY_S = 1.0
 # Rows a multi-row INSERT writes at once (``_upsert``; sqlite binds at most 32,766 values).
 UPSERT_ROWS = 1000
-JOB_COLUMNS = ("id, spec, state, steps_done, reason, arrival_s, completion_s, started_s, "
-               "ended_s")
+JOB_COLUMNS = "id, spec, state, steps_done, reason, arrival_s, completion_s, started_s, ended_s"
 
 
 class Store:
     """The SQLite file ``state_dir/gavelsched.db`` (created with its folder)."""
 
     def __init__(self, state_dir: str | Path) -> None:
-        """``StoreError`` (one line) for a file SQLite cannot open or write: damaged, not a
-        database, or on a full or read-only disk. The file is left as it is."""
         self.path = Path(state_dir) / "gavelsched.db"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._open()
         except sqlite3.Error as err:
+            if hasattr(self, "_db"):
+                self._db.close()
             damaged = any(w in str(err) for w in ("not a database", "malformed"))
             fix = ("free space on its disk" if disk_full(err) else "it is left as it is: "
                    "restore it from a backup, or move it away to start with no jobs" if damaged
@@ -131,8 +132,7 @@ class Store:
         self._check_meta()
 
     def close(self) -> None:
-        """Write what is kept for later, and close; on a disk that cannot take it (full:
-        the core stopped on it already) the connection closes anyway, and the log says so."""
+        """Write what is kept for later (a disk that cannot take it: logged), and close."""
         try:
             self.flush_later()
         except sqlite3.Error as err:
@@ -145,8 +145,7 @@ class Store:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """Everything written inside lands together or not at all (a COMMIT that fails,
-        on a full disk, is rolled back too: the connection stays usable)."""
+        """Everything written inside lands together or not at all (a failed COMMIT too)."""
         self._db.execute("BEGIN IMMEDIATE")
         try:
             yield self._db
@@ -431,8 +430,10 @@ class Store:
         try:
             self._write_later(meta, rates, pairs, hosts, gone)
         except BaseException:    # (a full disk: the newer values kept since win)
-            self._later_meta, self._later_hosts = {**meta, **self._later_meta}, hosts | self._later_hosts
-            self._later_rates, self._later_pairs = {**rates, **self._later_rates}, {**pairs, **self._later_pairs}
+            self._later_meta = {**meta, **self._later_meta}
+            self._later_rates = {**rates, **self._later_rates}
+            self._later_pairs = {**pairs, **self._later_pairs}
+            self._later_hosts |= hosts
             self._later_gone |= gone
             raise
 
