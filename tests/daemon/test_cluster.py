@@ -162,7 +162,8 @@ def test_cli_submit_status_json_and_cancel(cluster, cli, tmp_path):
     assert got.returncode == 0, got.stderr
     data = json.loads(got.stdout)
     assert set(data) == {"round", "jobs", "workers", "entities", "eta_computed_s",
-                         "eta_error", "solving"}
+                         "eta_error", "solving", "notices"}
+    assert data["notices"] == []                # (the state_dir's disk has room)
     assert set(data["solving"]) == {"since_s", "for_s", "jobs", "allocation_solve_s"}
     mine = [j for j in data["jobs"] if j["id"] == job_id]
     # docs/design.md's contract, plus the GPUs held this round (and the job of its pair
