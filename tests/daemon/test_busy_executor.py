@@ -20,8 +20,7 @@ from hypothesis import strategies as st
 
 from gavelsched.daemon.config import load_config
 from gavelsched.daemon.health import DEAF_LIMIT, Health
-from gavelsched.daemon.inbox import (CLIENTS, FLEET, LATE_WAKE_NOTE_S, Inbox, TooLate,
-                                     caller_waits)
+from gavelsched.daemon.inbox import CLIENTS, FLEET, LATE_WAKE_NOTE_S, Inbox, TooLate, caller_waits
 from gavelsched.daemon.server import SchedulerDaemon
 from gavelsched.daemon.store import ServerRow
 from gavelsched.rpc import pb, pb_grpc

@@ -17,6 +17,7 @@ import grpc
 import pytest
 import yaml
 
+from gavelsched.cli import main
 from gavelsched.client import connect
 from gavelsched.client.errors import ClientError
 from gavelsched.client.request import JobRequest
@@ -25,7 +26,6 @@ from gavelsched.daemon.config import load_config
 from gavelsched.daemon.meta import ROUND
 from gavelsched.daemon.room import MIB, NoRoom, Room, disk_full, says_disk_full
 from gavelsched.daemon.server import SchedulerDaemon
-from gavelsched.cli import main
 from gavelsched.daemon.statusjson import cluster_dict
 from gavelsched.daemon.store import Store
 from gavelsched.rpc import pb
