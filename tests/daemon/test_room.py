@@ -182,7 +182,7 @@ def test_the_notice_goes_when_the_disk_has_room_again(tmp_path):
     room = Room(tmp_path, TIB // MIB, changed=lambda: changes.append(room.notice))
     with pytest.raises(NoRoom):
         room.check()
-    room.min_free_bytes = 0 + 1
+    room.min_free_bytes = 1                     # one byte: this disk has it
     room.check()
     assert room.notice is None and len(changes) == 2 and changes[-1] is None
 
