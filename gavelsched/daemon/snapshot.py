@@ -128,7 +128,8 @@ def build_snapshot(view: DaemonView) -> Snapshot:
             id=job.id, state=job.state, steps_done=job.steps_done,
             total_steps=spec.total_steps, job_type=spec.job_type,
             scale_factor=spec.scale_factor, worker_type=run.worker_type if run else "",
-            reason=job.reason or ("" if run else view.waiting.get(job.id) or reasons.of(job)),
+            reason=job.reason or ("" if run or job.final     # (an ended job waits for nothing)
+                                  else view.waiting.get(job.id) or reasons.of(job)),
             allocation=x,
             received=got, arrival_s=job.arrival_s, completion_s=_or_never(job.completion_s),
             mixed=spec.mixed, min_scale_factor=spec.min_scale_factor,

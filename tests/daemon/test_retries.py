@@ -156,6 +156,21 @@ def test_runs_lost_through_no_fault_of_their_job_fail_it_only_after_many_in_a_ro
                                     f"server {s.server}))")
 
 
+def test_a_job_that_ends_after_a_lost_run_shows_no_reason_to_wait(sched):
+    s = sched
+    job = s.submit(steps=10)
+    t = 1.0
+    s.at(t)
+    killed(s, job, 1, "OSError: [Errno 28] No space left on device")
+    t = run_rounds(s, t, 1)
+    s.init(job)
+    s.exited(job, 10)                                # its next run makes every step
+    assert s.x.jobs[job].state == "done"
+    s.x.publish()
+    assert next(j.reason for j in s.x.snapshot.status(pb.StatusRequest()).jobs
+                if j.id == job) == ""
+
+
 def test_a_process_that_fails_on_its_own_still_fails_its_job_at_once(sched):
     s = sched
     job = s.submit()
