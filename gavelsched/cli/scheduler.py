@@ -54,6 +54,7 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..daemon.config import ConfigError, load_config
     from ..daemon.server import ListenError, SchedulerDaemon
+    from ..daemon.statelock import StateInUse
     from ..daemon.store import StoreError
     from ..rpc.security import SecurityError
 
@@ -63,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         sys.setswitchinterval(config.gil_switch_ms / 1000.0)
         daemon = SchedulerDaemon(config, insecure=config.insecure,
                                  config_path=args.config).start()
-    except (ConfigError, SecurityError, ListenError, StoreError) as err:
+    except (ConfigError, SecurityError, ListenError, StateInUse, StoreError) as err:
         raise InputError(str(err)) from None
     if config.metrics_exposed:
         log.warning("insecure: /metrics on %s has no auth: anyone who can reach it can read "

@@ -38,6 +38,7 @@ from .metrics import DaemonMetrics
 from .runs import RunTable
 from .service import CountedCalls, ExecutorWaits, Refusals, health_servicer, registrations
 from .room import disk_full, full_fix
+from .statelock import StateLock
 from .store import Store
 
 log = logging.getLogger(__name__)
@@ -108,6 +109,7 @@ class SchedulerDaemon:
         self._exposure(config.listen)
         self.table = load_table(config.throughputs) if config.throughputs else default_table()
         policy = config.settings.policy(config.policy, config.seed)
+        self.state_lock = StateLock(config.state_dir)     # (one scheduler per state_dir)
         self.store = Store(config.state_dir)
         config.checkpoints.mkdir(parents=True, exist_ok=True)
         self.metrics = DaemonMetrics(config.metrics_job_series)
@@ -263,4 +265,5 @@ class SchedulerDaemon:
         self.metrics.close()
         self.dashboard.close()
         self.store.close()
+        self.state_lock.release()
         self.collector.give_back()
