@@ -122,8 +122,7 @@ class DaemonExecutor:
                                running=lambda j: j in self.runs, woken=self._wake)
         self.calls = self.tenancy.calls          # what the client handlers call
         self.startups = Startups(store)
-        self.retries = Retries(store, config.round_seconds)
-        self.fences = Fences(store)
+        self.retries, self.fences = Retries(store, config.round_seconds), Fences(store)
         self.retention = Retention(config.checkpoints, config.checkpoint_retention_s, store)
         self.room = Room(config.state_dir, config.state_dir_min_free_mb, clock=clock, changed=self._changed)
         self.hosts = Hosts(store)
@@ -222,6 +221,7 @@ class DaemonExecutor:
     def _job_ended(self, row: JobRow) -> None:
         self.tenancy.job_ended(row)
         self.progress.ended(row.id)
+        self.retries.ended(row.id)
         self._forecast_due = True
 
     def _wait(self) -> float:

@@ -159,6 +159,12 @@ class Retries:
                     f"without reaching the scheduler (does it build a GavelIterator?)")
         return f"no progress in {idle} runs in a row (its process steps nothing)"
 
+    def ended(self, job_id: str) -> None:
+        """The job ended: nothing of it is kept (its backoff, its runs without progress or
+        lost: what ``waiting`` reads for every picture)."""
+        for counts in (self._not_before, self._idle_runs, self._unreached, self._lost):
+            counts.pop(job_id, None)
+
     def _say_lost(self, job_id: str, why: str) -> None:
         """A warning for the runs lost (a full disk, a scheduler that did not answer), at
         most one every ``LOST_LOG_EVERY_S``: at 2,048 GPUs a full checkpoint disk loses

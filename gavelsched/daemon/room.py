@@ -80,8 +80,12 @@ class Room:
         self.state_dir, self.min_free_bytes = Path(state_dir), int(min_free_mb) * MIB
         self._clock, self._changed = clock, changed
         self._checked = self._told = -float("inf")
-        self.low = False
         self.notice: str | None = None     # the refusal's line while ``low`` (``status``)
+
+    @property
+    def low(self) -> bool:
+        """The disk had less than the reserve free at its last reading."""
+        return self.notice is not None
 
     def free_bytes(self) -> float:
         """The bytes free (NaN where the disk cannot be read): the gauge's value."""
@@ -121,7 +125,7 @@ class Room:
         elif self.low and not low:
             log.info("the disk of the state_dir %s has %s free again: submissions are taken",
                      self.state_dir, _mib(free))
-        was, self.low = self.notice, low
+        was = self.notice
         self.notice = (f"the scheduler's state_dir has {_mib(free)} free, under its reserve "
                        f"of {_mib(self.min_free_bytes)} (state_dir_min_free_mb): no job is "
                        f"taken until space is freed on the disk of {self.state_dir}; running "

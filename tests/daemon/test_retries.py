@@ -166,6 +166,7 @@ def test_a_job_that_ends_after_a_lost_run_shows_no_reason_to_wait(sched):
     s.init(job)
     s.exited(job, 10)                                # its next run makes every step
     assert s.x.jobs[job].state == "done"
+    assert job not in s.x.retries.waiting(0.0)      # nothing of it kept once it ended
     s.x.publish()
     assert next(j.reason for j in s.x.snapshot.status(pb.StatusRequest()).jobs
                 if j.id == job) == ""

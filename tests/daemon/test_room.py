@@ -13,13 +13,11 @@ import subprocess
 from contextlib import contextmanager
 from pathlib import Path
 
-import grpc
 import pytest
 import yaml
 
 from gavelsched.cli import main
 from gavelsched.client import connect
-from gavelsched.client.errors import ClientError
 from gavelsched.client.request import JobRequest
 from gavelsched.daemon import room as room_module
 from gavelsched.daemon.config import load_config
@@ -32,6 +30,8 @@ from gavelsched.rpc import pb
 
 from .cluster import JOB_TYPE, Cluster, running, wait_until
 from .fake_worker import FakeWorker
+from .test_budgets import Clock
+from .test_users_cluster import refused
 
 TIB = 1 << 40
 
@@ -67,17 +67,10 @@ def test_disk_full_tells_a_full_disk_from_other_errors(tmp_path):
     assert not says_disk_full("ValueError: the loss is NaN")
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
 def test_below_the_reserve_a_submission_is_refused_and_the_log_says_so(tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="gavelsched.daemon.room")
     clock = Clock()
+    clock.now = 1000.0
     room = Room(tmp_path, 0, clock=clock)
     room.check()                                  # no reserve: never refused
     room.tick()
@@ -89,16 +82,16 @@ def test_below_the_reserve_a_submission_is_refused_and_the_log_says_so(tmp_path,
         room.check()
     assert [r.levelname for r in caplog.records] == ["WARNING"]
     assert "under its reserve" in caplog.records[0].getMessage()
-    clock.t += room_module.CHECK_EVERY_S
+    clock.now += room_module.CHECK_EVERY_S
     room.tick()                                   # still low: said once ...
     assert len(caplog.records) == 1
-    clock.t += room_module.REMIND_EVERY_S
+    clock.now += room_module.REMIND_EVERY_S
     room.tick()                                   # ... and again after a while
     assert [r.levelname for r in caplog.records] == ["WARNING", "WARNING"]
     room.min_free_bytes = MIB
     room.tick()                                   # (not due yet: read at most every 10 s)
     assert room.low and len(caplog.records) == 2
-    clock.t += room_module.CHECK_EVERY_S
+    clock.now += room_module.CHECK_EVERY_S
     room.tick()
     assert not room.low and caplog.records[-1].levelname == "INFO"
     assert "free again: submissions are taken" in caplog.records[-1].getMessage()
@@ -138,17 +131,6 @@ def _job(total_steps: int = 100_000) -> JobRequest:
     return JobRequest(job_type=JOB_TYPE, total_steps=total_steps, workload="steps")
 
 
-def _refused(fn, words: str) -> None:
-    """``fn`` (a raw stub's call or the Python API's) refused, RESOURCE_EXHAUSTED, in one
-    line holding ``words``."""
-    with pytest.raises((grpc.RpcError, ClientError)) as err:
-        fn()
-    got = err.value
-    code, details = ((got.code().name, got.details()) if isinstance(got, grpc.RpcError)
-                     else (got.code, got.details))
-    assert code == "RESOURCE_EXHAUSTED" and words in details and "\n" not in details, got
-
-
 def test_a_scheduler_below_its_reserve_refuses_submissions_in_one_line(tmp_path, capsys):
     """``state_dir_min_free_mb`` above what the disk has free: Submit (one job or an
     array) is refused, RESOURCE_EXHAUSTED, and nothing of it is submitted; ``status``
@@ -158,8 +140,9 @@ def test_a_scheduler_below_its_reserve_refuses_submissions_in_one_line(tmp_path,
         tmp_path, state_dir_min_free_mb=TIB // MIB))).start()
     try:
         with connect(f"127.0.0.1:{daemon.port}") as client:
-            _refused(lambda: client.submit(_job()), "under its reserve")
-            _refused(lambda: client.submit_array(_job(), 3), "(state_dir_min_free_mb)")
+            refused("RESOURCE_EXHAUSTED", lambda: client.submit(_job()), "under its reserve")
+            refused("RESOURCE_EXHAUSTED", lambda: client.submit_array(_job(), 3),
+                    "(state_dir_min_free_mb)")
             status = client.status()
             assert list(status.jobs) == []
             (notice,) = status.notices
@@ -228,7 +211,9 @@ def test_a_disk_that_fills_refuses_work_keeps_every_job_and_says_what_to_free(tm
         first = c.submit(100_000)
         wait_until(lambda: c.jobs()[first].state == "running", 30, "the first job to run")
         filler = _fill(disk, 2 * MIB)
-        _refused(lambda: c.submit(10), "under its reserve of 4 MiB")
+        with connect(c.address) as client:
+            refused("RESOURCE_EXHAUSTED", lambda: client.submit(_job(10)),
+                    "under its reserve of 4 MiB")
         assert set(c.jobs()) == {first} and c.jobs()[first].state == "running"
         filler.unlink()
         second = c.submit(100_000)
