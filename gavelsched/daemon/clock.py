@@ -71,13 +71,13 @@ class Origin:
     restarted daemon counts on from it (thesis §5.6)."""
 
     def __init__(self, store: Store, clock: Callable[[], float]) -> None:
-        self._clock, self._mono0 = clock, clock()
+        self._clock, self._mono0, unix0 = clock, clock(), time.time()
         epoch = store.get_meta(EPOCH_UNIX.key())
-        if epoch is None:
-            epoch = time.time()
+        if epoch is None:       # a new state starts at 0 exactly (not after its own write)
+            epoch = unix0
             store.set_meta({EPOCH_UNIX.key(): epoch})
         self.epoch_unix = float(epoch)
-        self._base = max(0.0, time.time() - self.epoch_unix)
+        self._base = max(0.0, unix0 - self.epoch_unix)
 
     def now(self) -> float:
         return self._base + self._clock() - self._mono0
