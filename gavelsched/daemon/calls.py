@@ -30,6 +30,7 @@ from .audit import Audit
 from .control import MAX_ARRAY, ControlError, JobControl, array_ids
 from .jobs import HELD, JobRow, Jobs
 from .meter import usage_run
+from .retired import Retired
 from .room import Room
 from .store import Store
 from .submissions import SubmissionError, check_submission
@@ -75,10 +76,10 @@ class ClientCalls:
     executor's path: out of the core, its run killed); ``woken()`` is told a job arrived."""
 
     def __init__(self, jobs: Jobs, core: SchedulerCore, control: JobControl, audit: Audit,
-                 store: Store, *, now: Callable[[], float],
+                 store: Store, retired: Retired, *, now: Callable[[], float],
                  end_job: Callable[[str, str], None], woken: Callable[[], None]) -> None:
         self.jobs, self.core, self.control, self.audit = jobs, core, control, audit
-        self.store = store
+        self.store, self.retired = store, retired
         self._now, self._end_job, self._woken = now, end_job, woken
 
     # ---- submit --------------------------------------------------------------------------
@@ -130,25 +131,24 @@ class ClientCalls:
                             f"{have + count}; wait for some to end, or cancel some")
 
     # ---- acting on jobs ------------------------------------------------------------------
-    def owned(self, caller: Caller, job_id: str, action: str) -> list[str]:
-        """The jobs ``job_id`` names (an array: its copies), all of which the caller may
-        act on; else ``LookupError`` or ``Denied``."""
-        ids = self.control.expand(job_id)
-        if not ids:
+    def owned(self, caller: Caller, job_id: str, action: str) -> list[JobRow]:
+        """The jobs ``job_id`` names (an array: its copies; one that ended long ago: from
+        the store), all of which the caller may act on; else ``LookupError`` or
+        ``Denied``."""
+        rows = self.control.rows(job_id)
+        if not rows:
             raise LookupError(f"unknown job {shown(job_id)}")
-        for one in ids:
-            if not caller.may_act_on(one, self.jobs[one].user) or caller.role not in (
-                    ADMIN, USER):
-                raise Denied(f"{caller.name} may not {action} job {one} (submitted by "
-                             f"{self.jobs[one].user or 'no user'})")
-        return ids
+        for row in rows:
+            if not caller.may_act_on(row.id, row.user) or caller.role not in (ADMIN, USER):
+                raise Denied(f"{caller.name} may not {action} job {row.id} (submitted by "
+                             f"{row.user or 'no user'})")
+        return rows
 
     def cancel(self, caller: Caller, job_id: str) -> pb.Ack:
-        ids = self.owned(caller, job_id, "cancel")
-        live = [j for j in ids if not self.jobs[j].final]
+        rows = self.owned(caller, job_id, "cancel")
+        live = [row.id for row in rows if not row.final]
         if not live:
-            return pb.Ack(ok=False, message=f"job {job_id} is already "
-                                            f"{self.jobs[ids[0]].state}")
+            return pb.Ack(ok=False, message=f"job {job_id} is already {rows[0].state}")
         self.audit.record(caller.name, "cancel", live)     # (before the end it causes)
         for one in live:
             self._end_job(one, f"cancelled by {caller.name}")
@@ -193,25 +193,30 @@ class ClientCalls:
                 applies: Callable[[JobRow], bool]) -> list[str]:
         """The jobs ``job_id`` names that ``action`` applies to (not ended), the caller's;
         ``ControlError`` when none is."""
-        ids = [j for j in self.owned(caller, job_id, action)
-               if not self.jobs[j].final and applies(self.jobs[j])]
+        rows = self.owned(caller, job_id, action)
+        ids = [row.id for row in rows if not row.final and applies(row)]
         if not ids:
-            state = self.jobs[self.control.expand(job_id)[0]].state
-            raise ControlError(f"cannot {action} job {job_id}: it is {state}")
+            raise ControlError(f"cannot {action} job {job_id}: it is {rows[0].state}")
         return ids
 
     # ---- reading -------------------------------------------------------------------------
     def history(self, caller: Caller, job_id: str) -> pb.HistoryResponse:
-        first = self.owned(caller, job_id, "read the history of")[0]   # (an array: its first)
+        first = self.owned(caller, job_id, "read the history of")[0].id  # (an array: its first)
         return pb.HistoryResponse(events=[
             pb.HistoryEvent(time_unix=e.time_unix, user=e.user, action=e.action,
                             detail=e.detail) for e in self.audit.history(first)])
 
-    def may_read_logs(self, caller: Caller, job_id: str) -> None:
+    def may_read_logs(self, caller: Caller, job_id: str) -> tuple[int, ...] | None:
+        """``Denied`` unless the caller may read the job's logs; for a job that left memory
+        (ended long ago) the servers that ran it, from the store (None: in memory, or no
+        job)."""
         job = self.jobs.get(job_id)
-        if job is not None and not caller.may_act_on(job_id, job.user):
-            raise Denied(f"{caller.name} may not read the logs of job {job_id} (submitted "
-                         f"by {job.user or 'no user'})")
+        rows = [job] if job is not None else self.control.rows(job_id)
+        for row in rows[:1]:
+            if not caller.may_act_on(row.id, row.user):
+                raise Denied(f"{caller.name} may not read the logs of job {row.id} "
+                             f"(submitted by {row.user or 'no user'})")
+        return self.retired.hosts(job_id) if job is None and rows else None
 
     def usage(self, request: pb.UsageRequest) -> pb.UsageResponse:
         by = request.by or "user"

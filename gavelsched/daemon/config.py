@@ -9,6 +9,10 @@ Required: ``listen`` (host:port), ``policy``, ``round_seconds``, ``state_dir``. 
 refused and running jobs go on; default 256; 0: no reserve; ``room.py``),
 ``checkpoint_retention_s`` (how long the checkpoints of a job that ended, done, failed
 or cancelled, are kept; default a day; 0 keeps them forever; ``retention.py``),
+``ended_jobs_kept_s`` (how long a job that ended stays in the scheduler's memory: in
+``status --all``, ``history`` and the dashboard, and read back at a restart; then it is
+only in the store, where ``history JOB``, ``logs`` and ``after`` still find it, as
+Slurm's ``MinJobAge``; default a day; 0 keeps every job in memory; ``retention.py``),
 ``metrics_job_series`` (the most jobs with Prometheus series of their own, those holding
 GPUs first; default 5,000; 0: none; ``metrics.py``),
 ``health_listen`` (host:port of a plain gRPC health service without token or TLS, for
@@ -82,11 +86,12 @@ from .settings import SETTINGS_KEYS, ClusterSettings, SettingsError, parse_setti
 
 REQUIRED = ("listen", "policy", "round_seconds", "state_dir")
 OPTIONAL = ("auth_token_file", "tls", "metrics_listen", "throughputs", "expected_workers",
-            "checkpoint_dir", "checkpoint_retention_s", "health_listen", "heartbeat_seconds",
-            "plan_lead_seconds", "min_resolve_interval_s", "resolve", "seed", "workers_tls",
-            "insecure", "dashboard_listen", "refill_freed", "users_file", "eta", "restart_rule",
-            "metrics_job_series", "gil_switch_ms", "pair_partners", "job_calls_per_round",
-            "user_calls_per_second", "state_dir_min_free_mb", *SETTINGS_KEYS)
+            "checkpoint_dir", "checkpoint_retention_s", "ended_jobs_kept_s", "health_listen",
+            "heartbeat_seconds", "plan_lead_seconds", "min_resolve_interval_s", "resolve", "seed",
+            "workers_tls", "insecure", "dashboard_listen", "refill_freed", "users_file", "eta",
+            "restart_rule", "metrics_job_series", "gil_switch_ms", "pair_partners",
+            "job_calls_per_round", "user_calls_per_second", "state_dir_min_free_mb",
+            *SETTINGS_KEYS)
 TLS_KEYS = ("cert", "key", "ca")
 RESOLVE_MODES = ("responsive", "gavel")        # gavelsched/core/resolving.py
 RESTART_RULES = ("tenure", "gavel")            # gavelsched/core/restarts.py
@@ -134,6 +139,7 @@ class DaemonConfig:
     checkpoint_dir: Path | None = None
     state_dir_min_free_mb: int = MIN_FREE_MB
     checkpoint_retention_s: float = DAY_S
+    ended_jobs_kept_s: float = DAY_S
     health_listen: str | None = None
     heartbeat_seconds: float = 2.0
     plan_lead_seconds: float | None = None
@@ -302,7 +308,7 @@ def parse_config(data: Any, *, base: str | Path = ".", name: str = "config",
             raise ConfigError(f"{name}: gil_switch_ms must be a number of milliseconds in "
                               f"{low:g}..{high:g}, got {shown(err.value)}") from None
     for key in ("heartbeat_seconds", "plan_lead_seconds", "min_resolve_interval_s",
-                "checkpoint_retention_s", "user_calls_per_second"):
+                "checkpoint_retention_s", "ended_jobs_kept_s", "user_calls_per_second"):
         if data.get(key) is not None:
             kw[key] = number(key, 0.05 if key == "heartbeat_seconds" else 0.0)
     if data.get("resolve") is not None:

@@ -46,21 +46,39 @@ class JobControl:
     ``cancel(job_id, reason)`` ends a job (the executor's own cancel path)."""
 
     def __init__(self, jobs: Jobs, core: SchedulerCore, *,
-                 cancel: Callable[[str, str], None], running: Callable[[str], bool]) -> None:
+                 cancel: Callable[[str, str], None], running: Callable[[str], bool],
+                 retired: Callable[[str], list[JobRow]] = lambda name: []) -> None:
+        """``retired(name)``: the store's rows of the jobs ``name`` names that left memory
+        (``retired.Retired.rows``)."""
         self.jobs, self.core = jobs, core
-        self._cancel, self._running = cancel, running
+        self._cancel, self._running, self._retired = cancel, running, retired
         self._arrays: dict[str, list[str]] = {}       # array id -> its copies
         self._dependants: dict[str, set[str]] = {}    # job -> jobs that wait for it
 
     # ---- names ----------------------------------------------------------------------------
-    def known(self, job_id: str) -> bool:
-        return job_id in self.jobs or job_id in self._arrays
-
     def expand(self, job_id: str) -> list[str]:
-        """The jobs ``job_id`` names: itself, or every copy of the array it is."""
+        """The jobs in memory ``job_id`` names: itself, or every copy of the array it is."""
         if job_id in self.jobs:
             return [job_id]
         return list(self._arrays.get(job_id, ()))
+
+    def rows(self, job_id: str) -> list[JobRow]:
+        """The jobs ``job_id`` names (``expand``), or those that left memory (ended long
+        ago: read from the store); none for a name of no job."""
+        return [self.jobs[one] for one in self.expand(job_id)] or self._retired(job_id)
+
+    def forget(self, job_ids: Iterable[str]) -> None:
+        """Jobs that left memory: out of their arrays' copies (an array all of whose
+        copies left is then read from the store: ``rows``)."""
+        gone = set(job_ids)
+        for job_id in gone:
+            self._dependants.pop(job_id, None)
+        for array_id in {job_id.rpartition("_")[0] for job_id in gone} & self._arrays.keys():
+            copies = [one for one in self._arrays[array_id] if one not in gone]
+            if copies:
+                self._arrays[array_id] = copies
+            else:
+                del self._arrays[array_id]
 
     def plan_dependencies(self, after: Sequence[str], new_ids: Iterable[str],
                           array_id: str = "") -> tuple[str, ...]:
@@ -73,9 +91,10 @@ class JobControl:
             if dep in own:
                 raise ControlError(f"after: {dep} is this submission itself: a job cannot "
                                    "wait for itself (a cycle in dependencies)")
-            if not self.known(dep):
+            named = [row.id for row in self.rows(dep)]
+            if not named:
                 raise ControlError(f"after: no job or array {dep!r}")
-            out.extend(self.expand(dep))
+            out.extend(named)
         return tuple(dict.fromkeys(out))
 
     # ---- entering the core -----------------------------------------------------------------
@@ -102,8 +121,8 @@ class JobControl:
         return [d for d in row.after if d in self.jobs and self.jobs[d].state != DONE]
 
     def _failed_dependency(self, row: JobRow) -> str | None:
-        for dep in row.after:
-            other = self.jobs.get(dep)
+        for dep in row.after:       # (one that left memory ended long ago: in the store)
+            other = self.jobs.get(dep) or next(iter(self._retired(dep)), None)
             if other is not None and other.final and other.state != DONE:
                 return f"dependency {dep} {other.state}"
         return None

@@ -57,6 +57,7 @@ from .picture import Picture
 from .progress import Progress, restored_online
 from .refills import Refills
 from .retention import Retention
+from .retired import hosts_of, live
 from .retries import Retries
 from .room import Room
 from .roundtimes import RoundTimes
@@ -94,8 +95,7 @@ class DaemonExecutor:
         self.post, self.call, self.stop, self.tell = inbox.post, inbox.call, inbox.stop, inbox.tell
         # ETAs: replayed off this thread at each round start, arrival and end (``forecast``)
         self.forecasts = Forecaster(lambda: self.tell(self._forecast_ready))
-        self._forecast_due = False
-        self._startups_seen = 0
+        self._forecast_due, self._startups_seen = False, 0
         self.origin = Origin(store, clock)   # ``now``: seconds since the state's first start
         self.epoch_unix, self.now = self.origin.epoch_unix, self.origin.now
         if metrics is not None:
@@ -114,8 +114,10 @@ class DaemonExecutor:
         self.driver = config.rules.driver(self.core)
         if self.core.config.restart_rule == "tenure" and policy.traits.rearrangeable:
             preload_moves()     # (not at a round's start: its launches would wait)
-        self.jobs = Jobs(store, changed=self._changed, ended=self._job_ended)
-        self.jobs.restore(store.jobs(table))
+        self.jobs = Jobs(store, changed=self._changed, ended=self._job_ended,
+                         retired=lambda ids: (self.hosts.forget(ids), self.tenancy.forget(ids)))
+        in_memory = live(self.now(), config.ended_jobs_kept_s)   # (not those ended long ago)
+        self.jobs.restore(store.jobs(table, in_memory))
         self.tenancy = Tenancy(config.settings, store, self.jobs, self.core, metrics,
                                self.epoch_unix, now=self.now, post=self.post,
                                cancel=self._cancel_job, fail=self._fail_job,
@@ -123,9 +125,10 @@ class DaemonExecutor:
         self.calls = self.tenancy.calls          # what the client handlers call
         self.startups = Startups(store)
         self.retries, self.fences = Retries(store, config.round_seconds), Fences(store)
-        self.retention = Retention(config.checkpoints, config.checkpoint_retention_s, store)
+        self.retention = Retention(config.checkpoints, config.checkpoint_retention_s, store,
+                                   kept_s=config.ended_jobs_kept_s)
         self.room = Room(config.state_dir, config.state_dir_min_free_mb, clock=clock, changed=self._changed)
-        self.hosts = Hosts(store)
+        self.hosts = Hosts(store, hosts_of(in_memory))
         self.runs = RunTable(config, self.jobs, self.health, dispatcher, self.startups,
                              self.retries, self.fences, self.hosts, self.core, clock=clock,
                              now=self.now, monotonic=self.origin.monotonic, post=self.post,
@@ -142,8 +145,7 @@ class DaemonExecutor:
                              refill=lambda: self.refills.released(), changed=self._changed,
                              clock=clock)
         self.clock = RoundClock(self.core.config.round_seconds, self.driver.plan_lead_s)
-        self._started_index = -1
-        self._woken = self._clock()       # when an idle scheduler last got work
+        self._started_index, self._woken = -1, self._clock()   # (woken: an idle one got work)
         self.times = RoundTimes(dispatcher, metrics, clock)   # what each boundary took
         self.refills = Refills(config, self.core, self.driver, self.clock, self.runs,
                                round_base=self._round_base, started=lambda: self._started_index,
@@ -236,7 +238,7 @@ class DaemonExecutor:
         """What the loop does each time it wakes: failures, suspects, round boundaries, the
         checkpoints of ended jobs past their retention (once a minute), the disk's room."""
         mono = self._clock()
-        self.retention.tick(self.jobs, self.now())
+        self.retention.tick(self.jobs, self.now(), self.runs)
         self.room.tick()
         if self.collector is not None:
             self.collector.due()
@@ -343,26 +345,23 @@ class DaemonExecutor:
             self.collector.collect()
 
     def _refilled(self) -> None:
-        """Tasks were placed on freed GPUs (``refills``): the ETAs are due again (a forecast
-        taken as the GPUs' job ended has them idle to the round's end)."""
+        """Tasks were placed on freed GPUs (``refills``): the ETAs are due again."""
         self._changed()
         self._forecast_due = True
 
     # ---- jobs ending (``jobs.Jobs``: the state) -------------------------------------------
     def _fail_job(self, job_id: str, reason: str) -> None:
-        job = self.jobs.get(job_id)
-        if job is not None and not job.final:
-            self._end_job(job_id, reason, lambda now: self.jobs.fail(job_id, reason, now))
+        self._end_job(job_id, reason, lambda now: self.jobs.fail(job_id, reason, now))
 
     def _cancel_job(self, job_id: str, reason: str) -> None:
-        job = self.jobs.get(job_id)
-        if job is not None and not job.final:
-            self._end_job(job_id, reason,
-                          lambda now: self.jobs.cancel(job_id, now, reason))
+        self._end_job(job_id, reason, lambda now: self.jobs.cancel(job_id, now, reason))
 
     def _end_job(self, job_id: str, reason: str, end: Callable[[float], None]) -> None:
-        """The job ends before it is done: out of the core, its run killed, ``end(now)``
-        sets its final state; its GPUs go to waiting jobs."""
+        """A job not ended ends before it is done: out of the core, its run killed,
+        ``end(now)`` sets its final state; its GPUs go to waiting jobs."""
+        job = self.jobs.get(job_id)
+        if job is None or job.final:
+            return
         if job_id in self.core.active_ids or job_id in self.core.pending_jobs:
             self.core.cancel(job_id, self.now())
         self.driver.forget(job_id)

@@ -8,7 +8,8 @@ them waits for its next lease). ``held`` (issue #28, Slurm's ``scontrol hold``) 
 from being scheduled, with its reason; a job held while it runs stays held as its run ends
 with its lease (it may still finish then), and ``release`` puts it back where it waits. ``TRANSITIONS`` says which state may follow which; the
 final states (none may follow), the active ones and the state a job waits in derive from
-it, and a transition it does not allow raises ``IllegalTransition``. A restart puts every
+it, and a transition it does not allow raises ``IllegalTransition``. A job that ended long
+ago leaves memory (``retire``: the store keeps it; ``retired.py``). A restart puts every
 job not final back into its waiting state (``Jobs.restore``); the store's door (``rows``)
 makes rows in their stored state (``stored``) or refused (``refused``) through here too.
 
@@ -149,10 +150,13 @@ class Jobs(Mapping[str, JobRow]):
     executor republishes its view)."""
 
     def __init__(self, store: JobStore, changed: Callable[[], None] = lambda: None,
-                 ended: Callable[[JobRow], None] = lambda row: None) -> None:
+                 ended: Callable[[JobRow], None] = lambda row: None,
+                 retired: Callable[[list[str]], None] = lambda job_ids: None) -> None:
         """``changed()`` follows every change; ``ended(row)`` every job that became final
-        (its dependants wait on it: ``control``)."""
+        (its dependants wait on it: ``control``); ``retired(job_ids)`` jobs that left
+        memory (``retire``)."""
         self._store, self._changed, self._ended = store, changed, ended
+        self._retired = retired
         self._rows: dict[str, JobRow] = {}
         self._open: Counter[str] = Counter()     # user -> their jobs not final
 
@@ -289,6 +293,18 @@ class Jobs(Mapping[str, JobRow]):
     def cancel(self, job_id: str, now: float, reason: str = "cancelled") -> None:
         self._move(self._rows[job_id], CANCELLED, reason=reason, ended_s=now)
         log.info("job %s cancelled: %s", job_id, reason)
+
+    def retire(self, job_ids: Iterable[str], now: float) -> list[str]:
+        """Ended jobs leave memory; the store keeps them (``retired.py``). One with no end
+        time (a store from before ``ended_s``) is written ended ``now``, so that a restart
+        leaves it out too. Returns the ids that left."""
+        gone = [self._rows.pop(job_id) for job_id in job_ids
+                if job_id in self._rows and self._rows[job_id].final]
+        self._store.update_jobs([row.but(ended_s=now) for row in gone if row.ended_s is None])
+        if gone:
+            self._retired([row.id for row in gone])
+            self._changed()
+        return [row.id for row in gone]
 
     def _move(self, job: JobRow, state: str, *, write: bool = True, **changes) -> JobRow:
         check(job.id, job.state, state)

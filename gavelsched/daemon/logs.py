@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import grpc
 
 from ..rpc import pb
-from .store import Store
+from .store import EVERY, Store, Where
 
 log = logging.getLogger(__name__)
 
@@ -32,9 +32,15 @@ STREAMS = ("out", "err")     # the order of a rank's two files
 class Hosts:
     """Job -> the servers that ran a process of it (executor thread; kept in the store)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, where: Where = EVERY) -> None:
+        """The servers of the jobs ``where`` picks (those in memory: ``retired.live``)."""
         self._store = store
-        self.by_job: dict[str, tuple[int, ...]] = store.hosts()
+        self.by_job: dict[str, tuple[int, ...]] = store.hosts(where)
+
+    def forget(self, job_ids: Iterable[str]) -> None:
+        """Jobs that left memory (the store keeps their servers: ``retired``)."""
+        for job_id in job_ids:
+            self.by_job.pop(job_id, None)
 
     def add(self, job_id: str, server_ids: Iterable[int]) -> None:
         have = self.by_job.get(job_id, ())

@@ -98,6 +98,11 @@ class Meter:
         """Seconds the ended runs of each job that ran ran."""
         return self._used
 
+    def forget(self, job_ids: Iterable[str]) -> None:
+        """Jobs that left memory: their run seconds (the store keeps their usage rows)."""
+        for job_id in job_ids:
+            self._used.pop(job_id, None)
+
     def used_s(self, job_id: str) -> float:
         """Seconds the job's ended runs ran."""
         return self._used.get(job_id, 0.0)

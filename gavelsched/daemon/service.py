@@ -491,11 +491,11 @@ class ClientService(pb_grpc.ClientToSchedulerServicer):
         return reply
 
     def Logs(self, request, context):
-        caller = self._caller(context, "Logs")
-        if self.x.snapshot.log_sources(request.job_id) is None:
-            context.abort(grpc.StatusCode.NOT_FOUND, f"unknown job {shown(request.job_id)}")
-        _answer(context, lambda: self.x.call(
-            lambda: self.x.calls.may_read_logs(caller, request.job_id), changes=False))
+        caller, job_id = self._caller(context, "Logs"), request.job_id
+        retired = _answer(context, lambda: self.x.call(     # (ended long ago: its servers)
+            lambda: self.x.calls.may_read_logs(caller, job_id), changes=False))
+        if retired is None and self.x.snapshot.log_sources(job_id) is None:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"unknown job {shown(job_id)}")
         if request.stream not in ("", "out", "err"):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                           f"stream: must be out or err, got {shown(request.stream)}")
@@ -504,7 +504,7 @@ class ClientService(pb_grpc.ClientToSchedulerServicer):
                           f"{MAX_LOG_STREAMS} log streams are open; try again")
         try:
             yield from stream_logs(
-                request, lambda: self.x.snapshot.log_sources(request.job_id) or NO_SOURCES,
+                request, lambda: self.x.snapshot.log_sources(job_id, retired) or NO_SOURCES,
                 self._read_logs, active=context.is_active)
         finally:
             self._streams.release()

@@ -98,14 +98,17 @@ class Snapshot:
             out.jobs.extend(jobs[i:i + COPY_CHUNK])
         return out
 
-    def log_sources(self, job_id: str) -> LogSources | None:
-        """The servers that ran the job, and whether it has ended (final, its processes
-        gone); None for a job this scheduler does not know."""
-        ended = self.ended.get(job_id)
+    def log_sources(self, job_id: str,
+                    retired: tuple[int, ...] | None = None) -> LogSources | None:
+        """The servers that ran the job (``retired``: those of a job that left memory, from
+        the store), and whether it has ended (final, its processes gone); None for a job
+        this picture does not show."""
+        ended = True if retired is not None else self.ended.get(job_id)
         if ended is None:
             return None
-        return LogSources(tuple(self.servers[s] for s in self.hosts.get(job_id, ())
-                                if s in self.servers), ended)
+        return LogSources(tuple(self.servers[s] for s in (
+            retired if retired is not None else self.hosts.get(job_id, ()))
+            if s in self.servers), ended)
 
 
 def _measured_pairs(view: DaemonView) -> list[pb.PairRates]:

@@ -43,6 +43,8 @@ __all__ = ["JobRow", "ServerRow", "Store", "StoreError"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+Where = tuple[str, tuple]               # a WHERE clause and its parameters
+EVERY: Where = ("1", ())
 # A column as read back: text as bytes, so that a row that is not UTF-8 is refused by the
 # checks (``rows``) instead of failing the whole query.
 _RAW = "CASE typeof({0}) WHEN 'text' THEN CAST({0} AS BLOB) ELSE {0} END"
@@ -244,8 +246,7 @@ class Store:
             self.set_meta({counter: last + 1})
 
     def _checked(self, table: str, columns: str, check: Callable[..., T], *,
-                 order: str = "rowid", delete: bool = True,
-                 where: tuple[str, tuple] = ("1", ())) -> list[T]:
+                 order: str = "rowid", delete: bool = True, where: Where = EVERY) -> list[T]:
         """What ``check`` makes of each row of ``table`` (given the raw ``columns``, text as
         bytes: ``_RAW``) that matches ``where`` (a clause and its parameters); a row it
         refuses (``BadValue``) is left out with a warning, and deleted unless
@@ -267,7 +268,6 @@ class Store:
 
     # ---- jobs -------------------------------------------------------------------------
     def add_job(self, job: JobRow) -> None:
-        """Insert a new job and advance the job-id counter, in one transaction."""
         self.add_jobs([job])
 
     def add_jobs(self, jobs: list[JobRow]) -> None:
@@ -305,14 +305,14 @@ class Store:
                    (seq, job.id, spec, job.state, job.steps_done, job.reason, job.arrival_s,
                     job.completion_s, job.started_s, job.ended_s))
 
-    def jobs(self, table: Table | None = None) -> list[JobRow]:
-        """Every job, in submission order, each row checked (``rows.job_row``; with
-        ``table``, a job it runs nowhere is refused too). A refused row comes back
-        ``failed`` with its reason and is written so; a row with no usable id is left out
-        (and kept in the file), with a warning."""
+    def jobs(self, table: Table | None = None, where: Where = EVERY) -> list[JobRow]:
+        """Every job (or those ``where`` picks: ``retired.py``), in submission order, each
+        row checked (``rows.job_row``; with ``table``, a job it runs nowhere is refused
+        too). A refused row comes back ``failed`` with its reason and is written so; a row
+        with no usable id is left out (and kept in the file), with a warning."""
         rows = self._checked("jobs", JOB_COLUMNS,
                              lambda *raw: (job_row(*raw, table=table), (raw[2], raw[4])),
-                             order="seq", delete=False)
+                             order="seq", delete=False, where=where)
         changed = [row for row, (state, reason) in rows if row.state == FAILED
                    and (state, reason) != (FAILED.encode(), (row.reason or "").encode())]
         for row in changed:
@@ -354,13 +354,13 @@ class Store:
         self._write("INSERT OR IGNORE INTO hosts(job_id, server_id) VALUES(?, ?)",
                     [(job_id, int(s)) for s in server_ids])
 
-    def hosts(self) -> dict[str, tuple[int, ...]]:
-        """Job -> the servers that ran it, in id order; a bad row is dropped with a
-        warning (``rows.host``)."""
+    def hosts(self, where: Where = EVERY) -> dict[str, tuple[int, ...]]:
+        """Job (of those ``where`` picks) -> the servers that ran it, in id order; a bad
+        row is dropped with a warning (``rows.host``)."""
         self.flush_later()
         out: dict[str, list[int]] = {}
         for job_id, server_id in self._checked("hosts", "job_id, server_id", host,
-                                               order="job_id, server_id"):
+                                               order="job_id, server_id", where=where):
             out.setdefault(job_id, []).append(server_id)
         return {job: tuple(ids) for job, ids in out.items()}
 

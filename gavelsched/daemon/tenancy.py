@@ -18,6 +18,7 @@ from .calls import ClientCalls
 from .control import JobControl
 from .jobs import JobRow, Jobs
 from .meter import Meter, UsageSink
+from .retired import Retired
 from .run import Run
 from .settings import ClusterSettings
 from .store import Store
@@ -38,10 +39,12 @@ class Tenancy:
         self.settings, self.jobs, self.core = settings, jobs, core
         self._now, self._post, self._fail = now, post, fail
         self.audit = Audit(store)
-        self.control = JobControl(jobs, core, cancel=cancel, running=running)
+        retired = Retired(store)      # (the jobs that ended long ago: in the store alone)
+        self.control = JobControl(jobs, core, cancel=cancel, running=running,
+                                  retired=retired.rows)
         self.meter = Meter(store, settings.prices_at, settings.next_price_change_after,
                            epoch_unix, sink=sink)
-        self.calls = ClientCalls(jobs, core, self.control, self.audit, store, now=now,
+        self.calls = ClientCalls(jobs, core, self.control, self.audit, store, retired, now=now,
                                  end_job=cancel, woken=woken)
 
     def restore(self) -> None:
@@ -55,6 +58,11 @@ class Tenancy:
         (``control``) once the change that ended it is over."""
         self.audit.record(SCHEDULER, row.state, [row.id], row.reason or "")
         self._post(lambda: self.control.ended(row, self._now()))
+
+    def forget(self, job_ids: list[str]) -> None:
+        """Jobs that left memory (``retired``): their arrays' copies and run seconds."""
+        self.control.forget(job_ids)
+        self.meter.forget(job_ids)
 
     def run_ended(self, run: Run, mono: float) -> None:
         """A run's processes are gone (at ``mono``, the executor's clock): its usage is
