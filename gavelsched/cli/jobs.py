@@ -86,7 +86,9 @@ def register(subparsers) -> None:
     p.set_defaults(func=status)
     p = subparsers.add_parser("history", parents=[common, filters],
                               help="show every job with its times, or one job's history",
-                              description="A table of every job, finished ones included: "
+                              description="A table of every job, finished ones included "
+                                          "(those that ended within the scheduler's "
+                                          "ended_jobs_kept_s; an older one: history JOB): "
                                           "user, entity, state, when it was submitted, "
                                           "first started and ended, elapsed time (first "
                                           "start to end, or now), JCT (submission to "

@@ -121,7 +121,8 @@ class DaemonExecutor:
         self.tenancy = Tenancy(config.settings, store, self.jobs, self.core, metrics,
                                self.epoch_unix, now=self.now, post=self.post,
                                cancel=self._cancel_job, fail=self._fail_job,
-                               running=lambda j: j in self.runs, woken=self._wake)
+                               running=lambda j: j in self.runs, woken=self._wake,
+                               in_memory=in_memory)
         self.calls = self.tenancy.calls          # what the client handlers call
         self.startups = Startups(store)
         self.retries, self.fences = Retries(store, config.round_seconds), Fences(store)

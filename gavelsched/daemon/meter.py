@@ -21,7 +21,7 @@ from typing import Protocol
 from ..rpc import pb
 from .accounting import UsageRun
 from .jobs import JobRow
-from .store import Store
+from .store import EVERY, Store, Where
 
 # A job within this of its time limit (at most this fraction of the limit) is out of time:
 # a run could make hardly a step in what is left.
@@ -50,15 +50,17 @@ class Meter:
 
     def __init__(self, store: Store, prices: Callable[[float], Mapping[str, float]],
                  changes_after: Callable[[float], float | None] = lambda t: None,
-                 epoch_unix: float = 0.0, sink: UsageSink | None = None) -> None:
+                 epoch_unix: float = 0.0, sink: UsageSink | None = None,
+                 jobs: Where = EVERY) -> None:
+        """``jobs``: the store's jobs whose run seconds are read (those in memory:
+        ``retired.live``); the sink's totals are every run's (``Store.usage_sums``)."""
         self.store, self._prices, self._changes_after = store, prices, changes_after
         self._epoch, self._sink = epoch_unix, sink
         self._used: dict[str, float] = defaultdict(float)
-        rows = store.usage()
-        for row in rows:
+        for row in store.usage(jobs=jobs):
             self._used[row[0]] += row[7] - row[6]
         if sink is not None:
-            sink.restore_usage(usage_run(row) for row in rows)
+            sink.restore_usage(usage_run(row) for row in store.usage_sums())
 
     def reprice(self, prices: Callable[[float], Mapping[str, float]],
                 changes_after: Callable[[float], float | None]) -> None:

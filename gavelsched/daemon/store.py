@@ -13,7 +13,7 @@ and which entity, the GPUs of a type it held, from when to when, at what price;
 ``accounting``) and ``meta`` (the round counter, the next job id, the daemon's time
 origin). Only the executor thread writes;
 opening the same ``state_dir`` again restores everything, and a file from before a column
-or table existed gets it (``_migrate``).
+or table existed gets it (``migrate``).
 
 What is read back passes a door (``rows``; docs/design.md, Safety rules): text columns are read
 as bytes and checked, a bad job row comes back ``failed`` with its reason (and is written
@@ -34,6 +34,7 @@ from traces.checks import BadValue
 
 from .jobs import FAILED, JobRow
 from .meta import COUNTERS, NEXT_JOB_ID, declared
+from .migrate import migrate
 from .room import disk_full
 from .rows import (RUN_FIELDS, SPEC_FIELDS, ServerRow, Table, event, host, job_row,
                    meta_value, pair_throughput, scaling_sample, server_row, throughput,
@@ -86,10 +87,6 @@ CREATE TABLE IF NOT EXISTS usage (
     start_unix REAL NOT NULL, end_unix REAL NOT NULL, price REAL NOT NULL,
     share REAL NOT NULL DEFAULT 1.0);
 """
-# Columns added to ``jobs`` since the first schema, with the statement that fills them in
-# an older file (done jobs ended when they were done).
-ADDED_COLUMNS = {"started_s": None,
-                 "ended_s": "UPDATE jobs SET ended_s=completion_s WHERE state='done'"}
 # Estimates written behind are written at most this often (``flush_estimates``): each flush
 # is a transaction, three sqlite calls, where the executor's loop runs once per event or two
 # at a round's burst.
@@ -130,7 +127,7 @@ class Store:
         self._batching = False
         self._estimates_at = 0.0        # the next ``flush_estimates`` (monotonic)
         self._db.executescript(SCHEMA)
-        self._migrate()
+        migrate(self._db, self.transaction, self.path)
         self._check_meta()
 
     def close(self) -> None:
@@ -205,25 +202,6 @@ class Store:
         """Remove these meta rows (those that exist), in one transaction."""
         with self.transaction() as db:
             db.executemany("DELETE FROM meta WHERE key=?", [(k,) for k in keys])
-
-    def _migrate(self) -> None:
-        """Add the ``jobs`` columns an older file lacks (``ADDED_COLUMNS``), in one
-        transaction: its rows load as before, with what the new columns can tell; and
-        ``usage.share`` (its runs were their jobs' own: 1)."""
-        usage = {row[1] for row in self._db.execute("PRAGMA table_info(usage)")}
-        if "share" not in usage:
-            with self.transaction() as db:
-                db.execute("ALTER TABLE usage ADD COLUMN share REAL NOT NULL DEFAULT 1.0")
-        have = {row[1] for row in self._db.execute("PRAGMA table_info(jobs)")}
-        missing = [c for c in ADDED_COLUMNS if c not in have]
-        if not missing:
-            return
-        with self.transaction() as db:
-            for column in missing:
-                db.execute(f"ALTER TABLE jobs ADD COLUMN {column} REAL")
-                if ADDED_COLUMNS[column]:
-                    db.execute(ADDED_COLUMNS[column])
-        log.info("store %s: added the jobs columns %s", self.path, ", ".join(missing))
 
     def _check_meta(self) -> None:
         """Meta rows checked once, at open (``rows.meta_value``): a bad one is dropped with a
@@ -515,10 +493,28 @@ class Store:
         self._write(f"INSERT INTO usage({USAGE_COLUMNS}) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [(*row, 1.0)[:10]])
 
-    def usage(self, since_unix: float = 0.0) -> list[tuple]:
-        """The runs that ended after ``since_unix``, each row checked (``rows.usage``)."""
+    def usage(self, since_unix: float = 0.0, jobs: Where = EVERY) -> list[tuple]:
+        """The runs that ended after ``since_unix`` (of the jobs ``jobs`` picks), each row
+        checked (``rows.usage``)."""
+        of = "" if jobs is EVERY else f" AND job_id IN (SELECT id FROM jobs WHERE {jobs[0]})"
         return self._checked("usage", USAGE_COLUMNS, usage, delete=False,
-                             where=("end_unix > ?", (since_unix,)))
+                             where=(f"end_unix > ?{of}", (since_unix, *jobs[1])))
+
+    def usage_sums(self) -> list[tuple]:
+        """Every run's GPU-seconds summed by user, entity, type, price and share, each sum
+        as a usage row of one GPU from 0 (checked: ``rows.usage``; a damaged row counts as
+        SQLite reads it): the totals at a start, in a row per kind instead of one per run."""
+        kind = ", ".join([*(_RAW.format(c) for c in ("user", "entity", "worker_type")),
+                          "price", "share"])
+        out = []
+        for *key, price, share, total in self._db.execute(
+                f"SELECT {kind}, SUM(gpus * MAX(0.0, end_unix - start_unix)) FROM usage "
+                f"GROUP BY {kind}"):
+            try:
+                out.append(usage("*", 0, *key, 1, 0.0, total, price, share))
+            except BadValue as err:
+                log.warning("store %s: usage totals of %s left out: %s", self.path, key, err)
+        return out
 
 
 USAGE_COLUMNS = ("job_id, generation, user, entity, worker_type, gpus, start_unix, end_unix, "

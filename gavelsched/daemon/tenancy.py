@@ -21,7 +21,7 @@ from .meter import Meter, UsageSink
 from .retired import Retired
 from .run import Run
 from .settings import ClusterSettings
-from .store import Store
+from .store import EVERY, Store, Where
 from .view import control_inputs
 
 
@@ -35,7 +35,9 @@ class Tenancy:
                  core: SchedulerCore, sink: UsageSink | None, epoch_unix: float, *,
                  now: Callable[[], float], post: Callable[[Callable[[], object]], object],
                  cancel: Callable[[str, str], None], fail: Callable[[str, str], None],
-                 running: Callable[[str], bool], woken: Callable[[], None]) -> None:
+                 running: Callable[[str], bool], woken: Callable[[], None],
+                 in_memory: Where = EVERY) -> None:
+        """``in_memory``: the store's jobs in memory (``retired.live``)."""
         self.settings, self.jobs, self.core = settings, jobs, core
         self._now, self._post, self._fail = now, post, fail
         self.audit = Audit(store)
@@ -43,7 +45,7 @@ class Tenancy:
         self.control = JobControl(jobs, core, cancel=cancel, running=running,
                                   retired=retired.rows)
         self.meter = Meter(store, settings.prices_at, settings.next_price_change_after,
-                           epoch_unix, sink=sink)
+                           epoch_unix, sink=sink, jobs=in_memory)
         self.calls = ClientCalls(jobs, core, self.control, self.audit, store, retired, now=now,
                                  end_job=cancel, woken=woken)
 

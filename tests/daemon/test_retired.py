@@ -8,10 +8,13 @@ same permissions as before it left."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
+import time
 
 import pytest
 
+from gavelsched.cli import main
 from gavelsched.core import JobSpec
 from gavelsched.daemon.calls import Denied
 from gavelsched.daemon.control import ControlError
@@ -22,6 +25,7 @@ from gavelsched.daemon.retired import live
 from gavelsched.daemon.store import JobRow, Store
 from gavelsched.daemon.submissions import SubmissionError
 
+from .cluster import Cluster, running
 from .test_control_unit import ALICE, BOB, LEAD_FREE, pump, run_to_done, status, submit
 from .test_round_aligned import Scheduler
 
@@ -181,3 +185,26 @@ def test_jobs_retire_only_ended_rows_and_time_an_untimed_one(tmp_path):
     assert list(jobs) == ["2"] and told == [["0", "1"]]
     assert {r.id: r.ended_s for r in store.jobs()}["0"] == 70.0
     store.close()
+
+
+def test_a_real_scheduler_restarted_past_the_age_lists_what_is_in_memory(tmp_path, capsys):
+    """A real scheduler (a subprocess, real gRPC) that keeps ended jobs 0.5 s: started again
+    after that, ``status --all`` lists only the job not ended, while ``history JOB`` and
+    ``cancel`` of the cancelled one answer from the store (the CLI, as a user runs it)."""
+    cluster = Cluster(tmp_path, token="a-token-for-this-test", extra={"ended_jobs_kept_s": 0.5})
+    flags = ["--scheduler", cluster.address, "--token-file", str(cluster.token_file)]
+    with running(cluster):
+        gone, waiting = cluster.submit(100), cluster.submit(100)
+        assert main(["cancel", gone, *flags]) == 0
+        cluster.stop()
+        time.sleep(0.6)
+        cluster.start_scheduler()
+        assert set(cluster.jobs()) == {waiting}
+        capsys.readouterr()
+        assert main(["status", "--all", "--json", *flags]) == 0
+        assert [j["id"] for j in json.loads(capsys.readouterr().out)["jobs"]] == [waiting]
+        assert main(["history", gone, *flags]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert "submit" in lines[1] and "cancelled" in lines[-1]
+        assert main(["cancel", gone, *flags]) == 2
+        assert capsys.readouterr().err.strip().endswith(f"job {gone} is already cancelled")

@@ -1,4 +1,4 @@
-"""A state directory from before issue #18 still loads (``store._migrate``): its ``jobs``
+"""A state directory from before issue #18 still loads (``migrate.migrate``): its ``jobs``
 table gets the ``started_s`` and ``ended_s`` columns (a done job ended when it was done)
 and the ``hosts`` table appears; its jobs load as before, a job with durable steps as
 ``preempted`` (it had started), and a real scheduler daemon restarts on it and runs them."""

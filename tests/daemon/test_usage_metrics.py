@@ -5,12 +5,17 @@ store's runs set them, so a restart does not take them back to zero."""
 
 from __future__ import annotations
 
+import sqlite3
 import urllib.request
+from dataclasses import replace
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gavelsched.daemon.accounting import UsageRun, usage_report
+from gavelsched.daemon.meter import usage_run
 from gavelsched.daemon.metrics import DaemonMetrics
+from gavelsched.daemon.store import Store
 
 T0 = 1_800_000_000.0
 
@@ -80,6 +85,27 @@ def test_a_restart_goes_on_from_the_stores_totals():
     assert got[gpu_s("vision", "ann", "v100")] == 4 * 3600.0 + 3600.0
     assert got[cost("vision", "ann")] == 8.0 + 2.0
     assert got[cost("nlp", "bob")] == 4.0 + 1.0
+
+
+def test_a_start_restores_from_the_stores_sums_what_its_rows_give(tmp_path):
+    """A start sums the store's runs in SQLite (``Store.usage_sums``: a row per user,
+    entity, type, price and share, not one per run): the same totals as every row's; a
+    damaged row is counted as SQLite reads it, never failing the start."""
+    store = Store(tmp_path)
+    runs = [run("1", "ann", "vision", "v100", 4, 3600, 2.0), run("2", "bob", "", "v100", 1, 7200),
+            run("3", "bob", "", "k80", 2, 1800, 1.0), run("5", "ann", "vision", "v100", 1, 60, 2.0),
+            replace(run("4", "ann", "vision", "v100", 1, 600, 2.0), share=0.5)]
+    for generation, r in enumerate(runs):
+        store.add_usage((r.job_id, generation, r.user, r.entity, r.worker_type, r.gpus,
+                         r.start_unix, r.end_unix, r.price, r.share))
+    every, summed = DaemonMetrics(), DaemonMetrics()
+    every.restore_usage(usage_run(row) for row in store.usage())
+    summed.restore_usage(usage_run(row) for row in store.usage_sums())
+    assert len(store.usage_sums()) == 4 and scrape(summed) == pytest.approx(scrape(every))
+    with sqlite3.connect(store.path) as db:
+        db.execute("UPDATE usage SET user=? WHERE job_id='2'", (b"\xff",))
+    assert len(store.usage_sums()) == 3             # (its kind's totals left out, with a warning)
+    store.close()
 
 
 def test_the_other_series_are_still_there():
