@@ -115,7 +115,7 @@ class DaemonExecutor:
         if self.core.config.restart_rule == "tenure" and policy.traits.rearrangeable:
             preload_moves()     # (not at a round's start: its launches would wait)
         self.jobs = Jobs(store, changed=self._changed, ended=self._job_ended,
-                         retired=lambda ids: (self.hosts.forget(ids), self.tenancy.forget(ids)))
+                         retired=lambda ids: (self.runs.forget(ids), self.tenancy.forget(ids)))
         in_memory = live(self.now(), config.ended_jobs_kept_s)   # (not those ended long ago)
         self.jobs.restore(store.jobs(table, in_memory))
         self.tenancy = Tenancy(config.settings, store, self.jobs, self.core, metrics,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from collections.abc import Iterable
 
 from .meta import CHECKPOINT_GENERATION, GENERATION, NEXT_GENERATION
 from .store import Store
@@ -47,6 +48,13 @@ class Fences:
         self._exited.pop(job_id, None)      # (the older run's listings are stale)
         self._store.set_meta({NEXT_GENERATION.key(): self._next, GENERATION.key(job_id): generation})
         return generation
+
+    def forget(self, job_ids: Iterable[str]) -> None:
+        """Jobs that left memory (their meta keys went with them: ``retention``)."""
+        for job_id in job_ids:
+            self._issued.pop(job_id, None)
+            self._checkpoint.pop(job_id, None)
+            self._exited.pop(job_id, None)
 
     def current(self, job_id: str) -> int:
         """The job's newest generation (0: never launched, or no such job; not remembered,

@@ -99,8 +99,8 @@ class Retention:
         for job_id, job in jobs.items():
             if job.final and _ended(job) is None:
                 self._seen.setdefault(job_id, now)
-        if self.kept_s > 0 and isinstance(jobs, Jobs):
-            self._forget(jobs, folders, now, running)
+        if self.kept_s > 0:             # (``jobs``: the daemon's ``Jobs``, which retire)
+            self._forget(jobs, folders, now, running)  # type: ignore[arg-type]
         if self.retention_s <= 0:
             return []
         if self._store is not None:        # (its rows: of a job with no folder too)
@@ -138,16 +138,18 @@ class Retention:
             self._gone.update((job_id, jobs[job_id]) for job_id in old if job_id in folders)
         for job_id in jobs.retire(old, now):
             self._seen.pop(job_id, None)
+        self._retired.difference_update(old)     # (no longer among the jobs a sweep reads)
         if self._store is not None:
             self._store.delete_meta(key for name in old for key in job_keys(name))
             self._store.forget_throughputs_later(old)
-            self._retired.update(old)
         log.info("%d jobs that ended over %.0f s ago left the scheduler's memory "
                  "(ended_jobs_kept_s); the store keeps them", len(old), self.kept_s)
 
     def _gone_rows(self, names: set[str]) -> Mapping[str, JobRow]:
         """The rows of folders whose jobs are not in memory: kept as they left it, or read
         from the store once (after a restart); a folder of no job is a stray."""
+        for gone in self._gone.keys() - names:      # (its folder was removed by hand)
+            del self._gone[gone]
         unread = sorted(names - self._gone.keys() - self._strays)
         if unread and self._store is not None:
             for at in range(0, len(unread), READ_AT_ONCE):

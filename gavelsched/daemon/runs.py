@@ -107,6 +107,12 @@ class RunTable:
     def live(self) -> tuple[Run, ...]:
         return tuple(self._runs.values())
 
+    def forget(self, job_ids: list[str]) -> None:
+        """Jobs that left memory (``retired``; none has a run): their generations and
+        servers."""
+        self.fences.forget(job_ids)
+        self.hosts.forget(job_ids)
+
     def __bool__(self) -> bool:
         """Whether any run is live (the executor's loop asks at each wake)."""
         return bool(self._runs)

@@ -62,12 +62,13 @@ def test_a_job_that_ended_long_ago_leaves_memory_and_status(ended):
     later(s, KEPT_S - 10)
     assert set(s.x.jobs) == set(every)               # not yet
     kept = [key for key in job_keys(ids["done"]) if s.store.get_meta(key) is not None]
-    assert kept                                      # (its run generations)
+    assert kept and s.x.fences.current(ids["done"])  # (its run generations)
     later(s, SWEEP_EVERY_S)
     assert set(s.x.jobs) == {ids["live"]}
     assert set(status(s)) == {ids["live"]}
     assert [row.id for row in s.store.jobs()] == every        # the store keeps every job
     assert all(s.store.get_meta(key) is None for key in kept)   # (what only a live job needs)
+    assert s.x.fences.current(ids["done"]) == 0 and ids["done"] not in s.x.hosts.by_job
 
 
 def test_calls_that_name_a_job_that_left_find_it_in_the_store(ended):
