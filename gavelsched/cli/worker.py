@@ -16,11 +16,13 @@ import signal
 import threading
 from pathlib import Path
 
+from ..daemon.room import MIN_FREE_MB
 from . import InputError
 
 # Hollow workers in one process: each serves on its own port with its own threads (256 of
 # them drive 2,048 GPUs in BENCHMARKS.md); far more would exhaust the process first.
 MAX_HOLLOW = 4096
+MAX_MIN_FREE_MB = 1 << 30   # (a PiB)
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +67,10 @@ def register(subparsers) -> None:
     p.add_argument("--tls-key", metavar="F", help="the key of --tls-cert")
     p.add_argument("--work-dir", default="gavel-worker", metavar="D",
                    help="job logs and (without shared storage) checkpoints")
+    p.add_argument("--min-free-mb", type=_min_free, default=MIN_FREE_MB, metavar="MB",
+                   help="below this much free on the disk of --work-dir, the worker takes no "
+                        "new run: the scheduler drains it until space is freed, and its runs "
+                        "go on (0: no reserve)")
     p.add_argument("--listen", default="127.0.0.1:0", metavar="HOST:PORT",
                    help="address of this worker's service (port 0: any free port), told to "
                         "the scheduler (with 0.0.0.0: this machine's hostname). The default "
@@ -99,6 +105,14 @@ def register(subparsers) -> None:
                         "-o F, instead of measuring")
     p.set_defaults(func=run, log_level=logging.INFO)   # a daemon: its main events
     p.error = lambda message: p.exit(2, f"gavelsched worker: error: {message}\n")
+
+
+def _min_free(value: str) -> int:
+    """``--min-free-mb``: a whole number of MiB, 0 or more."""
+    if not value.isdigit() or int(value) > MAX_MIN_FREE_MB:
+        raise argparse.ArgumentTypeError(f"expected a whole number of MiB from 0 to "
+                                         f"{MAX_MIN_FREE_MB}, got {value!r}")
+    return int(value)
 
 
 def _address(value: str, flag: str) -> str:
@@ -202,7 +216,7 @@ def run(args: argparse.Namespace) -> int:
         work_dir=Path(args.work_dir) / f"hollow-{i}" if args.hollow else Path(args.work_dir),
         listen=args.listen, token=token, token_file=args.token_file, tls_ca=args.tls_ca,
         tls=tls, emulation=emulations.get(t), grace_s=args.grace, insecure=args.insecure,
-        profile=profile) for i, t in enumerate(types)]
+        profile=profile, min_free_mb=args.min_free_mb) for i, t in enumerate(types)]
     if args.hollow:
         return _run_hollow(configs, stop_timeout)
     worker = Worker(configs[0])

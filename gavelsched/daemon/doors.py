@@ -91,3 +91,19 @@ def listed_runs(request: pb.HeartbeatRequest) -> list[pb.RunningJob]:
             continue
         runs.append(run)
     return runs
+
+
+# The longest reason a heartbeat may give for taking no new run (the worker's is a line).
+MAX_SHORT_OF_ROOM = 500
+
+
+def short_of_room(request: pb.HeartbeatRequest) -> str:
+    """Why a heartbeat's worker takes no new run (``room.short_of_room``): one line of text,
+    at most ``MAX_SHORT_OF_ROOM`` characters; one that is not is shown escaped and cut, so
+    that the worker is still drained (it said it has no room)."""
+    why = request.short_of_room
+    try:
+        checks.text(why, "short_of_room")
+    except BadValue:
+        why = shown(why)
+    return why if len(why) <= MAX_SHORT_OF_ROOM else why[:MAX_SHORT_OF_ROOM - 3] + "..."

@@ -65,7 +65,8 @@ class Picture:
                              **self._replay_inputs(now), **self._control_inputs(),
                              **self._solve_inputs(now - mono),
                              forecast=self.forecasts.latest, deferred=self.runs.deferred(),
-                             notices=() if self.room.notice is None else (self.room.notice,))
+                             notices=[*filter(None, [self.room.notice]),
+                                      *self.roster.notices()])
 
     def round_line(self) -> DaemonView:
         """The jobs, runs and servers alone, for the round line: the whole ``view`` took

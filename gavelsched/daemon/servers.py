@@ -46,8 +46,10 @@ from .store import ServerRow, Store
 log = logging.getLogger(__name__)
 
 # who took a server out of service (meta ``DRAINED``), or "0": ``gavelsched drain``; its own
-# worker, stopping
-BY_OPERATOR, BY_WORKER = "1", "2"
+# worker, stopping; its worker's disk, short of room (``room.short_of_room``)
+BY_OPERATOR, BY_WORKER, BY_ROOM = "1", "2", "3"
+WHY = {BY_OPERATOR: "", BY_WORKER: " (its worker is stopping)",
+       BY_ROOM: " (its worker's disk is short of room)"}
 
 
 class Servers:
@@ -60,11 +62,12 @@ class Servers:
         self.health, self.runs, self.priors, self._now = health, runs, priors, now
         self.orphans = Orphans(runs)           # (what a restarted scheduler finds running)
         self._changed, self._audit = changed, audit
-        self.drained: dict[int, str] = {}    # server id -> BY_OPERATOR or BY_WORKER
+        self.drained: dict[int, str] = {}    # server id -> who drained it (``WHY``)
+        self.short: dict[int, str] = {}      # server id -> why its worker takes no new run
         self._deaf = False                   # (``fail_silent``: said once)
         for i in health.servers:
             by = store.get_meta(DRAINED.key(i))
-            if by in (BY_OPERATOR, BY_WORKER):
+            if by in WHY:
                 self.drained[i] = by
 
     def _priced(self, worker_type: str) -> None:
@@ -143,8 +146,7 @@ class Servers:
         if by is None:
             message = f"{what} is in service"
         elif runs:
-            why = " (its worker is stopping)" if by == BY_WORKER else ""
-            message = f"{what} is draining{why}: {runs} run{'s' if runs != 1 else ''} left"
+            message = f"{what} is draining{WHY[by]}: {runs} run{'s' if runs != 1 else ''} left"
         else:
             message = f"{what} is drained: no job runs on it"
         return pb.DrainResponse(drained=by is not None, runs=runs, message=message)
@@ -156,8 +158,7 @@ class Servers:
         if first:
             self.core.fail_workers(self.health.servers[server_id].row.workers, self._now())
         log.info("%s draining%s: nothing new is planned on it; its runs end with their "
-                 "leases", self._name(server_id),
-                 " (its worker is stopping)" if by == BY_WORKER else "")
+                 "leases", self._name(server_id), WHY[by])
 
     def _undrain(self, server_id: int) -> None:
         if server_id not in self.drained:
@@ -196,7 +197,8 @@ class Servers:
 
     def heartbeat(self, server_id: int, mono: float, running: Mapping[str, int],
                   leaving: bool = False, registration: int = 0,
-                  gpus: Mapping[str, Sequence[int]] | None = None) -> bool:
+                  gpus: Mapping[str, Sequence[int]] | None = None,
+                  short_of_room: str = "") -> bool:
         """What a heartbeat tells the executor, on its thread (after ``Health.seen`` took
         its arrival on the handler's): ``running``: job -> run generation of the processes
         the server hosts, ``gpus``: job -> their GPUs (orphans are adopted: ``orphans``).
@@ -206,7 +208,9 @@ class Servers:
         worker daemon that has registered again since) is ignored whole: the processes it
         lists died with that daemon, and the new registration ended their runs; adopted,
         they would hold their jobs as orphans until the next heartbeat. (0: a caller that
-        gives no registration; its listing counts.)"""
+        gives no registration; its listing counts.) ``short_of_room``: why its worker
+        takes no new run (its disk; "": it has room): drained while it says so
+        (``room``)."""
         server = self.health.seen(server_id, mono)
         if server is None:
             return False
@@ -223,7 +227,31 @@ class Servers:
             else:
                 log.warning("worker %d: a leaving heartbeat without its registration "
                             "ignored", server_id)
+        self._room(server_id, short_of_room)
         return True
+
+    def _room(self, server_id: int, short: str) -> None:
+        """Its worker's disk is short of room (``short``: why) or has room again: drained
+        while short (unless drained for another reason), back in service after."""
+        was = self.short.pop(server_id, "")
+        if short:
+            self.short[server_id] = short
+            if short != was:
+                log.warning("%s: %s", self._name(server_id), short)
+        drain = bool(short) and server_id not in self.drained
+        undrain = not short and self.drained.get(server_id) == BY_ROOM   # (after a restart too)
+        if drain:
+            self._drain(server_id, BY_ROOM)
+        elif undrain:
+            self._undrain(server_id)
+        if short != was or drain or undrain:
+            self._changed()             # (status: the drain, the notices)
+
+    def notices(self) -> list[str]:
+        """A line for each live server whose worker takes no new run for want of room."""
+        return [f"{self._name(i)} takes no new run: {why}; its runs go on, and it is back "
+                f"in service once space is freed" for i, why in sorted(self.short.items())
+                if self.health.alive(i)]
 
     def back(self, mono: float) -> bool:
         """Whether a restarted scheduler may plan (``Health.back``). The servers not back

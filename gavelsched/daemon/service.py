@@ -34,7 +34,7 @@ from ..rpc.identity import USER, Caller, Identities, caller_of
 from .budgets import Budgets, CallBudget, Tally
 from .calls import Denied, OverQuota
 from .room import NoRoom, disk_full
-from .doors import bad_report, listed_runs, registration
+from .doors import bad_report, listed_runs, registration, short_of_room
 from .executor import DaemonExecutor
 from .fences import StaleRun
 from .processes import AskAgain
@@ -304,9 +304,10 @@ class WorkerService(pb_grpc.WorkerToSchedulerServicer):
         if self.x.metrics is not None and stamped(request.sent_s):
             self.x.metrics.on_heartbeat(server.delay)
         running, gpus = running_of(listed_runs(request))
+        short = short_of_room(request)
         self.x.tell(lambda: self.x.roster.heartbeat(request.server_id, mono, running,
                                                     request.leaving, int(request.registration),
-                                                    gpus), changes=False)
+                                                    gpus, short), changes=False)
         return pb.HeartbeatResponse(known=True)
 
     def ReportRound(self, request, context):

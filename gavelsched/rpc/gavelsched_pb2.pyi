@@ -81,18 +81,20 @@ class RunningJob(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., generation: _Optional[int] = ..., round: _Optional[int] = ..., gpus: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("server_id", "running", "leaving", "registration", "sent_s")
+    __slots__ = ("server_id", "running", "leaving", "registration", "sent_s", "short_of_room")
     SERVER_ID_FIELD_NUMBER: _ClassVar[int]
     RUNNING_FIELD_NUMBER: _ClassVar[int]
     LEAVING_FIELD_NUMBER: _ClassVar[int]
     REGISTRATION_FIELD_NUMBER: _ClassVar[int]
     SENT_S_FIELD_NUMBER: _ClassVar[int]
+    SHORT_OF_ROOM_FIELD_NUMBER: _ClassVar[int]
     server_id: int
     running: _containers.RepeatedCompositeFieldContainer[RunningJob]
     leaving: bool
     registration: int
     sent_s: float
-    def __init__(self, server_id: _Optional[int] = ..., running: _Optional[_Iterable[_Union[RunningJob, _Mapping]]] = ..., leaving: _Optional[bool] = ..., registration: _Optional[int] = ..., sent_s: _Optional[float] = ...) -> None: ...
+    short_of_room: str
+    def __init__(self, server_id: _Optional[int] = ..., running: _Optional[_Iterable[_Union[RunningJob, _Mapping]]] = ..., leaving: _Optional[bool] = ..., registration: _Optional[int] = ..., sent_s: _Optional[float] = ..., short_of_room: _Optional[str] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
     __slots__ = ("known",)

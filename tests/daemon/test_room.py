@@ -19,11 +19,13 @@ import yaml
 from gavelsched.cli import main
 from gavelsched.client import connect
 from gavelsched.client.request import JobRequest
+from gavelsched.daemon import doors
 from gavelsched.daemon import room as room_module
 from gavelsched.daemon.config import load_config
 from gavelsched.daemon.meta import ROUND
-from gavelsched.daemon.room import MIB, NoRoom, Room, disk_full, says_disk_full
+from gavelsched.daemon.room import MIB, NoRoom, Room, disk_full, says_disk_full, short_of_room
 from gavelsched.daemon.server import SchedulerDaemon
+from gavelsched.daemon.servers import BY_OPERATOR, BY_ROOM
 from gavelsched.daemon.statusjson import cluster_dict
 from gavelsched.daemon.store import Store
 from gavelsched.rpc import pb
@@ -31,6 +33,7 @@ from gavelsched.rpc import pb
 from .cluster import JOB_TYPE, Cluster, running, wait_until
 from .fake_worker import FakeWorker
 from .test_budgets import Clock
+from .test_round_aligned import Scheduler
 from .test_users_cluster import refused
 
 TIB = 1 << 40
@@ -247,3 +250,69 @@ def test_a_checkpoint_disk_that_fills_loses_runs_not_jobs(tmp_path):
         assert c.jobs()[job].state in ("queued", "preempted", "running"), c.jobs()[job]
         filler.unlink()
         assert c.wait_done([job], timeout=120)[job].state == "done"
+
+
+# ---- a worker's own disk -------------------------------------------------------------------
+def test_a_worker_short_of_room_says_why_in_one_line(tmp_path):
+    assert short_of_room(tmp_path, 0) == ""                  # no reserve
+    assert short_of_room(tmp_path, 1) == ""                  # (this disk has a MiB free)
+    assert short_of_room(tmp_path / "gone", 1) == ""         # a disk that cannot be read
+    why = short_of_room(tmp_path, 1 << 30)
+    assert why.startswith(f"its work_dir {tmp_path} has ") and why.endswith(
+        "under its reserve of 1073741824 MiB (--min-free-mb)")
+
+
+def test_a_server_whose_worker_is_short_of_room_is_drained_while_it_says_so(tmp_path):
+    """Heartbeats that say the worker is short of room drain its server (nothing new is
+    planned there, status says why); one that no longer says so puts it back, after a
+    scheduler restart too; an operator's drain is never undone by it."""
+    s = Scheduler(tmp_path)
+    server, why = s.server, "its work_dir /w has 1 MiB free, under its reserve of 256 MiB"
+    s.x.roster.heartbeat(server, s.t, {}, short_of_room=why)
+    assert s.x.roster.drained == {server: BY_ROOM}
+    s.x.publish()
+    (notice,) = s.x.snapshot.status().notices
+    assert notice.startswith(f"worker {server} (v100 x1) takes no new run: {why}; ")
+    job = s.submit()
+    s.at(1.0)
+    assert not s.sent.runs and s.x.jobs[job].state == "queued"
+    s.close()
+    s = Scheduler(tmp_path, gpus=0)                            # restarted: still drained
+    assert s.x.roster.drained == {server: BY_ROOM}
+    s.x.roster.register(pb.RegisterWorkerRequest(worker_type="v100", gpus=1,
+                                                 address="127.0.0.1:1", hostname="h",
+                                                 previous_server_id=server), s.t)
+    s.x.roster.heartbeat(server, s.t, {})                      # room again
+    assert s.x.roster.drained == {} and not s.x.roster.notices()
+    s.x.roster.drain(server)                                   # the operator's
+    s.x.roster.heartbeat(server, s.t, {}, short_of_room=why)
+    s.x.roster.heartbeat(server, s.t, {})
+    assert s.x.roster.drained == {server: BY_OPERATOR}
+    s.close()
+
+
+def test_a_heartbeats_reason_is_checked_at_the_door():
+    long = pb.HeartbeatRequest(short_of_room="x" * 2000)
+    assert len(doors.short_of_room(long)) == doors.MAX_SHORT_OF_ROOM
+    assert doors.short_of_room(pb.HeartbeatRequest(short_of_room="a\nb")) == "'a\\nb'"
+    assert doors.short_of_room(pb.HeartbeatRequest()) == ""
+
+
+def test_a_real_worker_whose_disk_fills_takes_no_new_run_until_it_has_room(tmp_path):
+    """A real worker daemon whose work_dir is a 16 MiB tmpfs with a reserve of 4 MiB: filled
+    to 2 MiB free, the scheduler drains it within heartbeats and says why (status's note),
+    and a job submitted waits; space freed, the worker is back and the job runs."""
+    with small_disk(tmp_path / "disk", 16) as disk, running(Cluster(tmp_path / "c")) as c:
+        c.start_worker("k80", work_dir=str(disk / "worker"), extra_args=["--min-free-mb", "4"])
+        wait_until(lambda: c.alive_workers() >= 1, 60, "the worker to register")
+        filler = _fill(disk, 2 * MIB)
+        wait_until(lambda: c.status().workers[0].drained, 30, "the worker to be drained")
+        (notice,) = c.status().notices
+        assert f"takes no new run: its work_dir {disk / 'worker'} has " in notice
+        job = c.submit(100_000)
+        wait_until(lambda: c.jobs()[job].reason, 30, "the job's reason to wait")
+        assert c.jobs()[job].state == "queued"
+        filler.unlink()
+        wait_until(lambda: not c.status().workers[0].drained, 30, "the worker to be back")
+        assert not c.status().notices
+        wait_until(lambda: c.jobs()[job].state == "running", 60, "the job to run")

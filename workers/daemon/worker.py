@@ -34,6 +34,7 @@ from pathlib import Path
 
 import grpc
 
+from gavelsched.daemon.room import MIN_FREE_MB, short_of_room
 from gavelsched.jobenv import worker_env
 from gavelsched.rpc import pb, pb_grpc
 from gavelsched.rpc.security import (SecurityError, TlsFiles, channel, exposure, host_of,
@@ -76,6 +77,7 @@ class WorkerConfig:
     hostname: str = field(default_factory=socket.gethostname)
     insecure: bool = False    # serve without a token beyond loopback (--insecure)
     profile: Profile | None = None   # this machine's measured throughputs, sent at registration
+    min_free_mb: int = MIN_FREE_MB   # below this free on work_dir's disk, no new run (0: none)
 
 
 class Worker:
@@ -103,6 +105,7 @@ class Worker:
         self._server: grpc.Server | None = None
         self._threads: list[threading.Thread] = []
         self._reached = time.monotonic()   # the last time the scheduler answered
+        self._short = ""                    # why work_dir's disk takes no new run ("": room)
 
     # -- life cycle ------------------------------------------------------------------------
     def start(self, register_timeout_s: float = 60.0) -> None:
@@ -289,13 +292,26 @@ class Worker:
                 return
             self._beat()
 
+    def _room(self) -> str:
+        """Why this worker takes no new run (``room.short_of_room``), said in the log when
+        it starts and when it ends."""
+        short = short_of_room(self.config.work_dir, self.config.min_free_mb)
+        if short and not self._short:
+            log.warning("%s: the scheduler plans no new run here until space is freed; the "
+                        "runs here go on", short)
+        elif self._short and not short:
+            log.info("the disk of the work_dir %s has room again: new runs are taken",
+                     self.config.work_dir)
+        self._short = short
+        return short
+
     def _beat(self) -> None:
         """One heartbeat: the runs here, and whether this worker is leaving."""
         try:
             reply = self._stub.Heartbeat(pb.HeartbeatRequest(
                 server_id=self.server_id, registration=self.registration,
                 leaving=self._leaving.is_set(), running=self._running(),
-                sent_s=time.monotonic()),
+                sent_s=time.monotonic(), short_of_room=self._room()),
                 timeout=RPC_TIMEOUT_S)
             self._reached = time.monotonic()
             if not reply.known:
