@@ -10,11 +10,18 @@ ends a round after it was due, unless the scheduler was idle or far behind.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 
-from .meta import EPOCH_UNIX
+from .meta import CLOCK_SEEN, EPOCH_UNIX
 from .store import Store
+
+log = logging.getLogger(__name__)
+
+# A wall clock behind the time last seen by less than this is not worth a warning (the
+# plan's write and the restart's reading are apart).
+CLOCK_STEP_S = 1.0
 
 
 class RoundClock:
@@ -68,7 +75,12 @@ class RoundClock:
 class Origin:
     """The daemon's time: ``now`` is seconds since its state first started, on a monotonic
     clock. The wall time of that start (``epoch_unix``) is kept in the store, so a
-    restarted daemon counts on from it (thesis §5.6)."""
+    restarted daemon counts on from it (thesis §5.6). It never goes back across a restart:
+    a wall clock set back since (a host that boots before NTP has set its clock, a virtual
+    machine restored) would put every stored time (submissions, runs, the allocation
+    period's start) in the future; the time of the last plan is kept (``seen``, written
+    with the round counter), and a restart counts on from it when the wall clock is
+    behind, saying so."""
 
     def __init__(self, store: Store, clock: Callable[[], float]) -> None:
         self._clock, self._mono0, unix0 = clock, clock(), time.time()
@@ -77,10 +89,20 @@ class Origin:
             epoch = unix0
             store.set_meta({EPOCH_UNIX.key(): epoch})
         self.epoch_unix = float(epoch)
-        self._base = max(0.0, unix0 - self.epoch_unix)
+        seen, base = float(store.get_meta(CLOCK_SEEN.key(), "0")), unix0 - self.epoch_unix
+        if base < seen - CLOCK_STEP_S:
+            log.warning("the wall clock is %.0f s behind the time this scheduler's state last "
+                        "saw (its last plan, at %s UTC): its clock counts on from that time "
+                        "instead; check this host's clock (NTP)", seen - base,
+                        time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(self.epoch_unix + seen)))
+        self._base = max(0.0, base, seen)
 
     def now(self) -> float:
         return self._base + self._clock() - self._mono0
+
+    def seen(self) -> dict[str, float]:
+        """The meta row that keeps the time now as the latest this state saw."""
+        return {CLOCK_SEEN.key(): self.now()}
 
     def monotonic(self, t: float) -> float:
         """The monotonic clock's reading at the daemon's time ``t``."""

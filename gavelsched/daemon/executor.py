@@ -293,7 +293,7 @@ class DaemonExecutor:
         self.progress.admitted(rnd.admitted, now)
         self.clock.planned()
         index = self._round_base + rnd.index
-        self.store.set_meta({ROUND.key(): index + 1})
+        self.store.set_meta({ROUND.key(): index + 1, **self.origin.seen()})
         save_period(self.config.state_dir / PERIOD_FILE, self.core.period_state())
         self.times.planned(index, rnd)
         with self.dispatcher.held(), self.store.batched():         # (as at a round's start)

@@ -118,6 +118,7 @@ def _profile(value: str, key: str) -> None:
 # ---- the declarations ---------------------------------------------------------------------
 ROUND = MetaKey("round", "executor", _count)                 # rounds run, across restarts
 EPOCH_UNIX = MetaKey("epoch_unix", "clock", _seconds)        # wall time of the daemon's t = 0
+CLOCK_SEEN = MetaKey("clock_seen", "clock", _seconds)        # its time at the last plan
 NEXT_JOB_ID = MetaKey("next_job_id", "store", _count)
 STARTUP_S = MetaKey("startup_s/", "startups", _seconds)      # per job type: mean start-up
 STARTUP_N = MetaKey("startup_n/", "startups", _count)        # per job type: runs averaged
@@ -134,8 +135,8 @@ CHECKPOINT_GENERATION = MetaKey("checkpoint_generation/", "fences", _count, per_
 DRAINED = MetaKey("drained/", "servers", _count)             # per server: who drained it
 PROFILE = MetaKey("profile/", "priors", _profile)            # per worker type
 
-KEYS: tuple[MetaKey, ...] = (ROUND, EPOCH_UNIX, NEXT_JOB_ID, STARTUP_S, STARTUP_N, SAVE_S,
-                             SAVE_N, RESTART_S, EXIT_S, EXIT_N, STARTUP_WAVE, ATTEMPTS,
+KEYS: tuple[MetaKey, ...] = (ROUND, EPOCH_UNIX, CLOCK_SEEN, NEXT_JOB_ID, STARTUP_S, STARTUP_N,
+                             SAVE_S, SAVE_N, RESTART_S, EXIT_S, EXIT_N, STARTUP_WAVE, ATTEMPTS,
                              NEXT_GENERATION, GENERATION, CHECKPOINT_GENERATION, DRAINED,
                              PROFILE)
 PER_JOB: tuple[MetaKey, ...] = tuple(k for k in KEYS if k.per_job)
