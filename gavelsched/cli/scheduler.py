@@ -31,6 +31,7 @@ def register(subparsers) -> None:
                     "listen, policy, round_seconds, state_dir and optionally "
                     "auth_token_file, tls {cert, key, ca}, metrics_listen, throughputs, "
                     "expected_workers, checkpoint_dir, checkpoint_retention_s, ended_jobs_kept_s, "
+                    "ended_jobs_stored_s, "
                     "state_dir_min_free_mb, health_listen, heartbeat_seconds, "
                     "plan_lead_seconds, resolve, min_resolve_interval_s, seed, workers_tls, "
                     "insecure, refill_freed, restart_rule, pair_partners, eta, "

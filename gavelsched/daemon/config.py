@@ -13,6 +13,9 @@ or cancelled, are kept; default a day; 0 keeps them forever; ``retention.py``),
 ``status --all``, ``history`` and the dashboard, and read back at a restart; then it is
 only in the store, where ``history JOB``, ``logs`` and ``after`` still find it, as
 Slurm's ``MinJobAge``; default a day; 0 keeps every job in memory; ``retention.py``),
+``ended_jobs_stored_s`` (how long a job that ended stays in the store, with its history,
+usage and hosts: then it is deleted, as slurmdbd's ``PurgeJobAfter``; default 0: for
+ever; at least ``ended_jobs_kept_s`` and ``checkpoint_retention_s``; ``purge.py``),
 ``metrics_job_series`` (the most jobs with Prometheus series of their own, those holding
 GPUs first; default 5,000; 0: none; ``metrics.py``),
 ``health_listen`` (host:port of a plain gRPC health service without token or TLS, for
@@ -86,12 +89,12 @@ from .settings import SETTINGS_KEYS, ClusterSettings, SettingsError, parse_setti
 
 REQUIRED = ("listen", "policy", "round_seconds", "state_dir")
 OPTIONAL = ("auth_token_file", "tls", "metrics_listen", "throughputs", "expected_workers",
-            "checkpoint_dir", "checkpoint_retention_s", "ended_jobs_kept_s", "health_listen",
-            "heartbeat_seconds", "plan_lead_seconds", "min_resolve_interval_s", "resolve", "seed",
-            "workers_tls", "insecure", "dashboard_listen", "refill_freed", "users_file", "eta",
-            "restart_rule", "metrics_job_series", "gil_switch_ms", "pair_partners",
-            "job_calls_per_round", "user_calls_per_second", "state_dir_min_free_mb",
-            *SETTINGS_KEYS)
+            "checkpoint_dir", "checkpoint_retention_s", "ended_jobs_kept_s",
+            "ended_jobs_stored_s", "health_listen", "heartbeat_seconds", "plan_lead_seconds",
+            "min_resolve_interval_s", "resolve", "seed", "workers_tls", "insecure",
+            "dashboard_listen", "refill_freed", "users_file", "eta", "restart_rule",
+            "metrics_job_series", "gil_switch_ms", "pair_partners", "job_calls_per_round",
+            "user_calls_per_second", "state_dir_min_free_mb", *SETTINGS_KEYS)
 TLS_KEYS = ("cert", "key", "ca")
 RESOLVE_MODES = ("responsive", "gavel")        # gavelsched/core/resolving.py
 RESTART_RULES = ("tenure", "gavel")            # gavelsched/core/restarts.py
@@ -140,6 +143,7 @@ class DaemonConfig:
     state_dir_min_free_mb: int = MIN_FREE_MB
     checkpoint_retention_s: float = DAY_S
     ended_jobs_kept_s: float = DAY_S
+    ended_jobs_stored_s: float = 0.0
     health_listen: str | None = None
     heartbeat_seconds: float = 2.0
     plan_lead_seconds: float | None = None
@@ -308,7 +312,8 @@ def parse_config(data: Any, *, base: str | Path = ".", name: str = "config",
             raise ConfigError(f"{name}: gil_switch_ms must be a number of milliseconds in "
                               f"{low:g}..{high:g}, got {shown(err.value)}") from None
     for key in ("heartbeat_seconds", "plan_lead_seconds", "min_resolve_interval_s",
-                "checkpoint_retention_s", "ended_jobs_kept_s", "user_calls_per_second"):
+                "checkpoint_retention_s", "ended_jobs_kept_s", "ended_jobs_stored_s",
+                "user_calls_per_second"):
         if data.get(key) is not None:
             kw[key] = number(key, 0.05 if key == "heartbeat_seconds" else 0.0)
     if data.get("resolve") is not None:
@@ -345,6 +350,7 @@ def parse_config(data: Any, *, base: str | Path = ".", name: str = "config",
             raise ConfigError(f"{name}: tls.cert and tls.key go together")
         kw["tls"] = TlsFiles(**{k: path_of(f"tls.{k}", v) for k, v in tls.items()})
     config = DaemonConfig(**kw)
+    _check_stored(name, config)
     for key, what in (("metrics_listen", "/metrics"), ("health_listen", "the health service")):
         address = getattr(config, key)
         if _exposed(address) and not config.insecure:
@@ -360,6 +366,18 @@ def parse_config(data: Any, *, base: str | Path = ".", name: str = "config",
                           f"insecure: true (or pass --insecure) and auth_token_file to "
                           f"expose it")
     return config
+
+
+def _check_stored(name: str, config: DaemonConfig) -> None:
+    """A job is deleted from the store only after it left memory and its checkpoints went
+    (else a job in memory would have no row, and a folder no job to be timed by)."""
+    stored = config.ended_jobs_stored_s
+    for key in ("ended_jobs_kept_s", "checkpoint_retention_s"):
+        kept = getattr(config, key)
+        if stored > 0 and (kept <= 0 or kept > stored):
+            raise ConfigError(f"{name}: ended_jobs_stored_s {stored:g} must be at least "
+                              f"{key} ({'0: for ever' if kept <= 0 else f'{kept:g}'}): a job "
+                              f"leaves the store last")
 
 
 def _address(name: str, key: str, value: Any) -> str:

@@ -127,7 +127,7 @@ class DaemonExecutor:
         self.startups = Startups(store)
         self.retries, self.fences = Retries(store, config.round_seconds), Fences(store)
         self.retention = Retention(config.checkpoints, config.checkpoint_retention_s, store,
-                                   kept_s=config.ended_jobs_kept_s)
+                                   kept_s=config.ended_jobs_kept_s, stored_s=config.ended_jobs_stored_s)
         self.room = Room(config.state_dir, config.state_dir_min_free_mb, clock=clock, changed=self._changed)
         self.hosts = Hosts(store, hosts_of(in_memory))
         self.runs = RunTable(config, self.jobs, self.health, dispatcher, self.startups,

@@ -32,6 +32,7 @@ from collections.abc import Container, Iterable, Mapping
 from pathlib import Path
 
 from .jobs import Jobs
+from .purge import Purge
 from .meta import job_keys
 from .rows import JobRow
 from .store import Store
@@ -75,9 +76,12 @@ class Retention:
     its checkpoints still timed from the store's row."""
 
     def __init__(self, root: Path, retention_s: float, store: Store | None = None, *,
-                 kept_s: float = 0.0, every_s: float = SWEEP_EVERY_S) -> None:
+                 kept_s: float = 0.0, stored_s: float = 0.0,
+                 every_s: float = SWEEP_EVERY_S) -> None:
+        """``stored_s``: jobs that ended that long ago leave the store too (``purge``)."""
         self.root, self.retention_s, self.every_s = Path(root), retention_s, every_s
         self.kept_s = kept_s
+        self._purge = Purge(store, stored_s) if store is not None and stored_s > 0 else None
         self._store = store
         self._seen: dict[str, float] = {}
         self._retired: set[str] = set()     # jobs retired by this process (folder or not)
@@ -95,6 +99,8 @@ class Retention:
         if now < self._next or busy or (self.retention_s <= 0 and self.kept_s <= 0):
             return []
         self._next = now + self.every_s
+        if self._purge is not None:     # (jobs that left memory and their checkpoints long ago)
+            self._purge.tick(now)
         folders = set(self._folders())
         for job_id, job in jobs.items():
             if job.final and _ended(job) is None:

@@ -86,6 +86,7 @@ CREATE TABLE IF NOT EXISTS usage (
     entity TEXT NOT NULL, worker_type TEXT NOT NULL, gpus INTEGER NOT NULL,
     start_unix REAL NOT NULL, end_unix REAL NOT NULL, price REAL NOT NULL,
     share REAL NOT NULL DEFAULT 1.0);
+CREATE INDEX IF NOT EXISTS usage_by_job ON usage(job_id);
 """
 # Estimates written behind are written at most this often (``flush_estimates``): each flush
 # is a transaction, three sqlite calls, where the executor's loop runs once per event or two

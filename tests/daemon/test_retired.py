@@ -17,9 +17,12 @@ import pytest
 from gavelsched.cli import main
 from gavelsched.core import JobSpec
 from gavelsched.daemon.calls import Denied
+from gavelsched.daemon.config import ConfigError, parse_config
 from gavelsched.daemon.control import ControlError
 from gavelsched.daemon.jobs import Jobs
 from gavelsched.daemon.meta import job_keys
+from gavelsched.daemon.purge import EVERY_S as PURGE_EVERY_S
+from gavelsched.daemon.purge import JOB_COLUMN, purge
 from gavelsched.daemon.retention import SWEEP_EVERY_S
 from gavelsched.daemon.retired import live
 from gavelsched.daemon.store import JobRow, Store
@@ -209,3 +212,50 @@ def test_a_real_scheduler_restarted_past_the_age_lists_what_is_in_memory(tmp_pat
         assert "submit" in lines[1] and "cancelled" in lines[-1]
         assert main(["cancel", gone, *flags]) == 2
         assert capsys.readouterr().err.strip().endswith(f"job {gone} is already cancelled")
+
+
+# ---- out of the store (``purge.py``) ---------------------------------------------------------
+def _counts(store: Store) -> dict[str, int]:
+    with sqlite3.connect(store.path) as db:
+        return {t: db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in JOB_COLUMN}
+
+
+def test_a_purge_deletes_every_row_of_the_oldest_ended_jobs_and_nothing_else(tmp_path):
+    store = Store(tmp_path)
+    ends = {"0": 10.0, "1": 20.0, "2": 30.0, "3": 500.0, "4": None}   # 4: not ended
+    for job_id, ended_s in ends.items():
+        spec = JobSpec(job_id, "A3C", 1, 10)
+        store.add_job(JobRow(spec))
+        store.update_jobs([JobRow(spec, state="done" if ended_s else "queued", ended_s=ended_s)])
+        store.add_events([(job_id, 1.0, "ann", "submit", "")])
+        store.add_hosts(job_id, [0])
+        store.add_usage((job_id, 1, "ann", "", "v100", 1, 1e9, 1e9 + 60, 0.0))
+        store.put_throughput_later(job_id, "v100", 2.0)
+    store.flush_later()
+    assert purge(store, before=100.0, at_once=2) == 2           # the oldest first
+    assert [r.id for r in store.jobs()] == ["2", "3", "4"]
+    assert purge(store, before=100.0) == 1 and purge(store, before=100.0) == 0
+    assert _counts(store) == {t: 2 for t in JOB_COLUMN} | {"pair_throughputs": 0}
+    assert store.events("0") == [] and store.events("3") and store.usage(jobs=("id = '3'", ()))
+    store.close()
+
+
+def test_a_job_leaves_the_store_only_after_memory_and_its_checkpoints():
+    base = {"listen": "127.0.0.1:0", "policy": "fifo", "round_seconds": 60, "state_dir": "s"}
+    assert parse_config({**base, "ended_jobs_stored_s": 86400 * 90}).ended_jobs_stored_s > 0
+    for key, value in (("ended_jobs_kept_s", 0), ("checkpoint_retention_s", 200000)):
+        with pytest.raises(ConfigError, match=f"ended_jobs_stored_s 172800 must be at least "
+                                              f"{key} "):
+            parse_config({**base, "ended_jobs_stored_s": 172800, key: value})
+
+
+def test_a_scheduler_deletes_jobs_stored_past_their_age(ended):
+    s, ids = ended
+    s.x.retention = type(s.x.retention)(s.x.config.checkpoints, 0.0, s.store, kept_s=KEPT_S,
+                                        stored_s=3 * KEPT_S)
+    later(s, KEPT_S + SWEEP_EVERY_S)
+    assert {r.id for r in s.store.jobs()} >= {ids["done"], ids["gone"]}    # left memory only
+    later(s, PURGE_EVERY_S)          # (a purge that found nothing waits this long)
+    assert [r.id for r in s.store.jobs()] == [ids["live"]]
+    with pytest.raises(LookupError, match=f"unknown job '{ids['done']}'"):
+        s.x.calls.history(ALICE, ids["done"])
