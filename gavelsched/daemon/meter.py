@@ -30,9 +30,12 @@ SLACK_FRACTION = 0.05
 
 
 class UsageSink(Protocol):
-    """Where metered runs are counted too (``metrics.DaemonMetrics``: Prometheus)."""
+    """Where metered runs, and jobs that ended, are counted too (``metrics.DaemonMetrics``:
+    Prometheus)."""
 
     def on_usage(self, run: UsageRun) -> None: ...
+
+    def on_job_ended(self, state: str) -> None: ...
 
     def restore_usage(self, runs: Iterable[UsageRun]) -> None: ...
 

@@ -1,8 +1,11 @@
 """Prometheus metrics of the scheduler daemon (prometheus-client), all named
 ``gavelsched_*``:
 
-- ``gavelsched_jobs{state}``: jobs by state (queued, running, preempted, done, failed, cancelled:
-  ``jobs.STATES``);
+- ``gavelsched_jobs{state}``: jobs in the scheduler's memory by state (queued, running,
+  preempted, held, done, failed, cancelled: ``jobs.STATES``; an ended job leaves it
+  ``ended_jobs_kept_s`` after its end, ``retired``);
+- ``gavelsched_jobs_ended_total{state}``: the jobs that ended since this scheduler started,
+  by final state (``rate()`` of it: the jobs the cluster finishes, fails and cancels);
 - ``gavelsched_round_duration_seconds``: histogram of the time between round starts;
 - ``gavelsched_policy_solve_seconds``: histogram of policy solve times;
 - ``gavelsched_plans_waited_total``: rounds planned on the allocation in force because
@@ -97,7 +100,7 @@ from .accounting import UsageRun
 from .config import METRICS_JOB_SERIES
 from .forecast import Forecast
 from .httpserve import bounded_server
-from .jobs import STATES
+from .jobs import FINAL, STATES
 from .statusjson import SLO_STATUSES, slo_status
 from .view import DaemonView
 
@@ -155,6 +158,10 @@ class DaemonMetrics:
         self.omitted = Gauge("gavelsched_job_series_omitted", "Jobs left out of the per-job "
                              "series (metrics_job_series)", registry=r)
         self.rounds = Counter("gavelsched_rounds", "Rounds started", registry=r)
+        self.ended = Counter("gavelsched_jobs_ended", "Jobs that ended since this scheduler "
+                             "started, by final state", ["state"], registry=r)
+        for state in FINAL:
+            self.ended.labels(state=state)
         self.gpu_seconds = Counter("gavelsched_gpu_seconds",
                                    "GPU-seconds of the jobs' ended runs",
                                    ["entity", "user", "type"], registry=r)
@@ -269,6 +276,10 @@ class DaemonMetrics:
     def on_forecast(self, forecast: Forecast) -> None:
         """A replay answered (executor thread)."""
         self.eta_replay.observe(forecast.replay_s)
+
+    def on_job_ended(self, state: str) -> None:
+        """A job became final, in ``state`` (executor thread)."""
+        self.ended.labels(state=state).inc()
 
     def on_usage(self, run: UsageRun) -> None:
         """A run that ended: its GPU-seconds and cost (executor thread)."""

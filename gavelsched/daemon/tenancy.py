@@ -39,7 +39,7 @@ class Tenancy:
                  in_memory: Where = EVERY) -> None:
         """``in_memory``: the store's jobs in memory (``retired.live``)."""
         self.settings, self.jobs, self.core = settings, jobs, core
-        self._now, self._post, self._fail = now, post, fail
+        self._now, self._post, self._fail, self._sink = now, post, fail, sink
         self.audit = Audit(store)
         retired = Retired(store)      # (the jobs that ended long ago: in the store alone)
         self.control = JobControl(jobs, core, cancel=cancel, running=running,
@@ -59,6 +59,8 @@ class Tenancy:
         """A job became final: its history says so, and its dependants are seen to
         (``control``) once the change that ended it is over."""
         self.audit.record(SCHEDULER, row.state, [row.id], row.reason or "")
+        if self._sink is not None:
+            self._sink.on_job_ended(row.state)
         self._post(lambda: self.control.ended(row, self._now()))
 
     def forget(self, job_ids: list[str]) -> None:

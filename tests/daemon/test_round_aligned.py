@@ -61,12 +61,13 @@ class Recorder:
 class Scheduler:
     """An executor on a hand-moved clock (from ``t``) with one emulated v100 server of
     ``gpus`` GPUs (none: ``gpus=0``, a restarted scheduler whose servers register again);
-    ``config`` overrides ``DaemonConfig`` fields. The daemon's time is the clock's: a
-    scheduler restarted on the state at ``t`` > 0 counts on from ``t`` (its epoch is put
-    ``t`` seconds of wall time back), as a real one does from the wall time gone by."""
+    ``config`` overrides ``DaemonConfig`` fields; ``metrics``: a ``DaemonMetrics`` it
+    writes. The daemon's time is the clock's: a scheduler restarted on the state at ``t`` >
+    0 counts on from ``t`` (its epoch is put ``t`` seconds of wall time back), as a real one
+    does from the wall time gone by."""
 
     def __init__(self, tmp_path, gpus: int = 1, heartbeat_seconds: float = 1e6,
-                 t: float = 0.0, **config) -> None:
+                 t: float = 0.0, metrics=None, **config) -> None:
         self.t = t
         self.store = Store(tmp_path / "state")
         if t:
@@ -77,7 +78,7 @@ class Scheduler:
                                  "min_resolve_interval_s": R, **config})
         self.sent = Recorder()
         self.x = DaemonExecutor(config, self.store, get_policy(config.policy),
-                                default_table(), self.sent, clock=lambda: self.t)
+                                default_table(), self.sent, metrics, clock=lambda: self.t)
         self.x.solver.inline = True        # (``at`` plans and starts a round in one call)
         self.server = self.add_server(gpus) if gpus else -1
 

@@ -17,6 +17,8 @@ from gavelsched.daemon.meter import usage_run
 from gavelsched.daemon.metrics import DaemonMetrics
 from gavelsched.daemon.store import Store
 
+from .test_round_aligned import Scheduler
+
 T0 = 1_800_000_000.0
 
 
@@ -113,3 +115,23 @@ def test_the_other_series_are_still_there():
     assert {"gavelsched_jobs", "gavelsched_rounds", "gavelsched_round_duration_seconds",
             "gavelsched_policy_solve_seconds", "gavelsched_gpu_seconds",
             "gavelsched_cost_dollars"} <= names
+
+
+def test_jobs_that_end_are_counted_by_their_final_state(tmp_path):
+    """``gavelsched_jobs_ended_total{state}``: every job that ends, as it ends (the gauge
+    of jobs by state counts only those in memory: ``retired``)."""
+    metrics = DaemonMetrics()
+    s = Scheduler(tmp_path, metrics=metrics)
+    first, second = s.submit(), s.submit()
+    s.x.cancel(first)
+    s.x.cancel(second)
+    s.x.cancel(second)                   # (already cancelled: not counted again)
+    ended = {dict(labels)["state"]: value for (name, labels), value in ended_samples(metrics)}
+    assert ended == {"done": 0.0, "failed": 0.0, "cancelled": 2.0}
+    s.close()
+
+
+def ended_samples(metrics: DaemonMetrics) -> list[tuple[tuple, float]]:
+    return [((s.name, tuple(sorted(s.labels.items()))), s.value)
+            for s in families(metrics)["gavelsched_jobs_ended"]
+            if s.name == "gavelsched_jobs_ended_total"]
