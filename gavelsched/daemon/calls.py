@@ -211,8 +211,9 @@ class ClientCalls:
         (ended long ago) the servers that ran it, from the store (None: in memory, or no
         job)."""
         job = self.jobs.get(job_id)
-        rows = [job] if job is not None else self.control.rows(job_id)
-        for row in rows[:1]:
+        rows = [job] if job is not None else [
+            row for row in self.control.rows(job_id) if row.id == job_id]   # (not an array)
+        for row in rows:
             if not caller.may_act_on(row.id, row.user):
                 raise Denied(f"{caller.name} may not read the logs of job {row.id} "
                              f"(submitted by {row.user or 'no user'})")

@@ -57,7 +57,7 @@ from .picture import Picture
 from .progress import Progress, restored_online
 from .refills import Refills
 from .retention import Retention
-from .retired import hosts_of, live
+from .retired import live, of_jobs
 from .retries import Retries
 from .room import Room
 from .roundtimes import RoundTimes
@@ -129,7 +129,7 @@ class DaemonExecutor:
         self.retention = Retention(config.checkpoints, config.checkpoint_retention_s, store,
                                    kept_s=config.ended_jobs_kept_s, stored_s=config.ended_jobs_stored_s)
         self.room = Room(config.state_dir, config.state_dir_min_free_mb, clock=clock, changed=self._changed)
-        self.hosts = Hosts(store, hosts_of(in_memory))
+        self.hosts = Hosts(store, of_jobs(in_memory))
         self.runs = RunTable(config, self.jobs, self.health, dispatcher, self.startups,
                              self.retries, self.fences, self.hosts, self.core, clock=clock,
                              now=self.now, monotonic=self.origin.monotonic, post=self.post,

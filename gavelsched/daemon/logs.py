@@ -33,7 +33,7 @@ class Hosts:
     """Job -> the servers that ran a process of it (executor thread; kept in the store)."""
 
     def __init__(self, store: Store, where: Where = EVERY) -> None:
-        """The servers of the jobs ``where`` picks (those in memory: ``retired.live``)."""
+        """The servers of the jobs in memory (``where``: ``retired.of_jobs``)."""
         self._store = store
         self.by_job: dict[str, tuple[int, ...]] = store.hosts(where)
 

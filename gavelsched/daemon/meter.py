@@ -21,6 +21,7 @@ from typing import Protocol
 from ..rpc import pb
 from .accounting import UsageRun
 from .jobs import JobRow
+from .retired import of_jobs
 from .store import EVERY, Store, Where
 
 # A job within this of its time limit (at most this fraction of the limit) is out of time:
@@ -60,7 +61,7 @@ class Meter:
         self.store, self._prices, self._changes_after = store, prices, changes_after
         self._epoch, self._sink = epoch_unix, sink
         self._used: dict[str, float] = defaultdict(float)
-        for row in store.usage(jobs=jobs):
+        for row in store.usage(where=of_jobs(jobs)):
             self._used[row[0]] += row[7] - row[6]
         if sink is not None:
             sink.restore_usage(usage_run(row) for row in store.usage_sums())

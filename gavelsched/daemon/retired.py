@@ -8,7 +8,7 @@ history, its usage and the servers that ran it: a call that names it (``history 
 ``squeue`` no longer shows.
 
 Before, every job ever submitted stayed in memory: a restart read and checked them all
-(500,000 ended jobs: 26 s and 1.5 GiB; BENCHMARKS.md, "A restart with a long history"), and
+(500,000 ended jobs: 51 s and 1.6 GiB; BENCHMARKS.md, "A restart with a long history"), and
 every picture of the daemon (``status``, the dashboard) copied them all.
 """
 
@@ -35,9 +35,11 @@ def live(now: float, kept_s: float) -> Where:
             (*sorted(FINAL), now - kept_s))
 
 
-def hosts_of(where: Where) -> Where:
-    """The ``hosts`` rows of the jobs ``where`` picks."""
-    return (f"job_id IN (SELECT id FROM jobs WHERE {where[0]})", where[1])
+def of_jobs(where: Where) -> Where:
+    """The rows of another table (``hosts``, ``usage``: by ``job_id``) of the jobs ``where``
+    picks."""
+    return where if where is EVERY else (f"job_id IN (SELECT id FROM jobs WHERE {where[0]})",
+                                         where[1])
 
 
 class Retired:

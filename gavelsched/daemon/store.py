@@ -494,12 +494,11 @@ class Store:
         self._write(f"INSERT INTO usage({USAGE_COLUMNS}) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [(*row, 1.0)[:10]])
 
-    def usage(self, since_unix: float = 0.0, jobs: Where = EVERY) -> list[tuple]:
-        """The runs that ended after ``since_unix`` (of the jobs ``jobs`` picks), each row
-        checked (``rows.usage``)."""
-        of = "" if jobs is EVERY else f" AND job_id IN (SELECT id FROM jobs WHERE {jobs[0]})"
+    def usage(self, since_unix: float = 0.0, where: Where = EVERY) -> list[tuple]:
+        """The runs that ended after ``since_unix`` (of those ``where`` picks: ``retired.
+        of_jobs``), each row checked (``rows.usage``)."""
         return self._checked("usage", USAGE_COLUMNS, usage, delete=False,
-                             where=(f"end_unix > ?{of}", (since_unix, *jobs[1])))
+                             where=(f"end_unix > ? AND ({where[0]})", (since_unix, *where[1])))
 
     def usage_sums(self) -> list[tuple]:
         """Every run's GPU-seconds summed by user, entity, type, price and share, each sum

@@ -96,6 +96,7 @@ def test_calls_that_name_a_job_that_left_find_it_in_the_store(ended):
     with pytest.raises(Denied, match=f"bob may not read the logs of job {done}"):
         s.x.calls.may_read_logs(BOB, done)
     assert s.x.calls.may_read_logs(BOB, ids["live"]) is None     # (in memory)
+    assert s.x.calls.may_read_logs(ALICE, array) is None        # (an array has no logs)
 
 
 def test_after_a_job_that_left_memory(ended):
@@ -236,7 +237,7 @@ def test_a_purge_deletes_every_row_of_the_oldest_ended_jobs_and_nothing_else(tmp
     assert [r.id for r in store.jobs()] == ["2", "3", "4"]
     assert purge(store, before=100.0) == 1 and purge(store, before=100.0) == 0
     assert _counts(store) == {t: 2 for t in JOB_COLUMN} | {"pair_throughputs": 0}
-    assert store.events("0") == [] and store.events("3") and store.usage(jobs=("id = '3'", ()))
+    assert store.events("0") == [] and store.events("3") and store.usage(where=("job_id = '3'", ()))
     store.close()
 
 
