@@ -16,7 +16,9 @@ import signal
 import threading
 from pathlib import Path
 
-from ..daemon.room import MIN_FREE_MB
+from workers.daemon.logfiles import LOG_RETENTION_S
+from workers.daemon.room import MIN_FREE_MB
+
 from . import InputError
 
 # Hollow workers in one process: each serves on its own port with its own threads (256 of
@@ -71,6 +73,9 @@ def register(subparsers) -> None:
                    help="below this much free on the disk of --work-dir, the worker takes no "
                         "new run: the scheduler drains it until space is freed, and its runs "
                         "go on (0: no reserve)")
+    p.add_argument("--log-retention-s", type=_seconds, default=LOG_RETENTION_S, metavar="S",
+                   help="the output of a job no process of which runs here is removed once "
+                        "it was last written this long ago (0: kept for ever)")
     p.add_argument("--listen", default="127.0.0.1:0", metavar="HOST:PORT",
                    help="address of this worker's service (port 0: any free port), told to "
                         "the scheduler (with 0.0.0.0: this machine's hostname). The default "
@@ -113,6 +118,17 @@ def _min_free(value: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number of MiB from 0 to "
                                          f"{MAX_MIN_FREE_MB}, got {value!r}")
     return int(value)
+
+
+def _seconds(value: str) -> float:
+    """A number of seconds, 0 or more (finite)."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0.0 <= seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {value!r}")
+    return seconds
 
 
 def _address(value: str, flag: str) -> str:
@@ -216,7 +232,8 @@ def run(args: argparse.Namespace) -> int:
         work_dir=Path(args.work_dir) / f"hollow-{i}" if args.hollow else Path(args.work_dir),
         listen=args.listen, token=token, token_file=args.token_file, tls_ca=args.tls_ca,
         tls=tls, emulation=emulations.get(t), grace_s=args.grace, insecure=args.insecure,
-        profile=profile, min_free_mb=args.min_free_mb) for i, t in enumerate(types)]
+        profile=profile, min_free_mb=args.min_free_mb, log_retention_s=args.log_retention_s)
+        for i, t in enumerate(types)]
     if args.hollow:
         return _run_hollow(configs, stop_timeout)
     worker = Worker(configs[0])

@@ -98,7 +98,7 @@ MAX_SHORT_OF_ROOM = 500
 
 
 def short_of_room(request: pb.HeartbeatRequest) -> str:
-    """Why a heartbeat's worker takes no new run (``room.short_of_room``): one line of text,
+    """Why a heartbeat's worker takes no new run (``workers/daemon/room.py``): one line of text,
     at most ``MAX_SHORT_OF_ROOM`` characters; one that is not is shown escaped and cut, so
     that the worker is still drained (it said it has no room)."""
     why = request.short_of_room

@@ -14,8 +14,8 @@ thread, reads the disk at most every ``CHECK_EVERY_S``); ``free_bytes`` is the
 ``gavelsched_state_dir_free_bytes`` gauge. ``disk_full`` tells a write that found no room
 at all, whoever filled the disk, and ``says_disk_full`` a job's process that failed so
 (``exits``). A worker keeps a reserve of its own on its ``work_dir``'s disk
-(``short_of_room``, sent in its heartbeats): the scheduler drains it while it is short
-(``servers``), as Kubernetes taints a node under disk pressure.
+(``workers/daemon/room.py``, said in its heartbeats): the scheduler drains it while it is
+short (``servers``), as Kubernetes taints a node under disk pressure.
 """
 
 from __future__ import annotations
@@ -69,22 +69,6 @@ def full_fix(state_dir: Path, checkpoints: Path) -> str:
     there = Path(checkpoints).is_relative_to(state_dir)
     return (f"free space on the disk of the state_dir {state_dir}, which is full"
             + (" (the jobs' checkpoints are kept there: checkpoint_dir)" if there else ""))
-
-
-def short_of_room(work_dir: Path, min_free_mb: int) -> str:
-    """Why a worker takes no new run, in one line: its ``work_dir``'s disk has less than
-    ``min_free_mb`` MiB free (``gavelsched worker --min-free-mb``; a run there would fail
-    writing its logs, or lose its checkpoint); "" when it has room, no reserve is set, or
-    the disk cannot be read."""
-    if min_free_mb <= 0:
-        return ""
-    try:
-        free = shutil.disk_usage(work_dir).free
-    except OSError:
-        return ""
-    reserve = int(min_free_mb) * MIB
-    return "" if free >= reserve else (f"its work_dir {work_dir} has {_mib(free)} free, under "
-                                       f"its reserve of {_mib(reserve)} (--min-free-mb)")
 
 
 class Room:

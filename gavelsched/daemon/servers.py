@@ -46,7 +46,7 @@ from .store import ServerRow, Store
 log = logging.getLogger(__name__)
 
 # who took a server out of service (meta ``DRAINED``), or "0": ``gavelsched drain``; its own
-# worker, stopping; its worker's disk, short of room (``room.short_of_room``)
+# worker, stopping; its worker's disk, short of room (``workers/daemon/room.py``)
 BY_OPERATOR, BY_WORKER, BY_ROOM = "1", "2", "3"
 WHY = {BY_OPERATOR: "", BY_WORKER: " (its worker is stopping)",
        BY_ROOM: " (its worker's disk is short of room)"}

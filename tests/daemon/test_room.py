@@ -23,12 +23,13 @@ from gavelsched.daemon import doors
 from gavelsched.daemon import room as room_module
 from gavelsched.daemon.config import load_config
 from gavelsched.daemon.meta import ROUND
-from gavelsched.daemon.room import MIB, NoRoom, Room, disk_full, says_disk_full, short_of_room
+from gavelsched.daemon.room import MIB, NoRoom, Room, disk_full, says_disk_full
 from gavelsched.daemon.server import SchedulerDaemon
 from gavelsched.daemon.servers import BY_OPERATOR, BY_ROOM
 from gavelsched.daemon.statusjson import cluster_dict
 from gavelsched.daemon.store import Store
 from gavelsched.rpc import pb
+from workers.daemon.room import short_of_room
 
 from .cluster import JOB_TYPE, Cluster, running, wait_until
 from .fake_worker import FakeWorker

@@ -3,6 +3,10 @@ and ``.err``, one pair per rank of each run, named by the round the run was laun
 The launcher names them (``log_stem``); ``ReadLogs`` lists and reads them (``answer``:
 ``listing``, ``read``) for the scheduler's ``Logs``.
 
+The logs of a job no process of which has run here for ``--log-retention-s`` (a week by
+default) are removed (``expired``, ``remove``: the worker's own sweep), as kubelet
+removes a dead container's logs: else the work_dir fills with every job ever run here.
+
 Reading is closed to everything else: a job id must be a plain name (letters, digits,
 ``_``, ``-`` and ``.``, not first, at most ``MAX_JOB_ID`` characters), so it cannot climb
 out of ``logs/``; the job's folder and its files are opened without following symbolic
@@ -13,13 +17,16 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import stat
+from collections.abc import Container
 from dataclasses import dataclass
 from pathlib import Path
 
 from gavelsched.rpc import pb
 
 MAX_JOB_ID = 128
+LOG_RETENTION_S = 7 * 86400.0     # ``--log-retention-s``: a week
 MAX_READ_BYTES = 1 << 20
 STREAMS = ("out", "err")
 _JOB_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
@@ -102,6 +109,42 @@ def answer(work_dir: Path, request: pb.ReadLogsRequest) -> pb.ReadLogsResponse:
     return pb.ReadLogsResponse(data=data, files=[
         pb.LogFile(round=f.round, rank=f.rank, stream=f.stream, size=f.size)
         for f in listing(work_dir, request.job_id)])
+
+
+def expired(work_dir: Path, retention_s: float, now: float,
+            busy: Container[str] = ()) -> list[str]:
+    """The jobs whose logs here were last written ``retention_s`` or more before ``now``
+    (Unix seconds; their folder's and files' newest change), none of them ``busy`` (a
+    process of it runs here), sorted; none when ``retention_s`` is 0. A folder that is no
+    job's plain name, or a link, is never touched."""
+    if retention_s <= 0:
+        return []
+    try:
+        folders = list(os.scandir(Path(work_dir) / "logs"))
+    except OSError:
+        return []
+    out = []
+    for folder in folders:
+        if (folder.name in busy or not _JOB_ID.fullmatch(folder.name)
+                or not folder.is_dir(follow_symlinks=False)):
+            continue
+        newest = _newest_change(folder)
+        if newest is not None and now - newest >= retention_s:
+            out.append(folder.name)
+    return sorted(out)
+
+
+def _newest_change(folder: os.DirEntry) -> float | None:
+    try:
+        return max([folder.stat(follow_symlinks=False).st_mtime,
+                    *(f.stat(follow_symlinks=False).st_mtime for f in os.scandir(folder))])
+    except OSError:         # (removed meanwhile)
+        return None
+
+
+def remove(work_dir: Path, job_id: str) -> None:
+    """Remove the job's logs here (a plain name's folder, its links not followed)."""
+    shutil.rmtree(Path(work_dir) / "logs" / check_job_id(job_id), ignore_errors=True)
 
 
 def check_job_id(job_id: str) -> str:

@@ -34,7 +34,6 @@ from pathlib import Path
 
 import grpc
 
-from gavelsched.daemon.room import MIN_FREE_MB, short_of_room
 from gavelsched.jobenv import worker_env
 from gavelsched.rpc import pb, pb_grpc
 from gavelsched.rpc.security import (SecurityError, TlsFiles, channel, exposure, host_of,
@@ -47,9 +46,13 @@ from . import leftovers, logfiles
 from .emulation import Emulation
 from .launch_queue import LaunchQueue, Refused
 from .launcher import JobExit, Launcher
+from .logfiles import LOG_RETENTION_S
+from .room import MIN_FREE_MB, short_of_room
 from .specs import BadRunJob, check_run_job, launch_spec
 
 log = logging.getLogger(__name__)
+
+LOG_SWEEP_S = 600.0             # how often the logs past --log-retention-s are looked for
 
 RPC_TIMEOUT_S = 10.0
 POLL_S = 0.1
@@ -78,6 +81,8 @@ class WorkerConfig:
     insecure: bool = False    # serve without a token beyond loopback (--insecure)
     profile: Profile | None = None   # this machine's measured throughputs, sent at registration
     min_free_mb: int = MIN_FREE_MB   # below this free on work_dir's disk, no new run (0: none)
+    log_retention_s: float = LOG_RETENTION_S   # a job's logs not written to for this long go
+    log_sweep_s: float = LOG_SWEEP_S
 
 
 class Worker:
@@ -134,7 +139,7 @@ class Worker:
             self._server.stop(0)
             raise
         for target, name in ((self._heartbeats, "heartbeat"), (self._monitor, "monitor"),
-                             (self._reports, "reports")):
+                             (self._reports, "reports"), (self._sweep_logs, "logs")):
             thread = threading.Thread(target=self._keep_running, args=(target, name),
                                       name=f"worker-{name}", daemon=True)
             thread.start()
@@ -291,6 +296,27 @@ class Worker:
             if self._stopped.wait(max(0.0, due - time.monotonic())):
                 return
             self._beat()
+
+    def _sweep_logs(self) -> None:
+        """Every ``log_sweep_s``, the logs of jobs that ran here long ago go."""
+        while not self._stopped.wait(self.config.log_sweep_s):
+            self.sweep_logs()
+
+    def sweep_logs(self) -> list[str]:
+        """Remove the logs of the jobs with no process here whose logs were last written
+        ``log_retention_s`` ago (``logfiles.expired``); returns those jobs."""
+        work_dir, kept = self.config.work_dir, self.config.log_retention_s
+        gone = []
+        for job_id in logfiles.expired(work_dir, kept, time.time(),
+                                       set(self.launcher.running_jobs())):
+            if self.launcher.generation_of(job_id) is None:    # (not launched meanwhile)
+                logfiles.remove(work_dir, job_id)
+                gone.append(job_id)
+        if gone:
+            log.info("the logs of %d job%s last written over %.0f s ago removed "
+                     "(--log-retention-s): %s", len(gone), "s" * (len(gone) > 1), kept,
+                     ", ".join(gone[:10]) + (", ..." if len(gone) > 10 else ""))
+        return gone
 
     def _room(self) -> str:
         """Why this worker takes no new run (``room.short_of_room``), said in the log when

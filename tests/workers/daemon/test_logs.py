@@ -7,6 +7,7 @@ are refused, and links are never followed (``workers/daemon/logfiles.py``)."""
 from __future__ import annotations
 
 import os
+import time
 
 import grpc
 import pytest
@@ -129,3 +130,48 @@ def test_read_logs_without_the_token_is_refused(cluster):
             sched.worker_stub(worker.address, token=token).ReadLogs(
                 pb.ReadLogsRequest(job_id="talker"))
         assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+# ---- retention (``--log-retention-s``) -------------------------------------------------------
+def aged(work, job, seconds_ago: float) -> None:
+    """Job ``job``'s logs here, last written ``seconds_ago``."""
+    write(work, job, "round0-rank0.out", b"x")
+    when = time.time() - seconds_ago
+    for path in (work / "logs" / job / "round0-rank0.out", work / "logs" / job):
+        os.utime(path, (when, when))
+
+
+def test_the_logs_of_jobs_not_run_here_for_the_retention_expire(tmp_path):
+    aged(tmp_path, "7", 500)
+    aged(tmp_path, "8", 50)
+    aged(tmp_path, "9", 500)
+    (tmp_path / "logs" / ".hidden").mkdir()                # no job's plain name
+    os.utime(tmp_path / "logs" / ".hidden", (0, 0))
+    os.symlink(tmp_path / "logs" / "7", tmp_path / "logs" / "10")    # a link
+    now = time.time()
+    assert logfiles.expired(tmp_path, 100, now, busy={"9"}) == ["7"]
+    assert logfiles.expired(tmp_path, 0, now) == []         # 0: kept for ever
+    assert logfiles.expired(tmp_path / "none", 100, now) == []
+    write(tmp_path, "7", "round1-rank0.err", b"y")          # written again: young
+    assert logfiles.expired(tmp_path, 100, time.time()) == ["9"]
+
+
+def test_a_worker_removes_the_logs_past_its_retention_and_keeps_the_rest(tmp_path):
+    sched = FakeScheduler(token=TOKEN)
+    sched.start()
+    work = tmp_path / "work"
+    aged(work, "7", 500)
+    aged(work, "8", 50)
+    worker = Worker(WorkerConfig(scheduler=sched.address, worker_type="k80", gpus=1,
+                                 work_dir=work, token=TOKEN, log_retention_s=100,
+                                 log_sweep_s=0.2))
+    try:
+        worker.start()
+        deadline = time.monotonic() + 10
+        while (work / "logs" / "7").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not (work / "logs" / "7").exists() and (work / "logs" / "8").exists()
+        assert worker.sweep_logs() == []
+    finally:
+        worker.stop()
+        sched.stop()
