@@ -210,7 +210,7 @@ class Servers:
         they would hold their jobs as orphans until the next heartbeat. (0: a caller that
         gives no registration; its listing counts.) ``short_of_room``: why its worker
         takes no new run (its disk; "": it has room): drained while it says so
-        (``room``)."""
+        (``workers/daemon/room.py``)."""
         server = self.health.seen(server_id, mono)
         if server is None:
             return False
@@ -234,9 +234,9 @@ class Servers:
         """Its worker's disk is short of room (``short``: why) or has room again: drained
         while short (unless drained for another reason), back in service after."""
         was = self.short.pop(server_id, "")
-        if short:
+        if short:                       # (its words, the MiB free, change: said once)
             self.short[server_id] = short
-            if short != was:
+            if not was:
                 log.warning("%s: %s", self._name(server_id), short)
         drain = bool(short) and server_id not in self.drained
         undrain = not short and self.drained.get(server_id) == BY_ROOM   # (after a restart too)
@@ -244,7 +244,7 @@ class Servers:
             self._drain(server_id, BY_ROOM)
         elif undrain:
             self._undrain(server_id)
-        if short != was or drain or undrain:
+        if bool(short) != bool(was) or drain or undrain:
             self._changed()             # (status: the drain, the notices)
 
     def notices(self) -> list[str]:

@@ -53,6 +53,7 @@ from .specs import BadRunJob, check_run_job, launch_spec
 log = logging.getLogger(__name__)
 
 LOG_SWEEP_S = 600.0             # how often the logs past --log-retention-s are looked for
+ROOM_EVERY_S = 5.0              # how often the work_dir's free space is read
 
 RPC_TIMEOUT_S = 10.0
 POLL_S = 0.1
@@ -119,6 +120,7 @@ class Worker:
         self._check_exposure()
         self.config.work_dir.mkdir(parents=True, exist_ok=True)
         leftovers.reap(self.config.work_dir)
+        self._see_room()                    # (the first heartbeat says it too)
         servicer = _Servicer(self)
         self._server, port = serve(
             self.config.listen,
@@ -139,7 +141,7 @@ class Worker:
             self._server.stop(0)
             raise
         for target, name in ((self._heartbeats, "heartbeat"), (self._monitor, "monitor"),
-                             (self._reports, "reports"), (self._sweep_logs, "logs")):
+                             (self._reports, "reports"), (self._disk, "disk")):
             thread = threading.Thread(target=self._keep_running, args=(target, name),
                                       name=f"worker-{name}", daemon=True)
             thread.start()
@@ -297,10 +299,16 @@ class Worker:
                 return
             self._beat()
 
-    def _sweep_logs(self) -> None:
-        """Every ``log_sweep_s``, the logs of jobs that ran here long ago go."""
-        while not self._stopped.wait(self.config.log_sweep_s):
-            self.sweep_logs()
+    def _disk(self) -> None:
+        """The work_dir's disk, read off the heartbeat's thread (a slow or hung file system
+        never holds a heartbeat up): its room every ``ROOM_EVERY_S`` (``_see_room``), the
+        logs of jobs that ran here long ago every ``log_sweep_s`` (``sweep_logs``)."""
+        sweep = time.monotonic() + self.config.log_sweep_s
+        while not self._stopped.wait(min(ROOM_EVERY_S, self.config.log_sweep_s)):
+            self._see_room()
+            if time.monotonic() >= sweep:
+                self.sweep_logs()
+                sweep = time.monotonic() + self.config.log_sweep_s
 
     def sweep_logs(self) -> list[str]:
         """Remove the logs of the jobs with no process here whose logs were last written
@@ -318,9 +326,9 @@ class Worker:
                      ", ".join(gone[:10]) + (", ..." if len(gone) > 10 else ""))
         return gone
 
-    def _room(self) -> str:
-        """Why this worker takes no new run (``room.short_of_room``), said in the log when
-        it starts and when it ends."""
+    def _see_room(self) -> None:
+        """Why this worker takes no new run now (``room.short_of_room``; its heartbeats say
+        it), said in the log when it starts and when it ends."""
         short = short_of_room(self.config.work_dir, self.config.min_free_mb)
         if short and not self._short:
             log.warning("%s: the scheduler plans no new run here until space is freed; the "
@@ -329,7 +337,6 @@ class Worker:
             log.info("the disk of the work_dir %s has room again: new runs are taken",
                      self.config.work_dir)
         self._short = short
-        return short
 
     def _beat(self) -> None:
         """One heartbeat: the runs here, and whether this worker is leaving."""
@@ -337,7 +344,7 @@ class Worker:
             reply = self._stub.Heartbeat(pb.HeartbeatRequest(
                 server_id=self.server_id, registration=self.registration,
                 leaving=self._leaving.is_set(), running=self._running(),
-                sent_s=time.monotonic(), short_of_room=self._room()),
+                sent_s=time.monotonic(), short_of_room=self._short),
                 timeout=RPC_TIMEOUT_S)
             self._reached = time.monotonic()
             if not reply.known:
