@@ -78,12 +78,12 @@ class Origin:
     restarted daemon counts on from it (thesis §5.6). It never goes back across a restart:
     a wall clock set back since (a host that boots before NTP has set its clock, a virtual
     machine restored) would put every stored time (submissions, runs, the allocation
-    period's start) in the future; the time of the last plan is kept (``seen``, written
-    with the round counter), and a restart counts on from it when the wall clock is
+    period's start) in the future; the time of the last plan is kept (``mark``), and a
+    restart counts on from it when the wall clock is
     behind, saying so."""
 
     def __init__(self, store: Store, clock: Callable[[], float]) -> None:
-        self._clock, self._mono0, unix0 = clock, clock(), time.time()
+        self._store, self._clock, self._mono0, unix0 = store, clock, clock(), time.time()
         epoch = store.get_meta(EPOCH_UNIX.key())
         if epoch is None:       # a new state starts at 0 exactly (not after its own write)
             epoch = unix0
@@ -100,9 +100,9 @@ class Origin:
     def now(self) -> float:
         return self._base + self._clock() - self._mono0
 
-    def seen(self) -> dict[str, float]:
-        """The meta row that keeps the time now as the latest this state saw."""
-        return {CLOCK_SEEN.key(): self.now()}
+    def mark(self) -> None:
+        """Keep the time now as the latest this state saw (at each plan)."""
+        self._store.set_meta({CLOCK_SEEN.key(): self.now()})
 
     def monotonic(self, t: float) -> float:
         """The monotonic clock's reading at the daemon's time ``t``."""

@@ -126,8 +126,7 @@ class DaemonExecutor:
         self.calls = self.tenancy.calls          # what the client handlers call
         self.startups = Startups(store)
         self.retries, self.fences = Retries(store, config.round_seconds), Fences(store)
-        self.retention = Retention(config.checkpoints, config.checkpoint_retention_s, store,
-                                   kept_s=config.ended_jobs_kept_s, stored_s=config.ended_jobs_stored_s)
+        self.retention = Retention.configured(config, store)   # (ended jobs: what goes when)
         self.room = Room(config.state_dir, config.state_dir_min_free_mb, clock=clock, changed=self._changed)
         self.hosts = Hosts(store, of_jobs(in_memory))
         self.runs = RunTable(config, self.jobs, self.health, dispatcher, self.startups,
@@ -293,7 +292,8 @@ class DaemonExecutor:
         self.progress.admitted(rnd.admitted, now)
         self.clock.planned()
         index = self._round_base + rnd.index
-        self.store.set_meta({ROUND.key(): index + 1, **self.origin.seen()})
+        self.store.set_meta({ROUND.key(): index + 1})
+        self.origin.mark()
         save_period(self.config.state_dir / PERIOD_FILE, self.core.period_state())
         self.times.planned(index, rnd)
         with self.dispatcher.held(), self.store.batched():         # (as at a round's start)

@@ -31,6 +31,7 @@ from collections import ChainMap
 from collections.abc import Container, Iterable, Mapping
 from pathlib import Path
 
+from .config import DaemonConfig
 from .jobs import Jobs
 from .purge import Purge
 from .meta import job_keys
@@ -89,6 +90,13 @@ class Retention:
         self._strays: set[str] = set()      # folders that name no job of the store
         self._next = float("-inf")
         self._remover: threading.Thread | None = None
+
+    @classmethod
+    def configured(cls, config: DaemonConfig, store: Store) -> Retention:
+        """The daemon's: its checkpoints and their retention, how long an ended job stays in
+        memory and in the store."""
+        return cls(config.checkpoints, config.checkpoint_retention_s, store,
+                   kept_s=config.ended_jobs_kept_s, stored_s=config.ended_jobs_stored_s)
 
     def tick(self, jobs: Mapping[str, JobRow], now: float,
              running: Container[str] = ()) -> list[str]:
