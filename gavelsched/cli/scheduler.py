@@ -57,8 +57,11 @@ def run(args: argparse.Namespace) -> int:
     from ..daemon.server import ListenError, SchedulerDaemon
     from ..daemon.statelock import StateInUse
     from ..daemon.store import StoreError
+    from ..rpc.limits import connection_cap, raise_open_files
     from ..rpc.security import SecurityError
 
+    files = raise_open_files()      # (a connection from every job process: thousands)
+    log.info("%d open files: at most %d connections are taken", files, connection_cap(files))
     try:
         config = load_config(args.config, insecure=args.insecure)
         # this process serves the daemon's threads: its GIL changes hands more often

@@ -181,6 +181,7 @@ def _hollow_types(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from gavelsched.rpc.limits import raise_open_files
     from gavelsched.rpc.security import SecurityError, TlsFiles, read_token
     from traces.checks import MAX_GPUS_PER_SERVER, MAX_SECONDS
     from traces.errors import TraceError
@@ -208,6 +209,7 @@ def run(args: argparse.Namespace) -> int:
     if args.profile_reduced and not args.profile:
         raise InputError("--profile-reduced goes with --profile")
     types = _hollow_types(args)
+    raise_open_files()      # (its jobs' log files, its channels: hollow ones by the hundred)
     try:
         Path(args.work_dir).mkdir(parents=True, exist_ok=True)
     except OSError as err:

@@ -28,6 +28,7 @@ from pathlib import Path
 import grpc
 
 from .identity import AUTH_HEADER, AuthCheck, Identities, TokenGate
+from .limits import IDLE_S, server_options
 
 # How to make a token (any non-empty text; ``read_token`` drops surrounding whitespace).
 MAKE_TOKEN = "(umask 077; head -c 32 /dev/urandom | base64 > token)"
@@ -164,9 +165,13 @@ def serve(address: str, register: Sequence[Callable[[grpc.Server], None]], *,
           token: str | None = None, tls: TlsFiles | None = None,
           max_workers: int = 16,
           identities: Callable[[], Identities] | None = None,
-          interceptors: Sequence[grpc.ServerInterceptor] = ()) -> tuple[grpc.Server, int]:
+          interceptors: Sequence[grpc.ServerInterceptor] = (),
+          max_connections: int | None = None, idle_s: float = IDLE_S
+          ) -> tuple[grpc.Server, int]:
     """Start a gRPC server on ``address`` (``host:port``; port 0 picks a free one) with the
-    services ``register`` adds; returns the started server and its bound port.
+    services ``register`` adds; returns the started server and its bound port. It takes at
+    most ``max_connections`` (default: ``limits.connection_cap``) and closes those idle for
+    ``idle_s`` (``limits``).
 
     ``token``: every call must carry it. ``identities`` (a callable returning the
     ``Identities`` in force, read on every call) instead: every call must identify a
@@ -178,7 +183,7 @@ def serve(address: str, register: Sequence[Callable[[grpc.Server], None]], *,
         gates = [_TokenCheck(token)] if token else []
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers),
                          interceptors=[*gates, *interceptors],
-                         options=[("grpc.so_reuseport", 0)])
+                         options=server_options(max_connections, idle_s))
     for add in register:
         add(server)
     if tls is not None and tls.cert is not None:
