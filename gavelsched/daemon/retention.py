@@ -33,8 +33,8 @@ from pathlib import Path
 
 from .config import DaemonConfig
 from .jobs import Jobs
-from .purge import Purge
 from .meta import job_keys
+from .purge import Purge
 from .rows import JobRow
 from .store import Store
 
