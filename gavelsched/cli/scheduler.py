@@ -61,7 +61,6 @@ def run(args: argparse.Namespace) -> int:
     from ..rpc.security import SecurityError
 
     files = raise_open_files()      # (a connection from every job process: thousands)
-    log.info("%d open files: at most %d connections are taken", files, connection_cap(files))
     try:
         config = load_config(args.config, insecure=args.insecure)
         # this process serves the daemon's threads: its GIL changes hands more often
@@ -70,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
                                  config_path=args.config).start()
     except (ConfigError, SecurityError, ListenError, StateInUse, StoreError) as err:
         raise InputError(str(err)) from None
+    log.info("%d open files: at most %d connections are taken", files, connection_cap(files))
     if config.metrics_exposed:
         log.warning("insecure: /metrics on %s has no auth: anyone who can reach it can read "
                     "the cluster's jobs and workers", config.metrics_listen)
