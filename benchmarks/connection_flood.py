@@ -42,7 +42,7 @@ FILE_LIMIT_LINE = "File descriptor limit reached"
 def flood(port: int, count: int, hold_s: float) -> None:
     """(In a child process.) Open ``count`` idle connections, hold them ``hold_s``, then
     print how many the server closed, as JSON."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     held = []
     for _ in range(count):
@@ -53,8 +53,13 @@ def flood(port: int, count: int, hold_s: float) -> None:
             break
         held.append(sock)
     time.sleep(hold_s)
+    print(json.dumps({"opened": len(held), "closed": closed_by_peer(held)}), flush=True)
+
+
+def closed_by_peer(sockets: list[socket.socket]) -> int:
+    """How many of ``sockets`` the other end closed (what it sent meanwhile is read)."""
     closed = 0
-    for sock in held:
+    for sock in sockets:
         sock.setblocking(False)
         try:
             while sock.recv(65536):
@@ -64,7 +69,7 @@ def flood(port: int, count: int, hold_s: float) -> None:
             pass
         except OSError:
             closed += 1
-    print(json.dumps({"opened": len(held), "closed": closed}), flush=True)
+    return closed
 
 
 def status(port: int) -> tuple[int, float]:

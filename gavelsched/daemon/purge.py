@@ -7,8 +7,9 @@ deleted last: after it left memory (``ended_jobs_kept_s``) and its checkpoints w
 ``jobs``, ``events``, ``hosts``, ``usage``, measured rates. ``gavelsched usage`` then no
 longer counts its runs, nor do the usage counters after a restart.
 
-Deleted ``AT_ONCE`` jobs to a transaction, on the executor's thread, at most once every
-``EVERY_S`` while none is left to delete (``retention.Retention`` asks)."""
+Deleted ``AT_ONCE`` jobs to a transaction, on the executor's thread, at each of the
+retention's sweeps (once a minute: ``retention.Retention`` asks) while jobs are left to
+delete, and every ``EVERY_S`` once none is."""
 
 from __future__ import annotations
 
@@ -47,8 +48,8 @@ class Purge:
         self._next = float("-inf")
 
     def tick(self, now: float) -> int:
-        """Purge if due: at once again while a purge found more than it deleted, else
-        after ``EVERY_S``. Returns the jobs deleted."""
+        """Purge if due: at the next call again while a purge deleted all it may at once,
+        else after ``EVERY_S``. Returns the jobs deleted."""
         if self.stored_s <= 0 or now < self._next:
             return 0
         deleted = purge(self._store, now - self.stored_s)

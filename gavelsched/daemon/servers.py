@@ -233,11 +233,13 @@ class Servers:
     def _room(self, server_id: int, short: str) -> None:
         """Its worker's disk is short of room (``short``: why) or has room again: drained
         while short (unless drained for another reason), back in service after."""
-        was = self.short.pop(server_id, "")
-        if short:                       # (its words, the MiB free, change: said once)
+        was = self.short.get(server_id, "")
+        if short:
             self.short[server_id] = short
-            if not was:
-                log.warning("%s: %s", self._name(server_id), short)
+        else:
+            self.short.pop(server_id, None)
+        if short and not was:           # (its words, the MiB free, change: said once)
+            log.warning("%s: %s", self._name(server_id), short)
         drain = bool(short) and server_id not in self.drained
         undrain = not short and self.drained.get(server_id) == BY_ROOM   # (after a restart too)
         if drain:

@@ -2,7 +2,8 @@
 limit of open files to the hard one at its start (a real ``gavelsched scheduler`` started
 under ``prlimit``-like limits); a server takes at most its cap of connections and closes
 the idle ones, so that a flood of connections that never make a call cannot take every
-file of the process, and the place they held is free again."""
+file of the process, and the place they held is free again (the flood's helpers are
+``benchmarks/connection_flood.py``'s)."""
 
 from __future__ import annotations
 
@@ -18,9 +19,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from gavelsched.daemon.local import free_port, subprocess_env, wait_until
 from gavelsched.rpc.limits import connection_cap, raise_open_files
 from gavelsched.rpc.security import serve
-
-# what an HTTP/2 client sends first: the preface and an empty SETTINGS frame
-PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes.fromhex("000000040000000000")
+from tests.benchmark_modules import loaded
 
 
 def test_the_cap_keeps_a_quarter_of_the_files():
@@ -45,29 +44,15 @@ def _check(port: int) -> str:
             return err.code().name
 
 
-def _closed(sockets: list[socket.socket]) -> int:
-    """How many of ``sockets`` the server closed."""
-    closed = 0
-    for sock in sockets:
-        sock.setblocking(False)
-        try:
-            while sock.recv(65536):
-                pass
-            closed += 1
-        except BlockingIOError:
-            pass
-        except OSError:
-            closed += 1
-    return closed
-
-
 def test_past_its_cap_a_server_closes_new_connections_and_the_idle_ones_go():
     server, port = _health_server(max_connections=20, idle_s=1.0)
     flood = []
+    with loaded("connection_flood") as bench:
+        _closed, preface = bench.closed_by_peer, bench.PREFACE
     try:
         for _ in range(60):
             sock = socket.create_connection(("127.0.0.1", port))
-            sock.sendall(PREFACE)
+            sock.sendall(preface)
             flood.append(sock)
         wait_until(lambda: _closed(flood) >= 40, 10, "the connections past the cap closed")
         assert _closed(flood) < 60
